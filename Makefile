@@ -1,0 +1,89 @@
+# wsync: `make` builds build/wsync; `make test` runs every test and ends with
+# "summary: N passed, M failed"; see README.md for the rest.
+SHELL   := /bin/bash
+CC      ?= cc
+CXX     ?= c++
+CLANG   ?= clang
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wpedantic -Werror
+STD     := -std=c99
+LIBS    := -lm -lpthread
+BUILD   := build
+SAN     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_SECONDS ?= 60
+HEADERS := wsync.h wsync_http.h wsync_rdma.h
+
+# Test programs: tests/<name>.c, each a single translation unit.
+TESTS      := test_base test_convert test_st
+TEST_BINS  := $(TESTS:%=$(BUILD)/%)
+SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
+FUZZERS    := fuzz_st_parse
+FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
+
+.PHONY: all test test-exhaustive bench fuzz demo clean
+
+all: $(BUILD)/wsync
+
+$(BUILD) $(BUILD)/san $(BUILD)/fuzz:
+	mkdir -p $@
+
+$(BUILD)/wsync: examples/wsync.c $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -Iexamples -I. -o $@ examples/wsync.c $(LIBS)
+
+$(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS)
+
+$(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) | $(BUILD)/san
+	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS)
+
+# The replay driver runs every fuzz harness's saved inputs with any compiler.
+$(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ fuzz/replay.c $< $(LIBS)
+
+$(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(HEADERS) | $(BUILD)/san
+	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ fuzz/replay.c $< $(LIBS)
+
+$(BUILD)/bench_%: tests/bench_%.c $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS)
+
+$(BUILD)/test_exhaustive: tests/test_exhaustive.c tests/check.h $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) -O3 -g -I. -o $@ $< $(LIBS)
+
+# Every test, in the plain build and under ASan+UBSan, plus the headers
+# compiled as C99 and C++ by gcc and clang, plus the CLI's exit codes.
+test: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) \
+      $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
+	@tests/run.sh tests \
+	    $(TEST_BINS) \
+	    $(SAN_BINS) \
+	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
+	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/san/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
+	    "tests/test_headers.sh" \
+	    "tests/test_cli.sh $(BUILD)/wsync"
+
+# All 2^32 float bit patterns through f32->bf16, against PyTorch's results.
+test-exhaustive: $(BUILD)/test_exhaustive
+	@tests/run.sh exhaustive $(BUILD)/test_exhaustive
+
+bench: $(BUILD)/bench_parse
+	$(BUILD)/bench_parse
+
+# libFuzzer (clang); each harness runs FUZZ_SECONDS on a scratch copy of its
+# corpus so the committed seeds stay as they are. Crashes land in build/fuzz.
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HEADERS) | $(BUILD)/fuzz
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -o $@ $<
+
+fuzz: $(FUZZERS:%=$(BUILD)/fuzz/%)
+	@set -eo pipefail; for f in $(FUZZERS); do \
+	    name=$${f#fuzz_}; work=$(BUILD)/fuzz/work_$$name; mkdir -p $$work; \
+	    echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \
+	    $(BUILD)/fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/$$name.dict \
+	        -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
+	        $$work fuzz/corpus/$$name fuzz/data/$$name 2>&1 | tail -n 12; \
+	done
+
+demo: $(BUILD)/wsync
+	$(BUILD)/wsync demo
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,2160 @@
+/* wsync.h - keep inference weights in step with an RL trainer, bit-exact.
+
+OVERVIEW
+========
+wsync moves model weights from a trainer to inference engines after every
+optimizer step. This header is the core, libc only: dtypes and numeric
+conversions (f32 <-> bf16/f16/fp8), a strict safetensors reader and a
+streaming writer. Later sections (sparse deltas, the delta chain, the store
+and fabric interfaces) build on these. Optional companions: wsync_http.h
+(libcurl stores), wsync_rdma.h (one-sided writes).
+
+It is a single header in the stb style: declarations always, the code only
+in the one C or C++ file that defines WSYNC_IMPLEMENTATION first:
+
+    #define WSYNC_IMPLEMENTATION
+    #include "wsync.h"
+
+QUICK START
+===========
+Open a safetensors file and list its tensors (zero-copy: every tensor's
+`data` points into the mapping):
+
+    wsync_mapped map;
+    wsync_st_file st;
+    wsync_error err;
+    if (wsync_file_map("model.safetensors", &map, &err) != WSYNC_OK ||
+        wsync_st_parse(map.bytes, map.size, NULL, &st, &err) != WSYNC_OK) {
+        fprintf(stderr, "%s\n", err.message);   // names tensor, offset, rule
+        ...
+    }
+    for (size_t i = 0; i < st.n_tensors; i++)
+        printf("%s %s\n", st.tensors[i].name, wsync_dtype_name(st.tensors[i].dtype));
+    wsync_st_free(&st);
+    wsync_file_unmap(&map);
+
+Write one (the header is padded with spaces to a multiple of 8, data offsets
+are contiguous in the order given):
+
+    uint64_t shape[2] = {2, 3};
+    wsync_st_tensor_desc t = {"w", WSYNC_DTYPE_BF16, 2, shape, bits, 12};
+    wsync_st_write(&t, 1, NULL, 0, my_sink, my_file, NULL, &err);
+
+Convert: wsync_f32_to_bf16() rounds to nearest even exactly as PyTorch's
+`tensor.to(torch.bfloat16)` does, subnormals included.
+
+COMPILE-TIME OPTIONS
+====================
+    WSYNC_IMPLEMENTATION   emit the implementation in this translation unit
+    WSYNC_STATIC           give every public function static linkage
+    WSYNC_DEF              override the linkage prefix yourself
+    WSYNC_MALLOC/WSYNC_FREE replace the default allocator (define both or none)
+    WSYNC_ASSERT(x)        assertion for programmer errors (never for input)
+    WSYNC_NO_MMAP          wsync_file_map reads the file instead of mmap-ing it
+
+MEMORY
+======
+Every call that allocates takes an options struct holding a wsync_allocator;
+a NULL options pointer or an all-zero struct means malloc and free. A parsed
+file carries its allocator; wsync_st_free releases everything in one call.
+There is no global state.
+
+ERRORS
+======
+Every function that can fail returns a wsync_result (WSYNC_OK is 0) and, when
+given a non-NULL wsync_error, fills it: the code, the byte offset in the input
+where the failure was found, the tensor involved, and a message naming the
+rule that failed. wsync_result_str() names a code. Bad input never aborts.
+
+LICENSE
+=======
+MIT, at the bottom of this file.
+*/
+#ifndef WSYNC_H
+#define WSYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WSYNC_VERSION_MAJOR 0
+#define WSYNC_VERSION_MINOR 1
+#define WSYNC_VERSION_PATCH 0
+#define WSYNC_VERSION_STRING "0.1.0"
+#define WSYNC_VERSION_NUMBER \
+    (WSYNC_VERSION_MAJOR * 10000 + WSYNC_VERSION_MINOR * 100 + WSYNC_VERSION_PATCH)
+
+#ifndef WSYNC_DEF
+#ifdef WSYNC_STATIC
+#define WSYNC_DEF static
+#else
+#define WSYNC_DEF extern
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================
+   Base: results and errors
+   ====================================================================== */
+
+/* X(name, value, description). Values are stable: append, never renumber. */
+#define WSYNC_RESULT_LIST(X)                                                        \
+    X(WSYNC_OK, 0, "ok")                                                            \
+    X(WSYNC_ERR_INVALID_ARGUMENT, 1, "invalid argument")                            \
+    X(WSYNC_ERR_OUT_OF_MEMORY, 2, "out of memory")                                  \
+    X(WSYNC_ERR_IO, 3, "I/O error")                                                 \
+    X(WSYNC_ERR_TRUNCATED, 4, "input truncated")                                    \
+    X(WSYNC_ERR_HEADER_TOO_LARGE, 5, "header length above the limit")               \
+    X(WSYNC_ERR_INVALID_UTF8, 6, "header is not valid UTF-8")                       \
+    X(WSYNC_ERR_INVALID_JSON, 7, "header is not valid JSON")                        \
+    X(WSYNC_ERR_NESTING_TOO_DEEP, 8, "JSON nesting too deep")                       \
+    X(WSYNC_ERR_DUPLICATE_KEY, 9, "duplicate key")                                  \
+    X(WSYNC_ERR_INVALID_HEADER, 10, "header does not follow the safetensors schema") \
+    X(WSYNC_ERR_INVALID_METADATA, 11, "__metadata__ is not a string-to-string map")  \
+    X(WSYNC_ERR_UNKNOWN_DTYPE, 12, "unknown dtype")                                 \
+    X(WSYNC_ERR_RANK_TOO_LARGE, 13, "tensor rank above the limit")                  \
+    X(WSYNC_ERR_OVERFLOW, 14, "integer or size overflow")                           \
+    X(WSYNC_ERR_SIZE_MISMATCH, 15, "shape and dtype disagree with the byte size")   \
+    X(WSYNC_ERR_INVALID_OFFSETS, 16, "data offsets overlap, leave a hole or are reversed") \
+    X(WSYNC_ERR_OUT_OF_BOUNDS, 17, "data offsets point past the end of the file")   \
+    X(WSYNC_ERR_TRAILING_BYTES, 18, "bytes after the last tensor")                  \
+    X(WSYNC_ERR_NOT_FOUND, 19, "not found")                                         \
+    X(WSYNC_ERR_LIMIT, 20, "a configured limit was exceeded")                       \
+    X(WSYNC_ERR_UNSUPPORTED, 21, "unsupported")                                     \
+    X(WSYNC_ERR_SINK, 22, "the output sink failed")
+
+typedef enum wsync_result {
+#define WSYNC__RESULT_ENUM(name, value, text) name = value,
+    WSYNC_RESULT_LIST(WSYNC__RESULT_ENUM)
+#undef WSYNC__RESULT_ENUM
+    WSYNC_RESULT_COUNT
+} wsync_result;
+
+/* Optional, caller-owned. Filled on failure (and reset to WSYNC_OK on entry). */
+typedef struct wsync_error {
+    wsync_result code;
+    uint64_t offset;    /* byte offset in the input where it failed; UINT64_MAX if none */
+    char tensor[128];   /* tensor involved, "" if none (truncated if longer) */
+    char message[384];  /* "tensor 'x' at byte 123: rule that failed" */
+} wsync_error;
+
+WSYNC_DEF const char *wsync_result_str(wsync_result r);
+/* The result's enumerator as text, e.g. "WSYNC_ERR_TRUNCATED". */
+WSYNC_DEF const char *wsync_result_name(wsync_result r);
+
+/* ======================================================================
+   Base: allocator, overflow-checked sizes
+   ====================================================================== */
+
+typedef struct wsync_allocator {
+    void *(*alloc)(void *user, size_t size);   /* NULL: default (malloc) */
+    void (*free)(void *user, void *ptr);       /* NULL: default (free) */
+    void *user;
+} wsync_allocator;
+
+/* 1 and *out set on success, 0 (and *out untouched) on overflow. */
+WSYNC_DEF int wsync_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+WSYNC_DEF int wsync_add_u64(uint64_t a, uint64_t b, uint64_t *out);
+WSYNC_DEF int wsync_mul_size(size_t a, size_t b, size_t *out);
+WSYNC_DEF int wsync_add_size(size_t a, size_t b, size_t *out);
+
+/* ======================================================================
+   Base: dtypes
+   ====================================================================== */
+
+typedef enum wsync_dtype {
+    WSYNC_DTYPE_INVALID = 0,
+    WSYNC_DTYPE_BOOL,
+    WSYNC_DTYPE_U8,
+    WSYNC_DTYPE_I8,
+    WSYNC_DTYPE_F8_E4M3,
+    WSYNC_DTYPE_F8_E5M2,
+    WSYNC_DTYPE_F8_E8M0,
+    WSYNC_DTYPE_I16,
+    WSYNC_DTYPE_U16,
+    WSYNC_DTYPE_F16,
+    WSYNC_DTYPE_BF16,
+    WSYNC_DTYPE_I32,
+    WSYNC_DTYPE_U32,
+    WSYNC_DTYPE_F32,
+    WSYNC_DTYPE_F64,
+    WSYNC_DTYPE_I64,
+    WSYNC_DTYPE_U64,
+    WSYNC_DTYPE_C64,
+    WSYNC_DTYPE_F4,
+    WSYNC_DTYPE_F6_E2M3,
+    WSYNC_DTYPE_F6_E3M2,
+    WSYNC_DTYPE_COUNT
+} wsync_dtype;
+
+/* Safetensors spelling ("BF16"), or "INVALID". */
+WSYNC_DEF const char *wsync_dtype_name(wsync_dtype t);
+/* Exact, case-sensitive match of `len` bytes; WSYNC_DTYPE_INVALID if none. */
+WSYNC_DEF wsync_dtype wsync_dtype_from_name(const char *name, size_t len);
+/* Bits per element: 1..64 (BOOL is 8; F4 is 4, F6_* are 6); 0 if invalid. */
+WSYNC_DEF unsigned wsync_dtype_bits(wsync_dtype t);
+/* Bytes of `nelem` elements; fails on overflow or when a sub-byte dtype
+   does not fill whole bytes (the safetensors rule). */
+WSYNC_DEF wsync_result wsync_dtype_nbytes(wsync_dtype t, uint64_t nelem, uint64_t *out);
+
+/* ======================================================================
+   Base: numeric conversions
+   ====================================================================== */
+
+/* f32 -> bf16, round to nearest, ties to even. Bit-identical to PyTorch's
+   tensor.to(torch.bfloat16) for every non-NaN input, subnormals kept (no
+   flush to zero). NaN becomes the quiet NaN of the same sign (0x7FC0/0xFFC0). */
+WSYNC_DEF uint16_t wsync_f32_to_bf16(float f);
+WSYNC_DEF float wsync_bf16_to_f32(uint16_t h);
+/* f32 -> IEEE binary16, round to nearest even, subnormals kept, overflow to
+   infinity; NaN becomes 0x7E00 with the input's sign. */
+WSYNC_DEF uint16_t wsync_f32_to_f16(float f);
+WSYNC_DEF float wsync_f16_to_f32(uint16_t h);
+
+/* fp8 rounding modes, always chosen explicitly:
+   SATURATE  NVIDIA __NV_SATFINITE: finite results beyond the largest finite
+             value and infinities clamp to +-max (448 for e4m3fn, 57344 for
+             e5m2).
+   TORCH     PyTorch's c10 conversion (non-saturating): e4m3fn has no
+             infinity, so a result beyond 448 (|x| > 464) is NaN; e5m2
+             overflows to infinity.
+   Both round to nearest even, keep subnormals, and map NaN to 0x7F with the
+   input's sign. */
+typedef enum wsync_fp8_mode {
+    WSYNC_FP8_SATURATE = 1,
+    WSYNC_FP8_TORCH = 2
+} wsync_fp8_mode;
+
+WSYNC_DEF uint8_t wsync_f32_to_e4m3(float f, wsync_fp8_mode mode);
+WSYNC_DEF float wsync_e4m3_to_f32(uint8_t v);
+WSYNC_DEF uint8_t wsync_f32_to_e5m2(float f, wsync_fp8_mode mode);
+WSYNC_DEF float wsync_e5m2_to_f32(uint8_t v);
+
+/* Bulk versions: n elements; buffers need only the natural alignment of their
+   element type and must not overlap. */
+WSYNC_DEF void wsync_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
+WSYNC_DEF void wsync_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n);
+WSYNC_DEF void wsync_f32_to_f16_n(const float *src, uint16_t *dst, size_t n);
+WSYNC_DEF void wsync_f16_to_f32_n(const uint16_t *src, float *dst, size_t n);
+WSYNC_DEF void wsync_f32_to_e4m3_n(const float *src, uint8_t *dst, size_t n, wsync_fp8_mode mode);
+WSYNC_DEF void wsync_e4m3_to_f32_n(const uint8_t *src, float *dst, size_t n);
+WSYNC_DEF void wsync_f32_to_e5m2_n(const float *src, uint8_t *dst, size_t n, wsync_fp8_mode mode);
+WSYNC_DEF void wsync_e5m2_to_f32_n(const uint8_t *src, float *dst, size_t n);
+
+/* ======================================================================
+   Base: files
+   ====================================================================== */
+
+/* A whole file, read-only: mmap where available, else read into memory. */
+typedef struct wsync_mapped {
+    const uint8_t *bytes;   /* never NULL after success, even for an empty file */
+    uint64_t size;
+    int kind;               /* private */
+    void *base;             /* private */
+    wsync_allocator allocator;
+} wsync_mapped;
+
+WSYNC_DEF wsync_result wsync_file_map(const char *path, wsync_mapped *out, wsync_error *err);
+WSYNC_DEF void wsync_file_unmap(wsync_mapped *m);
+
+/* ======================================================================
+   Safetensors: reader
+   ====================================================================== */
+
+#define WSYNC_ST_MAX_HEADER_SIZE 100000000u /* the reference implementation's cap */
+#define WSYNC_ST_DEFAULT_MAX_RANK 64u
+#define WSYNC_ST_DEFAULT_MAX_DEPTH 64u
+
+typedef struct wsync_st_options {
+    wsync_allocator allocator;
+    uint64_t max_header_size; /* 0: WSYNC_ST_MAX_HEADER_SIZE (also the ceiling) */
+    uint32_t max_rank;        /* 0: WSYNC_ST_DEFAULT_MAX_RANK */
+    uint32_t max_depth;       /* 0: WSYNC_ST_DEFAULT_MAX_DEPTH (JSON nesting) */
+    uint64_t max_tensors;     /* 0: no limit beyond the header size */
+} wsync_st_options;
+
+typedef struct wsync_st_tensor {
+    const char *name;     /* decoded JSON string, NUL-terminated; see name_len */
+    size_t name_len;      /* bytes, excluding the terminator (names may hold \u0000) */
+    wsync_dtype dtype;
+    uint32_t rank;
+    const uint64_t *shape; /* rank entries (NULL when rank is 0) */
+    uint64_t nelem;        /* product of shape (1 for a scalar) */
+    uint64_t begin, end;   /* data_offsets, relative to the data section */
+    const uint8_t *data;   /* view into the caller's buffer: data section + begin */
+    uint64_t key_offset;   /* byte offset of the tensor's name in the file */
+} wsync_st_tensor;
+
+typedef struct wsync_st_kv {
+    const char *key;
+    size_t key_len;
+    const char *value;
+    size_t value_len;
+} wsync_st_kv;
+
+typedef enum wsync_st_metadata_kind {
+    WSYNC_ST_METADATA_ABSENT = 0,
+    WSYNC_ST_METADATA_NULL = 1,   /* "__metadata__": null */
+    WSYNC_ST_METADATA_OBJECT = 2
+} wsync_st_metadata_kind;
+
+typedef struct wsync_st_file {
+    const uint8_t *bytes;      /* the caller's buffer */
+    uint64_t size;
+    uint64_t header_len;       /* N from the first 8 bytes */
+    const uint8_t *data;       /* bytes + 8 + header_len */
+    uint64_t data_len;
+    wsync_st_tensor *tensors;  /* in data-offset order */
+    size_t n_tensors;
+    wsync_st_metadata_kind metadata_kind;
+    wsync_st_kv *metadata;     /* in header order */
+    size_t n_metadata;
+    /* private */
+    const wsync_st_tensor **by_name; /* tensors sorted by name, for lookups */
+    void *block;
+    wsync_allocator allocator;
+} wsync_st_file;
+
+/* Parse and validate `size` bytes. Nothing is copied but names; the buffer must
+   outlive `out`. On failure `out` is zeroed and holds nothing to free. */
+WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size,
+                                      const wsync_st_options *opt, wsync_st_file *out,
+                                      wsync_error *err);
+WSYNC_DEF void wsync_st_free(wsync_st_file *f);
+/* Lookup by NUL-terminated name (O(log n)); NULL if absent. */
+WSYNC_DEF const wsync_st_tensor *wsync_st_find(const wsync_st_file *f, const char *name);
+WSYNC_DEF const wsync_st_tensor *wsync_st_find_n(const wsync_st_file *f, const char *name,
+                                                 size_t len);
+/* Metadata value for a key, NUL-terminated; NULL if absent. */
+WSYNC_DEF const char *wsync_st_metadata_get(const wsync_st_file *f, const char *key);
+
+/* ======================================================================
+   Safetensors: writer
+   ====================================================================== */
+
+/* Receives the output in order. Returns 0 on success; anything else stops the
+   write with WSYNC_ERR_SINK. */
+typedef int (*wsync_sink_fn)(void *user, const void *bytes, size_t len);
+
+/* One tensor to write. `data` may be NULL when the bytes are streamed later
+   with wsync_st_writer_data(). */
+typedef struct wsync_st_tensor_desc {
+    const char *name;   /* NUL-terminated, valid UTF-8, not "__metadata__" */
+    wsync_dtype dtype;
+    uint32_t rank;
+    const uint64_t *shape;
+    const void *data;
+    uint64_t nbytes;    /* must equal shape product times dtype size */
+    size_t name_len;    /* 0: strlen(name); set it for names holding NUL bytes */
+} wsync_st_tensor_desc;
+
+typedef struct wsync_st_write_options {
+    wsync_allocator allocator;
+} wsync_st_write_options;
+
+/* A streaming writer: begin() validates everything and emits the header;
+   data() appends tensor bytes in the order given (any chunking); end()
+   checks that exactly the declared bytes arrived. */
+typedef struct wsync_st_writer {
+    wsync_sink_fn sink;
+    void *user;
+    uint64_t header_len;  /* N, a multiple of 8 */
+    uint64_t data_len;    /* total data bytes declared */
+    uint64_t written;     /* data bytes so far */
+    int failed;
+} wsync_st_writer;
+
+WSYNC_DEF wsync_result wsync_st_writer_begin(wsync_st_writer *w, const wsync_st_tensor_desc *tensors,
+                                             size_t n_tensors, const wsync_st_kv *metadata,
+                                             size_t n_metadata, wsync_sink_fn sink, void *user,
+                                             const wsync_st_write_options *opt, wsync_error *err);
+WSYNC_DEF wsync_result wsync_st_writer_data(wsync_st_writer *w, const void *bytes, size_t len,
+                                            wsync_error *err);
+WSYNC_DEF wsync_result wsync_st_writer_end(wsync_st_writer *w, wsync_error *err);
+
+/* Whole file in one call, taking each tensor's bytes from its `data`. For
+   metadata, key_len/value_len of 0 mean "use strlen". A NULL metadata
+   pointer writes no __metadata__; a non-NULL one with n_metadata 0 writes {}. */
+WSYNC_DEF wsync_result wsync_st_write(const wsync_st_tensor_desc *tensors, size_t n_tensors,
+                                      const wsync_st_kv *metadata, size_t n_metadata,
+                                      wsync_sink_fn sink, void *user,
+                                      const wsync_st_write_options *opt, wsync_error *err);
+/* Exact file size wsync_st_write would produce (header, padding, data). */
+WSYNC_DEF wsync_result wsync_st_write_size(const wsync_st_tensor_desc *tensors, size_t n_tensors,
+                                           const wsync_st_kv *metadata, size_t n_metadata,
+                                           uint64_t *out, wsync_error *err);
+/* A sink over a caller's buffer: wsync_buffer_sink with a wsync_buffer as user. */
+typedef struct wsync_buffer {
+    uint8_t *bytes;
+    size_t cap;
+    size_t len;
+} wsync_buffer;
+WSYNC_DEF int wsync_buffer_sink(void *user, const void *bytes, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WSYNC_H */
+
+/* ======================================================================
+   ======================================================================
+   IMPLEMENTATION
+   ======================================================================
+   ====================================================================== */
+#if defined(WSYNC_IMPLEMENTATION) && !defined(WSYNC__IMPLEMENTED)
+#define WSYNC__IMPLEMENTED
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if !defined(WSYNC_NO_MMAP) && (defined(__unix__) || defined(__APPLE__))
+#define WSYNC__HAVE_MMAP 1
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#else
+#define WSYNC__HAVE_MMAP 0
+#endif
+
+#if defined(WSYNC_MALLOC) && defined(WSYNC_FREE)
+#elif !defined(WSYNC_MALLOC) && !defined(WSYNC_FREE)
+#define WSYNC_MALLOC(sz) malloc(sz)
+#define WSYNC_FREE(p) free(p)
+#else
+#error "Define both WSYNC_MALLOC and WSYNC_FREE, or neither."
+#endif
+
+#ifndef WSYNC_ASSERT
+#include <assert.h>
+#define WSYNC_ASSERT(x) assert(x)
+#endif
+
+/* ---------------------------------------------------------------------
+   Base: results and errors
+   --------------------------------------------------------------------- */
+
+WSYNC_DEF const char *wsync_result_str(wsync_result r)
+{
+    switch (r) {
+#define WSYNC__RESULT_STR(name, value, text) \
+    case name:                               \
+        return text;
+        WSYNC_RESULT_LIST(WSYNC__RESULT_STR)
+#undef WSYNC__RESULT_STR
+    default:
+        return "unknown result";
+    }
+}
+
+WSYNC_DEF const char *wsync_result_name(wsync_result r)
+{
+    switch (r) {
+#define WSYNC__RESULT_NAME(name, value, text) \
+    case name:                                \
+        return #name;
+        WSYNC_RESULT_LIST(WSYNC__RESULT_NAME)
+#undef WSYNC__RESULT_NAME
+    default:
+        return "WSYNC_UNKNOWN_RESULT";
+    }
+}
+
+static void wsync__error_reset(wsync_error *err)
+{
+    if (!err) return;
+    err->code = WSYNC_OK;
+    err->offset = UINT64_MAX;
+    err->tensor[0] = 0;
+    err->message[0] = 0;
+}
+
+/* Copies a name for a message: stops at NUL, truncates long names with "...",
+   and keeps control bytes out of terminals. */
+static void wsync__name_copy(char *dst, size_t cap, const char *name, size_t len)
+{
+    size_t i, o = 0;
+    for (i = 0; i < len && o + 1 < cap; i++) {
+        unsigned char c = (unsigned char)name[i];
+        dst[o++] = (char)(c < 0x20 || c == 0x7F ? '?' : c);
+    }
+    if (i < len && cap > 4) memcpy(dst + cap - 4, "...", 3), o = cap - 1;
+    dst[o] = 0;
+}
+
+/* Fills `err` (when given) and returns `code`, so failures read
+   `return wsync__fail(err, CODE, offset, name, len, "rule %d", x);`.
+   `offset` UINT64_MAX and `name` NULL mean "not applicable". */
+static wsync_result wsync__fail(wsync_error *err, wsync_result code, uint64_t offset,
+                                const char *name, size_t name_len, const char *fmt, ...)
+{
+    char rule[256];
+    va_list ap;
+    size_t n = 0;
+    if (!err) return code;
+    err->code = code;
+    err->offset = offset;
+    err->tensor[0] = 0;
+    if (name) wsync__name_copy(err->tensor, sizeof err->tensor, name, name_len);
+    va_start(ap, fmt);
+    vsnprintf(rule, sizeof rule, fmt, ap);
+    va_end(ap);
+    err->message[0] = 0;
+    if (name) {
+        n += (size_t)snprintf(err->message, sizeof err->message, "tensor '%s'", err->tensor);
+    }
+    if (offset != UINT64_MAX && n < sizeof err->message) {
+        n += (size_t)snprintf(err->message + n, sizeof err->message - n, "%sat byte %llu",
+                              n ? " " : "", (unsigned long long)offset);
+    }
+    if (n < sizeof err->message) {
+        snprintf(err->message + n, sizeof err->message - n, "%s%s", n ? ": " : "", rule);
+    }
+    return code;
+}
+
+/* ---------------------------------------------------------------------
+   Base: allocator, overflow-checked sizes
+   --------------------------------------------------------------------- */
+
+static void *wsync__alloc(const wsync_allocator *a, size_t size)
+{
+    if (size == 0) size = 1;
+    if (a && a->alloc) return a->alloc(a->user, size);
+    return WSYNC_MALLOC(size);
+}
+
+static void wsync__free(const wsync_allocator *a, void *p)
+{
+    if (!p) return;
+    if (a && a->free) {
+        a->free(a->user, p);
+        return;
+    }
+    WSYNC_FREE(p);
+}
+
+WSYNC_DEF int wsync_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+WSYNC_DEF int wsync_add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (b > UINT64_MAX - a) return 0;
+    *out = a + b;
+    return 1;
+}
+
+WSYNC_DEF int wsync_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > SIZE_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+WSYNC_DEF int wsync_add_size(size_t a, size_t b, size_t *out)
+{
+    if (b > SIZE_MAX - a) return 0;
+    *out = a + b;
+    return 1;
+}
+
+static uint64_t wsync__load_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    int i;
+    for (i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static void wsync__store_le64(uint8_t *p, uint64_t v)
+{
+    int i;
+    for (i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ---------------------------------------------------------------------
+   Base: dtypes
+   --------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    unsigned bits;
+} wsync__dtypes[WSYNC_DTYPE_COUNT] = {
+    {"INVALID", 0}, {"BOOL", 8},     {"U8", 8},       {"I8", 8},       {"F8_E4M3", 8},
+    {"F8_E5M2", 8}, {"F8_E8M0", 8},  {"I16", 16},     {"U16", 16},     {"F16", 16},
+    {"BF16", 16},   {"I32", 32},     {"U32", 32},     {"F32", 32},     {"F64", 64},
+    {"I64", 64},    {"U64", 64},     {"C64", 64},     {"F4", 4},       {"F6_E2M3", 6},
+    {"F6_E3M2", 6},
+};
+
+WSYNC_DEF const char *wsync_dtype_name(wsync_dtype t)
+{
+    if ((int)t <= 0 || (int)t >= WSYNC_DTYPE_COUNT) return "INVALID";
+    return wsync__dtypes[t].name;
+}
+
+WSYNC_DEF wsync_dtype wsync_dtype_from_name(const char *name, size_t len)
+{
+    int i;
+    if (!name) return WSYNC_DTYPE_INVALID;
+    for (i = 1; i < WSYNC_DTYPE_COUNT; i++) {
+        const char *n = wsync__dtypes[i].name;
+        if (strlen(n) == len && memcmp(n, name, len) == 0) return (wsync_dtype)i;
+    }
+    return WSYNC_DTYPE_INVALID;
+}
+
+WSYNC_DEF unsigned wsync_dtype_bits(wsync_dtype t)
+{
+    if ((int)t <= 0 || (int)t >= WSYNC_DTYPE_COUNT) return 0;
+    return wsync__dtypes[t].bits;
+}
+
+WSYNC_DEF wsync_result wsync_dtype_nbytes(wsync_dtype t, uint64_t nelem, uint64_t *out)
+{
+    unsigned bits = wsync_dtype_bits(t);
+    uint64_t total;
+    if (bits == 0) return WSYNC_ERR_UNKNOWN_DTYPE;
+    if (bits % 8 == 0) {
+        if (!wsync_mul_u64(nelem, bits / 8, out)) return WSYNC_ERR_OVERFLOW;
+        return WSYNC_OK;
+    }
+    if (!wsync_mul_u64(nelem, bits, &total)) return WSYNC_ERR_OVERFLOW;
+    if (total % 8 != 0) return WSYNC_ERR_SIZE_MISMATCH;
+    *out = total / 8;
+    return WSYNC_OK;
+}
+
+/* ---------------------------------------------------------------------
+   Base: numeric conversions
+   --------------------------------------------------------------------- */
+
+static uint32_t wsync__f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float wsync__bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+WSYNC_DEF uint16_t wsync_f32_to_bf16(float f)
+{
+    uint32_t u = wsync__f32_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
+    /* Adding 0x7FFF plus the lowest kept bit rounds to nearest, ties to even;
+       a carry into the exponent is exactly the right result (up to infinity). */
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+WSYNC_DEF float wsync_bf16_to_f32(uint16_t h)
+{
+    return wsync__bits_f32((uint32_t)h << 16);
+}
+
+/* Rounds m (a magnitude with an implicit leading bit) right by `shift` bits,
+   to nearest, ties to even. shift is 1..63. */
+static uint32_t wsync__rne_shift(uint64_t m, unsigned shift)
+{
+    uint64_t r, rem, half;
+    if (shift >= 64) return 0;
+    r = m >> shift;
+    rem = m & ((((uint64_t)1) << shift) - 1);
+    half = ((uint64_t)1) << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) r++;
+    return (uint32_t)r;
+}
+
+WSYNC_DEF uint16_t wsync_f32_to_f16(float f)
+{
+    uint32_t u = wsync__f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7FFFFFFFu, e;
+    if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);
+    if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u); /* >= 65520 rounds to inf */
+    if (a < 0x38800000u) {                                    /* below 2^-14: subnormal */
+        e = a >> 23;
+        if (e < 102) return sign; /* below 2^-25, half the smallest subnormal */
+        return (uint16_t)(sign | wsync__rne_shift((a & 0x7FFFFFu) | 0x800000u, 126 - e));
+    }
+    a -= 0x38000000u; /* rebias 127 -> 15 */
+    a += 0xFFFu + ((a >> 13) & 1u);
+    return (uint16_t)(sign | (a >> 13));
+}
+
+WSYNC_DEF float wsync_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t e = ((uint32_t)h >> 10) & 0x1Fu, m = (uint32_t)h & 0x3FFu;
+    if (e == 0x1F) return wsync__bits_f32(sign | 0x7F800000u | (m << 13));
+    if (e == 0) {
+        if (m == 0) return wsync__bits_f32(sign);
+        e = 113;
+        while (!(m & 0x400u)) m <<= 1, e--;
+        return wsync__bits_f32(sign | (e << 23) | ((m & 0x3FFu) << 13));
+    }
+    return wsync__bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+/* The magnitude code of a finite, non-NaN |x| (bits `a`) in a small float
+   format with `mbits` mantissa bits and exponent bias `bias`, rounded to
+   nearest even. The code may exceed the format's largest finite one; the
+   caller decides what overflow means. */
+static uint32_t wsync__fp8_code(uint32_t a, unsigned mbits, unsigned bias)
+{
+    uint32_t e = a >> 23;
+    unsigned drop = 23 - mbits;
+    if (e >= 127 + 1 - bias) { /* normal in the small format */
+        a -= (127 - bias) << 23;
+        a += ((1u << (drop - 1)) - 1) + ((a >> drop) & 1u);
+        return a >> drop;
+    }
+    /* Subnormal: units of 2^(1 - bias - mbits). */
+    if (e == 0) return 0; /* f32 subnormals are far below any fp8 subnormal */
+    return wsync__rne_shift((a & 0x7FFFFFu) | 0x800000u, 150 + 1 - bias - mbits - e);
+}
+
+WSYNC_DEF uint8_t wsync_f32_to_e4m3(float f, wsync_fp8_mode mode)
+{
+    uint32_t u = wsync__f32_bits(f), a = u & 0x7FFFFFFFu, code;
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    if (a > 0x7F800000u) return (uint8_t)(sign | 0x7F);
+    if (a == 0x7F800000u) return (uint8_t)(sign | (mode == WSYNC_FP8_TORCH ? 0x7F : 0x7E));
+    code = wsync__fp8_code(a, 3, 7);
+    if (code > 0x7E) return (uint8_t)(sign | (mode == WSYNC_FP8_TORCH ? 0x7F : 0x7E));
+    return (uint8_t)(sign | code);
+}
+
+WSYNC_DEF float wsync_e4m3_to_f32(uint8_t v)
+{
+    uint32_t sign = ((uint32_t)v & 0x80u) << 24, e = ((uint32_t)v >> 3) & 0xFu, m = v & 7u;
+    if ((v & 0x7F) == 0x7F) return wsync__bits_f32(sign | 0x7FC00000u);
+    if (e == 0) {
+        float f = (float)m * 0.001953125f; /* m * 2^-9, exact */
+        return sign ? -f : f;
+    }
+    return wsync__bits_f32(sign | ((e + 120) << 23) | (m << 20));
+}
+
+WSYNC_DEF uint8_t wsync_f32_to_e5m2(float f, wsync_fp8_mode mode)
+{
+    uint32_t u = wsync__f32_bits(f), a = u & 0x7FFFFFFFu, code;
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    if (a > 0x7F800000u) return (uint8_t)(sign | 0x7F);
+    if (a == 0x7F800000u) return (uint8_t)(sign | (mode == WSYNC_FP8_TORCH ? 0x7C : 0x7B));
+    code = wsync__fp8_code(a, 2, 15);
+    if (code > 0x7B) return (uint8_t)(sign | (mode == WSYNC_FP8_TORCH ? 0x7C : 0x7B));
+    return (uint8_t)(sign | code);
+}
+
+WSYNC_DEF float wsync_e5m2_to_f32(uint8_t v)
+{
+    uint32_t sign = ((uint32_t)v & 0x80u) << 24, e = ((uint32_t)v >> 2) & 0x1Fu, m = v & 3u;
+    if (e == 0x1F) return wsync__bits_f32(sign | 0x7F800000u | (m << 21) | (m ? 0x400000u : 0));
+    if (e == 0) {
+        float f = (float)m * 1.52587890625e-05f; /* m * 2^-16, exact */
+        return sign ? -f : f;
+    }
+    return wsync__bits_f32(sign | ((e + 112) << 23) | (m << 21));
+}
+
+WSYNC_DEF void wsync_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) dst[i] = wsync_f32_to_bf16(src[i]);
+}
+
+WSYNC_DEF void wsync_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) dst[i] = wsync_bf16_to_f32(src[i]);
+}
+
+WSYNC_DEF void wsync_f32_to_f16_n(const float *src, uint16_t *dst, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) dst[i] = wsync_f32_to_f16(src[i]);
+}
+
+WSYNC_DEF void wsync_f16_to_f32_n(const uint16_t *src, float *dst, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) dst[i] = wsync_f16_to_f32(src[i]);
+}
+
+WSYNC_DEF void wsync_f32_to_e4m3_n(const float *src, uint8_t *dst, size_t n, wsync_fp8_mode mode)
+{
+    size_t i;
+    for (i = 0; i < n; i++) dst[i] = wsync_f32_to_e4m3(src[i], mode);
+}
+
+WSYNC_DEF void wsync_e4m3_to_f32_n(const uint8_t *src, float *dst, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) dst[i] = wsync_e4m3_to_f32(src[i]);
+}
+
+WSYNC_DEF void wsync_f32_to_e5m2_n(const float *src, uint8_t *dst, size_t n, wsync_fp8_mode mode)
+{
+    size_t i;
+    for (i = 0; i < n; i++) dst[i] = wsync_f32_to_e5m2(src[i], mode);
+}
+
+WSYNC_DEF void wsync_e5m2_to_f32_n(const uint8_t *src, float *dst, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) dst[i] = wsync_e5m2_to_f32(src[i]);
+}
+
+/* ---------------------------------------------------------------------
+   Base: files
+   --------------------------------------------------------------------- */
+
+enum { WSYNC__MAP_EMPTY = 0, WSYNC__MAP_MMAP = 1, WSYNC__MAP_HEAP = 2 };
+
+static const uint8_t wsync__empty[1] = {0};
+
+#if !WSYNC__HAVE_MMAP
+static wsync_result wsync__read_file(const char *path, wsync_mapped *m, wsync_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    long len;
+    uint8_t *buf;
+    if (!f) return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot open '%s'", path);
+    if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot size '%s'", path);
+    }
+    if (len == 0) {
+        fclose(f);
+        m->bytes = wsync__empty;
+        return WSYNC_OK;
+    }
+    buf = (uint8_t *)wsync__alloc(&m->allocator, (size_t)len);
+    if (!buf) {
+        fclose(f);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0,
+                           "cannot hold '%s' (%ld bytes) in memory", path, len);
+    }
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        fclose(f);
+        wsync__free(&m->allocator, buf);
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "short read on '%s'", path);
+    }
+    fclose(f);
+    m->bytes = buf;
+    m->base = buf;
+    m->size = (uint64_t)len;
+    m->kind = WSYNC__MAP_HEAP;
+    return WSYNC_OK;
+}
+#endif
+
+WSYNC_DEF wsync_result wsync_file_map(const char *path, wsync_mapped *out, wsync_error *err)
+{
+    wsync__error_reset(err);
+    if (!out || !path)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "wsync_file_map needs a path and an output");
+    memset(out, 0, sizeof *out);
+    out->bytes = wsync__empty;
+#if WSYNC__HAVE_MMAP
+    {
+        struct stat st;
+        void *p;
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot open '%s'", path);
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0,
+                               "'%s' is not a regular file", path);
+        }
+        if (st.st_size == 0) {
+            close(fd);
+            return WSYNC_OK;
+        }
+        if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
+            close(fd);
+            return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0,
+                               "'%s' is larger than the address space", path);
+        }
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED)
+            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot map '%s'", path);
+        out->bytes = (const uint8_t *)p;
+        out->base = p;
+        out->size = (uint64_t)st.st_size;
+        out->kind = WSYNC__MAP_MMAP;
+        return WSYNC_OK;
+    }
+#else
+    return wsync__read_file(path, out, err);
+#endif
+}
+
+WSYNC_DEF void wsync_file_unmap(wsync_mapped *m)
+{
+    if (!m) return;
+#if WSYNC__HAVE_MMAP
+    if (m->kind == WSYNC__MAP_MMAP) munmap(m->base, (size_t)m->size);
+#endif
+    if (m->kind == WSYNC__MAP_HEAP) wsync__free(&m->allocator, m->base);
+    memset(m, 0, sizeof *m);
+    m->bytes = wsync__empty;
+}
+
+/* ======================================================================
+   Safetensors: reader
+   ======================================================================
+   Two passes over the header with the same code: the first validates and
+   counts (tensors, shape entries, metadata pairs, string bytes), then one
+   block is allocated exactly, and the second pass fills it. Validation of
+   sizes and offsets follows as its own step. The whole header is checked as
+   UTF-8 first, so the JSON scanner only has to understand ASCII. */
+
+static int wsync__utf8_valid(const uint8_t *s, size_t n, size_t *bad)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        size_t len, k;
+        uint32_t cp, min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1Fu, min = 0x80;
+        else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0Fu, min = 0x800;
+        else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07u, min = 0x10000;
+        else break;
+        if (len > n - i) break;
+        for (k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) break;
+            cp = (cp << 6) | (s[i + k] & 0x3Fu);
+        }
+        if (k < len || cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) break;
+        i += len;
+    }
+    *bad = i;
+    return i == n;
+}
+
+typedef struct wsync__parser {
+    const uint8_t *s;
+    size_t n, pos;
+    uint32_t depth, max_depth, max_rank;
+    uint64_t max_tensors;
+    wsync_error *err;
+    int fill; /* 0: validate and count; 1: fill the block */
+    size_t n_tensors, n_dims, n_meta, n_str;
+    wsync_st_tensor *tensors;
+    uint64_t *dims;
+    wsync_st_kv *meta;
+    char *str;
+    int metadata_seen;
+    wsync_st_metadata_kind metadata_kind;
+    /* the tensor being parsed, for messages */
+    const char *cur_name;
+    size_t cur_name_len;
+} wsync__parser;
+
+static uint64_t wsync__fpos(const wsync__parser *p)
+{
+    return 8 + (uint64_t)p->pos;
+}
+
+static wsync_result wsync__pfail(wsync__parser *p, wsync_result code, const char *fmt,
+                                 const char *what)
+{
+    return wsync__fail(p->err, code, wsync__fpos(p), p->cur_name, p->cur_name_len, fmt, what);
+}
+
+static void wsync__ws(wsync__parser *p)
+{
+    while (p->pos < p->n) {
+        uint8_t c = p->s[p->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+        p->pos++;
+    }
+}
+
+static int wsync__peek(const wsync__parser *p)
+{
+    return p->pos < p->n ? p->s[p->pos] : -1;
+}
+
+static wsync_result wsync__expect(wsync__parser *p, char c, const char *what)
+{
+    wsync__ws(p);
+    if (wsync__peek(p) != c) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected %s", what);
+    p->pos++;
+    return WSYNC_OK;
+}
+
+static int wsync__hex4(const uint8_t *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    int i;
+    for (i = 0; i < 4; i++) {
+        uint8_t c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Scans a JSON string at p->pos (which must be '"'), decoding it into
+   out[0..cap) when out is given; *len gets the full decoded length, which is
+   never more than the encoded length. */
+static wsync_result wsync__string(wsync__parser *p, char *out, size_t cap, size_t *len)
+{
+    size_t o = 0;
+    if (wsync__peek(p) != '"') return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected %s", "a string");
+    p->pos++;
+    for (;;) {
+        uint8_t c, buf[4];
+        size_t k, nb = 1;
+        if (p->pos >= p->n) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "unterminated string");
+        c = p->s[p->pos];
+        if (c == '"') {
+            p->pos++;
+            break;
+        }
+        if (c < 0x20) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "control character in a string");
+        buf[0] = c;
+        if (c == '\\') {
+            uint32_t cp, lo;
+            if (p->n - p->pos < 2) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "unterminated escape");
+            switch (p->s[p->pos + 1]) {
+            case '"': buf[0] = '"'; break;
+            case '\\': buf[0] = '\\'; break;
+            case '/': buf[0] = '/'; break;
+            case 'b': buf[0] = '\b'; break;
+            case 'f': buf[0] = '\f'; break;
+            case 'n': buf[0] = '\n'; break;
+            case 'r': buf[0] = '\r'; break;
+            case 't': buf[0] = '\t'; break;
+            case 'u':
+                if (p->n - p->pos < 6 || !wsync__hex4(p->s + p->pos + 2, &cp))
+                    return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bad \\u escape");
+                if (cp >= 0xDC00 && cp <= 0xDFFF)
+                    return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "lone low surrogate escape");
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (p->n - p->pos < 12 || p->s[p->pos + 6] != '\\' || p->s[p->pos + 7] != 'u' ||
+                        !wsync__hex4(p->s + p->pos + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "lone high surrogate escape");
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    p->pos += 6;
+                }
+                p->pos += 4; /* the 2 for "\\u" are added below */
+                if (cp < 0x80) buf[0] = (uint8_t)cp;
+                else if (cp < 0x800) {
+                    buf[0] = (uint8_t)(0xC0 | (cp >> 6));
+                    buf[1] = (uint8_t)(0x80 | (cp & 0x3F));
+                    nb = 2;
+                } else if (cp < 0x10000) {
+                    buf[0] = (uint8_t)(0xE0 | (cp >> 12));
+                    buf[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                    buf[2] = (uint8_t)(0x80 | (cp & 0x3F));
+                    nb = 3;
+                } else {
+                    buf[0] = (uint8_t)(0xF0 | (cp >> 18));
+                    buf[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+                    buf[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                    buf[3] = (uint8_t)(0x80 | (cp & 0x3F));
+                    nb = 4;
+                }
+                break;
+            default:
+                return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "unknown escape");
+            }
+            p->pos += 2;
+        } else {
+            p->pos++;
+        }
+        for (k = 0; k < nb; k++, o++)
+            if (out && o < cap) out[o] = (char)buf[k];
+    }
+    *len = o;
+    return WSYNC_OK;
+}
+
+/* JSON number grammar. *is_uint is set when it is a plain non-negative
+   integer (no sign, fraction or exponent); then *value holds it exactly, or
+   *overflow is set. */
+static wsync_result wsync__number(wsync__parser *p, int *is_uint, uint64_t *value, int *overflow)
+{
+    const uint8_t *s = p->s;
+    size_t i = p->pos, n = p->n;
+    uint64_t v = 0;
+    int plain = 1, ovf = 0;
+    if (i < n && s[i] == '-') plain = 0, i++;
+    if (i >= n || s[i] < '0' || s[i] > '9')
+        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bad number");
+    if (s[i] == '0') {
+        i++;
+    } else {
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            unsigned d = (unsigned)(s[i] - '0');
+            if (v > (UINT64_MAX - d) / 10) ovf = 1;
+            else v = v * 10 + d;
+            i++;
+        }
+    }
+    if (i < n && s[i] == '.') {
+        plain = 0, i++;
+        if (i >= n || s[i] < '0' || s[i] > '9')
+            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bad fraction");
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        plain = 0, i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        if (i >= n || s[i] < '0' || s[i] > '9')
+            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bad exponent");
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    p->pos = i;
+    *is_uint = plain;
+    *value = v;
+    *overflow = ovf;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__uint(wsync__parser *p, uint64_t *out, const char *what)
+{
+    size_t start;
+    int is_uint, ovf;
+    wsync_result r;
+    wsync__ws(p);
+    start = p->pos;
+    if (wsync__peek(p) != '-' && (wsync__peek(p) < '0' || wsync__peek(p) > '9'))
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be non-negative integers", what);
+    if ((r = wsync__number(p, &is_uint, out, &ovf)) != WSYNC_OK) return r;
+    if (!is_uint) {
+        p->pos = start;
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be non-negative integers", what);
+    }
+    if (ovf) {
+        p->pos = start;
+        return wsync__pfail(p, WSYNC_ERR_OVERFLOW, "%s: integer above 2^64-1", what);
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__skip_value(wsync__parser *p);
+
+static wsync_result wsync__skip_container(wsync__parser *p, int object)
+{
+    wsync_result r;
+    size_t len;
+    if (p->depth >= p->max_depth)
+        return wsync__pfail(p, WSYNC_ERR_NESTING_TOO_DEEP, "nesting deeper than the limit%s", "");
+    p->depth++;
+    p->pos++;
+    wsync__ws(p);
+    if (wsync__peek(p) == (object ? '}' : ']')) {
+        p->pos++;
+        p->depth--;
+        return WSYNC_OK;
+    }
+    for (;;) {
+        wsync__ws(p);
+        if (object) {
+            if ((r = wsync__string(p, NULL, 0, &len)) != WSYNC_OK) return r;
+            if ((r = wsync__expect(p, ':', "':'")) != WSYNC_OK) return r;
+        }
+        if ((r = wsync__skip_value(p)) != WSYNC_OK) return r;
+        wsync__ws(p);
+        if (wsync__peek(p) == ',') {
+            p->pos++;
+            continue;
+        }
+        if (wsync__peek(p) == (object ? '}' : ']')) {
+            p->pos++;
+            break;
+        }
+        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or %s", object ? "'}'" : "']'");
+    }
+    p->depth--;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__literal(wsync__parser *p, const char *lit)
+{
+    size_t n = strlen(lit);
+    if (p->n - p->pos < n || memcmp(p->s + p->pos, lit, n) != 0)
+        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "invalid literal");
+    p->pos += n;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__skip_value(wsync__parser *p)
+{
+    int c, is_uint, ovf;
+    uint64_t v;
+    size_t len;
+    wsync__ws(p);
+    c = wsync__peek(p);
+    switch (c) {
+    case '{': return wsync__skip_container(p, 1);
+    case '[': return wsync__skip_container(p, 0);
+    case '"': return wsync__string(p, NULL, 0, &len);
+    case 't': return wsync__literal(p, "true");
+    case 'f': return wsync__literal(p, "false");
+    case 'n': return wsync__literal(p, "null");
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) return wsync__number(p, &is_uint, &v, &ovf);
+        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "expected a JSON value");
+    }
+}
+
+/* Reads an object key into a small buffer for comparison against known
+   names; *len is the full decoded length (longer keys are never known). */
+static wsync_result wsync__key(wsync__parser *p, char *buf, size_t cap, size_t *len)
+{
+    wsync_result r;
+    wsync__ws(p);
+    if ((r = wsync__string(p, buf, cap, len)) != WSYNC_OK) return r;
+    return wsync__expect(p, ':', "':' after a key");
+}
+
+static int wsync__key_is(const char *buf, size_t len, const char *name)
+{
+    return len == strlen(name) && memcmp(buf, name, len) == 0;
+}
+
+/* Starting at '[' : non-negative integers into dims (when filling). */
+static wsync_result wsync__shape(wsync__parser *p, wsync_st_tensor *t)
+{
+    wsync_result r;
+    uint32_t rank = 0;
+    uint64_t v;
+    wsync__ws(p);
+    if (wsync__peek(p) != '[')
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array", "shape");
+    p->pos++;
+    wsync__ws(p);
+    if (wsync__peek(p) == ']') {
+        p->pos++;
+    } else {
+        for (;;) {
+            if ((r = wsync__uint(p, &v, "shape entries")) != WSYNC_OK) return r;
+            if (rank >= p->max_rank)
+                return wsync__pfail(p, WSYNC_ERR_RANK_TOO_LARGE, "shape has more dimensions than the limit%s", "");
+            if (p->fill) p->dims[p->n_dims + rank] = v;
+            rank++;
+            wsync__ws(p);
+            if (wsync__peek(p) == ',') {
+                p->pos++;
+                continue;
+            }
+            if (wsync__peek(p) == ']') {
+                p->pos++;
+                break;
+            }
+            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or ']' in %s", "shape");
+        }
+    }
+    if (p->fill) {
+        t->rank = rank;
+        t->shape = rank ? p->dims + p->n_dims : NULL;
+    }
+    p->n_dims += rank;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__offsets(wsync__parser *p, uint64_t *begin, uint64_t *end)
+{
+    wsync_result r;
+    wsync__ws(p);
+    if (wsync__peek(p) != '[')
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
+    p->pos++;
+    if ((r = wsync__uint(p, begin, "data_offsets")) != WSYNC_OK) return r;
+    wsync__ws(p);
+    if (wsync__peek(p) != ',')
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
+    p->pos++;
+    if ((r = wsync__uint(p, end, "data_offsets")) != WSYNC_OK) return r;
+    wsync__ws(p);
+    if (wsync__peek(p) != ']')
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
+    p->pos++;
+    return WSYNC_OK;
+}
+
+/* A tensor entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]},
+   fields in any order; unknown fields are skipped (as the reference does). */
+static wsync_result wsync__tensor(wsync__parser *p, wsync_st_tensor *t)
+{
+    wsync_result r;
+    char key[16];
+    size_t len;
+    int seen_dtype = 0, seen_shape = 0, seen_offsets = 0;
+    uint64_t begin = 0, end = 0;
+    wsync__ws(p);
+    if (wsync__peek(p) != '{')
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s", "a tensor entry must be an object");
+    p->pos++;
+    wsync__ws(p);
+    if (wsync__peek(p) == '}') {
+        p->pos++;
+    } else {
+        for (;;) {
+            size_t key_pos;
+            wsync__ws(p);
+            key_pos = p->pos;
+            if ((r = wsync__key(p, key, sizeof key, &len)) != WSYNC_OK) return r;
+            if (wsync__key_is(key, len, "dtype")) {
+                char dt[16];
+                size_t dlen;
+                wsync_dtype d;
+                if (seen_dtype++) goto duplicate;
+                wsync__ws(p);
+                if (wsync__peek(p) != '"')
+                    return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be a string", "dtype");
+                if ((r = wsync__string(p, dt, sizeof dt, &dlen)) != WSYNC_OK) return r;
+                d = dlen <= sizeof dt ? wsync_dtype_from_name(dt, dlen) : WSYNC_DTYPE_INVALID;
+                if (d == WSYNC_DTYPE_INVALID) {
+                    char shown[20];
+                    wsync__name_copy(shown, sizeof shown, dt, dlen < sizeof dt ? dlen : sizeof dt);
+                    return wsync__pfail(p, WSYNC_ERR_UNKNOWN_DTYPE, "unknown dtype \"%s\"", shown);
+                }
+                if (p->fill) t->dtype = d;
+            } else if (wsync__key_is(key, len, "shape")) {
+                if (seen_shape++) goto duplicate;
+                if ((r = wsync__shape(p, t)) != WSYNC_OK) return r;
+            } else if (wsync__key_is(key, len, "data_offsets")) {
+                if (seen_offsets++) goto duplicate;
+                if ((r = wsync__offsets(p, &begin, &end)) != WSYNC_OK) return r;
+            } else {
+                if ((r = wsync__skip_value(p)) != WSYNC_OK) return r;
+            }
+            wsync__ws(p);
+            if (wsync__peek(p) == ',') {
+                p->pos++;
+                continue;
+            }
+            if (wsync__peek(p) == '}') {
+                p->pos++;
+                break;
+            }
+            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "a tensor entry");
+        duplicate:
+            p->pos = key_pos;
+            return wsync__pfail(p, WSYNC_ERR_DUPLICATE_KEY, "field \"%s\" appears twice",
+                                seen_dtype > 1 ? "dtype" : seen_shape > 1 ? "shape" : "data_offsets");
+        }
+    }
+    if (!seen_dtype || !seen_shape || !seen_offsets)
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "missing \"%s\"",
+                            !seen_dtype ? "dtype" : !seen_shape ? "shape" : "data_offsets");
+    if (p->fill) {
+        t->begin = begin;
+        t->end = end;
+    }
+    return WSYNC_OK;
+}
+
+/* Decodes a string into the string arena (fill pass) or counts it. */
+static wsync_result wsync__arena_string(wsync__parser *p, const char **out, size_t *len)
+{
+    wsync_result r;
+    if (!p->fill) {
+        if ((r = wsync__string(p, NULL, 0, len)) != WSYNC_OK) return r;
+    } else {
+        char *dst = p->str + p->n_str;
+        if ((r = wsync__string(p, dst, SIZE_MAX, len)) != WSYNC_OK) return r;
+        dst[*len] = 0;
+        *out = dst;
+    }
+    p->n_str += *len + 1;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__metadata(wsync__parser *p)
+{
+    wsync_result r;
+    wsync__ws(p);
+    if (wsync__peek(p) == 'n') {
+        if ((r = wsync__literal(p, "null")) != WSYNC_OK) return r;
+        p->metadata_kind = WSYNC_ST_METADATA_NULL;
+        return WSYNC_OK;
+    }
+    if (wsync__peek(p) != '{')
+        return wsync__pfail(p, WSYNC_ERR_INVALID_METADATA, "%s", "__metadata__ must be an object or null");
+    p->metadata_kind = WSYNC_ST_METADATA_OBJECT;
+    p->pos++;
+    wsync__ws(p);
+    if (wsync__peek(p) == '}') {
+        p->pos++;
+        return WSYNC_OK;
+    }
+    for (;;) {
+        wsync_st_kv kv;
+        memset(&kv, 0, sizeof kv);
+        wsync__ws(p);
+        if ((r = wsync__arena_string(p, &kv.key, &kv.key_len)) != WSYNC_OK) return r;
+        if ((r = wsync__expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
+        wsync__ws(p);
+        if (wsync__peek(p) != '"')
+            return wsync__pfail(p, WSYNC_ERR_INVALID_METADATA, "%s", "__metadata__ values must be strings");
+        if ((r = wsync__arena_string(p, &kv.value, &kv.value_len)) != WSYNC_OK) return r;
+        if (p->fill) p->meta[p->n_meta] = kv;
+        p->n_meta++;
+        wsync__ws(p);
+        if (wsync__peek(p) == ',') {
+            p->pos++;
+            continue;
+        }
+        if (wsync__peek(p) == '}') {
+            p->pos++;
+            return WSYNC_OK;
+        }
+        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "__metadata__");
+    }
+}
+
+static wsync_result wsync__header(wsync__parser *p)
+{
+    wsync_result r;
+    wsync__ws(p);
+    if (wsync__peek(p) != '{') {
+        if (p->pos >= p->n) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "empty header");
+        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s", "the header must be a JSON object");
+    }
+    p->pos++;
+    wsync__ws(p);
+    if (wsync__peek(p) == '}') {
+        p->pos++;
+    } else {
+        for (;;) {
+            char key[16];
+            size_t len, key_pos;
+            wsync__ws(p);
+            key_pos = p->pos;
+            if ((r = wsync__string(p, key, sizeof key, &len)) != WSYNC_OK) return r;
+            if (wsync__key_is(key, len, "__metadata__")) {
+                if (p->metadata_seen++) {
+                    p->pos = key_pos;
+                    return wsync__pfail(p, WSYNC_ERR_DUPLICATE_KEY, "%s appears twice", "__metadata__");
+                }
+                if ((r = wsync__expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
+                if ((r = wsync__metadata(p)) != WSYNC_OK) return r;
+            } else {
+                wsync_st_tensor *t = NULL;
+                const char *name = NULL;
+                if (p->max_tensors && p->n_tensors >= p->max_tensors)
+                    return wsync__pfail(p, WSYNC_ERR_LIMIT, "more tensors than the limit%s", "");
+                if (p->fill) {
+                    t = &p->tensors[p->n_tensors];
+                    p->pos = key_pos;
+                    if ((r = wsync__arena_string(p, &name, &len)) != WSYNC_OK) return r;
+                    t->name = name;
+                    t->name_len = len;
+                    t->key_offset = 8 + (uint64_t)key_pos;
+                    p->cur_name = name;
+                    p->cur_name_len = len;
+                } else {
+                    p->n_str += len + 1;
+                }
+                if ((r = wsync__expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
+                if ((r = wsync__tensor(p, t)) != WSYNC_OK) return r;
+                p->cur_name = NULL;
+                p->cur_name_len = 0;
+                p->n_tensors++;
+            }
+            wsync__ws(p);
+            if (wsync__peek(p) == ',') {
+                p->pos++;
+                continue;
+            }
+            if (wsync__peek(p) == '}') {
+                p->pos++;
+                break;
+            }
+            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "the header");
+        }
+    }
+    wsync__ws(p);
+    if (p->pos != p->n)
+        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bytes after the JSON object");
+    return WSYNC_OK;
+}
+
+static int wsync__cmp_offsets(const void *a, const void *b)
+{
+    const wsync_st_tensor *x = (const wsync_st_tensor *)a, *y = (const wsync_st_tensor *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return x->key_offset < y->key_offset ? -1 : x->key_offset > y->key_offset;
+}
+
+static int wsync__cmp_names(const char *a, size_t an, const char *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+    if (c) return c;
+    return an < bn ? -1 : an > bn;
+}
+
+static int wsync__cmp_tensor_names(const void *a, const void *b)
+{
+    const wsync_st_tensor *x = *(const wsync_st_tensor *const *)a;
+    const wsync_st_tensor *y = *(const wsync_st_tensor *const *)b;
+    int c = wsync__cmp_names(x->name, x->name_len, y->name, y->name_len);
+    if (c) return c;
+    return x->key_offset < y->key_offset ? -1 : x->key_offset > y->key_offset;
+}
+
+static int wsync__cmp_kv_keys(const void *a, const void *b)
+{
+    const wsync_st_kv *x = *(const wsync_st_kv *const *)a;
+    const wsync_st_kv *y = *(const wsync_st_kv *const *)b;
+    int c = wsync__cmp_names(x->key, x->key_len, y->key, y->key_len);
+    if (c) return c;
+    return x->key < y->key ? -1 : x->key > y->key; /* arena order is header order */
+}
+
+/* Sizes and offsets, after the JSON is in: per tensor, then names, then the
+   layout of the data section as a whole. */
+static wsync_result wsync__validate(wsync_st_file *f, wsync_error *err)
+{
+    size_t i;
+    uint64_t expect = 0;
+    for (i = 0; i < f->n_tensors; i++) {
+        wsync_st_tensor *t = &f->tensors[i];
+        uint64_t nelem = 1, nbytes = 0;
+        uint32_t d;
+        wsync_result r;
+        for (d = 0; d < t->rank; d++) {
+            if (!wsync_mul_u64(nelem, t->shape[d], &nelem))
+                return wsync__fail(err, WSYNC_ERR_OVERFLOW, t->key_offset, t->name, t->name_len,
+                                   "the product of the shape overflows 64 bits");
+        }
+        t->nelem = nelem;
+        r = wsync_dtype_nbytes(t->dtype, nelem, &nbytes);
+        if (r == WSYNC_ERR_OVERFLOW)
+            return wsync__fail(err, r, t->key_offset, t->name, t->name_len,
+                               "%llu elements of %s overflow 64 bits", (unsigned long long)nelem,
+                               wsync_dtype_name(t->dtype));
+        if (r != WSYNC_OK)
+            return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, t->key_offset, t->name, t->name_len,
+                               "%llu elements of %s do not fill whole bytes",
+                               (unsigned long long)nelem, wsync_dtype_name(t->dtype));
+        if (t->begin > t->end)
+            return wsync__fail(err, WSYNC_ERR_INVALID_OFFSETS, t->key_offset, t->name, t->name_len,
+                               "data_offsets [%llu, %llu] are reversed",
+                               (unsigned long long)t->begin, (unsigned long long)t->end);
+        if (nbytes != t->end - t->begin)
+            return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, t->key_offset, t->name, t->name_len,
+                               "shape and %s need %llu bytes but data_offsets span %llu",
+                               wsync_dtype_name(t->dtype), (unsigned long long)nbytes,
+                               (unsigned long long)(t->end - t->begin));
+        if (t->end > f->data_len)
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, t->key_offset, t->name, t->name_len,
+                               "data_offsets end at %llu but the data section holds %llu bytes",
+                               (unsigned long long)t->end, (unsigned long long)f->data_len);
+    }
+    qsort(f->tensors, f->n_tensors, sizeof *f->tensors, wsync__cmp_offsets);
+    for (i = 0; i < f->n_tensors; i++) {
+        wsync_st_tensor *t = &f->tensors[i];
+        if (t->begin != expect)
+            return wsync__fail(err, WSYNC_ERR_INVALID_OFFSETS, t->key_offset, t->name, t->name_len,
+                               "data starts at %llu where %llu was expected (%s)",
+                               (unsigned long long)t->begin, (unsigned long long)expect,
+                               t->begin > expect ? "a hole before it" : "it overlaps the previous tensor");
+        expect = t->end;
+        t->data = f->data + t->begin;
+        f->by_name[i] = t;
+    }
+    if (expect != f->data_len)
+        return wsync__fail(err, WSYNC_ERR_TRAILING_BYTES, 8 + f->header_len + expect, NULL, 0,
+                           "%llu bytes after the last tensor's data",
+                           (unsigned long long)(f->data_len - expect));
+    qsort(f->by_name, f->n_tensors, sizeof *f->by_name, wsync__cmp_tensor_names);
+    for (i = 1; i < f->n_tensors; i++) {
+        const wsync_st_tensor *a = f->by_name[i - 1], *b = f->by_name[i];
+        if (wsync__cmp_names(a->name, a->name_len, b->name, b->name_len) == 0)
+            return wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, b->key_offset, b->name, b->name_len,
+                               "the tensor name appears twice");
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__check_meta_keys(wsync_st_file *f, wsync_error *err)
+{
+    const wsync_st_kv **keys;
+    size_t i;
+    wsync_result r = WSYNC_OK;
+    if (f->n_metadata < 2) return WSYNC_OK;
+    keys = (const wsync_st_kv **)wsync__alloc(&f->allocator, f->n_metadata * sizeof *keys);
+    if (!keys) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "metadata index");
+    for (i = 0; i < f->n_metadata; i++) keys[i] = &f->metadata[i];
+    qsort(keys, f->n_metadata, sizeof *keys, wsync__cmp_kv_keys);
+    for (i = 1; i < f->n_metadata; i++) {
+        if (wsync__cmp_names(keys[i - 1]->key, keys[i - 1]->key_len, keys[i]->key, keys[i]->key_len) == 0) {
+            char shown[64];
+            wsync__name_copy(shown, sizeof shown, keys[i]->key, keys[i]->key_len);
+            r = wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, UINT64_MAX, NULL, 0,
+                            "__metadata__ key \"%s\" appears twice", shown);
+            break;
+        }
+    }
+    wsync__free(&f->allocator, keys);
+    return r;
+}
+
+/* One allocation for everything the parsed file holds, laid out in order of
+   alignment. */
+static wsync_result wsync__alloc_block(wsync_st_file *f, wsync__parser *p, wsync_error *err)
+{
+    size_t sz_t, sz_idx, sz_dims, sz_meta, total = 0;
+    uint8_t *b;
+    if (!wsync_mul_size(p->n_tensors, sizeof(wsync_st_tensor), &sz_t) ||
+        !wsync_mul_size(p->n_tensors, sizeof(wsync_st_tensor *), &sz_idx) ||
+        !wsync_mul_size(p->n_dims, sizeof(uint64_t), &sz_dims) ||
+        !wsync_mul_size(p->n_meta, sizeof(wsync_st_kv), &sz_meta) ||
+        !wsync_add_size(total, sz_t, &total) || !wsync_add_size(total, sz_idx, &total) ||
+        !wsync_add_size(total, sz_dims, &total) || !wsync_add_size(total, sz_meta, &total) ||
+        !wsync_add_size(total, p->n_str, &total))
+        return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, NULL, 0, "%s", "parsed header size");
+    b = (uint8_t *)wsync__alloc(&f->allocator, total);
+    if (!b)
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0,
+                           "cannot allocate %llu bytes for the parsed header", (unsigned long long)total);
+    memset(b, 0, total);
+    f->block = b;
+    p->tensors = (wsync_st_tensor *)(void *)b;
+    f->by_name = (const wsync_st_tensor **)(void *)(b + sz_t);
+    p->dims = (uint64_t *)(void *)(b + sz_t + sz_idx);
+    p->meta = (wsync_st_kv *)(void *)(b + sz_t + sz_idx + sz_dims);
+    p->str = (char *)(b + sz_t + sz_idx + sz_dims + sz_meta);
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const wsync_st_options *opt,
+                                      wsync_st_file *out, wsync_error *err)
+{
+    wsync_st_options o;
+    wsync__parser p;
+    wsync_st_file f;
+    wsync_result r;
+    uint64_t n;
+    size_t bad;
+    wsync__error_reset(err);
+    if (!out || (!bytes && size))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_st_parse needs bytes and an output");
+    memset(out, 0, sizeof *out);
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (o.max_header_size == 0 || o.max_header_size > WSYNC_ST_MAX_HEADER_SIZE)
+        o.max_header_size = WSYNC_ST_MAX_HEADER_SIZE;
+    if (o.max_rank == 0) o.max_rank = WSYNC_ST_DEFAULT_MAX_RANK;
+    if (o.max_depth == 0) o.max_depth = WSYNC_ST_DEFAULT_MAX_DEPTH;
+
+    if (size < 8)
+        return wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0,
+                           "%llu bytes, fewer than the 8-byte header length", (unsigned long long)size);
+    n = wsync__load_le64((const uint8_t *)bytes);
+    if (n > o.max_header_size)
+        return wsync__fail(err, WSYNC_ERR_HEADER_TOO_LARGE, 0, NULL, 0,
+                           "header length %llu is above the limit of %llu bytes",
+                           (unsigned long long)n, (unsigned long long)o.max_header_size);
+    if (n > size - 8)
+        return wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0,
+                           "header length %llu runs past the end of the %llu-byte input",
+                           (unsigned long long)n, (unsigned long long)size);
+
+    memset(&f, 0, sizeof f);
+    f.bytes = (const uint8_t *)bytes;
+    f.size = size;
+    f.header_len = n;
+    f.data = f.bytes + 8 + n;
+    f.data_len = size - 8 - n;
+    f.allocator = o.allocator;
+
+    if (!wsync__utf8_valid(f.bytes + 8, (size_t)n, &bad))
+        return wsync__fail(err, WSYNC_ERR_INVALID_UTF8, 8 + (uint64_t)bad, NULL, 0, "%s",
+                           "invalid UTF-8 sequence in the header");
+
+    memset(&p, 0, sizeof p);
+    p.s = f.bytes + 8;
+    p.n = (size_t)n;
+    p.max_depth = o.max_depth;
+    p.max_rank = o.max_rank;
+    p.max_tensors = o.max_tensors;
+    p.err = err;
+    if ((r = wsync__header(&p)) != WSYNC_OK) return r;
+    if ((r = wsync__alloc_block(&f, &p, err)) != WSYNC_OK) return r;
+
+    /* Second pass over a header already known to be valid: fill. */
+    p.fill = 1;
+    p.pos = 0;
+    p.depth = 0;
+    p.n_tensors = p.n_dims = p.n_meta = p.n_str = 0;
+    p.metadata_seen = 0;
+    p.metadata_kind = WSYNC_ST_METADATA_ABSENT;
+    r = wsync__header(&p);
+    WSYNC_ASSERT(r == WSYNC_OK);
+    f.tensors = p.tensors;
+    f.n_tensors = p.n_tensors;
+    f.metadata = p.n_meta ? p.meta : NULL;
+    f.n_metadata = p.n_meta;
+    f.metadata_kind = p.metadata_kind;
+
+    if ((r = wsync__validate(&f, err)) != WSYNC_OK || (r = wsync__check_meta_keys(&f, err)) != WSYNC_OK) {
+        wsync__free(&f.allocator, f.block);
+        return r;
+    }
+    *out = f;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_st_free(wsync_st_file *f)
+{
+    if (!f) return;
+    wsync__free(&f->allocator, f->block);
+    memset(f, 0, sizeof *f);
+}
+
+WSYNC_DEF const wsync_st_tensor *wsync_st_find_n(const wsync_st_file *f, const char *name, size_t len)
+{
+    size_t lo = 0, hi;
+    if (!f || !name || !f->by_name) return NULL;
+    hi = f->n_tensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const wsync_st_tensor *t = f->by_name[mid];
+        int c = wsync__cmp_names(t->name, t->name_len, name, len);
+        if (c == 0) return t;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+WSYNC_DEF const wsync_st_tensor *wsync_st_find(const wsync_st_file *f, const char *name)
+{
+    return name ? wsync_st_find_n(f, name, strlen(name)) : NULL;
+}
+
+WSYNC_DEF const char *wsync_st_metadata_get(const wsync_st_file *f, const char *key)
+{
+    size_t i, len;
+    if (!f || !key) return NULL;
+    len = strlen(key);
+    for (i = 0; i < f->n_metadata; i++)
+        if (f->metadata[i].key_len == len && memcmp(f->metadata[i].key, key, len) == 0)
+            return f->metadata[i].value;
+    return NULL;
+}
+
+/* ======================================================================
+   Safetensors: writer
+   ====================================================================== */
+
+/* Counts when buf is NULL, writes otherwise: one code path sizes and emits
+   the header, so the two can never disagree. */
+typedef struct wsync__emit {
+    char *buf;
+    size_t len;
+} wsync__emit;
+
+static void wsync__emit_raw(wsync__emit *e, const char *s, size_t n)
+{
+    if (e->buf) memcpy(e->buf + e->len, s, n);
+    e->len += n;
+}
+
+static void wsync__emit_json_string(wsync__emit *e, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i;
+    wsync__emit_raw(e, "\"", 1);
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[6];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            wsync__emit_raw(e, esc, 2);
+        } else if (c < 0x20) {
+            esc[0] = '\\';
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            wsync__emit_raw(e, esc, 6);
+        } else {
+            wsync__emit_raw(e, (const char *)&s[i], 1);
+        }
+    }
+    wsync__emit_raw(e, "\"", 1);
+}
+
+static void wsync__emit_u64(wsync__emit *e, uint64_t v)
+{
+    char tmp[24];
+    int n = 0, i;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (i = 0; i < n / 2; i++) {
+        char c = tmp[i];
+        tmp[i] = tmp[n - 1 - i];
+        tmp[n - 1 - i] = c;
+    }
+    wsync__emit_raw(e, tmp, (size_t)n);
+}
+
+static size_t wsync__desc_name_len(const wsync_st_tensor_desc *t)
+{
+    return t->name_len ? t->name_len : strlen(t->name);
+}
+
+/* Emits header JSON (without padding). Descriptions are already checked. */
+static void wsync__emit_header(wsync__emit *e, const wsync_st_tensor_desc *ts, size_t n,
+                               const wsync_st_kv *meta, size_t n_meta)
+{
+    size_t i;
+    uint32_t d;
+    uint64_t off = 0;
+    int first = 1;
+    wsync__emit_raw(e, "{", 1);
+    if (meta) {
+        wsync__emit_raw(e, "\"__metadata__\":{", 16);
+        for (i = 0; i < n_meta; i++) {
+            const wsync_st_kv *kv = &meta[i];
+            if (i) wsync__emit_raw(e, ",", 1);
+            wsync__emit_json_string(e, kv->key, kv->key_len ? kv->key_len : strlen(kv->key));
+            wsync__emit_raw(e, ":", 1);
+            wsync__emit_json_string(e, kv->value, kv->value_len ? kv->value_len : strlen(kv->value));
+        }
+        wsync__emit_raw(e, "}", 1);
+        first = 0;
+    }
+    for (i = 0; i < n; i++) {
+        const wsync_st_tensor_desc *t = &ts[i];
+        if (!first) wsync__emit_raw(e, ",", 1);
+        first = 0;
+        wsync__emit_json_string(e, t->name, wsync__desc_name_len(t));
+        wsync__emit_raw(e, ":{\"dtype\":", 10);
+        wsync__emit_json_string(e, wsync_dtype_name(t->dtype), strlen(wsync_dtype_name(t->dtype)));
+        wsync__emit_raw(e, ",\"shape\":[", 10);
+        for (d = 0; d < t->rank; d++) {
+            if (d) wsync__emit_raw(e, ",", 1);
+            wsync__emit_u64(e, t->shape[d]);
+        }
+        wsync__emit_raw(e, "],\"data_offsets\":[", 18);
+        wsync__emit_u64(e, off);
+        wsync__emit_raw(e, ",", 1);
+        off += t->nbytes;
+        wsync__emit_u64(e, off);
+        wsync__emit_raw(e, "]}", 2);
+    }
+    wsync__emit_raw(e, "}", 1);
+}
+
+typedef struct wsync__name_ref {
+    const char *s;
+    size_t n;
+    size_t index;
+} wsync__name_ref;
+
+static int wsync__cmp_name_refs(const void *a, const void *b)
+{
+    const wsync__name_ref *x = (const wsync__name_ref *)a, *y = (const wsync__name_ref *)b;
+    int c = wsync__cmp_names(x->s, x->n, y->s, y->n);
+    if (c) return c;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Rejects a write the reader would refuse; *data_len and *header_len (the
+   JSON length before padding) on success. */
+static wsync_result wsync__check_write(const wsync_st_tensor_desc *ts, size_t n, const wsync_st_kv *meta,
+                                       size_t n_meta, const wsync_allocator *a, uint64_t *data_len,
+                                       uint64_t *json_len, wsync_error *err)
+{
+    size_t i, bad, count = n > n_meta ? n : n_meta;
+    uint32_t d;
+    uint64_t total = 0;
+    wsync__name_ref *refs = NULL;
+    wsync__emit e;
+    wsync_result r = WSYNC_OK;
+    if ((n && !ts) || (n_meta && !meta))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "tensors or metadata missing");
+    for (i = 0; i < n; i++) {
+        const wsync_st_tensor_desc *t = &ts[i];
+        uint64_t nelem = 1, nbytes;
+        size_t len;
+        if (!t->name)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                               "tensor %llu has no name", (unsigned long long)i);
+        len = wsync__desc_name_len(t);
+        if (!wsync__utf8_valid((const uint8_t *)t->name, len, &bad))
+            return wsync__fail(err, WSYNC_ERR_INVALID_UTF8, UINT64_MAX, t->name, len, "%s",
+                               "tensor names must be valid UTF-8");
+        if (len == 12 && memcmp(t->name, "__metadata__", 12) == 0)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, t->name, len, "%s",
+                               "__metadata__ is reserved");
+        if (wsync_dtype_bits(t->dtype) == 0)
+            return wsync__fail(err, WSYNC_ERR_UNKNOWN_DTYPE, UINT64_MAX, t->name, len, "dtype %d",
+                               (int)t->dtype);
+        if (t->rank > WSYNC_ST_DEFAULT_MAX_RANK || (t->rank && !t->shape))
+            return wsync__fail(err, WSYNC_ERR_RANK_TOO_LARGE, UINT64_MAX, t->name, len,
+                               "rank %u (limit %u, shape given: %s)", (unsigned)t->rank,
+                               WSYNC_ST_DEFAULT_MAX_RANK, t->shape ? "yes" : "no");
+        for (d = 0; d < t->rank; d++)
+            if (!wsync_mul_u64(nelem, t->shape[d], &nelem))
+                return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, t->name, len, "%s",
+                                   "the product of the shape overflows 64 bits");
+        r = wsync_dtype_nbytes(t->dtype, nelem, &nbytes);
+        if (r != WSYNC_OK)
+            return wsync__fail(err, r, UINT64_MAX, t->name, len, "%llu elements of %s",
+                               (unsigned long long)nelem, wsync_dtype_name(t->dtype));
+        if (nbytes != t->nbytes)
+            return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, UINT64_MAX, t->name, len,
+                               "shape and %s need %llu bytes, %llu given", wsync_dtype_name(t->dtype),
+                               (unsigned long long)nbytes, (unsigned long long)t->nbytes);
+        if (!wsync_add_u64(total, nbytes, &total))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, t->name, len, "%s",
+                               "total data size overflows 64 bits");
+    }
+    for (i = 0; i < n_meta; i++) {
+        const wsync_st_kv *kv = &meta[i];
+        size_t kl, vl;
+        if (!kv->key || !kv->value)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                               "metadata entry %llu lacks a key or value", (unsigned long long)i);
+        kl = kv->key_len ? kv->key_len : strlen(kv->key);
+        vl = kv->value_len ? kv->value_len : strlen(kv->value);
+        if (!wsync__utf8_valid((const uint8_t *)kv->key, kl, &bad) ||
+            !wsync__utf8_valid((const uint8_t *)kv->value, vl, &bad))
+            return wsync__fail(err, WSYNC_ERR_INVALID_UTF8, UINT64_MAX, NULL, 0,
+                               "metadata entry %llu is not valid UTF-8", (unsigned long long)i);
+    }
+    /* Duplicates: tensor names, then metadata keys, each sorted once. */
+    if (count > 1) {
+        refs = (wsync__name_ref *)wsync__alloc(a, count * sizeof *refs);
+        if (!refs) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "name index");
+        for (i = 0; i < n; i++) {
+            refs[i].s = ts[i].name;
+            refs[i].n = wsync__desc_name_len(&ts[i]);
+            refs[i].index = i;
+        }
+        qsort(refs, n, sizeof *refs, wsync__cmp_name_refs);
+        for (i = 1; i < n && r == WSYNC_OK; i++)
+            if (wsync__cmp_names(refs[i - 1].s, refs[i - 1].n, refs[i].s, refs[i].n) == 0)
+                r = wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, UINT64_MAX, refs[i].s, refs[i].n, "%s",
+                                "two tensors have this name");
+        for (i = 0; i < n_meta && r == WSYNC_OK; i++) {
+            refs[i].s = meta[i].key;
+            refs[i].n = meta[i].key_len ? meta[i].key_len : strlen(meta[i].key);
+            refs[i].index = i;
+        }
+        if (r == WSYNC_OK) qsort(refs, n_meta, sizeof *refs, wsync__cmp_name_refs);
+        for (i = 1; i < n_meta && r == WSYNC_OK; i++)
+            if (wsync__cmp_names(refs[i - 1].s, refs[i - 1].n, refs[i].s, refs[i].n) == 0)
+                r = wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, UINT64_MAX, NULL, 0, "%s",
+                                "two metadata entries have the same key");
+        wsync__free(a, refs);
+        if (r != WSYNC_OK) return r;
+    }
+    e.buf = NULL;
+    e.len = 0;
+    wsync__emit_header(&e, ts, n, meta, n_meta);
+    if ((uint64_t)e.len + 7 > WSYNC_ST_MAX_HEADER_SIZE)
+        return wsync__fail(err, WSYNC_ERR_HEADER_TOO_LARGE, UINT64_MAX, NULL, 0,
+                           "the header would be %llu bytes, above the limit",
+                           (unsigned long long)e.len);
+    *data_len = total;
+    *json_len = e.len;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF int wsync_buffer_sink(void *user, const void *bytes, size_t len)
+{
+    wsync_buffer *b = (wsync_buffer *)user;
+    if (!b || len > b->cap - b->len) return -1;
+    if (len) memcpy(b->bytes + b->len, bytes, len);
+    b->len += len;
+    return 0;
+}
+
+WSYNC_DEF wsync_result wsync_st_write_size(const wsync_st_tensor_desc *tensors, size_t n_tensors,
+                                           const wsync_st_kv *metadata, size_t n_metadata,
+                                           uint64_t *out, wsync_error *err)
+{
+    uint64_t data_len, json_len, total;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!out) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no output");
+    r = wsync__check_write(tensors, n_tensors, metadata, n_metadata, NULL, &data_len, &json_len, err);
+    if (r != WSYNC_OK) return r;
+    total = 8 + ((json_len + 7) & ~(uint64_t)7);
+    if (!wsync_add_u64(total, data_len, out))
+        return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, NULL, 0, "%s", "file size overflows 64 bits");
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_st_writer_begin(wsync_st_writer *w, const wsync_st_tensor_desc *tensors,
+                                             size_t n_tensors, const wsync_st_kv *metadata,
+                                             size_t n_metadata, wsync_sink_fn sink, void *user,
+                                             const wsync_st_write_options *opt, wsync_error *err)
+{
+    const wsync_allocator *a = opt ? &opt->allocator : NULL;
+    uint64_t data_len, json_len, padded;
+    wsync__emit e;
+    wsync_result r;
+    int rc;
+    wsync__error_reset(err);
+    if (!w || !sink)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_st_writer_begin needs a writer and a sink");
+    memset(w, 0, sizeof *w);
+    w->failed = 1;
+    r = wsync__check_write(tensors, n_tensors, metadata, n_metadata, a, &data_len, &json_len, err);
+    if (r != WSYNC_OK) return r;
+    padded = (json_len + 7) & ~(uint64_t)7;
+    e.buf = (char *)wsync__alloc(a, (size_t)padded + 8);
+    if (!e.buf)
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0,
+                           "cannot allocate the %llu-byte header", (unsigned long long)padded);
+    wsync__store_le64((uint8_t *)e.buf, padded);
+    e.len = 8;
+    wsync__emit_header(&e, tensors, n_tensors, metadata, n_metadata);
+    WSYNC_ASSERT(e.len == json_len + 8);
+    memset(e.buf + e.len, ' ', (size_t)(padded - json_len));
+    rc = sink(user, e.buf, (size_t)padded + 8);
+    wsync__free(a, e.buf);
+    if (rc != 0)
+        return wsync__fail(err, WSYNC_ERR_SINK, 0, NULL, 0, "the sink failed (%d) writing the header", rc);
+    w->sink = sink;
+    w->user = user;
+    w->header_len = padded;
+    w->data_len = data_len;
+    w->failed = 0;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_st_writer_data(wsync_st_writer *w, const void *bytes, size_t len,
+                                            wsync_error *err)
+{
+    int rc;
+    wsync__error_reset(err);
+    if (!w || w->failed || (!bytes && len))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "the writer is not open (or an earlier call failed)");
+    if (len > w->data_len - w->written) {
+        w->failed = 1;
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, 8 + w->header_len + w->written, NULL, 0,
+                           "%llu more bytes than the %llu declared", (unsigned long long)(len - (w->data_len - w->written)),
+                           (unsigned long long)w->data_len);
+    }
+    if (len == 0) return WSYNC_OK;
+    rc = w->sink(w->user, bytes, len);
+    if (rc != 0) {
+        w->failed = 1;
+        return wsync__fail(err, WSYNC_ERR_SINK, 8 + w->header_len + w->written, NULL, 0,
+                           "the sink failed (%d)", rc);
+    }
+    w->written += len;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_st_writer_end(wsync_st_writer *w, wsync_error *err)
+{
+    wsync__error_reset(err);
+    if (!w || w->failed)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "the writer is not open (or an earlier call failed)");
+    if (w->written != w->data_len) {
+        w->failed = 1;
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, 8 + w->header_len + w->written, NULL, 0,
+                           "%llu of the %llu declared data bytes were written",
+                           (unsigned long long)w->written, (unsigned long long)w->data_len);
+    }
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_st_write(const wsync_st_tensor_desc *tensors, size_t n_tensors,
+                                      const wsync_st_kv *metadata, size_t n_metadata,
+                                      wsync_sink_fn sink, void *user,
+                                      const wsync_st_write_options *opt, wsync_error *err)
+{
+    wsync_st_writer w;
+    wsync_result r;
+    size_t i;
+    for (i = 0; i < n_tensors && tensors; i++)
+        if (!tensors[i].data && tensors[i].nbytes)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, tensors[i].name,
+                               tensors[i].name ? wsync__desc_name_len(&tensors[i]) : 0, "%s",
+                               "no data to write (use the streaming writer)");
+    r = wsync_st_writer_begin(&w, tensors, n_tensors, metadata, n_metadata, sink, user, opt, err);
+    if (r != WSYNC_OK) return r;
+    for (i = 0; i < n_tensors; i++) {
+        /* size_t may be narrower than uint64_t: feed in chunks that fit */
+        const uint8_t *p = (const uint8_t *)tensors[i].data;
+        uint64_t left = tensors[i].nbytes;
+        while (left) {
+            size_t chunk = left > (uint64_t)(SIZE_MAX / 2) ? SIZE_MAX / 2 : (size_t)left;
+            if ((r = wsync_st_writer_data(&w, p, chunk, err)) != WSYNC_OK) return r;
+            p += chunk;
+            left -= chunk;
+        }
+    }
+    return wsync_st_writer_end(&w, err);
+}
+
+#endif /* WSYNC_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+MIT License
+
+Copyright (c) 2026 the wsync authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+*/
