@@ -20,7 +20,7 @@ SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := fuzz_st_parse
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
-.PHONY: all test test-exhaustive bench fuzz demo clean
+.PHONY: all deps test test-run test-exhaustive bench fuzz fuzz-run demo clean
 
 all: $(BUILD)/wsync
 
@@ -51,7 +51,13 @@ $(BUILD)/test_exhaustive: tests/test_exhaustive.c tests/check.h $(HEADERS) | $(B
 
 # Every test, in the plain build and under ASan+UBSan, plus the headers
 # compiled as C99 and C++ by gcc and clang, plus the CLI's exit codes.
-test: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) \
+deps:
+	@tests/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) \
       $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
 	@tests/run.sh tests \
 	    $(TEST_BINS) \
@@ -73,7 +79,10 @@ bench: $(BUILD)/bench_parse
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HEADERS) | $(BUILD)/fuzz
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -o $@ $<
 
-fuzz: $(FUZZERS:%=$(BUILD)/fuzz/%)
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-run
+
+fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz/%)
 	@set -eo pipefail; for f in $(FUZZERS); do \
 	    name=$${f#fuzz_}; work=$(BUILD)/fuzz/work_$$name; mkdir -p $$work; \
 	    echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what `make test` and `make fuzz` need on a fresh Debian machine, and
+# nothing when it is all there already. Needs root (or sudo) only to install.
+set -u
+need=()
+command -v gcc     >/dev/null || need+=(gcc)
+command -v g++     >/dev/null || need+=(g++)
+command -v clang   >/dev/null || need+=(clang)
+command -v clang++ >/dev/null || need+=(clang)
+command -v python3 >/dev/null || need+=(python3)
+command -v make    >/dev/null || need+=(make)
+# libFuzzer and the sanitizer runtimes for clang
+if command -v clang >/dev/null; then
+    echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
+        > /tmp/wsync-fuzzcheck.$$.c
+    clang -fsanitize=fuzzer,address,undefined /tmp/wsync-fuzzcheck.$$.c -o /tmp/wsync-fuzzcheck.$$ \
+        >/dev/null 2>&1 || need+=(libclang-rt-dev)
+    rm -f /tmp/wsync-fuzzcheck.$$.c /tmp/wsync-fuzzcheck.$$
+fi
+[ ${#need[@]} -eq 0 ] && exit 0
+echo "install-deps: installing ${need[*]}"
+sudo=; [ "$(id -u)" -ne 0 ] && sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq && $sudo apt-get install -y -qq "${need[@]}" >/dev/null

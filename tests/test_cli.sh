@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The command-line tool's contract: exit codes, messages, --json output.
+# usage: tests/test_cli.sh path/to/wsync
+set -u
+cd "$(dirname "$0")/.."
+bin=${1:-build/wsync}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+pass() { passed=$((passed + 1)); [ -n "${CHECK_VERBOSE:-}" ] && echo "ok   $1"; return 0; }
+fail() { failed=$((failed + 1)); echo "FAIL $1"; return 0; }
+expect_rc() { # name, expected rc, command...
+    local name=$1 want=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+    if [ $rc -eq "$want" ]; then pass "$name"; else fail "$name: exit $rc, wanted $want"; head -n 5 "$tmp/err"; fi
+}
+
+for f in tests/corpus/safetensors/*.safetensors; do
+    expect_rc "inspect valid $(basename "$f")" 0 "$bin" inspect "$f"
+    if [ -s "$tmp/err" ]; then fail "inspect valid $(basename "$f") wrote to stderr"; fi
+    # --json: one object, tensors in offset order, contiguous, ending at the data size
+    "$bin" inspect --json "$f" >"$tmp/j" 2>/dev/null
+    if python3 - "$tmp/j" "$f" <<'PY'
+import json, struct, sys
+doc = json.load(open(sys.argv[1]))
+raw = open(sys.argv[2], 'rb').read()
+n = struct.unpack('<Q', raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+ref = {k: v for k, v in hdr.items() if k != '__metadata__'}
+assert set(doc) == {'metadata', 'tensors'}
+assert doc['metadata'] == hdr.get('__metadata__'), (doc['metadata'], hdr.get('__metadata__'))
+names = [t['name'] for t in doc['tensors']]
+assert sorted(names) == sorted(ref), 'names differ'
+pos = 0
+for t in doc['tensors']:
+    r = ref[t['name']]
+    assert t['dtype'] == r['dtype'] and t['shape'] == r['shape'] and t['data_offsets'] == r['data_offsets']
+    assert t['data_offsets'][0] == pos
+    pos = t['data_offsets'][1]
+assert pos == len(raw) - 8 - n
+PY
+    then pass "inspect --json $(basename "$f") agrees with python's json"; else fail "inspect --json $(basename "$f")"; fi
+done
+
+for f in tests/corpus/safetensors-invalid/*.safetensors; do
+    expect_rc "inspect invalid $(basename "$f")" 1 "$bin" inspect "$f"
+    if grep -q "invalid safetensors (WSYNC_ERR_" "$tmp/err"; then pass "reason on stderr for $(basename "$f")"
+    else fail "no reason on stderr for $(basename "$f")"; fi
+done
+
+# A truncated copy of a real file names the rule that failed.
+head -c 300 tests/corpus/safetensors/huggingface__safetensors__samples_overall.safetensors > "$tmp/cut.safetensors"
+expect_rc "inspect truncated file" 1 "$bin" inspect "$tmp/cut.safetensors"
+grep -q "WSYNC_ERR_TRUNCATED" "$tmp/err" && pass "truncation named" || fail "truncation not named: $(cat "$tmp/err")"
+
+expect_rc "inspect missing file" 1 "$bin" inspect "$tmp/does-not-exist"
+grep -q "cannot open" "$tmp/err" && pass "missing file named" || fail "missing file message: $(cat "$tmp/err")"
+expect_rc "inspect a directory" 1 "$bin" inspect "$tmp"
+expect_rc "no command" 2 "$bin"
+expect_rc "unknown command" 2 "$bin" frobnicate
+expect_rc "inspect without a file" 2 "$bin" inspect
+expect_rc "inspect unknown option" 2 "$bin" inspect --bogus tests/corpus/safetensors/huggingface__safetensors__samples_B.safetensors
+expect_rc "inspect two files" 2 "$bin" inspect a b
+expect_rc "--help" 0 "$bin" --help
+grep -q "inspect FILE" "$tmp/out" && pass "--help lists inspect" || fail "--help text"
+expect_rc "inspect --help" 0 "$bin" inspect --help
+expect_rc "--version" 0 "$bin" --version
+grep -q "^wsync [0-9]" "$tmp/out" && pass "--version prints a version" || fail "--version text"
+expect_rc "demo" 0 "$bin" demo
+
+echo "summary: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Every header compiles warning-free (-Werror) with gcc and clang, as C99 and as
+# C++, with and without its implementation, with WSYNC_STATIC, and two
+# translation units (one with the implementation) link into one program.
+set -u
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+check() { # name, command...
+    local name=$1; shift
+    if out=$("$@" 2>&1); then passed=$((passed + 1)); [ -n "${CHECK_VERBOSE:-}" ] && echo "ok   $name"
+    else failed=$((failed + 1)); echo "FAIL $name"; echo "$out" | head -n 20; fi
+}
+W="-Wall -Wextra -Wpedantic -Werror -I."
+for cc in gcc clang; do
+    command -v $cc >/dev/null || { echo "FAIL $cc not installed"; failed=$((failed + 1)); continue; }
+    cxx=g++; [ $cc = clang ] && cxx=clang++
+    for h in wsync wsync_http wsync_rdma; do
+        H=$(echo $h | tr a-z A-Z)
+        printf '#define WSYNC_IMPLEMENTATION\n#define %s_IMPLEMENTATION\n#include "%s.h"\nint main(void) { return 0; }\n' "$H" "$h" > "$tmp/$h.c"
+        printf '#include "%s.h"\nint f_%s(void) { return WSYNC_VERSION_MAJOR; }\n' "$h" "$h" > "$tmp/${h}_decl.c"
+        check "$cc C99 $h.h with implementation" $cc -std=c99 $W -o "$tmp/a" "$tmp/$h.c"
+        check "$cc C11 $h.h with implementation" $cc -std=c11 $W -o "$tmp/a" "$tmp/$h.c"
+        check "$cxx C++11 $h.h with implementation" $cxx -x c++ -std=c++11 $W -o "$tmp/a" "$tmp/$h.c"
+        check "$cxx C++17 $h.h with implementation" $cxx -x c++ -std=c++17 $W -o "$tmp/a" "$tmp/$h.c"
+        check "$cc C99 $h.h declarations only" $cc -std=c99 $W -c -o "$tmp/d.o" "$tmp/${h}_decl.c"
+        check "$cxx C++11 $h.h declarations only" $cxx -x c++ -std=c++11 $W -c -o "$tmp/d.o" "$tmp/${h}_decl.c"
+    done
+    printf '#define WSYNC_STATIC\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return wsync_f32_to_bf16(1.0f) == 0x3F80 ? 0 : 1; }\n' > "$tmp/static.c"
+    check "$cc WSYNC_STATIC" $cc -std=c99 $W -Wno-unused-function -o "$tmp/s" "$tmp/static.c"
+    printf '#include "wsync.h"\nint other(void);\nint main(void) { return other() + (wsync_dtype_bits(WSYNC_DTYPE_BF16) == 16 ? 0 : 1); }\n' > "$tmp/main.c"
+    printf '#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint other(void) { return 0; }\n' > "$tmp/impl.c"
+    check "$cc two translation units link" $cc -std=c99 $W -o "$tmp/two" "$tmp/main.c" "$tmp/impl.c"
+    check "$cc two translation units run" "$tmp/two"
+    printf '#include <stdlib.h>\n#define WSYNC_MALLOC(n) malloc(n)\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return 0; }\n' > "$tmp/half.c"
+    if $cc -std=c99 $W -o "$tmp/h" "$tmp/half.c" >/dev/null 2>&1; then
+        failed=$((failed + 1)); echo "FAIL $cc: WSYNC_MALLOC without WSYNC_FREE compiled"
+    else passed=$((passed + 1)); fi
+done
+echo "summary: $passed passed, $failed failed"
+[ $failed -eq 0 ]
