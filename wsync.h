@@ -393,6 +393,42 @@ typedef struct wsync_buffer {
 } wsync_buffer;
 WSYNC_DEF int wsync_buffer_sink(void *user, const void *bytes, size_t len);
 
+
+/* ======================================================================
+   Delta: digest and diff
+   ====================================================================== */
+
+/* A fast 64-bit digest of bytes ("wsync64"): for catching corruption, torn
+   writes and wrong bases, not a cryptographic hash. The same value on every
+   platform and code path (scalar, SSE2, AVX2). */
+WSYNC_DEF uint64_t wsync_digest(const void *bytes, size_t len);
+
+/* Positions where a and b differ bitwise, comparing n elements of `width`
+   bytes (1, 2, 4 or 8). Writes ascending element indices to pos (room for n;
+   n at most 2^32) and returns how many. One pass over both buffers, with
+   SIMD where the CPU has it (chosen at run time on x86). */
+WSYNC_DEF size_t wsync_diff(const void *a, const void *b, size_t n, unsigned width, uint32_t *pos);
+/* The portable reference the SIMD paths are tested against. */
+WSYNC_DEF size_t wsync_diff_scalar(const void *a, const void *b, size_t n, unsigned width,
+                                   uint32_t *pos);
+
+/* Code paths, for tests and benchmarks: force one; AUTO picks the best the
+   CPU has. The *_using calls return 0 in *ok (and do nothing) when a path is
+   not compiled in or the CPU lacks it. */
+typedef enum wsync_impl {
+    WSYNC_IMPL_AUTO = 0,
+    WSYNC_IMPL_SCALAR,  /* portable C, one element or word at a time */
+    WSYNC_IMPL_SSE2,
+    WSYNC_IMPL_AVX2,
+    WSYNC_IMPL_AVX512,
+    WSYNC_IMPL_NEON,
+    WSYNC_IMPL_COUNT
+} wsync_impl;
+WSYNC_DEF const char *wsync_impl_name(wsync_impl impl);
+WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b, size_t n,
+                                  unsigned width, uint32_t *pos, int *ok);
+WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t len, int *ok);
+
 #ifdef __cplusplus
 }
 #endif
@@ -2129,6 +2165,458 @@ WSYNC_DEF wsync_result wsync_st_write(const wsync_st_tensor_desc *tensors, size_
         }
     }
     return wsync_st_writer_end(&w, err);
+}
+
+
+/* ======================================================================
+   Delta: digest and diff
+   ====================================================================== */
+
+#if !defined(WSYNC_NO_SIMD) && defined(__GNUC__) && defined(__x86_64__)
+#define WSYNC__X86 1
+#include <immintrin.h>
+#define WSYNC__AVX2 __attribute__((target("avx2")))
+#define WSYNC__AVX512 __attribute__((target("avx512f,avx512bw")))
+static int wsync__has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+static int wsync__has_avx512bw(void) { return __builtin_cpu_supports("avx512bw"); }
+#else
+#define WSYNC__X86 0
+#endif
+#if !defined(WSYNC_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
+#define WSYNC__NEON 1
+#include <arm_neon.h>
+#else
+#define WSYNC__NEON 0
+#endif
+
+static uint64_t wsync__le64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static unsigned wsync__ctz64(uint64_t v)
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctzll(v);
+#else
+    unsigned n = 0;
+    while (!(v & 1)) v >>= 1, n++;
+    return n;
+#endif
+}
+
+/* wsync64: eight 64-bit lanes, each stripe of 64 bytes does per lane
+   acc += lo32(d ^ key) * hi32(d ^ key) and adds the raw word to the
+   neighbouring lane (so no input word can cancel out), with a scramble
+   every 1 KiB. The structure is XXH3's accumulator, written here in a form
+   SSE2 and AVX2 compute exactly (32x32->64 multiplies, 64-bit adds). */
+#define WSYNC__D_PRIME32 0x9E3779B1u
+#define WSYNC__D_P1 0x9E3779B185EBCA87ull
+#define WSYNC__D_P2 0xC2B2AE3D27D4EB4Full
+#define WSYNC__D_P3 0x165667B19E3779F9ull
+static const uint64_t wsync__dkey[16] = {
+    0xbe4ba423396cfeb8ull, 0x1cad21f72c81017cull, 0xdb979083e96dd4deull, 0x1f67b3b7a4a44072ull,
+    0x78e5c0cc4ee679cbull, 0x2172ffcc7dd05a82ull, 0x8e2443f7744608b8ull, 0x4c263a81e69035e0ull,
+    0xcb00c391bb52283cull, 0xa32e531b8b65d088ull, 0x4ef90da297486471ull, 0xd8acdea946ef1938ull,
+    0x3f349ce33f76faa8ull, 0x1d4f0bc7c7bbdcf9ull, 0x3159b4cd4be0518aull, 0x647378d9c97e9fc8ull};
+
+static void wsync__dstripe_scalar(uint64_t acc[8], const uint8_t *p)
+{
+    int i;
+    for (i = 0; i < 8; i++) {
+        uint64_t d = wsync__le64(p + 8 * i), k = d ^ wsync__dkey[i];
+        acc[i ^ 1] += d;
+        acc[i] += (k & 0xFFFFFFFFu) * (k >> 32);
+    }
+}
+
+static void wsync__dscramble(uint64_t acc[8])
+{
+    int i;
+    for (i = 0; i < 8; i++) {
+        uint64_t a = acc[i];
+        a ^= a >> 47;
+        a ^= wsync__dkey[8 + i];
+        acc[i] = a * WSYNC__D_PRIME32;
+    }
+}
+
+/* Whole 1 KiB rounds (16 stripes, then a scramble) for `rounds` rounds. */
+static void wsync__drounds_scalar(uint64_t acc[8], const uint8_t *p, size_t rounds)
+{
+    size_t r;
+    int s;
+    for (r = 0; r < rounds; r++, p += 1024) {
+        for (s = 0; s < 16; s++) wsync__dstripe_scalar(acc, p + 64 * s);
+        wsync__dscramble(acc);
+    }
+}
+
+#if WSYNC__X86
+static void wsync__drounds_sse2(uint64_t acc[8], const uint8_t *p, size_t rounds)
+{
+    __m128i a[4], key[4], sk[4];
+    size_t r;
+    int s, i;
+    const __m128i prime = _mm_set1_epi32((int)WSYNC__D_PRIME32);
+    for (i = 0; i < 4; i++) {
+        a[i] = _mm_loadu_si128((const __m128i *)(const void *)(acc + 2 * i));
+        key[i] = _mm_loadu_si128((const __m128i *)(const void *)(wsync__dkey + 2 * i));
+        sk[i] = _mm_loadu_si128((const __m128i *)(const void *)(wsync__dkey + 8 + 2 * i));
+    }
+    for (r = 0; r < rounds; r++, p += 1024) {
+        for (s = 0; s < 16; s++) {
+            for (i = 0; i < 4; i++) {
+                __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(p + 64 * s + 16 * i));
+                __m128i k = _mm_xor_si128(d, key[i]);
+                __m128i hi = _mm_shuffle_epi32(k, _MM_SHUFFLE(3, 3, 1, 1));
+                a[i] = _mm_add_epi64(a[i], _mm_shuffle_epi32(d, _MM_SHUFFLE(1, 0, 3, 2)));
+                a[i] = _mm_add_epi64(a[i], _mm_mul_epu32(k, hi));
+            }
+        }
+        for (i = 0; i < 4; i++) {
+            __m128i x = _mm_xor_si128(a[i], _mm_srli_epi64(a[i], 47));
+            __m128i lo, hi;
+            x = _mm_xor_si128(x, sk[i]);
+            /* 64x32 multiply: lo32*p + (hi32*p << 32) */
+            lo = _mm_mul_epu32(x, prime);
+            hi = _mm_mul_epu32(_mm_srli_epi64(x, 32), prime);
+            a[i] = _mm_add_epi64(lo, _mm_slli_epi64(hi, 32));
+        }
+    }
+    for (i = 0; i < 4; i++) _mm_storeu_si128((__m128i *)(void *)(acc + 2 * i), a[i]);
+}
+
+WSYNC__AVX2 static void wsync__drounds_avx2(uint64_t acc[8], const uint8_t *p, size_t rounds)
+{
+    __m256i a[2], key[2], sk[2];
+    size_t r;
+    int s, i;
+    const __m256i prime = _mm256_set1_epi32((int)WSYNC__D_PRIME32);
+    for (i = 0; i < 2; i++) {
+        a[i] = _mm256_loadu_si256((const __m256i *)(const void *)(acc + 4 * i));
+        key[i] = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dkey + 4 * i));
+        sk[i] = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dkey + 8 + 4 * i));
+    }
+    for (r = 0; r < rounds; r++, p += 1024) {
+        for (s = 0; s < 16; s++) {
+            for (i = 0; i < 2; i++) {
+                __m256i d = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64 * s + 32 * i));
+                __m256i k = _mm256_xor_si256(d, key[i]);
+                __m256i hi = _mm256_shuffle_epi32(k, _MM_SHUFFLE(3, 3, 1, 1));
+                a[i] = _mm256_add_epi64(a[i], _mm256_shuffle_epi32(d, _MM_SHUFFLE(1, 0, 3, 2)));
+                a[i] = _mm256_add_epi64(a[i], _mm256_mul_epu32(k, hi));
+            }
+        }
+        for (i = 0; i < 2; i++) {
+            __m256i x = _mm256_xor_si256(a[i], _mm256_srli_epi64(a[i], 47));
+            __m256i lo, hi;
+            x = _mm256_xor_si256(x, sk[i]);
+            lo = _mm256_mul_epu32(x, prime);
+            hi = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), prime);
+            a[i] = _mm256_add_epi64(lo, _mm256_slli_epi64(hi, 32));
+        }
+    }
+    for (i = 0; i < 2; i++) _mm256_storeu_si256((__m256i *)(void *)(acc + 4 * i), a[i]);
+}
+#endif
+
+static uint64_t wsync__davalanche(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= WSYNC__D_P2;
+    h ^= h >> 29;
+    h *= WSYNC__D_P3;
+    h ^= h >> 32;
+    return h;
+}
+
+static uint64_t wsync__digest_impl(wsync_impl impl, const void *bytes, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)bytes;
+    uint64_t acc[8] = {WSYNC__D_P1, WSYNC__D_P2, WSYNC__D_P3, WSYNC__D_PRIME32,
+                       ~WSYNC__D_P1, ~WSYNC__D_P2, ~WSYNC__D_P3, 0x27D4EB2F165667C5ull};
+    uint64_t h;
+    size_t rounds = len / 1024, rest, s;
+    uint8_t tail[64];
+    int i;
+    switch (impl) {
+#if WSYNC__X86
+    case WSYNC_IMPL_AVX2: wsync__drounds_avx2(acc, p, rounds); break;
+    case WSYNC_IMPL_SSE2: wsync__drounds_sse2(acc, p, rounds); break;
+#endif
+    default: wsync__drounds_scalar(acc, p, rounds); break;
+    }
+    p += rounds * 1024;
+    rest = len - rounds * 1024;
+    for (s = 0; s + 64 <= rest; s += 64) wsync__dstripe_scalar(acc, p + s);
+    /* The last partial stripe, zero-padded; the length below tells it apart. */
+    memset(tail, 0, sizeof tail);
+    if (rest - s) memcpy(tail, p + s, rest - s);
+    wsync__dstripe_scalar(acc, tail);
+    h = (uint64_t)len * WSYNC__D_P1;
+    for (i = 0; i < 8; i++) {
+        uint64_t a = acc[i] ^ wsync__dkey[8 + i];
+        h ^= wsync__davalanche(a + (uint64_t)i);
+        h = (h << 27 | h >> 37) * WSYNC__D_P2;
+    }
+    return wsync__davalanche(h);
+}
+
+static wsync_impl wsync__digest_best(void)
+{
+#if WSYNC__X86
+    return wsync__has_avx2() ? WSYNC_IMPL_AVX2 : WSYNC_IMPL_SSE2;
+#else
+    return WSYNC_IMPL_SCALAR;
+#endif
+}
+
+WSYNC_DEF uint64_t wsync_digest(const void *bytes, size_t len)
+{
+    return wsync__digest_impl(wsync__digest_best(), bytes, len);
+}
+
+static int wsync__impl_available(wsync_impl impl)
+{
+    switch (impl) {
+    case WSYNC_IMPL_AUTO:
+    case WSYNC_IMPL_SCALAR: return 1;
+#if WSYNC__X86
+    case WSYNC_IMPL_SSE2: return 1;
+    case WSYNC_IMPL_AVX2: return wsync__has_avx2();
+    case WSYNC_IMPL_AVX512: return wsync__has_avx512bw();
+#endif
+#if WSYNC__NEON
+    case WSYNC_IMPL_NEON: return 1;
+#endif
+    default: return 0;
+    }
+}
+
+WSYNC_DEF const char *wsync_impl_name(wsync_impl impl)
+{
+    static const char *names[WSYNC_IMPL_COUNT] = {"auto", "scalar", "sse2", "avx2", "avx512", "neon"};
+    return (int)impl >= 0 && impl < WSYNC_IMPL_COUNT ? names[impl] : "unknown";
+}
+
+WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t len, int *ok)
+{
+    /* the digest has no AVX-512 or NEON path of its own: those fall back */
+    int avail = wsync__impl_available(impl) && impl != WSYNC_IMPL_AVX512 && impl != WSYNC_IMPL_NEON;
+    if (ok) *ok = avail;
+    if (!avail) return 0;
+    return wsync__digest_impl(impl == WSYNC_IMPL_AUTO ? wsync__digest_best() : impl, bytes, len);
+}
+
+/* Turns a mask with one bit per differing byte at byte offset `off` into
+   element positions. Elements are aligned to the 64-byte window because
+   `off` is a multiple of 64 and width divides 64. */
+static size_t wsync__diff_emit(uint64_t ne, size_t off, unsigned shift, uint32_t *pos, size_t count)
+{
+    uint64_t m = ne;
+    switch (shift) {
+    case 0: break;
+    case 1: m = (m | (m >> 1)) & 0x5555555555555555ull; break;
+    case 2: m |= m >> 1; m |= m >> 2; m &= 0x1111111111111111ull; break;
+    default: m |= m >> 1; m |= m >> 2; m |= m >> 4; m &= 0x0101010101010101ull; break;
+    }
+    while (m) {
+        pos[count++] = (uint32_t)((off + wsync__ctz64(m)) >> shift);
+        m &= m - 1;
+    }
+    return count;
+}
+
+static size_t wsync__diff_tail(const uint8_t *a, const uint8_t *b, size_t from, size_t nbytes,
+                               unsigned width, unsigned shift, uint32_t *pos, size_t count)
+{
+    size_t i;
+    for (i = from; i < nbytes; i += width)
+        if (memcmp(a + i, b + i, width) != 0) pos[count++] = (uint32_t)(i >> shift);
+    return count;
+}
+
+static unsigned wsync__width_shift(unsigned width)
+{
+    return width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3;
+}
+
+WSYNC_DEF size_t wsync_diff_scalar(const void *a, const void *b, size_t n, unsigned width, uint32_t *pos)
+{
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+    size_t i, count = 0;
+    WSYNC_ASSERT(width == 1 || width == 2 || width == 4 || width == 8);
+    for (i = 0; i < n; i++)
+        if (memcmp(x + i * width, y + i * width, width) != 0) pos[count++] = (uint32_t)i;
+    return count;
+}
+
+/* Portable fast path: 64 bytes at a time as eight words; only a window
+   with a difference is looked at byte by byte. */
+static size_t wsync__diff_words(const uint8_t *a, const uint8_t *b, size_t nbytes, unsigned shift,
+                                uint32_t *pos)
+{
+    size_t i, count = 0;
+    int w;
+    for (i = 0; i + 64 <= nbytes; i += 64) {
+        uint64_t x[8], any = 0;
+        for (w = 0; w < 8; w++) any |= x[w] = wsync__le64(a + i + 8 * w) ^ wsync__le64(b + i + 8 * w);
+        if (any) {
+            uint64_t ne = 0;
+            for (w = 0; w < 8; w++) {
+                uint64_t v = x[w], bytes = 0;
+                int k;
+                for (k = 0; k < 8; k++) bytes |= (uint64_t)(((v >> (8 * k)) & 0xFF) != 0) << k;
+                ne |= bytes << (8 * w);
+            }
+            count = wsync__diff_emit(ne, i, shift, pos, count);
+        }
+    }
+    return wsync__diff_tail(a, b, i, nbytes, 1u << shift, shift, pos, count);
+}
+
+#if WSYNC__X86
+static size_t wsync__diff_sse2(const uint8_t *a, const uint8_t *b, size_t nbytes, unsigned shift,
+                               uint32_t *pos)
+{
+    size_t i, count = 0;
+    for (i = 0; i + 64 <= nbytes; i += 64) {
+        __m128i e0 = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(a + i)),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(b + i)));
+        __m128i e1 = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(a + i + 16)),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(b + i + 16)));
+        __m128i e2 = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(a + i + 32)),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(b + i + 32)));
+        __m128i e3 = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(a + i + 48)),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(b + i + 48)));
+        __m128i all = _mm_and_si128(_mm_and_si128(e0, e1), _mm_and_si128(e2, e3));
+        if (_mm_movemask_epi8(all) != 0xFFFF) {
+            uint64_t eq = (uint64_t)(uint16_t)_mm_movemask_epi8(e0) |
+                          (uint64_t)(uint16_t)_mm_movemask_epi8(e1) << 16 |
+                          (uint64_t)(uint16_t)_mm_movemask_epi8(e2) << 32 |
+                          (uint64_t)(uint16_t)_mm_movemask_epi8(e3) << 48;
+            count = wsync__diff_emit(~eq, i, shift, pos, count);
+        }
+    }
+    return wsync__diff_tail(a, b, i, nbytes, 1u << shift, shift, pos, count);
+}
+
+WSYNC__AVX2 static size_t wsync__diff_avx2(const uint8_t *a, const uint8_t *b, size_t nbytes,
+                                           unsigned shift, uint32_t *pos)
+{
+    size_t i, count = 0;
+    for (i = 0; i + 128 <= nbytes; i += 128) {
+        __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(a + i)),
+                                      _mm256_loadu_si256((const __m256i *)(const void *)(b + i)));
+        __m256i x1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(a + i + 32)),
+                                      _mm256_loadu_si256((const __m256i *)(const void *)(b + i + 32)));
+        __m256i x2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(a + i + 64)),
+                                      _mm256_loadu_si256((const __m256i *)(const void *)(b + i + 64)));
+        __m256i x3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(a + i + 96)),
+                                      _mm256_loadu_si256((const __m256i *)(const void *)(b + i + 96)));
+        __m256i any = _mm256_or_si256(_mm256_or_si256(x0, x1), _mm256_or_si256(x2, x3));
+        if (!_mm256_testz_si256(any, any)) {
+            const __m256i z = _mm256_setzero_si256();
+            uint64_t eq0 = (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x0, z)) |
+                           (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x1, z)) << 32;
+            uint64_t eq1 = (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x2, z)) |
+                           (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x3, z)) << 32;
+            if (~eq0) count = wsync__diff_emit(~eq0, i, shift, pos, count);
+            if (~eq1) count = wsync__diff_emit(~eq1, i + 64, shift, pos, count);
+        }
+    }
+    if (i < nbytes) {
+        /* finish whole 64-byte windows with SSE2, the rest bytewise */
+        size_t done = nbytes - i >= 64 ? ((nbytes - i) / 64) * 64 : 0, k, c;
+        c = wsync__diff_sse2(a + i, b + i, done, shift, pos + count);
+        for (k = 0; k < c; k++) pos[count + k] += (uint32_t)(i >> shift);
+        count += c;
+        count = wsync__diff_tail(a, b, i + done, nbytes, 1u << shift, shift, pos, count);
+    }
+    return count;
+}
+
+WSYNC__AVX512 static size_t wsync__diff_avx512(const uint8_t *a, const uint8_t *b, size_t nbytes,
+                                               unsigned shift, uint32_t *pos)
+{
+    size_t i, count = 0;
+    for (i = 0; i + 128 <= nbytes; i += 128) {
+        uint64_t ne0 = _mm512_cmpneq_epi8_mask(_mm512_loadu_si512((const void *)(a + i)),
+                                               _mm512_loadu_si512((const void *)(b + i)));
+        uint64_t ne1 = _mm512_cmpneq_epi8_mask(_mm512_loadu_si512((const void *)(a + i + 64)),
+                                               _mm512_loadu_si512((const void *)(b + i + 64)));
+        if (ne0 | ne1) {
+            if (ne0) count = wsync__diff_emit(ne0, i, shift, pos, count);
+            if (ne1) count = wsync__diff_emit(ne1, i + 64, shift, pos, count);
+        }
+    }
+    for (; i + 64 <= nbytes; i += 64) {
+        uint64_t ne = _mm512_cmpneq_epi8_mask(_mm512_loadu_si512((const void *)(a + i)),
+                                              _mm512_loadu_si512((const void *)(b + i)));
+        if (ne) count = wsync__diff_emit(ne, i, shift, pos, count);
+    }
+    return wsync__diff_tail(a, b, i, nbytes, 1u << shift, shift, pos, count);
+}
+#endif
+
+#if WSYNC__NEON
+static size_t wsync__diff_neon(const uint8_t *a, const uint8_t *b, size_t nbytes, unsigned shift,
+                               uint32_t *pos)
+{
+    size_t i, count = 0;
+    for (i = 0; i + 64 <= nbytes; i += 64) {
+        uint8x16_t x0 = veorq_u8(vld1q_u8(a + i), vld1q_u8(b + i));
+        uint8x16_t x1 = veorq_u8(vld1q_u8(a + i + 16), vld1q_u8(b + i + 16));
+        uint8x16_t x2 = veorq_u8(vld1q_u8(a + i + 32), vld1q_u8(b + i + 32));
+        uint8x16_t x3 = veorq_u8(vld1q_u8(a + i + 48), vld1q_u8(b + i + 48));
+        if (vmaxvq_u8(vorrq_u8(vorrq_u8(x0, x1), vorrq_u8(x2, x3)))) {
+            count = wsync__diff_tail(a, b, i, i + 64, 1u << shift, shift, pos, count);
+        }
+    }
+    return wsync__diff_tail(a, b, i, nbytes, 1u << shift, shift, pos, count);
+}
+#endif
+
+WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b, size_t n,
+                                  unsigned width, uint32_t *pos, int *ok)
+{
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+    unsigned shift = wsync__width_shift(width);
+    size_t nbytes = n << shift;
+    WSYNC_ASSERT(width == 1 || width == 2 || width == 4 || width == 8);
+    if (ok) *ok = wsync__impl_available(impl);
+    if (!wsync__impl_available(impl)) return 0;
+    if (impl == WSYNC_IMPL_AUTO) {
+#if WSYNC__X86
+        impl = wsync__has_avx512bw() ? WSYNC_IMPL_AVX512 : wsync__has_avx2() ? WSYNC_IMPL_AVX2 : WSYNC_IMPL_SSE2;
+#elif WSYNC__NEON
+        impl = WSYNC_IMPL_NEON;
+#else
+        impl = WSYNC_IMPL_SCALAR;
+#endif
+    }
+    switch (impl) {
+#if WSYNC__X86
+    case WSYNC_IMPL_AVX512: return wsync__diff_avx512(x, y, nbytes, shift, pos);
+    case WSYNC_IMPL_AVX2: return wsync__diff_avx2(x, y, nbytes, shift, pos);
+    case WSYNC_IMPL_SSE2: return wsync__diff_sse2(x, y, nbytes, shift, pos);
+#endif
+#if WSYNC__NEON
+    case WSYNC_IMPL_NEON: return wsync__diff_neon(x, y, nbytes, shift, pos);
+#endif
+    default: return wsync__diff_words(x, y, nbytes, shift, pos);
+    }
+}
+
+WSYNC_DEF size_t wsync_diff(const void *a, const void *b, size_t n, unsigned width, uint32_t *pos)
+{
+    return wsync_diff_using(WSYNC_IMPL_AUTO, a, b, n, width, pos, NULL);
 }
 
 #endif /* WSYNC_IMPLEMENTATION */
