@@ -403,6 +403,18 @@ WSYNC_DEF int wsync_buffer_sink(void *user, const void *bytes, size_t len);
    platform and code path (scalar, SSE2, AVX2). */
 WSYNC_DEF uint64_t wsync_digest(const void *bytes, size_t len);
 
+/* The same digest over bytes that arrive in pieces: init, update any number
+   of times with any lengths, final (which does not change the state). */
+typedef struct wsync_digest_state {
+    uint64_t acc[8];
+    uint64_t len;
+    size_t nbuf;
+    uint8_t buf[1024];
+} wsync_digest_state;
+WSYNC_DEF void wsync_digest_init(wsync_digest_state *s);
+WSYNC_DEF void wsync_digest_update(wsync_digest_state *s, const void *bytes, size_t len);
+WSYNC_DEF uint64_t wsync_digest_final(const wsync_digest_state *s);
+
 /* Positions where a and b differ bitwise, comparing n elements of `width`
    bytes (1, 2, 4 or 8). Writes ascending element indices to pos (room for n;
    n at most 2^32) and returns how many. One pass over both buffers, with
@@ -2336,15 +2348,9 @@ static uint64_t wsync__davalanche(uint64_t h)
     return h;
 }
 
-static uint64_t wsync__digest_impl(wsync_impl impl, const void *bytes, size_t len)
+static void wsync__drounds(wsync_impl impl, uint64_t acc[8], const uint8_t *p, size_t rounds)
 {
-    const uint8_t *p = (const uint8_t *)bytes;
-    uint64_t acc[8] = {WSYNC__D_P1, WSYNC__D_P2, WSYNC__D_P3, WSYNC__D_PRIME32,
-                       ~WSYNC__D_P1, ~WSYNC__D_P2, ~WSYNC__D_P3, 0x27D4EB2F165667C5ull};
-    uint64_t h;
-    size_t rounds = len / 1024, rest, s;
-    uint8_t tail[64];
-    int i;
+    if (!rounds) return;
     switch (impl) {
 #if WSYNC__X86
     case WSYNC_IMPL_AVX2: wsync__drounds_avx2(acc, p, rounds); break;
@@ -2352,20 +2358,51 @@ static uint64_t wsync__digest_impl(wsync_impl impl, const void *bytes, size_t le
 #endif
     default: wsync__drounds_scalar(acc, p, rounds); break;
     }
-    p += rounds * 1024;
-    rest = len - rounds * 1024;
-    for (s = 0; s + 64 <= rest; s += 64) wsync__dstripe_scalar(acc, p + s);
-    /* The last partial stripe, zero-padded; the length below tells it apart. */
+}
+
+static void wsync__dinit(uint64_t acc[8])
+{
+    acc[0] = WSYNC__D_P1;
+    acc[1] = WSYNC__D_P2;
+    acc[2] = WSYNC__D_P3;
+    acc[3] = WSYNC__D_PRIME32;
+    acc[4] = ~WSYNC__D_P1;
+    acc[5] = ~WSYNC__D_P2;
+    acc[6] = ~WSYNC__D_P3;
+    acc[7] = 0x27D4EB2F165667C5ull;
+}
+
+/* The rest after the whole 1 KiB rounds (< 1024 bytes): whole stripes, then
+   the last partial stripe zero-padded (always one, even when empty); the
+   length mixed in below tells the padding apart. */
+static uint64_t wsync__dfinish(const uint64_t acc_in[8], const uint8_t *rest, size_t n, uint64_t len)
+{
+    uint64_t acc[8], h;
+    uint8_t tail[64];
+    size_t s;
+    int i;
+    memcpy(acc, acc_in, sizeof acc);
+    for (s = 0; s + 64 <= n; s += 64) wsync__dstripe_scalar(acc, rest + s);
     memset(tail, 0, sizeof tail);
-    if (rest - s) memcpy(tail, p + s, rest - s);
+    if (n - s) memcpy(tail, rest + s, n - s);
     wsync__dstripe_scalar(acc, tail);
-    h = (uint64_t)len * WSYNC__D_P1;
+    h = len * WSYNC__D_P1;
     for (i = 0; i < 8; i++) {
         uint64_t a = acc[i] ^ wsync__dkey[8 + i];
         h ^= wsync__davalanche(a + (uint64_t)i);
         h = (h << 27 | h >> 37) * WSYNC__D_P2;
     }
     return wsync__davalanche(h);
+}
+
+static uint64_t wsync__digest_impl(wsync_impl impl, const void *bytes, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)bytes;
+    uint64_t acc[8];
+    size_t rounds = len / 1024;
+    wsync__dinit(acc);
+    wsync__drounds(impl, acc, p, rounds);
+    return wsync__dfinish(acc, p + rounds * 1024, len - rounds * 1024, (uint64_t)len);
 }
 
 static wsync_impl wsync__digest_best(void)
@@ -2412,6 +2449,44 @@ WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t
     if (ok) *ok = avail;
     if (!avail) return 0;
     return wsync__digest_impl(impl == WSYNC_IMPL_AUTO ? wsync__digest_best() : impl, bytes, len);
+}
+
+WSYNC_DEF void wsync_digest_init(wsync_digest_state *s)
+{
+    wsync__dinit(s->acc);
+    s->len = 0;
+    s->nbuf = 0;
+}
+
+WSYNC_DEF void wsync_digest_update(wsync_digest_state *s, const void *bytes, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)bytes;
+    wsync_impl impl = wsync__digest_best();
+    size_t rounds;
+    s->len += len;
+    if (s->nbuf) {
+        size_t take = 1024 - s->nbuf < len ? 1024 - s->nbuf : len;
+        memcpy(s->buf + s->nbuf, p, take);
+        s->nbuf += take;
+        p += take;
+        len -= take;
+        if (s->nbuf < 1024) return;
+        wsync__drounds(impl, s->acc, s->buf, 1);
+        s->nbuf = 0;
+    }
+    /* Whole rounds straight from the input; a round that ends the input
+       stays buffered only if it is partial (a whole one is final-safe). */
+    rounds = len / 1024;
+    wsync__drounds(impl, s->acc, p, rounds);
+    p += rounds * 1024;
+    len -= rounds * 1024;
+    if (len) memcpy(s->buf, p, len);
+    s->nbuf = len;
+}
+
+WSYNC_DEF uint64_t wsync_digest_final(const wsync_digest_state *s)
+{
+    return wsync__dfinish(s->acc, s->buf, s->nbuf, s->len);
 }
 
 /* Turns a mask with one bit per differing byte at byte offset `off` into
