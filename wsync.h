@@ -123,7 +123,8 @@ extern "C" {
     X(WSYNC_ERR_NOT_FOUND, 19, "not found")                                         \
     X(WSYNC_ERR_LIMIT, 20, "a configured limit was exceeded")                       \
     X(WSYNC_ERR_UNSUPPORTED, 21, "unsupported")                                     \
-    X(WSYNC_ERR_SINK, 22, "the output sink failed")
+    X(WSYNC_ERR_SINK, 22, "the output sink failed")                                \
+    X(WSYNC_ERR_DIGEST_MISMATCH, 23, "digest mismatch")
 
 typedef enum wsync_result {
 #define WSYNC__RESULT_ENUM(name, value, text) name = value,
@@ -440,6 +441,94 @@ WSYNC_DEF const char *wsync_impl_name(wsync_impl impl);
 WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b, size_t n,
                                   unsigned width, uint32_t *pos, int *ok);
 WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t len, int *ok);
+
+
+/* ======================================================================
+   Delta: sparse encodings and apply
+   ======================================================================
+   A delta holds the elements that changed between a base image and the next
+   one, as a valid safetensors file, in one of four encodings (README.md,
+   "Delta formats", documents them byte by byte):
+     packed      wsync's own, the default: per tensor one U8 stream of
+                 independent blocks, gaps Golomb-Rice coded, values coded as
+                 the step from the base value in ordered-integer space;
+                 digests of base and result per tensor.
+     packed-max  the same container; positions and steps arithmetic-coded
+                 with contexts from the base value's exponent.
+     trl-v1      {name}.indices I32 + {name}.values, as TRL writes them.
+     trl-v3      {name}.idx U16/U32 gaps + {name}.val ("gap_delta").
+   Reading detects the encoding. Applying validates the whole delta (and,
+   for packed encodings, both digests of every tensor) before it writes a
+   single byte. */
+
+typedef enum wsync_encoding {
+    WSYNC_ENCODING_PACKED = 1,
+    WSYNC_ENCODING_PACKED_MAX = 2,
+    WSYNC_ENCODING_TRL_V1 = 3,
+    WSYNC_ENCODING_TRL_V3 = 4
+} wsync_encoding;
+
+/* "packed", "packed-max", "trl-v1", "trl-v3"; 0 from _from_name if unknown. */
+WSYNC_DEF const char *wsync_encoding_name(wsync_encoding e);
+WSYNC_DEF wsync_encoding wsync_encoding_from_name(const char *name);
+
+/* A dense tensor the caller owns (apply writes into data). */
+typedef struct wsync_tensor {
+    const char *name;      /* NUL-terminated */
+    wsync_dtype dtype;
+    uint32_t rank;
+    const uint64_t *shape;
+    void *data;
+    uint64_t nbytes;       /* shape product times dtype size */
+} wsync_tensor;
+
+#define WSYNC_DELTA_SKIP_BASE_DIGEST 1u   /* apply: do not verify base digests */
+#define WSYNC_DELTA_SKIP_RESULT_DIGEST 2u /* apply: do not verify result digests */
+
+typedef struct wsync_delta_options {
+    wsync_allocator allocator;
+    wsync_encoding encoding;   /* encode: 0 means packed */
+    uint64_t base_step, step;  /* encode: recorded in __metadata__ */
+    uint32_t block_log2;       /* encode, packed*: log2 of elements per block, 6..24; 0: 16 */
+    unsigned flags;            /* WSYNC_DELTA_* */
+    /* encode, packed*: digests already known (e.g. the result digests of the
+       previous step are this step's base digests): n entries each, or NULL
+       to compute. result_digests_out, when given, receives the digest of
+       every next[i]. */
+    const uint64_t *base_digests;
+    uint64_t *result_digests_out;
+} wsync_delta_options;
+
+typedef struct wsync_delta_stats {
+    wsync_encoding encoding;
+    int has_steps;             /* base_step/step known (packed*: always; trl: model_version) */
+    uint64_t base_step, step;
+    uint64_t tensors;          /* dense tensors the delta covers */
+    uint64_t changed_tensors;
+    uint64_t elements;         /* dense elements covered */
+    uint64_t changed;          /* changed elements */
+    uint64_t bytes;            /* delta file size */
+} wsync_delta_stats;
+
+/* Encode base[i] -> next[i] (same name, dtype and shape, i < n) as a delta
+   file streamed to the sink. The dense dtypes must have 1, 2, 4 or 8-byte
+   elements; trl encodings need fewer than 2^31 elements per tensor. */
+WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_tensor *next, size_t n,
+                                          const wsync_delta_options *opt, wsync_sink_fn sink,
+                                          void *user, wsync_delta_stats *stats, wsync_error *err);
+
+/* Apply a delta file to the caller's tensors in place (matched by name).
+   Everything is validated first: on any failure nothing was written and
+   `err` names the tensor and the reason. Tensors the delta does not name
+   are left alone; every tensor it names must be among the targets. */
+WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync_tensor *targets,
+                                         size_t n, const wsync_delta_options *opt,
+                                         wsync_delta_stats *stats, wsync_error *err);
+
+/* What a delta file is (encoding, steps, counts) without applying it; checks
+   the container, not the streams. */
+WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_delta_stats *out,
+                                        wsync_error *err);
 
 #ifdef __cplusplus
 }
@@ -2222,6 +2311,18 @@ static unsigned wsync__ctz64(uint64_t v)
 #endif
 }
 
+/* Bits needed for v: 0 for 0, 64 for values with the top bit set. */
+static unsigned wsync__bitlen64(uint64_t v)
+{
+#if defined(__GNUC__)
+    return v ? 64 - (unsigned)__builtin_clzll(v) : 0;
+#else
+    unsigned n = 0;
+    while (v) v >>= 1, n++;
+    return n;
+#endif
+}
+
 /* wsync64: eight 64-bit lanes, each stripe of 64 bytes does per lane
    acc += lo32(d ^ key) * hi32(d ^ key) and adds the raw word to the
    neighbouring lane (so no input word can cancel out), with a scramble
@@ -2692,6 +2793,1270 @@ WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b,
 WSYNC_DEF size_t wsync_diff(const void *a, const void *b, size_t n, unsigned width, uint32_t *pos)
 {
     return wsync_diff_using(WSYNC_IMPL_AUTO, a, b, n, width, pos, NULL);
+}
+
+
+/* ======================================================================
+   Delta: sparse encodings and apply
+   ====================================================================== */
+
+#define WSYNC__DELTA_FORMAT "wsync-delta"
+#define WSYNC__TRL_FORMAT "sparse_weight_patch"
+#define WSYNC__STREAM_MAGIC "WSD1"
+#define WSYNC__CODER_RICE 1
+#define WSYNC__CODER_ARITH 2
+#define WSYNC__GAP_ESCAPE 32   /* unary length that announces a raw 32-bit gap */
+#define WSYNC__VAL_ESCAPE 16   /* unary length that announces raw value bits */
+
+WSYNC_DEF const char *wsync_encoding_name(wsync_encoding e)
+{
+    switch (e) {
+    case WSYNC_ENCODING_PACKED: return "packed";
+    case WSYNC_ENCODING_PACKED_MAX: return "packed-max";
+    case WSYNC_ENCODING_TRL_V1: return "trl-v1";
+    case WSYNC_ENCODING_TRL_V3: return "trl-v3";
+    default: return "unknown";
+    }
+}
+
+WSYNC_DEF wsync_encoding wsync_encoding_from_name(const char *name)
+{
+    int e;
+    if (!name) return (wsync_encoding)0;
+    for (e = WSYNC_ENCODING_PACKED; e <= WSYNC_ENCODING_TRL_V3; e++)
+        if (strcmp(name, wsync_encoding_name((wsync_encoding)e)) == 0) return (wsync_encoding)e;
+    return (wsync_encoding)0;
+}
+
+/* A growable byte buffer over the caller's allocator (which has no realloc). */
+typedef struct wsync__buf {
+    uint8_t *p;
+    size_t len, cap;
+    const wsync_allocator *a;
+} wsync__buf;
+
+static int wsync__buf_reserve(wsync__buf *b, size_t more)
+{
+    size_t need, cap;
+    uint8_t *np;
+    if (!wsync_add_size(b->len, more, &need)) return 0;
+    if (need <= b->cap) return 1;
+    cap = b->cap ? b->cap : 256;
+    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    np = (uint8_t *)wsync__alloc(b->a, cap);
+    if (!np) return 0;
+    if (b->len) memcpy(np, b->p, b->len);
+    wsync__free(b->a, b->p);
+    b->p = np;
+    b->cap = cap;
+    return 1;
+}
+
+static void wsync__buf_free(wsync__buf *b)
+{
+    wsync__free(b->a, b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* Elements as integers: little-endian bytes (safetensors' byte order; wsync
+   assumes a little-endian host for tensor data). */
+static uint64_t wsync__elem_load(const uint8_t *p, unsigned w)
+{
+    uint64_t v = 0;
+    switch (w) {
+    case 1: v = p[0]; break;
+    case 2: { uint16_t x; memcpy(&x, p, 2); v = x; } break;
+    case 4: { uint32_t x; memcpy(&x, p, 4); v = x; } break;
+    default: memcpy(&v, p, 8); break;
+    }
+    return v;
+}
+
+static void wsync__elem_store(uint8_t *p, unsigned w, uint64_t v)
+{
+    switch (w) {
+    case 1: p[0] = (uint8_t)v; break;
+    case 2: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); } break;
+    case 4: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); } break;
+    default: memcpy(p, &v, 8); break;
+    }
+}
+
+/* Sign-magnitude floats as an ordered integer: adjacent representable values
+   (crossing zero too: -0 and +0 are neighbours) differ by one. A bijection on
+   all bit patterns, so NaN payloads and non-float dtypes round-trip. */
+static uint64_t wsync__ord(uint64_t u, unsigned w)
+{
+    uint64_t sign = (uint64_t)1 << (8 * w - 1), mask = w == 8 ? ~(uint64_t)0 : (sign << 1) - 1;
+    return (u & sign) ? (~u & mask) : (u | sign);
+}
+
+static uint64_t wsync__unord(uint64_t o, unsigned w)
+{
+    uint64_t sign = (uint64_t)1 << (8 * w - 1), mask = w == 8 ? ~(uint64_t)0 : (sign << 1) - 1;
+    return (o & sign) ? (o & ~sign) : (~o & mask);
+}
+
+/* d != 0 to 0, 1, 2, ...: +1 -> 0, -1 -> 1, +2 -> 2, -2 -> 3 (zigzag minus
+   one, since a listed element always changed). Modulo 2^64 for 8-byte
+   elements. */
+static uint64_t wsync__zz(uint64_t d)
+{
+    return (int64_t)d > 0 ? 2 * (d - 1) : 2 * (0 - d) - 1;
+}
+
+static uint64_t wsync__unzz(uint64_t z)
+{
+    return (z & 1) ? 0 - ((z >> 1) + 1) : (z >> 1) + 1;
+}
+
+/* ---- bit writer / reader: LSB first ---- */
+
+typedef struct wsync__bw {
+    uint8_t *out;
+    uint64_t acc;
+    unsigned n;
+} wsync__bw;
+
+static void wsync__bw_put(wsync__bw *b, uint64_t v, unsigned n) /* n <= 32 */
+{
+    b->acc |= v << b->n;
+    b->n += n;
+    if (b->n >= 32) {
+        uint32_t lo = (uint32_t)b->acc;
+        b->out[0] = (uint8_t)lo;
+        b->out[1] = (uint8_t)(lo >> 8);
+        b->out[2] = (uint8_t)(lo >> 16);
+        b->out[3] = (uint8_t)(lo >> 24);
+        b->out += 4;
+        b->acc >>= 32;
+        b->n -= 32;
+    }
+}
+
+static void wsync__bw_flush(wsync__bw *b)
+{
+    while (b->n > 0) {
+        *b->out++ = (uint8_t)b->acc;
+        b->acc >>= 8;
+        b->n = b->n > 8 ? b->n - 8 : 0;
+    }
+}
+
+typedef struct wsync__br {
+    const uint8_t *p, *end;
+    uint64_t buf;
+    unsigned avail;
+} wsync__br;
+
+static void wsync__br_refill(wsync__br *r)
+{
+    if (r->end - r->p >= 8) {
+        r->buf |= wsync__le64(r->p) << r->avail;
+        r->p += (63 - r->avail) >> 3;
+        r->avail |= 56;
+    } else {
+        while (r->avail <= 56 && r->p < r->end) {
+            r->buf |= (uint64_t)*r->p++ << r->avail;
+            r->avail += 8;
+        }
+    }
+}
+
+static uint64_t wsync__br_take(wsync__br *r, unsigned n) /* n <= avail, n < 64 */
+{
+    uint64_t v = r->buf & ((((uint64_t)1) << n) - 1);
+    r->buf >>= n;
+    r->avail -= n;
+    return v;
+}
+
+static unsigned wsync__ones(uint64_t buf)
+{
+    return ~buf ? wsync__ctz64(~buf) : 64;
+}
+
+/* The Rice parameter with the fewest bits for these values, counting the
+   escape (`esc` ones then `raw` bits) where the quotient reaches `esc`.
+   Exact costs are compared around the median's bit length, which outliers
+   (escaped values) cannot drag away the way they drag a mean. */
+static unsigned wsync__rice_pick(const uint64_t *v, size_t n, unsigned esc, unsigned raw, unsigned kmax)
+{
+    size_t hist[65], i, seen = 0;
+    uint64_t best_cost = UINT64_MAX;
+    unsigned k, best = 0, lo, hi, med = 0;
+    memset(hist, 0, sizeof hist);
+    for (i = 0; i < n; i++) hist[wsync__bitlen64(v[i])]++;
+    for (med = 0; med < 64; med++) {
+        seen += hist[med];
+        if (2 * seen >= n) break;
+    }
+    lo = med > 3 ? med - 3 : 0;
+    hi = med + 1 < kmax ? med + 1 : kmax;
+    for (k = lo; k <= hi; k++) {
+        uint64_t cost = 0;
+        for (i = 0; i < n; i++) {
+            uint64_t q = v[i] >> k;
+            cost += q >= esc ? esc + raw : q + 1 + k;
+        }
+        if (cost < best_cost) best_cost = cost, best = k;
+    }
+    return best;
+}
+
+static size_t wsync__varint_put(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+/* 0 on a malformed or over-long varint. */
+static size_t wsync__varint_get(const uint8_t *p, size_t avail, uint64_t *v)
+{
+    uint64_t x = 0;
+    size_t i;
+    for (i = 0; i < avail && i < 10; i++) {
+        uint64_t b = p[i] & 0x7F;
+        if (i == 9 && b > 1) return 0;
+        x |= b << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *v = x;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* Scratch for one block of the encoder. */
+typedef struct wsync__encblk {
+    uint32_t *pos;
+    uint64_t *gaps;
+    uint64_t *vals;   /* zigzag steps */
+    uint64_t *raw;    /* new bits, for escapes */
+    size_t cap;
+} wsync__encblk;
+
+/* One block's payload: varint count, kg, kv, then per change the gap and
+   the value code. Appends to out; `count` > 0. */
+static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
+                             const uint32_t *pos, size_t count, wsync__encblk *s)
+{
+    size_t i, start = out->len;
+    uint32_t prev = 0;
+    unsigned kg, kv, vbits = 8 * w;
+    wsync__bw bw;
+    for (i = 0; i < count; i++) {
+        uint64_t b = wsync__elem_load(base + (size_t)pos[i] * w, w);
+        uint64_t x = wsync__elem_load(next + (size_t)pos[i] * w, w);
+        s->gaps[i] = pos[i] - prev;
+        prev = pos[i] + 1;
+        s->raw[i] = x;
+        s->vals[i] = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
+    }
+    kg = wsync__rice_pick(s->gaps, count, WSYNC__GAP_ESCAPE, 32, 24);
+    kv = wsync__rice_pick(s->vals, count, WSYNC__VAL_ESCAPE, vbits, 31);
+    /* worst case per change: 64 bits of gap, 16 + 64 of value */
+    if (!wsync__buf_reserve(out, 12 + count * 19 + 8)) return 0;
+    out->len += wsync__varint_put(out->p + out->len, count);
+    out->p[out->len++] = (uint8_t)kg;
+    out->p[out->len++] = (uint8_t)kv;
+    bw.out = out->p + out->len;
+    bw.acc = 0;
+    bw.n = 0;
+    for (i = 0; i < count; i++) {
+        uint64_t g = s->gaps[i], q = g >> kg, z = s->vals[i], qv = z >> kv;
+        if (q >= WSYNC__GAP_ESCAPE) {
+            wsync__bw_put(&bw, 0xFFFFFFFFu, 32);
+            wsync__bw_put(&bw, g, 32);
+        } else {
+            wsync__bw_put(&bw, ((uint64_t)1 << q) - 1, (unsigned)q + 1);
+            if (kg) wsync__bw_put(&bw, g & (((uint64_t)1 << kg) - 1), kg);
+        }
+        if (qv >= WSYNC__VAL_ESCAPE) {
+            wsync__bw_put(&bw, 0xFFFFu, WSYNC__VAL_ESCAPE);
+            if (vbits > 32) {
+                wsync__bw_put(&bw, s->raw[i] & 0xFFFFFFFFu, 32);
+                wsync__bw_put(&bw, s->raw[i] >> 32, 32);
+            } else {
+                wsync__bw_put(&bw, s->raw[i], vbits);
+            }
+        } else {
+            wsync__bw_put(&bw, ((uint64_t)1 << qv) - 1, (unsigned)qv + 1);
+            if (kv) wsync__bw_put(&bw, z & (((uint64_t)1 << kv) - 1), kv);
+        }
+    }
+    wsync__bw_flush(&bw);
+    out->len = (size_t)(bw.out - out->p);
+    (void)start;
+    return 1;
+}
+
+static void wsync__put_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t wsync__get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Checks a base/next pair and returns its element width. */
+static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor *x, unsigned *width,
+                                      uint64_t *nelem, wsync_error *err)
+{
+    uint64_t n = 1, nb;
+    uint32_t d;
+    unsigned bits;
+    const char *name = b->name ? b->name : "";
+    if (!b->name || !x->name || strcmp(b->name, x->name) != 0)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name), "%s",
+                           "base and next tensors are not paired by name");
+    if (b->dtype != x->dtype || b->rank != x->rank)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
+                           "dtype or rank differ (%s/%u vs %s/%u)", wsync_dtype_name(b->dtype),
+                           (unsigned)b->rank, wsync_dtype_name(x->dtype), (unsigned)x->rank);
+    for (d = 0; d < b->rank; d++) {
+        if (b->shape[d] != x->shape[d])
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
+                               "shapes differ in dimension %u", (unsigned)d);
+        if (!wsync_mul_u64(n, b->shape[d], &n))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, name, strlen(name), "%s",
+                               "shape product overflows");
+    }
+    bits = wsync_dtype_bits(b->dtype);
+    if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, name, strlen(name),
+                           "deltas need 1, 2, 4 or 8-byte elements, not %s", wsync_dtype_name(b->dtype));
+    if (wsync_dtype_nbytes(b->dtype, n, &nb) != WSYNC_OK || nb != b->nbytes || nb != x->nbytes ||
+        (nb && (!b->data || !x->data)))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
+                           "nbytes or data do not match the shape (%llu bytes expected)",
+                           (unsigned long long)nb);
+    if (nb > (uint64_t)SIZE_MAX)
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, name, strlen(name), "%s", "tensor too large");
+    *width = bits / 8;
+    *nelem = n;
+    return WSYNC_OK;
+}
+
+/* One tensor as a packed stream (coder 1). */
+static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tensor *x, unsigned w,
+                                         uint64_t nelem, unsigned block_log2, const uint64_t *base_digest,
+                                         uint64_t *result_digest, wsync__buf *out, uint64_t *changed_out,
+                                         wsync__encblk *s, wsync_error *err)
+{
+    uint64_t blk = (uint64_t)1 << block_log2, nblocks = (nelem + blk - 1) / blk, bi, changed = 0;
+    size_t hdr_at = out->len, table_at, fixed, i;
+    wsync_digest_state db, dx;
+    const uint8_t *bp = (const uint8_t *)b->data, *xp = (const uint8_t *)x->data;
+    const char *name = b->name;
+    fixed = 8 + 8 * (size_t)b->rank + 24;
+    if (nblocks > UINT32_MAX || !wsync__buf_reserve(out, fixed + 4 * (size_t)nblocks))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, name, strlen(name), "%s",
+                           "delta stream buffer");
+    memcpy(out->p + out->len, WSYNC__STREAM_MAGIC, 4);
+    out->p[out->len + 4] = WSYNC__CODER_RICE;
+    out->p[out->len + 5] = (uint8_t)b->dtype;
+    out->p[out->len + 6] = (uint8_t)b->rank;
+    out->p[out->len + 7] = (uint8_t)block_log2;
+    for (i = 0; i < b->rank; i++) wsync__store_le64(out->p + out->len + 8 + 8 * i, b->shape[i]);
+    out->len += fixed;
+    table_at = out->len;
+    out->len += 4 * (size_t)nblocks;
+    wsync_digest_init(&db);
+    wsync_digest_init(&dx);
+    for (bi = 0; bi < nblocks; bi++) {
+        uint64_t first = bi * blk, len = nelem - first < blk ? nelem - first : blk;
+        size_t before = out->len, count;
+        const uint8_t *bb = bp + first * w, *xb = xp + first * w;
+        count = wsync_diff(bb, xb, (size_t)len, w, s->pos);
+        /* digest while the block is still in cache */
+        if (!base_digest) wsync_digest_update(&db, bb, (size_t)(len * w));
+        wsync_digest_update(&dx, xb, (size_t)(len * w));
+        if (count && !wsync__rice_block(out, bb, xb, w, s->pos, count, s))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, name, strlen(name), "%s",
+                               "delta stream buffer");
+        if (out->len - before > UINT32_MAX)
+            return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, name, strlen(name), "%s", "block too large");
+        wsync__put_le32(out->p + table_at + 4 * bi, (uint32_t)(out->len - before));
+        changed += count;
+    }
+    *result_digest = wsync_digest_final(&dx);
+    wsync__store_le64(out->p + hdr_at + 8 + 8 * b->rank, changed);
+    wsync__store_le64(out->p + hdr_at + 16 + 8 * b->rank, base_digest ? *base_digest : wsync_digest_final(&db));
+    wsync__store_le64(out->p + hdr_at + 24 + 8 * b->rank, *result_digest);
+    if (changed == 0) out->len = table_at; /* an unchanged tensor needs no block table */
+    *changed_out = changed;
+    return WSYNC_OK;
+}
+
+/* All positions where b and x differ, for the trl encodings. */
+static wsync_result wsync__all_positions(const wsync_tensor *b, const wsync_tensor *x, unsigned w,
+                                         uint64_t nelem, wsync__buf *pos, uint32_t *scratch,
+                                         size_t scratch_cap, size_t *count, wsync_error *err)
+{
+    uint64_t first;
+    size_t total = 0, i;
+    pos->len = 0;
+    for (first = 0; first < nelem; first += scratch_cap) {
+        size_t len = nelem - first < scratch_cap ? (size_t)(nelem - first) : scratch_cap;
+        size_t c = wsync_diff((const uint8_t *)b->data + first * w, (const uint8_t *)x->data + first * w,
+                              len, w, scratch);
+        if (!wsync__buf_reserve(pos, c * 4))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, strlen(b->name), "%s",
+                               "positions");
+        for (i = 0; i < c; i++) {
+            uint32_t p = (uint32_t)(first + scratch[i]);
+            memcpy(pos->p + pos->len + 4 * i, &p, 4);
+        }
+        pos->len += c * 4;
+        total += c;
+    }
+    *count = total;
+    return WSYNC_OK;
+}
+
+typedef struct wsync__out_tensor {
+    char *name;       /* owned when the encoding adds a suffix */
+    wsync_dtype dtype;
+    uint64_t shape;
+    wsync__buf data;
+} wsync__out_tensor;
+
+static void wsync__fmt_u64(char *buf, size_t cap, uint64_t v)
+{
+    snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_tensor *next, size_t n,
+                                          const wsync_delta_options *opt, wsync_sink_fn sink,
+                                          void *user, wsync_delta_stats *stats, wsync_error *err)
+{
+    wsync_delta_options o;
+    wsync_encoding enc;
+    wsync__out_tensor *outs = NULL;
+    wsync_st_tensor_desc *descs = NULL;
+    size_t n_out = 0, i, max_out;
+    wsync__encblk s;
+    wsync__buf posbuf;
+    wsync_result r = WSYNC_OK;
+    wsync_delta_stats st;
+    unsigned block_log2;
+    char nums[8][32];
+    wsync_st_kv meta[10];
+    size_t n_meta = 0;
+    wsync_st_write_options wo;
+    uint64_t total_bytes = 0;
+
+    wsync__error_reset(err);
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    enc = o.encoding ? o.encoding : WSYNC_ENCODING_PACKED;
+    block_log2 = o.block_log2 ? o.block_log2 : 16;
+    if (!sink || (n && (!base || !next)))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_delta_encode needs tensors and a sink");
+    if (enc < WSYNC_ENCODING_PACKED || enc > WSYNC_ENCODING_TRL_V3)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "unknown encoding %d", (int)enc);
+    if (enc == WSYNC_ENCODING_PACKED_MAX)
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
+                           "packed-max is not implemented yet");
+    if (block_log2 < 6 || block_log2 > 24)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "block_log2 %u outside 6..24", block_log2);
+    memset(&st, 0, sizeof st);
+    memset(&s, 0, sizeof s);
+    memset(&posbuf, 0, sizeof posbuf);
+    posbuf.a = &o.allocator;
+    st.encoding = enc;
+    st.has_steps = 1;
+    st.base_step = o.base_step;
+    st.step = o.step;
+
+    max_out = enc == WSYNC_ENCODING_PACKED ? n : 2 * n;
+    s.cap = (size_t)1 << block_log2;
+    outs = (wsync__out_tensor *)wsync__alloc(&o.allocator, (max_out + 1) * sizeof *outs);
+    descs = (wsync_st_tensor_desc *)wsync__alloc(&o.allocator, (max_out + 1) * sizeof *descs);
+    s.pos = (uint32_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.pos);
+    s.gaps = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.gaps);
+    s.vals = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.vals);
+    s.raw = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.raw);
+    if (!outs || !descs || !s.pos || !s.gaps || !s.vals || !s.raw) {
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder scratch");
+        goto done;
+    }
+    memset(outs, 0, (max_out + 1) * sizeof *outs);
+
+    for (i = 0; i < n && r == WSYNC_OK; i++) {
+        unsigned w = 0;
+        uint64_t nelem = 0, changed = 0, rd = 0;
+        if ((r = wsync__check_pair(&base[i], &next[i], &w, &nelem, err)) != WSYNC_OK) break;
+        st.tensors++;
+        st.elements += nelem;
+        if (enc == WSYNC_ENCODING_PACKED) {
+            wsync__out_tensor *ot = &outs[n_out++];
+            ot->name = (char *)base[i].name; /* not owned */
+            ot->dtype = WSYNC_DTYPE_U8;
+            ot->data.a = &o.allocator;
+            r = wsync__packed_tensor(&base[i], &next[i], w, nelem, block_log2,
+                                     o.base_digests ? &o.base_digests[i] : NULL, &rd, &ot->data, &changed,
+                                     &s, err);
+            if (r != WSYNC_OK) break;
+            if (o.result_digests_out) o.result_digests_out[i] = rd;
+            ot->shape = ot->data.len;
+        } else {
+            size_t count = 0, k, nlen = strlen(base[i].name);
+            int v3 = enc == WSYNC_ENCODING_TRL_V3;
+            const char *sfx_i = v3 ? ".idx" : ".indices", *sfx_v = v3 ? ".val" : ".values";
+            wsync__out_tensor *oi, *ov;
+            if (nelem > 0x7FFFFFFFu) {
+                r = wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, base[i].name, nlen,
+                                "%llu elements: trl encodings index with 32-bit integers",
+                                (unsigned long long)nelem);
+                break;
+            }
+            if (o.result_digests_out) o.result_digests_out[i] = wsync_digest(next[i].data, (size_t)next[i].nbytes);
+            if ((r = wsync__all_positions(&base[i], &next[i], w, nelem, &posbuf, s.pos, s.cap, &count, err)) != WSYNC_OK)
+                break;
+            changed = count;
+            if (count == 0) goto counted;
+            oi = &outs[n_out++];
+            ov = &outs[n_out++];
+            oi->data.a = ov->data.a = &o.allocator;
+            oi->name = (char *)wsync__alloc(&o.allocator, nlen + 9);
+            ov->name = (char *)wsync__alloc(&o.allocator, nlen + 9);
+            if (!oi->name || !ov->name || !wsync__buf_reserve(&ov->data, count * w) ||
+                !wsync__buf_reserve(&oi->data, count * 4)) {
+                r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, base[i].name, nlen, "%s", "trl arrays");
+                break;
+            }
+            memcpy(oi->name, base[i].name, nlen);
+            strcpy(oi->name + nlen, sfx_i);
+            memcpy(ov->name, base[i].name, nlen);
+            strcpy(ov->name + nlen, sfx_v);
+            ov->dtype = base[i].dtype;
+            ov->shape = count;
+            ov->data.len = count * w;
+            oi->shape = count;
+            if (!v3) {
+                oi->dtype = WSYNC_DTYPE_I32;
+                memcpy(oi->data.p, posbuf.p, count * 4);
+                oi->data.len = count * 4;
+            } else {
+                uint32_t prev = 0, maxgap = 0, p;
+                for (k = 0; k < count; k++) {
+                    memcpy(&p, posbuf.p + 4 * k, 4);
+                    if (p - prev > maxgap) maxgap = p - prev;
+                    prev = p + 1;
+                }
+                oi->dtype = maxgap > 0xFFFF ? WSYNC_DTYPE_U32 : WSYNC_DTYPE_U16;
+                prev = 0;
+                for (k = 0; k < count; k++) {
+                    uint32_t gap;
+                    memcpy(&p, posbuf.p + 4 * k, 4);
+                    gap = p - prev;
+                    prev = p + 1;
+                    if (oi->dtype == WSYNC_DTYPE_U16) {
+                        uint16_t g16 = (uint16_t)gap;
+                        memcpy(oi->data.p + 2 * k, &g16, 2);
+                    } else {
+                        memcpy(oi->data.p + 4 * k, &gap, 4);
+                    }
+                }
+                oi->data.len = count * (oi->dtype == WSYNC_DTYPE_U16 ? 2 : 4);
+            }
+            for (k = 0; k < count; k++) {
+                uint32_t p;
+                memcpy(&p, posbuf.p + 4 * k, 4);
+                memcpy(ov->data.p + k * w, (const uint8_t *)next[i].data + (size_t)p * w, w);
+            }
+        }
+    counted:
+        st.changed += changed;
+        if (changed) st.changed_tensors++;
+    }
+    if (r != WSYNC_OK) goto done;
+
+    for (i = 0; i < n_out; i++) {
+        descs[i].name = outs[i].name;
+        descs[i].dtype = outs[i].dtype;
+        descs[i].rank = 1;
+        descs[i].shape = &outs[i].shape;
+        descs[i].data = outs[i].data.p;
+        descs[i].nbytes = outs[i].data.len;
+        descs[i].name_len = 0;
+    }
+    wsync__fmt_u64(nums[0], sizeof nums[0], o.base_step);
+    wsync__fmt_u64(nums[1], sizeof nums[1], o.step);
+    wsync__fmt_u64(nums[2], sizeof nums[2], st.changed);
+    wsync__fmt_u64(nums[3], sizeof nums[3], st.elements);
+    wsync__fmt_u64(nums[4], sizeof nums[4], st.changed_tensors);
+    snprintf(nums[5], sizeof nums[5], "%.10g",
+             st.elements ? 1.0 - (double)st.changed / (double)st.elements : 1.0);
+#define WSYNC__META(k, v) (meta[n_meta].key = (k), meta[n_meta].key_len = 0, meta[n_meta].value = (v), meta[n_meta].value_len = 0, n_meta++)
+    if (enc == WSYNC_ENCODING_PACKED) {
+        WSYNC__META("format", WSYNC__DELTA_FORMAT);
+        WSYNC__META("version", "1");
+        WSYNC__META("encoding", wsync_encoding_name(enc));
+        WSYNC__META("base_step", nums[0]);
+        WSYNC__META("step", nums[1]);
+        WSYNC__META("changed_elements", nums[2]);
+        WSYNC__META("total_elements", nums[3]);
+    } else {
+        WSYNC__META("format", WSYNC__TRL_FORMAT);
+        WSYNC__META("version", "1");
+        WSYNC__META("sparse", "True");
+        WSYNC__META("model_version", nums[1]);
+        WSYNC__META("prev_model_version", nums[0]);
+        WSYNC__META("num_changed_params", nums[4]);
+        WSYNC__META("total_changed_elements", nums[2]);
+        WSYNC__META("total_elements", nums[3]);
+        WSYNC__META("sparsity", nums[5]);
+        if (enc == WSYNC_ENCODING_TRL_V3) WSYNC__META("encoding", "gap_delta");
+    }
+#undef WSYNC__META
+    memset(&wo, 0, sizeof wo);
+    wo.allocator = o.allocator;
+    r = wsync_st_write_size(descs, n_out, meta, n_meta, &total_bytes, err);
+    if (r == WSYNC_OK) r = wsync_st_write(descs, n_out, meta, n_meta, sink, user, &wo, err);
+    st.bytes = total_bytes;
+done:
+    if (outs) {
+        for (i = 0; i < n_out; i++) {
+            if (enc != WSYNC_ENCODING_PACKED) wsync__free(&o.allocator, outs[i].name);
+            wsync__buf_free(&outs[i].data);
+        }
+    }
+    wsync__buf_free(&posbuf);
+    wsync__free(&o.allocator, outs);
+    wsync__free(&o.allocator, descs);
+    wsync__free(&o.allocator, s.pos);
+    wsync__free(&o.allocator, s.gaps);
+    wsync__free(&o.allocator, s.vals);
+    wsync__free(&o.allocator, s.raw);
+    if (stats && r == WSYNC_OK) *stats = st;
+    return r;
+}
+
+/* ---- reading deltas ---- */
+
+/* What one delta entry does to one target tensor, decoded and checked. */
+typedef struct wsync__patch {
+    wsync_tensor *target;
+    const wsync_st_tensor *src;   /* packed: the stream; trl: the indices */
+    const wsync_st_tensor *vals;  /* trl: the values */
+    unsigned w;
+    uint64_t nelem, count;
+    uint64_t *pos;                /* packed: decoded positions (owned) */
+    uint8_t *val;                 /* packed: decoded new values (owned) */
+    int has_digests;
+    uint64_t base_digest, result_digest;
+} wsync__patch;
+
+static int wsync__cmp_tensor_ptr_names(const void *a, const void *b)
+{
+    const wsync_tensor *x = *(const wsync_tensor *const *)a, *y = *(const wsync_tensor *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+static wsync_tensor *wsync__target_find(wsync_tensor **sorted, size_t n, const char *name, size_t len)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *t = sorted[mid]->name;
+        size_t tl = strlen(t);
+        int c = wsync__cmp_names(t, tl, name, len);
+        if (c == 0) return sorted[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+static wsync_result wsync__detect(const wsync_st_file *f, wsync_encoding *enc, wsync_error *err)
+{
+    const char *format = wsync_st_metadata_get(f, "format");
+    size_t i;
+    if (format && strcmp(format, WSYNC__DELTA_FORMAT) == 0) {
+        const char *v = wsync_st_metadata_get(f, "version");
+        const char *e = wsync_st_metadata_get(f, "encoding");
+        if (!v || strcmp(v, "1") != 0)
+            return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0,
+                               "wsync-delta version \"%s\" (this reader knows 1)", v ? v : "(none)");
+        *enc = wsync_encoding_from_name(e);
+        if (*enc != WSYNC_ENCODING_PACKED && *enc != WSYNC_ENCODING_PACKED_MAX)
+            return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0,
+                               "wsync-delta encoding \"%s\"", e ? e : "(none)");
+        return WSYNC_OK;
+    }
+    if (format && strcmp(format, WSYNC__TRL_FORMAT) != 0)
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0,
+                           "not a delta: __metadata__ format is \"%s\"", format);
+    /* TRL, or no metadata at all: the tensor names decide. */
+    *enc = (wsync_encoding)0;
+    for (i = 0; i < f->n_tensors; i++) {
+        const wsync_st_tensor *t = &f->tensors[i];
+        if (t->name_len > 4 && memcmp(t->name + t->name_len - 4, ".idx", 4) == 0) *enc = WSYNC_ENCODING_TRL_V3;
+        else if (t->name_len > 8 && memcmp(t->name + t->name_len - 8, ".indices", 8) == 0 && !*enc)
+            *enc = WSYNC_ENCODING_TRL_V1;
+    }
+    if (!*enc) {
+        const char *e = wsync_st_metadata_get(f, "encoding");
+        if (!format)
+            return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
+                               "not a delta: no __metadata__ format and no .indices/.idx tensors");
+        *enc = e && strcmp(e, "gap_delta") == 0 ? WSYNC_ENCODING_TRL_V3 : WSYNC_ENCODING_TRL_V1;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__stats_from_meta(const wsync_st_file *f, wsync_encoding enc, wsync_delta_stats *st)
+{
+    const char *b, *s;
+    char *end;
+    st->encoding = enc;
+    if (enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX) {
+        b = wsync_st_metadata_get(f, "base_step");
+        s = wsync_st_metadata_get(f, "step");
+    } else {
+        b = wsync_st_metadata_get(f, "prev_model_version");
+        s = wsync_st_metadata_get(f, "model_version");
+    }
+    if (s && *s >= '0' && *s <= '9') {
+        st->step = strtoull(s, &end, 10);
+        st->has_steps = *end == 0;
+        if (b && *b >= '0' && *b <= '9') st->base_step = strtoull(b, &end, 10);
+        else st->base_step = st->step ? st->step - 1 : 0;
+    }
+    return WSYNC_OK;
+}
+
+/* Matches a delta entry's dense name to a target and checks dtype/shape. */
+static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *name, size_t len,
+                                 uint64_t at, wsync_tensor **out, unsigned *w, uint64_t *nelem,
+                                 wsync_error *err)
+{
+    wsync_tensor *t = wsync__target_find(sorted, n, name, len);
+    unsigned bits;
+    uint64_t ne = 1, nb;
+    uint32_t d;
+    if (!t)
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, name, len, "%s", "no target tensor of this name");
+    bits = wsync_dtype_bits(t->dtype);
+    for (d = 0; d < t->rank; d++)
+        if (!wsync_mul_u64(ne, t->shape[d], &ne))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, at, name, len, "%s", "target shape overflows");
+    if ((bits != 8 && bits != 16 && bits != 32 && bits != 64) || wsync_dtype_nbytes(t->dtype, ne, &nb) != WSYNC_OK ||
+        nb != t->nbytes || (nb && !t->data))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, at, name, len,
+                           "target %s tensor is unusable (dtype, nbytes or data)", wsync_dtype_name(t->dtype));
+    *out = t;
+    *w = bits / 8;
+    *nelem = ne;
+    return WSYNC_OK;
+}
+
+/* Decodes one packed block into pos/val (count entries from `first`). */
+static wsync_result wsync__rice_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
+                                             uint64_t first, uint64_t len, uint64_t *pos, uint8_t *val,
+                                             uint64_t room, uint64_t *count_out, const char **why)
+{
+    uint64_t count, i, next = 0;
+    size_t used;
+    unsigned kg, kv, vbits = 8 * w;
+    wsync__br r;
+    uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
+    used = wsync__varint_get(p, size, &count);
+    if (!used || count == 0 || count > len) return *why = "bad change count", WSYNC_ERR_INVALID_ARGUMENT;
+    if (count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_INVALID_ARGUMENT;
+    if (size - used < 2) return *why = "block header truncated", WSYNC_ERR_TRUNCATED;
+    kg = p[used];
+    kv = p[used + 1];
+    if (kg > 24 || kv > 31) return *why = "bad Rice parameter", WSYNC_ERR_INVALID_ARGUMENT;
+    r.p = p + used + 2;
+    r.end = p + size;
+    r.buf = 0;
+    r.avail = 0;
+    for (i = 0; i < count; i++) {
+        uint64_t g, q, b, x, at;
+        wsync__br_refill(&r);
+        q = wsync__ones(r.buf);
+        if (q >= WSYNC__GAP_ESCAPE) {
+            if (r.avail < 32) return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
+            wsync__br_take(&r, 32);
+            wsync__br_refill(&r);
+            if (r.avail < 32) return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
+            g = wsync__br_take(&r, 32);
+        } else {
+            if (q + 1 + kg > r.avail) return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
+            r.buf >>= q + 1;
+            r.avail -= (unsigned)q + 1;
+            g = (q << kg) | wsync__br_take(&r, kg);
+        }
+        at = next + g;
+        if (at >= len || at < next) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
+        next = at + 1;
+        b = wsync__elem_load(base + (size_t)(first + at) * w, w);
+        wsync__br_refill(&r);
+        q = wsync__ones(r.buf);
+        if (q >= WSYNC__VAL_ESCAPE) {
+            if (r.avail < WSYNC__VAL_ESCAPE) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+            wsync__br_take(&r, WSYNC__VAL_ESCAPE);
+            wsync__br_refill(&r);
+            if (vbits > 32) {
+                uint64_t lo;
+                if (r.avail < 32) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+                lo = wsync__br_take(&r, 32);
+                wsync__br_refill(&r);
+                if (r.avail < 32) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+                x = lo | wsync__br_take(&r, 32) << 32;
+            } else {
+                if (r.avail < vbits) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+                x = wsync__br_take(&r, vbits);
+            }
+        } else {
+            uint64_t z, o;
+            if (q + 1 + kv > r.avail) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+            r.buf >>= q + 1;
+            r.avail -= (unsigned)q + 1;
+            z = (q << kv) | wsync__br_take(&r, kv);
+            o = wsync__ord(b, w) + wsync__unzz(z);
+            if ((o & vmask) != o) return *why = "value step leaves the dtype's range", WSYNC_ERR_INVALID_ARGUMENT;
+            x = wsync__unord(o, w);
+        }
+        if (x == b) return *why = "a listed element does not change", WSYNC_ERR_INVALID_ARGUMENT;
+        pos[i] = first + at;
+        wsync__elem_store(val + i * w, w, x);
+    }
+    /* The block must end here: at most 7 zero padding bits. */
+    {
+        uint64_t consumed = (uint64_t)(r.p - (p + used + 2)) * 8 - r.avail;
+        uint64_t total = (uint64_t)(size - used - 2) * 8;
+        if (total - consumed >= 8) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
+        wsync__br_refill(&r);
+        if (r.buf & ((((uint64_t)1) << (total - consumed)) - 1))
+            return *why = "nonzero padding bits", WSYNC_ERR_INVALID_ARGUMENT;
+    }
+    *count_out = count;
+    return WSYNC_OK;
+}
+
+/* Parses and decodes one packed stream against its target. */
+static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor *t, wsync_tensor **sorted,
+                                        size_t n_targets, const wsync_allocator *a, int check_base,
+                                        wsync_error *err)
+{
+    const uint8_t *p = t->data;
+    uint64_t size = t->end - t->begin, fixed, blk, nblocks, bi, total = 0, changed, off;
+    unsigned rank, block_log2, i, w;
+    uint64_t at = t->key_offset;
+    wsync_result r;
+    if (t->dtype != WSYNC_DTYPE_U8 || t->rank != 1)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
+                           "a packed delta entry must be a 1-D U8 tensor");
+    if (size < 8 || memcmp(p, WSYNC__STREAM_MAGIC, 4) != 0)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
+                           "stream does not start with WSD1");
+    if (p[4] != WSYNC__CODER_RICE)
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, at, t->name, t->name_len, "coder %u", (unsigned)p[4]);
+    rank = p[6];
+    block_log2 = p[7];
+    fixed = 8 + 8 * (uint64_t)rank + 24;
+    if (size < fixed)
+        return wsync__fail(err, WSYNC_ERR_TRUNCATED, at, t->name, t->name_len, "%s", "stream header truncated");
+    if ((r = wsync__match(sorted, n_targets, t->name, t->name_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
+        return r;
+    if (p[5] != (uint8_t)pt->target->dtype || rank != pt->target->rank)
+        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
+                           "delta is for %s rank %u, the target is %s rank %u",
+                           wsync_dtype_name((wsync_dtype)p[5]), rank, wsync_dtype_name(pt->target->dtype),
+                           (unsigned)pt->target->rank);
+    for (i = 0; i < rank; i++)
+        if (wsync__load_le64(p + 8 + 8 * i) != pt->target->shape[i])
+            return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
+                               "shape differs from the target in dimension %u", i);
+    if (block_log2 < 6 || block_log2 > 24)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "block_log2 %u", block_log2);
+    changed = wsync__load_le64(p + 8 + 8 * rank);
+    pt->base_digest = wsync__load_le64(p + 16 + 8 * rank);
+    pt->result_digest = wsync__load_le64(p + 24 + 8 * rank);
+    pt->has_digests = 1;
+    pt->w = w;
+    pt->src = t;
+    if (changed == 0) {
+        if (size != fixed)
+            return wsync__fail(err, WSYNC_ERR_TRAILING_BYTES, at, t->name, t->name_len, "%s",
+                               "an unchanged tensor's stream has extra bytes");
+        pt->count = 0;
+        return WSYNC_OK;
+    }
+    blk = (uint64_t)1 << block_log2;
+    nblocks = (pt->nelem + blk - 1) / blk;
+    /* Every change costs at least 2 bits: a hostile count cannot make us
+       allocate more than 4 entries per byte of stream. */
+    if (changed > pt->nelem || changed / 4 > size)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                           "%llu changes cannot fit this stream", (unsigned long long)changed);
+    if (nblocks > (size - fixed) / 4)
+        return wsync__fail(err, WSYNC_ERR_TRUNCATED, at, t->name, t->name_len, "%s", "block table truncated");
+    off = fixed + 4 * nblocks;
+    for (bi = 0; bi < nblocks; bi++) total += wsync__get_le32(p + fixed + 4 * bi);
+    if (total != size - off)
+        return wsync__fail(err, total > size - off ? WSYNC_ERR_TRUNCATED : WSYNC_ERR_TRAILING_BYTES, at, t->name,
+                           t->name_len, "block sizes add up to %llu, the stream holds %llu",
+                           (unsigned long long)total, (unsigned long long)(size - off));
+    pt->pos = (uint64_t *)wsync__alloc(a, (size_t)changed * sizeof *pt->pos);
+    pt->val = (uint8_t *)wsync__alloc(a, (size_t)changed * w);
+    if (!pt->pos || !pt->val)
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoded changes");
+    pt->count = 0;
+    for (bi = 0; bi < nblocks; bi++) {
+        uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
+        uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk, c = 0;
+        const char *why = "";
+        if (bsize) {
+            r = wsync__rice_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w, first, len,
+                                         pt->pos + pt->count, pt->val + pt->count * w, changed - pt->count, &c, &why);
+            if (r != WSYNC_OK && check_base &&
+                wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest)
+                return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
+                                   "the target is not this delta's base (its digest differs)");
+            if (r != WSYNC_OK)
+                return wsync__fail(err, r, at, t->name, t->name_len,
+                                   "block %llu (stream byte %llu): %s", (unsigned long long)bi,
+                                   (unsigned long long)off, why);
+        }
+        pt->count += c;
+        off += bsize;
+    }
+    if (pt->count != changed)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                           "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
+                           (unsigned long long)changed);
+    return WSYNC_OK;
+}
+
+static uint64_t wsync__uint_at(const uint8_t *p, wsync_dtype t)
+{
+    switch (t) {
+    case WSYNC_DTYPE_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case WSYNC_DTYPE_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case WSYNC_DTYPE_I32: { int32_t v; memcpy(&v, p, 4); return v < 0 ? UINT64_MAX : (uint64_t)v; }
+    case WSYNC_DTYPE_I64: { int64_t v; memcpy(&v, p, 8); return v < 0 ? UINT64_MAX : (uint64_t)v; }
+    default: { uint64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+/* A trl entry: indices (or gaps) plus values; checked in full, read twice
+   (here and when writing) straight from the file. */
+static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, const wsync_st_tensor *ix,
+                                     int v3, wsync_tensor **sorted, size_t n_targets, wsync_error *err)
+{
+    size_t sfx = v3 ? 4 : 8, base_len = ix->name_len - sfx, iw;
+    char vname[512];
+    const wsync_st_tensor *vs;
+    uint64_t k, prev = 0, cur = 0, at = ix->key_offset;
+    unsigned w;
+    wsync_result r;
+    if (base_len + 8 >= sizeof vname)
+        return wsync__fail(err, WSYNC_ERR_LIMIT, at, ix->name, ix->name_len, "%s", "tensor name too long");
+    memcpy(vname, ix->name, base_len);
+    strcpy(vname + base_len, v3 ? ".val" : ".values");
+    vs = wsync_st_find_n(f, vname, base_len + (v3 ? 4 : 7));
+    if (!vs)
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, ix->name, ix->name_len, "no %s tensor", vname);
+    if ((r = wsync__match(sorted, n_targets, ix->name, base_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
+        return r;
+    if (v3 ? (ix->dtype != WSYNC_DTYPE_U16 && ix->dtype != WSYNC_DTYPE_U32)
+           : (ix->dtype != WSYNC_DTYPE_I32 && ix->dtype != WSYNC_DTYPE_I64))
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, ix->name, ix->name_len, "index dtype %s",
+                           wsync_dtype_name(ix->dtype));
+    if (vs->dtype != pt->target->dtype)
+        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, ix->name, ix->name_len,
+                           "values are %s, the target is %s", wsync_dtype_name(vs->dtype),
+                           wsync_dtype_name(pt->target->dtype));
+    if (ix->rank != 1 || vs->rank != 1 || ix->nelem != vs->nelem)
+        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, ix->name, ix->name_len,
+                           "%llu indices for %llu values (both must be 1-D)", (unsigned long long)ix->nelem,
+                           (unsigned long long)vs->nelem);
+    iw = wsync_dtype_bits(ix->dtype) / 8;
+    for (k = 0; k < ix->nelem; k++) {
+        uint64_t v = wsync__uint_at(ix->data + k * iw, ix->dtype);
+        if (v3) {
+            if (!wsync_add_u64(prev, v, &cur) || cur >= pt->nelem)
+                return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, at, ix->name, ix->name_len,
+                                   "entry %llu points past the tensor's %llu elements", (unsigned long long)k,
+                                   (unsigned long long)pt->nelem);
+            prev = cur + 1;
+        } else {
+            if (v >= pt->nelem)
+                return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, at, ix->name, ix->name_len,
+                                   "index %lld at entry %llu is outside 0..%llu",
+                                   v == UINT64_MAX ? -1LL : (long long)v, (unsigned long long)k,
+                                   (unsigned long long)(pt->nelem - 1));
+            if (k && v <= cur)
+                return wsync__fail(err, WSYNC_ERR_INVALID_OFFSETS, at, ix->name, ix->name_len,
+                                   "indices not strictly ascending at entry %llu", (unsigned long long)k);
+            cur = v;
+        }
+    }
+    pt->src = ix;
+    pt->vals = vs;
+    pt->w = w;
+    pt->count = ix->nelem;
+    return WSYNC_OK;
+}
+
+/* Base and result digests of a target without changing it: each block is
+   copied to scratch, patched there, and digested. */
+static int wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_t scratch_bytes,
+                                 uint64_t *base_d, uint64_t *result_d)
+{
+    const uint8_t *data = (const uint8_t *)pt->target->data;
+    uint64_t nbytes = pt->target->nbytes, off, k = 0;
+    wsync_digest_state db, dr;
+    wsync_digest_init(&db);
+    wsync_digest_init(&dr);
+    for (off = 0; off < nbytes; off += scratch_bytes) {
+        size_t len = nbytes - off < scratch_bytes ? (size_t)(nbytes - off) : scratch_bytes;
+        uint64_t end_elem = (off + len) / pt->w;
+        wsync_digest_update(&db, data + off, len);
+        memcpy(scratch, data + off, len);
+        for (; k < pt->count && pt->pos[k] < end_elem; k++)
+            memcpy(scratch + (pt->pos[k] * pt->w - off), pt->val + k * pt->w, pt->w);
+        wsync_digest_update(&dr, scratch, len);
+    }
+    *base_d = wsync_digest_final(&db);
+    *result_d = wsync_digest_final(&dr);
+    return 1;
+}
+
+static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
+{
+    uint8_t *data = (uint8_t *)pt->target->data;
+    uint64_t k, cur = 0;
+    unsigned w = pt->w;
+    if (!pt->vals) {
+        for (k = 0; k < pt->count; k++) memcpy(data + pt->pos[k] * w, pt->val + k * w, w);
+        return;
+    }
+    {
+        size_t iw = wsync_dtype_bits(pt->src->dtype) / 8;
+        for (k = 0; k < pt->count; k++) {
+            uint64_t v = wsync__uint_at(pt->src->data + k * iw, pt->src->dtype);
+            cur = trl_v3 ? (k ? cur + 1 + v : v) : v;
+            memcpy(data + cur * w, pt->vals->data + k * w, w);
+        }
+    }
+}
+
+static wsync_result wsync__open_delta(const void *delta, uint64_t size, const wsync_allocator *a,
+                                      wsync_st_file *f, wsync_encoding *enc, wsync_error *err)
+{
+    wsync_st_options so;
+    wsync_result r;
+    memset(&so, 0, sizeof so);
+    so.allocator = *a;
+    if ((r = wsync_st_parse(delta, size, &so, f, err)) != WSYNC_OK) return r;
+    if ((r = wsync__detect(f, enc, err)) != WSYNC_OK) wsync_st_free(f);
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_delta_stats *out, wsync_error *err)
+{
+    wsync_st_file f;
+    wsync_encoding enc;
+    wsync_allocator a;
+    wsync_result r;
+    size_t i;
+    wsync__error_reset(err);
+    if (!out) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no output");
+    memset(&a, 0, sizeof a);
+    memset(out, 0, sizeof *out);
+    if ((r = wsync__open_delta(delta, size, &a, &f, &enc, err)) != WSYNC_OK) return r;
+    wsync__stats_from_meta(&f, enc, out);
+    out->bytes = size;
+    for (i = 0; i < f.n_tensors; i++) {
+        const wsync_st_tensor *t = &f.tensors[i];
+        if (enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX) {
+            uint64_t sz = t->end - t->begin, ne = 1;
+            unsigned rank, d;
+            if (t->dtype != WSYNC_DTYPE_U8 || sz < 8 || memcmp(t->data, WSYNC__STREAM_MAGIC, 4) != 0 ||
+                sz < 32 + 8 * (uint64_t)t->data[6]) {
+                r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, t->key_offset, t->name, t->name_len, "%s",
+                                "not a packed delta stream");
+                break;
+            }
+            rank = t->data[6];
+            for (d = 0; d < rank; d++)
+                if (!wsync_mul_u64(ne, wsync__load_le64(t->data + 8 + 8 * d), &ne)) ne = UINT64_MAX;
+            out->tensors++;
+            out->elements += ne;
+            out->changed += wsync__load_le64(t->data + 8 + 8 * rank);
+            if (wsync__load_le64(t->data + 8 + 8 * rank)) out->changed_tensors++;
+        } else {
+            int v3 = enc == WSYNC_ENCODING_TRL_V3;
+            size_t sfx = v3 ? 4 : 8;
+            if (t->name_len > sfx && memcmp(t->name + t->name_len - sfx, v3 ? ".idx" : ".indices", sfx) == 0) {
+                out->tensors++;
+                out->changed_tensors++;
+                out->changed += t->nelem;
+            }
+        }
+    }
+    if (r == WSYNC_OK && enc != WSYNC_ENCODING_PACKED && enc != WSYNC_ENCODING_PACKED_MAX) {
+        const char *te = wsync_st_metadata_get(&f, "total_elements");
+        if (te) out->elements = strtoull(te, NULL, 10);
+    }
+    wsync_st_free(&f);
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync_tensor *targets, size_t n,
+                                         const wsync_delta_options *opt, wsync_delta_stats *stats,
+                                         wsync_error *err)
+{
+    wsync_delta_options o;
+    wsync_st_file f;
+    wsync_encoding enc;
+    wsync_tensor **sorted = NULL;
+    wsync__patch *patches = NULL;
+    size_t n_patches = 0, i;
+    uint8_t *scratch = NULL;
+    size_t scratch_bytes = (size_t)1 << 20;
+    wsync_result r;
+    wsync_delta_stats st;
+    int packed;
+
+    wsync__error_reset(err);
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (n && !targets)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "targets missing");
+    for (i = 0; i < n; i++)
+        if (!targets[i].name || (targets[i].rank && !targets[i].shape))
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                               "target %llu lacks a name or shape", (unsigned long long)i);
+    if ((r = wsync__open_delta(delta, size, &o.allocator, &f, &enc, err)) != WSYNC_OK) return r;
+    memset(&st, 0, sizeof st);
+    wsync__stats_from_meta(&f, enc, &st);
+    st.bytes = size;
+    packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
+
+    sorted = (wsync_tensor **)wsync__alloc(&o.allocator, (n + 1) * sizeof *sorted);
+    patches = (wsync__patch *)wsync__alloc(&o.allocator, (f.n_tensors + 1) * sizeof *patches);
+    if (!sorted || !patches) {
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "apply index");
+        goto done;
+    }
+    memset(patches, 0, (f.n_tensors + 1) * sizeof *patches);
+    for (i = 0; i < n; i++) sorted[i] = &targets[i];
+    qsort(sorted, n, sizeof *sorted, wsync__cmp_tensor_ptr_names);
+    for (i = 1; i < n; i++)
+        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
+            r = wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, UINT64_MAX, sorted[i]->name, strlen(sorted[i]->name),
+                            "%s", "two targets have this name");
+            goto done;
+        }
+
+    /* 1. Decode and check every entry. */
+    for (i = 0; i < f.n_tensors && r == WSYNC_OK; i++) {
+        const wsync_st_tensor *t = &f.tensors[i];
+        if (packed) {
+            r = wsync__packed_patch(&patches[n_patches++], t, sorted, n, &o.allocator,
+                                     !(o.flags & WSYNC_DELTA_SKIP_BASE_DIGEST), err);
+        } else {
+            int v3 = enc == WSYNC_ENCODING_TRL_V3;
+            size_t sfx = v3 ? 4 : 8;
+            const char *ext = v3 ? ".idx" : ".indices", *vext = v3 ? ".val" : ".values";
+            size_t vsfx = v3 ? 4 : 7;
+            if (t->name_len > sfx && memcmp(t->name + t->name_len - sfx, ext, sfx) == 0) {
+                r = wsync__trl_patch(&patches[n_patches++], &f, t, v3, sorted, n, err);
+            } else if (t->name_len > vsfx && memcmp(t->name + t->name_len - vsfx, vext, vsfx) == 0) {
+                /* a values tensor: its indices must exist (they carry the checks) */
+                char iname[512];
+                size_t bl = t->name_len - vsfx;
+                if (bl + 9 > sizeof iname) {
+                    r = wsync__fail(err, WSYNC_ERR_LIMIT, t->key_offset, t->name, t->name_len, "%s",
+                                    "tensor name too long");
+                } else {
+                    memcpy(iname, t->name, bl);
+                    strcpy(iname + bl, ext);
+                    if (!wsync_st_find_n(&f, iname, bl + sfx))
+                        r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, t->key_offset, t->name, t->name_len,
+                                        "values without %s", iname);
+                }
+            } else {
+                r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, t->key_offset, t->name, t->name_len,
+                                "entries of a %s delta end in %s or %s", wsync_encoding_name(enc), ext, vext);
+            }
+        }
+    }
+    if (r != WSYNC_OK) goto done;
+    /* 2. Digests of base and result, before anything is written. */
+    if (packed && (o.flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) !=
+                      (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
+        scratch = (uint8_t *)wsync__alloc(&o.allocator, scratch_bytes);
+        if (!scratch) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "digest scratch");
+            goto done;
+        }
+        for (i = 0; i < n_patches; i++) {
+            const wsync__patch *pt = &patches[i];
+            uint64_t bd, rd;
+            const char *nm = pt->target->name;
+            if (pt->count == 0 && (o.flags & WSYNC_DELTA_SKIP_BASE_DIGEST)) continue;
+            wsync__verify_digests(pt, scratch, scratch_bytes - scratch_bytes % pt->w, &bd, &rd);
+            if (!(o.flags & WSYNC_DELTA_SKIP_BASE_DIGEST) && bd != pt->base_digest) {
+                r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, pt->src->key_offset, nm, strlen(nm),
+                                "the target is not this delta's base (digest %016llx, expected %016llx)",
+                                (unsigned long long)bd, (unsigned long long)pt->base_digest);
+                goto done;
+            }
+            if (!(o.flags & WSYNC_DELTA_SKIP_RESULT_DIGEST) && rd != pt->result_digest) {
+                r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, pt->src->key_offset, nm, strlen(nm),
+                                "the patched tensor would not match the trainer's (digest %016llx, expected %016llx)",
+                                (unsigned long long)rd, (unsigned long long)pt->result_digest);
+                goto done;
+            }
+        }
+    }
+
+    /* 3. Write. Nothing below can fail. */
+    for (i = 0; i < n_patches; i++) {
+        wsync__patch_write(&patches[i], enc == WSYNC_ENCODING_TRL_V3);
+        st.tensors++;
+        st.elements += patches[i].nelem;
+        st.changed += patches[i].count;
+        if (patches[i].count) st.changed_tensors++;
+    }
+    if (!packed) {
+        const char *te = wsync_st_metadata_get(&f, "total_elements");
+        if (te) st.elements = strtoull(te, NULL, 10);
+    }
+done:
+    if (patches)
+        for (i = 0; i < n_patches; i++) {
+            wsync__free(&o.allocator, patches[i].pos);
+            wsync__free(&o.allocator, patches[i].val);
+        }
+    wsync__free(&o.allocator, patches);
+    wsync__free(&o.allocator, sorted);
+    wsync__free(&o.allocator, scratch);
+    wsync_st_free(&f);
+    if (stats && r == WSYNC_OK) *stats = st;
+    return r;
 }
 
 #endif /* WSYNC_IMPLEMENTATION */
