@@ -3040,6 +3040,10 @@ typedef struct wsync__encblk {
     uint64_t *vals;   /* zigzag steps */
     uint64_t *raw;    /* new bits, for escapes */
     size_t cap;
+    /* packed-max only */
+    struct wsync__classes *k;
+    struct wsync__ctx *ctx;
+    uint32_t *by_class;
 } wsync__encblk;
 
 /* One block's payload: varint count, kg, kv, then per change the gap and
@@ -3110,6 +3114,380 @@ static uint32_t wsync__get_le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* ---- packed-max: adaptive binary range coding with contexts from the base ----
+
+   Every element gets a context class from its base value's exponent:
+   class = clamp(top - exponent, 0, K-1), where `top` is the largest exponent
+   in the tensor (stored in the stream). The bf16 spacing grows with |w|, so
+   small weights (high classes) change far more often, and by larger steps.
+   Positions are coded per class: the changes of class c are gaps between
+   ranks in the subsequence of class-c elements, so each class gets the
+   entropy of its own change rate. Values (zigzag steps) are coded with the
+   element's class as context. All decisions go through an LZMA-style binary
+   range coder whose probabilities adapt within a block and restart at every
+   block, which keeps blocks independent. */
+
+#define WSYNC__RC_BITS 11
+#define WSYNC__RC_ONE (1u << WSYNC__RC_BITS)
+#define WSYNC__RC_MOVE 5
+#define WSYNC__MAX_CLASSES 12
+
+typedef uint16_t wsync__prob;
+
+/* Per-class adaptive models: counts, gap lengths, gap mantissas, and the
+   value's small/sign decisions, length and mantissas. */
+typedef struct wsync__ctx {
+    wsync__prob count_len[WSYNC__MAX_CLASSES][64];
+    wsync__prob count_mant[WSYNC__MAX_CLASSES][32][4];
+    wsync__prob gap_len[WSYNC__MAX_CLASSES][32];
+    wsync__prob gap_mant[WSYNC__MAX_CLASSES][32][4];
+    wsync__prob val_small[WSYNC__MAX_CLASSES];
+    wsync__prob val_sign[WSYNC__MAX_CLASSES];
+    wsync__prob val_len[WSYNC__MAX_CLASSES][128];
+    wsync__prob val_mant[WSYNC__MAX_CLASSES][66][4];
+} wsync__ctx;
+
+static void wsync__ctx_init(wsync__ctx *c)
+{
+    size_t i, n = sizeof *c / sizeof(wsync__prob);
+    wsync__prob *p = (wsync__prob *)(void *)c;
+    for (i = 0; i < n; i++) p[i] = WSYNC__RC_ONE / 2;
+}
+
+typedef struct wsync__rce {
+    uint64_t low;
+    uint32_t range;
+    uint8_t cache;
+    uint64_t cache_size;
+    wsync__buf *out;
+    int failed;
+} wsync__rce;
+
+static void wsync__rce_byte(wsync__rce *e, uint8_t b)
+{
+    if (!wsync__buf_reserve(e->out, 1)) {
+        e->failed = 1;
+        return;
+    }
+    e->out->p[e->out->len++] = b;
+}
+
+static void wsync__rce_shift(wsync__rce *e)
+{
+    if ((uint32_t)e->low < 0xFF000000u || (e->low >> 32) != 0) {
+        uint8_t carry = (uint8_t)(e->low >> 32), temp = e->cache;
+        do {
+            wsync__rce_byte(e, (uint8_t)(temp + carry));
+            temp = 0xFF;
+        } while (--e->cache_size != 0);
+        e->cache = (uint8_t)(e->low >> 24);
+    }
+    e->cache_size++;
+    e->low = (e->low & 0x00FFFFFFu) << 8;
+}
+
+static void wsync__rce_bit(wsync__rce *e, wsync__prob *p, unsigned bit)
+{
+    uint32_t bound = (e->range >> WSYNC__RC_BITS) * *p;
+    if (!bit) {
+        e->range = bound;
+        *p = (wsync__prob)(*p + ((WSYNC__RC_ONE - *p) >> WSYNC__RC_MOVE));
+    } else {
+        e->low += bound;
+        e->range -= bound;
+        *p = (wsync__prob)(*p - (*p >> WSYNC__RC_MOVE));
+    }
+    while (e->range < (1u << 24)) {
+        e->range <<= 8;
+        wsync__rce_shift(e);
+    }
+}
+
+static void wsync__rce_direct(wsync__rce *e, uint64_t v, unsigned n)
+{
+    while (n--) {
+        e->range >>= 1;
+        if ((v >> n) & 1) e->low += e->range;
+        while (e->range < (1u << 24)) {
+            e->range <<= 8;
+            wsync__rce_shift(e);
+        }
+    }
+}
+
+static void wsync__rce_flush(wsync__rce *e)
+{
+    int i;
+    for (i = 0; i < 5; i++) wsync__rce_shift(e);
+}
+
+typedef struct wsync__rcd {
+    const uint8_t *p, *end;
+    uint32_t range, code;
+    int overrun;
+} wsync__rcd;
+
+static uint8_t wsync__rcd_byte(wsync__rcd *d)
+{
+    if (d->p < d->end) return *d->p++;
+    d->overrun = 1;
+    return 0;
+}
+
+static void wsync__rcd_init(wsync__rcd *d, const uint8_t *p, size_t n)
+{
+    int i;
+    d->p = p;
+    d->end = p + n;
+    d->range = 0xFFFFFFFFu;
+    d->code = 0;
+    d->overrun = 0;
+    for (i = 0; i < 5; i++) d->code = (d->code << 8) | wsync__rcd_byte(d);
+}
+
+static unsigned wsync__rcd_bit(wsync__rcd *d, wsync__prob *p)
+{
+    uint32_t bound = (d->range >> WSYNC__RC_BITS) * *p;
+    unsigned bit;
+    if (d->code < bound) {
+        d->range = bound;
+        *p = (wsync__prob)(*p + ((WSYNC__RC_ONE - *p) >> WSYNC__RC_MOVE));
+        bit = 0;
+    } else {
+        d->code -= bound;
+        d->range -= bound;
+        *p = (wsync__prob)(*p - (*p >> WSYNC__RC_MOVE));
+        bit = 1;
+    }
+    if (d->range < (1u << 24)) {
+        d->range <<= 8;
+        d->code = (d->code << 8) | wsync__rcd_byte(d);
+    }
+    return bit;
+}
+
+static uint64_t wsync__rcd_direct(wsync__rcd *d, unsigned n)
+{
+    uint64_t v = 0;
+    while (n--) {
+        uint32_t t;
+        d->range >>= 1;
+        t = (d->code - d->range) >> 31; /* 1 when code < range */
+        d->code -= d->range & (t - 1);
+        v = (v << 1) | (1 - t);
+        if (d->range < (1u << 24)) {
+            d->range <<= 8;
+            d->code = (d->code << 8) | wsync__rcd_byte(d);
+        }
+    }
+    return v;
+}
+
+/* An unsigned integer as: its bit length L through a binary tree of `depth`
+   levels (adaptive), the two bits under the leading one (adaptive, by L),
+   and the rest as direct bits. */
+static void wsync__rce_uint(wsync__rce *e, wsync__prob *len_tree, wsync__prob (*mant)[4], unsigned depth,
+                            uint64_t v)
+{
+    unsigned L = wsync__bitlen64(v), node = 1, i, rest;
+    for (i = depth; i-- > 0;) {
+        unsigned bit = (L >> i) & 1;
+        wsync__rce_bit(e, &len_tree[node], bit);
+        node = 2 * node + bit;
+    }
+    if (L <= 1) return;
+    rest = L - 1; /* bits under the leading one */
+    if (rest >= 1) wsync__rce_bit(e, &mant[L][0], (unsigned)(v >> (rest - 1)) & 1);
+    if (rest >= 2) wsync__rce_bit(e, &mant[L][1 + ((v >> (rest - 1)) & 1)], (unsigned)(v >> (rest - 2)) & 1);
+    if (rest >= 3) wsync__rce_direct(e, v, rest - 2);
+}
+
+static uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsync__prob (*mant)[4], unsigned depth)
+{
+    unsigned node = 1, i, L, rest, b1, b2;
+    uint64_t v;
+    for (i = 0; i < depth; i++) node = 2 * node + wsync__rcd_bit(d, &len_tree[node]);
+    L = node - (1u << depth);
+    if (L <= 1) return L;
+    if (L > 64) return UINT64_MAX; /* impossible length: caller rejects */
+    rest = L - 1;
+    b1 = wsync__rcd_bit(d, &mant[L][0]);
+    v = 2 | b1;
+    if (rest >= 2) {
+        b2 = wsync__rcd_bit(d, &mant[L][1 + b1]);
+        v = (v << 1) | b2;
+    }
+    if (rest >= 3) v = (v << (rest - 2)) | wsync__rcd_direct(d, rest - 2);
+    return v;
+}
+
+/* The exponent field of a float element; 0 for dtypes without one. */
+static unsigned wsync__exponent(uint64_t u, wsync_dtype t)
+{
+    switch (t) {
+    case WSYNC_DTYPE_BF16: return (unsigned)(u >> 7) & 0xFF;
+    case WSYNC_DTYPE_F16: return (unsigned)(u >> 10) & 0x1F;
+    case WSYNC_DTYPE_F32: return (unsigned)(u >> 23) & 0xFF;
+    case WSYNC_DTYPE_F64: return (unsigned)(u >> 52) & 0x7FF;
+    case WSYNC_DTYPE_F8_E4M3: return (unsigned)(u >> 3) & 0xF;
+    case WSYNC_DTYPE_F8_E5M2: return (unsigned)(u >> 2) & 0x1F;
+    default: return 0;
+    }
+}
+
+static unsigned wsync__exp_max(wsync_dtype t)
+{
+    switch (t) {
+    case WSYNC_DTYPE_BF16: case WSYNC_DTYPE_F32: return 0xFF;
+    case WSYNC_DTYPE_F16: case WSYNC_DTYPE_F8_E5M2: return 0x1F;
+    case WSYNC_DTYPE_F64: return 0x7FF;
+    case WSYNC_DTYPE_F8_E4M3: return 0xF;
+    default: return 0;
+    }
+}
+
+/* Class of every element of a block, and the elements of each class in
+   order (a counting sort): members[start[c] .. start[c+1]). */
+typedef struct wsync__classes {
+    uint8_t *cls;
+    uint32_t *members;
+    uint32_t *rank;      /* encoder: each element's rank within its class */
+    uint32_t start[WSYNC__MAX_CLASSES + 1];
+} wsync__classes;
+
+static void wsync__classify(wsync__classes *k, const uint8_t *base, unsigned w, wsync_dtype dt, unsigned top,
+                            uint64_t len, int want_rank)
+{
+    uint32_t fill[WSYNC__MAX_CLASSES];
+    uint64_t i;
+    unsigned c, emax = wsync__exp_max(dt);
+    memset(k->start, 0, sizeof k->start);
+    for (i = 0; i < len; i++) {
+        unsigned e = wsync__exponent(wsync__elem_load(base + i * w, w), dt);
+        unsigned d = e == emax && emax ? 0 : (top > e ? top - e : 0);
+        c = d < WSYNC__MAX_CLASSES ? d : WSYNC__MAX_CLASSES - 1;
+        k->cls[i] = (uint8_t)c;
+        k->start[c + 1]++;
+    }
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) k->start[c + 1] += k->start[c];
+    memcpy(fill, k->start, sizeof fill);
+    for (i = 0; i < len; i++) {
+        c = k->cls[i];
+        if (want_rank) k->rank[i] = fill[c] - k->start[c];
+        k->members[fill[c]++] = (uint32_t)i;
+    }
+}
+
+/* Encodes one block's changes (positions relative to the block). */
+static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
+                              wsync_dtype dt, unsigned top, uint64_t len, const uint32_t *pos, size_t count,
+                              wsync__classes *k, wsync__ctx *ctx, uint32_t *by_class)
+{
+    wsync__rce e;
+    uint32_t n_in[WSYNC__MAX_CLASSES + 1], fill[WSYNC__MAX_CLASSES];
+    size_t i;
+    unsigned c;
+    wsync__classify(k, base, w, dt, top, len, 1);
+    wsync__ctx_init(ctx);
+    memset(n_in, 0, sizeof n_in);
+    for (i = 0; i < count; i++) n_in[k->cls[pos[i]] + 1]++;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) n_in[c + 1] += n_in[c];
+    memcpy(fill, n_in, sizeof fill);
+    for (i = 0; i < count; i++) by_class[fill[k->cls[pos[i]]]++] = pos[i];
+    e.low = 0;
+    e.range = 0xFFFFFFFFu;
+    e.cache = 0;
+    e.cache_size = 1;
+    e.out = out;
+    e.failed = 0;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        uint32_t j, prev = 0;
+        wsync__rce_uint(&e, ctx->count_len[c], ctx->count_mant[c], 5, n_in[c + 1] - n_in[c]);
+        for (j = n_in[c]; j < n_in[c + 1]; j++) {
+            uint32_t p = by_class[j], r = k->rank[p];
+            uint64_t b = wsync__elem_load(base + (size_t)p * w, w), x = wsync__elem_load(next + (size_t)p * w, w);
+            uint64_t z = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
+            wsync__rce_uint(&e, ctx->gap_len[c], ctx->gap_mant[c], 5, r - prev);
+            prev = r + 1;
+            if (z < 2) {
+                wsync__rce_bit(&e, &ctx->val_small[c], 0);
+                wsync__rce_bit(&e, &ctx->val_sign[c], (unsigned)z);
+            } else {
+                wsync__rce_bit(&e, &ctx->val_small[c], 1);
+                wsync__rce_uint(&e, ctx->val_len[c], ctx->val_mant[c], 7, z);
+            }
+        }
+    }
+    wsync__rce_flush(&e);
+    return !e.failed;
+}
+
+/* Decodes one block: changes come out class by class, each class in
+   position order; a merge puts them in position order. */
+static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
+                                              wsync_dtype dt, unsigned top, uint64_t first, uint64_t len,
+                                              uint64_t *pos, uint8_t *val, uint64_t room, uint64_t *count_out,
+                                              wsync__classes *k, wsync__ctx *ctx, uint32_t *tmp_pos,
+                                              uint64_t *tmp_val, const char **why)
+{
+    wsync__rcd d;
+    uint32_t seg[WSYNC__MAX_CLASSES + 1], head[WSYNC__MAX_CLASSES];
+    uint64_t total = 0, i;
+    unsigned c;
+    uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << (8 * w)) - 1;
+    wsync__classify(k, base + first * w, w, dt, top, len, 0);
+    wsync__ctx_init(ctx);
+    wsync__rcd_init(&d, p, size);
+    if (p[0] != 0) return *why = "range coder stream must start with a zero byte", WSYNC_ERR_INVALID_ARGUMENT;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        uint64_t n_c = wsync__rcd_uint(&d, ctx->count_len[c], ctx->count_mant[c], 5), j, next = 0;
+        uint32_t members = k->start[c + 1] - k->start[c];
+        seg[c] = (uint32_t)total;
+        if (n_c > members || n_c > room - total) return *why = "class change count too large", WSYNC_ERR_INVALID_ARGUMENT;
+        for (j = 0; j < n_c; j++) {
+            uint64_t g = wsync__rcd_uint(&d, ctx->gap_len[c], ctx->gap_mant[c], 5), r, b, x, z;
+            uint32_t at;
+            if (g >= members || next + g >= members) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
+            r = next + g;
+            next = r + 1;
+            at = k->members[k->start[c] + r];
+            b = wsync__elem_load(base + (size_t)(first + at) * w, w);
+            if (!wsync__rcd_bit(&d, &ctx->val_small[c])) z = wsync__rcd_bit(&d, &ctx->val_sign[c]);
+            else {
+                z = wsync__rcd_uint(&d, ctx->val_len[c], ctx->val_mant[c], 7);
+                if (z < 2) return *why = "non-canonical value code", WSYNC_ERR_INVALID_ARGUMENT;
+            }
+            {
+                uint64_t o = wsync__ord(b, w) + wsync__unzz(z);
+                if ((o & vmask) != o) return *why = "value step leaves the dtype's range", WSYNC_ERR_INVALID_ARGUMENT;
+                x = wsync__unord(o, w);
+            }
+            if (x == b) return *why = "a listed element does not change", WSYNC_ERR_INVALID_ARGUMENT;
+            tmp_pos[total] = at;
+            tmp_val[total] = x;
+            total++;
+        }
+        if (d.overrun) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
+    }
+    seg[WSYNC__MAX_CLASSES] = (uint32_t)total;
+    if (d.overrun) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
+    if (d.p != d.end) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
+    if (total == 0) return *why = "a stored block without changes", WSYNC_ERR_INVALID_ARGUMENT;
+    /* merge the per-class runs (each ascending) */
+    memcpy(head, seg, sizeof head);
+    for (i = 0; i < total; i++) {
+        unsigned best = WSYNC__MAX_CLASSES;
+        uint32_t bp = UINT32_MAX;
+        for (c = 0; c < WSYNC__MAX_CLASSES; c++)
+            if (head[c] < seg[c + 1] && tmp_pos[head[c]] < bp) bp = tmp_pos[head[c]], best = c;
+        pos[i] = first + bp;
+        wsync__elem_store(val + i * w, w, tmp_val[head[best]]);
+        head[best]++;
+    }
+    *count_out = total;
+    return WSYNC_OK;
+}
+
 /* Checks a base/next pair and returns its element width. */
 static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor *x, unsigned *width,
                                       uint64_t *nelem, wsync_error *err)
@@ -3151,25 +3529,43 @@ static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor 
 
 /* One tensor as a packed stream (coder 1). */
 static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tensor *x, unsigned w,
-                                         uint64_t nelem, unsigned block_log2, const uint64_t *base_digest,
-                                         uint64_t *result_digest, wsync__buf *out, uint64_t *changed_out,
-                                         wsync__encblk *s, wsync_error *err)
+                                         uint64_t nelem, unsigned block_log2, int coder,
+                                         const uint64_t *base_digest, uint64_t *result_digest,
+                                         wsync__buf *out, uint64_t *changed_out, wsync__encblk *s,
+                                         wsync_error *err)
 {
     uint64_t blk = (uint64_t)1 << block_log2, nblocks = (nelem + blk - 1) / blk, bi, changed = 0;
     size_t hdr_at = out->len, table_at, fixed, i;
     wsync_digest_state db, dx;
     const uint8_t *bp = (const uint8_t *)b->data, *xp = (const uint8_t *)x->data;
     const char *name = b->name;
-    fixed = 8 + 8 * (size_t)b->rank + 24;
+    unsigned top = 0;
+    fixed = 8 + 8 * (size_t)b->rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
+    if (coder == WSYNC__CODER_ARITH) {
+        /* the largest finite exponent: class 0 */
+        unsigned emax = wsync__exp_max(b->dtype);
+        uint64_t k;
+        for (k = 0; k < nelem && emax; k++) {
+            unsigned e = wsync__exponent(wsync__elem_load(bp + k * w, w), b->dtype);
+            if (e != emax && e > top) top = e;
+        }
+    }
     if (nblocks > UINT32_MAX || !wsync__buf_reserve(out, fixed + 4 * (size_t)nblocks))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, name, strlen(name), "%s",
                            "delta stream buffer");
     memcpy(out->p + out->len, WSYNC__STREAM_MAGIC, 4);
-    out->p[out->len + 4] = WSYNC__CODER_RICE;
+    out->p[out->len + 4] = (uint8_t)coder;
     out->p[out->len + 5] = (uint8_t)b->dtype;
     out->p[out->len + 6] = (uint8_t)b->rank;
     out->p[out->len + 7] = (uint8_t)block_log2;
     for (i = 0; i < b->rank; i++) wsync__store_le64(out->p + out->len + 8 + 8 * i, b->shape[i]);
+    if (coder == WSYNC__CODER_ARITH) {
+        uint8_t *q = out->p + out->len + 8 + 8 * b->rank + 24;
+        memset(q, 0, 8);
+        q[0] = (uint8_t)top;
+        q[1] = (uint8_t)(top >> 8);
+        q[2] = WSYNC__MAX_CLASSES;
+    }
     out->len += fixed;
     table_at = out->len;
     out->len += 4 * (size_t)nblocks;
@@ -3183,7 +3579,10 @@ static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tens
         /* digest while the block is still in cache */
         if (!base_digest) wsync_digest_update(&db, bb, (size_t)(len * w));
         wsync_digest_update(&dx, xb, (size_t)(len * w));
-        if (count && !wsync__rice_block(out, bb, xb, w, s->pos, count, s))
+        if (count && !(coder == WSYNC__CODER_ARITH
+                           ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, count, s->k, s->ctx,
+                                                s->by_class)
+                           : wsync__rice_block(out, bb, xb, w, s->pos, count, s)))
             return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, name, strlen(name), "%s",
                                "delta stream buffer");
         if (out->len - before > UINT32_MAX)
@@ -3252,6 +3651,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     wsync_result r = WSYNC_OK;
     wsync_delta_stats st;
     unsigned block_log2;
+    int packed;
     char nums[8][32];
     wsync_st_kv meta[10];
     size_t n_meta = 0;
@@ -3262,15 +3662,13 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
     enc = o.encoding ? o.encoding : WSYNC_ENCODING_PACKED;
-    block_log2 = o.block_log2 ? o.block_log2 : 16;
+    packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
+    block_log2 = o.block_log2 ? o.block_log2 : enc == WSYNC_ENCODING_PACKED_MAX ? 18 : 16;
     if (!sink || (n && (!base || !next)))
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
                            "wsync_delta_encode needs tensors and a sink");
     if (enc < WSYNC_ENCODING_PACKED || enc > WSYNC_ENCODING_TRL_V3)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "unknown encoding %d", (int)enc);
-    if (enc == WSYNC_ENCODING_PACKED_MAX)
-        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
-                           "packed-max is not implemented yet");
     if (block_log2 < 6 || block_log2 > 24)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
                            "block_log2 %u outside 6..24", block_log2);
@@ -3283,7 +3681,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     st.base_step = o.base_step;
     st.step = o.step;
 
-    max_out = enc == WSYNC_ENCODING_PACKED ? n : 2 * n;
+    max_out = packed ? n : 2 * n;
     s.cap = (size_t)1 << block_log2;
     outs = (wsync__out_tensor *)wsync__alloc(&o.allocator, (max_out + 1) * sizeof *outs);
     descs = (wsync_st_tensor_desc *)wsync__alloc(&o.allocator, (max_out + 1) * sizeof *descs);
@@ -3291,6 +3689,20 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     s.gaps = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.gaps);
     s.vals = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.vals);
     s.raw = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.raw);
+    if (enc == WSYNC_ENCODING_PACKED_MAX) {
+        s.ctx = (wsync__ctx *)wsync__alloc(&o.allocator, sizeof *s.ctx);
+        s.k = (wsync__classes *)wsync__alloc(&o.allocator, sizeof *s.k);
+        s.by_class = (uint32_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.by_class);
+        if (s.k) {
+            s.k->cls = (uint8_t *)wsync__alloc(&o.allocator, s.cap);
+            s.k->members = (uint32_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.k->members);
+            s.k->rank = (uint32_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.k->rank);
+        }
+        if (!s.ctx || !s.k || !s.by_class || !s.k->cls || !s.k->members || !s.k->rank) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder scratch");
+            goto done;
+        }
+    }
     if (!outs || !descs || !s.pos || !s.gaps || !s.vals || !s.raw) {
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder scratch");
         goto done;
@@ -3303,12 +3715,13 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
         if ((r = wsync__check_pair(&base[i], &next[i], &w, &nelem, err)) != WSYNC_OK) break;
         st.tensors++;
         st.elements += nelem;
-        if (enc == WSYNC_ENCODING_PACKED) {
+        if (packed) {
             wsync__out_tensor *ot = &outs[n_out++];
             ot->name = (char *)base[i].name; /* not owned */
             ot->dtype = WSYNC_DTYPE_U8;
             ot->data.a = &o.allocator;
             r = wsync__packed_tensor(&base[i], &next[i], w, nelem, block_log2,
+                                     enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE,
                                      o.base_digests ? &o.base_digests[i] : NULL, &rd, &ot->data, &changed,
                                      &s, err);
             if (r != WSYNC_OK) break;
@@ -3404,7 +3817,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     snprintf(nums[5], sizeof nums[5], "%.10g",
              st.elements ? 1.0 - (double)st.changed / (double)st.elements : 1.0);
 #define WSYNC__META(k, v) (meta[n_meta].key = (k), meta[n_meta].key_len = 0, meta[n_meta].value = (v), meta[n_meta].value_len = 0, n_meta++)
-    if (enc == WSYNC_ENCODING_PACKED) {
+    if (packed) {
         WSYNC__META("format", WSYNC__DELTA_FORMAT);
         WSYNC__META("version", "1");
         WSYNC__META("encoding", wsync_encoding_name(enc));
@@ -3433,7 +3846,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
 done:
     if (outs) {
         for (i = 0; i < n_out; i++) {
-            if (enc != WSYNC_ENCODING_PACKED) wsync__free(&o.allocator, outs[i].name);
+            if (!packed) wsync__free(&o.allocator, outs[i].name);
             wsync__buf_free(&outs[i].data);
         }
     }
@@ -3444,6 +3857,14 @@ done:
     wsync__free(&o.allocator, s.gaps);
     wsync__free(&o.allocator, s.vals);
     wsync__free(&o.allocator, s.raw);
+    if (s.k) {
+        wsync__free(&o.allocator, s.k->cls);
+        wsync__free(&o.allocator, s.k->members);
+        wsync__free(&o.allocator, s.k->rank);
+    }
+    wsync__free(&o.allocator, s.k);
+    wsync__free(&o.allocator, s.ctx);
+    wsync__free(&o.allocator, s.by_class);
     if (stats && r == WSYNC_OK) *stats = st;
     return r;
 }
@@ -3659,7 +4080,11 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
 {
     const uint8_t *p = t->data;
     uint64_t size = t->end - t->begin, fixed, blk, nblocks, bi, total = 0, changed, off;
-    unsigned rank, block_log2, i, w;
+    unsigned rank, block_log2, i, w, coder, top = 0;
+    wsync__classes k;
+    wsync__ctx *ctx = NULL;
+    uint32_t *tmp_pos = NULL;
+    uint64_t *tmp_val = NULL;
     uint64_t at = t->key_offset;
     wsync_result r;
     if (t->dtype != WSYNC_DTYPE_U8 || t->rank != 1)
@@ -3668,11 +4093,12 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     if (size < 8 || memcmp(p, WSYNC__STREAM_MAGIC, 4) != 0)
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
                            "stream does not start with WSD1");
-    if (p[4] != WSYNC__CODER_RICE)
+    if (p[4] != WSYNC__CODER_RICE && p[4] != WSYNC__CODER_ARITH)
         return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, at, t->name, t->name_len, "coder %u", (unsigned)p[4]);
+    coder = p[4];
     rank = p[6];
     block_log2 = p[7];
-    fixed = 8 + 8 * (uint64_t)rank + 24;
+    fixed = 8 + 8 * (uint64_t)rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
     if (size < fixed)
         return wsync__fail(err, WSYNC_ERR_TRUNCATED, at, t->name, t->name_len, "%s", "stream header truncated");
     if ((r = wsync__match(sorted, n_targets, t->name, t->name_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
@@ -3688,6 +4114,13 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
                                "shape differs from the target in dimension %u", i);
     if (block_log2 < 6 || block_log2 > 24)
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "block_log2 %u", block_log2);
+    if (coder == WSYNC__CODER_ARITH) {
+        const uint8_t *q = p + 8 + 8 * rank + 24;
+        top = (unsigned)q[0] | (unsigned)q[1] << 8;
+        if (q[2] != WSYNC__MAX_CLASSES || q[3] || q[4] || q[5] || q[6] || q[7] || top > wsync__exp_max(pt->target->dtype))
+            return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
+                               "bad packed-max parameters");
+    }
     changed = wsync__load_le64(p + 8 + 8 * rank);
     pt->base_digest = wsync__load_le64(p + 16 + 8 * rank);
     pt->result_digest = wsync__load_le64(p + 24 + 8 * rank);
@@ -3720,31 +4153,61 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     pt->val = (uint8_t *)wsync__alloc(a, (size_t)changed * w);
     if (!pt->pos || !pt->val)
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoded changes");
+    memset(&k, 0, sizeof k);
+    if (coder == WSYNC__CODER_ARITH) {
+        size_t cap = (size_t)(blk < pt->nelem ? blk : pt->nelem);
+        ctx = (wsync__ctx *)wsync__alloc(a, sizeof *ctx);
+        k.cls = (uint8_t *)wsync__alloc(a, cap);
+        k.members = (uint32_t *)wsync__alloc(a, cap * sizeof *k.members);
+        tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *tmp_pos);
+        tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *tmp_val);
+        if (!ctx || !k.cls || !k.members || !tmp_pos || !tmp_val) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
+            goto out;
+        }
+    }
     pt->count = 0;
+    r = WSYNC_OK;
     for (bi = 0; bi < nblocks; bi++) {
         uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
         uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk, c = 0;
         const char *why = "";
         if (bsize) {
-            r = wsync__rice_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w, first, len,
-                                         pt->pos + pt->count, pt->val + pt->count * w, changed - pt->count, &c, &why);
+            if (coder == WSYNC__CODER_ARITH)
+                r = wsync__arith_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w,
+                                              pt->target->dtype, top, first, len, pt->pos + pt->count,
+                                              pt->val + pt->count * w, changed - pt->count, &c, &k, ctx, tmp_pos,
+                                              tmp_val, &why);
+            else
+                r = wsync__rice_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w, first, len,
+                                             pt->pos + pt->count, pt->val + pt->count * w, changed - pt->count,
+                                             &c, &why);
             if (r != WSYNC_OK && check_base &&
-                wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest)
-                return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
-                                   "the target is not this delta's base (its digest differs)");
-            if (r != WSYNC_OK)
-                return wsync__fail(err, r, at, t->name, t->name_len,
-                                   "block %llu (stream byte %llu): %s", (unsigned long long)bi,
-                                   (unsigned long long)off, why);
+                wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
+                r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
+                                "the target is not this delta's base (its digest differs)");
+                goto out;
+            }
+            if (r != WSYNC_OK) {
+                r = wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
+                                (unsigned long long)bi, (unsigned long long)off, why);
+                goto out;
+            }
         }
         pt->count += c;
         off += bsize;
     }
     if (pt->count != changed)
-        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
-                           "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
-                           (unsigned long long)changed);
-    return WSYNC_OK;
+        r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                        "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
+                        (unsigned long long)changed);
+out:
+    wsync__free(a, ctx);
+    wsync__free(a, k.cls);
+    wsync__free(a, k.members);
+    wsync__free(a, tmp_pos);
+    wsync__free(a, tmp_val);
+    return r;
 }
 
 static uint64_t wsync__uint_at(const uint8_t *p, wsync_dtype t)
