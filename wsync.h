@@ -2859,9 +2859,19 @@ static void wsync__buf_free(wsync__buf *b)
     b->len = b->cap = 0;
 }
 
+/* Small helpers are forced inline where the element width is a constant,
+   so each width gets its own loop with the arithmetic folded. */
+#if defined(__GNUC__)
+#define WSYNC__INLINE static inline __attribute__((always_inline))
+#define WSYNC__PREFETCH(p) __builtin_prefetch(p)
+#else
+#define WSYNC__INLINE static inline
+#define WSYNC__PREFETCH(p) ((void)0)
+#endif
+
 /* Elements as integers: little-endian bytes (safetensors' byte order; wsync
    assumes a little-endian host for tensor data). */
-static uint64_t wsync__elem_load(const uint8_t *p, unsigned w)
+WSYNC__INLINE uint64_t wsync__elem_load(const uint8_t *p, unsigned w)
 {
     uint64_t v = 0;
     switch (w) {
@@ -2873,7 +2883,7 @@ static uint64_t wsync__elem_load(const uint8_t *p, unsigned w)
     return v;
 }
 
-static void wsync__elem_store(uint8_t *p, unsigned w, uint64_t v)
+WSYNC__INLINE void wsync__elem_store(uint8_t *p, unsigned w, uint64_t v)
 {
     switch (w) {
     case 1: p[0] = (uint8_t)v; break;
@@ -2886,13 +2896,13 @@ static void wsync__elem_store(uint8_t *p, unsigned w, uint64_t v)
 /* Sign-magnitude floats as an ordered integer: adjacent representable values
    (crossing zero too: -0 and +0 are neighbours) differ by one. A bijection on
    all bit patterns, so NaN payloads and non-float dtypes round-trip. */
-static uint64_t wsync__ord(uint64_t u, unsigned w)
+WSYNC__INLINE uint64_t wsync__ord(uint64_t u, unsigned w)
 {
     uint64_t sign = (uint64_t)1 << (8 * w - 1), mask = w == 8 ? ~(uint64_t)0 : (sign << 1) - 1;
     return (u & sign) ? (~u & mask) : (u | sign);
 }
 
-static uint64_t wsync__unord(uint64_t o, unsigned w)
+WSYNC__INLINE uint64_t wsync__unord(uint64_t o, unsigned w)
 {
     uint64_t sign = (uint64_t)1 << (8 * w - 1), mask = w == 8 ? ~(uint64_t)0 : (sign << 1) - 1;
     return (o & sign) ? (o & ~sign) : (~o & mask);
@@ -2901,12 +2911,12 @@ static uint64_t wsync__unord(uint64_t o, unsigned w)
 /* d != 0 to 0, 1, 2, ...: +1 -> 0, -1 -> 1, +2 -> 2, -2 -> 3 (zigzag minus
    one, since a listed element always changed). Modulo 2^64 for 8-byte
    elements. */
-static uint64_t wsync__zz(uint64_t d)
+WSYNC__INLINE uint64_t wsync__zz(uint64_t d)
 {
     return (int64_t)d > 0 ? 2 * (d - 1) : 2 * (0 - d) - 1;
 }
 
-static uint64_t wsync__unzz(uint64_t z)
+WSYNC__INLINE uint64_t wsync__unzz(uint64_t z)
 {
     return (z & 1) ? 0 - ((z >> 1) + 1) : (z >> 1) + 1;
 }
@@ -2919,7 +2929,7 @@ typedef struct wsync__bw {
     unsigned n;
 } wsync__bw;
 
-static void wsync__bw_put(wsync__bw *b, uint64_t v, unsigned n) /* n <= 32 */
+WSYNC__INLINE void wsync__bw_put(wsync__bw *b, uint64_t v, unsigned n) /* n <= 32 */
 {
     b->acc |= v << b->n;
     b->n += n;
@@ -2950,7 +2960,7 @@ typedef struct wsync__br {
     unsigned avail;
 } wsync__br;
 
-static void wsync__br_refill(wsync__br *r)
+WSYNC__INLINE void wsync__br_refill(wsync__br *r)
 {
     if (r->end - r->p >= 8) {
         r->buf |= wsync__le64(r->p) << r->avail;
@@ -2964,7 +2974,7 @@ static void wsync__br_refill(wsync__br *r)
     }
 }
 
-static uint64_t wsync__br_take(wsync__br *r, unsigned n) /* n <= avail, n < 64 */
+WSYNC__INLINE uint64_t wsync__br_take(wsync__br *r, unsigned n) /* n <= avail, n < 64 */
 {
     uint64_t v = r->buf & ((((uint64_t)1) << n) - 1);
     r->buf >>= n;
@@ -2972,7 +2982,7 @@ static uint64_t wsync__br_take(wsync__br *r, unsigned n) /* n <= avail, n < 64 *
     return v;
 }
 
-static unsigned wsync__ones(uint64_t buf)
+WSYNC__INLINE unsigned wsync__ones(uint64_t buf)
 {
     return ~buf ? wsync__ctz64(~buf) : 64;
 }
@@ -2985,7 +2995,7 @@ static unsigned wsync__rice_pick(const uint64_t *v, size_t n, unsigned esc, unsi
 {
     size_t hist[65], i, seen = 0;
     uint64_t best_cost = UINT64_MAX;
-    unsigned k, best = 0, lo, hi, med = 0;
+    unsigned best = 0, lo, hi, med = 0;
     memset(hist, 0, sizeof hist);
     for (i = 0; i < n; i++) hist[wsync__bitlen64(v[i])]++;
     for (med = 0; med < 64; med++) {
@@ -2994,13 +3004,19 @@ static unsigned wsync__rice_pick(const uint64_t *v, size_t n, unsigned esc, unsi
     }
     lo = med > 3 ? med - 3 : 0;
     hi = med + 1 < kmax ? med + 1 : kmax;
-    for (k = lo; k <= hi; k++) {
-        uint64_t cost = 0;
+    if (hi < lo) lo = hi;
+    {
+        /* one pass, up to five candidates */
+        uint64_t cost[5] = {0, 0, 0, 0, 0};
+        unsigned nk = hi - lo + 1, j;
         for (i = 0; i < n; i++) {
-            uint64_t q = v[i] >> k;
-            cost += q >= esc ? esc + raw : q + 1 + k;
+            uint64_t x = v[i] >> lo;
+            for (j = 0; j < nk; j++, x >>= 1) cost[j] += x >= esc ? esc + raw - (lo + j) - 1 : x;
         }
-        if (cost < best_cost) best_cost = cost, best = k;
+        for (j = 0; j < nk; j++) {
+            uint64_t c = cost[j] + (uint64_t)n * (lo + j + 1);
+            if (c < best_cost) best_cost = c, best = lo + j;
+        }
     }
     return best;
 }
@@ -3492,7 +3508,7 @@ static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, con
 static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor *x, unsigned *width,
                                       uint64_t *nelem, wsync_error *err)
 {
-    uint64_t n = 1, nb;
+    uint64_t n = 1, nb = 0;
     uint32_t d;
     unsigned bits;
     const char *name = b->name ? b->name : "";
@@ -3970,7 +3986,7 @@ static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *na
 {
     wsync_tensor *t = wsync__target_find(sorted, n, name, len);
     unsigned bits;
-    uint64_t ne = 1, nb;
+    uint64_t ne = 1, nb = 0;
     uint32_t d;
     if (!t)
         return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, name, len, "%s", "no target tensor of this name");
@@ -3989,15 +4005,16 @@ static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *na
 }
 
 /* Decodes one packed block into pos/val (count entries from `first`). */
-static wsync_result wsync__rice_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
-                                             uint64_t first, uint64_t len, uint64_t *pos, uint8_t *val,
-                                             uint64_t room, uint64_t *count_out, const char **why)
+WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, const uint8_t *base, const unsigned w,
+                                               uint64_t first, uint64_t len, uint64_t *pos, uint8_t *val,
+                                               uint64_t room, uint64_t *count_out, const char **why)
 {
     uint64_t count, i, next = 0;
     size_t used;
     unsigned kg, kv, vbits = 8 * w;
     wsync__br r;
-    uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
+    const uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
+    const uint8_t *bb = base + first * w;
     used = wsync__varint_get(p, size, &count);
     if (!used || count == 0 || count > len) return *why = "bad change count", WSYNC_ERR_INVALID_ARGUMENT;
     if (count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_INVALID_ARGUMENT;
@@ -4013,26 +4030,36 @@ static wsync_result wsync__rice_decode_block(const uint8_t *p, size_t size, cons
         uint64_t g, q, b, x, at;
         wsync__br_refill(&r);
         q = wsync__ones(r.buf);
-        if (q >= WSYNC__GAP_ESCAPE) {
-            if (r.avail < 32) return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
+        if (q < WSYNC__GAP_ESCAPE && q + 1 + kg <= r.avail) {
+            r.buf >>= q + 1;
+            r.avail -= (unsigned)q + 1;
+            g = (q << kg) | wsync__br_take(&r, kg);
+        } else if (q >= WSYNC__GAP_ESCAPE && r.avail >= 32) {
             wsync__br_take(&r, 32);
             wsync__br_refill(&r);
             if (r.avail < 32) return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
             g = wsync__br_take(&r, 32);
         } else {
-            if (q + 1 + kg > r.avail) return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
-            r.buf >>= q + 1;
-            r.avail -= (unsigned)q + 1;
-            g = (q << kg) | wsync__br_take(&r, kg);
+            return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
         }
         at = next + g;
-        if (at >= len || at < next) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
+        if (at >= len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
         next = at + 1;
-        b = wsync__elem_load(base + (size_t)(first + at) * w, w);
-        wsync__br_refill(&r);
+        /* Changes are sparse but ascending: fetch the base a few lines ahead,
+           or every change waits for a cache miss. */
+        WSYNC__PREFETCH(bb + (size_t)(at + 1024 / w < len ? at + 1024 / w : len - 1) * w);
+        b = wsync__elem_load(bb + (size_t)at * w, w);
+        if (r.avail < 48) wsync__br_refill(&r);
         q = wsync__ones(r.buf);
-        if (q >= WSYNC__VAL_ESCAPE) {
-            if (r.avail < WSYNC__VAL_ESCAPE) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+        if (q < WSYNC__VAL_ESCAPE && q + 1 + kv <= r.avail) {
+            uint64_t z, o;
+            r.buf >>= q + 1;
+            r.avail -= (unsigned)q + 1;
+            z = (q << kv) | wsync__br_take(&r, kv);
+            o = wsync__ord(b, w) + wsync__unzz(z);
+            if ((o & vmask) != o) return *why = "value step leaves the dtype's range", WSYNC_ERR_INVALID_ARGUMENT;
+            x = wsync__unord(o, w);
+        } else if (q >= WSYNC__VAL_ESCAPE && r.avail >= WSYNC__VAL_ESCAPE) {
             wsync__br_take(&r, WSYNC__VAL_ESCAPE);
             wsync__br_refill(&r);
             if (vbits > 32) {
@@ -4047,14 +4074,7 @@ static wsync_result wsync__rice_decode_block(const uint8_t *p, size_t size, cons
                 x = wsync__br_take(&r, vbits);
             }
         } else {
-            uint64_t z, o;
-            if (q + 1 + kv > r.avail) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
-            r.buf >>= q + 1;
-            r.avail -= (unsigned)q + 1;
-            z = (q << kv) | wsync__br_take(&r, kv);
-            o = wsync__ord(b, w) + wsync__unzz(z);
-            if ((o & vmask) != o) return *why = "value step leaves the dtype's range", WSYNC_ERR_INVALID_ARGUMENT;
-            x = wsync__unord(o, w);
+            return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
         }
         if (x == b) return *why = "a listed element does not change", WSYNC_ERR_INVALID_ARGUMENT;
         pos[i] = first + at;
@@ -4071,6 +4091,18 @@ static wsync_result wsync__rice_decode_block(const uint8_t *p, size_t size, cons
     }
     *count_out = count;
     return WSYNC_OK;
+}
+
+static wsync_result wsync__rice_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
+                                             uint64_t first, uint64_t len, uint64_t *pos, uint8_t *val,
+                                             uint64_t room, uint64_t *count_out, const char **why)
+{
+    switch (w) {
+    case 1: return wsync__rice_decode_w(p, size, base, 1, first, len, pos, val, room, count_out, why);
+    case 2: return wsync__rice_decode_w(p, size, base, 2, first, len, pos, val, room, count_out, why);
+    case 4: return wsync__rice_decode_w(p, size, base, 4, first, len, pos, val, room, count_out, why);
+    default: return wsync__rice_decode_w(p, size, base, 8, first, len, pos, val, room, count_out, why);
+    }
 }
 
 /* Parses and decodes one packed stream against its target. */
@@ -4311,7 +4343,18 @@ static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
     uint64_t k, cur = 0;
     unsigned w = pt->w;
     if (!pt->vals) {
-        for (k = 0; k < pt->count; k++) memcpy(data + pt->pos[k] * w, pt->val + k * w, w);
+        /* constant widths make each copy a single store */
+        uint64_t ahead = pt->count > 16 ? pt->count - 16 : 0;
+        for (k = 0; k < ahead; k++) {
+            WSYNC__PREFETCH(data + pt->pos[k + 16] * w);
+            switch (w) {
+            case 1: data[pt->pos[k]] = pt->val[k]; break;
+            case 2: memcpy(data + pt->pos[k] * 2, pt->val + k * 2, 2); break;
+            case 4: memcpy(data + pt->pos[k] * 4, pt->val + k * 4, 4); break;
+            default: memcpy(data + pt->pos[k] * 8, pt->val + k * 8, 8); break;
+            }
+        }
+        for (; k < pt->count; k++) memcpy(data + pt->pos[k] * w, pt->val + k * w, w);
         return;
     }
     {
