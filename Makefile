@@ -43,7 +43,7 @@ $(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(HEADERS) | $(BUILD)
 $(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ fuzz/replay.c $< $(LIBS)
 
-$(BUILD)/bench_%: tests/bench_%.c $(HEADERS) | $(BUILD)
+$(BUILD)/bench_%: tests/bench_%.c $(HEADERS) examples/wsync_gen.h | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS)
 
 $(BUILD)/test_exhaustive: tests/test_exhaustive.c tests/check.h $(HEADERS) | $(BUILD)
@@ -71,8 +71,12 @@ test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) \
 test-exhaustive: $(BUILD)/test_exhaustive
 	@tests/run.sh exhaustive $(BUILD)/test_exhaustive
 
-bench: $(BUILD)/bench_parse
+# BENCH_MODEL/BENCH_STEPS: the generated model and steps bench_delta measures.
+BENCH_MODEL ?= qwen3-0.6b
+BENCH_STEPS ?= 3
+bench: $(BUILD)/bench_parse $(BUILD)/bench_delta
 	$(BUILD)/bench_parse
+	$(BUILD)/bench_delta $(BENCH_MODEL) $(BENCH_STEPS)
 
 # libFuzzer (clang); each harness runs FUZZ_SECONDS on a scratch copy of its
 # corpus so the committed seeds stay as they are. Crashes land in build/fuzz.
@@ -88,7 +92,8 @@ fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz/%)
 	    echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \
 	    $(BUILD)/fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/$$name.dict \
 	        -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
-	        $$work fuzz/corpus/$$name fuzz/data/$$name 2>&1 | tail -n 12; \
+	        $$work fuzz/corpus/$$name fuzz/data/$$name 2>&1 \
+	        | grep -E 'INFO: Seed|DONE|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Test unit written|artifact'; \
 	done
 
 demo: $(BUILD)/wsync
