@@ -2718,27 +2718,53 @@ WSYNC__AVX2 static size_t wsync__diff_avx2(const uint8_t *a, const uint8_t *b, s
     return count;
 }
 
+/* Branch-free: at one percent of changed elements nearly every window holds
+   a change at an unpredictable place, so instead of testing and looping over
+   mask bits, every 16 lanes of element indices are compressed by the
+   "differs" mask and stored whole; the count advances by the popcount. A
+   16-entry store at pos + count stays inside pos[0, n) because count never
+   exceeds the index of the window's first element. */
+#define WSYNC__AVX512_EMIT(mask16, idx)                                                     \
+    do {                                                                                   \
+        __mmask16 m_ = (__mmask16)(mask16);                                                \
+        _mm512_storeu_si512((void *)(pos + count), _mm512_maskz_compress_epi32(m_, (idx))); \
+        count += (size_t)__builtin_popcount((unsigned)m_);                                 \
+    } while (0)
+
 WSYNC__AVX512 static size_t wsync__diff_avx512(const uint8_t *a, const uint8_t *b, size_t nbytes,
                                                unsigned shift, uint32_t *pos)
 {
     size_t i, count = 0;
-    for (i = 0; i + 128 <= nbytes; i += 128) {
-        uint64_t ne0 = _mm512_cmpneq_epi8_mask(_mm512_loadu_si512((const void *)(a + i)),
-                                               _mm512_loadu_si512((const void *)(b + i)));
-        uint64_t ne1 = _mm512_cmpneq_epi8_mask(_mm512_loadu_si512((const void *)(a + i + 64)),
-                                               _mm512_loadu_si512((const void *)(b + i + 64)));
-        if (ne0 | ne1) {
-            if (ne0) count = wsync__diff_emit(ne0, i, shift, pos, count);
-            if (ne1) count = wsync__diff_emit(ne1, i + 64, shift, pos, count);
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    for (i = 0; i + 64 <= nbytes; i += 64) {
+        __m512i x = _mm512_loadu_si512((const void *)(a + i)), y = _mm512_loadu_si512((const void *)(b + i));
+        __m512i idx = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(uint32_t)(i >> shift)));
+        switch (shift) {
+        case 0: {
+            uint64_t m = _mm512_cmpneq_epi8_mask(x, y);
+            WSYNC__AVX512_EMIT(m, idx);
+            idx = _mm512_add_epi32(idx, sixteen);
+            WSYNC__AVX512_EMIT(m >> 16, idx);
+            idx = _mm512_add_epi32(idx, sixteen);
+            WSYNC__AVX512_EMIT(m >> 32, idx);
+            idx = _mm512_add_epi32(idx, sixteen);
+            WSYNC__AVX512_EMIT(m >> 48, idx);
+            break;
         }
-    }
-    for (; i + 64 <= nbytes; i += 64) {
-        uint64_t ne = _mm512_cmpneq_epi8_mask(_mm512_loadu_si512((const void *)(a + i)),
-                                              _mm512_loadu_si512((const void *)(b + i)));
-        if (ne) count = wsync__diff_emit(ne, i, shift, pos, count);
+        case 1: {
+            uint32_t m = _mm512_cmpneq_epi16_mask(x, y);
+            WSYNC__AVX512_EMIT(m, idx);
+            WSYNC__AVX512_EMIT(m >> 16, _mm512_add_epi32(idx, sixteen));
+            break;
+        }
+        case 2: WSYNC__AVX512_EMIT(_mm512_cmpneq_epi32_mask(x, y), idx); break;
+        default: WSYNC__AVX512_EMIT(_mm512_cmpneq_epi64_mask(x, y), idx); break;
+        }
     }
     return wsync__diff_tail(a, b, i, nbytes, 1u << shift, shift, pos, count);
 }
+#undef WSYNC__AVX512_EMIT
 #endif
 
 #if WSYNC__NEON
