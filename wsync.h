@@ -3266,7 +3266,7 @@ static void wsync__rce_flush(wsync__rce *e)
 typedef struct wsync__rcd {
     const uint8_t *p, *end;
     uint32_t range, code;
-    int overrun;
+    int overrun, invalid;
 } wsync__rcd;
 
 static uint8_t wsync__rcd_byte(wsync__rcd *d)
@@ -3284,6 +3284,7 @@ static void wsync__rcd_init(wsync__rcd *d, const uint8_t *p, size_t n)
     d->range = 0xFFFFFFFFu;
     d->code = 0;
     d->overrun = 0;
+    d->invalid = 0;
     for (i = 0; i < 5; i++) d->code = (d->code << 8) | wsync__rcd_byte(d);
 }
 
@@ -3351,7 +3352,10 @@ static uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsync__pro
     for (i = 0; i < depth; i++) node = 2 * node + wsync__rcd_bit(d, &len_tree[node]);
     L = node - (1u << depth);
     if (L <= 1) return L;
-    if (L > 64) return UINT64_MAX; /* impossible length: caller rejects */
+    if (L > 64) {
+        d->invalid = 1; /* no 64-bit value is this long */
+        return 0;
+    }
     rest = L - 1;
     b1 = wsync__rcd_bit(d, &mant[L][0]);
     v = 2 | b1;
@@ -3497,7 +3501,7 @@ static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, con
             if (!wsync__rcd_bit(&d, &ctx->val_small[c])) z = wsync__rcd_bit(&d, &ctx->val_sign[c]);
             else {
                 z = wsync__rcd_uint(&d, ctx->val_len[c], ctx->val_mant[c], 7);
-                if (z < 2) return *why = "non-canonical value code", WSYNC_ERR_INVALID_ARGUMENT;
+                if (z < 2 || d.invalid) return *why = "invalid value code", WSYNC_ERR_INVALID_ARGUMENT;
             }
             {
                 uint64_t o = wsync__ord(b, w) + wsync__unzz(z);
