@@ -51,6 +51,9 @@ COMPILE-TIME OPTIONS
     WSYNC_MALLOC/WSYNC_FREE replace the default allocator (define both or none)
     WSYNC_ASSERT(x)        assertion for programmer errors (never for input)
     WSYNC_NO_MMAP          wsync_file_map reads the file instead of mmap-ing it
+    WSYNC_NO_THREADS       no POSIX threads (options.threads is then ignored);
+                           otherwise link with -pthread
+    WSYNC_NO_SIMD          portable C only (no SSE2/AVX2/AVX-512/NEON paths)
 
 MEMORY
 ======
@@ -497,6 +500,10 @@ typedef struct wsync_delta_options {
        every next[i]. */
     const uint64_t *base_digests;
     uint64_t *result_digests_out;
+    /* encode and apply: worker threads over tensors (0 or 1: the calling
+       thread only). With more than one, the allocator must be thread-safe.
+       Needs POSIX threads; ignored when built with WSYNC_NO_THREADS. */
+    unsigned threads;
 } wsync_delta_options;
 
 typedef struct wsync_delta_stats {
@@ -547,6 +554,13 @@ WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if !defined(WSYNC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#define WSYNC__HAVE_THREADS 1
+#include <pthread.h>
+#else
+#define WSYNC__HAVE_THREADS 0
+#endif
 
 #if !defined(WSYNC_NO_MMAP) && (defined(__unix__) || defined(__APPLE__))
 #define WSYNC__HAVE_MMAP 1
@@ -3683,177 +3697,340 @@ static void wsync__fmt_u64(char *buf, size_t cap, uint64_t v)
     snprintf(buf, cap, "%llu", (unsigned long long)v);
 }
 
+/* ---- running work over tensors, on worker threads when asked ---- */
+
+/* Hands out indices 0..n-1 in order to `threads` workers calling
+   fn(user, worker, index, err); stops handing out after a failure and
+   reports the failure with the lowest index, so errors do not depend on
+   timing. */
+typedef wsync_result (*wsync__work_fn)(void *user, unsigned worker, size_t index, wsync_error *err);
+
+typedef struct wsync__pool {
+    wsync__work_fn fn;
+    void *user;
+    size_t n, next;
+    int failed;
+    size_t fail_index;
+    wsync_result r;
+    wsync_error err;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_t mu;
+#endif
+} wsync__pool;
+
+typedef struct wsync__pool_worker {
+    wsync__pool *pool;
+    unsigned id;
+} wsync__pool_worker;
+
+static void *wsync__pool_run(void *arg)
+{
+    wsync__pool_worker *pw = (wsync__pool_worker *)arg;
+    wsync__pool *p = pw->pool;
+    for (;;) {
+        size_t i;
+        int stop;
+        wsync_error e;
+        wsync_result r;
+#if WSYNC__HAVE_THREADS
+        pthread_mutex_lock(&p->mu);
+#endif
+        i = p->next++;
+        stop = p->failed;
+#if WSYNC__HAVE_THREADS
+        pthread_mutex_unlock(&p->mu);
+#endif
+        if (stop || i >= p->n) break;
+        wsync__error_reset(&e);
+        r = p->fn(p->user, pw->id, i, &e);
+        if (r != WSYNC_OK) {
+#if WSYNC__HAVE_THREADS
+            pthread_mutex_lock(&p->mu);
+#endif
+            if (!p->failed || i < p->fail_index) {
+                p->failed = 1;
+                p->fail_index = i;
+                p->r = r;
+                p->err = e;
+            }
+#if WSYNC__HAVE_THREADS
+            pthread_mutex_unlock(&p->mu);
+#endif
+        }
+    }
+    return NULL;
+}
+
+static wsync_result wsync__pool_do(unsigned threads, size_t n, wsync__work_fn fn, void *user, wsync_error *err)
+{
+    wsync__pool p;
+    wsync__pool_worker pw[16];
+    unsigned t, started = 1;
+    memset(&p, 0, sizeof p);
+    p.fn = fn;
+    p.user = user;
+    p.n = n;
+    p.r = WSYNC_OK;
+    if (threads < 1) threads = 1;
+    if (threads > 16) threads = 16;
+    if (threads > n) threads = n ? (unsigned)n : 1;
+    for (t = 0; t < threads; t++) {
+        pw[t].pool = &p;
+        pw[t].id = t;
+    }
+#if WSYNC__HAVE_THREADS
+    {
+        pthread_t tid[16];
+        pthread_mutex_init(&p.mu, NULL);
+        for (t = 1; t < threads; t++) {
+            if (pthread_create(&tid[t], NULL, wsync__pool_run, &pw[t]) != 0) break;
+            started++;
+        }
+        wsync__pool_run(&pw[0]);
+        for (t = 1; t < started; t++) pthread_join(tid[t], NULL);
+        pthread_mutex_destroy(&p.mu);
+    }
+#else
+    (void)started;
+    wsync__pool_run(&pw[0]);
+#endif
+    if (p.failed && err) *err = p.err;
+    return p.failed ? p.r : WSYNC_OK;
+}
+
+/* ---- encoding ---- */
+
+typedef struct wsync__enc {
+    const wsync_tensor *base, *next;
+    const wsync_delta_options *o;
+    wsync_encoding enc;
+    int packed;
+    unsigned block_log2;
+    unsigned *width;
+    uint64_t *nelem, *changed;
+    wsync__out_tensor *outs;      /* packed: one per tensor; trl: two per tensor */
+    wsync__encblk *scratch;       /* one per worker */
+    wsync__buf *posbuf;           /* one per worker */
+} wsync__enc;
+
+static void wsync__encblk_free(wsync__encblk *s, const wsync_allocator *a)
+{
+    wsync__free(a, s->pos);
+    wsync__free(a, s->gaps);
+    wsync__free(a, s->vals);
+    wsync__free(a, s->raw);
+    if (s->k) {
+        wsync__free(a, s->k->cls);
+        wsync__free(a, s->k->members);
+        wsync__free(a, s->k->rank);
+    }
+    wsync__free(a, s->k);
+    wsync__free(a, s->ctx);
+    wsync__free(a, s->by_class);
+    memset(s, 0, sizeof *s);
+}
+
+static int wsync__encblk_init(wsync__encblk *s, size_t cap, int arith, const wsync_allocator *a)
+{
+    memset(s, 0, sizeof *s);
+    s->cap = cap;
+    s->pos = (uint32_t *)wsync__alloc(a, cap * sizeof *s->pos);
+    s->gaps = (uint64_t *)wsync__alloc(a, cap * sizeof *s->gaps);
+    s->vals = (uint64_t *)wsync__alloc(a, cap * sizeof *s->vals);
+    s->raw = (uint64_t *)wsync__alloc(a, cap * sizeof *s->raw);
+    if (!s->pos || !s->gaps || !s->vals || !s->raw) return 0;
+    if (!arith) return 1;
+    s->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *s->ctx);
+    s->k = (wsync__classes *)wsync__alloc(a, sizeof *s->k);
+    s->by_class = (uint32_t *)wsync__alloc(a, cap * sizeof *s->by_class);
+    if (!s->ctx || !s->k || !s->by_class) return 0;
+    memset(s->k, 0, sizeof *s->k);
+    s->k->cls = (uint8_t *)wsync__alloc(a, cap);
+    s->k->members = (uint32_t *)wsync__alloc(a, cap * sizeof *s->k->members);
+    s->k->rank = (uint32_t *)wsync__alloc(a, cap * sizeof *s->k->rank);
+    return s->k->cls && s->k->members && s->k->rank;
+}
+
+static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__enc *E = (wsync__enc *)user;
+    const wsync_tensor *b = &E->base[i], *x = &E->next[i];
+    const wsync_allocator *a = &E->o->allocator;
+    wsync__encblk *s = &E->scratch[worker];
+    unsigned w = E->width[i];
+    uint64_t nelem = E->nelem[i], rd = 0;
+    wsync_result r;
+    if (E->packed) {
+        wsync__out_tensor *ot = &E->outs[i];
+        ot->name = (char *)b->name; /* not owned */
+        ot->dtype = WSYNC_DTYPE_U8;
+        ot->data.a = a;
+        r = wsync__packed_tensor(b, x, w, nelem, E->block_log2,
+                                 E->enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE,
+                                 E->o->base_digests ? &E->o->base_digests[i] : NULL, &rd, &ot->data,
+                                 &E->changed[i], s, err);
+        if (r != WSYNC_OK) return r;
+        if (E->o->result_digests_out) E->o->result_digests_out[i] = rd;
+        ot->shape = ot->data.len;
+        return WSYNC_OK;
+    } else {
+        size_t count = 0, k, nlen = strlen(b->name);
+        int v3 = E->enc == WSYNC_ENCODING_TRL_V3;
+        wsync__out_tensor *oi = &E->outs[2 * i], *ov = &E->outs[2 * i + 1];
+        wsync__buf *posbuf = &E->posbuf[worker];
+        if (E->o->result_digests_out) E->o->result_digests_out[i] = wsync_digest(x->data, (size_t)x->nbytes);
+        if ((r = wsync__all_positions(b, x, w, nelem, posbuf, s->pos, s->cap, &count, err)) != WSYNC_OK) return r;
+        E->changed[i] = count;
+        if (count == 0) return WSYNC_OK;
+        oi->data.a = ov->data.a = a;
+        oi->name = (char *)wsync__alloc(a, nlen + 9);
+        ov->name = (char *)wsync__alloc(a, nlen + 9);
+        if (!oi->name || !ov->name || !wsync__buf_reserve(&ov->data, count * w) ||
+            !wsync__buf_reserve(&oi->data, count * 4))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, nlen, "%s", "trl arrays");
+        memcpy(oi->name, b->name, nlen);
+        strcpy(oi->name + nlen, v3 ? ".idx" : ".indices");
+        memcpy(ov->name, b->name, nlen);
+        strcpy(ov->name + nlen, v3 ? ".val" : ".values");
+        ov->dtype = b->dtype;
+        ov->shape = count;
+        ov->data.len = count * w;
+        oi->shape = count;
+        if (!v3) {
+            oi->dtype = WSYNC_DTYPE_I32;
+            memcpy(oi->data.p, posbuf->p, count * 4);
+            oi->data.len = count * 4;
+        } else {
+            uint32_t prev = 0, maxgap = 0, p;
+            for (k = 0; k < count; k++) {
+                memcpy(&p, posbuf->p + 4 * k, 4);
+                if (p - prev > maxgap) maxgap = p - prev;
+                prev = p + 1;
+            }
+            oi->dtype = maxgap > 0xFFFF ? WSYNC_DTYPE_U32 : WSYNC_DTYPE_U16;
+            prev = 0;
+            for (k = 0; k < count; k++) {
+                uint32_t gap;
+                memcpy(&p, posbuf->p + 4 * k, 4);
+                gap = p - prev;
+                prev = p + 1;
+                if (oi->dtype == WSYNC_DTYPE_U16) {
+                    uint16_t g16 = (uint16_t)gap;
+                    memcpy(oi->data.p + 2 * k, &g16, 2);
+                } else {
+                    memcpy(oi->data.p + 4 * k, &gap, 4);
+                }
+            }
+            oi->data.len = count * (oi->dtype == WSYNC_DTYPE_U16 ? 2 : 4);
+        }
+        for (k = 0; k < count; k++) {
+            uint32_t p;
+            memcpy(&p, posbuf->p + 4 * k, 4);
+            memcpy(ov->data.p + k * w, (const uint8_t *)x->data + (size_t)p * w, w);
+        }
+        return WSYNC_OK;
+    }
+}
+
 WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_tensor *next, size_t n,
                                           const wsync_delta_options *opt, wsync_sink_fn sink,
                                           void *user, wsync_delta_stats *stats, wsync_error *err)
 {
     wsync_delta_options o;
-    wsync_encoding enc;
-    wsync__out_tensor *outs = NULL;
+    wsync__enc E;
     wsync_st_tensor_desc *descs = NULL;
-    size_t n_out = 0, i, max_out;
-    wsync__encblk s;
-    wsync__buf posbuf;
+    size_t n_out = 0, i, max_out, n_meta = 0;
+    unsigned threads, t;
     wsync_result r = WSYNC_OK;
     wsync_delta_stats st;
-    unsigned block_log2;
-    int packed;
     char nums[8][32];
     wsync_st_kv meta[10];
-    size_t n_meta = 0;
     wsync_st_write_options wo;
     uint64_t total_bytes = 0;
 
     wsync__error_reset(err);
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
-    enc = o.encoding ? o.encoding : WSYNC_ENCODING_PACKED;
-    packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
-    block_log2 = o.block_log2 ? o.block_log2 : enc == WSYNC_ENCODING_PACKED_MAX ? 18 : 16;
+    memset(&E, 0, sizeof E);
+    E.base = base;
+    E.next = next;
+    E.o = &o;
+    E.enc = o.encoding ? o.encoding : WSYNC_ENCODING_PACKED;
+    E.packed = E.enc == WSYNC_ENCODING_PACKED || E.enc == WSYNC_ENCODING_PACKED_MAX;
+    E.block_log2 = o.block_log2 ? o.block_log2 : E.enc == WSYNC_ENCODING_PACKED_MAX ? 18 : 16;
     if (!sink || (n && (!base || !next)))
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
                            "wsync_delta_encode needs tensors and a sink");
-    if (enc < WSYNC_ENCODING_PACKED || enc > WSYNC_ENCODING_TRL_V3)
-        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "unknown encoding %d", (int)enc);
-    if (block_log2 < 6 || block_log2 > 24)
+    if (E.enc < WSYNC_ENCODING_PACKED || E.enc > WSYNC_ENCODING_TRL_V3)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "unknown encoding %d",
+                           (int)E.enc);
+    if (E.block_log2 < 6 || E.block_log2 > 24)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
-                           "block_log2 %u outside 6..24", block_log2);
+                           "block_log2 %u outside 6..24", E.block_log2);
+    threads = o.threads ? o.threads : 1;
+#if !WSYNC__HAVE_THREADS
+    threads = 1;
+#endif
+    if (threads > 16) threads = 16;
+    if (threads > n) threads = n ? (unsigned)n : 1;
     memset(&st, 0, sizeof st);
-    memset(&s, 0, sizeof s);
-    memset(&posbuf, 0, sizeof posbuf);
-    posbuf.a = &o.allocator;
-    st.encoding = enc;
+    st.encoding = E.enc;
     st.has_steps = 1;
     st.base_step = o.base_step;
     st.step = o.step;
 
-    max_out = packed ? n : 2 * n;
-    s.cap = (size_t)1 << block_log2;
-    outs = (wsync__out_tensor *)wsync__alloc(&o.allocator, (max_out + 1) * sizeof *outs);
+    max_out = E.packed ? n : 2 * n;
+    E.outs = (wsync__out_tensor *)wsync__alloc(&o.allocator, (max_out + 1) * sizeof *E.outs);
     descs = (wsync_st_tensor_desc *)wsync__alloc(&o.allocator, (max_out + 1) * sizeof *descs);
-    s.pos = (uint32_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.pos);
-    s.gaps = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.gaps);
-    s.vals = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.vals);
-    s.raw = (uint64_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.raw);
-    if (enc == WSYNC_ENCODING_PACKED_MAX) {
-        s.ctx = (wsync__ctx *)wsync__alloc(&o.allocator, sizeof *s.ctx);
-        s.k = (wsync__classes *)wsync__alloc(&o.allocator, sizeof *s.k);
-        s.by_class = (uint32_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.by_class);
-        if (s.k) {
-            s.k->cls = (uint8_t *)wsync__alloc(&o.allocator, s.cap);
-            s.k->members = (uint32_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.k->members);
-            s.k->rank = (uint32_t *)wsync__alloc(&o.allocator, s.cap * sizeof *s.k->rank);
+    E.width = (unsigned *)wsync__alloc(&o.allocator, (n + 1) * sizeof *E.width);
+    E.nelem = (uint64_t *)wsync__alloc(&o.allocator, (n + 1) * sizeof *E.nelem);
+    E.changed = (uint64_t *)wsync__alloc(&o.allocator, (n + 1) * sizeof *E.changed);
+    E.scratch = (wsync__encblk *)wsync__alloc(&o.allocator, threads * sizeof *E.scratch);
+    E.posbuf = (wsync__buf *)wsync__alloc(&o.allocator, threads * sizeof *E.posbuf);
+    if (E.outs) memset(E.outs, 0, (max_out + 1) * sizeof *E.outs);
+    if (E.scratch) memset(E.scratch, 0, threads * sizeof *E.scratch);
+    if (E.posbuf) memset(E.posbuf, 0, threads * sizeof *E.posbuf);
+    if (!E.outs || !descs || !E.width || !E.nelem || !E.changed || !E.scratch || !E.posbuf) {
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder state");
+        goto done;
+    }
+    /* Every pair is checked before any work starts. */
+    for (i = 0; i < n; i++) {
+        if ((r = wsync__check_pair(&base[i], &next[i], &E.width[i], &E.nelem[i], err)) != WSYNC_OK) goto done;
+        if (!E.packed && E.nelem[i] > 0x7FFFFFFFu) {
+            r = wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, base[i].name, strlen(base[i].name),
+                            "%llu elements: trl encodings index with 32-bit integers",
+                            (unsigned long long)E.nelem[i]);
+            goto done;
         }
-        if (!s.ctx || !s.k || !s.by_class || !s.k->cls || !s.k->members || !s.k->rank) {
+        E.changed[i] = 0;
+    }
+    for (t = 0; t < threads; t++) {
+        E.posbuf[t].a = &o.allocator;
+        if (!wsync__encblk_init(&E.scratch[t], (size_t)1 << E.block_log2, E.enc == WSYNC_ENCODING_PACKED_MAX,
+                                &o.allocator)) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder scratch");
             goto done;
         }
     }
-    if (!outs || !descs || !s.pos || !s.gaps || !s.vals || !s.raw) {
-        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder scratch");
-        goto done;
-    }
-    memset(outs, 0, (max_out + 1) * sizeof *outs);
+    if ((r = wsync__pool_do(threads, n, wsync__encode_one, &E, err)) != WSYNC_OK) goto done;
 
-    for (i = 0; i < n && r == WSYNC_OK; i++) {
-        unsigned w = 0;
-        uint64_t nelem = 0, changed = 0, rd = 0;
-        if ((r = wsync__check_pair(&base[i], &next[i], &w, &nelem, err)) != WSYNC_OK) break;
+    for (i = 0; i < n; i++) {
         st.tensors++;
-        st.elements += nelem;
-        if (packed) {
-            wsync__out_tensor *ot = &outs[n_out++];
-            ot->name = (char *)base[i].name; /* not owned */
-            ot->dtype = WSYNC_DTYPE_U8;
-            ot->data.a = &o.allocator;
-            r = wsync__packed_tensor(&base[i], &next[i], w, nelem, block_log2,
-                                     enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE,
-                                     o.base_digests ? &o.base_digests[i] : NULL, &rd, &ot->data, &changed,
-                                     &s, err);
-            if (r != WSYNC_OK) break;
-            if (o.result_digests_out) o.result_digests_out[i] = rd;
-            ot->shape = ot->data.len;
-        } else {
-            size_t count = 0, k, nlen = strlen(base[i].name);
-            int v3 = enc == WSYNC_ENCODING_TRL_V3;
-            const char *sfx_i = v3 ? ".idx" : ".indices", *sfx_v = v3 ? ".val" : ".values";
-            wsync__out_tensor *oi, *ov;
-            if (nelem > 0x7FFFFFFFu) {
-                r = wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, base[i].name, nlen,
-                                "%llu elements: trl encodings index with 32-bit integers",
-                                (unsigned long long)nelem);
-                break;
-            }
-            if (o.result_digests_out) o.result_digests_out[i] = wsync_digest(next[i].data, (size_t)next[i].nbytes);
-            if ((r = wsync__all_positions(&base[i], &next[i], w, nelem, &posbuf, s.pos, s.cap, &count, err)) != WSYNC_OK)
-                break;
-            changed = count;
-            if (count == 0) goto counted;
-            oi = &outs[n_out++];
-            ov = &outs[n_out++];
-            oi->data.a = ov->data.a = &o.allocator;
-            oi->name = (char *)wsync__alloc(&o.allocator, nlen + 9);
-            ov->name = (char *)wsync__alloc(&o.allocator, nlen + 9);
-            if (!oi->name || !ov->name || !wsync__buf_reserve(&ov->data, count * w) ||
-                !wsync__buf_reserve(&oi->data, count * 4)) {
-                r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, base[i].name, nlen, "%s", "trl arrays");
-                break;
-            }
-            memcpy(oi->name, base[i].name, nlen);
-            strcpy(oi->name + nlen, sfx_i);
-            memcpy(ov->name, base[i].name, nlen);
-            strcpy(ov->name + nlen, sfx_v);
-            ov->dtype = base[i].dtype;
-            ov->shape = count;
-            ov->data.len = count * w;
-            oi->shape = count;
-            if (!v3) {
-                oi->dtype = WSYNC_DTYPE_I32;
-                memcpy(oi->data.p, posbuf.p, count * 4);
-                oi->data.len = count * 4;
-            } else {
-                uint32_t prev = 0, maxgap = 0, p;
-                for (k = 0; k < count; k++) {
-                    memcpy(&p, posbuf.p + 4 * k, 4);
-                    if (p - prev > maxgap) maxgap = p - prev;
-                    prev = p + 1;
-                }
-                oi->dtype = maxgap > 0xFFFF ? WSYNC_DTYPE_U32 : WSYNC_DTYPE_U16;
-                prev = 0;
-                for (k = 0; k < count; k++) {
-                    uint32_t gap;
-                    memcpy(&p, posbuf.p + 4 * k, 4);
-                    gap = p - prev;
-                    prev = p + 1;
-                    if (oi->dtype == WSYNC_DTYPE_U16) {
-                        uint16_t g16 = (uint16_t)gap;
-                        memcpy(oi->data.p + 2 * k, &g16, 2);
-                    } else {
-                        memcpy(oi->data.p + 4 * k, &gap, 4);
-                    }
-                }
-                oi->data.len = count * (oi->dtype == WSYNC_DTYPE_U16 ? 2 : 4);
-            }
-            for (k = 0; k < count; k++) {
-                uint32_t p;
-                memcpy(&p, posbuf.p + 4 * k, 4);
-                memcpy(ov->data.p + k * w, (const uint8_t *)next[i].data + (size_t)p * w, w);
-            }
-        }
-    counted:
-        st.changed += changed;
-        if (changed) st.changed_tensors++;
+        st.elements += E.nelem[i];
+        st.changed += E.changed[i];
+        if (E.changed[i]) st.changed_tensors++;
     }
-    if (r != WSYNC_OK) goto done;
-
-    for (i = 0; i < n_out; i++) {
-        descs[i].name = outs[i].name;
-        descs[i].dtype = outs[i].dtype;
-        descs[i].rank = 1;
-        descs[i].shape = &outs[i].shape;
-        descs[i].data = outs[i].data.p;
-        descs[i].nbytes = outs[i].data.len;
-        descs[i].name_len = 0;
+    for (i = 0; i < max_out; i++) {
+        if (!E.outs[i].name) continue; /* trl: a tensor without changes */
+        descs[n_out].name = E.outs[i].name;
+        descs[n_out].dtype = E.outs[i].dtype;
+        descs[n_out].rank = 1;
+        descs[n_out].shape = &E.outs[i].shape;
+        descs[n_out].data = E.outs[i].data.p;
+        descs[n_out].nbytes = E.outs[i].data.len;
+        descs[n_out].name_len = 0;
+        n_out++;
     }
     wsync__fmt_u64(nums[0], sizeof nums[0], o.base_step);
     wsync__fmt_u64(nums[1], sizeof nums[1], o.step);
@@ -3863,10 +4040,10 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     snprintf(nums[5], sizeof nums[5], "%.10g",
              st.elements ? 1.0 - (double)st.changed / (double)st.elements : 1.0);
 #define WSYNC__META(k, v) (meta[n_meta].key = (k), meta[n_meta].key_len = 0, meta[n_meta].value = (v), meta[n_meta].value_len = 0, n_meta++)
-    if (packed) {
+    if (E.packed) {
         WSYNC__META("format", WSYNC__DELTA_FORMAT);
         WSYNC__META("version", "1");
-        WSYNC__META("encoding", wsync_encoding_name(enc));
+        WSYNC__META("encoding", wsync_encoding_name(E.enc));
         WSYNC__META("base_step", nums[0]);
         WSYNC__META("step", nums[1]);
         WSYNC__META("changed_elements", nums[2]);
@@ -3881,7 +4058,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
         WSYNC__META("total_changed_elements", nums[2]);
         WSYNC__META("total_elements", nums[3]);
         WSYNC__META("sparsity", nums[5]);
-        if (enc == WSYNC_ENCODING_TRL_V3) WSYNC__META("encoding", "gap_delta");
+        if (E.enc == WSYNC_ENCODING_TRL_V3) WSYNC__META("encoding", "gap_delta");
     }
 #undef WSYNC__META
     memset(&wo, 0, sizeof wo);
@@ -3890,27 +4067,22 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     if (r == WSYNC_OK) r = wsync_st_write(descs, n_out, meta, n_meta, sink, user, &wo, err);
     st.bytes = total_bytes;
 done:
-    if (outs) {
-        for (i = 0; i < n_out; i++) {
-            if (!packed) wsync__free(&o.allocator, outs[i].name);
-            wsync__buf_free(&outs[i].data);
+    if (E.outs)
+        for (i = 0; i < max_out; i++) {
+            if (!E.packed) wsync__free(&o.allocator, E.outs[i].name);
+            wsync__buf_free(&E.outs[i].data);
         }
-    }
-    wsync__buf_free(&posbuf);
-    wsync__free(&o.allocator, outs);
+    if (E.scratch)
+        for (t = 0; t < threads; t++) wsync__encblk_free(&E.scratch[t], &o.allocator);
+    if (E.posbuf)
+        for (t = 0; t < threads; t++) wsync__buf_free(&E.posbuf[t]);
+    wsync__free(&o.allocator, E.outs);
     wsync__free(&o.allocator, descs);
-    wsync__free(&o.allocator, s.pos);
-    wsync__free(&o.allocator, s.gaps);
-    wsync__free(&o.allocator, s.vals);
-    wsync__free(&o.allocator, s.raw);
-    if (s.k) {
-        wsync__free(&o.allocator, s.k->cls);
-        wsync__free(&o.allocator, s.k->members);
-        wsync__free(&o.allocator, s.k->rank);
-    }
-    wsync__free(&o.allocator, s.k);
-    wsync__free(&o.allocator, s.ctx);
-    wsync__free(&o.allocator, s.by_class);
+    wsync__free(&o.allocator, E.width);
+    wsync__free(&o.allocator, E.nelem);
+    wsync__free(&o.allocator, E.changed);
+    wsync__free(&o.allocator, E.scratch);
+    wsync__free(&o.allocator, E.posbuf);
     if (stats && r == WSYNC_OK) *stats = st;
     return r;
 }
@@ -4459,21 +4631,94 @@ WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_
     return r;
 }
 
+/* State shared by the apply phases; entry i of the file is patch i. */
+typedef struct wsync__app {
+    const wsync_st_file *f;
+    wsync_encoding enc;
+    int packed;
+    wsync_tensor **sorted;
+    size_t n_targets;
+    const wsync_delta_options *o;
+    wsync__patch *patches;
+    uint8_t **scratch;   /* one per worker, for the digest phase */
+    size_t scratch_bytes;
+} wsync__app;
+
+/* Phase 1: decode and check entry i. */
+static wsync_result wsync__apply_decode(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__app *A = (wsync__app *)user;
+    const wsync_st_tensor *t = &A->f->tensors[i];
+    int v3 = A->enc == WSYNC_ENCODING_TRL_V3;
+    size_t sfx = v3 ? 4 : 8, vsfx = v3 ? 4 : 7;
+    const char *ext = v3 ? ".idx" : ".indices", *vext = v3 ? ".val" : ".values";
+    (void)worker;
+    if (A->packed)
+        return wsync__packed_patch(&A->patches[i], t, A->sorted, A->n_targets, &A->o->allocator,
+                                   !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST), err);
+    if (t->name_len > sfx && memcmp(t->name + t->name_len - sfx, ext, sfx) == 0)
+        return wsync__trl_patch(&A->patches[i], A->f, t, v3, A->sorted, A->n_targets, err);
+    if (t->name_len > vsfx && memcmp(t->name + t->name_len - vsfx, vext, vsfx) == 0) {
+        /* a values tensor: its indices must exist (they carry the checks) */
+        char iname[512];
+        size_t bl = t->name_len - vsfx;
+        if (bl + 9 > sizeof iname)
+            return wsync__fail(err, WSYNC_ERR_LIMIT, t->key_offset, t->name, t->name_len, "%s",
+                               "tensor name too long");
+        memcpy(iname, t->name, bl);
+        strcpy(iname + bl, ext);
+        if (!wsync_st_find_n(A->f, iname, bl + sfx))
+            return wsync__fail(err, WSYNC_ERR_NOT_FOUND, t->key_offset, t->name, t->name_len, "values without %s",
+                               iname);
+        return WSYNC_OK;
+    }
+    return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, t->key_offset, t->name, t->name_len,
+                       "entries of a %s delta end in %s or %s", wsync_encoding_name(A->enc), ext, vext);
+}
+
+/* Phase 2 (packed encodings): both digests of entry i's target. */
+static wsync_result wsync__apply_verify(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__app *A = (wsync__app *)user;
+    const wsync__patch *pt = &A->patches[i];
+    unsigned flags = A->o->flags;
+    uint64_t bd, rd;
+    const char *nm;
+    if (!pt->target || (pt->count == 0 && (flags & WSYNC_DELTA_SKIP_BASE_DIGEST))) return WSYNC_OK;
+    nm = pt->target->name;
+    wsync__verify_digests(pt, A->scratch[worker], A->scratch_bytes - A->scratch_bytes % pt->w, &bd, &rd);
+    if (!(flags & WSYNC_DELTA_SKIP_BASE_DIGEST) && bd != pt->base_digest)
+        return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, pt->src->key_offset, nm, strlen(nm),
+                           "the target is not this delta's base (digest %016llx, expected %016llx)",
+                           (unsigned long long)bd, (unsigned long long)pt->base_digest);
+    if (!(flags & WSYNC_DELTA_SKIP_RESULT_DIGEST) && rd != pt->result_digest)
+        return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, pt->src->key_offset, nm, strlen(nm),
+                           "the patched tensor would not match the trainer's (digest %016llx, expected %016llx)",
+                           (unsigned long long)rd, (unsigned long long)pt->result_digest);
+    return WSYNC_OK;
+}
+
+/* Phase 3: write entry i (cannot fail). */
+static wsync_result wsync__apply_write(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__app *A = (wsync__app *)user;
+    (void)worker;
+    (void)err;
+    if (A->patches[i].target) wsync__patch_write(&A->patches[i], A->enc == WSYNC_ENCODING_TRL_V3);
+    return WSYNC_OK;
+}
+
 WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync_tensor *targets, size_t n,
                                          const wsync_delta_options *opt, wsync_delta_stats *stats,
                                          wsync_error *err)
 {
     wsync_delta_options o;
     wsync_st_file f;
-    wsync_encoding enc;
-    wsync_tensor **sorted = NULL;
-    wsync__patch *patches = NULL;
-    size_t n_patches = 0, i;
-    uint8_t *scratch = NULL;
-    size_t scratch_bytes = (size_t)1 << 20;
+    wsync__app A;
+    size_t i;
+    unsigned threads, t;
     wsync_result r;
     wsync_delta_stats st;
-    int packed;
 
     wsync__error_reset(err);
     memset(&o, 0, sizeof o);
@@ -4484,112 +4729,78 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
         if (!targets[i].name || (targets[i].rank && !targets[i].shape))
             return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
                                "target %llu lacks a name or shape", (unsigned long long)i);
-    if ((r = wsync__open_delta(delta, size, &o.allocator, &f, &enc, err)) != WSYNC_OK) return r;
+    memset(&A, 0, sizeof A);
+    if ((r = wsync__open_delta(delta, size, &o.allocator, &f, &A.enc, err)) != WSYNC_OK) return r;
     memset(&st, 0, sizeof st);
-    wsync__stats_from_meta(&f, enc, &st);
+    wsync__stats_from_meta(&f, A.enc, &st);
     st.bytes = size;
-    packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
+    A.f = &f;
+    A.o = &o;
+    A.n_targets = n;
+    A.packed = A.enc == WSYNC_ENCODING_PACKED || A.enc == WSYNC_ENCODING_PACKED_MAX;
+    A.scratch_bytes = (size_t)1 << 20;
+    threads = o.threads ? o.threads : 1;
+#if !WSYNC__HAVE_THREADS
+    threads = 1;
+#endif
+    if (threads > 16) threads = 16;
 
-    sorted = (wsync_tensor **)wsync__alloc(&o.allocator, (n + 1) * sizeof *sorted);
-    patches = (wsync__patch *)wsync__alloc(&o.allocator, (f.n_tensors + 1) * sizeof *patches);
-    if (!sorted || !patches) {
+    A.sorted = (wsync_tensor **)wsync__alloc(&o.allocator, (n + 1) * sizeof *A.sorted);
+    A.patches = (wsync__patch *)wsync__alloc(&o.allocator, (f.n_tensors + 1) * sizeof *A.patches);
+    A.scratch = (uint8_t **)wsync__alloc(&o.allocator, threads * sizeof *A.scratch);
+    if (A.scratch) memset(A.scratch, 0, threads * sizeof *A.scratch);
+    if (!A.sorted || !A.patches || !A.scratch) {
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "apply index");
         goto done;
     }
-    memset(patches, 0, (f.n_tensors + 1) * sizeof *patches);
-    for (i = 0; i < n; i++) sorted[i] = &targets[i];
-    qsort(sorted, n, sizeof *sorted, wsync__cmp_tensor_ptr_names);
+    memset(A.patches, 0, (f.n_tensors + 1) * sizeof *A.patches);
+    for (i = 0; i < n; i++) A.sorted[i] = &targets[i];
+    qsort(A.sorted, n, sizeof *A.sorted, wsync__cmp_tensor_ptr_names);
     for (i = 1; i < n; i++)
-        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
-            r = wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, UINT64_MAX, sorted[i]->name, strlen(sorted[i]->name),
-                            "%s", "two targets have this name");
+        if (strcmp(A.sorted[i - 1]->name, A.sorted[i]->name) == 0) {
+            r = wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, UINT64_MAX, A.sorted[i]->name,
+                            strlen(A.sorted[i]->name), "%s", "two targets have this name");
             goto done;
         }
 
     /* 1. Decode and check every entry. */
-    for (i = 0; i < f.n_tensors && r == WSYNC_OK; i++) {
-        const wsync_st_tensor *t = &f.tensors[i];
-        if (packed) {
-            r = wsync__packed_patch(&patches[n_patches++], t, sorted, n, &o.allocator,
-                                     !(o.flags & WSYNC_DELTA_SKIP_BASE_DIGEST), err);
-        } else {
-            int v3 = enc == WSYNC_ENCODING_TRL_V3;
-            size_t sfx = v3 ? 4 : 8;
-            const char *ext = v3 ? ".idx" : ".indices", *vext = v3 ? ".val" : ".values";
-            size_t vsfx = v3 ? 4 : 7;
-            if (t->name_len > sfx && memcmp(t->name + t->name_len - sfx, ext, sfx) == 0) {
-                r = wsync__trl_patch(&patches[n_patches++], &f, t, v3, sorted, n, err);
-            } else if (t->name_len > vsfx && memcmp(t->name + t->name_len - vsfx, vext, vsfx) == 0) {
-                /* a values tensor: its indices must exist (they carry the checks) */
-                char iname[512];
-                size_t bl = t->name_len - vsfx;
-                if (bl + 9 > sizeof iname) {
-                    r = wsync__fail(err, WSYNC_ERR_LIMIT, t->key_offset, t->name, t->name_len, "%s",
-                                    "tensor name too long");
-                } else {
-                    memcpy(iname, t->name, bl);
-                    strcpy(iname + bl, ext);
-                    if (!wsync_st_find_n(&f, iname, bl + sfx))
-                        r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, t->key_offset, t->name, t->name_len,
-                                        "values without %s", iname);
-                }
-            } else {
-                r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, t->key_offset, t->name, t->name_len,
-                                "entries of a %s delta end in %s or %s", wsync_encoding_name(enc), ext, vext);
-            }
-        }
-    }
-    if (r != WSYNC_OK) goto done;
+    if ((r = wsync__pool_do(threads, f.n_tensors, wsync__apply_decode, &A, err)) != WSYNC_OK) goto done;
     /* 2. Digests of base and result, before anything is written. */
-    if (packed && (o.flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) !=
-                      (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
-        scratch = (uint8_t *)wsync__alloc(&o.allocator, scratch_bytes);
-        if (!scratch) {
-            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "digest scratch");
-            goto done;
-        }
-        for (i = 0; i < n_patches; i++) {
-            const wsync__patch *pt = &patches[i];
-            uint64_t bd, rd;
-            const char *nm = pt->target->name;
-            if (pt->count == 0 && (o.flags & WSYNC_DELTA_SKIP_BASE_DIGEST)) continue;
-            wsync__verify_digests(pt, scratch, scratch_bytes - scratch_bytes % pt->w, &bd, &rd);
-            if (!(o.flags & WSYNC_DELTA_SKIP_BASE_DIGEST) && bd != pt->base_digest) {
-                r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, pt->src->key_offset, nm, strlen(nm),
-                                "the target is not this delta's base (digest %016llx, expected %016llx)",
-                                (unsigned long long)bd, (unsigned long long)pt->base_digest);
-                goto done;
-            }
-            if (!(o.flags & WSYNC_DELTA_SKIP_RESULT_DIGEST) && rd != pt->result_digest) {
-                r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, pt->src->key_offset, nm, strlen(nm),
-                                "the patched tensor would not match the trainer's (digest %016llx, expected %016llx)",
-                                (unsigned long long)rd, (unsigned long long)pt->result_digest);
+    if (A.packed && (o.flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) !=
+                        (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
+        for (t = 0; t < threads; t++) {
+            A.scratch[t] = (uint8_t *)wsync__alloc(&o.allocator, A.scratch_bytes);
+            if (!A.scratch[t]) {
+                r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "digest scratch");
                 goto done;
             }
         }
+        if ((r = wsync__pool_do(threads, f.n_tensors, wsync__apply_verify, &A, err)) != WSYNC_OK) goto done;
     }
-
     /* 3. Write. Nothing below can fail. */
-    for (i = 0; i < n_patches; i++) {
-        wsync__patch_write(&patches[i], enc == WSYNC_ENCODING_TRL_V3);
+    wsync__pool_do(threads, f.n_tensors, wsync__apply_write, &A, NULL);
+    for (i = 0; i < f.n_tensors; i++) {
+        if (!A.patches[i].target) continue;
         st.tensors++;
-        st.elements += patches[i].nelem;
-        st.changed += patches[i].count;
-        if (patches[i].count) st.changed_tensors++;
+        st.elements += A.patches[i].nelem;
+        st.changed += A.patches[i].count;
+        if (A.patches[i].count) st.changed_tensors++;
     }
-    if (!packed) {
+    if (!A.packed) {
         const char *te = wsync_st_metadata_get(&f, "total_elements");
         if (te) st.elements = strtoull(te, NULL, 10);
     }
 done:
-    if (patches)
-        for (i = 0; i < n_patches; i++) {
-            wsync__free(&o.allocator, patches[i].pos);
-            wsync__free(&o.allocator, patches[i].val);
+    if (A.patches)
+        for (i = 0; i < f.n_tensors; i++) {
+            wsync__free(&o.allocator, A.patches[i].pos);
+            wsync__free(&o.allocator, A.patches[i].val);
         }
-    wsync__free(&o.allocator, patches);
-    wsync__free(&o.allocator, sorted);
-    wsync__free(&o.allocator, scratch);
+    if (A.scratch)
+        for (t = 0; t < threads; t++) wsync__free(&o.allocator, A.scratch[t]);
+    wsync__free(&o.allocator, A.patches);
+    wsync__free(&o.allocator, A.sorted);
+    wsync__free(&o.allocator, A.scratch);
     wsync_st_free(&f);
     if (stats && r == WSYNC_OK) *stats = st;
     return r;

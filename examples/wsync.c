@@ -20,7 +20,8 @@ static const char *usage_text =
     "commands:\n"
     "  inspect FILE [--json]   validate a safetensors file and list its tensors\n"
     "                          and metadata (exit 0 valid, 1 invalid, 2 usage)\n"
-    "  diff OLD NEW -o DELTA [--encoding packed|trl-v1|trl-v3] [--step N] [--base-step N]\n"
+    "  diff OLD NEW -o DELTA [--encoding packed|packed-max|trl-v1|trl-v3] [--step N]\n"
+    "       [--base-step N] [--threads T]\n"
     "                          write the sparse delta OLD -> NEW\n"
     "  apply BASE DELTA -o OUT  patch BASE with DELTA (any encoding) into OUT\n"
     "  verify A B              exit 0 when every tensor is bit-identical, else 1\n"
@@ -315,10 +316,12 @@ static int cmd_diff(int argc, char **argv)
     o.encoding = WSYNC_ENCODING_PACKED;
     for (i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs("usage: wsync diff OLD NEW -o DELTA [--encoding packed|trl-v1|trl-v3] [--step N] [--base-step N]\n"
+            fputs("usage: wsync diff OLD NEW -o DELTA [--encoding packed|packed-max|trl-v1|trl-v3]\n"
+                  "                  [--step N] [--base-step N] [--threads T]\n"
                   "Writes the elements that differ bitwise between OLD and NEW (safetensors files\n"
                   "with the same tensors) as a sparse delta, and prints what it holds.\n"
-                  "packed (default) is wsync's compact format; trl-v1 and trl-v3 are TRL's.\n", stdout);
+                  "packed (default) is wsync's fast compact format, packed-max its smallest;\n"
+                  "trl-v1 and trl-v3 are TRL's. --threads encodes tensors in parallel (same output).\n", stdout);
             return 0;
         } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) out = argv[++i];
         else if (strcmp(argv[i], "--encoding") == 0 && i + 1 < argc) {
@@ -328,6 +331,10 @@ static int cmd_diff(int argc, char **argv)
             if (!parse_u64(argv[++i], &o.step)) return usage_error("diff: bad --step '%s'", argv[i]);
         } else if (strcmp(argv[i], "--base-step") == 0 && i + 1 < argc) {
             if (!parse_u64(argv[++i], &o.base_step)) return usage_error("diff: bad --base-step '%s'", argv[i]);
+        } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            uint64_t t;
+            if (!parse_u64(argv[++i], &t) || t < 1 || t > 16) return usage_error("diff: --threads takes 1..16, not '%s'", argv[i]);
+            o.threads = (unsigned)t;
         } else if (argv[i][0] == '-' && argv[i][1]) return usage_error("diff: unknown or incomplete option '%s'", argv[i]);
         else if (np < 2) paths[np++] = argv[i];
         else return usage_error("diff: unexpected argument '%s'", argv[i]);
@@ -364,6 +371,8 @@ static int cmd_apply(int argc, char **argv)
     const char *paths[2] = {NULL, NULL}, *out = NULL;
     int np = 0, i, ok = 0;
     loaded base, delta;
+    wsync_delta_options o;
+    memset(&o, 0, sizeof o);
     uint8_t *copy = NULL;
     wsync_st_file st;
     wsync_tensor *t = NULL;
@@ -372,13 +381,17 @@ static int cmd_apply(int argc, char **argv)
     out_file of;
     for (i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs("usage: wsync apply BASE DELTA -o OUT\n"
+            fputs("usage: wsync apply BASE DELTA -o OUT [--threads T]\n"
                   "Patches a copy of BASE with DELTA (packed, trl-v1 or trl-v3, detected) and writes\n"
                   "it to OUT atomically. The delta is checked in full first: a wrong base, a\n"
                   "corrupt or truncated delta is an error and OUT is not written.\n", stdout);
             return 0;
         } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) out = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1]) return usage_error("apply: unknown or incomplete option '%s'", argv[i]);
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            uint64_t t;
+            if (!parse_u64(argv[++i], &t) || t < 1 || t > 16) return usage_error("apply: --threads takes 1..16, not '%s'", argv[i]);
+            o.threads = (unsigned)t;
+        } else if (argv[i][0] == '-' && argv[i][1]) return usage_error("apply: unknown or incomplete option '%s'", argv[i]);
         else if (np < 2) paths[np++] = argv[i];
         else return usage_error("apply: unexpected argument '%s'", argv[i]);
     }
@@ -402,7 +415,7 @@ static int cmd_apply(int argc, char **argv)
                 t[i] = base.t[i];
                 t[i].data = (void *)st.tensors[i].data;
             }
-            if (wsync_delta_apply(delta.map.bytes, delta.map.size, t, st.n_tensors, NULL, &ds, &err) != WSYNC_OK)
+            if (wsync_delta_apply(delta.map.bytes, delta.map.size, t, st.n_tensors, &o, &ds, &err) != WSYNC_OK)
                 fprintf(stderr, "wsync: apply %s: %s: %s\n", paths[1], wsync_result_name(err.code), err.message);
             else if (out_open(&of, out)) {
                 ok = fwrite(copy, 1, (size_t)base.map.size, of.f) == (size_t)base.map.size;
