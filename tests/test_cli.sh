@@ -67,5 +67,37 @@ expect_rc "--version" 0 "$bin" --version
 grep -q "^wsync [0-9]" "$tmp/out" && pass "--version prints a version" || fail "--version text"
 expect_rc "demo" 0 "$bin" demo
 
+# diff / apply / verify on the real AdamW trajectory, every encoding.
+T=tests/corpus/trajectory
+for enc in packed packed-max trl-v1 trl-v3; do
+    expect_rc "diff --encoding $enc" 0 "$bin" diff $T/step_0000.safetensors $T/step_0001.safetensors -o "$tmp/d.$enc" --encoding $enc --step 1
+    grep -q "45127 of 668800 elements changed" "$tmp/out" && pass "diff $enc counts the trajectory's 45127 changes" \
+        || fail "diff $enc output: $(cat "$tmp/out")"
+    expect_rc "apply $enc" 0 "$bin" apply $T/step_0000.safetensors "$tmp/d.$enc" -o "$tmp/r.$enc.safetensors"
+    expect_rc "verify after apply $enc" 0 "$bin" verify "$tmp/r.$enc.safetensors" $T/step_0001.safetensors
+done
+# a chain of packed deltas, 0 -> 4, with threads
+cp $T/step_0000.safetensors "$tmp/chain.safetensors"
+for s in 1 2 3 4; do
+    "$bin" diff $T/step_000$((s - 1)).safetensors $T/step_000$s.safetensors -o "$tmp/c$s" --step $s --threads 2 >/dev/null 2>&1
+    "$bin" apply "$tmp/chain.safetensors" "$tmp/c$s" -o "$tmp/chain.safetensors" --threads 2 >/dev/null 2>&1 || fail "chain apply $s"
+done
+expect_rc "chain of four packed deltas ends bit-exact at step 4" 0 "$bin" verify "$tmp/chain.safetensors" $T/step_0004.safetensors
+expect_rc "verify different files" 1 "$bin" verify $T/step_0000.safetensors $T/step_0001.safetensors
+grep -q "elements differ" "$tmp/out" && pass "verify lists differences" || fail "verify output: $(head -3 "$tmp/out")"
+rm -f "$tmp/none.safetensors"
+expect_rc "apply a packed delta to the wrong base" 1 "$bin" apply $T/step_0001.safetensors "$tmp/d.packed" -o "$tmp/none.safetensors"
+grep -q "WSYNC_ERR_DIGEST_MISMATCH" "$tmp/err" && pass "wrong base named" || fail "wrong base message: $(cat "$tmp/err")"
+[ ! -e "$tmp/none.safetensors" ] && pass "no output after a failed apply" || fail "output written after a failed apply"
+head -c 3000 "$tmp/d.packed" > "$tmp/cut.delta"
+expect_rc "apply a truncated delta" 1 "$bin" apply $T/step_0000.safetensors "$tmp/cut.delta" -o "$tmp/none.safetensors"
+[ ! -e "$tmp/none.safetensors" ] && pass "no output after a truncated delta" || fail "output written after a truncated delta"
+expect_rc "diff with an unknown encoding" 2 "$bin" diff a b -o c --encoding zstd
+expect_rc "diff without -o" 2 "$bin" diff $T/step_0000.safetensors $T/step_0001.safetensors
+expect_rc "diff of files with different tensors" 1 "$bin" diff $T/step_0000.safetensors tests/corpus/safetensors/huggingface__safetensors__samples_B.safetensors -o "$tmp/x"
+expect_rc "diff --help" 0 "$bin" diff --help
+expect_rc "apply --help" 0 "$bin" apply --help
+expect_rc "verify --help" 0 "$bin" verify --help
+
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
