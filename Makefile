@@ -13,11 +13,12 @@ SAN     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sani
 FUZZ_SECONDS ?= 60
 HEADERS := wsync.h wsync_http.h wsync_rdma.h
 
-# Test programs: tests/<name>.c, each a single translation unit.
-TESTS      := test_base test_convert test_st
+# Test programs: every tests/test_*.c, each a single translation unit
+# (test_exhaustive runs on its own: make test-exhaustive).
+TESTS      := $(filter-out test_exhaustive,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
 TEST_BINS  := $(TESTS:%=$(BUILD)/%)
 SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
-FUZZERS    := fuzz_st_parse
+FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
 .PHONY: all deps test test-run test-exhaustive bench fuzz fuzz-run demo clean

@@ -4749,11 +4749,11 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     A.patches = (wsync__patch *)wsync__alloc(&o.allocator, (f.n_tensors + 1) * sizeof *A.patches);
     A.scratch = (uint8_t **)wsync__alloc(&o.allocator, threads * sizeof *A.scratch);
     if (A.scratch) memset(A.scratch, 0, threads * sizeof *A.scratch);
+    if (A.patches) memset(A.patches, 0, (f.n_tensors + 1) * sizeof *A.patches);
     if (!A.sorted || !A.patches || !A.scratch) {
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "apply index");
         goto done;
     }
-    memset(A.patches, 0, (f.n_tensors + 1) * sizeof *A.patches);
     for (i = 0; i < n; i++) A.sorted[i] = &targets[i];
     qsort(A.sorted, n, sizeof *A.sorted, wsync__cmp_tensor_ptr_names);
     for (i = 1; i < n; i++)
