@@ -1601,7 +1601,7 @@ static wsync_result wsync__header(wsync__parser *p)
         p->pos++;
     } else {
         for (;;) {
-            char key[16];
+            char key[128]; /* enough to name the tensor in messages */
             size_t len, key_pos;
             wsync__ws(p);
             key_pos = p->pos;
@@ -1629,6 +1629,8 @@ static wsync_result wsync__header(wsync__parser *p)
                     p->cur_name_len = len;
                 } else {
                     p->n_str += len + 1;
+                    p->cur_name = key;
+                    p->cur_name_len = len < sizeof key ? len : sizeof key;
                 }
                 if ((r = wsync__expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
                 if ((r = wsync__tensor(p, t)) != WSYNC_OK) return r;
@@ -1804,6 +1806,32 @@ static wsync_result wsync__alloc_block(wsync_st_file *f, wsync__parser *p, wsync
     return WSYNC_OK;
 }
 
+/* The schema is checked while the JSON is read, so a schema error can be
+   met before a syntax error further on. The reference parses the JSON
+   first; so do we, on the error path only: if the header is not JSON at
+   all, that is the error reported. */
+static wsync_result wsync__syntax_first(const wsync_st_file *f, const wsync_st_options *o, wsync_result r,
+                                        wsync_error *err)
+{
+    wsync__parser q;
+    wsync_error e;
+    wsync_result s;
+    if (r == WSYNC_ERR_INVALID_JSON || r == WSYNC_ERR_NESTING_TOO_DEEP || r == WSYNC_ERR_OUT_OF_MEMORY) return r;
+    memset(&q, 0, sizeof q);
+    q.s = f->bytes + 8;
+    q.n = (size_t)f->header_len;
+    q.max_depth = o->max_depth + 3; /* the schema's own levels: header, entry, shape */
+    q.err = &e;
+    s = wsync__skip_value(&q);
+    if (s == WSYNC_OK) {
+        wsync__ws(&q);
+        if (q.pos != q.n) s = wsync__pfail(&q, WSYNC_ERR_INVALID_JSON, "%s", "bytes after the JSON value");
+    }
+    if (s == WSYNC_OK) return r;
+    if (err) *err = e;
+    return s;
+}
+
 WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const wsync_st_options *opt,
                                       wsync_st_file *out, wsync_error *err)
 {
@@ -1857,7 +1885,7 @@ WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const ws
     p.max_rank = o.max_rank;
     p.max_tensors = o.max_tensors;
     p.err = err;
-    if ((r = wsync__header(&p)) != WSYNC_OK) return r;
+    if ((r = wsync__header(&p)) != WSYNC_OK) return wsync__syntax_first(&f, &o, r, err);
     if ((r = wsync__alloc_block(&f, &p, err)) != WSYNC_OK) return r;
 
     /* Second pass over a header already known to be valid: fill. */
