@@ -2380,11 +2380,32 @@ static const uint64_t wsync__dkey[16] = {
     0xcb00c391bb52283cull, 0xa32e531b8b65d088ull, 0x4ef90da297486471ull, 0xd8acdea946ef1938ull,
     0x3f349ce33f76faa8ull, 0x1d4f0bc7c7bbdcf9ull, 0x3159b4cd4be0518aull, 0x647378d9c97e9fc8ull};
 
-static void wsync__dstripe_scalar(uint64_t acc[8], const uint8_t *p)
+/* One key per stripe position within a 1 KiB round, so that moving data
+   between stripes changes the digest (sums of per-stripe terms commute). */
+static const uint64_t wsync__dstripe_key[16][8] = {
+    {0x494fb499c0a112a9ull, 0x6bb8b3e85fc0aac1ull, 0x8474c6f7f0e337c5ull, 0x408cfa6e107af424ull, 0x609c5de615821371ull, 0xbe9dcbd35bd4e1d7ull, 0x3b2dda24696e9435ull, 0xdd7f408854500869ull},
+    {0xfa58fe89bb3ff797ull, 0xe9cde407940f6ab8ull, 0xac5b2ffc037bcae4ull, 0xfc936c1098d882f1ull, 0xc7bcbcaf4d00a778ull, 0x9122fe78c0a0d07cull, 0xb77df1926591d11dull, 0x825a8174444da6c7ull},
+    {0x68086566718102d1ull, 0x9acabdbb73b4cce1ull, 0xbb929078d43506afull, 0x808347928ea2e4e7ull, 0xca2d43e9a6372077ull, 0xea7d0276078c8d4bull, 0x66fef6fb65f106a8ull, 0x031c14f059ac5b14ull},
+    {0x33b8a9b4d8feacd9ull, 0xc607d6e90a39ce22ull, 0x73c24251137c1fc9ull, 0xf4515879255693c2ull, 0xf895f3248e619cc8ull, 0x95d70c9a6f08c0d1ull, 0xd5ad8ac867f8ef14ull, 0xb5519dd2c59038b3ull},
+    {0x98fce861c8fe37f6ull, 0xcd5886fd89087703ull, 0x4bd3e68b12c1451cull, 0x975bbbc14a7d6dadull, 0x511c01ebd596a7daull, 0xc46797c0e8d5f6f5ull, 0x0fecad4b65077678ull, 0x82cc51e7a130827dull},
+    {0x54e9a05a99913118ull, 0x923a7c0cc3ceee35ull, 0x09c20bd0badab3a4ull, 0x9d90ff07a6a13f12ull, 0xc9047cca4491a2deull, 0xad28df0e6aee1134ull, 0x381d510144c7d90cull, 0xd00904e54d9c6265ull},
+    {0x6869f34a825a5defull, 0xa380884d49e4f0c5ull, 0xdfe7b81c13e18a9cull, 0xc68f818095d317feull, 0x33967d1fa8965b50ull, 0xc992592dee256f7bull, 0xa25ce53378174572ull, 0x6ea2c0a25d7a8b36ull},
+    {0x43e87bb44f43e7a1ull, 0xe20996bd86b501d5ull, 0x1208d2e6973b60a4ull, 0x91778d3927d1b8c3ull, 0x1930aa8e98729d0full, 0xa34cb596d9c6d6ffull, 0x082d9cc542d1b1e2ull, 0x7e51a3ba0c01c48eull},
+    {0x63fe9419f2628901ull, 0xc9261df33fa0ec8eull, 0x2644dbb2180a9d82ull, 0x85e5ab1d485688baull, 0xb7b8201440f0fed1ull, 0x1b5ba144adf9ad63ull, 0x89f5ed6350257f3bull, 0x23f36feb3c90ea83ull},
+    {0x8258d18e28dcf058ull, 0xcaf9b1bca661fa27ull, 0x8fad0f7888088412ull, 0xd7cb27652b763acfull, 0x1ced0eacaa3ba96full, 0x6c5d416575c899ffull, 0xc627b21358f43af5ull, 0xa0ef0f7e2a7a2c08ull},
+    {0x9270eb5a9bc9de35ull, 0x42ccf1b6dc4c03a4ull, 0x0ac28d228df51f54ull, 0x72562e42cd3503efull, 0xea3a9d1d54e6c1ccull, 0x7f7ee7daa79f416cull, 0xa0a9852195b8b1f5ull, 0x4eadb8143813431full},
+    {0xcf821be8ff8aec53ull, 0xf919ed4f71450e8aull, 0x9690308e6ffbf019ull, 0xd61542686ce13be1ull, 0xf6e5ada7d0d3f38aull, 0xc4a30ac7c78f6b6bull, 0x8cc16b34d4b00d57ull, 0x2525f3581de16d88ull},
+    {0x202ae97084e6aeb7ull, 0x844bc8d76daafe71ull, 0x7165281758036b77ull, 0x57bd4da7d4c5f5bfull, 0xf45fbf3cda61c21full, 0x8011d22e077ec5fdull, 0x8e47940e90953d3dull, 0x54999d374697d3b1ull},
+    {0x2bbba8b9a1f3560aull, 0x8dd2a788ed72897cull, 0xa56604d6cb8ce916ull, 0x2bd62aa5ee7de4deull, 0xc4bfe90fa3682115ull, 0xcb94d964f9699898ull, 0x15c51fc0ebb04265ull, 0xb5c9cabaf1f18dddull},
+    {0xc4bf3b4edce1b377ull, 0x29feac1d1899421dull, 0xa4d7d75cf93b31bbull, 0x7cf52e27a717924bull, 0xf9e97bb0eeda2450ull, 0x1408de361db21768ull, 0x66fe23a561ab04a1ull, 0x48c8fd8ef34c1fcdull},
+    {0xca3e02acb4c4145cull, 0xe3a75b1aa4192b6bull, 0x51d44add3303fb9eull, 0x60a6e712f5080b5full, 0x04c9275f8afe997bull, 0x02ccd16d3eb42c9aull, 0x331f57826cf9845eull, 0x9c8270e94c56940bull},
+};
+
+static void wsync__dstripe_scalar(uint64_t acc[8], const uint8_t *p, const uint64_t *key)
 {
     int i;
     for (i = 0; i < 8; i++) {
-        uint64_t d = wsync__le64(p + 8 * i), k = d ^ wsync__dkey[i];
+        uint64_t d = wsync__le64(p + 8 * i), k = d ^ key[i];
         acc[i ^ 1] += d;
         acc[i] += (k & 0xFFFFFFFFu) * (k >> 32);
     }
@@ -2407,7 +2428,7 @@ static void wsync__drounds_scalar(uint64_t acc[8], const uint8_t *p, size_t roun
     size_t r;
     int s;
     for (r = 0; r < rounds; r++, p += 1024) {
-        for (s = 0; s < 16; s++) wsync__dstripe_scalar(acc, p + 64 * s);
+        for (s = 0; s < 16; s++) wsync__dstripe_scalar(acc, p + 64 * s, wsync__dstripe_key[s]);
         wsync__dscramble(acc);
     }
 }
@@ -2415,20 +2436,20 @@ static void wsync__drounds_scalar(uint64_t acc[8], const uint8_t *p, size_t roun
 #if WSYNC__X86
 static void wsync__drounds_sse2(uint64_t acc[8], const uint8_t *p, size_t rounds)
 {
-    __m128i a[4], key[4], sk[4];
+    __m128i a[4], sk[4];
     size_t r;
     int s, i;
     const __m128i prime = _mm_set1_epi32((int)WSYNC__D_PRIME32);
     for (i = 0; i < 4; i++) {
         a[i] = _mm_loadu_si128((const __m128i *)(const void *)(acc + 2 * i));
-        key[i] = _mm_loadu_si128((const __m128i *)(const void *)(wsync__dkey + 2 * i));
         sk[i] = _mm_loadu_si128((const __m128i *)(const void *)(wsync__dkey + 8 + 2 * i));
     }
     for (r = 0; r < rounds; r++, p += 1024) {
         for (s = 0; s < 16; s++) {
             for (i = 0; i < 4; i++) {
                 __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(p + 64 * s + 16 * i));
-                __m128i k = _mm_xor_si128(d, key[i]);
+                __m128i key = _mm_loadu_si128((const __m128i *)(const void *)(wsync__dstripe_key[s] + 2 * i));
+                __m128i k = _mm_xor_si128(d, key);
                 __m128i hi = _mm_shuffle_epi32(k, _MM_SHUFFLE(3, 3, 1, 1));
                 a[i] = _mm_add_epi64(a[i], _mm_shuffle_epi32(d, _MM_SHUFFLE(1, 0, 3, 2)));
                 a[i] = _mm_add_epi64(a[i], _mm_mul_epu32(k, hi));
@@ -2449,20 +2470,20 @@ static void wsync__drounds_sse2(uint64_t acc[8], const uint8_t *p, size_t rounds
 
 WSYNC__AVX2 static void wsync__drounds_avx2(uint64_t acc[8], const uint8_t *p, size_t rounds)
 {
-    __m256i a[2], key[2], sk[2];
+    __m256i a[2], sk[2];
     size_t r;
     int s, i;
     const __m256i prime = _mm256_set1_epi32((int)WSYNC__D_PRIME32);
     for (i = 0; i < 2; i++) {
         a[i] = _mm256_loadu_si256((const __m256i *)(const void *)(acc + 4 * i));
-        key[i] = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dkey + 4 * i));
         sk[i] = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dkey + 8 + 4 * i));
     }
     for (r = 0; r < rounds; r++, p += 1024) {
         for (s = 0; s < 16; s++) {
             for (i = 0; i < 2; i++) {
                 __m256i d = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64 * s + 32 * i));
-                __m256i k = _mm256_xor_si256(d, key[i]);
+                __m256i key = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dstripe_key[s] + 4 * i));
+                __m256i k = _mm256_xor_si256(d, key);
                 __m256i hi = _mm256_shuffle_epi32(k, _MM_SHUFFLE(3, 3, 1, 1));
                 a[i] = _mm256_add_epi64(a[i], _mm256_shuffle_epi32(d, _MM_SHUFFLE(1, 0, 3, 2)));
                 a[i] = _mm256_add_epi64(a[i], _mm256_mul_epu32(k, hi));
@@ -2525,10 +2546,10 @@ static uint64_t wsync__dfinish(const uint64_t acc_in[8], const uint8_t *rest, si
     size_t s;
     int i;
     memcpy(acc, acc_in, sizeof acc);
-    for (s = 0; s + 64 <= n; s += 64) wsync__dstripe_scalar(acc, rest + s);
+    for (s = 0; s + 64 <= n; s += 64) wsync__dstripe_scalar(acc, rest + s, wsync__dstripe_key[s / 64]);
     memset(tail, 0, sizeof tail);
     if (n - s) memcpy(tail, rest + s, n - s);
-    wsync__dstripe_scalar(acc, tail);
+    wsync__dstripe_scalar(acc, tail, wsync__dstripe_key[s / 64]);
     h = len * WSYNC__D_P1;
     for (i = 0; i < 8; i++) {
         uint64_t a = acc[i] ^ wsync__dkey[8 + i];
@@ -2765,7 +2786,8 @@ WSYNC__AVX2 static size_t wsync__diff_avx2(const uint8_t *a, const uint8_t *b, s
    mask bits, every 16 lanes of element indices are compressed by the
    "differs" mask and stored whole; the count advances by the popcount. A
    16-entry store at pos + count stays inside pos[0, n) because count never
-   exceeds the index of the window's first element. */
+   exceeds the index of the window's first element and a window holds at
+   least 16 elements (8-byte elements: 8, stored 8 at a time). */
 #define WSYNC__AVX512_EMIT(mask16, idx)                                                     \
     do {                                                                                   \
         __mmask16 m_ = (__mmask16)(mask16);                                                \
@@ -2801,7 +2823,15 @@ WSYNC__AVX512 static size_t wsync__diff_avx512(const uint8_t *a, const uint8_t *
             break;
         }
         case 2: WSYNC__AVX512_EMIT(_mm512_cmpneq_epi32_mask(x, y), idx); break;
-        default: WSYNC__AVX512_EMIT(_mm512_cmpneq_epi64_mask(x, y), idx); break;
+        default: {
+            /* 8 elements per window: store 8 entries, not 16, or the last
+               window could write past pos[n - 1] */
+            __mmask16 m = (__mmask16)_mm512_cmpneq_epi64_mask(x, y);
+            _mm256_storeu_si256((__m256i *)(void *)(pos + count),
+                                _mm512_castsi512_si256(_mm512_maskz_compress_epi32(m, idx)));
+            count += (size_t)__builtin_popcount((unsigned)m);
+            break;
+        }
         }
     }
     return wsync__diff_tail(a, b, i, nbytes, 1u << shift, shift, pos, count);
@@ -3967,10 +3997,11 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     wsync_delta_options o;
     wsync__enc E;
     wsync_st_tensor_desc *descs = NULL;
-    size_t n_out = 0, i, max_out, n_meta = 0;
+    size_t n_out = 0, i, max_out, n_meta = 0, scratch_elems;
     unsigned threads, t;
     wsync_result r = WSYNC_OK;
     wsync_delta_stats st;
+    wsync_st_writer sw;
     char nums[8][32];
     wsync_st_kv meta[10];
     wsync_st_write_options wo;
@@ -4033,10 +4064,16 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
         }
         E.changed[i] = 0;
     }
+    /* Scratch for a block, or for the largest tensor when that is smaller. */
+    {
+        uint64_t most = 1;
+        for (i = 0; i < n; i++)
+            if (E.nelem[i] > most) most = E.nelem[i];
+        scratch_elems = most < ((uint64_t)1 << E.block_log2) ? (size_t)most : (size_t)1 << E.block_log2;
+    }
     for (t = 0; t < threads; t++) {
         E.posbuf[t].a = &o.allocator;
-        if (!wsync__encblk_init(&E.scratch[t], (size_t)1 << E.block_log2, E.enc == WSYNC_ENCODING_PACKED_MAX,
-                                &o.allocator)) {
+        if (!wsync__encblk_init(&E.scratch[t], scratch_elems, E.enc == WSYNC_ENCODING_PACKED_MAX, &o.allocator)) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder scratch");
             goto done;
         }
@@ -4091,8 +4128,12 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
 #undef WSYNC__META
     memset(&wo, 0, sizeof wo);
     wo.allocator = o.allocator;
-    r = wsync_st_write_size(descs, n_out, meta, n_meta, &total_bytes, err);
-    if (r == WSYNC_OK) r = wsync_st_write(descs, n_out, meta, n_meta, sink, user, &wo, err);
+    /* the streaming writer, so that every allocation goes through ours */
+    r = wsync_st_writer_begin(&sw, descs, n_out, meta, n_meta, sink, user, &wo, err);
+    for (i = 0; i < n_out && r == WSYNC_OK; i++)
+        r = wsync_st_writer_data(&sw, descs[i].data, (size_t)descs[i].nbytes, err);
+    if (r == WSYNC_OK) r = wsync_st_writer_end(&sw, err);
+    if (r == WSYNC_OK) total_bytes = 8 + sw.header_len + sw.data_len;
     st.bytes = total_bytes;
 done:
     if (E.outs)
@@ -4174,8 +4215,8 @@ static wsync_result wsync__detect(const wsync_st_file *f, wsync_encoding *enc, w
     *enc = (wsync_encoding)0;
     for (i = 0; i < f->n_tensors; i++) {
         const wsync_st_tensor *t = &f->tensors[i];
-        if (t->name_len > 4 && memcmp(t->name + t->name_len - 4, ".idx", 4) == 0) *enc = WSYNC_ENCODING_TRL_V3;
-        else if (t->name_len > 8 && memcmp(t->name + t->name_len - 8, ".indices", 8) == 0 && !*enc)
+        if (t->name_len >= 4 && memcmp(t->name + t->name_len - 4, ".idx", 4) == 0) *enc = WSYNC_ENCODING_TRL_V3;
+        else if (t->name_len >= 8 && memcmp(t->name + t->name_len - 8, ".indices", 8) == 0 && !*enc)
             *enc = WSYNC_ENCODING_TRL_V1;
     }
     if (!*enc) {
@@ -4483,24 +4524,47 @@ static uint64_t wsync__uint_at(const uint8_t *p, wsync_dtype t)
     }
 }
 
+/* Compares name[0..n) with the concatenation a[0..an) b[0..bn). */
+static int wsync__cmp_concat(const char *name, size_t n, const char *a, size_t an, const char *b, size_t bn)
+{
+    size_t k = n < an ? n : an;
+    int c = memcmp(name, a, k);
+    if (c) return c;
+    if (n < an) return -1;
+    c = wsync__cmp_names(name + an, n - an, b, bn);
+    return c;
+}
+
+/* The tensor named prefix + suffix, without building the name. */
+static const wsync_st_tensor *wsync__find_suffixed(const wsync_st_file *f, const char *prefix, size_t plen,
+                                                   const char *suffix)
+{
+    size_t lo = 0, hi = f->n_tensors, slen = strlen(suffix);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const wsync_st_tensor *t = f->by_name[mid];
+        int c = wsync__cmp_concat(t->name, t->name_len, prefix, plen, suffix, slen);
+        if (c == 0) return t;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
 /* A trl entry: indices (or gaps) plus values; checked in full, read twice
    (here and when writing) straight from the file. */
 static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, const wsync_st_tensor *ix,
                                      int v3, wsync_tensor **sorted, size_t n_targets, wsync_error *err)
 {
     size_t sfx = v3 ? 4 : 8, base_len = ix->name_len - sfx, iw;
-    char vname[512];
     const wsync_st_tensor *vs;
     uint64_t k, prev = 0, cur = 0, at = ix->key_offset;
     unsigned w;
     wsync_result r;
-    if (base_len + 8 >= sizeof vname)
-        return wsync__fail(err, WSYNC_ERR_LIMIT, at, ix->name, ix->name_len, "%s", "tensor name too long");
-    memcpy(vname, ix->name, base_len);
-    strcpy(vname + base_len, v3 ? ".val" : ".values");
-    vs = wsync_st_find_n(f, vname, base_len + (v3 ? 4 : 7));
+    vs = wsync__find_suffixed(f, ix->name, base_len, v3 ? ".val" : ".values");
     if (!vs)
-        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, ix->name, ix->name_len, "no %s tensor", vname);
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, ix->name, ix->name_len, "no matching %s tensor",
+                           v3 ? ".val" : ".values");
     if ((r = wsync__match(sorted, n_targets, ix->name, base_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
         return r;
     if (v3 ? (ix->dtype != WSYNC_DTYPE_U16 && ix->dtype != WSYNC_DTYPE_U32)
@@ -4644,7 +4708,7 @@ WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_
         } else {
             int v3 = enc == WSYNC_ENCODING_TRL_V3;
             size_t sfx = v3 ? 4 : 8;
-            if (t->name_len > sfx && memcmp(t->name + t->name_len - sfx, v3 ? ".idx" : ".indices", sfx) == 0) {
+            if (t->name_len >= sfx && memcmp(t->name + t->name_len - sfx, v3 ? ".idx" : ".indices", sfx) == 0) {
                 out->tensors++;
                 out->changed_tensors++;
                 out->changed += t->nelem;
@@ -4684,20 +4748,13 @@ static wsync_result wsync__apply_decode(void *user, unsigned worker, size_t i, w
     if (A->packed)
         return wsync__packed_patch(&A->patches[i], t, A->sorted, A->n_targets, &A->o->allocator,
                                    !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST), err);
-    if (t->name_len > sfx && memcmp(t->name + t->name_len - sfx, ext, sfx) == 0)
+    if (t->name_len >= sfx && memcmp(t->name + t->name_len - sfx, ext, sfx) == 0)
         return wsync__trl_patch(&A->patches[i], A->f, t, v3, A->sorted, A->n_targets, err);
-    if (t->name_len > vsfx && memcmp(t->name + t->name_len - vsfx, vext, vsfx) == 0) {
+    if (t->name_len >= vsfx && memcmp(t->name + t->name_len - vsfx, vext, vsfx) == 0) {
         /* a values tensor: its indices must exist (they carry the checks) */
-        char iname[512];
-        size_t bl = t->name_len - vsfx;
-        if (bl + 9 > sizeof iname)
-            return wsync__fail(err, WSYNC_ERR_LIMIT, t->key_offset, t->name, t->name_len, "%s",
-                               "tensor name too long");
-        memcpy(iname, t->name, bl);
-        strcpy(iname + bl, ext);
-        if (!wsync_st_find_n(A->f, iname, bl + sfx))
-            return wsync__fail(err, WSYNC_ERR_NOT_FOUND, t->key_offset, t->name, t->name_len, "values without %s",
-                               iname);
+        if (!wsync__find_suffixed(A->f, t->name, t->name_len - vsfx, ext))
+            return wsync__fail(err, WSYNC_ERR_NOT_FOUND, t->key_offset, t->name, t->name_len,
+                               "values without %s", ext);
         return WSYNC_OK;
     }
     return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, t->key_offset, t->name, t->name_len,
