@@ -1731,20 +1731,10 @@ static wsync_result wsync__validate(wsync_st_file *f, wsync_error *err)
     }
     qsort(f->tensors, f->n_tensors, sizeof *f->tensors, wsync__cmp_offsets);
     for (i = 0; i < f->n_tensors; i++) {
-        wsync_st_tensor *t = &f->tensors[i];
-        if (t->begin != expect)
-            return wsync__fail(err, WSYNC_ERR_INVALID_OFFSETS, t->key_offset, t->name, t->name_len,
-                               "data starts at %llu where %llu was expected (%s)",
-                               (unsigned long long)t->begin, (unsigned long long)expect,
-                               t->begin > expect ? "a hole before it" : "it overlaps the previous tensor");
-        expect = t->end;
-        t->data = f->data + t->begin;
-        f->by_name[i] = t;
+        f->tensors[i].data = f->data + f->tensors[i].begin;
+        f->by_name[i] = &f->tensors[i];
     }
-    if (expect != f->data_len)
-        return wsync__fail(err, WSYNC_ERR_TRAILING_BYTES, 8 + f->header_len + expect, NULL, 0,
-                           "%llu bytes after the last tensor's data",
-                           (unsigned long long)(f->data_len - expect));
+    /* Names first: a duplicate is the root cause of the overlap it makes. */
     qsort(f->by_name, f->n_tensors, sizeof *f->by_name, wsync__cmp_tensor_names);
     for (i = 1; i < f->n_tensors; i++) {
         const wsync_st_tensor *a = f->by_name[i - 1], *b = f->by_name[i];
@@ -1752,6 +1742,19 @@ static wsync_result wsync__validate(wsync_st_file *f, wsync_error *err)
             return wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, b->key_offset, b->name, b->name_len,
                                "the tensor name appears twice");
     }
+    for (i = 0; i < f->n_tensors; i++) {
+        wsync_st_tensor *t = &f->tensors[i];
+        if (t->begin != expect)
+            return wsync__fail(err, WSYNC_ERR_INVALID_OFFSETS, t->key_offset, t->name, t->name_len,
+                               "data starts at %llu where %llu was expected (%s)",
+                               (unsigned long long)t->begin, (unsigned long long)expect,
+                               t->begin > expect ? "a hole before it" : "it overlaps the previous tensor");
+        expect = t->end;
+    }
+    if (expect != f->data_len)
+        return wsync__fail(err, WSYNC_ERR_TRAILING_BYTES, 8 + f->header_len + expect, NULL, 0,
+                           "%llu byte%s after the last tensor's data", (unsigned long long)(f->data_len - expect),
+                           f->data_len - expect == 1 ? "" : "s");
     return WSYNC_OK;
 }
 
@@ -1820,7 +1823,8 @@ static wsync_result wsync__syntax_first(const wsync_st_file *f, const wsync_st_o
     memset(&q, 0, sizeof q);
     q.s = f->bytes + 8;
     q.n = (size_t)f->header_len;
-    q.max_depth = o->max_depth + 3; /* the schema's own levels: header, entry, shape */
+    /* the schema's own levels (header, entry, shape) on top, saturating */
+    q.max_depth = o->max_depth > UINT32_MAX - 3 ? UINT32_MAX : o->max_depth + 3;
     q.err = &e;
     s = wsync__skip_value(&q);
     if (s == WSYNC_OK) {
@@ -1903,7 +1907,7 @@ WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const ws
     f.n_metadata = p.n_meta;
     f.metadata_kind = p.metadata_kind;
 
-    if ((r = wsync__validate(&f, err)) != WSYNC_OK || (r = wsync__check_meta_keys(&f, err)) != WSYNC_OK) {
+    if ((r = wsync__check_meta_keys(&f, err)) != WSYNC_OK || (r = wsync__validate(&f, err)) != WSYNC_OK) {
         wsync__free(&f.allocator, f.block);
         return r;
     }

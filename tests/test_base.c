@@ -59,6 +59,44 @@ static void test_error_detail(void)
     TEST_END();
 }
 
+/* When a header has two problems, the root cause is reported. */
+static void test_error_precedence(void)
+{
+    static const char dup[] = "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+                              "\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}";
+    static const char meta[] = "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"},"
+                               "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+    static const char syntax[] = "{\"a\":{\"dtype\":\"XX\",\"shape\":[1],\"data_offsets\":[0,1]},}";
+    uint8_t buf[512];
+    wsync_st_file f;
+    wsync_error err;
+    size_t n;
+    TEST_BEGIN("a duplicate name is reported before the overlap it makes");
+    memset(buf, 0, sizeof buf);
+    n = sizeof dup - 1;
+    buf[0] = (uint8_t)n;
+    memcpy(buf + 8, dup, n);
+    CHECK_EQ_INT(wsync_st_parse(buf, 8 + n + 4, NULL, &f, &err), WSYNC_ERR_DUPLICATE_KEY);
+    CHECK_EQ_STR(err.tensor, "a");
+    TEST_END();
+
+    TEST_BEGIN("a duplicate metadata key is reported before trailing bytes");
+    memset(buf, 0, sizeof buf);
+    n = sizeof meta - 1;
+    buf[0] = (uint8_t)n;
+    memcpy(buf + 8, meta, n);
+    CHECK_EQ_INT(wsync_st_parse(buf, 8 + n + 2, NULL, &f, &err), WSYNC_ERR_DUPLICATE_KEY);
+    TEST_END();
+
+    TEST_BEGIN("a syntax error anywhere wins over an earlier schema error");
+    memset(buf, 0, sizeof buf);
+    n = sizeof syntax - 1;
+    buf[0] = (uint8_t)n;
+    memcpy(buf + 8, syntax, n);
+    CHECK_EQ_INT(wsync_st_parse(buf, 8 + n + 1, NULL, &f, &err), WSYNC_ERR_INVALID_JSON);
+    TEST_END();
+}
+
 static void test_dtypes(void)
 {
     static const struct {
@@ -189,6 +227,7 @@ int main(void)
 {
     test_results();
     test_error_detail();
+    test_error_precedence();
     test_dtypes();
     test_checked();
     test_file_map();
