@@ -2831,8 +2831,9 @@ WSYNC__AVX512 static size_t wsync__diff_avx512(const uint8_t *a, const uint8_t *
             /* 8 elements per window: store 8 entries, not 16, or the last
                window could write past pos[n - 1] */
             __mmask16 m = (__mmask16)_mm512_cmpneq_epi64_mask(x, y);
-            _mm256_storeu_si256((__m256i *)(void *)(pos + count),
-                                _mm512_castsi512_si256(_mm512_maskz_compress_epi32(m, idx)));
+            uint32_t tmp[16];
+            _mm512_storeu_si512((void *)tmp, _mm512_maskz_compress_epi32(m, idx));
+            memcpy(pos + count, tmp, 8 * sizeof *tmp);
             count += (size_t)__builtin_popcount((unsigned)m);
             break;
         }
@@ -3477,28 +3478,51 @@ typedef struct wsync__classes {
     uint32_t start[WSYNC__MAX_CLASSES + 1];
 } wsync__classes;
 
+/* The class of every exponent value, then one table lookup per element in
+   a loop specialised for the dtype's exponent field. */
+#define WSYNC__CLASSIFY_LOOP(T, SHIFT, MASK)                                   \
+    for (i = 0; i < len; i++) {                                               \
+        T u_;                                                                 \
+        memcpy(&u_, base + i * sizeof(T), sizeof(T));                         \
+        k->cls[i] = lut[(unsigned)(u_ >> (SHIFT)) & (MASK)];                  \
+    }
+
 static void wsync__classify(wsync__classes *k, const uint8_t *base, unsigned w, wsync_dtype dt, unsigned top,
                             uint64_t len, int want_rank)
 {
-    uint32_t fill[WSYNC__MAX_CLASSES];
+    uint32_t fill[WSYNC__MAX_CLASSES], count[WSYNC__MAX_CLASSES];
+    uint8_t lut[2048];
     uint64_t i;
-    unsigned c, emax = wsync__exp_max(dt);
-    memset(k->start, 0, sizeof k->start);
-    for (i = 0; i < len; i++) {
-        unsigned e = wsync__exponent(wsync__elem_load(base + i * w, w), dt);
+    unsigned c, e, emax = wsync__exp_max(dt);
+    for (e = 0; e <= emax; e++) {
         unsigned d = e == emax && emax ? 0 : (top > e ? top - e : 0);
-        c = d < WSYNC__MAX_CLASSES ? d : WSYNC__MAX_CLASSES - 1;
-        k->cls[i] = (uint8_t)c;
-        k->start[c + 1]++;
+        lut[e] = (uint8_t)(d < WSYNC__MAX_CLASSES ? d : WSYNC__MAX_CLASSES - 1);
     }
-    for (c = 0; c < WSYNC__MAX_CLASSES; c++) k->start[c + 1] += k->start[c];
+    switch (dt) {
+    case WSYNC_DTYPE_BF16: WSYNC__CLASSIFY_LOOP(uint16_t, 7, 0xFF) break;
+    case WSYNC_DTYPE_F16: WSYNC__CLASSIFY_LOOP(uint16_t, 10, 0x1F) break;
+    case WSYNC_DTYPE_F32: WSYNC__CLASSIFY_LOOP(uint32_t, 23, 0xFF) break;
+    case WSYNC_DTYPE_F64: WSYNC__CLASSIFY_LOOP(uint64_t, 52, 0x7FF) break;
+    case WSYNC_DTYPE_F8_E4M3: WSYNC__CLASSIFY_LOOP(uint8_t, 3, 0xF) break;
+    case WSYNC_DTYPE_F8_E5M2: WSYNC__CLASSIFY_LOOP(uint8_t, 2, 0x1F) break;
+    default: memset(k->cls, 0, (size_t)len); break; /* no exponent: one class */
+    }
+    (void)w;
+    memset(count, 0, sizeof count);
+    for (i = 0; i < len; i++) count[k->cls[i]]++;
+    k->start[0] = 0;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) k->start[c + 1] = k->start[c] + count[c];
     memcpy(fill, k->start, sizeof fill);
-    for (i = 0; i < len; i++) {
-        c = k->cls[i];
-        if (want_rank) k->rank[i] = fill[c] - k->start[c];
-        k->members[fill[c]++] = (uint32_t)i;
-    }
+    if (want_rank)
+        for (i = 0; i < len; i++) {
+            c = k->cls[i];
+            k->rank[i] = fill[c] - k->start[c];
+            k->members[fill[c]++] = (uint32_t)i;
+        }
+    else
+        for (i = 0; i < len; i++) k->members[fill[k->cls[i]]++] = (uint32_t)i;
 }
+#undef WSYNC__CLASSIFY_LOOP
 
 /* Encodes one block's changes (positions relative to the block). */
 static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
