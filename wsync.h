@@ -3572,7 +3572,7 @@ static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_
    position order; a merge puts them in position order. */
 static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
                                               wsync_dtype dt, unsigned top, uint64_t first, uint64_t len,
-                                              uint64_t *pos, uint8_t *val, uint64_t room, uint64_t *count_out,
+                                              uint32_t *pos, uint8_t *val, uint64_t room, uint64_t *count_out,
                                               wsync__classes *k, wsync__ctx *ctx, uint32_t *tmp_pos,
                                               uint64_t *tmp_val, const char **why)
 {
@@ -3626,7 +3626,7 @@ static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, con
         uint32_t bp = UINT32_MAX;
         for (c = 0; c < WSYNC__MAX_CLASSES; c++)
             if (head[c] < seg[c + 1] && tmp_pos[head[c]] < bp) bp = tmp_pos[head[c]], best = c;
-        pos[i] = first + bp;
+        pos[i] = (uint32_t)(first + bp);
         wsync__elem_store(val + i * w, w, tmp_val[head[best]]);
         head[best]++;
     }
@@ -4193,7 +4193,7 @@ typedef struct wsync__patch {
     const wsync_st_tensor *vals;  /* trl: the values */
     unsigned w;
     uint64_t nelem, count;
-    uint64_t *pos;                /* packed: decoded positions (owned) */
+    uint32_t *pos;                /* packed: decoded positions (owned; tensors below 2^32 elements) */
     uint8_t *val;                 /* packed: decoded new values (owned) */
     int has_digests;
     uint64_t base_digest, result_digest;
@@ -4305,7 +4305,7 @@ static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *na
 
 /* Decodes one packed block into pos/val (count entries from `first`). */
 WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, const uint8_t *base, const unsigned w,
-                                               uint64_t first, uint64_t len, uint64_t *pos, uint8_t *val,
+                                               uint64_t first, uint64_t len, uint32_t *pos, uint8_t *val,
                                                uint64_t room, uint64_t *count_out, const char **why)
 {
     uint64_t count, i, next = 0;
@@ -4376,7 +4376,7 @@ WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, c
             return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
         }
         if (x == b) return *why = "a listed element does not change", WSYNC_ERR_INVALID_ARGUMENT;
-        pos[i] = first + at;
+        pos[i] = (uint32_t)(first + at);
         wsync__elem_store(val + i * w, w, x);
     }
     /* The block must end here: at most 7 zero padding bits. */
@@ -4393,7 +4393,7 @@ WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, c
 }
 
 static wsync_result wsync__rice_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
-                                             uint64_t first, uint64_t len, uint64_t *pos, uint8_t *val,
+                                             uint64_t first, uint64_t len, uint32_t *pos, uint8_t *val,
                                              uint64_t room, uint64_t *count_out, const char **why)
 {
     switch (w) {
@@ -4465,6 +4465,9 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         pt->count = 0;
         return WSYNC_OK;
     }
+    if (pt->nelem > UINT32_MAX)
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, at, t->name, t->name_len, "%s",
+                           "applying packed deltas to tensors of 2^32 or more elements");
     blk = (uint64_t)1 << block_log2;
     nblocks = (pt->nelem + blk - 1) / blk;
     /* Every change costs at least 2 bits: a hostile count cannot make us
@@ -4480,7 +4483,7 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         return wsync__fail(err, total > size - off ? WSYNC_ERR_TRUNCATED : WSYNC_ERR_TRAILING_BYTES, at, t->name,
                            t->name_len, "block sizes add up to %llu, the stream holds %llu",
                            (unsigned long long)total, (unsigned long long)(size - off));
-    pt->pos = (uint64_t *)wsync__alloc(a, (size_t)changed * sizeof *pt->pos);
+    pt->pos = (uint32_t *)wsync__alloc(a, (size_t)changed * sizeof *pt->pos);
     pt->val = (uint8_t *)wsync__alloc(a, (size_t)changed * w);
     if (!pt->pos || !pt->val)
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoded changes");
@@ -4651,7 +4654,7 @@ static int wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_
         wsync_digest_update(&db, data + off, len);
         memcpy(scratch, data + off, len);
         for (; k < pt->count && pt->pos[k] < end_elem; k++)
-            memcpy(scratch + (pt->pos[k] * pt->w - off), pt->val + k * pt->w, pt->w);
+            memcpy(scratch + ((uint64_t)pt->pos[k] * pt->w - off), pt->val + k * pt->w, pt->w);
         wsync_digest_update(&dr, scratch, len);
     }
     *base_d = wsync_digest_final(&db);
@@ -4668,15 +4671,15 @@ static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
         /* constant widths make each copy a single store */
         uint64_t ahead = pt->count > 16 ? pt->count - 16 : 0;
         for (k = 0; k < ahead; k++) {
-            WSYNC__PREFETCH(data + pt->pos[k + 16] * w);
+            WSYNC__PREFETCH(data + (size_t)pt->pos[k + 16] * w);
             switch (w) {
             case 1: data[pt->pos[k]] = pt->val[k]; break;
-            case 2: memcpy(data + pt->pos[k] * 2, pt->val + k * 2, 2); break;
-            case 4: memcpy(data + pt->pos[k] * 4, pt->val + k * 4, 4); break;
-            default: memcpy(data + pt->pos[k] * 8, pt->val + k * 8, 8); break;
+            case 2: memcpy(data + (size_t)pt->pos[k] * 2, pt->val + k * 2, 2); break;
+            case 4: memcpy(data + (size_t)pt->pos[k] * 4, pt->val + k * 4, 4); break;
+            default: memcpy(data + (size_t)pt->pos[k] * 8, pt->val + k * 8, 8); break;
             }
         }
-        for (; k < pt->count; k++) memcpy(data + pt->pos[k] * w, pt->val + k * w, w);
+        for (; k < pt->count; k++) memcpy(data + (size_t)pt->pos[k] * w, pt->val + k * w, w);
         return;
     }
     {
