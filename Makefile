@@ -38,10 +38,10 @@ $(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS)
 
 # The replay driver runs every fuzz harness's saved inputs with any compiler.
-$(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(HEADERS) | $(BUILD)
+$(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ fuzz/replay.c $< $(LIBS)
 
-$(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(HEADERS) | $(BUILD)/san
+$(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ fuzz/replay.c $< $(LIBS)
 
 $(BUILD)/bench_%: tests/bench_%.c $(HEADERS) examples/wsync_gen.h | $(BUILD)
@@ -81,7 +81,7 @@ bench: $(BUILD)/bench_parse $(BUILD)/bench_delta
 
 # libFuzzer (clang); each harness runs FUZZ_SECONDS on a scratch copy of its
 # corpus so the committed seeds stay as they are. Crashes land in build/fuzz.
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HEADERS) | $(BUILD)/fuzz
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)/fuzz
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -o $@ $<
 
 fuzz: deps

@@ -2613,7 +2613,7 @@ WSYNC_DEF const char *wsync_impl_name(wsync_impl impl)
 WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t len, int *ok)
 {
     /* the digest has no AVX-512 or NEON path of its own: those fall back */
-    int avail = wsync__impl_available(impl) && impl != WSYNC_IMPL_AVX512 && impl != WSYNC_IMPL_NEON;
+    int avail = wsync__impl_available(impl) != 0 && impl != WSYNC_IMPL_AVX512 && impl != WSYNC_IMPL_NEON;
     if (ok) *ok = avail;
     if (!avail) return 0;
     return wsync__digest_impl(impl == WSYNC_IMPL_AUTO ? wsync__digest_best() : impl, bytes, len);
@@ -2868,9 +2868,10 @@ WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b,
     const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
     unsigned shift = wsync__width_shift(width);
     size_t nbytes = n << shift;
+    int avail = wsync__impl_available(impl) != 0;
     WSYNC_ASSERT(width == 1 || width == 2 || width == 4 || width == 8);
-    if (ok) *ok = wsync__impl_available(impl);
-    if (!wsync__impl_available(impl)) return 0;
+    if (ok) *ok = avail;
+    if (!avail) return 0;
     if (impl == WSYNC_IMPL_AUTO) {
 #if WSYNC__X86
         impl = wsync__has_avx512bw() ? WSYNC_IMPL_AVX512 : wsync__has_avx2() ? WSYNC_IMPL_AVX2 : WSYNC_IMPL_SSE2;
@@ -3928,9 +3929,9 @@ static int wsync__encblk_init(wsync__encblk *s, size_t cap, int arith, const wsy
     if (!arith) return 1;
     s->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *s->ctx);
     s->k = (wsync__classes *)wsync__alloc(a, sizeof *s->k);
+    if (s->k) memset(s->k, 0, sizeof *s->k); /* before any early return: free reads it */
     s->by_class = (uint32_t *)wsync__alloc(a, cap * sizeof *s->by_class);
     if (!s->ctx || !s->k || !s->by_class) return 0;
-    memset(s->k, 0, sizeof *s->k);
     s->k->cls = (uint8_t *)wsync__alloc(a, cap);
     s->k->members = (uint32_t *)wsync__alloc(a, cap * sizeof *s->k->members);
     s->k->rank = (uint32_t *)wsync__alloc(a, cap * sizeof *s->k->rank);
@@ -4470,9 +4471,11 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
                            "applying packed deltas to tensors of 2^32 or more elements");
     blk = (uint64_t)1 << block_log2;
     nblocks = (pt->nelem + blk - 1) / blk;
-    /* Every change costs at least 2 bits: a hostile count cannot make us
-       allocate more than 4 entries per byte of stream. */
-    if (changed > pt->nelem || changed / 4 > size)
+    /* A change costs at least 2 bits in a Rice stream, and at least seven
+       range-coded decisions of >= 0.022 bits each (probabilities stop at
+       2017/2048) in a packed-max one: a hostile count cannot make us
+       allocate more than 4 (or 64) entries per byte of stream. */
+    if (changed > pt->nelem || changed / (coder == WSYNC__CODER_ARITH ? 64 : 4) > size)
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
                            "%llu changes cannot fit this stream", (unsigned long long)changed);
     if (nblocks > (size - fixed) / 4)
