@@ -2,6 +2,7 @@
 
    usage: bench_delta [MODEL [STEPS]]     (default qwen3-0.6b, 3 steps)
    env:   WSYNC_BENCH_MODE=adamw          use the AdamW generator (more memory)
+          WSYNC_BENCH_THREADS=N           encode and apply on N threads (default 1)
 
    Every speed is reported next to a baseline measured in the same run on the
    same bytes, because absolute times drift on shared machines:
@@ -100,6 +101,8 @@ int main(int argc, char **argv)
     const char *model_name = argc > 1 ? argv[1] : "qwen3-0.6b";
     int steps = argc > 2 ? atoi(argv[2]) : 3, s, e;
     const char *mode = getenv("WSYNC_BENCH_MODE");
+    const char *threads_env = getenv("WSYNC_BENCH_THREADS");
+    unsigned threads = threads_env ? (unsigned)atoi(threads_env) : 1;
     wsync_gen_model m;
     wsync_gen_config cfg;
     wsync_gen g;
@@ -125,9 +128,10 @@ int main(int argc, char **argv)
     cfg.mode = mode && strcmp(mode, "adamw") == 0 ? WSYNC_GEN_ADAMW : WSYNC_GEN_LIGHT;
     cfg.warm_start = 1;
     cfg.threads = 2;
-    printf("bench_delta: %s, %llu parameters in %zu tensors, %d steps, generator %s, lr %g\n", m.name,
-           (unsigned long long)m.n_params, m.n_tensors, steps, cfg.mode == WSYNC_GEN_LIGHT ? "light" : "adamw",
-           cfg.lr);
+    if (threads < 1) threads = 1;
+    printf("bench_delta: %s, %llu parameters in %zu tensors, %d steps, generator %s, lr %g, %u thread%s\n",
+           m.name, (unsigned long long)m.n_params, m.n_tensors, steps,
+           cfg.mode == WSYNC_GEN_LIGHT ? "light" : "adamw", cfg.lr, threads, threads == 1 ? "" : "s");
     printf("diff path: %s\n", wsync_impl_name(wsync__has_avx512bw() ? WSYNC_IMPL_AVX512
                                                : wsync__has_avx2()  ? WSYNC_IMPL_AVX2
                                                                     : WSYNC_IMPL_SSE2));
@@ -217,6 +221,7 @@ int main(int argc, char **argv)
             wsync_delta_stats st;
             memset(&o, 0, sizeof o);
             o.encoding = encs[e];
+            o.threads = threads;
             o.base_step = (uint64_t)s - 1;
             o.step = (uint64_t)s;
             o.base_digests = dig_prev;
@@ -278,8 +283,9 @@ int main(int argc, char **argv)
                    rows[e].bytes / steps, bpc, bpc / bpc_bound, t_memcmp / rows[e].encode_s,
                    (double)changed_total / rows[e].apply_s / 1e6, verified);
         }
-        printf("(encode/memcmp: whole-model diff+encode time over memcmp time; apply: decode and write on one "
-               "core, digest checks off; +digests: base and result digests verified)\n");
+        printf("(encode/memcmp: whole-model diff+encode time over memcmp time; apply: decode and write, changed "
+               "elements per second on %u thread%s, digest checks off; +digests: base and result digests "
+               "verified)\n", threads, threads == 1 ? "" : "s");
     }
     for (i = 0; i < nt; i++) {
         free(prev[i]);
