@@ -4198,6 +4198,12 @@ typedef struct wsync__patch {
     uint8_t *val;                 /* packed: decoded new values (owned) */
     int has_digests;
     uint64_t base_digest, result_digest;
+    /* packed Rice streams are checked once and decoded again block by block
+       where they are used, so no list of changes is ever held in memory */
+    int rice;
+    const uint8_t *stream;        /* the stream's bytes */
+    uint64_t table_at, data_at;   /* offsets of the block table and the first block */
+    uint64_t nblocks, blk;
 } wsync__patch;
 
 static int wsync__cmp_tensor_ptr_names(const void *a, const void *b)
@@ -4305,16 +4311,21 @@ static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *na
 }
 
 /* Decodes one packed block into pos/val (count entries from `first`). */
-WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, const uint8_t *base, const unsigned w,
-                                               uint64_t first, uint64_t len, uint32_t *pos, uint8_t *val,
-                                               uint64_t room, uint64_t *count_out, const char **why)
+/* One Rice block, in one of two modes. Checking (out NULL) reads only the
+   stream: counts, gaps, positions inside the block, escapes, padding; it
+   needs no base. Patching sets out[at] to base[at] stepped by each change's
+   code (out may be base itself); it runs only on a block already checked,
+   and value codes are taken modulo the element's bits, so it cannot fail
+   half way. A wrong base or a corrupt value code is caught by the digests. */
+WSYNC__INLINE wsync_result wsync__rice_run_w(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out,
+                                            const unsigned w, uint64_t len, uint64_t room, uint64_t *count_out,
+                                            const char **why)
 {
     uint64_t count, i, next = 0;
     size_t used;
     unsigned kg, kv, vbits = 8 * w;
     wsync__br r;
     const uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
-    const uint8_t *bb = base + first * w;
     used = wsync__varint_get(p, size, &count);
     if (!used || count == 0 || count > len) return *why = "bad change count", WSYNC_ERR_INVALID_ARGUMENT;
     if (count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_INVALID_ARGUMENT;
@@ -4327,7 +4338,8 @@ WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, c
     r.buf = 0;
     r.avail = 0;
     for (i = 0; i < count; i++) {
-        uint64_t g, q, b, x, at;
+        uint64_t g, q, code, at;
+        int raw;
         wsync__br_refill(&r);
         q = wsync__ones(r.buf);
         if (q < WSYNC__GAP_ESCAPE && q + 1 + kg <= r.avail) {
@@ -4345,20 +4357,14 @@ WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, c
         at = next + g;
         if (at >= len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
         next = at + 1;
-        /* Changes are sparse but ascending: fetch the base a few lines ahead,
-           or every change waits for a cache miss. */
-        WSYNC__PREFETCH(bb + (size_t)(at + 1024 / w < len ? at + 1024 / w : len - 1) * w);
-        b = wsync__elem_load(bb + (size_t)at * w, w);
+        if (out) WSYNC__PREFETCH(base + (size_t)(at + 1024 / w < len ? at + 1024 / w : len - 1) * w);
         if (r.avail < 48) wsync__br_refill(&r);
         q = wsync__ones(r.buf);
         if (q < WSYNC__VAL_ESCAPE && q + 1 + kv <= r.avail) {
-            uint64_t z, o;
             r.buf >>= q + 1;
             r.avail -= (unsigned)q + 1;
-            z = (q << kv) | wsync__br_take(&r, kv);
-            o = wsync__ord(b, w) + wsync__unzz(z);
-            if ((o & vmask) != o) return *why = "value step leaves the dtype's range", WSYNC_ERR_INVALID_ARGUMENT;
-            x = wsync__unord(o, w);
+            code = (q << kv) | wsync__br_take(&r, kv);
+            raw = 0;
         } else if (q >= WSYNC__VAL_ESCAPE && r.avail >= WSYNC__VAL_ESCAPE) {
             wsync__br_take(&r, WSYNC__VAL_ESCAPE);
             wsync__br_refill(&r);
@@ -4368,17 +4374,20 @@ WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, c
                 lo = wsync__br_take(&r, 32);
                 wsync__br_refill(&r);
                 if (r.avail < 32) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
-                x = lo | wsync__br_take(&r, 32) << 32;
+                code = lo | wsync__br_take(&r, 32) << 32;
             } else {
                 if (r.avail < vbits) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
-                x = wsync__br_take(&r, vbits);
+                code = wsync__br_take(&r, vbits);
             }
+            raw = 1;
         } else {
             return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
         }
-        if (x == b) return *why = "a listed element does not change", WSYNC_ERR_INVALID_ARGUMENT;
-        pos[i] = (uint32_t)(first + at);
-        wsync__elem_store(val + i * w, w, x);
+        if (out) {
+            uint64_t b = wsync__elem_load(base + (size_t)at * w, w);
+            uint64_t x = raw ? code : wsync__unord((wsync__ord(b, w) + wsync__unzz(code)) & vmask, w);
+            wsync__elem_store(out + (size_t)at * w, w, x);
+        }
     }
     /* The block must end here: at most 7 zero padding bits. */
     {
@@ -4393,16 +4402,27 @@ WSYNC__INLINE wsync_result wsync__rice_decode_w(const uint8_t *p, size_t size, c
     return WSYNC_OK;
 }
 
-static wsync_result wsync__rice_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
-                                             uint64_t first, uint64_t len, uint32_t *pos, uint8_t *val,
-                                             uint64_t room, uint64_t *count_out, const char **why)
+static wsync_result wsync__rice_run(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out, unsigned w,
+                                    uint64_t len, uint64_t room, uint64_t *count_out, const char **why)
 {
     switch (w) {
-    case 1: return wsync__rice_decode_w(p, size, base, 1, first, len, pos, val, room, count_out, why);
-    case 2: return wsync__rice_decode_w(p, size, base, 2, first, len, pos, val, room, count_out, why);
-    case 4: return wsync__rice_decode_w(p, size, base, 4, first, len, pos, val, room, count_out, why);
-    default: return wsync__rice_decode_w(p, size, base, 8, first, len, pos, val, room, count_out, why);
+    case 1: return wsync__rice_run_w(p, size, base, out, 1, len, room, count_out, why);
+    case 2: return wsync__rice_run_w(p, size, base, out, 2, len, room, count_out, why);
+    case 4: return wsync__rice_run_w(p, size, base, out, 4, len, room, count_out, why);
+    default: return wsync__rice_run_w(p, size, base, out, 8, len, room, count_out, why);
     }
+}
+
+/* Patches block bi of a checked Rice stream (its bytes at stream offset
+   `off`), reading the base from `base` (the whole tensor) and writing into
+   `out`, which holds the block's elements. */
+static void wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi, uint64_t off, const uint8_t *base,
+                                    uint8_t *out)
+{
+    uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+    uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk, c;
+    const char *why;
+    if (bsize) wsync__rice_run(pt->stream + off, bsize, base + first * pt->w, out, pt->w, len, len, &c, &why);
 }
 
 /* Parses and decodes one packed stream against its target. */
@@ -4486,6 +4506,34 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         return wsync__fail(err, total > size - off ? WSYNC_ERR_TRUNCATED : WSYNC_ERR_TRAILING_BYTES, at, t->name,
                            t->name_len, "block sizes add up to %llu, the stream holds %llu",
                            (unsigned long long)total, (unsigned long long)(size - off));
+    if (coder == WSYNC__CODER_RICE) {
+        /* check the structure now; decode again where the changes are used */
+        pt->rice = 1;
+        pt->stream = p;
+        pt->table_at = fixed;
+        pt->data_at = off;
+        pt->nblocks = nblocks;
+        pt->blk = blk;
+        pt->count = 0;
+        for (bi = 0; bi < nblocks; bi++) {
+            uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
+            uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk, c = 0;
+            const char *why = "";
+            if (bsize) {
+                r = wsync__rice_run(p + off, bsize, NULL, NULL, w, len, changed - pt->count, &c, &why);
+                if (r != WSYNC_OK)
+                    return wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
+                                       (unsigned long long)bi, (unsigned long long)off, why);
+            }
+            pt->count += c;
+            off += bsize;
+        }
+        if (pt->count != changed)
+            return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                               "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
+                               (unsigned long long)changed);
+        return WSYNC_OK;
+    }
     pt->pos = (uint32_t *)wsync__alloc(a, (size_t)changed * sizeof *pt->pos);
     pt->val = (uint8_t *)wsync__alloc(a, (size_t)changed * w);
     if (!pt->pos || !pt->val)
@@ -4510,15 +4558,9 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk, c = 0;
         const char *why = "";
         if (bsize) {
-            if (coder == WSYNC__CODER_ARITH)
-                r = wsync__arith_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w,
-                                              pt->target->dtype, top, first, len, pt->pos + pt->count,
-                                              pt->val + pt->count * w, changed - pt->count, &c, &k, ctx, tmp_pos,
-                                              tmp_val, &why);
-            else
-                r = wsync__rice_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w, first, len,
-                                             pt->pos + pt->count, pt->val + pt->count * w, changed - pt->count,
-                                             &c, &why);
+            r = wsync__arith_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w, pt->target->dtype,
+                                          top, first, len, pt->pos + pt->count, pt->val + pt->count * w,
+                                          changed - pt->count, &c, &k, ctx, tmp_pos, tmp_val, &why);
             if (r != WSYNC_OK && check_base &&
                 wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
                 r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
@@ -4651,6 +4693,29 @@ static int wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_
     wsync_digest_state db, dr;
     wsync_digest_init(&db);
     wsync_digest_init(&dr);
+    if (pt->rice) {
+        /* block by block: the block is copied to scratch, patched there by
+           decoding its stream again, and digested both ways */
+        uint64_t bi, soff = pt->data_at;
+        for (bi = 0; bi < pt->nblocks; bi++) {
+            uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+            uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk;
+            const uint8_t *blk = data + first * pt->w;
+            size_t bytes = (size_t)(len * pt->w);
+            wsync_digest_update(&db, blk, bytes);
+            if (bsize) {
+                memcpy(scratch, blk, bytes);
+                wsync__rice_patch_block(pt, bi, soff, data, scratch);
+                wsync_digest_update(&dr, scratch, bytes);
+            } else {
+                wsync_digest_update(&dr, blk, bytes);
+            }
+            soff += bsize;
+        }
+        *base_d = wsync_digest_final(&db);
+        *result_d = wsync_digest_final(&dr);
+        return 1;
+    }
     for (off = 0; off < nbytes; off += scratch_bytes) {
         size_t len = nbytes - off < scratch_bytes ? (size_t)(nbytes - off) : scratch_bytes;
         uint64_t end_elem = (off + len) / pt->w;
@@ -4670,6 +4735,14 @@ static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
     uint8_t *data = (uint8_t *)pt->target->data;
     uint64_t k, cur = 0;
     unsigned w = pt->w;
+    if (pt->rice) {
+        uint64_t bi, soff = pt->data_at;
+        for (bi = 0; bi < pt->nblocks; bi++) {
+            wsync__rice_patch_block(pt, bi, soff, data, data + bi * pt->blk * w);
+            soff += wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+        }
+        return;
+    }
     if (!pt->vals) {
         /* constant widths make each copy a single store */
         uint64_t ahead = pt->count > 16 ? pt->count - 16 : 0;
@@ -4887,6 +4960,14 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     /* 2. Digests of base and result, before anything is written. */
     if (A.packed && (o.flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) !=
                         (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
+        /* scratch for the largest Rice block (or 1 MiB for packed-max) */
+        for (i = 0; i < f.n_tensors; i++) {
+            const wsync__patch *pt = &A.patches[i];
+            if (pt->rice && pt->nblocks) {
+                uint64_t need = (pt->blk < pt->nelem ? pt->blk : pt->nelem) * pt->w;
+                if (need > A.scratch_bytes) A.scratch_bytes = (size_t)need;
+            }
+        }
         for (t = 0; t < threads; t++) {
             A.scratch[t] = (uint8_t *)wsync__alloc(&o.allocator, A.scratch_bytes);
             if (!A.scratch[t]) {
