@@ -385,7 +385,10 @@ WSYNC_DEF wsync_result wsync_st_write(const wsync_st_tensor_desc *tensors, size_
                                       const wsync_st_kv *metadata, size_t n_metadata,
                                       wsync_sink_fn sink, void *user,
                                       const wsync_st_write_options *opt, wsync_error *err);
-/* Exact file size wsync_st_write would produce (header, padding, data). */
+/* Exact file size wsync_st_write would produce (header, padding, data), or
+   the error it would give. Its duplicate-name check allocates through the
+   default allocator; the streaming writer reports the same size
+   (8 + header_len + data_len) through the caller's. */
 WSYNC_DEF wsync_result wsync_st_write_size(const wsync_st_tensor_desc *tensors, size_t n_tensors,
                                            const wsync_st_kv *metadata, size_t n_metadata,
                                            uint64_t *out, wsync_error *err);
@@ -3519,8 +3522,8 @@ typedef struct wsync__classes {
         k->cls[i] = lut[(unsigned)(u_ >> (SHIFT)) & (MASK)];                  \
     }
 
-static void wsync__classify(wsync__classes *k, const uint8_t *base, unsigned w, wsync_dtype dt, unsigned top,
-                            uint64_t len, int want_rank)
+static void wsync__classify(wsync__classes *k, const uint8_t *base, wsync_dtype dt, unsigned top, uint64_t len,
+                            int want_rank)
 {
     uint32_t fill[WSYNC__MAX_CLASSES], count[WSYNC__MAX_CLASSES];
     uint8_t lut[2048];
@@ -3539,7 +3542,6 @@ static void wsync__classify(wsync__classes *k, const uint8_t *base, unsigned w, 
     case WSYNC_DTYPE_F8_E5M2: WSYNC__CLASSIFY_LOOP(uint8_t, 2, 0x1F) break;
     default: memset(k->cls, 0, (size_t)len); break; /* no exponent: one class */
     }
-    (void)w;
     memset(count, 0, sizeof count);
     for (i = 0; i < len; i++) count[k->cls[i]]++;
     k->start[0] = 0;
@@ -3565,7 +3567,7 @@ static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_
     uint32_t n_in[WSYNC__MAX_CLASSES + 1], fill[WSYNC__MAX_CLASSES];
     size_t i;
     unsigned c;
-    wsync__classify(k, base, w, dt, top, len, 1);
+    wsync__classify(k, base, dt, top, len, 1);
     wsync__ctx_init(ctx);
     memset(n_in, 0, sizeof n_in);
     for (i = 0; i < count; i++) n_in[k->cls[pos[i]] + 1]++;
@@ -3613,7 +3615,7 @@ static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, con
     uint64_t total = 0, i;
     unsigned c;
     uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << (8 * w)) - 1;
-    wsync__classify(k, base + first * w, w, dt, top, len, 0);
+    wsync__classify(k, base + first * w, dt, top, len, 0);
     wsync__ctx_init(ctx);
     wsync__rcd_init(&d, p, size);
     if (p[0] != 0) return *why = "range coder stream must start with a zero byte", WSYNC_ERR_INVALID_ARGUMENT;
