@@ -3125,36 +3125,44 @@ WSYNC__INLINE unsigned wsync__ones(uint64_t buf)
     return ~buf ? wsync__ctz64(~buf) : 64;
 }
 
-/* The Rice parameter with the fewest bits for these values, counting the
-   escape (`esc` ones then `raw` bits) where the quotient reaches `esc`.
-   Exact costs are compared around the median's bit length, which outliers
-   (escaped values) cannot drag away the way they drag a mean. */
+/* The Rice parameter with (about) the fewest bits for these values, counting
+   the escape (`esc` ones then `raw` bits) where the quotient reaches `esc`.
+   One pass gathers, per bit length, how many values there are and their sum;
+   the cost of every k is then estimated from those 65 bins (the sum of
+   v >> k is taken as sum / 2^k), so the choice costs a few operations per
+   value whatever the number of candidates. The decoder does not care how k
+   was chosen. */
 static unsigned wsync__rice_pick(const uint64_t *v, size_t n, unsigned esc, unsigned raw, unsigned kmax)
 {
-    size_t hist[65], i, seen = 0;
-    uint64_t best_cost = UINT64_MAX;
-    unsigned best = 0, lo, hi, med = 0;
-    memset(hist, 0, sizeof hist);
-    for (i = 0; i < n; i++) hist[wsync__bitlen64(v[i])]++;
-    for (med = 0; med < 64; med++) {
-        seen += hist[med];
-        if (2 * seen >= n) break;
+    uint64_t cnt[65], sum[65], best_cost = UINT64_MAX;
+    size_t i;
+    unsigned k, L, best = 0, top = 0;
+    memset(cnt, 0, sizeof cnt);
+    memset(sum, 0, sizeof sum);
+    for (i = 0; i < n; i++) {
+        uint64_t x = v[i];
+        L = wsync__bitlen64(x);
+        cnt[L]++;
+        sum[L] += x < ((uint64_t)1 << 40) ? x : ((uint64_t)1 << 40);
     }
-    lo = med > 3 ? med - 3 : 0;
-    hi = med + 1 < kmax ? med + 1 : kmax;
-    if (hi < lo) lo = hi;
-    {
-        /* one pass, up to five candidates */
-        uint64_t cost[5] = {0, 0, 0, 0, 0};
-        unsigned nk = hi - lo + 1, j;
-        for (i = 0; i < n; i++) {
-            uint64_t x = v[i] >> lo;
-            for (j = 0; j < nk; j++, x >>= 1) cost[j] += x >= esc ? esc + raw - (lo + j) - 1 : x;
+    for (L = 0; L <= 64; L++)
+        if (cnt[L]) top = L;
+    if (kmax > top) kmax = top;
+    for (k = 0; k <= kmax; k++) {
+        uint64_t cost = 0;
+        for (L = 0; L <= top; L++) {
+            if (!cnt[L]) continue;
+            if (L <= k) {
+                cost += cnt[L] * (1 + k);                           /* quotient 0 */
+            } else if (L - 1 - k >= 6 || ((uint64_t)1 << (L - 1 - k)) >= esc) {
+                cost += cnt[L] * (esc + raw);                       /* all escaped */
+            } else {
+                uint64_t q = sum[L] >> k;
+                if (q > cnt[L] * esc) q = cnt[L] * esc;             /* partly escaped */
+                cost += cnt[L] * (1 + k) + q;
+            }
         }
-        for (j = 0; j < nk; j++) {
-            uint64_t c = cost[j] + (uint64_t)n * (lo + j + 1);
-            if (c < best_cost) best_cost = c, best = lo + j;
-        }
+        if (cost < best_cost) best_cost = cost, best = k;
     }
     return best;
 }
@@ -3232,6 +3240,9 @@ static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t
         if (q >= WSYNC__GAP_ESCAPE) {
             wsync__bw_put(&bw, 0xFFFFFFFFu, 32);
             wsync__bw_put(&bw, g, 32);
+        } else if (q + 1 + kg <= 32) { /* the usual case: one put */
+            wsync__bw_put(&bw, (((uint64_t)1 << q) - 1) | (g & (((uint64_t)1 << kg) - 1)) << (q + 1),
+                          (unsigned)q + 1 + kg);
         } else {
             wsync__bw_put(&bw, ((uint64_t)1 << q) - 1, (unsigned)q + 1);
             if (kg) wsync__bw_put(&bw, g & (((uint64_t)1 << kg) - 1), kg);
@@ -3244,6 +3255,9 @@ static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t
             } else {
                 wsync__bw_put(&bw, s->raw[i], vbits);
             }
+        } else if (qv + 1 + kv <= 32) {
+            wsync__bw_put(&bw, (((uint64_t)1 << qv) - 1) | (z & (((uint64_t)1 << kv) - 1)) << (qv + 1),
+                          (unsigned)qv + 1 + kv);
         } else {
             wsync__bw_put(&bw, ((uint64_t)1 << qv) - 1, (unsigned)qv + 1);
             if (kv) wsync__bw_put(&bw, z & (((uint64_t)1 << kv) - 1), kv);
