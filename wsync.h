@@ -540,6 +540,62 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
 WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_delta_stats *out,
                                         wsync_error *err);
 
+
+/* ======================================================================
+   Store: the object-store interface and two stores
+   ======================================================================
+   The delta chain lives in a store: a flat namespace of keys ("deltas/
+   step_000041.safetensors") holding byte objects. A store is a table of
+   functions plus a user pointer; wsync.h provides a directory store and a
+   memory store, wsync_http.h adds HTTP and S3.
+
+   Keys are '/'-separated, non-empty, without a leading '/', an empty
+   segment ("//"), a "." or ".." segment, a trailing '/', or a backslash;
+   wsync_store_key_check says why a key is refused. put is atomic: a reader
+   sees the whole new object or the old one (or none), never a mixture. */
+
+/* Receives one key from list; returns 0 to continue, anything else stops
+   the listing (which then returns WSYNC_OK). */
+typedef int (*wsync_key_fn)(void *user, const char *key, uint64_t size);
+
+typedef struct wsync_store {
+    void *user;
+    wsync_result (*put)(void *user, const char *key, const void *bytes, size_t len, wsync_error *err);
+    /* Bytes [offset, offset + len) to the sink (len UINT64_MAX: to the end);
+       *size (when not NULL) gets the object's whole size. A range past the
+       end is WSYNC_ERR_OUT_OF_BOUNDS; a missing key WSYNC_ERR_NOT_FOUND. */
+    wsync_result (*get)(void *user, const char *key, uint64_t offset, uint64_t len, wsync_sink_fn sink,
+                        void *sink_user, uint64_t *size, wsync_error *err);
+    wsync_result (*head)(void *user, const char *key, uint64_t *size, wsync_error *err);
+    /* Keys starting with prefix ("" for all), in byte order. */
+    wsync_result (*list)(void *user, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err);
+    wsync_result (*del)(void *user, const char *key, wsync_error *err); /* NOT_FOUND if absent */
+    void (*close)(void *user);
+} wsync_store;
+
+typedef struct wsync_store_options {
+    wsync_allocator allocator;
+    int no_fsync; /* directory store: skip fsync (tests, tmpfs); atomicity is kept */
+} wsync_store_options;
+
+WSYNC_DEF wsync_result wsync_store_key_check(const char *key, wsync_error *err);
+/* The directory store's temporary names contain this (keys may not). */
+#define WSYNC_STORE_TMP_MARK ".wsync-tmp."
+
+/* A directory as a store: objects are files under root (created if
+   missing); put writes a temporary file in the same directory, fsyncs it,
+   renames it over the key and fsyncs the directory. POSIX only. */
+WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_options *opt, wsync_store *out,
+                                            wsync_error *err);
+/* In memory, for tests and single-process pipelines; thread-safe. */
+WSYNC_DEF wsync_result wsync_store_mem_open(const wsync_store_options *opt, wsync_store *out, wsync_error *err);
+WSYNC_DEF void wsync_store_close(wsync_store *s);
+
+/* A whole object into memory from the store's allocator (or the one given);
+   free it with the same allocator. */
+WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key, const wsync_allocator *a,
+                                           uint8_t **bytes, uint64_t *size, wsync_error *err);
+
 #ifdef __cplusplus
 }
 #endif
@@ -565,12 +621,21 @@ WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_
 #define WSYNC__HAVE_THREADS 0
 #endif
 
-#if !defined(WSYNC_NO_MMAP) && (defined(__unix__) || defined(__APPLE__))
-#define WSYNC__HAVE_MMAP 1
+#if defined(__unix__) || defined(__APPLE__)
+#define WSYNC__POSIX 1
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
+#else
+#define WSYNC__POSIX 0
+#endif
+
+#if !defined(WSYNC_NO_MMAP) && WSYNC__POSIX
+#define WSYNC__HAVE_MMAP 1
+#include <sys/mman.h>
 #else
 #define WSYNC__HAVE_MMAP 0
 #endif
@@ -5052,6 +5117,707 @@ done:
     if (stats && r == WSYNC_OK) *stats = st;
     return r;
 }
+
+
+/* ======================================================================
+   Store: the object-store interface and two stores
+   ====================================================================== */
+
+#define WSYNC__TMP_MARK WSYNC_STORE_TMP_MARK
+
+WSYNC_DEF wsync_result wsync_store_key_check(const char *key, wsync_error *err)
+{
+    const char *seg, *p;
+    if (!key || !*key)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "empty store key");
+    if (strlen(key) > 1024)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "store key over 1024 bytes");
+    if (strstr(key, WSYNC__TMP_MARK))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "store key '%s' contains the reserved '" WSYNC__TMP_MARK "'", key);
+    if (key[0] == '/')
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "store key '%s' starts with '/'", key);
+    for (seg = key;; seg = p + 1) {
+        size_t n;
+        p = strchr(seg, '/');
+        n = p ? (size_t)(p - seg) : strlen(seg);
+        if (n == 0)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                               "store key '%s' has an empty segment ('//' or a trailing '/')", key);
+        if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                               "store key '%s' has a '.' or '..' segment", key);
+        if (!p) break;
+    }
+    for (p = key; *p; p++)
+        if (*p == '\\' || (unsigned char)*p < 0x20)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                               "store key has a backslash or a control character");
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_store_close(wsync_store *s)
+{
+    if (s && s->close) s->close(s->user);
+    if (s) memset(s, 0, sizeof *s);
+}
+
+typedef struct wsync__getall {
+    wsync__buf b;
+} wsync__getall;
+
+static int wsync__getall_sink(void *user, const void *bytes, size_t len)
+{
+    wsync__getall *g = (wsync__getall *)user;
+    if (!wsync__buf_reserve(&g->b, len)) return -1;
+    memcpy(g->b.p + g->b.len, bytes, len);
+    g->b.len += len;
+    return 0;
+}
+
+WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key, const wsync_allocator *a,
+                                           uint8_t **bytes, uint64_t *size, wsync_error *err)
+{
+    wsync__getall g;
+    wsync_result r;
+    uint64_t total = 0;
+    wsync__error_reset(err);
+    if (!s || !s->get || !bytes || !size)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_store_get_all arguments");
+    *bytes = NULL;
+    *size = 0;
+    memset(&g, 0, sizeof g);
+    g.b.a = a;
+    if (s->head && s->head(s->user, key, &total, err) == WSYNC_OK && total && total <= (uint64_t)SIZE_MAX / 2 &&
+        !wsync__buf_reserve(&g.b, (size_t)total))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%llu bytes for '%s'",
+                           (unsigned long long)total, key);
+    r = s->get(s->user, key, 0, UINT64_MAX, wsync__getall_sink, &g, &total, err);
+    if (r != WSYNC_OK) {
+        wsync__buf_free(&g.b);
+        return r;
+    }
+    if (!g.b.p && !wsync__buf_reserve(&g.b, 1)) /* an empty object still gets a pointer */
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "empty object");
+    *bytes = g.b.p;
+    *size = g.b.len;
+    return WSYNC_OK;
+}
+
+/* ---- memory store ---- */
+
+typedef struct wsync__mobj {
+    char *key;
+    uint8_t *bytes;
+    size_t len;
+} wsync__mobj;
+
+typedef struct wsync__memstore {
+    wsync_allocator a;
+    wsync__mobj *objs; /* sorted by key */
+    size_t n, cap;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_t mu;
+#endif
+} wsync__memstore;
+
+#if WSYNC__HAVE_THREADS
+#define WSYNC__MLOCK(m) pthread_mutex_lock(&(m)->mu)
+#define WSYNC__MUNLOCK(m) pthread_mutex_unlock(&(m)->mu)
+#else
+#define WSYNC__MLOCK(m) ((void)0)
+#define WSYNC__MUNLOCK(m) ((void)0)
+#endif
+
+/* Index of key, or of where it would go (*found 0). */
+static size_t wsync__mem_find(const wsync__memstore *m, const char *key, int *found)
+{
+    size_t lo = 0, hi = m->n;
+    *found = 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(m->objs[mid].key, key);
+        if (c == 0) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static wsync_result wsync__mem_put(void *user, const char *key, const void *bytes, size_t len, wsync_error *err)
+{
+    wsync__memstore *m = (wsync__memstore *)user;
+    uint8_t *copy;
+    char *kcopy = NULL;
+    size_t at;
+    int found;
+    wsync_result r;
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!bytes && len) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no bytes");
+    copy = (uint8_t *)wsync__alloc(&m->a, len);
+    if (!copy) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "object copy");
+    if (len) memcpy(copy, bytes, len);
+    WSYNC__MLOCK(m);
+    at = wsync__mem_find(m, key, &found);
+    if (found) {
+        /* the swap is the atomic step */
+        uint8_t *old = m->objs[at].bytes;
+        m->objs[at].bytes = copy;
+        m->objs[at].len = len;
+        WSYNC__MUNLOCK(m);
+        wsync__free(&m->a, old);
+        return WSYNC_OK;
+    }
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 16;
+        wsync__mobj *no = (wsync__mobj *)wsync__alloc(&m->a, cap * sizeof *no);
+        if (!no) goto oom;
+        if (m->n) memcpy(no, m->objs, m->n * sizeof *no);
+        wsync__free(&m->a, m->objs);
+        m->objs = no;
+        m->cap = cap;
+    }
+    kcopy = (char *)wsync__alloc(&m->a, strlen(key) + 1);
+    if (!kcopy) goto oom;
+    strcpy(kcopy, key);
+    memmove(m->objs + at + 1, m->objs + at, (m->n - at) * sizeof *m->objs);
+    m->objs[at].key = kcopy;
+    m->objs[at].bytes = copy;
+    m->objs[at].len = len;
+    m->n++;
+    WSYNC__MUNLOCK(m);
+    return WSYNC_OK;
+oom:
+    WSYNC__MUNLOCK(m);
+    wsync__free(&m->a, copy);
+    return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "store index");
+}
+
+static wsync_result wsync__range_check(const char *key, uint64_t size, uint64_t offset, uint64_t *len,
+                                       wsync_error *err)
+{
+    if (offset > size)
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, UINT64_MAX, NULL, 0,
+                           "offset %llu is past the end of '%s' (%llu bytes)", (unsigned long long)offset, key,
+                           (unsigned long long)size);
+    if (*len == UINT64_MAX) *len = size - offset;
+    if (*len > size - offset)
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, UINT64_MAX, NULL, 0,
+                           "bytes [%llu, +%llu) run past the end of '%s' (%llu bytes)", (unsigned long long)offset,
+                           (unsigned long long)*len, key, (unsigned long long)size);
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__mem_get(void *user, const char *key, uint64_t offset, uint64_t len, wsync_sink_fn sink,
+                                   void *sink_user, uint64_t *size, wsync_error *err)
+{
+    wsync__memstore *m = (wsync__memstore *)user;
+    size_t at;
+    int found, rc = 0;
+    wsync_result r;
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    WSYNC__MLOCK(m);
+    at = wsync__mem_find(m, key, &found);
+    if (!found) {
+        WSYNC__MUNLOCK(m);
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s'", key);
+    }
+    if (size) *size = m->objs[at].len;
+    r = wsync__range_check(key, m->objs[at].len, offset, &len, err);
+    if (r == WSYNC_OK && len) rc = sink(sink_user, m->objs[at].bytes + offset, (size_t)len);
+    WSYNC__MUNLOCK(m);
+    if (r == WSYNC_OK && rc != 0)
+        r = wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, NULL, 0, "the sink failed (%d) reading '%s'", rc, key);
+    return r;
+}
+
+static wsync_result wsync__mem_head(void *user, const char *key, uint64_t *size, wsync_error *err)
+{
+    wsync__memstore *m = (wsync__memstore *)user;
+    size_t at;
+    int found;
+    wsync_result r;
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    WSYNC__MLOCK(m);
+    at = wsync__mem_find(m, key, &found);
+    if (found && size) *size = m->objs[at].len;
+    WSYNC__MUNLOCK(m);
+    return found ? WSYNC_OK : wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s'", key);
+}
+
+static wsync_result wsync__mem_list(void *user, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err)
+{
+    wsync__memstore *m = (wsync__memstore *)user;
+    size_t i, plen = prefix ? strlen(prefix) : 0;
+    int found;
+    (void)err;
+    WSYNC__MLOCK(m);
+    /* callbacks run under the lock: they must not call back into this store */
+    for (i = wsync__mem_find(m, prefix ? prefix : "", &found); i < m->n; i++) {
+        if (strncmp(m->objs[i].key, prefix ? prefix : "", plen) != 0) break;
+        if (fn(fn_user, m->objs[i].key, m->objs[i].len) != 0) break;
+    }
+    WSYNC__MUNLOCK(m);
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__mem_del(void *user, const char *key, wsync_error *err)
+{
+    wsync__memstore *m = (wsync__memstore *)user;
+    size_t at;
+    int found;
+    wsync__mobj o;
+    wsync_result r;
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    WSYNC__MLOCK(m);
+    at = wsync__mem_find(m, key, &found);
+    if (!found) {
+        WSYNC__MUNLOCK(m);
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s'", key);
+    }
+    o = m->objs[at];
+    memmove(m->objs + at, m->objs + at + 1, (m->n - at - 1) * sizeof *m->objs);
+    m->n--;
+    WSYNC__MUNLOCK(m);
+    wsync__free(&m->a, o.key);
+    wsync__free(&m->a, o.bytes);
+    return WSYNC_OK;
+}
+
+static void wsync__mem_close(void *user)
+{
+    wsync__memstore *m = (wsync__memstore *)user;
+    size_t i;
+    wsync_allocator a;
+    if (!m) return;
+    for (i = 0; i < m->n; i++) {
+        wsync__free(&m->a, m->objs[i].key);
+        wsync__free(&m->a, m->objs[i].bytes);
+    }
+    wsync__free(&m->a, m->objs);
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_destroy(&m->mu);
+#endif
+    a = m->a;
+    wsync__free(&a, m);
+}
+
+WSYNC_DEF wsync_result wsync_store_mem_open(const wsync_store_options *opt, wsync_store *out, wsync_error *err)
+{
+    wsync__memstore *m;
+    wsync_allocator a;
+    wsync__error_reset(err);
+    if (!out) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no output");
+    memset(out, 0, sizeof *out);
+    memset(&a, 0, sizeof a);
+    if (opt) a = opt->allocator;
+    m = (wsync__memstore *)wsync__alloc(&a, sizeof *m);
+    if (!m) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "memory store");
+    memset(m, 0, sizeof *m);
+    m->a = a;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_init(&m->mu, NULL);
+#endif
+    out->user = m;
+    out->put = wsync__mem_put;
+    out->get = wsync__mem_get;
+    out->head = wsync__mem_head;
+    out->list = wsync__mem_list;
+    out->del = wsync__mem_del;
+    out->close = wsync__mem_close;
+    return WSYNC_OK;
+}
+
+/* ---- directory store ---- */
+
+#if WSYNC__POSIX
+
+typedef struct wsync__dirstore {
+    wsync_allocator a;
+    char *root;
+    size_t root_len;
+    int no_fsync;
+    unsigned long counter;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_t mu;
+#endif
+} wsync__dirstore;
+
+/* root + "/" + key (+ suffix), from the store's allocator. */
+static char *wsync__dir_path(const wsync__dirstore *d, const char *key, const char *suffix)
+{
+    size_t kl = strlen(key), sl = suffix ? strlen(suffix) : 0;
+    char *p = (char *)wsync__alloc(&d->a, d->root_len + 1 + kl + sl + 1);
+    if (!p) return NULL;
+    memcpy(p, d->root, d->root_len);
+    p[d->root_len] = '/';
+    memcpy(p + d->root_len + 1, key, kl);
+    if (sl) memcpy(p + d->root_len + 1 + kl, suffix, sl);
+    p[d->root_len + 1 + kl + sl] = 0;
+    return p;
+}
+
+/* An I/O failure named with errno's text; a missing file is NOT_FOUND where
+   the caller asked about an object, IO everywhere else. */
+static wsync_result wsync__io_fail(wsync_error *err, const char *what, const char *path, int missing_is_not_found)
+{
+    int e = errno;
+    wsync_result r = e == ENOENT && missing_is_not_found ? WSYNC_ERR_NOT_FOUND : WSYNC_ERR_IO;
+    return wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s '%s': %s", what, path, strerror(e));
+}
+
+/* Creates the directories above `path` that do not exist (from root on). */
+static int wsync__mkdirs(char *path, size_t from)
+{
+    size_t i;
+    for (i = from; path[i]; i++) {
+        if (path[i] != '/') continue;
+        path[i] = 0;
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            path[i] = '/';
+            return 0;
+        }
+        path[i] = '/';
+    }
+    return 1;
+}
+
+static int wsync__fsync_dir_of(char *path)
+{
+    char *slash = strrchr(path, '/');
+    int fd, ok;
+    if (!slash) return 1;
+    *slash = 0;
+    fd = open(path, O_RDONLY);
+    *slash = '/';
+    if (fd < 0) return 0;
+    ok = fsync(fd) == 0;
+    close(fd);
+    return ok;
+}
+
+static wsync_result wsync__dir_put(void *user, const char *key, const void *bytes, size_t len, wsync_error *err)
+{
+    wsync__dirstore *d = (wsync__dirstore *)user;
+    char suffix[64], *path = NULL, *tmp = NULL;
+    const uint8_t *p = (const uint8_t *)bytes;
+    size_t done = 0;
+    unsigned long n;
+    int fd = -1;
+    wsync_result r;
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!bytes && len) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no bytes");
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_lock(&d->mu);
+#endif
+    n = ++d->counter;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_unlock(&d->mu);
+#endif
+    snprintf(suffix, sizeof suffix, WSYNC__TMP_MARK "%ld.%lu", (long)getpid(), n);
+    path = wsync__dir_path(d, key, NULL);
+    tmp = wsync__dir_path(d, key, suffix);
+    if (!path || !tmp) {
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
+        goto done;
+    }
+    if (!wsync__mkdirs(tmp, d->root_len + 1)) {
+        r = wsync__io_fail(err, "cannot create the directories for", path, 0);
+        goto done;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0644);
+    if (fd < 0) {
+        r = wsync__io_fail(err, "cannot create", tmp, 0);
+        goto done;
+    }
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done > ((size_t)1 << 30) ? ((size_t)1 << 30) : len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            r = wsync__io_fail(err, "cannot write", tmp, 0);
+            goto done;
+        }
+        done += (size_t)w;
+    }
+    if (!d->no_fsync && fsync(fd) != 0) {
+        r = wsync__io_fail(err, "cannot fsync", tmp, 0);
+        goto done;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        r = wsync__io_fail(err, "cannot close", tmp, 0);
+        goto done;
+    }
+    fd = -1;
+    /* the atomic step: readers see the old object or the new one */
+    if (rename(tmp, path) != 0) {
+        r = wsync__io_fail(err, "cannot rename into place", path, 0);
+        goto done;
+    }
+    if (!d->no_fsync && !wsync__fsync_dir_of(path)) {
+        r = wsync__io_fail(err, "cannot fsync the directory of", path, 0);
+    }
+done:
+    if (fd >= 0) close(fd);
+    if (r != WSYNC_OK && tmp) unlink(tmp);
+    wsync__free(&d->a, path);
+    wsync__free(&d->a, tmp);
+    return r;
+}
+
+static wsync_result wsync__dir_get(void *user, const char *key, uint64_t offset, uint64_t len, wsync_sink_fn sink,
+                                   void *sink_user, uint64_t *size, wsync_error *err)
+{
+    wsync__dirstore *d = (wsync__dirstore *)user;
+    char *path;
+    int fd;
+    struct stat st;
+    wsync_result r;
+    uint8_t buf[65536];
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!(path = wsync__dir_path(d, key, NULL)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
+    fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        r = wsync__io_fail(err, "cannot open", path, 1);
+        wsync__free(&d->a, path);
+        return r;
+    }
+    /* one open file: the object read is the one that was in place when it
+       was opened, whatever is renamed over it meanwhile */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "'%s' is not a readable file", path);
+        goto done;
+    }
+    if (size) *size = (uint64_t)st.st_size;
+    if ((r = wsync__range_check(key, (uint64_t)st.st_size, offset, &len, err)) != WSYNC_OK) goto done;
+    if (len && lseek(fd, (off_t)offset, SEEK_SET) == (off_t)-1) {
+        r = wsync__io_fail(err, "cannot seek in", path, 0);
+        goto done;
+    }
+    while (len) {
+        ssize_t n = read(fd, buf, len < sizeof buf ? (size_t)len : sizeof buf);
+        int rc;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            r = n < 0 ? wsync__io_fail(err, "cannot read", path, 0)
+                      : wsync__fail(err, WSYNC_ERR_TRUNCATED, UINT64_MAX, NULL, 0, "'%s' shrank while being read", path);
+            goto done;
+        }
+        if ((rc = sink(sink_user, buf, (size_t)n)) != 0) {
+            r = wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, NULL, 0, "the sink failed (%d) reading '%s'", rc, key);
+            goto done;
+        }
+        len -= (uint64_t)n;
+    }
+done:
+    close(fd);
+    wsync__free(&d->a, path);
+    return r;
+}
+
+static wsync_result wsync__dir_head(void *user, const char *key, uint64_t *size, wsync_error *err)
+{
+    wsync__dirstore *d = (wsync__dirstore *)user;
+    char *path;
+    struct stat st;
+    wsync_result r = WSYNC_OK;
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!(path = wsync__dir_path(d, key, NULL)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
+    if (stat(path, &st) != 0) r = wsync__io_fail(err, "cannot stat", path, 1);
+    else if (!S_ISREG(st.st_mode)) r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s'", key);
+    else if (size) *size = (uint64_t)st.st_size;
+    wsync__free(&d->a, path);
+    return r;
+}
+
+/* Keys found under a directory, gathered then sorted, so the listing is in
+   byte order whatever readdir returns. */
+typedef struct wsync__keyent {
+    char *key;
+    uint64_t size;
+} wsync__keyent;
+
+typedef struct wsync__keylist {
+    wsync__keyent *e;
+    size_t n, cap;
+    const wsync_allocator *a;
+    int oom;
+} wsync__keylist;
+
+static void wsync__keylist_add(wsync__keylist *l, const char *key, size_t klen, uint64_t size)
+{
+    char *k;
+    if (l->oom) return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        wsync__keyent *ne = (wsync__keyent *)wsync__alloc(l->a, cap * sizeof *ne);
+        if (!ne) {
+            l->oom = 1;
+            return;
+        }
+        if (l->n) memcpy(ne, l->e, l->n * sizeof *ne);
+        wsync__free(l->a, l->e);
+        l->e = ne;
+        l->cap = cap;
+    }
+    if (!(k = (char *)wsync__alloc(l->a, klen + 1))) {
+        l->oom = 1;
+        return;
+    }
+    memcpy(k, key, klen);
+    k[klen] = 0;
+    l->e[l->n].key = k;
+    l->e[l->n].size = size;
+    l->n++;
+}
+
+/* Walks path (plen bytes, inside a buffer of cap) depth first. */
+static int wsync__dir_walk(wsync__dirstore *d, char *path, size_t plen, size_t cap, wsync__keylist *l, int depth)
+{
+    DIR *dir;
+    struct dirent *e;
+    if (depth > 64) return 1;
+    if (!(dir = opendir(path))) return errno == ENOENT;
+    while ((e = readdir(dir)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        if (e->d_name[0] == '.' && (n == 1 || (n == 2 && e->d_name[1] == '.'))) continue;
+        if (strstr(e->d_name, WSYNC__TMP_MARK)) continue; /* a put in progress, or one that died */
+        if (plen + 1 + n + 1 > cap) continue;
+        path[plen] = '/';
+        memcpy(path + plen + 1, e->d_name, n + 1);
+        if (stat(path, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) wsync__dir_walk(d, path, plen + 1 + n, cap, l, depth + 1);
+            else if (S_ISREG(st.st_mode))
+                wsync__keylist_add(l, path + d->root_len + 1, plen + 1 + n - d->root_len - 1, (uint64_t)st.st_size);
+        }
+        path[plen] = 0;
+    }
+    closedir(dir);
+    return 1;
+}
+
+static int wsync__cmp_keyent(const void *a, const void *b)
+{
+    return strcmp(((const wsync__keyent *)a)->key, ((const wsync__keyent *)b)->key);
+}
+
+static wsync_result wsync__dir_list(void *user, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err)
+{
+    wsync__dirstore *d = (wsync__dirstore *)user;
+    wsync__keylist l;
+    size_t i, cap = d->root_len + 4096, plen = prefix ? strlen(prefix) : 0;
+    char *path;
+    wsync_result r = WSYNC_OK;
+    memset(&l, 0, sizeof l);
+    l.a = &d->a;
+    if (!(path = (char *)wsync__alloc(&d->a, cap)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
+    memcpy(path, d->root, d->root_len + 1);
+    if (!wsync__dir_walk(d, path, d->root_len, cap, &l, 0))
+        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot list '%s': %s", d->root, strerror(errno));
+    else if (l.oom)
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "key list");
+    wsync__free(&d->a, path);
+    if (r == WSYNC_OK) {
+        if (l.n) qsort(l.e, l.n, sizeof *l.e, wsync__cmp_keyent);
+        for (i = 0; i < l.n; i++) {
+            if (plen && strncmp(l.e[i].key, prefix, plen) != 0) continue;
+            if (fn(fn_user, l.e[i].key, l.e[i].size) != 0) break;
+        }
+    }
+    for (i = 0; i < l.n; i++) wsync__free(&d->a, l.e[i].key);
+    wsync__free(&d->a, l.e);
+    return r;
+}
+
+static wsync_result wsync__dir_del(void *user, const char *key, wsync_error *err)
+{
+    wsync__dirstore *d = (wsync__dirstore *)user;
+    char *path;
+    wsync_result r = WSYNC_OK;
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!(path = wsync__dir_path(d, key, NULL)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
+    if (unlink(path) != 0) r = wsync__io_fail(err, "cannot delete", path, 1);
+    else if (!d->no_fsync) wsync__fsync_dir_of(path);
+    wsync__free(&d->a, path);
+    return r;
+}
+
+static void wsync__dir_close(void *user)
+{
+    wsync__dirstore *d = (wsync__dirstore *)user;
+    wsync_allocator a;
+    if (!d) return;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_destroy(&d->mu);
+#endif
+    a = d->a;
+    wsync__free(&a, d->root);
+    wsync__free(&a, d);
+}
+
+WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_options *opt, wsync_store *out,
+                                            wsync_error *err)
+{
+    wsync__dirstore *d;
+    wsync_allocator a;
+    struct stat st;
+    size_t n;
+    wsync__error_reset(err);
+    if (!out || !root || !*root)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "a root directory is needed");
+    memset(out, 0, sizeof *out);
+    memset(&a, 0, sizeof a);
+    if (opt) a = opt->allocator;
+    n = strlen(root);
+    while (n > 1 && root[n - 1] == '/') n--;
+    if (mkdir(root, 0755) != 0 && errno != EEXIST)
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot create '%s': %s", root, strerror(errno));
+    if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "'%s' is not a directory", root);
+    d = (wsync__dirstore *)wsync__alloc(&a, sizeof *d);
+    if (!d) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "directory store");
+    memset(d, 0, sizeof *d);
+    d->a = a;
+    d->root = (char *)wsync__alloc(&a, n + 1);
+    if (!d->root) {
+        wsync__free(&a, d);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "directory store");
+    }
+    memcpy(d->root, root, n);
+    d->root[n] = 0;
+    d->root_len = n;
+    d->no_fsync = opt ? opt->no_fsync : 0;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_init(&d->mu, NULL);
+#endif
+    out->user = d;
+    out->put = wsync__dir_put;
+    out->get = wsync__dir_get;
+    out->head = wsync__dir_head;
+    out->list = wsync__dir_list;
+    out->del = wsync__dir_del;
+    out->close = wsync__dir_close;
+    return WSYNC_OK;
+}
+#else
+WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_options *opt, wsync_store *out,
+                                            wsync_error *err)
+{
+    (void)root;
+    (void)opt;
+    if (out) memset(out, 0, sizeof *out);
+    return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
+                       "the directory store needs POSIX (this build has WSYNC_NO_MMAP or no POSIX)");
+}
+#endif
 
 #endif /* WSYNC_IMPLEMENTATION */
 
