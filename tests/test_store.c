@@ -268,16 +268,18 @@ static void test_dir_atomic_reader(void)
         }
         _exit(bad ? 1 : (reads > 10 ? 0 : 2));
     }
-    for (gen = 2; gen < 200; gen++) {
-        size_t n = 100 + 4096u * (uint8_t)gen;
-        uint8_t *p = (uint8_t *)malloc(n);
-        memset(p, (uint8_t)gen, n);
-        if (s.put(s.user, "torn/test", p, n, &err) != WSYNC_OK) CHECK_MSG(0, "put: %s", err.message);
-        free(p);
-        if ((uint8_t)gen == 255) gen = 1;
-        if (waitpid(child, &status, WNOHANG) == child) break;
+    {
+        int reaped = 0;
+        for (gen = 2; gen < 250 && !reaped; gen++) {
+            size_t n = 100 + 4096u * (uint8_t)gen;
+            uint8_t *p = (uint8_t *)malloc(n);
+            memset(p, (uint8_t)gen, n);
+            if (s.put(s.user, "torn/test", p, n, &err) != WSYNC_OK) CHECK_MSG(0, "put: %s", err.message);
+            free(p);
+            reaped = waitpid(child, &status, WNOHANG) == child;
+        }
+        if (!reaped && waitpid(child, &status, 0) != child) status = -1;
     }
-    if (waitpid(child, &status, 0) != child) status = -1;
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "reader status %d", status);
     wsync_store_close(&s);
     TEST_END();
