@@ -245,7 +245,7 @@ static void test_dir_atomic_reader(void)
     TEST_BEGIN("directory store: a concurrent reader never sees a torn object");
     CHECK_EQ_INT(wsync_store_dir_open(g_root, &o, &s, &err), WSYNC_OK);
     {
-        uint8_t first[100];
+        uint8_t first[100 + 4096]; /* generation 1 */
         memset(first, 1, sizeof first);
         CHECK_EQ_INT(s.put(s.user, "torn/test", first, sizeof first, &err), WSYNC_OK);
     }
