@@ -533,8 +533,10 @@ static int cmd_demo(int argc, char **argv)
     (void)argv;
     puts("wsync demo: the main job (a trainer publishing sparse bf16 deltas to a\n"
          "bucket each step and an inference process following bit-exactly) arrives\n"
-         "with the delta and chain work. What exists today: the safetensors codec\n"
-         "and conversions; try 'wsync inspect FILE'.");
+         "with the delta chain. What exists today: the safetensors codec, the four\n"
+         "delta encodings and the stores; try 'wsync diff OLD NEW -o DELTA', then\n"
+         "'wsync apply OLD DELTA -o OUT' and 'wsync verify OUT NEW' (real AdamW steps\n"
+         "are in tests/corpus/trajectory).");
     return 0;
 }
 
