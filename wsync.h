@@ -4528,19 +4528,20 @@ static wsync_result wsync__rice_run(const uint8_t *p, size_t size, const uint8_t
 /* Patches block bi of a checked Rice stream (its bytes at stream offset
    `off`), reading the base from `base` (the whole tensor) and writing into
    `out`, which holds the block's elements. */
-static void wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi, uint64_t off, const uint8_t *base,
-                                    uint8_t *out)
+static wsync_result wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi, uint64_t off,
+                                            const uint8_t *base, uint8_t *out, uint64_t room, uint64_t *count,
+                                            const char **why)
 {
     uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
-    uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk, c;
-    const char *why;
-    if (bsize) wsync__rice_run(pt->stream + off, bsize, base + first * pt->w, out, pt->w, len, len, &c, &why);
+    uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk;
+    *count = 0;
+    if (!bsize) return WSYNC_OK;
+    return wsync__rice_run(pt->stream + off, bsize, base + first * pt->w, out, pt->w, len, room, count, why);
 }
 
-/* Parses and decodes one packed stream against its target. */
 static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor *t, wsync_tensor **sorted,
                                         size_t n_targets, const wsync_allocator *a, int check_base,
-                                        wsync_error *err)
+                                        int defer_check, wsync_error *err)
 {
     const uint8_t *p = t->data;
     uint64_t size = t->end - t->begin, fixed, blk, nblocks, bi, total = 0, changed, off;
@@ -4626,6 +4627,10 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         pt->data_at = off;
         pt->nblocks = nblocks;
         pt->blk = blk;
+        if (defer_check) { /* the digest pass decodes and checks every block */
+            pt->count = changed;
+            return WSYNC_OK;
+        }
         pt->count = 0;
         for (bi = 0; bi < nblocks; bi++) {
             uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
@@ -4797,8 +4802,11 @@ static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, c
 
 /* Base and result digests of a target without changing it: each block is
    copied to scratch, patched there, and digested. */
-static int wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_t scratch_bytes,
-                                 uint64_t *base_d, uint64_t *result_d)
+/* Base and result digests of a target without changing it. Rice blocks are
+   decoded into a one-block scratch copy, which also checks them (the check
+   was deferred to here); other patches are applied to 1 MiB pieces. */
+static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_t scratch_bytes,
+                                          uint64_t *base_d, uint64_t *result_d, wsync_error *err)
 {
     const uint8_t *data = (const uint8_t *)pt->target->data;
     uint64_t nbytes = pt->target->nbytes, off, k = 0;
@@ -4806,27 +4814,36 @@ static int wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_
     wsync_digest_init(&db);
     wsync_digest_init(&dr);
     if (pt->rice) {
-        /* block by block: the block is copied to scratch, patched there by
-           decoding its stream again, and digested both ways */
-        uint64_t bi, soff = pt->data_at;
+        uint64_t bi, soff = pt->data_at, total = 0;
         for (bi = 0; bi < pt->nblocks; bi++) {
             uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
-            uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk;
+            uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk, c = 0;
             const uint8_t *blk = data + first * pt->w;
             size_t bytes = (size_t)(len * pt->w);
+            const char *why = "";
+            wsync_result r;
             wsync_digest_update(&db, blk, bytes);
             if (bsize) {
                 memcpy(scratch, blk, bytes);
-                wsync__rice_patch_block(pt, bi, soff, data, scratch);
+                r = wsync__rice_patch_block(pt, bi, soff, data, scratch, pt->count - total, &c, &why);
+                if (r != WSYNC_OK)
+                    return wsync__fail(err, r, pt->src->key_offset, pt->src->name, pt->src->name_len,
+                                       "block %llu (stream byte %llu): %s", (unsigned long long)bi,
+                                       (unsigned long long)soff, why);
+                total += c;
                 wsync_digest_update(&dr, scratch, bytes);
             } else {
                 wsync_digest_update(&dr, blk, bytes);
             }
             soff += bsize;
         }
+        if (total != pt->count)
+            return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, pt->src->key_offset, pt->src->name, pt->src->name_len,
+                               "blocks hold %llu changes, the header says %llu", (unsigned long long)total,
+                               (unsigned long long)pt->count);
         *base_d = wsync_digest_final(&db);
         *result_d = wsync_digest_final(&dr);
-        return 1;
+        return WSYNC_OK;
     }
     for (off = 0; off < nbytes; off += scratch_bytes) {
         size_t len = nbytes - off < scratch_bytes ? (size_t)(nbytes - off) : scratch_bytes;
@@ -4839,7 +4856,7 @@ static int wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_
     }
     *base_d = wsync_digest_final(&db);
     *result_d = wsync_digest_final(&dr);
-    return 1;
+    return WSYNC_OK;
 }
 
 static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
@@ -4848,9 +4865,11 @@ static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
     uint64_t k, cur = 0;
     unsigned w = pt->w;
     if (pt->rice) {
-        uint64_t bi, soff = pt->data_at;
+        /* checked already: nothing below can fail */
+        uint64_t bi, soff = pt->data_at, c;
+        const char *why;
         for (bi = 0; bi < pt->nblocks; bi++) {
-            wsync__rice_patch_block(pt, bi, soff, data, data + bi * pt->blk * w);
+            wsync__rice_patch_block(pt, bi, soff, data, data + bi * pt->blk * w, pt->blk, &c, &why);
             soff += wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
         }
         return;
@@ -4966,7 +4985,10 @@ static wsync_result wsync__apply_decode(void *user, unsigned worker, size_t i, w
     (void)worker;
     if (A->packed)
         return wsync__packed_patch(&A->patches[i], t, A->sorted, A->n_targets, &A->o->allocator,
-                                   !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST), err);
+                                   !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST),
+                                   (A->o->flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) !=
+                                       (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST),
+                                   err);
     if (t->name_len >= sfx && memcmp(t->name + t->name_len - sfx, ext, sfx) == 0)
         return wsync__trl_patch(&A->patches[i], A->f, t, v3, A->sorted, A->n_targets, err);
     if (t->name_len >= vsfx && memcmp(t->name + t->name_len - vsfx, vext, vsfx) == 0) {
@@ -4990,7 +5012,11 @@ static wsync_result wsync__apply_verify(void *user, unsigned worker, size_t i, w
     const char *nm;
     if (!pt->target || (pt->count == 0 && (flags & WSYNC_DELTA_SKIP_BASE_DIGEST))) return WSYNC_OK;
     nm = pt->target->name;
-    wsync__verify_digests(pt, A->scratch[worker], A->scratch_bytes - A->scratch_bytes % pt->w, &bd, &rd);
+    {
+        wsync_result r = wsync__verify_digests(pt, A->scratch[worker], A->scratch_bytes - A->scratch_bytes % pt->w,
+                                               &bd, &rd, err);
+        if (r != WSYNC_OK) return r;
+    }
     if (!(flags & WSYNC_DELTA_SKIP_BASE_DIGEST) && bd != pt->base_digest)
         return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, pt->src->key_offset, nm, strlen(nm),
                            "the target is not this delta's base (digest %016llx, expected %016llx)",
