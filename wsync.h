@@ -4859,21 +4859,13 @@ static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scrat
     return WSYNC_OK;
 }
 
+/* Writes a decoded packed-max patch or a trl patch (Rice patches are
+   written block by block by wsync__apply_write). */
 static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
 {
     uint8_t *data = (uint8_t *)pt->target->data;
     uint64_t k, cur = 0;
     unsigned w = pt->w;
-    if (pt->rice) {
-        /* checked already: nothing below can fail */
-        uint64_t bi, soff = pt->data_at, c;
-        const char *why;
-        for (bi = 0; bi < pt->nblocks; bi++) {
-            wsync__rice_patch_block(pt, bi, soff, data, data + bi * pt->blk * w, pt->blk, &c, &why);
-            soff += wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
-        }
-        return;
-    }
     if (!pt->vals) {
         /* constant widths make each copy a single store */
         uint64_t ahead = pt->count > 16 ? pt->count - 16 : 0;
@@ -4972,7 +4964,20 @@ typedef struct wsync__app {
     wsync__patch *patches;
     uint8_t **scratch;   /* one per worker, for the digest phase */
     size_t scratch_bytes;
+    /* work items for the check and write phases: runs of Rice blocks, so
+       that one large tensor is shared among threads; other patches whole */
+    struct wsync__item *items;
+    size_t n_items;
 } wsync__app;
+
+typedef struct wsync__item {
+    size_t patch;
+    uint64_t b0, b1;  /* Rice blocks [b0, b1) */
+    uint64_t soff;    /* stream offset of block b0 */
+    uint64_t count;   /* check phase: changes found */
+} wsync__item;
+
+#define WSYNC__ITEM_BLOCKS 16
 
 /* Phase 1: decode and check entry i. */
 static wsync_result wsync__apply_decode(void *user, unsigned worker, size_t i, wsync_error *err)
@@ -4985,10 +4990,7 @@ static wsync_result wsync__apply_decode(void *user, unsigned worker, size_t i, w
     (void)worker;
     if (A->packed)
         return wsync__packed_patch(&A->patches[i], t, A->sorted, A->n_targets, &A->o->allocator,
-                                   !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST),
-                                   (A->o->flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) !=
-                                       (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST),
-                                   err);
+                                   !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST), 1, err);
     if (t->name_len >= sfx && memcmp(t->name + t->name_len - sfx, ext, sfx) == 0)
         return wsync__trl_patch(&A->patches[i], A->f, t, v3, A->sorted, A->n_targets, err);
     if (t->name_len >= vsfx && memcmp(t->name + t->name_len - vsfx, vext, vsfx) == 0) {
@@ -5028,13 +5030,88 @@ static wsync_result wsync__apply_verify(void *user, unsigned worker, size_t i, w
     return WSYNC_OK;
 }
 
-/* Phase 3: write entry i (cannot fail). */
+/* Splits the patches into work items (see wsync__item). */
+static int wsync__apply_items(wsync__app *A, const wsync_allocator *a)
+{
+    size_t i, n = 0, k = 0;
+    for (i = 0; i < A->f->n_tensors; i++) {
+        const wsync__patch *pt = &A->patches[i];
+        if (!pt->target) continue;
+        n += pt->rice ? (size_t)((pt->nblocks + WSYNC__ITEM_BLOCKS - 1) / WSYNC__ITEM_BLOCKS) : 1;
+    }
+    A->items = (wsync__item *)wsync__alloc(a, (n + 1) * sizeof *A->items);
+    if (!A->items) return 0;
+    for (i = 0; i < A->f->n_tensors; i++) {
+        const wsync__patch *pt = &A->patches[i];
+        uint64_t bi, soff;
+        if (!pt->target) continue;
+        if (!pt->rice) {
+            memset(&A->items[k], 0, sizeof A->items[k]);
+            A->items[k++].patch = i;
+            continue;
+        }
+        soff = pt->data_at;
+        for (bi = 0; bi < pt->nblocks; bi++) {
+            if (bi % WSYNC__ITEM_BLOCKS == 0) {
+                A->items[k].patch = i;
+                A->items[k].b0 = bi;
+                A->items[k].b1 = bi + WSYNC__ITEM_BLOCKS < pt->nblocks ? bi + WSYNC__ITEM_BLOCKS : pt->nblocks;
+                A->items[k].soff = soff;
+                A->items[k].count = 0;
+                k++;
+            }
+            soff += wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+        }
+    }
+    A->n_items = k;
+    return 1;
+}
+
+/* Check phase (digests off): the Rice blocks of item i, without the base. */
+static wsync_result wsync__apply_check(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__app *A = (wsync__app *)user;
+    wsync__item *it = &A->items[i];
+    const wsync__patch *pt = &A->patches[it->patch];
+    uint64_t bi, soff = it->soff;
+    (void)worker;
+    if (!pt->rice) return WSYNC_OK;
+    for (bi = it->b0; bi < it->b1; bi++) {
+        uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+        uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk, c = 0;
+        const char *why = "";
+        if (bsize) {
+            wsync_result r = wsync__rice_run(pt->stream + soff, bsize, NULL, NULL, pt->w, len, pt->count, &c, &why);
+            if (r != WSYNC_OK)
+                return wsync__fail(err, r, pt->src->key_offset, pt->src->name, pt->src->name_len,
+                                   "block %llu (stream byte %llu): %s", (unsigned long long)bi,
+                                   (unsigned long long)soff, why);
+        }
+        it->count += c;
+        soff += bsize;
+    }
+    return WSYNC_OK;
+}
+
+/* Write phase: item i (cannot fail: everything was checked). */
 static wsync_result wsync__apply_write(void *user, unsigned worker, size_t i, wsync_error *err)
 {
     wsync__app *A = (wsync__app *)user;
+    const wsync__item *it = &A->items[i];
+    const wsync__patch *pt = &A->patches[it->patch];
     (void)worker;
     (void)err;
-    if (A->patches[i].target) wsync__patch_write(&A->patches[i], A->enc == WSYNC_ENCODING_TRL_V3);
+    if (pt->rice) {
+        uint8_t *data = (uint8_t *)pt->target->data;
+        uint64_t bi, soff = it->soff, c;
+        const char *why;
+        for (bi = it->b0; bi < it->b1; bi++) {
+            wsync__rice_patch_block(pt, bi, soff, data, data + bi * pt->blk * pt->w, pt->blk, &c, &why);
+            soff += wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+        }
+    } else {
+        wsync__patch_write(pt, A->enc == WSYNC_ENCODING_TRL_V3);
+    }
     return WSYNC_OK;
 }
 
@@ -5093,11 +5170,35 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
             goto done;
         }
 
-    /* 1. Decode and check every entry. */
+    /* 1. Parse every entry (and decode packed-max and trl ones, checking them). */
     if ((r = wsync__pool_do(threads, f.n_tensors, wsync__apply_decode, &A, err)) != WSYNC_OK) goto done;
-    /* 2. Digests of base and result, before anything is written. */
-    if (A.packed && (o.flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) !=
-                        (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
+    if (!wsync__apply_items(&A, &o.allocator)) {
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "work items");
+        goto done;
+    }
+    /* 2. Either the digests of base and result (which decode, and so check,
+          every Rice block into scratch), or a check of the Rice blocks alone;
+          either way before anything is written. */
+    if (!A.packed || (o.flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) ==
+                         (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
+        if ((r = wsync__pool_do(threads, A.n_items, wsync__apply_check, &A, err)) != WSYNC_OK) goto done;
+        {
+            /* each Rice patch's items together must hold its declared count */
+            size_t j = 0;
+            while (j < A.n_items) {
+                const wsync__patch *pt = &A.patches[A.items[j].patch];
+                uint64_t total = 0;
+                size_t start = j;
+                while (j < A.n_items && A.items[j].patch == A.items[start].patch) total += A.items[j++].count;
+                if (pt->rice && total != pt->count) {
+                    r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, pt->src->key_offset, pt->src->name,
+                                    pt->src->name_len, "blocks hold %llu changes, the header says %llu",
+                                    (unsigned long long)total, (unsigned long long)pt->count);
+                    goto done;
+                }
+            }
+        }
+    } else {
         /* scratch for the largest Rice block (or 1 MiB for packed-max) */
         for (i = 0; i < f.n_tensors; i++) {
             const wsync__patch *pt = &A.patches[i];
@@ -5116,7 +5217,7 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
         if ((r = wsync__pool_do(threads, f.n_tensors, wsync__apply_verify, &A, err)) != WSYNC_OK) goto done;
     }
     /* 3. Write. Nothing below can fail. */
-    wsync__pool_do(threads, f.n_tensors, wsync__apply_write, &A, NULL);
+    wsync__pool_do(threads, A.n_items, wsync__apply_write, &A, NULL);
     for (i = 0; i < f.n_tensors; i++) {
         if (!A.patches[i].target) continue;
         st.tensors++;
@@ -5139,6 +5240,7 @@ done:
     wsync__free(&o.allocator, A.patches);
     wsync__free(&o.allocator, A.sorted);
     wsync__free(&o.allocator, A.scratch);
+    wsync__free(&o.allocator, A.items);
     wsync_st_free(&f);
     if (stats && r == WSYNC_OK) *stats = st;
     return r;
