@@ -3786,73 +3786,100 @@ static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor 
     return WSYNC_OK;
 }
 
-/* One tensor as a packed stream (coder 1). */
+/* The largest finite exponent of a tensor: packed-max's class 0. */
+static unsigned wsync__top_exponent(const wsync_tensor *b, unsigned w, uint64_t nelem)
+{
+    unsigned emax = wsync__exp_max(b->dtype), top = 0;
+    const uint8_t *bp = (const uint8_t *)b->data;
+    uint64_t k;
+    for (k = 0; k < nelem && emax; k++) {
+        unsigned e = wsync__exponent(wsync__elem_load(bp + k * w, w), b->dtype);
+        if (e != emax && e > top) top = e;
+    }
+    return top;
+}
+
+/* Appends block bi's payload to out (nothing for a block without changes)
+   and returns its size and change count through *size and *count. */
+static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, const wsync_tensor *x, unsigned w,
+                                        uint64_t nelem, uint64_t blk, uint64_t bi, int coder, unsigned top,
+                                        wsync__encblk *s, uint32_t *size, uint64_t *count, wsync_error *err)
+{
+    uint64_t first = bi * blk, len = nelem - first < blk ? nelem - first : blk;
+    const uint8_t *bb = (const uint8_t *)b->data + first * w, *xb = (const uint8_t *)x->data + first * w;
+    size_t before = out->len, c = wsync_diff(bb, xb, (size_t)len, w, s->pos);
+    if (c && !(coder == WSYNC__CODER_ARITH
+                   ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, c, s->k, s->ctx, s->by_class)
+                   : wsync__rice_block(out, bb, xb, w, s->pos, c, s)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, strlen(b->name), "%s",
+                           "delta stream buffer");
+    if (out->len - before > UINT32_MAX)
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, b->name, strlen(b->name), "%s", "block too large");
+    *size = (uint32_t)(out->len - before);
+    *count = c;
+    return WSYNC_OK;
+}
+
+/* A stream's fixed header (the block table follows it). */
+static size_t wsync__stream_header(uint8_t *p, const wsync_tensor *b, unsigned block_log2, int coder, unsigned top,
+                                   uint64_t changed, uint64_t base_digest, uint64_t result_digest)
+{
+    size_t i, fixed = 8 + 8 * (size_t)b->rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
+    memcpy(p, WSYNC__STREAM_MAGIC, 4);
+    p[4] = (uint8_t)coder;
+    p[5] = (uint8_t)b->dtype;
+    p[6] = (uint8_t)b->rank;
+    p[7] = (uint8_t)block_log2;
+    for (i = 0; i < b->rank; i++) wsync__store_le64(p + 8 + 8 * i, b->shape[i]);
+    wsync__store_le64(p + 8 + 8 * b->rank, changed);
+    wsync__store_le64(p + 16 + 8 * b->rank, base_digest);
+    wsync__store_le64(p + 24 + 8 * b->rank, result_digest);
+    if (coder == WSYNC__CODER_ARITH) {
+        uint8_t *q = p + 32 + 8 * b->rank;
+        memset(q, 0, 8);
+        q[0] = (uint8_t)top;
+        q[1] = (uint8_t)(top >> 8);
+        q[2] = WSYNC__MAX_CLASSES;
+    }
+    return fixed;
+}
+
+/* One tensor as a packed stream on one thread: the digests are taken block
+   by block while each block is still in cache. */
 static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tensor *x, unsigned w,
                                          uint64_t nelem, unsigned block_log2, int coder,
                                          const uint64_t *base_digest, uint64_t *result_digest,
                                          wsync__buf *out, uint64_t *changed_out, wsync__encblk *s,
                                          wsync_error *err)
 {
-    uint64_t blk = (uint64_t)1 << block_log2, nblocks = (nelem + blk - 1) / blk, bi, changed = 0;
-    size_t hdr_at = out->len, table_at, fixed, i;
+    uint64_t blk = (uint64_t)1 << block_log2, nblocks = (nelem + blk - 1) / blk, bi, changed = 0, bd;
+    size_t hdr_at = out->len, table_at, fixed;
     wsync_digest_state db, dx;
-    const uint8_t *bp = (const uint8_t *)b->data, *xp = (const uint8_t *)x->data;
-    const char *name = b->name;
-    unsigned top = 0;
+    unsigned top = coder == WSYNC__CODER_ARITH ? wsync__top_exponent(b, w, nelem) : 0;
+    wsync_result r;
     fixed = 8 + 8 * (size_t)b->rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
-    if (coder == WSYNC__CODER_ARITH) {
-        /* the largest finite exponent: class 0 */
-        unsigned emax = wsync__exp_max(b->dtype);
-        uint64_t k;
-        for (k = 0; k < nelem && emax; k++) {
-            unsigned e = wsync__exponent(wsync__elem_load(bp + k * w, w), b->dtype);
-            if (e != emax && e > top) top = e;
-        }
-    }
     if (nblocks > UINT32_MAX || !wsync__buf_reserve(out, fixed + 4 * (size_t)nblocks))
-        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, name, strlen(name), "%s",
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, strlen(b->name), "%s",
                            "delta stream buffer");
-    memcpy(out->p + out->len, WSYNC__STREAM_MAGIC, 4);
-    out->p[out->len + 4] = (uint8_t)coder;
-    out->p[out->len + 5] = (uint8_t)b->dtype;
-    out->p[out->len + 6] = (uint8_t)b->rank;
-    out->p[out->len + 7] = (uint8_t)block_log2;
-    for (i = 0; i < b->rank; i++) wsync__store_le64(out->p + out->len + 8 + 8 * i, b->shape[i]);
-    if (coder == WSYNC__CODER_ARITH) {
-        uint8_t *q = out->p + out->len + 8 + 8 * b->rank + 24;
-        memset(q, 0, 8);
-        q[0] = (uint8_t)top;
-        q[1] = (uint8_t)(top >> 8);
-        q[2] = WSYNC__MAX_CLASSES;
-    }
     out->len += fixed;
     table_at = out->len;
     out->len += 4 * (size_t)nblocks;
     wsync_digest_init(&db);
     wsync_digest_init(&dx);
     for (bi = 0; bi < nblocks; bi++) {
-        uint64_t first = bi * blk, len = nelem - first < blk ? nelem - first : blk;
-        size_t before = out->len, count;
-        const uint8_t *bb = bp + first * w, *xb = xp + first * w;
-        count = wsync_diff(bb, xb, (size_t)len, w, s->pos);
+        uint64_t first = bi * blk, len = nelem - first < blk ? nelem - first : blk, c = 0;
+        uint32_t size = 0;
+        if ((r = wsync__encode_block(out, b, x, w, nelem, blk, bi, coder, top, s, &size, &c, err)) != WSYNC_OK)
+            return r;
         /* digest while the block is still in cache */
-        if (!base_digest) wsync_digest_update(&db, bb, (size_t)(len * w));
-        wsync_digest_update(&dx, xb, (size_t)(len * w));
-        if (count && !(coder == WSYNC__CODER_ARITH
-                           ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, count, s->k, s->ctx,
-                                                s->by_class)
-                           : wsync__rice_block(out, bb, xb, w, s->pos, count, s)))
-            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, name, strlen(name), "%s",
-                               "delta stream buffer");
-        if (out->len - before > UINT32_MAX)
-            return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, name, strlen(name), "%s", "block too large");
-        wsync__put_le32(out->p + table_at + 4 * bi, (uint32_t)(out->len - before));
-        changed += count;
+        if (!base_digest) wsync_digest_update(&db, (const uint8_t *)b->data + first * w, (size_t)(len * w));
+        wsync_digest_update(&dx, (const uint8_t *)x->data + first * w, (size_t)(len * w));
+        wsync__put_le32(out->p + table_at + 4 * bi, size);
+        changed += c;
     }
     *result_digest = wsync_digest_final(&dx);
-    wsync__store_le64(out->p + hdr_at + 8 + 8 * b->rank, changed);
-    wsync__store_le64(out->p + hdr_at + 16 + 8 * b->rank, base_digest ? *base_digest : wsync_digest_final(&db));
-    wsync__store_le64(out->p + hdr_at + 24 + 8 * b->rank, *result_digest);
+    bd = base_digest ? *base_digest : wsync_digest_final(&db);
+    wsync__stream_header(out->p + hdr_at, b, block_log2, coder, top, changed, bd, *result_digest);
     if (changed == 0) out->len = table_at; /* an unchanged tensor needs no block table */
     *changed_out = changed;
     return WSYNC_OK;
