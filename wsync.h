@@ -4037,7 +4037,22 @@ typedef struct wsync__enc {
     wsync__out_tensor *outs;      /* packed: one per tensor; trl: two per tensor */
     wsync__encblk *scratch;       /* one per worker */
     wsync__buf *posbuf;           /* one per worker */
+    /* packed on several threads: tensors are cut into runs of blocks */
+    struct wsync__eitem *items;
+    size_t n_items;
+    size_t *item_first;           /* per tensor: its first item */
+    unsigned *top;                /* per tensor: packed-max's top exponent */
+    uint32_t **sizes;             /* per tensor: block sizes */
 } wsync__enc;
+
+typedef struct wsync__eitem {
+    size_t tensor;
+    uint64_t b0, b1;
+    wsync__buf buf;
+    uint64_t changed;
+} wsync__eitem;
+
+#define WSYNC__ENC_ITEM_BLOCKS 16
 
 static void wsync__encblk_free(wsync__encblk *s, const wsync_allocator *a)
 {
@@ -4158,6 +4173,99 @@ static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsy
     }
 }
 
+/* Packed on several threads, step 1: a run of blocks of one tensor. */
+static wsync_result wsync__encode_item(void *user, unsigned worker, size_t k, wsync_error *err)
+{
+    wsync__enc *E = (wsync__enc *)user;
+    wsync__eitem *it = &E->items[k];
+    size_t i = it->tensor;
+    uint64_t bi, blk = (uint64_t)1 << E->block_log2;
+    int coder = E->enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE;
+    for (bi = it->b0; bi < it->b1; bi++) {
+        uint64_t c = 0;
+        wsync_result r = wsync__encode_block(&it->buf, &E->base[i], &E->next[i], E->width[i], E->nelem[i], blk, bi,
+                                             coder, E->top[i], &E->scratch[worker], &E->sizes[i][bi], &c, err);
+        if (r != WSYNC_OK) return r;
+        it->changed += c;
+    }
+    return WSYNC_OK;
+}
+
+/* Step 2: digests (whole-tensor passes) and the stream, from the runs. */
+static wsync_result wsync__encode_finish(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__enc *E = (wsync__enc *)user;
+    const wsync_tensor *b = &E->base[i], *x = &E->next[i];
+    uint64_t blk = (uint64_t)1 << E->block_log2, nblocks = (E->nelem[i] + blk - 1) / blk, changed = 0, bd, rd, bi;
+    size_t k, total, fixed, at;
+    wsync__out_tensor *ot = &E->outs[i];
+    int coder = E->enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE;
+    (void)worker;
+    for (k = E->item_first[i]; k < E->n_items && E->items[k].tensor == i; k++) changed += E->items[k].changed;
+    bd = E->o->base_digests ? E->o->base_digests[i] : wsync_digest(b->data, (size_t)b->nbytes);
+    rd = wsync_digest(x->data, (size_t)x->nbytes);
+    if (E->o->result_digests_out) E->o->result_digests_out[i] = rd;
+    fixed = 8 + 8 * (size_t)b->rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
+    total = fixed + (changed ? 4 * (size_t)nblocks : 0);
+    for (k = E->item_first[i]; k < E->n_items && E->items[k].tensor == i; k++) total += E->items[k].buf.len;
+    ot->name = (char *)b->name; /* not owned */
+    ot->dtype = WSYNC_DTYPE_U8;
+    ot->data.a = &E->o->allocator;
+    if (!wsync__buf_reserve(&ot->data, total))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, strlen(b->name), "%s",
+                           "delta stream buffer");
+    at = wsync__stream_header(ot->data.p, b, E->block_log2, coder, E->top[i], changed, bd, rd);
+    if (changed) {
+        for (bi = 0; bi < nblocks; bi++) wsync__put_le32(ot->data.p + at + 4 * bi, E->sizes[i][bi]);
+        at += 4 * (size_t)nblocks;
+        for (k = E->item_first[i]; k < E->n_items && E->items[k].tensor == i; k++) {
+            if (E->items[k].buf.len) memcpy(ot->data.p + at, E->items[k].buf.p, E->items[k].buf.len);
+            at += E->items[k].buf.len;
+            wsync__buf_free(&E->items[k].buf);
+        }
+    }
+    ot->data.len = at;
+    ot->shape = at;
+    E->changed[i] = changed;
+    return WSYNC_OK;
+}
+
+/* Cuts every tensor into runs of blocks, with per-tensor block tables. */
+static int wsync__encode_plan(wsync__enc *E, size_t n)
+{
+    const wsync_allocator *a = &E->o->allocator;
+    uint64_t blk = (uint64_t)1 << E->block_log2;
+    size_t i, total = 0, k = 0;
+    E->item_first = (size_t *)wsync__alloc(a, (n + 1) * sizeof *E->item_first);
+    E->top = (unsigned *)wsync__alloc(a, (n + 1) * sizeof *E->top);
+    E->sizes = (uint32_t **)wsync__alloc(a, (n + 1) * sizeof *E->sizes);
+    if (E->sizes) memset(E->sizes, 0, (n + 1) * sizeof *E->sizes); /* before any early return */
+    if (!E->item_first || !E->top || !E->sizes) return 0;
+    for (i = 0; i < n; i++) {
+        uint64_t nb = (E->nelem[i] + blk - 1) / blk;
+        total += (size_t)((nb + WSYNC__ENC_ITEM_BLOCKS - 1) / WSYNC__ENC_ITEM_BLOCKS);
+    }
+    E->items = (wsync__eitem *)wsync__alloc(a, (total + 1) * sizeof *E->items);
+    if (!E->items) return 0;
+    memset(E->items, 0, (total + 1) * sizeof *E->items);
+    for (i = 0; i < n; i++) {
+        uint64_t nb = (E->nelem[i] + blk - 1) / blk, b0;
+        E->item_first[i] = k;
+        E->top[i] = E->enc == WSYNC_ENCODING_PACKED_MAX ? wsync__top_exponent(&E->base[i], E->width[i], E->nelem[i]) : 0;
+        E->sizes[i] = (uint32_t *)wsync__alloc(a, (size_t)(nb + 1) * sizeof **E->sizes);
+        if (!E->sizes[i]) return 0;
+        for (b0 = 0; b0 < nb; b0 += WSYNC__ENC_ITEM_BLOCKS) {
+            E->items[k].tensor = i;
+            E->items[k].b0 = b0;
+            E->items[k].b1 = b0 + WSYNC__ENC_ITEM_BLOCKS < nb ? b0 + WSYNC__ENC_ITEM_BLOCKS : nb;
+            E->items[k].buf.a = a;
+            k++;
+        }
+    }
+    E->n_items = k;
+    return 1;
+}
+
 WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_tensor *next, size_t n,
                                           const wsync_delta_options *opt, wsync_sink_fn sink,
                                           void *user, wsync_delta_stats *stats, wsync_error *err)
@@ -4167,6 +4275,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     wsync_st_tensor_desc *descs = NULL;
     size_t n_out = 0, i, max_out, n_meta = 0, scratch_elems;
     unsigned threads, t;
+    int split;
     wsync_result r = WSYNC_OK;
     wsync_delta_stats st;
     wsync_st_writer sw;
@@ -4246,7 +4355,29 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
             goto done;
         }
     }
-    if ((r = wsync__pool_do(threads, n, wsync__encode_one, &E, err)) != WSYNC_OK) goto done;
+    {
+        /* Threads over tensors keep the digests fused with the diff (one
+           pass over memory); when one tensor alone is more than a thread's
+           share, tensors are cut into runs of blocks instead, and the
+           digests take passes of their own. */
+        uint64_t most = 0, all = 0;
+        for (i = 0; i < n; i++) {
+            all += E.nelem[i];
+            if (E.nelem[i] > most) most = E.nelem[i];
+        }
+        split = E.packed && threads > 1 && most > all / threads;
+    }
+    if (split) {
+        /* runs of blocks on every thread, then digests and streams per tensor */
+        if (!wsync__encode_plan(&E, n)) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder plan");
+            goto done;
+        }
+        if ((r = wsync__pool_do(threads, E.n_items, wsync__encode_item, &E, err)) != WSYNC_OK) goto done;
+        if ((r = wsync__pool_do(threads, n, wsync__encode_finish, &E, err)) != WSYNC_OK) goto done;
+    } else if ((r = wsync__pool_do(threads, n, wsync__encode_one, &E, err)) != WSYNC_OK) {
+        goto done;
+    }
 
     for (i = 0; i < n; i++) {
         st.tensors++;
@@ -4320,6 +4451,14 @@ done:
     wsync__free(&o.allocator, E.changed);
     wsync__free(&o.allocator, E.scratch);
     wsync__free(&o.allocator, E.posbuf);
+    if (E.items)
+        for (i = 0; i < E.n_items; i++) wsync__buf_free(&E.items[i].buf);
+    if (E.sizes)
+        for (i = 0; i < n; i++) wsync__free(&o.allocator, E.sizes[i]);
+    wsync__free(&o.allocator, E.items);
+    wsync__free(&o.allocator, E.item_first);
+    wsync__free(&o.allocator, E.top);
+    wsync__free(&o.allocator, E.sizes);
     if (stats && r == WSYNC_OK) *stats = st;
     return r;
 }

@@ -2831,6 +2831,71 @@ static void test_encode_memory(void)
     }
 }
 
+/* One tensor larger than a thread's share is cut into runs of blocks; the
+   bytes must be those of the one-thread encoder, and apply must agree. */
+static void test_split_encode(void)
+{
+    size_t n = 1500007, i;
+    uint16_t *a = (uint16_t *)td_xmalloc(n * 2), *b = (uint16_t *)td_xmalloc(n * 2), *c = (uint16_t *)td_xmalloc(n * 2);
+    uint64_t shape[1], s = 12345;
+    int e;
+    shape[0] = n;
+    for (i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        a[i] = wsync_f32_to_bf16(((float)(s >> 44) - 524288.0f) * 4e-8f);
+        b[i] = a[i];
+        if (((s >> 20) & 63) == 0) b[i] = (uint16_t)(a[i] + ((s >> 30) & 1 ? 1 : 0xFFFF));
+    }
+    for (e = 0; e < 2; e++) {
+        wsync_encoding enc = e ? WSYNC_ENCODING_PACKED_MAX : WSYNC_ENCODING_PACKED;
+        wsync_tensor tb, tn, tc;
+        wsync_delta_options o;
+        wsync_error err;
+        wsync_buffer b1, b2;
+        uint64_t rd1 = 0, rd2 = 0;
+        unsigned th;
+        memset(&tb, 0, sizeof tb);
+        tb.name = "w";
+        tb.dtype = WSYNC_DTYPE_BF16;
+        tb.rank = 1;
+        tb.shape = shape;
+        tb.data = a;
+        tb.nbytes = n * 2;
+        tn = tb;
+        tn.data = b;
+        tc = tb;
+        tc.data = c;
+        TEST_BEGIN(enc == WSYNC_ENCODING_PACKED ? "threads: one large packed tensor split into runs of blocks"
+                                                : "threads: one large packed-max tensor split into runs of blocks");
+        b1.cap = b2.cap = n;
+        b1.bytes = (uint8_t *)td_xmalloc(b1.cap);
+        b2.bytes = (uint8_t *)td_xmalloc(b2.cap);
+        b1.len = 0;
+        memset(&o, 0, sizeof o);
+        o.encoding = enc;
+        o.threads = 1;
+        o.result_digests_out = &rd1;
+        CHECK_EQ_INT(wsync_delta_encode(&tb, &tn, 1, &o, wsync_buffer_sink, &b1, NULL, &err), WSYNC_OK);
+        for (th = 2; th <= 5; th += 3) {
+            b2.len = 0;
+            o.threads = th;
+            o.result_digests_out = &rd2;
+            CHECK_EQ_INT(wsync_delta_encode(&tb, &tn, 1, &o, wsync_buffer_sink, &b2, NULL, &err), WSYNC_OK);
+            CHECK_MSG(b1.len == b2.len && memcmp(b1.bytes, b2.bytes, b1.len) == 0, "%u threads: different bytes", th);
+            CHECK_EQ_U64(rd1, rd2);
+            memcpy(c, a, n * 2);
+            CHECK_EQ_INT(wsync_delta_apply(b2.bytes, b2.len, &tc, 1, &o, NULL, &err), WSYNC_OK);
+            CHECK(memcmp(c, b, n * 2) == 0);
+        }
+        free(b1.bytes);
+        free(b2.bytes);
+        TEST_END();
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
 int main(void)
 {
     test_digest();
@@ -2856,5 +2921,6 @@ int main(void)
     test_alloc_failures_threads();
 #endif
     test_encode_memory();
+    test_split_encode();
     return check_summary();
 }
