@@ -3558,20 +3558,6 @@ static uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsync__pro
     return v;
 }
 
-/* The exponent field of a float element; 0 for dtypes without one. */
-static unsigned wsync__exponent(uint64_t u, wsync_dtype t)
-{
-    switch (t) {
-    case WSYNC_DTYPE_BF16: return (unsigned)(u >> 7) & 0xFF;
-    case WSYNC_DTYPE_F16: return (unsigned)(u >> 10) & 0x1F;
-    case WSYNC_DTYPE_F32: return (unsigned)(u >> 23) & 0xFF;
-    case WSYNC_DTYPE_F64: return (unsigned)(u >> 52) & 0x7FF;
-    case WSYNC_DTYPE_F8_E4M3: return (unsigned)(u >> 3) & 0xF;
-    case WSYNC_DTYPE_F8_E5M2: return (unsigned)(u >> 2) & 0x1F;
-    default: return 0;
-    }
-}
-
 static unsigned wsync__exp_max(wsync_dtype t)
 {
     switch (t) {
@@ -3597,14 +3583,17 @@ typedef struct wsync__classes {
 #define WSYNC__CLASSIFY_LOOP(T, SHIFT, MASK)                                   \
     for (i = 0; i < len; i++) {                                               \
         T u_;                                                                 \
+        uint8_t c_;                                                           \
         memcpy(&u_, base + i * sizeof(T), sizeof(T));                         \
-        k->cls[i] = lut[(unsigned)(u_ >> (SHIFT)) & (MASK)];                  \
+        c_ = lut[(unsigned)(u_ >> (SHIFT)) & (MASK)];                         \
+        k->cls[i] = c_;                                                       \
+        sub[i & 3][c_]++; /* four counters: no store-to-load stall on runs */ \
     }
 
 static void wsync__classify(wsync__classes *k, const uint8_t *base, wsync_dtype dt, unsigned top, uint64_t len,
                             int want_rank)
 {
-    uint32_t fill[WSYNC__MAX_CLASSES], count[WSYNC__MAX_CLASSES];
+    uint32_t fill[WSYNC__MAX_CLASSES], count[WSYNC__MAX_CLASSES], sub[4][WSYNC__MAX_CLASSES];
     uint8_t lut[2048];
     uint64_t i;
     unsigned c, e, emax = wsync__exp_max(dt);
@@ -3612,6 +3601,7 @@ static void wsync__classify(wsync__classes *k, const uint8_t *base, wsync_dtype 
         unsigned d = e == emax && emax ? 0 : (top > e ? top - e : 0);
         lut[e] = (uint8_t)(d < WSYNC__MAX_CLASSES ? d : WSYNC__MAX_CLASSES - 1);
     }
+    memset(sub, 0, sizeof sub);
     switch (dt) {
     case WSYNC_DTYPE_BF16: WSYNC__CLASSIFY_LOOP(uint16_t, 7, 0xFF) break;
     case WSYNC_DTYPE_F16: WSYNC__CLASSIFY_LOOP(uint16_t, 10, 0x1F) break;
@@ -3619,10 +3609,12 @@ static void wsync__classify(wsync__classes *k, const uint8_t *base, wsync_dtype 
     case WSYNC_DTYPE_F64: WSYNC__CLASSIFY_LOOP(uint64_t, 52, 0x7FF) break;
     case WSYNC_DTYPE_F8_E4M3: WSYNC__CLASSIFY_LOOP(uint8_t, 3, 0xF) break;
     case WSYNC_DTYPE_F8_E5M2: WSYNC__CLASSIFY_LOOP(uint8_t, 2, 0x1F) break;
-    default: memset(k->cls, 0, (size_t)len); break; /* no exponent: one class */
+    default: /* no exponent: one class */
+        memset(k->cls, 0, (size_t)len);
+        sub[0][0] = (uint32_t)len;
+        break;
     }
-    memset(count, 0, sizeof count);
-    for (i = 0; i < len; i++) count[k->cls[i]]++;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) count[c] = sub[0][c] + sub[1][c] + sub[2][c] + sub[3][c];
     k->start[0] = 0;
     for (c = 0; c < WSYNC__MAX_CLASSES; c++) k->start[c + 1] = k->start[c] + count[c];
     memcpy(fill, k->start, sizeof fill);
@@ -3786,18 +3778,36 @@ static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor 
     return WSYNC_OK;
 }
 
-/* The largest finite exponent of a tensor: packed-max's class 0. */
+/* The largest finite exponent of a tensor: packed-max's class 0. One loop
+   per dtype, branch-free, so the compiler can vectorise it. */
+#define WSYNC__TOP_LOOP(T, SHIFT, MASK)                                   \
+    for (k = 0; k < nelem; k++) {                                         \
+        T u_;                                                             \
+        unsigned e_;                                                      \
+        memcpy(&u_, bp + k * sizeof(T), sizeof(T));                       \
+        e_ = (unsigned)(u_ >> (SHIFT)) & (MASK);                          \
+        e_ = e_ == (MASK) ? 0 : e_; /* infinities and NaNs */             \
+        top = e_ > top ? e_ : top;                                        \
+    }
+
 static unsigned wsync__top_exponent(const wsync_tensor *b, unsigned w, uint64_t nelem)
 {
-    unsigned emax = wsync__exp_max(b->dtype), top = 0;
     const uint8_t *bp = (const uint8_t *)b->data;
+    unsigned top = 0;
     uint64_t k;
-    for (k = 0; k < nelem && emax; k++) {
-        unsigned e = wsync__exponent(wsync__elem_load(bp + k * w, w), b->dtype);
-        if (e != emax && e > top) top = e;
+    (void)w;
+    switch (b->dtype) {
+    case WSYNC_DTYPE_BF16: WSYNC__TOP_LOOP(uint16_t, 7, 0xFFu) break;
+    case WSYNC_DTYPE_F16: WSYNC__TOP_LOOP(uint16_t, 10, 0x1Fu) break;
+    case WSYNC_DTYPE_F32: WSYNC__TOP_LOOP(uint32_t, 23, 0xFFu) break;
+    case WSYNC_DTYPE_F64: WSYNC__TOP_LOOP(uint64_t, 52, 0x7FFu) break;
+    case WSYNC_DTYPE_F8_E4M3: WSYNC__TOP_LOOP(uint8_t, 3, 0xFu) break;
+    case WSYNC_DTYPE_F8_E5M2: WSYNC__TOP_LOOP(uint8_t, 2, 0x1Fu) break;
+    default: break;
     }
     return top;
 }
+#undef WSYNC__TOP_LOOP
 
 /* Appends block bi's payload to out (nothing for a block without changes)
    and returns its size and change count through *size and *count. */
