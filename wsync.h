@@ -3,11 +3,14 @@
 OVERVIEW
 ========
 wsync moves model weights from a trainer to inference engines after every
-optimizer step. This header is the core, libc only: dtypes and numeric
-conversions (f32 <-> bf16/f16/fp8), a strict safetensors reader and a
-streaming writer. Later sections (sparse deltas, the delta chain, the store
-and fabric interfaces) build on these. Optional companions: wsync_http.h
-(libcurl stores), wsync_rdma.h (one-sided writes).
+optimizer step. This header is the core, libc only (POSIX threads and files
+where available): dtypes and numeric conversions (f32 <-> bf16/f16/fp8), a
+strict safetensors reader and a streaming writer, a 64-bit digest, a SIMD
+bitwise diff, sparse deltas in four encodings (wsync_delta_encode,
+wsync_delta_apply), and the object-store interface with a directory store
+and a memory store. The delta chain and the fabric interface come next.
+Optional companions: wsync_http.h (libcurl stores), wsync_rdma.h (one-sided
+writes); both are skeletons today.
 
 It is a single header in the stb style: declarations always, the code only
 in the one C or C++ file that defines WSYNC_IMPLEMENTATION first:
@@ -42,6 +45,12 @@ are contiguous in the order given):
 
 Convert: wsync_f32_to_bf16() rounds to nearest even exactly as PyTorch's
 `tensor.to(torch.bfloat16)` does, subnormals included.
+
+Deltas: describe tensors as wsync_tensor {name, dtype, rank, shape, data,
+nbytes}; wsync_delta_encode(base, next, n, &opt, sink, user, &stats, &err)
+writes a delta file; wsync_delta_apply(bytes, size, weights, n, NULL,
+&stats, &err) checks all of it (digests included) and only then patches
+the weights in place.
 
 COMPILE-TIME OPTIONS
 ====================
