@@ -136,7 +136,9 @@ extern "C" {
     X(WSYNC_ERR_LIMIT, 20, "a configured limit was exceeded")                       \
     X(WSYNC_ERR_UNSUPPORTED, 21, "unsupported")                                     \
     X(WSYNC_ERR_SINK, 22, "the output sink failed")                                \
-    X(WSYNC_ERR_DIGEST_MISMATCH, 23, "digest mismatch")
+    X(WSYNC_ERR_DIGEST_MISMATCH, 23, "digest mismatch")                            \
+    X(WSYNC_ERR_BAD_HEAD, 24, "the store's HEAD is not a valid chain pointer")     \
+    X(WSYNC_ERR_NO_PATH, 25, "no usable chain of objects reaches the step")
 
 typedef enum wsync_result {
 #define WSYNC__RESULT_ENUM(name, value, text) name = value,
@@ -605,6 +607,182 @@ WSYNC_DEF void wsync_store_close(wsync_store *s);
 WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key, const wsync_allocator *a,
                                            uint8_t **bytes, uint64_t *size, wsync_error *err);
 
+
+/* ======================================================================
+   Chain: publisher (trainer side) and subscriber (inference side)
+   ======================================================================
+   The chain lives in a store, under an optional prefix:
+
+     anchors/step_000040.safetensors   dense snapshot (a plain safetensors
+                                       file; __metadata__ "step": "40")
+     deltas/step_000041.safetensors    delta 40 -> 41, any encoding
+     HEAD                              JSON, written last (README.md,
+                                       "The chain in a store")
+
+   HEAD names the newest step and every retained object with its base step,
+   size, a digest of its bytes and the digest of the model state it leads
+   to, and ends with a digest of itself. A subscriber never applies an
+   object whose bytes, base step or digests disagree with HEAD; it routes
+   around a bad object through an anchor and otherwise stays at the last
+   published step it reached. A store without HEAD (a bucket written by
+   TRL's delta sync) is read by listing anchors/ and deltas/: each delta's
+   base is the previous step listed.
+
+   The state digest of a model: wsync_digest over the little-endian u64
+   digests of its tensors' bytes, tensors in byte order of their names. */
+
+#define WSYNC_STEP_LATEST UINT64_MAX
+/* Steps are below 10^15 (keys are step_%06llu). */
+#define WSYNC_STEP_MAX 999999999999999ull
+
+#define WSYNC_CHAIN_VERIFY_STATE 1u /* subscriber: digest the whole model after every
+                                       sync and compare with HEAD's state digest */
+#define WSYNC_CHAIN_KEEP_F32 2u     /* publisher: publish F32 tensors as F32 (default:
+                                       cast to BF16, round to nearest even) */
+
+typedef struct wsync_chain_options {
+    wsync_allocator allocator;
+    const char *prefix;        /* objects under "<prefix>/"; NULL or "": the store's root */
+    wsync_encoding encoding;   /* publisher: delta encoding; 0: packed */
+    uint32_t anchor_every;     /* publisher: an anchor when step - last anchor >= K; 0: 20 */
+    double anchor_fraction;    /* publisher: an anchor instead of a delta larger than this
+                                  fraction of the full size; 0: 0.5 */
+    uint32_t retain;           /* publisher: objects of the last `retain` steps are kept,
+                                  plus the newest anchor and everything after it;
+                                  0: 2 * anchor_every */
+    unsigned threads;          /* encode, apply and digest worker threads; 0 or 1: one */
+    unsigned flags;            /* WSYNC_CHAIN_* */
+} wsync_chain_options;
+
+typedef enum wsync_chain_kind {
+    WSYNC_CHAIN_ANCHOR = 1,
+    WSYNC_CHAIN_DELTA = 2
+} wsync_chain_kind;
+
+typedef struct wsync_chain_entry {
+    wsync_chain_kind kind;
+    uint64_t step;
+    uint64_t base;             /* deltas: the step they apply to; anchors: = step */
+    uint64_t bytes;            /* object size */
+    int has_digests;           /* from HEAD: digest and state below are known */
+    uint64_t digest;           /* wsync_digest of the object's bytes */
+    uint64_t state;            /* state digest of the model at `step` */
+    char key[64];              /* e.g. "deltas/step_000041.safetensors" (no prefix) */
+} wsync_chain_entry;
+
+/* What a store's chain holds: HEAD parsed, or a listing when there is none. */
+typedef struct wsync_chain_info {
+    int has_head;              /* 0: built from a listing (no HEAD) */
+    uint64_t head_step;        /* newest step */
+    uint64_t anchor_step;      /* newest anchor at or before head_step */
+    uint64_t head_state;       /* HEAD: state digest at head_step */
+    wsync_encoding encoding;   /* HEAD: encoding of its deltas (0: unknown) */
+    wsync_chain_entry *entries;/* anchors then deltas, each ascending by step */
+    size_t n_entries;
+    /* private */
+    wsync_allocator allocator;
+} wsync_chain_info;
+
+/* Reads HEAD (or lists, when the store has none): WSYNC_ERR_NOT_FOUND for an
+   empty chain, WSYNC_ERR_BAD_HEAD for a HEAD that fails its digest or its
+   rules. */
+WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_chain_options *opt,
+                                        wsync_chain_info *out, wsync_error *err);
+WSYNC_DEF void wsync_chain_info_free(wsync_chain_info *c);
+/* HEAD's text for an info (what the publisher writes), and its parser;
+   exposed for tests and fuzzing. The text is allocated from the info's
+   allocator (free with it); parsing validates every field. */
+WSYNC_DEF wsync_result wsync_chain_head_format(const wsync_chain_info *c, char **text, size_t *len,
+                                               wsync_error *err);
+WSYNC_DEF wsync_result wsync_chain_head_parse(const void *text, size_t len, const wsync_allocator *a,
+                                              wsync_chain_info *out, wsync_error *err);
+/* State digest of n tensors (wsync_digest of each, combined as above). */
+WSYNC_DEF wsync_result wsync_state_digest(const wsync_tensor *t, size_t n, unsigned threads,
+                                          uint64_t *out, wsync_error *err);
+
+/* --- Publisher --- */
+
+typedef struct wsync_publisher wsync_publisher;
+
+typedef struct wsync_publish_stats {
+    uint64_t step;
+    int wrote_anchor;          /* an anchor was written for this step */
+    int wrote_delta;           /* a delta was written for this step */
+    uint64_t base_step;        /* the delta's base (when wrote_delta) */
+    uint64_t elements, changed;
+    uint64_t delta_bytes, anchor_bytes;
+    uint64_t deleted;          /* objects removed by retention */
+    uint64_t state;            /* state digest of what was published */
+    double encode_seconds;     /* diff and encode (or anchor serialisation) */
+    double put_seconds;        /* object puts, HEAD and retention */
+} wsync_publish_stats;
+
+/* Opens a publisher on a store (copied; it must stay open). Its state lives
+   in the store: a publisher opened on a store with HEAD continues that chain
+   (at its first publish it rebuilds the last published image from the store,
+   or writes an anchor when it cannot). */
+WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsync_chain_options *opt,
+                                            wsync_publisher **out, wsync_error *err);
+/* Publishes `step` (greater than HEAD's): a delta against the last published
+   image, an anchor (first publish, every anchor_every steps, a change of
+   tensors, or a delta above anchor_fraction), or both; then HEAD; then
+   retention. Tensors must keep their names, dtypes and shapes between steps
+   (a change forces an anchor). BF16 and other dtypes are published as they
+   are, F32 cast to BF16 unless WSYNC_CHAIN_KEEP_F32. Memory: one image of
+   the published model (plus, for F32 input, one cast buffer). */
+WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const wsync_tensor *tensors,
+                                     size_t n, wsync_publish_stats *stats, wsync_error *err);
+/* 1 and *step set when the chain has a HEAD step. */
+WSYNC_DEF int wsync_publisher_head(const wsync_publisher *p, uint64_t *step);
+WSYNC_DEF void wsync_publisher_close(wsync_publisher *p);
+
+/* --- Subscriber --- */
+
+typedef struct wsync_subscriber wsync_subscriber;
+
+typedef struct wsync_sync_stats {
+    int had_step;
+    uint64_t from_step;        /* where the targets were (when had_step) */
+    uint64_t step;             /* where they are now (valid when the subscriber has a step) */
+    uint64_t head_step;
+    unsigned anchors, deltas;  /* objects applied */
+    unsigned rejected;         /* objects refused (digest, container, order), routed around */
+    uint64_t bytes_fetched;
+    char path[160];            /* "deltas 41..43", "anchor 40 + deltas 41..43", "none" */
+} wsync_sync_stats;
+
+/* A subscriber updating the caller's tensors in place (matched by name; the
+   memory stays the caller's and must outlive the subscriber). It starts
+   without a step: the first sync loads an anchor. */
+WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_tensor *targets, size_t n,
+                                             const wsync_chain_options *opt, wsync_subscriber **out,
+                                             wsync_error *err);
+/* The caller vouches that the targets hold `step` (e.g. a file written by an
+   earlier pull). Packed deltas check it through their base digests. */
+WSYNC_DEF void wsync_subscriber_set_step(wsync_subscriber *s, uint64_t step);
+/* 1 and *step set when the targets hold a known step. */
+WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step);
+/* Brings the targets to `step` (WSYNC_STEP_LATEST: HEAD's) along the
+   cheapest path in bytes. On failure the targets hold the last published
+   step reached (see wsync_subscriber_step), never a mixture, and `err`
+   names the object and the reason. */
+WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step, wsync_sync_stats *stats,
+                                             wsync_error *err);
+/* Background prefetch: a thread polls HEAD every interval_ms and downloads
+   and checks (digests, container) the objects leading to the newest step,
+   touching nothing of the targets. Needs POSIX threads. */
+WSYNC_DEF wsync_result wsync_subscriber_start(wsync_subscriber *s, unsigned interval_ms, wsync_error *err);
+/* 1 and *step set when prefetched objects lead to a step newer than the targets'. */
+WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step);
+/* Applies what was prefetched, in the caller's thread, at a point the caller
+   chooses (between batches); the same guarantees as sync. WSYNC_OK and
+   stats->path "none" when nothing is ready. */
+WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_sync_stats *stats,
+                                                    wsync_error *err);
+/* Stops the background thread (close does too). */
+WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s);
+WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s);
+
 #ifdef __cplusplus
 }
 #endif
@@ -622,6 +800,7 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if !defined(WSYNC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
 #define WSYNC__HAVE_THREADS 1
@@ -636,6 +815,7 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <unistd.h>
 #else
@@ -6131,6 +6311,1959 @@ WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_
                        "the directory store needs POSIX (this build has WSYNC_NO_MMAP or no POSIX)");
 }
 #endif
+
+
+/* ---------------------------------------------------------------------
+   Chain: HEAD, publisher, subscriber
+   --------------------------------------------------------------------- */
+
+#define WSYNC__CHAIN_MAX_ENTRIES 1000000u
+#define WSYNC__PREFIX_MAX 512
+#define WSYNC__KEY_MAX (WSYNC__PREFIX_MAX + 64)
+#define WSYNC__MAX_BAD 32
+
+static double wsync__wall(void)
+{
+#if WSYNC__POSIX
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+#else
+    return (double)clock() / CLOCKS_PER_SEC;
+#endif
+}
+
+static void wsync__entry_key(wsync_chain_entry *e)
+{
+    snprintf(e->key, sizeof e->key, "%s/step_%06llu.safetensors",
+             e->kind == WSYNC_CHAIN_ANCHOR ? "anchors" : "deltas", (unsigned long long)e->step);
+}
+
+/* "<prefix>/<rel>" or "<rel>"; 0 when it does not fit. */
+static int wsync__chain_path(char *buf, size_t cap, const char *prefix, const char *rel)
+{
+    size_t pl = prefix ? strlen(prefix) : 0, rl = strlen(rel), need = pl + (pl ? 1 : 0) + rl + 1;
+    if (need > cap) return 0;
+    if (pl) {
+        memcpy(buf, prefix, pl);
+        buf[pl] = '/';
+        memcpy(buf + pl + 1, rel, rl + 1);
+    } else {
+        memcpy(buf, rel, rl + 1);
+    }
+    return 1;
+}
+
+static wsync_result wsync__chain_prefix(char *dst, const char *prefix, wsync_error *err)
+{
+    size_t n = prefix ? strlen(prefix) : 0;
+    wsync_result r;
+    dst[0] = 0;
+    if (!n) return WSYNC_OK;
+    if (n >= WSYNC__PREFIX_MAX)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "chain prefix too long");
+    if ((r = wsync_store_key_check(prefix, err)) != WSYNC_OK) return r;
+    memcpy(dst, prefix, n + 1);
+    return WSYNC_OK;
+}
+
+/* Puts "object 'key': " in front of err's message, keeping code and tensor. */
+static wsync_result wsync__obj_fail(wsync_error *err, wsync_result r, const char *key)
+{
+    char m[sizeof err->message];
+    size_t kl, ml, o = 0;
+    if (!err) return r;
+    err->code = r;
+    kl = strlen(key);
+    ml = strlen(err->message);
+    if (kl > 200) kl = 200;
+    memcpy(m, "object '", 8), o = 8;
+    memcpy(m + o, key, kl), o += kl;
+    memcpy(m + o, "': ", 3), o += 3;
+    if (ml > sizeof m - 1 - o) ml = sizeof m - 1 - o;
+    memcpy(m + o, err->message, ml), o += ml;
+    m[o] = 0;
+    memcpy(err->message, m, o + 1);
+    return r;
+}
+
+static int wsync__cmp_entry(const void *pa, const void *pb)
+{
+    const wsync_chain_entry *a = (const wsync_chain_entry *)pa, *b = (const wsync_chain_entry *)pb;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    return a->step < b->step ? -1 : a->step > b->step;
+}
+
+/* Index of the entry of `kind` at `step`, or -1 (entries sorted). */
+static long wsync__chain_find(const wsync_chain_info *c, wsync_chain_kind kind, uint64_t step)
+{
+    size_t lo = 0, hi = c->n_entries;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const wsync_chain_entry *e = &c->entries[mid];
+        if (e->kind < kind || (e->kind == kind && e->step < step)) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < c->n_entries && c->entries[lo].kind == kind && c->entries[lo].step == step) return (long)lo;
+    return -1;
+}
+
+static wsync_result wsync__chain_validate(const wsync_chain_info *c, wsync_error *err)
+{
+    size_t i;
+    uint64_t top = 0, top_anchor = 0;
+    int any_anchor = 0;
+    if (!c->n_entries || c->n_entries > WSYNC__CHAIN_MAX_ENTRIES)
+        return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "%s",
+                           c->n_entries ? "too many objects" : "no objects");
+    for (i = 0; i < c->n_entries; i++) {
+        const wsync_chain_entry *e = &c->entries[i];
+        if (e->kind != WSYNC_CHAIN_ANCHOR && e->kind != WSYNC_CHAIN_DELTA)
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "object %u has no kind", (unsigned)i);
+        if (e->step > WSYNC_STEP_MAX)
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "step %llu above the limit",
+                               (unsigned long long)e->step);
+        if (i && wsync__cmp_entry(&c->entries[i - 1], e) >= 0)
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0,
+                               "%s steps not strictly ascending at step %llu",
+                               e->kind == WSYNC_CHAIN_ANCHOR ? "anchor" : "delta", (unsigned long long)e->step);
+        if (e->kind == WSYNC_CHAIN_DELTA && e->base >= e->step)
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0,
+                               "delta %llu has base %llu, not an earlier step", (unsigned long long)e->step,
+                               (unsigned long long)e->base);
+        if (e->kind == WSYNC_CHAIN_ANCHOR && e->base != e->step)
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "anchor %llu has a base",
+                               (unsigned long long)e->step);
+        if (e->step > top) top = e->step;
+        if (e->kind == WSYNC_CHAIN_ANCHOR) any_anchor = 1, top_anchor = e->step;
+    }
+    if (c->has_head && !any_anchor)
+        return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "%s", "no anchor");
+    if (top != c->head_step)
+        return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0,
+                           "HEAD step %llu is not the newest object's step %llu",
+                           (unsigned long long)c->head_step, (unsigned long long)top);
+    if (any_anchor && top_anchor != c->anchor_step)
+        return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0,
+                           "HEAD anchor %llu is not the newest anchor %llu",
+                           (unsigned long long)c->anchor_step, (unsigned long long)top_anchor);
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_chain_info_free(wsync_chain_info *c)
+{
+    if (!c) return;
+    wsync__free(&c->allocator, c->entries);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- HEAD text ---- */
+
+static const char wsync__hexd[] = "0123456789abcdef";
+
+static size_t wsync__put_hex64(char *o, uint64_t v)
+{
+    int i;
+    for (i = 15; i >= 0; i--, v >>= 4) o[i] = wsync__hexd[v & 15];
+    return 16;
+}
+
+WSYNC_DEF wsync_result wsync_chain_head_format(const wsync_chain_info *c, char **text, size_t *len,
+                                               wsync_error *err)
+{
+    size_t cap, o = 0, i;
+    char *t, hex[17];
+    int pass;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!c || !text || !len)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "head_format arguments");
+    *text = NULL;
+    *len = 0;
+    {
+        wsync_chain_info h = *c;
+        h.has_head = 1;
+        if ((r = wsync__chain_validate(&h, err)) != WSYNC_OK) return r;
+    }
+    if (!wsync_mul_size(c->n_entries, 160, &cap) || !wsync_add_size(cap, 512, &cap))
+        return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, NULL, 0, "%s", "HEAD size");
+    if (!(t = (char *)wsync__alloc(&c->allocator, cap)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD text");
+    hex[16] = 0;
+#define WSYNC__HEAD_PUT(...) (o += (size_t)snprintf(t + o, cap - o, __VA_ARGS__))
+    wsync__put_hex64(hex, c->head_state);
+    WSYNC__HEAD_PUT("{\"format\":\"wsync-chain\",\"version\":1,\"step\":%llu,\"anchor\":%llu,\"state\":\"%s\"",
+                    (unsigned long long)c->head_step, (unsigned long long)c->anchor_step, hex);
+    if (c->encoding && wsync_encoding_name(c->encoding))
+        WSYNC__HEAD_PUT(",\"encoding\":\"%s\"", wsync_encoding_name(c->encoding));
+    for (pass = 0; pass < 2; pass++) {
+        wsync_chain_kind kind = pass ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR;
+        int first = 1;
+        WSYNC__HEAD_PUT(",\n\"%s\":[", pass ? "deltas" : "anchors");
+        for (i = 0; i < c->n_entries; i++) {
+            const wsync_chain_entry *e = &c->entries[i];
+            char dh[17], sh[17];
+            if (e->kind != kind) continue;
+            dh[16] = sh[16] = 0;
+            wsync__put_hex64(dh, e->digest);
+            wsync__put_hex64(sh, e->state);
+            WSYNC__HEAD_PUT("%s\n{\"step\":%llu,", first ? "" : ",", (unsigned long long)e->step);
+            if (pass) WSYNC__HEAD_PUT("\"base\":%llu,", (unsigned long long)e->base);
+            WSYNC__HEAD_PUT("\"bytes\":%llu,\"digest\":\"%s\",\"state\":\"%s\"}", (unsigned long long)e->bytes, dh,
+                            sh);
+            first = 0;
+        }
+        WSYNC__HEAD_PUT("]");
+    }
+    WSYNC__HEAD_PUT(",\n");
+    wsync__put_hex64(hex, wsync_digest(t, o));
+    WSYNC__HEAD_PUT("\"check\":\"%s\"}\n", hex);
+#undef WSYNC__HEAD_PUT
+    WSYNC_ASSERT(o < cap);
+    *text = t;
+    *len = o;
+    return WSYNC_OK;
+}
+
+/* A strict reader for HEAD's JSON: objects, arrays, plain strings (escapes
+   only inside values it skips), unsigned integers without leading zeros. */
+typedef struct wsync__jp {
+    const char *s;
+    size_t n, i;
+} wsync__jp;
+
+static void wsync__jp_ws(wsync__jp *p)
+{
+    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\n' || p->s[p->i] == '\r' || p->s[p->i] == '\t'))
+        p->i++;
+}
+
+static int wsync__jp_lit(wsync__jp *p, char c)
+{
+    wsync__jp_ws(p);
+    if (p->i < p->n && p->s[p->i] == c) return p->i++, 1;
+    return 0;
+}
+
+static int wsync__jp_str(wsync__jp *p, const char **out, size_t *len)
+{
+    size_t b;
+    wsync__jp_ws(p);
+    if (p->i >= p->n || p->s[p->i] != '"') return 0;
+    b = ++p->i;
+    while (p->i < p->n && p->s[p->i] != '"') {
+        unsigned char ch = (unsigned char)p->s[p->i];
+        if (ch < 0x20 || ch == '\\' || ch >= 0x80) return 0;
+        p->i++;
+    }
+    if (p->i >= p->n) return 0;
+    *out = p->s + b;
+    *len = p->i - b;
+    p->i++;
+    return 1;
+}
+
+static int wsync__jp_u64(wsync__jp *p, uint64_t *v)
+{
+    uint64_t x = 0;
+    size_t b;
+    wsync__jp_ws(p);
+    b = p->i;
+    while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
+        unsigned d = (unsigned)(p->s[p->i] - '0');
+        if (x > (UINT64_MAX - d) / 10) return 0;
+        x = x * 10 + d;
+        p->i++;
+    }
+    if (p->i == b || (p->i - b > 1 && p->s[b] == '0')) return 0;
+    *v = x;
+    return 1;
+}
+
+static int wsync__jp_hex64(wsync__jp *p, uint64_t *v)
+{
+    const char *s;
+    size_t len, k;
+    uint64_t x = 0;
+    if (!wsync__jp_str(p, &s, &len) || len != 16) return 0;
+    for (k = 0; k < 16; k++) {
+        char c = s[k];
+        unsigned d;
+        if (c >= '0' && c <= '9') d = (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') d = (unsigned)(c - 'a' + 10);
+        else return 0;
+        x = x << 4 | d;
+    }
+    *v = x;
+    return 1;
+}
+
+/* Skips any JSON value (unknown keys, for later versions). */
+static int wsync__jp_skip(wsync__jp *p, int depth)
+{
+    char c;
+    if (depth > 16) return 0;
+    wsync__jp_ws(p);
+    if (p->i >= p->n) return 0;
+    c = p->s[p->i];
+    if (c == '"') {
+        p->i++;
+        while (p->i < p->n && p->s[p->i] != '"') {
+            if ((unsigned char)p->s[p->i] < 0x20) return 0;
+            if (p->s[p->i] == '\\') p->i++;
+            p->i++;
+        }
+        if (p->i >= p->n) return 0;
+        p->i++;
+        return 1;
+    }
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        p->i++;
+        if (wsync__jp_lit(p, close)) return 1;
+        for (;;) {
+            if (c == '{') {
+                const char *k;
+                size_t kl;
+                if (!wsync__jp_str(p, &k, &kl) || !wsync__jp_lit(p, ':')) return 0;
+            }
+            if (!wsync__jp_skip(p, depth + 1)) return 0;
+            if (wsync__jp_lit(p, close)) return 1;
+            if (!wsync__jp_lit(p, ',')) return 0;
+        }
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        size_t b = p->i;
+        while (p->i < p->n && strchr("+-.eE0123456789", p->s[p->i])) p->i++;
+        return p->i > b;
+    }
+    if (p->n - p->i >= 4 && (memcmp(p->s + p->i, "true", 4) == 0 || memcmp(p->s + p->i, "null", 4) == 0))
+        return p->i += 4, 1;
+    if (p->n - p->i >= 5 && memcmp(p->s + p->i, "false", 5) == 0) return p->i += 5, 1;
+    return 0;
+}
+
+static int wsync__jp_key_is(const char *k, size_t kl, const char *lit)
+{
+    return strlen(lit) == kl && memcmp(k, lit, kl) == 0;
+}
+
+#define WSYNC__HEAD_BAD(...) wsync__fail(err, WSYNC_ERR_BAD_HEAD, (uint64_t)p.i, NULL, 0, __VA_ARGS__)
+
+static wsync_result wsync__head_entries(wsync__jp *pp, wsync_chain_kind kind, wsync__buf *out, wsync_error *err)
+{
+    wsync__jp p = *pp;
+    wsync_result r = WSYNC_OK;
+    if (!wsync__jp_lit(&p, '[')) return WSYNC__HEAD_BAD("%s is not an array", kind == WSYNC_CHAIN_ANCHOR ? "anchors" : "deltas");
+    if (wsync__jp_lit(&p, ']')) goto done;
+    for (;;) {
+        wsync_chain_entry e;
+        unsigned seen = 0;
+        memset(&e, 0, sizeof e);
+        e.kind = kind;
+        e.has_digests = 1;
+        if (!wsync__jp_lit(&p, '{')) return WSYNC__HEAD_BAD("%s", "an object entry is not an object");
+        if (!wsync__jp_lit(&p, '}')) for (;;) {
+            const char *k;
+            size_t kl;
+            unsigned bit = 0;
+            int ok;
+            if (!wsync__jp_str(&p, &k, &kl) || !wsync__jp_lit(&p, ':'))
+                return WSYNC__HEAD_BAD("%s", "expected a key in an object entry");
+            if (wsync__jp_key_is(k, kl, "step")) bit = 1, ok = wsync__jp_u64(&p, &e.step);
+            else if (wsync__jp_key_is(k, kl, "base")) bit = 2, ok = wsync__jp_u64(&p, &e.base);
+            else if (wsync__jp_key_is(k, kl, "bytes")) bit = 4, ok = wsync__jp_u64(&p, &e.bytes);
+            else if (wsync__jp_key_is(k, kl, "digest")) bit = 8, ok = wsync__jp_hex64(&p, &e.digest);
+            else if (wsync__jp_key_is(k, kl, "state")) bit = 16, ok = wsync__jp_hex64(&p, &e.state);
+            else ok = wsync__jp_skip(&p, 2);
+            if (!ok) return WSYNC__HEAD_BAD("bad value for \"%.*s\" in an object entry", (int)(kl > 32 ? 32 : kl), k);
+            if (bit & seen) return WSYNC__HEAD_BAD("duplicate \"%.*s\" in an object entry", (int)kl, k);
+            seen |= bit;
+            if (wsync__jp_lit(&p, '}')) break;
+            if (!wsync__jp_lit(&p, ',')) return WSYNC__HEAD_BAD("%s", "expected ',' or '}' in an object entry");
+        }
+        if ((seen & 29u) != 29u || (kind == WSYNC_CHAIN_DELTA) != ((seen & 2u) != 0))
+            return WSYNC__HEAD_BAD("%s", kind == WSYNC_CHAIN_DELTA
+                                             ? "a delta needs step, base, bytes, digest and state"
+                                             : "an anchor needs step, bytes, digest and state (and no base)");
+        if (kind == WSYNC_CHAIN_ANCHOR) e.base = e.step;
+        if (e.step > WSYNC_STEP_MAX) return WSYNC__HEAD_BAD("step %llu above the limit", (unsigned long long)e.step);
+        wsync__entry_key(&e);
+        if (out->len / sizeof e >= WSYNC__CHAIN_MAX_ENTRIES) return WSYNC__HEAD_BAD("%s", "too many objects");
+        if (!wsync__buf_reserve(out, sizeof e))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD entries");
+        memcpy(out->p + out->len, &e, sizeof e);
+        out->len += sizeof e;
+        if (wsync__jp_lit(&p, ']')) break;
+        if (!wsync__jp_lit(&p, ',')) return WSYNC__HEAD_BAD("%s", "expected ',' or ']' between objects");
+    }
+done:
+    *pp = p;
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_chain_head_parse(const void *text, size_t len, const wsync_allocator *a,
+                                              wsync_chain_info *out, wsync_error *err)
+{
+    wsync__jp p;
+    wsync__buf ents;
+    wsync_chain_info c;
+    unsigned seen = 0;
+    uint64_t version = 0, check = 0;
+    size_t check_at = 0;
+    wsync_result r = WSYNC_OK;
+    wsync__error_reset(err);
+    if (!out || (!text && len))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "head_parse arguments");
+    memset(out, 0, sizeof *out);
+    memset(&c, 0, sizeof c);
+    if (a) c.allocator = *a;
+    memset(&ents, 0, sizeof ents);
+    ents.a = &c.allocator;
+    p.s = (const char *)text;
+    p.n = len;
+    p.i = 0;
+    if (len > ((size_t)WSYNC__CHAIN_MAX_ENTRIES + 16) * 256) return WSYNC__HEAD_BAD("%s", "HEAD too large");
+    if (!wsync__jp_lit(&p, '{')) return WSYNC__HEAD_BAD("%s", "not a JSON object");
+    for (;;) {
+        const char *k;
+        size_t kl, at;
+        unsigned bit;
+        int ok = 1;
+        wsync__jp_ws(&p);
+        at = p.i;
+        if (seen & 256u) {
+            r = WSYNC__HEAD_BAD("%s", "\"check\" must be the last key");
+            goto fail;
+        }
+        if (!wsync__jp_str(&p, &k, &kl) || !wsync__jp_lit(&p, ':')) {
+            r = WSYNC__HEAD_BAD("%s", "expected a key");
+            goto fail;
+        }
+        if (wsync__jp_key_is(k, kl, "format")) {
+            const char *v;
+            size_t vl;
+            bit = 1;
+            ok = wsync__jp_str(&p, &v, &vl) && wsync__jp_key_is(v, vl, "wsync-chain");
+        } else if (wsync__jp_key_is(k, kl, "version")) {
+            bit = 2;
+            ok = wsync__jp_u64(&p, &version) && version == 1;
+        } else if (wsync__jp_key_is(k, kl, "step")) bit = 4, ok = wsync__jp_u64(&p, &c.head_step);
+        else if (wsync__jp_key_is(k, kl, "anchor")) bit = 8, ok = wsync__jp_u64(&p, &c.anchor_step);
+        else if (wsync__jp_key_is(k, kl, "state")) bit = 16, ok = wsync__jp_hex64(&p, &c.head_state);
+        else if (wsync__jp_key_is(k, kl, "encoding")) {
+            const char *v;
+            size_t vl;
+            char nm[16];
+            bit = 32;
+            ok = wsync__jp_str(&p, &v, &vl) && vl < sizeof nm;
+            if (ok) {
+                memcpy(nm, v, vl);
+                nm[vl] = 0;
+                c.encoding = wsync_encoding_from_name(nm); /* unknown: 0, a later version's */
+            }
+        } else if (wsync__jp_key_is(k, kl, "anchors") || wsync__jp_key_is(k, kl, "deltas")) {
+            int d = k[0] == 'd';
+            bit = d ? 128u : 64u;
+            if (seen & bit) {
+                r = WSYNC__HEAD_BAD("duplicate key \"%s\"", d ? "deltas" : "anchors");
+                goto fail;
+            }
+            if ((r = wsync__head_entries(&p, d ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR, &ents, err)) != WSYNC_OK)
+                goto fail;
+        } else if (wsync__jp_key_is(k, kl, "check")) {
+            bit = 256;
+            check_at = at;
+            ok = wsync__jp_hex64(&p, &check);
+        } else {
+            bit = 0;
+            ok = wsync__jp_skip(&p, 1);
+        }
+        if (!ok) {
+            r = WSYNC__HEAD_BAD("bad value for \"%.*s\"", (int)(kl > 32 ? 32 : kl), k);
+            goto fail;
+        }
+        if (seen & bit & ~192u) {
+            r = WSYNC__HEAD_BAD("duplicate key \"%.*s\"", (int)(kl > 32 ? 32 : kl), k);
+            goto fail;
+        }
+        seen |= bit;
+        if (wsync__jp_lit(&p, '}')) break;
+        if (!wsync__jp_lit(&p, ',')) {
+            r = WSYNC__HEAD_BAD("%s", "expected ',' or '}'");
+            goto fail;
+        }
+    }
+    wsync__jp_ws(&p);
+    if (p.i != p.n) {
+        r = WSYNC__HEAD_BAD("%s", "bytes after the JSON object");
+        goto fail;
+    }
+    if ((seen & 0x1DFu) != 0x1DFu) {
+        static const char *names[] = {"format", "version", "step", "anchor", "state", "", "anchors", "deltas", "check"};
+        unsigned b;
+        for (b = 0; b < 9 && (seen & (1u << b)); b++) {}
+        while (b == 5 || (b < 9 && (seen & (1u << b)))) b++;
+        r = WSYNC__HEAD_BAD("missing \"%s\"", b < 9 ? names[b] : "?");
+        goto fail;
+    }
+    if (wsync_digest(text, check_at) != check) {
+        r = wsync__fail(err, WSYNC_ERR_BAD_HEAD, (uint64_t)check_at, NULL, 0, "%s",
+                        "the digest in \"check\" does not match HEAD's bytes (torn or corrupt)");
+        goto fail;
+    }
+    c.entries = (wsync_chain_entry *)ents.p;
+    c.n_entries = ents.len / sizeof(wsync_chain_entry);
+    c.has_head = 1;
+    ents.p = NULL;
+    if (c.n_entries) qsort(c.entries, c.n_entries, sizeof *c.entries, wsync__cmp_entry);
+    if ((r = wsync__chain_validate(&c, err)) != WSYNC_OK) {
+        wsync_chain_info_free(&c);
+        return r;
+    }
+    *out = c;
+    return WSYNC_OK;
+fail:
+    wsync__buf_free(&ents);
+    return r;
+}
+#undef WSYNC__HEAD_BAD
+
+/* ---- reading a chain: HEAD, or a listing for a bucket without one ---- */
+
+typedef struct wsync__listing {
+    wsync__buf b;
+    wsync_chain_kind kind;
+    size_t plen;
+    int oom;
+} wsync__listing;
+
+/* "step_000041.safetensors" -> 41; 0 if the name is anything else. */
+static int wsync__step_name(const char *s, uint64_t *step)
+{
+    uint64_t v = 0;
+    size_t d = 0;
+    if (strncmp(s, "step_", 5) != 0) return 0;
+    s += 5;
+    while (s[d] >= '0' && s[d] <= '9') {
+        if (d >= 15) return 0;
+        v = v * 10 + (uint64_t)(s[d] - '0');
+        d++;
+    }
+    if (!d || strcmp(s + d, ".safetensors") != 0) return 0;
+    *step = v;
+    return 1;
+}
+
+static int wsync__listing_fn(void *user, const char *key, uint64_t size)
+{
+    wsync__listing *l = (wsync__listing *)user;
+    wsync_chain_entry e;
+    const char *rest = key + l->plen;
+    if (strlen(key) < l->plen || strchr(rest, '/')) return 0;
+    memset(&e, 0, sizeof e);
+    if (!wsync__step_name(rest, &e.step)) return 0;
+    e.kind = l->kind;
+    e.base = e.step;
+    e.bytes = size;
+    wsync__entry_key(&e);
+    if (!wsync__buf_reserve(&l->b, sizeof e)) return l->oom = 1, 1;
+    memcpy(l->b.p + l->b.len, &e, sizeof e);
+    l->b.len += sizeof e;
+    return 0;
+}
+
+static wsync_result wsync__chain_list(const wsync_store *s, const char *prefix, wsync_chain_info *c, wsync_error *err)
+{
+    wsync__listing l;
+    char path[WSYNC__KEY_MAX];
+    int pass;
+    size_t i, n;
+    wsync_result r;
+    memset(&l, 0, sizeof l);
+    l.b.a = &c->allocator;
+    for (pass = 0; pass < 2; pass++) {
+        l.kind = pass ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR;
+        if (!wsync__chain_path(path, sizeof path, prefix, pass ? "deltas/" : "anchors/"))
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "prefix too long");
+        l.plen = strlen(path);
+        if (!s->list) return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s", "the store cannot list");
+        if ((r = s->list(s->user, path, wsync__listing_fn, &l, err)) != WSYNC_OK) {
+            wsync__buf_free(&l.b);
+            return r;
+        }
+        if (l.oom) {
+            wsync__buf_free(&l.b);
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "listing");
+        }
+    }
+    n = l.b.len / sizeof(wsync_chain_entry);
+    if (!n) {
+        wsync__buf_free(&l.b);
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "%s", "no HEAD and no objects: an empty chain");
+    }
+    c->entries = (wsync_chain_entry *)l.b.p;
+    c->n_entries = n;
+    qsort(c->entries, n, sizeof *c->entries, wsync__cmp_entry);
+    /* Without HEAD, a delta's base is the previous step listed (anchor or delta). */
+    for (i = 0; i < n; i++) {
+        wsync_chain_entry *e = &c->entries[i];
+        if (e->step > c->head_step) c->head_step = e->step;
+        if (e->kind == WSYNC_CHAIN_ANCHOR) c->anchor_step = e->step;
+        if (e->kind == WSYNC_CHAIN_DELTA) {
+            size_t j;
+            uint64_t best = e->step ? e->step - 1 : 0;
+            int found = 0;
+            for (j = 0; j < n; j++) {
+                uint64_t sj = c->entries[j].step;
+                if (sj < e->step && (!found || sj > best)) best = sj, found = 1;
+            }
+            e->base = best; /* a first delta without a predecessor: step - 1 */
+        }
+    }
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_chain_options *opt,
+                                        wsync_chain_info *out, wsync_error *err)
+{
+    char prefix[WSYNC__PREFIX_MAX], key[WSYNC__KEY_MAX];
+    uint8_t *bytes = NULL;
+    uint64_t size = 0;
+    wsync_allocator a;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!store || !out || !store->get)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_chain_read arguments");
+    memset(out, 0, sizeof *out);
+    memset(&a, 0, sizeof a);
+    if (opt) a = opt->allocator;
+    if ((r = wsync__chain_prefix(prefix, opt ? opt->prefix : NULL, err)) != WSYNC_OK) return r;
+    wsync__chain_path(key, sizeof key, prefix, "HEAD");
+    r = wsync_store_get_all(store, key, &a, &bytes, &size, err);
+    if (r == WSYNC_ERR_NOT_FOUND) {
+        out->allocator = a;
+        wsync__error_reset(err);
+        return wsync__chain_list(store, prefix, out, err);
+    }
+    if (r != WSYNC_OK) return r;
+    r = wsync_chain_head_parse(bytes, (size_t)size, &a, out, err);
+    wsync__free(&a, bytes);
+    if (r != WSYNC_OK) return wsync__obj_fail(err, r, key);
+    return WSYNC_OK;
+}
+
+/* ---- digests of a model ---- */
+
+typedef struct wsync__digjob {
+    const wsync_tensor *t;
+    uint64_t *out;
+} wsync__digjob;
+
+static wsync_result wsync__digest_item(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__digjob *j = (wsync__digjob *)user;
+    (void)worker;
+    (void)err;
+    j->out[i] = wsync_digest(j->t[i].data, (size_t)j->t[i].nbytes);
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__tensor_digests(const wsync_tensor *t, size_t n, unsigned threads, uint64_t *out,
+                                          wsync_error *err)
+{
+    wsync__digjob j;
+    j.t = t;
+    j.out = out;
+    return wsync__pool_do(threads, n, wsync__digest_item, &j, err);
+}
+
+typedef struct wsync__named {
+    const char *name;
+    uint64_t digest;
+} wsync__named;
+
+static int wsync__cmp_named(const void *a, const void *b)
+{
+    return strcmp(((const wsync__named *)a)->name, ((const wsync__named *)b)->name);
+}
+
+/* The state digest from per-tensor digests (tensors in any order). */
+static wsync_result wsync__state_of(const wsync_tensor *t, const uint64_t *dig, size_t n,
+                                    const wsync_allocator *a, uint64_t *out, wsync_error *err)
+{
+    wsync__named *v;
+    wsync_digest_state ds;
+    size_t i;
+    if (!(v = (wsync__named *)wsync__alloc(a, n * sizeof *v + 1)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "state digest");
+    for (i = 0; i < n; i++) v[i].name = t[i].name, v[i].digest = dig[i];
+    if (n) qsort(v, n, sizeof *v, wsync__cmp_named);
+    wsync_digest_init(&ds);
+    for (i = 0; i < n; i++) {
+        uint8_t le[8];
+        unsigned k;
+        for (k = 0; k < 8; k++) le[k] = (uint8_t)(v[i].digest >> (8 * k));
+        wsync_digest_update(&ds, le, 8);
+    }
+    *out = wsync_digest_final(&ds);
+    wsync__free(a, v);
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__check_tensors(const wsync_tensor *t, size_t n, wsync_error *err)
+{
+    size_t i;
+    if (n && !t) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "tensors missing");
+    for (i = 0; i < n; i++) {
+        uint64_t nelem = 1, nb;
+        uint32_t k;
+        if (!t[i].name)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "tensor %u has no name", (unsigned)i);
+        if (t[i].rank && !t[i].shape)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, t[i].name, strlen(t[i].name), "%s", "no shape");
+        for (k = 0; k < t[i].rank; k++)
+            if (!wsync_mul_u64(nelem, t[i].shape[k], &nelem))
+                return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, t[i].name, strlen(t[i].name), "%s", "shape");
+        if (wsync_dtype_nbytes(t[i].dtype, nelem, &nb) != WSYNC_OK || nb != t[i].nbytes || nb > (uint64_t)SIZE_MAX)
+            return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, UINT64_MAX, t[i].name, strlen(t[i].name),
+                               "nbytes %llu does not match the dtype and shape", (unsigned long long)t[i].nbytes);
+        if (nb && !t[i].data)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, t[i].name, strlen(t[i].name), "%s", "no data");
+    }
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_state_digest(const wsync_tensor *t, size_t n, unsigned threads, uint64_t *out,
+                                          wsync_error *err)
+{
+    uint64_t *dig;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!out) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no output");
+    if ((r = wsync__check_tensors(t, n, err)) != WSYNC_OK) return r;
+    if (!(dig = (uint64_t *)wsync__alloc(NULL, n * sizeof *dig + 1)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "digests");
+    r = wsync__tensor_digests(t, n, threads, dig, err);
+    if (r == WSYNC_OK) r = wsync__state_of(t, dig, n, NULL, out, err);
+    wsync__free(NULL, dig);
+    return r;
+}
+
+/* ---- copying tensors on worker threads ---- */
+
+typedef struct wsync__copyjob {
+    wsync_tensor *dst;
+    const void *const *src;
+} wsync__copyjob;
+
+static wsync_result wsync__copy_item(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__copyjob *j = (wsync__copyjob *)user;
+    (void)worker;
+    (void)err;
+    if (j->src[i] && j->dst[i].nbytes) memcpy(j->dst[i].data, j->src[i], (size_t)j->dst[i].nbytes);
+    return WSYNC_OK;
+}
+
+/* ======================================================================
+   Subscriber
+   ====================================================================== */
+
+typedef struct wsync__fetched {
+    wsync_chain_entry e;
+    uint8_t *bytes;
+    uint64_t size;
+} wsync__fetched;
+
+struct wsync_subscriber {
+    wsync_store store;
+    wsync_chain_options o;
+    wsync_allocator a;
+    char prefix[WSYNC__PREFIX_MAX];
+    wsync_tensor *t;
+    size_t n;
+    int has_step;
+    uint64_t step;
+    int verify_state;
+    /* background prefetch */
+    int bg_running, bg_stop;
+    unsigned interval_ms;
+    wsync__fetched *pre;
+    size_t n_pre;
+    int pre_ready, pre_has_from;
+    uint64_t pre_from, pre_step;
+#if WSYNC__HAVE_THREADS
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+#endif
+};
+
+static void wsync__sub_lock(wsync_subscriber *s)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_lock(&s->mu);
+#else
+    (void)s;
+#endif
+}
+
+static void wsync__sub_unlock(wsync_subscriber *s)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_unlock(&s->mu);
+#else
+    (void)s;
+#endif
+}
+
+WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_tensor *targets, size_t n,
+                                             const wsync_chain_options *opt, wsync_subscriber **out,
+                                             wsync_error *err)
+{
+    wsync_subscriber *s;
+    wsync_allocator a;
+    wsync_result r;
+    char prefix[WSYNC__PREFIX_MAX];
+    wsync__error_reset(err);
+    if (!store || !out || !store->get)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_subscriber_open arguments");
+    *out = NULL;
+    if ((r = wsync__check_tensors(targets, n, err)) != WSYNC_OK) return r;
+    if ((r = wsync__chain_prefix(prefix, opt ? opt->prefix : NULL, err)) != WSYNC_OK) return r;
+    memset(&a, 0, sizeof a);
+    if (opt) a = opt->allocator;
+    if (!(s = (wsync_subscriber *)wsync__alloc(&a, sizeof *s)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "subscriber");
+    memset(s, 0, sizeof *s);
+    s->store = *store;
+    if (opt) s->o = *opt;
+    s->o.prefix = NULL;
+    s->a = a;
+    memcpy(s->prefix, prefix, sizeof prefix);
+    s->verify_state = (s->o.flags & WSYNC_CHAIN_VERIFY_STATE) != 0;
+    if (!(s->t = (wsync_tensor *)wsync__alloc(&a, n * sizeof *s->t + 1))) {
+        wsync__free(&a, s);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "subscriber");
+    }
+    if (n) memcpy(s->t, targets, n * sizeof *s->t);
+    s->n = n;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+#endif
+    *out = s;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_subscriber_set_step(wsync_subscriber *s, uint64_t step)
+{
+    if (!s) return;
+    wsync__sub_lock(s);
+    s->has_step = 1;
+    s->step = step;
+    wsync__sub_unlock(s);
+}
+
+WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step)
+{
+    int has;
+    if (!s) return 0;
+    wsync__sub_lock((wsync_subscriber *)s);
+    has = s->has_step;
+    if (has && step) *step = s->step;
+    wsync__sub_unlock((wsync_subscriber *)s);
+    return has;
+}
+
+static void wsync__sub_moved(wsync_subscriber *s, int has, uint64_t step)
+{
+    wsync__sub_lock(s);
+    s->has_step = has;
+    s->step = step;
+    wsync__sub_unlock(s);
+}
+
+/* The cheapest path to `target` avoiding `bad` objects: entry indices in
+   apply order into path (room for n_entries). 0 when there is none. */
+static int wsync__walk(const wsync_chain_info *c, uint64_t from, uint64_t target, const long *bad, size_t nbad,
+                       long *path, size_t *np, uint64_t *cost)
+{
+    uint64_t s = target, total = 0;
+    size_t k = 0, i, j;
+    while (s != from) {
+        long di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s);
+        if (di < 0 || k >= c->n_entries) return 0;
+        for (j = 0; j < nbad; j++)
+            if (bad[j] == di) return 0;
+        path[k++] = di;
+        total += c->entries[di].bytes;
+        s = c->entries[di].base;
+        if (s < from) return 0;
+    }
+    for (i = 0; i < k / 2; i++) {
+        long t = path[i];
+        path[i] = path[k - 1 - i];
+        path[k - 1 - i] = t;
+    }
+    *np = k;
+    *cost = total;
+    return 1;
+}
+
+static int wsync__plan(const wsync_chain_info *c, int has_cur, uint64_t cur, uint64_t target, const long *bad,
+                       size_t nbad, long *path, size_t *np, long *tmp)
+{
+    uint64_t best = UINT64_MAX, cost;
+    size_t n, i, j;
+    int found = 0;
+    if (has_cur && cur <= target && wsync__walk(c, cur, target, bad, nbad, path, np, &cost)) {
+        best = cost;
+        found = 1;
+    }
+    /* the newest usable anchor at or before target, then its deltas */
+    for (i = c->n_entries; i-- > 0;) {
+        const wsync_chain_entry *e = &c->entries[i];
+        int isbad = 0;
+        if (e->kind != WSYNC_CHAIN_ANCHOR || e->step > target) continue;
+        for (j = 0; j < nbad; j++)
+            if (bad[j] == (long)i) isbad = 1;
+        if (isbad) continue;
+        if (wsync__walk(c, e->step, target, bad, nbad, tmp + 1, &n, &cost)) {
+            cost += e->bytes;
+            if (!found || cost < best) {
+                tmp[0] = (long)i;
+                memcpy(path, tmp, (n + 1) * sizeof *path);
+                *np = n + 1;
+                found = 1;
+            }
+            break;
+        }
+    }
+    return found;
+}
+
+static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_entry *e, uint8_t **bytes,
+                                 uint64_t *size, wsync_error *err)
+{
+    char key[WSYNC__KEY_MAX];
+    wsync_result r;
+    wsync__chain_path(key, sizeof key, s->prefix, e->key);
+    r = wsync_store_get_all(&s->store, key, &s->a, bytes, size, err);
+    if (r != WSYNC_OK) return wsync__obj_fail(err, r, e->key);
+    return WSYNC_OK;
+}
+
+/* Checks that cost nothing but the bytes: size, digest, container, steps. */
+static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_t *bytes, uint64_t size,
+                                        wsync_error *err)
+{
+    wsync_result r;
+    if (e->has_digests) {
+        if (size != e->bytes)
+            return wsync__fail(err, WSYNC_ERR_TRUNCATED, UINT64_MAX, NULL, 0,
+                               "%llu bytes, HEAD says %llu (torn or truncated)", (unsigned long long)size,
+                               (unsigned long long)e->bytes);
+        if (wsync_digest(bytes, (size_t)size) != e->digest)
+            return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0, "%s",
+                               "the digest of its bytes does not match HEAD (corrupt)");
+    }
+    if (e->kind == WSYNC_CHAIN_DELTA) {
+        wsync_delta_stats ds;
+        if ((r = wsync_delta_info(bytes, size, &ds, err)) != WSYNC_OK) return r;
+        if (ds.has_steps && ds.step != e->step)
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "holds step %llu, not %llu (out of order)",
+                               (unsigned long long)ds.step, (unsigned long long)e->step);
+        if (ds.has_steps && e->has_digests && ds.base_step != e->base)
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "applies to step %llu, HEAD says %llu",
+                               (unsigned long long)ds.base_step, (unsigned long long)e->base);
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
+                                        uint64_t size, wsync_error *err)
+{
+    wsync_st_file f;
+    wsync_st_options so;
+    const void **src;
+    wsync__copyjob j;
+    const char *ms;
+    size_t i;
+    wsync_result r;
+    memset(&so, 0, sizeof so);
+    so.allocator = s->a;
+    if ((r = wsync_st_parse(bytes, size, &so, &f, err)) != WSYNC_OK) return r;
+    ms = wsync_st_metadata_get(&f, "step");
+    if (ms) {
+        char *end;
+        unsigned long long v = strtoull(ms, &end, 10);
+        if (*ms < '0' || *ms > '9' || *end || v != e->step) {
+            wsync_st_free(&f);
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "its metadata says step '%.20s', not %llu",
+                               ms, (unsigned long long)e->step);
+        }
+    }
+    if (!(src = (const void **)wsync__alloc(&s->a, s->n * sizeof *src + 1))) {
+        wsync_st_free(&f);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
+    }
+    for (i = 0; i < s->n; i++) {
+        const wsync_tensor *t = &s->t[i];
+        const wsync_st_tensor *a = wsync_st_find(&f, t->name);
+        int same = a && a->dtype == t->dtype && a->rank == t->rank && a->end - a->begin == t->nbytes;
+        uint32_t k;
+        for (k = 0; same && k < t->rank; k++) same = a->shape[k] == t->shape[k];
+        if (!same) {
+            wsync__free(&s->a, (void *)src);
+            wsync_st_free(&f);
+            return wsync__fail(err, a ? WSYNC_ERR_SIZE_MISMATCH : WSYNC_ERR_NOT_FOUND, UINT64_MAX, t->name,
+                               strlen(t->name), "%s",
+                               a ? "the anchor's dtype or shape differs from the target's" : "not in the anchor");
+        }
+        src[i] = a->data;
+    }
+    /* everything checked: only now the targets change */
+    j.dst = s->t;
+    j.src = src;
+    r = wsync__pool_do(s->o.threads, s->n, wsync__copy_item, &j, err);
+    wsync__free(&s->a, (void *)src);
+    wsync_st_free(&f);
+    return r;
+}
+
+static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
+                                        uint64_t size, wsync_error *err)
+{
+    wsync_result r;
+    if ((r = wsync__check_object(e, bytes, size, err)) != WSYNC_OK) return r;
+    if (e->kind == WSYNC_CHAIN_ANCHOR) {
+        r = wsync__apply_anchor(s, e, bytes, size, err);
+    } else {
+        wsync_delta_options d;
+        memset(&d, 0, sizeof d);
+        d.allocator = s->a;
+        d.threads = s->o.threads;
+        r = wsync_delta_apply(bytes, size, s->t, s->n, &d, NULL, err);
+    }
+    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step);
+    return r;
+}
+
+typedef struct wsync__pathlog {
+    int anchor;
+    uint64_t anchor_step, first, last;
+    unsigned deltas;
+} wsync__pathlog;
+
+static void wsync__pathlog_add(wsync__pathlog *pl, wsync_sync_stats *st, const wsync_chain_entry *e, uint64_t size)
+{
+    if (e->kind == WSYNC_CHAIN_ANCHOR) {
+        pl->anchor = 1;
+        pl->anchor_step = e->step;
+        pl->deltas = 0;
+        st->anchors++;
+    } else {
+        if (!pl->deltas) pl->first = e->step;
+        pl->last = e->step;
+        pl->deltas++;
+        st->deltas++;
+    }
+    st->bytes_fetched += size;
+}
+
+static void wsync__pathlog_str(const wsync__pathlog *pl, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    if (pl->anchor) o += (size_t)snprintf(buf, cap, "anchor %llu", (unsigned long long)pl->anchor_step);
+    if (pl->deltas && o < cap) {
+        if (pl->deltas == 1)
+            snprintf(buf + o, cap - o, "%sdelta %llu", o ? " + " : "", (unsigned long long)pl->last);
+        else
+            snprintf(buf + o, cap - o, "%sdeltas %llu..%llu", o ? " + " : "", (unsigned long long)pl->first,
+                     (unsigned long long)pl->last);
+    }
+    if (!pl->anchor && !pl->deltas) snprintf(buf, cap, "none");
+}
+
+static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_info *c, wsync_error *err)
+{
+    long ai = wsync__chain_find(c, WSYNC_CHAIN_ANCHOR, s->step), di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s->step);
+    const wsync_chain_entry *e = ai >= 0 ? &c->entries[ai] : di >= 0 ? &c->entries[di] : NULL;
+    uint64_t st;
+    wsync_result r;
+    if (!e || !e->has_digests) return WSYNC_OK;
+    if ((r = wsync_state_digest(s->t, s->n, s->o.threads, &st, err)) != WSYNC_OK) return r;
+    if (st != e->state) {
+        wsync__sub_moved(s, 0, 0); /* the targets hold no known step: the next sync loads an anchor */
+        return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0,
+                           "the model after step %llu does not match HEAD's state digest",
+                           (unsigned long long)e->step);
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_stats *st, wsync_error *err)
+{
+    wsync_chain_info c;
+    long bad[WSYNC__MAX_BAD], *path = NULL, *tmp = NULL;
+    size_t nbad = 0, np = 0, i;
+    uint64_t target;
+    int refreshed = 0, attempts;
+    wsync_result r, last_obj = WSYNC_OK;
+    wsync_error last_err;
+    wsync__pathlog pl;
+    memset(&pl, 0, sizeof pl);
+    wsync__error_reset(&last_err);
+    {
+        wsync_chain_options o = s->o;
+        o.prefix = s->prefix;
+        if ((r = wsync_chain_read(&s->store, &o, &c, err)) != WSYNC_OK) return r;
+    }
+    st->head_step = c.head_step;
+    target = want == WSYNC_STEP_LATEST ? c.head_step : want;
+    for (attempts = 0; attempts < 64; attempts++) {
+        int has;
+        uint64_t cur = 0;
+        has = wsync_subscriber_step(s, &cur);
+        if (has && cur == target) break;
+        if (wsync__chain_find(&c, WSYNC_CHAIN_ANCHOR, target) < 0 && wsync__chain_find(&c, WSYNC_CHAIN_DELTA, target) < 0) {
+            r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "step %llu is not in the chain (HEAD is at %llu)",
+                            (unsigned long long)target, (unsigned long long)c.head_step);
+            goto done;
+        }
+        wsync__free(&s->a, path);
+        wsync__free(&s->a, tmp);
+        path = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *path);
+        tmp = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *tmp);
+        if (!path || !tmp) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "plan");
+            goto done;
+        }
+        if (!wsync__plan(&c, has, cur, target, bad, nbad, path, &np, tmp)) {
+            if (last_obj != WSYNC_OK) {
+                if (err) *err = last_err;
+                r = last_obj;
+            } else {
+                r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
+                                "no anchor or chain of deltas reaches step %llu", (unsigned long long)target);
+            }
+            goto done;
+        }
+        for (i = 0; i < np; i++) {
+            const wsync_chain_entry *e = &c.entries[path[i]];
+            uint8_t *bytes = NULL;
+            uint64_t size = 0;
+            wsync_error oe;
+            wsync__error_reset(&oe);
+            r = wsync__fetch(s, e, &bytes, &size, &oe);
+            if (r == WSYNC_ERR_NOT_FOUND && !refreshed) {
+                /* retention removed it after we read HEAD: read HEAD again */
+                wsync_chain_options o = s->o;
+                wsync_chain_info c2;
+                o.prefix = s->prefix;
+                refreshed = 1;
+                if (wsync_chain_read(&s->store, &o, &c2, err) == WSYNC_OK) {
+                    wsync_chain_info_free(&c);
+                    c = c2;
+                    nbad = 0;
+                    if (want == WSYNC_STEP_LATEST) target = c.head_step;
+                    st->head_step = c.head_step;
+                }
+                break;
+            }
+            if (r == WSYNC_OK) r = wsync__apply_object(s, e, bytes, size, &oe);
+            if (r == WSYNC_OK) wsync__pathlog_add(&pl, st, e, size);
+            wsync__free(&s->a, bytes);
+            if (r != WSYNC_OK) {
+                if (strncmp(oe.message, "object '", 8) != 0) wsync__obj_fail(&oe, r, e->key);
+                if (r == WSYNC_ERR_OUT_OF_MEMORY || r == WSYNC_ERR_IO || r == WSYNC_ERR_INVALID_ARGUMENT ||
+                    r == WSYNC_ERR_UNSUPPORTED) {
+                    /* the store or this machine failed, not the object: stop here */
+                    if (err) *err = oe;
+                    goto done;
+                }
+                last_obj = r;
+                last_err = oe;
+                st->rejected++;
+                if (nbad < WSYNC__MAX_BAD) bad[nbad++] = path[i];
+                else {
+                    if (err) *err = oe;
+                    goto done;
+                }
+                break;
+            }
+        }
+    }
+    {
+        uint64_t cur;
+        if (!wsync_subscriber_step(s, &cur) || cur != target) {
+            r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "gave up before reaching step %llu",
+                            (unsigned long long)target);
+            goto done;
+        }
+    }
+    r = WSYNC_OK;
+    if (s->verify_state) r = wsync__verify_state(s, &c, err);
+done:
+    wsync__pathlog_str(&pl, st->path, sizeof st->path);
+    wsync__free(&s->a, path);
+    wsync__free(&s->a, tmp);
+    wsync_chain_info_free(&c);
+    return r;
+}
+
+static void wsync__stats_begin(wsync_subscriber *s, wsync_sync_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->had_step = wsync_subscriber_step(s, &st->from_step);
+}
+
+static void wsync__stats_end(wsync_subscriber *s, wsync_sync_stats *st)
+{
+    uint64_t step = 0;
+    if (wsync_subscriber_step(s, &step)) st->step = step;
+}
+
+WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step, wsync_sync_stats *stats,
+                                             wsync_error *err)
+{
+    wsync_sync_stats st;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
+    wsync__stats_begin(s, &st);
+    r = wsync__sync(s, step, &st, err);
+    wsync__stats_end(s, &st);
+    if (stats) *stats = st;
+    return r;
+}
+
+static void wsync__pre_free(wsync_subscriber *s, wsync__fetched *pre, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) wsync__free(&s->a, pre[i].bytes);
+    wsync__free(&s->a, pre);
+}
+
+#if WSYNC__HAVE_THREADS
+/* One poll of the background thread: plan to HEAD, fetch and check. */
+static void wsync__bg_poll(wsync_subscriber *s)
+{
+    wsync_chain_info c;
+    wsync_chain_options o = s->o;
+    long bad[WSYNC__MAX_BAD], *path = NULL, *tmp = NULL;
+    size_t nbad = 0, np = 0, i;
+    int has, tries;
+    uint64_t cur = 0, have;
+    o.prefix = s->prefix;
+    if (wsync_chain_read(&s->store, &o, &c, NULL) != WSYNC_OK) return;
+    wsync__sub_lock(s);
+    has = s->has_step;
+    cur = s->step;
+    have = s->pre_ready ? s->pre_step : cur;
+    wsync__sub_unlock(s);
+    if ((has || s->pre_ready) && have >= c.head_step) goto out;
+    path = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *path);
+    tmp = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *tmp);
+    if (!path || !tmp) goto out;
+    for (tries = 0; tries < 4; tries++) {
+        wsync__fetched *pre;
+        int failed = 0;
+        if (!wsync__plan(&c, has, cur, c.head_step, bad, nbad, path, &np, tmp)) break;
+        if (!(pre = (wsync__fetched *)wsync__alloc(&s->a, (np + 1) * sizeof *pre))) break;
+        memset(pre, 0, (np + 1) * sizeof *pre);
+        for (i = 0; i < np && !failed; i++) {
+            pre[i].e = c.entries[path[i]];
+            if (wsync__fetch(s, &pre[i].e, &pre[i].bytes, &pre[i].size, NULL) != WSYNC_OK) failed = 2;
+            else if (wsync__check_object(&pre[i].e, pre[i].bytes, pre[i].size, NULL) != WSYNC_OK) failed = 1;
+            if (failed == 1 && nbad < WSYNC__MAX_BAD) bad[nbad++] = path[i];
+        }
+        if (failed) {
+            wsync__pre_free(s, pre, np);
+            if (failed == 2) break; /* a store error: try again at the next poll */
+            continue;
+        }
+        wsync__sub_lock(s);
+        if (s->pre) wsync__pre_free(s, s->pre, s->n_pre);
+        s->pre = pre;
+        s->n_pre = np;
+        s->pre_ready = 1;
+        s->pre_has_from = has;
+        s->pre_from = cur;
+        s->pre_step = c.head_step;
+        wsync__sub_unlock(s);
+        break;
+    }
+out:
+    wsync__free(&s->a, path);
+    wsync__free(&s->a, tmp);
+    wsync_chain_info_free(&c);
+}
+
+static void *wsync__bg_main(void *arg)
+{
+    wsync_subscriber *s = (wsync_subscriber *)arg;
+    for (;;) {
+        struct timeval now;
+        struct timespec until;
+        int stop;
+        wsync__bg_poll(s);
+        gettimeofday(&now, NULL);
+        until.tv_sec = now.tv_sec + (time_t)(s->interval_ms / 1000);
+        until.tv_nsec = (long)now.tv_usec * 1000 + (long)(s->interval_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_mutex_lock(&s->mu);
+        if (!s->bg_stop) pthread_cond_timedwait(&s->cv, &s->mu, &until);
+        stop = s->bg_stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+    }
+    return NULL;
+}
+#endif
+
+WSYNC_DEF wsync_result wsync_subscriber_start(wsync_subscriber *s, unsigned interval_ms, wsync_error *err)
+{
+    wsync__error_reset(err);
+    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
+#if WSYNC__HAVE_THREADS
+    if (s->bg_running) return WSYNC_OK;
+    s->interval_ms = interval_ms ? interval_ms : 1;
+    s->bg_stop = 0;
+    if (pthread_create(&s->th, NULL, wsync__bg_main, s) != 0)
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "%s", "cannot start the prefetch thread");
+    s->bg_running = 1;
+    return WSYNC_OK;
+#else
+    (void)interval_ms;
+    return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
+                       "background prefetch needs POSIX threads (built with WSYNC_NO_THREADS)");
+#endif
+}
+
+WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step)
+{
+    int ready;
+    if (!s) return 0;
+    wsync__sub_lock(s);
+    ready = s->pre_ready && (!s->has_step || s->pre_step > s->step);
+    if (ready && step) *step = s->pre_step;
+    wsync__sub_unlock(s);
+    return ready;
+}
+
+WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_sync_stats *stats, wsync_error *err)
+{
+    wsync_sync_stats st;
+    wsync__fetched *pre;
+    size_t n, i;
+    int fresh;
+    wsync_result r = WSYNC_OK;
+    wsync__pathlog pl;
+    wsync__error_reset(err);
+    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
+    wsync__stats_begin(s, &st);
+    memset(&pl, 0, sizeof pl);
+    wsync__sub_lock(s);
+    pre = s->pre;
+    n = s->n_pre;
+    fresh = s->pre_ready && s->pre_has_from == s->has_step && (!s->has_step || s->pre_from == s->step);
+    st.head_step = s->pre_step;
+    s->pre = NULL;
+    s->n_pre = 0;
+    s->pre_ready = 0;
+    wsync__sub_unlock(s);
+    /* a prefetch planned from a step the targets no longer hold is dropped */
+    for (i = 0; fresh && i < n; i++) {
+        if ((r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, err)) != WSYNC_OK) {
+            wsync__obj_fail(err, r, pre[i].e.key);
+            break;
+        }
+        wsync__pathlog_add(&pl, &st, &pre[i].e, pre[i].size);
+    }
+    if (pre) wsync__pre_free(s, pre, n);
+    wsync__pathlog_str(&pl, st.path, sizeof st.path);
+    wsync__stats_end(s, &st);
+    if (stats) *stats = st;
+    return r;
+}
+
+WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s)
+{
+    if (!s) return;
+#if WSYNC__HAVE_THREADS
+    if (!s->bg_running) return;
+    pthread_mutex_lock(&s->mu);
+    s->bg_stop = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    s->bg_running = 0;
+#endif
+}
+
+WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s)
+{
+    wsync_allocator a;
+    if (!s) return;
+    wsync_subscriber_stop(s);
+    if (s->pre) wsync__pre_free(s, s->pre, s->n_pre);
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+#endif
+    a = s->a;
+    wsync__free(&a, s->t);
+    wsync__free(&a, s);
+}
+
+/* ======================================================================
+   Publisher
+   ====================================================================== */
+
+struct wsync_publisher {
+    wsync_store store;
+    wsync_chain_options o;
+    wsync_allocator a;
+    char prefix[WSYNC__PREFIX_MAX];
+    int has_info;
+    wsync_chain_info info;
+    /* The last published image, kept as an anchor file in memory (header
+       then data) so that an anchor is one put of this buffer. */
+    int has_image;
+    uint64_t image_step;
+    uint8_t *file;
+    uint64_t file_size, header_size;
+    size_t n;
+    wsync_tensor *img;     /* views into file */
+    char *names;
+    uint64_t *shapes;
+    uint64_t *dig, *ndig;  /* digests of img, and of the next image */
+    /* F32 inputs cast to BF16 */
+    uint8_t *cast;
+    size_t cast_size;
+    wsync_tensor *next;
+};
+
+WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsync_chain_options *opt,
+                                            wsync_publisher **out, wsync_error *err)
+{
+    wsync_publisher *p;
+    wsync_allocator a;
+    wsync_result r;
+    char prefix[WSYNC__PREFIX_MAX];
+    wsync__error_reset(err);
+    if (!store || !out || !store->get || !store->put)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_publisher_open arguments");
+    *out = NULL;
+    if ((r = wsync__chain_prefix(prefix, opt ? opt->prefix : NULL, err)) != WSYNC_OK) return r;
+    if (opt && (opt->anchor_fraction < 0 || opt->anchor_fraction > 1e9 || opt->anchor_fraction != opt->anchor_fraction))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "anchor_fraction out of range");
+    if (opt && opt->encoding && !wsync_encoding_name(opt->encoding))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "unknown encoding");
+    memset(&a, 0, sizeof a);
+    if (opt) a = opt->allocator;
+    if (!(p = (wsync_publisher *)wsync__alloc(&a, sizeof *p)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "publisher");
+    memset(p, 0, sizeof *p);
+    p->store = *store;
+    if (opt) p->o = *opt;
+    p->a = a;
+    memcpy(p->prefix, prefix, sizeof prefix);
+    p->o.prefix = p->prefix;
+    if (!p->o.encoding) p->o.encoding = WSYNC_ENCODING_PACKED;
+    if (!p->o.anchor_every) p->o.anchor_every = 20;
+    if (p->o.anchor_fraction == 0) p->o.anchor_fraction = 0.5;
+    if (!p->o.retain) p->o.retain = 2 * p->o.anchor_every;
+    r = wsync_chain_read(store, &p->o, &p->info, err);
+    if (r == WSYNC_OK && p->info.has_head) {
+        p->has_info = 1;
+    } else if (r == WSYNC_OK || r == WSYNC_ERR_NOT_FOUND || r == WSYNC_ERR_BAD_HEAD) {
+        /* an empty store, a bucket without HEAD, or a broken HEAD: start a
+           new chain with an anchor */
+        wsync_chain_info_free(&p->info);
+        wsync__error_reset(err);
+    } else {
+        wsync__free(&a, p);
+        return r;
+    }
+    *out = p;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF int wsync_publisher_head(const wsync_publisher *p, uint64_t *step)
+{
+    if (!p || !p->has_info) return 0;
+    if (step) *step = p->info.head_step;
+    return 1;
+}
+
+static void wsync__pub_free_image(wsync_publisher *p)
+{
+    wsync__free(&p->a, p->file);
+    wsync__free(&p->a, p->img);
+    wsync__free(&p->a, p->names);
+    wsync__free(&p->a, p->shapes);
+    wsync__free(&p->a, p->dig);
+    wsync__free(&p->a, p->ndig);
+    p->file = NULL;
+    p->img = NULL;
+    p->names = NULL;
+    p->shapes = NULL;
+    p->dig = p->ndig = NULL;
+    p->n = 0;
+    p->has_image = 0;
+}
+
+WSYNC_DEF void wsync_publisher_close(wsync_publisher *p)
+{
+    wsync_allocator a;
+    if (!p) return;
+    wsync__pub_free_image(p);
+    wsync__free(&p->a, p->cast);
+    wsync__free(&p->a, p->next);
+    wsync_chain_info_free(&p->info);
+    a = p->a;
+    wsync__free(&a, p);
+}
+
+/* The anchor header for `step` over the image's layout, into b. */
+static wsync_result wsync__anchor_header(const wsync_publisher *p, const wsync_tensor *t, size_t n, uint64_t step,
+                                         wsync__buf *b, wsync_error *err)
+{
+    wsync_st_tensor_desc *d;
+    wsync_st_writer w;
+    wsync_st_write_options wo;
+    wsync_st_kv meta[3];
+    char num[32];
+    size_t i;
+    wsync_result r;
+    if (!(d = (wsync_st_tensor_desc *)wsync__alloc(&p->a, n * sizeof *d + 1)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor header");
+    memset(d, 0, n * sizeof *d);
+    for (i = 0; i < n; i++) {
+        d[i].name = t[i].name;
+        d[i].dtype = t[i].dtype;
+        d[i].rank = t[i].rank;
+        d[i].shape = t[i].shape;
+        d[i].nbytes = t[i].nbytes;
+    }
+    snprintf(num, sizeof num, "%06llu", (unsigned long long)step); /* fixed width: the header keeps its size */
+    memset(meta, 0, sizeof meta);
+    meta[0].key = "format", meta[0].value = "pt";
+    meta[1].key = "wsync", meta[1].value = "anchor";
+    meta[2].key = "step", meta[2].value = num;
+    memset(&wo, 0, sizeof wo);
+    wo.allocator = p->a;
+    b->len = 0;
+    r = wsync_st_writer_begin(&w, d, n, meta, 3, wsync__getall_sink, b, &wo, err);
+    wsync__free(&p->a, d);
+    return r;
+}
+
+/* A fresh image laid out like `t` (names and shapes copied), contents
+   unset, header for `step`. */
+static wsync_result wsync__pub_layout(wsync_publisher *p, const wsync_tensor *t, size_t n, uint64_t step,
+                                      wsync_error *err)
+{
+    wsync__getall hb;
+    size_t i, names = 0, dims = 0;
+    uint64_t data = 0, off = 0;
+    char *np;
+    uint64_t *sp;
+    wsync_result r;
+    wsync__pub_free_image(p);
+    for (i = 0; i < n; i++) {
+        names += strlen(t[i].name) + 1;
+        dims += t[i].rank;
+        if (!wsync_add_u64(data, t[i].nbytes, &data))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, NULL, 0, "%s", "model size");
+    }
+    p->img = (wsync_tensor *)wsync__alloc(&p->a, n * sizeof *p->img + 1);
+    p->names = (char *)wsync__alloc(&p->a, names + 1);
+    p->shapes = (uint64_t *)wsync__alloc(&p->a, dims * sizeof *p->shapes + 1);
+    p->dig = (uint64_t *)wsync__alloc(&p->a, n * sizeof *p->dig + 1);
+    p->ndig = (uint64_t *)wsync__alloc(&p->a, n * sizeof *p->ndig + 1);
+    if (!p->img || !p->names || !p->shapes || !p->dig || !p->ndig) goto oom;
+    np = p->names;
+    sp = p->shapes;
+    for (i = 0; i < n; i++) {
+        size_t l = strlen(t[i].name) + 1;
+        p->img[i] = t[i];
+        memcpy(np, t[i].name, l);
+        p->img[i].name = np;
+        np += l;
+        if (t[i].rank) memcpy(sp, t[i].shape, t[i].rank * sizeof *sp);
+        p->img[i].shape = sp;
+        sp += t[i].rank;
+    }
+    p->n = n;
+    memset(&hb, 0, sizeof hb);
+    hb.b.a = &p->a;
+    if ((r = wsync__anchor_header(p, p->img, n, step, &hb.b, err)) != WSYNC_OK) {
+        wsync__buf_free(&hb.b);
+        wsync__pub_free_image(p);
+        return r;
+    }
+    p->header_size = hb.b.len;
+    if (!wsync_add_u64(data, p->header_size, &p->file_size) || p->file_size > (uint64_t)SIZE_MAX) {
+        wsync__buf_free(&hb.b);
+        wsync__pub_free_image(p);
+        return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, NULL, 0, "%s", "model size");
+    }
+    if (!(p->file = (uint8_t *)wsync__alloc(&p->a, (size_t)p->file_size))) {
+        wsync__buf_free(&hb.b);
+        goto oom;
+    }
+    memcpy(p->file, hb.b.p, hb.b.len);
+    wsync__buf_free(&hb.b);
+    for (i = 0; i < n; i++) {
+        p->img[i].data = p->file + p->header_size + off;
+        off += t[i].nbytes;
+    }
+    return WSYNC_OK;
+oom:
+    wsync__pub_free_image(p);
+    return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "the publisher's image");
+}
+
+/* Rewrites the image's header for `step`; moves the data when the header's
+   size changes (steps past 999999). */
+static wsync_result wsync__pub_restep(wsync_publisher *p, uint64_t step, wsync_error *err)
+{
+    wsync__getall hb;
+    wsync_result r;
+    memset(&hb, 0, sizeof hb);
+    hb.b.a = &p->a;
+    if ((r = wsync__anchor_header(p, p->img, p->n, step, &hb.b, err)) != WSYNC_OK) goto done;
+    if (hb.b.len == p->header_size) {
+        memcpy(p->file, hb.b.p, hb.b.len);
+    } else {
+        uint64_t data = p->file_size - p->header_size, off = 0;
+        uint8_t *nf = (uint8_t *)wsync__alloc(&p->a, (size_t)(hb.b.len + data));
+        size_t i;
+        if (!nf) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "the publisher's image");
+            goto done;
+        }
+        memcpy(nf, hb.b.p, hb.b.len);
+        memcpy(nf + hb.b.len, p->file + p->header_size, (size_t)data);
+        wsync__free(&p->a, p->file);
+        p->file = nf;
+        p->header_size = hb.b.len;
+        p->file_size = hb.b.len + data;
+        for (i = 0; i < p->n; i++) {
+            p->img[i].data = p->file + p->header_size + off;
+            off += p->img[i].nbytes;
+        }
+    }
+done:
+    wsync__buf_free(&hb.b);
+    return r;
+}
+
+static int wsync__same_layout(const wsync_tensor *a, const wsync_tensor *b, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (strcmp(a[i].name, b[i].name) != 0 || a[i].dtype != b[i].dtype || a[i].rank != b[i].rank ||
+            a[i].nbytes != b[i].nbytes)
+            return 0;
+        if (a[i].rank && memcmp(a[i].shape, b[i].shape, a[i].rank * sizeof *a[i].shape) != 0) return 0;
+    }
+    return 1;
+}
+
+/* The published view of the caller's tensors: F32 cast to BF16. */
+static wsync_result wsync__pub_view(wsync_publisher *p, const wsync_tensor *t, size_t n, wsync_error *err)
+{
+    size_t i, need = 0, off = 0;
+    int keep = (p->o.flags & WSYNC_CHAIN_KEEP_F32) != 0;
+    wsync__free(&p->a, p->next);
+    if (!(p->next = (wsync_tensor *)wsync__alloc(&p->a, n * sizeof *p->next + 1)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "tensor views");
+    for (i = 0; i < n; i++)
+        if (t[i].dtype == WSYNC_DTYPE_F32 && !keep) need += (size_t)(t[i].nbytes / 2);
+    if (need > p->cast_size) {
+        wsync__free(&p->a, p->cast);
+        p->cast_size = 0;
+        if (!(p->cast = (uint8_t *)wsync__alloc(&p->a, need)))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "the BF16 cast of F32 tensors");
+        p->cast_size = need;
+    }
+    for (i = 0; i < n; i++) {
+        p->next[i] = t[i];
+        if (t[i].dtype == WSYNC_DTYPE_F32 && !keep) {
+            size_t ne = (size_t)(t[i].nbytes / 4);
+            p->next[i].dtype = WSYNC_DTYPE_BF16;
+            p->next[i].nbytes = t[i].nbytes / 2;
+            p->next[i].data = p->cast + off;
+            wsync_f32_to_bf16_n((const float *)t[i].data, (uint16_t *)(void *)(p->cast + off), ne);
+            off += ne * 2;
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* Rebuilds the image of HEAD's step from the store (a new process
+   continuing a chain). Leaves has_image 0 when it cannot. */
+static void wsync__pub_restore(wsync_publisher *p, const wsync_tensor *view, size_t n)
+{
+    wsync_subscriber *s = NULL;
+    wsync_chain_options o = p->o;
+    wsync_sync_stats st;
+    uint64_t state;
+    if (wsync__pub_layout(p, view, n, p->info.head_step, NULL) != WSYNC_OK) return;
+    o.flags &= ~WSYNC_CHAIN_VERIFY_STATE; /* checked below, once */
+    if (wsync_subscriber_open(&p->store, p->img, n, &o, &s, NULL) != WSYNC_OK) return;
+    if (wsync_subscriber_sync(s, p->info.head_step, &st, NULL) == WSYNC_OK && st.step == p->info.head_step &&
+        wsync__tensor_digests(p->img, n, p->o.threads, p->dig, NULL) == WSYNC_OK &&
+        wsync__state_of(p->img, p->dig, n, &p->a, &state, NULL) == WSYNC_OK && state == p->info.head_state) {
+        p->has_image = 1;
+        p->image_step = p->info.head_step;
+    }
+    wsync_subscriber_close(s);
+}
+
+typedef struct wsync__dels {
+    const wsync_publisher *p;
+    const wsync_chain_info *keep;
+    const wsync_chain_info *prev; /* NULL: no previous HEAD */
+    wsync_chain_kind kind;
+    size_t plen;
+    char (*keys)[WSYNC__KEY_MAX];
+    size_t n, cap;
+} wsync__dels;
+
+static int wsync__dels_fn(void *user, const char *key, uint64_t size)
+{
+    wsync__dels *d = (wsync__dels *)user;
+    uint64_t step;
+    const char *rest = key + d->plen;
+    (void)size;
+    if (strlen(key) < d->plen || strchr(rest, '/') || !wsync__step_name(rest, &step)) return 0;
+    if (wsync__chain_find(d->keep, d->kind, step) >= 0) return 0;
+    /* ours to delete: dropped from HEAD, or left by a publisher that died
+       before writing HEAD */
+    if (!d->prev || (wsync__chain_find(d->prev, d->kind, step) < 0 && step <= d->prev->head_step)) return 0;
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 16;
+        char(*nk)[WSYNC__KEY_MAX] = (char(*)[WSYNC__KEY_MAX])wsync__alloc(&d->p->a, nc * WSYNC__KEY_MAX);
+        if (!nk) return 1;
+        if (d->n) memcpy(nk, d->keys, d->n * WSYNC__KEY_MAX);
+        wsync__free(&d->p->a, d->keys);
+        d->keys = nk;
+        d->cap = nc;
+    }
+    if (strlen(key) >= WSYNC__KEY_MAX) return 0;
+    memcpy(d->keys[d->n++], key, strlen(key) + 1);
+    return 0;
+}
+
+static uint64_t wsync__pub_collect(wsync_publisher *p, const wsync_chain_info *keep, const wsync_chain_info *prev)
+{
+    wsync__dels d;
+    char path[WSYNC__KEY_MAX];
+    uint64_t deleted = 0;
+    size_t i;
+    int pass;
+    if (!p->store.list || !p->store.del) return 0;
+    memset(&d, 0, sizeof d);
+    d.p = p;
+    d.keep = keep;
+    d.prev = prev;
+    for (pass = 0; pass < 2; pass++) {
+        d.kind = pass ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR;
+        wsync__chain_path(path, sizeof path, p->prefix, pass ? "deltas/" : "anchors/");
+        d.plen = strlen(path);
+        p->store.list(p->store.user, path, wsync__dels_fn, &d, NULL);
+    }
+    for (i = 0; i < d.n; i++)
+        if (p->store.del(p->store.user, d.keys[i], NULL) == WSYNC_OK) deleted++;
+    wsync__free(&p->a, d.keys);
+    return deleted;
+}
+
+static wsync_result wsync__pub_put(wsync_publisher *p, const wsync_chain_entry *e, const void *bytes, size_t len,
+                                   wsync_error *err)
+{
+    char key[WSYNC__KEY_MAX];
+    wsync_result r;
+    wsync__chain_path(key, sizeof key, p->prefix, e->key);
+    r = p->store.put(p->store.user, key, bytes, len, err);
+    if (r != WSYNC_OK) return wsync__obj_fail(err, r, e->key);
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const wsync_tensor *tensors, size_t n,
+                                     wsync_publish_stats *stats, wsync_error *err)
+{
+    wsync_publish_stats st;
+    wsync__getall delta;
+    wsync_chain_info ni;
+    wsync_chain_entry ae, de;
+    size_t i, k;
+    int want_anchor, keep_delta = 0, encoded = 0;
+    uint64_t state = 0, full;
+    double t0 = wsync__wall(), t1;
+    wsync_result r;
+    char *head = NULL;
+    size_t head_len = 0;
+
+    wsync__error_reset(err);
+    if (!p) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no publisher");
+    memset(&st, 0, sizeof st);
+    memset(&delta, 0, sizeof delta);
+    memset(&ni, 0, sizeof ni);
+    delta.b.a = &p->a;
+    if (!n) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no tensors to publish");
+    if ((r = wsync__check_tensors(tensors, n, err)) != WSYNC_OK) return r;
+    if (step > WSYNC_STEP_MAX)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "step %llu above the limit",
+                           (unsigned long long)step);
+    if (p->has_info && step <= p->info.head_step)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "step %llu is not after HEAD's step %llu", (unsigned long long)step,
+                           (unsigned long long)p->info.head_step);
+    st.step = step;
+    if ((r = wsync__pub_view(p, tensors, n, err)) != WSYNC_OK) return r;
+    for (i = 0; i < n; i++) st.elements += p->next[i].nbytes * 8 / wsync_dtype_bits(p->next[i].dtype);
+
+    if (p->has_image && (p->n != n || !wsync__same_layout(p->img, p->next, n))) p->has_image = 0;
+    if (!p->has_image && p->has_info) wsync__pub_restore(p, p->next, n);
+    want_anchor = !p->has_image || !p->has_info || step - p->info.anchor_step >= p->o.anchor_every;
+
+    /* the delta against the last published image */
+    if (p->has_image) {
+        wsync_delta_options d;
+        wsync_delta_stats ds;
+        memset(&d, 0, sizeof d);
+        d.allocator = p->a;
+        d.encoding = p->o.encoding;
+        d.base_step = p->image_step;
+        d.step = step;
+        d.base_digests = p->dig;
+        d.result_digests_out = p->ndig;
+        d.threads = p->o.threads;
+        if (p->o.encoding == WSYNC_ENCODING_TRL_V1 || p->o.encoding == WSYNC_ENCODING_TRL_V3) d.result_digests_out = NULL;
+        r = wsync_delta_encode(p->img, p->next, n, &d, wsync__getall_sink, &delta, &ds, err);
+        if (r != WSYNC_OK) goto fail;
+        if (!d.result_digests_out &&
+            (r = wsync__tensor_digests(p->next, n, p->o.threads, p->ndig, err)) != WSYNC_OK)
+            goto fail;
+        encoded = 1;
+        st.changed = ds.changed;
+        full = p->file_size;
+        keep_delta = (double)delta.b.len <= p->o.anchor_fraction * (double)full;
+        if (!keep_delta) want_anchor = 1;
+        st.base_step = p->image_step;
+    }
+
+    /* the image becomes this step's (only changed tensors are copied) */
+    if (!p->has_image || !encoded) {
+        if ((r = wsync__pub_layout(p, p->next, n, step, err)) != WSYNC_OK) goto fail;
+        for (i = 0; i < n; i++)
+            if (p->next[i].nbytes) memcpy(p->img[i].data, p->next[i].data, (size_t)p->next[i].nbytes);
+        if ((r = wsync__tensor_digests(p->img, n, p->o.threads, p->dig, err)) != WSYNC_OK) goto fail;
+    } else {
+        p->has_image = 0; /* until the copy is complete */
+        for (i = 0; i < n; i++) {
+            if (p->ndig[i] != p->dig[i] && p->next[i].nbytes)
+                memcpy(p->img[i].data, p->next[i].data, (size_t)p->next[i].nbytes);
+            p->dig[i] = p->ndig[i];
+        }
+        if ((r = wsync__pub_restep(p, step, err)) != WSYNC_OK) goto fail;
+    }
+    p->has_image = 1;
+    p->image_step = step;
+    if ((r = wsync__state_of(p->img, p->dig, n, &p->a, &state, err)) != WSYNC_OK) goto fail;
+    st.state = state;
+    t1 = wsync__wall();
+    st.encode_seconds = t1 - t0;
+
+    /* objects, then HEAD, then retention */
+    memset(&ae, 0, sizeof ae);
+    memset(&de, 0, sizeof de);
+    if (keep_delta) {
+        de.kind = WSYNC_CHAIN_DELTA;
+        de.step = step;
+        de.base = st.base_step;
+        de.bytes = delta.b.len;
+        de.has_digests = 1;
+        de.digest = wsync_digest(delta.b.p, delta.b.len);
+        de.state = state;
+        wsync__entry_key(&de);
+        if ((r = wsync__pub_put(p, &de, delta.b.p, delta.b.len, err)) != WSYNC_OK) goto fail;
+        st.wrote_delta = 1;
+        st.delta_bytes = delta.b.len;
+    }
+    if (want_anchor) {
+        ae.kind = WSYNC_CHAIN_ANCHOR;
+        ae.step = ae.base = step;
+        ae.bytes = p->file_size;
+        ae.has_digests = 1;
+        ae.digest = wsync_digest(p->file, (size_t)p->file_size);
+        ae.state = state;
+        wsync__entry_key(&ae);
+        if ((r = wsync__pub_put(p, &ae, p->file, (size_t)p->file_size, err)) != WSYNC_OK) goto fail;
+        st.wrote_anchor = 1;
+        st.anchor_bytes = p->file_size;
+    }
+    {
+        size_t cap = (p->has_info ? p->info.n_entries : 0) + 2;
+        uint64_t anchor = want_anchor ? step : p->info.anchor_step;
+        uint64_t keep_from = step >= p->o.retain ? step - p->o.retain + 1 : 0;
+        ni.allocator = p->a;
+        ni.has_head = 1;
+        ni.head_step = step;
+        ni.anchor_step = anchor;
+        ni.head_state = state;
+        ni.encoding = p->o.encoding;
+        if (!(ni.entries = (wsync_chain_entry *)wsync__alloc(&p->a, cap * sizeof *ni.entries))) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD");
+            goto fail;
+        }
+        k = 0;
+        for (i = 0; p->has_info && i < p->info.n_entries; i++) {
+            const wsync_chain_entry *e = &p->info.entries[i];
+            if (e->step >= keep_from || e->step >= anchor) ni.entries[k++] = *e;
+        }
+        if (want_anchor) ni.entries[k++] = ae;
+        if (keep_delta) ni.entries[k++] = de;
+        ni.n_entries = k;
+        qsort(ni.entries, k, sizeof *ni.entries, wsync__cmp_entry);
+    }
+    if ((r = wsync_chain_head_format(&ni, &head, &head_len, err)) != WSYNC_OK) goto fail;
+    {
+        char key[WSYNC__KEY_MAX];
+        wsync__chain_path(key, sizeof key, p->prefix, "HEAD");
+        if ((r = p->store.put(p->store.user, key, head, head_len, err)) != WSYNC_OK) {
+            wsync__obj_fail(err, r, "HEAD");
+            goto fail;
+        }
+    }
+    st.deleted = wsync__pub_collect(p, &ni, p->has_info ? &p->info : NULL);
+    wsync_chain_info_free(&p->info);
+    p->info = ni;
+    p->has_info = 1;
+    st.put_seconds = wsync__wall() - t1;
+    wsync__free(&p->a, head);
+    wsync__buf_free(&delta.b);
+    if (stats) *stats = st;
+    return WSYNC_OK;
+fail:
+    /* HEAD still names the previous step; the image may not be it any more,
+       so the next publish rebuilds it from the store */
+    p->has_image = 0;
+    wsync__free(&p->a, head);
+    wsync_chain_info_free(&ni);
+    wsync__buf_free(&delta.b);
+    if (stats) *stats = st;
+    return r;
+}
 
 #endif /* WSYNC_IMPLEMENTATION */
 
