@@ -501,6 +501,10 @@ typedef struct wsync_tensor {
 
 #define WSYNC_DELTA_SKIP_BASE_DIGEST 1u   /* apply: do not verify base digests */
 #define WSYNC_DELTA_SKIP_RESULT_DIGEST 2u /* apply: do not verify result digests */
+#define WSYNC_DELTA_UPDATE_BASE 4u        /* encode: copy each changed element into base
+                                             as it is found, so base ends equal to next
+                                             without a second pass (a publisher's image);
+                                             on failure base is partly updated */
 
 typedef struct wsync_delta_options {
     wsync_allocator allocator;
@@ -4000,9 +4004,21 @@ static unsigned wsync__top_exponent(const wsync_tensor *b, unsigned w, uint64_t 
 
 /* Appends block bi's payload to out (nothing for a block without changes)
    and returns its size and change count through *size and *count. */
+/* Copies the changed elements of next into base (WSYNC_DELTA_UPDATE_BASE). */
+static void wsync__scatter(uint8_t *base, const uint8_t *next, unsigned w, const uint32_t *pos, size_t count)
+{
+    size_t k;
+    if (w == 2) {
+        for (k = 0; k < count; k++) memcpy(base + (size_t)pos[k] * 2, next + (size_t)pos[k] * 2, 2);
+    } else {
+        for (k = 0; k < count; k++) memcpy(base + (size_t)pos[k] * w, next + (size_t)pos[k] * w, w);
+    }
+}
+
 static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, const wsync_tensor *x, unsigned w,
                                         uint64_t nelem, uint64_t blk, uint64_t bi, int coder, unsigned top,
-                                        wsync__encblk *s, uint32_t *size, uint64_t *count, wsync_error *err)
+                                        int update, wsync__encblk *s, uint32_t *size, uint64_t *count,
+                                        wsync_error *err)
 {
     uint64_t first = bi * blk, len = nelem - first < blk ? nelem - first : blk;
     const uint8_t *bb = (const uint8_t *)b->data + first * w, *xb = (const uint8_t *)x->data + first * w;
@@ -4014,6 +4030,7 @@ static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, 
                            "delta stream buffer");
     if (out->len - before > UINT32_MAX)
         return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, b->name, strlen(b->name), "%s", "block too large");
+    if (update && c) wsync__scatter((uint8_t *)b->data + first * w, xb, w, s->pos, c);
     *size = (uint32_t)(out->len - before);
     *count = c;
     return WSYNC_OK;
@@ -4046,7 +4063,7 @@ static size_t wsync__stream_header(uint8_t *p, const wsync_tensor *b, unsigned b
 /* One tensor as a packed stream on one thread: the digests are taken block
    by block while each block is still in cache. */
 static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tensor *x, unsigned w,
-                                         uint64_t nelem, unsigned block_log2, int coder,
+                                         uint64_t nelem, unsigned block_log2, int coder, int update,
                                          const uint64_t *base_digest, uint64_t *result_digest,
                                          wsync__buf *out, uint64_t *changed_out, wsync__encblk *s,
                                          wsync_error *err)
@@ -4068,10 +4085,11 @@ static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tens
     for (bi = 0; bi < nblocks; bi++) {
         uint64_t first = bi * blk, len = nelem - first < blk ? nelem - first : blk, c = 0;
         uint32_t size = 0;
-        if ((r = wsync__encode_block(out, b, x, w, nelem, blk, bi, coder, top, s, &size, &c, err)) != WSYNC_OK)
-            return r;
-        /* digest while the block is still in cache */
+        /* digest while the block is still in cache (the base's before an update) */
         if (!base_digest) wsync_digest_update(&db, (const uint8_t *)b->data + first * w, (size_t)(len * w));
+        if ((r = wsync__encode_block(out, b, x, w, nelem, blk, bi, coder, top, update, s, &size, &c, err)) !=
+            WSYNC_OK)
+            return r;
         wsync_digest_update(&dx, (const uint8_t *)x->data + first * w, (size_t)(len * w));
         wsync__put_le32(out->p + table_at + 4 * bi, size);
         changed += c;
@@ -4223,6 +4241,31 @@ static wsync_result wsync__pool_do(unsigned threads, size_t n, wsync__work_fn fn
     return p.failed ? p.r : WSYNC_OK;
 }
 
+/* ---- digests of many tensors, on worker threads ---- */
+
+typedef struct wsync__digjob {
+    const wsync_tensor *t;
+    uint64_t *out;
+} wsync__digjob;
+
+static wsync_result wsync__digest_item(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__digjob *j = (wsync__digjob *)user;
+    (void)worker;
+    (void)err;
+    j->out[i] = wsync_digest(j->t[i].data, (size_t)j->t[i].nbytes);
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__tensor_digests(const wsync_tensor *t, size_t n, unsigned threads, uint64_t *out,
+                                          wsync_error *err)
+{
+    wsync__digjob j;
+    j.t = t;
+    j.out = out;
+    return wsync__pool_do(threads, n, wsync__digest_item, &j, err);
+}
+
 /* ---- encoding ---- */
 
 typedef struct wsync__enc {
@@ -4307,7 +4350,7 @@ static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsy
         ot->data.a = a;
         r = wsync__packed_tensor(b, x, w, nelem, E->block_log2,
                                  E->enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE,
-                                 E->o->base_digests ? &E->o->base_digests[i] : NULL, &rd, &ot->data,
+                                 (E->o->flags & WSYNC_DELTA_UPDATE_BASE) != 0, E->o->base_digests ? &E->o->base_digests[i] : NULL, &rd, &ot->data,
                                  &E->changed[i], s, err);
         if (r != WSYNC_OK) return r;
         if (E->o->result_digests_out) E->o->result_digests_out[i] = rd;
@@ -4367,6 +4410,8 @@ static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsy
             uint32_t p;
             memcpy(&p, posbuf->p + 4 * k, 4);
             memcpy(ov->data.p + k * w, (const uint8_t *)x->data + (size_t)p * w, w);
+            if (E->o->flags & WSYNC_DELTA_UPDATE_BASE)
+                memcpy((uint8_t *)b->data + (size_t)p * w, (const uint8_t *)x->data + (size_t)p * w, w);
         }
         return WSYNC_OK;
     }
@@ -4383,7 +4428,8 @@ static wsync_result wsync__encode_item(void *user, unsigned worker, size_t k, ws
     for (bi = it->b0; bi < it->b1; bi++) {
         uint64_t c = 0;
         wsync_result r = wsync__encode_block(&it->buf, &E->base[i], &E->next[i], E->width[i], E->nelem[i], blk, bi,
-                                             coder, E->top[i], &E->scratch[worker], &E->sizes[i][bi], &c, err);
+                                             coder, E->top[i], (E->o->flags & WSYNC_DELTA_UPDATE_BASE) != 0,
+                                             &E->scratch[worker], &E->sizes[i][bi], &c, err);
         if (r != WSYNC_OK) return r;
         it->changed += c;
     }
@@ -4482,6 +4528,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     wsync_st_kv meta[10];
     wsync_st_write_options wo;
     uint64_t total_bytes = 0;
+    uint64_t *own_digests = NULL;
 
     wsync__error_reset(err);
     memset(&o, 0, sizeof o);
@@ -4567,7 +4614,19 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
         split = E.packed && threads > 1 && most > all / threads;
     }
     if (split) {
-        /* runs of blocks on every thread, then digests and streams per tensor */
+        /* runs of blocks on every thread, then digests and streams per tensor;
+           base digests first when the runs are to update the base */
+        if ((o.flags & WSYNC_DELTA_UPDATE_BASE) && !o.base_digests) {
+            uint64_t *bd = (uint64_t *)wsync__alloc(&o.allocator, (n + 1) * sizeof *bd);
+            if (!bd) {
+                r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "base digests");
+                goto done;
+            }
+            r = wsync__tensor_digests(base, n, threads, bd, err);
+            own_digests = bd;
+            o.base_digests = bd;
+            if (r != WSYNC_OK) goto done;
+        }
         if (!wsync__encode_plan(&E, n)) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder plan");
             goto done;
@@ -4658,6 +4717,7 @@ done:
     wsync__free(&o.allocator, E.item_first);
     wsync__free(&o.allocator, E.top);
     wsync__free(&o.allocator, E.sizes);
+    wsync__free(&o.allocator, own_digests);
     if (stats && r == WSYNC_OK) *stats = st;
     return r;
 }
@@ -6955,29 +7015,6 @@ WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_ch
 
 /* ---- digests of a model ---- */
 
-typedef struct wsync__digjob {
-    const wsync_tensor *t;
-    uint64_t *out;
-} wsync__digjob;
-
-static wsync_result wsync__digest_item(void *user, unsigned worker, size_t i, wsync_error *err)
-{
-    wsync__digjob *j = (wsync__digjob *)user;
-    (void)worker;
-    (void)err;
-    j->out[i] = wsync_digest(j->t[i].data, (size_t)j->t[i].nbytes);
-    return WSYNC_OK;
-}
-
-static wsync_result wsync__tensor_digests(const wsync_tensor *t, size_t n, unsigned threads, uint64_t *out,
-                                          wsync_error *err)
-{
-    wsync__digjob j;
-    j.t = t;
-    j.out = out;
-    return wsync__pool_do(threads, n, wsync__digest_item, &j, err);
-}
-
 typedef struct wsync__named {
     const char *name;
     uint64_t digest;
@@ -7085,6 +7122,7 @@ struct wsync_subscriber {
     size_t n;
     int has_step;
     uint64_t step;
+    int verified;      /* the step was reached by a digest-checked apply here, not vouched for */
     int verify_state;
     /* background prefetch */
     int bg_running, bg_stop;
@@ -7163,6 +7201,7 @@ WSYNC_DEF void wsync_subscriber_set_step(wsync_subscriber *s, uint64_t step)
     wsync__sub_lock(s);
     s->has_step = 1;
     s->step = step;
+    s->verified = 0;
     wsync__sub_unlock(s);
 }
 
@@ -7177,11 +7216,12 @@ WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step)
     return has;
 }
 
-static void wsync__sub_moved(wsync_subscriber *s, int has, uint64_t step)
+static void wsync__sub_moved(wsync_subscriber *s, int has, uint64_t step, int verified)
 {
     wsync__sub_lock(s);
     s->has_step = has;
     s->step = step;
+    s->verified = verified;
     wsync__sub_unlock(s);
 }
 
@@ -7257,7 +7297,7 @@ static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_en
 
 /* Checks that cost nothing but the bytes: size, digest, container, steps. */
 static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_t *bytes, uint64_t size,
-                                        wsync_error *err)
+                                        wsync_encoding *enc, wsync_error *err)
 {
     wsync_result r;
     if (e->has_digests) {
@@ -7272,6 +7312,7 @@ static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_
     if (e->kind == WSYNC_CHAIN_DELTA) {
         wsync_delta_stats ds;
         if ((r = wsync_delta_info(bytes, size, &ds, err)) != WSYNC_OK) return r;
+        if (enc) *enc = ds.encoding;
         if (ds.has_steps && ds.step != e->step)
             return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "holds step %llu, not %llu (out of order)",
                                (unsigned long long)ds.step, (unsigned long long)e->step);
@@ -7337,17 +7378,27 @@ static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_e
                                         uint64_t size, wsync_error *err)
 {
     wsync_result r;
-    if ((r = wsync__check_object(e, bytes, size, err)) != WSYNC_OK) return r;
+    wsync_encoding enc = (wsync_encoding)0;
+    int verified = 0;
+    if ((r = wsync__check_object(e, bytes, size, &enc, err)) != WSYNC_OK) return r;
     if (e->kind == WSYNC_CHAIN_ANCHOR) {
         r = wsync__apply_anchor(s, e, bytes, size, err);
+        verified = e->has_digests;
     } else {
         wsync_delta_options d;
+        int packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
         memset(&d, 0, sizeof d);
         d.allocator = s->a;
         d.threads = s->o.threads;
+        /* A packed delta's result digests are checked before anything is
+           written, and a wrong base can only give a wrong result, so the base
+           pass is redundant on targets this subscriber checked itself; on
+           vouched-for targets it stays, for the clearer error. */
+        if (packed && s->verified) d.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST;
         r = wsync_delta_apply(bytes, size, s->t, s->n, &d, NULL, err);
+        verified = packed;
     }
-    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step);
+    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, verified);
     return r;
 }
 
@@ -7397,7 +7448,7 @@ static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_i
     if (!e || !e->has_digests) return WSYNC_OK;
     if ((r = wsync_state_digest(s->t, s->n, s->o.threads, &st, err)) != WSYNC_OK) return r;
     if (st != e->state) {
-        wsync__sub_moved(s, 0, 0); /* the targets hold no known step: the next sync loads an anchor */
+        wsync__sub_moved(s, 0, 0, 0); /* the targets hold no known step: the next sync loads an anchor */
         return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0,
                            "the model after step %llu does not match HEAD's state digest",
                            (unsigned long long)e->step);
@@ -7578,7 +7629,7 @@ static void wsync__bg_poll(wsync_subscriber *s)
         for (i = 0; i < np && !failed; i++) {
             pre[i].e = c.entries[path[i]];
             if (wsync__fetch(s, &pre[i].e, &pre[i].bytes, &pre[i].size, NULL) != WSYNC_OK) failed = 2;
-            else if (wsync__check_object(&pre[i].e, pre[i].bytes, pre[i].size, NULL) != WSYNC_OK) failed = 1;
+            else if (wsync__check_object(&pre[i].e, pre[i].bytes, pre[i].size, NULL, NULL) != WSYNC_OK) failed = 1;
             if (failed == 1 && nbad < WSYNC__MAX_BAD) bad[nbad++] = path[i];
         }
         if (failed) {
@@ -8148,6 +8199,8 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
         d.base_digests = p->dig;
         d.result_digests_out = p->ndig;
         d.threads = p->o.threads;
+        d.flags = WSYNC_DELTA_UPDATE_BASE; /* the image becomes this step's as it is diffed */
+        p->has_image = 0;                  /* until the encode completes */
         if (p->o.encoding == WSYNC_ENCODING_TRL_V1 || p->o.encoding == WSYNC_ENCODING_TRL_V3) d.result_digests_out = NULL;
         r = wsync_delta_encode(p->img, p->next, n, &d, wsync__getall_sink, &delta, &ds, err);
         if (r != WSYNC_OK) goto fail;
@@ -8162,19 +8215,14 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
         st.base_step = p->image_step;
     }
 
-    /* the image becomes this step's (only changed tensors are copied) */
-    if (!p->has_image || !encoded) {
+    /* the image becomes this step's: the encode updated it in place */
+    if (!encoded) {
         if ((r = wsync__pub_layout(p, p->next, n, step, err)) != WSYNC_OK) goto fail;
         for (i = 0; i < n; i++)
             if (p->next[i].nbytes) memcpy(p->img[i].data, p->next[i].data, (size_t)p->next[i].nbytes);
         if ((r = wsync__tensor_digests(p->img, n, p->o.threads, p->dig, err)) != WSYNC_OK) goto fail;
     } else {
-        p->has_image = 0; /* until the copy is complete */
-        for (i = 0; i < n; i++) {
-            if (p->ndig[i] != p->dig[i] && p->next[i].nbytes)
-                memcpy(p->img[i].data, p->next[i].data, (size_t)p->next[i].nbytes);
-            p->dig[i] = p->ndig[i];
-        }
+        memcpy(p->dig, p->ndig, n * sizeof *p->dig);
         if ((r = wsync__pub_restep(p, step, err)) != WSYNC_OK) goto fail;
     }
     p->has_image = 1;

@@ -2896,6 +2896,70 @@ static void test_split_encode(void)
     free(c);
 }
 
+/* WSYNC_DELTA_UPDATE_BASE: the same delta bytes as without it, and base ends
+   equal to next, for every encoding, on one thread and on the split path
+   (one tensor larger than a thread's share), with and without base digests. */
+static void test_update_base(void)
+{
+    static const unsigned threads[2] = {1, 3};
+    size_t e, ti, dg;
+    for (e = 0; e < TD_NENCS; e++)
+        for (ti = 0; ti < 2; ti++)
+            for (dg = 0; dg < 2; dg++) {
+                td_tensor ts[3];
+                td_rng r;
+                td_bytes plain, upd;
+                wsync_delta_options o = td_opts(td_encs[e], 10, 4, 5);
+                wsync_error err;
+                wsync_tensor *bv;
+                uint64_t bd[3];
+                size_t i;
+                snprintf(td_case, sizeof td_case, "update base: %s, %u threads, %s base digests",
+                         wsync_encoding_name(td_encs[e]), threads[ti], dg ? "given" : "computed");
+                TEST_BEGIN(td_case);
+                r.s = 77 + e * 4 + ti * 2 + dg;
+                td_init(&ts[0], "big", WSYNC_DTYPE_BF16, 2, 300, 100);
+                td_init(&ts[1], "f32", WSYNC_DTYPE_F32, 1, 2000, 0);
+                td_init(&ts[2], "fp8", WSYNC_DTYPE_F8_E4M3, 1, 3000, 0);
+                for (i = 0; i < 3; i++) {
+                    td_fill_base(&ts[i], &r, 0.01);
+                    td_mutate(&ts[i], &r, i == 2 ? 0.0 : 0.03, 7);
+                    bd[i] = wsync_digest(ts[i].base, ts[i].nbytes);
+                }
+                o.threads = threads[ti];
+                o.base_digests = dg ? bd : NULL;
+                CHECK_EQ_INT(td_encode(ts, 3, &o, &plain, NULL, &err), WSYNC_OK);
+                /* encode again, updating a copy of the base (kept in work) */
+                td_reset_work(ts, 3);
+                {
+                    wsync_tensor *x = td_views(ts, 3, 1);
+                    wsync_buffer buf;
+                    bv = td_views(ts, 3, 2);
+                    buf.cap = td_bound(ts, 3);
+                    buf.bytes = (uint8_t *)td_xmalloc(buf.cap);
+                    buf.len = 0;
+                    o.flags = WSYNC_DELTA_UPDATE_BASE;
+                    CHECK_EQ_INT(wsync_delta_encode(bv, x, 3, &o, wsync_buffer_sink, &buf, NULL, &err), WSYNC_OK);
+                    upd.p = buf.bytes;
+                    upd.len = buf.len;
+                    free(x);
+                    free(bv);
+                }
+                CHECK_MSG(upd.len == plain.len && memcmp(upd.p, plain.p, plain.len) == 0, "%s",
+                          "the delta differs when the base is updated");
+                CHECK_MSG(td_work_equals(ts, 3, 1), "%s", "the base is not equal to next after the encode");
+                /* and the delta still applies to the original base */
+                td_reset_work(ts, 3);
+                o.flags = 0;
+                CHECK_EQ_INT(td_apply(&plain, ts, 3, &o, NULL, &err), WSYNC_OK);
+                CHECK(td_work_equals(ts, 3, 1));
+                td_bytes_free(&plain);
+                td_bytes_free(&upd);
+                td_release(ts, 3);
+                TEST_END();
+            }
+}
+
 int main(void)
 {
     test_digest();
@@ -2922,5 +2986,6 @@ int main(void)
 #endif
     test_encode_memory();
     test_split_encode();
+    test_update_base();
     return check_summary();
 }
