@@ -5225,13 +5225,12 @@ static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, c
     return WSYNC_OK;
 }
 
-/* Base and result digests of a target without changing it: each block is
-   copied to scratch, patched there, and digested. */
 /* Base and result digests of a target without changing it. Rice blocks are
    decoded into a one-block scratch copy, which also checks them (the check
-   was deferred to here); other patches are applied to 1 MiB pieces. */
+   was deferred to here); other patches are applied to 1 MiB pieces. With
+   no_base the base digest is not computed (*base_d is then 0). */
 static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_t scratch_bytes,
-                                          uint64_t *base_d, uint64_t *result_d, wsync_error *err)
+                                          int no_base, uint64_t *base_d, uint64_t *result_d, wsync_error *err)
 {
     const uint8_t *data = (const uint8_t *)pt->target->data;
     uint64_t nbytes = pt->target->nbytes, off, k = 0;
@@ -5247,7 +5246,7 @@ static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scrat
             size_t bytes = (size_t)(len * pt->w);
             const char *why = "";
             wsync_result r;
-            wsync_digest_update(&db, blk, bytes);
+            if (!no_base) wsync_digest_update(&db, blk, bytes);
             if (bsize) {
                 memcpy(scratch, blk, bytes);
                 r = wsync__rice_patch_block(pt, bi, soff, data, scratch, pt->count - total, &c, &why);
@@ -5266,20 +5265,20 @@ static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scrat
             return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, pt->src->key_offset, pt->src->name, pt->src->name_len,
                                "blocks hold %llu changes, the header says %llu", (unsigned long long)total,
                                (unsigned long long)pt->count);
-        *base_d = wsync_digest_final(&db);
+        *base_d = no_base ? 0 : wsync_digest_final(&db);
         *result_d = wsync_digest_final(&dr);
         return WSYNC_OK;
     }
     for (off = 0; off < nbytes; off += scratch_bytes) {
         size_t len = nbytes - off < scratch_bytes ? (size_t)(nbytes - off) : scratch_bytes;
         uint64_t end_elem = (off + len) / pt->w;
-        wsync_digest_update(&db, data + off, len);
+        if (!no_base) wsync_digest_update(&db, data + off, len);
         memcpy(scratch, data + off, len);
         for (; k < pt->count && pt->pos[k] < end_elem; k++)
             memcpy(scratch + ((uint64_t)pt->pos[k] * pt->w - off), pt->val + k * pt->w, pt->w);
         wsync_digest_update(&dr, scratch, len);
     }
-    *base_d = wsync_digest_final(&db);
+    *base_d = no_base ? 0 : wsync_digest_final(&db);
     *result_d = wsync_digest_final(&dr);
     return WSYNC_OK;
 }
@@ -5441,7 +5440,7 @@ static wsync_result wsync__apply_verify(void *user, unsigned worker, size_t i, w
     nm = pt->target->name;
     {
         wsync_result r = wsync__verify_digests(pt, A->scratch[worker], A->scratch_bytes - A->scratch_bytes % pt->w,
-                                               &bd, &rd, err);
+                                               (flags & WSYNC_DELTA_SKIP_BASE_DIGEST) != 0, &bd, &rd, err);
         if (r != WSYNC_OK) return r;
     }
     if (!(flags & WSYNC_DELTA_SKIP_BASE_DIGEST) && bd != pt->base_digest)
