@@ -724,7 +724,8 @@ typedef struct wsync_publish_stats {
 /* Opens a publisher on a store (copied; it must stay open). Its state lives
    in the store: a publisher opened on a store with HEAD continues that chain
    (at its first publish it rebuilds the last published image from the store,
-   or writes an anchor when it cannot). */
+   or writes an anchor when it cannot). It owns its prefix: after each HEAD,
+   objects under anchors/ and deltas/ that HEAD does not name are deleted. */
 WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsync_chain_options *opt,
                                             wsync_publisher **out, wsync_error *err);
 /* Publishes `step` (greater than HEAD's): a delta against the last published
@@ -7606,16 +7607,17 @@ static void wsync__bg_poll(wsync_subscriber *s)
     wsync_chain_options o = s->o;
     long bad[WSYNC__MAX_BAD], *path = NULL, *tmp = NULL;
     size_t nbad = 0, np = 0, i;
-    int has, tries;
+    int has, tries, any;
     uint64_t cur = 0, have;
     o.prefix = s->prefix;
     if (wsync_chain_read(&s->store, &o, &c, NULL) != WSYNC_OK) return;
     wsync__sub_lock(s);
     has = s->has_step;
     cur = s->step;
+    any = has || s->pre_ready;
     have = s->pre_ready ? s->pre_step : cur;
     wsync__sub_unlock(s);
-    if ((has || s->pre_ready) && have >= c.head_step) goto out;
+    if (any && have >= c.head_step) goto out;
     path = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *path);
     tmp = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *tmp);
     if (!path || !tmp) goto out;
@@ -8081,7 +8083,6 @@ static void wsync__pub_restore(wsync_publisher *p, const wsync_tensor *view, siz
 typedef struct wsync__dels {
     const wsync_publisher *p;
     const wsync_chain_info *keep;
-    const wsync_chain_info *prev; /* NULL: no previous HEAD */
     wsync_chain_kind kind;
     size_t plen;
     char (*keys)[WSYNC__KEY_MAX];
@@ -8095,10 +8096,10 @@ static int wsync__dels_fn(void *user, const char *key, uint64_t size)
     const char *rest = key + d->plen;
     (void)size;
     if (strlen(key) < d->plen || strchr(rest, '/') || !wsync__step_name(rest, &step)) return 0;
+    /* The publisher owns its prefix: whatever HEAD does not name is garbage
+       (dropped by retention, possibly by a publisher that died before
+       deleting it, or written by one that died before its HEAD). */
     if (wsync__chain_find(d->keep, d->kind, step) >= 0) return 0;
-    /* ours to delete: dropped from HEAD, or left by a publisher that died
-       before writing HEAD */
-    if (!d->prev || (wsync__chain_find(d->prev, d->kind, step) < 0 && step <= d->prev->head_step)) return 0;
     if (d->n == d->cap) {
         size_t nc = d->cap ? d->cap * 2 : 16;
         char(*nk)[WSYNC__KEY_MAX] = (char(*)[WSYNC__KEY_MAX])wsync__alloc(&d->p->a, nc * WSYNC__KEY_MAX);
@@ -8113,7 +8114,7 @@ static int wsync__dels_fn(void *user, const char *key, uint64_t size)
     return 0;
 }
 
-static uint64_t wsync__pub_collect(wsync_publisher *p, const wsync_chain_info *keep, const wsync_chain_info *prev)
+static uint64_t wsync__pub_collect(wsync_publisher *p, const wsync_chain_info *keep)
 {
     wsync__dels d;
     char path[WSYNC__KEY_MAX];
@@ -8124,7 +8125,6 @@ static uint64_t wsync__pub_collect(wsync_publisher *p, const wsync_chain_info *k
     memset(&d, 0, sizeof d);
     d.p = p;
     d.keep = keep;
-    d.prev = prev;
     for (pass = 0; pass < 2; pass++) {
         d.kind = pass ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR;
         wsync__chain_path(path, sizeof path, p->prefix, pass ? "deltas/" : "anchors/");
@@ -8292,7 +8292,7 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
             goto fail;
         }
     }
-    st.deleted = wsync__pub_collect(p, &ni, p->has_info ? &p->info : NULL);
+    st.deleted = wsync__pub_collect(p, &ni);
     wsync_chain_info_free(&p->info);
     p->info = ni;
     p->has_info = 1;
