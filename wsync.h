@@ -7,9 +7,10 @@ optimizer step. This header is the core, libc only (POSIX threads and files
 where available): dtypes and numeric conversions (f32 <-> bf16/f16/fp8), a
 strict safetensors reader and a streaming writer, a 64-bit digest, a SIMD
 bitwise diff, sparse deltas in four encodings (wsync_delta_encode,
-wsync_delta_apply), and the object-store interface with a directory store
-and a memory store. The delta chain and the fabric interface come next.
-Optional companions: wsync_http.h (libcurl stores), wsync_rdma.h (one-sided
+wsync_delta_apply), the object-store interface with a directory store and
+a memory store, and the delta chain over a store (wsync_publish on the
+trainer side, wsync_subscriber_sync on the inference side). The fabric
+interface comes next. Optional companions: wsync_http.h (libcurl stores), wsync_rdma.h (one-sided
 writes); both are skeletons today.
 
 It is a single header in the stb style: declarations always, the code only
@@ -51,6 +52,11 @@ nbytes}; wsync_delta_encode(base, next, n, &opt, sink, user, &stats, &err)
 writes a delta file; wsync_delta_apply(bytes, size, weights, n, NULL,
 &stats, &err) checks all of it (digests included) and only then patches
 the weights in place.
+
+The chain: a trainer calls wsync_publish(pub, step, tensors, n, ...) after
+each step (a delta or an anchor, then HEAD, into a wsync_store); an engine
+calls wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, ...) between batches and
+its weights move from one published step to another, never to anything else.
 
 COMPILE-TIME OPTIONS
 ====================
