@@ -7380,12 +7380,15 @@ static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_e
     return r;
 }
 
+/* *targets_wrong (when given) is set when the object is proven good (its
+   bytes match HEAD's digest) and the failure can only be the targets'. */
 static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
-                                        uint64_t size, wsync_error *err)
+                                        uint64_t size, int *targets_wrong, wsync_error *err)
 {
     wsync_result r;
     wsync_encoding enc = (wsync_encoding)0;
     int verified = 0;
+    if (targets_wrong) *targets_wrong = 0;
     if ((r = wsync__check_object(e, bytes, size, &enc, err)) != WSYNC_OK) return r;
     if (e->kind == WSYNC_CHAIN_ANCHOR) {
         r = wsync__apply_anchor(s, e, bytes, size, err);
@@ -7403,6 +7406,7 @@ static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_e
         if (packed && s->verified) d.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST;
         r = wsync_delta_apply(bytes, size, s->t, s->n, &d, NULL, err);
         verified = packed;
+        if (r == WSYNC_ERR_DIGEST_MISMATCH && e->has_digests && targets_wrong) *targets_wrong = 1;
     }
     if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, verified);
     return r;
@@ -7468,7 +7472,7 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
     long bad[WSYNC__MAX_BAD], *path = NULL, *tmp = NULL;
     size_t nbad = 0, np = 0, i;
     uint64_t target;
-    int refreshed = 0, attempts;
+    int refreshed = 0, attempts, dropped = 0, targets_wrong = 0;
     wsync_result r, last_obj = WSYNC_OK;
     wsync_error last_err;
     wsync__pathlog pl;
@@ -7531,11 +7535,21 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
                 }
                 break;
             }
-            if (r == WSYNC_OK) r = wsync__apply_object(s, e, bytes, size, &oe);
+            if (r == WSYNC_OK) r = wsync__apply_object(s, e, bytes, size, &targets_wrong, &oe);
             if (r == WSYNC_OK) wsync__pathlog_add(&pl, st, e, size);
             wsync__free(&s->a, bytes);
             if (r != WSYNC_OK) {
                 if (strncmp(oe.message, "object '", 8) != 0) wsync__obj_fail(&oe, r, e->key);
+                if (targets_wrong && !dropped) {
+                    /* the targets are not the step they claim (vouched for, or
+                       changed behind our back): forget it and take an anchor */
+                    dropped = 1;
+                    last_obj = r;
+                    last_err = oe;
+                    st->rejected++;
+                    wsync__sub_moved(s, 0, 0, 0);
+                    break;
+                }
                 if (r == WSYNC_ERR_OUT_OF_MEMORY || r == WSYNC_ERR_IO || r == WSYNC_ERR_INVALID_ARGUMENT ||
                     r == WSYNC_ERR_UNSUPPORTED) {
                     /* the store or this machine failed, not the object: stop here */
@@ -7736,7 +7750,7 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
     wsync__sub_unlock(s);
     /* a prefetch planned from a step the targets no longer hold is dropped */
     for (i = 0; fresh && i < n; i++) {
-        if ((r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, err)) != WSYNC_OK) {
+        if ((r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, NULL, err)) != WSYNC_OK) {
             wsync__obj_fail(err, r, pre[i].e.key);
             break;
         }
