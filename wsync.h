@@ -6720,6 +6720,7 @@ static wsync_result wsync__head_entries(wsync__jp *pp, wsync_chain_kind kind, ws
 {
     wsync__jp p = *pp;
     wsync_result r = WSYNC_OK;
+    size_t first = out->len / sizeof(wsync_chain_entry);
     if (!wsync__jp_lit(&p, '[')) return WSYNC__HEAD_BAD("%s is not an array", kind == WSYNC_CHAIN_ANCHOR ? "anchors" : "deltas");
     if (wsync__jp_lit(&p, ']')) goto done;
     for (;;) {
@@ -6754,6 +6755,10 @@ static wsync_result wsync__head_entries(wsync__jp *pp, wsync_chain_kind kind, ws
                                              : "an anchor needs step, bytes, digest and state (and no base)");
         if (kind == WSYNC_CHAIN_ANCHOR) e.base = e.step;
         if (e.step > WSYNC_STEP_MAX) return WSYNC__HEAD_BAD("step %llu above the limit", (unsigned long long)e.step);
+        if (out->len / sizeof e > first &&
+            ((const wsync_chain_entry *)(const void *)(out->p + out->len - sizeof e))->step >= e.step)
+            return WSYNC__HEAD_BAD("%s steps not strictly ascending at step %llu",
+                                   kind == WSYNC_CHAIN_ANCHOR ? "anchor" : "delta", (unsigned long long)e.step);
         wsync__entry_key(&e);
         if (out->len / sizeof e >= WSYNC__CHAIN_MAX_ENTRIES) return WSYNC__HEAD_BAD("%s", "too many objects");
         if (!wsync__buf_reserve(out, sizeof e))
