@@ -3,14 +3,27 @@
 
    Exit codes: 0 success, 1 the input or the operation failed (reason on
    stderr), 2 usage error. */
+#define _POSIX_C_SOURCE 200809L /* fork, pipe, sigaction, fsync, clock_gettime under -std=c99 */
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
+#define WSYNC_GEN_IMPLEMENTATION
+#include "wsync_gen.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EXIT_USAGE 2
 
@@ -26,18 +39,36 @@ static const char *usage_text =
     "  apply BASE DELTA -o OUT  patch BASE with DELTA (any encoding) into OUT\n"
     "  verify A B              exit 0 when every tensor is bit-identical, else 1\n"
     "                          with the first differences listed\n"
-    "  demo                    the main job: a trainer publishing deltas and an\n"
-    "                          inference follower (arrives with the chain work)\n"
+    "\n"
+    "  publish --store DIR --step N MODEL [--encoding E] [--anchor-every K]\n"
+    "       [--retain R] [--prefix P] [--threads T]\n"
+    "                          publish MODEL as step N of the chain in DIR (trainer)\n"
+    "  pull --store DIR MODEL [--step N] [--prefix P] [--threads T]\n"
+    "                          bring the local file MODEL to the newest (or given)\n"
+    "                          step of the chain, replacing it atomically\n"
+    "  follow --store DIR MODEL [--interval S] [--max-steps N] [--until-step N]\n"
+    "       [--prefix P] [--threads T]\n"
+    "                          pull each time the chain moves, until stopped\n"
+    "  log --store DIR [--prefix P] [--json]\n"
+    "                          list the chain: HEAD, anchors, deltas\n"
+    "  gen --model M --step N -o FILE\n"
+    "                          a training-like bf16 model at step N (for tests)\n"
+    "  demo [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--bucket DIR]\n"
+    "                          the main job: a trainer process publishing deltas\n"
+    "                          and an inference process following bit-exactly\n"
     "  version                 print the library version\n"
     "\n"
     "options:\n"
     "  -h, --help              this text (also: wsync <command> --help)\n"
     "  --version               same as 'wsync version'\n";
 
-static int usage_error(const char *fmt, const char *arg)
+static int usage_error(const char *fmt, ...)
 {
+    va_list ap;
     fprintf(stderr, "wsync: ");
-    fprintf(stderr, fmt, arg);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "\n(see 'wsync --help')\n");
     return EXIT_USAGE;
 }
@@ -527,17 +558,1450 @@ static int cmd_verify(int argc, char **argv)
     return same ? 0 : 1;
 }
 
+/* ======================================================================
+   The chain: publish, pull, follow, log (and gen, demo below)
+   ====================================================================== */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* system-wide: comparable across processes */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A signal cuts the sleep short, so that loops see their stop flag at once. */
+static void sleep_s(double s)
+{
+    struct timespec ts;
+    if (!(s > 0)) return;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL);
+}
+
+/* Decimal units, as object stores and network links count. */
+static const char *human_bytes(char *buf, size_t cap, uint64_t b)
+{
+    if (b < 1000) snprintf(buf, cap, "%llu B", (unsigned long long)b);
+    else if (b < 1000000) snprintf(buf, cap, "%.1f kB", (double)b / 1e3);
+    else if (b < 1000000000) snprintf(buf, cap, "%.1f MB", (double)b / 1e6);
+    else snprintf(buf, cap, "%.2f GB", (double)b / 1e9);
+    return buf;
+}
+
+static double percent(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* "wsync: CMD: WHAT: WSYNC_ERR_X: message"; returns 1 (the exit status). */
+static int chain_fail(const char *cmd, const wsync_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "wsync: %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %s: %s\n", wsync_result_name(err->code),
+            err->message[0] ? err->message : wsync_result_str(err->code));
+    return 1;
+}
+
+/* An error found by the tool itself, reported like the library's. */
+static int tool_fail(const char *cmd, wsync_result code, const char *what, const char *fmt, ...)
+{
+    wsync_error err;
+    va_list ap;
+    memset(&err, 0, sizeof err);
+    err.code = code;
+    va_start(ap, fmt);
+    vsnprintf(err.message, sizeof err.message, fmt, ap);
+    va_end(ap);
+    return chain_fail(cmd, &err, "%s", what);
+}
+
+static int is_help(const char *a)
+{
+    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+}
+
+/* argv[*i] is option `name` with a value after it: *val gets the value. */
+static int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    if (strcmp(argv[*i], name) != 0 || *i + 1 >= argc) return 0;
+    *val = argv[++*i];
+    return 1;
+}
+
+/* What every chain command takes: the store and how to read the chain. */
+typedef struct chain_cli {
+    const char *store;
+    wsync_chain_options co;
+} chain_cli;
+
+/* Consumes --store, --prefix or --threads at argv[*i]: 1 when it was one,
+   0 when not, -1 after a usage error (printed). */
+static int chain_opt(const char *cmd, int argc, char **argv, int *i, chain_cli *c)
+{
+    const char *v;
+    uint64_t t;
+    if (opt_value(argc, argv, i, "--store", &v)) c->store = v;
+    else if (opt_value(argc, argv, i, "--prefix", &v)) {
+        char *p = argv[*i];
+        size_t n = strlen(p);
+        while (n > 0 && p[n - 1] == '/') p[--n] = 0; /* "p/" means "p": keys are "p/HEAD" */
+        c->co.prefix = p;
+    } else if (opt_value(argc, argv, i, "--threads", &v)) {
+        if (!parse_u64(v, &t) || t < 1 || t > 16) return usage_error("%s: --threads takes 1..16, not '%s'", cmd, v), -1;
+        c->co.threads = (unsigned)t;
+    } else return 0;
+    return 1;
+}
+
+static int parse_step(const char *s, uint64_t *out)
+{
+    return parse_u64(s, out) && *out <= WSYNC_STEP_MAX;
+}
+
+/* Readers pass must_exist: the directory store creates a missing root, and a
+   mistyped --store should say so rather than read an empty chain. */
+static int open_dir_store(const char *cmd, const char *dir, int must_exist, wsync_store *s)
+{
+    wsync_error err;
+    struct stat sb;
+    if (must_exist && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return tool_fail(cmd, WSYNC_ERR_NOT_FOUND, "store", "%s is not a directory", dir), 0;
+    if (wsync_store_dir_open(dir, NULL, s, &err) == WSYNC_OK) return 1;
+    chain_fail(cmd, &err, "store %s", dir);
+    return 0;
+}
+
+/* The store key of a chain entry: entries name keys without the prefix. */
+static int chain_key(char *buf, size_t cap, const char *prefix, const char *key)
+{
+    int n = prefix && *prefix ? snprintf(buf, cap, "%s/%s", prefix, key) : snprintf(buf, cap, "%s", key);
+    return n > 0 && (size_t)n < cap;
+}
+
+static const char *kind_name(wsync_chain_kind k)
+{
+    return k == WSYNC_CHAIN_ANCHOR ? "anchor" : k == WSYNC_CHAIN_DELTA ? "delta" : "?";
+}
+
+/* ---- a model in memory, as one safetensors image ---- */
+
+/* The local file's bytes in a private buffer: the subscriber patches the
+   tensors' data in place (through `t`, views into buf), and saving writes
+   the tensors back out with a new step. */
+typedef struct image {
+    uint8_t *buf;
+    uint64_t size;
+    wsync_st_file st;
+    wsync_tensor *t;   /* st.n_tensors views into buf */
+    int has_step;      /* the step the data hold, as the file claims it */
+    uint64_t step;
+} image;
+
+static void image_free(image *im)
+{
+    free(im->t);
+    wsync_st_free(&im->st);
+    free(im->buf);
+    memset(im, 0, sizeof *im);
+}
+
+/* Parses buf (filled by the caller) and builds the views. */
+static int image_parse(const char *cmd, const char *what, image *im)
+{
+    wsync_error err;
+    size_t i;
+    if (wsync_st_parse(im->buf, im->size, NULL, &im->st, &err) != WSYNC_OK)
+        return chain_fail(cmd, &err, "%s: invalid safetensors", what), 0;
+    im->t = (wsync_tensor *)calloc(im->st.n_tensors + 1, sizeof *im->t);
+    if (!im->t) return tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, what, "%zu tensor views", im->st.n_tensors), 0;
+    for (i = 0; i < im->st.n_tensors; i++) {
+        const wsync_st_tensor *s = &im->st.tensors[i];
+        im->t[i].name = s->name;
+        im->t[i].dtype = s->dtype;
+        im->t[i].rank = s->rank;
+        im->t[i].shape = s->shape;
+        im->t[i].data = im->buf + (s->data - im->buf); /* our buffer: writable */
+        im->t[i].nbytes = s->end - s->begin;
+    }
+    return 1;
+}
+
+/* The file at `path`, copied into memory; its __metadata__ "step" (when
+   present) says which step it holds. */
+static int image_from_file(const char *cmd, const char *path, image *im)
+{
+    wsync_mapped map;
+    wsync_error err;
+    const char *step;
+    memset(im, 0, sizeof *im);
+    if (wsync_file_map(path, &map, &err) != WSYNC_OK) return chain_fail(cmd, &err, "%s", path), 0;
+    im->size = map.size;
+    im->buf = map.size <= (uint64_t)SIZE_MAX - 1 ? (uint8_t *)malloc((size_t)map.size + 1) : NULL;
+    if (!im->buf) {
+        wsync_file_unmap(&map);
+        tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "a copy of its %llu bytes", (unsigned long long)im->size);
+        return 0;
+    }
+    memcpy(im->buf, map.bytes, (size_t)map.size);
+    wsync_file_unmap(&map);
+    if (!image_parse(cmd, path, im)) {
+        image_free(im);
+        return 0;
+    }
+    if ((step = wsync_st_metadata_get(&im->st, "step")) != NULL) {
+        if (!parse_step(step, &im->step)) {
+            tool_fail(cmd, WSYNC_ERR_INVALID_METADATA, path, "__metadata__ \"step\" is '%.40s', not a step number",
+                      step);
+            image_free(im);
+            return 0;
+        }
+        im->has_step = 1;
+    }
+    return 1;
+}
+
+/* A model with the layout of the anchor the subscriber will start from (the
+   chain's newest at or before `limit`), data zeroed. Only the anchor's
+   header is read (two ranged gets): the subscriber fetches the rest. */
+static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
+                             image *im)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    wsync_buffer b;
+    uint8_t len8[8];
+    uint64_t hlen = 0, size = 0, anchor = 0;
+    char key[1200];
+    size_t i;
+    int found = 0, k;
+    memset(im, 0, sizeof *im);
+    if (wsync_chain_read(s, co, &info, &err) != WSYNC_OK) return chain_fail(cmd, &err, "reading the chain"), 0;
+    if (limit == WSYNC_STEP_LATEST) limit = info.head_step;
+    for (i = 0; i < info.n_entries; i++) /* ascending by step: the last match is the newest */
+        if (info.entries[i].kind == WSYNC_CHAIN_ANCHOR && info.entries[i].step <= limit) {
+            found = chain_key(key, sizeof key, co->prefix, info.entries[i].key);
+            anchor = info.entries[i].step;
+        }
+    wsync_chain_info_free(&info);
+    if (!found)
+        return tool_fail(cmd, WSYNC_ERR_NO_PATH, "no local file to start from",
+                         "the chain has no anchor at or before step %llu to take the tensors' layout from",
+                         (unsigned long long)limit), 0;
+    b.bytes = len8, b.cap = 8, b.len = 0;
+    if (s->get(s->user, key, 0, 8, wsync_buffer_sink, &b, &size, &err) != WSYNC_OK)
+        return chain_fail(cmd, &err, "reading the header of %s", key), 0;
+    for (k = 7; k >= 0; k--) hlen = hlen << 8 | len8[k];
+    if (hlen > WSYNC_ST_MAX_HEADER_SIZE || hlen > size - 8 || size > (uint64_t)SIZE_MAX - 1)
+        return tool_fail(cmd, WSYNC_ERR_INVALID_HEADER, key, "header length %llu does not fit the object's %llu bytes",
+                         (unsigned long long)hlen, (unsigned long long)size), 0;
+    im->size = size;
+    if (!(im->buf = (uint8_t *)calloc((size_t)size + 1, 1)))
+        return tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, key, "%llu bytes for the model (anchor %llu)",
+                         (unsigned long long)size, (unsigned long long)anchor), 0;
+    memcpy(im->buf, len8, 8);
+    b.bytes = im->buf + 8, b.cap = (size_t)hlen, b.len = 0;
+    if (s->get(s->user, key, 8, hlen, wsync_buffer_sink, &b, NULL, &err) != WSYNC_OK) {
+        image_free(im);
+        return chain_fail(cmd, &err, "reading the header of %s", key), 0;
+    }
+    if (!image_parse(cmd, key, im)) {
+        image_free(im);
+        return 0;
+    }
+    return 1;
+}
+
+/* `path` + ".wsync-tmp." + pid: the store's temporary mark, so that one
+   rule (and one cleanup) covers both. */
+static int temp_name(char *buf, size_t cap, const char *path, long pid)
+{
+    int n = snprintf(buf, cap, "%s" WSYNC_STORE_TMP_MARK "%ld", path, pid);
+    return n > 0 && (size_t)n < cap;
+}
+
+/* The directory holding `path` and the name in it. */
+static void split_path(const char *path, char *dir, size_t cap, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, cap, ".");
+        *base = path;
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n == 0) n = 1; /* "/x": the root */
+        snprintf(dir, cap, "%.*s", (int)n, path);
+        *base = slash + 1;
+    }
+}
+
+/* A rename is durable once the directory is synced. */
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY), ok;
+    if (fd < 0) return 0;
+    ok = fsync(fd) == 0 || errno == EINVAL; /* some filesystems cannot sync a directory */
+    close(fd);
+    return ok;
+}
+
+/* Temporary files of writers that were killed claim nothing (the path is
+   only ever replaced by a rename), but they take space: remove those whose
+   process is gone. */
+static void remove_stale_temps(const char *path)
+{
+    char dir[4096], full[8192];
+    const char *base;
+    size_t blen, mlen = strlen(WSYNC_STORE_TMP_MARK);
+    DIR *d;
+    struct dirent *e;
+    split_path(path, dir, sizeof dir, &base);
+    blen = strlen(base);
+    if (!(d = opendir(dir))) return;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name, *p;
+        char *end;
+        long pid;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, WSYNC_STORE_TMP_MARK, mlen) != 0) continue;
+        p = n + blen + mlen;
+        errno = 0;
+        pid = strtol(p, &end, 10);
+        if (!*p || *end || errno || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to judge) */
+        if (snprintf(full, sizeof full, "%s/%s", dir, n) < (int)sizeof full) unlink(full);
+    }
+    closedir(d);
+}
+
+/* Writes the image as a plain safetensors file claiming `step`: a temporary
+   file in the same directory, fsync, rename over `path`, fsync of the
+   directory. Whatever happens meanwhile (kill -9, a crash), `path` holds the
+   old file or the new one, whole. Metadata: the image's, "step" set, an
+   anchor's "wsync" mark dropped. */
+static int image_save(const char *cmd, const image *im, const char *path, uint64_t step)
+{
+    size_t i, n = im->st.n_tensors, nm = 0;
+    wsync_st_tensor_desc *d = (wsync_st_tensor_desc *)calloc(n + 1, sizeof *d);
+    wsync_st_kv *meta = (wsync_st_kv *)calloc(im->st.n_metadata + 1, sizeof *meta);
+    char tmp[4200], dir[4096], stepbuf[32];
+    const char *base;
+    wsync_error err;
+    FILE *f = NULL;
+    int fd, ok = 0;
+    if (!d || !meta || !temp_name(tmp, sizeof tmp, path, (long)getpid())) {
+        tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "%s", "tensor list (or the path is too long)");
+        tmp[0] = 0;
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        d[i].name = im->t[i].name;
+        d[i].name_len = im->st.tensors[i].name_len;
+        d[i].dtype = im->t[i].dtype;
+        d[i].rank = im->t[i].rank;
+        d[i].shape = im->t[i].shape;
+        d[i].data = im->t[i].data;
+        d[i].nbytes = im->t[i].nbytes;
+    }
+    for (i = 0; i < im->st.n_metadata; i++) { /* an anchor's "wsync": "anchor" would be a lie here */
+        const char *k = im->st.metadata[i].key;
+        if (strcmp(k, "step") != 0 && strcmp(k, "wsync") != 0) meta[nm++] = im->st.metadata[i];
+    }
+    snprintf(stepbuf, sizeof stepbuf, "%llu", (unsigned long long)step);
+    meta[nm].key = "step", meta[nm].key_len = 0, meta[nm].value = stepbuf, meta[nm].value_len = 0;
+    nm++;
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0 || !(f = fdopen(fd, "wb"))) {
+        tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot create: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        goto done;
+    }
+    if (wsync_st_write(d, n, meta, nm, file_sink, f, NULL, &err) != WSYNC_OK) {
+        chain_fail(cmd, &err, "writing %s", tmp);
+        fclose(f);
+        goto done;
+    }
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot write: %s", strerror(errno));
+        fclose(f);
+        goto done;
+    }
+    if (fclose(f) != 0) {
+        tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot close: %s", strerror(errno));
+        goto done;
+    }
+    if (rename(tmp, path) != 0) {
+        tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot rename to %s: %s", path, strerror(errno));
+        goto done;
+    }
+    split_path(path, dir, sizeof dir, &base);
+    if (!fsync_dir(dir))
+        fprintf(stderr, "wsync: %s: warning: cannot fsync directory %s: %s\n", cmd, dir, strerror(errno));
+    ok = 1;
+done:
+    if (!ok && tmp[0]) unlink(tmp);
+    free(d);
+    free(meta);
+    return ok;
+}
+
+/* ---- publish ---- */
+
+/* "step 7: delta from 6, 21512 of 1313152 elements changed (1.6382%), 35.3 kB
+   vs 2.6 MB full, 6.8 ms" (an anchor step says "anchor 2.6 MB" first) */
+static void print_publish(const wsync_publish_stats *ps, uint64_t full, double secs)
+{
+    char b1[32], b2[32];
+    printf("step %llu: ", (unsigned long long)ps->step);
+    if (ps->wrote_anchor)
+        printf("anchor %s%s", human_bytes(b1, sizeof b1, ps->anchor_bytes), ps->wrote_delta ? " + " : "");
+    if (ps->wrote_delta)
+        printf("delta from %llu, %llu of %llu elements changed (%.4f%%), %s vs %s full",
+               (unsigned long long)ps->base_step, (unsigned long long)ps->changed, (unsigned long long)ps->elements,
+               percent(ps->changed, ps->elements), human_bytes(b1, sizeof b1, ps->delta_bytes),
+               human_bytes(b2, sizeof b2, full));
+    printf(", %.1f ms", 1e3 * secs);
+    if (ps->deleted)
+        printf(" (retention removed %llu object%s)", (unsigned long long)ps->deleted, ps->deleted == 1 ? "" : "s");
+    printf("\n");
+}
+
+static int cmd_publish(int argc, char **argv)
+{
+    const char *path = NULL, *v;
+    chain_cli c;
+    uint64_t step = 0, x, full = 0;
+    int have_step = 0, i, rc = 1, k;
+    loaded L;
+    wsync_store store;
+    wsync_publisher *pub = NULL;
+    wsync_publish_stats ps;
+    wsync_error err;
+    double t0;
+    size_t j;
+    memset(&c, 0, sizeof c);
+    for (i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs("usage: wsync publish --store DIR --step N MODEL [--encoding packed|packed-max|trl-v1|trl-v3]\n"
+                  "                     [--anchor-every K] [--retain R] [--prefix P] [--threads T]\n"
+                  "Publishes the safetensors file MODEL as step N of the chain in the directory store\n"
+                  "DIR (a bucket): a sparse delta against the last published step, or an anchor (a\n"
+                  "full snapshot: the first step, every K steps (default 20), when the tensors change\n"
+                  "or when a delta would be over half the full size); then HEAD; then retention\n"
+                  "removes what is older than the last R steps (default 2K) and the newest anchor.\n"
+                  "The publisher's state is the store, so successive runs form one chain. N must be\n"
+                  "above HEAD's step; without --step, MODEL's __metadata__ \"step\" is used.\n"
+                  "F32 tensors are published as BF16. Exit 0 published, 1 failed, 2 usage error.\n",
+                  stdout);
+            return 0;
+        } else if ((k = chain_opt("publish", argc, argv, &i, &c)) != 0) {
+            if (k < 0) return EXIT_USAGE;
+        } else if (opt_value(argc, argv, &i, "--step", &v)) {
+            if (!parse_step(v, &step)) return usage_error("publish: bad --step '%s'", v);
+            have_step = 1;
+        } else if (opt_value(argc, argv, &i, "--encoding", &v)) {
+            if (!(c.co.encoding = wsync_encoding_from_name(v))) return usage_error("publish: unknown encoding '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--anchor-every", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > 1000000)
+                return usage_error("publish: --anchor-every takes 1..1000000, not '%s'", v);
+            c.co.anchor_every = (uint32_t)x;
+        } else if (opt_value(argc, argv, &i, "--retain", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > 1000000)
+                return usage_error("publish: --retain takes 1..1000000, not '%s'", v);
+            c.co.retain = (uint32_t)x;
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return usage_error("publish: unknown or incomplete option '%s'", argv[i]);
+        else if (path) return usage_error("publish: one MODEL at a time ('%s' is extra)", argv[i]);
+        else path = argv[i];
+    }
+    if (!c.store || !path) return usage_error("publish: %s", "needs --store DIR and MODEL");
+    if (!load_file(path, &L)) return 1;
+    if (!have_step) {
+        const char *s = wsync_st_metadata_get(&L.st, "step");
+        if (!s || !parse_step(s, &step)) {
+            unload_file(&L);
+            return usage_error("publish: %s has no __metadata__ \"step\": give --step N", path);
+        }
+    }
+    if (!open_dir_store("publish", c.store, 0, &store)) {
+        unload_file(&L);
+        return 1;
+    }
+    for (j = 0; j < L.st.n_tensors; j++) /* what a dense copy of the published model weighs */
+        full += L.t[j].dtype == WSYNC_DTYPE_F32 ? L.t[j].nbytes / 2 : L.t[j].nbytes;
+    t0 = now_s();
+    if (wsync_publisher_open(&store, &c.co, &pub, &err) != WSYNC_OK)
+        chain_fail("publish", &err, "opening the chain in %s", c.store);
+    else if (wsync_publish(pub, step, L.t, L.st.n_tensors, &ps, &err) != WSYNC_OK)
+        chain_fail("publish", &err, "step %llu of %s to %s", (unsigned long long)step, path, c.store);
+    else {
+        print_publish(&ps, full, now_s() - t0);
+        rc = 0;
+    }
+    wsync_publisher_close(pub);
+    wsync_store_close(&store);
+    unload_file(&L);
+    return rc;
+}
+
+/* ---- pull and follow: a local file kept at a step of the chain ---- */
+
+typedef struct puller {
+    const char *cmd, *path;
+    wsync_store store;
+    int store_open;
+    wsync_chain_options co;
+    image im;
+    wsync_subscriber *sub;
+} puller;
+
+static void puller_close(puller *p)
+{
+    wsync_subscriber_close(p->sub);
+    image_free(&p->im);
+    if (p->store_open) wsync_store_close(&p->store);
+    p->sub = NULL;
+    p->store_open = 0;
+}
+
+/* Loads the local file (or, when there is none, the layout of the anchor
+   the chain will start from) and opens a subscriber over it. Every sync ends
+   with the model's state digest checked against HEAD's: a file that did not
+   hold the step it claimed is never saved as holding the next one. */
+static int puller_open(puller *p, uint64_t limit)
+{
+    wsync_error err;
+    struct stat sb;
+    p->co.flags |= WSYNC_CHAIN_VERIFY_STATE;
+    remove_stale_temps(p->path);
+    if (stat(p->path, &sb) == 0 || errno != ENOENT) {
+        if (!image_from_file(p->cmd, p->path, &p->im)) return 0;
+    } else if (!image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im)) return 0;
+    if (wsync_subscriber_open(&p->store, p->im.t, p->im.st.n_tensors, &p->co, &p->sub, &err) != WSYNC_OK)
+        return chain_fail(p->cmd, &err, "opening a subscriber for %s", p->path), 0;
+    if (p->im.has_step) wsync_subscriber_set_step(p->sub, p->im.step);
+    return 1;
+}
+
+enum { PULL_OK, PULL_SYNC_FAILED, PULL_SAVE_FAILED };
+
+/* One sync, then the file: rewritten whenever the targets hold another step
+   than the file claims. After a failed sync that is the last published step
+   reached, consistent (never a mixture), so it is written too. */
+static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *secs, int *saved, wsync_error *err)
+{
+    uint64_t now;
+    double t0 = now_s();
+    wsync_result r;
+    memset(st, 0, sizeof *st);
+    r = wsync_subscriber_sync(p->sub, step, st, err);
+    if (r != WSYNC_OK && p->im.has_step && !wsync_subscriber_step(p->sub, &now)) {
+        /* HEAD's state digest disagreed with the result: the file did not
+           hold the step it claims (deltas without base digests cannot tell).
+           The subscriber now knows no step; once more, from an anchor. */
+        wsync_sync_stats first = *st;
+        fprintf(stderr, "wsync: %s: %s: %s; starting again from an anchor\n", p->cmd, p->path, err->message);
+        r = wsync_subscriber_sync(p->sub, step, st, err);
+        st->bytes_fetched += first.bytes_fetched;
+        st->rejected += first.rejected;
+    }
+    *secs = now_s() - t0;
+    *saved = 0;
+    if (wsync_subscriber_step(p->sub, &now) && (!p->im.has_step || now != p->im.step)) {
+        if (!image_save(p->cmd, &p->im, p->path, now)) return PULL_SAVE_FAILED;
+        p->im.has_step = 1;
+        p->im.step = now;
+        *saved = 1;
+    }
+    return r == WSYNC_OK ? PULL_OK : PULL_SYNC_FAILED;
+}
+
+static void print_sync(const wsync_sync_stats *st, int had, uint64_t from, uint64_t to, double secs)
+{
+    char b[32];
+    if (had) printf("step %llu -> %llu", (unsigned long long)from, (unsigned long long)to);
+    else printf("no step -> %llu", (unsigned long long)to);
+    printf(" (%s), %s fetched, %.1f ms", st->path[0] ? st->path : "?", human_bytes(b, sizeof b, st->bytes_fetched),
+           1e3 * secs);
+    if (st->rejected) printf(", %u object%s rejected and routed around", st->rejected, st->rejected == 1 ? "" : "s");
+}
+
+static int cmd_pull(int argc, char **argv)
+{
+    const char *v;
+    puller p;
+    uint64_t step = WSYNC_STEP_LATEST, from;
+    int i, k, had, saved, status;
+    wsync_sync_stats st;
+    wsync_error err;
+    double secs;
+    chain_cli c;
+    memset(&p, 0, sizeof p);
+    memset(&c, 0, sizeof c);
+    p.cmd = "pull";
+    for (i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs("usage: wsync pull --store DIR MODEL [--step N] [--prefix P] [--threads T]\n"
+                  "Brings the local safetensors file MODEL to the newest step of the chain in DIR\n"
+                  "(or to step N) along the cheapest path of deltas and anchors, every object checked\n"
+                  "against HEAD's digests. MODEL's __metadata__ \"step\" says where it is; a missing\n"
+                  "MODEL is created from an anchor. The file is replaced atomically (temporary file,\n"
+                  "fsync, rename): it always holds one whole published step and says which. When\n"
+                  "the sync fails part way, MODEL is left at the last step reached and the exit\n"
+                  "status is 1. Exit 0 up to date, 1 failed (reason on stderr), 2 usage error.\n",
+                  stdout);
+            return 0;
+        } else if ((k = chain_opt("pull", argc, argv, &i, &c)) != 0) {
+            if (k < 0) return EXIT_USAGE;
+        } else if (opt_value(argc, argv, &i, "--step", &v)) {
+            if (!parse_step(v, &step)) return usage_error("pull: bad --step '%s'", v);
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return usage_error("pull: unknown or incomplete option '%s'", argv[i]);
+        else if (p.path) return usage_error("pull: one MODEL at a time ('%s' is extra)", argv[i]);
+        else p.path = argv[i];
+    }
+    if (!c.store || !p.path) return usage_error("pull: %s", "needs --store DIR and MODEL");
+    p.co = c.co;
+    if (!open_dir_store("pull", c.store, 1, &p.store)) return 1;
+    p.store_open = 1;
+    if (!puller_open(&p, step)) {
+        puller_close(&p);
+        return 1;
+    }
+    had = p.im.has_step;
+    from = p.im.step;
+    status = puller_sync(&p, step, &st, &secs, &saved, &err);
+    if (status == PULL_SYNC_FAILED) {
+        char target[40];
+        if (step == WSYNC_STEP_LATEST) snprintf(target, sizeof target, "HEAD");
+        else snprintf(target, sizeof target, "step %llu", (unsigned long long)step);
+        chain_fail("pull", &err, "%s: sync to %s of %s", p.path, target, c.store);
+        if (saved) fprintf(stderr, "wsync: pull: %s now holds step %llu, the last step reached\n", p.path,
+                           (unsigned long long)p.im.step);
+    } else if (status == PULL_OK) {
+        printf("%s: ", p.path);
+        if (saved) print_sync(&st, had, from, p.im.step, secs);
+        else printf("at step %llu already (HEAD %llu), %.1f ms", (unsigned long long)p.im.step,
+                    (unsigned long long)st.head_step, 1e3 * secs);
+        printf("\n");
+    }
+    puller_close(&p);
+    return status == PULL_OK ? 0 : 1;
+}
+
+static volatile sig_atomic_t stop_requested = 0;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* SIGINT/SIGTERM end `follow` between two pulls (never inside a file write);
+   no SA_RESTART, so a sleep ends at once. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* HEAD's step: 1 when the chain has one, 0 when it is empty or unreadable
+   (printed once per distinct message: a follower outlives bad moments). */
+static int poll_head(puller *p, uint64_t *head, char *last_msg, size_t cap)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    wsync_result r = wsync_chain_read(&p->store, &p->co, &info, &err);
+    if (r == WSYNC_OK) {
+        *head = info.head_step;
+        wsync_chain_info_free(&info);
+        last_msg[0] = 0;
+        return 1;
+    }
+    if (r != WSYNC_ERR_NOT_FOUND && strcmp(last_msg, err.message) != 0) {
+        chain_fail(p->cmd, &err, "reading the chain");
+        snprintf(last_msg, cap, "%s", err.message);
+    }
+    return 0;
+}
+
+typedef struct follow_opts {
+    const char *store;
+    double interval;       /* seconds between checks of HEAD */
+    uint64_t max_steps;    /* stop after this many updates (0: no limit) */
+    int has_until;
+    uint64_t until;        /* stop once the file holds this step or a later one */
+} follow_opts;
+
+typedef struct follow_state {
+    int opened;            /* the puller holds the model */
+    uint64_t updates;
+    uint64_t failed_head;  /* HEAD step whose failure was reported (once) */
+} follow_state;
+
+static int follow_done(const puller *p, const follow_opts *o, const follow_state *f)
+{
+    if (o->has_until && p->im.has_step && p->im.step >= o->until) return 1;
+    return o->max_steps && f->updates >= o->max_steps;
+}
+
+/* Pulls to HEAD: 1 when the file was updated, 0 when not (a failed sync is
+   reported once per HEAD and retried at the next check), -1 when the file
+   could not be written. */
+static int follow_pull(puller *p, uint64_t head, follow_state *f)
+{
+    wsync_sync_stats st;
+    wsync_error err;
+    double secs;
+    uint64_t from = p->im.step;
+    int had = p->im.has_step, saved, status;
+    status = puller_sync(p, WSYNC_STEP_LATEST, &st, &secs, &saved, &err);
+    if (saved) {
+        f->updates++;
+        print_sync(&st, had, from, p->im.step, secs);
+        printf(", %s written\n", p->path);
+        fflush(stdout);
+    }
+    if (status == PULL_SAVE_FAILED) return -1;
+    if (status == PULL_SYNC_FAILED && head != f->failed_head) {
+        chain_fail(p->cmd, &err, "%s: sync to HEAD %llu", p->path, (unsigned long long)head);
+        f->failed_head = head;
+    }
+    return saved;
+}
+
+static int follow_loop(puller *p, const follow_opts *o)
+{
+    follow_state f;
+    uint64_t head = 0;
+    char last_msg[384] = "";
+    int rc = 0, k;
+    memset(&f, 0, sizeof f);
+    f.failed_head = UINT64_MAX;
+    while (!stop_requested) {
+        if (!poll_head(p, &head, last_msg, sizeof last_msg)) { /* no chain yet, or unreadable for now */
+            sleep_s(o->interval);
+            continue;
+        }
+        if (!f.opened) { /* the chain exists: now the file, or its anchor, gives the layout */
+            if (!(f.opened = puller_open(p, WSYNC_STEP_LATEST))) return 1;
+            printf("%s: following %s", p->path, o->store);
+            if (p->im.has_step) printf(" from step %llu", (unsigned long long)p->im.step);
+            printf("\n");
+            fflush(stdout);
+        }
+        if (follow_done(p, o, &f)) break;
+        if (!p->im.has_step || head != p->im.step) {
+            if ((k = follow_pull(p, head, &f)) < 0) {
+                rc = 1;
+                break;
+            }
+            if (follow_done(p, o, &f)) break;
+            if (k > 0) continue; /* updated: HEAD may have moved on meanwhile */
+        }
+        sleep_s(o->interval);
+    }
+    if (stop_requested) printf("%s: stopped by a signal%s\n", p->path, p->im.has_step ? "" : " (no step pulled)");
+    if (p->im.has_step)
+        printf("%s: at step %llu after %llu update%s\n", p->path, (unsigned long long)p->im.step,
+               (unsigned long long)f.updates, f.updates == 1 ? "" : "s");
+    return rc;
+}
+
+static int cmd_follow(int argc, char **argv)
+{
+    const char *v;
+    puller p;
+    chain_cli c;
+    follow_opts o;
+    int i, k, rc;
+    memset(&p, 0, sizeof p);
+    memset(&c, 0, sizeof c);
+    memset(&o, 0, sizeof o);
+    o.interval = 1.0;
+    p.cmd = "follow";
+    for (i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs("usage: wsync follow --store DIR MODEL [--interval S] [--max-steps N] [--until-step N]\n"
+                  "                    [--prefix P] [--threads T]\n"
+                  "Keeps the local file MODEL at the newest step of the chain in DIR: checks HEAD every\n"
+                  "S seconds (default 1.0; fractions allowed) and, when it moved, pulls the new\n"
+                  "objects into the copy held in memory and replaces MODEL atomically, printing one\n"
+                  "line per update. Stops after N updates (--max-steps), once step N is reached\n"
+                  "(--until-step), or on SIGINT/SIGTERM (exit 0). A failed sync is reported and\n"
+                  "retried at the next check; MODEL stays at the last step reached.\n",
+                  stdout);
+            return 0;
+        } else if ((k = chain_opt("follow", argc, argv, &i, &c)) != 0) {
+            if (k < 0) return EXIT_USAGE;
+        } else if (opt_value(argc, argv, &i, "--interval", &v)) {
+            char *end;
+            errno = 0;
+            o.interval = strtod(v, &end);
+            if (!*v || *end || errno || !(o.interval > 0 && o.interval <= 86400))
+                return usage_error("follow: --interval takes seconds above 0 (e.g. 0.5), not '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--max-steps", &v)) {
+            if (!parse_u64(v, &o.max_steps) || o.max_steps < 1) return usage_error("follow: bad --max-steps '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--until-step", &v)) {
+            if (!parse_step(v, &o.until)) return usage_error("follow: bad --until-step '%s'", v);
+            o.has_until = 1;
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return usage_error("follow: unknown or incomplete option '%s'", argv[i]);
+        else if (p.path) return usage_error("follow: one MODEL at a time ('%s' is extra)", argv[i]);
+        else p.path = argv[i];
+    }
+    if (!c.store || !p.path) return usage_error("follow: %s", "needs --store DIR and MODEL");
+    p.co = c.co;
+    o.store = c.store;
+    catch_stop_signals();
+    if (!open_dir_store("follow", c.store, 0, &p.store)) return 1;
+    p.store_open = 1;
+    rc = follow_loop(&p, &o);
+    puller_close(&p);
+    return rc;
+}
+
+/* ---- log ---- */
+
+static void json_hex(FILE *out, int known, uint64_t v)
+{
+    if (known) fprintf(out, "\"%016llx\"", (unsigned long long)v);
+    else fputs("null", out);
+}
+
+static void log_json(const chain_cli *c, const wsync_chain_info *in)
+{
+    size_t i;
+    fputs("{\"store\": ", stdout);
+    json_string(stdout, c->store, strlen(c->store));
+    fputs(", \"prefix\": ", stdout);
+    if (c->co.prefix && *c->co.prefix) json_string(stdout, c->co.prefix, strlen(c->co.prefix));
+    else fputs("null", stdout);
+    printf(", \"source\": \"%s\", \"head_step\": %llu, \"anchor_step\": %llu, \"head_state\": ",
+           in->has_head ? "HEAD" : "listing", (unsigned long long)in->head_step, (unsigned long long)in->anchor_step);
+    json_hex(stdout, in->has_head, in->head_state);
+    fputs(", \"encoding\": ", stdout);
+    if (in->encoding) printf("\"%s\"", wsync_encoding_name(in->encoding));
+    else fputs("null", stdout);
+    fputs(", \"entries\": [", stdout);
+    for (i = 0; i < in->n_entries; i++) {
+        const wsync_chain_entry *e = &in->entries[i];
+        printf("%s{\"kind\": \"%s\", \"step\": %llu, \"base\": %llu, \"bytes\": %llu, \"digest\": ", i ? ", " : "",
+               kind_name(e->kind), (unsigned long long)e->step, (unsigned long long)e->base,
+               (unsigned long long)e->bytes);
+        json_hex(stdout, e->has_digests, e->digest);
+        fputs(", \"state\": ", stdout);
+        json_hex(stdout, e->has_digests, e->state);
+        fputs(", \"key\": ", stdout);
+        json_string(stdout, e->key, strlen(e->key));
+        fputs("}", stdout);
+    }
+    fputs("]}\n", stdout);
+}
+
+static void log_text(const chain_cli *c, const wsync_chain_info *in)
+{
+    size_t i;
+    printf("%s%s%s: chain read from %s, head step %llu, newest anchor %llu", c->store,
+           c->co.prefix && *c->co.prefix ? " prefix " : "", c->co.prefix ? c->co.prefix : "",
+           in->has_head ? "HEAD" : "a listing (no HEAD)", (unsigned long long)in->head_step,
+           (unsigned long long)in->anchor_step);
+    if (in->encoding) printf(", %s deltas", wsync_encoding_name(in->encoding));
+    if (in->has_head) printf(", state %016llx", (unsigned long long)in->head_state);
+    printf("\n%-6s  %15s  %15s  %12s  %-16s  %s\n", "kind", "step", "base", "bytes", "digest", "key");
+    for (i = 0; i < in->n_entries; i++) {
+        const wsync_chain_entry *e = &in->entries[i];
+        char hex[20];
+        if (e->has_digests) snprintf(hex, sizeof hex, "%016llx", (unsigned long long)e->digest);
+        else snprintf(hex, sizeof hex, "-");
+        printf("%-6s  %15llu  %15llu  %12llu  %-16s  %s\n", kind_name(e->kind), (unsigned long long)e->step,
+               (unsigned long long)e->base, (unsigned long long)e->bytes, hex, e->key);
+    }
+}
+
+static int cmd_log(int argc, char **argv)
+{
+    chain_cli c;
+    int i, k, json = 0, rc = 0;
+    wsync_store store;
+    wsync_chain_info info;
+    wsync_error err;
+    memset(&c, 0, sizeof c);
+    for (i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs("usage: wsync log --store DIR [--prefix P] [--json]\n"
+                  "Lists the chain in the directory store DIR: read from HEAD (or, in a bucket without\n"
+                  "one, from a listing of anchors/ and deltas/), the head step, then one row per\n"
+                  "object: kind, step, base step, bytes, digest of its bytes (from HEAD), key.\n"
+                  "--json prints one object: {\"store\", \"prefix\", \"source\": \"HEAD\"|\"listing\",\n"
+                  "\"head_step\", \"anchor_step\", \"head_state\", \"encoding\", \"entries\": [{\"kind\",\n"
+                  "\"step\", \"base\", \"bytes\", \"digest\", \"state\", \"key\"}...]}, digests as 16 hex\n"
+                  "digits or null. Exit 0 listed, 1 empty or unreadable chain, 2 usage error.\n",
+                  stdout);
+            return 0;
+        } else if ((k = chain_opt("log", argc, argv, &i, &c)) != 0) {
+            if (k < 0) return EXIT_USAGE;
+        } else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (argv[i][0] == '-' && argv[i][1]) return usage_error("log: unknown or incomplete option '%s'", argv[i]);
+        else return usage_error("log: unexpected argument '%s'", argv[i]);
+    }
+    if (!c.store) return usage_error("log: %s", "needs --store DIR");
+    if (!open_dir_store("log", c.store, 1, &store)) return 1;
+    if (wsync_chain_read(&store, &c.co, &info, &err) != WSYNC_OK)
+        rc = chain_fail("log", &err, "reading the chain in %s", c.store);
+    else {
+        if (json) log_json(&c, &info);
+        else log_text(&c, &info);
+        wsync_chain_info_free(&info);
+    }
+    wsync_store_close(&store);
+    return rc;
+}
+
+/* ---- gen: a training-like model at a step, for tests and experiments ---- */
+
+static int usage_models(const char *cmd, const char *name)
+{
+    size_t i;
+    fprintf(stderr, "wsync: %s: unknown model '%s'; known:", cmd, name);
+    for (i = 0; wsync_gen_model_name(i); i++) fprintf(stderr, " %s", wsync_gen_model_name(i));
+    fprintf(stderr, "\n(see 'wsync %s --help')\n", cmd);
+    return EXIT_USAGE;
+}
+
+static int cmd_gen(int argc, char **argv)
+{
+    const char *model = "tiny", *out = NULL, *v;
+    uint64_t step = 0, vocab = 0, t, s;
+    int i;
+    char name[64];
+    wsync_gen_model m;
+    wsync_gen_config cfg;
+    wsync_gen g;
+    wsync_error err;
+    wsync_result r;
+    out_file of;
+    wsync_gen_config_default(&cfg);
+    cfg.mode = WSYNC_GEN_LIGHT;
+    for (i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs("usage: wsync gen --model tiny|qwen3-0.6b|qwen2.5-7b --step N -o FILE\n"
+                  "                 [--mode light|adamw] [--vocab V] [--threads T]\n"
+                  "Writes the bf16 weights of a synthetic training run (examples/wsync_gen.h: AdamW-\n"
+                  "like steps at lr 1e-6, about 1.6% of elements changing per step) at step N as a\n"
+                  "safetensors file with __metadata__ {\"model\", \"step\"}. The same arguments give the\n"
+                  "same bits on every run. --vocab resizes the embeddings (a bigger or smaller model);\n"
+                  "--mode light (default) is the cheaper steady-state optimizer. For tests and demos.\n",
+                  stdout);
+            return 0;
+        } else if (opt_value(argc, argv, &i, "--model", &v)) model = v;
+        else if (opt_value(argc, argv, &i, "-o", &v)) out = v;
+        else if (opt_value(argc, argv, &i, "--step", &v)) {
+            if (!parse_u64(v, &step) || step > 100000) return usage_error("gen: --step takes 0..100000, not '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--vocab", &v)) {
+            if (!parse_u64(v, &vocab) || vocab < 1 || vocab > 10000000) return usage_error("gen: bad --vocab '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--threads", &v)) {
+            if (!parse_u64(v, &t) || t < 1 || t > 16) return usage_error("gen: --threads takes 1..16, not '%s'", v);
+            cfg.threads = (unsigned)t;
+        } else if (opt_value(argc, argv, &i, "--mode", &v)) {
+            if (strcmp(v, "light") == 0) cfg.mode = WSYNC_GEN_LIGHT;
+            else if (strcmp(v, "adamw") == 0) cfg.mode = WSYNC_GEN_ADAMW;
+            else return usage_error("gen: --mode takes light or adamw, not '%s'", v);
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return usage_error("gen: unknown or incomplete option '%s'", argv[i]);
+        else return usage_error("gen: unexpected argument '%s'", argv[i]);
+    }
+    if (!out) return usage_error("gen: %s", "needs -o FILE");
+    if (wsync_gen_model_lookup(model, &m) != WSYNC_OK) return usage_models("gen", model);
+    if (vocab) {
+        snprintf(name, sizeof name, "%s-vocab%llu", model, (unsigned long long)vocab);
+        m.name = name;
+        m.vocab_size = vocab;
+        if ((r = wsync_gen_model_finish(&m)) != WSYNC_OK) {
+            fprintf(stderr, "wsync: gen: model %s: %s\n", name, wsync_result_name(r));
+            return 1;
+        }
+    }
+    if ((r = wsync_gen_init(&g, &m, &cfg)) != WSYNC_OK) {
+        fprintf(stderr, "wsync: gen: model %s: %s (%s)\n", m.name, wsync_result_name(r), wsync_result_str(r));
+        return 1;
+    }
+    for (s = 0; s < step; s++) wsync_gen_step(&g);
+    r = WSYNC_ERR_IO;
+    if (out_open(&of, out)) {
+        r = wsync_gen_write(&g, file_sink, of.f, &err);
+        if (r != WSYNC_OK) chain_fail("gen", &err, "writing %s", out);
+        if (!out_commit(&of, r == WSYNC_OK)) r = WSYNC_ERR_IO;
+    }
+    wsync_gen_free(&g);
+    return r == WSYNC_OK ? 0 : 1;
+}
+
+/* ---- demo: a trainer and an inference follower, two processes ----
+
+   The parent forks a trainer (wsync_gen's synthetic training + a publisher)
+   and a follower (its own copy of the weights + a subscriber) over one
+   directory store. They run in lockstep, so that every step is measured on
+   its own: the trainer publishes step s and waits for the follower's ack
+   before training step s+1. Both report to the parent through pipes; the
+   parent compares their state digests (bit-exact check) and prints. Times
+   are CLOCK_MONOTONIC, comparable across the processes. */
+
+typedef struct demo_opts {
+    const char *bucket;
+    wsync_gen_model model;
+    uint64_t steps;
+    wsync_encoding encoding;
+    unsigned threads;
+    pid_t parent;
+} demo_opts;
+
+typedef struct trainer_report {
+    uint64_t step;
+    int wrote_anchor, wrote_delta;
+    double work_s;                    /* init (step 0) or the training step */
+    double publish_start, publish_end;
+    uint64_t elements, changed, delta_bytes, anchor_bytes, full_bytes;
+    uint64_t digest;                  /* the trainer's own state digest */
+    uint64_t published_state;         /* what the publisher says it published */
+} trainer_report;
+
+typedef struct follower_report {
+    uint64_t step;
+    double sync_start, sync_end;
+    uint64_t bytes_fetched;
+    unsigned rejected;
+    uint64_t digest;
+    char path[160];
+} follower_report;
+
+static int write_full(int fd, const void *p, size_t n)
+{
+    const char *c = (const char *)p;
+    while (n) {
+        ssize_t k = write(fd, c, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        c += k, n -= (size_t)k;
+    }
+    return 1;
+}
+
+/* 0 at end of file: the writer is gone. */
+static int read_full(int fd, void *p, size_t n)
+{
+    char *c = (char *)p;
+    while (n) {
+        ssize_t k = read(fd, c, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        c += k, n -= (size_t)k;
+    }
+    return 1;
+}
+
+static void demo_chain_options(const demo_opts *o, wsync_chain_options *co)
+{
+    memset(co, 0, sizeof *co);
+    co->encoding = o->encoding;
+    co->threads = o->threads;
+}
+
+/* The trainer: init at step 0, publish (an anchor), then train + publish
+   each step. Its digest is taken before publishing: same weights, and the
+   follower's timings do not compete with it for the CPUs. */
+static int demo_trainer(const demo_opts *o, int report_fd, int ack_fd)
+{
+    const char *who = "demo: trainer";
+    wsync_gen_config cfg;
+    wsync_gen g;
+    wsync_tensor *t;
+    wsync_store store;
+    wsync_publisher *pub;
+    wsync_chain_options co;
+    wsync_publish_stats ps;
+    wsync_error err;
+    wsync_result r;
+    size_t i, n = o->model.n_tensors;
+    uint64_t s, full = 0, ack;
+    double t0 = now_s(), init_s;
+    wsync_gen_config_default(&cfg);
+    cfg.mode = WSYNC_GEN_LIGHT;
+    cfg.threads = o->threads;
+    if ((r = wsync_gen_init(&g, &o->model, &cfg)) != WSYNC_OK) {
+        return tool_fail(who, r, "generating the model", "%s: %s", o->model.name, wsync_result_str(r));
+    }
+    init_s = now_s() - t0;
+    if (!(t = (wsync_tensor *)calloc(n, sizeof *t)))
+        return tool_fail(who, WSYNC_ERR_OUT_OF_MEMORY, "views", "%zu tensors", n);
+    for (i = 0; i < n; i++) { /* views of the generator's bf16 images, updated in place by each step */
+        const wsync_gen_tensor_info *ti = &g.tensors[i].info;
+        t[i].name = ti->name, t[i].dtype = WSYNC_DTYPE_BF16, t[i].rank = ti->rank, t[i].shape = ti->shape;
+        t[i].data = g.bf16[i], t[i].nbytes = ti->nelem * 2;
+        full += t[i].nbytes;
+    }
+    demo_chain_options(o, &co);
+    if (!open_dir_store(who, o->bucket, 1, &store)) return 1;
+    if (wsync_publisher_open(&store, &co, &pub, &err) != WSYNC_OK)
+        return chain_fail(who, &err, "opening a publisher on %s", o->bucket);
+    for (s = 0; s <= o->steps; s++) {
+        trainer_report rep;
+        memset(&rep, 0, sizeof rep);
+        rep.step = s;
+        rep.work_s = init_s;
+        if (s > 0) {
+            t0 = now_s();
+            wsync_gen_step(&g);
+            rep.work_s = now_s() - t0;
+        }
+        if (wsync_state_digest(t, n, o->threads, &rep.digest, &err) != WSYNC_OK)
+            return chain_fail(who, &err, "state digest at step %llu", (unsigned long long)s);
+        rep.publish_start = now_s();
+        if (wsync_publish(pub, s, t, n, &ps, &err) != WSYNC_OK)
+            return chain_fail(who, &err, "publishing step %llu", (unsigned long long)s);
+        rep.publish_end = now_s();
+        rep.wrote_anchor = ps.wrote_anchor, rep.wrote_delta = ps.wrote_delta;
+        rep.elements = ps.elements, rep.changed = ps.changed;
+        rep.delta_bytes = ps.delta_bytes, rep.anchor_bytes = ps.anchor_bytes, rep.full_bytes = full;
+        rep.published_state = ps.state;
+        if (!write_full(report_fd, &rep, sizeof rep)) {
+            fprintf(stderr, "wsync: %s: the parent is gone\n", who);
+            return 1;
+        }
+        if (!read_full(ack_fd, &ack, sizeof ack) || ack != s) {
+            fprintf(stderr, "wsync: %s: no ack from the follower for step %llu\n", who, (unsigned long long)s);
+            return 1;
+        }
+    }
+    wsync_publisher_close(pub);
+    wsync_store_close(&store);
+    wsync_gen_free(&g);
+    free(t);
+    return 0;
+}
+
+/* Waits for HEAD to reach `step` (a cheap read of a small object every
+   5 ms); gives up when the parent is gone. */
+static int demo_wait_head(const wsync_store *store, const wsync_chain_options *co, uint64_t step, pid_t parent)
+{
+    for (;;) {
+        wsync_chain_info info;
+        int reached = 0;
+        if (wsync_chain_read(store, co, &info, NULL) == WSYNC_OK) {
+            reached = info.head_step >= step;
+            wsync_chain_info_free(&info);
+        }
+        if (reached) return 1;
+        if (getppid() != parent) return 0;
+        sleep_s(0.005);
+    }
+}
+
+/* The follower: its own weights (layout from the first anchor, zeroed until
+   the subscriber loads it), synced to each step as soon as HEAD names it. */
+static int demo_follower(const demo_opts *o, int report_fd, int ack_fd)
+{
+    const char *who = "demo: follower";
+    wsync_store store;
+    wsync_chain_options co;
+    wsync_subscriber *sub;
+    wsync_sync_stats st;
+    wsync_error err;
+    image im;
+    uint64_t s;
+    demo_chain_options(o, &co);
+    if (!open_dir_store(who, o->bucket, 1, &store)) return 1;
+    if (!demo_wait_head(&store, &co, 0, o->parent)) return 1;
+    if (!image_from_anchor(who, &store, &co, WSYNC_STEP_LATEST, &im)) return 1;
+    if (wsync_subscriber_open(&store, im.t, im.st.n_tensors, &co, &sub, &err) != WSYNC_OK)
+        return chain_fail(who, &err, "opening a subscriber on %s", o->bucket);
+    for (s = 0; s <= o->steps; s++) {
+        follower_report rep;
+        memset(&rep, 0, sizeof rep);
+        rep.step = s;
+        if (!demo_wait_head(&store, &co, s, o->parent)) return 1;
+        rep.sync_start = now_s();
+        if (wsync_subscriber_sync(sub, s, &st, &err) != WSYNC_OK)
+            return chain_fail(who, &err, "syncing to step %llu", (unsigned long long)s);
+        rep.sync_end = now_s();
+        rep.bytes_fetched = st.bytes_fetched;
+        rep.rejected = st.rejected;
+        snprintf(rep.path, sizeof rep.path, "%s", st.path);
+        if (wsync_state_digest(im.t, im.st.n_tensors, o->threads, &rep.digest, &err) != WSYNC_OK)
+            return chain_fail(who, &err, "state digest at step %llu", (unsigned long long)s);
+        if (!write_full(report_fd, &rep, sizeof rep) || !write_full(ack_fd, &s, sizeof s)) {
+            fprintf(stderr, "wsync: %s: the parent or the trainer is gone\n", who);
+            return 1;
+        }
+    }
+    wsync_subscriber_close(sub);
+    image_free(&im);
+    wsync_store_close(&store);
+    return 0;
+}
+
+/* Removes a file or a directory tree (ENOENT is fine). */
+static int remove_tree(const char *path)
+{
+    struct stat sb;
+    DIR *d;
+    struct dirent *e;
+    char sub[4096];
+    int ok = 1;
+    if (lstat(path, &sb) != 0) return errno == ENOENT;
+    if (!S_ISDIR(sb.st_mode)) return unlink(path) == 0;
+    if (!(d = opendir(path))) return 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) >= (int)sizeof sub) ok = 0;
+        else ok &= remove_tree(sub);
+    }
+    closedir(d);
+    return rmdir(path) == 0 && ok;
+}
+
+/* A fresh chain in the bucket: the old chain's objects go, nothing else. */
+static int demo_prepare_bucket(const char *bucket)
+{
+    static const char *const parts[] = {"anchors", "deltas", "HEAD"};
+    char p[4096];
+    size_t i;
+    if (mkdir(bucket, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "wsync: demo: cannot create %s: %s\n", bucket, strerror(errno));
+        return 0;
+    }
+    for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", bucket, parts[i]);
+        if (!remove_tree(p)) {
+            fprintf(stderr, "wsync: demo: cannot remove %s: %s\n", p, strerror(errno));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A child that stopped reporting: say how it ended, stop the other one. */
+static int demo_child_gone(const char *who, pid_t pid, pid_t other, uint64_t step)
+{
+    int status = 0;
+    kill(other, SIGTERM);
+    waitpid(pid, &status, 0);
+    waitpid(other, NULL, 0);
+    if (WIFEXITED(status))
+        fprintf(stderr, "wsync: demo: the %s exited with status %d before reporting step %llu\n", who,
+                WEXITSTATUS(status), (unsigned long long)step);
+    else if (WIFSIGNALED(status))
+        fprintf(stderr, "wsync: demo: the %s was killed by signal %d (%s) before reporting step %llu%s\n", who,
+                WTERMSIG(status), strsignal(WTERMSIG(status)), (unsigned long long)step,
+                WTERMSIG(status) == SIGKILL ? " (out of memory?)" : "");
+    return 1;
+}
+
+typedef struct demo_row {
+    trainer_report t;
+    follower_report f;
+    int exact;
+} demo_row;
+
+static void demo_progress(const demo_row *r)
+{
+    char b[32];
+    const trainer_report *t = &r->t;
+    const follower_report *f = &r->f;
+    printf("step %llu: %s %.2f s, published ", (unsigned long long)t->step, t->step ? "trained" : "initialised",
+           t->work_s);
+    if (t->wrote_delta)
+        printf("delta %s (%.2f%% changed)%s", human_bytes(b, sizeof b, t->delta_bytes),
+               percent(t->changed, t->elements), t->wrote_anchor ? " + anchor" : "");
+    else printf("anchor %s", human_bytes(b, sizeof b, t->anchor_bytes));
+    printf(" in %.0f ms; follower pulled %s (%s) in %.0f ms, latency %.0f ms: %s\n",
+           1e3 * (t->publish_end - t->publish_start), human_bytes(b, sizeof b, f->bytes_fetched), f->path,
+           1e3 * (f->sync_end - f->sync_start), 1e3 * (f->sync_end - t->publish_start),
+           r->exact ? "bit-exact" : "MISMATCH");
+    fflush(stdout);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void demo_table(const demo_row *rows, uint64_t n, double wall)
+{
+    uint64_t i, deltas = 0, delta_bytes = 0, exact = 0;
+    double *lat = (double *)calloc(n + 1, sizeof *lat);
+    size_t nlat = 0;
+    printf("\n%5s  %7s  %-6s  %9s  %9s  %9s  %10s  %10s  %10s  %s\n", "step", "train s", "kind", "changed %",
+           "delta MB", "full MB", "publish ms", "pull+apply", "latency ms", "check");
+    for (i = 0; i < n; i++) {
+        const trainer_report *t = &rows[i].t;
+        const follower_report *f = &rows[i].f;
+        char changed[16], dmb[16];
+        double latency = 1e3 * (f->sync_end - t->publish_start);
+        if (t->wrote_delta) {
+            snprintf(changed, sizeof changed, "%.3f", percent(t->changed, t->elements));
+            snprintf(dmb, sizeof dmb, "%.2f", (double)t->delta_bytes / 1e6);
+            deltas++, delta_bytes += t->delta_bytes;
+            if (lat) lat[nlat++] = latency;
+        } else snprintf(changed, sizeof changed, "-"), snprintf(dmb, sizeof dmb, "-");
+        exact += (uint64_t)rows[i].exact;
+        printf("%5llu  %7.2f  %-6s  %9s  %9s  %9.1f  %10.0f  %10.0f  %10.0f  %s\n", (unsigned long long)t->step,
+               t->work_s, t->wrote_delta ? (t->wrote_anchor ? "both" : "delta") : "anchor", changed, dmb,
+               (double)(t->wrote_anchor ? t->anchor_bytes : t->full_bytes) / 1e6,
+               1e3 * (t->publish_end - t->publish_start), 1e3 * (f->sync_end - f->sync_start), latency,
+               rows[i].exact ? "bit-exact" : "MISMATCH");
+    }
+    printf("\n%llu of %llu steps bit-exact (trainer and follower state digests equal)\n", (unsigned long long)exact,
+           (unsigned long long)n);
+    if (deltas && lat) {
+        qsort(lat, nlat, sizeof *lat, cmp_double);
+        printf("deltas: %.2f MB per step on average, %.2f%% of the full %.1f MB; publish-to-applied latency median "
+               "%.0f ms, max %.0f ms\n",
+               (double)delta_bytes / 1e6 / (double)deltas,
+               percent(delta_bytes / deltas, rows[0].t.full_bytes), (double)rows[0].t.full_bytes / 1e6,
+               lat[nlat / 2], lat[nlat - 1]);
+    }
+    printf("wall time %.1f s (training and model generation included; latencies exclude them)\n", wall);
+    free(lat);
+}
+
+/* Reads both reports of each step and checks them; 0 when a child is gone. */
+static int demo_collect(int tr_fd, int fo_fd, pid_t trainer, pid_t follower, demo_row *rows, uint64_t steps,
+                        int *mismatches)
+{
+    uint64_t s;
+    for (s = 0; s <= steps; s++) {
+        demo_row *r = &rows[s];
+        if (!read_full(tr_fd, &r->t, sizeof r->t)) return demo_child_gone("trainer", trainer, follower, s), 0;
+        if (!read_full(fo_fd, &r->f, sizeof r->f)) return demo_child_gone("follower", follower, trainer, s), 0;
+        /* the follower's weights, the trainer's, and what the publisher says it published */
+        r->exact = r->t.step == s && r->f.step == s && r->t.digest == r->f.digest &&
+                   r->t.digest == r->t.published_state;
+        if (!r->exact) {
+            (*mismatches)++;
+            fprintf(stderr, "wsync: demo: step %llu: trainer state %016llx, published %016llx, follower %016llx\n",
+                    (unsigned long long)s, (unsigned long long)r->t.digest, (unsigned long long)r->t.published_state,
+                    (unsigned long long)r->f.digest);
+        }
+        demo_progress(r);
+    }
+    return 1;
+}
+
+static int demo_run(demo_opts *o)
+{
+    int tr[2], fo[2], ack[2], mismatches = 0, ok, status, rc = 0;
+    pid_t trainer, follower = -1;
+    demo_row *rows;
+    double t0 = now_s();
+    if (!(rows = (demo_row *)calloc((size_t)o->steps + 1, sizeof *rows))) {
+        fprintf(stderr, "wsync: demo: out of memory\n");
+        return 1;
+    }
+    if (pipe(tr) != 0 || pipe(fo) != 0 || pipe(ack) != 0) {
+        fprintf(stderr, "wsync: demo: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    o->parent = getpid();
+    fflush(NULL); /* nothing buffered may be printed twice by the children */
+    if ((trainer = fork()) == 0) {
+        close(tr[0]), close(fo[0]), close(fo[1]), close(ack[1]);
+        rc = demo_trainer(o, tr[1], ack[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    if (trainer > 0 && (follower = fork()) == 0) {
+        close(tr[0]), close(tr[1]), close(fo[0]), close(ack[0]);
+        rc = demo_follower(o, fo[1], ack[1]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    if (trainer < 0 || follower < 0) {
+        fprintf(stderr, "wsync: demo: fork: %s\n", strerror(errno));
+        if (trainer > 0) kill(trainer, SIGTERM), waitpid(trainer, NULL, 0);
+        return 1;
+    }
+    /* only the children write to the pipes: their ends close here, so that a
+       dead child reads as end of file */
+    close(tr[1]), close(fo[1]), close(ack[0]), close(ack[1]);
+    ok = demo_collect(tr[0], fo[0], trainer, follower, rows, o->steps, &mismatches);
+    close(tr[0]), close(fo[0]);
+    if (!ok) {
+        free(rows);
+        return 1;
+    }
+    if (waitpid(trainer, &status, 0) != trainer || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "wsync: demo: the trainer did not exit cleanly (status 0x%x)\n", (unsigned)status);
+        rc = 1;
+    }
+    if (waitpid(follower, &status, 0) != follower || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "wsync: demo: the follower did not exit cleanly (status 0x%x)\n", (unsigned)status);
+        rc = 1;
+    }
+    demo_table(rows, o->steps + 1, now_s() - t0);
+    if (mismatches) {
+        fprintf(stderr, "wsync: demo: %d step%s MISMATCH\n", mismatches, mismatches == 1 ? "" : "s");
+        rc = 1;
+    }
+    free(rows);
+    return rc;
+}
+
 static int cmd_demo(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    puts("wsync demo: the main job (a trainer publishing sparse bf16 deltas to a\n"
-         "bucket each step and an inference process following bit-exactly) arrives\n"
-         "with the delta chain. What exists today: the safetensors codec, the four\n"
-         "delta encodings and the stores; try 'wsync diff OLD NEW -o DELTA', then\n"
-         "'wsync apply OLD DELTA -o OUT' and 'wsync verify OUT NEW' (real AdamW steps\n"
-         "are in tests/corpus/trajectory).");
-    return 0;
+    const char *model = "qwen3-0.6b", *v;
+    demo_opts o;
+    uint64_t x;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int i;
+    memset(&o, 0, sizeof o);
+    o.bucket = "./demo-bucket";
+    o.steps = 10;
+    o.encoding = WSYNC_ENCODING_PACKED;
+    o.threads = ncpu < 2 ? 2u : ncpu > 4 ? 4u : (unsigned)ncpu;
+    for (i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs("usage: wsync demo [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--bucket DIR]\n"
+                  "                  [--encoding packed|packed-max|trl-v1|trl-v3] [--threads T]\n"
+                  "The main job, with two real processes: a trainer (a synthetic AdamW-like run of\n"
+                  "the model, default qwen3-0.6b in bf16) publishes step 0 as an anchor and each of N\n"
+                  "training steps (default 10) as a sparse delta to a directory store (DIR, default\n"
+                  "./demo-bucket; its old chain is removed first); an inference follower, with its\n"
+                  "own copy of the weights, applies each step as soon as HEAD names it. They run in\n"
+                  "lockstep so each step is timed alone: publish, pull+apply, and publish-to-applied\n"
+                  "latency (training excluded). Every step is checked bit-exact: trainer and follower\n"
+                  "state digests must be equal. Exit 0 when all are, 1 otherwise.\n",
+                  stdout);
+            return 0;
+        } else if (opt_value(argc, argv, &i, "--model", &v)) model = v;
+        else if (opt_value(argc, argv, &i, "--bucket", &v)) o.bucket = v;
+        else if (opt_value(argc, argv, &i, "--steps", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > 100000)
+                return usage_error("demo: --steps takes 1..100000, not '%s'", v);
+            o.steps = x;
+        } else if (opt_value(argc, argv, &i, "--encoding", &v)) {
+            if (!(o.encoding = wsync_encoding_from_name(v))) return usage_error("demo: unknown encoding '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--threads", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > 16) return usage_error("demo: --threads takes 1..16, not '%s'", v);
+            o.threads = (unsigned)x;
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return usage_error("demo: unknown or incomplete option '%s'", argv[i]);
+        else return usage_error("demo: unexpected argument '%s'", argv[i]);
+    }
+    if (wsync_gen_model_lookup(model, &o.model) != WSYNC_OK) return usage_models("demo", model);
+    if (!demo_prepare_bucket(o.bucket)) return 1;
+    printf("wsync demo: %s, %llu bf16 parameters (%.1f MB); step 0 and %llu training steps\n", o.model.name,
+           (unsigned long long)o.model.n_params, (double)o.model.n_params * 2 / 1e6, (unsigned long long)o.steps);
+    printf("trainer and follower processes, directory store %s (fsync), %s deltas, %u threads each\n\n", o.bucket,
+           wsync_encoding_name(o.encoding), o.threads);
+    return demo_run(&o);
 }
 
 int main(int argc, char **argv)
@@ -561,5 +2025,10 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "diff") == 0) return cmd_diff(argc - 2, argv + 2);
     if (strcmp(cmd, "apply") == 0) return cmd_apply(argc - 2, argv + 2);
     if (strcmp(cmd, "verify") == 0) return cmd_verify(argc - 2, argv + 2);
+    if (strcmp(cmd, "publish") == 0) return cmd_publish(argc - 2, argv + 2);
+    if (strcmp(cmd, "pull") == 0) return cmd_pull(argc - 2, argv + 2);
+    if (strcmp(cmd, "follow") == 0) return cmd_follow(argc - 2, argv + 2);
+    if (strcmp(cmd, "log") == 0) return cmd_log(argc - 2, argv + 2);
+    if (strcmp(cmd, "gen") == 0) return cmd_gen(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", cmd);
 }

@@ -65,7 +65,7 @@ grep -q "inspect FILE" "$tmp/out" && pass "--help lists inspect" || fail "--help
 expect_rc "inspect --help" 0 "$bin" inspect --help
 expect_rc "--version" 0 "$bin" --version
 grep -q "^wsync [0-9]" "$tmp/out" && pass "--version prints a version" || fail "--version text"
-expect_rc "demo" 0 "$bin" demo
+expect_rc "demo --help" 0 "$bin" demo --help   # the demo itself: tests/test_cli_chain.sh
 
 # diff / apply / verify on the real AdamW trajectory, every encoding.
 T=tests/corpus/trajectory
