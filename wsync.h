@@ -6664,7 +6664,20 @@ static int wsync__jp_hex64(wsync__jp *p, uint64_t *v)
     return 1;
 }
 
-/* Skips any JSON value (unknown keys, for later versions). */
+/* Skips any JSON value (unknown keys, for later versions), strictly: RFC
+   8259 numbers and escapes, strict UTF-8. */
+static int wsync__jp_digits(wsync__jp *p)
+{
+    size_t b = p->i;
+    while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
+    return p->i > b;
+}
+
+static int wsync__jp_hexdigit(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
 static int wsync__jp_skip(wsync__jp *p, int depth)
 {
     char c;
@@ -6675,8 +6688,27 @@ static int wsync__jp_skip(wsync__jp *p, int depth)
     if (c == '"') {
         p->i++;
         while (p->i < p->n && p->s[p->i] != '"') {
-            if ((unsigned char)p->s[p->i] < 0x20) return 0;
-            if (p->s[p->i] == '\\') p->i++;
+            unsigned char ch = (unsigned char)p->s[p->i];
+            if (ch < 0x20) return 0;
+            if (ch >= 0x80) { /* one UTF-8 sequence, checked strictly */
+                size_t len = ch >= 0xF0 ? 4 : ch >= 0xE0 ? 3 : 2, bad;
+                if (p->n - p->i < len || !wsync__utf8_valid((const uint8_t *)p->s + p->i, len, &bad)) return 0;
+                p->i += len;
+                continue;
+            }
+            if (ch == '\\') {
+                if (++p->i >= p->n) return 0; /* an escape needs its character */
+                ch = (unsigned char)p->s[p->i];
+                if (ch == 'u') {
+                    int k;
+                    if (p->n - p->i < 5) return 0;
+                    for (k = 1; k <= 4; k++)
+                        if (!wsync__jp_hexdigit(p->s[p->i + (size_t)k])) return 0;
+                    p->i += 4;
+                } else if (!strchr("\"\\/bfnrt", (char)ch) || ch == 0) {
+                    return 0;
+                }
+            }
             p->i++;
         }
         if (p->i >= p->n) return 0;
@@ -6699,9 +6731,20 @@ static int wsync__jp_skip(wsync__jp *p, int depth)
         }
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
-        size_t b = p->i;
-        while (p->i < p->n && strchr("+-.eE0123456789", p->s[p->i])) p->i++;
-        return p->i > b;
+        /* -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
+        if (c == '-') p->i++;
+        if (p->i < p->n && p->s[p->i] == '0') p->i++;
+        else if (!wsync__jp_digits(p)) return 0;
+        if (p->i < p->n && p->s[p->i] == '.') {
+            p->i++;
+            if (!wsync__jp_digits(p)) return 0;
+        }
+        if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
+            p->i++;
+            if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
+            if (!wsync__jp_digits(p)) return 0;
+        }
+        return 1;
     }
     if (p->n - p->i >= 4 && (memcmp(p->s + p->i, "true", 4) == 0 || memcmp(p->s + p->i, "null", 4) == 0))
         return p->i += 4, 1;
