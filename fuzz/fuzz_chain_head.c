@@ -1,0 +1,981 @@
+/* fuzz_chain_head.c - fuzz harness for wsync_chain_head_parse and
+   wsync_chain_head_format (the delta chain's HEAD: a small JSON object in
+   the store that anyone with write access to the bucket, or a bit flip, can
+   make say anything).
+
+   Build and run (from the repository root):
+
+     libFuzzer (clang):   make build/fuzz/fuzz_chain_head
+                          mkdir -p build/fuzz/work_chain_head
+                          build/fuzz/fuzz_chain_head -dict=fuzz/chain_head.dict \
+                              build/fuzz/work_chain_head fuzz/corpus/chain_head
+       (`make fuzz FUZZ_SECONDS=300` runs it after the other harnesses)
+     AFL++ (its libFuzzer-compatible driver comes with -fsanitize=fuzzer):
+                          AFL_USE_ASAN=1 AFL_USE_UBSAN=1 afl-clang-fast -g -O1 \
+                              -fsanitize=fuzzer -I. -o build/afl_chain_head \
+                              fuzz/fuzz_chain_head.c
+                          afl-fuzz -i fuzz/corpus/chain_head -o build/afl_out \
+                              -x fuzz/chain_head.dict -- build/afl_chain_head
+     Replay without a fuzzer (any C99 compiler; `make test` does this):
+                          make build/replay_chain_head build/san/replay_chain_head
+                          build/san/replay_chain_head fuzz/corpus/chain_head fuzz/data/chain_head
+     Seeds: make_chain_head_seeds.c (see fuzz/README.md).
+
+   What one input goes through (twice when it has a "check" key whose digest
+   is wrong: as it is, and with the digest recomputed, so that mutations
+   reach the rules behind the digest instead of dying at it):
+     1. It is copied into a malloc'd buffer of exactly its size (ASan sees a
+        read past the end; an empty input is passed as NULL, 0) and parsed
+        with a counting allocator that also refuses any single allocation out
+        of proportion to the input. The same parse with the default
+        allocator and a NULL wsync_error must give the same result.
+     2. Two oracles in this file, independent of the library's reader:
+          - a strict RFC 8259 recognizer (one value, whitespace around it,
+            strings valid UTF-8 with FZ_CHECK_UTF8): the parser must never
+            accept anything that is not JSON;
+          - a reference reading of HEAD's rules over valid JSON (required
+            keys, types, no duplicate known keys, "check" last and equal to
+            wsync_digest of every byte before its key's opening quote,
+            unsigned integers without sign, fraction or exponent, plain
+            strings where the reader wants them, unknown values nested no
+            deeper than the reader skips, and the chain's rules: an anchor,
+            each list strictly ascending by step as written, steps <=
+            WSYNC_STEP_MAX, delta base < step, HEAD's step and anchor the
+            newest ones). The parser must accept
+            exactly what it accepts, with the same values.
+     3. Failure: the result is WSYNC_ERR_BAD_HEAD (WSYNC_ERR_OUT_OF_MEMORY
+        only when an allocation was made to fail), the wsync_error says the
+        same code with a nonempty message and an offset inside the input,
+        `out` is zeroed, nothing leaked.
+     4. Success: the invariants of an accepted chain: has_head, at least one
+        entry, anchors first then deltas, each strictly ascending by step,
+        anchor base == step, delta base < step, steps <= WSYNC_STEP_MAX,
+        has_digests, head_step the newest step, anchor_step the newest
+        anchor's, every key "anchors/step_%06llu.safetensors" or
+        "deltas/...". The first, middle and last allocation made to fail in
+        turn must each give WSYNC_ERR_OUT_OF_MEMORY, a zeroed `out` and no
+        leak.
+     5. Round trip: wsync_chain_head_format of the parsed chain is JSON that
+        both oracles accept, parses back to exactly the same fields, and
+        formatting that gives identical bytes (the text is canonical).
+        Formatting with its allocation failing gives
+        WSYNC_ERR_OUT_OF_MEMORY and no text.
+   Any violation prints what failed and calls abort(), the fuzzer's signal.
+
+   Compile-time switches (the first three default to 1; -DFZ_xxx=0 turns one off):
+     FZ_CHECK_UTF8   an accepted text's strings must be valid UTF-8
+                     (RFC 8259 8.1; no overlongs, no surrogates); 0 lets
+                     other bytes through (a text that is not UTF-8 is then
+                     neither required to be accepted nor to be refused)
+     FZ_REFERENCE    the reference reading of HEAD's rules (step 2)
+     FZ_FIX_CHECK    the second pass with the "check" digest recomputed
+     FZ_ALLOC_RATIO  no single allocation larger than this many times the
+                     input size plus 4 KiB (entries are 120 bytes for at
+                     least 75 bytes of text, doubled when they grow) */
+#define WSYNC_IMPLEMENTATION
+#include "wsync.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FZ_CHECK_UTF8
+#define FZ_CHECK_UTF8 1
+#endif
+#ifndef FZ_REFERENCE
+#define FZ_REFERENCE 1
+#endif
+#ifndef FZ_FIX_CHECK
+#define FZ_FIX_CHECK 1
+#endif
+#ifndef FZ_ALLOC_RATIO
+#define FZ_ALLOC_RATIO 8u
+#endif
+
+/* What the reader documents (wsync.h): entries at most 10^6, text at most
+   (10^6 + 16) * 256 bytes, unknown values skipped to a depth of 16 counted
+   from the top-level object's values (1) or an entry's values (2). */
+#define FZ_MAX_ENTRIES 1000000u
+#define FZ_MAX_TEXT (((size_t)FZ_MAX_ENTRIES + 16) * 256)
+#define FZ_SKIP_DEPTH 16u
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ---------------------------------------------------------------------
+   Failing loudly
+   --------------------------------------------------------------------- */
+
+static size_t fz_input_size;
+static uint32_t fz_input_hash;
+static int fz_fixed_pass; /* 1 while running the copy with the digest recomputed */
+
+static void fz_fail(int line, const char *what)
+{
+    fprintf(stderr, "fuzz_chain_head.c:%d: invariant violated: %s (input: %lu bytes, fnv1a %08lx%s)\n", line, what,
+            (unsigned long)fz_input_size, (unsigned long)fz_input_hash,
+            fz_fixed_pass ? ", with its \"check\" digest recomputed" : "");
+    fflush(stderr);
+    abort();
+}
+
+#define FZ_CHECK(cond)                                                          \
+    do {                                                                        \
+        if (!(cond)) fz_fail(__LINE__, #cond);                                  \
+    } while (0)
+
+static uint32_t fz_fnv1a(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+/* ---------------------------------------------------------------------
+   A counting allocator that can fail on request
+   --------------------------------------------------------------------- */
+
+typedef struct fz_heap {
+    size_t live;      /* blocks handed out and not yet freed */
+    size_t calls;     /* alloc calls so far */
+    size_t fail_at;   /* the alloc call (0-based) that returns NULL; SIZE_MAX never */
+    size_t failed;    /* allocations refused so far */
+    size_t max_block; /* largest single request allowed */
+} fz_heap;
+
+static void *fz_alloc(void *user, size_t size)
+{
+    fz_heap *h = (fz_heap *)user;
+    void *p;
+    size_t call = h->calls++;
+    if (size > h->max_block) {
+        fprintf(stderr, "fuzz_chain_head.c: allocation of %lu bytes for a %lu-byte input\n", (unsigned long)size,
+                (unsigned long)fz_input_size);
+        fz_fail(__LINE__, "allocation size out of proportion to the input");
+    }
+    if (call == h->fail_at) {
+        h->failed++;
+        return NULL;
+    }
+    p = malloc(size ? size : 1);
+    FZ_CHECK(p != NULL);
+    h->live++;
+    return p;
+}
+
+static void fz_free(void *user, void *ptr)
+{
+    fz_heap *h = (fz_heap *)user;
+    if (!ptr) return;
+    FZ_CHECK(h->live > 0);
+    h->live--;
+    free(ptr);
+}
+
+static wsync_allocator fz_allocator(fz_heap *h, size_t fail_at)
+{
+    wsync_allocator a;
+    h->live = 0;
+    h->calls = 0;
+    h->failed = 0;
+    h->fail_at = fail_at;
+    h->max_block = fz_input_size * (size_t)FZ_ALLOC_RATIO + 4096;
+    a.alloc = fz_alloc;
+    a.free = fz_free;
+    a.user = h;
+    return a;
+}
+
+/* ---------------------------------------------------------------------
+   Oracle 1: a strict RFC 8259 recognizer
+   --------------------------------------------------------------------- */
+
+#define FZ_JSON_MAX_DEPTH 512 /* deeper counts as "not JSON" (the reader stops at 16) */
+
+static size_t fz_ws(const uint8_t *p, size_t n, size_t i)
+{
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+    return i;
+}
+
+static int fz_is_digit(const uint8_t *p, size_t n, size_t i)
+{
+    return i < n && p[i] >= '0' && p[i] <= '9';
+}
+
+static int fz_is_hex(uint8_t c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Length of one UTF-8 sequence at p[0] (RFC 3629: no overlongs, no
+   surrogates, <= U+10FFFF), 0 if invalid. */
+static size_t fz_utf8_seq(const uint8_t *p, size_t n)
+{
+    uint8_t c = p[0];
+    size_t need, k;
+    uint32_t cp, min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) need = 1, cp = c & 0x1Fu, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) need = 2, cp = c & 0x0Fu, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) need = 3, cp = c & 0x07u, min = 0x10000;
+    else return 0;
+    if (need >= n) return 0;
+    for (k = 1; k <= need; k++) {
+        if ((p[k] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[k] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return need + 1;
+}
+
+static int fz_json_utf8; /* strings must be valid UTF-8 (set by fz_json_text_ok) */
+
+/* The string at p[i] == '"': the index after its closing quote, 0 if invalid. */
+static size_t fz_json_string(const uint8_t *p, size_t n, size_t i)
+{
+    if (i >= n || p[i] != '"') return 0;
+    i++;
+    for (;;) {
+        uint8_t c;
+        if (i >= n) return 0;
+        c = p[i];
+        if (c == '"') return i + 1;
+        if (c < 0x20) return 0;
+        if (c == '\\') {
+            if (i + 1 >= n) return 0;
+            switch (p[i + 1]) {
+            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+                i += 2;
+                break;
+            case 'u':
+                if (n - i < 6 || !fz_is_hex(p[i + 2]) || !fz_is_hex(p[i + 3]) || !fz_is_hex(p[i + 4]) ||
+                    !fz_is_hex(p[i + 5]))
+                    return 0;
+                i += 6;
+                break;
+            default:
+                return 0;
+            }
+        } else if (c >= 0x80 && fz_json_utf8) {
+            size_t k = fz_utf8_seq(p + i, n - i);
+            if (!k) return 0;
+            i += k;
+        } else {
+            i++;
+        }
+    }
+}
+
+/* The value at p[i] (no whitespace before it): the index after it, 0 if invalid. */
+static size_t fz_json_value(const uint8_t *p, size_t n, size_t i, unsigned depth)
+{
+    if (i >= n || depth > FZ_JSON_MAX_DEPTH) return 0;
+    if (p[i] == '"') return fz_json_string(p, n, i);
+    if (p[i] == '{' || p[i] == '[') {
+        int obj = p[i] == '{';
+        uint8_t close = obj ? '}' : ']';
+        i = fz_ws(p, n, i + 1);
+        if (i < n && p[i] == close) return i + 1;
+        for (;;) {
+            if (obj) {
+                i = fz_json_string(p, n, i);
+                if (!i) return 0;
+                i = fz_ws(p, n, i);
+                if (i >= n || p[i] != ':') return 0;
+                i = fz_ws(p, n, i + 1);
+            }
+            i = fz_json_value(p, n, i, depth + 1);
+            if (!i) return 0;
+            i = fz_ws(p, n, i);
+            if (i < n && p[i] == ',') {
+                i = fz_ws(p, n, i + 1);
+                continue;
+            }
+            if (i < n && p[i] == close) return i + 1;
+            return 0;
+        }
+    }
+    if (n - i >= 4 && memcmp(p + i, "true", 4) == 0) return i + 4;
+    if (n - i >= 5 && memcmp(p + i, "false", 5) == 0) return i + 5;
+    if (n - i >= 4 && memcmp(p + i, "null", 4) == 0) return i + 4;
+    if (p[i] == '-') i++;
+    if (!fz_is_digit(p, n, i)) return 0;
+    if (p[i] == '0') i++;
+    else
+        while (fz_is_digit(p, n, i)) i++;
+    if (i < n && p[i] == '.') {
+        i++;
+        if (!fz_is_digit(p, n, i)) return 0;
+        while (fz_is_digit(p, n, i)) i++;
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        if (i < n && (p[i] == '+' || p[i] == '-')) i++;
+        if (!fz_is_digit(p, n, i)) return 0;
+        while (fz_is_digit(p, n, i)) i++;
+    }
+    return i;
+}
+
+/* A JSON text: one value with whitespace around it and nothing else; with
+   utf8, every string valid UTF-8 (RFC 8259 8.1). */
+static int fz_json_text_ok(const uint8_t *p, size_t n, int utf8)
+{
+    size_t i = fz_ws(p, n, 0);
+    int ok;
+    if (i >= n) return 0;
+    fz_json_utf8 = utf8;
+    i = fz_json_value(p, n, i, 0);
+    ok = i != 0 && fz_ws(p, n, i) == n;
+    fz_json_utf8 = 0;
+    return ok;
+}
+
+/* ---------------------------------------------------------------------
+   Oracle 2: HEAD's rules, read independently over text that is valid JSON
+   --------------------------------------------------------------------- */
+
+typedef struct fz_ref {
+    int ok;             /* the rules accept the text */
+    const char *why;    /* the first rule it breaks */
+    uint64_t head_step, anchor_step, head_state, check;
+    wsync_encoding encoding;
+    size_t check_at;    /* offset of the "check" key's opening quote */
+    wsync_chain_entry *e;
+    size_t n, cap;
+} fz_ref;
+
+static void fz_ref_free(fz_ref *r)
+{
+    free(r->e);
+    memset(r, 0, sizeof *r);
+}
+
+static int fz_ref_bad(fz_ref *r, const char *why)
+{
+    r->ok = 0;
+    r->why = why;
+    return 0;
+}
+
+/* A string the reader takes as it is: no escape, nothing above 0x7F (it is
+   valid JSON, so no control character either). s/len: its contents. */
+static int fz_plain_string(const uint8_t *p, size_t n, size_t *i, const uint8_t **s, size_t *len)
+{
+    size_t b, e, k;
+    if (*i >= n || p[*i] != '"') return 0;
+    e = fz_json_string(p, n, *i);
+    FZ_CHECK(e != 0); /* valid JSON */
+    b = *i + 1;
+    for (k = b; k < e - 1; k++)
+        if (p[k] == '\\' || p[k] >= 0x80) return 0;
+    *s = p + b;
+    *len = e - 1 - b;
+    *i = e;
+    return 1;
+}
+
+static int fz_str_is(const uint8_t *s, size_t len, const char *lit)
+{
+    return strlen(lit) == len && memcmp(s, lit, len) == 0;
+}
+
+/* An unsigned decimal integer, no sign, fraction or exponent, within u64. */
+static int fz_ref_u64(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    size_t k = *i, e = fz_json_value(p, n, *i, 0);
+    uint64_t x = 0;
+    FZ_CHECK(e != 0);
+    if (p[k] < '0' || p[k] > '9') return 0;
+    for (; k < e; k++) {
+        unsigned d;
+        if (p[k] < '0' || p[k] > '9') return 0;
+        d = (unsigned)(p[k] - '0');
+        if (x > (UINT64_MAX - d) / 10) return 0;
+        x = x * 10 + d;
+    }
+    *v = x;
+    *i = e;
+    return 1;
+}
+
+/* A plain string of exactly 16 lowercase hex digits. */
+static int fz_ref_hex64(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    const uint8_t *s;
+    size_t len, k;
+    uint64_t x = 0;
+    if (!fz_plain_string(p, n, i, &s, &len) || len != 16) return 0;
+    for (k = 0; k < 16; k++) {
+        uint8_t c = s[k];
+        if (c >= '0' && c <= '9') x = x << 4 | (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') x = x << 4 | (uint64_t)(c - 'a' + 10);
+        else return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+/* Skips a value the reader does not know: 0 if the reader cannot skip it
+   (an object key that is not a plain string, or a value at a depth beyond
+   FZ_SKIP_DEPTH; the value itself is at `depth`). */
+static int fz_ref_skip(const uint8_t *p, size_t n, size_t *i, unsigned depth)
+{
+    size_t k = *i;
+    if (depth > FZ_SKIP_DEPTH) return 0;
+    if (p[k] == '{' || p[k] == '[') {
+        int obj = p[k] == '{';
+        uint8_t close = obj ? '}' : ']';
+        k = fz_ws(p, n, k + 1);
+        if (p[k] == close) {
+            *i = k + 1;
+            return 1;
+        }
+        for (;;) {
+            if (obj) {
+                const uint8_t *s;
+                size_t len;
+                if (!fz_plain_string(p, n, &k, &s, &len)) return 0;
+                k = fz_ws(p, n, k) + 1; /* ':' */
+                k = fz_ws(p, n, k);
+            }
+            if (!fz_ref_skip(p, n, &k, depth + 1)) return 0;
+            k = fz_ws(p, n, k);
+            if (p[k] == close) break;
+            k = fz_ws(p, n, k + 1); /* ',' */
+        }
+        *i = k + 1;
+        return 1;
+    }
+    *i = fz_json_value(p, n, k, 0);
+    FZ_CHECK(*i != 0);
+    return 1;
+}
+
+static int fz_ref_entries(fz_ref *r, const uint8_t *p, size_t n, size_t *i, wsync_chain_kind kind)
+{
+    size_t k = *i, first = r->n;
+    if (p[k] != '[') return fz_ref_bad(r, "anchors/deltas not an array");
+    k = fz_ws(p, n, k + 1);
+    if (p[k] == ']') {
+        *i = k + 1;
+        return 1;
+    }
+    for (;;) {
+        wsync_chain_entry e;
+        unsigned seen = 0;
+        memset(&e, 0, sizeof e);
+        e.kind = kind;
+        e.has_digests = 1;
+        if (p[k] != '{') return fz_ref_bad(r, "an entry is not an object");
+        k = fz_ws(p, n, k + 1);
+        if (p[k] != '}')
+            for (;;) {
+                const uint8_t *s;
+                size_t len;
+                unsigned bit = 0;
+                int ok;
+                if (!fz_plain_string(p, n, &k, &s, &len)) return fz_ref_bad(r, "entry key not plain");
+                k = fz_ws(p, n, fz_ws(p, n, k) + 1);
+                if (fz_str_is(s, len, "step")) bit = 1, ok = fz_ref_u64(p, n, &k, &e.step);
+                else if (fz_str_is(s, len, "base")) bit = 2, ok = fz_ref_u64(p, n, &k, &e.base);
+                else if (fz_str_is(s, len, "bytes")) bit = 4, ok = fz_ref_u64(p, n, &k, &e.bytes);
+                else if (fz_str_is(s, len, "digest")) bit = 8, ok = fz_ref_hex64(p, n, &k, &e.digest);
+                else if (fz_str_is(s, len, "state")) bit = 16, ok = fz_ref_hex64(p, n, &k, &e.state);
+                else ok = fz_ref_skip(p, n, &k, 2);
+                if (!ok) return fz_ref_bad(r, "bad value in an entry");
+                if (seen & bit) return fz_ref_bad(r, "duplicate key in an entry");
+                seen |= bit;
+                k = fz_ws(p, n, k);
+                if (p[k] == '}') break;
+                k = fz_ws(p, n, k + 1);
+            }
+        k++; /* '}' */
+        if ((seen & 29u) != 29u) return fz_ref_bad(r, "an entry without step, bytes, digest or state");
+        if (kind == WSYNC_CHAIN_DELTA && !(seen & 2u)) return fz_ref_bad(r, "a delta without base");
+        if (kind == WSYNC_CHAIN_ANCHOR && (seen & 2u)) return fz_ref_bad(r, "an anchor with a base");
+        if (kind == WSYNC_CHAIN_ANCHOR) e.base = e.step;
+        if (e.step > WSYNC_STEP_MAX) return fz_ref_bad(r, "step above WSYNC_STEP_MAX");
+        if (r->n > first && r->e[r->n - 1].step >= e.step)
+            return fz_ref_bad(r, "a list not strictly ascending by step as written");
+        snprintf(e.key, sizeof e.key, "%s/step_%06llu.safetensors",
+                 kind == WSYNC_CHAIN_ANCHOR ? "anchors" : "deltas", (unsigned long long)e.step);
+        if (r->n == r->cap) {
+            size_t nc = r->cap ? r->cap * 2 : 16;
+            wsync_chain_entry *ne = (wsync_chain_entry *)realloc(r->e, nc * sizeof *ne);
+            FZ_CHECK(ne != NULL);
+            r->e = ne;
+            r->cap = nc;
+        }
+        r->e[r->n++] = e;
+        k = fz_ws(p, n, k);
+        if (p[k] == ']') break;
+        k = fz_ws(p, n, k + 1);
+    }
+    *i = k + 1;
+    return 1;
+}
+
+static int fz_entry_before(const wsync_chain_entry *a, const wsync_chain_entry *b)
+{
+    return a->kind != b->kind ? a->kind == WSYNC_CHAIN_ANCHOR : a->step < b->step;
+}
+
+/* Reads p[0..n), valid JSON, by HEAD's rules into r (r->ok says the verdict). */
+static void fz_ref_read(const uint8_t *p, size_t n, fz_ref *r)
+{
+    static const char *const req[] = {"format", "version", "step", "anchor", "state", "anchors", "deltas", "check"};
+    size_t i, j;
+    unsigned seen = 0;
+    uint64_t version = 0, top = 0, top_anchor = 0;
+    int any_anchor = 0;
+
+    memset(r, 0, sizeof *r);
+    r->ok = 1;
+    if (n > FZ_MAX_TEXT) {
+        fz_ref_bad(r, "text too large");
+        return;
+    }
+    i = fz_ws(p, n, 0);
+    if (p[i] != '{') {
+        fz_ref_bad(r, "not an object");
+        return;
+    }
+    i = fz_ws(p, n, i + 1);
+    if (p[i] == '}') {
+        fz_ref_bad(r, "empty object");
+        return;
+    }
+    for (;;) {
+        const uint8_t *s, *v;
+        size_t len, vl, at = i;
+        unsigned bit = 0;
+        int ok = 1;
+        if (seen & 128u) {
+            fz_ref_bad(r, "a key after \"check\"");
+            return;
+        }
+        if (!fz_plain_string(p, n, &i, &s, &len)) {
+            fz_ref_bad(r, "a key that is not a plain string");
+            return;
+        }
+        i = fz_ws(p, n, fz_ws(p, n, i) + 1);
+        if (fz_str_is(s, len, "format")) {
+            bit = 1;
+            ok = fz_plain_string(p, n, &i, &v, &vl) && fz_str_is(v, vl, "wsync-chain");
+        } else if (fz_str_is(s, len, "version")) {
+            bit = 2;
+            ok = fz_ref_u64(p, n, &i, &version) && version == 1;
+        } else if (fz_str_is(s, len, "step")) {
+            bit = 4;
+            ok = fz_ref_u64(p, n, &i, &r->head_step);
+        } else if (fz_str_is(s, len, "anchor")) {
+            bit = 8;
+            ok = fz_ref_u64(p, n, &i, &r->anchor_step);
+        } else if (fz_str_is(s, len, "state")) {
+            bit = 16;
+            ok = fz_ref_hex64(p, n, &i, &r->head_state);
+        } else if (fz_str_is(s, len, "anchors") || fz_str_is(s, len, "deltas")) {
+            int d = s[0] == 'd';
+            bit = d ? 64u : 32u;
+            if (seen & bit) {
+                fz_ref_bad(r, "anchors or deltas twice");
+                return;
+            }
+            if (!fz_ref_entries(r, p, n, &i, d ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR)) return;
+        } else if (fz_str_is(s, len, "check")) {
+            bit = 128;
+            r->check_at = at;
+            ok = fz_ref_hex64(p, n, &i, &r->check);
+        } else if (fz_str_is(s, len, "encoding")) {
+            bit = 256;
+            ok = fz_plain_string(p, n, &i, &v, &vl) && vl < 16;
+            if (ok) {
+                r->encoding = fz_str_is(v, vl, "packed")       ? WSYNC_ENCODING_PACKED
+                              : fz_str_is(v, vl, "packed-max") ? WSYNC_ENCODING_PACKED_MAX
+                              : fz_str_is(v, vl, "trl-v1")     ? WSYNC_ENCODING_TRL_V1
+                              : fz_str_is(v, vl, "trl-v3")     ? WSYNC_ENCODING_TRL_V3
+                                                               : (wsync_encoding)0;
+            }
+        } else {
+            ok = fz_ref_skip(p, n, &i, 1);
+        }
+        if (!ok) {
+            fz_ref_bad(r, "a bad value for a known key, or an unknown value the reader cannot skip");
+            return;
+        }
+        if (seen & bit) {
+            fz_ref_bad(r, "a known key twice");
+            return;
+        }
+        seen |= bit;
+        i = fz_ws(p, n, i);
+        if (p[i] == '}') break;
+        i = fz_ws(p, n, i + 1);
+    }
+    for (j = 0; j < sizeof req / sizeof *req; j++)
+        if (!(seen & (1u << j))) {
+            fz_ref_bad(r, "a required key is missing");
+            return;
+        }
+    if (wsync_digest(p, r->check_at) != r->check) {
+        fz_ref_bad(r, "\"check\" is not the digest of the bytes before it");
+        return;
+    }
+    /* the chain: anchors first (the lists may come in either order; each is
+       ascending already), then its rules */
+    for (i = 1; i < r->n; i++) {
+        wsync_chain_entry e = r->e[i];
+        for (j = i; j > 0 && fz_entry_before(&e, &r->e[j - 1]); j--) r->e[j] = r->e[j - 1];
+        r->e[j] = e;
+    }
+    if (r->n == 0 || r->n > FZ_MAX_ENTRIES) {
+        fz_ref_bad(r, "no entries, or too many");
+        return;
+    }
+    for (i = 0; i < r->n; i++) {
+        const wsync_chain_entry *e = &r->e[i];
+        if (i && e->kind == r->e[i - 1].kind && e->step == r->e[i - 1].step) {
+            fz_ref_bad(r, "a step twice");
+            return;
+        }
+        if (e->kind == WSYNC_CHAIN_DELTA && e->base >= e->step) {
+            fz_ref_bad(r, "a delta whose base is not before its step");
+            return;
+        }
+        if (e->step > top) top = e->step;
+        if (e->kind == WSYNC_CHAIN_ANCHOR) any_anchor = 1, top_anchor = e->step;
+    }
+    if (!any_anchor) fz_ref_bad(r, "no anchor");
+    else if (top != r->head_step) fz_ref_bad(r, "\"step\" is not the newest step");
+    else if (top_anchor != r->anchor_step) fz_ref_bad(r, "\"anchor\" is not the newest anchor");
+}
+
+/* ---------------------------------------------------------------------
+   Checks on the library's results
+   --------------------------------------------------------------------- */
+
+static void fz_check_error(const wsync_error *err, wsync_result r, size_t input_size)
+{
+    FZ_CHECK(r > WSYNC_OK && r < WSYNC_RESULT_COUNT);
+    FZ_CHECK(err->code == r);
+    FZ_CHECK(memchr(err->message, 0, sizeof err->message) != NULL);
+    FZ_CHECK(err->message[0] != '\0');
+    FZ_CHECK(memchr(err->tensor, 0, sizeof err->tensor) != NULL);
+    FZ_CHECK(err->offset == UINT64_MAX || err->offset <= input_size);
+    FZ_CHECK(wsync_result_str(r) != NULL && wsync_result_str(r)[0] != '\0');
+    FZ_CHECK(wsync_result_name(r) != NULL && strncmp(wsync_result_name(r), "WSYNC_", 6) == 0);
+}
+
+static void fz_check_zeroed(const wsync_chain_info *c)
+{
+    FZ_CHECK(c->has_head == 0 && c->head_step == 0 && c->anchor_step == 0 && c->head_state == 0);
+    FZ_CHECK(c->encoding == (wsync_encoding)0);
+    FZ_CHECK(c->entries == NULL && c->n_entries == 0);
+    FZ_CHECK(c->allocator.alloc == NULL && c->allocator.free == NULL && c->allocator.user == NULL);
+}
+
+/* What every accepted chain must satisfy. */
+static void fz_check_info(const wsync_chain_info *c)
+{
+    size_t i;
+    uint64_t top = 0, top_anchor = 0;
+    FZ_CHECK(c->has_head == 1);
+    FZ_CHECK(c->n_entries >= 1 && c->n_entries <= FZ_MAX_ENTRIES);
+    FZ_CHECK(c->entries != NULL);
+    FZ_CHECK(c->entries[0].kind == WSYNC_CHAIN_ANCHOR);
+    FZ_CHECK(c->encoding == (wsync_encoding)0 ||
+             (c->encoding >= WSYNC_ENCODING_PACKED && c->encoding <= WSYNC_ENCODING_TRL_V3));
+    for (i = 0; i < c->n_entries; i++) {
+        const wsync_chain_entry *e = &c->entries[i];
+        char want[64];
+        FZ_CHECK(e->kind == WSYNC_CHAIN_ANCHOR || e->kind == WSYNC_CHAIN_DELTA);
+        if (i) {
+            const wsync_chain_entry *q = &c->entries[i - 1];
+            FZ_CHECK(!(q->kind == WSYNC_CHAIN_DELTA && e->kind == WSYNC_CHAIN_ANCHOR)); /* anchors first */
+            FZ_CHECK(q->kind != e->kind || q->step < e->step);                         /* strictly ascending */
+        }
+        FZ_CHECK(e->step <= WSYNC_STEP_MAX);
+        if (e->kind == WSYNC_CHAIN_ANCHOR) {
+            FZ_CHECK(e->base == e->step);
+            top_anchor = e->step;
+        } else {
+            FZ_CHECK(e->base < e->step);
+        }
+        FZ_CHECK(e->has_digests == 1);
+        FZ_CHECK(memchr(e->key, 0, sizeof e->key) != NULL);
+        snprintf(want, sizeof want, "%s/step_%06llu.safetensors",
+                 e->kind == WSYNC_CHAIN_ANCHOR ? "anchors" : "deltas", (unsigned long long)e->step);
+        FZ_CHECK(strcmp(e->key, want) == 0);
+        if (e->step > top) top = e->step;
+    }
+    FZ_CHECK(c->head_step == top);
+    FZ_CHECK(c->anchor_step == top_anchor);
+    FZ_CHECK(c->anchor_step <= c->head_step);
+}
+
+static void fz_check_same_entry(const wsync_chain_entry *a, const wsync_chain_entry *b)
+{
+    FZ_CHECK(a->kind == b->kind);
+    FZ_CHECK(a->step == b->step);
+    FZ_CHECK(a->base == b->base);
+    FZ_CHECK(a->bytes == b->bytes);
+    FZ_CHECK(a->has_digests == b->has_digests);
+    FZ_CHECK(a->digest == b->digest);
+    FZ_CHECK(a->state == b->state);
+    FZ_CHECK(strcmp(a->key, b->key) == 0);
+}
+
+static void fz_check_same(const wsync_chain_info *a, const wsync_chain_info *b)
+{
+    size_t i;
+    FZ_CHECK(a->has_head == b->has_head);
+    FZ_CHECK(a->head_step == b->head_step);
+    FZ_CHECK(a->anchor_step == b->anchor_step);
+    FZ_CHECK(a->head_state == b->head_state);
+    FZ_CHECK(a->encoding == b->encoding);
+    FZ_CHECK(a->n_entries == b->n_entries);
+    for (i = 0; i < a->n_entries; i++) fz_check_same_entry(&a->entries[i], &b->entries[i]);
+}
+
+/* The library's reading agrees with the reference's. */
+static void fz_check_ref(const wsync_chain_info *c, const fz_ref *r)
+{
+    size_t i;
+    FZ_CHECK(r->ok);
+    FZ_CHECK(c->head_step == r->head_step);
+    FZ_CHECK(c->anchor_step == r->anchor_step);
+    FZ_CHECK(c->head_state == r->head_state);
+    FZ_CHECK(c->encoding == r->encoding);
+    FZ_CHECK(c->n_entries == r->n);
+    for (i = 0; i < c->n_entries; i++) fz_check_same_entry(&c->entries[i], &r->e[i]);
+}
+
+/* ---------------------------------------------------------------------
+   Steps
+   --------------------------------------------------------------------- */
+
+/* Step 4: the first, middle and last allocation of a parse that made n. */
+static void fz_parse_alloc_failures(const uint8_t *buf, size_t size, size_t n_calls)
+{
+    size_t picks[3], k;
+    picks[0] = 0;
+    picks[1] = n_calls / 2;
+    picks[2] = n_calls - 1;
+    for (k = 0; k < 3; k++) {
+        fz_heap heap;
+        wsync_allocator a;
+        wsync_chain_info c;
+        wsync_error err;
+        wsync_result r;
+        if (k > 0 && picks[k] == picks[k - 1]) continue;
+        a = fz_allocator(&heap, picks[k]);
+        memset(&c, 0xA5, sizeof c);
+        memset(&err, 0xA5, sizeof err);
+        r = wsync_chain_head_parse(buf, size, &a, &c, &err);
+        if (r != WSYNC_ERR_OUT_OF_MEMORY)
+            fprintf(stderr, "allocation %lu of %lu failed; the parse returned %s: %s\n", (unsigned long)picks[k],
+                    (unsigned long)n_calls, wsync_result_name(r), r == WSYNC_OK ? "" : err.message);
+        FZ_CHECK(r == WSYNC_ERR_OUT_OF_MEMORY);
+        FZ_CHECK(heap.failed == 1);
+        fz_check_error(&err, r, size);
+        fz_check_zeroed(&c);
+        FZ_CHECK(heap.live == 0);
+    }
+}
+
+/* Step 5: format, parse back, format again. */
+static void fz_roundtrip(const wsync_chain_info *c)
+{
+    fz_heap heap, heap2;
+    wsync_chain_info f, back;
+    wsync_error err;
+    wsync_result r;
+    char *text = NULL, *text2 = NULL;
+    size_t len = 0, len2 = 0;
+
+    /* the text comes from the info's allocator: ours, counted */
+    f = *c;
+    f.allocator = fz_allocator(&heap, SIZE_MAX);
+    memset(&err, 0xA5, sizeof err);
+    r = wsync_chain_head_format(&f, &text, &len, &err);
+    if (r != WSYNC_OK) fprintf(stderr, "format of a parsed chain: %s\n", err.message);
+    FZ_CHECK(r == WSYNC_OK);
+    FZ_CHECK(err.code == WSYNC_OK);
+    FZ_CHECK(text != NULL && len > 0);
+    FZ_CHECK(heap.live == 1);
+    FZ_CHECK(fz_json_text_ok((const uint8_t *)text, len, 1));
+    if (FZ_REFERENCE) {
+        fz_ref ref;
+        fz_ref_read((const uint8_t *)text, len, &ref);
+        if (!ref.ok) fprintf(stderr, "reference on the formatted text: %s\n", ref.why);
+        fz_check_ref(c, &ref);
+        fz_ref_free(&ref);
+    }
+
+    /* parse back: the same fields */
+    memset(&back, 0xA5, sizeof back);
+    r = wsync_chain_head_parse(text, len, NULL, &back, &err);
+    if (r != WSYNC_OK) fprintf(stderr, "re-parse of the formatted text: %s\n", err.message);
+    FZ_CHECK(r == WSYNC_OK);
+    fz_check_info(&back);
+    fz_check_same(c, &back);
+
+    /* format again: the same bytes */
+    back.allocator = fz_allocator(&heap2, SIZE_MAX);
+    r = wsync_chain_head_format(&back, &text2, &len2, NULL);
+    FZ_CHECK(r == WSYNC_OK);
+    FZ_CHECK(len2 == len && memcmp(text2, text, len) == 0);
+    fz_free(&heap2, text2);
+    FZ_CHECK(heap2.live == 0);
+    back.allocator.alloc = NULL; /* it was parsed with the default allocator */
+    back.allocator.free = NULL;
+    back.allocator.user = NULL;
+    wsync_chain_info_free(&back);
+    fz_check_zeroed(&back);
+
+    fz_free(&heap, text);
+    FZ_CHECK(heap.live == 0);
+
+    /* its one allocation failing */
+    f.allocator = fz_allocator(&heap, 0);
+    text = (char *)&heap; /* must be reset */
+    len = 12345;
+    memset(&err, 0xA5, sizeof err);
+    r = wsync_chain_head_format(&f, &text, &len, &err);
+    FZ_CHECK(r == WSYNC_ERR_OUT_OF_MEMORY);
+    fz_check_error(&err, r, SIZE_MAX);
+    FZ_CHECK(text == NULL && len == 0);
+    FZ_CHECK(heap.failed == 1 && heap.live == 0);
+}
+
+/* Steps 1-5 for one text. */
+static void fz_run(const uint8_t *data, size_t size)
+{
+    uint8_t *buf = NULL;
+    fz_heap heap;
+    wsync_allocator a;
+    wsync_chain_info c, c2;
+    wsync_error err;
+    wsync_result r, r2;
+    int json, json_utf8, json_ok;
+    fz_ref ref;
+
+    fz_input_size = size;
+    fz_input_hash = fz_fnv1a(data, size);
+
+    /* exactly sized, so the first byte past the end is a redzone */
+    if (size) {
+        buf = (uint8_t *)malloc(size);
+        FZ_CHECK(buf != NULL);
+        memcpy(buf, data, size);
+    }
+    json = fz_json_text_ok(buf, size, 0);
+    json_utf8 = json && fz_json_text_ok(buf, size, 1);
+    json_ok = FZ_CHECK_UTF8 ? json_utf8 : json; /* what an accepted text must be */
+    memset(&ref, 0, sizeof ref); /* ref.ok == 0: no verdict */
+    if (FZ_REFERENCE && json) fz_ref_read(buf, size, &ref);
+
+    a = fz_allocator(&heap, SIZE_MAX);
+    memset(&err, 0xA5, sizeof err); /* must be reset on entry */
+    memset(&c, 0xA5, sizeof c);     /* must be zeroed on failure */
+    r = wsync_chain_head_parse(buf, size, &a, &c, &err);
+
+    /* the default allocator and no wsync_error: the same answer */
+    memset(&c2, 0x5A, sizeof c2);
+    r2 = wsync_chain_head_parse(buf, size, NULL, &c2, NULL);
+    FZ_CHECK(r2 == r);
+    if (r2 == WSYNC_OK) {
+        fz_check_same(&c, &c2);
+        FZ_CHECK(c2.allocator.alloc == NULL && c2.allocator.free == NULL);
+        wsync_chain_info_free(&c2);
+    } else {
+        fz_check_zeroed(&c2);
+    }
+
+    if (r != WSYNC_OK) {
+        if (r != WSYNC_ERR_BAD_HEAD)
+            fprintf(stderr, "unexpected parse result %d (%s): %s\n", (int)r, wsync_result_name(r), err.message);
+        FZ_CHECK(r == WSYNC_ERR_BAD_HEAD); /* no allocation was made to fail */
+        fz_check_error(&err, r, size);
+        fz_check_zeroed(&c);
+        FZ_CHECK(heap.live == 0);
+        if (FZ_REFERENCE && json_utf8 && ref.ok) {
+            fprintf(stderr, "the parser rejected a HEAD its rules accept: %s\n", err.message);
+            fz_fail(__LINE__, "a valid HEAD rejected");
+        }
+    } else {
+        size_t n_calls = heap.calls;
+        FZ_CHECK(err.code == WSYNC_OK);
+        if (!json_ok) fz_fail(__LINE__, "the parser accepted text that is not JSON (RFC 8259)");
+        if (FZ_REFERENCE) {
+            if (!ref.ok) {
+                fprintf(stderr, "accepted, but the reference says: %s\n", ref.why);
+                fz_fail(__LINE__, "the parser accepted a HEAD its rules reject");
+            }
+            fz_check_ref(&c, &ref);
+        }
+        fz_check_info(&c);
+        FZ_CHECK(c.allocator.alloc == fz_alloc && c.allocator.user == &heap);
+        FZ_CHECK(heap.live >= 1);
+        FZ_CHECK(n_calls >= 1);
+        fz_parse_alloc_failures(buf, size, n_calls);
+        fz_roundtrip(&c);
+        wsync_chain_info_free(&c);
+        fz_check_zeroed(&c);
+        FZ_CHECK(heap.live == 0);
+    }
+    fz_ref_free(&ref);
+    free(buf);
+}
+
+/* A copy of the input with its "check" digest recomputed, or NULL when it
+   has no "check":"<16 bytes>" or the digest there is already right. The
+   last occurrence of the key counts (it must be the last key). */
+static uint8_t *fz_fix_check(const uint8_t *data, size_t size)
+{
+    static const char key[] = "\"check\"";
+    static const char hexd[] = "0123456789abcdef";
+    size_t at, i, k;
+    uint64_t d;
+    uint8_t *copy;
+    if (size < sizeof key - 1) return NULL;
+    for (at = size - (sizeof key - 1) + 1; at-- > 0;)
+        if (memcmp(data + at, key, sizeof key - 1) == 0) break;
+    if (at == (size_t)-1) return NULL;
+    i = fz_ws(data, size, at + sizeof key - 1);
+    if (i >= size || data[i] != ':') return NULL;
+    i = fz_ws(data, size, i + 1);
+    if (i >= size || data[i] != '"' || size - i < 18) return NULL;
+    i++;
+    d = wsync_digest(data, at);
+    copy = (uint8_t *)malloc(size);
+    FZ_CHECK(copy != NULL);
+    memcpy(copy, data, size);
+    for (k = 16; k-- > 0; d >>= 4) copy[i + k] = (uint8_t)hexd[d & 15];
+    if (memcmp(copy, data, size) == 0) {
+        free(copy);
+        return NULL;
+    }
+    return copy;
+}
+
+/* ---------------------------------------------------------------------
+   Entry point
+   --------------------------------------------------------------------- */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint8_t *fixed;
+    fz_fixed_pass = 0;
+    fz_run(data, size);
+    fixed = FZ_FIX_CHECK ? fz_fix_check(data, size) : NULL;
+    if (fixed) {
+        fz_fixed_pass = 1;
+        fz_run(fixed, size);
+        fz_fixed_pass = 0;
+        free(fixed);
+    }
+    return 0;
+}
