@@ -794,6 +794,76 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
 WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s);
 WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s);
 
+
+/* ======================================================================
+   Fabric: one-sided writes (the direct path's transport interface)
+   ======================================================================
+   A sender writes from its registered memory into a receiver's registered
+   memory without the receiver's CPU taking part (RDMA WRITE, or its
+   equivalents on one host and over TCP). The receiver registers a region
+   and hands its descriptor to the sender over any control channel (the
+   descriptor serialises to a fixed little-endian form); the sender opens
+   it as a remote and writes at offsets. Backends (wsync_rdma.h): ibverbs
+   RC, one-host (process_vm_writev or shared memory), TCP. Errors are
+   results, never aborts. */
+
+typedef enum wsync_mem_kind {
+    WSYNC_MEM_HOST = 0,        /* ordinary process memory */
+    WSYNC_MEM_CUDA = 1         /* device memory (dmabuf); no backend supports it yet */
+} wsync_mem_kind;
+
+#define WSYNC_FABRIC_DESC_MAX 200  /* backend bytes in a descriptor */
+#define WSYNC_FABRIC_DESC_WIRE (4 + 4 + 4 + 4 + 8 + 8 + 4 + WSYNC_FABRIC_DESC_MAX)
+
+/* What a peer needs to write into a registered region. */
+typedef struct wsync_fabric_desc {
+    uint32_t backend;          /* the backend's id (wsync_rdma.h: WSYNC_FABRIC_TCP, ...) */
+    uint32_t kind;             /* wsync_mem_kind */
+    uint32_t version;          /* the backend's descriptor version */
+    uint32_t flags;            /* backend-defined */
+    uint64_t addr, len;        /* the region in the owner's address space */
+    uint32_t n_bytes;          /* used bytes of `bytes` */
+    uint8_t bytes[WSYNC_FABRIC_DESC_MAX]; /* backend-specific: keys, pid, endpoint */
+} wsync_fabric_desc;
+
+/* Fixed little-endian wire form, WSYNC_FABRIC_DESC_WIRE bytes; decode checks
+   every field (n_bytes in range, len nonzero, addr + len without overflow). */
+WSYNC_DEF void wsync_fabric_desc_encode(const wsync_fabric_desc *d, uint8_t out[WSYNC_FABRIC_DESC_WIRE]);
+WSYNC_DEF wsync_result wsync_fabric_desc_decode(const uint8_t *in, size_t len, wsync_fabric_desc *out,
+                                                wsync_error *err);
+
+typedef struct wsync_fabric_mr wsync_fabric_mr;         /* a local registration (opaque) */
+typedef struct wsync_fabric_remote wsync_fabric_remote; /* a peer's region, opened (opaque) */
+
+/* A backend: a table of functions plus its state, the cgltf way. */
+typedef struct wsync_fabric {
+    void *user;
+    uint32_t backend;          /* the backend's id, as in its descriptors */
+    /* Registers [addr, addr + len) for writes by peers (and as a source). */
+    wsync_result (*reg)(void *user, void *addr, uint64_t len, wsync_mem_kind kind, wsync_fabric_mr **mr,
+                        wsync_fabric_desc *desc, wsync_error *err);
+    void (*dereg)(void *user, wsync_fabric_mr *mr);
+    wsync_result (*open_remote)(void *user, const wsync_fabric_desc *desc, wsync_fabric_remote **out,
+                                wsync_error *err);
+    void (*close_remote)(void *user, wsync_fabric_remote *r);
+    /* One-sided: len bytes from src (at src_off) to the remote at dst_off.
+       May return before the bytes are visible; flush waits for them. */
+    wsync_result (*write)(void *user, wsync_fabric_mr *src, uint64_t src_off, wsync_fabric_remote *dst,
+                          uint64_t dst_off, uint64_t len, wsync_error *err);
+    /* The same, then a 32-bit immediate delivered to the receiver after the
+       bytes (NULL when the backend has none). */
+    wsync_result (*write_imm)(void *user, wsync_fabric_mr *src, uint64_t src_off, wsync_fabric_remote *dst,
+                              uint64_t dst_off, uint64_t len, uint32_t imm, wsync_error *err);
+    /* Receiver: the next immediate that arrived on mr, waiting up to
+       timeout_ms (WSYNC_ERR_LIMIT on timeout). */
+    wsync_result (*recv_imm)(void *user, wsync_fabric_mr *mr, uint32_t *imm, int timeout_ms, wsync_error *err);
+    /* Every write issued so far is visible at its target. */
+    wsync_result (*flush)(void *user, wsync_error *err);
+    void (*close)(void *user);
+} wsync_fabric;
+
+WSYNC_DEF void wsync_fabric_close(wsync_fabric *f);
+
 #ifdef __cplusplus
 }
 #endif
@@ -8378,6 +8448,64 @@ fail:
     wsync__buf_free(&delta.b);
     if (stats) *stats = st;
     return r;
+}
+
+
+/* ---------------------------------------------------------------------
+   Fabric: descriptors
+   --------------------------------------------------------------------- */
+
+WSYNC_DEF void wsync_fabric_desc_encode(const wsync_fabric_desc *d, uint8_t out[WSYNC_FABRIC_DESC_WIRE])
+{
+    uint32_t n = d->n_bytes > WSYNC_FABRIC_DESC_MAX ? WSYNC_FABRIC_DESC_MAX : d->n_bytes;
+    memset(out, 0, WSYNC_FABRIC_DESC_WIRE);
+    wsync__put_le32(out, d->backend);
+    wsync__put_le32(out + 4, d->kind);
+    wsync__put_le32(out + 8, d->version);
+    wsync__put_le32(out + 12, d->flags);
+    wsync__store_le64(out + 16, d->addr);
+    wsync__store_le64(out + 24, d->len);
+    wsync__put_le32(out + 32, n);
+    memcpy(out + 36, d->bytes, n);
+}
+
+WSYNC_DEF wsync_result wsync_fabric_desc_decode(const uint8_t *in, size_t len, wsync_fabric_desc *out,
+                                                wsync_error *err)
+{
+    uint64_t end;
+    size_t k;
+    wsync__error_reset(err);
+    if (!out || (!in && len))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "desc_decode arguments");
+    memset(out, 0, sizeof *out);
+    if (len != WSYNC_FABRIC_DESC_WIRE)
+        return wsync__fail(err, len < WSYNC_FABRIC_DESC_WIRE ? WSYNC_ERR_TRUNCATED : WSYNC_ERR_TRAILING_BYTES,
+                           UINT64_MAX, NULL, 0, "a fabric descriptor is %u bytes, not %llu",
+                           (unsigned)WSYNC_FABRIC_DESC_WIRE, (unsigned long long)len);
+    out->backend = wsync__get_le32(in);
+    out->kind = wsync__get_le32(in + 4);
+    out->version = wsync__get_le32(in + 8);
+    out->flags = wsync__get_le32(in + 12);
+    out->addr = wsync__load_le64(in + 16);
+    out->len = wsync__load_le64(in + 24);
+    out->n_bytes = wsync__get_le32(in + 32);
+    if (out->kind > WSYNC_MEM_CUDA)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, 4, NULL, 0, "unknown memory kind %u", (unsigned)out->kind);
+    if (out->len == 0 || !wsync_add_u64(out->addr, out->len, &end))
+        return wsync__fail(err, WSYNC_ERR_OVERFLOW, 16, NULL, 0, "%s", "empty region or address + length overflows");
+    if (out->n_bytes > WSYNC_FABRIC_DESC_MAX)
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, 32, NULL, 0, "%u backend bytes, at most %u",
+                           (unsigned)out->n_bytes, (unsigned)WSYNC_FABRIC_DESC_MAX);
+    for (k = 36 + out->n_bytes; k < WSYNC_FABRIC_DESC_WIRE; k++)
+        if (in[k]) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, (uint64_t)k, NULL, 0, "%s", "nonzero padding");
+    memcpy(out->bytes, in + 36, out->n_bytes);
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_fabric_close(wsync_fabric *f)
+{
+    if (f && f->close) f->close(f->user);
+    if (f) memset(f, 0, sizeof *f);
 }
 
 #endif /* WSYNC_IMPLEMENTATION */
