@@ -12,10 +12,16 @@ BUILD   := build
 SAN     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
 HEADERS := wsync.h wsync_http.h wsync_rdma.h
+# libcurl (wsync_http.h): the tool takes http:// stores only when its
+# development files are here; tests/install-deps.sh installs them for make test.
+HAVE_CURL := $(shell pkg-config --exists libcurl 2>/dev/null && echo 1)
+CURL_LIBS := $(if $(HAVE_CURL),$(shell pkg-config --libs libcurl),)
+CLI_HTTP  := $(if $(HAVE_CURL),-DWSYNC_CLI_HTTP=1,)
 
 # Test programs: every tests/test_*.c, each a single translation unit
-# (test_exhaustive runs on its own: make test-exhaustive).
-TESTS      := $(filter-out test_exhaustive,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
+# (test_exhaustive runs on its own: make test-exhaustive; test_http needs
+# libcurl and a server: tests/test_http.sh starts nginx and runs it).
+TESTS      := $(filter-out test_exhaustive test_http,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
 TEST_BINS  := $(TESTS:%=$(BUILD)/%)
 SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
@@ -29,7 +35,14 @@ $(BUILD) $(BUILD)/san $(BUILD)/fuzz:
 	mkdir -p $@
 
 $(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h $(HEADERS) | $(BUILD)
-	$(CC) $(STD) $(WARN) $(CFLAGS) -Iexamples -I. -o $@ examples/wsync.c $(LIBS)
+	$(CC) $(STD) $(WARN) $(CFLAGS) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
+
+# The HTTP store's tests link libcurl (tests/test_http.sh runs them against nginx).
+$(BUILD)/test_http: tests/test_http.c tests/check.h $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
+$(BUILD)/san/test_http: tests/test_http.c tests/check.h $(HEADERS) | $(BUILD)/san
+	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
 $(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS)
@@ -58,7 +71,7 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
-test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) \
+test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http $(BUILD)/san/test_http \
       $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
 	@tests/run.sh tests \
 	    $(TEST_BINS) \
@@ -67,7 +80,8 @@ test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) \
 	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/san/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
 	    "tests/test_headers.sh" \
 	    "tests/test_cli.sh $(BUILD)/wsync" \
-	    "tests/test_cli_chain.sh $(BUILD)/wsync"
+	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
+	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync"
 
 # All 2^32 float bit patterns through f32->bf16, against PyTorch's results.
 test-exhaustive: $(BUILD)/test_exhaustive

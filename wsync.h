@@ -9,9 +9,10 @@ strict safetensors reader and a streaming writer, a 64-bit digest, a SIMD
 bitwise diff, sparse deltas in four encodings (wsync_delta_encode,
 wsync_delta_apply), the object-store interface with a directory store and
 a memory store, and the delta chain over a store (wsync_publish on the
-trainer side, wsync_subscriber_sync on the inference side). The fabric
-interface comes next. Optional companions: wsync_http.h (libcurl stores), wsync_rdma.h (one-sided
-writes); both are skeletons today.
+trainer side, wsync_subscriber_sync on the inference side), and the
+fabric interface for one-sided writes (wsync_fabric). Optional companions:
+wsync_http.h (libcurl: the store over plain HTTP servers such as nginx with
+WebDAV; S3 next) and wsync_rdma.h (fabric backends).
 
 It is a single header in the stb style: declarations always, the code only
 in the one C or C++ file that defines WSYNC_IMPLEMENTATION first:
@@ -144,7 +145,8 @@ extern "C" {
     X(WSYNC_ERR_SINK, 22, "the output sink failed")                                \
     X(WSYNC_ERR_DIGEST_MISMATCH, 23, "digest mismatch")                            \
     X(WSYNC_ERR_BAD_HEAD, 24, "the store's HEAD is not a valid chain pointer")     \
-    X(WSYNC_ERR_NO_PATH, 25, "no usable chain of objects reaches the step")
+    X(WSYNC_ERR_NO_PATH, 25, "no usable chain of objects reaches the step")        \
+    X(WSYNC_ERR_AUTH, 26, "authentication or permission refused")
 
 typedef enum wsync_result {
 #define WSYNC__RESULT_ENUM(name, value, text) name = value,

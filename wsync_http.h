@@ -1,24 +1,74 @@
-/* wsync_http.h - the wsync bucket over HTTP and S3 (libcurl). SKELETON.
+/* wsync_http.h - the wsync bucket over HTTP (libcurl).
 
 OVERVIEW
 ========
-This companion header will hold object stores for wsync's delta chain:
-plain HTTP (PUT/GET/HEAD/DELETE against WebDAV-style servers such as nginx's
-dav module) and S3-compatible stores (SigV4 through libcurl), with parallel
-ranged downloads, retries with backoff, and resumable transfers.
+A wsync_store (see "Store" in wsync.h) over plain HTTP, for WebDAV-style
+servers such as nginx with its dav module: put is an HTTP PUT of the whole
+object, get a GET (with a Range for byte ranges), head a HEAD, del a
+DELETE, and list reads the server's JSON directory listings (nginx
+`autoindex_format json`), recursing into directories. The delta chain
+(wsync_publisher, wsync_subscriber) runs over it unchanged.
 
-STATUS
-======
-Nothing is implemented yet: the store interface it builds on arrives with
-the delta chain in wsync.h. Including this header today declares only the
-version check below; it needs neither libcurl nor any other library.
+Transfers reuse connections, retry with exponential backoff (honouring
+Retry-After) on connection errors, timeouts, 408, 429 and 5xx, resume a
+download cut short from the byte where it stopped, give up on a transfer
+slower than a floor for too long, and fetch large objects as parallel
+ranged GETs (written to the sink in order). TLS is verified unless told
+otherwise. A 401 or 403 fails at once, named as an authentication error.
+S3 (SigV4, ListObjectsV2, multipart) is to come on the same transfer layer.
 
-USAGE (when it lands)
-=====================
+QUICK START
+===========
     #define WSYNC_IMPLEMENTATION
     #include "wsync.h"
     #define WSYNC_HTTP_IMPLEMENTATION
-    #include "wsync_http.h"      (link with -lcurl)
+    #include "wsync_http.h"          (link with -lcurl)
+
+    wsync_store s;
+    wsync_error err;
+    if (wsync_store_http_open("http://10.0.0.5:8080/run7", NULL, &s, &err) != WSYNC_OK)
+        fprintf(stderr, "%s\n", err.message);
+    ... wsync_publisher_open(&s, ...) or wsync_subscriber_open(&s, ...) ...
+    wsync_store_close(&s);
+
+WHAT THE SERVER MUST DO
+=======================
+For nginx (nginx-light in Debian has the dav module):
+
+    location / {
+        root /srv/bucket;
+        dav_methods PUT DELETE MKCOL;
+        create_full_put_path on;       # else wsync creates parents with MKCOL
+        client_max_body_size 0;        # anchors are the model's full size
+        client_body_temp_path /srv/bucket-tmp;   # same filesystem as root
+        autoindex on;
+        autoindex_format json;
+    }
+
+nginx receives a PUT body into a temporary file and renames it over the
+target: that rename is what makes put atomic (keep client_body_temp_path on
+the root's filesystem, or it copies). Do not enable open_file_cache for
+the bucket: HEAD is polled. nginx's autoindex hides names that start with
+'.', so such keys are stored but not listed. ETags are used only to notice
+an object replaced between the pieces of one download; the chain never
+trusts them (nginx's ETag is mtime-size): HEAD's step number decides.
+
+ERRORS
+======
+Every failure names the method, the URL and the HTTP status (or curl's
+error) and the number of attempts. 404 is WSYNC_ERR_NOT_FOUND, a range
+past the end WSYNC_ERR_OUT_OF_BOUNDS, a failing sink WSYNC_ERR_SINK, a
+listing that is not the expected JSON WSYNC_ERR_INVALID_JSON, and every
+other transfer failure WSYNC_ERR_IO, 401/403 WSYNC_ERR_AUTH.
+
+COMPILE-TIME OPTIONS
+====================
+    WSYNC_HTTP_IMPLEMENTATION  emit the implementation in this translation unit
+    WSYNC_HTTP_NO_CURL         build without libcurl: wsync_store_http_open
+                               then fails with WSYNC_ERR_UNSUPPORTED and says
+                               so (WSYNC_HTTP_AVAILABLE is 0). Define it in
+                               every translation unit or in none.
+    WSYNC_NO_THREADS           (from wsync.h) no mutex: one thread per store
 
 LICENSE
 =======
@@ -29,7 +79,12 @@ MIT, as wsync.h.
 
 #include "wsync.h"
 
-#define WSYNC_HTTP_AVAILABLE 0 /* 1 once the stores are implemented */
+/* 1 when the stores are implemented with libcurl in this build. */
+#ifdef WSYNC_HTTP_NO_CURL
+#define WSYNC_HTTP_AVAILABLE 0
+#else
+#define WSYNC_HTTP_AVAILABLE 1
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,7 +97,1890 @@ extern "C" {
 #error "wsync_http.h needs a newer wsync.h"
 #endif
 
+/* All zero (or a NULL pointer) means the defaults in brackets. */
+typedef struct wsync_http_options {
+    wsync_allocator allocator;
+    unsigned connect_timeout_ms;   /* [10000] to establish a connection */
+    unsigned low_speed_bytes;      /* [1024] a transfer slower than this many bytes/s ... */
+    unsigned low_speed_seconds;    /* [30] ... for this long is abandoned (and retried) */
+    unsigned timeout_ms;           /* [0: none] a whole request, any size */
+    unsigned max_attempts;         /* [5] tries per request (1: no retry) */
+    unsigned backoff_ms;           /* [200] wait before the first retry, doubled each time */
+    unsigned max_backoff_ms;       /* [10000] longest wait, Retry-After included */
+    unsigned parallel;             /* [4] connections for a large download (1: serial) */
+    uint64_t parallel_threshold;   /* [64 MiB] downloads above this go parallel */
+    uint64_t part_size;            /* [8 MiB] bytes per ranged GET of a parallel download */
+    int insecure;                  /* 1: do not verify TLS certificates (tests only) */
+    const char *ca_file;           /* PEM bundle instead of the system's */
+    const char *const *headers;    /* extra request headers ("Authorization: Bearer x"),
+                                      NULL-terminated; copied at open */
+    int verbose;                   /* curl's trace on stderr */
+} wsync_http_options;
+
+/* Counters since the store was opened. */
+typedef struct wsync_http_stats {
+    uint64_t requests;             /* HTTP requests sent (attempts, MKCOLs and parts included) */
+    uint64_t retries;              /* attempts after a failed one */
+    uint64_t resumed;              /* downloads continued from where a cut left them */
+    uint64_t parallel_gets;        /* downloads done as parallel ranged GETs */
+    uint64_t bytes_down, bytes_up; /* bodies */
+} wsync_http_stats;
+
+/* A store over http://host[:port][/prefix] or https://...; objects are the
+   URLs under it (key "deltas/step_000041.safetensors" is
+   <url>/deltas/step_000041.safetensors, percent-encoded). Userinfo in the
+   URL (http://user:pass@host/...) is sent as basic authentication. Nothing
+   is sent at open. The store may be used from several threads at once. */
+WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_options *opt, wsync_store *out,
+                                             wsync_error *err);
+/* 1 and *out filled when s is an HTTP store; 0 otherwise. */
+WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out);
+
+/* The JSON directory listing parser that list uses, exposed for tests and
+   fuzzing: calls fn for every entry of an nginx autoindex JSON array (name
+   decoded, not NUL-free-checked beyond the rules: no NUL, no '/', not "."
+   or ".."; size only for files). Unknown fields are skipped; anything that
+   is not that shape is WSYNC_ERR_INVALID_JSON with the byte offset. fn
+   returns 0 to go on. */
+typedef int (*wsync_http_entry_fn)(void *user, const char *name, size_t name_len, int is_dir, uint64_t size);
+WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, wsync_http_entry_fn fn, void *user,
+                                                wsync_error *err);
+
 #ifdef __cplusplus
 }
 #endif
 #endif /* WSYNC_HTTP_H */
+
+/* ======================================================================
+   IMPLEMENTATION
+   ====================================================================== */
+#if defined(WSYNC_HTTP_IMPLEMENTATION) && !defined(WSYNC__HTTP_IMPLEMENTED)
+#define WSYNC__HTTP_IMPLEMENTED
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Errors are filled here rather than through wsync.h's private helpers: the
+   implementation of wsync.h may live in another translation unit. */
+static wsync_result wsync__hfail(wsync_error *err, wsync_result code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static wsync_result wsync__hfail(wsync_error *err, wsync_result code, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err) return code;
+    err->code = code;
+    err->offset = UINT64_MAX;
+    err->tensor[0] = 0;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void wsync__herr_reset(wsync_error *err)
+{
+    if (!err) return;
+    err->code = WSYNC_OK;
+    err->offset = UINT64_MAX;
+    err->tensor[0] = 0;
+    err->message[0] = 0;
+}
+
+/* ---------------------------------------------------------------------
+   The listing parser (no libcurl: it is tested and fuzzed on its own)
+   --------------------------------------------------------------------- */
+
+typedef struct wsync__hjp {
+    const unsigned char *p;
+    size_t n, i;
+    char *str;    /* decoded string (capacity n + 1: a decoded string is never longer) */
+} wsync__hjp;
+
+static void wsync__hjp_ws(wsync__hjp *j)
+{
+    while (j->i < j->n && (j->p[j->i] == ' ' || j->p[j->i] == '\t' || j->p[j->i] == '\n' || j->p[j->i] == '\r'))
+        j->i++;
+}
+
+static int wsync__hjp_hex4(wsync__hjp *j, unsigned *out)
+{
+    unsigned v = 0, k;
+    if (j->n - j->i < 4) return 0;
+    for (k = 0; k < 4; k++) {
+        unsigned char c = j->p[j->i + k];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+        else return 0;
+    }
+    j->i += 4;
+    *out = v;
+    return 1;
+}
+
+/* A string at j->i (the opening quote) decoded into j->str; *len its length. */
+static int wsync__hjp_string(wsync__hjp *j, size_t *len)
+{
+    size_t o = 0;
+    if (j->i >= j->n || j->p[j->i] != '"') return 0;
+    j->i++;
+    while (j->i < j->n) {
+        unsigned char c = j->p[j->i++];
+        if (c == '"') {
+            j->str[o] = 0;
+            *len = o;
+            return 1;
+        }
+        if (c < 0x20) return 0;
+        if (c != '\\') {
+            j->str[o++] = (char)c;
+            continue;
+        }
+        if (j->i >= j->n) return 0;
+        c = j->p[j->i++];
+        switch (c) {
+        case '"': case '\\': case '/': j->str[o++] = (char)c; break;
+        case 'b': j->str[o++] = '\b'; break;
+        case 'f': j->str[o++] = '\f'; break;
+        case 'n': j->str[o++] = '\n'; break;
+        case 'r': j->str[o++] = '\r'; break;
+        case 't': j->str[o++] = '\t'; break;
+        case 'u': {
+            unsigned u, lo;
+            if (!wsync__hjp_hex4(j, &u)) return 0;
+            if (u >= 0xDC00 && u <= 0xDFFF) return 0;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (j->n - j->i < 2 || j->p[j->i] != '\\' || j->p[j->i + 1] != 'u') return 0;
+                j->i += 2;
+                if (!wsync__hjp_hex4(j, &lo) || lo < 0xDC00 || lo > 0xDFFF) return 0;
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            /* 6 escaped bytes (12 for a pair) become at most 4: o stays below i */
+            if (u < 0x80) j->str[o++] = (char)u;
+            else if (u < 0x800) {
+                j->str[o++] = (char)(0xC0 | (u >> 6));
+                j->str[o++] = (char)(0x80 | (u & 0x3F));
+            } else if (u < 0x10000) {
+                j->str[o++] = (char)(0xE0 | (u >> 12));
+                j->str[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
+                j->str[o++] = (char)(0x80 | (u & 0x3F));
+            } else {
+                j->str[o++] = (char)(0xF0 | (u >> 18));
+                j->str[o++] = (char)(0x80 | ((u >> 12) & 0x3F));
+                j->str[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
+                j->str[o++] = (char)(0x80 | (u & 0x3F));
+            }
+            break;
+        }
+        default: return 0;
+        }
+    }
+    return 0;
+}
+
+/* A JSON number (RFC 8259 grammar); *u gets it when it is a plain
+   non-negative integer below 2^63, else *is_uint is 0. */
+static int wsync__hjp_number(wsync__hjp *j, uint64_t *u, int *is_uint)
+{
+    size_t start = j->i;
+    uint64_t v = 0;
+    int ok = 1;
+    if (j->i < j->n && j->p[j->i] == '-') {
+        j->i++;
+        ok = 0;
+    }
+    if (j->i >= j->n || j->p[j->i] < '0' || j->p[j->i] > '9') return 0;
+    if (j->p[j->i] == '0') j->i++;
+    else
+        while (j->i < j->n && j->p[j->i] >= '0' && j->p[j->i] <= '9') {
+            unsigned d = (unsigned)(j->p[j->i++] - '0');
+            if (v > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / 10) ok = 0;
+            else v = v * 10 + d;
+        }
+    if (j->i < j->n && j->p[j->i] == '.') {
+        ok = 0;
+        j->i++;
+        if (j->i >= j->n || j->p[j->i] < '0' || j->p[j->i] > '9') return 0;
+        while (j->i < j->n && j->p[j->i] >= '0' && j->p[j->i] <= '9') j->i++;
+    }
+    if (j->i < j->n && (j->p[j->i] == 'e' || j->p[j->i] == 'E')) {
+        ok = 0;
+        j->i++;
+        if (j->i < j->n && (j->p[j->i] == '+' || j->p[j->i] == '-')) j->i++;
+        if (j->i >= j->n || j->p[j->i] < '0' || j->p[j->i] > '9') return 0;
+        while (j->i < j->n && j->p[j->i] >= '0' && j->p[j->i] <= '9') j->i++;
+    }
+    (void)start;
+    *u = v;
+    *is_uint = ok;
+    return 1;
+}
+
+static int wsync__hjp_lit(wsync__hjp *j, const char *lit)
+{
+    size_t k = strlen(lit);
+    if (j->n - j->i < k || memcmp(j->p + j->i, lit, k) != 0) return 0;
+    j->i += k;
+    return 1;
+}
+
+#define WSYNC__HJP_BAD(why)                                                                           \
+    do {                                                                                             \
+        r = wsync__hfail(err, WSYNC_ERR_INVALID_JSON, "directory listing at byte %lu: %s",          \
+                         (unsigned long)j.i, why);                                                   \
+        if (err) err->offset = (uint64_t)j.i;                                                        \
+        goto done;                                                                                   \
+    } while (0)
+
+WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, wsync_http_entry_fn fn, void *user,
+                                                wsync_error *err)
+{
+    wsync__hjp j;
+    wsync_result r = WSYNC_OK;
+    char *name = NULL;
+    wsync__herr_reset(err);
+    if ((!json && len) || !fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
+    if (len > (size_t)-1 / 2 - 2) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
+    memset(&j, 0, sizeof j);
+    j.p = (const unsigned char *)json;
+    j.n = len;
+    j.str = (char *)malloc(len + 1);
+    name = (char *)malloc(len + 1);
+    if (!j.str || !name) {
+        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
+        goto done;
+    }
+    wsync__hjp_ws(&j);
+    if (j.i >= j.n || j.p[j.i] != '[') WSYNC__HJP_BAD("expected '['");
+    j.i++;
+    wsync__hjp_ws(&j);
+    if (j.i < j.n && j.p[j.i] == ']') {
+        j.i++;
+    } else {
+        for (;;) {
+            size_t name_len = 0, slen;
+            int have_name = 0, have_type = 0, have_size = 0, is_dir = 0, is_file = 0;
+            uint64_t size = 0;
+            wsync__hjp_ws(&j);
+            if (j.i >= j.n || j.p[j.i] != '{') WSYNC__HJP_BAD("expected an object");
+            j.i++;
+            wsync__hjp_ws(&j);
+            if (j.i < j.n && j.p[j.i] == '}') WSYNC__HJP_BAD("an entry without a name");
+            for (;;) {
+                int field; /* 1 name, 2 type, 3 size, 0 other */
+                wsync__hjp_ws(&j);
+                if (!wsync__hjp_string(&j, &slen)) WSYNC__HJP_BAD("expected a field name");
+                field = strcmp(j.str, "name") == 0 ? 1 : strcmp(j.str, "type") == 0 ? 2
+                      : strcmp(j.str, "size") == 0 ? 3 : 0;
+                if (slen != strlen(j.str)) field = 0;
+                wsync__hjp_ws(&j);
+                if (j.i >= j.n || j.p[j.i] != ':') WSYNC__HJP_BAD("expected ':'");
+                j.i++;
+                wsync__hjp_ws(&j);
+                if (j.i >= j.n) WSYNC__HJP_BAD("expected a value");
+                if (j.p[j.i] == '"') {
+                    if (!wsync__hjp_string(&j, &slen)) WSYNC__HJP_BAD("bad string");
+                    if (field == 1) {
+                        if (have_name) WSYNC__HJP_BAD("duplicate \"name\"");
+                        have_name = 1;
+                        memcpy(name, j.str, slen + 1);
+                        name_len = slen;
+                    } else if (field == 2) {
+                        if (have_type) WSYNC__HJP_BAD("duplicate \"type\"");
+                        have_type = 1;
+                        is_dir = strcmp(j.str, "directory") == 0;
+                        is_file = strcmp(j.str, "file") == 0;
+                    } else if (field == 3) {
+                        WSYNC__HJP_BAD("\"size\" is not a number");
+                    }
+                } else if (j.p[j.i] == '-' || (j.p[j.i] >= '0' && j.p[j.i] <= '9')) {
+                    uint64_t v;
+                    int is_uint;
+                    if (!wsync__hjp_number(&j, &v, &is_uint)) WSYNC__HJP_BAD("bad number");
+                    if (field == 3) {
+                        if (have_size) WSYNC__HJP_BAD("duplicate \"size\"");
+                        if (!is_uint) WSYNC__HJP_BAD("\"size\" is not an integer in [0, 2^63)");
+                        have_size = 1;
+                        size = v;
+                    } else if (field) {
+                        WSYNC__HJP_BAD("\"name\" or \"type\" is not a string");
+                    }
+                } else if (!field && (wsync__hjp_lit(&j, "true") || wsync__hjp_lit(&j, "false") ||
+                                      wsync__hjp_lit(&j, "null"))) {
+                    /* a field we do not use */
+                } else {
+                    WSYNC__HJP_BAD("unexpected value (nested values are refused)");
+                }
+                wsync__hjp_ws(&j);
+                if (j.i < j.n && j.p[j.i] == ',') {
+                    j.i++;
+                    continue;
+                }
+                if (j.i < j.n && j.p[j.i] == '}') {
+                    j.i++;
+                    break;
+                }
+                WSYNC__HJP_BAD("expected ',' or '}'");
+            }
+            if (!have_name || !have_type) WSYNC__HJP_BAD("an entry without \"name\" or \"type\"");
+            if (name_len == 0 || memchr(name, 0, name_len) || memchr(name, '/', name_len) ||
+                strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+                WSYNC__HJP_BAD("an entry name that is empty, '.', '..' or holds '/' or NUL");
+            if (is_file && !have_size) WSYNC__HJP_BAD("a file without \"size\"");
+            if ((is_dir || is_file) && fn(user, name, name_len, is_dir, size) != 0) goto done;
+            wsync__hjp_ws(&j);
+            if (j.i < j.n && j.p[j.i] == ',') {
+                j.i++;
+                continue;
+            }
+            if (j.i < j.n && j.p[j.i] == ']') {
+                j.i++;
+                break;
+            }
+            WSYNC__HJP_BAD("expected ',' or ']'");
+        }
+    }
+    wsync__hjp_ws(&j);
+    if (j.i != j.n) WSYNC__HJP_BAD("bytes after the listing");
+done:
+    free(j.str);
+    free(name);
+    return r;
+}
+#undef WSYNC__HJP_BAD
+
+#ifdef WSYNC_HTTP_NO_CURL
+
+WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_options *opt, wsync_store *out,
+                                             wsync_error *err)
+{
+    (void)opt;
+    if (out) memset(out, 0, sizeof *out);
+    return wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+                        "cannot open '%s': built without libcurl: install libcurl4-openssl-dev and rebuild",
+                        url ? url : "(null)");
+}
+
+WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out)
+{
+    (void)s;
+    if (out) memset(out, 0, sizeof *out);
+    return 0;
+}
+
+#else /* libcurl */
+
+#if defined(__has_include)
+#if !__has_include(<curl/curl.h>)
+#error "wsync_http.h needs libcurl's headers (Debian: apt-get install libcurl4-openssl-dev), or define WSYNC_HTTP_NO_CURL"
+#endif
+#endif
+#include <curl/curl.h>
+#include <sys/select.h>
+#include <sys/time.h>
+
+#if !defined(WSYNC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#define WSYNC__HTTP_THREADS 1
+#include <pthread.h>
+#else
+#define WSYNC__HTTP_THREADS 0
+#endif
+
+static void *wsync__halloc(const wsync_allocator *a, size_t n)
+{
+    if (n == 0) n = 1;
+    return a && a->alloc ? a->alloc(a->user, n) : malloc(n);
+}
+
+static void wsync__hfree(const wsync_allocator *a, void *p)
+{
+    if (!p) return;
+    if (a && a->free) a->free(a->user, p);
+    else free(p);
+}
+
+#define WSYNC__HTTP_POOL_MAX 16
+#define WSYNC__HTTP_LIST_MAX ((size_t)256 << 20) /* one directory listing's body */
+#define WSYNC__HTTP_LIST_KEYS 10000000u           /* keys in one listing */
+#define WSYNC__HTTP_LIST_DEPTH 64
+#define WSYNC__HTTP_ERRBODY 200                   /* bytes of an error body kept for the message */
+
+typedef struct wsync__http {
+    wsync_allocator a;
+    char *base;            /* scheme://authority/prefix, no trailing '/' */
+    size_t base_len;
+    wsync_http_options o;  /* defaults filled in; o.headers not used after open */
+    struct curl_slist *headers;
+    CURL *pool[WSYNC__HTTP_POOL_MAX];
+    unsigned n_pool;
+    CURLM *multi;          /* kept for connection reuse between parallel downloads */
+    int multi_busy;
+    wsync_http_stats st;
+    uint64_t rng;
+#if WSYNC__HTTP_THREADS
+    pthread_mutex_t mu;
+#endif
+} wsync__http;
+
+#if WSYNC__HTTP_THREADS
+#define WSYNC__HLOCK(h) pthread_mutex_lock(&(h)->mu)
+#define WSYNC__HUNLOCK(h) pthread_mutex_unlock(&(h)->mu)
+#else
+#define WSYNC__HLOCK(h) ((void)0)
+#define WSYNC__HUNLOCK(h) ((void)0)
+#endif
+
+static double wsync__hnow(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+}
+
+static void wsync__hsleep_ms(unsigned ms)
+{
+    struct timeval tv;
+    tv.tv_sec = (long)(ms / 1000);
+    tv.tv_usec = (long)(ms % 1000) * 1000;
+    select(0, NULL, NULL, NULL, &tv);
+}
+
+static void wsync__hcount(wsync__http *h, uint64_t *field, uint64_t n)
+{
+    WSYNC__HLOCK(h);
+    *field += n;
+    WSYNC__HUNLOCK(h);
+}
+
+/* ---- handles: a pool of easy handles, each keeping its connections ---- */
+
+static CURL *wsync__hacquire(wsync__http *h)
+{
+    CURL *c = NULL;
+    WSYNC__HLOCK(h);
+    if (h->n_pool) c = h->pool[--h->n_pool];
+    WSYNC__HUNLOCK(h);
+    return c ? c : curl_easy_init();
+}
+
+static void wsync__hrelease(wsync__http *h, CURL *c)
+{
+    if (!c) return;
+    WSYNC__HLOCK(h);
+    if (h->n_pool < WSYNC__HTTP_POOL_MAX) {
+        h->pool[h->n_pool++] = c;
+        c = NULL;
+    }
+    WSYNC__HUNLOCK(h);
+    if (c) curl_easy_cleanup(c);
+}
+
+/* ---- the transfer layer: one request, its response, retries ----
+   Written so that the S3 store can reuse it: a request is a method, a URL,
+   extra headers (signing), an optional body and range, and a body callback. */
+
+struct wsync__hresp;
+
+typedef struct wsync__hreq {
+    const char *method;            /* GET PUT HEAD DELETE MKCOL */
+    const char *url;
+    const char *what;              /* the key, for messages */
+    unsigned attempts;             /* 0: the store's max_attempts */
+    const struct curl_slist *extra;/* more headers (the caller owns them) */
+    const uint8_t *body;           /* PUT */
+    size_t body_len;
+    int has_range;
+    uint64_t range_lo, range_hi;   /* inclusive; range_hi UINT64_MAX: open-ended */
+    const char *if_range;          /* an ETag for If-Range */
+    /* 2xx bodies go here; returning nonzero stops the transfer (then
+       resp.stopped is set, and it is not an error of the transfer) */
+    int (*on_body)(void *user, const void *p, size_t n);
+    void *on_body_user;
+    /* called at the end of a final response's headers; nonzero stops it */
+    int (*on_headers)(void *user, struct wsync__hresp *rs);
+    void *on_headers_user;
+} wsync__hreq;
+
+typedef struct wsync__hresp {
+    long status;
+    CURLcode cc;
+    char curl_msg[CURL_ERROR_SIZE];
+    int has_length;
+    uint64_t length;               /* Content-Length */
+    int has_cr;                    /* Content-Range: bytes lo-hi/total or bytes * /total */
+    int cr_star;                   /* "bytes * /total" (416) */
+    uint64_t cr_lo, cr_hi;
+    int cr_total_known;
+    uint64_t cr_total;
+    long retry_after_ms;           /* -1: none */
+    char etag[128];
+    char location[256];
+    char errbody[WSYNC__HTTP_ERRBODY + 1];
+    size_t errbody_len;
+    uint64_t body_bytes;           /* 2xx body bytes given to on_body */
+    int stopped;                   /* on_body or on_headers stopped it */
+    int headers_done;
+    const wsync__hreq *rq;         /* private */
+    size_t up_pos;                 /* private: upload cursor */
+} wsync__hresp;
+
+static int wsync__hcase_prefix(const char *s, size_t n, const char *lit)
+{
+    size_t k = strlen(lit), i;
+    if (n < k) return 0;
+    for (i = 0; i < k; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c != lit[i]) return 0;
+    }
+    return 1;
+}
+
+/* Decimal digits at *p (below end), at most 2^63-1. */
+static int wsync__hdigits(const char **p, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *s = *p;
+    if (s >= end || *s < '0' || *s > '9') return 0;
+    while (s < end && *s >= '0' && *s <= '9') {
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / 10) return 0;
+        v = v * 10 + d;
+        s++;
+    }
+    *p = s;
+    *out = v;
+    return 1;
+}
+
+static void wsync__hparse_cr(wsync__hresp *rs, const char *v, const char *end)
+{
+    uint64_t lo, hi, total;
+    rs->has_cr = 0;
+    if (!wsync__hcase_prefix(v, (size_t)(end - v), "bytes ")) return;
+    v += 6;
+    while (v < end && *v == ' ') v++;
+    if (v < end && *v == '*') {
+        v++;
+        if (v >= end || *v != '/') return;
+        v++;
+        if (!wsync__hdigits(&v, end, &total)) return;
+        rs->has_cr = 1;
+        rs->cr_star = 1;
+        rs->cr_total_known = 1;
+        rs->cr_total = total;
+        return;
+    }
+    if (!wsync__hdigits(&v, end, &lo) || v >= end || *v != '-') return;
+    v++;
+    if (!wsync__hdigits(&v, end, &hi) || v >= end || *v != '/' || hi < lo) return;
+    v++;
+    rs->cr_total_known = 0;
+    if (v < end && *v == '*') v++;
+    else if (wsync__hdigits(&v, end, &total)) {
+        if (hi >= total) return;
+        rs->cr_total_known = 1;
+        rs->cr_total = total;
+    } else return;
+    rs->has_cr = 1;
+    rs->cr_star = 0;
+    rs->cr_lo = lo;
+    rs->cr_hi = hi;
+}
+
+static void wsync__hcopy_value(char *dst, size_t cap, const char *v, const char *end)
+{
+    size_t n = (size_t)(end - v);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, v, n);
+    dst[n] = 0;
+}
+
+static size_t wsync__hheader_cb(char *buf, size_t size, size_t n, void *user)
+{
+    wsync__hresp *rs = (wsync__hresp *)user;
+    size_t len = size * n;
+    const char *end = buf + len, *colon, *v;
+    while (end > buf && (end[-1] == '\r' || end[-1] == '\n')) end--;
+    if (wsync__hcase_prefix(buf, (size_t)(end - buf), "http/")) {
+        /* a new response (after 100 Continue, or a retry inside curl) */
+        const char *sp = (const char *)memchr(buf, ' ', (size_t)(end - buf));
+        uint64_t st = 0;
+        rs->status = 0;
+        if (sp) {
+            sp++;
+            if (wsync__hdigits(&sp, end, &st) && st < 1000) rs->status = (long)st;
+        }
+        rs->has_length = rs->has_cr = rs->cr_star = rs->cr_total_known = 0;
+        rs->retry_after_ms = -1;
+        rs->etag[0] = rs->location[0] = 0;
+        rs->headers_done = 0;
+        return len;
+    }
+    if (end == buf) { /* the blank line: headers complete */
+        if (rs->status >= 200 && !rs->headers_done) {
+            rs->headers_done = 1;
+            if (rs->rq->on_headers && rs->rq->on_headers(rs->rq->on_headers_user, rs) != 0) {
+                rs->stopped = 1;
+                return 0;
+            }
+        }
+        return len;
+    }
+    colon = (const char *)memchr(buf, ':', (size_t)(end - buf));
+    if (!colon) return len;
+    v = colon + 1;
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    if (wsync__hcase_prefix(buf, (size_t)(colon - buf), "content-length") && colon - buf == 14) {
+        const char *p = v;
+        uint64_t x;
+        if (wsync__hdigits(&p, end, &x) && p == end) {
+            rs->has_length = 1;
+            rs->length = x;
+        }
+    } else if (wsync__hcase_prefix(buf, (size_t)(colon - buf), "content-range") && colon - buf == 13) {
+        wsync__hparse_cr(rs, v, end);
+    } else if (wsync__hcase_prefix(buf, (size_t)(colon - buf), "etag") && colon - buf == 4) {
+        wsync__hcopy_value(rs->etag, sizeof rs->etag, v, end);
+    } else if (wsync__hcase_prefix(buf, (size_t)(colon - buf), "location") && colon - buf == 8) {
+        wsync__hcopy_value(rs->location, sizeof rs->location, v, end);
+    } else if (wsync__hcase_prefix(buf, (size_t)(colon - buf), "retry-after") && colon - buf == 11) {
+        const char *p = v;
+        uint64_t secs;
+        if (wsync__hdigits(&p, end, &secs)) {
+            rs->retry_after_ms = secs > 86400 ? 86400000L : (long)secs * 1000;
+        } else {
+            char date[64];
+            time_t when;
+            wsync__hcopy_value(date, sizeof date, v, end);
+            when = curl_getdate(date, NULL);
+            if (when != (time_t)-1) {
+                double d = (double)when - wsync__hnow();
+                rs->retry_after_ms = d <= 0 ? 0 : d > 86400 ? 86400000L : (long)(d * 1000);
+            }
+        }
+    }
+    return len;
+}
+
+static size_t wsync__hwrite_cb(char *p, size_t size, size_t n, void *user)
+{
+    wsync__hresp *rs = (wsync__hresp *)user;
+    size_t len = size * n;
+    if (rs->status < 200 || rs->status >= 300) {
+        size_t room = WSYNC__HTTP_ERRBODY - rs->errbody_len;
+        if (len < room) room = len;
+        memcpy(rs->errbody + rs->errbody_len, p, room);
+        rs->errbody_len += room;
+        rs->errbody[rs->errbody_len] = 0;
+        return len;
+    }
+    if (!rs->rq->on_body) return len;
+    if (rs->rq->on_body(rs->rq->on_body_user, p, len) != 0) {
+        rs->stopped = 1;
+        return 0; /* curl: CURLE_WRITE_ERROR */
+    }
+    rs->body_bytes += len;
+    return len;
+}
+
+static size_t wsync__hread_cb(char *buf, size_t size, size_t n, void *user)
+{
+    wsync__hresp *rs = (wsync__hresp *)user;
+    size_t room = size * n, left = rs->rq->body_len - rs->up_pos;
+    if (room > left) room = left;
+    if (room) memcpy(buf, rs->rq->body + rs->up_pos, room);
+    rs->up_pos += room;
+    return room;
+}
+
+/* curl asks to rewind an upload (a redirect, or an auth round): start over. */
+static int wsync__hseek_cb(void *user, curl_off_t off, int origin)
+{
+    wsync__hresp *rs = (wsync__hresp *)user;
+    if (origin != SEEK_SET || off < 0 || (uint64_t)off > rs->rq->body_len) return CURL_SEEKFUNC_FAIL;
+    rs->up_pos = (size_t)off;
+    return CURL_SEEKFUNC_OK;
+}
+
+/* Configures c for rq (after a reset: options do not leak between requests,
+   connections stay). `hl` receives the header list to free afterwards. */
+static int wsync__hsetup(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__hresp *rs, struct curl_slist **hl)
+{
+    struct curl_slist *l = NULL, *t;
+    const struct curl_slist *e;
+    char range[96];
+    int ok = 1;
+    memset(rs, 0, sizeof *rs);
+    rs->retry_after_ms = -1;
+    rs->rq = rq;
+    *hl = NULL;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, rq->url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, rs->curl_msg);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)h->o.connect_timeout_ms);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, (long)h->o.low_speed_bytes);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)h->o.low_speed_seconds);
+    if (h->o.timeout_ms) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)h->o.timeout_ms);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, wsync__hheader_cb);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, rs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, wsync__hwrite_cb);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, rs);
+    if (h->o.insecure) {
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (h->o.ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, h->o.ca_file);
+    if (h->o.verbose) curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
+    if (strcmp(rq->method, "HEAD") == 0) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(rq->method, "PUT") == 0) {
+        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, wsync__hread_cb);
+        curl_easy_setopt(c, CURLOPT_READDATA, rs);
+        curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, wsync__hseek_cb);
+        curl_easy_setopt(c, CURLOPT_SEEKDATA, rs);
+        curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)rq->body_len);
+        curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+    } else if (strcmp(rq->method, "GET") != 0) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, rq->method);
+    }
+    for (e = h->headers; e && ok; e = e->next)
+        if ((t = curl_slist_append(l, e->data)) != NULL) l = t;
+        else ok = 0;
+    for (e = rq->extra; e && ok; e = e->next)
+        if ((t = curl_slist_append(l, e->data)) != NULL) l = t;
+        else ok = 0;
+    if (ok && rq->has_range) {
+        if (rq->range_hi == UINT64_MAX)
+            snprintf(range, sizeof range, "Range: bytes=%llu-", (unsigned long long)rq->range_lo);
+        else
+            snprintf(range, sizeof range, "Range: bytes=%llu-%llu", (unsigned long long)rq->range_lo,
+                     (unsigned long long)rq->range_hi);
+        if ((t = curl_slist_append(l, range)) != NULL) l = t;
+        else ok = 0;
+    }
+    if (ok && rq->if_range && rq->if_range[0]) {
+        char ir[160];
+        snprintf(ir, sizeof ir, "If-Range: %s", rq->if_range);
+        if ((t = curl_slist_append(l, ir)) != NULL) l = t;
+        else ok = 0;
+    }
+    if (l) curl_easy_setopt(c, CURLOPT_HTTPHEADER, l);
+    *hl = l;
+    return ok;
+}
+
+/* After a transfer: curl's result and the status, counted. */
+static void wsync__hfinish(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__hresp *rs, CURLcode cc)
+{
+    long code = 0;
+    rs->cc = cc;
+    if (curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code) rs->status = code;
+    if (!rs->curl_msg[0] && cc != CURLE_OK) snprintf(rs->curl_msg, sizeof rs->curl_msg, "%s", curl_easy_strerror(cc));
+    WSYNC__HLOCK(h);
+    h->st.requests++;
+    h->st.bytes_down += rs->body_bytes;
+    if (rq->body && rs->status) h->st.bytes_up += rs->up_pos;
+    WSYNC__HUNLOCK(h);
+}
+
+static void wsync__hperform(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__hresp *rs)
+{
+    struct curl_slist *hl = NULL;
+    CURLcode cc;
+    if (!wsync__hsetup(h, c, rq, rs, &hl)) {
+        rs->cc = CURLE_OUT_OF_MEMORY;
+        snprintf(rs->curl_msg, sizeof rs->curl_msg, "%s", "out of memory for request headers");
+        curl_slist_free_all(hl);
+        return;
+    }
+    cc = curl_easy_perform(c);
+    wsync__hfinish(h, c, rq, rs, cc);
+    curl_slist_free_all(hl);
+}
+
+/* A transient failure: worth another attempt. */
+static int wsync__hretryable(const wsync__hresp *rs)
+{
+    if (rs->stopped) return 0;
+    if (rs->cc != CURLE_OK) {
+        switch (rs->cc) {
+        case CURLE_COULDNT_CONNECT: case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_RESOLVE_PROXY:
+        case CURLE_OPERATION_TIMEDOUT: case CURLE_RECV_ERROR: case CURLE_SEND_ERROR: case CURLE_GOT_NOTHING:
+        case CURLE_PARTIAL_FILE: case CURLE_SSL_CONNECT_ERROR: case CURLE_HTTP2: case CURLE_HTTP2_STREAM:
+        case CURLE_WEIRD_SERVER_REPLY:
+            return 1;
+        default:
+            return 0;
+        }
+    }
+    return rs->status == 408 || rs->status == 429 || (rs->status >= 500 && rs->status <= 599 &&
+                                                      rs->status != 501 && rs->status != 505);
+}
+
+/* Waits before attempt `attempt` (2, 3, ...): backoff doubling with jitter,
+   at least what Retry-After asked, never more than max_backoff_ms. */
+static void wsync__hbackoff(wsync__http *h, unsigned attempt, const wsync__hresp *rs)
+{
+    uint64_t ms = h->o.backoff_ms, x;
+    unsigned k;
+    for (k = 2; k < attempt && ms < h->o.max_backoff_ms; k++) ms *= 2;
+    WSYNC__HLOCK(h);
+    h->rng ^= h->rng << 13;
+    h->rng ^= h->rng >> 7;
+    h->rng ^= h->rng << 17;
+    x = h->rng;
+    h->st.retries++;
+    WSYNC__HUNLOCK(h);
+    ms += ms ? x % (ms / 4 + 1) : 0; /* up to 25% more, so clients do not retry in step */
+    if (rs->retry_after_ms >= 0 && (uint64_t)rs->retry_after_ms > ms) ms = (uint64_t)rs->retry_after_ms;
+    if (ms > h->o.max_backoff_ms) ms = h->o.max_backoff_ms;
+    wsync__hsleep_ms((unsigned)ms);
+}
+
+/* "PUT http://...: HTTP 503 (body...) after 5 attempts" into err. */
+static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const wsync__hreq *rq,
+                                      const wsync__hresp *rs, unsigned attempts)
+{
+    char body[WSYNC__HTTP_ERRBODY + 8];
+    size_t i, o = 0;
+    (void)h;
+    for (i = 0; i < rs->errbody_len && o + 1 < sizeof body; i++) {
+        unsigned char ch = (unsigned char)rs->errbody[i];
+        body[o++] = ch >= 0x20 && ch < 0x7F ? (char)ch : ' ';
+    }
+    body[o] = 0;
+    if (rs->cc != CURLE_OK)
+        return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d%s%ld) after %u attempt%s", rq->method,
+                            rq->url, rs->curl_msg, (int)rs->cc, rs->status ? ", HTTP " : "", rs->status, attempts,
+                            attempts == 1 ? "" : "s");
+    if (rs->status == 404)
+        return wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP 404 from %s %s)", rq->what, rq->method,
+                            rq->url);
+    if (rs->status == 401 || rs->status == 403)
+        return wsync__hfail(err, WSYNC_ERR_AUTH,
+                            "authentication failed: HTTP %ld from %s %s (check the credentials or the server's "
+                            "permissions; not retried)",
+                            rs->status, rq->method, rq->url);
+    if (rs->status == 405 && (strcmp(rq->method, "PUT") == 0 || strcmp(rq->method, "DELETE") == 0))
+        return wsync__hfail(err, WSYNC_ERR_IO,
+                            "HTTP 405 from %s %s: the server does not accept %s (nginx: dav_methods PUT DELETE MKCOL)",
+                            rq->method, rq->url, rq->method);
+    if (rs->status == 413)
+        return wsync__hfail(err, WSYNC_ERR_IO,
+                            "HTTP 413 from %s %s: the object (%lu bytes) is above the server's limit (nginx: "
+                            "client_max_body_size 0)",
+                            rq->method, rq->url, (unsigned long)rq->body_len);
+    return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: HTTP %ld%s%s after %u attempt%s", rq->method, rq->url, rs->status,
+                        body[0] ? ": " : "", body, attempts, attempts == 1 ? "" : "s");
+}
+
+/* One request with retries; the final response in rs. `reset` runs before
+   each attempt (a body collector starts over). WSYNC_OK means a response
+   arrived (any status); transfer failures that outlast the attempts and
+   non-retryable curl errors are WSYNC_ERR_IO. */
+static wsync_result wsync__hrequest(wsync__http *h, const wsync__hreq *rq, wsync__hresp *rs,
+                                    void (*reset)(void *), void *reset_user, wsync_error *err)
+{
+    CURL *c = wsync__hacquire(h);
+    unsigned attempt;
+    if (!c) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s %s: no curl handle", rq->method, rq->url);
+    for (attempt = 1;; attempt++) {
+        if (reset) reset(reset_user);
+        wsync__hperform(h, c, rq, rs);
+        if (!wsync__hretryable(rs) || attempt >= (rq->attempts ? rq->attempts : h->o.max_attempts)) break;
+        wsync__hbackoff(h, attempt + 1, rs);
+    }
+    wsync__hrelease(h, c);
+    if (rs->cc != CURLE_OK && !rs->stopped) return wsync__hfail_resp(h, err, rq, rs, attempt);
+    if (wsync__hretryable(rs)) return wsync__hfail_resp(h, err, rq, rs, attempt);
+    return WSYNC_OK;
+}
+
+/* ---- URLs ---- */
+
+/* base + "/" + key percent-encoded (unreserved and '/' kept); NULL on OOM. */
+static char *wsync__hurl(const wsync__http *h, const char *key, int trailing_slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t kl = strlen(key), i, o;
+    char *u;
+    if (kl > ((size_t)-1 - h->base_len - 8) / 3) return NULL;
+    u = (char *)wsync__halloc(&h->a, h->base_len + 1 + 3 * kl + 2);
+    if (!u) return NULL;
+    memcpy(u, h->base, h->base_len);
+    o = h->base_len;
+    u[o++] = '/';
+    for (i = 0; i < kl; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+            c == '_' || c == '~' || c == '/') {
+            u[o++] = (char)c;
+        } else {
+            u[o++] = '%';
+            u[o++] = hex[c >> 4];
+            u[o++] = hex[c & 15];
+        }
+    }
+    if (trailing_slash && (o == 0 || u[o - 1] != '/')) u[o++] = '/';
+    u[o] = 0;
+    return u;
+}
+
+/* ---- put ---- */
+
+/* MKCOL every collection above the key (after a 409: the server does not
+   create parents itself). Existing ones answer 405; both are fine. */
+static wsync_result wsync__hmkcols(wsync__http *h, const char *key, wsync_error *err)
+{
+    char *url = wsync__hurl(h, key, 0), *p;
+    size_t path_at;
+    wsync_result r = WSYNC_OK;
+    if (!url) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    p = strstr(url, "://");
+    p = p ? strchr(p + 3, '/') : NULL;
+    path_at = p ? (size_t)(p - url) + 1 : strlen(url);
+    for (p = url + path_at; *p && r == WSYNC_OK; p++) {
+        wsync__hreq rq;
+        wsync__hresp rs;
+        char save;
+        if (*p != '/') continue;
+        save = p[1];
+        p[1] = 0;
+        memset(&rq, 0, sizeof rq);
+        rq.method = "MKCOL";
+        rq.url = url;
+        rq.what = key;
+        r = wsync__hrequest(h, &rq, &rs, NULL, NULL, err);
+        if (r == WSYNC_OK && rs.status != 201 && rs.status != 405 && rs.status != 200 && rs.status != 204)
+            r = wsync__hfail_resp(h, err, &rq, &rs, 1);
+        p[1] = save;
+    }
+    wsync__hfree(&h->a, url);
+    return r;
+}
+
+static wsync_result wsync__http_put(void *user, const char *key, const void *bytes, size_t len, wsync_error *err)
+{
+    wsync__http *h = (wsync__http *)user;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r;
+    char *url;
+    int round;
+    wsync__herr_reset(err);
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!bytes && len) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no bytes");
+    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    memset(&rq, 0, sizeof rq);
+    rq.method = "PUT";
+    rq.url = url;
+    rq.what = key;
+    rq.body = (const uint8_t *)(bytes ? bytes : "");
+    rq.body_len = len;
+    /* a first attempt alone: a missing parent collection is a 409 (or a
+       500, from nginx without create_full_put_path), answered with MKCOLs */
+    for (round = 0; round < 2; round++) {
+        rq.attempts = round == 0 ? 1 : 0;
+        r = wsync__hrequest(h, &rq, &rs, NULL, NULL, err);
+        if (r != WSYNC_OK && !(round == 0 && wsync__hretryable(&rs))) break;
+        if (r == WSYNC_OK && rs.status >= 200 && rs.status < 300) break;
+        if (round == 0 && (r != WSYNC_OK || wsync__hretryable(&rs) || rs.status == 409)) {
+            if (rs.cc == CURLE_OK && (rs.status == 409 || rs.status == 500) && strchr(key, '/') &&
+                (r = wsync__hmkcols(h, key, err)) != WSYNC_OK)
+                break;
+            wsync__hbackoff(h, 2, &rs);
+            continue;
+        }
+        r = wsync__hfail_resp(h, err, &rq, &rs, round + 1);
+        break;
+    }
+    wsync__hfree(&h->a, url);
+    return r;
+}
+
+/* ---- head, del ---- */
+
+/* A key that names a directory: nginx redirects to the URL with a '/'. */
+static int wsync__his_dir_redirect(const wsync__hresp *rs)
+{
+    size_t n = strlen(rs->location);
+    return (rs->status == 301 || rs->status == 302) && n && rs->location[n - 1] == '/';
+}
+
+static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size, wsync_error *err)
+{
+    wsync__http *h = (wsync__http *)user;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r;
+    char *url;
+    wsync__herr_reset(err);
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    memset(&rq, 0, sizeof rq);
+    rq.method = "HEAD";
+    rq.url = url;
+    rq.what = key;
+    r = wsync__hrequest(h, &rq, &rs, NULL, NULL, err);
+    if (r == WSYNC_OK) {
+        if (rs.status == 200 && rs.has_length) {
+            if (size) *size = rs.length;
+        } else if (rs.status == 200) {
+            r = wsync__hfail(err, WSYNC_ERR_IO, "HEAD %s: HTTP 200 without a Content-Length", url);
+        } else if (wsync__his_dir_redirect(&rs)) {
+            r = wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP %ld from HEAD %s: a directory)", key,
+                             rs.status, url);
+        } else {
+            r = wsync__hfail_resp(h, err, &rq, &rs, 1);
+        }
+    }
+    wsync__hfree(&h->a, url);
+    return r;
+}
+
+static wsync_result wsync__http_del(void *user, const char *key, wsync_error *err)
+{
+    wsync__http *h = (wsync__http *)user;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r;
+    char *url;
+    wsync__herr_reset(err);
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    memset(&rq, 0, sizeof rq);
+    rq.method = "DELETE";
+    rq.url = url;
+    rq.what = key;
+    r = wsync__hrequest(h, &rq, &rs, NULL, NULL, err);
+    if (r == WSYNC_OK && !(rs.status >= 200 && rs.status < 300)) r = wsync__hfail_resp(h, err, &rq, &rs, 1);
+    wsync__hfree(&h->a, url);
+    return r;
+}
+
+/* ---- get: one stream, resumed after a cut ---- */
+
+/* What a stream learned about the object. */
+typedef struct wsync__hinfo {
+    int have_total;
+    uint64_t total;
+    uint64_t pos;             /* absolute offset after the last byte sunk */
+    int ranges_ok;            /* the server answered the range with a 206 */
+    uint64_t demand_hi;       /* a strict range's last byte (UINT64_MAX: none) */
+    char etag[128];
+} wsync__hinfo;
+
+typedef struct wsync__hstream {
+    const char *key;
+    uint64_t lo, hi;          /* wanted bytes, inclusive; hi UINT64_MAX: to the end */
+    int strict;               /* hi is demanded (past the end: OUT_OF_BOUNDS), else a cap */
+    uint64_t pos;             /* next absolute offset the sink wants */
+    uint64_t skip_to;         /* a 200 answer: absolute offset of its next byte */
+    int whole;                /* this attempt's answer is the whole object (200) */
+    int first;                /* no response checked yet */
+    int done;                 /* got everything wanted (a 200 stopped early) */
+    int sink_rc;
+    int fail;                 /* on_headers refused: see code/msg */
+    wsync_result code;
+    char msg[256];
+    wsync_sink_fn sink;
+    void *sink_user;
+    wsync__hinfo *info;
+} wsync__hstream;
+
+static int wsync__hstream_refuse(wsync__hstream *s, wsync_result code, const char *msg)
+{
+    s->fail = 1;
+    s->code = code;
+    snprintf(s->msg, sizeof s->msg, "%s", msg);
+    return 1;
+}
+
+static int wsync__hstream_headers(void *user, wsync__hresp *rs)
+{
+    wsync__hstream *s = (wsync__hstream *)user;
+    wsync__hinfo *in = s->info;
+    uint64_t total;
+    char m[256];
+    s->whole = 0;
+    if (rs->status == 206) {
+        if (!rs->has_cr || rs->cr_star || rs->cr_lo != s->pos || (s->hi != UINT64_MAX && rs->cr_hi > s->hi))
+            return wsync__hstream_refuse(s, WSYNC_ERR_IO, "HTTP 206 with a Content-Range other than the one asked for");
+        if (!rs->cr_total_known)
+            return wsync__hstream_refuse(s, WSYNC_ERR_IO, "HTTP 206 without the object's size in Content-Range");
+        total = rs->cr_total;
+        if (s->first) in->ranges_ok = 1;
+    } else if (rs->status == 200) {
+        if (!rs->has_length) return wsync__hstream_refuse(s, WSYNC_ERR_IO, "HTTP 200 without a Content-Length");
+        total = rs->length;
+        s->whole = 1;
+        s->skip_to = 0;
+        if (!s->strict) s->hi = UINT64_MAX; /* ranges ignored: take it all now */
+    } else {
+        return 0; /* an error status: judged after the transfer */
+    }
+    if (s->lo > total || (s->strict && s->hi != UINT64_MAX && s->hi >= total) ||
+        (in->demand_hi != UINT64_MAX && in->demand_hi >= total)) {
+        snprintf(m, sizeof m, "bytes [%llu, %llu] run past the end of '%s' (%llu bytes)", (unsigned long long)s->lo,
+                 (unsigned long long)s->hi, s->key, (unsigned long long)total);
+        return wsync__hstream_refuse(s, WSYNC_ERR_OUT_OF_BOUNDS, m);
+    }
+    if (s->hi != UINT64_MAX && s->hi >= total) s->hi = total ? total - 1 : 0; /* a cap past the end */
+    if (!s->first) {
+        /* a resumed download: the same object, or nothing */
+        if (total != in->total || (in->etag[0] && rs->etag[0] && strcmp(in->etag, rs->etag) != 0)) {
+            snprintf(m, sizeof m, "'%s' was replaced while it was being downloaded", s->key);
+            return wsync__hstream_refuse(s, WSYNC_ERR_IO, m);
+        }
+    } else {
+        s->first = 0;
+        in->have_total = 1;
+        in->total = total;
+        snprintf(in->etag, sizeof in->etag, "%s", rs->etag);
+    }
+    return 0;
+}
+
+/* The absolute end (exclusive) of what this stream wants. */
+static uint64_t wsync__hstream_end(const wsync__hstream *s)
+{
+    if (s->hi != UINT64_MAX) return s->info->have_total && s->info->total == 0 ? 0 : s->hi + 1;
+    return s->info->have_total ? s->info->total : UINT64_MAX;
+}
+
+static int wsync__hstream_body(void *user, const void *p, size_t n)
+{
+    wsync__hstream *s = (wsync__hstream *)user;
+    const uint8_t *b = (const uint8_t *)p;
+    uint64_t end = wsync__hstream_end(s);
+    if (s->whole) {
+        /* the whole object: skip to pos, stop after hi */
+        uint64_t at = s->skip_to;
+        s->skip_to += n;
+        if (at + n <= s->pos) return 0;
+        if (at < s->pos) {
+            b += s->pos - at;
+            n -= (size_t)(s->pos - at);
+        }
+    }
+    if (s->pos >= end) n = 0;
+    else if (n > end - s->pos) n = (size_t)(end - s->pos);
+    if (n && (s->sink_rc = s->sink(s->sink_user, b, n)) != 0) return 1;
+    s->pos += n;
+    if (s->pos == end && s->whole && s->skip_to < s->info->total) {
+        s->done = 1;
+        return 1; /* the rest of a 200 is not wanted */
+    }
+    return 0;
+}
+
+/* Streams bytes [lo, hi] (hi UINT64_MAX: to the end; strict 0: hi is only a
+   cap) of url into the sink, resuming by range after a cut. */
+static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const char *key, uint64_t lo, uint64_t hi,
+                                       int strict, int open_first, wsync_sink_fn sink, void *sink_user,
+                                       wsync__hinfo *info, wsync_error *err)
+{
+    wsync__hstream s;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    CURL *c = wsync__hacquire(h);
+    unsigned attempt = 0, stalls = 0;
+    wsync_result r = WSYNC_OK;
+    if (!c) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: no curl handle", url);
+    memset(&s, 0, sizeof s);
+    s.key = key;
+    s.lo = lo;
+    s.hi = hi;
+    s.strict = strict;
+    s.pos = lo;
+    s.first = !info->have_total;
+    s.sink = sink;
+    s.sink_user = sink_user;
+    s.info = info;
+    if (info->have_total && s.hi != UINT64_MAX && s.hi >= info->total && !strict)
+        s.hi = info->total ? info->total - 1 : 0;
+    memset(&rq, 0, sizeof rq);
+    rq.method = "GET";
+    rq.url = url;
+    rq.what = key;
+    rq.on_body = wsync__hstream_body;
+    rq.on_body_user = &s;
+    rq.on_headers = wsync__hstream_headers;
+    rq.on_headers_user = &s;
+    for (;;) {
+        uint64_t before = s.pos, want_end;
+        attempt++;
+        /* the first request of a whole-object download goes without a range */
+        rq.has_range = !(open_first && s.first && s.pos == 0 && s.hi == UINT64_MAX);
+        rq.range_lo = s.pos;
+        rq.range_hi = s.hi;
+        rq.if_range = !s.first && info->etag[0] ? info->etag : NULL;
+        s.done = 0;
+        wsync__hperform(h, c, &rq, &rs);
+        if (s.fail) {
+            r = wsync__hfail(err, s.code, "GET %s: %s", url, s.msg);
+            break;
+        }
+        if (s.sink_rc) {
+            r = wsync__hfail(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", s.sink_rc, key, url);
+            break;
+        }
+        if (rs.status == 416 && rs.cc == CURLE_OK) {
+            /* nothing at or after pos: fine only for an open range at the very end */
+            uint64_t sz = rs.has_cr && rs.cr_star ? rs.cr_total : UINT64_MAX;
+            if (sz != UINT64_MAX && !info->have_total) {
+                info->have_total = 1;
+                info->total = sz;
+            }
+            if (sz != UINT64_MAX && s.pos == sz && (hi == UINT64_MAX || !strict)) break;
+            r = wsync__hfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                             "offset %llu is past the end of '%s' (%llu bytes; HTTP 416 from GET %s)",
+                             (unsigned long long)s.pos, key, (unsigned long long)(sz == UINT64_MAX ? 0 : sz), url);
+            break;
+        }
+        want_end = wsync__hstream_end(&s);
+        if (s.done || (rs.cc == CURLE_OK && (rs.status == 200 || rs.status == 206))) {
+            if (s.pos == want_end) break;
+            /* fewer bytes than announced without an error: a cut; go on below */
+        } else if (rs.cc == CURLE_OK && (rs.status < 200 || rs.status >= 300) && !wsync__hretryable(&rs)) {
+            if (wsync__his_dir_redirect(&rs))
+                r = wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP %ld from GET %s: a directory)",
+                                 key, rs.status, url);
+            else r = wsync__hfail_resp(h, err, &rq, &rs, attempt);
+            break;
+        } else if (rs.cc != CURLE_OK && !wsync__hretryable(&rs)) {
+            r = wsync__hfail_resp(h, err, &rq, &rs, attempt);
+            break;
+        }
+        /* again, from where the sink is */
+        if (s.pos > before && rs.cc != CURLE_OPERATION_TIMEDOUT) {
+            /* progress resets the count, except from a server too slow to keep */
+            stalls = 0;
+            wsync__hcount(h, &h->st.resumed, 1);
+        } else stalls++;
+        if (stalls >= h->o.max_attempts || attempt >= 4 * h->o.max_attempts) {
+            if (rs.cc == CURLE_OK && (rs.status == 200 || rs.status == 206))
+                r = wsync__hfail(err, WSYNC_ERR_IO, "GET %s: the body ended early (at byte %llu) after %u attempts",
+                                 url, (unsigned long long)s.pos, attempt);
+            else r = wsync__hfail_resp(h, err, &rq, &rs, attempt);
+            break;
+        }
+        wsync__hbackoff(h, stalls + 1, &rs);
+    }
+    wsync__hrelease(h, c);
+    info->pos = s.pos;
+    return r;
+}
+
+/* ---- get: large downloads as parallel ranged GETs ---- */
+
+typedef struct wsync__hpart {
+    CURL *c;
+    struct curl_slist *hl;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    uint64_t lo, hi;       /* inclusive */
+    uint8_t *buf;
+    uint64_t got;
+    unsigned attempts;
+    int state;             /* 0 idle, 1 running, 2 waiting to retry, 3 done (not yet sunk) */
+    double retry_at;
+    size_t index;          /* part number */
+    const char *expect_etag;
+    uint64_t expect_total;
+    int bad;               /* the response was not the range asked for */
+} wsync__hpart;
+
+static int wsync__hpart_headers(void *user, wsync__hresp *rs)
+{
+    wsync__hpart *p = (wsync__hpart *)user;
+    if (rs->status < 200 || rs->status >= 300) return 0;
+    if (rs->status != 206 || !rs->has_cr || rs->cr_star || rs->cr_lo != p->lo + p->got || rs->cr_hi != p->hi ||
+        !rs->cr_total_known || rs->cr_total != p->expect_total ||
+        (p->expect_etag[0] && rs->etag[0] && strcmp(p->expect_etag, rs->etag) != 0)) {
+        p->bad = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static int wsync__hpart_body(void *user, const void *b, size_t n)
+{
+    wsync__hpart *p = (wsync__hpart *)user;
+    if (n > p->hi - p->lo + 1 - p->got) {
+        p->bad = 1;
+        return 1;
+    }
+    memcpy(p->buf + p->got, b, n);
+    p->got += n;
+    return 0;
+}
+
+static int wsync__hpart_start(wsync__http *h, CURLM *m, wsync__hpart *p, const char *url, const char *key)
+{
+    memset(&p->rq, 0, sizeof p->rq);
+    p->rq.method = "GET";
+    p->rq.url = url;
+    p->rq.what = key;
+    p->rq.has_range = 1;
+    p->rq.range_lo = p->lo + p->got;
+    p->rq.range_hi = p->hi;
+    p->rq.if_range = p->expect_etag[0] ? p->expect_etag : NULL;
+    p->rq.on_body = wsync__hpart_body;
+    p->rq.on_body_user = p;
+    p->rq.on_headers = wsync__hpart_headers;
+    p->rq.on_headers_user = p;
+    if (!wsync__hsetup(h, p->c, &p->rq, &p->rs, &p->hl)) return 0;
+    p->bad = 0;
+    p->attempts++;
+    p->state = 1;
+    return curl_multi_add_handle(m, p->c) == CURLM_OK;
+}
+
+/* Bytes [lo, end) of url, known to be `total` long and served in ranges, in
+   parts of part_size over `parallel` connections; each part goes to the sink
+   in order as soon as those before it have. */
+static wsync_result wsync__hparallel(wsync__http *h, const char *url, const char *key, uint64_t lo, uint64_t end,
+                                     uint64_t total, const char *etag, wsync_sink_fn sink, void *sink_user,
+                                     wsync_error *err)
+{
+    wsync__hpart parts[16];
+    unsigned n_slots = h->o.parallel > 16 ? 16 : h->o.parallel, i;
+    uint64_t psize = h->o.part_size, n_parts = (end - lo + psize - 1) / psize, next_part = 0, next_sink = 0;
+    CURLM *m = NULL;
+    int own_multi = 0;
+    wsync_result r = WSYNC_OK;
+    memset(parts, 0, sizeof parts);
+    WSYNC__HLOCK(h);
+    if (h->multi && !h->multi_busy) {
+        m = h->multi;
+        h->multi_busy = 1;
+    }
+    WSYNC__HUNLOCK(h);
+    if (!m) {
+        m = curl_multi_init();
+        own_multi = 1;
+    }
+    if (!m) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: no curl multi handle", url);
+    if (n_slots > n_parts) n_slots = (unsigned)n_parts;
+    for (i = 0; i < n_slots; i++) {
+        parts[i].c = wsync__hacquire(h);
+        parts[i].buf = (uint8_t *)wsync__halloc(&h->a, (size_t)psize);
+        parts[i].expect_etag = etag;
+        parts[i].expect_total = total;
+        if (!parts[i].c || !parts[i].buf) {
+            r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: %u parts of %llu bytes", url, n_slots,
+                             (unsigned long long)psize);
+            goto done;
+        }
+    }
+    wsync__hcount(h, &h->st.parallel_gets, 1);
+    while (r == WSYNC_OK && next_sink < n_parts) {
+        int running = 0, left;
+        CURLMsg *msg;
+        double now = wsync__hnow();
+        /* start idle slots on new parts, and parts whose retry time came */
+        for (i = 0; i < n_slots && r == WSYNC_OK; i++) {
+            wsync__hpart *p = &parts[i];
+            if (p->state == 0 && next_part < n_parts) {
+                p->index = (size_t)next_part;
+                p->lo = lo + next_part * psize;
+                p->hi = p->lo + psize - 1 < end - 1 ? p->lo + psize - 1 : end - 1;
+                p->got = 0;
+                p->attempts = 0;
+                next_part++;
+                if (!wsync__hpart_start(h, m, p, url, key))
+                    r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: cannot start a part", url);
+            } else if (p->state == 2 && now >= p->retry_at) {
+                curl_slist_free_all(p->hl);
+                p->hl = NULL;
+                wsync__hcount(h, &h->st.retries, 1);
+                if (!wsync__hpart_start(h, m, p, url, key))
+                    r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: cannot restart a part", url);
+            }
+        }
+        if (r != WSYNC_OK) break;
+        curl_multi_perform(m, &running);
+        while ((msg = curl_multi_info_read(m, &left)) != NULL) {
+            wsync__hpart *p = NULL;
+            if (msg->msg != CURLMSG_DONE) continue;
+            for (i = 0; i < n_slots; i++)
+                if (parts[i].c == msg->easy_handle && parts[i].state == 1) p = &parts[i];
+            if (!p) continue;
+            curl_multi_remove_handle(m, p->c);
+            wsync__hfinish(h, p->c, &p->rq, &p->rs, msg->data.result);
+            if (p->bad) {
+                r = wsync__hfail(err, WSYNC_ERR_IO,
+                                 "GET %s: part %llu-%llu: HTTP %ld with the wrong range or size, or '%s' was replaced "
+                                 "while it was being downloaded",
+                                 url, (unsigned long long)p->lo, (unsigned long long)p->hi, p->rs.status, key);
+            } else if (p->rs.cc == CURLE_OK && p->rs.status == 206 && p->got == p->hi - p->lo + 1) {
+                p->state = 3;
+            } else if ((wsync__hretryable(&p->rs) || (p->rs.cc == CURLE_OK && p->rs.status == 206)) &&
+                       p->attempts < h->o.max_attempts) {
+                /* cut short or transient: resume this part from what it holds */
+                uint64_t ms = h->o.backoff_ms;
+                unsigned k;
+                for (k = 1; k < p->attempts && ms < h->o.max_backoff_ms; k++) ms *= 2;
+                if (p->rs.retry_after_ms >= 0 && (uint64_t)p->rs.retry_after_ms > ms) ms = (uint64_t)p->rs.retry_after_ms;
+                if (ms > h->o.max_backoff_ms) ms = h->o.max_backoff_ms;
+                p->state = 2;
+                p->retry_at = wsync__hnow() + (double)ms / 1000.0;
+                if (p->got) wsync__hcount(h, &h->st.resumed, 1);
+            } else {
+                r = wsync__hfail_resp(h, err, &p->rq, &p->rs, p->attempts);
+            }
+        }
+        /* parts done in order go to the sink, freeing their slots */
+        for (;;) {
+            wsync__hpart *p = NULL;
+            int rc;
+            for (i = 0; i < n_slots; i++)
+                if (parts[i].state == 3 && parts[i].index == next_sink) p = &parts[i];
+            if (!p || r != WSYNC_OK) break;
+            if ((rc = sink(sink_user, p->buf, (size_t)p->got)) != 0) {
+                r = wsync__hfail(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", rc, key, url);
+                break;
+            }
+            curl_slist_free_all(p->hl);
+            p->hl = NULL;
+            p->state = 0;
+            next_sink++;
+        }
+        if (r == WSYNC_OK && next_sink < n_parts) curl_multi_poll(m, NULL, 0, running ? 100 : 10, NULL);
+    }
+done:
+    for (i = 0; i < n_slots; i++) {
+        if (parts[i].state == 1) curl_multi_remove_handle(m, parts[i].c);
+        curl_slist_free_all(parts[i].hl);
+        if (parts[i].c) {
+            if (r == WSYNC_OK) wsync__hrelease(h, parts[i].c);
+            else curl_easy_cleanup(parts[i].c); /* may sit in an aborted transfer */
+        }
+        wsync__hfree(&h->a, parts[i].buf);
+    }
+    if (own_multi) curl_multi_cleanup(m);
+    else {
+        WSYNC__HLOCK(h);
+        h->multi_busy = 0;
+        WSYNC__HUNLOCK(h);
+    }
+    return r;
+}
+
+/* A download: a plain stream, or (large, and the server serves ranges)
+   one part first to learn the size, then the rest in parallel. */
+static wsync_result wsync__http_get(void *user, const char *key, uint64_t offset, uint64_t len, wsync_sink_fn sink,
+                                    void *sink_user, uint64_t *size, wsync_error *err)
+{
+    wsync__http *h = (wsync__http *)user;
+    wsync__hinfo info;
+    wsync_result r;
+    char *url;
+    uint64_t total = 0, hi;
+    int may_parallel;
+    wsync__herr_reset(err);
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!sink) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no sink");
+    if (len == 0) {
+        /* nothing to transfer: the size decides */
+        if ((r = wsync__http_head(user, key, &total, err)) != WSYNC_OK) return r;
+        if (size) *size = total;
+        if (offset > total)
+            return wsync__hfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "offset %llu is past the end of '%s' (%llu bytes)",
+                                (unsigned long long)offset, key, (unsigned long long)total);
+        return WSYNC_OK;
+    }
+    if (len != UINT64_MAX && len - 1 > UINT64_MAX - 1 - offset)
+        return wsync__hfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "a range of '%s' past 2^64", key);
+    hi = len == UINT64_MAX ? UINT64_MAX : offset + len - 1;
+    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    memset(&info, 0, sizeof info);
+    info.demand_hi = hi;
+    may_parallel = h->o.parallel > 1 && (hi == UINT64_MAX || hi - offset + 1 > h->o.parallel_threshold) &&
+                   h->o.part_size < UINT64_MAX - offset;
+    if (!may_parallel) {
+        r = wsync__hstream_run(h, url, key, offset, hi, 1, 1, sink, sink_user, &info, err);
+    } else {
+        /* a strict range is checked against the size before any byte is sunk */
+        uint64_t first_hi = offset + h->o.part_size - 1, end;
+        if (hi != UINT64_MAX && first_hi > hi) first_hi = hi;
+        r = wsync__hstream_run(h, url, key, offset, first_hi, 0, 0, sink, sink_user, &info, err);
+        end = hi == UINT64_MAX ? info.total : hi + 1;
+        if (r == WSYNC_OK && info.have_total && info.pos < end) {
+            if (info.ranges_ok && end - offset > h->o.parallel_threshold)
+                r = wsync__hparallel(h, url, key, info.pos, end, info.total, info.etag, sink, sink_user, err);
+            else
+                r = wsync__hstream_run(h, url, key, info.pos, end - 1, 1, 0, sink, sink_user, &info, err);
+        }
+    }
+    if (r == WSYNC_OK && size && info.have_total) *size = info.total;
+    else if (size && info.have_total && r == WSYNC_ERR_OUT_OF_BOUNDS) *size = info.total;
+    wsync__hfree(&h->a, url);
+    return r;
+}
+
+/* ---- list: JSON directory listings, walked from the prefix's directory ---- */
+
+typedef struct wsync__hkey {
+    char *key;
+    uint64_t size;
+} wsync__hkey;
+
+typedef struct wsync__hlist {
+    wsync__http *h;
+    const char *prefix;
+    size_t plen;
+    wsync__hkey *keys;
+    size_t n, cap;
+    char **dirs;           /* directories still to read (relative, ending in '/') */
+    size_t n_dirs, cap_dirs;
+    const char *dir;       /* the directory being parsed */
+    int oom, too_many;
+    /* the body of one listing */
+    char *body;
+    size_t body_len, body_cap;
+    int body_big;
+} wsync__hlist;
+
+static int wsync__hgrow(const wsync_allocator *a, void **p, size_t *cap, size_t n, size_t elem)
+{
+    size_t nc;
+    void *np;
+    if (n < *cap) return 1;
+    nc = *cap ? *cap * 2 : 64;
+    if (nc > ((size_t)-1) / elem) return 0;
+    if (!(np = wsync__halloc(a, nc * elem))) return 0;
+    if (*p && n) memcpy(np, *p, n * elem);
+    wsync__hfree(a, *p);
+    *p = np;
+    *cap = nc;
+    return 1;
+}
+
+static char *wsync__hjoin(const wsync_allocator *a, const char *dir, const char *name, size_t nlen, int slash)
+{
+    size_t dl = strlen(dir);
+    char *k = (char *)wsync__halloc(a, dl + nlen + 2);
+    if (!k) return NULL;
+    memcpy(k, dir, dl);
+    memcpy(k + dl, name, nlen);
+    if (slash) k[dl + nlen++] = '/';
+    k[dl + nlen] = 0;
+    return k;
+}
+
+static int wsync__hlist_entry(void *user, const char *name, size_t nlen, int is_dir, uint64_t size)
+{
+    wsync__hlist *l = (wsync__hlist *)user;
+    const wsync_allocator *a = &l->h->a;
+    char *k;
+    size_t kl;
+    if (l->oom || l->too_many) return 1;
+    if (!(k = wsync__hjoin(a, l->dir, name, nlen, is_dir))) {
+        l->oom = 1;
+        return 1;
+    }
+    kl = strlen(k);
+    if (kl != strlen(l->dir) + nlen + (is_dir ? 1u : 0u) || kl > 1024) { /* NUL inside, or too long */
+        wsync__hfree(a, k);
+        return 0;
+    }
+    if (is_dir) {
+        /* only directories that can hold keys with the prefix */
+        size_t m = kl < l->plen ? kl : l->plen;
+        if (strncmp(k, l->prefix, m) != 0) {
+            wsync__hfree(a, k);
+            return 0;
+        }
+        if (!wsync__hgrow(a, (void **)&l->dirs, &l->cap_dirs, l->n_dirs, sizeof *l->dirs)) {
+            wsync__hfree(a, k);
+            l->oom = 1;
+            return 1;
+        }
+        l->dirs[l->n_dirs++] = k;
+        return 0;
+    }
+    if (strncmp(k, l->prefix, l->plen) != 0 || wsync_store_key_check(k, NULL) != WSYNC_OK) {
+        wsync__hfree(a, k); /* not asked for, or not a key (a temporary name, a control byte) */
+        return 0;
+    }
+    if (l->n >= WSYNC__HTTP_LIST_KEYS) {
+        wsync__hfree(a, k);
+        l->too_many = 1;
+        return 1;
+    }
+    if (!wsync__hgrow(a, (void **)&l->keys, &l->cap, l->n, sizeof *l->keys)) {
+        wsync__hfree(a, k);
+        l->oom = 1;
+        return 1;
+    }
+    l->keys[l->n].key = k;
+    l->keys[l->n].size = size;
+    l->n++;
+    return 0;
+}
+
+static int wsync__hlist_body(void *user, const void *p, size_t n)
+{
+    wsync__hlist *l = (wsync__hlist *)user;
+    if (n > WSYNC__HTTP_LIST_MAX - l->body_len) {
+        l->body_big = 1;
+        return 1;
+    }
+    if (l->body_len + n > l->body_cap) {
+        size_t nc = l->body_cap ? l->body_cap : 4096;
+        char *nb;
+        while (nc < l->body_len + n) nc *= 2;
+        if (!(nb = (char *)wsync__halloc(&l->h->a, nc))) {
+            l->oom = 1;
+            return 1;
+        }
+        if (l->body_len) memcpy(nb, l->body, l->body_len);
+        wsync__hfree(&l->h->a, l->body);
+        l->body = nb;
+        l->body_cap = nc;
+    }
+    memcpy(l->body + l->body_len, p, n);
+    l->body_len += n;
+    return 0;
+}
+
+static void wsync__hlist_reset(void *user)
+{
+    wsync__hlist *l = (wsync__hlist *)user;
+    l->body_len = 0;
+    l->body_big = 0;
+}
+
+static int wsync__hcmp_key(const void *a, const void *b)
+{
+    return strcmp(((const wsync__hkey *)a)->key, ((const wsync__hkey *)b)->key);
+}
+
+/* Reads one directory's listing; a missing directory lists nothing. */
+static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_error *err)
+{
+    wsync__http *h = l->h;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r;
+    char *url = wsync__hurl(h, dir, 1);
+    if (!url) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    if (!dir[0]) url[h->base_len + 1] = 0; /* the root: base + "/" */
+    memset(&rq, 0, sizeof rq);
+    rq.method = "GET";
+    rq.url = url;
+    rq.what = dir[0] ? dir : "(the root)";
+    rq.on_body = wsync__hlist_body;
+    rq.on_body_user = l;
+    r = wsync__hrequest(h, &rq, &rs, wsync__hlist_reset, l, err);
+    if (r == WSYNC_OK && rs.stopped) {
+        r = l->oom ? wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
+                   : wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %lu bytes", url,
+                                  (unsigned long)WSYNC__HTTP_LIST_MAX);
+    } else if (r == WSYNC_OK && rs.status == 404) {
+        r = WSYNC_OK;
+    } else if (r == WSYNC_OK && rs.status == 200) {
+        wsync_error perr;
+        l->dir = dir;
+        r = wsync_http_listing_parse(l->body, l->body_len, wsync__hlist_entry, l, &perr);
+        if (r != WSYNC_OK) {
+            r = wsync__hfail(err, r, "GET %s (HTTP 200): %s (is `autoindex on; autoindex_format json;` set?)", url,
+                             perr.message);
+            if (err) err->offset = perr.offset;
+        } else if (l->oom) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+        else if (l->too_many) r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
+                                             WSYNC__HTTP_LIST_KEYS);
+    } else if (r == WSYNC_OK) {
+        r = wsync__hfail_resp(h, err, &rq, &rs, 1);
+    }
+    wsync__hfree(&h->a, url);
+    return r;
+}
+
+static wsync_result wsync__http_list(void *user, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err)
+{
+    wsync__http *h = (wsync__http *)user;
+    wsync__hlist l;
+    wsync_result r = WSYNC_OK;
+    const char *slash;
+    size_t i, depth_guard = 0;
+    char *start;
+    wsync__herr_reset(err);
+    if (!fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
+    memset(&l, 0, sizeof l);
+    l.h = h;
+    l.prefix = prefix ? prefix : "";
+    l.plen = strlen(l.prefix);
+    /* start in the deepest directory the prefix names whole */
+    slash = strrchr(l.prefix, '/');
+    start = wsync__hjoin(&h->a, "", l.prefix, slash ? (size_t)(slash - l.prefix) + 1 : 0, 0);
+    if (!start) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
+    l.dirs = (char **)wsync__halloc(&h->a, 64 * sizeof *l.dirs);
+    if (!l.dirs) {
+        wsync__hfree(&h->a, start);
+        return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
+    }
+    l.cap_dirs = 64;
+    l.dirs[l.n_dirs++] = start;
+    while (r == WSYNC_OK && l.n_dirs) {
+        char *dir = l.dirs[--l.n_dirs];
+        size_t segs = 0;
+        const char *q;
+        for (q = dir; *q; q++) segs += *q == '/';
+        if (segs > WSYNC__HTTP_LIST_DEPTH || ++depth_guard > WSYNC__HTTP_LIST_KEYS) {
+            r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing: directories nested deeper than %d or too many",
+                             WSYNC__HTTP_LIST_DEPTH);
+        } else {
+            r = wsync__hlist_dir(&l, dir, err);
+        }
+        wsync__hfree(&h->a, dir);
+    }
+    if (r == WSYNC_OK) {
+        if (l.n) qsort(l.keys, l.n, sizeof *l.keys, wsync__hcmp_key);
+        for (i = 0; i < l.n; i++)
+            if (fn(fn_user, l.keys[i].key, l.keys[i].size) != 0) break;
+    }
+    for (i = 0; i < l.n_dirs; i++) wsync__hfree(&h->a, l.dirs[i]);
+    for (i = 0; i < l.n; i++) wsync__hfree(&h->a, l.keys[i].key);
+    wsync__hfree(&h->a, l.dirs);
+    wsync__hfree(&h->a, l.keys);
+    wsync__hfree(&h->a, l.body);
+    return r;
+}
+
+/* ---- open, close ---- */
+
+static void wsync__http_close(void *user)
+{
+    wsync__http *h = (wsync__http *)user;
+    wsync_allocator a;
+    unsigned i;
+    if (!h) return;
+    for (i = 0; i < h->n_pool; i++) curl_easy_cleanup(h->pool[i]);
+    if (h->multi) curl_multi_cleanup(h->multi);
+    curl_slist_free_all(h->headers);
+#if WSYNC__HTTP_THREADS
+    pthread_mutex_destroy(&h->mu);
+#endif
+    a = h->a;
+    wsync__hfree(&a, h->base);
+    wsync__hfree(&a, h);
+    curl_global_cleanup();
+}
+
+static int wsync__hcase_eq_prefix(const char *s, const char *lit)
+{
+    return wsync__hcase_prefix(s, strlen(s), lit);
+}
+
+WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_options *opt, wsync_store *out,
+                                             wsync_error *err)
+{
+    wsync__http *h;
+    wsync_allocator a;
+    size_t n, i, host_at;
+    const char *const *hd;
+    wsync__herr_reset(err);
+    if (!out || !url) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an http:// or https:// URL is needed");
+    memset(out, 0, sizeof *out);
+    if (wsync__hcase_eq_prefix(url, "http://")) host_at = 7;
+    else if (wsync__hcase_eq_prefix(url, "https://")) host_at = 8;
+    else return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "'%s' is not an http:// or https:// URL", url);
+    n = strlen(url);
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)url[i];
+        if (c <= 0x20 || c == 0x7F || c == '?' || c == '#' || c == '\\')
+            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "store URL '%s' has a space, a control byte, '?', '#' or '\\'", url);
+    }
+    while (n > host_at && url[n - 1] == '/') n--;
+    if (n == host_at || url[host_at] == '/')
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s' has no host", url);
+    memset(&a, 0, sizeof a);
+    if (opt) a = opt->allocator;
+    h = (wsync__http *)wsync__halloc(&a, sizeof *h);
+    if (!h) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "HTTP store");
+    memset(h, 0, sizeof *h);
+    h->a = a;
+    if (opt) h->o = *opt;
+    h->o.headers = NULL;
+    if (!h->o.connect_timeout_ms) h->o.connect_timeout_ms = 10000;
+    if (!h->o.low_speed_bytes) h->o.low_speed_bytes = 1024;
+    if (!h->o.low_speed_seconds) h->o.low_speed_seconds = 30;
+    if (!h->o.max_attempts) h->o.max_attempts = 5;
+    if (!h->o.backoff_ms) h->o.backoff_ms = 200;
+    if (!h->o.max_backoff_ms) h->o.max_backoff_ms = 10000;
+    if (!h->o.parallel) h->o.parallel = 4;
+    if (h->o.parallel > 16) h->o.parallel = 16;
+    if (!h->o.parallel_threshold) h->o.parallel_threshold = (uint64_t)64 << 20;
+    if (!h->o.part_size) h->o.part_size = (uint64_t)8 << 20;
+    if (h->o.part_size > ((uint64_t)1 << 30)) h->o.part_size = (uint64_t)1 << 30;
+    h->rng = (uint64_t)(size_t)h ^ (uint64_t)(wsync__hnow() * 1e6) ^ UINT64_C(0x9E3779B97F4A7C15);
+    if (!h->rng) h->rng = 1;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        wsync__hfree(&a, h);
+        return wsync__hfail(err, WSYNC_ERR_IO, "%s", "curl_global_init failed");
+    }
+#if WSYNC__HTTP_THREADS
+    pthread_mutex_init(&h->mu, NULL);
+#endif
+    h->base = (char *)wsync__halloc(&a, n + 1);
+    h->multi = curl_multi_init();
+    if (!h->base || !h->multi) goto oom;
+    memcpy(h->base, url, n);
+    h->base[n] = 0;
+    h->base_len = n;
+    for (hd = opt ? opt->headers : NULL; hd && *hd; hd++) {
+        struct curl_slist *t = curl_slist_append(h->headers, *hd);
+        if (!t) goto oom;
+        h->headers = t;
+    }
+    out->user = h;
+    out->put = wsync__http_put;
+    out->get = wsync__http_get;
+    out->head = wsync__http_head;
+    out->list = wsync__http_list;
+    out->del = wsync__http_del;
+    out->close = wsync__http_close;
+    return WSYNC_OK;
+oom:
+    wsync__http_close(h);
+    return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "HTTP store");
+}
+
+WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out)
+{
+    wsync__http *h;
+    if (out) memset(out, 0, sizeof *out);
+    if (!s || s->put != wsync__http_put || !s->user) return 0;
+    h = (wsync__http *)s->user;
+    WSYNC__HLOCK(h);
+    if (out) *out = h->st;
+    WSYNC__HUNLOCK(h);
+    return 1;
+}
+
+#endif /* libcurl */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WSYNC_HTTP_IMPLEMENTATION */

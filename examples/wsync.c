@@ -8,6 +8,14 @@
 #include "wsync.h"
 #define WSYNC_GEN_IMPLEMENTATION
 #include "wsync_gen.h"
+/* URL stores (http://, https://) need libcurl: the Makefile defines
+   WSYNC_CLI_HTTP=1 and links -lcurl when its development files are there;
+   without them the tool still builds and says so when given a URL. */
+#if !defined(WSYNC_CLI_HTTP) || !WSYNC_CLI_HTTP
+#define WSYNC_HTTP_NO_CURL
+#endif
+#define WSYNC_HTTP_IMPLEMENTATION
+#include "wsync_http.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +59,8 @@ static const char *usage_text =
     "                          pull each time the chain moves, until stopped\n"
     "  log --store DIR [--prefix P] [--json]\n"
     "                          list the chain: HEAD, anchors, deltas\n"
+    "                          (--store DIR: a directory, or the URL of an HTTP\n"
+    "                          bucket: http://host:port/prefix, https://...)\n"
     "  gen --model M --step N -o FILE\n"
     "                          a training-like bf16 model at step N (for tests)\n"
     "  demo [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--bucket DIR]\n"
@@ -664,11 +674,17 @@ static int parse_step(const char *s, uint64_t *out)
 }
 
 /* Readers pass must_exist: the directory store creates a missing root, and a
-   mistyped --store should say so rather than read an empty chain. */
+   mistyped --store should say so rather than read an empty chain. A store
+   given as http:// or https:// is an HTTP bucket (wsync_http.h). */
 static int open_dir_store(const char *cmd, const char *dir, int must_exist, wsync_store *s)
 {
     wsync_error err;
     struct stat sb;
+    if (strncmp(dir, "http://", 7) == 0 || strncmp(dir, "https://", 8) == 0) {
+        if (wsync_store_http_open(dir, NULL, s, &err) == WSYNC_OK) return 1;
+        chain_fail(cmd, &err, "store %s", dir);
+        return 0;
+    }
     if (must_exist && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
         return tool_fail(cmd, WSYNC_ERR_NOT_FOUND, "store", "%s is not a directory", dir), 0;
     if (wsync_store_dir_open(dir, NULL, s, &err) == WSYNC_OK) return 1;

@@ -9,6 +9,10 @@ command -v clang   >/dev/null || need+=(clang)
 command -v clang++ >/dev/null || need+=(clang)
 command -v python3 >/dev/null || need+=(python3)
 command -v make    >/dev/null || need+=(make)
+# the HTTP store: libcurl's development files, and nginx (with its dav module) to test against
+command -v pkg-config >/dev/null || need+=(pkg-config)
+pkg-config --exists libcurl 2>/dev/null || need+=(libcurl4-openssl-dev)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 # libFuzzer and the sanitizer runtimes for clang
 if command -v clang >/dev/null; then
     echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' \

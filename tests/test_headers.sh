@@ -17,18 +17,25 @@ for cc in gcc clang; do
     cxx=g++; [ $cc = clang ] && cxx=clang++
     for h in wsync wsync_http wsync_rdma; do
         H=$(echo $h | tr a-z A-Z)
+        # wsync_http.h's implementation links libcurl (or, without it, builds its stub)
+        L=; if [ $h = wsync_http ]; then
+            if pkg-config --exists libcurl 2>/dev/null; then L="$(pkg-config --libs libcurl) -lpthread"; else L=-DWSYNC_HTTP_NO_CURL; fi
+        fi
         printf '#define WSYNC_IMPLEMENTATION\n#define %s_IMPLEMENTATION\n#include "%s.h"\nint main(void) { return 0; }\n' "$H" "$h" > "$tmp/$h.c"
         printf '#include "%s.h"\nint f_%s(void) { return WSYNC_VERSION_MAJOR; }\n' "$h" "$h" > "$tmp/${h}_decl.c"
-        check "$cc C99 $h.h with implementation" $cc -std=c99 $W -o "$tmp/a" "$tmp/$h.c"
-        check "$cc C11 $h.h with implementation" $cc -std=c11 $W -o "$tmp/a" "$tmp/$h.c"
-        check "$cxx C++11 $h.h with implementation" $cxx -x c++ -std=c++11 $W -o "$tmp/a" "$tmp/$h.c"
-        check "$cxx C++17 $h.h with implementation" $cxx -x c++ -std=c++17 $W -o "$tmp/a" "$tmp/$h.c"
-        check "$cc C99 -O2 $h.h with implementation" $cc -std=c99 -O2 $W -o "$tmp/a" "$tmp/$h.c"
-        check "$cc C99 -O3 -march=native $h.h with implementation" $cc -std=c99 -O3 -march=native $W -o "$tmp/a" "$tmp/$h.c"
-        check "$cxx C++11 -O2 $h.h with implementation" $cxx -x c++ -std=c++11 -O2 $W -o "$tmp/a" "$tmp/$h.c"
+        check "$cc C99 $h.h with implementation" $cc -std=c99 $W -o "$tmp/a" "$tmp/$h.c" $L
+        check "$cc C11 $h.h with implementation" $cc -std=c11 $W -o "$tmp/a" "$tmp/$h.c" $L
+        check "$cxx C++11 $h.h with implementation" $cxx -x c++ -std=c++11 $W -o "$tmp/a" "$tmp/$h.c" $L
+        check "$cxx C++17 $h.h with implementation" $cxx -x c++ -std=c++17 $W -o "$tmp/a" "$tmp/$h.c" $L
+        check "$cc C99 -O2 $h.h with implementation" $cc -std=c99 -O2 $W -o "$tmp/a" "$tmp/$h.c" $L
+        check "$cc C99 -O3 -march=native $h.h with implementation" $cc -std=c99 -O3 -march=native $W -o "$tmp/a" "$tmp/$h.c" $L
+        check "$cxx C++11 -O2 $h.h with implementation" $cxx -x c++ -std=c++11 -O2 $W -o "$tmp/a" "$tmp/$h.c" $L
         check "$cc C99 $h.h declarations only" $cc -std=c99 $W -c -o "$tmp/d.o" "$tmp/${h}_decl.c"
         check "$cxx C++11 $h.h declarations only" $cxx -x c++ -std=c++11 $W -c -o "$tmp/d.o" "$tmp/${h}_decl.c"
     done
+    printf '#define WSYNC_HTTP_NO_CURL\n#define WSYNC_IMPLEMENTATION\n#define WSYNC_HTTP_IMPLEMENTATION\n#include "wsync_http.h"\nint main(void) { wsync_store s; wsync_error e; return wsync_store_http_open("http://h/x", NULL, &s, &e) == WSYNC_ERR_UNSUPPORTED && strstr(e.message, "libcurl") ? 0 : 1; }\n' > "$tmp/nocurl.c"
+    check "$cc wsync_http.h without libcurl (WSYNC_HTTP_NO_CURL) builds and says so" $cc -std=c99 $W -include string.h -o "$tmp/nc" "$tmp/nocurl.c"
+    check "$cc wsync_http.h without libcurl: the message" "$tmp/nc"
     printf '#define WSYNC_STATIC\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return wsync_f32_to_bf16(1.0f) == 0x3F80 ? 0 : 1; }\n' > "$tmp/static.c"
     check "$cc WSYNC_STATIC" $cc -std=c99 $W -Wno-unused-function -o "$tmp/s" "$tmp/static.c"
     printf '#define WSYNC_NO_SIMD\n#define WSYNC_NO_THREADS\n#define WSYNC_NO_MMAP\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return 0; }\n' > "$tmp/portable.c"

@@ -1,0 +1,969 @@
+/* The HTTP store (wsync_http.h) against a real nginx, started by
+   tests/test_http.sh, which sets:
+     WSYNC_TEST_HTTP_URL     http://127.0.0.1:PORT  (nginx, dav + JSON autoindex)
+     WSYNC_TEST_HTTP_PROXY   http://127.0.0.1:PORT  (tests/http/fault_proxy.py in front of it)
+     WSYNC_TEST_HTTP_DATA    nginx's root directory (to corrupt objects behind its back)
+     WSYNC_TEST_NGINX_PID, WSYNC_TEST_NGINX_START   (to kill and restart it)
+     WSYNC_TEST_HTTP_TAG     a prefix unique to this run
+   Without them only the listing parser's tests run.
+
+   The store contract (the cases test_store.c runs on the directory store),
+   keys that need percent-encoding, parallel ranged downloads, the JSON
+   listing parser on hostile input, the delta chain over nginx (30+ steps,
+   anchors, retention, subscribers from scratch and mid-chain, a corrupt
+   object routed around), and faults: 500/503/429 retried, bodies cut short
+   and resumed, a slowed response abandoned in time, 401 not retried, nginx
+   killed and restarted with the subscriber catching up. */
+#define _POSIX_C_SOURCE 200809L
+#define WSYNC_IMPLEMENTATION
+#include "wsync.h"
+#define WSYNC_HTTP_IMPLEMENTATION
+#include "wsync_http.h"
+#include "check.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *g_url, *g_proxy, *g_data, *g_tag;
+
+static double now_s(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+typedef struct collected {
+    char keys[64][160];
+    uint64_t sizes[64];
+    int n, stop_after;
+} collected;
+
+static int collect(void *user, const char *key, uint64_t size)
+{
+    collected *c = (collected *)user;
+    if (c->n < 64) {
+        snprintf(c->keys[c->n], sizeof c->keys[c->n], "%s", key);
+        c->sizes[c->n] = size;
+    }
+    c->n++;
+    return c->stop_after && c->n >= c->stop_after;
+}
+
+/* A store on base + "/" + g_tag + "/" + sub. */
+static int open_at(const char *base, const char *sub, const wsync_http_options *o, wsync_store *s)
+{
+    char url[512];
+    wsync_error err;
+    snprintf(url, sizeof url, "%s/%s/%s", base, g_tag, sub);
+    if (wsync_store_http_open(url, o, s, &err) != WSYNC_OK) {
+        CHECK_MSG(0, "open %s: %s", url, err.message);
+        return 0;
+    }
+    return 1;
+}
+
+/* The fault proxy's control requests. */
+static long proxy_ctl(const char *fmt, ...)
+{
+    char path[512], url[700], out[64];
+    size_t got = 0;
+    va_list ap;
+    CURL *c = curl_easy_init();
+    FILE *f;
+    long v = -1;
+    va_start(ap, fmt);
+    vsnprintf(path, sizeof path, fmt, ap);
+    va_end(ap);
+    snprintf(url, sizeof url, "%s%s", g_proxy, path);
+    f = tmpfile();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    if (curl_easy_perform(c) == CURLE_OK && f) {
+        rewind(f);
+        got = fread(out, 1, sizeof out - 1, f);
+        out[got] = 0;
+        v = strtol(out, NULL, 10);
+    }
+    if (f) fclose(f);
+    curl_easy_cleanup(c);
+    return v;
+}
+
+/* ======================================================================
+   The listing parser, on its own
+   ====================================================================== */
+
+typedef struct entries {
+    char names[16][64];
+    int dir[16];
+    uint64_t size[16];
+    int n;
+} entries;
+
+static int entry_fn(void *user, const char *name, size_t len, int is_dir, uint64_t size)
+{
+    entries *e = (entries *)user;
+    if (e->n < 16) {
+        snprintf(e->names[e->n], sizeof e->names[e->n], "%.*s", (int)len, name);
+        e->dir[e->n] = is_dir;
+        e->size[e->n] = size;
+    }
+    e->n++;
+    return 0;
+}
+
+static wsync_result parse(const char *s, entries *e, wsync_error *err)
+{
+    memset(e, 0, sizeof *e);
+    return wsync_http_listing_parse(s, strlen(s), entry_fn, e, err);
+}
+
+static void test_listing_parser(void)
+{
+    static const char good[] =
+        "[\n{ \"name\":\"anchors\", \"type\":\"directory\", \"mtime\":\"Wed, 29 Nov 2023 17:14:00 GMT\" },\n"
+        "{ \"name\":\"HEAD\", \"type\":\"file\", \"mtime\":\"Wed, 29 Nov 2023 17:14:00 GMT\", \"size\":1234 },\n"
+        "{ \"name\":\"q\\\"b\\\\s\\u00fc\\ud83d\\ude00\", \"type\":\"file\", \"size\":0 },\n"
+        "{ \"name\":\"link\", \"type\":\"other\", \"size\":3, \"x\": null, \"y\": -1.5e3 }\n]\n";
+    static const char *bad[] = {
+        "", "[", "{}", "[{}]", "[{\"name\":\"a\"}]", "[{\"name\":\"a\",\"type\":\"file\"}]",
+        "[{\"name\":\"a\",\"type\":\"file\",\"size\":-1}]", "[{\"name\":\"a\",\"type\":\"file\",\"size\":1.5}]",
+        "[{\"name\":\"a\",\"type\":\"file\",\"size\":99999999999999999999}]",
+        "[{\"name\":\"a\",\"type\":\"file\",\"size\":\"1\"}]", "[{\"name\":\"a/b\",\"type\":\"file\",\"size\":1}]",
+        "[{\"name\":\"..\",\"type\":\"directory\"}]", "[{\"name\":\"\",\"type\":\"directory\"}]",
+        "[{\"name\":\"a\\u0000b\",\"type\":\"directory\"}]", "[{\"name\":\"\\ud800\",\"type\":\"directory\"}]",
+        "[{\"name\":\"a\",\"name\":\"b\",\"type\":\"directory\"}]", "[{\"name\":\"a\",\"type\":\"directory\"},]",
+        "[{\"name\":\"a\",\"type\":\"directory\"}] x", "[{\"name\":\"a\",\"type\":\"directory\",\"m\":{}}]",
+        "[{\"name\":\"a\x01\",\"type\":\"directory\"}]", "[{\"name\":\"a\",\"type\":\"directory\"", "<html>",
+        "[{\"name\":\"a\",\"type\":\"file\",\"size\":01}]"};
+    entries e;
+    wsync_error err;
+    size_t i, k, len = sizeof good - 1;
+    uint64_t x = 88172645463325252ull;
+    char *buf;
+    TEST_BEGIN("listing parser: nginx's JSON, escapes and unicode, unknown types skipped");
+    CHECK_EQ_INT(parse(good, &e, &err), WSYNC_OK);
+    CHECK_EQ_INT(e.n, 3);
+    CHECK(e.n >= 3 && strcmp(e.names[0], "anchors") == 0 && e.dir[0]);
+    CHECK(e.n >= 3 && strcmp(e.names[1], "HEAD") == 0 && !e.dir[1] && e.size[1] == 1234);
+    CHECK(e.n >= 3 && strcmp(e.names[2], "q\"b\\s\xc3\xbc\xf0\x9f\x98\x80") == 0 && e.size[2] == 0);
+    CHECK_EQ_INT(parse("[]", &e, &err), WSYNC_OK);
+    CHECK_EQ_INT(parse(" [ ] ", &e, &err), WSYNC_OK);
+    TEST_END();
+    TEST_BEGIN("listing parser: malformed listings are INVALID_JSON with an offset");
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        wsync_result r = parse(bad[i], &e, &err);
+        CHECK_MSG(r == WSYNC_ERR_INVALID_JSON, "'%s' gave %s", bad[i], wsync_result_name(r));
+        CHECK(err.message[0] != 0);
+    }
+    TEST_END();
+    TEST_BEGIN("listing parser: every truncation and 20000 mutations, no crash (exact-size buffers)");
+    for (k = 0; k + 1 < len; k++) { /* the last byte is a newline */
+        buf = (char *)malloc(k ? k : 1);
+        memcpy(buf, good, k);
+        memset(&e, 0, sizeof e);
+        CHECK(wsync_http_listing_parse(buf, k, entry_fn, &e, &err) != WSYNC_OK);
+        free(buf);
+    }
+    for (k = 0; k < 20000; k++) {
+        size_t n = 1 + (size_t)(x % len), j;
+        buf = (char *)malloc(n);
+        memcpy(buf, good, n);
+        for (j = 0; j < 1 + k % 4; j++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            buf[x % n] = (char)(x >> 24);
+        }
+        memset(&e, 0, sizeof e);
+        (void)wsync_http_listing_parse(buf, n, entry_fn, &e, &err);
+        free(buf);
+    }
+    TEST_END();
+}
+
+/* ======================================================================
+   The store contract over nginx (test_store.c's cases)
+   ====================================================================== */
+
+static void test_contract(wsync_store *s)
+{
+    wsync_error err;
+    uint64_t size = 0;
+    uint8_t *all = NULL, buf[64];
+    wsync_buffer wb;
+    collected c;
+    static const char hello[] = "hello, store";
+
+    TEST_BEGIN("http: put then get, head and get_all");
+    CHECK_EQ_INT(s->put(s->user, "deltas/step_000001.safetensors", hello, sizeof hello - 1, &err), WSYNC_OK);
+    CHECK_EQ_INT(s->head(s->user, "deltas/step_000001.safetensors", &size, &err), WSYNC_OK);
+    CHECK_EQ_U64(size, sizeof hello - 1);
+    CHECK_EQ_INT(wsync_store_get_all(s, "deltas/step_000001.safetensors", NULL, &all, &size, &err), WSYNC_OK);
+    CHECK(size == sizeof hello - 1 && all && memcmp(all, hello, (size_t)size) == 0);
+    free(all);
+    TEST_END();
+
+    TEST_BEGIN("http: ranged get (206), the end, past the end");
+    wb.bytes = buf;
+    wb.cap = sizeof buf;
+    wb.len = 0;
+    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 7, 5, wsync_buffer_sink, &wb, &size, &err), WSYNC_OK);
+    CHECK(wb.len == 5 && memcmp(buf, "store", 5) == 0);
+    CHECK_EQ_U64(size, sizeof hello - 1);
+    wb.len = 0;
+    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 12, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err),
+                 WSYNC_OK);
+    CHECK_EQ_INT(wb.len, 0);
+    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 13, 1, wsync_buffer_sink, &wb, NULL, &err),
+                 WSYNC_ERR_OUT_OF_BOUNDS);
+    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 13, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err),
+                 WSYNC_ERR_OUT_OF_BOUNDS);
+    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 10, 3, wsync_buffer_sink, &wb, NULL, &err),
+                 WSYNC_ERR_OUT_OF_BOUNDS);
+    CHECK(strstr(err.message, "step_000001") != NULL);
+    CHECK_EQ_INT(wb.len, 0);
+    wb.len = 0;
+    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 3, 0, wsync_buffer_sink, &wb, &size, &err), WSYNC_OK);
+    CHECK(wb.len == 0 && size == sizeof hello - 1);
+    TEST_END();
+
+    TEST_BEGIN("http: missing keys are NOT_FOUND (naming URL and status), bad keys INVALID_ARGUMENT");
+    CHECK_EQ_INT(s->head(s->user, "nope", &size, &err), WSYNC_ERR_NOT_FOUND);
+    CHECK_EQ_INT(s->get(s->user, "nope", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_NOT_FOUND);
+    CHECK(strstr(err.message, "404") && strstr(err.message, "http://127.0.0.1:") && strstr(err.message, "nope"));
+    CHECK_EQ_INT(s->get(s->user, "nope", 5, 10, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_NOT_FOUND);
+    CHECK_EQ_INT(s->del(s->user, "nope", &err), WSYNC_ERR_NOT_FOUND);
+    CHECK_EQ_INT(s->head(s->user, "deltas", &size, &err), WSYNC_ERR_NOT_FOUND); /* a directory */
+    CHECK_EQ_INT(s->get(s->user, "deltas", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_NOT_FOUND);
+    CHECK_EQ_INT(s->put(s->user, "../escape", "x", 1, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(s->get(s->user, "/etc/passwd", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err),
+                 WSYNC_ERR_INVALID_ARGUMENT);
+    TEST_END();
+
+    TEST_BEGIN("http: overwrite replaces, empty objects exist");
+    CHECK_EQ_INT(s->put(s->user, "HEAD", "{\"step\": 1}", 11, &err), WSYNC_OK);
+    CHECK_EQ_INT(s->put(s->user, "HEAD", "{\"step\": 22}", 12, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_store_get_all(s, "HEAD", NULL, &all, &size, &err), WSYNC_OK);
+    CHECK(size == 12 && all && memcmp(all, "{\"step\": 22}", 12) == 0);
+    free(all);
+    CHECK_EQ_INT(s->put(s->user, "empty", NULL, 0, &err), WSYNC_OK);
+    CHECK_EQ_INT(s->head(s->user, "empty", &size, &err), WSYNC_OK);
+    CHECK_EQ_U64(size, 0);
+    CHECK_EQ_INT(wsync_store_get_all(s, "empty", NULL, &all, &size, &err), WSYNC_OK);
+    CHECK(all != NULL && size == 0);
+    free(all);
+    CHECK_EQ_INT(s->get(s->user, "empty", 1, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_OUT_OF_BOUNDS);
+    TEST_END();
+
+    TEST_BEGIN("http: list: byte order, prefix, sizes, early stop");
+    CHECK_EQ_INT(s->put(s->user, "deltas/step_000003.safetensors", "333", 3, &err), WSYNC_OK);
+    CHECK_EQ_INT(s->put(s->user, "deltas/step_000002.safetensors", "22", 2, &err), WSYNC_OK);
+    CHECK_EQ_INT(s->put(s->user, "anchors/step_000000.safetensors", "a", 1, &err), WSYNC_OK);
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(s->list(s->user, "deltas/", collect, &c, &err), WSYNC_OK);
+    CHECK_EQ_INT(c.n, 3);
+    CHECK_EQ_STR(c.keys[0], "deltas/step_000001.safetensors");
+    CHECK_EQ_STR(c.keys[1], "deltas/step_000002.safetensors");
+    CHECK_EQ_STR(c.keys[2], "deltas/step_000003.safetensors");
+    CHECK(c.sizes[0] == 12 && c.sizes[1] == 2 && c.sizes[2] == 3);
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(s->list(s->user, "", collect, &c, &err), WSYNC_OK);
+    CHECK_EQ_INT(c.n, 6);
+    CHECK_EQ_STR(c.keys[0], "HEAD");
+    CHECK_EQ_STR(c.keys[1], "anchors/step_000000.safetensors");
+    CHECK_EQ_STR(c.keys[5], "empty");
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(s->list(s->user, "del", collect, &c, &err), WSYNC_OK);
+    CHECK_EQ_INT(c.n, 3);
+    memset(&c, 0, sizeof c);
+    c.stop_after = 2;
+    CHECK_EQ_INT(s->list(s->user, "", collect, &c, &err), WSYNC_OK);
+    CHECK_EQ_INT(c.n, 2);
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(s->list(s->user, "zzz", collect, &c, &err), WSYNC_OK);
+    CHECK_EQ_INT(c.n, 0);
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(s->list(s->user, "nodir/deeper/", collect, &c, &err), WSYNC_OK);
+    CHECK_EQ_INT(c.n, 0);
+    TEST_END();
+
+    TEST_BEGIN("http: del removes");
+    CHECK_EQ_INT(s->del(s->user, "deltas/step_000002.safetensors", &err), WSYNC_OK);
+    CHECK_EQ_INT(s->head(s->user, "deltas/step_000002.safetensors", &size, &err), WSYNC_ERR_NOT_FOUND);
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(s->list(s->user, "deltas/", collect, &c, &err), WSYNC_OK);
+    CHECK_EQ_INT(c.n, 2);
+    TEST_END();
+
+    TEST_BEGIN("http: a failing sink is WSYNC_ERR_SINK");
+    wb.cap = 3;
+    wb.len = 0;
+    CHECK_EQ_INT(s->get(s->user, "HEAD", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_SINK);
+    TEST_END();
+
+    TEST_BEGIN("http: keys that need percent-encoding round-trip and list as themselves");
+    {
+        static const char *odd[] = {"odd/a b%20c+d&e=f", "odd/\xc3\xbc\xe2\x82\xac.bin", "odd/semi;colon,comma'q\"",
+                                    "odd/x..y~z"};
+        size_t i;
+        for (i = 0; i < 4; i++) {
+            CHECK_MSG(s->put(s->user, odd[i], odd[i], strlen(odd[i]), &err) == WSYNC_OK, "%s", err.message);
+            CHECK_EQ_INT(wsync_store_get_all(s, odd[i], NULL, &all, &size, &err), WSYNC_OK);
+            CHECK(all && size == strlen(odd[i]) && memcmp(all, odd[i], (size_t)size) == 0);
+            free(all);
+        }
+        memset(&c, 0, sizeof c);
+        CHECK_EQ_INT(s->list(s->user, "odd/", collect, &c, &err), WSYNC_OK);
+        CHECK_EQ_INT(c.n, 4);
+        CHECK_EQ_STR(c.keys[0], "odd/a b%20c+d&e=f");
+        CHECK_EQ_STR(c.keys[3], "odd/\xc3\xbc\xe2\x82\xac.bin");
+    }
+    TEST_END();
+
+    TEST_BEGIN("http: a 3 MB object round-trips");
+    {
+        size_t n = 3u << 20, i;
+        uint8_t *big = (uint8_t *)malloc(n);
+        for (i = 0; i < n; i++) big[i] = (uint8_t)(i * 2654435761u >> 13);
+        CHECK_EQ_INT(s->put(s->user, "anchors/big", big, n, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_store_get_all(s, "anchors/big", NULL, &all, &size, &err), WSYNC_OK);
+        CHECK(size == n && all && memcmp(all, big, n) == 0);
+        free(all);
+        free(big);
+    }
+    TEST_END();
+}
+
+static uint8_t *pattern(size_t n, unsigned seed)
+{
+    uint8_t *p = (uint8_t *)malloc(n);
+    size_t i;
+    for (i = 0; i < n; i++) p[i] = (uint8_t)((i * 2654435761u + seed * 40503u) >> 11);
+    return p;
+}
+
+/* Collects into a growing buffer. */
+typedef struct grow {
+    uint8_t *p;
+    size_t n, cap;
+    size_t calls;
+} grow;
+
+static int grow_sink(void *user, const void *b, size_t n)
+{
+    grow *g = (grow *)user;
+    if (g->n + n > g->cap) {
+        size_t cap = g->cap ? g->cap : 65536;
+        while (cap < g->n + n) cap *= 2;
+        g->p = (uint8_t *)realloc(g->p, cap);
+        g->cap = cap;
+    }
+    memcpy(g->p + g->n, b, n);
+    g->n += n;
+    g->calls++;
+    return 0;
+}
+
+static void test_parallel(void)
+{
+    wsync_store s;
+    wsync_http_options o;
+    wsync_http_stats st;
+    wsync_error err;
+    size_t n = (5u << 20) + 12345;
+    uint8_t *obj = pattern(n, 7);
+    grow g;
+    memset(&o, 0, sizeof o);
+    o.parallel = 4;
+    o.parallel_threshold = 1u << 20;
+    o.part_size = 300000;
+    TEST_BEGIN("http: a large object as parallel ranged GETs, in order, bit-exact (whole and ranges)");
+    if (open_at(g_url, "parallel", &o, &s)) {
+        uint64_t size = 0;
+        CHECK_EQ_INT(s.put(s.user, "anchors/step_000001.safetensors", obj, n, &err), WSYNC_OK);
+        memset(&g, 0, sizeof g);
+        CHECK_EQ_INT(s.get(s.user, "anchors/step_000001.safetensors", 0, UINT64_MAX, grow_sink, &g, &size, &err),
+                     WSYNC_OK);
+        CHECK(g.n == n && size == n && memcmp(g.p, obj, n) == 0);
+        wsync_store_http_stats(&s, &st);
+        CHECK_EQ_U64(st.parallel_gets, 1);
+        g.n = 0;
+        CHECK_EQ_INT(s.get(s.user, "anchors/step_000001.safetensors", 777777, 3000001, grow_sink, &g, &size, &err),
+                     WSYNC_OK);
+        CHECK(g.n == 3000001 && memcmp(g.p, obj + 777777, 3000001) == 0);
+        g.n = 0;
+        CHECK_EQ_INT(s.get(s.user, "anchors/step_000001.safetensors", 1000, UINT64_MAX, grow_sink, &g, &size, &err),
+                     WSYNC_OK);
+        CHECK(g.n == n - 1000 && memcmp(g.p, obj + 1000, n - 1000) == 0);
+        g.n = 0;
+        CHECK_EQ_INT(s.get(s.user, "anchors/step_000001.safetensors", 1000, n, grow_sink, &g, &size, &err),
+                     WSYNC_ERR_OUT_OF_BOUNDS);
+        CHECK_EQ_INT(g.n, 0);
+        wsync_store_http_stats(&s, &st);
+        CHECK(st.parallel_gets >= 3);
+        free(g.p);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+    free(obj);
+}
+
+/* A location without create_full_put_path: parents made with MKCOL. */
+static void test_mkcol(void)
+{
+    wsync_store s;
+    wsync_error err;
+    uint8_t *all = NULL;
+    uint64_t size;
+    char url[512];
+    TEST_BEGIN("http: without create_full_put_path, put makes the parent collections (MKCOL)");
+    snprintf(url, sizeof url, "%s/nocreate/%s", g_url, g_tag);
+    CHECK_EQ_INT(wsync_store_http_open(url, NULL, &s, &err), WSYNC_OK);
+    CHECK_MSG(s.put(s.user, "deltas/deep/step_000001.safetensors", "abc", 3, &err) == WSYNC_OK, "%s", err.message);
+    CHECK_EQ_INT(wsync_store_get_all(&s, "deltas/deep/step_000001.safetensors", NULL, &all, &size, &err), WSYNC_OK);
+    CHECK(all && size == 3 && memcmp(all, "abc", 3) == 0);
+    free(all);
+    wsync_store_close(&s);
+    TEST_END();
+}
+
+/* ======================================================================
+   The chain over nginx
+   ====================================================================== */
+
+#define NT 3
+static const char *g_names[NT] = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"};
+static const uint64_t g_shapes[NT][2] = {{96, 128}, {96, 128}, {128, 1}};
+#define NEL(i) ((size_t)(g_shapes[i][0] * g_shapes[i][1]))
+#define TOTAL (96 * 128 * 2 + 128)
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Step s: ~1.5% of the elements move by one bf16 step from step s-1. */
+static void gen_step(uint16_t *img, uint64_t step)
+{
+    size_t j;
+    uint64_t s;
+    for (j = 0; j < TOTAL; j++) img[j] = (uint16_t)(0x3C00u + (mix64(j) & 0x3FFu));
+    for (s = 1; s <= step; s++)
+        for (j = 0; j < TOTAL * 15 / 1000; j++) {
+            uint64_t h = mix64(s * 1000003ull + j);
+            img[h % TOTAL] = (uint16_t)(img[h % TOTAL] + ((h >> 40) & 1 ? 1 : -1));
+        }
+}
+
+static void tensors_of(uint16_t *img, wsync_tensor *t)
+{
+    size_t i, off = 0;
+    for (i = 0; i < NT; i++) {
+        t[i].name = g_names[i];
+        t[i].dtype = WSYNC_DTYPE_BF16;
+        t[i].rank = 2;
+        t[i].shape = g_shapes[i];
+        t[i].data = img + off;
+        t[i].nbytes = (uint64_t)NEL(i) * 2;
+        off += NEL(i);
+    }
+}
+
+typedef struct sub {
+    uint16_t img[TOTAL];
+    wsync_tensor t[NT];
+    wsync_subscriber *s;
+} sub;
+
+static sub *sub_open(const wsync_store *st, const wsync_chain_options *co)
+{
+    sub *u = (sub *)calloc(1, sizeof *u);
+    wsync_error err;
+    tensors_of(u->img, u->t);
+    if (wsync_subscriber_open(st, u->t, NT, co, &u->s, &err) != WSYNC_OK) {
+        CHECK_MSG(0, "subscriber_open: %s", err.message);
+        free(u);
+        return NULL;
+    }
+    return u;
+}
+
+static void sub_close(sub *u)
+{
+    if (!u) return;
+    wsync_subscriber_close(u->s);
+    free(u);
+}
+
+/* Syncs to `to` and checks the image against the generator. */
+static int sync_exact(sub *u, uint64_t to, const char *what)
+{
+    wsync_error err;
+    wsync_sync_stats ss;
+    static uint16_t want[TOTAL];
+    uint64_t step = UINT64_MAX;
+    if (wsync_subscriber_sync(u->s, to, &ss, &err) != WSYNC_OK) {
+        CHECK_MSG(0, "%s: sync to %llu: %s", what, (unsigned long long)to, err.message);
+        return 0;
+    }
+    wsync_subscriber_step(u->s, &step);
+    if (to != WSYNC_STEP_LATEST) CHECK_MSG(step == to, "%s: at %llu, wanted %llu", what, (unsigned long long)step, (unsigned long long)to);
+    gen_step(want, step);
+    CHECK_MSG(memcmp(u->img, want, sizeof want) == 0, "%s: step %llu is not bit-exact (path %s)", what,
+              (unsigned long long)step, ss.path);
+    return 1;
+}
+
+static int publish(wsync_publisher *p, uint64_t step, wsync_error *err)
+{
+    static uint16_t img[TOTAL];
+    wsync_tensor t[NT];
+    gen_step(img, step);
+    tensors_of(img, t);
+    return wsync_publish(p, step, t, NT, NULL, err) == WSYNC_OK;
+}
+
+static void test_chain(void)
+{
+    wsync_store s;
+    wsync_chain_options co;
+    wsync_publisher *p = NULL;
+    wsync_error err;
+    wsync_chain_info info;
+    sub *a = NULL, *b = NULL;
+    uint64_t step;
+    int ok = 1;
+    memset(&co, 0, sizeof co);
+    co.prefix = "run";
+    co.anchor_every = 8;
+    co.retain = 6;
+    if (!open_at(g_url, "chain", NULL, &s)) return;
+    TEST_BEGIN("chain over nginx: 33 steps published with anchors and retention, a follower bit-exact at each");
+    CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
+    a = sub_open(&s, &co);
+    for (step = 0; step <= 32 && ok && p && a; step++) {
+        ok = publish(p, step, &err);
+        CHECK_MSG(ok, "publish %llu: %s", (unsigned long long)step, err.message);
+        if (ok && step % 3 == 0) ok = sync_exact(a, WSYNC_STEP_LATEST, "follower");
+    }
+    TEST_END();
+    TEST_BEGIN("chain over nginx: HEAD, retention and the listing agree");
+    CHECK_EQ_INT(wsync_chain_read(&s, &co, &info, &err), WSYNC_OK);
+    if (err.code == WSYNC_OK) {
+        collected c;
+        CHECK_EQ_U64(info.head_step, 32);
+        CHECK_EQ_U64(info.anchor_step, 32);
+        memset(&c, 0, sizeof c);
+        CHECK_EQ_INT(s.list(s.user, "run/deltas/", collect, &c, &err), WSYNC_OK);
+        CHECK(c.n > 0 && c.n <= 8);
+        wsync_chain_info_free(&info);
+    }
+    TEST_END();
+    TEST_BEGIN("chain over nginx: subscribers from scratch and from mid-chain reach the head bit-exact");
+    b = sub_open(&s, &co);
+    if (b) {
+        sync_exact(b, WSYNC_STEP_LATEST, "from scratch");
+        sub_close(b);
+    }
+    b = sub_open(&s, &co);
+    if (b) {
+        gen_step(b->img, 29);
+        wsync_subscriber_set_step(b->s, 29);
+        sync_exact(b, WSYNC_STEP_LATEST, "from 29");
+        sub_close(b);
+    }
+    TEST_END();
+    TEST_BEGIN("chain over nginx: a corrupt delta on the server is detected and routed around");
+    {
+        /* publish 33..35; a follower at 29; delta 30 corrupt on disk: the way
+           round is anchor 32 */
+        char path[700];
+        FILE *f;
+        ok = publish(p, 33, &err) && publish(p, 34, &err) && publish(p, 35, &err);
+        CHECK_MSG(ok, "publish: %s", err.message);
+        b = sub_open(&s, &co);
+        if (b && ok) {
+            wsync_sync_stats ss;
+            gen_step(b->img, 29);
+            wsync_subscriber_set_step(b->s, 29);
+            snprintf(path, sizeof path, "%s/%s/chain/run/deltas/step_000030.safetensors", g_data, g_tag);
+            f = fopen(path, "r+b");
+            CHECK_MSG(f != NULL, "open %s", path);
+            if (f) {
+                int ch;
+                fseek(f, -5, SEEK_END);
+                ch = fgetc(f);
+                fseek(f, -5, SEEK_END);
+                fputc(ch ^ 0x5A, f);
+                fclose(f);
+            }
+            CHECK_EQ_INT(wsync_subscriber_sync(b->s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
+            CHECK_MSG(ss.rejected >= 1, "path %s, rejected %u", ss.path, ss.rejected);
+            {
+                static uint16_t want[TOTAL];
+                gen_step(want, 35);
+                CHECK(memcmp(b->img, want, sizeof want) == 0);
+            }
+        }
+        sub_close(b);
+    }
+    TEST_END();
+    sub_close(a);
+    if (p) wsync_publisher_close(p);
+    wsync_store_close(&s);
+}
+
+/* ======================================================================
+   Faults, through the proxy
+   ====================================================================== */
+
+static void fast_opts(wsync_http_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_attempts = 4;
+    o->backoff_ms = 20;
+    o->max_backoff_ms = 1500;
+    o->low_speed_bytes = 1024;
+    o->low_speed_seconds = 1;
+    o->connect_timeout_ms = 2000;
+}
+
+static void test_faults(void)
+{
+    wsync_store s, direct;
+    wsync_http_options o;
+    wsync_http_stats st;
+    wsync_error err;
+    uint8_t *all = NULL, *obj;
+    uint64_t size;
+    size_t n = 1u << 20;
+    char path[256];
+    double t0;
+    grow g401;
+    fast_opts(&o);
+    if (!open_at(g_proxy, "faults", &o, &s)) return;
+    if (!open_at(g_url, "faults", &o, &direct)) return;
+    obj = pattern(n, 3);
+    CHECK_EQ_INT(direct.put(direct.user, "deltas/obj", obj, n, &err), WSYNC_OK);
+    snprintf(path, sizeof path, "/%s/faults/deltas/obj", g_tag);
+
+    TEST_BEGIN("faults: 503, 500 and 503 again are retried and the get succeeds bit-exact");
+    proxy_ctl("/__fault/clear");
+    proxy_ctl("/__fault/add?method=GET&path=%s&action=status&arg=503&count=2", path);
+    proxy_ctl("/__fault/add?method=GET&path=%s&action=status&arg=500&count=1", path);
+    CHECK_EQ_INT(wsync_store_get_all(&s, "deltas/obj", NULL, &all, &size, &err), WSYNC_OK);
+    CHECK(all && size == n && memcmp(all, obj, n) == 0);
+    free(all);
+    wsync_store_http_stats(&s, &st);
+    CHECK(st.retries >= 3);
+    TEST_END();
+
+    TEST_BEGIN("faults: 429 with Retry-After: 1 on a PUT waits about a second, then succeeds");
+    proxy_ctl("/__fault/clear");
+    proxy_ctl("/__fault/add?method=PUT&path=/faults/HEAD&action=status&arg=429&retry_after=1&count=1");
+    t0 = now_s();
+    CHECK_MSG(s.put(s.user, "HEAD", "x", 1, &err) == WSYNC_OK, "%s", err.message);
+    CHECK_MSG(now_s() - t0 >= 0.9 && now_s() - t0 < 5, "took %.2f s", now_s() - t0);
+    CHECK_EQ_INT(proxy_ctl("/__fault/count?method=PUT&path=/faults/HEAD"), 2);
+    TEST_END();
+
+    TEST_BEGIN("faults: persistent 503 fails after max_attempts, naming URL and status");
+    proxy_ctl("/__fault/clear");
+    proxy_ctl("/__fault/add?path=%s&action=status&arg=503&count=100", path);
+    CHECK_EQ_INT(s.head(s.user, "deltas/obj", &size, &err), WSYNC_ERR_IO);
+    CHECK_MSG(strstr(err.message, "503") && strstr(err.message, "deltas/obj") && strstr(err.message, "4 attempts"),
+              "%s", err.message);
+    CHECK_EQ_INT(proxy_ctl("/__fault/count?path=%s", path), 4);
+    TEST_END();
+
+    TEST_BEGIN("faults: a body cut short is resumed by range, bit-exact");
+    proxy_ctl("/__fault/clear");
+    proxy_ctl("/__fault/add?method=GET&path=%s&action=cut&arg=300000&count=1", path);
+    proxy_ctl("/__fault/add?method=GET&path=%s&action=cut&arg=5000&count=1", path);
+    memset(&st, 0, sizeof st);
+    {
+        wsync_http_stats before;
+        wsync_store_http_stats(&s, &before);
+        CHECK_EQ_INT(wsync_store_get_all(&s, "deltas/obj", NULL, &all, &size, &err), WSYNC_OK);
+        CHECK(all && size == n && memcmp(all, obj, n) == 0);
+        free(all);
+        wsync_store_http_stats(&s, &st);
+        CHECK_MSG(st.resumed >= before.resumed + 2, "resumed %llu", (unsigned long long)(st.resumed - before.resumed));
+    }
+    TEST_END();
+
+    TEST_BEGIN("faults: parts of a parallel download cut short are resumed, bit-exact");
+    {
+        wsync_store ps;
+        wsync_http_options po = o;
+        grow g;
+        po.parallel = 3;
+        po.parallel_threshold = 100000;
+        po.part_size = 200000;
+        if (open_at(g_proxy, "faults", &po, &ps)) {
+            proxy_ctl("/__fault/clear");
+            proxy_ctl("/__fault/add?method=GET&path=%s&action=cut&arg=50000&count=3", path);
+            proxy_ctl("/__fault/add?method=GET&path=%s&action=status&arg=503&count=1", path);
+            memset(&g, 0, sizeof g);
+            CHECK_MSG(ps.get(ps.user, "deltas/obj", 0, UINT64_MAX, grow_sink, &g, &size, &err) == WSYNC_OK, "%s",
+                      err.message);
+            CHECK(g.n == n && memcmp(g.p, obj, n) == 0);
+            wsync_store_http_stats(&ps, &st);
+            CHECK(st.parallel_gets == 1 && st.retries >= 1);
+            free(g.p);
+            wsync_store_close(&ps);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("faults: a response slowed below the floor is abandoned in time and retried");
+    proxy_ctl("/__fault/clear");
+    proxy_ctl("/__fault/add?method=GET&path=%s&action=slow&arg=300&count=1", path);
+    t0 = now_s();
+    CHECK_EQ_INT(wsync_store_get_all(&s, "deltas/obj", NULL, &all, &size, &err), WSYNC_OK);
+    CHECK(all && size == n && memcmp(all, obj, n) == 0);
+    free(all);
+    CHECK_MSG(now_s() - t0 < 8, "took %.2f s", now_s() - t0);
+    TEST_END();
+
+    TEST_BEGIN("faults: always slow: fails within the low-speed limits, no hang");
+    proxy_ctl("/__fault/clear");
+    proxy_ctl("/__fault/add?method=GET&path=%s&action=slow&arg=300&count=100", path);
+    {
+        wsync_store ss;
+        wsync_http_options so = o;
+        so.max_attempts = 2;
+        if (open_at(g_proxy, "faults", &so, &ss)) {
+            t0 = now_s();
+            CHECK_EQ_INT(wsync_store_get_all(&ss, "deltas/obj", NULL, &all, &size, &err), WSYNC_ERR_IO);
+            CHECK_MSG(now_s() - t0 < 6, "took %.2f s", now_s() - t0);
+            CHECK_MSG(strstr(err.message, "deltas/obj") != NULL, "%s", err.message);
+            wsync_store_close(&ss);
+        }
+    }
+    proxy_ctl("/__fault/clear");
+    TEST_END();
+
+    TEST_BEGIN("faults: 401 is an authentication error after one request, not retried");
+    memset(&g401, 0, sizeof g401);
+    proxy_ctl("/__fault/clear");
+    proxy_ctl("/__fault/add?path=%s&action=status&arg=401&count=100", path);
+    CHECK_EQ_INT(s.get(s.user, "deltas/obj", 0, UINT64_MAX, grow_sink, &g401, &size, &err), WSYNC_ERR_AUTH);
+    CHECK_MSG(strstr(err.message, "authentication") && strstr(err.message, "401") && strstr(err.message, "deltas/obj"),
+              "%s", err.message);
+    CHECK_EQ_INT(proxy_ctl("/__fault/count?path=%s", path), 1);
+    CHECK_EQ_INT(s.put(s.user, "deltas/obj", "x", 1, &err), WSYNC_ERR_AUTH);
+    CHECK_EQ_INT(proxy_ctl("/__fault/count?path=%s", path), 2);
+    proxy_ctl("/__fault/clear");
+    TEST_END();
+
+    TEST_BEGIN("faults: a connection dropped before any answer is retried");
+    proxy_ctl("/__fault/clear");
+    proxy_ctl("/__fault/add?path=%s&action=drop&count=2", path);
+    CHECK_EQ_INT(s.head(s.user, "deltas/obj", &size, &err), WSYNC_OK);
+    CHECK_EQ_U64(size, n);
+    proxy_ctl("/__fault/clear");
+    TEST_END();
+
+    free(obj);
+    wsync_store_close(&s);
+    wsync_store_close(&direct);
+}
+
+static int nginx_kill(void)
+{
+    const char *pidf = getenv("WSYNC_TEST_NGINX_PID");
+    FILE *f = pidf ? fopen(pidf, "r") : NULL;
+    long pid = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+    fclose(f);
+    if (pid <= 0 || kill((pid_t)pid, SIGKILL) != 0) return 0;
+    sleep_ms(100);
+    return 1;
+}
+
+static int nginx_start(void)
+{
+    const char *cmd = getenv("WSYNC_TEST_NGINX_START");
+    int i;
+    if (!cmd) return 0;
+    for (i = 0; i < 20; i++) {
+        if (system(cmd) == 0) return 1;
+        sleep_ms(100);
+    }
+    return 0;
+}
+
+/* nginx killed with SIGKILL while a chain runs: publishes and syncs fail
+   (clearly, in bounded time) while it is down, and after it restarts the
+   publisher goes on and the subscriber catches up bit-exact. */
+static void test_restart(void)
+{
+    wsync_store s;
+    wsync_http_options o;
+    wsync_chain_options co;
+    wsync_publisher *p = NULL;
+    wsync_error err;
+    sub *u = NULL;
+    uint64_t step, have = 0;
+    double t0;
+    fast_opts(&o);
+    o.max_attempts = 3;
+    memset(&co, 0, sizeof co);
+    co.anchor_every = 5;
+    if (!open_at(g_url, "restart", &o, &s)) return;
+    TEST_BEGIN("restart: nginx killed mid-run; the publisher and the subscriber recover");
+    CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
+    u = sub_open(&s, &co);
+    for (step = 0; step <= 6 && p && u; step++) CHECK_MSG(publish(p, step, &err), "%s", err.message);
+    if (u) sync_exact(u, 6, "before the kill");
+    CHECK(nginx_kill());
+    t0 = now_s();
+    if (p) CHECK(!publish(p, 7, &err));
+    CHECK_MSG(strstr(err.message, "127.0.0.1") != NULL, "%s", err.message);
+    if (u) CHECK(wsync_subscriber_sync(u->s, WSYNC_STEP_LATEST, NULL, &err) != WSYNC_OK);
+    CHECK_MSG(now_s() - t0 < 10, "failing took %.2f s", now_s() - t0);
+    if (u) CHECK(wsync_subscriber_step(u->s, &have) && have == 6);
+    CHECK(nginx_start());
+    /* the publisher may have lost track: a fresh one continues from HEAD */
+    if (p) wsync_publisher_close(p);
+    p = NULL;
+    CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
+    for (step = 7; step <= 12 && p; step++) CHECK_MSG(publish(p, step, &err), "step %llu: %s", (unsigned long long)step, err.message);
+    if (u) sync_exact(u, 12, "after the restart");
+    TEST_END();
+    sub_close(u);
+    if (p) wsync_publisher_close(p);
+    wsync_store_close(&s);
+}
+
+/* Background prefetch uses the store from a second thread while the caller
+   polls: the store's handle pool and locks under ASan. */
+static void test_prefetch(void)
+{
+    wsync_store s;
+    wsync_chain_options co;
+    wsync_publisher *p = NULL;
+    wsync_error err;
+    sub *u;
+    uint64_t step, ready = 0;
+    int tries;
+    memset(&co, 0, sizeof co);
+    co.anchor_every = 4;
+    if (!open_at(g_url, "prefetch", NULL, &s)) return;
+    TEST_BEGIN("prefetch thread over http: the follower applies what was prefetched, bit-exact");
+    CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
+    u = sub_open(&s, &co);
+    if (p && u) {
+        CHECK(publish(p, 0, &err));
+        sync_exact(u, 0, "start");
+        CHECK_EQ_INT(wsync_subscriber_start(u->s, 20, &err), WSYNC_OK);
+        for (step = 1; step <= 6; step++) {
+            wsync_sync_stats ss;
+            CHECK(publish(p, step, &err));
+            for (tries = 0; tries < 200; tries++) {
+                if (wsync_subscriber_ready(u->s, &ready) && ready == step) break;
+                sleep_ms(10);
+            }
+            CHECK_MSG(ready == step, "ready %llu, wanted %llu", (unsigned long long)ready, (unsigned long long)step);
+            CHECK_EQ_INT(wsync_subscriber_apply_ready(u->s, &ss, &err), WSYNC_OK);
+            {
+                static uint16_t want[TOTAL];
+                gen_step(want, step);
+                CHECK(memcmp(u->img, want, sizeof want) == 0);
+            }
+        }
+        wsync_subscriber_stop(u->s);
+    }
+    TEST_END();
+    sub_close(u);
+    if (p) wsync_publisher_close(p);
+    wsync_store_close(&s);
+}
+
+static void test_open_args(void)
+{
+    wsync_store s;
+    wsync_error err;
+    TEST_BEGIN("http open: URLs that are not http(s), or have no host, are refused");
+    CHECK_EQ_INT(wsync_store_http_open("ftp://x/y", NULL, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_store_http_open("http://", NULL, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_store_http_open("http:///x", NULL, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_store_http_open("http://h/a b", NULL, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_store_http_open("http://h/a?x=1", NULL, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_store_http_open(NULL, NULL, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_store_http_open("HTTPS://h:1/", NULL, &s, &err), WSYNC_OK);
+    wsync_store_close(&s);
+    TEST_END();
+    TEST_BEGIN("http: a refused connection fails after the attempts, naming the URL, quickly");
+    {
+        wsync_http_options o;
+        uint64_t size;
+        double t0 = now_s();
+        fast_opts(&o);
+        CHECK_EQ_INT(wsync_store_http_open("http://127.0.0.1:1/x", &o, &s, &err), WSYNC_OK);
+        CHECK_EQ_INT(s.head(s.user, "HEAD", &size, &err), WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "http://127.0.0.1:1/x/HEAD") && strstr(err.message, "4 attempts"), "%s",
+                  err.message);
+        CHECK(now_s() - t0 < 5);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+}
+
+int main(void)
+{
+    wsync_store s;
+    static char tag[128];
+    g_url = getenv("WSYNC_TEST_HTTP_URL");
+    g_proxy = getenv("WSYNC_TEST_HTTP_PROXY");
+    g_data = getenv("WSYNC_TEST_HTTP_DATA");
+    g_tag = getenv("WSYNC_TEST_HTTP_TAG");
+    if (!g_tag) {
+        snprintf(tag, sizeof tag, "t%ld", (long)getpid());
+        g_tag = tag;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_listing_parser();
+    test_open_args();
+    if (!g_url || !g_proxy || !g_data) {
+        printf("(WSYNC_TEST_HTTP_URL and friends unset: run tests/test_http.sh for the server tests)\n");
+        curl_global_cleanup();
+        return check_summary();
+    }
+    TEST_BEGIN("http store opens on nginx");
+    CHECK(open_at(g_url, "contract", NULL, &s));
+    TEST_END();
+    test_contract(&s);
+    wsync_store_close(&s);
+    test_parallel();
+    test_mkcol();
+    test_chain();
+    test_prefetch();
+    test_faults();
+    test_restart();
+    curl_global_cleanup();
+    return check_summary();
+}
