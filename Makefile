@@ -115,7 +115,9 @@ fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz/%)
 
 # The main job: a trainer and an inference follower, two processes, qwen3-0.6b
 # (1.2 GB bf16), 10 steps through ./demo-bucket; about a minute on 2 cores.
-demo: $(BUILD)/wsync
+demo:
+	@tests/install-deps.sh --build
+	@$(MAKE) --no-print-directory $(BUILD)/wsync
 	$(BUILD)/wsync demo
 
 clean:

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make fuzz` need on a fresh Debian machine, and
 # nothing when it is all there already. Needs root (or sudo) only to install.
+# With --build: only what building the tool needs (make demo).
 set -u
 need=()
 command -v gcc     >/dev/null || need+=(gcc)
+if [ "${1:-}" != --build ]; then
 command -v g++     >/dev/null || need+=(g++)
 command -v clang   >/dev/null || need+=(clang)
 command -v clang++ >/dev/null || need+=(clang)
@@ -21,6 +23,7 @@ if command -v clang >/dev/null; then
         >/dev/null 2>&1 || need+=(libclang-rt-dev)
     rm -f /tmp/wsync-fuzzcheck.$$.c /tmp/wsync-fuzzcheck.$$
 fi
+fi # --build
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "install-deps: installing ${need[*]}"
 sudo=; [ "$(id -u)" -ne 0 ] && sudo=sudo
