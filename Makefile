@@ -20,8 +20,9 @@ CLI_HTTP  := $(if $(HAVE_CURL),-DWSYNC_CLI_HTTP=1,)
 
 # Test programs: every tests/test_*.c, each a single translation unit
 # (test_exhaustive runs on its own: make test-exhaustive; test_http needs
-# libcurl and a server: tests/test_http.sh starts nginx and runs it).
-TESTS      := $(filter-out test_exhaustive test_http,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
+# libcurl and a server: tests/test_http.sh starts nginx and runs it;
+# test_s3 likewise with s3rver: tests/test_s3.sh).
+TESTS      := $(filter-out test_exhaustive test_http test_s3,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
 TEST_BINS  := $(TESTS:%=$(BUILD)/%)
 SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
@@ -42,6 +43,13 @@ $(BUILD)/test_http: tests/test_http.c tests/check.h $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
 $(BUILD)/san/test_http: tests/test_http.c tests/check.h $(HEADERS) | $(BUILD)/san
+	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
+# The S3 store's tests, the same way (tests/test_s3.sh runs them against s3rver).
+$(BUILD)/test_s3: tests/test_s3.c tests/check.h $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
+$(BUILD)/san/test_s3: tests/test_s3.c tests/check.h $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
 $(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) | $(BUILD)
@@ -72,6 +80,7 @@ test: deps
 	@$(MAKE) --no-print-directory test-run
 
 test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http $(BUILD)/san/test_http \
+      $(BUILD)/test_s3 $(BUILD)/san/test_s3 \
       $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
 	@tests/run.sh tests \
 	    $(TEST_BINS) \
@@ -81,7 +90,8 @@ test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http $(BUILD)/sa
 	    "tests/test_headers.sh" \
 	    "tests/test_cli.sh $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
-	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync"
+	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
+	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync"
 
 # All 2^32 float bit patterns through f32->bf16, against PyTorch's results.
 test-exhaustive: $(BUILD)/test_exhaustive

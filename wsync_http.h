@@ -146,6 +146,52 @@ typedef int (*wsync_http_entry_fn)(void *user, const char *name, size_t name_len
 WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, wsync_http_entry_fn fn, void *user,
                                                 wsync_error *err);
 
+/* ---- S3 ----
+   An S3-compatible bucket (AWS S3, the Hugging Face buckets S3 gateway,
+   MinIO, Ceph) as a store: path-style requests signed with SigV4 by
+   libcurl. All zero (or NULL) means the defaults in brackets. */
+typedef struct wsync_s3_options {
+    wsync_http_options http;       /* transfers: timeouts, retries, parallel downloads, TLS */
+    const char *endpoint;          /* [AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com] */
+    const char *region;            /* [AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1] */
+    const char *access_key_id;     /* [AWS_ACCESS_KEY_ID] */
+    const char *secret_access_key; /* [AWS_SECRET_ACCESS_KEY] */
+    const char *session_token;     /* [AWS_SESSION_TOKEN] sent as x-amz-security-token */
+    uint64_t multipart_threshold;  /* [64 MiB] objects above this go up in parts */
+    uint64_t multipart_part_size;  /* [16 MiB] at least 5 MiB (S3's minimum part) */
+} wsync_s3_options;
+
+/* A store over s3://bucket[/prefix]: key "HEAD" is object "prefix/HEAD" of
+   the bucket, at <endpoint>/<bucket>/<prefix>/HEAD (path style). Nothing is
+   sent at open; credentials missing from both the options and the
+   environment are WSYNC_ERR_INVALID_ARGUMENT. wsync_store_http_stats works
+   on it. */
+WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_options *opt, wsync_store *out,
+                                           wsync_error *err);
+
+/* SigV4's URI encoding of n bytes into out (cap bytes, NUL-terminated):
+   A-Z a-z 0-9 - . _ ~ kept, '/' kept when keep_slash (object paths), every
+   other byte %XX in upper case. Returns the length, or (size_t)-1 when out
+   is too small. */
+WSYNC_DEF size_t wsync_s3_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t cap);
+/* SigV4's canonical query string of n name/value pairs (a NULL value is
+   empty): each side encoded as above ('/' too), sorted by encoded name then
+   value, "name=value" joined with '&' (the '=' is there for empty values).
+   libcurl 7.88 signs the query as it is sent, so wsync sends this form.
+   Returns the length, or (size_t)-1 when out is too small or n > 16. */
+WSYNC_DEF size_t wsync_s3_query(const char *const *names, const char *const *values, size_t n, char *out,
+                                size_t cap);
+
+/* The ListObjectsV2 response parser that list uses, exposed for tests and
+   fuzzing: fn gets every <Contents>'s <Key> (entities decoded; no NUL) and
+   <Size>; *truncated gets <IsTruncated>, token (cap bytes) the
+   <NextContinuationToken> ("" if none). DOCTYPE, CDATA, unknown entities,
+   mismatched tags and nesting past 16 are refused: WSYNC_ERR_IO with the
+   byte offset. fn returns 0 to go on. */
+typedef int (*wsync_s3_key_fn)(void *user, const char *key, size_t key_len, uint64_t size);
+WSYNC_DEF wsync_result wsync_s3_listing_parse(const void *xml, size_t len, wsync_s3_key_fn fn, void *user,
+                                              int *truncated, char *token, size_t token_cap, wsync_error *err);
+
 #ifdef __cplusplus
 }
 #endif
@@ -459,10 +505,356 @@ done:
 }
 #undef WSYNC__HJP_BAD
 
+/* ---------------------------------------------------------------------
+   S3 pieces without libcurl: SigV4 encoding, the ListObjectsV2 parser
+   --------------------------------------------------------------------- */
+
+WSYNC_DEF size_t wsync_s3_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i, o = 0;
+    if (!out || cap == 0 || (!s && n)) return (size_t)-1;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                   c == '.' || c == '_' || c == '~' || (keep_slash && c == '/');
+        if (cap - o < (keep ? 2u : 4u)) return (size_t)-1;
+        if (keep) out[o++] = (char)c;
+        else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = 0;
+    return o;
+}
+
+WSYNC_DEF size_t wsync_s3_query(const char *const *names, const char *const *values, size_t n, char *out,
+                                size_t cap)
+{
+    char *enc[32];
+    size_t order[16], i, j, o = 0, total = 0;
+    size_t result = (size_t)-1;
+    if (!out || cap == 0 || n > 16 || (n && !names)) return (size_t)-1;
+    memset(enc, 0, sizeof enc);
+    for (i = 0; i < n; i++) {
+        const char *v = values && values[i] ? values[i] : "";
+        size_t nl, vl;
+        if (!names[i]) goto done;
+        nl = strlen(names[i]);
+        vl = strlen(v);
+        if (nl > ((size_t)-1) / 4 - 1 || vl > ((size_t)-1) / 4 - 1) goto done;
+        enc[2 * i] = (char *)malloc(3 * nl + 1);
+        enc[2 * i + 1] = (char *)malloc(3 * vl + 1);
+        if (!enc[2 * i] || !enc[2 * i + 1]) goto done;
+        wsync_s3_uri_encode(names[i], nl, 0, enc[2 * i], 3 * nl + 1);
+        wsync_s3_uri_encode(v, vl, 0, enc[2 * i + 1], 3 * vl + 1);
+        order[i] = i;
+    }
+    /* a handful of pairs: insertion sort by name, then value */
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0; j--) {
+            size_t a = order[j - 1], b = order[j], t;
+            int c = strcmp(enc[2 * a], enc[2 * b]);
+            if (c < 0 || (c == 0 && strcmp(enc[2 * a + 1], enc[2 * b + 1]) <= 0)) break;
+            t = order[j - 1];
+            order[j - 1] = order[j];
+            order[j] = t;
+        }
+    for (i = 0; i < n; i++) {
+        size_t nl = strlen(enc[2 * order[i]]), vl = strlen(enc[2 * order[i] + 1]);
+        if (nl + vl + 2 > cap - o) goto done; /* '=' and '&' or the NUL */
+        if (i) out[o++] = '&';
+        memcpy(out + o, enc[2 * order[i]], nl);
+        o += nl;
+        out[o++] = '=';
+        memcpy(out + o, enc[2 * order[i] + 1], vl);
+        o += vl;
+    }
+    out[o] = 0;
+    total = o;
+    result = total;
+done:
+    for (i = 0; i < 2 * n; i++) free(enc[i]);
+    if (result == (size_t)-1) out[0] = 0;
+    return result;
+}
+
+/* Decodes XML text p[0..n) (entities and numeric references) into out,
+   which has room for n + 1 bytes (decoding never grows the text). Returns
+   the length, or (size_t)-1 on a bad or unknown entity, a NUL, a '<'. */
+static size_t wsync__s3_xml_text(const unsigned char *p, size_t n, char *out, size_t *bad_at)
+{
+    size_t i = 0, o = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c == 0 || c == '<') {
+            *bad_at = i;
+            return (size_t)-1;
+        }
+        if (c != '&') {
+            out[o++] = (char)c;
+            i++;
+            continue;
+        }
+        {
+            const unsigned char *semi = (const unsigned char *)memchr(p + i, ';', n - i < 12 ? n - i : 12);
+            size_t el;
+            unsigned long u = 0;
+            if (!semi) {
+                *bad_at = i;
+                return (size_t)-1;
+            }
+            el = (size_t)(semi - (p + i)) + 1; /* "&...;" */
+            if (el == 5 && memcmp(p + i, "&amp;", 5) == 0) out[o++] = '&';
+            else if (el == 4 && memcmp(p + i, "&lt;", 4) == 0) out[o++] = '<';
+            else if (el == 4 && memcmp(p + i, "&gt;", 4) == 0) out[o++] = '>';
+            else if (el == 6 && memcmp(p + i, "&quot;", 6) == 0) out[o++] = '"';
+            else if (el == 6 && memcmp(p + i, "&apos;", 6) == 0) out[o++] = '\'';
+            else if (el >= 4 && p[i + 1] == '#') {
+                size_t k = i + 2, digits = 0;
+                int hexa = p[k] == 'x';
+                if (hexa) k++;
+                for (; p + k < semi; k++, digits++) {
+                    unsigned d;
+                    unsigned char ch = p[k];
+                    if (ch >= '0' && ch <= '9') d = (unsigned)(ch - '0');
+                    else if (hexa && ch >= 'a' && ch <= 'f') d = (unsigned)(ch - 'a' + 10);
+                    else if (hexa && ch >= 'A' && ch <= 'F') d = (unsigned)(ch - 'A' + 10);
+                    else {
+                        *bad_at = k;
+                        return (size_t)-1;
+                    }
+                    u = u * (hexa ? 16u : 10u) + d;
+                    if (u > 0x10FFFF) {
+                        *bad_at = i;
+                        return (size_t)-1;
+                    }
+                }
+                if (!digits || u == 0 || (u >= 0xD800 && u <= 0xDFFF)) {
+                    *bad_at = i;
+                    return (size_t)-1;
+                }
+                /* "&#N;" is at least 4 bytes: the UTF-8 form never outgrows it */
+                if (u < 0x80) out[o++] = (char)u;
+                else if (u < 0x800) {
+                    out[o++] = (char)(0xC0 | (u >> 6));
+                    out[o++] = (char)(0x80 | (u & 0x3F));
+                } else if (u < 0x10000) {
+                    out[o++] = (char)(0xE0 | (u >> 12));
+                    out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
+                    out[o++] = (char)(0x80 | (u & 0x3F));
+                } else {
+                    out[o++] = (char)(0xF0 | (u >> 18));
+                    out[o++] = (char)(0x80 | ((u >> 12) & 0x3F));
+                    out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
+                    out[o++] = (char)(0x80 | (u & 0x3F));
+                }
+            } else {
+                *bad_at = i;
+                return (size_t)-1;
+            }
+            i += el;
+        }
+    }
+    out[o] = 0;
+    return o;
+}
+
+static int wsync__s3_is_name(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == ':' ||
+           c == '-' || c == '.' || c >= 0x80;
+}
+
+static int wsync__s3_name_is(const unsigned char *p, size_t n, const char *lit)
+{
+    return strlen(lit) == n && memcmp(p, lit, n) == 0;
+}
+
+#define WSYNC__S3X_DEPTH 16
+#define WSYNC__S3X_BAD(at, why)                                                                       \
+    do {                                                                                             \
+        r = wsync__hfail(err, WSYNC_ERR_IO, "S3 listing at byte %lu: %s", (unsigned long)(at), why); \
+        if (err) err->offset = (uint64_t)(at);                                                       \
+        goto done;                                                                                   \
+    } while (0)
+
+WSYNC_DEF wsync_result wsync_s3_listing_parse(const void *xml, size_t len, wsync_s3_key_fn fn, void *user,
+                                              int *truncated, char *token, size_t token_cap, wsync_error *err)
+{
+    const unsigned char *p = (const unsigned char *)xml;
+    const unsigned char *st_name[WSYNC__S3X_DEPTH];
+    size_t st_len[WSYNC__S3X_DEPTH], depth = 0, i = 0, text_at = 0, bad = 0;
+    wsync_result r = WSYNC_OK;
+    char *text = NULL, *key = NULL;
+    size_t key_len = 0;
+    int field = 0;      /* the leaf being read: 1 Key, 2 Size, 3 IsTruncated, 4 NextContinuationToken */
+    int in_contents = 0, have_key = 0, have_size = 0, have_trunc = 0, seen_root = 0;
+    uint64_t size = 0;
+    wsync__herr_reset(err);
+    if ((!xml && len) || !fn || !truncated || !token || token_cap == 0)
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
+    *truncated = 0;
+    token[0] = 0;
+    if (len > ((size_t)-1) / 2 - 2) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
+    text = (char *)malloc(len + 1);
+    key = (char *)malloc(len + 1);
+    if (!text || !key) {
+        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
+        goto done;
+    }
+    if (len >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) i = 3;
+    while (i < len) {
+        if (p[i] != '<') {
+            size_t start = i;
+            const unsigned char *lt = (const unsigned char *)memchr(p + i, '<', len - i);
+            i = lt ? (size_t)(lt - p) : len;
+            if (!field) {
+                size_t k;
+                for (k = start; k < i; k++)
+                    if (p[k] != ' ' && p[k] != '\t' && p[k] != '\r' && p[k] != '\n' && depth == 0)
+                        WSYNC__S3X_BAD(k, "text outside the root element");
+            }
+            continue;
+        }
+        if (len - i >= 2 && p[i + 1] == '?') {
+            const unsigned char *q = p + i + 2;
+            size_t left = len - i - 2;
+            while (left >= 2 && !(q[0] == '?' && q[1] == '>')) q++, left--;
+            if (left < 2) WSYNC__S3X_BAD(i, "an unterminated <?...?>");
+            if (depth || seen_root) WSYNC__S3X_BAD(i, "a processing instruction after the root began");
+            i = (size_t)(q - p) + 2;
+            continue;
+        }
+        if (len - i >= 4 && memcmp(p + i, "<!--", 4) == 0) {
+            const unsigned char *q = p + i + 4;
+            size_t left = len - i - 4;
+            if (field) WSYNC__S3X_BAD(i, "a comment inside a value");
+            while (left >= 3 && memcmp(q, "-->", 3) != 0) q++, left--;
+            if (left < 3) WSYNC__S3X_BAD(i, "an unterminated comment");
+            i = (size_t)(q - p) + 3;
+            continue;
+        }
+        if (len - i >= 2 && p[i + 1] == '!') WSYNC__S3X_BAD(i, "DOCTYPE and CDATA are refused");
+        if (len - i >= 2 && p[i + 1] == '/') {
+            size_t ns = i + 2, ne = ns;
+            while (ne < len && wsync__s3_is_name(p[ne])) ne++;
+            if (depth == 0 || ne - ns != st_len[depth - 1] || memcmp(p + ns, st_name[depth - 1], ne - ns) != 0)
+                WSYNC__S3X_BAD(i, "a closing tag that does not match the open one");
+            while (ne < len && (p[ne] == ' ' || p[ne] == '\t' || p[ne] == '\r' || p[ne] == '\n')) ne++;
+            if (ne >= len || p[ne] != '>') WSYNC__S3X_BAD(ne, "expected '>'");
+            if (field) {
+                size_t tl = wsync__s3_xml_text(p + text_at, i - text_at, text, &bad);
+                if (tl == (size_t)-1) WSYNC__S3X_BAD(text_at + bad, "a bad character or entity in a value");
+                if (field == 1) {
+                    if (have_key) WSYNC__S3X_BAD(text_at, "two <Key> in one <Contents>");
+                    if (tl == 0 || memchr(text, 0, tl)) WSYNC__S3X_BAD(text_at, "an empty <Key>");
+                    memcpy(key, text, tl + 1);
+                    key_len = tl;
+                    have_key = 1;
+                } else if (field == 2) {
+                    size_t k;
+                    if (have_size) WSYNC__S3X_BAD(text_at, "two <Size> in one <Contents>");
+                    if (tl == 0 || tl > 19) WSYNC__S3X_BAD(text_at, "<Size> is not an integer in [0, 2^63)");
+                    for (size = 0, k = 0; k < tl; k++) {
+                        unsigned d = (unsigned)((unsigned char)text[k] - '0');
+                        if (d > 9 || size > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / 10)
+                            WSYNC__S3X_BAD(text_at, "<Size> is not an integer in [0, 2^63)");
+                        size = size * 10 + d;
+                    }
+                    have_size = 1;
+                } else if (field == 3) {
+                    if (have_trunc) WSYNC__S3X_BAD(text_at, "two <IsTruncated>");
+                    if (strcmp(text, "true") == 0) *truncated = 1;
+                    else if (strcmp(text, "false") == 0) *truncated = 0;
+                    else WSYNC__S3X_BAD(text_at, "<IsTruncated> is neither true nor false");
+                    have_trunc = 1;
+                } else {
+                    if (tl >= token_cap || memchr(text, 0, tl))
+                        WSYNC__S3X_BAD(text_at, "<NextContinuationToken> too long");
+                    memcpy(token, text, tl + 1);
+                }
+                field = 0;
+            } else if (in_contents && depth == 2) {
+                if (!have_key || !have_size) WSYNC__S3X_BAD(i, "a <Contents> without <Key> or <Size>");
+                in_contents = 0;
+                if (fn(user, key, key_len, size) != 0) goto done;
+            }
+            depth--;
+            i = ne + 1;
+            continue;
+        }
+        {
+            size_t ns = i + 1, ne = ns, k;
+            int self_close = 0;
+            char quote = 0;
+            while (ne < len && wsync__s3_is_name(p[ne])) ne++;
+            if (ne == ns) WSYNC__S3X_BAD(i, "a '<' that starts no tag");
+            if (field) WSYNC__S3X_BAD(i, "an element inside a value");
+            /* attributes (xmlns=...): skipped, quotes respected */
+            for (k = ne; k < len; k++) {
+                if (quote) {
+                    if (p[k] == (unsigned char)quote) quote = 0;
+                } else if (p[k] == '"' || p[k] == '\'') quote = (char)p[k];
+                else if (p[k] == '<') WSYNC__S3X_BAD(k, "a '<' inside a tag");
+                else if (p[k] == '>') break;
+            }
+            if (k >= len) WSYNC__S3X_BAD(i, "an unterminated tag");
+            self_close = p[k - 1] == '/' && k - 1 >= ne;
+            if (depth == 0) {
+                if (seen_root) WSYNC__S3X_BAD(i, "a second root element");
+                if (!wsync__s3_name_is(p + ns, ne - ns, "ListBucketResult"))
+                    WSYNC__S3X_BAD(i, "the root is not <ListBucketResult>");
+                seen_root = 1;
+            }
+            i = k + 1;
+            if (self_close) {
+                if (depth == 1 && wsync__s3_name_is(p + ns, ne - ns, "Contents"))
+                    WSYNC__S3X_BAD(ns, "an empty <Contents/>");
+                if (depth == 2 && in_contents &&
+                    (wsync__s3_name_is(p + ns, ne - ns, "Key") || wsync__s3_name_is(p + ns, ne - ns, "Size")))
+                    WSYNC__S3X_BAD(ns, "an empty <Key/> or <Size/>");
+                continue;
+            }
+            if (depth >= WSYNC__S3X_DEPTH) WSYNC__S3X_BAD(ns, "elements nested deeper than 16");
+            st_name[depth] = p + ns;
+            st_len[depth] = ne - ns;
+            depth++;
+            if (depth == 2 && wsync__s3_name_is(p + ns, ne - ns, "Contents")) {
+                in_contents = 1;
+                have_key = have_size = 0;
+            } else if (depth == 2 && wsync__s3_name_is(p + ns, ne - ns, "IsTruncated")) field = 3;
+            else if (depth == 2 && wsync__s3_name_is(p + ns, ne - ns, "NextContinuationToken")) field = 4;
+            else if (depth == 3 && in_contents && wsync__s3_name_is(p + ns, ne - ns, "Key")) field = 1;
+            else if (depth == 3 && in_contents && wsync__s3_name_is(p + ns, ne - ns, "Size")) field = 2;
+            text_at = i;
+        }
+    }
+    if (!seen_root || depth != 0) WSYNC__S3X_BAD(len, "the listing ends inside an element (or has no root)");
+    if (*truncated && !token[0]) WSYNC__S3X_BAD(len, "<IsTruncated>true without a <NextContinuationToken>");
+done:
+    free(text);
+    free(key);
+    return r;
+}
+#undef WSYNC__S3X_BAD
+
 #ifdef WSYNC_HTTP_NO_CURL
 
 WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_options *opt, wsync_store *out,
                                              wsync_error *err)
+{
+    (void)opt;
+    if (out) memset(out, 0, sizeof *out);
+    return wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+                        "cannot open '%s': built without libcurl: install libcurl4-openssl-dev and rebuild",
+                        url ? url : "(null)");
+}
+
+WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_options *opt, wsync_store *out,
+                                           wsync_error *err)
 {
     (void)opt;
     if (out) memset(out, 0, sizeof *out);
@@ -513,7 +905,8 @@ static void wsync__hfree(const wsync_allocator *a, void *p)
 #define WSYNC__HTTP_LIST_MAX ((size_t)256 << 20) /* one directory listing's body */
 #define WSYNC__HTTP_LIST_KEYS 10000000u           /* keys in one listing */
 #define WSYNC__HTTP_LIST_DEPTH 64
-#define WSYNC__HTTP_ERRBODY 200                   /* bytes of an error body kept for the message */
+#define WSYNC__HTTP_ERRBODY 1024                  /* bytes of an error body kept (S3's XML errors) */
+#define WSYNC__HTTP_REDIRECTS 5                   /* redirects followed (S3 stores) */
 
 typedef struct wsync__http {
     wsync_allocator a;
@@ -527,6 +920,15 @@ typedef struct wsync__http {
     int multi_busy;
     wsync_http_stats st;
     uint64_t rng;
+    /* S3 (NULL/0 for plain HTTP): SigV4 through libcurl, a key prefix inside
+       the bucket, redirects followed, multipart uploads */
+    char *sigv4;           /* "aws:amz:REGION:s3" */
+    char *userpwd;         /* "KEY:SECRET" */
+    struct curl_slist *sign_headers; /* x-amz-content-sha256, x-amz-security-token */
+    char *kprefix;         /* "prefix/" or "" */
+    size_t kprefix_len;
+    int follow;
+    uint64_t mp_threshold, mp_part;
 #if WSYNC__HTTP_THREADS
     pthread_mutex_t mu;
 #endif
@@ -602,6 +1004,7 @@ typedef struct wsync__hreq {
     int has_range;
     uint64_t range_lo, range_hi;   /* inclusive; range_hi UINT64_MAX: open-ended */
     const char *if_range;          /* an ETag for If-Range */
+    int nosign;                    /* S3: not signed (a redirect to another host) */
     /* 2xx bodies go here; returning nonzero stops the transfer (then
        resp.stopped is set, and it is not an error of the transfer) */
     int (*on_body)(void *user, const void *p, size_t n);
@@ -624,7 +1027,7 @@ typedef struct wsync__hresp {
     uint64_t cr_total;
     long retry_after_ms;           /* -1: none */
     char etag[128];
-    char location[256];
+    char location[2048];
     char errbody[WSYNC__HTTP_ERRBODY + 1];
     size_t errbody_len;
     uint64_t body_bytes;           /* 2xx body bytes given to on_body */
@@ -688,7 +1091,9 @@ static void wsync__hparse_cr(wsync__hresp *rs, const char *v, const char *end)
     rs->cr_total_known = 0;
     if (v < end && *v == '*') v++;
     else if (wsync__hdigits(&v, end, &total)) {
-        if (hi >= total) return;
+        /* "bytes 0-0/0" is s3rver's answer for an empty object: the size is
+           still right (0), and no byte of the body is used */
+        if (hi >= total && !(lo == 0 && hi == 0 && total == 0)) return;
         rs->cr_total_known = 1;
         rs->cr_total = total;
     } else return;
@@ -848,7 +1253,8 @@ static int wsync__hsetup(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__
     if (h->o.verbose) curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
     if (strcmp(rq->method, "HEAD") == 0) {
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    } else if (strcmp(rq->method, "PUT") == 0) {
+    } else if (strcmp(rq->method, "PUT") == 0 || rq->body) {
+        if (strcmp(rq->method, "PUT") != 0) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, rq->method);
         curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(c, CURLOPT_READFUNCTION, wsync__hread_cb);
         curl_easy_setopt(c, CURLOPT_READDATA, rs);
@@ -862,6 +1268,17 @@ static int wsync__hsetup(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__
     for (e = h->headers; e && ok; e = e->next)
         if ((t = curl_slist_append(l, e->data)) != NULL) l = t;
         else ok = 0;
+    if (h->sigv4 && !rq->nosign) {
+        /* libcurl 7.88 signs every header it is given and leaves out
+           x-amz-content-sha256 (sign_headers has it); an emptied "Expect:"
+           would be signed too, so Expect stays and its wait is short */
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, h->sigv4);
+        curl_easy_setopt(c, CURLOPT_USERPWD, h->userpwd);
+        for (e = h->sign_headers; e && ok; e = e->next)
+            if ((t = curl_slist_append(l, e->data)) != NULL) l = t;
+            else ok = 0;
+    }
+    if (h->sigv4) curl_easy_setopt(c, CURLOPT_EXPECT_100_TIMEOUT_MS, 200L);
     for (e = rq->extra; e && ok; e = e->next)
         if ((t = curl_slist_append(l, e->data)) != NULL) l = t;
         else ok = 0;
@@ -953,18 +1370,63 @@ static void wsync__hbackoff(wsync__http *h, unsigned attempt, const wsync__hresp
     wsync__hsleep_ms((unsigned)ms);
 }
 
+/* The text of the first <name>...</name> in an S3 response body (an
+   <Error>'s Code and Message, an UploadId), entities decoded; 0 if absent. */
+static int wsync__s3_field(const char *body, size_t len, const char *name, char *out, size_t cap)
+{
+    char open_tag[40], close_tag[40];
+    const char *a, *b, *end = body + len;
+    size_t ol, cl, bad, n;
+    char *tmp;
+    ol = (size_t)snprintf(open_tag, sizeof open_tag, "<%s>", name);
+    cl = (size_t)snprintf(close_tag, sizeof close_tag, "</%s>", name);
+    out[0] = 0;
+    for (a = body; a && (size_t)(end - a) >= ol; a++) {
+        a = (const char *)memchr(a, '<', (size_t)(end - a));
+        if (!a || (size_t)(end - a) < ol) return 0;
+        if (memcmp(a, open_tag, ol) == 0) break;
+    }
+    if (!a || (size_t)(end - a) < ol) return 0;
+    a += ol;
+    for (b = a; (size_t)(end - b) >= cl; b++)
+        if (memcmp(b, close_tag, cl) == 0) break;
+    if ((size_t)(end - b) < cl) return 0;
+    n = (size_t)(b - a);
+    if (!(tmp = (char *)malloc(n + 1))) return 0;
+    n = wsync__s3_xml_text((const unsigned char *)a, n, tmp, &bad);
+    if (n != (size_t)-1 && n < cap) memcpy(out, tmp, n + 1);
+    free(tmp);
+    return n != (size_t)-1 && n < cap;
+}
+
 /* "PUT http://...: HTTP 503 (body...) after 5 attempts" into err. */
 static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const wsync__hreq *rq,
                                       const wsync__hresp *rs, unsigned attempts)
 {
     char body[WSYNC__HTTP_ERRBODY + 8];
     size_t i, o = 0;
-    (void)h;
-    for (i = 0; i < rs->errbody_len && o + 1 < sizeof body; i++) {
+    for (i = 0; i < rs->errbody_len && i < 200 && o + 1 < sizeof body; i++) {
         unsigned char ch = (unsigned char)rs->errbody[i];
         body[o++] = ch >= 0x20 && ch < 0x7F ? (char)ch : ' ';
     }
     body[o] = 0;
+    if (h && h->sigv4 && rs->cc == CURLE_OK && rs->status != 404) {
+        /* S3 says why in XML: <Error><Code>SignatureDoesNotMatch</Code><Message>... */
+        char code[96], msg[200];
+        if (wsync__s3_field(rs->errbody, rs->errbody_len, "Code", code, sizeof code)) {
+            int auth = rs->status == 401 || rs->status == 403 || strcmp(code, "SignatureDoesNotMatch") == 0 ||
+                       strcmp(code, "InvalidAccessKeyId") == 0 || strcmp(code, "AccessDenied") == 0 ||
+                       strcmp(code, "ExpiredToken") == 0 || strcmp(code, "InvalidToken") == 0;
+            if (!wsync__s3_field(rs->errbody, rs->errbody_len, "Message", msg, sizeof msg)) msg[0] = 0;
+            if (auth)
+                return wsync__hfail(err, WSYNC_ERR_AUTH,
+                                    "authentication failed: %s %s: HTTP %ld: S3 %s: %s (check the keys, the "
+                                    "region and the clock; not retried)",
+                                    rq->method, rq->url, rs->status, code, msg);
+            return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: HTTP %ld: S3 %s: %s (after %u attempt%s)", rq->method,
+                                rq->url, rs->status, code, msg, attempts, attempts == 1 ? "" : "s");
+        }
+    }
     if (rs->cc != CURLE_OK)
         return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d%s%ld) after %u attempt%s", rq->method,
                             rq->url, rs->curl_msg, (int)rs->cc, rs->status ? ", HTTP " : "", rs->status, attempts,
@@ -1018,16 +1480,17 @@ static wsync_result wsync__hrequest(wsync__http *h, const wsync__hreq *rq, wsync
 static char *wsync__hurl(const wsync__http *h, const char *key, int trailing_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
-    size_t kl = strlen(key), i, o;
+    size_t kl = strlen(key), pl = h->kprefix_len, i, o;
     char *u;
-    if (kl > ((size_t)-1 - h->base_len - 8) / 3) return NULL;
-    u = (char *)wsync__halloc(&h->a, h->base_len + 1 + 3 * kl + 2);
+    if (kl > ((size_t)-1 - h->base_len - 8) / 3 - pl) return NULL;
+    u = (char *)wsync__halloc(&h->a, h->base_len + 1 + 3 * (pl + kl) + 2);
     if (!u) return NULL;
     memcpy(u, h->base, h->base_len);
     o = h->base_len;
     u[o++] = '/';
-    for (i = 0; i < kl; i++) {
-        unsigned char c = (unsigned char)key[i];
+    for (i = 0; i < pl + kl; i++) {
+        /* the same encoding as SigV4's canonical URI: the path is signed as sent */
+        unsigned char c = (unsigned char)(i < pl ? h->kprefix[i] : key[i - pl]);
         if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
             c == '_' || c == '~' || c == '/') {
             u[o++] = (char)c;
@@ -1040,6 +1503,48 @@ static char *wsync__hurl(const wsync__http *h, const char *key, int trailing_sla
     if (trailing_slash && (o == 0 || u[o - 1] != '/')) u[o++] = '/';
     u[o] = 0;
     return u;
+}
+
+/* A redirect (S3 stores follow them: the Hugging Face gateway answers GET
+   with a 302 to its CDN). */
+static int wsync__hredirect(const wsync__http *h, const wsync__hresp *rs)
+{
+    return h->follow && rs->cc == CURLE_OK && rs->location[0] &&
+           (rs->status == 301 || rs->status == 302 || rs->status == 303 || rs->status == 307 || rs->status == 308);
+}
+
+/* Location resolved against from, in h's allocator; *nosign set when it
+   leaves from's scheme, host or port: the signature (made for our host
+   with our keys) is not sent elsewhere. NULL when it is not a URL. */
+static char *wsync__hresolve(wsync__http *h, const char *from, const char *location, int *nosign)
+{
+    CURLU *u = curl_url();
+    char *s1 = NULL, *h1 = NULL, *p1 = NULL, *s2 = NULL, *h2 = NULL, *p2 = NULL, *full = NULL, *out = NULL;
+    if (!u) return NULL;
+    if (curl_url_set(u, CURLUPART_URL, from, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &s1, 0) == CURLUE_OK && curl_url_get(u, CURLUPART_HOST, &h1, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &p1, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+        curl_url_set(u, CURLUPART_URL, location, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &s2, 0) == CURLUE_OK && curl_url_get(u, CURLUPART_HOST, &h2, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &p2, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_URL, &full, 0) == CURLUE_OK &&
+        (wsync__hcase_prefix(full, strlen(full), "http://") || wsync__hcase_prefix(full, strlen(full), "https://"))) {
+        size_t n = strlen(full), k;
+        int same = strlen(s1) == strlen(s2) && strlen(h1) == strlen(h2) && strcmp(p1, p2) == 0;
+        for (k = 0; same && s1[k]; k++) same = (s1[k] | 0x20) == (s2[k] | 0x20);
+        for (k = 0; same && h1[k]; k++) same = (h1[k] | 0x20) == (h2[k] | 0x20);
+        if (!same) *nosign = 1;
+        if ((out = (char *)wsync__halloc(&h->a, n + 1)) != NULL) memcpy(out, full, n + 1);
+    }
+    curl_free(s1);
+    curl_free(h1);
+    curl_free(p1);
+    curl_free(s2);
+    curl_free(h2);
+    curl_free(p2);
+    curl_free(full);
+    curl_url_cleanup(u);
+    return out;
 }
 
 /* ---- put ---- */
@@ -1129,7 +1634,8 @@ static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size
     wsync__hreq rq;
     wsync__hresp rs;
     wsync_result r;
-    char *url;
+    char *url, *redir = NULL;
+    unsigned hops;
     wsync__herr_reset(err);
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
     if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
@@ -1138,6 +1644,17 @@ static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size
     rq.url = url;
     rq.what = key;
     r = wsync__hrequest(h, &rq, &rs, NULL, NULL, err);
+    for (hops = 0; r == WSYNC_OK && wsync__hredirect(h, &rs) && hops < WSYNC__HTTP_REDIRECTS; hops++) {
+        char *next = wsync__hresolve(h, rq.url, rs.location, &rq.nosign);
+        if (!next) {
+            r = wsync__hfail(err, WSYNC_ERR_IO, "HEAD %s: HTTP %ld to a location that is not a URL", rq.url,
+                             rs.status);
+            break;
+        }
+        if (redir) wsync__hfree(&h->a, redir);
+        rq.url = redir = next;
+        r = wsync__hrequest(h, &rq, &rs, NULL, NULL, err);
+    }
     if (r == WSYNC_OK) {
         if (rs.status == 200 && rs.has_length) {
             if (size) *size = rs.length;
@@ -1150,6 +1667,7 @@ static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size
             r = wsync__hfail_resp(h, err, &rq, &rs, 1);
         }
     }
+    wsync__hfree(&h->a, redir);
     wsync__hfree(&h->a, url);
     return r;
 }
@@ -1184,6 +1702,8 @@ typedef struct wsync__hinfo {
     int ranges_ok;            /* the server answered the range with a 206 */
     uint64_t demand_hi;       /* a strict range's last byte (UINT64_MAX: none) */
     char etag[128];
+    char *url;                /* where a redirect led (h's allocator; NULL: none) */
+    int nosign;               /* ... to another host: not signed */
 } wsync__hinfo;
 
 typedef struct wsync__hstream {
@@ -1254,6 +1774,12 @@ static int wsync__hstream_headers(void *user, wsync__hresp *rs)
         in->total = total;
         snprintf(in->etag, sizeof in->etag, "%s", rs->etag);
     }
+    if (rs->status == 206 && total == 0) {
+        /* an empty object answered "bytes 0-0/0" with a byte promised and
+           never sent (s3rver): nothing to read, so do not wait for it */
+        s->done = 1;
+        return 1;
+    }
     return 0;
 }
 
@@ -1300,7 +1826,7 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
     wsync__hreq rq;
     wsync__hresp rs;
     CURL *c = wsync__hacquire(h);
-    unsigned attempt = 0, stalls = 0;
+    unsigned attempt = 0, stalls = 0, redirects = 0;
     wsync_result r = WSYNC_OK;
     if (!c) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: no curl handle", url);
     memset(&s, 0, sizeof s);
@@ -1317,7 +1843,8 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
         s.hi = info->total ? info->total - 1 : 0;
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
-    rq.url = url;
+    rq.url = info->url ? info->url : url;
+    rq.nosign = info->nosign;
     rq.what = key;
     rq.on_body = wsync__hstream_body;
     rq.on_body_user = &s;
@@ -1333,6 +1860,20 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
         rq.if_range = !s.first && info->etag[0] ? info->etag : NULL;
         s.done = 0;
         wsync__hperform(h, c, &rq, &rs);
+        if (wsync__hredirect(h, &rs) && redirects < WSYNC__HTTP_REDIRECTS) {
+            char *next = wsync__hresolve(h, rq.url, rs.location, &info->nosign);
+            if (!next) {
+                r = wsync__hfail(err, WSYNC_ERR_IO, "GET %s: HTTP %ld to a location that is not a URL", rq.url,
+                                 rs.status);
+                break;
+            }
+            wsync__hfree(&h->a, info->url);
+            rq.url = info->url = next;
+            rq.nosign = info->nosign;
+            redirects++;
+            attempt--;
+            continue;
+        }
         if (s.fail) {
             r = wsync__hfail(err, s.code, "GET %s: %s", url, s.msg);
             break;
@@ -1344,6 +1885,14 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
         if (rs.status == 416 && rs.cc == CURLE_OK) {
             /* nothing at or after pos: fine only for an open range at the very end */
             uint64_t sz = rs.has_cr && rs.cr_star ? rs.cr_total : UINT64_MAX;
+            char actual[32];
+            if (sz == UINT64_MAX && h->sigv4 &&
+                wsync__s3_field(rs.errbody, rs.errbody_len, "ActualObjectSize", actual, sizeof actual)) {
+                /* S3 says the size in its InvalidRange error, not in Content-Range */
+                const char *q = actual;
+                uint64_t v;
+                if (wsync__hdigits(&q, actual + strlen(actual), &v) && !*q) sz = v;
+            }
             if (sz != UINT64_MAX && !info->have_total) {
                 info->have_total = 1;
                 info->total = sz;
@@ -1404,6 +1953,7 @@ typedef struct wsync__hpart {
     size_t index;          /* part number */
     const char *expect_etag;
     uint64_t expect_total;
+    int nosign;
     int bad;               /* the response was not the range asked for */
 } wsync__hpart;
 
@@ -1437,6 +1987,7 @@ static int wsync__hpart_start(wsync__http *h, CURLM *m, wsync__hpart *p, const c
     memset(&p->rq, 0, sizeof p->rq);
     p->rq.method = "GET";
     p->rq.url = url;
+    p->rq.nosign = p->nosign;
     p->rq.what = key;
     p->rq.has_range = 1;
     p->rq.range_lo = p->lo + p->got;
@@ -1456,9 +2007,9 @@ static int wsync__hpart_start(wsync__http *h, CURLM *m, wsync__hpart *p, const c
 /* Bytes [lo, end) of url, known to be `total` long and served in ranges, in
    parts of part_size over `parallel` connections; each part goes to the sink
    in order as soon as those before it have. */
-static wsync_result wsync__hparallel(wsync__http *h, const char *url, const char *key, uint64_t lo, uint64_t end,
-                                     uint64_t total, const char *etag, wsync_sink_fn sink, void *sink_user,
-                                     wsync_error *err)
+static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign, const char *key, uint64_t lo,
+                                     uint64_t end, uint64_t total, const char *etag, wsync_sink_fn sink,
+                                     void *sink_user, wsync_error *err)
 {
     wsync__hpart parts[16];
     unsigned n_slots = h->o.parallel > 16 ? 16 : h->o.parallel, i;
@@ -1484,6 +2035,7 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, const char
         parts[i].buf = (uint8_t *)wsync__halloc(&h->a, (size_t)psize);
         parts[i].expect_etag = etag;
         parts[i].expect_total = total;
+        parts[i].nosign = nosign;
         if (!parts[i].c || !parts[i].buf) {
             r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: %u parts of %llu bytes", url, n_slots,
                              (unsigned long long)psize);
@@ -1625,13 +2177,15 @@ static wsync_result wsync__http_get(void *user, const char *key, uint64_t offset
         end = hi == UINT64_MAX ? info.total : hi + 1;
         if (r == WSYNC_OK && info.have_total && info.pos < end) {
             if (info.ranges_ok && end - offset > h->o.parallel_threshold)
-                r = wsync__hparallel(h, url, key, info.pos, end, info.total, info.etag, sink, sink_user, err);
+                r = wsync__hparallel(h, info.url ? info.url : url, info.nosign, key, info.pos, end, info.total,
+                                     info.etag, sink, sink_user, err);
             else
                 r = wsync__hstream_run(h, url, key, info.pos, end - 1, 1, 0, sink, sink_user, &info, err);
         }
     }
     if (r == WSYNC_OK && size && info.have_total) *size = info.total;
     else if (size && info.have_total && r == WSYNC_ERR_OUT_OF_BOUNDS) *size = info.total;
+    wsync__hfree(&h->a, info.url);
     wsync__hfree(&h->a, url);
     return r;
 }
@@ -1877,10 +2431,18 @@ static void wsync__http_close(void *user)
     for (i = 0; i < h->n_pool; i++) curl_easy_cleanup(h->pool[i]);
     if (h->multi) curl_multi_cleanup(h->multi);
     curl_slist_free_all(h->headers);
+    curl_slist_free_all(h->sign_headers);
 #if WSYNC__HTTP_THREADS
     pthread_mutex_destroy(&h->mu);
 #endif
     a = h->a;
+    wsync__hfree(&a, h->sigv4);
+    if (h->userpwd) { /* the secret: wiped before it goes back */
+        volatile char *v = h->userpwd;
+        while (*v) *v++ = 0;
+    }
+    wsync__hfree(&a, h->userpwd);
+    wsync__hfree(&a, h->kprefix);
     wsync__hfree(&a, h->base);
     wsync__hfree(&a, h);
     curl_global_cleanup();
@@ -1966,11 +2528,495 @@ oom:
     return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "HTTP store");
 }
 
+/* ---- S3: the same transfer layer, signed; its own put, list and del ---- */
+
+/* A small response body (multipart replies), kept whole. */
+typedef struct wsync__s3body {
+    char p[16384];
+    size_t n;
+    int big;
+} wsync__s3body;
+
+static int wsync__s3body_add(void *user, const void *p, size_t n)
+{
+    wsync__s3body *b = (wsync__s3body *)user;
+    if (n > sizeof b->p - 1 - b->n) {
+        b->big = 1;
+        return 1;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+static void wsync__s3body_reset(void *user)
+{
+    wsync__s3body *b = (wsync__s3body *)user;
+    b->n = 0;
+    b->big = 0;
+    b->p[0] = 0;
+}
+
+/* url + "?" + the canonical query of the pairs; NULL on OOM. */
+static char *wsync__s3_url_q(wsync__http *h, const char *url, const char *const *names, const char *const *values,
+                             size_t n)
+{
+    size_t ul = strlen(url), cap = 64, i, ql;
+    char *u;
+    for (i = 0; i < n; i++) cap += 3 * (strlen(names[i]) + strlen(values[i] ? values[i] : "")) + 2;
+    if (!(u = (char *)wsync__halloc(&h->a, ul + 1 + cap))) return NULL;
+    memcpy(u, url, ul);
+    u[ul] = '?';
+    ql = wsync_s3_query(names, values, n, u + ul + 1, cap);
+    if (ql == (size_t)-1) {
+        wsync__hfree(&h->a, u);
+        return NULL;
+    }
+    return u;
+}
+
+/* One signed request whose answer must be 2xx; the attempts counted for
+   the message. */
+static wsync_result wsync__s3_call(wsync__http *h, wsync__hreq *rq, wsync__hresp *rs, wsync__s3body *b,
+                                   wsync_error *err)
+{
+    wsync_result r;
+    if (b) {
+        rq->on_body = wsync__s3body_add;
+        rq->on_body_user = b;
+    }
+    r = wsync__hrequest(h, rq, rs, b ? wsync__s3body_reset : NULL, b, err);
+    if (r != WSYNC_OK) return r;
+    if (rs->status >= 200 && rs->status < 300 && !rs->stopped) return WSYNC_OK;
+    if (rs->stopped) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s %s: a reply over %lu bytes", rq->method, rq->url,
+                                         (unsigned long)sizeof b->p);
+    return wsync__hfail_resp(h, err, rq, rs, wsync__hretryable(rs) ? h->o.max_attempts : 1);
+}
+
+/* CreateMultipartUpload, UploadPart for each part, CompleteMultipartUpload
+   with the parts' ETags; AbortMultipartUpload when any of it fails (S3
+   keeps, and bills, the parts of an upload never completed). */
+static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const uint8_t *bytes, size_t len,
+                                        wsync_error *err)
+{
+    static const char *n_create[] = {"uploads"}, *n_part[] = {"partNumber", "uploadId"}, *n_done[] = {"uploadId"};
+    const char *v[2];
+    wsync__s3body *b = NULL;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r = WSYNC_OK;
+    char *url = NULL, *u = NULL, *xml = NULL, upload_id[1024], num[24];
+    char(*etags)[128] = NULL;
+    uint64_t part = h->mp_part, n_parts;
+    size_t i, xl = 0, xcap;
+    if ((uint64_t)len / part >= 10000) part = ((uint64_t)len / 9999 + ((uint64_t)1 << 20)) & ~(((uint64_t)1 << 20) - 1);
+    n_parts = ((uint64_t)len + part - 1) / part;
+    url = wsync__hurl(h, key, 0);
+    b = (wsync__s3body *)wsync__halloc(&h->a, sizeof *b);
+    etags = (char(*)[128])wsync__halloc(&h->a, (size_t)n_parts * sizeof *etags);
+    xcap = 128 + (size_t)n_parts * (64 + 6 * 128);
+    xml = (char *)wsync__halloc(&h->a, xcap);
+    if (!url || !b || !etags || !xml) {
+        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "multipart upload of '%s'", key);
+        goto done;
+    }
+    /* create */
+    v[0] = NULL;
+    if (!(u = wsync__s3_url_q(h, url, n_create, v, 1))) goto oom;
+    memset(&rq, 0, sizeof rq);
+    rq.method = "POST";
+    rq.url = u;
+    rq.what = key;
+    rq.body = (const uint8_t *)"";
+    if ((r = wsync__s3_call(h, &rq, &rs, b, err)) != WSYNC_OK) goto done;
+    if (!wsync__s3_field(b->p, b->n, "UploadId", upload_id, sizeof upload_id) || !upload_id[0]) {
+        r = wsync__hfail(err, WSYNC_ERR_IO, "POST %s: HTTP %ld without an <UploadId>", u, rs.status);
+        goto done;
+    }
+    /* the parts, in order */
+    for (i = 0; i < (size_t)n_parts && r == WSYNC_OK; i++) {
+        uint64_t lo = (uint64_t)i * part, n = (uint64_t)len - lo < part ? (uint64_t)len - lo : part;
+        snprintf(num, sizeof num, "%lu", (unsigned long)(i + 1));
+        v[0] = num;
+        v[1] = upload_id;
+        wsync__hfree(&h->a, u);
+        if (!(u = wsync__s3_url_q(h, url, n_part, v, 2))) goto oom;
+        memset(&rq, 0, sizeof rq);
+        rq.method = "PUT";
+        rq.url = u;
+        rq.what = key;
+        rq.body = bytes + lo;
+        rq.body_len = (size_t)n;
+        if ((r = wsync__s3_call(h, &rq, &rs, NULL, err)) != WSYNC_OK) break;
+        if (!rs.etag[0]) r = wsync__hfail(err, WSYNC_ERR_IO, "PUT %s: HTTP %ld without an ETag", u, rs.status);
+        else memcpy(etags[i], rs.etag, sizeof etags[i]);
+    }
+    if (r != WSYNC_OK) goto abort;
+    /* complete: the ETags XML-escaped (they carry quotes) */
+    xl = (size_t)snprintf(xml, xcap, "%s", "<CompleteMultipartUpload>");
+    for (i = 0; i < (size_t)n_parts; i++) {
+        const char *e;
+        xl += (size_t)snprintf(xml + xl, xcap - xl, "<Part><PartNumber>%lu</PartNumber><ETag>", (unsigned long)(i + 1));
+        for (e = etags[i]; *e; e++) {
+            const char *ent = *e == '"' ? "&quot;" : *e == '&' ? "&amp;" : *e == '<' ? "&lt;" : *e == '>' ? "&gt;" : NULL;
+            if (ent) xl += (size_t)snprintf(xml + xl, xcap - xl, "%s", ent);
+            else xml[xl++] = *e;
+        }
+        xl += (size_t)snprintf(xml + xl, xcap - xl, "%s", "</ETag></Part>");
+    }
+    xl += (size_t)snprintf(xml + xl, xcap - xl, "%s", "</CompleteMultipartUpload>");
+    v[0] = upload_id;
+    wsync__hfree(&h->a, u);
+    if (!(u = wsync__s3_url_q(h, url, n_done, v, 1))) goto oom;
+    memset(&rq, 0, sizeof rq);
+    rq.method = "POST";
+    rq.url = u;
+    rq.what = key;
+    rq.body = (const uint8_t *)xml;
+    rq.body_len = xl;
+    if ((r = wsync__s3_call(h, &rq, &rs, b, err)) == WSYNC_OK) {
+        /* S3 may answer 200 and still fail, with an <Error> in the body */
+        char code[96], msg[200];
+        if (wsync__s3_field(b->p, b->n, "Code", code, sizeof code)) {
+            if (!wsync__s3_field(b->p, b->n, "Message", msg, sizeof msg)) msg[0] = 0;
+            r = wsync__hfail(err, WSYNC_ERR_IO, "POST %s: S3 %s: %s", u, code, msg);
+        }
+    }
+    if (r == WSYNC_OK) goto done;
+abort:
+    {
+        wsync__hresp rs2;
+        v[0] = upload_id;
+        wsync__hfree(&h->a, u);
+        if ((u = wsync__s3_url_q(h, url, n_done, v, 1)) != NULL) {
+            memset(&rq, 0, sizeof rq);
+            rq.method = "DELETE";
+            rq.url = u;
+            rq.what = key;
+            rq.attempts = 2;
+            (void)wsync__hrequest(h, &rq, &rs2, NULL, NULL, NULL);
+        }
+    }
+    goto done;
+oom:
+    r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "multipart upload of '%s'", key);
+done:
+    wsync__hfree(&h->a, u);
+    wsync__hfree(&h->a, url);
+    wsync__hfree(&h->a, b);
+    wsync__hfree(&h->a, etags);
+    wsync__hfree(&h->a, xml);
+    return r;
+}
+
+/* One PUT replaces the object whole (S3 writes are atomic per object);
+   above the threshold, a multipart upload (also atomic: the object appears
+   at CompleteMultipartUpload). */
+static wsync_result wsync__s3_put(void *user, const char *key, const void *bytes, size_t len, wsync_error *err)
+{
+    wsync__http *h = (wsync__http *)user;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r;
+    char *url;
+    wsync__herr_reset(err);
+    if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
+    if (!bytes && len) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no bytes");
+    if ((uint64_t)len > h->mp_threshold) return wsync__s3_multipart(h, key, (const uint8_t *)bytes, len, err);
+    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    memset(&rq, 0, sizeof rq);
+    rq.method = "PUT";
+    rq.url = url;
+    rq.what = key;
+    rq.body = (const uint8_t *)(bytes ? bytes : "");
+    rq.body_len = len;
+    r = wsync__s3_call(h, &rq, &rs, NULL, err);
+    wsync__hfree(&h->a, url);
+    return r;
+}
+
+/* S3 answers DELETE of a missing key with 204: a HEAD first keeps the
+   store's contract (NOT_FOUND). */
+static wsync_result wsync__s3_del(void *user, const char *key, wsync_error *err)
+{
+    wsync__http *h = (wsync__http *)user;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r;
+    char *url;
+    if ((r = wsync__http_head(user, key, NULL, err)) != WSYNC_OK) return r;
+    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    memset(&rq, 0, sizeof rq);
+    rq.method = "DELETE";
+    rq.url = url;
+    rq.what = key;
+    r = wsync__s3_call(h, &rq, &rs, NULL, err);
+    wsync__hfree(&h->a, url);
+    return r;
+}
+
+/* ---- S3 list: ListObjectsV2, page after page ---- */
+
+typedef struct wsync__s3list {
+    wsync__hlist l;        /* its body buffer and key array */
+    int bad;
+} wsync__s3list;
+
+static int wsync__s3_list_entry(void *user, const char *key, size_t key_len, uint64_t size)
+{
+    wsync__s3list *sl = (wsync__s3list *)user;
+    wsync__hlist *l = &sl->l;
+    wsync__http *h = l->h;
+    const char *k;
+    char *copy;
+    if (key_len != strlen(key) || key_len < h->kprefix_len || memcmp(key, h->kprefix, h->kprefix_len) != 0) return 0;
+    k = key + h->kprefix_len;
+    if (strncmp(k, l->prefix, l->plen) != 0 || wsync_store_key_check(k, NULL) != WSYNC_OK) return 0;
+    if (l->n >= WSYNC__HTTP_LIST_KEYS) {
+        l->too_many = 1;
+        return 1;
+    }
+    if (!wsync__hgrow(&h->a, (void **)&l->keys, &l->cap, l->n, sizeof *l->keys) ||
+        !(copy = wsync__hjoin(&h->a, "", k, key_len - h->kprefix_len, 0))) {
+        l->oom = 1;
+        return 1;
+    }
+    l->keys[l->n].key = copy;
+    l->keys[l->n].size = size;
+    l->n++;
+    return 0;
+}
+
+static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err)
+{
+    static const char *names[] = {"list-type", "prefix", "continuation-token"};
+    wsync__http *h = (wsync__http *)user;
+    wsync__s3list sl;
+    wsync__hlist *l = &sl.l;
+    wsync_result r = WSYNC_OK;
+    char token[1024], prev[1024], *full = NULL, *url = NULL;
+    const char *v[3];
+    size_t i, pages = 0;
+    wsync__herr_reset(err);
+    if (!fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
+    memset(&sl, 0, sizeof sl);
+    l->h = h;
+    l->prefix = prefix ? prefix : "";
+    l->plen = strlen(l->prefix);
+    if (!(full = wsync__hjoin(&h->a, h->kprefix, l->prefix, l->plen, 0)))
+        return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
+    token[0] = 0;
+    do {
+        wsync__hreq rq;
+        wsync__hresp rs;
+        wsync_error perr;
+        int truncated = 0;
+        v[0] = "2";
+        v[1] = full;
+        v[2] = token;
+        wsync__hfree(&h->a, url);
+        if (!(url = wsync__s3_url_q(h, h->base, names, v, token[0] ? 3 : 2))) {
+            r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
+            break;
+        }
+        memset(&rq, 0, sizeof rq);
+        rq.method = "GET";
+        rq.url = url;
+        rq.what = "(the bucket listing)";
+        rq.on_body = wsync__hlist_body;
+        rq.on_body_user = l;
+        r = wsync__hrequest(h, &rq, &rs, wsync__hlist_reset, l, err);
+        if (r != WSYNC_OK) break;
+        if (rs.stopped) {
+            r = l->oom ? wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
+                       : wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: a page over %lu bytes", url,
+                                      (unsigned long)WSYNC__HTTP_LIST_MAX);
+            break;
+        }
+        if (rs.status == 404) {
+            r = wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "GET %s: HTTP 404: no such bucket", url);
+            break;
+        }
+        if (rs.status != 200) {
+            r = wsync__hfail_resp(h, err, &rq, &rs, 1);
+            break;
+        }
+        memcpy(prev, token, sizeof prev);
+        r = wsync_s3_listing_parse(l->body, l->body_len, wsync__s3_list_entry, &sl, &truncated, token, sizeof token,
+                                   &perr);
+        if (r != WSYNC_OK) {
+            r = wsync__hfail(err, r, "GET %s (HTTP 200): %s", url, perr.message);
+            if (err) err->offset = perr.offset;
+            break;
+        }
+        if (l->oom) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+        else if (l->too_many) r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing: over %u keys", WSYNC__HTTP_LIST_KEYS);
+        else if (truncated && strcmp(prev, token) == 0)
+            r = wsync__hfail(err, WSYNC_ERR_IO, "GET %s: the same continuation token twice", url);
+        else if (!truncated) token[0] = 0;
+        else if (++pages > WSYNC__HTTP_LIST_KEYS / 1000)
+            r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing: over %u pages", WSYNC__HTTP_LIST_KEYS / 1000);
+    } while (r == WSYNC_OK && token[0]);
+    if (r == WSYNC_OK) {
+        /* S3 lists in UTF-8 byte order already; some servers do not */
+        if (l->n) qsort(l->keys, l->n, sizeof *l->keys, wsync__hcmp_key);
+        for (i = 0; i < l->n; i++)
+            if (fn(fn_user, l->keys[i].key, l->keys[i].size) != 0) break;
+    }
+    for (i = 0; i < l->n; i++) wsync__hfree(&h->a, l->keys[i].key);
+    wsync__hfree(&h->a, l->keys);
+    wsync__hfree(&h->a, l->body);
+    wsync__hfree(&h->a, url);
+    wsync__hfree(&h->a, full);
+    return r;
+}
+
+/* ---- S3 open ---- */
+
+static const char *wsync__s3_pick(const char *opt, const char *name, const char *name2)
+{
+    const char *e;
+    if (opt && *opt) return opt;
+    if ((e = getenv(name)) != NULL && *e) return e;
+    if (name2 && (e = getenv(name2)) != NULL && *e) return e;
+    return NULL;
+}
+
+static char *wsync__s3_dup(const wsync_allocator *a, const char *s)
+{
+    size_t n = strlen(s);
+    char *d = (char *)wsync__halloc(a, n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
+}
+
+WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_options *opt, wsync_store *out,
+                                           wsync_error *err)
+{
+    const char *region, *endpoint, *key_id, *secret, *token, *bucket, *slash, *e;
+    char *base = NULL, def_endpoint[128], hdr[2200];
+    size_t blen, plen, i, elen;
+    wsync__http *h;
+    wsync_allocator a;
+    wsync_result r;
+    wsync_error kerr;
+    struct curl_slist *t;
+    wsync__herr_reset(err);
+    if (!out || !url) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an s3://bucket/prefix URL is needed");
+    memset(out, 0, sizeof *out);
+    if (!wsync__hcase_eq_prefix(url, "s3://"))
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "'%s' is not an s3://bucket/prefix URL", url);
+    bucket = url + 5;
+    slash = strchr(bucket, '/');
+    blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
+    if (blen == 0 || blen > 255)
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s' has no bucket", url);
+    for (i = 0; i < blen; i++) {
+        char c = bucket[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+              c == '_'))
+            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "bucket name in '%s' has a byte other than letters, digits, '-', '.', '_'", url);
+    }
+    /* the prefix: trimmed of '/', a valid key itself */
+    e = slash ? slash : bucket + blen;
+    while (*e == '/') e++;
+    plen = strlen(e);
+    while (plen && e[plen - 1] == '/') plen--;
+    if (plen) {
+        char tmp[1100];
+        if (plen > 1000) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s': prefix too long", url);
+        memcpy(tmp, e, plen);
+        tmp[plen] = 0;
+        if (wsync_store_key_check(tmp, &kerr) != WSYNC_OK)
+            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s': prefix: %s", url, kerr.message);
+    }
+    region = wsync__s3_pick(opt ? opt->region : NULL, "AWS_REGION", "AWS_DEFAULT_REGION");
+    if (!region) region = "us-east-1";
+    for (i = 0; region[i]; i++)
+        if (!((region[i] >= 'a' && region[i] <= 'z') || (region[i] >= '0' && region[i] <= '9') || region[i] == '-') ||
+            i > 40)
+            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "region '%s' is not like us-east-1", region);
+    endpoint = wsync__s3_pick(opt ? opt->endpoint : NULL, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
+    if (!endpoint) {
+        snprintf(def_endpoint, sizeof def_endpoint, "https://s3.%s.amazonaws.com", region);
+        endpoint = def_endpoint;
+    }
+    key_id = wsync__s3_pick(opt ? opt->access_key_id : NULL, "AWS_ACCESS_KEY_ID", NULL);
+    secret = wsync__s3_pick(opt ? opt->secret_access_key : NULL, "AWS_SECRET_ACCESS_KEY", NULL);
+    token = wsync__s3_pick(opt ? opt->session_token : NULL, "AWS_SESSION_TOKEN", NULL);
+    if (!key_id || !secret)
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                            "store %s: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", url);
+    if (strchr(key_id, ':') || strlen(key_id) > 256 || strlen(secret) > 256 || (token && strlen(token) > 2048))
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: a malformed access key, secret or token", url);
+    for (e = token; e && *e; e++)
+        if ((unsigned char)*e < 0x20 || *e == 0x7F)
+            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: a control byte in the session token", url);
+    /* the bucket's URL: endpoint/bucket; the transfer layer checks the rest */
+    elen = strlen(endpoint);
+    while (elen && endpoint[elen - 1] == '/') elen--;
+    memset(&a, 0, sizeof a);
+    if (opt) a = opt->http.allocator;
+    if (!(base = (char *)wsync__halloc(&a, elen + blen + 2)))
+        return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "S3 store");
+    memcpy(base, endpoint, elen);
+    base[elen] = '/';
+    memcpy(base + elen + 1, bucket, blen);
+    base[elen + 1 + blen] = 0;
+    r = wsync_store_http_open(base, opt ? &opt->http : NULL, out, err);
+    wsync__hfree(&a, base);
+    if (r != WSYNC_OK) {
+        if (err) {
+            char m[sizeof err->message];
+            snprintf(m, sizeof m, "%s", err->message);
+            wsync__hfail(err, r, "S3 endpoint '%.*s': %s", (int)elen, endpoint, m);
+        }
+        return r;
+    }
+    h = (wsync__http *)out->user;
+    h->follow = 1;
+    h->mp_threshold = opt && opt->multipart_threshold ? opt->multipart_threshold : (uint64_t)64 << 20;
+    h->mp_part = opt && opt->multipart_part_size ? opt->multipart_part_size : (uint64_t)16 << 20;
+    if (h->mp_part < ((uint64_t)5 << 20)) h->mp_part = (uint64_t)5 << 20;
+    if (h->mp_part > ((uint64_t)5 << 30)) h->mp_part = (uint64_t)5 << 30;
+    snprintf(hdr, sizeof hdr, "aws:amz:%s:s3", region);
+    h->sigv4 = wsync__s3_dup(&h->a, hdr);
+    h->kprefix = (char *)wsync__halloc(&h->a, plen + 2);
+    h->userpwd = (char *)wsync__halloc(&h->a, strlen(key_id) + strlen(secret) + 2);
+    if (!h->sigv4 || !h->kprefix || !h->userpwd) goto oom;
+    {
+        const char *ps = slash ? slash : bucket + blen;
+        while (*ps == '/') ps++;
+        memcpy(h->kprefix, ps, plen);
+        if (plen) h->kprefix[plen++] = '/';
+        h->kprefix[plen] = 0;
+        h->kprefix_len = plen;
+    }
+    snprintf(h->userpwd, strlen(key_id) + strlen(secret) + 2, "%s:%s", key_id, secret);
+    if (!(t = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD"))) goto oom;
+    h->sign_headers = t;
+    if (token) {
+        snprintf(hdr, sizeof hdr, "x-amz-security-token: %s", token);
+        if (!(t = curl_slist_append(h->sign_headers, hdr))) goto oom;
+        h->sign_headers = t;
+    }
+    out->put = wsync__s3_put;
+    out->list = wsync__s3_list;
+    out->del = wsync__s3_del;
+    return WSYNC_OK;
+oom:
+    wsync__http_close(h);
+    memset(out, 0, sizeof *out);
+    return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "S3 store");
+}
+
 WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out)
 {
     wsync__http *h;
     if (out) memset(out, 0, sizeof *out);
-    if (!s || s->put != wsync__http_put || !s->user) return 0;
+    if (!s || (s->put != wsync__http_put && s->put != wsync__s3_put) || !s->user) return 0;
     h = (wsync__http *)s->user;
     WSYNC__HLOCK(h);
     if (out) *out = h->st;

@@ -8,7 +8,7 @@
 #include "wsync.h"
 #define WSYNC_GEN_IMPLEMENTATION
 #include "wsync_gen.h"
-/* URL stores (http://, https://) need libcurl: the Makefile defines
+/* URL stores (http://, https://, s3://) need libcurl: the Makefile defines
    WSYNC_CLI_HTTP=1 and links -lcurl when its development files are there;
    without them the tool still builds and says so when given a URL. */
 #if !defined(WSYNC_CLI_HTTP) || !WSYNC_CLI_HTTP
@@ -60,7 +60,9 @@ static const char *usage_text =
     "  log --store DIR [--prefix P] [--json]\n"
     "                          list the chain: HEAD, anchors, deltas\n"
     "                          (--store DIR: a directory, or the URL of an HTTP\n"
-    "                          bucket: http://host:port/prefix, https://...)\n"
+    "                          bucket: http://host:port/prefix, https://..., or\n"
+    "                          s3://bucket/prefix with AWS_ENDPOINT_URL, AWS_REGION,\n"
+    "                          AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)\n"
     "  gen --model M --step N -o FILE\n"
     "                          a training-like bf16 model at step N (for tests)\n"
     "  demo [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--bucket DIR]\n"
@@ -675,13 +677,21 @@ static int parse_step(const char *s, uint64_t *out)
 
 /* Readers pass must_exist: the directory store creates a missing root, and a
    mistyped --store should say so rather than read an empty chain. A store
-   given as http:// or https:// is an HTTP bucket (wsync_http.h). */
+   given as http:// or https:// is an HTTP bucket, s3://bucket/prefix an S3
+   one (wsync_http.h). */
 static int open_dir_store(const char *cmd, const char *dir, int must_exist, wsync_store *s)
 {
     wsync_error err;
     struct stat sb;
     if (strncmp(dir, "http://", 7) == 0 || strncmp(dir, "https://", 8) == 0) {
         if (wsync_store_http_open(dir, NULL, s, &err) == WSYNC_OK) return 1;
+        chain_fail(cmd, &err, "store %s", dir);
+        return 0;
+    }
+    if (strncmp(dir, "s3://", 5) == 0) {
+        /* endpoint, region and keys from AWS_ENDPOINT_URL, AWS_REGION,
+           AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN */
+        if (wsync_store_s3_open(dir, NULL, s, &err) == WSYNC_OK) return 1;
         chain_fail(cmd, &err, "store %s", dir);
         return 0;
     }

@@ -15,6 +15,9 @@ command -v make    >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libcurl 2>/dev/null || need+=(libcurl4-openssl-dev)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+# the S3 store is tested against s3rver (npm; installed below into build/s3rver)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm  >/dev/null || need+=(npm)
 # libFuzzer and the sanitizer runtimes for clang
 if command -v clang >/dev/null; then
     echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
@@ -24,8 +27,17 @@ if command -v clang >/dev/null; then
     rm -f /tmp/wsync-fuzzcheck.$$.c /tmp/wsync-fuzzcheck.$$
 fi
 fi # --build
-[ ${#need[@]} -eq 0 ] && exit 0
-echo "install-deps: installing ${need[*]}"
-sudo=; [ "$(id -u)" -ne 0 ] && sudo=sudo
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq && $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+if [ ${#need[@]} -gt 0 ]; then
+    echo "install-deps: installing ${need[*]}"
+    sudo=; [ "$(id -u)" -ne 0 ] && sudo=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# s3rver 4.0.4, pinned, into build/s3rver (git-ignored), once
+s3dir="$(cd "$(dirname "$0")/.." && pwd)/build/s3rver"
+if [ "${1:-}" != --build ] && [ ! -f "$s3dir/node_modules/@20minutes/s3rver/lib/cli.js" ] && command -v npm >/dev/null; then
+    echo "install-deps: npm install @20minutes/s3rver@4.0.4 into build/s3rver"
+    mkdir -p "$s3dir" && (cd "$s3dir" && npm install --no-audit --no-fund --silent @20minutes/s3rver@4.0.4 >/dev/null 2>&1) \
+        || echo "install-deps: npm install of s3rver failed (tests/test_s3.sh will say so)"
+fi
+exit 0
