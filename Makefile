@@ -65,6 +65,9 @@ $(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) |
 $(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ fuzz/replay.c $< $(LIBS)
 
+$(BUILD)/bench_http: tests/bench_http.c $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
 $(BUILD)/bench_%: tests/bench_%.c $(HEADERS) examples/wsync_gen.h | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS)
 
@@ -100,10 +103,11 @@ test-exhaustive: $(BUILD)/test_exhaustive
 # BENCH_MODEL/BENCH_STEPS: the generated model and steps bench_delta measures.
 BENCH_MODEL ?= qwen3-0.6b
 BENCH_STEPS ?= 3
-bench: $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_chain
+bench: $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_chain $(BUILD)/bench_http
 	$(BUILD)/bench_parse
 	$(BUILD)/bench_delta $(BENCH_MODEL) $(BENCH_STEPS)
 	$(BUILD)/bench_chain $(BENCH_MODEL) $(BENCH_STEPS)
+	tests/bench_http.sh $(BUILD)/bench_http
 
 # libFuzzer (clang); each harness runs FUZZ_SECONDS on a scratch copy of its
 # corpus so the committed seeds stay as they are. Crashes land in build/fuzz.
