@@ -3404,29 +3404,25 @@ typedef struct wsync__bw {
     unsigned n;
 } wsync__bw;
 
-WSYNC__INLINE void wsync__bw_put(wsync__bw *b, uint64_t v, unsigned n) /* n <= 32 */
+/* Branch-free: every put stores 8 bytes at out (the buffer has 8 bytes of
+   slack) and advances by the whole bytes completed, so fewer than 8 bits
+   stay in acc. n <= 32 and v has no bits above n. The stream is LSB-first,
+   byte by byte, whatever the host. */
+WSYNC__INLINE void wsync__bw_put(wsync__bw *b, uint64_t v, unsigned n)
 {
-    b->acc |= v << b->n;
-    b->n += n;
-    if (b->n >= 32) {
-        uint32_t lo = (uint32_t)b->acc;
-        b->out[0] = (uint8_t)lo;
-        b->out[1] = (uint8_t)(lo >> 8);
-        b->out[2] = (uint8_t)(lo >> 16);
-        b->out[3] = (uint8_t)(lo >> 24);
-        b->out += 4;
-        b->acc >>= 32;
-        b->n -= 32;
-    }
+    uint64_t acc = b->acc | v << b->n;
+    unsigned bits = b->n + n;
+    wsync__store_le64(b->out, acc);
+    b->out += bits >> 3;
+    b->acc = acc >> (bits & ~7u);
+    b->n = bits & 7u;
 }
 
 static void wsync__bw_flush(wsync__bw *b)
 {
-    while (b->n > 0) {
-        *b->out++ = (uint8_t)b->acc;
-        b->acc >>= 8;
-        b->n = b->n > 8 ? b->n - 8 : 0;
-    }
+    if (b->n) *b->out++ = (uint8_t)b->acc;
+    b->acc = 0;
+    b->n = 0;
 }
 
 typedef struct wsync__br {
