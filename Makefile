@@ -103,11 +103,12 @@ test-exhaustive: $(BUILD)/test_exhaustive
 # BENCH_MODEL/BENCH_STEPS: the generated model and steps bench_delta measures.
 BENCH_MODEL ?= qwen3-0.6b
 BENCH_STEPS ?= 3
-bench: $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_chain $(BUILD)/bench_http
+bench: $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_chain $(BUILD)/bench_http $(BUILD)/bench_fabric
 	$(BUILD)/bench_parse
 	$(BUILD)/bench_delta $(BENCH_MODEL) $(BENCH_STEPS)
 	$(BUILD)/bench_chain $(BENCH_MODEL) $(BENCH_STEPS)
 	tests/bench_http.sh $(BUILD)/bench_http
+	$(BUILD)/bench_fabric
 
 # libFuzzer (clang); each harness runs FUZZ_SECONDS on a scratch copy of its
 # corpus so the committed seeds stay as they are. Crashes land in build/fuzz.
