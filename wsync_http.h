@@ -444,8 +444,8 @@ WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, ws
                     } else if (field == 2) {
                         if (have_type) WSYNC__HJP_BAD("duplicate \"type\"");
                         have_type = 1;
-                        is_dir = strcmp(j.str, "directory") == 0;
-                        is_file = strcmp(j.str, "file") == 0;
+                        is_dir = slen == 9 && memcmp(j.str, "directory", 9) == 0;
+                        is_file = slen == 4 && memcmp(j.str, "file", 4) == 0;
                     } else if (field == 3) {
                         WSYNC__HJP_BAD("\"size\" is not a number");
                     }
