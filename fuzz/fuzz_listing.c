@@ -1,0 +1,778 @@
+/* fuzz_listing.c - fuzz harness for the two parsers of listings that a
+   server sends back (wsync_http.h): wsync_http_listing_parse (nginx's
+   `autoindex_format json` directory listing) and wsync_s3_listing_parse (an
+   S3 ListObjectsV2 XML page). Whoever runs the server, or sits between it
+   and us, chooses these bytes, so the harness treats them as hostile.
+
+   Both parsers run on every input (no selector byte): a seed is a plain
+   listing file, JSON or XML, exactly as a server sends it. They are cheap,
+   and an input that is one kind is a rejection test for the other.
+
+   The parsers are compiled with WSYNC_HTTP_NO_CURL: they do not use libcurl,
+   so this file links without -lcurl (the Makefile's replay and libFuzzer
+   rules work as they are).
+
+   Build and run (from the repository root):
+
+     libFuzzer (clang):   make build/fuzz/fuzz_listing
+                          mkdir -p build/fuzz/work_listing
+                          build/fuzz/fuzz_listing -dict=fuzz/listing.dict \
+                              build/fuzz/work_listing fuzz/corpus/listing fuzz/data/listing
+     Replay without a fuzzer (any C99 compiler; `make test` does this):
+                          make build/replay_listing build/san/replay_listing
+                          build/san/replay_listing fuzz/corpus/listing fuzz/data/listing
+
+   What one input goes through. It is copied into a malloc'd buffer of
+   exactly its size (ASan sees a read past the end; an empty input is passed
+   as NULL, 0). The parsers allocate with malloc (they take no allocator), so
+   leaks are LeakSanitizer's to find (libFuzzer's -detect_leaks, the
+   sanitized replay at exit); allocation failures cannot be injected.
+
+   nginx (wsync_http_listing_parse):
+     1. Every callback: name non-NULL, NUL-terminated at name_len, name_len
+        in [1, input size], no NUL and no '/' in it, not "." or "..",
+        is_dir 0 or 1, a file's size below 2^63.
+     2. Failure: WSYNC_ERR_INVALID_JSON (the only code for a readable
+        input), err.code the same, a nonempty NUL-terminated message, an
+        offset inside the input (<= size; never UINT64_MAX for a syntax
+        error). The same parse with a NULL wsync_error gives the same result
+        and the same callbacks.
+     3. Two oracles in this file: a strict RFC 8259 recognizer (strings may
+        hold any byte >= 0x20: the parser does not check UTF-8 and does not
+        promise to), since an accepted listing must be JSON; and a reference
+        reading of the documented shape over valid JSON: one array of
+        objects with scalar values only; "name" and "type" strings, "size" a
+        plain integer in [0, 2^63) (no sign, fraction or exponent), none of
+        the three twice; member names compared after unescaping, exactly
+        (with their length); no lone surrogate escape in any string; every
+        entry has name and type; the name is not empty, ".", "..", and holds
+        no '/' or NUL; a "file" has a size; only "file" and "directory"
+        entries are reported (exact strings), in order. The parser must
+        accept exactly what it accepts, with the same callbacks (the size of
+        a directory is not compared: the doc gives "size only for files").
+     4. Success: the callbacks stop where fn says so: fn returning nonzero at
+        the first and at the last entry gives WSYNC_OK with no call after.
+
+   S3 (wsync_s3_listing_parse):
+     1. Every callback: key non-NUL, NUL-terminated at key_len, key_len in
+        [1, input size], no NUL inside, size below 2^63.
+     2. The token buffer has canary bytes after token_cap: they must stay;
+        the token is NUL-terminated inside token_cap. Run with token_cap =
+        size + 1 (always enough) with and without a wsync_error (same
+        result, same callbacks, same truncated and token), and with the
+        1024 bytes the store uses (success there means the same success;
+        a success with the big buffer whose token needs 1024 bytes or more
+        must fail there).
+     3. Failure: WSYNC_ERR_IO, err.code the same, a nonempty message that
+        says "byte", an offset inside the input (<= size, not UINT64_MAX).
+     4. Success: *truncated is 0 or 1 and a truncated page has a nonempty
+        token; keys come in the order given: when the input has no '&' (so
+        no entity), the keys are found in the input in order, each followed
+        by "</Key", and a nonempty token is found followed by
+        "</NextContinuationToken"; no more keys than "<Contents" in the
+        input; the callbacks stop where fn says so (as for nginx). Two
+        things XML allows must not change the answer: a comment appended at
+        the end, and (for an input without a byte-order mark and not
+        starting with "<?") an XML declaration prepended.
+   Any violation prints what failed and calls abort(), the fuzzer's signal.
+
+   Compile-time switches:
+     FZ_REFERENCE   (default 1) the nginx reference reading (step 3's second
+                    oracle); -DFZ_REFERENCE=0 keeps only the recognizer
+     FZ_EXACT_TYPE  (default 1) the reference compares "type" with its
+                    length, as it does member names; 0 compares up to a NUL
+                    the way the parser did before 1de0d9b (strcmp), to fuzz
+                    past that bug (fuzz/data/listing/bug_type_nul_*) on an
+                    older tree */
+#define WSYNC_IMPLEMENTATION
+#include "wsync.h"
+#define WSYNC_HTTP_NO_CURL
+#define WSYNC_HTTP_IMPLEMENTATION
+#include "wsync_http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FZ_REFERENCE
+#define FZ_REFERENCE 1
+#endif
+#ifndef FZ_EXACT_TYPE
+#define FZ_EXACT_TYPE 1
+#endif
+
+#define FZ_SIZE_LIMIT UINT64_C(0x7FFFFFFFFFFFFFFF) /* sizes are below 2^63: at most this */
+#define FZ_STORE_TOKEN_CAP 1024u                   /* wsync__s3_list's token buffer */
+#define FZ_CANARY 16u
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ---------------------------------------------------------------------
+   Failing loudly
+   --------------------------------------------------------------------- */
+
+static size_t fz_input_size;
+static uint32_t fz_input_hash;
+static const char *fz_stage = "";
+
+static void fz_fail(int line, const char *what)
+{
+    fprintf(stderr, "fuzz_listing.c:%d: invariant violated (%s): %s (input: %lu bytes, fnv1a %08lx)\n", line,
+            fz_stage, what, (unsigned long)fz_input_size, (unsigned long)fz_input_hash);
+    fflush(stderr);
+    abort();
+}
+
+#define FZ_CHECK(cond)                                                          \
+    do {                                                                        \
+        if (!(cond)) fz_fail(__LINE__, #cond);                                  \
+    } while (0)
+
+static uint32_t fz_fnv1a(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static void *fz_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    FZ_CHECK(p != NULL);
+    return p;
+}
+
+static const void *fz_memmem(const uint8_t *h, size_t hn, const void *needle, size_t nn)
+{
+    size_t i;
+    if (nn == 0) return h;
+    if (hn < nn) return NULL;
+    for (i = 0; i + nn <= hn; i++)
+        if (h[i] == *(const uint8_t *)needle && memcmp(h + i, needle, nn) == 0) return h + i;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------
+   What the callbacks saw
+   --------------------------------------------------------------------- */
+
+typedef struct fz_ent {
+    char *name; /* NUL-terminated copy */
+    size_t len;
+    int is_dir;
+    uint64_t size;
+} fz_ent;
+
+typedef struct fz_seen {
+    fz_ent *e;
+    size_t n, cap;
+    size_t stop_at; /* the callback (0-based) that returns nonzero; SIZE_MAX never */
+    size_t calls;
+} fz_seen;
+
+static void fz_seen_init(fz_seen *s, size_t stop_at)
+{
+    memset(s, 0, sizeof *s);
+    s->stop_at = stop_at;
+}
+
+static void fz_seen_free(fz_seen *s)
+{
+    size_t i;
+    for (i = 0; i < s->n; i++) free(s->e[i].name);
+    free(s->e);
+    memset(s, 0, sizeof *s);
+}
+
+static int fz_seen_add(fz_seen *s, const char *name, size_t len, int is_dir, uint64_t size)
+{
+    fz_ent *e;
+    FZ_CHECK(s->stop_at == SIZE_MAX || s->calls <= s->stop_at); /* no call after a stop */
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 16;
+        fz_ent *ne = (fz_ent *)realloc(s->e, ncap * sizeof *ne);
+        FZ_CHECK(ne != NULL);
+        s->e = ne;
+        s->cap = ncap;
+    }
+    e = &s->e[s->n++];
+    e->name = (char *)fz_xmalloc(len + 1);
+    memcpy(e->name, name, len);
+    e->name[len] = 0;
+    e->len = len;
+    e->is_dir = is_dir;
+    e->size = size;
+    return s->calls++ == s->stop_at;
+}
+
+static void fz_seen_same(const fz_seen *a, const fz_seen *b, int cmp_dir_size)
+{
+    size_t i;
+    FZ_CHECK(a->n == b->n);
+    for (i = 0; i < a->n; i++) {
+        FZ_CHECK(a->e[i].len == b->e[i].len);
+        FZ_CHECK(memcmp(a->e[i].name, b->e[i].name, a->e[i].len) == 0);
+        FZ_CHECK(a->e[i].is_dir == b->e[i].is_dir);
+        if (cmp_dir_size || !a->e[i].is_dir) FZ_CHECK(a->e[i].size == b->e[i].size);
+    }
+}
+
+static int fz_nginx_fn(void *user, const char *name, size_t name_len, int is_dir, uint64_t size)
+{
+    FZ_CHECK(name != NULL);
+    FZ_CHECK(name_len >= 1 && name_len <= fz_input_size);
+    FZ_CHECK(name[name_len] == 0);
+    FZ_CHECK(memchr(name, 0, name_len) == NULL);
+    FZ_CHECK(memchr(name, '/', name_len) == NULL);
+    FZ_CHECK(strcmp(name, ".") != 0 && strcmp(name, "..") != 0);
+    FZ_CHECK(is_dir == 0 || is_dir == 1);
+    if (!is_dir) FZ_CHECK(size <= FZ_SIZE_LIMIT);
+    return fz_seen_add((fz_seen *)user, name, name_len, is_dir, size);
+}
+
+static int fz_s3_fn(void *user, const char *key, size_t key_len, uint64_t size)
+{
+    FZ_CHECK(key != NULL);
+    FZ_CHECK(key_len >= 1 && key_len <= fz_input_size);
+    FZ_CHECK(key[key_len] == 0);
+    FZ_CHECK(memchr(key, 0, key_len) == NULL);
+    FZ_CHECK(size <= FZ_SIZE_LIMIT);
+    return fz_seen_add((fz_seen *)user, key, key_len, 0, size);
+}
+
+static void fz_check_error(const wsync_error *err, wsync_result r, wsync_result want, size_t input_size)
+{
+    FZ_CHECK(r == want);
+    FZ_CHECK(err->code == r);
+    FZ_CHECK(memchr(err->message, 0, sizeof err->message) != NULL);
+    FZ_CHECK(err->message[0] != '\0');
+    FZ_CHECK(memchr(err->tensor, 0, sizeof err->tensor) != NULL);
+    FZ_CHECK(err->offset != UINT64_MAX && err->offset <= input_size);
+    FZ_CHECK(strstr(err->message, "byte") != NULL);
+}
+
+/* ---------------------------------------------------------------------
+   Oracle: a strict RFC 8259 recognizer (any byte >= 0x20 inside strings)
+   --------------------------------------------------------------------- */
+
+#define FZ_JSON_MAX_DEPTH 512
+
+static size_t fz_ws(const uint8_t *p, size_t n, size_t i)
+{
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+    return i;
+}
+
+static int fz_is_digit(const uint8_t *p, size_t n, size_t i)
+{
+    return i < n && p[i] >= '0' && p[i] <= '9';
+}
+
+static int fz_hexval(uint8_t c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* The string at p[i] == '"': the index after its closing quote, 0 if invalid. */
+static size_t fz_json_string(const uint8_t *p, size_t n, size_t i)
+{
+    if (i >= n || p[i] != '"') return 0;
+    i++;
+    for (;;) {
+        uint8_t c;
+        if (i >= n) return 0;
+        c = p[i];
+        if (c == '"') return i + 1;
+        if (c < 0x20) return 0;
+        if (c == '\\') {
+            if (i + 1 >= n) return 0;
+            switch (p[i + 1]) {
+            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+                i += 2;
+                break;
+            case 'u':
+                if (n - i < 6 || fz_hexval(p[i + 2]) < 0 || fz_hexval(p[i + 3]) < 0 || fz_hexval(p[i + 4]) < 0 ||
+                    fz_hexval(p[i + 5]) < 0)
+                    return 0;
+                i += 6;
+                break;
+            default:
+                return 0;
+            }
+        } else {
+            i++;
+        }
+    }
+}
+
+static size_t fz_json_value(const uint8_t *p, size_t n, size_t i, unsigned depth)
+{
+    if (i >= n || depth > FZ_JSON_MAX_DEPTH) return 0;
+    if (p[i] == '"') return fz_json_string(p, n, i);
+    if (p[i] == '{' || p[i] == '[') {
+        int obj = p[i] == '{';
+        uint8_t close = obj ? '}' : ']';
+        i = fz_ws(p, n, i + 1);
+        if (i < n && p[i] == close) return i + 1;
+        for (;;) {
+            if (obj) {
+                i = fz_json_string(p, n, i);
+                if (!i) return 0;
+                i = fz_ws(p, n, i);
+                if (i >= n || p[i] != ':') return 0;
+                i = fz_ws(p, n, i + 1);
+            }
+            i = fz_json_value(p, n, i, depth + 1);
+            if (!i) return 0;
+            i = fz_ws(p, n, i);
+            if (i < n && p[i] == ',') {
+                i = fz_ws(p, n, i + 1);
+                continue;
+            }
+            if (i < n && p[i] == close) return i + 1;
+            return 0;
+        }
+    }
+    if (n - i >= 4 && memcmp(p + i, "true", 4) == 0) return i + 4;
+    if (n - i >= 5 && memcmp(p + i, "false", 5) == 0) return i + 5;
+    if (n - i >= 4 && memcmp(p + i, "null", 4) == 0) return i + 4;
+    if (p[i] == '-') i++;
+    if (!fz_is_digit(p, n, i)) return 0;
+    if (p[i] == '0') i++;
+    else
+        while (fz_is_digit(p, n, i)) i++;
+    if (i < n && p[i] == '.') {
+        i++;
+        if (!fz_is_digit(p, n, i)) return 0;
+        while (fz_is_digit(p, n, i)) i++;
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        if (i < n && (p[i] == '+' || p[i] == '-')) i++;
+        if (!fz_is_digit(p, n, i)) return 0;
+        while (fz_is_digit(p, n, i)) i++;
+    }
+    return i;
+}
+
+static int fz_json_text_ok(const uint8_t *p, size_t n)
+{
+    size_t i = fz_ws(p, n, 0);
+    if (i >= n) return 0;
+    i = fz_json_value(p, n, i, 0);
+    return i != 0 && fz_ws(p, n, i) == n;
+}
+
+/* ---------------------------------------------------------------------
+   Oracle: the listing's documented shape, read over valid JSON
+   --------------------------------------------------------------------- */
+
+/* Decodes the (valid) string at p[*i] into out (room for its raw length
+   plus 1); 0 when it holds a lone surrogate escape, which the parser
+   refuses. */
+static int fz_ref_string(const uint8_t *p, size_t n, size_t *i, char *out, size_t *len)
+{
+    size_t e = fz_json_string(p, n, *i), k = *i + 1, o = 0;
+    FZ_CHECK(e != 0);
+    while (k < e - 1) {
+        uint32_t u;
+        if (p[k] != '\\') {
+            out[o++] = (char)p[k++];
+            continue;
+        }
+        switch (p[k + 1]) {
+        case 'b': out[o++] = '\b'; k += 2; continue;
+        case 'f': out[o++] = '\f'; k += 2; continue;
+        case 'n': out[o++] = '\n'; k += 2; continue;
+        case 'r': out[o++] = '\r'; k += 2; continue;
+        case 't': out[o++] = '\t'; k += 2; continue;
+        case 'u': break;
+        default: out[o++] = (char)p[k + 1]; k += 2; continue;
+        }
+        u = (uint32_t)(fz_hexval(p[k + 2]) << 12 | fz_hexval(p[k + 3]) << 8 | fz_hexval(p[k + 4]) << 4 |
+                       fz_hexval(p[k + 5]));
+        k += 6;
+        if (u >= 0xDC00 && u <= 0xDFFF) return 0;
+        if (u >= 0xD800 && u <= 0xDBFF) {
+            uint32_t lo;
+            if (e - 1 - k < 6 || p[k] != '\\' || p[k + 1] != 'u') return 0;
+            lo = (uint32_t)(fz_hexval(p[k + 2]) << 12 | fz_hexval(p[k + 3]) << 8 | fz_hexval(p[k + 4]) << 4 |
+                            fz_hexval(p[k + 5]));
+            if (lo < 0xDC00 || lo > 0xDFFF) return 0;
+            k += 6;
+            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        if (u < 0x80) out[o++] = (char)u;
+        else if (u < 0x800) {
+            out[o++] = (char)(0xC0 | (u >> 6));
+            out[o++] = (char)(0x80 | (u & 0x3F));
+        } else if (u < 0x10000) {
+            out[o++] = (char)(0xE0 | (u >> 12));
+            out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
+            out[o++] = (char)(0x80 | (u & 0x3F));
+        } else {
+            out[o++] = (char)(0xF0 | (u >> 18));
+            out[o++] = (char)(0x80 | ((u >> 12) & 0x3F));
+            out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
+            out[o++] = (char)(0x80 | (u & 0x3F));
+        }
+    }
+    out[o] = 0;
+    *len = o;
+    *i = e;
+    return 1;
+}
+
+static int fz_bytes_are(const char *s, size_t len, const char *lit)
+{
+    return strlen(lit) == len && memcmp(s, lit, len) == 0;
+}
+
+/* 1 and the entries that fn should see when the shape is right, else 0. */
+static int fz_ref_nginx(const uint8_t *p, size_t n, fz_seen *out)
+{
+    char *str = (char *)fz_xmalloc(n + 1), *name = (char *)fz_xmalloc(n + 1);
+    size_t i = fz_ws(p, n, 0), slen, name_len = 0;
+    int ok = 0;
+    if (i >= n || p[i] != '[') goto done;
+    i = fz_ws(p, n, i + 1);
+    if (p[i] == ']') {
+        ok = 1;
+        goto done;
+    }
+    for (;;) {
+        int have_name = 0, have_type = 0, have_size = 0, is_dir = 0, is_file = 0;
+        uint64_t size = 0;
+        if (p[i] != '{') goto done;
+        i = fz_ws(p, n, i + 1);
+        if (p[i] == '}') goto done; /* an entry without a name */
+        for (;;) {
+            int field;
+            if (!fz_ref_string(p, n, &i, str, &slen)) goto done;
+            field = fz_bytes_are(str, slen, "name") ? 1 : fz_bytes_are(str, slen, "type") ? 2
+                  : fz_bytes_are(str, slen, "size") ? 3 : 0;
+            i = fz_ws(p, n, i);
+            i = fz_ws(p, n, i + 1); /* ':' */
+            if (p[i] == '"') {
+                if (!fz_ref_string(p, n, &i, str, &slen)) goto done;
+                if (field == 1) {
+                    if (have_name) goto done;
+                    have_name = 1;
+                    memcpy(name, str, slen + 1);
+                    name_len = slen;
+                } else if (field == 2) {
+                    if (have_type) goto done;
+                    have_type = 1;
+                    if (!FZ_EXACT_TYPE) slen = strlen(str);
+                    is_dir = fz_bytes_are(str, slen, "directory");
+                    is_file = fz_bytes_are(str, slen, "file");
+                } else if (field == 3) {
+                    goto done;
+                }
+            } else if (p[i] == '{' || p[i] == '[') {
+                goto done; /* nested values are refused */
+            } else if (p[i] == 't' || p[i] == 'f' || p[i] == 'n') {
+                if (field) goto done;
+                i = fz_json_value(p, n, i, 0);
+            } else {
+                size_t e = fz_json_value(p, n, i, 0), k;
+                int plain = 1;
+                uint64_t v = 0;
+                FZ_CHECK(e != 0);
+                for (k = i; k < e; k++) {
+                    unsigned d = (unsigned)(p[k] - '0');
+                    if (d > 9) plain = 0;
+                    else if (plain && v > (FZ_SIZE_LIMIT - d) / 10) plain = 0;
+                    else if (plain) v = v * 10 + d;
+                }
+                if (field == 3) {
+                    if (have_size || !plain) goto done;
+                    have_size = 1;
+                    size = v;
+                } else if (field) {
+                    goto done;
+                }
+                i = e;
+            }
+            i = fz_ws(p, n, i);
+            if (p[i] == ',') {
+                i = fz_ws(p, n, i + 1);
+                continue;
+            }
+            i = fz_ws(p, n, i + 1); /* '}' */
+            break;
+        }
+        if (!have_name || !have_type) goto done;
+        if (name_len == 0 || memchr(name, 0, name_len) || memchr(name, '/', name_len) ||
+            fz_bytes_are(name, name_len, ".") || fz_bytes_are(name, name_len, ".."))
+            goto done;
+        if (is_file && !have_size) goto done;
+        if (is_dir || is_file) fz_seen_add(out, name, name_len, is_dir, size);
+        if (p[i] == ',') {
+            i = fz_ws(p, n, i + 1);
+            continue;
+        }
+        break; /* ']' */
+    }
+    ok = 1;
+done:
+    free(str);
+    free(name);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------
+   nginx
+   --------------------------------------------------------------------- */
+
+static void fz_nginx(const uint8_t *buf, size_t size)
+{
+    fz_seen a, b;
+    wsync_error err;
+    wsync_result r, r2;
+    int json;
+
+    fz_stage = "nginx";
+    fz_seen_init(&a, SIZE_MAX);
+    memset(&err, 0xA5, sizeof err); /* must be reset on entry */
+    r = wsync_http_listing_parse(buf, size, fz_nginx_fn, &a, &err);
+
+    fz_seen_init(&b, SIZE_MAX);
+    r2 = wsync_http_listing_parse(buf, size, fz_nginx_fn, &b, NULL);
+    FZ_CHECK(r2 == r);
+    fz_seen_same(&a, &b, 1);
+    fz_seen_free(&b);
+
+    json = fz_json_text_ok(buf, size);
+    if (r != WSYNC_OK) {
+        if (r != WSYNC_ERR_INVALID_JSON)
+            fprintf(stderr, "unexpected result %s: %s\n", wsync_result_name(r), err.message);
+        fz_check_error(&err, r, WSYNC_ERR_INVALID_JSON, size);
+        if (FZ_REFERENCE && json) {
+            fz_seen_init(&b, SIZE_MAX);
+            if (fz_ref_nginx(buf, size, &b)) {
+                fprintf(stderr, "the parser refused a listing of the documented shape: %s\n", err.message);
+                fz_fail(__LINE__, "a valid listing refused");
+            }
+            fz_seen_free(&b);
+        }
+    } else {
+        FZ_CHECK(err.code == WSYNC_OK);
+        if (!json) fz_fail(__LINE__, "the parser accepted text that is not JSON (RFC 8259)");
+        if (FZ_REFERENCE) {
+            fz_seen_init(&b, SIZE_MAX);
+            if (!fz_ref_nginx(buf, size, &b)) fz_fail(__LINE__, "the parser accepted a listing of another shape");
+            fz_seen_same(&a, &b, 0);
+            fz_seen_free(&b);
+        }
+        /* fn stopping at the first and at the last entry */
+        if (a.n) {
+            size_t picks[2], k, saved = a.n;
+            picks[0] = 0;
+            picks[1] = a.n - 1;
+            for (k = 0; k < 2; k++) {
+                if (k && picks[1] == picks[0]) break;
+                fz_seen_init(&b, picks[k]);
+                r2 = wsync_http_listing_parse(buf, size, fz_nginx_fn, &b, &err);
+                FZ_CHECK(r2 == WSYNC_OK);
+                FZ_CHECK(b.n == picks[k] + 1);
+                a.n = b.n; /* compare the prefix */
+                fz_seen_same(&a, &b, 1);
+                a.n = saved;
+                fz_seen_free(&b);
+            }
+        }
+    }
+    fz_seen_free(&a);
+}
+
+/* ---------------------------------------------------------------------
+   S3
+   --------------------------------------------------------------------- */
+
+typedef struct fz_s3_out {
+    wsync_result r;
+    int truncated;
+    char *token; /* cap + FZ_CANARY bytes */
+    size_t cap;
+    fz_seen seen;
+    wsync_error err;
+} fz_s3_out;
+
+static void fz_s3_run(const uint8_t *buf, size_t size, size_t cap, size_t stop_at, int with_err, fz_s3_out *o)
+{
+    size_t k;
+    o->cap = cap;
+    o->token = (char *)fz_xmalloc(cap + FZ_CANARY);
+    memset(o->token, 0xA5, cap + FZ_CANARY);
+    o->truncated = 0x5A5A;
+    memset(&o->err, 0xA5, sizeof o->err);
+    fz_seen_init(&o->seen, stop_at);
+    o->r = wsync_s3_listing_parse(buf, size, fz_s3_fn, &o->seen, &o->truncated, o->token, cap,
+                                  with_err ? &o->err : NULL);
+    for (k = cap; k < cap + FZ_CANARY; k++) FZ_CHECK((unsigned char)o->token[k] == 0xA5);
+    FZ_CHECK(memchr(o->token, 0, cap) != NULL);
+    if (o->r == WSYNC_OK && stop_at == SIZE_MAX) { /* a stop leaves the rest unread */
+        FZ_CHECK(o->truncated == 0 || o->truncated == 1);
+        FZ_CHECK(!o->truncated || o->token[0] != 0);
+    }
+}
+
+static void fz_s3_free(fz_s3_out *o)
+{
+    free(o->token);
+    fz_seen_free(&o->seen);
+}
+
+static void fz_s3_same(const fz_s3_out *a, const fz_s3_out *b)
+{
+    FZ_CHECK(a->r == b->r);
+    if (a->r != WSYNC_OK) return;
+    fz_seen_same(&a->seen, &b->seen, 1);
+    FZ_CHECK(a->truncated == b->truncated);
+    FZ_CHECK(strcmp(a->token, b->token) == 0);
+}
+
+static size_t fz_count(const uint8_t *p, size_t n, const char *lit)
+{
+    size_t c = 0, l = strlen(lit), i;
+    for (i = 0; i + l <= n; i++)
+        if (p[i] == (uint8_t)lit[0] && memcmp(p + i, lit, l) == 0) c++;
+    return c;
+}
+
+/* The parse of a variant (a comment appended, a declaration prepended):
+   the same answer as the input's. */
+static void fz_s3_variant(const uint8_t *pre, size_t pre_n, const uint8_t *buf, size_t size, const uint8_t *post,
+                          size_t post_n, const fz_s3_out *want)
+{
+    size_t n = pre_n + size + post_n;
+    uint8_t *v = (uint8_t *)fz_xmalloc(n);
+    fz_s3_out o;
+    size_t saved = fz_input_size;
+    if (pre_n) memcpy(v, pre, pre_n);
+    if (size) memcpy(v + pre_n, buf, size);
+    if (post_n) memcpy(v + pre_n + size, post, post_n);
+    fz_input_size = n;
+    fz_s3_run(v, n, size + 1, SIZE_MAX, 1, &o);
+    if (o.r != WSYNC_OK) fprintf(stderr, "variant refused: %s\n", o.err.message);
+    fz_s3_same(want, &o);
+    fz_s3_free(&o);
+    fz_input_size = saved;
+    free(v);
+}
+
+static void fz_s3(const uint8_t *buf, size_t size)
+{
+    fz_s3_out a, b;
+
+    fz_stage = "s3";
+    fz_s3_run(buf, size, size + 1, SIZE_MAX, 1, &a);
+    fz_s3_run(buf, size, size + 1, SIZE_MAX, 0, &b);
+    fz_s3_same(&a, &b);
+    fz_s3_free(&b);
+
+    /* the store's 1024-byte token buffer */
+    fz_s3_run(buf, size, FZ_STORE_TOKEN_CAP, SIZE_MAX, 1, &b);
+    if (b.r == WSYNC_OK) fz_s3_same(&a, &b);
+    else fz_check_error(&b.err, b.r, WSYNC_ERR_IO, size);
+    if (a.r == WSYNC_OK && strlen(a.token) >= FZ_STORE_TOKEN_CAP) FZ_CHECK(b.r != WSYNC_OK);
+    if (b.r == WSYNC_OK) FZ_CHECK(a.r == WSYNC_OK);
+    fz_s3_free(&b);
+
+    if (a.r != WSYNC_OK) {
+        if (a.r != WSYNC_ERR_IO) fprintf(stderr, "unexpected result %s: %s\n", wsync_result_name(a.r), a.err.message);
+        fz_check_error(&a.err, a.r, WSYNC_ERR_IO, size);
+    } else {
+        size_t k;
+        FZ_CHECK(a.err.code == WSYNC_OK);
+        FZ_CHECK(a.seen.n <= fz_count(buf, size, "<Contents"));
+        if (a.truncated) FZ_CHECK(fz_count(buf, size, "IsTruncated") >= 2);
+        if (!memchr(buf, '&', size)) {
+            /* no entity: every key is its raw text, found in order */
+            size_t at = 0;
+            for (k = 0; k < a.seen.n; k++) {
+                const fz_ent *e = &a.seen.e[k];
+                const uint8_t *hit;
+                for (;;) {
+                    hit = (const uint8_t *)fz_memmem(buf + at, size - at, e->name, e->len);
+                    if (!hit) break;
+                    at = (size_t)(hit - buf) + 1;
+                    if (hit > buf && hit[-1] == '>' && (size_t)(hit - buf) + e->len + 5 <= size &&
+                        memcmp(hit + e->len, "</Key", 5) == 0)
+                        break;
+                }
+                if (!hit) fz_fail(__LINE__, "a key not found in the input in the order reported");
+                at = (size_t)(hit - buf) + e->len;
+            }
+            if (a.token[0]) {
+                size_t tl = strlen(a.token);
+                const uint8_t *hit;
+                at = 0;
+                for (;;) {
+                    hit = (const uint8_t *)fz_memmem(buf + at, size - at, a.token, tl);
+                    if (!hit) break;
+                    at = (size_t)(hit - buf) + 1;
+                    if ((size_t)(hit - buf) + tl + 23 <= size && memcmp(hit + tl, "</NextContinuationToken", 23) == 0)
+                        break;
+                }
+                if (!hit) fz_fail(__LINE__, "the token is not in the input");
+            }
+        }
+        /* fn stopping at the first and at the last key */
+        if (a.seen.n) {
+            size_t picks[2];
+            picks[0] = 0;
+            picks[1] = a.seen.n - 1;
+            for (k = 0; k < 2; k++) {
+                size_t saved = a.seen.n;
+                if (k && picks[1] == picks[0]) break;
+                fz_s3_run(buf, size, size + 1, picks[k], 1, &b);
+                FZ_CHECK(b.r == WSYNC_OK);
+                FZ_CHECK(b.seen.n == picks[k] + 1);
+                a.seen.n = b.seen.n;
+                fz_seen_same(&a.seen, &b.seen, 1);
+                a.seen.n = saved;
+                fz_s3_free(&b);
+            }
+        }
+        /* what XML allows around the root */
+        {
+            static const char comment[] = "\n<!-- appended -->\n";
+            static const char decl[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+            fz_stage = "s3, a comment appended";
+            fz_s3_variant(NULL, 0, buf, size, (const uint8_t *)comment, sizeof comment - 1, &a);
+            if (!(size >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF) &&
+                !(size >= 2 && buf[0] == '<' && buf[1] == '?')) {
+                fz_stage = "s3, a declaration prepended";
+                fz_s3_variant((const uint8_t *)decl, sizeof decl - 1, buf, size, NULL, 0, &a);
+            }
+            fz_stage = "s3";
+        }
+    }
+    fz_s3_free(&a);
+}
+
+/* ---------------------------------------------------------------------
+   Entry point
+   --------------------------------------------------------------------- */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint8_t *buf = NULL;
+    fz_input_size = size;
+    fz_input_hash = fz_fnv1a(data, size);
+    /* exactly sized, so the first byte past the end is a redzone */
+    if (size) {
+        buf = (uint8_t *)fz_xmalloc(size);
+        memcpy(buf, data, size);
+    }
+    fz_nginx(buf, size);
+    fz_s3(buf, size);
+    free(buf);
+    return 0;
+}
