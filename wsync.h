@@ -11,8 +11,8 @@ wsync_delta_apply), the object-store interface with a directory store and
 a memory store, and the delta chain over a store (wsync_publish on the
 trainer side, wsync_subscriber_sync on the inference side), and the
 fabric interface for one-sided writes (wsync_fabric). Optional companions:
-wsync_http.h (libcurl: the store over plain HTTP servers such as nginx with
-WebDAV; S3 next) and wsync_rdma.h (fabric backends).
+wsync_http.h (libcurl: stores over HTTP servers such as nginx with WebDAV,
+and over S3) and wsync_rdma.h (fabric backends: TCP, one host).
 
 It is a single header in the stb style: declarations always, the code only
 in the one C or C++ file that defines WSYNC_IMPLEMENTATION first:

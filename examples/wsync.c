@@ -1012,9 +1012,10 @@ static int cmd_publish(int argc, char **argv)
         if (is_help(argv[i])) {
             fputs("usage: wsync publish --store DIR --step N MODEL [--encoding packed|packed-max|trl-v1|trl-v3]\n"
                   "                     [--anchor-every K] [--retain R] [--prefix P] [--threads T]\n"
-                  "Publishes the safetensors file MODEL as step N of the chain in the directory store\n"
-                  "DIR (a bucket): a sparse delta against the last published step, or an anchor (a\n"
-                  "full snapshot: the first step, every K steps (default 20), when the tensors change\n"
+                  "Publishes the safetensors file MODEL as step N of the chain in the store DIR (a\n"
+                  "directory, http://..., https://... or s3://bucket/prefix): a sparse delta\n"
+                  "against the last published step, or an anchor (a full snapshot: the first\n"
+                  "step, every K steps (default 20), when the tensors change\n"
                   "or when a delta would be over half the full size); then HEAD; then retention\n"
                   "removes what is older than the last R steps (default 2K) and the newest anchor.\n"
                   "The publisher's state is the store, so successive runs form one chain. N must be\n"
