@@ -7087,20 +7087,30 @@ static wsync_result wsync__chain_list(const wsync_store *s, const char *prefix, 
     c->entries = (wsync_chain_entry *)l.b.p;
     c->n_entries = n;
     qsort(c->entries, n, sizeof *c->entries, wsync__cmp_entry);
-    /* Without HEAD, a delta's base is the previous step listed (anchor or delta). */
-    for (i = 0; i < n; i++) {
-        wsync_chain_entry *e = &c->entries[i];
-        if (e->step > c->head_step) c->head_step = e->step;
-        if (e->kind == WSYNC_CHAIN_ANCHOR) c->anchor_step = e->step;
-        if (e->kind == WSYNC_CHAIN_DELTA) {
-            size_t j;
-            uint64_t best = e->step ? e->step - 1 : 0;
-            int found = 0;
-            for (j = 0; j < n; j++) {
-                uint64_t sj = c->entries[j].step;
-                if (sj < e->step && (!found || sj > best)) best = sj, found = 1;
+    /* Without HEAD, a delta's base is the previous step listed (anchor or
+       delta): entries are anchors then deltas, each ascending, so one walk
+       through the anchors alongside the deltas finds it. A first delta
+       without a predecessor gets step - 1. */
+    {
+        size_t a = 0, na = 0;
+        int have_prev = 0;
+        uint64_t prev = 0;
+        while (na < n && c->entries[na].kind == WSYNC_CHAIN_ANCHOR) na++;
+        for (i = 0; i < n; i++) {
+            wsync_chain_entry *e = &c->entries[i];
+            if (e->step > c->head_step) c->head_step = e->step;
+            if (e->kind == WSYNC_CHAIN_ANCHOR) {
+                c->anchor_step = e->step;
+                continue;
             }
-            e->base = best; /* a first delta without a predecessor: step - 1 */
+            while (a < na && c->entries[a].step < e->step) {
+                if (!have_prev || c->entries[a].step > prev) prev = c->entries[a].step;
+                have_prev = 1;
+                a++;
+            }
+            e->base = have_prev ? prev : e->step ? e->step - 1 : 0;
+            prev = e->step; /* the next delta's predecessor, unless an anchor lies between */
+            have_prev = 1;
         }
     }
     return WSYNC_OK;
@@ -7413,8 +7423,7 @@ static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_en
     wsync_result r;
     wsync__chain_path(key, sizeof key, s->prefix, e->key);
     r = wsync_store_get_all(&s->store, key, &s->a, bytes, size, err);
-    if (r != WSYNC_OK) return wsync__obj_fail(err, r, e->key);
-    return WSYNC_OK;
+    return r; /* the caller names the object */
 }
 
 /* Checks that cost nothing but the bytes: size, digest, container, steps. */
@@ -7655,7 +7664,7 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
             if (r == WSYNC_OK) wsync__pathlog_add(&pl, st, e, size);
             wsync__free(&s->a, bytes);
             if (r != WSYNC_OK) {
-                if (strncmp(oe.message, "object '", 8) != 0) wsync__obj_fail(&oe, r, e->key);
+                wsync__obj_fail(&oe, r, e->key);
                 if (targets_wrong && !dropped) {
                     /* the targets are not the step they claim (vouched for, or
                        changed behind our back): forget it and take an anchor */
