@@ -13,7 +13,10 @@ Transfers reuse connections, retry with exponential backoff (honouring
 Retry-After) on connection errors, timeouts, 408, 429 and 5xx, resume a
 download cut short from the byte where it stopped, give up on a transfer
 slower than a floor for too long, and fetch large objects as parallel
-ranged GETs (written to the sink in order). TLS is verified unless told
+ranged GETs. Those reach the sink in order: the part next in order streams
+straight from curl's buffer to the sink as it arrives, the parts after it
+wait in one buffer per connection (parallel x part_size bytes, 64 MiB by
+default) until their turn. TLS is verified unless told
 otherwise. A 401 or 403 fails at once, named as an authentication error.
 S3 (SigV4, ListObjectsV2, multipart) is to come on the same transfer layer.
 
@@ -109,7 +112,7 @@ typedef struct wsync_http_options {
     unsigned max_backoff_ms;       /* [10000] longest wait, Retry-After included */
     unsigned parallel;             /* [4] connections for a large download (1: serial) */
     uint64_t parallel_threshold;   /* [64 MiB] downloads above this go parallel */
-    uint64_t part_size;            /* [8 MiB] bytes per ranged GET of a parallel download */
+    uint64_t part_size;            /* [16 MiB] bytes per ranged GET of a parallel download */
     int insecure;                  /* 1: do not verify TLS certificates (tests only) */
     const char *ca_file;           /* PEM bundle instead of the system's */
     const char *const *headers;    /* extra request headers ("Authorization: Bearer x"),
@@ -1937,7 +1940,12 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
     return r;
 }
 
-/* ---- get: large downloads as parallel ranged GETs ---- */
+/* ---- get: large downloads as parallel ranged GETs ----
+   Parts go to the sink in order. The part next in order is "live": its
+   bytes go from curl's buffer straight to the sink as they arrive; the
+   others land in their slot's buffer, which is handed to the sink when the
+   part becomes live (and the part streams on from there). A part cut short
+   resumes from the byte it reached, live or not. */
 
 typedef struct wsync__hpart {
     CURL *c;
@@ -1945,16 +1953,20 @@ typedef struct wsync__hpart {
     wsync__hreq rq;
     wsync__hresp rs;
     uint64_t lo, hi;       /* inclusive */
-    uint8_t *buf;
-    uint64_t got;
+    uint8_t *buf;          /* bytes received while the part was not yet live */
+    uint64_t got;          /* bytes received, buffered or sunk */
+    int live;              /* next in order: got bytes have all been sunk, more go straight through */
     unsigned attempts;
-    int state;             /* 0 idle, 1 running, 2 waiting to retry, 3 done (not yet sunk) */
+    int state;             /* 0 idle, 1 running, 2 waiting to retry, 3 all received */
     double retry_at;
     size_t index;          /* part number */
     const char *expect_etag;
     uint64_t expect_total;
     int nosign;
     int bad;               /* the response was not the range asked for */
+    int sink_rc;           /* the sink failed on a live part */
+    wsync_sink_fn sink;
+    void *sink_user;
 } wsync__hpart;
 
 static int wsync__hpart_headers(void *user, wsync__hresp *rs)
@@ -1977,7 +1989,11 @@ static int wsync__hpart_body(void *user, const void *b, size_t n)
         p->bad = 1;
         return 1;
     }
-    memcpy(p->buf + p->got, b, n);
+    if (p->live) {
+        if ((p->sink_rc = p->sink(p->sink_user, b, n)) != 0) return 1;
+    } else {
+        memcpy(p->buf + p->got, b, n);
+    }
     p->got += n;
     return 0;
 }
@@ -2004,9 +2020,39 @@ static int wsync__hpart_start(wsync__http *h, CURLM *m, wsync__hpart *p, const c
     return curl_multi_add_handle(m, p->c) == CURLM_OK;
 }
 
+/* A finished transfer of part p: received whole, to be retried, or failed. */
+static wsync_result wsync__hpart_done(wsync__http *h, wsync__hpart *p, CURLcode cc, const char *url,
+                                      const char *key, wsync_error *err)
+{
+    wsync__hfinish(h, p->c, &p->rq, &p->rs, cc);
+    if (p->sink_rc)
+        return wsync__hfail(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", p->sink_rc, key, url);
+    if (p->bad)
+        return wsync__hfail(err, WSYNC_ERR_IO,
+                            "GET %s: part %llu-%llu: HTTP %ld with the wrong range or size, or '%s' was replaced "
+                            "while it was being downloaded",
+                            url, (unsigned long long)p->lo, (unsigned long long)p->hi, p->rs.status, key);
+    if (p->rs.cc == CURLE_OK && p->rs.status == 206 && p->got == p->hi - p->lo + 1) {
+        p->state = 3;
+    } else if ((wsync__hretryable(&p->rs) || (p->rs.cc == CURLE_OK && p->rs.status == 206)) &&
+               p->attempts < h->o.max_attempts) {
+        /* cut short or transient: resume this part from the byte it reached */
+        uint64_t ms = h->o.backoff_ms;
+        unsigned k;
+        for (k = 1; k < p->attempts && ms < h->o.max_backoff_ms; k++) ms *= 2;
+        if (p->rs.retry_after_ms >= 0 && (uint64_t)p->rs.retry_after_ms > ms) ms = (uint64_t)p->rs.retry_after_ms;
+        if (ms > h->o.max_backoff_ms) ms = h->o.max_backoff_ms;
+        p->state = 2;
+        p->retry_at = wsync__hnow() + (double)ms / 1000.0;
+        if (p->got) wsync__hcount(h, &h->st.resumed, 1);
+    } else {
+        return wsync__hfail_resp(h, err, &p->rq, &p->rs, p->attempts);
+    }
+    return WSYNC_OK;
+}
+
 /* Bytes [lo, end) of url, known to be `total` long and served in ranges, in
-   parts of part_size over `parallel` connections; each part goes to the sink
-   in order as soon as those before it have. */
+   parts of part_size over `parallel` connections, to the sink in order. */
 static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign, const char *key, uint64_t lo,
                                      uint64_t end, uint64_t total, const char *etag, wsync_sink_fn sink,
                                      void *sink_user, wsync_error *err)
@@ -2036,6 +2082,8 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign
         parts[i].expect_etag = etag;
         parts[i].expect_total = total;
         parts[i].nosign = nosign;
+        parts[i].sink = sink;
+        parts[i].sink_user = sink_user;
         if (!parts[i].c || !parts[i].buf) {
             r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: %u parts of %llu bytes", url, n_slots,
                              (unsigned long long)psize);
@@ -2044,7 +2092,7 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign
     }
     wsync__hcount(h, &h->st.parallel_gets, 1);
     while (r == WSYNC_OK && next_sink < n_parts) {
-        int running = 0, left;
+        int running = 0, left, freed = 0;
         CURLMsg *msg;
         double now = wsync__hnow();
         /* start idle slots on new parts, and parts whose retry time came */
@@ -2055,6 +2103,7 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign
                 p->lo = lo + next_part * psize;
                 p->hi = p->lo + psize - 1 < end - 1 ? p->lo + psize - 1 : end - 1;
                 p->got = 0;
+                p->live = next_part == next_sink;
                 p->attempts = 0;
                 next_part++;
                 if (!wsync__hpart_start(h, m, p, url, key))
@@ -2069,53 +2118,42 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign
         }
         if (r != WSYNC_OK) break;
         curl_multi_perform(m, &running);
-        while ((msg = curl_multi_info_read(m, &left)) != NULL) {
+        while (r == WSYNC_OK && (msg = curl_multi_info_read(m, &left)) != NULL) {
             wsync__hpart *p = NULL;
             if (msg->msg != CURLMSG_DONE) continue;
             for (i = 0; i < n_slots; i++)
                 if (parts[i].c == msg->easy_handle && parts[i].state == 1) p = &parts[i];
             if (!p) continue;
             curl_multi_remove_handle(m, p->c);
-            wsync__hfinish(h, p->c, &p->rq, &p->rs, msg->data.result);
-            if (p->bad) {
-                r = wsync__hfail(err, WSYNC_ERR_IO,
-                                 "GET %s: part %llu-%llu: HTTP %ld with the wrong range or size, or '%s' was replaced "
-                                 "while it was being downloaded",
-                                 url, (unsigned long long)p->lo, (unsigned long long)p->hi, p->rs.status, key);
-            } else if (p->rs.cc == CURLE_OK && p->rs.status == 206 && p->got == p->hi - p->lo + 1) {
-                p->state = 3;
-            } else if ((wsync__hretryable(&p->rs) || (p->rs.cc == CURLE_OK && p->rs.status == 206)) &&
-                       p->attempts < h->o.max_attempts) {
-                /* cut short or transient: resume this part from what it holds */
-                uint64_t ms = h->o.backoff_ms;
-                unsigned k;
-                for (k = 1; k < p->attempts && ms < h->o.max_backoff_ms; k++) ms *= 2;
-                if (p->rs.retry_after_ms >= 0 && (uint64_t)p->rs.retry_after_ms > ms) ms = (uint64_t)p->rs.retry_after_ms;
-                if (ms > h->o.max_backoff_ms) ms = h->o.max_backoff_ms;
-                p->state = 2;
-                p->retry_at = wsync__hnow() + (double)ms / 1000.0;
-                if (p->got) wsync__hcount(h, &h->st.resumed, 1);
-            } else {
-                r = wsync__hfail_resp(h, err, &p->rq, &p->rs, p->attempts);
-            }
+            p->state = 0; /* not in the multi handle any more; set again below */
+            r = wsync__hpart_done(h, p, msg->data.result, url, key, err);
         }
-        /* parts done in order go to the sink, freeing their slots */
+        /* the part next in order: what it buffered goes to the sink, and it
+           streams from here on; one received whole frees its slot */
         for (;;) {
             wsync__hpart *p = NULL;
             int rc;
             for (i = 0; i < n_slots; i++)
-                if (parts[i].state == 3 && parts[i].index == next_sink) p = &parts[i];
+                if (parts[i].state != 0 && parts[i].index == next_sink) p = &parts[i];
             if (!p || r != WSYNC_OK) break;
-            if ((rc = sink(sink_user, p->buf, (size_t)p->got)) != 0) {
-                r = wsync__hfail(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", rc, key, url);
-                break;
+            if (!p->live) {
+                if (p->got && (rc = sink(sink_user, p->buf, (size_t)p->got)) != 0) {
+                    r = wsync__hfail(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", rc, key, url);
+                    break;
+                }
+                p->live = 1;
             }
+            if (p->state != 3) break;
             curl_slist_free_all(p->hl);
             p->hl = NULL;
             p->state = 0;
+            p->live = 0;
             next_sink++;
+            freed = 1;
         }
-        if (r == WSYNC_OK && next_sink < n_parts) curl_multi_poll(m, NULL, 0, running ? 100 : 10, NULL);
+        /* a freed slot starts its next part at once; else wait for sockets */
+        if (r == WSYNC_OK && next_sink < n_parts && !(freed && next_part < n_parts))
+            curl_multi_poll(m, NULL, 0, running ? 100 : 10, NULL);
     }
 done:
     for (i = 0; i < n_slots; i++) {
@@ -2493,7 +2531,7 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
     if (!h->o.parallel) h->o.parallel = 4;
     if (h->o.parallel > 16) h->o.parallel = 16;
     if (!h->o.parallel_threshold) h->o.parallel_threshold = (uint64_t)64 << 20;
-    if (!h->o.part_size) h->o.part_size = (uint64_t)8 << 20;
+    if (!h->o.part_size) h->o.part_size = (uint64_t)16 << 20;
     if (h->o.part_size > ((uint64_t)1 << 30)) h->o.part_size = (uint64_t)1 << 30;
     h->rng = (uint64_t)(size_t)h ^ (uint64_t)(wsync__hnow() * 1e6) ^ UINT64_C(0x9E3779B97F4A7C15);
     if (!h->rng) h->rng = 1;

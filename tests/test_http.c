@@ -382,6 +382,38 @@ static int grow_sink(void *user, const void *b, size_t n)
     return 0;
 }
 
+/* Records the pieces a download hands the sink; fails (7) on reaching
+   byte fail_at. `streamed` counts pieces strictly inside a part after the
+   first (the first is a plain stream): only a part streamed to the sink as
+   it arrives gives those. */
+typedef struct piece_sink {
+    uint64_t part, total, fail_at;
+    uint64_t n, sum, calls, streamed;
+} piece_sink;
+
+static uint64_t sum_of(const uint8_t *p, size_t n)
+{
+    uint64_t s = 0;
+    size_t i;
+    for (i = 0; i < n; i++) s = s * 31 + p[i];
+    return s;
+}
+
+static int piece_sink_fn(void *user, const void *b, size_t len)
+{
+    piece_sink *ps = (piece_sink *)user;
+    const uint8_t *p = (const uint8_t *)b;
+    size_t i;
+    if (ps->fail_at >= ps->n && ps->fail_at < ps->n + len) return 7;
+    if (ps->n >= ps->part && len < ps->part && ps->n + len < ps->total &&
+        (ps->n % ps->part != 0 || (ps->n + len) % ps->part != 0))
+        ps->streamed++;
+    for (i = 0; i < len; i++) ps->sum = ps->sum * 31 + p[i];
+    ps->n += len;
+    ps->calls++;
+    return 0;
+}
+
 static void test_parallel(void)
 {
     wsync_store s;
@@ -419,6 +451,50 @@ static void test_parallel(void)
         CHECK_EQ_INT(g.n, 0);
         wsync_store_http_stats(&s, &st);
         CHECK(st.parallel_gets >= 3);
+        free(g.p);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    TEST_BEGIN("http: the part next in order streams to the sink as it arrives (pieces smaller than a part)");
+    o.part_size = 1u << 20;
+    if (open_at(g_url, "parallel", &o, &s)) {
+        piece_sink ps;
+        memset(&ps, 0, sizeof ps);
+        ps.part = o.part_size;
+        ps.total = n;
+        ps.fail_at = UINT64_MAX;
+        CHECK_EQ_INT(s.get(s.user, "anchors/step_000001.safetensors", 0, UINT64_MAX, piece_sink_fn, &ps, NULL, &err),
+                     WSYNC_OK);
+        CHECK_EQ_U64(ps.n, n);
+        CHECK_EQ_U64(ps.sum, sum_of(obj, n));
+        CHECK_MSG(ps.streamed > 0, "%llu pieces, none of them inside a parallel part", (unsigned long long)ps.calls);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    TEST_BEGIN("http: a sink failing inside a streamed part is WSYNC_ERR_SINK; the store works after");
+    if (open_at(g_url, "parallel", &o, &s)) {
+        piece_sink ps;
+        uint64_t fail_at[3];
+        int k;
+        fail_at[0] = (5u << 19) + 1000; /* inside a part */
+        fail_at[1] = 1u << 20;          /* the first parallel part's first byte */
+        fail_at[2] = n - 1;             /* the last byte */
+        for (k = 0; k < 3; k++) {
+            memset(&ps, 0, sizeof ps);
+            ps.part = o.part_size;
+            ps.total = n;
+            ps.fail_at = fail_at[k];
+            CHECK_EQ_INT(s.get(s.user, "anchors/step_000001.safetensors", 0, UINT64_MAX, piece_sink_fn, &ps, NULL, &err),
+                         WSYNC_ERR_SINK);
+            CHECK_MSG(strstr(err.message, "sink failed (7)") != NULL, "%s", err.message);
+            CHECK(ps.n <= fail_at[k]);
+        }
+        memset(&g, 0, sizeof g);
+        CHECK_EQ_INT(s.get(s.user, "anchors/step_000001.safetensors", 0, UINT64_MAX, grow_sink, &g, NULL, &err),
+                     WSYNC_OK);
+        CHECK(g.n == n && memcmp(g.p, obj, n) == 0);
         free(g.p);
         wsync_store_close(&s);
     }
