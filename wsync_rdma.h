@@ -110,7 +110,19 @@ MIT, as wsync.h.
 
 #include "wsync.h"
 
-#define WSYNC_RDMA_AVAILABLE 0 /* the ibverbs backend: 1 once it is implemented */
+/* The ibverbs backend is compiled where rdma-core's headers are found
+   (<infiniband/verbs.h>; Debian: libibverbs-dev), on Linux with threads;
+   define WSYNC_RDMA_NO_VERBS to leave it out. Nothing links libibverbs:
+   it is loaded at run time. WSYNC_RDMA_AVAILABLE says whether it is in. */
+#if !defined(WSYNC_RDMA_NO_VERBS) && defined(__linux__) && !defined(WSYNC_NO_THREADS) && defined(__has_include)
+#if __has_include(<infiniband/verbs.h>)
+#define WSYNC__HAVE_VERBS 1
+#endif
+#endif
+#ifndef WSYNC__HAVE_VERBS
+#define WSYNC__HAVE_VERBS 0
+#endif
+#define WSYNC_RDMA_AVAILABLE WSYNC__HAVE_VERBS
 
 #ifdef __cplusplus
 extern "C" {
@@ -123,7 +135,7 @@ extern "C" {
 #endif
 
 /* Backend ids (wsync_fabric.backend and wsync_fabric_desc.backend). */
-#define WSYNC_FABRIC_VERBS 1u /* reserved: ibverbs RC (to come) */
+#define WSYNC_FABRIC_VERBS 1u /* ibverbs RC RDMA WRITE */
 #define WSYNC_FABRIC_HOST 2u  /* one host: process_vm_writev or shared memory */
 #define WSYNC_FABRIC_TCP 3u   /* TCP with a receiver thread */
 
@@ -203,6 +215,114 @@ WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabri
    writes, e.g. a child's); 0 and `why` filled otherwise. */
 WSYNC_DEF int wsync_fabric_host_cma_allowed(int pid, const void *addr, char *why, size_t why_cap);
 
+/* ======================================================================
+   ibverbs (RDMA RC): declarations
+   ======================================================================
+   Every verbs call goes through wsync_verbs_ops, so that tests can put a
+   fake provider (tests/fake_verbs.h) in place of libibverbs. The types are
+   rdma-core's, declared here only as incomplete types: this part needs no
+   <infiniband/verbs.h>; the implementation does. */
+
+struct ibv_device;
+struct ibv_context;
+struct ibv_device_attr;
+struct ibv_port_attr;
+union ibv_gid;
+struct ibv_pd;
+struct ibv_mr;
+struct ibv_cq;
+struct ibv_comp_channel;
+struct ibv_qp;
+struct ibv_qp_init_attr;
+struct ibv_qp_attr;
+struct ibv_send_wr;
+struct ibv_recv_wr;
+struct ibv_wc;
+
+/* The verbs the backend uses, with libibverbs' signatures, except that
+   get_device_list (the only call without a verbs object to find its state
+   through) takes `user`. */
+typedef struct wsync_verbs_ops {
+    void *user;
+    struct ibv_device **(*get_device_list)(void *user, int *num_devices);
+    void (*free_device_list)(struct ibv_device **list);
+    const char *(*get_device_name)(struct ibv_device *device);
+    struct ibv_context *(*open_device)(struct ibv_device *device);
+    int (*close_device)(struct ibv_context *context);
+    int (*query_device)(struct ibv_context *context, struct ibv_device_attr *attr);
+    int (*query_port)(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *attr);
+    int (*query_gid)(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid);
+    struct ibv_pd *(*alloc_pd)(struct ibv_context *context);
+    int (*dealloc_pd)(struct ibv_pd *pd);
+    struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t length, int access);
+    int (*dereg_mr)(struct ibv_mr *mr);
+    struct ibv_cq *(*create_cq)(struct ibv_context *context, int cqe, void *cq_context,
+                                struct ibv_comp_channel *channel, int comp_vector);
+    int (*destroy_cq)(struct ibv_cq *cq);
+    struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+    int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
+    int (*destroy_qp)(struct ibv_qp *qp);
+    int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+    int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+    int (*poll_cq)(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+    const char *(*wc_status_str)(int status);   /* optional: NULL uses wsync's own names */
+} wsync_verbs_ops;
+
+#define WSYNC_VERBS_MAX_NICS 8
+
+/* All zero (or NULL) means the defaults in brackets. */
+typedef struct wsync_fabric_verbs_options {
+    wsync_allocator allocator;
+    const wsync_verbs_ops *ops;    /* [libibverbs, loaded at run time with dlopen("libibverbs.so.1")] */
+    const char *devices;           /* [the first active port] NICs to use, comma-separated:
+                                      "mlx5_0:1,mlx5_1" (no port: the device's first active one),
+                                      or "all": every active port of every device */
+    int use_gid_index;             /* 1: RoCE ports use gid_index; [0: the first IPv4-mapped GID
+                                      (RoCE v2 over IPv4, usually), else the first non-zero one] */
+    int gid_index;
+    unsigned sq_depth;             /* [256] work requests outstanding per queue pair at most */
+    unsigned signal_every;         /* [sq_depth / 4] every Nth write request asks for a completion */
+    unsigned rq_depth;             /* [256] receives kept posted per connection (for write_imm) */
+    unsigned max_wr_bytes;         /* [1 GiB, and both ports' max_msg_sz] bytes per work request */
+    unsigned split_min;            /* [256 KiB] writes shorter than this per NIC use one NIC */
+    /* the control connection (a TCP listener, started by the first reg) */
+    const char *bind_host;         /* [127.0.0.1] */
+    unsigned port;                 /* [0: ephemeral] */
+    const char *advertise_host;    /* [bind_host, or gethostname() for a wildcard] */
+    unsigned connect_timeout_ms;   /* [5000] */
+    unsigned timeout_ms;           /* [10000] the handshake, flush's wait for completions, a full
+                                      send queue */
+    int send_only;                 /* 1: reg never starts the listener (a sender's fabric) */
+} wsync_fabric_verbs_options;
+
+/* An RDMA RC fabric over every NIC in options.devices. Fails with
+   WSYNC_ERR_UNSUPPORTED when built without rdma-core's headers, and with
+   WSYNC_ERR_IO naming what is missing when libibverbs, devices or active
+   ports are not there. */
+WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options *opt, wsync_fabric *out,
+                                               wsync_error *err);
+/* The control listener's port (0 before the first reg, or for another backend). */
+WSYNC_DEF unsigned wsync_fabric_verbs_port(const wsync_fabric *f);
+
+/* Sender-side counters of a verbs fabric since open. */
+typedef struct wsync_fabric_verbs_stats {
+    unsigned n_nics;
+    struct {
+        char name[72];             /* "mlx5_0:1" */
+        int ethernet;              /* 1: RoCE (GRH addressing), 0: InfiniBand (LID) */
+        uint64_t bytes;            /* bytes of write requests posted through it */
+        uint64_t wrs;              /* write requests posted */
+    } nic[WSYNC_VERBS_MAX_NICS];
+    uint64_t signaled;             /* requests that asked for a completion */
+    uint64_t completions;          /* completions polled */
+    uint64_t sq_full_waits;        /* posts that waited for a full send queue to drain */
+    uint64_t enomem_retries;       /* post_send ENOMEM answered by polling and retrying */
+    uint64_t imms;                 /* immediates sent */
+} wsync_fabric_verbs_stats;
+
+/* 1 and *out filled when f is a verbs fabric; 0 otherwise. */
+WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_verbs_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
@@ -243,6 +363,11 @@ WSYNC_DEF int wsync_fabric_host_cma_allowed(int pid, const void *addr, char *why
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#if WSYNC__HAVE_VERBS
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <infiniband/verbs.h>
+#endif
 #endif
 
 #ifdef __cplusplus
@@ -341,6 +466,24 @@ WSYNC_DEF int wsync_fabric_host_cma_allowed(int pid, const void *addr, char *why
     (void)pid;
     (void)addr;
     if (why && why_cap) snprintf(why, why_cap, "%s", "not built with the one-host backend");
+    return 0;
+}
+WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options *opt, wsync_fabric *out,
+                                               wsync_error *err)
+{
+    (void)opt;
+    if (out) memset(out, 0, sizeof *out);
+    return wsync__rno(err, "the verbs fabric");
+}
+WSYNC_DEF unsigned wsync_fabric_verbs_port(const wsync_fabric *f)
+{
+    (void)f;
+    return 0;
+}
+WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_verbs_stats *out)
+{
+    (void)f;
+    (void)out;
     return 0;
 }
 
@@ -566,6 +709,7 @@ struct wsync_fabric_mr {
     size_t q_cap, q_head, q_n;
     int shm_fd;                /* one-host SHM: the allocation's fd (borrowed), or -1 */
     uint64_t shm_off, shm_size;
+    void *ext;                 /* verbs: the ibv_mr of each NIC */
 };
 
 struct wsync_fabric_remote {
@@ -582,6 +726,7 @@ struct wsync_fabric_remote {
     int mode;
     uint8_t *map;              /* SHM: the mapping, and where the region starts in it */
     size_t map_len, map_delta;
+    void *ext;                 /* verbs: the queue pairs, one per NIC lane */
 };
 
 typedef struct wsync__rconn {
@@ -848,12 +993,10 @@ static void wsync__rsrv_stop(wsync__rbase *b)
 
 /* Unlinks a region so no peer reaches it any more, cuts the connections
    using it, waits for writes into it to end, and frees it. */
-static void wsync__rdereg(void *user, wsync_fabric_mr *m)
+static void wsync__runlink(wsync__rbase *b, struct wsync_fabric_mr *m)
 {
-    wsync__rbase *b = (wsync__rbase *)user;
     struct wsync_fabric_mr **pp;
     wsync__rconn *c;
-    if (!b || !m) return;
     pthread_mutex_lock(&b->mu);
     for (pp = m->linked ? &b->regions : &b->sources; *pp; pp = &(*pp)->next)
         if (*pp == m) {
@@ -868,6 +1011,13 @@ static void wsync__rdereg(void *user, wsync_fabric_mr *m)
         }
     while (m->refs) pthread_cond_wait(&b->ref_cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
+}
+
+static void wsync__rdereg(void *user, wsync_fabric_mr *m)
+{
+    wsync__rbase *b = (wsync__rbase *)user;
+    if (!b || !m) return;
+    wsync__runlink(b, m);
     wsync__rfree(&b->a, m->q);
     wsync__rfree(&b->a, m);
 }
@@ -969,7 +1119,9 @@ static wsync_result wsync__rbreak(wsync_fabric_remote *r, wsync_error *err, cons
 
 static const wsync__rbase *wsync__rbase_of(const wsync_fabric *f)
 {
-    if (!f || !f->user || (f->backend != WSYNC_FABRIC_TCP && f->backend != WSYNC_FABRIC_HOST)) return NULL;
+    if (!f || !f->user ||
+        (f->backend != WSYNC_FABRIC_TCP && f->backend != WSYNC_FABRIC_HOST && f->backend != WSYNC_FABRIC_VERBS))
+        return NULL;
     return (const wsync__rbase *)f->user;
 }
 
@@ -2110,6 +2262,1431 @@ WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabri
     if (!f || f->backend != WSYNC_FABRIC_HOST || !r || r->backend != WSYNC_FABRIC_HOST) return WSYNC_FABRIC_HOST_AUTO;
     return (wsync_fabric_host_mode)r->mode;
 }
+
+
+/* ======================================================================
+   ibverbs (RDMA RC): implementation
+   ======================================================================
+   Never run on a NIC: tested only against tests/fake_verbs.h. */
+#if WSYNC__HAVE_VERBS
+
+#define WSYNC__VB_HELLO_MAGIC 0x31565357u /* "WSV1" */
+#define WSYNC__VB_REPLY_MAGIC 0x32565357u /* "WSV2" */
+#define WSYNC__VB_VERSION 1u
+#define WSYNC__VB_HDR 32
+#define WSYNC__VB_LANE 40
+#define WSYNC__VB_DESC_FIXED 24
+#define WSYNC__VB_GID_SCAN 256        /* GID table entries looked at, at most */
+
+/* Why a receiver refused a handshake (the reply's status). */
+enum {
+    WSYNC__VREJ_MAGIC = 1,
+    WSYNC__VREJ_VERSION = 2,
+    WSYNC__VREJ_LENGTH = 3,
+    WSYNC__VREJ_REGION = 4,
+    WSYNC__VREJ_KEY = 5,
+    WSYNC__VREJ_LANE = 6,
+    WSYNC__VREJ_VERBS = 7
+};
+
+static const char *wsync__vrej_str(uint32_t s)
+{
+    switch (s) {
+    case WSYNC__VREJ_MAGIC: return "not a verbs handshake (magic)";
+    case WSYNC__VREJ_VERSION: return "unsupported handshake version";
+    case WSYNC__VREJ_LENGTH: return "handshake length or lane count out of range";
+    case WSYNC__VREJ_REGION: return "unknown region (never registered, or deregistered)";
+    case WSYNC__VREJ_KEY: return "wrong key";
+    case WSYNC__VREJ_LANE: return "a lane's NIC, queue pair number, PSN, MTU or address is invalid, or the link "
+                                  "layers differ (InfiniBand and RoCE)";
+    case WSYNC__VREJ_VERBS: return "the receiver could not set up its queue pairs";
+    default: return "unknown reason";
+    }
+}
+
+static const char *wsync__vwc_name(int s)
+{
+    switch (s) {
+    case IBV_WC_SUCCESS: return "IBV_WC_SUCCESS (success)";
+    case IBV_WC_LOC_LEN_ERR: return "IBV_WC_LOC_LEN_ERR (local length error)";
+    case IBV_WC_LOC_QP_OP_ERR: return "IBV_WC_LOC_QP_OP_ERR (local QP operation error)";
+    case IBV_WC_LOC_PROT_ERR: return "IBV_WC_LOC_PROT_ERR (local protection error)";
+    case IBV_WC_WR_FLUSH_ERR: return "IBV_WC_WR_FLUSH_ERR (work request flushed)";
+    case IBV_WC_BAD_RESP_ERR: return "IBV_WC_BAD_RESP_ERR (bad response)";
+    case IBV_WC_LOC_ACCESS_ERR: return "IBV_WC_LOC_ACCESS_ERR (local access error)";
+    case IBV_WC_REM_INV_REQ_ERR: return "IBV_WC_REM_INV_REQ_ERR (remote invalid request)";
+    case IBV_WC_REM_ACCESS_ERR: return "IBV_WC_REM_ACCESS_ERR (remote access error: rkey, bounds or access flags)";
+    case IBV_WC_REM_OP_ERR: return "IBV_WC_REM_OP_ERR (remote operation error)";
+    case IBV_WC_RETRY_EXC_ERR: return "IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded: peer unreachable)";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return "IBV_WC_RNR_RETRY_EXC_ERR (receiver not ready: no receive posted)";
+    case IBV_WC_REM_ABORT_ERR: return "IBV_WC_REM_ABORT_ERR (remote aborted)";
+    case IBV_WC_FATAL_ERR: return "IBV_WC_FATAL_ERR (fatal error)";
+    case IBV_WC_RESP_TIMEOUT_ERR: return "IBV_WC_RESP_TIMEOUT_ERR (response timeout)";
+    case IBV_WC_GENERAL_ERR: return "IBV_WC_GENERAL_ERR (general error)";
+    default: return "an unknown completion status";
+    }
+}
+
+/* ---- the default table: libibverbs, loaded at run time --------------
+   dlopen keeps libibverbs out of the link line of every program that
+   includes this header; the library stays loaded once found. */
+
+typedef struct wsync__vlib {
+    int ok;
+    char why[256];
+    struct ibv_device **(*get_device_list)(int *);
+    void (*free_device_list)(struct ibv_device **);
+    const char *(*get_device_name)(struct ibv_device *);
+    struct ibv_context *(*open_device)(struct ibv_device *);
+    int (*close_device)(struct ibv_context *);
+    int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
+    int (*query_port)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
+    int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+    struct ibv_pd *(*alloc_pd)(struct ibv_context *);
+    int (*dealloc_pd)(struct ibv_pd *);
+    struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
+    int (*dereg_mr)(struct ibv_mr *);
+    struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
+    int (*destroy_cq)(struct ibv_cq *);
+    struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
+    int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
+    int (*destroy_qp)(struct ibv_qp *);
+    const char *(*wc_status_str)(enum ibv_wc_status);
+} wsync__vlib;
+
+static wsync__vlib wsync__vlib_g;
+static pthread_once_t wsync__vlib_once = PTHREAD_ONCE_INIT;
+
+/* POSIX guarantees a function pointer fits a void *; the copy avoids the
+   cast ISO C forbids. */
+static int wsync__vsym(void *h, const char *name, void *fp)
+{
+    void *p = dlsym(h, name);
+    if (!p) {
+        snprintf(wsync__vlib_g.why, sizeof wsync__vlib_g.why, "libibverbs.so.1 has no %s", name);
+        return 0;
+    }
+    memcpy(fp, &p, sizeof p);
+    return 1;
+}
+
+static void wsync__vlib_load(void)
+{
+    wsync__vlib *g = &wsync__vlib_g;
+    void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+    const char *e;
+    if (!h) {
+        e = dlerror();
+        snprintf(g->why, sizeof g->why, "libibverbs not found (dlopen libibverbs.so.1: %s)", e ? e : "?");
+        return;
+    }
+    /* ibv_reg_mr and ibv_query_port are macros in verbs.h over exported
+       functions of these names: the exported ones are what dlsym finds.
+       The exported query_port fills the compatible prefix of
+       ibv_port_attr, which holds every field used here. */
+    g->ok = wsync__vsym(h, "ibv_get_device_list", &g->get_device_list) &&
+            wsync__vsym(h, "ibv_free_device_list", &g->free_device_list) &&
+            wsync__vsym(h, "ibv_get_device_name", &g->get_device_name) &&
+            wsync__vsym(h, "ibv_open_device", &g->open_device) &&
+            wsync__vsym(h, "ibv_close_device", &g->close_device) &&
+            wsync__vsym(h, "ibv_query_device", &g->query_device) &&
+            wsync__vsym(h, "ibv_query_port", &g->query_port) &&
+            wsync__vsym(h, "ibv_query_gid", &g->query_gid) &&
+            wsync__vsym(h, "ibv_alloc_pd", &g->alloc_pd) &&
+            wsync__vsym(h, "ibv_dealloc_pd", &g->dealloc_pd) &&
+            wsync__vsym(h, "ibv_reg_mr", &g->reg_mr) &&
+            wsync__vsym(h, "ibv_dereg_mr", &g->dereg_mr) &&
+            wsync__vsym(h, "ibv_create_cq", &g->create_cq) &&
+            wsync__vsym(h, "ibv_destroy_cq", &g->destroy_cq) &&
+            wsync__vsym(h, "ibv_create_qp", &g->create_qp) &&
+            wsync__vsym(h, "ibv_modify_qp", &g->modify_qp) &&
+            wsync__vsym(h, "ibv_destroy_qp", &g->destroy_qp) &&
+            wsync__vsym(h, "ibv_wc_status_str", &g->wc_status_str);
+}
+
+static struct ibv_device **wsync__vd_get_device_list(void *user, int *n)
+{
+    (void)user;
+    return wsync__vlib_g.get_device_list(n);
+}
+static int wsync__vd_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a)
+{
+    memset(a, 0, sizeof *a); /* the exported function fills a prefix only */
+    return wsync__vlib_g.query_port(c, port, a);
+}
+/* post_send, post_recv and poll_cq are inline in verbs.h: calls through
+   the context's ops, no symbol to link. */
+static int wsync__vd_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    return ibv_post_send(qp, wr, bad);
+}
+static int wsync__vd_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    return ibv_post_recv(qp, wr, bad);
+}
+static int wsync__vd_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+    return ibv_poll_cq(cq, n, wc);
+}
+static const char *wsync__vd_wc_status_str(int s)
+{
+    return wsync__vlib_g.wc_status_str((enum ibv_wc_status)s);
+}
+
+static wsync_result wsync__vops_default(wsync_verbs_ops *o, wsync_error *err)
+{
+    const wsync__vlib *g = &wsync__vlib_g;
+    pthread_once(&wsync__vlib_once, wsync__vlib_load);
+    if (!g->ok) return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s", g->why);
+    memset(o, 0, sizeof *o);
+    o->get_device_list = wsync__vd_get_device_list;
+    o->free_device_list = g->free_device_list;
+    o->get_device_name = g->get_device_name;
+    o->open_device = g->open_device;
+    o->close_device = g->close_device;
+    o->query_device = g->query_device;
+    o->query_port = wsync__vd_query_port;
+    o->query_gid = g->query_gid;
+    o->alloc_pd = g->alloc_pd;
+    o->dealloc_pd = g->dealloc_pd;
+    o->reg_mr = g->reg_mr;
+    o->dereg_mr = g->dereg_mr;
+    o->create_cq = g->create_cq;
+    o->destroy_cq = g->destroy_cq;
+    o->create_qp = g->create_qp;
+    o->modify_qp = g->modify_qp;
+    o->destroy_qp = g->destroy_qp;
+    o->post_send = wsync__vd_post_send;
+    o->post_recv = wsync__vd_post_recv;
+    o->poll_cq = wsync__vd_poll_cq;
+    o->wc_status_str = wsync__vd_wc_status_str;
+    return WSYNC_OK;
+}
+
+/* ---- state ---------------------------------------------------------- */
+
+typedef struct wsync__vnic {
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    uint8_t port, ethernet, mtu;
+    uint16_t lid;
+    int gid_index;
+    uint8_t gid[16];
+    uint32_t max_msg;
+    char name[72];
+    uint64_t bytes, wrs;
+} wsync__vnic;
+
+typedef struct wsync__vb {
+    wsync__tcp t;              /* first: the control listener is the TCP backend's; t.b is the rbase */
+    wsync_verbs_ops ops;
+    unsigned n_nics;
+    wsync__vnic nic[WSYNC_VERBS_MAX_NICS];
+    unsigned sq_depth, signal_every, rq_depth;
+    uint64_t split_min;
+    uint32_t max_wr;
+    uint64_t instance;         /* tells this fabric's descriptors from a restarted one's */
+    wsync_fabric_verbs_stats st;
+} wsync__vb;
+
+/* A source or region: its registration on every NIC. */
+typedef struct wsync__vmr {
+    struct ibv_mr *mr[WSYNC_VERBS_MAX_NICS];
+} wsync__vmr;
+
+/* One queue pair of a remote (sender side). Completions are asked for by
+   selected requests only; a completion retires every request before it,
+   so `done` is the count of requests known finished. */
+typedef struct wsync__vlane {
+    wsync__vnic *nic;
+    unsigned nic_i;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint32_t rkey, max_msg;
+    uint64_t posted, done, last_sig, since_sig;
+} wsync__vlane;
+
+typedef struct wsync__vrem {
+    unsigned n, rr;
+    wsync__vlane lane[WSYNC_VERBS_MAX_NICS];
+} wsync__vrem;
+
+/* One side of a lane, as the handshake carries it. */
+typedef struct wsync__vend {
+    uint32_t nic, qpn, psn, max_msg;
+    uint16_t lid;
+    uint8_t ethernet, mtu, port;
+    uint8_t gid[16];
+} wsync__vend;
+
+static void wsync__vend_put(uint8_t *p, const wsync__vend *e)
+{
+    memset(p, 0, WSYNC__VB_LANE);
+    wsync__rput32(p, e->nic);
+    wsync__rput32(p + 4, e->qpn);
+    wsync__rput32(p + 8, e->psn);
+    wsync__rput32(p + 12, e->max_msg);
+    p[16] = (uint8_t)e->lid;
+    p[17] = (uint8_t)(e->lid >> 8);
+    p[18] = e->ethernet;
+    p[19] = e->mtu;
+    p[20] = e->port;
+    memcpy(p + 24, e->gid, 16);
+}
+
+static void wsync__vend_get(const uint8_t *p, wsync__vend *e)
+{
+    e->nic = wsync__rget32(p);
+    e->qpn = wsync__rget32(p + 4);
+    e->psn = wsync__rget32(p + 8);
+    e->max_msg = wsync__rget32(p + 12);
+    e->lid = (uint16_t)(p[16] | p[17] << 8);
+    e->ethernet = p[18];
+    e->mtu = p[19];
+    e->port = p[20];
+    memcpy(e->gid, p + 24, 16);
+}
+
+static int wsync__vzero16(const uint8_t *g)
+{
+    int i;
+    for (i = 0; i < 16; i++)
+        if (g[i]) return 0;
+    return 1;
+}
+
+/* A peer's lane, hostile until checked: 0 when usable against `local`. */
+static int wsync__vend_bad(const wsync__vend *e, const wsync__vnic *local, const uint8_t *raw)
+{
+    if (e->qpn == 0 || e->qpn > 0xFFFFFFu || e->psn > 0xFFFFFFu || e->max_msg == 0) return 1;
+    if (e->mtu < IBV_MTU_256 || e->mtu > IBV_MTU_4096 || e->ethernet > 1 || e->ethernet != local->ethernet) return 1;
+    if (raw[21] || raw[22] || raw[23]) return 1;
+    if (e->ethernet ? wsync__vzero16(e->gid) : e->lid == 0) return 1;
+    return 0;
+}
+
+static wsync__vend wsync__vend_of(const wsync__vnic *n, uint32_t nic_index, struct ibv_qp *qp, uint32_t psn)
+{
+    wsync__vend e;
+    memset(&e, 0, sizeof e);
+    e.nic = nic_index;
+    e.qpn = qp->qp_num;
+    e.psn = psn;
+    e.max_msg = n->max_msg;
+    e.lid = n->lid;
+    e.ethernet = n->ethernet;
+    e.mtu = n->mtu;
+    e.port = n->port;
+    memcpy(e.gid, n->gid, 16);
+    return e;
+}
+
+/* ---- NICs ------------------------------------------------------------ */
+
+/* RoCE: the configured GID, else the first IPv4-mapped one (RoCE v2 over
+   IPv4 on the usual setups), else the first non-zero one. */
+static wsync_result wsync__vnic_gid(wsync__vb *v, wsync__vnic *n, int gid_len, int use_index, int index,
+                                    wsync_error *err)
+{
+    union ibv_gid g;
+    int i, first = -1;
+    if (!n->ethernet || use_index) {
+        i = n->ethernet ? index : 0;
+        if (i < 0 || (gid_len > 0 && i >= gid_len))
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID index %d outside the table (%d)",
+                                n->name, i, gid_len);
+        if (v->ops.query_gid(n->ctx, n->port, i, &g) != 0)
+            return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_gid(%s, %d): %s", n->name, i,
+                                strerror(errno));
+        if (n->ethernet && wsync__vzero16(g.raw))
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID %d is empty", n->name, i);
+        n->gid_index = i;
+        memcpy(n->gid, g.raw, 16);
+        return WSYNC_OK;
+    }
+    for (i = 0; i < gid_len && i < WSYNC__VB_GID_SCAN; i++) {
+        static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (v->ops.query_gid(n->ctx, n->port, i, &g) != 0 || wsync__vzero16(g.raw)) continue;
+        if (memcmp(g.raw, v4, 12) == 0) {
+            first = i;
+            break;
+        }
+        if (first < 0) first = i;
+    }
+    if (first < 0)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s: RoCE port without a GID (no IP address?)", n->name);
+    return wsync__vnic_gid(v, n, gid_len, 1, first, err);
+}
+
+/* Opens one NIC: device, port (0: its first active one from `from` on), GID, PD.
+   1: opened; 0: no active port (not an error when picking any);
+   -1: failed, err says why. */
+static int wsync__vnic_open(wsync__vb *v, struct ibv_device *dev, unsigned port, unsigned from, int use_gid,
+                            int gid_index, wsync__vnic *n, wsync_error *err)
+{
+    struct ibv_device_attr da;
+    struct ibv_port_attr pa;
+    const char *dn = v->ops.get_device_name(dev);
+    unsigned p, last;
+    memset(n, 0, sizeof *n);
+    if (!dn) dn = "?";
+    n->ctx = v->ops.open_device(dev);
+    if (!n->ctx) {
+        wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_open_device(%s): %s", dn, strerror(errno ? errno : ENODEV));
+        return -1;
+    }
+    memset(&da, 0, sizeof da);
+    if (v->ops.query_device(n->ctx, &da) != 0) {
+        wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_device(%s): %s", dn, strerror(errno));
+        goto fail;
+    }
+    last = port ? port : da.phys_port_cnt;
+    for (p = port ? port : from; p <= last; p++) {
+        if (v->ops.query_port(n->ctx, (uint8_t)p, &pa) != 0) {
+            if (!port) continue;
+            wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_port(%s, %u): %s", dn, p, strerror(errno));
+            goto fail;
+        }
+        if (pa.state == IBV_PORT_ACTIVE) break;
+        if (port) {
+            wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s port %u is not active (state %d)", dn, p, (int)pa.state);
+            goto fail;
+        }
+    }
+    if (p > last || p > 255) {
+        v->ops.close_device(n->ctx);
+        n->ctx = NULL;
+        return 0;
+    }
+    n->port = (uint8_t)p;
+    n->ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+    n->mtu = (uint8_t)pa.active_mtu;
+    n->lid = pa.lid;
+    n->max_msg = pa.max_msg_sz ? pa.max_msg_sz : (1u << 31);
+    snprintf(n->name, sizeof n->name, "%.63s:%u", dn, p);
+    if (n->mtu < IBV_MTU_256 || n->mtu > IBV_MTU_4096) n->mtu = IBV_MTU_1024;
+    if (!n->ethernet && n->lid == 0) {
+        wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s: InfiniBand port without a LID (no subnet manager?)", n->name);
+        goto fail;
+    }
+    if (wsync__vnic_gid(v, n, pa.gid_tbl_len, use_gid, gid_index, err) != WSYNC_OK) goto fail;
+    n->pd = v->ops.alloc_pd(n->ctx);
+    if (!n->pd) {
+        wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_alloc_pd(%s): %s", n->name, strerror(errno ? errno : ENOMEM));
+        goto fail;
+    }
+    return 1;
+fail:
+    v->ops.close_device(n->ctx);
+    n->ctx = NULL;
+    return -1;
+}
+
+static void wsync__vnic_close(wsync__vb *v, wsync__vnic *n)
+{
+    if (n->pd) v->ops.dealloc_pd(n->pd);
+    if (n->ctx) v->ops.close_device(n->ctx);
+    n->pd = NULL;
+    n->ctx = NULL;
+}
+
+/* One entry of options.devices ("name" or "name:port"). */
+static wsync_result wsync__vnic_named(wsync__vb *v, struct ibv_device **list, int nd, const char *tok, size_t tl,
+                                      int use_gid, int gid_index, wsync_error *err)
+{
+    char name[72], *colon, *end;
+    unsigned long port = 0;
+    int i, rc;
+    if (tl == 0 || tl >= sizeof name)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad device name in options.devices");
+    memcpy(name, tok, tl);
+    name[tl] = 0;
+    colon = strchr(name, ':');
+    if (colon) {
+        *colon = 0;
+        port = strtoul(colon + 1, &end, 10);
+        if (*end || port == 0 || port > 255)
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad port in '%s'", tok);
+    }
+    if (v->n_nics == WSYNC_VERBS_MAX_NICS)
+        return wsync__rfail(err, WSYNC_ERR_LIMIT, "verbs fabric: more than %d NICs", WSYNC_VERBS_MAX_NICS);
+    for (i = 0; i < nd; i++) {
+        const char *dn = v->ops.get_device_name(list[i]);
+        if (!dn || strcmp(dn, name) != 0) continue;
+        rc = wsync__vnic_open(v, list[i], (unsigned)port, 1, use_gid, gid_index, &v->nic[v->n_nics], err);
+        if (rc < 0) return err ? err->code : WSYNC_ERR_IO;
+        if (rc == 0) return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s has no active port", name);
+        v->n_nics++;
+        return WSYNC_OK;
+    }
+    return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: no RDMA device named '%s' (%d devices)", name, nd);
+}
+
+/* Every active port of every device ("all"), or the first one (NULL).
+   A device that fails to open is passed over; its error is reported when
+   no NIC is left. */
+static wsync_result wsync__vnic_any(wsync__vb *v, struct ibv_device **list, int nd, int all, int use_gid,
+                                    int gid_index, wsync_error *err)
+{
+    int i, rc, failed = 0;
+    for (i = 0; i < nd && v->n_nics < WSYNC_VERBS_MAX_NICS; i++) {
+        unsigned from = 1;
+        while (v->n_nics < WSYNC_VERBS_MAX_NICS) {
+            rc = wsync__vnic_open(v, list[i], 0, from, use_gid, gid_index, &v->nic[v->n_nics], err);
+            if (rc < 0) failed = 1;
+            if (rc <= 0) break;
+            from = (unsigned)v->nic[v->n_nics].port + 1;
+            v->n_nics++;
+            if (!all) return WSYNC_OK;
+        }
+    }
+    if (v->n_nics) {
+        wsync__rerr_reset(err);
+        return WSYNC_OK;
+    }
+    if (failed) return err ? err->code : WSYNC_ERR_IO;
+    return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: no active port on any of %d RDMA devices", nd);
+}
+
+static wsync_result wsync__vnic_open_all(wsync__vb *v, const char *spec, int use_gid, int gid_index, wsync_error *err)
+{
+    struct ibv_device **list;
+    int nd = 0;
+    wsync_result r = WSYNC_OK;
+    errno = 0;
+    list = v->ops.get_device_list(v->ops.user, &nd);
+    if (!list)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: no RDMA devices (ibv_get_device_list: %s)",
+                            strerror(errno ? errno : ENODEV));
+    if (nd <= 0) r = wsync__rfail(err, WSYNC_ERR_IO, "%s", "verbs fabric: no RDMA devices");
+    else if (!spec || !*spec) r = wsync__vnic_any(v, list, nd, 0, use_gid, gid_index, err);
+    else if (strcmp(spec, "all") == 0) r = wsync__vnic_any(v, list, nd, 1, use_gid, gid_index, err);
+    else {
+        const char *p = spec;
+        while (r == WSYNC_OK) {
+            size_t tl = strcspn(p, ",");
+            r = wsync__vnic_named(v, list, nd, p, tl, use_gid, gid_index, err);
+            if (!p[tl]) break;
+            p += tl + 1;
+        }
+    }
+    v->ops.free_device_list(list);
+    return r;
+}
+
+/* ---- queue pairs ------------------------------------------------------ */
+
+static void wsync__vqp_destroy(wsync__vb *v, struct ibv_cq **cq, struct ibv_qp **qp)
+{
+    if (*qp) v->ops.destroy_qp(*qp);
+    if (*cq) v->ops.destroy_cq(*cq);
+    *qp = NULL;
+    *cq = NULL;
+}
+
+/* An RC queue pair with a CQ of its own, in INIT. The CQ holds a
+   completion for every request the queues can hold: on an error every
+   outstanding request completes (flushed), signaled or not. */
+static wsync_result wsync__vqp_create(wsync__vb *v, wsync__vnic *n, unsigned send_wr, unsigned recv_wr,
+                                      int remote_write, struct ibv_cq **cq, struct ibv_qp **qp, wsync_error *err)
+{
+    struct ibv_qp_init_attr ia;
+    struct ibv_qp_attr a;
+    int rc;
+    *qp = NULL;
+    *cq = v->ops.create_cq(n->ctx, (int)(send_wr + recv_wr + 1), NULL, NULL, 0);
+    if (!*cq)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_cq(%s, %u): %s", n->name,
+                            send_wr + recv_wr + 1, strerror(errno ? errno : ENOMEM));
+    memset(&ia, 0, sizeof ia);
+    ia.send_cq = *cq;
+    ia.recv_cq = *cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.sq_sig_all = 0;
+    ia.cap.max_send_wr = send_wr;
+    ia.cap.max_recv_wr = recv_wr;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    *qp = v->ops.create_qp(n->pd, &ia);
+    if (!*qp) {
+        rc = errno ? errno : ENOMEM;
+        wsync__vqp_destroy(v, cq, qp);
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_qp(%s, RC, %u send, %u receive): %s",
+                            n->name, send_wr, recv_wr, strerror(rc));
+    }
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = n->port;
+    a.qp_access_flags = remote_write ? IBV_ACCESS_REMOTE_WRITE : 0;
+    rc = v->ops.modify_qp(*qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (rc != 0) {
+        wsync__vqp_destroy(v, cq, qp);
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, INIT): %s", n->name, strerror(rc));
+    }
+    return WSYNC_OK;
+}
+
+/* INIT -> RTR (addressed to the peer: GRH on RoCE, LID on InfiniBand),
+   then -> RTS when this side sends. */
+static wsync_result wsync__vqp_connect(wsync__vb *v, wsync__vnic *n, struct ibv_qp *qp, const wsync__vend *peer,
+                                       uint32_t my_psn, int rts, wsync_error *err)
+{
+    struct ibv_qp_attr a;
+    int rc;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = (enum ibv_mtu)(peer->mtu < n->mtu ? peer->mtu : n->mtu);
+    a.dest_qp_num = peer->qpn;
+    a.rq_psn = peer->psn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12; /* 0.64 ms */
+    a.ah_attr.port_num = n->port;
+    if (n->ethernet) {
+        a.ah_attr.is_global = 1;
+        memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
+        a.ah_attr.grh.sgid_index = (uint8_t)n->gid_index;
+        a.ah_attr.grh.hop_limit = 64;
+    } else {
+        a.ah_attr.dlid = peer->lid;
+    }
+    rc = v->ops.modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (rc != 0)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTR to QP %u): %s", n->name,
+                            (unsigned)peer->qpn, strerror(rc));
+    if (!rts) return WSYNC_OK;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;   /* 4.096 us * 2^14 = 67 ms per try */
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;  /* a receiver out of receives stalls the sender; flush's timeout bounds it */
+    a.sq_psn = my_psn;
+    a.max_rd_atomic = 1;
+    rc = v->ops.modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                              IBV_QP_MAX_QP_RD_ATOMIC);
+    if (rc != 0)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTS): %s", n->name, strerror(rc));
+    return WSYNC_OK;
+}
+
+static int wsync__vpost_recv(wsync__vb *v, struct ibv_qp *qp, unsigned n)
+{
+    while (n--) {
+        struct ibv_recv_wr wr, *bad = NULL;
+        memset(&wr, 0, sizeof wr);
+        wr.num_sge = 0; /* write-with-immediate consumes a receive but writes no bytes through it */
+        if (v->ops.post_recv(qp, &wr, &bad) != 0) return -1;
+    }
+    return 0;
+}
+
+static void wsync__vput_hdr(uint8_t *h, uint32_t magic, uint32_t n_lanes, uint32_t region_or_status, uint64_t key)
+{
+    wsync__rput32(h, magic);
+    wsync__rput32(h + 4, WSYNC__VB_VERSION);
+    wsync__rput32(h + 8, WSYNC__VB_HDR + n_lanes * WSYNC__VB_LANE);
+    wsync__rput32(h + 12, region_or_status);
+    wsync__rput64(h + 16, key);
+    wsync__rput32(h + 24, n_lanes);
+    wsync__rput32(h + 28, 0);
+}
+
+/* ---- regions ------------------------------------------------------------ */
+
+static void wsync__vmr_free(wsync__vb *v, struct wsync_fabric_mr *m)
+{
+    wsync__vmr *x = (wsync__vmr *)m->ext;
+    unsigned i;
+    if (!x) return;
+    for (i = 0; i < v->n_nics; i++)
+        if (x->mr[i]) v->ops.dereg_mr(x->mr[i]);
+    wsync__rfree(&v->t.b.a, x);
+    m->ext = NULL;
+}
+
+/* Unlinked first (no new handshake finds it, the connections writing to
+   it are cut), then deregistered from every NIC: after that no remote
+   write can land in the memory. */
+static void wsync__vb_dereg(void *user, wsync_fabric_mr *m)
+{
+    wsync__vb *v = (wsync__vb *)user;
+    if (!v || !m) return;
+    wsync__runlink(&v->t.b, m);
+    wsync__vmr_free(v, m);
+    wsync__rfree(&v->t.b.a, m->q);
+    wsync__rfree(&v->t.b.a, m);
+}
+
+static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_mem_kind kind, wsync_fabric_mr **mr,
+                                  wsync_fabric_desc *desc, wsync_error *err)
+{
+    wsync__vb *v = (wsync__vb *)user;
+    struct wsync_fabric_mr *m;
+    wsync__vmr *x;
+    wsync_result r;
+    unsigned i;
+    size_t hl;
+    int access;
+    wsync__rerr_reset(err);
+    if (!v || !mr || !desc) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    memset(desc, 0, sizeof *desc);
+    if (!v->t.b.send_only && !v->t.b.started && (r = wsync__tcp_listen(&v->t, err)) != WSYNC_OK) return r;
+    if ((r = wsync__rreg_common(&v->t.b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
+    if (len > (uint64_t)SIZE_MAX) {
+        wsync__rfree(&v->t.b.a, m);
+        return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "%s", "reg: region too large");
+    }
+    x = (wsync__vmr *)wsync__ralloc(&v->t.b.a, sizeof *x);
+    if (!x) {
+        wsync__rfree(&v->t.b.a, m);
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
+    }
+    m->ext = x;
+    /* a sender's source needs local access only; remote write needs local write too */
+    access = IBV_ACCESS_LOCAL_WRITE | (v->t.b.send_only ? 0 : IBV_ACCESS_REMOTE_WRITE);
+    for (i = 0; i < v->n_nics; i++) {
+        x->mr[i] = v->ops.reg_mr(v->nic[i].pd, addr, (size_t)len, access);
+        if (!x->mr[i]) {
+            int e = errno ? errno : ENOMEM;
+            wsync__vmr_free(v, m);
+            wsync__rfree(&v->t.b.a, m);
+            return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_reg_mr(%s, %llu bytes): %s%s", v->nic[i].name,
+                                (unsigned long long)len, strerror(e),
+                                e == ENOMEM || e == EPERM ? " (RLIMIT_MEMLOCK? see ulimit -l)" : "");
+        }
+    }
+    wsync__rlink(&v->t.b, m);
+    desc->backend = WSYNC_FABRIC_VERBS;
+    desc->kind = WSYNC_MEM_HOST;
+    desc->version = 1;
+    desc->addr = (uint64_t)(uintptr_t)addr;
+    desc->len = len;
+    if (m->linked) { /* a send_only fabric's descriptor names no endpoint: peers cannot open it */
+        hl = strlen(v->t.adv_host);
+        desc->bytes[0] = (uint8_t)v->t.port;
+        desc->bytes[1] = (uint8_t)(v->t.port >> 8);
+        desc->bytes[2] = (uint8_t)hl;
+        desc->bytes[3] = (uint8_t)v->n_nics;
+        wsync__rput32(desc->bytes + 4, m->id);
+        wsync__rput64(desc->bytes + 8, m->key);
+        wsync__rput64(desc->bytes + 16, v->instance);
+        for (i = 0; i < v->n_nics; i++) wsync__rput32(desc->bytes + WSYNC__VB_DESC_FIXED + 4 * i, x->mr[i]->rkey);
+        memcpy(desc->bytes + WSYNC__VB_DESC_FIXED + 4 * v->n_nics, v->t.adv_host, hl);
+        desc->n_bytes = (uint32_t)(WSYNC__VB_DESC_FIXED + 4 * v->n_nics + hl);
+    }
+    *mr = m;
+    return WSYNC_OK;
+}
+
+/* ---- the receiver: one thread per control connection ------------------ */
+
+static void wsync__vb_note(wsync__rbase *b, int rejected, const char *fmt, const char *arg)
+{
+    pthread_mutex_lock(&b->mu);
+    if (rejected) b->stats.rejected++;
+    else b->stats.dropped++;
+    if (snprintf(b->stats.last_reject, sizeof b->stats.last_reject, fmt, arg) >= (int)sizeof b->stats.last_reject) {
+        /* cut short: a note, the start is what matters */
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* A sender's hello, hostile until checked: 0, a WSYNC__VREJ_ reason, or
+   -1 when it did not arrive whole within the timeout. */
+static int wsync__vb_read_hello(wsync__vb *v, int fd, uint32_t *region, uint64_t *key, unsigned *n, wsync__vend *peer)
+{
+    uint8_t h[WSYNC__VB_HDR], lanes[WSYNC_VERBS_MAX_NICS * WSYNC__VB_LANE];
+    int64_t deadline = wsync__rnow_ms() + v->t.b.timeout_ms, left;
+    uint32_t nl, i;
+    if (wsync__rrecv_full(fd, h, sizeof h, (int)v->t.b.timeout_ms, 0) != 1) return -1;
+    if (wsync__rget32(h) != WSYNC__VB_HELLO_MAGIC) return WSYNC__VREJ_MAGIC;
+    if (wsync__rget32(h + 4) != WSYNC__VB_VERSION) return WSYNC__VREJ_VERSION;
+    nl = wsync__rget32(h + 24);
+    if (nl == 0 || nl > WSYNC_VERBS_MAX_NICS || wsync__rget32(h + 8) != WSYNC__VB_HDR + nl * WSYNC__VB_LANE ||
+        wsync__rget32(h + 28) != 0)
+        return WSYNC__VREJ_LENGTH;
+    left = deadline - wsync__rnow_ms();
+    if (left <= 0 || wsync__rrecv_full(fd, lanes, nl * WSYNC__VB_LANE, (int)left, 0) != 1) return -1;
+    for (i = 0; i < nl; i++) {
+        const uint8_t *raw = lanes + i * WSYNC__VB_LANE;
+        wsync__vend_get(raw, &peer[i]);
+        if (peer[i].nic >= v->n_nics || wsync__vend_bad(&peer[i], &v->nic[peer[i].nic], raw)) return WSYNC__VREJ_LANE;
+    }
+    *region = wsync__rget32(h + 12);
+    *key = wsync__rget64(h + 16);
+    *n = nl;
+    return 0;
+}
+
+/* Until the sender closes the connection (or dereg or close cuts it):
+   immediates from lane 0's receive completions into the region's queue,
+   each receive posted again at once. Polled every millisecond: there is
+   no completion channel (yet). */
+static void wsync__vb_serve_loop(wsync__vb *v, wsync__rconn *c, struct wsync_fabric_mr *m, struct ibv_cq *cq,
+                                 struct ibv_qp *qp)
+{
+    wsync__rbase *b = &v->t.b;
+    int busy = 0;
+    for (;;) {
+        struct ibv_wc wc[16];
+        struct pollfd pf;
+        int pr, k, i;
+        pf.fd = c->fd;
+        pf.events = POLLIN;
+        pf.revents = 0;
+        pr = poll(&pf, 1, busy ? 0 : 1);
+        if (pr < 0 && errno != EINTR) return;
+        if (pr > 0) {
+            uint8_t x;
+            ssize_t got = recv(c->fd, &x, 1, MSG_DONTWAIT);
+            if (got == 0) return; /* the sender closed: its queue pairs are gone */
+            if (got > 0) {
+                wsync__vb_note(b, 1, "verbs: %s", "bytes on the control connection after the handshake");
+                return;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return;
+        }
+        k = v->ops.poll_cq(cq, 16, wc);
+        if (k < 0) {
+            wsync__vb_note(b, 0, "verbs: %s", "ibv_poll_cq failed on a receiver's queue");
+            return;
+        }
+        busy = k > 0;
+        for (i = 0; i < k; i++) {
+            int why = 0;
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                wsync__vb_note(b, 0, "verbs receive completion: %s", wsync__vwc_name((int)wc[i].status));
+                return;
+            }
+            if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc[i].wc_flags & IBV_WC_WITH_IMM)) {
+                pthread_mutex_lock(&b->mu);
+                if (c->busy == m) {
+                    b->stats.frames++;
+                    why = wsync__rimm_push(b, m, ntohl(wc[i].imm_data));
+                }
+                pthread_mutex_unlock(&b->mu);
+            }
+            if (why) {
+                wsync__vb_note(b, 1, "verbs: %s", wsync__rej_str((uint32_t)why));
+                return;
+            }
+            if (wsync__vpost_recv(v, qp, 1) != 0) {
+                wsync__vb_note(b, 0, "verbs: %s", "ibv_post_recv failed");
+                return;
+            }
+        }
+    }
+}
+
+/* Creates this side of every lane, in RTR; lane 0 with receives posted. */
+static int wsync__vb_accept_lanes(wsync__vb *v, unsigned n, const wsync__vend *peer, wsync__vend *mine,
+                                  struct ibv_cq **cq, struct ibv_qp **qp, wsync_error *e)
+{
+    unsigned i;
+    for (i = 0; i < n; i++) {
+        wsync__vnic *nic = &v->nic[peer[i].nic];
+        uint32_t psn = (uint32_t)wsync__rrandom64() & 0xFFFFFFu;
+        if (wsync__vqp_create(v, nic, 1, i == 0 ? v->rq_depth : 1, 1, &cq[i], &qp[i], e) != WSYNC_OK) return -1;
+        if (i == 0 && wsync__vpost_recv(v, qp[0], v->rq_depth) != 0) {
+            wsync__rfail(e, WSYNC_ERR_IO, "verbs fabric: ibv_post_recv(%s): %s", nic->name, strerror(errno));
+            return -1;
+        }
+        if (wsync__vqp_connect(v, nic, qp[i], &peer[i], psn, 0, e) != WSYNC_OK) return -1;
+        mine[i] = wsync__vend_of(nic, peer[i].nic, qp[i], psn);
+    }
+    return 0;
+}
+
+static void wsync__vb_serve(wsync__rbase *b, wsync__rconn *c)
+{
+    wsync__vb *v = (wsync__vb *)b;
+    wsync__vend peer[WSYNC_VERBS_MAX_NICS], mine[WSYNC_VERBS_MAX_NICS];
+    struct ibv_cq *cq[WSYNC_VERBS_MAX_NICS];
+    struct ibv_qp *qp[WSYNC_VERBS_MAX_NICS];
+    uint8_t rep[WSYNC__VB_HDR + WSYNC_VERBS_MAX_NICS * WSYNC__VB_LANE];
+    struct wsync_fabric_mr *m = NULL;
+    uint32_t region = 0;
+    uint64_t key = 0;
+    unsigned n = 0, i;
+    int st;
+    wsync_error e;
+    memset(cq, 0, sizeof cq);
+    memset(qp, 0, sizeof qp);
+    st = wsync__vb_read_hello(v, c->fd, &region, &key, &n, peer);
+    if (st < 0) {
+        wsync__vb_note(b, 0, "verbs: %s", "a sender sent no complete handshake within the timeout");
+        return;
+    }
+    if (st == 0) {
+        pthread_mutex_lock(&b->mu);
+        m = wsync__rfind(b, region);
+        if (!m) st = WSYNC__VREJ_REGION;
+        else if (m->key != key) st = WSYNC__VREJ_KEY;
+        else c->busy = m;
+        pthread_mutex_unlock(&b->mu);
+    }
+    if (st == 0 && wsync__vb_accept_lanes(v, n, peer, mine, cq, qp, &e) != 0) {
+        st = WSYNC__VREJ_VERBS;
+        wsync__vb_note(b, 1, "%s", e.message);
+    } else if (st) {
+        wsync__vb_note(b, 1, "verbs handshake refused: %s", wsync__vrej_str((uint32_t)st));
+    }
+    if (st) n = 0;
+    wsync__vput_hdr(rep, WSYNC__VB_REPLY_MAGIC, n, (uint32_t)st, 0);
+    for (i = 0; i < n; i++) wsync__vend_put(rep + WSYNC__VB_HDR + i * WSYNC__VB_LANE, &mine[i]);
+    if (wsync__rsend_all(c->fd, rep, WSYNC__VB_HDR + n * WSYNC__VB_LANE, 0) == 0 && st == 0)
+        wsync__vb_serve_loop(v, c, m, cq[0], qp[0]);
+    for (i = 0; i < WSYNC_VERBS_MAX_NICS; i++) wsync__vqp_destroy(v, &cq[i], &qp[i]);
+}
+
+/* ---- the sender: remotes ------------------------------------------------ */
+
+static void wsync__vrem_free(wsync__vb *v, struct wsync_fabric_remote *r)
+{
+    wsync__vrem *x = (wsync__vrem *)r->ext;
+    unsigned i;
+    if (!x) return;
+    for (i = 0; i < WSYNC_VERBS_MAX_NICS; i++) wsync__vqp_destroy(v, &x->lane[i].cq, &x->lane[i].qp);
+    wsync__rfree(&v->t.b.a, x);
+    r->ext = NULL;
+}
+
+static void wsync__vb_close_remote(void *user, wsync_fabric_remote *r)
+{
+    wsync__vb *v = (wsync__vb *)user;
+    if (!v || !r) return;
+    wsync__vrem_free(v, r);
+    wsync__rclose_remote(&v->t.b, r);
+}
+
+/* The descriptor, hostile until checked: endpoint, region, key, rkeys. */
+static wsync_result wsync__vb_parse_desc(const wsync_fabric_desc *d, char *host, size_t host_cap, unsigned *port,
+                                         unsigned *n_nics, uint32_t *rkeys, wsync_error *err)
+{
+    unsigned hl, i;
+    if (d->backend != WSYNC_FABRIC_VERBS || d->version != 1 || d->kind != WSYNC_MEM_HOST)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                            "not a verbs fabric descriptor (backend %u, version %u, kind %u)", (unsigned)d->backend,
+                            (unsigned)d->version, (unsigned)d->kind);
+    if (d->n_bytes < WSYNC__VB_DESC_FIXED + 5 || d->n_bytes > WSYNC_FABRIC_DESC_MAX)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs descriptor: %u backend bytes (a send-only fabric's?)",
+                            (unsigned)d->n_bytes);
+    *port = (unsigned)d->bytes[0] | (unsigned)d->bytes[1] << 8;
+    hl = d->bytes[2];
+    *n_nics = d->bytes[3];
+    if (hl == 0 || hl >= host_cap || *n_nics == 0 || *n_nics > WSYNC_VERBS_MAX_NICS || *port == 0 || d->len == 0 ||
+        d->n_bytes != WSYNC__VB_DESC_FIXED + 4 * *n_nics + hl)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs descriptor: malformed endpoint or NIC count");
+    for (i = 0; i < *n_nics; i++) rkeys[i] = wsync__rget32(d->bytes + WSYNC__VB_DESC_FIXED + 4 * i);
+    memcpy(host, d->bytes + WSYNC__VB_DESC_FIXED + 4 * *n_nics, hl);
+    host[hl] = 0;
+    if (strlen(host) != hl) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs descriptor: NUL in host");
+    return WSYNC_OK;
+}
+
+/* The receiver's reply, hostile until checked. */
+static wsync_result wsync__vb_read_reply(wsync__vb *v, struct wsync_fabric_remote *r, unsigned n,
+                                         const wsync__vend *mine, wsync__vend *peer, wsync_error *err)
+{
+    uint8_t h[WSYNC__VB_HDR], lanes[WSYNC_VERBS_MAX_NICS * WSYNC__VB_LANE];
+    int64_t deadline = wsync__rnow_ms() + v->t.b.timeout_ms, left;
+    wsync__vrem *x = (wsync__vrem *)r->ext;
+    unsigned i;
+    int rc = wsync__rrecv_full(r->fd, h, sizeof h, (int)v->t.b.timeout_ms, 0);
+    if (rc == 0) return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s closed the connection in the handshake", r->peer);
+    if (rc < 0)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: no handshake reply from %s within %u ms%s", r->peer,
+                            v->t.b.timeout_ms, errno == ETIMEDOUT ? "" : " (the connection failed)");
+    if (wsync__rget32(h) != WSYNC__VB_REPLY_MAGIC || wsync__rget32(h + 4) != WSYNC__VB_VERSION)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a bad magic or version %u", r->peer,
+                            (unsigned)wsync__rget32(h + 4));
+    if (wsync__rget32(h + 12) != 0)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s refused the handshake: %s", r->peer,
+                            wsync__vrej_str(wsync__rget32(h + 12)));
+    if (wsync__rget32(h + 24) != n || wsync__rget32(h + 8) != WSYNC__VB_HDR + n * WSYNC__VB_LANE ||
+        wsync__rget32(h + 28) != 0 || wsync__rget64(h + 16) != 0)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a malformed handshake (%u lanes, asked %u)",
+                            r->peer, (unsigned)wsync__rget32(h + 24), n);
+    left = deadline - wsync__rnow_ms();
+    if (left <= 0 || wsync__rrecv_full(r->fd, lanes, n * WSYNC__VB_LANE, (int)left, 0) != 1)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s: a truncated handshake reply within %u ms", r->peer,
+                            v->t.b.timeout_ms);
+    for (i = 0; i < n; i++) {
+        const uint8_t *raw = lanes + i * WSYNC__VB_LANE;
+        wsync__vend_get(raw, &peer[i]);
+        if (peer[i].nic != mine[i].nic || wsync__vend_bad(&peer[i], x->lane[i].nic, raw))
+            return wsync__rfail(err, WSYNC_ERR_IO,
+                                "verbs fabric: %s lane %u: invalid queue pair, PSN, MTU or address, or another link "
+                                "layer than %s's",
+                                r->peer, i, x->lane[i].nic->name);
+    }
+    return WSYNC_OK;
+}
+
+/* Lanes: max(our NICs, the receiver's); lane i goes from our NIC i % S
+   to theirs i % R. */
+static wsync_result wsync__vb_handshake(wsync__vb *v, struct wsync_fabric_remote *r, unsigned rn,
+                                        const uint32_t *rkeys, wsync_error *err)
+{
+    wsync__vrem *x = (wsync__vrem *)r->ext;
+    wsync__vend mine[WSYNC_VERBS_MAX_NICS], peer[WSYNC_VERBS_MAX_NICS];
+    uint8_t hello[WSYNC__VB_HDR + WSYNC_VERBS_MAX_NICS * WSYNC__VB_LANE];
+    wsync_result res;
+    unsigned i, n = v->n_nics > rn ? v->n_nics : rn;
+    x->n = n;
+    for (i = 0; i < n; i++) {
+        wsync__vlane *l = &x->lane[i];
+        uint32_t psn = (uint32_t)wsync__rrandom64() & 0xFFFFFFu;
+        l->nic_i = i % v->n_nics;
+        l->nic = &v->nic[l->nic_i];
+        l->rkey = rkeys[i % rn];
+        if ((res = wsync__vqp_create(v, l->nic, v->sq_depth, 1, 0, &l->cq, &l->qp, err)) != WSYNC_OK) return res;
+        mine[i] = wsync__vend_of(l->nic, i % rn, l->qp, psn);
+    }
+    wsync__vput_hdr(hello, WSYNC__VB_HELLO_MAGIC, n, r->region, r->key);
+    for (i = 0; i < n; i++) wsync__vend_put(hello + WSYNC__VB_HDR + i * WSYNC__VB_LANE, &mine[i]);
+    if (wsync__rsend_all(r->fd, hello, WSYNC__VB_HDR + n * WSYNC__VB_LANE, 0) != 0)
+        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: sending the handshake to %s: %s", r->peer, strerror(errno));
+    if ((res = wsync__vb_read_reply(v, r, n, mine, peer, err)) != WSYNC_OK) return res;
+    for (i = 0; i < n; i++) {
+        wsync__vlane *l = &x->lane[i];
+        uint32_t mm = peer[i].max_msg < l->nic->max_msg ? peer[i].max_msg : l->nic->max_msg;
+        l->max_msg = mm < v->max_wr ? mm : v->max_wr;
+        if ((res = wsync__vqp_connect(v, l->nic, l->qp, &peer[i], mine[i].psn, 1, err)) != WSYNC_OK) return res;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__vb_open_remote(void *user, const wsync_fabric_desc *d, wsync_fabric_remote **out,
+                                          wsync_error *err)
+{
+    wsync__vb *v = (wsync__vb *)user;
+    struct wsync_fabric_remote *r;
+    uint32_t rkeys[WSYNC_VERBS_MAX_NICS];
+    char host[64], why[160];
+    unsigned port = 0, rn = 0;
+    wsync_result res;
+    wsync__rerr_reset(err);
+    if (!v || !d || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
+    *out = NULL;
+    if ((res = wsync__vb_parse_desc(d, host, sizeof host, &port, &rn, rkeys, err)) != WSYNC_OK) return res;
+    r = (struct wsync_fabric_remote *)wsync__ralloc(&v->t.b.a, sizeof *r);
+    if (r) r->ext = wsync__ralloc(&v->t.b.a, sizeof(wsync__vrem));
+    if (!r || !r->ext) {
+        wsync__rfree(&v->t.b.a, r);
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
+    }
+    r->backend = WSYNC_FABRIC_VERBS;
+    r->region = wsync__rget32(d->bytes + 4);
+    r->key = wsync__rget64(d->bytes + 8);
+    r->addr = d->addr;
+    r->len = d->len;
+    snprintf(r->peer, sizeof r->peer, "%s:%u", host, port);
+    r->fd = wsync__tcp_connect(host, port, v->t.connect_timeout_ms, why, sizeof why);
+    if (r->fd < 0) {
+        res = wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s: %s", r->peer, why);
+        goto fail;
+    }
+    wsync__rset_timeouts(r->fd, v->t.b.timeout_ms);
+    if ((res = wsync__vb_handshake(v, r, rn, rkeys, err)) != WSYNC_OK) goto fail;
+    r->next = v->t.b.remotes;
+    v->t.b.remotes = r;
+    *out = r;
+    return WSYNC_OK;
+fail:
+    wsync__vrem_free(v, r);
+    if (r->fd >= 0) close(r->fd);
+    wsync__rfree(&v->t.b.a, r);
+    return res;
+}
+
+/* ---- the sender: posting and polling ------------------------------------ */
+
+static wsync_result wsync__vb_broken(struct wsync_fabric_remote *r, wsync_error *err, const char *msg)
+{
+    return wsync__rbreak(r, err, "%s", msg);
+}
+
+/* Polls lane l until `target` requests are known finished. An error
+   completion breaks the remote: RC moved the queue pair to the error
+   state, and every request after it is flushed. */
+static wsync_result wsync__vb_poll(wsync__vb *v, struct wsync_fabric_remote *r, wsync__vlane *l, uint64_t target,
+                                   int64_t deadline, wsync_error *err)
+{
+    unsigned idle = 0;
+    char msg[300];
+    while (l->done < target) {
+        struct ibv_wc wc[16];
+        int k = v->ops.poll_cq(l->cq, 16, wc), i;
+        if (k < 0) {
+            snprintf(msg, sizeof msg, "ibv_poll_cq(%s) failed (%d)", l->nic->name, k);
+            return wsync__vb_broken(r, err, msg);
+        }
+        for (i = 0; i < k; i++) {
+            v->st.completions++;
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                snprintf(msg, sizeof msg, "a write on %s completed with %s (status %d, vendor error 0x%x)",
+                         l->nic->name, wsync__vwc_name((int)wc[i].status), (int)wc[i].status,
+                         (unsigned)wc[i].vendor_err);
+                return wsync__vb_broken(r, err, msg);
+            }
+            if (wc[i].wr_id > l->done && wc[i].wr_id <= l->posted) l->done = wc[i].wr_id;
+        }
+        if (k > 0) {
+            idle = 0;
+            continue;
+        }
+        if (wsync__rnow_ms() > deadline) {
+            snprintf(msg, sizeof msg, "no completion from %s within %u ms (%llu requests outstanding)", l->nic->name,
+                     v->t.b.timeout_ms, (unsigned long long)(l->posted - l->done));
+            return wsync__vb_broken(r, err, msg);
+        }
+        if (++idle > 64) {
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = 20000;
+            nanosleep(&ts, NULL);
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* Posts one request. Every signal_every-th asks for a completion, and so
+   does the one that fills the queue, so that a full queue always has a
+   completion coming; a full queue (by count, or ENOMEM from the provider)
+   is polled until it has room. */
+static wsync_result wsync__vb_post(wsync__vb *v, struct wsync_fabric_remote *r, wsync__vlane *l,
+                                   struct ibv_send_wr *wr, int force_sig, wsync_error *err)
+{
+    int64_t deadline = wsync__rnow_ms() + v->t.b.timeout_ms;
+    char msg[200];
+    for (;;) {
+        struct ibv_send_wr *bad = NULL;
+        wsync_result res;
+        int sig, rc;
+        if (l->posted - l->done >= v->sq_depth) {
+            v->st.sq_full_waits++;
+            res = wsync__vb_poll(v, r, l, l->posted - v->sq_depth + 1, deadline, err);
+            if (res != WSYNC_OK) return res;
+        }
+        sig = force_sig || l->since_sig + 1 >= v->signal_every || l->posted + 1 - l->done >= v->sq_depth;
+        wr->wr_id = l->posted + 1;
+        wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
+        rc = v->ops.post_send(l->qp, wr, &bad);
+        if (rc == 0) {
+            l->posted++;
+            if (sig) {
+                l->since_sig = 0;
+                l->last_sig = l->posted;
+                v->st.signaled++;
+            } else {
+                l->since_sig++;
+            }
+            l->nic->wrs++;
+            l->nic->bytes += wr->num_sge ? wr->sg_list[0].length : 0;
+            return WSYNC_OK;
+        }
+        if (rc != ENOMEM) {
+            snprintf(msg, sizeof msg, "ibv_post_send(%s): %s", l->nic->name, strerror(rc));
+            return wsync__vb_broken(r, err, msg);
+        }
+        /* fuller than counted (the provider's own limit): completions make room */
+        v->st.enomem_retries++;
+        if (l->last_sig > l->done) {
+            if ((res = wsync__vb_poll(v, r, l, l->done + 1, deadline, err)) != WSYNC_OK) return res;
+        } else if (wsync__rnow_ms() > deadline) {
+            snprintf(msg, sizeof msg, "ibv_post_send(%s): the send queue stayed full (ENOMEM) for %u ms", l->nic->name,
+                     v->t.b.timeout_ms);
+            return wsync__vb_broken(r, err, msg);
+        } else {
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = 50000;
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* len bytes on one lane, in requests of at most the lane's max_msg; the
+   last carries the immediate when there is one (len 0: one empty one). */
+static wsync_result wsync__vb_put(wsync__vb *v, const struct wsync_fabric_mr *src, uint64_t src_off,
+                                  struct wsync_fabric_remote *r, wsync__vlane *l, uint64_t dst_off, uint64_t len,
+                                  int with_imm, uint32_t imm, wsync_error *err)
+{
+    const wsync__vmr *x = (const wsync__vmr *)src->ext;
+    wsync_result res;
+    do {
+        struct ibv_sge sge;
+        struct ibv_send_wr wr;
+        uint64_t n = len < l->max_msg ? len : l->max_msg;
+        int last = n == len;
+        memset(&wr, 0, sizeof wr);
+        sge.addr = (uint64_t)(uintptr_t)(src->addr + src_off);
+        sge.length = (uint32_t)n;
+        sge.lkey = x->mr[l->nic_i]->lkey;
+        wr.sg_list = &sge;
+        wr.num_sge = n ? 1 : 0;
+        wr.opcode = last && with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+        if (last && with_imm) wr.imm_data = htonl(imm);
+        wr.wr.rdma.remote_addr = r->addr + dst_off;
+        wr.wr.rdma.rkey = l->rkey;
+        if ((res = wsync__vb_post(v, r, l, &wr, 0, err)) != WSYNC_OK) return res;
+        if (last && with_imm) v->st.imms++;
+        src_off += n;
+        dst_off += n;
+        len -= n;
+    } while (len);
+    return WSYNC_OK;
+}
+
+/* Waits until every request posted on l finished; when the last ones
+   asked for no completion, an empty write that does goes after them. */
+static wsync_result wsync__vb_drain(wsync__vb *v, struct wsync_fabric_remote *r, wsync__vlane *l, wsync_error *err)
+{
+    wsync_result res;
+    if (l->done == l->posted) return WSYNC_OK;
+    if (l->last_sig < l->posted) {
+        struct ibv_send_wr wr;
+        memset(&wr, 0, sizeof wr);
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.num_sge = 0;
+        wr.wr.rdma.remote_addr = r->addr;
+        wr.wr.rdma.rkey = l->rkey;
+        if ((res = wsync__vb_post(v, r, l, &wr, 1, err)) != WSYNC_OK) return res;
+    }
+    return wsync__vb_poll(v, r, l, l->posted, wsync__rnow_ms() + v->t.b.timeout_ms, err);
+}
+
+/* A write: one lane when short (round-robin), else split across every
+   lane on 4 KiB boundaries. An immediate goes on lane 0 after the other
+   lanes drained: RC orders requests within a queue pair only, and the
+   immediate must come after every byte written to the remote so far. */
+static wsync_result wsync__vb_send(wsync__vb *v, wsync_fabric_mr *src, uint64_t src_off, wsync_fabric_remote *dst,
+                                   uint64_t dst_off, uint64_t len, int with_imm, uint32_t imm, wsync_error *err)
+{
+    wsync__vrem *x;
+    wsync_result res;
+    uint64_t piece;
+    unsigned i, n;
+    wsync__rerr_reset(err);
+    if ((res = wsync__rcheck_write(v ? &v->t.b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return res;
+    x = (wsync__vrem *)dst->ext;
+    if (wsync__rpeer_gone(dst->fd))
+        return wsync__vb_broken(dst, err, "the receiver closed the control connection (exited, or deregistered the region)");
+    if (len == 0 && !with_imm) return WSYNC_OK;
+    n = x->n;
+    if (n == 1 || len / n < v->split_min) {
+        wsync__vlane *l = with_imm ? &x->lane[0] : &x->lane[x->rr++ % n];
+        for (i = 1; with_imm && i < n; i++)
+            if ((res = wsync__vb_drain(v, dst, &x->lane[i], err)) != WSYNC_OK) return res;
+        return wsync__vb_put(v, src, src_off, dst, l, dst_off, len, with_imm, imm, err);
+    }
+    piece = (len / n) & ~(uint64_t)4095;
+    for (i = 0; i < n; i++) {
+        uint64_t off = piece * i, cnt = i + 1 == n ? len - off : piece;
+        res = wsync__vb_put(v, src, src_off + off, dst, &x->lane[i], dst_off + off, cnt, 0, 0, err);
+        if (res != WSYNC_OK) return res;
+    }
+    if (!with_imm) return WSYNC_OK;
+    for (i = 1; i < n; i++)
+        if ((res = wsync__vb_drain(v, dst, &x->lane[i], err)) != WSYNC_OK) return res;
+    return wsync__vb_put(v, src, src_off, dst, &x->lane[0], dst_off, 0, 1, imm, err);
+}
+
+static wsync_result wsync__vb_write(void *user, wsync_fabric_mr *src, uint64_t src_off, wsync_fabric_remote *dst,
+                                    uint64_t dst_off, uint64_t len, wsync_error *err)
+{
+    return wsync__vb_send((wsync__vb *)user, src, src_off, dst, dst_off, len, 0, 0, err);
+}
+
+static wsync_result wsync__vb_write_imm(void *user, wsync_fabric_mr *src, uint64_t src_off, wsync_fabric_remote *dst,
+                                        uint64_t dst_off, uint64_t len, uint32_t imm, wsync_error *err)
+{
+    return wsync__vb_send((wsync__vb *)user, src, src_off, dst, dst_off, len, 1, imm, err);
+}
+
+/* Every lane of every remote drained; the first broken remote reported. */
+static wsync_result wsync__vb_flush(void *user, wsync_error *err)
+{
+    wsync__vb *v = (wsync__vb *)user;
+    struct wsync_fabric_remote *r;
+    unsigned i;
+    wsync__rerr_reset(err);
+    if (!v) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
+    for (r = v->t.b.remotes; r; r = r->next) {
+        wsync__vrem *x = (wsync__vrem *)r->ext;
+        if (r->broken) continue;
+        if (wsync__rpeer_gone(r->fd)) {
+            wsync__vb_broken(r, NULL, "the receiver closed the control connection (exited, or deregistered the region)");
+            continue;
+        }
+        for (i = 0; i < x->n; i++)
+            if (wsync__vb_drain(v, r, &x->lane[i], NULL) != WSYNC_OK) break;
+    }
+    for (r = v->t.b.remotes; r; r = r->next)
+        if (r->broken)
+            return wsync__rfail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
+    return WSYNC_OK;
+}
+
+/* ---- open and close ------------------------------------------------------ */
+
+static void wsync__vb_close(void *user)
+{
+    wsync__vb *v = (wsync__vb *)user;
+    wsync_allocator a;
+    unsigned i;
+    if (!v) return;
+    a = v->t.b.a;
+    wsync__rsrv_stop(&v->t.b); /* the connection threads destroy their queue pairs */
+    while (v->t.b.remotes) wsync__vb_close_remote(v, v->t.b.remotes);
+    while (v->t.b.regions) wsync__vb_dereg(v, v->t.b.regions);
+    while (v->t.b.sources) wsync__vb_dereg(v, v->t.b.sources);
+    wsync__rbase_close(&v->t.b);
+    for (i = 0; i < v->n_nics; i++) wsync__vnic_close(v, &v->nic[i]);
+    wsync__rfree(&a, v);
+}
+
+static wsync_result wsync__vb_check_ops(const wsync_verbs_ops *o, wsync_error *err)
+{
+    if (!o->get_device_list || !o->free_device_list || !o->get_device_name || !o->open_device || !o->close_device ||
+        !o->query_device || !o->query_port || !o->query_gid || !o->alloc_pd || !o->dealloc_pd || !o->reg_mr ||
+        !o->dereg_mr || !o->create_cq || !o->destroy_cq || !o->create_qp || !o->modify_qp || !o->destroy_qp ||
+        !o->post_send || !o->post_recv || !o->poll_cq)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: options.ops misses a function");
+    return WSYNC_OK;
+}
+
+static unsigned wsync__vclamp(unsigned v, unsigned dflt, unsigned lo, unsigned hi)
+{
+    if (!v) v = dflt;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static void wsync__vb_settings(wsync__vb *v, const wsync_fabric_verbs_options *o)
+{
+    const char *adv;
+    v->t.b.serve = wsync__vb_serve;
+    v->t.b.timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
+    v->t.b.max_conns = 256;
+    v->t.b.send_only = o->send_only;
+    snprintf(v->t.bind_host, sizeof v->t.bind_host, "%s", o->bind_host);
+    adv = o->advertise_host && *o->advertise_host ? o->advertise_host : NULL;
+    if (!adv && strcmp(o->bind_host, "0.0.0.0") != 0 && strcmp(o->bind_host, "::") != 0) adv = o->bind_host;
+    if (adv) snprintf(v->t.adv_host, sizeof v->t.adv_host, "%s", adv);
+    else if (gethostname(v->t.adv_host, sizeof v->t.adv_host - 1) != 0 || !v->t.adv_host[0])
+        snprintf(v->t.adv_host, sizeof v->t.adv_host, "%s", "127.0.0.1");
+    v->t.port = o->port;
+    v->t.connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 5000;
+    v->t.sockbuf = 256u << 10;
+    v->t.chunk = 4u << 20;
+    v->sq_depth = wsync__vclamp(o->sq_depth, 256, 2, 1u << 15);
+    v->signal_every = wsync__vclamp(o->signal_every, v->sq_depth / 4, 1, v->sq_depth);
+    v->rq_depth = wsync__vclamp(o->rq_depth, 256, 1, 1u << 15);
+    v->max_wr = wsync__vclamp(o->max_wr_bytes, 1u << 30, 4096, 1u << 30);
+    v->split_min = wsync__vclamp(o->split_min, 256u << 10, 4096, UINT32_MAX);
+    v->instance = wsync__rrandom64();
+}
+
+WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options *opt, wsync_fabric *out,
+                                               wsync_error *err)
+{
+    wsync_fabric_verbs_options o;
+    wsync__vb *v;
+    wsync_result r;
+    wsync__rerr_reset(err);
+    if (!out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs_open arguments");
+    memset(out, 0, sizeof *out);
+    if (opt) o = *opt;
+    else memset(&o, 0, sizeof o);
+    if (!o.bind_host || !*o.bind_host) o.bind_host = "127.0.0.1";
+    if (strlen(o.bind_host) >= 256 || (o.advertise_host && strlen(o.advertise_host) >= 64) || o.port > 65535)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: host name too long or bad port");
+    v = (wsync__vb *)wsync__ralloc(&o.allocator, sizeof *v);
+    if (!v) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "verbs_open");
+    if (o.ops) v->ops = *o.ops;
+    r = o.ops ? wsync__vb_check_ops(&v->ops, err) : wsync__vops_default(&v->ops, err);
+    if (r == WSYNC_OK) r = wsync__rbase_init(&v->t.b, WSYNC_FABRIC_VERBS, &o.allocator, err);
+    if (r != WSYNC_OK) {
+        wsync__rfree(&o.allocator, v);
+        return r;
+    }
+    wsync__vb_settings(v, &o);
+    if (!v->t.adv_host[0] || strlen(v->t.adv_host) > 63) {
+        wsync__vb_close(v);
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: advertised host too long");
+    }
+    if ((r = wsync__vnic_open_all(v, o.devices, o.use_gid_index, o.gid_index, err)) != WSYNC_OK) {
+        wsync__vb_close(v);
+        return r;
+    }
+    out->user = v;
+    out->backend = WSYNC_FABRIC_VERBS;
+    out->reg = wsync__vb_reg;
+    out->dereg = wsync__vb_dereg;
+    out->open_remote = wsync__vb_open_remote;
+    out->close_remote = wsync__vb_close_remote;
+    out->write = wsync__vb_write;
+    out->write_imm = wsync__vb_write_imm;
+    out->recv_imm = wsync__rrecv_imm;
+    out->flush = wsync__vb_flush;
+    out->close = wsync__vb_close;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF unsigned wsync_fabric_verbs_port(const wsync_fabric *f)
+{
+    const wsync__vb *v;
+    if (!f || f->backend != WSYNC_FABRIC_VERBS || !f->user) return 0;
+    v = (const wsync__vb *)f->user;
+    return v->t.b.started ? v->t.port : 0;
+}
+
+WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_verbs_stats *out)
+{
+    const wsync__vb *v;
+    unsigned i;
+    if (!f || f->backend != WSYNC_FABRIC_VERBS || !f->user || !out) return 0;
+    v = (const wsync__vb *)f->user;
+    *out = v->st;
+    out->n_nics = v->n_nics;
+    for (i = 0; i < v->n_nics; i++) {
+        snprintf(out->nic[i].name, sizeof out->nic[i].name, "%s", v->nic[i].name);
+        out->nic[i].ethernet = v->nic[i].ethernet;
+        out->nic[i].bytes = v->nic[i].bytes;
+        out->nic[i].wrs = v->nic[i].wrs;
+    }
+    return 1;
+}
+
+#else /* !WSYNC__HAVE_VERBS */
+
+WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options *opt, wsync_fabric *out,
+                                               wsync_error *err)
+{
+    (void)opt;
+    if (out) memset(out, 0, sizeof *out);
+    wsync__rerr_reset(err);
+    return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "%s",
+                        "the verbs fabric: built without rdma-core's headers (<infiniband/verbs.h>; Debian: "
+                        "libibverbs-dev), or with WSYNC_RDMA_NO_VERBS");
+}
+WSYNC_DEF unsigned wsync_fabric_verbs_port(const wsync_fabric *f)
+{
+    (void)f;
+    return 0;
+}
+WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_verbs_stats *out)
+{
+    (void)f;
+    (void)out;
+    return 0;
+}
+
+#endif /* WSYNC__HAVE_VERBS */
 
 #endif /* WSYNC__RDMA_OK */
 
