@@ -35,7 +35,7 @@ all: $(BUILD)/wsync
 $(BUILD) $(BUILD)/san $(BUILD)/fuzz:
 	mkdir -p $@
 
-$(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h $(HEADERS) | $(BUILD)
+$(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h wsync_ctl_wip.h $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
 
 # The HTTP store's tests link libcurl (tests/test_http.sh runs them against nginx).

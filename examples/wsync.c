@@ -3,7 +3,7 @@
 
    Exit codes: 0 success, 1 the input or the operation failed (reason on
    stderr), 2 usage error. */
-#define _POSIX_C_SOURCE 200809L /* fork, pipe, sigaction, fsync, clock_gettime under -std=c99 */
+#define _GNU_SOURCE 1 /* fork, pipe, sigaction, fsync under -std=c99; process_vm_writev for wsync_rdma.h */
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #define WSYNC_GEN_IMPLEMENTATION
@@ -16,6 +16,10 @@
 #endif
 #define WSYNC_HTTP_IMPLEMENTATION
 #include "wsync_http.h"
+/* The direct path (push-demo): the one-host and TCP fabrics, the controller. */
+#define WSYNC_RDMA_IMPLEMENTATION
+#include "wsync_rdma.h"
+#include "wsync_ctl_wip.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -2031,6 +2035,8 @@ static int cmd_demo(int argc, char **argv)
     return demo_run(&o);
 }
 
+#include "wsync_push.h"
+
 int main(int argc, char **argv)
 {
     const char *cmd;
@@ -2057,5 +2063,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "follow") == 0) return cmd_follow(argc - 2, argv + 2);
     if (strcmp(cmd, "log") == 0) return cmd_log(argc - 2, argv + 2);
     if (strcmp(cmd, "gen") == 0) return cmd_gen(argc - 2, argv + 2);
+    if (strcmp(cmd, "push-demo") == 0) return cmd_push_demo(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", cmd);
 }

@@ -1,0 +1,595 @@
+/* wsync push-demo: the direct path end to end on one machine. Part of the
+   command-line tool (examples/wsync.c includes it after its own helpers).
+
+   The parent runs the controller and forks T trainer and I inference
+   processes. Trainers hold the model's tensors as row shards (or whole,
+   --layout replica) in memory registered on a fabric; inference ranks hold
+   the whole model in one registered region. Every step, each trainer
+   fills its shards with that step's data, the controller says GO, the
+   trainers write straight into the inference ranks' memory, and at COMMIT
+   each inference rank checks every byte against the step's data, computed
+   on its own, before its version word moves. */
+
+#include <sys/mman.h>
+
+#define PUSH_SEED 0x57535950ull /* "WSYP" */
+
+typedef struct push_opts {
+    const char *backend;       /* cma, shm, tcp */
+    unsigned trainers, inference;
+    uint64_t steps;
+    unsigned timeout_ms;
+    int replica;               /* every trainer holds the whole model */
+    int quiet;
+    /* fault injection for tests: a rank of a role dies or stops at a step */
+    int kill_role, kill_rank, stall_role, stall_rank;
+    uint64_t kill_step, stall_step;
+    wsync_gen_model model;
+} push_opts;
+
+/* What each child reports to the parent at its end (one write to a pipe,
+   under PIPE_BUF, so reports never interleave). */
+typedef struct push_report {
+    uint32_t role, rank;
+    uint64_t version, verified, last_verified, mismatches;
+    int ok;
+    char msg[200];
+} push_report;
+
+typedef struct push_layout {
+    size_t n;                  /* tensors */
+    wsync_ctl_tensor *t;       /* this rank's entries */
+    char (*names)[WSYNC_GEN_NAME_MAX];
+    uint64_t bytes;            /* region size */
+} push_layout;
+
+/* Byte g of tensor k at step s is byte (g & 7) of a hash of (s, k, g >> 3):
+   any rank can compute any slice of any step on its own. */
+static void push_fill(uint8_t *p, uint64_t g, uint64_t n, uint64_t step, uint64_t k)
+{
+    uint64_t key = wsync_gen_mix64(PUSH_SEED ^ step * 0x9E3779B97F4A7C15ull ^ k << 40);
+    while (n) {
+        uint64_t w = wsync_gen_mix64(key ^ (g >> 3)), b = g & 7, take = 8 - b;
+        if (take > n) take = n;
+        if (b == 0 && take == 8) memcpy(p, &w, 8);
+        else {
+            uint8_t tmp[8];
+            memcpy(tmp, &w, 8);
+            memcpy(p, tmp + b, (size_t)take);
+        }
+        p += take;
+        g += take;
+        n -= take;
+    }
+}
+
+static void push_layout_free(push_layout *l)
+{
+    free(l->t);
+    free(l->names);
+    memset(l, 0, sizeof *l);
+}
+
+/* The model's tensors as bf16, rows [lo, hi) of each for trainer `rank`
+   of `of` (of = 0: whole tensors), laid out one after another at 64-byte
+   boundaries in one region. */
+static int push_layout_make(const wsync_gen_model *m, unsigned rank, unsigned of, push_layout *l)
+{
+    size_t i;
+    uint64_t at = 0;
+    memset(l, 0, sizeof *l);
+    l->n = m->n_tensors;
+    l->t = (wsync_ctl_tensor *)calloc(l->n, sizeof *l->t);
+    l->names = (char(*)[WSYNC_GEN_NAME_MAX])calloc(l->n, sizeof *l->names);
+    if (!l->t || !l->names) return 0;
+    for (i = 0; i < l->n; i++) {
+        wsync_gen_tensor_info ti;
+        wsync_ctl_tensor *t = &l->t[i];
+        uint64_t rows, row_bytes;
+        if (wsync_gen_model_tensor(m, i, &ti) != WSYNC_OK) return 0;
+        memcpy(l->names[i], ti.name, sizeof l->names[i]);
+        t->name = l->names[i];
+        t->dtype = WSYNC_DTYPE_BF16;
+        t->ndim = ti.rank;
+        t->shape[0] = ti.shape[0];
+        t->shape[1] = ti.rank > 1 ? ti.shape[1] : 0;
+        rows = ti.shape[0];
+        row_bytes = 2 * (ti.rank > 1 ? ti.shape[1] : 1);
+        t->row_begin = of ? rows * rank / of : 0;
+        t->row_count = (of ? rows * (rank + 1) / of : rows) - t->row_begin;
+        t->region = 0;
+        at = (at + 63) & ~(uint64_t)63;
+        t->offset = at;
+        at += t->row_count * row_bytes;
+    }
+    l->bytes = at ? at : 64;
+    return 1;
+}
+
+static uint64_t push_row_bytes(const wsync_ctl_tensor *t)
+{
+    return 2 * (t->ndim > 1 ? t->shape[1] : 1);
+}
+
+static void push_fill_step(uint8_t *base, const push_layout *l, uint64_t step)
+{
+    size_t i;
+    for (i = 0; i < l->n; i++) {
+        uint64_t rb = push_row_bytes(&l->t[i]);
+        push_fill(base + l->t[i].offset, l->t[i].row_begin * rb, l->t[i].row_count * rb, step, i);
+    }
+}
+
+static wsync_result push_fabric_open(const push_opts *o, int sender, wsync_fabric *f, wsync_error *err)
+{
+    if (strcmp(o->backend, "tcp") == 0) {
+        wsync_fabric_tcp_options t;
+        memset(&t, 0, sizeof t);
+        t.send_only = sender;
+        t.timeout_ms = o->timeout_ms;
+        return wsync_fabric_tcp_open(&t, f, err);
+    } else {
+        wsync_fabric_host_options h;
+        memset(&h, 0, sizeof h);
+        h.mode = strcmp(o->backend, "shm") == 0 ? WSYNC_FABRIC_HOST_SHM : WSYNC_FABRIC_HOST_CMA;
+        h.send_only = sender;
+        h.allow_any_writer = !sender; /* the writers are siblings, not ancestors */
+        h.timeout_ms = o->timeout_ms;
+        return wsync_fabric_host_open(&h, f, err);
+    }
+}
+
+static void push_send_report(int fd, const push_report *r)
+{
+    if (write(fd, r, sizeof *r) != (ssize_t)sizeof *r) { /* the parent says the report is missing */
+    }
+}
+
+typedef struct push_receiver {
+    const push_opts *o;
+    const push_layout *l;
+    uint8_t *mem;
+    uint8_t *scratch;
+    push_report rep;
+} push_receiver;
+
+#define PUSH_SCRATCH (1u << 20)
+
+/* At COMMIT: every byte against the step's data before the version moves. */
+static wsync_result push_on_commit(void *user, uint64_t step, wsync_error *err)
+{
+    push_receiver *r = (push_receiver *)user;
+    size_t i;
+    for (i = 0; i < r->l->n; i++) {
+        const wsync_ctl_tensor *t = &r->l->t[i];
+        uint64_t n = t->row_count * push_row_bytes(t), at = 0;
+        while (at < n) {
+            uint64_t take = n - at < PUSH_SCRATCH ? n - at : PUSH_SCRATCH;
+            push_fill(r->scratch, at, take, step, i);
+            if (memcmp(r->scratch, r->mem + t->offset + at, (size_t)take) != 0) {
+                uint64_t j = 0;
+                while (r->scratch[j] == r->mem[t->offset + at + j]) j++;
+                r->rep.mismatches++;
+                err->code = WSYNC_ERR_DIGEST_MISMATCH;
+                snprintf(err->message, sizeof err->message, "tensor '%s' differs at byte %llu at step %llu",
+                         t->name, (unsigned long long)(at + j), (unsigned long long)step);
+                return WSYNC_ERR_DIGEST_MISMATCH;
+            }
+            at += take;
+        }
+    }
+    r->rep.verified++;
+    r->rep.last_verified = step;
+    return WSYNC_OK;
+}
+
+static int push_inference_main(const push_opts *o, unsigned rank, unsigned port, int rfd)
+{
+    push_layout l;
+    push_receiver rc;
+    wsync_fabric f;
+    wsync_fabric_mr *mr = NULL;
+    wsync_fabric_desc desc;
+    wsync_rank_options ro;
+    wsync_rank *r = NULL;
+    wsync_error err;
+    void *mem = NULL;
+    int shm = strcmp(o->backend, "shm") == 0;
+    memset(&rc, 0, sizeof rc);
+    memset(&f, 0, sizeof f);
+    rc.rep.role = WSYNC_CTL_INFERENCE;
+    rc.rep.rank = rank;
+    if (!push_layout_make(&o->model, 0, 0, &l) || !(rc.scratch = (uint8_t *)malloc(PUSH_SCRATCH))) {
+        snprintf(rc.rep.msg, sizeof rc.rep.msg, "%s", "out of memory");
+        goto out;
+    }
+    if (push_fabric_open(o, 0, &f, &err) != WSYNC_OK) goto fail;
+    if (shm) {
+        if (wsync_fabric_host_alloc(&f, l.bytes, &mem, &err) != WSYNC_OK) goto fail;
+    } else {
+        mem = mmap(NULL, (size_t)l.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) {
+            mem = NULL;
+            snprintf(rc.rep.msg, sizeof rc.rep.msg, "cannot map %llu bytes", (unsigned long long)l.bytes);
+            goto out;
+        }
+    }
+    memset(mem, 0, (size_t)l.bytes); /* fault it in before the first step */
+    if (f.reg(f.user, mem, l.bytes, WSYNC_MEM_HOST, &mr, &desc, &err) != WSYNC_OK) goto fail;
+    rc.o = o;
+    rc.l = &l;
+    rc.mem = (uint8_t *)mem;
+    memset(&ro, 0, sizeof ro);
+    ro.port = port;
+    ro.role = WSYNC_CTL_INFERENCE;
+    ro.rank = rank;
+    ro.tensors = l.t;
+    ro.n_tensors = (uint32_t)l.n;
+    ro.fabric = &f;
+    ro.mrs = &mr;
+    ro.descs = &desc;
+    ro.n_regions = 1;
+    ro.timeout_ms = o->timeout_ms * 3;
+    ro.on_commit = push_on_commit;
+    ro.user = &rc;
+    if (wsync_rank_join(&ro, &r, &err) != WSYNC_OK) goto fail;
+    while (!wsync_rank_ended(r, rc.rep.msg, sizeof rc.rep.msg)) wsync_rank_wait_version(r, UINT64_MAX, 200, NULL);
+    rc.rep.version = wsync_rank_version(r);
+    rc.rep.ok = rc.rep.mismatches == 0 && rc.rep.version == rc.rep.last_verified;
+    goto out;
+fail:
+    snprintf(rc.rep.msg, sizeof rc.rep.msg, "%.190s", err.message);
+out:
+    if (r) rc.rep.version = wsync_rank_version(r);
+    wsync_rank_close(r);
+    if (mr) f.dereg(f.user, mr);
+    if (mem && shm) wsync_fabric_host_free(&f, mem);
+    else if (mem) munmap(mem, (size_t)l.bytes);
+    if (f.close) wsync_fabric_close(&f);
+    push_send_report(rfd, &rc.rep);
+    push_layout_free(&l);
+    free(rc.scratch);
+    return rc.rep.ok ? 0 : 1;
+}
+
+/* Writes the first half of the assigned transfers, then dies: a trainer
+   lost in the middle of a step. */
+static void push_die_midway(wsync_rank *r)
+{
+    uint32_t n = 0;
+    wsync_rank_transfers(r, &n);
+    wsync_rank_push_some(r, 0, n / 2, 0, NULL);
+    raise(SIGKILL);
+}
+
+static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, int rfd)
+{
+    push_layout l;
+    push_report rep;
+    wsync_fabric f;
+    wsync_fabric_mr *mr = NULL;
+    wsync_fabric_desc desc;
+    wsync_rank_options ro;
+    wsync_rank *r = NULL;
+    wsync_error err;
+    uint8_t *mem = NULL;
+    uint64_t want = 1;
+    memset(&rep, 0, sizeof rep);
+    memset(&f, 0, sizeof f);
+    rep.role = WSYNC_CTL_TRAINER;
+    rep.rank = rank;
+    if (!push_layout_make(&o->model, rank, o->replica ? 0 : o->trainers, &l)) {
+        snprintf(rep.msg, sizeof rep.msg, "%s", "out of memory");
+        goto out;
+    }
+    mem = (uint8_t *)mmap(NULL, (size_t)l.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == (uint8_t *)MAP_FAILED) {
+        mem = NULL;
+        snprintf(rep.msg, sizeof rep.msg, "cannot map %llu bytes", (unsigned long long)l.bytes);
+        goto out;
+    }
+    push_fill_step(mem, &l, 1);
+    if (push_fabric_open(o, 1, &f, &err) != WSYNC_OK) goto fail;
+    if (f.reg(f.user, mem, l.bytes, WSYNC_MEM_HOST, &mr, &desc, &err) != WSYNC_OK) goto fail;
+    memset(&ro, 0, sizeof ro);
+    ro.port = port;
+    ro.role = WSYNC_CTL_TRAINER;
+    ro.rank = rank;
+    ro.tensors = l.t;
+    ro.n_tensors = (uint32_t)l.n;
+    ro.fabric = &f;
+    ro.mrs = &mr;
+    ro.descs = &desc;
+    ro.n_regions = 1;
+    ro.timeout_ms = o->timeout_ms * 3;
+    if (wsync_rank_join(&ro, &r, &err) != WSYNC_OK) goto fail;
+    for (;;) {
+        uint64_t step = 0;
+        int bye = 0;
+        wsync_result res;
+        if (wsync_rank_wait_go(r, &step, &bye, -1, &err) != WSYNC_OK) goto fail;
+        if (bye) break;
+        if (step != want) { /* the data for another step is not here: refuse */
+            wsync_rank_done(r, step, WSYNC_ERR_INVALID_ARGUMENT, "GO for a step this trainer has no data for",
+                            NULL);
+            snprintf(rep.msg, sizeof rep.msg, "GO for step %llu, data for %llu", (unsigned long long)step,
+                     (unsigned long long)want);
+            goto out;
+        }
+        if (o->kill_role == WSYNC_CTL_TRAINER && o->kill_rank == (int)rank && o->kill_step == step)
+            push_die_midway(r);
+        res = wsync_rank_push(r, &err);
+        if (o->stall_role == WSYNC_CTL_TRAINER && o->stall_rank == (int)rank && o->stall_step == step)
+            raise(SIGSTOP);
+        if (wsync_rank_done(r, step, res, res == WSYNC_OK ? "" : err.message, NULL) != WSYNC_OK) break;
+        rep.version = step;
+        push_fill_step(mem, &l, ++want);
+    }
+    rep.ok = 1;
+    goto out;
+fail:
+    snprintf(rep.msg, sizeof rep.msg, "%.190s", err.message);
+out:
+    wsync_rank_close(r);
+    if (mr) f.dereg(f.user, mr);
+    if (mem) munmap(mem, (size_t)l.bytes);
+    if (f.close) wsync_fabric_close(&f);
+    push_send_report(rfd, &rep);
+    push_layout_free(&l);
+    return rep.ok ? 0 : 1;
+}
+
+static int push_parse_fault(const char *v, int *role, int *rank, uint64_t *step)
+{
+    const char *at = strchr(v, '@'), *colon = strchr(v, ':');
+    uint64_t r;
+    char num[32];
+    if (!at || !colon || colon > at) return 0;
+    if (strncmp(v, "trainer:", 8) == 0) *role = WSYNC_CTL_TRAINER;
+    else if (strncmp(v, "inference:", 10) == 0) *role = WSYNC_CTL_INFERENCE;
+    else return 0;
+    if ((size_t)(at - colon - 1) >= sizeof num || at == colon + 1) return 0;
+    memcpy(num, colon + 1, (size_t)(at - colon - 1));
+    num[at - colon - 1] = 0;
+    if (!parse_u64(num, &r) || r > 65535 || !parse_u64(at + 1, step) || *step < 1) return 0;
+    *rank = (int)r;
+    return 1;
+}
+
+static const char *push_usage =
+    "usage: wsync push-demo [--backend cma|shm|tcp] [--trainers T] [--inference I]\n"
+    "                       [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--layout shard|replica]\n"
+    "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall ROLE:RANK@STEP] [--quiet]\n"
+    "The direct path on this machine: a controller (this process), T trainer and I inference\n"
+    "processes (default 4 and 2, model tiny, 3 steps). Trainers hold the model's bf16 tensors\n"
+    "as row shards (--layout replica: each holds all of it); every inference rank holds the\n"
+    "whole model. Each step the trainers write straight into the inference ranks' memory\n"
+    "(cma: process_vm_writev; shm: shared memory; tcp: the TCP fabric), and each inference\n"
+    "rank checks every byte against the step's data, computed on its own, before its version\n"
+    "word moves. --kill makes a rank die in the middle of a step (a trainer after half its\n"
+    "writes, an inference rank right after GO), --stall makes a trainer stop before its DONE:\n"
+    "the step must fail within --timeout-ms (default 5000) and the others keep their last\n"
+    "complete step. Exit 0 when every step committed and every receiver was bit-exact at\n"
+    "every step, 1 otherwise, 2 usage error.\n";
+
+static int push_wait_children(pid_t *pids, unsigned n, int grace_ms)
+{
+    unsigned i, left = n;
+    int64_t until;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    until = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + grace_ms;
+    while (left) {
+        for (i = 0; i < n; i++) {
+            int st;
+            if (pids[i] > 0 && waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+                pids[i] = 0;
+                left--;
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (left && (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 > until) {
+            for (i = 0; i < n; i++)
+                if (pids[i] > 0) {
+                    kill(pids[i], SIGKILL);
+                    waitpid(pids[i], NULL, 0);
+                    pids[i] = 0;
+                }
+            return 0;
+        }
+        if (left) usleep(10000);
+    }
+    return 1;
+}
+
+static int push_run(const push_opts *o)
+{
+    wsync_controller_options co;
+    wsync_controller *c = NULL;
+    wsync_controller_plan plan;
+    wsync_error err;
+    unsigned n = o->trainers + o->inference, i;
+    pid_t *pids = (pid_t *)calloc(n, sizeof *pids);
+    push_report *reps = (push_report *)calloc(n, sizeof *reps);
+    unsigned char *have = (unsigned char *)calloc(n, 1);
+    int pfd[2] = {-1, -1}, failed = 0, bad = 0;
+    uint64_t s, committed = 0;
+    double sum_t = 0;
+    if (!pids || !reps || !have || pipe(pfd) != 0) {
+        fprintf(stderr, "push-demo: out of memory or pipe\n");
+        return 1;
+    }
+    memset(&co, 0, sizeof co);
+    co.n_trainers = o->trainers;
+    co.n_inference = o->inference;
+    co.step_timeout_ms = o->timeout_ms;
+    co.join_timeout_ms = o->timeout_ms * 4;
+    if (wsync_controller_open(&co, &c, &err) != WSYNC_OK) {
+        fprintf(stderr, "push-demo: %s\n", err.message);
+        return 1;
+    }
+    fflush(stdout);
+    for (i = 0; i < n; i++) {
+        pid_t p = fork();
+        if (p < 0) {
+            fprintf(stderr, "push-demo: fork: %s\n", strerror(errno));
+            failed = 1;
+            break;
+        }
+        if (p == 0) {
+            int rc;
+            close(pfd[0]);
+            rc = i < o->trainers ? push_trainer_main(o, i, wsync_controller_port(c), pfd[1])
+                                 : push_inference_main(o, i - o->trainers, wsync_controller_port(c), pfd[1]);
+            _exit(rc);
+        }
+        pids[i] = p;
+    }
+    close(pfd[1]);
+    if (!failed && wsync_controller_accept(c, &err) != WSYNC_OK) {
+        fprintf(stderr, "push-demo: joining: %s\n", err.message);
+        failed = 1;
+    }
+    if (!failed) {
+        wsync_controller_plan_get(c, &plan);
+        printf("plan: %llu transfers, %.1f MB per step; per trainer %.1f MB max, %.1f MB min; "
+               "%.1f MB per inference rank\n",
+               (unsigned long long)plan.transfers, (double)plan.bytes / 1e6, (double)plan.max_trainer_bytes / 1e6,
+               (double)plan.min_trainer_bytes / 1e6, (double)plan.max_inference_bytes / 1e6);
+        printf("%5s %12s %12s %10s  %s\n", "step", "transfer ms", "verify ms", "GB/s", "result");
+    }
+    for (s = 1; !failed && s <= o->steps; s++) {
+        double tt = 0, vt = 0;
+        wsync_result r = wsync_controller_go(c, s, &err);
+        if (r == WSYNC_OK && o->kill_role == WSYNC_CTL_INFERENCE && o->kill_step == s &&
+            (unsigned)o->kill_rank < o->inference)
+            kill(pids[o->trainers + (unsigned)o->kill_rank], SIGKILL);
+        if (r == WSYNC_OK) r = wsync_controller_finish(c, s, &err);
+        if (r != WSYNC_OK) {
+            printf("%5llu %12s %12s %10s  FAILED: %s\n", (unsigned long long)s, "-", "-", "-", err.message);
+            failed = 1;
+            break;
+        }
+        wsync_controller_step_times(c, &tt, &vt);
+        sum_t += tt;
+        committed = s;
+        printf("%5llu %12.1f %12.1f %10.2f  ok: %u ranks bit-exact\n", (unsigned long long)s, tt * 1e3, vt * 1e3,
+               tt > 0 ? (double)plan.bytes / tt / 1e9 : 0.0, o->inference);
+        fflush(stdout);
+    }
+    wsync_controller_close(c);
+    if (o->stall_role == WSYNC_CTL_TRAINER) { /* it stopped itself, as asked: it cannot end alone */
+        kill(pids[o->stall_rank], SIGKILL);
+        printf("trainer rank %d: stopped at step %llu, as asked\n", o->stall_rank, (unsigned long long)o->stall_step);
+    }
+    if (!push_wait_children(pids, n, (int)o->timeout_ms + 5000)) {
+        printf("push-demo: a process did not end in time and was killed\n");
+        bad = 1;
+    }
+    for (;;) { /* the reports */
+        push_report r;
+        ssize_t got = read(pfd[0], &r, sizeof r);
+        unsigned k;
+        if (got != (ssize_t)sizeof r) break;
+        k = r.role == WSYNC_CTL_TRAINER ? r.rank : o->trainers + r.rank;
+        if (k < n) {
+            reps[k] = r;
+            have[k] = 1;
+        }
+    }
+    close(pfd[0]);
+    for (i = o->trainers; i < n; i++) {
+        push_report *r = &reps[i];
+        unsigned ir = i - o->trainers;
+        int killed = o->kill_role == WSYNC_CTL_INFERENCE && (unsigned)o->kill_rank == ir;
+        if (!have[i]) {
+            printf("inference rank %u: %s\n", ir, killed ? "killed, as asked" : "no report (it died)");
+            if (!killed) bad = 1;
+            continue;
+        }
+        /* a survivor's version is the last step it verified, and no step
+           the controller committed is missing */
+        if (!r->ok || r->version < committed || r->version > committed + 1) bad = 1;
+        printf("inference rank %u: version %llu, %llu steps verified bit-exact%s%s (%s)\n", ir,
+               (unsigned long long)r->version, (unsigned long long)r->verified,
+               r->mismatches ? ", MISMATCH" : "", r->version != r->last_verified ? ", VERSION NOT VERIFIED" : "",
+               r->msg);
+    }
+    for (i = 0; i < o->trainers; i++)
+        if (have[i] && !reps[i].ok) {
+            printf("trainer rank %u: %s\n", i, reps[i].msg);
+            if (!failed) bad = 1;
+        }
+    if (!failed && !bad)
+        printf("push-demo: %llu of %llu steps committed, every inference rank bit-exact at every step; "
+               "mean transfer %.1f ms\n",
+               (unsigned long long)committed, (unsigned long long)o->steps, sum_t * 1e3 / (double)(committed ? committed : 1));
+    else
+        printf("push-demo: %llu of %llu steps committed%s\n", (unsigned long long)committed,
+               (unsigned long long)o->steps, bad ? "; a receiver is wrong or a process misbehaved" : "");
+    free(pids);
+    free(reps);
+    free(have);
+    return failed || bad ? 1 : 0;
+}
+
+static int cmd_push_demo(int argc, char **argv)
+{
+    push_opts o;
+    const char *model = "tiny", *v;
+    uint64_t x;
+    int i;
+    memset(&o, 0, sizeof o);
+    o.backend = "cma";
+    o.trainers = 4;
+    o.inference = 2;
+    o.steps = 3;
+    o.timeout_ms = 5000;
+    for (i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(push_usage, stdout);
+            return 0;
+        } else if (opt_value(argc, argv, &i, "--backend", &v)) {
+            if (strcmp(v, "cma") && strcmp(v, "shm") && strcmp(v, "tcp"))
+                return usage_error("push-demo: --backend takes cma, shm or tcp, not '%s'", v);
+            o.backend = v;
+        } else if (opt_value(argc, argv, &i, "--trainers", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > 64) return usage_error("push-demo: --trainers takes 1..64, not '%s'", v);
+            o.trainers = (unsigned)x;
+        } else if (opt_value(argc, argv, &i, "--inference", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > 64) return usage_error("push-demo: --inference takes 1..64, not '%s'", v);
+            o.inference = (unsigned)x;
+        } else if (opt_value(argc, argv, &i, "--steps", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > 100000) return usage_error("push-demo: --steps takes 1..100000, not '%s'", v);
+            o.steps = x;
+        } else if (opt_value(argc, argv, &i, "--timeout-ms", &v)) {
+            if (!parse_u64(v, &x) || x < 100 || x > 600000)
+                return usage_error("push-demo: --timeout-ms takes 100..600000, not '%s'", v);
+            o.timeout_ms = (unsigned)x;
+        } else if (opt_value(argc, argv, &i, "--layout", &v)) {
+            if (strcmp(v, "shard") && strcmp(v, "replica"))
+                return usage_error("push-demo: --layout takes shard or replica, not '%s'", v);
+            o.replica = strcmp(v, "replica") == 0;
+        } else if (opt_value(argc, argv, &i, "--model", &v)) model = v;
+        else if (opt_value(argc, argv, &i, "--kill", &v)) {
+            if (!push_parse_fault(v, &o.kill_role, &o.kill_rank, &o.kill_step))
+                return usage_error("push-demo: --kill takes trainer:R@S or inference:R@S, not '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--stall", &v)) {
+            if (!push_parse_fault(v, &o.stall_role, &o.stall_rank, &o.stall_step) || o.stall_role != WSYNC_CTL_TRAINER)
+                return usage_error("push-demo: --stall takes trainer:R@S, not '%s'", v);
+        } else if (strcmp(argv[i], "--quiet") == 0) o.quiet = 1;
+        else if (argv[i][0] == '-' && argv[i][1])
+            return usage_error("push-demo: unknown or incomplete option '%s'", argv[i]);
+        else return usage_error("push-demo: unexpected argument '%s'", argv[i]);
+    }
+    if (wsync_gen_model_lookup(model, &o.model) != WSYNC_OK) return usage_models("push-demo", model);
+    if ((o.kill_role == WSYNC_CTL_TRAINER && (unsigned)o.kill_rank >= o.trainers) ||
+        (o.kill_role == WSYNC_CTL_INFERENCE && (unsigned)o.kill_rank >= o.inference) ||
+        (o.stall_role && (unsigned)o.stall_rank >= o.trainers))
+        return usage_error("%s", "push-demo: --kill/--stall names a rank that does not exist");
+    printf("push-demo: %s (%zu tensors, %.1f MB bf16), backend %s, %u trainers (%s) -> %u inference ranks, "
+           "%llu steps\n",
+           o.model.name, o.model.n_tensors, (double)o.model.n_params * 2 / 1e6, o.backend, o.trainers,
+           o.replica ? "each the whole model" : "row shards", o.inference, (unsigned long long)o.steps);
+    return push_run(&o);
+}
