@@ -2985,12 +2985,16 @@ static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_me
 
 static void wsync__vb_note(wsync__rbase *b, int rejected, const char *fmt, const char *arg)
 {
+    char msg[600];
+    size_t k;
+    snprintf(msg, sizeof msg, fmt, arg);
+    k = strlen(msg); /* cut to the stats' room: the start is what matters */
+    if (k >= sizeof b->stats.last_reject) k = sizeof b->stats.last_reject - 1;
     pthread_mutex_lock(&b->mu);
     if (rejected) b->stats.rejected++;
     else b->stats.dropped++;
-    if (snprintf(b->stats.last_reject, sizeof b->stats.last_reject, fmt, arg) >= (int)sizeof b->stats.last_reject) {
-        /* cut short: a note, the start is what matters */
-    }
+    memcpy(b->stats.last_reject, msg, k);
+    b->stats.last_reject[k] = 0;
     pthread_mutex_unlock(&b->mu);
 }
 
