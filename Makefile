@@ -38,6 +38,10 @@ $(BUILD) $(BUILD)/san $(BUILD)/fuzz:
 $(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h wsync_ctl_wip.h $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
 
+# The tool under ASan+UBSan, for the multi-process push-demo tests.
+$(BUILD)/san/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h wsync_ctl_wip.h $(HEADERS) | $(BUILD)/san
+	$(CC) $(STD) $(WARN) $(SAN) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
+
 # The HTTP store's tests link libcurl (tests/test_http.sh runs them against nginx).
 $(BUILD)/test_http: tests/test_http.c tests/check.h $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
@@ -82,7 +86,7 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
-test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http $(BUILD)/san/test_http \
+test-run: $(BUILD)/wsync $(BUILD)/san/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http $(BUILD)/san/test_http \
       $(BUILD)/test_s3 $(BUILD)/san/test_s3 \
       $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
 	@tests/run.sh tests \
@@ -93,6 +97,8 @@ test-run: $(BUILD)/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http $(BUILD)/sa
 	    "tests/test_headers.sh" \
 	    "tests/test_cli.sh $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
+	    "tests/test_push.sh $(BUILD)/wsync" \
+	    "tests/test_push.sh $(BUILD)/san/wsync" \
 	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
 	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync"
 

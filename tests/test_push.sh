@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The direct path with real processes: `wsync push-demo` runs a controller,
+# trainer and inference processes on this machine over the one-host (CMA,
+# SHM) and TCP fabrics; every inference rank checks every byte of every step
+# on its own. Then the failures: a rank killed mid-step, a trainer that
+# stops, each must fail the step within the timeout while the others keep
+# their last complete step.
+# usage: tests/test_push.sh path/to/wsync
+set -u
+cd "$(dirname "$0")/.."
+bin=${1:-build/wsync}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+pass() { passed=$((passed + 1)); [ -n "${CHECK_VERBOSE:-}" ] && echo "ok   $1"; return 0; }
+fail() { failed=$((failed + 1)); echo "FAIL $1"; return 0; }
+run() { # name, expected rc, command...: output in $tmp/out, seconds in $secs
+    local name=$1 want=$2; shift 2
+    local t0=$(date +%s%N)
+    timeout 120 "$@" >"$tmp/out" 2>&1; rc=$?
+    secs=$(( ($(date +%s%N) - t0) / 1000000000 ))
+    if [ $rc -eq "$want" ]; then pass "$name: exit $want"; else fail "$name: exit $rc, wanted $want"; tail -n 12 "$tmp/out"; fi
+}
+has() { # name, fixed string expected in $tmp/out
+    if grep -qF -- "$2" "$tmp/out"; then pass "$1"; else fail "$1: no '$2' in the output"; tail -n 12 "$tmp/out"; fi
+}
+hasnt() {
+    if grep -qF -- "$2" "$tmp/out"; then fail "$1: '$2' in the output"; tail -n 12 "$tmp/out"; else pass "$1"; fi
+}
+
+# ---- bit-exact transfers, 4 trainers to 2 inference ranks ----
+for b in cma shm tcp; do
+    run "$b 4->2" 0 "$bin" push-demo --backend $b --trainers 4 --inference 2 --steps 4
+    has "$b: every step committed" "4 of 4 steps committed, every inference rank bit-exact at every step"
+    has "$b: inference rank 0 verified every step" "inference rank 0: version 4, 4 steps verified bit-exact"
+    has "$b: inference rank 1 verified every step" "inference rank 1: version 4, 4 steps verified bit-exact"
+    has "$b: row shards make 472 writes per step" "plan: 472 transfers"
+done
+run "replicas: each trainer holds the whole model" 0 "$bin" push-demo --layout replica --steps 2
+# 118 tensor copies, merged where consecutive tensors go to the same trainer
+has "replicas: one write per run of tensors and receiver" "plan: 58 transfers"
+has "replicas: every step committed" "2 of 2 steps committed"
+# the byte balance of whole tensors over 4 trainers stays within 1.5x
+python3 - "$tmp/out" <<'PY' && pass "replicas: balanced bytes" || fail "replicas: balanced bytes"
+import re, sys
+m = re.search(r'per trainer ([\d.]+) MB max, ([\d.]+) MB min', open(sys.argv[1]).read())
+assert m and float(m.group(1)) <= 1.5 * float(m.group(2)), m and m.groups()
+PY
+run "one trainer, three receivers" 0 "$bin" push-demo --trainers 1 --inference 3 --steps 2
+has "1->3: every rank verified" "inference rank 2: version 2, 2 steps verified bit-exact"
+run "8 trainers to 4 inference ranks over shm" 0 \
+    "$bin" push-demo --trainers 8 --inference 4 --steps 2 --backend shm
+has "8->4: every step committed" "2 of 2 steps committed"
+
+# ---- failures ----
+for b in cma tcp; do
+    run "$b: an inference rank killed mid-step" 1 "$bin" push-demo --backend $b --kill inference:1@2 --timeout-ms 2000
+    has "$b: the step fails" "FAILED: step 2:"
+    has "$b: the dead rank is named" "inference rank 1"
+    has "$b: the killed rank is reported as killed" "inference rank 1: killed, as asked"
+    has "$b: step 1 stayed committed" "1 of 3 steps committed"
+    hasnt "$b: the survivor is never wrong" "MISMATCH"
+    hasnt "$b: no process hangs" "did not end in time"
+    grep -qE "inference rank 0: version [12], [12] steps verified bit-exact" "$tmp/out" \
+        && pass "$b: the survivor keeps a verified step" || fail "$b: the survivor keeps a verified step"
+    [ "$secs" -le 10 ] && pass "$b: fails within the timeout ($secs s)" || fail "$b: took $secs s"
+
+    run "$b: a trainer killed mid-step" 1 "$bin" push-demo --backend $b --kill trainer:2@2 --timeout-ms 2000
+    has "$b: the dead trainer is named" "trainer rank 2 went away"
+    has "$b: survivors keep step 1 (0)" "inference rank 0: version 1, 1 steps verified bit-exact"
+    has "$b: survivors keep step 1 (1)" "inference rank 1: version 1, 1 steps verified bit-exact"
+    [ "$secs" -le 10 ] && pass "$b: fails within the timeout ($secs s)" || fail "$b: took $secs s"
+done
+run "a trainer that stops before DONE" 1 "$bin" push-demo --stall trainer:0@3 --timeout-ms 1000
+has "stall: the timeout is named" "trainer rank 0 sent no DONE within 1000 ms"
+has "stall: step 2 stayed committed" "2 of 3 steps committed"
+has "stall: survivors keep step 2" "inference rank 1: version 2, 2 steps verified bit-exact"
+[ "$secs" -le 8 ] && pass "stall: fails within the timeout ($secs s)" || fail "stall: took $secs s"
+
+# ---- usage ----
+run "--help" 0 "$bin" push-demo --help
+has "--help names the backends" "--backend cma|shm|tcp"
+run "unknown backend" 2 "$bin" push-demo --backend rdma
+run "malformed --kill" 2 "$bin" push-demo --kill trainer@2
+run "--kill of a rank that does not exist" 2 "$bin" push-demo --trainers 2 --kill trainer:2@1
+run "--stall of an inference rank" 2 "$bin" push-demo --stall inference:0@1
+run "unknown model" 2 "$bin" push-demo --model gpt-9
+run "zero trainers" 2 "$bin" push-demo --trainers 0
+
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
