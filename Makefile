@@ -109,12 +109,13 @@ test-exhaustive: $(BUILD)/test_exhaustive
 # BENCH_MODEL/BENCH_STEPS: the generated model and steps bench_delta measures.
 BENCH_MODEL ?= qwen3-0.6b
 BENCH_STEPS ?= 3
-bench: $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_chain $(BUILD)/bench_http $(BUILD)/bench_fabric
+bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_chain $(BUILD)/bench_http $(BUILD)/bench_fabric
 	$(BUILD)/bench_parse
 	$(BUILD)/bench_delta $(BENCH_MODEL) $(BENCH_STEPS)
 	$(BUILD)/bench_chain $(BENCH_MODEL) $(BENCH_STEPS)
 	tests/bench_http.sh $(BUILD)/bench_http
 	$(BUILD)/bench_fabric
+	$(BUILD)/wsync push-demo --model qwen3-0.6b --trainers 4 --inference 2 --steps 5 --bench
 
 # libFuzzer (clang); each harness runs FUZZ_SECONDS on a scratch copy of its
 # corpus so the committed seeds stay as they are. Crashes land in build/fuzz.

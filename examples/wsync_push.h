@@ -20,7 +20,7 @@ typedef struct push_opts {
     uint64_t steps;
     unsigned timeout_ms;
     int replica;               /* every trainer holds the whole model */
-    int quiet;
+    int bench;                 /* baselines measured in the same run */
     /* fault injection for tests: a rank of a role dies or stops at a step */
     int kill_role, kill_rank, stall_role, stall_rank;
     uint64_t kill_step, stall_step;
@@ -359,7 +359,7 @@ static int push_parse_fault(const char *v, int *role, int *rank, uint64_t *step)
 static const char *push_usage =
     "usage: wsync push-demo [--backend cma|shm|tcp] [--trainers T] [--inference I]\n"
     "                       [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--layout shard|replica]\n"
-    "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall ROLE:RANK@STEP] [--quiet]\n"
+    "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall ROLE:RANK@STEP] [--bench]\n"
     "The direct path on this machine: a controller (this process), T trainer and I inference\n"
     "processes (default 4 and 2, model tiny, 3 steps). Trainers hold the model's bf16 tensors\n"
     "as row shards (--layout replica: each holds all of it); every inference rank holds the\n"
@@ -370,7 +370,9 @@ static const char *push_usage =
     "writes, an inference rank right after GO), --stall makes a trainer stop before its DONE:\n"
     "the step must fail within --timeout-ms (default 5000) and the others keep their last\n"
     "complete step. Exit 0 when every step committed and every receiver was bit-exact at\n"
-    "every step, 1 otherwise, 2 usage error.\n";
+    "every step, 1 otherwise, 2 usage error. --bench then measures, in the same run, memcpy and\n"
+    "one process_vm_writev of one inference rank's bytes, and prints the push's throughput\n"
+    "as ratios to both.\n";
 
 static int push_wait_children(pid_t *pids, unsigned n, int grace_ms)
 {
@@ -402,6 +404,70 @@ static int push_wait_children(pid_t *pids, unsigned n, int grace_ms)
     return 1;
 }
 
+static double push_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The baselines for --bench, on the bytes one inference rank receives, best
+   of 3 each: memcpy in one process, and one process_vm_writev of all of
+   them into another process (the fastest a single one-host writer can go). */
+static void push_baselines(uint64_t bytes, double *memcpy_s, double *pvw_s)
+{
+    uint8_t *src, *dst;
+    int k, go[2], ready[2];
+    pid_t child;
+    char c = 0;
+    *memcpy_s = *pvw_s = 0;
+    src = (uint8_t *)mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    dst = (uint8_t *)mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (src == (uint8_t *)MAP_FAILED || dst == (uint8_t *)MAP_FAILED) return;
+    memset(src, 0x5A, (size_t)bytes);
+    memset(dst, 0, (size_t)bytes);
+    for (k = 0; k < 3; k++) {
+        double t = push_now();
+        memcpy(dst, src, (size_t)bytes);
+        t = push_now() - t;
+        if (*memcpy_s == 0 || t < *memcpy_s) *memcpy_s = t;
+    }
+    if (pipe(go) == 0 && pipe(ready) == 0 && (child = fork()) >= 0) {
+        if (child == 0) { /* holds its own copy of dst, faulted in, until told to go */
+            memset(dst, 1, (size_t)bytes);
+            if (write(ready[1], "r", 1) != 1) _exit(1);
+            if (read(go[0], &c, 1) < 0) _exit(1);
+            _exit(0);
+        }
+        if (read(ready[0], &c, 1) == 1)
+            for (k = 0; k < 3; k++) {
+                struct iovec l, r;
+                uint64_t done = 0;
+                double t = push_now();
+                while (done < bytes) {
+                    ssize_t w;
+                    l.iov_base = src + done;
+                    l.iov_len = (size_t)(bytes - done);
+                    r.iov_base = dst + done;
+                    r.iov_len = l.iov_len;
+                    w = process_vm_writev(child, &l, 1, &r, 1, 0);
+                    if (w <= 0) break;
+                    done += (uint64_t)w;
+                }
+                t = push_now() - t;
+                if (done == bytes && (*pvw_s == 0 || t < *pvw_s)) *pvw_s = t;
+            }
+        if (write(go[1], "g", 1) != 1) kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        close(go[0]);
+        close(go[1]);
+        close(ready[0]);
+        close(ready[1]);
+    }
+    munmap(src, (size_t)bytes);
+    munmap(dst, (size_t)bytes);
+}
+
 static int push_run(const push_opts *o)
 {
     wsync_controller_options co;
@@ -414,7 +480,7 @@ static int push_run(const push_opts *o)
     unsigned char *have = (unsigned char *)calloc(n, 1);
     int pfd[2] = {-1, -1}, failed = 0, bad = 0;
     uint64_t s, committed = 0;
-    double sum_t = 0;
+    double sum_t = 0, best_t = 0;
     if (!pids || !reps || !have || pipe(pfd) != 0) {
         fprintf(stderr, "push-demo: out of memory or pipe\n");
         return 1;
@@ -472,6 +538,7 @@ static int push_run(const push_opts *o)
         }
         wsync_controller_step_times(c, &tt, &vt);
         sum_t += tt;
+        if (best_t == 0 || tt < best_t) best_t = tt;
         committed = s;
         printf("%5llu %12.1f %12.1f %10.2f  ok: %u ranks bit-exact\n", (unsigned long long)s, tt * 1e3, vt * 1e3,
                tt > 0 ? (double)plan.bytes / tt / 1e9 : 0.0, o->inference);
@@ -527,6 +594,19 @@ static int push_run(const push_opts *o)
     else
         printf("push-demo: %llu of %llu steps committed%s\n", (unsigned long long)committed,
                (unsigned long long)o->steps, bad ? "; a receiver is wrong or a process misbehaved" : "");
+    if (o->bench && !failed && !bad && best_t > 0) {
+        double mc = 0, pv = 0, per_rank = best_t / (double)o->inference;
+        push_baselines(plan.max_inference_bytes, &mc, &pv);
+        /* the push moves plan.bytes (every inference rank's copy); the
+           baselines move one rank's bytes, so compare time per rank */
+        printf("bench: push %u->%u over %s: best step %.1f ms for %.1f MB = %.2f GB/s; "
+               "memcpy %.2f GB/s, one process_vm_writev %.2f GB/s (of %.1f MB)\n",
+               o->trainers, o->inference, o->backend, best_t * 1e3, (double)plan.bytes / 1e6,
+               (double)plan.bytes / best_t / 1e9, mc > 0 ? (double)plan.max_inference_bytes / mc / 1e9 : 0.0,
+               pv > 0 ? (double)plan.max_inference_bytes / pv / 1e9 : 0.0, (double)plan.max_inference_bytes / 1e6);
+        printf("bench: push throughput / memcpy = %.2f, / one process_vm_writev = %.2f (target 0.8)\n",
+               mc > 0 ? mc / per_rank : 0.0, pv > 0 ? pv / per_rank : 0.0);
+    }
     free(pids);
     free(reps);
     free(have);
@@ -577,7 +657,7 @@ static int cmd_push_demo(int argc, char **argv)
         } else if (opt_value(argc, argv, &i, "--stall", &v)) {
             if (!push_parse_fault(v, &o.stall_role, &o.stall_rank, &o.stall_step) || o.stall_role != WSYNC_CTL_TRAINER)
                 return usage_error("push-demo: --stall takes trainer:R@S, not '%s'", v);
-        } else if (strcmp(argv[i], "--quiet") == 0) o.quiet = 1;
+        } else if (strcmp(argv[i], "--bench") == 0) o.bench = 1;
         else if (argv[i][0] == '-' && argv[i][1])
             return usage_error("push-demo: unknown or incomplete option '%s'", argv[i]);
         else return usage_error("push-demo: unexpected argument '%s'", argv[i]);
