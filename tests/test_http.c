@@ -13,7 +13,10 @@
    anchors, retention, subscribers from scratch and mid-chain, a corrupt
    object routed around), and faults: 500/503/429 retried, bodies cut short
    and resumed, a slowed response abandoned in time, 401 not retried, nginx
-   killed and restarted with the subscriber catching up. */
+   killed and restarted with the subscriber catching up, and nginx killed in
+   the middle of a download (one stream, parallel parts), an upload, a
+   subscriber's anchor and a publisher's anchor: each completes bit-exact
+   after retries or fails cleanly in time, and the subscriber catches up. */
 #define _POSIX_C_SOURCE 200809L
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
@@ -22,6 +25,8 @@
 #include "check.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -892,6 +897,17 @@ static int nginx_start(void)
     return 0;
 }
 
+static int nginx_pid_alive(void)
+{
+    const char *pidf = getenv("WSYNC_TEST_NGINX_PID");
+    FILE *f = pidf ? fopen(pidf, "r") : NULL;
+    long pid = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+    fclose(f);
+    return pid > 0 && kill((pid_t)pid, 0) == 0;
+}
+
 /* nginx killed with SIGKILL while a chain runs: publishes and syncs fail
    (clearly, in bounded time) while it is down, and after it restarts the
    publisher goes on and the subscriber catches up bit-exact. */
@@ -933,6 +949,441 @@ static void test_restart(void)
     sub_close(u);
     if (p) wsync_publisher_close(p);
     wsync_store_close(&s);
+}
+
+/* ======================================================================
+   nginx killed mid-transfer (SIGKILL; the config runs one process, no
+   master, so that is all of it) and restarted on the same port a second
+   later, from another thread, while a download or an upload is running
+   ====================================================================== */
+
+typedef struct killer {
+    pthread_t th;
+    int running;
+    const char *watch_dir;      /* upload: kill when a file here (nginx's body temp) reaches watch_bytes */
+    uint64_t watch_bytes;
+    long down_ms;               /* how long nginx stays down */
+    volatile int killed;        /* set once nginx was killed */
+    volatile int restarted;
+} killer;
+
+static uint64_t biggest_file(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t best = 0;
+    char path[1024];
+    struct stat sb;
+    if (!d) return 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            uint64_t b = biggest_file(path); /* nginx's temp levels */
+            if (b > best) best = b;
+        } else if (stat(path, &sb) == 0 && (uint64_t)sb.st_size > best) {
+            best = (uint64_t)sb.st_size;
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+static void *killer_main(void *arg)
+{
+    killer *k = (killer *)arg;
+    if (k->watch_dir) {
+        double t0 = now_s();
+        while (biggest_file(k->watch_dir) < k->watch_bytes && now_s() - t0 < 30) sleep_ms(1);
+        k->killed = nginx_kill();
+    }
+    sleep_ms(k->down_ms);
+    k->restarted = nginx_start();
+    return NULL;
+}
+
+/* Kill now (from a sink), restart after down_ms from a thread. */
+static void killer_fire(killer *k)
+{
+    if (k->running) return;
+    k->killed = nginx_kill();
+    k->running = pthread_create(&k->th, NULL, killer_main, k) == 0;
+}
+
+/* Kill when an upload's body passes `bytes` in nginx's temp directory. */
+static void killer_watch(killer *k, uint64_t bytes)
+{
+    static char dir[512];
+    DIR *d;
+    struct dirent *e;
+    char path[1024];
+    snprintf(dir, sizeof dir, "%s/../body", g_data);
+    /* bodies left by an earlier kill would fire it at once */
+    if ((d = opendir(dir)) != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            remove(path);
+        }
+        closedir(d);
+    }
+    k->watch_dir = dir;
+    k->watch_bytes = bytes;
+    k->running = pthread_create(&k->th, NULL, killer_main, k) == 0;
+}
+
+static void killer_join(killer *k)
+{
+    if (k->running) pthread_join(k->th, NULL);
+    k->running = 0;
+    /* whatever happened, nginx is up for what follows */
+    if (!k->restarted && !nginx_pid_alive()) k->restarted = nginx_start();
+}
+
+/* A sink that kills nginx on reaching byte `at` of what it receives. */
+typedef struct kill_sink {
+    grow g;
+    uint64_t at;
+    killer *k;
+} kill_sink;
+
+static int kill_sink_fn(void *user, const void *b, size_t n)
+{
+    kill_sink *ks = (kill_sink *)user;
+    if (ks->g.n + n > ks->at && ks->k) killer_fire(ks->k);
+    return grow_sink(&ks->g, b, n);
+}
+
+/* Retries enough to outlast a second of nginx down (backoff 100, 200, 400,
+   800, 1000, 1000 ms: 3.5 s), timeouts short enough to keep the tests fast. */
+static void kill_opts(wsync_http_options *o)
+{
+    fast_opts(o);
+    o->max_attempts = 7;
+    o->backoff_ms = 100;
+    o->max_backoff_ms = 1000;
+}
+
+static void test_kill_transfer(void)
+{
+    wsync_store s;
+    wsync_http_options o;
+    wsync_http_stats st0, st;
+    wsync_error err;
+    size_t n = 64u << 20;
+    uint8_t *obj = pattern(n, 11), *obj2 = pattern(n, 12), *all = NULL;
+    uint64_t size = 0;
+    double t0;
+    int par;
+    kill_opts(&o);
+    o.parallel_threshold = 8u << 20;
+    o.part_size = 8u << 20;
+    for (par = 0; par < 2; par++) {
+        killer k;
+        kill_sink ks;
+        o.parallel = par ? 4 : 1;
+        TEST_BEGIN(par ? "kill: nginx killed during a parallel download and restarted: completes bit-exact after retries"
+                       : "kill: nginx killed during a one-stream download and restarted: resumes, bit-exact");
+        if (open_at(g_url, "kill", &o, &s)) {
+            CHECK_EQ_INT(s.put(s.user, "anchors/big", obj, n, &err), WSYNC_OK);
+            memset(&k, 0, sizeof k);
+            k.down_ms = 1000;
+            memset(&ks, 0, sizeof ks);
+            ks.k = &k;
+            /* parallel: as the parts after the first (a plain stream) begin */
+            ks.at = par ? (8u << 20) + 1000 : (5u << 20) + 1000;
+            wsync_store_http_stats(&s, &st0);
+            t0 = now_s();
+            CHECK_MSG(s.get(s.user, "anchors/big", 0, UINT64_MAX, kill_sink_fn, &ks, &size, &err) == WSYNC_OK, "%s",
+                      err.message);
+            CHECK_MSG(now_s() - t0 < 10, "took %.2f s", now_s() - t0);
+            killer_join(&k);
+            CHECK(k.killed && k.restarted);
+            CHECK(ks.g.n == n && size == n && memcmp(ks.g.p, obj, n) == 0);
+            wsync_store_http_stats(&s, &st);
+            CHECK_MSG(st.retries > st0.retries && st.parallel_gets == st0.parallel_gets + (uint64_t)par,
+                      "retries %llu, parallel %llu", (unsigned long long)(st.retries - st0.retries),
+                      (unsigned long long)(st.parallel_gets - st0.parallel_gets));
+            CHECK_MSG(st.resumed > st0.resumed, "nothing resumed: the kill did not cut a transfer");
+            free(ks.g.p);
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+
+    TEST_BEGIN("kill: nginx down for longer than the retries: the download fails cleanly, in time, naming the URL");
+    {
+        killer k;
+        kill_sink ks;
+        wsync_http_options so = o;
+        so.parallel = 4;
+        so.max_attempts = 3; /* 100 + 200 ms of backoff */
+        if (open_at(g_url, "kill", &so, &s)) {
+            memset(&k, 0, sizeof k);
+            k.down_ms = 4000;
+            memset(&ks, 0, sizeof ks);
+            ks.k = &k;
+            ks.at = (8u << 20) + 1000;
+            t0 = now_s();
+            CHECK_EQ_INT(s.get(s.user, "anchors/big", 0, UINT64_MAX, kill_sink_fn, &ks, &size, &err), WSYNC_ERR_IO);
+            CHECK_MSG(now_s() - t0 < 3.5, "took %.2f s", now_s() - t0);
+            CHECK_MSG(strstr(err.message, "/kill/anchors/big") != NULL, "%s", err.message);
+            CHECK(ks.g.n < n);
+            killer_join(&k);
+            CHECK(k.killed && k.restarted);
+            free(ks.g.p);
+            /* and after nginx is back, the same store reads it whole */
+            CHECK_EQ_INT(wsync_store_get_all(&s, "anchors/big", NULL, &all, &size, &err), WSYNC_OK);
+            CHECK(all && size == n && memcmp(all, obj, n) == 0);
+            free(all);
+            all = NULL;
+            wsync_store_close(&s);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("kill: nginx killed during an upload and restarted: the put retries and lands whole");
+    if (open_at(g_url, "kill", &o, &s)) {
+        killer k;
+        memset(&k, 0, sizeof k);
+        k.down_ms = 1000;
+        wsync_store_http_stats(&s, &st0);
+        killer_watch(&k, 8u << 20);
+        t0 = now_s();
+        CHECK_MSG(s.put(s.user, "anchors/big", obj2, n, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_MSG(now_s() - t0 < 10, "took %.2f s", now_s() - t0);
+        killer_join(&k);
+        CHECK(k.killed && k.restarted);
+        wsync_store_http_stats(&s, &st);
+        CHECK(st.retries > st0.retries);
+        CHECK_EQ_INT(wsync_store_get_all(&s, "anchors/big", NULL, &all, &size, &err), WSYNC_OK);
+        CHECK(all && size == n && memcmp(all, obj2, n) == 0);
+        free(all);
+        all = NULL;
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    TEST_BEGIN("kill: an upload cut by a kill that outlasts the retries fails cleanly; the old object stays whole");
+    {
+        wsync_http_options so = o;
+        so.max_attempts = 2;
+        if (open_at(g_url, "kill", &so, &s)) {
+            killer k;
+            memset(&k, 0, sizeof k);
+            k.down_ms = 3000;
+            killer_watch(&k, 8u << 20);
+            t0 = now_s();
+            CHECK_EQ_INT(s.put(s.user, "anchors/big", obj, n, &err), WSYNC_ERR_IO);
+            CHECK_MSG(now_s() - t0 < 3, "took %.2f s", now_s() - t0);
+            CHECK_MSG(strstr(err.message, "PUT") && strstr(err.message, "/kill/anchors/big"), "%s", err.message);
+            killer_join(&k);
+            CHECK(k.killed && k.restarted);
+            CHECK_EQ_INT(wsync_store_get_all(&s, "anchors/big", NULL, &all, &size, &err), WSYNC_OK);
+            CHECK(all && size == n && memcmp(all, obj2, n) == 0);
+            free(all);
+            all = NULL;
+            wsync_store_close(&s);
+        }
+    }
+    TEST_END();
+    free(obj);
+    free(obj2);
+}
+
+/* The chain with a model large enough for a kill to land mid-object (one
+   bf16 tensor of 16 MiB): the subscriber's anchor download and the
+   publisher's anchor upload are cut by a kill; each either completes after
+   retries or fails cleanly, and the subscriber catches up bit-exact. */
+#define BIG_ROWS 2048
+#define BIG_COLS 4096
+#define BIG_N ((size_t)BIG_ROWS * BIG_COLS)
+static const uint64_t g_big_shape[2] = {BIG_ROWS, BIG_COLS};
+
+static void gen_big(uint16_t *img, uint64_t step)
+{
+    size_t j;
+    uint64_t s;
+    for (j = 0; j < BIG_N; j++) img[j] = (uint16_t)(0x3C00u + (mix64(j) & 0x3FFu));
+    for (s = 1; s <= step; s++)
+        for (j = 0; j < BIG_N * 15 / 1000; j++) {
+            uint64_t h = mix64(s * 1000003ull + j);
+            img[h % BIG_N] = (uint16_t)(img[h % BIG_N] + ((h >> 40) & 1 ? 1 : -1));
+        }
+}
+
+static void big_tensor(uint16_t *img, wsync_tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    t->name = "model.layers.0.mlp.up_proj.weight";
+    t->dtype = WSYNC_DTYPE_BF16;
+    t->rank = 2;
+    t->shape = g_big_shape;
+    t->data = img;
+    t->nbytes = (uint64_t)BIG_N * 2;
+}
+
+/* A store that passes everything to `in`, and kills nginx when one get of
+   a key containing `match` has handed its sink `at` bytes. */
+typedef struct kstore {
+    wsync_store in;
+    killer *k;
+    const char *match;
+    uint64_t at;
+} kstore;
+
+typedef struct kstore_sink {
+    wsync_sink_fn sink;
+    void *user;
+    uint64_t n, at;
+    killer *k;
+} kstore_sink;
+
+static int kstore_sink_fn(void *user, const void *b, size_t n)
+{
+    kstore_sink *w = (kstore_sink *)user;
+    if (w->k && w->n + n > w->at) killer_fire(w->k);
+    w->n += n;
+    return w->sink(w->user, b, n);
+}
+
+static wsync_result kstore_put(void *u, const char *key, const void *b, size_t n, wsync_error *err)
+{
+    kstore *w = (kstore *)u;
+    return w->in.put(w->in.user, key, b, n, err);
+}
+
+static wsync_result kstore_get(void *u, const char *key, uint64_t off, uint64_t len, wsync_sink_fn sink,
+                               void *sink_user, uint64_t *size, wsync_error *err)
+{
+    kstore *w = (kstore *)u;
+    kstore_sink ws;
+    if (!w->k || w->k->running || !strstr(key, w->match))
+        return w->in.get(w->in.user, key, off, len, sink, sink_user, size, err);
+    ws.sink = sink;
+    ws.user = sink_user;
+    ws.n = 0;
+    ws.at = w->at;
+    ws.k = w->k;
+    return w->in.get(w->in.user, key, off, len, kstore_sink_fn, &ws, size, err);
+}
+
+static wsync_result kstore_head(void *u, const char *key, uint64_t *size, wsync_error *err)
+{
+    kstore *w = (kstore *)u;
+    return w->in.head(w->in.user, key, size, err);
+}
+
+static wsync_result kstore_list(void *u, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err)
+{
+    kstore *w = (kstore *)u;
+    return w->in.list(w->in.user, prefix, fn, fn_user, err);
+}
+
+static wsync_result kstore_del(void *u, const char *key, wsync_error *err)
+{
+    kstore *w = (kstore *)u;
+    return w->in.del(w->in.user, key, err);
+}
+
+static int publish_big(wsync_publisher *p, uint16_t *img, uint64_t step, wsync_error *err)
+{
+    wsync_tensor t;
+    gen_big(img, step);
+    big_tensor(img, &t);
+    return wsync_publish(p, step, &t, 1, NULL, err) == WSYNC_OK;
+}
+
+static void test_kill_chain(void)
+{
+    wsync_store s, ws;
+    wsync_http_options o;
+    wsync_chain_options co;
+    wsync_publisher *p = NULL;
+    wsync_subscriber *sub = NULL;
+    wsync_tensor t;
+    wsync_error err;
+    kstore w;
+    killer k;
+    uint16_t *img = (uint16_t *)calloc(BIG_N, 2), *want = (uint16_t *)calloc(BIG_N, 2), *pimg = (uint16_t *)calloc(BIG_N, 2);
+    uint64_t step, have = 0;
+    wsync_result r;
+    double t0;
+    kill_opts(&o);
+    o.parallel_threshold = 4u << 20;
+    o.part_size = 4u << 20;
+    memset(&co, 0, sizeof co);
+    co.anchor_every = 3;
+    if (!img || !want || !pimg || !open_at(g_url, "killchain", &o, &s)) goto out;
+    memset(&w, 0, sizeof w);
+    memset(&k, 0, sizeof k);
+    k.down_ms = 1000;
+    w.in = s;
+    w.k = &k;
+    w.match = "anchors/";
+    w.at = 1u << 20;
+    memset(&ws, 0, sizeof ws);
+    ws.user = &w;
+    ws.put = kstore_put;
+    ws.get = kstore_get;
+    ws.head = kstore_head;
+    ws.list = kstore_list;
+    ws.del = kstore_del;
+    big_tensor(img, &t);
+
+    TEST_BEGIN("kill chain: nginx killed during the subscriber's anchor download: it completes or fails cleanly, then catches up");
+    CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
+    for (step = 0; step <= 4 && p; step++) CHECK_MSG(publish_big(p, pimg, step, &err), "%s", err.message);
+    CHECK_EQ_INT(wsync_subscriber_open(&ws, &t, 1, &co, &sub, &err), WSYNC_OK);
+    if (sub) {
+        t0 = now_s();
+        r = wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err);
+        CHECK_MSG(now_s() - t0 < 10, "took %.2f s", now_s() - t0);
+        CHECK_MSG(r == WSYNC_OK || (r == WSYNC_ERR_IO && strstr(err.message, "127.0.0.1")), "%d: %s", (int)r,
+                  err.message);
+        killer_join(&k);
+        CHECK(k.killed && k.restarted);
+        w.k = NULL;
+        CHECK_MSG(wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err) == WSYNC_OK, "%s", err.message);
+        CHECK(wsync_subscriber_step(sub, &have) && have == 4);
+        gen_big(want, 4);
+        CHECK(memcmp(img, want, BIG_N * 2) == 0);
+    }
+    TEST_END();
+
+    TEST_BEGIN("kill chain: nginx killed during the publisher's anchor upload: it lands or fails cleanly, then the subscriber catches up");
+    if (p && sub) {
+        CHECK_MSG(publish_big(p, pimg, 5, &err), "%s", err.message);
+        memset(&k, 0, sizeof k);
+        k.down_ms = 1000;
+        killer_watch(&k, 2u << 20);
+        t0 = now_s();
+        r = publish_big(p, pimg, 6, &err) ? WSYNC_OK : err.code;
+        CHECK_MSG(now_s() - t0 < 10, "took %.2f s", now_s() - t0);
+        killer_join(&k);
+        CHECK(k.killed && k.restarted);
+        if (r != WSYNC_OK) {
+            /* failed cleanly: a fresh publisher goes on from what HEAD says */
+            CHECK_MSG(strstr(err.message, "127.0.0.1") != NULL, "%s", err.message);
+            wsync_publisher_close(p);
+            p = NULL;
+            CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
+            if (p) CHECK_MSG(publish_big(p, pimg, 6, &err), "%s", err.message);
+        }
+        if (p) CHECK_MSG(publish_big(p, pimg, 7, &err), "%s", err.message);
+        CHECK_MSG(wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err) == WSYNC_OK, "%s", err.message);
+        CHECK(wsync_subscriber_step(sub, &have) && have == 7);
+        gen_big(want, 7);
+        CHECK(memcmp(img, want, BIG_N * 2) == 0);
+    }
+    TEST_END();
+    if (sub) wsync_subscriber_close(sub);
+    if (p) wsync_publisher_close(p);
+    wsync_store_close(&s);
+out:
+    free(img);
+    free(want);
+    free(pimg);
 }
 
 /* Background prefetch uses the store from a second thread while the caller
@@ -1040,6 +1491,8 @@ int main(void)
     test_prefetch();
     test_faults();
     test_restart();
+    test_kill_transfer();
+    test_kill_chain();
     curl_global_cleanup();
     return check_summary();
 }
