@@ -1,0 +1,373 @@
+/* The pipelined executor: stages run concurrently in FIFO order, a task's
+   staging bytes are its own while it is in flight, the watermark is never
+   exceeded, mesh groups are separated by the barrier, failures stop it
+   cleanly and name the task and stage. */
+#define _GNU_SOURCE 1
+#define WSYNC_IMPLEMENTATION
+#define WSYNC_RDMA_IMPLEMENTATION
+#include "wsync_rdma.h"
+#include "wsync_exec_wip.h"
+
+#include "check.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct job {
+    uint32_t id;
+    uint64_t dst;             /* where the last stage puts its bytes in out */
+} job;
+
+typedef struct ctx {
+    uint8_t *out;
+    job *jobs;
+    pthread_mutex_t mu;
+    unsigned concurrent, max_concurrent;
+    size_t done_last[64];      /* per group: tasks that left the last stage */
+    size_t entered[64];        /* per group: tasks that entered stage 0 */
+    size_t group_size[64];
+    int barrier_ok;
+    uint32_t barriers[64];
+    unsigned n_barriers;
+    int fail_stage;
+    uint32_t fail_task;
+    uint32_t fail_barrier;
+    size_t ran[WSYNC_EXEC_STAGES_MAX];
+    int sleepy;
+} ctx;
+
+static void enter(ctx *c, unsigned stage)
+{
+    pthread_mutex_lock(&c->mu);
+    c->concurrent++;
+    if (c->concurrent > c->max_concurrent) c->max_concurrent = c->concurrent;
+    c->ran[stage]++;
+    pthread_mutex_unlock(&c->mu);
+}
+static void leave(ctx *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->concurrent--;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static uint8_t pat(uint32_t id, uint64_t i)
+{
+    return (uint8_t)(id * 31u + i * 7u + (i >> 8));
+}
+
+/* stage 0: fill the task's staging bytes with its pattern */
+static wsync_result s_fill(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t off, wsync_error *err)
+{
+    ctx *c = (ctx *)user;
+    const job *j = (const job *)t->user;
+    uint64_t i;
+    (void)off;
+    (void)err;
+    enter(c, 0);
+    pthread_mutex_lock(&c->mu);
+    c->entered[t->group]++;
+    pthread_mutex_unlock(&c->mu);
+    for (i = 0; i < t->tmp_bytes; i++) tmp[i] = pat(j->id, i);
+    if (c->sleepy) usleep(300);
+    leave(c);
+    if (c->fail_stage == 0 && j->id == c->fail_task) {
+        snprintf(err->message, sizeof err->message, "%s", "injected");
+        return WSYNC_ERR_IO;
+    }
+    return WSYNC_OK;
+}
+
+/* stage 1: check the pattern is intact, then invert it */
+static wsync_result s_check(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t off, wsync_error *err)
+{
+    ctx *c = (ctx *)user;
+    const job *j = (const job *)t->user;
+    uint64_t i;
+    wsync_result r = WSYNC_OK;
+    (void)off;
+    enter(c, 1);
+    for (i = 0; i < t->tmp_bytes; i++)
+        if (tmp[i] != pat(j->id, i)) {
+            snprintf(err->message, sizeof err->message, "task %u byte %llu overwritten", j->id,
+                     (unsigned long long)i);
+            r = WSYNC_ERR_DIGEST_MISMATCH;
+            break;
+        }
+    for (i = 0; r == WSYNC_OK && i < t->tmp_bytes; i++) tmp[i] = (uint8_t)~tmp[i];
+    if (c->sleepy) usleep(300);
+    leave(c);
+    if (r == WSYNC_OK && c->fail_stage == 1 && j->id == c->fail_task) {
+        snprintf(err->message, sizeof err->message, "%s", "injected");
+        return WSYNC_ERR_IO;
+    }
+    return r;
+}
+
+/* stage 2: "write": the inverted bytes to the output */
+static wsync_result s_write(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t off, wsync_error *err)
+{
+    ctx *c = (ctx *)user;
+    const job *j = (const job *)t->user;
+    (void)off;
+    (void)err;
+    enter(c, 2);
+    if (t->tmp_bytes) memcpy(c->out + j->dst, tmp, (size_t)t->tmp_bytes);
+    if (c->sleepy) usleep(300);
+    pthread_mutex_lock(&c->mu);
+    c->done_last[t->group]++;
+    pthread_mutex_unlock(&c->mu);
+    leave(c);
+    return WSYNC_OK;
+}
+
+static wsync_result s_barrier(void *user, uint32_t group, wsync_error *err)
+{
+    ctx *c = (ctx *)user;
+    pthread_mutex_lock(&c->mu);
+    /* every task of the group is through, none of the next one started */
+    if (c->done_last[group] != c->group_size[group] || c->entered[group + 1] != 0) c->barrier_ok = 0;
+    c->barriers[c->n_barriers++] = group;
+    pthread_mutex_unlock(&c->mu);
+    if (c->fail_barrier == group + 1) {
+        snprintf(err->message, sizeof err->message, "%s", "peer gone");
+        return WSYNC_ERR_IO;
+    }
+    return WSYNC_OK;
+}
+
+typedef struct setup {
+    ctx c;
+    wsync_exec_options o;
+    wsync_exec_task *t;
+    job *j;
+    uint8_t *arena;
+    size_t n;
+    uint64_t total;
+} setup;
+
+/* n tasks of sizes from size(i), groups from group(i) */
+static void make(setup *s, size_t n, uint64_t watermark, uint64_t (*size)(size_t), uint32_t (*group)(size_t))
+{
+    size_t i;
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->c.mu, NULL);
+    s->c.barrier_ok = 1;
+    s->c.fail_stage = -1;
+    s->n = n;
+    s->t = (wsync_exec_task *)calloc(n ? n : 1, sizeof *s->t);
+    s->j = (job *)calloc(n ? n : 1, sizeof *s->j);
+    for (i = 0; i < n; i++) {
+        s->j[i].id = (uint32_t)i;
+        s->j[i].dst = s->total;
+        s->t[i].tmp_bytes = size(i);
+        s->t[i].group = group ? group(i) : 0;
+        s->t[i].user = &s->j[i];
+        s->total += s->t[i].tmp_bytes;
+        s->c.group_size[s->t[i].group]++;
+    }
+    s->c.out = (uint8_t *)calloc(s->total ? s->total : 1, 1);
+    s->arena = watermark ? (uint8_t *)malloc(watermark) : NULL;
+    s->o.staging = s->arena;
+    s->o.staging_len = watermark;
+    s->o.n_stages = 3;
+    s->o.stages[0] = s_fill;
+    s->o.stages[1] = s_check;
+    s->o.stages[2] = s_write;
+    s->o.stage_names[0] = "stage-in";
+    s->o.stage_names[1] = "prepare";
+    s->o.stage_names[2] = "write";
+    s->o.barrier = s_barrier;
+    s->o.user = &s->c;
+}
+
+static void unmake(setup *s)
+{
+    free(s->t);
+    free(s->j);
+    free(s->c.out);
+    free(s->arena);
+    pthread_mutex_destroy(&s->c.mu);
+}
+
+static int out_ok(const setup *s, size_t upto)
+{
+    size_t i;
+    uint64_t k;
+    for (i = 0; i < upto; i++)
+        for (k = 0; k < s->t[i].tmp_bytes; k++)
+        {
+            uint8_t want = (uint8_t)~pat((uint32_t)i, k);
+            if (s->c.out[s->j[i].dst + k] != want) return 0;
+        }
+    return 1;
+}
+
+static uint64_t size_mixed(size_t i)
+{
+    return 1 + (uint64_t)((i * 2654435761u) % 3000u);
+}
+static uint64_t size_60(size_t i)
+{
+    (void)i;
+    return 60;
+}
+static uint64_t size_zero(size_t i)
+{
+    (void)i;
+    return 0;
+}
+static uint32_t group_by_100(size_t i)
+{
+    return (uint32_t)(i / 100);
+}
+
+static void test_many_tasks(void)
+{
+    setup s;
+    wsync_exec_stats st;
+    wsync_error err;
+    make(&s, 2000, 8000, size_mixed, NULL);
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_OK);
+    CHECK(st.tasks == 2000);
+    CHECK(out_ok(&s, s.n));
+    CHECK(st.peak_tmp_bytes <= 8000);
+    CHECK(st.peak_tmp_bytes >= 3000); /* more than one task in flight at a time */
+    CHECK(s.c.ran[0] == 2000 && s.c.ran[1] == 2000 && s.c.ran[2] == 2000);
+    CHECK(st.groups == 1);
+    unmake(&s);
+}
+
+static void test_stages_overlap(void)
+{
+    setup s;
+    wsync_exec_stats st;
+    wsync_error err;
+    make(&s, 200, 1 << 16, size_mixed, NULL);
+    s.c.sleepy = 1;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_OK);
+    CHECK(out_ok(&s, s.n));
+    CHECK(st.peak_active >= 2);
+    CHECK(s.c.max_concurrent >= 2);
+    CHECK(st.busy_s[0] > 0 && st.busy_s[1] > 0 && st.busy_s[2] > 0);
+    unmake(&s);
+}
+
+static void test_watermark_serialises(void)
+{
+    setup s;
+    wsync_exec_stats st;
+    wsync_error err;
+    make(&s, 50, 100, size_60, NULL); /* two tasks of 60 never fit in 100 */
+    s.c.sleepy = 1;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_OK);
+    CHECK(st.peak_tmp_bytes == 60);
+    CHECK(st.peak_active == 1);
+    CHECK(s.c.max_concurrent == 1);
+    CHECK(out_ok(&s, s.n));
+    unmake(&s);
+    make(&s, 50, 120, size_60, NULL); /* exactly two */
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_OK);
+    CHECK(st.peak_tmp_bytes <= 120);
+    CHECK(out_ok(&s, s.n));
+    unmake(&s);
+}
+
+static void test_groups_and_barrier(void)
+{
+    setup s;
+    wsync_exec_stats st;
+    wsync_error err;
+    make(&s, 450, 4096, size_mixed, group_by_100); /* groups 0..4 */
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_OK);
+    CHECK(out_ok(&s, s.n));
+    CHECK(s.c.barrier_ok);
+    CHECK(s.c.n_barriers == 4);
+    CHECK(s.c.barriers[0] == 0 && s.c.barriers[3] == 3);
+    CHECK(st.groups == 5);
+    unmake(&s);
+}
+
+static void test_stage_failure(void)
+{
+    setup s;
+    wsync_exec_stats st;
+    wsync_error err;
+    make(&s, 500, 4096, size_mixed, NULL);
+    s.c.fail_stage = 1;
+    s.c.fail_task = 37;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_IO);
+    CHECK(err.code == WSYNC_ERR_IO);
+    CHECK(strstr(err.message, "task 37") != NULL);
+    CHECK(strstr(err.message, "prepare") != NULL);
+    CHECK(strstr(err.message, "injected") != NULL);
+    CHECK(s.c.ran[2] <= 37);             /* nothing after the failure was written */
+    CHECK(out_ok(&s, s.c.ran[2]));       /* and what was written is right */
+    CHECK(s.c.ran[0] < 500);             /* admission stopped */
+    unmake(&s);
+
+    make(&s, 300, 4096, size_mixed, group_by_100);
+    s.c.fail_barrier = 2; /* after group 1 */
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_IO);
+    CHECK(strstr(err.message, "barrier after mesh group 1") != NULL);
+    CHECK(strstr(err.message, "peer gone") != NULL);
+    CHECK(s.c.entered[2] == 0);
+    unmake(&s);
+}
+
+static void test_checks(void)
+{
+    setup s;
+    wsync_exec_stats st;
+    wsync_error err;
+    make(&s, 10, 100, size_mixed, NULL); /* sizes above 100 */
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_LIMIT);
+    CHECK(strstr(err.message, "watermark") != NULL);
+    CHECK(s.c.ran[0] == 0);
+    unmake(&s);
+    make(&s, 10, 4096, size_mixed, NULL);
+    s.t[5].group = 3;
+    s.t[6].group = 1;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "group") != NULL);
+    s.t[5].group = s.t[6].group = 0;
+    s.o.n_stages = 0;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_INVALID_ARGUMENT);
+    s.o.n_stages = 3;
+    s.o.stages[1] = NULL;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_INVALID_ARGUMENT);
+    s.o.stages[1] = s_check;
+    CHECK(wsync_exec_run(&s.o, s.t, 0, &st, &err) == WSYNC_OK);
+    CHECK(st.tasks == 0);
+    unmake(&s);
+    make(&s, 100, 0, size_zero, NULL); /* no staging at all */
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_OK);
+    CHECK(st.tasks == 100 && st.peak_tmp_bytes == 0);
+    unmake(&s);
+}
+
+int main(void)
+{
+    TEST_BEGIN("2000 tasks of mixed sizes through 3 stages, bit-exact, under the watermark");
+    test_many_tasks();
+    TEST_END();
+    TEST_BEGIN("stages run at the same time");
+    test_stages_overlap();
+    TEST_END();
+    TEST_BEGIN("a watermark for one task at a time serialises them");
+    test_watermark_serialises();
+    TEST_END();
+    TEST_BEGIN("mesh groups: the barrier sees its group done and the next not started");
+    test_groups_and_barrier();
+    TEST_END();
+    TEST_BEGIN("a failing stage or barrier stops it and names the task, stage or group");
+    test_stage_failure();
+    TEST_END();
+    TEST_BEGIN("up-front checks: task above the watermark, groups out of order, stages");
+    test_checks();
+    TEST_END();
+    return check_summary();
+}
