@@ -3314,31 +3314,41 @@ static wsync_result wsync__vb_broken(struct wsync_fabric_remote *r, wsync_error 
     return wsync__rbreak(r, err, "%s", msg);
 }
 
-/* Polls lane l until `target` requests are known finished. An error
-   completion breaks the remote: RC moved the queue pair to the error
-   state, and every request after it is flushed. */
+/* One poll of lane l's CQ: the completions' count, or -1 when one of
+   them failed. An error completion breaks the remote: RC moved the queue
+   pair to the error state, and every request after it is flushed. */
+static int wsync__vb_reap(wsync__vb *v, struct wsync_fabric_remote *r, wsync__vlane *l, wsync_error *err)
+{
+    struct ibv_wc wc[16];
+    char msg[300];
+    int k = v->ops.poll_cq(l->cq, 16, wc), i;
+    if (k < 0) {
+        snprintf(msg, sizeof msg, "ibv_poll_cq(%s) failed (%d)", l->nic->name, k);
+        wsync__vb_broken(r, err, msg);
+        return -1;
+    }
+    for (i = 0; i < k; i++) {
+        v->st.completions++;
+        if (wc[i].status != IBV_WC_SUCCESS) {
+            snprintf(msg, sizeof msg, "a write on %s completed with %s (status %d, vendor error 0x%x)", l->nic->name,
+                     wsync__vwc_name((int)wc[i].status), (int)wc[i].status, (unsigned)wc[i].vendor_err);
+            wsync__vb_broken(r, err, msg);
+            return -1;
+        }
+        if (wc[i].wr_id > l->done && wc[i].wr_id <= l->posted) l->done = wc[i].wr_id;
+    }
+    return k;
+}
+
+/* Polls lane l until `target` requests are known finished. */
 static wsync_result wsync__vb_poll(wsync__vb *v, struct wsync_fabric_remote *r, wsync__vlane *l, uint64_t target,
                                    int64_t deadline, wsync_error *err)
 {
     unsigned idle = 0;
     char msg[300];
     while (l->done < target) {
-        struct ibv_wc wc[16];
-        int k = v->ops.poll_cq(l->cq, 16, wc), i;
-        if (k < 0) {
-            snprintf(msg, sizeof msg, "ibv_poll_cq(%s) failed (%d)", l->nic->name, k);
-            return wsync__vb_broken(r, err, msg);
-        }
-        for (i = 0; i < k; i++) {
-            v->st.completions++;
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                snprintf(msg, sizeof msg, "a write on %s completed with %s (status %d, vendor error 0x%x)",
-                         l->nic->name, wsync__vwc_name((int)wc[i].status), (int)wc[i].status,
-                         (unsigned)wc[i].vendor_err);
-                return wsync__vb_broken(r, err, msg);
-            }
-            if (wc[i].wr_id > l->done && wc[i].wr_id <= l->posted) l->done = wc[i].wr_id;
-        }
+        int k = wsync__vb_reap(v, r, l, err);
+        if (k < 0) return WSYNC_ERR_IO;
         if (k > 0) {
             idle = 0;
             continue;
@@ -3370,7 +3380,7 @@ static wsync_result wsync__vb_post(wsync__vb *v, struct wsync_fabric_remote *r, 
     for (;;) {
         struct ibv_send_wr *bad = NULL;
         wsync_result res;
-        int sig, rc;
+        int sig, rc, rc2;
         if (l->posted - l->done >= v->sq_depth) {
             v->st.sq_full_waits++;
             res = wsync__vb_poll(v, r, l, l->posted - v->sq_depth + 1, deadline, err);
@@ -3394,6 +3404,10 @@ static wsync_result wsync__vb_post(wsync__vb *v, struct wsync_fabric_remote *r, 
             return WSYNC_OK;
         }
         if (rc != ENOMEM) {
+            /* an error completion moved the queue pair out of RTS: that is the reason to report */
+            while ((rc2 = wsync__vb_reap(v, r, l, err)) > 0) {
+            }
+            if (rc2 < 0) return WSYNC_ERR_IO;
             snprintf(msg, sizeof msg, "ibv_post_send(%s): %s", l->nic->name, strerror(rc));
             return wsync__vb_broken(r, err, msg);
         }
