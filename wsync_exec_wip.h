@@ -67,6 +67,20 @@ typedef struct wsync_exec_stats {
 WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync_exec_task *tasks, size_t n,
                                       wsync_exec_stats *stats, wsync_error *err);
 
+/* ---- preparation: fp8 quantization ----
+
+   A rows x cols bf16 matrix (row stride in elements, so a column slice of
+   a larger matrix works in place) to fp8 e4m3 with one f32 scale per
+   block x block tile (block 0: one scale for the whole matrix), the
+   DeepSeek-V3 convention of weight_scale_inv: scale = amax / 448 over the
+   tile (1 when the tile is all zero, or holds an infinity or NaN), q =
+   e4m3(w / scale) with saturation. dst: rows x cols bytes, row-major;
+   scales: ceil(rows / block) x ceil(cols / block) floats, row-major. */
+WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, uint64_t cols, uint64_t stride,
+                                           uint64_t block, uint8_t *dst, float *scales, wsync_error *err);
+/* Scale tiles of a rows x cols matrix: ceil(rows/block) x ceil(cols/block), 1 for block 0. */
+WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint64_t block);
+
 #ifdef __cplusplus
 }
 #endif
@@ -78,6 +92,58 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint64_t block)
+{
+    if (block == 0) return 1;
+    return ((rows + block - 1) / block) * ((cols + block - 1) / block);
+}
+
+/* One tile's scale: amax / 448, or 1 for a tile of zeros or one holding a
+   non-finite value (saturation then clamps infinities, NaN stays NaN). */
+static float wsync__tile_scale(const uint16_t *bf16, uint64_t stride, uint64_t r0, uint64_t r1, uint64_t c0,
+                               uint64_t c1)
+{
+    uint64_t r, c;
+    float amax = 0;
+    for (r = r0; r < r1; r++)
+        for (c = c0; c < c1; c++) {
+            float v = wsync_bf16_to_f32(bf16[r * stride + c]);
+            float a = v < 0 ? -v : v;
+            if (!(a <= 3.4e38f)) return 1.0f;
+            if (a > amax) amax = a;
+        }
+    return amax > 0 ? amax / 448.0f : 1.0f;
+}
+
+WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, uint64_t cols, uint64_t stride,
+                                           uint64_t block, uint8_t *dst, float *scales, wsync_error *err)
+{
+    uint64_t br = block ? block : rows, bc = block ? block : cols, tcols, r0, c0, r, c;
+    wsync__rerr_reset(err);
+    if (!scales || stride < cols)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: no scales, or a stride below the columns");
+    if (rows == 0 || cols == 0) {
+        if (!block) scales[0] = 1.0f;
+        return WSYNC_OK;
+    }
+    if (!bf16 || !dst) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: buffers");
+    if (rows > UINT64_MAX / stride) return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "%s", "quantize: size");
+    tcols = (cols + bc - 1) / bc;
+    for (r0 = 0; r0 < rows; r0 += br) {
+        uint64_t r1 = rows - r0 > br ? r0 + br : rows;
+        for (c0 = 0; c0 < cols; c0 += bc) {
+            uint64_t c1 = cols - c0 > bc ? c0 + bc : cols;
+            float scale = wsync__tile_scale(bf16, stride, r0, r1, c0, c1);
+            scales[(r0 / br) * tcols + c0 / bc] = scale;
+            for (r = r0; r < r1; r++)
+                for (c = c0; c < c1; c++)
+                    dst[r * cols + c] = wsync_f32_to_e4m3(wsync_bf16_to_f32(bf16[r * stride + c]) / scale,
+                                                          WSYNC_FP8_SATURATE);
+        }
+    }
+    return WSYNC_OK;
+}
 
 #if WSYNC__RDMA_OK
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <math.h>
 
 typedef struct job {
     uint32_t id;
@@ -349,8 +350,78 @@ static void test_checks(void)
     unmake(&s);
 }
 
+/* An independent reference: tile by tile with doubles for amax (exact for
+   bf16 inputs), the scale as a float division, the core's conversion. */
+static void ref_quant(const uint16_t *w, uint64_t rows, uint64_t cols, uint64_t stride, uint64_t block, uint8_t *q,
+                      float *sc)
+{
+    uint64_t bi, bj, nbr = block ? (rows + block - 1) / block : 1, nbc = block ? (cols + block - 1) / block : 1;
+    for (bi = 0; bi < nbr; bi++)
+        for (bj = 0; bj < nbc; bj++) {
+            uint64_t r0 = block ? bi * block : 0, r1 = block ? (r0 + block < rows ? r0 + block : rows) : rows;
+            uint64_t c0 = block ? bj * block : 0, c1 = block ? (c0 + block < cols ? c0 + block : cols) : cols;
+            uint64_t r, c;
+            double m = 0;
+            float s;
+            for (r = r0; r < r1; r++)
+                for (c = c0; c < c1; c++) {
+                    double v = fabs((double)wsync_bf16_to_f32(w[r * stride + c]));
+                    if (v > m) m = v;
+                }
+            s = m > 0 ? (float)m / 448.0f : 1.0f;
+            sc[bi * nbc + bj] = s;
+            for (r = r0; r < r1; r++)
+                for (c = c0; c < c1; c++) q[r * cols + c] = wsync_f32_to_e4m3(wsync_bf16_to_f32(w[r * stride + c]) / s, WSYNC_FP8_SATURATE);
+        }
+}
+
+static void test_quantize(void)
+{
+    static const uint64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {128, 128, 128}, {300, 200, 260}, {129, 257, 257}};
+    static const uint64_t blocks[] = {0, 128, 16, 1};
+    size_t si, bi;
+    wsync_error err;
+    for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+            uint64_t rows = shapes[si][0], cols = shapes[si][1], stride = shapes[si][2], i;
+            uint64_t ns = wsync_quantize_scale_count(rows, cols, blocks[bi]);
+            uint16_t *w = (uint16_t *)malloc(rows * stride * 2);
+            uint8_t *q = (uint8_t *)malloc(rows * cols), *rq = (uint8_t *)malloc(rows * cols);
+            float *s = (float *)malloc(ns * 4), *rs = (float *)malloc(ns * 4);
+            for (i = 0; i < rows * stride; i++) {
+                /* weights of mixed magnitudes, some zero tiles' worth of zeros */
+                float v = (float)((int)((i * 2654435761u) % 2001u) - 1000) * 1e-4f * (float)(1 + i % 7);
+                w[i] = wsync_f32_to_bf16(i % 97 < 3 ? 0.0f : v);
+            }
+            CHECK(wsync_quantize_e4m3(w, rows, cols, stride, blocks[bi], q, s, &err) == WSYNC_OK);
+            ref_quant(w, rows, cols, stride, blocks[bi], rq, rs);
+            CHECK(memcmp(q, rq, rows * cols) == 0);
+            CHECK(memcmp(s, rs, ns * 4) == 0);
+            free(w);
+            free(q);
+            free(rq);
+            free(s);
+            free(rs);
+        }
+    {
+        uint16_t z[4] = {0, 0, 0x7F80 /* +inf */, 0x3F80 /* 1.0 */};
+        uint8_t q[4];
+        float s[4];
+        CHECK(wsync_quantize_e4m3(z, 2, 2, 2, 1, q, s, &err) == WSYNC_OK);
+        CHECK(s[0] == 1.0f && q[0] == 0);             /* a zero tile */
+        CHECK(s[2] == 1.0f && q[2] == 0x7E);          /* infinity saturates to 448 */
+        CHECK(s[3] == 1.0f / 448.0f && q[3] == 0x7E); /* the tile's amax maps to 448 */
+        CHECK(wsync_quantize_e4m3(z, 2, 2, 1, 0, q, s, &err) == WSYNC_ERR_INVALID_ARGUMENT);
+        CHECK(wsync_quantize_scale_count(0, 5, 128) == 0 && wsync_quantize_scale_count(0, 5, 0) == 1);
+        CHECK(wsync_quantize_e4m3(NULL, 0, 5, 5, 0, NULL, s, &err) == WSYNC_OK && s[0] == 1.0f);
+    }
+}
+
 int main(void)
 {
+    TEST_BEGIN("fp8 e4m3 quantization with tile scales equals an independent reference");
+    test_quantize();
+    TEST_END();
     TEST_BEGIN("2000 tasks of mixed sizes through 3 stages, bit-exact, under the watermark");
     test_many_tasks();
     TEST_END();
