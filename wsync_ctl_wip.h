@@ -395,6 +395,71 @@ static size_t wsync__ctl_text_len(const char *s)
     return n;
 }
 
+/* A descriptor as decode would read it back (encode writes every field). */
+static wsync_result wsync__ctl_desc_ok(const wsync_fabric_desc *d, const char *what, uint32_t i, wsync_error *err)
+{
+    uint8_t w[WSYNC_FABRIC_DESC_WIRE];
+    wsync_fabric_desc back;
+    wsync_result r;
+    if (d->n_bytes > WSYNC_FABRIC_DESC_MAX)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "%s %u: %u backend bytes", what, (unsigned)i,
+                           (unsigned)d->n_bytes);
+    wsync_fabric_desc_encode(d, w);
+    if ((r = wsync_fabric_desc_decode(w, sizeof w, &back, err)) != WSYNC_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+        return wsync__cbad(err, r, "%s %u: %s", what, (unsigned)i, why);
+    }
+    return WSYNC_OK;
+}
+
+/* What decode checks about a JOIN's or an ASSIGN's fields, for encode. */
+static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
+{
+    uint32_t i, lim;
+    wsync_result r;
+    if (m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE)
+        return wsync__cbad(err, WSYNC_ERR_INVALID_ARGUMENT, "role %u", (unsigned)m->role);
+    if (m->type == WSYNC_CTL_JOIN) {
+        if (m->rank >= WSYNC_CTL_MAX_RANKS)
+            return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: rank %u above the limit", (unsigned)m->rank);
+        for (i = 0; i < m->n_regions; i++)
+            if ((r = wsync__ctl_desc_ok(&m->regions[i], "JOIN: region", i, err)) != WSYNC_OK) return r;
+        for (i = 0; i < m->n_tensors; i++) {
+            const wsync_ctl_tensor *t = &m->tensors[i];
+            uint64_t bytes = 0;
+            if ((r = wsync_ctl_tensor_bytes(t, NULL, &bytes, err)) != WSYNC_OK) return r;
+            if (t->region >= m->n_regions || !wsync__cin(t->offset, bytes, m->regions[t->region].len))
+                return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s' outside its region %u",
+                                   t->name, (unsigned)t->region);
+        }
+        return WSYNC_OK;
+    }
+    if (m->n_trainers == 0 || m->n_inference == 0 || m->n_trainers > WSYNC_CTL_MAX_RANKS ||
+        m->n_inference > WSYNC_CTL_MAX_RANKS)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u trainers, %u inference ranks", (unsigned)m->n_trainers,
+                           (unsigned)m->n_inference);
+    lim = m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference;
+    if (m->rank >= lim)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: rank %u outside its role's %u", (unsigned)m->rank,
+                           (unsigned)lim);
+    for (i = 0; i < m->n_targets; i++) {
+        if (m->targets[i].rank >= m->n_inference)
+            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
+                               (unsigned)i, (unsigned)m->targets[i].rank, (unsigned)m->n_inference);
+        if ((r = wsync__ctl_desc_ok(&m->targets[i].desc, "ASSIGN: target", i, err)) != WSYNC_OK) return r;
+    }
+    for (i = 0; i < m->n_transfers; i++) {
+        const wsync_ctl_transfer *x = &m->transfers[i];
+        if (x->target >= m->n_targets || x->len == 0 ||
+            !wsync__cin(x->dst_offset, x->len, m->targets[x->target].desc.len))
+            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: target %u, %llu bytes at %llu",
+                               (unsigned)i, (unsigned)x->target, (unsigned long long)x->len,
+                               (unsigned long long)x->dst_offset);
+    }
+    return WSYNC_OK;
+}
+
 /* Payload bytes of m; 0 and err on a field encode refuses. */
 static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_error *err)
 {
@@ -438,6 +503,10 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
     if (n > WSYNC_CTL_MAX_PAYLOAD)
         return wsync__cbad(err, WSYNC_ERR_LIMIT, "payload of %zu bytes is above the limit of %u", n,
                            WSYNC_CTL_MAX_PAYLOAD);
+    if (m->type == WSYNC_CTL_JOIN || m->type == WSYNC_CTL_ASSIGN) {
+        wsync_result r = wsync__ctl_check(m, err);
+        if (r != WSYNC_OK) return r;
+    }
     *out = n;
     return WSYNC_OK;
 }
@@ -1315,10 +1384,14 @@ static void wsync__ctl_fail_all(wsync_controller *c, const wsync_error *e)
             wsync__ctl_send_text(c->m[i].fd, WSYNC_CTL_ERROR, 0, e->code, e->message, c->m[i].name, NULL);
 }
 
+#define WSYNC__CTL_PENDING 64
+#define WSYNC__CTL_JOIN_PIECE_MS 1000
+
 WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err)
 {
     int64_t deadline;
-    unsigned i, joined = 0;
+    int pend[WSYNC__CTL_PENDING];
+    unsigned i, joined = 0, np = 0;
     wsync_error local;
     wsync_result r;
     if (!err) err = &local;
@@ -1326,9 +1399,14 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
     if (!c || c->accepted) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "accept: once per controller");
     deadline = wsync__rnow_ms() + c->join_ms;
     for (;;) {
-        struct pollfd pf;
+        /* connections accepted but silent so far wait here, polled with the
+           listener, so that one that never speaks holds up nobody; a JOIN is
+           read once its first bytes are in, each later piece within
+           WSYNC__CTL_JOIN_PIECE_MS */
+        struct pollfd pf[1 + WSYNC__CTL_PENDING];
         int64_t left;
         int fd, pr;
+        unsigned k;
         for (joined = 0, i = 0; i < c->nt + c->ni; i++) joined += c->m[i].fd >= 0;
         if (joined == c->nt + c->ni) break;
         left = deadline - wsync__rnow_ms();
@@ -1338,18 +1416,37 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
             r = wsync__rfail(err, WSYNC_ERR_LIMIT, "controller: %u of %u ranks joined within %u ms; missing: %s",
                              joined, c->nt + c->ni, c->join_ms, missing);
             wsync__ctl_fail_all(c, err);
+            for (k = 0; k < np; k++) close(pend[k]);
             return r;
         }
-        pf.fd = c->lfd;
-        pf.events = POLLIN;
-        pf.revents = 0;
-        pr = poll(&pf, 1, (int)left);
+        pf[0].fd = c->lfd;
+        pf[0].events = POLLIN;
+        pf[0].revents = 0;
+        for (k = 0; k < np; k++) {
+            pf[1 + k].fd = pend[k];
+            pf[1 + k].events = POLLIN;
+            pf[1 + k].revents = 0;
+        }
+        pr = poll(pf, 1 + np, (int)left);
         if (pr <= 0) continue;
+        for (k = np; k-- > 0;) {
+            if (!pf[1 + k].revents) continue;
+            fd = pend[k];
+            pend[k] = pend[--np]; /* entries above k are done with */
+            left = deadline - wsync__rnow_ms();
+            wsync__ctl_take_join(c, fd, left > WSYNC__CTL_JOIN_PIECE_MS ? WSYNC__CTL_JOIN_PIECE_MS
+                                                                        : left > 0 ? (int)left : 1);
+        }
+        if (!(pf[0].revents & POLLIN)) continue;
         fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) continue;
-        left = deadline - wsync__rnow_ms();
-        wsync__ctl_take_join(c, fd, left > 0 ? (int)left : 1);
+        if (np == WSYNC__CTL_PENDING) { /* the oldest silent one goes */
+            close(pend[0]);
+            pend[0] = pend[--np];
+        }
+        pend[np++] = fd;
     }
+    for (i = 0; i < np; i++) close(pend[i]);
     if ((r = wsync__ctl_plan(c, err)) != WSYNC_OK) {
         wsync__ctl_fail_all(c, err);
         return r;
@@ -1407,7 +1504,7 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
     if (!err) err = &local;
     wsync__rerr_reset(err);
     if (!c || !c->accepted) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "go: accept first");
-    if (step <= c->last_step || (c->in_step && step <= c->go_step))
+    if (step <= c->last_step || step <= c->go_step) /* an aborted step's number is not reused */
         return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "go: step %llu after step %llu (steps increase, from 1)",
                             (unsigned long long)step,
                             (unsigned long long)(c->go_step > c->last_step ? c->go_step : c->last_step));

@@ -1,0 +1,1833 @@
+/* The controller protocol (wsync_ctl_wip.h): the codec (round trips of
+   every message type, every truncation and every single-bit flip of valid
+   frames, each documented rejection with its message, allocation bounded
+   by the bytes present, encode's buffer size), and the controller with
+   ranks on threads in this process over the TCP fabric: shards plus a
+   replica into two inference ranks, bit-exact over several steps; plan
+   failures; refused JOINs; step failures (a trainer gone, silent, an
+   inference rank refusing); hostile connections during the join. */
+#define _GNU_SOURCE 1
+#define WSYNC_IMPLEMENTATION
+#define WSYNC_RDMA_IMPLEMENTATION
+#include "wsync_rdma.h"
+#include "wsync_ctl_wip.h"
+#include "check.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+static int has(const char *s, const char *sub)
+{
+    return strstr(s, sub) != NULL;
+}
+
+/* ---- a counting allocator: live bytes, the largest single request ---- */
+
+typedef struct counter {
+    size_t live, peak_one, calls;
+} counter;
+
+static void *cnt_alloc(void *user, size_t n)
+{
+    counter *c = (counter *)user;
+    size_t *p = (size_t *)malloc(n + 16);
+    if (!p) return NULL;
+    p[0] = n;
+    c->live += n;
+    c->calls++;
+    if (n > c->peak_one) c->peak_one = n;
+    return (uint8_t *)p + 16;
+}
+
+static void cnt_free(void *user, void *q)
+{
+    counter *c = (counter *)user;
+    size_t *p;
+    if (!q) return;
+    p = (size_t *)((uint8_t *)q - 16);
+    c->live -= p[0];
+    free(p);
+}
+
+static void *fail_alloc(void *user, size_t n)
+{
+    (void)user;
+    (void)n;
+    return NULL;
+}
+
+static wsync_allocator counting(counter *c)
+{
+    wsync_allocator a;
+    memset(c, 0, sizeof *c);
+    a.alloc = cnt_alloc;
+    a.free = cnt_free;
+    a.user = c;
+    return a;
+}
+
+/* ---- byte writer for hand-made frames ---- */
+
+typedef struct wb {
+    uint8_t b[65536];
+    size_t n;
+} wb;
+
+static void w8(wb *w, uint8_t v)
+{
+    w->b[w->n++] = v;
+}
+static void w16(wb *w, uint32_t v)
+{
+    w8(w, (uint8_t)v);
+    w8(w, (uint8_t)(v >> 8));
+}
+static void w32(wb *w, uint32_t v)
+{
+    w16(w, v);
+    w16(w, v >> 16);
+}
+static void w64(wb *w, uint64_t v)
+{
+    w32(w, (uint32_t)v);
+    w32(w, (uint32_t)(v >> 32));
+}
+static void wbytes(wb *w, const void *p, size_t n)
+{
+    memcpy(w->b + w->n, p, n);
+    w->n += n;
+}
+static void wdesc(wb *w, const wsync_fabric_desc *d)
+{
+    wsync_fabric_desc_encode(d, w->b + w->n);
+    w->n += WSYNC_FABRIC_DESC_WIRE;
+}
+/* header for a payload of pl bytes */
+static void whdr(wb *w, uint32_t type, uint32_t pl)
+{
+    wbytes(w, "WSC", 3);
+    w8(w, 1);
+    w16(w, type);
+    w16(w, 0);
+    w32(w, pl);
+}
+/* one JOIN tensor entry */
+static void wtensor(wb *w, const char *name, size_t nl, uint32_t dtype, uint32_t ndim, const uint64_t *shape,
+                    uint64_t rb, uint64_t rc, uint32_t region, uint64_t offset)
+{
+    uint32_t k;
+    w16(w, (uint32_t)nl);
+    wbytes(w, name, nl);
+    w32(w, dtype);
+    w32(w, ndim);
+    for (k = 0; k < ndim; k++) w64(w, shape[k]);
+    w64(w, rb);
+    w64(w, rc);
+    w32(w, region);
+    w64(w, offset);
+}
+
+static wsync_fabric_desc hand_desc(uint64_t addr, uint64_t len, uint32_t nb)
+{
+    wsync_fabric_desc d;
+    uint32_t i;
+    memset(&d, 0, sizeof d);
+    d.backend = WSYNC_FABRIC_TCP;
+    d.kind = WSYNC_MEM_HOST;
+    d.version = 1;
+    d.flags = 0x5a;
+    d.addr = addr;
+    d.len = len;
+    d.n_bytes = nb;
+    for (i = 0; i < nb; i++) d.bytes[i] = (uint8_t)(i * 7 + 1);
+    return d;
+}
+
+/* ---- message comparison, field by field ---- */
+
+static int desc_eq(const wsync_fabric_desc *a, const wsync_fabric_desc *b)
+{
+    return a->backend == b->backend && a->kind == b->kind && a->version == b->version && a->flags == b->flags &&
+           a->addr == b->addr && a->len == b->len && a->n_bytes == b->n_bytes &&
+           memcmp(a->bytes, b->bytes, a->n_bytes) == 0;
+}
+
+/* "" when equal, else the first field that differs */
+static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
+{
+    uint32_t i, k;
+    if (a->type != b->type) return "type";
+    switch (a->type) {
+    case WSYNC_CTL_JOIN:
+        if (a->role != b->role) return "role";
+        if (a->rank != b->rank) return "rank";
+        if (a->n_regions != b->n_regions) return "n_regions";
+        if (a->n_tensors != b->n_tensors) return "n_tensors";
+        for (i = 0; i < a->n_regions; i++)
+            if (!desc_eq(&a->regions[i], &b->regions[i])) return "region";
+        for (i = 0; i < a->n_tensors; i++) {
+            const wsync_ctl_tensor *x = &a->tensors[i], *y = &b->tensors[i];
+            if (strcmp(x->name, y->name)) return "tensor name";
+            if (x->dtype != y->dtype) return "dtype";
+            if (x->ndim != y->ndim) return "ndim";
+            for (k = 0; k < x->ndim; k++)
+                if (x->shape[k] != y->shape[k]) return "shape";
+            if (x->row_begin != y->row_begin) return "row_begin";
+            if (x->row_count != y->row_count) return "row_count";
+            if (x->region != y->region) return "tensor region";
+            if (x->offset != y->offset) return "offset";
+        }
+        return "";
+    case WSYNC_CTL_ASSIGN:
+        if (a->role != b->role) return "role";
+        if (a->rank != b->rank) return "rank";
+        if (a->n_trainers != b->n_trainers) return "n_trainers";
+        if (a->n_inference != b->n_inference) return "n_inference";
+        if (a->n_targets != b->n_targets) return "n_targets";
+        if (a->n_transfers != b->n_transfers) return "n_transfers";
+        for (i = 0; i < a->n_targets; i++) {
+            if (a->targets[i].rank != b->targets[i].rank) return "target rank";
+            if (a->targets[i].region != b->targets[i].region) return "target region";
+            if (!desc_eq(&a->targets[i].desc, &b->targets[i].desc)) return "target desc";
+        }
+        for (i = 0; i < a->n_transfers; i++) {
+            const wsync_ctl_transfer *x = &a->transfers[i], *y = &b->transfers[i];
+            if (x->src_region != y->src_region || x->target != y->target || x->src_offset != y->src_offset ||
+                x->dst_offset != y->dst_offset || x->len != y->len)
+                return "transfer";
+        }
+        return "";
+    case WSYNC_CTL_GO:
+    case WSYNC_CTL_COMMIT: return a->step == b->step ? "" : "step";
+    case WSYNC_CTL_DONE:
+    case WSYNC_CTL_ACK:
+    case WSYNC_CTL_ABORT:
+    case WSYNC_CTL_ERROR:
+        if (a->step != b->step) return "step";
+        if (a->status != b->status) return "status";
+        return strcmp(a->text, b->text) ? "text" : "";
+    default: return "";
+    }
+}
+
+/* ---- valid messages of every type ---- */
+
+static char long_name[WSYNC_CTL_NAME_MAX + 1];
+static wsync_fabric_desc g_regions[3];
+static wsync_ctl_tensor g_tensors[6];
+static wsync_ctl_target g_targets[3];
+static wsync_ctl_transfer g_xfers[4];
+
+/* JOIN: three regions (the first a real TCP fabric descriptor when one is
+   given), tensors of 0, 1, 2, 3 and 8 dimensions, a 255-byte name. */
+static wsync_ctl_msg make_join(const wsync_fabric_desc *real)
+{
+    wsync_ctl_msg m;
+    wsync_ctl_tensor *t = g_tensors;
+    memset(long_name, 'n', WSYNC_CTL_NAME_MAX);
+    long_name[WSYNC_CTL_NAME_MAX] = 0;
+    g_regions[0] = real ? *real : hand_desc(0x10000, 4096, 24);
+    g_regions[1] = hand_desc(0x7f0000001000ull, 1ull << 20, 0);
+    g_regions[2] = hand_desc(0xffff0000ull, 65536, WSYNC_FABRIC_DESC_MAX);
+    memset(g_tensors, 0, sizeof g_tensors);
+    t[0].name = "scale";
+    t[0].dtype = WSYNC_DTYPE_F64;
+    t[0].ndim = 0;
+    t[0].row_begin = 0;
+    t[0].row_count = 1;
+    t[0].region = 0;
+    t[0].offset = 8;
+    t[1].name = "bias";
+    t[1].dtype = WSYNC_DTYPE_F32;
+    t[1].ndim = 1;
+    t[1].shape[0] = 100;
+    t[1].row_begin = 10;
+    t[1].row_count = 50;
+    t[1].region = 0;
+    t[1].offset = 16;
+    t[2].name = "w";
+    t[2].dtype = WSYNC_DTYPE_BF16;
+    t[2].ndim = 2;
+    t[2].shape[0] = 64;
+    t[2].shape[1] = 32;
+    t[2].row_begin = 0;
+    t[2].row_count = 64;
+    t[2].region = 1;
+    t[2].offset = 4096;
+    t[3].name = long_name;
+    t[3].dtype = WSYNC_DTYPE_U8;
+    t[3].ndim = 8;
+    {
+        int k;
+        for (k = 0; k < 8; k++) t[3].shape[k] = (uint64_t)(k % 3 + 1);
+    }
+    t[3].row_begin = 0;
+    t[3].row_count = 0; /* holds no rows */
+    t[3].region = 2;
+    t[3].offset = 65536; /* zero bytes at the very end */
+    t[4].name = "layers.0.mlp.gate_proj.weight";
+    t[4].dtype = WSYNC_DTYPE_F8_E4M3;
+    t[4].ndim = 3;
+    t[4].shape[0] = 10;
+    t[4].shape[1] = 3;
+    t[4].shape[2] = 5;
+    t[4].row_begin = 9;
+    t[4].row_count = 1;
+    t[4].region = 2;
+    t[4].offset = 65536 - 15;
+    t[5].name = "empty";
+    t[5].dtype = WSYNC_DTYPE_I64;
+    t[5].ndim = 2;
+    t[5].shape[0] = 0;
+    t[5].shape[1] = 7;
+    t[5].region = 1;
+    memset(&m, 0, sizeof m);
+    m.type = WSYNC_CTL_JOIN;
+    m.role = WSYNC_CTL_TRAINER;
+    m.rank = 3;
+    m.n_regions = 3;
+    m.regions = g_regions;
+    m.n_tensors = 6;
+    m.tensors = g_tensors;
+    return m;
+}
+
+static wsync_ctl_msg make_assign(const wsync_fabric_desc *real)
+{
+    wsync_ctl_msg m;
+    memset(g_targets, 0, sizeof g_targets);
+    g_targets[0].rank = 0;
+    g_targets[0].region = 0;
+    g_targets[0].desc = real ? *real : hand_desc(0x20000, 8192, 30);
+    g_targets[1].rank = 1;
+    g_targets[1].region = 4;
+    g_targets[1].desc = hand_desc(0x1000, 100, 0);
+    g_targets[2].rank = 1;
+    g_targets[2].region = 0;
+    g_targets[2].desc = hand_desc(0, 1, WSYNC_FABRIC_DESC_MAX);
+    g_xfers[0].src_region = 0;
+    g_xfers[0].target = 0;
+    g_xfers[0].src_offset = 0;
+    g_xfers[0].dst_offset = 0;
+    g_xfers[0].len = 4096;
+    g_xfers[1].src_region = 2;
+    g_xfers[1].target = 1;
+    g_xfers[1].src_offset = 1ull << 40;
+    g_xfers[1].dst_offset = 99;
+    g_xfers[1].len = 1;
+    g_xfers[2].src_region = 7;
+    g_xfers[2].target = 2;
+    g_xfers[2].src_offset = 5;
+    g_xfers[2].dst_offset = 0;
+    g_xfers[2].len = 1;
+    g_xfers[3].src_region = 0;
+    g_xfers[3].target = 1;
+    g_xfers[3].src_offset = 3;
+    g_xfers[3].dst_offset = 0;
+    g_xfers[3].len = 100;
+    memset(&m, 0, sizeof m);
+    m.type = WSYNC_CTL_ASSIGN;
+    m.role = WSYNC_CTL_TRAINER;
+    m.rank = 1;
+    m.n_trainers = 2;
+    m.n_inference = 2;
+    m.n_targets = 3;
+    m.targets = g_targets;
+    m.n_transfers = 4;
+    m.transfers = g_xfers;
+    return m;
+}
+
+static wsync_ctl_msg make_text(uint32_t type, uint64_t step, uint32_t status, const char *text)
+{
+    wsync_ctl_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = type;
+    m.step = step;
+    m.status = status;
+    snprintf(m.text, sizeof m.text, "%s", text);
+    return m;
+}
+
+static size_t encode(const wsync_ctl_msg *m, uint8_t *buf, size_t cap)
+{
+    size_t len = 0;
+    wsync_error e;
+    if (wsync_ctl_encode(m, buf, cap, &len, &e) != WSYNC_OK) {
+        printf("  encode failed: %s\n", e.message);
+        return 0;
+    }
+    return len;
+}
+
+/* decodes buf, compares with m, re-encodes to the same bytes */
+static void check_round_trip(const wsync_ctl_msg *m, const char *what)
+{
+    static uint8_t buf[1 << 16], again[1 << 16];
+    size_t len = encode(m, buf, sizeof buf), len2 = 0;
+    wsync_ctl_msg d;
+    wsync_error e;
+    counter cnt;
+    wsync_allocator a = counting(&cnt);
+    wsync_result r;
+    CHECK_MSG(len >= WSYNC_CTL_HEADER, "%s: encode", what);
+    if (len < WSYNC_CTL_HEADER) return;
+    r = wsync_ctl_decode_frame(buf, len, &a, &d, &e);
+    CHECK_MSG(r == WSYNC_OK, "%s: decode: %s", what, e.message);
+    if (r != WSYNC_OK) return;
+    CHECK_MSG(msg_diff(m, &d)[0] == 0, "%s: %s differs", what, msg_diff(m, &d));
+    CHECK_MSG(wsync_ctl_encode(&d, again, sizeof again, &len2, &e) == WSYNC_OK && len2 == len &&
+                  memcmp(buf, again, len) == 0,
+              "%s: re-encode", what);
+    /* the JOIN's names point into the message's own storage */
+    if (d.type == WSYNC_CTL_JOIN && d.n_tensors) {
+        CHECK((const char *)d.tensors[0].name != m->tensors[0].name);
+        CHECK(cnt.calls == 1);
+    }
+    wsync_ctl_msg_free(&d);
+    CHECK_MSG(cnt.live == 0, "%s: %zu bytes leaked", what, cnt.live);
+    CHECK(d.storage_ == NULL && d.n_tensors == 0);
+}
+
+static void test_round_trip(void)
+{
+    wsync_fabric f;
+    wsync_fabric_tcp_options o;
+    wsync_fabric_mr *mr = NULL;
+    wsync_fabric_desc real;
+    wsync_error e;
+    static uint8_t region[8192];
+    wsync_ctl_msg m;
+    char text[WSYNC_CTL_TEXT_MAX + 1];
+    uint32_t types[] = {WSYNC_CTL_DONE, WSYNC_CTL_ACK, WSYNC_CTL_ABORT, WSYNC_CTL_ERROR};
+    unsigned i;
+    TEST_BEGIN("codec: every message type round-trips field by field");
+    memset(&o, 0, sizeof o);
+    memset(&f, 0, sizeof f);
+    CHECK(wsync_fabric_tcp_open(&o, &f, &e) == WSYNC_OK);
+    CHECK(f.reg && f.reg(f.user, region, sizeof region, WSYNC_MEM_HOST, &mr, &real, &e) == WSYNC_OK);
+    CHECK(real.backend == WSYNC_FABRIC_TCP && real.len == sizeof region && real.n_bytes > 0);
+    m = make_join(&real);
+    m.tensors[0].offset = 0;
+    m.tensors[1].offset = 8;
+    check_round_trip(&m, "JOIN with a TCP descriptor");
+    m = make_join(NULL);
+    check_round_trip(&m, "JOIN with hand-made descriptors");
+    m.role = WSYNC_CTL_INFERENCE;
+    m.rank = WSYNC_CTL_MAX_RANKS - 1;
+    check_round_trip(&m, "JOIN inference, the largest rank");
+    m.n_tensors = 0;
+    m.n_regions = 0;
+    check_round_trip(&m, "JOIN with nothing");
+    m = make_assign(&real);
+    check_round_trip(&m, "ASSIGN with a TCP descriptor");
+    m = make_assign(NULL);
+    m.role = WSYNC_CTL_INFERENCE;
+    m.rank = 1;
+    check_round_trip(&m, "ASSIGN inference");
+    m.n_targets = 0;
+    m.n_transfers = 0;
+    check_round_trip(&m, "ASSIGN empty");
+    m = make_text(WSYNC_CTL_GO, 1, 0, "");
+    check_round_trip(&m, "GO");
+    m = make_text(WSYNC_CTL_COMMIT, UINT64_MAX, 0, "");
+    check_round_trip(&m, "COMMIT");
+    m = make_text(WSYNC_CTL_BYE, 0, 0, "");
+    check_round_trip(&m, "BYE");
+    memset(text, 'x', WSYNC_CTL_TEXT_MAX);
+    text[WSYNC_CTL_TEXT_MAX] = 0;
+    text[0] = (char)0xff; /* any byte but NUL */
+    for (i = 0; i < 4; i++) {
+        m = make_text(types[i], 42 + i, i * 1000u + 7, text);
+        check_round_trip(&m, "text message at 255 bytes");
+        CHECK(strlen(m.text) == WSYNC_CTL_TEXT_MAX);
+        m = make_text(types[i], 0, 0, "");
+        check_round_trip(&m, "text message empty");
+    }
+    {   /* a text of 300 bytes in a caller's struct with no NUL: 255 go out */
+        uint8_t buf[512];
+        size_t len;
+        wsync_ctl_msg d;
+        m = make_text(WSYNC_CTL_ERROR, 1, 1, "");
+        memset(m.text, 'y', sizeof m.text);
+        len = encode(&m, buf, sizeof buf);
+        CHECK_EQ_INT(len, WSYNC_CTL_HEADER + 14 + WSYNC_CTL_TEXT_MAX);
+        CHECK(wsync_ctl_decode_frame(buf, len, NULL, &d, &e) == WSYNC_OK && strlen(d.text) == WSYNC_CTL_TEXT_MAX);
+        wsync_ctl_msg_free(&d);
+    }
+    if (mr) f.dereg(f.user, mr);
+    wsync_fabric_close(&f);
+    TEST_END();
+}
+
+/* every prefix of a valid frame, and every shorter payload behind an
+   honest header, is refused with an error and no leak */
+static void check_truncations(const wsync_ctl_msg *m, const char *what)
+{
+    static uint8_t buf[1 << 16], cut[1 << 16];
+    size_t len = encode(m, buf, sizeof buf), k, bad = 0, leaks = 0, silent = 0;
+    wsync_ctl_msg d;
+    wsync_error e;
+    counter cnt;
+    wsync_allocator a = counting(&cnt);
+    for (k = 0; k < len; k++) {
+        uint8_t *p = (uint8_t *)malloc(k ? k : 1); /* exactly sized: ASan sees a read past it */
+        memcpy(p, buf, k);
+        memset(&e, 0, sizeof e);
+        if (wsync_ctl_decode_frame(k ? p : NULL, k, &a, &d, &e) == WSYNC_OK) {
+            bad++;
+            wsync_ctl_msg_free(&d);
+        } else if (!e.message[0] || e.code == WSYNC_OK) silent++;
+        if (cnt.live) leaks++;
+        free(p);
+        /* the same prefix with the header saying so */
+        if (k > WSYNC_CTL_HEADER) {
+            memcpy(cut, buf, k);
+            cut[8] = (uint8_t)(k - WSYNC_CTL_HEADER);
+            cut[9] = (uint8_t)((k - WSYNC_CTL_HEADER) >> 8);
+            cut[10] = (uint8_t)((k - WSYNC_CTL_HEADER) >> 16);
+            cut[11] = 0;
+            memset(&e, 0, sizeof e);
+            if (wsync_ctl_decode_frame(cut, k, &a, &d, &e) == WSYNC_OK) {
+                bad++;
+                wsync_ctl_msg_free(&d);
+            } else if (!e.message[0]) silent++;
+            if (cnt.live) leaks++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %zu truncations accepted", what, bad);
+    CHECK_MSG(silent == 0, "%s: %zu rejections without a message", what, silent);
+    CHECK_MSG(leaks == 0, "%s: %zu leaks", what, leaks);
+    CHECK_MSG(cnt.live == 0, "%s: live %zu", what, cnt.live);
+}
+
+static void test_truncations(void)
+{
+    wsync_ctl_msg m;
+    TEST_BEGIN("codec: every truncation of JOIN, ASSIGN and text frames is refused");
+    m = make_join(NULL);
+    check_truncations(&m, "JOIN");
+    m = make_assign(NULL);
+    check_truncations(&m, "ASSIGN");
+    m = make_text(WSYNC_CTL_DONE, 3, 0, "some words");
+    check_truncations(&m, "DONE");
+    m = make_text(WSYNC_CTL_GO, 3, 0, "");
+    check_truncations(&m, "GO");
+    TEST_END();
+}
+
+/* every single-bit flip decodes to a message that re-encodes to the same
+   bytes, or is refused with a message; nothing leaks */
+static void check_flips(const wsync_ctl_msg *m, const char *what, size_t *accepted)
+{
+    static uint8_t buf[1 << 16], again[1 << 16];
+    size_t len = encode(m, buf, sizeof buf), bit, bad = 0, silent = 0, leaks = 0;
+    wsync_ctl_msg d;
+    wsync_error e;
+    counter cnt;
+    wsync_allocator a = counting(&cnt);
+    for (bit = 0; bit < len * 8; bit++) {
+        size_t len2 = 0;
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        memset(&e, 0, sizeof e);
+        if (wsync_ctl_decode_frame(buf, len, &a, &d, &e) == WSYNC_OK) {
+            (*accepted)++;
+            if (wsync_ctl_encode(&d, again, sizeof again, &len2, &e) != WSYNC_OK || len2 != len ||
+                memcmp(again, buf, len) != 0) {
+                if (bad++ == 0) printf("  %s: bit %zu: accepted, re-encodes differently (%s)\n", what, bit, e.message);
+            }
+            wsync_ctl_msg_free(&d);
+        } else if (!e.message[0]) silent++;
+        if (cnt.live) leaks++;
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    CHECK_MSG(bad == 0, "%s: %zu flips re-encode differently", what, bad);
+    CHECK_MSG(silent == 0, "%s: %zu silent rejections", what, silent);
+    CHECK_MSG(leaks == 0, "%s: %zu leaks", what, leaks);
+}
+
+static void test_flips(void)
+{
+    wsync_ctl_msg m;
+    size_t accepted = 0;
+    TEST_BEGIN("codec: every single-bit flip is refused or re-encodes identically");
+    m = make_join(NULL);
+    check_flips(&m, "JOIN", &accepted);
+    m = make_assign(NULL);
+    check_flips(&m, "ASSIGN", &accepted);
+    m = make_text(WSYNC_CTL_ABORT, 9, 4, "why");
+    check_flips(&m, "ABORT", &accepted);
+    m = make_text(WSYNC_CTL_BYE, 0, 0, "");
+    check_flips(&m, "BYE", &accepted);
+    CHECK(accepted > 100); /* offsets, steps, descriptor bytes: many flips are valid messages */
+    TEST_END();
+}
+
+/* ---- specific rejections ---- */
+
+/* decodes w as a frame; expects code and a message holding `word` */
+static void expect_reject(const wb *w, wsync_result code, const char *word, const char *what)
+{
+    wsync_ctl_msg d;
+    wsync_error e;
+    counter cnt;
+    wsync_allocator a = counting(&cnt);
+    wsync_result r;
+    memset(&e, 0, sizeof e);
+    r = wsync_ctl_decode_frame(w->b, w->n, &a, &d, &e);
+    if (r == WSYNC_OK) wsync_ctl_msg_free(&d);
+    CHECK_MSG(r == code, "%s: %s (%d) instead of %s: %s", what, wsync_result_str(r), (int)r, wsync_result_str(code),
+              e.message);
+    CHECK_MSG(r == WSYNC_OK || e.code == r, "%s: err.code", what);
+    CHECK_MSG(has(e.message, word), "%s: message '%s' does not say '%s'", what, e.message, word);
+    CHECK_MSG(d.storage_ == NULL && d.tensors == NULL && d.targets == NULL, "%s: out not cleared", what);
+    CHECK_MSG(cnt.live == 0, "%s: %zu bytes leaked", what, cnt.live);
+    CHECK_MSG(cnt.peak_one < 4096, "%s: an allocation of %zu bytes", what, cnt.peak_one);
+}
+
+/* a JOIN payload: one region of `rlen` bytes and one tensor as given */
+static void join_one(wb *w, uint32_t n_regions, uint32_t n_tensors, uint64_t rlen, const char *name, size_t nl,
+                     uint32_t dtype, uint32_t ndim, const uint64_t *shape, uint64_t rb, uint64_t rc, uint32_t region,
+                     uint64_t offset)
+{
+    wb p;
+    wsync_fabric_desc d = hand_desc(0x1000, rlen, 8);
+    uint32_t i;
+    p.n = 0;
+    w32(&p, WSYNC_CTL_TRAINER);
+    w32(&p, 0);
+    w32(&p, n_regions);
+    w32(&p, n_tensors);
+    for (i = 0; i < n_regions && i < 1; i++) wdesc(&p, &d);
+    wtensor(&p, name, nl, dtype, ndim, shape, rb, rc, region, offset);
+    w->n = 0;
+    whdr(w, WSYNC_CTL_JOIN, (uint32_t)p.n);
+    wbytes(w, p.b, p.n);
+}
+
+static void test_rejections_header(void)
+{
+    static wb w;
+    wsync_ctl_msg m = make_text(WSYNC_CTL_GO, 5, 0, "");
+    size_t len;
+    uint32_t type = 0, pl = 0;
+    wsync_error e;
+    TEST_BEGIN("codec: header rejections (magic, version, type, length, trailing bytes)");
+    len = encode(&m, w.b, sizeof w.b);
+    w.n = len;
+    CHECK(wsync_ctl_header(w.b, len, &type, &pl, &e) == WSYNC_OK && type == WSYNC_CTL_GO && pl == 8);
+    w.b[0] = 'X';
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "magic", "bad magic");
+    w.b[0] = 'W';
+    w.b[3] = 2;
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 2", "version 2");
+    w.b[3] = 0;
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 0", "version 0");
+    w.b[3] = 1;
+    w.b[4] = 10;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 10", "type 10");
+    w.b[4] = 0;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 0", "type 0");
+    w.b[4] = WSYNC_CTL_GO;
+    w.b[6] = 1; /* the u16 after the type must be zero */
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "unknown message type", "reserved bits");
+    w.b[6] = 0;
+    /* payload length above the cap, and the largest allowed one not present */
+    w.b[8] = 1, w.b[9] = 0, w.b[10] = 0, w.b[11] = 1; /* 16 MiB + 1 */
+    expect_reject(&w, WSYNC_ERR_LIMIT, "above the limit", "payload above WSYNC_CTL_MAX_PAYLOAD");
+    CHECK(wsync_ctl_header(w.b, 12, &type, &pl, &e) == WSYNC_ERR_LIMIT);
+    w.b[8] = 0, w.b[9] = 0, w.b[10] = 0, w.b[11] = 1; /* 16 MiB exactly: the header is fine */
+    CHECK(wsync_ctl_header(w.b, 12, &type, &pl, &e) == WSYNC_OK && pl == WSYNC_CTL_MAX_PAYLOAD);
+    expect_reject(&w, WSYNC_ERR_TRUNCATED, "payload bytes", "16 MiB said, 8 present");
+    CHECK(wsync_ctl_header(w.b, 11, &type, &pl, &e) == WSYNC_ERR_TRUNCATED);
+    CHECK(wsync_ctl_header(NULL, 12, &type, &pl, &e) == WSYNC_ERR_TRUNCATED);
+    /* trailing bytes: after the frame, and inside the payload */
+    w.n = encode(&m, w.b, sizeof w.b);
+    w.b[w.n++] = 0;
+    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "follow", "a byte after the frame");
+    w.b[8] = 9; /* the header counts it: GO's payload is 8 */
+    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "after the message", "a byte inside the payload");
+    m = make_text(WSYNC_CTL_BYE, 0, 0, "");
+    w.n = encode(&m, w.b, sizeof w.b);
+    w.b[8] = 1;
+    w.b[w.n++] = 0;
+    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "after the message", "BYE with a payload");
+    {   /* text: NUL inside, 256 bytes, length past the end */
+        wb p;
+        p.n = 0;
+        w64(&p, 1);
+        w32(&p, 0);
+        w16(&p, 3);
+        wbytes(&p, "a\0b", 3);
+        w.n = 0;
+        whdr(&w, WSYNC_CTL_DONE, (uint32_t)p.n);
+        wbytes(&w, p.b, p.n);
+        expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "NUL", "text with a NUL");
+        p.n = 12;
+        w16(&p, 256);
+        memset(p.b + p.n, 'a', 256);
+        p.n += 256;
+        w.n = 0;
+        whdr(&w, WSYNC_CTL_ACK, (uint32_t)p.n);
+        wbytes(&w, p.b, p.n);
+        expect_reject(&w, WSYNC_ERR_LIMIT, "256 bytes", "text of 256 bytes");
+        p.n = 12;
+        w16(&p, 5);
+        wbytes(&p, "abcd", 4);
+        w.n = 0;
+        whdr(&w, WSYNC_CTL_ERROR, (uint32_t)p.n);
+        wbytes(&w, p.b, p.n);
+        expect_reject(&w, WSYNC_ERR_TRUNCATED, "text", "text shorter than its length");
+    }
+    TEST_END();
+}
+
+static void test_rejections_join(void)
+{
+    static wb w;
+    uint64_t sh[9] = {4, 8, 1, 1, 1, 1, 1, 1, 1};
+    char name256[256];
+    TEST_BEGIN("codec: JOIN rejections name the problem");
+    memset(name256, 'a', sizeof name256);
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_OK, "", "the valid base case");
+    join_one(&w, 1, 1, 4096, "w", 0, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_LIMIT, "name of 0 bytes", "name of 0 bytes");
+    join_one(&w, 1, 1, 4096, name256, 256, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_LIMIT, "name of 256 bytes", "name of 256 bytes");
+    join_one(&w, 1, 1, 4096, name256, 255, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_OK, "", "name of 255 bytes");
+    join_one(&w, 1, 1, 4096, "a\0b", 3, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "NUL", "NUL in a name");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 9, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_RANK_TOO_LARGE, "9 dimensions", "ndim 9");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_COUNT, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_UNKNOWN_DTYPE, "dtype", "unknown dtype");
+    join_one(&w, 1, 1, 4096, "w", 1, 0, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_UNKNOWN_DTYPE, "dtype 0", "dtype 0");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F4, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "F4", "sub-byte dtype");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F6_E2M3, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "whole bytes", "F6");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 2, sh, 2, 3, 0, 0);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "rows 2 + 3", "row range past the shape");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 2, sh, 5, 0, 0, 0);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "outside its 4 rows", "row_begin past the shape");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 2, sh, UINT64_MAX, 2, 0, 0);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "outside", "row_begin + row_count wraps");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 0, sh, 0, 2, 0, 0);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "outside its 1 rows", "a scalar with 2 rows");
+    join_one(&w, 1, 1, 128, "w", 1, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 1);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "128 bytes at 1 outside region 0", "tensor past its region's end");
+    join_one(&w, 1, 1, 128, "w", 1, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_OK, "", "tensor exactly filling its region");
+    join_one(&w, 1, 1, 128, "w", 1, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, UINT64_MAX - 10);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "outside region", "offset near 2^64");
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 2, sh, 0, 4, 1, 0);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "region 1 of 1", "region index out of range");
+    join_one(&w, 0, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "region 0 of 0", "a tensor with no regions");
+    {
+        uint64_t big[3] = {2, 1ull << 32, 1ull << 32};
+        join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 3, big, 0, 2, 0, 0);
+        expect_reject(&w, WSYNC_ERR_OVERFLOW, "overflows", "shape overflow in a row");
+        big[0] = 1ull << 40;
+        big[1] = 1ull << 20;
+        big[2] = 1ull << 4;
+        join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 3, big, 0, 1, 0, 0);
+        expect_reject(&w, WSYNC_ERR_OVERFLOW, "overflows", "shape overflow over the rows");
+    }
+    /* the role and the rank */
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    w.b[12] = 3;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "role 3", "role 3");
+    w.b[12] = 1;
+    w.b[16] = 0, w.b[17] = 0, w.b[18] = 1; /* rank 65536 */
+    expect_reject(&w, WSYNC_ERR_LIMIT, "rank 65536", "rank at WSYNC_CTL_MAX_RANKS");
+    /* counts far above the bytes present: refused before any allocation
+       (expect_reject asserts that no allocation reached 4 KiB) */
+    join_one(&w, 1, 1, 4096, "w", 1, WSYNC_DTYPE_F32, 2, sh, 0, 4, 0, 0);
+    w.b[24] = 0x00, w.b[25] = 0x28, w.b[26] = 0x6b, w.b[27] = 0xee; /* n_tensors 4e9 */
+    expect_reject(&w, WSYNC_ERR_LIMIT, "above the limits", "n_tensors = 4 billion");
+    w.b[24] = 0xff, w.b[25] = 0xff, w.b[26] = 0x3f, w.b[27] = 0; /* just under 2^22 */
+    expect_reject(&w, WSYNC_ERR_TRUNCATED, "tensors", "n_tensors = 2^22 - 1");
+    w.b[24] = 2, w.b[25] = 0, w.b[26] = 0, w.b[27] = 0; /* 2: one tensor short */
+    expect_reject(&w, WSYNC_ERR_TRUNCATED, "truncated", "n_tensors one more than present");
+    w.b[24] = 0; /* 0: the tensor trails */
+    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "after the last tensor", "n_tensors one less than present");
+    w.b[24] = 1;
+    w.b[20] = 0xff, w.b[21] = 0x0f; /* n_regions 4095 */
+    expect_reject(&w, WSYNC_ERR_TRUNCATED, "regions", "n_regions = 4095");
+    w.b[20] = 0x00, w.b[21] = 0x20; /* 8192 */
+    expect_reject(&w, WSYNC_ERR_LIMIT, "above the limits", "n_regions = 8192");
+    w.b[20] = 1, w.b[21] = 0;
+    w.b[28 + 24] = 0; /* the descriptor (at payload byte 16) has len 4096: make it 0 */
+    w.b[28 + 25] = 0;
+    expect_reject(&w, WSYNC_ERR_OVERFLOW, "region 0", "a bad descriptor");
+    TEST_END();
+}
+
+static void test_rejections_assign(void)
+{
+    static wb w;
+    wsync_ctl_msg m;
+    size_t base;
+    TEST_BEGIN("codec: ASSIGN rejections name the problem");
+    m = make_assign(NULL);
+    base = encode(&m, w.b, sizeof w.b);
+    w.n = base;
+    expect_reject(&w, WSYNC_OK, "", "the valid base case");
+    /* payload offsets: role 12, rank 16, nt 20, ni 24, ntg 28, nx 32, targets at 36 */
+#define TG(i) (36 + (i) * (8 + WSYNC_FABRIC_DESC_WIRE))
+#define XF(i) (TG(3) + (i) * 32)
+    w.b[XF(1) + 4] = 3; /* transfer 1's target: 3 of 3 */
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "target 3 of 3", "transfer target out of range");
+    w.b[XF(1) + 4] = 1;
+    w.b[XF(1) + 16] = 100; /* dst 100 + 1 byte in a 100-byte target */
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1 bytes at 100 outside the target's 100", "transfer past its target");
+    w.b[XF(1) + 16] = 99;
+    w.b[XF(1) + 24] = 0; /* len 0 */
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "0 bytes", "zero-length transfer");
+    w.b[XF(1) + 24] = 1;
+    memset(w.b + XF(1) + 16, 0xff, 8); /* dst near 2^64 */
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "outside", "dst offset wraps");
+    memset(w.b + XF(1) + 16, 0, 8);
+    w.b[XF(1) + 16] = 99;
+    w.b[TG(2)] = 2; /* target 2 names inference rank 2 of 2 */
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "inference rank 2 of 2", "target rank out of range");
+    w.b[TG(2)] = 1;
+    w.b[16] = 2; /* rank 2 of 2 trainers */
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "rank 2", "own rank out of range");
+    w.b[16] = 1;
+    w.b[20] = 0; /* no trainers */
+    expect_reject(&w, WSYNC_ERR_LIMIT, "0 trainers", "zero trainers");
+    w.b[20] = 2;
+    w.b[12] = 0;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "role 0", "role 0");
+    w.b[12] = 1;
+    w.b[35] = 0x01; /* n_transfers 16M + 4: above the limit */
+    expect_reject(&w, WSYNC_ERR_LIMIT, "above the limits", "n_transfers above the limit");
+    w.b[32] = 0xff, w.b[33] = 0xff, w.b[34] = 0xff, w.b[35] = 0; /* 2^24 - 1 in a small payload */
+    expect_reject(&w, WSYNC_ERR_TRUNCATED, "targets and transfers", "n_transfers = 2^24 - 1");
+    w.b[32] = 3, w.b[33] = 0, w.b[34] = 0; /* one fewer: 32 bytes trail */
+    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "32 bytes after the last transfer", "n_transfers one short");
+    w.b[32] = 4;
+    w.b[28] = 0xff, w.b[29] = 0xff, w.b[30] = 0x0f; /* n_targets ~1M */
+    expect_reject(&w, WSYNC_ERR_TRUNCATED, "truncated", "n_targets far above");
+    w.b[28] = 3, w.b[29] = 0, w.b[30] = 0;
+    w.b[TG(0) + 8 + 4] = 7; /* target 0's descriptor: memory kind 7 */
+    expect_reject(&w, WSYNC_ERR_INVALID_ARGUMENT, "target 0", "a bad target descriptor");
+#undef TG
+#undef XF
+    TEST_END();
+}
+
+static void test_encode_limits(void)
+{
+    static uint8_t buf[1 << 16];
+    wsync_ctl_msg m = make_join(NULL);
+    size_t need = 0, len = 0;
+    wsync_error e;
+    TEST_BEGIN("codec: encode with a small buffer says how much it needs; refuses bad fields");
+    CHECK(wsync_ctl_encode(&m, NULL, 0, &need, &e) == WSYNC_ERR_LIMIT);
+    CHECK(need > 3 * WSYNC_FABRIC_DESC_WIRE && has(e.message, "needed"));
+    CHECK(wsync_ctl_encode(&m, buf, need - 1, &len, &e) == WSYNC_ERR_LIMIT && len == need);
+    CHECK(wsync_ctl_encode(&m, buf, need, &len, &e) == WSYNC_OK && len == need);
+    m = make_text(WSYNC_CTL_GO, 1, 0, "");
+    CHECK(wsync_ctl_encode(&m, buf, 19, &len, &e) == WSYNC_ERR_LIMIT && len == 20);
+    CHECK(wsync_ctl_encode(&m, buf, 20, &len, &e) == WSYNC_OK && len == 20);
+    m.type = 0;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    m.type = 10;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    m = make_join(NULL);
+    m.tensors[1].name = "";
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT && has(e.message, "name"));
+    m = make_join(NULL);
+    m.tensors[2].ndim = 9;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_RANK_TOO_LARGE);
+    m = make_join(NULL);
+    m.regions = NULL;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    m = make_assign(NULL);
+    m.n_transfers = (1u << 24) + 1;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_LIMIT);
+    m.n_transfers = (1u << 20); /* 32 MiB of transfers: above the payload cap */
+    CHECK(wsync_ctl_encode(&m, NULL, 0, &len, &e) == WSYNC_ERR_LIMIT && has(e.message, "above the limit"));
+    CHECK(wsync_ctl_encode(NULL, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    TEST_END();
+}
+
+/* What decode refuses, encode must refuse too ("Checks what decode checks
+   about the fields it writes"): each bad field either fails to encode or
+   its bytes decode. */
+static void encode_agrees(const wsync_ctl_msg *m, const char *what)
+{
+    static uint8_t buf[1 << 16];
+    size_t len = 0;
+    wsync_ctl_msg d;
+    wsync_error e;
+    if (wsync_ctl_encode(m, buf, sizeof buf, &len, &e) != WSYNC_OK) return;
+    if (wsync_ctl_decode_frame(buf, len, NULL, &d, &e) == WSYNC_OK) {
+        wsync_ctl_msg_free(&d);
+        return;
+    }
+    CHECK_MSG(0, "%s: encoded, but decode refuses it: %s", what, e.message);
+}
+
+static void test_encode_agrees(void)
+{
+    wsync_ctl_msg m;
+    TEST_BEGIN("codec: encode refuses what decode refuses");
+    m = make_join(NULL);
+    m.tensors[1].dtype = 99;
+    encode_agrees(&m, "JOIN unknown dtype");
+    m = make_join(NULL);
+    m.tensors[1].dtype = WSYNC_DTYPE_F4;
+    encode_agrees(&m, "JOIN sub-byte dtype");
+    m = make_join(NULL);
+    m.tensors[1].row_count = 1000;
+    encode_agrees(&m, "JOIN rows outside the shape");
+    m = make_join(NULL);
+    m.tensors[1].region = 3;
+    encode_agrees(&m, "JOIN region index");
+    m = make_join(NULL);
+    m.tensors[2].offset = 1ull << 20;
+    encode_agrees(&m, "JOIN tensor outside its region");
+    m = make_join(NULL);
+    m.role = 0;
+    encode_agrees(&m, "JOIN role 0");
+    m = make_join(NULL);
+    m.rank = WSYNC_CTL_MAX_RANKS;
+    encode_agrees(&m, "JOIN rank above the limit");
+    m = make_join(NULL);
+    m.regions[1].len = 0;
+    encode_agrees(&m, "JOIN empty region");
+    m = make_assign(NULL);
+    m.transfers[2].len = 0;
+    encode_agrees(&m, "ASSIGN zero-length transfer");
+    m = make_assign(NULL);
+    m.transfers[2].target = 3;
+    encode_agrees(&m, "ASSIGN transfer target");
+    m = make_assign(NULL);
+    m.transfers[3].dst_offset = 1;
+    encode_agrees(&m, "ASSIGN transfer past its target");
+    m = make_assign(NULL);
+    m.targets[0].rank = 2;
+    encode_agrees(&m, "ASSIGN target rank");
+    m = make_assign(NULL);
+    m.n_inference = 0;
+    encode_agrees(&m, "ASSIGN no inference ranks");
+    m = make_assign(NULL);
+    m.rank = 2;
+    encode_agrees(&m, "ASSIGN own rank");
+    m = make_text(WSYNC_CTL_DONE, 1, 0, "");
+    encode_agrees(&m, "DONE (valid)");
+    TEST_END();
+}
+
+static void test_decode_alloc(void)
+{
+    static wb w;
+    wsync_ctl_msg m, d;
+    wsync_error e;
+    counter cnt;
+    wsync_allocator a = counting(&cnt);
+    size_t len;
+    TEST_BEGIN("codec: a failing allocator gives OUT_OF_MEMORY; NULL arguments");
+    m = make_join(NULL);
+    len = encode(&m, w.b, sizeof w.b);
+    CHECK(wsync_ctl_decode_frame(w.b, len, NULL, &d, &e) == WSYNC_OK); /* NULL: malloc */
+    wsync_ctl_msg_free(&d);
+    a.alloc = fail_alloc; /* every allocation fails */
+    CHECK(wsync_ctl_decode_frame(w.b, len, &a, &d, &e) == WSYNC_ERR_OUT_OF_MEMORY && d.storage_ == NULL);
+    a = counting(&cnt);
+    CHECK(wsync_ctl_decode_frame(w.b, len, &a, &d, &e) == WSYNC_OK && cnt.calls == 1);
+    wsync_ctl_msg_free(&d);
+    CHECK(cnt.live == 0);
+    CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, NULL, 5, NULL, &d, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(wsync_ctl_decode(WSYNC_CTL_BYE, NULL, 0, NULL, &d, &e) == WSYNC_OK);
+    CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 12, NULL, NULL, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(wsync_ctl_decode(11, w.b + 12, 0, NULL, &d, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "type 11"));
+    /* NULL wsync_error works as well */
+    CHECK(wsync_ctl_decode_frame(w.b, len - 1, NULL, &d, NULL) == WSYNC_ERR_TRUNCATED);
+    CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 13, NULL, &d, NULL) != WSYNC_OK);
+    TEST_END();
+}
+
+/* ======================================================================
+   The controller with ranks on threads, over the TCP fabric
+   ====================================================================== */
+
+typedef struct mtensor {
+    const char *name;
+    uint32_t dtype, ndim;
+    uint64_t shape[WSYNC_CTL_DIMS_MAX];
+} mtensor;
+
+#define NMODEL 5
+static const mtensor model[NMODEL] = {
+    {"embed", WSYNC_DTYPE_BF16, 2, {64, 32}},
+    {"layer.0.w", WSYNC_DTYPE_F32, 2, {33, 7}},
+    {"layer.0.b", WSYNC_DTYPE_F32, 1, {7}},
+    {"scale", WSYNC_DTYPE_F64, 0, {0}},
+    {"layer.1.w", WSYNC_DTYPE_U8, 3, {10, 3, 5}},
+};
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* byte g of model tensor k at step s */
+static uint8_t val(uint64_t s, unsigned k, uint64_t g)
+{
+    return (uint8_t)(mix(s * 0xD6E8FEB86659FD93ull ^ (uint64_t)k << 52 ^ g) >> 17);
+}
+
+static uint64_t model_rows(unsigned k)
+{
+    return model[k].ndim ? model[k].shape[0] : 1;
+}
+
+#define RK_MAX_T 12
+
+typedef struct rk {
+    uint32_t role, rank;
+    wsync_ctl_tensor t[RK_MAX_T];
+    int mk[RK_MAX_T];                 /* model index of each entry */
+    uint64_t row_bytes[RK_MAX_T];
+    uint32_t nt, nreg;
+    uint8_t *mem[2];
+    uint64_t len[2];
+    wsync_fabric f;
+    wsync_fabric_mr *mr[2];
+    wsync_fabric_desc desc[2];
+    wsync_rank *r;
+    unsigned port;
+    /* behaviour */
+    uint64_t close_at, silent_at, fail_commit_at;
+    /* what happened */
+    wsync_result res;
+    wsync_error err;
+    volatile int done;
+    uint64_t last_done, commits, aborts;
+    int got_bye;
+    pthread_t th;
+    int th_on;
+} rk;
+
+/* an entry: rows [rb, rb + rc) of model tensor k (rc UINT64_MAX: to the end) in region reg */
+static void rk_add(rk *r, int k, uint64_t rb, uint64_t rc, uint32_t reg)
+{
+    wsync_ctl_tensor *t = &r->t[r->nt];
+    memset(t, 0, sizeof *t);
+    t->name = model[k].name;
+    t->dtype = model[k].dtype;
+    t->ndim = model[k].ndim;
+    memcpy(t->shape, model[k].shape, sizeof t->shape);
+    t->row_begin = rb;
+    t->row_count = rc == UINT64_MAX ? model_rows((unsigned)k) - rb : rc;
+    t->region = reg;
+    r->mk[r->nt] = k;
+    r->nt++;
+    if (reg + 1 > r->nreg) r->nreg = reg + 1;
+}
+
+static void rk_init(rk *r, uint32_t role, uint32_t rank)
+{
+    memset(r, 0, sizeof *r);
+    r->role = role;
+    r->rank = rank;
+}
+
+/* lays the entries out (odd gaps), allocates and registers the regions */
+static int rk_setup(rk *r)
+{
+    uint64_t at[2] = {3, 5};
+    uint32_t i;
+    wsync_fabric_tcp_options o;
+    wsync_error e;
+    for (i = 0; i < r->nt; i++) {
+        uint64_t rb = 0, bytes = 0;
+        wsync_ctl_tensor full = r->t[i];
+        full.row_begin = 0;
+        full.row_count = model_rows((unsigned)r->mk[i]);
+        if (wsync_ctl_tensor_bytes(&full, &rb, NULL, &e) != WSYNC_OK) rb = 1; /* a deliberately bad entry */
+        r->row_bytes[i] = rb;
+        bytes = rb * r->t[i].row_count;
+        r->t[i].offset = at[r->t[i].region];
+        at[r->t[i].region] += bytes + 7;
+    }
+    memset(&o, 0, sizeof o);
+    o.send_only = r->role == WSYNC_CTL_TRAINER;
+    o.timeout_ms = 3000;
+    if (wsync_fabric_tcp_open(&o, &r->f, &e) != WSYNC_OK) {
+        printf("  fabric: %s\n", e.message);
+        return 0;
+    }
+    for (i = 0; i < r->nreg; i++) {
+        r->len[i] = at[i] + 11;
+        r->mem[i] = (uint8_t *)calloc(1, (size_t)r->len[i]);
+        if (!r->mem[i] || r->f.reg(r->f.user, r->mem[i], r->len[i], WSYNC_MEM_HOST, &r->mr[i], &r->desc[i], &e) != WSYNC_OK) {
+            printf("  reg: %s\n", e.message);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void rk_free(rk *r)
+{
+    uint32_t i;
+    if (r->th_on) pthread_join(r->th, NULL);
+    r->th_on = 0;
+    wsync_rank_close(r->r);
+    r->r = NULL;
+    for (i = 0; i < 2; i++) {
+        if (r->mr[i]) r->f.dereg(r->f.user, r->mr[i]);
+        free(r->mem[i]);
+    }
+    if (r->f.close) wsync_fabric_close(&r->f);
+    memset(r, 0, sizeof *r);
+}
+
+/* a trainer's rows of every entry filled with step s's data */
+static void rk_fill(rk *r, uint64_t s)
+{
+    uint32_t i;
+    uint64_t j;
+    for (i = 0; i < r->nt; i++) {
+        uint64_t g0 = r->t[i].row_begin * r->row_bytes[i], n = r->t[i].row_count * r->row_bytes[i];
+        for (j = 0; j < n; j++) r->mem[r->t[i].region][r->t[i].offset + j] = val(s, (unsigned)r->mk[i], g0 + j);
+    }
+}
+
+/* bytes of an inference rank's memory that differ from step s */
+static uint64_t rk_diff(const rk *r, uint64_t s)
+{
+    uint32_t i;
+    uint64_t j, bad = 0;
+    for (i = 0; i < r->nt; i++) {
+        uint64_t g0 = r->t[i].row_begin * r->row_bytes[i], n = r->t[i].row_count * r->row_bytes[i];
+        for (j = 0; j < n; j++) bad += r->mem[r->t[i].region][r->t[i].offset + j] != val(s, (unsigned)r->mk[i], g0 + j);
+    }
+    return bad;
+}
+
+static wsync_result on_commit(void *user, uint64_t step, wsync_error *err)
+{
+    rk *r = (rk *)user;
+    if (step == r->fail_commit_at) {
+        err->code = WSYNC_ERR_DIGEST_MISMATCH;
+        snprintf(err->message, sizeof err->message, "refusing step %llu on purpose", (unsigned long long)step);
+        return WSYNC_ERR_DIGEST_MISMATCH;
+    }
+    r->commits++;
+    return WSYNC_OK;
+}
+
+static void on_abort(void *user, uint64_t step, const char *why)
+{
+    rk *r = (rk *)user;
+    (void)step;
+    (void)why;
+    r->aborts++;
+}
+
+static wsync_result rk_join(rk *r)
+{
+    wsync_rank_options o;
+    memset(&o, 0, sizeof o);
+    o.port = r->port;
+    o.role = r->role;
+    o.rank = r->rank;
+    o.tensors = r->t;
+    o.n_tensors = r->nt;
+    o.fabric = &r->f;
+    o.mrs = r->mr;
+    o.descs = r->desc;
+    o.n_regions = r->nreg;
+    o.timeout_ms = 5000;
+    o.on_commit = on_commit;
+    o.on_abort = on_abort;
+    o.user = r;
+    return wsync_rank_join(&o, &r->r, &r->err);
+}
+
+static void *trainer_main(void *p)
+{
+    rk *r = (rk *)p;
+    wsync_error e;
+    if ((r->res = rk_join(r)) != WSYNC_OK) {
+        r->done = 1;
+        return NULL;
+    }
+    for (;;) {
+        uint64_t step = 0;
+        int bye = 0;
+        wsync_result res;
+        if (wsync_rank_wait_go(r->r, &step, &bye, -1, &e) != WSYNC_OK) {
+            r->err = e;
+            break;
+        }
+        if (bye) {
+            r->got_bye = 1;
+            break;
+        }
+        rk_fill(r, step);
+        if (step == r->close_at) { /* half the writes, then the connection goes */
+            uint32_t n = 0;
+            wsync_rank_transfers(r->r, &n);
+            wsync_rank_push_some(r->r, 0, n / 2, 1, NULL);
+            wsync_rank_close(r->r);
+            r->r = NULL;
+            break;
+        }
+        res = wsync_rank_push(r->r, &e);
+        if (step == r->silent_at) continue; /* no DONE */
+        if (wsync_rank_done(r->r, step, res, res == WSYNC_OK ? "" : e.message, &e) != WSYNC_OK) break;
+        r->last_done = step;
+    }
+    r->done = 1;
+    return NULL;
+}
+
+static void *inference_main(void *p)
+{
+    rk *r = (rk *)p;
+    r->res = rk_join(r);
+    r->done = 1;
+    return NULL;
+}
+
+static void rk_start(rk *r, unsigned port)
+{
+    r->port = port;
+    r->th_on = pthread_create(&r->th, NULL, r->role == WSYNC_CTL_TRAINER ? trainer_main : inference_main, r) == 0;
+}
+
+static int rk_wait_done(rk *r, int ms)
+{
+    int64_t until = now_ms() + ms;
+    while (!r->done && now_ms() < until) sleep_ms(2);
+    return r->done;
+}
+
+typedef struct grp {
+    wsync_controller *c;
+    unsigned port;
+    wsync_result acc;
+    wsync_error acc_err;
+    volatile int acc_done;
+    pthread_t acc_th;
+    int acc_on;
+} grp;
+
+static void *accept_main(void *p)
+{
+    grp *g = (grp *)p;
+    g->acc = wsync_controller_accept(g->c, &g->acc_err);
+    g->acc_done = 1;
+    return NULL;
+}
+
+static int grp_open(grp *g, unsigned nt, unsigned ni, unsigned join_ms, unsigned step_ms)
+{
+    wsync_controller_options o;
+    wsync_error e;
+    memset(g, 0, sizeof *g);
+    memset(&o, 0, sizeof o);
+    o.n_trainers = nt;
+    o.n_inference = ni;
+    o.join_timeout_ms = join_ms;
+    o.step_timeout_ms = step_ms;
+    if (wsync_controller_open(&o, &g->c, &e) != WSYNC_OK) {
+        printf("  controller: %s\n", e.message);
+        return 0;
+    }
+    g->port = wsync_controller_port(g->c);
+    g->acc_on = pthread_create(&g->acc_th, NULL, accept_main, g) == 0;
+    return g->port != 0 && g->acc_on;
+}
+
+static wsync_result grp_accepted(grp *g)
+{
+    if (g->acc_on) pthread_join(g->acc_th, NULL);
+    g->acc_on = 0;
+    return g->acc;
+}
+
+/* The standard layout: trainers 0 and 1 hold row halves of every tensor
+   (the scalar: trainer 1), trainer 2 whole replicas of embed (region 0)
+   and layer.0.w (region 1); inference 0 holds everything in one region,
+   inference 1 in two regions in another order. */
+static void layout_standard(rk *t, rk *in)
+{
+    unsigned k;
+    rk_init(&t[0], WSYNC_CTL_TRAINER, 0);
+    rk_init(&t[1], WSYNC_CTL_TRAINER, 1);
+    rk_init(&t[2], WSYNC_CTL_TRAINER, 2);
+    for (k = 0; k < NMODEL; k++) {
+        uint64_t h = model_rows(k) / 2;
+        rk_add(&t[0], (int)k, 0, h, 0);
+        rk_add(&t[1], (int)(NMODEL - 1 - k), model_rows(NMODEL - 1 - k) / 2, UINT64_MAX, 0);
+    }
+    rk_add(&t[2], 0, 0, UINT64_MAX, 0);
+    rk_add(&t[2], 1, 0, UINT64_MAX, 1);
+    rk_init(&in[0], WSYNC_CTL_INFERENCE, 0);
+    rk_init(&in[1], WSYNC_CTL_INFERENCE, 1);
+    for (k = 0; k < NMODEL; k++) {
+        rk_add(&in[0], (int)k, 0, UINT64_MAX, 0);
+        rk_add(&in[1], (int)(NMODEL - 1 - k), 0, UINT64_MAX, k % 2);
+    }
+}
+
+static uint64_t model_bytes(void)
+{
+    uint64_t b = 0, x = 0;
+    unsigned k;
+    for (k = 0; k < NMODEL; k++) {
+        wsync_ctl_tensor t;
+        memset(&t, 0, sizeof t);
+        t.dtype = model[k].dtype;
+        t.ndim = model[k].ndim;
+        memcpy(t.shape, model[k].shape, sizeof t.shape);
+        t.row_count = model_rows(k);
+        wsync_ctl_tensor_bytes(&t, NULL, &x, NULL);
+        b += x;
+    }
+    return b;
+}
+
+/* everything of a group: controller, 3 trainers, 2 inference ranks */
+typedef struct world {
+    grp g;
+    rk t[3], in[2];
+    unsigned nt, ni;
+} world;
+
+static int world_start(world *w, unsigned join_ms, unsigned step_ms)
+{
+    unsigned i;
+    if (!grp_open(&w->g, w->nt, w->ni, join_ms, step_ms)) return 0;
+    for (i = 0; i < w->nt; i++)
+        if (!rk_setup(&w->t[i])) return 0;
+    for (i = 0; i < w->ni; i++)
+        if (!rk_setup(&w->in[i])) return 0;
+    for (i = 0; i < w->nt; i++) rk_start(&w->t[i], w->g.port);
+    for (i = 0; i < w->ni; i++) rk_start(&w->in[i], w->g.port);
+    return 1;
+}
+
+/* waits for accept and for the inference ranks' joins */
+static wsync_result world_accepted(world *w)
+{
+    unsigned i;
+    wsync_result r = grp_accepted(&w->g);
+    for (i = 0; i < w->ni; i++) {
+        if (w->in[i].th_on) pthread_join(w->in[i].th, NULL);
+        w->in[i].th_on = 0;
+    }
+    return r;
+}
+
+/* BYE to everyone; the trainers' threads end */
+static void world_stop(world *w)
+{
+    unsigned i;
+    grp_accepted(&w->g);
+    wsync_controller_close(w->g.c);
+    w->g.c = NULL;
+    for (i = 0; i < w->nt; i++) {
+        if (w->t[i].th_on) pthread_join(w->t[i].th, NULL);
+        w->t[i].th_on = 0;
+    }
+}
+
+static void world_end(world *w)
+{
+    unsigned i;
+    world_stop(w);
+    for (i = 0; i < w->nt; i++) rk_free(&w->t[i]);
+    for (i = 0; i < w->ni; i++) rk_free(&w->in[i]);
+}
+
+static void test_controller_steps(void)
+{
+    static world w;
+    wsync_controller_plan plan;
+    wsync_error e;
+    uint64_t s, mb = model_bytes();
+    unsigned i;
+    int64_t t0 = now_ms();
+    TEST_BEGIN("controller: 2 shard trainers + 1 replica -> 2 inference ranks, 5 steps bit-exact");
+    memset(&w, 0, sizeof w);
+    w.nt = 3;
+    w.ni = 2;
+    layout_standard(w.t, w.in);
+    CHECK(world_start(&w, 5000, 3000));
+    CHECK_MSG(world_accepted(&w) == WSYNC_OK, "accept: %s", w.g.acc_err.message);
+    for (i = 0; i < 2; i++) CHECK_MSG(w.in[i].res == WSYNC_OK, "inference join: %s", w.in[i].err.message);
+    wsync_controller_plan_get(w.g.c, &plan);
+    CHECK_EQ_U64(plan.bytes, 2 * mb);
+    CHECK_EQ_U64(plan.max_inference_bytes, mb);
+    CHECK(plan.transfers >= 2 * NMODEL && plan.transfers < 40);
+    CHECK(plan.min_trainer_bytes > 0); /* the replica takes a share */
+    /* greedy by bytes so far: no trainer above its fair share by more
+       than the largest tensor's half (embed: 2048 bytes) */
+    CHECK_MSG(plan.max_trainer_bytes <= plan.bytes / 3 + 2048, "max %llu of %llu",
+              (unsigned long long)plan.max_trainer_bytes, (unsigned long long)plan.bytes);
+    CHECK(plan.max_trainer_bytes >= plan.min_trainer_bytes);
+    for (i = 0; i < 2; i++) CHECK_EQ_U64(wsync_rank_version(w.in[i].r), 0);
+    for (s = 1; s <= 5 && w.in[0].r && w.in[1].r; s++) {
+        double tt = -1, ct = -1;
+        wsync_result r = wsync_controller_step(w.g.c, s * 3, &e);
+        CHECK_MSG(r == WSYNC_OK, "step %llu: %s", (unsigned long long)s, e.message);
+        for (i = 0; i < 2; i++) {
+            CHECK_EQ_U64(wsync_rank_version(w.in[i].r), s * 3);
+            CHECK_EQ_U64(*wsync_rank_version_word(w.in[i].r), s * 3);
+            CHECK_MSG(rk_diff(&w.in[i], s * 3) == 0, "inference %u differs at step %llu", i,
+                      (unsigned long long)s * 3);
+            CHECK(wsync_rank_wait_version(w.in[i].r, s * 3, 0, &e) == WSYNC_OK);
+            CHECK(wsync_rank_wait_version(w.in[i].r, s * 3 + 1, 0, &e) == WSYNC_ERR_LIMIT);
+        }
+        wsync_controller_step_times(w.g.c, &tt, &ct);
+        CHECK(tt >= 0 && ct >= 0);
+    }
+    /* go and finish apart; steps increase */
+    CHECK(wsync_controller_go(w.g.c, 15, &e) == WSYNC_ERR_INVALID_ARGUMENT && has(e.message, "steps increase"));
+    CHECK(wsync_controller_go(w.g.c, 14, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(wsync_controller_finish(w.g.c, 16, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(wsync_controller_go(w.g.c, 16, &e) == WSYNC_OK);
+    CHECK(wsync_controller_go(w.g.c, 16, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(wsync_controller_finish(w.g.c, 16, &e) == WSYNC_OK, "%s", e.message);
+    CHECK(rk_diff(&w.in[0], 16) == 0 && rk_diff(&w.in[1], 16) == 0);
+    CHECK(wsync_controller_finish(w.g.c, 16, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(w.in[0].commits == 6 && w.in[1].commits == 6);
+    world_stop(&w);
+    for (i = 0; i < 3; i++) CHECK_MSG(w.t[i].got_bye && w.t[i].last_done == 16, "trainer %u", i);
+    world_end(&w);
+    CHECK(now_ms() - t0 < 10000);
+    TEST_END();
+}
+
+/* plan failures: a layout change, then accept must fail naming `word`
+   and every rank gets the reason */
+static void plan_fail(world *w, const char *word, const char *what)
+{
+    unsigned i;
+    wsync_result r;
+    CHECK_MSG(world_start(w, 5000, 1000), "%s: start", what);
+    r = world_accepted(w);
+    CHECK_MSG(r != WSYNC_OK, "%s: accept succeeded", what);
+    CHECK_MSG(has(w->g.acc_err.message, word), "%s: '%s' lacks '%s'", what, w->g.acc_err.message, word);
+    for (i = 0; i < w->ni; i++) {
+        CHECK_MSG(w->in[i].res != WSYNC_OK && has(w->in[i].err.message, word), "%s: inference %u: %s", what, i,
+                  w->in[i].err.message);
+    }
+    for (i = 0; i < w->nt; i++) {
+        rk_wait_done(&w->t[i], 3000);
+        CHECK_MSG(w->t[i].res != WSYNC_OK && has(w->t[i].err.message, "refused"), "%s: trainer %u: %s", what, i,
+                  w->t[i].err.message);
+    }
+    world_end(w);
+}
+
+static void test_plan_failures(void)
+{
+    static world w;
+    TEST_BEGIN("controller: plans that cannot work fail naming the tensor and rows");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    rk_add(&w.in[1], 0, 0, UINT64_MAX, 0);
+    w.in[1].t[w.in[1].nt - 1].name = "ghost";
+    plan_fail(&w, "'ghost', which no trainer holds", "a tensor no trainer holds");
+
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    w.t[1].t[0].row_begin = 7; /* layer.1.w: trainer 1 holds rows 7..9, trainer 0 rows 0..4 */
+    w.t[1].t[0].row_count = 3;
+    plan_fail(&w, "'layer.1.w': rows 5 to 6", "rows not covered");
+
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    w.t[2].t[1].dtype = WSYNC_DTYPE_I32; /* layer.0.w as I32 in the replica */
+    plan_fail(&w, "'layer.0.w'", "dtype mismatch");
+
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    w.in[0].t[0].shape[1] = 16; /* embed [64, 16] in inference 0 */
+    plan_fail(&w, "'embed'", "shape mismatch");
+
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    rk_add(&w.t[2], 0, 0, 3, 1); /* embed twice in trainer 2 */
+    plan_fail(&w, "trainer rank 2 holds tensor 'embed' twice", "a duplicate name in a trainer");
+
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    rk_add(&w.in[0], 3, 0, UINT64_MAX, 0);
+    plan_fail(&w, "inference rank 0 holds tensor 'scale' twice", "a duplicate name in an inference rank");
+    TEST_END();
+}
+
+static void test_join_refusals(void)
+{
+    static world w;
+    static rk bad, dup;
+    rk *waiter, *refused;
+    wsync_error e;
+    int which;
+    TEST_BEGIN("controller: out-of-range and duplicate ranks are refused, the join goes on");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    CHECK(grp_open(&w.g, 3, 2, 5000, 2000));
+    {
+        unsigned i;
+        for (i = 0; i < 3; i++) CHECK(rk_setup(&w.t[i]));
+        for (i = 0; i < 2; i++) CHECK(rk_setup(&w.in[i]));
+    }
+    /* trainer rank 3 of 3 */
+    bad = w.t[0]; /* shares t[0]'s fabric and regions; never freed itself */
+    bad.rank = 3;
+    rk_start(&bad, w.g.port);
+    CHECK(rk_wait_done(&bad, 3000));
+    if (bad.th_on) pthread_join(bad.th, NULL);
+    CHECK_MSG(bad.res != WSYNC_OK && has(bad.err.message, "trainer rank 3") && has(bad.err.message, "0 to 2"),
+              "%s", bad.err.message);
+    /* inference rank 7 of 2 */
+    bad = w.in[0];
+    bad.rank = 7;
+    bad.th_on = 0;
+    bad.done = 0;
+    rk_start(&bad, w.g.port);
+    CHECK(rk_wait_done(&bad, 3000));
+    if (bad.th_on) pthread_join(bad.th, NULL);
+    CHECK_MSG(bad.res != WSYNC_OK && has(bad.err.message, "inference rank 7"), "%s", bad.err.message);
+    /* inference rank 1 twice: one of the two is refused */
+    dup = w.in[1];
+    dup.th_on = 0;
+    rk_start(&w.in[1], w.g.port);
+    rk_start(&dup, w.g.port);
+    {
+        int64_t until = now_ms() + 3000;
+        while (!w.in[1].done && !dup.done && now_ms() < until) sleep_ms(2);
+    }
+    which = dup.done ? 1 : w.in[1].done ? 2 : 0;
+    CHECK(which != 0);
+    /* the one refused ends; the other waits for ASSIGN (dup shares w.in[1]'s
+       fabric and regions, and is freed with it) */
+    waiter = which == 2 ? &dup : &w.in[1];
+    refused = which == 2 ? &w.in[1] : &dup;
+    if (refused->th_on) pthread_join(refused->th, NULL);
+    refused->th_on = 0;
+    CHECK_MSG(refused->res != WSYNC_OK && has(refused->err.message, "inference rank 1 already joined"), "%s",
+              refused->err.message);
+    CHECK(!w.g.acc_done);
+    /* then the right ranks join and all works */
+    {
+        unsigned i;
+        for (i = 0; i < 3; i++) rk_start(&w.t[i], w.g.port);
+        rk_start(&w.in[0], w.g.port);
+    }
+    CHECK_MSG(world_accepted(&w) == WSYNC_OK, "%s", w.g.acc_err.message);
+    if (waiter->th_on) pthread_join(waiter->th, NULL);
+    waiter->th_on = 0;
+    CHECK(w.in[0].r && waiter->r);
+    if (w.in[0].r && waiter->r) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(rk_diff(&w.in[0], 1) == 0 && rk_diff(waiter, 1) == 0);
+        CHECK(wsync_rank_version(waiter->r) == 1 && waiter->commits == 1);
+    }
+    world_stop(&w);
+    if (waiter == &dup) { /* close its rank before w.in[1]'s fabric goes */
+        wsync_rank_close(dup.r);
+        dup.r = NULL;
+    }
+    world_end(&w);
+    TEST_END();
+}
+
+static void test_join_timeout(void)
+{
+    static world w;
+    grp *g = &w.g;
+    int64_t t0;
+    TEST_BEGIN("controller: the join timeout names the missing ranks");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    t0 = now_ms();
+    CHECK(grp_open(g, 3, 2, 400, 1000));
+    CHECK(rk_setup(&w.t[0]) && rk_setup(&w.t[2]) && rk_setup(&w.in[1]));
+    rk_start(&w.t[0], g->port);
+    rk_start(&w.t[2], g->port);
+    rk_start(&w.in[1], g->port);
+    CHECK(world_accepted(&w) == WSYNC_ERR_LIMIT);
+    CHECK_MSG(has(g->acc_err.message, "3 of 5") && has(g->acc_err.message, "missing: trainer rank 1, inference rank 0"),
+              "%s", g->acc_err.message);
+    CHECK(now_ms() - t0 < 3000);
+    CHECK(rk_wait_done(&w.t[0], 3000) && w.t[0].res != WSYNC_OK && has(w.t[0].err.message, "missing"));
+    CHECK_MSG(w.in[1].res != WSYNC_OK && has(w.in[1].err.message, "trainer rank 1"), "%s", w.in[1].err.message);
+    world_end(&w);
+    TEST_END();
+}
+
+static int world_ready(world *w, unsigned step_ms)
+{
+    if (!world_start(w, 5000, step_ms)) return 0;
+    if (world_accepted(w) != WSYNC_OK) {
+        printf("  accept: %s\n", w->g.acc_err.message);
+        return 0;
+    }
+    return w->in[0].r && w->in[1].r;
+}
+
+static void test_step_trainer_gone(void)
+{
+    static world w;
+    wsync_error e, we;
+    int64_t t0;
+    TEST_BEGIN("controller: a trainer closing mid-step fails the step at once, naming it");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    w.t[1].close_at = 2;
+    if (world_ready(&w, 5000)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        t0 = now_ms();
+        CHECK(wsync_controller_go(w.g.c, 2, &e) == WSYNC_OK);
+        CHECK(wsync_controller_finish(w.g.c, 2, &e) != WSYNC_OK);
+        CHECK(now_ms() - t0 < 2500); /* not the 5 s step timeout */
+        CHECK_MSG(has(e.message, "trainer rank 1") && has(e.message, "step 2"), "%s", e.message);
+        /* the inference ranks: still at 1, their wait for 2 says it was aborted */
+        CHECK(wsync_rank_wait_version(w.in[0].r, 2, 3000, &we) == WSYNC_ERR_IO);
+        CHECK_MSG(has(we.message, "aborted") && has(we.message, "trainer rank 1"), "%s", we.message);
+        CHECK(wsync_rank_wait_version(w.in[1].r, 2, 3000, &we) == WSYNC_ERR_IO && has(we.message, "step 2 aborted"));
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+        CHECK(w.in[0].aborts == 1);
+        /* the group is broken: the next go says who is gone */
+        CHECK(wsync_controller_go(w.g.c, 3, &e) == WSYNC_ERR_IO && has(e.message, "trainer rank 1 is gone"));
+    }
+    world_end(&w);
+    TEST_END();
+}
+
+static void test_step_trainer_silent(void)
+{
+    static world w;
+    wsync_error e, we;
+    int64_t t0, dt;
+    TEST_BEGIN("controller: a trainer without DONE fails the step after step_timeout_ms; the next step works");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    w.t[2].silent_at = 2;
+    if (world_ready(&w, 300)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        t0 = now_ms();
+        CHECK(wsync_controller_step(w.g.c, 2, &e) == WSYNC_ERR_LIMIT);
+        dt = now_ms() - t0;
+        CHECK_MSG(dt >= 290 && dt < 2000, "%lld ms", (long long)dt);
+        CHECK_MSG(has(e.message, "trainer rank 2 sent no DONE within 300 ms"), "%s", e.message);
+        CHECK(wsync_rank_wait_version(w.in[0].r, 2, 3000, &we) == WSYNC_ERR_IO && has(we.message, "aborted"));
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+        /* a lower or equal step is refused; the next one commits */
+        CHECK(wsync_controller_go(w.g.c, 2, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+        CHECK(wsync_controller_go(w.g.c, 1, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+        CHECK_MSG(wsync_controller_step(w.g.c, 3, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 3 && wsync_rank_version(w.in[1].r) == 3);
+        CHECK(rk_diff(&w.in[0], 3) == 0 && rk_diff(&w.in[1], 3) == 0);
+        CHECK(wsync_rank_wait_version(w.in[1].r, 3, 0, &we) == WSYNC_OK);
+    }
+    world_end(&w);
+    TEST_END();
+}
+
+static void test_step_commit_refused(void)
+{
+    static world w;
+    wsync_error e, we;
+    TEST_BEGIN("controller: an inference rank refusing COMMIT fails the step with its message");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    w.in[1].fail_commit_at = 2;
+    if (world_ready(&w, 2000)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(wsync_controller_step(w.g.c, 2, &e) == WSYNC_ERR_DIGEST_MISMATCH);
+        CHECK_MSG(has(e.message, "inference rank 1") && has(e.message, "refusing step 2 on purpose"), "%s",
+                  e.message);
+        CHECK(wsync_rank_version(w.in[1].r) == 1);
+        CHECK(wsync_rank_wait_version(w.in[1].r, 2, 3000, &we) == WSYNC_ERR_IO);
+        CHECK_MSG(has(we.message, "aborted") && has(we.message, "refusing step 2"), "%s", we.message);
+        CHECK(wsync_rank_version(w.in[1].r) == 1);
+        CHECK_MSG(wsync_controller_step(w.g.c, 4, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(wsync_rank_version(w.in[1].r) == 4 && rk_diff(&w.in[1], 4) == 0);
+    }
+    world_end(&w);
+    TEST_END();
+}
+
+/* ---- hostile connections during the join ---- */
+
+static int raw_connect(unsigned port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* reads what the controller answers until it closes (or ms pass): 1 when
+   that is one ERROR frame whose text holds `word`, 2 when it closed with
+   nothing, 0 otherwise */
+static int raw_answer(int fd, int ms, const char *word)
+{
+    uint8_t buf[1024];
+    size_t n = 0;
+    int64_t until = now_ms() + ms;
+    wsync_ctl_msg m;
+    wsync_error e;
+    for (;;) {
+        struct pollfd pf;
+        ssize_t k;
+        int64_t left = until - now_ms();
+        if (left <= 0) return 0;
+        pf.fd = fd;
+        pf.events = POLLIN;
+        if (poll(&pf, 1, (int)left) <= 0) return 0;
+        k = recv(fd, buf + n, sizeof buf - n, 0);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    if (n == 0) return 2;
+    if (wsync_ctl_decode_frame(buf, n, NULL, &m, &e) != WSYNC_OK) return 0;
+    if (m.type == WSYNC_CTL_ERROR && has(m.text, word)) return 1;
+    printf("  answer: type %u, '%s'\n", (unsigned)m.type, m.text);
+    return 0;
+}
+
+static void test_hostile_peers(void)
+{
+    static world w;
+    static wb f;
+    wsync_error e;
+    int garbage, huge, silent, partial, wrong;
+    TEST_BEGIN("controller: garbage, a huge length, silence and a cut frame do not stop the join");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    CHECK(grp_open(&w.g, 3, 2, 4000, 2000));
+    /* silence first: it must not hold up the others */
+    silent = raw_connect(w.g.port);
+    partial = raw_connect(w.g.port);
+    garbage = raw_connect(w.g.port);
+    huge = raw_connect(w.g.port);
+    wrong = raw_connect(w.g.port);
+    CHECK(silent >= 0 && garbage >= 0 && huge >= 0 && partial >= 0 && wrong >= 0);
+    f.n = 0;
+    whdr(&f, WSYNC_CTL_JOIN, 500);
+    w32(&f, 1);
+    CHECK(send(partial, f.b, f.n, MSG_NOSIGNAL) == (ssize_t)f.n); /* 500 promised, 4 sent */
+    CHECK(send(garbage, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27, MSG_NOSIGNAL) == 27);
+    f.n = 0;
+    whdr(&f, WSYNC_CTL_JOIN, 0xFFFFFFF0u);
+    CHECK(send(huge, f.b, f.n, MSG_NOSIGNAL) == (ssize_t)f.n);
+    {
+        wsync_ctl_msg m = make_text(WSYNC_CTL_DONE, 1, 0, "hi");
+        f.n = encode(&m, f.b, sizeof f.b);
+        CHECK(send(wrong, f.b, f.n, MSG_NOSIGNAL) == (ssize_t)f.n);
+    }
+    CHECK(raw_answer(garbage, 3000, "magic") == 1);
+    CHECK(raw_answer(huge, 3000, "above the limit") == 1);
+    CHECK(raw_answer(wrong, 3000, "expected JOIN, got DONE") == 1);
+    {
+        unsigned i;
+        for (i = 0; i < 3; i++) CHECK(rk_setup(&w.t[i]));
+        for (i = 0; i < 2; i++) CHECK(rk_setup(&w.in[i]));
+        for (i = 0; i < 3; i++) rk_start(&w.t[i], w.g.port);
+        for (i = 0; i < 2; i++) rk_start(&w.in[i], w.g.port);
+    }
+    CHECK_MSG(world_accepted(&w) == WSYNC_OK, "%s", w.g.acc_err.message);
+    if (w.in[0].r && w.in[1].r) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(rk_diff(&w.in[0], 1) == 0 && rk_diff(&w.in[1], 1) == 0);
+    }
+    world_end(&w);
+    /* the silent and cut connections: closed (or answered) by now */
+    CHECK(raw_answer(silent, 2000, "") != 0);
+    CHECK(raw_answer(partial, 2000, "") != 0);
+    close(silent);
+    close(partial);
+    close(garbage);
+    close(huge);
+    close(wrong);
+    TEST_END();
+}
+
+int main(void)
+{
+    int64_t t0 = now_ms();
+    test_round_trip();
+    test_truncations();
+    test_flips();
+    test_rejections_header();
+    test_rejections_join();
+    test_rejections_assign();
+    test_encode_limits();
+    test_encode_agrees();
+    test_decode_alloc();
+    test_controller_steps();
+    test_plan_failures();
+    test_join_refusals();
+    test_join_timeout();
+    test_step_trainer_gone();
+    test_step_trainer_silent();
+    test_step_commit_refused();
+    test_hostile_peers();
+    if (check__is_verbose()) printf("%lld ms\n", (long long)(now_ms() - t0));
+    return check_summary();
+}
