@@ -16,9 +16,9 @@ slower than a floor for too long, and fetch large objects as parallel
 ranged GETs. Those reach the sink in order: the part next in order streams
 straight from curl's buffer to the sink as it arrives, the parts after it
 wait in one buffer per connection (parallel x part_size bytes, 64 MiB by
-default) until their turn. TLS is verified unless told
-otherwise. A 401 or 403 fails at once, named as an authentication error.
-S3 (SigV4, ListObjectsV2, multipart) is to come on the same transfer layer.
+default) until their turn. A 401 or 403 fails at once, named as an
+authentication error. The S3 store (wsync_store_s3_open: SigV4,
+ListObjectsV2, multipart uploads) runs on the same transfer layer.
 
 QUICK START
 ===========
@@ -55,6 +55,27 @@ the bucket: HEAD is polled. nginx's autoindex hides names that start with
 '.', so such keys are stored but not listed. ETags are used only to notice
 an object replaced between the pieces of one download; the chain never
 trusts them (nginx's ETag is mtime-size): HEAD's step number decides.
+
+REDIRECTS
+=========
+GET and HEAD follow 301, 302, 303, 307 and 308 (up to 5 hops; the Hugging
+Face gateway answers GET with a 302 to its CDN), except nginx's 301 to
+"key/", which means the key is a directory (WSYNC_ERR_NOT_FOUND). A large
+download's parts all go to where the redirect led. PUT and DELETE are not
+redirected. Once a redirect leaves the store's origin (scheme, host or
+port), requests are no longer signed (S3), and the extra headers named
+Authorization, Cookie, Proxy-Authorization or x-amz-security-token are
+left out (the rest are sent); they stay left out for the rest of that
+request, even if a later hop comes back.
+
+TLS
+===
+https:// is verified (peer and host name) unless `insecure` is set. The
+CA bundle is the option `ca_file`, else the file named by the environment
+variable WSYNC_CA_BUNDLE, else (S3 stores) AWS_CA_BUNDLE, else libcurl's
+default (the system's); the path is copied at open. A certificate that does
+not verify fails at once (not retried) with WSYNC_ERR_IO and a message that
+says "TLS", the certificate problem and where to give the CA.
 
 ERRORS
 ======
@@ -114,9 +135,11 @@ typedef struct wsync_http_options {
     uint64_t parallel_threshold;   /* [64 MiB] downloads above this go parallel */
     uint64_t part_size;            /* [16 MiB] bytes per ranged GET of a parallel download */
     int insecure;                  /* 1: do not verify TLS certificates (tests only) */
-    const char *ca_file;           /* PEM bundle instead of the system's */
+    const char *ca_file;           /* [WSYNC_CA_BUNDLE, else (S3) AWS_CA_BUNDLE, else the system's]
+                                      PEM bundle of the CAs to trust; copied at open */
     const char *const *headers;    /* extra request headers ("Authorization: Bearer x"),
-                                      NULL-terminated; copied at open */
+                                      NULL-terminated; copied at open; credentials among
+                                      them are not sent past a redirect to another origin */
     int verbose;                   /* curl's trace on stderr */
 } wsync_http_options;
 
@@ -931,6 +954,7 @@ typedef struct wsync__http {
     char *kprefix;         /* "prefix/" or "" */
     size_t kprefix_len;
     int follow;
+    char *ca_file;         /* a copy of the CA bundle's path (NULL: the system's) */
     uint64_t mp_threshold, mp_part;
 #if WSYNC__HTTP_THREADS
     pthread_mutex_t mu;
@@ -1007,7 +1031,8 @@ typedef struct wsync__hreq {
     int has_range;
     uint64_t range_lo, range_hi;   /* inclusive; range_hi UINT64_MAX: open-ended */
     const char *if_range;          /* an ETag for If-Range */
-    int nosign;                    /* S3: not signed (a redirect to another host) */
+    int nosign;                    /* a redirect led to another origin: not signed (S3), and no
+                                      Authorization or Cookie from the extra headers */
     /* 2xx bodies go here; returning nonzero stops the transfer (then
        resp.stopped is set, and it is not an error of the transfer) */
     int (*on_body)(void *user, const void *p, size_t n);
@@ -1221,6 +1246,14 @@ static int wsync__hseek_cb(void *user, curl_off_t off, int origin)
     return CURL_SEEKFUNC_OK;
 }
 
+/* A header that carries credentials: not sent to another origin. */
+static int wsync__hcred_header(const char *h)
+{
+    size_t n = strlen(h);
+    return wsync__hcase_prefix(h, n, "authorization:") || wsync__hcase_prefix(h, n, "cookie:") ||
+           wsync__hcase_prefix(h, n, "proxy-authorization:") || wsync__hcase_prefix(h, n, "x-amz-security-token:");
+}
+
 /* Configures c for rq (after a reset: options do not leak between requests,
    connections stay). `hl` receives the header list to free afterwards. */
 static int wsync__hsetup(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__hresp *rs, struct curl_slist **hl)
@@ -1252,7 +1285,7 @@ static int wsync__hsetup(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__
         curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
     }
-    if (h->o.ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, h->o.ca_file);
+    if (h->ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
     if (h->o.verbose) curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
     if (strcmp(rq->method, "HEAD") == 0) {
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
@@ -1268,9 +1301,13 @@ static int wsync__hsetup(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__
     } else if (strcmp(rq->method, "GET") != 0) {
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, rq->method);
     }
-    for (e = h->headers; e && ok; e = e->next)
+    for (e = h->headers; e && ok; e = e->next) {
+        /* credentials stay with the store's origin (as libcurl does for its
+           own redirects since 7.83, which wsync does not use) */
+        if (rq->nosign && wsync__hcred_header(e->data)) continue;
         if ((t = curl_slist_append(l, e->data)) != NULL) l = t;
         else ok = 0;
+    }
     if (h->sigv4 && !rq->nosign) {
         /* libcurl 7.88 signs every header it is given and leaves out
            x-amz-content-sha256 (sign_headers has it); an emptied "Expect:"
@@ -1430,10 +1467,17 @@ static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const ws
                                 rq->url, rs->status, code, msg, attempts, attempts == 1 ? "" : "s");
         }
     }
+    if (rs->cc == CURLE_PEER_FAILED_VERIFICATION || rs->cc == CURLE_SSL_CACERT_BADFILE)
+        return wsync__hfail(err, WSYNC_ERR_IO,
+                            "%s %s: TLS: %s (curl error %d; the server's certificate is not trusted: give its CA "
+                            "bundle as ca_file or in WSYNC_CA_BUNDLE%s; not retried)",
+                            rq->method, rq->url, rs->curl_msg, (int)rs->cc, h && h->sigv4 ? " or AWS_CA_BUNDLE" : "");
+    if (rs->cc != CURLE_OK && rs->status)
+        return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d, HTTP %ld) after %u attempt%s", rq->method,
+                            rq->url, rs->curl_msg, (int)rs->cc, rs->status, attempts, attempts == 1 ? "" : "s");
     if (rs->cc != CURLE_OK)
-        return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d%s%ld) after %u attempt%s", rq->method,
-                            rq->url, rs->curl_msg, (int)rs->cc, rs->status ? ", HTTP " : "", rs->status, attempts,
-                            attempts == 1 ? "" : "s");
+        return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d) after %u attempt%s", rq->method, rq->url,
+                            rs->curl_msg, (int)rs->cc, attempts, attempts == 1 ? "" : "s");
     if (rs->status == 404)
         return wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP 404 from %s %s)", rq->what, rq->method,
                             rq->url);
@@ -1508,11 +1552,18 @@ static char *wsync__hurl(const wsync__http *h, const char *key, int trailing_sla
     return u;
 }
 
-/* A redirect (S3 stores follow them: the Hugging Face gateway answers GET
-   with a 302 to its CDN). */
+/* A key that names a directory: nginx redirects to the URL with a '/'. */
+static int wsync__his_dir_redirect(const wsync__hresp *rs)
+{
+    size_t n = strlen(rs->location);
+    return (rs->status == 301 || rs->status == 302) && n && rs->location[n - 1] == '/';
+}
+
+/* A redirect to follow (GET and HEAD: the Hugging Face gateway answers GET
+   with a 302 to its CDN); not nginx's answer for a directory. */
 static int wsync__hredirect(const wsync__http *h, const wsync__hresp *rs)
 {
-    return h->follow && rs->cc == CURLE_OK && rs->location[0] &&
+    return h->follow && rs->cc == CURLE_OK && rs->location[0] && !wsync__his_dir_redirect(rs) &&
            (rs->status == 301 || rs->status == 302 || rs->status == 303 || rs->status == 307 || rs->status == 308);
 }
 
@@ -1623,13 +1674,6 @@ static wsync_result wsync__http_put(void *user, const char *key, const void *byt
 }
 
 /* ---- head, del ---- */
-
-/* A key that names a directory: nginx redirects to the URL with a '/'. */
-static int wsync__his_dir_redirect(const wsync__hresp *rs)
-{
-    size_t n = strlen(rs->location);
-    return (rs->status == 301 || rs->status == 302) && n && rs->location[n - 1] == '/';
-}
 
 static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size, wsync_error *err)
 {
@@ -2481,6 +2525,7 @@ static void wsync__http_close(void *user)
     }
     wsync__hfree(&a, h->userpwd);
     wsync__hfree(&a, h->kprefix);
+    wsync__hfree(&a, h->ca_file);
     wsync__hfree(&a, h->base);
     wsync__hfree(&a, h);
     curl_global_cleanup();
@@ -2545,6 +2590,18 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
     h->base = (char *)wsync__halloc(&a, n + 1);
     h->multi = curl_multi_init();
     if (!h->base || !h->multi) goto oom;
+    h->follow = 1;
+    {
+        /* the option, else WSYNC_CA_BUNDLE; copied (the caller's string or
+           the environment may change after open) */
+        const char *ca = opt && opt->ca_file && opt->ca_file[0] ? opt->ca_file : getenv("WSYNC_CA_BUNDLE");
+        h->o.ca_file = NULL;
+        if (ca && ca[0]) {
+            size_t cl = strlen(ca);
+            if (!(h->ca_file = (char *)wsync__halloc(&a, cl + 1))) goto oom;
+            memcpy(h->ca_file, ca, cl + 1);
+        }
+    }
     memcpy(h->base, url, n);
     h->base[n] = 0;
     h->base_len = n;
@@ -3015,6 +3072,11 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
     }
     h = (wsync__http *)out->user;
     h->follow = 1;
+    if (!h->ca_file) {
+        /* the AWS tools' variable, after wsync's own */
+        const char *ca = getenv("AWS_CA_BUNDLE");
+        if (ca && ca[0] && !(h->ca_file = wsync__s3_dup(&h->a, ca))) goto oom;
+    }
     h->mp_threshold = opt && opt->multipart_threshold ? opt->multipart_threshold : (uint64_t)64 << 20;
     h->mp_part = opt && opt->multipart_part_size ? opt->multipart_part_size : (uint64_t)16 << 20;
     if (h->mp_part < ((uint64_t)5 << 20)) h->mp_part = (uint64_t)5 << 20;

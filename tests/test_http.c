@@ -1386,6 +1386,206 @@ out:
     free(pimg);
 }
 
+/* ======================================================================
+   Redirects: nginx's /gw/ answers GET and HEAD with a 302 to another origin
+   (a second port that refuses requests carrying credentials and logs what
+   came), /same/ with a 302 on the same origin
+   ====================================================================== */
+
+/* Lines of log file `name` (under WSYNC_TEST_HTTP_LOGS) that contain
+   `needle`; *with_cred of them carry an Authorization or Cookie value
+   (nginx logs an absent one as "-"), *with_must of them contain `must`. */
+static int log_lines(const char *name, const char *needle, const char *must, int *with_cred, int *with_must)
+{
+    const char *dir = getenv("WSYNC_TEST_HTTP_LOGS");
+    char path[600], line[2048];
+    FILE *f;
+    int n = 0;
+    *with_cred = 0;
+    if (with_must) *with_must = 0;
+    if (!dir) return -1;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!(f = fopen(path, "r"))) return -1;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, needle)) continue;
+        n++;
+        if (!strstr(line, "auth=[-]") || !strstr(line, "cookie=[-]")) ++*with_cred;
+        if (with_must && must && strstr(line, must)) ++*with_must;
+    }
+    fclose(f);
+    return n;
+}
+
+static void test_redirect(void)
+{
+    static const char *const creds[] = {"Authorization: Bearer wsync-secret", "Cookie: session=wsync-secret",
+                                        "X-Wsync-Test: kept", NULL};
+    wsync_store direct, gw, same;
+    wsync_http_options o;
+    wsync_http_stats st;
+    wsync_error err;
+    size_t n = 3u << 20;
+    uint8_t *obj = pattern(n, 21), *all = NULL;
+    uint64_t size = 0;
+    char needle[256], url[512];
+    int lines, cred, must;
+    const char *target = getenv("WSYNC_TEST_HTTP_REDIRECT_TARGET");
+    grow g;
+    if (!target) {
+        free(obj);
+        return;
+    }
+    memset(&o, 0, sizeof o);
+    o.headers = creds;
+    o.parallel = 3;
+    o.parallel_threshold = 1u << 20;
+    o.part_size = 512u << 10;
+    if (!open_at(g_url, "redir", NULL, &direct)) return;
+    snprintf(url, sizeof url, "%s/gw", g_url);
+    if (!open_at(url, "redir", &o, &gw)) return;
+    snprintf(url, sizeof url, "%s/same", g_url);
+    if (!open_at(url, "redir", &o, &same)) return;
+    CHECK_EQ_INT(direct.put(direct.user, "anchors/step_000001.safetensors", obj, n, &err), WSYNC_OK);
+    CHECK_EQ_INT(direct.put(direct.user, "HEAD", "{\"step\": 1}", 11, &err), WSYNC_OK);
+
+    TEST_BEGIN("redirect: GET and HEAD follow a 302 to another origin, bit-exact, parallel parts included");
+    CHECK_MSG(gw.head(gw.user, "HEAD", &size, &err) == WSYNC_OK && size == 11, "%s", err.message);
+    CHECK_MSG(wsync_store_get_all(&gw, "HEAD", NULL, &all, &size, &err) == WSYNC_OK, "%s", err.message);
+    CHECK(all && size == 11 && memcmp(all, "{\"step\": 1}", 11) == 0);
+    free(all);
+    all = NULL;
+    memset(&g, 0, sizeof g);
+    CHECK_MSG(gw.get(gw.user, "anchors/step_000001.safetensors", 0, UINT64_MAX, grow_sink, &g, &size, &err) ==
+                  WSYNC_OK, "%s", err.message);
+    CHECK(g.n == n && size == n && memcmp(g.p, obj, n) == 0);
+    g.n = 0;
+    CHECK_MSG(gw.get(gw.user, "anchors/step_000001.safetensors", 1000, 5000, grow_sink, &g, &size, &err) == WSYNC_OK,
+              "%s", err.message);
+    CHECK(g.n == 5000 && memcmp(g.p, obj + 1000, 5000) == 0);
+    free(g.p);
+    wsync_store_http_stats(&gw, &st);
+    CHECK_EQ_U64(st.parallel_gets, 1);
+    TEST_END();
+
+    TEST_BEGIN("redirect: Authorization and Cookie are not sent to the other origin; other headers are");
+    snprintf(needle, sizeof needle, "/%s/redir/", g_tag);
+    lines = log_lines("cdn.log", needle, "xt=[kept]", &cred, &must);
+    CHECK_MSG(lines >= 5, "%d requests reached the redirect target", lines);
+    CHECK_MSG(cred == 0, "%d of %d requests to the other origin carried credentials", cred, lines);
+    CHECK_MSG(must == lines, "%d of %d requests to the other origin kept X-Wsync-Test", must, lines);
+    TEST_END();
+
+    TEST_BEGIN("redirect: on the same origin the 302 is followed and the credentials stay");
+    CHECK_MSG(wsync_store_get_all(&same, "HEAD", NULL, &all, &size, &err) == WSYNC_OK, "%s", err.message);
+    CHECK(all && size == 11 && memcmp(all, "{\"step\": 1}", 11) == 0);
+    free(all);
+    all = NULL;
+    snprintf(needle, sizeof needle, "GET /%s/redir/HEAD ", g_tag);
+    lines = log_lines("cred.log", needle, "auth=[Bearer wsync-secret] cookie=[session=wsync-secret]", &cred, &must);
+    CHECK_MSG(lines >= 1 && must == lines, "%d lines, %d with the credentials", lines, must);
+    TEST_END();
+
+    TEST_BEGIN("redirect: a key that is a directory is still NOT_FOUND through a redirect (nginx's 301 to '/')");
+    CHECK_EQ_INT(gw.head(gw.user, "anchors", &size, &err), WSYNC_ERR_NOT_FOUND);
+    CHECK_EQ_INT(wsync_store_get_all(&gw, "anchors", NULL, &all, &size, &err), WSYNC_ERR_NOT_FOUND);
+    CHECK_EQ_INT(wsync_store_get_all(&gw, "nope", NULL, &all, &size, &err), WSYNC_ERR_NOT_FOUND);
+    TEST_END();
+    free(obj);
+    wsync_store_close(&direct);
+    wsync_store_close(&gw);
+    wsync_store_close(&same);
+}
+
+/* ======================================================================
+   TLS: nginx with a self-signed certificate for 127.0.0.1
+   ====================================================================== */
+
+static void test_tls(void)
+{
+    const char *url = getenv("WSYNC_TEST_HTTPS_URL"), *ca = getenv("WSYNC_TEST_HTTPS_CA");
+    wsync_store s;
+    wsync_http_options o;
+    wsync_http_stats st;
+    wsync_error err;
+    uint64_t size = 0;
+    uint8_t *all = NULL;
+    char lurl[256];
+    if (!url || !ca) return;
+    fast_opts(&o);
+
+    TEST_BEGIN("tls: a self-signed certificate fails verification by default, at once, saying what to do");
+    if (open_at(url, "tls", &o, &s)) {
+        CHECK_EQ_INT(s.head(s.user, "HEAD", &size, &err), WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "TLS") && strstr(err.message, "certificate") &&
+                      strstr(err.message, "WSYNC_CA_BUNDLE") && strstr(err.message, "https://127.0.0.1:"),
+                  "%s", err.message);
+        CHECK_EQ_INT(s.put(s.user, "HEAD", "x", 1, &err), WSYNC_ERR_IO);
+        wsync_store_http_stats(&s, &st);
+        CHECK_MSG(st.requests == 2 && st.retries == 0, "%llu requests, %llu retries",
+                  (unsigned long long)st.requests, (unsigned long long)st.retries);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    TEST_BEGIN("tls: with ca_file the store works end to end (contract, parallel get, chain)");
+    o.ca_file = ca;
+    o.parallel_threshold = 1u << 20;
+    o.part_size = 512u << 10;
+    if (open_at(url, "tls", &o, &s)) {
+        size_t n = (3u << 20) + 7;
+        uint8_t *obj = pattern(n, 31);
+        grow g;
+        wsync_chain_options co;
+        wsync_publisher *p = NULL;
+        wsync_error e2;
+        sub *u;
+        uint64_t step;
+        CHECK_MSG(s.put(s.user, "anchors/big", obj, n, &err) == WSYNC_OK, "%s", err.message);
+        memset(&g, 0, sizeof g);
+        CHECK_MSG(s.get(s.user, "anchors/big", 0, UINT64_MAX, grow_sink, &g, &size, &err) == WSYNC_OK, "%s",
+                  err.message);
+        CHECK(g.n == n && memcmp(g.p, obj, n) == 0);
+        free(g.p);
+        free(obj);
+        wsync_store_http_stats(&s, &st);
+        CHECK_EQ_U64(st.parallel_gets, 1);
+        memset(&co, 0, sizeof co);
+        co.prefix = "chain";
+        co.anchor_every = 3;
+        CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &e2), WSYNC_OK);
+        u = sub_open(&s, &co);
+        for (step = 0; step <= 5 && p && u; step++) {
+            CHECK_MSG(publish(p, step, &e2), "%s", e2.message);
+            if (step % 2) sync_exact(u, WSYNC_STEP_LATEST, "over tls");
+        }
+        if (u) sync_exact(u, 5, "over tls, the head");
+        sub_close(u);
+        if (p) wsync_publisher_close(p);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    TEST_BEGIN("tls: WSYNC_CA_BUNDLE is the default ca_file; the name is still checked (localhost is not 127.0.0.1)");
+    o.ca_file = NULL;
+    setenv("WSYNC_CA_BUNDLE", ca, 1);
+    if (open_at(url, "tls", &o, &s)) {
+        unsetenv("WSYNC_CA_BUNDLE"); /* copied at open */
+        CHECK_MSG(wsync_store_get_all(&s, "chain/HEAD", NULL, &all, &size, &err) == WSYNC_OK, "%s", err.message);
+        free(all);
+        all = NULL;
+        wsync_store_close(&s);
+    }
+    setenv("WSYNC_CA_BUNDLE", ca, 1);
+    snprintf(lurl, sizeof lurl, "https://localhost:%s", strrchr(url, ':') + 1);
+    if (open_at(lurl, "tls", &o, &s)) {
+        CHECK_EQ_INT(s.head(s.user, "chain/HEAD", &size, &err), WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "TLS") != NULL, "%s", err.message);
+        wsync_store_close(&s);
+    }
+    unsetenv("WSYNC_CA_BUNDLE");
+    TEST_END();
+}
+
 /* Background prefetch uses the store from a second thread while the caller
    polls: the store's handle pool and locks under ASan. */
 static void test_prefetch(void)
@@ -1491,6 +1691,8 @@ int main(void)
     test_prefetch();
     test_faults();
     test_restart();
+    test_redirect();
+    test_tls();
     test_kill_transfer();
     test_kill_chain();
     curl_global_cleanup();

@@ -3,7 +3,10 @@
 # here on 127.0.0.1 with an ephemeral port, plus a fault-injecting proxy in
 # front of it (tests/http/fault_proxy.py): runs each test binary given (the
 # plain and the ASan build of tests/test_http.c), then the tool's publish,
-# log and pull over http:// end to end. Stops everything on exit.
+# log and pull over http:// end to end. The same nginx also answers
+# redirects to a second port (tests/http/*redirect.conf.in) and serves the
+# bucket over TLS on a third with a self-signed certificate made here with
+# openssl (tests/http/servers-tls.conf.in). Stops everything on exit.
 # usage: tests/test_http.sh TEST_BIN... WSYNC_BIN   (the last argument is the tool)
 set -u
 cd "$(dirname "$0")/.."
@@ -28,8 +31,18 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-mkdir -p "$tmp/data" "$tmp/body" "$tmp/proxy" "$tmp/fastcgi" "$tmp/uwsgi" "$tmp/scgi"
+mkdir -p "$tmp/data" "$tmp/body" "$tmp/proxy" "$tmp/fastcgi" "$tmp/uwsgi" "$tmp/scgi" "$tmp/conf.d" "$tmp/tls"
 chmod 755 "$tmp"
+
+# a self-signed certificate for 127.0.0.1 (its own CA) for the TLS server
+tls=1
+if ! "$NGINX" -V 2>&1 | grep -q -- --with-http_ssl_module; then tls=0; fail "$NGINX has no ssl module: no TLS tests"
+elif ! command -v openssl >/dev/null; then tls=0; fail "openssl is not installed: no TLS tests"
+elif ! openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
+        -addext "subjectAltName=IP:127.0.0.1" -keyout "$tmp/tls/key.pem" -out "$tmp/tls/cert.pem" \
+        >"$tmp/tls/openssl.log" 2>&1; then
+    tls=0; fail "openssl could not make a certificate: $(tail -n 3 "$tmp/tls/openssl.log")"
+fi
 
 free_port() {
     python3 -c 'import random, socket
@@ -46,8 +59,13 @@ for _ in range(50):
 user_line=; [ "$(id -u)" -eq 0 ] && user_line="user root;"
 started=0
 for try in 1 2 3 4 5; do
-    port=$(free_port)
-    sed -e "s|@DIR@|$tmp|g" -e "s|@PORT@|$port|g" -e "s|@USER@|$user_line|" tests/http/nginx.conf.in > "$tmp/nginx.conf"
+    port=$(free_port); port2=$(free_port); port3=$(free_port)
+    subst() { sed -e "s|@DIR@|$tmp|g" -e "s|@PORT@|$port|g" -e "s|@PORT2@|$port2|g" -e "s|@PORT3@|$port3|g" \
+                  -e "s|@USER@|$user_line|" "$1"; }
+    subst tests/http/nginx.conf.in > "$tmp/nginx.conf"
+    subst tests/http/main-redirect.conf.in > "$tmp/conf.d/main-redirect.conf"
+    subst tests/http/servers-redirect.conf.in > "$tmp/conf.d/servers-redirect.conf"
+    if [ $tls -eq 1 ]; then subst tests/http/servers-tls.conf.in > "$tmp/conf.d/servers-tls.conf"; fi
     if "$NGINX" -p "$tmp" -c "$tmp/nginx.conf" -e "$tmp/error.log" 2>>"$tmp/start.log"; then started=1; break; fi
 done
 if [ $started -ne 1 ]; then fail "nginx did not start: $(tail -n 3 "$tmp/start.log" "$tmp/error.log" 2>/dev/null)"; finish; fi
@@ -68,6 +86,12 @@ export WSYNC_TEST_HTTP_URL="http://127.0.0.1:$port"
 export WSYNC_TEST_HTTP_PROXY="http://127.0.0.1:$pport"
 export WSYNC_TEST_HTTP_DATA="$tmp/data"
 export WSYNC_TEST_NGINX_PID="$tmp/nginx.pid"
+export WSYNC_TEST_HTTP_REDIRECT_TARGET="http://127.0.0.1:$port2"
+if [ $tls -eq 1 ]; then
+    export WSYNC_TEST_HTTPS_URL="https://127.0.0.1:$port3" WSYNC_TEST_HTTPS_CA="$tmp/tls/cert.pem"
+fi
+export WSYNC_TEST_HTTP_LOGS="$tmp"
+unset WSYNC_CA_BUNDLE
 export WSYNC_TEST_NGINX_START="'$NGINX' -p '$tmp' -c '$tmp/nginx.conf' -e '$tmp/error.log'"
 
 # ---- the C tests (each prints its own summary line; they are added up here) ----
@@ -114,4 +138,19 @@ if [ -f "$tmp/data/cli2-$$/run/a/HEAD" ]; then pass "cli: HEAD lands under URL p
 "$tool" pull --store "http://127.0.0.1:1/nothing" "$tmp/local.safetensors" >"$tmp/out" 2>&1; rc=$?
 if [ $rc -ne 0 ] && grep -q "127.0.0.1:1" "$tmp/out"; then pass "cli: an unreachable server fails and names the URL"
 else fail "cli: an unreachable server: rc $rc: $(head -c 300 "$tmp/out")"; fi
+# ---- the tool over https:// (nginx with the self-signed certificate) ----
+if [ $tls -eq 1 ]; then
+    surl="$WSYNC_TEST_HTTPS_URL/cli-tls-$$"
+    "$tool" publish --store "$surl" --step 0 "$m/g0.safetensors" >"$tmp/out" 2>&1; rc=$?
+    if [ $rc -ne 0 ] && grep -q "certificate" "$tmp/out" && grep -q "WSYNC_CA_BUNDLE" "$tmp/out"; then
+        pass "cli: https with a self-signed certificate fails verification and names WSYNC_CA_BUNDLE"
+    else fail "cli: https, self-signed, no CA: rc $rc: $(head -c 300 "$tmp/out")"; fi
+    for s in 0 1 2; do
+        check "cli: publish step $s over https with WSYNC_CA_BUNDLE" env WSYNC_CA_BUNDLE="$tmp/tls/cert.pem" \
+            "$tool" publish --store "$surl" --step $s "$m/g$s.safetensors"
+    done
+    cp "$m/g0.safetensors" "$tmp/tls.safetensors"
+    check "cli: pull over https" env WSYNC_CA_BUNDLE="$tmp/tls/cert.pem" "$tool" pull --store "$surl" "$tmp/tls.safetensors"
+    check "cli: the file pulled over https is step 2 bit for bit" "$tool" verify "$tmp/tls.safetensors" "$m/g2.safetensors"
+fi
 finish
