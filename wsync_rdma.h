@@ -18,10 +18,19 @@ for the `wsync_fabric` interface of wsync.h ("Fabric: one-sided writes"):
               first reg) reads framed writes and puts the bytes straight
               into the registered memory, checking region, key and bounds
               of every frame first.
+    verbs     RDMA RC (InfiniBand or RoCE) through libibverbs: RDMA WRITE
+              and WRITE_WITH_IMM from registered memory on one or several
+              NICs; queue pairs are connected over a small TCP control
+              connection (the receiver's listener thread, started by the
+              first reg). Every verbs call goes through a table
+              (wsync_verbs_ops): libibverbs loaded at run time by default,
+              or the caller's (tests/fake_verbs.h is an in-memory one).
 
-Still to come (issue 6): the ibverbs backend (RC RDMA WRITE), the
-controller protocol, the schedule and the pipeline. Nothing in wsync has
-run on an RDMA NIC.
+The verbs backend has NEVER RUN ON A NIC: it is tested only against the
+fake provider in tests/fake_verbs.h. Expect the first run on hardware to
+find what a fake cannot (provider limits, RoCE GID types, timeouts).
+Still to come (issue 6): the controller protocol, the schedule and the
+pipeline.
 
 QUICK START
 ===========
@@ -43,6 +52,9 @@ QUICK START
 
 A sender must register its source memory too (`write` takes a registered
 source); `send_only` keeps such a fabric from listening.
+RDMA: wsync_fabric_verbs_open(&opts, &f, &err) in place of
+wsync_fabric_tcp_open (opts.devices = "mlx5_0,mlx5_1" for two NICs); the
+calls are the same.
 
 SEMANTICS PER BACKEND
 =====================
@@ -55,6 +67,29 @@ SEMANTICS PER BACKEND
     flush        full fence; fails if a receiver went away   waits for an ack from
                  (its socket closed)                         every remote written to
     recv_imm     the region's queue of immediates (receiver side), in arrival order
+
+    verbs
+    write        RDMA WRITE requests of at most max_wr_bytes (and both ports'
+                 max_msg_sz), posted and returned: not done on return.
+                 Writes of split_min bytes per lane or more are split across
+                 every lane on 4 KiB boundaries, shorter ones go round-robin.
+                 Every signal_every-th request asks for a completion; a full
+                 send queue (sq_depth, or ENOMEM from the provider) is polled
+                 until it has room (back-pressure, bounded by timeout_ms).
+                 Overlapping writes to one remote may land in any order
+                 across lanes: flush between them.
+    write_imm    the other lanes drained first (RC orders one queue pair
+                 only), then the bytes and WRITE_WITH_IMM on lane 0: the
+                 immediate arrives after every byte written to that remote.
+    flush        every lane of every remote drained (an empty signaled write
+                 after an unsignaled tail); timeout_ms bounds it.
+    recv_imm     lane 0 of each connection posts rq_depth receives; its
+                 connection thread polls the completions every millisecond
+                 (no completion channel yet), queues each immediate on the
+                 connection's region and posts the receive again.
+    An error completion (named: IBV_WC_REM_ACCESS_ERR, RETRY_EXC_ERR, ...,
+    with the NIC) breaks the remote, as does the control connection
+    closing (the receiver exited or deregistered the region).
 
 Writes check the source and destination bounds locally (WSYNC_ERR_OUT_OF_BOUNDS).
 A remote whose receiver failed (exited, closed the connection, refused a
@@ -77,6 +112,38 @@ offered, and otherwise fails with the reason and what to change.
 wsync_fabric_host_remote_mode says which mode a remote uses. The Unix
 socket is in Linux's abstract namespace (one network namespace).
 
+VERBS: NICS, LANES, CONNECTIONS
+===============================
+options.devices picks the NICs ("mlx5_0:1,mlx5_1", "all"; default: the
+first active port); each has its own PD, and every region is registered
+on each (its descriptor carries an rkey per NIC). Opening a remote makes
+max(sender NICs, receiver NICs) lanes, lane i from the sender's NIC
+i % S to the receiver's i % R, each an RC queue pair with its own CQ on
+both sides, over one TCP control connection per remote. Queue pairs are
+not shared across regions: an immediate carries 32 bits of the caller's
+and nothing else, so the queue pair it arrives on is what names its
+region. RoCE ports address peers by GID (is_global, GRH; the index from
+options or the first IPv4-mapped one), InfiniBand ports by LID; both
+sides must share the link layer. Each side picks a random 24-bit PSN.
+
+VERBS WIRE FORMAT (little-endian)
+=================================
+    descriptor bytes (version 1): u16 control port, u8 host length (1..63),
+           u8 NICs (1..8), u32 region, u64 key, u64 fabric instance,
+           u32 rkey per NIC, host
+    hello  32 bytes: "WSV1", version 1, total length, region, key (64),
+           lanes (1..8), 0; then 40 bytes per lane
+    reply  the same with "WSV2" and a status (0, or why it was refused) in
+           place of the region, key 0
+    lane   u32 the receiver's NIC index, u32 QP number (24 bits), u32 PSN
+           (24 bits), u32 max message size, u16 LID, u8 RoCE (0/1), u8 MTU
+           (IBV_MTU_256..4096), u8 port, 3 zero bytes, GID (16)
+Both sides check every field against their own (lengths, version, ranges,
+the NIC's link layer) before it reaches a verb; a peer that sends nothing,
+or not all of it, within timeout_ms fails the handshake. After the reply
+the connection carries nothing: its closing tells either side the other
+went away, and the receiver then destroys its queue pairs.
+
 TCP WIRE FORMAT (little-endian)
 ===============================
     frame  48 bytes: "WSF1", type (1 write, 2 write+imm, 3 flush), region,
@@ -88,14 +155,20 @@ reason, its connection is closed, and it is counted (wsync_fabric_stats).
 
 PLATFORM
 ========
-Linux (both backends), POSIX threads. The implementation needs glibc's
+Linux (all backends), POSIX threads. The implementation needs glibc's
 GNU declarations (process_vm_writev, memfd_create, accept4): this header
 defines _GNU_SOURCE itself when WSYNC_RDMA_IMPLEMENTATION is defined before
 the first #include of the translation unit; otherwise define _GNU_SOURCE
 there yourself. Without them (or off Linux, or with WSYNC_NO_THREADS) the
 open functions fail with WSYNC_ERR_UNSUPPORTED and say why. No rdma-core
-is needed. Senders should not rely on SIGPIPE being ignored: every send
-uses MSG_NOSIGNAL.
+is needed to build or link: the verbs backend is compiled where
+<infiniband/verbs.h> is found (WSYNC_RDMA_AVAILABLE 1; WSYNC_RDMA_NO_VERBS
+leaves it out) and loads libibverbs.so.1 with dlopen when a fabric opens
+with the default table; without it wsync_fabric_verbs_open fails with
+WSYNC_ERR_UNSUPPORTED (no headers) or WSYNC_ERR_IO ("libibverbs not
+found", "no RDMA devices"). Register memory within RLIMIT_MEMLOCK.
+Senders should not rely on SIGPIPE being ignored: every send uses
+MSG_NOSIGNAL.
 
 LICENSE
 =======
@@ -152,7 +225,9 @@ typedef struct wsync_fabric_stats {
     char last_reject[128];     /* why the last refusal happened */
 } wsync_fabric_stats;
 
-/* 1 and *out filled when f is a TCP or one-host fabric; 0 otherwise. */
+/* 1 and *out filled when f is a TCP, one-host or verbs fabric; 0 otherwise.
+   verbs: frames counts immediates received; bytes stays 0 (the receiver
+   sees none). */
 WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *out);
 
 /* ---- TCP ------------------------------------------------------------- */

@@ -36,6 +36,15 @@ for cc in gcc clang; do
     printf '#define WSYNC_HTTP_NO_CURL\n#define WSYNC_IMPLEMENTATION\n#define WSYNC_HTTP_IMPLEMENTATION\n#include "wsync_http.h"\nint main(void) { wsync_store s; wsync_error e; return wsync_store_http_open("http://h/x", NULL, &s, &e) == WSYNC_ERR_UNSUPPORTED && strstr(e.message, "libcurl") ? 0 : 1; }\n' > "$tmp/nocurl.c"
     check "$cc wsync_http.h without libcurl (WSYNC_HTTP_NO_CURL) builds and says so" $cc -std=c99 $W -include string.h -o "$tmp/nc" "$tmp/nocurl.c"
     check "$cc wsync_http.h without libcurl: the message" "$tmp/nc"
+    # wsync_rdma.h's verbs backend left out (as without rdma-core's headers): it builds and says so
+    printf '#define WSYNC_RDMA_NO_VERBS\n#define WSYNC_IMPLEMENTATION\n#define WSYNC_RDMA_IMPLEMENTATION\n#include "wsync_rdma.h"\nint main(void) { wsync_fabric f; wsync_error e; return !WSYNC_RDMA_AVAILABLE && wsync_fabric_verbs_open(NULL, &f, &e) == WSYNC_ERR_UNSUPPORTED && strstr(e.message, "verbs.h") ? 0 : 1; }\n' > "$tmp/noverbs.c"
+    check "$cc wsync_rdma.h without verbs (WSYNC_RDMA_NO_VERBS) builds" $cc -std=c99 $W -o "$tmp/nv" "$tmp/noverbs.c"
+    check "$cxx wsync_rdma.h without verbs as C++" $cxx -x c++ -std=c++11 $W -o "$tmp/nvx" "$tmp/noverbs.c"
+    check "$cc wsync_rdma.h without verbs: UNSUPPORTED and the message" "$tmp/nv"
+    if [ -f /usr/include/infiniband/verbs.h ]; then
+        printf '#define WSYNC_IMPLEMENTATION\n#define WSYNC_RDMA_IMPLEMENTATION\n#include "wsync_rdma.h"\n#if !WSYNC_RDMA_AVAILABLE\n#error "verbs.h is here but the verbs backend is not built"\n#endif\nint main(void) { return 0; }\n' > "$tmp/verbs.c"
+        check "$cc wsync_rdma.h with verbs.h: WSYNC_RDMA_AVAILABLE" $cc -std=c99 $W -o "$tmp/v" "$tmp/verbs.c"
+    fi
     printf '#define WSYNC_STATIC\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return wsync_f32_to_bf16(1.0f) == 0x3F80 ? 0 : 1; }\n' > "$tmp/static.c"
     check "$cc WSYNC_STATIC" $cc -std=c99 $W -Wno-unused-function -o "$tmp/s" "$tmp/static.c"
     printf '#define WSYNC_NO_SIMD\n#define WSYNC_NO_THREADS\n#define WSYNC_NO_MMAP\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return 0; }\n' > "$tmp/portable.c"
