@@ -3,6 +3,7 @@
      WSYNC_TEST_S3_ENDPOINT  http://127.0.0.1:PORT
      WSYNC_TEST_S3_BUCKET    a bucket created at startup
      WSYNC_TEST_S3_TAG       a prefix unique to this run
+     WSYNC_TEST_S3_FRONT     http://127.0.0.1:PORT of tests/s3/front.py
    and AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Without them only the
    pieces that need no server run: SigV4's encoding and canonical query
    against AWS's published examples, the ListObjectsV2 parser on hostile
@@ -11,7 +12,10 @@
    With the server: the store contract, a wrong secret (an authentication
    error after one request), pagination past 1,000 keys, a multipart
    upload reassembled bit-exact, and the delta chain (24 steps with
-   anchors, subscribers from scratch and mid-chain). s3rver's PUT is not
+   anchors, subscribers from scratch and mid-chain); through the front: a
+   302 to another origin followed with no signature, token or cookie sent
+   there, a 307 on the same origin still signed, and the session token sent,
+   signed (s3rver refuses it once the front changes it). s3rver's PUT is not
    atomic and it ignores conditional writes: nothing here relies on
    either. */
 #define _POSIX_C_SOURCE 200809L
@@ -799,6 +803,216 @@ static void test_chain(void)
     wsync_store_close(&s);
 }
 
+/* ======================================================================
+   Through tests/s3/front.py: redirects (to another origin: a CDN stand-in
+   that refuses credentials; to the same origin: still signed, s3rver
+   checks), and the session token (captured, signed, tampered with)
+   ====================================================================== */
+
+static const char *g_front;
+
+typedef struct grow {
+    uint8_t *p;
+    size_t n, cap;
+} grow;
+
+static int grow_sink(void *user, const void *b, size_t n)
+{
+    grow *g = (grow *)user;
+    if (n > g->cap - g->n) {
+        size_t cap = g->cap ? g->cap : 65536;
+        uint8_t *q;
+        while (cap - g->n < n) cap *= 2;
+        if (!(q = (uint8_t *)realloc(g->p, cap))) return 1;
+        g->p = q;
+        g->cap = cap;
+    }
+    memcpy(g->p + g->n, b, n);
+    g->n += n;
+    return 0;
+}
+
+/* GET g_front + path; the body, malloc'd and NUL-terminated ("" on error). */
+static char *front_ctl(const char *fmt, const char *arg)
+{
+    char path[512], url[700];
+    CURL *c = curl_easy_init();
+    FILE *f = tmpfile();
+    char *out = NULL;
+    long n = 0;
+    snprintf(path, sizeof path, fmt, arg);
+    snprintf(url, sizeof url, "%s%s", g_front, path);
+    if (c && f) {
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+        if (curl_easy_perform(c) == CURLE_OK) n = ftell(f);
+    }
+    out = (char *)malloc((size_t)(n > 0 ? n : 0) + 1);
+    if (out) {
+        size_t got = 0;
+        if (n > 0) {
+            rewind(f);
+            got = fread(out, 1, (size_t)n, f);
+        }
+        out[got] = 0;
+    }
+    if (f) fclose(f);
+    if (c) curl_easy_cleanup(c);
+    return out;
+}
+
+/* Lines of `text` that contain a and b (b may be NULL). */
+static int count_lines(const char *text, const char *a, const char *b)
+{
+    int n = 0;
+    const char *p = text;
+    while (p && *p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+        if (strstr(line, a) && (!b || strstr(line, b))) n++;
+        p = e ? e + 1 : NULL;
+    }
+    return n;
+}
+
+static void test_front(void)
+{
+    static const char *const cookie[] = {"Cookie: session=wsync-secret", NULL};
+    wsync_store direct, xs, ss, ts;
+    wsync_s3_options o;
+    wsync_error err;
+    wsync_http_stats st;
+    size_t n = (6u << 20) + 333;
+    uint8_t *big = pattern(n, 9), *all = NULL;
+    uint64_t size = 0;
+    char needle[256], *seen;
+    if (!g_front) {
+        free(big);
+        return;
+    }
+    fast_opts(&o);
+    if (!open_at("front/plain", &o, &direct)) return;
+    CHECK_EQ_INT(direct.put(direct.user, "HEAD", "{\"step\": 3}", 11, &err), WSYNC_OK);
+    CHECK_EQ_INT(direct.put(direct.user, "anchors/big", big, n, &err), WSYNC_OK);
+    o.endpoint = g_front;
+    o.session_token = "wsync-token-1";
+    o.http.headers = cookie;
+    o.http.parallel = 3;
+    o.http.parallel_threshold = 1u << 20;
+    o.http.part_size = 1u << 20;
+    free(front_ctl("/__front/clear%s", ""));
+
+    TEST_BEGIN("s3 redirect: GET and HEAD follow a 302 to another origin (the gateway to its CDN), bit-exact");
+    if (open_at("front/xhost", &o, &xs)) {
+        grow g;
+        CHECK_MSG(xs.head(xs.user, "HEAD", &size, &err) == WSYNC_OK && size == 11, "%s", err.message);
+        CHECK_MSG(wsync_store_get_all(&xs, "HEAD", NULL, &all, &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK(all && size == 11 && memcmp(all, "{\"step\": 3}", 11) == 0);
+        free(all);
+        all = NULL;
+        memset(&g, 0, sizeof g);
+        CHECK_MSG(xs.get(xs.user, "anchors/big", 0, UINT64_MAX, grow_sink, &g, &size, &err) == WSYNC_OK, "%s",
+                  err.message);
+        CHECK(g.n == n && size == n && memcmp(g.p, big, n) == 0);
+        free(g.p);
+        wsync_store_http_stats(&xs, &st);
+        CHECK_EQ_U64(st.parallel_gets, 1);
+        CHECK_EQ_INT(xs.head(xs.user, "nope", &size, &err), WSYNC_ERR_NOT_FOUND);
+        wsync_store_close(&xs);
+    }
+    TEST_END();
+
+    TEST_BEGIN("s3 redirect: no signature, session token or Cookie reaches the other origin");
+    snprintf(needle, sizeof needle, "/%s/front/plain/", g_tag);
+    seen = front_ctl("/__front/seen?path=%s", needle);
+    CHECK_MSG(count_lines(seen, "cdn ", NULL) >= 6, "%s", seen);
+    CHECK_MSG(count_lines(seen, "cdn ", "token=[] cookie=[] auth=[0]") == count_lines(seen, "cdn ", NULL), "%s",
+              seen);
+    free(seen);
+    snprintf(needle, sizeof needle, "/%s/front/xhost/", g_tag);
+    seen = front_ctl("/__front/seen?path=%s", needle);
+    /* at the gateway (our origin) they were all there, signed */
+    CHECK_MSG(count_lines(seen, "front ", "token=[wsync-token-1] cookie=[session=wsync-secret] auth=[1]") ==
+                      count_lines(seen, "front ", NULL) &&
+                  count_lines(seen, "front ", NULL) >= 3,
+              "%s", seen);
+    free(seen);
+    TEST_END();
+
+    TEST_BEGIN("s3 redirect: a 307 on the same origin stays signed (s3rver verifies it)");
+    if (open_at("front/same", &o, &ss)) {
+        CHECK_MSG(wsync_store_get_all(&ss, "HEAD", NULL, &all, &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK(all && size == 11 && memcmp(all, "{\"step\": 3}", 11) == 0);
+        free(all);
+        all = NULL;
+        wsync_store_close(&ss);
+    }
+    snprintf(needle, sizeof needle, "/%s/front/plain/HEAD", g_tag);
+    seen = front_ctl("/__front/seen?path=%s", needle);
+    CHECK_MSG(count_lines(seen, "front GET", "auth=[1]") >= 1, "%s", seen);
+    free(seen);
+    TEST_END();
+
+    free(front_ctl("/__front/clear%s", ""));
+    o.http.headers = NULL;
+    if (open_at("front/plain", &o, &ts)) {
+        collected c;
+        TEST_BEGIN("s3 session token: sent as x-amz-security-token and signed; s3rver accepts the signature");
+        CHECK_MSG(ts.put(ts.user, "HEAD", "{\"step\": 4}", 11, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_MSG(wsync_store_get_all(&ts, "HEAD", NULL, &all, &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK(all && size == 11 && memcmp(all, "{\"step\": 4}", 11) == 0);
+        free(all);
+        all = NULL;
+        memset(&c, 0, sizeof c);
+        CHECK_MSG(ts.list(ts.user, "", collect, &c, &err) == WSYNC_OK && c.n == 2, "%s", err.message);
+        seen = front_ctl("/__front/seen?path=%s", g_tag);
+        CHECK_MSG(count_lines(seen, "front ", NULL) >= 3 &&
+                      count_lines(seen, "front ", "token=[wsync-token-1]") == count_lines(seen, "front ", NULL) &&
+                      count_lines(seen, "front ", ";x-amz-security-token") == count_lines(seen, "front ", NULL),
+                  "%s", seen);
+        free(seen);
+        TEST_END();
+        TEST_BEGIN("s3 session token: changed on the way, the signature fails (WSYNC_ERR_AUTH, not retried)");
+        free(front_ctl("/__front/clear%s", ""));
+        free(front_ctl("/__front/tamper?on=1%s", ""));
+        CHECK_EQ_INT(ts.head(ts.user, "HEAD", &size, &err), WSYNC_ERR_AUTH); /* a HEAD's 403 has no body */
+        CHECK_EQ_INT(ts.put(ts.user, "HEAD", "x", 1, &err), WSYNC_ERR_AUTH);
+        CHECK_MSG(strstr(err.message, "SignatureDoesNotMatch") != NULL, "%s", err.message);
+        free(front_ctl("/__front/tamper?on=0%s", ""));
+        CHECK_MSG(wsync_store_get_all(&ts, "HEAD", NULL, &all, &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK(all && size == 11 && memcmp(all, "{\"step\": 4}", 11) == 0);
+        free(all);
+        all = NULL;
+        seen = front_ctl("/__front/seen?path=%s", g_tag);
+        /* the tampered HEAD and PUT once each (not retried), then get_all's HEAD */
+        CHECK_MSG(count_lines(seen, "front HEAD", NULL) == 1 + 1 && count_lines(seen, "front PUT", NULL) == 1, "%s",
+                  seen);
+        free(seen);
+        wsync_store_close(&ts);
+        TEST_END();
+    }
+
+    TEST_BEGIN("s3 session token: AWS_SESSION_TOKEN is the default");
+    o.session_token = NULL;
+    setenv("AWS_SESSION_TOKEN", "wsync-token-env", 1);
+    free(front_ctl("/__front/clear%s", ""));
+    if (open_at("front/plain", &o, &ts)) {
+        unsetenv("AWS_SESSION_TOKEN");
+        CHECK_MSG(ts.head(ts.user, "HEAD", &size, &err) == WSYNC_OK, "%s", err.message);
+        seen = front_ctl("/__front/seen?path=%s", g_tag);
+        CHECK_MSG(count_lines(seen, "front HEAD", "token=[wsync-token-env]") == 1, "%s", seen);
+        free(seen);
+        wsync_store_close(&ts);
+    }
+    unsetenv("AWS_SESSION_TOKEN");
+    TEST_END();
+    free(big);
+    wsync_store_close(&direct);
+}
+
 int main(void)
 {
     wsync_store s;
@@ -808,6 +1022,7 @@ int main(void)
     g_endpoint = getenv("WSYNC_TEST_S3_ENDPOINT");
     g_bucket = getenv("WSYNC_TEST_S3_BUCKET");
     g_tag = getenv("WSYNC_TEST_S3_TAG");
+    g_front = getenv("WSYNC_TEST_S3_FRONT");
     if (!g_tag) {
         snprintf(tag, sizeof tag, "t%ld", (long)getpid());
         g_tag = tag;
@@ -832,6 +1047,7 @@ int main(void)
         test_multipart();
         test_chain();
         test_pagination();
+        test_front();
     }
     curl_global_cleanup();
     return check_summary();

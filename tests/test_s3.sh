@@ -2,7 +2,8 @@
 # The S3 store against a real S3 server: s3rver 4.0.4 (npm, installed into
 # build/s3rver by tests/install-deps.sh; it verifies SigV4), started here on
 # 127.0.0.1 with an ephemeral port, a temporary data directory and a bucket
-# created at startup. Runs each test binary given (the plain and the ASan
+# created at startup, and tests/s3/front.py in front of it (redirects, the
+# session token captured and tampered with). Runs each test binary given (the plain and the ASan
 # build of tests/test_s3.c), then the tool's publish, log and pull over
 # s3:// end to end. Stops the server on exit.
 # usage: tests/test_s3.sh TEST_BIN... WSYNC_BIN   (the last argument is the tool)
@@ -23,7 +24,9 @@ if [ ! -f "$S3RVER_DIR/lib/cli.js" ]; then fail "s3rver is not installed in $S3R
 
 tmp=$(mktemp -d /tmp/wsync-s3.XXXXXX)
 server_pid=
+front_pid=
 cleanup() {
+    [ -n "$front_pid" ] && kill "$front_pid" 2>/dev/null && wait "$front_pid" 2>/dev/null
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
     rm -rf "$tmp"
 }
@@ -44,11 +47,20 @@ for i in $(seq 200); do
 done
 if [ -z "$port" ]; then fail "s3rver did not start: $(tail -n 5 "$tmp/server.out")"; finish; fi
 
+# the front (tests/s3/front.py): redirects to a CDN stand-in on another
+# port, captures headers, tampers with the session token on request
+python3 tests/s3/front.py "$port" "$tmp/data" > "$tmp/front.out" 2>&1 &
+front_pid=$!
+for i in $(seq 100); do grep -q ready "$tmp/front.out" 2>/dev/null && break; kill -0 $front_pid 2>/dev/null || break; sleep 0.05; done
+fport=$(sed -n -E 's/^ready ([0-9]+) [0-9]+$/\1/p' "$tmp/front.out")
+if [ -n "$fport" ]; then export WSYNC_TEST_S3_FRONT="http://127.0.0.1:$fport"
+else fail "the s3 front did not start: $(tail -n 3 "$tmp/front.out")"; fi
+
 export WSYNC_TEST_S3_ENDPOINT="http://127.0.0.1:$port"
 export WSYNC_TEST_S3_BUCKET=$bucket
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
-unset AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+unset AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION AWS_CA_BUNDLE WSYNC_CA_BUNDLE
 
 # ---- the C tests (each prints its own summary line; they are added up here) ----
 for b in "${bins[@]}"; do
