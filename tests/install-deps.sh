@@ -15,6 +15,8 @@ command -v make    >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libcurl 2>/dev/null || need+=(libcurl4-openssl-dev)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+# the TLS tests make a self-signed certificate with openssl (nginx-light has the ssl module)
+command -v openssl >/dev/null || need+=(openssl)
 # the verbs fabric (wsync_rdma.h): rdma-core's headers; tests use a fake provider, no NIC
 [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
 # the S3 store is tested against s3rver (npm; installed below into build/s3rver)
