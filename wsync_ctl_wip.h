@@ -5,6 +5,7 @@
 #define WSYNC_CTL_WIP_H
 
 #include "wsync_rdma.h"
+#include "wsync_exec_wip.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,11 +22,14 @@ extern "C" {
                            regions (n x WSYNC_FABRIC_DESC_WIRE bytes),
                            tensors (name_len u16, name, dtype u32, ndim u32,
                            shape u64 x ndim, row_begin u64, row_count u64,
-                           region u32, offset u64)
+                           region u32, offset u64, col_begin u64, col_count u64,
+                           to_dtype u32, block u32, scale_offset u64)
      ASSIGN  ctl -> rank   role u32, rank u32, n_trainers u32, n_inference u32,
                            n_targets u32, n_transfers u32, targets (rank u32,
                            region u32, descriptor), transfers (src_region u32,
-                           target u32, src_offset u64, dst_offset u64, len u64)
+                           target u32, src_offset u64, dst_offset u64, len u64,
+                           rows u64, src_stride u64, prep u32, block u32,
+                           scale_offset u64)
      GO      ctl -> trainer        step u64: write your transfers now
      DONE    trainer -> ctl        step u64, status u32, text_len u16, text
      COMMIT  ctl -> inference      step u64: every byte of the step is in place
@@ -35,12 +39,23 @@ extern "C" {
      ERROR   either way            step u64, status u32, text_len u16, text
 
    A rank's tensors: rows [row_begin, row_begin + row_count) along dim 0 of
-   a tensor of the given full shape (a scalar is one row), stored
-   contiguously from `offset` in its region `region`. The controller maps
-   every inference rank's rows to trainer ranks holding the same rows of
-   the same tensor (name, dtype and shape equal), taking where several hold
-   them the one with the fewest bytes assigned so far, and tells each
-   trainer what to write where (ASSIGN). A step: GO to every trainer, a
+   a tensor of the given full shape (a scalar is one row; the dims after the
+   first are flattened into columns), and of those columns [col_begin,
+   col_begin + col_count) (col_count 0: all), stored contiguously, row-major,
+   from `offset` in its region `region`. Trainers hold row shards (all
+   columns). An inference rank's entry may ask for a column slice (a
+   tensor-parallel split of the input dimension) and for fp8 e4m3 (to_dtype,
+   from bf16) with block x block tile scales (block 0: one scale) as f32 at
+   scale_offset; several entries laid out back to back make a fused tensor
+   (qkv_proj from q_proj, k_proj, v_proj). The controller maps every
+   inference rank's rows to trainer ranks holding the same rows of the same
+   tensor (name, dtype and shape equal), taking where several hold them the
+   one with the fewest bytes assigned so far (an fp8 entry comes whole from
+   one trainer: a tile's scale needs all of it), and tells each trainer what
+   to write where (ASSIGN). A transfer writes `len` bytes at dst_offset: rows
+   rows of len / rows bytes each, read from src_offset with src_stride bytes
+   between rows; with prep FP8 each row is len / rows bf16 elements read and
+   e4m3 bytes written, and the tile scales go to scale_offset. A step: GO to every trainer, a
    DONE from each (after its writes and a flush), COMMIT to every inference
    rank, an ACK from each (after its on_commit callback); only then does
    the step count. Any failure (a DONE or ACK with an error, a peer gone, a
@@ -82,6 +97,10 @@ typedef struct wsync_ctl_tensor {
     uint64_t row_begin, row_count;      /* the rows held (all: 0, shape[0]) */
     uint32_t region;           /* index into the rank's regions */
     uint64_t offset;           /* byte offset of row row_begin in that region */
+    uint64_t col_begin, col_count;      /* the columns held (col_count 0: all) */
+    uint32_t to_dtype;         /* inference: the dtype wanted (0: dtype; F8_E4M3 from BF16) */
+    uint32_t block;            /* fp8: tile size of the scales (0: one scale) */
+    uint64_t scale_offset;     /* fp8: where the f32 scales start in the region */
 } wsync_ctl_tensor;
 
 /* An inference rank's region a trainer writes into. */
@@ -90,11 +109,18 @@ typedef struct wsync_ctl_target {
     wsync_fabric_desc desc;
 } wsync_ctl_target;
 
-/* One write: len bytes from the trainer's region src_region at src_offset
-   to targets[target] at dst_offset. */
+#define WSYNC_CTL_PREP_NONE 0u
+#define WSYNC_CTL_PREP_FP8 1u  /* bf16 rows -> e4m3 with tile scales */
+
+/* One write: len bytes to targets[target] at dst_offset, made of `rows`
+   rows read from the trainer's region src_region at src_offset, src_stride
+   bytes apart (rows 1: len contiguous bytes). */
 typedef struct wsync_ctl_transfer {
     uint32_t src_region, target;
     uint64_t src_offset, dst_offset, len;
+    uint64_t rows, src_stride;
+    uint32_t prep, block;      /* WSYNC_CTL_PREP_*; fp8 tile size */
+    uint64_t scale_offset;     /* fp8: the target's offset for the scales */
 } wsync_ctl_transfer;
 
 /* A decoded message; the arrays belong to it (wsync_ctl_msg_free). To
@@ -136,7 +162,9 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
 WSYNC_DEF wsync_result wsync_ctl_decode_frame(const uint8_t *buf, size_t len, const wsync_allocator *a,
                                               wsync_ctl_msg *out, wsync_error *err);
 WSYNC_DEF void wsync_ctl_msg_free(wsync_ctl_msg *m);
-/* Bytes of a rank's tensor entry (row_count rows); WSYNC_ERR_OVERFLOW etc. */
+/* A rank's tensor entry as stored: bytes of one row (its columns, in
+   to_dtype) and of all its rows; checks dtypes, the row and column ranges
+   and overflow. */
 WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_t *row_bytes, uint64_t *bytes,
                                               wsync_error *err);
 
@@ -200,6 +228,9 @@ typedef struct wsync_rank_options {
     const wsync_fabric_desc *descs; /* their descriptors, as reg returned them */
     uint32_t n_regions;
     unsigned timeout_ms;            /* [30000] connect and the wait for ASSIGN; trainers: GO */
+    uint64_t staging_bytes;         /* trainers: [64 MiB, or the largest prepared transfer] the
+                                       executor's staging arena (the memory watermark) for
+                                       transfers that gather or quantize */
     /* Inference: called in the rank's thread at COMMIT, before the version
        word moves; an error result (with err filled) refuses the step. */
     wsync_result (*on_commit)(void *user, uint64_t step, wsync_error *err);
@@ -224,6 +255,8 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
 /* Trainer: DONE for the step with result (and the message in why, if any). */
 WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
                                        wsync_error *err);
+/* Trainer: what the last push did (executor statistics). */
+WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out);
 /* Trainer: the assigned writes. */
 WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, uint32_t *n);
 /* Inference: the last committed step (0 before the first), read with
@@ -258,6 +291,8 @@ extern "C" {
 #define WSYNC__CTL_MAX_TENSORS (1u << 22)
 #define WSYNC__CTL_MAX_REGIONS 4096u
 #define WSYNC__CTL_MAX_TRANSFERS (1u << 24)
+#define WSYNC__CTL_TENSOR_TAIL 60u /* a JOIN tensor's bytes after its shape */
+#define WSYNC__CTL_XFER 64u        /* an ASSIGN transfer's bytes */
 
 /* ---- codec (no sockets: builds everywhere) ---- */
 
@@ -358,7 +393,7 @@ WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_
                                               wsync_error *err)
 {
     unsigned bits, i;
-    uint64_t rb, rows;
+    uint64_t rb, rows, cols, esz;
     if (!t) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tensor is NULL");
     if (t->dtype == 0 || t->dtype >= (uint32_t)WSYNC_DTYPE_COUNT)
         return wsync__rfail(err, WSYNC_ERR_UNKNOWN_DTYPE, "tensor '%s': dtype %u unknown",
@@ -370,19 +405,30 @@ WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_
     if (t->ndim > WSYNC_CTL_DIMS_MAX)
         return wsync__rfail(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor '%s': %u dimensions (at most %u)",
                             t->name ? t->name : "", (unsigned)t->ndim, WSYNC_CTL_DIMS_MAX);
-    rb = bits / 8;
+    if (t->to_dtype && t->to_dtype != t->dtype &&
+        !(t->to_dtype == WSYNC_DTYPE_F8_E4M3 && t->dtype == WSYNC_DTYPE_BF16))
+        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': no conversion from dtype %u to %u (only BF16 to F8_E4M3)",
+                            t->name ? t->name : "", (unsigned)t->dtype, (unsigned)t->to_dtype);
+    cols = 1;
     for (i = 1; i < t->ndim; i++) {
-        if (t->shape[i] && rb > UINT64_MAX / t->shape[i])
+        if (t->shape[i] && cols > UINT64_MAX / t->shape[i])
             return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': shape overflows", t->name ? t->name : "");
-        rb *= t->shape[i];
+        cols *= t->shape[i];
     }
     rows = t->ndim ? t->shape[0] : 1;
     if (t->row_begin > rows || t->row_count > rows - t->row_begin)
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': rows %llu + %llu outside its %llu rows",
                             t->name ? t->name : "", (unsigned long long)t->row_begin,
                             (unsigned long long)t->row_count, (unsigned long long)rows);
-    if (rows && rb > UINT64_MAX / rows)
+    if (t->col_begin > cols || t->col_count > cols - t->col_begin || (t->col_count == 0 && t->col_begin))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': columns %llu + %llu outside its %llu",
+                            t->name ? t->name : "", (unsigned long long)t->col_begin,
+                            (unsigned long long)t->col_count, (unsigned long long)cols);
+    esz = t->to_dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : bits / 8;
+    rb = t->col_count ? t->col_count : cols;
+    if (rb > UINT64_MAX / 8 || (rows && rb * 8 > UINT64_MAX / rows))
         return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': size overflows", t->name ? t->name : "");
+    rb *= esz;
     if (row_bytes) *row_bytes = rb;
     if (bytes) *bytes = rb * t->row_count;
     return WSYNC_OK;
@@ -413,6 +459,70 @@ static wsync_result wsync__ctl_desc_ok(const wsync_fabric_desc *d, const char *w
     return WSYNC_OK;
 }
 
+/* A JOIN entry: its bytes (and an fp8 entry's scales) inside its region. */
+static wsync_result wsync__ctl_tensor_ok(const wsync_ctl_tensor *t, const wsync_fabric_desc *regions,
+                                         uint32_t n_regions, wsync_error *err)
+{
+    uint64_t bytes = 0, rb = 0, ns;
+    wsync_result r;
+    if ((r = wsync_ctl_tensor_bytes(t, &rb, &bytes, err)) != WSYNC_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+        return wsync__cbad(err, r, "JOIN: %s", why);
+    }
+    if (t->region >= n_regions)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': region %u of %u", t->name,
+                           (unsigned)t->region, (unsigned)n_regions);
+    if (!wsync__cin(t->offset, bytes, regions[t->region].len))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                           "JOIN: tensor '%s': %llu bytes at %llu outside region %u (%llu bytes)", t->name,
+                           (unsigned long long)bytes, (unsigned long long)t->offset, (unsigned)t->region,
+                           (unsigned long long)regions[t->region].len);
+    if (t->to_dtype != WSYNC_DTYPE_F8_E4M3) return WSYNC_OK;
+    ns = wsync_quantize_scale_count(t->row_count, rb, t->block); /* rb: one byte per fp8 column */
+    if (ns > UINT64_MAX / 4 || !wsync__cin(t->scale_offset, ns * 4, regions[t->region].len))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': %llu scales at %llu outside region %u",
+                           t->name, (unsigned long long)ns, (unsigned long long)t->scale_offset, (unsigned)t->region);
+    return WSYNC_OK;
+}
+
+/* An ASSIGN transfer: its rows, preparation and destination (the source is
+   checked by the trainer, against its own regions). */
+static wsync_result wsync__ctl_transfer_ok(const wsync_ctl_transfer *x, uint32_t i, const wsync_ctl_target *targets,
+                                           uint32_t n_targets, wsync_error *err)
+{
+    uint64_t row_out, row_src, tlen, ns;
+    if (x->target >= n_targets)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: target %u of %u", (unsigned)i,
+                           (unsigned)x->target, (unsigned)n_targets);
+    tlen = targets[x->target].desc.len;
+    if (x->len == 0 || !wsync__cin(x->dst_offset, x->len, tlen))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                           "ASSIGN: transfer %u: %llu bytes at %llu outside the target's %llu", (unsigned)i,
+                           (unsigned long long)x->len, (unsigned long long)x->dst_offset, (unsigned long long)tlen);
+    if (x->rows == 0 || x->len % x->rows != 0)
+        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: %llu bytes in %llu rows", (unsigned)i,
+                           (unsigned long long)x->len, (unsigned long long)x->rows);
+    if (x->prep != WSYNC_CTL_PREP_NONE && x->prep != WSYNC_CTL_PREP_FP8)
+        return wsync__cbad(err, WSYNC_ERR_UNSUPPORTED, "ASSIGN: transfer %u: preparation %u", (unsigned)i,
+                           (unsigned)x->prep);
+    row_out = x->len / x->rows;
+    if (x->prep == WSYNC_CTL_PREP_FP8 && row_out > UINT64_MAX / 2)
+        return wsync__cbad(err, WSYNC_ERR_OVERFLOW, "ASSIGN: transfer %u: row size", (unsigned)i);
+    row_src = x->prep == WSYNC_CTL_PREP_FP8 ? row_out * 2 : row_out;
+    if (x->rows > 1 && (x->src_stride < row_src || x->rows - 1 > (UINT64_MAX - row_src) / x->src_stride))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                           "ASSIGN: transfer %u: %llu rows of %llu bytes with a stride of %llu", (unsigned)i,
+                           (unsigned long long)x->rows, (unsigned long long)row_src,
+                           (unsigned long long)x->src_stride);
+    if (x->prep != WSYNC_CTL_PREP_FP8) return WSYNC_OK;
+    ns = wsync_quantize_scale_count(x->rows, row_out, x->block);
+    if (ns > UINT64_MAX / 4 || !wsync__cin(x->scale_offset, ns * 4, tlen))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: %llu scales at %llu outside the target",
+                           (unsigned)i, (unsigned long long)ns, (unsigned long long)x->scale_offset);
+    return WSYNC_OK;
+}
+
 /* What decode checks about a JOIN's or an ASSIGN's fields, for encode. */
 static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
 {
@@ -425,14 +535,8 @@ static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
             return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: rank %u above the limit", (unsigned)m->rank);
         for (i = 0; i < m->n_regions; i++)
             if ((r = wsync__ctl_desc_ok(&m->regions[i], "JOIN: region", i, err)) != WSYNC_OK) return r;
-        for (i = 0; i < m->n_tensors; i++) {
-            const wsync_ctl_tensor *t = &m->tensors[i];
-            uint64_t bytes = 0;
-            if ((r = wsync_ctl_tensor_bytes(t, NULL, &bytes, err)) != WSYNC_OK) return r;
-            if (t->region >= m->n_regions || !wsync__cin(t->offset, bytes, m->regions[t->region].len))
-                return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s' outside its region %u",
-                                   t->name, (unsigned)t->region);
-        }
+        for (i = 0; i < m->n_tensors; i++)
+            if ((r = wsync__ctl_tensor_ok(&m->tensors[i], m->regions, m->n_regions, err)) != WSYNC_OK) return r;
         return WSYNC_OK;
     }
     if (m->n_trainers == 0 || m->n_inference == 0 || m->n_trainers > WSYNC_CTL_MAX_RANKS ||
@@ -449,14 +553,8 @@ static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
                                (unsigned)i, (unsigned)m->targets[i].rank, (unsigned)m->n_inference);
         if ((r = wsync__ctl_desc_ok(&m->targets[i].desc, "ASSIGN: target", i, err)) != WSYNC_OK) return r;
     }
-    for (i = 0; i < m->n_transfers; i++) {
-        const wsync_ctl_transfer *x = &m->transfers[i];
-        if (x->target >= m->n_targets || x->len == 0 ||
-            !wsync__cin(x->dst_offset, x->len, m->targets[x->target].desc.len))
-            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: target %u, %llu bytes at %llu",
-                               (unsigned)i, (unsigned)x->target, (unsigned long long)x->len,
-                               (unsigned long long)x->dst_offset);
-    }
+    for (i = 0; i < m->n_transfers; i++)
+        if ((r = wsync__ctl_transfer_ok(&m->transfers[i], i, m->targets, m->n_targets, err)) != WSYNC_OK) return r;
     return WSYNC_OK;
 }
 
@@ -480,7 +578,7 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
             if (t->ndim > WSYNC_CTL_DIMS_MAX)
                 return wsync__rfail(err, WSYNC_ERR_RANK_TOO_LARGE, "JOIN: tensor '%s': %u dimensions", t->name,
                                     (unsigned)t->ndim);
-            n += 2 + k + 4 + 4 + 8 * (size_t)t->ndim + 8 + 8 + 4 + 8;
+            n += 2 + k + 4 + 4 + 8 * (size_t)t->ndim + WSYNC__CTL_TENSOR_TAIL;
         }
         break;
     case WSYNC_CTL_ASSIGN:
@@ -489,7 +587,7 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
                                (unsigned)m->n_targets, (unsigned)m->n_transfers);
         if ((m->n_targets && !m->targets) || (m->n_transfers && !m->transfers))
             return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "ASSIGN: NULL targets or transfers");
-        n = 24 + (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * 32;
+        n = 24 + (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
         break;
     case WSYNC_CTL_GO:
     case WSYNC_CTL_COMMIT: n = 8; break;
@@ -552,7 +650,12 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
             wsync__cput64(p + 8, t->row_count);
             wsync__cput32(p + 16, t->region);
             wsync__cput64(p + 20, t->offset);
-            p += 28;
+            wsync__cput64(p + 28, t->col_begin);
+            wsync__cput64(p + 36, t->col_count);
+            wsync__cput32(p + 44, t->to_dtype);
+            wsync__cput32(p + 48, t->block);
+            wsync__cput64(p + 52, t->scale_offset);
+            p += WSYNC__CTL_TENSOR_TAIL;
         }
         break;
     case WSYNC_CTL_ASSIGN:
@@ -569,13 +672,18 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
             wsync_fabric_desc_encode(&m->targets[i].desc, p + 8);
             p += 8 + WSYNC_FABRIC_DESC_WIRE;
         }
-        for (i = 0; i < m->n_transfers; i++, p += 32) {
+        for (i = 0; i < m->n_transfers; i++, p += WSYNC__CTL_XFER) {
             const wsync_ctl_transfer *x = &m->transfers[i];
             wsync__cput32(p, x->src_region);
             wsync__cput32(p + 4, x->target);
             wsync__cput64(p + 8, x->src_offset);
             wsync__cput64(p + 16, x->dst_offset);
             wsync__cput64(p + 24, x->len);
+            wsync__cput64(p + 32, x->rows);
+            wsync__cput64(p + 40, x->src_stride);
+            wsync__cput32(p + 48, x->prep);
+            wsync__cput32(p + 52, x->block);
+            wsync__cput64(p + 56, x->scale_offset);
         }
         break;
     case WSYNC_CTL_GO:
@@ -665,7 +773,7 @@ static wsync_result wsync__ctl_join_count(wsync__cr c, uint32_t nt, size_t *name
         if (nd > WSYNC_CTL_DIMS_MAX)
             return wsync__cbad(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor %u: %u dimensions (at most %u)", (unsigned)i,
                                (unsigned)nd, WSYNC_CTL_DIMS_MAX);
-        if (!wsync__ctake(&c, 8 * (size_t)nd + 28, &q)) return wsync__cshort(&c, err, "tensor shape and place");
+        if (!wsync__ctake(&c, 8 * (size_t)nd + WSYNC__CTL_TENSOR_TAIL, &q)) return wsync__cshort(&c, err, "tensor shape and place");
     }
     if (c.left)
         return wsync__cbad(err, WSYNC_ERR_TRAILING_BYTES, "%zu bytes after the last tensor", c.left);
@@ -703,7 +811,7 @@ static wsync_result wsync__ctl_join(wsync__cr *c, wsync_ctl_msg *m, wsync_error 
                            (unsigned)m->n_regions, (unsigned)m->n_tensors);
     /* every count is checked against the bytes it needs before allocating */
     if ((size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE > c->left) return wsync__cshort(c, err, "regions");
-    if ((size_t)m->n_tensors * 38 > c->left - (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE)
+    if ((size_t)m->n_tensors * (10 + WSYNC__CTL_TENSOR_TAIL) > c->left - (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE)
         return wsync__cshort(c, err, "tensors");
     {
         wsync__cr t = *c;
@@ -731,7 +839,6 @@ static wsync_result wsync__ctl_join(wsync__cr *c, wsync_ctl_msg *m, wsync_error 
         wsync_ctl_tensor *t = &m->tensors[i];
         const uint8_t *q = NULL;
         size_t nl;
-        uint64_t bytes = 0;
         if (!wsync__ctake(c, 2, &q)) return wsync__cshort(c, err, "tensor name length");
         nl = (size_t)q[0] | (size_t)q[1] << 8;
         if (!wsync__ctake(c, nl, &q)) return wsync__cshort(c, err, "tensor name");
@@ -747,19 +854,12 @@ static wsync_result wsync__ctl_join(wsync__cr *c, wsync_ctl_msg *m, wsync_error 
         WSYNC__CR64(c, t->row_count, "row_count");
         WSYNC__CR32(c, t->region, "region");
         WSYNC__CR64(c, t->offset, "offset");
-        if ((r = wsync_ctl_tensor_bytes(t, NULL, &bytes, err)) != WSYNC_OK) {
-            char why[300];
-            snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-            return wsync__cbad(err, r, "JOIN: %s", why);
-        }
-        if (t->region >= m->n_regions)
-            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': region %u of %u", t->name,
-                               (unsigned)t->region, (unsigned)m->n_regions);
-        if (!wsync__cin(t->offset, bytes, m->regions[t->region].len))
-            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
-                               "JOIN: tensor '%s': %llu bytes at %llu outside region %u (%llu bytes)", t->name,
-                               (unsigned long long)bytes, (unsigned long long)t->offset, (unsigned)t->region,
-                               (unsigned long long)m->regions[t->region].len);
+        WSYNC__CR64(c, t->col_begin, "col_begin");
+        WSYNC__CR64(c, t->col_count, "col_count");
+        WSYNC__CR32(c, t->to_dtype, "to_dtype");
+        WSYNC__CR32(c, t->block, "block");
+        WSYNC__CR64(c, t->scale_offset, "scale_offset");
+        if ((r = wsync__ctl_tensor_ok(t, m->regions, m->n_regions, err)) != WSYNC_OK) return r;
     }
     return WSYNC_OK;
 }
@@ -786,7 +886,7 @@ static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_erro
                            (unsigned)(m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference));
     if (m->n_targets > WSYNC__CTL_MAX_TRANSFERS || m->n_transfers > WSYNC__CTL_MAX_TRANSFERS)
         return wsync__cbad(err, WSYNC_ERR_LIMIT, "%s", "ASSIGN: counts above the limits");
-    need = (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * 32;
+    need = (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
     if (need > c->left) return wsync__cshort(c, err, "targets and transfers");
     if (need < c->left)
         return wsync__cbad(err, WSYNC_ERR_TRAILING_BYTES, "ASSIGN: %zu bytes after the last transfer", c->left - need);
@@ -817,14 +917,12 @@ static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_erro
         WSYNC__CR64(c, x->src_offset, "src_offset");
         WSYNC__CR64(c, x->dst_offset, "dst_offset");
         WSYNC__CR64(c, x->len, "len");
-        if (x->target >= m->n_targets)
-            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: target %u of %u", (unsigned)i,
-                               (unsigned)x->target, (unsigned)m->n_targets);
-        if (x->len == 0 || !wsync__cin(x->dst_offset, x->len, m->targets[x->target].desc.len))
-            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
-                               "ASSIGN: transfer %u: %llu bytes at %llu outside the target's %llu", (unsigned)i,
-                               (unsigned long long)x->len, (unsigned long long)x->dst_offset,
-                               (unsigned long long)m->targets[x->target].desc.len);
+        WSYNC__CR64(c, x->rows, "rows");
+        WSYNC__CR64(c, x->src_stride, "src_stride");
+        WSYNC__CR32(c, x->prep, "prep");
+        WSYNC__CR32(c, x->block, "block");
+        WSYNC__CR64(c, x->scale_offset, "scale_offset");
+        if ((r = wsync__ctl_transfer_ok(x, i, m->targets, m->n_targets, err)) != WSYNC_OK) return r;
     }
     return WSYNC_OK;
 }
@@ -1210,15 +1308,29 @@ static int wsync__ctl_grow(const wsync_allocator *a, void **arr, uint32_t *cap, 
     return 1;
 }
 
-/* Adds rows [r0, r1) of inference tensor `it` (member mi) from trainer
-   tensor `tt` (member h) to h's plan. */
+/* Elements per row of an entry's full tensor (the dims after the first). */
+static uint64_t wsync__ctl_cols(const wsync_ctl_tensor *t)
+{
+    uint64_t cols = 1;
+    uint32_t i;
+    for (i = 1; i < t->ndim; i++) cols *= t->shape[i]; /* checked at decode */
+    return cols;
+}
+
+/* Adds rows [r0, r1) of inference entry `it` (member mi), from trainer
+   entry `tt` (member h), to h's plan: contiguous when the entry wants
+   every column in the trainer's dtype (merged with the previous write when
+   both sides continue it), else rows with a stride (a column slice), or
+   all its rows at once with fp8 preparation. */
 static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const wsync_ctl_tensor *tt, uint32_t mi,
-                                   const wsync_ctl_tensor *it, uint64_t row_bytes, uint64_t r0, uint64_t r1,
-                                   wsync_error *err)
+                                   const wsync_ctl_tensor *it, uint64_t r0, uint64_t r1, wsync_error *err)
 {
     const wsync__cmember *in = &c->m[mi];
     uint32_t g, irank = mi - c->nt;
+    uint64_t esz = wsync_dtype_bits((wsync_dtype)tt->dtype) / 8, cols = wsync__ctl_cols(tt), cc, dst_row;
+    int fp8 = it->to_dtype == WSYNC_DTYPE_F8_E4M3;
     wsync_ctl_transfer x, *last;
+    if (r1 <= r0) return WSYNC_OK;
     for (g = 0; g < h->n_targets; g++)
         if (h->targets[g].rank == irank && h->targets[g].region == it->region) break;
     if (g == h->n_targets) {
@@ -1229,22 +1341,36 @@ static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const
         h->targets[g].desc = in->join.regions[it->region];
         h->n_targets++;
     }
+    cc = it->col_count ? it->col_count : cols;
+    dst_row = cc * (fp8 ? 1 : esz);
+    memset(&x, 0, sizeof x);
     x.src_region = tt->region;
     x.target = g;
-    x.src_offset = tt->offset + (r0 - tt->row_begin) * row_bytes;
-    x.dst_offset = it->offset + (r0 - it->row_begin) * row_bytes;
-    x.len = (r1 - r0) * row_bytes;
+    x.src_offset = tt->offset + (r0 - tt->row_begin) * cols * esz + it->col_begin * esz;
+    x.dst_offset = it->offset + (r0 - it->row_begin) * dst_row;
+    x.rows = r1 - r0;
+    x.src_stride = cols * esz;
+    x.len = x.rows * dst_row;
+    if (fp8) {
+        x.prep = WSYNC_CTL_PREP_FP8;
+        x.block = it->block;
+        x.scale_offset = it->scale_offset;
+    } else if (cc == cols) {
+        x.rows = 1;
+        x.src_stride = 0;
+    }
     if (x.len == 0) return WSYNC_OK;
     last = h->n_xfers ? &h->xfers[h->n_xfers - 1] : NULL;
-    if (last && last->target == x.target && last->src_region == x.src_region &&
-        last->src_offset + last->len == x.src_offset && last->dst_offset + last->len == x.dst_offset) {
+    if (last && x.rows == 1 && last->rows == 1 && !x.prep && !last->prep && last->target == x.target &&
+        last->src_region == x.src_region && last->src_offset + last->len == x.src_offset &&
+        last->dst_offset + last->len == x.dst_offset) {
         last->len += x.len;
     } else {
         if (!wsync__ctl_grow(&c->a, (void **)&h->xfers, &h->cap_xfers, h->n_xfers, sizeof *h->xfers))
             return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
         h->xfers[h->n_xfers++] = x;
     }
-    h->bytes += x.len;
+    h->bytes += x.len + (fp8 ? 4 * wsync_quantize_scale_count(x.rows, cc, x.block) : 0);
     return WSYNC_OK;
 }
 
@@ -1257,12 +1383,33 @@ static int wsync__ctl_same_shape(const wsync_ctl_tensor *a, const wsync_ctl_tens
     return 1;
 }
 
-/* Maps one inference tensor's rows onto the trainers holding them
+/* An fp8 entry comes from one trainer holding all its rows (a tile's scale
+   needs every element of the tile): the least loaded of those. */
+static wsync_result wsync__ctl_cover_whole(wsync_controller *c, uint32_t mi, const wsync_ctl_tensor *it,
+                                           const wsync__ctl_ref *refs, size_t lo, size_t hi, wsync_error *err)
+{
+    size_t k, best = hi;
+    uint64_t end = it->row_begin + it->row_count;
+    for (k = lo; k < hi; k++) {
+        const wsync_ctl_tensor *tt = &c->m[refs[k].member].join.tensors[refs[k].tensor];
+        if (tt->row_begin > it->row_begin || tt->row_begin + tt->row_count < end) continue;
+        if (best == hi || c->m[refs[k].member].bytes < c->m[refs[best].member].bytes) best = k;
+    }
+    if (best == hi)
+        return wsync__rfail(err, WSYNC_ERR_NOT_FOUND,
+                            "plan: tensor '%s': %s wants rows %llu to %llu in fp8, and no trainer holds all of them "
+                            "(a tile's scale needs every element of the tile at one sender)",
+                            it->name, c->m[mi].name, (unsigned long long)it->row_begin, (unsigned long long)end - 1);
+    return wsync__ctl_add(c, &c->m[refs[best].member], &c->m[refs[best].member].join.tensors[refs[best].tensor], mi,
+                          it, it->row_begin, end, err);
+}
+
+/* Maps one inference entry's rows onto the trainers holding them
    (refs[lo, hi): the trainer entries of that name). */
 static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsync_ctl_tensor *it,
                                      const wsync__ctl_ref *refs, size_t lo, size_t hi, wsync_error *err)
 {
-    uint64_t row_bytes = 0, cur, end;
+    uint64_t cur, end;
     size_t k;
     wsync_result r;
     for (k = lo; k < hi; k++) {
@@ -1273,8 +1420,12 @@ static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsy
                                 c->m[refs[k].member].name, wsync_dtype_name((wsync_dtype)tt->dtype),
                                 (unsigned)tt->ndim, c->m[mi].name, wsync_dtype_name((wsync_dtype)it->dtype),
                                 (unsigned)it->ndim);
+        if ((tt->col_count && tt->col_count != wsync__ctl_cols(tt)) || (tt->to_dtype && tt->to_dtype != tt->dtype))
+            return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED,
+                                "plan: tensor '%s': %s holds a column slice or another dtype (trainers hold row "
+                                "shards of every column, as stored)", it->name, c->m[refs[k].member].name);
     }
-    if ((r = wsync_ctl_tensor_bytes(it, &row_bytes, NULL, err)) != WSYNC_OK) return r;
+    if (it->to_dtype == WSYNC_DTYPE_F8_E4M3) return wsync__ctl_cover_whole(c, mi, it, refs, lo, hi, err);
     cur = it->row_begin;
     end = it->row_begin + it->row_count;
     while (cur < end) {
@@ -1295,7 +1446,7 @@ static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsy
             return wsync__rfail(err, WSYNC_ERR_NOT_FOUND, "plan: tensor '%s': rows %llu to %llu (of %s) are held by no trainer",
                                 it->name, (unsigned long long)cur, (unsigned long long)next - 1, c->m[mi].name);
         r = wsync__ctl_add(c, &c->m[refs[best].member], &c->m[refs[best].member].join.tensors[refs[best].tensor], mi,
-                           it, row_bytes, cur, next, err);
+                           it, cur, next, err);
         if (r != WSYNC_OK) return r;
         cur = next;
     }
@@ -1370,8 +1521,12 @@ static void wsync__ctl_plan_stats(wsync_controller *c)
     for (i = c->nt; i < c->nt + c->ni; i++) {
         uint64_t b = 0, rb = 0, tb;
         uint32_t t;
-        for (t = 0; t < c->m[i].join.n_tensors; t++)
-            if (wsync_ctl_tensor_bytes(&c->m[i].join.tensors[t], &rb, &tb, NULL) == WSYNC_OK) b += tb;
+        for (t = 0; t < c->m[i].join.n_tensors; t++) {
+            const wsync_ctl_tensor *it = &c->m[i].join.tensors[t];
+            if (wsync_ctl_tensor_bytes(it, &rb, &tb, NULL) != WSYNC_OK) continue;
+            b += tb;
+            if (it->to_dtype == WSYNC_DTYPE_F8_E4M3) b += 4 * wsync_quantize_scale_count(it->row_count, rb, it->block);
+        }
         if (b > p->max_inference_bytes) p->max_inference_bytes = b;
     }
 }
@@ -1667,8 +1822,15 @@ struct wsync_rank {
     wsync_fabric *f;
     wsync_fabric_mr **mrs;
     uint64_t *mr_len;
+    uint8_t **mr_addr;         /* where each region is here (for preparation) */
     uint32_t n_regions;
     wsync_fabric_remote **rem; /* per target */
+    /* trainers: transfers that gather or quantize go through the executor */
+    wsync_exec_task *tasks;    /* one per transfer */
+    uint8_t *staging;
+    uint64_t staging_len, staging_want;
+    wsync_fabric_mr *staging_mr;
+    wsync_exec_stats stats;
     /* inference */
     wsync_result (*on_commit)(void *user, uint64_t step, wsync_error *err);
     void (*on_abort)(void *user, uint64_t step, const char *why);
@@ -1764,18 +1926,67 @@ static wsync_result wsync__rank_check(const wsync_rank_options *o, wsync_error *
 
 /* A trainer checks its ASSIGN against its own regions, then opens every
    target on its fabric. */
+/* A transfer's source bytes: from src_offset to the end of its last row. */
+static uint64_t wsync__rank_extent(const wsync_ctl_transfer *x)
+{
+    uint64_t row_src = x->len / x->rows * (x->prep == WSYNC_CTL_PREP_FP8 ? 2 : 1);
+    return (x->rows - 1) * x->src_stride + row_src; /* bounded at decode */
+}
+
+/* Staging bytes a transfer needs: its prepared rows (8-byte multiples, so
+   every task's place in the ring stays aligned), and fp8 scales after them. */
+static uint64_t wsync__rank_tmp(const wsync_ctl_transfer *x, uint64_t *scales_at)
+{
+    uint64_t data = (x->len + 7) & ~(uint64_t)7, ns;
+    *scales_at = data;
+    if (x->prep == WSYNC_CTL_PREP_FP8) {
+        ns = wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block);
+        return data + ((ns * 4 + 7) & ~(uint64_t)7);
+    }
+    return x->rows > 1 ? data : 0;
+}
+
+/* The executor's tasks, and a staging arena registered on the fabric when
+   any transfer gathers or quantizes. */
+static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
+{
+    uint32_t i, n = r->assign.n_transfers;
+    uint64_t most = 0, at;
+    wsync_fabric_desc d;
+    if (n && !(r->tasks = (wsync_exec_task *)wsync__calloc(&r->a, (size_t)n * sizeof *r->tasks)))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: tasks");
+    for (i = 0; i < n; i++) {
+        r->tasks[i].tmp_bytes = wsync__rank_tmp(&r->assign.transfers[i], &at);
+        r->tasks[i].user = &r->assign.transfers[i];
+        if (r->tasks[i].tmp_bytes > most) most = r->tasks[i].tmp_bytes;
+    }
+    if (most == 0) return WSYNC_OK;
+    r->staging_len = r->staging_want > most ? r->staging_want : most;
+    if ((uint64_t)(size_t)r->staging_len != r->staging_len ||
+        !(r->staging = (uint8_t *)wsync__calloc(&r->a, (size_t)r->staging_len)))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu staging bytes", r->me,
+                            (unsigned long long)r->staging_len);
+    return r->f->reg(r->f->user, r->staging, r->staging_len, WSYNC_MEM_HOST, &r->staging_mr, &d, err);
+}
+
 static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
 {
     uint32_t i;
     wsync_result res;
     for (i = 0; i < r->assign.n_transfers; i++) {
         const wsync_ctl_transfer *x = &r->assign.transfers[i];
-        if (x->src_region >= r->n_regions || !wsync__cin(x->src_offset, x->len, r->mr_len[x->src_region]))
+        uint64_t ext = wsync__rank_extent(x);
+        if (x->src_region >= r->n_regions || !wsync__cin(x->src_offset, ext, r->mr_len[x->src_region]))
             return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                 "%s: ASSIGN transfer %u reads %llu bytes at %llu of region %u, outside this rank's regions",
-                                r->me, (unsigned)i, (unsigned long long)x->len, (unsigned long long)x->src_offset,
+                                r->me, (unsigned)i, (unsigned long long)ext, (unsigned long long)x->src_offset,
                                 (unsigned)x->src_region);
+        if (x->prep == WSYNC_CTL_PREP_FP8 && ((uintptr_t)(r->mr_addr[x->src_region] + x->src_offset) % 2 ||
+                                              x->src_stride % 2))
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: ASSIGN transfer %u: bf16 rows not 2-byte aligned",
+                                r->me, (unsigned)i);
     }
+    if ((res = wsync__rank_staging(r, err)) != WSYNC_OK) return res;
     if (r->assign.n_targets &&
         !(r->rem = (wsync_fabric_remote **)wsync__calloc(&r->a, r->assign.n_targets * sizeof *r->rem)))
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: remotes");
@@ -1813,6 +2024,7 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     r->rank = opt->rank;
     r->f = opt->fabric;
     r->timeout_ms = opt->timeout_ms ? opt->timeout_ms : 30000;
+    r->staging_want = opt->staging_bytes ? opt->staging_bytes : (64ull << 20);
     r->on_commit = opt->on_commit;
     r->on_abort = opt->on_abort;
     r->user = opt->user;
@@ -1824,13 +2036,15 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     if (r->n_regions) {
         r->mrs = (wsync_fabric_mr **)wsync__calloc(&r->a, r->n_regions * sizeof *r->mrs);
         r->mr_len = (uint64_t *)wsync__calloc(&r->a, r->n_regions * sizeof *r->mr_len);
-        if (!r->mrs || !r->mr_len) {
+        r->mr_addr = (uint8_t **)wsync__calloc(&r->a, r->n_regions * sizeof *r->mr_addr);
+        if (!r->mrs || !r->mr_len || !r->mr_addr) {
             wsync_rank_close(r);
             return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: regions");
         }
         for (i = 0; i < r->n_regions; i++) {
             r->mrs[i] = opt->mrs[i];
             r->mr_len[i] = opt->descs[i].len;
+            r->mr_addr[i] = (uint8_t *)(uintptr_t)opt->descs[i].addr;
         }
     }
     r->fd = wsync__tcp_connect(opt->host ? opt->host : "127.0.0.1", opt->port, r->timeout_ms, why, sizeof why);
@@ -1900,12 +2114,66 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
     return res;
 }
 
+static wsync_result wsync__rank_wfail(wsync_rank *r, const wsync_ctl_transfer *x, wsync_result res, wsync_error *err)
+{
+    char why[320];
+    snprintf(why, sizeof why, "%.250s", err->message);
+    return wsync__rfail(err, res, "%s: writing %llu bytes to inference rank %u: %s", r->me, (unsigned long long)x->len,
+                        (unsigned)r->assign.targets[x->target].rank, why);
+}
+
+/* Executor stage: gather a strided slice, or quantize it to fp8, into staging. */
+static wsync_result wsync__rank_prepare(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t tmp_off,
+                                        wsync_error *err)
+{
+    wsync_rank *r = (wsync_rank *)user;
+    const wsync_ctl_transfer *x = (const wsync_ctl_transfer *)t->user;
+    const uint8_t *src = r->mr_addr[x->src_region] + x->src_offset;
+    uint64_t row = x->len / x->rows, i, scales_at;
+    (void)tmp_off;
+    if (!t->tmp_bytes) return WSYNC_OK; /* written straight from the source */
+    if (x->prep == WSYNC_CTL_PREP_FP8) {
+        wsync__rank_tmp(x, &scales_at);
+        return wsync_quantize_e4m3((const uint16_t *)(const void *)src, x->rows, row, x->src_stride / 2, x->block, tmp,
+                                   (float *)(void *)(tmp + scales_at), err);
+    }
+    for (i = 0; i < x->rows; i++) memcpy(tmp + i * row, src + i * x->src_stride, (size_t)row);
+    return WSYNC_OK;
+}
+
+/* Executor stage: the one-sided writes (fp8: the codes, then the scales). */
+static wsync_result wsync__rank_write(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t tmp_off,
+                                      wsync_error *err)
+{
+    wsync_rank *r = (wsync_rank *)user;
+    const wsync_ctl_transfer *x = (const wsync_ctl_transfer *)t->user;
+    wsync_fabric_remote *dst = r->rem[x->target];
+    wsync_result res;
+    uint64_t scales_at, tmp_bytes;
+    (void)tmp;
+    if (!t->tmp_bytes) {
+        res = r->f->write(r->f->user, r->mrs[x->src_region], x->src_offset, dst, x->dst_offset, x->len, err);
+        return res == WSYNC_OK ? res : wsync__rank_wfail(r, x, res, err);
+    }
+    tmp_bytes = wsync__rank_tmp(x, &scales_at);
+    res = r->f->write(r->f->user, r->staging_mr, tmp_off, dst, x->dst_offset, x->len, err);
+    if (res == WSYNC_OK && x->prep == WSYNC_CTL_PREP_FP8)
+        res = r->f->write(r->f->user, r->staging_mr, tmp_off + scales_at, dst, x->scale_offset,
+                          4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block), err);
+    /* the staging bytes are reused once this returns: a backend that reads
+       them later (RDMA) must be done with them first */
+    if (res == WSYNC_OK && r->f->backend == WSYNC_FABRIC_VERBS) res = r->f->flush(r->f->user, err);
+    (void)tmp_bytes;
+    return res == WSYNC_OK ? res : wsync__rank_wfail(r, x, res, err);
+}
+
 WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint32_t count, int flush,
                                             wsync_error *err)
 {
-    uint32_t i;
+    wsync_exec_options eo;
     wsync_result res;
     wsync_error local;
+    char why[320];
     if (!err) err = &local;
     wsync__rerr_reset(err);
     if (!r || r->role != WSYNC_CTL_TRAINER)
@@ -1913,23 +2181,29 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
     if (first > r->assign.n_transfers || count > r->assign.n_transfers - first)
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "push: transfers %u + %u of %u", (unsigned)first,
                             (unsigned)count, (unsigned)r->assign.n_transfers);
-    for (i = first; i < first + count; i++) {
-        const wsync_ctl_transfer *x = &r->assign.transfers[i];
-        res = r->f->write(r->f->user, r->mrs[x->src_region], x->src_offset, r->rem[x->target], x->dst_offset, x->len,
-                          err);
-        if (res != WSYNC_OK) {
-            char why[320];
-            snprintf(why, sizeof why, "%.250s", err->message);
-            return wsync__rfail(err, res, "%s: writing %llu bytes to inference rank %u: %s", r->me,
-                                (unsigned long long)x->len, (unsigned)r->assign.targets[x->target].rank, why);
-        }
-    }
+    memset(&eo, 0, sizeof eo);
+    eo.allocator = r->a;
+    eo.staging = r->staging;
+    eo.staging_len = r->staging_len;
+    eo.n_stages = 2;
+    eo.stages[0] = wsync__rank_prepare;
+    eo.stages[1] = wsync__rank_write;
+    eo.stage_names[0] = "prepare";
+    eo.stage_names[1] = "write";
+    eo.user = r;
+    if (count && (res = wsync_exec_run(&eo, r->tasks + first, count, &r->stats, err)) != WSYNC_OK) return res;
     if (flush && (res = r->f->flush(r->f->user, err)) != WSYNC_OK) {
-        char why[320];
         snprintf(why, sizeof why, "%.250s", err->message);
         return wsync__rfail(err, res, "%s: %s", r->me, why);
     }
     return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out)
+{
+    if (!out) return;
+    if (r) *out = r->stats;
+    else memset(out, 0, sizeof *out);
 }
 
 WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
@@ -2025,6 +2299,10 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
     for (i = 0; r->rem && i < r->assign.n_targets; i++)
         if (r->rem[i]) r->f->close_remote(r->f->user, r->rem[i]);
     wsync__cfree(&r->a, r->rem);
+    if (r->staging_mr) r->f->dereg(r->f->user, r->staging_mr);
+    wsync__cfree(&r->a, r->staging);
+    wsync__cfree(&r->a, r->tasks);
+    wsync__cfree(&r->a, r->mr_addr);
     wsync_ctl_msg_free(&r->assign);
     wsync__cfree(&r->a, r->mrs);
     wsync__cfree(&r->a, r->mr_len);
@@ -2127,6 +2405,11 @@ WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, ui
     (void)r;
     if (n) *n = 0;
     return NULL;
+}
+WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out)
+{
+    (void)r;
+    if (out) memset(out, 0, sizeof *out);
 }
 WSYNC_DEF uint64_t wsync_rank_version(const wsync_rank *r)
 {

@@ -96,7 +96,7 @@ extern "C" {
 WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint64_t block)
 {
     if (block == 0) return 1;
-    return ((rows + block - 1) / block) * ((cols + block - 1) / block);
+    return (rows / block + (rows % block != 0)) * (cols / block + (cols % block != 0));
 }
 
 /* One tile's scale: amax / 448, or 1 for a tile of zeros or one holding a

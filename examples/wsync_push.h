@@ -21,6 +21,10 @@ typedef struct push_opts {
     unsigned timeout_ms;
     int replica;               /* every trainer holds the whole model */
     int bench;                 /* baselines measured in the same run */
+    int reshard, fp8;          /* inference ranks: tensor-parallel slices, fused; fp8 projections */
+    unsigned block;            /* fp8 tile (0: one scale per part) */
+    uint64_t watermark;        /* trainers' staging bytes */
+    const char *dump;          /* receivers leave their memory and layout here */
     /* fault injection for tests: a rank of a role dies or stops at a step */
     int kill_role, kill_rank, stall_role, stall_rank;
     uint64_t kill_step, stall_step;
@@ -36,10 +40,14 @@ typedef struct push_report {
     char msg[200];
 } push_report;
 
+/* A rank's parts: slices of the model's tensors, each placed at an offset
+   of the rank's one region. */
 typedef struct push_layout {
-    size_t n;                  /* tensors */
-    wsync_ctl_tensor *t;       /* this rank's entries */
+    size_t n;                  /* parts */
+    wsync_ctl_tensor *t;       /* this rank's entries, as it joins with them */
     char (*names)[WSYNC_GEN_NAME_MAX];
+    char (*dst)[WSYNC_GEN_NAME_MAX + 16]; /* the name a part lands under (fused) */
+    uint32_t *k;               /* the model tensor each part comes from */
     uint64_t bytes;            /* region size */
 } push_layout;
 
@@ -67,57 +75,178 @@ static void push_layout_free(push_layout *l)
 {
     free(l->t);
     free(l->names);
+    free(l->dst);
+    free(l->k);
     memset(l, 0, sizeof *l);
 }
 
-/* The model's tensors as bf16, rows [lo, hi) of each for trainer `rank`
-   of `of` (of = 0: whole tensors), laid out one after another at 64-byte
-   boundaries in one region. */
-static int push_layout_make(const wsync_gen_model *m, unsigned rank, unsigned of, push_layout *l)
+static int push_layout_alloc(push_layout *l, size_t n)
 {
-    size_t i;
-    uint64_t at = 0;
     memset(l, 0, sizeof *l);
-    l->n = m->n_tensors;
-    l->t = (wsync_ctl_tensor *)calloc(l->n, sizeof *l->t);
-    l->names = (char(*)[WSYNC_GEN_NAME_MAX])calloc(l->n, sizeof *l->names);
-    if (!l->t || !l->names) return 0;
-    for (i = 0; i < l->n; i++) {
-        wsync_gen_tensor_info ti;
-        wsync_ctl_tensor *t = &l->t[i];
-        uint64_t rows, row_bytes;
-        if (wsync_gen_model_tensor(m, i, &ti) != WSYNC_OK) return 0;
-        memcpy(l->names[i], ti.name, sizeof l->names[i]);
-        t->name = l->names[i];
-        t->dtype = WSYNC_DTYPE_BF16;
-        t->ndim = ti.rank;
-        t->shape[0] = ti.shape[0];
-        t->shape[1] = ti.rank > 1 ? ti.shape[1] : 0;
-        rows = ti.shape[0];
-        row_bytes = 2 * (ti.rank > 1 ? ti.shape[1] : 1);
-        t->row_begin = of ? rows * rank / of : 0;
-        t->row_count = (of ? rows * (rank + 1) / of : rows) - t->row_begin;
-        t->region = 0;
-        at = (at + 63) & ~(uint64_t)63;
-        t->offset = at;
-        at += t->row_count * row_bytes;
-    }
-    l->bytes = at ? at : 64;
+    l->n = 0;
+    l->t = (wsync_ctl_tensor *)calloc(n ? n : 1, sizeof *l->t);
+    l->names = (char(*)[WSYNC_GEN_NAME_MAX])calloc(n ? n : 1, sizeof *l->names);
+    l->dst = (char(*)[WSYNC_GEN_NAME_MAX + 16])calloc(n ? n : 1, sizeof *l->dst);
+    l->k = (uint32_t *)calloc(n ? n : 1, sizeof *l->k);
+    return l->t && l->names && l->dst && l->k;
+}
+
+static uint64_t push_cols(const wsync_ctl_tensor *t)
+{
+    return t->ndim > 1 ? t->shape[1] : 1;
+}
+
+/* Columns of a part (a row shard or a whole tensor: all of them). */
+static uint64_t push_part_cols(const wsync_ctl_tensor *t)
+{
+    return t->col_count ? t->col_count : push_cols(t);
+}
+
+static uint64_t push_part_bytes(const wsync_ctl_tensor *t)
+{
+    return t->row_count * push_part_cols(t) * (t->to_dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : 2);
+}
+
+/* Appends part: rows [rb, rb + rc) and columns [cb, cb + cc) of model
+   tensor k (cc 0: all), landing under `dst`. */
+static int push_part_add(push_layout *l, const wsync_gen_model *m, size_t k, uint64_t rb, uint64_t rc, uint64_t cb,
+                         uint64_t cc, const char *dst)
+{
+    wsync_gen_tensor_info ti;
+    wsync_ctl_tensor *t = &l->t[l->n];
+    if (wsync_gen_model_tensor(m, k, &ti) != WSYNC_OK) return 0;
+    memcpy(l->names[l->n], ti.name, sizeof l->names[l->n]);
+    snprintf(l->dst[l->n], sizeof l->dst[l->n], "%s", dst ? dst : ti.name);
+    l->k[l->n] = (uint32_t)k;
+    t->name = l->names[l->n];
+    t->dtype = WSYNC_DTYPE_BF16;
+    t->ndim = ti.rank;
+    t->shape[0] = ti.shape[0];
+    t->shape[1] = ti.rank > 1 ? ti.shape[1] : 0;
+    t->row_begin = rb;
+    t->row_count = rc;
+    t->col_begin = cb;
+    t->col_count = cc;
+    t->region = 0;
+    l->n++;
     return 1;
 }
 
-static uint64_t push_row_bytes(const wsync_ctl_tensor *t)
+/* Offsets: parts one after another, a new destination name at a 64-byte
+   boundary (parts under one fused name stay contiguous), fp8 tile scales
+   after all the data. */
+static void push_layout_place(push_layout *l)
 {
-    return 2 * (t->ndim > 1 ? t->shape[1] : 1);
+    uint64_t at = 0;
+    size_t i;
+    for (i = 0; i < l->n; i++) {
+        if (i == 0 || strcmp(l->dst[i], l->dst[i - 1]) != 0) at = (at + 63) & ~(uint64_t)63;
+        l->t[i].offset = at;
+        at += push_part_bytes(&l->t[i]);
+    }
+    for (i = 0; i < l->n; i++) {
+        wsync_ctl_tensor *t = &l->t[i];
+        if (t->to_dtype != WSYNC_DTYPE_F8_E4M3) continue;
+        at = (at + 63) & ~(uint64_t)63;
+        t->scale_offset = at;
+        at += 4 * wsync_quantize_scale_count(t->row_count, push_part_cols(t), t->block);
+    }
+    l->bytes = at ? at : 64;
+}
+
+/* Whole tensors (of = 0) or trainer `rank`'s row shard of each of `of`. */
+static int push_layout_make(const wsync_gen_model *m, unsigned rank, unsigned of, push_layout *l)
+{
+    size_t i;
+    if (!push_layout_alloc(l, m->n_tensors)) return 0;
+    for (i = 0; i < m->n_tensors; i++) {
+        wsync_gen_tensor_info ti;
+        uint64_t rows, rb;
+        if (wsync_gen_model_tensor(m, i, &ti) != WSYNC_OK) return 0;
+        rows = ti.shape[0];
+        rb = of ? rows * rank / of : 0;
+        if (!push_part_add(l, m, i, rb, (of ? rows * (rank + 1) / of : rows) - rb, 0, 0, NULL)) return 0;
+    }
+    push_layout_place(l);
+    return 1;
+}
+
+/* Fused projections, as vLLM loads them: the first name is the fused one. */
+static const char *const push_fused[][4] = {
+    {"self_attn.qkv_proj.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
+    {"self_attn.qkv_proj.bias", "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
+    {"mlp.gate_up_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", NULL},
+};
+
+static int push_ends(const char *s, const char *suffix, size_t *prefix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    if (k > n || strcmp(s + n - k, suffix) != 0) return 0;
+    *prefix = n - k;
+    return 1;
+}
+
+/* Inference rank i of I under tensor parallelism: q/k/v and gate/up split
+   by rows (output features) and fused; o_proj and down_proj split by
+   columns (input features); embeddings and lm_head by rows (vocabulary);
+   the rest (norms) whole. With fp8 the projection weights arrive as e4m3
+   with tile scales; embeddings, biases and norms stay bf16. */
+static int push_layout_tp(const wsync_gen_model *m, unsigned i, unsigned I, int fp8, unsigned block, push_layout *l)
+{
+    size_t k, n = m->n_tensors;
+    unsigned char *done = (unsigned char *)calloc(n ? n : 1, 1);
+    int ok = done && push_layout_alloc(l, n);
+    for (k = 0; ok && k < n; k++) {
+        wsync_gen_tensor_info ti;
+        size_t g, j, pre = 0, kj;
+        uint64_t rows, cols;
+        if (done[k] || wsync_gen_model_tensor(m, k, &ti) != WSYNC_OK) continue;
+        for (g = 0; g < sizeof push_fused / sizeof push_fused[0]; g++)
+            for (j = 1; j < 4 && push_fused[g][j]; j++)
+                if (push_ends(ti.name, push_fused[g][j], &pre)) goto fused;
+        rows = ti.shape[0];
+        cols = ti.rank > 1 ? ti.shape[1] : 1;
+        if (ti.rank > 1 && (strstr(ti.name, "o_proj.weight") || strstr(ti.name, "down_proj.weight"))) {
+            ok = push_part_add(l, m, k, 0, rows, cols * i / I, cols * (i + 1) / I - cols * i / I, NULL);
+            if (ok && fp8) l->t[l->n - 1].to_dtype = WSYNC_DTYPE_F8_E4M3, l->t[l->n - 1].block = block;
+        } else if (strstr(ti.name, "embed_tokens.weight") || strstr(ti.name, "lm_head.weight")) {
+            ok = push_part_add(l, m, k, rows * i / I, rows * (i + 1) / I - rows * i / I, 0, 0, NULL);
+        } else {
+            ok = push_part_add(l, m, k, 0, rows, 0, 0, NULL);
+        }
+        done[k] = 1;
+        continue;
+    fused:
+        for (j = 1; ok && j < 4 && push_fused[g][j]; j++) {
+            char full[WSYNC_GEN_NAME_MAX + 16], fname[WSYNC_GEN_NAME_MAX + 16];
+            wsync_gen_tensor_info tj;
+            snprintf(full, sizeof full, "%.*s%s", (int)pre, ti.name, push_fused[g][j]);
+            snprintf(fname, sizeof fname, "%.*s%s", (int)pre, ti.name, push_fused[g][0]);
+            if (wsync_gen_model_find(m, full, &kj) != WSYNC_OK || done[kj]) continue;
+            if (wsync_gen_model_tensor(m, kj, &tj) != WSYNC_OK) return 0;
+            rows = tj.shape[0];
+            ok = push_part_add(l, m, kj, rows * i / I, rows * (i + 1) / I - rows * i / I, 0, 0, fname);
+            if (ok && fp8 && tj.rank > 1) l->t[l->n - 1].to_dtype = WSYNC_DTYPE_F8_E4M3, l->t[l->n - 1].block = block;
+            done[kj] = 1;
+        }
+    }
+    free(done);
+    if (ok) push_layout_place(l);
+    return ok;
+}
+
+/* The part's source elements (bf16) at a step, rows [r0, r1) of it. */
+static void push_fill_rows(uint8_t *p, const wsync_ctl_tensor *t, uint32_t k, uint64_t r0, uint64_t r1, uint64_t step)
+{
+    uint64_t r, cols = push_part_cols(t);
+    for (r = r0; r < r1; r++, p += cols * 2)
+        push_fill(p, ((t->row_begin + r) * push_cols(t) + t->col_begin) * 2, cols * 2, step, k);
 }
 
 static void push_fill_step(uint8_t *base, const push_layout *l, uint64_t step)
 {
     size_t i;
-    for (i = 0; i < l->n; i++) {
-        uint64_t rb = push_row_bytes(&l->t[i]);
-        push_fill(base + l->t[i].offset, l->t[i].row_begin * rb, l->t[i].row_count * rb, step, i);
-    }
+    for (i = 0; i < l->n; i++) push_fill_rows(base + l->t[i].offset, &l->t[i], l->k[i], 0, l->t[i].row_count, step);
 }
 
 static wsync_result push_fabric_open(const push_opts *o, int sender, wsync_fabric *f, wsync_error *err)
@@ -153,34 +282,108 @@ typedef struct push_receiver {
     push_report rep;
 } push_receiver;
 
-#define PUSH_SCRATCH (1u << 20)
+#define PUSH_SCRATCH (4u << 20)
+
+static wsync_result push_mismatch(push_receiver *r, const wsync_ctl_tensor *t, const char *dst, const char *what,
+                                  uint64_t at, uint64_t step, wsync_error *err)
+{
+    r->rep.mismatches++;
+    err->code = WSYNC_ERR_DIGEST_MISMATCH;
+    snprintf(err->message, sizeof err->message, "%.120s (%.120s rows %llu+%llu): %s differ at byte %llu at step %llu",
+             dst, t->name, (unsigned long long)t->row_begin, (unsigned long long)t->row_count, what,
+             (unsigned long long)at, (unsigned long long)step);
+    return WSYNC_ERR_DIGEST_MISMATCH;
+}
+
+/* One part against the step's data, a band of rows at a time (for fp8 a
+   band is one row of tiles, quantized here with the core's conversion). */
+static wsync_result push_check_part(push_receiver *r, size_t i, uint64_t step, wsync_error *err)
+{
+    const wsync_ctl_tensor *t = &r->l->t[i];
+    uint64_t cols = push_part_cols(t), r0, band, tcols;
+    int fp8 = t->to_dtype == WSYNC_DTYPE_F8_E4M3;
+    if (cols == 0 || t->row_count == 0) return WSYNC_OK;
+    band = PUSH_SCRATCH / 2 / (cols * 2);
+    if (band == 0) band = 1;
+    if (fp8) band = t->block ? t->block : t->row_count;
+    tcols = fp8 ? wsync_quantize_scale_count(1, cols, t->block) : 0;
+    for (r0 = 0; r0 < t->row_count; r0 += band) {
+        uint64_t r1 = t->row_count - r0 > band ? r0 + band : t->row_count, n = (r1 - r0) * cols;
+        uint8_t *src = r->scratch;
+        push_fill_rows(src, t, r->l->k[i], r0, r1, step);
+        if (!fp8) {
+            if (memcmp(src, r->mem + t->offset + r0 * cols * 2, (size_t)n * 2) != 0)
+                return push_mismatch(r, t, r->l->dst[i], "bytes", r0 * cols * 2, step, err);
+        } else {
+            uint8_t *q = src + n * 2;
+            float *sc = (float *)(void *)(q + ((n + 63) & ~(uint64_t)63));
+            uint64_t tile_row = t->block ? r0 / t->block : 0;
+            wsync_quantize_e4m3((const uint16_t *)(void *)src, r1 - r0, cols, cols, t->block, q, sc, err);
+            if (memcmp(q, r->mem + t->offset + r0 * cols, (size_t)n) != 0)
+                return push_mismatch(r, t, r->l->dst[i], "fp8 bytes", r0 * cols, step, err);
+            if (memcmp(sc, r->mem + t->scale_offset + tile_row * tcols * 4, (size_t)tcols * 4) != 0)
+                return push_mismatch(r, t, r->l->dst[i], "fp8 scales", tile_row * tcols * 4, step, err);
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* Scratch for checking: a band of source rows, and for fp8 its codes and scales. */
+static size_t push_scratch_bytes(const push_layout *l)
+{
+    size_t i, need = PUSH_SCRATCH;
+    for (i = 0; i < l->n; i++) {
+        const wsync_ctl_tensor *t = &l->t[i];
+        uint64_t cols = push_part_cols(t), rows = t->block ? t->block : t->row_count, n;
+        if (t->to_dtype != WSYNC_DTYPE_F8_E4M3) continue;
+        if (rows > t->row_count) rows = t->row_count;
+        n = rows * cols * 3 + 64 + 4 * wsync_quantize_scale_count(rows, cols, t->block);
+        if (n > need) need = (size_t)n;
+    }
+    return need;
+}
 
 /* At COMMIT: every byte against the step's data before the version moves. */
 static wsync_result push_on_commit(void *user, uint64_t step, wsync_error *err)
 {
     push_receiver *r = (push_receiver *)user;
     size_t i;
-    for (i = 0; i < r->l->n; i++) {
-        const wsync_ctl_tensor *t = &r->l->t[i];
-        uint64_t n = t->row_count * push_row_bytes(t), at = 0;
-        while (at < n) {
-            uint64_t take = n - at < PUSH_SCRATCH ? n - at : PUSH_SCRATCH;
-            push_fill(r->scratch, at, take, step, i);
-            if (memcmp(r->scratch, r->mem + t->offset + at, (size_t)take) != 0) {
-                uint64_t j = 0;
-                while (r->scratch[j] == r->mem[t->offset + at + j]) j++;
-                r->rep.mismatches++;
-                err->code = WSYNC_ERR_DIGEST_MISMATCH;
-                snprintf(err->message, sizeof err->message, "tensor '%s' differs at byte %llu at step %llu",
-                         t->name, (unsigned long long)(at + j), (unsigned long long)step);
-                return WSYNC_ERR_DIGEST_MISMATCH;
-            }
-            at += take;
-        }
-    }
+    wsync_result res;
+    for (i = 0; i < r->l->n; i++)
+        if ((res = push_check_part(r, i, step, err)) != WSYNC_OK) return res;
     r->rep.verified++;
     r->rep.last_verified = step;
     return WSYNC_OK;
+}
+
+/* --dump: the region and its layout, for tests/push_check.py. */
+static void push_dump(const push_opts *o, unsigned rank, const push_layout *l, const uint8_t *mem, uint64_t step)
+{
+    char path[4096];
+    FILE *f;
+    size_t i;
+    snprintf(path, sizeof path, "%s/inference_%u.bin", o->dump, rank);
+    if (!(f = fopen(path, "wb"))) return;
+    fwrite(mem, 1, (size_t)l->bytes, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/inference_%u.json", o->dump, rank);
+    if (!(f = fopen(path, "w"))) return;
+    fprintf(f, "{\"rank\": %u, \"step\": %llu, \"bytes\": %llu, \"parts\": [", rank, (unsigned long long)step,
+            (unsigned long long)l->bytes);
+    for (i = 0; i < l->n; i++) {
+        const wsync_ctl_tensor *t = &l->t[i];
+        fprintf(f,
+                "%s\n {\"dst\": \"%s\", \"tensor\": %u, \"name\": \"%s\", \"shape\": [%llu, %llu], "
+                "\"row_begin\": %llu, \"rows\": %llu, \"col_begin\": %llu, \"cols\": %llu, \"dtype\": \"%s\", "
+                "\"offset\": %llu, \"block\": %u, \"scale_offset\": %llu}",
+                i ? "," : "", l->dst[i], (unsigned)l->k[i], t->name, (unsigned long long)t->shape[0],
+                (unsigned long long)push_cols(t), (unsigned long long)t->row_begin, (unsigned long long)t->row_count,
+                (unsigned long long)t->col_begin, (unsigned long long)push_part_cols(t),
+                t->to_dtype == WSYNC_DTYPE_F8_E4M3 ? "f8_e4m3" : "bf16", (unsigned long long)t->offset,
+                (unsigned)t->block, (unsigned long long)t->scale_offset);
+    }
+    fprintf(f, "\n]}\n");
+    fclose(f);
 }
 
 static int push_inference_main(const push_opts *o, unsigned rank, unsigned port, int rfd)
@@ -199,7 +402,9 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     memset(&f, 0, sizeof f);
     rc.rep.role = WSYNC_CTL_INFERENCE;
     rc.rep.rank = rank;
-    if (!push_layout_make(&o->model, 0, 0, &l) || !(rc.scratch = (uint8_t *)malloc(PUSH_SCRATCH))) {
+    if (!(o->reshard ? push_layout_tp(&o->model, rank, o->inference, o->fp8, o->block, &l)
+                     : push_layout_make(&o->model, 0, 0, &l)) ||
+        !(rc.scratch = (uint8_t *)malloc(push_scratch_bytes(&l)))) {
         snprintf(rc.rep.msg, sizeof rc.rep.msg, "%s", "out of memory");
         goto out;
     }
@@ -235,6 +440,7 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     if (wsync_rank_join(&ro, &r, &err) != WSYNC_OK) goto fail;
     while (!wsync_rank_ended(r, rc.rep.msg, sizeof rc.rep.msg)) wsync_rank_wait_version(r, UINT64_MAX, 200, NULL);
     rc.rep.version = wsync_rank_version(r);
+    if (o->dump) push_dump(o, rank, &l, (const uint8_t *)mem, rc.rep.version);
     rc.rep.ok = rc.rep.mismatches == 0 && rc.rep.version == rc.rep.last_verified;
     goto out;
 fail:
@@ -302,6 +508,7 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
     ro.descs = &desc;
     ro.n_regions = 1;
     ro.timeout_ms = o->timeout_ms * 3;
+    ro.staging_bytes = o->watermark;
     if (wsync_rank_join(&ro, &r, &err) != WSYNC_OK) goto fail;
     for (;;) {
         uint64_t step = 0;
@@ -359,11 +566,18 @@ static int push_parse_fault(const char *v, int *role, int *rank, uint64_t *step)
 static const char *push_usage =
     "usage: wsync push-demo [--backend cma|shm|tcp] [--trainers T] [--inference I]\n"
     "                       [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--layout shard|replica]\n"
+    "                       [--reshard] [--fp8 [--block B]] [--watermark-mb M] [--dump DIR]\n"
     "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall ROLE:RANK@STEP] [--bench]\n"
     "The direct path on this machine: a controller (this process), T trainer and I inference\n"
     "processes (default 4 and 2, model tiny, 3 steps). Trainers hold the model's bf16 tensors\n"
     "as row shards (--layout replica: each holds all of it); every inference rank holds the\n"
-    "whole model. Each step the trainers write straight into the inference ranks' memory\n"
+    "whole model; with --reshard each holds its tensor-parallel slice (q/k/v and gate/up split\n"
+    "by rows and fused into qkv_proj and gate_up_proj, o_proj and down_proj by columns, the\n"
+    "vocabulary by rows), and with --fp8 the projections arrive as fp8 e4m3 with BxB tile\n"
+    "scales (default 128; needs --layout replica). Trainers prepare slices that are not\n"
+    "contiguous in their memory through a pipelined executor in at most M MiB of staging\n"
+    "(default 64). --dump leaves each inference rank's memory and layout in DIR for\n"
+    "tests/push_check.py. Each step the trainers write straight into the inference ranks' memory\n"
     "(cma: process_vm_writev; shm: shared memory; tcp: the TCP fabric), and each inference\n"
     "rank checks every byte against the step's data, computed on its own, before its version\n"
     "word moves. --kill makes a rank die in the middle of a step (a trainer after half its\n"
@@ -625,6 +839,8 @@ static int cmd_push_demo(int argc, char **argv)
     o.inference = 2;
     o.steps = 3;
     o.timeout_ms = 5000;
+    o.block = 128;
+    o.watermark = 64ull << 20;
     for (i = 0; i < argc; i++) {
         if (is_help(argv[i])) {
             fputs(push_usage, stdout);
@@ -658,18 +874,36 @@ static int cmd_push_demo(int argc, char **argv)
             if (!push_parse_fault(v, &o.stall_role, &o.stall_rank, &o.stall_step) || o.stall_role != WSYNC_CTL_TRAINER)
                 return usage_error("push-demo: --stall takes trainer:R@S, not '%s'", v);
         } else if (strcmp(argv[i], "--bench") == 0) o.bench = 1;
+        else if (strcmp(argv[i], "--reshard") == 0) o.reshard = 1;
+        else if (strcmp(argv[i], "--fp8") == 0) o.fp8 = o.reshard = 1;
+        else if (opt_value(argc, argv, &i, "--block", &v)) {
+            if (!parse_u64(v, &x) || x > 4096) return usage_error("push-demo: --block takes 0..4096, not '%s'", v);
+            o.block = (unsigned)x;
+        } else if (opt_value(argc, argv, &i, "--watermark-mb", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > 65536)
+                return usage_error("push-demo: --watermark-mb takes 1..65536, not '%s'", v);
+            o.watermark = x << 20;
+        } else if (opt_value(argc, argv, &i, "--dump", &v)) o.dump = v;
         else if (argv[i][0] == '-' && argv[i][1])
             return usage_error("push-demo: unknown or incomplete option '%s'", argv[i]);
         else return usage_error("push-demo: unexpected argument '%s'", argv[i]);
     }
     if (wsync_gen_model_lookup(model, &o.model) != WSYNC_OK) return usage_models("push-demo", model);
+    if (o.fp8 && !o.replica) {
+        /* a tile's scale needs every element of the tile at one sender */
+        fputs("push-demo: --fp8 needs whole tensors at the trainers: add --layout replica\n", stderr);
+        return EXIT_USAGE;
+    }
     if ((o.kill_role == WSYNC_CTL_TRAINER && (unsigned)o.kill_rank >= o.trainers) ||
         (o.kill_role == WSYNC_CTL_INFERENCE && (unsigned)o.kill_rank >= o.inference) ||
         (o.stall_role && (unsigned)o.stall_rank >= o.trainers))
         return usage_error("%s", "push-demo: --kill/--stall names a rank that does not exist");
-    printf("push-demo: %s (%zu tensors, %.1f MB bf16), backend %s, %u trainers (%s) -> %u inference ranks, "
-           "%llu steps\n",
+    printf("push-demo: %s (%zu tensors, %.1f MB bf16), backend %s, %u trainers (%s) -> %u inference ranks "
+           "(%s), %llu steps\n",
            o.model.name, o.model.n_tensors, (double)o.model.n_params * 2 / 1e6, o.backend, o.trainers,
-           o.replica ? "each the whole model" : "row shards", o.inference, (unsigned long long)o.steps);
+           o.replica ? "each the whole model" : "row shards", o.inference,
+           o.fp8 ? "tensor-parallel slices, fused, fp8 projections" : o.reshard ? "tensor-parallel slices, fused"
+                                                                            : "each the whole model",
+           (unsigned long long)o.steps);
     return push_run(&o);
 }

@@ -81,11 +81,11 @@ int main(int argc, char **argv)
     static char name255[256];
     const char *corpus, *data;
     wsync_ctl_msg m;
-    wsync_fabric_desc regs[2];
+    wsync_fabric_desc regs[3];
     wsync_ctl_tensor ts[4];
     wsync_ctl_target tg[2];
-    wsync_ctl_transfer xf[3];
-    uint64_t s2[2] = {64, 32}, s1[1] = {100}, s8[8] = {2, 1, 3, 1, 2, 1, 1, 2}, s3[3] = {10, 3, 5};
+    wsync_ctl_transfer xf[4];
+    uint64_t s2b[2] = {256, 128}, s2[2] = {64, 32}, s1[1] = {100}, s8[8] = {2, 1, 3, 1, 2, 1, 1, 2}, s3[3] = {10, 3, 5};
     size_t n;
     unsigned t;
     if (argc != 3) {
@@ -126,9 +126,27 @@ int main(int argc, char **argv)
     m.n_tensors = 1;
     n = enc(&m, b, sizeof b);
     put(corpus, "seed_ok_join_inference.bin", b, n, 1);
-    /* the same with the tensor one byte past its region */
-    b[n - 8] += 1;
+    /* the same with the tensor one byte past its region (its offset is the
+       8 bytes before the 32 of columns, conversion and scales) */
+    b[n - 40] += 1;
     put(data, "edge_bad_join_tensor_past_region.bin", b, n, 0);
+    /* JOIN: an inference rank's column slice of a bf16 matrix, wanted in
+       fp8 with 128 x 128 tile scales */
+    regs[2] = desc(0x40000, 65536, 24);
+    tensor(&ts[1], "model.layers.0.self_attn.o_proj.weight", WSYNC_DTYPE_BF16, 2, s2b, 0, 256, 0, 0);
+    ts[1].col_begin = 64;
+    ts[1].col_count = 64;
+    ts[1].to_dtype = WSYNC_DTYPE_F8_E4M3;
+    ts[1].block = 128;
+    ts[1].scale_offset = 32768;
+    m.n_regions = 1;
+    m.regions = &regs[2];
+    m.n_tensors = 1;
+    m.tensors = &ts[1];
+    n = enc(&m, b, sizeof b);
+    put(corpus, "seed_ok_join_fp8_slice.bin", b, n, 1);
+    m.regions = regs;
+    m.tensors = ts;
     m.n_regions = 0;
     m.n_tensors = 0;
     n = enc(&m, b, sizeof b);
@@ -145,9 +163,14 @@ int main(int argc, char **argv)
     tg[1].region = 2;
     tg[1].desc = desc(0x1000, 100, 0);
     memset(xf, 0, sizeof xf);
-    xf[0].target = 0, xf[0].len = 4096;
+    xf[0].target = 0, xf[0].len = 4096, xf[0].rows = 1;
     xf[1].src_region = 1, xf[1].target = 1, xf[1].src_offset = 12345, xf[1].dst_offset = 99, xf[1].len = 1;
-    xf[2].target = 1, xf[2].src_offset = 7, xf[2].len = 100;
+    xf[1].rows = 1;
+    /* four rows of 25 bytes, 64 apart in the source (a column slice) */
+    xf[2].target = 1, xf[2].src_offset = 7, xf[2].len = 100, xf[2].rows = 4, xf[2].src_stride = 64;
+    /* 8 rows of 16 bf16 quantized to fp8 with 4 x 4 tiles: 8 scales */
+    xf[3].target = 0, xf[3].len = 128, xf[3].rows = 8, xf[3].src_stride = 64, xf[3].prep = WSYNC_CTL_PREP_FP8;
+    xf[3].block = 4, xf[3].scale_offset = 1024;
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_ASSIGN;
     m.role = WSYNC_CTL_TRAINER;
@@ -156,13 +179,15 @@ int main(int argc, char **argv)
     m.n_inference = 2;
     m.n_targets = 2;
     m.targets = tg;
-    m.n_transfers = 3;
+    m.n_transfers = 4;
     m.transfers = xf;
     n = enc(&m, b, sizeof b);
     put(corpus, "seed_ok_assign_trainer.bin", b, n, 1);
     put(data, "edge_bad_assign_truncated.bin", b, n - 1, 0);
-    /* the last transfer one byte past its target */
-    b[n - 16] = 1;
+    /* the last transfer at the end of its target (dst_offset 4096, the 8
+       bytes 16 into the last 64-byte transfer) */
+    b[n - 48] = 0;
+    b[n - 47] = 0x10;
     put(data, "edge_bad_assign_transfer_past_target.bin", b, n, 0);
     m.role = WSYNC_CTL_INFERENCE;
     m.rank = 1;

@@ -149,6 +149,11 @@ static void wtensor(wb *w, const char *name, size_t nl, uint32_t dtype, uint32_t
     w64(w, rc);
     w32(w, region);
     w64(w, offset);
+    w64(w, 0); /* col_begin: all columns */
+    w64(w, 0); /* col_count */
+    w32(w, 0); /* to_dtype: as stored */
+    w32(w, 0); /* block */
+    w64(w, 0); /* scale_offset */
 }
 
 static wsync_fabric_desc hand_desc(uint64_t addr, uint64_t len, uint32_t nb)
@@ -334,21 +339,25 @@ static wsync_ctl_msg make_assign(const wsync_fabric_desc *real)
     g_xfers[0].src_offset = 0;
     g_xfers[0].dst_offset = 0;
     g_xfers[0].len = 4096;
+    g_xfers[0].rows = 1;
     g_xfers[1].src_region = 2;
     g_xfers[1].target = 1;
     g_xfers[1].src_offset = 1ull << 40;
     g_xfers[1].dst_offset = 99;
     g_xfers[1].len = 1;
+    g_xfers[1].rows = 1;
     g_xfers[2].src_region = 7;
     g_xfers[2].target = 2;
     g_xfers[2].src_offset = 5;
     g_xfers[2].dst_offset = 0;
     g_xfers[2].len = 1;
+    g_xfers[2].rows = 1;
     g_xfers[3].src_region = 0;
     g_xfers[3].target = 1;
     g_xfers[3].src_offset = 3;
     g_xfers[3].dst_offset = 0;
     g_xfers[3].len = 100;
+    g_xfers[3].rows = 1;
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_ASSIGN;
     m.role = WSYNC_CTL_TRAINER;
@@ -803,7 +812,7 @@ static void test_rejections_assign(void)
     expect_reject(&w, WSYNC_OK, "", "the valid base case");
     /* payload offsets: role 12, rank 16, nt 20, ni 24, ntg 28, nx 32, targets at 36 */
 #define TG(i) (36 + (i) * (8 + WSYNC_FABRIC_DESC_WIRE))
-#define XF(i) (TG(3) + (i) * 32)
+#define XF(i) (TG(3) + (i) * 64)
     w.b[XF(1) + 4] = 3; /* transfer 1's target: 3 of 3 */
     expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "target 3 of 3", "transfer target out of range");
     w.b[XF(1) + 4] = 1;
@@ -833,8 +842,8 @@ static void test_rejections_assign(void)
     expect_reject(&w, WSYNC_ERR_LIMIT, "above the limits", "n_transfers above the limit");
     w.b[32] = 0xff, w.b[33] = 0xff, w.b[34] = 0xff, w.b[35] = 0; /* 2^24 - 1 in a small payload */
     expect_reject(&w, WSYNC_ERR_TRUNCATED, "targets and transfers", "n_transfers = 2^24 - 1");
-    w.b[32] = 3, w.b[33] = 0, w.b[34] = 0; /* one fewer: 32 bytes trail */
-    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "32 bytes after the last transfer", "n_transfers one short");
+    w.b[32] = 3, w.b[33] = 0, w.b[34] = 0; /* one fewer: 64 bytes trail */
+    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "64 bytes after the last transfer", "n_transfers one short");
     w.b[32] = 4;
     w.b[28] = 0xff, w.b[29] = 0xff, w.b[30] = 0x0f; /* n_targets ~1M */
     expect_reject(&w, WSYNC_ERR_TRUNCATED, "truncated", "n_targets far above");
