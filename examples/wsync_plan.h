@@ -1,0 +1,186 @@
+/* wsync plan: the direct path's static schedule for a model's real tensor
+   list, and its simulated transfer time. Part of the command-line tool
+   (examples/wsync.c includes it after its own helpers); a thin layer over
+   wsync_plan_wip.h: layout, build, stats, simulate. */
+
+static const char *plan_usage =
+    "usage: wsync plan --model kimi-k2|qwen3-0.6b|qwen2.5-7b --trainers T --inference I\n"
+    "       [--replicas R] [--nics-per-rank K] [--nic-gbps G] [--dtype fp8|bf16]\n"
+    "       [--shards-only] [--one-group] [--task-us U] [--watermark-mb M] [--json]\n"
+    "\n"
+    "Plans the per-step transfers from T trainer ranks (bf16, FSDP row shards;\n"
+    "any rank of the mesh can all-gather a tensor) to R inference replicas of\n"
+    "I/R ranks each (tensor parallel as vLLM, routed experts whole on rank\n"
+    "e mod I/R), and simulates them at G Gb/s per NIC (K NICs per rank).\n"
+    "Prints planning time, tasks, bytes per sending and receiving NIC, imbalance\n"
+    "(busiest over mean), the bound (busiest NIC's bytes over its rate) and the\n"
+    "predicted time (a replay of the schedule: mesh-group barriers, per-task\n"
+    "start-up, gather/quantize stages, FIFO NICs).\n"
+    "  --dtype          fp8: projections and experts in fp8 e4m3 with 128x128 block\n"
+    "                   scales (default for kimi-k2); bf16 (default otherwise)\n"
+    "  --shards-only    trainers send only rows they hold (no all-gather)\n"
+    "  --one-group      experts in the same mesh group as the rest (no barrier)\n"
+    "  --task-us        per-task start-up in the simulation [5]\n"
+    "  --watermark-mb   temporary memory per trainer rank in the simulation [none]\n";
+
+static int plan_parse_double(const char *s, double *out)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0) || v > 1e9) return 0;
+    *out = v;
+    return 1;
+}
+
+static void plan_gb(const char *label, uint64_t max, double mean, uint64_t min)
+{
+    printf("  %-22s max %10.3f GB  mean %10.3f GB  min %10.3f GB\n", label, (double)max / 1e9, mean / 1e9,
+           (double)min / 1e9);
+}
+
+static int cmd_plan(int argc, char **argv)
+{
+    const char *model = NULL, *dtype = NULL, *v;
+    wsync_plan_model m;
+    wsync_plan_layout_options lo;
+    wsync_plan_options po;
+    wsync_plan_sim_options so;
+    wsync_plan_layout lay;
+    wsync_plan *plan = NULL;
+    wsync_plan_stats st;
+    wsync_plan_sim_result sr;
+    wsync_error err;
+    uint64_t x;
+    double gbps = 400, t0, t1, t2, t3, imb;
+    int i, json = 0;
+    memset(&lo, 0, sizeof lo);
+    memset(&po, 0, sizeof po);
+    memset(&so, 0, sizeof so);
+    lo.replicas = 1;
+    po.nics_per_rank = 1;
+    for (i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(plan_usage, stdout);
+            return 0;
+        } else if (opt_value(argc, argv, &i, "--model", &v)) model = v;
+        else if (opt_value(argc, argv, &i, "--trainers", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
+                return usage_error("plan: --trainers takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
+            lo.n_trainers = (uint32_t)x;
+        } else if (opt_value(argc, argv, &i, "--inference", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
+                return usage_error("plan: --inference takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
+            lo.n_inference = (uint32_t)x;
+        } else if (opt_value(argc, argv, &i, "--replicas", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
+                return usage_error("plan: --replicas takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
+            lo.replicas = (uint32_t)x;
+        } else if (opt_value(argc, argv, &i, "--nics-per-rank", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_NICS)
+                return usage_error("plan: --nics-per-rank takes 1..%u, not '%s'", WSYNC_PLAN_MAX_NICS, v);
+            po.nics_per_rank = (uint32_t)x;
+        } else if (opt_value(argc, argv, &i, "--nic-gbps", &v)) {
+            if (!plan_parse_double(v, &gbps)) return usage_error("plan: --nic-gbps takes a positive number, not '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--task-us", &v)) {
+            if (strcmp(v, "0") == 0) so.task_us = -1;
+            else if (!plan_parse_double(v, &so.task_us))
+                return usage_error("plan: --task-us takes a number >= 0, not '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--watermark-mb", &v)) {
+            if (!parse_u64(v, &x) || x < 1 || x > (1ull << 40))
+                return usage_error("plan: --watermark-mb takes 1..2^40, not '%s'", v);
+            so.watermark = x << 20;
+        } else if (opt_value(argc, argv, &i, "--dtype", &v)) {
+            if (strcmp(v, "fp8") && strcmp(v, "bf16")) return usage_error("plan: --dtype takes fp8 or bf16, not '%s'", v);
+            dtype = v;
+        } else if (strcmp(argv[i], "--shards-only") == 0) lo.shards_only = 1;
+        else if (strcmp(argv[i], "--one-group") == 0) lo.one_group = 1;
+        else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else return usage_error("plan: unknown option or missing value '%s'", argv[i]);
+    }
+    if (!model) return usage_error("%s", "plan: --model is required");
+    if (!lo.n_trainers || !lo.n_inference) return usage_error("%s", "plan: --trainers and --inference are required");
+    if (lo.n_inference % lo.replicas)
+        return usage_error("plan: --inference %u does not split into --replicas %u", lo.n_inference, lo.replicas);
+    if (wsync_plan_model_lookup(model, &m, &err) != WSYNC_OK) return usage_error("%s", err.message);
+    lo.fp8 = dtype ? strcmp(dtype, "fp8") == 0 : m.served_fp8;
+    so.nic_gbps = gbps;
+    po.task_cost_bytes = (uint64_t)((so.task_us > 0 ? so.task_us : so.task_us < 0 ? 0 : 5) * 1e-6 * gbps * 1e9 / 8);
+    if (po.task_cost_bytes == 0) po.task_cost_bytes = 1;
+
+    t0 = now_s();
+    if (wsync_plan_layout_model(&m, &lo, &lay, &err) != WSYNC_OK) {
+        fprintf(stderr, "wsync: plan: %s\n", err.message);
+        return 1;
+    }
+    t1 = now_s();
+    if (wsync_plan_build(&lay.input, &po, &plan, &err) != WSYNC_OK) {
+        fprintf(stderr, "wsync: plan: %s\n", err.message);
+        wsync_plan_layout_free(&lay);
+        return 1;
+    }
+    t2 = now_s();
+    if (wsync_plan_simulate(plan, &so, &sr, &err) != WSYNC_OK) {
+        fprintf(stderr, "wsync: plan: simulate: %s\n", err.message);
+        wsync_plan_free(plan);
+        wsync_plan_layout_free(&lay);
+        return 1;
+    }
+    t3 = now_s();
+    wsync_plan_stats_get(plan, &st);
+    imb = st.imbalance_send > st.imbalance_recv ? st.imbalance_send : st.imbalance_recv;
+    if (json) {
+        printf("{\"model\": \"%s\", \"params\": %llu, \"tensors\": %llu, \"trainers\": %u, \"inference\": %u, "
+               "\"replicas\": %u, \"nics_per_rank\": %u, \"nic_gbps\": %.6g, \"dtype\": \"%s\", ",
+               m.name, (unsigned long long)wsync_plan_model_params(&m),
+               (unsigned long long)wsync_plan_model_tensors(&m), lo.n_trainers, lo.n_inference, lo.replicas,
+               po.nics_per_rank, gbps, lo.fp8 ? "fp8" : "bf16");
+        printf("\"plan_seconds\": %.6f, \"layout_seconds\": %.6f, \"build_seconds\": %.6f, \"simulate_seconds\": %.6f, ",
+               t2 - t0, t1 - t0, t2 - t1, t3 - t2);
+        printf("\"tasks\": %llu, \"scale_tasks\": %llu, \"preparations\": %llu, \"groups\": %u, \"bytes\": %llu, ",
+               (unsigned long long)st.tasks, (unsigned long long)st.scale_tasks, (unsigned long long)st.preps,
+               plan->n_groups, (unsigned long long)st.bytes);
+        printf("\"send_bytes\": {\"max\": %llu, \"mean\": %.1f, \"min\": %llu}, "
+               "\"recv_bytes\": {\"max\": %llu, \"mean\": %.1f, \"min\": %llu}, ",
+               (unsigned long long)st.send_max, st.send_mean, (unsigned long long)st.send_min,
+               (unsigned long long)st.recv_max, st.recv_mean, (unsigned long long)st.recv_min);
+        printf("\"imbalance\": %.6f, \"imbalance_send\": %.6f, \"imbalance_recv\": %.6f, ", imb, st.imbalance_send,
+               st.imbalance_recv);
+        printf("\"bound_seconds\": %.6f, \"predicted_seconds\": %.6f, \"predicted_over_bound\": %.6f, "
+               "\"prep_max_seconds\": %.6f, \"peak_temp_bytes\": %llu, \"max_prep_temp_bytes\": %llu, "
+               "\"digest\": \"%016llx\"}\n",
+               sr.bound_seconds, sr.seconds, sr.bound_seconds > 0 ? sr.seconds / sr.bound_seconds : 0,
+               sr.prep_max_seconds, (unsigned long long)sr.peak_temp, (unsigned long long)st.temp_max,
+               (unsigned long long)wsync_plan_digest(plan));
+    } else {
+        unsigned g;
+        printf("wsync plan: %s (%.3f T parameters, %llu tensors), %u trainers -> %u replica%s x %u inference ranks, "
+               "%s, %u NIC%s per rank at %g Gb/s\n",
+               m.name, (double)wsync_plan_model_params(&m) / 1e12, (unsigned long long)wsync_plan_model_tensors(&m),
+               lo.n_trainers, lo.replicas, lo.replicas == 1 ? "" : "s", lo.n_inference / lo.replicas,
+               lo.fp8 ? "fp8 e4m3 (128x128 block scales)" : "bf16", po.nics_per_rank,
+               po.nics_per_rank == 1 ? "" : "s", gbps);
+        printf("  planning               %.3f s (layout %.3f s, schedule %.3f s); simulation %.3f s\n", t2 - t0,
+               t1 - t0, t2 - t1, t3 - t2);
+        printf("  tasks                  %llu (%llu of them fp8 scales), %llu preparations, %u mesh group%s\n",
+               (unsigned long long)st.tasks, (unsigned long long)st.scale_tasks, (unsigned long long)st.preps,
+               plan->n_groups, plan->n_groups == 1 ? "" : "s");
+        printf("  bytes                  %.3f TB on the wire per step\n", (double)st.bytes / 1e12);
+        plan_gb("per sending NIC", st.send_max, st.send_mean, st.send_min);
+        plan_gb("per receiving NIC", st.recv_max, st.recv_mean, st.recv_min);
+        printf("  imbalance              %.4f sending, %.4f receiving (busiest over mean)\n", st.imbalance_send,
+               st.imbalance_recv);
+        printf("  bound                  %.4f s (busiest NIC's bytes at line rate)\n", sr.bound_seconds);
+        printf("  predicted              %.4f s (%.3fx the bound)", sr.seconds,
+               sr.bound_seconds > 0 ? sr.seconds / sr.bound_seconds : 0);
+        for (g = 0; g < sr.n_groups && g < WSYNC_PLAN_SIM_GROUPS; g++)
+            printf("%s group %u %.4f s", g ? "," : ";", g, sr.group_seconds[g]);
+        printf("\n  preparation            busiest stage %.4f s; peak temporary memory %.3f GB on a rank "
+               "(largest single preparation %.1f MB)\n",
+               sr.prep_max_seconds, (double)sr.peak_temp / 1e9, (double)st.temp_max / 1e6);
+    }
+    wsync_plan_free(plan);
+    wsync_plan_layout_free(&lay);
+    return 0;
+}

@@ -1,0 +1,698 @@
+/* The planner and simulator of wsync_plan_wip.h: model tensor lists and
+   parameter totals, layouts that deliver every source element to every
+   replica, plans that cover every destination byte exactly once (gather
+   meshes and row shards, bf16 and fp8), determinism by digest, the
+   kimi-k2 targets (imbalance, predicted over bound, planning time), a
+   badly ordered and an unbalanced schedule predicting slower than the
+   bound, barriers, the watermark, input checks, and allocation failures. */
+#define _GNU_SOURCE 1
+#define WSYNC_IMPLEMENTATION
+#define WSYNC_RDMA_IMPLEMENTATION
+#include "wsync.h"
+#include "wsync_plan_wip.h"
+#include "check.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+/* ---- a counting allocator that can fail the n-th allocation ---- */
+typedef struct counting {
+    long allocs, frees, fail_at;
+} counting;
+
+static void *c_alloc(void *user, size_t n)
+{
+    counting *c = (counting *)user;
+    if (c->fail_at > 0 && c->allocs + 1 == c->fail_at) return NULL;
+    c->allocs++;
+    return malloc(n);
+}
+
+static void c_free(void *user, void *p)
+{
+    counting *c = (counting *)user;
+    c->frees++;
+    free(p);
+}
+
+static wsync_allocator counting_allocator(counting *c)
+{
+    wsync_allocator a;
+    a.alloc = c_alloc;
+    a.free = c_free;
+    a.user = c;
+    return a;
+}
+
+static wsync_plan_model model(const char *name)
+{
+    wsync_plan_model m;
+    wsync_error e;
+    memset(&m, 0, sizeof m);
+    if (wsync_plan_model_lookup(name, &m, &e) != WSYNC_OK) printf("lookup %s: %s\n", name, e.message);
+    return m;
+}
+
+static int layout(const char *name, uint32_t T, uint32_t I, uint32_t R, int fp8, int shards, wsync_plan_layout *L)
+{
+    wsync_plan_model m = model(name);
+    wsync_plan_layout_options o;
+    wsync_error e;
+    memset(&o, 0, sizeof o);
+    o.n_trainers = T;
+    o.n_inference = I;
+    o.replicas = R;
+    o.fp8 = (uint32_t)fp8;
+    o.shards_only = (uint32_t)shards;
+    if (wsync_plan_layout_model(&m, &o, L, &e) != WSYNC_OK) {
+        printf("layout %s: %s\n", name, e.message);
+        return 0;
+    }
+    return 1;
+}
+
+static wsync_plan *build(const wsync_plan_layout *L, uint32_t nics)
+{
+    wsync_plan_options o;
+    wsync_plan *p = NULL;
+    wsync_error e;
+    memset(&o, 0, sizeof o);
+    o.nics_per_rank = nics;
+    if (wsync_plan_build(&L->input, &o, &p, &e) != WSYNC_OK) printf("build: %s\n", e.message);
+    return p;
+}
+
+static int sim(const wsync_plan *p, wsync_plan_sim_result *r)
+{
+    wsync_error e;
+    if (wsync_plan_simulate(p, NULL, r, &e) != WSYNC_OK) {
+        printf("simulate: %s\n", e.message);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- models ---- */
+
+static void test_models(void)
+{
+    wsync_plan_model m;
+    wsync_plan_tensor_info ti;
+    wsync_error e;
+    uint64_t n, i, sum, last_layer_tensor = 0;
+    int saw_bias = 0, saw_expert = 0;
+
+    TEST_BEGIN("model parameter totals");
+    m = model("qwen3-0.6b");
+    CHECK_EQ_U64(wsync_plan_model_params(&m), 596049920ull);
+    m = model("qwen2.5-7b");
+    CHECK_EQ_U64(wsync_plan_model_params(&m), 7615616512ull); /* Hugging Face's count for Qwen2.5-7B */
+    m = model("kimi-k2");
+    CHECK_MSG((double)wsync_plan_model_params(&m) > 1.03e12 * 0.99 && (double)wsync_plan_model_params(&m) < 1.03e12 * 1.01,
+              "%llu", (unsigned long long)wsync_plan_model_params(&m));
+    CHECK(wsync_plan_model_lookup("gpt-5", &m, &e) == WSYNC_ERR_NOT_FOUND);
+    TEST_END();
+
+    TEST_BEGIN("model tensor lists: names, shapes, totals agree");
+    {
+        const char *names[3] = {"qwen3-0.6b", "qwen2.5-7b", "kimi-k2"};
+        unsigned k;
+        for (k = 0; k < 3; k++) {
+            m = model(names[k]);
+            n = wsync_plan_model_tensors(&m);
+            for (i = 0, sum = 0; i < n; i++) {
+                CHECK(wsync_plan_model_tensor(&m, i, &ti, &e) == WSYNC_OK);
+                sum += ti.rows * ti.cols;
+                if (strstr(ti.name, "q_proj.bias")) saw_bias = 1;
+                if (strstr(ti.name, "mlp.experts.383.down_proj.weight")) saw_expert = 1;
+                if (ti.layer != UINT32_MAX) last_layer_tensor = i;
+            }
+            CHECK_EQ_U64(sum, wsync_plan_model_params(&m));
+            CHECK(wsync_plan_model_tensor(&m, n, &ti, &e) == WSYNC_ERR_OUT_OF_BOUNDS);
+        }
+        CHECK(saw_bias && saw_expert);
+        (void)last_layer_tensor;
+    }
+    m = model("qwen3-0.6b");
+    CHECK_EQ_U64(wsync_plan_model_tensors(&m), 310); /* 1 + 28 * 11 + 1 (tied lm_head) */
+    CHECK(wsync_plan_model_tensor(&m, 0, &ti, &e) == WSYNC_OK);
+    CHECK_EQ_STR(ti.name, "model.embed_tokens.weight");
+    CHECK_EQ_U64(ti.rows, 151936);
+    CHECK(wsync_plan_model_tensor(&m, 2, &ti, &e) == WSYNC_OK);
+    CHECK_EQ_STR(ti.name, "model.layers.0.self_attn.q_proj.weight");
+    CHECK(ti.rows == 2048 && ti.cols == 1024);
+    m = model("kimi-k2");
+    n = wsync_plan_model_tensors(&m);
+    CHECK(n > 69000 && n < 71000);
+    CHECK(wsync_plan_model_tensor(&m, n - 1, &ti, &e) == WSYNC_OK);
+    CHECK_EQ_STR(ti.name, "lm_head.weight");
+    CHECK(wsync_plan_model_tensor(&m, 2, &ti, &e) == WSYNC_OK);
+    CHECK_EQ_STR(ti.name, "model.layers.0.self_attn.q_a_proj.weight");
+    CHECK(ti.rows == 1536 && ti.cols == 7168);
+    {
+        int found = 0;
+        for (i = 0; i < n && !found; i++) {
+            wsync_plan_model_tensor(&m, i, &ti, &e);
+            if (strcmp(ti.name, "model.layers.60.mlp.gate.e_score_correction_bias") == 0) found = ti.rows == 384;
+        }
+        CHECK(found);
+    }
+    TEST_END();
+}
+
+/* ---- layouts ---- */
+
+typedef struct ival {
+    uint64_t key, lo, hi;
+} ival;
+
+static int ival_cmp(const void *a, const void *b)
+{
+    const ival *x = (const ival *)a, *y = (const ival *)b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    return 0;
+}
+
+
+/* Every source element reaches every replica (the slices of a source cover
+   it, ranks sharing a slice each get it), and no two destinations on a
+   rank overlap or leave the rank's regions. */
+static void check_layout(const wsync_plan_layout *L, uint32_t R)
+{
+    const wsync_plan_input *in = &L->input;
+    uint64_t u, k, d, P = in->n_inference / R;
+    uint64_t *got = (uint64_t *)calloc((size_t)(in->n_sources * R), sizeof *got);
+    uint64_t *end0 = (uint64_t *)calloc((size_t)in->n_inference * 2, sizeof *end0);
+    int overlap = 0;
+    uint64_t nv = 0, cap = in->n_dests;
+    ival *v = (ival *)malloc((size_t)cap * sizeof *v);
+    for (u = 0; u < in->n_units; u++) {
+        const wsync_plan_unit *un = &in->units[u];
+        uint64_t rows = 0, cols = in->pieces[un->first_piece].cols, eb = un->dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : 2;
+        for (k = un->first_piece; k < un->first_piece + un->n_pieces; k++) rows += in->pieces[k].rows;
+        for (d = un->first_dest; d < un->first_dest + un->n_dests; d++) {
+            const wsync_plan_dest *ds = &in->dests[d];
+            uint64_t rep = ds->rank / P;
+            for (k = un->first_piece; k < un->first_piece + un->n_pieces; k++)
+                got[in->pieces[k].source * R + rep] += in->pieces[k].rows * in->pieces[k].cols;
+            if (nv < cap) {
+                v[nv].key = ds->rank;
+                v[nv].lo = ds->offset;
+                v[nv].hi = ds->offset + rows * cols * eb;
+                nv++;
+            }
+            if (ds->offset + rows * cols * eb > end0[2 * ds->rank]) end0[2 * ds->rank] = ds->offset + rows * cols * eb;
+        }
+    }
+    qsort(v, (size_t)nv, sizeof *v, ival_cmp);
+    for (k = 1; k < nv; k++)
+        if (v[k].key == v[k - 1].key && v[k].lo < v[k - 1].hi) overlap = 1;
+    free(v);
+    CHECK(!overlap);
+    for (k = 0; k < in->n_inference; k++) CHECK(end0[2 * k] <= L->region_bytes[2 * k]);
+    for (k = 0; k < in->n_sources; k++) {
+        uint64_t size = in->sources[k].rows * in->sources[k].cols, r;
+        for (r = 0; r < R; r++)
+            CHECK_MSG(got[k * R + r] >= size && got[k * R + r] % size == 0, "source %llu replica %llu: %llu of %llu",
+                      (unsigned long long)k, (unsigned long long)r, (unsigned long long)got[k * R + r],
+                      (unsigned long long)size);
+    }
+    free(got);
+    free(end0);
+}
+
+static void test_layouts(void)
+{
+    wsync_plan_layout L;
+    uint64_t k, bytes = 0;
+    TEST_BEGIN("layout qwen3-0.6b TP 2 bf16: every element to every replica");
+    if (layout("qwen3-0.6b", 4, 2, 1, 0, 0, &L)) {
+        check_layout(&L, 1);
+        for (k = 0; k < L.input.n_dests; k++) CHECK(L.input.dests[k].rank < 2);
+        wsync_plan_layout_free(&L);
+    }
+    TEST_END();
+    TEST_BEGIN("layout qwen2.5-7b TP 8 (28 heads, 4 KV heads: shared slices)");
+    if (layout("qwen2.5-7b", 8, 16, 2, 0, 0, &L)) {
+        check_layout(&L, 2);
+        wsync_plan_layout_free(&L);
+    }
+    TEST_END();
+    TEST_BEGIN("layout kimi-k2 8 replicas x 16 fp8: experts 24 per rank, ~64 GB each");
+    if (layout("kimi-k2", 256, 128, 8, 1, 0, &L)) {
+        check_layout(&L, 8);
+        for (k = 0; k < 128; k++) bytes += L.region_bytes[2 * k] + L.region_bytes[2 * k + 1];
+        CHECK_MSG(bytes / 128 > 60000000000ull && bytes / 128 < 70000000000ull, "%llu per rank",
+                  (unsigned long long)(bytes / 128));
+        for (k = 1; k < 128; k++) CHECK_EQ_U64(L.region_bytes[2 * k], L.region_bytes[0]);
+        wsync_plan_layout_free(&L);
+    }
+    TEST_END();
+    TEST_BEGIN("layout errors");
+    {
+        wsync_plan_model m = model("qwen3-0.6b");
+        wsync_plan_layout_options o;
+        wsync_error e;
+        memset(&o, 0, sizeof o);
+        o.n_trainers = 4;
+        o.n_inference = 6;
+        o.replicas = 4;
+        CHECK(wsync_plan_layout_model(&m, &o, &L, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+        CHECK(strstr(e.message, "replicas") != NULL);
+        o.n_inference = 0;
+        CHECK(wsync_plan_layout_model(&m, &o, &L, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    }
+    TEST_END();
+}
+
+/* ---- plans ---- */
+
+/* Tasks write every destination byte of the input exactly once: their
+   intervals do not overlap and add up to the destinations' bytes; each
+   task's prep and NICs are in range; fp8 data tasks carry their scales. */
+static void check_cover(const wsync_plan_layout *L, const wsync_plan *p)
+{
+    const wsync_plan_input *in = &L->input;
+    ival *v = (ival *)malloc((size_t)p->n_tasks * sizeof *v);
+    uint64_t i, want = 0, have = 0, data = 0, scales = 0;
+    int bad = 0;
+    for (i = 0; i < in->n_units; i++) {
+        const wsync_plan_unit *un = &in->units[i];
+        uint64_t rows = 0, k, cols = in->pieces[un->first_piece].cols;
+        for (k = un->first_piece; k < un->first_piece + un->n_pieces; k++) rows += in->pieces[k].rows;
+        want += un->n_dests * rows * cols * (un->dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : 2);
+        if (un->dtype == WSYNC_DTYPE_F8_E4M3) want += un->n_dests * ((rows + 127) / 128) * ((cols + 127) / 128) * 4;
+    }
+    for (i = 0; i < p->n_tasks; i++) {
+        const wsync_plan_task *t = &p->tasks[i];
+        const wsync_plan_prep *pr = &p->preps[t->prep];
+        v[i].key = (uint64_t)t->dst_rank * 4 + t->region;
+        v[i].lo = t->dst_offset;
+        v[i].hi = t->dst_offset + t->len;
+        have += t->len;
+        if (t->flags & WSYNC_PLAN_SCALES) {
+            scales++;
+            if (t->len != pr->scale_bytes || t->src_offset != pr->out_bytes) bad = 1;
+        } else {
+            data++;
+            if (t->len != pr->out_bytes) bad = 1;
+        }
+        if (pr->rank != t->src_rank || t->src_nic >= p->nics_per_rank || t->dst_nic >= p->nics_per_rank) bad = 1;
+        if (v[i].hi > L->region_bytes[2 * t->dst_rank + t->region]) bad = 1;
+        if (i > 0 && p->tasks[i - 1].src_rank > t->src_rank) bad = 1;
+    }
+    qsort(v, (size_t)p->n_tasks, sizeof *v, ival_cmp);
+    for (i = 1; i < p->n_tasks; i++)
+        if (v[i].key == v[i - 1].key && v[i].lo < v[i - 1].hi) bad = 1;
+    CHECK(!bad);
+    CHECK_EQ_U64(have, want);
+    for (i = 0; i < p->n_preps; i++) {
+        const wsync_plan_prep *pr = &p->preps[i];
+        if (pr->dtype == WSYNC_DTYPE_F8_E4M3) {
+            CHECK(pr->flags & WSYNC_PLAN_QUANT);
+            CHECK(pr->temp_bytes >= pr->out_bytes + pr->scale_bytes);
+        }
+        CHECK((pr->n_pieces > 1) == ((pr->flags & WSYNC_PLAN_FUSE) != 0));
+    }
+    if (scales) CHECK(scales <= data);
+    free(v);
+}
+
+static void test_plans(void)
+{
+    wsync_plan_layout L;
+    wsync_plan *p, *q;
+    int shards, fp8;
+    for (shards = 0; shards < 2; shards++)
+        for (fp8 = 0; fp8 < 2; fp8++) {
+            char name[120];
+            snprintf(name, sizeof name, "plan qwen3-0.6b 4 -> 2x2 %s %s: every byte once, NICs 2",
+                     shards ? "row shards" : "gather mesh", fp8 ? "fp8" : "bf16");
+            TEST_BEGIN(name);
+            if (layout("qwen3-0.6b", 4, 4, 2, fp8, shards, &L)) {
+                p = build(&L, 2);
+                CHECK(p != NULL);
+                if (p) {
+                    uint64_t i;
+                    check_cover(&L, p);
+                    if (shards) /* a holder sends what it holds; only strided or block-straddling slices gather */
+                        for (i = 0; i < p->n_preps; i++) {
+                            const wsync_plan_prep *pr = &p->preps[i];
+                            const wsync_plan_piece *pc = &p->pieces[pr->first_piece];
+                            const wsync_plan_source *s = &L.input.sources[pc->source];
+                            uint64_t chunk = (s->rows + 3) / 4;
+                            if (!(pr->flags & WSYNC_PLAN_GATHER)) {
+                                CHECK_EQ_U64(pr->rank, pc->row0 / chunk);
+                                CHECK(pc->cols == s->cols);
+                            }
+                        }
+                    wsync_plan_free(p);
+                }
+                wsync_plan_layout_free(&L);
+            }
+            TEST_END();
+        }
+
+    TEST_BEGIN("plan is deterministic (digest of two builds), and differs when the input does");
+    if (layout("qwen2.5-7b", 16, 8, 2, 1, 0, &L)) {
+        p = build(&L, 2);
+        q = build(&L, 2);
+        CHECK(p && q);
+        if (p && q) {
+            CHECK_EQ_U64(wsync_plan_digest(p), wsync_plan_digest(q));
+            CHECK(p->n_tasks == q->n_tasks && memcmp(p->tasks, q->tasks, (size_t)p->n_tasks * sizeof *p->tasks) == 0);
+            check_cover(&L, p);
+        }
+        wsync_plan_free(q);
+        q = build(&L, 1);
+        if (p && q) CHECK(wsync_plan_digest(p) != wsync_plan_digest(q));
+        wsync_plan_free(p);
+        wsync_plan_free(q);
+        wsync_plan_layout_free(&L);
+    }
+    TEST_END();
+}
+
+/* ---- kimi-k2 targets ---- */
+
+/* Stable: each rank's tasks by destination rank, so every sender starts at
+   receiver 0 and they queue there together. */
+static int by_rank_group_dst(const void *a, const void *b)
+{
+    const wsync_plan_task *x = (const wsync_plan_task *)a, *y = (const wsync_plan_task *)b;
+    if (x->src_rank != y->src_rank) return x->src_rank < y->src_rank ? -1 : 1;
+    if (x->group != y->group) return x->group < y->group ? -1 : 1;
+    if (x->dst_rank != y->dst_rank) return x->dst_rank < y->dst_rank ? -1 : 1;
+    if (x->dst_offset != y->dst_offset) return x->dst_offset < y->dst_offset ? -1 : 1;
+    return x->flags < y->flags ? -1 : x->flags > y->flags;
+}
+
+/* Reorders the plan so that every sender starts with receiver 0; the
+   prediction must exceed the (unchanged) bound by the factor. */
+static int bad_order(wsync_plan *p, double factor)
+{
+    wsync_plan_sim_result good, bad;
+    wsync_error e;
+    int ok = 1;
+    if (!sim(p, &good)) return 0;
+    qsort(p->tasks, (size_t)p->n_tasks, sizeof *p->tasks, by_rank_group_dst);
+    if (wsync_plan_reindex(p, &e) != WSYNC_OK || !sim(p, &bad)) return 0;
+    if (bad.bound_seconds != good.bound_seconds) ok = 0;
+    if (!(bad.seconds > factor * bad.bound_seconds)) ok = 0;
+    if (!ok || check__is_verbose())
+        printf("  badly ordered: predicted %.4f s, bound %.4f s (planned order %.4f s)\n", bad.seconds,
+               bad.bound_seconds, good.seconds);
+    return ok;
+}
+
+
+static int verbose_kimi(void)
+{
+    return check__is_verbose();
+}
+
+static double cpu_s(void)
+{
+    return (double)clock() / CLOCKS_PER_SEC;
+}
+
+static void test_kimi(uint32_t R)
+{
+    wsync_plan_layout L;
+    wsync_plan *p, *q;
+    wsync_plan_stats st;
+    wsync_plan_sim_result r;
+    char name[160];
+    double t0, t1;
+    snprintf(name, sizeof name,
+             "kimi-k2 256 -> %u x %u fp8 at 400 Gb/s: plans in < 2 s, imbalance <= 1.05, predicted <= 1.25x bound, "
+             "deterministic",
+             R, 128 / R);
+    TEST_BEGIN(name);
+    t0 = cpu_s();
+    if (!layout("kimi-k2", 256, 128, R, 1, 0, &L)) {
+        CHECK(0);
+        TEST_END();
+        return;
+    }
+    p = build(&L, 1);
+    t1 = cpu_s();
+    CHECK(p != NULL);
+    if (p) {
+        wsync_plan_stats_get(p, &st);
+        if (!SANITIZED) CHECK_MSG(t1 - t0 < 2.0, "planning took %.2f s of CPU", t1 - t0);
+        CHECK_MSG(st.imbalance_send <= 1.05 && st.imbalance_recv <= 1.05, "send %.4f recv %.4f", st.imbalance_send,
+                  st.imbalance_recv);
+        CHECK(sim(p, &r));
+        CHECK_MSG(r.seconds <= 1.25 * r.bound_seconds && r.seconds >= r.bound_seconds, "predicted %.4f bound %.4f",
+                  r.seconds, r.bound_seconds);
+        if (R == 8) /* each receiver about 64 GB: 1.29 s at 50 GB/s */
+            CHECK_MSG(r.bound_seconds > 1.25 && r.bound_seconds < 1.35, "bound %.4f", r.bound_seconds);
+        else
+            CHECK_MSG(r.bound_seconds > 0.12 && r.bound_seconds < 0.25, "bound %.4f", r.bound_seconds);
+        if (verbose_kimi())
+            printf("  kimi-k2 R=%u: plan %.3f s CPU, %llu tasks, imbalance %.4f/%.4f, bound %.4f, predicted %.4f\n", R,
+                   t1 - t0, (unsigned long long)st.tasks, st.imbalance_send, st.imbalance_recv, r.bound_seconds,
+                   r.seconds);
+        if (R == 8) CHECK(bad_order(p, 1.5)); /* every sender to receiver 0 first */
+        if (R == 1) {
+            q = build(&L, 1);
+            CHECK(q && wsync_plan_digest(p) == wsync_plan_digest(q));
+            wsync_plan_free(q);
+        }
+        wsync_plan_free(p);
+    }
+    wsync_plan_layout_free(&L);
+    TEST_END();
+}
+
+/* ---- the simulation is not bytes over bandwidth ---- */
+
+static void test_sim(void)
+{
+    wsync_plan_layout L;
+    wsync_plan *p;
+    wsync_plan_sim_result good, bad;
+    wsync_error e;
+    TEST_BEGIN("simulation: qwen2.5-7b 8 -> 4: the plan's order within 1.25x of the bound, everyone to receiver 0 first slower");
+    if (layout("qwen2.5-7b", 8, 4, 1, 0, 0, &L) && (p = build(&L, 1)) != NULL) {
+        CHECK(sim(p, &good));
+        CHECK_MSG(good.seconds <= 1.25 * good.bound_seconds, "planned %.4f bound %.4f", good.seconds,
+                  good.bound_seconds);
+        CHECK(bad_order(p, 1.0));
+        wsync_plan_free(p);
+        wsync_plan_layout_free(&L);
+    } else
+        CHECK(0);
+    TEST_END();
+
+    TEST_BEGIN("simulation: an unbalanced schedule (one sender does half the work) predicts its busiest NIC");
+    if (layout("qwen2.5-7b", 8, 4, 1, 0, 0, &L) && (p = build(&L, 1)) != NULL) {
+        uint64_t i;
+        CHECK(sim(p, &good));
+        for (i = 0; i < p->n_tasks; i++) /* ranks 0..3's tasks all move to rank 0 */
+            if (p->tasks[i].src_rank < 4) {
+                p->tasks[i].src_rank = 0;
+                p->preps[p->tasks[i].prep].rank = 0;
+            }
+        CHECK(wsync_plan_reindex(p, &e) == WSYNC_OK);
+        CHECK(sim(p, &bad));
+        CHECK(bad.bound_seconds > 1.5 * good.bound_seconds);
+        CHECK(bad.seconds >= bad.bound_seconds);
+        CHECK(bad.seconds > 1.5 * good.seconds);
+        wsync_plan_free(p);
+        wsync_plan_layout_free(&L);
+    } else
+        CHECK(0);
+    TEST_END();
+
+    TEST_BEGIN("simulation: barriers add up, start-up costs count, the watermark holds");
+    if (layout("qwen3-0.6b", 8, 4, 1, 1, 0, &L) && (p = build(&L, 1)) != NULL) {
+        wsync_plan_sim_options o;
+        wsync_plan_sim_result a, b, c;
+        wsync_plan_stats st;
+        uint64_t i;
+        wsync_plan_stats_get(p, &st);
+        memset(&o, 0, sizeof o);
+        o.task_us = -1;
+        o.barrier_us = -1;
+        CHECK(wsync_plan_simulate(p, &o, &a, &e) == WSYNC_OK);
+        o.task_us = 100;
+        CHECK(wsync_plan_simulate(p, &o, &b, &e) == WSYNC_OK);
+        /* every receiver NIC serializes its tasks: at least its count times 100 us more */
+        CHECK(b.seconds >= a.seconds + 95e-6 * (double)(st.tasks / (4 * p->nics_per_rank)));
+        memset(&o, 0, sizeof o);
+        o.watermark = st.temp_max;
+        CHECK(wsync_plan_simulate(p, &o, &c, &e) == WSYNC_OK);
+        /* over the watermark only where every rank would wait forever otherwise */
+        CHECK_MSG(c.peak_temp <= st.temp_max || c.watermark_overruns > 0, "peak %llu over %llu",
+                  (unsigned long long)c.peak_temp, (unsigned long long)st.temp_max);
+        CHECK(c.peak_temp <= 2 * st.temp_max);
+        CHECK(sim(p, &a));
+        CHECK(c.seconds >= a.seconds);
+        for (i = 0; i < p->n_tasks; i++) p->tasks[i].group = 1; /* an empty group 0 still costs its barrier */
+        for (i = 0; i < p->n_preps; i++) p->preps[i].group = 1;
+        p->n_groups = 2;
+        CHECK(sim(p, &b));
+        CHECK(b.n_groups == 2 && b.group_seconds[0] == 0);
+        CHECK(b.seconds > a.seconds);
+        wsync_plan_free(p);
+        wsync_plan_layout_free(&L);
+    } else
+        CHECK(0);
+    TEST_END();
+}
+
+/* ---- input checks and allocation failures ---- */
+
+static void test_errors(void)
+{
+    wsync_plan_source src[2];
+    wsync_plan_mesh mesh;
+    wsync_plan_piece pc[2];
+    wsync_plan_dest ds[2];
+    wsync_plan_unit un;
+    wsync_plan_input in;
+    wsync_plan_options o;
+    wsync_plan *p = NULL;
+    wsync_error e;
+    TEST_BEGIN("input checks name what is wrong");
+    memset(src, 0, sizeof src);
+    memset(&mesh, 0, sizeof mesh);
+    memset(pc, 0, sizeof pc);
+    memset(ds, 0, sizeof ds);
+    memset(&un, 0, sizeof un);
+    memset(&in, 0, sizeof in);
+    src[0].rows = 256;
+    src[0].cols = 64;
+    src[0].dtype = WSYNC_DTYPE_BF16;
+    src[1] = src[0];
+    src[1].cols = 32;
+    mesh.count = 4;
+    mesh.gather = 1;
+    pc[0].source = 0;
+    pc[0].rows = 256;
+    pc[0].cols = 64;
+    pc[1] = pc[0];
+    ds[1].rank = 1;
+    un.n_pieces = 1;
+    un.n_dests = 2;
+    un.dtype = WSYNC_DTYPE_F8_E4M3;
+    in.n_trainers = 4;
+    in.n_inference = 2;
+    in.sources = src;
+    in.n_sources = 2;
+    in.meshes = &mesh;
+    in.n_meshes = 1;
+    in.pieces = pc;
+    in.n_pieces = 1;
+    in.dests = ds;
+    in.n_dests = 2;
+    in.units = &un;
+    in.n_units = 1;
+    CHECK(wsync_plan_build(&in, NULL, &p, &e) == WSYNC_OK);
+    if (p) {
+        CHECK_EQ_U64(p->n_tasks, 4); /* data and scales to 2 ranks */
+        CHECK(p->preps[0].scale_bytes == 2 * 1 * 4);
+        wsync_plan_free(p);
+    }
+    pc[0].row0 = 1; /* past the end */
+    CHECK(wsync_plan_build(&in, NULL, &p, &e) == WSYNC_ERR_OUT_OF_BOUNDS && p == NULL);
+    CHECK(strstr(e.message, "piece 0") != NULL);
+    pc[0].row0 = 0;
+    pc[1].source = 1;
+    pc[1].cols = 32;
+    in.n_pieces = 2;
+    un.n_pieces = 2;
+    CHECK(wsync_plan_build(&in, NULL, &p, &e) == WSYNC_ERR_SIZE_MISMATCH);
+    un.n_pieces = 1;
+    ds[1].rank = 2;
+    CHECK(wsync_plan_build(&in, NULL, &p, &e) == WSYNC_ERR_OUT_OF_BOUNDS);
+    ds[1].rank = 1;
+    un.dtype = WSYNC_DTYPE_F16;
+    CHECK(wsync_plan_build(&in, NULL, &p, &e) == WSYNC_ERR_UNSUPPORTED);
+    un.dtype = WSYNC_DTYPE_BF16;
+    mesh.count = 5;
+    CHECK(wsync_plan_build(&in, NULL, &p, &e) == WSYNC_ERR_OUT_OF_BOUNDS);
+    mesh.count = 4;
+    memset(&o, 0, sizeof o);
+    o.max_tasks = 1;
+    CHECK(wsync_plan_build(&in, &o, &p, &e) == WSYNC_ERR_LIMIT);
+    o.max_tasks = 0;
+    o.nics_per_rank = WSYNC_PLAN_MAX_NICS + 1;
+    CHECK(wsync_plan_build(&in, &o, &p, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    src[0].rows = UINT64_MAX / 2;
+    CHECK(wsync_plan_build(&in, NULL, &p, &e) == WSYNC_ERR_OVERFLOW);
+    CHECK(wsync_plan_build(NULL, NULL, &p, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    TEST_END();
+
+    TEST_BEGIN("every allocation failure is reported and leaks nothing");
+    {
+        long n;
+        int failures = 0, leaks = 0, succeeded = 0;
+        for (n = 1; n < 400 && !succeeded; n++) {
+            counting c;
+            wsync_plan_layout L;
+            wsync_plan_layout_options lo;
+            wsync_plan_model m = model("qwen3-0.6b");
+            wsync_result r;
+            memset(&c, 0, sizeof c);
+            c.fail_at = n;
+            memset(&lo, 0, sizeof lo);
+            lo.allocator = counting_allocator(&c);
+            lo.n_trainers = 4;
+            lo.n_inference = 2;
+            lo.fp8 = 1;
+            r = wsync_plan_layout_model(&m, &lo, &L, &e);
+            if (r == WSYNC_OK) {
+                memset(&o, 0, sizeof o);
+                o.allocator = lo.allocator;
+                o.nics_per_rank = 2;
+                r = wsync_plan_build(&L.input, &o, &p, &e);
+                if (r == WSYNC_OK) {
+                    wsync_plan_sim_options so;
+                    wsync_plan_sim_result sr;
+                    memset(&so, 0, sizeof so);
+                    so.allocator = lo.allocator;
+                    r = wsync_plan_simulate(p, &so, &sr, &e);
+                    if (r == WSYNC_OK) succeeded = 1;
+                    wsync_plan_free(p);
+                }
+                wsync_plan_layout_free(&L);
+            }
+            if (r != WSYNC_OK && r != WSYNC_ERR_OUT_OF_MEMORY) failures++;
+            if (c.allocs != c.frees) leaks++;
+        }
+        CHECK(succeeded);
+        CHECK_EQ_INT(failures, 0);
+        CHECK_EQ_INT(leaks, 0);
+    }
+    TEST_END();
+}
+
+int main(void)
+{
+    test_models();
+    test_layouts();
+    test_plans();
+    test_sim();
+    test_errors();
+    test_kimi(1);
+    test_kimi(8);
+    return check_summary();
+}
