@@ -22,7 +22,6 @@
 #include "wsync_exec_wip.h"
 #include "wsync_ctl_wip.h"
 #include "wsync_plan_wip.h"
-#include "wsync_plan_wip.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -75,10 +74,6 @@ static const char *usage_text =
     "  demo [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--bucket DIR]\n"
     "                          the main job: a trainer process publishing deltas\n"
     "                          and an inference process following bit-exactly\n"
-    "  plan --model M --trainers T --inference I [--replicas R] [--nics-per-rank K]\n"
-    "       [--nic-gbps G] [--dtype fp8|bf16] [--json]\n"
-    "                          the direct path's schedule for a model and its\n"
-    "                          simulated transfer time (wsync plan --help)\n"
     "  plan --model M --trainers T --inference I [--replicas R] [--nics-per-rank K]\n"
     "       [--nic-gbps G] [--dtype fp8|bf16] [--json]\n"
     "                          the direct path's schedule for a model and its\n"
@@ -2048,7 +2043,6 @@ static int cmd_demo(int argc, char **argv)
 
 #include "wsync_push.h"
 #include "wsync_plan.h"
-#include "wsync_plan.h"
 
 int main(int argc, char **argv)
 {
@@ -2077,7 +2071,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "log") == 0) return cmd_log(argc - 2, argv + 2);
     if (strcmp(cmd, "gen") == 0) return cmd_gen(argc - 2, argv + 2);
     if (strcmp(cmd, "push-demo") == 0) return cmd_push_demo(argc - 2, argv + 2);
-    if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2);
     if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", cmd);
 }
