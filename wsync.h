@@ -3373,14 +3373,16 @@ WSYNC__INLINE void wsync__elem_store(uint8_t *p, unsigned w, uint64_t v)
    all bit patterns, so NaN payloads and non-float dtypes round-trip. */
 WSYNC__INLINE uint64_t wsync__ord(uint64_t u, unsigned w)
 {
+    /* negative: flip every bit; positive: set the sign bit (branch-free:
+       signs of weights are random, a branch would miss half the time) */
     uint64_t sign = (uint64_t)1 << (8 * w - 1), mask = w == 8 ? ~(uint64_t)0 : (sign << 1) - 1;
-    return (u & sign) ? (~u & mask) : (u | sign);
+    return u ^ (sign | ((0 - ((u >> (8 * w - 1)) & 1)) & mask));
 }
 
 WSYNC__INLINE uint64_t wsync__unord(uint64_t o, unsigned w)
 {
     uint64_t sign = (uint64_t)1 << (8 * w - 1), mask = w == 8 ? ~(uint64_t)0 : (sign << 1) - 1;
-    return (o & sign) ? (o & ~sign) : (~o & mask);
+    return o ^ (sign | ((((o >> (8 * w - 1)) & 1) - 1) & mask));
 }
 
 /* d != 0 to 0, 1, 2, ...: +1 -> 0, -1 -> 1, +2 -> 2, -2 -> 3 (zigzag minus
@@ -3388,12 +3390,15 @@ WSYNC__INLINE uint64_t wsync__unord(uint64_t o, unsigned w)
    elements. */
 WSYNC__INLINE uint64_t wsync__zz(uint64_t d)
 {
-    return (int64_t)d > 0 ? 2 * (d - 1) : 2 * (0 - d) - 1;
+    /* branch-free form of d > 0 ? 2(d - 1) : 2|d| - 1, s all ones when d < 0 */
+    uint64_t s = 0 - (d >> 63);
+    return 2 * ((d ^ s) - s) - 2 - s;
 }
 
 WSYNC__INLINE uint64_t wsync__unzz(uint64_t z)
 {
-    return (z & 1) ? 0 - ((z >> 1) + 1) : (z >> 1) + 1;
+    uint64_t s = 0 - (z & 1);
+    return (((z >> 1) + 1) ^ s) - s;
 }
 
 /* ---- bit writer / reader: LSB first ---- */
@@ -3406,7 +3411,7 @@ typedef struct wsync__bw {
 
 /* Branch-free: every put stores 8 bytes at out (the buffer has 8 bytes of
    slack) and advances by the whole bytes completed, so fewer than 8 bits
-   stay in acc. n <= 32 and v has no bits above n. The stream is LSB-first,
+   stay in acc. n <= 57 (acc holds at most 7 bits) and v has no bits above n. The stream is LSB-first,
    byte by byte, whatever the host. */
 WSYNC__INLINE void wsync__bw_put(wsync__bw *b, uint64_t v, unsigned n)
 {
@@ -3453,31 +3458,17 @@ WSYNC__INLINE uint64_t wsync__br_take(wsync__br *r, unsigned n) /* n <= avail, n
     return v;
 }
 
-WSYNC__INLINE unsigned wsync__ones(uint64_t buf)
+/* The Rice parameter with (about) the fewest bits for a block's values,
+   counting the escape (`esc` ones then `raw` bits) where the quotient
+   reaches `esc`. From a histogram by bit length L: cnt[L] values, sum[L]
+   their sum (each value capped at 2^40); the cost of every k is estimated
+   from those 65 bins (the sum of v >> k is taken as sum / 2^k), so the
+   choice costs a few operations per value whatever the number of
+   candidates. The decoder does not care how k was chosen. */
+static unsigned wsync__rice_pick(const uint64_t *cnt, const uint64_t *sum, unsigned esc, unsigned raw, unsigned kmax)
 {
-    return ~buf ? wsync__ctz64(~buf) : 64;
-}
-
-/* The Rice parameter with (about) the fewest bits for these values, counting
-   the escape (`esc` ones then `raw` bits) where the quotient reaches `esc`.
-   One pass gathers, per bit length, how many values there are and their sum;
-   the cost of every k is then estimated from those 65 bins (the sum of
-   v >> k is taken as sum / 2^k), so the choice costs a few operations per
-   value whatever the number of candidates. The decoder does not care how k
-   was chosen. */
-static unsigned wsync__rice_pick(const uint64_t *v, size_t n, unsigned esc, unsigned raw, unsigned kmax)
-{
-    uint64_t cnt[65], sum[65], best_cost = UINT64_MAX;
-    size_t i;
+    uint64_t best_cost = UINT64_MAX;
     unsigned k, L, best = 0, top = 0;
-    memset(cnt, 0, sizeof cnt);
-    memset(sum, 0, sizeof sum);
-    for (i = 0; i < n; i++) {
-        uint64_t x = v[i];
-        L = wsync__bitlen64(x);
-        cnt[L]++;
-        sum[L] += x < ((uint64_t)1 << 40) ? x : ((uint64_t)1 << 40);
-    }
     for (L = 0; L <= 64; L++)
         if (cnt[L]) top = L;
     if (kmax > top) kmax = top;
@@ -3533,7 +3524,6 @@ typedef struct wsync__encblk {
     uint32_t *pos;
     uint64_t *gaps;
     uint64_t *vals;   /* zigzag steps */
-    uint64_t *raw;    /* new bits, for escapes */
     size_t cap;
     /* packed-max only */
     struct wsync__classes *k;
@@ -3542,24 +3532,44 @@ typedef struct wsync__encblk {
 } wsync__encblk;
 
 /* One block's payload: varint count, kg, kv, then per change the gap and
-   the value code. Appends to out; `count` > 0. */
-static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
-                             const uint32_t *pos, size_t count, wsync__encblk *s)
+   the value code. Appends to out; `count` > 0. The first loop computes gaps
+   and steps and their bit-length histograms for the Rice parameters (four
+   interleaved copies, so that runs of equal lengths do not wait on each
+   other's stores); the second writes both codes of a change with one put
+   when they fit in 57 bits, which is nearly always. */
+WSYNC__INLINE int wsync__rice_block_w(wsync__buf *out, const uint8_t *base, const uint8_t *next, const unsigned w,
+                                      const uint32_t *pos, size_t count, wsync__encblk *s)
 {
-    size_t i, start = out->len;
+    size_t i;
     uint32_t prev = 0;
-    unsigned kg, kv, vbits = 8 * w;
+    unsigned kg, kv, L;
+    const unsigned vbits = 8 * w;
+    uint64_t hc[4][2][65], hs[4][2][65], cnt[2][65], sum[2][65];
+    const uint64_t cap = (uint64_t)1 << 40;
     wsync__bw bw;
+    memset(hc, 0, sizeof hc);
+    memset(hs, 0, sizeof hs);
     for (i = 0; i < count; i++) {
         uint64_t b = wsync__elem_load(base + (size_t)pos[i] * w, w);
         uint64_t x = wsync__elem_load(next + (size_t)pos[i] * w, w);
-        s->gaps[i] = pos[i] - prev;
+        uint64_t g = pos[i] - prev, z = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
+        unsigned lg = wsync__bitlen64(g), lv = wsync__bitlen64(z);
         prev = pos[i] + 1;
-        s->raw[i] = x;
-        s->vals[i] = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
+        s->gaps[i] = g;
+        s->vals[i] = z;
+        hc[i & 3][0][lg]++;
+        hs[i & 3][0][lg] += g;
+        hc[i & 3][1][lv]++;
+        hs[i & 3][1][lv] += z < cap ? z : cap;
     }
-    kg = wsync__rice_pick(s->gaps, count, WSYNC__GAP_ESCAPE, 32, 24);
-    kv = wsync__rice_pick(s->vals, count, WSYNC__VAL_ESCAPE, vbits, 31);
+    for (L = 0; L <= 64; L++) {
+        cnt[0][L] = hc[0][0][L] + hc[1][0][L] + hc[2][0][L] + hc[3][0][L];
+        sum[0][L] = hs[0][0][L] + hs[1][0][L] + hs[2][0][L] + hs[3][0][L];
+        cnt[1][L] = hc[0][1][L] + hc[1][1][L] + hc[2][1][L] + hc[3][1][L];
+        sum[1][L] = hs[0][1][L] + hs[1][1][L] + hs[2][1][L] + hs[3][1][L];
+    }
+    kg = wsync__rice_pick(cnt[0], sum[0], WSYNC__GAP_ESCAPE, 32, 24);
+    kv = wsync__rice_pick(cnt[1], sum[1], WSYNC__VAL_ESCAPE, vbits, 31);
     /* worst case per change: 64 bits of gap, 16 + 64 of value */
     if (!wsync__buf_reserve(out, 12 + count * 19 + 8)) return 0;
     out->len += wsync__varint_put(out->p + out->len, count);
@@ -3570,10 +3580,18 @@ static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t
     bw.n = 0;
     for (i = 0; i < count; i++) {
         uint64_t g = s->gaps[i], q = g >> kg, z = s->vals[i], qv = z >> kv;
+        if (q < WSYNC__GAP_ESCAPE && qv < WSYNC__VAL_ESCAPE && q + 1 + kg + qv + 1 + kv <= 57) {
+            /* the usual case: q ones, a zero, kg bits; qv ones, a zero, kv bits */
+            unsigned ng = (unsigned)q + 1 + kg;
+            uint64_t cg = (((uint64_t)1 << q) - 1) | (g & (((uint64_t)1 << kg) - 1)) << (q + 1);
+            uint64_t cv = (((uint64_t)1 << qv) - 1) | (z & (((uint64_t)1 << kv) - 1)) << (qv + 1);
+            wsync__bw_put(&bw, cg | cv << ng, ng + (unsigned)qv + 1 + kv);
+            continue;
+        }
         if (q >= WSYNC__GAP_ESCAPE) {
             wsync__bw_put(&bw, 0xFFFFFFFFu, 32);
             wsync__bw_put(&bw, g, 32);
-        } else if (q + 1 + kg <= 32) { /* the usual case: one put */
+        } else if (q + 1 + kg <= 32) {
             wsync__bw_put(&bw, (((uint64_t)1 << q) - 1) | (g & (((uint64_t)1 << kg) - 1)) << (q + 1),
                           (unsigned)q + 1 + kg);
         } else {
@@ -3581,12 +3599,13 @@ static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t
             if (kg) wsync__bw_put(&bw, g & (((uint64_t)1 << kg) - 1), kg);
         }
         if (qv >= WSYNC__VAL_ESCAPE) {
+            uint64_t x = wsync__elem_load(next + (size_t)pos[i] * w, w);
             wsync__bw_put(&bw, 0xFFFFu, WSYNC__VAL_ESCAPE);
             if (vbits > 32) {
-                wsync__bw_put(&bw, s->raw[i] & 0xFFFFFFFFu, 32);
-                wsync__bw_put(&bw, s->raw[i] >> 32, 32);
+                wsync__bw_put(&bw, x & 0xFFFFFFFFu, 32);
+                wsync__bw_put(&bw, x >> 32, 32);
             } else {
-                wsync__bw_put(&bw, s->raw[i], vbits);
+                wsync__bw_put(&bw, x, vbits);
             }
         } else if (qv + 1 + kv <= 32) {
             wsync__bw_put(&bw, (((uint64_t)1 << qv) - 1) | (z & (((uint64_t)1 << kv) - 1)) << (qv + 1),
@@ -3598,8 +3617,18 @@ static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t
     }
     wsync__bw_flush(&bw);
     out->len = (size_t)(bw.out - out->p);
-    (void)start;
     return 1;
+}
+
+static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
+                             const uint32_t *pos, size_t count, wsync__encblk *s)
+{
+    switch (w) {
+    case 1: return wsync__rice_block_w(out, base, next, 1, pos, count, s);
+    case 2: return wsync__rice_block_w(out, base, next, 2, pos, count, s);
+    case 4: return wsync__rice_block_w(out, base, next, 4, pos, count, s);
+    default: return wsync__rice_block_w(out, base, next, 8, pos, count, s);
+    }
 }
 
 static void wsync__put_le32(uint8_t *p, uint32_t v)
@@ -4376,7 +4405,6 @@ static void wsync__encblk_free(wsync__encblk *s, const wsync_allocator *a)
     wsync__free(a, s->pos);
     wsync__free(a, s->gaps);
     wsync__free(a, s->vals);
-    wsync__free(a, s->raw);
     if (s->k) {
         wsync__free(a, s->k->cls);
         wsync__free(a, s->k->members);
@@ -4395,8 +4423,7 @@ static int wsync__encblk_init(wsync__encblk *s, size_t cap, int arith, const wsy
     s->pos = (uint32_t *)wsync__alloc(a, cap * sizeof *s->pos);
     s->gaps = (uint64_t *)wsync__alloc(a, cap * sizeof *s->gaps);
     s->vals = (uint64_t *)wsync__alloc(a, cap * sizeof *s->vals);
-    s->raw = (uint64_t *)wsync__alloc(a, cap * sizeof *s->raw);
-    if (!s->pos || !s->gaps || !s->vals || !s->raw) return 0;
+    if (!s->pos || !s->gaps || !s->vals) return 0;
     if (!arith) return 1;
     s->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *s->ctx);
     s->k = (wsync__classes *)wsync__alloc(a, sizeof *s->k);
@@ -4922,22 +4949,109 @@ static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *na
     return WSYNC_OK;
 }
 
-/* Decodes one packed block into pos/val (count entries from `first`). */
 /* One Rice block, in one of two modes. Checking (out NULL) reads only the
    stream: counts, gaps, positions inside the block, escapes, padding; it
    needs no base. Patching sets out[at] to base[at] stepped by each change's
    code (out may be base itself); it runs only on a block already checked,
    and value codes are taken modulo the element's bits, so it cannot fail
-   half way. A wrong base or a corrupt value code is caught by the digests. */
+   half way. A wrong base or a corrupt value code is caught by the digests.
+
+   Speed: while WSYNC__RICE_MARGIN bytes of the block remain, a change is
+   read with unconditional 8-byte refills and no end tests (the longest
+   change, a gap escape and a raw 8-byte value, reads at most 30 bytes past
+   the reader's position: 14 bytes consumed before its last refill, which
+   loads 8 bytes at most 8 ahead of what was consumed); the last bytes go
+   through the checked reader. Patching decodes a chunk of changes into small arrays
+   first and applies them in a second loop of independent loads and stores,
+   so that misses on the target overlap instead of stalling the decoder. */
+#define WSYNC__RICE_MARGIN 40
+#define WSYNC__RICE_CHUNK 64
+
+/* 8 readable bytes at r->p: afterwards all 64 bits of buf are stream bits
+   and avail >= 56. */
+WSYNC__INLINE void wsync__br_refill_fast(wsync__br *r)
+{
+    r->buf |= wsync__le64(r->p) << r->avail;
+    r->p += (63 - r->avail) >> 3;
+    r->avail |= 56;
+}
+
+/* Leading ones of buf, counted up to `cap` (< 64). */
+WSYNC__INLINE unsigned wsync__ones_upto(uint64_t buf, unsigned cap)
+{
+    return wsync__ctz64(~buf | (uint64_t)1 << cap);
+}
+
+/* A gap code; 0 when the stream ends inside it (only when !fast). */
+WSYNC__INLINE int wsync__rice_gap(wsync__br *r, unsigned kg, const int fast, uint64_t *g)
+{
+    unsigned q;
+    if (fast) wsync__br_refill_fast(r);
+    else wsync__br_refill(r);
+    q = wsync__ones_upto(r->buf, WSYNC__GAP_ESCAPE);
+    if (q < WSYNC__GAP_ESCAPE && (fast || q + 1 + kg <= r->avail)) {
+        unsigned n = q + 1 + kg;
+        *g = (uint64_t)q << kg | ((r->buf >> (q + 1)) & ((((uint64_t)1) << kg) - 1));
+        r->buf >>= n;
+        r->avail -= n;
+        return 1;
+    }
+    if (q < WSYNC__GAP_ESCAPE || (!fast && r->avail < 32)) return 0;
+    wsync__br_take(r, 32);
+    if (fast) wsync__br_refill_fast(r);
+    else wsync__br_refill(r);
+    if (!fast && r->avail < 32) return 0;
+    *g = wsync__br_take(r, 32);
+    return 1;
+}
+
+/* A value code: 1 for a step, 2 for raw bits, 0 when the stream ends
+   inside it (only when !fast). */
+WSYNC__INLINE int wsync__rice_val(wsync__br *r, unsigned kv, const unsigned vbits, const int fast, uint64_t *code)
+{
+    unsigned q;
+    if (fast) wsync__br_refill_fast(r);
+    else wsync__br_refill(r);
+    q = wsync__ones_upto(r->buf, WSYNC__VAL_ESCAPE);
+    if (q < WSYNC__VAL_ESCAPE && (fast || q + 1 + kv <= r->avail)) {
+        unsigned n = q + 1 + kv;
+        *code = (uint64_t)q << kv | ((r->buf >> (q + 1)) & ((((uint64_t)1) << kv) - 1));
+        r->buf >>= n;
+        r->avail -= n;
+        return 1;
+    }
+    if (q < WSYNC__VAL_ESCAPE || (!fast && r->avail < WSYNC__VAL_ESCAPE)) return 0;
+    wsync__br_take(r, WSYNC__VAL_ESCAPE);
+    if (fast) wsync__br_refill_fast(r);
+    else wsync__br_refill(r);
+    if (vbits > 32) {
+        uint64_t lo;
+        if (!fast && r->avail < 32) return 0;
+        lo = wsync__br_take(r, 32);
+        if (fast) wsync__br_refill_fast(r);
+        else wsync__br_refill(r);
+        if (!fast && r->avail < 32) return 0;
+        *code = lo | wsync__br_take(r, 32) << 32;
+    } else {
+        if (!fast && r->avail < vbits) return 0;
+        *code = wsync__br_take(r, vbits);
+    }
+    return 2;
+}
+
 WSYNC__INLINE wsync_result wsync__rice_run_w(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out,
                                             const unsigned w, uint64_t len, uint64_t room, uint64_t *count_out,
                                             const char **why)
 {
     uint64_t count, i, next = 0;
     size_t used;
-    unsigned kg, kv, vbits = 8 * w;
+    unsigned kg, kv;
+    const unsigned vbits = 8 * w;
     wsync__br r;
     const uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
+    uint32_t at_buf[WSYNC__RICE_CHUNK];
+    uint64_t code_buf[WSYNC__RICE_CHUNK];
+    uint8_t raw_buf[WSYNC__RICE_CHUNK];
     used = wsync__varint_get(p, size, &count);
     if (!used || count == 0 || count > len) return *why = "bad change count", WSYNC_ERR_INVALID_ARGUMENT;
     if (count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_INVALID_ARGUMENT;
@@ -4949,57 +5063,39 @@ WSYNC__INLINE wsync_result wsync__rice_run_w(const uint8_t *p, size_t size, cons
     r.end = p + size;
     r.buf = 0;
     r.avail = 0;
-    for (i = 0; i < count; i++) {
-        uint64_t g, q, code, at;
-        int raw;
-        wsync__br_refill(&r);
-        q = wsync__ones(r.buf);
-        if (q < WSYNC__GAP_ESCAPE && q + 1 + kg <= r.avail) {
-            r.buf >>= q + 1;
-            r.avail -= (unsigned)q + 1;
-            g = (q << kg) | wsync__br_take(&r, kg);
-        } else if (q >= WSYNC__GAP_ESCAPE && r.avail >= 32) {
-            wsync__br_take(&r, 32);
-            wsync__br_refill(&r);
-            if (r.avail < 32) return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
-            g = wsync__br_take(&r, 32);
-        } else {
-            return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
-        }
-        at = next + g;
-        if (at >= len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
-        next = at + 1;
-        if (out) WSYNC__PREFETCH(base + (size_t)(at + 1024 / w < len ? at + 1024 / w : len - 1) * w);
-        if (r.avail < 48) wsync__br_refill(&r);
-        q = wsync__ones(r.buf);
-        if (q < WSYNC__VAL_ESCAPE && q + 1 + kv <= r.avail) {
-            r.buf >>= q + 1;
-            r.avail -= (unsigned)q + 1;
-            code = (q << kv) | wsync__br_take(&r, kv);
-            raw = 0;
-        } else if (q >= WSYNC__VAL_ESCAPE && r.avail >= WSYNC__VAL_ESCAPE) {
-            wsync__br_take(&r, WSYNC__VAL_ESCAPE);
-            wsync__br_refill(&r);
-            if (vbits > 32) {
-                uint64_t lo;
-                if (r.avail < 32) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
-                lo = wsync__br_take(&r, 32);
-                wsync__br_refill(&r);
-                if (r.avail < 32) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
-                code = lo | wsync__br_take(&r, 32) << 32;
-            } else {
-                if (r.avail < vbits) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
-                code = wsync__br_take(&r, vbits);
+    for (i = 0; i < count;) {
+        uint64_t n = count - i < WSYNC__RICE_CHUNK ? count - i : WSYNC__RICE_CHUNK, j;
+        for (j = 0; j < n; j++) {
+            uint64_t g = 0, code = 0, at;
+            int kind;
+            if (r.end - r.p >= WSYNC__RICE_MARGIN) {
+                wsync__rice_gap(&r, kg, 1, &g);
+            } else if (!wsync__rice_gap(&r, kg, 0, &g)) {
+                return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
             }
-            raw = 1;
-        } else {
-            return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+            at = next + g;
+            if (at >= len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
+            next = at + 1;
+            kind = r.end - r.p >= WSYNC__RICE_MARGIN ? wsync__rice_val(&r, kv, vbits, 1, &code)
+                                                     : wsync__rice_val(&r, kv, vbits, 0, &code);
+            if (!kind) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+            if (out) {
+                WSYNC__PREFETCH(base + (size_t)at * w);
+                at_buf[j] = (uint32_t)at;
+                code_buf[j] = code;
+                raw_buf[j] = (uint8_t)(kind - 1);
+            }
         }
-        if (out) {
-            uint64_t b = wsync__elem_load(base + (size_t)at * w, w);
-            uint64_t x = raw ? code : wsync__unord((wsync__ord(b, w) + wsync__unzz(code)) & vmask, w);
-            wsync__elem_store(out + (size_t)at * w, w, x);
-        }
+        if (out)
+            for (j = 0; j < n; j++) {
+                uint8_t *e = out + (size_t)at_buf[j] * w;
+                uint64_t z = code_buf[j];
+
+                uint64_t b = wsync__elem_load(base + (size_t)at_buf[j] * w, w);
+                uint64_t x = wsync__unord((wsync__ord(b, w) + wsync__unzz(z)) & vmask, w);
+                wsync__elem_store(e, w, raw_buf[j] ? z : x);
+            }
+        i += n;
     }
     /* The block must end here: at most 7 zero padding bits. */
     {

@@ -1774,6 +1774,98 @@ static void test_reject_truncation_and_flips(void)
     td_release(ts, 4);
 }
 
+/* Blocks of hundreds of bytes, so that the Rice decoder's unchecked fast
+   path (taken while 40 or more bytes of a block remain) does most of the
+   reading: every truncation inside the streams and a flip in every byte
+   must be rejected with the targets untouched (or, with digests on, give
+   exactly next). Gap escapes come from far-apart changes ahead of a dense
+   run, value escapes from jumps, 8-byte raw values from the f64. */
+static void test_reject_fast_path(void)
+{
+    td_tensor ts[3];
+    td_rng r;
+    uint64_t i;
+    size_t ei;
+    r.s = 77;
+    td_init(&ts[0], "dense", WSYNC_DTYPE_BF16, 2, 64, 128);
+    td_init(&ts[1], "sparse", WSYNC_DTYPE_BF16, 1, 1 << 14, 0);
+    td_init(&ts[2], "wide", WSYNC_DTYPE_F64, 1, 4096, 0);
+    for (i = 0; i < 3; i++) td_fill_base(&ts[i], &r, 0.02);
+    td_mutate(&ts[0], &r, 0.2, TD_MIX);
+    td_mutate(&ts[2], &r, 0.15, TD_MIX);
+    /* The file ends with a dense run of steps (small Rice parameters), then
+       the longest changes there are, a gap escape and a raw 8-byte value,
+       each followed by 0..5 steps, so that long changes start at many
+       distances from the end of the file. */
+    memcpy(ts[2].next + 8 * 2048, ts[2].base + 8 * 2048, 8 * 2048);
+    for (i = 2048; i < 2648; i++)
+        if (td_unit(&r) < 0.3) td_set_elem(&ts[2], i, td_change(td_load(ts[2].base + 8 * i, 8), 8, WSYNC_DTYPE_F64, &r, TD_STEP));
+    for (i = 2648; i + 140 < ts[2].nelem;) {
+        uint64_t k, tail = td_below(&r, 6);
+        i += 130;
+        td_set_elem(&ts[2], i, td_change(td_load(ts[2].base + 8 * i, 8), 8, WSYNC_DTYPE_F64, &r, TD_JUMP));
+        for (k = 0; k < tail; k++, i++)
+            td_set_elem(&ts[2], i + 1, td_change(td_load(ts[2].base + 8 * (i + 1), 8), 8, WSYNC_DTYPE_F64, &r, TD_STEP));
+    }
+    for (i = 5; i < 12000; i += 2900 + td_below(&r, 2000))
+        td_set_elem(&ts[1], i, td_change(td_load(ts[1].base + 2 * i, 2), 2, WSYNC_DTYPE_BF16, &r, TD_STEP));
+    for (i = 12000; i < 14000; i++)
+        if (td_unit(&r) < 0.4) td_set_elem(&ts[1], i, td_change(td_load(ts[1].base + 2 * i, 2), 2, WSYNC_DTYPE_BF16, &r, TD_STEP));
+    for (ei = 0; ei < 2; ei++) {
+        wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED, ei ? 14 : 11, 1, 2);
+        wsync_delta_options skip = td_opts(WSYNC_ENCODING_PACKED, 0, 0, 0);
+        td_bytes d;
+        wsync_error err;
+        size_t len, start = 0, size = 0, at, bad = 0, rejected = 0;
+        CHECK_EQ_INT(td_encode(ts, 3, &o, &d, NULL, &err), WSYNC_OK);
+        start = td_stream_at(&d, "dense", &size);
+        CHECK(start > 0 && size > 400);
+        skip.flags = WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
+        TD_BEGIN("reject: packed delta, block_log2 %u (%lu bytes): truncations inside the streams",
+                 o.block_log2, (unsigned long)d.len);
+        for (len = start; len < d.len && bad < 3; len += 1 + len % 7) {
+            int before = check__case_failures;
+            char what[64];
+            snprintf(what, sizeof what, "truncated to %lu", (unsigned long)len);
+            td_reset_work(ts, 3);
+            td_expect_reject(what, d.p, len, ts, 3, &skip, -1, NULL);
+            if (check__case_failures != before) bad++;
+        }
+        TEST_END();
+        TD_BEGIN("reject: packed delta, block_log2 %u: a flip in every stream byte, digests on and off",
+                 o.block_log2);
+        for (at = start; at < d.len && bad < 3; at++) {
+            int pass;
+            for (pass = 0; pass < 2; pass++) {
+                uint8_t *p = td_dup(d.p, d.len);
+                wsync_tensor *t = td_views(ts, 3, 2);
+                wsync_result res;
+                p[at] ^= (uint8_t)(1u << ((at + (size_t)pass * 3) % 8));
+                td_reset_work(ts, 3);
+                memset(&err, 0, sizeof err);
+                res = wsync_delta_apply(p, d.len, t, 3, pass ? &skip : NULL, NULL, &err);
+                if (res != WSYNC_OK) {
+                    rejected++;
+                    if (!td_work_equals(ts, 3, 0) || err.code != res || !err.message[0]) {
+                        bad++;
+                        CHECK_MSG(0, "byte %lu: %s, target changed or error not filled", (unsigned long)at,
+                                  wsync_result_name(res));
+                    }
+                } else if (!pass && !td_work_equals(ts, 3, 1)) {
+                    bad++;
+                    CHECK_MSG(0, "byte %lu: accepted with a wrong result", (unsigned long)at);
+                }
+                free(p);
+                free(t);
+            }
+        }
+        CHECK(rejected > 0);
+        TEST_END();
+        td_bytes_free(&d);
+    }
+    td_release(ts, 3);
+}
+
 static void test_reject_packed(void)
 {
     td_tensor ts[4];
@@ -2975,6 +3067,7 @@ int main(void)
     test_roundtrip_names();
     test_metadata();
     test_reject_truncation_and_flips();
+    test_reject_fast_path();
     test_reject_packed();
     test_reject_files();
     test_reject_trl();
