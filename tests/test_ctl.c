@@ -205,6 +205,11 @@ static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
             if (x->row_count != y->row_count) return "row_count";
             if (x->region != y->region) return "tensor region";
             if (x->offset != y->offset) return "offset";
+            if (x->col_begin != y->col_begin) return "col_begin";
+            if (x->col_count != y->col_count) return "col_count";
+            if (x->to_dtype != y->to_dtype) return "to_dtype";
+            if (x->block != y->block) return "tensor block";
+            if (x->scale_offset != y->scale_offset) return "tensor scale_offset";
         }
         return "";
     case WSYNC_CTL_ASSIGN:
@@ -224,6 +229,11 @@ static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
             if (x->src_region != y->src_region || x->target != y->target || x->src_offset != y->src_offset ||
                 x->dst_offset != y->dst_offset || x->len != y->len)
                 return "transfer";
+            if (x->rows != y->rows) return "rows";
+            if (x->src_stride != y->src_stride) return "src_stride";
+            if (x->prep != y->prep) return "prep";
+            if (x->block != y->block) return "transfer block";
+            if (x->scale_offset != y->scale_offset) return "transfer scale_offset";
         }
         return "";
     case WSYNC_CTL_GO:
@@ -985,6 +995,469 @@ static void test_decode_alloc(void)
     /* NULL wsync_error works as well */
     CHECK(wsync_ctl_decode_frame(w.b, len - 1, NULL, &d, NULL) == WSYNC_ERR_TRUNCATED);
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 13, NULL, &d, NULL) != WSYNC_OK);
+    TEST_END();
+}
+
+/* ---- the new fields: column slices, target dtype, fp8 tiles, strided
+   and prepared transfers ---- */
+
+/* one JOIN tensor entry, every field as given (no check on the way) */
+static void wtensor_t(wb *w, const wsync_ctl_tensor *t)
+{
+    size_t nl = strlen(t->name);
+    uint32_t k;
+    w16(w, (uint32_t)nl);
+    wbytes(w, t->name, nl);
+    w32(w, t->dtype);
+    w32(w, t->ndim);
+    for (k = 0; k < t->ndim; k++) w64(w, t->shape[k]);
+    w64(w, t->row_begin);
+    w64(w, t->row_count);
+    w32(w, t->region);
+    w64(w, t->offset);
+    w64(w, t->col_begin);
+    w64(w, t->col_count);
+    w32(w, t->to_dtype);
+    w32(w, t->block);
+    w64(w, t->scale_offset);
+}
+
+/* a JOIN frame: one region of rlen bytes holding tensor t */
+static void join_t(wb *w, uint64_t rlen, const wsync_ctl_tensor *t)
+{
+    static wb p;
+    wsync_fabric_desc d = hand_desc(0x1000, rlen, 8);
+    p.n = 0;
+    w32(&p, WSYNC_CTL_INFERENCE);
+    w32(&p, 0);
+    w32(&p, 1);
+    w32(&p, 1);
+    wdesc(&p, &d);
+    wtensor_t(&p, t);
+    w->n = 0;
+    whdr(w, WSYNC_CTL_JOIN, (uint32_t)p.n);
+    wbytes(w, p.b, p.n);
+}
+
+/* an ASSIGN frame: one target of tlen bytes, transfer x */
+static void assign_t(wb *w, uint64_t tlen, const wsync_ctl_transfer *x)
+{
+    static wb p;
+    wsync_fabric_desc d = hand_desc(0x2000, tlen, 8);
+    p.n = 0;
+    w32(&p, WSYNC_CTL_TRAINER);
+    w32(&p, 0);
+    w32(&p, 1); /* trainers */
+    w32(&p, 1); /* inference ranks */
+    w32(&p, 1); /* targets */
+    w32(&p, 1); /* transfers */
+    w32(&p, 0);
+    w32(&p, 0);
+    wdesc(&p, &d);
+    w32(&p, x->src_region);
+    w32(&p, x->target);
+    w64(&p, x->src_offset);
+    w64(&p, x->dst_offset);
+    w64(&p, x->len);
+    w64(&p, x->rows);
+    w64(&p, x->src_stride);
+    w32(&p, x->prep);
+    w32(&p, x->block);
+    w64(&p, x->scale_offset);
+    w->n = 0;
+    whdr(w, WSYNC_CTL_ASSIGN, (uint32_t)p.n);
+    wbytes(w, p.b, p.n);
+}
+
+/* a bf16 rows x cols tensor, every row, every column, at offset 0 */
+static wsync_ctl_tensor bf16_entry(const char *name, uint64_t rows, uint64_t cols)
+{
+    wsync_ctl_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = name;
+    t.dtype = WSYNC_DTYPE_BF16;
+    t.ndim = 2;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.row_count = rows;
+    return t;
+}
+
+static void test_rejections_join_slices(void)
+{
+    static wb w;
+    wsync_ctl_tensor t;
+    TEST_BEGIN("codec: JOIN column slices, target dtype and fp8 scales: rejections and the edges accepted");
+    t = bf16_entry("w", 32, 48);
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_OK, "", "every column (col_count 0)");
+    t.col_count = 48;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_OK, "", "every column said explicitly");
+    t.col_begin = 24, t.col_count = 24;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_OK, "", "the upper half of the columns");
+    t.col_count = 25;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns 24 + 25 outside its 48", "columns past the shape");
+    t.col_begin = 49, t.col_count = 0;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns 49 + 0", "col_begin past the shape, col_count 0");
+    t.col_begin = 5, t.col_count = 0;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns 5 + 0 outside", "col_begin with col_count 0");
+    t.col_begin = UINT64_MAX, t.col_count = 2;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns", "col_begin + col_count wraps");
+    t.col_begin = 2, t.col_count = UINT64_MAX;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns", "col_count near 2^64");
+    /* a slice's bytes are its columns': 32 x 24 x 2 = 1536 */
+    t.col_begin = 24, t.col_count = 24;
+    join_t(&w, 1536, &t);
+    expect_reject(&w, WSYNC_OK, "", "a slice exactly filling its region");
+    t.offset = 1;
+    join_t(&w, 1536, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1536 bytes at 1 outside region 0", "a slice past its region");
+    {   /* 3-D: the dims after the first are the columns (3 x 5 = 15) */
+        wsync_ctl_tensor u = t;
+        u.ndim = 3, u.shape[0] = 4, u.shape[1] = 3, u.shape[2] = 5, u.row_count = 4, u.offset = 0;
+        u.col_begin = 10, u.col_count = 5;
+        join_t(&w, 40, &u);
+        expect_reject(&w, WSYNC_OK, "", "3-D: the last 5 of 15 columns");
+        u.col_count = 6;
+        join_t(&w, 4096, &u);
+        expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns 10 + 6 outside its 15", "3-D: past the columns");
+    }
+    /* target dtypes: only BF16 -> F8_E4M3, or the stored one */
+    t = bf16_entry("w", 32, 48);
+    t.to_dtype = WSYNC_DTYPE_BF16;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_OK, "", "to_dtype the stored dtype");
+    t.to_dtype = WSYNC_DTYPE_F16;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "only BF16 to F8_E4M3", "BF16 to F16");
+    t.to_dtype = 99;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "no conversion", "to_dtype 99");
+    t.to_dtype = WSYNC_DTYPE_F8_E5M2;
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "no conversion", "BF16 to F8_E5M2");
+    t.dtype = WSYNC_DTYPE_F32;
+    t.to_dtype = WSYNC_DTYPE_F8_E4M3;
+    join_t(&w, 8192, &t);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "tensor 'w': no conversion", "F32 to F8_E4M3");
+    t.dtype = WSYNC_DTYPE_F16;
+    join_t(&w, 8192, &t);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "only BF16 to F8_E4M3", "F16 to F8_E4M3");
+    /* fp8: one byte an element, then ceil(32/16) x ceil(48/16) = 6 scales */
+    t = bf16_entry("w", 32, 48);
+    t.to_dtype = WSYNC_DTYPE_F8_E4M3;
+    t.block = 16;
+    t.scale_offset = 1536;
+    join_t(&w, 1536 + 24, &t);
+    expect_reject(&w, WSYNC_OK, "", "fp8 codes and 6 scales exactly filling the region");
+    join_t(&w, 1536 + 23, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales at 1536 outside region 0", "fp8: the last scale past");
+    t.scale_offset = 1537;
+    join_t(&w, 1536 + 24, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales at 1537", "fp8: scale_offset one past");
+    t.scale_offset = UINT64_MAX - 8;
+    join_t(&w, 1536 + 24, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "scales at", "fp8: scale_offset near 2^64");
+    t.scale_offset = 1536;
+    t.block = 1; /* a scale per element: 6 KiB of scales */
+    join_t(&w, 4096, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1536 scales", "fp8: block 1");
+    t.block = 0; /* one scale */
+    join_t(&w, 1536 + 4, &t);
+    expect_reject(&w, WSYNC_OK, "", "fp8 block 0: one scale");
+    join_t(&w, 1536 + 3, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1 scales at 1536", "fp8 block 0: the scale past");
+    t.block = 0xFFFFFFFFu;
+    join_t(&w, 1536 + 4, &t);
+    expect_reject(&w, WSYNC_OK, "", "fp8 block 2^32 - 1: one tile");
+    /* a column slice in fp8: 32 x 40 codes, 2 x 3 tiles (the last partial) */
+    t.block = 16;
+    t.col_begin = 8, t.col_count = 40;
+    t.scale_offset = 1280;
+    join_t(&w, 1280 + 24, &t);
+    expect_reject(&w, WSYNC_OK, "", "fp8 column slice with partial tiles");
+    join_t(&w, 1280 + 23, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales", "fp8 column slice: the last scale past");
+    t.scale_offset = 0; /* the codes in bf16 would need 2560 bytes: fp8 counts one */
+    t.offset = 24;
+    join_t(&w, 1280 + 24, &t);
+    expect_reject(&w, WSYNC_OK, "", "fp8: scales before the codes");
+    t.offset = 25;
+    join_t(&w, 1280 + 24, &t);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1280 bytes at 25", "fp8: codes past the region");
+    TEST_END();
+}
+
+static wsync_ctl_transfer xfer(uint64_t len, uint64_t rows, uint64_t stride)
+{
+    wsync_ctl_transfer x;
+    memset(&x, 0, sizeof x);
+    x.len = len;
+    x.rows = rows;
+    x.src_stride = stride;
+    return x;
+}
+
+static void test_rejections_assign_rows(void)
+{
+    static wb w;
+    wsync_ctl_transfer x;
+    TEST_BEGIN("codec: ASSIGN rows, strides and fp8 preparation: rejections and the edges accepted");
+    x = xfer(64, 4, 16);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "4 rows of 16 bytes, 16 apart");
+    x = xfer(64, 0, 16);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "64 bytes in 0 rows", "rows 0");
+    x = xfer(64, 3, 32);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "64 bytes in 3 rows", "len not a multiple of rows");
+    x = xfer(64, 65, 1);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "in 65 rows", "more rows than bytes");
+    x = xfer(64, 1, 0);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "rows 1, stride 0");
+    x = xfer(64, 1, 3);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "rows 1: the stride does not matter");
+    x = xfer(64, 64, 1);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "64 one-byte rows back to back");
+    x = xfer(64, 4, 16);
+    x.prep = 2;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "preparation 2", "prep 2");
+    x.prep = 0xFFFFFFFFu;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "preparation", "prep 2^32 - 1");
+    x = xfer(64, 4, 15);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "4 rows of 16 bytes with a stride of 15", "stride below a row");
+    x = xfer(64, 4, 0);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "stride of 0", "stride 0 with 4 rows");
+    /* (rows - 1) * stride + row: 2^64 - 1 is the most */
+    x = xfer(64, 2, UINT64_MAX - 32);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "the extent ending at 2^64 - 1");
+    x.src_stride++;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "2 rows of 32 bytes", "the extent reaching 2^64");
+    x = xfer(4096, 4096, 1ull << 53); /* 4095 * 2^53 */
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "4096 rows of 1 bytes", "(rows - 1) * stride overflows");
+    x = xfer(4096, 4096, (UINT64_MAX - 1) / 4095);
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "(rows - 1) * stride just below the overflow");
+    /* fp8: 4 rows of 16 codes from 32 bf16 bytes each */
+    x = xfer(64, 4, 32);
+    x.prep = WSYNC_CTL_PREP_FP8;
+    x.block = 16;
+    x.dst_offset = 0;
+    x.scale_offset = 4092;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "fp8, one tile, its scale in the last 4 bytes");
+    x.scale_offset = 4093;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1 scales at 4093 outside the target", "fp8 scale past the target");
+    x.scale_offset = UINT64_MAX - 2;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "scales at", "fp8 scale_offset near 2^64");
+    x.block = 2; /* 2 x 8 tiles: 64 bytes of scales */
+    x.scale_offset = 4032;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "fp8 block 2: 16 scales at the end");
+    x.scale_offset = 4033;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "16 scales at 4033", "fp8 block 2: past");
+    x.block = 0;
+    x.scale_offset = 4092;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "fp8 block 0: one scale");
+    x.block = 16;
+    x.src_stride = 31; /* a row reads 32 bf16 bytes */
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "4 rows of 32 bytes with a stride of 31", "fp8 stride below a bf16 row");
+    x.src_stride = UINT64_MAX - 64; /* (4 - 1) * stride overflows */
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "stride of", "fp8 stride overflowing");
+    x = xfer(4096, 1, 0);
+    x.prep = WSYNC_CTL_PREP_FP8;
+    x.block = 64; /* 1 x 64 tiles */
+    x.scale_offset = 4096 - 256;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_OK, "", "fp8: one row of 4096 codes, 64 scales in the last 256 bytes");
+    x.scale_offset++;
+    assign_t(&w, 4096, &x);
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "64 scales at 3841 outside", "fp8: 64 scales one byte past");
+    {   /* the source is the trainer's to check: any src_offset and region decode */
+        x = xfer(64, 4, 16);
+        x.src_offset = UINT64_MAX;
+        x.src_region = 0xFFFFFFFFu;
+        assign_t(&w, 4096, &x);
+        expect_reject(&w, WSYNC_OK, "", "src_offset 2^64 - 1 (the trainer checks its source)");
+    }
+    TEST_END();
+}
+
+static wsync_ctl_tensor g_tp_tensors[4];
+static wsync_ctl_transfer g_tp_xfers[4];
+
+/* a JOIN whose entries set every new field to something not the default */
+static wsync_ctl_msg make_join_tp(void)
+{
+    wsync_ctl_msg m;
+    wsync_ctl_tensor *t = g_tp_tensors;
+    make_join(NULL); /* the regions */
+    t[0] = bf16_entry("qkv.q", 64, 48);
+    t[0].row_begin = 8, t[0].row_count = 32;
+    t[0].col_begin = 24, t[0].col_count = 24;
+    t[0].to_dtype = WSYNC_DTYPE_BF16; /* the stored dtype, said */
+    t[0].block = 7;                   /* ignored without fp8, carried */
+    t[0].scale_offset = 123;
+    t[0].region = 1;
+    t[0].offset = 1000;
+    t[1] = bf16_entry("w8", 40, 72);
+    t[1].row_begin = 2, t[1].row_count = 36;
+    t[1].col_begin = 8, t[1].col_count = 62;
+    t[1].to_dtype = WSYNC_DTYPE_F8_E4M3;
+    t[1].block = 16;
+    t[1].region = 2;
+    t[1].offset = 100;
+    t[1].scale_offset = 60000;
+    t[2] = bf16_entry("one", 5, 3);
+    t[2].ndim = 3;
+    t[2].shape[1] = 3, t[2].shape[2] = 4;
+    t[2].col_begin = 3, t[2].col_count = 9;
+    t[2].to_dtype = WSYNC_DTYPE_F8_E4M3;
+    t[2].block = 0;
+    t[2].region = 0;
+    t[2].offset = 0;
+    t[2].scale_offset = 4092;
+    t[3] = bf16_entry("f32", 6, 10);
+    t[3].dtype = WSYNC_DTYPE_F32;
+    t[3].col_begin = 9, t[3].col_count = 1;
+    t[3].region = 1;
+    t[3].offset = (1ull << 20) - 24;
+    memset(&m, 0, sizeof m);
+    m.type = WSYNC_CTL_JOIN;
+    m.role = WSYNC_CTL_INFERENCE;
+    m.rank = 1;
+    m.n_regions = 3;
+    m.regions = g_regions;
+    m.n_tensors = 4;
+    m.tensors = g_tp_tensors;
+    return m;
+}
+
+static wsync_ctl_msg make_assign_tp(void)
+{
+    wsync_ctl_msg m = make_assign(NULL); /* targets: 8192, 100 and 1 bytes */
+    wsync_ctl_transfer *x = g_tp_xfers;
+    memset(g_tp_xfers, 0, sizeof g_tp_xfers);
+    x[0].src_region = 1, x[0].target = 0, x[0].src_offset = 6, x[0].dst_offset = 512;
+    x[0].len = 24 * 40, x[0].rows = 24, x[0].src_stride = 96; /* a column slice */
+    x[1].src_region = 0, x[1].target = 0, x[1].src_offset = 1ull << 33, x[1].dst_offset = 4096;
+    x[1].len = 38 * 62, x[1].rows = 38, x[1].src_stride = 144, x[1].prep = WSYNC_CTL_PREP_FP8;
+    x[1].block = 16, x[1].scale_offset = 8192 - 12 * 4;
+    x[2].src_region = 3, x[2].target = 1, x[2].src_offset = 2, x[2].dst_offset = 0;
+    x[2].len = 96, x[2].rows = 1, x[2].src_stride = 0, x[2].prep = WSYNC_CTL_PREP_FP8;
+    x[2].block = 0, x[2].scale_offset = 96;
+    x[3].src_region = 2, x[3].target = 1, x[3].src_offset = 0, x[3].dst_offset = 10;
+    x[3].len = 90, x[3].rows = 90, x[3].src_stride = 1ull << 40;
+    x[3].block = 3, x[3].scale_offset = 77; /* carried without a preparation */
+    m.transfers = g_tp_xfers;
+    m.n_transfers = 4;
+    return m;
+}
+
+static void test_tp_codec(void)
+{
+    static uint8_t buf[1 << 16];
+    wsync_ctl_msg m;
+    size_t len = 0, accepted = 0;
+    wsync_error e;
+    TEST_BEGIN("codec: entries and transfers with every new field set round-trip; truncations, flips; encode refuses");
+    m = make_join_tp();
+    check_round_trip(&m, "JOIN with slices, fp8, block, scale_offset");
+    check_truncations(&m, "JOIN with slices");
+    check_flips(&m, "JOIN with slices", &accepted);
+    m = make_assign_tp();
+    check_round_trip(&m, "ASSIGN with rows, strides, fp8");
+    check_truncations(&m, "ASSIGN with rows");
+    check_flips(&m, "ASSIGN with rows", &accepted);
+    CHECK(accepted > 50);
+    {   /* the decoded fields, one by one, against what went in */
+        wsync_ctl_msg d;
+        size_t n = encode(&m, buf, sizeof buf);
+        CHECK(wsync_ctl_decode_frame(buf, n, NULL, &d, &e) == WSYNC_OK);
+        if (d.n_transfers == 4) {
+            CHECK_EQ_U64(d.transfers[1].rows, 38);
+            CHECK_EQ_U64(d.transfers[1].src_stride, 144);
+            CHECK_EQ_INT(d.transfers[1].prep, WSYNC_CTL_PREP_FP8);
+            CHECK_EQ_INT(d.transfers[1].block, 16);
+            CHECK_EQ_U64(d.transfers[1].scale_offset, 8192 - 48);
+            CHECK_EQ_U64(d.transfers[3].src_stride, 1ull << 40);
+            CHECK_EQ_INT(d.transfers[3].block, 3);
+            CHECK_EQ_U64(d.transfers[3].scale_offset, 77);
+        }
+        wsync_ctl_msg_free(&d);
+        m = make_join_tp();
+        n = encode(&m, buf, sizeof buf);
+        CHECK(wsync_ctl_decode_frame(buf, n, NULL, &d, &e) == WSYNC_OK);
+        if (d.n_tensors == 4) {
+            CHECK_EQ_U64(d.tensors[0].col_begin, 24);
+            CHECK_EQ_U64(d.tensors[0].col_count, 24);
+            CHECK_EQ_INT(d.tensors[0].to_dtype, WSYNC_DTYPE_BF16);
+            CHECK_EQ_INT(d.tensors[0].block, 7);
+            CHECK_EQ_U64(d.tensors[0].scale_offset, 123);
+            CHECK_EQ_INT(d.tensors[1].to_dtype, WSYNC_DTYPE_F8_E4M3);
+            CHECK_EQ_U64(d.tensors[1].scale_offset, 60000);
+            CHECK_EQ_U64(d.tensors[2].col_begin, 3);
+        }
+        wsync_ctl_msg_free(&d);
+    }
+    /* encode refuses each of them as decode does */
+    m = make_join_tp();
+    m.tensors[0].col_count = 25;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "columns"));
+    m = make_join_tp();
+    m.tensors[3].col_count = 0; /* col_begin 9 with every column */
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "'f32'"));
+    m = make_join_tp();
+    m.tensors[3].to_dtype = WSYNC_DTYPE_F8_E4M3; /* from F32 */
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_UNSUPPORTED && has(e.message, "'f32'"));
+    m = make_join_tp();
+    m.tensors[1].scale_offset = 65536 - 47; /* 12 scales: one byte short */
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "12 scales"));
+    m.tensors[1].scale_offset = 65536 - 48;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_OK);
+    m = make_assign_tp();
+    m.transfers[0].rows = 0;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "0 rows"));
+    m = make_assign_tp();
+    m.transfers[0].rows = 7;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_HEADER);
+    m = make_assign_tp();
+    m.transfers[3].prep = 2;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_UNSUPPORTED && has(e.message, "preparation 2"));
+    m = make_assign_tp();
+    m.transfers[0].src_stride = 39; /* rows of 40 bytes */
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "stride of 39"));
+    m = make_assign_tp();
+    m.transfers[1].src_stride = 123; /* bf16 rows of 124 bytes */
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_OUT_OF_BOUNDS);
+    m = make_assign_tp();
+    m.transfers[1].scale_offset++;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "12 scales"));
     TEST_END();
 }
 
@@ -1829,6 +2302,9 @@ int main(void)
     test_encode_limits();
     test_encode_agrees();
     test_decode_alloc();
+    test_rejections_join_slices();
+    test_rejections_assign_rows();
+    test_tp_codec();
     test_controller_steps();
     test_plan_failures();
     test_join_refusals();
