@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# wsync plan: exit codes, the JSON fields, and the kimi-k2 targets of issue 7
+# (256 trainers -> 128 inference ranks at 400 Gb/s, 1 and 8 replicas: plans
+# in under 2 s, imbalance <= 1.05 both ways, predicted <= 1.25x the bound).
+# usage: tests/test_plan_cli.sh build/wsync
+set -u
+W=${1:-build/wsync}
+passed=0; failed=0
+ok() { passed=$((passed + 1)); [ -n "${CHECK_VERBOSE:-}" ] && echo "ok   $1"; return 0; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+expect_rc() { # rc name cmd...
+    local want=$1 name=$2; shift 2
+    "$@" >/dev/null 2>&1; local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$name"; else bad "$name: exit $rc, wanted $want"; fi
+}
+field() { # json key -> number
+    sed -E "s/.*\"$2\": ([0-9.e+-]+).*/\1/" <<<"$1"
+}
+expect_rc 0 "plan --help" "$W" plan --help
+expect_rc 2 "plan without --model" "$W" plan --trainers 4 --inference 2
+expect_rc 2 "plan unknown model" "$W" plan --model gpt-5 --trainers 4 --inference 2
+expect_rc 2 "plan replicas do not divide" "$W" plan --model qwen3-0.6b --trainers 4 --inference 6 --replicas 4
+expect_rc 2 "plan bad dtype" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --dtype fp4
+expect_rc 2 "plan bad nic-gbps" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --nic-gbps -3
+expect_rc 0 "plan row shards qwen3-0.6b fp8" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --shards-only --dtype fp8
+expect_rc 0 "plan qwen3-0.6b text" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --nics-per-rank 2
+a=$("$W" plan --model qwen2.5-7b --trainers 8 --inference 4 --json); b=$("$W" plan --model qwen2.5-7b --trainers 8 --inference 4 --json)
+if [ "$(sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/' <<<"$a")" = "$(sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/' <<<"$b")" ]; then ok "plan digest equal run to run"; else bad "plan digest differs run to run"; fi
+for r in 1 8; do
+    j=$("$W" plan --model kimi-k2 --trainers 256 --inference 128 --nic-gbps 400 --replicas $r --json)
+    if [ -z "$j" ]; then bad "kimi-k2 replicas $r: no output"; continue; fi
+    for k in plan_seconds tasks imbalance bound_seconds predicted_seconds; do
+        grep -q "\"$k\": " <<<"$j" && ok "kimi-k2 replicas $r: $k" || bad "kimi-k2 replicas $r: no $k"
+    done
+    ps=$(field "$j" plan_seconds); is=$(field "$j" imbalance_send); ir=$(field "$j" imbalance_recv)
+    bo=$(field "$j" bound_seconds); pr=$(field "$j" predicted_seconds)
+    awk -v v="$ps" 'BEGIN{exit !(v < 2)}' && ok "kimi-k2 replicas $r: plans in $ps s" || bad "kimi-k2 replicas $r: plan took $ps s"
+    awk -v s="$is" -v r="$ir" 'BEGIN{exit !(s <= 1.05 && r <= 1.05)}' && ok "kimi-k2 replicas $r: imbalance" || bad "kimi-k2 replicas $r: imbalance $is / $ir"
+    awk -v p="$pr" -v b="$bo" 'BEGIN{exit !(p >= b && p <= 1.25 * b)}' && ok "kimi-k2 replicas $r: predicted $pr s, bound $bo s" || bad "kimi-k2 replicas $r: predicted $pr bound $bo"
+    [ -n "${CHECK_VERBOSE:-}" ] && echo "  replicas $r: plan $ps s, imbalance $is/$ir, bound $bo s, predicted $pr s"
+done
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
