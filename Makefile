@@ -99,6 +99,7 @@ test-run: $(BUILD)/wsync $(BUILD)/san/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/te
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
 	    "tests/test_push.sh $(BUILD)/wsync" \
 	    "tests/test_push.sh $(BUILD)/san/wsync" \
+	    "tests/test_plan_cli.sh $(BUILD)/wsync" \
 	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
 	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync"
 
