@@ -2290,6 +2290,569 @@ static void test_hostile_peers(void)
     TEST_END();
 }
 
+/* ======================================================================
+   Tensor parallelism through the controller: column slices, fused
+   entries, fp8 (a compact harness: bf16 2-D tensors, one region a rank)
+   ====================================================================== */
+
+typedef struct xten {
+    const char *name;
+    uint64_t rows, cols;
+} xten;
+
+#define NX 5
+static const xten xmodel[NX] = {
+    {"wa", 64, 48}, {"wb", 64, 48}, {"q", 32, 40}, {"k", 16, 40}, {"w8", 40, 72},
+};
+enum { X_WA, X_WB, X_Q, X_K, X_W8 };
+
+/* element (r, c) of tensor k at step s as bf16 bits: finite, magnitudes
+   that differ from tile to tile, and in w8 a 6 x 14 corner of zeros (the
+   last tile of the fp8 slice below: its scale is 1) */
+static uint16_t xval(uint64_t s, unsigned k, uint64_t r, uint64_t c)
+{
+    uint64_t h = mix(s * 0xA24BAED4963EE407ull ^ (uint64_t)k << 48 ^ r << 24 ^ c);
+    uint32_t ex;
+    if (k == X_W8 && r >= 34 && c >= 56) return (h & 1) ? 0x8000 : 0; /* +0 and -0 */
+    ex = 110 + (uint32_t)(((r / 16) * 3 + (c / 16) * 5 + s) % 24) - (uint32_t)((h >> 8) % 4);
+    return (uint16_t)(((h >> 40) & 1) << 15 | ex << 7 | ((h >> 16) & 0x7f));
+}
+
+#define XR_MAX 4
+#define XR_XFERS 32
+
+typedef struct xr {
+    uint32_t role, rank;
+    wsync_ctl_tensor t[XR_MAX];
+    int k[XR_MAX];
+    uint32_t nt;
+    uint8_t *mem;
+    uint64_t len;
+    wsync_fabric f;
+    wsync_fabric_mr *mr;
+    wsync_fabric_desc desc;
+    uint64_t staging;
+    wsync_rank *r;
+    unsigned port;
+    wsync_result res;
+    wsync_error err;
+    volatile int done;
+    /* a trainer's, copied in its thread */
+    wsync_exec_stats stats;
+    wsync_ctl_transfer xf[XR_XFERS];
+    uint32_t nxf;
+    pthread_t th;
+    int th_on;
+} xr;
+
+/* rows [rb, rb + rc) and columns [cb, cb + cc) (cc 0: all) of tensor k at `offset` */
+static wsync_ctl_tensor *xr_add(xr *x, int k, uint64_t rb, uint64_t rc, uint64_t cb, uint64_t cc, uint64_t offset)
+{
+    wsync_ctl_tensor *t = &x->t[x->nt];
+    *t = bf16_entry(xmodel[k].name, xmodel[k].rows, xmodel[k].cols);
+    t->row_begin = rb;
+    t->row_count = rc;
+    t->col_begin = cb;
+    t->col_count = cc;
+    t->offset = offset;
+    x->k[x->nt++] = k;
+    return t;
+}
+
+static uint64_t xr_cols(const wsync_ctl_tensor *t)
+{
+    return t->col_count ? t->col_count : t->shape[1];
+}
+
+static int xr_fp8(const wsync_ctl_tensor *t)
+{
+    return t->to_dtype == WSYNC_DTYPE_F8_E4M3;
+}
+
+/* the region: past every entry's bytes and scales, registered */
+static int xr_setup(xr *x)
+{
+    uint32_t i;
+    wsync_fabric_tcp_options o;
+    wsync_error e;
+    x->len = 16;
+    for (i = 0; i < x->nt; i++) {
+        const wsync_ctl_tensor *t = &x->t[i];
+        uint64_t end = t->offset + t->row_count * xr_cols(t) * (xr_fp8(t) ? 1 : 2);
+        if (end + 16 > x->len) x->len = end + 16;
+        if (xr_fp8(t)) {
+            end = t->scale_offset + 4 * wsync_quantize_scale_count(t->row_count, xr_cols(t), t->block);
+            if (end + 16 > x->len) x->len = end + 16;
+        }
+    }
+    memset(&o, 0, sizeof o);
+    o.send_only = x->role == WSYNC_CTL_TRAINER;
+    o.timeout_ms = 3000;
+    if (wsync_fabric_tcp_open(&o, &x->f, &e) != WSYNC_OK) {
+        printf("  fabric: %s\n", e.message);
+        return 0;
+    }
+    x->mem = (uint8_t *)calloc(1, (size_t)x->len);
+    if (!x->mem || x->f.reg(x->f.user, x->mem, x->len, WSYNC_MEM_HOST, &x->mr, &x->desc, &e) != WSYNC_OK) {
+        printf("  reg: %s\n", e.message);
+        return 0;
+    }
+    return 1;
+}
+
+static void xr_free(xr *x)
+{
+    if (x->th_on) pthread_join(x->th, NULL);
+    x->th_on = 0;
+    wsync_rank_close(x->r);
+    x->r = NULL;
+    if (x->mr) x->f.dereg(x->f.user, x->mr);
+    free(x->mem);
+    if (x->f.close) wsync_fabric_close(&x->f);
+    memset(x, 0, sizeof *x);
+}
+
+/* a trainer's entries filled with step s */
+static void xr_fill(xr *x, uint64_t s)
+{
+    uint32_t i;
+    uint64_t r, c;
+    for (i = 0; i < x->nt; i++) {
+        const wsync_ctl_tensor *t = &x->t[i];
+        uint64_t cc = xr_cols(t);
+        for (r = 0; r < t->row_count; r++)
+            for (c = 0; c < cc; c++) {
+                uint16_t v = xval(s, (unsigned)x->k[i], t->row_begin + r, t->col_begin + c);
+                uint8_t *p = x->mem + t->offset + (r * cc + c) * 2;
+                p[0] = (uint8_t)v;
+                p[1] = (uint8_t)(v >> 8);
+            }
+    }
+}
+
+static wsync_result xr_join(xr *x)
+{
+    wsync_rank_options o;
+    memset(&o, 0, sizeof o);
+    o.port = x->port;
+    o.role = x->role;
+    o.rank = x->rank;
+    o.tensors = x->t;
+    o.n_tensors = x->nt;
+    o.fabric = &x->f;
+    o.mrs = &x->mr;
+    o.descs = &x->desc;
+    o.n_regions = 1;
+    o.timeout_ms = 5000;
+    o.staging_bytes = x->staging;
+    return wsync_rank_join(&o, &x->r, &x->err);
+}
+
+static void *xtrainer_main(void *p)
+{
+    xr *x = (xr *)p;
+    wsync_error e;
+    const wsync_ctl_transfer *xf;
+    if ((x->res = xr_join(x)) != WSYNC_OK) {
+        x->done = 1;
+        return NULL;
+    }
+    xf = wsync_rank_transfers(x->r, &x->nxf);
+    if (x->nxf > XR_XFERS) x->nxf = XR_XFERS;
+    memcpy(x->xf, xf, x->nxf * sizeof *xf);
+    for (;;) {
+        uint64_t step = 0;
+        int bye = 0;
+        wsync_result res;
+        if (wsync_rank_wait_go(x->r, &step, &bye, -1, &e) != WSYNC_OK || bye) break;
+        xr_fill(x, step);
+        res = wsync_rank_push(x->r, &e);
+        if (res != WSYNC_OK) x->err = e;
+        wsync_rank_push_stats(x->r, &x->stats); /* before DONE: the step's end orders it before the reads */
+        if (wsync_rank_done(x->r, step, res, res == WSYNC_OK ? "" : e.message, &e) != WSYNC_OK) break;
+    }
+    x->done = 1;
+    return NULL;
+}
+
+static void *xinference_main(void *p)
+{
+    xr *x = (xr *)p;
+    x->res = xr_join(x);
+    x->done = 1;
+    return NULL;
+}
+
+typedef struct xw {
+    grp g;
+    xr t[2], in[2];
+    unsigned nt, ni;
+} xw;
+
+static void xw_init(xw *w, unsigned nt, unsigned ni)
+{
+    unsigned i;
+    memset(w, 0, sizeof *w);
+    w->nt = nt;
+    w->ni = ni;
+    for (i = 0; i < nt; i++) w->t[i].role = WSYNC_CTL_TRAINER, w->t[i].rank = i;
+    for (i = 0; i < ni; i++) w->in[i].role = WSYNC_CTL_INFERENCE, w->in[i].rank = i;
+}
+
+/* starts everything; accept's result (the inference ranks have joined, or failed) */
+static wsync_result xw_start(xw *w)
+{
+    unsigned i;
+    if (!grp_open(&w->g, w->nt, w->ni, 5000, 3000)) return WSYNC_ERR_IO;
+    for (i = 0; i < w->nt; i++)
+        if (!xr_setup(&w->t[i])) return WSYNC_ERR_IO;
+    for (i = 0; i < w->ni; i++)
+        if (!xr_setup(&w->in[i])) return WSYNC_ERR_IO;
+    for (i = 0; i < w->nt; i++) {
+        w->t[i].port = w->g.port;
+        w->t[i].th_on = pthread_create(&w->t[i].th, NULL, xtrainer_main, &w->t[i]) == 0;
+    }
+    for (i = 0; i < w->ni; i++) {
+        w->in[i].port = w->g.port;
+        w->in[i].th_on = pthread_create(&w->in[i].th, NULL, xinference_main, &w->in[i]) == 0;
+    }
+    grp_accepted(&w->g);
+    for (i = 0; i < w->ni; i++) {
+        if (w->in[i].th_on) pthread_join(w->in[i].th, NULL);
+        w->in[i].th_on = 0;
+    }
+    return w->g.acc;
+}
+
+static void xw_end(xw *w)
+{
+    unsigned i;
+    grp_accepted(&w->g);
+    wsync_controller_close(w->g.c);
+    w->g.c = NULL;
+    for (i = 0; i < w->nt; i++) xr_free(&w->t[i]);
+    for (i = 0; i < w->ni; i++) xr_free(&w->in[i]);
+}
+
+/* bytes of an inference rank's bf16 entry i that differ from step s */
+static uint64_t xr_diff(const xr *x, uint32_t i, uint64_t s)
+{
+    const wsync_ctl_tensor *t = &x->t[i];
+    uint64_t r, c, cc = xr_cols(t), bad = 0;
+    for (r = 0; r < t->row_count; r++)
+        for (c = 0; c < cc; c++) {
+            uint16_t v = xval(s, (unsigned)x->k[i], t->row_begin + r, t->col_begin + c);
+            const uint8_t *p = x->mem + t->offset + (r * cc + c) * 2;
+            bad += p[0] != (uint8_t)v;
+            bad += p[1] != (uint8_t)(v >> 8);
+        }
+    return bad;
+}
+
+/* an inference rank's fp8 entry i against step s: the codes and scales of
+   wsync_quantize_e4m3 over the slice, and against a scalar computation
+   here (amax over each tile as float, / 448, e4m3 with saturation); the
+   number of codes and scales that differ (printing the first) */
+static uint64_t xr_diff_fp8(const xr *x, uint32_t i, uint64_t s)
+{
+    const wsync_ctl_tensor *t = &x->t[i];
+    uint64_t rows = t->row_count, cols = xr_cols(t), r, c, bad = 0, ns, tr, tc, ntc;
+    uint64_t blk = t->block ? t->block : (rows > cols ? rows : cols);
+    uint16_t *slice = (uint16_t *)malloc((size_t)(rows * cols) * 2 + 2);
+    uint8_t *codes = (uint8_t *)malloc((size_t)(rows * cols) + 1);
+    float *scales;
+    wsync_error e;
+    ns = wsync_quantize_scale_count(rows, cols, t->block);
+    scales = (float *)malloc((size_t)ns * 4 + 4);
+    for (r = 0; r < rows; r++)
+        for (c = 0; c < cols; c++) slice[r * cols + c] = xval(s, (unsigned)x->k[i], t->row_begin + r, t->col_begin + c);
+    if (wsync_quantize_e4m3(slice, rows, cols, cols, t->block, codes, scales, &e) != WSYNC_OK) {
+        printf("  quantize: %s\n", e.message);
+        bad++;
+    }
+    if (memcmp(codes, x->mem + t->offset, (size_t)(rows * cols)) != 0) {
+        printf("  %s: the codes differ from wsync_quantize_e4m3 of the slice\n", t->name);
+        bad++;
+    }
+    if (memcmp(scales, x->mem + t->scale_offset, (size_t)ns * 4) != 0) {
+        printf("  %s: the scales differ from wsync_quantize_e4m3 of the slice\n", t->name);
+        bad++;
+    }
+    /* independently, tile by tile */
+    ntc = (cols + blk - 1) / blk;
+    for (tr = 0; tr * blk < rows; tr++)
+        for (tc = 0; tc * blk < cols; tc++) {
+            uint64_t r1 = (tr + 1) * blk < rows ? (tr + 1) * blk : rows;
+            uint64_t c1 = (tc + 1) * blk < cols ? (tc + 1) * blk : cols;
+            float amax = 0, scale, got;
+            for (r = tr * blk; r < r1; r++)
+                for (c = tc * blk; c < c1; c++) {
+                    float a = wsync_bf16_to_f32(slice[r * cols + c]);
+                    a = a < 0 ? -a : a;
+                    if (a > amax) amax = a;
+                }
+            scale = amax > 0 ? amax / 448.0f : 1.0f;
+            memcpy(&got, x->mem + t->scale_offset + (tr * ntc + tc) * 4, 4);
+            if (got != scale) {
+                if (bad++ < 3)
+                    printf("  %s: tile (%llu, %llu): scale %g, expected %g\n", t->name, (unsigned long long)tr,
+                           (unsigned long long)tc, (double)got, (double)scale);
+            }
+            for (r = tr * blk; r < r1; r++)
+                for (c = tc * blk; c < c1; c++) {
+                    uint8_t want = wsync_f32_to_e4m3(wsync_bf16_to_f32(slice[r * cols + c]) / scale, WSYNC_FP8_SATURATE);
+                    uint8_t have = x->mem[t->offset + r * cols + c];
+                    if (have != want && bad++ < 3)
+                        printf("  %s: (%llu, %llu): code 0x%02x, expected 0x%02x\n", t->name, (unsigned long long)r,
+                               (unsigned long long)c, have, want);
+                }
+        }
+    free(slice);
+    free(codes);
+    free(scales);
+    return bad;
+}
+
+static void test_tp_slices(void)
+{
+    static xw w;
+    wsync_error e;
+    uint64_t s;
+    unsigned i, j;
+    uint64_t qk_at = 2 * 3072 + 40;
+    TEST_BEGIN("controller: column slices from 2 row-shard trainers (strided, through a 4 KiB staging ring) and a fused entry");
+    xw_init(&w, 2, 2);
+    /* trainer 0: rows [0, 40) of wa and wb, all of q and k; trainer 1: rows [40, 64) and k */
+    xr_add(&w.t[0], X_WA, 0, 40, 0, 0, 0);
+    xr_add(&w.t[0], X_WB, 0, 40, 0, 0, 40 * 96 + 2);
+    xr_add(&w.t[0], X_Q, 0, 32, 0, 0, 2 * 40 * 96 + 4);
+    xr_add(&w.t[0], X_K, 0, 16, 0, 0, 2 * 40 * 96 + 4 + 32 * 80);
+    xr_add(&w.t[1], X_WA, 40, 24, 0, 0, 6);
+    xr_add(&w.t[1], X_WB, 40, 24, 0, 0, 6 + 24 * 96);
+    xr_add(&w.t[1], X_K, 0, 16, 0, 0, 6 + 48 * 96);
+    w.t[0].staging = w.t[1].staging = 4096;
+    /* inference 0: columns [0, 24) of wa and wb, and qkv = q rows [0, 16) then k rows [0, 8);
+       inference 1: columns [24, 48), in the other order */
+    xr_add(&w.in[0], X_WA, 0, 64, 0, 24, 8);
+    xr_add(&w.in[0], X_WB, 0, 64, 0, 24, 8 + 3072);
+    xr_add(&w.in[0], X_Q, 0, 16, 0, 0, qk_at);
+    xr_add(&w.in[0], X_K, 0, 8, 0, 0, qk_at + 16 * 80);
+    xr_add(&w.in[1], X_WB, 0, 64, 24, 24, 0);
+    xr_add(&w.in[1], X_WA, 0, 64, 24, 24, 3072 + 10);
+    CHECK_MSG(xw_start(&w) == WSYNC_OK, "accept: %s", w.g.acc_err.message);
+    for (i = 0; i < 2; i++) CHECK_MSG(w.in[i].res == WSYNC_OK, "inference %u: %s", i, w.in[i].err.message);
+    for (s = 1; s <= 3 && w.in[0].r && w.in[1].r; s++) {
+        CHECK_MSG(wsync_controller_step(w.g.c, s, &e) == WSYNC_OK, "step %llu: %s", (unsigned long long)s, e.message);
+        for (i = 0; i < 2; i++)
+            for (j = 0; j < w.in[i].nt; j++)
+                CHECK_MSG(xr_diff(&w.in[i], j, s) == 0, "step %llu: inference %u entry %s: %llu bytes differ",
+                          (unsigned long long)s, i, w.in[i].t[j].name, (unsigned long long)xr_diff(&w.in[i], j, s));
+        {   /* the fused entry, as one block: q's 16 rows then k's 8, back to back */
+            uint8_t want[16 * 80 + 8 * 80];
+            uint64_t r, c, n = 0;
+            for (r = 0; r < 16; r++)
+                for (c = 0; c < 40; c++) {
+                    uint16_t v = xval(s, X_Q, r, c);
+                    want[n++] = (uint8_t)v, want[n++] = (uint8_t)(v >> 8);
+                }
+            for (r = 0; r < 8; r++)
+                for (c = 0; c < 40; c++) {
+                    uint16_t v = xval(s, X_K, r, c);
+                    want[n++] = (uint8_t)v, want[n++] = (uint8_t)(v >> 8);
+                }
+            CHECK(n == sizeof want);
+            CHECK_MSG(memcmp(w.in[0].mem + qk_at, want, sizeof want) == 0, "step %llu: qkv", (unsigned long long)s);
+        }
+        /* the bytes between and around the entries stay untouched */
+        CHECK(w.in[0].mem[0] == 0 && w.in[0].mem[7] == 0 && w.in[0].mem[qk_at - 1] == 0 &&
+              w.in[0].mem[qk_at + sizeof(uint8_t) * 1920] == 0);
+        CHECK(w.in[1].mem[3072] == 0 && w.in[1].mem[3072 + 9] == 0 && w.in[1].mem[2 * 3072 + 10] == 0);
+    }
+    /* the trainers' transfers: the slices strided (rows > 1, a whole row
+       of 96 bytes between them), the rest contiguous; through the executor
+       within the 4 KiB ring */
+    for (i = 0; i < 2; i++) {
+        xr *t = &w.t[i];
+        uint64_t staged = 0, strided = 0, rows = i == 0 ? 40 : 24;
+        for (j = 0; j < t->nxf; j++) {
+            const wsync_ctl_transfer *x = &t->xf[j];
+            CHECK(x->prep == WSYNC_CTL_PREP_NONE);
+            if (x->rows > 1) {
+                strided++;
+                staged += (x->len + 7) & ~(uint64_t)7;
+                CHECK_MSG(x->src_stride == 96 && x->rows == rows && x->len == rows * 48,
+                          "trainer %u transfer %u: %llu rows, stride %llu, %llu bytes", i, j,
+                          (unsigned long long)x->rows, (unsigned long long)x->src_stride, (unsigned long long)x->len);
+            } else {
+                CHECK(x->rows == 1);
+            }
+        }
+        CHECK_MSG(strided == 4, "trainer %u: %llu strided transfers", i, (unsigned long long)strided);
+        CHECK_EQ_U64(t->stats.tasks, t->nxf);
+        CHECK_MSG(t->stats.peak_tmp_bytes > 0 && t->stats.peak_tmp_bytes <= 4096, "trainer %u: peak %llu", i,
+                  (unsigned long long)t->stats.peak_tmp_bytes);
+        if (i == 0) CHECK_MSG(staged > 4096, "trainer 0 stages %llu bytes: the ring must limit", (unsigned long long)staged);
+    }
+    /* trainer 0 sent q and k (contiguous rows 1), from its region */
+    {
+        uint32_t n = 0;
+        for (j = 0; j < w.t[0].nxf; j++) n += w.t[0].xf[j].rows == 1;
+        for (j = 0; j < w.t[1].nxf; j++) n += w.t[1].xf[j].rows == 1;
+        CHECK_MSG(n == 2, "%u contiguous transfers (q, k)", n);
+    }
+    xw_end(&w);
+    TEST_END();
+}
+
+static void test_tp_fp8(void)
+{
+    static xw w;
+    wsync_error e;
+    wsync_controller_plan plan;
+    uint64_t s;
+    unsigned i, j;
+    TEST_BEGIN("controller: fp8 e4m3 with 16 x 16 tile scales (a column slice with partial tiles) and one scale");
+    xw_init(&w, 2, 2);
+    /* trainer 0 holds w8 whole and k; trainer 1 rows [0, 20) of w8 and k */
+    xr_add(&w.t[0], X_W8, 0, 40, 0, 0, 2);
+    xr_add(&w.t[0], X_K, 0, 16, 0, 0, 2 + 40 * 144);
+    xr_add(&w.t[1], X_W8, 0, 20, 0, 0, 0);
+    xr_add(&w.t[1], X_K, 0, 16, 0, 0, 20 * 144);
+    w.t[0].staging = w.t[1].staging = 4096;
+    /* inference 0: rows [2, 40), columns [8, 70) of w8 (38 x 62: tiles of
+       16 x 16, 16 x 14, 6 x 16, 6 x 14 at the edges), scales unaligned after the codes */
+    {
+        wsync_ctl_tensor *t = xr_add(&w.in[0], X_W8, 2, 38, 8, 62, 0);
+        t->to_dtype = WSYNC_DTYPE_F8_E4M3;
+        t->block = 16;
+        t->scale_offset = 38 * 62 + 1;
+    }
+    /* inference 1: w8 whole (block 16), and columns [4, 36) of k with one scale */
+    {
+        wsync_ctl_tensor *t = xr_add(&w.in[1], X_K, 0, 16, 4, 32, 0);
+        t->to_dtype = WSYNC_DTYPE_F8_E4M3;
+        t->block = 0;
+        t->scale_offset = 512;
+        t = xr_add(&w.in[1], X_W8, 0, 40, 0, 0, 520);
+        t->to_dtype = WSYNC_DTYPE_F8_E4M3;
+        t->block = 16;
+        t->scale_offset = 520 + 2880;
+    }
+    CHECK_MSG(xw_start(&w) == WSYNC_OK, "accept: %s", w.g.acc_err.message);
+    for (i = 0; i < 2; i++) CHECK_MSG(w.in[i].res == WSYNC_OK, "inference %u: %s", i, w.in[i].err.message);
+    if (w.g.c) {
+        wsync_controller_plan_get(w.g.c, &plan);
+        /* codes + scales: 38 x 62 + 12 x 4, 16 x 32 + 4, 40 x 72 + 15 x 4 */
+        CHECK_EQ_U64(plan.bytes, 38 * 62 + 48 + 16 * 32 + 4 + 40 * 72 + 60);
+        CHECK_EQ_U64(plan.transfers, 3);
+    }
+    for (s = 1; s <= 2 && w.in[0].r && w.in[1].r; s++) {
+        CHECK_MSG(wsync_controller_step(w.g.c, s, &e) == WSYNC_OK, "step %llu: %s", (unsigned long long)s, e.message);
+        for (i = 0; i < 2; i++)
+            for (j = 0; j < w.in[i].nt; j++)
+                CHECK_MSG(xr_diff_fp8(&w.in[i], j, s) == 0, "step %llu: inference %u entry %s", (unsigned long long)s,
+                          i, w.in[i].t[j].name);
+        {   /* a few by hand: the zero tile's scale is 1, and its codes are +-0 */
+            float sc;
+            memcpy(&sc, w.in[0].mem + 38 * 62 + 1 + 11 * 4, 4);
+            CHECK_MSG(sc == 1.0f, "the zero tile's scale: %g", (double)sc);
+            CHECK((w.in[0].mem[37 * 62 + 61] & 0x7f) == 0 && (w.in[0].mem[32 * 62 + 48] & 0x7f) == 0);
+            memcpy(&sc, w.in[0].mem + 38 * 62 + 1, 4);
+            CHECK(sc > 0 && sc != 1.0f);
+        }
+    }
+    /* both w8 entries from trainer 0, the only one holding every row */
+    {
+        unsigned w8 = 0;
+        for (j = 0; j < w.t[0].nxf; j++) {
+            const wsync_ctl_transfer *x = &w.t[0].xf[j];
+            CHECK(x->prep == WSYNC_CTL_PREP_FP8);
+            if (x->block == 16) {
+                w8++;
+                CHECK(x->src_stride == 144 && (x->rows == 38 || x->rows == 40));
+                if (x->rows == 38) CHECK(x->len == 38 * 62 && x->src_offset == 2 + 2 * 144 + 16 && x->scale_offset == 38 * 62 + 1);
+            }
+        }
+        for (j = 0; j < w.t[1].nxf; j++) CHECK(w.t[1].xf[j].prep == WSYNC_CTL_PREP_FP8 && w.t[1].xf[j].block == 0);
+        CHECK_EQ_INT(w8, 2);
+        CHECK_EQ_INT(w.t[0].nxf + w.t[1].nxf, 3);
+        for (i = 0; i < 2; i++)
+            CHECK_MSG(w.t[i].stats.tasks == w.t[i].nxf && w.t[i].stats.peak_tmp_bytes <= 4096 &&
+                          (w.t[i].nxf == 0 || w.t[i].stats.peak_tmp_bytes > 0),
+                      "trainer %u: %llu tasks, peak %llu", i, (unsigned long long)w.t[i].stats.tasks,
+                      (unsigned long long)w.t[i].stats.peak_tmp_bytes);
+    }
+    xw_end(&w);
+    TEST_END();
+}
+
+/* accept fails with code and a message holding both words; every rank is told */
+static void xw_plan_fail(xw *w, wsync_result code, const char *word, const char *word2, const char *what)
+{
+    unsigned i;
+    wsync_result r = xw_start(w);
+    CHECK_MSG(r == code, "%s: accept: %s (%s)", what, wsync_result_str(r), w->g.acc_err.message);
+    CHECK_MSG(has(w->g.acc_err.message, word) && has(w->g.acc_err.message, word2), "%s: '%s'", what,
+              w->g.acc_err.message);
+    for (i = 0; i < w->ni; i++)
+        CHECK_MSG(w->in[i].res != WSYNC_OK && has(w->in[i].err.message, word), "%s: inference %u: %s", what, i,
+                  w->in[i].err.message);
+    for (i = 0; i < w->nt; i++) {
+        if (w->t[i].th_on) pthread_join(w->t[i].th, NULL);
+        w->t[i].th_on = 0;
+        CHECK_MSG(w->t[i].res != WSYNC_OK && has(w->t[i].err.message, "refused"), "%s: trainer %u: %s", what, i,
+                  w->t[i].err.message);
+    }
+    xw_end(w);
+}
+
+static void test_tp_plan_failures(void)
+{
+    static xw w;
+    wsync_ctl_tensor *t;
+    TEST_BEGIN("controller: fp8 rows split over trainers, and trainers holding slices or fp8, fail the plan");
+    xw_init(&w, 2, 2);
+    xr_add(&w.t[0], X_W8, 0, 20, 0, 0, 0);
+    xr_add(&w.t[1], X_W8, 20, 20, 0, 0, 0);
+    xr_add(&w.t[0], X_WA, 0, 64, 0, 0, 20 * 144);
+    xr_add(&w.in[0], X_WA, 0, 64, 0, 24, 0);
+    t = xr_add(&w.in[1], X_W8, 0, 40, 0, 0, 0);
+    t->to_dtype = WSYNC_DTYPE_F8_E4M3;
+    t->block = 16;
+    t->scale_offset = 2880;
+    xw_plan_fail(&w, WSYNC_ERR_NOT_FOUND, "tensor 'w8'", "no trainer holds all of them", "fp8 rows split");
+
+    /* the same with a bf16 entry: the rows come from both */
+    xw_init(&w, 2, 1);
+    xr_add(&w.t[0], X_W8, 0, 20, 0, 0, 0);
+    xr_add(&w.t[1], X_W8, 20, 20, 0, 0, 0);
+    xr_add(&w.in[0], X_W8, 0, 40, 0, 0, 0);
+    CHECK(xw_start(&w) == WSYNC_OK);
+    if (w.in[0].r) {
+        wsync_error e;
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(xr_diff(&w.in[0], 0, 1) == 0);
+    }
+    xw_end(&w);
+
+    /* a trainer entry that is a column slice */
+    xw_init(&w, 2, 1);
+    xr_add(&w.t[0], X_WA, 0, 64, 0, 24, 0);
+    xr_add(&w.t[1], X_WA, 0, 64, 0, 0, 0);
+    xr_add(&w.in[0], X_WA, 0, 64, 0, 24, 0);
+    xw_plan_fail(&w, WSYNC_ERR_UNSUPPORTED, "tensor 'wa'", "column slice", "a trainer holding a column slice");
+
+    /* a trainer entry asking for fp8 */
+    xw_init(&w, 2, 1);
+    xr_add(&w.t[0], X_W8, 0, 40, 0, 0, 0);
+    t = xr_add(&w.t[1], X_W8, 0, 40, 0, 0, 0);
+    t->to_dtype = WSYNC_DTYPE_F8_E4M3;
+    t->scale_offset = 2880;
+    xr_add(&w.in[0], X_W8, 0, 40, 0, 0, 0);
+    xw_plan_fail(&w, WSYNC_ERR_UNSUPPORTED, "tensor 'w8'", "another dtype", "a trainer holding fp8");
+    TEST_END();
+}
+
 int main(void)
 {
     int64_t t0 = now_ms();
@@ -2313,6 +2876,9 @@ int main(void)
     test_step_trainer_silent();
     test_step_commit_refused();
     test_hostile_peers();
+    test_tp_slices();
+    test_tp_fp8();
+    test_tp_plan_failures();
     if (check__is_verbose()) printf("%lld ms\n", (long long)(now_ms() - t0));
     return check_summary();
 }
