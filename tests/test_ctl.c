@@ -5,7 +5,9 @@
    ranks on threads in this process over the TCP fabric: shards plus a
    replica into two inference ranks, bit-exact over several steps; plan
    failures; refused JOINs; step failures (a trainer gone, silent, an
-   inference rank refusing); hostile connections during the join. */
+   inference rank refusing); hostile connections during the join; tensor
+   parallelism (column slices from row shards, fused entries, fp8 tiles)
+   and a trainer checking its ASSIGN against its own regions. */
 #define _GNU_SOURCE 1
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
@@ -2853,6 +2855,232 @@ static void test_tp_plan_failures(void)
     TEST_END();
 }
 
+/* ---- a trainer checks its ASSIGN's sources against its own regions ----
+
+   The controller cannot send a transfer reading outside a trainer's
+   region: it plans from the trainer's JOIN, whose entries decode checks
+   against the region's length. So a stand-in controller here takes the
+   trainer's JOIN and answers with a crafted ASSIGN. */
+
+static int fake_listen(unsigned *port)
+{
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 4) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* n bytes within ms */
+static int fake_read(int fd, uint8_t *buf, size_t n, int ms)
+{
+    size_t got = 0;
+    int64_t until = now_ms() + ms;
+    while (got < n) {
+        struct pollfd pf;
+        ssize_t k;
+        int64_t left = until - now_ms();
+        if (left <= 0) return 0;
+        pf.fd = fd;
+        pf.events = POLLIN;
+        if (poll(&pf, 1, (int)left) <= 0) return 0;
+        k = recv(fd, buf + got, n - got, 0);
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+
+typedef struct frank {
+    wsync_rank_options o;
+    wsync_rank *r;
+    wsync_result res;
+    wsync_error err;
+} frank;
+
+static void *frank_main(void *p)
+{
+    frank *f = (frank *)p;
+    f->res = wsync_rank_join(&f->o, &f->r, &f->err);
+    return NULL;
+}
+
+/* A trainer (fabric f, its one region mr/mine) joins the stand-in, which
+   answers with one target (desc) and the transfer x. The join's result;
+   *out: the rank when it joined. */
+static wsync_result fake_assign(wsync_fabric *f, wsync_fabric_mr *mr, const wsync_fabric_desc *mine,
+                                const wsync_fabric_desc *desc, const wsync_ctl_transfer *x, wsync_rank **out,
+                                wsync_error *err)
+{
+    static frank fr;
+    static uint8_t buf[4096];
+    wsync_ctl_msg m, j;
+    wsync_ctl_target g;
+    wsync_ctl_transfer xx = *x;
+    wsync_error e;
+    unsigned port = 0;
+    uint32_t type = 0, pl = 0;
+    size_t len = 0;
+    pthread_t th;
+    int lfd = fake_listen(&port), fd = -1, ok = 0;
+    *out = NULL;
+    memset(&fr, 0, sizeof fr);
+    snprintf(err->message, sizeof err->message, "%s", "the stand-in controller failed");
+    err->code = WSYNC_ERR_IO;
+    if (lfd < 0) return WSYNC_ERR_IO;
+    fr.o.port = port;
+    fr.o.role = WSYNC_CTL_TRAINER;
+    fr.o.rank = 0;
+    fr.o.fabric = f;
+    fr.o.mrs = &mr;
+    fr.o.descs = mine;
+    fr.o.n_regions = 1;
+    fr.o.timeout_ms = 3000;
+    fr.o.staging_bytes = 4096;
+    if (pthread_create(&th, NULL, frank_main, &fr) != 0) {
+        close(lfd);
+        return WSYNC_ERR_IO;
+    }
+    {
+        struct pollfd pf;
+        pf.fd = lfd;
+        pf.events = POLLIN;
+        if (poll(&pf, 1, 3000) == 1) fd = accept(lfd, NULL, NULL);
+    }
+    if (fd >= 0 && fake_read(fd, buf, WSYNC_CTL_HEADER, 3000) &&
+        wsync_ctl_header(buf, WSYNC_CTL_HEADER, &type, &pl, &e) == WSYNC_OK && type == WSYNC_CTL_JOIN &&
+        pl <= sizeof buf - WSYNC_CTL_HEADER && fake_read(fd, buf + WSYNC_CTL_HEADER, pl, 3000) &&
+        wsync_ctl_decode_frame(buf, WSYNC_CTL_HEADER + pl, NULL, &j, &e) == WSYNC_OK) {
+        wsync_ctl_msg_free(&j);
+        memset(&g, 0, sizeof g);
+        g.desc = *desc;
+        memset(&m, 0, sizeof m);
+        m.type = WSYNC_CTL_ASSIGN;
+        m.role = WSYNC_CTL_TRAINER;
+        m.n_trainers = 1;
+        m.n_inference = 1;
+        m.n_targets = 1;
+        m.targets = &g;
+        m.n_transfers = 1;
+        m.transfers = &xx;
+        if (wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_OK &&
+            send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len)
+            ok = 1;
+        else
+            printf("  stand-in: ASSIGN: %s\n", e.message);
+    }
+    if (!ok && fd >= 0) shutdown(fd, SHUT_RDWR);
+    pthread_join(th, NULL);
+    if (fd >= 0) close(fd);
+    close(lfd);
+    if (!ok) return WSYNC_ERR_IO;
+    *err = fr.err;
+    *out = fr.r;
+    return fr.res;
+}
+
+static void test_trainer_source_checks(void)
+{
+    static uint8_t src[1024], dst[4096];
+    wsync_fabric tf, rf;
+    wsync_fabric_tcp_options o;
+    wsync_fabric_mr *tmr = NULL, *rmr = NULL;
+    wsync_fabric_desc tdesc, rdesc;
+    wsync_ctl_transfer x;
+    wsync_rank *r = NULL;
+    wsync_error e;
+    wsync_result res;
+    unsigned i;
+    TEST_BEGIN("rank: a trainer refuses an ASSIGN reading outside its region (rows x stride, fp8's bf16 rows, alignment)");
+    for (i = 0; i < 512; i++) { /* finite bf16 values */
+        uint16_t v = xval(7, X_W8, i / 16, i % 16);
+        src[2 * i] = (uint8_t)v;
+        src[2 * i + 1] = (uint8_t)(v >> 8);
+    }
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 3000;
+    o.send_only = 1;
+    CHECK(wsync_fabric_tcp_open(&o, &tf, &e) == WSYNC_OK);
+    CHECK(tf.reg(tf.user, src, sizeof src, WSYNC_MEM_HOST, &tmr, &tdesc, &e) == WSYNC_OK);
+    o.send_only = 0;
+    CHECK(wsync_fabric_tcp_open(&o, &rf, &e) == WSYNC_OK);
+    CHECK(rf.reg(rf.user, dst, sizeof dst, WSYNC_MEM_HOST, &rmr, &rdesc, &e) == WSYNC_OK);
+
+    /* 4 rows of 16 bytes, 320 apart: 976 bytes from src_offset */
+    x = xfer(64, 4, 320);
+    x.src_offset = 49;
+    res = fake_assign(&tf, tmr, &tdesc, &rdesc, &x, &r, &e);
+    CHECK_MSG(res == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "reads 976 bytes at 49 of region 0") &&
+                  has(e.message, "outside this rank's regions"),
+              "%s: %s", wsync_result_str(res), e.message);
+    CHECK(r == NULL);
+    x.src_offset = 48; /* the last row ends at the region's end */
+    res = fake_assign(&tf, tmr, &tdesc, &rdesc, &x, &r, &e);
+    CHECK_MSG(res == WSYNC_OK && r, "%s", e.message);
+    if (r) {
+        wsync_exec_stats st;
+        res = wsync_rank_push(r, &e);
+        CHECK_MSG(res == WSYNC_OK, "push: %s", e.message);
+        for (i = 0; i < 4; i++) CHECK(memcmp(dst + 16 * i, src + 48 + 320 * i, 16) == 0);
+        wsync_rank_push_stats(r, &st);
+        CHECK(st.tasks == 1 && st.peak_tmp_bytes == 64);
+        wsync_rank_close(r);
+        r = NULL;
+    }
+    /* fp8: a row of 16 codes reads 32 bf16 bytes, so the same rows reach 16 further */
+    x.prep = WSYNC_CTL_PREP_FP8;
+    x.block = 16;
+    x.scale_offset = 128;
+    res = fake_assign(&tf, tmr, &tdesc, &rdesc, &x, &r, &e);
+    CHECK_MSG(res == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "reads 992 bytes at 48"), "%s: %s",
+              wsync_result_str(res), e.message);
+    CHECK(r == NULL);
+    x.src_offset = 31; /* inside, but the bf16 rows are not 2-byte aligned */
+    res = fake_assign(&tf, tmr, &tdesc, &rdesc, &x, &r, &e);
+    CHECK_MSG(res == WSYNC_ERR_INVALID_ARGUMENT && has(e.message, "not 2-byte aligned"), "%s: %s",
+              wsync_result_str(res), e.message);
+    CHECK(r == NULL);
+    x.src_offset = 32;
+    memset(dst, 0, sizeof dst);
+    res = fake_assign(&tf, tmr, &tdesc, &rdesc, &x, &r, &e);
+    CHECK_MSG(res == WSYNC_OK && r, "%s", e.message);
+    if (r) {
+        uint8_t codes[64];
+        float sc[1];
+        res = wsync_rank_push(r, &e);
+        CHECK_MSG(res == WSYNC_OK, "push: %s", e.message);
+        CHECK(wsync_quantize_e4m3((const uint16_t *)(const void *)(src + 32), 4, 16, 160, 16, codes, sc, &e) ==
+              WSYNC_OK);
+        CHECK(memcmp(dst, codes, 64) == 0 && memcmp(dst + 128, sc, 4) == 0);
+        wsync_rank_close(r);
+        r = NULL;
+    }
+    /* a region the trainer does not have, and one contiguous byte too many */
+    x = xfer(64, 1, 0);
+    x.src_region = 1;
+    res = fake_assign(&tf, tmr, &tdesc, &rdesc, &x, &r, &e);
+    CHECK_MSG(res == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "of region 1"), "%s", e.message);
+    x = xfer(1024, 1, 0);
+    x.src_offset = 1;
+    res = fake_assign(&tf, tmr, &tdesc, &rdesc, &x, &r, &e);
+    CHECK_MSG(res == WSYNC_ERR_OUT_OF_BOUNDS && has(e.message, "reads 1024 bytes at 1"), "%s", e.message);
+    CHECK(r == NULL);
+    wsync_rank_close(r);
+    tf.dereg(tf.user, tmr);
+    rf.dereg(rf.user, rmr);
+    wsync_fabric_close(&tf);
+    wsync_fabric_close(&rf);
+    TEST_END();
+}
+
 int main(void)
 {
     int64_t t0 = now_ms();
@@ -2879,6 +3107,7 @@ int main(void)
     test_tp_slices();
     test_tp_fp8();
     test_tp_plan_failures();
+    test_trainer_source_checks();
     if (check__is_verbose()) printf("%lld ms\n", (long long)(now_ms() - t0));
     return check_summary();
 }
