@@ -5010,8 +5010,9 @@ WSYNC__INLINE int wsync__rice_gap(wsync__br *r, unsigned kg, const int fast, uin
 WSYNC__INLINE int wsync__rice_val(wsync__br *r, unsigned kv, const unsigned vbits, const int fast, uint64_t *code)
 {
     unsigned q;
-    if (fast) wsync__br_refill_fast(r);
-    else wsync__br_refill(r);
+    if (!fast) wsync__br_refill(r);
+    else if (r->avail < 47) /* 47: the longest step code; usually left over from the gap's refill */
+        wsync__br_refill_fast(r);
     q = wsync__ones_upto(r->buf, WSYNC__VAL_ESCAPE);
     if (q < WSYNC__VAL_ESCAPE && (fast || q + 1 + kv <= r->avail)) {
         unsigned n = q + 1 + kv;
