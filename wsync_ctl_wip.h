@@ -459,6 +459,12 @@ static wsync_result wsync__ctl_desc_ok(const wsync_fabric_desc *d, const char *w
     return WSYNC_OK;
 }
 
+/* An entry converted to fp8 (to_dtype equal to dtype: as stored). */
+static int wsync__ctl_fp8(const wsync_ctl_tensor *t)
+{
+    return t->to_dtype == WSYNC_DTYPE_F8_E4M3 && t->dtype == WSYNC_DTYPE_BF16;
+}
+
 /* A JOIN entry: its bytes (and an fp8 entry's scales) inside its region. */
 static wsync_result wsync__ctl_tensor_ok(const wsync_ctl_tensor *t, const wsync_fabric_desc *regions,
                                          uint32_t n_regions, wsync_error *err)
@@ -478,7 +484,7 @@ static wsync_result wsync__ctl_tensor_ok(const wsync_ctl_tensor *t, const wsync_
                            "JOIN: tensor '%s': %llu bytes at %llu outside region %u (%llu bytes)", t->name,
                            (unsigned long long)bytes, (unsigned long long)t->offset, (unsigned)t->region,
                            (unsigned long long)regions[t->region].len);
-    if (t->to_dtype != WSYNC_DTYPE_F8_E4M3) return WSYNC_OK;
+    if (!wsync__ctl_fp8(t)) return WSYNC_OK;
     ns = wsync_quantize_scale_count(t->row_count, rb, t->block); /* rb: one byte per fp8 column */
     if (ns > UINT64_MAX / 4 || !wsync__cin(t->scale_offset, ns * 4, regions[t->region].len))
         return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': %llu scales at %llu outside region %u",
@@ -1328,7 +1334,7 @@ static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const
     const wsync__cmember *in = &c->m[mi];
     uint32_t g, irank = mi - c->nt;
     uint64_t esz = wsync_dtype_bits((wsync_dtype)tt->dtype) / 8, cols = wsync__ctl_cols(tt), cc, dst_row;
-    int fp8 = it->to_dtype == WSYNC_DTYPE_F8_E4M3;
+    int fp8 = wsync__ctl_fp8(it);
     wsync_ctl_transfer x, *last;
     if (r1 <= r0) return WSYNC_OK;
     for (g = 0; g < h->n_targets; g++)
@@ -1425,7 +1431,7 @@ static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsy
                                 "plan: tensor '%s': %s holds a column slice or another dtype (trainers hold row "
                                 "shards of every column, as stored)", it->name, c->m[refs[k].member].name);
     }
-    if (it->to_dtype == WSYNC_DTYPE_F8_E4M3) return wsync__ctl_cover_whole(c, mi, it, refs, lo, hi, err);
+    if (wsync__ctl_fp8(it)) return wsync__ctl_cover_whole(c, mi, it, refs, lo, hi, err);
     cur = it->row_begin;
     end = it->row_begin + it->row_count;
     while (cur < end) {
@@ -1525,7 +1531,7 @@ static void wsync__ctl_plan_stats(wsync_controller *c)
             const wsync_ctl_tensor *it = &c->m[i].join.tensors[t];
             if (wsync_ctl_tensor_bytes(it, &rb, &tb, NULL) != WSYNC_OK) continue;
             b += tb;
-            if (it->to_dtype == WSYNC_DTYPE_F8_E4M3) b += 4 * wsync_quantize_scale_count(it->row_count, rb, it->block);
+            if (wsync__ctl_fp8(it)) b += 4 * wsync_quantize_scale_count(it->row_count, rb, it->block);
         }
         if (b > p->max_inference_bytes) p->max_inference_bytes = b;
     }
@@ -1982,7 +1988,7 @@ static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
                                 r->me, (unsigned)i, (unsigned long long)ext, (unsigned long long)x->src_offset,
                                 (unsigned)x->src_region);
         if (x->prep == WSYNC_CTL_PREP_FP8 && ((uintptr_t)(r->mr_addr[x->src_region] + x->src_offset) % 2 ||
-                                              x->src_stride % 2))
+                                              (x->rows > 1 && x->src_stride % 2)))
             return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: ASSIGN transfer %u: bf16 rows not 2-byte aligned",
                                 r->me, (unsigned)i);
     }
@@ -2134,7 +2140,8 @@ static wsync_result wsync__rank_prepare(void *user, const wsync_exec_task *t, ui
     if (!t->tmp_bytes) return WSYNC_OK; /* written straight from the source */
     if (x->prep == WSYNC_CTL_PREP_FP8) {
         wsync__rank_tmp(x, &scales_at);
-        return wsync_quantize_e4m3((const uint16_t *)(const void *)src, x->rows, row, x->src_stride / 2, x->block, tmp,
+        return wsync_quantize_e4m3((const uint16_t *)(const void *)src, x->rows, row,
+                                   x->rows > 1 ? x->src_stride / 2 : row, x->block, tmp,
                                    (float *)(void *)(tmp + scales_at), err);
     }
     for (i = 0; i < x->rows; i++) memcpy(tmp + i * row, src + i * x->src_stride, (size_t)row);

@@ -3081,9 +3081,107 @@ static void test_trainer_source_checks(void)
     TEST_END();
 }
 
+/* Regression: to_dtype equal to the stored dtype means "as stored" (the codec
+   accepts to_dtype == dtype), but for an entry stored as F8_E4M3 every
+   check keys on `to_dtype == WSYNC_DTYPE_F8_E4M3` alone: the JOIN check
+   wants room for tile scales, and the plan makes an FP8 preparation
+   (quantizing fp8 bytes as if they were bf16), whose transfer then fails
+   encode (a stride of one fp8 row below the "bf16" row). */
+static void bug_f8_as_stored(void)
+{
+    static wb w;
+    static xw x;
+    wsync_ctl_tensor t;
+    wsync_error e;
+    TEST_BEGIN("regression: an F8_E4M3 entry with to_dtype F8_E4M3 (as stored) is treated as a bf16 -> fp8 conversion");
+    t = bf16_entry("e8", 16, 32);
+    t.dtype = WSYNC_DTYPE_F8_E4M3;
+    join_t(&w, 512, &t);
+    expect_reject(&w, WSYNC_OK, "", "F8 as stored, to_dtype 0");
+    t.to_dtype = WSYNC_DTYPE_F8_E4M3;
+    t.scale_offset = 512; /* no scales for an entry as stored: this must not matter */
+    join_t(&w, 512, &t);
+    expect_reject(&w, WSYNC_OK, "", "F8 as stored, to_dtype F8 said: no scales needed");
+    /* through the controller: the inference rank's bytes are the trainer's */
+    xw_init(&x, 1, 1);
+    xr_add(&x.t[0], X_W8, 0, 16, 0, 0, 0)->dtype = WSYNC_DTYPE_F8_E4M3;
+    x.t[0].t[0].name = "e8";
+    x.t[0].t[0].shape[0] = 16, x.t[0].t[0].shape[1] = 32;
+    xr_add(&x.in[0], X_W8, 0, 16, 0, 0, 0)->dtype = WSYNC_DTYPE_F8_E4M3;
+    x.in[0].t[0].name = "e8";
+    x.in[0].t[0].shape[0] = 16, x.in[0].t[0].shape[1] = 32;
+    x.in[0].t[0].to_dtype = WSYNC_DTYPE_F8_E4M3;
+    x.in[0].t[0].scale_offset = 512; /* room for a scale, so the JOIN passes today */
+    CHECK_MSG(xw_start(&x) == WSYNC_OK, "accept: %s", x.g.acc_err.message);
+    if (x.in[0].r) {
+        CHECK_MSG(wsync_controller_step(x.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(memcmp(x.in[0].mem, x.t[0].mem, 512) == 0);
+    }
+    xw_end(&x);
+    TEST_END();
+}
+
+/* Regression: a transfer of rows 1 is documented as contiguous (its src_stride
+   does not matter; decode accepts any), but with prep FP8 the trainer
+   passes src_stride / 2 to wsync_quantize_e4m3 as the row stride: a
+   stride of 0 fails the push ("a stride below the columns"), and an odd
+   one is refused at join ("not 2-byte aligned"). */
+static void bug_fp8_one_row_stride(void)
+{
+    static uint8_t src[1024], dst[4096];
+    wsync_fabric tf, rf;
+    wsync_fabric_tcp_options o;
+    wsync_fabric_mr *tmr = NULL, *rmr = NULL;
+    wsync_fabric_desc tdesc, rdesc;
+    wsync_ctl_transfer x;
+    wsync_rank *r = NULL;
+    wsync_error e;
+    wsync_result res;
+    unsigned i;
+    TEST_BEGIN("regression: an fp8 transfer of one row uses its src_stride as the row stride");
+    for (i = 0; i < 512; i++) {
+        uint16_t v = xval(3, X_W8, i / 16, i % 16);
+        src[2 * i] = (uint8_t)v;
+        src[2 * i + 1] = (uint8_t)(v >> 8);
+    }
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 3000;
+    o.send_only = 1;
+    CHECK(wsync_fabric_tcp_open(&o, &tf, &e) == WSYNC_OK);
+    CHECK(tf.reg(tf.user, src, sizeof src, WSYNC_MEM_HOST, &tmr, &tdesc, &e) == WSYNC_OK);
+    o.send_only = 0;
+    CHECK(wsync_fabric_tcp_open(&o, &rf, &e) == WSYNC_OK);
+    CHECK(rf.reg(rf.user, dst, sizeof dst, WSYNC_MEM_HOST, &rmr, &rdesc, &e) == WSYNC_OK);
+    for (i = 0; i < 2; i++) {
+        x = xfer(64, 1, i == 0 ? 0 : 3); /* 64 codes from 128 bf16 bytes */
+        x.prep = WSYNC_CTL_PREP_FP8;
+        x.block = 0;
+        x.scale_offset = 128;
+        res = fake_assign(&tf, tmr, &tdesc, &rdesc, &x, &r, &e);
+        CHECK_MSG(res == WSYNC_OK && r, "stride %llu: join: %s", (unsigned long long)x.src_stride, e.message);
+        if (r) {
+            uint8_t codes[64];
+            float sc[1];
+            res = wsync_rank_push(r, &e);
+            CHECK_MSG(res == WSYNC_OK, "stride %llu: push: %s", (unsigned long long)x.src_stride, e.message);
+            CHECK(wsync_quantize_e4m3((const uint16_t *)(const void *)src, 1, 64, 64, 0, codes, sc, &e) == WSYNC_OK);
+            CHECK(res != WSYNC_OK || (memcmp(dst, codes, 64) == 0 && memcmp(dst + 128, sc, 4) == 0));
+            wsync_rank_close(r);
+            r = NULL;
+        }
+    }
+    tf.dereg(tf.user, tmr);
+    rf.dereg(rf.user, rmr);
+    wsync_fabric_close(&tf);
+    wsync_fabric_close(&rf);
+    TEST_END();
+}
+
 int main(void)
 {
     int64_t t0 = now_ms();
+    bug_f8_as_stored();
+    bug_fp8_one_row_stride();
     test_round_trip();
     test_truncations();
     test_flips();
