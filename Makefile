@@ -35,11 +35,11 @@ all: $(BUILD)/wsync
 $(BUILD) $(BUILD)/san $(BUILD)/fuzz:
 	mkdir -p $@
 
-$(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h wsync_plan_wip.h wsync_ctl_wip.h wsync_exec_wip.h $(HEADERS) | $(BUILD)
+$(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
 
 # The tool under ASan+UBSan, for the multi-process push-demo tests.
-$(BUILD)/san/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h wsync_plan_wip.h wsync_ctl_wip.h wsync_exec_wip.h $(HEADERS) | $(BUILD)/san
+$(BUILD)/san/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
 
 # The HTTP store's tests link libcurl (tests/test_http.sh runs them against nginx).

@@ -170,6 +170,86 @@ found", "no RDMA devices"). Register memory within RLIMIT_MEMLOCK.
 Senders should not rely on SIGPIPE being ignored: every send uses
 MSG_NOSIGNAL.
 
+PLANNER
+=======
+A weight update on the direct path is the same set of writes every step,
+so it is planned once. Input (wsync_plan_input):
+
+    sources  what trainers hold: every tensor as a rows x cols matrix (a
+             vector is n x 1), bf16, row-sharded over the ranks of its mesh
+             the way FSDP2 shards (torch.chunk: ceil(rows/count) rows per
+             rank, the last ranks fewer or none);
+    meshes   a range of trainer ranks, the mesh group it runs in (groups
+             run one after another with a barrier between them: a mesh's
+             collectives must not interleave with another's), and whether
+             any rank of the mesh can reconstruct a whole tensor
+             (gather = 1: the sender all-gathers the rows it needs first);
+    units    what inference ranks need: one buffer assembled from 1..n
+             source slices ("pieces", concatenated by rows, equal column
+             counts: qkv_proj from q,k,v slices, w13 from gate and up) in a
+             target dtype (bf16, or fp8 e4m3 with f32 scales per 128x128
+             block of the assembled matrix), written identically to 1..n
+             destinations (inference rank, region, byte offset; the scales
+             to their own region and offset).
+
+Output (wsync_plan): preparations and tasks. A preparation is what one
+trainer rank does before sending (gather the pieces, fuse them, quantize),
+producing one buffer: data then scales. A task is one write of (part of)
+that buffer to one inference rank, on one NIC of each side. Tasks are
+ordered per trainer rank (plan->tasks[rank_first[r] .. rank_first[r+1])),
+mesh group first; a rank executes its tasks in that order per NIC.
+
+How the planner chooses:
+  - gather meshes: each unit's destinations are cut into chunks so that no
+    chunk is a large part of a rank's share (a replicated tensor needed by
+    128 ranks is prepared by several senders); chunks are taken largest
+    first and each goes to the rank of the mesh whose bytes in this mesh
+    group are fewest so far (ties: lower rank), which balances every group
+    and so the whole;
+  - row-shard meshes (gather = 0): a unit is cut at the holders' shard
+    boundaries (for fp8 at 128-row block boundaries, where the first row's
+    holder gathers the rest of the block) and each holder sends its rows;
+    a column slice is strided in a row shard, so it is packed (GATHER);
+  - NICs: each task takes, of the sender's K NICs and of the receiver's K
+    NICs, the one with the fewest bytes in this group (then overall);
+  - order: tasks into each receiver NIC are interleaved round-robin over
+    sender NICs, the senders rotated per receiver (receiver d starts with
+    sender d*S/D), which gives every task a virtual start time at its
+    receiver; each sender sends in the order of those times, so at any
+    moment the senders are spread over the receivers instead of queueing at
+    the same one.
+The result is a pure function of the input and options (no clocks, no
+addresses, no hash order): wsync_plan_digest is equal run to run.
+
+SIMULATOR
+=========
+wsync_plan_simulate replays a plan, not bytes over bandwidth: per mesh
+group (a barrier between groups), each trainer rank's preparation engine
+runs its preparations in order (gather and fuse at copy_gbps, quantize at
+quant_gbps, both on the source bytes) while holding their temporary bytes
+(under an optional watermark), and each task starts when its preparation
+is done, its sender NIC is free (tasks of a NIC in plan order) and its
+receiver NIC is free (served first come, first served), then occupies
+both for task_us plus len at the line rate. So a schedule that sends
+everything to one receiver first, or a rank with more bytes than the
+others, predicts slower than the bound.
+
+Constants (wsync_plan_sim_options, zero meaning default):
+  nic_gbps    400 (per NIC, each direction);
+  copy_gbps   nic_gbps * 13/8: the ratio of memcpy (13 GB/s) to one
+              process_vm_writev of the same bytes (8 GB/s) measured on the
+              development machine, i.e. a preparation copy is that much
+              faster than the wire, as a GPU's device copy is next to its NIC;
+  quant_gbps  copy_gbps: on a GPU, bf16 -> fp8 with block amax is a
+              memory-bound elementwise kernel like a copy (this machine's
+              scalar CPU conversion is compute-bound and would say nothing
+              about the deployment);
+  task_us     5: posting a write, its completion, and the per-task queue
+              hand-offs of the executor (a small process_vm_writev costs
+              1-2 us here; an RDMA WRITE's post and poll about as much);
+  barrier_us  50: a barrier among a few hundred ranks over the control
+              network (a round trip of a TCP message to the controller).
+
 LICENSE
 =======
 MIT, as wsync.h.
@@ -397,6 +477,582 @@ typedef struct wsync_fabric_verbs_stats {
 
 /* 1 and *out filled when f is a verbs fabric; 0 otherwise. */
 WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_verbs_stats *out);
+
+
+/* ======================================================================
+   The executor: stages, a staging ring, the memory watermark
+   ====================================================================== */
+
+/* ---- the pipelined executor -------------------------------------------
+
+   Every transfer of a step is a task that moves through up to
+   WSYNC_EXEC_STAGES_MAX stages (e.g. stage-in copy, preparation: gather,
+   fuse, quantize; the write), one thread per stage, a FIFO queue in front
+   of each. A task holds tmp_bytes of the caller's staging arena from the
+   moment it enters the first stage until it leaves the last; a task enters
+   only while the bytes held by tasks in flight plus its own fit in the
+   arena, so the arena's length is the memory watermark. Tasks leave in the
+   order they entered (every stage is FIFO), so the arena is a ring.
+
+   Tasks come in mesh groups (ascending): no task of group g + 1 enters
+   before every task of group g has left the last stage and the barrier
+   callback for g returned (the global barrier between mesh groups).
+
+   A stage's failure stops admission; tasks already in flight drain without
+   running further stages; the result names the task and the stage. */
+
+#define WSYNC_EXEC_STAGES_MAX 4
+
+typedef struct wsync_exec_task {
+    uint64_t tmp_bytes;        /* staging bytes the task holds (0: none) */
+    uint32_t group;            /* mesh group, ascending over the task list */
+    void *user;                /* the caller's description of the work */
+} wsync_exec_task;
+
+/* Runs one stage of task t; tmp points at its tmp_bytes in the arena, which
+   start tmp_off bytes into it (for a write from a registered arena). */
+typedef wsync_result (*wsync_exec_stage_fn)(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t tmp_off,
+                                            wsync_error *err);
+
+typedef struct wsync_exec_options {
+    wsync_allocator allocator;
+    uint8_t *staging;          /* the arena; its length is the watermark */
+    uint64_t staging_len;
+    unsigned n_stages;         /* 1..WSYNC_EXEC_STAGES_MAX */
+    wsync_exec_stage_fn stages[WSYNC_EXEC_STAGES_MAX];
+    const char *stage_names[WSYNC_EXEC_STAGES_MAX]; /* for errors and stats; NULL: "stage k" */
+    /* After every task of `group` left the last stage; NULL: no barrier. */
+    wsync_result (*barrier)(void *user, uint32_t group, wsync_error *err);
+    void *user;
+} wsync_exec_options;
+
+typedef struct wsync_exec_stats {
+    uint64_t tasks, groups;
+    uint64_t peak_tmp_bytes;   /* the most staging bytes held at once */
+    unsigned peak_active;      /* the most stages running a task at the same moment */
+    double wall_s;
+    double busy_s[WSYNC_EXEC_STAGES_MAX]; /* time each stage spent in its function */
+    double wait_s;             /* time admission waited for the watermark */
+} wsync_exec_stats;
+
+/* Runs every task through every stage. Fails before starting when a task
+   needs more than the whole arena or groups are not ascending. */
+WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync_exec_task *tasks, size_t n,
+                                      wsync_exec_stats *stats, wsync_error *err);
+
+/* ---- preparation: fp8 quantization ----
+
+   A rows x cols bf16 matrix (row stride in elements, so a column slice of
+   a larger matrix works in place) to fp8 e4m3 with one f32 scale per
+   block x block tile (block 0: one scale for the whole matrix), the
+   DeepSeek-V3 convention of weight_scale_inv: scale = amax / 448 over the
+   tile (1 when the tile is all zero, or holds an infinity or NaN), q =
+   e4m3(w / scale) with saturation. dst: rows x cols bytes, row-major;
+   scales: ceil(rows / block) x ceil(cols / block) floats, row-major. */
+WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, uint64_t cols, uint64_t stride,
+                                           uint64_t block, uint8_t *dst, float *scales, wsync_error *err);
+/* Scale tiles of a rows x cols matrix: ceil(rows/block) x ceil(cols/block), 1 for block 0. */
+WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint64_t block);
+
+/* ======================================================================
+   The controller protocol, the controller and the ranks
+   ====================================================================== */
+
+/* ---- the controller protocol ------------------------------------------
+
+   One controller, T trainer ranks and I inference ranks, over TCP. Every
+   message is a 12-byte header, "WSC" + version byte, type (u16, then u16
+   zero), payload length (u32, at most WSYNC_CTL_MAX_PAYLOAD), then the
+   payload, all little-endian:
+
+     JOIN    rank -> ctl   role u32, rank u32, n_regions u32, n_tensors u32,
+                           regions (n x WSYNC_FABRIC_DESC_WIRE bytes),
+                           tensors (name_len u16, name, dtype u32, ndim u32,
+                           shape u64 x ndim, row_begin u64, row_count u64,
+                           region u32, offset u64, col_begin u64, col_count u64,
+                           to_dtype u32, block u32, scale_offset u64)
+     ASSIGN  ctl -> rank   role u32, rank u32, n_trainers u32, n_inference u32,
+                           n_targets u32, n_transfers u32, targets (rank u32,
+                           region u32, descriptor), transfers (src_region u32,
+                           target u32, src_offset u64, dst_offset u64, len u64,
+                           rows u64, src_stride u64, prep u32, block u32,
+                           scale_offset u64)
+     GO      ctl -> trainer        step u64: write your transfers now
+     DONE    trainer -> ctl        step u64, status u32, text_len u16, text
+     COMMIT  ctl -> inference      step u64: every byte of the step is in place
+     ACK     inference -> ctl      step u64, status u32, text_len u16, text
+     ABORT   ctl -> all            step u64, status u32, text_len u16, text
+     BYE     ctl -> all            (empty)
+     ERROR   either way            step u64, status u32, text_len u16, text
+
+   A rank's tensors: rows [row_begin, row_begin + row_count) along dim 0 of
+   a tensor of the given full shape (a scalar is one row; the dims after the
+   first are flattened into columns), and of those columns [col_begin,
+   col_begin + col_count) (col_count 0: all), stored contiguously, row-major,
+   from `offset` in its region `region`. Trainers hold row shards (all
+   columns). An inference rank's entry may ask for a column slice (a
+   tensor-parallel split of the input dimension) and for fp8 e4m3 (to_dtype,
+   from bf16) with block x block tile scales (block 0: one scale) as f32 at
+   scale_offset; several entries laid out back to back make a fused tensor
+   (qkv_proj from q_proj, k_proj, v_proj). The controller maps every
+   inference rank's rows to trainer ranks holding the same rows of the same
+   tensor (name, dtype and shape equal), taking where several hold them the
+   one with the fewest bytes assigned so far (an fp8 entry comes whole from
+   one trainer: a tile's scale needs all of it), and tells each trainer what
+   to write where (ASSIGN). A transfer writes `len` bytes at dst_offset: rows
+   rows of len / rows bytes each, read from src_offset with src_stride bytes
+   between rows; with prep FP8 each row is len / rows bf16 elements read and
+   e4m3 bytes written, and the tile scales go to scale_offset. A step: GO to every trainer, a
+   DONE from each (after its writes and a flush), COMMIT to every inference
+   rank, an ACK from each (after its on_commit callback); only then does
+   the step count. Any failure (a DONE or ACK with an error, a peer gone, a
+   timeout) aborts the step: inference ranks get ABORT and keep their
+   version word at the last committed step; the bytes of an aborted step
+   are partly written (this path writes into live memory) until a later
+   step commits. */
+
+#define WSYNC_CTL_VERSION 1u
+#define WSYNC_CTL_HEADER 12u
+#define WSYNC_CTL_MAX_PAYLOAD (16u << 20)
+#define WSYNC_CTL_NAME_MAX 255u
+#define WSYNC_CTL_DIMS_MAX 8u
+#define WSYNC_CTL_TEXT_MAX 255u
+#define WSYNC_CTL_MAX_RANKS 65536u
+
+typedef enum wsync_ctl_type {
+    WSYNC_CTL_JOIN = 1,
+    WSYNC_CTL_ASSIGN = 2,
+    WSYNC_CTL_GO = 3,
+    WSYNC_CTL_DONE = 4,
+    WSYNC_CTL_COMMIT = 5,
+    WSYNC_CTL_ACK = 6,
+    WSYNC_CTL_ABORT = 7,
+    WSYNC_CTL_BYE = 8,
+    WSYNC_CTL_ERROR = 9
+} wsync_ctl_type;
+
+typedef enum wsync_ctl_role {
+    WSYNC_CTL_TRAINER = 1,
+    WSYNC_CTL_INFERENCE = 2
+} wsync_ctl_role;
+
+typedef struct wsync_ctl_tensor {
+    const char *name;          /* 1..WSYNC_CTL_NAME_MAX bytes, no NUL inside */
+    uint32_t dtype;            /* wsync_dtype, whole bytes per element */
+    uint32_t ndim;             /* 0..WSYNC_CTL_DIMS_MAX */
+    uint64_t shape[WSYNC_CTL_DIMS_MAX]; /* the whole tensor's shape */
+    uint64_t row_begin, row_count;      /* the rows held (all: 0, shape[0]) */
+    uint32_t region;           /* index into the rank's regions */
+    uint64_t offset;           /* byte offset of row row_begin in that region */
+    uint64_t col_begin, col_count;      /* the columns held (col_count 0: all) */
+    uint32_t to_dtype;         /* inference: the dtype wanted (0: dtype; F8_E4M3 from BF16) */
+    uint32_t block;            /* fp8: tile size of the scales (0: one scale) */
+    uint64_t scale_offset;     /* fp8: where the f32 scales start in the region */
+} wsync_ctl_tensor;
+
+/* An inference rank's region a trainer writes into. */
+typedef struct wsync_ctl_target {
+    uint32_t rank, region;
+    wsync_fabric_desc desc;
+} wsync_ctl_target;
+
+#define WSYNC_CTL_PREP_NONE 0u
+#define WSYNC_CTL_PREP_FP8 1u  /* bf16 rows -> e4m3 with tile scales */
+
+/* One write: len bytes to targets[target] at dst_offset, made of `rows`
+   rows read from the trainer's region src_region at src_offset, src_stride
+   bytes apart (rows 1: len contiguous bytes). */
+typedef struct wsync_ctl_transfer {
+    uint32_t src_region, target;
+    uint64_t src_offset, dst_offset, len;
+    uint64_t rows, src_stride;
+    uint32_t prep, block;      /* WSYNC_CTL_PREP_*; fp8 tile size */
+    uint64_t scale_offset;     /* fp8: the target's offset for the scales */
+} wsync_ctl_transfer;
+
+/* A decoded message; the arrays belong to it (wsync_ctl_msg_free). To
+   encode, fill the fields the type uses; the rest are ignored. */
+typedef struct wsync_ctl_msg {
+    uint32_t type;                          /* wsync_ctl_type */
+    uint32_t role, rank;                    /* JOIN, ASSIGN */
+    uint32_t n_trainers, n_inference;       /* ASSIGN */
+    uint64_t step;                          /* GO DONE COMMIT ACK ABORT ERROR */
+    uint32_t status;                        /* DONE ACK ABORT ERROR: a wsync_result */
+    char text[WSYNC_CTL_TEXT_MAX + 1];      /* DONE ACK ABORT ERROR */
+    uint32_t n_regions;                     /* JOIN */
+    wsync_fabric_desc *regions;
+    uint32_t n_tensors;                     /* JOIN */
+    wsync_ctl_tensor *tensors;
+    uint32_t n_targets;                     /* ASSIGN */
+    wsync_ctl_target *targets;
+    uint32_t n_transfers;                   /* ASSIGN */
+    wsync_ctl_transfer *transfers;
+    void *storage_;                         /* decode's one allocation */
+    wsync_allocator alloc_;
+} wsync_ctl_msg;
+
+/* Encodes header and payload into out[0, cap). *len gets the size needed;
+   WSYNC_ERR_LIMIT when cap is smaller (out may be NULL to ask). Checks what
+   decode checks about the fields it writes. */
+WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, size_t cap, size_t *len,
+                                        wsync_error *err);
+/* Checks a header: magic, version, type, length cap. */
+WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *type, uint32_t *payload_len,
+                                        wsync_error *err);
+/* Decodes and checks a payload of the given type completely: counts
+   against the bytes present before anything is allocated, every length,
+   dtype, shape, row range and region bound (a JOIN's tensor must lie inside
+   its region's length), every descriptor, and that nothing trails. */
+WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, size_t len,
+                                        const wsync_allocator *a, wsync_ctl_msg *out, wsync_error *err);
+/* A whole frame (header + payload, exactly). */
+WSYNC_DEF wsync_result wsync_ctl_decode_frame(const uint8_t *buf, size_t len, const wsync_allocator *a,
+                                              wsync_ctl_msg *out, wsync_error *err);
+WSYNC_DEF void wsync_ctl_msg_free(wsync_ctl_msg *m);
+/* A rank's tensor entry as stored: bytes of one row (its columns, in
+   to_dtype) and of all its rows; checks dtypes, the row and column ranges
+   and overflow. */
+WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_t *row_bytes, uint64_t *bytes,
+                                              wsync_error *err);
+
+/* ---- the controller ---- */
+
+typedef struct wsync_controller wsync_controller;
+
+typedef struct wsync_controller_options {
+    wsync_allocator allocator;
+    const char *bind_host;          /* [127.0.0.1] */
+    unsigned port;                  /* [0: ephemeral] */
+    unsigned n_trainers, n_inference; /* required, each at least 1 */
+    unsigned join_timeout_ms;       /* [30000] until every rank joined */
+    unsigned step_timeout_ms;       /* [30000] GO to the last DONE, COMMIT to the last ACK */
+} wsync_controller_options;
+
+/* What the plan asks of the ranks. */
+typedef struct wsync_controller_plan {
+    uint64_t transfers, bytes;      /* all trainers together, per step */
+    uint64_t max_trainer_bytes, min_trainer_bytes;
+    uint64_t max_inference_bytes;
+} wsync_controller_plan;
+
+/* Listens (bind_host, port). */
+WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt, wsync_controller **out,
+                                             wsync_error *err);
+WSYNC_DEF unsigned wsync_controller_port(const wsync_controller *c);
+/* Waits for every rank's JOIN (a JOIN that is malformed, out of range or
+   a duplicate gets ERROR and is dropped; the wait goes on), plans, and
+   sends each rank its ASSIGN. A plan that cannot cover every inference
+   rank's rows fails with the tensor and rows named, and every rank gets
+   ERROR. */
+WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err);
+WSYNC_DEF void wsync_controller_plan_get(const wsync_controller *c, wsync_controller_plan *out);
+/* One step: go, then finish. Steps increase. */
+WSYNC_DEF wsync_result wsync_controller_step(wsync_controller *c, uint64_t step, wsync_error *err);
+/* GO to every trainer. */
+WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, wsync_error *err);
+/* Every DONE, then COMMIT and every ACK; on any failure ABORT to every
+   inference rank and the reason in err (which rank, what). */
+WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t step, wsync_error *err);
+/* The last finished step's times in seconds: GO sent to the last DONE
+   (the writes), and COMMIT sent to the last ACK (the receivers' callbacks). */
+WSYNC_DEF void wsync_controller_step_times(const wsync_controller *c, double *transfer_s, double *commit_s);
+/* BYE to every rank still there, and closes. */
+WSYNC_DEF void wsync_controller_close(wsync_controller *c);
+
+/* ---- a rank ---- */
+
+typedef struct wsync_rank wsync_rank;
+
+typedef struct wsync_rank_options {
+    wsync_allocator allocator;
+    const char *host;               /* the controller [127.0.0.1] */
+    unsigned port;                  /* required */
+    uint32_t role, rank;            /* wsync_ctl_role; rank from 0 within the role */
+    const wsync_ctl_tensor *tensors;
+    uint32_t n_tensors;
+    wsync_fabric *fabric;           /* trainers write through it; regions registered on it */
+    wsync_fabric_mr *const *mrs;    /* the rank's regions, registered */
+    const wsync_fabric_desc *descs; /* their descriptors, as reg returned them */
+    uint32_t n_regions;
+    unsigned timeout_ms;            /* [30000] connect and the wait for ASSIGN; trainers: GO */
+    uint64_t staging_bytes;         /* trainers: [64 MiB, or the largest prepared transfer] the
+                                       executor's staging arena (the memory watermark) for
+                                       transfers that gather or quantize */
+    /* Inference: called in the rank's thread at COMMIT, before the version
+       word moves; an error result (with err filled) refuses the step. */
+    wsync_result (*on_commit)(void *user, uint64_t step, wsync_error *err);
+    /* Inference: called at ABORT. */
+    void (*on_abort)(void *user, uint64_t step, const char *why);
+    void *user;
+} wsync_rank_options;
+
+/* Connects, sends JOIN, waits for ASSIGN; a trainer opens its targets on
+   the fabric; an inference rank starts its thread (COMMIT, ABORT, BYE). */
+WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank **out, wsync_error *err);
+/* Trainer: the next GO's step; *bye = 1 (and WSYNC_OK) when the controller
+   said BYE. WSYNC_ERR_LIMIT after timeout_ms (negative: no limit). */
+WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *bye, int timeout_ms,
+                                          wsync_error *err);
+/* Trainer: every assigned write, then a flush. */
+WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err);
+/* Trainer: assigned writes [first, first + count) (wsync_rank_transfers),
+   and a flush when flush is 1: to start with the tensors that are ready. */
+WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint32_t count, int flush,
+                                            wsync_error *err);
+/* Trainer: DONE for the step with result (and the message in why, if any). */
+WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
+                                       wsync_error *err);
+/* Trainer: what the last push did (executor statistics). */
+WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out);
+/* Trainer: the assigned writes. */
+WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, uint32_t *n);
+/* Inference: the last committed step (0 before the first), read with
+   acquire ordering; the word itself, for polling without a call. */
+WSYNC_DEF uint64_t wsync_rank_version(const wsync_rank *r);
+WSYNC_DEF const volatile uint64_t *wsync_rank_version_word(const wsync_rank *r);
+/* Inference: waits until the version is at least step (WSYNC_OK), the
+   controller aborted a step at or above it or said BYE (WSYNC_ERR_NO_PATH
+   is not used: WSYNC_ERR_IO with the reason), or timeout_ms passed
+   (WSYNC_ERR_LIMIT). */
+WSYNC_DEF wsync_result wsync_rank_wait_version(wsync_rank *r, uint64_t step, int timeout_ms, wsync_error *err);
+/* Inference: 1 once the controller said BYE or went away; *why then. */
+WSYNC_DEF int wsync_rank_ended(wsync_rank *r, char *why, size_t cap);
+WSYNC_DEF void wsync_rank_close(wsync_rank *r);
+
+/* ======================================================================
+   The planner and its simulator (pure computation)
+   ====================================================================== */
+
+/* Preparation flags (wsync_plan_prep.flags). */
+#define WSYNC_PLAN_GATHER 1u /* assemble rows from the mesh's shards, or pack a strided column slice */
+#define WSYNC_PLAN_FUSE 2u   /* several pieces concatenated into one buffer */
+#define WSYNC_PLAN_QUANT 4u  /* bf16 -> fp8 e4m3 with f32 scales per 128x128 block */
+/* Task flag: this write carries the preparation's scales (from src_offset = out_bytes). */
+#define WSYNC_PLAN_SCALES 8u
+
+#define WSYNC_PLAN_BLOCK 128u      /* fp8 scale block: 128 x 128 elements */
+#define WSYNC_PLAN_MAX_NICS 64u
+#define WSYNC_PLAN_MAX_RANKS 1048576u
+#define WSYNC_PLAN_MAX_GROUPS 64u
+
+/* ---- input ---- */
+
+typedef struct wsync_plan_source {
+    uint64_t rows, cols;   /* the whole tensor as a matrix (a vector: n x 1) */
+    uint32_t dtype;        /* wsync_dtype as trainers hold it (BF16) */
+    uint32_t mesh;         /* index into meshes: the ranks that shard it */
+} wsync_plan_source;
+
+typedef struct wsync_plan_mesh {
+    uint32_t first, count; /* trainer ranks [first, first + count) */
+    uint32_t group;        /* mesh group: groups run in increasing order */
+    uint32_t gather;       /* 1: any rank of the mesh can reconstruct a tensor */
+} wsync_plan_mesh;
+
+/* Rows [row0, row0 + rows) and columns [col0, col0 + cols) of a source. */
+typedef struct wsync_plan_piece {
+    uint32_t source;
+    uint64_t row0, rows, col0, cols;
+} wsync_plan_piece;
+
+typedef struct wsync_plan_dest {
+    uint32_t rank, region;         /* inference rank, its region */
+    uint64_t offset;               /* byte offset of the unit's buffer there */
+    uint32_t scale_region;         /* fp8 units: where the scales go */
+    uint64_t scale_offset;
+} wsync_plan_dest;
+
+typedef struct wsync_plan_unit {
+    uint64_t first_piece, n_pieces; /* into pieces, concatenated by rows */
+    uint64_t first_dest, n_dests;   /* into dests */
+    uint32_t dtype;                 /* target: BF16 (as the source) or F8_E4M3 */
+} wsync_plan_unit;
+
+typedef struct wsync_plan_input {
+    uint32_t n_trainers, n_inference;
+    const wsync_plan_source *sources;
+    uint64_t n_sources;
+    const wsync_plan_mesh *meshes;
+    uint32_t n_meshes;
+    const wsync_plan_piece *pieces;
+    uint64_t n_pieces;
+    const wsync_plan_dest *dests;
+    uint64_t n_dests;
+    const wsync_plan_unit *units;
+    uint64_t n_units;
+} wsync_plan_input;
+
+typedef struct wsync_plan_options {
+    wsync_allocator allocator;
+    uint32_t nics_per_rank;      /* [1] on every trainer and inference rank */
+    uint64_t max_tasks;          /* [1 << 26] refuse plans with more */
+    uint32_t chunks_per_rank;    /* [8] gather meshes: a unit's destinations are cut so that a
+                                    chunk is at most 1/chunks_per_rank of a rank's mean share */
+    uint64_t task_cost_bytes;    /* [250000] a task's start-up counted as this many bytes when
+                                    ordering (5 us at 400 Gb/s) */
+    double prep_speed;           /* [13/8] a preparation stage's rate over the line rate, when
+                                    ordering (the simulator's default copy_gbps / nic_gbps) */
+} wsync_plan_options;
+
+/* ---- output ---- */
+
+typedef struct wsync_plan_prep {
+    uint32_t rank, group;        /* the trainer rank that prepares and sends it */
+    uint32_t flags;              /* WSYNC_PLAN_GATHER | FUSE | QUANT, or 0: sent from the shard */
+    uint32_t dtype;              /* of the buffer */
+    uint64_t unit;               /* the input unit */
+    uint64_t out_row0, rows, cols; /* rows [out_row0, out_row0 + rows) of the unit's matrix */
+    uint64_t first_piece, n_pieces; /* into plan->pieces: exactly those rows */
+    uint64_t src_bytes;          /* source bytes read */
+    uint64_t out_bytes, scale_bytes; /* the buffer: data, then scales */
+    uint64_t temp_bytes;         /* memory the preparation holds until its last task is sent */
+    uint64_t n_tasks;
+} wsync_plan_prep;
+
+typedef struct wsync_plan_task {
+    uint32_t prep, group;
+    uint32_t src_rank, src_nic;  /* nic: 0..nics_per_rank-1 of that rank */
+    uint32_t dst_rank, dst_nic;
+    uint32_t region, flags;      /* flags: WSYNC_PLAN_SCALES or 0 */
+    uint64_t src_offset;         /* in the preparation's buffer (or the shard when flags are 0) */
+    uint64_t dst_offset, len;
+} wsync_plan_task;
+
+typedef struct wsync_plan {
+    wsync_allocator allocator;
+    uint32_t n_trainers, n_inference, nics_per_rank, n_groups;
+    wsync_plan_prep *preps;
+    uint64_t n_preps;
+    wsync_plan_piece *pieces;
+    uint64_t n_pieces;
+    wsync_plan_task *tasks;      /* ordered: by trainer rank, then group, then send order */
+    uint64_t n_tasks;
+    uint64_t *rank_first;        /* n_trainers + 1 */
+    uint64_t *send_bytes;        /* per trainer NIC: rank * nics_per_rank + nic */
+    uint64_t *recv_bytes;        /* per inference NIC */
+} wsync_plan;
+
+typedef struct wsync_plan_stats {
+    uint64_t tasks, preps, scale_tasks, bytes;
+    uint64_t send_max, send_min, recv_max, recv_min;
+    double send_mean, recv_mean;
+    double imbalance_send, imbalance_recv; /* busiest NIC over the mean */
+    uint64_t temp_max;           /* the largest single preparation's temporary bytes */
+} wsync_plan_stats;
+
+/* Plans. Checks the input completely first (ranges, slices inside their
+   sources, equal column counts in a unit, pieces of one unit in meshes of
+   one group, dtypes, overflow); WSYNC_ERR_LIMIT above max_tasks. */
+WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_plan_options *opt, wsync_plan **out,
+                                        wsync_error *err);
+WSYNC_DEF void wsync_plan_free(wsync_plan *p);
+WSYNC_DEF void wsync_plan_stats_get(const wsync_plan *p, wsync_plan_stats *s);
+/* wsync_digest of the plan serialized field by field, little-endian: equal
+   plans, equal digests, on any platform. */
+WSYNC_DEF uint64_t wsync_plan_digest(const wsync_plan *p);
+/* Recomputes send_bytes/recv_bytes and rank_first from the tasks (after a
+   caller reordered or edited them); fails if tasks are not grouped by rank. */
+WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err);
+
+/* ---- simulation ---- */
+
+#define WSYNC_PLAN_SIM_GROUPS 8u
+
+typedef struct wsync_plan_sim_options {
+    wsync_allocator allocator;
+    double nic_gbps;    /* [400] */
+    double copy_gbps;   /* [nic_gbps * 13 / 8] gather, fuse */
+    double quant_gbps;  /* [copy_gbps] */
+    double task_us;     /* [5] (negative: 0) */
+    double barrier_us;  /* [50] (negative: 0) */
+    uint64_t watermark; /* [0: none] temporary bytes per trainer rank */
+} wsync_plan_sim_options;
+
+typedef struct wsync_plan_sim_result {
+    double seconds;          /* predicted: from the first group's start to the last write's end */
+    double bound_seconds;    /* bytes of the busiest NIC (either side) over its line rate */
+    double prep_max_seconds; /* the busiest preparation stage's busy time (gather or quantize, any rank) */
+    double group_seconds[WSYNC_PLAN_SIM_GROUPS]; /* the first groups' durations */
+    uint32_t n_groups;
+    uint64_t peak_temp;      /* the most temporary bytes any rank held */
+    uint64_t watermark_overruns; /* preparations started over the watermark to avoid a deadlock */
+    uint64_t events;
+} wsync_plan_sim_result;
+
+WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
+                                           wsync_plan_sim_result *out, wsync_error *err);
+
+/* ---- model layouts ---- */
+
+/* A model's shape (public configuration values, shared/design/MODELS.md). */
+typedef struct wsync_plan_model {
+    const char *name;
+    uint32_t arch;              /* WSYNC_PLAN_ARCH_* */
+    uint64_t vocab, hidden, layers, inter, heads, kv_heads, head_dim;
+    uint32_t qk_norm, qkv_bias, tied;
+    uint64_t dense_layers, experts, shared_experts, moe_inter; /* MoE (arch MLA) */
+    uint64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;         /* MLA */
+    uint32_t served_fp8;        /* served in fp8 e4m3 with block scales */
+} wsync_plan_model;
+
+#define WSYNC_PLAN_ARCH_QWEN 1u /* Qwen2/Qwen3: GQA attention, SwiGLU MLP */
+#define WSYNC_PLAN_ARCH_MLA 2u  /* DeepSeek-V3 / Kimi-K2: latent attention, MoE */
+
+typedef struct wsync_plan_tensor_info {
+    char name[96];              /* Hugging Face name */
+    uint64_t rows, cols;        /* cols 1 for a vector */
+    uint32_t ndim;
+    uint32_t kind;              /* internal kind id */
+    uint32_t layer, expert;     /* UINT32_MAX when not applicable */
+} wsync_plan_tensor_info;
+
+/* "qwen3-0.6b", "qwen2.5-7b", "kimi-k2"; WSYNC_ERR_NOT_FOUND otherwise. */
+WSYNC_DEF wsync_result wsync_plan_model_lookup(const char *name, wsync_plan_model *out, wsync_error *err);
+WSYNC_DEF uint64_t wsync_plan_model_tensors(const wsync_plan_model *m);
+WSYNC_DEF wsync_result wsync_plan_model_tensor(const wsync_plan_model *m, uint64_t index,
+                                               wsync_plan_tensor_info *out, wsync_error *err);
+WSYNC_DEF uint64_t wsync_plan_model_params(const wsync_plan_model *m);
+
+/* How a model is trained and served (see wsync_plan_layout_model). */
+typedef struct wsync_plan_layout_options {
+    wsync_allocator allocator;
+    uint32_t n_trainers, n_inference;
+    uint32_t replicas;          /* [1] inference replicas of n_inference / replicas ranks */
+    uint32_t fp8;               /* 1: projection and expert weights in fp8 e4m3 (block scales) */
+    uint32_t shards_only;       /* 1: trainers send only rows they hold (no all-gather) */
+    uint32_t one_group;         /* 1: experts in the same mesh group as the rest */
+} wsync_plan_layout_options;
+
+/* The planner's input for a model, as vLLM lays it out:
+     trainers   every tensor bf16, row-sharded over all trainers; mesh 0
+                (group 0) holds the non-expert tensors, mesh 1 (group 1,
+                unless one_group) the routed experts;
+     inference  per replica of P ranks, tensor parallel: q/k/v, gate/up,
+                q_b, kv_b, embed_tokens, lm_head split by rows (output
+                dim), o_proj and down_proj by columns (input dim); a split
+                is d-way with d the largest divisor of P that divides the
+                tensor's units (heads, or 128-row/column blocks in fp8, or
+                rows), ranks sharing a slice when d < P (as vLLM replicates
+                KV heads); fused qkv_proj (q,k,v), gate_up_proj (gate, up),
+                MLA fused_qkv_a_proj (q_a_proj, kv_a_proj_with_mqa,
+                replicated); routed experts whole, expert e on rank
+                e mod P at slot e / P of the layer's experts.w13_weight
+                (gate then up) and experts.w2_weight; norms, router and
+                biases replicated; fp8 for projections and experts,
+                embeddings, norms and router bf16.
+   Each inference rank has region 0 (weights, tensors in model order,
+   256-byte aligned) and region 1 (fp8 scales). The arrays belong to out
+   (wsync_plan_layout_free). */
+typedef struct wsync_plan_layout {
+    wsync_plan_input input;
+    wsync_allocator allocator;
+    uint64_t *region_bytes;     /* per inference rank: region 0, region 1 */
+    void *storage_[5];
+} wsync_plan_layout;
+
+WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const wsync_plan_layout_options *opt,
+                                               wsync_plan_layout *out, wsync_error *err);
+WSYNC_DEF void wsync_plan_layout_free(wsync_plan_layout *l);
 
 #ifdef __cplusplus
 }
@@ -3782,6 +4438,4577 @@ WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_v
 #endif /* WSYNC__HAVE_VERBS */
 
 #endif /* WSYNC__RDMA_OK */
+
+/* ======================================================================
+   IMPLEMENTATION: the executor and fp8 preparation
+   ====================================================================== */
+
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint64_t block)
+{
+    if (block == 0) return 1;
+    return (rows / block + (rows % block != 0)) * (cols / block + (cols % block != 0));
+}
+
+/* One tile's scale: amax / 448, or 1 for a tile of zeros or one holding a
+   non-finite value (saturation then clamps infinities, NaN stays NaN). */
+static float wsync__tile_scale(const uint16_t *bf16, uint64_t stride, uint64_t r0, uint64_t r1, uint64_t c0,
+                               uint64_t c1)
+{
+    uint64_t r, c;
+    float amax = 0;
+    for (r = r0; r < r1; r++)
+        for (c = c0; c < c1; c++) {
+            float v = wsync_bf16_to_f32(bf16[r * stride + c]);
+            float a = v < 0 ? -v : v;
+            if (!(a <= 3.4e38f)) return 1.0f;
+            if (a > amax) amax = a;
+        }
+    return amax > 0 ? amax / 448.0f : 1.0f;
+}
+
+WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, uint64_t cols, uint64_t stride,
+                                           uint64_t block, uint8_t *dst, float *scales, wsync_error *err)
+{
+    uint64_t br = block ? block : rows, bc = block ? block : cols, tcols, r0, c0, r, c;
+    wsync__rerr_reset(err);
+    if (!scales || stride < cols)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: no scales, or a stride below the columns");
+    if (rows == 0 || cols == 0) {
+        if (!block) scales[0] = 1.0f;
+        return WSYNC_OK;
+    }
+    if (!bf16 || !dst) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: buffers");
+    if (rows > UINT64_MAX / stride) return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "%s", "quantize: size");
+    tcols = (cols + bc - 1) / bc;
+    for (r0 = 0; r0 < rows; r0 += br) {
+        uint64_t r1 = rows - r0 > br ? r0 + br : rows;
+        for (c0 = 0; c0 < cols; c0 += bc) {
+            uint64_t c1 = cols - c0 > bc ? c0 + bc : cols;
+            float scale = wsync__tile_scale(bf16, stride, r0, r1, c0, c1);
+            scales[(r0 / br) * tcols + c0 / bc] = scale;
+            for (r = r0; r < r1; r++)
+                for (c = c0; c < c1; c++)
+                    dst[r * cols + c] = wsync_f32_to_e4m3(wsync_bf16_to_f32(bf16[r * stride + c]) / scale,
+                                                          WSYNC_FP8_SATURATE);
+        }
+    }
+    return WSYNC_OK;
+}
+
+#if WSYNC__RDMA_OK
+
+typedef struct wsync__exec {
+    const wsync_exec_options *o;
+    const wsync_exec_task *tasks;
+    size_t n;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* any change: a queue grew, a task left, a failure */
+    size_t next[WSYNC_EXEC_STAGES_MAX + 1]; /* next[k]: tasks that entered stage k (next[n_stages]: left) */
+    uint64_t *off;             /* each task's offset in the arena */
+    uint64_t head, tail, used; /* the ring: bytes [tail, head) modulo wrap are held */
+    uint64_t wrap_at;          /* where the ring wrapped (bytes after it unused), or 0 */
+    unsigned active;
+    int failed;
+    wsync_error err;
+    wsync_exec_stats st;
+} wsync__exec;
+
+static double wsync__exec_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *wsync__exec_stage_name(const wsync_exec_options *o, unsigned k, char *buf, size_t cap)
+{
+    if (o->stage_names[k]) return o->stage_names[k];
+    snprintf(buf, cap, "stage %u", k);
+    return buf;
+}
+
+/* Under mu: where `need` contiguous bytes fit in the ring, or UINT64_MAX
+   to wait. Held bytes are [tail, head), or [tail, wrap_at) and [0, head)
+   once the newest allocations wrapped to the start (wrap_at != 0). */
+static uint64_t wsync__exec_fit(wsync__exec *x, uint64_t need)
+{
+    uint64_t cap = x->o->staging_len;
+    if (need == 0) return 0;
+    if (x->used == 0) {
+        x->head = x->tail = x->wrap_at = 0;
+        return 0;
+    }
+    if (!x->wrap_at) {
+        if (cap - x->head >= need) return x->head;
+        if (x->tail >= need) { /* the end is too short: wrap, leaving it unused */
+            x->wrap_at = x->head;
+            x->head = 0;
+            return 0;
+        }
+        return UINT64_MAX;
+    }
+    return x->tail - x->head >= need ? x->head : UINT64_MAX;
+}
+
+/* Under mu: task i left the last stage; its bytes return to the ring. */
+static void wsync__exec_release(wsync__exec *x, size_t i)
+{
+    uint64_t b = x->tasks[i].tmp_bytes;
+    if (b == 0) return;
+    x->used -= b;
+    x->tail = x->off[i] + b;
+    if (x->wrap_at && x->tail == x->wrap_at) { /* the older part is gone: unwrapped again */
+        x->tail = 0;
+        x->wrap_at = 0;
+    }
+    if (x->used == 0) x->head = x->tail = x->wrap_at = 0;
+}
+
+typedef struct wsync__exec_worker {
+    wsync__exec *x;
+    unsigned k;
+    pthread_t th;
+} wsync__exec_worker;
+
+static void *wsync__exec_main(void *p)
+{
+    wsync__exec_worker *w = (wsync__exec_worker *)p;
+    wsync__exec *x = w->x;
+    const wsync_exec_options *o = x->o;
+    unsigned k = w->k, last = o->n_stages - 1;
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        size_t i;
+        wsync_result r = WSYNC_OK;
+        wsync_error e;
+        double t0;
+        int skip;
+        /* task next[k + 1] is ready for stage k once it left stage k - 1 */
+        while (x->next[k + 1] < x->n && x->next[k + 1] >= x->next[k]) pthread_cond_wait(&x->cv, &x->mu);
+        if (x->next[k + 1] >= x->n) break;
+        i = x->next[k + 1];
+        x->active++;
+        if (x->active > x->st.peak_active) x->st.peak_active = x->active;
+        skip = x->failed; /* after a failure tasks drain without work */
+        pthread_mutex_unlock(&x->mu);
+        t0 = wsync__exec_now();
+        if (!skip) {
+            wsync__rerr_reset(&e);
+            r = o->stages[k](o->user, &x->tasks[i], o->staging ? o->staging + x->off[i] : NULL, x->off[i], &e);
+        }
+        pthread_mutex_lock(&x->mu);
+        x->st.busy_s[k] += wsync__exec_now() - t0;
+        x->active--;
+        if (r != WSYNC_OK && !x->failed) {
+            char nb[16];
+            x->failed = 1;
+            wsync__rfail(&x->err, r, "task %zu, %s: %.300s", i, wsync__exec_stage_name(o, k, nb, sizeof nb),
+                         e.message[0] ? e.message : wsync_result_str(r));
+        }
+        x->next[k + 1] = i + 1;
+        if (k == last) wsync__exec_release(x, i);
+        pthread_cond_broadcast(&x->cv);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+static wsync_result wsync__exec_check(const wsync_exec_options *o, const wsync_exec_task *tasks, size_t n,
+                                      wsync_error *err)
+{
+    size_t i;
+    unsigned k;
+    if (!o || (n && !tasks)) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "exec: options and tasks");
+    if (o->n_stages < 1 || o->n_stages > WSYNC_EXEC_STAGES_MAX)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: %u stages (1 to %u)", o->n_stages,
+                            WSYNC_EXEC_STAGES_MAX);
+    for (k = 0; k < o->n_stages; k++)
+        if (!o->stages[k]) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: stage %u has no function", k);
+    for (i = 0; i < n; i++) {
+        if (tasks[i].tmp_bytes > o->staging_len || (tasks[i].tmp_bytes && !o->staging))
+            return wsync__rfail(err, WSYNC_ERR_LIMIT,
+                                "exec: task %zu needs %llu staging bytes, more than the watermark of %llu", i,
+                                (unsigned long long)tasks[i].tmp_bytes, (unsigned long long)o->staging_len);
+        if (i && tasks[i].group < tasks[i - 1].group)
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "exec: task %zu is in mesh group %u after group %u (groups ascend)", i,
+                                (unsigned)tasks[i].group, (unsigned)tasks[i - 1].group);
+    }
+    return WSYNC_OK;
+}
+
+/* The admitting thread (the caller's): tasks enter stage 0 while the
+   watermark allows, and groups wait for the barrier. */
+static void wsync__exec_admit(wsync__exec *x)
+{
+    const wsync_exec_options *o = x->o;
+    size_t i;
+    pthread_mutex_lock(&x->mu);
+    for (i = 0; i < x->n && !x->failed; i++) {
+        uint64_t at;
+        double t0 = wsync__exec_now();
+        if (i && x->tasks[i].group != x->tasks[i - 1].group) {
+            wsync_error e;
+            wsync_result r = WSYNC_OK;
+            while (x->next[o->n_stages] < i && !x->failed) pthread_cond_wait(&x->cv, &x->mu);
+            if (x->failed) break;
+            x->st.groups++;
+            if (o->barrier) {
+                pthread_mutex_unlock(&x->mu);
+                wsync__rerr_reset(&e);
+                r = o->barrier(o->user, x->tasks[i - 1].group, &e);
+                pthread_mutex_lock(&x->mu);
+            }
+            if (r != WSYNC_OK) {
+                x->failed = 1;
+                wsync__rfail(&x->err, r, "barrier after mesh group %u: %.300s", (unsigned)x->tasks[i - 1].group,
+                             e.message[0] ? e.message : wsync_result_str(r));
+                break;
+            }
+        }
+        while ((at = wsync__exec_fit(x, x->tasks[i].tmp_bytes)) == UINT64_MAX && !x->failed)
+            pthread_cond_wait(&x->cv, &x->mu);
+        x->st.wait_s += wsync__exec_now() - t0;
+        if (x->failed) break;
+        x->off[i] = at;
+        if (x->tasks[i].tmp_bytes) x->head = at + x->tasks[i].tmp_bytes;
+        x->used += x->tasks[i].tmp_bytes;
+        if (x->used > x->st.peak_tmp_bytes) x->st.peak_tmp_bytes = x->used;
+        x->next[0] = i + 1;
+        pthread_cond_broadcast(&x->cv);
+    }
+    /* after a failure the stages drain what entered, and end there */
+    if (x->failed) {
+        x->n = x->next[0];
+        pthread_cond_broadcast(&x->cv);
+    }
+    pthread_mutex_unlock(&x->mu);
+}
+
+WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync_exec_task *tasks, size_t n,
+                                      wsync_exec_stats *stats, wsync_error *err)
+{
+    wsync__exec x;
+    wsync__exec_worker w[WSYNC_EXEC_STAGES_MAX];
+    unsigned k, started = 0;
+    double t0 = wsync__exec_now();
+    wsync_result r;
+    wsync__rerr_reset(err);
+    if (stats) memset(stats, 0, sizeof *stats);
+    if ((r = wsync__exec_check(opt, tasks, n, err)) != WSYNC_OK) return r;
+    memset(&x, 0, sizeof x);
+    x.o = opt;
+    x.tasks = tasks;
+    x.n = n;
+    if (!(x.off = (uint64_t *)wsync__ralloc(&opt->allocator, (n ? n : 1) * sizeof *x.off)))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "exec: %zu tasks", n);
+    pthread_mutex_init(&x.mu, NULL);
+    pthread_cond_init(&x.cv, NULL);
+    for (k = 0; k < opt->n_stages; k++) {
+        w[k].x = &x;
+        w[k].k = k;
+        if (pthread_create(&w[k].th, NULL, wsync__exec_main, &w[k]) != 0) {
+            pthread_mutex_lock(&x.mu);
+            x.failed = 1;
+            wsync__rfail(&x.err, WSYNC_ERR_IO, "%s", "exec: pthread_create");
+            pthread_mutex_unlock(&x.mu);
+            break;
+        }
+        started++;
+    }
+    if (started == opt->n_stages) wsync__exec_admit(&x);
+    else {
+        pthread_mutex_lock(&x.mu);
+        x.n = x.next[0];
+        pthread_cond_broadcast(&x.cv);
+        pthread_mutex_unlock(&x.mu);
+    }
+    for (k = 0; k < started; k++) pthread_join(w[k].th, NULL);
+    if (!x.failed && n) x.st.groups++;
+    x.st.tasks = x.next[opt->n_stages];
+    x.st.wall_s = wsync__exec_now() - t0;
+    if (stats) *stats = x.st;
+    r = x.failed ? x.err.code : WSYNC_OK;
+    if (x.failed && err) *err = x.err;
+    pthread_cond_destroy(&x.cv);
+    pthread_mutex_destroy(&x.mu);
+    wsync__rfree(&opt->allocator, x.off);
+    return r;
+}
+
+#else /* !WSYNC__RDMA_OK */
+
+WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync_exec_task *tasks, size_t n,
+                                      wsync_exec_stats *stats, wsync_error *err)
+{
+    (void)opt;
+    (void)tasks;
+    (void)n;
+    if (stats) memset(stats, 0, sizeof *stats);
+    return wsync__rno(err, "the executor");
+}
+
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ======================================================================
+   IMPLEMENTATION: the controller protocol
+   ====================================================================== */
+
+/* ---------------------------------------------------------------------
+   Implementation
+   --------------------------------------------------------------------- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WSYNC__CTL_MAGIC 0x00435357u /* "WSC" then the version byte */
+#define WSYNC__CTL_MAX_TENSORS (1u << 22)
+#define WSYNC__CTL_MAX_REGIONS 4096u
+#define WSYNC__CTL_MAX_TRANSFERS (1u << 24)
+#define WSYNC__CTL_TENSOR_TAIL 60u /* a JOIN tensor's bytes after its shape */
+#define WSYNC__CTL_XFER 64u        /* an ASSIGN transfer's bytes */
+
+/* ---- codec (no sockets: builds everywhere) ---- */
+
+typedef struct wsync__cr {
+    const uint8_t *p;
+    size_t left;
+    size_t at;                 /* offset of p in the payload */
+} wsync__cr;
+
+static int wsync__cin(uint64_t off, uint64_t len, uint64_t size)
+{
+    return len <= size && off <= size - len;
+}
+static void *wsync__calloc(const wsync_allocator *a, size_t n)
+{
+    void *p;
+    if (n == 0) n = 1;
+    p = a->alloc ? a->alloc(a->user, n) : WSYNC_MALLOC(n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+static void wsync__cfree(const wsync_allocator *a, void *p)
+{
+    if (!p) return;
+    if (a->free) a->free(a->user, p);
+    else WSYNC_FREE(p);
+}
+
+static uint32_t wsync__cget32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t wsync__cget64(const uint8_t *p)
+{
+    return (uint64_t)wsync__cget32(p) | (uint64_t)wsync__cget32(p + 4) << 32;
+}
+static void wsync__cput16(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void wsync__cput32(uint8_t *p, uint32_t v)
+{
+    wsync__cput16(p, v);
+    wsync__cput16(p + 2, v >> 16);
+}
+static void wsync__cput64(uint8_t *p, uint64_t v)
+{
+    wsync__cput32(p, (uint32_t)v);
+    wsync__cput32(p + 4, (uint32_t)(v >> 32));
+}
+
+static wsync_result wsync__cshort(wsync__cr *c, wsync_error *err, const char *what)
+{
+    return wsync__rfail(err, WSYNC_ERR_TRUNCATED, "control message: %s at payload byte %llu: truncated", what,
+                        (unsigned long long)(c->at));
+}
+
+static int wsync__ctake(wsync__cr *c, size_t n, const uint8_t **out)
+{
+    if (n > c->left) return 0;
+    *out = c->p;
+    c->p += n;
+    c->left -= n;
+    c->at += n;
+    return 1;
+}
+
+#define WSYNC__CR32(c, v, what)                                                          \
+    do {                                                                                 \
+        const uint8_t *q_;                                                               \
+        if (!wsync__ctake((c), 4, &q_)) return wsync__cshort((c), err, (what));          \
+        (v) = wsync__cget32(q_);                                                         \
+    } while (0)
+#define WSYNC__CR64(c, v, what)                                                          \
+    do {                                                                                 \
+        const uint8_t *q_;                                                               \
+        if (!wsync__ctake((c), 8, &q_)) return wsync__cshort((c), err, (what));          \
+        (v) = wsync__cget64(q_);                                                         \
+    } while (0)
+
+static wsync_result wsync__cbad(wsync_error *err, wsync_result code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static wsync_result wsync__cbad(wsync_error *err, wsync_result code, const char *fmt, ...)
+{
+    va_list ap;
+    char buf[320];
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return wsync__rfail(err, code, "control message: %s", buf);
+}
+
+WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_t *row_bytes, uint64_t *bytes,
+                                              wsync_error *err)
+{
+    unsigned bits, i;
+    uint64_t rb, rows, cols, esz;
+    if (!t) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tensor is NULL");
+    if (t->dtype == 0 || t->dtype >= (uint32_t)WSYNC_DTYPE_COUNT)
+        return wsync__rfail(err, WSYNC_ERR_UNKNOWN_DTYPE, "tensor '%s': dtype %u unknown",
+                            t->name ? t->name : "", (unsigned)t->dtype);
+    bits = wsync_dtype_bits((wsync_dtype)t->dtype);
+    if (bits == 0 || bits % 8 != 0)
+        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': %s has no whole bytes per element",
+                            t->name ? t->name : "", wsync_dtype_name((wsync_dtype)t->dtype));
+    if (t->ndim > WSYNC_CTL_DIMS_MAX)
+        return wsync__rfail(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor '%s': %u dimensions (at most %u)",
+                            t->name ? t->name : "", (unsigned)t->ndim, WSYNC_CTL_DIMS_MAX);
+    if (t->to_dtype && t->to_dtype != t->dtype &&
+        !(t->to_dtype == WSYNC_DTYPE_F8_E4M3 && t->dtype == WSYNC_DTYPE_BF16))
+        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': no conversion from dtype %u to %u (only BF16 to F8_E4M3)",
+                            t->name ? t->name : "", (unsigned)t->dtype, (unsigned)t->to_dtype);
+    cols = 1;
+    for (i = 1; i < t->ndim; i++) {
+        if (t->shape[i] && cols > UINT64_MAX / t->shape[i])
+            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': shape overflows", t->name ? t->name : "");
+        cols *= t->shape[i];
+    }
+    rows = t->ndim ? t->shape[0] : 1;
+    if (t->row_begin > rows || t->row_count > rows - t->row_begin)
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': rows %llu + %llu outside its %llu rows",
+                            t->name ? t->name : "", (unsigned long long)t->row_begin,
+                            (unsigned long long)t->row_count, (unsigned long long)rows);
+    if (t->col_begin > cols || t->col_count > cols - t->col_begin || (t->col_count == 0 && t->col_begin))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': columns %llu + %llu outside its %llu",
+                            t->name ? t->name : "", (unsigned long long)t->col_begin,
+                            (unsigned long long)t->col_count, (unsigned long long)cols);
+    esz = t->to_dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : bits / 8;
+    rb = t->col_count ? t->col_count : cols;
+    if (rb > UINT64_MAX / 8 || (rows && rb * 8 > UINT64_MAX / rows))
+        return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': size overflows", t->name ? t->name : "");
+    rb *= esz;
+    if (row_bytes) *row_bytes = rb;
+    if (bytes) *bytes = rb * t->row_count;
+    return WSYNC_OK;
+}
+
+static size_t wsync__ctl_text_len(const char *s)
+{
+    size_t n = 0;
+    while (n < WSYNC_CTL_TEXT_MAX && s[n]) n++;
+    return n;
+}
+
+/* A descriptor as decode would read it back (encode writes every field). */
+static wsync_result wsync__ctl_desc_ok(const wsync_fabric_desc *d, const char *what, uint32_t i, wsync_error *err)
+{
+    uint8_t w[WSYNC_FABRIC_DESC_WIRE];
+    wsync_fabric_desc back;
+    wsync_result r;
+    if (d->n_bytes > WSYNC_FABRIC_DESC_MAX)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "%s %u: %u backend bytes", what, (unsigned)i,
+                           (unsigned)d->n_bytes);
+    wsync_fabric_desc_encode(d, w);
+    if ((r = wsync_fabric_desc_decode(w, sizeof w, &back, err)) != WSYNC_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+        return wsync__cbad(err, r, "%s %u: %s", what, (unsigned)i, why);
+    }
+    return WSYNC_OK;
+}
+
+/* An entry converted to fp8 (to_dtype equal to dtype: as stored). */
+static int wsync__ctl_fp8(const wsync_ctl_tensor *t)
+{
+    return t->to_dtype == WSYNC_DTYPE_F8_E4M3 && t->dtype == WSYNC_DTYPE_BF16;
+}
+
+/* A JOIN entry: its bytes (and an fp8 entry's scales) inside its region. */
+static wsync_result wsync__ctl_tensor_ok(const wsync_ctl_tensor *t, const wsync_fabric_desc *regions,
+                                         uint32_t n_regions, wsync_error *err)
+{
+    uint64_t bytes = 0, rb = 0, ns;
+    wsync_result r;
+    if ((r = wsync_ctl_tensor_bytes(t, &rb, &bytes, err)) != WSYNC_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+        return wsync__cbad(err, r, "JOIN: %s", why);
+    }
+    if (t->region >= n_regions)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': region %u of %u", t->name,
+                           (unsigned)t->region, (unsigned)n_regions);
+    if (!wsync__cin(t->offset, bytes, regions[t->region].len))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                           "JOIN: tensor '%s': %llu bytes at %llu outside region %u (%llu bytes)", t->name,
+                           (unsigned long long)bytes, (unsigned long long)t->offset, (unsigned)t->region,
+                           (unsigned long long)regions[t->region].len);
+    if (!wsync__ctl_fp8(t)) return WSYNC_OK;
+    ns = wsync_quantize_scale_count(t->row_count, rb, t->block); /* rb: one byte per fp8 column */
+    if (ns > UINT64_MAX / 4 || !wsync__cin(t->scale_offset, ns * 4, regions[t->region].len))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': %llu scales at %llu outside region %u",
+                           t->name, (unsigned long long)ns, (unsigned long long)t->scale_offset, (unsigned)t->region);
+    return WSYNC_OK;
+}
+
+/* An ASSIGN transfer: its rows, preparation and destination (the source is
+   checked by the trainer, against its own regions). */
+static wsync_result wsync__ctl_transfer_ok(const wsync_ctl_transfer *x, uint32_t i, const wsync_ctl_target *targets,
+                                           uint32_t n_targets, wsync_error *err)
+{
+    uint64_t row_out, row_src, tlen, ns;
+    if (x->target >= n_targets)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: target %u of %u", (unsigned)i,
+                           (unsigned)x->target, (unsigned)n_targets);
+    tlen = targets[x->target].desc.len;
+    if (x->len == 0 || !wsync__cin(x->dst_offset, x->len, tlen))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                           "ASSIGN: transfer %u: %llu bytes at %llu outside the target's %llu", (unsigned)i,
+                           (unsigned long long)x->len, (unsigned long long)x->dst_offset, (unsigned long long)tlen);
+    if (x->rows == 0 || x->len % x->rows != 0)
+        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: %llu bytes in %llu rows", (unsigned)i,
+                           (unsigned long long)x->len, (unsigned long long)x->rows);
+    if (x->prep != WSYNC_CTL_PREP_NONE && x->prep != WSYNC_CTL_PREP_FP8)
+        return wsync__cbad(err, WSYNC_ERR_UNSUPPORTED, "ASSIGN: transfer %u: preparation %u", (unsigned)i,
+                           (unsigned)x->prep);
+    row_out = x->len / x->rows;
+    if (x->prep == WSYNC_CTL_PREP_FP8 && row_out > UINT64_MAX / 2)
+        return wsync__cbad(err, WSYNC_ERR_OVERFLOW, "ASSIGN: transfer %u: row size", (unsigned)i);
+    row_src = x->prep == WSYNC_CTL_PREP_FP8 ? row_out * 2 : row_out;
+    if (x->rows > 1 && (x->src_stride < row_src || x->rows - 1 > (UINT64_MAX - row_src) / x->src_stride))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                           "ASSIGN: transfer %u: %llu rows of %llu bytes with a stride of %llu", (unsigned)i,
+                           (unsigned long long)x->rows, (unsigned long long)row_src,
+                           (unsigned long long)x->src_stride);
+    if (x->prep != WSYNC_CTL_PREP_FP8) return WSYNC_OK;
+    ns = wsync_quantize_scale_count(x->rows, row_out, x->block);
+    if (ns > UINT64_MAX / 4 || !wsync__cin(x->scale_offset, ns * 4, tlen))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: %llu scales at %llu outside the target",
+                           (unsigned)i, (unsigned long long)ns, (unsigned long long)x->scale_offset);
+    return WSYNC_OK;
+}
+
+/* What decode checks about a JOIN's or an ASSIGN's fields, for encode. */
+static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
+{
+    uint32_t i, lim;
+    wsync_result r;
+    if (m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE)
+        return wsync__cbad(err, WSYNC_ERR_INVALID_ARGUMENT, "role %u", (unsigned)m->role);
+    if (m->type == WSYNC_CTL_JOIN) {
+        if (m->rank >= WSYNC_CTL_MAX_RANKS)
+            return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: rank %u above the limit", (unsigned)m->rank);
+        for (i = 0; i < m->n_regions; i++)
+            if ((r = wsync__ctl_desc_ok(&m->regions[i], "JOIN: region", i, err)) != WSYNC_OK) return r;
+        for (i = 0; i < m->n_tensors; i++)
+            if ((r = wsync__ctl_tensor_ok(&m->tensors[i], m->regions, m->n_regions, err)) != WSYNC_OK) return r;
+        return WSYNC_OK;
+    }
+    if (m->n_trainers == 0 || m->n_inference == 0 || m->n_trainers > WSYNC_CTL_MAX_RANKS ||
+        m->n_inference > WSYNC_CTL_MAX_RANKS)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u trainers, %u inference ranks", (unsigned)m->n_trainers,
+                           (unsigned)m->n_inference);
+    lim = m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference;
+    if (m->rank >= lim)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: rank %u outside its role's %u", (unsigned)m->rank,
+                           (unsigned)lim);
+    for (i = 0; i < m->n_targets; i++) {
+        if (m->targets[i].rank >= m->n_inference)
+            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
+                               (unsigned)i, (unsigned)m->targets[i].rank, (unsigned)m->n_inference);
+        if ((r = wsync__ctl_desc_ok(&m->targets[i].desc, "ASSIGN: target", i, err)) != WSYNC_OK) return r;
+    }
+    for (i = 0; i < m->n_transfers; i++)
+        if ((r = wsync__ctl_transfer_ok(&m->transfers[i], i, m->targets, m->n_targets, err)) != WSYNC_OK) return r;
+    return WSYNC_OK;
+}
+
+/* Payload bytes of m; 0 and err on a field encode refuses. */
+static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_error *err)
+{
+    size_t n = 0, i, k;
+    switch (m->type) {
+    case WSYNC_CTL_JOIN:
+        if (m->n_regions > WSYNC__CTL_MAX_REGIONS || m->n_tensors > WSYNC__CTL_MAX_TENSORS)
+            return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN with %u regions and %u tensors is above the limits",
+                               (unsigned)m->n_regions, (unsigned)m->n_tensors);
+        if ((m->n_regions && !m->regions) || (m->n_tensors && !m->tensors))
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "JOIN: NULL regions or tensors");
+        n = 16 + (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
+        for (i = 0; i < m->n_tensors; i++) {
+            const wsync_ctl_tensor *t = &m->tensors[i];
+            k = t->name ? strlen(t->name) : 0;
+            if (k == 0 || k > WSYNC_CTL_NAME_MAX)
+                return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "JOIN: tensor %zu: name of %zu bytes", i, k);
+            if (t->ndim > WSYNC_CTL_DIMS_MAX)
+                return wsync__rfail(err, WSYNC_ERR_RANK_TOO_LARGE, "JOIN: tensor '%s': %u dimensions", t->name,
+                                    (unsigned)t->ndim);
+            n += 2 + k + 4 + 4 + 8 * (size_t)t->ndim + WSYNC__CTL_TENSOR_TAIL;
+        }
+        break;
+    case WSYNC_CTL_ASSIGN:
+        if (m->n_targets > WSYNC__CTL_MAX_TRANSFERS || m->n_transfers > WSYNC__CTL_MAX_TRANSFERS)
+            return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN with %u targets and %u transfers is above the limits",
+                               (unsigned)m->n_targets, (unsigned)m->n_transfers);
+        if ((m->n_targets && !m->targets) || (m->n_transfers && !m->transfers))
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "ASSIGN: NULL targets or transfers");
+        n = 24 + (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
+        break;
+    case WSYNC_CTL_GO:
+    case WSYNC_CTL_COMMIT: n = 8; break;
+    case WSYNC_CTL_DONE:
+    case WSYNC_CTL_ACK:
+    case WSYNC_CTL_ABORT:
+    case WSYNC_CTL_ERROR: n = 14 + wsync__ctl_text_len(m->text); break;
+    case WSYNC_CTL_BYE: n = 0; break;
+    default: return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "encode: message type %u", (unsigned)m->type);
+    }
+    if (n > WSYNC_CTL_MAX_PAYLOAD)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "payload of %zu bytes is above the limit of %u", n,
+                           WSYNC_CTL_MAX_PAYLOAD);
+    if (m->type == WSYNC_CTL_JOIN || m->type == WSYNC_CTL_ASSIGN) {
+        wsync_result r = wsync__ctl_check(m, err);
+        if (r != WSYNC_OK) return r;
+    }
+    *out = n;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, size_t cap, size_t *len,
+                                        wsync_error *err)
+{
+    size_t pl = 0, i, k;
+    uint8_t *p;
+    wsync_result r;
+    wsync__rerr_reset(err);
+    if (!m || !len) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "encode arguments");
+    *len = 0;
+    if ((r = wsync__ctl_size(m, &pl, err)) != WSYNC_OK) return r;
+    *len = WSYNC_CTL_HEADER + pl;
+    if (!out || cap < *len)
+        return wsync__rfail(err, WSYNC_ERR_LIMIT, "encode: %zu bytes needed, %zu given", *len, cap);
+    p = out;
+    wsync__cput32(p, WSYNC__CTL_MAGIC | WSYNC_CTL_VERSION << 24);
+    wsync__cput16(p + 4, m->type);
+    wsync__cput16(p + 6, 0);
+    wsync__cput32(p + 8, (uint32_t)pl);
+    p += WSYNC_CTL_HEADER;
+    switch (m->type) {
+    case WSYNC_CTL_JOIN:
+        wsync__cput32(p, m->role);
+        wsync__cput32(p + 4, m->rank);
+        wsync__cput32(p + 8, m->n_regions);
+        wsync__cput32(p + 12, m->n_tensors);
+        p += 16;
+        for (i = 0; i < m->n_regions; i++, p += WSYNC_FABRIC_DESC_WIRE) wsync_fabric_desc_encode(&m->regions[i], p);
+        for (i = 0; i < m->n_tensors; i++) {
+            const wsync_ctl_tensor *t = &m->tensors[i];
+            k = strlen(t->name);
+            wsync__cput16(p, (uint32_t)k);
+            memcpy(p + 2, t->name, k);
+            p += 2 + k;
+            wsync__cput32(p, t->dtype);
+            wsync__cput32(p + 4, t->ndim);
+            p += 8;
+            for (k = 0; k < t->ndim; k++, p += 8) wsync__cput64(p, t->shape[k]);
+            wsync__cput64(p, t->row_begin);
+            wsync__cput64(p + 8, t->row_count);
+            wsync__cput32(p + 16, t->region);
+            wsync__cput64(p + 20, t->offset);
+            wsync__cput64(p + 28, t->col_begin);
+            wsync__cput64(p + 36, t->col_count);
+            wsync__cput32(p + 44, t->to_dtype);
+            wsync__cput32(p + 48, t->block);
+            wsync__cput64(p + 52, t->scale_offset);
+            p += WSYNC__CTL_TENSOR_TAIL;
+        }
+        break;
+    case WSYNC_CTL_ASSIGN:
+        wsync__cput32(p, m->role);
+        wsync__cput32(p + 4, m->rank);
+        wsync__cput32(p + 8, m->n_trainers);
+        wsync__cput32(p + 12, m->n_inference);
+        wsync__cput32(p + 16, m->n_targets);
+        wsync__cput32(p + 20, m->n_transfers);
+        p += 24;
+        for (i = 0; i < m->n_targets; i++) {
+            wsync__cput32(p, m->targets[i].rank);
+            wsync__cput32(p + 4, m->targets[i].region);
+            wsync_fabric_desc_encode(&m->targets[i].desc, p + 8);
+            p += 8 + WSYNC_FABRIC_DESC_WIRE;
+        }
+        for (i = 0; i < m->n_transfers; i++, p += WSYNC__CTL_XFER) {
+            const wsync_ctl_transfer *x = &m->transfers[i];
+            wsync__cput32(p, x->src_region);
+            wsync__cput32(p + 4, x->target);
+            wsync__cput64(p + 8, x->src_offset);
+            wsync__cput64(p + 16, x->dst_offset);
+            wsync__cput64(p + 24, x->len);
+            wsync__cput64(p + 32, x->rows);
+            wsync__cput64(p + 40, x->src_stride);
+            wsync__cput32(p + 48, x->prep);
+            wsync__cput32(p + 52, x->block);
+            wsync__cput64(p + 56, x->scale_offset);
+        }
+        break;
+    case WSYNC_CTL_GO:
+    case WSYNC_CTL_COMMIT: wsync__cput64(p, m->step); break;
+    case WSYNC_CTL_DONE:
+    case WSYNC_CTL_ACK:
+    case WSYNC_CTL_ABORT:
+    case WSYNC_CTL_ERROR:
+        k = wsync__ctl_text_len(m->text);
+        wsync__cput64(p, m->step);
+        wsync__cput32(p + 8, m->status);
+        wsync__cput16(p + 12, (uint32_t)k);
+        memcpy(p + 14, m->text, k);
+        break;
+    default: break;
+    }
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *type, uint32_t *payload_len,
+                                        wsync_error *err)
+{
+    uint32_t magic, t, pl;
+    wsync__rerr_reset(err);
+    if (!h || len < WSYNC_CTL_HEADER)
+        return wsync__cbad(err, WSYNC_ERR_TRUNCATED, "header of %zu bytes (%u needed)", len, WSYNC_CTL_HEADER);
+    magic = wsync__cget32(h);
+    if ((magic & 0xFFFFFFu) != WSYNC__CTL_MAGIC)
+        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "%s", "bad magic (not a wsync control message)");
+    if (magic >> 24 != WSYNC_CTL_VERSION)
+        return wsync__cbad(err, WSYNC_ERR_UNSUPPORTED, "protocol version %u (this build speaks %u)",
+                           (unsigned)(magic >> 24), WSYNC_CTL_VERSION);
+    t = (uint32_t)h[4] | (uint32_t)h[5] << 8;
+    if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_ERROR || h[6] || h[7])
+        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)wsync__cget32(h + 4));
+    pl = wsync__cget32(h + 8);
+    if (pl > WSYNC_CTL_MAX_PAYLOAD)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "payload of %u bytes is above the limit of %u", (unsigned)pl,
+                           WSYNC_CTL_MAX_PAYLOAD);
+    if (type) *type = t;
+    if (payload_len) *payload_len = pl;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_ctl_msg_free(wsync_ctl_msg *m)
+{
+    if (!m) return;
+    if (m->storage_) wsync__cfree(&m->alloc_, m->storage_);
+    memset(m, 0, sizeof *m);
+}
+
+static wsync_result wsync__ctl_text(wsync__cr *c, wsync_ctl_msg *m, wsync_error *err)
+{
+    const uint8_t *q;
+    size_t k;
+    WSYNC__CR64(c, m->step, "step");
+    WSYNC__CR32(c, m->status, "status");
+    if (!wsync__ctake(c, 2, &q)) return wsync__cshort(c, err, "text length");
+    k = (size_t)q[0] | (size_t)q[1] << 8;
+    if (k > WSYNC_CTL_TEXT_MAX)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "text of %zu bytes (at most %u)", k, WSYNC_CTL_TEXT_MAX);
+    if (!wsync__ctake(c, k, &q)) return wsync__cshort(c, err, "text");
+    if (memchr(q, 0, k)) return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "%s", "text holds a NUL byte");
+    memcpy(m->text, q, k);
+    m->text[k] = 0;
+    return WSYNC_OK;
+}
+
+/* Counts what a JOIN holds, with the bytes its names need, walking it
+   once before anything is allocated. */
+static wsync_result wsync__ctl_join_count(wsync__cr c, uint32_t nt, size_t *names, wsync_error *err)
+{
+    uint32_t i, nd;
+    const uint8_t *q;
+    size_t k;
+    *names = 0;
+    for (i = 0; i < nt; i++) {
+        if (!wsync__ctake(&c, 2, &q)) return wsync__cshort(&c, err, "tensor name length");
+        k = (size_t)q[0] | (size_t)q[1] << 8;
+        if (k == 0 || k > WSYNC_CTL_NAME_MAX)
+            return wsync__cbad(err, WSYNC_ERR_LIMIT, "tensor %u: name of %zu bytes (1 to %u)", (unsigned)i, k,
+                               WSYNC_CTL_NAME_MAX);
+        if (!wsync__ctake(&c, k + 4, &q)) return wsync__cshort(&c, err, "tensor name");
+        *names += k + 1;
+        if (!wsync__ctake(&c, 4, &q)) return wsync__cshort(&c, err, "tensor ndim");
+        nd = wsync__cget32(q);
+        if (nd > WSYNC_CTL_DIMS_MAX)
+            return wsync__cbad(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor %u: %u dimensions (at most %u)", (unsigned)i,
+                               (unsigned)nd, WSYNC_CTL_DIMS_MAX);
+        if (!wsync__ctake(&c, 8 * (size_t)nd + WSYNC__CTL_TENSOR_TAIL, &q)) return wsync__cshort(&c, err, "tensor shape and place");
+    }
+    if (c.left)
+        return wsync__cbad(err, WSYNC_ERR_TRAILING_BYTES, "%zu bytes after the last tensor", c.left);
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__ctl_alloc(wsync_ctl_msg *m, size_t n, wsync_error *err)
+{
+    m->storage_ = wsync__calloc(&m->alloc_, n);
+    if (!m->storage_) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "control message: %zu bytes", n);
+    return WSYNC_OK;
+}
+
+static size_t wsync__ctl_align(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+static wsync_result wsync__ctl_join(wsync__cr *c, wsync_ctl_msg *m, wsync_error *err)
+{
+    uint32_t i, k;
+    size_t names = 0, ra, ta;
+    char *np;
+    wsync_result r;
+    WSYNC__CR32(c, m->role, "role");
+    WSYNC__CR32(c, m->rank, "rank");
+    WSYNC__CR32(c, m->n_regions, "region count");
+    WSYNC__CR32(c, m->n_tensors, "tensor count");
+    if (m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE)
+        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "JOIN: role %u (1 trainer, 2 inference)", (unsigned)m->role);
+    if (m->rank >= WSYNC_CTL_MAX_RANKS)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: rank %u above the limit", (unsigned)m->rank);
+    if (m->n_regions > WSYNC__CTL_MAX_REGIONS || m->n_tensors > WSYNC__CTL_MAX_TENSORS)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: %u regions, %u tensors: above the limits",
+                           (unsigned)m->n_regions, (unsigned)m->n_tensors);
+    /* every count is checked against the bytes it needs before allocating */
+    if ((size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE > c->left) return wsync__cshort(c, err, "regions");
+    if ((size_t)m->n_tensors * (10 + WSYNC__CTL_TENSOR_TAIL) > c->left - (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE)
+        return wsync__cshort(c, err, "tensors");
+    {
+        wsync__cr t = *c;
+        t.p += (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
+        t.left -= (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
+        t.at += (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
+        if ((r = wsync__ctl_join_count(t, m->n_tensors, &names, err)) != WSYNC_OK) return r;
+    }
+    ra = wsync__ctl_align((size_t)m->n_regions * sizeof(wsync_fabric_desc));
+    ta = wsync__ctl_align((size_t)m->n_tensors * sizeof(wsync_ctl_tensor));
+    if ((r = wsync__ctl_alloc(m, ra + ta + names, err)) != WSYNC_OK) return r;
+    m->regions = m->n_regions ? (wsync_fabric_desc *)m->storage_ : NULL;
+    m->tensors = m->n_tensors ? (wsync_ctl_tensor *)((uint8_t *)m->storage_ + ra) : NULL;
+    np = (char *)m->storage_ + ra + ta;
+    for (i = 0; i < m->n_regions; i++) {
+        const uint8_t *q = NULL;
+        if (!wsync__ctake(c, WSYNC_FABRIC_DESC_WIRE, &q)) return wsync__cshort(c, err, "region");
+        if ((r = wsync_fabric_desc_decode(q, WSYNC_FABRIC_DESC_WIRE, &m->regions[i], err)) != WSYNC_OK) {
+            char why[300];
+            snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+            return wsync__cbad(err, r, "JOIN: region %u: %s", (unsigned)i, why);
+        }
+    }
+    for (i = 0; i < m->n_tensors; i++) {
+        wsync_ctl_tensor *t = &m->tensors[i];
+        const uint8_t *q = NULL;
+        size_t nl;
+        if (!wsync__ctake(c, 2, &q)) return wsync__cshort(c, err, "tensor name length");
+        nl = (size_t)q[0] | (size_t)q[1] << 8;
+        if (!wsync__ctake(c, nl, &q)) return wsync__cshort(c, err, "tensor name");
+        if (memchr(q, 0, nl)) return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "JOIN: tensor %u: NUL in its name", i);
+        memcpy(np, q, nl);
+        np[nl] = 0;
+        t->name = np;
+        np += nl + 1;
+        WSYNC__CR32(c, t->dtype, "dtype");
+        WSYNC__CR32(c, t->ndim, "ndim");
+        for (k = 0; k < t->ndim; k++) WSYNC__CR64(c, t->shape[k], "shape");
+        WSYNC__CR64(c, t->row_begin, "row_begin");
+        WSYNC__CR64(c, t->row_count, "row_count");
+        WSYNC__CR32(c, t->region, "region");
+        WSYNC__CR64(c, t->offset, "offset");
+        WSYNC__CR64(c, t->col_begin, "col_begin");
+        WSYNC__CR64(c, t->col_count, "col_count");
+        WSYNC__CR32(c, t->to_dtype, "to_dtype");
+        WSYNC__CR32(c, t->block, "block");
+        WSYNC__CR64(c, t->scale_offset, "scale_offset");
+        if ((r = wsync__ctl_tensor_ok(t, m->regions, m->n_regions, err)) != WSYNC_OK) return r;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_error *err)
+{
+    uint32_t i;
+    size_t ga, need;
+    wsync_result r;
+    WSYNC__CR32(c, m->role, "role");
+    WSYNC__CR32(c, m->rank, "rank");
+    WSYNC__CR32(c, m->n_trainers, "trainer count");
+    WSYNC__CR32(c, m->n_inference, "inference count");
+    WSYNC__CR32(c, m->n_targets, "target count");
+    WSYNC__CR32(c, m->n_transfers, "transfer count");
+    if (m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE)
+        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: role %u", (unsigned)m->role);
+    if (m->n_trainers == 0 || m->n_inference == 0 || m->n_trainers > WSYNC_CTL_MAX_RANKS ||
+        m->n_inference > WSYNC_CTL_MAX_RANKS)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u trainers, %u inference ranks",
+                           (unsigned)m->n_trainers, (unsigned)m->n_inference);
+    if (m->rank >= (m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference))
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: rank %u outside its role's %u", (unsigned)m->rank,
+                           (unsigned)(m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference));
+    if (m->n_targets > WSYNC__CTL_MAX_TRANSFERS || m->n_transfers > WSYNC__CTL_MAX_TRANSFERS)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "%s", "ASSIGN: counts above the limits");
+    need = (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
+    if (need > c->left) return wsync__cshort(c, err, "targets and transfers");
+    if (need < c->left)
+        return wsync__cbad(err, WSYNC_ERR_TRAILING_BYTES, "ASSIGN: %zu bytes after the last transfer", c->left - need);
+    ga = wsync__ctl_align((size_t)m->n_targets * sizeof(wsync_ctl_target));
+    if ((r = wsync__ctl_alloc(m, ga + (size_t)m->n_transfers * sizeof(wsync_ctl_transfer), err)) != WSYNC_OK)
+        return r;
+    m->targets = m->n_targets ? (wsync_ctl_target *)m->storage_ : NULL;
+    m->transfers = m->n_transfers ? (wsync_ctl_transfer *)((uint8_t *)m->storage_ + ga) : NULL;
+    for (i = 0; i < m->n_targets; i++) {
+        wsync_ctl_target *g = &m->targets[i];
+        const uint8_t *q = NULL;
+        WSYNC__CR32(c, g->rank, "target rank");
+        WSYNC__CR32(c, g->region, "target region");
+        if (g->rank >= m->n_inference)
+            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
+                               (unsigned)i, (unsigned)g->rank, (unsigned)m->n_inference);
+        if (!wsync__ctake(c, WSYNC_FABRIC_DESC_WIRE, &q)) return wsync__cshort(c, err, "target descriptor");
+        if ((r = wsync_fabric_desc_decode(q, WSYNC_FABRIC_DESC_WIRE, &g->desc, err)) != WSYNC_OK) {
+            char why[300];
+            snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+            return wsync__cbad(err, r, "ASSIGN: target %u: %s", (unsigned)i, why);
+        }
+    }
+    for (i = 0; i < m->n_transfers; i++) {
+        wsync_ctl_transfer *x = &m->transfers[i];
+        WSYNC__CR32(c, x->src_region, "src_region");
+        WSYNC__CR32(c, x->target, "target");
+        WSYNC__CR64(c, x->src_offset, "src_offset");
+        WSYNC__CR64(c, x->dst_offset, "dst_offset");
+        WSYNC__CR64(c, x->len, "len");
+        WSYNC__CR64(c, x->rows, "rows");
+        WSYNC__CR64(c, x->src_stride, "src_stride");
+        WSYNC__CR32(c, x->prep, "prep");
+        WSYNC__CR32(c, x->block, "block");
+        WSYNC__CR64(c, x->scale_offset, "scale_offset");
+        if ((r = wsync__ctl_transfer_ok(x, i, m->targets, m->n_targets, err)) != WSYNC_OK) return r;
+    }
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, size_t len,
+                                        const wsync_allocator *a, wsync_ctl_msg *out, wsync_error *err)
+{
+    wsync__cr c;
+    wsync_result r = WSYNC_OK;
+    wsync__rerr_reset(err);
+    if (!out || (!payload && len)) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "decode arguments");
+    memset(out, 0, sizeof *out);
+    if (a) out->alloc_ = *a;
+    out->type = type;
+    if (len > WSYNC_CTL_MAX_PAYLOAD)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "payload of %zu bytes is above the limit", len);
+    c.p = payload;
+    c.left = len;
+    c.at = 0;
+    switch (type) {
+    case WSYNC_CTL_JOIN: r = wsync__ctl_join(&c, out, err); break;
+    case WSYNC_CTL_ASSIGN: r = wsync__ctl_assign(&c, out, err); break;
+    case WSYNC_CTL_GO:
+    case WSYNC_CTL_COMMIT: {
+        const uint8_t *q;
+        if (!wsync__ctake(&c, 8, &q)) r = wsync__cshort(&c, err, "step");
+        else out->step = wsync__cget64(q);
+        break;
+    }
+    case WSYNC_CTL_DONE:
+    case WSYNC_CTL_ACK:
+    case WSYNC_CTL_ABORT:
+    case WSYNC_CTL_ERROR: r = wsync__ctl_text(&c, out, err); break;
+    case WSYNC_CTL_BYE: break;
+    default: r = wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)type);
+    }
+    if (r == WSYNC_OK && c.left)
+        r = wsync__cbad(err, WSYNC_ERR_TRAILING_BYTES, "%zu bytes after the message", c.left);
+    if (r != WSYNC_OK) {
+        wsync_allocator keep = out->alloc_;
+        wsync_ctl_msg_free(out);
+        out->alloc_ = keep;
+        out->type = type;
+    }
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_ctl_decode_frame(const uint8_t *buf, size_t len, const wsync_allocator *a,
+                                              wsync_ctl_msg *out, wsync_error *err)
+{
+    uint32_t type = 0, pl = 0;
+    wsync_result r;
+    if (out) memset(out, 0, sizeof *out);
+    if ((r = wsync_ctl_header(buf, len, &type, &pl, err)) != WSYNC_OK) return r;
+    if (pl != len - WSYNC_CTL_HEADER)
+        return wsync__cbad(err, pl > len - WSYNC_CTL_HEADER ? WSYNC_ERR_TRUNCATED : WSYNC_ERR_TRAILING_BYTES,
+                           "the header says %u payload bytes, %zu follow", (unsigned)pl, len - WSYNC_CTL_HEADER);
+    return wsync_ctl_decode(type, buf + WSYNC_CTL_HEADER, pl, a, out, err);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ---------------------------------------------------------------------
+   Controller and ranks (sockets, threads)
+   --------------------------------------------------------------------- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if WSYNC__RDMA_OK
+
+static const char *wsync__ctl_type_name(uint32_t t)
+{
+    static const char *const names[] = {"?", "JOIN", "ASSIGN", "GO", "DONE", "COMMIT", "ACK", "ABORT", "BYE", "ERROR"};
+    return t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+static void wsync__ctl_peer_name(int fd, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    snprintf(out, cap, "%s", "?");
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+        snprintf(out, cap, "%.40s:%.10s", host, serv);
+}
+
+static void wsync__ctl_nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static wsync_result wsync__ctl_send(int fd, const wsync_ctl_msg *m, const wsync_allocator *a, const char *to,
+                                    wsync_error *err)
+{
+    uint8_t small[1024], *buf = small;
+    size_t len = 0;
+    wsync_result r;
+    wsync_ctl_encode(m, NULL, 0, &len, NULL);
+    if (len == 0) return wsync_ctl_encode(m, NULL, 0, &len, err); /* the reason */
+    if (len > sizeof small && !(buf = (uint8_t *)wsync__calloc(a, len)))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s for %s: %zu bytes", wsync__ctl_type_name(m->type), to,
+                            len);
+    if ((r = wsync_ctl_encode(m, buf, len, &len, err)) == WSYNC_OK && wsync__rsend_all(fd, buf, len, 0) != 0)
+        r = wsync__rfail(err, WSYNC_ERR_IO, "sending %s to %s: %s", wsync__ctl_type_name(m->type), to,
+                         strerror(errno));
+    if (buf != small) wsync__cfree(a, buf);
+    return r;
+}
+
+static wsync_result wsync__ctl_send_text(int fd, uint32_t type, uint64_t step, wsync_result status, const char *text,
+                                         const char *to, wsync_error *err)
+{
+    wsync_ctl_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = type;
+    m.step = step;
+    m.status = (uint32_t)status;
+    if (text) snprintf(m.text, sizeof m.text, "%.255s", text);
+    return wsync__ctl_send(fd, &m, NULL, to, err);
+}
+
+/* One message within timeout_ms of waiting for each piece (idle: the wait
+   for its first byte is unbounded). *closed = 1 when the peer closed the
+   connection cleanly between messages. Timeout: WSYNC_ERR_LIMIT. */
+static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsync_allocator *a, wsync_ctl_msg *m,
+                                    const char *from, int *closed, wsync_error *err)
+{
+    uint8_t h[WSYNC_CTL_HEADER], *buf = NULL;
+    uint32_t type = 0, pl = 0;
+    int rc;
+    wsync_result r;
+    *closed = 0;
+    memset(m, 0, sizeof *m);
+    rc = wsync__rrecv_full(fd, h, sizeof h, timeout_ms, idle);
+    if (rc == 0) {
+        *closed = 1;
+        return wsync__rfail(err, WSYNC_ERR_IO, "%s closed the connection", from);
+    }
+    if (rc < 0 && errno == ETIMEDOUT)
+        return wsync__rfail(err, WSYNC_ERR_LIMIT, "no message from %s within %d ms", from, timeout_ms);
+    if (rc < 0) return wsync__rfail(err, WSYNC_ERR_IO, "reading from %s: %s", from, strerror(errno));
+    if ((r = wsync_ctl_header(h, sizeof h, &type, &pl, err)) != WSYNC_OK) {
+        char why[320];
+        snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+        return wsync__rfail(err, r, "from %s: %s", from, why);
+    }
+    if (pl && !(buf = (uint8_t *)wsync__calloc(a, pl)))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "a %u-byte message from %s", (unsigned)pl, from);
+    if (pl && (rc = wsync__rrecv_full(fd, buf, pl, timeout_ms < 0 ? 10000 : timeout_ms, 0)) != 1) {
+        wsync__cfree(a, buf);
+        return wsync__rfail(err, WSYNC_ERR_IO, "%s: %s cut short", from, wsync__ctl_type_name(type));
+    }
+    r = wsync_ctl_decode(type, buf, pl, a, m, err);
+    wsync__cfree(a, buf);
+    if (r != WSYNC_OK) {
+        char why[320];
+        snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+        return wsync__rfail(err, r, "from %s: %s", from, why);
+    }
+    return WSYNC_OK;
+}
+
+/* ---- the controller ---- */
+
+typedef struct wsync__cmember {
+    int fd, gone;
+    char name[48];             /* "trainer rank 3" */
+    char peer[64];
+    wsync_ctl_msg join;
+    wsync_ctl_target *targets; /* trainers: the plan */
+    uint32_t n_targets, cap_targets;
+    wsync_ctl_transfer *xfers;
+    uint32_t n_xfers, cap_xfers;
+    uint64_t bytes;
+} wsync__cmember;
+
+struct wsync_controller {
+    wsync_allocator a;
+    int lfd;
+    unsigned port, nt, ni, join_ms, step_ms;
+    wsync__cmember *m;         /* nt trainers, then ni inference ranks */
+    int accepted, in_step;
+    uint64_t last_step, go_step;
+    wsync_controller_plan plan;
+    double t_go, t_done, t_ack;
+};
+
+static double wsync__ctl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+WSYNC_DEF void wsync_controller_step_times(const wsync_controller *c, double *transfer_s, double *commit_s)
+{
+    if (transfer_s) *transfer_s = c ? c->t_done - c->t_go : 0;
+    if (commit_s) *commit_s = c ? c->t_ack - c->t_done : 0;
+}
+
+WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt, wsync_controller **out,
+                                             wsync_error *err)
+{
+    wsync_controller *c;
+    wsync_allocator a;
+    struct addrinfo hints, *res = NULL, *ai;
+    char ps[16];
+    const char *host;
+    unsigned i;
+    int gai, e = 0, one = 1;
+    wsync__rerr_reset(err);
+    if (out) *out = NULL;
+    if (!opt || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "controller: options and out");
+    if (opt->n_trainers == 0 || opt->n_inference == 0 || opt->n_trainers > WSYNC_CTL_MAX_RANKS ||
+        opt->n_inference > WSYNC_CTL_MAX_RANKS)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %u trainers and %u inference ranks",
+                            opt->n_trainers, opt->n_inference);
+    a = opt->allocator;
+    c = (wsync_controller *)wsync__calloc(&a, sizeof *c);
+    if (!c) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller");
+    c->a = a;
+    c->lfd = -1;
+    c->nt = opt->n_trainers;
+    c->ni = opt->n_inference;
+    c->join_ms = opt->join_timeout_ms ? opt->join_timeout_ms : 30000;
+    c->step_ms = opt->step_timeout_ms ? opt->step_timeout_ms : 30000;
+    c->m = (wsync__cmember *)wsync__calloc(&a, (size_t)(c->nt + c->ni) * sizeof *c->m);
+    if (!c->m) {
+        wsync__cfree(&a, c);
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller members");
+    }
+    for (i = 0; i < c->nt + c->ni; i++) {
+        c->m[i].fd = -1;
+        snprintf(c->m[i].name, sizeof c->m[i].name, "%s rank %u", i < c->nt ? "trainer" : "inference",
+                 i < c->nt ? i : i - c->nt);
+    }
+    host = opt->bind_host ? opt->bind_host : "127.0.0.1";
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(ps, sizeof ps, "%u", opt->port);
+    if ((gai = getaddrinfo(host, ps, &hints, &res)) != 0) {
+        wsync_controller_close(c);
+        return wsync__rfail(err, WSYNC_ERR_IO, "controller: cannot resolve '%s': %s", host, gai_strerror(gai));
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        c->lfd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (c->lfd < 0) {
+            e = errno;
+            continue;
+        }
+        setsockopt(c->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(c->lfd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(c->lfd, 256) == 0) break;
+        e = errno;
+        close(c->lfd);
+        c->lfd = -1;
+    }
+    freeaddrinfo(res);
+    if (c->lfd < 0) {
+        wsync_controller_close(c);
+        return wsync__rfail(err, WSYNC_ERR_IO, "controller: cannot listen on %s port %u: %s", host, opt->port,
+                            strerror(e));
+    }
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(c->lfd, (struct sockaddr *)&ss, &sl) == 0)
+            c->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    *out = c;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF unsigned wsync_controller_port(const wsync_controller *c)
+{
+    return c ? c->port : 0;
+}
+
+WSYNC_DEF void wsync_controller_plan_get(const wsync_controller *c, wsync_controller_plan *out)
+{
+    if (!out) return;
+    if (c) *out = c->plan;
+    else memset(out, 0, sizeof *out);
+}
+
+/* The names of the ranks that have not joined, for a timeout's message. */
+static void wsync__ctl_missing(const wsync_controller *c, char *out, size_t cap)
+{
+    unsigned i, n = 0;
+    size_t at = 0;
+    out[0] = 0;
+    for (i = 0; i < c->nt + c->ni && at + 1 < cap; i++) {
+        if (c->m[i].fd >= 0) continue;
+        if (n++ == 8) {
+            snprintf(out + at, cap - at, ", ...");
+            break;
+        }
+        at += (size_t)snprintf(out + at, cap - at, "%s%s", n > 1 ? ", " : "", c->m[i].name);
+        if (at >= cap) break;
+    }
+}
+
+/* Takes one connection's JOIN into its slot, or answers ERROR and drops it. */
+static void wsync__ctl_take_join(wsync_controller *c, int fd, int timeout_ms)
+{
+    wsync_ctl_msg msg;
+    wsync_error e;
+    char peer[64], why[320];
+    int closed = 0;
+    unsigned slot, limit;
+    wsync__ctl_peer_name(fd, peer, sizeof peer);
+    wsync__ctl_nodelay(fd);
+    wsync__rset_timeouts(fd, c->step_ms);
+    if (wsync__ctl_recv(fd, timeout_ms, 0, &c->a, &msg, peer, &closed, &e) != WSYNC_OK) {
+        if (!closed) wsync__ctl_send_text(fd, WSYNC_CTL_ERROR, 0, e.code, e.message, peer, NULL);
+        close(fd);
+        return;
+    }
+    if (msg.type != WSYNC_CTL_JOIN) {
+        snprintf(why, sizeof why, "expected JOIN, got %s", wsync__ctl_type_name(msg.type));
+        goto refuse;
+    }
+    limit = msg.role == WSYNC_CTL_TRAINER ? c->nt : c->ni;
+    if (msg.rank >= limit) {
+        snprintf(why, sizeof why, "%s rank %u: this controller waits for %u %s ranks (0 to %u)",
+                 msg.role == WSYNC_CTL_TRAINER ? "trainer" : "inference", (unsigned)msg.rank, limit,
+                 msg.role == WSYNC_CTL_TRAINER ? "trainer" : "inference", limit - 1);
+        goto refuse;
+    }
+    slot = msg.role == WSYNC_CTL_TRAINER ? msg.rank : c->nt + msg.rank;
+    if (c->m[slot].fd >= 0) {
+        snprintf(why, sizeof why, "%s already joined (from %s)", c->m[slot].name, c->m[slot].peer);
+        goto refuse;
+    }
+    c->m[slot].fd = fd;
+    c->m[slot].join = msg;
+    snprintf(c->m[slot].peer, sizeof c->m[slot].peer, "%s", peer);
+    return;
+refuse:
+    wsync__ctl_send_text(fd, WSYNC_CTL_ERROR, 0, WSYNC_ERR_INVALID_ARGUMENT, why, peer, NULL);
+    wsync_ctl_msg_free(&msg);
+    close(fd);
+}
+
+typedef struct wsync__ctl_ref {
+    const char *name;
+    uint32_t member, tensor;
+} wsync__ctl_ref;
+
+static int wsync__ctl_ref_cmp(const void *x, const void *y)
+{
+    const wsync__ctl_ref *a = (const wsync__ctl_ref *)x, *b = (const wsync__ctl_ref *)y;
+    int k = strcmp(a->name, b->name);
+    if (k) return k;
+    if (a->member != b->member) return a->member < b->member ? -1 : 1;
+    return a->tensor < b->tensor ? -1 : a->tensor > b->tensor;
+}
+
+static int wsync__ctl_grow(const wsync_allocator *a, void **arr, uint32_t *cap, uint32_t n, size_t elem)
+{
+    uint32_t nc;
+    void *p;
+    if (n < *cap) return 1;
+    if (*cap >= WSYNC__CTL_MAX_TRANSFERS) return 0;
+    nc = *cap ? *cap * 2 : 64;
+    if (!(p = wsync__calloc(a, (size_t)nc * elem))) return 0;
+    if (*arr) memcpy(p, *arr, (size_t)n * elem);
+    wsync__cfree(a, *arr);
+    *arr = p;
+    *cap = nc;
+    return 1;
+}
+
+/* Elements per row of an entry's full tensor (the dims after the first). */
+static uint64_t wsync__ctl_cols(const wsync_ctl_tensor *t)
+{
+    uint64_t cols = 1;
+    uint32_t i;
+    for (i = 1; i < t->ndim; i++) cols *= t->shape[i]; /* checked at decode */
+    return cols;
+}
+
+/* Adds rows [r0, r1) of inference entry `it` (member mi), from trainer
+   entry `tt` (member h), to h's plan: contiguous when the entry wants
+   every column in the trainer's dtype (merged with the previous write when
+   both sides continue it), else rows with a stride (a column slice), or
+   all its rows at once with fp8 preparation. */
+static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const wsync_ctl_tensor *tt, uint32_t mi,
+                                   const wsync_ctl_tensor *it, uint64_t r0, uint64_t r1, wsync_error *err)
+{
+    const wsync__cmember *in = &c->m[mi];
+    uint32_t g, irank = mi - c->nt;
+    uint64_t esz = wsync_dtype_bits((wsync_dtype)tt->dtype) / 8, cols = wsync__ctl_cols(tt), cc, dst_row;
+    int fp8 = wsync__ctl_fp8(it);
+    wsync_ctl_transfer x, *last;
+    if (r1 <= r0) return WSYNC_OK;
+    for (g = 0; g < h->n_targets; g++)
+        if (h->targets[g].rank == irank && h->targets[g].region == it->region) break;
+    if (g == h->n_targets) {
+        if (!wsync__ctl_grow(&c->a, (void **)&h->targets, &h->cap_targets, h->n_targets, sizeof *h->targets))
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: targets of %s", h->name);
+        h->targets[g].rank = irank;
+        h->targets[g].region = it->region;
+        h->targets[g].desc = in->join.regions[it->region];
+        h->n_targets++;
+    }
+    cc = it->col_count ? it->col_count : cols;
+    dst_row = cc * (fp8 ? 1 : esz);
+    memset(&x, 0, sizeof x);
+    x.src_region = tt->region;
+    x.target = g;
+    x.src_offset = tt->offset + (r0 - tt->row_begin) * cols * esz + it->col_begin * esz;
+    x.dst_offset = it->offset + (r0 - it->row_begin) * dst_row;
+    x.rows = r1 - r0;
+    x.src_stride = cols * esz;
+    x.len = x.rows * dst_row;
+    if (fp8) {
+        x.prep = WSYNC_CTL_PREP_FP8;
+        x.block = it->block;
+        x.scale_offset = it->scale_offset;
+    } else if (cc == cols) {
+        x.rows = 1;
+        x.src_stride = 0;
+    }
+    if (x.len == 0) return WSYNC_OK;
+    last = h->n_xfers ? &h->xfers[h->n_xfers - 1] : NULL;
+    if (last && x.rows == 1 && last->rows == 1 && !x.prep && !last->prep && last->target == x.target &&
+        last->src_region == x.src_region && last->src_offset + last->len == x.src_offset &&
+        last->dst_offset + last->len == x.dst_offset) {
+        last->len += x.len;
+    } else {
+        if (!wsync__ctl_grow(&c->a, (void **)&h->xfers, &h->cap_xfers, h->n_xfers, sizeof *h->xfers))
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
+        h->xfers[h->n_xfers++] = x;
+    }
+    h->bytes += x.len + (fp8 ? 4 * wsync_quantize_scale_count(x.rows, cc, x.block) : 0);
+    return WSYNC_OK;
+}
+
+static int wsync__ctl_same_shape(const wsync_ctl_tensor *a, const wsync_ctl_tensor *b)
+{
+    uint32_t k;
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+    for (k = 0; k < a->ndim; k++)
+        if (a->shape[k] != b->shape[k]) return 0;
+    return 1;
+}
+
+/* An fp8 entry comes from one trainer holding all its rows (a tile's scale
+   needs every element of the tile): the least loaded of those. */
+static wsync_result wsync__ctl_cover_whole(wsync_controller *c, uint32_t mi, const wsync_ctl_tensor *it,
+                                           const wsync__ctl_ref *refs, size_t lo, size_t hi, wsync_error *err)
+{
+    size_t k, best = hi;
+    uint64_t end = it->row_begin + it->row_count;
+    for (k = lo; k < hi; k++) {
+        const wsync_ctl_tensor *tt = &c->m[refs[k].member].join.tensors[refs[k].tensor];
+        if (tt->row_begin > it->row_begin || tt->row_begin + tt->row_count < end) continue;
+        if (best == hi || c->m[refs[k].member].bytes < c->m[refs[best].member].bytes) best = k;
+    }
+    if (best == hi)
+        return wsync__rfail(err, WSYNC_ERR_NOT_FOUND,
+                            "plan: tensor '%s': %s wants rows %llu to %llu in fp8, and no trainer holds all of them "
+                            "(a tile's scale needs every element of the tile at one sender)",
+                            it->name, c->m[mi].name, (unsigned long long)it->row_begin, (unsigned long long)end - 1);
+    return wsync__ctl_add(c, &c->m[refs[best].member], &c->m[refs[best].member].join.tensors[refs[best].tensor], mi,
+                          it, it->row_begin, end, err);
+}
+
+/* Maps one inference entry's rows onto the trainers holding them
+   (refs[lo, hi): the trainer entries of that name). */
+static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsync_ctl_tensor *it,
+                                     const wsync__ctl_ref *refs, size_t lo, size_t hi, wsync_error *err)
+{
+    uint64_t cur, end;
+    size_t k;
+    wsync_result r;
+    for (k = lo; k < hi; k++) {
+        const wsync_ctl_tensor *tt = &c->m[refs[k].member].join.tensors[refs[k].tensor];
+        if (!wsync__ctl_same_shape(tt, it))
+            return wsync__rfail(err, WSYNC_ERR_SIZE_MISMATCH,
+                                "plan: tensor '%s': %s holds %s of %u dimensions, %s wants %s of %u", it->name,
+                                c->m[refs[k].member].name, wsync_dtype_name((wsync_dtype)tt->dtype),
+                                (unsigned)tt->ndim, c->m[mi].name, wsync_dtype_name((wsync_dtype)it->dtype),
+                                (unsigned)it->ndim);
+        if ((tt->col_count && tt->col_count != wsync__ctl_cols(tt)) || (tt->to_dtype && tt->to_dtype != tt->dtype))
+            return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED,
+                                "plan: tensor '%s': %s holds a column slice or another dtype (trainers hold row "
+                                "shards of every column, as stored)", it->name, c->m[refs[k].member].name);
+    }
+    if (wsync__ctl_fp8(it)) return wsync__ctl_cover_whole(c, mi, it, refs, lo, hi, err);
+    cur = it->row_begin;
+    end = it->row_begin + it->row_count;
+    while (cur < end) {
+        uint64_t next = end;
+        size_t best = hi;
+        for (k = lo; k < hi; k++) {
+            const wsync_ctl_tensor *tt = &c->m[refs[k].member].join.tensors[refs[k].tensor];
+            uint64_t b = tt->row_begin, e = tt->row_begin + tt->row_count;
+            if (b > cur) {
+                if (b < next) next = b;
+                continue;
+            }
+            if (e <= cur) continue;
+            if (e < next) next = e;
+            if (best == hi || c->m[refs[k].member].bytes < c->m[refs[best].member].bytes) best = k;
+        }
+        if (best == hi)
+            return wsync__rfail(err, WSYNC_ERR_NOT_FOUND, "plan: tensor '%s': rows %llu to %llu (of %s) are held by no trainer",
+                                it->name, (unsigned long long)cur, (unsigned long long)next - 1, c->m[mi].name);
+        r = wsync__ctl_add(c, &c->m[refs[best].member], &c->m[refs[best].member].join.tensors[refs[best].tensor], mi,
+                           it, cur, next, err);
+        if (r != WSYNC_OK) return r;
+        cur = next;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
+{
+    size_t n = 0, k, i;
+    uint32_t mi, t;
+    wsync__ctl_ref *refs, key;
+    wsync_result r = WSYNC_OK;
+    for (mi = 0; mi < c->nt; mi++) n += c->m[mi].join.n_tensors;
+    refs = (wsync__ctl_ref *)wsync__calloc(&c->a, (n ? n : 1) * sizeof *refs);
+    if (!refs) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: index");
+    for (k = 0, mi = 0; mi < c->nt; mi++)
+        for (t = 0; t < c->m[mi].join.n_tensors; t++, k++) {
+            refs[k].name = c->m[mi].join.tensors[t].name;
+            refs[k].member = mi;
+            refs[k].tensor = t;
+        }
+    qsort(refs, n, sizeof *refs, wsync__ctl_ref_cmp);
+    for (k = 1; k < n; k++)
+        if (refs[k].member == refs[k - 1].member && strcmp(refs[k].name, refs[k - 1].name) == 0) {
+            r = wsync__rfail(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice",
+                             c->m[refs[k].member].name, refs[k].name);
+            goto out;
+        }
+    for (mi = c->nt; mi < c->nt + c->ni && r == WSYNC_OK; mi++) {
+        const wsync_ctl_msg *j = &c->m[mi].join;
+        for (t = 0; t < j->n_tensors && r == WSYNC_OK; t++) {
+            size_t lo = 0, hi = n, m;
+            key.name = j->tensors[t].name;
+            key.member = 0;
+            key.tensor = 0;
+            while (lo < hi) { /* the first entry of that name */
+                m = lo + (hi - lo) / 2;
+                if (strcmp(refs[m].name, key.name) < 0) lo = m + 1;
+                else hi = m;
+            }
+            for (hi = lo; hi < n && strcmp(refs[hi].name, key.name) == 0; hi++) {
+            }
+            for (i = 0; i < t; i++) /* a name twice in one inference rank */
+                if (strcmp(j->tensors[i].name, key.name) == 0) break;
+            if (i < t)
+                r = wsync__rfail(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice", c->m[mi].name,
+                                 key.name);
+            else if (lo == hi)
+                r = wsync__rfail(err, WSYNC_ERR_NOT_FOUND, "plan: %s needs tensor '%s', which no trainer holds",
+                                 c->m[mi].name, key.name);
+            else
+                r = wsync__ctl_cover(c, mi, &j->tensors[t], refs, lo, hi, err);
+        }
+    }
+out:
+    wsync__cfree(&c->a, refs);
+    return r;
+}
+
+static void wsync__ctl_plan_stats(wsync_controller *c)
+{
+    unsigned i;
+    wsync_controller_plan *p = &c->plan;
+    memset(p, 0, sizeof *p);
+    p->min_trainer_bytes = UINT64_MAX;
+    for (i = 0; i < c->nt; i++) {
+        p->transfers += c->m[i].n_xfers;
+        p->bytes += c->m[i].bytes;
+        if (c->m[i].bytes > p->max_trainer_bytes) p->max_trainer_bytes = c->m[i].bytes;
+        if (c->m[i].bytes < p->min_trainer_bytes) p->min_trainer_bytes = c->m[i].bytes;
+    }
+    for (i = c->nt; i < c->nt + c->ni; i++) {
+        uint64_t b = 0, rb = 0, tb = 0;
+        uint32_t t;
+        for (t = 0; t < c->m[i].join.n_tensors; t++) {
+            const wsync_ctl_tensor *it = &c->m[i].join.tensors[t];
+            if (wsync_ctl_tensor_bytes(it, &rb, &tb, NULL) != WSYNC_OK) continue;
+            b += tb;
+            if (wsync__ctl_fp8(it)) b += 4 * wsync_quantize_scale_count(it->row_count, rb, it->block);
+        }
+        if (b > p->max_inference_bytes) p->max_inference_bytes = b;
+    }
+}
+
+static void wsync__ctl_fail_all(wsync_controller *c, const wsync_error *e)
+{
+    unsigned i;
+    for (i = 0; i < c->nt + c->ni; i++)
+        if (c->m[i].fd >= 0 && !c->m[i].gone)
+            wsync__ctl_send_text(c->m[i].fd, WSYNC_CTL_ERROR, 0, e->code, e->message, c->m[i].name, NULL);
+}
+
+#define WSYNC__CTL_PENDING 64
+#define WSYNC__CTL_JOIN_PIECE_MS 1000
+
+WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err)
+{
+    int64_t deadline;
+    int pend[WSYNC__CTL_PENDING];
+    unsigned i, joined = 0, np = 0;
+    wsync_error local;
+    wsync_result r;
+    if (!err) err = &local;
+    wsync__rerr_reset(err);
+    if (!c || c->accepted) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "accept: once per controller");
+    deadline = wsync__rnow_ms() + c->join_ms;
+    for (;;) {
+        /* connections accepted but silent so far wait here, polled with the
+           listener, so that one that never speaks holds up nobody; a JOIN is
+           read once its first bytes are in, each later piece within
+           WSYNC__CTL_JOIN_PIECE_MS */
+        struct pollfd pf[1 + WSYNC__CTL_PENDING];
+        int64_t left;
+        int fd, pr;
+        unsigned k;
+        for (joined = 0, i = 0; i < c->nt + c->ni; i++) joined += c->m[i].fd >= 0;
+        if (joined == c->nt + c->ni) break;
+        left = deadline - wsync__rnow_ms();
+        if (left <= 0) {
+            char missing[256];
+            wsync__ctl_missing(c, missing, sizeof missing);
+            r = wsync__rfail(err, WSYNC_ERR_LIMIT, "controller: %u of %u ranks joined within %u ms; missing: %s",
+                             joined, c->nt + c->ni, c->join_ms, missing);
+            wsync__ctl_fail_all(c, err);
+            for (k = 0; k < np; k++) close(pend[k]);
+            return r;
+        }
+        pf[0].fd = c->lfd;
+        pf[0].events = POLLIN;
+        pf[0].revents = 0;
+        for (k = 0; k < np; k++) {
+            pf[1 + k].fd = pend[k];
+            pf[1 + k].events = POLLIN;
+            pf[1 + k].revents = 0;
+        }
+        pr = poll(pf, 1 + np, (int)left);
+        if (pr <= 0) continue;
+        for (k = np; k-- > 0;) {
+            if (!pf[1 + k].revents) continue;
+            fd = pend[k];
+            pend[k] = pend[--np]; /* entries above k are done with */
+            left = deadline - wsync__rnow_ms();
+            wsync__ctl_take_join(c, fd, left > WSYNC__CTL_JOIN_PIECE_MS ? WSYNC__CTL_JOIN_PIECE_MS
+                                                                        : left > 0 ? (int)left : 1);
+        }
+        if (!(pf[0].revents & POLLIN)) continue;
+        fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        if (np == WSYNC__CTL_PENDING) { /* the oldest silent one goes */
+            close(pend[0]);
+            pend[0] = pend[--np];
+        }
+        pend[np++] = fd;
+    }
+    for (i = 0; i < np; i++) close(pend[i]);
+    if ((r = wsync__ctl_plan(c, err)) != WSYNC_OK) {
+        wsync__ctl_fail_all(c, err);
+        return r;
+    }
+    wsync__ctl_plan_stats(c);
+    for (i = 0; i < c->nt + c->ni; i++) {
+        wsync__cmember *m = &c->m[i];
+        wsync_ctl_msg a;
+        memset(&a, 0, sizeof a);
+        a.type = WSYNC_CTL_ASSIGN;
+        a.role = i < c->nt ? WSYNC_CTL_TRAINER : WSYNC_CTL_INFERENCE;
+        a.rank = i < c->nt ? i : i - c->nt;
+        a.n_trainers = c->nt;
+        a.n_inference = c->ni;
+        a.n_targets = m->n_targets;
+        a.targets = m->targets;
+        a.n_transfers = m->n_xfers;
+        a.transfers = m->xfers;
+        if ((r = wsync__ctl_send(m->fd, &a, &c->a, m->name, err)) != WSYNC_OK) {
+            m->gone = 1;
+            return r;
+        }
+    }
+    c->accepted = 1;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__ctl_gone(wsync_controller *c, wsync_error *err)
+{
+    unsigned i;
+    for (i = 0; i < c->nt + c->ni; i++)
+        if (c->m[i].gone)
+            return wsync__rfail(err, WSYNC_ERR_IO, "%s is gone (a failed step lost it); the group must be restarted",
+                                c->m[i].name);
+    return WSYNC_OK;
+}
+
+static void wsync__ctl_abort(wsync_controller *c, uint64_t step, const wsync_error *why)
+{
+    unsigned i;
+    c->in_step = 0;
+    for (i = c->nt; i < c->nt + c->ni; i++)
+        if (!c->m[i].gone &&
+            wsync__ctl_send_text(c->m[i].fd, WSYNC_CTL_ABORT, step, why->code, why->message, c->m[i].name, NULL) !=
+                WSYNC_OK)
+            c->m[i].gone = 1;
+}
+
+WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, wsync_error *err)
+{
+    unsigned i;
+    wsync_ctl_msg g;
+    wsync_error local;
+    wsync_result r;
+    if (!err) err = &local;
+    wsync__rerr_reset(err);
+    if (!c || !c->accepted) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "go: accept first");
+    if (step <= c->last_step || step <= c->go_step) /* an aborted step's number is not reused */
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "go: step %llu after step %llu (steps increase, from 1)",
+                            (unsigned long long)step,
+                            (unsigned long long)(c->go_step > c->last_step ? c->go_step : c->last_step));
+    if ((r = wsync__ctl_gone(c, err)) != WSYNC_OK) return r;
+    memset(&g, 0, sizeof g);
+    g.type = WSYNC_CTL_GO;
+    g.step = step;
+    c->go_step = step;
+    c->in_step = 1;
+    c->t_go = wsync__ctl_now();
+    for (i = 0; i < c->nt; i++)
+        if ((r = wsync__ctl_send(c->m[i].fd, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
+            c->m[i].gone = 1;
+            wsync__ctl_abort(c, step, err);
+            return r;
+        }
+    return WSYNC_OK;
+}
+
+/* Collects one answer of `type` for `step` from members [from, to); stale
+   answers for earlier steps are skipped. */
+static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsigned to, uint32_t type, uint64_t step,
+                                       wsync_error *err)
+{
+    unsigned i, waiting = to - from;
+    unsigned char *got;
+    int64_t deadline = wsync__rnow_ms() + c->step_ms;
+    wsync_result r = WSYNC_OK;
+    struct pollfd *pf;
+    got = (unsigned char *)wsync__calloc(&c->a, to - from);
+    pf = (struct pollfd *)wsync__calloc(&c->a, (to - from) * sizeof *pf);
+    if (!got || !pf) {
+        wsync__cfree(&c->a, got);
+        wsync__cfree(&c->a, pf);
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "step: poll set");
+    }
+    while (waiting && r == WSYNC_OK) {
+        int64_t left = deadline - wsync__rnow_ms();
+        int pr;
+        if (left <= 0) {
+            for (i = from; i < to && got[i - from]; i++) {
+            }
+            r = wsync__rfail(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms", (unsigned long long)step,
+                             c->m[i].name, wsync__ctl_type_name(type), c->step_ms);
+            break;
+        }
+        for (i = from; i < to; i++) {
+            pf[i - from].fd = got[i - from] ? -1 : c->m[i].fd;
+            pf[i - from].events = POLLIN;
+            pf[i - from].revents = 0;
+        }
+        pr = poll(pf, to - from, (int)left);
+        if (pr < 0 && errno != EINTR) {
+            r = wsync__rfail(err, WSYNC_ERR_IO, "step: poll: %s", strerror(errno));
+            break;
+        }
+        for (i = from; pr > 0 && i < to && r == WSYNC_OK; i++) {
+            wsync_ctl_msg m;
+            int closed = 0;
+            wsync_error e;
+            if (!pf[i - from].revents) continue;
+            if (wsync__ctl_recv(c->m[i].fd, 2000, 0, &c->a, &m, c->m[i].name, &closed, &e) != WSYNC_OK) {
+                c->m[i].gone = 1;
+                r = wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s went away: %s", (unsigned long long)step,
+                                 c->m[i].name, e.message);
+                break;
+            }
+            if (m.type == type && m.step < step) { /* an answer to an aborted step */
+            } else if (m.type != type || m.step != step) {
+                r = wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s sent %s for step %llu (%s)",
+                                 (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(m.type),
+                                 (unsigned long long)m.step, m.text);
+            } else if (m.status != WSYNC_OK) {
+                r = wsync__rfail(err, m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO,
+                                 "step %llu: %s failed: %s", (unsigned long long)step, c->m[i].name, m.text);
+            } else {
+                got[i - from] = 1;
+                waiting--;
+            }
+            wsync_ctl_msg_free(&m);
+        }
+    }
+    wsync__cfree(&c->a, got);
+    wsync__cfree(&c->a, pf);
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t step, wsync_error *err)
+{
+    unsigned i;
+    wsync_ctl_msg g;
+    wsync_error local;
+    wsync_result r;
+    if (!err) err = &local;
+    wsync__rerr_reset(err);
+    if (!c || !c->in_step || step != c->go_step)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "finish: step %llu was not started with go",
+                            (unsigned long long)step);
+    if ((r = wsync__ctl_collect(c, 0, c->nt, WSYNC_CTL_DONE, step, err)) != WSYNC_OK) {
+        wsync__ctl_abort(c, step, err);
+        return r;
+    }
+    c->t_done = wsync__ctl_now();
+    memset(&g, 0, sizeof g);
+    g.type = WSYNC_CTL_COMMIT;
+    g.step = step;
+    for (i = c->nt; i < c->nt + c->ni; i++)
+        if ((r = wsync__ctl_send(c->m[i].fd, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
+            c->m[i].gone = 1;
+            wsync__ctl_abort(c, step, err);
+            return r;
+        }
+    if ((r = wsync__ctl_collect(c, c->nt, c->nt + c->ni, WSYNC_CTL_ACK, step, err)) != WSYNC_OK) {
+        wsync__ctl_abort(c, step, err);
+        return r;
+    }
+    c->t_ack = wsync__ctl_now();
+    c->in_step = 0;
+    c->last_step = step;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_controller_step(wsync_controller *c, uint64_t step, wsync_error *err)
+{
+    wsync_result r = wsync_controller_go(c, step, err);
+    return r != WSYNC_OK ? r : wsync_controller_finish(c, step, err);
+}
+
+WSYNC_DEF void wsync_controller_close(wsync_controller *c)
+{
+    unsigned i;
+    wsync_ctl_msg bye;
+    if (!c) return;
+    memset(&bye, 0, sizeof bye);
+    bye.type = WSYNC_CTL_BYE;
+    for (i = 0; c->m && i < c->nt + c->ni; i++) {
+        wsync__cmember *m = &c->m[i];
+        if (m->fd >= 0) {
+            if (!m->gone) wsync__ctl_send(m->fd, &bye, &c->a, m->name, NULL);
+            close(m->fd);
+        }
+        wsync_ctl_msg_free(&m->join);
+        wsync__cfree(&c->a, m->targets);
+        wsync__cfree(&c->a, m->xfers);
+    }
+    if (c->lfd >= 0) close(c->lfd);
+    wsync__cfree(&c->a, c->m);
+    wsync__cfree(&c->a, c);
+}
+
+/* ---- a rank ---- */
+
+struct wsync_rank {
+    wsync_allocator a;
+    int fd;
+    uint32_t role, rank;
+    char me[48];
+    unsigned timeout_ms;
+    wsync_ctl_msg assign;
+    wsync_fabric *f;
+    wsync_fabric_mr **mrs;
+    uint64_t *mr_len;
+    uint8_t **mr_addr;         /* where each region is here (for preparation) */
+    uint32_t n_regions;
+    wsync_fabric_remote **rem; /* per target */
+    /* trainers: transfers that gather or quantize go through the executor */
+    wsync_exec_task *tasks;    /* one per transfer */
+    uint8_t *staging;
+    uint64_t staging_len, staging_want;
+    wsync_fabric_mr *staging_mr;
+    wsync_exec_stats stats;
+    /* inference */
+    wsync_result (*on_commit)(void *user, uint64_t step, wsync_error *err);
+    void (*on_abort)(void *user, uint64_t step, const char *why);
+    void *user;
+    pthread_t th;
+    int th_on;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    volatile uint64_t version;
+    uint64_t aborted;
+    int ended;
+    char why[320];
+};
+
+static void wsync__rank_end(wsync_rank *r, const char *why)
+{
+    pthread_mutex_lock(&r->mu);
+    if (!r->ended) snprintf(r->why, sizeof r->why, "%s", why);
+    r->ended = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void *wsync__rank_main(void *p)
+{
+    wsync_rank *r = (wsync_rank *)p;
+    for (;;) {
+        wsync_ctl_msg m;
+        wsync_error e;
+        int closed = 0;
+        if (wsync__ctl_recv(r->fd, 10000, 1, &r->a, &m, "the controller", &closed, &e) != WSYNC_OK) {
+            wsync__rank_end(r, closed ? "the controller went away (connection closed)" : e.message);
+            break;
+        }
+        if (m.type == WSYNC_CTL_COMMIT) {
+            wsync_result res = WSYNC_OK;
+            wsync__rerr_reset(&e);
+            if (m.step <= r->version) {
+                res = wsync__rfail(&e, WSYNC_ERR_INVALID_ARGUMENT, "COMMIT for step %llu at version %llu",
+                                   (unsigned long long)m.step, (unsigned long long)r->version);
+            } else if (r->on_commit) {
+                res = r->on_commit(r->user, m.step, &e);
+                if (res != WSYNC_OK && !e.message[0]) snprintf(e.message, sizeof e.message, "%s", wsync_result_str(res));
+            }
+            if (res == WSYNC_OK) {
+                pthread_mutex_lock(&r->mu);
+                __atomic_store_n(&r->version, m.step, __ATOMIC_RELEASE);
+                pthread_cond_broadcast(&r->cv);
+                pthread_mutex_unlock(&r->mu);
+            }
+            if (wsync__ctl_send_text(r->fd, WSYNC_CTL_ACK, m.step, res, res == WSYNC_OK ? "" : e.message,
+                                     "the controller", &e) != WSYNC_OK) {
+                wsync__rank_end(r, e.message);
+                break;
+            }
+        } else if (m.type == WSYNC_CTL_ABORT) {
+            if (r->on_abort) r->on_abort(r->user, m.step, m.text);
+            pthread_mutex_lock(&r->mu);
+            if (m.step > r->aborted) r->aborted = m.step;
+            snprintf(r->why, sizeof r->why, "step %llu aborted: %s", (unsigned long long)m.step, m.text);
+            pthread_cond_broadcast(&r->cv);
+            pthread_mutex_unlock(&r->mu);
+        } else {
+            char why[320];
+            if (m.type == WSYNC_CTL_BYE) snprintf(why, sizeof why, "%s", "the controller said BYE");
+            else if (m.type == WSYNC_CTL_ERROR) snprintf(why, sizeof why, "the controller: %s", m.text);
+            else snprintf(why, sizeof why, "unexpected %s from the controller", wsync__ctl_type_name(m.type));
+            wsync_ctl_msg_free(&m);
+            wsync__rank_end(r, why);
+            break;
+        }
+        wsync_ctl_msg_free(&m);
+    }
+    return NULL;
+}
+
+static wsync_result wsync__rank_check(const wsync_rank_options *o, wsync_error *err)
+{
+    uint32_t i;
+    if (!o->port) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: the controller's port");
+    if (o->role != WSYNC_CTL_TRAINER && o->role != WSYNC_CTL_INFERENCE)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: role %u", (unsigned)o->role);
+    if (o->n_regions && (!o->mrs || !o->descs))
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: regions without mrs or descriptors");
+    if (o->n_tensors && !o->tensors)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: tensors is NULL");
+    if (o->role == WSYNC_CTL_TRAINER && !o->fabric)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: a trainer needs a fabric");
+    for (i = 0; i < o->n_regions; i++)
+        if (!o->mrs[i]) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: region %u not registered", i);
+    return WSYNC_OK;
+}
+
+/* A trainer checks its ASSIGN against its own regions, then opens every
+   target on its fabric. */
+/* A transfer's source bytes: from src_offset to the end of its last row. */
+static uint64_t wsync__rank_extent(const wsync_ctl_transfer *x)
+{
+    uint64_t row_src = x->len / x->rows * (x->prep == WSYNC_CTL_PREP_FP8 ? 2 : 1);
+    return (x->rows - 1) * x->src_stride + row_src; /* bounded at decode */
+}
+
+/* Staging bytes a transfer needs: its prepared rows (8-byte multiples, so
+   every task's place in the ring stays aligned), and fp8 scales after them. */
+static uint64_t wsync__rank_tmp(const wsync_ctl_transfer *x, uint64_t *scales_at)
+{
+    uint64_t data = (x->len + 7) & ~(uint64_t)7, ns;
+    *scales_at = data;
+    if (x->prep == WSYNC_CTL_PREP_FP8) {
+        ns = wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block);
+        return data + ((ns * 4 + 7) & ~(uint64_t)7);
+    }
+    return x->rows > 1 ? data : 0;
+}
+
+/* The executor's tasks, and a staging arena registered on the fabric when
+   any transfer gathers or quantizes. */
+static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
+{
+    uint32_t i, n = r->assign.n_transfers;
+    uint64_t most = 0, at;
+    wsync_fabric_desc d;
+    if (n && !(r->tasks = (wsync_exec_task *)wsync__calloc(&r->a, (size_t)n * sizeof *r->tasks)))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: tasks");
+    for (i = 0; i < n; i++) {
+        r->tasks[i].tmp_bytes = wsync__rank_tmp(&r->assign.transfers[i], &at);
+        r->tasks[i].user = &r->assign.transfers[i];
+        if (r->tasks[i].tmp_bytes > most) most = r->tasks[i].tmp_bytes;
+    }
+    if (most == 0) return WSYNC_OK;
+    r->staging_len = r->staging_want > most ? r->staging_want : most;
+    if ((uint64_t)(size_t)r->staging_len != r->staging_len ||
+        !(r->staging = (uint8_t *)wsync__calloc(&r->a, (size_t)r->staging_len)))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu staging bytes", r->me,
+                            (unsigned long long)r->staging_len);
+    return r->f->reg(r->f->user, r->staging, r->staging_len, WSYNC_MEM_HOST, &r->staging_mr, &d, err);
+}
+
+static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
+{
+    uint32_t i;
+    wsync_result res;
+    for (i = 0; i < r->assign.n_transfers; i++) {
+        const wsync_ctl_transfer *x = &r->assign.transfers[i];
+        uint64_t ext = wsync__rank_extent(x);
+        if (x->src_region >= r->n_regions || !wsync__cin(x->src_offset, ext, r->mr_len[x->src_region]))
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                                "%s: ASSIGN transfer %u reads %llu bytes at %llu of region %u, outside this rank's regions",
+                                r->me, (unsigned)i, (unsigned long long)ext, (unsigned long long)x->src_offset,
+                                (unsigned)x->src_region);
+        if (x->prep == WSYNC_CTL_PREP_FP8 && ((uintptr_t)(r->mr_addr[x->src_region] + x->src_offset) % 2 ||
+                                              (x->rows > 1 && x->src_stride % 2)))
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: ASSIGN transfer %u: bf16 rows not 2-byte aligned",
+                                r->me, (unsigned)i);
+    }
+    if ((res = wsync__rank_staging(r, err)) != WSYNC_OK) return res;
+    if (r->assign.n_targets &&
+        !(r->rem = (wsync_fabric_remote **)wsync__calloc(&r->a, r->assign.n_targets * sizeof *r->rem)))
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: remotes");
+    for (i = 0; i < r->assign.n_targets; i++) {
+        const wsync_ctl_target *g = &r->assign.targets[i];
+        if ((res = r->f->open_remote(r->f->user, &g->desc, &r->rem[i], err)) != WSYNC_OK) {
+            char why[320];
+            snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+            return wsync__rfail(err, res, "%s: opening inference rank %u region %u: %s", r->me, (unsigned)g->rank,
+                                (unsigned)g->region, why);
+        }
+    }
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank **out, wsync_error *err)
+{
+    wsync_rank *r;
+    wsync_ctl_msg j, m;
+    wsync_error local;
+    wsync_result res;
+    char why[256];
+    uint32_t i;
+    int closed = 0;
+    if (!err) err = &local;
+    wsync__rerr_reset(err);
+    if (out) *out = NULL;
+    if (!opt || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: options and out");
+    if ((res = wsync__rank_check(opt, err)) != WSYNC_OK) return res;
+    r = (wsync_rank *)wsync__calloc(&opt->allocator, sizeof *r);
+    if (!r) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank");
+    r->a = opt->allocator;
+    r->fd = -1;
+    r->role = opt->role;
+    r->rank = opt->rank;
+    r->f = opt->fabric;
+    r->timeout_ms = opt->timeout_ms ? opt->timeout_ms : 30000;
+    r->staging_want = opt->staging_bytes ? opt->staging_bytes : (64ull << 20);
+    r->on_commit = opt->on_commit;
+    r->on_abort = opt->on_abort;
+    r->user = opt->user;
+    snprintf(r->me, sizeof r->me, "%s rank %u", r->role == WSYNC_CTL_TRAINER ? "trainer" : "inference",
+             (unsigned)r->rank);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->n_regions = opt->n_regions;
+    if (r->n_regions) {
+        r->mrs = (wsync_fabric_mr **)wsync__calloc(&r->a, r->n_regions * sizeof *r->mrs);
+        r->mr_len = (uint64_t *)wsync__calloc(&r->a, r->n_regions * sizeof *r->mr_len);
+        r->mr_addr = (uint8_t **)wsync__calloc(&r->a, r->n_regions * sizeof *r->mr_addr);
+        if (!r->mrs || !r->mr_len || !r->mr_addr) {
+            wsync_rank_close(r);
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: regions");
+        }
+        for (i = 0; i < r->n_regions; i++) {
+            r->mrs[i] = opt->mrs[i];
+            r->mr_len[i] = opt->descs[i].len;
+            r->mr_addr[i] = (uint8_t *)(uintptr_t)opt->descs[i].addr;
+        }
+    }
+    r->fd = wsync__tcp_connect(opt->host ? opt->host : "127.0.0.1", opt->port, r->timeout_ms, why, sizeof why);
+    if (r->fd < 0) {
+        wsync_rank_close(r);
+        return wsync__rfail(err, WSYNC_ERR_IO, "%s: the controller at %s port %u: %s", r->me,
+                            opt->host ? opt->host : "127.0.0.1", opt->port, why);
+    }
+    wsync__ctl_nodelay(r->fd);
+    wsync__rset_timeouts(r->fd, r->timeout_ms);
+    memset(&j, 0, sizeof j);
+    j.type = WSYNC_CTL_JOIN;
+    j.role = r->role;
+    j.rank = r->rank;
+    j.n_regions = opt->n_regions;
+    j.regions = (wsync_fabric_desc *)opt->descs;
+    j.n_tensors = opt->n_tensors;
+    j.tensors = (wsync_ctl_tensor *)opt->tensors;
+    if ((res = wsync__ctl_send(r->fd, &j, &r->a, "the controller", err)) != WSYNC_OK ||
+        (res = wsync__ctl_recv(r->fd, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK) {
+        wsync_rank_close(r);
+        return res;
+    }
+    if (m.type != WSYNC_CTL_ASSIGN || m.role != r->role || m.rank != r->rank) {
+        res = m.type == WSYNC_CTL_ERROR && m.status && m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO;
+        if (m.type == WSYNC_CTL_ERROR) wsync__rfail(err, res, "%s: the controller refused: %s", r->me, m.text);
+        else wsync__rfail(err, res, "%s: expected ASSIGN, got %s", r->me, wsync__ctl_type_name(m.type));
+        wsync_ctl_msg_free(&m);
+        wsync_rank_close(r);
+        return res;
+    }
+    r->assign = m;
+    if (r->role == WSYNC_CTL_TRAINER) {
+        if ((res = wsync__rank_targets(r, err)) != WSYNC_OK) {
+            wsync_rank_close(r);
+            return res;
+        }
+    } else {
+        if (pthread_create(&r->th, NULL, wsync__rank_main, r) != 0) {
+            wsync_rank_close(r);
+            return wsync__rfail(err, WSYNC_ERR_IO, "%s", "rank: pthread_create");
+        }
+        r->th_on = 1;
+    }
+    *out = r;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *bye, int timeout_ms, wsync_error *err)
+{
+    wsync_ctl_msg m;
+    int closed = 0;
+    wsync_result res;
+    wsync__rerr_reset(err);
+    if (!r || !step || !bye || r->role != WSYNC_CTL_TRAINER)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_go: a trainer's rank");
+    *bye = 0;
+    if ((res = wsync__ctl_recv(r->fd, timeout_ms < 0 ? 10000 : timeout_ms, timeout_ms < 0, &r->a, &m,
+                               "the controller", &closed, err)) != WSYNC_OK)
+        return res;
+    res = WSYNC_OK;
+    if (m.type == WSYNC_CTL_GO) *step = m.step;
+    else if (m.type == WSYNC_CTL_BYE) *bye = 1;
+    else if (m.type == WSYNC_CTL_ERROR) res = wsync__rfail(err, WSYNC_ERR_IO, "the controller: %s", m.text);
+    else res = wsync__rfail(err, WSYNC_ERR_IO, "unexpected %s from the controller", wsync__ctl_type_name(m.type));
+    wsync_ctl_msg_free(&m);
+    return res;
+}
+
+static wsync_result wsync__rank_wfail(wsync_rank *r, const wsync_ctl_transfer *x, wsync_result res, wsync_error *err)
+{
+    char why[320];
+    snprintf(why, sizeof why, "%.250s", err->message);
+    return wsync__rfail(err, res, "%s: writing %llu bytes to inference rank %u: %s", r->me, (unsigned long long)x->len,
+                        (unsigned)r->assign.targets[x->target].rank, why);
+}
+
+/* Executor stage: gather a strided slice, or quantize it to fp8, into staging. */
+static wsync_result wsync__rank_prepare(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t tmp_off,
+                                        wsync_error *err)
+{
+    wsync_rank *r = (wsync_rank *)user;
+    const wsync_ctl_transfer *x = (const wsync_ctl_transfer *)t->user;
+    const uint8_t *src = r->mr_addr[x->src_region] + x->src_offset;
+    uint64_t row = x->len / x->rows, i, scales_at;
+    (void)tmp_off;
+    if (!t->tmp_bytes) return WSYNC_OK; /* written straight from the source */
+    if (x->prep == WSYNC_CTL_PREP_FP8) {
+        wsync__rank_tmp(x, &scales_at);
+        return wsync_quantize_e4m3((const uint16_t *)(const void *)src, x->rows, row,
+                                   x->rows > 1 ? x->src_stride / 2 : row, x->block, tmp,
+                                   (float *)(void *)(tmp + scales_at), err);
+    }
+    for (i = 0; i < x->rows; i++) memcpy(tmp + i * row, src + i * x->src_stride, (size_t)row);
+    return WSYNC_OK;
+}
+
+/* Executor stage: the one-sided writes (fp8: the codes, then the scales). */
+static wsync_result wsync__rank_write(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t tmp_off,
+                                      wsync_error *err)
+{
+    wsync_rank *r = (wsync_rank *)user;
+    const wsync_ctl_transfer *x = (const wsync_ctl_transfer *)t->user;
+    wsync_fabric_remote *dst = r->rem[x->target];
+    wsync_result res;
+    uint64_t scales_at, tmp_bytes;
+    (void)tmp;
+    if (!t->tmp_bytes) {
+        res = r->f->write(r->f->user, r->mrs[x->src_region], x->src_offset, dst, x->dst_offset, x->len, err);
+        return res == WSYNC_OK ? res : wsync__rank_wfail(r, x, res, err);
+    }
+    tmp_bytes = wsync__rank_tmp(x, &scales_at);
+    res = r->f->write(r->f->user, r->staging_mr, tmp_off, dst, x->dst_offset, x->len, err);
+    if (res == WSYNC_OK && x->prep == WSYNC_CTL_PREP_FP8)
+        res = r->f->write(r->f->user, r->staging_mr, tmp_off + scales_at, dst, x->scale_offset,
+                          4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block), err);
+    /* the staging bytes are reused once this returns: a backend that reads
+       them later (RDMA) must be done with them first */
+    if (res == WSYNC_OK && r->f->backend == WSYNC_FABRIC_VERBS) res = r->f->flush(r->f->user, err);
+    (void)tmp_bytes;
+    return res == WSYNC_OK ? res : wsync__rank_wfail(r, x, res, err);
+}
+
+WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint32_t count, int flush,
+                                            wsync_error *err)
+{
+    wsync_exec_options eo;
+    wsync_result res;
+    wsync_error local;
+    char why[320];
+    if (!err) err = &local;
+    wsync__rerr_reset(err);
+    if (!r || r->role != WSYNC_CTL_TRAINER)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
+    if (first > r->assign.n_transfers || count > r->assign.n_transfers - first)
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "push: transfers %u + %u of %u", (unsigned)first,
+                            (unsigned)count, (unsigned)r->assign.n_transfers);
+    memset(&eo, 0, sizeof eo);
+    eo.allocator = r->a;
+    eo.staging = r->staging;
+    eo.staging_len = r->staging_len;
+    eo.n_stages = 2;
+    eo.stages[0] = wsync__rank_prepare;
+    eo.stages[1] = wsync__rank_write;
+    eo.stage_names[0] = "prepare";
+    eo.stage_names[1] = "write";
+    eo.user = r;
+    if (count && (res = wsync_exec_run(&eo, r->tasks + first, count, &r->stats, err)) != WSYNC_OK) return res;
+    if (flush && (res = r->f->flush(r->f->user, err)) != WSYNC_OK) {
+        snprintf(why, sizeof why, "%.250s", err->message);
+        return wsync__rfail(err, res, "%s: %s", r->me, why);
+    }
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out)
+{
+    if (!out) return;
+    if (r) *out = r->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
+{
+    return wsync_rank_push_some(r, 0, r ? r->assign.n_transfers : 0, 1, err);
+}
+
+WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
+                                       wsync_error *err)
+{
+    wsync__rerr_reset(err);
+    if (!r || r->role != WSYNC_CTL_TRAINER)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "done: a trainer's rank");
+    return wsync__ctl_send_text(r->fd, WSYNC_CTL_DONE, step, result, why, "the controller", err);
+}
+
+WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, uint32_t *n)
+{
+    if (n) *n = r ? r->assign.n_transfers : 0;
+    return r ? r->assign.transfers : NULL;
+}
+
+WSYNC_DEF uint64_t wsync_rank_version(const wsync_rank *r)
+{
+    return r ? __atomic_load_n(&r->version, __ATOMIC_ACQUIRE) : 0;
+}
+
+WSYNC_DEF const volatile uint64_t *wsync_rank_version_word(const wsync_rank *r)
+{
+    return r ? &r->version : NULL;
+}
+
+WSYNC_DEF wsync_result wsync_rank_wait_version(wsync_rank *r, uint64_t step, int timeout_ms, wsync_error *err)
+{
+    struct timespec until;
+    wsync_result res = WSYNC_OK;
+    wsync__rerr_reset(err);
+    if (!r || r->role != WSYNC_CTL_INFERENCE)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_version: an inference rank");
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_ms > 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        if (r->version >= step) break;
+        if (r->aborted >= step) {
+            res = wsync__rfail(err, WSYNC_ERR_IO, "%s: %s", r->me, r->why);
+            break;
+        }
+        if (r->ended) {
+            res = wsync__rfail(err, WSYNC_ERR_IO, "%s at version %llu: %s", r->me, (unsigned long long)r->version,
+                               r->why);
+            break;
+        }
+        if (timeout_ms == 0 ||
+            (timeout_ms > 0 && pthread_cond_timedwait(&r->cv, &r->mu, &until) == ETIMEDOUT)) {
+            res = wsync__rfail(err, WSYNC_ERR_LIMIT, "%s: still at version %llu after %d ms", r->me,
+                               (unsigned long long)r->version, timeout_ms);
+            break;
+        }
+        if (timeout_ms < 0) pthread_cond_wait(&r->cv, &r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return res;
+}
+
+WSYNC_DEF int wsync_rank_ended(wsync_rank *r, char *why, size_t cap)
+{
+    int e;
+    if (!r) return 1;
+    pthread_mutex_lock(&r->mu);
+    e = r->ended;
+    if (e && why && cap) {
+        size_t k = strlen(r->why);
+        if (k >= cap) k = cap - 1;
+        memcpy(why, r->why, k);
+        why[k] = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return e;
+}
+
+WSYNC_DEF void wsync_rank_close(wsync_rank *r)
+{
+    uint32_t i;
+    if (!r) return;
+    if (r->fd >= 0) shutdown(r->fd, SHUT_RDWR); /* wakes the thread */
+    if (r->th_on) pthread_join(r->th, NULL);
+    if (r->fd >= 0) close(r->fd);
+    for (i = 0; r->rem && i < r->assign.n_targets; i++)
+        if (r->rem[i]) r->f->close_remote(r->f->user, r->rem[i]);
+    wsync__cfree(&r->a, r->rem);
+    if (r->staging_mr) r->f->dereg(r->f->user, r->staging_mr);
+    wsync__cfree(&r->a, r->staging);
+    wsync__cfree(&r->a, r->tasks);
+    wsync__cfree(&r->a, r->mr_addr);
+    wsync_ctl_msg_free(&r->assign);
+    wsync__cfree(&r->a, r->mrs);
+    wsync__cfree(&r->a, r->mr_len);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    wsync__cfree(&r->a, r);
+}
+
+#else /* !WSYNC__RDMA_OK */
+
+WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt, wsync_controller **out,
+                                             wsync_error *err)
+{
+    (void)opt;
+    if (out) *out = NULL;
+    return wsync__rno(err, "the controller");
+}
+WSYNC_DEF unsigned wsync_controller_port(const wsync_controller *c)
+{
+    (void)c;
+    return 0;
+}
+WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err)
+{
+    (void)c;
+    return wsync__rno(err, "the controller");
+}
+WSYNC_DEF void wsync_controller_plan_get(const wsync_controller *c, wsync_controller_plan *out)
+{
+    (void)c;
+    if (out) memset(out, 0, sizeof *out);
+}
+WSYNC_DEF wsync_result wsync_controller_step(wsync_controller *c, uint64_t step, wsync_error *err)
+{
+    (void)c;
+    (void)step;
+    return wsync__rno(err, "the controller");
+}
+WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, wsync_error *err)
+{
+    (void)c;
+    (void)step;
+    return wsync__rno(err, "the controller");
+}
+WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t step, wsync_error *err)
+{
+    (void)c;
+    (void)step;
+    return wsync__rno(err, "the controller");
+}
+WSYNC_DEF void wsync_controller_step_times(const wsync_controller *c, double *transfer_s, double *commit_s)
+{
+    (void)c;
+    if (transfer_s) *transfer_s = 0;
+    if (commit_s) *commit_s = 0;
+}
+WSYNC_DEF void wsync_controller_close(wsync_controller *c)
+{
+    (void)c;
+}
+WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank **out, wsync_error *err)
+{
+    (void)opt;
+    if (out) *out = NULL;
+    return wsync__rno(err, "a rank");
+}
+WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *bye, int timeout_ms, wsync_error *err)
+{
+    (void)r;
+    (void)step;
+    (void)bye;
+    (void)timeout_ms;
+    return wsync__rno(err, "a rank");
+}
+WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
+{
+    (void)r;
+    return wsync__rno(err, "a rank");
+}
+WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint32_t count, int flush,
+                                            wsync_error *err)
+{
+    (void)r;
+    (void)first;
+    (void)count;
+    (void)flush;
+    return wsync__rno(err, "a rank");
+}
+WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
+                                       wsync_error *err)
+{
+    (void)r;
+    (void)step;
+    (void)result;
+    (void)why;
+    return wsync__rno(err, "a rank");
+}
+WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, uint32_t *n)
+{
+    (void)r;
+    if (n) *n = 0;
+    return NULL;
+}
+WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out)
+{
+    (void)r;
+    if (out) memset(out, 0, sizeof *out);
+}
+WSYNC_DEF uint64_t wsync_rank_version(const wsync_rank *r)
+{
+    (void)r;
+    return 0;
+}
+WSYNC_DEF const volatile uint64_t *wsync_rank_version_word(const wsync_rank *r)
+{
+    (void)r;
+    return NULL;
+}
+WSYNC_DEF wsync_result wsync_rank_wait_version(wsync_rank *r, uint64_t step, int timeout_ms, wsync_error *err)
+{
+    (void)r;
+    (void)step;
+    (void)timeout_ms;
+    return wsync__rno(err, "a rank");
+}
+WSYNC_DEF int wsync_rank_ended(wsync_rank *r, char *why, size_t cap)
+{
+    (void)r;
+    if (why && cap) snprintf(why, cap, "%s", "not built with the controller");
+    return 1;
+}
+WSYNC_DEF void wsync_rank_close(wsync_rank *r)
+{
+    (void)r;
+}
+
+#endif /* WSYNC__RDMA_OK */
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ======================================================================
+   IMPLEMENTATION: the planner and its simulator
+   ====================================================================== */
+
+/* ====================================================================== */
+
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+static wsync_result wsync__plfail(wsync_error *err, wsync_result code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static wsync_result wsync__plfail(wsync_error *err, wsync_result code, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err) return code;
+    err->code = code;
+    err->offset = UINT64_MAX;
+    err->tensor[0] = 0;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void wsync__plreset(wsync_error *err)
+{
+    if (!err) return;
+    err->code = WSYNC_OK;
+    err->offset = UINT64_MAX;
+    err->tensor[0] = 0;
+    err->message[0] = 0;
+}
+
+/* Zeroed memory; n * size overflow-checked. */
+static void *wsync__plalloc(const wsync_allocator *a, uint64_t n, size_t size)
+{
+    uint64_t bytes;
+    void *p;
+    if (!wsync_mul_u64(n ? n : 1, size, &bytes) || bytes > (uint64_t)SIZE_MAX) return NULL;
+#ifdef WSYNC_MALLOC
+    p = a->alloc ? a->alloc(a->user, (size_t)bytes) : WSYNC_MALLOC((size_t)bytes);
+#else
+    p = a->alloc ? a->alloc(a->user, (size_t)bytes) : malloc((size_t)bytes);
+#endif
+    if (p) memset(p, 0, (size_t)bytes);
+    return p;
+}
+
+static void wsync__plfree(const wsync_allocator *a, void *p)
+{
+    if (!p) return;
+    if (a->free) a->free(a->user, p);
+    else
+#ifdef WSYNC_FREE
+        WSYNC_FREE(p);
+#else
+        free(p);
+#endif
+}
+
+/* Grows *arr to hold at least n + 1 elements (doubling). */
+static int wsync__plgrow(const wsync_allocator *a, void **arr, uint64_t *cap, uint64_t n, size_t size)
+{
+    uint64_t nc;
+    void *q;
+    if (n < *cap) return 1;
+    nc = *cap ? *cap * 2 : 64;
+    if (nc <= n) nc = n + 1;
+    q = wsync__plalloc(a, nc, size);
+    if (!q) return 0;
+    if (*arr) memcpy(q, *arr, (size_t)(*cap * size));
+    wsync__plfree(a, *arr);
+    *arr = q;
+    *cap = nc;
+    return 1;
+}
+
+static uint64_t wsync__pldiv_up(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/* Stable LSD radix sort of idx by key (key[i] belongs to idx[i]), 8 bits a
+   pass; a pass whose bytes are all equal is skipped. tidx/tkey: scratch. */
+static void wsync__plrsort(uint32_t *idx, uint32_t *key, uint32_t *tidx, uint32_t *tkey, uint64_t n)
+{
+    unsigned shift;
+    uint64_t i;
+    for (shift = 0; shift < 32; shift += 8) {
+        uint64_t cnt[256], pos = 0;
+        unsigned b;
+        memset(cnt, 0, sizeof cnt);
+        for (i = 0; i < n; i++) cnt[(key[i] >> shift) & 255u]++;
+        for (b = 0; b < 256; b++)
+            if (cnt[b] == n) break;
+        if (b < 256) continue;
+        for (b = 0; b < 256; b++) {
+            uint64_t c = cnt[b];
+            cnt[b] = pos;
+            pos += c;
+        }
+        for (i = 0; i < n; i++) {
+            uint64_t d = cnt[(key[i] >> shift) & 255u]++;
+            tidx[d] = idx[i];
+            tkey[d] = key[i];
+        }
+        memcpy(idx, tidx, (size_t)n * sizeof *idx);
+        memcpy(key, tkey, (size_t)n * sizeof *key);
+    }
+}
+
+/* ---- models ---------------------------------------------------------- */
+
+enum {
+    WSYNC__PLK_EMBED, WSYNC__PLK_NORM, WSYNC__PLK_LM_HEAD,
+    WSYNC__PLK_IN_NORM, WSYNC__PLK_POST_NORM,
+    WSYNC__PLK_Q, WSYNC__PLK_K, WSYNC__PLK_V, WSYNC__PLK_Q_BIAS, WSYNC__PLK_K_BIAS, WSYNC__PLK_V_BIAS,
+    WSYNC__PLK_O, WSYNC__PLK_Q_NORM, WSYNC__PLK_K_NORM,
+    WSYNC__PLK_GATE, WSYNC__PLK_UP, WSYNC__PLK_DOWN,
+    WSYNC__PLK_Q_A, WSYNC__PLK_Q_A_NORM, WSYNC__PLK_Q_B, WSYNC__PLK_KV_A, WSYNC__PLK_KV_A_NORM, WSYNC__PLK_KV_B,
+    WSYNC__PLK_MLA_O,
+    WSYNC__PLK_ROUTER, WSYNC__PLK_ROUTER_BIAS, WSYNC__PLK_SH_GATE, WSYNC__PLK_SH_UP, WSYNC__PLK_SH_DOWN,
+    WSYNC__PLK_EX_GATE, WSYNC__PLK_EX_UP, WSYNC__PLK_EX_DOWN,
+    WSYNC__PLK_COUNT
+};
+
+static const char *const wsync__plk_name[WSYNC__PLK_COUNT] = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+    "input_layernorm.weight", "post_attention_layernorm.weight",
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+    "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
+    "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+    "self_attn.q_a_proj.weight", "self_attn.q_a_layernorm.weight", "self_attn.q_b_proj.weight",
+    "self_attn.kv_a_proj_with_mqa.weight", "self_attn.kv_a_layernorm.weight", "self_attn.kv_b_proj.weight",
+    "self_attn.o_proj.weight",
+    "mlp.gate.weight", "mlp.gate.e_score_correction_bias", "mlp.shared_experts.gate_proj.weight",
+    "mlp.shared_experts.up_proj.weight", "mlp.shared_experts.down_proj.weight",
+    "gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+
+static const wsync_plan_model wsync__pl_models[] = {
+    /* name, arch, vocab, hidden, layers, inter, heads, kv_heads, head_dim, qk_norm, qkv_bias, tied,
+       dense_layers, experts, shared, moe_inter, q_lora, kv_lora, qk_nope, qk_rope, v_head, fp8 */
+    {"qwen3-0.6b", WSYNC_PLAN_ARCH_QWEN, 151936, 1024, 28, 3072, 16, 8, 128, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2.5-7b", WSYNC_PLAN_ARCH_QWEN, 152064, 3584, 28, 18944, 28, 4, 128, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"kimi-k2", WSYNC_PLAN_ARCH_MLA, 163840, 7168, 61, 18432, 64, 64, 0, 0, 0, 0, 1, 384, 1, 2048, 1536, 512, 128,
+     64, 128, 1},
+};
+
+WSYNC_DEF wsync_result wsync_plan_model_lookup(const char *name, wsync_plan_model *out, wsync_error *err)
+{
+    size_t i;
+    wsync__plreset(err);
+    if (!name || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model: NULL argument");
+    for (i = 0; i < sizeof wsync__pl_models / sizeof wsync__pl_models[0]; i++)
+        if (strcmp(wsync__pl_models[i].name, name) == 0) {
+            *out = wsync__pl_models[i];
+            return WSYNC_OK;
+        }
+    return wsync__plfail(err, WSYNC_ERR_NOT_FOUND, "plan model '%.100s': not one of qwen3-0.6b, qwen2.5-7b, kimi-k2",
+                         name);
+}
+
+static int wsync__pl_moe_layer(const wsync_plan_model *m, uint64_t l)
+{
+    return m->arch == WSYNC_PLAN_ARCH_MLA && m->experts > 0 && l >= m->dense_layers;
+}
+
+/* The fixed (non-routed-expert) tensor kinds of a layer, in checkpoint order. */
+static unsigned wsync__pl_layer_kinds(const wsync_plan_model *m, uint64_t l, unsigned *k)
+{
+    unsigned n = 0;
+    k[n++] = WSYNC__PLK_IN_NORM;
+    if (m->arch == WSYNC_PLAN_ARCH_QWEN) {
+        k[n++] = WSYNC__PLK_Q;
+        if (m->qkv_bias) k[n++] = WSYNC__PLK_Q_BIAS;
+        k[n++] = WSYNC__PLK_K;
+        if (m->qkv_bias) k[n++] = WSYNC__PLK_K_BIAS;
+        k[n++] = WSYNC__PLK_V;
+        if (m->qkv_bias) k[n++] = WSYNC__PLK_V_BIAS;
+        k[n++] = WSYNC__PLK_O;
+        if (m->qk_norm) {
+            k[n++] = WSYNC__PLK_Q_NORM;
+            k[n++] = WSYNC__PLK_K_NORM;
+        }
+    } else {
+        k[n++] = WSYNC__PLK_Q_A;
+        k[n++] = WSYNC__PLK_Q_A_NORM;
+        k[n++] = WSYNC__PLK_Q_B;
+        k[n++] = WSYNC__PLK_KV_A;
+        k[n++] = WSYNC__PLK_KV_A_NORM;
+        k[n++] = WSYNC__PLK_KV_B;
+        k[n++] = WSYNC__PLK_MLA_O;
+    }
+    k[n++] = WSYNC__PLK_POST_NORM;
+    if (wsync__pl_moe_layer(m, l)) {
+        k[n++] = WSYNC__PLK_ROUTER;
+        k[n++] = WSYNC__PLK_ROUTER_BIAS;
+        if (m->shared_experts) {
+            k[n++] = WSYNC__PLK_SH_GATE;
+            k[n++] = WSYNC__PLK_SH_UP;
+            k[n++] = WSYNC__PLK_SH_DOWN;
+        }
+    } else {
+        k[n++] = WSYNC__PLK_GATE;
+        k[n++] = WSYNC__PLK_UP;
+        k[n++] = WSYNC__PLK_DOWN;
+    }
+    return n;
+}
+
+static uint64_t wsync__pl_layer_tensors(const wsync_plan_model *m, uint64_t l)
+{
+    unsigned k[32];
+    return wsync__pl_layer_kinds(m, l, k) + (wsync__pl_moe_layer(m, l) ? 3 * m->experts : 0);
+}
+
+/* Index of a layer's first tensor (the embedding is tensor 0): the first
+   nd layers have the dense layer's count of tensors, the rest the MoE's. */
+static uint64_t wsync__pl_layer_base(const wsync_plan_model *m, uint64_t l)
+{
+    uint64_t nd = m->layers, cd, cm;
+    if (m->arch == WSYNC_PLAN_ARCH_MLA && m->experts > 0) nd = m->dense_layers < m->layers ? m->dense_layers : m->layers;
+    cd = nd > 0 ? wsync__pl_layer_tensors(m, 0) : 0;
+    cm = nd < m->layers ? wsync__pl_layer_tensors(m, nd) : 0;
+    return 1 + (l < nd ? l : nd) * cd + (l > nd ? (l - nd) * cm : 0);
+}
+
+static void wsync__pl_shape(const wsync_plan_model *m, unsigned kind, uint64_t *rows, uint64_t *cols)
+{
+    uint64_t h = m->hidden, q = m->heads * m->head_dim, kv = m->kv_heads * m->head_dim, r = h, c = 1;
+    uint64_t sh = m->moe_inter * (m->shared_experts ? m->shared_experts : 1);
+    switch (kind) {
+    case WSYNC__PLK_EMBED: case WSYNC__PLK_LM_HEAD: r = m->vocab; c = h; break;
+    case WSYNC__PLK_NORM: case WSYNC__PLK_IN_NORM: case WSYNC__PLK_POST_NORM: r = h; break;
+    case WSYNC__PLK_Q: r = q; c = h; break;
+    case WSYNC__PLK_K: case WSYNC__PLK_V: r = kv; c = h; break;
+    case WSYNC__PLK_Q_BIAS: r = q; break;
+    case WSYNC__PLK_K_BIAS: case WSYNC__PLK_V_BIAS: r = kv; break;
+    case WSYNC__PLK_O: r = h; c = q; break;
+    case WSYNC__PLK_Q_NORM: case WSYNC__PLK_K_NORM: r = m->head_dim; break;
+    case WSYNC__PLK_GATE: case WSYNC__PLK_UP: r = m->inter; c = h; break;
+    case WSYNC__PLK_DOWN: r = h; c = m->inter; break;
+    case WSYNC__PLK_Q_A: r = m->q_lora; c = h; break;
+    case WSYNC__PLK_Q_A_NORM: r = m->q_lora; break;
+    case WSYNC__PLK_Q_B: r = m->heads * (m->qk_nope + m->qk_rope); c = m->q_lora; break;
+    case WSYNC__PLK_KV_A: r = m->kv_lora + m->qk_rope; c = h; break;
+    case WSYNC__PLK_KV_A_NORM: r = m->kv_lora; break;
+    case WSYNC__PLK_KV_B: r = m->heads * (m->qk_nope + m->v_head); c = m->kv_lora; break;
+    case WSYNC__PLK_MLA_O: r = h; c = m->heads * m->v_head; break;
+    case WSYNC__PLK_ROUTER: r = m->experts; c = h; break;
+    case WSYNC__PLK_ROUTER_BIAS: r = m->experts; break;
+    case WSYNC__PLK_SH_GATE: case WSYNC__PLK_SH_UP: r = sh; c = h; break;
+    case WSYNC__PLK_SH_DOWN: r = h; c = sh; break;
+    case WSYNC__PLK_EX_GATE: case WSYNC__PLK_EX_UP: r = m->moe_inter; c = h; break;
+    case WSYNC__PLK_EX_DOWN: r = h; c = m->moe_inter; break;
+    default: break;
+    }
+    *rows = r;
+    *cols = c;
+}
+
+WSYNC_DEF uint64_t wsync_plan_model_tensors(const wsync_plan_model *m)
+{
+    return wsync__pl_layer_base(m, m->layers) + 1 + (m->tied ? 0 : 1);
+}
+
+/* kind, layer and expert of tensor `index` (index < wsync_plan_model_tensors). */
+static void wsync__pl_locate(const wsync_plan_model *m, uint64_t index, unsigned *kind, uint64_t *layer,
+                             uint64_t *expert)
+{
+    uint64_t end = wsync__pl_layer_base(m, m->layers), lo = 0, hi = m->layers, l, off;
+    unsigned k[32], n;
+    *layer = UINT64_MAX;
+    *expert = UINT64_MAX;
+    if (index == 0) {
+        *kind = WSYNC__PLK_EMBED;
+        return;
+    }
+    if (index >= end) {
+        *kind = index == end ? WSYNC__PLK_NORM : WSYNC__PLK_LM_HEAD;
+        return;
+    }
+    while (hi - lo > 1) { /* the last layer whose base <= index */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (wsync__pl_layer_base(m, mid) <= index) lo = mid;
+        else hi = mid;
+    }
+    l = lo;
+    off = index - wsync__pl_layer_base(m, l);
+    n = wsync__pl_layer_kinds(m, l, k);
+    *layer = l;
+    if (off < n) {
+        *kind = k[off];
+        return;
+    }
+    off -= n;
+    *expert = off / 3;
+    *kind = WSYNC__PLK_EX_GATE + (unsigned)(off % 3);
+}
+
+WSYNC_DEF wsync_result wsync_plan_model_tensor(const wsync_plan_model *m, uint64_t index,
+                                               wsync_plan_tensor_info *out, wsync_error *err)
+{
+    unsigned kind;
+    uint64_t layer, expert;
+    wsync__plreset(err);
+    if (!m || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model tensor: NULL argument");
+    if (index >= wsync_plan_model_tensors(m))
+        return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan model %.60s: tensor %llu of %llu", m->name,
+                             (unsigned long long)index, (unsigned long long)wsync_plan_model_tensors(m));
+    wsync__pl_locate(m, index, &kind, &layer, &expert);
+    memset(out, 0, sizeof *out);
+    wsync__pl_shape(m, kind, &out->rows, &out->cols);
+    out->ndim = out->cols == 1 ? 1 : 2;
+    out->kind = kind;
+    out->layer = layer == UINT64_MAX ? UINT32_MAX : (uint32_t)layer;
+    out->expert = expert == UINT64_MAX ? UINT32_MAX : (uint32_t)expert;
+    if (layer == UINT64_MAX) snprintf(out->name, sizeof out->name, "%.60s", wsync__plk_name[kind]);
+    else if (expert == UINT64_MAX)
+        snprintf(out->name, sizeof out->name, "model.layers.%u.%.60s", (unsigned)layer, wsync__plk_name[kind]);
+    else
+        snprintf(out->name, sizeof out->name, "model.layers.%u.mlp.experts.%u.%.30s", (unsigned)layer,
+                 (unsigned)expert, wsync__plk_name[kind]);
+    return WSYNC_OK;
+}
+
+WSYNC_DEF uint64_t wsync_plan_model_params(const wsync_plan_model *m)
+{
+    uint64_t total = 0, l, r, c;
+    unsigned k[32], n, i;
+    wsync__pl_shape(m, WSYNC__PLK_EMBED, &r, &c);
+    total += r * c * (m->tied ? 1 : 2);
+    wsync__pl_shape(m, WSYNC__PLK_NORM, &r, &c);
+    total += r * c;
+    for (l = 0; l < m->layers; l++) {
+        n = wsync__pl_layer_kinds(m, l, k);
+        for (i = 0; i < n; i++) {
+            wsync__pl_shape(m, k[i], &r, &c);
+            total += r * c;
+        }
+        if (wsync__pl_moe_layer(m, l))
+            for (i = WSYNC__PLK_EX_GATE; i <= WSYNC__PLK_EX_DOWN; i++) {
+                wsync__pl_shape(m, i, &r, &c);
+                total += r * c * m->experts;
+            }
+    }
+    return total;
+}
+
+/* ---- model layouts ---------------------------------------------------- */
+
+typedef struct wsync__pl_lay {
+    const wsync_plan_model *m;
+    wsync_allocator a;
+    uint32_t P, R, fp8;
+    wsync_plan_source *src;
+    uint64_t n_src;
+    wsync_plan_piece *pieces;
+    uint64_t n_pieces, cap_pieces;
+    wsync_plan_dest *dests;
+    uint64_t n_dests, cap_dests;
+    wsync_plan_unit *units;
+    uint64_t n_units, cap_units;
+    uint64_t *cur;   /* per inference rank: next free byte of region 0, of region 1 */
+} wsync__pl_lay;
+
+/* One part of a (possibly fused) destination tensor: a source tensor, how
+   many ways it is split, and along which dimension. */
+typedef struct wsync__pl_part {
+    uint64_t src, ways;
+} wsync__pl_part;
+
+/* Largest divisor of P that divides n (n = 0: 1). */
+static uint64_t wsync__pl_ways(uint64_t P, uint64_t n)
+{
+    uint64_t d;
+    for (d = P; d > 1; d--)
+        if (P % d == 0 && n % d == 0) return d;
+    return 1;
+}
+
+static uint64_t wsync__pl_gcd(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Split ways of rows (or columns) n that come in `unit`-sized groups (heads),
+   also whole 128-blocks when quantized. */
+static uint64_t wsync__pl_split(const wsync__pl_lay *L, uint64_t n, uint64_t unit, int quant)
+{
+    uint64_t u = unit ? unit : 1;
+    if (quant) u = u / wsync__pl_gcd(u, WSYNC_PLAN_BLOCK) * WSYNC_PLAN_BLOCK;
+    if (n % u) return 1;
+    return wsync__pl_ways(L->P, n / u);
+}
+
+static uint64_t wsync__pl_align(uint64_t x) { return (x + 255u) & ~(uint64_t)255u; }
+
+/* Appends a unit whose pieces are already appended from first_piece; its
+   destinations: local rank p of every replica, at that rank's cursors. */
+static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint32_t dtype, uint64_t p_lo,
+                                   uint64_t p_hi, wsync_error *err)
+{
+    wsync_plan_unit *u;
+    uint64_t rows = 0, cols = L->pieces[first_piece].cols, i, p, j, out, scales = 0;
+    for (i = first_piece; i < L->n_pieces; i++) rows += L->pieces[i].rows;
+    out = rows * cols * (dtype == WSYNC_DTYPE_F8_E4M3 ? 1u : 2u);
+    if (dtype == WSYNC_DTYPE_F8_E4M3)
+        scales = wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(cols, WSYNC_PLAN_BLOCK) * 4u;
+    if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
+        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
+    u = &L->units[L->n_units++];
+    u->first_piece = first_piece;
+    u->n_pieces = L->n_pieces - first_piece;
+    u->first_dest = L->n_dests;
+    u->dtype = dtype;
+    for (p = p_lo; p < p_hi; p++)
+        for (j = 0; j < L->R; j++) {
+            uint64_t rank = j * L->P + p;
+            wsync_plan_dest *d;
+            if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
+                return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+            d = &L->dests[L->n_dests++];
+            d->rank = (uint32_t)rank;
+            d->region = 0;
+            d->offset = L->cur[2 * rank];
+            d->scale_region = 1;
+            d->scale_offset = L->cur[2 * rank + 1];
+            L->cur[2 * rank] += wsync__pl_align(out);
+            L->cur[2 * rank + 1] += wsync__pl_align(scales);
+        }
+    u->n_dests = L->n_dests - u->first_dest;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__pl_piece(wsync__pl_lay *L, uint64_t src, uint64_t r0, uint64_t nr, uint64_t c0,
+                                    uint64_t nc, wsync_error *err)
+{
+    wsync_plan_piece *pc;
+    if (!wsync__plgrow(&L->a, (void **)&L->pieces, &L->cap_pieces, L->n_pieces, sizeof *L->pieces))
+        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: pieces");
+    pc = &L->pieces[L->n_pieces++];
+    pc->source = (uint32_t)src;
+    pc->row0 = r0;
+    pc->rows = nr;
+    pc->col0 = c0;
+    pc->cols = nc;
+    return WSYNC_OK;
+}
+
+/* A destination tensor made of parts, each split parts[i].ways ways by rows
+   (col = 0: the slices concatenated) or one part by columns (col = 1):
+   local rank p takes slice p / (P / ways) of each part. Ranks with the same
+   slices share one unit. */
+static wsync_result wsync__pl_emit(wsync__pl_lay *L, const wsync__pl_part *parts, unsigned n, int col,
+                                   uint32_t dtype, wsync_error *err)
+{
+    uint64_t p, lo = 0;
+    unsigned i;
+    wsync_result r;
+    for (p = 0; p <= L->P; p++) {
+        int same = p > 0 && p < L->P;
+        for (i = 0; i < n && same; i++) {
+            uint64_t g = L->P / parts[i].ways;
+            same = p / g == (p - 1) / g;
+        }
+        if (same) continue;
+        if (p > 0) { /* local ranks [lo, p) share their slices */
+            uint64_t first = L->n_pieces;
+            for (i = 0; i < n; i++) {
+                const wsync_plan_source *s = &L->src[parts[i].src];
+                uint64_t k = lo / (L->P / parts[i].ways);
+                if (col)
+                    r = wsync__pl_piece(L, parts[i].src, 0, s->rows, k * (s->cols / parts[i].ways),
+                                        s->cols / parts[i].ways, err);
+                else
+                    r = wsync__pl_piece(L, parts[i].src, k * (s->rows / parts[i].ways), s->rows / parts[i].ways, 0,
+                                        s->cols, err);
+                if (r != WSYNC_OK) return r;
+            }
+            if ((r = wsync__pl_unit(L, first, dtype, lo, p, err)) != WSYNC_OK) return r;
+        }
+        lo = p;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__pl_emit1(wsync__pl_lay *L, uint64_t src, uint64_t ways, int col, uint32_t dtype,
+                                    wsync_error *err)
+{
+    wsync__pl_part part;
+    part.src = src;
+    part.ways = ways;
+    return wsync__pl_emit(L, &part, 1, col, dtype, err);
+}
+
+/* Routed experts of layer l: whole, expert e on local rank e % P at slot e / P. */
+static wsync_result wsync__pl_experts(wsync__pl_lay *L, uint64_t l, uint64_t base, uint32_t dtype, wsync_error *err)
+{
+    const wsync_plan_model *m = L->m;
+    uint64_t e, j, p, E = m->experts, I = (uint64_t)L->P * L->R;
+    uint64_t eb = dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : 2;
+    uint64_t w13 = 2 * m->moe_inter * m->hidden * eb, w2 = m->hidden * m->moe_inter * eb, s13 = 0, s2 = 0;
+    uint64_t *b = L->cur + 2 * I; /* scratch after the cursors: 4 per rank */
+    wsync_result r;
+    (void)l;
+    if (dtype == WSYNC_DTYPE_F8_E4M3) {
+        s13 = wsync__pldiv_up(2 * m->moe_inter, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(m->hidden, WSYNC_PLAN_BLOCK) * 4;
+        s2 = wsync__pldiv_up(m->hidden, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(m->moe_inter, WSYNC_PLAN_BLOCK) * 4;
+    }
+    for (j = 0; j < I; j++) { /* experts.w13_weight, w2_weight and their scales, each rank */
+        uint64_t local = E / L->P + (j % L->P < E % L->P);
+        b[4 * j] = L->cur[2 * j];
+        L->cur[2 * j] += wsync__pl_align(local * w13);
+        b[4 * j + 1] = L->cur[2 * j];
+        L->cur[2 * j] += wsync__pl_align(local * w2);
+        b[4 * j + 2] = L->cur[2 * j + 1];
+        L->cur[2 * j + 1] += wsync__pl_align(local * s13);
+        b[4 * j + 3] = L->cur[2 * j + 1];
+        L->cur[2 * j + 1] += wsync__pl_align(local * s2);
+    }
+    for (e = 0; e < E; e++) {
+        uint64_t src = base + 3 * e, slot = e / L->P, w;
+        p = e % L->P;
+        for (w = 0; w < 2; w++) {
+            wsync_plan_unit *u;
+            uint64_t first = L->n_pieces;
+            if (w == 0) {
+                if ((r = wsync__pl_piece(L, src, 0, m->moe_inter, 0, m->hidden, err)) != WSYNC_OK) return r;
+                if ((r = wsync__pl_piece(L, src + 1, 0, m->moe_inter, 0, m->hidden, err)) != WSYNC_OK) return r;
+            } else if ((r = wsync__pl_piece(L, src + 2, 0, m->hidden, 0, m->moe_inter, err)) != WSYNC_OK)
+                return r;
+            if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
+                return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
+            u = &L->units[L->n_units++];
+            u->first_piece = first;
+            u->n_pieces = L->n_pieces - first;
+            u->first_dest = L->n_dests;
+            u->n_dests = L->R;
+            u->dtype = dtype;
+            for (j = 0; j < L->R; j++) {
+                uint64_t rank = j * L->P + p;
+                wsync_plan_dest *d;
+                if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
+                    return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+                d = &L->dests[L->n_dests++];
+                d->rank = (uint32_t)rank;
+                d->region = 0;
+                d->offset = b[4 * rank + w] + slot * (w == 0 ? w13 : w2);
+                d->scale_region = 1;
+                d->scale_offset = b[4 * rank + 2 + w] + slot * (w == 0 ? s13 : s2);
+            }
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* The units of layer l (sources from index base). */
+static wsync_result wsync__pl_layer(wsync__pl_lay *L, uint64_t l, wsync_error *err)
+{
+    const wsync_plan_model *m = L->m;
+    uint64_t base = wsync__pl_layer_base(m, l), at[WSYNC__PLK_COUNT];
+    unsigned k[32], n, i;
+    uint32_t wq = L->fp8 ? WSYNC_DTYPE_F8_E4M3 : WSYNC_DTYPE_BF16, bf = WSYNC_DTYPE_BF16;
+    int q8 = L->fp8 != 0;
+    wsync__pl_part parts[3];
+    wsync_result r;
+    for (i = 0; i < WSYNC__PLK_COUNT; i++) at[i] = UINT64_MAX;
+    n = wsync__pl_layer_kinds(m, l, k);
+    for (i = 0; i < n; i++) at[k[i]] = base + i;
+#define WSYNC__PL_TRY(x)                                                                                      \
+    do {                                                                                                       \
+        if ((r = (x)) != WSYNC_OK) return r;                                                                   \
+    } while (0)
+    WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_IN_NORM], 1, 0, bf, err));
+    if (m->arch == WSYNC_PLAN_ARCH_QWEN) {
+        uint64_t wq_ = wsync__pl_split(L, m->heads * m->head_dim, m->head_dim, q8);
+        uint64_t wkv = wsync__pl_split(L, m->kv_heads * m->head_dim, m->head_dim, q8);
+        parts[0].src = at[WSYNC__PLK_Q];
+        parts[0].ways = wq_;
+        parts[1].src = at[WSYNC__PLK_K];
+        parts[1].ways = wkv;
+        parts[2].src = at[WSYNC__PLK_V];
+        parts[2].ways = wkv;
+        WSYNC__PL_TRY(wsync__pl_emit(L, parts, 3, 0, wq, err)); /* qkv_proj */
+        if (m->qkv_bias) {
+            parts[0].src = at[WSYNC__PLK_Q_BIAS];
+            parts[1].src = at[WSYNC__PLK_K_BIAS];
+            parts[2].src = at[WSYNC__PLK_V_BIAS];
+            WSYNC__PL_TRY(wsync__pl_emit(L, parts, 3, 0, bf, err)); /* qkv_proj.bias */
+        }
+        WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_O], wsync__pl_split(L, m->heads * m->head_dim, m->head_dim, q8),
+                                      1, wq, err));
+        if (m->qk_norm) {
+            WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_Q_NORM], 1, 0, bf, err));
+            WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_K_NORM], 1, 0, bf, err));
+        }
+    } else {
+        parts[0].src = at[WSYNC__PLK_Q_A];
+        parts[0].ways = 1;
+        parts[1].src = at[WSYNC__PLK_KV_A];
+        parts[1].ways = 1;
+        WSYNC__PL_TRY(wsync__pl_emit(L, parts, 2, 0, wq, err)); /* fused_qkv_a_proj, replicated */
+        WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_Q_A_NORM], 1, 0, bf, err));
+        WSYNC__PL_TRY(wsync__pl_emit1(
+            L, at[WSYNC__PLK_Q_B],
+            wsync__pl_split(L, m->heads * (m->qk_nope + m->qk_rope), m->qk_nope + m->qk_rope, q8), 0, wq, err));
+        WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_KV_A_NORM], 1, 0, bf, err));
+        WSYNC__PL_TRY(wsync__pl_emit1(
+            L, at[WSYNC__PLK_KV_B], wsync__pl_split(L, m->heads * (m->qk_nope + m->v_head), m->qk_nope + m->v_head, q8),
+            0, wq, err));
+        WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_MLA_O], wsync__pl_split(L, m->heads * m->v_head, m->v_head, q8),
+                                      1, wq, err));
+    }
+    WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_POST_NORM], 1, 0, bf, err));
+    if (wsync__pl_moe_layer(m, l)) {
+        WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_ROUTER], 1, 0, bf, err));
+        WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_ROUTER_BIAS], 1, 0, bf, err));
+        if (m->shared_experts) {
+            uint64_t sh = m->moe_inter * m->shared_experts, w = wsync__pl_split(L, sh, 1, q8);
+            parts[0].src = at[WSYNC__PLK_SH_GATE];
+            parts[0].ways = w;
+            parts[1].src = at[WSYNC__PLK_SH_UP];
+            parts[1].ways = w;
+            WSYNC__PL_TRY(wsync__pl_emit(L, parts, 2, 0, wq, err)); /* shared_experts.gate_up_proj */
+            WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_SH_DOWN], w, 1, wq, err));
+        }
+        WSYNC__PL_TRY(wsync__pl_experts(L, l, base + n, wq, err));
+    } else {
+        uint64_t w = wsync__pl_split(L, m->inter, 1, q8);
+        parts[0].src = at[WSYNC__PLK_GATE];
+        parts[0].ways = w;
+        parts[1].src = at[WSYNC__PLK_UP];
+        parts[1].ways = w;
+        WSYNC__PL_TRY(wsync__pl_emit(L, parts, 2, 0, wq, err)); /* gate_up_proj */
+        WSYNC__PL_TRY(wsync__pl_emit1(L, at[WSYNC__PLK_DOWN], w, 1, wq, err));
+    }
+    return WSYNC_OK;
+}
+
+static void wsync__pl_lay_release(wsync__pl_lay *L)
+{
+    wsync__plfree(&L->a, L->src);
+    wsync__plfree(&L->a, L->pieces);
+    wsync__plfree(&L->a, L->dests);
+    wsync__plfree(&L->a, L->units);
+    wsync__plfree(&L->a, L->cur);
+}
+
+WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const wsync_plan_layout_options *opt,
+                                               wsync_plan_layout *out, wsync_error *err)
+{
+    wsync__pl_lay L;
+    wsync_plan_mesh *meshes;
+    uint64_t i, l, n, end, I;
+    uint32_t R;
+    wsync_result r = WSYNC_OK;
+    wsync__plreset(err);
+    if (!m || !opt || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan layout: NULL argument");
+    memset(out, 0, sizeof *out);
+    R = opt->replicas ? opt->replicas : 1;
+    if (opt->n_trainers == 0 || opt->n_inference == 0 || opt->n_trainers > WSYNC_PLAN_MAX_RANKS ||
+        opt->n_inference > WSYNC_PLAN_MAX_RANKS)
+        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan layout: %u trainers, %u inference ranks (1 to %u each)",
+                             opt->n_trainers, opt->n_inference, WSYNC_PLAN_MAX_RANKS);
+    if (opt->n_inference % R)
+        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                             "plan layout: %u inference ranks do not split into %u replicas", opt->n_inference, R);
+    if (m->arch != WSYNC_PLAN_ARCH_QWEN && m->arch != WSYNC_PLAN_ARCH_MLA)
+        return wsync__plfail(err, WSYNC_ERR_UNSUPPORTED, "plan layout: model %.60s: unknown architecture", m->name);
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    L.a = opt->allocator;
+    L.R = R;
+    L.P = opt->n_inference / R;
+    L.fp8 = opt->fp8;
+    I = opt->n_inference;
+    n = wsync_plan_model_tensors(m);
+    L.n_src = n;
+    L.src = (wsync_plan_source *)wsync__plalloc(&L.a, n, sizeof *L.src);
+    L.cur = (uint64_t *)wsync__plalloc(&L.a, 6 * I, sizeof *L.cur);
+    meshes = (wsync_plan_mesh *)wsync__plalloc(&L.a, 2, sizeof *meshes);
+    if (!L.src || !L.cur || !meshes) {
+        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: sources");
+        goto fail;
+    }
+    for (i = 0; i < 2; i++) {
+        meshes[i].first = 0;
+        meshes[i].count = opt->n_trainers;
+        meshes[i].group = opt->one_group ? 0 : (uint32_t)i;
+        meshes[i].gather = opt->shards_only ? 0 : 1;
+    }
+    /* sources, one per model tensor, in model order */
+    for (l = 0; l < m->layers; l++) {
+        uint64_t b = wsync__pl_layer_base(m, l), e = wsync__pl_layer_base(m, l + 1), nf;
+        unsigned k[32];
+        nf = wsync__pl_layer_kinds(m, l, k);
+        for (i = b; i < e; i++) {
+            unsigned kind = i - b < nf ? k[i - b] : WSYNC__PLK_EX_GATE + (unsigned)((i - b - nf) % 3);
+            wsync__pl_shape(m, kind, &L.src[i].rows, &L.src[i].cols);
+            L.src[i].dtype = WSYNC_DTYPE_BF16;
+            L.src[i].mesh = i - b < nf ? 0 : 1;
+        }
+    }
+    end = wsync__pl_layer_base(m, m->layers);
+    for (i = 0; i < n; i++)
+        if (i == 0 || i >= end) {
+            wsync__pl_shape(m, i == 0 ? WSYNC__PLK_EMBED : i == end ? WSYNC__PLK_NORM : WSYNC__PLK_LM_HEAD,
+                            &L.src[i].rows, &L.src[i].cols);
+            L.src[i].dtype = WSYNC_DTYPE_BF16;
+        }
+    /* units: the embedding, the layers, the final norm, lm_head (or the tied embedding) */
+    if ((r = wsync__pl_emit1(&L, 0, wsync__pl_ways(L.P, m->vocab), 0, WSYNC_DTYPE_BF16, err)) != WSYNC_OK) goto fail;
+    for (l = 0; l < m->layers; l++)
+        if ((r = wsync__pl_layer(&L, l, err)) != WSYNC_OK) goto fail;
+    if ((r = wsync__pl_emit1(&L, end, 1, 0, WSYNC_DTYPE_BF16, err)) != WSYNC_OK) goto fail;
+    if (!m->tied &&
+        (r = wsync__pl_emit1(&L, end + 1, wsync__pl_ways(L.P, m->vocab), 0, WSYNC_DTYPE_BF16, err)) != WSYNC_OK)
+        goto fail;
+    out->allocator = L.a;
+    out->input.n_trainers = opt->n_trainers;
+    out->input.n_inference = opt->n_inference;
+    out->input.sources = L.src;
+    out->input.n_sources = L.n_src;
+    out->input.meshes = meshes;
+    out->input.n_meshes = m->arch == WSYNC_PLAN_ARCH_MLA && m->experts ? 2 : 1;
+    out->input.pieces = L.pieces;
+    out->input.n_pieces = L.n_pieces;
+    out->input.dests = L.dests;
+    out->input.n_dests = L.n_dests;
+    out->input.units = L.units;
+    out->input.n_units = L.n_units;
+    out->region_bytes = L.cur;
+    out->storage_[0] = L.src;
+    out->storage_[1] = meshes;
+    out->storage_[2] = L.pieces;
+    out->storage_[3] = L.dests;
+    out->storage_[4] = L.units;
+    return WSYNC_OK;
+fail:
+    wsync__plfree(&L.a, meshes);
+    wsync__pl_lay_release(&L);
+    memset(out, 0, sizeof *out);
+    return r;
+}
+
+WSYNC_DEF void wsync_plan_layout_free(wsync_plan_layout *l)
+{
+    unsigned i;
+    if (!l) return;
+    for (i = 0; i < 5; i++) wsync__plfree(&l->allocator, l->storage_[i]);
+    wsync__plfree(&l->allocator, l->region_bytes);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- planner ---------------------------------------------------------- */
+
+typedef struct wsync__pl_heap_item {
+    uint64_t load;
+    uint32_t rank;
+} wsync__pl_heap_item;
+
+/* Min-heap of (load, rank), ties to the lower rank: deterministic. */
+typedef struct wsync__pl_heap {
+    wsync__pl_heap_item *v;
+    uint64_t n;
+} wsync__pl_heap;
+
+static int wsync__pl_hless(const wsync__pl_heap_item *a, const wsync__pl_heap_item *b)
+{
+    return a->load < b->load || (a->load == b->load && a->rank < b->rank);
+}
+
+static void wsync__pl_hpush(wsync__pl_heap *h, uint64_t load, uint32_t rank)
+{
+    uint64_t i = h->n++;
+    wsync__pl_heap_item x;
+    x.load = load;
+    x.rank = rank;
+    while (i > 0) {
+        uint64_t p = (i - 1) / 2;
+        if (!wsync__pl_hless(&x, &h->v[p])) break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = x;
+}
+
+static wsync__pl_heap_item wsync__pl_hpop(wsync__pl_heap *h)
+{
+    wsync__pl_heap_item top = h->v[0], x = h->v[--h->n];
+    uint64_t i = 0;
+    for (;;) {
+        uint64_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && wsync__pl_hless(&h->v[c + 1], &h->v[c])) c++;
+        if (!wsync__pl_hless(&h->v[c], &x)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n) h->v[i] = x;
+    return top;
+}
+
+/* Per-unit facts computed once. */
+typedef struct wsync__pl_uinfo {
+    uint64_t rows, cols, eb;      /* output rows, columns, bytes per output element */
+    uint64_t out_bytes, scale_bytes, dest_bytes; /* whole unit; dest_bytes = out + scales */
+    uint32_t mesh, group;
+} wsync__pl_uinfo;
+
+/* Min-heap of (time, id) for the ordering pass; ties to the lower id. */
+typedef struct wsync__pl_th {
+    double t;
+    uint32_t id;
+} wsync__pl_th;
+
+typedef struct wsync__pl_range {
+    uint64_t lo, hi;
+} wsync__pl_range;
+
+typedef struct wsync__pl_b {
+    const wsync_plan_input *in;
+    const wsync_plan_options *o;
+    wsync_plan *p;
+    wsync__pl_uinfo *ui;
+    uint64_t cap_preps, cap_pieces;
+    uint64_t *gload;           /* per trainer rank: bytes in the current group */
+    uint64_t *sg, *rg;         /* per NIC: bytes in the current group */
+    wsync__pl_range *pd;       /* per preparation: its destinations [lo, hi) of the input's */
+    uint64_t cap_pd;
+    double speed;              /* preparation stage rate over line rate (ordering pass) */
+    /* the ordering pass's state */
+    double *rfree, *rrem, *gfree, *qfree, *ready;
+    uint64_t *eng, n_eng;      /* per preparation: when it joined its rank's engines */
+    uint64_t *run_lo, *run_hi, *srun, *nact;
+    uint32_t *act;
+    wsync__pl_th *heap;
+} wsync__pl_b;
+
+static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo *ui, uint32_t *n_groups,
+                                    wsync_error *err)
+{
+    uint64_t i, k;
+    uint32_t g = 0;
+    if (in->n_trainers == 0 || in->n_inference == 0 || in->n_trainers > WSYNC_PLAN_MAX_RANKS ||
+        in->n_inference > WSYNC_PLAN_MAX_RANKS)
+        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u trainers, %u inference ranks (1 to %u each)",
+                             in->n_trainers, in->n_inference, WSYNC_PLAN_MAX_RANKS);
+    if ((in->n_sources && !in->sources) || (in->n_meshes && !in->meshes) || (in->n_pieces && !in->pieces) ||
+        (in->n_dests && !in->dests) || (in->n_units && !in->units))
+        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: an array is NULL with a nonzero count");
+    if (in->n_units >= UINT32_MAX || in->n_sources >= UINT32_MAX)
+        return wsync__plfail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 units or sources");
+    for (i = 0; i < in->n_meshes; i++) {
+        const wsync_plan_mesh *m = &in->meshes[i];
+        if (m->count == 0 || m->first >= in->n_trainers || m->count > in->n_trainers - m->first)
+            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: mesh %llu: ranks %u+%u outside %u trainers",
+                                 (unsigned long long)i, m->first, m->count, in->n_trainers);
+        if (m->group >= WSYNC_PLAN_MAX_GROUPS)
+            return wsync__plfail(err, WSYNC_ERR_LIMIT, "plan: mesh %llu: group %u (at most %u groups)",
+                                 (unsigned long long)i, m->group, WSYNC_PLAN_MAX_GROUPS);
+        if (m->group + 1 > g) g = m->group + 1;
+    }
+    for (i = 0; i < in->n_sources; i++) {
+        const wsync_plan_source *s = &in->sources[i];
+        uint64_t b;
+        if (s->mesh >= in->n_meshes)
+            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: source %llu: mesh %u of %u",
+                                 (unsigned long long)i, s->mesh, in->n_meshes);
+        if (s->dtype != WSYNC_DTYPE_BF16)
+            return wsync__plfail(err, WSYNC_ERR_UNSUPPORTED, "plan: source %llu: dtype %s (trainers hold bf16)",
+                                 (unsigned long long)i, wsync_dtype_name((wsync_dtype)s->dtype));
+        if (s->rows == 0 || s->cols == 0 || !wsync_mul_u64(s->rows, s->cols, &b) || !wsync_mul_u64(b, 2, &b))
+            return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: source %llu: %llu x %llu", (unsigned long long)i,
+                                 (unsigned long long)s->rows, (unsigned long long)s->cols);
+    }
+    for (i = 0; i < in->n_pieces; i++) {
+        const wsync_plan_piece *pc = &in->pieces[i];
+        const wsync_plan_source *s;
+        if (pc->source >= in->n_sources)
+            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: piece %llu: source %u of %llu",
+                                 (unsigned long long)i, pc->source, (unsigned long long)in->n_sources);
+        s = &in->sources[pc->source];
+        if (pc->rows == 0 || pc->cols == 0 || pc->rows > s->rows || pc->row0 > s->rows - pc->rows ||
+            pc->cols > s->cols || pc->col0 > s->cols - pc->cols)
+            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                                 "plan: piece %llu: rows %llu+%llu, columns %llu+%llu outside source %u (%llu x %llu)",
+                                 (unsigned long long)i, (unsigned long long)pc->row0, (unsigned long long)pc->rows,
+                                 (unsigned long long)pc->col0, (unsigned long long)pc->cols, pc->source,
+                                 (unsigned long long)s->rows, (unsigned long long)s->cols);
+    }
+    for (i = 0; i < in->n_dests; i++)
+        if (in->dests[i].rank >= in->n_inference)
+            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: destination %llu: rank %u of %u",
+                                 (unsigned long long)i, in->dests[i].rank, in->n_inference);
+    for (i = 0; i < in->n_units; i++) {
+        const wsync_plan_unit *u = &in->units[i];
+        wsync__pl_uinfo *x = &ui[i];
+        uint64_t rows = 0, b;
+        if (u->n_pieces == 0 || u->first_piece >= in->n_pieces || u->n_pieces > in->n_pieces - u->first_piece ||
+            u->n_dests == 0 || u->first_dest >= in->n_dests || u->n_dests > in->n_dests - u->first_dest)
+            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: unit %llu: pieces or destinations out of range",
+                                 (unsigned long long)i);
+        if (u->dtype != WSYNC_DTYPE_BF16 && u->dtype != WSYNC_DTYPE_F8_E4M3)
+            return wsync__plfail(err, WSYNC_ERR_UNSUPPORTED, "plan: unit %llu: target dtype %s (BF16 or F8_E4M3)",
+                                 (unsigned long long)i, wsync_dtype_name((wsync_dtype)u->dtype));
+        x->cols = in->pieces[u->first_piece].cols;
+        x->mesh = in->sources[in->pieces[u->first_piece].source].mesh;
+        x->group = in->meshes[x->mesh].group;
+        for (k = u->first_piece; k < u->first_piece + u->n_pieces; k++) {
+            const wsync_plan_piece *pc = &in->pieces[k];
+            if (pc->cols != x->cols)
+                return wsync__plfail(err, WSYNC_ERR_SIZE_MISMATCH, "plan: unit %llu: pieces of %llu and %llu columns",
+                                     (unsigned long long)i, (unsigned long long)x->cols, (unsigned long long)pc->cols);
+            if (in->sources[pc->source].mesh != x->mesh)
+                return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: unit %llu: pieces from different meshes",
+                                     (unsigned long long)i);
+            if (!wsync_add_u64(rows, pc->rows, &rows))
+                return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: rows", (unsigned long long)i);
+        }
+        x->rows = rows;
+        x->eb = u->dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : 2;
+        if (!wsync_mul_u64(rows, x->cols, &b) || !wsync_mul_u64(b, x->eb, &x->out_bytes))
+            return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: size", (unsigned long long)i);
+        x->scale_bytes = 0;
+        if (u->dtype == WSYNC_DTYPE_F8_E4M3 &&
+            !wsync_mul_u64(wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK), wsync__pldiv_up(x->cols, WSYNC_PLAN_BLOCK) * 4,
+                           &x->scale_bytes))
+            return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: scales", (unsigned long long)i);
+        if (!wsync_add_u64(x->out_bytes, x->scale_bytes, &x->dest_bytes) ||
+            !wsync_mul_u64(x->dest_bytes, u->n_dests, &b))
+            return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: bytes", (unsigned long long)i);
+    }
+    *n_groups = g ? g : 1;
+    return WSYNC_OK;
+}
+
+/* Holder of row `row` of a source: FSDP2's torch.chunk layout. */
+static uint32_t wsync__pl_holder(const wsync_plan_input *in, const wsync_plan_source *s, uint64_t row,
+                                 uint64_t *shard_end)
+{
+    const wsync_plan_mesh *m = &in->meshes[s->mesh];
+    uint64_t chunk = wsync__pldiv_up(s->rows, m->count), h = row / chunk;
+    if (shard_end) *shard_end = (h + 1) * chunk < s->rows ? (h + 1) * chunk : s->rows;
+    return m->first + (uint32_t)h;
+}
+
+/* Appends a preparation of rows [r0, r1) of unit u, with its pieces, and
+   destinations [d_lo, d_hi) of the unit. rank: the sender, or UINT32_MAX
+   to choose later. */
+static wsync_result wsync__pl_add_prep(wsync__pl_b *B, uint64_t u, uint64_t r0, uint64_t r1, uint64_t d_lo,
+                                       uint64_t d_hi, uint32_t rank, wsync_error *err)
+{
+    const wsync_plan_input *in = B->in;
+    const wsync_plan_unit *un = &in->units[u];
+    const wsync__pl_uinfo *x = &B->ui[u];
+    wsync_plan *p = B->p;
+    wsync_plan_prep *pr;
+    uint64_t k, o = 0;
+    if (!wsync__plgrow(&p->allocator, (void **)&p->preps, &B->cap_preps, p->n_preps, sizeof *p->preps) ||
+        !wsync__plgrow(&p->allocator, (void **)&B->pd, &B->cap_pd, p->n_preps, sizeof *B->pd))
+        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: preparations");
+    pr = &p->preps[p->n_preps];
+    memset(pr, 0, sizeof *pr);
+    pr->rank = rank;
+    pr->group = x->group;
+    pr->dtype = un->dtype;
+    pr->unit = u;
+    pr->out_row0 = r0;
+    pr->rows = r1 - r0;
+    pr->cols = x->cols;
+    pr->first_piece = p->n_pieces;
+    for (k = un->first_piece; k < un->first_piece + un->n_pieces; k++) {
+        const wsync_plan_piece *pc = &in->pieces[k];
+        uint64_t a = r0 > o ? r0 : o, b = r1 < o + pc->rows ? r1 : o + pc->rows;
+        if (a < b) {
+            wsync_plan_piece *np;
+            if (!wsync__plgrow(&p->allocator, (void **)&p->pieces, &B->cap_pieces, p->n_pieces, sizeof *p->pieces))
+                return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: pieces");
+            np = &p->pieces[p->n_pieces++];
+            *np = *pc;
+            np->row0 = pc->row0 + (a - o);
+            np->rows = b - a;
+        }
+        o += pc->rows;
+    }
+    pr->n_pieces = p->n_pieces - pr->first_piece;
+    pr->src_bytes = pr->rows * pr->cols * 2;
+    pr->out_bytes = pr->rows * pr->cols * x->eb;
+    if (un->dtype == WSYNC_DTYPE_F8_E4M3) {
+        pr->flags |= WSYNC_PLAN_QUANT;
+        pr->scale_bytes = wsync__pldiv_up(pr->rows, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(pr->cols, WSYNC_PLAN_BLOCK) * 4;
+    }
+    if (pr->n_pieces > 1) pr->flags |= WSYNC_PLAN_FUSE;
+    pr->n_tasks = (d_hi - d_lo) * (pr->scale_bytes ? 2 : 1);
+    B->pd[p->n_preps].lo = d_lo;
+    B->pd[p->n_preps].hi = d_hi;
+    p->n_preps++;
+    return WSYNC_OK;
+}
+
+/* Whether `rank` holds every row of the preparation's pieces, whole width. */
+static int wsync__pl_holds(const wsync__pl_b *B, const wsync_plan_prep *pr, uint32_t rank)
+{
+    uint64_t k;
+    for (k = pr->first_piece; k < pr->first_piece + pr->n_pieces; k++) {
+        const wsync_plan_piece *pc = &B->p->pieces[k];
+        const wsync_plan_source *s = &B->in->sources[pc->source];
+        uint64_t end;
+        if (pc->cols != s->cols) return 0;
+        if (wsync__pl_holder(B->in, s, pc->row0, &end) != rank || pc->row0 + pc->rows > end) return 0;
+    }
+    return 1;
+}
+
+static void wsync__pl_set_temp(wsync_plan_prep *pr)
+{
+    pr->temp_bytes = 0;
+    if (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) pr->temp_bytes += pr->src_bytes;
+    if (pr->flags & WSYNC_PLAN_QUANT) pr->temp_bytes += pr->out_bytes + pr->scale_bytes;
+}
+
+/* Row-shard meshes: cut unit u where the holder changes (fp8: at block
+   boundaries), each range sent by the holder of its first row. */
+static wsync_result wsync__pl_cut_shards(wsync__pl_b *B, uint64_t u, wsync_error *err)
+{
+    const wsync_plan_input *in = B->in;
+    const wsync_plan_unit *un = &in->units[u];
+    const wsync__pl_uinfo *x = &B->ui[u];
+    uint64_t cur = 0;
+    wsync_result r;
+    while (cur < x->rows) {
+        uint64_t k, o = 0, e = x->rows, send;
+        const wsync_plan_piece *pc = NULL;
+        uint32_t h;
+        wsync_plan_prep *pr;
+        for (k = un->first_piece; k < un->first_piece + un->n_pieces; k++) {
+            pc = &in->pieces[k];
+            if (cur < o + pc->rows) break;
+            o += pc->rows;
+        }
+        h = wsync__pl_holder(in, &in->sources[pc->source], pc->row0 + (cur - o), &send);
+        e = o + (send - pc->row0);
+        if (e > o + pc->rows) e = o + pc->rows;
+        if (un->dtype == WSYNC_DTYPE_F8_E4M3 && e < x->rows) {
+            e = e / WSYNC_PLAN_BLOCK * WSYNC_PLAN_BLOCK;
+            if (e <= cur) e = cur + WSYNC_PLAN_BLOCK;
+            if (e > x->rows) e = x->rows;
+        }
+        if ((r = wsync__pl_add_prep(B, u, cur, e, un->first_dest, un->first_dest + un->n_dests, h, err)) != WSYNC_OK)
+            return r;
+        pr = &B->p->preps[B->p->n_preps - 1];
+        if (!wsync__pl_holds(B, pr, h)) pr->flags |= WSYNC_PLAN_GATHER;
+        wsync__pl_set_temp(pr);
+        cur = e;
+    }
+    return WSYNC_OK;
+}
+
+/* The receiver's (or sender's) least loaded NIC in this group, then overall. */
+static uint32_t wsync__pl_nic(const uint64_t *g, const uint64_t *tot, uint64_t rank, uint32_t K)
+{
+    uint32_t best = 0, k;
+    for (k = 1; k < K; k++) {
+        uint64_t a = rank * K + k, b = rank * K + best;
+        if (g[a] < g[b] || (g[a] == g[b] && tot[a] < tot[b])) best = k;
+    }
+    return best;
+}
+
+/* Bytes a preparation puts on the wire, a task's start-up counted as bytes. */
+static uint64_t wsync__pl_wire(const wsync__pl_b *B, uint64_t i)
+{
+    const wsync_plan_prep *pr = &B->p->preps[i];
+    return (pr->out_bytes + pr->scale_bytes + (pr->scale_bytes ? 2 : 1) * B->o->task_cost_bytes) *
+           (B->pd[i].hi - B->pd[i].lo);
+}
+
+static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_hi, wsync__pl_heap *heaps,
+                                     wsync_error *err)
+{
+    const wsync_plan_input *in = B->in;
+    wsync_plan *p = B->p;
+    uint64_t n = p_hi - p_lo, i, m;
+    uint32_t *idx, *key, *tidx, *tkey;
+    (void)err;
+    if (n == 0) return WSYNC_OK;
+    idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
+    if (!idx) return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: sort");
+    key = idx + n;
+    tidx = key + n;
+    tkey = tidx + n;
+    /* largest first: by wire bytes descending, low 32 bits then high (stable:
+       ties keep input order) */
+    for (i = 0; i < n; i++) {
+        idx[i] = (uint32_t)i;
+        key[i] = ~(uint32_t)(wsync__pl_wire(B, p_lo + i) & 0xFFFFFFFFu);
+    }
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) key[i] = ~(uint32_t)(wsync__pl_wire(B, p_lo + idx[i]) >> 32);
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) {
+        wsync_plan_prep *pr = &p->preps[p_lo + idx[i]];
+        uint64_t w = wsync__pl_wire(B, p_lo + idx[i]);
+        wsync__pl_heap *h;
+        wsync__pl_heap_item it;
+        if (pr->rank != UINT32_MAX) { /* fixed sender (row shards) */
+            B->gload[pr->rank] += w;
+            continue;
+        }
+        m = in->sources[p->pieces[pr->first_piece].source].mesh;
+        h = &heaps[m];
+        for (;;) { /* lazily drop entries made stale by another mesh sharing the rank */
+            it = wsync__pl_hpop(h);
+            if (it.load == B->gload[it.rank]) break;
+            wsync__pl_hpush(h, B->gload[it.rank], it.rank);
+        }
+        pr->rank = it.rank;
+        B->gload[it.rank] += w;
+        wsync__pl_hpush(h, B->gload[it.rank], it.rank);
+        if (!wsync__pl_holds(B, pr, it.rank)) pr->flags |= WSYNC_PLAN_GATHER;
+        wsync__pl_set_temp(pr);
+    }
+    wsync__plfree(&p->allocator, idx);
+    return WSYNC_OK;
+}
+
+/* Tasks of preparations [p_lo, p_hi) (one group), NICs chosen, appended
+   to p->tasks in creation order. */
+static void wsync__pl_tasks(wsync__pl_b *B, uint64_t p_lo, uint64_t p_hi)
+{
+    const wsync_plan_input *in = B->in;
+    wsync_plan *p = B->p;
+    uint32_t K = p->nics_per_rank;
+    uint64_t i, d;
+    for (i = p_lo; i < p_hi; i++) {
+        const wsync_plan_prep *pr = &p->preps[i];
+        const wsync__pl_uinfo *x = &B->ui[pr->unit];
+        for (d = B->pd[i].lo; d < B->pd[i].hi; d++) {
+            const wsync_plan_dest *ds = &in->dests[d];
+            uint32_t sn = wsync__pl_nic(B->sg, p->send_bytes, pr->rank, K);
+            uint32_t rn = wsync__pl_nic(B->rg, p->recv_bytes, ds->rank, K);
+            uint64_t s = (uint64_t)pr->rank * K + sn, r = (uint64_t)ds->rank * K + rn;
+            wsync_plan_task *t = &p->tasks[p->n_tasks++];
+            memset(t, 0, sizeof *t);
+            t->prep = (uint32_t)i;
+            t->group = pr->group;
+            t->src_rank = pr->rank;
+            t->src_nic = sn;
+            t->dst_rank = ds->rank;
+            t->dst_nic = rn;
+            t->region = ds->region;
+            t->src_offset = 0;
+            t->dst_offset = ds->offset + pr->out_row0 * x->cols * x->eb;
+            t->len = pr->out_bytes;
+            B->sg[s] += t->len;
+            B->rg[r] += t->len;
+            p->send_bytes[s] += t->len;
+            p->recv_bytes[r] += t->len;
+            if (pr->scale_bytes) {
+                wsync_plan_task *c = &p->tasks[p->n_tasks++];
+                *c = *t;
+                c->flags = WSYNC_PLAN_SCALES;
+                c->region = ds->scale_region;
+                c->src_offset = pr->out_bytes;
+                c->dst_offset = ds->scale_offset + pr->out_row0 / WSYNC_PLAN_BLOCK *
+                                                       wsync__pldiv_up(x->cols, WSYNC_PLAN_BLOCK) * 4;
+                c->len = pr->scale_bytes;
+                B->sg[s] += c->len;
+                B->rg[r] += c->len;
+                p->send_bytes[s] += c->len;
+                p->recv_bytes[r] += c->len;
+            }
+        }
+    }
+}
+
+static int wsync__pl_thless(const wsync__pl_th *a, const wsync__pl_th *b)
+{
+    return a->t < b->t || (a->t == b->t && a->id < b->id);
+}
+
+static void wsync__pl_thpush(wsync__pl_th *h, uint64_t *n, double t, uint32_t id)
+{
+    uint64_t i = (*n)++;
+    wsync__pl_th x;
+    x.t = t;
+    x.id = id;
+    while (i > 0) {
+        uint64_t q = (i - 1) / 2;
+        if (!wsync__pl_thless(&x, &h[q])) break;
+        h[i] = h[q];
+        i = q;
+    }
+    h[i] = x;
+}
+
+static wsync__pl_th wsync__pl_thpop(wsync__pl_th *h, uint64_t *n)
+{
+    wsync__pl_th top = h[0], x = h[--(*n)];
+    uint64_t i = 0;
+    for (;;) {
+        uint64_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && wsync__pl_thless(&h[c + 1], &h[c])) c++;
+        if (!wsync__pl_thless(&h[c], &x)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = x;
+    return top;
+}
+
+/* When preparation q would be ready if its rank's engines took it next:
+   gather/fuse then quantize, two pipelined stages that run ahead of the
+   sends in the order preparations are first needed (as the simulator
+   replays them). Times in bytes at line rate. */
+static double wsync__pl_ready(const wsync__pl_b *B, const double *gfree, const double *qfree, const double *ready,
+                              uint32_t q)
+{
+    const wsync_plan_prep *pr = &B->p->preps[q];
+    double g = 0, u = 0, ge;
+    if (ready[q] >= 0) return ready[q];
+    if (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) g = (double)pr->src_bytes / B->speed;
+    if (pr->flags & WSYNC_PLAN_QUANT) u = (double)pr->src_bytes / B->speed;
+    ge = gfree[pr->rank] + g;
+    return u > 0 ? (ge > qfree[pr->rank] ? ge : qfree[pr->rank]) + u : ge;
+}
+
+/* Orders tasks [t_lo, t_hi) (one group) by a list-scheduling pass of the
+   simulator's model in bytes-at-line-rate time: whenever a sender NIC is
+   free it takes, of its remaining tasks (the first of each receiver NIC,
+   in creation order), the one that can start earliest (its receiver NIC
+   free, its preparation done), ties to the receiver with the most bytes
+   still to come (the receivers are the critical resources), then the
+   lower NIC. v[] gets each task's start, the order's key. A FIFO replay
+   then finds no head-of-line blocking the pass did not already see. */
+static wsync_result wsync__pl_order(wsync__pl_b *B, uint64_t t_lo, uint64_t t_hi, uint64_t *v, uint32_t *scratch,
+                                    wsync_error *err)
+{
+    wsync_plan *p = B->p;
+    uint32_t K = p->nics_per_rank;
+    uint64_t S = (uint64_t)p->n_trainers * K, D = (uint64_t)p->n_inference * K, n = 0, i, nh = 0, nruns = 0;
+    uint32_t *idx = scratch, *key, *tidx, *tkey;
+    double cost = (double)B->o->task_cost_bytes;
+    double *rfree = B->rfree, *rrem = B->rrem, *gfree = B->gfree, *qfree = B->qfree, *ready = B->ready;
+    uint64_t *rs = B->run_lo, *re = B->run_hi, *srun = B->srun; /* runs; per sender NIC: its runs */
+    uint32_t *act = B->act;                 /* per sender NIC: active runs, compacted */
+    uint64_t *nact = B->nact;
+    wsync__pl_th *heap = B->heap;
+    for (i = t_lo; i < t_hi; i++)
+        if (!(p->tasks[i].flags & WSYNC_PLAN_SCALES)) idx[n++] = (uint32_t)(i - t_lo);
+    key = idx + n;
+    tidx = key + n;
+    tkey = tidx + n;
+#define WSYNC__PL_T(j) (&p->tasks[t_lo + (j)])
+#define WSYNC__PL_SN(t) ((uint64_t)(t)->src_rank * K + (t)->src_nic)
+#define WSYNC__PL_RN(t) ((uint64_t)(t)->dst_rank * K + (t)->dst_nic)
+#define WSYNC__PL_LEN(j) ((double)WSYNC__PL_T(j)->len + cost + \
+                          (t_lo + (j) + 1 < t_hi && (WSYNC__PL_T((j) + 1)->flags & WSYNC_PLAN_SCALES) \
+                               ? (double)WSYNC__PL_T((j) + 1)->len + cost : 0.0))
+    (void)err;
+    for (i = 0; i < n; i++) key[i] = (uint32_t)WSYNC__PL_RN(WSYNC__PL_T(idx[i]));
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) key[i] = (uint32_t)WSYNC__PL_SN(WSYNC__PL_T(idx[i]));
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < D; i++) {
+        rfree[i] = 0;
+        rrem[i] = 0;
+    }
+    for (i = 0; i < p->n_trainers; i++) gfree[i] = qfree[i] = 0;
+    for (i = 0; i < S; i++) nact[i] = 0;
+    /* runs of equal (sender NIC, receiver NIC); srun[s] = its first run */
+    for (i = 0; i < n; i++) {
+        const wsync_plan_task *t = WSYNC__PL_T(idx[i]);
+        rrem[WSYNC__PL_RN(t)] += WSYNC__PL_LEN(idx[i]);
+        ready[t->prep] = -1;
+        if (i == 0 || WSYNC__PL_SN(WSYNC__PL_T(idx[i - 1])) != WSYNC__PL_SN(t) ||
+            WSYNC__PL_RN(WSYNC__PL_T(idx[i - 1])) != WSYNC__PL_RN(t)) {
+            uint64_t sn = WSYNC__PL_SN(t);
+            if (nact[sn] == 0) srun[sn] = nruns;
+            rs[nruns] = i;
+            re[nruns] = i + 1;
+            act[nruns] = (uint32_t)nruns;
+            nact[sn]++;
+            nruns++;
+        } else
+            re[nruns - 1] = i + 1;
+    }
+    for (i = 0; i < S; i++)
+        if (nact[i]) wsync__pl_thpush(heap, &nh, 0, (uint32_t)i);
+    while (nh > 0) {
+        wsync__pl_th h = wsync__pl_thpop(heap, &nh);
+        uint64_t sn = h.id, k, best = UINT64_MAX, j;
+        double bstart = 0, brem = 0, end;
+        const wsync_plan_task *t;
+        for (k = 0; k < nact[sn]; k++) {
+            uint64_t run = act[srun[sn] + k];
+            const wsync_plan_task *c = WSYNC__PL_T(idx[rs[run]]);
+            uint64_t rn = WSYNC__PL_RN(c);
+            double st = h.t, rd = wsync__pl_ready(B, gfree, qfree, ready, c->prep);
+            if (rfree[rn] > st) st = rfree[rn];
+            if (rd > st) st = rd;
+            if (best == UINT64_MAX || st < bstart ||
+                (st == bstart && (rrem[rn] > brem ||
+                                  (rrem[rn] == brem && rn < WSYNC__PL_RN(WSYNC__PL_T(idx[rs[act[srun[sn] + best]]])))))) {
+                best = k;
+                bstart = st;
+                brem = rrem[rn];
+            }
+        }
+        {
+            uint64_t run = act[srun[sn] + best];
+            j = idx[rs[run]];
+            t = WSYNC__PL_T(j);
+            if (ready[t->prep] < 0) { /* the preparation joins its rank's engines now */
+                const wsync_plan_prep *pr = &p->preps[t->prep];
+                double g = (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) ? (double)pr->src_bytes / B->speed : 0;
+                double u = (pr->flags & WSYNC_PLAN_QUANT) ? (double)pr->src_bytes / B->speed : 0;
+                double ge = gfree[pr->rank] + g;
+                ready[t->prep] = u > 0 ? (ge > qfree[pr->rank] ? ge : qfree[pr->rank]) + u : ge;
+                gfree[pr->rank] = ge;
+                if (u > 0) qfree[pr->rank] = ready[t->prep];
+                B->eng[t->prep] = B->n_eng++;
+            }
+            if (ready[t->prep] > h.t && ready[t->prep] > rfree[WSYNC__PL_RN(t)]) {
+                /* waiting for the preparation: reserving the receiver now would
+                   leave it a gap that a first-come-first-served receiver fills
+                   with someone else's write; decide again once it is ready */
+                wsync__pl_thpush(heap, &nh, ready[t->prep], (uint32_t)sn);
+                continue;
+            }
+            end = bstart + WSYNC__PL_LEN(j);
+            rfree[WSYNC__PL_RN(t)] = end;
+            rrem[WSYNC__PL_RN(t)] -= WSYNC__PL_LEN(j);
+            v[t_lo + j] = (uint64_t)bstart;
+            if (t_lo + j + 1 < t_hi && (WSYNC__PL_T(j + 1)->flags & WSYNC_PLAN_SCALES))
+                v[t_lo + j + 1] = (uint64_t)bstart; /* the scales right after their data */
+            if (++rs[run] == re[run]) { /* run done: drop it from the sender's active list */
+                act[srun[sn] + best] = act[srun[sn] + nact[sn] - 1];
+                nact[sn]--;
+            }
+        }
+        if (nact[sn]) wsync__pl_thpush(heap, &nh, end, (uint32_t)sn);
+    }
+#undef WSYNC__PL_T
+#undef WSYNC__PL_SN
+#undef WSYNC__PL_RN
+#undef WSYNC__PL_LEN
+    return WSYNC_OK;
+}
+
+/* Final order: by rank, group, virtual time, creation (stable radix passes). */
+static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, wsync_error *err)
+{
+    uint64_t n = p->n_tasks, i;
+    uint32_t *idx, *key, *tidx, *tkey;
+    wsync_plan_task *nt;
+    idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
+    nt = (wsync_plan_task *)wsync__plalloc(&p->allocator, n, sizeof *nt);
+    if (!idx || !nt) {
+        wsync__plfree(&p->allocator, idx);
+        wsync__plfree(&p->allocator, nt);
+        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering");
+    }
+    key = idx + n;
+    tidx = key + n;
+    tkey = tidx + n;
+    for (i = 0; i < n; i++) {
+        idx[i] = (uint32_t)i;
+        key[i] = (uint32_t)(v[i] & 0xFFFFFFFFu);
+    }
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) key[i] = (uint32_t)(v[idx[i]] >> 32);
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) key[i] = p->tasks[idx[i]].group;
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) key[i] = p->tasks[idx[i]].src_rank;
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) nt[i] = p->tasks[idx[i]];
+    wsync__plfree(&p->allocator, p->tasks);
+    p->tasks = nt;
+    wsync__plfree(&p->allocator, idx);
+    return WSYNC_OK;
+}
+
+/* Preparations in the order they join their rank's engines (the ordering
+   pass's), so that a rank prepares in increasing index order. */
+static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, wsync_error *err)
+{
+    uint64_t n = p->n_preps, i;
+    uint32_t *idx, *key, *tidx, *tkey;
+    wsync_plan_prep *np;
+    idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
+    np = (wsync_plan_prep *)wsync__plalloc(&p->allocator, n, sizeof *np);
+    if (!idx || !np) {
+        wsync__plfree(&p->allocator, idx);
+        wsync__plfree(&p->allocator, np);
+        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering preparations");
+    }
+    key = idx + n;
+    tidx = key + n;
+    tkey = tidx + n;
+    for (i = 0; i < n; i++) {
+        idx[i] = (uint32_t)i;
+        key[i] = (uint32_t)(eng[i] & 0xFFFFFFFFu);
+    }
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) key[i] = (uint32_t)(eng[idx[i]] >> 32);
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) {
+        np[i] = p->preps[idx[i]];
+        tkey[idx[i]] = (uint32_t)i; /* old index -> new */
+    }
+    for (i = 0; i < p->n_tasks; i++) p->tasks[i].prep = tkey[p->tasks[i].prep];
+    wsync__plfree(&p->allocator, p->preps);
+    p->preps = np;
+    wsync__plfree(&p->allocator, idx);
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err)
+{
+    uint64_t i, K;
+    wsync__plreset(err);
+    if (!p) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan reindex: NULL plan");
+    K = p->nics_per_rank;
+    memset(p->send_bytes, 0, (size_t)(p->n_trainers * K) * sizeof *p->send_bytes);
+    memset(p->recv_bytes, 0, (size_t)(p->n_inference * K) * sizeof *p->recv_bytes);
+    memset(p->rank_first, 0, (size_t)(p->n_trainers + 1) * sizeof *p->rank_first);
+    for (i = 0; i < p->n_tasks; i++) {
+        const wsync_plan_task *t = &p->tasks[i];
+        if (t->src_rank >= p->n_trainers || t->dst_rank >= p->n_inference || t->src_nic >= K || t->dst_nic >= K ||
+            t->prep >= p->n_preps)
+            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan reindex: task %llu out of range",
+                                 (unsigned long long)i);
+        if (i > 0 && t->src_rank < p->tasks[i - 1].src_rank)
+            return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan reindex: task %llu: ranks not in order",
+                                 (unsigned long long)i);
+        p->send_bytes[t->src_rank * K + t->src_nic] += t->len;
+        p->recv_bytes[t->dst_rank * K + t->dst_nic] += t->len;
+        p->rank_first[t->src_rank + 1]++;
+    }
+    for (i = 0; i < p->n_trainers; i++) p->rank_first[i + 1] += p->rank_first[i];
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_plan_options *opt, wsync_plan **out,
+                                        wsync_error *err)
+{
+    wsync_plan_options o;
+    wsync__pl_b B;
+    wsync_plan *p = NULL;
+    wsync__pl_heap *heaps = NULL;
+    uint64_t *v = NULL, i, g, total_tasks = 0, t_lo;
+    uint32_t *scratch = NULL, n_groups = 1;
+    wsync_result r;
+    wsync__plreset(err);
+    if (!in || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: NULL argument");
+    *out = NULL;
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (!o.nics_per_rank) o.nics_per_rank = 1;
+    if (!o.max_tasks) o.max_tasks = (uint64_t)1 << 26;
+    if (!o.chunks_per_rank) o.chunks_per_rank = 8;
+    if (!o.task_cost_bytes) o.task_cost_bytes = 250000;
+    if (!(o.prep_speed > 0)) o.prep_speed = 13.0 / 8.0;
+    if (o.nics_per_rank > WSYNC_PLAN_MAX_NICS)
+        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o.nics_per_rank,
+                             WSYNC_PLAN_MAX_NICS);
+    if (o.max_tasks >= UINT32_MAX) o.max_tasks = UINT32_MAX - 1; /* task indices are 32-bit in the sorts */
+    memset(&B, 0, sizeof B);
+    B.in = in;
+    B.o = &o;
+    B.speed = o.prep_speed;
+    p = (wsync_plan *)wsync__plalloc(&o.allocator, 1, sizeof *p);
+    if (!p) return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan");
+    p->allocator = o.allocator;
+    B.p = p;
+    p->nics_per_rank = o.nics_per_rank;
+    p->n_trainers = in->n_trainers;
+    p->n_inference = in->n_inference;
+    B.ui = (wsync__pl_uinfo *)wsync__plalloc(&o.allocator, in->n_units, sizeof *B.ui);
+    if (!B.ui) {
+        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
+        goto fail;
+    }
+    if ((r = wsync__pl_check(in, B.ui, &n_groups, err)) != WSYNC_OK) goto fail;
+    p->n_groups = n_groups;
+    B.gload = (uint64_t *)wsync__plalloc(&o.allocator, in->n_trainers, sizeof *B.gload);
+    B.sg = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers * o.nics_per_rank, sizeof *B.sg);
+    B.rg = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_inference * o.nics_per_rank, sizeof *B.rg);
+    p->send_bytes = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers * o.nics_per_rank, 8);
+    p->recv_bytes = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_inference * o.nics_per_rank, 8);
+    p->rank_first = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers + 1, 8);
+    heaps = (wsync__pl_heap *)wsync__plalloc(&o.allocator, in->n_meshes, sizeof *heaps);
+    if (!B.gload || !B.sg || !B.rg || !p->send_bytes || !p->recv_bytes || !p->rank_first || !heaps) {
+        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
+        goto fail;
+    }
+    for (i = 0; i < in->n_meshes; i++) {
+        heaps[i].v = (wsync__pl_heap_item *)wsync__plalloc(&o.allocator, (uint64_t)in->meshes[i].count + 1,
+                                                           sizeof *heaps[i].v);
+        if (!heaps[i].v) {
+            r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
+            goto fail;
+        }
+    }
+    /* preparations and their senders, group by group */
+    for (g = 0; g < n_groups; g++) {
+        uint64_t p_lo = p->n_preps, gbytes = 0, u;
+        memset(B.gload, 0, (size_t)in->n_trainers * sizeof *B.gload);
+        for (u = 0; u < in->n_units; u++)
+            if (B.ui[u].group == g) gbytes += B.ui[u].dest_bytes * in->units[u].n_dests;
+        for (u = 0; u < in->n_units; u++) {
+            const wsync_plan_unit *un = &in->units[u];
+            const wsync__pl_uinfo *x = &B.ui[u];
+            const wsync_plan_mesh *m = &in->meshes[x->mesh];
+            if (x->group != g) continue;
+            if (!m->gather) {
+                if ((r = wsync__pl_cut_shards(&B, u, err)) != WSYNC_OK) goto fail;
+            } else {
+                /* chunks of destinations, each at most a fraction of a rank's share */
+                uint64_t target = gbytes / ((uint64_t)m->count * o.chunks_per_rank), per, nch, c, d0;
+                per = x->dest_bytes ? target / x->dest_bytes : un->n_dests;
+                if (per < 1) per = 1;
+                nch = wsync__pldiv_up(un->n_dests, per);
+                if (nch > m->count) nch = m->count;
+                for (c = 0, d0 = 0; c < nch; c++) {
+                    uint64_t d1 = un->n_dests * (c + 1) / nch;
+                    r = wsync__pl_add_prep(&B, u, 0, x->rows, un->first_dest + d0, un->first_dest + d1, UINT32_MAX,
+                                           err);
+                    if (r != WSYNC_OK) goto fail;
+                    d0 = d1;
+                }
+            }
+        }
+        for (i = 0; i < in->n_meshes; i++) {
+            uint32_t k;
+            heaps[i].n = 0;
+            for (k = 0; k < in->meshes[i].count; k++) wsync__pl_hpush(&heaps[i], 0, in->meshes[i].first + k);
+        }
+        if ((r = wsync__pl_assign(&B, p_lo, p->n_preps, heaps, err)) != WSYNC_OK) goto fail;
+    }
+    for (i = 0; i < p->n_preps; i++) {
+        total_tasks += p->preps[i].n_tasks;
+        if (total_tasks > o.max_tasks) {
+            r = wsync__plfail(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
+                              (unsigned long long)o.max_tasks, (unsigned long long)i + 1);
+            goto fail;
+        }
+    }
+    if (p->n_preps >= UINT32_MAX) {
+        r = wsync__plfail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
+        goto fail;
+    }
+    p->tasks = (wsync_plan_task *)wsync__plalloc(&o.allocator, total_tasks, sizeof *p->tasks);
+    v = (uint64_t *)wsync__plalloc(&o.allocator, total_tasks, sizeof *v);
+    scratch = (uint32_t *)wsync__plalloc(&o.allocator, 5 * total_tasks + 1, sizeof *scratch);
+    {
+        uint64_t NS = (uint64_t)in->n_trainers * o.nics_per_rank, NR = (uint64_t)in->n_inference * o.nics_per_rank;
+        B.rfree = (double *)wsync__plalloc(&o.allocator, 2 * NR, sizeof(double));
+        B.gfree = (double *)wsync__plalloc(&o.allocator, 2 * (uint64_t)in->n_trainers, sizeof(double));
+        B.ready = (double *)wsync__plalloc(&o.allocator, p->n_preps, sizeof(double));
+        B.eng = (uint64_t *)wsync__plalloc(&o.allocator, p->n_preps, 8);
+        B.run_lo = (uint64_t *)wsync__plalloc(&o.allocator, 2 * total_tasks + 2 * NS, 8);
+        B.act = (uint32_t *)wsync__plalloc(&o.allocator, total_tasks, 4);
+        B.heap = (wsync__pl_th *)wsync__plalloc(&o.allocator, NS, sizeof *B.heap);
+        if (B.rfree) B.rrem = B.rfree + NR;
+        if (B.gfree) B.qfree = B.gfree + in->n_trainers;
+        if (B.run_lo) {
+            B.run_hi = B.run_lo + total_tasks;
+            B.srun = B.run_hi + total_tasks;
+            B.nact = B.srun + NS;
+        }
+    }
+    if (!p->tasks || !v || !scratch || !B.rfree || !B.gfree || !B.ready || !B.eng || !B.run_lo || !B.act || !B.heap) {
+        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
+        goto fail;
+    }
+    /* tasks group by group (preps are in group order), NICs balanced per group */
+    for (i = 0, g = 0; g < n_groups; g++) {
+        uint64_t j = i;
+        memset(B.sg, 0, (size_t)in->n_trainers * o.nics_per_rank * sizeof *B.sg);
+        memset(B.rg, 0, (size_t)in->n_inference * o.nics_per_rank * sizeof *B.rg);
+        while (j < p->n_preps && p->preps[j].group == g) j++;
+        t_lo = p->n_tasks;
+        wsync__pl_tasks(&B, i, j);
+        if ((r = wsync__pl_order(&B, t_lo, p->n_tasks, v, scratch, err)) != WSYNC_OK) goto fail;
+        i = j;
+    }
+    if ((r = wsync__pl_sort_all(p, v, err)) != WSYNC_OK) goto fail;
+    if ((r = wsync__pl_sort_preps(p, B.eng, err)) != WSYNC_OK) goto fail;
+    if ((r = wsync_plan_reindex(p, err)) != WSYNC_OK) goto fail;
+    r = WSYNC_OK;
+    *out = p;
+    p = NULL;
+fail:
+    if (heaps)
+        for (i = 0; i < in->n_meshes; i++) wsync__plfree(&o.allocator, heaps[i].v);
+    wsync__plfree(&o.allocator, heaps);
+    wsync__plfree(&o.allocator, B.ui);
+    wsync__plfree(&o.allocator, B.gload);
+    wsync__plfree(&o.allocator, B.sg);
+    wsync__plfree(&o.allocator, B.rg);
+    wsync__plfree(&o.allocator, B.pd);
+    wsync__plfree(&o.allocator, B.rfree);
+    wsync__plfree(&o.allocator, B.gfree);
+    wsync__plfree(&o.allocator, B.ready);
+    wsync__plfree(&o.allocator, B.eng);
+    wsync__plfree(&o.allocator, B.run_lo);
+    wsync__plfree(&o.allocator, B.act);
+    wsync__plfree(&o.allocator, B.heap);
+    wsync__plfree(&o.allocator, v);
+    wsync__plfree(&o.allocator, scratch);
+    if (p) wsync_plan_free(p);
+    return r;
+}
+
+WSYNC_DEF void wsync_plan_free(wsync_plan *p)
+{
+    wsync_allocator a;
+    if (!p) return;
+    a = p->allocator;
+    wsync__plfree(&a, p->preps);
+    wsync__plfree(&a, p->pieces);
+    wsync__plfree(&a, p->tasks);
+    wsync__plfree(&a, p->rank_first);
+    wsync__plfree(&a, p->send_bytes);
+    wsync__plfree(&a, p->recv_bytes);
+    wsync__plfree(&a, p);
+}
+
+WSYNC_DEF void wsync_plan_stats_get(const wsync_plan *p, wsync_plan_stats *s)
+{
+    uint64_t i, ns, nr, sum;
+    memset(s, 0, sizeof *s);
+    if (!p) return;
+    s->tasks = p->n_tasks;
+    s->preps = p->n_preps;
+    for (i = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].flags & WSYNC_PLAN_SCALES) s->scale_tasks++;
+    for (i = 0; i < p->n_preps; i++)
+        if (p->preps[i].temp_bytes > s->temp_max) s->temp_max = p->preps[i].temp_bytes;
+    ns = (uint64_t)p->n_trainers * p->nics_per_rank;
+    nr = (uint64_t)p->n_inference * p->nics_per_rank;
+    s->send_min = s->recv_min = UINT64_MAX;
+    for (i = 0, sum = 0; i < ns; i++) {
+        sum += p->send_bytes[i];
+        if (p->send_bytes[i] > s->send_max) s->send_max = p->send_bytes[i];
+        if (p->send_bytes[i] < s->send_min) s->send_min = p->send_bytes[i];
+    }
+    s->bytes = sum;
+    s->send_mean = ns ? (double)sum / (double)ns : 0;
+    for (i = 0, sum = 0; i < nr; i++) {
+        sum += p->recv_bytes[i];
+        if (p->recv_bytes[i] > s->recv_max) s->recv_max = p->recv_bytes[i];
+        if (p->recv_bytes[i] < s->recv_min) s->recv_min = p->recv_bytes[i];
+    }
+    s->recv_mean = nr ? (double)sum / (double)nr : 0;
+    s->imbalance_send = s->send_mean > 0 ? (double)s->send_max / s->send_mean : 1;
+    s->imbalance_recv = s->recv_mean > 0 ? (double)s->recv_max / s->recv_mean : 1;
+}
+
+static void wsync__pl_d64(wsync_digest_state *d, uint64_t x)
+{
+    uint8_t b[8];
+    unsigned i;
+    for (i = 0; i < 8; i++) b[i] = (uint8_t)(x >> (8 * i));
+    wsync_digest_update(d, b, 8);
+}
+
+WSYNC_DEF uint64_t wsync_plan_digest(const wsync_plan *p)
+{
+    wsync_digest_state d;
+    uint64_t i;
+    memset(&d, 0, sizeof d); /* the unused tail of its buffer, for gcc's flow analysis */
+    wsync_digest_init(&d);
+    if (!p) return wsync_digest_final(&d);
+    wsync__pl_d64(&d, p->n_trainers);
+    wsync__pl_d64(&d, p->n_inference);
+    wsync__pl_d64(&d, p->nics_per_rank);
+    wsync__pl_d64(&d, p->n_groups);
+    for (i = 0; i < p->n_preps; i++) {
+        const wsync_plan_prep *x = &p->preps[i];
+        wsync__pl_d64(&d, x->rank);
+        wsync__pl_d64(&d, x->group);
+        wsync__pl_d64(&d, x->flags);
+        wsync__pl_d64(&d, x->dtype);
+        wsync__pl_d64(&d, x->unit);
+        wsync__pl_d64(&d, x->out_row0);
+        wsync__pl_d64(&d, x->rows);
+        wsync__pl_d64(&d, x->cols);
+        wsync__pl_d64(&d, x->first_piece);
+        wsync__pl_d64(&d, x->n_pieces);
+        wsync__pl_d64(&d, x->src_bytes);
+        wsync__pl_d64(&d, x->out_bytes);
+        wsync__pl_d64(&d, x->scale_bytes);
+        wsync__pl_d64(&d, x->temp_bytes);
+        wsync__pl_d64(&d, x->n_tasks);
+    }
+    for (i = 0; i < p->n_pieces; i++) {
+        const wsync_plan_piece *x = &p->pieces[i];
+        wsync__pl_d64(&d, x->source);
+        wsync__pl_d64(&d, x->row0);
+        wsync__pl_d64(&d, x->rows);
+        wsync__pl_d64(&d, x->col0);
+        wsync__pl_d64(&d, x->cols);
+    }
+    for (i = 0; i < p->n_tasks; i++) {
+        const wsync_plan_task *x = &p->tasks[i];
+        wsync__pl_d64(&d, (uint64_t)x->prep | (uint64_t)x->group << 32);
+        wsync__pl_d64(&d, (uint64_t)x->src_rank | (uint64_t)x->src_nic << 32);
+        wsync__pl_d64(&d, (uint64_t)x->dst_rank | (uint64_t)x->dst_nic << 32);
+        wsync__pl_d64(&d, (uint64_t)x->region | (uint64_t)x->flags << 32);
+        wsync__pl_d64(&d, x->src_offset);
+        wsync__pl_d64(&d, x->dst_offset);
+        wsync__pl_d64(&d, x->len);
+    }
+    return wsync_digest_final(&d);
+}
+
+/* ---- simulator -------------------------------------------------------- */
+
+enum { WSYNC__PLE_SEND = 1, WSYNC__PLE_DONE = 2, WSYNC__PLE_PREP = 3, WSYNC__PLE_GFREE = 4 };
+
+typedef struct wsync__pl_ev {
+    double t, w;          /* time; tie: since when the sender waits (first come, first served) */
+    uint64_t seq;         /* last tie: insertion order, so the replay is deterministic */
+    uint32_t type;
+    uint32_t id;
+} wsync__pl_ev;
+
+typedef struct wsync__pl_sim {
+    const wsync_plan *p;
+    wsync_allocator a;
+    double rate, copy, quant, task_s;
+    uint64_t wm;
+    wsync__pl_ev *ev;
+    uint64_t nev, capev, seq;
+    /* per sender NIC */
+    uint64_t *nic_first, *nic_next, *nic_end; /* into order[] */
+    uint32_t *order;                          /* task indices of the group by sender NIC */
+    double *sfree, *swait;
+    uint8_t *pending;
+    /* per receiver NIC */
+    double *rfree;
+    /* per rank */
+    uint64_t *prep_first, *prep_next, *prep_end; /* into porder[] */
+    uint32_t *porder;
+    double *pfree, *pbusy, *qfree, *qbusy; /* gather engine, quantize engine */
+    uint64_t *live;
+    /* per preparation */
+    uint8_t *ready;
+    double *rtime;        /* when it became ready */
+    uint64_t *left;
+    double end;
+    wsync_plan_sim_result *res;
+} wsync__pl_sim;
+
+static int wsync__pl_evless(const wsync__pl_ev *a, const wsync__pl_ev *b)
+{
+    if (a->t != b->t) return a->t < b->t;
+    if (a->w != b->w) return a->w < b->w;
+    return a->seq < b->seq;
+}
+
+static int wsync__pl_evpush(wsync__pl_sim *S, double t, double w, uint32_t type, uint32_t id)
+{
+    uint64_t i;
+    wsync__pl_ev x;
+    if (!wsync__plgrow(&S->a, (void **)&S->ev, &S->capev, S->nev, sizeof *S->ev)) return 0;
+    x.t = t;
+    x.w = w;
+    x.seq = S->seq++;
+    x.type = type;
+    x.id = id;
+    i = S->nev++;
+    while (i > 0) {
+        uint64_t q = (i - 1) / 2;
+        if (!wsync__pl_evless(&x, &S->ev[q])) break;
+        S->ev[i] = S->ev[q];
+        i = q;
+    }
+    S->ev[i] = x;
+    return 1;
+}
+
+static wsync__pl_ev wsync__pl_evpop(wsync__pl_sim *S)
+{
+    wsync__pl_ev top = S->ev[0], x = S->ev[--S->nev];
+    uint64_t i = 0;
+    for (;;) {
+        uint64_t c = 2 * i + 1;
+        if (c >= S->nev) break;
+        if (c + 1 < S->nev && wsync__pl_evless(&S->ev[c + 1], &S->ev[c])) c++;
+        if (!wsync__pl_evless(&S->ev[c], &x)) break;
+        S->ev[i] = S->ev[c];
+        i = c;
+    }
+    if (S->nev) S->ev[i] = x;
+    return top;
+}
+
+/* Starts the rank's next preparations while its gather engine is idle and
+   the watermark allows (force: one, over the watermark). Gather/fuse and
+   quantize are two pipelined stages: a preparation leaves the first for the
+   second, which takes preparations in the same order. */
+static int wsync__pl_try_prep(wsync__pl_sim *S, uint32_t r, double t, int force)
+{
+    while (S->pfree[r] <= t && S->prep_next[r] < S->prep_end[r]) {
+        uint32_t q = S->porder[S->prep_next[r]];
+        const wsync_plan_prep *pr = &S->p->preps[q];
+        double g = 0, u = 0, ge, rd;
+        if (!force && S->wm && S->live[r] > 0 && S->live[r] + pr->temp_bytes > S->wm) return 1;
+        if (force) S->res->watermark_overruns++;
+        force = 0;
+        if (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) g = (double)pr->src_bytes / S->copy;
+        if (pr->flags & WSYNC_PLAN_QUANT) u = (double)pr->src_bytes / S->quant;
+        ge = t + g;
+        rd = ge;
+        if (u > 0) {
+            rd = (ge > S->qfree[r] ? ge : S->qfree[r]) + u;
+            S->qfree[r] = rd;
+        }
+        S->pfree[r] = ge;
+        S->pbusy[r] += g;
+        S->qbusy[r] += u;
+        S->live[r] += pr->temp_bytes;
+        if (S->live[r] > S->res->peak_temp) S->res->peak_temp = S->live[r];
+        S->prep_next[r]++;
+        if (!wsync__pl_evpush(S, rd, 0, WSYNC__PLE_PREP, q)) return 0;
+        if (ge > t) return wsync__pl_evpush(S, ge, 0, WSYNC__PLE_GFREE, r);
+    }
+    return 1;
+}
+
+static int wsync__pl_try_send(wsync__pl_sim *S, uint64_t sn, double t)
+{
+    const wsync_plan *p = S->p;
+    const wsync_plan_task *tk;
+    uint64_t rn;
+    double d;
+    if (S->sfree[sn] > t || S->pending[sn] || S->nic_next[sn] == S->nic_end[sn]) return 1;
+    tk = &p->tasks[S->order[S->nic_next[sn]]];
+    if (!S->ready[tk->prep]) return 1;
+    rn = (uint64_t)tk->dst_rank * p->nics_per_rank + tk->dst_nic;
+    if (S->rfree[rn] > t) {
+        /* in line from when both the NIC and the preparation were ready */
+        double w = S->swait[sn] > S->rtime[tk->prep] ? S->swait[sn] : S->rtime[tk->prep];
+        S->pending[sn] = 1;
+        return wsync__pl_evpush(S, S->rfree[rn], w, WSYNC__PLE_SEND, (uint32_t)sn);
+    }
+    d = S->task_s + (double)tk->len / S->rate;
+    S->sfree[sn] = S->rfree[rn] = t + d;
+    S->swait[sn] = t + d;
+    S->nic_next[sn]++;
+    return wsync__pl_evpush(S, t + d, 0, WSYNC__PLE_DONE, S->order[S->nic_next[sn] - 1]);
+}
+
+/* One mesh group from time t0; S->end gets its last write's end. */
+static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0, wsync_error *err)
+{
+    const wsync_plan *p = S->p;
+    uint32_t K = p->nics_per_rank, r;
+    uint64_t NS = (uint64_t)p->n_trainers * K, NR = (uint64_t)p->n_inference * K, i, n = 0, left = 0;
+    /* sender NIC lists, in plan order */
+    for (i = 0; i < NS; i++) S->nic_first[i] = 0;
+    for (i = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].group == g) S->nic_first[(uint64_t)p->tasks[i].src_rank * K + p->tasks[i].src_nic]++;
+    for (i = 0; i < NS; i++) {
+        uint64_t c = S->nic_first[i];
+        S->nic_first[i] = n;
+        S->nic_next[i] = n;
+        n += c;
+        S->nic_end[i] = n;
+    }
+    for (i = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].group == g) {
+            uint64_t sn = (uint64_t)p->tasks[i].src_rank * K + p->tasks[i].src_nic;
+            S->order[S->nic_next[sn]++] = (uint32_t)i;
+            left++;
+        }
+    /* preparations of each rank, in the order of their first task */
+    for (r = 0; r < p->n_trainers; r++) S->prep_first[r] = 0;
+    for (i = 0; i < p->n_preps; i++) {
+        S->ready[i] = 0;
+        S->left[i] = 0;
+        if (p->preps[i].group == g) S->prep_first[p->preps[i].rank]++;
+    }
+    for (r = 0, n = 0; r < p->n_trainers; r++) {
+        uint64_t c = S->prep_first[r];
+        S->prep_first[r] = n;
+        S->prep_next[r] = n;
+        n += c;
+        S->prep_end[r] = n;
+    }
+    for (i = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].group == g) S->left[p->tasks[i].prep]++;
+    for (i = 0; i < p->n_preps; i++) /* a rank prepares in index order */
+        if (p->preps[i].group == g && S->left[i] > 0) S->porder[S->prep_next[p->preps[i].rank]++] = (uint32_t)i;
+    for (r = 0; r < p->n_trainers; r++) {
+        S->prep_end[r] = S->prep_next[r]; /* a preparation without tasks is never run */
+        S->prep_next[r] = S->prep_first[r];
+        S->pfree[r] = t0;
+        S->qfree[r] = t0;
+        S->live[r] = 0;
+    }
+    for (i = 0; i < NS; i++) {
+        S->nic_next[i] = S->nic_first[i];
+        S->sfree[i] = t0;
+        S->swait[i] = t0;
+        S->pending[i] = 0;
+    }
+    for (i = 0; i < NR; i++) S->rfree[i] = t0;
+    S->end = t0;
+    S->nev = 0;
+    for (r = 0; r < p->n_trainers; r++)
+        if (!wsync__pl_try_prep(S, r, t0, 0)) goto oom;
+    while (left > 0) {
+        wsync__pl_ev e;
+        if (S->nev == 0) { /* the watermark holds every rank: start one preparation anyway */
+            int moved = 0;
+            for (r = 0; r < p->n_trainers && !moved; r++)
+                if (S->pfree[r] <= S->end && S->prep_next[r] < S->prep_end[r]) {
+                    if (!wsync__pl_try_prep(S, r, S->end, 1)) goto oom;
+                    moved = 1;
+                }
+            if (!moved)
+                return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                     "plan simulate: group %u: %llu tasks can never run (a task before its "
+                                     "preparation's turn?)",
+                                     g, (unsigned long long)left);
+            continue;
+        }
+        e = wsync__pl_evpop(S);
+        S->res->events++;
+        if (e.type == WSYNC__PLE_SEND) {
+            S->pending[e.id] = 0;
+            if (!wsync__pl_try_send(S, e.id, e.t)) goto oom;
+        } else if (e.type == WSYNC__PLE_GFREE) {
+            if (!wsync__pl_try_prep(S, e.id, e.t, 0)) goto oom;
+        } else if (e.type == WSYNC__PLE_PREP) {
+            const wsync_plan_prep *pr = &p->preps[e.id];
+            uint32_t k;
+            S->ready[e.id] = 1;
+            S->rtime[e.id] = e.t;
+            for (k = 0; k < K; k++)
+                if (!wsync__pl_try_send(S, (uint64_t)pr->rank * K + k, e.t)) goto oom;
+            if (!wsync__pl_try_prep(S, pr->rank, e.t, 0)) goto oom;
+        } else {
+            const wsync_plan_task *tk = &p->tasks[e.id];
+            const wsync_plan_prep *pr = &p->preps[tk->prep];
+            left--;
+            if (e.t > S->end) S->end = e.t;
+            if (--S->left[tk->prep] == 0) {
+                S->live[pr->rank] -= pr->temp_bytes;
+                if (!wsync__pl_try_prep(S, pr->rank, e.t, 0)) goto oom;
+            }
+            if (!wsync__pl_try_send(S, (uint64_t)tk->src_rank * K + tk->src_nic, e.t)) goto oom;
+        }
+    }
+    return WSYNC_OK;
+oom:
+    return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: events");
+}
+
+WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
+                                           wsync_plan_sim_result *out, wsync_error *err)
+{
+    wsync_plan_sim_options o;
+    wsync__pl_sim S;
+    wsync_plan_stats st;
+    uint64_t NS, NR, i;
+    uint32_t g;
+    double t = 0, barrier;
+    wsync_result r = WSYNC_OK;
+    wsync__plreset(err);
+    if (!p || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan simulate: NULL argument");
+    memset(out, 0, sizeof *out);
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (!(o.nic_gbps > 0)) o.nic_gbps = 400;
+    if (!(o.copy_gbps > 0)) o.copy_gbps = o.nic_gbps * 13.0 / 8.0;
+    if (!(o.quant_gbps > 0)) o.quant_gbps = o.copy_gbps;
+    if (o.task_us == 0) o.task_us = 5;
+    if (o.task_us < 0) o.task_us = 0;
+    if (o.barrier_us == 0) o.barrier_us = 50;
+    if (o.barrier_us < 0) o.barrier_us = 0;
+    memset(&S, 0, sizeof S);
+    S.p = p;
+    S.a = o.allocator;
+    S.rate = o.nic_gbps * 1e9 / 8;
+    S.copy = o.copy_gbps * 1e9 / 8;
+    S.quant = o.quant_gbps * 1e9 / 8;
+    S.task_s = o.task_us * 1e-6;
+    S.wm = o.watermark;
+    S.res = out;
+    barrier = o.barrier_us * 1e-6;
+    NS = (uint64_t)p->n_trainers * p->nics_per_rank;
+    NR = (uint64_t)p->n_inference * p->nics_per_rank;
+    S.nic_first = (uint64_t *)wsync__plalloc(&S.a, 3 * NS, 8);
+    S.order = (uint32_t *)wsync__plalloc(&S.a, p->n_tasks, 4);
+    S.sfree = (double *)wsync__plalloc(&S.a, 2 * NS, sizeof(double));
+    S.pending = (uint8_t *)wsync__plalloc(&S.a, NS, 1);
+    S.rfree = (double *)wsync__plalloc(&S.a, NR, sizeof(double));
+    S.prep_first = (uint64_t *)wsync__plalloc(&S.a, 4 * (uint64_t)p->n_trainers, 8);
+    S.porder = (uint32_t *)wsync__plalloc(&S.a, p->n_preps, 4);
+    S.pfree = (double *)wsync__plalloc(&S.a, 4 * (uint64_t)p->n_trainers, sizeof(double));
+    S.ready = (uint8_t *)wsync__plalloc(&S.a, p->n_preps, 1);
+    S.left = (uint64_t *)wsync__plalloc(&S.a, p->n_preps, 8);
+    S.rtime = (double *)wsync__plalloc(&S.a, p->n_preps, sizeof(double));
+    if (!S.nic_first || !S.order || !S.sfree || !S.pending || !S.rfree || !S.prep_first || !S.porder || !S.pfree ||
+        !S.ready || !S.left || !S.rtime) {
+        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: state");
+        goto out;
+    }
+    S.nic_next = S.nic_first + NS;
+    S.nic_end = S.nic_next + NS;
+    S.swait = S.sfree + NS;
+    S.prep_next = S.prep_first + p->n_trainers;
+    S.prep_end = S.prep_next + p->n_trainers;
+    S.live = S.prep_end + p->n_trainers;
+    S.pbusy = S.pfree + p->n_trainers;
+    S.qfree = S.pbusy + p->n_trainers;
+    S.qbusy = S.qfree + p->n_trainers;
+    for (g = 0; g < p->n_groups; g++) {
+        double t0 = t;
+        if ((r = wsync__pl_sim_group(&S, g, t0, err)) != WSYNC_OK) goto out;
+        t = S.end;
+        if (g < WSYNC_PLAN_SIM_GROUPS) out->group_seconds[g] = S.end - t0;
+        if (g + 1 < p->n_groups) t += barrier;
+    }
+    out->n_groups = p->n_groups;
+    out->seconds = t;
+    for (i = 0; i < p->n_trainers; i++) {
+        if (S.pbusy[i] > out->prep_max_seconds) out->prep_max_seconds = S.pbusy[i];
+        if (S.qbusy[i] > out->prep_max_seconds) out->prep_max_seconds = S.qbusy[i];
+    }
+    wsync_plan_stats_get(p, &st);
+    out->bound_seconds = (double)(st.send_max > st.recv_max ? st.send_max : st.recv_max) / S.rate;
+out:
+    wsync__plfree(&S.a, S.ev);
+    wsync__plfree(&S.a, S.nic_first);
+    wsync__plfree(&S.a, S.order);
+    wsync__plfree(&S.a, S.sfree);
+    wsync__plfree(&S.a, S.pending);
+    wsync__plfree(&S.a, S.rfree);
+    wsync__plfree(&S.a, S.prep_first);
+    wsync__plfree(&S.a, S.porder);
+    wsync__plfree(&S.a, S.pfree);
+    wsync__plfree(&S.a, S.ready);
+    wsync__plfree(&S.a, S.left);
+    wsync__plfree(&S.a, S.rtime);
+    return r;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+
 
 #ifdef __cplusplus
 }

@@ -16,12 +16,9 @@
 #endif
 #define WSYNC_HTTP_IMPLEMENTATION
 #include "wsync_http.h"
-/* The direct path (push-demo): the one-host and TCP fabrics, the controller. */
+/* The direct path (push-demo, plan): fabrics, executor, controller, planner. */
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
-#include "wsync_exec_wip.h"
-#include "wsync_ctl_wip.h"
-#include "wsync_plan_wip.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* wsync plan: the direct path's static schedule for a model's real tensor
    list, and its simulated transfer time. Part of the command-line tool
    (examples/wsync.c includes it after its own helpers); a thin layer over
-   wsync_plan_wip.h: layout, build, stats, simulate. */
+   wsync_rdma.h: layout, build, stats, simulate. */
 
 static const char *plan_usage =
     "usage: wsync plan --model kimi-k2|qwen3-0.6b|qwen2.5-7b --trainers T --inference I\n"

@@ -1,5 +1,5 @@
 /* fuzz_ctl.c - fuzz harness for the controller protocol's codec
-   (wsync_ctl_wip.h: wsync_ctl_header, wsync_ctl_decode_frame,
+   (wsync_rdma.h: wsync_ctl_header, wsync_ctl_decode_frame,
    wsync_ctl_encode). Every message a controller or a rank reads comes off
    a TCP socket that anyone on the network can connect to, so the decoder
    treats its input as hostile.
@@ -45,7 +45,6 @@
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
-#include "wsync_ctl_wip.h"
 
 #include <stdio.h>
 #include <stdlib.h>

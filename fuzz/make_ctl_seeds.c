@@ -9,7 +9,6 @@
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
-#include "wsync_ctl_wip.h"
 
 #include <stdio.h>
 #include <stdlib.h>

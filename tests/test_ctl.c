@@ -1,4 +1,4 @@
-/* The controller protocol (wsync_ctl_wip.h): the codec (round trips of
+/* The controller protocol (wsync_rdma.h): the codec (round trips of
    every message type, every truncation and every single-bit flip of valid
    frames, each documented rejection with its message, allocation bounded
    by the bytes present, encode's buffer size), and the controller with
@@ -12,7 +12,6 @@
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
-#include "wsync_ctl_wip.h"
 #include "check.h"
 
 #include <arpa/inet.h>

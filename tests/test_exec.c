@@ -6,7 +6,6 @@
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
-#include "wsync_exec_wip.h"
 
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* The planner and simulator of wsync_plan_wip.h: model tensor lists and
+/* The planner and simulator of wsync_rdma.h: model tensor lists and
    parameter totals, layouts that deliver every source element to every
    replica, plans that cover every destination byte exactly once (gather
    meshes and row shards, bf16 and fp8), determinism by digest, the
@@ -8,8 +8,7 @@
 #define _GNU_SOURCE 1
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
-#include "wsync.h"
-#include "wsync_plan_wip.h"
+#include "wsync_rdma.h"
 #include "check.h"
 
 #include <stdint.h>
