@@ -29,8 +29,23 @@ for the `wsync_fabric` interface of wsync.h ("Fabric: one-sided writes"):
 The verbs backend has NEVER RUN ON A NIC: it is tested only against the
 fake provider in tests/fake_verbs.h. Expect the first run on hardware to
 find what a fake cannot (provider limits, RoCE GID types, timeouts).
-Still to come (issue 6): the controller protocol, the schedule and the
-pipeline.
+
+Above the fabrics, in this order in the header:
+    executor    wsync_exec_run: tasks through stages (a thread and a FIFO
+                each), staging bytes held in a ring whose length is the
+                memory watermark, barriers between mesh groups;
+                wsync_quantize_e4m3 is the fp8 preparation.
+    controller  wsync_controller_* and wsync_rank_*: ranks join over TCP with
+                their regions and tensors, the controller maps every
+                inference byte to a trainer once (ASSIGN); a step is GO,
+                DONE, COMMIT, ACK; a failure aborts the step by name within
+                the timeout. Trainers' writes that gather or quantize go
+                through the executor.
+    planner     wsync_plan_*: the schedule for a whole cluster from a model's
+                tensor list, and a simulator that predicts its time (the
+                PLANNER and SIMULATOR sections below). push-demo and the
+                controller use the controller's own mapping, from what ranks
+                declare at join; the planner is what `wsync plan` prints.
 
 QUICK START
 ===========
