@@ -585,13 +585,13 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
                            tensors (name_len u16, name, dtype u32, ndim u32,
                            shape u64 x ndim, row_begin u64, row_count u64,
                            region u32, offset u64, col_begin u64, col_count u64,
-                           to_dtype u32, block u32, scale_offset u64)
+                           to_dtype u32, block u32, scale_offset u64, group u32)
      ASSIGN  ctl -> rank   role u32, rank u32, n_trainers u32, n_inference u32,
-                           n_targets u32, n_transfers u32, targets (rank u32,
+                           n_targets u32, n_transfers u32, n_groups u32, targets (rank u32,
                            region u32, descriptor), transfers (src_region u32,
                            target u32, src_offset u64, dst_offset u64, len u64,
                            rows u64, src_stride u64, prep u32, block u32,
-                           scale_offset u64)
+                           scale_offset u64, group u32, zero u32)
      GO      ctl -> trainer        step u64: write your transfers now
      DONE    trainer -> ctl        step u64, status u32, text_len u16, text
      COMMIT  ctl -> inference      step u64: every byte of the step is in place
@@ -599,6 +599,8 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
      ABORT   ctl -> all            step u64, status u32, text_len u16, text
      BYE     ctl -> all            (empty)
      ERROR   either way            step u64, status u32, text_len u16, text
+     BARRIER trainer -> ctl        step u64, group u32: done with mesh group
+     RELEASE ctl -> trainer        step u64, group u32: every trainer is
 
    A rank's tensors: rows [row_begin, row_begin + row_count) along dim 0 of
    a tensor of the given full shape (a scalar is one row; the dims after the
@@ -617,14 +619,24 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    to write where (ASSIGN). A transfer writes `len` bytes at dst_offset: rows
    rows of len / rows bytes each, read from src_offset with src_stride bytes
    between rows; with prep FP8 each row is len / rows bf16 elements read and
-   e4m3 bytes written, and the tile scales go to scale_offset. A step: GO to every trainer, a
+   e4m3 bytes written, and the tile scales go to scale_offset.
+
+   Mesh groups: a trainer entry names the mesh group its writes run in (a
+   mesh's collectives, e.g. an all-gather of expert shards, must not
+   interleave with another mesh's); each trainer's transfers come ordered by
+   group, and between groups every trainer flushes, sends BARRIER and waits
+   for RELEASE, which the controller sends once every trainer is through
+   that group (a trainer with nothing in a group still takes part).
+
+   A step: GO to every trainer, a
    DONE from each (after its writes and a flush), COMMIT to every inference
    rank, an ACK from each (after its on_commit callback); only then does
    the step count. Any failure (a DONE or ACK with an error, a peer gone, a
-   timeout) aborts the step: inference ranks get ABORT and keep their
-   version word at the last committed step; the bytes of an aborted step
-   are partly written (this path writes into live memory) until a later
-   step commits. */
+   timeout) aborts the step: every rank gets ABORT (a trainer waiting at a
+   barrier stops waiting), inference ranks keep their version word at the
+   last step they committed (one that already ACKed this step keeps it: its
+   bytes are complete); the bytes of an aborted step are partly written
+   (this path writes into live memory) until a later step commits. */
 
 #define WSYNC_CTL_VERSION 1u
 #define WSYNC_CTL_HEADER 12u
@@ -633,6 +645,7 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
 #define WSYNC_CTL_DIMS_MAX 8u
 #define WSYNC_CTL_TEXT_MAX 255u
 #define WSYNC_CTL_MAX_RANKS 65536u
+#define WSYNC_CTL_GROUPS_MAX 64u
 
 typedef enum wsync_ctl_type {
     WSYNC_CTL_JOIN = 1,
@@ -643,7 +656,9 @@ typedef enum wsync_ctl_type {
     WSYNC_CTL_ACK = 6,
     WSYNC_CTL_ABORT = 7,
     WSYNC_CTL_BYE = 8,
-    WSYNC_CTL_ERROR = 9
+    WSYNC_CTL_ERROR = 9,
+    WSYNC_CTL_BARRIER = 10,
+    WSYNC_CTL_RELEASE = 11
 } wsync_ctl_type;
 
 typedef enum wsync_ctl_role {
@@ -663,6 +678,7 @@ typedef struct wsync_ctl_tensor {
     uint32_t to_dtype;         /* inference: the dtype wanted (0: dtype; F8_E4M3 from BF16) */
     uint32_t block;            /* fp8: tile size of the scales (0: one scale) */
     uint64_t scale_offset;     /* fp8: where the f32 scales start in the region */
+    uint32_t group;            /* trainers: the mesh group its writes run in */
 } wsync_ctl_tensor;
 
 /* An inference rank's region a trainer writes into. */
@@ -683,6 +699,7 @@ typedef struct wsync_ctl_transfer {
     uint64_t rows, src_stride;
     uint32_t prep, block;      /* WSYNC_CTL_PREP_*; fp8 tile size */
     uint64_t scale_offset;     /* fp8: the target's offset for the scales */
+    uint32_t group;            /* mesh group (transfers ascend by group) */
 } wsync_ctl_transfer;
 
 /* A decoded message; the arrays belong to it (wsync_ctl_msg_free). To
@@ -691,7 +708,9 @@ typedef struct wsync_ctl_msg {
     uint32_t type;                          /* wsync_ctl_type */
     uint32_t role, rank;                    /* JOIN, ASSIGN */
     uint32_t n_trainers, n_inference;       /* ASSIGN */
-    uint64_t step;                          /* GO DONE COMMIT ACK ABORT ERROR */
+    uint64_t step;                          /* GO DONE COMMIT ACK ABORT ERROR BARRIER RELEASE */
+    uint32_t group;                         /* BARRIER RELEASE */
+    uint32_t n_groups;                      /* ASSIGN: mesh groups every trainer passes */
     uint32_t status;                        /* DONE ACK ABORT ERROR: a wsync_result */
     char text[WSYNC_CTL_TEXT_MAX + 1];      /* DONE ACK ABORT ERROR */
     uint32_t n_regions;                     /* JOIN */
@@ -808,10 +827,13 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
    said BYE. WSYNC_ERR_LIMIT after timeout_ms (negative: no limit). */
 WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *bye, int timeout_ms,
                                           wsync_error *err);
-/* Trainer: every assigned write, then a flush. */
+/* Trainer: every assigned write of the step last given by wait_go, mesh
+   group by group: between groups a flush, BARRIER, and the wait for the
+   controller's RELEASE (every trainer is through the group); then a flush. */
 WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err);
 /* Trainer: assigned writes [first, first + count) (wsync_rank_transfers),
-   and a flush when flush is 1: to start with the tensors that are ready. */
+   and a flush when flush is 1: to start with the tensors that are ready.
+   No mesh-group barriers: for a plan of one group. */
 WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint32_t count, int flush,
                                             wsync_error *err);
 /* Trainer: DONE for the step with result (and the message in why, if any). */
@@ -4790,8 +4812,8 @@ extern "C" {
 #define WSYNC__CTL_MAX_TENSORS (1u << 22)
 #define WSYNC__CTL_MAX_REGIONS 4096u
 #define WSYNC__CTL_MAX_TRANSFERS (1u << 24)
-#define WSYNC__CTL_TENSOR_TAIL 60u /* a JOIN tensor's bytes after its shape */
-#define WSYNC__CTL_XFER 64u        /* an ASSIGN transfer's bytes */
+#define WSYNC__CTL_TENSOR_TAIL 64u /* a JOIN tensor's bytes after its shape */
+#define WSYNC__CTL_XFER 72u        /* an ASSIGN transfer's bytes */
 
 /* ---- codec (no sockets: builds everywhere) ---- */
 
@@ -4978,6 +5000,9 @@ static wsync_result wsync__ctl_tensor_ok(const wsync_ctl_tensor *t, const wsync_
     if (t->region >= n_regions)
         return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': region %u of %u", t->name,
                            (unsigned)t->region, (unsigned)n_regions);
+    if (t->group >= WSYNC_CTL_GROUPS_MAX)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: tensor '%s': mesh group %u (at most %u groups)", t->name,
+                           (unsigned)t->group, WSYNC_CTL_GROUPS_MAX);
     if (!wsync__cin(t->offset, bytes, regions[t->region].len))
         return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
                            "JOIN: tensor '%s': %llu bytes at %llu outside region %u (%llu bytes)", t->name,
@@ -5028,6 +5053,20 @@ static wsync_result wsync__ctl_transfer_ok(const wsync_ctl_transfer *x, uint32_t
     return WSYNC_OK;
 }
 
+/* An ASSIGN's mesh groups: 1..WSYNC_CTL_GROUPS_MAX of them, transfers in
+   ascending group order. */
+static wsync_result wsync__ctl_groups_ok(const wsync_ctl_msg *m, uint32_t i, wsync_error *err)
+{
+    const wsync_ctl_transfer *x = &m->transfers[i];
+    if (x->group >= m->n_groups)
+        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: mesh group %u of %u", (unsigned)i,
+                           (unsigned)x->group, (unsigned)m->n_groups);
+    if (i && x->group < m->transfers[i - 1].group)
+        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: mesh group %u after group %u",
+                           (unsigned)i, (unsigned)x->group, (unsigned)m->transfers[i - 1].group);
+    return WSYNC_OK;
+}
+
 /* What decode checks about a JOIN's or an ASSIGN's fields, for encode. */
 static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
 {
@@ -5058,8 +5097,13 @@ static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
                                (unsigned)i, (unsigned)m->targets[i].rank, (unsigned)m->n_inference);
         if ((r = wsync__ctl_desc_ok(&m->targets[i].desc, "ASSIGN: target", i, err)) != WSYNC_OK) return r;
     }
+    if (m->n_groups == 0 || m->n_groups > WSYNC_CTL_GROUPS_MAX)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u mesh groups (1 to %u)", (unsigned)m->n_groups,
+                           WSYNC_CTL_GROUPS_MAX);
     for (i = 0; i < m->n_transfers; i++)
-        if ((r = wsync__ctl_transfer_ok(&m->transfers[i], i, m->targets, m->n_targets, err)) != WSYNC_OK) return r;
+        if ((r = wsync__ctl_transfer_ok(&m->transfers[i], i, m->targets, m->n_targets, err)) != WSYNC_OK ||
+            (r = wsync__ctl_groups_ok(m, i, err)) != WSYNC_OK)
+            return r;
     return WSYNC_OK;
 }
 
@@ -5092,7 +5136,7 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
                                (unsigned)m->n_targets, (unsigned)m->n_transfers);
         if ((m->n_targets && !m->targets) || (m->n_transfers && !m->transfers))
             return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "ASSIGN: NULL targets or transfers");
-        n = 24 + (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
+        n = 28 + (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
         break;
     case WSYNC_CTL_GO:
     case WSYNC_CTL_COMMIT: n = 8; break;
@@ -5100,6 +5144,13 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR: n = 14 + wsync__ctl_text_len(m->text); break;
+    case WSYNC_CTL_BARRIER:
+    case WSYNC_CTL_RELEASE:
+        if (m->group >= WSYNC_CTL_GROUPS_MAX)
+            return wsync__cbad(err, WSYNC_ERR_LIMIT, "mesh group %u (at most %u groups)", (unsigned)m->group,
+                               WSYNC_CTL_GROUPS_MAX);
+        n = 12;
+        break;
     case WSYNC_CTL_BYE: n = 0; break;
     default: return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "encode: message type %u", (unsigned)m->type);
     }
@@ -5160,6 +5211,7 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
             wsync__cput32(p + 44, t->to_dtype);
             wsync__cput32(p + 48, t->block);
             wsync__cput64(p + 52, t->scale_offset);
+            wsync__cput32(p + 60, t->group);
             p += WSYNC__CTL_TENSOR_TAIL;
         }
         break;
@@ -5170,7 +5222,8 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
         wsync__cput32(p + 12, m->n_inference);
         wsync__cput32(p + 16, m->n_targets);
         wsync__cput32(p + 20, m->n_transfers);
-        p += 24;
+        wsync__cput32(p + 24, m->n_groups);
+        p += 28;
         for (i = 0; i < m->n_targets; i++) {
             wsync__cput32(p, m->targets[i].rank);
             wsync__cput32(p + 4, m->targets[i].region);
@@ -5189,10 +5242,17 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
             wsync__cput32(p + 48, x->prep);
             wsync__cput32(p + 52, x->block);
             wsync__cput64(p + 56, x->scale_offset);
+            wsync__cput32(p + 64, x->group);
+            wsync__cput32(p + 68, 0);
         }
         break;
     case WSYNC_CTL_GO:
     case WSYNC_CTL_COMMIT: wsync__cput64(p, m->step); break;
+    case WSYNC_CTL_BARRIER:
+    case WSYNC_CTL_RELEASE:
+        wsync__cput64(p, m->step);
+        wsync__cput32(p + 8, m->group);
+        break;
     case WSYNC_CTL_DONE:
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
@@ -5222,7 +5282,7 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
         return wsync__cbad(err, WSYNC_ERR_UNSUPPORTED, "protocol version %u (this build speaks %u)",
                            (unsigned)(magic >> 24), WSYNC_CTL_VERSION);
     t = (uint32_t)h[4] | (uint32_t)h[5] << 8;
-    if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_ERROR || h[6] || h[7])
+    if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_RELEASE || h[6] || h[7])
         return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)wsync__cget32(h + 4));
     pl = wsync__cget32(h + 8);
     if (pl > WSYNC_CTL_MAX_PAYLOAD)
@@ -5364,6 +5424,7 @@ static wsync_result wsync__ctl_join(wsync__cr *c, wsync_ctl_msg *m, wsync_error 
         WSYNC__CR32(c, t->to_dtype, "to_dtype");
         WSYNC__CR32(c, t->block, "block");
         WSYNC__CR64(c, t->scale_offset, "scale_offset");
+        WSYNC__CR32(c, t->group, "group");
         if ((r = wsync__ctl_tensor_ok(t, m->regions, m->n_regions, err)) != WSYNC_OK) return r;
     }
     return WSYNC_OK;
@@ -5371,7 +5432,7 @@ static wsync_result wsync__ctl_join(wsync__cr *c, wsync_ctl_msg *m, wsync_error 
 
 static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_error *err)
 {
-    uint32_t i;
+    uint32_t i, zero = 0;
     size_t ga, need;
     wsync_result r;
     WSYNC__CR32(c, m->role, "role");
@@ -5380,8 +5441,12 @@ static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_erro
     WSYNC__CR32(c, m->n_inference, "inference count");
     WSYNC__CR32(c, m->n_targets, "target count");
     WSYNC__CR32(c, m->n_transfers, "transfer count");
+    WSYNC__CR32(c, m->n_groups, "group count");
     if (m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE)
         return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: role %u", (unsigned)m->role);
+    if (m->n_groups == 0 || m->n_groups > WSYNC_CTL_GROUPS_MAX)
+        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u mesh groups (1 to %u)", (unsigned)m->n_groups,
+                           WSYNC_CTL_GROUPS_MAX);
     if (m->n_trainers == 0 || m->n_inference == 0 || m->n_trainers > WSYNC_CTL_MAX_RANKS ||
         m->n_inference > WSYNC_CTL_MAX_RANKS)
         return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u trainers, %u inference ranks",
@@ -5427,7 +5492,13 @@ static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_erro
         WSYNC__CR32(c, x->prep, "prep");
         WSYNC__CR32(c, x->block, "block");
         WSYNC__CR64(c, x->scale_offset, "scale_offset");
-        if ((r = wsync__ctl_transfer_ok(x, i, m->targets, m->n_targets, err)) != WSYNC_OK) return r;
+        WSYNC__CR32(c, x->group, "group");
+        WSYNC__CR32(c, zero, "reserved");
+        if (zero) return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: reserved word %u", (unsigned)i,
+                                     (unsigned)zero);
+        if ((r = wsync__ctl_transfer_ok(x, i, m->targets, m->n_targets, err)) != WSYNC_OK ||
+            (r = wsync__ctl_groups_ok(m, i, err)) != WSYNC_OK)
+            return r;
     }
     return WSYNC_OK;
 }
@@ -5462,6 +5533,19 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR: r = wsync__ctl_text(&c, out, err); break;
     case WSYNC_CTL_BYE: break;
+    case WSYNC_CTL_BARRIER:
+    case WSYNC_CTL_RELEASE: {
+        const uint8_t *q;
+        if (!wsync__ctake(&c, 12, &q)) r = wsync__cshort(&c, err, "step and group");
+        else {
+            out->step = wsync__cget64(q);
+            out->group = wsync__cget32(q + 8);
+            if (out->group >= WSYNC_CTL_GROUPS_MAX)
+                r = wsync__cbad(err, WSYNC_ERR_LIMIT, "mesh group %u (at most %u groups)", (unsigned)out->group,
+                                WSYNC_CTL_GROUPS_MAX);
+        }
+        break;
+    }
     default: r = wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)type);
     }
     if (r == WSYNC_OK && c.left)
@@ -5504,7 +5588,8 @@ extern "C" {
 
 static const char *wsync__ctl_type_name(uint32_t t)
 {
-    static const char *const names[] = {"?", "JOIN", "ASSIGN", "GO", "DONE", "COMMIT", "ACK", "ABORT", "BYE", "ERROR"};
+    static const char *const names[] = {"?",     "JOIN", "ASSIGN", "GO",      "DONE",   "COMMIT",
+                                        "ACK",   "ABORT", "BYE",   "ERROR", "BARRIER", "RELEASE"};
     return t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 
@@ -5620,6 +5705,7 @@ struct wsync_controller {
     uint64_t last_step, go_step;
     wsync_controller_plan plan;
     double t_go, t_done, t_ack;
+    uint32_t n_groups;         /* mesh groups every trainer passes */
 };
 
 static double wsync__ctl_now(void)
@@ -5847,6 +5933,7 @@ static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const
     dst_row = cc * (fp8 ? 1 : esz);
     memset(&x, 0, sizeof x);
     x.src_region = tt->region;
+    x.group = tt->group;
     x.target = g;
     x.src_offset = tt->offset + (r0 - tt->row_begin) * cols * esz + it->col_begin * esz;
     x.dst_offset = it->offset + (r0 - it->row_begin) * dst_row;
@@ -5864,6 +5951,7 @@ static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const
     if (x.len == 0) return WSYNC_OK;
     last = h->n_xfers ? &h->xfers[h->n_xfers - 1] : NULL;
     if (last && x.rows == 1 && last->rows == 1 && !x.prep && !last->prep && last->target == x.target &&
+        last->group == x.group &&
         last->src_region == x.src_region && last->src_offset + last->len == x.src_offset &&
         last->dst_offset + last->len == x.dst_offset) {
         last->len += x.len;
@@ -6008,6 +6096,34 @@ out:
     return r;
 }
 
+/* Mesh groups: as many as the highest group a trainer entry names, plus
+   one; each trainer's transfers ordered by group, stably (a counting sort:
+   at most WSYNC_CTL_GROUPS_MAX groups). */
+static wsync_result wsync__ctl_group_order(wsync_controller *c, wsync_error *err)
+{
+    unsigned i, t;
+    uint32_t g, k;
+    c->n_groups = 1;
+    for (i = 0; i < c->nt; i++)
+        for (t = 0; t < c->m[i].join.n_tensors; t++)
+            if (c->m[i].join.tensors[t].group + 1 > c->n_groups) c->n_groups = c->m[i].join.tensors[t].group + 1;
+    if (c->n_groups == 1) return WSYNC_OK;
+    for (i = 0; i < c->nt; i++) {
+        wsync__cmember *h = &c->m[i];
+        wsync_ctl_transfer *sorted;
+        if (h->n_xfers < 2) continue;
+        sorted = (wsync_ctl_transfer *)wsync__calloc(&c->a, (size_t)h->n_xfers * sizeof *sorted);
+        if (!sorted) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: ordering %s", h->name);
+        for (g = 0, k = 0; g < c->n_groups; g++)
+            for (t = 0; t < h->n_xfers; t++)
+                if (h->xfers[t].group == g) sorted[k++] = h->xfers[t];
+        wsync__cfree(&c->a, h->xfers);
+        h->xfers = sorted;
+        h->cap_xfers = h->n_xfers;
+    }
+    return WSYNC_OK;
+}
+
 static void wsync__ctl_plan_stats(wsync_controller *c)
 {
     unsigned i;
@@ -6108,6 +6224,10 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         wsync__ctl_fail_all(c, err);
         return r;
     }
+    if ((r = wsync__ctl_group_order(c, err)) != WSYNC_OK) {
+        wsync__ctl_fail_all(c, err);
+        return r;
+    }
     wsync__ctl_plan_stats(c);
     for (i = 0; i < c->nt + c->ni; i++) {
         wsync__cmember *m = &c->m[i];
@@ -6121,6 +6241,7 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         a.n_targets = m->n_targets;
         a.targets = m->targets;
         a.n_transfers = m->n_xfers;
+        a.n_groups = c->n_groups;
         a.transfers = m->xfers;
         if ((r = wsync__ctl_send(m->fd, &a, &c->a, m->name, err)) != WSYNC_OK) {
             m->gone = 1;
@@ -6145,7 +6266,7 @@ static void wsync__ctl_abort(wsync_controller *c, uint64_t step, const wsync_err
 {
     unsigned i;
     c->in_step = 0;
-    for (i = c->nt; i < c->nt + c->ni; i++)
+    for (i = 0; i < c->nt + c->ni; i++) /* trainers too: one may wait at a barrier */
         if (!c->m[i].gone &&
             wsync__ctl_send_text(c->m[i].fd, WSYNC_CTL_ABORT, step, why->code, why->message, c->m[i].name, NULL) !=
                 WSYNC_OK)
@@ -6183,18 +6304,48 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
 
 /* Collects one answer of `type` for `step` from members [from, to); stale
    answers for earlier steps are skipped. */
+/* A trainer's BARRIER for mesh group g of the step (next[]: the group each
+   trainer reaches next); once every trainer reached it, RELEASE to all. */
+static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t g, uint64_t step,
+                                       unsigned char *next, uint32_t *reached, wsync_error *err)
+{
+    unsigned k;
+    wsync_ctl_msg rel;
+    wsync_result r;
+    if (g != next[i] || g + 1 >= c->n_groups)
+        return wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s reached mesh group %u's barrier, expected %u of %u",
+                            (unsigned long long)step, c->m[i].name, (unsigned)g, (unsigned)next[i],
+                            (unsigned)c->n_groups - 1);
+    next[i]++;
+    if (++reached[g] < c->nt) return WSYNC_OK;
+    memset(&rel, 0, sizeof rel);
+    rel.type = WSYNC_CTL_RELEASE;
+    rel.step = step;
+    rel.group = g;
+    for (k = 0; k < c->nt; k++)
+        if ((r = wsync__ctl_send(c->m[k].fd, &rel, &c->a, c->m[k].name, err)) != WSYNC_OK) {
+            c->m[k].gone = 1;
+            return r;
+        }
+    return WSYNC_OK;
+}
+
 static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsigned to, uint32_t type, uint64_t step,
                                        wsync_error *err)
 {
     unsigned i, waiting = to - from;
-    unsigned char *got;
+    unsigned char *got, *next;
+    uint32_t reached[WSYNC_CTL_GROUPS_MAX];
     int64_t deadline = wsync__rnow_ms() + c->step_ms;
     wsync_result r = WSYNC_OK;
     struct pollfd *pf;
+    memset(reached, 0, sizeof reached);
     got = (unsigned char *)wsync__calloc(&c->a, to - from);
+    next = (unsigned char *)wsync__calloc(&c->a, to);
     pf = (struct pollfd *)wsync__calloc(&c->a, (to - from) * sizeof *pf);
-    if (!got || !pf) {
+    if (!got || !pf || !next) {
         wsync__cfree(&c->a, got);
+        wsync__cfree(&c->a, next);
         wsync__cfree(&c->a, pf);
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "step: poll set");
     }
@@ -6229,7 +6380,13 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                                  c->m[i].name, e.message);
                 break;
             }
-            if (m.type == type && m.step < step) { /* an answer to an aborted step */
+            if ((m.type == type || m.type == WSYNC_CTL_BARRIER) && m.step < step) { /* from an aborted step */
+            } else if (type == WSYNC_CTL_DONE && m.type == WSYNC_CTL_BARRIER && m.step == step) {
+                r = wsync__ctl_barrier(c, i, m.group, step, next, reached, err);
+            } else if (type == WSYNC_CTL_DONE && m.type == type && m.step == step && m.status == WSYNC_OK &&
+                       next[i] + 1u < c->n_groups) {
+                r = wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s sent DONE before mesh group %u's barrier",
+                                 (unsigned long long)step, c->m[i].name, (unsigned)next[i]);
             } else if (m.type != type || m.step != step) {
                 r = wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s sent %s for step %llu (%s)",
                                  (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(m.type),
@@ -6245,6 +6402,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
         }
     }
     wsync__cfree(&c->a, got);
+    wsync__cfree(&c->a, next);
     wsync__cfree(&c->a, pf);
     return r;
 }
@@ -6333,6 +6491,7 @@ struct wsync_rank {
     uint64_t staging_len, staging_want;
     wsync_fabric_mr *staging_mr;
     wsync_exec_stats stats;
+    uint64_t step;             /* the last GO */
     /* inference */
     wsync_result (*on_commit)(void *user, uint64_t step, wsync_error *err);
     void (*on_abort)(void *user, uint64_t step, const char *why);
@@ -6350,7 +6509,7 @@ struct wsync_rank {
 static void wsync__rank_end(wsync_rank *r, const char *why)
 {
     pthread_mutex_lock(&r->mu);
-    if (!r->ended) snprintf(r->why, sizeof r->why, "%s", why);
+    if (!r->ended) snprintf(r->why, sizeof r->why, "%.300s", why);
     r->ended = 1;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
@@ -6604,11 +6763,15 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
     if (!r || !step || !bye || r->role != WSYNC_CTL_TRAINER)
         return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_go: a trainer's rank");
     *bye = 0;
-    if ((res = wsync__ctl_recv(r->fd, timeout_ms < 0 ? 10000 : timeout_ms, timeout_ms < 0, &r->a, &m,
-                               "the controller", &closed, err)) != WSYNC_OK)
-        return res;
+    for (;;) {
+        if ((res = wsync__ctl_recv(r->fd, timeout_ms < 0 ? 10000 : timeout_ms, timeout_ms < 0, &r->a, &m,
+                                   "the controller", &closed, err)) != WSYNC_OK)
+            return res;
+        if (m.type != WSYNC_CTL_ABORT) break;
+        wsync_ctl_msg_free(&m); /* a step this trainer already answered was aborted */
+    }
     res = WSYNC_OK;
-    if (m.type == WSYNC_CTL_GO) *step = m.step;
+    if (m.type == WSYNC_CTL_GO) *step = r->step = m.step;
     else if (m.type == WSYNC_CTL_BYE) *bye = 1;
     else if (m.type == WSYNC_CTL_ERROR) res = wsync__rfail(err, WSYNC_ERR_IO, "the controller: %s", m.text);
     else res = wsync__rfail(err, WSYNC_ERR_IO, "unexpected %s from the controller", wsync__ctl_type_name(m.type));
@@ -6709,9 +6872,54 @@ WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out)
     else memset(out, 0, sizeof *out);
 }
 
+/* Between mesh groups: everything written so far visible, BARRIER, then
+   the controller's RELEASE for this group (nothing else may come first). */
+static wsync_result wsync__rank_barrier(wsync_rank *r, uint32_t g, wsync_error *err)
+{
+    wsync_ctl_msg m;
+    wsync_result res;
+    int closed = 0;
+    char why[320];
+    if ((res = r->f->flush(r->f->user, err)) != WSYNC_OK) {
+        snprintf(why, sizeof why, "%.250s", err->message);
+        return wsync__rfail(err, res, "%s: %s", r->me, why);
+    }
+    memset(&m, 0, sizeof m);
+    m.type = WSYNC_CTL_BARRIER;
+    m.step = r->step;
+    m.group = g;
+    if ((res = wsync__ctl_send(r->fd, &m, &r->a, "the controller", err)) != WSYNC_OK) return res;
+    if ((res = wsync__ctl_recv(r->fd, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK)
+        return res;
+    if (m.type == WSYNC_CTL_ABORT)
+        res = wsync__rfail(err, WSYNC_ERR_IO, "%s: step %llu aborted at mesh group %u's barrier: %s", r->me,
+                           (unsigned long long)m.step, (unsigned)g, m.text);
+    else if (m.type != WSYNC_CTL_RELEASE || m.step != r->step || m.group != g)
+        res = wsync__rfail(err, WSYNC_ERR_IO, "%s: waiting for the release of mesh group %u of step %llu, got %s%s%s",
+                           r->me, (unsigned)g, (unsigned long long)r->step, wsync__ctl_type_name(m.type),
+                           m.text[0] ? ": " : "", m.text);
+    wsync_ctl_msg_free(&m);
+    return res;
+}
+
 WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
 {
-    return wsync_rank_push_some(r, 0, r ? r->assign.n_transfers : 0, 1, err);
+    uint32_t g, first = 0, n;
+    wsync_result res;
+    wsync_error local;
+    if (!err) err = &local;
+    if (!r || r->role != WSYNC_CTL_TRAINER)
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
+    n = r->assign.n_transfers;
+    for (g = 0; g < r->assign.n_groups; g++) { /* transfers ascend by group (checked at decode) */
+        uint32_t end = first;
+        while (end < n && r->assign.transfers[end].group == g) end++;
+        if ((res = wsync_rank_push_some(r, first, end - first, g + 1 == r->assign.n_groups, err)) != WSYNC_OK)
+            return res;
+        if (g + 1 < r->assign.n_groups && (res = wsync__rank_barrier(r, g, err)) != WSYNC_OK) return res;
+        first = end;
+    }
+    return WSYNC_OK;
 }
 
 WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,

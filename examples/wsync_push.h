@@ -25,6 +25,7 @@ typedef struct push_opts {
     unsigned block;            /* fp8 tile (0: one scale per part) */
     uint64_t watermark;        /* trainers' staging bytes */
     const char *dump;          /* receivers leave their memory and layout here */
+    int mesh_groups;           /* trainers: MLP weights in mesh group 1, a barrier before them */
     /* fault injection for tests: a rank of a role dies or stops at a step */
     int kill_role, kill_rank, stall_role, stall_rank;
     uint64_t kill_step, stall_step;
@@ -154,8 +155,9 @@ static void push_layout_place(push_layout *l)
     l->bytes = at ? at : 64;
 }
 
-/* Whole tensors (of = 0) or trainer `rank`'s row shard of each of `of`. */
-static int push_layout_make(const wsync_gen_model *m, unsigned rank, unsigned of, push_layout *l)
+/* Whole tensors (of = 0) or trainer `rank`'s row shard of each of `of`;
+   with groups, the MLP weights in mesh group 1. */
+static int push_layout_make(const wsync_gen_model *m, unsigned rank, unsigned of, int groups, push_layout *l)
 {
     size_t i;
     if (!push_layout_alloc(l, m->n_tensors)) return 0;
@@ -166,6 +168,7 @@ static int push_layout_make(const wsync_gen_model *m, unsigned rank, unsigned of
         rows = ti.shape[0];
         rb = of ? rows * rank / of : 0;
         if (!push_part_add(l, m, i, rb, (of ? rows * (rank + 1) / of : rows) - rb, 0, 0, NULL)) return 0;
+        if (groups && strstr(ti.name, ".mlp.")) l->t[l->n - 1].group = 1;
     }
     push_layout_place(l);
     return 1;
@@ -403,7 +406,7 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     rc.rep.role = WSYNC_CTL_INFERENCE;
     rc.rep.rank = rank;
     if (!(o->reshard ? push_layout_tp(&o->model, rank, o->inference, o->fp8, o->block, &l)
-                     : push_layout_make(&o->model, 0, 0, &l)) ||
+                     : push_layout_make(&o->model, 0, 0, 0, &l)) ||
         !(rc.scratch = (uint8_t *)malloc(push_scratch_bytes(&l)))) {
         snprintf(rc.rep.msg, sizeof rc.rep.msg, "%s", "out of memory");
         goto out;
@@ -484,7 +487,7 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
     memset(&f, 0, sizeof f);
     rep.role = WSYNC_CTL_TRAINER;
     rep.rank = rank;
-    if (!push_layout_make(&o->model, rank, o->replica ? 0 : o->trainers, &l)) {
+    if (!push_layout_make(&o->model, rank, o->replica ? 0 : o->trainers, o->mesh_groups, &l)) {
         snprintf(rep.msg, sizeof rep.msg, "%s", "out of memory");
         goto out;
     }
@@ -566,7 +569,7 @@ static int push_parse_fault(const char *v, int *role, int *rank, uint64_t *step)
 static const char *push_usage =
     "usage: wsync push-demo [--backend cma|shm|tcp] [--trainers T] [--inference I]\n"
     "                       [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--layout shard|replica]\n"
-    "                       [--reshard] [--fp8 [--block B]] [--watermark-mb M] [--dump DIR]\n"
+    "                       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--watermark-mb M] [--dump DIR]\n"
     "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall ROLE:RANK@STEP] [--bench]\n"
     "The direct path on this machine: a controller (this process), T trainer and I inference\n"
     "processes (default 4 and 2, model tiny, 3 steps). Trainers hold the model's bf16 tensors\n"
@@ -576,7 +579,9 @@ static const char *push_usage =
     "vocabulary by rows), and with --fp8 the projections arrive as fp8 e4m3 with BxB tile\n"
     "scales (default 128; needs --layout replica). Trainers prepare slices that are not\n"
     "contiguous in their memory through a pipelined executor in at most M MiB of staging\n"
-    "(default 64). --dump leaves each inference rank's memory and layout in DIR for\n"
+    "(default 64). --mesh-groups puts the trainers' MLP weights in a second mesh group:\n"
+    "no trainer writes one before every trainer is through the rest (a barrier through\n"
+    "the controller). --dump leaves each inference rank's memory and layout in DIR for\n"
     "tests/push_check.py. Each step the trainers write straight into the inference ranks' memory\n"
     "(cma: process_vm_writev; shm: shared memory; tcp: the TCP fabric), and each inference\n"
     "rank checks every byte against the step's data, computed on its own, before its version\n"
@@ -875,6 +880,7 @@ static int cmd_push_demo(int argc, char **argv)
                 return usage_error("push-demo: --stall takes trainer:R@S, not '%s'", v);
         } else if (strcmp(argv[i], "--bench") == 0) o.bench = 1;
         else if (strcmp(argv[i], "--reshard") == 0) o.reshard = 1;
+        else if (strcmp(argv[i], "--mesh-groups") == 0) o.mesh_groups = 1;
         else if (strcmp(argv[i], "--fp8") == 0) o.fp8 = o.reshard = 1;
         else if (opt_value(argc, argv, &i, "--block", &v)) {
             if (!parse_u64(v, &x) || x > 4096) return usage_error("push-demo: --block takes 0..4096, not '%s'", v);

@@ -121,7 +121,9 @@ static int fz_same(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
             const wsync_ctl_tensor *x = &a->tensors[i], *y = &b->tensors[i];
             if (strcmp(x->name, y->name) || x->dtype != y->dtype || x->ndim != y->ndim ||
                 x->row_begin != y->row_begin || x->row_count != y->row_count || x->region != y->region ||
-                x->offset != y->offset)
+                x->offset != y->offset || x->col_begin != y->col_begin || x->col_count != y->col_count ||
+                x->to_dtype != y->to_dtype || x->block != y->block || x->scale_offset != y->scale_offset ||
+                x->group != y->group)
                 return 0;
             for (k = 0; k < WSYNC_CTL_DIMS_MAX; k++)
                 if (x->shape[k] != y->shape[k]) return 0;
@@ -129,7 +131,8 @@ static int fz_same(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
         return 1;
     case WSYNC_CTL_ASSIGN:
         if (a->role != b->role || a->rank != b->rank || a->n_trainers != b->n_trainers ||
-            a->n_inference != b->n_inference || a->n_targets != b->n_targets || a->n_transfers != b->n_transfers)
+            a->n_inference != b->n_inference || a->n_targets != b->n_targets || a->n_transfers != b->n_transfers ||
+            a->n_groups != b->n_groups)
             return 0;
         for (i = 0; i < a->n_targets; i++)
             if (a->targets[i].rank != b->targets[i].rank || a->targets[i].region != b->targets[i].region ||
@@ -138,7 +141,9 @@ static int fz_same(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
         for (i = 0; i < a->n_transfers; i++) {
             const wsync_ctl_transfer *x = &a->transfers[i], *y = &b->transfers[i];
             if (x->src_region != y->src_region || x->target != y->target || x->src_offset != y->src_offset ||
-                x->dst_offset != y->dst_offset || x->len != y->len)
+                x->dst_offset != y->dst_offset || x->len != y->len || x->rows != y->rows ||
+                x->src_stride != y->src_stride || x->prep != y->prep || x->block != y->block ||
+                x->scale_offset != y->scale_offset || x->group != y->group)
                 return 0;
         }
         return 1;
@@ -149,6 +154,8 @@ static int fz_same(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR: return a->step == b->step && a->status == b->status && strcmp(a->text, b->text) == 0;
     case WSYNC_CTL_BYE: return 1;
+    case WSYNC_CTL_BARRIER:
+    case WSYNC_CTL_RELEASE: return a->step == b->step && a->group == b->group;
     default: return 0;
     }
 }
@@ -229,7 +236,7 @@ static void fz_one(const uint8_t *in, size_t size)
         FZ_CHECK(r == rh, "the header is refused but the frame got another result");
         FZ_CHECK(e2.code == rh && e2.message[0], "header error not reported");
     } else {
-        FZ_CHECK(type >= WSYNC_CTL_JOIN && type <= WSYNC_CTL_ERROR && pl <= WSYNC_CTL_MAX_PAYLOAD, "header fields");
+        FZ_CHECK(type >= WSYNC_CTL_JOIN && type <= WSYNC_CTL_RELEASE && pl <= WSYNC_CTL_MAX_PAYLOAD, "header fields");
         FZ_CHECK(buf[0] == 'W' && buf[1] == 'S' && buf[2] == 'C' && buf[3] == WSYNC_CTL_VERSION, "header magic");
         if (r == WSYNC_OK) FZ_CHECK(pl == size - WSYNC_CTL_HEADER && type == m.type, "header and frame disagree");
     }

@@ -126,8 +126,8 @@ int main(int argc, char **argv)
     n = enc(&m, b, sizeof b);
     put(corpus, "seed_ok_join_inference.bin", b, n, 1);
     /* the same with the tensor one byte past its region (its offset is the
-       8 bytes before the 32 of columns, conversion and scales) */
-    b[n - 40] += 1;
+       8 bytes before the 36 of columns, conversion, scales and group) */
+    b[n - 44] += 1;
     put(data, "edge_bad_join_tensor_past_region.bin", b, n, 0);
     /* JOIN: an inference rank's column slice of a bf16 matrix, wanted in
        fp8 with 128 x 128 tile scales */
@@ -169,9 +169,10 @@ int main(int argc, char **argv)
     xf[2].target = 1, xf[2].src_offset = 7, xf[2].len = 100, xf[2].rows = 4, xf[2].src_stride = 64;
     /* 8 rows of 16 bf16 quantized to fp8 with 4 x 4 tiles: 8 scales */
     xf[3].target = 0, xf[3].len = 128, xf[3].rows = 8, xf[3].src_stride = 64, xf[3].prep = WSYNC_CTL_PREP_FP8;
-    xf[3].block = 4, xf[3].scale_offset = 1024;
+    xf[3].block = 4, xf[3].scale_offset = 1024, xf[3].group = 1;
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_ASSIGN;
+    m.n_groups = 2;
     m.role = WSYNC_CTL_TRAINER;
     m.rank = 2;
     m.n_trainers = 3;
@@ -184,9 +185,9 @@ int main(int argc, char **argv)
     put(corpus, "seed_ok_assign_trainer.bin", b, n, 1);
     put(data, "edge_bad_assign_truncated.bin", b, n - 1, 0);
     /* the last transfer at the end of its target (dst_offset 4096, the 8
-       bytes 16 into the last 64-byte transfer) */
-    b[n - 48] = 0;
-    b[n - 47] = 0x10;
+       bytes 16 into the last 72-byte transfer) */
+    b[n - 56] = 0;
+    b[n - 55] = 0x10;
     put(data, "edge_bad_assign_transfer_past_target.bin", b, n, 0);
     m.role = WSYNC_CTL_INFERENCE;
     m.rank = 1;
@@ -196,12 +197,14 @@ int main(int argc, char **argv)
     put(corpus, "seed_ok_assign_inference.bin", b, n, 1);
 
     /* the small ones */
-    for (t = WSYNC_CTL_GO; t <= WSYNC_CTL_ERROR; t++) {
-        static const char *names[] = {"", "", "", "go", "done", "commit", "ack", "abort", "bye", "error"};
+    for (t = WSYNC_CTL_GO; t <= WSYNC_CTL_RELEASE; t++) {
+        static const char *names[] = {"", "", "", "go", "done", "commit", "ack", "abort", "bye", "error", "barrier",
+                                      "release"};
         char file[64];
         memset(&m, 0, sizeof m);
         m.type = t;
         m.step = 1000 + t;
+        m.group = t >= WSYNC_CTL_BARRIER ? 1 : 0;
         m.status = t == WSYNC_CTL_ERROR ? (uint32_t)WSYNC_ERR_INVALID_ARGUMENT : 0;
         if (t == WSYNC_CTL_ABORT || t == WSYNC_CTL_ERROR) snprintf(m.text, sizeof m.text, "step 3: trainer rank 1 went away");
         n = enc(&m, b, sizeof b);

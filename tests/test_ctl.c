@@ -155,6 +155,7 @@ static void wtensor(wb *w, const char *name, size_t nl, uint32_t dtype, uint32_t
     w32(w, 0); /* to_dtype: as stored */
     w32(w, 0); /* block */
     w64(w, 0); /* scale_offset */
+    w32(w, 0); /* group */
 }
 
 static wsync_fabric_desc hand_desc(uint64_t addr, uint64_t len, uint32_t nb)
@@ -211,6 +212,7 @@ static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
             if (x->to_dtype != y->to_dtype) return "to_dtype";
             if (x->block != y->block) return "tensor block";
             if (x->scale_offset != y->scale_offset) return "tensor scale_offset";
+            if (x->group != y->group) return "tensor group";
         }
         return "";
     case WSYNC_CTL_ASSIGN:
@@ -220,6 +222,7 @@ static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
         if (a->n_inference != b->n_inference) return "n_inference";
         if (a->n_targets != b->n_targets) return "n_targets";
         if (a->n_transfers != b->n_transfers) return "n_transfers";
+        if (a->n_groups != b->n_groups) return "n_groups";
         for (i = 0; i < a->n_targets; i++) {
             if (a->targets[i].rank != b->targets[i].rank) return "target rank";
             if (a->targets[i].region != b->targets[i].region) return "target region";
@@ -235,10 +238,13 @@ static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
             if (x->prep != y->prep) return "prep";
             if (x->block != y->block) return "transfer block";
             if (x->scale_offset != y->scale_offset) return "transfer scale_offset";
+            if (x->group != y->group) return "transfer group";
         }
         return "";
     case WSYNC_CTL_GO:
     case WSYNC_CTL_COMMIT: return a->step == b->step ? "" : "step";
+    case WSYNC_CTL_BARRIER:
+    case WSYNC_CTL_RELEASE: return a->step != b->step ? "step" : a->group != b->group ? "group" : "";
     case WSYNC_CTL_DONE:
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
@@ -371,6 +377,7 @@ static wsync_ctl_msg make_assign(const wsync_fabric_desc *real)
     g_xfers[3].rows = 1;
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_ASSIGN;
+    m.n_groups = 1;
     m.role = WSYNC_CTL_TRAINER;
     m.rank = 1;
     m.n_trainers = 2;
@@ -668,8 +675,8 @@ static void test_rejections_header(void)
     w.b[3] = 0;
     expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 0", "version 0");
     w.b[3] = 1;
-    w.b[4] = 10;
-    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 10", "type 10");
+    w.b[4] = 12;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 12", "type 12");
     w.b[4] = 0;
     expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 0", "type 0");
     w.b[4] = WSYNC_CTL_GO;
@@ -821,9 +828,9 @@ static void test_rejections_assign(void)
     base = encode(&m, w.b, sizeof w.b);
     w.n = base;
     expect_reject(&w, WSYNC_OK, "", "the valid base case");
-    /* payload offsets: role 12, rank 16, nt 20, ni 24, ntg 28, nx 32, targets at 36 */
-#define TG(i) (36 + (i) * (8 + WSYNC_FABRIC_DESC_WIRE))
-#define XF(i) (TG(3) + (i) * 64)
+    /* payload offsets: role 12, rank 16, nt 20, ni 24, ntg 28, nx 32, ngroups 36, targets at 40 */
+#define TG(i) (40 + (i) * (8 + WSYNC_FABRIC_DESC_WIRE))
+#define XF(i) (TG(3) + (i) * 72)
     w.b[XF(1) + 4] = 3; /* transfer 1's target: 3 of 3 */
     expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "target 3 of 3", "transfer target out of range");
     w.b[XF(1) + 4] = 1;
@@ -853,8 +860,8 @@ static void test_rejections_assign(void)
     expect_reject(&w, WSYNC_ERR_LIMIT, "above the limits", "n_transfers above the limit");
     w.b[32] = 0xff, w.b[33] = 0xff, w.b[34] = 0xff, w.b[35] = 0; /* 2^24 - 1 in a small payload */
     expect_reject(&w, WSYNC_ERR_TRUNCATED, "targets and transfers", "n_transfers = 2^24 - 1");
-    w.b[32] = 3, w.b[33] = 0, w.b[34] = 0; /* one fewer: 64 bytes trail */
-    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "64 bytes after the last transfer", "n_transfers one short");
+    w.b[32] = 3, w.b[33] = 0, w.b[34] = 0; /* one fewer: 72 bytes trail */
+    expect_reject(&w, WSYNC_ERR_TRAILING_BYTES, "72 bytes after the last transfer", "n_transfers one short");
     w.b[32] = 4;
     w.b[28] = 0xff, w.b[29] = 0xff, w.b[30] = 0x0f; /* n_targets ~1M */
     expect_reject(&w, WSYNC_ERR_TRUNCATED, "truncated", "n_targets far above");
@@ -882,7 +889,7 @@ static void test_encode_limits(void)
     CHECK(wsync_ctl_encode(&m, buf, 20, &len, &e) == WSYNC_OK && len == 20);
     m.type = 0;
     CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT);
-    m.type = 10;
+    m.type = 12;
     CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT);
     m = make_join(NULL);
     m.tensors[1].name = "";
@@ -992,7 +999,7 @@ static void test_decode_alloc(void)
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, NULL, 5, NULL, &d, &e) == WSYNC_ERR_INVALID_ARGUMENT);
     CHECK(wsync_ctl_decode(WSYNC_CTL_BYE, NULL, 0, NULL, &d, &e) == WSYNC_OK);
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 12, NULL, NULL, &e) == WSYNC_ERR_INVALID_ARGUMENT);
-    CHECK(wsync_ctl_decode(11, w.b + 12, 0, NULL, &d, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "type 11"));
+    CHECK(wsync_ctl_decode(12, w.b + 12, 0, NULL, &d, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "type 12"));
     /* NULL wsync_error works as well */
     CHECK(wsync_ctl_decode_frame(w.b, len - 1, NULL, &d, NULL) == WSYNC_ERR_TRUNCATED);
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 13, NULL, &d, NULL) != WSYNC_OK);
@@ -1021,6 +1028,7 @@ static void wtensor_t(wb *w, const wsync_ctl_tensor *t)
     w32(w, t->to_dtype);
     w32(w, t->block);
     w64(w, t->scale_offset);
+    w32(w, t->group);
 }
 
 /* a JOIN frame: one region of rlen bytes holding tensor t */
@@ -1052,6 +1060,7 @@ static void assign_t(wb *w, uint64_t tlen, const wsync_ctl_transfer *x)
     w32(&p, 1); /* inference ranks */
     w32(&p, 1); /* targets */
     w32(&p, 1); /* transfers */
+    w32(&p, 1); /* mesh groups */
     w32(&p, 0);
     w32(&p, 0);
     wdesc(&p, &d);
@@ -1065,6 +1074,8 @@ static void assign_t(wb *w, uint64_t tlen, const wsync_ctl_transfer *x)
     w32(&p, x->prep);
     w32(&p, x->block);
     w64(&p, x->scale_offset);
+    w32(&p, x->group);
+    w32(&p, 0);
     w->n = 0;
     whdr(w, WSYNC_CTL_ASSIGN, (uint32_t)p.n);
     wbytes(w, p.b, p.n);
@@ -2101,6 +2112,132 @@ static int world_ready(world *w, unsigned step_ms)
     return w->in[0].r && w->in[1].r;
 }
 
+/* ---- mesh groups: the barrier orders every trainer's writes ---- */
+
+typedef wsync_result (*write_fn)(void *, wsync_fabric_mr *, uint64_t, wsync_fabric_remote *, uint64_t, uint64_t,
+                                 wsync_error *);
+static write_fn g_orig_write[2];
+static void *g_orig_user[2];
+static uint64_t g_split;                 /* destination offsets from here on are group 1's */
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char g_log[256];         /* trainer * 2 + group of each write, in call order */
+static unsigned g_nlog;
+
+static wsync_result logged_write(void *user, wsync_fabric_mr *src, uint64_t so, wsync_fabric_remote *dst,
+                                 uint64_t dofs, uint64_t len, wsync_error *err)
+{
+    unsigned k = user == g_orig_user[0] ? 0 : 1, grp = dofs >= g_split;
+    if (k == 0 && grp == 0) sleep_ms(150); /* trainer 0 is slow in group 0 */
+    pthread_mutex_lock(&g_log_mu);
+    if (g_nlog < sizeof g_log) g_log[g_nlog++] = (unsigned char)(k * 2 + grp);
+    pthread_mutex_unlock(&g_log_mu);
+    return g_orig_write[k](user, src, so, dst, dofs, len, err);
+}
+
+/* 1 when every group-0 write was called before every group-1 write */
+static int log_ordered(void)
+{
+    unsigned i, seen1 = 0;
+    for (i = 0; i < g_nlog; i++) {
+        if (g_log[i] & 1) seen1 = 1;
+        else if (seen1) return 0;
+    }
+    return 1;
+}
+
+/* trainers 0 and 1 hold row halves of embed (mesh group 0 when grouped)
+   and layer.1.w (group 1); both inference ranks hold both, embed first */
+static int mesh_world(world *w, int grouped, unsigned step_ms)
+{
+    unsigned i, k;
+    memset(w, 0, sizeof *w);
+    w->nt = 2, w->ni = 2;
+    for (k = 0; k < 2; k++) {
+        rk_init(&w->t[k], WSYNC_CTL_TRAINER, k);
+        rk_add(&w->t[k], 0, k ? 32 : 0, 32, 0);
+        rk_add(&w->t[k], 4, k ? 5 : 0, 5, 0);
+        w->t[k].t[1].group = grouped ? 1u : 0u;
+        rk_init(&w->in[k], WSYNC_CTL_INFERENCE, k);
+        rk_add(&w->in[k], 0, 0, UINT64_MAX, 0);
+        rk_add(&w->in[k], 4, 0, UINT64_MAX, 0);
+    }
+    if (!world_start(w, 5000, step_ms)) return 0;
+    g_split = w->in[0].t[1].offset;
+    g_nlog = 0;
+    for (k = 0; k < 2; k++) { /* before any GO: the trainers wait for the join to finish */
+        g_orig_write[k] = w->t[k].f.write;
+        g_orig_user[k] = w->t[k].f.user;
+        w->t[k].f.write = logged_write;
+    }
+    if (world_accepted(w) != WSYNC_OK) {
+        printf("  accept: %s\n", w->g.acc_err.message);
+        return 0;
+    }
+    for (i = 0; i < 2; i++)
+        if (!w->in[i].r) return 0;
+    return 1;
+}
+
+static void test_mesh_groups(void)
+{
+    static world w;
+    wsync_error e;
+    uint64_t s;
+    uint32_t n = 0, i;
+    const wsync_ctl_transfer *x;
+    TEST_BEGIN("controller: mesh groups: no trainer writes group 1 before every trainer is through group 0");
+    if (mesh_world(&w, 1, 5000)) {
+        for (s = 1; s <= 2; s++) {
+            g_nlog = 0;
+            CHECK_MSG(wsync_controller_step(w.g.c, s, &e) == WSYNC_OK, "step %llu: %s", (unsigned long long)s,
+                      e.message);
+            CHECK_EQ_U64(rk_diff(&w.in[0], s), 0);
+            CHECK_EQ_U64(rk_diff(&w.in[1], s), 0);
+            CHECK(g_nlog == 8); /* 2 trainers x 2 tensors x 2 receivers */
+            CHECK_MSG(log_ordered(), "step %llu: a group-1 write came before a group-0 write", (unsigned long long)s);
+        }
+        /* the trainer joined before step 1 could commit: its ASSIGN ascends by group */
+        x = wsync_rank_transfers(w.t[0].r, &n);
+        CHECK(n >= 2);
+        for (i = 1; i < n; i++) CHECK(x[i].group >= x[i - 1].group);
+        CHECK(n && x[0].group == 0 && x[n - 1].group == 1);
+    } else {
+        CHECK(0);
+    }
+    world_end(&w);
+    /* the same without groups: trainer 1 writes layer.1.w while trainer 0
+       is still in its slow embed writes (so the check above means something) */
+    if (mesh_world(&w, 0, 5000)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(!log_ordered());
+    } else {
+        CHECK(0);
+    }
+    world_end(&w);
+    TEST_END();
+}
+
+static void test_mesh_group_stall(void)
+{
+    static world w;
+    wsync_error e;
+    int64_t t0;
+    TEST_BEGIN("controller: a trainer that never reaches the barrier fails the step within the timeout");
+    if (mesh_world(&w, 1, 600)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        w.t[1].close_at = 2; /* half its writes (group 0 only), then the connection goes */
+        t0 = now_ms();
+        CHECK(wsync_controller_step(w.g.c, 2, &e) != WSYNC_OK);
+        CHECK(now_ms() - t0 < 3000);
+        CHECK_MSG(has(e.message, "trainer rank"), "%s", e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+    } else {
+        CHECK(0);
+    }
+    world_end(&w);
+    TEST_END();
+}
+
 static void test_step_trainer_gone(void)
 {
     static world w;
@@ -2963,6 +3100,7 @@ static wsync_result fake_assign(wsync_fabric *f, wsync_fabric_mr *mr, const wsyn
         g.desc = *desc;
         memset(&m, 0, sizeof m);
         m.type = WSYNC_CTL_ASSIGN;
+        m.n_groups = 1;
         m.role = WSYNC_CTL_TRAINER;
         m.n_trainers = 1;
         m.n_inference = 1;
@@ -3179,6 +3317,8 @@ static void bug_fp8_one_row_stride(void)
 int main(void)
 {
     int64_t t0 = now_ms();
+    test_mesh_groups();
+    test_mesh_group_stall();
     bug_f8_as_stored();
     bug_fp8_one_row_stride();
     test_round_trip();

@@ -84,6 +84,18 @@ PY
 python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1
 [ $? -eq 1 ] && grep -q "byte 3 differs" "$tmp/check" && grep -q "scales differ" "$tmp/check" \
     && pass "push_check.py finds a flipped code and a flipped scale" || { fail "push_check.py misses corruption"; cat "$tmp/check"; }
+# mesh groups: the trainers' MLP weights after a barrier through the controller
+for b in cma tcp; do
+    rm -rf "$tmp/d" && mkdir "$tmp/d"
+    run "$b: two mesh groups, resharded" 0 "$bin" push-demo --backend $b --mesh-groups --reshard --steps 3 --dump "$tmp/d"
+    has "$b mesh groups: every step committed" "3 of 3 steps committed, every inference rank bit-exact at every step"
+    python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1 && pass "$b mesh groups: push_check.py agrees" \
+        || { fail "$b mesh groups: push_check.py"; tail -n 5 "$tmp/check"; }
+done
+run "mesh groups: a trainer killed mid-step" 1 "$bin" push-demo --mesh-groups --kill trainer:3@2 --timeout-ms 2000
+has "mesh groups: the dead trainer is named" "trainer rank 3 went away"
+has "mesh groups: survivors keep step 1" "inference rank 0: version 1, 1 steps verified bit-exact"
+hasnt "mesh groups: no process hangs" "did not end in time"
 run "--fp8 without whole tensors at the trainers" 2 "$bin" push-demo --fp8
 has "--fp8 says why" "--layout replica"
 
