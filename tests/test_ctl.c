@@ -485,6 +485,26 @@ static void test_round_trip(void)
     check_round_trip(&m, "COMMIT");
     m = make_text(WSYNC_CTL_BYE, 0, 0, "");
     check_round_trip(&m, "BYE");
+    m = make_text(WSYNC_CTL_BARRIER, 9, 0, "");
+    m.group = WSYNC_CTL_GROUPS_MAX - 1;
+    check_round_trip(&m, "BARRIER");
+    m = make_text(WSYNC_CTL_RELEASE, UINT64_MAX, 0, "");
+    m.group = 0;
+    check_round_trip(&m, "RELEASE");
+    {   /* a mesh group past the limit: encode and decode both refuse it */
+        uint8_t buf[64];
+        size_t len = 0;
+        wsync_ctl_msg d;
+        wsync_error e;
+        m = make_text(WSYNC_CTL_BARRIER, 9, 0, "");
+        m.group = WSYNC_CTL_GROUPS_MAX;
+        CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_LIMIT && has(e.message, "mesh group 64"));
+        m.group = 1;
+        CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_OK && len == 24);
+        buf[20] = WSYNC_CTL_GROUPS_MAX;
+        CHECK(wsync_ctl_decode_frame(buf, len, NULL, &d, &e) == WSYNC_ERR_LIMIT && has(e.message, "mesh group 64"));
+        CHECK(wsync_ctl_decode_frame(buf, len - 1, NULL, &d, &e) == WSYNC_ERR_TRUNCATED);
+    }
     memset(text, 'x', WSYNC_CTL_TEXT_MAX);
     text[WSYNC_CTL_TEXT_MAX] = 0;
     text[0] = (char)0xff; /* any byte but NUL */
@@ -868,6 +888,22 @@ static void test_rejections_assign(void)
     w.b[28] = 3, w.b[29] = 0, w.b[30] = 0;
     w.b[TG(0) + 8 + 4] = 7; /* target 0's descriptor: memory kind 7 */
     expect_reject(&w, WSYNC_ERR_INVALID_ARGUMENT, "target 0", "a bad target descriptor");
+    w.b[TG(0) + 8 + 4] = 0;
+    expect_reject(&w, WSYNC_OK, "", "back to the valid base case");
+    /* mesh groups: the count at payload 36, a transfer's group 64 bytes in */
+    w.b[36] = 0;
+    expect_reject(&w, WSYNC_ERR_LIMIT, "0 mesh groups", "no mesh groups");
+    w.b[36] = 65;
+    expect_reject(&w, WSYNC_ERR_LIMIT, "65 mesh groups", "65 mesh groups");
+    w.b[36] = 1;
+    w.b[XF(1) + 64] = 1;
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "mesh group 1 of 1", "a transfer's group past the count");
+    w.b[36] = 2;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "mesh group 0 after group 1", "groups out of order");
+    w.b[XF(2) + 64] = 1, w.b[XF(3) + 64] = 1;
+    expect_reject(&w, WSYNC_OK, "", "groups ascending");
+    w.b[XF(3) + 68] = 1;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "reserved", "the reserved word set");
 #undef TG
 #undef XF
     TEST_END();
