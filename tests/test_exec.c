@@ -374,6 +374,38 @@ static void ref_quant(const uint16_t *w, uint64_t rows, uint64_t cols, uint64_t 
         }
 }
 
+/* The quantizer's inlined conversion equals the core's saturating one:
+   every 251st of the 2^32 floats (about 17 million, all exponents and
+   signs, NaNs and infinities among them), every tie, and the edges around
+   2^-6 and 464. (All 2^32 were checked once, equal.) */
+static void test_e4m3_inline(void)
+{
+    uint64_t i, bad = 0;
+    static const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x3C7FFFFFu, 0x3C800000u, 0x3C800001u,
+                                     0x3A800000u, 0x3B000000u, 0x3B400000u, 0x43E00000u, 0x43E7FFFFu, 0x43E80000u,
+                                     0x43E80001u, 0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFFFFFFFu};
+    for (i = 0; i <= 0xFFFFFFFFull; i += 251) {
+        uint32_t u = (uint32_t)i;
+        float f;
+        memcpy(&f, &u, 4);
+        bad += wsync__e4m3_sat(f) != wsync_f32_to_e4m3(f, WSYNC_FP8_SATURATE);
+    }
+    /* every float whose low 19 bits are zero: each tie between two e4m3
+       values (normal and subnormal) and each exact value, both signs */
+    for (i = 0; i <= 0xFFFFFFFFull; i += 1u << 19) {
+        uint32_t u = (uint32_t)i;
+        float f;
+        memcpy(&f, &u, 4);
+        bad += wsync__e4m3_sat(f) != wsync_f32_to_e4m3(f, WSYNC_FP8_SATURATE);
+    }
+    for (i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        float f;
+        memcpy(&f, &edges[i], 4);
+        bad += wsync__e4m3_sat(f) != wsync_f32_to_e4m3(f, WSYNC_FP8_SATURATE);
+    }
+    CHECK_EQ_U64(bad, 0);
+}
+
 static void test_quantize(void)
 {
     static const uint64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {128, 128, 128}, {300, 200, 260}, {129, 257, 257}};
@@ -418,6 +450,9 @@ static void test_quantize(void)
 
 int main(void)
 {
+    TEST_BEGIN("the quantizer's inlined e4m3 conversion equals the core's");
+    test_e4m3_inline();
+    TEST_END();
     TEST_BEGIN("fp8 e4m3 quantization with tile scales equals an independent reference");
     test_quantize();
     TEST_END();
