@@ -1172,6 +1172,51 @@ static void wsync__rerr_reset(wsync_error *err)
     err->message[0] = 0;
 }
 
+/* Little-endian bytes, allocation and bounds, for every section (the
+   codecs build everywhere, the rest only where WSYNC__RDMA_OK). */
+static void wsync__rput32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+static void wsync__rput64(uint8_t *p, uint64_t v)
+{
+    wsync__rput32(p, (uint32_t)v);
+    wsync__rput32(p + 4, (uint32_t)(v >> 32));
+}
+static uint32_t wsync__rget32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t wsync__rget64(const uint8_t *p)
+{
+    return (uint64_t)wsync__rget32(p) | (uint64_t)wsync__rget32(p + 4) << 32;
+}
+
+static void *wsync__ralloc(const wsync_allocator *a, size_t n)
+{
+    void *p;
+    if (n == 0) n = 1;
+    p = a->alloc ? a->alloc(a->user, n) : WSYNC_MALLOC(n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+static void wsync__rfree(const wsync_allocator *a, void *p)
+{
+    if (!p) return;
+    if (a->free) a->free(a->user, p);
+    else WSYNC_FREE(p);
+}
+
+/* 1 when [off, off + len) lies in [0, size). */
+static int wsync__rin(uint64_t off, uint64_t len, uint64_t size)
+{
+    return len <= size && off <= size - len;
+}
+
 #if !WSYNC__RDMA_OK
 
 static wsync_result wsync__rno(wsync_error *err, const char *what)
@@ -1304,26 +1349,6 @@ static const char *wsync__rej_str(uint32_t s)
     }
 }
 
-static void wsync__rput32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-static void wsync__rput64(uint8_t *p, uint64_t v)
-{
-    wsync__rput32(p, (uint32_t)v);
-    wsync__rput32(p + 4, (uint32_t)(v >> 32));
-}
-static uint32_t wsync__rget32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t wsync__rget64(const uint8_t *p)
-{
-    return (uint64_t)wsync__rget32(p) | (uint64_t)wsync__rget32(p + 4) << 32;
-}
 
 static int64_t wsync__rnow_ms(void)
 {
@@ -1355,27 +1380,6 @@ static uint64_t wsync__rrandom64(void)
                            (uint64_t)(uintptr_t)&v);
 }
 
-static void *wsync__ralloc(const wsync_allocator *a, size_t n)
-{
-    void *p;
-    if (n == 0) n = 1;
-    p = a->alloc ? a->alloc(a->user, n) : WSYNC_MALLOC(n);
-    if (p) memset(p, 0, n);
-    return p;
-}
-
-static void wsync__rfree(const wsync_allocator *a, void *p)
-{
-    if (!p) return;
-    if (a->free) a->free(a->user, p);
-    else WSYNC_FREE(p);
-}
-
-/* 1 when [off, off + len) lies in [0, size). */
-static int wsync__rin(uint64_t off, uint64_t len, uint64_t size)
-{
-    return len <= size && off <= size - len;
-}
 
 /* Reads exactly len bytes. idle: the wait for the first byte is unbounded
    (between frames); once a byte arrived, each wait is at most timeout_ms.
@@ -4863,47 +4867,11 @@ typedef struct wsync__cr {
     size_t at;                 /* offset of p in the payload */
 } wsync__cr;
 
-static int wsync__cin(uint64_t off, uint64_t len, uint64_t size)
-{
-    return len <= size && off <= size - len;
-}
-static void *wsync__calloc(const wsync_allocator *a, size_t n)
-{
-    void *p;
-    if (n == 0) n = 1;
-    p = a->alloc ? a->alloc(a->user, n) : WSYNC_MALLOC(n);
-    if (p) memset(p, 0, n);
-    return p;
-}
-static void wsync__cfree(const wsync_allocator *a, void *p)
-{
-    if (!p) return;
-    if (a->free) a->free(a->user, p);
-    else WSYNC_FREE(p);
-}
 
-static uint32_t wsync__cget32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t wsync__cget64(const uint8_t *p)
-{
-    return (uint64_t)wsync__cget32(p) | (uint64_t)wsync__cget32(p + 4) << 32;
-}
 static void wsync__cput16(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
-}
-static void wsync__cput32(uint8_t *p, uint32_t v)
-{
-    wsync__cput16(p, v);
-    wsync__cput16(p + 2, v >> 16);
-}
-static void wsync__cput64(uint8_t *p, uint64_t v)
-{
-    wsync__cput32(p, (uint32_t)v);
-    wsync__cput32(p + 4, (uint32_t)(v >> 32));
 }
 
 static wsync_result wsync__cshort(wsync__cr *c, wsync_error *err, const char *what)
@@ -4926,13 +4894,13 @@ static int wsync__ctake(wsync__cr *c, size_t n, const uint8_t **out)
     do {                                                                                 \
         const uint8_t *q_;                                                               \
         if (!wsync__ctake((c), 4, &q_)) return wsync__cshort((c), err, (what));          \
-        (v) = wsync__cget32(q_);                                                         \
+        (v) = wsync__rget32(q_);                                                         \
     } while (0)
 #define WSYNC__CR64(c, v, what)                                                          \
     do {                                                                                 \
         const uint8_t *q_;                                                               \
         if (!wsync__ctake((c), 8, &q_)) return wsync__cshort((c), err, (what));          \
-        (v) = wsync__cget64(q_);                                                         \
+        (v) = wsync__rget64(q_);                                                         \
     } while (0)
 
 static wsync_result wsync__cbad(wsync_error *err, wsync_result code, const char *fmt, ...)
@@ -5043,14 +5011,14 @@ static wsync_result wsync__ctl_tensor_ok(const wsync_ctl_tensor *t, const wsync_
     if (t->group >= WSYNC_CTL_GROUPS_MAX)
         return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: tensor '%s': mesh group %u (at most %u groups)", t->name,
                            (unsigned)t->group, WSYNC_CTL_GROUPS_MAX);
-    if (!wsync__cin(t->offset, bytes, regions[t->region].len))
+    if (!wsync__rin(t->offset, bytes, regions[t->region].len))
         return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
                            "JOIN: tensor '%s': %llu bytes at %llu outside region %u (%llu bytes)", t->name,
                            (unsigned long long)bytes, (unsigned long long)t->offset, (unsigned)t->region,
                            (unsigned long long)regions[t->region].len);
     if (!wsync__ctl_fp8(t)) return WSYNC_OK;
     ns = wsync_quantize_scale_count(t->row_count, rb, t->block); /* rb: one byte per fp8 column */
-    if (ns > UINT64_MAX / 4 || !wsync__cin(t->scale_offset, ns * 4, regions[t->region].len))
+    if (ns > UINT64_MAX / 4 || !wsync__rin(t->scale_offset, ns * 4, regions[t->region].len))
         return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': %llu scales at %llu outside region %u",
                            t->name, (unsigned long long)ns, (unsigned long long)t->scale_offset, (unsigned)t->region);
     return WSYNC_OK;
@@ -5066,7 +5034,7 @@ static wsync_result wsync__ctl_transfer_ok(const wsync_ctl_transfer *x, uint32_t
         return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: target %u of %u", (unsigned)i,
                            (unsigned)x->target, (unsigned)n_targets);
     tlen = targets[x->target].desc.len;
-    if (x->len == 0 || !wsync__cin(x->dst_offset, x->len, tlen))
+    if (x->len == 0 || !wsync__rin(x->dst_offset, x->len, tlen))
         return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
                            "ASSIGN: transfer %u: %llu bytes at %llu outside the target's %llu", (unsigned)i,
                            (unsigned long long)x->len, (unsigned long long)x->dst_offset, (unsigned long long)tlen);
@@ -5087,7 +5055,7 @@ static wsync_result wsync__ctl_transfer_ok(const wsync_ctl_transfer *x, uint32_t
                            (unsigned long long)x->src_stride);
     if (x->prep != WSYNC_CTL_PREP_FP8) return WSYNC_OK;
     ns = wsync_quantize_scale_count(x->rows, row_out, x->block);
-    if (ns > UINT64_MAX / 4 || !wsync__cin(x->scale_offset, ns * 4, tlen))
+    if (ns > UINT64_MAX / 4 || !wsync__rin(x->scale_offset, ns * 4, tlen))
         return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: %llu scales at %llu outside the target",
                            (unsigned)i, (unsigned long long)ns, (unsigned long long)x->scale_offset);
     return WSYNC_OK;
@@ -5219,17 +5187,17 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
     if (!out || cap < *len)
         return wsync__rfail(err, WSYNC_ERR_LIMIT, "encode: %zu bytes needed, %zu given", *len, cap);
     p = out;
-    wsync__cput32(p, WSYNC__CTL_MAGIC | WSYNC_CTL_VERSION << 24);
+    wsync__rput32(p, WSYNC__CTL_MAGIC | WSYNC_CTL_VERSION << 24);
     wsync__cput16(p + 4, m->type);
     wsync__cput16(p + 6, 0);
-    wsync__cput32(p + 8, (uint32_t)pl);
+    wsync__rput32(p + 8, (uint32_t)pl);
     p += WSYNC_CTL_HEADER;
     switch (m->type) {
     case WSYNC_CTL_JOIN:
-        wsync__cput32(p, m->role);
-        wsync__cput32(p + 4, m->rank);
-        wsync__cput32(p + 8, m->n_regions);
-        wsync__cput32(p + 12, m->n_tensors);
+        wsync__rput32(p, m->role);
+        wsync__rput32(p + 4, m->rank);
+        wsync__rput32(p + 8, m->n_regions);
+        wsync__rput32(p + 12, m->n_tensors);
         p += 16;
         for (i = 0; i < m->n_regions; i++, p += WSYNC_FABRIC_DESC_WIRE) wsync_fabric_desc_encode(&m->regions[i], p);
         for (i = 0; i < m->n_tensors; i++) {
@@ -5238,68 +5206,68 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
             wsync__cput16(p, (uint32_t)k);
             memcpy(p + 2, t->name, k);
             p += 2 + k;
-            wsync__cput32(p, t->dtype);
-            wsync__cput32(p + 4, t->ndim);
+            wsync__rput32(p, t->dtype);
+            wsync__rput32(p + 4, t->ndim);
             p += 8;
-            for (k = 0; k < t->ndim; k++, p += 8) wsync__cput64(p, t->shape[k]);
-            wsync__cput64(p, t->row_begin);
-            wsync__cput64(p + 8, t->row_count);
-            wsync__cput32(p + 16, t->region);
-            wsync__cput64(p + 20, t->offset);
-            wsync__cput64(p + 28, t->col_begin);
-            wsync__cput64(p + 36, t->col_count);
-            wsync__cput32(p + 44, t->to_dtype);
-            wsync__cput32(p + 48, t->block);
-            wsync__cput64(p + 52, t->scale_offset);
-            wsync__cput32(p + 60, t->group);
+            for (k = 0; k < t->ndim; k++, p += 8) wsync__rput64(p, t->shape[k]);
+            wsync__rput64(p, t->row_begin);
+            wsync__rput64(p + 8, t->row_count);
+            wsync__rput32(p + 16, t->region);
+            wsync__rput64(p + 20, t->offset);
+            wsync__rput64(p + 28, t->col_begin);
+            wsync__rput64(p + 36, t->col_count);
+            wsync__rput32(p + 44, t->to_dtype);
+            wsync__rput32(p + 48, t->block);
+            wsync__rput64(p + 52, t->scale_offset);
+            wsync__rput32(p + 60, t->group);
             p += WSYNC__CTL_TENSOR_TAIL;
         }
         break;
     case WSYNC_CTL_ASSIGN:
-        wsync__cput32(p, m->role);
-        wsync__cput32(p + 4, m->rank);
-        wsync__cput32(p + 8, m->n_trainers);
-        wsync__cput32(p + 12, m->n_inference);
-        wsync__cput32(p + 16, m->n_targets);
-        wsync__cput32(p + 20, m->n_transfers);
-        wsync__cput32(p + 24, m->n_groups);
+        wsync__rput32(p, m->role);
+        wsync__rput32(p + 4, m->rank);
+        wsync__rput32(p + 8, m->n_trainers);
+        wsync__rput32(p + 12, m->n_inference);
+        wsync__rput32(p + 16, m->n_targets);
+        wsync__rput32(p + 20, m->n_transfers);
+        wsync__rput32(p + 24, m->n_groups);
         p += 28;
         for (i = 0; i < m->n_targets; i++) {
-            wsync__cput32(p, m->targets[i].rank);
-            wsync__cput32(p + 4, m->targets[i].region);
+            wsync__rput32(p, m->targets[i].rank);
+            wsync__rput32(p + 4, m->targets[i].region);
             wsync_fabric_desc_encode(&m->targets[i].desc, p + 8);
             p += 8 + WSYNC_FABRIC_DESC_WIRE;
         }
         for (i = 0; i < m->n_transfers; i++, p += WSYNC__CTL_XFER) {
             const wsync_ctl_transfer *x = &m->transfers[i];
-            wsync__cput32(p, x->src_region);
-            wsync__cput32(p + 4, x->target);
-            wsync__cput64(p + 8, x->src_offset);
-            wsync__cput64(p + 16, x->dst_offset);
-            wsync__cput64(p + 24, x->len);
-            wsync__cput64(p + 32, x->rows);
-            wsync__cput64(p + 40, x->src_stride);
-            wsync__cput32(p + 48, x->prep);
-            wsync__cput32(p + 52, x->block);
-            wsync__cput64(p + 56, x->scale_offset);
-            wsync__cput32(p + 64, x->group);
-            wsync__cput32(p + 68, 0);
+            wsync__rput32(p, x->src_region);
+            wsync__rput32(p + 4, x->target);
+            wsync__rput64(p + 8, x->src_offset);
+            wsync__rput64(p + 16, x->dst_offset);
+            wsync__rput64(p + 24, x->len);
+            wsync__rput64(p + 32, x->rows);
+            wsync__rput64(p + 40, x->src_stride);
+            wsync__rput32(p + 48, x->prep);
+            wsync__rput32(p + 52, x->block);
+            wsync__rput64(p + 56, x->scale_offset);
+            wsync__rput32(p + 64, x->group);
+            wsync__rput32(p + 68, 0);
         }
         break;
     case WSYNC_CTL_GO:
-    case WSYNC_CTL_COMMIT: wsync__cput64(p, m->step); break;
+    case WSYNC_CTL_COMMIT: wsync__rput64(p, m->step); break;
     case WSYNC_CTL_BARRIER:
     case WSYNC_CTL_RELEASE:
-        wsync__cput64(p, m->step);
-        wsync__cput32(p + 8, m->group);
+        wsync__rput64(p, m->step);
+        wsync__rput32(p + 8, m->group);
         break;
     case WSYNC_CTL_DONE:
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR:
         k = wsync__ctl_text_len(m->text);
-        wsync__cput64(p, m->step);
-        wsync__cput32(p + 8, m->status);
+        wsync__rput64(p, m->step);
+        wsync__rput32(p + 8, m->status);
         wsync__cput16(p + 12, (uint32_t)k);
         memcpy(p + 14, m->text, k);
         break;
@@ -5315,7 +5283,7 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
     wsync__rerr_reset(err);
     if (!h || len < WSYNC_CTL_HEADER)
         return wsync__cbad(err, WSYNC_ERR_TRUNCATED, "header of %zu bytes (%u needed)", len, WSYNC_CTL_HEADER);
-    magic = wsync__cget32(h);
+    magic = wsync__rget32(h);
     if ((magic & 0xFFFFFFu) != WSYNC__CTL_MAGIC)
         return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "%s", "bad magic (not a wsync control message)");
     if (magic >> 24 != WSYNC_CTL_VERSION)
@@ -5323,8 +5291,8 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
                            (unsigned)(magic >> 24), WSYNC_CTL_VERSION);
     t = (uint32_t)h[4] | (uint32_t)h[5] << 8;
     if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_RELEASE || h[6] || h[7])
-        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)wsync__cget32(h + 4));
-    pl = wsync__cget32(h + 8);
+        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)wsync__rget32(h + 4));
+    pl = wsync__rget32(h + 8);
     if (pl > WSYNC_CTL_MAX_PAYLOAD)
         return wsync__cbad(err, WSYNC_ERR_LIMIT, "payload of %u bytes is above the limit of %u", (unsigned)pl,
                            WSYNC_CTL_MAX_PAYLOAD);
@@ -5336,7 +5304,7 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
 WSYNC_DEF void wsync_ctl_msg_free(wsync_ctl_msg *m)
 {
     if (!m) return;
-    if (m->storage_) wsync__cfree(&m->alloc_, m->storage_);
+    if (m->storage_) wsync__rfree(&m->alloc_, m->storage_);
     memset(m, 0, sizeof *m);
 }
 
@@ -5374,7 +5342,7 @@ static wsync_result wsync__ctl_join_count(wsync__cr c, uint32_t nt, size_t *name
         if (!wsync__ctake(&c, k + 4, &q)) return wsync__cshort(&c, err, "tensor name");
         *names += k + 1;
         if (!wsync__ctake(&c, 4, &q)) return wsync__cshort(&c, err, "tensor ndim");
-        nd = wsync__cget32(q);
+        nd = wsync__rget32(q);
         if (nd > WSYNC_CTL_DIMS_MAX)
             return wsync__cbad(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor %u: %u dimensions (at most %u)", (unsigned)i,
                                (unsigned)nd, WSYNC_CTL_DIMS_MAX);
@@ -5387,7 +5355,7 @@ static wsync_result wsync__ctl_join_count(wsync__cr c, uint32_t nt, size_t *name
 
 static wsync_result wsync__ctl_alloc(wsync_ctl_msg *m, size_t n, wsync_error *err)
 {
-    m->storage_ = wsync__calloc(&m->alloc_, n);
+    m->storage_ = wsync__ralloc(&m->alloc_, n);
     if (!m->storage_) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "control message: %zu bytes", n);
     return WSYNC_OK;
 }
@@ -5565,7 +5533,7 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
     case WSYNC_CTL_COMMIT: {
         const uint8_t *q;
         if (!wsync__ctake(&c, 8, &q)) r = wsync__cshort(&c, err, "step");
-        else out->step = wsync__cget64(q);
+        else out->step = wsync__rget64(q);
         break;
     }
     case WSYNC_CTL_DONE:
@@ -5578,8 +5546,8 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
         const uint8_t *q;
         if (!wsync__ctake(&c, 12, &q)) r = wsync__cshort(&c, err, "step and group");
         else {
-            out->step = wsync__cget64(q);
-            out->group = wsync__cget32(q + 8);
+            out->step = wsync__rget64(q);
+            out->group = wsync__rget32(q + 8);
             if (out->group >= WSYNC_CTL_GROUPS_MAX)
                 r = wsync__cbad(err, WSYNC_ERR_LIMIT, "mesh group %u (at most %u groups)", (unsigned)out->group,
                                 WSYNC_CTL_GROUPS_MAX);
@@ -5659,13 +5627,13 @@ static wsync_result wsync__ctl_send(int fd, const wsync_ctl_msg *m, const wsync_
     wsync_result r;
     wsync_ctl_encode(m, NULL, 0, &len, NULL);
     if (len == 0) return wsync_ctl_encode(m, NULL, 0, &len, err); /* the reason */
-    if (len > sizeof small && !(buf = (uint8_t *)wsync__calloc(a, len)))
+    if (len > sizeof small && !(buf = (uint8_t *)wsync__ralloc(a, len)))
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s for %s: %zu bytes", wsync__ctl_type_name(m->type), to,
                             len);
     if ((r = wsync_ctl_encode(m, buf, len, &len, err)) == WSYNC_OK && wsync__rsend_all(fd, buf, len, 0) != 0)
         r = wsync__rfail(err, WSYNC_ERR_IO, "sending %s to %s: %s", wsync__ctl_type_name(m->type), to,
                          strerror(errno));
-    if (buf != small) wsync__cfree(a, buf);
+    if (buf != small) wsync__rfree(a, buf);
     return r;
 }
 
@@ -5706,14 +5674,14 @@ static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsyn
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
         return wsync__rfail(err, r, "from %s: %s", from, why);
     }
-    if (pl && !(buf = (uint8_t *)wsync__calloc(a, pl)))
+    if (pl && !(buf = (uint8_t *)wsync__ralloc(a, pl)))
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "a %u-byte message from %s", (unsigned)pl, from);
     if (pl && (rc = wsync__rrecv_full(fd, buf, pl, timeout_ms < 0 ? 10000 : timeout_ms, 0)) != 1) {
-        wsync__cfree(a, buf);
+        wsync__rfree(a, buf);
         return wsync__rfail(err, WSYNC_ERR_IO, "%s: %s cut short", from, wsync__ctl_type_name(type));
     }
     r = wsync_ctl_decode(type, buf, pl, a, m, err);
-    wsync__cfree(a, buf);
+    wsync__rfree(a, buf);
     if (r != WSYNC_OK) {
         char why[320];
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
@@ -5779,7 +5747,7 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
         return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %u trainers and %u inference ranks",
                             opt->n_trainers, opt->n_inference);
     a = opt->allocator;
-    c = (wsync_controller *)wsync__calloc(&a, sizeof *c);
+    c = (wsync_controller *)wsync__ralloc(&a, sizeof *c);
     if (!c) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller");
     c->a = a;
     c->lfd = -1;
@@ -5787,9 +5755,9 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     c->ni = opt->n_inference;
     c->join_ms = opt->join_timeout_ms ? opt->join_timeout_ms : 30000;
     c->step_ms = opt->step_timeout_ms ? opt->step_timeout_ms : 30000;
-    c->m = (wsync__cmember *)wsync__calloc(&a, (size_t)(c->nt + c->ni) * sizeof *c->m);
+    c->m = (wsync__cmember *)wsync__ralloc(&a, (size_t)(c->nt + c->ni) * sizeof *c->m);
     if (!c->m) {
-        wsync__cfree(&a, c);
+        wsync__rfree(&a, c);
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller members");
     }
     for (i = 0; i < c->nt + c->ni; i++) {
@@ -5928,9 +5896,9 @@ static int wsync__ctl_grow(const wsync_allocator *a, void **arr, uint32_t *cap, 
     if (n < *cap) return 1;
     if (*cap >= WSYNC__CTL_MAX_TRANSFERS) return 0;
     nc = *cap ? *cap * 2 : 64;
-    if (!(p = wsync__calloc(a, (size_t)nc * elem))) return 0;
+    if (!(p = wsync__ralloc(a, (size_t)nc * elem))) return 0;
     if (*arr) memcpy(p, *arr, (size_t)n * elem);
-    wsync__cfree(a, *arr);
+    wsync__rfree(a, *arr);
     *arr = p;
     *cap = nc;
     return 1;
@@ -6090,7 +6058,7 @@ static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
     wsync__ctl_ref *refs, key;
     wsync_result r = WSYNC_OK;
     for (mi = 0; mi < c->nt; mi++) n += c->m[mi].join.n_tensors;
-    refs = (wsync__ctl_ref *)wsync__calloc(&c->a, (n ? n : 1) * sizeof *refs);
+    refs = (wsync__ctl_ref *)wsync__ralloc(&c->a, (n ? n : 1) * sizeof *refs);
     if (!refs) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: index");
     for (k = 0, mi = 0; mi < c->nt; mi++)
         for (t = 0; t < c->m[mi].join.n_tensors; t++, k++) {
@@ -6132,7 +6100,7 @@ static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
         }
     }
 out:
-    wsync__cfree(&c->a, refs);
+    wsync__rfree(&c->a, refs);
     return r;
 }
 
@@ -6152,12 +6120,12 @@ static wsync_result wsync__ctl_group_order(wsync_controller *c, wsync_error *err
         wsync__cmember *h = &c->m[i];
         wsync_ctl_transfer *sorted;
         if (h->n_xfers < 2) continue;
-        sorted = (wsync_ctl_transfer *)wsync__calloc(&c->a, (size_t)h->n_xfers * sizeof *sorted);
+        sorted = (wsync_ctl_transfer *)wsync__ralloc(&c->a, (size_t)h->n_xfers * sizeof *sorted);
         if (!sorted) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: ordering %s", h->name);
         for (g = 0, k = 0; g < c->n_groups; g++)
             for (t = 0; t < h->n_xfers; t++)
                 if (h->xfers[t].group == g) sorted[k++] = h->xfers[t];
-        wsync__cfree(&c->a, h->xfers);
+        wsync__rfree(&c->a, h->xfers);
         h->xfers = sorted;
         h->cap_xfers = h->n_xfers;
     }
@@ -6380,13 +6348,13 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
     wsync_result r = WSYNC_OK;
     struct pollfd *pf;
     memset(reached, 0, sizeof reached);
-    got = (unsigned char *)wsync__calloc(&c->a, to - from);
-    next = (unsigned char *)wsync__calloc(&c->a, to);
-    pf = (struct pollfd *)wsync__calloc(&c->a, (to - from) * sizeof *pf);
+    got = (unsigned char *)wsync__ralloc(&c->a, to - from);
+    next = (unsigned char *)wsync__ralloc(&c->a, to);
+    pf = (struct pollfd *)wsync__ralloc(&c->a, (to - from) * sizeof *pf);
     if (!got || !pf || !next) {
-        wsync__cfree(&c->a, got);
-        wsync__cfree(&c->a, next);
-        wsync__cfree(&c->a, pf);
+        wsync__rfree(&c->a, got);
+        wsync__rfree(&c->a, next);
+        wsync__rfree(&c->a, pf);
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "step: poll set");
     }
     while (waiting && r == WSYNC_OK) {
@@ -6441,9 +6409,9 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
             wsync_ctl_msg_free(&m);
         }
     }
-    wsync__cfree(&c->a, got);
-    wsync__cfree(&c->a, next);
-    wsync__cfree(&c->a, pf);
+    wsync__rfree(&c->a, got);
+    wsync__rfree(&c->a, next);
+    wsync__rfree(&c->a, pf);
     return r;
 }
 
@@ -6502,12 +6470,12 @@ WSYNC_DEF void wsync_controller_close(wsync_controller *c)
             close(m->fd);
         }
         wsync_ctl_msg_free(&m->join);
-        wsync__cfree(&c->a, m->targets);
-        wsync__cfree(&c->a, m->xfers);
+        wsync__rfree(&c->a, m->targets);
+        wsync__rfree(&c->a, m->xfers);
     }
     if (c->lfd >= 0) close(c->lfd);
-    wsync__cfree(&c->a, c->m);
-    wsync__cfree(&c->a, c);
+    wsync__rfree(&c->a, c->m);
+    wsync__rfree(&c->a, c);
 }
 
 /* ---- a rank ---- */
@@ -6654,7 +6622,7 @@ static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
     uint32_t i, n = r->assign.n_transfers;
     uint64_t most = 0, at;
     wsync_fabric_desc d;
-    if (n && !(r->tasks = (wsync_exec_task *)wsync__calloc(&r->a, (size_t)n * sizeof *r->tasks)))
+    if (n && !(r->tasks = (wsync_exec_task *)wsync__ralloc(&r->a, (size_t)n * sizeof *r->tasks)))
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: tasks");
     for (i = 0; i < n; i++) {
         r->tasks[i].tmp_bytes = wsync__rank_tmp(&r->assign.transfers[i], &at);
@@ -6664,7 +6632,7 @@ static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
     if (most == 0) return WSYNC_OK;
     r->staging_len = r->staging_want > most ? r->staging_want : most;
     if ((uint64_t)(size_t)r->staging_len != r->staging_len ||
-        !(r->staging = (uint8_t *)wsync__calloc(&r->a, (size_t)r->staging_len)))
+        !(r->staging = (uint8_t *)wsync__ralloc(&r->a, (size_t)r->staging_len)))
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu staging bytes", r->me,
                             (unsigned long long)r->staging_len);
     return r->f->reg(r->f->user, r->staging, r->staging_len, WSYNC_MEM_HOST, &r->staging_mr, &d, err);
@@ -6677,7 +6645,7 @@ static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
     for (i = 0; i < r->assign.n_transfers; i++) {
         const wsync_ctl_transfer *x = &r->assign.transfers[i];
         uint64_t ext = wsync__rank_extent(x);
-        if (x->src_region >= r->n_regions || !wsync__cin(x->src_offset, ext, r->mr_len[x->src_region]))
+        if (x->src_region >= r->n_regions || !wsync__rin(x->src_offset, ext, r->mr_len[x->src_region]))
             return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                 "%s: ASSIGN transfer %u reads %llu bytes at %llu of region %u, outside this rank's regions",
                                 r->me, (unsigned)i, (unsigned long long)ext, (unsigned long long)x->src_offset,
@@ -6689,7 +6657,7 @@ static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
     }
     if ((res = wsync__rank_staging(r, err)) != WSYNC_OK) return res;
     if (r->assign.n_targets &&
-        !(r->rem = (wsync_fabric_remote **)wsync__calloc(&r->a, r->assign.n_targets * sizeof *r->rem)))
+        !(r->rem = (wsync_fabric_remote **)wsync__ralloc(&r->a, r->assign.n_targets * sizeof *r->rem)))
         return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: remotes");
     for (i = 0; i < r->assign.n_targets; i++) {
         const wsync_ctl_target *g = &r->assign.targets[i];
@@ -6717,7 +6685,7 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     if (out) *out = NULL;
     if (!opt || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: options and out");
     if ((res = wsync__rank_check(opt, err)) != WSYNC_OK) return res;
-    r = (wsync_rank *)wsync__calloc(&opt->allocator, sizeof *r);
+    r = (wsync_rank *)wsync__ralloc(&opt->allocator, sizeof *r);
     if (!r) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank");
     r->a = opt->allocator;
     r->fd = -1;
@@ -6735,9 +6703,9 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     pthread_cond_init(&r->cv, NULL);
     r->n_regions = opt->n_regions;
     if (r->n_regions) {
-        r->mrs = (wsync_fabric_mr **)wsync__calloc(&r->a, r->n_regions * sizeof *r->mrs);
-        r->mr_len = (uint64_t *)wsync__calloc(&r->a, r->n_regions * sizeof *r->mr_len);
-        r->mr_addr = (uint8_t **)wsync__calloc(&r->a, r->n_regions * sizeof *r->mr_addr);
+        r->mrs = (wsync_fabric_mr **)wsync__ralloc(&r->a, r->n_regions * sizeof *r->mrs);
+        r->mr_len = (uint64_t *)wsync__ralloc(&r->a, r->n_regions * sizeof *r->mr_len);
+        r->mr_addr = (uint8_t **)wsync__ralloc(&r->a, r->n_regions * sizeof *r->mr_addr);
         if (!r->mrs || !r->mr_len || !r->mr_addr) {
             wsync_rank_close(r);
             return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: regions");
@@ -6855,13 +6823,13 @@ static wsync_result wsync__rank_write(void *user, const wsync_exec_task *t, uint
     const wsync_ctl_transfer *x = (const wsync_ctl_transfer *)t->user;
     wsync_fabric_remote *dst = r->rem[x->target];
     wsync_result res;
-    uint64_t scales_at, tmp_bytes;
+    uint64_t scales_at;
     (void)tmp;
     if (!t->tmp_bytes) {
         res = r->f->write(r->f->user, r->mrs[x->src_region], x->src_offset, dst, x->dst_offset, x->len, err);
         return res == WSYNC_OK ? res : wsync__rank_wfail(r, x, res, err);
     }
-    tmp_bytes = wsync__rank_tmp(x, &scales_at);
+    wsync__rank_tmp(x, &scales_at);
     res = r->f->write(r->f->user, r->staging_mr, tmp_off, dst, x->dst_offset, x->len, err);
     if (res == WSYNC_OK && x->prep == WSYNC_CTL_PREP_FP8)
         res = r->f->write(r->f->user, r->staging_mr, tmp_off + scales_at, dst, x->scale_offset,
@@ -6869,7 +6837,6 @@ static wsync_result wsync__rank_write(void *user, const wsync_exec_task *t, uint
     /* the staging bytes are reused once this returns: a backend that reads
        them later (RDMA) must be done with them first */
     if (res == WSYNC_OK && r->f->backend == WSYNC_FABRIC_VERBS) res = r->f->flush(r->f->user, err);
-    (void)tmp_bytes;
     return res == WSYNC_OK ? res : wsync__rank_wfail(r, x, res, err);
 }
 
@@ -7049,17 +7016,17 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
     if (r->fd >= 0) close(r->fd);
     for (i = 0; r->rem && i < r->assign.n_targets; i++)
         if (r->rem[i]) r->f->close_remote(r->f->user, r->rem[i]);
-    wsync__cfree(&r->a, r->rem);
+    wsync__rfree(&r->a, r->rem);
     if (r->staging_mr) r->f->dereg(r->f->user, r->staging_mr);
-    wsync__cfree(&r->a, r->staging);
-    wsync__cfree(&r->a, r->tasks);
-    wsync__cfree(&r->a, r->mr_addr);
+    wsync__rfree(&r->a, r->staging);
+    wsync__rfree(&r->a, r->tasks);
+    wsync__rfree(&r->a, r->mr_addr);
     wsync_ctl_msg_free(&r->assign);
-    wsync__cfree(&r->a, r->mrs);
-    wsync__cfree(&r->a, r->mr_len);
+    wsync__rfree(&r->a, r->mrs);
+    wsync__rfree(&r->a, r->mr_len);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
-    wsync__cfree(&r->a, r);
+    wsync__rfree(&r->a, r);
 }
 
 #else /* !WSYNC__RDMA_OK */
@@ -7212,58 +7179,12 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
 extern "C" {
 #endif
 
-static wsync_result wsync__plfail(wsync_error *err, wsync_result code, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static wsync_result wsync__plfail(wsync_error *err, wsync_result code, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err) return code;
-    err->code = code;
-    err->offset = UINT64_MAX;
-    err->tensor[0] = 0;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-static void wsync__plreset(wsync_error *err)
-{
-    if (!err) return;
-    err->code = WSYNC_OK;
-    err->offset = UINT64_MAX;
-    err->tensor[0] = 0;
-    err->message[0] = 0;
-}
-
 /* Zeroed memory; n * size overflow-checked. */
 static void *wsync__plalloc(const wsync_allocator *a, uint64_t n, size_t size)
 {
     uint64_t bytes;
-    void *p;
     if (!wsync_mul_u64(n ? n : 1, size, &bytes) || bytes > (uint64_t)SIZE_MAX) return NULL;
-#ifdef WSYNC_MALLOC
-    p = a->alloc ? a->alloc(a->user, (size_t)bytes) : WSYNC_MALLOC((size_t)bytes);
-#else
-    p = a->alloc ? a->alloc(a->user, (size_t)bytes) : malloc((size_t)bytes);
-#endif
-    if (p) memset(p, 0, (size_t)bytes);
-    return p;
-}
-
-static void wsync__plfree(const wsync_allocator *a, void *p)
-{
-    if (!p) return;
-    if (a->free) a->free(a->user, p);
-    else
-#ifdef WSYNC_FREE
-        WSYNC_FREE(p);
-#else
-        free(p);
-#endif
+    return wsync__ralloc(a, (size_t)bytes);
 }
 
 /* Grows *arr to hold at least n + 1 elements (doubling). */
@@ -7277,7 +7198,7 @@ static int wsync__plgrow(const wsync_allocator *a, void **arr, uint64_t *cap, ui
     q = wsync__plalloc(a, nc, size);
     if (!q) return 0;
     if (*arr) memcpy(q, *arr, (size_t)(*cap * size));
-    wsync__plfree(a, *arr);
+    wsync__rfree(a, *arr);
     *arr = q;
     *cap = nc;
     return 1;
@@ -7355,14 +7276,14 @@ static const wsync_plan_model wsync__pl_models[] = {
 WSYNC_DEF wsync_result wsync_plan_model_lookup(const char *name, wsync_plan_model *out, wsync_error *err)
 {
     size_t i;
-    wsync__plreset(err);
-    if (!name || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model: NULL argument");
+    wsync__rerr_reset(err);
+    if (!name || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model: NULL argument");
     for (i = 0; i < sizeof wsync__pl_models / sizeof wsync__pl_models[0]; i++)
         if (strcmp(wsync__pl_models[i].name, name) == 0) {
             *out = wsync__pl_models[i];
             return WSYNC_OK;
         }
-    return wsync__plfail(err, WSYNC_ERR_NOT_FOUND, "plan model '%.100s': not one of qwen3-0.6b, qwen2.5-7b, kimi-k2",
+    return wsync__rfail(err, WSYNC_ERR_NOT_FOUND, "plan model '%.100s': not one of qwen3-0.6b, qwen2.5-7b, kimi-k2",
                          name);
 }
 
@@ -7509,10 +7430,10 @@ WSYNC_DEF wsync_result wsync_plan_model_tensor(const wsync_plan_model *m, uint64
 {
     unsigned kind;
     uint64_t layer, expert;
-    wsync__plreset(err);
-    if (!m || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model tensor: NULL argument");
+    wsync__rerr_reset(err);
+    if (!m || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model tensor: NULL argument");
     if (index >= wsync_plan_model_tensors(m))
-        return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan model %.60s: tensor %llu of %llu", m->name,
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan model %.60s: tensor %llu of %llu", m->name,
                              (unsigned long long)index, (unsigned long long)wsync_plan_model_tensors(m));
     wsync__pl_locate(m, index, &kind, &layer, &expert);
     memset(out, 0, sizeof *out);
@@ -7619,7 +7540,7 @@ static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint3
     if (dtype == WSYNC_DTYPE_F8_E4M3)
         scales = wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(cols, WSYNC_PLAN_BLOCK) * 4u;
     if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
-        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
     u = &L->units[L->n_units++];
     u->first_piece = first_piece;
     u->n_pieces = L->n_pieces - first_piece;
@@ -7630,7 +7551,7 @@ static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint3
             uint64_t rank = j * L->P + p;
             wsync_plan_dest *d;
             if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
-                return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+                return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
             d = &L->dests[L->n_dests++];
             d->rank = (uint32_t)rank;
             d->region = 0;
@@ -7649,7 +7570,7 @@ static wsync_result wsync__pl_piece(wsync__pl_lay *L, uint64_t src, uint64_t r0,
 {
     wsync_plan_piece *pc;
     if (!wsync__plgrow(&L->a, (void **)&L->pieces, &L->cap_pieces, L->n_pieces, sizeof *L->pieces))
-        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: pieces");
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: pieces");
     pc = &L->pieces[L->n_pieces++];
     pc->source = (uint32_t)src;
     pc->row0 = r0;
@@ -7742,7 +7663,7 @@ static wsync_result wsync__pl_experts(wsync__pl_lay *L, uint64_t l, uint64_t bas
             } else if ((r = wsync__pl_piece(L, src + 2, 0, m->hidden, 0, m->moe_inter, err)) != WSYNC_OK)
                 return r;
             if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
-                return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
+                return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
             u = &L->units[L->n_units++];
             u->first_piece = first;
             u->n_pieces = L->n_pieces - first;
@@ -7753,7 +7674,7 @@ static wsync_result wsync__pl_experts(wsync__pl_lay *L, uint64_t l, uint64_t bas
                 uint64_t rank = j * L->P + p;
                 wsync_plan_dest *d;
                 if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
-                    return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+                    return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
                 d = &L->dests[L->n_dests++];
                 d->rank = (uint32_t)rank;
                 d->region = 0;
@@ -7851,11 +7772,11 @@ static wsync_result wsync__pl_layer(wsync__pl_lay *L, uint64_t l, wsync_error *e
 
 static void wsync__pl_lay_release(wsync__pl_lay *L)
 {
-    wsync__plfree(&L->a, L->src);
-    wsync__plfree(&L->a, L->pieces);
-    wsync__plfree(&L->a, L->dests);
-    wsync__plfree(&L->a, L->units);
-    wsync__plfree(&L->a, L->cur);
+    wsync__rfree(&L->a, L->src);
+    wsync__rfree(&L->a, L->pieces);
+    wsync__rfree(&L->a, L->dests);
+    wsync__rfree(&L->a, L->units);
+    wsync__rfree(&L->a, L->cur);
 }
 
 WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const wsync_plan_layout_options *opt,
@@ -7866,19 +7787,19 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
     uint64_t i, l, n, end, I;
     uint32_t R;
     wsync_result r = WSYNC_OK;
-    wsync__plreset(err);
-    if (!m || !opt || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan layout: NULL argument");
+    wsync__rerr_reset(err);
+    if (!m || !opt || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan layout: NULL argument");
     memset(out, 0, sizeof *out);
     R = opt->replicas ? opt->replicas : 1;
     if (opt->n_trainers == 0 || opt->n_inference == 0 || opt->n_trainers > WSYNC_PLAN_MAX_RANKS ||
         opt->n_inference > WSYNC_PLAN_MAX_RANKS)
-        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan layout: %u trainers, %u inference ranks (1 to %u each)",
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan layout: %u trainers, %u inference ranks (1 to %u each)",
                              opt->n_trainers, opt->n_inference, WSYNC_PLAN_MAX_RANKS);
     if (opt->n_inference % R)
-        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
                              "plan layout: %u inference ranks do not split into %u replicas", opt->n_inference, R);
     if (m->arch != WSYNC_PLAN_ARCH_QWEN && m->arch != WSYNC_PLAN_ARCH_MLA)
-        return wsync__plfail(err, WSYNC_ERR_UNSUPPORTED, "plan layout: model %.60s: unknown architecture", m->name);
+        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "plan layout: model %.60s: unknown architecture", m->name);
     memset(&L, 0, sizeof L);
     L.m = m;
     L.a = opt->allocator;
@@ -7892,7 +7813,7 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
     L.cur = (uint64_t *)wsync__plalloc(&L.a, 6 * I, sizeof *L.cur);
     meshes = (wsync_plan_mesh *)wsync__plalloc(&L.a, 2, sizeof *meshes);
     if (!L.src || !L.cur || !meshes) {
-        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: sources");
+        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: sources");
         goto fail;
     }
     for (i = 0; i < 2; i++) {
@@ -7949,7 +7870,7 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
     out->storage_[4] = L.units;
     return WSYNC_OK;
 fail:
-    wsync__plfree(&L.a, meshes);
+    wsync__rfree(&L.a, meshes);
     wsync__pl_lay_release(&L);
     memset(out, 0, sizeof *out);
     return r;
@@ -7959,8 +7880,8 @@ WSYNC_DEF void wsync_plan_layout_free(wsync_plan_layout *l)
 {
     unsigned i;
     if (!l) return;
-    for (i = 0; i < 5; i++) wsync__plfree(&l->allocator, l->storage_[i]);
-    wsync__plfree(&l->allocator, l->region_bytes);
+    for (i = 0; i < 5; i++) wsync__rfree(&l->allocator, l->storage_[i]);
+    wsync__rfree(&l->allocator, l->region_bytes);
     memset(l, 0, sizeof *l);
 }
 
@@ -8056,20 +7977,20 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
     uint32_t g = 0;
     if (in->n_trainers == 0 || in->n_inference == 0 || in->n_trainers > WSYNC_PLAN_MAX_RANKS ||
         in->n_inference > WSYNC_PLAN_MAX_RANKS)
-        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u trainers, %u inference ranks (1 to %u each)",
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u trainers, %u inference ranks (1 to %u each)",
                              in->n_trainers, in->n_inference, WSYNC_PLAN_MAX_RANKS);
     if ((in->n_sources && !in->sources) || (in->n_meshes && !in->meshes) || (in->n_pieces && !in->pieces) ||
         (in->n_dests && !in->dests) || (in->n_units && !in->units))
-        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: an array is NULL with a nonzero count");
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: an array is NULL with a nonzero count");
     if (in->n_units >= UINT32_MAX || in->n_sources >= UINT32_MAX)
-        return wsync__plfail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 units or sources");
+        return wsync__rfail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 units or sources");
     for (i = 0; i < in->n_meshes; i++) {
         const wsync_plan_mesh *m = &in->meshes[i];
         if (m->count == 0 || m->first >= in->n_trainers || m->count > in->n_trainers - m->first)
-            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: mesh %llu: ranks %u+%u outside %u trainers",
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: mesh %llu: ranks %u+%u outside %u trainers",
                                  (unsigned long long)i, m->first, m->count, in->n_trainers);
         if (m->group >= WSYNC_PLAN_MAX_GROUPS)
-            return wsync__plfail(err, WSYNC_ERR_LIMIT, "plan: mesh %llu: group %u (at most %u groups)",
+            return wsync__rfail(err, WSYNC_ERR_LIMIT, "plan: mesh %llu: group %u (at most %u groups)",
                                  (unsigned long long)i, m->group, WSYNC_PLAN_MAX_GROUPS);
         if (m->group + 1 > g) g = m->group + 1;
     }
@@ -8077,25 +7998,25 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
         const wsync_plan_source *s = &in->sources[i];
         uint64_t b;
         if (s->mesh >= in->n_meshes)
-            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: source %llu: mesh %u of %u",
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: source %llu: mesh %u of %u",
                                  (unsigned long long)i, s->mesh, in->n_meshes);
         if (s->dtype != WSYNC_DTYPE_BF16)
-            return wsync__plfail(err, WSYNC_ERR_UNSUPPORTED, "plan: source %llu: dtype %s (trainers hold bf16)",
+            return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "plan: source %llu: dtype %s (trainers hold bf16)",
                                  (unsigned long long)i, wsync_dtype_name((wsync_dtype)s->dtype));
         if (s->rows == 0 || s->cols == 0 || !wsync_mul_u64(s->rows, s->cols, &b) || !wsync_mul_u64(b, 2, &b))
-            return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: source %llu: %llu x %llu", (unsigned long long)i,
+            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: source %llu: %llu x %llu", (unsigned long long)i,
                                  (unsigned long long)s->rows, (unsigned long long)s->cols);
     }
     for (i = 0; i < in->n_pieces; i++) {
         const wsync_plan_piece *pc = &in->pieces[i];
         const wsync_plan_source *s;
         if (pc->source >= in->n_sources)
-            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: piece %llu: source %u of %llu",
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: piece %llu: source %u of %llu",
                                  (unsigned long long)i, pc->source, (unsigned long long)in->n_sources);
         s = &in->sources[pc->source];
         if (pc->rows == 0 || pc->cols == 0 || pc->rows > s->rows || pc->row0 > s->rows - pc->rows ||
             pc->cols > s->cols || pc->col0 > s->cols - pc->cols)
-            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                  "plan: piece %llu: rows %llu+%llu, columns %llu+%llu outside source %u (%llu x %llu)",
                                  (unsigned long long)i, (unsigned long long)pc->row0, (unsigned long long)pc->rows,
                                  (unsigned long long)pc->col0, (unsigned long long)pc->cols, pc->source,
@@ -8103,7 +8024,7 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
     }
     for (i = 0; i < in->n_dests; i++)
         if (in->dests[i].rank >= in->n_inference)
-            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: destination %llu: rank %u of %u",
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: destination %llu: rank %u of %u",
                                  (unsigned long long)i, in->dests[i].rank, in->n_inference);
     for (i = 0; i < in->n_units; i++) {
         const wsync_plan_unit *u = &in->units[i];
@@ -8111,10 +8032,10 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
         uint64_t rows = 0, b;
         if (u->n_pieces == 0 || u->first_piece >= in->n_pieces || u->n_pieces > in->n_pieces - u->first_piece ||
             u->n_dests == 0 || u->first_dest >= in->n_dests || u->n_dests > in->n_dests - u->first_dest)
-            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: unit %llu: pieces or destinations out of range",
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: unit %llu: pieces or destinations out of range",
                                  (unsigned long long)i);
         if (u->dtype != WSYNC_DTYPE_BF16 && u->dtype != WSYNC_DTYPE_F8_E4M3)
-            return wsync__plfail(err, WSYNC_ERR_UNSUPPORTED, "plan: unit %llu: target dtype %s (BF16 or F8_E4M3)",
+            return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "plan: unit %llu: target dtype %s (BF16 or F8_E4M3)",
                                  (unsigned long long)i, wsync_dtype_name((wsync_dtype)u->dtype));
         x->cols = in->pieces[u->first_piece].cols;
         x->mesh = in->sources[in->pieces[u->first_piece].source].mesh;
@@ -8122,26 +8043,26 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
         for (k = u->first_piece; k < u->first_piece + u->n_pieces; k++) {
             const wsync_plan_piece *pc = &in->pieces[k];
             if (pc->cols != x->cols)
-                return wsync__plfail(err, WSYNC_ERR_SIZE_MISMATCH, "plan: unit %llu: pieces of %llu and %llu columns",
+                return wsync__rfail(err, WSYNC_ERR_SIZE_MISMATCH, "plan: unit %llu: pieces of %llu and %llu columns",
                                      (unsigned long long)i, (unsigned long long)x->cols, (unsigned long long)pc->cols);
             if (in->sources[pc->source].mesh != x->mesh)
-                return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: unit %llu: pieces from different meshes",
+                return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: unit %llu: pieces from different meshes",
                                      (unsigned long long)i);
             if (!wsync_add_u64(rows, pc->rows, &rows))
-                return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: rows", (unsigned long long)i);
+                return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: rows", (unsigned long long)i);
         }
         x->rows = rows;
         x->eb = u->dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : 2;
         if (!wsync_mul_u64(rows, x->cols, &b) || !wsync_mul_u64(b, x->eb, &x->out_bytes))
-            return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: size", (unsigned long long)i);
+            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: size", (unsigned long long)i);
         x->scale_bytes = 0;
         if (u->dtype == WSYNC_DTYPE_F8_E4M3 &&
             !wsync_mul_u64(wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK), wsync__pldiv_up(x->cols, WSYNC_PLAN_BLOCK) * 4,
                            &x->scale_bytes))
-            return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: scales", (unsigned long long)i);
+            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: scales", (unsigned long long)i);
         if (!wsync_add_u64(x->out_bytes, x->scale_bytes, &x->dest_bytes) ||
             !wsync_mul_u64(x->dest_bytes, u->n_dests, &b))
-            return wsync__plfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: bytes", (unsigned long long)i);
+            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: bytes", (unsigned long long)i);
     }
     *n_groups = g ? g : 1;
     return WSYNC_OK;
@@ -8171,7 +8092,7 @@ static wsync_result wsync__pl_add_prep(wsync__pl_b *B, uint64_t u, uint64_t r0, 
     uint64_t k, o = 0;
     if (!wsync__plgrow(&p->allocator, (void **)&p->preps, &B->cap_preps, p->n_preps, sizeof *p->preps) ||
         !wsync__plgrow(&p->allocator, (void **)&B->pd, &B->cap_pd, p->n_preps, sizeof *B->pd))
-        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: preparations");
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: preparations");
     pr = &p->preps[p->n_preps];
     memset(pr, 0, sizeof *pr);
     pr->rank = rank;
@@ -8188,7 +8109,7 @@ static wsync_result wsync__pl_add_prep(wsync__pl_b *B, uint64_t u, uint64_t r0, 
         if (a < b) {
             wsync_plan_piece *np;
             if (!wsync__plgrow(&p->allocator, (void **)&p->pieces, &B->cap_pieces, p->n_pieces, sizeof *p->pieces))
-                return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: pieces");
+                return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: pieces");
             np = &p->pieces[p->n_pieces++];
             *np = *pc;
             np->row0 = pc->row0 + (a - o);
@@ -8298,7 +8219,7 @@ static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_h
     (void)err;
     if (n == 0) return WSYNC_OK;
     idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
-    if (!idx) return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: sort");
+    if (!idx) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: sort");
     key = idx + n;
     tidx = key + n;
     tkey = tidx + n;
@@ -8333,7 +8254,7 @@ static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_h
         if (!wsync__pl_holds(B, pr, it.rank)) pr->flags |= WSYNC_PLAN_GATHER;
         wsync__pl_set_temp(pr);
     }
-    wsync__plfree(&p->allocator, idx);
+    wsync__rfree(&p->allocator, idx);
     return WSYNC_OK;
 }
 
@@ -8571,9 +8492,9 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, wsync_e
     idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
     nt = (wsync_plan_task *)wsync__plalloc(&p->allocator, n, sizeof *nt);
     if (!idx || !nt) {
-        wsync__plfree(&p->allocator, idx);
-        wsync__plfree(&p->allocator, nt);
-        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering");
+        wsync__rfree(&p->allocator, idx);
+        wsync__rfree(&p->allocator, nt);
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering");
     }
     key = idx + n;
     tidx = key + n;
@@ -8590,9 +8511,9 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, wsync_e
     for (i = 0; i < n; i++) key[i] = p->tasks[idx[i]].src_rank;
     wsync__plrsort(idx, key, tidx, tkey, n);
     for (i = 0; i < n; i++) nt[i] = p->tasks[idx[i]];
-    wsync__plfree(&p->allocator, p->tasks);
+    wsync__rfree(&p->allocator, p->tasks);
     p->tasks = nt;
-    wsync__plfree(&p->allocator, idx);
+    wsync__rfree(&p->allocator, idx);
     return WSYNC_OK;
 }
 
@@ -8606,9 +8527,9 @@ static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, wsy
     idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
     np = (wsync_plan_prep *)wsync__plalloc(&p->allocator, n, sizeof *np);
     if (!idx || !np) {
-        wsync__plfree(&p->allocator, idx);
-        wsync__plfree(&p->allocator, np);
-        return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering preparations");
+        wsync__rfree(&p->allocator, idx);
+        wsync__rfree(&p->allocator, np);
+        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering preparations");
     }
     key = idx + n;
     tidx = key + n;
@@ -8625,17 +8546,17 @@ static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, wsy
         tkey[idx[i]] = (uint32_t)i; /* old index -> new */
     }
     for (i = 0; i < p->n_tasks; i++) p->tasks[i].prep = tkey[p->tasks[i].prep];
-    wsync__plfree(&p->allocator, p->preps);
+    wsync__rfree(&p->allocator, p->preps);
     p->preps = np;
-    wsync__plfree(&p->allocator, idx);
+    wsync__rfree(&p->allocator, idx);
     return WSYNC_OK;
 }
 
 WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err)
 {
     uint64_t i, K;
-    wsync__plreset(err);
-    if (!p) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan reindex: NULL plan");
+    wsync__rerr_reset(err);
+    if (!p) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan reindex: NULL plan");
     K = p->nics_per_rank;
     memset(p->send_bytes, 0, (size_t)(p->n_trainers * K) * sizeof *p->send_bytes);
     memset(p->recv_bytes, 0, (size_t)(p->n_inference * K) * sizeof *p->recv_bytes);
@@ -8644,10 +8565,10 @@ WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err)
         const wsync_plan_task *t = &p->tasks[i];
         if (t->src_rank >= p->n_trainers || t->dst_rank >= p->n_inference || t->src_nic >= K || t->dst_nic >= K ||
             t->prep >= p->n_preps)
-            return wsync__plfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan reindex: task %llu out of range",
+            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan reindex: task %llu out of range",
                                  (unsigned long long)i);
         if (i > 0 && t->src_rank < p->tasks[i - 1].src_rank)
-            return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan reindex: task %llu: ranks not in order",
+            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan reindex: task %llu: ranks not in order",
                                  (unsigned long long)i);
         p->send_bytes[t->src_rank * K + t->src_nic] += t->len;
         p->recv_bytes[t->dst_rank * K + t->dst_nic] += t->len;
@@ -8667,8 +8588,8 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     uint64_t *v = NULL, i, g, total_tasks = 0, t_lo;
     uint32_t *scratch = NULL, n_groups = 1;
     wsync_result r;
-    wsync__plreset(err);
-    if (!in || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: NULL argument");
+    wsync__rerr_reset(err);
+    if (!in || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: NULL argument");
     *out = NULL;
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
@@ -8678,7 +8599,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     if (!o.task_cost_bytes) o.task_cost_bytes = 250000;
     if (!(o.prep_speed > 0)) o.prep_speed = 13.0 / 8.0;
     if (o.nics_per_rank > WSYNC_PLAN_MAX_NICS)
-        return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o.nics_per_rank,
+        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o.nics_per_rank,
                              WSYNC_PLAN_MAX_NICS);
     if (o.max_tasks >= UINT32_MAX) o.max_tasks = UINT32_MAX - 1; /* task indices are 32-bit in the sorts */
     memset(&B, 0, sizeof B);
@@ -8686,7 +8607,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     B.o = &o;
     B.speed = o.prep_speed;
     p = (wsync_plan *)wsync__plalloc(&o.allocator, 1, sizeof *p);
-    if (!p) return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan");
+    if (!p) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan");
     p->allocator = o.allocator;
     B.p = p;
     p->nics_per_rank = o.nics_per_rank;
@@ -8694,7 +8615,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p->n_inference = in->n_inference;
     B.ui = (wsync__pl_uinfo *)wsync__plalloc(&o.allocator, in->n_units, sizeof *B.ui);
     if (!B.ui) {
-        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
+        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
         goto fail;
     }
     if ((r = wsync__pl_check(in, B.ui, &n_groups, err)) != WSYNC_OK) goto fail;
@@ -8707,14 +8628,14 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p->rank_first = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers + 1, 8);
     heaps = (wsync__pl_heap *)wsync__plalloc(&o.allocator, in->n_meshes, sizeof *heaps);
     if (!B.gload || !B.sg || !B.rg || !p->send_bytes || !p->recv_bytes || !p->rank_first || !heaps) {
-        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
+        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
         goto fail;
     }
     for (i = 0; i < in->n_meshes; i++) {
         heaps[i].v = (wsync__pl_heap_item *)wsync__plalloc(&o.allocator, (uint64_t)in->meshes[i].count + 1,
                                                            sizeof *heaps[i].v);
         if (!heaps[i].v) {
-            r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
+            r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
             goto fail;
         }
     }
@@ -8757,13 +8678,13 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     for (i = 0; i < p->n_preps; i++) {
         total_tasks += p->preps[i].n_tasks;
         if (total_tasks > o.max_tasks) {
-            r = wsync__plfail(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
+            r = wsync__rfail(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
                               (unsigned long long)o.max_tasks, (unsigned long long)i + 1);
             goto fail;
         }
     }
     if (p->n_preps >= UINT32_MAX) {
-        r = wsync__plfail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
+        r = wsync__rfail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
         goto fail;
     }
     p->tasks = (wsync_plan_task *)wsync__plalloc(&o.allocator, total_tasks, sizeof *p->tasks);
@@ -8787,7 +8708,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
         }
     }
     if (!p->tasks || !v || !scratch || !B.rfree || !B.gfree || !B.ready || !B.eng || !B.run_lo || !B.act || !B.heap) {
-        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
+        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
         goto fail;
     }
     /* tasks group by group (preps are in group order), NICs balanced per group */
@@ -8809,22 +8730,22 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p = NULL;
 fail:
     if (heaps)
-        for (i = 0; i < in->n_meshes; i++) wsync__plfree(&o.allocator, heaps[i].v);
-    wsync__plfree(&o.allocator, heaps);
-    wsync__plfree(&o.allocator, B.ui);
-    wsync__plfree(&o.allocator, B.gload);
-    wsync__plfree(&o.allocator, B.sg);
-    wsync__plfree(&o.allocator, B.rg);
-    wsync__plfree(&o.allocator, B.pd);
-    wsync__plfree(&o.allocator, B.rfree);
-    wsync__plfree(&o.allocator, B.gfree);
-    wsync__plfree(&o.allocator, B.ready);
-    wsync__plfree(&o.allocator, B.eng);
-    wsync__plfree(&o.allocator, B.run_lo);
-    wsync__plfree(&o.allocator, B.act);
-    wsync__plfree(&o.allocator, B.heap);
-    wsync__plfree(&o.allocator, v);
-    wsync__plfree(&o.allocator, scratch);
+        for (i = 0; i < in->n_meshes; i++) wsync__rfree(&o.allocator, heaps[i].v);
+    wsync__rfree(&o.allocator, heaps);
+    wsync__rfree(&o.allocator, B.ui);
+    wsync__rfree(&o.allocator, B.gload);
+    wsync__rfree(&o.allocator, B.sg);
+    wsync__rfree(&o.allocator, B.rg);
+    wsync__rfree(&o.allocator, B.pd);
+    wsync__rfree(&o.allocator, B.rfree);
+    wsync__rfree(&o.allocator, B.gfree);
+    wsync__rfree(&o.allocator, B.ready);
+    wsync__rfree(&o.allocator, B.eng);
+    wsync__rfree(&o.allocator, B.run_lo);
+    wsync__rfree(&o.allocator, B.act);
+    wsync__rfree(&o.allocator, B.heap);
+    wsync__rfree(&o.allocator, v);
+    wsync__rfree(&o.allocator, scratch);
     if (p) wsync_plan_free(p);
     return r;
 }
@@ -8834,13 +8755,13 @@ WSYNC_DEF void wsync_plan_free(wsync_plan *p)
     wsync_allocator a;
     if (!p) return;
     a = p->allocator;
-    wsync__plfree(&a, p->preps);
-    wsync__plfree(&a, p->pieces);
-    wsync__plfree(&a, p->tasks);
-    wsync__plfree(&a, p->rank_first);
-    wsync__plfree(&a, p->send_bytes);
-    wsync__plfree(&a, p->recv_bytes);
-    wsync__plfree(&a, p);
+    wsync__rfree(&a, p->preps);
+    wsync__rfree(&a, p->pieces);
+    wsync__rfree(&a, p->tasks);
+    wsync__rfree(&a, p->rank_first);
+    wsync__rfree(&a, p->send_bytes);
+    wsync__rfree(&a, p->recv_bytes);
+    wsync__rfree(&a, p);
 }
 
 WSYNC_DEF void wsync_plan_stats_get(const wsync_plan *p, wsync_plan_stats *s)
@@ -9139,7 +9060,7 @@ static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0,
                     moved = 1;
                 }
             if (!moved)
-                return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
                                      "plan simulate: group %u: %llu tasks can never run (a task before its "
                                      "preparation's turn?)",
                                      g, (unsigned long long)left);
@@ -9174,7 +9095,7 @@ static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0,
     }
     return WSYNC_OK;
 oom:
-    return wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: events");
+    return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: events");
 }
 
 WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
@@ -9187,8 +9108,8 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     uint32_t g;
     double t = 0, barrier;
     wsync_result r = WSYNC_OK;
-    wsync__plreset(err);
-    if (!p || !out) return wsync__plfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan simulate: NULL argument");
+    wsync__rerr_reset(err);
+    if (!p || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan simulate: NULL argument");
     memset(out, 0, sizeof *out);
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
@@ -9224,7 +9145,7 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     S.rtime = (double *)wsync__plalloc(&S.a, p->n_preps, sizeof(double));
     if (!S.nic_first || !S.order || !S.sfree || !S.pending || !S.rfree || !S.prep_first || !S.porder || !S.pfree ||
         !S.ready || !S.left || !S.rtime) {
-        r = wsync__plfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: state");
+        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: state");
         goto out;
     }
     S.nic_next = S.nic_first + NS;
@@ -9252,18 +9173,18 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     wsync_plan_stats_get(p, &st);
     out->bound_seconds = (double)(st.send_max > st.recv_max ? st.send_max : st.recv_max) / S.rate;
 out:
-    wsync__plfree(&S.a, S.ev);
-    wsync__plfree(&S.a, S.nic_first);
-    wsync__plfree(&S.a, S.order);
-    wsync__plfree(&S.a, S.sfree);
-    wsync__plfree(&S.a, S.pending);
-    wsync__plfree(&S.a, S.rfree);
-    wsync__plfree(&S.a, S.prep_first);
-    wsync__plfree(&S.a, S.porder);
-    wsync__plfree(&S.a, S.pfree);
-    wsync__plfree(&S.a, S.ready);
-    wsync__plfree(&S.a, S.left);
-    wsync__plfree(&S.a, S.rtime);
+    wsync__rfree(&S.a, S.ev);
+    wsync__rfree(&S.a, S.nic_first);
+    wsync__rfree(&S.a, S.order);
+    wsync__rfree(&S.a, S.sfree);
+    wsync__rfree(&S.a, S.pending);
+    wsync__rfree(&S.a, S.rfree);
+    wsync__rfree(&S.a, S.prep_first);
+    wsync__rfree(&S.a, S.porder);
+    wsync__rfree(&S.a, S.pfree);
+    wsync__rfree(&S.a, S.ready);
+    wsync__rfree(&S.a, S.left);
+    wsync__rfree(&S.a, S.rtime);
     return r;
 }
 
