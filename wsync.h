@@ -2668,6 +2668,8 @@ static int wsync__has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 static int wsync__has_avx512bw(void) { return __builtin_cpu_supports("avx512bw"); }
 static int wsync__has_avx512vbmi2(void) { return __builtin_cpu_supports("avx512vbmi2"); }
 #define WSYNC__AVX512VBMI2 __attribute__((target("avx512f,avx512bw,avx512vbmi2")))
+#define WSYNC__AVX2_POPCNT __attribute__((target("avx2,popcnt")))
+#define WSYNC__AVX512_POPCNT __attribute__((target("avx512f,avx512bw,popcnt")))
 #else
 #define WSYNC__X86 0
 #endif
@@ -3970,68 +3972,299 @@ static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_
     return !e.failed;
 }
 
-/* Decodes one block: changes come out class by class, each class in
-   position order; a merge puts them in position order. */
+/* ---- packed-max decoding: ranks to positions without sorting ----
+
+   The decoder first reads every symbol of a block (per class: the count,
+   then each change's rank gap and value step), then walks the block once in
+   chunks of 64 elements. For each chunk it forms one 64-bit mask per class
+   (bit j set when element j is of that class), so a class's pending rank
+   either lies past the chunk (skip popcount(mask) members) or selects one
+   set bit. The changes come out in position order, with no per-element
+   scatter and no merge. */
+
+#define WSYNC__PM_PAD 0xFFu /* class byte past the block's end: no class */
+
+WSYNC__INLINE unsigned wsync__popcount64(uint64_t v)
+{
+#if defined(__GNUC__) && defined(__POPCNT__)
+    return (unsigned)__builtin_popcountll(v);
+#else
+    v = v - ((v >> 1) & 0x5555555555555555ull);
+    v = (v & 0x3333333333333333ull) + ((v >> 2) & 0x3333333333333333ull);
+    v = (v + (v >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (unsigned)((v * 0x0101010101010101ull) >> 56);
+#endif
+}
+
+/* The index of set bit k (from 0) of m; k < popcount(m). */
+WSYNC__INLINE unsigned wsync__select64(uint64_t m, unsigned k)
+{
+#if defined(__GNUC__) && defined(__BMI2__) && WSYNC__X86
+    return wsync__ctz64(_pdep_u64((uint64_t)1 << k, m));
+#else
+    while (k--) m &= m - 1;
+    return wsync__ctz64(m);
+#endif
+}
+
+/* Class bytes of a block: the decoder's half of wsync__classify (same
+   classes), padded with WSYNC__PM_PAD to a multiple of 64. bf16 goes
+   through SSE2 on x86 (eight elements per step). */
+static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt, unsigned top, uint64_t len)
+{
+    uint8_t lut[2048];
+    uint64_t i = 0, padded = (len + 63) & ~(uint64_t)63;
+    unsigned e, emax = wsync__exp_max(dt);
+    for (e = 0; e <= emax; e++) {
+        unsigned d = e == emax && emax ? 0 : (top > e ? top - e : 0);
+        lut[e] = (uint8_t)(d < WSYNC__MAX_CLASSES ? d : WSYNC__MAX_CLASSES - 1);
+    }
+    switch (dt) {
+    case WSYNC_DTYPE_BF16:
+#if WSYNC__X86
+    {
+        const __m128i emask = _mm_set1_epi16(0xFF), vtop = _mm_set1_epi16((short)top);
+        const __m128i vmax = _mm_set1_epi16(WSYNC__MAX_CLASSES - 1);
+        for (; i + 16 <= len; i += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(base + 2 * i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(base + 2 * i + 16));
+            __m128i ea = _mm_and_si128(_mm_srli_epi16(a, 7), emask), eb = _mm_and_si128(_mm_srli_epi16(b, 7), emask);
+            __m128i ca = _mm_min_epi16(_mm_subs_epu16(vtop, ea), vmax);
+            __m128i cb = _mm_min_epi16(_mm_subs_epu16(vtop, eb), vmax);
+            ca = _mm_andnot_si128(_mm_cmpeq_epi16(ea, emask), ca); /* inf/NaN: class 0 */
+            cb = _mm_andnot_si128(_mm_cmpeq_epi16(eb, emask), cb);
+            _mm_storeu_si128((__m128i *)(void *)(cls + i), _mm_packus_epi16(ca, cb));
+        }
+    }
+#endif
+        for (; i < len; i++) {
+            uint16_t u;
+            memcpy(&u, base + 2 * i, 2);
+            cls[i] = lut[(u >> 7) & 0xFF];
+        }
+        break;
+    case WSYNC_DTYPE_F16:
+        for (; i < len; i++) {
+            uint16_t u;
+            memcpy(&u, base + 2 * i, 2);
+            cls[i] = lut[(u >> 10) & 0x1F];
+        }
+        break;
+    case WSYNC_DTYPE_F32:
+        for (; i < len; i++) {
+            uint32_t u;
+            memcpy(&u, base + 4 * i, 4);
+            cls[i] = lut[(u >> 23) & 0xFF];
+        }
+        break;
+    case WSYNC_DTYPE_F64:
+        for (; i < len; i++) {
+            uint64_t u;
+            memcpy(&u, base + 8 * i, 8);
+            cls[i] = lut[(u >> 52) & 0x7FF];
+        }
+        break;
+    case WSYNC_DTYPE_F8_E4M3: for (; i < len; i++) cls[i] = lut[(base[i] >> 3) & 0xF]; break;
+    case WSYNC_DTYPE_F8_E5M2: for (; i < len; i++) cls[i] = lut[(base[i] >> 2) & 0x1F]; break;
+    default: memset(cls, 0, (size_t)len); i = len; break;
+    }
+    memset(cls + len, WSYNC__PM_PAD, (size_t)(padded - len));
+}
+
+/* Per chunk of 64 class bytes: the mask of every class and its popcount. */
+typedef struct wsync__pm_chunk {
+    uint64_t mask[WSYNC__MAX_CLASSES];
+    uint8_t count[WSYNC__MAX_CLASSES];
+} wsync__pm_chunk;
+
+typedef void (*wsync__pm_masks_fn)(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out);
+
+static void wsync__pm_masks_scalar(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out)
+{
+    size_t k;
+    unsigned j, c;
+    for (k = 0; k < nchunks; k++, cls += 64) {
+        uint64_t m[WSYNC__MAX_CLASSES + 1];
+        memset(m, 0, sizeof m);
+        for (j = 0; j < 64; j++) m[cls[j] < WSYNC__MAX_CLASSES ? cls[j] : WSYNC__MAX_CLASSES] |= (uint64_t)1 << j;
+        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+            out[k].mask[c] = m[c];
+            out[k].count[c] = (uint8_t)wsync__popcount64(m[c]);
+        }
+    }
+}
+
+#if WSYNC__X86
+static void wsync__pm_masks_sse2(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out)
+{
+    size_t k;
+    unsigned c;
+    for (k = 0; k < nchunks; k++, cls += 64) {
+        __m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)cls);
+        __m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(cls + 16));
+        __m128i v2 = _mm_loadu_si128((const __m128i *)(const void *)(cls + 32));
+        __m128i v3 = _mm_loadu_si128((const __m128i *)(const void *)(cls + 48));
+        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+            __m128i cc = _mm_set1_epi8((char)c);
+            uint64_t m = (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, cc)) |
+                         (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v1, cc)) << 16 |
+                         (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v2, cc)) << 32 |
+                         (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v3, cc)) << 48;
+            out[k].mask[c] = m;
+            out[k].count[c] = (uint8_t)wsync__popcount64(m);
+        }
+    }
+}
+
+WSYNC__AVX2_POPCNT static void wsync__pm_masks_avx2(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out)
+{
+    size_t k;
+    unsigned c;
+    for (k = 0; k < nchunks; k++, cls += 64) {
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)cls);
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(cls + 32));
+        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+            __m256i cc = _mm256_set1_epi8((char)c);
+            uint64_t m = (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, cc)) |
+                         (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, cc)) << 32;
+            out[k].mask[c] = m;
+            out[k].count[c] = (uint8_t)_mm_popcnt_u64(m);
+        }
+    }
+}
+
+WSYNC__AVX512_POPCNT static void wsync__pm_masks_avx512(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out)
+{
+    size_t k;
+    unsigned c;
+    for (k = 0; k < nchunks; k++, cls += 64) {
+        __m512i v = _mm512_loadu_si512((const void *)cls);
+        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+            uint64_t m = (uint64_t)_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8((char)c));
+            out[k].mask[c] = m;
+            out[k].count[c] = (uint8_t)_mm_popcnt_u64(m);
+        }
+    }
+}
+#endif
+
+/* The mask function for a code path (AUTO: the best the CPU has); NULL
+   when the path is not compiled in or the CPU lacks it. */
+static wsync__pm_masks_fn wsync__pm_masks_pick(wsync_impl impl)
+{
+    if (!wsync__impl_available(impl)) return NULL;
+    switch (impl) {
+#if WSYNC__X86
+    case WSYNC_IMPL_AUTO:
+        return wsync__has_avx512bw() ? wsync__pm_masks_avx512 : wsync__has_avx2() ? wsync__pm_masks_avx2
+                                                                                  : wsync__pm_masks_sse2;
+    case WSYNC_IMPL_SSE2: return wsync__pm_masks_sse2;
+    case WSYNC_IMPL_AVX2: return wsync__pm_masks_avx2;
+    case WSYNC_IMPL_AVX512: return wsync__pm_masks_avx512;
+#endif
+    case WSYNC_IMPL_SCALAR: return wsync__pm_masks_scalar;
+    default: return wsync__pm_masks_scalar; /* AUTO without x86; NEON has no mask path of its own */
+    }
+}
+
+#define WSYNC__PM_BATCH 32 /* chunks per call of the mask function */
+
+/* Decodes one block: every symbol first (per class: rank gaps into
+   tmp_pos, zigzag steps into tmp_val), then the position walk. */
 static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
                                               wsync_dtype dt, unsigned top, uint64_t first, uint64_t len,
                                               uint32_t *pos, uint8_t *val, uint64_t room, uint64_t *count_out,
-                                              wsync__classes *k, wsync__ctx *ctx, uint32_t *tmp_pos,
-                                              uint64_t *tmp_val, const char **why)
+                                              uint8_t *cls, wsync__pm_chunk *chunks, wsync__pm_masks_fn masks,
+                                              wsync__ctx *ctx, uint32_t *tmp_pos, uint64_t *tmp_val,
+                                              const char **why)
 {
     wsync__rcd d;
-    uint32_t seg[WSYNC__MAX_CLASSES + 1], head[WSYNC__MAX_CLASSES];
-    uint64_t total = 0, i;
-    unsigned c;
+    uint64_t seg[WSYNC__MAX_CLASSES + 1], head[WSYNC__MAX_CLASSES], rem[WSYNC__MAX_CLASSES];
+    uint64_t vcur[WSYNC__MAX_CLASSES];
+    uint64_t total = 0, out = 0, nchunks, k;
+    unsigned c, active = 0;
     uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << (8 * w)) - 1;
-    wsync__classify(k, base + first * w, dt, top, len, 0);
+    const uint8_t *bb = base + first * w;
     wsync__ctx_init(ctx);
     wsync__rcd_init(&d, p, size);
     if (p[0] != 0) return *why = "range coder stream must start with a zero byte", WSYNC_ERR_INVALID_ARGUMENT;
+    /* 1. symbols */
     for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
         uint64_t n_c = wsync__rcd_uint(&d, ctx->count_len[c], ctx->count_mant[c], 5), j, next = 0;
-        uint32_t members = k->start[c + 1] - k->start[c];
-        seg[c] = (uint32_t)total;
-        if (n_c > members || n_c > room - total) return *why = "class change count too large", WSYNC_ERR_INVALID_ARGUMENT;
+        seg[c] = total;
+        if (n_c > len - total || n_c > room - total)
+            return *why = "class change count too large", WSYNC_ERR_INVALID_ARGUMENT;
         for (j = 0; j < n_c; j++) {
-            uint64_t g = wsync__rcd_uint(&d, ctx->gap_len[c], ctx->gap_mant[c], 5), r, b, x, z;
-            uint32_t at;
-            if (g >= members || next + g >= members) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
-            r = next + g;
-            next = r + 1;
-            at = k->members[k->start[c] + r];
-            b = wsync__elem_load(base + (size_t)(first + at) * w, w);
+            uint64_t g = wsync__rcd_uint(&d, ctx->gap_len[c], ctx->gap_mant[c], 5), z;
+            if (g >= len - next) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
+            next += g + 1;
             if (!wsync__rcd_bit(&d, &ctx->val_small[c])) z = wsync__rcd_bit(&d, &ctx->val_sign[c]);
             else {
                 z = wsync__rcd_uint(&d, ctx->val_len[c], ctx->val_mant[c], 7);
                 if (z < 2 || d.invalid) return *why = "invalid value code", WSYNC_ERR_INVALID_ARGUMENT;
             }
-            {
-                uint64_t o = wsync__ord(b, w) + wsync__unzz(z);
-                if ((o & vmask) != o) return *why = "value step leaves the dtype's range", WSYNC_ERR_INVALID_ARGUMENT;
-                x = wsync__unord(o, w);
-            }
-            if (x == b) return *why = "a listed element does not change", WSYNC_ERR_INVALID_ARGUMENT;
-            tmp_pos[total] = at;
-            tmp_val[total] = x;
+            tmp_pos[total] = (uint32_t)g;
+            tmp_val[total] = z;
             total++;
         }
         if (d.overrun) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
     }
-    seg[WSYNC__MAX_CLASSES] = (uint32_t)total;
+    seg[WSYNC__MAX_CLASSES] = total;
     if (d.overrun) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
     if (d.p != d.end) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
     if (total == 0) return *why = "a stored block without changes", WSYNC_ERR_INVALID_ARGUMENT;
-    /* merge the per-class runs (each ascending) */
-    memcpy(head, seg, sizeof head);
-    for (i = 0; i < total; i++) {
-        unsigned best = WSYNC__MAX_CLASSES;
-        uint32_t bp = UINT32_MAX;
-        for (c = 0; c < WSYNC__MAX_CLASSES; c++)
-            if (head[c] < seg[c + 1] && tmp_pos[head[c]] < bp) bp = tmp_pos[head[c]], best = c;
-        pos[i] = (uint32_t)(first + bp);
-        wsync__elem_store(val + i * w, w, tmp_val[head[best]]);
-        head[best]++;
+    /* 2. positions: rem[c] members of class c to pass before its next change */
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        head[c] = vcur[c] = seg[c];
+        if (seg[c] < seg[c + 1]) {
+            rem[c] = tmp_pos[seg[c]];
+            active |= 1u << c;
+        }
     }
+    wsync__class_bytes(cls, bb, dt, top, len);
+    nchunks = (len + 63) / 64;
+    for (k = 0; k < nchunks && active; k++) {
+        const wsync__pm_chunk *ch;
+        uint64_t hits = 0;
+        unsigned act = active;
+        if (k % WSYNC__PM_BATCH == 0)
+            masks(cls + 64 * k, (size_t)(nchunks - k < WSYNC__PM_BATCH ? nchunks - k : WSYNC__PM_BATCH), chunks);
+        ch = &chunks[k % WSYNC__PM_BATCH];
+        while (act) {
+            unsigned n;
+            uint64_t li;
+            c = wsync__ctz64(act);
+            act &= act - 1;
+            n = ch->count[c];
+            li = rem[c];
+            while (li < n) {
+                hits |= (uint64_t)1 << wsync__select64(ch->mask[c], (unsigned)li);
+                if (++head[c] == seg[c + 1]) {
+                    active &= ~(1u << c);
+                    break;
+                }
+                li += (uint64_t)tmp_pos[head[c]] + 1;
+            }
+            rem[c] = li - n;
+        }
+        /* emit this chunk's changes in position order (a class's values
+           are consumed in the order its changes were coded) */
+        while (hits) {
+            unsigned j = wsync__ctz64(hits);
+            uint64_t at = 64 * k + j, b, o, x;
+            hits &= hits - 1;
+            c = cls[at];
+            b = wsync__elem_load(bb + at * w, w);
+            o = wsync__ord(b, w) + wsync__unzz(tmp_val[vcur[c]++]);
+            if ((o & vmask) != o) return *why = "value step leaves the dtype's range", WSYNC_ERR_INVALID_ARGUMENT;
+            x = wsync__unord(o, w);
+            if (x == b) return *why = "a listed element does not change", WSYNC_ERR_INVALID_ARGUMENT;
+            pos[out] = (uint32_t)(first + at);
+            wsync__elem_store(val + out * w, w, x);
+            out++;
+        }
+    }
+    if (active || out != total) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
     *count_out = total;
     return WSYNC_OK;
 }
@@ -5143,7 +5376,9 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     const uint8_t *p = t->data;
     uint64_t size = t->end - t->begin, fixed, blk, nblocks, bi, total = 0, changed, off;
     unsigned rank, block_log2, i, w, coder, top = 0;
-    wsync__classes k;
+    uint8_t *cls = NULL;
+    wsync__pm_chunk *chunks = NULL;
+    wsync__pm_masks_fn masks = NULL;
     wsync__ctx *ctx = NULL;
     uint32_t *tmp_pos = NULL;
     uint64_t *tmp_val = NULL;
@@ -5252,15 +5487,15 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     pt->val = (uint8_t *)wsync__alloc(a, (size_t)changed * w);
     if (!pt->pos || !pt->val)
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoded changes");
-    memset(&k, 0, sizeof k);
     if (coder == WSYNC__CODER_ARITH) {
         size_t cap = (size_t)(blk < pt->nelem ? blk : pt->nelem);
         ctx = (wsync__ctx *)wsync__alloc(a, sizeof *ctx);
-        k.cls = (uint8_t *)wsync__alloc(a, cap);
-        k.members = (uint32_t *)wsync__alloc(a, cap * sizeof *k.members);
+        cls = (uint8_t *)wsync__alloc(a, (cap + 63) & ~(size_t)63);
+        chunks = (wsync__pm_chunk *)wsync__alloc(a, WSYNC__PM_BATCH * sizeof *chunks);
         tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *tmp_pos);
         tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *tmp_val);
-        if (!ctx || !k.cls || !k.members || !tmp_pos || !tmp_val) {
+        masks = wsync__pm_masks_pick(WSYNC_IMPL_AUTO);
+        if (!ctx || !cls || !chunks || !tmp_pos || !tmp_val) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
             goto out;
         }
@@ -5274,7 +5509,8 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         if (bsize) {
             r = wsync__arith_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w, pt->target->dtype,
                                           top, first, len, pt->pos + pt->count, pt->val + pt->count * w,
-                                          changed - pt->count, &c, &k, ctx, tmp_pos, tmp_val, &why);
+                                          changed - pt->count, &c, cls, chunks, masks, ctx, tmp_pos, tmp_val,
+                                          &why);
             if (r != WSYNC_OK && check_base &&
                 wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
                 r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
@@ -5296,8 +5532,8 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
                         (unsigned long long)changed);
 out:
     wsync__free(a, ctx);
-    wsync__free(a, k.cls);
-    wsync__free(a, k.members);
+    wsync__free(a, cls);
+    wsync__free(a, chunks);
     wsync__free(a, tmp_pos);
     wsync__free(a, tmp_val);
     return r;

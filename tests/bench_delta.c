@@ -3,6 +3,7 @@
    usage: bench_delta [MODEL [STEPS]]     (default qwen3-0.6b, 3 steps)
    env:   WSYNC_BENCH_MODE=adamw          use the AdamW generator (more memory)
           WSYNC_BENCH_THREADS=N           encode and apply on N threads (default 1)
+          WSYNC_BENCH_ONLY=NAME           measure one encoding (e.g. packed-max)
 
    Every speed is reported next to a baseline measured in the same run on the
    same bytes, because absolute times drift on shared machines:
@@ -102,6 +103,7 @@ int main(int argc, char **argv)
     int steps = argc > 2 ? atoi(argv[2]) : 3, s, e;
     const char *mode = getenv("WSYNC_BENCH_MODE");
     const char *threads_env = getenv("WSYNC_BENCH_THREADS");
+    const char *only = getenv("WSYNC_BENCH_ONLY");
     unsigned threads = threads_env ? (unsigned)atoi(threads_env) : 1;
     wsync_gen_model m;
     wsync_gen_config cfg;
@@ -216,6 +218,7 @@ int main(int argc, char **argv)
 
         for (e = 0; e < 4; e++) {
             membuf mb = {NULL, 0, 0};
+            if (only && wsync_encoding_from_name(only) != encs[e]) continue;
             wsync_delta_options o;
             wsync_error err;
             wsync_delta_stats st;
@@ -277,6 +280,7 @@ int main(int argc, char **argv)
         for (e = 0; e < 4; e++) {
             double bpc = rows[e].bytes / (double)changed_total;
             char verified[32] = "-";
+            if (only && wsync_encoding_from_name(only) != encs[e]) continue;
             if (rows[e].apply_verified_s > 0)
                 snprintf(verified, sizeof verified, "%.1f", (double)changed_total / rows[e].apply_verified_s / 1e6);
             printf("%-11s %12.0f %10.3f %10.3f %13.2f %14.1f %14s\n", wsync_encoding_name(encs[e]),
