@@ -3753,53 +3753,48 @@ static void wsync__rce_flush(wsync__rce *e)
     for (i = 0; i < 5; i++) wsync__rce_shift(e);
 }
 
+/* The decoder reads from a copy of the block followed by WSYNC__RCD_PAD
+   zero bytes, so that it never tests for the end inside a decision: one
+   decision consumes at most one byte, one change at most 150, and the
+   caller checks p against end after every change. Decisions are
+   branch-free (the bits of a good code are unpredictable). */
+#define WSYNC__RCD_PAD 256
+
 typedef struct wsync__rcd {
     const uint8_t *p, *end;
     uint32_t range, code;
-    int overrun, invalid;
 } wsync__rcd;
 
-static uint8_t wsync__rcd_byte(wsync__rcd *d)
-{
-    if (d->p < d->end) return *d->p++;
-    d->overrun = 1;
-    return 0;
-}
-
-static void wsync__rcd_init(wsync__rcd *d, const uint8_t *p, size_t n)
+static void wsync__rcd_init(wsync__rcd *d, const uint8_t *padded, size_t n)
 {
     int i;
-    d->p = p;
-    d->end = p + n;
+    d->p = padded;
+    d->end = padded + n;
     d->range = 0xFFFFFFFFu;
     d->code = 0;
-    d->overrun = 0;
-    d->invalid = 0;
-    for (i = 0; i < 5; i++) d->code = (d->code << 8) | wsync__rcd_byte(d);
+    for (i = 0; i < 5; i++) d->code = (d->code << 8) | *d->p++;
 }
 
-static unsigned wsync__rcd_bit(wsync__rcd *d, wsync__prob *p)
+WSYNC__INLINE void wsync__rcd_norm(wsync__rcd *d)
 {
-    uint32_t bound = (d->range >> WSYNC__RC_BITS) * *p;
-    unsigned bit;
-    if (d->code < bound) {
-        d->range = bound;
-        *p = (wsync__prob)(*p + ((WSYNC__RC_ONE - *p) >> WSYNC__RC_MOVE));
-        bit = 0;
-    } else {
-        d->code -= bound;
-        d->range -= bound;
-        *p = (wsync__prob)(*p - (*p >> WSYNC__RC_MOVE));
-        bit = 1;
-    }
-    if (d->range < (1u << 24)) {
-        d->range <<= 8;
-        d->code = (d->code << 8) | wsync__rcd_byte(d);
-    }
+    uint32_t n = d->range < (1u << 24), sh = n << 3;
+    d->range <<= sh;
+    d->code = (d->code << sh) | (*d->p & (0u - n));
+    d->p += n;
+}
+
+WSYNC__INLINE unsigned wsync__rcd_bit(wsync__rcd *d, wsync__prob *pp)
+{
+    uint32_t p = *pp, bound = (d->range >> WSYNC__RC_BITS) * p, bit = d->code >= bound;
+    uint32_t up = p + ((WSYNC__RC_ONE - p) >> WSYNC__RC_MOVE), down = p - (p >> WSYNC__RC_MOVE);
+    d->code -= bound & (0u - bit);
+    d->range = bit ? d->range - bound : bound;
+    *pp = (wsync__prob)(bit ? down : up);
+    wsync__rcd_norm(d);
     return bit;
 }
 
-static uint64_t wsync__rcd_direct(wsync__rcd *d, unsigned n)
+WSYNC__INLINE uint64_t wsync__rcd_direct(wsync__rcd *d, unsigned n)
 {
     uint64_t v = 0;
     while (n--) {
@@ -3808,10 +3803,7 @@ static uint64_t wsync__rcd_direct(wsync__rcd *d, unsigned n)
         t = (d->code - d->range) >> 31; /* 1 when code < range */
         d->code -= d->range & (t - 1);
         v = (v << 1) | (1 - t);
-        if (d->range < (1u << 24)) {
-            d->range <<= 8;
-            d->code = (d->code << 8) | wsync__rcd_byte(d);
-        }
+        wsync__rcd_norm(d);
     }
     return v;
 }
@@ -3835,7 +3827,9 @@ static void wsync__rce_uint(wsync__rce *e, wsync__prob *len_tree, wsync__prob (*
     if (rest >= 3) wsync__rce_direct(e, v, rest - 2);
 }
 
-static uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsync__prob (*mant)[4], unsigned depth)
+/* Reads what wsync__rce_uint wrote; sets *invalid for a length over 64. */
+WSYNC__INLINE uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsync__prob (*mant)[4], unsigned depth,
+                                       int *invalid)
 {
     unsigned node = 1, i, L, rest, b1, b2;
     uint64_t v;
@@ -3843,7 +3837,7 @@ static uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsync__pro
     L = node - (1u << depth);
     if (L <= 1) return L;
     if (L > 64) {
-        d->invalid = 1; /* no 64-bit value is this long */
+        *invalid = 1; /* no 64-bit value is this long */
         return 0;
     }
     rest = L - 1;
@@ -3984,6 +3978,20 @@ static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_
 
 #define WSYNC__PM_PAD 0xFFu /* class byte past the block's end: no class */
 
+/* Where a dtype's exponent field starts (wsync__exp_max is its mask). */
+static unsigned wsync__exp_shift(wsync_dtype t)
+{
+    switch (t) {
+    case WSYNC_DTYPE_BF16: return 7;
+    case WSYNC_DTYPE_F16: return 10;
+    case WSYNC_DTYPE_F32: return 23;
+    case WSYNC_DTYPE_F64: return 52;
+    case WSYNC_DTYPE_F8_E4M3: return 3;
+    case WSYNC_DTYPE_F8_E5M2: return 2;
+    default: return 0;
+    }
+}
+
 WSYNC__INLINE unsigned wsync__popcount64(uint64_t v)
 {
 #if defined(__GNUC__) && defined(__POPCNT__)
@@ -4008,21 +4016,17 @@ WSYNC__INLINE unsigned wsync__select64(uint64_t m, unsigned k)
 }
 
 /* Class bytes of a block: the decoder's half of wsync__classify (same
-   classes), padded with WSYNC__PM_PAD to a multiple of 64. bf16 goes
+   classes), padded with WSYNC__PM_PAD to a multiple of 256. bf16 goes
    through SSE2 on x86 (eight elements per step). */
-static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt, unsigned top, uint64_t len)
+static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt, unsigned top,
+                               const uint8_t *lut, uint64_t len)
 {
-    uint8_t lut[2048];
-    uint64_t i = 0, padded = (len + 63) & ~(uint64_t)63;
-    unsigned e, emax = wsync__exp_max(dt);
-    for (e = 0; e <= emax; e++) {
-        unsigned d = e == emax && emax ? 0 : (top > e ? top - e : 0);
-        lut[e] = (uint8_t)(d < WSYNC__MAX_CLASSES ? d : WSYNC__MAX_CLASSES - 1);
-    }
+    uint64_t i = 0, padded = (len + 255) & ~(uint64_t)255;
     switch (dt) {
     case WSYNC_DTYPE_BF16:
 #if WSYNC__X86
     {
+        /* the lut's rule: min(top - e, K-1), 0 when e >= top or e = 0xFF */
         const __m128i emask = _mm_set1_epi16(0xFF), vtop = _mm_set1_epi16((short)top);
         const __m128i vmax = _mm_set1_epi16(WSYNC__MAX_CLASSES - 1);
         for (; i + 16 <= len; i += 16) {
@@ -4071,200 +4075,220 @@ static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt
     memset(cls + len, WSYNC__PM_PAD, (size_t)(padded - len));
 }
 
-/* Per chunk of 64 class bytes: the mask of every class and its popcount. */
-typedef struct wsync__pm_chunk {
-    uint64_t mask[WSYNC__MAX_CLASSES];
-    uint8_t count[WSYNC__MAX_CLASSES];
-} wsync__pm_chunk;
+#define WSYNC__PM_DONE ((uint64_t)1 << 62) /* rem of a class without changes left: never reached */
 
-typedef void (*wsync__pm_masks_fn)(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out);
+/* The position walk's state: per class, its changes [head, end) and the
+   cursor of its values. */
+typedef struct wsync__pm_walk {
+    const uint32_t *gap;
+    const uint64_t *zv;
+    uint64_t head[WSYNC__MAX_CLASSES], end[WSYNC__MAX_CLASSES], vcur[WSYNC__MAX_CLASSES];
+    const uint8_t *bb, *lut;
+    unsigned w, shift, emask;
+    uint64_t first, vmask, out;
+    uint32_t *pos;
+    uint8_t *val;
+} wsync__pm_walk;
 
-static void wsync__pm_masks_scalar(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out)
+/* Writes chunk k's changes in position order; a class's values are taken
+   in the order its changes were coded. NULL, or why the block is bad. */
+WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, uint64_t k, uint64_t hits)
 {
-    size_t k;
-    unsigned j, c;
-    for (k = 0; k < nchunks; k++, cls += 64) {
-        uint64_t m[WSYNC__MAX_CLASSES + 1];
-        memset(m, 0, sizeof m);
-        for (j = 0; j < 64; j++) m[cls[j] < WSYNC__MAX_CLASSES ? cls[j] : WSYNC__MAX_CLASSES] |= (uint64_t)1 << j;
-        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-            out[k].mask[c] = m[c];
-            out[k].count[c] = (uint8_t)wsync__popcount64(m[c]);
-        }
+    while (hits) {
+        uint64_t at = 64 * k + wsync__ctz64(hits), b, o, x;
+        unsigned c;
+        hits &= hits - 1;
+        b = wsync__elem_load(s->bb + at * s->w, s->w);
+        c = s->lut[(b >> s->shift) & s->emask];
+        o = wsync__ord(b, s->w) + wsync__unzz(s->zv[s->vcur[c]++]);
+        if ((o & s->vmask) != o) return "value step leaves the dtype's range";
+        x = wsync__unord(o, s->w);
+        if (x == b) return "a listed element does not change";
+        s->pos[s->out] = (uint32_t)(s->first + at);
+        wsync__elem_store(s->val + s->out * s->w, s->w, x);
+        s->out++;
     }
+    return NULL;
 }
+
+/* The walk, class by class: a class's members are counted 256 elements at
+   a time (four 64-bit masks) until the piece holding its next change, whose
+   bit is selected and marked in hitmap. The branches follow one class at a
+   time, so they are predictable. MASK64(p, c) is the mask of bytes equal
+   to c among the 64 at p; one instance per code path. */
+#define WSYNC__PM_WALK(NAME, ATTR, MASK64, POPCNT, SELECT)                                        \
+    ATTR static const char *NAME(wsync__pm_walk *s, const uint8_t *cls, uint64_t nsuper,          \
+                                 uint64_t *hitmap)                                                \
+    {                                                                                             \
+        unsigned c;                                                                               \
+        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {                                                \
+            uint64_t j = s->head[c], end = s->end[c], r, sc = 0, cnt;                             \
+            const uint8_t *q = cls;                                                               \
+            if (j == end) continue;                                                               \
+            r = s->gap[j];                                                                        \
+            cnt = (uint64_t)POPCNT(MASK64(q, c)) + POPCNT(MASK64(q + 64, c)) +                    \
+                  POPCNT(MASK64(q + 128, c)) + POPCNT(MASK64(q + 192, c));                        \
+            for (;;) {                                                                            \
+                uint64_t m, n, piece = 0, rr;                                                     \
+                while (r >= cnt) {                                                                \
+                    r -= cnt;                                                                     \
+                    if (++sc == nsuper) return "rank past its class";                             \
+                    q = cls + 256 * sc;                                                           \
+                    cnt = (uint64_t)POPCNT(MASK64(q, c)) + POPCNT(MASK64(q + 64, c)) +            \
+                          POPCNT(MASK64(q + 128, c)) + POPCNT(MASK64(q + 192, c));                \
+                }                                                                                 \
+                m = MASK64(q, c);                                                                 \
+                n = POPCNT(m);                                                                    \
+                for (rr = r; rr >= n; n = POPCNT(m)) { /* r < cnt: ends within the four */        \
+                    rr -= n;                                                                      \
+                    piece++;                                                                      \
+                    m = MASK64(q + 64 * piece, c);                                                \
+                }                                                                                 \
+                hitmap[4 * sc + piece] |= SELECT(m, (unsigned)rr);                                \
+                if (++j == end) break;                                                            \
+                r += (uint64_t)s->gap[j] + 1;                                                     \
+            }                                                                                     \
+        }                                                                                         \
+        return NULL;                                                                              \
+    }
+
+/* The 64-bit mask of class c among 64 class bytes, per code path. */
+WSYNC__INLINE uint64_t wsync__cmask_scalar(const uint8_t *p, unsigned c)
+{
+    uint64_t m = 0;
+    unsigned j;
+    for (j = 0; j < 64; j++) m |= (uint64_t)(p[j] == c) << j;
+    return m;
+}
+#define WSYNC__SEL_LOOP(m, k) ((uint64_t)1 << wsync__select64((m), (k)))
+WSYNC__PM_WALK(wsync__pm_walk_scalar, , wsync__cmask_scalar, wsync__popcount64, WSYNC__SEL_LOOP)
 
 #if WSYNC__X86
-static void wsync__pm_masks_sse2(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out)
+WSYNC__INLINE uint64_t wsync__cmask_sse2(const uint8_t *p, unsigned c)
 {
-    size_t k;
-    unsigned c;
-    for (k = 0; k < nchunks; k++, cls += 64) {
-        __m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)cls);
-        __m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(cls + 16));
-        __m128i v2 = _mm_loadu_si128((const __m128i *)(const void *)(cls + 32));
-        __m128i v3 = _mm_loadu_si128((const __m128i *)(const void *)(cls + 48));
-        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-            __m128i cc = _mm_set1_epi8((char)c);
-            uint64_t m = (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v0, cc)) |
-                         (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v1, cc)) << 16 |
-                         (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v2, cc)) << 32 |
-                         (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v3, cc)) << 48;
-            out[k].mask[c] = m;
-            out[k].count[c] = (uint8_t)wsync__popcount64(m);
-        }
-    }
+    __m128i cc = _mm_set1_epi8((char)c);
+    return (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), cc)) |
+           (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)), cc)) << 16 |
+           (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 32)), cc)) << 32 |
+           (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 48)), cc)) << 48;
 }
+WSYNC__PM_WALK(wsync__pm_walk_sse2, , wsync__cmask_sse2, wsync__popcount64, WSYNC__SEL_LOOP)
 
-WSYNC__AVX2_POPCNT static void wsync__pm_masks_avx2(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out)
-{
-    size_t k;
-    unsigned c;
-    for (k = 0; k < nchunks; k++, cls += 64) {
-        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)cls);
-        __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(cls + 32));
-        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-            __m256i cc = _mm256_set1_epi8((char)c);
-            uint64_t m = (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, cc)) |
-                         (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, cc)) << 32;
-            out[k].mask[c] = m;
-            out[k].count[c] = (uint8_t)_mm_popcnt_u64(m);
-        }
-    }
-}
+#define WSYNC__CMASK_AVX2(p, c)                                                                                    \
+    ((uint64_t)(uint32_t)_mm256_movemask_epi8(                                                                     \
+         _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(p)), _mm256_set1_epi8((char)(c)))) | \
+     (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(                                                   \
+         _mm256_loadu_si256((const __m256i *)(const void *)((p) + 32)), _mm256_set1_epi8((char)(c)))) << 32)
+WSYNC__PM_WALK(wsync__pm_walk_avx2, __attribute__((target("avx2,popcnt"))), WSYNC__CMASK_AVX2, _mm_popcnt_u64,
+               WSYNC__SEL_LOOP)
 
-WSYNC__AVX512_POPCNT static void wsync__pm_masks_avx512(const uint8_t *cls, size_t nchunks, wsync__pm_chunk *out)
-{
-    size_t k;
-    unsigned c;
-    for (k = 0; k < nchunks; k++, cls += 64) {
-        __m512i v = _mm512_loadu_si512((const void *)cls);
-        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-            uint64_t m = (uint64_t)_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8((char)c));
-            out[k].mask[c] = m;
-            out[k].count[c] = (uint8_t)_mm_popcnt_u64(m);
-        }
-    }
-}
+#define WSYNC__CMASK_AVX512(p, c) \
+    ((uint64_t)_mm512_cmpeq_epi8_mask(_mm512_loadu_si512((const void *)(p)), _mm512_set1_epi8((char)(c))))
+#define WSYNC__SEL_PDEP(m, k) _pdep_u64((uint64_t)1 << (k), (m))
+WSYNC__PM_WALK(wsync__pm_walk_avx512, __attribute__((target("avx512f,avx512bw,popcnt,bmi2"))), WSYNC__CMASK_AVX512,
+               _mm_popcnt_u64, WSYNC__SEL_PDEP)
 #endif
 
-/* The mask function for a code path (AUTO: the best the CPU has); NULL
-   when the path is not compiled in or the CPU lacks it. */
-static wsync__pm_masks_fn wsync__pm_masks_pick(wsync_impl impl)
+typedef const char *(*wsync__pm_walk_fn)(wsync__pm_walk *s, const uint8_t *cls, uint64_t nsuper, uint64_t *hitmap);
+
+/* The walk for a code path (AUTO: the best the CPU has); NULL when the path
+   is not compiled in or the CPU lacks it. AVX2 selects bits with a loop:
+   pdep is microcoded on the AMD cores that stop at AVX2. */
+static wsync__pm_walk_fn wsync__pm_walk_pick(wsync_impl impl)
 {
     if (!wsync__impl_available(impl)) return NULL;
     switch (impl) {
 #if WSYNC__X86
     case WSYNC_IMPL_AUTO:
-        return wsync__has_avx512bw() ? wsync__pm_masks_avx512 : wsync__has_avx2() ? wsync__pm_masks_avx2
-                                                                                  : wsync__pm_masks_sse2;
-    case WSYNC_IMPL_SSE2: return wsync__pm_masks_sse2;
-    case WSYNC_IMPL_AVX2: return wsync__pm_masks_avx2;
-    case WSYNC_IMPL_AVX512: return wsync__pm_masks_avx512;
+        return wsync__has_avx512bw() && __builtin_cpu_supports("bmi2") ? wsync__pm_walk_avx512
+               : wsync__has_avx2()                                     ? wsync__pm_walk_avx2
+                                                                       : wsync__pm_walk_sse2;
+    case WSYNC_IMPL_SSE2: return wsync__pm_walk_sse2;
+    case WSYNC_IMPL_AVX2: return wsync__pm_walk_avx2;
+    case WSYNC_IMPL_AVX512: return __builtin_cpu_supports("bmi2") ? wsync__pm_walk_avx512 : NULL;
+#else
+    case WSYNC_IMPL_AUTO:
 #endif
-    case WSYNC_IMPL_SCALAR: return wsync__pm_masks_scalar;
-    default: return wsync__pm_masks_scalar; /* AUTO without x86; NEON has no mask path of its own */
+    case WSYNC_IMPL_SCALAR: return wsync__pm_walk_scalar;
+    default: return NULL;
     }
 }
-
-#define WSYNC__PM_BATCH 32 /* chunks per call of the mask function */
 
 /* Decodes one block: every symbol first (per class: rank gaps into
    tmp_pos, zigzag steps into tmp_val), then the position walk. */
 static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
                                               wsync_dtype dt, unsigned top, uint64_t first, uint64_t len,
                                               uint32_t *pos, uint8_t *val, uint64_t room, uint64_t *count_out,
-                                              uint8_t *cls, wsync__pm_chunk *chunks, wsync__pm_masks_fn masks,
-                                              wsync__ctx *ctx, uint32_t *tmp_pos, uint64_t *tmp_val,
-                                              const char **why)
+                                              uint8_t *cls, uint64_t *hitmap, wsync__pm_walk_fn walk,
+                                              wsync__ctx *ctx, uint8_t *padded, uint32_t *tmp_pos,
+                                              uint64_t *tmp_val, const char **why)
 {
     wsync__rcd d;
-    uint64_t seg[WSYNC__MAX_CLASSES + 1], head[WSYNC__MAX_CLASSES], rem[WSYNC__MAX_CLASSES];
-    uint64_t vcur[WSYNC__MAX_CLASSES];
-    uint64_t total = 0, out = 0, nchunks, k;
-    unsigned c, active = 0;
-    uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << (8 * w)) - 1;
-    const uint8_t *bb = base + first * w;
-    wsync__ctx_init(ctx);
-    wsync__rcd_init(&d, p, size);
+    wsync__pm_walk s;
+    uint64_t seg[WSYNC__MAX_CLASSES + 1], total = 0, nsuper, k;
+    uint8_t lut[2048];
+    unsigned c, e, emax = wsync__exp_max(dt);
+    const char *bad;
+    int invalid = 0;
     if (p[0] != 0) return *why = "range coder stream must start with a zero byte", WSYNC_ERR_INVALID_ARGUMENT;
+    memcpy(padded, p, size);
+    memset(padded + size, 0, WSYNC__RCD_PAD);
+    wsync__ctx_init(ctx);
+    wsync__rcd_init(&d, padded, size);
     /* 1. symbols */
     for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-        uint64_t n_c = wsync__rcd_uint(&d, ctx->count_len[c], ctx->count_mant[c], 5), j, next = 0;
+        uint64_t n_c = wsync__rcd_uint(&d, ctx->count_len[c], ctx->count_mant[c], 5, &invalid), j, next = 0;
         seg[c] = total;
+        if (d.p > d.end) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
         if (n_c > len - total || n_c > room - total)
             return *why = "class change count too large", WSYNC_ERR_INVALID_ARGUMENT;
         for (j = 0; j < n_c; j++) {
-            uint64_t g = wsync__rcd_uint(&d, ctx->gap_len[c], ctx->gap_mant[c], 5), z;
-            if (g >= len - next) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
-            next += g + 1;
+            uint64_t g = wsync__rcd_uint(&d, ctx->gap_len[c], ctx->gap_mant[c], 5, &invalid), z;
             if (!wsync__rcd_bit(&d, &ctx->val_small[c])) z = wsync__rcd_bit(&d, &ctx->val_sign[c]);
             else {
-                z = wsync__rcd_uint(&d, ctx->val_len[c], ctx->val_mant[c], 7);
-                if (z < 2 || d.invalid) return *why = "invalid value code", WSYNC_ERR_INVALID_ARGUMENT;
+                z = wsync__rcd_uint(&d, ctx->val_len[c], ctx->val_mant[c], 7, &invalid);
+                if (z < 2 || invalid) return *why = "invalid value code", WSYNC_ERR_INVALID_ARGUMENT;
             }
+            if (d.p > d.end) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
+            if (g >= len - next) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
+            next += g + 1;
             tmp_pos[total] = (uint32_t)g;
             tmp_val[total] = z;
             total++;
         }
-        if (d.overrun) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
     }
     seg[WSYNC__MAX_CLASSES] = total;
-    if (d.overrun) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
     if (d.p != d.end) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
     if (total == 0) return *why = "a stored block without changes", WSYNC_ERR_INVALID_ARGUMENT;
-    /* 2. positions: rem[c] members of class c to pass before its next change */
+    /* 2. positions */
+    s.gap = tmp_pos;
+    s.zv = tmp_val;
     for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-        head[c] = vcur[c] = seg[c];
-        if (seg[c] < seg[c + 1]) {
-            rem[c] = tmp_pos[seg[c]];
-            active |= 1u << c;
-        }
+        s.head[c] = s.vcur[c] = seg[c];
+        s.end[c] = seg[c + 1];
     }
-    wsync__class_bytes(cls, bb, dt, top, len);
-    nchunks = (len + 63) / 64;
-    for (k = 0; k < nchunks && active; k++) {
-        const wsync__pm_chunk *ch;
-        uint64_t hits = 0;
-        unsigned act = active;
-        if (k % WSYNC__PM_BATCH == 0)
-            masks(cls + 64 * k, (size_t)(nchunks - k < WSYNC__PM_BATCH ? nchunks - k : WSYNC__PM_BATCH), chunks);
-        ch = &chunks[k % WSYNC__PM_BATCH];
-        while (act) {
-            unsigned n;
-            uint64_t li;
-            c = wsync__ctz64(act);
-            act &= act - 1;
-            n = ch->count[c];
-            li = rem[c];
-            while (li < n) {
-                hits |= (uint64_t)1 << wsync__select64(ch->mask[c], (unsigned)li);
-                if (++head[c] == seg[c + 1]) {
-                    active &= ~(1u << c);
-                    break;
-                }
-                li += (uint64_t)tmp_pos[head[c]] + 1;
-            }
-            rem[c] = li - n;
-        }
-        /* emit this chunk's changes in position order (a class's values
-           are consumed in the order its changes were coded) */
-        while (hits) {
-            unsigned j = wsync__ctz64(hits);
-            uint64_t at = 64 * k + j, b, o, x;
-            hits &= hits - 1;
-            c = cls[at];
-            b = wsync__elem_load(bb + at * w, w);
-            o = wsync__ord(b, w) + wsync__unzz(tmp_val[vcur[c]++]);
-            if ((o & vmask) != o) return *why = "value step leaves the dtype's range", WSYNC_ERR_INVALID_ARGUMENT;
-            x = wsync__unord(o, w);
-            if (x == b) return *why = "a listed element does not change", WSYNC_ERR_INVALID_ARGUMENT;
-            pos[out] = (uint32_t)(first + at);
-            wsync__elem_store(val + out * w, w, x);
-            out++;
-        }
+    for (e = 0; e <= emax; e++) {
+        unsigned dd = e == emax && emax ? 0 : (top > e ? top - e : 0);
+        lut[e] = (uint8_t)(dd < WSYNC__MAX_CLASSES ? dd : WSYNC__MAX_CLASSES - 1);
     }
-    if (active || out != total) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
+    s.lut = lut;
+    s.shift = wsync__exp_shift(dt);
+    s.emask = emax;
+    s.bb = base + first * w;
+    s.w = w;
+    s.first = first;
+    s.vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << (8 * w)) - 1;
+    s.out = 0;
+    s.pos = pos;
+    s.val = val;
+    nsuper = (len + 255) / 256;
+    wsync__class_bytes(cls, s.bb, dt, top, lut, len);
+    memset(hitmap, 0, (size_t)nsuper * 4 * sizeof *hitmap);
+    if ((bad = walk(&s, cls, nsuper, hitmap)) != NULL) return *why = bad, WSYNC_ERR_OUT_OF_BOUNDS;
+    for (k = 0; k < 4 * nsuper; k++)
+        if (hitmap[k] && (bad = wsync__pm_emit(&s, k, hitmap[k])) != NULL)
+            return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
+    WSYNC_ASSERT(s.out == total); /* distinct ranks in distinct classes: distinct elements */
     *count_out = total;
     return WSYNC_OK;
 }
@@ -5376,9 +5400,10 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     const uint8_t *p = t->data;
     uint64_t size = t->end - t->begin, fixed, blk, nblocks, bi, total = 0, changed, off;
     unsigned rank, block_log2, i, w, coder, top = 0;
-    uint8_t *cls = NULL;
-    wsync__pm_chunk *chunks = NULL;
-    wsync__pm_masks_fn masks = NULL;
+    uint8_t *cls = NULL, *padded = NULL;
+    size_t padded_cap = 0;
+    uint64_t *hitmap = NULL;
+    wsync__pm_walk_fn walk = NULL;
     wsync__ctx *ctx = NULL;
     uint32_t *tmp_pos = NULL;
     uint64_t *tmp_val = NULL;
@@ -5490,12 +5515,17 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     if (coder == WSYNC__CODER_ARITH) {
         size_t cap = (size_t)(blk < pt->nelem ? blk : pt->nelem);
         ctx = (wsync__ctx *)wsync__alloc(a, sizeof *ctx);
-        cls = (uint8_t *)wsync__alloc(a, (cap + 63) & ~(size_t)63);
-        chunks = (wsync__pm_chunk *)wsync__alloc(a, WSYNC__PM_BATCH * sizeof *chunks);
+        cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
+        hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *hitmap);
+        for (bi = 0; bi < nblocks; bi++) {
+            uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
+            if (bsize > padded_cap) padded_cap = bsize;
+        }
+        padded = (uint8_t *)wsync__alloc(a, padded_cap + WSYNC__RCD_PAD);
         tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *tmp_pos);
         tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *tmp_val);
-        masks = wsync__pm_masks_pick(WSYNC_IMPL_AUTO);
-        if (!ctx || !cls || !chunks || !tmp_pos || !tmp_val) {
+        walk = wsync__pm_walk_pick(WSYNC_IMPL_AUTO);
+        if (!ctx || !cls || !hitmap || !padded || !tmp_pos || !tmp_val) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
             goto out;
         }
@@ -5509,8 +5539,8 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         if (bsize) {
             r = wsync__arith_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w, pt->target->dtype,
                                           top, first, len, pt->pos + pt->count, pt->val + pt->count * w,
-                                          changed - pt->count, &c, cls, chunks, masks, ctx, tmp_pos, tmp_val,
-                                          &why);
+                                          changed - pt->count, &c, cls, hitmap, walk, ctx, padded,
+                                          tmp_pos, tmp_val, &why);
             if (r != WSYNC_OK && check_base &&
                 wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
                 r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
@@ -5533,7 +5563,8 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
 out:
     wsync__free(a, ctx);
     wsync__free(a, cls);
-    wsync__free(a, chunks);
+    wsync__free(a, hitmap);
+    wsync__free(a, padded);
     wsync__free(a, tmp_pos);
     wsync__free(a, tmp_val);
     return r;
