@@ -3785,11 +3785,12 @@ WSYNC__INLINE void wsync__rcd_norm(wsync__rcd *d)
 
 WSYNC__INLINE unsigned wsync__rcd_bit(wsync__rcd *d, wsync__prob *pp)
 {
-    uint32_t p = *pp, bound = (d->range >> WSYNC__RC_BITS) * p, bit = d->code >= bound;
+    uint32_t p = *pp, bound = (d->range >> WSYNC__RC_BITS) * p, bit = d->code >= bound, m = 0u - bit;
     uint32_t up = p + ((WSYNC__RC_ONE - p) >> WSYNC__RC_MOVE), down = p - (p >> WSYNC__RC_MOVE);
-    d->code -= bound & (0u - bit);
-    d->range = bit ? d->range - bound : bound;
-    *pp = (wsync__prob)(bit ? down : up);
+    /* selects by mask: compilers turn ?: here into (mispredicted) branches */
+    d->code -= bound & m;
+    d->range = bound ^ ((bound ^ (d->range - bound)) & m);
+    *pp = (wsync__prob)(up ^ ((up ^ down) & m));
     wsync__rcd_norm(d);
     return bit;
 }
@@ -4214,58 +4215,123 @@ static wsync__pm_walk_fn wsync__pm_walk_pick(wsync_impl impl)
     }
 }
 
-/* Decodes one block: every symbol first (per class: rank gaps into
-   tmp_pos, zigzag steps into tmp_val), then the position walk. */
-static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, const uint8_t *base, unsigned w,
-                                              wsync_dtype dt, unsigned top, uint64_t first, uint64_t len,
-                                              uint32_t *pos, uint8_t *val, uint64_t room, uint64_t *count_out,
-                                              uint8_t *cls, uint64_t *hitmap, wsync__pm_walk_fn walk,
-                                              wsync__ctx *ctx, uint8_t *padded, uint32_t *tmp_pos,
-                                              uint64_t *tmp_val, const char **why)
-{
+/* Reading a block's symbols: the counts of each class, then per change its
+   rank gap and value step, into gap[] and zv[] class after class. */
+typedef struct wsync__pm_sym {
     wsync__rcd d;
+    wsync__ctx *ctx;
+    uint32_t *gap;          /* per change: its rank gap within its class */
+    uint64_t *zv;           /* per change: its zigzag value step */
+    uint64_t *seg;          /* WSYNC__MAX_CLASSES + 1 starts */
+    uint64_t len, room, total, next, left;
+    unsigned c;             /* class being read */
+    int invalid;
+    const char *why;
+    wsync_result r;
+} wsync__pm_sym;
+
+WSYNC__INLINE int wsync__pm_sym_fail(wsync__pm_sym *s, wsync_result r, const char *why)
+{
+    s->r = r;
+    s->why = why;
+    return 0;
+}
+
+/* Reads class counts up to the next class with changes: 1 when there is
+   one, 0 at the end of the block (s->r says whether it is good). */
+WSYNC__INLINE int wsync__pm_sym_open(wsync__pm_sym *s)
+{
+    for (; s->c < WSYNC__MAX_CLASSES; s->c++) {
+        wsync__ctx *x = s->ctx;
+        uint64_t n = wsync__rcd_uint(&s->d, x->count_len[s->c], x->count_mant[s->c], 5, &s->invalid);
+        s->seg[s->c] = s->total;
+        if (s->d.p > s->d.end) return wsync__pm_sym_fail(s, WSYNC_ERR_TRUNCATED, "stream ends early");
+        if (n > s->len - s->total || n > s->room - s->total)
+            return wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "class change count too large");
+        if (n) {
+            s->left = n;
+            s->next = 0;
+            return 1;
+        }
+    }
+    s->seg[WSYNC__MAX_CLASSES] = s->total;
+    if (s->d.p != s->d.end)
+        return wsync__pm_sym_fail(s, WSYNC_ERR_TRAILING_BYTES, "bytes left over after the block's changes");
+    if (s->total == 0) return wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "a stored block without changes");
+    return 0;
+}
+
+/* Reads one change: 1 while the block has more. */
+WSYNC__INLINE int wsync__pm_sym_step(wsync__pm_sym *s)
+{
+    wsync__ctx *x = s->ctx;
+    unsigned c = s->c;
+    uint64_t g = wsync__rcd_uint(&s->d, x->gap_len[c], x->gap_mant[c], 5, &s->invalid), z;
+    if (!wsync__rcd_bit(&s->d, &x->val_small[c])) z = wsync__rcd_bit(&s->d, &x->val_sign[c]);
+    else {
+        z = wsync__rcd_uint(&s->d, x->val_len[c], x->val_mant[c], 7, &s->invalid);
+        if (z < 2 || s->invalid) return wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "invalid value code");
+    }
+    if (s->d.p > s->d.end) return wsync__pm_sym_fail(s, WSYNC_ERR_TRUNCATED, "stream ends early");
+    if (g >= s->len - s->next) return wsync__pm_sym_fail(s, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+    s->next += g + 1;
+    s->gap[s->total] = (uint32_t)g;
+    s->zv[s->total] = z;
+    s->total++;
+    if (--s->left) return 1;
+    s->c++;
+    return wsync__pm_sym_open(s);
+}
+
+/* Starts reading a block (copied into padded, which has room for
+   WSYNC__RCD_PAD more bytes); s->r says whether it can go on. */
+static void wsync__pm_sym_begin(wsync__pm_sym *s, const uint8_t *p, size_t size, uint8_t *padded, uint64_t len,
+                                uint64_t room)
+{
+    s->r = WSYNC_OK;
+    s->why = NULL;
+    s->len = len;
+    s->room = room;
+    s->total = 0;
+    s->c = 0;
+    s->invalid = 0;
+    if (p[0] != 0) {
+        wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "range coder stream must start with a zero byte");
+        return;
+    }
+    memcpy(padded, p, size);
+    memset(padded + size, 0, WSYNC__RCD_PAD);
+    wsync__ctx_init(s->ctx);
+    wsync__rcd_init(&s->d, padded, size);
+}
+
+/* Reads the symbols of one block. (Reading two blocks in turns, for two
+   independent chains, measured no faster: the branches on each change's
+   lengths mispredict and flush both.) */
+static void wsync__pm_symbols(wsync__pm_sym *a)
+{
+    wsync__pm_sym s = *a;
+    int go = s.r == WSYNC_OK && wsync__pm_sym_open(&s);
+    while (go) go = wsync__pm_sym_step(&s);
+    *a = s;
+}
+
+/* Turns a block's symbols (read by wsync__pm_symbols) into positions and
+   values, in position order, at pos and val. */
+static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *base, unsigned w, wsync_dtype dt,
+                                        unsigned top, uint64_t first, uint64_t len, uint32_t *pos, uint8_t *val,
+                                        uint8_t *cls, uint64_t *hitmap, wsync__pm_walk_fn walk, const char **why)
+{
     wsync__pm_walk s;
-    uint64_t seg[WSYNC__MAX_CLASSES + 1], total = 0, nsuper, k;
+    uint64_t nsuper, k;
     uint8_t lut[2048];
     unsigned c, e, emax = wsync__exp_max(dt);
     const char *bad;
-    int invalid = 0;
-    if (p[0] != 0) return *why = "range coder stream must start with a zero byte", WSYNC_ERR_INVALID_ARGUMENT;
-    memcpy(padded, p, size);
-    memset(padded + size, 0, WSYNC__RCD_PAD);
-    wsync__ctx_init(ctx);
-    wsync__rcd_init(&d, padded, size);
-    /* 1. symbols */
+    s.gap = sy->gap;
+    s.zv = sy->zv;
     for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-        uint64_t n_c = wsync__rcd_uint(&d, ctx->count_len[c], ctx->count_mant[c], 5, &invalid), j, next = 0;
-        seg[c] = total;
-        if (d.p > d.end) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
-        if (n_c > len - total || n_c > room - total)
-            return *why = "class change count too large", WSYNC_ERR_INVALID_ARGUMENT;
-        for (j = 0; j < n_c; j++) {
-            uint64_t g = wsync__rcd_uint(&d, ctx->gap_len[c], ctx->gap_mant[c], 5, &invalid), z;
-            if (!wsync__rcd_bit(&d, &ctx->val_small[c])) z = wsync__rcd_bit(&d, &ctx->val_sign[c]);
-            else {
-                z = wsync__rcd_uint(&d, ctx->val_len[c], ctx->val_mant[c], 7, &invalid);
-                if (z < 2 || invalid) return *why = "invalid value code", WSYNC_ERR_INVALID_ARGUMENT;
-            }
-            if (d.p > d.end) return *why = "stream ends early", WSYNC_ERR_TRUNCATED;
-            if (g >= len - next) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
-            next += g + 1;
-            tmp_pos[total] = (uint32_t)g;
-            tmp_val[total] = z;
-            total++;
-        }
-    }
-    seg[WSYNC__MAX_CLASSES] = total;
-    if (d.p != d.end) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
-    if (total == 0) return *why = "a stored block without changes", WSYNC_ERR_INVALID_ARGUMENT;
-    /* 2. positions */
-    s.gap = tmp_pos;
-    s.zv = tmp_val;
-    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-        s.head[c] = s.vcur[c] = seg[c];
-        s.end[c] = seg[c + 1];
+        s.head[c] = s.vcur[c] = sy->seg[c];
+        s.end[c] = sy->seg[c + 1];
     }
     for (e = 0; e <= emax; e++) {
         unsigned dd = e == emax && emax ? 0 : (top > e ? top - e : 0);
@@ -4288,10 +4354,10 @@ static wsync_result wsync__arith_decode_block(const uint8_t *p, size_t size, con
     for (k = 0; k < 4 * nsuper; k++)
         if (hitmap[k] && (bad = wsync__pm_emit(&s, k, hitmap[k])) != NULL)
             return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
-    WSYNC_ASSERT(s.out == total); /* distinct ranks in distinct classes: distinct elements */
-    *count_out = total;
+    WSYNC_ASSERT(s.out == sy->total); /* distinct ranks in distinct classes: distinct elements */
     return WSYNC_OK;
 }
+
 
 /* Checks a base/next pair and returns its element width. */
 static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor *x, unsigned *width,
@@ -5512,20 +5578,20 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     pt->val = (uint8_t *)wsync__alloc(a, (size_t)changed * w);
     if (!pt->pos || !pt->val)
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoded changes");
-    if (coder == WSYNC__CODER_ARITH) {
+    {
         size_t cap = (size_t)(blk < pt->nelem ? blk : pt->nelem);
-        ctx = (wsync__ctx *)wsync__alloc(a, sizeof *ctx);
-        cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
-        hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *hitmap);
         for (bi = 0; bi < nblocks; bi++) {
             uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
             if (bsize > padded_cap) padded_cap = bsize;
         }
+        ctx = (wsync__ctx *)wsync__alloc(a, sizeof *ctx);
         padded = (uint8_t *)wsync__alloc(a, padded_cap + WSYNC__RCD_PAD);
         tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *tmp_pos);
         tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *tmp_val);
+        cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
+        hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *hitmap);
         walk = wsync__pm_walk_pick(WSYNC_IMPL_AUTO);
-        if (!ctx || !cls || !hitmap || !padded || !tmp_pos || !tmp_val) {
+        if (!ctx || !padded || !tmp_pos || !tmp_val || !cls || !hitmap) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
             goto out;
         }
@@ -5534,26 +5600,34 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     r = WSYNC_OK;
     for (bi = 0; bi < nblocks; bi++) {
         uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
-        uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk, c = 0;
-        const char *why = "";
-        if (bsize) {
-            r = wsync__arith_decode_block(p + off, bsize, (const uint8_t *)pt->target->data, w, pt->target->dtype,
-                                          top, first, len, pt->pos + pt->count, pt->val + pt->count * w,
-                                          changed - pt->count, &c, cls, hitmap, walk, ctx, padded,
-                                          tmp_pos, tmp_val, &why);
-            if (r != WSYNC_OK && check_base &&
-                wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
-                r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
-                                "the target is not this delta's base (its digest differs)");
-                goto out;
-            }
-            if (r != WSYNC_OK) {
-                r = wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
-                                (unsigned long long)bi, (unsigned long long)off, why);
-                goto out;
-            }
+        uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk;
+        uint64_t seg[WSYNC__MAX_CLASSES + 1];
+        wsync__pm_sym sy;
+        const char *why;
+        if (!bsize) continue;
+        sy.ctx = ctx;
+        sy.gap = tmp_pos;
+        sy.zv = tmp_val;
+        sy.seg = seg;
+        wsync__pm_sym_begin(&sy, p + off, bsize, padded, len, changed - pt->count);
+        wsync__pm_symbols(&sy);
+        r = sy.r;
+        why = sy.why;
+        if (r == WSYNC_OK)
+            r = wsync__pm_positions(&sy, (const uint8_t *)pt->target->data, w, pt->target->dtype, top, first, len,
+                                    pt->pos + pt->count, pt->val + pt->count * w, cls, hitmap, walk, &why);
+        if (r != WSYNC_OK && check_base &&
+            wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
+            r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
+                            "the target is not this delta's base (its digest differs)");
+            goto out;
         }
-        pt->count += c;
+        if (r != WSYNC_OK) {
+            r = wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
+                            (unsigned long long)bi, (unsigned long long)off, why);
+            goto out;
+        }
+        pt->count += sy.total;
         off += bsize;
     }
     if (pt->count != changed)
@@ -5562,11 +5636,11 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
                         (unsigned long long)changed);
 out:
     wsync__free(a, ctx);
-    wsync__free(a, cls);
-    wsync__free(a, hitmap);
     wsync__free(a, padded);
     wsync__free(a, tmp_pos);
     wsync__free(a, tmp_val);
+    wsync__free(a, cls);
+    wsync__free(a, hitmap);
     return r;
 }
 
