@@ -3777,9 +3777,9 @@ static void wsync__rcd_init(wsync__rcd *d, const uint8_t *padded, size_t n)
 
 WSYNC__INLINE void wsync__rcd_norm(wsync__rcd *d)
 {
-    uint32_t n = d->range < (1u << 24), sh = n << 3;
-    d->range <<= sh;
-    d->code = (d->code << sh) | (*d->p & (0u - n));
+    uint32_t r8 = d->range << 8, c8 = (d->code << 8) | *d->p, n = d->range < (1u << 24);
+    d->range = n ? r8 : d->range; /* cmov: one cycle on the chain */
+    d->code = n ? c8 : d->code;
     d->p += n;
 }
 
@@ -4101,6 +4101,7 @@ WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, uint64_t k, uint64_t
         hits &= hits - 1;
         b = wsync__elem_load(s->bb + at * s->w, s->w);
         c = s->lut[(b >> s->shift) & s->emask];
+        if (s->vcur[c] == s->end[c]) return "more changes than the class holds"; /* cannot happen */
         o = wsync__ord(b, s->w) + wsync__unzz(s->zv[s->vcur[c]++]);
         if ((o & s->vmask) != o) return "value step leaves the dtype's range";
         x = wsync__unord(o, s->w);
@@ -4113,9 +4114,9 @@ WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, uint64_t k, uint64_t
 }
 
 /* The walk, class by class: a class's members are counted 256 elements at
-   a time (four 64-bit masks) until the piece holding its next change, whose
-   bit is selected and marked in hitmap. The branches follow one class at a
-   time, so they are predictable. MASK64(p, c) is the mask of bytes equal
+   a time (four 64-bit masks) until the superchunk holding its next change,
+   whose bit is selected and marked in hitmap. Following one class at a time
+   keeps the branches predictable. MASK64(p, c) is the mask of bytes equal
    to c among the 64 at p; one instance per code path. */
 #define WSYNC__PM_WALK(NAME, ATTR, MASK64, POPCNT, SELECT)                                        \
     ATTR static const char *NAME(wsync__pm_walk *s, const uint8_t *cls, uint64_t nsuper,          \
@@ -4123,31 +4124,30 @@ WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, uint64_t k, uint64_t
     {                                                                                             \
         unsigned c;                                                                               \
         for (c = 0; c < WSYNC__MAX_CLASSES; c++) {                                                \
-            uint64_t j = s->head[c], end = s->end[c], r, sc = 0, cnt;                             \
-            const uint8_t *q = cls;                                                               \
+            uint64_t j = s->head[c], end = s->end[c], r, sc = 0, m0, m1, m2, m3, n0, n01, n012, cnt; \
             if (j == end) continue;                                                               \
             r = s->gap[j];                                                                        \
-            cnt = (uint64_t)POPCNT(MASK64(q, c)) + POPCNT(MASK64(q + 64, c)) +                    \
-                  POPCNT(MASK64(q + 128, c)) + POPCNT(MASK64(q + 192, c));                        \
             for (;;) {                                                                            \
-                uint64_t m, n, piece = 0, rr;                                                     \
-                while (r >= cnt) {                                                                \
-                    r -= cnt;                                                                     \
-                    if (++sc == nsuper) return "rank past its class";                             \
-                    q = cls + 256 * sc;                                                           \
-                    cnt = (uint64_t)POPCNT(MASK64(q, c)) + POPCNT(MASK64(q + 64, c)) +            \
-                          POPCNT(MASK64(q + 128, c)) + POPCNT(MASK64(q + 192, c));                \
+                const uint8_t *q = cls + 256 * sc;                                                \
+                m0 = MASK64(q, c);                                                                \
+                m1 = MASK64(q + 64, c);                                                           \
+                m2 = MASK64(q + 128, c);                                                          \
+                m3 = MASK64(q + 192, c);                                                          \
+                n0 = POPCNT(m0);                                                                  \
+                n01 = n0 + POPCNT(m1);                                                            \
+                n012 = n01 + POPCNT(m2);                                                          \
+                cnt = n012 + POPCNT(m3);                                                          \
+                while (r < cnt) { /* a change here: its piece picked without branches */         \
+                    uint64_t b1 = r >= n0, b2 = r >= n01, b3 = r >= n012, m, rr;                  \
+                    m = b3 ? m3 : b2 ? m2 : b1 ? m1 : m0;                                         \
+                    rr = r - (b3 ? n012 : b2 ? n01 : b1 ? n0 : 0);                                \
+                    hitmap[4 * sc + b1 + b2 + b3] |= SELECT(m, (unsigned)rr);                     \
+                    if (++j == end) break;                                                        \
+                    r += (uint64_t)s->gap[j] + 1;                                                 \
                 }                                                                                 \
-                m = MASK64(q, c);                                                                 \
-                n = POPCNT(m);                                                                    \
-                for (rr = r; rr >= n; n = POPCNT(m)) { /* r < cnt: ends within the four */        \
-                    rr -= n;                                                                      \
-                    piece++;                                                                      \
-                    m = MASK64(q + 64 * piece, c);                                                \
-                }                                                                                 \
-                hitmap[4 * sc + piece] |= SELECT(m, (unsigned)rr);                                \
-                if (++j == end) break;                                                            \
-                r += (uint64_t)s->gap[j] + 1;                                                     \
+                if (j == end) break;                                                              \
+                r -= cnt;                                                                         \
+                if (++sc == nsuper) return "rank past its class";                                 \
             }                                                                                     \
         }                                                                                         \
         return NULL;                                                                              \
@@ -4354,7 +4354,7 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
     for (k = 0; k < 4 * nsuper; k++)
         if (hitmap[k] && (bad = wsync__pm_emit(&s, k, hitmap[k])) != NULL)
             return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
-    WSYNC_ASSERT(s.out == sy->total); /* distinct ranks in distinct classes: distinct elements */
+    if (s.out != sy->total) return *why = "fewer changes placed than read", WSYNC_ERR_INVALID_ARGUMENT; /* cannot happen */
     return WSYNC_OK;
 }
 

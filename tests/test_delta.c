@@ -3052,6 +3052,124 @@ static void test_update_base(void)
             }
 }
 
+/* packed-max's decoder helpers against rules written here again: the
+   class of every bf16 pattern, and each code path's rank walk. */
+static void test_packed_max_paths(void)
+{
+    static const unsigned tops[] = {0, 1, 5, 11, 12, 100, 127, 130, 254};
+    static const uint64_t lens[] = {65536, 1, 63, 64, 255, 257, 1000};
+    uint8_t lut[2048];
+    size_t ti, li;
+    td_rng rng = {77};
+    TEST_BEGIN("packed-max: class bytes of every bf16 pattern follow the rule, for 9 tops and 7 lengths");
+    {
+        uint16_t *base = (uint16_t *)malloc(65536 * 2);
+        uint8_t *cls = (uint8_t *)malloc(65536 + 256);
+        unsigned bad = 0;
+        uint32_t u;
+        for (u = 0; u < 65536; u++) base[u] = (uint16_t)(u * 40503u); /* every pattern, shuffled */
+        for (ti = 0; ti < sizeof tops / sizeof tops[0]; ti++) {
+            unsigned top = tops[ti], e;
+            for (e = 0; e < 256; e++) {
+                unsigned d = e == 255 ? 0 : top > e ? top - e : 0;
+                lut[e] = (uint8_t)(d < 12 ? d : 11);
+            }
+            for (li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                uint64_t len = lens[li], i, padded = (len + 255) / 256 * 256;
+                memset(cls, 0xAB, 65536 + 256);
+                wsync__class_bytes(cls, (const uint8_t *)base, WSYNC_DTYPE_BF16, top, lut, len);
+                for (i = 0; i < len && bad < 5; i++) {
+                    unsigned ex = (base[i] >> 7) & 0xFF, want = ex == 255 ? 0 : top > ex ? top - ex : 0;
+                    if (want > 11) want = 11;
+                    if (cls[i] != want) {
+                        bad++;
+                        CHECK_MSG(0, "top %u len %lu element %lu (0x%04x): class %u, want %u", top,
+                                  (unsigned long)len, (unsigned long)i, base[i], cls[i], want);
+                    }
+                }
+                for (; i < padded && bad < 5; i++)
+                    if (cls[i] != 0xFF) {
+                        bad++;
+                        CHECK_MSG(0, "top %u len %lu: pad byte %lu is %u", top, (unsigned long)len,
+                                  (unsigned long)i, cls[i]);
+                    }
+                CHECK(cls[padded] == 0xAB); /* nothing written past the padding */
+            }
+        }
+        CHECK(bad == 0);
+        free(base);
+        free(cls);
+    }
+    TEST_END();
+
+    TEST_BEGIN("packed-max: every code path's rank walk marks the members a rule picks, and refuses a rank past its class");
+    {
+        enum { N = 4096 + 256 };
+        uint8_t *cls = (uint8_t *)malloc(N);
+        uint32_t *gap = (uint32_t *)malloc((N + 1) * sizeof *gap);
+        uint64_t *want = (uint64_t *)malloc(N / 64 * sizeof *want), *got = (uint64_t *)malloc(N / 64 * sizeof *got);
+        int round, impl, paths = 0;
+        for (round = 0; round < 60; round++) {
+            uint64_t len = 1 + td_next(&rng) % 4096, nsuper = (len + 255) / 256, i, total = 0;
+            unsigned c, nclass = 1 + (unsigned)(td_next(&rng) % 12);
+            uint64_t rate = td_next(&rng) % 100; /* percent of members changed */
+            wsync__pm_walk s;
+            memset(&s, 0, sizeof s);
+            s.gap = gap;
+            memset(cls, 0xFF, N);
+            memset(want, 0, N / 64 * sizeof *want);
+            for (i = 0; i < len; i++) cls[i] = (uint8_t)(td_next(&rng) % nclass);
+            if (round % 7 == 3) memset(cls, 5 % nclass, (size_t)len); /* one class fills the block */
+            for (c = 0; c < 12; c++) {
+                uint64_t rank = 0, prev = 0;
+                int any = 0;
+                s.head[c] = total;
+                for (i = 0; i < len; i++) {
+                    if (cls[i] != c) continue;
+                    if (td_next(&rng) % 100 < rate || (round % 5 == 0 && rank == 0)) {
+                        gap[total++] = (uint32_t)(rank - (any ? prev + 1 : 0));
+                        prev = rank;
+                        any = 1;
+                        want[i / 64] |= (uint64_t)1 << (i % 64);
+                    }
+                    rank++;
+                }
+                s.end[c] = total;
+            }
+            for (impl = 0; impl < WSYNC_IMPL_COUNT; impl++) {
+                wsync__pm_walk_fn walk = wsync__pm_walk_pick((wsync_impl)impl);
+                const char *why;
+                if (!walk) continue;
+                paths++;
+                memset(got, 0, N / 64 * sizeof *got);
+                why = walk(&s, cls, nsuper, got);
+                CHECK_MSG(why == NULL, "%s round %d: %s", wsync_impl_name((wsync_impl)impl), round, why);
+                CHECK_MSG(memcmp(got, want, nsuper * 4 * sizeof *got) == 0, "%s round %d: marks differ",
+                          wsync_impl_name((wsync_impl)impl), round);
+                if (total) { /* one more member than the class has */
+                    uint64_t k = td_next(&rng) % total, members = 0;
+                    uint32_t keep = gap[k];
+                    for (c = 0; c < 12; c++)
+                        if (k >= s.head[c] && k < s.end[c]) break;
+                    for (i = 0; i < len; i++) members += cls[i] == c;
+                    gap[k] = (uint32_t)members; /* at least one past the end */
+                    memset(got, 0, N / 64 * sizeof *got);
+                    why = walk(&s, cls, nsuper, got);
+                    CHECK_MSG(why && strstr(why, "rank past its class"), "%s round %d: a rank past class %u passed",
+                              wsync_impl_name((wsync_impl)impl), round, c);
+                    gap[k] = keep;
+                }
+            }
+        }
+        CHECK(paths >= 60 * 2); /* scalar and AUTO at least */
+        free(cls);
+        free(gap);
+        free(want);
+        free(got);
+    }
+    TEST_END();
+}
+
 int main(void)
 {
     test_digest();
@@ -3080,5 +3198,6 @@ int main(void)
     test_encode_memory();
     test_split_encode();
     test_update_base();
+    test_packed_max_paths();
     return check_summary();
 }
