@@ -4091,24 +4091,29 @@ typedef struct wsync__pm_walk {
     uint8_t *val;
 } wsync__pm_walk;
 
-/* Writes chunk k's changes in position order; a class's values are taken
-   in the order its changes were coded. NULL, or why the block is bad. */
-WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, uint64_t k, uint64_t hits)
+/* Writes the marked changes in position order; a class's values are taken
+   in the order its changes were coded. NULL, or why the block is bad. The
+   element width w is a constant where this is inlined. */
+WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitmap, uint64_t nwords, unsigned w)
 {
-    while (hits) {
-        uint64_t at = 64 * k + wsync__ctz64(hits), b, o, x;
-        unsigned c;
-        hits &= hits - 1;
-        b = wsync__elem_load(s->bb + at * s->w, s->w);
-        c = s->lut[(b >> s->shift) & s->emask];
-        if (s->vcur[c] == s->end[c]) return "more changes than the class holds"; /* cannot happen */
-        o = wsync__ord(b, s->w) + wsync__unzz(s->zv[s->vcur[c]++]);
-        if ((o & s->vmask) != o) return "value step leaves the dtype's range";
-        x = wsync__unord(o, s->w);
-        if (x == b) return "a listed element does not change";
-        s->pos[s->out] = (uint32_t)(s->first + at);
-        wsync__elem_store(s->val + s->out * s->w, s->w, x);
-        s->out++;
+    uint64_t k;
+    for (k = 0; k < nwords; k++) {
+        uint64_t hits = hitmap[k];
+        while (hits) {
+            uint64_t at = 64 * k + wsync__ctz64(hits), b, o, x;
+            unsigned c;
+            hits &= hits - 1;
+            b = wsync__elem_load(s->bb + at * w, w);
+            c = s->lut[(b >> s->shift) & s->emask];
+            if (s->vcur[c] == s->end[c]) return "more changes than the class holds"; /* cannot happen */
+            o = wsync__ord(b, w) + wsync__unzz(s->zv[s->vcur[c]++]);
+            if ((o & s->vmask) != o) return "value step leaves the dtype's range";
+            x = wsync__unord(o, w);
+            if (x == b) return "a listed element does not change";
+            s->pos[s->out] = (uint32_t)(s->first + at);
+            wsync__elem_store(s->val + s->out * w, w, x);
+            s->out++;
+        }
     }
     return NULL;
 }
@@ -4323,7 +4328,7 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
                                         uint8_t *cls, uint64_t *hitmap, wsync__pm_walk_fn walk, const char **why)
 {
     wsync__pm_walk s;
-    uint64_t nsuper, k;
+    uint64_t nsuper;
     uint8_t lut[2048];
     unsigned c, e, emax = wsync__exp_max(dt);
     const char *bad;
@@ -4351,9 +4356,13 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
     wsync__class_bytes(cls, s.bb, dt, top, lut, len);
     memset(hitmap, 0, (size_t)nsuper * 4 * sizeof *hitmap);
     if ((bad = walk(&s, cls, nsuper, hitmap)) != NULL) return *why = bad, WSYNC_ERR_OUT_OF_BOUNDS;
-    for (k = 0; k < 4 * nsuper; k++)
-        if (hitmap[k] && (bad = wsync__pm_emit(&s, k, hitmap[k])) != NULL)
-            return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
+    switch (w) {
+    case 1: bad = wsync__pm_emit(&s, hitmap, 4 * nsuper, 1); break;
+    case 2: bad = wsync__pm_emit(&s, hitmap, 4 * nsuper, 2); break;
+    case 4: bad = wsync__pm_emit(&s, hitmap, 4 * nsuper, 4); break;
+    default: bad = wsync__pm_emit(&s, hitmap, 4 * nsuper, 8); break;
+    }
+    if (bad) return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
     if (s.out != sy->total) return *why = "fewer changes placed than read", WSYNC_ERR_INVALID_ARGUMENT; /* cannot happen */
     return WSYNC_OK;
 }
