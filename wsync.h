@@ -1067,8 +1067,12 @@ static uint64_t wsync__load_le64(const uint8_t *p)
 
 static void wsync__store_le64(uint8_t *p, uint64_t v)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 8); /* one store: the bit writer's hot path (gcc -O2 keeps the loop below as eight) */
+#else
     int i;
     for (i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+#endif
 }
 
 /* ---------------------------------------------------------------------
