@@ -3196,13 +3196,44 @@ WSYNC__AVX512 static size_t wsync__diff_avx512(const uint8_t *a, const uint8_t *
    stored only when more than 16 of the 32 differ. (The masked forms of the
    extract and widen avoid an uninitialised-value warning in GCC 12's C++
    mode; the mask keeps every lane.) */
+/* Stores the positions of one 64-byte line's set mask bits (2-byte
+   elements from byte offset i). */
+WSYNC__AVX512VBMI2 static inline size_t wsync__diff_w2_put(__mmask32 m, size_t i, uint32_t *pos, size_t count,
+                                                          __m512i lane16)
+{
+    __m512i c = _mm512_maskz_compress_epi16(m, lane16);
+    __m512i base = _mm512_set1_epi32((int)(uint32_t)(i >> 1));
+    unsigned n = (unsigned)__builtin_popcount((unsigned)m);
+    _mm512_storeu_si512((void *)(pos + count),
+                        _mm512_add_epi32(_mm512_maskz_cvtepu16_epi32(0xFFFF, _mm512_maskz_extracti64x4_epi64(0xFF, c, 0)), base));
+    if (n > 16)
+        _mm512_storeu_si512((void *)(pos + count + 16),
+                            _mm512_add_epi32(_mm512_maskz_cvtepu16_epi32(0xFFFF, _mm512_maskz_extracti64x4_epi64(0xFF, c, 1)), base));
+    return count + n;
+}
+
 WSYNC__AVX512VBMI2 static size_t wsync__diff_avx512_w2(const uint8_t *a, const uint8_t *b, size_t nbytes,
                                                       uint32_t *pos)
 {
     size_t i, count = 0;
     const __m512i lane16 = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
                                             13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    for (i = 0; i + 64 <= nbytes; i += 64) {
+    for (i = 0; i + 256 <= nbytes; i += 256) {
+        /* four lines loaded before any is used: more loads in flight */
+        __mmask32 m0 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i)),
+                                                _mm512_loadu_si512((const void *)(b + i)));
+        __mmask32 m1 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 64)),
+                                                _mm512_loadu_si512((const void *)(b + i + 64)));
+        __mmask32 m2 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 128)),
+                                                _mm512_loadu_si512((const void *)(b + i + 128)));
+        __mmask32 m3 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 192)),
+                                                _mm512_loadu_si512((const void *)(b + i + 192)));
+        count = wsync__diff_w2_put(m0, i, pos, count, lane16);
+        count = wsync__diff_w2_put(m1, i + 64, pos, count, lane16);
+        count = wsync__diff_w2_put(m2, i + 128, pos, count, lane16);
+        count = wsync__diff_w2_put(m3, i + 192, pos, count, lane16);
+    }
+    for (; i + 64 <= nbytes; i += 64) {
         __m512i x = _mm512_loadu_si512((const void *)(a + i)), y = _mm512_loadu_si512((const void *)(b + i));
         __mmask32 m = _mm512_cmpneq_epi16_mask(x, y);
         __m512i c = _mm512_maskz_compress_epi16(m, lane16);
