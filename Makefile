@@ -28,7 +28,7 @@ SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
-.PHONY: all deps test test-run test-exhaustive bench fuzz fuzz-run demo clean
+.PHONY: all deps test test-build test-run test-exhaustive bench fuzz fuzz-run demo clean
 
 all: $(BUILD)/wsync
 
@@ -56,10 +56,13 @@ $(BUILD)/test_s3: tests/test_s3.c tests/check.h $(HEADERS) | $(BUILD)
 $(BUILD)/san/test_s3: tests/test_s3.c tests/check.h $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
-$(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) | $(BUILD)
+# Some tests include the CLI's headers under examples/ too.
+EXAMPLE_HEADERS := $(wildcard examples/*.h)
+
+$(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) $(EXAMPLE_HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS)
 
-$(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) | $(BUILD)/san
+$(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) $(EXAMPLE_HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS)
 
 # The replay driver runs every fuzz harness's saved inputs with any compiler.
@@ -83,12 +86,19 @@ $(BUILD)/test_exhaustive: tests/test_exhaustive.c tests/check.h $(HEADERS) | $(B
 deps:
 	@tests/install-deps.sh
 
+# The programs are built in parallel first (one job per core), then run.
+TEST_PROGRAMS := $(BUILD)/wsync $(BUILD)/san/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http \
+      $(BUILD)/san/test_http $(BUILD)/test_s3 $(BUILD)/san/test_s3 \
+      $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
 test: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@$(MAKE) --no-print-directory test-run
 
-test-run: $(BUILD)/wsync $(BUILD)/san/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http $(BUILD)/san/test_http \
-      $(BUILD)/test_s3 $(BUILD)/san/test_s3 \
-      $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
+test-build: $(TEST_PROGRAMS)
+
+test-run: $(TEST_PROGRAMS)
 	@tests/run.sh tests \
 	    $(TEST_BINS) \
 	    $(SAN_BINS) \
