@@ -3502,6 +3502,24 @@ WSYNC__INLINE uint64_t wsync__br_take(wsync__br *r, unsigned n) /* n <= avail, n
    from those 65 bins (the sum of v >> k is taken as sum / 2^k), so the
    choice costs a few operations per value whatever the number of
    candidates. The decoder does not care how k was chosen. */
+/* The Rice parameter with the shortest expected code for gaps drawn from a
+   geometric distribution with mean sum/count: the smallest k with
+   theta^(2^k) <= phi - 1, theta = mean / (mean + 1) (Gallager and Van
+   Voorhis, 1975), in 32-bit fixed point so every platform picks the same;
+   at most 24. */
+static unsigned wsync__rice_k_geometric(uint64_t sum, uint64_t count)
+{
+    uint64_t t;
+    unsigned k = 0;
+    if (count == 0 || sum == 0 || sum >= ((uint64_t)1 << 31)) return sum ? 24 : 0;
+    t = (sum << 32) / (sum + count); /* theta, below 2^32 */
+    while (k < 24 && t > 0x9E3779B9u) { /* (sqrt(5) - 1) / 2 in 32-bit fixed point */
+        t = (t * t) >> 32;
+        k++;
+    }
+    return k;
+}
+
 static unsigned wsync__rice_pick(const uint64_t *cnt, const uint64_t *sum, unsigned esc, unsigned raw, unsigned kmax)
 {
     uint64_t best_cost = UINT64_MAX;
@@ -3559,8 +3577,6 @@ static size_t wsync__varint_get(const uint8_t *p, size_t avail, uint64_t *v)
 /* Scratch for one block of the encoder. */
 typedef struct wsync__encblk {
     uint32_t *pos;
-    uint64_t *gaps;
-    uint64_t *vals;   /* zigzag steps */
     size_t cap;
     /* packed-max only */
     struct wsync__classes *k;
@@ -3569,44 +3585,35 @@ typedef struct wsync__encblk {
 } wsync__encblk;
 
 /* One block's payload: varint count, kg, kv, then per change the gap and
-   the value code. Appends to out; `count` > 0. The first loop computes gaps
-   and steps and their bit-length histograms for the Rice parameters (four
-   interleaved copies, so that runs of equal lengths do not wait on each
-   other's stores); the second writes both codes of a change with one put
-   when they fit in 57 bits, which is nearly always. */
+   the value code. Appends to out; `count` > 0. The parameters come first
+   (below), then one pass codes each change, both codes with one put when
+   they fit in 57 bits, which is nearly always. */
 WSYNC__INLINE int wsync__rice_block_w(wsync__buf *out, const uint8_t *base, const uint8_t *next, const unsigned w,
-                                      const uint32_t *pos, size_t count, wsync__encblk *s)
+                                      const uint32_t *pos, size_t count)
 {
-    size_t i;
+    size_t i, step = count / 64 + 1;
     uint32_t prev = 0;
-    unsigned kg, kv, L;
+    unsigned kg, kv;
     const unsigned vbits = 8 * w;
-    uint64_t hc[4][2][65], hs[4][2][65], cnt[2][65], sum[2][65];
+    uint64_t cnt[65], sum[65];
     const uint64_t cap = (uint64_t)1 << 40;
     wsync__bw bw;
-    memset(hc, 0, sizeof hc);
-    memset(hs, 0, sizeof hs);
-    for (i = 0; i < count; i++) {
+    /* Gaps: the parameter that is best for a geometric source with the
+       block's mean gap, which the positions give without a pass (the gaps
+       add up to the last position + 1 - count). Values: the exact-cost pick
+       over at most 64 of them, spread over the block. One pass then codes. */
+    kg = wsync__rice_k_geometric((uint64_t)pos[count - 1] + 1 - count, count);
+    memset(cnt, 0, sizeof cnt);
+    memset(sum, 0, sizeof sum);
+    for (i = 0; i < count; i += step) {
         uint64_t b = wsync__elem_load(base + (size_t)pos[i] * w, w);
         uint64_t x = wsync__elem_load(next + (size_t)pos[i] * w, w);
-        uint64_t g = pos[i] - prev, z = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
-        unsigned lg = wsync__bitlen64(g), lv = wsync__bitlen64(z);
-        prev = pos[i] + 1;
-        s->gaps[i] = g;
-        s->vals[i] = z;
-        hc[i & 3][0][lg]++;
-        hs[i & 3][0][lg] += g;
-        hc[i & 3][1][lv]++;
-        hs[i & 3][1][lv] += z < cap ? z : cap;
+        uint64_t z = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
+        unsigned lv = wsync__bitlen64(z);
+        cnt[lv]++;
+        sum[lv] += z < cap ? z : cap;
     }
-    for (L = 0; L <= 64; L++) {
-        cnt[0][L] = hc[0][0][L] + hc[1][0][L] + hc[2][0][L] + hc[3][0][L];
-        sum[0][L] = hs[0][0][L] + hs[1][0][L] + hs[2][0][L] + hs[3][0][L];
-        cnt[1][L] = hc[0][1][L] + hc[1][1][L] + hc[2][1][L] + hc[3][1][L];
-        sum[1][L] = hs[0][1][L] + hs[1][1][L] + hs[2][1][L] + hs[3][1][L];
-    }
-    kg = wsync__rice_pick(cnt[0], sum[0], WSYNC__GAP_ESCAPE, 32, 24);
-    kv = wsync__rice_pick(cnt[1], sum[1], WSYNC__VAL_ESCAPE, vbits, 31);
+    kv = wsync__rice_pick(cnt, sum, WSYNC__VAL_ESCAPE, vbits, 31);
     /* worst case per change: 64 bits of gap, 16 + 64 of value */
     if (!wsync__buf_reserve(out, 12 + count * 19 + 8)) return 0;
     out->len += wsync__varint_put(out->p + out->len, count);
@@ -3616,7 +3623,10 @@ WSYNC__INLINE int wsync__rice_block_w(wsync__buf *out, const uint8_t *base, cons
     bw.acc = 0;
     bw.n = 0;
     for (i = 0; i < count; i++) {
-        uint64_t g = s->gaps[i], q = g >> kg, z = s->vals[i], qv = z >> kv;
+        uint64_t b = wsync__elem_load(base + (size_t)pos[i] * w, w);
+        uint64_t x = wsync__elem_load(next + (size_t)pos[i] * w, w);
+        uint64_t g = pos[i] - prev, q = g >> kg, z = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w)), qv = z >> kv;
+        prev = pos[i] + 1;
         if (q < WSYNC__GAP_ESCAPE && qv < WSYNC__VAL_ESCAPE && q + 1 + kg + qv + 1 + kv <= 57) {
             /* the usual case: q ones, a zero, kg bits; qv ones, a zero, kv bits */
             unsigned ng = (unsigned)q + 1 + kg;
@@ -3636,7 +3646,6 @@ WSYNC__INLINE int wsync__rice_block_w(wsync__buf *out, const uint8_t *base, cons
             if (kg) wsync__bw_put(&bw, g & (((uint64_t)1 << kg) - 1), kg);
         }
         if (qv >= WSYNC__VAL_ESCAPE) {
-            uint64_t x = wsync__elem_load(next + (size_t)pos[i] * w, w);
             wsync__bw_put(&bw, 0xFFFFu, WSYNC__VAL_ESCAPE);
             if (vbits > 32) {
                 wsync__bw_put(&bw, x & 0xFFFFFFFFu, 32);
@@ -3658,13 +3667,13 @@ WSYNC__INLINE int wsync__rice_block_w(wsync__buf *out, const uint8_t *base, cons
 }
 
 static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
-                             const uint32_t *pos, size_t count, wsync__encblk *s)
+                             const uint32_t *pos, size_t count)
 {
     switch (w) {
-    case 1: return wsync__rice_block_w(out, base, next, 1, pos, count, s);
-    case 2: return wsync__rice_block_w(out, base, next, 2, pos, count, s);
-    case 4: return wsync__rice_block_w(out, base, next, 4, pos, count, s);
-    default: return wsync__rice_block_w(out, base, next, 8, pos, count, s);
+    case 1: return wsync__rice_block_w(out, base, next, 1, pos, count);
+    case 2: return wsync__rice_block_w(out, base, next, 2, pos, count);
+    case 4: return wsync__rice_block_w(out, base, next, 4, pos, count);
+    default: return wsync__rice_block_w(out, base, next, 8, pos, count);
     }
 }
 
@@ -4496,7 +4505,7 @@ static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, 
     size_t before = out->len, c = wsync_diff(bb, xb, (size_t)len, w, s->pos);
     if (c && !(coder == WSYNC__CODER_ARITH
                    ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, c, s->k, s->ctx, s->by_class)
-                   : wsync__rice_block(out, bb, xb, w, s->pos, c, s)))
+                   : wsync__rice_block(out, bb, xb, w, s->pos, c)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, strlen(b->name), "%s",
                            "delta stream buffer");
     if (out->len - before > UINT32_MAX)
@@ -4770,8 +4779,6 @@ typedef struct wsync__eitem {
 static void wsync__encblk_free(wsync__encblk *s, const wsync_allocator *a)
 {
     wsync__free(a, s->pos);
-    wsync__free(a, s->gaps);
-    wsync__free(a, s->vals);
     if (s->k) {
         wsync__free(a, s->k->cls);
         wsync__free(a, s->k->members);
@@ -4788,9 +4795,7 @@ static int wsync__encblk_init(wsync__encblk *s, size_t cap, int arith, const wsy
     memset(s, 0, sizeof *s);
     s->cap = cap;
     s->pos = (uint32_t *)wsync__alloc(a, cap * sizeof *s->pos);
-    s->gaps = (uint64_t *)wsync__alloc(a, cap * sizeof *s->gaps);
-    s->vals = (uint64_t *)wsync__alloc(a, cap * sizeof *s->vals);
-    if (!s->pos || !s->gaps || !s->vals) return 0;
+    if (!s->pos) return 0;
     if (!arith) return 1;
     s->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *s->ctx);
     s->k = (wsync__classes *)wsync__alloc(a, sizeof *s->k);
