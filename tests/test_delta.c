@@ -3102,6 +3102,36 @@ static void test_packed_max_paths(void)
     }
     TEST_END();
 
+    TEST_BEGIN("packed-max: the top exponent of bf16 tensors (lengths 0..300, NaN and infinity ignored) follows the rule");
+    {
+        uint16_t v[300];
+        unsigned n, bad = 0;
+        for (n = 0; n <= 300 && bad < 5; n++) {
+            wsync_tensor t;
+            uint64_t shape = n;
+            unsigned i, want = 0, got;
+            for (i = 0; i < n; i++) {
+                uint64_t r = td_next(&rng);
+                v[i] = (uint16_t)(r % 7 == 0 ? 0x7F80 | (r >> 20 & 0x807F) : r >> 16); /* some inf/NaN */
+                if (((v[i] >> 7) & 0xFF) != 0xFF && ((v[i] >> 7) & 0xFF) > want) want = (v[i] >> 7) & 0xFF;
+            }
+            memset(&t, 0, sizeof t);
+            t.name = "t";
+            t.dtype = WSYNC_DTYPE_BF16;
+            t.rank = 1;
+            t.shape = &shape;
+            t.nbytes = 2 * (uint64_t)n;
+            t.data = v;
+            got = wsync__top_exponent(&t, 2, n);
+            if (got != want) {
+                bad++;
+                CHECK_MSG(0, "length %u: top %u, want %u", n, got, want);
+            }
+        }
+        CHECK(bad == 0);
+    }
+    TEST_END();
+
     TEST_BEGIN("packed-max: every code path's rank walk marks the members a rule picks, and refuses a rank past its class");
     {
         enum { N = 4096 + 256 };
