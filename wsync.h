@@ -3579,7 +3579,8 @@ typedef struct wsync__encblk {
     uint32_t *pos;
     size_t cap;
     /* packed-max only */
-    struct wsync__classes *k;
+    uint8_t *cls;     /* class bytes of the block */
+    uint32_t *rank;   /* per change, in by_class order: its rank within its class */
     struct wsync__ctx *ctx;
     uint32_t *by_class;
 } wsync__encblk;
@@ -3907,110 +3908,6 @@ static unsigned wsync__exp_max(wsync_dtype t)
     }
 }
 
-/* Class of every element of a block, and the elements of each class in
-   order (a counting sort): members[start[c] .. start[c+1]). */
-typedef struct wsync__classes {
-    uint8_t *cls;
-    uint32_t *members;
-    uint32_t *rank;      /* encoder: each element's rank within its class */
-    uint32_t start[WSYNC__MAX_CLASSES + 1];
-} wsync__classes;
-
-/* The class of every exponent value, then one table lookup per element in
-   a loop specialised for the dtype's exponent field. */
-#define WSYNC__CLASSIFY_LOOP(T, SHIFT, MASK)                                   \
-    for (i = 0; i < len; i++) {                                               \
-        T u_;                                                                 \
-        uint8_t c_;                                                           \
-        memcpy(&u_, base + i * sizeof(T), sizeof(T));                         \
-        c_ = lut[(unsigned)(u_ >> (SHIFT)) & (MASK)];                         \
-        k->cls[i] = c_;                                                       \
-        sub[i & 3][c_]++; /* four counters: no store-to-load stall on runs */ \
-    }
-
-static void wsync__classify(wsync__classes *k, const uint8_t *base, wsync_dtype dt, unsigned top, uint64_t len,
-                            int want_rank)
-{
-    uint32_t fill[WSYNC__MAX_CLASSES], count[WSYNC__MAX_CLASSES], sub[4][WSYNC__MAX_CLASSES];
-    uint8_t lut[2048];
-    uint64_t i;
-    unsigned c, e, emax = wsync__exp_max(dt);
-    for (e = 0; e <= emax; e++) {
-        unsigned d = e == emax && emax ? 0 : (top > e ? top - e : 0);
-        lut[e] = (uint8_t)(d < WSYNC__MAX_CLASSES ? d : WSYNC__MAX_CLASSES - 1);
-    }
-    memset(sub, 0, sizeof sub);
-    switch (dt) {
-    case WSYNC_DTYPE_BF16: WSYNC__CLASSIFY_LOOP(uint16_t, 7, 0xFF) break;
-    case WSYNC_DTYPE_F16: WSYNC__CLASSIFY_LOOP(uint16_t, 10, 0x1F) break;
-    case WSYNC_DTYPE_F32: WSYNC__CLASSIFY_LOOP(uint32_t, 23, 0xFF) break;
-    case WSYNC_DTYPE_F64: WSYNC__CLASSIFY_LOOP(uint64_t, 52, 0x7FF) break;
-    case WSYNC_DTYPE_F8_E4M3: WSYNC__CLASSIFY_LOOP(uint8_t, 3, 0xF) break;
-    case WSYNC_DTYPE_F8_E5M2: WSYNC__CLASSIFY_LOOP(uint8_t, 2, 0x1F) break;
-    default: /* no exponent: one class */
-        memset(k->cls, 0, (size_t)len);
-        sub[0][0] = (uint32_t)len;
-        break;
-    }
-    for (c = 0; c < WSYNC__MAX_CLASSES; c++) count[c] = sub[0][c] + sub[1][c] + sub[2][c] + sub[3][c];
-    k->start[0] = 0;
-    for (c = 0; c < WSYNC__MAX_CLASSES; c++) k->start[c + 1] = k->start[c] + count[c];
-    memcpy(fill, k->start, sizeof fill);
-    if (want_rank)
-        for (i = 0; i < len; i++) {
-            c = k->cls[i];
-            k->rank[i] = fill[c] - k->start[c];
-            k->members[fill[c]++] = (uint32_t)i;
-        }
-    else
-        for (i = 0; i < len; i++) k->members[fill[k->cls[i]]++] = (uint32_t)i;
-}
-#undef WSYNC__CLASSIFY_LOOP
-
-/* Encodes one block's changes (positions relative to the block). */
-static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
-                              wsync_dtype dt, unsigned top, uint64_t len, const uint32_t *pos, size_t count,
-                              wsync__classes *k, wsync__ctx *ctx, uint32_t *by_class)
-{
-    wsync__rce e;
-    uint32_t n_in[WSYNC__MAX_CLASSES + 1], fill[WSYNC__MAX_CLASSES];
-    size_t i;
-    unsigned c;
-    wsync__classify(k, base, dt, top, len, 1);
-    wsync__ctx_init(ctx);
-    memset(n_in, 0, sizeof n_in);
-    for (i = 0; i < count; i++) n_in[k->cls[pos[i]] + 1]++;
-    for (c = 0; c < WSYNC__MAX_CLASSES; c++) n_in[c + 1] += n_in[c];
-    memcpy(fill, n_in, sizeof fill);
-    for (i = 0; i < count; i++) by_class[fill[k->cls[pos[i]]]++] = pos[i];
-    e.low = 0;
-    e.range = 0xFFFFFFFFu;
-    e.cache = 0;
-    e.cache_size = 1;
-    e.out = out;
-    e.failed = 0;
-    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-        uint32_t j, prev = 0;
-        wsync__rce_uint(&e, ctx->count_len[c], ctx->count_mant[c], 5, n_in[c + 1] - n_in[c]);
-        for (j = n_in[c]; j < n_in[c + 1]; j++) {
-            uint32_t p = by_class[j], r = k->rank[p];
-            uint64_t b = wsync__elem_load(base + (size_t)p * w, w), x = wsync__elem_load(next + (size_t)p * w, w);
-            uint64_t z = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
-            wsync__rce_uint(&e, ctx->gap_len[c], ctx->gap_mant[c], 5, r - prev);
-            prev = r + 1;
-            if (z < 2) {
-                wsync__rce_bit(&e, &ctx->val_small[c], 0);
-                wsync__rce_bit(&e, &ctx->val_sign[c], (unsigned)z);
-            } else {
-                wsync__rce_bit(&e, &ctx->val_small[c], 1);
-                wsync__rce_uint(&e, ctx->val_len[c], ctx->val_mant[c], 7, z);
-            }
-        }
-    }
-    wsync__rce_flush(&e);
-    return !e.failed;
-}
-
 /* ---- packed-max decoding: ranks to positions without sorting ----
 
    The decoder first reads every symbol of a block (per class: the count,
@@ -4264,6 +4161,124 @@ static wsync__pm_walk_fn wsync__pm_walk_pick(wsync_impl impl)
     }
 }
 
+/* The rank of each change within its class (how many elements of its class
+   come before it in the block), for the changes grouped by class in
+   by_class[n_in[c] .. n_in[c+1]), each group ascending: the class's
+   members are counted 256 at a time up to each change. */
+#define WSYNC__PM_RANKS(NAME, ATTR, MASK64, POPCNT)                                                          \
+    ATTR static void NAME(const uint8_t *cls, const uint32_t *by_class, const uint32_t *n_in, uint32_t *rank) \
+    {                                                                                                        \
+        unsigned c;                                                                                          \
+        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {                                                           \
+            uint64_t sc = 0, before = 0;                                                                     \
+            uint32_t j;                                                                                      \
+            for (j = n_in[c]; j < n_in[c + 1]; j++) {                                                        \
+                uint32_t p = by_class[j], piece;                                                             \
+                const uint8_t *q;                                                                            \
+                uint64_t r;                                                                                  \
+                for (; sc < p / 256; sc++) {                                                                 \
+                    q = cls + 256 * sc;                                                                      \
+                    before += (uint64_t)POPCNT(MASK64(q, c)) + POPCNT(MASK64(q + 64, c)) +                   \
+                              POPCNT(MASK64(q + 128, c)) + POPCNT(MASK64(q + 192, c));                       \
+                }                                                                                            \
+                q = cls + 256 * sc;                                                                          \
+                r = before;                                                                                  \
+                for (piece = 0; piece < (p % 256) / 64; piece++) r += POPCNT(MASK64(q + 64 * piece, c));     \
+                r += POPCNT(MASK64(q + 64 * piece, c) & ((((uint64_t)1) << (p % 64)) - 1));                 \
+                rank[j] = (uint32_t)r;                                                                       \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+WSYNC__PM_RANKS(wsync__pm_ranks_scalar, , wsync__cmask_scalar, wsync__popcount64)
+#if WSYNC__X86
+WSYNC__PM_RANKS(wsync__pm_ranks_sse2, , wsync__cmask_sse2, wsync__popcount64)
+WSYNC__PM_RANKS(wsync__pm_ranks_avx2, __attribute__((target("avx2,popcnt"))), WSYNC__CMASK_AVX2, _mm_popcnt_u64)
+WSYNC__PM_RANKS(wsync__pm_ranks_avx512, __attribute__((target("avx512f,avx512bw,popcnt"))), WSYNC__CMASK_AVX512,
+                _mm_popcnt_u64)
+#endif
+
+typedef void (*wsync__pm_ranks_fn)(const uint8_t *cls, const uint32_t *by_class, const uint32_t *n_in,
+                                   uint32_t *rank);
+
+/* The rank function for a code path (AUTO: the best the CPU has); NULL when
+   the path is not compiled in or the CPU lacks it. */
+static wsync__pm_ranks_fn wsync__pm_ranks_pick(wsync_impl impl)
+{
+    if (!wsync__impl_available(impl)) return NULL;
+    switch (impl) {
+#if WSYNC__X86
+    case WSYNC_IMPL_AUTO:
+        return wsync__has_avx512bw() ? wsync__pm_ranks_avx512 : wsync__has_avx2() ? wsync__pm_ranks_avx2
+                                                                                : wsync__pm_ranks_sse2;
+    case WSYNC_IMPL_SSE2: return wsync__pm_ranks_sse2;
+    case WSYNC_IMPL_AVX2: return wsync__pm_ranks_avx2;
+    case WSYNC_IMPL_AVX512: return wsync__pm_ranks_avx512;
+#else
+    case WSYNC_IMPL_AUTO:
+#endif
+    case WSYNC_IMPL_SCALAR: return wsync__pm_ranks_scalar;
+    default: return NULL;
+    }
+}
+
+/* The class of every exponent value (the LUT both directions use). */
+static void wsync__class_lut(uint8_t *lut, wsync_dtype dt, unsigned top)
+{
+    unsigned e, emax = wsync__exp_max(dt);
+    for (e = 0; e <= emax; e++) {
+        unsigned d = e == emax && emax ? 0 : (top > e ? top - e : 0);
+        lut[e] = (uint8_t)(d < WSYNC__MAX_CLASSES ? d : WSYNC__MAX_CLASSES - 1);
+    }
+}
+
+/* Encodes one block's changes (positions relative to the block). */
+static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
+                              wsync_dtype dt, unsigned top, uint64_t len, const uint32_t *pos, size_t count,
+                              uint8_t *cls, uint32_t *rank, wsync__ctx *ctx, uint32_t *by_class)
+{
+    wsync__rce e;
+    uint32_t n_in[WSYNC__MAX_CLASSES + 1], fill[WSYNC__MAX_CLASSES];
+    uint8_t lut[2048];
+    size_t i;
+    unsigned c;
+    wsync__class_lut(lut, dt, top);
+    wsync__class_bytes(cls, base, dt, top, lut, len);
+    wsync__ctx_init(ctx);
+    memset(n_in, 0, sizeof n_in);
+    for (i = 0; i < count; i++) n_in[cls[pos[i]] + 1]++;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) n_in[c + 1] += n_in[c];
+    memcpy(fill, n_in, sizeof fill);
+    for (i = 0; i < count; i++) by_class[fill[cls[pos[i]]]++] = pos[i];
+    wsync__pm_ranks_pick(WSYNC_IMPL_AUTO)(cls, by_class, n_in, rank);
+    e.low = 0;
+    e.range = 0xFFFFFFFFu;
+    e.cache = 0;
+    e.cache_size = 1;
+    e.out = out;
+    e.failed = 0;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        uint32_t j, prev = 0;
+        wsync__rce_uint(&e, ctx->count_len[c], ctx->count_mant[c], 5, n_in[c + 1] - n_in[c]);
+        for (j = n_in[c]; j < n_in[c + 1]; j++) {
+            uint32_t p = by_class[j], r = rank[j];
+            uint64_t b = wsync__elem_load(base + (size_t)p * w, w), x = wsync__elem_load(next + (size_t)p * w, w);
+            uint64_t z = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
+            wsync__rce_uint(&e, ctx->gap_len[c], ctx->gap_mant[c], 5, r - prev);
+            prev = r + 1;
+            if (z < 2) {
+                wsync__rce_bit(&e, &ctx->val_small[c], 0);
+                wsync__rce_bit(&e, &ctx->val_sign[c], (unsigned)z);
+            } else {
+                wsync__rce_bit(&e, &ctx->val_small[c], 1);
+                wsync__rce_uint(&e, ctx->val_len[c], ctx->val_mant[c], 7, z);
+            }
+        }
+    }
+    wsync__rce_flush(&e);
+    return !e.failed;
+}
+
 /* Reading a block's symbols: the counts of each class, then per change its
    rank gap and value step, into gap[] and zv[] class after class. */
 typedef struct wsync__pm_sym {
@@ -4374,7 +4389,7 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
     wsync__pm_walk s;
     uint64_t nsuper;
     uint8_t lut[2048];
-    unsigned c, e, emax = wsync__exp_max(dt);
+    unsigned c, emax = wsync__exp_max(dt);
     const char *bad;
     s.gap = sy->gap;
     s.zv = sy->zv;
@@ -4382,10 +4397,7 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
         s.head[c] = s.vcur[c] = sy->seg[c];
         s.end[c] = sy->seg[c + 1];
     }
-    for (e = 0; e <= emax; e++) {
-        unsigned dd = e == emax && emax ? 0 : (top > e ? top - e : 0);
-        lut[e] = (uint8_t)(dd < WSYNC__MAX_CLASSES ? dd : WSYNC__MAX_CLASSES - 1);
-    }
+    wsync__class_lut(lut, dt, top);
     s.lut = lut;
     s.shift = wsync__exp_shift(dt);
     s.emask = emax;
@@ -4526,7 +4538,8 @@ static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, 
     const uint8_t *bb = (const uint8_t *)b->data + first * w, *xb = (const uint8_t *)x->data + first * w;
     size_t before = out->len, c = wsync_diff(bb, xb, (size_t)len, w, s->pos);
     if (c && !(coder == WSYNC__CODER_ARITH
-                   ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, c, s->k, s->ctx, s->by_class)
+                   ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, c, s->cls, s->rank, s->ctx,
+                                         s->by_class)
                    : wsync__rice_block(out, bb, xb, w, s->pos, c)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, strlen(b->name), "%s",
                            "delta stream buffer");
@@ -4801,12 +4814,8 @@ typedef struct wsync__eitem {
 static void wsync__encblk_free(wsync__encblk *s, const wsync_allocator *a)
 {
     wsync__free(a, s->pos);
-    if (s->k) {
-        wsync__free(a, s->k->cls);
-        wsync__free(a, s->k->members);
-        wsync__free(a, s->k->rank);
-    }
-    wsync__free(a, s->k);
+    wsync__free(a, s->cls);
+    wsync__free(a, s->rank);
     wsync__free(a, s->ctx);
     wsync__free(a, s->by_class);
     memset(s, 0, sizeof *s);
@@ -4820,14 +4829,10 @@ static int wsync__encblk_init(wsync__encblk *s, size_t cap, int arith, const wsy
     if (!s->pos) return 0;
     if (!arith) return 1;
     s->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *s->ctx);
-    s->k = (wsync__classes *)wsync__alloc(a, sizeof *s->k);
-    if (s->k) memset(s->k, 0, sizeof *s->k); /* before any early return: free reads it */
     s->by_class = (uint32_t *)wsync__alloc(a, cap * sizeof *s->by_class);
-    if (!s->ctx || !s->k || !s->by_class) return 0;
-    s->k->cls = (uint8_t *)wsync__alloc(a, cap);
-    s->k->members = (uint32_t *)wsync__alloc(a, cap * sizeof *s->k->members);
-    s->k->rank = (uint32_t *)wsync__alloc(a, cap * sizeof *s->k->rank);
-    return s->k->cls && s->k->members && s->k->rank;
+    s->cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255); /* padded to whole superchunks */
+    s->rank = (uint32_t *)wsync__alloc(a, cap * sizeof *s->rank);
+    return s->ctx && s->by_class && s->cls && s->rank;
 }
 
 static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsync_error *err)

@@ -3198,6 +3198,50 @@ static void test_packed_max_paths(void)
         free(got);
     }
     TEST_END();
+
+    TEST_BEGIN("packed-max: every code path's ranks (the encoder's) equal a count written here");
+    {
+        enum { N = 4096 + 256 };
+        uint8_t *cls = (uint8_t *)malloc(N);
+        uint32_t *by_class = (uint32_t *)malloc(N * sizeof *by_class), *want = (uint32_t *)malloc(N * sizeof *want);
+        uint32_t *got = (uint32_t *)malloc(N * sizeof *got);
+        int round, impl, paths = 0;
+        for (round = 0; round < 60; round++) {
+            uint64_t len = 1 + td_next(&rng) % 4096, i;
+            uint32_t n_in[13], total = 0, seen[12];
+            unsigned c, nclass = 1 + (unsigned)(td_next(&rng) % 12), rate = (unsigned)(td_next(&rng) % 100);
+            memset(cls, 0xFF, N);
+            memset(seen, 0, sizeof seen);
+            for (i = 0; i < len; i++) cls[i] = (uint8_t)(td_next(&rng) % nclass);
+            for (c = 0; c < 12; c++) {
+                n_in[c] = total;
+                for (i = 0; i < len; i++) {
+                    if (cls[i] != c) continue;
+                    if (td_next(&rng) % 100 < rate || i == len - 1) {
+                        by_class[total] = (uint32_t)i;
+                        want[total++] = seen[c];
+                    }
+                    seen[c]++;
+                }
+            }
+            n_in[12] = total;
+            for (impl = 0; impl < WSYNC_IMPL_COUNT; impl++) {
+                wsync__pm_ranks_fn ranks = wsync__pm_ranks_pick((wsync_impl)impl);
+                if (!ranks) continue;
+                paths++;
+                memset(got, 0xEE, N * sizeof *got);
+                ranks(cls, by_class, n_in, got);
+                CHECK_MSG(memcmp(got, want, total * sizeof *got) == 0, "%s round %d: ranks differ",
+                          wsync_impl_name((wsync_impl)impl), round);
+            }
+        }
+        CHECK(paths >= 60 * 2);
+        free(cls);
+        free(by_class);
+        free(want);
+        free(got);
+    }
+    TEST_END();
 }
 
 int main(void)
