@@ -3908,15 +3908,19 @@ static unsigned wsync__exp_max(wsync_dtype t)
     }
 }
 
-/* ---- packed-max decoding: ranks to positions without sorting ----
+/* ---- packed-max: classes, ranks and positions without sorting ----
 
-   The decoder first reads every symbol of a block (per class: the count,
-   then each change's rank gap and value step), then walks the block once in
-   chunks of 64 elements. For each chunk it forms one 64-bit mask per class
-   (bit j set when element j is of that class), so a class's pending rank
-   either lies past the chunk (skip popcount(mask) members) or selects one
-   set bit. The changes come out in position order, with no per-element
-   scatter and no merge. */
+   Both directions need the class of every element of a block as a byte
+   (wsync__class_bytes, padded to whole superchunks of 256). The encoder
+   turns each change's position into its rank within its class; the decoder
+   turns ranks back into positions. Both count one class's members 256
+   elements at a time, four 64-bit masks of "byte == class" each, and look
+   inside the superchunk that holds the change; one class at a time, so the
+   branches follow a single class's changes and predict well. The decoder
+   reads every symbol of a block first (per class: the count, then each
+   change's rank gap and value step), marks the positions it finds in a
+   bitmap, and then reads the bitmap in position order to write the
+   changes. There is no per-element scatter and no merge. */
 
 #define WSYNC__PM_PAD 0xFFu /* class byte past the block's end: no class */
 
@@ -3957,9 +3961,9 @@ WSYNC__INLINE unsigned wsync__select64(uint64_t m, unsigned k)
 #endif
 }
 
-/* Class bytes of a block: the decoder's half of wsync__classify (same
-   classes), padded with WSYNC__PM_PAD to a multiple of 256. bf16 goes
-   through SSE2 on x86 (eight elements per step). */
+/* Class bytes of a block, lut[exponent] each (wsync__class_lut), padded
+   with WSYNC__PM_PAD to a multiple of 256. bf16 goes through SSE2 on x86
+   (sixteen elements per step). */
 static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt, unsigned top,
                                const uint8_t *lut, uint64_t len)
 {
