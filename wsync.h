@@ -3968,6 +3968,7 @@ static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt
                                const uint8_t *lut, uint64_t len)
 {
     uint64_t i = 0, padded = (len + 255) & ~(uint64_t)255;
+    (void)top; /* the SIMD path's form of the lut */
     switch (dt) {
     case WSYNC_DTYPE_BF16:
 #if WSYNC__X86
@@ -4361,8 +4362,11 @@ static void wsync__pm_sym_begin(wsync__pm_sym *s, const uint8_t *p, size_t size,
     s->len = len;
     s->room = room;
     s->total = 0;
+    s->next = 0;
+    s->left = 0;
     s->c = 0;
     s->invalid = 0;
+    memset(&s->d, 0, sizeof s->d);
     if (p[0] != 0) {
         wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "range coder stream must start with a zero byte");
         return;
