@@ -3840,6 +3840,26 @@ WSYNC__INLINE unsigned wsync__rcd_bit(wsync__rcd *d, wsync__prob *pp)
     return bit;
 }
 
+/* The same decision with a branch: cheaper where the bit is predictable
+   (the branch is then right, and the chain skips the selects). */
+WSYNC__INLINE unsigned wsync__rcd_bit_likely(wsync__rcd *d, wsync__prob *pp)
+{
+    uint32_t p = *pp, bound = (d->range >> WSYNC__RC_BITS) * p;
+    unsigned bit;
+    if (d->code < bound) {
+        d->range = bound;
+        *pp = (wsync__prob)(p + ((WSYNC__RC_ONE - p) >> WSYNC__RC_MOVE));
+        bit = 0;
+    } else {
+        d->code -= bound;
+        d->range -= bound;
+        *pp = (wsync__prob)(p - (p >> WSYNC__RC_MOVE));
+        bit = 1;
+    }
+    wsync__rcd_norm(d);
+    return bit;
+}
+
 WSYNC__INLINE uint64_t wsync__rcd_direct(wsync__rcd *d, unsigned n)
 {
     uint64_t v = 0;
@@ -3879,7 +3899,11 @@ WSYNC__INLINE uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsy
 {
     unsigned node = 1, i, L, rest, b1, b2;
     uint64_t v;
-    for (i = 0; i < depth; i++) node = 2 * node + wsync__rcd_bit(d, &len_tree[node]);
+    /* lengths stay under 8 in practice: the tree's levels above the last
+       three are nearly always 0, and a branch decodes them faster */
+    for (i = 0; i < depth; i++)
+        node = 2 * node + (i + 3 < depth ? wsync__rcd_bit_likely(d, &len_tree[node])
+                                         : wsync__rcd_bit(d, &len_tree[node]));
     L = node - (1u << depth);
     if (L <= 1) return L;
     if (L > 64) {
@@ -4336,7 +4360,7 @@ WSYNC__INLINE int wsync__pm_sym_step(wsync__pm_sym *s)
     wsync__ctx *x = s->ctx;
     unsigned c = s->c;
     uint64_t g = wsync__rcd_uint(&s->d, x->gap_len[c], x->gap_mant[c], 5, &s->invalid), z;
-    if (!wsync__rcd_bit(&s->d, &x->val_small[c])) z = wsync__rcd_bit(&s->d, &x->val_sign[c]);
+    if (!wsync__rcd_bit_likely(&s->d, &x->val_small[c])) z = wsync__rcd_bit(&s->d, &x->val_sign[c]);
     else {
         z = wsync__rcd_uint(&s->d, x->val_len[c], x->val_mant[c], 7, &s->invalid);
         if (z < 2 || s->invalid) return wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "invalid value code");
