@@ -2721,7 +2721,8 @@ static unsigned wsync__bitlen64(uint64_t v)
    acc += lo32(d ^ key) * hi32(d ^ key) and adds the raw word to the
    neighbouring lane (so no input word can cancel out), with a scramble
    every 1 KiB. The structure is XXH3's accumulator, written here in a form
-   SSE2 and AVX2 compute exactly (32x32->64 multiplies, 64-bit adds). */
+   SSE2, AVX2 and AVX-512 compute exactly (32x32->64 multiplies, 64-bit
+   adds). */
 #define WSYNC__D_PRIME32 0x9E3779B1u
 #define WSYNC__D_P1 0x9E3779B185EBCA87ull
 #define WSYNC__D_P2 0xC2B2AE3D27D4EB4Full
@@ -2854,6 +2855,32 @@ WSYNC__AVX2 static void wsync__drounds_avx2(uint64_t acc[8], const uint8_t *p, s
 }
 #endif
 
+#if WSYNC__X86
+/* The same rounds with all eight lanes in one register. */
+WSYNC__AVX512 static void wsync__drounds_avx512(uint64_t acc[8], const uint8_t *p, size_t rounds)
+{
+    __m512i a = _mm512_loadu_si512((const void *)acc), sk = _mm512_loadu_si512((const void *)(wsync__dkey + 8));
+    const __m512i prime = _mm512_set1_epi32((int)WSYNC__D_PRIME32);
+    size_t r;
+    int s;
+    for (r = 0; r < rounds; r++, p += 1024) {
+        __m512i x, hi;
+        for (s = 0; s < 16; s++) {
+            __m512i d = _mm512_loadu_si512((const void *)(p + 64 * s));
+            __m512i k = _mm512_xor_si512(d, _mm512_loadu_si512((const void *)wsync__dstripe_key[s]));
+            hi = _mm512_maskz_srli_epi64(0xFF, k, 32); /* mul_epu32 reads the low half of each lane */
+            a = _mm512_add_epi64(a, _mm512_maskz_shuffle_epi32((__mmask16)0xFFFF, d,
+                                                               (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
+            a = _mm512_add_epi64(a, _mm512_maskz_mul_epu32(0xFF, k, hi));
+        }
+        x = _mm512_xor_si512(_mm512_xor_si512(a, _mm512_maskz_srli_epi64(0xFF, a, 47)), sk);
+        hi = _mm512_maskz_mul_epu32(0xFF, _mm512_maskz_srli_epi64(0xFF, x, 32), prime);
+        a = _mm512_add_epi64(_mm512_maskz_mul_epu32(0xFF, x, prime), _mm512_maskz_slli_epi64(0xFF, hi, 32));
+    }
+    _mm512_storeu_si512((void *)acc, a);
+}
+#endif
+
 static uint64_t wsync__davalanche(uint64_t h)
 {
     h ^= h >> 33;
@@ -2869,6 +2896,7 @@ static void wsync__drounds(wsync_impl impl, uint64_t acc[8], const uint8_t *p, s
     if (!rounds) return;
     switch (impl) {
 #if WSYNC__X86
+    case WSYNC_IMPL_AVX512: wsync__drounds_avx512(acc, p, rounds); break;
     case WSYNC_IMPL_AVX2: wsync__drounds_avx2(acc, p, rounds); break;
     case WSYNC_IMPL_SSE2: wsync__drounds_sse2(acc, p, rounds); break;
 #endif
@@ -2924,7 +2952,7 @@ static uint64_t wsync__digest_impl(wsync_impl impl, const void *bytes, size_t le
 static wsync_impl wsync__digest_best(void)
 {
 #if WSYNC__X86
-    return wsync__has_avx2() ? WSYNC_IMPL_AVX2 : WSYNC_IMPL_SSE2;
+    return wsync__has_avx512bw() ? WSYNC_IMPL_AVX512 : wsync__has_avx2() ? WSYNC_IMPL_AVX2 : WSYNC_IMPL_SSE2;
 #else
     return WSYNC_IMPL_SCALAR;
 #endif
@@ -2960,8 +2988,8 @@ WSYNC_DEF const char *wsync_impl_name(wsync_impl impl)
 
 WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t len, int *ok)
 {
-    /* the digest has no AVX-512 or NEON path of its own: those fall back */
-    int avail = wsync__impl_available(impl) != 0 && impl != WSYNC_IMPL_AVX512 && impl != WSYNC_IMPL_NEON;
+    /* the digest has no NEON path of its own */
+    int avail = wsync__impl_available(impl) != 0 && impl != WSYNC_IMPL_NEON;
     if (ok) *ok = avail;
     if (!avail) return 0;
     return wsync__digest_impl(impl == WSYNC_IMPL_AUTO ? wsync__digest_best() : impl, bytes, len);
