@@ -4016,10 +4016,19 @@ WSYNC__INLINE unsigned wsync__select64(uint64_t m, unsigned k)
 /* Class bytes of a block, lut[exponent] each (wsync__class_lut), padded
    with WSYNC__PM_PAD to a multiple of 256. bf16 goes through SSE2 on x86
    (sixteen elements per step). */
+/* cls[i] for i in [from, len), w-byte elements (w a constant once inlined). */
+WSYNC__INLINE void wsync__class_bytes_w(uint8_t *cls, const uint8_t *base, const uint8_t *lut, unsigned shift,
+                                       unsigned emask, uint64_t from, uint64_t len, unsigned w)
+{
+    uint64_t i;
+    for (i = from; i < len; i++) cls[i] = lut[(wsync__elem_load(base + i * w, w) >> shift) & emask];
+}
+
 static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt, unsigned top,
                                const uint8_t *lut, uint64_t len)
 {
     uint64_t i = 0, padded = (len + 255) & ~(uint64_t)255;
+    unsigned shift = wsync__exp_shift(dt), emask = wsync__exp_max(dt);
     (void)top; /* the SIMD path's form of the lut */
     switch (dt) {
     case WSYNC_DTYPE_BF16:
@@ -4040,36 +4049,16 @@ static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt
         }
     }
 #endif
-        for (; i < len; i++) {
-            uint16_t u;
-            memcpy(&u, base + 2 * i, 2);
-            cls[i] = lut[(u >> 7) & 0xFF];
-        }
         break;
-    case WSYNC_DTYPE_F16:
-        for (; i < len; i++) {
-            uint16_t u;
-            memcpy(&u, base + 2 * i, 2);
-            cls[i] = lut[(u >> 10) & 0x1F];
-        }
-        break;
-    case WSYNC_DTYPE_F32:
-        for (; i < len; i++) {
-            uint32_t u;
-            memcpy(&u, base + 4 * i, 4);
-            cls[i] = lut[(u >> 23) & 0xFF];
-        }
-        break;
-    case WSYNC_DTYPE_F64:
-        for (; i < len; i++) {
-            uint64_t u;
-            memcpy(&u, base + 8 * i, 8);
-            cls[i] = lut[(u >> 52) & 0x7FF];
-        }
-        break;
-    case WSYNC_DTYPE_F8_E4M3: for (; i < len; i++) cls[i] = lut[(base[i] >> 3) & 0xF]; break;
-    case WSYNC_DTYPE_F8_E5M2: for (; i < len; i++) cls[i] = lut[(base[i] >> 2) & 0x1F]; break;
-    default: memset(cls, 0, (size_t)len); i = len; break;
+    default: break;
+    }
+    /* the rest (every dtype but bf16 on x86): the exponent field through
+       the lut; integer dtypes have an empty field, so class 0 */
+    switch (wsync_dtype_bits(dt)) {
+    case 8: wsync__class_bytes_w(cls, base, lut, shift, emask, i, len, 1); break;
+    case 16: wsync__class_bytes_w(cls, base, lut, shift, emask, i, len, 2); break;
+    case 32: wsync__class_bytes_w(cls, base, lut, shift, emask, i, len, 4); break;
+    default: wsync__class_bytes_w(cls, base, lut, shift, emask, i, len, 8); break;
     }
     memset(cls + len, WSYNC__PM_PAD, (size_t)(padded - len));
 }
@@ -4082,8 +4071,8 @@ typedef struct wsync__pm_walk {
     const uint32_t *gap;
     const uint64_t *zv;
     uint64_t head[WSYNC__MAX_CLASSES], end[WSYNC__MAX_CLASSES], vcur[WSYNC__MAX_CLASSES];
-    const uint8_t *bb, *lut;
-    unsigned w, shift, emask;
+    const uint8_t *bb, *cls; /* the block's base and class bytes */
+    unsigned w;
     uint64_t first, vmask, out;
     uint32_t *pos;
     uint8_t *val;
@@ -4102,7 +4091,7 @@ WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitm
             unsigned c;
             hits &= hits - 1;
             b = wsync__elem_load(s->bb + at * w, w);
-            c = s->lut[(b >> s->shift) & s->emask];
+            c = s->cls[at];
             if (s->vcur[c] == s->end[c]) return "more changes than the class holds"; /* cannot happen */
             o = wsync__ord(b, w) + wsync__unzz(s->zv[s->vcur[c]++]);
             if ((o & s->vmask) != o) return "value step leaves the dtype's range";
@@ -4449,7 +4438,7 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
     wsync__pm_walk s;
     uint64_t nsuper;
     uint8_t lut[2048];
-    unsigned c, emax = wsync__exp_max(dt);
+    unsigned c;
     const char *bad;
     s.gap = sy->gap;
     s.zv = sy->zv;
@@ -4458,9 +4447,7 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
         s.end[c] = sy->seg[c + 1];
     }
     wsync__class_lut(lut, dt, top);
-    s.lut = lut;
-    s.shift = wsync__exp_shift(dt);
-    s.emask = emax;
+    s.cls = cls;
     s.bb = base + first * w;
     s.w = w;
     s.first = first;

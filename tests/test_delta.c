@@ -3102,6 +3102,42 @@ static void test_packed_max_paths(void)
     }
     TEST_END();
 
+    TEST_BEGIN("packed-max: class bytes of f16, f32, f64, e4m3, e5m2 and i32 elements follow the rule");
+    {
+        static const struct { wsync_dtype dt; unsigned w, shift, emask; } kinds[] = {
+            {WSYNC_DTYPE_F16, 2, 10, 0x1F}, {WSYNC_DTYPE_F32, 4, 23, 0xFF}, {WSYNC_DTYPE_F64, 8, 52, 0x7FF},
+            {WSYNC_DTYPE_F8_E4M3, 1, 3, 0xF}, {WSYNC_DTYPE_F8_E5M2, 1, 2, 0x1F}, {WSYNC_DTYPE_I32, 4, 0, 0}};
+        uint8_t *base = (uint8_t *)malloc(8 * 1000), *cls = (uint8_t *)malloc(1024), lut2[2048];
+        size_t ki;
+        unsigned bad = 0;
+        for (ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+            unsigned top = kinds[ki].emask ? (unsigned)(td_next(&rng) % kinds[ki].emask) : 0, e, i;
+            for (i = 0; i < 8 * 1000; i++) base[i] = (uint8_t)td_next(&rng);
+            for (e = 0; e <= kinds[ki].emask; e++) {
+                unsigned d = e == kinds[ki].emask && kinds[ki].emask ? 0 : top > e ? top - e : 0;
+                lut2[e] = (uint8_t)(d < 12 ? d : 11);
+            }
+            wsync__class_bytes(cls, base, kinds[ki].dt, top, lut2, 1000);
+            for (i = 0; i < 1000 && bad < 5; i++) {
+                uint64_t u = 0;
+                unsigned ex, want, k;
+                for (k = 0; k < kinds[ki].w; k++) u |= (uint64_t)base[i * kinds[ki].w + k] << (8 * k);
+                ex = (unsigned)(u >> kinds[ki].shift) & kinds[ki].emask;
+                want = kinds[ki].emask == 0 ? 0 : ex == kinds[ki].emask ? 0 : top > ex ? top - ex : 0;
+                if (want > 11) want = 11;
+                if (cls[i] != want) {
+                    bad++;
+                    CHECK_MSG(0, "%s element %u: class %u, want %u", wsync_dtype_name(kinds[ki].dt), i, cls[i], want);
+                }
+            }
+            for (i = 1000; i < 1024; i++) CHECK(cls[i] == 0xFF);
+        }
+        CHECK(bad == 0);
+        free(base);
+        free(cls);
+    }
+    TEST_END();
+
     TEST_BEGIN("packed-max: the top exponent of bf16 tensors (lengths 0..300, NaN and infinity ignored) follows the rule");
     {
         uint16_t v[300];
