@@ -1120,6 +1120,34 @@ static void test_diff(void)
         free(bb);
         TEST_END();
     }
+    /* The AVX2 path stores four positions per window unconditionally and
+       loops only past four: windows with exactly 0..10 changes, and full
+       ones, at every width (a window is 128 bytes, 64 for 1-byte elements). */
+    for (wi = 0; wi < 4; wi++) {
+        unsigned w = widths[wi];
+        size_t win = w == 1 ? 64 : 128 / w, nwin = 2 * 12 + 3, n = nwin * win, j, fails = 0;
+        uint8_t *a = (uint8_t *)td_xmalloc(n * w), *b = (uint8_t *)td_xmalloc(n * w);
+        TD_BEGIN("diff: every path equals wsync_diff_scalar, width %u, windows with exactly 0..10 and all elements "
+                 "changed", w);
+        for (j = 0; j < n * w; j++) a[j] = (uint8_t)td_next(&r);
+        memcpy(b, a, n * w);
+        for (j = 0; j < nwin; j++) {
+            size_t want = j % 12 == 11 ? win : j % 12, got = 0;
+            while (got < want) {
+                size_t at = j * win + (size_t)td_below(&r, win);
+                if (memcmp(a + at * w, b + at * w, w) != 0) continue;
+                b[at * w + td_below(&r, w)] ^= (uint8_t)(1u << td_below(&r, 8));
+                got++;
+            }
+        }
+        if (!td_diff_one(a, b, n, w)) fails++;
+        /* the same windows shifted by one element, so each straddles two */
+        if (!td_diff_one(a + w, b + w, n - 1, w)) fails++;
+        CHECK_MSG(fails == 0, "%lu failing layouts", (unsigned long)fails);
+        free(a);
+        free(b);
+        TEST_END();
+    }
     TEST_BEGIN("diff: impl names");
     CHECK_EQ_STR(wsync_impl_name(WSYNC_IMPL_AUTO), "auto");
     CHECK_EQ_STR(wsync_impl_name(WSYNC_IMPL_SCALAR), "scalar");
