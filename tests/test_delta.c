@@ -1442,6 +1442,30 @@ static void test_roundtrip_gaps(void)
     }
 }
 
+/* Rice codes of exactly 57 bits: 8-byte elements whose steps need the
+   largest value parameter (31) plus 14 unary bits, a change every 1001
+   elements. Every eighth change then starts with 7 bits pending in the
+   writer, and a one-put code of 57 bits shifted its accumulator by 64: the
+   stream was cut short ("position past the end of its block"). */
+static void test_roundtrip_long_codes(void)
+{
+    static const unsigned gaps[3] = {1000, 1500, 2000};
+    static const unsigned quotients[3] = {14, 13, 13};
+    size_t k;
+    for (k = 0; k < 3; k++) {
+        td_tensor t;
+        uint64_t i, d = (((uint64_t)quotients[k] << 31) + 12345) / 2 + 1;
+        td_init(&t, "long", WSYNC_DTYPE_U64, 1, 65536, 0);
+        for (i = 0; i < 65536; i++) td_store(t.base + i * 8, 8, 0x3FF0000000000000ull + i * 12345);
+        memcpy(t.next, t.base, 65536 * 8);
+        for (i = gaps[k]; i < 65536; i += gaps[k] + 1) td_set_elem(&t, i, td_load(t.base + i * 8, 8) + d);
+        TD_BEGIN("round trip: packed, 8-byte elements with 57-bit Rice codes, a change every %u", gaps[k] + 1);
+        td_roundtrip(&t, 1, WSYNC_ENCODING_PACKED, 0);
+        TEST_END();
+        td_release(&t, 1);
+    }
+}
+
 static void test_roundtrip_steps_and_chain(void)
 {
     td_tensor t;
@@ -3082,6 +3106,115 @@ static void test_update_base(void)
 
 /* packed-max's decoder helpers against rules written here again: the
    class of every bf16 pattern, and each code path's rank walk. */
+/* The bit writer takes codes of up to 56 bits whatever it holds (at most 7
+   bits): 7 pending bits and 57 more would shift its 64-bit accumulator by 64
+   (a Rice code of exactly 57 bits after 7 pending bits once corrupted the
+   stream's next code on x86, where such a shift keeps every bit). */
+static void test_bit_writer(void)
+{
+    uint8_t buf[32];
+    wsync__bw bw;
+    unsigned pend, n;
+    int bad = 0;
+    TEST_BEGIN("bit writer: codes of 1..56 bits after 0..7 pending bits, then a byte of zeros");
+    for (pend = 0; pend < 8; pend++) {
+        for (n = 1; n <= 56; n++) {
+            size_t k, total = pend + n + 8;
+            memset(buf, 0xAA, sizeof buf);
+            bw.out = buf;
+            bw.acc = 0;
+            bw.n = 0;
+            if (pend) wsync__bw_put(&bw, ((uint64_t)1 << pend) - 1, pend);
+            wsync__bw_put(&bw, ((uint64_t)1 << n) - 1, n);
+            wsync__bw_put(&bw, 0, 8);
+            wsync__bw_flush(&bw);
+            if ((size_t)(bw.out - buf) != (total + 7) / 8) bad++;
+            for (k = 0; k < total; k++) {
+                unsigned bit = (buf[k / 8] >> (k % 8)) & 1;
+                if (bit != (k < pend + n)) {
+                    bad++;
+                    break;
+                }
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%d wrong streams", bad);
+    TEST_END();
+}
+
+/* The AVX2 Rice coder for 2-byte elements (eight changes at a time, two to a
+   put) writes the same bytes as the portable one, block by block, with every
+   kind of change mixed in: steps of one, large jumps (value escapes), gap
+   escapes, codes over 32 bits alone or 57 as a pair, the block's first and
+   last element, and counts that leave a remainder of 0..7. */
+static void test_rice_simd(void)
+{
+    static const double dens[] = {0.004, 0.016, 0.06, 0.3, 1.0};
+    static const uint64_t lens[] = {65536, 8, 9, 15, 16, 17, 1000, 4099};
+    wsync_allocator al;
+    size_t di, li, kind;
+    td_rng r = {4242};
+    int simd = 0;
+#if WSYNC__X86
+    simd = wsync__has_avx2();
+#endif
+    memset(&al, 0, sizeof al);
+    if (!simd) printf("  (no AVX2 on this CPU: the Rice coder's AVX2 path is not compared here)\n");
+    for (kind = 0; kind < 5 && simd; kind++) {
+        static const char *const kinds[5] = {"steps of one", "mixed steps and jumps", "random bits",
+                                             "sparse with far outliers",
+                                             "steps of one and of nine (a value quotient of exactly 16)"};
+        size_t fails = 0, cases = 0;
+        TD_BEGIN("rice coder: AVX2 and portable write the same bytes, %s, 5 densities, 8 block lengths", kinds[kind]);
+        for (di = 0; di < sizeof dens / sizeof dens[0]; di++) {
+            for (li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                uint64_t len = lens[li], i;
+                uint16_t *a = (uint16_t *)td_xmalloc(len * 2), *b = (uint16_t *)td_xmalloc(len * 2);
+                uint32_t *pos = (uint32_t *)td_xmalloc(len * 4);
+                wsync__buf o1, o2;
+                size_t c;
+                for (i = 0; i < len; i++) a[i] = (uint16_t)(kind == 2 ? td_next(&r) : 0x3C00u + td_below(&r, 0x800));
+                memcpy(b, a, len * 2);
+                for (i = 0; i < len; i++) {
+                    double d = kind == 3 ? dens[di] / 8 : dens[di];
+                    if (td_unit(&r) >= d && !(kind == 3 && (i == 0 || i == len - 1 || i % 9973 == 5))) continue;
+                    switch (kind) {
+                    case 0: b[i] = (uint16_t)(a[i] + (td_below(&r, 2) ? 1 : 0xFFFF)); break;
+                    case 1: b[i] = (uint16_t)(a[i] + (td_below(&r, 8) ? td_below(&r, 7) + 1 : td_next(&r))); break;
+                    case 4: b[i] = (uint16_t)(a[i] + (td_below(&r, 16) ? (td_below(&r, 2) ? 1 : 0xFFFF) : 9)); break;
+                    default: b[i] = (uint16_t)td_next(&r); break;
+                    }
+                    if (b[i] == a[i]) b[i] ^= 1;
+                }
+                c = wsync_diff(a, b, (size_t)len, 2, pos);
+                memset(&o1, 0, sizeof o1);
+                memset(&o2, 0, sizeof o2);
+                o1.a = o2.a = &al;
+                if (c) {
+                    cases++;
+                    if (!wsync__rice_block(&o1, (const uint8_t *)a, (const uint8_t *)b, 2, pos, c, WSYNC_IMPL_SCALAR) ||
+                        !wsync__rice_block(&o2, (const uint8_t *)a, (const uint8_t *)b, 2, pos, c, WSYNC_IMPL_AUTO) ||
+                        o1.len != o2.len || memcmp(o1.p, o2.p, o1.len) != 0) {
+                        if (fails < 3)
+                            printf("  density %g, length %llu, %lu changes: %lu bytes portable, %lu AVX2\n", dens[di],
+                                   (unsigned long long)len, (unsigned long)c, (unsigned long)o1.len,
+                                   (unsigned long)o2.len);
+                        fails++;
+                    }
+                }
+                wsync__buf_free(&o1);
+                wsync__buf_free(&o2);
+                free(a);
+                free(b);
+                free(pos);
+            }
+        }
+        CHECK_MSG(fails == 0, "%lu of %lu blocks differ", (unsigned long)fails, (unsigned long)cases);
+        CHECK_MSG(cases >= 20, "only %lu blocks had changes", (unsigned long)cases);
+        TEST_END();
+    }
+}
+
 static void test_packed_max_paths(void)
 {
     static const unsigned tops[] = {0, 1, 5, 11, 12, 100, 127, 130, 254};
@@ -3319,6 +3452,7 @@ int main(void)
     test_roundtrip_blocks();
     test_roundtrip_threads();
     test_roundtrip_gaps();
+    test_roundtrip_long_codes();
     test_roundtrip_steps_and_chain();
     test_roundtrip_names();
     test_metadata();
@@ -3337,5 +3471,7 @@ int main(void)
     test_split_encode();
     test_update_base();
     test_packed_max_paths();
+    test_bit_writer();
+    test_rice_simd();
     return check_summary();
 }
