@@ -3257,6 +3257,61 @@ WSYNC__AVX2_POPCNT static size_t wsync__diff_avx2(const uint8_t *a, const uint8_
     return count;
 }
 
+/* The diff of 2-byte elements over whole 1 KiB rounds with the digest
+   rounds of b (wsync__drounds_avx2's arithmetic) run on the same loads: the
+   diff waits on memory and the digest's arithmetic fits in that wait, so
+   the new image's digest costs no pass of its own. The lanes add in another
+   order than in the plain rounds, which a sum does not see. acc is the
+   digest state before and after. */
+WSYNC__AVX2_POPCNT static size_t wsync__diff_digest_w2_avx2(const uint8_t *a, const uint8_t *b, size_t rounds,
+                                                            uint32_t *pos, uint64_t acc[8])
+{
+    __m256i h[2], sk[2];
+    const __m256i prime = _mm256_set1_epi32((int)WSYNC__D_PRIME32);
+    size_t r, count = 0;
+    int s, k;
+    for (k = 0; k < 2; k++) {
+        h[k] = _mm256_loadu_si256((const __m256i *)(const void *)(acc + 4 * k));
+        sk[k] = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dkey + 8 + 4 * k));
+    }
+    for (r = 0; r < rounds; r++) {
+        for (s = 0; s < 16; s += 2) {
+            size_t off = 1024 * r + 64 * (size_t)s;
+            __m256i x[4], y[4];
+            uint64_t m;
+            wsync__prefetch_l2(a + off, 1024);
+            wsync__prefetch_l2(a + off, 1024 + 64);
+            wsync__prefetch_l2(b + off, 1024);
+            wsync__prefetch_l2(b + off, 1024 + 64);
+            for (k = 0; k < 4; k++) {
+                x[k] = _mm256_loadu_si256((const __m256i *)(const void *)(a + off + 32 * k));
+                y[k] = _mm256_loadu_si256((const __m256i *)(const void *)(b + off + 32 * k));
+            }
+            {
+                __m256i p01 = _mm256_packs_epi16(_mm256_cmpeq_epi16(x[0], y[0]), _mm256_cmpeq_epi16(x[1], y[1]));
+                __m256i p23 = _mm256_packs_epi16(_mm256_cmpeq_epi16(x[2], y[2]), _mm256_cmpeq_epi16(x[3], y[3]));
+                m = ~((uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_permute4x64_epi64(p01, 0xD8)) |
+                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_permute4x64_epi64(p23, 0xD8)) << 32);
+            }
+            count = wsync__diff_put4(m, (uint32_t)(off >> 1), pos, count);
+            for (k = 0; k < 4; k++) {
+                __m256i key = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dstripe_key[s + (k >> 1)] + 4 * (k & 1)));
+                __m256i kk = _mm256_xor_si256(y[k], key);
+                __m256i hi = _mm256_shuffle_epi32(kk, _MM_SHUFFLE(3, 3, 1, 1));
+                h[k & 1] = _mm256_add_epi64(h[k & 1], _mm256_shuffle_epi32(y[k], _MM_SHUFFLE(1, 0, 3, 2)));
+                h[k & 1] = _mm256_add_epi64(h[k & 1], _mm256_mul_epu32(kk, hi));
+            }
+        }
+        for (k = 0; k < 2; k++) {
+            __m256i v = _mm256_xor_si256(_mm256_xor_si256(h[k], _mm256_srli_epi64(h[k], 47)), sk[k]);
+            __m256i lo = _mm256_mul_epu32(v, prime), hi = _mm256_mul_epu32(_mm256_srli_epi64(v, 32), prime);
+            h[k] = _mm256_add_epi64(lo, _mm256_slli_epi64(hi, 32));
+        }
+    }
+    for (k = 0; k < 2; k++) _mm256_storeu_si256((__m256i *)(void *)(acc + 4 * k), h[k]);
+    return count;
+}
+
 /* Branch-free: at one percent of changed elements nearly every window holds
    a change at an unpredictable place, so instead of testing and looping over
    mask bits, every 16 lanes of element indices are compressed by the
@@ -4775,14 +4830,40 @@ static void wsync__scatter(uint8_t *base, const uint8_t *next, unsigned w, const
     }
 }
 
+/* The block's positions into pos; with dx, the block's bytes of x are added
+   to that digest too, on the diff's own loads where the AVX2 path for 2-byte
+   elements applies (the state must be at a 1 KiB boundary). */
+static size_t wsync__diff_block(const uint8_t *bb, const uint8_t *xb, size_t len, unsigned w, uint32_t *pos,
+                                wsync_digest_state *dx)
+{
+    size_t c;
+#if WSYNC__X86
+    if (dx && w == 2 && dx->nbuf == 0 && wsync__digest_best() == WSYNC_IMPL_AVX2) {
+        size_t rounds = len * 2 / 1024, done = rounds * 1024, k, rest;
+        c = wsync__diff_digest_w2_avx2(bb, xb, rounds, pos, dx->acc);
+        dx->len += done;
+        if (done < len * 2) {
+            rest = wsync_diff(bb + done, xb + done, len - done / 2, 2, pos + c);
+            for (k = 0; k < rest; k++) pos[c + k] += (uint32_t)(done / 2);
+            c += rest;
+            wsync_digest_update(dx, xb + done, len * 2 - done);
+        }
+        return c;
+    }
+#endif
+    c = wsync_diff(bb, xb, len, w, pos);
+    if (dx) wsync_digest_update(dx, xb, len * w);
+    return c;
+}
+
 static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, const wsync_tensor *x, unsigned w,
                                         uint64_t nelem, uint64_t blk, uint64_t bi, int coder, unsigned top,
-                                        int update, wsync__encblk *s, uint32_t *size, uint64_t *count,
-                                        wsync_error *err)
+                                        int update, wsync__encblk *s, wsync_digest_state *dx, uint32_t *size,
+                                        uint64_t *count, wsync_error *err)
 {
     uint64_t first = bi * blk, len = nelem - first < blk ? nelem - first : blk;
     const uint8_t *bb = (const uint8_t *)b->data + first * w, *xb = (const uint8_t *)x->data + first * w;
-    size_t before = out->len, c = wsync_diff(bb, xb, (size_t)len, w, s->pos);
+    size_t before = out->len, c = wsync__diff_block(bb, xb, (size_t)len, w, s->pos, dx);
     if (c && !(coder == WSYNC__CODER_ARITH
                    ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, c, s->cls, s->rank, s->ctx,
                                          s->by_class)
@@ -4848,10 +4929,9 @@ static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tens
         uint32_t size = 0;
         /* digest while the block is still in cache (the base's before an update) */
         if (!base_digest) wsync_digest_update(&db, (const uint8_t *)b->data + first * w, (size_t)(len * w));
-        if ((r = wsync__encode_block(out, b, x, w, nelem, blk, bi, coder, top, update, s, &size, &c, err)) !=
+        if ((r = wsync__encode_block(out, b, x, w, nelem, blk, bi, coder, top, update, s, &dx, &size, &c, err)) !=
             WSYNC_OK)
             return r;
-        wsync_digest_update(&dx, (const uint8_t *)x->data + first * w, (size_t)(len * w));
         wsync__put_le32(out->p + table_at + 4 * bi, size);
         changed += c;
     }
@@ -5176,7 +5256,7 @@ static wsync_result wsync__encode_item(void *user, unsigned worker, size_t k, ws
         uint64_t c = 0;
         wsync_result r = wsync__encode_block(&it->buf, &E->base[i], &E->next[i], E->width[i], E->nelem[i], blk, bi,
                                              coder, E->top[i], (E->o->flags & WSYNC_DELTA_UPDATE_BASE) != 0,
-                                             &E->scratch[worker], &E->sizes[i][bi], &c, err);
+                                             &E->scratch[worker], NULL, &E->sizes[i][bi], &c, err);
         if (r != WSYNC_OK) return r;
         it->changed += c;
     }

@@ -3106,6 +3106,54 @@ static void test_update_base(void)
 
 /* packed-max's decoder helpers against rules written here again: the
    class of every bf16 pattern, and each code path's rank walk. */
+/* The encoder's block diff, which for 2-byte elements on AVX2 runs the new
+   image's digest rounds on the diff's loads: the same positions as the
+   scalar diff and the same digest as wsync_digest, for lengths around the
+   1 KiB round and a digest state carried across blocks. */
+static void test_diff_block_digest(void)
+{
+    static const size_t lens[] = {0, 1, 511, 512, 513, 1024, 4096, 4100, 65536, 65537};
+    static const double dens[] = {0.0, 0.016, 0.5, 1.0};
+    td_rng r = {515};
+    size_t li, di, fails = 0;
+    TEST_BEGIN("encoder block diff: positions equal the scalar diff and the carried digest equals wsync_digest, "
+               "10 lengths, 4 densities, 2-byte elements");
+    for (li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        for (di = 0; di < sizeof dens / sizeof dens[0]; di++) {
+            size_t n = lens[li], i, c1, c2, half = (n / 2 + 511) / 512 * 512;
+            uint16_t *a = (uint16_t *)td_xmalloc(n * 2 + 2), *b = (uint16_t *)td_xmalloc(n * 2 + 2);
+            uint32_t *p1 = (uint32_t *)td_xmalloc(n * 4 + 4), *p2 = (uint32_t *)td_xmalloc(n * 4 + 4);
+            wsync_digest_state st;
+            for (i = 0; i < n; i++) a[i] = b[i] = (uint16_t)td_next(&r);
+            for (i = 0; i < n; i++)
+                if (td_unit(&r) < dens[di]) b[i] ^= (uint16_t)(1u << td_below(&r, 16));
+            c1 = wsync_diff_scalar(a, b, n, 2, p1);
+            /* two blocks, the first a whole number of rounds, as the encoder cuts them */
+            if (half > n) half = n;
+            wsync_digest_init(&st);
+            c2 = wsync__diff_block((const uint8_t *)a, (const uint8_t *)b, half, 2, p2, &st);
+            {
+                size_t k, c3 = wsync__diff_block((const uint8_t *)(a + half), (const uint8_t *)(b + half), n - half, 2,
+                                                 p2 + c2, &st);
+                for (k = 0; k < c3; k++) p2[c2 + k] += (uint32_t)half;
+                c2 += c3;
+            }
+            if (c1 != c2 || (c1 && memcmp(p1, p2, c1 * 4) != 0) || wsync_digest_final(&st) != wsync_digest(b, n * 2)) {
+                if (fails < 3)
+                    printf("  length %lu density %g: %lu positions, scalar %lu\n", (unsigned long)n, dens[di],
+                           (unsigned long)c2, (unsigned long)c1);
+                fails++;
+            }
+            free(a);
+            free(b);
+            free(p1);
+            free(p2);
+        }
+    }
+    CHECK_MSG(fails == 0, "%lu failing cases", (unsigned long)fails);
+    TEST_END();
+}
+
 /* The bit writer takes codes of up to 56 bits whatever it holds (at most 7
    bits): 7 pending bits and 57 more would shift its 64-bit accumulator by 64
    (a Rice code of exactly 57 bits after 7 pending bits once corrupted the
@@ -3471,6 +3519,7 @@ int main(void)
     test_split_encode();
     test_update_base();
     test_packed_max_paths();
+    test_diff_block_digest();
     test_bit_writer();
     test_rice_simd();
     return check_summary();
