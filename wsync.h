@@ -5765,46 +5765,115 @@ WSYNC__INLINE int wsync__rice_val(wsync__br *r, unsigned kv, const unsigned vbit
     return 2;
 }
 
-WSYNC__INLINE wsync_result wsync__rice_run_w(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out,
-                                            const unsigned w, uint64_t len, uint64_t room, uint64_t *count_out,
-                                            const char **why)
-{
-    uint64_t count, i, next = 0;
-    size_t used;
-    unsigned kg, kv;
-    const unsigned vbits = 8 * w;
+/* One Rice block being decoded, resumable between changes. */
+typedef struct wsync__rs {
     wsync__br r;
+    const uint8_t *payload; /* the first bit-stream byte */
+    size_t payload_size;
+    uint64_t count, i, next, len;
+    unsigned kg, kv;
+} wsync__rs;
+
+static wsync_result wsync__rs_open(wsync__rs *s, const uint8_t *p, size_t size, uint64_t len, uint64_t room,
+                                   const char **why)
+{
+    size_t used = wsync__varint_get(p, size, &s->count);
+    if (!used || s->count == 0 || s->count > len) return *why = "bad change count", WSYNC_ERR_INVALID_ARGUMENT;
+    if (s->count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_INVALID_ARGUMENT;
+    if (size - used < 2) return *why = "block header truncated", WSYNC_ERR_TRUNCATED;
+    s->kg = p[used];
+    s->kv = p[used + 1];
+    if (s->kg > 24 || s->kv > 31) return *why = "bad Rice parameter", WSYNC_ERR_INVALID_ARGUMENT;
+    s->payload = p + used + 2;
+    s->payload_size = size - used - 2;
+    s->r.p = s->payload;
+    s->r.end = p + size;
+    s->r.buf = 0;
+    s->r.avail = 0;
+    s->i = 0;
+    s->next = 0;
+    s->len = len;
+    return WSYNC_OK;
+}
+
+/* The next change, with every bound checked; kind 1: code is a step, 2: raw
+   bits. */
+WSYNC__INLINE wsync_result wsync__rs_step(wsync__rs *s, const unsigned vbits, uint64_t *at, uint64_t *code,
+                                          int *kind, const char **why)
+{
+    uint64_t g = 0;
+    if (s->r.end - s->r.p >= WSYNC__RICE_MARGIN) {
+        wsync__rice_gap(&s->r, s->kg, 1, &g);
+    } else if (!wsync__rice_gap(&s->r, s->kg, 0, &g)) {
+        return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
+    }
+    *at = s->next + g;
+    if (*at >= s->len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
+    s->next = *at + 1;
+    *kind = s->r.end - s->r.p >= WSYNC__RICE_MARGIN ? wsync__rice_val(&s->r, s->kv, vbits, 1, code)
+                                                   : wsync__rice_val(&s->r, s->kv, vbits, 0, code);
+    if (!*kind) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+    s->i++;
+    return WSYNC_OK;
+}
+
+/* The next change where at least WSYNC__RICE_MARGIN bytes are left: one
+   change's codes take at most 18 bytes, the reader holds at most 7 ahead and
+   a refill loads 8, so it reads at most 33 bytes past r.p and no bound but
+   the position's needs checking. 0 for a position past the block. */
+WSYNC__INLINE int wsync__rs_step_fast(wsync__rs *s, const unsigned vbits, uint64_t *at, uint64_t *code, int *kind)
+{
+    uint64_t g = 0;
+    wsync__rice_gap(&s->r, s->kg, 1, &g);
+    *at = s->next + g;
+    s->next = *at + 1;
+    *kind = wsync__rice_val(&s->r, s->kv, vbits, 1, code);
+    s->i++;
+    return *at < s->len;
+}
+
+/* The block must end where its changes do: at most 7 zero padding bits. */
+static wsync_result wsync__rs_close(wsync__rs *s, const char **why)
+{
+    uint64_t consumed = (uint64_t)(s->r.p - s->payload) * 8 - s->r.avail;
+    uint64_t total = (uint64_t)s->payload_size * 8;
+    if (total - consumed >= 8) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
+    wsync__br_refill(&s->r);
+    if (s->r.buf & ((((uint64_t)1) << (total - consumed)) - 1))
+        return *why = "nonzero padding bits", WSYNC_ERR_INVALID_ARGUMENT;
+    return WSYNC_OK;
+}
+
+/* The decoded changes of one chunk, written: new = base + step in ordered
+   space, or the raw bits. */
+WSYNC__INLINE void wsync__rice_write(const uint8_t *base, uint8_t *out, const unsigned w, uint64_t vmask,
+                                     const uint32_t *at, const uint64_t *code, const uint8_t *raw, uint64_t n)
+{
+    uint64_t j;
+    for (j = 0; j < n; j++) {
+        uint64_t z = code[j], b = wsync__elem_load(base + (size_t)at[j] * w, w);
+        uint64_t x = wsync__unord((wsync__ord(b, w) + wsync__unzz(z)) & vmask, w);
+        wsync__elem_store(out + (size_t)at[j] * w, w, raw[j] ? z : x);
+    }
+}
+
+/* The rest of an open block: checked only (out == NULL), or decoded and
+   written in chunks whose targets are prefetched while they are decoded. */
+WSYNC__INLINE wsync_result wsync__rs_rest(wsync__rs *s, const uint8_t *base, uint8_t *out, const unsigned w,
+                                          const char **why)
+{
+    const unsigned vbits = 8 * w;
     const uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
     uint32_t at_buf[WSYNC__RICE_CHUNK];
     uint64_t code_buf[WSYNC__RICE_CHUNK];
     uint8_t raw_buf[WSYNC__RICE_CHUNK];
-    used = wsync__varint_get(p, size, &count);
-    if (!used || count == 0 || count > len) return *why = "bad change count", WSYNC_ERR_INVALID_ARGUMENT;
-    if (count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_INVALID_ARGUMENT;
-    if (size - used < 2) return *why = "block header truncated", WSYNC_ERR_TRUNCATED;
-    kg = p[used];
-    kv = p[used + 1];
-    if (kg > 24 || kv > 31) return *why = "bad Rice parameter", WSYNC_ERR_INVALID_ARGUMENT;
-    r.p = p + used + 2;
-    r.end = p + size;
-    r.buf = 0;
-    r.avail = 0;
-    for (i = 0; i < count;) {
-        uint64_t n = count - i < WSYNC__RICE_CHUNK ? count - i : WSYNC__RICE_CHUNK, j;
+    wsync_result r;
+    while (s->i < s->count) {
+        uint64_t n = s->count - s->i < WSYNC__RICE_CHUNK ? s->count - s->i : WSYNC__RICE_CHUNK, j;
         for (j = 0; j < n; j++) {
-            uint64_t g = 0, code = 0, at;
-            int kind;
-            if (r.end - r.p >= WSYNC__RICE_MARGIN) {
-                wsync__rice_gap(&r, kg, 1, &g);
-            } else if (!wsync__rice_gap(&r, kg, 0, &g)) {
-                return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
-            }
-            at = next + g;
-            if (at >= len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
-            next = at + 1;
-            kind = r.end - r.p >= WSYNC__RICE_MARGIN ? wsync__rice_val(&r, kv, vbits, 1, &code)
-                                                     : wsync__rice_val(&r, kv, vbits, 0, &code);
-            if (!kind) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+            uint64_t at = 0, code = 0;
+            int kind = 0;
+            if ((r = wsync__rs_step(s, vbits, &at, &code, &kind, why)) != WSYNC_OK) return r;
             if (out) {
                 WSYNC__PREFETCH(base + (size_t)at * w);
                 at_buf[j] = (uint32_t)at;
@@ -5812,28 +5881,63 @@ WSYNC__INLINE wsync_result wsync__rice_run_w(const uint8_t *p, size_t size, cons
                 raw_buf[j] = (uint8_t)(kind - 1);
             }
         }
-        if (out)
-            for (j = 0; j < n; j++) {
-                uint8_t *e = out + (size_t)at_buf[j] * w;
-                uint64_t z = code_buf[j];
-
-                uint64_t b = wsync__elem_load(base + (size_t)at_buf[j] * w, w);
-                uint64_t x = wsync__unord((wsync__ord(b, w) + wsync__unzz(z)) & vmask, w);
-                wsync__elem_store(e, w, raw_buf[j] ? z : x);
-            }
-        i += n;
+        if (out) wsync__rice_write(base, out, w, vmask, at_buf, code_buf, raw_buf, n);
     }
-    /* The block must end here: at most 7 zero padding bits. */
-    {
-        uint64_t consumed = (uint64_t)(r.p - (p + used + 2)) * 8 - r.avail;
-        uint64_t total = (uint64_t)(size - used - 2) * 8;
-        if (total - consumed >= 8) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
-        wsync__br_refill(&r);
-        if (r.buf & ((((uint64_t)1) << (total - consumed)) - 1))
-            return *why = "nonzero padding bits", WSYNC_ERR_INVALID_ARGUMENT;
-    }
-    *count_out = count;
     return WSYNC_OK;
+}
+
+WSYNC__INLINE wsync_result wsync__rice_run_w(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out,
+                                            const unsigned w, uint64_t len, uint64_t room, uint64_t *count_out,
+                                            const char **why)
+{
+    wsync__rs s;
+    wsync_result r;
+    if ((r = wsync__rs_open(&s, p, size, len, room, why)) != WSYNC_OK) return r;
+    if ((r = wsync__rs_rest(&s, base, out, w, why)) != WSYNC_OK) return r;
+    if ((r = wsync__rs_close(&s, why)) != WSYNC_OK) return r;
+    *count_out = s.count;
+    return WSYNC_OK;
+}
+
+/* Two blocks checked at once (no writes): their decoding chains are
+   independent, so interleaving them keeps more of the core busy than one
+   block at a time. WSYNC_OK with both counts, or not OK: the caller then
+   checks the two one by one, for the error of the first that fails. */
+WSYNC__INLINE wsync_result wsync__rice_check2_w(const uint8_t *pa, size_t sa, uint64_t la, const uint8_t *pb,
+                                               size_t sb, uint64_t lb, const unsigned w, uint64_t room,
+                                               uint64_t *ca, uint64_t *cb)
+{
+    const unsigned vbits = 8 * w;
+    const char *why;
+    wsync__rs a, b;
+    if (wsync__rs_open(&a, pa, sa, la, room, &why) != WSYNC_OK ||
+        wsync__rs_open(&b, pb, sb, lb, room - a.count, &why) != WSYNC_OK)
+        return WSYNC_ERR_INVALID_ARGUMENT;
+    while (a.i < a.count && b.i < b.count && a.r.end - a.r.p >= WSYNC__RICE_MARGIN &&
+           b.r.end - b.r.p >= WSYNC__RICE_MARGIN) {
+        uint64_t at_a, at_b, code_a, code_b;
+        int kind_a, kind_b;
+        int ok_a = wsync__rs_step_fast(&a, vbits, &at_a, &code_a, &kind_a);
+        int ok_b = wsync__rs_step_fast(&b, vbits, &at_b, &code_b, &kind_b);
+        if (!(ok_a & ok_b)) return WSYNC_ERR_OUT_OF_BOUNDS;
+    }
+    if (wsync__rs_rest(&a, NULL, NULL, w, &why) != WSYNC_OK || wsync__rs_rest(&b, NULL, NULL, w, &why) != WSYNC_OK ||
+        wsync__rs_close(&a, &why) != WSYNC_OK || wsync__rs_close(&b, &why) != WSYNC_OK)
+        return WSYNC_ERR_INVALID_ARGUMENT;
+    *ca = a.count;
+    *cb = b.count;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__rice_check2(const uint8_t *pa, size_t sa, uint64_t la, const uint8_t *pb, size_t sb,
+                                       uint64_t lb, unsigned w, uint64_t room, uint64_t *ca, uint64_t *cb)
+{
+    switch (w) {
+    case 1: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 1, room, ca, cb);
+    case 2: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 2, room, ca, cb);
+    case 4: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 4, room, ca, cb);
+    default: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 8, room, ca, cb);
+    }
 }
 
 static wsync_result wsync__rice_run(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out, unsigned w,
@@ -5850,6 +5954,50 @@ static wsync_result wsync__rice_run(const uint8_t *p, size_t size, const uint8_t
 /* Patches block bi of a checked Rice stream (its bytes at stream offset
    `off`), reading the base from `base` (the whole tensor) and writing into
    `out`, which holds the block's elements. */
+/* Checks the Rice blocks b0 <= bi < b1 of a tensor's stream (block table at
+   `table`, block b0's bytes at p + off), two at a time where both have
+   changes, and adds their changes to *count. A block may hold up to `room`
+   changes, less those counted before it when `shrink`. On failure: the
+   first failing block, its stream offset and the reason, exactly as one
+   block at a time would find them. */
+static wsync_result wsync__rice_check_blocks(const uint8_t *p, uint64_t table, uint64_t off, uint64_t b0, uint64_t b1,
+                                             uint64_t blk, uint64_t nelem, unsigned w, uint64_t room, int shrink,
+                                             uint64_t *count, uint64_t *bad_block, uint64_t *bad_off,
+                                             const char **why)
+{
+    uint64_t bi = b0;
+    while (bi < b1) {
+        uint32_t sa = wsync__get_le32(p + table + 4 * bi), sb = bi + 1 < b1 ? wsync__get_le32(p + table + 4 * (bi + 1)) : 0;
+        uint64_t first = bi * blk, la = nelem - first < blk ? nelem - first : blk, ca = 0, cb = 0, lb, k;
+        uint64_t r_room = shrink ? room - *count : room;
+        if (sa && sb) {
+            lb = nelem - first - la < blk ? nelem - first - la : blk;
+            if (wsync__rice_check2(p + off, sa, la, p + off + sa, sb, lb, w, r_room, &ca, &cb) == WSYNC_OK) {
+                *count += ca + cb;
+                off += (uint64_t)sa + sb;
+                bi += 2;
+                continue;
+            }
+        }
+        /* one block, or a pair that failed: one at a time from here */
+        for (k = 0; k < (sa && sb ? 2u : 1u); k++, bi++) {
+            uint32_t bsize = wsync__get_le32(p + table + 4 * bi);
+            uint64_t f = bi * blk, len = nelem - f < blk ? nelem - f : blk, c = 0;
+            if (bsize) {
+                wsync_result r = wsync__rice_run(p + off, bsize, NULL, NULL, w, len, shrink ? room - *count : room, &c, why);
+                if (r != WSYNC_OK) {
+                    *bad_block = bi;
+                    *bad_off = off;
+                    return r;
+                }
+            }
+            *count += c;
+            off += bsize;
+        }
+    }
+    return WSYNC_OK;
+}
+
 static wsync_result wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi, uint64_t off,
                                             const uint8_t *base, uint8_t *out, uint64_t room, uint64_t *count,
                                             const char **why)
@@ -5957,18 +6105,14 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
             return WSYNC_OK;
         }
         pt->count = 0;
-        for (bi = 0; bi < nblocks; bi++) {
-            uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
-            uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk, c = 0;
+        {
+            uint64_t bad = 0, bad_off = 0;
             const char *why = "";
-            if (bsize) {
-                r = wsync__rice_run(p + off, bsize, NULL, NULL, w, len, changed - pt->count, &c, &why);
-                if (r != WSYNC_OK)
-                    return wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
-                                       (unsigned long long)bi, (unsigned long long)off, why);
-            }
-            pt->count += c;
-            off += bsize;
+            r = wsync__rice_check_blocks(p, fixed, off, 0, nblocks, blk, pt->nelem, w, changed, 1, &pt->count, &bad,
+                                         &bad_off, &why);
+            if (r != WSYNC_OK)
+                return wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
+                                   (unsigned long long)bad, (unsigned long long)bad_off, why);
         }
         if (pt->count != changed)
             return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
@@ -6412,23 +6556,17 @@ static wsync_result wsync__apply_check(void *user, unsigned worker, size_t i, ws
     wsync__app *A = (wsync__app *)user;
     wsync__item *it = &A->items[i];
     const wsync__patch *pt = &A->patches[it->patch];
-    uint64_t bi, soff = it->soff;
+    uint64_t bad = 0, bad_off = 0;
+    const char *why = "";
+    wsync_result r;
     (void)worker;
     if (!pt->rice) return WSYNC_OK;
-    for (bi = it->b0; bi < it->b1; bi++) {
-        uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
-        uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk, c = 0;
-        const char *why = "";
-        if (bsize) {
-            wsync_result r = wsync__rice_run(pt->stream + soff, bsize, NULL, NULL, pt->w, len, pt->count, &c, &why);
-            if (r != WSYNC_OK)
-                return wsync__fail(err, r, pt->src->key_offset, pt->src->name, pt->src->name_len,
-                                   "block %llu (stream byte %llu): %s", (unsigned long long)bi,
-                                   (unsigned long long)soff, why);
-        }
-        it->count += c;
-        soff += bsize;
-    }
+    r = wsync__rice_check_blocks(pt->stream, pt->table_at, it->soff, it->b0, it->b1, pt->blk, pt->nelem, pt->w,
+                                 pt->count, 0, &it->count, &bad, &bad_off, &why);
+    if (r != WSYNC_OK)
+        return wsync__fail(err, r, pt->src->key_offset, pt->src->name, pt->src->name_len,
+                           "block %llu (stream byte %llu): %s", (unsigned long long)bad, (unsigned long long)bad_off,
+                           why);
     return WSYNC_OK;
 }
 

@@ -2178,6 +2178,107 @@ static void test_reject_packed(void)
     td_release(ts, 4);
 }
 
+/* The apply's check reads Rice blocks two at a time; a failure must name
+   the same block, stream offset and reason as checking them one by one.
+   Oracle: wsync__rice_run block by block, over random bit flips, byte
+   changes and shifted block sizes in a stream of 40 blocks of about 200
+   changes (long enough for the paired fast loop), at both room rules. */
+static void test_rice_check_pairs(void)
+{
+    td_tensor t;
+    td_rng r = {8080};
+    wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED, 10, 1, 2);
+    td_bytes d;
+    wsync_error err;
+    size_t at, size = 0, fixed = 8 + 8 + 24, trial, mismatches = 0, rejected = 0;
+    uint64_t nblocks = 40, off0 = fixed + 4 * 40, changed;
+    td_init(&t, "p", WSYNC_DTYPE_BF16, 1, 1024 * 40 - 17, 0);
+    td_fill_base(&t, &r, 0.0);
+    td_mutate(&t, &r, 0.2, TD_MIX);
+    CHECK_EQ_INT(td_encode(&t, 1, &o, &d, NULL, &err), WSYNC_OK);
+    at = td_stream_at(&d, "p", &size);
+    TEST_BEGIN("rice check, two blocks at a time: the same verdict, block, offset and reason as one at a time, "
+               "over 3000 corruptions");
+    CHECK(at > 0 && size > off0);
+    changed = at ? td_le64(d.p + at + 16) : 0;
+    for (trial = 0; at && trial < 3000; trial++) {
+        uint8_t *p = td_dup(d.p + at, size);
+        int shrink = (int)(trial & 1);
+        uint64_t c1 = 0, c2 = 0, bad1 = 0, bad2 = 0, off1 = 0, off2 = 0, bi, off = off0;
+        const char *why1 = "", *why2 = "";
+        wsync_result r1 = WSYNC_OK, r2;
+        switch (td_below(&r, 3)) {
+        case 0: p[off0 + td_below(&r, size - off0)] ^= (uint8_t)(1u << td_below(&r, 8)); break;
+        case 1: p[off0 + td_below(&r, size - off0)] = (uint8_t)td_next(&r); break;
+        default: { /* move a byte from one block's size to the next one's */
+            uint64_t k = td_below(&r, nblocks - 1);
+            uint32_t a = td_le32(p + fixed + 4 * k), b = td_le32(p + fixed + 4 * (k + 1));
+            if (a) td_store(p + fixed + 4 * k, 4, a - 1), td_store(p + fixed + 4 * (k + 1), 4, b + 1);
+        } break;
+        }
+        for (bi = 0; bi < nblocks && r1 == WSYNC_OK; bi++) {
+            uint32_t bsize = td_le32(p + fixed + 4 * bi);
+            uint64_t len = t.nelem - bi * 1024 < 1024 ? t.nelem - bi * 1024 : 1024, c = 0;
+            if (bsize) {
+                r1 = wsync__rice_run(p + off, bsize, NULL, NULL, 2, len, shrink ? changed - c1 : changed, &c, &why1);
+                if (r1 != WSYNC_OK) bad1 = bi, off1 = off;
+            }
+            c1 += c;
+            off += bsize;
+        }
+        r2 = wsync__rice_check_blocks(p, fixed, off0, 0, nblocks, 1024, t.nelem, 2, changed, shrink, &c2, &bad2, &off2,
+                                      &why2);
+        if (r1 != WSYNC_OK) rejected++;
+        if (r1 != r2 || (r1 == WSYNC_OK && c1 != c2) ||
+            (r1 != WSYNC_OK && (bad1 != bad2 || off1 != off2 || strcmp(why1, why2) != 0))) {
+            if (mismatches < 3)
+                printf("  trial %lu: one by one %d (block %llu, %s), in pairs %d (block %llu, %s)\n",
+                       (unsigned long)trial, (int)r1, (unsigned long long)bad1, why1, (int)r2,
+                       (unsigned long long)bad2, why2);
+            mismatches++;
+        }
+        free(p);
+    }
+    /* room: the header's total minus 0, 1, 150 (a block that runs over it,
+       first or second of a pair) with counts carried; the largest block's
+       count minus 1 for each block alone */
+    for (trial = 0; at && trial < 5; trial++) {
+        int shrink = trial < 3;
+        uint64_t room = trial == 0 ? changed : trial == 1 ? changed - 1 : trial == 2 ? changed - 150 : 0;
+        uint64_t c1 = 0, c2 = 0, bad1 = 0, bad2 = 0, off1 = 0, off2 = 0, bi, off = off0;
+        const char *why1 = "", *why2 = "";
+        wsync_result r1 = WSYNC_OK, r2;
+        if (!shrink) { /* the largest block's count, less 1 or less 0 */
+            uint64_t big = 0, c;
+            for (bi = 0, off = off0; bi < nblocks; off += td_le32(d.p + at + fixed + 4 * bi), bi++)
+                if (wsync__varint_get(d.p + at + off, 10, &c) && c > big) big = c;
+            room = big - (trial == 3);
+            off = off0;
+        }
+        for (bi = 0; bi < nblocks && r1 == WSYNC_OK; bi++) {
+            uint32_t bsize = td_le32(d.p + at + fixed + 4 * bi);
+            uint64_t len = t.nelem - bi * 1024 < 1024 ? t.nelem - bi * 1024 : 1024, c = 0;
+            r1 = wsync__rice_run(d.p + at + off, bsize, NULL, NULL, 2, len, shrink ? room - c1 : room, &c, &why1);
+            if (r1 != WSYNC_OK) bad1 = bi, off1 = off;
+            c1 += c;
+            off += bsize;
+        }
+        r2 = wsync__rice_check_blocks(d.p + at, fixed, off0, 0, nblocks, 1024, t.nelem, 2, room, shrink, &c2, &bad2,
+                                      &off2, &why2);
+        CHECK_MSG(r1 == r2 && bad1 == bad2 && off1 == off2 && strcmp(why1, why2) == 0 && (r1 != WSYNC_OK || c1 == c2),
+                  "room %llu (%s): one by one %d (block %llu, %s), in pairs %d (block %llu, %s)",
+                  (unsigned long long)room, shrink ? "carried" : "per block", (int)r1, (unsigned long long)bad1, why1,
+                  (int)r2, (unsigned long long)bad2, why2);
+        CHECK_MSG((r1 == WSYNC_OK) == (trial == 0 || trial == 4), "room %llu: verdict %d", (unsigned long long)room,
+                  (int)r1);
+    }
+    CHECK_MSG(mismatches == 0, "%lu of 3000 differ", (unsigned long)mismatches);
+    CHECK_MSG(rejected > 1000, "only %lu corruptions rejected", (unsigned long)rejected);
+    TEST_END();
+    td_bytes_free(&d);
+    td_release(&t, 1);
+}
+
 static void test_reject_files(void)
 {
     td_tensor ts[4];
@@ -3507,6 +3608,7 @@ int main(void)
     test_reject_truncation_and_flips();
     test_reject_fast_path();
     test_reject_packed();
+    test_rice_check_pairs();
     test_reject_files();
     test_reject_trl();
     test_flags();
