@@ -3765,6 +3765,18 @@ typedef struct wsync__encblk {
     uint32_t *by_class;
 } wsync__encblk;
 
+/* v as a Rice code with parameter k, its quotient q = v >> k below 32: q
+   ones, a zero, the low k bits; in two puts where that exceeds 32 bits. */
+WSYNC__INLINE void wsync__bw_rice(wsync__bw *bw, uint64_t v, uint64_t q, unsigned k)
+{
+    if (q + 1 + k <= 32) {
+        wsync__bw_put(bw, (((uint64_t)1 << q) - 1) | (v & (((uint64_t)1 << k) - 1)) << (q + 1), (unsigned)q + 1 + k);
+    } else {
+        wsync__bw_put(bw, ((uint64_t)1 << q) - 1, (unsigned)q + 1);
+        if (k) wsync__bw_put(bw, v & (((uint64_t)1 << k) - 1), k);
+    }
+}
+
 /* Change i's gap and value codes, every case (escapes, codes over 56
    bits); both codes with one put when they fit in 56 bits, nearly always. */
 WSYNC__INLINE void wsync__rice_put_one(wsync__bw *bw, const uint8_t *base, const uint8_t *next, unsigned w,
@@ -3786,12 +3798,8 @@ WSYNC__INLINE void wsync__rice_put_one(wsync__bw *bw, const uint8_t *base, const
     if (q >= WSYNC__GAP_ESCAPE) {
         wsync__bw_put(bw, 0xFFFFFFFFu, 32);
         wsync__bw_put(bw, g, 32);
-    } else if (q + 1 + kg <= 32) {
-        wsync__bw_put(bw, (((uint64_t)1 << q) - 1) | (g & (((uint64_t)1 << kg) - 1)) << (q + 1),
-                      (unsigned)q + 1 + kg);
     } else {
-        wsync__bw_put(bw, ((uint64_t)1 << q) - 1, (unsigned)q + 1);
-        if (kg) wsync__bw_put(bw, g & (((uint64_t)1 << kg) - 1), kg);
+        wsync__bw_rice(bw, g, q, kg);
     }
     if (qv >= WSYNC__VAL_ESCAPE) {
         wsync__bw_put(bw, 0xFFFFu, WSYNC__VAL_ESCAPE);
@@ -3801,12 +3809,8 @@ WSYNC__INLINE void wsync__rice_put_one(wsync__bw *bw, const uint8_t *base, const
         } else {
             wsync__bw_put(bw, x, vbits);
         }
-    } else if (qv + 1 + kv <= 32) {
-        wsync__bw_put(bw, (((uint64_t)1 << qv) - 1) | (z & (((uint64_t)1 << kv) - 1)) << (qv + 1),
-                      (unsigned)qv + 1 + kv);
     } else {
-        wsync__bw_put(bw, ((uint64_t)1 << qv) - 1, (unsigned)qv + 1);
-        if (kv) wsync__bw_put(bw, z & (((uint64_t)1 << kv) - 1), kv);
+        wsync__bw_rice(bw, z, qv, kv);
     }
 }
 
