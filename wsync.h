@@ -3815,6 +3815,14 @@ WSYNC__INLINE void wsync__rice_put_one(wsync__bw *bw, const uint8_t *base, const
 }
 
 #if WSYNC__X86
+/* ord of eight 16-bit patterns in 32-bit lanes: a pattern with the sign bit
+   set has its other bits flipped, any other gains the sign bit. */
+WSYNC__AVX2 static inline __m256i wsync__ord16_avx2(__m256i u)
+{
+    __m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_srli_epi32(u, 15));
+    return _mm256_xor_si256(u, _mm256_or_si256(_mm256_set1_epi32(0x8000), _mm256_and_si256(neg, _mm256_set1_epi32(0x7FFF))));
+}
+
 /* The codes of up to 64 changes of 2-byte elements, eight at a time, from
    change i on, two changes to a word: words[j] and bits[j] are what one
    wsync__bw_put writes for changes i + 2j and i + 2j + 1, exactly the bits
@@ -3830,10 +3838,10 @@ WSYNC__AVX2 static size_t wsync__rice_pairs_w2_avx2(const uint8_t *base, const u
 {
     const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2), zero = _mm256_setzero_si256();
     const __m256i rot = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6), last = _mm256_set1_epi32(7);
-    const __m256i m7fff = _mm256_set1_epi32(0x7FFF), m8000 = _mm256_set1_epi32(0x8000);
     const __m256i lim_qv = _mm256_set1_epi32(WSYNC__VAL_ESCAPE - 1), lim_n = _mm256_set1_epi32(32);
     const __m256i kg1 = _mm256_set1_epi32((int)kg + 1), kv1 = _mm256_set1_epi32((int)kv + 1);
-    const __m256i mg = _mm256_set1_epi32((int)(((uint64_t)1 << kg) - 1)), mv = _mm256_set1_epi32((int)(((uint64_t)1 << kv) - 1));
+    const __m256i mg = _mm256_set1_epi32((int)(((uint64_t)1 << kg) - 1));
+    const __m256i mv = _mm256_set1_epi32((int)(((uint64_t)1 << kv) - 1));
     const __m256i low = _mm256_set1_epi64x(0xFFFFFFFFll), pair_max = _mm256_set1_epi64x(57);
     const __m128i ckg = _mm_cvtsi32_si128((int)kg), ckv = _mm_cvtsi32_si128((int)kv);
     __m256i prev_end = _mm256_set1_epi32((int)(i ? pos[i - 1] + 1 : 0));
@@ -3854,10 +3862,7 @@ WSYNC__AVX2 static size_t wsync__rice_pairs_w2_avx2(const uint8_t *base, const u
             (int)wsync__elem_load(next + 2 * (size_t)pp[2], 2), (int)wsync__elem_load(next + 2 * (size_t)pp[3], 2),
             (int)wsync__elem_load(next + 2 * (size_t)pp[4], 2), (int)wsync__elem_load(next + 2 * (size_t)pp[5], 2),
             (int)wsync__elem_load(next + 2 * (size_t)pp[6], 2), (int)wsync__elem_load(next + 2 * (size_t)pp[7], 2));
-        /* ord: a value with the sign bit set has its other bits flipped */
-        __m256i ob = _mm256_xor_si256(b, _mm256_or_si256(m8000, _mm256_and_si256(_mm256_sub_epi32(zero, _mm256_srli_epi32(b, 15)), m7fff)));
-        __m256i ox = _mm256_xor_si256(x, _mm256_or_si256(m8000, _mm256_and_si256(_mm256_sub_epi32(zero, _mm256_srli_epi32(x, 15)), m7fff)));
-        __m256i d = _mm256_sub_epi32(ox, ob), sg = _mm256_srai_epi32(d, 31);
+        __m256i d = _mm256_sub_epi32(wsync__ord16_avx2(x), wsync__ord16_avx2(b)), sg = _mm256_srai_epi32(d, 31);
         /* zigzag without the zero: 2|d| - 2 - (d < 0) */
         __m256i z = _mm256_sub_epi32(_mm256_sub_epi32(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_xor_si256(d, sg), sg), 1), two), sg);
         __m256i q = _mm256_srl_epi32(g, ckg), qv = _mm256_srl_epi32(z, ckv);
