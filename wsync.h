@@ -2673,6 +2673,10 @@ static int wsync__has_avx512bw(void) { return __builtin_cpu_supports("avx512bw")
 static int wsync__has_avx512vbmi2(void) { return __builtin_cpu_supports("avx512vbmi2"); }
 #define WSYNC__AVX512VBMI2 __attribute__((target("avx512f,avx512bw,avx512vbmi2")))
 #define WSYNC__AVX2_POPCNT __attribute__((target("avx2,popcnt")))
+/* Helpers of the AVX2 loops: without always_inline, gcc -O2 (no -march)
+   calls them out of line and the diff runs at half speed. */
+#define WSYNC__AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
+#define WSYNC__AVX2_POPCNT_INLINE __attribute__((target("avx2,popcnt"), always_inline)) static inline
 #define WSYNC__AVX512_POPCNT __attribute__((target("avx512f,avx512bw,popcnt")))
 #else
 #define WSYNC__X86 0
@@ -2709,7 +2713,7 @@ static unsigned wsync__ctz64(uint64_t v)
 /* A hint for the line `ahead` bytes past p, into L2. A prefetch never
    faults, so a line past the buffer's end is harmless; the address is formed
    as an integer so that no pointer points outside its object. */
-static void wsync__prefetch_l2(const void *p, size_t ahead)
+static inline __attribute__((always_inline)) void wsync__prefetch_l2(const void *p, size_t ahead)
 {
     _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + ahead), _MM_HINT_T1);
 }
@@ -2832,12 +2836,30 @@ static void wsync__drounds_sse2(uint64_t acc[8], const uint8_t *p, size_t rounds
     for (i = 0; i < 4; i++) _mm_storeu_si128((__m128i *)(void *)(acc + 2 * i), a[i]);
 }
 
+/* One 32-byte half of a stripe into its accumulator, and the scramble that
+   ends a round: the arithmetic of the AVX2 rounds, shared with the diff that
+   digests on its loads (wsync__diff_digest_w2_avx2). */
+WSYNC__AVX2_INLINE __m256i wsync__dhalf_avx2(__m256i a, __m256i d, const uint64_t *key)
+{
+    __m256i k = _mm256_xor_si256(d, _mm256_loadu_si256((const __m256i *)(const void *)key));
+    __m256i hi = _mm256_shuffle_epi32(k, _MM_SHUFFLE(3, 3, 1, 1));
+    a = _mm256_add_epi64(a, _mm256_shuffle_epi32(d, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm256_add_epi64(a, _mm256_mul_epu32(k, hi));
+}
+
+WSYNC__AVX2_INLINE __m256i wsync__dscramble_avx2(__m256i a, __m256i sk)
+{
+    const __m256i prime = _mm256_set1_epi32((int)WSYNC__D_PRIME32);
+    __m256i x = _mm256_xor_si256(_mm256_xor_si256(a, _mm256_srli_epi64(a, 47)), sk);
+    __m256i lo = _mm256_mul_epu32(x, prime), hi = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), prime);
+    return _mm256_add_epi64(lo, _mm256_slli_epi64(hi, 32));
+}
+
 WSYNC__AVX2 static void wsync__drounds_avx2(uint64_t acc[8], const uint8_t *p, size_t rounds)
 {
     __m256i a[2], sk[2];
     size_t r;
     int s, i;
-    const __m256i prime = _mm256_set1_epi32((int)WSYNC__D_PRIME32);
     for (i = 0; i < 2; i++) {
         a[i] = _mm256_loadu_si256((const __m256i *)(const void *)(acc + 4 * i));
         sk[i] = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dkey + 8 + 4 * i));
@@ -2848,23 +2870,11 @@ WSYNC__AVX2 static void wsync__drounds_avx2(uint64_t acc[8], const uint8_t *p, s
                on a Zen 3 core, where the hardware prefetcher alone falls
                behind this loop (the in-cache rate is 2.4x that) */
             wsync__prefetch_l2(p + 64 * s, 1536);
-            for (i = 0; i < 2; i++) {
-                __m256i d = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64 * s + 32 * i));
-                __m256i key = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dstripe_key[s] + 4 * i));
-                __m256i k = _mm256_xor_si256(d, key);
-                __m256i hi = _mm256_shuffle_epi32(k, _MM_SHUFFLE(3, 3, 1, 1));
-                a[i] = _mm256_add_epi64(a[i], _mm256_shuffle_epi32(d, _MM_SHUFFLE(1, 0, 3, 2)));
-                a[i] = _mm256_add_epi64(a[i], _mm256_mul_epu32(k, hi));
-            }
+            for (i = 0; i < 2; i++)
+                a[i] = wsync__dhalf_avx2(a[i], _mm256_loadu_si256((const __m256i *)(const void *)(p + 64 * s + 32 * i)),
+                                         wsync__dstripe_key[s] + 4 * i);
         }
-        for (i = 0; i < 2; i++) {
-            __m256i x = _mm256_xor_si256(a[i], _mm256_srli_epi64(a[i], 47));
-            __m256i lo, hi;
-            x = _mm256_xor_si256(x, sk[i]);
-            lo = _mm256_mul_epu32(x, prime);
-            hi = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), prime);
-            a[i] = _mm256_add_epi64(lo, _mm256_slli_epi64(hi, 32));
-        }
+        for (i = 0; i < 2; i++) a[i] = wsync__dscramble_avx2(a[i], sk[i]);
     }
     for (i = 0; i < 2; i++) _mm256_storeu_si256((__m256i *)(void *)(acc + 4 * i), a[i]);
 }
@@ -3150,7 +3160,7 @@ static size_t wsync__diff_sse2(const uint8_t *a, const uint8_t *b, size_t nbytes
    changes loops. The stores stay inside pos[0, n): the count never exceeds
    the index of the window's first element and a window holds at least 16
    elements. */
-WSYNC__AVX2_POPCNT static inline size_t wsync__diff_put4(uint64_t m, uint32_t base, uint32_t *pos, size_t count)
+WSYNC__AVX2_POPCNT_INLINE size_t wsync__diff_put4(uint64_t m, uint32_t base, uint32_t *pos, size_t count)
 {
     const uint64_t top = 1ull << 63;
     uint64_t t = m;
@@ -3173,18 +3183,13 @@ WSYNC__AVX2_POPCNT static inline size_t wsync__diff_put4(uint64_t m, uint32_t ba
     return count + c;
 }
 
-/* One bit per differing element of a 128-byte window (two masks of 64 for
-   1-byte elements: m[0] for the first 64 bytes). */
-WSYNC__AVX2 static inline void wsync__diff_mask128(const uint8_t *a, const uint8_t *b, unsigned shift, uint64_t m[2])
+/* One bit per differing element of a 128-byte window held in x0..x3 (one
+   image) and y0..y3 (the other): two masks of 64 for 1-byte elements, m[0]
+   for the first 64 bytes. (Named vectors, not arrays: gcc -O2 without -march
+   kept arrays on the stack, and the diff ran at half speed.) */
+WSYNC__AVX2_INLINE void wsync__diff_mask_v(__m256i x0, __m256i x1, __m256i x2, __m256i x3, __m256i y0, __m256i y1,
+                                       __m256i y2, __m256i y3, unsigned shift, uint64_t m[2])
 {
-    __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)a);
-    __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(a + 32));
-    __m256i x2 = _mm256_loadu_si256((const __m256i *)(const void *)(a + 64));
-    __m256i x3 = _mm256_loadu_si256((const __m256i *)(const void *)(a + 96));
-    __m256i y0 = _mm256_loadu_si256((const __m256i *)(const void *)b);
-    __m256i y1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + 32));
-    __m256i y2 = _mm256_loadu_si256((const __m256i *)(const void *)(b + 64));
-    __m256i y3 = _mm256_loadu_si256((const __m256i *)(const void *)(b + 96));
     switch (shift) {
     case 0:
         m[0] = ~((uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x0, y0)) |
@@ -3213,6 +3218,16 @@ WSYNC__AVX2 static inline void wsync__diff_mask128(const uint8_t *a, const uint8
                              (uint64_t)(unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(x3, y3))) << 12);
         break;
     }
+}
+
+#define WSYNC__LOAD256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+
+/* The same, loading the window from a and b. */
+WSYNC__AVX2_INLINE void wsync__diff_mask128(const uint8_t *a, const uint8_t *b, unsigned shift, uint64_t m[2])
+{
+    wsync__diff_mask_v(WSYNC__LOAD256(a), WSYNC__LOAD256(a + 32), WSYNC__LOAD256(a + 64), WSYNC__LOAD256(a + 96),
+                       WSYNC__LOAD256(b), WSYNC__LOAD256(b + 32), WSYNC__LOAD256(b + 64), WSYNC__LOAD256(b + 96),
+                       shift, m);
 }
 
 WSYNC__AVX2_POPCNT static size_t wsync__diff_avx2(const uint8_t *a, const uint8_t *b, size_t nbytes,
@@ -3262,12 +3277,12 @@ WSYNC__AVX2_POPCNT static size_t wsync__diff_avx2(const uint8_t *a, const uint8_
    diff waits on memory and the digest's arithmetic fits in that wait, so
    the new image's digest costs no pass of its own. The lanes add in another
    order than in the plain rounds, which a sum does not see. acc is the
-   digest state before and after. */
+   digest state before and after; the window's mask and the digest's
+   arithmetic are the plain diff's and rounds' own helpers. */
 WSYNC__AVX2_POPCNT static size_t wsync__diff_digest_w2_avx2(const uint8_t *a, const uint8_t *b, size_t rounds,
                                                             uint32_t *pos, uint64_t acc[8])
 {
     __m256i h[2], sk[2];
-    const __m256i prime = _mm256_set1_epi32((int)WSYNC__D_PRIME32);
     size_t r, count = 0;
     int s, k;
     for (k = 0; k < 2; k++) {
@@ -3277,36 +3292,23 @@ WSYNC__AVX2_POPCNT static size_t wsync__diff_digest_w2_avx2(const uint8_t *a, co
     for (r = 0; r < rounds; r++) {
         for (s = 0; s < 16; s += 2) {
             size_t off = 1024 * r + 64 * (size_t)s;
-            __m256i x[4], y[4];
-            uint64_t m;
+            __m256i y0 = WSYNC__LOAD256(b + off), y1 = WSYNC__LOAD256(b + off + 32);
+            __m256i y2 = WSYNC__LOAD256(b + off + 64), y3 = WSYNC__LOAD256(b + off + 96);
+            uint64_t m[2];
             wsync__prefetch_l2(a + off, 1024);
             wsync__prefetch_l2(a + off, 1024 + 64);
             wsync__prefetch_l2(b + off, 1024);
             wsync__prefetch_l2(b + off, 1024 + 64);
-            for (k = 0; k < 4; k++) {
-                x[k] = _mm256_loadu_si256((const __m256i *)(const void *)(a + off + 32 * k));
-                y[k] = _mm256_loadu_si256((const __m256i *)(const void *)(b + off + 32 * k));
-            }
-            {
-                __m256i p01 = _mm256_packs_epi16(_mm256_cmpeq_epi16(x[0], y[0]), _mm256_cmpeq_epi16(x[1], y[1]));
-                __m256i p23 = _mm256_packs_epi16(_mm256_cmpeq_epi16(x[2], y[2]), _mm256_cmpeq_epi16(x[3], y[3]));
-                m = ~((uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_permute4x64_epi64(p01, 0xD8)) |
-                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_permute4x64_epi64(p23, 0xD8)) << 32);
-            }
-            count = wsync__diff_put4(m, (uint32_t)(off >> 1), pos, count);
-            for (k = 0; k < 4; k++) {
-                __m256i key = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__dstripe_key[s + (k >> 1)] + 4 * (k & 1)));
-                __m256i kk = _mm256_xor_si256(y[k], key);
-                __m256i hi = _mm256_shuffle_epi32(kk, _MM_SHUFFLE(3, 3, 1, 1));
-                h[k & 1] = _mm256_add_epi64(h[k & 1], _mm256_shuffle_epi32(y[k], _MM_SHUFFLE(1, 0, 3, 2)));
-                h[k & 1] = _mm256_add_epi64(h[k & 1], _mm256_mul_epu32(kk, hi));
-            }
+            wsync__diff_mask_v(WSYNC__LOAD256(a + off), WSYNC__LOAD256(a + off + 32), WSYNC__LOAD256(a + off + 64),
+                               WSYNC__LOAD256(a + off + 96), y0, y1, y2, y3, 1, m);
+            count = wsync__diff_put4(m[0], (uint32_t)(off >> 1), pos, count);
+            /* the window is stripes s and s + 1 of the round, two halves each */
+            h[0] = wsync__dhalf_avx2(h[0], y0, wsync__dstripe_key[s]);
+            h[1] = wsync__dhalf_avx2(h[1], y1, wsync__dstripe_key[s] + 4);
+            h[0] = wsync__dhalf_avx2(h[0], y2, wsync__dstripe_key[s + 1]);
+            h[1] = wsync__dhalf_avx2(h[1], y3, wsync__dstripe_key[s + 1] + 4);
         }
-        for (k = 0; k < 2; k++) {
-            __m256i v = _mm256_xor_si256(_mm256_xor_si256(h[k], _mm256_srli_epi64(h[k], 47)), sk[k]);
-            __m256i lo = _mm256_mul_epu32(v, prime), hi = _mm256_mul_epu32(_mm256_srli_epi64(v, 32), prime);
-            h[k] = _mm256_add_epi64(lo, _mm256_slli_epi64(hi, 32));
-        }
+        for (k = 0; k < 2; k++) h[k] = wsync__dscramble_avx2(h[k], sk[k]);
     }
     for (k = 0; k < 2; k++) _mm256_storeu_si256((__m256i *)(void *)(acc + 4 * k), h[k]);
     return count;
@@ -3817,7 +3819,7 @@ WSYNC__INLINE void wsync__rice_put_one(wsync__bw *bw, const uint8_t *base, const
 #if WSYNC__X86
 /* ord of eight 16-bit patterns in 32-bit lanes: a pattern with the sign bit
    set has its other bits flipped, any other gains the sign bit. */
-WSYNC__AVX2 static inline __m256i wsync__ord16_avx2(__m256i u)
+WSYNC__AVX2_INLINE __m256i wsync__ord16_avx2(__m256i u)
 {
     __m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_srli_epi32(u, 15));
     return _mm256_xor_si256(u, _mm256_or_si256(_mm256_set1_epi32(0x8000), _mm256_and_si256(neg, _mm256_set1_epi32(0x7FFF))));
@@ -3828,10 +3830,10 @@ WSYNC__AVX2 static inline __m256i wsync__ord16_avx2(__m256i u)
    wsync__bw_put writes for changes i + 2j and i + 2j + 1, exactly the bits
    the portable coder below writes for them in two puts. bits[j] = 0 where
    either change's codes take more than 32 bits or escape, or the pair more
-   than 56 (the most one put takes): the caller codes those two on its own. Stops before a group of
-   eight that would run past `count`; returns the changes done (a multiple
-   of 8). The shifts by up to 32 that a bad lane may ask for give 0 in AVX2,
-   so its word is merely unused. */
+   than 56 (the most one put takes): the caller codes those two on its own.
+   Stops before a group of eight that would run past `count`; returns the
+   changes done (a multiple of 8). The shifts by up to 32 that a bad lane may
+   ask for give 0 in AVX2, so its word is merely unused. */
 WSYNC__AVX2 static size_t wsync__rice_pairs_w2_avx2(const uint8_t *base, const uint8_t *next, const uint32_t *pos,
                                                     size_t i, size_t count, unsigned kg, unsigned kv,
                                                     uint64_t *words, uint64_t *bits)
