@@ -513,6 +513,10 @@ typedef struct wsync_tensor {
                                              as it is found, so base ends equal to next
                                              without a second pass (a publisher's image);
                                              on failure base is partly updated */
+#define WSYNC_DELTA_RANGE_CODER 8u        /* encode, packed-max: write the adaptive range
+                                             coder (coder 2) that wsync wrote before the
+                                             class-Rice coder (coder 3): for readers that
+                                             predate coder 3; slower to apply */
 
 typedef struct wsync_delta_options {
     wsync_allocator allocator;
@@ -3498,6 +3502,8 @@ WSYNC_DEF size_t wsync_diff(const void *a, const void *b, size_t n, unsigned wid
 #define WSYNC__STREAM_MAGIC "WSD1"
 #define WSYNC__CODER_RICE 1
 #define WSYNC__CODER_ARITH 2
+#define WSYNC__CODER_CRICE 3 /* packed-max's class-Rice coder */
+#define WSYNC__CODER_HAS_CLASSES(c) ((c) == WSYNC__CODER_ARITH || (c) == WSYNC__CODER_CRICE)
 #define WSYNC__GAP_ESCAPE 32   /* unary length that announces a raw 32-bit gap */
 #define WSYNC__VAL_ESCAPE 16   /* unary length that announces raw value bits */
 
@@ -3765,6 +3771,7 @@ typedef struct wsync__encblk {
     uint32_t *rank;   /* per change, in by_class order: its rank within its class */
     struct wsync__ctx *ctx;
     uint32_t *by_class;
+    uint64_t *zv;     /* class-Rice: per change, in by_class order: its zigzag step */
 } wsync__encblk;
 
 /* v as a Rice code with parameter k, its quotient q = v >> k below 32: q
@@ -4543,25 +4550,39 @@ static void wsync__class_lut(uint8_t *lut, wsync_dtype dt, unsigned top)
     }
 }
 
-/* Encodes one block's changes (positions relative to the block). */
-static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
-                              wsync_dtype dt, unsigned top, uint64_t len, const uint32_t *pos, size_t count,
-                              uint8_t *cls, uint32_t *rank, wsync__ctx *ctx, uint32_t *by_class)
+/* Both packed-max coders' first step: the block's class bytes, its changes
+   grouped by class (s->by_class, class c's at [n_in[c], n_in[c+1]), each
+   group ascending) and each change's rank within its class (s->rank). */
+static void wsync__pm_group(const uint8_t *base, wsync_dtype dt, unsigned top, uint64_t len, const uint32_t *pos,
+                            size_t count, wsync__encblk *s, uint32_t *n_in)
 {
-    wsync__rce e;
-    uint32_t n_in[WSYNC__MAX_CLASSES + 1], fill[WSYNC__MAX_CLASSES];
+    uint32_t fill[WSYNC__MAX_CLASSES];
     uint8_t lut[2048];
     size_t i;
     unsigned c;
     wsync__class_lut(lut, dt, top);
-    wsync__class_bytes(cls, base, dt, top, lut, len);
-    wsync__ctx_init(ctx);
-    memset(n_in, 0, sizeof n_in);
-    for (i = 0; i < count; i++) n_in[cls[pos[i]] + 1]++;
+    wsync__class_bytes(s->cls, base, dt, top, lut, len);
+    memset(n_in, 0, (WSYNC__MAX_CLASSES + 1) * sizeof *n_in);
+    for (i = 0; i < count; i++) n_in[s->cls[pos[i]] + 1]++;
     for (c = 0; c < WSYNC__MAX_CLASSES; c++) n_in[c + 1] += n_in[c];
     memcpy(fill, n_in, sizeof fill);
-    for (i = 0; i < count; i++) by_class[fill[cls[pos[i]]]++] = pos[i];
-    wsync__pm_ranks_pick(WSYNC_IMPL_AUTO)(cls, by_class, n_in, rank);
+    for (i = 0; i < count; i++) s->by_class[fill[s->cls[pos[i]]]++] = pos[i];
+    wsync__pm_ranks_pick(WSYNC_IMPL_AUTO)(s->cls, s->by_class, n_in, s->rank);
+}
+
+/* Encodes one block's changes (positions relative to the block) with the
+   range coder (coder 2). */
+static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
+                              wsync_dtype dt, unsigned top, uint64_t len, const uint32_t *pos, size_t count,
+                              wsync__encblk *s)
+{
+    wsync__rce e;
+    uint32_t n_in[WSYNC__MAX_CLASSES + 1];
+    const uint32_t *by_class = s->by_class, *rank = s->rank;
+    wsync__ctx *ctx = s->ctx;
+    unsigned c;
+    wsync__pm_group(base, dt, top, len, pos, count, s, n_in);
+    wsync__ctx_init(ctx);
     e.low = 0;
     e.range = 0xFFFFFFFFu;
     e.cache = 0;
@@ -4736,6 +4757,280 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
 }
 
 
+/* ---- packed-max: the class-Rice coder (coder 3) ----
+
+   The range coder's model (classes from the base, rank gaps within a
+   class, values by class) with prefix codes, which decode without its
+   serial chain of adaptive decisions. A block is one bit stream, least
+   significant bit first like a Rice block, padded with zero bits to a byte,
+   ending exactly at the block's end. For each class 0 to 11: the number n
+   of its changes as a count; where n > 0, 5 bits kg (0..24) and the n rank
+   gaps as Rice codes with kg (the gap escape of coder 1), then the values.
+   Most steps are one (z = 0 or 1); the others (z >= 2) are "escaped": their
+   number as a count and, where there are any, 5 bits ke (0..24), 5 bits km
+   and the class index of the first as a Rice gap with ke. Then change by
+   change in class order: one bit, z, for a step of one; for an escaped
+   change, z - 2 as a Rice code with km (at a quotient of 16: 16 one-bits
+   and z - 2 raw in 8w + 1 bits, 64 for 8-byte elements), followed, unless
+   it was the last, by the gap to the next escaped index with ke. A count is
+   5 bits L, its bit length (0 for none), then the L - 1 bits under the
+   leading one. Coding the escapes as a sparse subset of the class's changes
+   costs near their entropy, where a code per value could not go under two
+   bits for a step of one. */
+
+#define WSYNC__CR_KMAX 24 /* largest gap parameter (ke too) */
+
+WSYNC__INLINE unsigned wsync__cr_raw_bits(unsigned w)
+{
+    return w == 8 ? 64 : 8 * w + 1; /* z < 2^(8w + 1) below 8 bytes */
+}
+
+static void wsync__bw_count(wsync__bw *bw, uint64_t n)
+{
+    unsigned L = wsync__bitlen64(n);
+    wsync__bw_put(bw, L, 5);
+    if (L > 1) wsync__bw_put(bw, n & (((uint64_t)1 << (L - 1)) - 1), L - 1);
+}
+
+/* A gap (below 2^32) as a Rice code with k, or 32 one-bits and 32 raw bits. */
+WSYNC__INLINE void wsync__bw_gap(wsync__bw *bw, uint64_t g, unsigned k)
+{
+    uint64_t q = g >> k;
+    if (q < WSYNC__GAP_ESCAPE) {
+        wsync__bw_rice(bw, g, q, k);
+    } else {
+        wsync__bw_put(bw, 0xFFFFFFFFu, 32);
+        wsync__bw_put(bw, g, 32);
+    }
+}
+
+/* v as a Rice code with k, or 16 one-bits and v in `raw` bits. */
+WSYNC__INLINE void wsync__bw_esc_value(wsync__bw *bw, uint64_t v, unsigned k, unsigned raw)
+{
+    uint64_t q = v >> k;
+    if (q < WSYNC__VAL_ESCAPE) {
+        wsync__bw_rice(bw, v, q, k);
+    } else {
+        wsync__bw_put(bw, 0xFFFFu, WSYNC__VAL_ESCAPE);
+        if (raw > 32) {
+            wsync__bw_put(bw, v & 0xFFFFFFFFu, 32);
+            wsync__bw_put(bw, v >> 32, raw - 32);
+        } else {
+            wsync__bw_put(bw, v, raw);
+        }
+    }
+}
+
+/* Encodes one block's changes (positions relative to the block). */
+static int wsync__crice_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
+                              wsync_dtype dt, unsigned top, uint64_t len, const uint32_t *pos, size_t count,
+                              wsync__encblk *s)
+{
+    uint32_t n_in[WSYNC__MAX_CLASSES + 1];
+    const unsigned raw = wsync__cr_raw_bits(w);
+    const uint64_t cap = (uint64_t)1 << 40;
+    unsigned c;
+    size_t j;
+    wsync__bw bw;
+    wsync__pm_group(base, dt, top, len, pos, count, s, n_in);
+    for (j = 0; j < count; j++) {
+        uint32_t p = s->by_class[j];
+        uint64_t b = wsync__elem_load(base + (size_t)p * w, w), x = wsync__elem_load(next + (size_t)p * w, w);
+        s->zv[j] = wsync__zz(wsync__ord(x, w) - wsync__ord(b, w));
+    }
+    /* at most per change: a 64-bit gap, 16 + 64 bits of value and a 64-bit
+       escape gap; per class 5 + 24 + 5 + 5 + 24 + 5 + 5 bits; and the
+       writer's 8 bytes of slack */
+    if (!wsync__buf_reserve(out, count * 26 + WSYNC__MAX_CLASSES * 10 + 16)) return 0;
+    bw.out = out->p + out->len;
+    bw.acc = 0;
+    bw.n = 0;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        size_t a = n_in[c], e = n_in[c + 1], n = e - a, ne = 0, last = a, nx;
+        uint64_t cnt[65], sum[65], prev = 0;
+        unsigned kg, ke, km;
+        wsync__bw_count(&bw, n);
+        if (!n) continue;
+        kg = wsync__rice_k_geometric((uint64_t)s->rank[e - 1] + 1 - n, n);
+        wsync__bw_put(&bw, kg, 5);
+        for (j = a; j < e; j++) {
+            wsync__bw_gap(&bw, s->rank[j] - prev, kg);
+            prev = (uint64_t)s->rank[j] + 1;
+        }
+        memset(cnt, 0, sizeof cnt);
+        memset(sum, 0, sizeof sum);
+        for (j = a; j < e; j++)
+            if (s->zv[j] >= 2) {
+                uint64_t v = s->zv[j] - 2;
+                unsigned L = wsync__bitlen64(v);
+                cnt[L]++;
+                sum[L] += v < cap ? v : cap;
+                ne++;
+                last = j;
+            }
+        wsync__bw_count(&bw, ne);
+        if (!ne) {
+            for (j = a; j < e; j++) wsync__bw_put(&bw, s->zv[j], 1);
+            continue;
+        }
+        ke = wsync__rice_k_geometric(last - a + 1 - ne, ne);
+        km = wsync__rice_pick(cnt, sum, WSYNC__VAL_ESCAPE, raw, 31);
+        wsync__bw_put(&bw, ke, 5);
+        wsync__bw_put(&bw, km, 5);
+        for (nx = a; s->zv[nx] < 2; nx++) {}
+        wsync__bw_gap(&bw, nx - a, ke);
+        for (j = a; j < e; j++) {
+            if (j != nx) {
+                wsync__bw_put(&bw, s->zv[j], 1);
+                continue;
+            }
+            wsync__bw_esc_value(&bw, s->zv[j] - 2, km, raw);
+            if (--ne == 0) continue; /* nx stays behind j: the rest are steps of one */
+            for (nx = j + 1; s->zv[nx] < 2; nx++) {}
+            wsync__bw_gap(&bw, nx - (j + 1), ke);
+        }
+    }
+    wsync__bw_flush(&bw);
+    out->len = (size_t)(bw.out - out->p);
+    return 1;
+}
+
+/* The reader: a bit position in a padded copy of the block (WSYNC__RCD_PAD
+   zero bytes after it). Every read loads the 8 bytes at bp / 8; the decoder
+   checks bp against the block's end after every change, and no change reads
+   more than 26 bytes, so reads stay inside the padding. */
+WSYNC__INLINE uint64_t wsync__cr_peek(const uint8_t *p, uint64_t bp)
+{
+    return wsync__le64(p + (bp >> 3)) >> (bp & 7); /* 57 bits or more */
+}
+
+WSYNC__INLINE uint64_t wsync__cr_bits(const uint8_t *p, uint64_t *bp, unsigned n) /* n <= 56 */
+{
+    uint64_t v = wsync__cr_peek(p, *bp) & ((((uint64_t)1) << n) - 1);
+    *bp += n;
+    return v;
+}
+
+WSYNC__INLINE uint64_t wsync__cr_count(const uint8_t *p, uint64_t *bp)
+{
+    unsigned L = (unsigned)wsync__cr_bits(p, bp, 5);
+    return L > 1 ? ((uint64_t)1 << (L - 1)) | wsync__cr_bits(p, bp, L - 1) : L;
+}
+
+/* A Rice code with k (q + 1 + k <= 56 below the escape), or `esc` one-bits
+   and `raw` raw bits (up to 64). */
+WSYNC__INLINE uint64_t wsync__cr_rice(const uint8_t *p, uint64_t *bp, unsigned k, unsigned esc, unsigned raw)
+{
+    uint64_t win = wsync__cr_peek(p, *bp), q = wsync__ctz64(~win | ((uint64_t)1 << 63)), v;
+    if (q < esc) {
+        *bp += q + 1 + k;
+        return (q << k) | ((win >> (q + 1)) & ((((uint64_t)1) << k) - 1));
+    }
+    *bp += esc;
+    if (raw <= 32) return wsync__cr_bits(p, bp, raw);
+    v = wsync__cr_bits(p, bp, 32);
+    return v | wsync__cr_bits(p, bp, raw - 32) << 32;
+}
+
+/* Reads a class-Rice block into s (gap, zv, seg, total) as the range
+   coder's reader does; s->r and s->why say whether it is good. */
+static void wsync__cr_symbols(wsync__pm_sym *s, const uint8_t *blk, size_t size, uint8_t *padded, uint64_t len,
+                              uint64_t room, unsigned w)
+{
+    const unsigned raw = wsync__cr_raw_bits(w);
+    const uint64_t end = 8 * (uint64_t)size;
+    uint64_t bp = 0, total = 0;
+    unsigned c;
+    s->r = WSYNC_OK;
+    s->why = NULL;
+    memcpy(padded, blk, size);
+    memset(padded + size, 0, WSYNC__RCD_PAD);
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        uint64_t n, ne, j, next = 0, nx, left;
+        unsigned kg, ke, km;
+        uint32_t *gap = s->gap + total;
+        uint64_t *zv = s->zv + total;
+        s->seg[c] = total;
+        n = wsync__cr_count(padded, &bp);
+        if (bp > end) goto truncated;
+        if (n > len - total || n > room - total) {
+            wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "class change count too large");
+            goto out;
+        }
+        if (!n) continue;
+        kg = (unsigned)wsync__cr_bits(padded, &bp, 5);
+        if (kg > WSYNC__CR_KMAX) {
+            wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "gap parameter above 24");
+            goto out;
+        }
+        for (j = 0; j < n; j++) {
+            uint64_t g = wsync__cr_rice(padded, &bp, kg, WSYNC__GAP_ESCAPE, 32);
+            if (bp > end) goto truncated;
+            if (g >= len - next) {
+                wsync__pm_sym_fail(s, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+                goto out;
+            }
+            next += g + 1;
+            gap[j] = (uint32_t)g;
+        }
+        ne = wsync__cr_count(padded, &bp);
+        if (bp > end) goto truncated;
+        if (ne > n) {
+            wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "more escaped values than changes");
+            goto out;
+        }
+        if (!ne) {
+            if (n > end - bp) goto truncated;
+            for (j = 0; j < n; j++) zv[j] = wsync__cr_bits(padded, &bp, 1);
+            total += n;
+            continue;
+        }
+        ke = (unsigned)wsync__cr_bits(padded, &bp, 5);
+        km = (unsigned)wsync__cr_bits(padded, &bp, 5);
+        if (ke > WSYNC__CR_KMAX) {
+            wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "escape gap parameter above 24");
+            goto out;
+        }
+        nx = wsync__cr_rice(padded, &bp, ke, WSYNC__GAP_ESCAPE, 32);
+        if (bp > end) goto truncated;
+        if (nx >= n) goto bad_escape;
+        for (left = ne, j = 0; j < n; j++) {
+            if (j != nx) {
+                zv[j] = wsync__cr_bits(padded, &bp, 1);
+            } else {
+                uint64_t v = wsync__cr_rice(padded, &bp, km, WSYNC__VAL_ESCAPE, raw);
+                if (v > UINT64_MAX - 2) {
+                    wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "invalid value code");
+                    goto out;
+                }
+                zv[j] = v + 2;
+                if (--left) {
+                    uint64_t e = wsync__cr_rice(padded, &bp, ke, WSYNC__GAP_ESCAPE, 32);
+                    if (e >= n - j - 1) goto bad_escape;
+                    nx = j + 1 + e;
+                }
+            }
+            if (bp > end) goto truncated;
+        }
+        total += n;
+    }
+    s->seg[WSYNC__MAX_CLASSES] = total;
+    if ((bp + 7) / 8 != size)
+        wsync__pm_sym_fail(s, WSYNC_ERR_TRAILING_BYTES, "bytes left over after the block's changes");
+    else if ((bp & 7) && padded[bp >> 3] >> (bp & 7))
+        wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "padding bits after the block's changes are not zero");
+    else if (total == 0)
+        wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "a stored block without changes");
+    goto out;
+bad_escape:
+    wsync__pm_sym_fail(s, WSYNC_ERR_OUT_OF_BOUNDS, "escaped value's index past its class");
+    goto out;
+truncated:
+    wsync__pm_sym_fail(s, WSYNC_ERR_TRUNCATED, "stream ends early");
+out:
+    s->total = total;
+}
+
 /* Checks a base/next pair and returns its element width. */
 static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor *x, unsigned *width,
                                       uint64_t *nelem, wsync_error *err)
@@ -4875,10 +5170,9 @@ static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, 
     uint64_t first = bi * blk, len = nelem - first < blk ? nelem - first : blk;
     const uint8_t *bb = (const uint8_t *)b->data + first * w, *xb = (const uint8_t *)x->data + first * w;
     size_t before = out->len, c = wsync__diff_block(bb, xb, (size_t)len, w, s->pos, dx);
-    if (c && !(coder == WSYNC__CODER_ARITH
-                   ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, c, s->cls, s->rank, s->ctx,
-                                         s->by_class)
-                   : wsync__rice_block(out, bb, xb, w, s->pos, c, WSYNC_IMPL_AUTO)))
+    if (c && !(coder == WSYNC__CODER_ARITH   ? wsync__arith_block(out, bb, xb, w, b->dtype, top, len, s->pos, c, s)
+               : coder == WSYNC__CODER_CRICE ? wsync__crice_block(out, bb, xb, w, b->dtype, top, len, s->pos, c, s)
+                                             : wsync__rice_block(out, bb, xb, w, s->pos, c, WSYNC_IMPL_AUTO)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, strlen(b->name), "%s",
                            "delta stream buffer");
     if (out->len - before > UINT32_MAX)
@@ -4893,7 +5187,7 @@ static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, 
 static size_t wsync__stream_header(uint8_t *p, const wsync_tensor *b, unsigned block_log2, int coder, unsigned top,
                                    uint64_t changed, uint64_t base_digest, uint64_t result_digest)
 {
-    size_t i, fixed = 8 + 8 * (size_t)b->rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
+    size_t i, fixed = 8 + 8 * (size_t)b->rank + 24 + (WSYNC__CODER_HAS_CLASSES(coder) ? 8 : 0);
     memcpy(p, WSYNC__STREAM_MAGIC, 4);
     p[4] = (uint8_t)coder;
     p[5] = (uint8_t)b->dtype;
@@ -4903,7 +5197,7 @@ static size_t wsync__stream_header(uint8_t *p, const wsync_tensor *b, unsigned b
     wsync__store_le64(p + 8 + 8 * b->rank, changed);
     wsync__store_le64(p + 16 + 8 * b->rank, base_digest);
     wsync__store_le64(p + 24 + 8 * b->rank, result_digest);
-    if (coder == WSYNC__CODER_ARITH) {
+    if (WSYNC__CODER_HAS_CLASSES(coder)) {
         uint8_t *q = p + 32 + 8 * b->rank;
         memset(q, 0, 8);
         q[0] = (uint8_t)top;
@@ -4924,9 +5218,9 @@ static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tens
     uint64_t blk = (uint64_t)1 << block_log2, nblocks = (nelem + blk - 1) / blk, bi, changed = 0, bd;
     size_t hdr_at = out->len, table_at, fixed;
     wsync_digest_state db, dx;
-    unsigned top = coder == WSYNC__CODER_ARITH ? wsync__top_exponent(b, w, nelem) : 0;
+    unsigned top = WSYNC__CODER_HAS_CLASSES(coder) ? wsync__top_exponent(b, w, nelem) : 0;
     wsync_result r;
-    fixed = 8 + 8 * (size_t)b->rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
+    fixed = 8 + 8 * (size_t)b->rank + 24 + (WSYNC__CODER_HAS_CLASSES(coder) ? 8 : 0);
     if (nblocks > UINT32_MAX || !wsync__buf_reserve(out, fixed + 4 * (size_t)nblocks))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, b->name, strlen(b->name), "%s",
                            "delta stream buffer");
@@ -5125,6 +5419,7 @@ typedef struct wsync__enc {
     const wsync_delta_options *o;
     wsync_encoding enc;
     int packed;
+    int coder;                    /* packed*: the stream coder (WSYNC__CODER_*) */
     unsigned block_log2;
     unsigned *width;
     uint64_t *nelem, *changed;
@@ -5153,6 +5448,7 @@ static void wsync__encblk_free(wsync__encblk *s, const wsync_allocator *a)
     wsync__free(a, s->pos);
     wsync__free(a, s->cls);
     wsync__free(a, s->rank);
+    wsync__free(a, s->zv);
     wsync__free(a, s->ctx);
     wsync__free(a, s->by_class);
     memset(s, 0, sizeof *s);
@@ -5169,7 +5465,8 @@ static int wsync__encblk_init(wsync__encblk *s, size_t cap, int arith, const wsy
     s->by_class = (uint32_t *)wsync__alloc(a, cap * sizeof *s->by_class);
     s->cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255); /* padded to whole superchunks */
     s->rank = (uint32_t *)wsync__alloc(a, cap * sizeof *s->rank);
-    return s->ctx && s->by_class && s->cls && s->rank;
+    s->zv = (uint64_t *)wsync__alloc(a, cap * sizeof *s->zv);
+    return s->ctx && s->by_class && s->cls && s->rank && s->zv;
 }
 
 static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsync_error *err)
@@ -5186,8 +5483,7 @@ static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsy
         ot->name = (char *)b->name; /* not owned */
         ot->dtype = WSYNC_DTYPE_U8;
         ot->data.a = a;
-        r = wsync__packed_tensor(b, x, w, nelem, E->block_log2,
-                                 E->enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE,
+        r = wsync__packed_tensor(b, x, w, nelem, E->block_log2, E->coder,
                                  (E->o->flags & WSYNC_DELTA_UPDATE_BASE) != 0, E->o->base_digests ? &E->o->base_digests[i] : NULL, &rd, &ot->data,
                                  &E->changed[i], s, err);
         if (r != WSYNC_OK) return r;
@@ -5262,7 +5558,7 @@ static wsync_result wsync__encode_item(void *user, unsigned worker, size_t k, ws
     wsync__eitem *it = &E->items[k];
     size_t i = it->tensor;
     uint64_t bi, blk = (uint64_t)1 << E->block_log2;
-    int coder = E->enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE;
+    int coder = E->coder;
     for (bi = it->b0; bi < it->b1; bi++) {
         uint64_t c = 0;
         wsync_result r = wsync__encode_block(&it->buf, &E->base[i], &E->next[i], E->width[i], E->nelem[i], blk, bi,
@@ -5282,13 +5578,13 @@ static wsync_result wsync__encode_finish(void *user, unsigned worker, size_t i, 
     uint64_t blk = (uint64_t)1 << E->block_log2, nblocks = (E->nelem[i] + blk - 1) / blk, changed = 0, bd, rd, bi;
     size_t k, total, fixed, at;
     wsync__out_tensor *ot = &E->outs[i];
-    int coder = E->enc == WSYNC_ENCODING_PACKED_MAX ? WSYNC__CODER_ARITH : WSYNC__CODER_RICE;
+    int coder = E->coder;
     (void)worker;
     for (k = E->item_first[i]; k < E->n_items && E->items[k].tensor == i; k++) changed += E->items[k].changed;
     bd = E->o->base_digests ? E->o->base_digests[i] : wsync_digest(b->data, (size_t)b->nbytes);
     rd = wsync_digest(x->data, (size_t)x->nbytes);
     if (E->o->result_digests_out) E->o->result_digests_out[i] = rd;
-    fixed = 8 + 8 * (size_t)b->rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
+    fixed = 8 + 8 * (size_t)b->rank + 24 + (WSYNC__CODER_HAS_CLASSES(coder) ? 8 : 0);
     total = fixed + (changed ? 4 * (size_t)nblocks : 0);
     for (k = E->item_first[i]; k < E->n_items && E->items[k].tensor == i; k++) total += E->items[k].buf.len;
     ot->name = (char *)b->name; /* not owned */
@@ -5378,6 +5674,9 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     E.enc = o.encoding ? o.encoding : WSYNC_ENCODING_PACKED;
     E.packed = E.enc == WSYNC_ENCODING_PACKED || E.enc == WSYNC_ENCODING_PACKED_MAX;
     E.block_log2 = o.block_log2 ? o.block_log2 : E.enc == WSYNC_ENCODING_PACKED_MAX ? 18 : 16;
+    E.coder = E.enc != WSYNC_ENCODING_PACKED_MAX      ? WSYNC__CODER_RICE
+              : (o.flags & WSYNC_DELTA_RANGE_CODER) ? WSYNC__CODER_ARITH
+                                                    : WSYNC__CODER_CRICE;
     if (!sink || (n && (!base || !next)))
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
                            "wsync_delta_encode needs tensors and a sink");
@@ -6042,12 +6341,12 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     if (size < 8 || memcmp(p, WSYNC__STREAM_MAGIC, 4) != 0)
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
                            "stream does not start with WSD1");
-    if (p[4] != WSYNC__CODER_RICE && p[4] != WSYNC__CODER_ARITH)
+    if (p[4] != WSYNC__CODER_RICE && !WSYNC__CODER_HAS_CLASSES(p[4]))
         return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, at, t->name, t->name_len, "coder %u", (unsigned)p[4]);
     coder = p[4];
     rank = p[6];
     block_log2 = p[7];
-    fixed = 8 + 8 * (uint64_t)rank + 24 + (coder == WSYNC__CODER_ARITH ? 8 : 0);
+    fixed = 8 + 8 * (uint64_t)rank + 24 + (WSYNC__CODER_HAS_CLASSES(coder) ? 8 : 0);
     if (size < fixed)
         return wsync__fail(err, WSYNC_ERR_TRUNCATED, at, t->name, t->name_len, "%s", "stream header truncated");
     if ((r = wsync__match(sorted, n_targets, t->name, t->name_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
@@ -6063,7 +6362,7 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
                                "shape differs from the target in dimension %u", i);
     if (block_log2 < 6 || block_log2 > 24)
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "block_log2 %u", block_log2);
-    if (coder == WSYNC__CODER_ARITH) {
+    if (WSYNC__CODER_HAS_CLASSES(coder)) {
         const uint8_t *q = p + 8 + 8 * rank + 24;
         top = (unsigned)q[0] | (unsigned)q[1] << 8;
         if (q[2] != WSYNC__MAX_CLASSES || q[3] || q[4] || q[5] || q[6] || q[7] || top > wsync__exp_max(pt->target->dtype))
@@ -6088,10 +6387,10 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
                            "applying packed deltas to tensors of 2^32 or more elements");
     blk = (uint64_t)1 << block_log2;
     nblocks = (pt->nelem + blk - 1) / blk;
-    /* A change costs at least 2 bits in a Rice stream, and at least seven
-       range-coded decisions of >= 0.022 bits each (probabilities stop at
-       2017/2048) in a packed-max one: a hostile count cannot make us
-       allocate more than 4 (or 64) entries per byte of stream. */
+    /* A change costs at least 2 bits in a Rice or class-Rice stream, and at
+       least seven range-coded decisions of >= 0.022 bits each (probabilities
+       stop at 2017/2048) in a range-coded one: a hostile count cannot make
+       us allocate more than 4 (or 64) entries per byte of stream. */
     if (changed > pt->nelem || changed / (coder == WSYNC__CODER_ARITH ? 64 : 4) > size)
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
                            "%llu changes cannot fit this stream", (unsigned long long)changed);
@@ -6166,8 +6465,12 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         sy.gap = tmp_pos;
         sy.zv = tmp_val;
         sy.seg = seg;
-        wsync__pm_sym_begin(&sy, p + off, bsize, padded, len, changed - pt->count);
-        wsync__pm_symbols(&sy);
+        if (coder == WSYNC__CODER_CRICE) {
+            wsync__cr_symbols(&sy, p + off, bsize, padded, len, changed - pt->count, w);
+        } else {
+            wsync__pm_sym_begin(&sy, p + off, bsize, padded, len, changed - pt->count);
+            wsync__pm_symbols(&sy);
+        }
         r = sy.r;
         why = sy.why;
         if (r == WSYNC_OK)

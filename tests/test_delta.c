@@ -45,7 +45,17 @@ static void td_default_free(void *p) { free(p); }
    --------------------------------------------------------------------- */
 
 static char td_case[320];
-#define TD_BEGIN(...) (snprintf(td_case, sizeof td_case, __VA_ARGS__), TEST_BEGIN(td_case))
+/* packed-max's coder for the tests that go through td_opts: 0 for the
+   class-Rice coder (the default), WSYNC_DELTA_RANGE_CODER for the range
+   coder; main runs those tests once with each, the second time with
+   " [range coder]" after every case name. */
+static unsigned td_pm_flags;
+static void td_case_suffix(void)
+{
+    size_t n = strlen(td_case);
+    if (td_pm_flags) snprintf(td_case + n, sizeof td_case - n, " [range coder]");
+}
+#define TD_BEGIN(...) (snprintf(td_case, sizeof td_case, __VA_ARGS__), td_case_suffix(), TEST_BEGIN(td_case))
 
 typedef struct td_rng {
     uint64_t s;
@@ -397,6 +407,7 @@ static wsync_delta_options td_opts(wsync_encoding enc, unsigned block_log2, uint
     o.block_log2 = block_log2;
     o.base_step = base_step;
     o.step = step;
+    if (enc == WSYNC_ENCODING_PACKED_MAX) o.flags |= td_pm_flags;
     return o;
 }
 
@@ -525,7 +536,7 @@ static void td_check_layout(const td_bytes *d, const td_tensor *ts, size_t n, ws
                 continue;
             }
             CHECK(memcmp(p, "WSD1", 4) == 0);
-            CHECK_EQ_INT(p[4], max ? 2 : 1);
+            CHECK_EQ_INT(p[4], max ? (td_pm_flags & WSYNC_DELTA_RANGE_CODER ? 2 : 3) : 1);
             CHECK_EQ_INT(p[5], (int)t->dtype);
             CHECK_EQ_INT(p[6], (int)t->rank);
             CHECK_EQ_INT(p[7], (int)(block_log2 ? block_log2 : max ? 18 : 16));
@@ -685,9 +696,12 @@ static void td_roundtrip(td_tensor *ts, size_t n, wsync_encoding enc, unsigned b
     td_roundtrip_opts(ts, n, &o);
 }
 
-#define TD_NENCS 4
-static const wsync_encoding td_encs[TD_NENCS] = {WSYNC_ENCODING_PACKED, WSYNC_ENCODING_PACKED_MAX,
-                                                WSYNC_ENCODING_TRL_V1, WSYNC_ENCODING_TRL_V3};
+/* The encodings the tests loop over: all four, or packed-max alone in the
+   range coder's pass (see main). */
+static size_t td_nencs = 4;
+#define TD_NENCS td_nencs
+static wsync_encoding td_encs[4] = {WSYNC_ENCODING_PACKED, WSYNC_ENCODING_PACKED_MAX, WSYNC_ENCODING_TRL_V1,
+                                    WSYNC_ENCODING_TRL_V3};
 
 /* Apply must fail, leave every target as it was, fill err, not touch stats. */
 static void td_expect_reject(const char *what, const uint8_t *delta, size_t size, td_tensor *ts, size_t n,
@@ -2023,8 +2037,10 @@ static void test_reject_packed(void)
         p[at] = 'W';
         p[at + 4] = 2; /* packed-max's coder reading a Rice stream */
         td_expect_reject("coder 2 (packed-max)", p, d.len, ts, 4, NULL, -1, "w");
-        p[at + 4] = 3;
-        td_expect_reject("coder 3", p, d.len, ts, 4, NULL, WSYNC_ERR_UNSUPPORTED, "w");
+        p[at + 4] = 3; /* class-Rice: its 8 bytes of parameters are the stream's block table */
+        td_expect_reject("coder 3 (packed-max)", p, d.len, ts, 4, NULL, -1, "w");
+        p[at + 4] = 4;
+        td_expect_reject("coder 4", p, d.len, ts, 4, NULL, WSYNC_ERR_UNSUPPORTED, "w");
         p[at + 4] = 0;
         td_expect_reject("coder 0", p, d.len, ts, 4, NULL, WSYNC_ERR_UNSUPPORTED, "w");
         p[at + 4] = 1;
@@ -3624,5 +3640,20 @@ int main(void)
     test_diff_block_digest();
     test_bit_writer();
     test_rice_simd();
+    /* packed-max's range coder (coder 2, written with WSYNC_DELTA_RANGE_CODER
+       for readers before coder 3): the same round trips and rejections */
+    td_pm_flags = WSYNC_DELTA_RANGE_CODER;
+    td_encs[0] = WSYNC_ENCODING_PACKED_MAX;
+    td_nencs = 1;
+    test_roundtrip_matrix();
+    test_roundtrip_dtypes();
+    test_roundtrip_specials();
+    test_roundtrip_multi();
+    test_roundtrip_blocks();
+    test_roundtrip_threads();
+    test_roundtrip_gaps();
+    test_roundtrip_names();
+    test_reject_truncation_and_flips();
+    test_reject_fast_path();
     return check_summary();
 }
