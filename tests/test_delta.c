@@ -703,9 +703,11 @@ static size_t td_nencs = 4;
 static wsync_encoding td_encs[4] = {WSYNC_ENCODING_PACKED, WSYNC_ENCODING_PACKED_MAX, WSYNC_ENCODING_TRL_V1,
                                     WSYNC_ENCODING_TRL_V3};
 
-/* Apply must fail, leave every target as it was, fill err, not touch stats. */
-static void td_expect_reject(const char *what, const uint8_t *delta, size_t size, td_tensor *ts, size_t n,
-                             const wsync_delta_options *opt, int want, const char *want_tensor)
+/* Apply must fail, leave every target as it was, fill err, not touch stats;
+   where want_why is given, err.message must contain it. */
+static void td_expect_reject_why(const char *what, const uint8_t *delta, size_t size, td_tensor *ts, size_t n,
+                                 const wsync_delta_options *opt, int want, const char *want_tensor,
+                                 const char *want_why)
 {
     uint8_t **snap = (uint8_t **)td_xmalloc((n + 1) * sizeof *snap);
     uint8_t *copy = td_dup(delta, size); /* exactly sized */
@@ -732,6 +734,9 @@ static void td_expect_reject(const char *what, const uint8_t *delta, size_t size
             CHECK_MSG(strncmp(err.tensor, want_tensor, strlen(want_tensor)) == 0,
                       "%s: err.tensor '%s', expected '%s...' (%s)", what, err.tensor, want_tensor, err.message);
         CHECK_MSG(memcmp(&st, &st0, sizeof st) == 0, "%s: stats written on failure", what);
+        if (want_why)
+            CHECK_MSG(strstr(err.message, want_why) != NULL, "%s: message '%s', expected '%s'", what, err.message,
+                      want_why);
     }
     for (i = 0; i < n; i++) {
         if (ts[i].nbytes && memcmp(snap[i], ts[i].work, ts[i].nbytes) != 0) same = 0;
@@ -742,6 +747,12 @@ static void td_expect_reject(const char *what, const uint8_t *delta, size_t size
     free(snap);
     free(copy);
     free(t);
+}
+
+static void td_expect_reject(const char *what, const uint8_t *delta, size_t size, td_tensor *ts, size_t n,
+                             const wsync_delta_options *opt, int want, const char *want_tensor)
+{
+    td_expect_reject_why(what, delta, size, ts, n, opt, want, want_tensor, NULL);
 }
 
 /* Writes a safetensors file from descs/metadata (hand-built deltas). */
@@ -3606,6 +3617,928 @@ static void test_packed_max_paths(void)
     TEST_END();
 }
 
+/* ---------------------------------------------------------------------
+   packed-max's class-Rice coder (coder 3), written here from its
+   description: a bit-at-a-time writer and reader, the class rule and the
+   zigzag step of our own, so files built here check the decoder and the
+   reader checks the encoder
+   --------------------------------------------------------------------- */
+
+/* LSB-first bits into a zeroed, growing buffer. */
+typedef struct td_bits {
+    uint8_t *p;
+    size_t cap;
+    uint64_t n; /* bits written */
+} td_bits;
+
+static void td_bits_init(td_bits *b)
+{
+    b->p = NULL;
+    b->cap = 0;
+    b->n = 0;
+}
+
+static void td_bits_put(td_bits *b, uint64_t v, unsigned n)
+{
+    unsigned i;
+    for (i = 0; i < n; i++, b->n++) {
+        if (b->n / 8 >= b->cap) {
+            size_t cap = 2 * b->cap + 64;
+            uint8_t *q = (uint8_t *)realloc(b->p, cap);
+            if (!q) {
+                fprintf(stderr, "test_delta: out of memory\n");
+                exit(2);
+            }
+            memset(q + b->cap, 0, cap - b->cap);
+            b->p = q;
+            b->cap = cap;
+        }
+        if (i < 64 && ((v >> i) & 1)) b->p[b->n / 8] |= (uint8_t)(1u << (b->n % 8)); /* n > 64: zeros above */
+    }
+}
+
+static size_t td_bits_bytes(const td_bits *b) { return (size_t)((b->n + 7) / 8); }
+static void td_bits_pad(td_bits *b) { td_bits_put(b, 0, (unsigned)((8 - b->n % 8) % 8)); }
+
+/* A count: 5 bits of bit length L, then the L - 1 bits under the leading one. */
+static void td_cr_count(td_bits *b, uint64_t n)
+{
+    unsigned L = 0;
+    while (L < 64 && (n >> L)) L++;
+    td_bits_put(b, L, 5);
+    if (L > 1) td_bits_put(b, n, L - 1);
+}
+
+static void td_cr_unary(td_bits *b, uint64_t q)
+{
+    uint64_t i;
+    for (i = 0; i < q; i++) td_bits_put(b, 1, 1);
+    td_bits_put(b, 0, 1);
+}
+
+/* A gap: Rice with k, or 32 one-bits and 32 raw bits from a quotient of 32. */
+static void td_cr_gap(td_bits *b, uint64_t g, unsigned k, uint64_t *raws)
+{
+    if ((g >> k) >= 32) {
+        td_bits_put(b, 0xFFFFFFFFu, 32);
+        td_bits_put(b, g, 32);
+        if (raws) ++*raws;
+        return;
+    }
+    td_cr_unary(b, g >> k);
+    td_bits_put(b, g, k);
+}
+
+/* An escaped value v = z - 2: Rice with k, or 16 one-bits and v raw in
+   8w + 1 bits (64 for 8-byte elements, low half first; bit by bit, LSB
+   first, that is the same order). */
+static void td_cr_value(td_bits *b, uint64_t v, unsigned k, unsigned w, uint64_t *raws)
+{
+    if ((v >> k) >= 16) {
+        td_bits_put(b, 0xFFFFu, 16);
+        td_bits_put(b, v, w == 8 ? 64 : 8 * w + 1);
+        if (raws) ++*raws;
+        return;
+    }
+    td_cr_unary(b, v >> k);
+    td_bits_put(b, v, k);
+}
+
+/* Zero counts for classes c..11. */
+static void td_cr_empty_from(td_bits *b, unsigned c)
+{
+    for (; c < 12; c++) td_cr_count(b, 0);
+}
+
+/* The exponent field of a dtype (mask 0: no field, integers). */
+static unsigned td_exp_mask(wsync_dtype dt, unsigned *shift)
+{
+    switch (dt) {
+    case WSYNC_DTYPE_BF16: *shift = 7; return 0xFF;
+    case WSYNC_DTYPE_F16: *shift = 10; return 0x1F;
+    case WSYNC_DTYPE_F32: *shift = 23; return 0xFF;
+    case WSYNC_DTYPE_F64: *shift = 52; return 0x7FF;
+    case WSYNC_DTYPE_F8_E4M3: *shift = 3; return 0xF;
+    case WSYNC_DTYPE_F8_E5M2: *shift = 2; return 0x1F;
+    default: *shift = 0; return 0;
+    }
+}
+
+/* min(max(top - e, 0), 11) from the base's exponent; inf/NaN and integers 0. */
+static unsigned td_cr_class(wsync_dtype dt, uint64_t u, unsigned top)
+{
+    unsigned shift, emask = td_exp_mask(dt, &shift), e, d;
+    if (!emask) return 0;
+    e = (unsigned)(u >> shift) & emask;
+    if (e == emask) return 0;
+    d = top > e ? top - e : 0;
+    return d < 11 ? d : 11;
+}
+
+/* The step base -> next in ordered integers, zigzagged without its zero
+   (+1 -> 0, -1 -> 1, +2 -> 2, ...); below 8 bytes the difference is exact,
+   at 8 bytes it is taken modulo 2^64 as the decoder adds it. */
+static uint64_t td_cr_zz(uint64_t b, uint64_t x, unsigned w)
+{
+    uint64_t d = td_ord(x, w) - td_ord(b, w);
+    if (d >> 63) return 2 * (0 - d) - 1;
+    return 2 * (d - 1);
+}
+
+static uint64_t td_cr_unzz(uint64_t z)
+{
+    uint64_t m = (z >> 1) + 1;
+    return (z & 1) ? 0 - m : m;
+}
+
+/* The largest finite exponent of the base, or sometimes any legal top. */
+static unsigned td_cr_top(const td_tensor *t, td_rng *r)
+{
+    unsigned shift, emask = td_exp_mask(t->dtype, &shift), top = 0;
+    uint64_t i;
+    if (!emask) return 0;
+    if (td_below(r, 3) == 0) return (unsigned)td_below(r, emask + 1);
+    for (i = 0; i < t->nelem; i++) {
+        unsigned e = (unsigned)(td_load(t->base + i * t->w, t->w) >> shift) & emask;
+        if (e != emask && e > top) top = e;
+    }
+    return top;
+}
+
+typedef struct td_cr_stats {
+    uint64_t raw_gaps, raw_values, escaped, ones, stored, empty, classes_used;
+} td_cr_stats;
+
+/* Block [first, first + len) of t with Rice parameters drawn at random
+   (any legal choice must decode, not only the encoder's); nothing for a
+   block without changes. Returns its number of changes. */
+static uint64_t td_cr_block(td_bits *b, const td_tensor *t, uint64_t first, uint64_t len, unsigned top, td_rng *r,
+                            td_cr_stats *st)
+{
+    uint64_t *rk = (uint64_t *)td_xmalloc((size_t)len * sizeof *rk);
+    uint64_t *zv = (uint64_t *)td_xmalloc((size_t)len * sizeof *zv);
+    uint64_t total = 0, i;
+    unsigned c, w = t->w;
+    for (i = 0; i < len; i++)
+        total += memcmp(t->base + (first + i) * w, t->next + (first + i) * w, w) != 0;
+    if (total) {
+        for (c = 0; c < 12; c++) {
+            uint64_t n = 0, rank = 0, ne = 0, prev = 0, j, nx;
+            unsigned kg, ke, km;
+            for (i = 0; i < len; i++) {
+                const uint8_t *bp = t->base + (first + i) * w, *xp = t->next + (first + i) * w;
+                if (td_cr_class(t->dtype, td_load(bp, w), top) != c) continue;
+                if (memcmp(bp, xp, w) != 0) {
+                    rk[n] = rank;
+                    zv[n] = td_cr_zz(td_load(bp, w), td_load(xp, w), w);
+                    ne += zv[n] >= 2;
+                    n++;
+                }
+                rank++;
+            }
+            td_cr_count(b, n);
+            if (!n) continue;
+            st->classes_used |= (uint64_t)1 << c;
+            kg = (unsigned)td_below(r, 25);
+            td_bits_put(b, kg, 5);
+            for (j = 0; j < n; j++) {
+                td_cr_gap(b, rk[j] - prev, kg, &st->raw_gaps);
+                prev = rk[j] + 1;
+            }
+            td_cr_count(b, ne);
+            if (!ne) {
+                for (j = 0; j < n; j++) td_bits_put(b, zv[j], 1);
+                st->ones += n;
+                continue;
+            }
+            ke = (unsigned)td_below(r, 25);
+            km = (unsigned)td_below(r, 32);
+            td_bits_put(b, ke, 5);
+            td_bits_put(b, km, 5);
+            for (nx = 0; zv[nx] < 2; nx++) {}
+            td_cr_gap(b, nx, ke, &st->raw_gaps);
+            for (j = 0; j < n; j++) {
+                uint64_t k;
+                if (zv[j] < 2) {
+                    td_bits_put(b, zv[j], 1);
+                    st->ones++;
+                    continue;
+                }
+                td_cr_value(b, zv[j] - 2, km, w, &st->raw_values);
+                st->escaped++;
+                for (k = j + 1; k < n && zv[k] < 2; k++) {}
+                if (k < n) td_cr_gap(b, k - (j + 1), ke, &st->raw_gaps);
+            }
+        }
+        td_bits_pad(b);
+    }
+    free(rk);
+    free(zv);
+    return total;
+}
+
+/* A coder-3 stream for t: header (top as given, changed as given), the
+   block table where changed > 0, then the blocks' bytes. */
+static td_bytes td_cr_stream(const td_tensor *t, unsigned block_log2, unsigned top, uint64_t changed,
+                             const uint32_t *sizes, uint64_t nblocks, const uint8_t *data, size_t len)
+{
+    size_t fixed = 8 + 8 * (size_t)t->rank + 24 + 8, table = changed ? 4 * (size_t)nblocks : 0, i;
+    td_bytes s;
+    s.len = fixed + table + len;
+    s.p = (uint8_t *)td_xmalloc(s.len);
+    memset(s.p, 0, s.len);
+    memcpy(s.p, "WSD1", 4);
+    s.p[4] = 3;
+    s.p[5] = (uint8_t)t->dtype;
+    s.p[6] = (uint8_t)t->rank;
+    s.p[7] = (uint8_t)block_log2;
+    for (i = 0; i < t->rank; i++) td_store(s.p + 8 + 8 * i, 8, t->shape[i]);
+    td_store(s.p + 8 + 8 * t->rank, 8, changed);
+    td_store(s.p + 16 + 8 * t->rank, 8, wsync_digest(t->base, t->nbytes));
+    td_store(s.p + 24 + 8 * t->rank, 8, wsync_digest(t->next, t->nbytes));
+    td_store(s.p + fixed - 8, 2, top);
+    s.p[fixed - 6] = 12; /* classes; five zero bytes follow */
+    if (changed)
+        for (i = 0; i < nblocks; i++) td_store(s.p + fixed + 4 * i, 4, sizes[i]);
+    if (len) memcpy(s.p + fixed + table, data, len);
+    return s;
+}
+
+/* t's stream, block by block with td_cr_block. */
+static td_bytes td_cr_tensor(const td_tensor *t, unsigned block_log2, unsigned top, td_rng *r, td_cr_stats *st)
+{
+    uint64_t blk = (uint64_t)1 << block_log2, nblocks = (t->nelem + blk - 1) / blk, bi, changed = 0;
+    uint32_t *sizes = (uint32_t *)td_xmalloc((size_t)nblocks * sizeof *sizes);
+    td_bits data;
+    td_bytes s;
+    td_bits_init(&data);
+    for (bi = 0; bi < nblocks; bi++) {
+        size_t at = td_bits_bytes(&data);
+        uint64_t len = t->nelem - bi * blk < blk ? t->nelem - bi * blk : blk, c;
+        c = td_cr_block(&data, t, bi * blk, len, top, r, st);
+        changed += c;
+        sizes[bi] = (uint32_t)(td_bits_bytes(&data) - at);
+        if (c) st->stored++;
+        else st->empty++;
+    }
+    s = td_cr_stream(t, block_log2, top, changed, sizes, nblocks, data.p, td_bits_bytes(&data));
+    free(sizes);
+    free(data.p);
+    return s;
+}
+
+/* A packed-max file of the given streams, one per tensor, named alike;
+   changed_elements from the streams' headers. */
+static td_bytes td_cr_file(const td_tensor *ts, size_t n, const td_bytes *streams)
+{
+    wsync_st_tensor_desc dd[8];
+    uint64_t shapes[8], changed = 0, total = 0;
+    char cbuf[32], tbuf[32];
+    wsync_st_kv m[7];
+    size_t i;
+    for (i = 0; i < n && i < 8; i++) {
+        shapes[i] = streams[i].len;
+        dd[i] = td_desc(ts[i].name, WSYNC_DTYPE_U8, &shapes[i], streams[i].p);
+        changed += td_le64(streams[i].p + 8 + 8 * ts[i].rank);
+        total += ts[i].nelem;
+    }
+    snprintf(cbuf, sizeof cbuf, "%llu", (unsigned long long)changed);
+    snprintf(tbuf, sizeof tbuf, "%llu", (unsigned long long)total);
+    m[0] = td_kv("format", "wsync-delta");
+    m[1] = td_kv("version", "1");
+    m[2] = td_kv("encoding", "packed-max");
+    m[3] = td_kv("base_step", "9");
+    m[4] = td_kv("step", "10");
+    m[5] = td_kv("changed_elements", cbuf);
+    m[6] = td_kv("total_elements", tbuf);
+    return td_build(dd, i, m, 7);
+}
+
+/* One tensor's file from hand-written blocks (n == 0: an empty block). */
+static td_bytes td_cr_file1(const td_tensor *t, unsigned block_log2, unsigned top, uint64_t changed,
+                            const td_bits *blocks, size_t nblocks)
+{
+    uint32_t sizes[8];
+    td_bits data;
+    td_bytes s, f;
+    size_t i;
+    td_bits_init(&data);
+    for (i = 0; i < nblocks && i < 8; i++) {
+        size_t k, nb = td_bits_bytes(&blocks[i]);
+        sizes[i] = (uint32_t)nb;
+        for (k = 0; k < nb; k++) td_bits_put(&data, blocks[i].p[k], 8);
+    }
+    s = td_cr_stream(t, block_log2, top, changed, sizes, i, data.p, td_bits_bytes(&data));
+    f = td_cr_file(t, 1, &s);
+    td_bytes_free(&s);
+    free(data.p);
+    return f;
+}
+
+/* The hand-written file must apply and give next. */
+static void td_cr_accept(const char *what, td_tensor *t, unsigned block_log2, unsigned top, uint64_t changed,
+                         const td_bits *blocks, size_t nblocks)
+{
+    td_bytes f = td_cr_file1(t, block_log2, top, changed, blocks, nblocks);
+    wsync_error err;
+    wsync_result r;
+    td_reset_work(t, 1);
+    r = td_apply(&f, t, 1, NULL, NULL, &err);
+    CHECK_MSG(r == WSYNC_OK, "%s: %s", what, err.message);
+    CHECK_MSG(td_work_equals(t, 1, 1), "%s: result differs from next", what);
+    td_reset_work(t, 1);
+    td_bytes_free(&f);
+}
+
+static void td_cr_reject(const char *what, td_tensor *t, unsigned block_log2, unsigned top, uint64_t changed,
+                         const td_bits *blocks, size_t nblocks, int want, const char *why)
+{
+    td_bytes f = td_cr_file1(t, block_log2, top, changed, blocks, nblocks);
+    td_reset_work(t, 1);
+    td_expect_reject_why(what, f.p, f.len, t, 1, NULL, want, t->name, why);
+    td_bytes_free(&f);
+}
+
+/* A reader of the description, bit by bit; reading past the end sets over. */
+typedef struct td_rbits {
+    const uint8_t *p;
+    uint64_t at, end;
+    int over;
+} td_rbits;
+
+static uint64_t td_rbits_get(td_rbits *r, unsigned n)
+{
+    uint64_t v = 0;
+    unsigned i;
+    for (i = 0; i < n; i++, r->at++) {
+        if (r->at >= r->end) r->over = 1;
+        else v |= (uint64_t)((r->p[r->at / 8] >> (r->at % 8)) & 1) << i;
+    }
+    return v;
+}
+
+static uint64_t td_rbits_count(td_rbits *r)
+{
+    unsigned L = (unsigned)td_rbits_get(r, 5);
+    return L > 1 ? (((uint64_t)1) << (L - 1)) | td_rbits_get(r, L - 1) : L;
+}
+
+/* Rice with k; at esc one-bits, `raw` raw bits instead. */
+static uint64_t td_rbits_rice(td_rbits *r, unsigned k, unsigned esc, unsigned raw)
+{
+    uint64_t q = 0;
+    while (q < esc && !r->over && td_rbits_get(r, 1)) q++;
+    if (q == esc) return td_rbits_get(r, raw);
+    return (q << k) | td_rbits_get(r, k);
+}
+
+/* Decodes one coder-3 block as the description reads it into out (a copy
+   of the base), adding its changes to *count; NULL, or what is wrong. */
+static const char *td_cr_decode(const uint8_t *p, size_t size, const td_tensor *t, uint64_t first, uint64_t len,
+                                unsigned top, uint8_t *out, uint64_t *count)
+{
+    uint64_t *mem = (uint64_t *)td_xmalloc((size_t)len * sizeof *mem);
+    uint64_t *pos = (uint64_t *)td_xmalloc((size_t)len * sizeof *pos);
+    uint64_t total = 0, i;
+    unsigned c, w = t->w, raw = w == 8 ? 64 : 8 * w + 1;
+    const char *why = NULL;
+    td_rbits r;
+    r.p = p;
+    r.at = 0;
+    r.end = 8 * (uint64_t)size;
+    r.over = 0;
+    for (c = 0; c < 12 && !why; c++) {
+        uint64_t m = 0, n, ne, j, next = 0, nx = 0, left;
+        unsigned kg, ke = 0, km = 0;
+        for (i = 0; i < len; i++)
+            if (td_cr_class(t->dtype, td_load(t->base + (first + i) * w, w), top) == c) mem[m++] = i;
+        n = td_rbits_count(&r);
+        if (!n) continue;
+        if (n > m) { why = "count past the class"; break; }
+        kg = (unsigned)td_rbits_get(&r, 5);
+        if (kg > 24) { why = "kg above 24"; break; }
+        for (j = 0; j < n && !why; j++) {
+            uint64_t g = td_rbits_rice(&r, kg, 32, 32);
+            if (g >= m - next) why = "rank past the class";
+            else pos[j] = mem[next + g], next += g + 1;
+        }
+        if (why) break;
+        ne = td_rbits_count(&r);
+        if (ne > n) { why = "more escapes than changes"; break; }
+        if (ne) {
+            ke = (unsigned)td_rbits_get(&r, 5);
+            km = (unsigned)td_rbits_get(&r, 5);
+            if (ke > 24) { why = "ke above 24"; break; }
+            nx = td_rbits_rice(&r, ke, 32, 32);
+            if (nx >= n) { why = "escape index past the class"; break; }
+        }
+        for (left = ne, j = 0; j < n && !why; j++) {
+            uint64_t z, o, b, x;
+            if (left && j == nx) {
+                uint64_t v = td_rbits_rice(&r, km, 16, raw);
+                if (v > ~(uint64_t)0 - 2) { why = "value code past 2^64"; break; }
+                z = v + 2;
+                if (--left) {
+                    uint64_t e = td_rbits_rice(&r, ke, 32, 32);
+                    if (e >= n - j - 1) { why = "escape index past the class"; break; }
+                    nx = j + 1 + e;
+                }
+            } else {
+                z = td_rbits_get(&r, 1);
+            }
+            b = td_load(t->base + (first + pos[j]) * w, w);
+            o = td_ord(b, w) + td_cr_unzz(z);
+            if (w < 8 && o > td_mask(w)) { why = "value step leaves the range"; break; }
+            x = td_unord(o, w);
+            if (x == b) { why = "a listed element does not change"; break; }
+            td_store(out + (first + pos[j]) * w, w, x);
+        }
+        total += n;
+    }
+    if (!why && r.over) why = "stream ends early";
+    if (!why && (r.at + 7) / 8 != size) why = "bytes left over";
+    if (!why && r.at % 8 && (p[r.at / 8] >> (r.at % 8)) != 0) why = "padding bits not zero";
+    if (!why && total == 0) why = "a stored block without changes";
+    *count += total;
+    free(mem);
+    free(pos);
+    return why;
+}
+
+/* Checks the library's coder-3 stream for t against the description: the
+   header, the table, and every block decoded here into next. */
+static void td_cr_check_stream(const uint8_t *p, size_t size, const td_tensor *t)
+{
+    size_t fixed = 8 + 8 * (size_t)t->rank + 24 + 8, k;
+    uint64_t changed, blk, nblocks, bi, off, count = 0, want = td_changed_count(t);
+    unsigned shift, emask = td_exp_mask(t->dtype, &shift), top;
+    uint8_t *out;
+    CHECK_MSG(size >= fixed, "%s: %lu bytes", t->name, (unsigned long)size);
+    if (size < fixed) return;
+    CHECK(memcmp(p, "WSD1", 4) == 0);
+    CHECK_EQ_INT(p[4], 3);
+    CHECK_EQ_INT(p[5], (int)t->dtype);
+    CHECK_EQ_INT(p[6], (int)t->rank);
+    for (k = 0; k < t->rank; k++) CHECK_EQ_U64(td_le64(p + 8 + 8 * k), t->shape[k]);
+    changed = td_le64(p + 8 + 8 * t->rank);
+    CHECK_EQ_U64(changed, want);
+    top = (unsigned)td_load(p + fixed - 8, 2);
+    CHECK_MSG(top <= emask, "%s: top %u", t->name, top);
+    CHECK_EQ_INT(p[fixed - 6], 12);
+    for (k = fixed - 5; k < fixed; k++) CHECK_EQ_INT(p[k], 0);
+    if (!changed) {
+        CHECK_EQ_U64(size, fixed);
+        return;
+    }
+    blk = (uint64_t)1 << p[7];
+    nblocks = (t->nelem + blk - 1) / blk;
+    off = fixed + 4 * nblocks;
+    CHECK(size >= off);
+    if (size < off) return;
+    out = td_dup(t->base, t->nbytes);
+    for (bi = 0; bi < nblocks; bi++) {
+        uint32_t bs = td_le32(p + fixed + 4 * bi);
+        uint64_t len = t->nelem - bi * blk < blk ? t->nelem - bi * blk : blk;
+        const char *why;
+        if (!bs) continue;
+        CHECK(off + bs <= size);
+        if (off + bs > size) break;
+        why = td_cr_decode(p + off, bs, t, bi * blk, len, top, out, &count);
+        CHECK_MSG(why == NULL, "%s block %llu: %s", t->name, (unsigned long long)bi, why);
+        off += bs;
+    }
+    CHECK_EQ_U64(off, size);
+    CHECK_EQ_U64(count, want);
+    CHECK_MSG(memcmp(out, t->next, t->nbytes) == 0, "%s: decoded here, differs from next", t->name);
+    free(out);
+}
+
+static void test_class_rice_spec(void)
+{
+    static const wsync_dtype dts[7] = {WSYNC_DTYPE_BF16, WSYNC_DTYPE_F16, WSYNC_DTYPE_F32, WSYNC_DTYPE_F64,
+                                       WSYNC_DTYPE_F8_E4M3, WSYNC_DTYPE_U8, WSYNC_DTYPE_I32};
+    static const char *const names[7] = {"bf16", "f16", "f32.rank2", "f64", "e4m3", "u8", "i32"};
+    static const double dens[6] = {0.0, 0.001, 0.02, 0.2, 0.6, 1.0};
+    static const int modes[3] = {TD_STEP, TD_MIX, TD_JUMP | TD_SPECIAL};
+    td_rng rng = {0xC1A55};
+    td_cr_stats st;
+    size_t di, round, k;
+    memset(&st, 0, sizeof st);
+
+    for (di = 0; di < 6; di++) {
+        TD_BEGIN("packed-max coder 3: files written here from the description apply (7 dtypes, density %g, 3 rounds)",
+                 dens[di]);
+        for (round = 0; round < 3; round++) {
+            td_tensor ts[7];
+            td_bytes s[7], f;
+            wsync_error err;
+            wsync_result r;
+            for (k = 0; k < 7; k++) {
+                unsigned block_log2 = 6 + (unsigned)td_below(&rng, 5), top;
+                uint64_t len = round == 1 ? (uint64_t)64 << td_below(&rng, 6) : 1 + td_below(&rng, 3000), blk, bi;
+                if (dts[k] == WSYNC_DTYPE_F32)
+                    td_init(&ts[k], names[k], dts[k], 2, 1 + td_below(&rng, 60), 1 + td_below(&rng, 50));
+                else
+                    td_init(&ts[k], names[k], dts[k], 1, len, 0);
+                td_fill_base(&ts[k], &rng, round == 2 ? 0.5 : 0.05);
+                td_mutate(&ts[k], &rng, dens[di], modes[round]);
+                blk = (uint64_t)1 << block_log2;
+                /* some blocks left unchanged: size 0 in the table */
+                if (td_below(&rng, 2))
+                    for (bi = 0; bi * blk < ts[k].nelem; bi++)
+                        if (td_below(&rng, 4) == 0) {
+                            uint64_t n = ts[k].nelem - bi * blk < blk ? ts[k].nelem - bi * blk : blk;
+                            memcpy(ts[k].next + bi * blk * ts[k].w, ts[k].base + bi * blk * ts[k].w,
+                                   (size_t)(n * ts[k].w));
+                        }
+                top = td_cr_top(&ts[k], &rng);
+                s[k] = td_cr_tensor(&ts[k], block_log2, top, &rng, &st);
+            }
+            f = td_cr_file(ts, 7, s);
+            CHECK(f.p != NULL);
+            td_reset_work(ts, 7);
+            r = td_apply(&f, ts, 7, NULL, NULL, &err);
+            CHECK_MSG(r == WSYNC_OK, "round %u: %s (tensor '%s')", (unsigned)round, err.message, err.tensor);
+            for (k = 0; k < 7; k++)
+                CHECK_MSG(memcmp(ts[k].work, ts[k].next, ts[k].nbytes) == 0, "round %u %s: result differs from next",
+                          (unsigned)round, ts[k].name);
+            td_bytes_free(&f);
+            for (k = 0; k < 7; k++) td_bytes_free(&s[k]);
+            td_release(ts, 7);
+        }
+        TEST_END();
+    }
+
+    TEST_BEGIN("packed-max coder 3: the hand-built files held raw gaps, raw values, escapes, empty blocks, all 12 classes");
+    CHECK_MSG(st.raw_gaps > 0, "%llu", (unsigned long long)st.raw_gaps);
+    CHECK_MSG(st.raw_values > 0, "%llu", (unsigned long long)st.raw_values);
+    CHECK_MSG(st.escaped > 0 && st.ones > 0, "%llu escaped, %llu steps of one", (unsigned long long)st.escaped,
+              (unsigned long long)st.ones);
+    CHECK_MSG(st.empty > 0 && st.stored > 0, "%llu empty, %llu stored", (unsigned long long)st.empty,
+              (unsigned long long)st.stored);
+    CHECK_MSG(st.classes_used == 0xFFF, "classes 0x%llx", (unsigned long long)st.classes_used);
+    TEST_END();
+
+    TEST_BEGIN("packed-max coder 3: the library's streams (7 dtypes, 4 densities) follow the description, read here");
+    for (di = 1; di < 6; di++) {
+        td_tensor ts[7];
+        td_bytes d;
+        wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED_MAX, di == 3 ? 0 : 6 + (unsigned)di, 1, 2);
+        wsync_error err;
+        wsync_result r;
+        o.flags = 0; /* the default coder, whatever the pass */
+        if (di == 4) continue;
+        for (k = 0; k < 7; k++) {
+            if (dts[k] == WSYNC_DTYPE_F32) td_init(&ts[k], names[k], dts[k], 2, 30 + di, 41);
+            else td_init(&ts[k], names[k], dts[k], 1, 500 + 700 * di + k, 0);
+            td_fill_base(&ts[k], &rng, 0.1);
+            td_mutate(&ts[k], &rng, dens[di], TD_MIX);
+        }
+        r = td_encode(ts, 7, &o, &d, NULL, &err);
+        CHECK_MSG(r == WSYNC_OK, "encode: %s", err.message);
+        if (r == WSYNC_OK) {
+            for (k = 0; k < 7; k++) {
+                size_t size = 0, at = td_stream_at(&d, ts[k].name, &size);
+                CHECK_MSG(at > 0, "no stream for %s", ts[k].name);
+                if (at > 0) td_cr_check_stream(d.p + at, size, &ts[k]);
+            }
+            td_reset_work(ts, 7);
+            r = td_apply(&d, ts, 7, NULL, NULL, &err);
+            CHECK_MSG(r == WSYNC_OK, "apply: %s", err.message);
+            CHECK(td_work_equals(ts, 7, 1));
+            td_bytes_free(&d);
+        }
+        td_release(ts, 7);
+    }
+    TEST_END();
+
+    /* Hand-written blocks, each one defect away from a block that applies.
+       "u": 64 U8 elements (no exponent: all class 0), one block. */
+    {
+        td_tensor u, h, d, u2;
+        td_bits b[2];
+        td_rng r = {0xBAD};
+        uint64_t i;
+        td_init(&u, "u", WSYNC_DTYPE_U8, 1, 64, 0);
+        td_fill_base(&u, &r, 0.0);
+        for (i = 0; i < 64; i++) u.base[i] = u.work[i] = u.next[i] = (uint8_t)(0x10 + i); /* steps of one stay in range */
+#define TD_CR_RESET() (free(b[0].p), free(b[1].p), td_bits_init(&b[0]), td_bits_init(&b[1]))
+        td_bits_init(&b[0]);
+        td_bits_init(&b[1]);
+
+        TEST_BEGIN("packed-max coder 3: hand-written blocks at the parameters' limits apply");
+        /* one change at 0, +1: count 1, kg 0, gap 0, no escapes, bit 0 (72 bits) */
+        memcpy(u.next, u.base, 64);
+        u.next[0] = (uint8_t)(u.base[0] + 1);
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        CHECK_EQ_U64(b[0].n, 72);
+        td_cr_accept("one step of one", &u, 6, 0, 1, b, 1);
+        TD_CR_RESET();
+        /* kg 24, ke 24, km 31 (the largest), gaps 5 and 40, steps +4 and -1 */
+        memcpy(u.next, u.base, 64);
+        u.next[5] = (uint8_t)(u.base[5] + 4), u.next[46] = (uint8_t)(u.base[46] - 1);
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 24, 5), td_cr_gap(&b[0], 5, 24, NULL), td_cr_gap(&b[0], 40, 24, NULL);
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 24, 5), td_bits_put(&b[0], 31, 5), td_cr_gap(&b[0], 0, 24, NULL);
+        td_cr_value(&b[0], 6 - 2, 31, 1, NULL), td_bits_put(&b[0], 1, 1); /* +4: z 6; -1: z 1 */
+        td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_accept("kg 24, ke 24, km 31", &u, 6, 0, 2, b, 1);
+        TD_CR_RESET();
+        /* kg 0 with gap 40 (raw), km 0 with a raw value, two escapes 1 apart */
+        memcpy(u.next, u.base, 64);
+        u.next[40] = (uint8_t)(u.base[40] + 1), u.next[41] = (uint8_t)(u.base[41] + 2);
+        u.next[42] = (uint8_t)(u.base[42] - 30), u.next[43] = (uint8_t)(u.base[43] + 1);
+        td_cr_count(&b[0], 4), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 40, 0, NULL);
+        for (i = 0; i < 3; i++) td_cr_gap(&b[0], 0, 0, NULL);
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 3, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 1, 3, NULL);
+        td_bits_put(&b[0], 0, 1);                                  /* index 0: +1 */
+        td_cr_value(&b[0], 2 - 2, 0, 1, NULL), td_cr_gap(&b[0], 0, 3, NULL); /* index 1: +2, next escape at 2 */
+        td_cr_value(&b[0], 59 - 2, 0, 1, NULL);                  /* index 2: -30, z 59, raw in 9 bits */
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_accept("raw gap, raw value, adjacent escapes", &u, 6, 0, 4, b, 1);
+        TD_CR_RESET();
+        TEST_END();
+
+        /* the first control again, for the byte-level defects */
+        memcpy(u.next, u.base, 64);
+        u.next[0] = (uint8_t)(u.base[0] + 1);
+
+        TEST_BEGIN("packed-max coder 3: reject a gap parameter above 24 (25 and 31)");
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 25, 5), td_cr_gap(&b[0], 0, 25, NULL), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("kg 25", &u, 6, 0, 1, b, 1, -1, "gap parameter above 24");
+        TD_CR_RESET();
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 31, 5), td_bits_put(&b[0], 0, 32), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("kg 31", &u, 6, 0, 1, b, 1, -1, "gap parameter above 24");
+        TD_CR_RESET();
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: reject a class count past the block, the header's count, the rest of the block");
+        /* 65 changes in a block of 64 (the header's 64 is legal) */
+        td_cr_count(&b[0], 65), td_bits_put(&b[0], 0, 5);
+        for (i = 0; i < 65; i++) td_cr_gap(&b[0], 0, 0, NULL);
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 65), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("65 changes in 64 elements", &u, 6, 0, 64, b, 1, -1, "class change count too large");
+        TD_CR_RESET();
+        /* 2 changes where the header says 1 */
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_gap(&b[0], 0, 0, NULL);
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 2), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("2 changes, header 1", &u, 6, 0, 1, b, 1, -1, "class change count too large");
+        TD_CR_RESET();
+        /* 40 in class 0 (legal), then 30 in class 1: 70 in a block of 64 */
+        td_cr_count(&b[0], 40), td_bits_put(&b[0], 0, 5);
+        for (i = 0; i < 40; i++) td_cr_gap(&b[0], 0, 0, NULL);
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 40), td_cr_count(&b[0], 30), td_bits_put(&b[0], 0, 5);
+        for (i = 0; i < 30; i++) td_cr_gap(&b[0], 0, 0, NULL);
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 30), td_cr_empty_from(&b[0], 2), td_bits_pad(&b[0]);
+        td_cr_reject("40 + 30 changes in 64 elements", &u, 6, 0, 64, b, 1, -1, "class change count too large");
+        TD_CR_RESET();
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: reject a rank past the block (raw gap, Rice gap) or past its class's members");
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 64, 0, NULL), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("rank 64 of 64, raw gap", &u, 6, 0, 1, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+        TD_CR_RESET();
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 4, 5), td_cr_gap(&b[0], 0, 4, NULL), td_cr_gap(&b[0], 63, 4, NULL);
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 2), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("ranks 0 and 64 of 64", &u, 6, 0, 2, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+        TD_CR_RESET();
+        /* "h": bf16, 10 elements of exponent 127 (class 0 at top 127), 54
+           subnormals (class 11) */
+        td_init(&h, "h", WSYNC_DTYPE_BF16, 1, 64, 0);
+        for (i = 0; i < 64; i++) td_store(h.base + 2 * i, 2, i < 10 ? 0x3F80 + i : 0x0001 + i);
+        memcpy(h.next, h.base, h.nbytes);
+        td_store(h.next + 2 * 9, 2, 0x3F80 + 9 + 1);   /* class 0, rank 9 */
+        td_store(h.next + 2 * 10, 2, 0x0001 + 10 - 1); /* class 11, rank 0 */
+        td_store(h.next + 2 * 63, 2, 0x0001 + 63 + 1); /* class 11, rank 53 */
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 9, 2, NULL), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1);
+        for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 52, 5, NULL);
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
+        td_cr_accept("classes 0 and 11 by the base's exponent", &h, 6, 127, 3, b, 1);
+        TD_CR_RESET();
+        /* the same with class 0's rank 10 (its 10 members end at 9) */
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 10, 2, NULL), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1);
+        for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 52, 5, NULL);
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
+        td_cr_reject("class 0 rank 10 of 10", &h, 6, 127, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+        TD_CR_RESET();
+        /* class 11's rank 54 (of 54), inside the block */
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 9, 2, NULL), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1);
+        for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 53, 5, NULL);
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
+        td_cr_reject("class 11 rank 54 of 54", &h, 6, 127, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+        TD_CR_RESET();
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: reject more escapes than changes, and an escape gap parameter above 24");
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 2);
+        td_bits_put(&b[0], 0, 10), td_cr_gap(&b[0], 0, 0, NULL), td_cr_value(&b[0], 0, 0, 1, NULL);
+        td_cr_gap(&b[0], 0, 0, NULL), td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("2 escapes of 1 change", &u, 6, 0, 1, b, 1, -1, "more escaped values than changes");
+        TD_CR_RESET();
+        memcpy(u.next, u.base, 64);
+        u.next[0] = (uint8_t)(u.base[0] + 2);
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 1);
+        td_bits_put(&b[0], 24, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 24, NULL);
+        td_cr_value(&b[0], 0, 0, 1, NULL);
+        td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_accept("ke 24", &u, 6, 0, 1, b, 1);
+        TD_CR_RESET();
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 1);
+        td_bits_put(&b[0], 25, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 25, NULL);
+        td_cr_value(&b[0], 0, 0, 1, NULL);
+        td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("ke 25", &u, 6, 0, 1, b, 1, -1, "escape gap parameter above 24");
+        TD_CR_RESET();
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: reject a first escaped index past the class, and a later escape gap past it");
+        /* three changes at 0, 1, 2: +1, +2, +2 */
+        memcpy(u.next, u.base, 64);
+        u.next[0] = (uint8_t)(u.base[0] + 1), u.next[1] = (uint8_t)(u.base[1] + 2);
+        u.next[2] = (uint8_t)(u.base[2] + 2);
+        td_cr_count(&b[0], 3), td_bits_put(&b[0], 0, 5);
+        for (i = 0; i < 3; i++) td_cr_gap(&b[0], 0, 0, NULL);
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 1, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 1, 1, NULL);
+        td_bits_put(&b[0], 0, 1), td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_gap(&b[0], 0, 1, NULL);
+        td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_accept("escapes at 1 and 2 of 3", &u, 6, 0, 3, b, 1);
+        TD_CR_RESET();
+        td_cr_count(&b[0], 3), td_bits_put(&b[0], 0, 5);
+        for (i = 0; i < 3; i++) td_cr_gap(&b[0], 0, 0, NULL);
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 1, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 3, 1, NULL);
+        td_bits_put(&b[0], 0, 20), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("first escape at 3 of 3", &u, 6, 0, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS,
+                     "escaped value's index past its class");
+        TD_CR_RESET();
+        td_cr_count(&b[0], 3), td_bits_put(&b[0], 0, 5);
+        for (i = 0; i < 3; i++) td_cr_gap(&b[0], 0, 0, NULL);
+        td_cr_count(&b[0], 2), td_bits_put(&b[0], 1, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 1, 1, NULL);
+        td_bits_put(&b[0], 0, 1), td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_gap(&b[0], 1, 1, NULL); /* to 3 */
+        td_bits_put(&b[0], 0, 20), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_cr_reject("second escape at 3 of 3", &u, 6, 0, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS,
+                     "escaped value's index past its class");
+        TD_CR_RESET();
+        TEST_END();
+
+        /* "d": 64 f64 ones (class 0 at top 1023); raw values are 64 bits */
+        td_init(&d, "d", WSYNC_DTYPE_F64, 1, 64, 0);
+        for (i = 0; i < 64; i++) td_store(d.base + 8 * i, 8, 0x3FF0000000000000ull);
+        memcpy(d.work, d.base, d.nbytes);
+        TEST_BEGIN("packed-max coder 3: an 8-byte raw value of 2^64 - 3 applies, 2^64 - 2 and 2^64 - 1 are rejected");
+        {
+            static const uint64_t vs[3] = {~(uint64_t)0 - 2, ~(uint64_t)0 - 1, ~(uint64_t)0};
+            size_t vi;
+            for (vi = 0; vi < 3; vi++) {
+                memcpy(d.next, d.base, d.nbytes);
+                /* z = 2^64 - 1: a step of -2^63 */
+                td_store(d.next + 8 * 7, 8, td_unord(td_ord(0x3FF0000000000000ull, 8) + ((uint64_t)1 << 63), 8));
+                td_cr_count(&b[0], 1), td_bits_put(&b[0], 3, 5), td_cr_gap(&b[0], 7, 3, NULL), td_cr_count(&b[0], 1);
+                td_bits_put(&b[0], 0, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL);
+                td_bits_put(&b[0], 0xFFFF, 16), td_bits_put(&b[0], vs[vi] & 0xFFFFFFFFu, 32);
+                td_bits_put(&b[0], vs[vi] >> 32, 32), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+                if (vi == 0) td_cr_accept("raw value 2^64 - 3", &d, 6, 1023, 1, b, 1);
+                else td_cr_reject(vi == 1 ? "raw value 2^64 - 2" : "raw value 2^64 - 1", &d, 6, 1023, 1, b, 1, -1,
+                                  "invalid value code");
+                TD_CR_RESET();
+            }
+        }
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: reject a step out of the dtype's range (u8 by one either way, f16 raw values)");
+        {
+            td_tensor f16;
+            static const uint64_t raws[3] = {0xFFFC - 2, (1u << 17) - 2, (1u << 17) - 1};
+            size_t vi;
+            memcpy(u.next, u.base, 64);
+            u.base[3] = u.work[3] = 0x7F; /* the largest ordered value */
+            u.next[3] = 0x7E;            /* a legal next; the stream says +1 */
+            td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 3, 0, NULL), td_cr_count(&b[0], 0);
+            td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+            td_cr_reject("u8 0x7F + 1", &u, 6, 0, 1, b, 1, -1, "value step leaves the dtype's range");
+            TD_CR_RESET();
+            u.base[3] = u.work[3] = 0xFF; /* the smallest */
+            u.next[3] = 0xFE;
+            td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 3, 0, NULL), td_cr_count(&b[0], 0);
+            td_bits_put(&b[0], 1, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+            td_cr_reject("u8 0xFF - 1", &u, 6, 0, 1, b, 1, -1, "value step leaves the dtype's range");
+            TD_CR_RESET();
+            u.base[3] = u.work[3] = u.next[3] = (uint8_t)(0x10 + 3);
+            /* f16 +0 (ordered 0x8000): +0x7FFF reaches 0x7FFF, +0x10001 and
+               -0x10001 leave the range; raw values are 17 bits */
+            td_init(&f16, "f16", WSYNC_DTYPE_F16, 1, 64, 0);
+            for (vi = 0; vi < 3; vi++) {
+                memcpy(f16.next, f16.base, f16.nbytes);
+                td_store(f16.next, 2, 0x7FFF);
+                td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 1);
+                td_bits_put(&b[0], 0, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL);
+                td_cr_value(&b[0], raws[vi], 0, 2, NULL), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+                if (vi == 0) td_cr_accept("f16 +0 by +0x7FFF, raw", &f16, 6, 0, 1, b, 1);
+                else td_cr_reject(vi == 1 ? "f16 +0 by +0x10001" : "f16 +0 by -0x10001", &f16, 6, 0, 1, b, 1, -1,
+                                  "value step leaves the dtype's range");
+                TD_CR_RESET();
+            }
+            td_release(&f16, 1);
+        }
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: reject a block one byte short, one zero byte long, or with a padding bit set");
+        memcpy(u.next, u.base, 64);
+        u.next[0] = (uint8_t)(u.base[0] + 1);
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        b[0].n -= 8; /* 9 bytes to 8: class 11's count is cut */
+        td_cr_reject("one byte short", &u, 6, 0, 1, b, 1, WSYNC_ERR_TRUNCATED, "stream ends early");
+        b[0].n += 8;
+        td_bits_put(&b[0], 0, 8);
+        td_cr_reject("one zero byte long", &u, 6, 0, 1, b, 1, WSYNC_ERR_TRAILING_BYTES,
+                     "bytes left over after the block's changes");
+        TD_CR_RESET();
+        /* kg 1: 73 bits, 7 of padding */
+        td_cr_count(&b[0], 1), td_bits_put(&b[0], 1, 5), td_cr_gap(&b[0], 0, 1, NULL), td_cr_count(&b[0], 0);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1);
+        CHECK_EQ_U64(b[0].n, 73);
+        td_bits_pad(&b[0]);
+        td_cr_accept("kg 1, 7 padding bits", &u, 6, 0, 1, b, 1);
+        b[0].p[9] |= 0x02; /* bit 73 */
+        td_cr_reject("padding bit 73 set", &u, 6, 0, 1, b, 1, -1, "padding bits after the block's changes are not zero");
+        b[0].p[9] = 0x80; /* bit 79 */
+        td_cr_reject("padding bit 79 set", &u, 6, 0, 1, b, 1, -1, "padding bits after the block's changes are not zero");
+        TD_CR_RESET();
+        /* blocks written here (four dtypes, random parameters) cut by a
+           byte, the table adjusted */
+        {
+            td_tensor ts[4];
+            td_rng rr = {0xC07};
+            unsigned cuts = 0;
+            size_t t;
+            td_init(&ts[0], "a", WSYNC_DTYPE_BF16, 1, 700, 0);
+            td_init(&ts[1], "b", WSYNC_DTYPE_F64, 1, 700, 0);
+            td_init(&ts[2], "c", WSYNC_DTYPE_F8_E4M3, 1, 700, 0);
+            td_init(&ts[3], "d", WSYNC_DTYPE_I32, 1, 700, 0);
+            for (t = 0; t < 4; t++) {
+                td_bytes s, f;
+                uint64_t nb = 3, bi, off, fixed = 8 + 8 + 24 + 8; /* 700 elements in blocks of 256 */
+                td_fill_base(&ts[t], &rr, 0.1);
+                td_mutate(&ts[t], &rr, 0.3, TD_MIX);
+                s = td_cr_tensor(&ts[t], 8, td_cr_top(&ts[t], &rr), &rr, &st);
+                off = fixed + 4 * nb;
+                for (bi = 0; bi < nb; bi++) {
+                    uint32_t bs = td_le32(s.p + fixed + 4 * bi);
+                    if (bs) {
+                        td_bytes cut;
+                        cut.len = s.len - 1;
+                        cut.p = (uint8_t *)td_xmalloc(cut.len);
+                        memcpy(cut.p, s.p, (size_t)(off + bs - 1));
+                        memcpy(cut.p + off + bs - 1, s.p + off + bs, (size_t)(s.len - off - bs));
+                        td_store(cut.p + fixed + 4 * bi, 4, bs - 1);
+                        f = td_cr_file(&ts[t], 1, &cut);
+                        td_reset_work(&ts[t], 1);
+                        td_expect_reject_why("a block cut by one byte", f.p, f.len, &ts[t], 1, NULL, WSYNC_ERR_TRUNCATED,
+                                             ts[t].name, "stream ends early");
+                        cuts++;
+                        td_bytes_free(&f);
+                        td_bytes_free(&cut);
+                    }
+                    off += bs;
+                }
+                td_bytes_free(&s);
+            }
+            CHECK(cuts >= 8);
+            td_release(ts, 4);
+        }
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: reject a stored block whose 12 counts are all zero");
+        td_init(&u2, "u2", WSYNC_DTYPE_U8, 1, 128, 0);
+        for (i = 0; i < 128; i++) u2.base[i] = u2.next[i] = u2.work[i] = (uint8_t)i;
+        u2.next[100] = 101;
+        td_cr_count(&b[1], 1), td_bits_put(&b[1], 0, 5), td_cr_gap(&b[1], 36, 0, NULL), td_cr_count(&b[1], 0);
+        td_bits_put(&b[1], 0, 1), td_cr_empty_from(&b[1], 1), td_bits_pad(&b[1]);
+        td_cr_accept("block 0 empty (size 0)", &u2, 6, 0, 1, b, 2);
+        td_cr_empty_from(&b[0], 0), td_bits_pad(&b[0]);
+        CHECK_EQ_INT(td_bits_bytes(&b[0]), 8);
+        td_cr_reject("block 0 stored with 12 zero counts", &u2, 6, 0, 1, b, 2, -1, "a stored block without changes");
+        TD_CR_RESET();
+        TEST_END();
+#undef TD_CR_RESET
+        free(b[0].p);
+        free(b[1].p);
+        td_release(&u, 1);
+        td_release(&h, 1);
+        td_release(&d, 1);
+        td_release(&u2, 1);
+    }
+}
+
 int main(void)
 {
     test_digest();
@@ -3640,6 +4573,7 @@ int main(void)
     test_diff_block_digest();
     test_bit_writer();
     test_rice_simd();
+    test_class_rice_spec();
     /* packed-max's range coder (coder 2, written with WSYNC_DELTA_RANGE_CODER
        for readers before coder 3): the same round trips and rejections */
     td_pm_flags = WSYNC_DELTA_RANGE_CODER;
