@@ -2669,10 +2669,23 @@ WSYNC_DEF wsync_result wsync_st_write(const wsync_st_tensor_desc *tensors, size_
 
 #if !defined(WSYNC_NO_SIMD) && defined(__GNUC__) && defined(__x86_64__)
 #define WSYNC__X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #define WSYNC__AVX2 __attribute__((target("avx2")))
 #define WSYNC__AVX512 __attribute__((target("avx512f,avx512bw")))
 static int wsync__has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+/* BMI2 with a fast pdep: AMD cores before Zen 3 (family 0x19), and Hygon's,
+   run pdep in microcode, tens to hundreds of cycles. */
+static int wsync__pdep_fast(void)
+{
+    unsigned a, b, c, d, vendor, family;
+    if (!__builtin_cpu_supports("bmi2") || !__get_cpuid(0, &a, &vendor, &c, &d)) return 0;
+    if (vendor != 0x68747541u && vendor != 0x6F677948u) return 1; /* "Auth"enticAMD, "Hygo"nGenuine */
+    if (vendor != 0x68747541u || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    family = (a >> 8) & 0xF;
+    if (family == 0xF) family += (a >> 20) & 0xFF;
+    return family >= 0x19;
+}
 static int wsync__has_avx512bw(void) { return __builtin_cpu_supports("avx512bw"); }
 static int wsync__has_avx512vbmi2(void) { return __builtin_cpu_supports("avx512vbmi2"); }
 #define WSYNC__AVX512VBMI2 __attribute__((target("avx512f,avx512bw,avx512vbmi2")))
@@ -4296,6 +4309,30 @@ WSYNC__INLINE void wsync__class_bytes_w(uint8_t *cls, const uint8_t *base, const
     for (i = from; i < len; i++) cls[i] = lut[(wsync__elem_load(base + i * w, w) >> shift) & emask];
 }
 
+#if WSYNC__X86
+/* bf16 class bytes for [0, len) rounded down to 32 elements; returns how
+   many were done. The lut's rule: min(top - e, K-1), 0 when e >= top or e
+   = 0xFF. */
+WSYNC__AVX2 static uint64_t wsync__class_bytes_bf16_avx2(uint8_t *cls, const uint8_t *base, unsigned top, uint64_t len)
+{
+    const __m256i emask = _mm256_set1_epi16(0xFF), vtop = _mm256_set1_epi16((short)top);
+    const __m256i vmax = _mm256_set1_epi16(WSYNC__MAX_CLASSES - 1);
+    uint64_t i;
+    for (i = 0; i + 32 <= len; i += 32) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i));
+        __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i + 32));
+        __m256i ea = _mm256_and_si256(_mm256_srli_epi16(a, 7), emask), eb = _mm256_and_si256(_mm256_srli_epi16(b, 7), emask);
+        __m256i ca = _mm256_min_epi16(_mm256_subs_epu16(vtop, ea), vmax);
+        __m256i cb = _mm256_min_epi16(_mm256_subs_epu16(vtop, eb), vmax);
+        ca = _mm256_andnot_si256(_mm256_cmpeq_epi16(ea, emask), ca); /* inf/NaN: class 0 */
+        cb = _mm256_andnot_si256(_mm256_cmpeq_epi16(eb, emask), cb);
+        /* packus works within 128-bit lanes: put the four quarters back in order */
+        _mm256_storeu_si256((__m256i *)(void *)(cls + i), _mm256_permute4x64_epi64(_mm256_packus_epi16(ca, cb), 0xD8));
+    }
+    return i;
+}
+#endif
+
 static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt, unsigned top,
                                const uint8_t *lut, uint64_t len)
 {
@@ -4309,6 +4346,7 @@ static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt
         /* the lut's rule: min(top - e, K-1), 0 when e >= top or e = 0xFF */
         const __m128i emask = _mm_set1_epi16(0xFF), vtop = _mm_set1_epi16((short)top);
         const __m128i vmax = _mm_set1_epi16(WSYNC__MAX_CLASSES - 1);
+        if (wsync__has_avx2()) i = wsync__class_bytes_bf16_avx2(cls, base, top, len);
         for (; i + 16 <= len; i += 16) {
             __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(base + 2 * i));
             __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(base + 2 * i + 16));
@@ -4335,13 +4373,21 @@ static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt
     memset(cls + len, WSYNC__PM_PAD, (size_t)(padded - len));
 }
 
-#define WSYNC__PM_DONE ((uint64_t)1 << 62) /* rem of a class without changes left: never reached */
+#define WSYNC__PM_RUN 32 /* superchunks per run of the walk: 16 KiB of bf16 base */
+/* 64-bit words of rank bits for a block of len elements (wsync__pm_rank_bits) */
+#define WSYNC__PM_RB_WORDS(len) (((len) + 13 * 256 + 128) / 64 + 2)
 
 /* The position walk's state: per class, its changes [head, end) and the
    cursor of its values. */
 typedef struct wsync__pm_walk {
-    const uint32_t *gap;
     const uint64_t *zv;
+    /* per class, its changes as bits by rank: rank k of class c is bit
+       rb_at[c] + k of rb, which has zero bits from rb_end[c] (one past the
+       last change) to rb_end[c] + 256 at least */
+    const uint64_t *rb;
+    uint64_t rb_at[WSYNC__MAX_CLASSES], rb_end[WSYNC__MAX_CLASSES];
+    uint64_t cur[WSYNC__MAX_CLASSES]; /* the walk's place in each class's rank bits */
+    unsigned act;                     /* bit c: class c has changes left to place */
     uint64_t head[WSYNC__MAX_CLASSES], end[WSYNC__MAX_CLASSES], vcur[WSYNC__MAX_CLASSES];
     const uint8_t *bb, *cls; /* the block's base and class bytes */
     unsigned w;
@@ -4353,10 +4399,11 @@ typedef struct wsync__pm_walk {
 /* Writes the marked changes in position order; a class's values are taken
    in the order its changes were coded. NULL, or why the block is bad. The
    element width w is a constant where this is inlined. */
-WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitmap, uint64_t nwords, unsigned w)
+WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitmap, uint64_t k0, uint64_t k1,
+                                         unsigned w)
 {
     uint64_t k;
-    for (k = 0; k < nwords; k++) {
+    for (k = k0; k < k1; k++) {
         uint64_t hits = hitmap[k];
         while (hits) {
             uint64_t at = 64 * k + wsync__ctz64(hits), b, o, x;
@@ -4377,44 +4424,102 @@ WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitm
     return NULL;
 }
 
-/* The walk, class by class: a class's members are counted 256 elements at
-   a time (four 64-bit masks) until the superchunk holding its next change,
-   whose bit is selected and marked in hitmap. Following one class at a time
-   keeps the branches predictable. MASK64(p, c) is the mask of bytes equal
-   to c among the 64 at p; one instance per code path. */
-#define WSYNC__PM_WALK(NAME, ATTR, MASK64, POPCNT, SELECT)                                        \
-    ATTR static const char *NAME(wsync__pm_walk *s, const uint8_t *cls, uint64_t nsuper,          \
-                                 uint64_t *hitmap)                                                \
+/* The rank bits (wsync__pm_walk's rb) from the rank gaps of each class's
+   changes, gap[head[c] .. end[c]); rb has room for len + 13 * 256 + 128
+   bits. NULL, or why the ranks cannot fit: all classes together have len
+   members, so the ranks of a good block need at most len bits. */
+static const char *wsync__pm_rank_bits(wsync__pm_walk *s, const uint32_t *gap, uint64_t len, uint64_t *rb)
+{
+    uint64_t at = 0, j;
+    unsigned c;
+    s->act = 0;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        uint64_t p = at, limit = len + 256 * (uint64_t)c; /* ranks so far, past the padding before class c */
+        s->rb_at[c] = at;
+        for (j = s->head[c]; j < s->end[c]; j++) {
+            p += gap[j];
+            if (p >= limit) return "rank past its class";
+            rb[p >> 6] |= (uint64_t)1 << (p & 63);
+            p++;
+        }
+        s->rb_end[c] = p;
+        s->cur[c] = s->rb_at[c];
+        s->act |= (unsigned)(s->rb_at[c] < p) << c;
+        at = p + 256;
+    }
+    return NULL;
+}
+
+/* The n <= 64 rank bits from bit p on (the bits above n are the next ones). */
+WSYNC__INLINE uint64_t wsync__rank_window(const uint64_t *rb, uint64_t p)
+{
+    unsigned sh = (unsigned)(p & 63);
+    return (rb[p >> 6] >> sh) | ((rb[(p >> 6) + 1] << 1) << (63 - sh));
+}
+
+/* pdep where the instruction is missing or slow: the low popcount(m) bits
+   of v (here nearly all zero) deposited at m's set bits. */
+WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
+{
+    uint64_t res = 0;
+    unsigned n = wsync__popcount64(m);
+    v = n >= 64 ? v : v & ((((uint64_t)1) << n) - 1);
+    while (v) {
+        unsigned k = wsync__ctz64(v);
+        uint64_t mm = m;
+        v &= v - 1;
+        while (k--) mm &= mm - 1;
+        res |= mm & (0 - mm);
+    }
+    return res;
+}
+
+/* The walk, superchunks sc0 to sc1 (a run of them at a time, so that the
+   base and class bytes are still in cache when the run's changes are
+   written): each class with changes left counts its members among the 256
+   (four 64-bit masks of "byte == class") and deposits its next rank bits on
+   them, so a change costs no branch and no search. The state carries over
+   in s (cur, act); a class still active after the block's last superchunk
+   had fewer members than its ranks need. MASK64(p, c) is the mask of bytes
+   equal to c among the 64 at p; one instance per code path. */
+#define WSYNC__PM_WALK(NAME, ATTR, MASK64, POPCNT, PDEP)                                           \
+    ATTR static void NAME(wsync__pm_walk *s, const uint8_t *cls, uint64_t sc0, uint64_t sc1,       \
+                          uint64_t *hitmap)                                                        \
     {                                                                                             \
-        unsigned c;                                                                               \
-        for (c = 0; c < WSYNC__MAX_CLASSES; c++) {                                                \
-            uint64_t j = s->head[c], end = s->end[c], r, sc = 0, m0, m1, m2, m3, n0, n01, n012, cnt; \
-            if (j == end) continue;                                                               \
-            r = s->gap[j];                                                                        \
-            for (;;) {                                                                            \
-                const uint8_t *q = cls + 256 * sc;                                                \
+        const uint64_t *rb = s->rb;                                                               \
+        uint64_t sc;                                                                              \
+        unsigned c, act = s->act;                                                                 \
+        for (sc = sc0; sc < sc1 && act; sc++) {                                                   \
+            const uint8_t *q = cls + 256 * sc;                                                    \
+            uint64_t h0 = 0, h1 = 0, h2 = 0, h3 = 0; /* in registers: hitmap might alias rb */   \
+            unsigned a = act;                                                                     \
+            while (a) {                                                                           \
+                uint64_t m0, m1, m2, m3, p;                                                       \
+                c = (unsigned)wsync__ctz64(a);                                                    \
+                a &= a - 1;                                                                       \
                 m0 = MASK64(q, c);                                                                \
                 m1 = MASK64(q + 64, c);                                                           \
                 m2 = MASK64(q + 128, c);                                                          \
                 m3 = MASK64(q + 192, c);                                                          \
-                n0 = POPCNT(m0);                                                                  \
-                n01 = n0 + POPCNT(m1);                                                            \
-                n012 = n01 + POPCNT(m2);                                                          \
-                cnt = n012 + POPCNT(m3);                                                          \
-                while (r < cnt) { /* a change here: its piece picked without branches */         \
-                    uint64_t b1 = r >= n0, b2 = r >= n01, b3 = r >= n012, m, rr;                  \
-                    m = b3 ? m3 : b2 ? m2 : b1 ? m1 : m0;                                         \
-                    rr = r - (b3 ? n012 : b2 ? n01 : b1 ? n0 : 0);                                \
-                    hitmap[4 * sc + b1 + b2 + b3] |= SELECT(m, (unsigned)rr);                     \
-                    if (++j == end) break;                                                        \
-                    r += (uint64_t)s->gap[j] + 1;                                                 \
-                }                                                                                 \
-                if (j == end) break;                                                              \
-                r -= cnt;                                                                         \
-                if (++sc == nsuper) return "rank past its class";                                 \
+                p = s->cur[c];                                                                    \
+                h0 |= PDEP(wsync__rank_window(rb, p), m0);                                        \
+                p += POPCNT(m0);                                                                  \
+                h1 |= PDEP(wsync__rank_window(rb, p), m1);                                        \
+                p += POPCNT(m1);                                                                  \
+                h2 |= PDEP(wsync__rank_window(rb, p), m2);                                        \
+                p += POPCNT(m2);                                                                  \
+                h3 |= PDEP(wsync__rank_window(rb, p), m3);                                        \
+                p += POPCNT(m3);                                                                  \
+                s->cur[c] = p;                                                                    \
+                act &= ~((unsigned)(p >= s->rb_end[c]) << c);                                     \
             }                                                                                     \
+            hitmap[4 * sc] = h0;                                                                  \
+            hitmap[4 * sc + 1] = h1;                                                              \
+            hitmap[4 * sc + 2] = h2;                                                              \
+            hitmap[4 * sc + 3] = h3;                                                              \
         }                                                                                         \
-        return NULL;                                                                              \
+        for (; sc < sc1; sc++) hitmap[4 * sc] = hitmap[4 * sc + 1] = hitmap[4 * sc + 2] = hitmap[4 * sc + 3] = 0; \
+        s->act = act;                                                                             \
     }
 
 /* The 64-bit mask of class c among 64 class bytes, per code path. */
@@ -4425,8 +4530,7 @@ WSYNC__INLINE uint64_t wsync__cmask_scalar(const uint8_t *p, unsigned c)
     for (j = 0; j < 64; j++) m |= (uint64_t)(p[j] == c) << j;
     return m;
 }
-#define WSYNC__SEL_LOOP(m, k) ((uint64_t)1 << wsync__select64((m), (k)))
-WSYNC__PM_WALK(wsync__pm_walk_scalar, , wsync__cmask_scalar, wsync__popcount64, WSYNC__SEL_LOOP)
+WSYNC__PM_WALK(wsync__pm_walk_scalar, , wsync__cmask_scalar, wsync__popcount64, wsync__pdep_soft)
 
 #if WSYNC__X86
 WSYNC__INLINE uint64_t wsync__cmask_sse2(const uint8_t *p, unsigned c)
@@ -4437,7 +4541,7 @@ WSYNC__INLINE uint64_t wsync__cmask_sse2(const uint8_t *p, unsigned c)
            (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 32)), cc)) << 32 |
            (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 48)), cc)) << 48;
 }
-WSYNC__PM_WALK(wsync__pm_walk_sse2, , wsync__cmask_sse2, wsync__popcount64, WSYNC__SEL_LOOP)
+WSYNC__PM_WALK(wsync__pm_walk_sse2, , wsync__cmask_sse2, wsync__popcount64, wsync__pdep_soft)
 
 #define WSYNC__CMASK_AVX2(p, c)                                                                                    \
     ((uint64_t)(uint32_t)_mm256_movemask_epi8(                                                                     \
@@ -4445,32 +4549,33 @@ WSYNC__PM_WALK(wsync__pm_walk_sse2, , wsync__cmask_sse2, wsync__popcount64, WSYN
      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(                                                   \
          _mm256_loadu_si256((const __m256i *)(const void *)((p) + 32)), _mm256_set1_epi8((char)(c)))) << 32)
 WSYNC__PM_WALK(wsync__pm_walk_avx2, __attribute__((target("avx2,popcnt"))), WSYNC__CMASK_AVX2, _mm_popcnt_u64,
-               WSYNC__SEL_LOOP)
+               wsync__pdep_soft)
+WSYNC__PM_WALK(wsync__pm_walk_avx2_pdep, __attribute__((target("avx2,popcnt,bmi2"))), WSYNC__CMASK_AVX2,
+               _mm_popcnt_u64, _pdep_u64)
 
 #define WSYNC__CMASK_AVX512(p, c) \
     ((uint64_t)_mm512_cmpeq_epi8_mask(_mm512_loadu_si512((const void *)(p)), _mm512_set1_epi8((char)(c))))
-#define WSYNC__SEL_PDEP(m, k) _pdep_u64((uint64_t)1 << (k), (m))
 WSYNC__PM_WALK(wsync__pm_walk_avx512, __attribute__((target("avx512f,avx512bw,popcnt,bmi2"))), WSYNC__CMASK_AVX512,
-               _mm_popcnt_u64, WSYNC__SEL_PDEP)
+               _mm_popcnt_u64, _pdep_u64)
 #endif
 
-typedef const char *(*wsync__pm_walk_fn)(wsync__pm_walk *s, const uint8_t *cls, uint64_t nsuper, uint64_t *hitmap);
+typedef void (*wsync__pm_walk_fn)(wsync__pm_walk *s, const uint8_t *cls, uint64_t sc0, uint64_t sc1, uint64_t *hitmap);
 
 /* The walk for a code path (AUTO: the best the CPU has); NULL when the path
-   is not compiled in or the CPU lacks it. AVX2 selects bits with a loop:
-   pdep is microcoded on the AMD cores that stop at AVX2. */
+   is not compiled in or the CPU lacks it. AVX2 and AVX-512 deposit with
+   pdep where it is fast, AVX2 with a loop elsewhere. */
 static wsync__pm_walk_fn wsync__pm_walk_pick(wsync_impl impl)
 {
     if (!wsync__impl_available(impl)) return NULL;
     switch (impl) {
 #if WSYNC__X86
     case WSYNC_IMPL_AUTO:
-        return wsync__has_avx512bw() && __builtin_cpu_supports("bmi2") ? wsync__pm_walk_avx512
-               : wsync__has_avx2()                                     ? wsync__pm_walk_avx2
-                                                                       : wsync__pm_walk_sse2;
+        return wsync__has_avx512bw() && wsync__pdep_fast() ? wsync__pm_walk_avx512
+               : wsync__has_avx2()                         ? wsync__pm_walk_pick(WSYNC_IMPL_AVX2)
+                                                           : wsync__pm_walk_sse2;
     case WSYNC_IMPL_SSE2: return wsync__pm_walk_sse2;
-    case WSYNC_IMPL_AVX2: return wsync__pm_walk_avx2;
-    case WSYNC_IMPL_AVX512: return __builtin_cpu_supports("bmi2") ? wsync__pm_walk_avx512 : NULL;
+    case WSYNC_IMPL_AVX2: return wsync__pdep_fast() ? wsync__pm_walk_avx2_pdep : wsync__pm_walk_avx2;
+    case WSYNC_IMPL_AVX512: return wsync__pdep_fast() ? wsync__pm_walk_avx512 : NULL;
 #else
     case WSYNC_IMPL_AUTO:
 #endif
@@ -4719,14 +4824,14 @@ static void wsync__pm_symbols(wsync__pm_sym *a)
    values, in position order, at pos and val. */
 static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *base, unsigned w, wsync_dtype dt,
                                         unsigned top, uint64_t first, uint64_t len, uint32_t *pos, uint8_t *val,
-                                        uint8_t *cls, uint64_t *hitmap, wsync__pm_walk_fn walk, const char **why)
+                                        uint8_t *cls, uint64_t *hitmap, uint64_t *rb, wsync__pm_walk_fn walk,
+                                        const char **why)
 {
     wsync__pm_walk s;
-    uint64_t nsuper;
+    uint64_t nsuper, sc, sc1;
     uint8_t lut[2048];
     unsigned c;
     const char *bad;
-    s.gap = sy->gap;
     s.zv = sy->zv;
     for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
         s.head[c] = s.vcur[c] = sy->seg[c];
@@ -4742,16 +4847,25 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
     s.pos = pos;
     s.val = val;
     nsuper = (len + 255) / 256;
-    wsync__class_bytes(cls, s.bb, dt, top, lut, len);
-    memset(hitmap, 0, (size_t)nsuper * 4 * sizeof *hitmap);
-    if ((bad = walk(&s, cls, nsuper, hitmap)) != NULL) return *why = bad, WSYNC_ERR_OUT_OF_BOUNDS;
-    switch (w) {
-    case 1: bad = wsync__pm_emit(&s, hitmap, 4 * nsuper, 1); break;
-    case 2: bad = wsync__pm_emit(&s, hitmap, 4 * nsuper, 2); break;
-    case 4: bad = wsync__pm_emit(&s, hitmap, 4 * nsuper, 4); break;
-    default: bad = wsync__pm_emit(&s, hitmap, 4 * nsuper, 8); break;
+    memset(rb, 0, WSYNC__PM_RB_WORDS(len) * sizeof *rb);
+    if ((bad = wsync__pm_rank_bits(&s, sy->gap, len, rb)) != NULL) return *why = bad, WSYNC_ERR_OUT_OF_BOUNDS;
+    s.rb = rb;
+    /* a run of superchunks at a time: class bytes, walk, then the run's
+       changes, while its base is in L1 */
+    for (sc = 0; sc < nsuper; sc = sc1) {
+        sc1 = nsuper - sc < WSYNC__PM_RUN ? nsuper : sc + WSYNC__PM_RUN;
+        wsync__class_bytes(cls + 256 * sc, s.bb + 256 * sc * w, dt, top, lut,
+                           (sc1 == nsuper ? len : 256 * sc1) - 256 * sc);
+        walk(&s, cls, sc, sc1, hitmap);
+        switch (w) {
+        case 1: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, 1); break;
+        case 2: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, 2); break;
+        case 4: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, 4); break;
+        default: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, 8); break;
+        }
+        if (bad) return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
     }
-    if (bad) return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
+    if (s.act) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
     if (s.out != sy->total) return *why = "fewer changes placed than read", WSYNC_ERR_INVALID_ARGUMENT; /* cannot happen */
     return WSYNC_OK;
 }
@@ -6328,7 +6442,7 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     unsigned rank, block_log2, i, w, coder, top = 0;
     uint8_t *cls = NULL, *padded = NULL;
     size_t padded_cap = 0;
-    uint64_t *hitmap = NULL;
+    uint64_t *hitmap = NULL, *rb = NULL;
     wsync__pm_walk_fn walk = NULL;
     wsync__ctx *ctx = NULL;
     uint32_t *tmp_pos = NULL;
@@ -6446,8 +6560,9 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *tmp_val);
         cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
         hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *hitmap);
+        rb = (uint64_t *)wsync__alloc(a, WSYNC__PM_RB_WORDS(cap) * sizeof *rb);
         walk = wsync__pm_walk_pick(WSYNC_IMPL_AUTO);
-        if (!ctx || !padded || !tmp_pos || !tmp_val || !cls || !hitmap) {
+        if (!ctx || !padded || !tmp_pos || !tmp_val || !cls || !hitmap || !rb) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
             goto out;
         }
@@ -6475,7 +6590,7 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         why = sy.why;
         if (r == WSYNC_OK)
             r = wsync__pm_positions(&sy, (const uint8_t *)pt->target->data, w, pt->target->dtype, top, first, len,
-                                    pt->pos + pt->count, pt->val + pt->count * w, cls, hitmap, walk, &why);
+                                    pt->pos + pt->count, pt->val + pt->count * w, cls, hitmap, rb, walk, &why);
         if (r != WSYNC_OK && check_base &&
             wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
             r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
@@ -6501,6 +6616,7 @@ out:
     wsync__free(a, tmp_val);
     wsync__free(a, cls);
     wsync__free(a, hitmap);
+    wsync__free(a, rb);
     return r;
 }
 

@@ -3391,6 +3391,21 @@ static void test_rice_simd(void)
     }
 }
 
+
+/* The decoder's walk as wsync__pm_positions runs it: the rank bits from the
+   gaps, then the superchunks in runs of `run`; NULL or why it refused. */
+static const char *td_walk(wsync__pm_walk *s, wsync__pm_walk_fn walk, const uint32_t *gap, uint64_t len,
+                           const uint8_t *cls, uint64_t *hitmap, uint64_t *rb, uint64_t run)
+{
+    uint64_t nsuper = (len + 255) / 256, sc;
+    const char *why;
+    memset(rb, 0, WSYNC__PM_RB_WORDS(len) * sizeof *rb);
+    if ((why = wsync__pm_rank_bits(s, gap, len, rb)) != NULL) return why;
+    s->rb = rb;
+    for (sc = 0; sc < nsuper; sc += run) walk(s, cls, sc, nsuper - sc < run ? nsuper : sc + run, hitmap);
+    return s->act ? "rank past its class" : NULL;
+}
+
 static void test_packed_max_paths(void)
 {
     static const unsigned tops[] = {0, 1, 5, 11, 12, 100, 127, 130, 254};
@@ -3505,11 +3520,13 @@ static void test_packed_max_paths(void)
     }
     TEST_END();
 
-    TEST_BEGIN("packed-max: every code path's rank walk marks the members a rule picks, and refuses a rank past its class");
+    TEST_BEGIN("packed-max: every code path's rank walk marks the members a rule picks, in runs of any length, "
+               "and refuses a rank past its class");
     {
         enum { N = 4096 + 256 };
         uint8_t *cls = (uint8_t *)malloc(N);
         uint32_t *gap = (uint32_t *)malloc((N + 1) * sizeof *gap);
+        uint64_t *rb = (uint64_t *)malloc(WSYNC__PM_RB_WORDS(N) * sizeof *rb);
         uint64_t *want = (uint64_t *)malloc(N / 64 * sizeof *want), *got = (uint64_t *)malloc(N / 64 * sizeof *got);
         int round, impl, paths = 0;
         for (round = 0; round < 60; round++) {
@@ -3518,7 +3535,6 @@ static void test_packed_max_paths(void)
             uint64_t rate = td_next(&rng) % 100; /* percent of members changed */
             wsync__pm_walk s;
             memset(&s, 0, sizeof s);
-            s.gap = gap;
             memset(cls, 0xFF, N);
             memset(want, 0, N / 64 * sizeof *want);
             for (i = 0; i < len; i++) cls[i] = (uint8_t)(td_next(&rng) % nclass);
@@ -3545,7 +3561,7 @@ static void test_packed_max_paths(void)
                 if (!walk) continue;
                 paths++;
                 memset(got, 0, N / 64 * sizeof *got);
-                why = walk(&s, cls, nsuper, got);
+                why = td_walk(&s, walk, gap, len, cls, got, rb, 1 + td_next(&rng) % nsuper);
                 CHECK_MSG(why == NULL, "%s round %d: %s", wsync_impl_name((wsync_impl)impl), round, why);
                 CHECK_MSG(memcmp(got, want, nsuper * 4 * sizeof *got) == 0, "%s round %d: marks differ",
                           wsync_impl_name((wsync_impl)impl), round);
@@ -3557,7 +3573,7 @@ static void test_packed_max_paths(void)
                     for (i = 0; i < len; i++) members += cls[i] == c;
                     gap[k] = (uint32_t)members; /* at least one past the end */
                     memset(got, 0, N / 64 * sizeof *got);
-                    why = walk(&s, cls, nsuper, got);
+                    why = td_walk(&s, walk, gap, len, cls, got, rb, 1 + td_next(&rng) % nsuper);
                     CHECK_MSG(why && strstr(why, "rank past its class"), "%s round %d: a rank past class %u passed",
                               wsync_impl_name((wsync_impl)impl), round, c);
                     gap[k] = keep;
@@ -3566,6 +3582,7 @@ static void test_packed_max_paths(void)
         }
         CHECK(paths >= 60 * 2); /* scalar and AUTO at least */
         free(cls);
+        free(rb);
         free(gap);
         free(want);
         free(got);
