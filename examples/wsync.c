@@ -45,7 +45,7 @@ static const char *usage_text =
     "  inspect FILE [--json]   validate a safetensors file and list its tensors\n"
     "                          and metadata (exit 0 valid, 1 invalid, 2 usage)\n"
     "  diff OLD NEW -o DELTA [--encoding packed|packed-max|trl-v1|trl-v3] [--step N]\n"
-    "       [--base-step N] [--threads T]\n"
+    "       [--base-step N] [--threads T] [--range-coder]\n"
     "                          write the sparse delta OLD -> NEW\n"
     "  apply BASE DELTA -o OUT  patch BASE with DELTA (any encoding) into OUT\n"
     "  verify A B              exit 0 when every tensor is bit-identical, else 1\n"
@@ -372,11 +372,13 @@ static int cmd_diff(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             fputs("usage: wsync diff OLD NEW -o DELTA [--encoding packed|packed-max|trl-v1|trl-v3]\n"
-                  "                  [--step N] [--base-step N] [--threads T]\n"
+                  "                  [--step N] [--base-step N] [--threads T] [--range-coder]\n"
                   "Writes the elements that differ bitwise between OLD and NEW (safetensors files\n"
                   "with the same tensors) as a sparse delta, and prints what it holds.\n"
                   "packed (default) is wsync's fast compact format, packed-max its smallest;\n"
-                  "trl-v1 and trl-v3 are TRL's. --threads encodes tensors in parallel (same output).\n", stdout);
+                  "trl-v1 and trl-v3 are TRL's. --threads encodes tensors in parallel (same output).\n"
+                  "--range-coder (packed-max only) writes the older range coder, for readers that\n"
+                  "predate the class-Rice coder; larger and slower to apply.\n", stdout);
             return 0;
         } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) out = argv[++i];
         else if (strcmp(argv[i], "--encoding") == 0 && i + 1 < argc) {
@@ -390,11 +392,14 @@ static int cmd_diff(int argc, char **argv)
             uint64_t t;
             if (!parse_u64(argv[++i], &t) || t < 1 || t > 16) return usage_error("diff: --threads takes 1..16, not '%s'", argv[i]);
             o.threads = (unsigned)t;
-        } else if (argv[i][0] == '-' && argv[i][1]) return usage_error("diff: unknown or incomplete option '%s'", argv[i]);
+        } else if (strcmp(argv[i], "--range-coder") == 0) o.flags |= WSYNC_DELTA_RANGE_CODER;
+        else if (argv[i][0] == '-' && argv[i][1]) return usage_error("diff: unknown or incomplete option '%s'", argv[i]);
         else if (np < 2) paths[np++] = argv[i];
         else return usage_error("diff: unexpected argument '%s'", argv[i]);
     }
     if (np < 2 || !out) return usage_error("diff: %s", "needs OLD NEW -o DELTA");
+    if ((o.flags & WSYNC_DELTA_RANGE_CODER) && o.encoding != WSYNC_ENCODING_PACKED_MAX)
+        return usage_error("diff: %s", "--range-coder is for --encoding packed-max");
     if (!load_file(paths[0], &a)) return 1;
     if (!load_file(paths[1], &b)) {
         unload_file(&a);

@@ -3,7 +3,8 @@
    usage: bench_delta [MODEL [STEPS]]     (default qwen3-0.6b, 3 steps)
    env:   WSYNC_BENCH_MODE=adamw          use the AdamW generator (more memory)
           WSYNC_BENCH_THREADS=N           encode and apply on N threads (default 1)
-          WSYNC_BENCH_ONLY=NAME           measure one encoding (e.g. packed-max)
+          WSYNC_BENCH_ONLY=NAME           measure one encoding (e.g. packed-max: both its
+                                          coders; pm-range: its range coder alone)
 
    Every speed is reported next to a baseline measured in the same run on the
    same bytes, because absolute times drift on shared machines:
@@ -112,9 +113,13 @@ int main(int argc, char **argv)
     uint16_t **prev, **copy, **target;
     uint32_t *pos = (uint32_t *)xmalloc(chunk * sizeof *pos), *hist = (uint32_t *)xmalloc(131072 * sizeof *hist);
     wsync_tensor *tb, *tn, *tt;
-    static const wsync_encoding encs[4] = {WSYNC_ENCODING_PACKED, WSYNC_ENCODING_PACKED_MAX, WSYNC_ENCODING_TRL_V1,
-                                           WSYNC_ENCODING_TRL_V3};
-    enc_row rows[4];
+    /* packed-max twice: its class-Rice coder (the default) and, last, the
+       range coder it wrote before (WSYNC_DELTA_RANGE_CODER) */
+    static const wsync_encoding encs[5] = {WSYNC_ENCODING_PACKED, WSYNC_ENCODING_PACKED_MAX, WSYNC_ENCODING_TRL_V1,
+                                           WSYNC_ENCODING_TRL_V3, WSYNC_ENCODING_PACKED_MAX};
+    static const unsigned enc_flags[5] = {0, 0, 0, 0, WSYNC_DELTA_RANGE_CODER};
+    static const char *const enc_names[5] = {"packed", "packed-max", "trl-v1", "trl-v3", "pm-range"};
+    enc_row rows[5];
     double t_memcmp = 0, t_diff = 0, t_digest = 0, bound = 0, total_bytes = 0;
     uint64_t changed_total = 0, elements_total = 0;
     uint64_t *dig_prev, *dig_next;
@@ -216,14 +221,15 @@ int main(int argc, char **argv)
                100.0 * (double)changed / (double)m.n_params, t_gen);
         fflush(stdout);
 
-        for (e = 0; e < 4; e++) {
+        for (e = 0; e < 5; e++) {
             membuf mb = {NULL, 0, 0};
-            if (only && wsync_encoding_from_name(only) != encs[e]) continue;
+            if (only && strcmp(only, enc_names[e]) != 0 && wsync_encoding_from_name(only) != encs[e]) continue;
             wsync_delta_options o;
             wsync_error err;
             wsync_delta_stats st;
             memset(&o, 0, sizeof o);
             o.encoding = encs[e];
+            o.flags = enc_flags[e];
             o.threads = threads;
             o.base_step = (uint64_t)s - 1;
             o.step = (uint64_t)s;
@@ -236,7 +242,7 @@ int main(int argc, char **argv)
                     mb.len = 0;
                     t0 = now();
                     if (wsync_delta_encode(tb, tn, nt, &o, membuf_sink, &mb, &st, &err) != WSYNC_OK) {
-                        fprintf(stderr, "encode %s: %s\n", wsync_encoding_name(encs[e]), err.message);
+                        fprintf(stderr, "encode %s: %s\n", enc_names[e], err.message);
                         return 1;
                     }
                     if (now() - t0 < best) best = now() - t0;
@@ -250,14 +256,14 @@ int main(int argc, char **argv)
             o.flags = WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
             t0 = now();
             if (wsync_delta_apply(mb.p, mb.len, tt, nt, &o, NULL, &err) != WSYNC_OK) {
-                fprintf(stderr, "apply %s: %s\n", wsync_encoding_name(encs[e]), err.message);
+                fprintf(stderr, "apply %s: %s\n", enc_names[e], err.message);
                 return 1;
             }
             rows[e].apply_s += now() - t0;
             for (i = 0; i < nt; i++)
                 if (memcmp(target[i], g.bf16[i], tb[i].nbytes) != 0) {
                     fprintf(stderr, "apply %s: tensor %s differs from the trainer's\n",
-                            wsync_encoding_name(encs[e]), tb[i].name);
+                            enc_names[e], tb[i].name);
                     return 1;
                 }
             if (encs[e] == WSYNC_ENCODING_PACKED || encs[e] == WSYNC_ENCODING_PACKED_MAX) {
@@ -265,7 +271,7 @@ int main(int argc, char **argv)
                 o.flags = 0;
                 t0 = now();
                 if (wsync_delta_apply(mb.p, mb.len, tt, nt, &o, NULL, &err) != WSYNC_OK) {
-                    fprintf(stderr, "apply %s (verified): %s\n", wsync_encoding_name(encs[e]), err.message);
+                    fprintf(stderr, "apply %s (verified): %s\n", enc_names[e], err.message);
                     return 1;
                 }
                 rows[e].apply_verified_s += now() - t0;
@@ -285,13 +291,13 @@ int main(int argc, char **argv)
         printf("\nmemoryless entropy bound: %.3f bytes per changed element\n", bpc_bound);
         printf("%-11s %12s %10s %10s %13s %14s %14s\n", "encoding", "bytes/step", "B/changed", "vs bound",
                "encode/memcmp", "apply Mchg/s", "+digests Mchg/s");
-        for (e = 0; e < 4; e++) {
+        for (e = 0; e < 5; e++) {
             double bpc = rows[e].bytes / (double)changed_total;
             char verified[32] = "-";
-            if (only && wsync_encoding_from_name(only) != encs[e]) continue;
+            if (only && strcmp(only, enc_names[e]) != 0 && wsync_encoding_from_name(only) != encs[e]) continue;
             if (rows[e].apply_verified_s > 0)
                 snprintf(verified, sizeof verified, "%.1f", (double)changed_total / rows[e].apply_verified_s / 1e6);
-            printf("%-11s %12.0f %10.3f %10.3f %13.2f %14.1f %14s\n", wsync_encoding_name(encs[e]),
+            printf("%-11s %12.0f %10.3f %10.3f %13.2f %14.1f %14s\n", enc_names[e],
                    rows[e].bytes / steps, bpc, bpc / bpc_bound, t_memcmp / rows[e].encode_s,
                    (double)changed_total / rows[e].apply_s / 1e6, verified);
         }

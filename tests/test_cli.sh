@@ -76,6 +76,21 @@ for enc in packed packed-max trl-v1 trl-v3; do
     expect_rc "apply $enc" 0 "$bin" apply $T/step_0000.safetensors "$tmp/d.$enc" -o "$tmp/r.$enc.safetensors"
     expect_rc "verify after apply $enc" 0 "$bin" verify "$tmp/r.$enc.safetensors" $T/step_0001.safetensors
 done
+# packed-max's range coder (coder 2, for readers before class-Rice): applies the same; coder byte 2 vs 3
+expect_rc "diff --encoding packed-max --range-coder" 0 "$bin" diff $T/step_0000.safetensors $T/step_0001.safetensors -o "$tmp/d.range" --encoding packed-max --range-coder --step 1
+expect_rc "apply packed-max range coder" 0 "$bin" apply $T/step_0000.safetensors "$tmp/d.range" -o "$tmp/r.range.safetensors"
+expect_rc "verify after apply packed-max range coder" 0 "$bin" verify "$tmp/r.range.safetensors" $T/step_0001.safetensors
+python3 - "$tmp/d.range" "$tmp/d.packed-max" <<'PY' && pass "packed-max streams: coder 2 with --range-coder, 3 without" || fail "packed-max coder bytes"
+import json, struct, sys
+def coders(path):
+    raw = open(path, 'rb').read()
+    n = struct.unpack('<Q', raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    return {raw[8 + n + v['data_offsets'][0] + 4] for k, v in hdr.items() if k != '__metadata__'}
+assert coders(sys.argv[1]) == {2}, coders(sys.argv[1])
+assert coders(sys.argv[2]) == {3}, coders(sys.argv[2])
+PY
+expect_rc "diff --range-coder with packed" 2 "$bin" diff $T/step_0000.safetensors $T/step_0001.safetensors -o "$tmp/x" --range-coder
 # a chain of packed deltas, 0 -> 4, with threads
 cp $T/step_0000.safetensors "$tmp/chain.safetensors"
 for s in 1 2 3 4; do

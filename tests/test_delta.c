@@ -540,7 +540,11 @@ static void td_check_layout(const td_bytes *d, const td_tensor *ts, size_t n, ws
             CHECK_EQ_INT(p[5], (int)t->dtype);
             CHECK_EQ_INT(p[6], (int)t->rank);
             CHECK_EQ_INT(p[7], (int)(block_log2 ? block_log2 : max ? 18 : 16));
-            if (max) CHECK_EQ_INT(p[32 + 8 * t->rank + 2], 12);
+            if (max) { /* classes and binades per class: coder 2's rule, or this encoder's for coder 3 */
+                int range = (td_pm_flags & WSYNC_DELTA_RANGE_CODER) != 0;
+                CHECK_EQ_INT(p[32 + 8 * t->rank + 2], range ? 12 : 7);
+                CHECK_EQ_INT(p[32 + 8 * t->rank + 3], range ? 0 : 1);
+            }
             for (k = 0; k < t->rank; k++) CHECK_EQ_U64(td_le64(p + 8 + 8 * k), t->shape[k]);
             CHECK_EQ_U64(td_le64(p + 8 + 8 * t->rank), c);
             CHECK_EQ_U64(td_le64(p + 16 + 8 * t->rank), wsync_digest(t->base, t->nbytes));
@@ -3413,30 +3417,36 @@ static void test_packed_max_paths(void)
     uint8_t lut[2048];
     size_t ti, li;
     td_rng rng = {77};
-    TEST_BEGIN("packed-max: class bytes of every bf16 pattern follow the rule, for 9 tops and 7 lengths");
+    TEST_BEGIN("packed-max: class bytes of every bf16 pattern follow the rule, for 9 tops, 4 class counts and "
+               "widths, and 7 lengths");
     {
+        static const unsigned rules[4][2] = {{12, 0}, {6, 1}, {1, 0}, {5, 3}}; /* classes, log2 binades per class */
         uint16_t *base = (uint16_t *)malloc(65536 * 2);
         uint8_t *cls = (uint8_t *)malloc(65536 + 256);
         unsigned bad = 0;
         uint32_t u;
         for (u = 0; u < 65536; u++) base[u] = (uint16_t)(u * 40503u); /* every pattern, shuffled */
-        for (ti = 0; ti < sizeof tops / sizeof tops[0]; ti++) {
-            unsigned top = tops[ti], e;
+        for (ti = 0; ti < sizeof tops / sizeof tops[0] * 4; ti++) {
+            unsigned top = tops[ti / 4], e, k = rules[ti % 4][0], sh = rules[ti % 4][1];
+            wsync__cls_rule rule;
+            rule.top = top;
+            rule.k = k;
+            rule.shift = sh;
             for (e = 0; e < 256; e++) {
-                unsigned d = e == 255 ? 0 : top > e ? top - e : 0;
-                lut[e] = (uint8_t)(d < 12 ? d : 11);
+                unsigned d = e == 255 ? 0 : (top > e ? top - e : 0) >> sh;
+                lut[e] = (uint8_t)(d < k ? d : k - 1);
             }
             for (li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 uint64_t len = lens[li], i, padded = (len + 255) / 256 * 256;
                 memset(cls, 0xAB, 65536 + 256);
-                wsync__class_bytes(cls, (const uint8_t *)base, WSYNC_DTYPE_BF16, top, lut, len);
+                wsync__class_bytes(cls, (const uint8_t *)base, WSYNC_DTYPE_BF16, rule, lut, len);
                 for (i = 0; i < len && bad < 5; i++) {
-                    unsigned ex = (base[i] >> 7) & 0xFF, want = ex == 255 ? 0 : top > ex ? top - ex : 0;
-                    if (want > 11) want = 11;
+                    unsigned ex = (base[i] >> 7) & 0xFF, want = ex == 255 ? 0 : (top > ex ? top - ex : 0) >> sh;
+                    if (want > k - 1) want = k - 1;
                     if (cls[i] != want) {
                         bad++;
-                        CHECK_MSG(0, "top %u len %lu element %lu (0x%04x): class %u, want %u", top,
-                                  (unsigned long)len, (unsigned long)i, base[i], cls[i], want);
+                        CHECK_MSG(0, "top %u, %u classes of 2^%u, len %lu element %lu (0x%04x): class %u, want %u",
+                                  top, k, sh, (unsigned long)len, (unsigned long)i, base[i], cls[i], want);
                     }
                 }
                 for (; i < padded && bad < 5; i++)
@@ -3469,7 +3479,13 @@ static void test_packed_max_paths(void)
                 unsigned d = e == kinds[ki].emask && kinds[ki].emask ? 0 : top > e ? top - e : 0;
                 lut2[e] = (uint8_t)(d < 12 ? d : 11);
             }
-            wsync__class_bytes(cls, base, kinds[ki].dt, top, lut2, 1000);
+            {
+                wsync__cls_rule rule;
+                rule.top = top;
+                rule.k = 12;
+                rule.shift = 0;
+                wsync__class_bytes(cls, base, kinds[ki].dt, rule, lut2, 1000);
+            }
             for (i = 0; i < 1000 && bad < 5; i++) {
                 uint64_t u = 0;
                 unsigned ex, want, k;
@@ -3638,8 +3654,28 @@ static void test_packed_max_paths(void)
    packed-max's class-Rice coder (coder 3), written here from its
    description: a bit-at-a-time writer and reader, the class rule and the
    zigzag step of our own, so files built here check the decoder and the
-   reader checks the encoder
+   reader checks the encoder.
+
+   The stream header's 8 parameter bytes (after the digests): u16 top, u8 k
+   (classes), u8 shift (log2 of binades per class), 4 zero bytes. A base
+   element's class is 0 for an all-ones exponent (inf, NaN) and otherwise
+   min(max(top - e, 0) >> shift, k - 1); integers are all class 0. A block
+   holds one section per class, 0 .. k - 1.
    --------------------------------------------------------------------- */
+
+/* A class rule as a stream header states it. */
+typedef struct td_cr_rule {
+    unsigned top, k, shift;
+} td_cr_rule;
+
+static td_cr_rule td_cr_mk(unsigned top, unsigned k, unsigned shift)
+{
+    td_cr_rule rl;
+    rl.top = top;
+    rl.k = k;
+    rl.shift = shift;
+    return rl;
+}
 
 /* LSB-first bits into a zeroed, growing buffer. */
 typedef struct td_bits {
@@ -3721,10 +3757,10 @@ static void td_cr_value(td_bits *b, uint64_t v, unsigned k, unsigned w, uint64_t
     td_bits_put(b, v, k);
 }
 
-/* Zero counts for classes c..11. */
-static void td_cr_empty_from(td_bits *b, unsigned c)
+/* Zero counts for classes c .. k - 1. */
+static void td_cr_empty_from(td_bits *b, unsigned c, unsigned k)
 {
-    for (; c < 12; c++) td_cr_count(b, 0);
+    for (; c < k; c++) td_cr_count(b, 0);
 }
 
 /* The exponent field of a dtype (mask 0: no field, integers). */
@@ -3741,15 +3777,16 @@ static unsigned td_exp_mask(wsync_dtype dt, unsigned *shift)
     }
 }
 
-/* min(max(top - e, 0), 11) from the base's exponent; inf/NaN and integers 0. */
-static unsigned td_cr_class(wsync_dtype dt, uint64_t u, unsigned top)
+/* min(max(top - e, 0) >> shift, k - 1) from the base's exponent e;
+   inf/NaN and integers 0. (k above 12 gives the class before the clamp.) */
+static unsigned td_cr_class(wsync_dtype dt, uint64_t u, unsigned top, unsigned k, unsigned shift)
 {
-    unsigned shift, emask = td_exp_mask(dt, &shift), e, d;
+    unsigned at, emask = td_exp_mask(dt, &at), e, d;
     if (!emask) return 0;
-    e = (unsigned)(u >> shift) & emask;
+    e = (unsigned)(u >> at) & emask;
     if (e == emask) return 0;
-    d = top > e ? top - e : 0;
-    return d < 11 ? d : 11;
+    d = (top > e ? top - e : 0) >> shift;
+    return d < k ? d : k - 1;
 }
 
 /* The step base -> next in ordered integers, zigzagged without its zero
@@ -3768,13 +3805,12 @@ static uint64_t td_cr_unzz(uint64_t z)
     return (z & 1) ? 0 - m : m;
 }
 
-/* The largest finite exponent of the base, or sometimes any legal top. */
-static unsigned td_cr_top(const td_tensor *t, td_rng *r)
+/* The largest finite exponent of the base (0 without any, and for integers). */
+static unsigned td_cr_largest(const td_tensor *t)
 {
     unsigned shift, emask = td_exp_mask(t->dtype, &shift), top = 0;
     uint64_t i;
     if (!emask) return 0;
-    if (td_below(r, 3) == 0) return (unsigned)td_below(r, emask + 1);
     for (i = 0; i < t->nelem; i++) {
         unsigned e = (unsigned)(td_load(t->base + i * t->w, t->w) >> shift) & emask;
         if (e != emask && e > top) top = e;
@@ -3782,15 +3818,64 @@ static unsigned td_cr_top(const td_tensor *t, td_rng *r)
     return top;
 }
 
+/* The largest finite exponent of the base, or sometimes any legal top. */
+static unsigned td_cr_top(const td_tensor *t, td_rng *r)
+{
+    unsigned shift, emask = td_exp_mask(t->dtype, &shift);
+    if (!emask) return 0;
+    if (td_below(r, 3) == 0) return (unsigned)td_below(r, emask + 1);
+    return td_cr_largest(t);
+}
+
+/* A legal rule for t, drawn: top by td_cr_top; a quarter of the time this
+   encoder's 7 classes of 2 binades (half of those from three below the
+   top, as it writes), a quarter 12 classes of any width, else any k of
+   1..12 and shift of 0..3. */
+static td_cr_rule td_cr_draw(const td_tensor *t, td_rng *r)
+{
+    td_cr_rule rl;
+    unsigned pick = (unsigned)td_below(r, 4);
+    rl.top = td_cr_top(t, r);
+    if (pick == 0) {
+        rl.k = 7;
+        rl.shift = 1;
+        if (td_below(r, 2)) rl.top = rl.top > 3 ? rl.top - 3 : 0;
+    } else {
+        rl.k = pick == 1 ? 12 : 1 + (unsigned)td_below(r, 12);
+        rl.shift = (unsigned)td_below(r, 4);
+    }
+    return rl;
+}
+
+/* A fraction of t's base (and next, work) made infinities or NaNs: the
+   exponent field all ones, sign and mantissa kept; integers unchanged. */
+static void td_cr_allones(td_tensor *t, td_rng *r, double frac)
+{
+    unsigned shift, emask = td_exp_mask(t->dtype, &shift);
+    uint64_t i;
+    if (!emask) return;
+    for (i = 0; i < t->nelem; i++)
+        if (td_unit(r) < frac)
+            td_store(t->base + i * t->w, t->w, td_load(t->base + i * t->w, t->w) | (uint64_t)emask << shift);
+    memcpy(t->next, t->base, t->nbytes);
+    memcpy(t->work, t->base, t->nbytes);
+}
+
 typedef struct td_cr_stats {
-    uint64_t raw_gaps, raw_values, escaped, ones, stored, empty, classes_used;
+    uint64_t raw_gaps, raw_values, escaped, ones, stored, empty;
+    uint64_t classes_used;  /* bit c: a section of class c had changes */
+    uint64_t classes_legal; /* bit c: a block of a stream with k > c had changes */
+    uint64_t clamped;       /* changes in class k - 1 < 11 whose max(top - e, 0) >> shift is past it */
+    uint64_t shifts_used;   /* bit s: under shift s, a change in a class past 0 */
+    uint64_t ks_used;       /* bit k: a stream of k classes had changes */
+    uint64_t by_k[13];      /* [k]: bit c, a section of class c under k classes had changes */
 } td_cr_stats;
 
 /* Block [first, first + len) of t with Rice parameters drawn at random
    (any legal choice must decode, not only the encoder's); nothing for a
    block without changes. Returns its number of changes. */
-static uint64_t td_cr_block(td_bits *b, const td_tensor *t, uint64_t first, uint64_t len, unsigned top, td_rng *r,
-                            td_cr_stats *st)
+static uint64_t td_cr_block(td_bits *b, const td_tensor *t, uint64_t first, uint64_t len, td_cr_rule rl,
+                            td_rng *r, td_cr_stats *st)
 {
     uint64_t *rk = (uint64_t *)td_xmalloc((size_t)len * sizeof *rk);
     uint64_t *zv = (uint64_t *)td_xmalloc((size_t)len * sizeof *zv);
@@ -3799,23 +3884,30 @@ static uint64_t td_cr_block(td_bits *b, const td_tensor *t, uint64_t first, uint
     for (i = 0; i < len; i++)
         total += memcmp(t->base + (first + i) * w, t->next + (first + i) * w, w) != 0;
     if (total) {
-        for (c = 0; c < 12; c++) {
+        st->classes_legal |= ((uint64_t)1 << rl.k) - 1;
+        st->ks_used |= (uint64_t)1 << rl.k;
+        for (c = 0; c < rl.k; c++) {
             uint64_t n = 0, rank = 0, ne = 0, prev = 0, j, nx;
             unsigned kg, ke, km;
             for (i = 0; i < len; i++) {
                 const uint8_t *bp = t->base + (first + i) * w, *xp = t->next + (first + i) * w;
-                if (td_cr_class(t->dtype, td_load(bp, w), top) != c) continue;
+                if (td_cr_class(t->dtype, td_load(bp, w), rl.top, rl.k, rl.shift) != c) continue;
                 if (memcmp(bp, xp, w) != 0) {
                     rk[n] = rank;
                     zv[n] = td_cr_zz(td_load(bp, w), td_load(xp, w), w);
                     ne += zv[n] >= 2;
                     n++;
+                    if (c == rl.k - 1 && rl.k < 12 &&
+                        td_cr_class(t->dtype, td_load(bp, w), rl.top, 255, rl.shift) > c)
+                        st->clamped++;
                 }
                 rank++;
             }
             td_cr_count(b, n);
             if (!n) continue;
             st->classes_used |= (uint64_t)1 << c;
+            st->by_k[rl.k] |= (uint64_t)1 << c;
+            if (c > 0) st->shifts_used |= (uint64_t)1 << rl.shift;
             kg = (unsigned)td_below(r, 25);
             td_bits_put(b, kg, 5);
             for (j = 0; j < n; j++) {
@@ -3854,9 +3946,9 @@ static uint64_t td_cr_block(td_bits *b, const td_tensor *t, uint64_t first, uint
     return total;
 }
 
-/* A coder-3 stream for t: header (top as given, changed as given), the
+/* A coder-3 stream for t: header (the rule and changed as given), the
    block table where changed > 0, then the blocks' bytes. */
-static td_bytes td_cr_stream(const td_tensor *t, unsigned block_log2, unsigned top, uint64_t changed,
+static td_bytes td_cr_stream(const td_tensor *t, unsigned block_log2, td_cr_rule rl, uint64_t changed,
                              const uint32_t *sizes, uint64_t nblocks, const uint8_t *data, size_t len)
 {
     size_t fixed = 8 + 8 * (size_t)t->rank + 24 + 8, table = changed ? 4 * (size_t)nblocks : 0, i;
@@ -3873,8 +3965,9 @@ static td_bytes td_cr_stream(const td_tensor *t, unsigned block_log2, unsigned t
     td_store(s.p + 8 + 8 * t->rank, 8, changed);
     td_store(s.p + 16 + 8 * t->rank, 8, wsync_digest(t->base, t->nbytes));
     td_store(s.p + 24 + 8 * t->rank, 8, wsync_digest(t->next, t->nbytes));
-    td_store(s.p + fixed - 8, 2, top);
-    s.p[fixed - 6] = 12; /* classes; five zero bytes follow */
+    td_store(s.p + fixed - 8, 2, rl.top);
+    s.p[fixed - 6] = (uint8_t)rl.k;
+    s.p[fixed - 5] = (uint8_t)rl.shift; /* four zero bytes follow */
     if (changed)
         for (i = 0; i < nblocks; i++) td_store(s.p + fixed + 4 * i, 4, sizes[i]);
     if (len) memcpy(s.p + fixed + table, data, len);
@@ -3882,7 +3975,7 @@ static td_bytes td_cr_stream(const td_tensor *t, unsigned block_log2, unsigned t
 }
 
 /* t's stream, block by block with td_cr_block. */
-static td_bytes td_cr_tensor(const td_tensor *t, unsigned block_log2, unsigned top, td_rng *r, td_cr_stats *st)
+static td_bytes td_cr_tensor(const td_tensor *t, unsigned block_log2, td_cr_rule rl, td_rng *r, td_cr_stats *st)
 {
     uint64_t blk = (uint64_t)1 << block_log2, nblocks = (t->nelem + blk - 1) / blk, bi, changed = 0;
     uint32_t *sizes = (uint32_t *)td_xmalloc((size_t)nblocks * sizeof *sizes);
@@ -3892,13 +3985,13 @@ static td_bytes td_cr_tensor(const td_tensor *t, unsigned block_log2, unsigned t
     for (bi = 0; bi < nblocks; bi++) {
         size_t at = td_bits_bytes(&data);
         uint64_t len = t->nelem - bi * blk < blk ? t->nelem - bi * blk : blk, c;
-        c = td_cr_block(&data, t, bi * blk, len, top, r, st);
+        c = td_cr_block(&data, t, bi * blk, len, rl, r, st);
         changed += c;
         sizes[bi] = (uint32_t)(td_bits_bytes(&data) - at);
         if (c) st->stored++;
         else st->empty++;
     }
-    s = td_cr_stream(t, block_log2, top, changed, sizes, nblocks, data.p, td_bits_bytes(&data));
+    s = td_cr_stream(t, block_log2, rl, changed, sizes, nblocks, data.p, td_bits_bytes(&data));
     free(sizes);
     free(data.p);
     return s;
@@ -3932,7 +4025,7 @@ static td_bytes td_cr_file(const td_tensor *ts, size_t n, const td_bytes *stream
 }
 
 /* One tensor's file from hand-written blocks (n == 0: an empty block). */
-static td_bytes td_cr_file1(const td_tensor *t, unsigned block_log2, unsigned top, uint64_t changed,
+static td_bytes td_cr_file1(const td_tensor *t, unsigned block_log2, td_cr_rule rl, uint64_t changed,
                             const td_bits *blocks, size_t nblocks)
 {
     uint32_t sizes[8];
@@ -3945,18 +4038,35 @@ static td_bytes td_cr_file1(const td_tensor *t, unsigned block_log2, unsigned to
         sizes[i] = (uint32_t)nb;
         for (k = 0; k < nb; k++) td_bits_put(&data, blocks[i].p[k], 8);
     }
-    s = td_cr_stream(t, block_log2, top, changed, sizes, i, data.p, td_bits_bytes(&data));
+    s = td_cr_stream(t, block_log2, rl, changed, sizes, i, data.p, td_bits_bytes(&data));
     f = td_cr_file(t, 1, &s);
     td_bytes_free(&s);
     free(data.p);
     return f;
 }
 
+/* Parameter byte i (0: top, u16) of the stream named `name` in file f, for
+   messages; 0 where there is none. */
+static unsigned td_cr_rule_of(const td_bytes *f, const char *name, unsigned i)
+{
+    wsync_st_file sf;
+    const wsync_st_tensor *t;
+    unsigned v = 0;
+    if (wsync_st_parse(f->p, f->len, NULL, &sf, NULL) != WSYNC_OK) return 0;
+    t = wsync_st_find(&sf, name);
+    if (t && t->end - t->begin >= 8 + 8 * (uint64_t)t->data[6] + 32) {
+        const uint8_t *q = t->data + 8 + 8 * (size_t)t->data[6] + 24;
+        v = i == 0 ? (unsigned)q[0] | (unsigned)q[1] << 8 : q[i];
+    }
+    wsync_st_free(&sf);
+    return v;
+}
+
 /* The hand-written file must apply and give next. */
-static void td_cr_accept(const char *what, td_tensor *t, unsigned block_log2, unsigned top, uint64_t changed,
+static void td_cr_accept(const char *what, td_tensor *t, unsigned block_log2, td_cr_rule rl, uint64_t changed,
                          const td_bits *blocks, size_t nblocks)
 {
-    td_bytes f = td_cr_file1(t, block_log2, top, changed, blocks, nblocks);
+    td_bytes f = td_cr_file1(t, block_log2, rl, changed, blocks, nblocks);
     wsync_error err;
     wsync_result r;
     td_reset_work(t, 1);
@@ -3967,13 +4077,28 @@ static void td_cr_accept(const char *what, td_tensor *t, unsigned block_log2, un
     td_bytes_free(&f);
 }
 
-static void td_cr_reject(const char *what, td_tensor *t, unsigned block_log2, unsigned top, uint64_t changed,
+static void td_cr_reject(const char *what, td_tensor *t, unsigned block_log2, td_cr_rule rl, uint64_t changed,
                          const td_bits *blocks, size_t nblocks, int want, const char *why)
 {
-    td_bytes f = td_cr_file1(t, block_log2, top, changed, blocks, nblocks);
+    td_bytes f = td_cr_file1(t, block_log2, rl, changed, blocks, nblocks);
     td_reset_work(t, 1);
     td_expect_reject_why(what, f.p, f.len, t, 1, NULL, want, t->name, why);
     td_bytes_free(&f);
+}
+
+/* t's stream s (a copy) with n parameter bytes from byte `at` of the 8
+   set to v, as a file: rejected for its parameters. */
+static void td_cr_reject_params(const char *what, td_tensor *t, const td_bytes *s, unsigned at, unsigned n, uint64_t v)
+{
+    td_bytes c, f;
+    c.len = s->len;
+    c.p = td_dup(s->p, s->len);
+    td_store(c.p + 8 + 8 * (size_t)t->rank + 24 + at, n, v);
+    f = td_cr_file(t, 1, &c);
+    td_reset_work(t, 1);
+    td_expect_reject_why(what, f.p, f.len, t, 1, NULL, WSYNC_ERR_INVALID_HEADER, t->name, "bad packed-max parameters");
+    td_bytes_free(&f);
+    td_bytes_free(&c);
 }
 
 /* A reader of the description, bit by bit; reading past the end sets over. */
@@ -4009,10 +4134,11 @@ static uint64_t td_rbits_rice(td_rbits *r, unsigned k, unsigned esc, unsigned ra
     return (q << k) | td_rbits_get(r, k);
 }
 
-/* Decodes one coder-3 block as the description reads it into out (a copy
-   of the base), adding its changes to *count; NULL, or what is wrong. */
+/* Decodes one coder-3 block (k sections, by the rule) as the description
+   reads it into out (a copy of the base), adding its changes to *count and
+   the classes that had some to *classes; NULL, or what is wrong. */
 static const char *td_cr_decode(const uint8_t *p, size_t size, const td_tensor *t, uint64_t first, uint64_t len,
-                                unsigned top, uint8_t *out, uint64_t *count)
+                                td_cr_rule rl, uint8_t *out, uint64_t *count, uint64_t *classes)
 {
     uint64_t *mem = (uint64_t *)td_xmalloc((size_t)len * sizeof *mem);
     uint64_t *pos = (uint64_t *)td_xmalloc((size_t)len * sizeof *pos);
@@ -4024,14 +4150,16 @@ static const char *td_cr_decode(const uint8_t *p, size_t size, const td_tensor *
     r.at = 0;
     r.end = 8 * (uint64_t)size;
     r.over = 0;
-    for (c = 0; c < 12 && !why; c++) {
+    for (c = 0; c < rl.k && !why; c++) {
         uint64_t m = 0, n, ne, j, next = 0, nx = 0, left;
         unsigned kg, ke = 0, km = 0;
         for (i = 0; i < len; i++)
-            if (td_cr_class(t->dtype, td_load(t->base + (first + i) * w, w), top) == c) mem[m++] = i;
+            if (td_cr_class(t->dtype, td_load(t->base + (first + i) * w, w), rl.top, rl.k, rl.shift) == c)
+                mem[m++] = i;
         n = td_rbits_count(&r);
         if (!n) continue;
         if (n > m) { why = "count past the class"; break; }
+        *classes |= (uint64_t)1 << c;
         kg = (unsigned)td_rbits_get(&r, 5);
         if (kg > 24) { why = "kg above 24"; break; }
         for (j = 0; j < n && !why; j++) {
@@ -4083,12 +4211,16 @@ static const char *td_cr_decode(const uint8_t *p, size_t size, const td_tensor *
 }
 
 /* Checks the library's coder-3 stream for t against the description: the
-   header, the table, and every block decoded here into next. */
-static void td_cr_check_stream(const uint8_t *p, size_t size, const td_tensor *t)
+   header (this encoder's rule: 7 classes of 2 binades from three below the
+   largest finite exponent), the table, and every block decoded here into
+   next by the rule the header states; the classes with changes are added
+   to *classes. */
+static void td_cr_check_stream(const uint8_t *p, size_t size, const td_tensor *t, uint64_t *classes)
 {
     size_t fixed = 8 + 8 * (size_t)t->rank + 24 + 8, k;
     uint64_t changed, blk, nblocks, bi, off, count = 0, want = td_changed_count(t);
-    unsigned shift, emask = td_exp_mask(t->dtype, &shift), top;
+    unsigned shift, emask = td_exp_mask(t->dtype, &shift), largest = td_cr_largest(t);
+    td_cr_rule rl;
     uint8_t *out;
     CHECK_MSG(size >= fixed, "%s: %lu bytes", t->name, (unsigned long)size);
     if (size < fixed) return;
@@ -4099,10 +4231,16 @@ static void td_cr_check_stream(const uint8_t *p, size_t size, const td_tensor *t
     for (k = 0; k < t->rank; k++) CHECK_EQ_U64(td_le64(p + 8 + 8 * k), t->shape[k]);
     changed = td_le64(p + 8 + 8 * t->rank);
     CHECK_EQ_U64(changed, want);
-    top = (unsigned)td_load(p + fixed - 8, 2);
-    CHECK_MSG(top <= emask, "%s: top %u", t->name, top);
-    CHECK_EQ_INT(p[fixed - 6], 12);
-    for (k = fixed - 5; k < fixed; k++) CHECK_EQ_INT(p[k], 0);
+    rl.top = (unsigned)td_load(p + fixed - 8, 2);
+    rl.k = p[fixed - 6];
+    rl.shift = p[fixed - 5];
+    CHECK_MSG(rl.top <= emask, "%s: top %u", t->name, rl.top);
+    /* integers: no exponent field, so a largest exponent of 0 and top 0 */
+    CHECK_MSG(rl.top == (largest > 3 ? largest - 3 : 0), "%s: top %u, the largest finite exponent %u", t->name,
+              rl.top, largest);
+    CHECK_MSG(rl.k == 7 && rl.shift == 1, "%s: %u classes of 2^%u binades", t->name, rl.k, rl.shift);
+    for (k = fixed - 4; k < fixed; k++) CHECK_EQ_INT(p[k], 0);
+    if (rl.k < 1 || rl.k > 12 || rl.shift > 3) return; /* not a rule this reader can follow */
     if (!changed) {
         CHECK_EQ_U64(size, fixed);
         return;
@@ -4120,7 +4258,7 @@ static void td_cr_check_stream(const uint8_t *p, size_t size, const td_tensor *t
         if (!bs) continue;
         CHECK(off + bs <= size);
         if (off + bs > size) break;
-        why = td_cr_decode(p + off, bs, t, bi * blk, len, top, out, &count);
+        why = td_cr_decode(p + off, bs, t, bi * blk, len, rl, out, &count, classes);
         CHECK_MSG(why == NULL, "%s block %llu: %s", t->name, (unsigned long long)bi, why);
         off += bs;
     }
@@ -4130,6 +4268,10 @@ static void td_cr_check_stream(const uint8_t *p, size_t size, const td_tensor *t
     free(out);
 }
 
+/* -DTD_CR_SEED=n draws other hand-built files (the coverage case must hold for any) */
+#ifndef TD_CR_SEED
+#define TD_CR_SEED 0xC1A55
+#endif
 static void test_class_rice_spec(void)
 {
     static const wsync_dtype dts[7] = {WSYNC_DTYPE_BF16, WSYNC_DTYPE_F16, WSYNC_DTYPE_F32, WSYNC_DTYPE_F64,
@@ -4137,13 +4279,14 @@ static void test_class_rice_spec(void)
     static const char *const names[7] = {"bf16", "f16", "f32.rank2", "f64", "e4m3", "u8", "i32"};
     static const double dens[6] = {0.0, 0.001, 0.02, 0.2, 0.6, 1.0};
     static const int modes[3] = {TD_STEP, TD_MIX, TD_JUMP | TD_SPECIAL};
-    td_rng rng = {0xC1A55};
+    td_rng rng = {TD_CR_SEED};
     td_cr_stats st;
     size_t di, round, k;
     memset(&st, 0, sizeof st);
 
     for (di = 0; di < 6; di++) {
-        TD_BEGIN("packed-max coder 3: files written here from the description apply (7 dtypes, density %g, 3 rounds)",
+        TD_BEGIN("packed-max coder 3: files written here from the description apply (7 dtypes, density %g, 3 rounds, "
+                 "drawn class rules)",
                  dens[di]);
         for (round = 0; round < 3; round++) {
             td_tensor ts[7];
@@ -4151,11 +4294,12 @@ static void test_class_rice_spec(void)
             wsync_error err;
             wsync_result r;
             for (k = 0; k < 7; k++) {
-                unsigned block_log2 = 6 + (unsigned)td_below(&rng, 5), top;
+                unsigned block_log2 = 6 + (unsigned)td_below(&rng, 5);
                 uint64_t len = round == 1 ? (uint64_t)64 << td_below(&rng, 6) : 1 + td_below(&rng, 3000), blk, bi;
-                if (dts[k] == WSYNC_DTYPE_F32)
-                    td_init(&ts[k], names[k], dts[k], 2, 1 + td_below(&rng, 60), 1 + td_below(&rng, 50));
-                else
+                if (dts[k] == WSYNC_DTYPE_F32) {
+                    uint64_t d0 = 1 + td_below(&rng, 60), d1 = 1 + td_below(&rng, 50); /* in this order */
+                    td_init(&ts[k], names[k], dts[k], 2, d0, d1);
+                } else
                     td_init(&ts[k], names[k], dts[k], 1, len, 0);
                 td_fill_base(&ts[k], &rng, round == 2 ? 0.5 : 0.05);
                 td_mutate(&ts[k], &rng, dens[di], modes[round]);
@@ -4168,14 +4312,15 @@ static void test_class_rice_spec(void)
                             memcpy(ts[k].next + bi * blk * ts[k].w, ts[k].base + bi * blk * ts[k].w,
                                    (size_t)(n * ts[k].w));
                         }
-                top = td_cr_top(&ts[k], &rng);
-                s[k] = td_cr_tensor(&ts[k], block_log2, top, &rng, &st);
+                s[k] = td_cr_tensor(&ts[k], block_log2, td_cr_draw(&ts[k], &rng), &rng, &st);
             }
             f = td_cr_file(ts, 7, s);
             CHECK(f.p != NULL);
             td_reset_work(ts, 7);
             r = td_apply(&f, ts, 7, NULL, NULL, &err);
-            CHECK_MSG(r == WSYNC_OK, "round %u: %s (tensor '%s')", (unsigned)round, err.message, err.tensor);
+            CHECK_MSG(r == WSYNC_OK, "round %u: %s (tensor '%s', top %u, %u classes of 2^%u)", (unsigned)round,
+                      err.message, err.tensor, td_cr_rule_of(&f, err.tensor, 0), td_cr_rule_of(&f, err.tensor, 2),
+                      td_cr_rule_of(&f, err.tensor, 3));
             for (k = 0; k < 7; k++)
                 CHECK_MSG(memcmp(ts[k].work, ts[k].next, ts[k].nbytes) == 0, "round %u %s: result differs from next",
                           (unsigned)round, ts[k].name);
@@ -4186,55 +4331,121 @@ static void test_class_rice_spec(void)
         TEST_END();
     }
 
-    TEST_BEGIN("packed-max coder 3: the hand-built files held raw gaps, raw values, escapes, empty blocks, all 12 classes");
+    TEST_BEGIN("packed-max coder 3: files written here apply under every k (1..12) and shift (0..3), bf16 bases "
+               "spread over the classes, above top and past the last");
+    {
+        static const char *const sn[4] = {"s0", "s1", "s2", "s3"};
+        unsigned kk, sh;
+        for (kk = 1; kk <= 12; kk++) {
+            td_tensor ts[4];
+            td_bytes s[4], f;
+            wsync_error err;
+            wsync_result r;
+            for (sh = 0; sh < 4; sh++) {
+                /* exponents 202 down to 202 - ((k + 1) << shift) - 1 under
+                   top 200: two above top (class 0), each class of 2^shift
+                   exponents about as full, the last class clamped; 2%
+                   infinities and NaNs (class 0) */
+                unsigned span = ((kk + 1) << sh) + 2;
+                uint64_t i;
+                td_init(&ts[sh], sn[sh], WSYNC_DTYPE_BF16, 1, 1000 + 37 * kk + sh, 0);
+                for (i = 0; i < ts[sh].nelem; i++) {
+                    unsigned e = td_below(&rng, 50) == 0 ? 255 : 202 - (unsigned)td_below(&rng, span);
+                    uint64_t m = td_below(&rng, 128), sg = td_below(&rng, 2);
+                    td_store(ts[sh].base + 2 * i, 2, sg << 15 | (uint64_t)e << 7 | m);
+                }
+                memcpy(ts[sh].next, ts[sh].base, ts[sh].nbytes);
+                td_mutate(&ts[sh], &rng, 0.3, TD_MIX);
+                s[sh] = td_cr_tensor(&ts[sh], 6 + (unsigned)td_below(&rng, 5), td_cr_mk(200, kk, sh), &rng, &st);
+            }
+            f = td_cr_file(ts, 4, s);
+            td_reset_work(ts, 4);
+            r = td_apply(&f, ts, 4, NULL, NULL, &err);
+            CHECK_MSG(r == WSYNC_OK, "k %u: %s (tensor '%s')", kk, err.message, err.tensor);
+            CHECK_MSG(td_work_equals(ts, 4, 1), "k %u: result differs from next", kk);
+            td_bytes_free(&f);
+            for (sh = 0; sh < 4; sh++) td_bytes_free(&s[sh]);
+            td_release(ts, 4);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("packed-max coder 3: the hand-built files held raw gaps, raw values, escapes, empty blocks, every class "
+               "of every k from 1 to 12, clamped last classes, every shift");
     CHECK_MSG(st.raw_gaps > 0, "%llu", (unsigned long long)st.raw_gaps);
     CHECK_MSG(st.raw_values > 0, "%llu", (unsigned long long)st.raw_values);
     CHECK_MSG(st.escaped > 0 && st.ones > 0, "%llu escaped, %llu steps of one", (unsigned long long)st.escaped,
               (unsigned long long)st.ones);
     CHECK_MSG(st.empty > 0 && st.stored > 0, "%llu empty, %llu stored", (unsigned long long)st.empty,
               (unsigned long long)st.stored);
-    CHECK_MSG(st.classes_used == 0xFFF, "classes 0x%llx", (unsigned long long)st.classes_used);
+    CHECK_MSG(st.classes_legal == 0xFFF, "classes possible 0x%llx", (unsigned long long)st.classes_legal);
+    CHECK_MSG(st.classes_used == st.classes_legal, "classes 0x%llx of 0x%llx", (unsigned long long)st.classes_used,
+              (unsigned long long)st.classes_legal);
+    CHECK_MSG(st.clamped > 0, "%llu", (unsigned long long)st.clamped);
+    CHECK_MSG(st.shifts_used == 0xF, "shifts 0x%llx", (unsigned long long)st.shifts_used);
+    CHECK_MSG(st.ks_used == 0x1FFE, "k 0x%llx", (unsigned long long)st.ks_used);
+    for (k = 1; k <= 12; k++)
+        CHECK_MSG(st.by_k[k] == ((uint64_t)1 << k) - 1, "k %u: classes 0x%llx", (unsigned)k,
+                  (unsigned long long)st.by_k[k]);
     TEST_END();
 
-    TEST_BEGIN("packed-max coder 3: the library's streams (7 dtypes, 4 densities) follow the description, read here");
-    for (di = 1; di < 6; di++) {
-        td_tensor ts[7];
-        td_bytes d;
-        wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED_MAX, di == 3 ? 0 : 6 + (unsigned)di, 1, 2);
-        wsync_error err;
-        wsync_result r;
-        o.flags = 0; /* the default coder, whatever the pass */
-        if (di == 4) continue;
-        for (k = 0; k < 7; k++) {
-            if (dts[k] == WSYNC_DTYPE_F32) td_init(&ts[k], names[k], dts[k], 2, 30 + di, 41);
-            else td_init(&ts[k], names[k], dts[k], 1, 500 + 700 * di + k, 0);
-            td_fill_base(&ts[k], &rng, 0.1);
-            td_mutate(&ts[k], &rng, dens[di], TD_MIX);
-        }
-        r = td_encode(ts, 7, &o, &d, NULL, &err);
-        CHECK_MSG(r == WSYNC_OK, "encode: %s", err.message);
-        if (r == WSYNC_OK) {
+    TEST_BEGIN("packed-max coder 3: the library's streams (7 dtypes, 4 densities) follow the description, read here "
+               "by the rule their headers state (7 classes of 2 binades from three below the largest exponent)");
+    {
+        uint64_t spread_classes = 0;
+        for (di = 1; di < 6; di++) {
+            td_tensor ts[7];
+            td_bytes d;
+            wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED_MAX, di == 3 ? 0 : 6 + (unsigned)di, 1, 2);
+            wsync_error err;
+            wsync_result r;
+            o.flags = 0; /* the default coder, whatever the pass */
+            if (di == 4) continue;
             for (k = 0; k < 7; k++) {
-                size_t size = 0, at = td_stream_at(&d, ts[k].name, &size);
-                CHECK_MSG(at > 0, "no stream for %s", ts[k].name);
-                if (at > 0) td_cr_check_stream(d.p + at, size, &ts[k]);
+                if (dts[k] == WSYNC_DTYPE_F32) td_init(&ts[k], names[k], dts[k], 2, 30 + di, 41);
+                else td_init(&ts[k], names[k], dts[k], 1, 500 + 700 * di + k, 0);
+                /* the specials hold the largest finite values, and with them
+                   nearly all falls in the last class: at densities 0.02 and 1,
+                   none but infinities and NaNs, so the classes spread */
+                if (di != 2 && di != 5) {
+                    td_fill_base(&ts[k], &rng, 0.1);
+                } else {
+                    td_fill_base(&ts[k], &rng, 0.0);
+                    td_cr_allones(&ts[k], &rng, 0.03);
+                }
+                td_mutate(&ts[k], &rng, dens[di], TD_MIX);
             }
-            td_reset_work(ts, 7);
-            r = td_apply(&d, ts, 7, NULL, NULL, &err);
-            CHECK_MSG(r == WSYNC_OK, "apply: %s", err.message);
-            CHECK(td_work_equals(ts, 7, 1));
-            td_bytes_free(&d);
+            r = td_encode(ts, 7, &o, &d, NULL, &err);
+            CHECK_MSG(r == WSYNC_OK, "encode: %s", err.message);
+            if (r == WSYNC_OK) {
+                for (k = 0; k < 7; k++) {
+                    size_t size = 0, at = td_stream_at(&d, ts[k].name, &size);
+                    uint64_t cl = 0;
+                    CHECK_MSG(at > 0, "no stream for %s", ts[k].name);
+                    if (at > 0) td_cr_check_stream(d.p + at, size, &ts[k], &cl);
+                    if ((di == 2 || di == 5) && dts[k] == WSYNC_DTYPE_BF16) spread_classes |= cl;
+                }
+                td_reset_work(ts, 7);
+                r = td_apply(&d, ts, 7, NULL, NULL, &err);
+                CHECK_MSG(r == WSYNC_OK, "apply: %s", err.message);
+                CHECK(td_work_equals(ts, 7, 1));
+                td_bytes_free(&d);
+            }
+            td_release(ts, 7);
         }
-        td_release(ts, 7);
+        CHECK_MSG(spread_classes == 0x7F, "bf16 without large specials: classes 0x%llx",
+                  (unsigned long long)spread_classes);
     }
     TEST_END();
 
-    /* Hand-written blocks, each one defect away from a block that applies.
+    /* Hand-written blocks, each one defect away from a block that applies,
+       most under 12 classes of one binade (r12, h12, d12: top 0, 127, 1023).
        "u": 64 U8 elements (no exponent: all class 0), one block. */
     {
         td_tensor u, h, d, u2;
         td_bits b[2];
         td_rng r = {0xBAD};
+        const td_cr_rule r12 = td_cr_mk(0, 12, 0), h12 = td_cr_mk(127, 12, 0), d12 = td_cr_mk(1023, 12, 0);
         uint64_t i;
         td_init(&u, "u", WSYNC_DTYPE_U8, 1, 64, 0);
         td_fill_base(&u, &r, 0.0);
@@ -4248,9 +4459,9 @@ static void test_class_rice_spec(void)
         memcpy(u.next, u.base, 64);
         u.next[0] = (uint8_t)(u.base[0] + 1);
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
         CHECK_EQ_U64(b[0].n, 72);
-        td_cr_accept("one step of one", &u, 6, 0, 1, b, 1);
+        td_cr_accept("one step of one", &u, 6, r12, 1, b, 1);
         TD_CR_RESET();
         /* kg 24, ke 24, km 31 (the largest), gaps 5 and 40, steps +4 and -1 */
         memcpy(u.next, u.base, 64);
@@ -4258,8 +4469,8 @@ static void test_class_rice_spec(void)
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 24, 5), td_cr_gap(&b[0], 5, 24, NULL), td_cr_gap(&b[0], 40, 24, NULL);
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 24, 5), td_bits_put(&b[0], 31, 5), td_cr_gap(&b[0], 0, 24, NULL);
         td_cr_value(&b[0], 6 - 2, 31, 1, NULL), td_bits_put(&b[0], 1, 1); /* +4: z 6; -1: z 1 */
-        td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_accept("kg 24, ke 24, km 31", &u, 6, 0, 2, b, 1);
+        td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_accept("kg 24, ke 24, km 31", &u, 6, r12, 2, b, 1);
         TD_CR_RESET();
         /* kg 0 with gap 40 (raw), km 0 with a raw value, two escapes 1 apart */
         memcpy(u.next, u.base, 64);
@@ -4271,8 +4482,8 @@ static void test_class_rice_spec(void)
         td_bits_put(&b[0], 0, 1);                                  /* index 0: +1 */
         td_cr_value(&b[0], 2 - 2, 0, 1, NULL), td_cr_gap(&b[0], 0, 3, NULL); /* index 1: +2, next escape at 2 */
         td_cr_value(&b[0], 59 - 2, 0, 1, NULL);                  /* index 2: -30, z 59, raw in 9 bits */
-        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_accept("raw gap, raw value, adjacent escapes", &u, 6, 0, 4, b, 1);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_accept("raw gap, raw value, adjacent escapes", &u, 6, r12, 4, b, 1);
         TD_CR_RESET();
         TEST_END();
 
@@ -4282,12 +4493,12 @@ static void test_class_rice_spec(void)
 
         TEST_BEGIN("packed-max coder 3: reject a gap parameter above 24 (25 and 31)");
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 25, 5), td_cr_gap(&b[0], 0, 25, NULL), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("kg 25", &u, 6, 0, 1, b, 1, -1, "gap parameter above 24");
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("kg 25", &u, 6, r12, 1, b, 1, -1, "gap parameter above 24");
         TD_CR_RESET();
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 31, 5), td_bits_put(&b[0], 0, 32), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("kg 31", &u, 6, 0, 1, b, 1, -1, "gap parameter above 24");
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("kg 31", &u, 6, r12, 1, b, 1, -1, "gap parameter above 24");
         TD_CR_RESET();
         TEST_END();
 
@@ -4295,35 +4506,35 @@ static void test_class_rice_spec(void)
         /* 65 changes in a block of 64 (the header's 64 is legal) */
         td_cr_count(&b[0], 65), td_bits_put(&b[0], 0, 5);
         for (i = 0; i < 65; i++) td_cr_gap(&b[0], 0, 0, NULL);
-        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 65), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("65 changes in 64 elements", &u, 6, 0, 64, b, 1, -1, "class change count too large");
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 65), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("65 changes in 64 elements", &u, 6, r12, 64, b, 1, -1, "class change count too large");
         TD_CR_RESET();
         /* 2 changes where the header says 1 */
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_gap(&b[0], 0, 0, NULL);
-        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 2), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("2 changes, header 1", &u, 6, 0, 1, b, 1, -1, "class change count too large");
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 2), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("2 changes, header 1", &u, 6, r12, 1, b, 1, -1, "class change count too large");
         TD_CR_RESET();
         /* 40 in class 0 (legal), then 30 in class 1: 70 in a block of 64 */
         td_cr_count(&b[0], 40), td_bits_put(&b[0], 0, 5);
         for (i = 0; i < 40; i++) td_cr_gap(&b[0], 0, 0, NULL);
         td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 40), td_cr_count(&b[0], 30), td_bits_put(&b[0], 0, 5);
         for (i = 0; i < 30; i++) td_cr_gap(&b[0], 0, 0, NULL);
-        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 30), td_cr_empty_from(&b[0], 2), td_bits_pad(&b[0]);
-        td_cr_reject("40 + 30 changes in 64 elements", &u, 6, 0, 64, b, 1, -1, "class change count too large");
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 30), td_cr_empty_from(&b[0], 2, 12), td_bits_pad(&b[0]);
+        td_cr_reject("40 + 30 changes in 64 elements", &u, 6, r12, 64, b, 1, -1, "class change count too large");
         TD_CR_RESET();
         TEST_END();
 
         TEST_BEGIN("packed-max coder 3: reject a rank past the block (raw gap, Rice gap) or past its class's members");
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 64, 0, NULL), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("rank 64 of 64, raw gap", &u, 6, 0, 1, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("rank 64 of 64, raw gap", &u, 6, r12, 1, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
         TD_CR_RESET();
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 4, 5), td_cr_gap(&b[0], 0, 4, NULL), td_cr_gap(&b[0], 63, 4, NULL);
-        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 2), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("ranks 0 and 64 of 64", &u, 6, 0, 2, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+        td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 2), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("ranks 0 and 64 of 64", &u, 6, r12, 2, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
         TD_CR_RESET();
         /* "h": bf16, 10 elements of exponent 127 (class 0 at top 127), 54
-           subnormals (class 11) */
+           subnormals (class 11 of 12 of one binade: h12) */
         td_init(&h, "h", WSYNC_DTYPE_BF16, 1, 64, 0);
         for (i = 0; i < 64; i++) td_store(h.base + 2 * i, 2, i < 10 ? 0x3F80 + i : 0x0001 + i);
         memcpy(h.next, h.base, h.nbytes);
@@ -4335,7 +4546,7 @@ static void test_class_rice_spec(void)
         for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 52, 5, NULL);
         td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
-        td_cr_accept("classes 0 and 11 by the base's exponent", &h, 6, 127, 3, b, 1);
+        td_cr_accept("classes 0 and 11 by the base's exponent", &h, 6, h12, 3, b, 1);
         TD_CR_RESET();
         /* the same with class 0's rank 10 (its 10 members end at 9) */
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 10, 2, NULL), td_cr_count(&b[0], 0);
@@ -4343,7 +4554,7 @@ static void test_class_rice_spec(void)
         for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 52, 5, NULL);
         td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
-        td_cr_reject("class 0 rank 10 of 10", &h, 6, 127, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+        td_cr_reject("class 0 rank 10 of 10", &h, 6, h12, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
         TD_CR_RESET();
         /* class 11's rank 54 (of 54), inside the block */
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 9, 2, NULL), td_cr_count(&b[0], 0);
@@ -4351,29 +4562,30 @@ static void test_class_rice_spec(void)
         for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 53, 5, NULL);
         td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
-        td_cr_reject("class 11 rank 54 of 54", &h, 6, 127, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
+        td_cr_reject("class 11 rank 54 of 54", &h, 6, h12, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
         TD_CR_RESET();
         TEST_END();
 
         TEST_BEGIN("packed-max coder 3: reject more escapes than changes, and an escape gap parameter above 24");
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 2);
         td_bits_put(&b[0], 0, 10), td_cr_gap(&b[0], 0, 0, NULL), td_cr_value(&b[0], 0, 0, 1, NULL);
-        td_cr_gap(&b[0], 0, 0, NULL), td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("2 escapes of 1 change", &u, 6, 0, 1, b, 1, -1, "more escaped values than changes");
+        td_cr_gap(&b[0], 0, 0, NULL), td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_empty_from(&b[0], 1, 12);
+        td_bits_pad(&b[0]);
+        td_cr_reject("2 escapes of 1 change", &u, 6, r12, 1, b, 1, -1, "more escaped values than changes");
         TD_CR_RESET();
         memcpy(u.next, u.base, 64);
         u.next[0] = (uint8_t)(u.base[0] + 2);
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 1);
         td_bits_put(&b[0], 24, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 24, NULL);
         td_cr_value(&b[0], 0, 0, 1, NULL);
-        td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_accept("ke 24", &u, 6, 0, 1, b, 1);
+        td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_accept("ke 24", &u, 6, r12, 1, b, 1);
         TD_CR_RESET();
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 1);
         td_bits_put(&b[0], 25, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 25, NULL);
         td_cr_value(&b[0], 0, 0, 1, NULL);
-        td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("ke 25", &u, 6, 0, 1, b, 1, -1, "escape gap parameter above 24");
+        td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("ke 25", &u, 6, r12, 1, b, 1, -1, "escape gap parameter above 24");
         TD_CR_RESET();
         TEST_END();
 
@@ -4386,22 +4598,22 @@ static void test_class_rice_spec(void)
         for (i = 0; i < 3; i++) td_cr_gap(&b[0], 0, 0, NULL);
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 1, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 1, 1, NULL);
         td_bits_put(&b[0], 0, 1), td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_gap(&b[0], 0, 1, NULL);
-        td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_accept("escapes at 1 and 2 of 3", &u, 6, 0, 3, b, 1);
+        td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_accept("escapes at 1 and 2 of 3", &u, 6, r12, 3, b, 1);
         TD_CR_RESET();
         td_cr_count(&b[0], 3), td_bits_put(&b[0], 0, 5);
         for (i = 0; i < 3; i++) td_cr_gap(&b[0], 0, 0, NULL);
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 1, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 3, 1, NULL);
-        td_bits_put(&b[0], 0, 20), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("first escape at 3 of 3", &u, 6, 0, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS,
+        td_bits_put(&b[0], 0, 20), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("first escape at 3 of 3", &u, 6, r12, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS,
                      "escaped value's index past its class");
         TD_CR_RESET();
         td_cr_count(&b[0], 3), td_bits_put(&b[0], 0, 5);
         for (i = 0; i < 3; i++) td_cr_gap(&b[0], 0, 0, NULL);
         td_cr_count(&b[0], 2), td_bits_put(&b[0], 1, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 1, 1, NULL);
         td_bits_put(&b[0], 0, 1), td_cr_value(&b[0], 0, 0, 1, NULL), td_cr_gap(&b[0], 1, 1, NULL); /* to 3 */
-        td_bits_put(&b[0], 0, 20), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-        td_cr_reject("second escape at 3 of 3", &u, 6, 0, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS,
+        td_bits_put(&b[0], 0, 20), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+        td_cr_reject("second escape at 3 of 3", &u, 6, r12, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS,
                      "escaped value's index past its class");
         TD_CR_RESET();
         TEST_END();
@@ -4421,9 +4633,9 @@ static void test_class_rice_spec(void)
                 td_cr_count(&b[0], 1), td_bits_put(&b[0], 3, 5), td_cr_gap(&b[0], 7, 3, NULL), td_cr_count(&b[0], 1);
                 td_bits_put(&b[0], 0, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL);
                 td_bits_put(&b[0], 0xFFFF, 16), td_bits_put(&b[0], vs[vi] & 0xFFFFFFFFu, 32);
-                td_bits_put(&b[0], vs[vi] >> 32, 32), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-                if (vi == 0) td_cr_accept("raw value 2^64 - 3", &d, 6, 1023, 1, b, 1);
-                else td_cr_reject(vi == 1 ? "raw value 2^64 - 2" : "raw value 2^64 - 1", &d, 6, 1023, 1, b, 1, -1,
+                td_bits_put(&b[0], vs[vi] >> 32, 32), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+                if (vi == 0) td_cr_accept("raw value 2^64 - 3", &d, 6, d12, 1, b, 1);
+                else td_cr_reject(vi == 1 ? "raw value 2^64 - 2" : "raw value 2^64 - 1", &d, 6, d12, 1, b, 1, -1,
                                   "invalid value code");
                 TD_CR_RESET();
             }
@@ -4439,14 +4651,14 @@ static void test_class_rice_spec(void)
             u.base[3] = u.work[3] = 0x7F; /* the largest ordered value */
             u.next[3] = 0x7E;            /* a legal next; the stream says +1 */
             td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 3, 0, NULL), td_cr_count(&b[0], 0);
-            td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-            td_cr_reject("u8 0x7F + 1", &u, 6, 0, 1, b, 1, -1, "value step leaves the dtype's range");
+            td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+            td_cr_reject("u8 0x7F + 1", &u, 6, r12, 1, b, 1, -1, "value step leaves the dtype's range");
             TD_CR_RESET();
             u.base[3] = u.work[3] = 0xFF; /* the smallest */
             u.next[3] = 0xFE;
             td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 3, 0, NULL), td_cr_count(&b[0], 0);
-            td_bits_put(&b[0], 1, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-            td_cr_reject("u8 0xFF - 1", &u, 6, 0, 1, b, 1, -1, "value step leaves the dtype's range");
+            td_bits_put(&b[0], 1, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+            td_cr_reject("u8 0xFF - 1", &u, 6, r12, 1, b, 1, -1, "value step leaves the dtype's range");
             TD_CR_RESET();
             u.base[3] = u.work[3] = u.next[3] = (uint8_t)(0x10 + 3);
             /* f16 +0 (ordered 0x8000): +0x7FFF reaches 0x7FFF, +0x10001 and
@@ -4457,9 +4669,9 @@ static void test_class_rice_spec(void)
                 td_store(f16.next, 2, 0x7FFF);
                 td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 1);
                 td_bits_put(&b[0], 0, 5), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL);
-                td_cr_value(&b[0], raws[vi], 0, 2, NULL), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
-                if (vi == 0) td_cr_accept("f16 +0 by +0x7FFF, raw", &f16, 6, 0, 1, b, 1);
-                else td_cr_reject(vi == 1 ? "f16 +0 by +0x10001" : "f16 +0 by -0x10001", &f16, 6, 0, 1, b, 1, -1,
+                td_cr_value(&b[0], raws[vi], 0, 2, NULL), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+                if (vi == 0) td_cr_accept("f16 +0 by +0x7FFF, raw", &f16, 6, r12, 1, b, 1);
+                else td_cr_reject(vi == 1 ? "f16 +0 by +0x10001" : "f16 +0 by -0x10001", &f16, 6, r12, 1, b, 1, -1,
                                   "value step leaves the dtype's range");
                 TD_CR_RESET();
             }
@@ -4471,24 +4683,26 @@ static void test_class_rice_spec(void)
         memcpy(u.next, u.base, 64);
         u.next[0] = (uint8_t)(u.base[0] + 1);
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1), td_bits_pad(&b[0]);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
         b[0].n -= 8; /* 9 bytes to 8: class 11's count is cut */
-        td_cr_reject("one byte short", &u, 6, 0, 1, b, 1, WSYNC_ERR_TRUNCATED, "stream ends early");
+        td_cr_reject("one byte short", &u, 6, r12, 1, b, 1, WSYNC_ERR_TRUNCATED, "stream ends early");
         b[0].n += 8;
         td_bits_put(&b[0], 0, 8);
-        td_cr_reject("one zero byte long", &u, 6, 0, 1, b, 1, WSYNC_ERR_TRAILING_BYTES,
+        td_cr_reject("one zero byte long", &u, 6, r12, 1, b, 1, WSYNC_ERR_TRAILING_BYTES,
                      "bytes left over after the block's changes");
         TD_CR_RESET();
         /* kg 1: 73 bits, 7 of padding */
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 1, 5), td_cr_gap(&b[0], 0, 1, NULL), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1);
+        td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12);
         CHECK_EQ_U64(b[0].n, 73);
         td_bits_pad(&b[0]);
-        td_cr_accept("kg 1, 7 padding bits", &u, 6, 0, 1, b, 1);
+        td_cr_accept("kg 1, 7 padding bits", &u, 6, r12, 1, b, 1);
         b[0].p[9] |= 0x02; /* bit 73 */
-        td_cr_reject("padding bit 73 set", &u, 6, 0, 1, b, 1, -1, "padding bits after the block's changes are not zero");
+        td_cr_reject("padding bit 73 set", &u, 6, r12, 1, b, 1, -1,
+                     "padding bits after the block's changes are not zero");
         b[0].p[9] = 0x80; /* bit 79 */
-        td_cr_reject("padding bit 79 set", &u, 6, 0, 1, b, 1, -1, "padding bits after the block's changes are not zero");
+        td_cr_reject("padding bit 79 set", &u, 6, r12, 1, b, 1, -1,
+                     "padding bits after the block's changes are not zero");
         TD_CR_RESET();
         /* blocks written here (four dtypes, random parameters) cut by a
            byte, the table adjusted */
@@ -4506,7 +4720,7 @@ static void test_class_rice_spec(void)
                 uint64_t nb = 3, bi, off, fixed = 8 + 8 + 24 + 8; /* 700 elements in blocks of 256 */
                 td_fill_base(&ts[t], &rr, 0.1);
                 td_mutate(&ts[t], &rr, 0.3, TD_MIX);
-                s = td_cr_tensor(&ts[t], 8, td_cr_top(&ts[t], &rr), &rr, &st);
+                s = td_cr_tensor(&ts[t], 8, td_cr_draw(&ts[t], &rr), &rr, &st);
                 off = fixed + 4 * nb;
                 for (bi = 0; bi < nb; bi++) {
                     uint32_t bs = td_le32(s.p + fixed + 4 * bi);
@@ -4534,17 +4748,237 @@ static void test_class_rice_spec(void)
         }
         TEST_END();
 
-        TEST_BEGIN("packed-max coder 3: reject a stored block whose 12 counts are all zero");
+        TEST_BEGIN("packed-max coder 3: reject a stored block whose counts are all zero (12 of them, or 1 where k "
+                   "is 1)");
         td_init(&u2, "u2", WSYNC_DTYPE_U8, 1, 128, 0);
         for (i = 0; i < 128; i++) u2.base[i] = u2.next[i] = u2.work[i] = (uint8_t)i;
         u2.next[100] = 101;
         td_cr_count(&b[1], 1), td_bits_put(&b[1], 0, 5), td_cr_gap(&b[1], 36, 0, NULL), td_cr_count(&b[1], 0);
-        td_bits_put(&b[1], 0, 1), td_cr_empty_from(&b[1], 1), td_bits_pad(&b[1]);
-        td_cr_accept("block 0 empty (size 0)", &u2, 6, 0, 1, b, 2);
-        td_cr_empty_from(&b[0], 0), td_bits_pad(&b[0]);
+        td_bits_put(&b[1], 0, 1), td_cr_empty_from(&b[1], 1, 12), td_bits_pad(&b[1]);
+        td_cr_accept("block 0 empty (size 0)", &u2, 6, r12, 1, b, 2);
+        td_cr_empty_from(&b[0], 0, 12), td_bits_pad(&b[0]);
         CHECK_EQ_INT(td_bits_bytes(&b[0]), 8);
-        td_cr_reject("block 0 stored with 12 zero counts", &u2, 6, 0, 1, b, 2, -1, "a stored block without changes");
+        td_cr_reject("block 0 stored with 12 zero counts", &u2, 6, r12, 1, b, 2, -1, "a stored block without changes");
         TD_CR_RESET();
+        td_cr_count(&b[1], 1), td_bits_put(&b[1], 0, 5), td_cr_gap(&b[1], 36, 0, NULL), td_cr_count(&b[1], 0);
+        td_bits_put(&b[1], 0, 1), td_bits_pad(&b[1]);
+        td_cr_accept("k 1: block 0 empty (size 0)", &u2, 6, td_cr_mk(0, 1, 0), 1, b, 2);
+        td_cr_empty_from(&b[0], 0, 1), td_bits_pad(&b[0]);
+        CHECK_EQ_INT(td_bits_bytes(&b[0]), 1);
+        td_cr_reject("k 1: block 0 stored with one zero count", &u2, 6, td_cr_mk(0, 1, 0), 1, b, 2, -1,
+                     "a stored block without changes");
+        TD_CR_RESET();
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: a block holds k sections, by the header's top, k and shift (k 1, 3, 6, 12; "
+                   "shift 0, 1, 3); other sections or another rule are rejected");
+        {
+            td_tensor g;
+            const td_cr_rule u1 = td_cr_mk(0, 1, 0), h6 = td_cr_mk(127, 6, 1), h12s3 = td_cr_mk(127, 12, 3);
+            /* "u" under one class: count 1, kg 0, gap 0, no escapes, bit 0 (17 bits) */
+            memcpy(u.next, u.base, 64);
+            u.next[0] = (uint8_t)(u.base[0] + 1);
+            td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 0);
+            td_bits_put(&b[0], 0, 1);
+            CHECK_EQ_U64(b[0].n, 17);
+            td_bits_pad(&b[0]);
+            td_cr_accept("k 1: one section", &u, 6, u1, 1, b, 1);
+            td_cr_accept("k 1 of 8 binades: one section", &u, 6, td_cr_mk(0, 1, 3), 1, b, 1);
+            td_cr_reject("k 12: one section", &u, 6, r12, 1, b, 1, WSYNC_ERR_TRUNCATED, "stream ends early");
+            TD_CR_RESET();
+            td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 0);
+            td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
+            td_cr_accept("k 12: 12 sections", &u, 6, r12, 1, b, 1);
+            td_cr_reject("k 1: 12 sections", &u, 6, u1, 1, b, 1, WSYNC_ERR_TRAILING_BYTES,
+                         "bytes left over after the block's changes");
+            td_cr_reject("k 6: 12 sections", &u, 6, td_cr_mk(0, 6, 1), 1, b, 1, WSYNC_ERR_TRAILING_BYTES,
+                         "bytes left over after the block's changes");
+            TD_CR_RESET();
+            /* "h" (10 of exponent 127, 54 of exponent 0) under 6 classes of
+               2 binades from 127: classes 0 and 5 ((127 - 0) >> 1 clamped) */
+            memcpy(h.next, h.base, h.nbytes);
+            td_store(h.next + 2 * 9, 2, 0x3F80 + 9 + 1);   /* class 0, rank 9 */
+            td_store(h.next + 2 * 10, 2, 0x0001 + 10 - 1); /* class 5, rank 0 */
+            td_store(h.next + 2 * 63, 2, 0x0001 + 63 + 1); /* class 5, rank 53 */
+            td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 9, 2, NULL), td_cr_count(&b[0], 0);
+            td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 5);
+            td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL);
+            td_cr_gap(&b[0], 52, 5, NULL);
+            td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
+            td_cr_accept("k 6 shift 1: classes 0 and 5", &h, 6, h6, 3, b, 1);
+            td_cr_reject("k 12 shift 0: classes 0 and 5 written", &h, 6, h12, 3, b, 1, WSYNC_ERR_TRUNCATED,
+                         "stream ends early");
+            TD_CR_RESET();
+            /* under 12 classes of 8 binades: classes 0 and 11 ((127 - 0) >> 3 clamped), the h12 block */
+            td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 9, 2, NULL), td_cr_count(&b[0], 0);
+            td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 11);
+            td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL);
+            td_cr_gap(&b[0], 52, 5, NULL);
+            td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
+            td_cr_accept("k 12 shift 3: classes 0 and 11", &h, 6, h12s3, 3, b, 1);
+            td_cr_accept("k 12 shift 0: classes 0 and 11", &h, 6, h12, 3, b, 1);
+            td_cr_reject("k 6 shift 1: classes 0 and 11 written", &h, 6, h6, 3, b, 1, WSYNC_ERR_TRAILING_BYTES,
+                         "bytes left over after the block's changes");
+            TD_CR_RESET();
+            /* "g": bf16, element i of exponent 127 - i % 8. Under top 127, 3
+               classes of 2 binades, i % 8 = 0 1 | 2 3 | 4 5 6 7 (class 2
+               clamped): 16, 16 and 32 members. Changes at 1 (class 0 rank
+               1), 3 (class 1 rank 1), 63 (class 2 rank 31), +1 each. */
+            td_init(&g, "g", WSYNC_DTYPE_BF16, 1, 64, 0);
+            for (i = 0; i < 64; i++) td_store(g.base + 2 * i, 2, (uint64_t)(127 - i % 8) << 7 | (i / 8));
+            memcpy(g.work, g.base, g.nbytes);
+            memcpy(g.next, g.base, g.nbytes);
+            for (i = 1; i < 64; i += i == 3 ? 60 : 2) td_store(g.next + 2 * i, 2, td_load(g.base + 2 * i, 2) + 1);
+            CHECK_EQ_U64(td_changed_count(&g), 3);
+            for (i = 0; i < 3; i++) {
+                td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], i < 2 ? 1 : 31, 0, NULL);
+                td_cr_count(&b[0], 0), td_bits_put(&b[0], 0, 1);
+            }
+            td_bits_pad(&b[0]);
+            td_cr_accept("g: top 127, k 3, shift 1", &g, 6, td_cr_mk(127, 3, 1), 3, b, 1);
+            /* from 126: 0 1 2 | 3 4 | 5 6 7, 24 members in class 2 */
+            td_cr_reject("g: top 126, k 3, shift 1", &g, 6, td_cr_mk(126, 3, 1), 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS,
+                         "rank past its class");
+            /* one binade a class: 0 | 1 | 2..7, the ranks name other elements */
+            td_cr_reject("g: top 127, k 3, shift 0", &g, 6, td_cr_mk(127, 3, 0), 3, b, 1, -1,
+                         "would not match the trainer's");
+            /* 4 binades a class: 0..3 | 4..7 | none, so class 2's change has no member */
+            td_cr_reject("g: top 127, k 3, shift 2", &g, 6, td_cr_mk(127, 3, 2), 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS,
+                         "rank past its class");
+            TD_CR_RESET();
+            td_release(&g, 1);
+        }
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 3: reject bad class parameters (k 0 or 13, shift 4, a nonzero byte 4..7, top past "
+                   "the dtype's exponent), next to the stream at k 12, shift 3 and top at the exponent's maximum");
+        {
+            static const wsync_dtype pdt[5] = {WSYNC_DTYPE_BF16, WSYNC_DTYPE_F16, WSYNC_DTYPE_F64, WSYNC_DTYPE_U8,
+                                               WSYNC_DTYPE_BF16};
+            static const char *const pname[5] = {"pa", "pb", "pc", "pd", "pe.unchanged"};
+            size_t ti;
+            for (ti = 0; ti < 5; ti++) {
+                td_tensor t;
+                td_bytes s, f;
+                unsigned sh, emask = td_exp_mask(pdt[ti], &sh), j;
+                wsync_error err;
+                wsync_result rr;
+                char what[96];
+                td_init(&t, pname[ti], pdt[ti], 1, 300, 0);
+                td_fill_base(&t, &r, 0.05);
+                if (ti < 4) td_mutate(&t, &r, 0.2, TD_MIX);
+                /* controls: the widest legal rule, and top at the exponent's maximum */
+                s = td_cr_tensor(&t, 7, td_cr_mk(emask, 1, 0), &r, &st);
+                f = td_cr_file(&t, 1, &s);
+                td_reset_work(&t, 1);
+                rr = td_apply(&f, &t, 1, NULL, NULL, &err);
+                CHECK_MSG(rr == WSYNC_OK, "%s: top %u, k 1: %s", t.name, emask, err.message);
+                CHECK(td_work_equals(&t, 1, 1));
+                td_bytes_free(&f);
+                td_bytes_free(&s);
+                s = td_cr_tensor(&t, 7, td_cr_mk(td_cr_largest(&t), 12, 3), &r, &st);
+                f = td_cr_file(&t, 1, &s);
+                td_reset_work(&t, 1);
+                rr = td_apply(&f, &t, 1, NULL, NULL, &err);
+                CHECK_MSG(rr == WSYNC_OK, "%s: k 12, shift 3: %s", t.name, err.message);
+                CHECK(td_work_equals(&t, 1, 1));
+                td_bytes_free(&f);
+                /* the same stream, one parameter made bad */
+                snprintf(what, sizeof what, "%s: k 0", pname[ti]);
+                td_cr_reject_params(what, &t, &s, 2, 1, 0);
+                snprintf(what, sizeof what, "%s: k 13", pname[ti]);
+                td_cr_reject_params(what, &t, &s, 2, 1, 13);
+                snprintf(what, sizeof what, "%s: k 255", pname[ti]);
+                td_cr_reject_params(what, &t, &s, 2, 1, 255);
+                snprintf(what, sizeof what, "%s: shift 4", pname[ti]);
+                td_cr_reject_params(what, &t, &s, 3, 1, 4);
+                snprintf(what, sizeof what, "%s: shift 255", pname[ti]);
+                td_cr_reject_params(what, &t, &s, 3, 1, 255);
+                for (j = 4; j < 8; j++) {
+                    snprintf(what, sizeof what, "%s: byte %u is 1", pname[ti], j);
+                    td_cr_reject_params(what, &t, &s, j, 1, 1);
+                }
+                snprintf(what, sizeof what, "%s: byte 7 is 0x80", pname[ti]);
+                td_cr_reject_params(what, &t, &s, 7, 1, 0x80);
+                snprintf(what, sizeof what, "%s: top %u", pname[ti], emask + 1);
+                td_cr_reject_params(what, &t, &s, 0, 2, emask + 1);
+                snprintf(what, sizeof what, "%s: top 65535", pname[ti]);
+                td_cr_reject_params(what, &t, &s, 0, 2, 0xFFFF);
+                td_bytes_free(&s);
+                td_release(&t, 1);
+            }
+        }
+        TEST_END();
+
+        TEST_BEGIN("packed-max coder 2: reject a class rule other than 12 classes of one binade (k 6, shift 1, both), "
+                   "next to the library's stream");
+        {
+            td_tensor t[2];
+            td_bytes d;
+            wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED_MAX, 8, 1, 2);
+            wsync_error err;
+            wsync_result rr;
+            static const char *const rname[2] = {"ra", "rb"};
+            size_t ti;
+            o.flags = WSYNC_DELTA_RANGE_CODER;
+            td_init(&t[0], rname[0], WSYNC_DTYPE_BF16, 1, 900, 0);
+            td_init(&t[1], rname[1], WSYNC_DTYPE_I32, 1, 500, 0);
+            for (ti = 0; ti < 2; ti++) {
+                td_fill_base(&t[ti], &r, 0.05);
+                td_mutate(&t[ti], &r, 0.1, TD_MIX);
+            }
+            rr = td_encode(t, 2, &o, &d, NULL, &err);
+            CHECK_MSG(rr == WSYNC_OK, "encode: %s", err.message);
+            if (rr == WSYNC_OK) {
+                td_reset_work(t, 2);
+                rr = td_apply(&d, t, 2, NULL, NULL, &err);
+                CHECK_MSG(rr == WSYNC_OK, "apply: %s", err.message);
+                CHECK(td_work_equals(t, 2, 1));
+                td_reset_work(t, 2);
+                for (ti = 0; ti < 2; ti++) {
+                    size_t size = 0, at = td_stream_at(&d, t[ti].name, &size), q = at + 32 + 8 * (size_t)t[ti].rank;
+                    static const uint8_t pk[4][2] = {{6, 0}, {12, 1}, {6, 1}, {11, 0}};
+                    unsigned sh, emask = td_exp_mask(t[ti].dtype, &sh);
+                    size_t pi;
+                    char what[96];
+                    CHECK_MSG(at > 0 && size >= 40 + 8 * (size_t)t[ti].rank, "no stream for %s", t[ti].name);
+                    if (!(at > 0 && size >= 40 + 8 * (size_t)t[ti].rank)) continue;
+                    CHECK_EQ_INT(d.p[at + 4], 2);
+                    CHECK_EQ_INT(d.p[q + 2], 12);
+                    CHECK_EQ_INT(d.p[q + 3], 0);
+                    CHECK_EQ_U64(td_load(d.p + q, 2), td_cr_largest(&t[ti]));
+                    for (pi = 0; pi < 4; pi++) {
+                        uint8_t k0 = d.p[q + 2], s0 = d.p[q + 3];
+                        d.p[q + 2] = pk[pi][0];
+                        d.p[q + 3] = pk[pi][1];
+                        snprintf(what, sizeof what, "%s: coder 2, k %u, shift %u", rname[ti], pk[pi][0], pk[pi][1]);
+                        td_expect_reject_why(what, d.p, d.len, t, 2, NULL, WSYNC_ERR_INVALID_HEADER, t[ti].name,
+                                             "bad packed-max parameters");
+                        d.p[q + 2] = k0;
+                        d.p[q + 3] = s0;
+                    }
+                    d.p[q + 5] = 1;
+                    snprintf(what, sizeof what, "%s: coder 2, byte 5 is 1", rname[ti]);
+                    td_expect_reject_why(what, d.p, d.len, t, 2, NULL, WSYNC_ERR_INVALID_HEADER, t[ti].name,
+                                         "bad packed-max parameters");
+                    d.p[q + 5] = 0;
+                    {
+                        uint64_t top0 = td_load(d.p + q, 2);
+                        td_store(d.p + q, 2, emask + 1);
+                        snprintf(what, sizeof what, "%s: coder 2, top %u", rname[ti], emask + 1);
+                        td_expect_reject_why(what, d.p, d.len, t, 2, NULL, WSYNC_ERR_INVALID_HEADER, t[ti].name,
+                                             "bad packed-max parameters");
+                        td_store(d.p + q, 2, top0);
+                    }
+                }
+                /* put back: it applies again */
+                rr = td_apply(&d, t, 2, NULL, NULL, &err);
+                CHECK_MSG(rr == WSYNC_OK, "apply after the patches were undone: %s", err.message);
+                CHECK(td_work_equals(t, 2, 1));
+                td_bytes_free(&d);
+            }
+            td_release(t, 2);
+        }
         TEST_END();
 #undef TD_CR_RESET
         free(b[0].p);
