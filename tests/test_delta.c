@@ -4272,6 +4272,19 @@ static void td_cr_check_stream(const uint8_t *p, size_t size, const td_tensor *t
 #ifndef TD_CR_SEED
 #define TD_CR_SEED 0xC1A55
 #endif
+/* The block of "h" in test_class_rice_spec under 12 classes of one
+   binade: class 0 one change at rank gap r0 (a step of +1), classes 1 to
+   10 empty, class 11 two at rank gaps 0 and g11 (steps -1 and +1). */
+static void td_cr_h_block(td_bits *b, uint64_t r0, uint64_t g11)
+{
+    unsigned i;
+    td_cr_count(b, 1), td_bits_put(b, 2, 5), td_cr_gap(b, r0, 2, NULL), td_cr_count(b, 0);
+    td_bits_put(b, 0, 1);
+    for (i = 1; i < 11; i++) td_cr_count(b, 0);
+    td_cr_count(b, 2), td_bits_put(b, 5, 5), td_cr_gap(b, 0, 5, NULL), td_cr_gap(b, g11, 5, NULL);
+    td_cr_count(b, 0), td_bits_put(b, 1, 1), td_bits_put(b, 0, 1), td_bits_pad(b);
+}
+
 static void test_class_rice_spec(void)
 {
     static const wsync_dtype dts[7] = {WSYNC_DTYPE_BF16, WSYNC_DTYPE_F16, WSYNC_DTYPE_F32, WSYNC_DTYPE_F64,
@@ -4541,27 +4554,15 @@ static void test_class_rice_spec(void)
         td_store(h.next + 2 * 9, 2, 0x3F80 + 9 + 1);   /* class 0, rank 9 */
         td_store(h.next + 2 * 10, 2, 0x0001 + 10 - 1); /* class 11, rank 0 */
         td_store(h.next + 2 * 63, 2, 0x0001 + 63 + 1); /* class 11, rank 53 */
-        td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 9, 2, NULL), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1);
-        for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
-        td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 52, 5, NULL);
-        td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
+        td_cr_h_block(&b[0], 9, 52);
         td_cr_accept("classes 0 and 11 by the base's exponent", &h, 6, h12, 3, b, 1);
         TD_CR_RESET();
         /* the same with class 0's rank 10 (its 10 members end at 9) */
-        td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 10, 2, NULL), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1);
-        for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
-        td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 52, 5, NULL);
-        td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
+        td_cr_h_block(&b[0], 10, 52);
         td_cr_reject("class 0 rank 10 of 10", &h, 6, h12, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
         TD_CR_RESET();
         /* class 11's rank 54 (of 54), inside the block */
-        td_cr_count(&b[0], 1), td_bits_put(&b[0], 2, 5), td_cr_gap(&b[0], 9, 2, NULL), td_cr_count(&b[0], 0);
-        td_bits_put(&b[0], 0, 1);
-        for (i = 1; i < 11; i++) td_cr_count(&b[0], 0);
-        td_cr_count(&b[0], 2), td_bits_put(&b[0], 5, 5), td_cr_gap(&b[0], 0, 5, NULL), td_cr_gap(&b[0], 53, 5, NULL);
-        td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
+        td_cr_h_block(&b[0], 9, 53);
         td_cr_reject("class 11 rank 54 of 54", &h, 6, h12, 3, b, 1, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
         TD_CR_RESET();
         TEST_END();
@@ -4990,10 +4991,9 @@ static void test_class_rice_spec(void)
     }
 }
 
-int main(void)
+/* The round trips and rejections that main runs once per packed-max coder. */
+static void td_coder_suite(void)
 {
-    test_digest();
-    test_diff();
     test_roundtrip_matrix();
     test_roundtrip_dtypes();
     test_roundtrip_specials();
@@ -5001,12 +5001,19 @@ int main(void)
     test_roundtrip_blocks();
     test_roundtrip_threads();
     test_roundtrip_gaps();
-    test_roundtrip_long_codes();
-    test_roundtrip_steps_and_chain();
     test_roundtrip_names();
-    test_metadata();
     test_reject_truncation_and_flips();
     test_reject_fast_path();
+}
+
+int main(void)
+{
+    test_digest();
+    test_diff();
+    td_coder_suite();
+    test_roundtrip_long_codes();
+    test_roundtrip_steps_and_chain();
+    test_metadata();
     test_reject_packed();
     test_rice_check_pairs();
     test_reject_files();
@@ -5030,15 +5037,6 @@ int main(void)
     td_pm_flags = WSYNC_DELTA_RANGE_CODER;
     td_encs[0] = WSYNC_ENCODING_PACKED_MAX;
     td_nencs = 1;
-    test_roundtrip_matrix();
-    test_roundtrip_dtypes();
-    test_roundtrip_specials();
-    test_roundtrip_multi();
-    test_roundtrip_blocks();
-    test_roundtrip_threads();
-    test_roundtrip_gaps();
-    test_roundtrip_names();
-    test_reject_truncation_and_flips();
-    test_reject_fast_path();
+    td_coder_suite();
     return check_summary();
 }
