@@ -4908,7 +4908,8 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
    class, values by class) with prefix codes, which decode without its
    serial chain of adaptive decisions. A block is one bit stream, least
    significant bit first like a Rice block, padded with zero bits to a byte,
-   ending exactly at the block's end. For each class 0 to 11: the number n
+   ending exactly at the block's end. For each class 0 to k - 1 (the
+   stream's class rule, wsync__cls_rule): the number n
    of its changes as a count; where n > 0, 5 bits kg (0..24) and the n rank
    gaps as Rice codes with kg (the gap escape of coder 1), then the values.
    Most steps are one (z = 0 or 1); the others (z >= 2) are "escaped": their
@@ -5602,19 +5603,22 @@ static void wsync__encblk_free(wsync__encblk *s, const wsync_allocator *a)
     memset(s, 0, sizeof *s);
 }
 
-static int wsync__encblk_init(wsync__encblk *s, size_t cap, int arith, const wsync_allocator *a)
+/* Scratch for coder `coder`: positions; and for packed-max's coders the
+   class bytes and grouping, with the range coder's models (coder 2) or the
+   zigzag steps (coder 3). */
+static int wsync__encblk_init(wsync__encblk *s, size_t cap, int coder, const wsync_allocator *a)
 {
     memset(s, 0, sizeof *s);
     s->cap = cap;
     s->pos = (uint32_t *)wsync__alloc(a, cap * sizeof *s->pos);
     if (!s->pos) return 0;
-    if (!arith) return 1;
-    s->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *s->ctx);
+    if (!WSYNC__CODER_HAS_CLASSES(coder)) return 1;
+    if (coder == WSYNC__CODER_ARITH && !(s->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *s->ctx))) return 0;
+    if (coder == WSYNC__CODER_CRICE && !(s->zv = (uint64_t *)wsync__alloc(a, cap * sizeof *s->zv))) return 0;
     s->by_class = (uint32_t *)wsync__alloc(a, cap * sizeof *s->by_class);
     s->cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255); /* padded to whole superchunks */
     s->rank = (uint32_t *)wsync__alloc(a, cap * sizeof *s->rank);
-    s->zv = (uint64_t *)wsync__alloc(a, cap * sizeof *s->zv);
-    return s->ctx && s->by_class && s->cls && s->rank && s->zv;
+    return s->by_class && s->cls && s->rank;
 }
 
 static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsync_error *err)
@@ -5881,7 +5885,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     }
     for (t = 0; t < threads; t++) {
         E.posbuf[t].a = &o.allocator;
-        if (!wsync__encblk_init(&E.scratch[t], scratch_elems, E.enc == WSYNC_ENCODING_PACKED_MAX, &o.allocator)) {
+        if (!wsync__encblk_init(&E.scratch[t], scratch_elems, E.coder, &o.allocator)) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder scratch");
             goto done;
         }
@@ -6594,7 +6598,7 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
             uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
             if (bsize > padded_cap) padded_cap = bsize;
         }
-        ctx = (wsync__ctx *)wsync__alloc(a, sizeof *ctx);
+        if (coder == WSYNC__CODER_ARITH) ctx = (wsync__ctx *)wsync__alloc(a, sizeof *ctx); /* its models */
         padded = (uint8_t *)wsync__alloc(a, padded_cap + WSYNC__RCD_PAD);
         tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *tmp_pos);
         tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *tmp_val);
@@ -6602,7 +6606,7 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *hitmap);
         rb = (uint64_t *)wsync__alloc(a, WSYNC__PM_RB_WORDS(cap) * sizeof *rb);
         walk = wsync__pm_walk_pick(WSYNC_IMPL_AUTO);
-        if (!ctx || !padded || !tmp_pos || !tmp_val || !cls || !hitmap || !rb) {
+        if ((coder == WSYNC__CODER_ARITH && !ctx) || !padded || !tmp_pos || !tmp_val || !cls || !hitmap || !rb) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
             goto out;
         }
