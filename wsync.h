@@ -4407,9 +4407,36 @@ typedef struct wsync__pm_walk {
     const uint8_t *bb, *cls; /* the block's base and class bytes */
     unsigned w;
     uint64_t first, vmask, out;
-    uint32_t *pos;
-    uint8_t *val;
+    uint8_t *list;           /* the tensor's decoded changes (wsync__list_entry) */
+    uint64_t lat, next;      /* the list's end; one past its last position */
 } wsync__pm_walk;
+
+/* A decoded packed-max change in the list an apply holds until its write
+   phase: the gap from the change before (from element 0 for the first) as
+   a byte, or 255 and the gap as 4 bytes where it is 255 or more, then the
+   new value's w bytes. Three bytes a change for bf16 where a position and a
+   value took six: the list's pages are fresh each apply, and the kernel's
+   zeroing of them on first touch was a tenth of a packed-max apply. Reads
+   the entry at q into *at (next: one past the position before, updated);
+   returns where its value starts. */
+WSYNC__INLINE const uint8_t *wsync__list_entry(const uint8_t *q, uint64_t *next, uint64_t *at)
+{
+    uint64_t g = *q++;
+    if (g == 255) {
+        g = wsync__get_le32(q);
+        q += 4;
+    }
+    *at = *next + g;
+    *next = *at + 1;
+    return q;
+}
+
+/* The list's bytes for n changes among nelem elements: a gap of 255 or more
+   spans 256 elements, so at most nelem / 256 + 1 gaps take 4 bytes more. */
+static uint64_t wsync__list_bound(uint64_t n, uint64_t nelem, unsigned w)
+{
+    return n * (1 + (uint64_t)w) + 4 * (nelem / 256 + 1);
+}
 
 /* Writes the marked changes in position order; a class's values are taken
    in the order its changes were coded. NULL, or why the block is bad. The
@@ -4431,8 +4458,19 @@ WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitm
             if ((o & s->vmask) != o) return "value step leaves the dtype's range";
             x = wsync__unord(o, w);
             if (x == b) return "a listed element does not change";
-            s->pos[s->out] = (uint32_t)(s->first + at);
-            wsync__elem_store(s->val + s->out * w, w, x);
+            {
+                uint64_t g = s->first + at - s->next, l = s->lat;
+                if (g < 255) {
+                    s->list[l++] = (uint8_t)g;
+                } else {
+                    s->list[l] = 255;
+                    wsync__put_le32(s->list + l + 1, (uint32_t)g);
+                    l += 5;
+                }
+                wsync__elem_store(s->list + l, w, x);
+                s->lat = l + w;
+                s->next = s->first + at + 1;
+            }
             s->out++;
         }
     }
@@ -4854,9 +4892,9 @@ static void wsync__pm_symbols(wsync__pm_sym *a)
 /* Turns a block's symbols (read by wsync__pm_symbols) into positions and
    values, in position order, at pos and val. */
 static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *base, unsigned w, wsync_dtype dt,
-                                        wsync__cls_rule rule, uint64_t first, uint64_t len, uint32_t *pos, uint8_t *val,
-                                        uint8_t *cls, uint64_t *hitmap, uint64_t *rb, wsync__pm_walk_fn walk,
-                                        const char **why)
+                                        wsync__cls_rule rule, uint64_t first, uint64_t len, uint8_t *list,
+                                        uint64_t *lat, uint64_t *next, uint8_t *cls, uint64_t *hitmap, uint64_t *rb,
+                                        wsync__pm_walk_fn walk, const char **why)
 {
     wsync__pm_walk s;
     uint64_t nsuper, sc, sc1;
@@ -4875,8 +4913,9 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
     s.first = first;
     s.vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << (8 * w)) - 1;
     s.out = 0;
-    s.pos = pos;
-    s.val = val;
+    s.list = list;
+    s.lat = *lat;
+    s.next = *next;
     nsuper = (len + 255) / 256;
     memset(rb, 0, WSYNC__PM_RB_WORDS(len) * sizeof *rb);
     if ((bad = wsync__pm_rank_bits(&s, sy->gap, len, rb)) != NULL) return *why = bad, WSYNC_ERR_OUT_OF_BOUNDS;
@@ -4896,6 +4935,8 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
         }
         if (bad) return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
     }
+    *lat = s.lat;
+    *next = s.next;
     if (s.act) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
     if (s.out != sy->total) return *why = "fewer changes placed than read", WSYNC_ERR_INVALID_ARGUMENT; /* cannot happen */
     return WSYNC_OK;
@@ -6020,8 +6061,7 @@ typedef struct wsync__patch {
     const wsync_st_tensor *vals;  /* trl: the values */
     unsigned w;
     uint64_t nelem, count;
-    uint32_t *pos;                /* packed: decoded positions (owned; tensors below 2^32 elements) */
-    uint8_t *val;                 /* packed: decoded new values (owned) */
+    uint8_t *list;                /* packed-max: the decoded changes (owned; wsync__list_entry) */
     int has_digests;
     uint64_t base_digest, result_digest;
     /* packed Rice streams are checked once and decoded again block by block
@@ -6471,22 +6511,73 @@ static wsync_result wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi,
     return wsync__rice_run(pt->stream + off, bsize, base + first * pt->w, out, pt->w, len, room, count, why);
 }
 
+/* The packed-max decoder's scratch for blocks of up to cap elements and
+   streams of up to bytes_cap bytes. A worker keeps it from tensor to tensor
+   for the whole apply: allocated per tensor, its pages were fresh ones the
+   kernel zeroed on first touch each time (6% of a packed-max apply). */
+typedef struct wsync__pmx {
+    size_t cap, bytes_cap;
+    uint8_t *padded, *cls;
+    uint32_t *tmp_pos;
+    uint64_t *tmp_val, *hitmap, *rb;
+    wsync__ctx *ctx;
+} wsync__pmx;
+
+static void wsync__pmx_free(wsync__pmx *x, const wsync_allocator *a)
+{
+    wsync__free(a, x->padded);
+    wsync__free(a, x->cls);
+    wsync__free(a, x->tmp_pos);
+    wsync__free(a, x->tmp_val);
+    wsync__free(a, x->hitmap);
+    wsync__free(a, x->rb);
+    wsync__free(a, x->ctx);
+    memset(x, 0, sizeof *x);
+}
+
+/* Grows x to hold blocks of cap elements and streams of bytes_cap bytes
+   (and the range coder's models where need_ctx); 0 when out of memory,
+   with x empty. */
+static int wsync__pmx_reserve(wsync__pmx *x, size_t cap, size_t bytes_cap, int need_ctx, const wsync_allocator *a)
+{
+    if (cap > x->cap) {
+        wsync__free(a, x->tmp_pos);
+        wsync__free(a, x->tmp_val);
+        wsync__free(a, x->cls);
+        wsync__free(a, x->hitmap);
+        wsync__free(a, x->rb);
+        x->tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *x->tmp_pos);
+        x->tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *x->tmp_val);
+        x->cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
+        x->hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *x->hitmap);
+        x->rb = (uint64_t *)wsync__alloc(a, WSYNC__PM_RB_WORDS(cap) * sizeof *x->rb);
+        x->cap = cap;
+        if (!x->tmp_pos || !x->tmp_val || !x->cls || !x->hitmap || !x->rb) return wsync__pmx_free(x, a), 0;
+    }
+    if (bytes_cap > x->bytes_cap || !x->padded) {
+        wsync__free(a, x->padded);
+        x->padded = (uint8_t *)wsync__alloc(a, bytes_cap + WSYNC__RCD_PAD);
+        x->bytes_cap = bytes_cap;
+        if (!x->padded) return wsync__pmx_free(x, a), 0;
+    }
+    if (need_ctx && !x->ctx) {
+        x->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *x->ctx);
+        if (!x->ctx) return wsync__pmx_free(x, a), 0;
+    }
+    return 1;
+}
+
 static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor *t, wsync_tensor **sorted,
                                         size_t n_targets, const wsync_allocator *a, int check_base,
-                                        int defer_check, wsync_error *err)
+                                        int defer_check, wsync__pmx *x, wsync_error *err)
 {
     const uint8_t *p = t->data;
     uint64_t size = t->end - t->begin, fixed, blk, nblocks, bi, total = 0, changed, off;
     unsigned rank, block_log2, i, w, coder;
     wsync__cls_rule rule = {0, 1, 0};
-    uint8_t *cls = NULL, *padded = NULL;
     size_t padded_cap = 0;
-    uint64_t *hitmap = NULL, *rb = NULL;
     wsync__pm_walk_fn walk = NULL;
-    wsync__ctx *ctx = NULL;
-    uint32_t *tmp_pos = NULL;
-    uint64_t *tmp_val = NULL;
-    uint64_t at = t->key_offset;
+    uint64_t at = t->key_offset, lat = 0, lnext = 0;
     wsync_result r;
     if (t->dtype != WSYNC_DTYPE_U8 || t->rank != 1)
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
@@ -6588,9 +6679,9 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
                                (unsigned long long)changed);
         return WSYNC_OK;
     }
-    pt->pos = (uint32_t *)wsync__alloc(a, (size_t)changed * sizeof *pt->pos);
-    pt->val = (uint8_t *)wsync__alloc(a, (size_t)changed * w);
-    if (!pt->pos || !pt->val)
+    if (wsync__list_bound(changed, pt->nelem, w) <= (uint64_t)SIZE_MAX)
+        pt->list = (uint8_t *)wsync__alloc(a, (size_t)wsync__list_bound(changed, pt->nelem, w));
+    if (!pt->list)
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoded changes");
     {
         size_t cap = (size_t)(blk < pt->nelem ? blk : pt->nelem);
@@ -6598,18 +6689,10 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
             uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
             if (bsize > padded_cap) padded_cap = bsize;
         }
-        if (coder == WSYNC__CODER_ARITH) ctx = (wsync__ctx *)wsync__alloc(a, sizeof *ctx); /* its models */
-        padded = (uint8_t *)wsync__alloc(a, padded_cap + WSYNC__RCD_PAD);
-        tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *tmp_pos);
-        tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *tmp_val);
-        cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
-        hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *hitmap);
-        rb = (uint64_t *)wsync__alloc(a, WSYNC__PM_RB_WORDS(cap) * sizeof *rb);
         walk = wsync__pm_walk_pick(WSYNC_IMPL_AUTO);
-        if ((coder == WSYNC__CODER_ARITH && !ctx) || !padded || !tmp_pos || !tmp_val || !cls || !hitmap || !rb) {
-            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
-            goto out;
-        }
+        /* the range coder's models only for coder 2 */
+        if (!wsync__pmx_reserve(x, cap, padded_cap, coder == WSYNC__CODER_ARITH, a))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
     }
     pt->count = 0;
     r = WSYNC_OK;
@@ -6620,32 +6703,29 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         wsync__pm_sym sy;
         const char *why;
         if (!bsize) continue;
-        sy.ctx = ctx;
-        sy.gap = tmp_pos;
-        sy.zv = tmp_val;
+        sy.ctx = x->ctx;
+        sy.gap = x->tmp_pos;
+        sy.zv = x->tmp_val;
         sy.seg = seg;
         if (coder == WSYNC__CODER_CRICE) {
-            wsync__cr_symbols(&sy, p + off, bsize, padded, len, changed - pt->count, w, rule.k);
+            wsync__cr_symbols(&sy, p + off, bsize, x->padded, len, changed - pt->count, w, rule.k);
         } else {
-            wsync__pm_sym_begin(&sy, p + off, bsize, padded, len, changed - pt->count);
+            wsync__pm_sym_begin(&sy, p + off, bsize, x->padded, len, changed - pt->count);
             wsync__pm_symbols(&sy);
         }
         r = sy.r;
         why = sy.why;
         if (r == WSYNC_OK)
             r = wsync__pm_positions(&sy, (const uint8_t *)pt->target->data, w, pt->target->dtype, rule, first, len,
-                                    pt->pos + pt->count, pt->val + pt->count * w, cls, hitmap, rb, walk, &why);
+                                    pt->list, &lat, &lnext, x->cls, x->hitmap, x->rb, walk, &why);
         if (r != WSYNC_OK && check_base &&
             wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
-            r = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
-                            "the target is not this delta's base (its digest differs)");
-            goto out;
+            return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
+                               "the target is not this delta's base (its digest differs)");
         }
-        if (r != WSYNC_OK) {
-            r = wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
-                            (unsigned long long)bi, (unsigned long long)off, why);
-            goto out;
-        }
+        if (r != WSYNC_OK)
+            return wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
+                               (unsigned long long)bi, (unsigned long long)off, why);
         pt->count += sy.total;
         off += bsize;
     }
@@ -6653,14 +6733,6 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
                         "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
                         (unsigned long long)changed);
-out:
-    wsync__free(a, ctx);
-    wsync__free(a, padded);
-    wsync__free(a, tmp_pos);
-    wsync__free(a, tmp_val);
-    wsync__free(a, cls);
-    wsync__free(a, hitmap);
-    wsync__free(a, rb);
     return r;
 }
 
@@ -6765,8 +6837,8 @@ static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, c
 static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scratch, size_t scratch_bytes,
                                           int no_base, uint64_t *base_d, uint64_t *result_d, wsync_error *err)
 {
-    const uint8_t *data = (const uint8_t *)pt->target->data;
-    uint64_t nbytes = pt->target->nbytes, off, k = 0;
+    const uint8_t *data = (const uint8_t *)pt->target->data, *v = NULL;
+    uint64_t nbytes = pt->target->nbytes, off, k = 0, next = 0, at = 0;
     wsync_digest_state db, dr;
     wsync_digest_init(&db);
     wsync_digest_init(&dr);
@@ -6802,18 +6874,40 @@ static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scrat
         *result_d = wsync_digest_final(&dr);
         return WSYNC_OK;
     }
+    if (pt->count) v = wsync__list_entry(pt->list, &next, &at);
     for (off = 0; off < nbytes; off += scratch_bytes) {
         size_t len = nbytes - off < scratch_bytes ? (size_t)(nbytes - off) : scratch_bytes;
         uint64_t end_elem = (off + len) / pt->w;
         if (!no_base) wsync_digest_update(&db, data + off, len);
         memcpy(scratch, data + off, len);
-        for (; k < pt->count && pt->pos[k] < end_elem; k++)
-            memcpy(scratch + ((uint64_t)pt->pos[k] * pt->w - off), pt->val + k * pt->w, pt->w);
+        /* the change at `at` (its value at v) is the next one to place */
+        for (; k < pt->count && at < end_elem; k++) {
+            memcpy(scratch + (at * pt->w - off), v, pt->w);
+            if (k + 1 < pt->count) v = wsync__list_entry(v + pt->w, &next, &at);
+        }
         wsync_digest_update(&dr, scratch, len);
     }
     *base_d = no_base ? 0 : wsync_digest_final(&db);
     *result_d = wsync_digest_final(&dr);
     return WSYNC_OK;
+}
+
+/* Writes the n changes of a packed-max list, with a second reader 16
+   changes ahead prefetching their targets. */
+WSYNC__INLINE void wsync__list_write(const uint8_t *list, uint64_t n, uint8_t *data, const unsigned w)
+{
+    const uint8_t *q = list, *qa = list;
+    uint64_t next = 0, na = 0, at, aa, k;
+    for (k = 0; k < n && k < 16; k++) qa = wsync__list_entry(qa, &na, &aa) + w;
+    for (k = 0; k < n; k++) {
+        if (k + 16 < n) {
+            qa = wsync__list_entry(qa, &na, &aa) + w;
+            WSYNC__PREFETCH(data + (size_t)aa * w);
+        }
+        q = wsync__list_entry(q, &next, &at);
+        memcpy(data + (size_t)at * w, q, w);
+        q += w;
+    }
 }
 
 /* Writes a decoded packed-max patch or a trl patch (Rice patches are
@@ -6823,19 +6917,13 @@ static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
     uint8_t *data = (uint8_t *)pt->target->data;
     uint64_t k, cur = 0;
     unsigned w = pt->w;
-    if (!pt->vals) {
-        /* constant widths make each copy a single store */
-        uint64_t ahead = pt->count > 16 ? pt->count - 16 : 0;
-        for (k = 0; k < ahead; k++) {
-            WSYNC__PREFETCH(data + (size_t)pt->pos[k + 16] * w);
-            switch (w) {
-            case 1: data[pt->pos[k]] = pt->val[k]; break;
-            case 2: memcpy(data + (size_t)pt->pos[k] * 2, pt->val + k * 2, 2); break;
-            case 4: memcpy(data + (size_t)pt->pos[k] * 4, pt->val + k * 4, 4); break;
-            default: memcpy(data + (size_t)pt->pos[k] * 8, pt->val + k * 8, 8); break;
-            }
+    if (!pt->vals) { /* packed-max: its list (wsync__list_entry) */
+        switch (w) { /* constant widths make each copy a single store */
+        case 1: wsync__list_write(pt->list, pt->count, data, 1); break;
+        case 2: wsync__list_write(pt->list, pt->count, data, 2); break;
+        case 4: wsync__list_write(pt->list, pt->count, data, 4); break;
+        default: wsync__list_write(pt->list, pt->count, data, 8); break;
         }
-        for (; k < pt->count; k++) memcpy(data + (size_t)pt->pos[k] * w, pt->val + k * w, w);
         return;
     }
     {
@@ -6921,6 +7009,7 @@ typedef struct wsync__app {
     wsync__patch *patches;
     uint8_t **scratch;   /* one per worker, for the digest phase */
     size_t scratch_bytes;
+    wsync__pmx *pmx;     /* one per worker, for packed-max decoding */
     /* work items for the check and write phases: runs of Rice blocks, so
        that one large tensor is shared among threads; other patches whole */
     struct wsync__item *items;
@@ -6944,10 +7033,9 @@ static wsync_result wsync__apply_decode(void *user, unsigned worker, size_t i, w
     int v3 = A->enc == WSYNC_ENCODING_TRL_V3;
     size_t sfx = v3 ? 4 : 8, vsfx = v3 ? 4 : 7;
     const char *ext = v3 ? ".idx" : ".indices", *vext = v3 ? ".val" : ".values";
-    (void)worker;
     if (A->packed)
         return wsync__packed_patch(&A->patches[i], t, A->sorted, A->n_targets, &A->o->allocator,
-                                   !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST), 1, err);
+                                   !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST), 1, &A->pmx[worker], err);
     if (t->name_len >= sfx && memcmp(t->name + t->name_len - sfx, ext, sfx) == 0)
         return wsync__trl_patch(&A->patches[i], A->f, t, v3, A->sorted, A->n_targets, err);
     if (t->name_len >= vsfx && memcmp(t->name + t->name_len - vsfx, vext, vsfx) == 0) {
@@ -7106,9 +7194,11 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     A.sorted = (wsync_tensor **)wsync__alloc(&o.allocator, (n + 1) * sizeof *A.sorted);
     A.patches = (wsync__patch *)wsync__alloc(&o.allocator, (f.n_tensors + 1) * sizeof *A.patches);
     A.scratch = (uint8_t **)wsync__alloc(&o.allocator, threads * sizeof *A.scratch);
+    A.pmx = (wsync__pmx *)wsync__alloc(&o.allocator, threads * sizeof *A.pmx);
     if (A.scratch) memset(A.scratch, 0, threads * sizeof *A.scratch);
+    if (A.pmx) memset(A.pmx, 0, threads * sizeof *A.pmx);
     if (A.patches) memset(A.patches, 0, (f.n_tensors + 1) * sizeof *A.patches);
-    if (!A.sorted || !A.patches || !A.scratch) {
+    if (!A.sorted || !A.patches || !A.scratch || !A.pmx) {
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "apply index");
         goto done;
     }
@@ -7183,11 +7273,13 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
 done:
     if (A.patches)
         for (i = 0; i < f.n_tensors; i++) {
-            wsync__free(&o.allocator, A.patches[i].pos);
-            wsync__free(&o.allocator, A.patches[i].val);
+            wsync__free(&o.allocator, A.patches[i].list);
         }
     if (A.scratch)
         for (t = 0; t < threads; t++) wsync__free(&o.allocator, A.scratch[t]);
+    if (A.pmx)
+        for (t = 0; t < threads; t++) wsync__pmx_free(&A.pmx[t], &o.allocator);
+    wsync__free(&o.allocator, A.pmx);
     wsync__free(&o.allocator, A.patches);
     wsync__free(&o.allocator, A.sorted);
     wsync__free(&o.allocator, A.scratch);

@@ -1471,6 +1471,49 @@ static void test_roundtrip_gaps(void)
     }
 }
 
+/* The list a packed-max apply holds between its check and its write: a
+   gap byte per change, or 255 and four bytes from a gap of 255 on. Gaps on
+   both sides of that edge, first changes before and after it and across
+   blocks, in every width; applied with the digests checked (the result's
+   digest is computed from the list) and without (the list is written). */
+static void test_pm_list_gaps(void)
+{
+    static const wsync_dtype dts[4] = {WSYNC_DTYPE_F8_E4M3, WSYNC_DTYPE_BF16, WSYNC_DTYPE_F32, WSYNC_DTYPE_F64};
+    static const uint64_t firsts[4] = {0, 254, 255, 256};
+    static const uint64_t gaps[7] = {0, 1, 254, 255, 256, 65790, 300000};
+    size_t di, fi;
+    for (di = 0; di < 4; di++)
+        for (fi = 0; fi < 4; fi++) {
+            td_tensor t;
+            td_rng r;
+            uint64_t at = firsts[fi], k = 0, n = 0;
+            wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED_MAX, 16, 1, 2);
+            wsync_error err;
+            td_bytes d;
+            r.s = 91 + di * 4 + fi;
+            td_init(&t, "list", dts[di], 1, 1000000, 0);
+            td_fill_base(&t, &r, 0.0);
+            memcpy(t.next, t.base, t.nbytes);
+            while (at < t.nelem) { /* the gaps in turn, each then a run of changes one apart */
+                td_set_elem(&t, at, td_change(td_load(t.base + at * t.w, t.w), t.w, t.dtype, &r, TD_STEP));
+                n++;
+                at += 1 + (k % 3 ? 0 : gaps[(k / 3) % 7]);
+                k++;
+            }
+            TD_BEGIN("packed-max: the decoded list's gap bytes and escapes, %s, first change at %llu, %llu changes",
+                     wsync_dtype_name(dts[di]), (unsigned long long)firsts[fi], (unsigned long long)n);
+            td_roundtrip_opts(&t, 1, &o); /* applies with both digests checked */
+            CHECK(td_encode(&t, 1, &o, &d, NULL, &err) == WSYNC_OK);
+            td_reset_work(&t, 1);
+            o.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
+            CHECK_MSG(td_apply(&d, &t, 1, &o, NULL, &err) == WSYNC_OK, "apply without digests: %s", err.message);
+            CHECK_MSG(td_work_equals(&t, 1, 1), "%s", "written without digests, the result differs from next");
+            td_bytes_free(&d);
+            TEST_END();
+            td_release(&t, 1);
+        }
+}
+
 /* Rice codes of exactly 57 bits: 8-byte elements whose steps need the
    largest value parameter (31) plus 14 unary bits, a change every 1001
    elements. Every eighth change then starts with 7 bits pending in the
@@ -5001,6 +5044,7 @@ static void td_coder_suite(void)
     test_roundtrip_blocks();
     test_roundtrip_threads();
     test_roundtrip_gaps();
+    test_pm_list_gaps();
     test_roundtrip_names();
     test_reject_truncation_and_flips();
     test_reject_fast_path();
