@@ -4444,37 +4444,59 @@ static uint64_t wsync__list_bound(uint64_t n, uint64_t nelem, unsigned w)
 WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitmap, uint64_t k0, uint64_t k1,
                                          unsigned w)
 {
-    uint64_t k;
-    for (k = k0; k < k1; k++) {
+    /* the state in locals: the list is written through a byte pointer,
+       which could alias s, and the compiler would reload s after each byte */
+    const uint8_t *bb = s->bb, *cls = s->cls;
+    const uint64_t *zv = s->zv;
+    uint8_t *list = s->list;
+    uint64_t vmask = s->vmask, first = s->first, lat = s->lat, next = s->next, out = s->out, k;
+    uint64_t vcur[WSYNC__MAX_CLASSES], end[WSYNC__MAX_CLASSES];
+    const char *bad = NULL;
+    unsigned c;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        vcur[c] = s->vcur[c];
+        end[c] = s->end[c];
+    }
+    for (k = k0; k < k1 && !bad; k++) {
         uint64_t hits = hitmap[k];
         while (hits) {
-            uint64_t at = 64 * k + wsync__ctz64(hits), b, o, x;
-            unsigned c;
+            uint64_t at = 64 * k + wsync__ctz64(hits), b, o, x, g;
             hits &= hits - 1;
-            b = wsync__elem_load(s->bb + at * w, w);
-            c = s->cls[at];
-            if (s->vcur[c] == s->end[c]) return "more changes than the class holds"; /* cannot happen */
-            o = wsync__ord(b, w) + wsync__unzz(s->zv[s->vcur[c]++]);
-            if ((o & s->vmask) != o) return "value step leaves the dtype's range";
-            x = wsync__unord(o, w);
-            if (x == b) return "a listed element does not change";
-            {
-                uint64_t g = s->first + at - s->next, l = s->lat;
-                if (g < 255) {
-                    s->list[l++] = (uint8_t)g;
-                } else {
-                    s->list[l] = 255;
-                    wsync__put_le32(s->list + l + 1, (uint32_t)g);
-                    l += 5;
-                }
-                wsync__elem_store(s->list + l, w, x);
-                s->lat = l + w;
-                s->next = s->first + at + 1;
+            b = wsync__elem_load(bb + at * w, w);
+            c = cls[at];
+            if (vcur[c] == end[c]) { /* cannot happen */
+                bad = "more changes than the class holds";
+                break;
             }
-            s->out++;
+            o = wsync__ord(b, w) + wsync__unzz(zv[vcur[c]++]);
+            x = wsync__unord(o, w);
+            if ((o & vmask) != o) {
+                bad = "value step leaves the dtype's range";
+                break;
+            }
+            if (x == b) {
+                bad = "a listed element does not change";
+                break;
+            }
+            g = first + at - next;
+            if (g < 255) {
+                list[lat++] = (uint8_t)g;
+            } else {
+                list[lat] = 255;
+                wsync__put_le32(list + lat + 1, (uint32_t)g);
+                lat += 5;
+            }
+            wsync__elem_store(list + lat, w, x);
+            lat += w;
+            next = first + at + 1;
+            out++;
         }
     }
-    return NULL;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) s->vcur[c] = vcur[c];
+    s->lat = lat;
+    s->next = next;
+    s->out = out;
+    return bad;
 }
 
 /* The rank bits (wsync__pm_walk's rb) from the rank gaps of each class's
