@@ -4335,6 +4335,10 @@ WSYNC__AVX2 static uint64_t wsync__class_bytes_bf16_avx2(uint8_t *cls, const uin
     uint64_t i;
     for (i = 0; i + 32 <= len; i += 32) {
         __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i));
+        /* 2 KiB ahead into L2, into the next run's base near a run's end:
+           packed-max apply 20.2-20.3 -> 20.9-21.3 M/s here (the walk and the
+           emission between runs leave the hardware prefetcher behind) */
+        wsync__prefetch_l2(base + 2 * i, 2048);
         __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i + 32));
         __m256i ea = _mm256_and_si256(_mm256_srli_epi16(a, 7), emask), eb = _mm256_and_si256(_mm256_srli_epi16(b, 7), emask);
         __m256i ca = _mm256_min_epi16(_mm256_srl_epi16(_mm256_subs_epu16(vtop, ea), sh), vmax);
@@ -6914,15 +6918,15 @@ static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scrat
     return WSYNC_OK;
 }
 
-/* Writes the n changes of a packed-max list, with a second reader 16
+/* Writes the n changes of a packed-max list, with a second reader 64
    changes ahead prefetching their targets. */
 WSYNC__INLINE void wsync__list_write(const uint8_t *list, uint64_t n, uint8_t *data, const unsigned w)
 {
     const uint8_t *q = list, *qa = list;
     uint64_t next = 0, na = 0, at, aa, k;
-    for (k = 0; k < n && k < 16; k++) qa = wsync__list_entry(qa, &na, &aa) + w;
+    for (k = 0; k < n && k < 64; k++) qa = wsync__list_entry(qa, &na, &aa) + w;
     for (k = 0; k < n; k++) {
-        if (k + 16 < n) {
+        if (k + 64 < n) {
             qa = wsync__list_entry(qa, &na, &aa) + w;
             WSYNC__PREFETCH(data + (size_t)aa * w);
         }
