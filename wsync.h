@@ -508,7 +508,10 @@ typedef struct wsync_tensor {
 } wsync_tensor;
 
 #define WSYNC_DELTA_SKIP_BASE_DIGEST 1u   /* apply: do not verify base digests */
-#define WSYNC_DELTA_SKIP_RESULT_DIGEST 2u /* apply: do not verify result digests */
+#define WSYNC_DELTA_SKIP_RESULT_DIGEST 2u /* apply: do not verify result digests (they
+                                             are what catches a corrupt value code in
+                                             a packed stream, which can even give an
+                                             element its base value back) */
 #define WSYNC_DELTA_UPDATE_BASE 4u        /* encode: copy each changed element into base
                                              as it is found, so base ends equal to next
                                              without a second pass (a publisher's image);

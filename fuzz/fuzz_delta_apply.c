@@ -220,7 +220,8 @@ static int fz_ends_with(const wsync_st_tensor *t, const char *sfx)
 }
 
 /* After a successful packed apply: every stream's target has the declared
-   digests (unless skipped) and exactly the declared number of changes;
+   digests (unless skipped) and exactly the declared number of changes (at
+   most that many for a Rice stream with the digests skipped: see below);
    other targets are untouched. Returns the total declared changes. */
 static uint64_t fz_check_packed(const wsync_st_file *f, int digests_checked)
 {
@@ -248,7 +249,14 @@ static uint64_t fz_check_packed(const wsync_st_file *f, int digests_checked)
             FZ_CHECK(fz_le(p + 16 + 8 * rank, 8) == fz_base_digest[ti]);
             FZ_CHECK(fz_le(p + 24 + 8 * rank, 8) == wsync_digest(fz_work[ti], dt_nbytes((size_t)ti)));
         }
-        FZ_CHECK(fz_changed_elems((size_t)ti) == changed);
+        /* A Rice stream (coder 1) is checked without the base, and its value
+           codes are taken modulo the element's bits: a corrupt code can give
+           an element its base value back, which only the result digest
+           catches. With the digests skipped, such an element is declared
+           but unchanged (fuzz/corpus/delta_apply/crash-rice-raw-equals-base).
+           packed-max refuses a listed element that does not change. */
+        if (p[4] == 1 && !digests_checked) FZ_CHECK(fz_changed_elems((size_t)ti) <= changed);
+        else FZ_CHECK(fz_changed_elems((size_t)ti) == changed);
         total += changed;
     }
     for (i = 0; i < DT_N; i++)
