@@ -4423,7 +4423,8 @@ typedef struct wsync__pm_walk {
    a byte, or 255 and the gap as 4 bytes where it is 255 or more, then the
    new value's w bytes. Three bytes a change for bf16 where a position and a
    value took six: the list's pages are fresh each apply, and the kernel's
-   zeroing of them on first touch was a tenth of a packed-max apply. Reads
+   zeroing of them on first touch is most of the tenth of a packed-max apply
+   that fresh pages cost (measured with glibc made to keep freed memory). Reads
    the entry at q into *at (next: one past the position before, updated);
    returns where its value starts. */
 WSYNC__INLINE const uint8_t *wsync__list_entry(const uint8_t *q, uint64_t *next, uint64_t *at)
@@ -4919,7 +4920,8 @@ static void wsync__pm_symbols(wsync__pm_sym *a)
 }
 
 /* Turns a block's symbols (read by wsync__pm_symbols) into positions and
-   values, in position order, at pos and val. */
+   values, in position order, appended to the tensor's list at *lat
+   (wsync__list_entry; *next: one past the position before). */
 static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *base, unsigned w, wsync_dtype dt,
                                         wsync__cls_rule rule, uint64_t first, uint64_t len, uint8_t *list,
                                         uint64_t *lat, uint64_t *next, uint8_t *cls, uint64_t *hitmap, uint64_t *rb,
@@ -6542,8 +6544,8 @@ static wsync_result wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi,
 
 /* The packed-max decoder's scratch for blocks of up to cap elements and
    streams of up to bytes_cap bytes. A worker keeps it from tensor to tensor
-   for the whole apply: allocated per tensor, its pages were fresh ones the
-   kernel zeroed on first touch each time (6% of a packed-max apply). */
+   through the decode phase, so that its pages are touched fresh once, not
+   once per tensor; it is freed when that phase ends. */
 typedef struct wsync__pmx {
     size_t cap, bytes_cap;
     uint8_t *padded, *cls;
@@ -7241,7 +7243,9 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
         }
 
     /* 1. Parse every entry (and decode packed-max and trl ones, checking them). */
-    if ((r = wsync__pool_do(threads, f.n_tensors, wsync__apply_decode, &A, err)) != WSYNC_OK) goto done;
+    r = wsync__pool_do(threads, f.n_tensors, wsync__apply_decode, &A, err);
+    for (t = 0; t < threads; t++) wsync__pmx_free(&A.pmx[t], &o.allocator); /* the decode phase's alone */
+    if (r != WSYNC_OK) goto done;
     if (!wsync__apply_items(&A, &o.allocator)) {
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "work items");
         goto done;
