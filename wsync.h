@@ -4459,7 +4459,7 @@ static uint64_t wsync__list_bound(uint64_t n, uint64_t nelem, unsigned w)
    microbenchmark on 64 patterns too many for the predictor to learn (the
    old loop ran at 4.4 on one pattern repeated). */
 WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitmap, uint64_t k0, uint64_t k1,
-                                         uint16_t *pos, unsigned w)
+                                         uint32_t *pos, unsigned w)
 {
     /* the state in locals: the list is written through a byte pointer,
        which could alias s, and the compiler would reload s after each byte */
@@ -4468,7 +4468,7 @@ WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitm
     uint8_t *list = s->list;
     uint64_t vmask = s->vmask, at0 = s->first + 64 * k0, lat = s->lat, next = s->next, k, j, n;
     uint64_t vcur[WSYNC__MAX_CLASSES], end[WSYNC__MAX_CLASSES];
-    uint16_t *o = pos;
+    uint32_t *o = pos;
     unsigned c;
     for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
         vcur[c] = s->vcur[c];
@@ -4479,18 +4479,18 @@ WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitm
            overwritten or past the count */
         uint64_t h = hitmap[k0 + k], top = (uint64_t)1 << 63;
         unsigned b = 64 * (unsigned)k, cnt = wsync__popcount64(h);
-        o[0] = (uint16_t)(b + wsync__ctz64(h | top));
+        o[0] = (uint32_t)(b + wsync__ctz64(h | top));
         h &= h - 1;
-        o[1] = (uint16_t)(b + wsync__ctz64(h | top));
+        o[1] = (uint32_t)(b + wsync__ctz64(h | top));
         h &= h - 1;
-        o[2] = (uint16_t)(b + wsync__ctz64(h | top));
+        o[2] = (uint32_t)(b + wsync__ctz64(h | top));
         h &= h - 1;
-        o[3] = (uint16_t)(b + wsync__ctz64(h | top));
+        o[3] = (uint32_t)(b + wsync__ctz64(h | top));
         h &= h - 1;
         if (cnt > 4) {
-            uint16_t *q = o + 4;
+            uint32_t *q = o + 4;
             while (h) {
-                *q++ = (uint16_t)(b + wsync__ctz64(h));
+                *q++ = (uint32_t)(b + wsync__ctz64(h));
                 h &= h - 1;
             }
         }
@@ -4940,7 +4940,7 @@ static void wsync__pm_symbols(wsync__pm_sym *a)
 static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *base, unsigned w, wsync_dtype dt,
                                         wsync__cls_rule rule, uint64_t first, uint64_t len, uint8_t *list,
                                         uint64_t *lat, uint64_t *next, uint8_t *cls, uint64_t *hitmap, uint64_t *rb,
-                                        uint16_t *pos, wsync__pm_walk_fn walk, const char **why)
+                                        uint32_t *pos, wsync__pm_walk_fn walk, const char **why)
 {
     wsync__pm_walk s;
     uint64_t nsuper, sc, sc1;
@@ -6590,7 +6590,7 @@ typedef struct wsync__pmx {
     uint8_t *padded, *cls;
     uint32_t *tmp_pos;
     uint64_t *tmp_val, *hitmap, *rb;
-    uint16_t *pos; /* a run's positions (wsync__pm_emit) */
+    uint32_t *pos; /* a run's positions (wsync__pm_emit) */
     wsync__ctx *ctx;
 } wsync__pmx;
 
@@ -6624,7 +6624,7 @@ static int wsync__pmx_reserve(wsync__pmx *x, size_t cap, size_t bytes_cap, int n
         x->cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
         x->hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *x->hitmap);
         x->rb = (uint64_t *)wsync__alloc(a, WSYNC__PM_RB_WORDS(cap) * sizeof *x->rb);
-        x->pos = (uint16_t *)wsync__alloc(a, (256 * WSYNC__PM_RUN + 4) * sizeof *x->pos);
+        x->pos = (uint32_t *)wsync__alloc(a, (256 * WSYNC__PM_RUN + 4) * sizeof *x->pos);
         x->cap = cap;
         if (!x->tmp_pos || !x->tmp_val || !x->cls || !x->hitmap || !x->rb || !x->pos)
             return wsync__pmx_free(x, a), 0;

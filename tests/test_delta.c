@@ -1514,6 +1514,54 @@ static void test_pm_list_gaps(void)
         }
 }
 
+/* Every count of changes a 64-element word can hold, 0 to 64, at random
+   places in the word, over several runs of the decoder's walk (8192
+   elements each): its emission writes four positions a word whether the
+   word holds them or not, and reads on past four only where it holds more. */
+static void test_pm_word_marks(void)
+{
+    static const wsync_dtype dts[2] = {WSYNC_DTYPE_F8_E4M3, WSYNC_DTYPE_BF16};
+    size_t di;
+    for (di = 0; di < 2; di++) {
+        td_tensor t;
+        td_rng r;
+        uint64_t word, n = 0, nwords = 3 * 128 + 17;
+        wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED_MAX, 16, 1, 2);
+        wsync_error err;
+        td_bytes d;
+        r.s = 1234 + di;
+        td_init(&t, "marks", dts[di], 1, 64 * nwords, 0);
+        td_fill_base(&t, &r, 0.0);
+        memcpy(t.next, t.base, t.nbytes);
+        for (word = 0; word < nwords; word++) {
+            unsigned want = (unsigned)((word * 29) % 65), have = 0, j;
+            uint8_t pick[64];
+            memset(pick, 0, sizeof pick);
+            while (have < want) { /* want distinct places in the word */
+                j = (unsigned)(td_next(&r) % 64);
+                if (!pick[j]) pick[j] = 1, have++;
+            }
+            for (j = 0; j < 64; j++)
+                if (pick[j]) {
+                    uint64_t at = 64 * word + j;
+                    td_set_elem(&t, at, td_change(td_load(t.base + at * t.w, t.w), t.w, t.dtype, &r, TD_STEP));
+                    n++;
+                }
+        }
+        TD_BEGIN("packed-max: words holding 0 to 64 changes, %s, %llu changes", wsync_dtype_name(dts[di]),
+                 (unsigned long long)n);
+        td_roundtrip_opts(&t, 1, &o);
+        CHECK(td_encode(&t, 1, &o, &d, NULL, &err) == WSYNC_OK);
+        td_reset_work(&t, 1);
+        o.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
+        CHECK_MSG(td_apply(&d, &t, 1, &o, NULL, &err) == WSYNC_OK, "apply without digests: %s", err.message);
+        CHECK_MSG(td_work_equals(&t, 1, 1), "%s", "written without digests, the result differs from next");
+        td_bytes_free(&d);
+        TEST_END();
+        td_release(&t, 1);
+    }
+}
+
 /* Rice codes of exactly 57 bits: 8-byte elements whose steps need the
    largest value parameter (31) plus 14 unary bits, a change every 1001
    elements. Every eighth change then starts with 7 bits pending in the
@@ -5045,6 +5093,7 @@ static void td_coder_suite(void)
     test_roundtrip_threads();
     test_roundtrip_gaps();
     test_pm_list_gaps();
+    test_pm_word_marks();
     test_roundtrip_names();
     test_reject_truncation_and_flips();
     test_reject_fast_path();
