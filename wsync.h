@@ -4554,6 +4554,23 @@ WSYNC__INLINE uint64_t wsync__rank_window(const uint64_t *rb, uint64_t p)
     return (rb[p >> 6] >> (p & 63)) | ((rb[(p >> 6) + 1] << 1) << (~p & 63));
 }
 
+/* The rank bits from bit p on for a mask of n members: n <= 57 bits come
+   from one unaligned load at byte p / 8 (x86 is little-endian, so byte
+   order is bit order), which takes half the instructions of the two-word
+   window; more from the window. */
+WSYNC__INLINE uint64_t wsync__rank_window_n(const uint64_t *rb, uint64_t p, unsigned n)
+{
+#if WSYNC__X86
+    if (n <= 57) {
+        uint64_t v;
+        memcpy(&v, (const uint8_t *)(const void *)rb + (p >> 3), 8);
+        return v >> (p & 7);
+    }
+#endif
+    (void)n;
+    return wsync__rank_window(rb, p);
+}
+
 /* pdep where the instruction is missing or slow: the low popcount(m) bits
    of v (here nearly all zero) deposited at m's set bits. */
 WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
@@ -4592,22 +4609,27 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
             unsigned a = act;                                                                     \
             while (a) {                                                                           \
                 uint64_t m, p;                                                                    \
+                unsigned n;                                                                       \
                 c = (unsigned)wsync__ctz64(a);                                                    \
                 a &= a - 1;                                                                       \
                 /* one word at a time, so that few values are live at once */                    \
                 p = s->cur[c];                                                                    \
                 m = MASK64(q, c);                                                                 \
-                h0 |= PDEP(wsync__rank_window(rb, p), m);                                         \
-                p += POPCNT(m);                                                                   \
+                n = POPCNT(m);                                                                    \
+                h0 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
+                p += n;                                                                           \
                 m = MASK64(q + 64, c);                                                            \
-                h1 |= PDEP(wsync__rank_window(rb, p), m);                                         \
-                p += POPCNT(m);                                                                   \
+                n = POPCNT(m);                                                                    \
+                h1 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
+                p += n;                                                                           \
                 m = MASK64(q + 128, c);                                                           \
-                h2 |= PDEP(wsync__rank_window(rb, p), m);                                         \
-                p += POPCNT(m);                                                                   \
+                n = POPCNT(m);                                                                    \
+                h2 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
+                p += n;                                                                           \
                 m = MASK64(q + 192, c);                                                           \
-                h3 |= PDEP(wsync__rank_window(rb, p), m);                                         \
-                p += POPCNT(m);                                                                   \
+                n = POPCNT(m);                                                                    \
+                h3 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
+                p += n;                                                                           \
                 s->cur[c] = p;                                                                    \
                 act &= ~((unsigned)(p >= s->rb_end[c]) << c);                                     \
             }                                                                                     \
