@@ -4631,7 +4631,7 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
                 h3 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
                 p += n;                                                                           \
                 s->cur[c] = p;                                                                    \
-                act &= ~((unsigned)(p >= s->rb_end[c]) << c);                                     \
+                if (p >= s->rb_end[c]) act &= ~(1u << c); /* rare: a branch, not a mask */        \
             }                                                                                     \
             hitmap[4 * sc] = h0;                                                                  \
             hitmap[4 * sc + 1] = h1;                                                              \
