@@ -4332,9 +4332,12 @@ WSYNC__INLINE void wsync__class_bytes_w(uint8_t *cls, const uint8_t *base, const
 WSYNC__AVX2 static uint64_t wsync__class_bytes_bf16_avx2(uint8_t *cls, const uint8_t *base, wsync__cls_rule rule,
                                                         uint64_t len)
 {
-    const __m256i emask = _mm256_set1_epi16(0xFF), vtop = _mm256_set1_epi16((short)rule.top);
+    /* max(top - e, 0) as max(128 top - (u & 0x7F80), 0) >> 7, with the
+       shift: an exponent of all ones (infinity, NaN) is at least top, so it
+       lands in class 0 with no test of its own (top <= 255, as checked) */
+    const __m256i emask = _mm256_set1_epi16(0x7F80), vtop = _mm256_set1_epi16((short)(rule.top << 7));
     const __m256i vmax = _mm256_set1_epi16((short)(rule.k - 1));
-    const __m128i sh = _mm_cvtsi32_si128((int)rule.shift);
+    const __m128i sh = _mm_cvtsi32_si128((int)rule.shift + 7);
     uint64_t i;
     for (i = 0; i + 32 <= len; i += 32) {
         __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i));
@@ -4343,11 +4346,8 @@ WSYNC__AVX2 static uint64_t wsync__class_bytes_bf16_avx2(uint8_t *cls, const uin
            emission between runs leave the hardware prefetcher behind) */
         wsync__prefetch_l2(base + 2 * i, 2048);
         __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i + 32));
-        __m256i ea = _mm256_and_si256(_mm256_srli_epi16(a, 7), emask), eb = _mm256_and_si256(_mm256_srli_epi16(b, 7), emask);
-        __m256i ca = _mm256_min_epi16(_mm256_srl_epi16(_mm256_subs_epu16(vtop, ea), sh), vmax);
-        __m256i cb = _mm256_min_epi16(_mm256_srl_epi16(_mm256_subs_epu16(vtop, eb), sh), vmax);
-        ca = _mm256_andnot_si256(_mm256_cmpeq_epi16(ea, emask), ca); /* inf/NaN: class 0 */
-        cb = _mm256_andnot_si256(_mm256_cmpeq_epi16(eb, emask), cb);
+        __m256i ca = _mm256_min_epi16(_mm256_srl_epi16(_mm256_subs_epu16(vtop, _mm256_and_si256(a, emask)), sh), vmax);
+        __m256i cb = _mm256_min_epi16(_mm256_srl_epi16(_mm256_subs_epu16(vtop, _mm256_and_si256(b, emask)), sh), vmax);
         /* packus works within 128-bit lanes: put the four quarters back in order */
         _mm256_storeu_si256((__m256i *)(void *)(cls + i), _mm256_permute4x64_epi64(_mm256_packus_epi16(ca, cb), 0xD8));
     }
@@ -4366,17 +4366,15 @@ static void wsync__class_bytes(uint8_t *cls, const uint8_t *base, wsync_dtype dt
 #if WSYNC__X86
     {
         /* the lut's rule (wsync__cls_rule) */
-        const __m128i emask = _mm_set1_epi16(0xFF), vtop = _mm_set1_epi16((short)rule.top);
-        const __m128i vmax = _mm_set1_epi16((short)(rule.k - 1)), sh = _mm_cvtsi32_si128((int)rule.shift);
+        const __m128i emask = _mm_set1_epi16(0x7F80), vtop = _mm_set1_epi16((short)(rule.top << 7));
+        const __m128i vmax = _mm_set1_epi16((short)(rule.k - 1)), sh = _mm_cvtsi32_si128((int)rule.shift + 7);
         if (wsync__has_avx2()) i = wsync__class_bytes_bf16_avx2(cls, base, rule, len);
         for (; i + 16 <= len; i += 16) {
             __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(base + 2 * i));
             __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(base + 2 * i + 16));
-            __m128i ea = _mm_and_si128(_mm_srli_epi16(a, 7), emask), eb = _mm_and_si128(_mm_srli_epi16(b, 7), emask);
-            __m128i ca = _mm_min_epi16(_mm_srl_epi16(_mm_subs_epu16(vtop, ea), sh), vmax);
-            __m128i cb = _mm_min_epi16(_mm_srl_epi16(_mm_subs_epu16(vtop, eb), sh), vmax);
-            ca = _mm_andnot_si128(_mm_cmpeq_epi16(ea, emask), ca); /* inf/NaN: class 0 */
-            cb = _mm_andnot_si128(_mm_cmpeq_epi16(eb, emask), cb);
+            /* as in the AVX2 loop */
+            __m128i ca = _mm_min_epi16(_mm_srl_epi16(_mm_subs_epu16(vtop, _mm_and_si128(a, emask)), sh), vmax);
+            __m128i cb = _mm_min_epi16(_mm_srl_epi16(_mm_subs_epu16(vtop, _mm_and_si128(b, emask)), sh), vmax);
             _mm_storeu_si128((__m128i *)(void *)(cls + i), _mm_packus_epi16(ca, cb));
         }
     }
