@@ -4586,6 +4586,26 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
     return res;
 }
 
+/* Two words of class c's members from the class bytes at qq deposited
+   into ha and hb, from rank bit p on (advanced past them): where both
+   words' members fit in one read's 57 sure bits, the second word's rank
+   bits are the rest of the first one's (one load instead of two), else a
+   read each. */
+#define WSYNC__PM_DEP2(rb, p, qq, c, ha, hb, MASK64, POPCNT, PDEP)                                 \
+    do {                                                                                          \
+        uint64_t ma_ = MASK64(qq, c), mb_ = MASK64((qq) + 64, c);                                 \
+        unsigned na_ = (unsigned)POPCNT(ma_), nb_ = (unsigned)POPCNT(mb_);                        \
+        if (na_ + nb_ <= 57) {                                                                    \
+            uint64_t w_ = wsync__rank_window_n(rb, p, 57);                                        \
+            ha |= PDEP(w_, ma_);                                                                  \
+            hb |= PDEP(w_ >> na_, mb_);                                                           \
+        } else {                                                                                  \
+            ha |= PDEP(wsync__rank_window_n(rb, p, na_), ma_);                                    \
+            hb |= PDEP(wsync__rank_window_n(rb, (p) + na_, nb_), mb_);                            \
+        }                                                                                         \
+        p += na_ + nb_;                                                                           \
+    } while (0)
+
 /* The walk, superchunks sc0 to sc1 (a run of them at a time, so that the
    base and class bytes are still in cache when the run's changes are
    written): each class with changes left counts its members among the 256
@@ -4606,28 +4626,13 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
             uint64_t h0 = 0, h1 = 0, h2 = 0, h3 = 0; /* in registers: hitmap might alias rb */   \
             unsigned a = act;                                                                     \
             while (a) {                                                                           \
-                uint64_t m, p;                                                                    \
-                unsigned n;                                                                       \
+                uint64_t p;                                                                       \
                 c = (unsigned)wsync__ctz64(a);                                                    \
                 a &= a - 1;                                                                       \
                 /* one word at a time, so that few values are live at once */                    \
                 p = s->cur[c];                                                                    \
-                m = MASK64(q, c);                                                                 \
-                n = POPCNT(m);                                                                    \
-                h0 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
-                p += n;                                                                           \
-                m = MASK64(q + 64, c);                                                            \
-                n = POPCNT(m);                                                                    \
-                h1 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
-                p += n;                                                                           \
-                m = MASK64(q + 128, c);                                                           \
-                n = POPCNT(m);                                                                    \
-                h2 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
-                p += n;                                                                           \
-                m = MASK64(q + 192, c);                                                           \
-                n = POPCNT(m);                                                                    \
-                h3 |= PDEP(wsync__rank_window_n(rb, p, n), m);                                    \
-                p += n;                                                                           \
+                WSYNC__PM_DEP2(rb, p, q, c, h0, h1, MASK64, POPCNT, PDEP);                        \
+                WSYNC__PM_DEP2(rb, p, q + 128, c, h2, h3, MASK64, POPCNT, PDEP);                  \
                 s->cur[c] = p;                                                                    \
                 if (p >= s->rb_end[c]) act &= ~(1u << c); /* rare: a branch, not a mask */        \
             }                                                                                     \
