@@ -4629,7 +4629,7 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
                 uint64_t p;                                                                       \
                 c = (unsigned)wsync__ctz64(a);                                                    \
                 a &= a - 1;                                                                       \
-                /* one word at a time, so that few values are live at once */                    \
+                /* a pair of words at a time, so that few values are live at once */            \
                 p = s->cur[c];                                                                    \
                 WSYNC__PM_DEP2(rb, p, q, c, h0, h1, MASK64, POPCNT, PDEP);                        \
                 WSYNC__PM_DEP2(rb, p, q + 128, c, h2, h3, MASK64, POPCNT, PDEP);                  \
