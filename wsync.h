@@ -6643,22 +6643,23 @@ static int wsync__pmx_reserve(wsync__pmx *x, size_t cap, size_t bytes_cap, int n
         wsync__free(a, x->cls);
         wsync__free(a, x->hitmap);
         wsync__free(a, x->rb);
-        wsync__free(a, x->pos);
         x->tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *x->tmp_pos);
         x->tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *x->tmp_val);
         x->cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
         x->hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *x->hitmap);
         x->rb = (uint64_t *)wsync__alloc(a, WSYNC__PM_RB_WORDS(cap) * sizeof *x->rb);
-        x->pos = (uint32_t *)wsync__alloc(a, (256 * WSYNC__PM_RUN + 4) * sizeof *x->pos);
         x->cap = cap;
-        if (!x->tmp_pos || !x->tmp_val || !x->cls || !x->hitmap || !x->rb || !x->pos)
-            return wsync__pmx_free(x, a), 0;
+        if (!x->tmp_pos || !x->tmp_val || !x->cls || !x->hitmap || !x->rb) return wsync__pmx_free(x, a), 0;
     }
     if (bytes_cap > x->bytes_cap || !x->padded) {
         wsync__free(a, x->padded);
         x->padded = (uint8_t *)wsync__alloc(a, bytes_cap + WSYNC__RCD_PAD);
         x->bytes_cap = bytes_cap;
         if (!x->padded) return wsync__pmx_free(x, a), 0;
+    }
+    if (!x->pos) { /* one run's positions, whatever the block's size */
+        x->pos = (uint32_t *)wsync__alloc(a, (256 * WSYNC__PM_RUN + 4) * sizeof *x->pos);
+        if (!x->pos) return wsync__pmx_free(x, a), 0;
     }
     if (need_ctx && !x->ctx) {
         x->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *x->ctx);

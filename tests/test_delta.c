@@ -1476,6 +1476,22 @@ static void test_roundtrip_gaps(void)
    both sides of that edge, first changes before and after it and across
    blocks, in every width; applied with the digests checked (the result's
    digest is computed from the list) and without (the list is written). */
+/* A one-tensor round trip with both digests checked (the result digest
+   comes from the decoded list), then the same delta applied with both
+   skipped (the list is written), the result equal to next. */
+static void td_pm_both_ways(td_tensor *t, wsync_delta_options o)
+{
+    wsync_error err;
+    td_bytes d;
+    td_roundtrip_opts(t, 1, &o);
+    CHECK(td_encode(t, 1, &o, &d, NULL, &err) == WSYNC_OK);
+    td_reset_work(t, 1);
+    o.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
+    CHECK_MSG(td_apply(&d, t, 1, &o, NULL, &err) == WSYNC_OK, "apply without digests: %s", err.message);
+    CHECK_MSG(td_work_equals(t, 1, 1), "%s", "written without digests, the result differs from next");
+    td_bytes_free(&d);
+}
+
 static void test_pm_list_gaps(void)
 {
     static const wsync_dtype dts[4] = {WSYNC_DTYPE_F8_E4M3, WSYNC_DTYPE_BF16, WSYNC_DTYPE_F32, WSYNC_DTYPE_F64};
@@ -1488,8 +1504,6 @@ static void test_pm_list_gaps(void)
             td_rng r;
             uint64_t at = firsts[fi], k = 0, n = 0;
             wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED_MAX, 16, 1, 2);
-            wsync_error err;
-            td_bytes d;
             r.s = 91 + di * 4 + fi;
             td_init(&t, "list", dts[di], 1, 1000000, 0);
             td_fill_base(&t, &r, 0.0);
@@ -1502,13 +1516,7 @@ static void test_pm_list_gaps(void)
             }
             TD_BEGIN("packed-max: the decoded list's gap bytes and escapes, %s, first change at %llu, %llu changes",
                      wsync_dtype_name(dts[di]), (unsigned long long)firsts[fi], (unsigned long long)n);
-            td_roundtrip_opts(&t, 1, &o); /* applies with both digests checked */
-            CHECK(td_encode(&t, 1, &o, &d, NULL, &err) == WSYNC_OK);
-            td_reset_work(&t, 1);
-            o.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
-            CHECK_MSG(td_apply(&d, &t, 1, &o, NULL, &err) == WSYNC_OK, "apply without digests: %s", err.message);
-            CHECK_MSG(td_work_equals(&t, 1, 1), "%s", "written without digests, the result differs from next");
-            td_bytes_free(&d);
+            td_pm_both_ways(&t, o);
             TEST_END();
             td_release(&t, 1);
         }
@@ -1527,8 +1535,6 @@ static void test_pm_word_marks(void)
         td_rng r;
         uint64_t word, n = 0, nwords = 3 * 128 + 17;
         wsync_delta_options o = td_opts(WSYNC_ENCODING_PACKED_MAX, 16, 1, 2);
-        wsync_error err;
-        td_bytes d;
         r.s = 1234 + di;
         td_init(&t, "marks", dts[di], 1, 64 * nwords, 0);
         td_fill_base(&t, &r, 0.0);
@@ -1550,13 +1556,7 @@ static void test_pm_word_marks(void)
         }
         TD_BEGIN("packed-max: words holding 0 to 64 changes, %s, %llu changes", wsync_dtype_name(dts[di]),
                  (unsigned long long)n);
-        td_roundtrip_opts(&t, 1, &o);
-        CHECK(td_encode(&t, 1, &o, &d, NULL, &err) == WSYNC_OK);
-        td_reset_work(&t, 1);
-        o.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
-        CHECK_MSG(td_apply(&d, &t, 1, &o, NULL, &err) == WSYNC_OK, "apply without digests: %s", err.message);
-        CHECK_MSG(td_work_equals(&t, 1, 1), "%s", "written without digests, the result differs from next");
-        td_bytes_free(&d);
+        td_pm_both_ways(&t, o);
         TEST_END();
         td_release(&t, 1);
     }
