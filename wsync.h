@@ -4606,6 +4606,25 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
         p += na_ + nb_;                                                                           \
     } while (0)
 
+/* The walk's prefetch, one run ahead: the base of superchunk sc +
+   WSYNC__PM_RUN (the next run's, or the next block's near a block's end)
+   into L2, while this superchunk is walked. The walk is bound by its
+   instructions and leaves memory idle, so the next run's class bytes then
+   read the base from L2 instead of waiting on memory: packed-max apply
+   43.0-43.3 -> 38.4-38.8 ns a change here (AVX2, Zen 3). The address is an
+   integer, so that no pointer points outside its object; a prefetch never
+   faults. */
+WSYNC__INLINE void wsync__pm_prefetch_run(const wsync__pm_walk *s, uint64_t sc)
+{
+#if defined(__GNUC__)
+    uintptr_t p = (uintptr_t)s->bb + (uintptr_t)((sc + WSYNC__PM_RUN) * 256 * s->w), e = p + 256 * (uintptr_t)s->w;
+    for (; p < e; p += 64) __builtin_prefetch((const void *)p, 0, 2);
+#else
+    (void)s;
+    (void)sc;
+#endif
+}
+
 /* The walk, superchunks sc0 to sc1 (a run of them at a time, so that the
    base and class bytes are still in cache when the run's changes are
    written): each class with changes left counts its members among the 256
@@ -4625,6 +4644,7 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
             const uint8_t *q = cls + 256 * sc;                                                    \
             uint64_t h0 = 0, h1 = 0, h2 = 0, h3 = 0; /* in registers: hitmap might alias rb */   \
             unsigned a = act;                                                                     \
+            wsync__pm_prefetch_run(s, sc);                                                        \
             while (a) {                                                                           \
                 uint64_t p;                                                                       \
                 c = (unsigned)wsync__ctz64(a);                                                    \
