@@ -2729,13 +2729,20 @@ static unsigned wsync__ctz64(uint64_t v)
 #endif
 }
 
-#if WSYNC__X86
-/* A hint for the line `ahead` bytes past p, into L2. A prefetch never
+/* A hint for the line `ahead` bytes past p, into L2 (prefetcht1 on x86),
+   where the compiler has the builtin, else nothing. A prefetch never
    faults, so a line past the buffer's end is harmless; the address is formed
    as an integer so that no pointer points outside its object. */
+#if defined(__GNUC__)
 static inline __attribute__((always_inline)) void wsync__prefetch_l2(const void *p, size_t ahead)
 {
-    _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + ahead), _MM_HINT_T1);
+    __builtin_prefetch((const void *)((uintptr_t)p + ahead), 0, 2);
+}
+#else
+static void wsync__prefetch_l2(const void *p, size_t ahead)
+{
+    (void)p;
+    (void)ahead;
 }
 #endif
 
@@ -3583,19 +3590,6 @@ static void wsync__buf_free(wsync__buf *b)
 #define WSYNC__INLINE static inline
 #define WSYNC__PREFETCH(p) ((void)0)
 #endif
-
-/* A hint for the line `ahead` bytes past p, into L2 where the compiler has
-   the builtin; the address is an integer, so that no pointer points outside
-   its object, and a prefetch never faults. */
-WSYNC__INLINE void wsync__prefetch_ahead(const void *p, size_t ahead)
-{
-#if defined(__GNUC__)
-    __builtin_prefetch((const void *)((uintptr_t)p + ahead), 0, 2);
-#else
-    (void)p;
-    (void)ahead;
-#endif
-}
 
 /* Elements as integers: little-endian bytes (safetensors' byte order; wsync
    assumes a little-endian host for tensor data). */
@@ -4628,7 +4622,7 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
 WSYNC__INLINE void wsync__pm_prefetch_run(const wsync__pm_walk *s, uint64_t sc)
 {
     size_t from = (size_t)((sc + WSYNC__PM_RUN) * 256 * s->w), l;
-    for (l = 0; l < 256 * (size_t)s->w; l += 64) wsync__prefetch_ahead(s->bb, from + l);
+    for (l = 0; l < 256 * (size_t)s->w; l += 64) wsync__prefetch_l2(s->bb, from + l);
 }
 
 /* The walk, superchunks sc0 to sc1 (a run of them at a time, so that the
@@ -6498,15 +6492,16 @@ WSYNC__INLINE wsync_result wsync__rs_rest(wsync__rs *s, const uint8_t *base, uin
             int kind = 0;
             if ((r = wsync__rs_step(s, vbits, &at, &code, &kind, why)) != WSYNC_OK) return r;
             if (out) {
-                WSYNC__PREFETCH(base + (size_t)at * w);
+                const uint8_t *t = base + (size_t)at * w;
+                WSYNC__PREFETCH(t);
                 /* and 8 KiB further on into L2, two lines a change: at 1.6%
                    density a change every 2 lines, so the targets of the
                    chunks after this one are mostly on their way when those
                    chunks are written: packed apply 14.1-14.3 -> 13.4-13.7
                    ns a change in a harness, bench_delta 71.1-72.3 ->
                    72.5-74.0 M/s (AVX2, Zen 3) */
-                wsync__prefetch_ahead(base + (size_t)at * w, 8192);
-                wsync__prefetch_ahead(base + (size_t)at * w, 8192 + 64);
+                wsync__prefetch_l2(t, 8192);
+                wsync__prefetch_l2(t, 8192 + 64);
                 at_buf[j] = (uint32_t)at;
                 code_buf[j] = code;
                 raw_buf[j] = (uint8_t)(kind - 1);
