@@ -1471,11 +1471,6 @@ static void test_roundtrip_gaps(void)
     }
 }
 
-/* The list a packed-max apply holds between its check and its write: a
-   gap byte per change, or 255 and four bytes from a gap of 255 on. Gaps on
-   both sides of that edge, first changes before and after it and across
-   blocks, in every width; applied with the digests checked (the result's
-   digest is computed from the list) and without (the list is written). */
 /* A one-tensor round trip with both digests checked (the result digest
    comes from the decoded list), then the same delta applied with both
    skipped (the list is written), the result equal to next. */
@@ -1492,6 +1487,11 @@ static void td_pm_both_ways(td_tensor *t, wsync_delta_options o)
     td_bytes_free(&d);
 }
 
+/* The list a packed-max apply holds between its check and its write: a
+   gap byte per change, or 255 and four bytes from a gap of 255 on. Gaps on
+   both sides of that edge, first changes before and after it and across
+   blocks, in every width; applied with the digests checked (the result's
+   digest is computed from the list) and without (the list is written). */
 static void test_pm_list_gaps(void)
 {
     static const wsync_dtype dts[4] = {WSYNC_DTYPE_F8_E4M3, WSYNC_DTYPE_BF16, WSYNC_DTYPE_F32, WSYNC_DTYPE_F64};
