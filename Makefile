@@ -28,7 +28,7 @@ SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
-.PHONY: all deps test test-build test-run test-exhaustive bench fuzz fuzz-run demo clean
+.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply fuzz fuzz-run demo clean
 
 all: $(BUILD)/wsync
 
@@ -89,7 +89,7 @@ deps:
 # The programs are built in parallel first (one job per core), then run.
 TEST_PROGRAMS := $(BUILD)/wsync $(BUILD)/san/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http \
       $(BUILD)/san/test_http $(BUILD)/test_s3 $(BUILD)/san/test_s3 \
-      $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
+      $(BUILD)/bench_apply $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 test: deps
@@ -106,6 +106,7 @@ test-run: $(TEST_PROGRAMS)
 	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/san/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
 	    "tests/test_headers.sh" \
 	    "tests/test_cli.sh $(BUILD)/wsync" \
+	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
 	    "tests/test_push.sh $(BUILD)/wsync" \
 	    "tests/test_push.sh $(BUILD)/san/wsync" \
@@ -123,10 +124,26 @@ BENCH_STEPS ?= 3
 bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_chain $(BUILD)/bench_http $(BUILD)/bench_fabric
 	$(BUILD)/bench_parse
 	$(BUILD)/bench_delta $(BENCH_MODEL) $(BENCH_STEPS)
+	@$(MAKE) --no-print-directory bench-apply
 	$(BUILD)/bench_chain $(BENCH_MODEL) $(BENCH_STEPS)
 	tests/bench_http.sh $(BUILD)/bench_http
 	$(BUILD)/bench_fabric
 	$(BUILD)/wsync push-demo --model qwen3-0.6b --trainers 4 --inference 2 --steps 5 --bench
+
+# bench_apply on files the tool wrote: steps 1 and 2 of BENCH_MODEL (2.4 GB
+# for qwen3-0.6b, kept in build/bench) and their delta in each encoding,
+# each applied next to a bare scatter of the same changes.
+BENCH_DIR := $(BUILD)/bench
+BENCH_ENCODINGS := packed packed-max trl-v1 trl-v3
+$(BENCH_DIR):
+	mkdir -p $@
+$(BENCH_DIR)/$(BENCH_MODEL)-%.st: | $(BUILD)/wsync $(BENCH_DIR)
+	$(BUILD)/wsync gen --model $(BENCH_MODEL) --step $* -o $@
+$(BENCH_DIR)/$(BENCH_MODEL).%: $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL)-2.st $(BUILD)/wsync
+	$(BUILD)/wsync diff $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL)-2.st -o $@ --encoding $*
+bench-apply: $(BUILD)/bench_apply $(BENCH_ENCODINGS:%=$(BENCH_DIR)/$(BENCH_MODEL).%)
+	@for e in $(BENCH_ENCODINGS); do \
+	    $(BUILD)/bench_apply $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL).$$e || exit 1; done
 
 # libFuzzer (clang); each harness runs FUZZ_SECONDS on a scratch copy of its
 # corpus so the committed seeds stay as they are. Crashes land in build/fuzz.
