@@ -6577,9 +6577,6 @@ static wsync_result wsync__rice_run(const uint8_t *p, size_t size, const uint8_t
     }
 }
 
-/* Patches block bi of a checked Rice stream (its bytes at stream offset
-   `off`), reading the base from `base` (the whole tensor) and writing into
-   `out`, which holds the block's elements. */
 /* Checks the Rice blocks b0 <= bi < b1 of a tensor's stream (block table at
    `table`, block b0's bytes at p + off), two at a time where both have
    changes, and adds their changes to *count. A block may hold up to `room`
@@ -6624,6 +6621,9 @@ static wsync_result wsync__rice_check_blocks(const uint8_t *p, uint64_t table, u
     return WSYNC_OK;
 }
 
+/* Patches block bi of a checked Rice stream (its bytes at stream offset
+   `off`), reading the base from `base` (the whole tensor) and writing into
+   `out`, which holds the block's elements. */
 static wsync_result wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi, uint64_t off,
                                             const uint8_t *base, uint8_t *out, uint64_t room, uint64_t *count,
                                             const char **why)
