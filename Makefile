@@ -141,7 +141,8 @@ $(BENCH_DIR)/$(BENCH_MODEL)-%.st: | $(BUILD)/wsync $(BENCH_DIR)
 	$(BUILD)/wsync gen --model $(BENCH_MODEL) --step $* -o $@
 $(BENCH_DIR)/$(BENCH_MODEL).%: $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL)-2.st $(BUILD)/wsync
 	$(BUILD)/wsync diff $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL)-2.st -o $@ --encoding $*
-bench-apply: $(BUILD)/bench_apply $(BENCH_ENCODINGS:%=$(BENCH_DIR)/$(BENCH_MODEL).%)
+.SECONDARY: $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL)-2.st
+bench-apply: $(BUILD)/bench_apply $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_ENCODINGS:%=$(BENCH_DIR)/$(BENCH_MODEL).%)
 	@for e in $(BENCH_ENCODINGS); do \
 	    $(BUILD)/bench_apply $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL).$$e || exit 1; done
 
