@@ -52,7 +52,7 @@ static int usage(FILE *f)
                "  apply DELTA (any encoding) to copies of BASE's tensors N times (default 5),\n"
                "  best of N, next to a bare scatter of the same changes in the same run\n"
                "  --reps N      applies and scatters to time (1..1000)\n"
-               "  --threads T   apply on T threads (default 1; the scatter is on one)\n"
+               "  --threads T   apply on T threads, 1..16 (default 1; the scatter is on one)\n"
                "  --digests     check the packed encodings' base and result digests too\n");
     return f == stdout ? 0 : 2;
 }
@@ -148,11 +148,15 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
         if (!strcmp(argv[i], "--digests")) {
             digests = 1;
-        } else if (!strcmp(argv[i], "--reps") || !strcmp(argv[i], "--threads")) {
-            long *dst = argv[i][2] == 'r' ? &reps : &threads;
-            if (i + 1 >= argc || parse_count(argv[i + 1], 1, argv[i][2] == 'r' ? 1000 : 256, dst)) {
-                fprintf(stderr, "bench_apply: %s needs a count (%s)\n", argv[i],
-                        argv[i][2] == 'r' ? "1..1000" : "1..256");
+        } else if (!strcmp(argv[i], "--reps")) {
+            if (i + 1 >= argc || parse_count(argv[i + 1], 1, 1000, &reps)) {
+                fprintf(stderr, "bench_apply: --reps needs a count (1..1000)\n");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(argv[i], "--threads")) {
+            if (i + 1 >= argc || parse_count(argv[i + 1], 1, 16, &threads)) {
+                fprintf(stderr, "bench_apply: --threads needs a count (1..16, the most an apply uses)\n");
                 return 2;
             }
             i++;

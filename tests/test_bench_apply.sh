@@ -46,6 +46,7 @@ expect_rc "bench_apply --help" 0 "$bench" --help
 expect_rc "bench_apply without a delta" 2 "$bench" $T/step_0001.safetensors
 expect_rc "bench_apply --reps 0" 2 "$bench" --reps 0 $T/step_0001.safetensors "$tmp/d.packed"
 expect_rc "bench_apply --threads x" 2 "$bench" --threads x $T/step_0001.safetensors "$tmp/d.packed"
+expect_rc "bench_apply --threads 17" 2 "$bench" --threads 17 $T/step_0001.safetensors "$tmp/d.packed"
 expect_rc "bench_apply an unknown option" 2 "$bench" --fast $T/step_0001.safetensors "$tmp/d.packed"
 expect_rc "bench_apply a missing base" 1 "$bench" "$tmp/nope" "$tmp/d.packed"
 
