@@ -2539,6 +2539,73 @@ static void test_reject_trl(void)
     }
     TEST_END();
 
+    TEST_BEGIN("trl: hand-built I32, I64 indices and U16, U32 gaps, 1000 entries (past the write's 64-entry "
+               "prefetch), each applied exactly, and one bad entry late in each rejected with the target untouched");
+    {
+        enum { N = 1000, LEN = 70000 };
+        static int32_t i32[N];
+        static int64_t i64[N];
+        static uint16_t g16[N];
+        static uint32_t g32[N];
+        static uint16_t val[N], work[LEN], want[LEN], orig[LEN];
+        uint64_t shn[1] = {N}, shl[1] = {LEN}, k, pos = 0;
+        wsync_tensor tgt;
+        wsync_error err;
+        wsync_delta_stats st;
+        int kind, bad;
+        for (k = 0; k < LEN; k++) orig[k] = (uint16_t)(0x3C00 + (k % 977));
+        for (k = 0; k < N; k++) {
+            /* gaps 0..69, so positions end near 35000 and fit U16 gaps */
+            uint64_t g = (k * 37) % 70;
+            pos = k ? pos + 1 + g : g;
+            i32[k] = (int32_t)pos, i64[k] = (int64_t)pos, g16[k] = (uint16_t)g, g32[k] = (uint32_t)g;
+            val[k] = (uint16_t)(0x4000 + k);
+        }
+        memcpy(want, orig, sizeof want);
+        for (k = 0; k < N; k++) want[i64[k]] = val[k];
+        for (kind = 0; kind < 4; kind++)
+            for (bad = 0; bad < 2; bad++) {
+                wsync_st_tensor_desc dd[2];
+                td_bytes b;
+                int v3 = kind >= 2;
+                const void *ix = kind == 0 ? (const void *)i32 : kind == 1 ? (const void *)i64
+                               : kind == 2 ? (const void *)g16 : (const void *)g32;
+                wsync_dtype dt = kind == 0 ? WSYNC_DTYPE_I32 : kind == 1 ? WSYNC_DTYPE_I64
+                               : kind == 2 ? WSYNC_DTYPE_U16 : WSYNC_DTYPE_U32;
+                /* bad: entry 900 made to point past the end (v1) or a gap
+                   that runs past it (v3) */
+                if (bad) {
+                    if (kind == 0) i32[900] = LEN;
+                    if (kind == 1) i64[900] = -5;
+                    if (kind == 2) g16[900] = 65535;
+                    if (kind == 3) g32[900] = 40000;
+                }
+                dd[0] = td_desc(v3 ? "w.idx" : "w.indices", dt, shn, ix);
+                dd[1] = td_desc(v3 ? "w.val" : "w.values", WSYNC_DTYPE_BF16, shn, val);
+                b = td_build(dd, 2, v3 ? m3 : m1, v3 ? 4 : 3);
+                memcpy(work, orig, sizeof work);
+                memset(&tgt, 0, sizeof tgt);
+                tgt.name = "w", tgt.dtype = WSYNC_DTYPE_BF16, tgt.rank = 1, tgt.shape = shl, tgt.data = work,
+                tgt.nbytes = sizeof work;
+                if (!bad) {
+                    CHECK_MSG(wsync_delta_apply(b.p, b.len, &tgt, 1, NULL, &st, &err) == WSYNC_OK, "kind %d: %s",
+                              kind, err.message);
+                    CHECK_MSG(memcmp(work, want, sizeof work) == 0, "kind %d: the result differs", kind);
+                    CHECK_EQ_U64(st.changed, N);
+                } else {
+                    CHECK_MSG(wsync_delta_apply(b.p, b.len, &tgt, 1, NULL, &st, &err) == WSYNC_ERR_OUT_OF_BOUNDS,
+                              "kind %d: %s", kind, err.message);
+                    CHECK_MSG(strstr(err.message, "entry 900") != NULL, "kind %d: %s", kind, err.message);
+                    CHECK_MSG(memcmp(work, orig, sizeof work) == 0, "kind %d: the target changed", kind);
+                    /* restore entry 900 */
+                    i32[900] = (int32_t)i64[899] + 1 + (900 * 37) % 70;
+                    i64[900] = i32[900], g16[900] = (uint16_t)((900 * 37) % 70), g32[900] = g16[900];
+                }
+                td_bytes_free(&b);
+            }
+    }
+    TEST_END();
+
     TEST_BEGIN("reject: trl-v1 count mismatch, wrong value dtype, wrong index dtype, bad ranks, lone entries");
     {
         int32_t idx[4] = {0, 5, 9, 10};
