@@ -6988,6 +6988,25 @@ static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, c
     return WSYNC_OK;
 }
 
+/* The changes of a packed-max list that fall in a piece of the target
+   copied to scratch (bytes off.. of the target, elements before end_elem):
+   the change at *at, its value at v, is the next one to place (entry *k of
+   n); returns the next one's value. */
+WSYNC__INLINE const uint8_t *wsync__list_overlay(uint8_t *scratch, uint64_t off, uint64_t end_elem, const uint8_t *v,
+                                                 uint64_t *kp, uint64_t n, uint64_t *nextp, uint64_t *atp,
+                                                 const unsigned w)
+{
+    uint64_t k = *kp, next = *nextp, at = *atp;
+    for (; k < n && at < end_elem; k++) {
+        memcpy(scratch + (at * w - off), v, w);
+        if (k + 1 < n) v = wsync__list_entry(v + w, &next, &at);
+    }
+    *kp = k;
+    *nextp = next;
+    *atp = at;
+    return v;
+}
+
 /* Base and result digests of a target without changing it. Rice blocks are
    decoded into a one-block scratch copy, which also checks them (the check
    was deferred to here); other patches are applied to 1 MiB pieces. With
@@ -7038,10 +7057,11 @@ static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scrat
         uint64_t end_elem = (off + len) / pt->w;
         if (!no_base) wsync_digest_update(&db, data + off, len);
         memcpy(scratch, data + off, len);
-        /* the change at `at` (its value at v) is the next one to place */
-        for (; k < pt->count && at < end_elem; k++) {
-            memcpy(scratch + (at * pt->w - off), v, pt->w);
-            if (k + 1 < pt->count) v = wsync__list_entry(v + pt->w, &next, &at);
+        switch (pt->w) { /* constant widths make each copy a single store, not a call */
+        case 1: v = wsync__list_overlay(scratch, off, end_elem, v, &k, pt->count, &next, &at, 1); break;
+        case 2: v = wsync__list_overlay(scratch, off, end_elem, v, &k, pt->count, &next, &at, 2); break;
+        case 4: v = wsync__list_overlay(scratch, off, end_elem, v, &k, pt->count, &next, &at, 4); break;
+        default: v = wsync__list_overlay(scratch, off, end_elem, v, &k, pt->count, &next, &at, 8); break;
         }
         wsync_digest_update(&dr, scratch, len);
     }
