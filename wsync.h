@@ -5777,6 +5777,21 @@ static int wsync__encblk_init(wsync__encblk *s, size_t cap, int coder, const wsy
     return s->by_class && s->cls && s->rank;
 }
 
+/* trl encode: the new values at the n positions in pos (uint32 in host
+   order), in order, into vals; and into the base too where upd is given
+   (WSYNC_DELTA_UPDATE_BASE). w is a constant where this is inlined. */
+WSYNC__INLINE void wsync__trl_gather(uint8_t *vals, const uint8_t *src, const uint8_t *pos, uint64_t n, uint8_t *upd,
+                                     const unsigned w)
+{
+    uint64_t k;
+    for (k = 0; k < n; k++) {
+        uint32_t p;
+        memcpy(&p, pos + 4 * k, 4);
+        memcpy(vals + k * w, src + (size_t)p * w, w);
+        if (upd) memcpy(upd + (size_t)p * w, src + (size_t)p * w, w);
+    }
+}
+
 static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsync_error *err)
 {
     wsync__enc *E = (wsync__enc *)user;
@@ -5848,12 +5863,15 @@ static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsy
             }
             oi->data.len = count * (oi->dtype == WSYNC_DTYPE_U16 ? 2 : 4);
         }
-        for (k = 0; k < count; k++) {
-            uint32_t p;
-            memcpy(&p, posbuf->p + 4 * k, 4);
-            memcpy(ov->data.p + k * w, (const uint8_t *)x->data + (size_t)p * w, w);
-            if (E->o->flags & WSYNC_DELTA_UPDATE_BASE)
-                memcpy((uint8_t *)b->data + (size_t)p * w, (const uint8_t *)x->data + (size_t)p * w, w);
+        {
+            uint8_t *upd = (E->o->flags & WSYNC_DELTA_UPDATE_BASE) ? (uint8_t *)b->data : NULL;
+            const uint8_t *src = (const uint8_t *)x->data;
+            switch (w) { /* constant widths make each copy a single load and store, not a call */
+            case 1: wsync__trl_gather(ov->data.p, src, posbuf->p, count, upd, 1); break;
+            case 2: wsync__trl_gather(ov->data.p, src, posbuf->p, count, upd, 2); break;
+            case 4: wsync__trl_gather(ov->data.p, src, posbuf->p, count, upd, 4); break;
+            default: wsync__trl_gather(ov->data.p, src, posbuf->p, count, upd, 8); break;
+            }
         }
         return WSYNC_OK;
     }
