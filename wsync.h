@@ -5425,8 +5425,6 @@ static unsigned wsync__top_exponent(const wsync_tensor *b, unsigned w, uint64_t 
 }
 #undef WSYNC__TOP_LOOP
 
-/* Appends block bi's payload to out (nothing for a block without changes)
-   and returns its size and change count through *size and *count. */
 /* Copies the changed elements of next into base (WSYNC_DELTA_UPDATE_BASE). */
 static void wsync__scatter(uint8_t *base, const uint8_t *next, unsigned w, const uint32_t *pos, size_t count)
 {
@@ -5464,6 +5462,8 @@ static size_t wsync__diff_block(const uint8_t *bb, const uint8_t *xb, size_t len
     return c;
 }
 
+/* Appends block bi's payload to out (nothing for a block without changes)
+   and returns its size and change count through *size and *count. */
 static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, const wsync_tensor *x, unsigned w,
                                         uint64_t nelem, uint64_t blk, uint64_t bi, int coder, unsigned emax,
                                         int update, wsync__encblk *s, wsync_digest_state *dx, uint32_t *size,
