@@ -6886,12 +6886,14 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
 
 static uint64_t wsync__uint_at(const uint8_t *p, wsync_dtype t)
 {
+    /* little-endian as the file holds them, on any host (the write reads
+       them the same way: wsync__trl_index) */
     switch (t) {
-    case WSYNC_DTYPE_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
-    case WSYNC_DTYPE_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
-    case WSYNC_DTYPE_I32: { int32_t v; memcpy(&v, p, 4); return v < 0 ? UINT64_MAX : (uint64_t)v; }
-    case WSYNC_DTYPE_I64: { int64_t v; memcpy(&v, p, 8); return v < 0 ? UINT64_MAX : (uint64_t)v; }
-    default: { uint64_t v; memcpy(&v, p, 8); return v; }
+    case WSYNC_DTYPE_U16: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
+    case WSYNC_DTYPE_U32: return wsync__get_le32(p);
+    case WSYNC_DTYPE_I32: { uint32_t v = wsync__get_le32(p); return v >= 0x80000000u ? UINT64_MAX : v; }
+    case WSYNC_DTYPE_I64: { uint64_t v = wsync__load_le64(p); return v >> 63 ? UINT64_MAX : v; }
+    default: return wsync__load_le64(p);
     }
 }
 
@@ -6922,8 +6924,6 @@ static const wsync_st_tensor *wsync__find_suffixed(const wsync_st_file *f, const
     return NULL;
 }
 
-/* A trl entry: indices (or gaps) plus values; checked in full, read twice
-   (here and when writing) straight from the file. */
 /* Entry k of a trl indices tensor of iw-byte entries, as the file holds
    them (little-endian), unsigned: the write reads I32 and I64 indices this
    way once the check found every one of them non-negative. */
@@ -6950,6 +6950,8 @@ static int wsync__trl3_check_fast(const uint8_t *ix, uint64_t n, wsync_dtype dt,
     return !bad;
 }
 
+/* A trl entry: indices (or gaps) plus values; checked in full, read twice
+   (here and when writing) straight from the file. */
 static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, const wsync_st_tensor *ix,
                                      int v3, wsync_tensor **sorted, size_t n_targets, wsync_error *err)
 {
