@@ -5425,16 +5425,21 @@ static unsigned wsync__top_exponent(const wsync_tensor *b, unsigned w, uint64_t 
 }
 #undef WSYNC__TOP_LOOP
 
-/* Copies the changed elements of next into base (WSYNC_DELTA_UPDATE_BASE). */
+/* Copies the changed elements of next into base (WSYNC_DELTA_UPDATE_BASE);
+   each width a constant, so that a copy is one load and store, not a call. */
+#define WSYNC__SCATTER_W(W)                                                                              \
+    for (k = 0; k < count; k++) memcpy(base + (size_t)pos[k] * (W), next + (size_t)pos[k] * (W), (W))
 static void wsync__scatter(uint8_t *base, const uint8_t *next, unsigned w, const uint32_t *pos, size_t count)
 {
     size_t k;
-    if (w == 2) {
-        for (k = 0; k < count; k++) memcpy(base + (size_t)pos[k] * 2, next + (size_t)pos[k] * 2, 2);
-    } else {
-        for (k = 0; k < count; k++) memcpy(base + (size_t)pos[k] * w, next + (size_t)pos[k] * w, w);
+    switch (w) {
+    case 1: WSYNC__SCATTER_W(1); break;
+    case 2: WSYNC__SCATTER_W(2); break;
+    case 4: WSYNC__SCATTER_W(4); break;
+    default: WSYNC__SCATTER_W(8); break;
     }
 }
+#undef WSYNC__SCATTER_W
 
 /* The block's positions into pos; with dx, the block's bytes of x are added
    to that digest too, on the diff's own loads where the AVX2 path for 2-byte
