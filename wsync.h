@@ -5425,21 +5425,31 @@ static unsigned wsync__top_exponent(const wsync_tensor *b, unsigned w, uint64_t 
 }
 #undef WSYNC__TOP_LOOP
 
-/* Copies the changed elements of next into base (WSYNC_DELTA_UPDATE_BASE);
-   each width a constant, so that a copy is one load and store, not a call. */
-#define WSYNC__SCATTER_W(W)                                                                              \
-    for (k = 0; k < count; k++) memcpy(base + (size_t)pos[k] * (W), next + (size_t)pos[k] * (W), (W))
-static void wsync__scatter(uint8_t *base, const uint8_t *next, unsigned w, const uint32_t *pos, size_t count)
+/* Calls F(..., W) with the element width w as the constant W: 1, 2, 4, else
+   8 (the widths deltas take), so that F, inlined, copies each element with
+   one load and store instead of a call to memcpy. */
+#define WSYNC__BY_WIDTH(w, F, ...)          \
+    do {                                    \
+        switch (w) {                        \
+        case 1: F(__VA_ARGS__, 1); break;   \
+        case 2: F(__VA_ARGS__, 2); break;   \
+        case 4: F(__VA_ARGS__, 4); break;   \
+        default: F(__VA_ARGS__, 8); break;  \
+        }                                   \
+    } while (0)
+
+WSYNC__INLINE void wsync__scatter_w(uint8_t *base, const uint8_t *next, const uint32_t *pos, size_t count,
+                                    const unsigned w)
 {
     size_t k;
-    switch (w) {
-    case 1: WSYNC__SCATTER_W(1); break;
-    case 2: WSYNC__SCATTER_W(2); break;
-    case 4: WSYNC__SCATTER_W(4); break;
-    default: WSYNC__SCATTER_W(8); break;
-    }
+    for (k = 0; k < count; k++) memcpy(base + (size_t)pos[k] * w, next + (size_t)pos[k] * w, w);
 }
-#undef WSYNC__SCATTER_W
+
+/* Copies the changed elements of next into base (WSYNC_DELTA_UPDATE_BASE). */
+static void wsync__scatter(uint8_t *base, const uint8_t *next, unsigned w, const uint32_t *pos, size_t count)
+{
+    WSYNC__BY_WIDTH(w, wsync__scatter_w, base, next, pos, count);
+}
 
 /* The block's positions into pos; with dx, the block's bytes of x are added
    to that digest too, on the diff's own loads where the AVX2 path for 2-byte
@@ -5871,12 +5881,7 @@ static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsy
         {
             uint8_t *upd = (E->o->flags & WSYNC_DELTA_UPDATE_BASE) ? (uint8_t *)b->data : NULL;
             const uint8_t *src = (const uint8_t *)x->data;
-            switch (w) { /* constant widths make each copy a single load and store, not a call */
-            case 1: wsync__trl_gather(ov->data.p, src, posbuf->p, count, upd, 1); break;
-            case 2: wsync__trl_gather(ov->data.p, src, posbuf->p, count, upd, 2); break;
-            case 4: wsync__trl_gather(ov->data.p, src, posbuf->p, count, upd, 4); break;
-            default: wsync__trl_gather(ov->data.p, src, posbuf->p, count, upd, 8); break;
-            }
+            WSYNC__BY_WIDTH(w, wsync__trl_gather, ov->data.p, src, posbuf->p, count, upd);
         }
         return WSYNC_OK;
     }
@@ -6889,16 +6894,25 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     return r;
 }
 
+/* Entry k of a trl indices tensor of iw-byte entries, as the file holds
+   them (little-endian), unsigned: the write reads I32 and I64 indices this
+   way once the check found every one of them non-negative. */
+WSYNC__INLINE uint64_t wsync__trl_index(const uint8_t *ix, uint64_t k, unsigned iw)
+{
+    const uint8_t *p = ix + k * iw;
+    return iw == 2 ? (uint64_t)p[0] | (uint64_t)p[1] << 8 : iw == 4 ? wsync__get_le32(p) : wsync__load_le64(p);
+}
+
+/* A trl index or gap for the check: wsync__trl_index's reading, with a
+   negative I32 or I64 index as UINT64_MAX. */
 static uint64_t wsync__uint_at(const uint8_t *p, wsync_dtype t)
 {
-    /* little-endian as the file holds them, on any host (the write reads
-       them the same way: wsync__trl_index) */
     switch (t) {
-    case WSYNC_DTYPE_U16: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
-    case WSYNC_DTYPE_U32: return wsync__get_le32(p);
-    case WSYNC_DTYPE_I32: { uint32_t v = wsync__get_le32(p); return v >= 0x80000000u ? UINT64_MAX : v; }
-    case WSYNC_DTYPE_I64: { uint64_t v = wsync__load_le64(p); return v >> 63 ? UINT64_MAX : v; }
-    default: return wsync__load_le64(p);
+    case WSYNC_DTYPE_U16: return wsync__trl_index(p, 0, 2);
+    case WSYNC_DTYPE_U32: return wsync__trl_index(p, 0, 4);
+    case WSYNC_DTYPE_I32: { uint64_t v = wsync__trl_index(p, 0, 4); return v >> 31 ? UINT64_MAX : v; }
+    case WSYNC_DTYPE_I64: { uint64_t v = wsync__trl_index(p, 0, 8); return v >> 63 ? UINT64_MAX : v; }
+    default: return wsync__trl_index(p, 0, 8);
     }
 }
 
@@ -6927,15 +6941,6 @@ static const wsync_st_tensor *wsync__find_suffixed(const wsync_st_file *f, const
         else hi = mid;
     }
     return NULL;
-}
-
-/* Entry k of a trl indices tensor of iw-byte entries, as the file holds
-   them (little-endian), unsigned: the write reads I32 and I64 indices this
-   way once the check found every one of them non-negative. */
-WSYNC__INLINE uint64_t wsync__trl_index(const uint8_t *ix, uint64_t k, unsigned iw)
-{
-    const uint8_t *p = ix + k * iw;
-    return iw == 2 ? (uint64_t)p[0] | (uint64_t)p[1] << 8 : iw == 4 ? wsync__get_le32(p) : wsync__load_le64(p);
 }
 
 /* Whether every position of a trl-v3 gap tensor (U16 or U32 gaps) is in
@@ -7015,21 +7020,21 @@ static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, c
 
 /* The changes of a packed-max list that fall in a piece of the target
    copied to scratch (bytes off.. of the target, elements before end_elem):
-   the change at *at, its value at v, is the next one to place (entry *k of
-   n); returns the next one's value. */
-WSYNC__INLINE const uint8_t *wsync__list_overlay(uint8_t *scratch, uint64_t off, uint64_t end_elem, const uint8_t *v,
-                                                 uint64_t *kp, uint64_t n, uint64_t *nextp, uint64_t *atp,
-                                                 const unsigned w)
+   the change at *atp, its value at *vp, is the next one to place (entry
+   *kp of n); all three move on past the piece. */
+WSYNC__INLINE void wsync__list_overlay(uint8_t *scratch, uint64_t off, uint64_t end_elem, const uint8_t **vp,
+                                       uint64_t *kp, uint64_t n, uint64_t *nextp, uint64_t *atp, const unsigned w)
 {
+    const uint8_t *v = *vp;
     uint64_t k = *kp, next = *nextp, at = *atp;
     for (; k < n && at < end_elem; k++) {
         memcpy(scratch + (at * w - off), v, w);
         if (k + 1 < n) v = wsync__list_entry(v + w, &next, &at);
     }
+    *vp = v;
     *kp = k;
     *nextp = next;
     *atp = at;
-    return v;
 }
 
 /* Base and result digests of a target without changing it. Rice blocks are
@@ -7082,12 +7087,7 @@ static wsync_result wsync__verify_digests(const wsync__patch *pt, uint8_t *scrat
         uint64_t end_elem = (off + len) / pt->w;
         if (!no_base) wsync_digest_update(&db, data + off, len);
         memcpy(scratch, data + off, len);
-        switch (pt->w) { /* constant widths make each copy a single store, not a call */
-        case 1: v = wsync__list_overlay(scratch, off, end_elem, v, &k, pt->count, &next, &at, 1); break;
-        case 2: v = wsync__list_overlay(scratch, off, end_elem, v, &k, pt->count, &next, &at, 2); break;
-        case 4: v = wsync__list_overlay(scratch, off, end_elem, v, &k, pt->count, &next, &at, 4); break;
-        default: v = wsync__list_overlay(scratch, off, end_elem, v, &k, pt->count, &next, &at, 8); break;
-        }
+        WSYNC__BY_WIDTH(pt->w, wsync__list_overlay, scratch, off, end_elem, &v, &k, pt->count, &next, &at);
         wsync_digest_update(&dr, scratch, len);
     }
     *base_d = no_base ? 0 : wsync_digest_final(&db);
@@ -7144,25 +7144,11 @@ static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
 {
     uint8_t *data = (uint8_t *)pt->target->data;
     unsigned w = pt->w;
-    if (!pt->vals) { /* packed-max: its list (wsync__list_entry) */
-        switch (w) { /* constant widths make each copy a single store */
-        case 1: wsync__list_write(pt->list, pt->count, data, 1); break;
-        case 2: wsync__list_write(pt->list, pt->count, data, 2); break;
-        case 4: wsync__list_write(pt->list, pt->count, data, 4); break;
-        default: wsync__list_write(pt->list, pt->count, data, 8); break;
-        }
-        return;
-    }
-    {
-        unsigned iw = wsync_dtype_bits(pt->src->dtype) / 8;
-        const uint8_t *ix = pt->src->data, *vals = pt->vals->data;
-        switch (w) { /* constant widths make each copy a single store */
-        case 1: wsync__trl_write_w(ix, iw, trl_v3, vals, pt->count, data, 1); break;
-        case 2: wsync__trl_write_w(ix, iw, trl_v3, vals, pt->count, data, 2); break;
-        case 4: wsync__trl_write_w(ix, iw, trl_v3, vals, pt->count, data, 4); break;
-        default: wsync__trl_write_w(ix, iw, trl_v3, vals, pt->count, data, 8); break;
-        }
-    }
+    if (!pt->vals) /* packed-max: its list (wsync__list_entry) */
+        WSYNC__BY_WIDTH(w, wsync__list_write, pt->list, pt->count, data);
+    else
+        WSYNC__BY_WIDTH(w, wsync__trl_write_w, pt->src->data, wsync_dtype_bits(pt->src->dtype) / 8, trl_v3,
+                        pt->vals->data, pt->count, data);
 }
 
 static wsync_result wsync__open_delta(const void *delta, uint64_t size, const wsync_allocator *a,
