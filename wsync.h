@@ -177,6 +177,25 @@ typedef struct wsync_allocator {
     void *user;
 } wsync_allocator;
 
+/* A caching allocator for a caller that applies a delta every step. Blocks
+   of WSYNC_POOL_MIN_BLOCK bytes and up that are freed through it are kept
+   (at most keep_bytes of them in all) and handed out again to a request
+   they hold without wasting more than they give, so that each apply reuses
+   the pages of the one before instead of taking fresh ones from the
+   kernel, which zeroes every fresh page on first touch: 6% of a packed-max
+   apply here. Smaller blocks go straight to `under`. Safe to use from
+   several threads. wsync_pool_free releases the kept blocks; every block
+   lent out must have been freed before it. A subscriber (wsync_chain)
+   keeps one of its own for its applies. */
+#define WSYNC_POOL_MIN_BLOCK 65536
+typedef struct wsync_pool wsync_pool;
+/* NULL when out of memory; under: where blocks come from (NULL: malloc). */
+WSYNC_DEF wsync_pool *wsync_pool_new(size_t keep_bytes, const wsync_allocator *under);
+WSYNC_DEF wsync_allocator wsync_pool_allocator(wsync_pool *p);
+/* Bytes held for reuse now (not counting blocks lent out). */
+WSYNC_DEF size_t wsync_pool_kept(wsync_pool *p);
+WSYNC_DEF void wsync_pool_free(wsync_pool *p);
+
 /* 1 and *out set on success, 0 (and *out untouched) on overflow. */
 WSYNC_DEF int wsync_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
 WSYNC_DEF int wsync_add_u64(uint64_t a, uint64_t b, uint64_t *out);
@@ -773,7 +792,10 @@ typedef struct wsync_sync_stats {
 
 /* A subscriber updating the caller's tensors in place (matched by name; the
    memory stays the caller's and must outlive the subscriber). It starts
-   without a step: the first sync loads an anchor. */
+   without a step: the first sync loads an anchor. Its applies allocate
+   through a wsync_pool of its own, which keeps up to an eighth of the
+   model's bytes and 16 MiB between syncs (released by
+   wsync_subscriber_close). */
 WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_tensor *targets, size_t n,
                                              const wsync_chain_options *opt, wsync_subscriber **out,
                                              wsync_error *err);
@@ -1034,6 +1056,144 @@ static void wsync__free(const wsync_allocator *a, void *p)
         return;
     }
     WSYNC_FREE(p);
+}
+
+/* Each block of a pool starts with this header, padded to
+   WSYNC__POOL_HDR bytes so that the caller's bytes keep malloc's
+   alignment. */
+typedef struct wsync__pool_blk {
+    size_t cap; /* bytes after the header */
+    struct wsync__pool_blk *next;
+} wsync__pool_blk;
+#define WSYNC__POOL_HDR 32
+
+struct wsync_pool {
+    wsync_allocator under;
+    size_t keep, kept;
+    wsync__pool_blk *blocks; /* kept for reuse */
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_t mu;
+#endif
+};
+
+static void wsync__pool_lock(wsync_pool *p)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_lock(&p->mu);
+#else
+    (void)p;
+#endif
+}
+
+static void wsync__pool_unlock(wsync_pool *p)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_unlock(&p->mu);
+#else
+    (void)p;
+#endif
+}
+
+/* The smallest kept block that holds size bytes and is at most twice as
+   large (plus one minimum block), taken out of the list; NULL if none. */
+static wsync__pool_blk *wsync__pool_take(wsync_pool *p, size_t size)
+{
+    wsync__pool_blk **at, **best = NULL, *b;
+    size_t most = size > (SIZE_MAX - WSYNC_POOL_MIN_BLOCK) / 2 ? SIZE_MAX : 2 * size + WSYNC_POOL_MIN_BLOCK;
+    wsync__pool_lock(p);
+    for (at = &p->blocks; *at; at = &(*at)->next)
+        if ((*at)->cap >= size && (*at)->cap <= most && (!best || (*at)->cap < (*best)->cap)) best = at;
+    b = best ? *best : NULL;
+    if (b) {
+        *best = b->next;
+        p->kept -= b->cap;
+    }
+    wsync__pool_unlock(p);
+    return b;
+}
+
+static void *wsync__pool_alloc(void *user, size_t size)
+{
+    wsync_pool *p = (wsync_pool *)user;
+    wsync__pool_blk *b = NULL;
+    size_t cap = size, total;
+    if (size >= WSYNC_POOL_MIN_BLOCK) {
+        if ((b = wsync__pool_take(p, size)) != NULL) return (uint8_t *)b + WSYNC__POOL_HDR;
+        /* an eighth more, in whole pages, so that the next step's slightly
+           larger request still fits this block */
+        if (size <= (SIZE_MAX - 8192) / 9 * 8) cap = (size + size / 8 + 4095) & ~(size_t)4095;
+    }
+    if (!wsync_add_size(cap, WSYNC__POOL_HDR, &total)) return NULL;
+    if (!(b = (wsync__pool_blk *)wsync__alloc(&p->under, total))) return NULL;
+    b->cap = cap;
+    return (uint8_t *)b + WSYNC__POOL_HDR;
+}
+
+static void wsync__pool_release(void *user, void *ptr)
+{
+    wsync_pool *p = (wsync_pool *)user;
+    wsync__pool_blk *b = (wsync__pool_blk *)(void *)((uint8_t *)ptr - WSYNC__POOL_HDR);
+    if (b->cap >= WSYNC_POOL_MIN_BLOCK) {
+        wsync__pool_lock(p);
+        if (b->cap <= p->keep - p->kept) {
+            b->next = p->blocks;
+            p->blocks = b;
+            p->kept += b->cap;
+            b = NULL;
+        }
+        wsync__pool_unlock(p);
+    }
+    if (b) wsync__free(&p->under, b);
+}
+
+WSYNC_DEF wsync_pool *wsync_pool_new(size_t keep_bytes, const wsync_allocator *under)
+{
+    wsync_allocator a;
+    wsync_pool *p;
+    memset(&a, 0, sizeof a);
+    if (under) a = *under;
+    if (!(p = (wsync_pool *)wsync__alloc(&a, sizeof *p))) return NULL;
+    memset(p, 0, sizeof *p);
+    p->under = a;
+    p->keep = keep_bytes;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_init(&p->mu, NULL);
+#endif
+    return p;
+}
+
+WSYNC_DEF wsync_allocator wsync_pool_allocator(wsync_pool *p)
+{
+    wsync_allocator a;
+    a.alloc = wsync__pool_alloc;
+    a.free = wsync__pool_release;
+    a.user = p;
+    return a;
+}
+
+WSYNC_DEF size_t wsync_pool_kept(wsync_pool *p)
+{
+    size_t n;
+    wsync__pool_lock(p);
+    n = p->kept;
+    wsync__pool_unlock(p);
+    return n;
+}
+
+WSYNC_DEF void wsync_pool_free(wsync_pool *p)
+{
+    wsync_allocator a;
+    if (!p) return;
+    while (p->blocks) {
+        wsync__pool_blk *b = p->blocks;
+        p->blocks = b->next;
+        wsync__free(&p->under, b);
+    }
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_destroy(&p->mu);
+#endif
+    a = p->under;
+    wsync__free(&a, p);
 }
 
 WSYNC_DEF int wsync_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
@@ -9030,6 +9190,9 @@ struct wsync_subscriber {
     wsync_store store;
     wsync_chain_options o;
     wsync_allocator a;
+    /* the applies' memory, kept from one to the next (at most an eighth of
+       the model's bytes and 16 MiB); NULL if it could not be made: then a */
+    wsync_pool *pool;
     char prefix[WSYNC__PREFIX_MAX];
     wsync_tensor *t;
     size_t n;
@@ -9100,6 +9263,16 @@ WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_ten
     }
     if (n) memcpy(s->t, targets, n * sizeof *s->t);
     s->n = n;
+    {
+        uint64_t bytes = 0;
+        size_t i;
+        for (i = 0; i < n; i++)
+            if (!wsync_add_u64(bytes, targets[i].nbytes, &bytes)) bytes = UINT64_MAX;
+        /* the packed-max decoder's scratch is about 3.5 MiB a thread
+           whatever the model's size */
+        bytes = bytes / 8 + ((uint64_t)16 << 20);
+        s->pool = wsync_pool_new(bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes, &a);
+    }
 #if WSYNC__HAVE_THREADS
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -9303,7 +9476,7 @@ static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_e
         wsync_delta_options d;
         int packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
         memset(&d, 0, sizeof d);
-        d.allocator = s->a;
+        d.allocator = s->pool ? wsync_pool_allocator(s->pool) : s->a;
         d.threads = s->o.threads;
         /* A packed delta's result digests are checked before anything is
            written, and a wrong base can only give a wrong result, so the base
@@ -9693,6 +9866,7 @@ WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
 #endif
+    wsync_pool_free(s->pool);
     a = s->a;
     wsync__free(&a, s->t);
     wsync__free(&a, s);

@@ -5,7 +5,10 @@
 
    The delta is applied N times (default 5) to fresh copies of BASE's
    tensors (the copy is not timed), with both digest checks skipped unless
-   --digests is given. After the last apply, the changed elements are found
+   --digests is given. Each rep applies twice: with malloc (whose large
+   blocks are fresh pages each time, zeroed by the kernel on first touch)
+   and through a wsync_pool kept between applies, as a subscriber applies
+   step after step. After the last apply, the changed elements are found
    by diffing the result against BASE, and the same changes are written
    again by a bare loop that already knows every position and value (one
    store per change into a fresh copy): the least any apply must do, since
@@ -13,7 +16,7 @@
    equal the apply's, byte for byte.
 
    It prints the changes, the delta's bytes per change, the apply's and the
-   loop's best times, changes per second, ns per change, and their ratio.
+   loop's best times (the apply's both ways), changes per second, ns per change, and their ratio.
    Reproduce the README's per-encoding apply figures with:
 
      build/wsync gen --model qwen3-0.6b --step 1 -o s1.st
@@ -142,7 +145,10 @@ int main(int argc, char **argv)
     uint32_t *tmp;
     size_t nt, t;
     uint64_t changes = 0, listed = 0;
-    double best_apply = 1e30, best_scatter = 1e30;
+    double best_apply = 1e30, best_pooled = 1e30, best_scatter = 1e30;
+    uint64_t model_bytes = 0;
+    wsync_pool *pool;
+    size_t kept;
 
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
@@ -205,17 +211,33 @@ int main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     o.threads = (unsigned)threads;
     o.flags = digests ? 0 : WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
-    for (r = 0; r < reps; r++) {
-        double t0, dt;
-        for (t = 0; t < nt; t++) memcpy(tt[t].data, st.tensors[t].data, (size_t)tt[t].nbytes);
-        t0 = now();
-        if (wsync_delta_apply(md.bytes, md.size, tt, nt, &o, &ds, &err)) {
-            fprintf(stderr, "bench_apply: applying %s to %s: %s\n", delta_path, base_path, err.message);
-            return 1;
-        }
-        dt = now() - t0;
-        if (dt < best_apply) best_apply = dt;
+    /* each rep applies twice: with malloc, whose large blocks are fresh
+       pages every time, and through a pool kept between applies, as a
+       subscriber does (the steady state of a follower) */
+    for (t = 0; t < nt; t++) model_bytes += tt[t].nbytes;
+    if (!(pool = wsync_pool_new((size_t)(model_bytes / 8), NULL))) {
+        fprintf(stderr, "bench_apply: out of memory\n");
+        return 1;
     }
+    for (r = 0; r < reps; r++) {
+        int pooled;
+        for (pooled = 0; pooled < 2; pooled++) {
+            double t0, dt;
+            memset(&o.allocator, 0, sizeof o.allocator);
+            if (pooled) o.allocator = wsync_pool_allocator(pool);
+            for (t = 0; t < nt; t++) memcpy(tt[t].data, st.tensors[t].data, (size_t)tt[t].nbytes);
+            t0 = now();
+            if (wsync_delta_apply(md.bytes, md.size, tt, nt, &o, &ds, &err)) {
+                fprintf(stderr, "bench_apply: applying %s to %s: %s\n", delta_path, base_path, err.message);
+                return 1;
+            }
+            dt = now() - t0;
+            if (pooled && dt < best_pooled) best_pooled = dt;
+            if (!pooled && dt < best_apply) best_apply = dt;
+        }
+    }
+    kept = wsync_pool_kept(pool);
+    wsync_pool_free(pool);
     listed = ds.changed;
 
     /* the changes the apply made, then the bare loop over them */
@@ -263,9 +285,13 @@ int main(int argc, char **argv)
     printf("  apply (%ld thread%s, digests %s): best of %ld %.1f ms, %.1f M changes/s, %.2f ns a change\n", threads,
            threads == 1 ? "" : "s", digests ? "checked" : "skipped", reps, best_apply * 1e3,
            (double)changes / best_apply / 1e6, best_apply / (double)changes * 1e9);
+    printf("  the same through a wsync_pool kept between applies (%.1f MB kept): best of %ld %.1f ms, "
+           "%.1f M changes/s, %.2f ns a change\n", (double)kept / 1e6, reps, best_pooled * 1e3,
+           (double)changes / best_pooled / 1e6, best_pooled / (double)changes * 1e9);
     printf("  bare scatter of the same changes (one thread): best of %ld %.1f ms, %.1f M changes/s, %.2f ns a change\n",
            reps, best_scatter * 1e3, (double)changes / best_scatter / 1e6, best_scatter / (double)changes * 1e9);
-    printf("  apply / scatter speed: %.3f\n", best_scatter / best_apply);
+    printf("  apply / scatter speed: %.3f (through the pool: %.3f)\n", best_scatter / best_apply,
+           best_scatter / best_pooled);
 
     for (t = 0; t < nt; t++) {
         free(tt[t].data);

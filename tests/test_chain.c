@@ -2776,6 +2776,86 @@ static void test_args(void)
     TEST_END();
 }
 
+/* Counts the allocations of WSYNC_POOL_MIN_BLOCK bytes or more. */
+typedef struct bigcount {
+    size_t n_big, live;
+} bigcount;
+
+static void *bc_alloc(void *user, size_t size)
+{
+    bigcount *c = (bigcount *)user;
+    void *p = malloc(size ? size : 1);
+    if (size >= WSYNC_POOL_MIN_BLOCK) c->n_big++;
+    if (p) c->live++;
+    return p;
+}
+
+static void bc_free(void *user, void *p)
+{
+    bigcount *c = (bigcount *)user;
+    if (!p) return;
+    c->live--;
+    free(p);
+}
+
+/* A subscriber's applies go through a pool of its own: after the first
+   packed-max delta, the next ones take from the caller's allocator only
+   what their fetch needs, and close gives everything back. */
+static void test_sub_pool(void)
+{
+    static const tdef defs[] = {
+        {"model.layers.0.mlp.up_proj.weight", 2, {1024, 512}, 0},
+        {"model.norm.weight", 1, {512, 0}, 0},
+    };
+    model m = model_make(defs, sizeof defs / sizeof defs[0]);
+    uint16_t *refs = gen_refs(&m, 5);
+    wsync_store mem;
+    wsync_error err;
+    wsync_chain_options o = chain_opts(NULL, WSYNC_ENCODING_PACKED_MAX, 100, 0), so;
+    wsync_publisher *pub = NULL;
+    wsync_tensor t[MAXT];
+    wsync_publish_stats ps;
+    bigcount bc;
+    sub fol;
+    size_t n_big[6] = {0, 0, 0, 0, 0, 0};
+    uint64_t s;
+    if (wsync_store_mem_open(NULL, &mem, &err) != WSYNC_OK) return;
+    TEST_BEGIN("subscriber pool: deltas after the first take no apply memory from the caller's allocator");
+    CHECK_EQ_INT(wsync_publisher_open(&mem, &o, &pub, &err), WSYNC_OK);
+    for (s = 0; s <= 5 && pub; s++) {
+        tensors_of(&m, REF(refs, &m, s), t);
+        CHECK_EQ_INT(wsync_publish(pub, s, t, m.n, &ps, &err), WSYNC_OK);
+        CHECK_EQ_INT(ps.wrote_anchor, s == 0);
+    }
+    if (pub) wsync_publisher_close(pub);
+    memset(&bc, 0, sizeof bc);
+    so = o;
+    so.allocator.alloc = bc_alloc;
+    so.allocator.free = bc_free;
+    so.allocator.user = &bc;
+    if (sub_open(&fol, &mem, &m, &so, 0)) {
+        for (s = 0; s <= 5; s++) {
+            wsync_sync_stats ss;
+            size_t before = bc.n_big;
+            CHECK_EQ_INT(wsync_subscriber_sync(fol.s, s, &ss, &err), WSYNC_OK);
+            CHECK(memcmp(fol.img, REF(refs, &m, s), m.total * 2) == 0);
+            CHECK_EQ_INT(ss.deltas, s > 0);
+            n_big[s] = bc.n_big - before;
+        }
+        /* the first delta fills the pool (its list and the decoder's
+           scratch); each later one allocates only the object it fetches */
+        CHECK_MSG(n_big[1] >= 3, "first delta: %lu large blocks", (unsigned long)n_big[1]);
+        for (s = 2; s <= 5; s++)
+            CHECK_MSG(n_big[s] <= 1, "delta %lu: %lu large blocks (first: %lu)", (unsigned long)s,
+                      (unsigned long)n_big[s], (unsigned long)n_big[1]);
+        sub_close(&fol);
+        CHECK_EQ_U64(bc.live, 0);
+    }
+    TEST_END();
+    free(refs);
+    wsync_store_close(&mem);
+}
+
 int main(int argc, char **argv)
 {
     double t0 = now_s();
@@ -2784,6 +2864,7 @@ int main(int argc, char **argv)
     test_chains();
     test_keep_f32();
     test_continuity();
+    test_sub_pool();
     test_corruption();
     test_mid_path(WSYNC_ENCODING_PACKED);
     test_mid_path(WSYNC_ENCODING_TRL_V1);

@@ -5166,6 +5166,195 @@ static void td_coder_suite(void)
     test_reject_fast_path();
 }
 
+/* Counts the allocations of at least `big` bytes that reach it. */
+typedef struct td_bigcount {
+    size_t big, n_big, live;
+} td_bigcount;
+
+static void *td_bc_alloc(void *user, size_t size)
+{
+    td_bigcount *c = (td_bigcount *)user;
+    void *p = malloc(size ? size : 1);
+    if (size >= c->big) c->n_big++;
+    if (p) c->live++;
+    return p;
+}
+
+static void td_bc_free(void *user, void *p)
+{
+    td_bigcount *c = (td_bigcount *)user;
+    if (!p) return;
+    c->live--;
+    free(p);
+}
+
+/* wsync_pool: what it keeps, what it hands out again, and an apply that
+   takes no large block from below the second time. */
+static void test_pool(void)
+{
+    td_heap h;
+    wsync_allocator under = td_allocator(&h, (size_t)-1), pa;
+    wsync_pool *p;
+    uint8_t *a, *b, *c, *d, *e;
+    size_t calls, kept;
+
+    TEST_BEGIN("pool: a freed block is kept and handed out again to a request it holds");
+    p = wsync_pool_new(1 << 20, &under);
+    CHECK(p != NULL);
+    pa = wsync_pool_allocator(p);
+    a = (uint8_t *)pa.alloc(pa.user, 100000);
+    CHECK(a != NULL);
+    memset(a, 0xA5, 100000); /* every byte asked for is the caller's (ASan sees an overrun) */
+    CHECK_EQ_U64(wsync_pool_kept(p), 0);
+    pa.free(pa.user, a);
+    kept = wsync_pool_kept(p);
+    CHECK_MSG(kept >= 100000 && kept <= 100000 / 8 * 9 + 4096, "kept %lu", (unsigned long)kept);
+    calls = h.calls;
+    b = (uint8_t *)pa.alloc(pa.user, 110000); /* within the eighth the block has to spare */
+    CHECK(b == a);
+    CHECK_EQ_U64(h.calls, calls);
+    CHECK_EQ_U64(wsync_pool_kept(p), 0);
+    memset(b, 0x5A, 110000);
+    pa.free(pa.user, b);
+    /* too large for the kept block: a new one */
+    c = (uint8_t *)pa.alloc(pa.user, 200000);
+    CHECK(c != NULL && c != a);
+    CHECK_EQ_U64(h.calls, calls + 1);
+    CHECK_EQ_U64(wsync_pool_kept(p), kept);
+    pa.free(pa.user, c);
+    /* the smallest kept block that holds it: the first one again */
+    d = (uint8_t *)pa.alloc(pa.user, 70000);
+    CHECK(d == a);
+    pa.free(pa.user, d);
+    /* small blocks go straight below and back */
+    calls = h.calls;
+    e = (uint8_t *)pa.alloc(pa.user, 1000);
+    CHECK(e != NULL);
+    CHECK_EQ_U64(h.calls, calls + 1);
+    kept = wsync_pool_kept(p);
+    pa.free(pa.user, e);
+    CHECK_EQ_U64(wsync_pool_kept(p), kept);
+    wsync_pool_free(p);
+    CHECK_EQ_U64(h.live, 0);
+    CHECK_EQ_U64(h.bad_free, 0);
+    TEST_END();
+
+    TEST_BEGIN("pool: a kept block four times too large is not handed to a small request");
+    p = wsync_pool_new(1 << 24, &under);
+    CHECK(p != NULL);
+    pa = wsync_pool_allocator(p);
+    a = (uint8_t *)pa.alloc(pa.user, 1 << 20);
+    pa.free(pa.user, a);
+    calls = h.calls;
+    b = (uint8_t *)pa.alloc(pa.user, 1 << 18);
+    CHECK(b != NULL && b != a);
+    CHECK_EQ_U64(h.calls, calls + 1);
+    pa.free(pa.user, b);
+    wsync_pool_free(p);
+    CHECK_EQ_U64(h.live, 0);
+    TEST_END();
+
+    TEST_BEGIN("pool: at most keep_bytes are kept; the rest goes back below; keep 0 keeps nothing");
+    p = wsync_pool_new(300000, &under);
+    CHECK(p != NULL);
+    pa = wsync_pool_allocator(p);
+    a = (uint8_t *)pa.alloc(pa.user, 100000);
+    b = (uint8_t *)pa.alloc(pa.user, 100000);
+    c = (uint8_t *)pa.alloc(pa.user, 100000);
+    CHECK(a && b && c);
+    CHECK_EQ_U64(h.live, 4); /* the pool and its three blocks */
+    pa.free(pa.user, a);
+    pa.free(pa.user, b);
+    pa.free(pa.user, c);
+    CHECK_MSG(wsync_pool_kept(p) <= 300000 && wsync_pool_kept(p) >= 200000, "kept %lu",
+              (unsigned long)wsync_pool_kept(p));
+    CHECK_EQ_U64(h.live, 3);
+    wsync_pool_free(p);
+    CHECK_EQ_U64(h.live, 0);
+    p = wsync_pool_new(0, &under);
+    CHECK(p != NULL);
+    pa = wsync_pool_allocator(p);
+    a = (uint8_t *)pa.alloc(pa.user, 100000);
+    pa.free(pa.user, a);
+    CHECK_EQ_U64(wsync_pool_kept(p), 0);
+    CHECK_EQ_U64(h.live, 1);
+    wsync_pool_free(p);
+    CHECK_EQ_U64(h.live, 0);
+    CHECK_EQ_U64(h.bad_free, 0);
+    TEST_END();
+
+    TEST_BEGIN("pool: a request no size can hold is refused, nothing allocated");
+    p = wsync_pool_new(1 << 20, &under);
+    CHECK(p != NULL);
+    pa = wsync_pool_allocator(p);
+    calls = h.calls;
+    CHECK(pa.alloc(pa.user, SIZE_MAX - 8) == NULL);
+    CHECK_EQ_U64(h.calls, calls);
+    wsync_pool_free(p);
+    CHECK_EQ_U64(h.live, 0);
+    TEST_END();
+
+    {
+        td_tensor ts[3];
+        td_rng r;
+        size_t ei, i;
+        unsigned th;
+        r.s = 4242;
+        td_init(&ts[0], "big", WSYNC_DTYPE_BF16, 2, 1024, 1024);
+        td_init(&ts[1], "mid", WSYNC_DTYPE_BF16, 1, 300000, 0);
+        td_init(&ts[2], "f", WSYNC_DTYPE_F32, 1, 50000, 0);
+        for (i = 0; i < 3; i++) {
+            td_fill_base(&ts[i], &r, 0.01);
+            td_mutate(&ts[i], &r, 0.05, TD_MIX);
+        }
+        for (ei = 0; ei < TD_NENCS; ei++)
+            for (th = 1; th <= 2; th++) {
+                wsync_delta_options o = td_opts(td_encs[ei], 0, 1, 2);
+                td_bigcount bc;
+                wsync_allocator below;
+                td_bytes dl;
+                wsync_error err;
+                size_t first;
+                TD_BEGIN("pool (%s, %u thread%s): a second apply through it takes no block of %u bytes or more from "
+                         "below, and both are exact", wsync_encoding_name(td_encs[ei]), th, th == 1 ? "" : "s",
+                         (unsigned)WSYNC_POOL_MIN_BLOCK);
+                CHECK_EQ_INT(td_encode(ts, 3, &o, &dl, NULL, &err), WSYNC_OK);
+                bc.big = WSYNC_POOL_MIN_BLOCK;
+                bc.n_big = bc.live = 0;
+                below.alloc = td_bc_alloc;
+                below.free = td_bc_free;
+                below.user = &bc;
+                p = wsync_pool_new(1 << 26, &below);
+                CHECK(p != NULL);
+                o.allocator = wsync_pool_allocator(p);
+                o.threads = th;
+                td_reset_work(ts, 3);
+                CHECK_EQ_INT(td_apply(&dl, ts, 3, &o, NULL, &err), WSYNC_OK);
+                CHECK(td_work_equals(ts, 3, 1));
+                first = bc.n_big;
+                if (td_encs[ei] == WSYNC_ENCODING_PACKED_MAX) CHECK_MSG(first > 0, "no large block at all");
+                td_reset_work(ts, 3);
+                CHECK_EQ_INT(td_apply(&dl, ts, 3, &o, NULL, &err), WSYNC_OK);
+                CHECK(td_work_equals(ts, 3, 1));
+                CHECK_MSG(bc.n_big == first, "%lu large blocks the first time, %lu more the second",
+                          (unsigned long)first, (unsigned long)(bc.n_big - first));
+                /* a rejected apply through the pool leaves the target as it was */
+                td_reset_work(ts, 3);
+                ts[0].work[0] ^= 1;
+                if (td_is_packed(td_encs[ei])) {
+                    CHECK_EQ_INT(td_apply(&dl, ts, 3, &o, NULL, &err), WSYNC_ERR_DIGEST_MISMATCH);
+                    ts[0].work[0] ^= 1;
+                    CHECK(td_work_equals(ts, 3, 0));
+                }
+                wsync_pool_free(p);
+                CHECK_EQ_U64(bc.live, 0);
+                td_bytes_free(&dl);
+                TEST_END();
+            }
+        td_release(ts, 3);
+    }
+}
+
 int main(void)
 {
     test_digest();
@@ -5181,6 +5370,7 @@ int main(void)
     test_flags();
     test_encode_errors();
     test_alloc_failures();
+    test_pool();
 #if TD_THREADS
     test_alloc_failures_threads();
 #endif
