@@ -76,7 +76,8 @@ MEMORY
 Every call that allocates takes an options struct holding a wsync_allocator;
 a NULL options pointer or an all-zero struct means malloc and free. A parsed
 file carries its allocator; wsync_st_free releases everything in one call.
-There is no global state.
+There is no global state. wsync_pool is an allocator that keeps freed large
+blocks for the next call (an apply every step reuses its pages).
 
 ERRORS
 ======
