@@ -1133,7 +1133,9 @@ static void *wsync__pool_alloc(void *user, size_t size)
 static void wsync__pool_release(void *user, void *ptr)
 {
     wsync_pool *p = (wsync_pool *)user;
-    wsync__pool_blk *b = (wsync__pool_blk *)(void *)((uint8_t *)ptr - WSYNC__POOL_HDR);
+    wsync__pool_blk *b;
+    if (!ptr) return;
+    b = (wsync__pool_blk *)(void *)((uint8_t *)ptr - WSYNC__POOL_HDR);
     if (b->cap >= WSYNC_POOL_MIN_BLOCK) {
         wsync__pool_lock(p);
         if (b->cap <= p->keep - p->kept) {

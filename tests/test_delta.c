@@ -5234,9 +5234,12 @@ static void test_pool(void)
     kept = wsync_pool_kept(p);
     pa.free(pa.user, e);
     CHECK_EQ_U64(wsync_pool_kept(p), kept);
+    pa.free(pa.user, NULL); /* like free(NULL): nothing */
+    CHECK_EQ_U64(wsync_pool_kept(p), kept);
     wsync_pool_free(p);
     CHECK_EQ_U64(h.live, 0);
     CHECK_EQ_U64(h.bad_free, 0);
+    wsync_pool_free(NULL);
     TEST_END();
 
     TEST_BEGIN("pool: a kept block four times too large is not handed to a small request");
