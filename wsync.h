@@ -3005,7 +3005,8 @@ static void wsync__drounds_scalar(uint64_t acc[8], const uint8_t *p, size_t roun
 /* Round r of `rounds` (at p) takes 8 lines of each half of the next block;
    this prefetches line `pair` of them (0..7) from both halves into L2,
    where the next block lies whole within the rounds. */
-static inline __attribute__((always_inline)) void wsync__dprefetch_next(const uint8_t *p, size_t r, size_t rounds, size_t pair)
+static inline __attribute__((always_inline)) void wsync__dprefetch_next(const uint8_t *p, size_t r, size_t rounds,
+                                                                       size_t pair)
 {
     size_t in = r % (WSYNC__DBLOCK / 1024), line = 8 * in + pair;
     if (r - in + 2 * (WSYNC__DBLOCK / 1024) > rounds) return;
