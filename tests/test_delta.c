@@ -134,15 +134,17 @@ static uint64_t td_unord(uint64_t o, unsigned w)
     return (o & sign) ? (o & (sign - 1)) : (sign | (sign - 1 - o));
 }
 
-/* Counting, failing allocator. */
+/* Counting, failing allocator; big: the calls for WSYNC_POOL_MIN_BLOCK
+   bytes or more. */
 typedef struct td_heap {
-    size_t live, calls, fail_at, bad_free;
+    size_t live, calls, fail_at, bad_free, big;
 } td_heap;
 
 static void *td_alloc(void *user, size_t size)
 {
     td_heap *h = (td_heap *)user;
     void *p;
+    if (size >= WSYNC_POOL_MIN_BLOCK) h->big++;
     if (h->calls++ == h->fail_at) return NULL;
     p = malloc(size ? size : 1);
     if (p) h->live++;
@@ -161,7 +163,7 @@ static void td_hfree(void *user, void *p)
 static wsync_allocator td_allocator(td_heap *h, size_t fail_at)
 {
     wsync_allocator a;
-    h->live = h->calls = h->bad_free = 0;
+    h->live = h->calls = h->bad_free = h->big = 0;
     h->fail_at = fail_at;
     a.alloc = td_alloc;
     a.free = td_hfree;
@@ -5166,28 +5168,6 @@ static void td_coder_suite(void)
     test_reject_fast_path();
 }
 
-/* Counts the allocations of at least `big` bytes that reach it. */
-typedef struct td_bigcount {
-    size_t big, n_big, live;
-} td_bigcount;
-
-static void *td_bc_alloc(void *user, size_t size)
-{
-    td_bigcount *c = (td_bigcount *)user;
-    void *p = malloc(size ? size : 1);
-    if (size >= c->big) c->n_big++;
-    if (p) c->live++;
-    return p;
-}
-
-static void td_bc_free(void *user, void *p)
-{
-    td_bigcount *c = (td_bigcount *)user;
-    if (!p) return;
-    c->live--;
-    free(p);
-}
-
 /* wsync_pool: what it keeps, what it hands out again, and an apply that
    takes no large block from below the second time. */
 static void test_pool(void)
@@ -5313,8 +5293,8 @@ static void test_pool(void)
         for (ei = 0; ei < TD_NENCS; ei++)
             for (th = 1; th <= 2; th++) {
                 wsync_delta_options o = td_opts(td_encs[ei], 0, 1, 2);
-                td_bigcount bc;
-                wsync_allocator below;
+                td_heap bh;
+                wsync_allocator below = td_allocator(&bh, (size_t)-1);
                 td_bytes dl;
                 wsync_error err;
                 size_t first;
@@ -5322,11 +5302,6 @@ static void test_pool(void)
                          "below, and both are exact", wsync_encoding_name(td_encs[ei]), th, th == 1 ? "" : "s",
                          (unsigned)WSYNC_POOL_MIN_BLOCK);
                 CHECK_EQ_INT(td_encode(ts, 3, &o, &dl, NULL, &err), WSYNC_OK);
-                bc.big = WSYNC_POOL_MIN_BLOCK;
-                bc.n_big = bc.live = 0;
-                below.alloc = td_bc_alloc;
-                below.free = td_bc_free;
-                below.user = &bc;
                 p = wsync_pool_new(1 << 26, &below);
                 CHECK(p != NULL);
                 o.allocator = wsync_pool_allocator(p);
@@ -5334,13 +5309,13 @@ static void test_pool(void)
                 td_reset_work(ts, 3);
                 CHECK_EQ_INT(td_apply(&dl, ts, 3, &o, NULL, &err), WSYNC_OK);
                 CHECK(td_work_equals(ts, 3, 1));
-                first = bc.n_big;
+                first = bh.big;
                 if (td_encs[ei] == WSYNC_ENCODING_PACKED_MAX) CHECK_MSG(first > 0, "no large block at all");
                 td_reset_work(ts, 3);
                 CHECK_EQ_INT(td_apply(&dl, ts, 3, &o, NULL, &err), WSYNC_OK);
                 CHECK(td_work_equals(ts, 3, 1));
-                CHECK_MSG(bc.n_big == first, "%lu large blocks the first time, %lu more the second",
-                          (unsigned long)first, (unsigned long)(bc.n_big - first));
+                CHECK_MSG(bh.big == first, "%lu large blocks the first time, %lu more the second",
+                          (unsigned long)first, (unsigned long)(bh.big - first));
                 /* a rejected apply through the pool leaves the target as it was */
                 td_reset_work(ts, 3);
                 ts[0].work[0] ^= 1;
@@ -5350,7 +5325,8 @@ static void test_pool(void)
                     CHECK(td_work_equals(ts, 3, 0));
                 }
                 wsync_pool_free(p);
-                CHECK_EQ_U64(bc.live, 0);
+                CHECK_EQ_U64(bh.live, 0);
+                CHECK_EQ_U64(bh.bad_free, 0);
                 td_bytes_free(&dl);
                 TEST_END();
             }
