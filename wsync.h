@@ -678,6 +678,9 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
                                        sync and compare with HEAD's state digest */
 #define WSYNC_CHAIN_KEEP_F32 2u     /* publisher: publish F32 tensors as F32 (default:
                                        cast to BF16, round to nearest even) */
+#define WSYNC_CHAIN_NEW_CHAIN 4u    /* publisher: start a new chain over a damaged or
+                                       foreign one, keeping its objects (see
+                                       wsync_publisher_open) */
 
 typedef struct wsync_chain_options {
     wsync_allocator allocator;
@@ -751,6 +754,9 @@ typedef struct wsync_publish_stats {
     uint64_t elements, changed;
     uint64_t delta_bytes, anchor_bytes;
     uint64_t deleted;          /* objects removed by retention */
+    uint64_t retention_failed; /* objects retention could not remove (a failed
+                                  delete, or a store without del): HEAD still
+                                  names them and the next publish tries again */
     uint64_t state;            /* state digest of what was published */
     double encode_seconds;     /* diff and encode (or anchor serialisation) */
     double put_seconds;        /* object puts, HEAD and retention */
@@ -9887,6 +9893,10 @@ struct wsync_publisher {
     char prefix[WSYNC__PREFIX_MAX];
     int has_info;
     wsync_chain_info info;
+    /* WSYNC_CHAIN_NEW_CHAIN: the newest step in the store when opened; only
+       steps after it are published, so no old object is overwritten */
+    int has_floor;
+    uint64_t floor;
     /* The last published image, kept as an anchor file in memory (header
        then data) so that an anchor is one put of this buffer. */
     int has_image;
@@ -9903,6 +9913,61 @@ struct wsync_publisher {
     size_t cast_size;
     wsync_tensor *next;
 };
+
+/* The refusal of a chain the publisher cannot take over: r is BAD_HEAD
+   (err says why), or OK for a listing without HEAD (c). */
+static wsync_result wsync__pub_refuse(const wsync_chain_info *c, wsync_result r, wsync_error *err)
+{
+    static const char way_out[] =
+        ". Not published over, since a new chain's retention could delete objects not its own. Restore HEAD, use "
+        "another prefix, or start a new chain here with WSYNC_CHAIN_NEW_CHAIN (wsync publish --new-chain): it keeps "
+        "every object and publishes only steps after the newest one there";
+    char what[sizeof err->message + 64];
+    size_t n;
+    if (!err) return WSYNC_ERR_BAD_HEAD;
+    if (r == WSYNC_ERR_BAD_HEAD)
+        snprintf(what, sizeof what, "HEAD fails its check (%s)", err->message);
+    else
+        snprintf(what, sizeof what, "no HEAD, yet %llu objects under anchors/ and deltas/ (newest step %llu): "
+                 "a foreign or damaged chain", (unsigned long long)c->n_entries, (unsigned long long)c->head_step);
+    wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "%s", "");
+    /* the way out is never cut: what failed is, when both do not fit */
+    n = strlen(what);
+    if (n > sizeof err->message - sizeof way_out) n = sizeof err->message - sizeof way_out;
+    memcpy(err->message, what, n);
+    memcpy(err->message + n, way_out, sizeof way_out);
+    return WSYNC_ERR_BAD_HEAD;
+}
+
+/* WSYNC_CHAIN_NEW_CHAIN: the newest step under anchors/ and deltas/, listed
+   (HEAD may be broken, or name fewer objects than lie there), and HEAD's
+   step when HEAD is valid (`valid`). */
+static wsync_result wsync__pub_floor(wsync_publisher *p, const wsync_chain_info *valid, wsync_error *err)
+{
+    wsync_chain_info l;
+    wsync_result r;
+    memset(&l, 0, sizeof l);
+    l.allocator = p->a;
+    wsync__error_reset(err);
+    r = wsync__chain_list(&p->store, p->prefix, &l, err);
+    if (r == WSYNC_OK) {
+        p->has_floor = 1;
+        p->floor = l.head_step;
+    } else if (r == WSYNC_ERR_UNSUPPORTED) {
+        return wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s",
+                           "a new chain publishes only after the newest step in the store, and this store "
+                           "cannot list its objects");
+    } else if (r != WSYNC_ERR_NOT_FOUND) {
+        return r;
+    }
+    wsync_chain_info_free(&l);
+    wsync__error_reset(err);
+    if (valid && valid->has_head && (!p->has_floor || valid->head_step > p->floor)) {
+        p->has_floor = 1;
+        p->floor = valid->head_step;
+    }
+    return WSYNC_OK;
+}
 
 WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsync_chain_options *opt,
                                             wsync_publisher **out, wsync_error *err)
@@ -9935,13 +10000,23 @@ WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsyn
     if (p->o.anchor_fraction == 0) p->o.anchor_fraction = 0.5;
     if (!p->o.retain) p->o.retain = 2 * p->o.anchor_every;
     r = wsync_chain_read(store, &p->o, &p->info, err);
-    if (r == WSYNC_OK && p->info.has_head) {
+    if (r == WSYNC_OK && p->info.has_head && !(p->o.flags & WSYNC_CHAIN_NEW_CHAIN)) {
         p->has_info = 1;
-    } else if (r == WSYNC_OK || r == WSYNC_ERR_NOT_FOUND || r == WSYNC_ERR_BAD_HEAD) {
-        /* an empty store, a bucket without HEAD, or a broken HEAD: start a
-           new chain with an anchor */
-        wsync_chain_info_free(&p->info);
+    } else if (r == WSYNC_ERR_NOT_FOUND) {
+        /* an empty store: a new chain, which starts with an anchor */
         wsync__error_reset(err);
+    } else if (r == WSYNC_OK || r == WSYNC_ERR_BAD_HEAD) {
+        /* A HEAD that fails its check, or objects without HEAD (a foreign
+           or damaged chain): a new chain there would name none of them, and
+           so must not delete any; only on request, and keeping them all. */
+        if (!(p->o.flags & WSYNC_CHAIN_NEW_CHAIN)) r = wsync__pub_refuse(&p->info, r, err);
+        else r = wsync__pub_floor(p, r == WSYNC_OK ? &p->info : NULL, err);
+        wsync_chain_info_free(&p->info);
+        memset(&p->info, 0, sizeof p->info);
+        if (r != WSYNC_OK) {
+            wsync__free(&a, p);
+            return r;
+        }
     } else {
         wsync__free(&a, p);
         return r;
@@ -10184,61 +10259,43 @@ static void wsync__pub_restore(wsync_publisher *p, const wsync_tensor *view, siz
     wsync_subscriber_close(s);
 }
 
-typedef struct wsync__dels {
-    const wsync_publisher *p;
-    const wsync_chain_info *keep;
-    wsync_chain_kind kind;
-    size_t plen;
-    char (*keys)[WSYNC__KEY_MAX];
-    size_t n, cap;
-} wsync__dels;
-
-static int wsync__dels_fn(void *user, const char *key, uint64_t size)
+/* Retention: deletes the objects that the previous HEAD (p->info) named
+   and the new one (ni) does not, and only those: an object no HEAD of this
+   chain named (another writer's, a TRL bucket's, or one a killed publisher
+   left) is not provably the chain's to delete. `gone` holds them (room for
+   p->info's entries); an object whose delete fails goes back into ni, so
+   HEAD names it (it is still a valid object) and the next publish tries
+   again. Returns how many went back. */
+static uint64_t wsync__pub_collect(wsync_publisher *p, wsync_chain_info *ni, const wsync_chain_entry *gone,
+                                   size_t n_gone, uint64_t *deleted)
 {
-    wsync__dels *d = (wsync__dels *)user;
-    uint64_t step;
-    const char *rest = key + d->plen;
-    (void)size;
-    if (strlen(key) < d->plen || strchr(rest, '/') || !wsync__step_name(rest, &step)) return 0;
-    /* The publisher owns its prefix: whatever HEAD does not name is garbage
-       (dropped by retention, possibly by a publisher that died before
-       deleting it, or written by one that died before its HEAD). */
-    if (wsync__chain_find(d->keep, d->kind, step) >= 0) return 0;
-    if (d->n == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 16;
-        char(*nk)[WSYNC__KEY_MAX] = (char(*)[WSYNC__KEY_MAX])wsync__alloc(&d->p->a, nc * WSYNC__KEY_MAX);
-        if (!nk) return 1;
-        if (d->n) memcpy(nk, d->keys, d->n * WSYNC__KEY_MAX);
-        wsync__free(&d->p->a, d->keys);
-        d->keys = nk;
-        d->cap = nc;
+    char key[WSYNC__KEY_MAX];
+    uint64_t failed = 0;
+    size_t i;
+    for (i = 0; i < n_gone; i++) {
+        wsync_error e;
+        wsync_result r = WSYNC_ERR_UNSUPPORTED;
+        wsync__chain_path(key, sizeof key, p->prefix, gone[i].key);
+        if (p->store.del) r = p->store.del(p->store.user, key, &e);
+        if (r == WSYNC_OK) (*deleted)++;
+        else if (r != WSYNC_ERR_NOT_FOUND) ni->entries[ni->n_entries++] = gone[i], failed++;
     }
-    if (strlen(key) >= WSYNC__KEY_MAX) return 0;
-    memcpy(d->keys[d->n++], key, strlen(key) + 1);
-    return 0;
+    if (failed) qsort(ni->entries, ni->n_entries, sizeof *ni->entries, wsync__cmp_entry);
+    return failed;
 }
 
-static uint64_t wsync__pub_collect(wsync_publisher *p, const wsync_chain_info *keep)
+/* HEAD's text for ni, put. */
+static wsync_result wsync__pub_head(wsync_publisher *p, const wsync_chain_info *ni, wsync_error *err)
 {
-    wsync__dels d;
-    char path[WSYNC__KEY_MAX];
-    uint64_t deleted = 0;
-    size_t i;
-    int pass;
-    if (!p->store.list || !p->store.del) return 0;
-    memset(&d, 0, sizeof d);
-    d.p = p;
-    d.keep = keep;
-    for (pass = 0; pass < 2; pass++) {
-        d.kind = pass ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR;
-        wsync__chain_path(path, sizeof path, p->prefix, pass ? "deltas/" : "anchors/");
-        d.plen = strlen(path);
-        p->store.list(p->store.user, path, wsync__dels_fn, &d, NULL);
-    }
-    for (i = 0; i < d.n; i++)
-        if (p->store.del(p->store.user, d.keys[i], NULL) == WSYNC_OK) deleted++;
-    wsync__free(&p->a, d.keys);
-    return deleted;
+    char key[WSYNC__KEY_MAX];
+    char *head = NULL;
+    size_t head_len = 0;
+    wsync_result r;
+    if ((r = wsync_chain_head_format(ni, &head, &head_len, err)) != WSYNC_OK) return r;
+    wsync__chain_path(key, sizeof key, p->prefix, "HEAD");
+    if ((r = p->store.put(p->store.user, key, head, head_len, err)) != WSYNC_OK) wsync__obj_fail(err, r, "HEAD");
+    wsync__free(&p->a, head);
+    return r;
 }
 
 static wsync_result wsync__pub_put(wsync_publisher *p, const wsync_chain_entry *e, const void *bytes, size_t len,
@@ -10259,13 +10316,12 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
     wsync__getall delta;
     wsync_chain_info ni;
     wsync_chain_entry ae, de;
-    size_t i, k;
+    wsync_chain_entry *gone = NULL;
+    size_t i, k, n_gone = 0;
     int want_anchor, keep_delta = 0, encoded = 0;
     uint64_t state = 0, full;
     double t0 = wsync__wall(), t1;
     wsync_result r;
-    char *head = NULL;
-    size_t head_len = 0;
 
     wsync__error_reset(err);
     if (!p) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no publisher");
@@ -10280,8 +10336,15 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
                            (unsigned long long)step);
     if (p->has_info && step <= p->info.head_step)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
-                           "step %llu is not after HEAD's step %llu", (unsigned long long)step,
-                           (unsigned long long)p->info.head_step);
+                           "step %llu is not after HEAD's step %llu: publish a step after %llu "
+                           "(wsync_publisher_head, or wsync log, gives HEAD's step), or start over under a new "
+                           "prefix or in an empty store", (unsigned long long)step,
+                           (unsigned long long)p->info.head_step, (unsigned long long)p->info.head_step);
+    if (p->has_floor && step <= p->floor)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "step %llu is not after step %llu, the newest in the store: a new chain keeps the "
+                           "objects there and publishes only steps after them", (unsigned long long)step,
+                           (unsigned long long)p->floor);
     st.step = step;
     if ((r = wsync__pub_view(p, tensors, n, err)) != WSYNC_OK) return r;
     for (i = 0; i < n; i++) st.elements += p->next[i].nbytes * 8 / wsync_dtype_bits(p->next[i].dtype);
@@ -10373,7 +10436,9 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
         ni.anchor_step = anchor;
         ni.head_state = state;
         ni.encoding = p->o.encoding;
-        if (!(ni.entries = (wsync_chain_entry *)wsync__alloc(&p->a, cap * sizeof *ni.entries))) {
+        ni.entries = (wsync_chain_entry *)wsync__alloc(&p->a, cap * sizeof *ni.entries);
+        gone = (wsync_chain_entry *)wsync__alloc(&p->a, cap * sizeof *gone);
+        if (!ni.entries || !gone) {
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD");
             goto fail;
         }
@@ -10381,27 +10446,30 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
         for (i = 0; p->has_info && i < p->info.n_entries; i++) {
             const wsync_chain_entry *e = &p->info.entries[i];
             if (e->step >= keep_from || e->step >= anchor) ni.entries[k++] = *e;
+            else gone[n_gone++] = *e;
         }
         if (want_anchor) ni.entries[k++] = ae;
         if (keep_delta) ni.entries[k++] = de;
         ni.n_entries = k;
-        qsort(ni.entries, k, sizeof *ni.entries, wsync__cmp_entry);
-    }
-    if ((r = wsync_chain_head_format(&ni, &head, &head_len, err)) != WSYNC_OK) goto fail;
-    {
-        char key[WSYNC__KEY_MAX];
-        wsync__chain_path(key, sizeof key, p->prefix, "HEAD");
-        if ((r = p->store.put(p->store.user, key, head, head_len, err)) != WSYNC_OK) {
-            wsync__obj_fail(err, r, "HEAD");
-            goto fail;
+        if (!p->store.del) { /* it keeps them all: HEAD goes on naming them */
+            st.retention_failed = wsync__pub_collect(p, &ni, gone, n_gone, &st.deleted);
+            n_gone = 0;
         }
+        qsort(ni.entries, ni.n_entries, sizeof *ni.entries, wsync__cmp_entry);
     }
-    st.deleted = wsync__pub_collect(p, &ni);
+    if ((r = wsync__pub_head(p, &ni, err)) != WSYNC_OK) goto fail;
+    if (n_gone) {
+        /* deleted only once HEAD no longer names them; any left named again
+           (if that HEAD fails, the next publish still tries them) */
+        uint64_t failed = wsync__pub_collect(p, &ni, gone, n_gone, &st.deleted);
+        st.retention_failed += failed;
+        if (failed) wsync__pub_head(p, &ni, NULL);
+    }
     wsync_chain_info_free(&p->info);
     p->info = ni;
     p->has_info = 1;
     st.put_seconds = wsync__wall() - t1;
-    wsync__free(&p->a, head);
+    wsync__free(&p->a, gone);
     wsync__buf_free(&delta.b);
     if (stats) *stats = st;
     return WSYNC_OK;
@@ -10409,7 +10477,7 @@ fail:
     /* HEAD still names the previous step; the image may not be it any more,
        so the next publish rebuilds it from the store */
     p->has_image = 0;
-    wsync__free(&p->a, head);
+    wsync__free(&p->a, gone);
     wsync_chain_info_free(&ni);
     wsync__buf_free(&delta.b);
     if (stats) *stats = st;
