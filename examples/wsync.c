@@ -1009,6 +1009,10 @@ static void print_publish(const wsync_publish_stats *ps, uint64_t full, double s
     if (ps->deleted)
         printf(" (retention removed %llu object%s)", (unsigned long long)ps->deleted, ps->deleted == 1 ? "" : "s");
     printf("\n");
+    if (ps->retention_failed)
+        fprintf(stderr, "wsync: publish: warning: retention could not delete %llu object%s (a failed delete, or a "
+                "store that cannot delete); HEAD still names them and the next publish tries again\n",
+                (unsigned long long)ps->retention_failed, ps->retention_failed == 1 ? "" : "s");
 }
 
 static int cmd_publish(int argc, char **argv)
@@ -1029,6 +1033,7 @@ static int cmd_publish(int argc, char **argv)
         if (is_help(argv[i])) {
             fputs("usage: wsync publish --store DIR --step N MODEL [--encoding packed|packed-max|trl-v1|trl-v3]\n"
                   "                     [--anchor-every K] [--retain R] [--prefix P] [--threads T]\n"
+                  "                     [--new-chain]\n"
                   "Publishes the safetensors file MODEL as step N of the chain in the store DIR (a\n"
                   "directory, http://..., https://... or s3://bucket/prefix): a sparse delta\n"
                   "against the last published step, or an anchor (a full snapshot: the first\n"
@@ -1037,6 +1042,11 @@ static int cmd_publish(int argc, char **argv)
                   "removes what is older than the last R steps (default 2K) and the newest anchor.\n"
                   "The publisher's state is the store, so successive runs form one chain. N must be\n"
                   "above HEAD's step; without --step, MODEL's __metadata__ \"step\" is used.\n"
+                  "Retention deletes only objects an earlier HEAD of this chain named. Over a HEAD\n"
+                  "that fails its check, or objects without HEAD (a foreign or damaged chain),\n"
+                  "publish refuses; --new-chain starts a new chain there instead: it keeps every\n"
+                  "object already there (remove them by hand if you want them gone) and takes only\n"
+                  "a step N above the newest one present.\n"
                   "F32 tensors are published as BF16. Exit 0 published, 1 failed, 2 usage error.\n",
                   stdout);
             return 0;
@@ -1055,6 +1065,8 @@ static int cmd_publish(int argc, char **argv)
             if (!parse_u64(v, &x) || x < 1 || x > 1000000)
                 return usage_error("publish: --retain takes 1..1000000, not '%s'", v);
             c.co.retain = (uint32_t)x;
+        } else if (strcmp(argv[i], "--new-chain") == 0) {
+            c.co.flags |= WSYNC_CHAIN_NEW_CHAIN;
         } else if (argv[i][0] == '-' && argv[i][1])
             return usage_error("publish: unknown or incomplete option '%s'", argv[i]);
         else if (path) return usage_error("publish: one MODEL at a time ('%s' is extra)", argv[i]);

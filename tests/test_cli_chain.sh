@@ -104,6 +104,8 @@ grep_out "step 7 is a delta from 6" "^step 7: delta from 6, [0-9]* of 1313152 el
 grep_out "publish prints delta and full bytes and ms" "kB vs 2.6 MB full, [0-9.]* ms" "$tmp/pub7"
 expect_rc "publish a step equal to HEAD's" 1 "$bin" publish --store "$B" --step 12 "$G/g12.safetensors"
 grep_out "non-increasing step: reason named" "WSYNC_ERR_" "$tmp/err"
+grep_out "non-increasing step: how to go on" "publish a step after 12 (wsync_publisher_head, or wsync log" "$tmp/err"
+grep_out "non-increasing step: how to start over" "new prefix or in an empty store" "$tmp/err"
 expect_rc "publish a step below HEAD's" 1 "$bin" publish --store "$B" --step 3 "$G/g3.safetensors"
 expect_rc "publish a file that is not safetensors" 1 "$bin" publish --store "$B" --step 13 "$tmp/pub7"
 expect_rc "publish a missing file" 1 "$bin" publish --store "$B" --step 13 "$tmp/missing.safetensors"
@@ -244,6 +246,35 @@ expect_rc "log without HEAD" 0 "$bin" log --store "$tmp/bl"
 grep_out "log says it listed" "a listing (no HEAD), head step 12" "$tmp/out"
 expect_rc "pull without HEAD" 0 "$bin" pull --store "$tmp/bl" "$P/l.safetensors"
 holds_step "pull without HEAD is bit-exact" "$P/l.safetensors" 12
+
+# ---- a damaged or foreign chain: publish refuses; --new-chain keeps every object ----
+kept_all() { # name, file listing paths, that all still exist
+    local gone; gone=$(while read -r f; do [ -e "$f" ] || echo "$f"; done < "$2" | head -3)
+    if [ -z "$gone" ]; then pass "$1"; else fail "$1: $gone deleted"; fi
+}
+"$bin" publish --help > "$tmp/out"
+grep_out "publish --help names --new-chain" "--new-chain" "$tmp/out"
+cp -r "$tmp/bl" "$tmp/nc"; find "$tmp/nc" -type f > "$tmp/nc.files"
+expect_rc "publish over objects without HEAD is refused" 1 "$bin" publish --store "$tmp/nc" --step 13 "$G/g12.safetensors"
+grep_out "without HEAD: a foreign or damaged chain named" "WSYNC_ERR_BAD_HEAD.*no HEAD.*a foreign or damaged chain" "$tmp/err"
+grep_out "without HEAD: the way out named" "start a new chain here with WSYNC_CHAIN_NEW_CHAIN (wsync publish --new-chain)" "$tmp/err"
+[ ! -e "$tmp/nc/HEAD" ] && pass "a refused publish writes no HEAD" || fail "a refused publish wrote HEAD"
+expect_rc "publish --new-chain at the newest step present is refused" 1 \
+    "$bin" publish --store "$tmp/nc" --new-chain --step 12 "$G/g12.safetensors"
+grep_out "--new-chain: the newest step named" "not after step 12, the newest in the store" "$tmp/err"
+expect_rc "publish --new-chain after the newest step" 0 "$bin" publish --store "$tmp/nc" --new-chain --step 13 "$G/g12.safetensors"
+grep_out "--new-chain starts with an anchor" "^step 13: anchor" "$tmp/out"
+kept_all "--new-chain keeps every old object" "$tmp/nc.files"
+expect_rc "publish after --new-chain continues the new chain" 0 "$bin" publish --store "$tmp/nc" --step 14 "$G/g12.safetensors"
+kept_all "the new chain's retention keeps every old object" "$tmp/nc.files"
+cp -r "$B" "$tmp/nh"; rm -rf "$tmp/nh/run1"; flip_byte "$tmp/nh/HEAD" 40; find "$tmp/nh" -type f > "$tmp/nh.files"
+expect_rc "publish over a corrupt HEAD is refused" 1 "$bin" publish --store "$tmp/nh" --step 13 "$G/g12.safetensors"
+grep_out "corrupt HEAD: what failed named" "WSYNC_ERR_BAD_HEAD.*HEAD fails its check" "$tmp/err"
+kept_all "a refused publish deletes nothing" "$tmp/nh.files"
+expect_rc "publish --new-chain over a corrupt HEAD" 0 "$bin" publish --store "$tmp/nh" --new-chain --step 13 "$G/g12.safetensors"
+kept_all "--new-chain over a corrupt HEAD keeps every old object" "$tmp/nh.files"
+expect_rc "log of the new chain" 0 "$bin" log --store "$tmp/nh"
+grep_out "the new chain's HEAD" "chain read from HEAD, head step 13, newest anchor 13" "$tmp/out"
 
 # ---- follow: a second process picks up each step as it is published ----
 F=$tmp/f
