@@ -765,17 +765,30 @@ typedef struct wsync_publish_stats {
 /* Opens a publisher on a store (copied; it must stay open). Its state lives
    in the store: a publisher opened on a store with HEAD continues that chain
    (at its first publish it rebuilds the last published image from the store,
-   or writes an anchor when it cannot). It owns its prefix: after each HEAD,
-   objects under anchors/ and deltas/ that HEAD does not name are deleted. */
+   or writes an anchor when it cannot); on an empty store it starts one.
+   Over a damaged or foreign chain it refuses, with WSYNC_ERR_BAD_HEAD and a
+   message saying what failed, and writes and deletes nothing: a HEAD that
+   fails its check, or objects under anchors/ or deltas/ without HEAD (a
+   bucket written by TRL, a deleted HEAD). With WSYNC_CHAIN_NEW_CHAIN it
+   starts a new chain there instead (over a valid HEAD too): every object
+   already in the store is kept (never deleted; remove them by hand if
+   wanted) and only steps after the newest one present, found by listing
+   anchors/ and deltas/, are published (WSYNC_ERR_UNSUPPORTED when the store
+   cannot list). */
 WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsync_chain_options *opt,
                                             wsync_publisher **out, wsync_error *err);
-/* Publishes `step` (greater than HEAD's): a delta against the last published
-   image, an anchor (first publish, every anchor_every steps, a change of
-   tensors, or a delta above anchor_fraction), or both; then HEAD; then
-   retention. Tensors must keep their names, dtypes and shapes between steps
-   (a change forces an anchor). BF16 and other dtypes are published as they
-   are, F32 cast to BF16 unless WSYNC_CHAIN_KEEP_F32. Memory: one image of
-   the published model (plus, for F32 input, one cast buffer). */
+/* Publishes `step` (greater than HEAD's; WSYNC_ERR_INVALID_ARGUMENT
+   otherwise): a delta against the last published image, an anchor (first
+   publish, every anchor_every steps, a change of tensors, or a delta above
+   anchor_fraction), or both; then HEAD; then retention, which deletes only
+   the objects that the previous HEAD of this chain named and the new one
+   does not, never an object no HEAD named. A delete that fails (or a store
+   without del) is counted in stats->retention_failed and the object stays
+   named in HEAD, so a later publish removes it. Tensors must keep their
+   names, dtypes and shapes between steps (a change forces an anchor). BF16
+   and other dtypes are published as they are, F32 cast to BF16 unless
+   WSYNC_CHAIN_KEEP_F32. Memory: one image of the published model (plus,
+   for F32 input, one cast buffer). */
 WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const wsync_tensor *tensors,
                                      size_t n, wsync_publish_stats *stats, wsync_error *err);
 /* 1 and *step set when the chain has a HEAD step. */
