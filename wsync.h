@@ -9073,7 +9073,8 @@ static wsync_result wsync__chain_list(const wsync_store *s, const char *prefix, 
     /* Without HEAD, a delta's base is the previous step listed (anchor or
        delta): entries are anchors then deltas, each ascending, so one walk
        through the anchors alongside the deltas finds it. A first delta
-       without a predecessor gets step - 1. */
+       without a predecessor gets step - 1. A guess, which
+       wsync__check_object holds each delta to before it is applied. */
     {
         size_t a = 0, na = 0;
         int have_prev = 0;
