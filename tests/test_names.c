@@ -114,8 +114,8 @@ static const uint64_t g_sh2[1] = {2};
 static void test_find(void)
 {
     static const uint16_t data[4] = {1, 2, 9, 9};
-    wsync_buffer both = raw_file("{\"a\":" ENTRY("BF16", "[2]", "[0,4]") ",\"a\\u0000x\":" ENTRY("BF16", "[2]", "[4,8]")
-                                 "}", data, 8);
+    wsync_buffer both = raw_file("{\"a\":" ENTRY("BF16", "[2]", "[0,4]")
+                                 ",\"a\\u0000x\":" ENTRY("BF16", "[2]", "[4,8]") "}", data, 8);
     wsync_buffer only = raw_file("{\"a\\u0000x\":" ENTRY("BF16", "[2]", "[0,4]") "}", data + 2, 4);
     wsync_buffer clean = raw_file("{\"a\":" ENTRY("BF16", "[2]", "[0,4]") "}", data, 4);
     wsync_st_file f, g, h;
@@ -139,7 +139,8 @@ static void test_find(void)
     CHECK_EQ_INT(wsync_st_parse(clean.bytes, clean.len, NULL, &h, &err), WSYNC_OK);
     CHECK_EQ_INT(wsync_st_check_names(&h, &err), WSYNC_OK);
     CHECK_EQ_INT(wsync_st_check_names(&f, &err), WSYNC_ERR_UNSUPPORTED);
-    CHECK_MSG(has(err.message, "contains U+0000 at byte 1 of the name") && has(err.message, "C-string name"), "%s", err.message);
+    CHECK_MSG(has(err.message, "contains U+0000 at byte 1 of the name") && has(err.message, "C-string name"), "%s",
+              err.message);
     CHECK_EQ_STR(err.tensor, "a?x");
     CHECK_EQ_INT(wsync_st_check_names(&g, &err), WSYNC_ERR_UNSUPPORTED);
     TEST_END();
@@ -253,8 +254,8 @@ static void test_delta_apply(void)
         memcpy(data, idx, 4);
         memcpy(data + 4, val, 2);
         d = raw_file("{\"__metadata__\":{\"format\":\"sparse_weight_patch\",\"model_version\":\"1\"},"
-                     "\"a.indices\":" ENTRY("I32", "[1]", "[0,4]") ",\"a.values\\u0000x\":" ENTRY("BF16", "[1]", "[4,6]")
-                     "}", data, 6);
+                     "\"a.indices\":" ENTRY("I32", "[1]", "[0,4]")
+                     ",\"a.values\\u0000x\":" ENTRY("BF16", "[1]", "[4,6]") "}", data, 6);
         t.name = "a", t.dtype = WSYNC_DTYPE_BF16, t.rank = 1, t.shape = g_sh2, t.data = img, t.nbytes = 4;
         CHECK_EQ_INT(wsync_delta_apply(d.bytes, d.len, &t, 1, NULL, NULL, &err), WSYNC_ERR_UNSUPPORTED);
         CHECK_MSG(has(err.message, "contains U+0000 at byte 8 of the name"), "%s", err.message);
