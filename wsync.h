@@ -366,10 +366,19 @@ WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size,
                                       const wsync_st_options *opt, wsync_st_file *out,
                                       wsync_error *err);
 WSYNC_DEF void wsync_st_free(wsync_st_file *f);
-/* Lookup by NUL-terminated name (O(log n)); NULL if absent. */
+/* Lookup by name (O(log n)); NULL if absent. wsync_st_find takes a C string
+   and so finds only names without U+0000: "a" never finds "a\u0000x". */
 WSYNC_DEF const wsync_st_tensor *wsync_st_find(const wsync_st_file *f, const char *name);
 WSYNC_DEF const wsync_st_tensor *wsync_st_find_n(const wsync_st_file *f, const char *name,
                                                  size_t len);
+/* Names holding U+0000 are valid safetensors (the reader accepts them, as
+   the reference does) but can never be matched to a wsync_tensor, whose name
+   is a C string: read as one, "a\u0000x" would be "a". Whatever matches a
+   file's tensors to wsync_tensors (wsync_delta_apply, the subscriber's
+   anchors, a program building targets from a file) refuses such a file with
+   this check: WSYNC_ERR_UNSUPPORTED naming the first such tensor and the
+   byte of its first U+0000, else WSYNC_OK. */
+WSYNC_DEF wsync_result wsync_st_check_names(const wsync_st_file *f, wsync_error *err);
 /* Metadata value for a key, NUL-terminated; NULL if absent. */
 WSYNC_DEF const char *wsync_st_metadata_get(const wsync_st_file *f, const char *key);
 
@@ -519,7 +528,7 @@ WSYNC_DEF wsync_encoding wsync_encoding_from_name(const char *name);
 
 /* A dense tensor the caller owns (apply writes into data). */
 typedef struct wsync_tensor {
-    const char *name;      /* NUL-terminated */
+    const char *name;      /* NUL-terminated: never U+0000 inside (wsync_st_check_names) */
     wsync_dtype dtype;
     uint32_t rank;
     const uint64_t *shape;
@@ -563,6 +572,9 @@ typedef struct wsync_delta_stats {
     wsync_encoding encoding;
     int has_steps;             /* base_step/step known (packed*: always; trl: model_version) */
     uint64_t base_step, step;
+    int has_base;              /* base_step read from the delta (packed*: always; trl:
+                                  prev_model_version, which TRL may leave out or set to
+                                  -1); 0: base_step is only assumed to be step - 1 */
     uint64_t tensors;          /* dense tensors the delta covers */
     uint64_t changed_tensors;
     uint64_t elements;         /* dense elements covered */
@@ -2474,6 +2486,22 @@ WSYNC_DEF const wsync_st_tensor *wsync_st_find_n(const wsync_st_file *f, const c
 WSYNC_DEF const wsync_st_tensor *wsync_st_find(const wsync_st_file *f, const char *name)
 {
     return name ? wsync_st_find_n(f, name, strlen(name)) : NULL;
+}
+
+WSYNC_DEF wsync_result wsync_st_check_names(const wsync_st_file *f, wsync_error *err)
+{
+    size_t i;
+    wsync__error_reset(err);
+    if (!f) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no file");
+    for (i = 0; i < f->n_tensors; i++) {
+        const wsync_st_tensor *t = &f->tensors[i];
+        const char *z = (const char *)memchr(t->name, 0, t->name_len);
+        if (z)
+            return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, t->key_offset, t->name, t->name_len,
+                               "name contains U+0000 at byte %llu of the name: cannot be matched to a C-string name",
+                               (unsigned long long)(z - t->name));
+    }
+    return WSYNC_OK;
 }
 
 WSYNC_DEF const char *wsync_st_metadata_get(const wsync_st_file *f, const char *key)
@@ -6236,6 +6264,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     st.has_steps = 1;
     st.base_step = o.base_step;
     st.step = o.step;
+    st.has_base = 1; /* both encodings write it */
 
     max_out = E.packed ? n : 2 * n;
     E.outs = (wsync__out_tensor *)wsync__alloc(&o.allocator, (max_out + 1) * sizeof *E.outs);
@@ -6491,8 +6520,11 @@ static wsync_result wsync__stats_from_meta(const wsync_st_file *f, wsync_encodin
     if (s && *s >= '0' && *s <= '9') {
         st->step = strtoull(s, &end, 10);
         st->has_steps = *end == 0;
-        if (b && *b >= '0' && *b <= '9') st->base_step = strtoull(b, &end, 10);
-        else st->base_step = st->step ? st->step - 1 : 0;
+        st->base_step = st->step ? st->step - 1 : 0;
+        if (st->has_steps && b && *b >= '0' && *b <= '9') {
+            uint64_t v = strtoull(b, &end, 10);
+            if (*end == 0) st->base_step = v, st->has_base = 1;
+        }
     }
     return WSYNC_OK;
 }
@@ -7595,6 +7627,12 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
                                "target %llu lacks a name or shape", (unsigned long long)i);
     memset(&A, 0, sizeof A);
     if ((r = wsync__open_delta(delta, size, &o.allocator, &f, &A.enc, err)) != WSYNC_OK) return r;
+    /* entries are matched to targets by name with its length, but a name
+       holding U+0000 would still be one no target can have */
+    if ((r = wsync_st_check_names(&f, err)) != WSYNC_OK) {
+        wsync_st_free(&f);
+        return r;
+    }
     memset(&st, 0, sizeof st);
     wsync__stats_from_meta(&f, A.enc, &st);
     st.bytes = size;
@@ -9054,7 +9092,8 @@ static wsync_result wsync__chain_list(const wsync_store *s, const char *prefix, 
     /* Without HEAD, a delta's base is the previous step listed (anchor or
        delta): entries are anchors then deltas, each ascending, so one walk
        through the anchors alongside the deltas finds it. A first delta
-       without a predecessor gets step - 1. */
+       without a predecessor gets step - 1. A guess, which
+       wsync__check_object holds each delta to before it is applied. */
     {
         size_t a = 0, na = 0;
         int have_prev = 0;
@@ -9424,9 +9463,21 @@ static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_
         if (ds.has_steps && ds.step != e->step)
             return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "holds step %llu, not %llu (out of order)",
                                (unsigned long long)ds.step, (unsigned long long)e->step);
-        if (ds.has_steps && e->has_digests && ds.base_step != e->base)
-            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "applies to step %llu, HEAD says %llu",
-                               (unsigned long long)ds.base_step, (unsigned long long)e->base);
+        /* Without HEAD, e->base is only the previous listed step: a delta
+           missing in between must not let the next one patch the wrong base
+           (trl's apply cannot see it). A delta that carries its base is
+           held to it; one that does not cannot be verified, and is followed
+           only from the step just before it. */
+        if (ds.has_base && ds.base_step != e->base)
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "applies to step %llu, %s %llu",
+                               (unsigned long long)ds.base_step,
+                               e->has_digests ? "HEAD says" : "but the step before it in the listing is",
+                               (unsigned long long)e->base);
+        if (!ds.has_base && !e->has_digests && (e->step == 0 || e->base != e->step - 1))
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
+                               "carries no base step and step %llu is missing from the listing: cannot tell what "
+                               "it applies to (without HEAD such a chain cannot be verified)",
+                               (unsigned long long)(e->step ? e->step - 1 : 0));
     }
     return WSYNC_OK;
 }
@@ -9444,6 +9495,12 @@ static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_e
     memset(&so, 0, sizeof so);
     so.allocator = s->a;
     if ((r = wsync_st_parse(bytes, size, &so, &f, err)) != WSYNC_OK) return r;
+    /* a target named "a" must not take the anchor's "a\u0000x" (nor the
+       other way round, for targets whose names were read from a file) */
+    if ((r = wsync_st_check_names(&f, err)) != WSYNC_OK) {
+        wsync_st_free(&f);
+        return r;
+    }
     ms = wsync_st_metadata_get(&f, "step");
     if (ms) {
         char *end;

@@ -259,6 +259,13 @@ static int load_file(const char *path, loaded *L)
         wsync_file_unmap(&L->map);
         return 0;
     }
+    /* the tensors become wsync_tensors, named by C strings */
+    if (wsync_st_check_names(&L->st, &err) != WSYNC_OK) {
+        fprintf(stderr, "wsync: %s: %s: %s\n", path, wsync_result_name(err.code), err.message);
+        wsync_st_free(&L->st);
+        wsync_file_unmap(&L->map);
+        return 0;
+    }
     L->t = (wsync_tensor *)calloc(L->st.n_tensors + 1, sizeof *L->t);
     if (!L->t) {
         fprintf(stderr, "wsync: out of memory\n");
@@ -760,6 +767,8 @@ static int image_parse(const char *cmd, const char *what, image *im)
     size_t i;
     if (wsync_st_parse(im->buf, im->size, NULL, &im->st, &err) != WSYNC_OK)
         return chain_fail(cmd, &err, "%s: invalid safetensors", what), 0;
+    if (wsync_st_check_names(&im->st, &err) != WSYNC_OK) /* the views are named by C strings */
+        return chain_fail(cmd, &err, "%s", what), 0;
     im->t = (wsync_tensor *)calloc(im->st.n_tensors + 1, sizeof *im->t);
     if (!im->t) return tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, what, "%zu tensor views", im->st.n_tensors), 0;
     for (i = 0; i < im->st.n_tensors; i++) {

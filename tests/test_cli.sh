@@ -114,5 +114,37 @@ expect_rc "diff --help" 0 "$bin" diff --help
 expect_rc "apply --help" 0 "$bin" apply --help
 expect_rc "verify --help" 0 "$bin" verify --help
 
+# A name holding U+0000 ("a\u0000x") is valid safetensors but is never matched to
+# a C-string name ("a"): inspect shows it, diff, apply, verify and publish refuse it.
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+def put(path, tensors):
+    hdr, data = {}, b''
+    for name, vals in tensors:
+        raw = struct.pack('<%dH' % len(vals), *vals)
+        hdr[name] = {'dtype': 'BF16', 'shape': [len(vals)], 'data_offsets': [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(hdr).encode()
+    h += b' ' * (-len(h) % 8)
+    open(path, 'wb').write(struct.pack('<Q', len(h)) + h + data)
+d = sys.argv[1]
+put(d + '/nul.safetensors', [('a\0x', [5, 6])])
+put(d + '/a5.safetensors', [('a', [5, 6])])
+put(d + '/a7.safetensors', [('a', [5, 7])])
+PY
+expect_rc "inspect a name holding U+0000" 0 "$bin" inspect "$tmp/nul.safetensors"
+grep -q 'a\\u0000x' <("$bin" inspect --json "$tmp/nul.safetensors") && pass "inspect --json escapes U+0000" \
+    || fail "inspect --json of a U+0000 name"
+expect_rc "diff a on a" 0 "$bin" diff "$tmp/a5.safetensors" "$tmp/a7.safetensors" -o "$tmp/a.trl" --encoding trl-v1
+rm -f "$tmp/none.safetensors"
+expect_rc "apply a delta on \"a\" to a file holding \"a\\u0000x\"" 1 "$bin" apply "$tmp/nul.safetensors" "$tmp/a.trl" -o "$tmp/none.safetensors"
+grep -q "U+0000 at byte 1 of the name" "$tmp/err" && pass "apply names the U+0000" || fail "apply U+0000 message: $(cat "$tmp/err")"
+[ ! -e "$tmp/none.safetensors" ] && pass "no output after a U+0000 name" || fail "output written for a U+0000 name"
+expect_rc "diff of a file holding \"a\\u0000x\"" 1 "$bin" diff "$tmp/nul.safetensors" "$tmp/a7.safetensors" -o "$tmp/x"
+expect_rc "verify of a file holding \"a\\u0000x\"" 1 "$bin" verify "$tmp/nul.safetensors" "$tmp/a5.safetensors"
+grep -q "U+0000" "$tmp/err" && pass "verify names the U+0000" || fail "verify U+0000 message: $(cat "$tmp/err")"
+expect_rc "publish of a file holding \"a\\u0000x\"" 1 "$bin" publish --store "$tmp/nulstore" --step 0 "$tmp/nul.safetensors"
+grep -q "U+0000" "$tmp/err" && pass "publish names the U+0000" || fail "publish U+0000 message: $(cat "$tmp/err")"
+
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
