@@ -634,7 +634,10 @@ WSYNC_DEF wsync_result wsync_store_key_check(const char *key, wsync_error *err);
 
 /* A directory as a store: objects are files under root (created if
    missing); put writes a temporary file in the same directory, fsyncs it,
-   renames it over the key and fsyncs the directory. POSIX only. */
+   renames it over the key and fsyncs the directory. list walks only the
+   directory its prefix names and never into a symbolic link to a directory
+   (no loops, nothing outside root); a link to a regular file is listed,
+   with its target's size. POSIX only. */
 WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_options *opt, wsync_store *out,
                                             wsync_error *err);
 /* In memory, for tests and single-process pipelines; thread-safe. */
@@ -8248,29 +8251,61 @@ static void wsync__keylist_add(wsync__keylist *l, const char *key, size_t klen, 
     l->n++;
 }
 
-/* Walks path (plen bytes, inside a buffer of cap) depth first. */
-static int wsync__dir_walk(wsync__dirstore *d, char *path, size_t plen, size_t cap, wsync__keylist *l, int depth)
+/* Walks path (plen bytes, inside a buffer of cap) depth first, listing the
+   entries whose names start with name[0..nlen) (nlen 0: all). A symbolic
+   link is listed when it leads to a regular file and never walked into when
+   it leads to a directory, so links can neither loop nor take the walk out
+   of the store. */
+static int wsync__dir_walk(wsync__dirstore *d, char *path, size_t plen, size_t cap, wsync__keylist *l, int depth,
+                           const char *name, size_t nlen)
 {
     DIR *dir;
     struct dirent *e;
     if (depth > 64) return 1;
-    if (!(dir = opendir(path))) return errno == ENOENT;
+    if (!(dir = opendir(path))) return errno == ENOENT || errno == ENOTDIR;
     while ((e = readdir(dir)) != NULL) {
         size_t n = strlen(e->d_name);
         struct stat st;
         if (e->d_name[0] == '.' && (n == 1 || (n == 2 && e->d_name[1] == '.'))) continue;
         if (strstr(e->d_name, WSYNC__TMP_MARK)) continue; /* a put in progress, or one that died */
+        if (nlen && (n < nlen || memcmp(e->d_name, name, nlen) != 0)) continue;
         if (plen + 1 + n + 1 > cap) continue;
         path[plen] = '/';
         memcpy(path + plen + 1, e->d_name, n + 1);
-        if (stat(path, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) wsync__dir_walk(d, path, plen + 1 + n, cap, l, depth + 1);
-            else if (S_ISREG(st.st_mode))
+        if (lstat(path, &st) == 0) {
+            if (S_ISLNK(st.st_mode) && (stat(path, &st) != 0 || !S_ISREG(st.st_mode))) {
+                /* a link to a directory, a dangling one or anything else: skipped */
+            } else if (S_ISDIR(st.st_mode)) {
+                wsync__dir_walk(d, path, plen + 1 + n, cap, l, depth + 1, NULL, 0);
+            } else if (S_ISREG(st.st_mode)) {
                 wsync__keylist_add(l, path + d->root_len + 1, plen + 1 + n - d->root_len - 1, (uint64_t)st.st_size);
+            }
         }
         path[plen] = 0;
     }
     closedir(dir);
+    return 1;
+}
+
+/* The directory the prefix names (up to its last '/') appended to path:
+   0 when no key can start with the prefix (a segment no key may have) or
+   a directory on the way is missing, not a directory or a link. */
+static int wsync__dir_prefix(char *path, size_t *plen, size_t cap, const char *prefix, size_t dlen)
+{
+    size_t i = 0;
+    while (i < dlen) {
+        size_t n = 0;
+        struct stat st;
+        while (i + n < dlen && prefix[i + n] != '/') n++;
+        if (n == 0 || (n == 1 && prefix[i] == '.') || (n == 2 && prefix[i] == '.' && prefix[i + 1] == '.')) return 0;
+        if (*plen + 1 + n + 1 > cap) return 0;
+        path[*plen] = '/';
+        memcpy(path + *plen + 1, prefix + i, n);
+        *plen += 1 + n;
+        path[*plen] = 0;
+        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+        i += n + 1;
+    }
     return 1;
 }
 
@@ -8283,7 +8318,7 @@ static wsync_result wsync__dir_list(void *user, const char *prefix, wsync_key_fn
 {
     wsync__dirstore *d = (wsync__dirstore *)user;
     wsync__keylist l;
-    size_t i, cap = d->root_len + 4096, plen = prefix ? strlen(prefix) : 0;
+    size_t i, cap = d->root_len + 4096, plen = prefix ? strlen(prefix) : 0, dlen, start = d->root_len;
     char *path;
     wsync_result r = WSYNC_OK;
     memset(&l, 0, sizeof l);
@@ -8291,8 +8326,13 @@ static wsync_result wsync__dir_list(void *user, const char *prefix, wsync_key_fn
     if (!(path = (char *)wsync__alloc(&d->a, cap)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
     memcpy(path, d->root, d->root_len + 1);
-    if (!wsync__dir_walk(d, path, d->root_len, cap, &l, 0))
-        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot list '%s': %s", d->root, strerror(errno));
+    /* only the directory the prefix names is walked, and in it only the
+       entries that begin with the prefix's last segment */
+    dlen = prefix && strrchr(prefix, '/') ? (size_t)(strrchr(prefix, '/') - prefix) + 1 : 0;
+    if (dlen && !wsync__dir_prefix(path, &start, cap, prefix, dlen - 1)) {
+        /* nothing can be under it */
+    } else if (!wsync__dir_walk(d, path, start, cap, &l, 0, prefix ? prefix + dlen : NULL, plen - dlen))
+        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot list '%s': %s", path, strerror(errno));
     else if (l.oom)
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "key list");
     wsync__free(&d->a, path);
