@@ -500,6 +500,7 @@ WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t
                  digests of base and result per tensor.
      packed-max  the same container; positions and steps arithmetic-coded
                  with contexts from the base value's exponent.
+                 Both: blocks of 2^6..2^20 elements (WSYNC_DELTA_MAX_BLOCK_LOG2).
      trl-v1      {name}.indices I32 + {name}.values, as TRL writes them.
      trl-v3      {name}.idx U16/U32 gaps + {name}.val ("gap_delta").
    Reading detects the encoding. Applying validates the whole delta (and,
@@ -541,11 +542,18 @@ typedef struct wsync_tensor {
                                              class-Rice coder (coder 3): for readers that
                                              predate coder 3; slower to apply */
 
+/* The largest block a packed stream may declare (2^20 elements), written
+   or read: the decoders keep a block's worth of scratch per thread (packed
+   2^20 times the element width, packed-max about 14 MiB), so a file cannot
+   choose more. */
+#define WSYNC_DELTA_MAX_BLOCK_LOG2 20u
+
 typedef struct wsync_delta_options {
     wsync_allocator allocator;
     wsync_encoding encoding;   /* encode: 0 means packed */
     uint64_t base_step, step;  /* encode: recorded in __metadata__ */
-    uint32_t block_log2;       /* encode, packed*: log2 of elements per block, 6..24; 0: 16 */
+    uint32_t block_log2;       /* encode, packed*: log2 of elements per block,
+                                  6..WSYNC_DELTA_MAX_BLOCK_LOG2 (20); 0: 16 (packed-max 18) */
     unsigned flags;            /* WSYNC_DELTA_* */
     /* encode, packed*: digests already known (e.g. the result digests of the
        previous step are this step's base digests): n entries each, or NULL
@@ -6206,9 +6214,9 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     if (E.enc < WSYNC_ENCODING_PACKED || E.enc > WSYNC_ENCODING_TRL_V3)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "unknown encoding %d",
                            (int)E.enc);
-    if (E.block_log2 < 6 || E.block_log2 > 24)
-        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
-                           "block_log2 %u outside 6..24", E.block_log2);
+    if (E.block_log2 < 6 || E.block_log2 > WSYNC_DELTA_MAX_BLOCK_LOG2)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "block_log2 %u outside 6..%u",
+                           E.block_log2, WSYNC_DELTA_MAX_BLOCK_LOG2);
     threads = o.threads ? o.threads : 1;
 #if !WSYNC__HAVE_THREADS
     threads = 1;
@@ -6949,8 +6957,10 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         if (wsync__load_le64(p + 8 + 8 * i) != pt->target->shape[i])
             return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
                                "shape differs from the target in dimension %u", i);
-    if (block_log2 < 6 || block_log2 > 24)
-        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "block_log2 %u", block_log2);
+    if (block_log2 < 6 || block_log2 > WSYNC_DELTA_MAX_BLOCK_LOG2)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                           "block_log2 %u outside 6..%u (the decoders' scratch is a block per thread)", block_log2,
+                           WSYNC_DELTA_MAX_BLOCK_LOG2);
     if (WSYNC__CODER_HAS_CLASSES(coder)) {
         const uint8_t *q = p + 8 + 8 * rank + 24;
         rule.top = (unsigned)q[0] | (unsigned)q[1] << 8;
@@ -8251,61 +8261,70 @@ static void wsync__keylist_add(wsync__keylist *l, const char *key, size_t klen, 
     l->n++;
 }
 
-/* Walks path (plen bytes, inside a buffer of cap) depth first, listing the
-   entries whose names start with name[0..nlen) (nlen 0: all). A symbolic
-   link is listed when it leads to a regular file and never walked into when
-   it leads to a directory, so links can neither loop nor take the walk out
-   of the store. */
-static int wsync__dir_walk(wsync__dirstore *d, char *path, size_t plen, size_t cap, wsync__keylist *l, int depth,
-                           const char *name, size_t nlen)
+/* Whether a directory entry is a symbolic link: lstat where the headers
+   declare it; glibc under strict -std=c99 hides lstat, and there readdir's
+   d_type says (a filesystem that leaves it unknown gets the loop check of
+   wsync__dir_walk alone). */
+static int wsync__dir_is_link(const char *path, const struct dirent *e)
+{
+#if defined(__GLIBC__) && !defined(__USE_XOPEN_EXTENDED) && !defined(__USE_XOPEN2K)
+    (void)path;
+    return e->d_type == 10; /* DT_LNK, hidden there too */
+#else
+    struct stat st;
+    (void)e;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+#endif
+}
+
+/* The directories being walked, innermost first: one is never entered
+   twice on the way down (a loop through a link or a bind mount). */
+typedef struct wsync__dir_up {
+    dev_t dev;
+    ino_t ino;
+    const struct wsync__dir_up *up;
+} wsync__dir_up;
+
+/* Walks path (plen bytes, inside a buffer of cap) depth first. rest is
+   what remains of the prefix: while it holds a '/', only the directory
+   named by its first segment is entered; then only the entries that begin
+   with it are taken, and everything under them. A link is listed when it
+   leads to a regular file and never entered when it leads to a directory,
+   so links can neither loop nor take the walk out of the store. */
+static int wsync__dir_walk(wsync__dirstore *d, char *path, size_t plen, size_t cap, wsync__keylist *l,
+                           const char *rest, const wsync__dir_up *up, int depth)
 {
     DIR *dir;
     struct dirent *e;
+    const char *slash = strchr(rest, '/');
+    size_t rlen = slash ? (size_t)(slash - rest) : strlen(rest);
     if (depth > 64) return 1;
     if (!(dir = opendir(path))) return errno == ENOENT || errno == ENOTDIR;
     while ((e = readdir(dir)) != NULL) {
         size_t n = strlen(e->d_name);
         struct stat st;
+        const wsync__dir_up *u;
+        wsync__dir_up here;
         if (e->d_name[0] == '.' && (n == 1 || (n == 2 && e->d_name[1] == '.'))) continue;
         if (strstr(e->d_name, WSYNC__TMP_MARK)) continue; /* a put in progress, or one that died */
-        if (nlen && (n < nlen || memcmp(e->d_name, name, nlen) != 0)) continue;
+        if (n < rlen || memcmp(e->d_name, rest, rlen) != 0 || (slash && n != rlen)) continue;
         if (plen + 1 + n + 1 > cap) continue;
         path[plen] = '/';
         memcpy(path + plen + 1, e->d_name, n + 1);
-        if (lstat(path, &st) == 0) {
-            if (S_ISLNK(st.st_mode) && (stat(path, &st) != 0 || !S_ISREG(st.st_mode))) {
-                /* a link to a directory, a dangling one or anything else: skipped */
-            } else if (S_ISDIR(st.st_mode)) {
-                wsync__dir_walk(d, path, plen + 1 + n, cap, l, depth + 1, NULL, 0);
-            } else if (S_ISREG(st.st_mode)) {
+        if (stat(path, &st) == 0 && !(S_ISDIR(st.st_mode) && wsync__dir_is_link(path, e))) {
+            if (S_ISDIR(st.st_mode)) {
+                for (u = up; u && (u->dev != st.st_dev || u->ino != st.st_ino); u = u->up) {}
+                here.dev = st.st_dev;
+                here.ino = st.st_ino;
+                here.up = up;
+                if (!u) wsync__dir_walk(d, path, plen + 1 + n, cap, l, slash ? slash + 1 : "", &here, depth + 1);
+            } else if (S_ISREG(st.st_mode) && !slash) {
                 wsync__keylist_add(l, path + d->root_len + 1, plen + 1 + n - d->root_len - 1, (uint64_t)st.st_size);
             }
         }
         path[plen] = 0;
     }
     closedir(dir);
-    return 1;
-}
-
-/* The directory the prefix names (up to its last '/') appended to path:
-   0 when no key can start with the prefix (a segment no key may have) or
-   a directory on the way is missing, not a directory or a link. */
-static int wsync__dir_prefix(char *path, size_t *plen, size_t cap, const char *prefix, size_t dlen)
-{
-    size_t i = 0;
-    while (i < dlen) {
-        size_t n = 0;
-        struct stat st;
-        while (i + n < dlen && prefix[i + n] != '/') n++;
-        if (n == 0 || (n == 1 && prefix[i] == '.') || (n == 2 && prefix[i] == '.' && prefix[i + 1] == '.')) return 0;
-        if (*plen + 1 + n + 1 > cap) return 0;
-        path[*plen] = '/';
-        memcpy(path + *plen + 1, prefix + i, n);
-        *plen += 1 + n;
-        path[*plen] = 0;
-        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-        i += n + 1;
-    }
     return 1;
 }
 
@@ -8318,21 +8337,24 @@ static wsync_result wsync__dir_list(void *user, const char *prefix, wsync_key_fn
 {
     wsync__dirstore *d = (wsync__dirstore *)user;
     wsync__keylist l;
-    size_t i, cap = d->root_len + 4096, plen = prefix ? strlen(prefix) : 0, dlen, start = d->root_len;
+    size_t i, cap = d->root_len + 4096, plen = prefix ? strlen(prefix) : 0;
     char *path;
+    struct stat st;
+    wsync__dir_up root;
     wsync_result r = WSYNC_OK;
     memset(&l, 0, sizeof l);
+    memset(&root, 0, sizeof root);
     l.a = &d->a;
     if (!(path = (char *)wsync__alloc(&d->a, cap)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
     memcpy(path, d->root, d->root_len + 1);
-    /* only the directory the prefix names is walked, and in it only the
-       entries that begin with the prefix's last segment */
-    dlen = prefix && strrchr(prefix, '/') ? (size_t)(strrchr(prefix, '/') - prefix) + 1 : 0;
-    if (dlen && !wsync__dir_prefix(path, &start, cap, prefix, dlen - 1)) {
-        /* nothing can be under it */
-    } else if (!wsync__dir_walk(d, path, start, cap, &l, 0, prefix ? prefix + dlen : NULL, plen - dlen))
-        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot list '%s': %s", path, strerror(errno));
+    if (stat(path, &st) == 0) {
+        root.dev = st.st_dev;
+        root.ino = st.st_ino;
+        root.up = NULL;
+    }
+    if (!wsync__dir_walk(d, path, d->root_len, cap, &l, prefix ? prefix : "", &root, 0))
+        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot list '%s': %s", d->root, strerror(errno));
     else if (l.oom)
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "key list");
     wsync__free(&d->a, path);

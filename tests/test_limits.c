@@ -201,9 +201,161 @@ static void test_dir_prefix_walk(void)
     rm_rf(root);
 }
 
+
+/* ---- a delta's block size ---- */
+
+#define BL_N ((size_t)1 << 22) /* elements of the one BF16 tensor */
+
+typedef struct bytes {
+    uint8_t *p;
+    size_t len;
+} bytes;
+
+static int bytes_sink(void *user, const void *p, size_t n)
+{
+    bytes *b = (bytes *)user;
+    uint8_t *q = (uint8_t *)realloc(b->p, b->len + n + 1);
+    if (!q) return -1;
+    memcpy(q + b->len, p, n);
+    b->p = q;
+    b->len += n;
+    return 0;
+}
+
+static void bl_tensor(wsync_tensor *t, const uint64_t *shape, void *data)
+{
+    memset(t, 0, sizeof *t);
+    t->name = "t";
+    t->dtype = WSYNC_DTYPE_BF16;
+    t->rank = 1;
+    t->shape = shape;
+    t->data = data;
+    t->nbytes = BL_N * 2;
+}
+
+/* The base (bf16 values near 1) and the next step, changed at 200 places in
+   the first 2^20 elements only. */
+static void bl_models(uint16_t *base, uint16_t *next)
+{
+    size_t i;
+    uint64_t s = 7;
+    for (i = 0; i < BL_N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        base[i] = next[i] = (uint16_t)(0x3F00 + (s >> 57));
+    }
+    for (i = 0; i < 200; i++) next[i * 5000 + 3] = (uint16_t)(next[i * 5000 + 3] + 1);
+}
+
+/* d (one stream "t" in blocks of 2^20, changes in the first block only)
+   rewritten to declare blocks of 2^24: the same single block of changes
+   and a table of one entry. Every field but the block size stays valid. */
+static bytes bl_declare_24(const bytes *d)
+{
+    wsync_st_file f;
+    const wsync_st_tensor *t;
+    wsync_st_tensor_desc td;
+    bytes out, s;
+    uint64_t shape[1];
+    size_t fixed, b0;
+    memset(&out, 0, sizeof out);
+    if (wsync_st_parse(d->p, d->len, NULL, &f, NULL) != WSYNC_OK) return out;
+    t = wsync_st_find(&f, "t");
+    fixed = 8 + 8 + 24 + (t->data[4] == 1 ? 0 : 8); /* rank 1; coders 2 and 3 add the class rule */
+    b0 = (size_t)t->data[fixed] | (size_t)t->data[fixed + 1] << 8 | (size_t)t->data[fixed + 2] << 16 |
+         (size_t)t->data[fixed + 3] << 24;
+    s.len = fixed + 4 + b0;
+    s.p = (uint8_t *)malloc(s.len);
+    memcpy(s.p, t->data, fixed + 4);
+    s.p[7] = 24;
+    memcpy(s.p + fixed + 4, t->data + fixed + 4 * 4, b0); /* after the four entries of 2^22 / 2^20 */
+    memset(&td, 0, sizeof td);
+    shape[0] = s.len;
+    td.name = "t";
+    td.dtype = WSYNC_DTYPE_U8;
+    td.rank = 1;
+    td.shape = shape;
+    td.data = s.p;
+    td.nbytes = s.len;
+    if (wsync_st_write(&td, 1, f.metadata, f.n_metadata, bytes_sink, &out, NULL, NULL) != WSYNC_OK) out.len = 0;
+    free(s.p);
+    wsync_st_free(&f);
+    return out;
+}
+
+static void test_block_size(void)
+{
+    uint16_t *base = (uint16_t *)malloc(BL_N * 2), *next = (uint16_t *)malloc(BL_N * 2),
+             *work = (uint16_t *)malloc(BL_N * 2);
+    uint64_t shape[1];
+    wsync_tensor tb, tn, tw;
+    int e;
+    shape[0] = BL_N;
+    bl_models(base, next);
+    bl_tensor(&tb, shape, base);
+    bl_tensor(&tn, shape, next);
+    bl_tensor(&tw, shape, work);
+    for (e = 0; e < 2; e++) {
+        wsync_encoding enc = e ? WSYNC_ENCODING_PACKED_MAX : WSYNC_ENCODING_PACKED;
+        wsync_delta_options o;
+        wsync_error err;
+        wsync_delta_stats ds;
+        counting cnt;
+        bytes d, big;
+        unsigned threads;
+        char name[160];
+        memset(&o, 0, sizeof o);
+        memset(&d, 0, sizeof d);
+        o.encoding = enc;
+        o.block_log2 = 21;
+        snprintf(name, sizeof name, "%s: the encoder refuses block_log2 21 (above WSYNC_DELTA_MAX_BLOCK_LOG2)",
+                 wsync_encoding_name(enc));
+        TEST_BEGIN(name);
+        CHECK_EQ_INT(wsync_delta_encode(&tb, &tn, 1, &o, bytes_sink, &d, NULL, &err), WSYNC_ERR_INVALID_ARGUMENT);
+        CHECK(strstr(err.message, "block_log2 21") != NULL);
+        TEST_END();
+        free(d.p);
+        memset(&d, 0, sizeof d);
+        o.block_log2 = 20;
+        CHECK_EQ_INT(wsync_delta_encode(&tb, &tn, 1, &o, bytes_sink, &d, NULL, &err), WSYNC_OK);
+        for (threads = 1; threads <= 4; threads *= 4) {
+            snprintf(name, sizeof name, "%s: blocks of 2^20, %u thread(s): the apply's peak stays under %u MiB",
+                     wsync_encoding_name(enc), threads, 20 * threads);
+            TEST_BEGIN(name);
+            memcpy(work, base, BL_N * 2);
+            o.allocator = counting_allocator(&cnt);
+            o.threads = threads;
+            CHECK_MSG(wsync_delta_apply(d.p, d.len, &tw, 1, &o, NULL, &err) == WSYNC_OK, "%s", err.message);
+            CHECK(memcmp(work, next, BL_N * 2) == 0);
+            CHECK_MSG(cnt.peak < ((size_t)20 << 20) * threads, "peak %lu KiB", (unsigned long)(cnt.peak >> 10));
+            CHECK_EQ_U64(cnt.live, 0);
+            TEST_END();
+        }
+        big = bl_declare_24(&d);
+        snprintf(name, sizeof name, "%s: a %lu-byte delta declaring blocks of 2^24 is refused before any scratch",
+                 wsync_encoding_name(enc), (unsigned long)big.len);
+        TEST_BEGIN(name);
+        CHECK(big.len > 0 && big.len < d.len);
+        memcpy(work, base, BL_N * 2);
+        o.allocator = counting_allocator(&cnt);
+        o.threads = 16;
+        CHECK_EQ_INT(wsync_delta_apply(big.p, big.len, &tw, 1, &o, NULL, &err), WSYNC_ERR_INVALID_HEADER);
+        CHECK_MSG(strstr(err.message, "block_log2 24") != NULL, "%s", err.message);
+        CHECK_MSG(cnt.peak < ((size_t)1 << 20), "peak %lu KiB", (unsigned long)(cnt.peak >> 10));
+        CHECK(memcmp(work, base, BL_N * 2) == 0);
+        CHECK_MSG(wsync_delta_info(big.p, big.len, &ds, &err) == WSYNC_OK, "%s", err.message); /* the container is fine */
+        TEST_END();
+        free(big.p);
+        free(d.p);
+    }
+    free(base);
+    free(next);
+    free(work);
+}
+
 int main(void)
 {
     test_dir_links();
     test_dir_prefix_walk();
+    test_block_size();
     return check_summary();
 }
