@@ -657,6 +657,20 @@ WSYNC_DEF void wsync_store_close(wsync_store *s);
 WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key, const wsync_allocator *a,
                                            uint8_t **bytes, uint64_t *size, wsync_error *err);
 
+/* get_all for an object of at most max_bytes: a longer one is refused
+   (WSYNC_ERR_LIMIT, naming the object and the sizes) having read no more
+   than max_bytes of it, whatever the store sends. With
+   WSYNC_STORE_GET_EXACT, max_bytes is the size expected (HEAD's, a
+   listing's): only bytes [0, max_bytes) are asked for, the store's size
+   tells a longer object, and one request is the whole cost (an object found
+   shorter is read again whole, for the caller to judge). Without it,
+   max_bytes caps an object of unknown size: it is read open-ended and the
+   read is cut off (the sink refuses) past max_bytes. */
+#define WSYNC_STORE_GET_EXACT 1u
+WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *key, uint64_t max_bytes,
+                                              unsigned flags, const wsync_allocator *a, uint8_t **bytes,
+                                              uint64_t *size, wsync_error *err);
+
 
 /* ======================================================================
    Chain: publisher (trainer side) and subscriber (inference side)
@@ -680,6 +694,10 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
 
    The state digest of a model: wsync_digest over the little-endian u64
    digests of its tensors' bytes, tensors in byte order of their names. */
+
+/* HEAD is read up to this many bytes (about 140,000 retained objects); a
+   larger one is refused (WSYNC_ERR_LIMIT) with no more than this read. */
+#define WSYNC_CHAIN_HEAD_MAX_SIZE ((uint64_t)16 << 20)
 
 #define WSYNC_STEP_LATEST UINT64_MAX
 /* Steps are below 10^15 (keys are step_%06llu). */
@@ -7789,6 +7807,74 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
     return WSYNC_OK;
 }
 
+typedef struct wsync__getcap {
+    wsync__buf b;
+    uint64_t max;
+    int over;
+} wsync__getcap;
+
+static int wsync__getcap_sink(void *user, const void *bytes, size_t len)
+{
+    wsync__getcap *g = (wsync__getcap *)user;
+    if (len > g->max - g->b.len) {
+        g->over = 1;
+        return 1; /* the store stops reading here */
+    }
+    if (!wsync__buf_reserve(&g->b, len)) return -1;
+    memcpy(g->b.p + g->b.len, bytes, len);
+    g->b.len += len;
+    return 0;
+}
+
+WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *key, uint64_t max_bytes,
+                                              unsigned flags, const wsync_allocator *a, uint8_t **bytes,
+                                              uint64_t *size, wsync_error *err)
+{
+    wsync__getcap g;
+    wsync_result r;
+    uint64_t total = UINT64_MAX;
+    int exact = (flags & WSYNC_STORE_GET_EXACT) != 0;
+    wsync__error_reset(err);
+    if (!s || !s->get || !bytes || !size || !key)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_store_get_capped arguments");
+    *bytes = NULL;
+    *size = 0;
+    memset(&g, 0, sizeof g);
+    g.b.a = a;
+    g.max = max_bytes > (uint64_t)SIZE_MAX / 2 ? (uint64_t)SIZE_MAX / 2 : max_bytes;
+    if (exact && g.max && !wsync__buf_reserve(&g.b, (size_t)g.max))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%llu bytes for '%s'",
+                           (unsigned long long)g.max, key);
+    r = s->get(s->user, key, 0, exact ? g.max : UINT64_MAX, wsync__getcap_sink, &g, &total, err);
+    if (exact && r == WSYNC_ERR_OUT_OF_BOUNDS && total < g.max) {
+        /* shorter than expected: read what there is (capped all the same) */
+        g.b.len = 0;
+        g.over = 0;
+        wsync__error_reset(err);
+        r = s->get(s->user, key, 0, UINT64_MAX, wsync__getcap_sink, &g, &total, err);
+    }
+    if (g.over || (r == WSYNC_OK && total != UINT64_MAX && total > g.max)) {
+        wsync__buf_free(&g.b);
+        if (total != UINT64_MAX && total > g.max)
+            return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0,
+                               "'%s' is %llu bytes, more than the %llu expected (read no further)", key,
+                               (unsigned long long)total, (unsigned long long)max_bytes);
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0,
+                           "'%s' is longer than the %llu bytes expected: the store sent more (read no further)",
+                           key, (unsigned long long)max_bytes);
+    }
+    if (r != WSYNC_OK) {
+        wsync__buf_free(&g.b);
+        return r;
+    }
+    if (!g.b.p && !wsync__buf_reserve(&g.b, 1)) /* an empty object still gets a pointer */
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "empty object");
+    *bytes = g.b.p;
+    *size = g.b.len;
+    return WSYNC_OK;
+}
+
 /* ---- memory store ---- */
 
 typedef struct wsync__mobj {
@@ -9139,7 +9225,7 @@ WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_ch
     if (opt) a = opt->allocator;
     if ((r = wsync__chain_prefix(prefix, opt ? opt->prefix : NULL, err)) != WSYNC_OK) return r;
     wsync__chain_path(key, sizeof key, prefix, "HEAD");
-    r = wsync_store_get_all(store, key, &a, &bytes, &size, err);
+    r = wsync_store_get_capped(store, key, WSYNC_CHAIN_HEAD_MAX_SIZE, 0, &a, &bytes, &size, err);
     if (r == WSYNC_ERR_NOT_FOUND) {
         out->allocator = a;
         wsync__error_reset(err);
@@ -9442,7 +9528,11 @@ static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_en
     char key[WSYNC__KEY_MAX];
     wsync_result r;
     wsync__chain_path(key, sizeof key, s->prefix, e->key);
-    r = wsync_store_get_all(&s->store, key, &s->a, bytes, size, err);
+    /* HEAD's size (or the listing's): a store that sends more is cut off
+       there instead of filling memory; 0 from a listing is no size */
+    if (e->has_digests || e->bytes)
+        r = wsync_store_get_capped(&s->store, key, e->bytes, WSYNC_STORE_GET_EXACT, &s->a, bytes, size, err);
+    else r = wsync_store_get_all(&s->store, key, &s->a, bytes, size, err);
     return r; /* the caller names the object */
 }
 

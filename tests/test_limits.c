@@ -352,10 +352,128 @@ static void test_block_size(void)
     free(work);
 }
 
+/* ---- a store that sends more than it promised ---- */
+
+/* Lists and heads "obj" at `promised` bytes but get sends `actual` bytes
+   from offset 0 in 64 KiB pieces whatever range was asked for (a server
+   ignoring Range and Content-Length), until the sink refuses one. */
+typedef struct liar {
+    uint64_t promised, actual, sent;
+} liar;
+
+static wsync_result liar_get(void *user, const char *key, uint64_t offset, uint64_t len, wsync_sink_fn sink,
+                             void *sink_user, uint64_t *size, wsync_error *err)
+{
+    static uint8_t piece[65536];
+    liar *l = (liar *)user;
+    (void)key;
+    (void)offset;
+    (void)len;
+    if (size) *size = l->promised;
+    while (l->sent < l->actual) {
+        size_t n = l->actual - l->sent < sizeof piece ? (size_t)(l->actual - l->sent) : sizeof piece;
+        if (sink(sink_user, piece, n) != 0) {
+            if (err) snprintf(err->message, sizeof err->message, "%s", "the sink failed");
+            return WSYNC_ERR_SINK;
+        }
+        l->sent += n;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result liar_head(void *user, const char *key, uint64_t *size, wsync_error *err)
+{
+    (void)key;
+    (void)err;
+    *size = ((liar *)user)->promised;
+    return WSYNC_OK;
+}
+
+static void test_capped(void)
+{
+    liar l;
+    wsync_store s;
+    wsync_error err;
+    counting cnt;
+    wsync_allocator a = counting_allocator(&cnt);
+    uint8_t *bytes = NULL;
+    uint64_t size = 0;
+    memset(&s, 0, sizeof s);
+    s.user = &l;
+    s.get = liar_get;
+    s.head = liar_head;
+
+    TEST_BEGIN("get_capped (exact): promised 100 bytes, sends 1.5 GB: stopped at the first piece, clear error");
+    l.promised = 100;
+    l.actual = (uint64_t)1536 << 20;
+    l.sent = 0;
+    CHECK_EQ_INT(wsync_store_get_capped(&s, "deltas/obj", 100, WSYNC_STORE_GET_EXACT, &a, &bytes, &size, &err),
+                 WSYNC_ERR_LIMIT);
+    CHECK(bytes == NULL);
+    CHECK_MSG(l.sent == 0, "%llu bytes taken", (unsigned long long)l.sent);
+    CHECK_MSG(strstr(err.message, "deltas/obj") && strstr(err.message, "100"), "%s", err.message);
+    CHECK_MSG(cnt.peak <= 4096, "peak %lu", (unsigned long)cnt.peak);
+    CHECK_EQ_U64(cnt.live, 0);
+    TEST_END();
+
+    TEST_BEGIN("get_capped (cap 1 MiB): a 1.5 GB object is cut off past the cap");
+    l.promised = l.actual;
+    l.sent = 0;
+    cnt.peak = 0;
+    CHECK_EQ_INT(wsync_store_get_capped(&s, "HEAD", 1 << 20, 0, &a, &bytes, &size, &err), WSYNC_ERR_LIMIT);
+    CHECK_MSG(l.sent <= 1 << 20, "%llu bytes taken", (unsigned long long)l.sent);
+    CHECK_MSG(strstr(err.message, "'HEAD'") && strstr(err.message, "1048576"), "%s", err.message);
+    CHECK_MSG(cnt.peak <= (size_t)2 << 20, "peak %lu", (unsigned long)cnt.peak);
+    CHECK_EQ_U64(cnt.live, 0);
+    TEST_END();
+
+    TEST_BEGIN("get_capped: an object of the size expected, and a shorter one, are read whole");
+    l.promised = l.actual = 70000;
+    l.sent = 0;
+    CHECK_EQ_INT(wsync_store_get_capped(&s, "obj", 70000, WSYNC_STORE_GET_EXACT, &a, &bytes, &size, &err), WSYNC_OK);
+    CHECK_EQ_U64(size, 70000);
+    count_free(&cnt, bytes);
+    l.sent = 0;
+    CHECK_EQ_INT(wsync_store_get_capped(&s, "obj", 70001, 0, &a, &bytes, &size, &err), WSYNC_OK);
+    CHECK_EQ_U64(size, 70000);
+    count_free(&cnt, bytes);
+    CHECK_EQ_U64(cnt.live, 0);
+    TEST_END();
+}
+
+static void test_capped_mem(void)
+{
+    wsync_store s;
+    wsync_error err;
+    uint8_t *bytes = NULL, big[1000];
+    uint64_t size = 0;
+    TEST_BEGIN("get_capped (exact) on the memory store: longer says both sizes; shorter is read whole");
+    memset(big, 7, sizeof big);
+    CHECK_EQ_INT(wsync_store_mem_open(NULL, &s, &err), WSYNC_OK);
+    CHECK_EQ_INT(s.put(s.user, "a/obj", big, sizeof big, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_store_get_capped(&s, "a/obj", 100, WSYNC_STORE_GET_EXACT, NULL, &bytes, &size, &err),
+                 WSYNC_ERR_LIMIT);
+    CHECK_MSG(strstr(err.message, "'a/obj' is 1000 bytes, more than the 100 expected") != NULL, "%s", err.message);
+    CHECK_EQ_INT(wsync_store_get_capped(&s, "a/obj", 2000, WSYNC_STORE_GET_EXACT, NULL, &bytes, &size, &err),
+                 WSYNC_OK);
+    CHECK_EQ_U64(size, 1000);
+    free(bytes);
+    CHECK_EQ_INT(wsync_store_get_capped(&s, "a/obj", 1000, WSYNC_STORE_GET_EXACT, NULL, &bytes, &size, &err),
+                 WSYNC_OK);
+    CHECK_EQ_U64(size, 1000);
+    free(bytes);
+    CHECK_EQ_INT(wsync_store_get_capped(&s, "a/none", 10, WSYNC_STORE_GET_EXACT, NULL, &bytes, &size, &err),
+                 WSYNC_ERR_NOT_FOUND);
+    wsync_store_close(&s);
+    TEST_END();
+}
+
 int main(void)
 {
     test_dir_links();
     test_dir_prefix_walk();
     test_block_size();
+    test_capped();
+    test_capped_mem();
     return check_summary();
 }
