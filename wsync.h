@@ -509,6 +509,7 @@ WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t
                  digests of base and result per tensor.
      packed-max  the same container; positions and steps arithmetic-coded
                  with contexts from the base value's exponent.
+                 Both: blocks of 2^6..2^20 elements (WSYNC_DELTA_MAX_BLOCK_LOG2).
      trl-v1      {name}.indices I32 + {name}.values, as TRL writes them.
      trl-v3      {name}.idx U16/U32 gaps + {name}.val ("gap_delta").
    Reading detects the encoding. Applying validates the whole delta (and,
@@ -550,11 +551,18 @@ typedef struct wsync_tensor {
                                              class-Rice coder (coder 3): for readers that
                                              predate coder 3; slower to apply */
 
+/* The largest block a packed stream may declare (2^20 elements), written
+   or read: the decoders keep a block's worth of scratch per thread (packed
+   2^20 times the element width, packed-max about 14 MiB), so a file cannot
+   choose more. */
+#define WSYNC_DELTA_MAX_BLOCK_LOG2 20u
+
 typedef struct wsync_delta_options {
     wsync_allocator allocator;
     wsync_encoding encoding;   /* encode: 0 means packed */
     uint64_t base_step, step;  /* encode: recorded in __metadata__ */
-    uint32_t block_log2;       /* encode, packed*: log2 of elements per block, 6..24; 0: 16 */
+    uint32_t block_log2;       /* encode, packed*: log2 of elements per block,
+                                  6..WSYNC_DELTA_MAX_BLOCK_LOG2 (20); 0: 16 (packed-max 18) */
     unsigned flags;            /* WSYNC_DELTA_* */
     /* encode, packed*: digests already known (e.g. the result digests of the
        previous step are this step's base digests): n entries each, or NULL
@@ -646,7 +654,10 @@ WSYNC_DEF wsync_result wsync_store_key_check(const char *key, wsync_error *err);
 
 /* A directory as a store: objects are files under root (created if
    missing); put writes a temporary file in the same directory, fsyncs it,
-   renames it over the key and fsyncs the directory. POSIX only. */
+   renames it over the key and fsyncs the directory. list walks only the
+   directory its prefix names and never into a symbolic link to a directory
+   (no loops, nothing outside root); a link to a regular file is listed,
+   with its target's size. POSIX only. */
 WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_options *opt, wsync_store *out,
                                             wsync_error *err);
 /* In memory, for tests and single-process pipelines; thread-safe. */
@@ -657,6 +668,20 @@ WSYNC_DEF void wsync_store_close(wsync_store *s);
    free it with the same allocator. */
 WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key, const wsync_allocator *a,
                                            uint8_t **bytes, uint64_t *size, wsync_error *err);
+
+/* get_all for an object of at most max_bytes: a longer one is refused
+   (WSYNC_ERR_LIMIT, naming the object and the sizes) having read no more
+   than max_bytes of it, whatever the store sends. With
+   WSYNC_STORE_GET_EXACT, max_bytes is the size expected (HEAD's, a
+   listing's): only bytes [0, max_bytes) are asked for, the store's size
+   tells a longer object, and one request is the whole cost (an object found
+   shorter is read again whole, for the caller to judge). Without it,
+   max_bytes caps an object of unknown size: it is read open-ended and the
+   read is cut off (the sink refuses) past max_bytes. */
+#define WSYNC_STORE_GET_EXACT 1u
+WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *key, uint64_t max_bytes,
+                                              unsigned flags, const wsync_allocator *a, uint8_t **bytes,
+                                              uint64_t *size, wsync_error *err);
 
 
 /* ======================================================================
@@ -681,6 +706,10 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
 
    The state digest of a model: wsync_digest over the little-endian u64
    digests of its tensors' bytes, tensors in byte order of their names. */
+
+/* HEAD is read up to this many bytes (about 140,000 retained objects); a
+   larger one is refused (WSYNC_ERR_LIMIT) with no more than this read. */
+#define WSYNC_CHAIN_HEAD_MAX_SIZE ((uint64_t)16 << 20)
 
 #define WSYNC_STEP_LATEST UINT64_MAX
 /* Steps are below 10^15 (keys are step_%06llu). */
@@ -6250,9 +6279,9 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     if (E.enc < WSYNC_ENCODING_PACKED || E.enc > WSYNC_ENCODING_TRL_V3)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "unknown encoding %d",
                            (int)E.enc);
-    if (E.block_log2 < 6 || E.block_log2 > 24)
-        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
-                           "block_log2 %u outside 6..24", E.block_log2);
+    if (E.block_log2 < 6 || E.block_log2 > WSYNC_DELTA_MAX_BLOCK_LOG2)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "block_log2 %u outside 6..%u",
+                           E.block_log2, WSYNC_DELTA_MAX_BLOCK_LOG2);
     threads = o.threads ? o.threads : 1;
 #if !WSYNC__HAVE_THREADS
     threads = 1;
@@ -6997,8 +7026,10 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         if (wsync__load_le64(p + 8 + 8 * i) != pt->target->shape[i])
             return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
                                "shape differs from the target in dimension %u", i);
-    if (block_log2 < 6 || block_log2 > 24)
-        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "block_log2 %u", block_log2);
+    if (block_log2 < 6 || block_log2 > WSYNC_DELTA_MAX_BLOCK_LOG2)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                           "block_log2 %u outside 6..%u (the decoders' scratch is a block per thread)", block_log2,
+                           WSYNC_DELTA_MAX_BLOCK_LOG2);
     if (WSYNC__CODER_HAS_CLASSES(coder)) {
         const uint8_t *q = p + 8 + 8 * rank + 24;
         rule.top = (unsigned)q[0] | (unsigned)q[1] << 8;
@@ -7833,6 +7864,74 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
     return WSYNC_OK;
 }
 
+typedef struct wsync__getcap {
+    wsync__buf b;
+    uint64_t max;
+    int over;
+} wsync__getcap;
+
+static int wsync__getcap_sink(void *user, const void *bytes, size_t len)
+{
+    wsync__getcap *g = (wsync__getcap *)user;
+    if (len > g->max - g->b.len) {
+        g->over = 1;
+        return 1; /* the store stops reading here */
+    }
+    if (!wsync__buf_reserve(&g->b, len)) return -1;
+    memcpy(g->b.p + g->b.len, bytes, len);
+    g->b.len += len;
+    return 0;
+}
+
+WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *key, uint64_t max_bytes,
+                                              unsigned flags, const wsync_allocator *a, uint8_t **bytes,
+                                              uint64_t *size, wsync_error *err)
+{
+    wsync__getcap g;
+    wsync_result r;
+    uint64_t total = UINT64_MAX;
+    int exact = (flags & WSYNC_STORE_GET_EXACT) != 0;
+    wsync__error_reset(err);
+    if (!s || !s->get || !bytes || !size || !key)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_store_get_capped arguments");
+    *bytes = NULL;
+    *size = 0;
+    memset(&g, 0, sizeof g);
+    g.b.a = a;
+    g.max = max_bytes > (uint64_t)SIZE_MAX / 2 ? (uint64_t)SIZE_MAX / 2 : max_bytes;
+    if (exact && g.max && !wsync__buf_reserve(&g.b, (size_t)g.max))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%llu bytes for '%s'",
+                           (unsigned long long)g.max, key);
+    r = s->get(s->user, key, 0, exact ? g.max : UINT64_MAX, wsync__getcap_sink, &g, &total, err);
+    if (exact && r == WSYNC_ERR_OUT_OF_BOUNDS && total < g.max) {
+        /* shorter than expected: read what there is (capped all the same) */
+        g.b.len = 0;
+        g.over = 0;
+        wsync__error_reset(err);
+        r = s->get(s->user, key, 0, UINT64_MAX, wsync__getcap_sink, &g, &total, err);
+    }
+    if (g.over || (r == WSYNC_OK && total != UINT64_MAX && total > g.max)) {
+        wsync__buf_free(&g.b);
+        if (total != UINT64_MAX && total > g.max)
+            return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0,
+                               "'%s' is %llu bytes, more than the %llu expected (read no further)", key,
+                               (unsigned long long)total, (unsigned long long)max_bytes);
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0,
+                           "'%s' is longer than the %llu bytes expected: the store sent more (read no further)",
+                           key, (unsigned long long)max_bytes);
+    }
+    if (r != WSYNC_OK) {
+        wsync__buf_free(&g.b);
+        return r;
+    }
+    if (!g.b.p && !wsync__buf_reserve(&g.b, 1)) /* an empty object still gets a pointer */
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "empty object");
+    *bytes = g.b.p;
+    *size = g.b.len;
+    return WSYNC_OK;
+}
+
 /* ---- memory store ---- */
 
 typedef struct wsync__mobj {
@@ -8305,25 +8404,66 @@ static void wsync__keylist_add(wsync__keylist *l, const char *key, size_t klen, 
     l->n++;
 }
 
-/* Walks path (plen bytes, inside a buffer of cap) depth first. */
-static int wsync__dir_walk(wsync__dirstore *d, char *path, size_t plen, size_t cap, wsync__keylist *l, int depth)
+/* Whether a directory entry is a symbolic link: lstat where the headers
+   declare it; glibc under strict -std=c99 hides lstat, and there readdir's
+   d_type says (a filesystem that leaves it unknown gets the loop check of
+   wsync__dir_walk alone). */
+static int wsync__dir_is_link(const char *path, const struct dirent *e)
+{
+#if defined(__GLIBC__) && !defined(__USE_XOPEN_EXTENDED) && !defined(__USE_XOPEN2K)
+    (void)path;
+    return e->d_type == 10; /* DT_LNK, hidden there too */
+#else
+    struct stat st;
+    (void)e;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+#endif
+}
+
+/* The directories being walked, innermost first: one is never entered
+   twice on the way down (a loop through a link or a bind mount). */
+typedef struct wsync__dir_up {
+    dev_t dev;
+    ino_t ino;
+    const struct wsync__dir_up *up;
+} wsync__dir_up;
+
+/* Walks path (plen bytes, inside a buffer of cap) depth first. rest is
+   what remains of the prefix: while it holds a '/', only the directory
+   named by its first segment is entered; then only the entries that begin
+   with it are taken, and everything under them. A link is listed when it
+   leads to a regular file and never entered when it leads to a directory,
+   so links can neither loop nor take the walk out of the store. */
+static int wsync__dir_walk(wsync__dirstore *d, char *path, size_t plen, size_t cap, wsync__keylist *l,
+                           const char *rest, const wsync__dir_up *up, int depth)
 {
     DIR *dir;
     struct dirent *e;
+    const char *slash = strchr(rest, '/');
+    size_t rlen = slash ? (size_t)(slash - rest) : strlen(rest);
     if (depth > 64) return 1;
-    if (!(dir = opendir(path))) return errno == ENOENT;
+    if (!(dir = opendir(path))) return errno == ENOENT || errno == ENOTDIR;
     while ((e = readdir(dir)) != NULL) {
         size_t n = strlen(e->d_name);
         struct stat st;
+        const wsync__dir_up *u;
+        wsync__dir_up here;
         if (e->d_name[0] == '.' && (n == 1 || (n == 2 && e->d_name[1] == '.'))) continue;
         if (strstr(e->d_name, WSYNC__TMP_MARK)) continue; /* a put in progress, or one that died */
+        if (n < rlen || memcmp(e->d_name, rest, rlen) != 0 || (slash && n != rlen)) continue;
         if (plen + 1 + n + 1 > cap) continue;
         path[plen] = '/';
         memcpy(path + plen + 1, e->d_name, n + 1);
-        if (stat(path, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) wsync__dir_walk(d, path, plen + 1 + n, cap, l, depth + 1);
-            else if (S_ISREG(st.st_mode))
+        if (stat(path, &st) == 0 && !(S_ISDIR(st.st_mode) && wsync__dir_is_link(path, e))) {
+            if (S_ISDIR(st.st_mode)) {
+                for (u = up; u && (u->dev != st.st_dev || u->ino != st.st_ino); u = u->up) {}
+                here.dev = st.st_dev;
+                here.ino = st.st_ino;
+                here.up = up;
+                if (!u) wsync__dir_walk(d, path, plen + 1 + n, cap, l, slash ? slash + 1 : "", &here, depth + 1);
+            } else if (S_ISREG(st.st_mode) && !slash) {
                 wsync__keylist_add(l, path + d->root_len + 1, plen + 1 + n - d->root_len - 1, (uint64_t)st.st_size);
+            }
         }
         path[plen] = 0;
     }
@@ -8342,13 +8482,21 @@ static wsync_result wsync__dir_list(void *user, const char *prefix, wsync_key_fn
     wsync__keylist l;
     size_t i, cap = d->root_len + 4096, plen = prefix ? strlen(prefix) : 0;
     char *path;
+    struct stat st;
+    wsync__dir_up root;
     wsync_result r = WSYNC_OK;
     memset(&l, 0, sizeof l);
+    memset(&root, 0, sizeof root);
     l.a = &d->a;
     if (!(path = (char *)wsync__alloc(&d->a, cap)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
     memcpy(path, d->root, d->root_len + 1);
-    if (!wsync__dir_walk(d, path, d->root_len, cap, &l, 0))
+    if (stat(path, &st) == 0) {
+        root.dev = st.st_dev;
+        root.ino = st.st_ino;
+        root.up = NULL;
+    }
+    if (!wsync__dir_walk(d, path, d->root_len, cap, &l, prefix ? prefix : "", &root, 0))
         r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot list '%s': %s", d->root, strerror(errno));
     else if (l.oom)
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "key list");
@@ -9135,7 +9283,7 @@ WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_ch
     if (opt) a = opt->allocator;
     if ((r = wsync__chain_prefix(prefix, opt ? opt->prefix : NULL, err)) != WSYNC_OK) return r;
     wsync__chain_path(key, sizeof key, prefix, "HEAD");
-    r = wsync_store_get_all(store, key, &a, &bytes, &size, err);
+    r = wsync_store_get_capped(store, key, WSYNC_CHAIN_HEAD_MAX_SIZE, 0, &a, &bytes, &size, err);
     if (r == WSYNC_ERR_NOT_FOUND) {
         out->allocator = a;
         wsync__error_reset(err);
@@ -9438,7 +9586,11 @@ static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_en
     char key[WSYNC__KEY_MAX];
     wsync_result r;
     wsync__chain_path(key, sizeof key, s->prefix, e->key);
-    r = wsync_store_get_all(&s->store, key, &s->a, bytes, size, err);
+    /* HEAD's size (or the listing's): a store that sends more is cut off
+       there instead of filling memory; 0 from a listing is no size */
+    if (e->has_digests || e->bytes)
+        r = wsync_store_get_capped(&s->store, key, e->bytes, WSYNC_STORE_GET_EXACT, &s->a, bytes, size, err);
+    else r = wsync_store_get_all(&s->store, key, &s->a, bytes, size, err);
     return r; /* the caller names the object */
 }
 

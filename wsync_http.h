@@ -78,6 +78,16 @@ default (the system's); the path is copied at open. A certificate that does
 not verify fails at once (not retried) with WSYNC_ERR_IO and a message that
 says "TLS", the certificate problem and where to give the CA.
 
+LIMITS
+======
+What a server sends is read no further than what was asked for: a
+subscriber's object up to the size HEAD (or the listing) gives it, HEAD up
+to WSYNC_CHAIN_HEAD_MAX_SIZE (16 MiB), a directory listing up to 64 MiB,
+an S3 listing page up to 8 MiB. A body that goes past (a server ignoring
+the range, a 206 longer than its Content-Range) is cut off as it arrives,
+and the error names the object and the sizes (WSYNC_ERR_LIMIT; a 206 too
+long is WSYNC_ERR_IO).
+
 ERRORS
 ======
 Every failure names the method, the URL and the HTTP status (or curl's
@@ -929,7 +939,8 @@ static void wsync__hfree(const wsync_allocator *a, void *p)
 }
 
 #define WSYNC__HTTP_POOL_MAX 16
-#define WSYNC__HTTP_LIST_MAX ((size_t)256 << 20) /* one directory listing's body */
+#define WSYNC__HTTP_LIST_MAX ((size_t)64 << 20)  /* one directory listing's body (~500,000 names) */
+#define WSYNC__S3_PAGE_MAX ((size_t)8 << 20)     /* one ListObjectsV2 page (1000 keys: ~1.5 MB at most) */
 #define WSYNC__HTTP_LIST_KEYS 10000000u           /* keys in one listing */
 #define WSYNC__HTTP_LIST_DEPTH 64
 #define WSYNC__HTTP_ERRBODY 1024                  /* bytes of an error body kept (S3's XML errors) */
@@ -1857,6 +1868,13 @@ static int wsync__hstream_body(void *user, const void *p, size_t n)
             n -= (size_t)(s->pos - at);
         }
     }
+    if (!s->whole && (s->pos >= end || n > end - s->pos)) {
+        /* a 206 longer than its range: cut off here, not read to its end */
+        char m[256];
+        snprintf(m, sizeof m, "HTTP 206 sent more than bytes [%llu, %llu] of '%s'", (unsigned long long)s->lo,
+                 (unsigned long long)(end - 1), s->key);
+        return wsync__hstream_refuse(s, WSYNC_ERR_IO, m);
+    }
     if (s->pos >= end) n = 0;
     else if (n > end - s->pos) n = (size_t)(end - s->pos);
     if (n && (s->sink_rc = s->sink(s->sink_user, b, n)) != 0) return 1;
@@ -2310,6 +2328,7 @@ typedef struct wsync__hlist {
     /* the body of one listing */
     char *body;
     size_t body_len, body_cap;
+    size_t body_max;       /* 0: WSYNC__HTTP_LIST_MAX */
     int body_big;
 } wsync__hlist;
 
@@ -2394,7 +2413,7 @@ static int wsync__hlist_entry(void *user, const char *name, size_t nlen, int is_
 static int wsync__hlist_body(void *user, const void *p, size_t n)
 {
     wsync__hlist *l = (wsync__hlist *)user;
-    if (n > WSYNC__HTTP_LIST_MAX - l->body_len) {
+    if (n > (l->body_max ? l->body_max : WSYNC__HTTP_LIST_MAX) - l->body_len) {
         l->body_big = 1;
         return 1;
     }
@@ -2916,6 +2935,7 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
     if (!fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
     memset(&sl, 0, sizeof sl);
     l->h = h;
+    l->body_max = WSYNC__S3_PAGE_MAX;
     l->prefix = prefix ? prefix : "";
     l->plen = strlen(l->prefix);
     if (!(full = wsync__hjoin(&h->a, h->kprefix, l->prefix, l->plen, 0)))
@@ -2945,7 +2965,7 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
         if (rs.stopped) {
             r = l->oom ? wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
                        : wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: a page over %lu bytes", url,
-                                      (unsigned long)WSYNC__HTTP_LIST_MAX);
+                                      (unsigned long)WSYNC__S3_PAGE_MAX);
             break;
         }
         if (rs.status == 404) {

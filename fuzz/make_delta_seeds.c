@@ -219,6 +219,22 @@ static void emit(const char *name, wsync_encoding enc, unsigned block_log2, unsi
     free(d.p);
 }
 
+/* x alone in one block of 2^17 (70000 elements), then declaring 2^24:
+   every other field stays valid, and a reader must refuse a block above
+   WSYNC_DELTA_MAX_BLOCK_LOG2 before it sizes any scratch by it. */
+static void emit_block24(const char *name, wsync_encoding enc)
+{
+    char fn[256];
+    size_t size = 0, at;
+    blob d = encode(enc, 17, 0x8);
+    verify(&d, 0x8);
+    at = stream_at(&d, "x", &size);
+    d.p[at + 7] = 24;
+    snprintf(fn, sizeof fn, "seed_bad_%s_declares_b24", name);
+    write_file(fn, d.p, d.len);
+    free(d.p);
+}
+
 /* ---- hand-built trl files against w (185 elements) ---- */
 
 static void emit_built(const char *name, const wsync_st_tensor_desc *t, size_t n, const wsync_st_kv *m, size_t nm)
@@ -343,6 +359,8 @@ int main(int argc, char **argv)
     emit("packed_max_tiny_b6", WSYNC_ENCODING_PACKED_MAX, 6, 0x1F, 1);
     emit("trl_v1_tiny", WSYNC_ENCODING_TRL_V1, 0, 0x1F, 1);
     emit("trl_v3_tiny_u32_gaps", WSYNC_ENCODING_TRL_V3, 0, 0x1F, 1);
+    emit_block24("packed_tiny", WSYNC_ENCODING_PACKED);
+    emit_block24("packed_max_tiny", WSYNC_ENCODING_PACKED_MAX);
 
     make_next(low, M_MIX);
     emit("packed_low_mixed_b8", WSYNC_ENCODING_PACKED, 8, 0x1F, 1);

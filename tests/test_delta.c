@@ -1311,7 +1311,7 @@ static void test_roundtrip_multi(void)
     td_set_elem(&ts[3], 0, td_change(td_load(ts[3].base, 2), 2, WSYNC_DTYPE_BF16, &r, TD_STEP));
     /* b, u, s64, z unchanged */
     for (ei = 0; ei < TD_NENCS; ei++)
-        for (bl = 0; bl <= 24; bl += bl ? 18 : 6) {
+        for (bl = 0; bl <= WSYNC_DELTA_MAX_BLOCK_LOG2; bl += bl ? WSYNC_DELTA_MAX_BLOCK_LOG2 - 6 : 6) {
             TD_BEGIN("round trip: %s, 7 tensors (3 changed, 3 unchanged, scalars, an empty one), block_log2 %u",
                      wsync_encoding_name(td_encs[ei]), bl);
             td_roundtrip(ts, 7, td_encs[ei], bl);
@@ -1385,7 +1385,7 @@ static void test_roundtrip_threads(void)
    blocks; a tensor over 1 MiB (the apply checks digests in 1 MiB pieces). */
 static void test_roundtrip_blocks(void)
 {
-    static const unsigned bls[6] = {6, 7, 10, 16, 17, 24};
+    static const unsigned bls[6] = {6, 7, 10, 16, 17, WSYNC_DELTA_MAX_BLOCK_LOG2};
     static const uint64_t counts[4] = {1, 63, 65, 100003};
     size_t bi, ci, ei;
     for (bi = 0; bi < 6; bi++)
@@ -1447,7 +1447,7 @@ static void test_roundtrip_gaps(void)
         for (ei = 0; ei < TD_NENCS; ei++) {
             TD_BEGIN("round trip: %s, largest gap %llu", wsync_encoding_name(td_encs[ei]), (unsigned long long)gaps[gi]);
             td_roundtrip(&t, 1, td_encs[ei], 0);
-            td_roundtrip(&t, 1, td_encs[ei], 24);
+            td_roundtrip(&t, 1, td_encs[ei], WSYNC_DELTA_MAX_BLOCK_LOG2);
             TEST_END();
         }
         td_release(&t, 1);
@@ -2163,8 +2163,8 @@ static void test_reject_packed(void)
         p[at + 8] = 37;
         p[at + 7] = 5;
         td_expect_reject("block_log2 5", p, d.len, ts, 4, NULL, WSYNC_ERR_INVALID_HEADER, "w");
-        p[at + 7] = 25;
-        td_expect_reject("block_log2 25", p, d.len, ts, 4, NULL, WSYNC_ERR_INVALID_HEADER, "w");
+        p[at + 7] = 21;
+        td_expect_reject("block_log2 21", p, d.len, ts, 4, NULL, WSYNC_ERR_INVALID_HEADER, "w");
         p[at + 7] = 7; /* a different block size: the table no longer fits */
         td_expect_reject("block_log2 7 instead of 6", p, d.len, ts, 4, NULL, -1, "w");
         p[at + 7] = 6;
@@ -2967,7 +2967,7 @@ static void test_encode_errors(void)
         }
         TEST_END();
     }
-    TEST_BEGIN("encode errors: NULL sink, unknown encoding, block_log2 outside 6..24");
+    TEST_BEGIN("encode errors: NULL sink, unknown encoding, block_log2 outside 6..20");
     {
         wsync_error err;
         wsync_buffer buf;
@@ -2982,8 +2982,8 @@ static void test_encode_errors(void)
         o.encoding = WSYNC_ENCODING_PACKED;
         o.block_log2 = 5;
         td_expect_encode_error("block_log2 5", b, x, 4, &o, WSYNC_ERR_INVALID_ARGUMENT, NULL);
-        o.block_log2 = 25;
-        td_expect_encode_error("block_log2 25", b, x, 4, &o, WSYNC_ERR_INVALID_ARGUMENT, NULL);
+        o.block_log2 = 21;
+        td_expect_encode_error("block_log2 21", b, x, 4, &o, WSYNC_ERR_INVALID_ARGUMENT, NULL);
         o.block_log2 = 0;
         CHECK_EQ_INT(wsync_delta_encode(b, x, 4, &o, wsync_buffer_sink, &buf, NULL, &err), WSYNC_OK);
         free(buf.bytes);
@@ -3244,7 +3244,7 @@ static void test_encode_memory(void)
         td_tensor t;
         td_rng r;
         td_peak pk;
-        wsync_delta_options o = td_opts(td_encs[ei], 24, 0, 1);
+        wsync_delta_options o = td_opts(td_encs[ei], WSYNC_DELTA_MAX_BLOCK_LOG2, 0, 1);
         td_bytes d;
         wsync_error err;
         r.s = 1;
@@ -3257,9 +3257,10 @@ static void test_encode_memory(void)
         o.allocator.user = &pk;
         /* Regression: the encoder once sized four scratch arrays by the
            block (2^24 entries each, 448 MiB) whatever the tensors' sizes. */
-        TD_BEGIN("encode memory (%s): 7 elements with block_log2 24 need well under 64 MiB", wsync_encoding_name(td_encs[ei]));
+        TD_BEGIN("encode memory (%s): 7 elements with the largest block_log2 (20) need well under 4 MiB",
+                 wsync_encoding_name(td_encs[ei]));
         CHECK_EQ_INT(td_encode(&t, 1, &o, &d, NULL, &err), WSYNC_OK);
-        CHECK_MSG(pk.peak < ((size_t)64 << 20), "peak %lu MiB", (unsigned long)(pk.peak >> 20));
+        CHECK_MSG(pk.peak < ((size_t)4 << 20), "peak %lu KiB", (unsigned long)(pk.peak >> 10));
         CHECK_EQ_U64(pk.cur, 0);
         td_bytes_free(&d);
         TEST_END();

@@ -1706,6 +1706,56 @@ static void test_open_args(void)
     TEST_END();
 }
 
+/* An object replaced behind nginx's back by one of 1.5 GB (sparse): read
+   with the size HEAD gave it, or with a cap, the download stops there. */
+static void test_limits(void)
+{
+    wsync_store s;
+    wsync_http_options o;
+    wsync_http_stats st0, st1;
+    wsync_error err;
+    uint8_t small[100], *bytes = NULL;
+    uint64_t size = 0;
+    char path[1024];
+    int pass;
+    memset(small, 5, sizeof small);
+    for (pass = 0; pass < 2; pass++) {
+        memset(&o, 0, sizeof o);
+        if (pass) {
+            o.parallel = 4;
+            o.parallel_threshold = 1u << 20;
+            o.part_size = 300000;
+        }
+        TEST_BEGIN(pass ? "http: limits (parallel): an object grown to 1.5 GB behind nginx's back is read no further"
+                        : "http: limits: an object grown to 1.5 GB behind nginx's back is read no further");
+        if (!open_at(g_url, pass ? "limits-par" : "limits", &o, &s)) {
+            TEST_END();
+            continue;
+        }
+        CHECK_EQ_INT(s.put(s.user, "deltas/obj", small, sizeof small, &err), WSYNC_OK);
+        snprintf(path, sizeof path, "%s/%s/%s/deltas/obj", g_data, g_tag, pass ? "limits-par" : "limits");
+        CHECK_MSG(truncate(path, (off_t)1536 << 20) == 0, "truncate %s", path);
+        wsync_store_http_stats(&s, &st0);
+        CHECK_EQ_INT(wsync_store_get_capped(&s, "deltas/obj", 100, WSYNC_STORE_GET_EXACT, NULL, &bytes, &size, &err),
+                     WSYNC_ERR_LIMIT);
+        CHECK_MSG(strstr(err.message, "'deltas/obj' is 1610612736 bytes, more than the 100 expected") != NULL, "%s",
+                  err.message);
+        wsync_store_http_stats(&s, &st1);
+        CHECK_MSG(st1.bytes_down - st0.bytes_down <= 100, "%llu bytes down",
+                  (unsigned long long)(st1.bytes_down - st0.bytes_down));
+        /* a cap on an object of unknown size: cut off by the sink */
+        CHECK_EQ_INT(wsync_store_get_capped(&s, "deltas/obj", 1000, 0, NULL, &bytes, &size, &err), WSYNC_ERR_LIMIT);
+        CHECK_MSG(strstr(err.message, "deltas/obj") && strstr(err.message, "1000"), "%s", err.message);
+        wsync_store_http_stats(&s, &st0);
+        CHECK_MSG(st0.bytes_down - st1.bytes_down <= 1000, "%llu bytes down",
+                  (unsigned long long)(st0.bytes_down - st1.bytes_down));
+        CHECK(bytes == NULL);
+        CHECK_EQ_INT(s.del(s.user, "deltas/obj", &err), WSYNC_OK);
+        wsync_store_close(&s);
+        TEST_END();
+    }
+}
+
 int main(void)
 {
     wsync_store s;
@@ -1735,6 +1785,7 @@ int main(void)
     test_mkcol();
     test_chain();
     test_prefetch();
+    test_limits();
     test_faults();
     test_restart();
     test_redirect();
