@@ -9261,6 +9261,7 @@ struct wsync_subscriber {
     size_t n_pre;
     int pre_ready, pre_has_from, pre_verified;
     uint64_t pre_from, pre_step, pre_head;
+    int busy;          /* a sync or apply_ready is moving the targets: the prefetch waits */
     /* what wsync_subscriber_prefetch_status reports (under mu) */
     uint64_t polls;
     int head_known;
@@ -9837,7 +9838,13 @@ WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step,
     wsync__error_reset(err);
     if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
     wsync__stats_begin(s, &st);
+    wsync__sub_lock(s);
+    s->busy = 1;
+    wsync__sub_unlock(s);
     r = wsync__sync(s, step, &st, err);
+    wsync__sub_lock(s);
+    s->busy = 0;
+    wsync__sub_unlock(s);
     wsync__stats_end(s, &st);
     if (stats) *stats = st;
     return r;
@@ -9985,6 +9992,12 @@ static int wsync__bg_poll(wsync_subscriber *s)
     wsync_result r;
     memset(&p, 0, sizeof p);
     o.prefix = s->prefix;
+    /* the targets pass through intermediate steps: a plan from one of them
+       would fetch again what the engine is applying */
+    wsync__sub_lock(s);
+    any = s->busy;
+    wsync__sub_unlock(s);
+    if (any) return 0;
     r = wsync_chain_read(&s->store, &o, &p.c, &err);
     wsync__sub_lock(s);
     s->polls++;
@@ -10024,6 +10037,10 @@ static int wsync__bg_poll(wsync_subscriber *s)
     }
     p.has = s->has_step;
     p.cur = s->step;
+    if (s->busy) {
+        wsync__sub_unlock(s);
+        goto out;
+    }
     if (s->pre && !wsync__pre_fresh(s)) {
         /* planned from a step the targets no longer hold (a sync moved them) */
         stale = s->pre;
@@ -10159,6 +10176,7 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
     s->pre = NULL;
     s->n_pre = 0;
     s->pre_ready = 0;
+    s->busy = 1;
     wsync__sub_unlock(s);
     /* a prefetch planned from a step the targets no longer hold is dropped */
     for (i = 0; fresh && i < n; i++) {
@@ -10174,6 +10192,9 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
         if ((r = wsync__verify_entry(s, &pre[n - 1].e, &oe)) != WSYNC_OK) wsync__note_failure(s, r, &oe);
     }
     if (r != WSYNC_OK && err) *err = oe;
+    wsync__sub_lock(s);
+    s->busy = 0;
+    wsync__sub_unlock(s);
     if (pre) wsync__pre_free(s, pre, n);
     wsync__pathlog_str(&pl, st.path, sizeof st.path);
     wsync__stats_end(s, &st);
