@@ -818,18 +818,20 @@ WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step,
    and checks (digests, container) the objects leading to the newest step it
    can reach, touching nothing of the targets. Like sync it routes around a
    bad object, and when no good objects lead to HEAD it offers the furthest
-   step they do lead to. An object it refuses (or that apply_ready fails on)
-   is remembered by key, size and HEAD's digest and not fetched again until
-   the store gives that key another size or digest (or a sync applies it);
-   after a poll that failed without progress the interval doubles, up to 64
-   times (and at most a minute), back to interval_ms at the next progress.
-   Needs POSIX threads.
+   step they do lead to (9, say, before a corrupt delta 10). An object
+   refused by the prefetch, apply_ready or sync is remembered by key, size
+   and HEAD's digest, and the prefetch does not fetch it again until the
+   store gives that key another size or digest (sync still tries everything,
+   and an object it applies is forgiven). After a poll that failed without
+   offering anything the interval doubles, up to 64 times and a minute; a
+   poll that does not fail brings it back. Needs POSIX threads.
 
-   Threads: sync, set_step, apply_ready and close belong to the engine's
-   thread (one at a time); ready and prefetch_status may be called from any.
-   sync may be called while the prefetch runs: a prefetch planned from a
-   step the targets no longer hold is dropped, never applied. The store and
-   the allocator are used from both threads. */
+   Threads: sync, set_step, start, stop, apply_ready and close belong to the
+   engine's thread (one at a time); ready, step and prefetch_status may be
+   called from any. sync may be called while the prefetch runs: the prefetch
+   waits while the targets move, and a prefetch planned from a step the
+   targets no longer hold is dropped, never applied. The store and the
+   allocator are used from both threads. */
 WSYNC_DEF wsync_result wsync_subscriber_start(wsync_subscriber *s, unsigned interval_ms, wsync_error *err);
 /* 1 and *step set when prefetched objects lead from the targets' step to a
    newer one. */
@@ -840,14 +842,14 @@ WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step);
 WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_sync_stats *stats,
                                                     wsync_error *err);
 
-/* What the prefetch is doing, read without stopping it. An engine has
-   caught up when caught_up is 1; when it stays 0 while ready is 0, the
-   prefetch cannot get further and last_error says why. */
+/* What the prefetch is doing, read without stopping it. The engine has
+   caught up with HEAD when caught_up is 1; when caught_up and ready stay 0
+   over polls the prefetch cannot get further, and last_error says why. */
 typedef struct wsync_prefetch_status {
     int running;               /* the thread runs */
     uint64_t polls;            /* polls done since the subscriber opened */
-    int head_known;            /* head_step below was read (HEAD, or a listing) */
-    uint64_t head_step;        /* the newest step as last read (by a poll or a sync) */
+    int head_known;            /* the last read of the chain (a poll's or a sync's) worked */
+    uint64_t head_step;        /* the newest step it found (HEAD's, or a listing's) */
     int ready;                 /* as wsync_subscriber_ready */
     uint64_t ready_step;
     int caught_up;             /* the targets hold head_step */
@@ -9704,7 +9706,7 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
         wsync_chain_options o = s->o;
         o.prefix = s->prefix;
         r = wsync_chain_read(&s->store, &o, &c, err);
-        wsync__head_seen(s, r == WSYNC_OK, c.head_step);
+        wsync__head_seen(s, r == WSYNC_OK, r == WSYNC_OK ? c.head_step : 0);
         if (r != WSYNC_OK) return r;
     }
     st->head_step = c.head_step;
@@ -9954,7 +9956,8 @@ static int wsync__poll_fetch(wsync_subscriber *s, wsync__poll *p, int any, uint6
             if ((r = wsync__fetch(s, e, &p->bytes[k], &p->size[k], &oe)) != WSYNC_OK) {
                 /* the store failed (or retention removed it after HEAD was
                    read): offer what leads somewhere, try again next poll */
-                wsync__note_failure(s, r, wsync__obj_fail(&oe, r, e->key) == r ? &oe : NULL);
+                wsync__obj_fail(&oe, r, e->key);
+                wsync__note_failure(s, r, &oe);
                 p->failed = 1;
                 p->bytes[k] = NULL;
                 if (i > 0 && (!any || p->c.entries[p->path[i - 1]].step > have)) return wsync__poll_offer(s, p, i);
@@ -10183,6 +10186,7 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
         if ((r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, &targets_wrong, &oe)) != WSYNC_OK) {
             wsync__obj_fail(&oe, r, pre[i].e.key);
             wsync__apply_ready_failed(s, &pre[i].e, r, targets_wrong, &oe);
+            if (!wsync__not_the_object(r)) st.rejected++;
             break;
         }
         wsync__pathlog_add(&pl, &st, &pre[i].e, pre[i].size);
@@ -10235,7 +10239,9 @@ WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->th, NULL);
+    pthread_mutex_lock(&s->mu);
     s->bg_running = 0;
+    pthread_mutex_unlock(&s->mu);
 #endif
 }
 
