@@ -10031,7 +10031,9 @@ static int wsync__bg_poll(wsync_subscriber *s)
         for (j = 0; j < p.c.n_entries; j++) {
             if (strcmp(s->refused[i].key, p.c.entries[j].key) != 0) continue;
             if (wsync__refusal_is(&s->refused[i], &p.c.entries[j])) {
-                p.bad[p.nbad++] = (long)j;
+                size_t k = 0;
+                while (k < p.nbad && p.bad[k] != (long)j) k++;
+                if (k == p.nbad) p.bad[p.nbad++] = (long)j; /* once: at most n_entries */
                 kept = 1;
             }
         }
