@@ -845,6 +845,9 @@ typedef struct wsync_sync_stats {
     uint64_t from_step;        /* where the targets were (when had_step) */
     uint64_t step;             /* where they are now (valid when the subscriber has a step) */
     uint64_t head_step;
+    int verified;              /* 1: planned from HEAD, every object checked against its
+                                  digests; 0: read from a listing (no HEAD: sizes only,
+                                  no digests), or nothing was planned */
     unsigned anchors, deltas;  /* objects applied */
     unsigned rejected;         /* objects refused (digest, container, order), routed around */
     uint64_t bytes_fetched;
@@ -872,16 +875,52 @@ WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step);
 WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step, wsync_sync_stats *stats,
                                              wsync_error *err);
 /* Background prefetch: a thread polls HEAD every interval_ms and downloads
-   and checks (digests, container) the objects leading to the newest step,
-   touching nothing of the targets. Needs POSIX threads. */
+   and checks (digests, container) the objects leading to the newest step it
+   can reach, touching nothing of the targets. Like sync it routes around a
+   bad object, and when no good objects lead to HEAD it offers the furthest
+   step they do lead to (9, say, before a corrupt delta 10). An object
+   refused by the prefetch, apply_ready or sync is remembered by key, size
+   and HEAD's digest, and the prefetch does not fetch it again until the
+   store gives that key another size or digest (sync still tries everything,
+   and an object it applies is forgiven). After a poll that failed without
+   offering anything the interval doubles, up to 64 times and a minute; a
+   poll that does not fail brings it back. Needs POSIX threads.
+
+   Threads: sync, set_step, start, stop, apply_ready and close belong to the
+   engine's thread (one at a time); ready, step and prefetch_status may be
+   called from any. sync may be called while the prefetch runs: the prefetch
+   waits while the targets move, and a prefetch planned from a step the
+   targets no longer hold is dropped, never applied. The store and the
+   allocator are used from both threads. */
 WSYNC_DEF wsync_result wsync_subscriber_start(wsync_subscriber *s, unsigned interval_ms, wsync_error *err);
-/* 1 and *step set when prefetched objects lead to a step newer than the targets'. */
+/* 1 and *step set when prefetched objects lead from the targets' step to a
+   newer one. */
 WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step);
 /* Applies what was prefetched, in the caller's thread, at a point the caller
-   chooses (between batches); the same guarantees as sync. WSYNC_OK and
-   stats->path "none" when nothing is ready. */
+   chooses (between batches); the same guarantees and errors as sync. WSYNC_OK
+   and stats->path "none" when nothing is ready. */
 WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_sync_stats *stats,
                                                     wsync_error *err);
+
+/* What the prefetch is doing, read without stopping it. The engine has
+   caught up with HEAD when caught_up is 1; when caught_up and ready stay 0
+   over polls the prefetch cannot get further, and last_error says why. */
+typedef struct wsync_prefetch_status {
+    int running;               /* the thread runs */
+    uint64_t polls;            /* polls done since the subscriber opened */
+    int head_known;            /* the last read of the chain (a poll's or a sync's) worked */
+    uint64_t head_step;        /* the newest step it found (HEAD's, or a listing's) */
+    int ready;                 /* as wsync_subscriber_ready */
+    uint64_t ready_step;
+    int caught_up;             /* the targets hold head_step */
+    unsigned refused;          /* objects refused and not fetched again */
+    unsigned interval_ms;      /* the poll interval now, after any backoff */
+    wsync_result last_result;  /* the last failure (a poll's or apply_ready's); WSYNC_OK: none */
+    wsync_error last_error;    /* its error: names the object (or HEAD) and the rule */
+    double last_error_time;    /* when, in seconds since the epoch; 0 if none */
+} wsync_prefetch_status;
+
+WSYNC_DEF wsync_result wsync_subscriber_prefetch_status(wsync_subscriber *s, wsync_prefetch_status *out);
 /* Stops the background thread (close does too). */
 WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s);
 WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s);
@@ -9396,6 +9435,19 @@ typedef struct wsync__fetched {
     uint64_t size;
 } wsync__fetched;
 
+/* An object refused (its check or its apply failed): not fetched again by
+   the prefetch while the chain gives its key the same size and digest. */
+typedef struct wsync__refusal {
+    char key[64];
+    uint64_t size;
+    int has_digest;
+    uint64_t digest;
+} wsync__refusal;
+
+#define WSYNC__MAX_REFUSED 64
+#define WSYNC__MAX_BACKOFF 6 /* the poll interval grows to at most 64 times... */
+#define WSYNC__BACKOFF_CAP_MS 60000u /* ...and a minute */
+
 struct wsync_subscriber {
     wsync_store store;
     wsync_chain_options o;
@@ -9415,8 +9467,19 @@ struct wsync_subscriber {
     unsigned interval_ms;
     wsync__fetched *pre;
     size_t n_pre;
-    int pre_ready, pre_has_from;
-    uint64_t pre_from, pre_step;
+    int pre_ready, pre_has_from, pre_verified;
+    uint64_t pre_from, pre_step, pre_head;
+    int busy;          /* a sync or apply_ready is moving the targets: the prefetch waits */
+    /* what wsync_subscriber_prefetch_status reports (under mu) */
+    uint64_t polls;
+    int head_known;
+    uint64_t head_step;
+    unsigned backoff;  /* the interval is interval_ms << backoff */
+    wsync_result last_result;
+    wsync_error last_err;
+    double last_time;
+    wsync__refusal refused[WSYNC__MAX_REFUSED];
+    size_t n_refused;
 #if WSYNC__HAVE_THREADS
     pthread_t th;
     pthread_mutex_t mu;
@@ -9519,6 +9582,79 @@ static void wsync__sub_moved(wsync_subscriber *s, int has, uint64_t step, int ve
     s->step = step;
     s->verified = verified;
     wsync__sub_unlock(s);
+}
+
+static int wsync__refusal_is(const wsync__refusal *f, const wsync_chain_entry *e)
+{
+    return strcmp(f->key, e->key) == 0 && f->size == e->bytes &&
+           (!f->has_digest || !e->has_digests || f->digest == e->digest);
+}
+
+/* Remembers a refused object (the oldest refusal goes when there are too many). */
+static void wsync__refuse(wsync_subscriber *s, const wsync_chain_entry *e)
+{
+    wsync__refusal *f;
+    size_t i;
+    wsync__sub_lock(s);
+    for (i = 0; i < s->n_refused; i++)
+        if (wsync__refusal_is(&s->refused[i], e)) break;
+    if (i == s->n_refused) {
+        if (s->n_refused == WSYNC__MAX_REFUSED) {
+            memmove(s->refused, s->refused + 1, (WSYNC__MAX_REFUSED - 1) * sizeof *s->refused);
+            s->n_refused--;
+        }
+        f = &s->refused[s->n_refused++];
+        memcpy(f->key, e->key, sizeof f->key);
+        f->size = e->bytes;
+        f->has_digest = e->has_digests;
+        f->digest = e->digest;
+    }
+    wsync__sub_unlock(s);
+}
+
+/* An object applied after all (a sync, after the store repaired it). */
+static void wsync__unrefuse(wsync_subscriber *s, const wsync_chain_entry *e)
+{
+    size_t i = 0;
+    wsync__sub_lock(s);
+    while (i < s->n_refused) {
+        if (strcmp(s->refused[i].key, e->key) == 0) s->refused[i] = s->refused[--s->n_refused];
+        else i++;
+    }
+    wsync__sub_unlock(s);
+}
+
+/* The prefetch's last failure, for wsync_subscriber_prefetch_status. */
+static void wsync__note_failure(wsync_subscriber *s, wsync_result r, const wsync_error *err)
+{
+    wsync__sub_lock(s);
+    s->last_result = r;
+    if (err) s->last_err = *err;
+    else {
+        wsync__error_reset(&s->last_err);
+        s->last_err.code = r;
+    }
+#if WSYNC__POSIX
+    s->last_time = wsync__wall();
+#else
+    s->last_time = (double)time(NULL);
+#endif
+    wsync__sub_unlock(s);
+}
+
+static void wsync__head_seen(wsync_subscriber *s, int known, uint64_t step)
+{
+    wsync__sub_lock(s);
+    s->head_known = known;
+    if (known) s->head_step = step;
+    wsync__sub_unlock(s);
+}
+
+/* Failures of the store or of this machine, not of the object. */
+static int wsync__not_the_object(wsync_result r)
+{
+    return r == WSYNC_ERR_OUT_OF_MEMORY || r == WSYNC_ERR_IO || r == WSYNC_ERR_INVALID_ARGUMENT ||
+           r == WSYNC_ERR_UNSUPPORTED;
 }
 
 /* The cheapest path to `target` avoiding `bad` objects: entry indices in
@@ -9760,10 +9896,9 @@ static void wsync__pathlog_str(const wsync__pathlog *pl, char *buf, size_t cap)
     if (!pl->anchor && !pl->deltas) snprintf(buf, cap, "none");
 }
 
-static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_info *c, wsync_error *err)
+/* The targets against the state digest of e, the entry of their step. */
+static wsync_result wsync__verify_entry(wsync_subscriber *s, const wsync_chain_entry *e, wsync_error *err)
 {
-    long ai = wsync__chain_find(c, WSYNC_CHAIN_ANCHOR, s->step), di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s->step);
-    const wsync_chain_entry *e = ai >= 0 ? &c->entries[ai] : di >= 0 ? &c->entries[di] : NULL;
     uint64_t st;
     wsync_result r;
     if (!e || !e->has_digests) return WSYNC_OK;
@@ -9775,6 +9910,12 @@ static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_i
                            (unsigned long long)e->step);
     }
     return WSYNC_OK;
+}
+
+static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_info *c, wsync_error *err)
+{
+    long ai = wsync__chain_find(c, WSYNC_CHAIN_ANCHOR, s->step), di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s->step);
+    return wsync__verify_entry(s, ai >= 0 ? &c->entries[ai] : di >= 0 ? &c->entries[di] : NULL, err);
 }
 
 static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_stats *st, wsync_error *err)
@@ -9792,9 +9933,12 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
     {
         wsync_chain_options o = s->o;
         o.prefix = s->prefix;
-        if ((r = wsync_chain_read(&s->store, &o, &c, err)) != WSYNC_OK) return r;
+        r = wsync_chain_read(&s->store, &o, &c, err);
+        wsync__head_seen(s, r == WSYNC_OK, r == WSYNC_OK ? c.head_step : 0);
+        if (r != WSYNC_OK) return r;
     }
     st->head_step = c.head_step;
+    st->verified = c.has_head;
     target = want == WSYNC_STEP_LATEST ? c.head_step : want;
     for (attempts = 0; attempts < 64; attempts++) {
         int has;
@@ -9829,6 +9973,7 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
             uint8_t *bytes = NULL;
             uint64_t size = 0;
             wsync_error oe;
+            int got;
             wsync__error_reset(&oe);
             r = wsync__fetch(s, e, &bytes, &size, &oe);
             if (r == WSYNC_ERR_NOT_FOUND && !refreshed) {
@@ -9843,11 +9988,17 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
                     nbad = 0;
                     if (want == WSYNC_STEP_LATEST) target = c.head_step;
                     st->head_step = c.head_step;
+                    st->verified = c.has_head;
+                    wsync__head_seen(s, 1, c.head_step);
                 }
                 break;
             }
-            if (r == WSYNC_OK) r = wsync__apply_object(s, e, bytes, size, &targets_wrong, &oe);
-            if (r == WSYNC_OK) wsync__pathlog_add(&pl, st, e, size);
+            got = r == WSYNC_OK;
+            if (got) r = wsync__apply_object(s, e, bytes, size, &targets_wrong, &oe);
+            if (r == WSYNC_OK) {
+                wsync__pathlog_add(&pl, st, e, size);
+                wsync__unrefuse(s, e);
+            }
             wsync__free(&s->a, bytes);
             if (r != WSYNC_OK) {
                 wsync__obj_fail(&oe, r, e->key);
@@ -9861,12 +10012,12 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
                     wsync__sub_moved(s, 0, 0, 0);
                     break;
                 }
-                if (r == WSYNC_ERR_OUT_OF_MEMORY || r == WSYNC_ERR_IO || r == WSYNC_ERR_INVALID_ARGUMENT ||
-                    r == WSYNC_ERR_UNSUPPORTED) {
+                if (wsync__not_the_object(r)) {
                     /* the store or this machine failed, not the object: stop here */
                     if (err) *err = oe;
                     goto done;
                 }
+                if (got) wsync__refuse(s, e); /* the prefetch will not fetch it again */
                 last_obj = r;
                 last_err = oe;
                 st->rejected++;
@@ -9917,7 +10068,13 @@ WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step,
     wsync__error_reset(err);
     if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
     wsync__stats_begin(s, &st);
+    wsync__sub_lock(s);
+    s->busy = 1;
+    wsync__sub_unlock(s);
     r = wsync__sync(s, step, &st, err);
+    wsync__sub_lock(s);
+    s->busy = 0;
+    wsync__sub_unlock(s);
     wsync__stats_end(s, &st);
     if (stats) *stats = st;
     return r;
@@ -9930,60 +10087,226 @@ static void wsync__pre_free(wsync_subscriber *s, wsync__fetched *pre, size_t n)
     wsync__free(&s->a, pre);
 }
 
-#if WSYNC__HAVE_THREADS
-/* One poll of the background thread: plan to HEAD, fetch and check. */
-static void wsync__bg_poll(wsync_subscriber *s)
+/* The prefetch's objects lead from the step the targets hold (under mu). */
+static int wsync__pre_fresh(const wsync_subscriber *s)
 {
+    return s->pre_ready && s->pre_has_from == s->has_step && (!s->has_step || s->pre_from == s->step);
+}
+
+#if WSYNC__HAVE_THREADS
+/* One poll's work, kept between its attempts: the chain read, the entries
+   to avoid, and each object fetched and checked (by entry index), so that
+   a plan around a bad object fetches nothing twice. */
+typedef struct wsync__poll {
     wsync_chain_info c;
-    wsync_chain_options o = s->o;
-    long bad[WSYNC__MAX_BAD], *path = NULL, *tmp = NULL;
-    size_t nbad = 0, np = 0, i;
-    int has, tries, any;
-    uint64_t cur = 0, have;
-    o.prefix = s->prefix;
-    if (wsync_chain_read(&s->store, &o, &c, NULL) != WSYNC_OK) return;
-    wsync__sub_lock(s);
-    has = s->has_step;
-    cur = s->step;
-    any = has || s->pre_ready;
-    have = s->pre_ready ? s->pre_step : cur;
-    wsync__sub_unlock(s);
-    if (any && have >= c.head_step) goto out;
-    path = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *path);
-    tmp = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *tmp);
-    if (!path || !tmp) goto out;
-    for (tries = 0; tries < 4; tries++) {
-        wsync__fetched *pre;
-        int failed = 0;
-        if (!wsync__plan(&c, has, cur, c.head_step, bad, nbad, path, &np, tmp)) break;
-        if (!(pre = (wsync__fetched *)wsync__alloc(&s->a, (np + 1) * sizeof *pre))) break;
-        memset(pre, 0, (np + 1) * sizeof *pre);
-        for (i = 0; i < np && !failed; i++) {
-            pre[i].e = c.entries[path[i]];
-            if (wsync__fetch(s, &pre[i].e, &pre[i].bytes, &pre[i].size, NULL) != WSYNC_OK) failed = 2;
-            else if (wsync__check_object(&pre[i].e, pre[i].bytes, pre[i].size, NULL, NULL) != WSYNC_OK) failed = 1;
-            if (failed == 1 && nbad < WSYNC__MAX_BAD) bad[nbad++] = path[i];
-        }
-        if (failed) {
-            wsync__pre_free(s, pre, np);
-            if (failed == 2) break; /* a store error: try again at the next poll */
-            continue;
-        }
-        wsync__sub_lock(s);
-        if (s->pre) wsync__pre_free(s, s->pre, s->n_pre);
-        s->pre = pre;
-        s->n_pre = np;
-        s->pre_ready = 1;
-        s->pre_has_from = has;
-        s->pre_from = cur;
-        s->pre_step = c.head_step;
-        wsync__sub_unlock(s);
-        break;
+    long *bad, *path, *tmp;
+    size_t nbad, np;
+    uint8_t **bytes;
+    uint64_t *size;
+    int has;             /* the targets' step when the poll began */
+    uint64_t cur;
+    int failed;          /* a failure was noted */
+} wsync__poll;
+
+/* The newest step above `floor` (any step when !has_floor) that a plan
+   reaches from the targets; 0 when none. */
+static int wsync__poll_plan(wsync__poll *p, int has_floor, uint64_t floor)
+{
+    const wsync_chain_info *c = &p->c;
+    size_t na = 0, ia, id;
+    while (na < c->n_entries && c->entries[na].kind == WSYNC_CHAIN_ANCHOR) na++;
+    ia = na;
+    id = c->n_entries;
+    /* anchors and deltas are each ascending: merge them downwards */
+    while (ia > 0 || id > na) {
+        uint64_t a = ia > 0 ? c->entries[ia - 1].step : 0, d = id > na ? c->entries[id - 1].step : 0;
+        uint64_t target = ia > 0 && (id == na || a >= d) ? a : d;
+        while (ia > 0 && c->entries[ia - 1].step == target) ia--;
+        while (id > na && c->entries[id - 1].step == target) id--;
+        if (has_floor && target <= floor) return 0;
+        if (wsync__plan(c, p->has, p->cur, target, p->bad, p->nbad, p->path, &p->np, p->tmp)) return 1;
     }
+    return 0;
+}
+
+/* Offers path[0..n) (fetched and checked) unless the targets moved meanwhile. */
+static int wsync__poll_offer(wsync_subscriber *s, wsync__poll *p, size_t n)
+{
+    wsync__fetched *pre, *old = NULL;
+    size_t i, n_old = 0;
+    int offered = 0;
+    if (!(pre = (wsync__fetched *)wsync__alloc(&s->a, (n + 1) * sizeof *pre))) return 0;
+    memset(pre, 0, (n + 1) * sizeof *pre);
+    for (i = 0; i < n; i++) {
+        pre[i].e = p->c.entries[p->path[i]];
+        pre[i].bytes = p->bytes[p->path[i]];
+        pre[i].size = p->size[p->path[i]];
+        p->bytes[p->path[i]] = NULL;
+    }
+    wsync__sub_lock(s);
+    if (s->has_step == p->has && (!p->has || s->step == p->cur)) {
+        old = s->pre;
+        n_old = s->n_pre;
+        s->pre = pre;
+        s->n_pre = n;
+        s->pre_ready = 1;
+        s->pre_has_from = p->has;
+        s->pre_from = p->cur;
+        s->pre_step = p->c.entries[p->path[n - 1]].step;
+        s->pre_verified = p->c.has_head;
+        s->pre_head = p->c.head_step;
+        offered = 1;
+    } else {
+        old = pre; /* planned from a step the targets no longer hold */
+        n_old = n;
+    }
+    wsync__sub_unlock(s);
+    if (old) wsync__pre_free(s, old, n_old);
+    return offered;
+}
+
+/* Plans to the newest step it can reach above `have`, fetches and checks
+   the path, refuses a bad object and plans again around it; offers the
+   first path whose objects are all good. 1 when it offered. */
+static int wsync__poll_fetch(wsync_subscriber *s, wsync__poll *p, int any, uint64_t have)
+{
+    int attempts;
+    for (attempts = 0; attempts < 64; attempts++) {
+        size_t i;
+        if (!wsync__poll_plan(p, any, have)) return 0;
+        for (i = 0; i < p->np; i++) {
+            long k = p->path[i];
+            const wsync_chain_entry *e = &p->c.entries[k];
+            wsync_error oe;
+            wsync_result r;
+            if (p->bytes[k]) continue;
+            wsync__error_reset(&oe);
+            if ((r = wsync__fetch(s, e, &p->bytes[k], &p->size[k], &oe)) != WSYNC_OK) {
+                /* the store failed (or retention removed it after HEAD was
+                   read): offer what leads somewhere, try again next poll */
+                wsync__obj_fail(&oe, r, e->key);
+                wsync__note_failure(s, r, &oe);
+                p->failed = 1;
+                p->bytes[k] = NULL;
+                if (i > 0 && (!any || p->c.entries[p->path[i - 1]].step > have)) return wsync__poll_offer(s, p, i);
+                return 0;
+            }
+            if ((r = wsync__check_object(e, p->bytes[k], p->size[k], NULL, &oe)) != WSYNC_OK) {
+                wsync__obj_fail(&oe, r, e->key);
+                wsync__note_failure(s, r, &oe);
+                p->failed = 1;
+                wsync__free(&s->a, p->bytes[k]);
+                p->bytes[k] = NULL;
+                if (wsync__not_the_object(r)) return 0;
+                wsync__refuse(s, e);
+                p->bad[p->nbad++] = k;
+                break;
+            }
+        }
+        if (i == p->np) return p->np ? wsync__poll_offer(s, p, p->np) : 0;
+    }
+    return 0;
+}
+
+/* One poll of the background thread: read HEAD, plan to the newest step
+   reachable, fetch and check. 1: it offered a step; -1: it failed without
+   offering one; 0: nothing to do. */
+static int wsync__bg_poll(wsync_subscriber *s)
+{
+    wsync__poll p;
+    wsync_chain_options o = s->o;
+    wsync_error err;
+    wsync__fetched *stale = NULL;
+    size_t i, j, n_stale = 0;
+    int any, outcome = 0;
+    uint64_t have;
+    wsync_result r;
+    memset(&p, 0, sizeof p);
+    o.prefix = s->prefix;
+    /* the targets pass through intermediate steps: a plan from one of them
+       would fetch again what the engine is applying */
+    wsync__sub_lock(s);
+    any = s->busy;
+    wsync__sub_unlock(s);
+    if (any) return 0;
+    r = wsync_chain_read(&s->store, &o, &p.c, &err);
+    wsync__sub_lock(s);
+    s->polls++;
+    wsync__sub_unlock(s);
+    wsync__head_seen(s, r == WSYNC_OK, p.c.head_step);
+    if (r != WSYNC_OK) {
+        if (r == WSYNC_ERR_NOT_FOUND) return 0; /* an empty chain */
+        wsync__note_failure(s, r, &err);
+        return -1;
+    }
+    p.bad = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.bad);
+    p.path = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.path);
+    p.tmp = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.tmp);
+    p.bytes = (uint8_t **)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.bytes);
+    p.size = (uint64_t *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.size);
+    if (!p.bad || !p.path || !p.tmp || !p.bytes || !p.size) {
+        wsync__fail(&err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "prefetch plan");
+        wsync__note_failure(s, WSYNC_ERR_OUT_OF_MEMORY, &err);
+        outcome = -1;
+        goto out;
+    }
+    memset(p.bytes, 0, (p.c.n_entries + 1) * sizeof *p.bytes);
+    wsync__sub_lock(s);
+    /* a refusal lasts while the chain names its key with the same size and
+       digest; the refused entries are avoided */
+    for (i = 0; i < s->n_refused;) {
+        int kept = 0;
+        for (j = 0; j < p.c.n_entries; j++) {
+            if (strcmp(s->refused[i].key, p.c.entries[j].key) != 0) continue;
+            if (wsync__refusal_is(&s->refused[i], &p.c.entries[j])) {
+                size_t k = 0;
+                while (k < p.nbad && p.bad[k] != (long)j) k++;
+                if (k == p.nbad) p.bad[p.nbad++] = (long)j; /* once: at most n_entries */
+                kept = 1;
+            }
+        }
+        if (kept) i++;
+        else s->refused[i] = s->refused[--s->n_refused];
+    }
+    p.has = s->has_step;
+    p.cur = s->step;
+    if (s->busy) {
+        wsync__sub_unlock(s);
+        goto out;
+    }
+    if (s->pre && !wsync__pre_fresh(s)) {
+        /* planned from a step the targets no longer hold (a sync moved them) */
+        stale = s->pre;
+        n_stale = s->n_pre;
+        s->pre = NULL;
+        s->n_pre = 0;
+        s->pre_ready = 0;
+    }
+    any = p.has || s->pre_ready;
+    have = s->pre_ready ? s->pre_step : p.cur;
+    wsync__sub_unlock(s);
+    if (stale) wsync__pre_free(s, stale, n_stale);
+    if (any && have >= p.c.head_step) goto out;
+    if (wsync__poll_fetch(s, &p, any, have)) outcome = 1;
+    else if (p.failed) outcome = -1;
 out:
-    wsync__free(&s->a, path);
-    wsync__free(&s->a, tmp);
-    wsync_chain_info_free(&c);
+    if (p.bytes)
+        for (i = 0; i < p.c.n_entries; i++) wsync__free(&s->a, p.bytes[i]);
+    wsync__free(&s->a, p.bytes);
+    wsync__free(&s->a, p.size);
+    wsync__free(&s->a, p.bad);
+    wsync__free(&s->a, p.path);
+    wsync__free(&s->a, p.tmp);
+    wsync_chain_info_free(&p.c);
+    return outcome;
+}
+
+static unsigned wsync__bg_interval(const wsync_subscriber *s)
+{
+    uint64_t ms = (uint64_t)s->interval_ms << s->backoff;
+    if (ms > WSYNC__BACKOFF_CAP_MS) ms = WSYNC__BACKOFF_CAP_MS;
+    if (ms < s->interval_ms) ms = s->interval_ms;
+    return (unsigned)ms;
 }
 
 static void *wsync__bg_main(void *arg)
@@ -9992,11 +10315,20 @@ static void *wsync__bg_main(void *arg)
     for (;;) {
         struct timeval now;
         struct timespec until;
-        int stop;
-        wsync__bg_poll(s);
+        int stop, outcome = wsync__bg_poll(s);
+        unsigned ms;
+        pthread_mutex_lock(&s->mu);
+        /* a poll that failed without progress waits twice as long as the last */
+        if (outcome < 0) {
+            if (s->backoff < WSYNC__MAX_BACKOFF) s->backoff++;
+        } else {
+            s->backoff = 0;
+        }
+        ms = wsync__bg_interval(s);
+        pthread_mutex_unlock(&s->mu);
         gettimeofday(&now, NULL);
-        until.tv_sec = now.tv_sec + (time_t)(s->interval_ms / 1000);
-        until.tv_nsec = (long)now.tv_usec * 1000 + (long)(s->interval_ms % 1000) * 1000000L;
+        until.tv_sec = now.tv_sec + (time_t)(ms / 1000);
+        until.tv_nsec = (long)now.tv_usec * 1000 + (long)(ms % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
         pthread_mutex_lock(&s->mu);
         if (!s->bg_stop) pthread_cond_timedwait(&s->cv, &s->mu, &until);
@@ -10014,11 +10346,16 @@ WSYNC_DEF wsync_result wsync_subscriber_start(wsync_subscriber *s, unsigned inte
     if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
 #if WSYNC__HAVE_THREADS
     if (s->bg_running) return WSYNC_OK;
+    pthread_mutex_lock(&s->mu);
     s->interval_ms = interval_ms ? interval_ms : 1;
+    s->backoff = 0;
     s->bg_stop = 0;
+    pthread_mutex_unlock(&s->mu);
     if (pthread_create(&s->th, NULL, wsync__bg_main, s) != 0)
         return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "%s", "cannot start the prefetch thread");
+    pthread_mutex_lock(&s->mu);
     s->bg_running = 1;
+    pthread_mutex_unlock(&s->mu);
     return WSYNC_OK;
 #else
     (void)interval_ms;
@@ -10032,46 +10369,94 @@ WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step)
     int ready;
     if (!s) return 0;
     wsync__sub_lock(s);
-    ready = s->pre_ready && (!s->has_step || s->pre_step > s->step);
+    ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step);
     if (ready && step) *step = s->pre_step;
     wsync__sub_unlock(s);
     return ready;
+}
+
+/* apply_ready's failure on an object: noted for the status, and the object
+   refused unless the targets are to blame (then their step is forgotten:
+   the next poll plans from an anchor, as sync would). */
+static void wsync__apply_ready_failed(wsync_subscriber *s, const wsync_chain_entry *e, wsync_result r,
+                                      int targets_wrong, const wsync_error *err)
+{
+    if (targets_wrong) wsync__sub_moved(s, 0, 0, 0);
+    else if (!wsync__not_the_object(r)) wsync__refuse(s, e);
+    wsync__note_failure(s, r, err);
 }
 
 WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_sync_stats *stats, wsync_error *err)
 {
     wsync_sync_stats st;
     wsync__fetched *pre;
+    wsync_error oe;
     size_t n, i;
-    int fresh;
+    int fresh, targets_wrong = 0;
     wsync_result r = WSYNC_OK;
     wsync__pathlog pl;
     wsync__error_reset(err);
+    wsync__error_reset(&oe);
     if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
     wsync__stats_begin(s, &st);
     memset(&pl, 0, sizeof pl);
     wsync__sub_lock(s);
     pre = s->pre;
     n = s->n_pre;
-    fresh = s->pre_ready && s->pre_has_from == s->has_step && (!s->has_step || s->pre_from == s->step);
-    st.head_step = s->pre_step;
+    fresh = wsync__pre_fresh(s);
+    st.head_step = fresh ? s->pre_head : s->head_step;
+    st.verified = fresh && s->pre_verified;
     s->pre = NULL;
     s->n_pre = 0;
     s->pre_ready = 0;
+    s->busy = 1;
     wsync__sub_unlock(s);
     /* a prefetch planned from a step the targets no longer hold is dropped */
     for (i = 0; fresh && i < n; i++) {
-        if ((r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, NULL, err)) != WSYNC_OK) {
-            wsync__obj_fail(err, r, pre[i].e.key);
+        if ((r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, &targets_wrong, &oe)) != WSYNC_OK) {
+            wsync__obj_fail(&oe, r, pre[i].e.key);
+            wsync__apply_ready_failed(s, &pre[i].e, r, targets_wrong, &oe);
+            if (!wsync__not_the_object(r)) st.rejected++;
             break;
         }
         wsync__pathlog_add(&pl, &st, &pre[i].e, pre[i].size);
     }
+    if (r == WSYNC_OK && fresh && n && s->verify_state) {
+        /* as sync: the whole model against HEAD's state digest for its step */
+        if ((r = wsync__verify_entry(s, &pre[n - 1].e, &oe)) != WSYNC_OK) wsync__note_failure(s, r, &oe);
+    }
+    if (r != WSYNC_OK && err) *err = oe;
+    wsync__sub_lock(s);
+    s->busy = 0;
+    wsync__sub_unlock(s);
     if (pre) wsync__pre_free(s, pre, n);
     wsync__pathlog_str(&pl, st.path, sizeof st.path);
     wsync__stats_end(s, &st);
     if (stats) *stats = st;
     return r;
+}
+
+WSYNC_DEF wsync_result wsync_subscriber_prefetch_status(wsync_subscriber *s, wsync_prefetch_status *out)
+{
+    if (!s || !out) return WSYNC_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    wsync__sub_lock(s);
+    out->running = s->bg_running;
+    out->polls = s->polls;
+    out->head_known = s->head_known;
+    out->head_step = s->head_step;
+    out->ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step);
+    if (out->ready) out->ready_step = s->pre_step;
+    out->caught_up = s->head_known && s->has_step && s->step == s->head_step;
+    out->refused = (unsigned)s->n_refused;
+#if WSYNC__HAVE_THREADS
+    out->interval_ms = s->bg_running ? wsync__bg_interval(s) : 0;
+#endif
+    out->last_result = s->last_result;
+    out->last_error = s->last_err;
+    out->last_error_time = s->last_time;
+    wsync__sub_unlock(s);
+    return WSYNC_OK;
 }
 
 WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s)
@@ -10084,7 +10469,9 @@ WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->th, NULL);
+    pthread_mutex_lock(&s->mu);
     s->bg_running = 0;
+    pthread_mutex_unlock(&s->mu);
 #endif
 }
 
