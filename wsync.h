@@ -10181,7 +10181,20 @@ static int wsync__poll_fetch(wsync_subscriber *s, wsync__poll *p, int any, uint6
             wsync_result r;
             if (p->bytes[k]) continue;
             wsync__error_reset(&oe);
-            if ((r = wsync__fetch(s, e, &p->bytes[k], &p->size[k], &oe)) != WSYNC_OK) {
+            r = wsync__fetch(s, e, &p->bytes[k], &p->size[k], &oe);
+            if (r != WSYNC_OK && !wsync__not_the_object(r) && r != WSYNC_ERR_NOT_FOUND) {
+                /* the object itself is wrong (larger than HEAD says, cut off
+                   unread): refused like one that fails its check */
+                wsync__obj_fail(&oe, r, e->key);
+                wsync__note_failure(s, r, &oe);
+                p->failed = 1;
+                wsync__free(&s->a, p->bytes[k]);
+                p->bytes[k] = NULL;
+                wsync__refuse(s, e);
+                p->bad[p->nbad++] = k;
+                break;
+            }
+            if (r != WSYNC_OK) {
                 /* the store failed (or retention removed it after HEAD was
                    read): offer what leads somewhere, try again next poll */
                 wsync__obj_fail(&oe, r, e->key);

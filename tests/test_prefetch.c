@@ -721,6 +721,61 @@ static void test_sync_while_prefetching(const model *m)
     wsync_store_close(&st);
 }
 
+/* ======================================================================
+   An object longer than HEAD says
+   ====================================================================== */
+
+/* The store holds delta 10 with bytes appended: the fetch stops at HEAD's
+   size without reading them, and the prefetch refuses the object as sync
+   does instead of taking it for a store failure and asking again. */
+static void test_longer_than_head(const model *m)
+{
+    cstore cs;
+    wsync_store st;
+    wsync_error err;
+    wsync_sync_stats ss;
+    uint8_t *orig, *big;
+    uint64_t size, r;
+    sub u;
+    const char *key = "deltas/step_000010.safetensors";
+    memset(&cs, 0, sizeof cs);
+    if (wsync_store_mem_open(NULL, &cs.inner, &err) != WSYNC_OK) return;
+    pthread_mutex_init(&cs.mu, NULL);
+    st = cstore_wrap(&cs);
+    publish(&st, m, 1000, 0, 12);
+    orig = obj_get(&st, key, &size);
+    CHECK(orig != NULL);
+    big = (uint8_t *)calloc((size_t)size + 4096, 1);
+    if (orig) memcpy(big, orig, (size_t)size);
+    obj_put(&st, key, big, (size_t)size + 4096);
+
+    TEST_BEGIN("an object longer than HEAD says: the prefetch offers 9, refuses it once, names it");
+    if (sub_open(&u, &st, m)) {
+        wsync_prefetch_status ps;
+        unsigned before, setup = cstore_gets(&cs, key);
+        CHECK_EQ_INT(wsync_subscriber_start(u.s, 2, &err), WSYNC_OK);
+        if (wait_ready(&u, 9)) {
+            CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
+            CHECK(sub_is(&u, 9));
+        }
+        wait_failure(&u, WSYNC_ERR_LIMIT);
+        ps = status_of(&u);
+        CHECK(ps.refused >= 1);
+        CHECK_MSG(strstr(ps.last_error.message, "deltas/step_000010") != NULL, "%s", ps.last_error.message);
+        before = cstore_gets(&cs, key);
+        wait_polls(&u, 20);
+        CHECK_EQ_INT(cstore_gets(&cs, key), before);
+        CHECK_EQ_INT(before, setup + 1);
+        CHECK(!wsync_subscriber_ready(u.s, &r));
+    }
+    sub_close(&u);
+    TEST_END();
+    free(orig);
+    free(big);
+    pthread_mutex_destroy(&cs.mu);
+    wsync_store_close(&cs.inner);
+}
+
 int main(void)
 {
     model m;
@@ -731,6 +786,7 @@ int main(void)
     test_headless_refused(&m, 0);
     test_verified(&m);
     test_sync_while_prefetching(&m);
+    test_longer_than_head(&m);
     free(m.refs);
     return check_summary();
 }
