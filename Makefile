@@ -8,7 +8,7 @@ CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wpedantic -Werror
 STD     := -std=c99
 LIBS    := -lm -lpthread
-BUILD   := build
+BUILD   ?= build
 SAN     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
 HEADERS := wsync.h wsync_http.h wsync_rdma.h
@@ -17,6 +17,12 @@ HEADERS := wsync.h wsync_http.h wsync_rdma.h
 HAVE_CURL := $(shell pkg-config --exists libcurl 2>/dev/null && echo 1)
 CURL_LIBS := $(if $(HAVE_CURL),$(shell pkg-config --libs libcurl),)
 CLI_HTTP  := $(if $(HAVE_CURL),-DWSYNC_CLI_HTTP=1,)
+# What was detected, recorded in $(CONFIG) and rewritten only when it changes
+# (compare, then replace), so that what was built under another configuration
+# is built again (make demo before make test installs libcurl) and nothing
+# else is. Whatever depends on a detected option depends on $(CONFIG).
+CONFIG    := $(BUILD)/config.mk
+CONFIG_LINES := 'HAVE_CURL := $(HAVE_CURL)' 'CURL_LIBS := $(CURL_LIBS)' 'CLI_HTTP := $(CLI_HTTP)'
 
 # Test programs: every tests/test_*.c, each a single translation unit
 # (test_exhaustive runs on its own: make test-exhaustive; test_http needs
@@ -28,32 +34,36 @@ SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
-.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply fuzz fuzz-run demo clean
+.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply fuzz fuzz-run demo clean FORCE
 
 all: $(BUILD)/wsync
 
 $(BUILD) $(BUILD)/san $(BUILD)/fuzz:
 	mkdir -p $@
 
-$(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h $(HEADERS) | $(BUILD)
+$(CONFIG): FORCE | $(BUILD)
+	@printf '%s\n' $(CONFIG_LINES) > $@.tmp.$$$$ && \
+	    if cmp -s $@.tmp.$$$$ $@; then rm -f $@.tmp.$$$$; else mv -f $@.tmp.$$$$ $@; fi
+
+$(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h $(HEADERS) $(CONFIG) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
 
 # The tool under ASan+UBSan, for the multi-process push-demo tests.
-$(BUILD)/san/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h $(HEADERS) | $(BUILD)/san
+$(BUILD)/san/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h $(HEADERS) $(CONFIG) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
 
 # The HTTP store's tests link libcurl (tests/test_http.sh runs them against nginx).
-$(BUILD)/test_http: tests/test_http.c tests/check.h $(HEADERS) | $(BUILD)
+$(BUILD)/test_http: tests/test_http.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
-$(BUILD)/san/test_http: tests/test_http.c tests/check.h $(HEADERS) | $(BUILD)/san
+$(BUILD)/san/test_http: tests/test_http.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
 # The S3 store's tests, the same way (tests/test_s3.sh runs them against s3rver).
-$(BUILD)/test_s3: tests/test_s3.c tests/check.h $(HEADERS) | $(BUILD)
+$(BUILD)/test_s3: tests/test_s3.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
-$(BUILD)/san/test_s3: tests/test_s3.c tests/check.h $(HEADERS) | $(BUILD)/san
+$(BUILD)/san/test_s3: tests/test_s3.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
 # Some tests include the CLI's headers under examples/ too.
@@ -72,7 +82,7 @@ $(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) |
 $(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ fuzz/replay.c $< $(LIBS)
 
-$(BUILD)/bench_http: tests/bench_http.c $(HEADERS) | $(BUILD)
+$(BUILD)/bench_http: tests/bench_http.c $(HEADERS) $(CONFIG) | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
 $(BUILD)/bench_%: tests/bench_%.c $(HEADERS) examples/wsync_gen.h | $(BUILD)
@@ -105,9 +115,12 @@ test-run: $(TEST_PROGRAMS)
 	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
 	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/san/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
 	    "tests/test_headers.sh" \
+	    "tests/test_build_config.sh" \
 	    "tests/test_cli.sh $(BUILD)/wsync" \
 	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
+	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
+	    "tests/test_cli_safety.sh $(BUILD)/san/wsync" \
 	    "tests/test_push.sh $(BUILD)/wsync" \
 	    "tests/test_push.sh $(BUILD)/san/wsync" \
 	    "tests/test_plan_cli.sh $(BUILD)/wsync" \

@@ -295,8 +295,39 @@ static int file_sink(void *user, const void *bytes, size_t len)
     return fwrite(bytes, 1, len, (FILE *)user) == len ? 0 : -1;
 }
 
-/* Writes through a temporary file and renames it over `path`, so a reader
-   never sees half a file. */
+/* A temporary file next to `path` that this process made: `path` + mark
+   (+ pid + ".", when pid > 0) + a random suffix, created with O_EXCL and
+   O_NOFOLLOW, so that nothing already at the name (a file another run is
+   writing, a planted symbolic link) is ever opened; a taken name is tried
+   again with another suffix. The fd, or -1 with errno set. */
+static int temp_create(char *buf, size_t cap, const char *path, const char *mark, long pid, mode_t mode)
+{
+    static uint64_t counter;
+    int tries, n, fd;
+    for (tries = 0; tries < 64; tries++) {
+        struct timespec ts;
+        uint64_t x;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = (uint64_t)ts.tv_sec << 32 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 20;
+        x += ++counter * 0x9E3779B97F4A7C15ull;
+        x = (x ^ x >> 30) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer: every input bit moves the suffix */
+        x = (x ^ x >> 27) * 0x94D049BB133111EBull;
+        x ^= x >> 31;
+        if (pid > 0) n = snprintf(buf, cap, "%s%s%ld.%012llx", path, mark, pid, (unsigned long long)(x >> 16));
+        else n = snprintf(buf, cap, "%s%s%012llx", path, mark, (unsigned long long)(x >> 16));
+        if (n <= 0 || (size_t)n >= cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;
+}
+
+/* Writes through a temporary file of its own (temp_create), fsyncs it and
+   renames it over `path`, so a reader never sees half a file and two runs
+   writing one path each leave it whole. */
 typedef struct out_file {
     char tmp[4096];
     const char *path;
@@ -305,14 +336,15 @@ typedef struct out_file {
 
 static int out_open(out_file *o, const char *path)
 {
+    int fd;
     o->path = path;
-    if (snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%ld", path, (long)time(NULL)) >= (int)sizeof o->tmp) {
-        fprintf(stderr, "wsync: output path too long\n");
-        return 0;
-    }
-    o->f = fopen(o->tmp, "wb");
-    if (!o->f) {
-        fprintf(stderr, "wsync: cannot create %s: %s\n", o->tmp, strerror(errno));
+    o->f = NULL;
+    if ((fd = temp_create(o->tmp, sizeof o->tmp, path, ".tmp.", 0, 0666)) < 0 || !(o->f = fdopen(fd, "wb"))) {
+        fprintf(stderr, "wsync: cannot create a temporary file for %s: %s\n", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            remove(o->tmp);
+        }
         return 0;
     }
     return 1;
@@ -320,7 +352,7 @@ static int out_open(out_file *o, const char *path)
 
 static int out_commit(out_file *o, int ok)
 {
-    if (fflush(o->f) != 0 || ferror(o->f)) ok = 0;
+    if (fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0) ok = 0;
     if (fclose(o->f) != 0) ok = 0;
     if (ok && rename(o->tmp, o->path) != 0) {
         fprintf(stderr, "wsync: cannot rename %s to %s: %s\n", o->tmp, o->path, strerror(errno));
@@ -868,14 +900,6 @@ static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_
     return 1;
 }
 
-/* `path` + ".wsync-tmp." + pid: the store's temporary mark, so that one
-   rule (and one cleanup) covers both. */
-static int temp_name(char *buf, size_t cap, const char *path, long pid)
-{
-    int n = snprintf(buf, cap, "%s" WSYNC_STORE_TMP_MARK "%ld", path, pid);
-    return n > 0 && (size_t)n < cap;
-}
-
 /* The directory holding `path` and the name in it. */
 static void split_path(const char *path, char *dir, size_t cap, const char **base)
 {
@@ -903,7 +927,8 @@ static int fsync_dir(const char *dir)
 
 /* Temporary files of writers that were killed claim nothing (the path is
    only ever replaced by a rename), but they take space: remove those whose
-   process is gone. */
+   process is gone (named `path` + WSYNC_STORE_TMP_MARK + pid, then "." and a
+   suffix, or nothing after the pid as earlier versions wrote them). */
 static void remove_stale_temps(const char *path)
 {
     char dir[4096], full[8192];
@@ -922,7 +947,7 @@ static void remove_stale_temps(const char *path)
         p = n + blen + mlen;
         errno = 0;
         pid = strtol(p, &end, 10);
-        if (!*p || *end || errno || pid <= 0 || pid == (long)getpid()) continue;
+        if (!*p || (*end && *end != '.') || errno || pid <= 0 || pid == (long)getpid()) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to judge) */
         if (snprintf(full, sizeof full, "%s/%s", dir, n) < (int)sizeof full) unlink(full);
     }
@@ -930,7 +955,8 @@ static void remove_stale_temps(const char *path)
 }
 
 /* Writes the image as a plain safetensors file claiming `step`: a temporary
-   file in the same directory, fsync, rename over `path`, fsync of the
+   file of its own in the same directory (temp_create, with this process's
+   pid for remove_stale_temps), fsync, rename over `path`, fsync of the
    directory. Whatever happens meanwhile (kill -9, a crash), `path` holds the
    old file or the new one, whole. Metadata: the image's, "step" set, an
    anchor's "wsync" mark dropped. */
@@ -944,9 +970,9 @@ static int image_save(const char *cmd, const image *im, const char *path, uint64
     wsync_error err;
     FILE *f = NULL;
     int fd, ok = 0;
-    if (!d || !meta || !temp_name(tmp, sizeof tmp, path, (long)getpid())) {
-        tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "%s", "tensor list (or the path is too long)");
-        tmp[0] = 0;
+    tmp[0] = 0;
+    if (!d || !meta) {
+        tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "%s", "tensor list");
         goto done;
     }
     for (i = 0; i < n; i++) {
@@ -965,9 +991,11 @@ static int image_save(const char *cmd, const image *im, const char *path, uint64
     snprintf(stepbuf, sizeof stepbuf, "%llu", (unsigned long long)step);
     meta[nm].key = "step", meta[nm].key_len = 0, meta[nm].value = stepbuf, meta[nm].value_len = 0;
     nm++;
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0 || !(f = fdopen(fd, "wb"))) {
-        tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot create: %s", strerror(errno));
+    if ((fd = temp_create(tmp, sizeof tmp, path, WSYNC_STORE_TMP_MARK, (long)getpid(), 0644)) < 0 ||
+        !(f = fdopen(fd, "wb"))) {
+        tool_fail(cmd, WSYNC_ERR_IO, path, "cannot create a temporary file: %s", strerror(errno));
         if (fd >= 0) close(fd);
+        else tmp[0] = 0; /* nothing of ours to remove */
         goto done;
     }
     if (wsync_st_write(d, n, meta, nm, file_sink, f, NULL, &err) != WSYNC_OK) {
@@ -1120,6 +1148,9 @@ typedef struct puller {
     wsync_chain_options co;
     image im;
     wsync_subscriber *sub;
+    int warned_unchecked;  /* said once: the chain has no HEAD to check against */
+    int refused;           /* refused_step was not saved, and said so */
+    uint64_t refused_step;
 } puller;
 
 static void puller_close(puller *p)
@@ -1151,17 +1182,91 @@ static int puller_open(puller *p, uint64_t limit)
 }
 
 enum { PULL_OK, PULL_SYNC_FAILED, PULL_SAVE_FAILED };
+enum { STATE_MATCH, STATE_MISMATCH, STATE_UNKNOWN };
 
-/* One sync, then the file: rewritten whenever the targets hold another step
-   than the file claims. After a failed sync that is the last published step
-   reached, consistent (never a mixture), so it is written too. */
+/* Whether the model in memory is `step` as HEAD records it. checked: the
+   sync already compared its state digest with HEAD's (WSYNC_CHAIN_VERIFY_STATE),
+   so only whether HEAD has one for the step is asked; otherwise it is
+   computed here. UNKNOWN: no HEAD (a listed chain), or HEAD no longer names
+   the step. */
+static int puller_state(puller *p, uint64_t step, int checked)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    uint64_t want = 0, have = 0;
+    int known = 0;
+    size_t i;
+    if (wsync_chain_read(&p->store, &p->co, &info, &err) != WSYNC_OK) return STATE_UNKNOWN;
+    for (i = 0; info.has_head && i < info.n_entries; i++)
+        if (info.entries[i].step == step && info.entries[i].has_digests) {
+            want = info.entries[i].state;
+            known = 1;
+        }
+    wsync_chain_info_free(&info);
+    if (!known) return STATE_UNKNOWN;
+    if (checked) return STATE_MATCH;
+    if (wsync_state_digest(p->im.t, p->im.st.n_tensors, p->co.threads, &have, &err) != WSYNC_OK) return STATE_UNKNOWN;
+    return have == want ? STATE_MATCH : STATE_MISMATCH;
+}
+
+/* The model in memory holds no known step: a new subscriber over it, which
+   starts from an anchor at its next sync. */
+static int puller_forget(puller *p)
+{
+    wsync_error err;
+    wsync_subscriber_close(p->sub);
+    p->sub = NULL;
+    if (wsync_subscriber_open(&p->store, p->im.t, p->im.st.n_tensors, &p->co, &p->sub, &err) != WSYNC_OK)
+        return chain_fail(p->cmd, &err, "opening a subscriber for %s", p->path), 0;
+    return 1;
+}
+
+/* Whether the step a sync reached may be saved. A successful sync checked
+   the model against HEAD's state digest; after a failed one the last step
+   reached is checked here, since the sync checks only at its target: a file
+   that did not hold the step it claimed, brought forward by deltas that
+   cannot tell (trl), reaches a wrong step. Without HEAD nothing can be
+   checked: a successful sync is saved with a warning, a failed one is not.
+   Each refusal is said once per step (a follower retries). */
+static int puller_may_save(puller *p, uint64_t now, int sync_ok)
+{
+    int state = puller_state(p, now, sync_ok);
+    if (state == STATE_MATCH) return 1;
+    if (state == STATE_UNKNOWN && sync_ok) {
+        if (!p->warned_unchecked)
+            fprintf(stderr, "wsync: %s: warning: the chain has no HEAD, so step %llu is saved to %s unchecked\n",
+                    p->cmd, (unsigned long long)now, p->path);
+        p->warned_unchecked = 1;
+        return 1;
+    }
+    if (state == STATE_MISMATCH) {
+        fprintf(stderr, "wsync: %s: %s: the model at step %llu, the last step reached, does not match HEAD's state "
+                "digest (the file did not hold the step it claims); %s left as it was\n",
+                p->cmd, p->path, (unsigned long long)now, p->path);
+        if (!puller_forget(p)) return -1;
+    } else if (!p->refused || p->refused_step != now)
+        fprintf(stderr, "wsync: %s: %s: step %llu, the last step reached, cannot be checked (the chain has no "
+                "state digest for it); %s left as it was\n", p->cmd, p->path, (unsigned long long)now, p->path);
+    p->refused = 1;
+    p->refused_step = now;
+    return 0;
+}
+
+/* One sync, then the file: rewritten whenever the model in memory differs
+   from it (another step, or the same step rebuilt because the file's bytes
+   were not that step's), and only with a step puller_may_save allows. After
+   a failed sync that is the last published step reached, consistent (never a
+   mixture). */
 static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *secs, int *saved, wsync_error *err)
 {
     uint64_t now;
+    unsigned applied;
     double t0 = now_s();
     wsync_result r;
+    int may;
     memset(st, 0, sizeof *st);
     r = wsync_subscriber_sync(p->sub, step, st, err);
+    applied = st->anchors + st->deltas;
     if (r != WSYNC_OK && p->im.has_step && !wsync_subscriber_step(p->sub, &now)) {
         /* HEAD's state digest disagreed with the result: the file did not
            hold the step it claims (deltas without base digests cannot tell).
@@ -1171,13 +1276,19 @@ static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *s
         r = wsync_subscriber_sync(p->sub, step, st, err);
         st->bytes_fetched += first.bytes_fetched;
         st->rejected += first.rejected;
+        st->anchors += first.anchors;
+        st->deltas += first.deltas;
+        applied = st->anchors + st->deltas;
     }
     *secs = now_s() - t0;
     *saved = 0;
-    if (wsync_subscriber_step(p->sub, &now) && (!p->im.has_step || now != p->im.step)) {
+    if (wsync_subscriber_step(p->sub, &now) && (applied || !p->im.has_step || now != p->im.step)) {
+        if ((may = puller_may_save(p, now, r == WSYNC_OK)) < 0) return PULL_SAVE_FAILED;
+        if (!may) return PULL_SYNC_FAILED;
         if (!image_save(p->cmd, &p->im, p->path, now)) return PULL_SAVE_FAILED;
         p->im.has_step = 1;
         p->im.step = now;
+        p->refused = 0;
         *saved = 1;
     }
     return r == WSYNC_OK ? PULL_OK : PULL_SYNC_FAILED;
@@ -1213,9 +1324,12 @@ static int cmd_pull(int argc, char **argv)
                   "(or to step N) along the cheapest path of deltas and anchors, every object checked\n"
                   "against HEAD's digests. MODEL's __metadata__ \"step\" says where it is; a missing\n"
                   "MODEL is created from an anchor. The file is replaced atomically (temporary file,\n"
-                  "fsync, rename): it always holds one whole published step and says which. When\n"
-                  "the sync fails part way, MODEL is left at the last step reached and the exit\n"
-                  "status is 1. Exit 0 up to date, 1 failed (reason on stderr), 2 usage error.\n",
+                  "fsync, rename): it always holds one whole published step and says which, and\n"
+                  "is saved only when the model's state digest matches HEAD's for that step (a file\n"
+                  "whose bytes are not the step it claims is rebuilt from an anchor). When the sync\n"
+                  "fails part way, MODEL is left at the last step reached if that step checks, else\n"
+                  "as it was, and the exit status is 1. Exit 0 up to date, 1 failed (reason on\n"
+                  "stderr), 2 usage error.\n",
                   stdout);
             return 0;
         } else if ((k = chain_opt("pull", argc, argv, &i, &c)) != 0) {
@@ -1306,6 +1420,7 @@ typedef struct follow_opts {
 
 typedef struct follow_state {
     int opened;            /* the puller holds the model */
+    int checked;           /* one sync has checked the file against HEAD */
     uint64_t updates;
     uint64_t failed_head;  /* HEAD step whose failure was reported (once) */
 } follow_state;
@@ -1362,7 +1477,10 @@ static int follow_loop(puller *p, const follow_opts *o)
             fflush(stdout);
         }
         if (follow_done(p, o, &f)) break;
-        if (!p->im.has_step || head != p->im.step) {
+        /* the first sync also checks a file that claims HEAD's step: its
+           bytes may not be that step's, and nothing else would look */
+        if (!f.checked || !p->im.has_step || head != p->im.step) {
+            f.checked = 1;
             if ((k = follow_pull(p, head, &f)) < 0) {
                 rc = 1;
                 break;
@@ -1400,7 +1518,9 @@ static int cmd_follow(int argc, char **argv)
                   "objects into the copy held in memory and replaces MODEL atomically, printing one\n"
                   "line per update. Stops after N updates (--max-steps), once step N is reached\n"
                   "(--until-step), or on SIGINT/SIGTERM (exit 0). A failed sync is reported and\n"
-                  "retried at the next check; MODEL stays at the last step reached.\n",
+                  "retried at the next check; MODEL stays at the last step reached that checks\n"
+                  "against HEAD's state digest (wsync pull --help). The first check syncs even when\n"
+                  "MODEL claims HEAD's step, so a damaged file is repaired.\n",
                   stdout);
             return 0;
         } else if ((k = chain_opt("follow", argc, argv, &i, &c)) != 0) {
