@@ -36,12 +36,15 @@ static int check__is_verbose(void)
         }                                                                       \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                    \
+/* The condition's text is passed apart so that the CHECK_EQ_* forms can
+   print the expressions they were given while evaluating each just once: a
+   call with side effects (an apply, an encode) is made once, pass or fail. */
+#define CHECK__REPORT(ok, text, ...)                                            \
     do {                                                                        \
-        if (!(cond)) {                                                          \
+        if (!(ok)) {                                                            \
             if (check__case_failures < 10) {                                    \
                 printf("  %s:%d: [%s] check failed: %s: ", __FILE__, __LINE__, \
-                       check__case, #cond);                                     \
+                       check__case, text);                                      \
                 printf(__VA_ARGS__);                                            \
                 printf("\n");                                                   \
             }                                                                   \
@@ -49,15 +52,27 @@ static int check__is_verbose(void)
         }                                                                       \
     } while (0)
 
+#define CHECK_MSG(cond, ...) CHECK__REPORT(cond, #cond, __VA_ARGS__)
 #define CHECK(cond) CHECK_MSG(cond, "%s", "")
 #define CHECK_EQ_INT(a, b)                                                      \
-    CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), \
-              (long long)(b))
+    do {                                                                        \
+        long long check__a = (long long)(a), check__b = (long long)(b);         \
+        CHECK__REPORT(check__a == check__b, #a " == " #b, "%lld != %lld",       \
+                      check__a, check__b);                                      \
+    } while (0)
 #define CHECK_EQ_U64(a, b)                                                      \
-    CHECK_MSG((unsigned long long)(a) == (unsigned long long)(b),               \
-              "0x%llx != 0x%llx", (unsigned long long)(a), (unsigned long long)(b))
+    do {                                                                        \
+        unsigned long long check__a = (unsigned long long)(a),                  \
+                           check__b = (unsigned long long)(b);                  \
+        CHECK__REPORT(check__a == check__b, #a " == " #b, "0x%llx != 0x%llx",   \
+                      check__a, check__b);                                      \
+    } while (0)
 #define CHECK_EQ_STR(a, b)                                                      \
-    CHECK_MSG(strcmp((a), (b)) == 0, "\"%s\" != \"%s\"", (a), (b))
+    do {                                                                        \
+        const char *check__a = (a), *check__b = (b);                            \
+        CHECK__REPORT(strcmp(check__a, check__b) == 0, #a " == " #b,            \
+                      "\"%s\" != \"%s\"", check__a, check__b);                  \
+    } while (0)
 
 static int check_summary(void)
 {
