@@ -105,11 +105,19 @@ MIT, at the bottom of this file.
 
 #ifndef WSYNC_DEF
 #ifdef WSYNC_STATIC
-#define WSYNC_DEF static
+#define WSYNC_DEF static WSYNC__UNUSED
 #else
 #define WSYNC_DEF extern
 #endif
 #endif
+/* Under WSYNC_STATIC a program uses a few of the functions: the rest must
+   not warn "defined but not used". */
+#if defined(__GNUC__) || defined(__clang__)
+#define WSYNC__UNUSED __attribute__((unused))
+#else
+#define WSYNC__UNUSED
+#endif
+
 
 #ifdef __cplusplus
 extern "C" {
@@ -2622,6 +2630,10 @@ static wsync_result wsync__check_write(const wsync_st_tensor_desc *ts, size_t n,
         if (len == 12 && memcmp(t->name, "__metadata__", 12) == 0)
             return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, t->name, len, "%s",
                                "__metadata__ is reserved");
+    /* set on every path: the callers read them only after WSYNC_OK, which
+       the compiler cannot see through wsync__fail once it inlines them */
+    *data_len = 0;
+    *json_len = 0;
         if (wsync_dtype_bits(t->dtype) == 0)
             return wsync__fail(err, WSYNC_ERR_UNKNOWN_DTYPE, UINT64_MAX, t->name, len, "dtype %d",
                                (int)t->dtype);
