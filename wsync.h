@@ -20,6 +20,9 @@ in the one C or C++ file that defines WSYNC_IMPLEMENTATION first:
     #define WSYNC_IMPLEMENTATION
     #include "wsync.h"
 
+and link with -pthread (cc -std=c99 app.c -pthread) unless it is built with
+WSYNC_NO_THREADS.
+
 QUICK START
 ===========
 Open a safetensors file and list its tensors (zero-copy: every tensor's
@@ -49,7 +52,9 @@ Convert: wsync_f32_to_bf16() rounds to nearest even exactly as PyTorch's
 `tensor.to(torch.bfloat16)` does, subnormals included.
 
 Deltas: describe tensors as wsync_tensor {name, dtype, rank, shape, data,
-nbytes}; wsync_delta_encode(base, next, n, &opt, sink, user, &stats, &err)
+nbytes}, each in one call with wsync_tensor_dense(&t, name, dtype, rank,
+shape, data, &err) (nbytes computed, overflow checked);
+wsync_delta_encode(base, next, n, &opt, sink, user, &stats, &err)
 writes a delta file; wsync_delta_apply(bytes, size, weights, n, NULL,
 &stats, &err) checks all of it (digests included) and only then patches
 the weights in place.
@@ -84,7 +89,9 @@ ERRORS
 Every function that can fail returns a wsync_result (WSYNC_OK is 0) and, when
 given a non-NULL wsync_error, fills it: the code, the byte offset in the input
 where the failure was found, the tensor involved, and a message naming the
-rule that failed. wsync_result_str() names a code. Bad input never aborts.
+rule that failed. wsync_result_str() describes a code in words for people
+("input truncated"); wsync_result_name() gives its enumerator for logs and
+for searching this header ("WSYNC_ERR_TRUNCATED"). Bad input never aborts.
 
 LICENSE
 =======
@@ -103,13 +110,6 @@ MIT, at the bottom of this file.
 #define WSYNC_VERSION_NUMBER \
     (WSYNC_VERSION_MAJOR * 10000 + WSYNC_VERSION_MINOR * 100 + WSYNC_VERSION_PATCH)
 
-#ifndef WSYNC_DEF
-#ifdef WSYNC_STATIC
-#define WSYNC_DEF static WSYNC__UNUSED
-#else
-#define WSYNC_DEF extern
-#endif
-#endif
 /* Under WSYNC_STATIC a program uses a few of the functions: the rest must
    not warn "defined but not used". */
 #if defined(__GNUC__) || defined(__clang__)
@@ -118,6 +118,13 @@ MIT, at the bottom of this file.
 #define WSYNC__UNUSED
 #endif
 
+#ifndef WSYNC_DEF
+#ifdef WSYNC_STATIC
+#define WSYNC_DEF static WSYNC__UNUSED
+#else
+#define WSYNC_DEF extern
+#endif
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -538,6 +545,15 @@ typedef struct wsync_tensor {
     uint64_t nbytes;       /* shape product times dtype size */
 } wsync_tensor;
 
+/* Fills *t in one call: nbytes from dtype and shape, checked for overflow
+   (WSYNC_ERR_OVERFLOW), an unknown dtype (WSYNC_ERR_UNKNOWN_DTYPE), a rank
+   above WSYNC_ST_DEFAULT_MAX_RANK (WSYNC_ERR_RANK_TOO_LARGE), sub-byte
+   elements that do not fill whole bytes (WSYNC_ERR_SIZE_MISMATCH), and a
+   missing name, shape (rank > 0) or data (nbytes > 0). Nothing is copied:
+   name, shape and data must outlive t. On failure *t is zeroed. */
+WSYNC_DEF wsync_result wsync_tensor_dense(wsync_tensor *t, const char *name, wsync_dtype dtype, uint32_t rank,
+                                          const uint64_t *shape, void *data, wsync_error *err);
+
 #define WSYNC_DELTA_SKIP_BASE_DIGEST 1u   /* apply: do not verify base digests */
 #define WSYNC_DELTA_SKIP_RESULT_DIGEST 2u /* apply: do not verify result digests (they
                                              are what catches a corrupt value code in
@@ -667,7 +683,8 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
                                        file; __metadata__ "step": "40")
      deltas/step_000041.safetensors    delta 40 -> 41, any encoding
      HEAD                              JSON, written last (README.md,
-                                       "The chain in a store")
+                                       "The chain: a trainer publishes,
+                                       engines follow", shows one)
 
    HEAD names the newest step and every retained object with its base step,
    size, a digest of its bytes and the digest of the model state it leads
@@ -2613,6 +2630,10 @@ static wsync_result wsync__check_write(const wsync_st_tensor_desc *ts, size_t n,
     wsync__name_ref *refs = NULL;
     wsync__emit e;
     wsync_result r = WSYNC_OK;
+    /* set on every path: the callers read them only after WSYNC_OK, which
+       the compiler cannot see through wsync__fail once it inlines them */
+    *data_len = 0;
+    *json_len = 0;
     if ((n && !ts) || (n_meta && !meta))
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
                            "tensors or metadata missing");
@@ -2630,10 +2651,6 @@ static wsync_result wsync__check_write(const wsync_st_tensor_desc *ts, size_t n,
         if (len == 12 && memcmp(t->name, "__metadata__", 12) == 0)
             return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, t->name, len, "%s",
                                "__metadata__ is reserved");
-    /* set on every path: the callers read them only after WSYNC_OK, which
-       the compiler cannot see through wsync__fail once it inlines them */
-    *data_len = 0;
-    *json_len = 0;
         if (wsync_dtype_bits(t->dtype) == 0)
             return wsync__fail(err, WSYNC_ERR_UNKNOWN_DTYPE, UINT64_MAX, t->name, len, "dtype %d",
                                (int)t->dtype);
@@ -3747,6 +3764,49 @@ WSYNC_DEF wsync_encoding wsync_encoding_from_name(const char *name)
     for (e = WSYNC_ENCODING_PACKED; e <= WSYNC_ENCODING_TRL_V3; e++)
         if (strcmp(name, wsync_encoding_name((wsync_encoding)e)) == 0) return (wsync_encoding)e;
     return (wsync_encoding)0;
+}
+
+WSYNC_DEF wsync_result wsync_tensor_dense(wsync_tensor *t, const char *name, wsync_dtype dtype, uint32_t rank,
+                                          const uint64_t *shape, void *data, wsync_error *err)
+{
+    uint64_t nelem = 1, nbytes = 0;
+    size_t len = name ? strlen(name) : 0;
+    wsync_result r;
+    uint32_t d;
+    wsync__error_reset(err);
+    if (t) memset(t, 0, sizeof *t);
+    if (!t || !name)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, len, "%s",
+                           "wsync_tensor_dense needs a tensor and a name");
+    if (wsync_dtype_bits(dtype) == 0)
+        return wsync__fail(err, WSYNC_ERR_UNKNOWN_DTYPE, UINT64_MAX, name, len, "dtype %d", (int)dtype);
+    if (rank > WSYNC_ST_DEFAULT_MAX_RANK)
+        return wsync__fail(err, WSYNC_ERR_RANK_TOO_LARGE, UINT64_MAX, name, len, "rank %u (limit %u)",
+                           (unsigned)rank, WSYNC_ST_DEFAULT_MAX_RANK);
+    if (rank && !shape)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, len, "rank %u without a shape",
+                           (unsigned)rank);
+    for (d = 0; d < rank; d++)
+        if (!wsync_mul_u64(nelem, shape[d], &nelem))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, name, len, "%s",
+                               "the product of the shape overflows 64 bits");
+    if ((r = wsync_dtype_nbytes(dtype, nelem, &nbytes)) != WSYNC_OK)
+        return wsync__fail(err, r, UINT64_MAX, name, len, "%llu elements of %s %s", (unsigned long long)nelem,
+                           wsync_dtype_name(dtype),
+                           r == WSYNC_ERR_OVERFLOW ? "overflow 64 bits" : "do not fill whole bytes");
+    if (nbytes > (uint64_t)SIZE_MAX)
+        return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, name, len, "%llu bytes do not fit a size_t",
+                           (unsigned long long)nbytes);
+    if (nbytes && !data)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, len, "%llu bytes without data",
+                           (unsigned long long)nbytes);
+    t->name = name;
+    t->dtype = dtype;
+    t->rank = rank;
+    t->shape = rank ? shape : NULL;
+    t->data = data;
+    t->nbytes = nbytes;
+    return WSYNC_OK;
 }
 
 /* A growable byte buffer over the caller's allocator (which has no realloc). */

@@ -5414,6 +5414,90 @@ static void test_pool(void)
     }
 }
 
+/* wsync_tensor_dense: one call describes a tensor, nbytes computed with
+   every size rule the writer and the delta code apply. */
+static void td_dense_reject(const char *what, const char *name, wsync_dtype dt, uint32_t rank,
+                            const uint64_t *shape, void *data, wsync_result want)
+{
+    wsync_tensor t;
+    wsync_error err;
+    wsync_result r;
+    size_t i;
+    int zero = 1;
+    memset(&t, 0x5A, sizeof t);
+    r = wsync_tensor_dense(&t, name, dt, rank, shape, data, &err);
+    CHECK_MSG(r == want, "%s: %s, expected %s (%s)", what, wsync_result_name(r), wsync_result_name(want), err.message);
+    CHECK_MSG(err.code == r && err.message[0], "%s: error not filled", what);
+    if (name) CHECK_MSG(strcmp(err.tensor, name) == 0, "%s: err.tensor '%s'", what, err.tensor);
+    for (i = 0; i < sizeof t; i++) zero &= ((const uint8_t *)&t)[i] == 0;
+    CHECK_MSG(zero, "%s: the tensor is not zeroed on failure", what);
+}
+
+static void test_tensor_dense(void)
+{
+    uint64_t s23[2] = {2, 3}, s0[1] = {0}, s3[1] = {3}, s4[1] = {4}, big[2] = {1ull << 32, 1ull << 32};
+    uint64_t half[1] = {1ull << 63}, ones[WSYNC_ST_DEFAULT_MAX_RANK + 1];
+    uint16_t w[6] = {0}, w2[6] = {0};
+    wsync_tensor t, base[2], next[2];
+    wsync_error err;
+    size_t i;
+    for (i = 0; i <= WSYNC_ST_DEFAULT_MAX_RANK; i++) ones[i] = 1;
+
+    TEST_BEGIN("wsync_tensor_dense: fills every field, nbytes from dtype and shape");
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "w", WSYNC_DTYPE_BF16, 2, s23, w, &err), WSYNC_OK);
+    CHECK(err.code == WSYNC_OK);
+    CHECK(strcmp(t.name, "w") == 0 && t.dtype == WSYNC_DTYPE_BF16 && t.rank == 2 && t.shape == s23 &&
+          t.data == (void *)w);
+    CHECK_EQ_U64(t.nbytes, 12);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "s", WSYNC_DTYPE_F64, 0, NULL, w, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 8);
+    CHECK(t.shape == NULL && t.rank == 0);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "f4", WSYNC_DTYPE_F4, 1, s4, w, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 2);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "empty", WSYNC_DTYPE_F32, 1, s0, NULL, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 0);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "r64", WSYNC_DTYPE_U8, WSYNC_ST_DEFAULT_MAX_RANK, ones, w, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 1);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "half", WSYNC_DTYPE_U8, 1, half, w, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 1ull << 63);
+    TEST_END();
+
+    TEST_BEGIN("wsync_tensor_dense: overflow, unknown dtype, rank limit, missing pieces");
+    td_dense_reject("shape product 2^64", "w", WSYNC_DTYPE_BF16, 2, big, w, WSYNC_ERR_OVERFLOW);
+    td_dense_reject("2^63 elements of 2 bytes", "w", WSYNC_DTYPE_BF16, 1, half, w, WSYNC_ERR_OVERFLOW);
+    td_dense_reject("3 F4 elements: not whole bytes", "w", WSYNC_DTYPE_F4, 1, s3, w, WSYNC_ERR_SIZE_MISMATCH);
+    td_dense_reject("dtype INVALID", "w", WSYNC_DTYPE_INVALID, 1, s3, w, WSYNC_ERR_UNKNOWN_DTYPE);
+    td_dense_reject("dtype COUNT", "w", WSYNC_DTYPE_COUNT, 1, s3, w, WSYNC_ERR_UNKNOWN_DTYPE);
+    td_dense_reject("dtype 200", "w", (wsync_dtype)200, 1, s3, w, WSYNC_ERR_UNKNOWN_DTYPE);
+    td_dense_reject("rank 65", "w", WSYNC_DTYPE_U8, WSYNC_ST_DEFAULT_MAX_RANK + 1, ones, w, WSYNC_ERR_RANK_TOO_LARGE);
+    td_dense_reject("rank 2 without a shape", "w", WSYNC_DTYPE_U8, 2, NULL, w, WSYNC_ERR_INVALID_ARGUMENT);
+    td_dense_reject("no name", NULL, WSYNC_DTYPE_U8, 1, s3, w, WSYNC_ERR_INVALID_ARGUMENT);
+    td_dense_reject("no data for 6 bytes", "w", WSYNC_DTYPE_BF16, 1, s3, NULL, WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_tensor_dense(NULL, "w", WSYNC_DTYPE_U8, 1, s3, w, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(err.code == WSYNC_ERR_INVALID_ARGUMENT && err.message[0]);
+    TEST_END();
+
+    TEST_BEGIN("wsync_tensor_dense: tensors it describes encode and apply");
+    {
+        wsync_buffer buf;
+        uint8_t out[4096];
+        w2[1] = 0x3F80;
+        w2[5] = 0xBF80;
+        /* "a" [3] over w[0..2], "s" a scalar at w[5] */
+        CHECK_EQ_INT(wsync_tensor_dense(&base[0], "a", WSYNC_DTYPE_BF16, 1, s23 + 1, w, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_tensor_dense(&next[0], "a", WSYNC_DTYPE_BF16, 1, s23 + 1, w2, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_tensor_dense(&base[1], "s", WSYNC_DTYPE_BF16, 0, NULL, w + 5, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_tensor_dense(&next[1], "s", WSYNC_DTYPE_BF16, 0, NULL, w2 + 5, &err), WSYNC_OK);
+        buf.bytes = out;
+        buf.cap = sizeof out;
+        buf.len = 0;
+        CHECK_EQ_INT(wsync_delta_encode(base, next, 2, NULL, wsync_buffer_sink, &buf, NULL, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_delta_apply(out, buf.len, base, 2, NULL, NULL, &err), WSYNC_OK);
+        CHECK(memcmp(w, w2, sizeof w) == 0);
+    }
+    TEST_END();
+}
+
 int main(void)
 {
     test_digest();
@@ -5430,6 +5514,7 @@ int main(void)
     test_encode_errors();
     test_alloc_failures();
     test_pool();
+    test_tensor_dense();
 #if TD_THREADS
     test_alloc_failures_threads();
 #endif
