@@ -20,6 +20,9 @@ in the one C or C++ file that defines WSYNC_IMPLEMENTATION first:
     #define WSYNC_IMPLEMENTATION
     #include "wsync.h"
 
+and link with -pthread (cc -std=c99 app.c -pthread) unless it is built with
+WSYNC_NO_THREADS.
+
 QUICK START
 ===========
 Open a safetensors file and list its tensors (zero-copy: every tensor's
@@ -49,7 +52,9 @@ Convert: wsync_f32_to_bf16() rounds to nearest even exactly as PyTorch's
 `tensor.to(torch.bfloat16)` does, subnormals included.
 
 Deltas: describe tensors as wsync_tensor {name, dtype, rank, shape, data,
-nbytes}; wsync_delta_encode(base, next, n, &opt, sink, user, &stats, &err)
+nbytes}, each in one call with wsync_tensor_dense(&t, name, dtype, rank,
+shape, data, &err) (nbytes computed, overflow checked);
+wsync_delta_encode(base, next, n, &opt, sink, user, &stats, &err)
 writes a delta file; wsync_delta_apply(bytes, size, weights, n, NULL,
 &stats, &err) checks all of it (digests included) and only then patches
 the weights in place.
@@ -84,7 +89,9 @@ ERRORS
 Every function that can fail returns a wsync_result (WSYNC_OK is 0) and, when
 given a non-NULL wsync_error, fills it: the code, the byte offset in the input
 where the failure was found, the tensor involved, and a message naming the
-rule that failed. wsync_result_str() names a code. Bad input never aborts.
+rule that failed. wsync_result_str() describes a code in words for people
+("input truncated"); wsync_result_name() gives its enumerator for logs and
+for searching this header ("WSYNC_ERR_TRUNCATED"). Bad input never aborts.
 
 LICENSE
 =======
@@ -103,9 +110,17 @@ MIT, at the bottom of this file.
 #define WSYNC_VERSION_NUMBER \
     (WSYNC_VERSION_MAJOR * 10000 + WSYNC_VERSION_MINOR * 100 + WSYNC_VERSION_PATCH)
 
+/* Under WSYNC_STATIC a program uses a few of the functions: the rest must
+   not warn "defined but not used". */
+#if defined(__GNUC__) || defined(__clang__)
+#define WSYNC__UNUSED __attribute__((unused))
+#else
+#define WSYNC__UNUSED
+#endif
+
 #ifndef WSYNC_DEF
 #ifdef WSYNC_STATIC
-#define WSYNC_DEF static
+#define WSYNC_DEF static WSYNC__UNUSED
 #else
 #define WSYNC_DEF extern
 #endif
@@ -147,7 +162,8 @@ extern "C" {
     X(WSYNC_ERR_DIGEST_MISMATCH, 23, "digest mismatch")                            \
     X(WSYNC_ERR_BAD_HEAD, 24, "the store's HEAD is not a valid chain pointer")     \
     X(WSYNC_ERR_NO_PATH, 25, "no usable chain of objects reaches the step")        \
-    X(WSYNC_ERR_AUTH, 26, "authentication or permission refused")
+    X(WSYNC_ERR_AUTH, 26, "authentication or permission refused")                  \
+    X(WSYNC_ERR_CORRUPT, 27, "the data are corrupt: a stream that does not decode")
 
 typedef enum wsync_result {
 #define WSYNC__RESULT_ENUM(name, value, text) name = value,
@@ -514,7 +530,9 @@ WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t
      trl-v3      {name}.idx U16/U32 gaps + {name}.val ("gap_delta").
    Reading detects the encoding. Applying validates the whole delta (and,
    for packed encodings, both digests of every tensor) before it writes a
-   single byte. */
+   single byte. A file cut short fails in its container (WSYNC_ERR_TRUNCATED,
+   or WSYNC_ERR_OUT_OF_BOUNDS for data offsets past its end); a stream whose
+   bytes do not decode within their declared lengths is WSYNC_ERR_CORRUPT. */
 
 typedef enum wsync_encoding {
     WSYNC_ENCODING_PACKED = 1,
@@ -536,6 +554,15 @@ typedef struct wsync_tensor {
     void *data;
     uint64_t nbytes;       /* shape product times dtype size */
 } wsync_tensor;
+
+/* Fills *t in one call: nbytes from dtype and shape, checked for overflow
+   (WSYNC_ERR_OVERFLOW), an unknown dtype (WSYNC_ERR_UNKNOWN_DTYPE), a rank
+   above WSYNC_ST_DEFAULT_MAX_RANK (WSYNC_ERR_RANK_TOO_LARGE), sub-byte
+   elements that do not fill whole bytes (WSYNC_ERR_SIZE_MISMATCH), and a
+   missing name, shape (rank > 0) or data (nbytes > 0). Nothing is copied:
+   name, shape and data must outlive t. On failure *t is zeroed. */
+WSYNC_DEF wsync_result wsync_tensor_dense(wsync_tensor *t, const char *name, wsync_dtype dtype, uint32_t rank,
+                                          const uint64_t *shape, void *data, wsync_error *err);
 
 #define WSYNC_DELTA_SKIP_BASE_DIGEST 1u   /* apply: do not verify base digests */
 #define WSYNC_DELTA_SKIP_RESULT_DIGEST 2u /* apply: do not verify result digests (they
@@ -693,7 +720,8 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
                                        file; __metadata__ "step": "40")
      deltas/step_000041.safetensors    delta 40 -> 41, any encoding
      HEAD                              JSON, written last (README.md,
-                                       "The chain in a store")
+                                       "The chain: a trainer publishes,
+                                       engines follow", shows one)
 
    HEAD names the newest step and every retained object with its base step,
    size, a digest of its bytes and the digest of the model state it leads
@@ -2717,6 +2745,10 @@ static wsync_result wsync__check_write(const wsync_st_tensor_desc *ts, size_t n,
     wsync__name_ref *refs = NULL;
     wsync__emit e;
     wsync_result r = WSYNC_OK;
+    /* set on every path: the callers read them only after WSYNC_OK, which
+       the compiler cannot see through wsync__fail once it inlines them */
+    *data_len = 0;
+    *json_len = 0;
     if ((n && !ts) || (n_meta && !meta))
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
                            "tensors or metadata missing");
@@ -3847,6 +3879,49 @@ WSYNC_DEF wsync_encoding wsync_encoding_from_name(const char *name)
     for (e = WSYNC_ENCODING_PACKED; e <= WSYNC_ENCODING_TRL_V3; e++)
         if (strcmp(name, wsync_encoding_name((wsync_encoding)e)) == 0) return (wsync_encoding)e;
     return (wsync_encoding)0;
+}
+
+WSYNC_DEF wsync_result wsync_tensor_dense(wsync_tensor *t, const char *name, wsync_dtype dtype, uint32_t rank,
+                                          const uint64_t *shape, void *data, wsync_error *err)
+{
+    uint64_t nelem = 1, nbytes = 0;
+    size_t len = name ? strlen(name) : 0;
+    wsync_result r;
+    uint32_t d;
+    wsync__error_reset(err);
+    if (t) memset(t, 0, sizeof *t);
+    if (!t || !name)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, len, "%s",
+                           "wsync_tensor_dense needs a tensor and a name");
+    if (wsync_dtype_bits(dtype) == 0)
+        return wsync__fail(err, WSYNC_ERR_UNKNOWN_DTYPE, UINT64_MAX, name, len, "dtype %d", (int)dtype);
+    if (rank > WSYNC_ST_DEFAULT_MAX_RANK)
+        return wsync__fail(err, WSYNC_ERR_RANK_TOO_LARGE, UINT64_MAX, name, len, "rank %u (limit %u)",
+                           (unsigned)rank, WSYNC_ST_DEFAULT_MAX_RANK);
+    if (rank && !shape)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, len, "rank %u without a shape",
+                           (unsigned)rank);
+    for (d = 0; d < rank; d++)
+        if (!wsync_mul_u64(nelem, shape[d], &nelem))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, name, len, "%s",
+                               "the product of the shape overflows 64 bits");
+    if ((r = wsync_dtype_nbytes(dtype, nelem, &nbytes)) != WSYNC_OK)
+        return wsync__fail(err, r, UINT64_MAX, name, len, "%llu elements of %s %s", (unsigned long long)nelem,
+                           wsync_dtype_name(dtype),
+                           r == WSYNC_ERR_OVERFLOW ? "overflow 64 bits" : "do not fill whole bytes");
+    if (nbytes > (uint64_t)SIZE_MAX)
+        return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, name, len, "%llu bytes do not fit a size_t",
+                           (unsigned long long)nbytes);
+    if (nbytes && !data)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, len, "%llu bytes without data",
+                           (unsigned long long)nbytes);
+    t->name = name;
+    t->dtype = dtype;
+    t->rank = rank;
+    t->shape = rank ? shape : NULL;
+    t->data = data;
+    t->nbytes = nbytes;
+    return WSYNC_OK;
 }
 
 /* A growable byte buffer over the caller's allocator (which has no realloc). */
@@ -5204,9 +5279,9 @@ WSYNC__INLINE int wsync__pm_sym_open(wsync__pm_sym *s)
         wsync__ctx *x = s->ctx;
         uint64_t n = wsync__rcd_uint(&s->d, x->count_len[s->c], x->count_mant[s->c], 5, &s->invalid);
         s->seg[s->c] = s->total;
-        if (s->d.p > s->d.end) return wsync__pm_sym_fail(s, WSYNC_ERR_TRUNCATED, "stream ends early");
+        if (s->d.p > s->d.end) return wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "stream ends early");
         if (n > s->len - s->total || n > s->room - s->total)
-            return wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "class change count too large");
+            return wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "class change count too large");
         if (n) {
             s->left = n;
             s->next = 0;
@@ -5216,7 +5291,7 @@ WSYNC__INLINE int wsync__pm_sym_open(wsync__pm_sym *s)
     s->seg[WSYNC__MAX_CLASSES] = s->total;
     if (s->d.p != s->d.end)
         return wsync__pm_sym_fail(s, WSYNC_ERR_TRAILING_BYTES, "bytes left over after the block's changes");
-    if (s->total == 0) return wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "a stored block without changes");
+    if (s->total == 0) return wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "a stored block without changes");
     return 0;
 }
 
@@ -5229,9 +5304,9 @@ WSYNC__INLINE int wsync__pm_sym_step(wsync__pm_sym *s)
     if (!wsync__rcd_bit_likely(&s->d, &x->val_small[c])) z = wsync__rcd_bit(&s->d, &x->val_sign[c]);
     else {
         z = wsync__rcd_uint(&s->d, x->val_len[c], x->val_mant[c], 7, &s->invalid);
-        if (z < 2 || s->invalid) return wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "invalid value code");
+        if (z < 2 || s->invalid) return wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "invalid value code");
     }
-    if (s->d.p > s->d.end) return wsync__pm_sym_fail(s, WSYNC_ERR_TRUNCATED, "stream ends early");
+    if (s->d.p > s->d.end) return wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "stream ends early");
     if (g >= s->len - s->next) return wsync__pm_sym_fail(s, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
     s->next += g + 1;
     s->gap[s->total] = (uint32_t)g;
@@ -5258,7 +5333,7 @@ static void wsync__pm_sym_begin(wsync__pm_sym *s, const uint8_t *p, size_t size,
     s->invalid = 0;
     memset(&s->d, 0, sizeof s->d);
     if (p[0] != 0) {
-        wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "range coder stream must start with a zero byte");
+        wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "range coder stream must start with a zero byte");
         return;
     }
     memcpy(padded, p, size);
@@ -5323,7 +5398,7 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
         case 4: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 4); break;
         default: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 8); break;
         }
-        if (bad) return *why = bad, WSYNC_ERR_INVALID_ARGUMENT;
+        if (bad) return *why = bad, WSYNC_ERR_CORRUPT;
     }
     *lat = s.lat;
     *next = s.next;
@@ -5531,13 +5606,13 @@ static void wsync__cr_symbols(wsync__pm_sym *s, const uint8_t *blk, size_t size,
         n = wsync__cr_count(padded, &bp);
         if (bp > end) goto truncated;
         if (n > len - total || n > room - total) {
-            wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "class change count too large");
+            wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "class change count too large");
             goto out;
         }
         if (!n) continue;
         kg = (unsigned)wsync__cr_bits(padded, &bp, 5);
         if (kg > WSYNC__CR_KMAX) {
-            wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "gap parameter above 24");
+            wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "gap parameter above 24");
             goto out;
         }
         for (j = 0; j < n; j++) {
@@ -5574,7 +5649,7 @@ static void wsync__cr_symbols(wsync__pm_sym *s, const uint8_t *blk, size_t size,
         ne = wsync__cr_count(padded, &bp);
         if (bp > end) goto truncated;
         if (ne > n) {
-            wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "more escaped values than changes");
+            wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "more escaped values than changes");
             goto out;
         }
         if (!ne) {
@@ -5586,7 +5661,7 @@ static void wsync__cr_symbols(wsync__pm_sym *s, const uint8_t *blk, size_t size,
         ke = (unsigned)wsync__cr_bits(padded, &bp, 5);
         km = (unsigned)wsync__cr_bits(padded, &bp, 5);
         if (ke > WSYNC__CR_KMAX) {
-            wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "escape gap parameter above 24");
+            wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "escape gap parameter above 24");
             goto out;
         }
         nx = wsync__cr_rice(padded, &bp, ke, WSYNC__GAP_ESCAPE, 32);
@@ -5598,7 +5673,7 @@ static void wsync__cr_symbols(wsync__pm_sym *s, const uint8_t *blk, size_t size,
             } else {
                 uint64_t v = wsync__cr_rice(padded, &bp, km, WSYNC__VAL_ESCAPE, raw);
                 if (v > UINT64_MAX - 2) {
-                    wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "invalid value code");
+                    wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "invalid value code");
                     goto out;
                 }
                 zv[j] = v + 2;
@@ -5616,9 +5691,9 @@ static void wsync__cr_symbols(wsync__pm_sym *s, const uint8_t *blk, size_t size,
     if ((bp + 7) / 8 != size)
         wsync__pm_sym_fail(s, WSYNC_ERR_TRAILING_BYTES, "bytes left over after the block's changes");
     else if ((bp & 7) && padded[bp >> 3] >> (bp & 7))
-        wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "padding bits after the block's changes are not zero");
+        wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "padding bits after the block's changes are not zero");
     else if (total == 0)
-        wsync__pm_sym_fail(s, WSYNC_ERR_INVALID_ARGUMENT, "a stored block without changes");
+        wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "a stored block without changes");
     goto out;
 past_class:
     wsync__pm_sym_fail(s, WSYNC_ERR_OUT_OF_BOUNDS, "rank past its class");
@@ -5627,7 +5702,7 @@ bad_escape:
     wsync__pm_sym_fail(s, WSYNC_ERR_OUT_OF_BOUNDS, "escaped value's index past its class");
     goto out;
 truncated:
-    wsync__pm_sym_fail(s, WSYNC_ERR_TRUNCATED, "stream ends early");
+    wsync__pm_sym_fail(s, WSYNC_ERR_CORRUPT, "stream ends early");
 out:
     s->total = total;
 }
@@ -6726,12 +6801,12 @@ static wsync_result wsync__rs_open(wsync__rs *s, const uint8_t *p, size_t size, 
                                    const char **why)
 {
     size_t used = wsync__varint_get(p, size, &s->count);
-    if (!used || s->count == 0 || s->count > len) return *why = "bad change count", WSYNC_ERR_INVALID_ARGUMENT;
-    if (s->count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_INVALID_ARGUMENT;
-    if (size - used < 2) return *why = "block header truncated", WSYNC_ERR_TRUNCATED;
+    if (!used || s->count == 0 || s->count > len) return *why = "bad change count", WSYNC_ERR_CORRUPT;
+    if (s->count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_CORRUPT;
+    if (size - used < 2) return *why = "block header truncated", WSYNC_ERR_CORRUPT;
     s->kg = p[used];
     s->kv = p[used + 1];
-    if (s->kg > 24 || s->kv > 31) return *why = "bad Rice parameter", WSYNC_ERR_INVALID_ARGUMENT;
+    if (s->kg > 24 || s->kv > 31) return *why = "bad Rice parameter", WSYNC_ERR_CORRUPT;
     s->payload = p + used + 2;
     s->payload_size = size - used - 2;
     s->r.p = s->payload;
@@ -6753,14 +6828,14 @@ WSYNC__INLINE wsync_result wsync__rs_step(wsync__rs *s, const unsigned vbits, ui
     if (s->r.end - s->r.p >= WSYNC__RICE_MARGIN) {
         wsync__rice_gap(&s->r, s->kg, 1, &g);
     } else if (!wsync__rice_gap(&s->r, s->kg, 0, &g)) {
-        return *why = "stream ends inside a gap", WSYNC_ERR_TRUNCATED;
+        return *why = "stream ends inside a gap", WSYNC_ERR_CORRUPT;
     }
     *at = s->next + g;
     if (*at >= s->len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
     s->next = *at + 1;
     *kind = s->r.end - s->r.p >= WSYNC__RICE_MARGIN ? wsync__rice_val(&s->r, s->kv, vbits, 1, code)
                                                    : wsync__rice_val(&s->r, s->kv, vbits, 0, code);
-    if (!*kind) return *why = "stream ends inside a value", WSYNC_ERR_TRUNCATED;
+    if (!*kind) return *why = "stream ends inside a value", WSYNC_ERR_CORRUPT;
     s->i++;
     return WSYNC_OK;
 }
@@ -6788,7 +6863,7 @@ static wsync_result wsync__rs_close(wsync__rs *s, const char **why)
     if (total - consumed >= 8) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
     wsync__br_refill(&s->r);
     if (s->r.buf & ((((uint64_t)1) << (total - consumed)) - 1))
-        return *why = "nonzero padding bits", WSYNC_ERR_INVALID_ARGUMENT;
+        return *why = "nonzero padding bits", WSYNC_ERR_CORRUPT;
     return WSYNC_OK;
 }
 
@@ -7053,7 +7128,7 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
     block_log2 = p[7];
     fixed = 8 + 8 * (uint64_t)rank + 24 + (WSYNC__CODER_HAS_CLASSES(coder) ? 8 : 0);
     if (size < fixed)
-        return wsync__fail(err, WSYNC_ERR_TRUNCATED, at, t->name, t->name_len, "%s", "stream header truncated");
+        return wsync__fail(err, WSYNC_ERR_CORRUPT, at, t->name, t->name_len, "%s", "stream header truncated");
     if ((r = wsync__match(sorted, n_targets, t->name, t->name_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
         return r;
     if (p[5] != (uint8_t)pt->target->dtype || rank != pt->target->rank)
@@ -7107,11 +7182,11 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
                            "%llu changes cannot fit this stream", (unsigned long long)changed);
     if (nblocks > (size - fixed) / 4)
-        return wsync__fail(err, WSYNC_ERR_TRUNCATED, at, t->name, t->name_len, "%s", "block table truncated");
+        return wsync__fail(err, WSYNC_ERR_CORRUPT, at, t->name, t->name_len, "%s", "block table truncated");
     off = fixed + 4 * nblocks;
     for (bi = 0; bi < nblocks; bi++) total += wsync__get_le32(p + fixed + 4 * bi);
     if (total != size - off)
-        return wsync__fail(err, total > size - off ? WSYNC_ERR_TRUNCATED : WSYNC_ERR_TRAILING_BYTES, at, t->name,
+        return wsync__fail(err, total > size - off ? WSYNC_ERR_CORRUPT : WSYNC_ERR_TRAILING_BYTES, at, t->name,
                            t->name_len, "block sizes add up to %llu, the stream holds %llu",
                            (unsigned long long)total, (unsigned long long)(size - off));
     if (coder == WSYNC__CODER_RICE) {

@@ -104,6 +104,8 @@ COMPILE-TIME OPTIONS
                                so (WSYNC_HTTP_AVAILABLE is 0). Define it in
                                every translation unit or in none.
     WSYNC_NO_THREADS           (from wsync.h) no mutex: one thread per store
+    WSYNC_STATIC               (from wsync.h) these functions static too: both
+                               implementations then go in the same file
 
 LICENSE
 =======

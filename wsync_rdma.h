@@ -182,6 +182,11 @@ leaves it out) and loads libibverbs.so.1 with dlopen when a fabric opens
 with the default table; without it wsync_fabric_verbs_open fails with
 WSYNC_ERR_UNSUPPORTED (no headers) or WSYNC_ERR_IO ("libibverbs not
 found", "no RDMA devices"). Register memory within RLIMIT_MEMLOCK.
+The implementation may sit in its own translation unit, apart from
+wsync.h's: it uses only wsync.h's public API (under WSYNC_STATIC both go
+in one file). Its default allocator is WSYNC_RDMA_MALLOC/WSYNC_RDMA_FREE
+(define both or neither), else WSYNC_MALLOC/WSYNC_FREE where they are
+defined, else malloc/free.
 Senders should not rely on SIGPIPE being ignored: every send uses
 MSG_NOSIGNAL.
 
@@ -1195,11 +1200,28 @@ static uint64_t wsync__rget64(const uint8_t *p)
     return (uint64_t)wsync__rget32(p) | (uint64_t)wsync__rget32(p + 4) << 32;
 }
 
+/* The allocator behind a zero wsync_allocator. wsync.h's WSYNC_MALLOC and
+   WSYNC_FREE are defined only where its implementation is, often another
+   translation unit, so this header has its own pair: the program's
+   WSYNC_MALLOC/WSYNC_FREE when it defines them here, else malloc/free. */
+#if defined(WSYNC_RDMA_MALLOC) && defined(WSYNC_RDMA_FREE)
+#elif !defined(WSYNC_RDMA_MALLOC) && !defined(WSYNC_RDMA_FREE)
+#if defined(WSYNC_MALLOC) && defined(WSYNC_FREE)
+#define WSYNC_RDMA_MALLOC(sz) WSYNC_MALLOC(sz)
+#define WSYNC_RDMA_FREE(p) WSYNC_FREE(p)
+#else
+#define WSYNC_RDMA_MALLOC(sz) malloc(sz)
+#define WSYNC_RDMA_FREE(p) free(p)
+#endif
+#else
+#error "Define both WSYNC_RDMA_MALLOC and WSYNC_RDMA_FREE, or neither."
+#endif
+
 static void *wsync__ralloc(const wsync_allocator *a, size_t n)
 {
     void *p;
     if (n == 0) n = 1;
-    p = a->alloc ? a->alloc(a->user, n) : WSYNC_MALLOC(n);
+    p = a->alloc ? a->alloc(a->user, n) : WSYNC_RDMA_MALLOC(n);
     if (p) memset(p, 0, n);
     return p;
 }
@@ -1208,7 +1230,7 @@ static void wsync__rfree(const wsync_allocator *a, void *p)
 {
     if (!p) return;
     if (a->free) a->free(a->user, p);
-    else WSYNC_FREE(p);
+    else WSYNC_RDMA_FREE(p);
 }
 
 /* 1 when [off, off + len) lies in [0, size). */

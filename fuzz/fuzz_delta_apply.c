@@ -32,6 +32,8 @@
         refuses any single allocation out of proportion to the input.
      2. Failure: the wsync_error matches the result with a nonempty message,
         nothing leaked, and every target equals its base byte for byte.
+        WSYNC_ERR_TRUNCATED only for a file that is short (the safetensors
+        reader says so too): a stream that does not decode is CORRUPT.
      3. Success:
           packed (and packed-max): for every stream, the target it names has
           the base digest and the result digest the stream declares, and
@@ -213,6 +215,17 @@ static void fz_check_error(const wsync_error *err, wsync_result r, uint64_t inpu
     FZ_CHECK(wsync_result_str(r)[0] != '\0');
 }
 
+/* TRUNCATED is for input that ends early, never for corrupt streams. */
+static void fz_check_truncated(const uint8_t *buf, size_t size, wsync_result r)
+{
+    wsync_st_file f;
+    wsync_result rs;
+    if (r != WSYNC_ERR_TRUNCATED) return;
+    rs = wsync_st_parse(buf, size, NULL, &f, NULL);
+    if (rs == WSYNC_OK) wsync_st_free(&f);
+    FZ_CHECK(rs == WSYNC_ERR_TRUNCATED);
+}
+
 static int fz_ends_with(const wsync_st_tensor *t, const char *sfx)
 {
     size_t n = strlen(sfx);
@@ -382,6 +395,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(r != WSYNC_ERR_OUT_OF_MEMORY);
         fz_check_error(&err, r, size);
         FZ_CHECK(fz_all_untouched());
+        fz_check_truncated(buf, size, r);
     } else {
         wsync_delta_stats info;
         FZ_CHECK(err.code == WSYNC_OK);
@@ -420,6 +434,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(r2 != WSYNC_ERR_OUT_OF_MEMORY);
         fz_check_error(&err, r2, size);
         FZ_CHECK(fz_all_untouched());
+        fz_check_truncated(buf, size, r2);
     } else {
         FZ_CHECK(r == WSYNC_ERR_DIGEST_MISMATCH);
         fz_after_success(buf, size, &st2, 0);

@@ -1948,6 +1948,85 @@ static void test_reject_truncation_and_flips(void)
     td_release(ts, 4);
 }
 
+/* A flipped byte in a delta of full length is corruption, never
+   WSYNC_ERR_TRUNCATED (a stream that runs off the end of a block whose
+   length is declared is corrupt, not short); a file cut short is
+   TRUNCATED, or OUT_OF_BOUNDS where the safetensors header is whole and
+   its data offsets point past the end, and never CORRUPT. */
+static void test_reject_corrupt_not_truncated(void)
+{
+    td_tensor ts[5];
+    td_rng r;
+    size_t ei;
+    r.s = 5;
+    td_small_set(ts, 9);
+    td_init(&ts[4], "big", WSYNC_DTYPE_BF16, 2, 64, 128);
+    td_fill_base(&ts[4], &r, 0.02);
+    td_mutate(&ts[4], &r, 0.2, TD_MIX);
+    for (ei = 0; ei < TD_NENCS; ei++) {
+        wsync_delta_options o = td_opts(td_encs[ei], 8, 1, 2);
+        wsync_delta_options skip = td_opts(td_encs[ei], 0, 0, 0);
+        unsigned long counts[WSYNC_RESULT_COUNT];
+        td_bytes d;
+        wsync_error err;
+        wsync_st_file f;
+        size_t at, data_at = 0, len, bad = 0;
+        memset(counts, 0, sizeof counts);
+        skip.flags = WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST;
+        CHECK_EQ_INT(td_encode(ts, 5, &o, &d, NULL, &err), WSYNC_OK);
+        if (wsync_st_parse(d.p, d.len, NULL, &f, NULL) == WSYNC_OK) {
+            data_at = (size_t)(f.data - f.bytes);
+            wsync_st_free(&f);
+        }
+        CHECK(data_at > 8 && data_at < d.len);
+        TD_BEGIN("reject: %s delta (%lu bytes): a flip in every data byte is never TRUNCATED",
+                 wsync_encoding_name(td_encs[ei]), (unsigned long)d.len);
+        for (at = data_at; at < d.len && bad < 3; at++) {
+            uint8_t *p = td_dup(d.p, d.len);
+            wsync_tensor *t = td_views(ts, 5, 2);
+            wsync_result res;
+            p[at] ^= at % 3 ? (uint8_t)(1u << (at % 8)) : 0xFF;
+            td_reset_work(ts, 5);
+            res = wsync_delta_apply(p, d.len, t, 5, at % 2 ? &skip : NULL, NULL, &err);
+            counts[res < WSYNC_RESULT_COUNT ? res : 0]++;
+            if (res == WSYNC_ERR_TRUNCATED) {
+                bad++;
+                CHECK_MSG(0, "byte %lu flipped: TRUNCATED (%s)", (unsigned long)at, err.message);
+            }
+            free(p);
+            free(t);
+        }
+        /* the packed streams are all bits: most flips there are caught by
+           the decoders, and now say so */
+        if (td_is_packed(td_encs[ei])) CHECK_MSG(counts[WSYNC_ERR_CORRUPT] > 0, "%lu CORRUPT", counts[WSYNC_ERR_CORRUPT]);
+        if (check__is_verbose()) {
+            unsigned k;
+            printf("     %s:", wsync_encoding_name(td_encs[ei]));
+            for (k = 0; k < WSYNC_RESULT_COUNT; k++)
+                if (counts[k]) printf(" %s %lu", wsync_result_name((wsync_result)k), counts[k]);
+            printf("\n");
+        }
+        TEST_END();
+        TD_BEGIN("reject: %s delta cut short anywhere: TRUNCATED or OUT_OF_BOUNDS, never CORRUPT",
+                 wsync_encoding_name(td_encs[ei]));
+        bad = 0;
+        for (len = 0; len < d.len && bad < 3; len += 1 + len % 5) {
+            uint8_t *p = td_dup(d.p, len);
+            wsync_tensor *t = td_views(ts, 5, 2);
+            wsync_result res = wsync_delta_apply(p, len, t, 5, NULL, NULL, &err);
+            if (res != WSYNC_ERR_TRUNCATED && !(len >= data_at && res == WSYNC_ERR_OUT_OF_BOUNDS)) {
+                bad++;
+                CHECK_MSG(0, "cut to %lu: %s (%s)", (unsigned long)len, wsync_result_name(res), err.message);
+            }
+            free(p);
+            free(t);
+        }
+        TEST_END();
+        td_bytes_free(&d);
+    }
+    td_release(ts, 5);
+}
+
 /* Blocks of hundreds of bytes, so that the Rice decoder's unchecked fast
    path (taken while 40 or more bytes of a block remain) does most of the
    reading: every truncation inside the streams and a flip in every byte
@@ -2097,7 +2176,7 @@ static void test_reject_packed(void)
     }
     TEST_END();
 
-    TEST_BEGIN("reject: packed block table that sums too high (TRUNCATED) or too low (TRAILING_BYTES)");
+    TEST_BEGIN("reject: packed block table that sums too high (CORRUPT) or too low (TRAILING_BYTES)");
     CHECK(at > 0 && size > fixed + 12);
     if (at > 0 && size > fixed + 12) {
         uint32_t b0;
@@ -2105,11 +2184,11 @@ static void test_reject_packed(void)
         b0 = td_le32(p + at + fixed);
         CHECK(b0 > 1);
         td_store(p + at + fixed, 4, b0 + 1);
-        td_expect_reject("block 0 size + 1", p, d.len, ts, 4, NULL, WSYNC_ERR_TRUNCATED, "w");
+        td_expect_reject("block 0 size + 1", p, d.len, ts, 4, NULL, WSYNC_ERR_CORRUPT, "w");
         td_store(p + at + fixed, 4, b0 - 1);
         td_expect_reject("block 0 size - 1", p, d.len, ts, 4, NULL, WSYNC_ERR_TRAILING_BYTES, "w");
         td_store(p + at + fixed, 4, 0xFFFFFFFFu);
-        td_expect_reject("block 0 size 2^32-1", p, d.len, ts, 4, NULL, WSYNC_ERR_TRUNCATED, "w");
+        td_expect_reject("block 0 size 2^32-1", p, d.len, ts, 4, NULL, WSYNC_ERR_CORRUPT, "w");
         free(p);
     }
     TEST_END();
@@ -4847,7 +4926,7 @@ static void test_class_rice_spec(void)
         td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 0);
         td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
         b[0].n -= 8; /* 9 bytes to 8: class 11's count is cut */
-        td_cr_reject("one byte short", &u, 6, r12, 1, b, 1, WSYNC_ERR_TRUNCATED, "stream ends early");
+        td_cr_reject("one byte short", &u, 6, r12, 1, b, 1, WSYNC_ERR_CORRUPT, "stream ends early");
         b[0].n += 8;
         td_bits_put(&b[0], 0, 8);
         td_cr_reject("one zero byte long", &u, 6, r12, 1, b, 1, WSYNC_ERR_TRAILING_BYTES,
@@ -4895,7 +4974,7 @@ static void test_class_rice_spec(void)
                         td_store(cut.p + fixed + 4 * bi, 4, bs - 1);
                         f = td_cr_file(&ts[t], 1, &cut);
                         td_reset_work(&ts[t], 1);
-                        td_expect_reject_why("a block cut by one byte", f.p, f.len, &ts[t], 1, NULL, WSYNC_ERR_TRUNCATED,
+                        td_expect_reject_why("a block cut by one byte", f.p, f.len, &ts[t], 1, NULL, WSYNC_ERR_CORRUPT,
                                              ts[t].name, "stream ends early");
                         cuts++;
                         td_bytes_free(&f);
@@ -4946,7 +5025,7 @@ static void test_class_rice_spec(void)
             td_bits_pad(&b[0]);
             td_cr_accept("k 1: one section", &u, 6, u1, 1, b, 1);
             td_cr_accept("k 1 of 8 binades: one section", &u, 6, td_cr_mk(0, 1, 3), 1, b, 1);
-            td_cr_reject("k 12: one section", &u, 6, r12, 1, b, 1, WSYNC_ERR_TRUNCATED, "stream ends early");
+            td_cr_reject("k 12: one section", &u, 6, r12, 1, b, 1, WSYNC_ERR_CORRUPT, "stream ends early");
             TD_CR_RESET();
             td_cr_count(&b[0], 1), td_bits_put(&b[0], 0, 5), td_cr_gap(&b[0], 0, 0, NULL), td_cr_count(&b[0], 0);
             td_bits_put(&b[0], 0, 1), td_cr_empty_from(&b[0], 1, 12), td_bits_pad(&b[0]);
@@ -4968,7 +5047,7 @@ static void test_class_rice_spec(void)
             td_cr_gap(&b[0], 52, 5, NULL);
             td_cr_count(&b[0], 0), td_bits_put(&b[0], 1, 1), td_bits_put(&b[0], 0, 1), td_bits_pad(&b[0]);
             td_cr_accept("k 6 shift 1: classes 0 and 5", &h, 6, h6, 3, b, 1);
-            td_cr_reject("k 12 shift 0: classes 0 and 5 written", &h, 6, h12, 3, b, 1, WSYNC_ERR_TRUNCATED,
+            td_cr_reject("k 12 shift 0: classes 0 and 5 written", &h, 6, h12, 3, b, 1, WSYNC_ERR_CORRUPT,
                          "stream ends early");
             TD_CR_RESET();
             /* under 12 classes of 8 binades: classes 0 and 11 ((127 - 0) >> 3 clamped), the h12 block */
@@ -5166,6 +5245,7 @@ static void td_coder_suite(void)
     test_pm_word_marks();
     test_roundtrip_names();
     test_reject_truncation_and_flips();
+    test_reject_corrupt_not_truncated();
     test_reject_fast_path();
 }
 
@@ -5335,6 +5415,90 @@ static void test_pool(void)
     }
 }
 
+/* wsync_tensor_dense: one call describes a tensor, nbytes computed with
+   every size rule the writer and the delta code apply. */
+static void td_dense_reject(const char *what, const char *name, wsync_dtype dt, uint32_t rank,
+                            const uint64_t *shape, void *data, wsync_result want)
+{
+    wsync_tensor t;
+    wsync_error err;
+    wsync_result r;
+    size_t i;
+    int zero = 1;
+    memset(&t, 0x5A, sizeof t);
+    r = wsync_tensor_dense(&t, name, dt, rank, shape, data, &err);
+    CHECK_MSG(r == want, "%s: %s, expected %s (%s)", what, wsync_result_name(r), wsync_result_name(want), err.message);
+    CHECK_MSG(err.code == r && err.message[0], "%s: error not filled", what);
+    if (name) CHECK_MSG(strcmp(err.tensor, name) == 0, "%s: err.tensor '%s'", what, err.tensor);
+    for (i = 0; i < sizeof t; i++) zero &= ((const uint8_t *)&t)[i] == 0;
+    CHECK_MSG(zero, "%s: the tensor is not zeroed on failure", what);
+}
+
+static void test_tensor_dense(void)
+{
+    uint64_t s23[2] = {2, 3}, s0[1] = {0}, s3[1] = {3}, s4[1] = {4}, big[2] = {1ull << 32, 1ull << 32};
+    uint64_t half[1] = {1ull << 63}, ones[WSYNC_ST_DEFAULT_MAX_RANK + 1];
+    uint16_t w[6] = {0}, w2[6] = {0};
+    wsync_tensor t, base[2], next[2];
+    wsync_error err;
+    size_t i;
+    for (i = 0; i <= WSYNC_ST_DEFAULT_MAX_RANK; i++) ones[i] = 1;
+
+    TEST_BEGIN("wsync_tensor_dense: fills every field, nbytes from dtype and shape");
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "w", WSYNC_DTYPE_BF16, 2, s23, w, &err), WSYNC_OK);
+    CHECK(err.code == WSYNC_OK);
+    CHECK(strcmp(t.name, "w") == 0 && t.dtype == WSYNC_DTYPE_BF16 && t.rank == 2 && t.shape == s23 &&
+          t.data == (void *)w);
+    CHECK_EQ_U64(t.nbytes, 12);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "s", WSYNC_DTYPE_F64, 0, NULL, w, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 8);
+    CHECK(t.shape == NULL && t.rank == 0);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "f4", WSYNC_DTYPE_F4, 1, s4, w, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 2);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "empty", WSYNC_DTYPE_F32, 1, s0, NULL, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 0);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "r64", WSYNC_DTYPE_U8, WSYNC_ST_DEFAULT_MAX_RANK, ones, w, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 1);
+    CHECK_EQ_INT(wsync_tensor_dense(&t, "half", WSYNC_DTYPE_U8, 1, half, w, NULL), WSYNC_OK);
+    CHECK_EQ_U64(t.nbytes, 1ull << 63);
+    TEST_END();
+
+    TEST_BEGIN("wsync_tensor_dense: overflow, unknown dtype, rank limit, missing pieces");
+    td_dense_reject("shape product 2^64", "w", WSYNC_DTYPE_BF16, 2, big, w, WSYNC_ERR_OVERFLOW);
+    td_dense_reject("2^63 elements of 2 bytes", "w", WSYNC_DTYPE_BF16, 1, half, w, WSYNC_ERR_OVERFLOW);
+    td_dense_reject("3 F4 elements: not whole bytes", "w", WSYNC_DTYPE_F4, 1, s3, w, WSYNC_ERR_SIZE_MISMATCH);
+    td_dense_reject("dtype INVALID", "w", WSYNC_DTYPE_INVALID, 1, s3, w, WSYNC_ERR_UNKNOWN_DTYPE);
+    td_dense_reject("dtype COUNT", "w", WSYNC_DTYPE_COUNT, 1, s3, w, WSYNC_ERR_UNKNOWN_DTYPE);
+    td_dense_reject("dtype 200", "w", (wsync_dtype)200, 1, s3, w, WSYNC_ERR_UNKNOWN_DTYPE);
+    td_dense_reject("rank 65", "w", WSYNC_DTYPE_U8, WSYNC_ST_DEFAULT_MAX_RANK + 1, ones, w, WSYNC_ERR_RANK_TOO_LARGE);
+    td_dense_reject("rank 2 without a shape", "w", WSYNC_DTYPE_U8, 2, NULL, w, WSYNC_ERR_INVALID_ARGUMENT);
+    td_dense_reject("no name", NULL, WSYNC_DTYPE_U8, 1, s3, w, WSYNC_ERR_INVALID_ARGUMENT);
+    td_dense_reject("no data for 6 bytes", "w", WSYNC_DTYPE_BF16, 1, s3, NULL, WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_tensor_dense(NULL, "w", WSYNC_DTYPE_U8, 1, s3, w, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(err.code == WSYNC_ERR_INVALID_ARGUMENT && err.message[0]);
+    TEST_END();
+
+    TEST_BEGIN("wsync_tensor_dense: tensors it describes encode and apply");
+    {
+        wsync_buffer buf;
+        uint8_t out[4096];
+        w2[1] = 0x3F80;
+        w2[5] = 0xBF80;
+        /* "a" [3] over w[0..2], "s" a scalar at w[5] */
+        CHECK_EQ_INT(wsync_tensor_dense(&base[0], "a", WSYNC_DTYPE_BF16, 1, s23 + 1, w, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_tensor_dense(&next[0], "a", WSYNC_DTYPE_BF16, 1, s23 + 1, w2, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_tensor_dense(&base[1], "s", WSYNC_DTYPE_BF16, 0, NULL, w + 5, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_tensor_dense(&next[1], "s", WSYNC_DTYPE_BF16, 0, NULL, w2 + 5, &err), WSYNC_OK);
+        buf.bytes = out;
+        buf.cap = sizeof out;
+        buf.len = 0;
+        CHECK_EQ_INT(wsync_delta_encode(base, next, 2, NULL, wsync_buffer_sink, &buf, NULL, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_delta_apply(out, buf.len, base, 2, NULL, NULL, &err), WSYNC_OK);
+        CHECK(memcmp(w, w2, sizeof w) == 0);
+    }
+    TEST_END();
+}
+
 int main(void)
 {
     test_digest();
@@ -5351,6 +5515,7 @@ int main(void)
     test_encode_errors();
     test_alloc_failures();
     test_pool();
+    test_tensor_dense();
 #if TD_THREADS
     test_alloc_failures_threads();
 #endif

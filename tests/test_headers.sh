@@ -45,14 +45,48 @@ for cc in gcc clang; do
         printf '#define WSYNC_IMPLEMENTATION\n#define WSYNC_RDMA_IMPLEMENTATION\n#include "wsync_rdma.h"\n#if !WSYNC_RDMA_AVAILABLE\n#error "verbs.h is here but the verbs backend is not built"\n#endif\nint main(void) { return 0; }\n' > "$tmp/verbs.c"
         check "$cc wsync_rdma.h with verbs.h: WSYNC_RDMA_AVAILABLE" $cc -std=c99 $W -o "$tmp/v" "$tmp/verbs.c"
     fi
-    printf '#define WSYNC_STATIC\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return wsync_f32_to_bf16(1.0f) == 0x3F80 ? 0 : 1; }\n' > "$tmp/static.c"
-    check "$cc WSYNC_STATIC" $cc -std=c99 $W -Wno-unused-function -o "$tmp/s" "$tmp/static.c"
+    # WSYNC_STATIC: a program that uses a few functions builds warning-free
+    # (no "defined but not used"; -O2 inlines enough to expose what -O0 hides),
+    # the companions too (their functions take WSYNC_DEF from wsync.h).
+    printf '#define WSYNC_STATIC\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { uint64_t sh[1] = {2}, n = 0; uint16_t v[2] = {0, 0}; wsync_st_tensor_desc t = {"w", WSYNC_DTYPE_BF16, 1, sh, v, 4, 0};\n return wsync_f32_to_bf16(1.0f) == 0x3F80 && wsync_st_write_size(&t, 1, NULL, 0, &n, NULL) == WSYNC_OK && n > 8 ? 0 : 1; }\n' > "$tmp/static.c"
+    printf '#define WSYNC_STATIC\n#define WSYNC_IMPLEMENTATION\n#define WSYNC_HTTP_IMPLEMENTATION\n#include "wsync_http.h"\nint main(void) { char o[16]; return wsync_s3_uri_encode("a b", 3, 0, o, sizeof o) == 5 ? 0 : 1; }\n' > "$tmp/static_http.c"
+    printf '#define WSYNC_STATIC\n#define WSYNC_IMPLEMENTATION\n#define WSYNC_RDMA_IMPLEMENTATION\n#include "wsync_rdma.h"\nint main(void) { return wsync_quantize_scale_count(4, 4, 0) == 1 ? 0 : 1; }\n' > "$tmp/static_rdma.c"
+    LH=-DWSYNC_HTTP_NO_CURL; pkg-config --exists libcurl 2>/dev/null && LH="$(pkg-config --libs libcurl)"
+    for O in -O0 -O2; do
+        check "$cc C99 $O WSYNC_STATIC" $cc -std=c99 $O $W -o "$tmp/s" "$tmp/static.c" -lpthread
+        check "$cxx C++11 $O WSYNC_STATIC" $cxx -x c++ -std=c++11 $O $W -o "$tmp/s" "$tmp/static.c" -lpthread
+        check "$cc C99 $O WSYNC_STATIC wsync_http.h" $cc -std=c99 $O $W -o "$tmp/s" "$tmp/static_http.c" $LH -lpthread
+        check "$cxx C++11 $O WSYNC_STATIC wsync_http.h" $cxx -x c++ -std=c++11 $O $W -o "$tmp/s" "$tmp/static_http.c" $LH -lpthread
+        check "$cc C99 $O WSYNC_STATIC wsync_rdma.h" $cc -std=c99 $O $W -o "$tmp/s" "$tmp/static_rdma.c" -lpthread -ldl
+        check "$cxx C++11 $O WSYNC_STATIC wsync_rdma.h" $cxx -x c++ -std=c++11 $O $W -o "$tmp/s" "$tmp/static_rdma.c" -lpthread -ldl
+    done
+    check "$cc WSYNC_STATIC runs" sh -c "$cc -std=c99 $W -o '$tmp/s' '$tmp/static.c' -lpthread && '$tmp/s'"
     printf '#define WSYNC_NO_SIMD\n#define WSYNC_NO_THREADS\n#define WSYNC_NO_MMAP\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return 0; }\n' > "$tmp/portable.c"
     check "$cc portable build (no SIMD, threads, mmap)" $cc -std=c99 -O2 $W -o "$tmp/p" "$tmp/portable.c"
     printf '#include "wsync.h"\nint other(void);\nint main(void) { return other() + (wsync_dtype_bits(WSYNC_DTYPE_BF16) == 16 ? 0 : 1); }\n' > "$tmp/main.c"
     printf '#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint other(void) { return 0; }\n' > "$tmp/impl.c"
     check "$cc two translation units link" $cc -std=c99 $W -o "$tmp/two" "$tmp/main.c" "$tmp/impl.c"
     check "$cc two translation units run" "$tmp/two"
+    # Each companion vendored the usual way: wsync.h's implementation in one
+    # file, the companion's in another, a third that sees only declarations.
+    # The companion's code may use only wsync.h's public API.
+    printf '#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\n' > "$tmp/core.c"
+    printf '#define WSYNC_HTTP_IMPLEMENTATION\n#include "wsync_http.h"\n' > "$tmp/comp_http.c"
+    printf '#define WSYNC_RDMA_IMPLEMENTATION\n#include "wsync_rdma.h"\n' > "$tmp/comp_rdma.c"
+    printf '#include "wsync_http.h"\n#include <string.h>\nint main(void) { char o[16]; wsync_store s; wsync_error e; wsync_result r = wsync_store_mem_open(NULL, &s, &e);\n if (r != WSYNC_OK || wsync_s3_uri_encode("a b", 3, 0, o, sizeof o) != 5 || strcmp(o, "a%%20b") != 0) return 1;\n wsync_store_close(&s); return strlen(wsync_result_str(WSYNC_OK)) ? 0 : 1; }\n' > "$tmp/use_http.c"
+    printf '#include "wsync_rdma.h"\n#include <string.h>\nint main(void) { uint16_t w[4] = {0x3F80, 0x4000, 0xBF80, 0}; uint8_t q[4]; float sc[1]; wsync_error e;\n if (wsync_quantize_e4m3(w, 2, 2, 2, 0, q, sc, &e) != WSYNC_OK || wsync_quantize_scale_count(2, 2, 0) != 1) return 1;\n return strlen(wsync_result_str(WSYNC_OK)) ? 0 : 1; }\n' > "$tmp/use_rdma.c"
+    for h in http rdma; do
+        L=-lpthread; [ $h = rdma ] && L="-lpthread -ldl"
+        D=; if [ $h = http ]; then
+            if pkg-config --exists libcurl 2>/dev/null; then L="$(pkg-config --libs libcurl) -lpthread"; else D=-DWSYNC_HTTP_NO_CURL; fi
+        fi
+        check "$cc C99 wsync_$h.h in its own translation unit links" \
+            $cc -std=c99 $W $D -o "$tmp/three_$h" "$tmp/use_$h.c" "$tmp/comp_$h.c" "$tmp/core.c" $L
+        check "$cc C99 wsync_$h.h in its own translation unit runs" "$tmp/three_$h"
+        check "$cxx C++11 wsync_$h.h in its own translation unit links" \
+            $cxx -x c++ -std=c++11 $W $D -o "$tmp/three_${h}_cxx" "$tmp/use_$h.c" "$tmp/comp_$h.c" "$tmp/core.c" $L
+        check "$cxx C++11 wsync_$h.h in its own translation unit runs" "$tmp/three_${h}_cxx"
+    done
     printf '#include <stdlib.h>\n#define WSYNC_MALLOC(n) malloc(n)\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return 0; }\n' > "$tmp/half.c"
     if $cc -std=c99 $W -o "$tmp/h" "$tmp/half.c" >/dev/null 2>&1; then
         failed=$((failed + 1)); echo "FAIL $cc: WSYNC_MALLOC without WSYNC_FREE compiled"
