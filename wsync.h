@@ -1,5 +1,5 @@
-/* wsync.h - keep inference weights in step with an RL trainer, bit-exact.
-
+/* wsync.h v0.2.0 - keep inference weights in step with an RL trainer, bit-exact - MIT license */
+/*
 OVERVIEW
 ========
 wsync moves model weights from a trainer to inference engines after every
@@ -93,6 +93,27 @@ rule that failed. wsync_result_str() describes a code in words for people
 ("input truncated"); wsync_result_name() gives its enumerator for logs and
 for searching this header ("WSYNC_ERR_TRUNCATED"). Bad input never aborts.
 
+REVISIONS
+=========
+    0.2.0  a publisher refuses a damaged or foreign chain (WSYNC_CHAIN_NEW_CHAIN
+           starts a new one there, keeping every object); retention deletes
+           only what the previous HEAD named; the background prefetch reports
+           its errors and remembers the objects refused
+           (wsync_subscriber_prefetch_status, wsync_sync_stats.verified);
+           WSYNC_ERR_CORRUPT for a stream that does not decode; packed blocks
+           capped at 2^WSYNC_DELTA_MAX_BLOCK_LOG2 elements; wsync_store_get_capped
+           and capped downloads (objects at HEAD's size, HEAD at
+           WSYNC_CHAIN_HEAD_MAX_SIZE); the directory store lists without
+           following links to directories; wsync_st_check_names (names
+           holding U+0000 are never matched); wsync_tensor_dense; WSYNC_STATIC
+           builds warning-free; wsync_rdma.h builds in a translation unit of
+           its own (WSYNC_RDMA_MALLOC, WSYNC_RDMA_FREE)
+    0.1.0  the first release: dtypes and conversions, the safetensors reader
+           and writer, wsync64, the SIMD diff, deltas in four encodings
+           (packed, packed-max, trl-v1, trl-v3), the directory and memory
+           stores, the chain (publisher, subscriber, prefetch) and the fabric
+           interface
+
 LICENSE
 =======
 MIT, at the bottom of this file.
@@ -104,9 +125,9 @@ MIT, at the bottom of this file.
 #include <stdint.h>
 
 #define WSYNC_VERSION_MAJOR 0
-#define WSYNC_VERSION_MINOR 1
+#define WSYNC_VERSION_MINOR 2
 #define WSYNC_VERSION_PATCH 0
-#define WSYNC_VERSION_STRING "0.1.0"
+#define WSYNC_VERSION_STRING "0.2.0"
 #define WSYNC_VERSION_NUMBER \
     (WSYNC_VERSION_MAJOR * 10000 + WSYNC_VERSION_MINOR * 100 + WSYNC_VERSION_PATCH)
 

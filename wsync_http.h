@@ -1,5 +1,5 @@
-/* wsync_http.h - the wsync bucket over HTTP (libcurl).
-
+/* wsync_http.h v0.2.0 - wsync's stores over HTTP (nginx WebDAV) and S3, on libcurl - MIT license */
+/*
 OVERVIEW
 ========
 A wsync_store (see "Store" in wsync.h) over plain HTTP, for WebDAV-style
@@ -106,6 +106,16 @@ COMPILE-TIME OPTIONS
     WSYNC_NO_THREADS           (from wsync.h) no mutex: one thread per store
     WSYNC_STATIC               (from wsync.h) these functions static too: both
                                implementations then go in the same file
+
+REVISIONS
+=========
+    0.2.0  downloads read no further than asked (wsync_store_get_capped): a
+           206 longer than its range is cut off as it arrives, an S3 listing
+           page is capped at 8 MiB and a directory listing at 64 MiB;
+           WSYNC_STATIC builds warning-free
+    0.1.0  the first release: the HTTP store (PUT, ranged and parallel GET,
+           JSON directory listings, retries and resumes) and the S3 store
+           (SigV4, ListObjectsV2, multipart uploads)
 
 LICENSE
 =======

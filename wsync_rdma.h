@@ -1,5 +1,5 @@
-/* wsync_rdma.h - the direct path: one-sided writes into inference memory.
-
+/* wsync_rdma.h v0.2.0 - the direct path: one-sided writes into inference memory - MIT license */
+/*
 OVERVIEW
 ========
 Inside a cluster, trainer ranks write weights straight into the inference
@@ -269,6 +269,16 @@ Constants (wsync_plan_sim_options, zero meaning default):
               1-2 us here; an RDMA WRITE's post and poll about as much);
   barrier_us  50: a barrier among a few hundred ranks over the control
               network (a round trip of a TCP message to the controller).
+
+REVISIONS
+=========
+    0.2.0  the implementation allocates through WSYNC_RDMA_MALLOC and
+           WSYNC_RDMA_FREE (wsync.h's pair where defined, else malloc and
+           free), so it builds in a translation unit of its own; WSYNC_STATIC
+           builds warning-free
+    0.1.0  the first release: the fabrics (TCP, one host, ibverbs), the
+           executor, the controller protocol with its controller and ranks,
+           the planner and its simulator
 
 LICENSE
 =======
