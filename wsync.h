@@ -93,6 +93,272 @@ rule that failed. wsync_result_str() describes a code in words for people
 ("input truncated"); wsync_result_name() gives its enumerator for logs and
 for searching this header ("WSYNC_ERR_TRUNCATED"). Bad input never aborts.
 
+FORMATS
+=======
+The reference for every byte wsync writes and reads: deltas in four
+encodings, anchors, HEAD, and where the chain keeps them in a store. All
+integers are little-endian; element values are the tensors' raw bits, as
+safetensors stores them. CONTENTS (at the end of this opening) names where
+the code for each piece is.
+
+Containers
+----------
+Deltas and anchors are safetensors files, written by wsync_st_writer: an
+8-byte header length N, N bytes of JSON padded with spaces so that the
+data start at a multiple of 8, then the tensors' bytes, contiguous in the
+order the tensors are listed. The header lists "__metadata__" first (a
+string-to-string map), then the tensors in the order given. A reader takes
+what wsync_st_parse accepts (section "Safetensors: reader").
+
+wsync64 (wsync_digest) is XXH3's accumulator shape in a form every SIMD
+path computes exactly: eight 64-bit lanes over 64-byte stripes (each lane
+adds lo32(d ^ key) * hi32(d ^ key) and adds the raw word d to its
+neighbour lane), a scramble every 1 KiB, and a final mix with the length;
+the keys and the portable code in the "Delta: digest and diff" section
+are its definition (wsync__dstripe_scalar, wsync__dfinish). Every digest
+in the formats below is wsync64 of the bytes named.
+
+Ordered integers and steps
+--------------------------
+A changed element is coded as the step from its base value in an integer
+order that sorts sign-magnitude floats by value. For a b-bit pattern u with
+sign bit s = 1 << (b-1) and mask m = 2s - 1 (all ones for b = 64):
+
+    ord(u) = u & s ? ~u & m : u | s
+
+Adjacent representable values differ by 1 (-0 and +0 are neighbours). It is
+a bijection on all bit patterns, so NaN payloads and integer dtypes pass
+through. The step d = ord(new) - ord(base) modulo 2^b is never 0 and is
+stored as
+
+    z = d > 0 ? 2(d - 1) : -2d - 1      (+1, -1, +2, -2 -> 0, 1, 2, 3)
+
+with d read as a signed b-bit number; the decoder's new value is
+unord(ord(base) + unzz(z)) modulo 2^b.
+
+Delta: which encoding
+---------------------
+A reader (wsync__detect) decides from __metadata__ "format":
+"wsync-delta" needs "version" "1" and "encoding" "packed" or "packed-max"
+(anything else: WSYNC_ERR_UNSUPPORTED); another format but
+"sparse_weight_patch" is refused. For "sparse_weight_patch" or no format
+the tensor names decide: any name ending in ".idx" is trl-v3, else any
+ending in ".indices" trl-v1; with neither, "encoding" "gap_delta" means
+trl-v3 and anything else trl-v1 (no format and no such names: not a
+delta). Steps: packed* read "base_step" and "step", trl*
+"prev_model_version" and "model_version", as decimal digits; without a
+base (or with -1, as TRL may write) the base is only assumed to be
+step - 1 (wsync_delta_stats.has_base 0).
+
+Delta: packed and packed-max
+----------------------------
+__metadata__, in this order: "format" "wsync-delta", "version" "1",
+"encoding" "packed" or "packed-max", "base_step", "step",
+"changed_elements", "total_elements" (decimal). One entry per dense tensor
+given to the encoder, changed or not, in the order given: the dense
+tensor's name, dtype U8, shape [stream bytes], holding one stream:
+
+    offset   size  field
+    0        4     magic "WSD1"
+    4        1     coder: 1 Rice (packed); packed-max: 3 class-Rice
+                   (written by default), 2 range coder (written with
+                   WSYNC_DELTA_RANGE_CODER, for readers before coder 3)
+    5        1     dense dtype as its wsync_dtype number: BOOL 1, U8 2, I8 3,
+                   F8_E4M3 4, F8_E5M2 5, F8_E8M0 6, I16 7, U16 8, F16 9,
+                   BF16 10, I32 11, U32 12, F32 13, F64 14, I64 15, U64 16,
+                   C64 17 (1, 2, 4 and 8-byte elements only)
+    6        1     rank r
+    7        1     log2 of elements per block, 6..20
+                   (WSYNC_DELTA_MAX_BLOCK_LOG2); written: 16 for packed,
+                   18 for packed-max, unless wsync_delta_options.block_log2
+    8        8r    shape
+    8+8r     8     changed elements C
+    16+8r    8     wsync64 of the base tensor's bytes
+    24+8r    8     wsync64 of the result tensor's bytes
+    32+8r    8     coders 2 and 3 only, the class rule: u16 top, u8 k,
+                   u8 shift, 4 zero bytes
+    then     4B    when C > 0: u32 byte size of each of the
+                   B = ceil(elements / block) blocks
+    then           the blocks' bytes, in order; a block without changes
+                   has size 0 and no bytes
+
+A stream with C = 0 ends after the digests (and the class rule). Blocks
+are independent: each decodes on its own. The reader refuses a stream
+whose dtype, rank or shape differs from its target's, a block log2 outside
+6..20, C above the element count or with C / 4 above the stream's size
+(C / 64 for coder 2), block sizes that do not add up to exactly the bytes after the table, a
+block whose changes do not sum to C, and, before it writes anything, base
+and result digests that do not match (unless WSYNC_DELTA_SKIP_*). Applying
+a stream with changes needs fewer than 2^32 elements in the tensor.
+
+Class rule (coders 2 and 3). Every element of a block gets a class from
+its base value's exponent field e:
+
+    class = e is all ones ? 0 : min(max(top - e, 0) >> shift, k - 1)
+
+for BF16, F16, F32, F64, F8_E4M3 and F8_E5M2; every element of any other
+dtype (integers, BOOL, F8_E8M0) is in class 0. A reader requires, for
+coder 2, k = 12 and shift = 0; for coder 3, 1 <= k <= 12 and shift <= 3;
+for both, top no larger than the dtype's all-ones exponent (0 for dtypes
+without one) and the four zero bytes. wsync writes, with E the largest
+exponent field in the tensor below all ones: coder 2 top = E, k = 12,
+shift 0; coder 3 top = max(E - 3, 0), k = 7, shift 1 (classes of two
+binades). A change's rank is its index among the block's elements of its
+class, in position order; its rank gap is its rank minus (the previous
+change's rank in that class + 1), or its rank for the class's first.
+
+Bit streams (coders 1 and 3) are read least significant bit first, byte
+by byte, and end padded with zero bits to a whole byte exactly at the
+block's end (a reader refuses nonzero padding and bytes left over).
+
+  Rice code with k of v: q = v >> k one-bits, a zero bit, the low k bits
+  of v (low bit first).
+  Gap code with k: a Rice code, except where q >= 32: 32 one-bits (no
+  zero) and the gap in 32 raw bits.
+
+Rice block (coder 1): a LEB128 count n (1 <= n <= block length, at most
+10 bytes), one byte kg (0..24), one byte kv (0..31), then the bit stream.
+For each change in position order: the gap (elements skipped since the
+previous change, or since the block's start) as a gap code with kg; then
+the value: z as a Rice code with kv, except where z >> kv >= 16: 16
+one-bits (no zero) and the NEW VALUE's raw bits (8, 16, 32 or 64; 64 as
+two 32-bit halves, low first), not z. A position past the block is
+refused; a z too large for the element wraps modulo 2^b and is caught by
+the result digest. Any kg and kv decode; wsync's encoder takes kg for a
+geometric source with the block's mean gap and kv the cheapest over up to
+64 of the block's values.
+
+Class-Rice block (coder 3): one bit stream. A count is 5 bits L (the
+count's bit length, 0 for zero) and then, for L > 1, the L - 1 bits under
+its leading one. For each class 0 .. k-1 in turn: its number of changes n
+as a count; where n > 0: 5 bits kg (0..24), the n rank gaps as gap codes
+with kg, then the values. A value is mostly z = 0 or 1; the others
+(z >= 2) are escaped. Their number ne (<= n) comes as a count; where
+ne = 0, n one-bit values z follow. Where ne > 0: 5 bits ke (0..24), 5
+bits km (0..31), and the class index (0..n-1) of the first escaped change
+as a gap code with ke; then for each of the class's n changes in rank
+order: one bit z if it is not escaped; if it is, z - 2 as a Rice code
+with km, except where the quotient reaches 16: 16 one-bits and z - 2 in
+8w + 1 raw bits (w the element bytes; 64 for 8-byte elements, low 32
+first), followed, unless it was the class's last escaped change, by the
+gap to the next escaped index (index - this index - 1) as a gap code
+with ke. A reader refuses a count past the block or past the changes
+left, kg or ke above 24, a rank past its class, an escaped index past
+its class, z - 2 above 2^64 - 3, a block with no changes at all, bytes
+left after the last class and nonzero padding.
+
+Range-coded block (coder 2): one LZMA-style binary range coder stream
+(probabilities of 11 bits starting at 1/2, adaptation shift 5; the
+encoder starts with low 0, range 2^32 - 1, flushes 5 bytes, so its first
+byte is 0, which a reader requires; the decoder reads 5 bytes first).
+All probabilities restart at every block. For class 0 to 11 in turn: the
+class's number of changes, then for each change its rank gap and its
+value. An unsigned integer v is coded as its bit length L (0 for v = 0)
+through a binary tree of depth 5 (counts and gaps) or 7 (values),
+most significant bit of L first, one probability per tree node, class
+and kind (count, gap, value); where L >= 2 the bit under the leading one
+(one probability per class, kind and L), where L >= 3 the next bit (two
+probabilities per class, kind and L, chosen by the bit before), and the
+remaining L - 3 bits direct (probability 1/2, most significant first). A
+value is one decision "z >= 2" (a probability per class); if not, one
+more decision is z (0 or 1; a probability per class); if so, z as an
+integer. The stream must end exactly at the block's end (bytes left:
+WSYNC_ERR_TRAILING_BYTES); a length above 64, a coded z below 2, a rank
+past its class, a class count past the block or the changes left and a
+block without changes are refused.
+
+Delta: trl-v1 and trl-v3 (TRL's delta weight sync)
+--------------------------------------------------
+__metadata__, in this order: "format" "sparse_weight_patch", "version"
+"1", "sparse" "True", "model_version" (the step), "prev_model_version" (the
+base step), "num_changed_params" (tensors with changes),
+"total_changed_elements", "total_elements", "sparsity" (the unchanged
+fraction, printf "%.10g"); trl-v3 adds "encoding" "gap_delta". For each
+tensor with changes, in the order given (a tensor without changes has no
+entry):
+
+  trl-v1  "{name}.indices" I32 [n], flat indices strictly ascending, then
+          "{name}.values" [n] in the tensor's dtype: the new values.
+  trl-v3  "{name}.idx" [n] gaps: idx[k] - idx[k-1] - 1, the first the
+          index itself; U16, or U32 for a tensor where a gap exceeds
+          65535; then "{name}.val" [n] as above.
+
+The encoder needs fewer than 2^31 elements per tensor. The reader also
+takes I64 indices (trl-v1) and requires each values tensor to have its
+indices, both 1-D of one length, values in the target's dtype, every
+index inside the tensor, and no other entries. These carry no digests or
+shapes: a wrong base cannot be detected.
+
+Anchors
+-------
+A plain safetensors file of the published image: the tensors in the
+order given to wsync_publish, their dtypes as published (F32 cast to BF16
+unless WSYNC_CHAIN_KEEP_F32), __metadata__ "format" "pt", "wsync"
+"anchor", "step" (at least 6 digits, zero-padded: "000040"). A subscriber
+requires every target's name, dtype and shape in it, and, where "step" is
+present, its decimal value to be the anchor's step.
+
+The chain in a store
+--------------------
+Under an optional prefix ("<prefix>/"; a valid key itself, under 512
+bytes):
+
+    anchors/step_NNNNNN.safetensors   an anchor, NNNNNN the step, "%06llu"
+    deltas/step_NNNNNN.safetensors    the delta from its base to step NNNNNN
+    HEAD                              the chain's pointer, written last
+
+Steps are at most WSYNC_STEP_MAX (10^15 - 1). With HEAD, objects are
+named by HEAD alone (their keys made from the steps as above). Without
+HEAD (a bucket written by TRL), the chain is a listing of anchors/ and
+deltas/: keys directly under them named "step_" + 1 to 15 digits +
+".safetensors"; each delta's base is taken to be the previous step
+listed (anchor or delta; step - 1 for the first), and a delta that
+carries its own base is held to it.
+
+HEAD
+----
+JSON, as wsync_chain_head_format writes it (newlines exactly so):
+
+    {"format":"wsync-chain","version":1,"step":S,"anchor":A,"state":"H","encoding":"E",
+    "anchors":[
+    {"step":40,"bytes":N,"digest":"H","state":"H"},
+    ...],
+    "deltas":[
+    {"step":41,"base":40,"bytes":N,"digest":"H","state":"H"},
+    ...],
+    "check":"H"}
+
+followed by one newline. Integers are unsigned decimal without leading
+zeros; H is 16 lowercase hex digits of a 64-bit value.
+
+    format    "wsync-chain"                    required
+    version   1                                required
+    step      the newest step (HEAD's)         required
+    anchor    the newest anchor's step         required
+    state     state digest of the model at step       required
+    encoding  the deltas' encoding name; optional, unknown names read as 0
+    anchors   [{step, bytes, digest, state}], ascending by step; required
+    deltas    [{step, base, bytes, digest, state}], ascending; required
+    check     wsync64 of every byte of HEAD before the '"' that opens the
+              key "check"; required, and the last key
+
+In an entry: bytes is the object's size, digest wsync64 of its bytes,
+state the state digest of the model at its step; base (deltas only, an
+anchor must not have one) the step it applies to, below its step. The
+state digest of a model (wsync_state_digest) is wsync64 over the 8-byte
+little-endian wsync64 digests of its tensors' bytes, tensors sorted by
+name in byte order (strcmp).
+
+wsync_chain_head_parse is strict: whitespace is space, tab, CR or LF;
+known keys' strings are plain printable ASCII without escapes; a
+duplicate key is refused; unknown keys (at the top or in an entry) are
+skipped as any valid JSON value, nested up to 16 deep; nothing may follow
+the object but whitespace. Then: at least one anchor and at most
+1,000,000 entries, steps strictly ascending in each array and at most
+WSYNC_STEP_MAX, "step" the largest step of any entry, "anchor" the
+largest anchor step, and "check" matching. A reader fetches HEAD up to
+WSYNC_CHAIN_HEAD_MAX_SIZE bytes.
+
 REVISIONS
 =========
     0.2.0  a publisher refuses a damaged or foreign chain (WSYNC_CHAIN_NEW_CHAIN
@@ -538,8 +804,8 @@ WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t
    Delta: sparse encodings and apply
    ======================================================================
    A delta holds the elements that changed between a base image and the next
-   one, as a valid safetensors file, in one of four encodings (README.md,
-   "Delta formats", documents them byte by byte):
+   one, as a valid safetensors file, in one of four encodings (FORMATS, at
+   the top of this file, documents them byte by byte):
      packed      wsync's own, the default: per tensor one U8 stream of
                  independent blocks, gaps Golomb-Rice coded, values coded as
                  the step from the base value in ordered-integer space;
@@ -738,11 +1004,11 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
    The chain lives in a store, under an optional prefix:
 
      anchors/step_000040.safetensors   dense snapshot (a plain safetensors
-                                       file; __metadata__ "step": "40")
+                                       file; __metadata__ "step": "000040")
      deltas/step_000041.safetensors    delta 40 -> 41, any encoding
-     HEAD                              JSON, written last (README.md,
-                                       "The chain: a trainer publishes,
-                                       engines follow", shows one)
+     HEAD                              JSON, written last (FORMATS, at the
+                                       top of this file, shows one and
+                                       specifies every key)
 
    HEAD names the newest step and every retained object with its base step,
    size, a digest of its bytes and the digest of the model state it leads
