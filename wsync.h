@@ -383,6 +383,68 @@ REVISIONS
 LICENSE
 =======
 MIT, at the bottom of this file.
+
+CONTENTS
+========
+Every section's code carries a tag: search for it and the first hit is
+its declarations, the second its implementation. A tag marked * has code
+only in the implementation (one hit). tests/test_toc.sh checks this list.
+
+    >>errors        results, wsync_error, wsync_result_str/_name
+    >>alloc         allocators, wsync_pool, overflow-checked sizes
+    >>dtypes        dtypes, their names and sizes
+    >>convert       f32 <-> bf16, f16, fp8
+    >>files         wsync_file_map
+    >>st-read       safetensors reader
+    >>st-write      safetensors writer (streaming and whole)
+    >>digest        wsync64 (wsync_digest) and the SIMD diff
+    >>delta         deltas: wsync_delta_encode, _apply, _info
+    >>ordered     * ordered integers and zigzag steps
+    >>bits        * the LSB-first bit writer and reader
+    >>packed-enc  * packed: the Rice block encoder (coder 1)
+    >>rc          * packed-max: the range coder's primitives
+    >>classes     * packed-max: classes, ranks, the position walk
+    >>rc-enc      * packed-max: the range-coded block encoder (coder 2)
+    >>rc-dec      * packed-max: the range-coded block decoder (coder 2)
+    >>crice-enc   * packed-max: the class-Rice block encoder (coder 3)
+    >>crice-dec   * packed-max: the class-Rice block decoder (coder 3)
+    >>stream-enc  * packed and packed-max: stream header, a tensor's stream
+    >>delta-encode * wsync_delta_encode: threads, __metadata__, output
+    >>trl-enc     * trl-v1 and trl-v3: the encoder
+    >>delta-read  * reading a delta: which encoding, its steps
+    >>packed-dec  * packed: the Rice block decoder (coder 1)
+    >>stream-dec  * packed and packed-max: a stream's header and block table
+    >>trl-dec     * trl-v1 and trl-v3: the decoder
+    >>delta-apply * wsync_delta_apply's phases: decode, digests, write
+    >>store         the store interface, get_all, get_capped
+    >>store-mem   * the memory store
+    >>store-dir   * the directory store
+    >>chain         the chain: options, entries, wsync_chain_read
+    >>chain-head    HEAD: wsync_chain_head_format and _parse
+    >>chain-read  * reading a chain: HEAD, or a listing without one
+    >>state-digest * wsync_state_digest
+    >>subscriber    the subscriber: open, sync, apply_ready
+    >>sub-plan    * the subscriber's path planning (cheapest in bytes)
+    >>prefetch      the background prefetch and its status
+    >>publisher     the publisher: open, publish, retention
+    >>fabric        the fabric interface and its descriptors
+
+Private names are wsync__; the short sub-prefixes mean:
+    wsync__bw_  wsync__br_   bit writer, bit reader (LSB first)
+    wsync__rice_  wsync__rs_ Rice blocks (coder 1); rs_: one being decoded
+    wsync__rce_  wsync__rcd_ range coder: encoder, decoder (coder 2)
+    wsync__cr_  wsync__crice_ class-Rice (coder 3): reader, block encoder
+    wsync__pm_  wsync__pmx_  packed-max: shared pieces; the decoder's scratch
+    wsync__cls_              packed-max: the class rule (top, k, shift)
+    wsync__d*_               wsync64 pieces (dstripe_, drounds_, dscramble_,
+                             dhalf_, dprefetch_)
+    wsync__cmask_            packed-max: the mask of one class in 64 class bytes
+    wsync__rne_              conversions: a shift rounding to nearest even
+    wsync__jp_               HEAD's JSON reader
+    wsync__emit_             the safetensors writer's header output
+    wsync__dir_  wsync__mem_ the directory store, the memory store
+    wsync__sub_  wsync__pub_ subscriber, publisher
+    wsync__pre_  wsync__bg_  prefetched objects, the prefetch thread
 */
 #ifndef WSYNC_H
 #define WSYNC_H
@@ -418,7 +480,7 @@ extern "C" {
 #endif
 
 /* ======================================================================
-   Base: results and errors
+   Base: results and errors  >>errors
    ====================================================================== */
 
 /* X(name, value, description). Values are stable: append, never renumber. */
@@ -472,7 +534,7 @@ WSYNC_DEF const char *wsync_result_str(wsync_result r);
 WSYNC_DEF const char *wsync_result_name(wsync_result r);
 
 /* ======================================================================
-   Base: allocator, overflow-checked sizes
+   Base: allocator, overflow-checked sizes  >>alloc
    ====================================================================== */
 
 typedef struct wsync_allocator {
@@ -507,7 +569,7 @@ WSYNC_DEF int wsync_mul_size(size_t a, size_t b, size_t *out);
 WSYNC_DEF int wsync_add_size(size_t a, size_t b, size_t *out);
 
 /* ======================================================================
-   Base: dtypes
+   Base: dtypes  >>dtypes
    ====================================================================== */
 
 typedef enum wsync_dtype {
@@ -546,7 +608,7 @@ WSYNC_DEF unsigned wsync_dtype_bits(wsync_dtype t);
 WSYNC_DEF wsync_result wsync_dtype_nbytes(wsync_dtype t, uint64_t nelem, uint64_t *out);
 
 /* ======================================================================
-   Base: numeric conversions
+   Base: numeric conversions  >>convert
    ====================================================================== */
 
 /* f32 -> bf16, round to nearest, ties to even. Bit-identical to PyTorch's
@@ -590,7 +652,7 @@ WSYNC_DEF void wsync_f32_to_e5m2_n(const float *src, uint8_t *dst, size_t n, wsy
 WSYNC_DEF void wsync_e5m2_to_f32_n(const uint8_t *src, float *dst, size_t n);
 
 /* ======================================================================
-   Base: files
+   Base: files  >>files
    ====================================================================== */
 
 /* A whole file, read-only: mmap where available, else read into memory. */
@@ -606,7 +668,7 @@ WSYNC_DEF wsync_result wsync_file_map(const char *path, wsync_mapped *out, wsync
 WSYNC_DEF void wsync_file_unmap(wsync_mapped *m);
 
 /* ======================================================================
-   Safetensors: reader
+   Safetensors: reader  >>st-read
    ====================================================================== */
 
 #define WSYNC_ST_MAX_HEADER_SIZE 100000000u /* the reference implementation's cap */
@@ -686,7 +748,7 @@ WSYNC_DEF wsync_result wsync_st_check_names(const wsync_st_file *f, wsync_error 
 WSYNC_DEF const char *wsync_st_metadata_get(const wsync_st_file *f, const char *key);
 
 /* ======================================================================
-   Safetensors: writer
+   Safetensors: writer  >>st-write
    ====================================================================== */
 
 /* Receives the output in order. Returns 0 on success; anything else stops the
@@ -753,7 +815,7 @@ WSYNC_DEF int wsync_buffer_sink(void *user, const void *bytes, size_t len);
 
 
 /* ======================================================================
-   Delta: digest and diff
+   Delta: digest and diff  >>digest
    ====================================================================== */
 
 /* A fast 64-bit digest of bytes ("wsync64"): for catching corruption, torn
@@ -801,7 +863,7 @@ WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t
 
 
 /* ======================================================================
-   Delta: sparse encodings and apply
+   Delta: sparse encodings and apply  >>delta
    ======================================================================
    A delta holds the elements that changed between a base image and the next
    one, as a valid safetensors file, in one of four encodings (FORMATS, at
@@ -926,7 +988,7 @@ WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_
 
 
 /* ======================================================================
-   Store: the object-store interface and two stores
+   Store: the object-store interface and two stores  >>store
    ======================================================================
    The delta chain lives in a store: a flat namespace of keys ("deltas/
    step_000041.safetensors") holding byte objects. A store is a table of
@@ -999,7 +1061,7 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
 
 
 /* ======================================================================
-   Chain: publisher (trainer side) and subscriber (inference side)
+   Chain: publisher (trainer side) and subscriber (inference side)  >>chain
    ======================================================================
    The chain lives in a store, under an optional prefix:
 
@@ -1081,6 +1143,8 @@ typedef struct wsync_chain_info {
     wsync_allocator allocator;
 } wsync_chain_info;
 
+/* --- Reading the chain; HEAD's text and parser >>chain-head --- */
+
 /* Reads HEAD (or lists, when the store has none): WSYNC_ERR_NOT_FOUND for an
    empty chain, WSYNC_ERR_BAD_HEAD for a HEAD that fails its digest or its
    rules. */
@@ -1098,7 +1162,7 @@ WSYNC_DEF wsync_result wsync_chain_head_parse(const void *text, size_t len, cons
 WSYNC_DEF wsync_result wsync_state_digest(const wsync_tensor *t, size_t n, unsigned threads,
                                           uint64_t *out, wsync_error *err);
 
-/* --- Publisher --- */
+/* --- Publisher >>publisher --- */
 
 typedef struct wsync_publisher wsync_publisher;
 
@@ -1151,7 +1215,7 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
 WSYNC_DEF int wsync_publisher_head(const wsync_publisher *p, uint64_t *step);
 WSYNC_DEF void wsync_publisher_close(wsync_publisher *p);
 
-/* --- Subscriber --- */
+/* --- Subscriber >>subscriber --- */
 
 typedef struct wsync_subscriber wsync_subscriber;
 
@@ -1189,6 +1253,8 @@ WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step);
    names the object and the reason. */
 WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step, wsync_sync_stats *stats,
                                              wsync_error *err);
+/* --- Subscriber: the background prefetch >>prefetch --- */
+
 /* Background prefetch: a thread polls HEAD every interval_ms and downloads
    and checks (digests, container) the objects leading to the newest step it
    can reach, touching nothing of the targets. Like sync it routes around a
@@ -1242,7 +1308,7 @@ WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s);
 
 
 /* ======================================================================
-   Fabric: one-sided writes (the direct path's transport interface)
+   Fabric: one-sided writes (the direct path's transport interface)  >>fabric
    ======================================================================
    A sender writes from its registered memory into a receiver's registered
    memory without the receiver's CPU taking part (RDMA WRITE, or its
@@ -1370,7 +1436,7 @@ WSYNC_DEF void wsync_fabric_close(wsync_fabric *f);
 #endif
 
 /* ---------------------------------------------------------------------
-   Base: results and errors
+   Base: results and errors  >>errors
    --------------------------------------------------------------------- */
 
 WSYNC_DEF const char *wsync_result_str(wsync_result r)
@@ -1453,7 +1519,7 @@ static wsync_result wsync__fail(wsync_error *err, wsync_result code, uint64_t of
 }
 
 /* ---------------------------------------------------------------------
-   Base: allocator, overflow-checked sizes
+   Base: allocator, overflow-checked sizes  >>alloc
    --------------------------------------------------------------------- */
 
 static void *wsync__alloc(const wsync_allocator *a, size_t size)
@@ -1660,7 +1726,7 @@ static void wsync__store_le64(uint8_t *p, uint64_t v)
 }
 
 /* ---------------------------------------------------------------------
-   Base: dtypes
+   Base: dtypes  >>dtypes
    --------------------------------------------------------------------- */
 
 static const struct {
@@ -1713,7 +1779,7 @@ WSYNC_DEF wsync_result wsync_dtype_nbytes(wsync_dtype t, uint64_t nelem, uint64_
 }
 
 /* ---------------------------------------------------------------------
-   Base: numeric conversions
+   Base: numeric conversions  >>convert
    --------------------------------------------------------------------- */
 
 static uint32_t wsync__f32_bits(float f)
@@ -1900,7 +1966,7 @@ WSYNC_DEF void wsync_e5m2_to_f32_n(const uint8_t *src, float *dst, size_t n)
 }
 
 /* ---------------------------------------------------------------------
-   Base: files
+   Base: files  >>files
    --------------------------------------------------------------------- */
 
 enum { WSYNC__MAP_EMPTY = 0, WSYNC__MAP_MMAP = 1, WSYNC__MAP_HEAP = 2 };
@@ -1999,7 +2065,7 @@ WSYNC_DEF void wsync_file_unmap(wsync_mapped *m)
 }
 
 /* ======================================================================
-   Safetensors: reader
+   Safetensors: reader  >>st-read
    ======================================================================
    Two passes over the header with the same code: the first validates and
    counts (tensors, shape entries, metadata pairs, string bytes), then one
@@ -2899,7 +2965,7 @@ WSYNC_DEF const char *wsync_st_metadata_get(const wsync_st_file *f, const char *
 }
 
 /* ======================================================================
-   Safetensors: writer
+   Safetensors: writer  >>st-write
    ====================================================================== */
 
 /* Counts when buf is NULL, writes otherwise: one code path sizes and emits
@@ -3264,7 +3330,7 @@ WSYNC_DEF wsync_result wsync_st_write(const wsync_st_tensor_desc *tensors, size_
 
 
 /* ======================================================================
-   Delta: digest and diff
+   Delta: digest and diff  >>digest
    ====================================================================== */
 
 #if !defined(WSYNC_NO_SIMD) && defined(__GNUC__) && defined(__x86_64__)
@@ -4135,7 +4201,7 @@ WSYNC_DEF size_t wsync_diff(const void *a, const void *b, size_t n, unsigned wid
 
 
 /* ======================================================================
-   Delta: sparse encodings and apply
+   Delta: sparse encodings and apply  >>delta
    ====================================================================== */
 
 #define WSYNC__DELTA_FORMAT "wsync-delta"
@@ -4276,6 +4342,8 @@ WSYNC__INLINE void wsync__elem_store(uint8_t *p, unsigned w, uint64_t v)
     }
 }
 
+/* ---- ordered integers and steps >>ordered ---- */
+
 /* Sign-magnitude floats as an ordered integer: adjacent representable values
    (crossing zero too: -0 and +0 are neighbours) differ by one. A bijection on
    all bit patterns, so NaN payloads and non-float dtypes round-trip. */
@@ -4309,7 +4377,7 @@ WSYNC__INLINE uint64_t wsync__unzz(uint64_t z)
     return (((z >> 1) + 1) ^ s) - s;
 }
 
-/* ---- bit writer / reader: LSB first ---- */
+/* ---- bit writer / reader: LSB first >>bits ---- */
 
 typedef struct wsync__bw {
     uint8_t *out;
@@ -4457,6 +4525,8 @@ typedef struct wsync__encblk {
     uint32_t *by_class;
     uint64_t *zv;     /* class-Rice: per change, in by_class order: its zigzag step */
 } wsync__encblk;
+
+/* ---- packed (coder 1): the Rice block encoder >>packed-enc ---- */
 
 /* v as a Rice code with parameter k, its quotient q = v >> k below 32: q
    ones, a zero, the low k bits; in two puts where that exceeds 32 bits. */
@@ -4675,7 +4745,7 @@ static uint32_t wsync__get_le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* ---- packed-max: adaptive binary range coding with contexts from the base ----
+/* ---- packed-max: adaptive binary range coding with contexts from the base >>rc ----
 
    Every element gets a context class from its base value's exponent:
    class = clamp(top - exponent, 0, K-1), where `top` is the largest exponent
@@ -4930,7 +5000,7 @@ static unsigned wsync__exp_max(wsync_dtype t)
     }
 }
 
-/* ---- packed-max: classes, ranks and positions without sorting ----
+/* ---- packed-max: classes, ranks and positions without sorting >>classes ----
 
    Both directions need the class of every element of a block as a byte
    (wsync__class_bytes, padded to whole superchunks of 256). The encoder
@@ -5495,6 +5565,8 @@ static void wsync__pm_group(const uint8_t *base, wsync_dtype dt, wsync__cls_rule
     wsync__pm_ranks_pick(WSYNC_IMPL_AUTO)(s->cls, s->by_class, n_in, s->rank);
 }
 
+/* ---- packed-max (coder 2): the range-coded block encoder >>rc-enc ---- */
+
 /* Encodes one block's changes (positions relative to the block) with the
    range coder (coder 2). */
 static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_t *next, unsigned w,
@@ -5535,6 +5607,8 @@ static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_
     wsync__rce_flush(&e);
     return !e.failed;
 }
+
+/* ---- packed-max (coder 2): the range-coded block decoder >>rc-dec ---- */
 
 /* Reading a block's symbols: the counts of each class, then per change its
    rank gap and value step, into gap[] and zv[] class after class. */
@@ -5695,7 +5769,7 @@ static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *
 }
 
 
-/* ---- packed-max: the class-Rice coder (coder 3) ----
+/* ---- packed-max: the class-Rice coder (coder 3), its encoder >>crice-enc ----
 
    The range coder's model (classes from the base, rank gaps within a
    class, values by class) with prefix codes, which decode without its
@@ -5833,6 +5907,8 @@ static int wsync__crice_block(wsync__buf *out, const uint8_t *base, const uint8_
     out->len = (size_t)(bw.out - out->p);
     return 1;
 }
+
+/* ---- packed-max (coder 3): the class-Rice block decoder >>crice-dec ---- */
 
 /* The reader: a bit position in a padded copy of the block (WSYNC__RCD_PAD
    zero bytes after it). Every read loads the 8 bytes at bp / 8; the decoder
@@ -6162,6 +6238,8 @@ static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, 
     return WSYNC_OK;
 }
 
+/* ---- packed and packed-max: the stream header, a tensor's stream >>stream-enc ---- */
+
 /* A stream's fixed header (the block table follows it). */
 static size_t wsync__stream_header(uint8_t *p, const wsync_tensor *b, unsigned block_log2, int coder, unsigned emax,
                                    uint64_t changed, uint64_t base_digest, uint64_t result_digest)
@@ -6393,7 +6471,7 @@ static wsync_result wsync__tensor_digests(const wsync_tensor *t, size_t n, unsig
     return wsync__pool_do(threads, n, wsync__digest_item, &j, err);
 }
 
-/* ---- encoding ---- */
+/* ---- encoding: wsync_delta_encode, __metadata__ >>delta-encode ---- */
 
 typedef struct wsync__enc {
     const wsync_tensor *base, *next;
@@ -6490,6 +6568,7 @@ static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsy
         ot->shape = ot->data.len;
         return WSYNC_OK;
     } else {
+        /* trl-v1 and trl-v3: indices (or gaps) and values >>trl-enc */
         size_t count = 0, k, nlen = strlen(b->name);
         int v3 = E->enc == WSYNC_ENCODING_TRL_V3;
         wsync__out_tensor *oi = &E->outs[2 * i], *ov = &E->outs[2 * i + 1];
@@ -6857,7 +6936,7 @@ done:
     return r;
 }
 
-/* ---- reading deltas ---- */
+/* ---- reading deltas: which encoding (wsync__detect), steps >>delta-read ---- */
 
 /* What one delta entry does to one target tensor, decoded and checked. */
 typedef struct wsync__patch {
@@ -6983,6 +7062,8 @@ static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *na
     *nelem = ne;
     return WSYNC_OK;
 }
+
+/* ---- packed (coder 1): the Rice block decoder >>packed-dec ---- */
 
 /* One Rice block, in one of two modes. Checking (out NULL) reads only the
    stream: counts, gaps, positions inside the block, escapes, padding; it
@@ -7390,6 +7471,8 @@ static int wsync__pmx_reserve(wsync__pmx *x, size_t cap, size_t bytes_cap, int n
     return 1;
 }
 
+/* ---- packed and packed-max: a stream's header and block table, read >>stream-dec ---- */
+
 static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor *t, wsync_tensor **sorted,
                                         size_t n_targets, const wsync_allocator *a, int check_base,
                                         int defer_check, wsync__pmx *x, wsync_error *err)
@@ -7560,6 +7643,8 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
                         (unsigned long long)changed);
     return r;
 }
+
+/* ---- trl-v1 and trl-v3: the reader >>trl-dec ---- */
 
 /* Entry k of a trl indices tensor of iw-byte entries, as the file holds
    them (little-endian), unsigned: the write reads I32 and I64 indices this
@@ -7880,6 +7965,8 @@ WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_
     return r;
 }
 
+/* ---- applying: decode and check, digests, then write >>delta-apply ---- */
+
 /* State shared by the apply phases; entry i of the file is patch i. */
 typedef struct wsync__app {
     const wsync_st_file *f;
@@ -8181,7 +8268,7 @@ done:
 
 
 /* ======================================================================
-   Store: the object-store interface and two stores
+   Store: the object-store interface and two stores  >>store
    ====================================================================== */
 
 #define WSYNC__TMP_MARK WSYNC_STORE_TMP_MARK
@@ -8333,7 +8420,7 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
     return WSYNC_OK;
 }
 
-/* ---- memory store ---- */
+/* ---- memory store >>store-mem ---- */
 
 typedef struct wsync__mobj {
     char *key;
@@ -8560,7 +8647,7 @@ WSYNC_DEF wsync_result wsync_store_mem_open(const wsync_store_options *opt, wsyn
     return WSYNC_OK;
 }
 
-/* ---- directory store ---- */
+/* ---- directory store >>store-dir ---- */
 
 #if WSYNC__POSIX
 
@@ -8999,7 +9086,7 @@ WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_
 
 
 /* ---------------------------------------------------------------------
-   Chain: HEAD, publisher, subscriber
+   Chain: HEAD, publisher, subscriber  >>chain
    --------------------------------------------------------------------- */
 
 #define WSYNC__CHAIN_MAX_ENTRIES 1000000u
@@ -9142,7 +9229,7 @@ WSYNC_DEF void wsync_chain_info_free(wsync_chain_info *c)
     memset(c, 0, sizeof *c);
 }
 
-/* ---- HEAD text ---- */
+/* ---- HEAD text: wsync_chain_head_format and _parse >>chain-head ---- */
 
 static const char wsync__hexd[] = "0123456789abcdef";
 
@@ -9562,7 +9649,7 @@ fail:
 }
 #undef WSYNC__HEAD_BAD
 
-/* ---- reading a chain: HEAD, or a listing for a bucket without one ---- */
+/* ---- reading a chain: HEAD, or a listing for a bucket without one >>chain-read ---- */
 
 typedef struct wsync__listing {
     wsync__buf b;
@@ -9697,7 +9784,7 @@ WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_ch
     return WSYNC_OK;
 }
 
-/* ---- digests of a model ---- */
+/* ---- digests of a model: the state digest >>state-digest ---- */
 
 typedef struct wsync__named {
     const char *name;
@@ -9788,7 +9875,7 @@ static wsync_result wsync__copy_item(void *user, unsigned worker, size_t i, wsyn
 }
 
 /* ======================================================================
-   Subscriber
+   Subscriber  >>subscriber
    ====================================================================== */
 
 typedef struct wsync__fetched {
@@ -10018,6 +10105,8 @@ static int wsync__not_the_object(wsync_result r)
     return r == WSYNC_ERR_OUT_OF_MEMORY || r == WSYNC_ERR_IO || r == WSYNC_ERR_INVALID_ARGUMENT ||
            r == WSYNC_ERR_UNSUPPORTED;
 }
+
+/* ---- the subscriber's path planning >>sub-plan ---- */
 
 /* The cheapest path to `target` avoiding `bad` objects: entry indices in
    apply order into path (room for n_entries). 0 when there is none. */
@@ -10441,6 +10530,8 @@ WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step,
     if (stats) *stats = st;
     return r;
 }
+
+/* ---- the background prefetch: polls, plans, fetches, offers >>prefetch ---- */
 
 static void wsync__pre_free(wsync_subscriber *s, wsync__fetched *pre, size_t n)
 {
@@ -10867,7 +10958,7 @@ WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s)
 }
 
 /* ======================================================================
-   Publisher
+   Publisher  >>publisher
    ====================================================================== */
 
 struct wsync_publisher {
@@ -11470,7 +11561,7 @@ fail:
 
 
 /* ---------------------------------------------------------------------
-   Fabric: descriptors
+   Fabric: descriptors  >>fabric
    --------------------------------------------------------------------- */
 
 WSYNC_DEF void wsync_fabric_desc_encode(const wsync_fabric_desc *d, uint8_t out[WSYNC_FABRIC_DESC_WIRE])
