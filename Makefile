@@ -115,6 +115,7 @@ test-run: $(TEST_PROGRAMS)
 	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
 	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/san/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
 	    "tests/test_headers.sh" \
+	    "tests/test_toc.sh" \
 	    "tests/test_build_config.sh" \
 	    "tests/test_cli.sh $(BUILD)/wsync" \
 	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \

@@ -120,6 +120,30 @@ REVISIONS
 LICENSE
 =======
 MIT, as wsync.h.
+
+CONTENTS
+========
+Every section's code carries a tag: search for it and the first hit is
+its declarations, the second its implementation. A tag marked * has code
+only in the implementation (one hit). tests/test_toc.sh checks this list.
+
+    >>http          the HTTP store: options, wsync_store_http_open
+    >>http-listing  the nginx JSON directory listing parser
+    >>s3            the S3 store: options, wsync_store_s3_open
+    >>s3-sig        SigV4 encoding and the ListObjectsV2 parser
+    >>transfer    * the transfer layer: a request, its response, retries
+    >>get-parallel * large downloads as parallel ranged GETs
+    >>s3-list     * S3 list: ListObjectsV2, page after page
+
+Private names are wsync__; the short sub-prefixes mean:
+    wsync__http_  wsync__s3_    the HTTP store, the S3 store
+    wsync__h*_                  the transfer layer: hstream_ (a streamed
+                                GET), hpart_ (a part of a parallel GET),
+                                hfail_ / herr_ (failures), hcase_ / hcmp_ /
+                                hcopy_ (header names and values), his_
+                                (tests on responses)
+    wsync__hjp_  wsync__hlist_  the listing's JSON reader, its entries
+    wsync__s3body_              an S3 request body being built
 */
 #ifndef WSYNC_HTTP_H
 #define WSYNC_HTTP_H
@@ -143,6 +167,8 @@ extern "C" {
 #if WSYNC_VERSION_NUMBER < WSYNC_HTTP_REQUIRES_VERSION
 #error "wsync_http.h needs a newer wsync.h"
 #endif
+
+/* ---- HTTP >>http ---- */
 
 /* All zero (or a NULL pointer) means the defaults in brackets. */
 typedef struct wsync_http_options {
@@ -185,6 +211,8 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
 /* 1 and *out filled when s is an HTTP store; 0 otherwise. */
 WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out);
 
+/* ---- the directory listing parser >>http-listing ---- */
+
 /* The JSON directory listing parser that list uses, exposed for tests and
    fuzzing: calls fn for every entry of an nginx autoindex JSON array (name
    decoded, not NUL-free-checked beyond the rules: no NUL, no '/', not "."
@@ -195,7 +223,7 @@ typedef int (*wsync_http_entry_fn)(void *user, const char *name, size_t name_len
 WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, wsync_http_entry_fn fn, void *user,
                                                 wsync_error *err);
 
-/* ---- S3 ----
+/* ---- S3 >>s3 ----
    An S3-compatible bucket (AWS S3, the Hugging Face buckets S3 gateway,
    MinIO, Ceph) as a store: path-style requests signed with SigV4 by
    libcurl. All zero (or NULL) means the defaults in brackets. */
@@ -217,6 +245,8 @@ typedef struct wsync_s3_options {
    on it. */
 WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_options *opt, wsync_store *out,
                                            wsync_error *err);
+
+/* ---- S3 pieces without libcurl: SigV4 encoding, the listing parser >>s3-sig ---- */
 
 /* SigV4's URI encoding of n bytes into out (cap bytes, NUL-terminated):
    A-Z a-z 0-9 - . _ ~ kept, '/' kept when keep_slash (object paths), every
@@ -291,7 +321,7 @@ static void wsync__herr_reset(wsync_error *err)
 }
 
 /* ---------------------------------------------------------------------
-   The listing parser (no libcurl: it is tested and fuzzed on its own)
+   The listing parser (no libcurl: it is tested and fuzzed on its own)  >>http-listing
    --------------------------------------------------------------------- */
 
 typedef struct wsync__hjp {
@@ -555,7 +585,7 @@ done:
 #undef WSYNC__HJP_BAD
 
 /* ---------------------------------------------------------------------
-   S3 pieces without libcurl: SigV4 encoding, the ListObjectsV2 parser
+   S3 pieces without libcurl: SigV4 encoding, the ListObjectsV2 parser  >>s3-sig
    --------------------------------------------------------------------- */
 
 WSYNC_DEF size_t wsync_s3_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t cap)
@@ -1042,7 +1072,7 @@ static void wsync__hrelease(wsync__http *h, CURL *c)
     if (c) curl_easy_cleanup(c);
 }
 
-/* ---- the transfer layer: one request, its response, retries ----
+/* ---- the transfer layer: one request, its response, retries >>transfer ----
    Written so that the S3 store can reuse it: a request is a method, a URL,
    extra headers (signing), an optional body and range, and a body callback. */
 
@@ -1549,7 +1579,7 @@ static wsync_result wsync__hrequest(wsync__http *h, const wsync__hreq *rq, wsync
     return WSYNC_OK;
 }
 
-/* ---- URLs ---- */
+/* ---- the HTTP store >>http: URLs ---- */
 
 /* base + "/" + key percent-encoded (unreserved and '/' kept); NULL on OOM. */
 static char *wsync__hurl(const wsync__http *h, const char *key, int trailing_slash)
@@ -2019,7 +2049,7 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
     return r;
 }
 
-/* ---- get: large downloads as parallel ranged GETs ----
+/* ---- get: large downloads as parallel ranged GETs >>get-parallel ----
    Parts go to the sink in order. The part next in order is "live": its
    bytes go from curl's buffer straight to the sink as they arrive; the
    others land in their slot's buffer, which is handed to the sink when the
@@ -2673,7 +2703,7 @@ oom:
     return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "HTTP store");
 }
 
-/* ---- S3: the same transfer layer, signed; its own put, list and del ---- */
+/* ---- S3: the same transfer layer, signed; its own put, list and del >>s3 ---- */
 
 /* A small response body (multipart replies), kept whole. */
 typedef struct wsync__s3body {
@@ -2901,7 +2931,7 @@ static wsync_result wsync__s3_del(void *user, const char *key, wsync_error *err)
     return r;
 }
 
-/* ---- S3 list: ListObjectsV2, page after page ---- */
+/* ---- S3 list: ListObjectsV2, page after page >>s3-list ---- */
 
 typedef struct wsync__s3list {
     wsync__hlist l;        /* its body buffer and key array */

@@ -283,6 +283,44 @@ REVISIONS
 LICENSE
 =======
 MIT, as wsync.h.
+
+CONTENTS
+========
+Every section's code carries a tag: search for it and the first hit is
+its declarations, the second its implementation. A tag marked * has code
+only in the implementation (one hit). tests/test_toc.sh checks this list.
+
+    >>fabric-tcp    the TCP fabric
+    >>fabric-host   the one-host fabric (CMA, SHM)
+    >>fabric-verbs  the ibverbs (RDMA RC) fabric
+    >>common      * bytes, time, randomness, allocation
+    >>receiver    * regions, immediates, the receiver thread
+    >>executor      the executor: stages, a staging ring, fp8 preparation
+    >>ctl           the controller protocol, the controller and the ranks
+    >>ctl-codec     the protocol's messages, encoded and decoded
+    >>controller    the controller
+    >>ctl-step    * the controller's step loop (go, transfer, finish)
+    >>rank          a rank
+    >>planner       the planner and its simulator
+    >>plan-models   model layouts
+    >>plan        * the planner
+    >>simulator     the simulator
+
+Private names are wsync__; the short sub-prefixes mean:
+    wsync__r*_     common to the fabrics: rbase_ (a fabric's shared state),
+                   rsrv_ (the receiver's listener), rrecv_ / rsend_ (whole
+                   reads and writes), rerr_ (errors), rnow_ (clock), rreg_,
+                   rimm_, rcheck_, rclose_, rpeer_, rset_, rbig_, rej_
+    wsync__tcp_    the TCP fabric
+    wsync__host_   the one-host fabric
+    wsync__v*_     ibverbs: vb_ (the backend), vd_ (calls through the verbs
+                   table), vlib_ (libibverbs loaded at run time), vnic_ (a
+                   NIC), vqp_ (a queue pair), vend_ (a queue pair's endpoint),
+                   vmr_, vrem_, vwc_, vrej_, vput_, vpost_
+    wsync__exec_   the executor
+    wsync__ctl_    the controller protocol and the controller
+    wsync__rank_   a rank
+    wsync__pl_     the planner and the simulator (pldiv_, plk_: its helpers)
 */
 #if defined(WSYNC_RDMA_IMPLEMENTATION) && defined(__linux__) && !defined(_GNU_SOURCE) && !defined(_FEATURES_H)
 #define _GNU_SOURCE 1
@@ -340,7 +378,7 @@ typedef struct wsync_fabric_stats {
    sees none). */
 WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *out);
 
-/* ---- TCP ------------------------------------------------------------- */
+/* ---- TCP >>fabric-tcp ------------------------------------------------ */
 
 /* All zero (or NULL) means the defaults in brackets. */
 typedef struct wsync_fabric_tcp_options {
@@ -366,7 +404,7 @@ WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt
 /* The port the receiver listens on (0 before the first reg, or for another backend). */
 WSYNC_DEF unsigned wsync_fabric_tcp_port(const wsync_fabric *f);
 
-/* ---- one host --------------------------------------------------------- */
+/* ---- one host >>fabric-host ------------------------------------------ */
 
 typedef enum wsync_fabric_host_mode {
     WSYNC_FABRIC_HOST_AUTO = 0,    /* CMA when the kernel allows it, else SHM where offered */
@@ -401,7 +439,7 @@ WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabri
 WSYNC_DEF int wsync_fabric_host_cma_allowed(int pid, const void *addr, char *why, size_t why_cap);
 
 /* ======================================================================
-   ibverbs (RDMA RC): declarations
+   ibverbs (RDMA RC): declarations  >>fabric-verbs
    ======================================================================
    Every verbs call goes through wsync_verbs_ops, so that tests can put a
    fake provider (tests/fake_verbs.h) in place of libibverbs. The types are
@@ -510,7 +548,7 @@ WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_v
 
 
 /* ======================================================================
-   The executor: stages, a staging ring, the memory watermark
+   The executor: stages, a staging ring, the memory watermark  >>executor
    ====================================================================== */
 
 /* ---- the pipelined executor -------------------------------------------
@@ -585,10 +623,10 @@ WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, 
 WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint64_t block);
 
 /* ======================================================================
-   The controller protocol, the controller and the ranks
+   The controller protocol, the controller and the ranks  >>ctl
    ====================================================================== */
 
-/* ---- the controller protocol ------------------------------------------
+/* ---- the controller protocol >>ctl-codec ------------------------------
 
    One controller, T trainer ranks and I inference ranks, over TCP. Every
    message is a 12-byte header, "WSC" + version byte, type (u16, then u16
@@ -764,7 +802,7 @@ WSYNC_DEF void wsync_ctl_msg_free(wsync_ctl_msg *m);
 WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_t *row_bytes, uint64_t *bytes,
                                               wsync_error *err);
 
-/* ---- the controller ---- */
+/* ---- the controller >>controller ---- */
 
 typedef struct wsync_controller wsync_controller;
 
@@ -808,7 +846,7 @@ WSYNC_DEF void wsync_controller_step_times(const wsync_controller *c, double *tr
 /* BYE to every rank still there, and closes. */
 WSYNC_DEF void wsync_controller_close(wsync_controller *c);
 
-/* ---- a rank ---- */
+/* ---- a rank >>rank ---- */
 
 typedef struct wsync_rank wsync_rank;
 
@@ -872,7 +910,7 @@ WSYNC_DEF int wsync_rank_ended(wsync_rank *r, char *why, size_t cap);
 WSYNC_DEF void wsync_rank_close(wsync_rank *r);
 
 /* ======================================================================
-   The planner and its simulator (pure computation)
+   The planner and its simulator (pure computation)  >>planner
    ====================================================================== */
 
 /* Preparation flags (wsync_plan_prep.flags). */
@@ -1006,7 +1044,7 @@ WSYNC_DEF uint64_t wsync_plan_digest(const wsync_plan *p);
    caller reordered or edited them); fails if tasks are not grouped by rank. */
 WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err);
 
-/* ---- simulation ---- */
+/* ---- simulation >>simulator ---- */
 
 #define WSYNC_PLAN_SIM_GROUPS 8u
 
@@ -1034,7 +1072,7 @@ typedef struct wsync_plan_sim_result {
 WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
                                            wsync_plan_sim_result *out, wsync_error *err);
 
-/* ---- model layouts ---- */
+/* ---- model layouts >>plan-models ---- */
 
 /* A model's shape (public configuration values, shared/design/MODELS.md). */
 typedef struct wsync_plan_model {
@@ -1336,7 +1374,7 @@ WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_v
 #else /* WSYNC__RDMA_OK */
 
 /* ---------------------------------------------------------------------
-   Common: bytes, time, randomness, allocation
+   Common: bytes, time, randomness, allocation  >>common
    --------------------------------------------------------------------- */
 
 #define WSYNC__TCP_MAGIC 0x31465357u   /* "WSF1" */
@@ -1499,7 +1537,7 @@ static int wsync__rpeer_gone(int fd)
 }
 
 /* ---------------------------------------------------------------------
-   Common: regions, immediates, the receiver thread
+   Common: regions, immediates, the receiver thread  >>receiver
    --------------------------------------------------------------------- */
 
 struct wsync_fabric_mr {
@@ -1941,7 +1979,7 @@ WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *
 }
 
 /* ---------------------------------------------------------------------
-   TCP
+   TCP  >>fabric-tcp
    --------------------------------------------------------------------- */
 
 typedef struct wsync__tcp {
@@ -2427,7 +2465,7 @@ WSYNC_DEF unsigned wsync_fabric_tcp_port(const wsync_fabric *f)
 }
 
 /* ---------------------------------------------------------------------
-   One host: process_vm_writev (CMA) or shared memory (SHM)
+   One host: process_vm_writev (CMA) or shared memory (SHM)  >>fabric-host
    --------------------------------------------------------------------- */
 
 typedef struct wsync__hmem {
@@ -3070,7 +3108,7 @@ WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabri
 
 
 /* ======================================================================
-   ibverbs (RDMA RC): implementation
+   ibverbs (RDMA RC): implementation  >>fabric-verbs
    ======================================================================
    Never run on a NIC: tested only against tests/fake_verbs.h. */
 #if WSYNC__HAVE_VERBS
@@ -4514,7 +4552,7 @@ WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_v
 #endif /* WSYNC__RDMA_OK */
 
 /* ======================================================================
-   IMPLEMENTATION: the executor and fp8 preparation
+   IMPLEMENTATION: the executor and fp8 preparation  >>executor
    ====================================================================== */
 
 
@@ -4873,7 +4911,7 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
 #endif
 
 /* ======================================================================
-   IMPLEMENTATION: the controller protocol
+   IMPLEMENTATION: the controller protocol  >>ctl
    ====================================================================== */
 
 /* ---------------------------------------------------------------------
@@ -4891,7 +4929,7 @@ extern "C" {
 #define WSYNC__CTL_TENSOR_TAIL 64u /* a JOIN tensor's bytes after its shape */
 #define WSYNC__CTL_XFER 72u        /* an ASSIGN transfer's bytes */
 
-/* ---- codec (no sockets: builds everywhere) ---- */
+/* ---- codec (no sockets: builds everywhere) >>ctl-codec ---- */
 
 typedef struct wsync__cr {
     const uint8_t *p;
@@ -5722,7 +5760,7 @@ static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsyn
     return WSYNC_OK;
 }
 
-/* ---- the controller ---- */
+/* ---- the controller >>controller ---- */
 
 typedef struct wsync__cmember {
     int fd, gone;
@@ -6302,6 +6340,8 @@ static wsync_result wsync__ctl_gone(wsync_controller *c, wsync_error *err)
     return WSYNC_OK;
 }
 
+/* ---- the controller's step loop: go, the transfer, finish >>ctl-step ---- */
+
 static void wsync__ctl_abort(wsync_controller *c, uint64_t step, const wsync_error *why)
 {
     unsigned i;
@@ -6510,7 +6550,7 @@ WSYNC_DEF void wsync_controller_close(wsync_controller *c)
     wsync__rfree(&c->a, c);
 }
 
-/* ---- a rank ---- */
+/* ---- a rank >>rank ---- */
 
 struct wsync_rank {
     wsync_allocator a;
@@ -7196,7 +7236,7 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
 #endif
 
 /* ======================================================================
-   IMPLEMENTATION: the planner and its simulator
+   IMPLEMENTATION: the planner and its simulator  >>planner
    ====================================================================== */
 
 /* ====================================================================== */
@@ -7506,7 +7546,7 @@ WSYNC_DEF uint64_t wsync_plan_model_params(const wsync_plan_model *m)
     return total;
 }
 
-/* ---- model layouts ---------------------------------------------------- */
+/* ---- model layouts >>plan-models -------------------------------------- */
 
 typedef struct wsync__pl_lay {
     const wsync_plan_model *m;
@@ -7917,7 +7957,7 @@ WSYNC_DEF void wsync_plan_layout_free(wsync_plan_layout *l)
     memset(l, 0, sizeof *l);
 }
 
-/* ---- planner ---------------------------------------------------------- */
+/* ---- planner >>plan ---------------------------------------------------- */
 
 typedef struct wsync__pl_heap_item {
     uint64_t load;
@@ -8885,7 +8925,7 @@ WSYNC_DEF uint64_t wsync_plan_digest(const wsync_plan *p)
     return wsync_digest_final(&d);
 }
 
-/* ---- simulator -------------------------------------------------------- */
+/* ---- simulator >>simulator -------------------------------------------- */
 
 enum { WSYNC__PLE_SEND = 1, WSYNC__PLE_DONE = 2, WSYNC__PLE_PREP = 3, WSYNC__PLE_GFREE = 4 };
 
