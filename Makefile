@@ -66,6 +66,14 @@ $(BUILD)/test_s3: tests/test_s3.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
 $(BUILD)/san/test_s3: tests/test_s3.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
+# Small complete programs that show how to vendor wsync (the README's
+# snippets in full), each one file; tests/test_examples.sh runs them.
+EXAMPLES     := trainer engine direct
+EXAMPLE_BINS := $(EXAMPLES:%=$(BUILD)/example_%)
+
+$(BUILD)/example_%: examples/%.c $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< -pthread $(LIBS)
+
 # Some tests include the CLI's headers under examples/ too.
 EXAMPLE_HEADERS := $(wildcard examples/*.h)
 
@@ -99,7 +107,7 @@ deps:
 # The programs are built in parallel first (one job per core), then run.
 TEST_PROGRAMS := $(BUILD)/wsync $(BUILD)/san/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http \
       $(BUILD)/san/test_http $(BUILD)/test_s3 $(BUILD)/san/test_s3 \
-      $(BUILD)/bench_apply $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
+      $(BUILD)/bench_apply $(EXAMPLE_BINS) $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 test: deps
@@ -120,6 +128,7 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/test_cli.sh $(BUILD)/wsync" \
 	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
+	    "tests/test_examples.sh $(EXAMPLE_BINS)" \
 	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
 	    "tests/test_cli_safety.sh $(BUILD)/san/wsync" \
 	    "tests/test_push.sh $(BUILD)/wsync" \
