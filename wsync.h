@@ -1079,7 +1079,9 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
    around a bad object through an anchor and otherwise stays at the last
    published step it reached. A store without HEAD (a bucket written by
    TRL's delta sync) is read by listing anchors/ and deltas/: each delta's
-   base is the previous step listed.
+   base is taken to be the previous step listed, and checked: a delta that
+   carries its base (prev_model_version) is held to it, one that does not
+   is applied only on the step just before it.
 
    The state digest of a model: wsync_digest over the little-endian u64
    digests of its tensors' bytes, tensors in byte order of their names. */
