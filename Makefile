@@ -28,13 +28,13 @@ CONFIG_LINES := 'HAVE_CURL := $(HAVE_CURL)' 'CURL_LIBS := $(CURL_LIBS)' 'CLI_HTT
 # (test_exhaustive runs on its own: make test-exhaustive; test_http needs
 # libcurl and a server: tests/test_http.sh starts nginx and runs it;
 # test_s3 likewise with s3rver: tests/test_s3.sh).
-TESTS      := $(filter-out test_exhaustive test_http test_s3,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
+TESTS      := $(filter-out test_exhaustive test_http test_s3 test_webdav test_s3_limits,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
 TEST_BINS  := $(TESTS:%=$(BUILD)/%)
 SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
-.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply fuzz fuzz-run demo clean FORCE
+.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply bench-fanout bench-probe bench-schedule bench-dir fuzz fuzz-run demo clean FORCE python bench-python
 
 all: $(BUILD)/wsync
 
@@ -45,12 +45,17 @@ $(CONFIG): FORCE | $(BUILD)
 	@printf '%s\n' $(CONFIG_LINES) > $@.tmp.$$$$ && \
 	    if cmp -s $@.tmp.$$$$ $@; then rm -f $@.tmp.$$$$; else mv -f $@.tmp.$$$$ $@; fi
 
-$(BUILD)/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h $(HEADERS) $(CONFIG) | $(BUILD)
-	$(CC) $(STD) $(WARN) $(CFLAGS) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
+# The tool: every tool/*.c (tool/cli.h says which holds what), compiled and
+# linked by one compiler run; tool/impl.c holds the headers' implementations.
+TOOL_SRCS := $(sort $(wildcard tool/*.c))
+TOOL_DEPS := $(TOOL_SRCS) $(wildcard tool/*.h) $(HEADERS) $(CONFIG)
+
+$(BUILD)/wsync: $(TOOL_DEPS) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) $(CLI_HTTP) -I. -o $@ $(TOOL_SRCS) $(LIBS) $(CURL_LIBS)
 
 # The tool under ASan+UBSan, for the multi-process push-demo tests.
-$(BUILD)/san/wsync: examples/wsync.c examples/wsync_gen.h examples/wsync_push.h examples/wsync_plan.h $(HEADERS) $(CONFIG) | $(BUILD)/san
-	$(CC) $(STD) $(WARN) $(SAN) $(CLI_HTTP) -Iexamples -I. -o $@ examples/wsync.c $(LIBS) $(CURL_LIBS)
+$(BUILD)/san/wsync: $(TOOL_DEPS) | $(BUILD)/san
+	$(CC) $(STD) $(WARN) $(SAN) $(CLI_HTTP) -I. -o $@ $(TOOL_SRCS) $(LIBS) $(CURL_LIBS)
 
 # The HTTP store's tests link libcurl (tests/test_http.sh runs them against nginx).
 $(BUILD)/test_http: tests/test_http.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
@@ -66,6 +71,20 @@ $(BUILD)/test_s3: tests/test_s3.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
 $(BUILD)/san/test_s3: tests/test_s3.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
+# The WebDAV listing's tests (tests/test_webdav.sh runs them against Apache and nginx dav-ext).
+$(BUILD)/test_webdav: tests/test_webdav.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
+$(BUILD)/san/test_webdav: tests/test_webdav.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
+	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
+# The S3 store against small request bodies (tests/test_s3_limits.sh: s3rver behind nginx).
+$(BUILD)/test_s3_limits: tests/test_s3_limits.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
+$(BUILD)/san/test_s3_limits: tests/test_s3_limits.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
+	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
 # Small complete programs that show how to vendor wsync (the README's
 # snippets in full), each one file; tests/test_examples.sh runs them.
 EXAMPLES     := trainer engine direct
@@ -74,13 +93,13 @@ EXAMPLE_BINS := $(EXAMPLES:%=$(BUILD)/example_%)
 $(BUILD)/example_%: examples/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< -pthread $(LIBS)
 
-# Some tests include the CLI's headers under examples/ too.
-EXAMPLE_HEADERS := $(wildcard examples/*.h)
+# Some tests and benches include the generator, tool/wsync_gen.h.
+GEN_HEADER := tool/wsync_gen.h
 
-$(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) $(EXAMPLE_HEADERS) | $(BUILD)
+$(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS)
 
-$(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) $(EXAMPLE_HEADERS) | $(BUILD)/san
+$(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) $(GEN_HEADER) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS)
 
 # The replay driver runs every fuzz harness's saved inputs with any compiler.
@@ -90,14 +109,32 @@ $(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) |
 $(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ fuzz/replay.c $< $(LIBS)
 
-$(BUILD)/bench_http: tests/bench_http.c $(HEADERS) $(CONFIG) | $(BUILD)
+$(BUILD)/bench_http: tests/bench_http.c tests/bench_cpu.h $(HEADERS) $(CONFIG) | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
-$(BUILD)/bench_%: tests/bench_%.c $(HEADERS) examples/wsync_gen.h | $(BUILD)
+$(BUILD)/bench_%: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS)
+
+# The portable build of a bench (WSYNC_NO_SIMD: no SIMD paths, the same
+# flags otherwise), run next to the SIMD one by make bench and bench-apply.
+$(BUILD)/bench_%_portable: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
+	$(CC) $(STD) $(WARN) -O3 -g -march=native -DWSYNC_NO_SIMD -I. -o $@ $< $(LIBS)
 
 $(BUILD)/test_exhaustive: tests/test_exhaustive.c tests/check.h $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g -I. -o $@ $< $(LIBS)
+
+# The Python binding (python/wsync, ctypes only): make python builds its
+# shared library from python/wsync/_capi.c (URL stores when libcurl is here);
+# then PYTHONPATH=python python3 -c 'import wsync' works from here.
+PY_HTTP := $(if $(HAVE_CURL),-DWSPY_HTTP=1,)
+$(BUILD)/libwsync.so: python/wsync/_capi.c $(HEADERS) $(CONFIG) | $(BUILD)
+	$(CC) $(STD) $(WARN) $(CFLAGS) -fPIC -shared $(PY_HTTP) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+
+python: $(BUILD)/libwsync.so
+
+# The binding against C, and wsync's diff against torch's (!=, nonzero, gather).
+bench-python: $(BUILD)/libwsync.so $(BUILD)/bench_probe
+	WSYNC_LIB=$(BUILD)/libwsync.so PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 tests/bench_python.py $(BENCH_PYTHON_ARGS)
 
 # Every test, in the plain build and under ASan+UBSan, plus the headers
 # compiled as C99 and C++ by gcc and clang, plus the CLI's exit codes.
@@ -106,8 +143,9 @@ deps:
 
 # The programs are built in parallel first (one job per core), then run.
 TEST_PROGRAMS := $(BUILD)/wsync $(BUILD)/san/wsync $(TEST_BINS) $(SAN_BINS) $(BUILD)/test_http \
-      $(BUILD)/san/test_http $(BUILD)/test_s3 $(BUILD)/san/test_s3 \
-      $(BUILD)/bench_apply $(EXAMPLE_BINS) $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
+      $(BUILD)/san/test_http $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/test_webdav $(BUILD)/san/test_webdav \
+      $(BUILD)/test_s3_limits $(BUILD)/san/test_s3_limits \
+      $(BUILD)/bench_apply $(BUILD)/libwsync.so $(EXAMPLE_BINS) $(FUZZERS:fuzz_%=$(BUILD)/replay_%) $(FUZZERS:fuzz_%=$(BUILD)/san/replay_%)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 test: deps
@@ -128,6 +166,7 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/test_cli.sh $(BUILD)/wsync" \
 	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
+	    "tests/test_cli_dir.sh $(BUILD)/wsync" \
 	    "tests/test_examples.sh $(EXAMPLE_BINS)" \
 	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
 	    "tests/test_cli_safety.sh $(BUILD)/san/wsync" \
@@ -135,23 +174,64 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/test_push.sh $(BUILD)/san/wsync" \
 	    "tests/test_plan_cli.sh $(BUILD)/wsync" \
 	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
-	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync"
+	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync" \
+	    "tests/test_python.sh $(BUILD)/libwsync.so $(BUILD)/wsync" \
+	    "tests/test_webdav.sh $(BUILD)/test_webdav $(BUILD)/san/test_webdav" \
+	    "tests/test_s3_limits.sh $(BUILD)/test_s3_limits $(BUILD)/san/test_s3_limits $(BUILD)/wsync" \
+	    "tests/test_fanout.sh $(BUILD)/wsync"
 
 # All 2^32 float bit patterns through f32->bf16, against PyTorch's results.
 test-exhaustive: $(BUILD)/test_exhaustive
 	@tests/run.sh exhaustive $(BUILD)/test_exhaustive
 
 # BENCH_MODEL/BENCH_STEPS: the generated model and steps bench_delta measures.
+# bench_delta and bench_apply run twice: the SIMD build (every path side by
+# side, and AUTO's choice) and the portable one (WSYNC_NO_SIMD); each output
+# opens with the CPU's model and SIMD flags.
 BENCH_MODEL ?= qwen3-0.6b
 BENCH_STEPS ?= 3
-bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_chain $(BUILD)/bench_http $(BUILD)/bench_fabric
+bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_delta_portable $(BUILD)/bench_chain $(BUILD)/bench_http $(BUILD)/bench_fabric $(BUILD)/bench_probe
+	@$(MAKE) --no-print-directory bench-probe
 	$(BUILD)/bench_parse
 	$(BUILD)/bench_delta $(BENCH_MODEL) $(BENCH_STEPS)
+	$(BUILD)/bench_delta_portable $(BENCH_MODEL) $(BENCH_STEPS)
 	@$(MAKE) --no-print-directory bench-apply
 	$(BUILD)/bench_chain $(BENCH_MODEL) $(BENCH_STEPS)
 	tests/bench_http.sh $(BUILD)/bench_http
+	@$(MAKE) --no-print-directory bench-fanout
 	$(BUILD)/bench_fabric
 	$(BUILD)/wsync push-demo --model qwen3-0.6b --trainers 4 --inference 2 --steps 5 --bench
+	$(BUILD)/bench_mirror qwen3-0.6b 2 5
+	rm -rf $(BUILD)/bench-boundmem && mkdir -p $(BUILD)/bench-boundmem && $(BUILD)/bench_boundmem publish $(BUILD)/bench-boundmem
+	for m in fresh spool follow; do $(BUILD)/bench_boundmem pull $(BUILD)/bench-boundmem $$m || exit 1; done
+	rm -rf $(BUILD)/bench-boundmem
+# the mirror's engine pause and apply speed (ratios to a plain apply, one
+# run), and the peak memory of anchor pulls and a follow (ratios to the model)
+bench: $(BUILD)/bench_mirror $(BUILD)/bench_boundmem
+
+# AUTO's choice of SIMD paths: the probe's margins, then the choice in 20
+# fresh processes as the machine is and 20 beside a memory hog; exits 1 if
+# they differ (tests/bench_probe.sh).
+bench-probe: $(BUILD)/bench_probe
+	tests/bench_probe.sh $(BUILD)/bench_probe 20
+
+# 64 wsync follow processes on one nginx bucket (limit_conn refusals, a
+# restart), 20 steps: tests/test_fanout.sh at full size.
+bench-fanout: $(BUILD)/wsync $(BUILD)/bench_probe
+	tests/bench_fanout.sh $(BUILD)/wsync
+
+# A Hugging Face checkpoint directory of a full-size model (qwen2.5-7b, 15 GB
+# in four shards; BENCH_DIR_MODEL to change) published and pulled for three
+# steps: wall time and peak RSS over the model's size; about 65 GB of disk.
+BENCH_DIR_MODEL ?= qwen2.5-7b
+bench-dir: $(BUILD)/wsync
+	tests/bench_dir.sh $(BUILD)/wsync --model $(BENCH_DIR_MODEL)
+
+# push-demo --bench over a grid of 14 configurations (fabrics, trainer and
+# inference counts, bf16 and fp8, mesh groups): measured step time over the
+# simulator's prediction for the same plan, and the worst ratio.
+bench-schedule: $(BUILD)/wsync $(BUILD)/bench_probe
+	tests/bench_schedule.sh $(BUILD)/wsync
 
 # bench_apply on files the tool wrote: steps 1 and 2 of BENCH_MODEL (2.4 GB
 # for qwen3-0.6b, kept in build/bench) and their delta in each encoding,
@@ -165,9 +245,9 @@ $(BENCH_DIR)/$(BENCH_MODEL)-%.st: | $(BUILD)/wsync $(BENCH_DIR)
 $(BENCH_DIR)/$(BENCH_MODEL).%: $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL)-2.st $(BUILD)/wsync
 	$(BUILD)/wsync diff $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL)-2.st -o $@ --encoding $*
 .SECONDARY: $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL)-2.st
-bench-apply: $(BUILD)/bench_apply $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_ENCODINGS:%=$(BENCH_DIR)/$(BENCH_MODEL).%)
-	@for e in $(BENCH_ENCODINGS); do \
-	    $(BUILD)/bench_apply $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL).$$e || exit 1; done
+bench-apply: $(BUILD)/bench_apply $(BUILD)/bench_apply_portable $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_ENCODINGS:%=$(BENCH_DIR)/$(BENCH_MODEL).%)
+	@for e in $(BENCH_ENCODINGS); do for b in bench_apply bench_apply_portable; do \
+	    $(BUILD)/$$b $(BENCH_DIR)/$(BENCH_MODEL)-1.st $(BENCH_DIR)/$(BENCH_MODEL).$$e || exit 1; done; done
 
 # libFuzzer (clang); each harness runs FUZZ_SECONDS on a scratch copy of its
 # corpus so the committed seeds stay as they are. Crashes land in build/fuzz.
@@ -184,7 +264,7 @@ fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz/%)
 	    $(BUILD)/fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/$$name.dict \
 	        -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
 	        $$work fuzz/corpus/$$name fuzz/data/$$name 2>&1 \
-	        | grep -E 'INFO: Seed|DONE|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Test unit written|artifact'; \
+	        | grep -E 'INFO: Seed|DONE|invariant violated|#[0-9]+ 0x[0-9a-f]+ in (wsync|fz_|LLVMFuzzerTestOneInput)|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Test unit written|artifact'; \
 	done
 
 # The main job: a trainer and an inference follower, two processes, qwen3-0.6b

@@ -81,7 +81,8 @@ MEMORY
 Every call that allocates takes an options struct holding a wsync_allocator;
 a NULL options pointer or an all-zero struct means malloc and free. A parsed
 file carries its allocator; wsync_st_free releases everything in one call.
-There is no global state. wsync_pool is an allocator that keeps freed large
+There is no global state but the SIMD paths chosen at first use (see
+wsync_diff_impl). wsync_pool is an allocator that keeps freed large
 blocks for the next call (an apply every step reuses its pages).
 
 ERRORS
@@ -298,22 +299,38 @@ unless WSYNC_CHAIN_KEEP_F32), __metadata__ "format" "pt", "wsync"
 requires every target's name, dtype and shape in it, and, where "step" is
 present, its decimal value to be the anchor's step.
 
+A directory's anchor (a publisher given wsync_publisher_set_layout: a
+Hugging Face checkpoint of shards, an index, config files) is several
+objects instead: each shard a safetensors file as above holding the next
+run of the published tensors, in order, then each plain file byte for byte
+(config.json, model.safetensors.index.json, ...). Together the shards hold
+every tensor once; a subscriber finds each target in the shard that holds
+it by name (its dtype and shape as above), and a target in no shard, or in
+two, fails the anchor.
+
 The chain in a store
 --------------------
 Under an optional prefix ("<prefix>/"; a valid key itself, under 512
 bytes):
 
     anchors/step_NNNNNN.safetensors   an anchor, NNNNNN the step, "%06llu"
+    anchors/step_NNNNNN/NAME          a directory's anchor: one object per
+                                      shard and file, NAME as HEAD lists it
     deltas/step_NNNNNN.safetensors    the delta from its base to step NNNNNN
     HEAD                              the chain's pointer, written last
 
 Steps are at most WSYNC_STEP_MAX (10^15 - 1). With HEAD, objects are
 named by HEAD alone (their keys made from the steps as above). Without
 HEAD (a bucket written by TRL), the chain is a listing of anchors/ and
-deltas/: keys directly under them named "step_" + 1 to 15 digits +
-".safetensors"; each delta's base is taken to be the previous step
-listed (anchor or delta; step - 1 for the first), and a delta that
-carries its own base is held to it.
+deltas/: keys directly under them named "step_" + 1 to 15 decimal digits
++ ".safetensors" (zero-padded or not: "step_7" and "step_000007" are both
+step 7, and each object is fetched by the key it was listed under; leading
+zeros count toward the 15, so no step is above WSYNC_STEP_MAX; no sign,
+space or other character; any other key is ignored). One step of one kind
+under two keys is refused (WSYNC_ERR_BAD_HEAD, naming both keys): which
+object is that step is not known. Each delta's base is taken to be the
+previous step listed (anchor or delta; step - 1 for the first), and a
+delta that carries its own base is held to it.
 
 HEAD
 ----
@@ -322,9 +339,13 @@ JSON, as wsync_chain_head_format writes it (newlines exactly so):
     {"format":"wsync-chain","version":1,"step":S,"anchor":A,"state":"H","encoding":"E",
     "anchors":[
     {"step":40,"bytes":N,"digest":"H","state":"H"},
+    {"step":60,"bytes":N,"digest":"H","state":"H","files":[
+     {"name":"model-00001-of-00002.safetensors","bytes":N,"digest":"H","tensors":K},
+     ...
+     {"name":"config.json","bytes":N,"digest":"H"}]},
     ...],
     "deltas":[
-    {"step":41,"base":40,"bytes":N,"digest":"H","state":"H"},
+    {"step":41,"base":40,"bytes":N,"digest":"H","state":"H","encoding":"E"},
     ...],
     "check":"H"}
 
@@ -332,22 +353,49 @@ followed by one newline. Integers are unsigned decimal without leading
 zeros; H is 16 lowercase hex digits of a 64-bit value.
 
     format    "wsync-chain"                    required
-    version   1                                required
+    version   1, or 2 when an anchor has "files"          required
     step      the newest step (HEAD's)         required
     anchor    the newest anchor's step         required
     state     state digest of the model at step       required
-    encoding  the deltas' encoding name; optional, unknown names read as 0
+    encoding  the encoding name the publisher that wrote HEAD writes its
+              deltas in; optional, unknown names read as 0. Not
+              necessarily every delta's: see each delta's "encoding"
     anchors   [{step, bytes, digest, state}], ascending by step; required
-    deltas    [{step, base, bytes, digest, state}], ascending; required
+    deltas    [{step, base, bytes, digest, state, encoding}], ascending;
+              required
     check     wsync64 of every byte of HEAD before the '"' that opens the
               key "check"; required, and the last key
 
 In an entry: bytes is the object's size, digest wsync64 of its bytes,
 state the state digest of the model at its step; base (deltas only, an
-anchor must not have one) the step it applies to, below its step. The
+anchor must not have one) the step it applies to, below its step;
+encoding (deltas only, optional; in an anchor it is an unknown key) the
+delta's encoding name, read by the same rules as the top-level one (a
+plain string under 16 characters, unknown names read as 0, twice in one
+entry refused). A chain continued by a publisher with another encoding
+holds deltas of both, each entry naming its own. HEADs written before
+entries carried it (0.2.0 and earlier) have none: such a delta's
+encoding is not recorded (wsync_chain_entry.encoding 0), not assumed to
+be the top-level one; the delta's __metadata__ always names it. The
+version stays 1: a reader of version 1 skips the key as unknown and
+reads everything else as before. The
 state digest of a model (wsync_state_digest) is wsync64 over the 8-byte
 little-endian wsync64 digests of its tensors' bytes, tensors sorted by
 name in byte order (strcmp).
+
+An anchor's "files" (version 2 only: a reader of version 1 would look for
+one object, and must refuse the HEAD) makes it a directory's: its objects
+are anchors/step_NNNNNN/ + name, in the order listed: shards first (each
+with "tensors", how many tensors it holds, at least 1, the next ones in the
+publish order), then plain files (no "tensors"). A name is 1 to 127 bytes
+of [A-Za-z0-9._-], not starting with '.' (so never a path, never "..");
+names are unique in the anchor; at most WSYNC_CHAIN_FILES_MAX (4096)
+files, none of them empty of keys: name, bytes and digest are required.
+The entry's bytes is the sum of its files' bytes, and its digest is
+wsync64 of the files' digests, 8 bytes little-endian each, in order (a
+check of the list itself; each object is checked against its own).
+A HEAD without directory anchors is written as version 1, exactly as
+before, so readers of 0.2.0 read every chain that has none.
 
 wsync_chain_head_parse is strict: whitespace is space, tab, CR or LF;
 known keys' strings are plain printable ASCII without escapes; a
@@ -361,6 +409,45 @@ WSYNC_CHAIN_HEAD_MAX_SIZE bytes.
 
 REVISIONS
 =========
+    next   directory anchors: wsync_publisher_set_layout writes each anchor
+           as the shards and files of a model directory (anchors/step_N/NAME),
+           named with their sizes and digests in a version 2 HEAD
+           (wsync_chain_entry.files, wsync_chain_file); a subscriber streams
+           or spools them into its targets by name; retention deletes each;
+           wsync_chain_file_name_check;
+           the prefetch that cannot get further (every way on passes through
+           a refused object, or there is none) says so: WSYNC_ERR_NO_PATH in
+           wsync_subscriber_prefetch_status, naming the object;
+           HEAD records each delta's encoding (an optional "encoding" in its
+           entry; wsync_chain_entry.encoding, added at the struct's end;
+           `wsync log` shows it): a chain continued with another encoding
+           no longer names only the newest; HEAD's version stays 1 and older
+           HEADs read as before; a listing (no HEAD) keeps the keys it
+           listed, so "step_7.safetensors" (not zero-padded) is fetched by
+           that key, and one step under two keys is refused with
+           WSYNC_ERR_BAD_HEAD naming both;
+           a subscriber syncs an anchor in bounded memory (its header, none of
+           its data): streamed into targets without a step (zeroed if it
+           proves bad), else spooled to an unlinked file
+           (wsync_chain_options.spool_dir, else $TMPDIR or /tmp) and copied in
+           only once its digest matches; the prefetch spools anchors too;
+           changes handed after every verified apply: wsync_delta_options
+           .on_changes (wsync_changes: per tensor, ascending positions and
+           new values in chunks, or the tensor whole), for every encoding,
+           and wsync_subscriber_on_changes; the mirror subscriber
+           (wsync_mirror_*): a host copy applied in the background, the
+           changes of one pending step kept as reported (a log per tensor,
+           handed straight from it), of more steps merged in a bitmap per
+           tensor, handed to the engine by wsync_mirror_take, with its pause
+           in the stats; the apply's report hands the changes the write
+           phase decoded (up to 64 MiB of them) instead of decoding again;
+           AUTO's diff and digest paths chosen at first use: the widest the
+           CPU has unless two passes of a short measurement each find a
+           narrower one 1.4x faster (median round), fixed for
+           the process (wsync_diff_impl, wsync_digest_impl;
+           WSYNC_SIMD, WSYNC_DIFF_IMPL, WSYNC_DIGEST_IMPL override); the
+           AVX-512 digest rounds prefetch as the AVX2 ones do; the encoder
+           digests on the diff's loads on every AVX2 core
     0.2.0  a publisher refuses a damaged or foreign chain (WSYNC_CHAIN_NEW_CHAIN
            starts a new one there, keeping every object); retention deletes
            only what the previous HEAD named; the background prefetch reports
@@ -373,7 +460,10 @@ REVISIONS
            following links to directories; wsync_st_check_names (names
            holding U+0000 are never matched); wsync_tensor_dense; WSYNC_STATIC
            builds warning-free; wsync_rdma.h builds in a translation unit of
-           its own (WSYNC_RDMA_MALLOC, WSYNC_RDMA_FREE)
+           its own (WSYNC_RDMA_MALLOC, WSYNC_RDMA_FREE); internal, no
+           behaviour change: wsync.h's sections regrouped by coder (each
+           encoder beside its decoder), the worker dispatcher renamed
+           (wsync__workers_*)
     0.1.0  the first release: dtypes and conversions, the safetensors reader
            and writer, wsync64, the SIMD diff, deltas in four encodings
            (packed, packed-max, trl-v1, trl-v3), the directory and memory
@@ -390,31 +480,33 @@ Every section's code carries a tag: search for it and the first hit is
 its declarations, the second its implementation. A tag marked * has code
 only in the implementation (one hit). tests/test_toc.sh checks this list.
 
+    >>platform    * inlining, SIMD detection and target attributes, bit helpers
     >>errors        results, wsync_error, wsync_result_str/_name
     >>alloc         allocators, wsync_pool, overflow-checked sizes
+    >>workers     * running work over tensors on worker threads
     >>dtypes        dtypes, their names and sizes
     >>convert       f32 <-> bf16, f16, fp8
     >>files         wsync_file_map
     >>st-read       safetensors reader
     >>st-write      safetensors writer (streaming and whole)
     >>digest        wsync64 (wsync_digest) and the SIMD diff
-    >>delta         deltas: wsync_delta_encode, _apply, _info
+    >>delta         deltas: wsync_delta_encode, _apply, _info; shared pieces
     >>ordered     * ordered integers and zigzag steps
-    >>bits        * the LSB-first bit writer and reader
-    >>packed-enc  * packed: the Rice block encoder (coder 1)
+    >>bits        * the LSB-first bit writer and reader, Rice parameters
+    >>packed-enc  * packed (coder 1): the Rice block encoder
+    >>packed-dec  * packed (coder 1): the Rice block decoder
     >>rc          * packed-max: the range coder's primitives
     >>classes     * packed-max: classes, ranks, the position walk
-    >>rc-enc      * packed-max: the range-coded block encoder (coder 2)
-    >>rc-dec      * packed-max: the range-coded block decoder (coder 2)
-    >>crice-enc   * packed-max: the class-Rice block encoder (coder 3)
-    >>crice-dec   * packed-max: the class-Rice block decoder (coder 3)
-    >>stream-enc  * packed and packed-max: stream header, a tensor's stream
-    >>delta-encode * wsync_delta_encode: threads, __metadata__, output
-    >>trl-enc     * trl-v1 and trl-v3: the encoder
-    >>delta-read  * reading a delta: which encoding, its steps
-    >>packed-dec  * packed: the Rice block decoder (coder 1)
+    >>rc-enc      * packed-max (coder 2): the range-coded block encoder
+    >>rc-dec      * packed-max (coder 2): the symbol reader
+    >>crice-enc   * packed-max (coder 3): the class-Rice block encoder
+    >>crice-dec   * packed-max (coder 3): the class-Rice block reader
+    >>stream-enc  * packed and packed-max: diff, blocks, a tensor's stream
     >>stream-dec  * packed and packed-max: a stream's header and block table
-    >>trl-dec     * trl-v1 and trl-v3: the decoder
+    >>trl-enc     * trl-v1 and trl-v3: the encoder's pieces
+    >>trl-dec     * trl-v1 and trl-v3: the reader and writer
+    >>delta-encode * wsync_delta_encode: threads, __metadata__, output
+    >>delta-read  * reading a delta: which encoding, its steps, wsync_delta_info
     >>delta-apply * wsync_delta_apply's phases: decode, digests, write
     >>store         the store interface, get_all, get_capped
     >>store-mem   * the memory store
@@ -423,28 +515,45 @@ only in the implementation (one hit). tests/test_toc.sh checks this list.
     >>chain-head    HEAD: wsync_chain_head_format and _parse
     >>chain-read  * reading a chain: HEAD, or a listing without one
     >>state-digest * wsync_state_digest
+    >>publisher     the publisher: open, publish, retention
     >>subscriber    the subscriber: open, sync, apply_ready
     >>sub-plan    * the subscriber's path planning (cheapest in bytes)
     >>prefetch      the background prefetch and its status
-    >>publisher     the publisher: open, publish, retention
+    >>mirror        the mirror subscriber: changes recorded, merged, handed to an engine
     >>fabric        the fabric interface and its descriptors
 
-Private names are wsync__; the short sub-prefixes mean:
+Private names are wsync__; the short sub-prefixes mean (one meaning each):
     wsync__bw_  wsync__br_   bit writer, bit reader (LSB first)
     wsync__rice_  wsync__rs_ Rice blocks (coder 1); rs_: one being decoded
     wsync__rce_  wsync__rcd_ range coder: encoder, decoder (coder 2)
-    wsync__cr_  wsync__crice_ class-Rice (coder 3): reader, block encoder
+    wsync__cr_  wsync__crice_ class-Rice (coder 3): its reader and raw width;
+                             its block encoder
     wsync__pm_  wsync__pmx_  packed-max: shared pieces; the decoder's scratch
+    wsync__pm_rank_          packed-max: the rank bits (a change's index among
+                             its class's elements): built, read as a window
     wsync__cls_              packed-max: the class rule (top, k, shift)
+    wsync__cmask_            packed-max: the mask of one class in 64 class bytes
+    wsync__trl_              trl-v1 and trl-v3 (trl3_: trl-v3 only)
+    wsync__list_             packed-max: a tensor's decoded changes
+    wsync__rep_              apply's report: the chunks of changes handed to
+                             wsync_delta_options.on_changes
     wsync__d*_               wsync64 pieces (dstripe_, drounds_, dscramble_,
                              dhalf_, dprefetch_)
-    wsync__cmask_            packed-max: the mask of one class in 64 class bytes
     wsync__rne_              conversions: a shift rounding to nearest even
+    wsync__pool_             the allocator wsync_pool, and only it
+    wsync__workers_          the worker dispatcher (wsync__workers_do)
+    wsync__buf_              a growable byte buffer
     wsync__jp_               HEAD's JSON reader
     wsync__emit_             the safetensors writer's header output
     wsync__dir_  wsync__mem_ the directory store, the memory store
     wsync__sub_  wsync__pub_ subscriber, publisher
     wsync__pre_  wsync__bg_  prefetched objects, the prefetch thread
+    wsync__poll_             the prefetch thread's steps (one poll)
+    wsync__astream_          an anchor streamed from the store (digest, spool
+                             file or straight into the targets)
+    wsync__m_  wsync__mrec_  the mirror subscriber: its locks; one tensor's
+                             changes since the engine's last take
+Other private names are plain words (wsync__apply_write, wsync__cmp_names).
 */
 #ifndef WSYNC_H
 #define WSYNC_H
@@ -548,8 +657,8 @@ typedef struct wsync_allocator {
    (at most keep_bytes of them in all) and handed out again to a request
    they hold without wasting more than they give, so that each apply reuses
    the pages of the one before instead of taking fresh ones from the
-   kernel, which zeroes every fresh page on first touch: 6% of a packed-max
-   apply here. Smaller blocks go straight to `under`. Safe to use from
+   kernel, which zeroes every fresh page on first touch, a cost an apply
+   would otherwise pay again on every call. Smaller blocks go straight to `under`. Safe to use from
    several threads. wsync_pool_free releases the kept blocks; every block
    lent out must have been freed before it. A subscriber (wsync_chain)
    keeps one of its own for its applies. */
@@ -820,7 +929,7 @@ WSYNC_DEF int wsync_buffer_sink(void *user, const void *bytes, size_t len);
 
 /* A fast 64-bit digest of bytes ("wsync64"): for catching corruption, torn
    writes and wrong bases, not a cryptographic hash. The same value on every
-   platform and code path (scalar, SSE2, AVX2). */
+   platform and code path (scalar, SSE2, AVX2, AVX-512). */
 WSYNC_DEF uint64_t wsync_digest(const void *bytes, size_t len);
 
 /* The same digest over bytes that arrive in pieces: init, update any number
@@ -838,14 +947,14 @@ WSYNC_DEF uint64_t wsync_digest_final(const wsync_digest_state *s);
 /* Positions where a and b differ bitwise, comparing n elements of `width`
    bytes (1, 2, 4 or 8). Writes ascending element indices to pos (room for n;
    n at most 2^32) and returns how many. One pass over both buffers, with
-   SIMD where the CPU has it (chosen at run time on x86). */
+   SIMD where the CPU has it (chosen at first use: wsync_diff_impl). */
 WSYNC_DEF size_t wsync_diff(const void *a, const void *b, size_t n, unsigned width, uint32_t *pos);
 /* The portable reference the SIMD paths are tested against. */
 WSYNC_DEF size_t wsync_diff_scalar(const void *a, const void *b, size_t n, unsigned width,
                                    uint32_t *pos);
 
-/* Code paths, for tests and benchmarks: force one; AUTO picks the best the
-   CPU has. The *_using calls return 0 in *ok (and do nothing) when a path is
+/* Code paths, for tests and benchmarks: force one; AUTO takes the one
+   chosen for this process (wsync_diff_impl below). The *_using calls return 0 in *ok (and do nothing) when a path is
    not compiled in or the CPU lacks it. */
 typedef enum wsync_impl {
     WSYNC_IMPL_AUTO = 0,
@@ -860,6 +969,53 @@ WSYNC_DEF const char *wsync_impl_name(wsync_impl impl);
 WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b, size_t n,
                                   unsigned width, uint32_t *pos, int *ok);
 WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t len, int *ok);
+
+/* AUTO (wsync_diff, wsync_digest and its init/update/final, the *_using
+   calls given WSYNC_IMPL_AUTO, and the encoder's diffs) is one path per
+   operation, fixed for the process by the first call that needs either:
+   - the environment first: WSYNC_DIFF_IMPL names the diff's path,
+     WSYNC_DIGEST_IMPL the digest's, WSYNC_SIMD both (a specific one wins),
+     spelled as wsync_impl_name spells them: scalar, sse2, avx2, avx512,
+     neon. A name this build or this CPU lacks ("auto", a typo, avx512 on an
+     AVX2 core, neon for the digest) is ignored, as if unset.
+   - else, on x86, the widest path the CPU has (AVX-512 with AVX512BW, else
+     AVX2, else SSE2), unless a short measurement at first use finds a
+     narrower one clearly faster; deterministic in its result on a given
+     machine unless a narrower path there is close to 1.4x faster than the
+     widest. The rule: every compiled path the CPU has diffs the same two 2 MiB bf16 images
+     (1% of the elements changed) and digests the same 4 MiB; a pass is 9
+     rounds, each timing every path once per operation, one right after
+     the other (the order reversed every other round), on images evicted
+     from the caches (clflush) before each call. A narrower path replaces
+     the widest when its time is at most 1/1.4 of the widest's in the same
+     round in at least 5 of the 9 rounds (the median round's ratio at
+     least 1.4), and a path narrower still then replaces it by the same
+     test against it; it is taken only if a second pass, run right after
+     the first, finds the same path. The ratios are of calls made one after
+     the other, so a burst of load elsewhere hits both alike; the median
+     ignores the rounds it hits unevenly; the 1.4 stands above the noise
+     of a loaded machine (the median round's ratio of a narrower path to
+     the widest stayed within 0.63-1.33 in 600 passes: 60 processes, half
+     beside a memory hog, on a shared 2-core VM; BENCHMARKS.md), and the
+     second pass must confirm, so paths within a few tens of percent of
+     each other give the widest, the choice the CPUID flags alone make.
+     Paths narrower than the widest and 1.5x slower than it on 64 KiB
+     images in L2 (scalar, mostly) are not timed from memory. The cost:
+     one pass where the widest stays (13-60 ms on a shared 2-core VM, 8 MiB
+     from WSYNC_MALLOC for its duration; the widest if that fails), two
+     where it does not. The price of the margin: a narrower path up to
+     1.4x faster than the widest is left unused (none is, on the cores
+     measured: BENCHMARKS.md); the environment pins another. Only a path
+     about 1.4x faster than the widest (within the noise of that figure)
+     can be chosen in one process and not in the next.
+   - elsewhere (no x86 SIMD compiled): NEON for the diff where compiled,
+     else scalar; the digest scalar.
+   Thread-safe: first calls made at once may each measure; all then use
+   the choice published first. The only global state in wsync.
+   wsync_diff_impl and wsync_digest_impl return the choice, making it if
+   it is not made yet; never WSYNC_IMPL_AUTO. */
+WSYNC_DEF wsync_impl wsync_diff_impl(void);
+WSYNC_DEF wsync_impl wsync_digest_impl(void);
 
 
 /* ======================================================================
@@ -927,6 +1083,52 @@ WSYNC_DEF wsync_result wsync_tensor_dense(wsync_tensor *t, const char *name, wsy
                                              class-Rice coder (coder 3): for readers that
                                              predate coder 3; slower to apply */
 
+#define WSYNC_DELTA_CHANGES_PARALLEL 16u /* apply: on_changes may be called from the worker
+                                             threads at once (never for one tensor from
+                                             two threads at once); otherwise only from
+                                             the calling thread, one call at a time */
+
+/* The changes an apply made, handed to wsync_delta_options.on_changes (and
+   by a mirror's take, see wsync_mirror_take) one chunk at a time, after the
+   delta was validated in full and every target written: one tensor after
+   another, each tensor's chunks in ascending order of position, the last
+   with `last` set. A tensor is handed either as positions or whole:
+
+     positions  positions[0..count) are flat element positions (row-major,
+                as the tensor's bytes lie), strictly ascending within the
+                tensor across its chunks, each below its element count;
+                values holds count new values of width bytes each, in the
+                same order, the raw bits as the tensor holds them (little-
+                endian). For torch: index_copy_ or a flat scatter with the
+                positions as int64 (they are below 2^63).
+     whole      (whole 1) the tensor changed whole, or so much of it that
+                positions would take more bytes than the tensor: positions
+                is NULL, count is the element count, values points at all
+                of the tensor's nbytes (the target's own memory, not a copy),
+                in one chunk.
+
+   count is at most the chunk size asked for (positions). Every pointer in
+   a wsync_changes is valid only during the call. A nonzero return stops the
+   handing with WSYNC_ERR_SINK (the return value is in the message); what
+   was written stays written. */
+typedef struct wsync_changes {
+    const wsync_tensor *tensor; /* the target (apply: one of the caller's) */
+    size_t index;               /* its index in the targets array given */
+    unsigned width;             /* bytes per element */
+    int whole;                  /* 1: values are the whole tensor (see above) */
+    uint64_t count;             /* positions (values) in this chunk; whole: elements */
+    const uint64_t *positions;  /* NULL when whole */
+    const void *values;         /* count * width bytes */
+    int last;                   /* the tensor's last chunk */
+} wsync_changes;
+
+typedef int (*wsync_changes_fn)(void *user, const wsync_changes *c);
+
+/* A merged or reported patch of n positions among `elements` of w bytes is
+   handed whole when the positions and values (n * (8 + w) bytes) would be
+   more bytes than the whole tensor (elements * w). */
+#define WSYNC_CHANGES_WHOLE(n, elements, w) ((n) * (8u + (uint64_t)(w)) > (elements) * (uint64_t)(w))
+
 /* The largest block a packed stream may declare (2^20 elements), written
    or read: the decoders keep a block's worth of scratch per thread (packed
    2^20 times the element width, packed-max about 14 MiB), so a file cannot
@@ -950,6 +1152,23 @@ typedef struct wsync_delta_options {
        thread only). With more than one, the allocator must be thread-safe.
        Needs POSIX threads; ignored when built with WSYNC_NO_THREADS. */
     unsigned threads;
+    /* apply: when on_changes is given, every change the apply made is
+       handed to it (wsync_changes) after the whole delta was validated
+       (digests included) and every target written, never before: a delta
+       that fails validation makes no call at all. Chunks of at most
+       changes_chunk positions (0: 65536), through a buffer of
+       changes_chunk * 16 bytes per thread that the apply allocates. The
+       positions come from the delta (packed: the write phase keeps the
+       changes it decodes, 4 + width bytes each, up to 64 MiB in all, and
+       the report decodes the Rice blocks past that again; packed-max: its
+       decoded list; trl: its indices), and the values not kept are read
+       back from the targets.
+       Called from the calling thread unless WSYNC_DELTA_CHANGES_PARALLEL.
+       A nonzero return: WSYNC_ERR_SINK, the targets hold the delta's result
+       (stats are filled) and the changes after that chunk are not handed. */
+    wsync_changes_fn on_changes;
+    void *changes_user;
+    uint32_t changes_chunk;
 } wsync_delta_options;
 
 typedef struct wsync_delta_stats {
@@ -976,7 +1195,9 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
 /* Apply a delta file to the caller's tensors in place (matched by name).
    Everything is validated first: on any failure nothing was written and
    `err` names the tensor and the reason. Tensors the delta does not name
-   are left alone; every tensor it names must be among the targets. */
+   are left alone; every tensor it names must be among the targets. The
+   one exception: WSYNC_ERR_SINK from opt->on_changes comes after the write
+   (the targets hold the result). */
 WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync_tensor *targets,
                                          size_t n, const wsync_delta_options *opt,
                                          wsync_delta_stats *stats, wsync_error *err);
@@ -1067,6 +1288,8 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
 
      anchors/step_000040.safetensors   dense snapshot (a plain safetensors
                                        file; __metadata__ "step": "000040")
+     anchors/step_000060/NAME          a model directory's snapshot: its
+                                       shards and files (wsync_publisher_set_layout)
      deltas/step_000041.safetensors    delta 40 -> 41, any encoding
      HEAD                              JSON, written last (FORMATS, at the
                                        top of this file, shows one and
@@ -1086,8 +1309,9 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
    The state digest of a model: wsync_digest over the little-endian u64
    digests of its tensors' bytes, tensors in byte order of their names. */
 
-/* HEAD is read up to this many bytes (about 140,000 retained objects); a
-   larger one is refused (WSYNC_ERR_LIMIT) with no more than this read. */
+/* HEAD is read up to this many bytes (about 130,000 retained objects,
+   each delta naming its encoding); a larger one is refused
+   (WSYNC_ERR_LIMIT) with no more than this read. */
 #define WSYNC_CHAIN_HEAD_MAX_SIZE ((uint64_t)16 << 20)
 
 #define WSYNC_STEP_LATEST UINT64_MAX
@@ -1114,6 +1338,9 @@ typedef struct wsync_chain_options {
                                   0: 2 * anchor_every */
     unsigned threads;          /* encode, apply and digest worker threads; 0 or 1: one */
     unsigned flags;            /* WSYNC_CHAIN_* */
+    const char *spool_dir;     /* subscriber: where an anchor is spooled on its way to
+                                  targets that hold a step (see wsync_subscriber_open);
+                                  NULL or "": $TMPDIR, else /tmp */
 } wsync_chain_options;
 
 typedef enum wsync_chain_kind {
@@ -1129,8 +1356,34 @@ typedef struct wsync_chain_entry {
     int has_digests;           /* from HEAD: digest and state below are known */
     uint64_t digest;           /* wsync_digest of the object's bytes */
     uint64_t state;            /* state digest of the model at `step` */
-    char key[64];              /* e.g. "deltas/step_000041.safetensors" (no prefix) */
+    char key[64];              /* its key without the prefix: from HEAD, made from the
+                                  step ("deltas/step_000041.safetensors"); from a
+                                  listing, the key as listed ("deltas/step_41.safetensors") */
+    wsync_encoding encoding;   /* deltas: their encoding as HEAD records it (the entry's
+                                  "encoding"); 0: not recorded (an anchor, a HEAD written
+                                  before it was, a listing): the delta's own __metadata__
+                                  says, and HEAD's top-level encoding may not be it */
+    const struct wsync_chain_file *files; /* a directory's anchor (n_files > 0): its objects,
+                                  each at key + name (key is then "anchors/step_NNNNNN/"),
+                                  shards first in the tensors' order, then plain files;
+                                  bytes is the sum of their sizes and digest wsync64 of
+                                  their digests (8 bytes little-endian each, in this
+                                  order). Points into the wsync_chain_info holding it */
+    size_t n_files;
 } wsync_chain_entry;
+
+/* One object of a directory's anchor: a shard (a safetensors file holding
+   `tensors` of the model's tensors, the next ones in the publish order) or
+   a plain file carried with the model (config.json, the index). */
+#define WSYNC_CHAIN_FILE_NAME_MAX 128 /* a name's bytes, its terminating NUL included */
+#define WSYNC_CHAIN_FILES_MAX 4096    /* objects in one anchor */
+typedef struct wsync_chain_file {
+    char name[WSYNC_CHAIN_FILE_NAME_MAX]; /* [A-Za-z0-9._-], not starting with '.' */
+    uint64_t bytes;            /* its size */
+    uint64_t digest;           /* wsync64 of its bytes */
+    uint64_t tensors;          /* a shard: how many tensors it holds (at least 1); 0: a plain file */
+    uint64_t step;             /* the anchor it belongs to */
+} wsync_chain_file;
 
 /* What a store's chain holds: HEAD parsed, or a listing when there is none. */
 typedef struct wsync_chain_info {
@@ -1138,9 +1391,12 @@ typedef struct wsync_chain_info {
     uint64_t head_step;        /* newest step */
     uint64_t anchor_step;      /* newest anchor at or before head_step */
     uint64_t head_state;       /* HEAD: state digest at head_step */
-    wsync_encoding encoding;   /* HEAD: encoding of its deltas (0: unknown) */
+    wsync_encoding encoding;   /* HEAD: the encoding its publisher writes deltas in (0:
+                                  unknown); each delta's own is its entry's encoding */
     wsync_chain_entry *entries;/* anchors then deltas, each ascending by step */
     size_t n_entries;
+    wsync_chain_file *files;   /* every directory anchor's objects, grouped by anchor */
+    size_t n_files;
     /* private */
     wsync_allocator allocator;
 } wsync_chain_info;
@@ -1149,7 +1405,8 @@ typedef struct wsync_chain_info {
 
 /* Reads HEAD (or lists, when the store has none): WSYNC_ERR_NOT_FOUND for an
    empty chain, WSYNC_ERR_BAD_HEAD for a HEAD that fails its digest or its
-   rules. */
+   rules, or a listing that names one step of one kind under two keys
+   ("step_7" and "step_000007"; the message names both). */
 WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_chain_options *opt,
                                         wsync_chain_info *out, wsync_error *err);
 WSYNC_DEF void wsync_chain_info_free(wsync_chain_info *c);
@@ -1217,6 +1474,34 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
 WSYNC_DEF int wsync_publisher_head(const wsync_publisher *p, uint64_t *step);
 WSYNC_DEF void wsync_publisher_close(wsync_publisher *p);
 
+/* A model kept as a directory (a Hugging Face checkpoint: shards, an index,
+   config files): its anchors keep that layout. Each anchor is then written
+   as one object per shard, a plain safetensors file of the shard's tensors
+   (the same bytes a loader reads), plus the files given, byte for byte,
+   all under "anchors/step_NNNNNN/", and HEAD names each with its size and
+   digest (HEAD version 2). Shards name consecutive runs of the tensors
+   given to wsync_publish, in order, and together all of them; a name is
+   [A-Za-z0-9._-], not starting with '.', under WSYNC_CHAIN_FILE_NAME_MAX
+   bytes, and unique among shards and files. Everything is copied. A layout
+   that differs from the one of HEAD's newest anchor (names, tensor counts,
+   the files' bytes) makes the next publish write an anchor, so that the
+   chain's newest anchor always carries the current files. With no shards
+   (n_shards 0) anchors are one object again. */
+typedef struct wsync_anchor_shard {
+    const char *name;
+    size_t first, count;       /* tensors[first .. first + count) of each wsync_publish */
+} wsync_anchor_shard;
+typedef struct wsync_anchor_file {
+    const char *name;
+    const void *data;
+    uint64_t size;
+} wsync_anchor_file;
+WSYNC_DEF wsync_result wsync_publisher_set_layout(wsync_publisher *p, const wsync_anchor_shard *shards,
+                                                  size_t n_shards, const wsync_anchor_file *files, size_t n_files,
+                                                  wsync_error *err);
+/* WSYNC_OK when name may name an anchor's object (the rules above). */
+WSYNC_DEF wsync_result wsync_chain_file_name_check(const char *name, wsync_error *err);
+
 /* --- Subscriber >>subscriber --- */
 
 typedef struct wsync_subscriber wsync_subscriber;
@@ -1240,7 +1525,33 @@ typedef struct wsync_sync_stats {
    without a step: the first sync loads an anchor. Its applies allocate
    through a wsync_pool of its own, which keeps up to an eighth of the
    model's bytes and 16 MiB between syncs (released by
-   wsync_subscriber_close). */
+   wsync_subscriber_close).
+
+   Memory: a delta is held whole while it is checked and applied; an anchor
+   (a whole model) never is. The memory a sync takes beyond the targets is
+   the largest delta object plus the applies' scratch, and for an anchor its
+   header (parsed: about three times the header's size, a few MiB for 10^4
+   tensors) and nothing of its data:
+     - targets without a step (the first sync, or after a failure that left
+       none) take the anchor straight from the store as it arrives, the
+       header checked against the targets (names, dtypes, shapes) before a
+       byte is written and the digest of the whole object against HEAD's at
+       the end; an anchor found bad once its data began to arrive leaves them
+       zeroed (every target), with no step, as they were (one found bad in
+       its header or size leaves them untouched);
+     - targets that hold a step keep it until the anchor is proven good: the
+       anchor goes to a spool file first, its digest checked on the way, and
+       only then is it read from the file into the targets. The spool file is
+       created exclusively (mode 0600) in wsync_chain_options.spool_dir (NULL
+       or "": $TMPDIR, else /tmp) and unlinked as soon as it is open, so it
+       never outlives the sync (nor a crash); it needs the anchor's size in
+       free disk space, and a sync that cannot create or write it fails with
+       WSYNC_ERR_IO naming the file, the targets untouched. An I/O error
+       reading it back (after the digest matched) leaves the targets with no
+       step. The background prefetch spools every anchor it fetches the same
+       way and keeps the open file until apply_ready copies it in.
+   Without POSIX files, and for an anchor whose size is unknown (a listing
+   that gives none), the anchor is read whole into memory as before. */
 WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_tensor *targets, size_t n,
                                              const wsync_chain_options *opt, wsync_subscriber **out,
                                              wsync_error *err);
@@ -1307,6 +1618,135 @@ WSYNC_DEF wsync_result wsync_subscriber_prefetch_status(wsync_subscriber *s, wsy
 /* Stops the background thread (close does too). */
 WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s);
 WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s);
+
+/* --- Mirror: a host copy that hands an engine its changes >>mirror --- */
+
+/* Every apply of a subscriber (sync, apply_ready) hands its changes to fn,
+   as wsync_delta_options.on_changes does (wsync_changes; index: the
+   target's index as given to wsync_subscriber_open): a delta's after it was
+   verified and written, an anchor's as whole tensors after it was written.
+   chunk: positions per chunk (0: 65536); flags: 0 or
+   WSYNC_DELTA_CHANGES_PARALLEL. A nonzero return stops the sync or
+   apply_ready with WSYNC_ERR_SINK, the targets at the step of the object
+   just applied (wsync_subscriber_step says which). fn NULL: no calls. From
+   the engine's thread, while no sync or apply_ready runs. */
+WSYNC_DEF void wsync_subscriber_on_changes(wsync_subscriber *s, wsync_changes_fn fn, void *user, uint32_t chunk,
+                                           unsigned flags);
+
+/* A mirror is a subscriber whose targets are a host copy of the model, for
+   an engine whose weights wsync cannot write (GPU memory). Its background
+   thread does everything but the engine's part: the subscriber's prefetch
+   polls HEAD, fetches and checks objects; the mirror's thread applies them
+   to the mirror, a whole published step at a time under the mirror's lock,
+   checks the state digest (WSYNC_CHAIN_VERIFY_STATE is always on) and
+   records what changed. The engine calls wsync_mirror_take between batches
+   and is handed, already verified, every change since its last take; only
+   then is it at the new step (wsync_mirror_engine_step).
+
+   Recording, per tensor: a log or a bitmap. While one applied delta
+   changed the tensor since the last take, its changes are kept in the log
+   as the apply reported them (positions and values, 8 + width bytes a
+   change), and a take hands them straight from it: the engine's pause is
+   its own copying, no walk and no reads from the mirror. When a second
+   delta changes the tensor before a take, the log is folded into the
+   bitmap (one bit per element: for bf16 a sixteenth of the model's bytes,
+   allocated at open), which then gathers the union of the positions; a
+   take hands them each with the value the mirror holds then (the newest).
+   An anchor, a subscriber that lost its step (a state digest that failed,
+   a corrupt object it could not route around), and a tensor whose patch
+   reaches WSYNC_CHANGES_WHOLE mark the tensor whole. So the engine moves
+   from its step to the mirror's in one merged patch however many steps,
+   anchors, rejected objects or restarts lay between, never to a mixture:
+   takes and applies exclude each other, and a take while the mirror holds
+   no verified step hands nothing.
+
+   Memory: the model once (the caller's tensors, or wsync's), the bitmaps,
+   the logs (each at most its tensor's bytes, all together at most the
+   model's; kept between takes; a log that cannot grow is folded into the
+   bitmap), the take's chunk buffer (chunk * 16 bytes), and the
+   subscriber's. */
+typedef struct wsync_mirror wsync_mirror;
+
+typedef struct wsync_mirror_options {
+    wsync_chain_options chain; /* the subscriber's: prefix, allocator, threads, flags */
+    unsigned interval_ms;      /* the prefetch's HEAD poll (wsync_mirror_start); 0: 1000 */
+    uint32_t chunk;            /* take: positions per chunk; 0: 65536 */
+    int no_wait;               /* take: while the mirror is applying, return at once with
+                                  nothing handed (stats->busy) instead of waiting */
+} wsync_mirror_options;
+
+typedef struct wsync_mirror_stats {
+    int had_step;              /* the engine held a step before the take */
+    uint64_t from_step;        /* that step */
+    int has_step;              /* the engine holds a step now */
+    uint64_t step;             /* that step (the mirror's when the take handed it) */
+    int handed;                /* 1: the engine was handed the mirror's step */
+    int busy;                  /* no_wait: the mirror was applying, nothing handed */
+    uint64_t steps;            /* objects the mirror applied since the last take (merged) */
+    uint64_t tensors;          /* tensors handed */
+    uint64_t whole_tensors;    /* of them, handed whole */
+    uint64_t positions;        /* positions handed (each once, however many steps) */
+    uint64_t bytes;            /* bytes handed: positions * (8 + width) + whole tensors' bytes */
+    uint64_t chunks;           /* callback calls */
+    uint64_t record_bytes;     /* the change records' memory (the bitmaps and the logs) */
+    double pause_seconds;      /* time inside the take, callback included: the engine's pause */
+    double wait_seconds;       /* of which waiting for an apply to finish */
+} wsync_mirror_stats;
+
+/* Opens a mirror on a store. With tensors (n of them; names, dtypes and
+   shapes as a subscriber's targets) the mirror is the caller's memory, which
+   must outlive it; with tensors NULL the mirror is allocated by wsync from
+   the tensor list of the store's newest anchor (its header alone is read;
+   WSYNC_ERR_NOT_FOUND for an empty chain), as one block laid out as the
+   anchor's data section. Either way its content is unknown until the first
+   apply: the engine's first take hands every tensor whole. No thread runs
+   until wsync_mirror_start. */
+WSYNC_DEF wsync_result wsync_mirror_open(const wsync_store *store, wsync_tensor *tensors, size_t n,
+                                         const wsync_mirror_options *opt, wsync_mirror **out, wsync_error *err);
+/* The mirror's tensors (n of them); valid until close. Read them while no
+   apply runs (inside a take's callback, or with no thread started). */
+WSYNC_DEF const wsync_tensor *wsync_mirror_tensors(const wsync_mirror *m, size_t *n);
+/* The background: the subscriber's prefetch (every interval_ms) and the
+   mirror's thread, which applies what is ready. Needs POSIX threads. */
+WSYNC_DEF wsync_result wsync_mirror_start(wsync_mirror *m, wsync_error *err);
+WSYNC_DEF void wsync_mirror_stop(wsync_mirror *m);
+/* Moves the mirror (not the engine) to `step` (WSYNC_STEP_LATEST: HEAD's)
+   in the caller's thread, as wsync_subscriber_sync, recording the changes;
+   for callers without the background (tests, WSYNC_NO_THREADS). It holds
+   the mirror's lock throughout (fetches included). */
+WSYNC_DEF wsync_result wsync_mirror_sync(wsync_mirror *m, uint64_t step, wsync_sync_stats *stats,
+                                         wsync_error *err);
+/* The caller vouches that the mirror AND the engine hold `step` (loaded from
+   the same checkpoint): nothing is recorded as pending. */
+WSYNC_DEF wsync_result wsync_mirror_set_step(wsync_mirror *m, uint64_t step, wsync_error *err);
+/* Hands the engine every change since its last take, merged, through fn
+   (wsync_changes: index is the tensor's index in wsync_mirror_tensors;
+   positions ascending per tensor, chunks of at most opt.chunk positions; a
+   whole tensor in one call pointing at the mirror's memory), in the
+   caller's thread, under the mirror's lock: no apply runs meanwhile. Then
+   the engine is at the mirror's step (stats->handed 1). Nothing pending, or
+   no verified step in the mirror (none yet, or it lost its step to a
+   failed check): WSYNC_OK, no call, stats->handed 0, the engine where it
+   was.
+   A nonzero return from fn: WSYNC_ERR_SINK; the engine holds a mixture and
+   has no step (wsync_mirror_engine_step 0) until the next take, which hands
+   again everything not handed, and the refused tensor whole. stats, when
+   given, are filled either way. */
+WSYNC_DEF wsync_result wsync_mirror_take(wsync_mirror *m, wsync_changes_fn fn, void *user,
+                                         wsync_mirror_stats *stats, wsync_error *err);
+/* 1 and *step set when the engine holds a step (its last take's). */
+WSYNC_DEF int wsync_mirror_engine_step(wsync_mirror *m, uint64_t *step);
+/* 1 and *step set when the mirror holds a verified step. */
+WSYNC_DEF int wsync_mirror_step(wsync_mirror *m, uint64_t *step);
+/* 1 and *digest set to the state digest (wsync_state_digest) of what the
+   engine was handed at its last take: HEAD's for that step, checked on the
+   mirror (or computed from it when the chain has no digests). An engine
+   that reads its weights back can compare. */
+WSYNC_DEF int wsync_mirror_state_digest(wsync_mirror *m, uint64_t *digest);
+/* The mirror's subscriber, for wsync_subscriber_prefetch_status (the
+   failures of the background's polls and applies); nothing else. */
+WSYNC_DEF wsync_subscriber *wsync_mirror_subscriber(wsync_mirror *m);
+WSYNC_DEF void wsync_mirror_close(wsync_mirror *m);
 
 
 /* ======================================================================
@@ -1436,6 +1876,136 @@ WSYNC_DEF void wsync_fabric_close(wsync_fabric *f);
 #include <assert.h>
 #define WSYNC_ASSERT(x) assert(x)
 #endif
+
+/* ---------------------------------------------------------------------
+   Base: platform: inlining, SIMD targets, bit helpers  >>platform
+   --------------------------------------------------------------------- */
+
+/* Small helpers are forced inline where the element width is a constant,
+   so each width gets its own loop with the arithmetic folded. */
+#if defined(__GNUC__)
+#define WSYNC__INLINE static inline __attribute__((always_inline))
+#define WSYNC__PREFETCH(p) __builtin_prefetch(p)
+#else
+#define WSYNC__INLINE static inline
+#define WSYNC__PREFETCH(p) ((void)0)
+#endif
+
+#if !defined(WSYNC_NO_SIMD) && defined(__GNUC__) && defined(__x86_64__)
+#define WSYNC__X86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#define WSYNC__AVX2 __attribute__((target("avx2")))
+#define WSYNC__AVX512 __attribute__((target("avx512f,avx512bw")))
+static int wsync__has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+/* BMI2 with a fast pdep: AMD's families before 0x19, and Hygon's, run
+   pdep in microcode, far slower than the portable loop it replaces. */
+static int wsync__pdep_fast(void)
+{
+    unsigned a, b, c, d, vendor, family;
+    if (!__builtin_cpu_supports("bmi2") || !__get_cpuid(0, &a, &vendor, &c, &d)) return 0;
+    if (vendor != 0x68747541u && vendor != 0x6F677948u) return 1; /* "Auth"enticAMD, "Hygo"nGenuine */
+    if (vendor != 0x68747541u || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    family = (a >> 8) & 0xF;
+    if (family == 0xF) family += (a >> 20) & 0xFF;
+    return family >= 0x19;
+}
+static int wsync__has_avx512bw(void) { return __builtin_cpu_supports("avx512bw"); }
+static int wsync__has_avx512vbmi2(void) { return __builtin_cpu_supports("avx512vbmi2"); }
+/* The time-stamp counter: the clock of the run-time choice between SIMD
+   paths (wsync__simd_measure), which compares paths' times in one process
+   and needs no unit. Not serialising; the spans timed are microseconds. */
+static uint64_t wsync__ticks(void) { return (uint64_t)__builtin_ia32_rdtsc(); }
+#define WSYNC__AVX512VBMI2 __attribute__((target("avx512f,avx512bw,avx512vbmi2")))
+#define WSYNC__AVX2_POPCNT __attribute__((target("avx2,popcnt")))
+/* Helpers of the AVX2 loops: without always_inline, gcc -O2 (no -march)
+   calls them out of line, passing vectors through memory, and the calls
+   cost more than the work they do. */
+#define WSYNC__AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
+#define WSYNC__AVX2_POPCNT_INLINE __attribute__((target("avx2,popcnt"), always_inline)) static inline
+#define WSYNC__AVX512_POPCNT __attribute__((target("avx512f,avx512bw,popcnt")))
+#else
+#define WSYNC__X86 0
+#endif
+#if !defined(WSYNC_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
+#define WSYNC__NEON 1
+#include <arm_neon.h>
+#else
+#define WSYNC__NEON 0
+#endif
+
+static uint64_t wsync__le64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static unsigned wsync__ctz64(uint64_t v)
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctzll(v);
+#else
+    unsigned n = 0;
+    while (!(v & 1)) v >>= 1, n++;
+    return n;
+#endif
+}
+
+/* A hint for the line `ahead` bytes past p, into L2 (prefetcht1 on x86),
+   where the compiler has the builtin, else nothing. A prefetch never
+   faults, so a line past the buffer's end is harmless; the address is formed
+   as an integer so that no pointer points outside its object. */
+#if defined(__GNUC__)
+static inline __attribute__((always_inline)) void wsync__prefetch_l2(const void *p, size_t ahead)
+{
+    __builtin_prefetch((const void *)((uintptr_t)p + ahead), 0, 2);
+}
+#else
+static void wsync__prefetch_l2(const void *p, size_t ahead)
+{
+    (void)p;
+    (void)ahead;
+}
+#endif
+
+/* Bits needed for v: 0 for 0, 64 for values with the top bit set. */
+static unsigned wsync__bitlen64(uint64_t v)
+{
+#if defined(__GNUC__)
+    return v ? 64 - (unsigned)__builtin_clzll(v) : 0;
+#else
+    unsigned n = 0;
+    while (v) v >>= 1, n++;
+    return n;
+#endif
+}
+
+WSYNC__INLINE unsigned wsync__popcount64(uint64_t v)
+{
+#if defined(__GNUC__) && defined(__POPCNT__)
+    return (unsigned)__builtin_popcountll(v);
+#else
+    v = v - ((v >> 1) & 0x5555555555555555ull);
+    v = (v & 0x3333333333333333ull) + ((v >> 2) & 0x3333333333333333ull);
+    v = (v + (v >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (unsigned)((v * 0x0101010101010101ull) >> 56);
+#endif
+}
+
+/* The index of set bit k (from 0) of m; k < popcount(m). */
+WSYNC__INLINE unsigned wsync__select64(uint64_t m, unsigned k)
+{
+#if defined(__GNUC__) && defined(__BMI2__) && WSYNC__X86
+    return wsync__ctz64(_pdep_u64((uint64_t)1 << k, m));
+#else
+    while (k--) m &= m - 1;
+    return wsync__ctz64(m);
+#endif
+}
 
 /* ---------------------------------------------------------------------
    Base: results and errors  >>errors
@@ -1725,6 +2295,109 @@ static void wsync__store_le64(uint8_t *p, uint64_t v)
     int i;
     for (i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 #endif
+}
+
+/* ---------------------------------------------------------------------
+   Base: running work on worker threads  >>workers
+   --------------------------------------------------------------------- */
+
+/* Hands out indices 0..n-1 in order to `threads` workers calling
+   fn(user, worker, index, err); stops handing out after a failure and
+   reports the failure with the lowest index, so errors do not depend on
+   timing. */
+typedef wsync_result (*wsync__workers_fn)(void *user, unsigned worker, size_t index, wsync_error *err);
+
+typedef struct wsync__workers {
+    wsync__workers_fn fn;
+    void *user;
+    size_t n, next;
+    int failed;
+    size_t fail_index;
+    wsync_result r;
+    wsync_error err;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_t mu;
+#endif
+} wsync__workers;
+
+typedef struct wsync__workers_arg {
+    wsync__workers *workers;
+    unsigned id;
+} wsync__workers_arg;
+
+static void *wsync__workers_run(void *arg)
+{
+    wsync__workers_arg *pw = (wsync__workers_arg *)arg;
+    wsync__workers *p = pw->workers;
+    for (;;) {
+        size_t i;
+        int stop;
+        wsync_error e;
+        wsync_result r;
+#if WSYNC__HAVE_THREADS
+        pthread_mutex_lock(&p->mu);
+#endif
+        i = p->next++;
+        stop = p->failed;
+#if WSYNC__HAVE_THREADS
+        pthread_mutex_unlock(&p->mu);
+#endif
+        if (stop || i >= p->n) break;
+        wsync__error_reset(&e);
+        r = p->fn(p->user, pw->id, i, &e);
+        if (r != WSYNC_OK) {
+#if WSYNC__HAVE_THREADS
+            pthread_mutex_lock(&p->mu);
+#endif
+            if (!p->failed || i < p->fail_index) {
+                p->failed = 1;
+                p->fail_index = i;
+                p->r = r;
+                p->err = e;
+            }
+#if WSYNC__HAVE_THREADS
+            pthread_mutex_unlock(&p->mu);
+#endif
+        }
+    }
+    return NULL;
+}
+
+static wsync_result wsync__workers_do(unsigned threads, size_t n, wsync__workers_fn fn, void *user, wsync_error *err)
+{
+    wsync__workers p;
+    wsync__workers_arg pw[16];
+    unsigned t, started = 1;
+    memset(&p, 0, sizeof p);
+    p.fn = fn;
+    p.user = user;
+    p.n = n;
+    p.r = WSYNC_OK;
+    if (threads < 1) threads = 1;
+    if (threads > 16) threads = 16;
+    if (threads > n) threads = n ? (unsigned)n : 1;
+    for (t = 0; t < threads; t++) {
+        pw[t].workers = &p;
+        pw[t].id = t;
+    }
+#if WSYNC__HAVE_THREADS
+    {
+        pthread_t tid[16];
+        pthread_mutex_init(&p.mu, NULL);
+        for (t = 1; t < threads; t++) {
+            if (pthread_create(&tid[t], NULL, wsync__workers_run, &pw[t]) != 0) break;
+            started++;
+        }
+        wsync__workers_run(&pw[0]);
+        for (t = 1; t < started; t++) pthread_join(tid[t], NULL);
+        pthread_mutex_destroy(&p.mu);
+    }
+#else
+    (void)started;
+    wsync__workers_run(&pw[0]);
+#endif
+    if (p.failed && err) *err = p.err;
+    return p.failed ? p.r : WSYNC_OK;
 }
 
 /* ---------------------------------------------------------------------
@@ -2727,7 +3400,7 @@ static wsync_result wsync__validate(wsync_st_file *f, wsync_error *err)
     }
     qsort(f->tensors, f->n_tensors, sizeof *f->tensors, wsync__cmp_offsets);
     for (i = 0; i < f->n_tensors; i++) {
-        f->tensors[i].data = f->data + f->tensors[i].begin;
+        f->tensors[i].data = f->data ? f->data + f->tensors[i].begin : NULL; /* NULL: header only */
         f->by_name[i] = &f->tensors[i];
     }
     /* Names first: a duplicate is the root cause of the overlap it makes. */
@@ -2832,8 +3505,11 @@ static wsync_result wsync__syntax_first(const wsync_st_file *f, const wsync_st_o
     return s;
 }
 
-WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const wsync_st_options *opt,
-                                      wsync_st_file *out, wsync_error *err)
+/* wsync_st_parse of a `size`-byte file of which `bytes` holds the first
+   `avail` (avail == size, or just the 8-byte length and the header: then the
+   tensors' data pointers are NULL; a subscriber streaming an anchor). */
+static wsync_result wsync__st_parse_at(const void *bytes, uint64_t avail, uint64_t size, const wsync_st_options *opt,
+                                       wsync_st_file *out, wsync_error *err)
 {
     wsync_st_options o;
     wsync__parser p;
@@ -2865,12 +3541,14 @@ WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const ws
         return wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0,
                            "header length %llu runs past the end of the %llu-byte input",
                            (unsigned long long)n, (unsigned long long)size);
+    if (avail < size && (avail < 8 || n > avail - 8))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, 0, NULL, 0, "%s", "the header is not all there");
 
     memset(&f, 0, sizeof f);
     f.bytes = (const uint8_t *)bytes;
     f.size = size;
     f.header_len = n;
-    f.data = f.bytes + 8 + n;
+    f.data = avail < size ? NULL : f.bytes + 8 + n;
     f.data_len = size - 8 - n;
     f.allocator = o.allocator;
 
@@ -2909,6 +3587,12 @@ WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const ws
     }
     *out = f;
     return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const wsync_st_options *opt,
+                                      wsync_st_file *out, wsync_error *err)
+{
+    return wsync__st_parse_at(bytes, size, size, opt, out, err);
 }
 
 WSYNC_DEF void wsync_st_free(wsync_st_file *f)
@@ -3335,94 +4019,6 @@ WSYNC_DEF wsync_result wsync_st_write(const wsync_st_tensor_desc *tensors, size_
    Delta: digest and diff  >>digest
    ====================================================================== */
 
-#if !defined(WSYNC_NO_SIMD) && defined(__GNUC__) && defined(__x86_64__)
-#define WSYNC__X86 1
-#include <cpuid.h>
-#include <immintrin.h>
-#define WSYNC__AVX2 __attribute__((target("avx2")))
-#define WSYNC__AVX512 __attribute__((target("avx512f,avx512bw")))
-static int wsync__has_avx2(void) { return __builtin_cpu_supports("avx2"); }
-/* BMI2 with a fast pdep: AMD cores before Zen 3 (family 0x19), and Hygon's,
-   run pdep in microcode, tens to hundreds of cycles. */
-static int wsync__pdep_fast(void)
-{
-    unsigned a, b, c, d, vendor, family;
-    if (!__builtin_cpu_supports("bmi2") || !__get_cpuid(0, &a, &vendor, &c, &d)) return 0;
-    if (vendor != 0x68747541u && vendor != 0x6F677948u) return 1; /* "Auth"enticAMD, "Hygo"nGenuine */
-    if (vendor != 0x68747541u || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
-    family = (a >> 8) & 0xF;
-    if (family == 0xF) family += (a >> 20) & 0xFF;
-    return family >= 0x19;
-}
-static int wsync__has_avx512bw(void) { return __builtin_cpu_supports("avx512bw"); }
-static int wsync__has_avx512vbmi2(void) { return __builtin_cpu_supports("avx512vbmi2"); }
-#define WSYNC__AVX512VBMI2 __attribute__((target("avx512f,avx512bw,avx512vbmi2")))
-#define WSYNC__AVX2_POPCNT __attribute__((target("avx2,popcnt")))
-/* Helpers of the AVX2 loops: without always_inline, gcc -O2 (no -march)
-   calls them out of line and the diff runs at half speed. */
-#define WSYNC__AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
-#define WSYNC__AVX2_POPCNT_INLINE __attribute__((target("avx2,popcnt"), always_inline)) static inline
-#define WSYNC__AVX512_POPCNT __attribute__((target("avx512f,avx512bw,popcnt")))
-#else
-#define WSYNC__X86 0
-#endif
-#if !defined(WSYNC_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
-#define WSYNC__NEON 1
-#include <arm_neon.h>
-#else
-#define WSYNC__NEON 0
-#endif
-
-static uint64_t wsync__le64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static unsigned wsync__ctz64(uint64_t v)
-{
-#if defined(__GNUC__)
-    return (unsigned)__builtin_ctzll(v);
-#else
-    unsigned n = 0;
-    while (!(v & 1)) v >>= 1, n++;
-    return n;
-#endif
-}
-
-/* A hint for the line `ahead` bytes past p, into L2 (prefetcht1 on x86),
-   where the compiler has the builtin, else nothing. A prefetch never
-   faults, so a line past the buffer's end is harmless; the address is formed
-   as an integer so that no pointer points outside its object. */
-#if defined(__GNUC__)
-static inline __attribute__((always_inline)) void wsync__prefetch_l2(const void *p, size_t ahead)
-{
-    __builtin_prefetch((const void *)((uintptr_t)p + ahead), 0, 2);
-}
-#else
-static void wsync__prefetch_l2(const void *p, size_t ahead)
-{
-    (void)p;
-    (void)ahead;
-}
-#endif
-
-/* Bits needed for v: 0 for 0, 64 for values with the top bit set. */
-static unsigned wsync__bitlen64(uint64_t v)
-{
-#if defined(__GNUC__)
-    return v ? 64 - (unsigned)__builtin_clzll(v) : 0;
-#else
-    unsigned n = 0;
-    while (v) v >>= 1, n++;
-    return n;
-#endif
-}
-
 /* wsync64: eight 64-bit lanes, each stripe of 64 bytes does per lane
    acc += lo32(d ^ key) * hi32(d ^ key) and adds the raw word to the
    neighbouring lane (so no input word can cancel out), with a scramble
@@ -3493,15 +4089,15 @@ static void wsync__drounds_scalar(uint64_t acc[8], const uint8_t *p, size_t roun
 }
 
 #if WSYNC__X86
-/* The rounds' prefetch reads memory as two streams, not one. A core here
-   reads one stream at about 0.76x the rate memcmp reads its two (a bare
-   loop of loads), and a prefetch 1.5 KiB ahead left the digest at
-   0.70-0.73x memcmp per byte. So the bytes go in blocks of WSYNC__DBLOCK:
-   while one block is digested, each pair of stripes prefetches two lines
-   of the next block into L2, one from each of its halves, so that two
-   streams come from memory at once: 0.70-0.73 -> 0.86-0.90x memcmp (AVX2,
-   Zen 3; 32 KiB or 128 KiB blocks gave 0.82-0.85). The last block has no
-   next block to fetch; a first block comes in by the hardware's prefetch. */
+/* The rounds' prefetch reads memory as two streams, not one. A core
+   keeps fewer loads in flight on one sequential stream than on two, and a
+   plain prefetch a little ahead does not close the gap. So the bytes go in
+   blocks of WSYNC__DBLOCK: while one block is digested, each pair of
+   stripes prefetches two lines of the next block into L2, one from each of
+   its halves, so that two streams come from memory at once. A block is
+   large enough for the prefetches to run well ahead and small enough that
+   two fit in L2. The last block has no next block to fetch; a first block
+   comes in by the hardware's prefetch. */
 #define WSYNC__DBLOCK 65536 /* bytes: 64 rounds; two blocks fit in L2 */
 
 /* Round r of `rounds` (at p) takes 8 lines of each half of the next block;
@@ -3594,7 +4190,10 @@ WSYNC__AVX2 static void wsync__drounds_avx2(uint64_t acc[8], const uint8_t *p, s
 #endif
 
 #if WSYNC__X86
-/* The same rounds with all eight lanes in one register. */
+/* The same rounds with all eight lanes in one register, with the AVX2
+   rounds' two-stream prefetch (wsync__dprefetch_next). The raw words go
+   into a second accumulator, added in before the scramble: each stripe then
+   waits on one add, not two, and a sum does not see the order. */
 WSYNC__AVX512 static void wsync__drounds_avx512(uint64_t acc[8], const uint8_t *p, size_t rounds)
 {
     __m512i a = _mm512_loadu_si512((const void *)acc), sk = _mm512_loadu_si512((const void *)(wsync__dkey + 8));
@@ -3602,15 +4201,21 @@ WSYNC__AVX512 static void wsync__drounds_avx512(uint64_t acc[8], const uint8_t *
     size_t r;
     int s;
     for (r = 0; r < rounds; r++, p += 1024) {
-        __m512i x, hi;
+        __m512i x, hi, raw = _mm512_setzero_si512();
         for (s = 0; s < 16; s++) {
-            __m512i d = _mm512_loadu_si512((const void *)(p + 64 * s));
-            __m512i k = _mm512_xor_si512(d, _mm512_loadu_si512((const void *)wsync__dstripe_key[s]));
+            __m512i d, k;
+            /* the prefetch before the stripe's load, as in the AVX2 rounds:
+               issued after it, the next block's lines came in late and the
+               rounds fell behind the AVX2 ones from memory */
+            if (!(s & 1)) wsync__dprefetch_next(p, r, rounds, (size_t)s / 2);
+            d = _mm512_loadu_si512((const void *)(p + 64 * s));
+            k = _mm512_xor_si512(d, _mm512_loadu_si512((const void *)wsync__dstripe_key[s]));
             hi = _mm512_maskz_srli_epi64(0xFF, k, 32); /* mul_epu32 reads the low half of each lane */
-            a = _mm512_add_epi64(a, _mm512_maskz_shuffle_epi32((__mmask16)0xFFFF, d,
-                                                               (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
+            raw = _mm512_add_epi64(raw, _mm512_maskz_shuffle_epi32((__mmask16)0xFFFF, d,
+                                                                   (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
             a = _mm512_add_epi64(a, _mm512_maskz_mul_epu32(0xFF, k, hi));
         }
+        a = _mm512_add_epi64(a, raw);
         x = _mm512_xor_si512(_mm512_xor_si512(a, _mm512_maskz_srli_epi64(0xFF, a, 47)), sk);
         hi = _mm512_maskz_mul_epu32(0xFF, _mm512_maskz_srli_epi64(0xFF, x, 32), prime);
         a = _mm512_add_epi64(_mm512_maskz_mul_epu32(0xFF, x, prime), _mm512_maskz_slli_epi64(0xFF, hi, 32));
@@ -3687,14 +4292,8 @@ static uint64_t wsync__digest_impl(wsync_impl impl, const void *bytes, size_t le
     return wsync__dfinish(acc, p + rounds * 1024, len - rounds * 1024, (uint64_t)len);
 }
 
-static wsync_impl wsync__digest_best(void)
-{
-#if WSYNC__X86
-    return wsync__has_avx512bw() ? WSYNC_IMPL_AVX512 : wsync__has_avx2() ? WSYNC_IMPL_AVX2 : WSYNC_IMPL_SSE2;
-#else
-    return WSYNC_IMPL_SCALAR;
-#endif
-}
+/* AUTO's digest path, chosen at first use (wsync__simd_choose, below). */
+static wsync_impl wsync__digest_best(void);
 
 WSYNC_DEF uint64_t wsync_digest(const void *bytes, size_t len)
 {
@@ -3899,7 +4498,7 @@ WSYNC__AVX2_POPCNT_INLINE size_t wsync__diff_put4(uint64_t m, uint32_t base, uin
 /* One bit per differing element of a 128-byte window held in x0..x3 (one
    image) and y0..y3 (the other): two masks of 64 for 1-byte elements, m[0]
    for the first 64 bytes. (Named vectors, not arrays: gcc -O2 without -march
-   kept arrays on the stack, and the diff ran at half speed.) */
+   keeps arrays on the stack, and every mask then goes through memory.) */
 WSYNC__AVX2_INLINE void wsync__diff_mask_v(__m256i x0, __m256i x1, __m256i x2, __m256i x3, __m256i y0, __m256i y1,
                                        __m256i y2, __m256i y3, unsigned shift, uint64_t m[2])
 {
@@ -3951,8 +4550,7 @@ WSYNC__AVX2_POPCNT static size_t wsync__diff_avx2(const uint8_t *a, const uint8_
     for (i = 0; i + 256 <= nbytes; i += 256) {
         uint64_t m[2], n[2];
         /* a kilobyte ahead into L2: the hardware prefetcher alone falls
-           behind once the loop does work between loads (+0.02-0.04x
-           memcmp here) */
+           behind once the loop does work between loads */
         wsync__prefetch_l2(a + i, 1024);
         wsync__prefetch_l2(a + i, 1024 + 64);
         wsync__prefetch_l2(a + i, 1024 + 128);
@@ -4048,8 +4646,14 @@ WSYNC__AVX512 static size_t wsync__diff_avx512(const uint8_t *a, const uint8_t *
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i sixteen = _mm512_set1_epi32(16);
     for (i = 0; i + 64 <= nbytes; i += 64) {
-        __m512i x = _mm512_loadu_si512((const void *)(a + i)), y = _mm512_loadu_si512((const void *)(b + i));
-        __m512i idx = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(uint32_t)(i >> shift)));
+        __m512i x, y, idx;
+        /* a kilobyte ahead into L2, as in the AVX2 diff (untimed here: no
+           AVX-512 core was at hand) */
+        wsync__prefetch_l2(a + i, 1024);
+        wsync__prefetch_l2(b + i, 1024);
+        x = _mm512_loadu_si512((const void *)(a + i));
+        y = _mm512_loadu_si512((const void *)(b + i));
+        idx = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(uint32_t)(i >> shift)));
         switch (shift) {
         case 0: {
             uint64_t m = _mm512_cmpneq_epi8_mask(x, y);
@@ -4114,14 +4718,24 @@ WSYNC__AVX512VBMI2 static size_t wsync__diff_avx512_w2(const uint8_t *a, const u
                                             13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     for (i = 0; i + 256 <= nbytes; i += 256) {
         /* four lines loaded before any is used: more loads in flight */
-        __mmask32 m0 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i)),
-                                                _mm512_loadu_si512((const void *)(b + i)));
-        __mmask32 m1 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 64)),
-                                                _mm512_loadu_si512((const void *)(b + i + 64)));
-        __mmask32 m2 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 128)),
-                                                _mm512_loadu_si512((const void *)(b + i + 128)));
-        __mmask32 m3 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 192)),
-                                                _mm512_loadu_si512((const void *)(b + i + 192)));
+        __mmask32 m0, m1, m2, m3;
+        /* a kilobyte ahead into L2, as in the AVX2 diff (untimed here) */
+        wsync__prefetch_l2(a + i, 1024);
+        wsync__prefetch_l2(a + i, 1024 + 64);
+        wsync__prefetch_l2(a + i, 1024 + 128);
+        wsync__prefetch_l2(a + i, 1024 + 192);
+        wsync__prefetch_l2(b + i, 1024);
+        wsync__prefetch_l2(b + i, 1024 + 64);
+        wsync__prefetch_l2(b + i, 1024 + 128);
+        wsync__prefetch_l2(b + i, 1024 + 192);
+        m0 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i)),
+                                      _mm512_loadu_si512((const void *)(b + i)));
+        m1 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 64)),
+                                      _mm512_loadu_si512((const void *)(b + i + 64)));
+        m2 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 128)),
+                                      _mm512_loadu_si512((const void *)(b + i + 128)));
+        m3 = _mm512_cmpneq_epi16_mask(_mm512_loadu_si512((const void *)(a + i + 192)),
+                                      _mm512_loadu_si512((const void *)(b + i + 192)));
         count = wsync__diff_w2_put(m0, i, pos, count, lane16);
         count = wsync__diff_w2_put(m1, i + 64, pos, count, lane16);
         count = wsync__diff_w2_put(m2, i + 128, pos, count, lane16);
@@ -4162,25 +4776,10 @@ static size_t wsync__diff_neon(const uint8_t *a, const uint8_t *b, size_t nbytes
 }
 #endif
 
-WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b, size_t n,
-                                  unsigned width, uint32_t *pos, int *ok)
+/* The diff on path impl (not AUTO; one the CPU has), nbytes of each image. */
+static size_t wsync__diff_run(wsync_impl impl, const uint8_t *x, const uint8_t *y, size_t nbytes, unsigned shift,
+                              uint32_t *pos)
 {
-    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
-    unsigned shift = wsync__width_shift(width);
-    size_t nbytes = n << shift;
-    int avail = wsync__impl_available(impl) != 0;
-    WSYNC_ASSERT(width == 1 || width == 2 || width == 4 || width == 8);
-    if (ok) *ok = avail;
-    if (!avail) return 0;
-    if (impl == WSYNC_IMPL_AUTO) {
-#if WSYNC__X86
-        impl = wsync__has_avx512bw() ? WSYNC_IMPL_AVX512 : wsync__has_avx2() ? WSYNC_IMPL_AVX2 : WSYNC_IMPL_SSE2;
-#elif WSYNC__NEON
-        impl = WSYNC_IMPL_NEON;
-#else
-        impl = WSYNC_IMPL_SCALAR;
-#endif
-    }
     switch (impl) {
 #if WSYNC__X86
     case WSYNC_IMPL_AVX512:
@@ -4196,15 +4795,334 @@ WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b,
     }
 }
 
+WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b, size_t n,
+                                  unsigned width, uint32_t *pos, int *ok)
+{
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+    unsigned shift = wsync__width_shift(width);
+    size_t nbytes = n << shift;
+    int avail = wsync__impl_available(impl) != 0;
+    WSYNC_ASSERT(width == 1 || width == 2 || width == 4 || width == 8);
+    if (ok) *ok = avail;
+    if (!avail) return 0;
+    return wsync__diff_run(impl == WSYNC_IMPL_AUTO ? wsync_diff_impl() : impl, x, y, nbytes, shift, pos);
+}
+
 WSYNC_DEF size_t wsync_diff(const void *a, const void *b, size_t n, unsigned width, uint32_t *pos)
 {
     return wsync_diff_using(WSYNC_IMPL_AUTO, a, b, n, width, pos, NULL);
 }
 
+/* ---- AUTO: one path per operation, chosen once per process ---- */
+
+/* [0] the diff's, [1] the digest's: 0 (WSYNC_IMPL_AUTO) until chosen. */
+static int wsync__simd_chosen[2];
+
+static int wsync__choice_load(int *p)
+{
+#if defined(__GNUC__)
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#else
+    return *(volatile int *)p;
+#endif
+}
+
+/* Publishes v unless a choice is there already; returns the one that stays. */
+static int wsync__choice_publish(int *p, int v)
+{
+#if defined(__GNUC__)
+    int expected = 0;
+    return __atomic_compare_exchange_n(p, &expected, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? v : expected;
+#else
+    *(volatile int *)p = v; /* no SIMD paths without GNU C: every thread writes the same */
+    return v;
+#endif
+}
+
+/* The path named by environment variable `var`, or AUTO when unset or when
+   this build or CPU lacks it (or, for the digest, has no such path). */
+static wsync_impl wsync__impl_from_env(const char *var, int digest)
+{
+    const char *v = getenv(var);
+    int i;
+    if (!v) return WSYNC_IMPL_AUTO;
+    for (i = WSYNC_IMPL_SCALAR; i < WSYNC_IMPL_COUNT; i++)
+        if (strcmp(v, wsync_impl_name((wsync_impl)i)) == 0)
+            return wsync__impl_available((wsync_impl)i) && !(digest && i == WSYNC_IMPL_NEON) ? (wsync_impl)i
+                                                                                                : WSYNC_IMPL_AUTO;
+    return WSYNC_IMPL_AUTO;
+}
+
+/* The widest path the CPU has: the choice without a measurement. */
+static wsync_impl wsync__impl_widest(int digest)
+{
+#if WSYNC__X86
+    (void)digest;
+    return wsync__has_avx512bw() ? WSYNC_IMPL_AVX512 : wsync__has_avx2() ? WSYNC_IMPL_AVX2 : WSYNC_IMPL_SSE2;
+#elif WSYNC__NEON
+    return digest ? WSYNC_IMPL_SCALAR : WSYNC_IMPL_NEON;
+#else
+    (void)digest;
+    return WSYNC_IMPL_SCALAR;
+#endif
+}
+
+#if WSYNC__X86
+#define WSYNC__PROBE_SMALL 65536u               /* bytes of each image in the L2 pass */
+#define WSYNC__PROBE_LARGE (2u * 1024u * 1024u) /* bytes of each image in the passes from memory */
+#define WSYNC__PROBE_ROUNDS 9                   /* rounds of one pass from memory */
+/* A narrower path must be this much faster than the path it replaces
+   (WSYNC__PROBE_WIN_NUM / WSYNC__PROBE_WIN_DEN = 1.4x) in a majority of
+   one pass's rounds. */
+#define WSYNC__PROBE_WIN_NUM 7u
+#define WSYNC__PROBE_WIN_DEN 5u
+
+/* Evicts n bytes at p from every cache level, so that the next pass reads
+   them from memory. */
+static void wsync__probe_flush(const uint8_t *p, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i += 64) _mm_clflush((const void *)(p + i));
+    _mm_mfence();
+}
+
+/* One timed call of path cand for op (0 diff, 1 digest) over `bytes` of
+   each image; from memory if `cold`. */
+static uint64_t wsync__probe_time(int op, wsync_impl cand, const uint8_t *a, const uint8_t *b, size_t bytes,
+                                  uint32_t *pos, int cold, volatile uint64_t *sink)
+{
+    uint64_t t0;
+    if (cold) wsync__probe_flush(a, 2 * bytes); /* b follows a */
+    t0 = wsync__ticks();
+    if (op == 0)
+        *sink += wsync__diff_run(cand, a, b, bytes, 1, pos);
+    else
+        *sink += wsync__digest_impl(cand, a, 2 * bytes);
+    return wsync__ticks() - t0;
+}
+
+/* The rule on one pass's timings: t[k][r] the ticks of candidate k in
+   round r, candidates widest first (k = 0), in[k] whether k was timed (the
+   widest always is). Returns the candidate chosen: the widest, unless a
+   narrower one took at most 1/1.4 of its time in a majority of the rounds
+   (the median round's ratio at least 1.4); then the same test of the paths
+   narrower still against that one. The ratios are of the same round's
+   calls, made one right after the other, so that load elsewhere in that
+   round hits both alike. */
+static int wsync__simd_rule(int nc, const int *in, const uint64_t t[][WSYNC__PROBE_ROUNDS])
+{
+    int pick = 0, k, r;
+    for (k = 1; k < nc; k++) {
+        int wins = 0;
+        if (!in[k]) continue;
+        for (r = 0; r < WSYNC__PROBE_ROUNDS; r++)
+            if (WSYNC__PROBE_WIN_DEN * t[pick][r] >= WSYNC__PROBE_WIN_NUM * t[k][r]) wins++;
+        if (2 * wins > WSYNC__PROBE_ROUNDS) pick = k;
+    }
+    return pick;
+}
+
+/* One pass from memory: WSYNC__PROBE_ROUNDS rounds, each timing every
+   candidate in[op][k] once per op, in turn (the order reversed every other
+   round), each call on images evicted from the caches first; the ticks into
+   t[op][k][round] (0 for a candidate not timed). */
+static void wsync__probe_pass(const wsync_impl *cand, int nc, int in[2][4], const uint8_t *a, const uint8_t *b,
+                              uint32_t *pos, volatile uint64_t *sink, uint64_t t[2][4][WSYNC__PROBE_ROUNDS])
+{
+    int r, j, op;
+    for (r = 0; r < WSYNC__PROBE_ROUNDS; r++)
+        for (j = 0; j < nc; j++) {
+            int k = r & 1 ? nc - 1 - j : j;
+            for (op = 0; op < 2; op++)
+                t[op][k][r] = in[op][k] ? wsync__probe_time(op, cand[k], a, b, WSYNC__PROBE_LARGE, pos, 1, sink) : 0;
+        }
+}
+
+/* A pass, then the rule for each op into pick[op]. */
+static void wsync__probe_decide(const wsync_impl *cand, int nc, int in[2][4], const uint8_t *a, const uint8_t *b,
+                                uint32_t *pos, volatile uint64_t *sink, int pick[2])
+{
+    uint64_t t[2][4][WSYNC__PROBE_ROUNDS];
+    int op;
+    wsync__probe_pass(cand, nc, in, a, b, pos, sink, t);
+    for (op = 0; op < 2; op++) pick[op] = wsync__simd_rule(nc, in[op], (const uint64_t(*)[WSYNC__PROBE_ROUNDS])t[op]);
+}
+
+/* The candidates, widest first, into cand; returns how many. */
+static int wsync__probe_candidates(wsync_impl cand[4])
+{
+    int nc = 0;
+    if (wsync__has_avx512bw()) cand[nc++] = WSYNC_IMPL_AVX512;
+    if (wsync__has_avx2()) cand[nc++] = WSYNC_IMPL_AVX2;
+    cand[nc++] = WSYNC_IMPL_SSE2;
+    cand[nc++] = WSYNC_IMPL_SCALAR;
+    return nc;
+}
+
+/* The probe's images in mem (4 * WSYNC__PROBE_LARGE bytes): a, then b (a
+   with 1% of its 2-byte elements changed at random places, as after a
+   training step), then room for a position per element. */
+static void wsync__probe_images(uint8_t *mem, uint8_t **a, uint8_t **b, uint32_t **pos)
+{
+    size_t i, nchange = WSYNC__PROBE_LARGE / 2 / 100;
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    *a = mem;
+    *b = mem + WSYNC__PROBE_LARGE;
+    *pos = (uint32_t *)(void *)(mem + 2 * (size_t)WSYNC__PROBE_LARGE);
+    for (i = 0; i < WSYNC__PROBE_LARGE; i += 8) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        memcpy(*a + i, &x, 8);
+    }
+    memcpy(*b, *a, WSYNC__PROBE_LARGE);
+    for (i = 0; i < nchange; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        (*b)[2 * (size_t)(x % (WSYNC__PROBE_LARGE / 2))] ^= 1;
+    }
+}
+
+/* Which candidates the passes from memory time, into in[op][k]: the widest,
+   and each narrower one within 1.5x of the widest's time in L2 (best of 3
+   after an untimed call: the code in, the wide units awake). It spares the
+   passes the paths far behind (scalar, mostly): one 1.5x slower in cache
+   is not 1.4x faster from memory. */
+static void wsync__probe_filter(const wsync_impl *cand, int nc, const uint8_t *a, const uint8_t *b, uint32_t *pos,
+                                volatile uint64_t *sink, int in[2][4])
+{
+    uint64_t l2[2][4];
+    int k, r, op;
+    for (op = 0; op < 2; op++)
+        for (k = 0; k < nc; k++) {
+            l2[op][k] = UINT64_MAX;
+            (void)wsync__probe_time(op, cand[k], a, b, WSYNC__PROBE_SMALL, pos, 0, sink);
+        }
+    for (r = 0; r < 3; r++)
+        for (k = 0; k < nc; k++)
+            for (op = 0; op < 2; op++) {
+                uint64_t t = wsync__probe_time(op, cand[k], a, b, WSYNC__PROBE_SMALL, pos, 0, sink);
+                if (t < l2[op][k]) l2[op][k] = t;
+            }
+    for (op = 0; op < 2; op++)
+        for (k = 0; k < nc; k++) in[op][k] = k == 0 || 2 * l2[op][k] <= 3 * l2[op][0];
+}
+
+/* Writes AUTO's diff path to out[0] and digest path to out[1] by the rule
+   wsync_diff_impl's comment states: the widest path the CPU has, unless two
+   passes from memory, one after the other, each find the same narrower
+   one clearly faster (wsync__simd_rule). */
+static void wsync__simd_measure(wsync_impl out[2])
+{
+    wsync_impl cand[4];
+    int nc = wsync__probe_candidates(cand), op, in[2][4], first[2], again[2];
+    volatile uint64_t sink = 0;
+    uint8_t *mem, *a, *b;
+    uint32_t *pos;
+    out[0] = wsync__impl_widest(0); /* cand[0] */
+    out[1] = wsync__impl_widest(1);
+    mem = (uint8_t *)WSYNC_MALLOC(4 * (size_t)WSYNC__PROBE_LARGE);
+    if (!mem) return;
+    wsync__probe_images(mem, &a, &b, &pos);
+    wsync__probe_filter(cand, nc, a, b, pos, &sink, in);
+    wsync__probe_decide(cand, nc, in, a, b, pos, &sink, first);
+    if (first[0] || first[1]) {
+        wsync__probe_decide(cand, nc, in, a, b, pos, &sink, again);
+        for (op = 0; op < 2; op++)
+            if (first[op] == again[op]) out[op] = cand[first[op]];
+    }
+    WSYNC_FREE(mem);
+    (void)sink;
+}
+#endif
+
+/* Makes (or finds) the choice for operation op (0 diff, 1 digest). */
+static wsync_impl wsync__simd_choose(int op)
+{
+    int got = wsync__choice_load(&wsync__simd_chosen[op]);
+    wsync_impl want[2];
+    if (got) return (wsync_impl)got;
+    want[0] = wsync__impl_from_env("WSYNC_DIFF_IMPL", 0);
+    want[1] = wsync__impl_from_env("WSYNC_DIGEST_IMPL", 1);
+    if (!want[0]) want[0] = wsync__impl_from_env("WSYNC_SIMD", 0);
+    if (!want[1]) want[1] = wsync__impl_from_env("WSYNC_SIMD", 1);
+    if (!want[0] || !want[1]) {
+        wsync_impl m[2];
+#if WSYNC__X86
+        wsync__simd_measure(m);
+#else
+        m[0] = wsync__impl_widest(0);
+        m[1] = wsync__impl_widest(1);
+#endif
+        if (!want[0]) want[0] = m[0];
+        if (!want[1]) want[1] = m[1];
+    }
+    wsync__choice_publish(&wsync__simd_chosen[1 - op], (int)want[1 - op]);
+    return (wsync_impl)wsync__choice_publish(&wsync__simd_chosen[op], (int)want[op]);
+}
+
+static wsync_impl wsync__digest_best(void)
+{
+    return wsync__simd_choose(1);
+}
+
+WSYNC_DEF wsync_impl wsync_diff_impl(void)
+{
+    return wsync__simd_choose(0);
+}
+
+WSYNC_DEF wsync_impl wsync_digest_impl(void)
+{
+    return wsync__simd_choose(1);
+}
+
+#if WSYNC__X86
+/* Whether the encoder diffs 2-byte elements and digests the new image on
+   the same loads (wsync__diff_digest_w2_avx2, in wsync__diff_block): where
+   the CPU has AVX2 and neither choice is narrower than AVX2. Before, only
+   where the digest's choice was AVX2 itself, so that an AVX-512 core made
+   two passes over the new image where one does. */
+static int wsync__diff_digest_fused(void)
+{
+    return wsync__has_avx2() && wsync__digest_best() >= WSYNC_IMPL_AVX2 && wsync__digest_best() <= WSYNC_IMPL_AVX512 &&
+           wsync_diff_impl() >= WSYNC_IMPL_AVX2 && wsync_diff_impl() <= WSYNC_IMPL_AVX512;
+}
+#endif
+
+/* ---- digests of many tensors, on worker threads ---- */
+
+typedef struct wsync__digjob {
+    const wsync_tensor *t;
+    uint64_t *out;
+} wsync__digjob;
+
+static wsync_result wsync__digest_item(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__digjob *j = (wsync__digjob *)user;
+    (void)worker;
+    (void)err;
+    j->out[i] = wsync_digest(j->t[i].data, (size_t)j->t[i].nbytes);
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__tensor_digests(const wsync_tensor *t, size_t n, unsigned threads, uint64_t *out,
+                                          wsync_error *err)
+{
+    wsync__digjob j;
+    j.t = t;
+    j.out = out;
+    return wsync__workers_do(threads, n, wsync__digest_item, &j, err);
+}
+
 
 /* ======================================================================
    Delta: sparse encodings and apply  >>delta
-   ====================================================================== */
+   ======================================================================
+
+   In this order: pieces every encoding shares (buffers, elements, the
+   patch a decoded entry becomes and its target); ordered integers; the bit
+   writer and reader; then each coder with its encoder and decoder side by
+   side: packed (coder 1), packed-max (the range coder, classes, coder 2,
+   coder 3); the stream both packed encodings wrap their blocks in; trl-v1
+   and trl-v3; the encode driver (wsync_delta_encode); reading a delta;
+   and the apply phases (wsync_delta_apply). */
 
 #define WSYNC__DELTA_FORMAT "wsync-delta"
 #define WSYNC__TRL_FORMAT "sparse_weight_patch"
@@ -4279,6 +5197,8 @@ WSYNC_DEF wsync_result wsync_tensor_dense(wsync_tensor *t, const char *name, wsy
     return WSYNC_OK;
 }
 
+/* ---- shared: buffers, elements, a patch and its target ---- */
+
 /* A growable byte buffer over the caller's allocator (which has no realloc). */
 typedef struct wsync__buf {
     uint8_t *p;
@@ -4310,15 +5230,18 @@ static void wsync__buf_free(wsync__buf *b)
     b->len = b->cap = 0;
 }
 
-/* Small helpers are forced inline where the element width is a constant,
-   so each width gets its own loop with the arithmetic folded. */
-#if defined(__GNUC__)
-#define WSYNC__INLINE static inline __attribute__((always_inline))
-#define WSYNC__PREFETCH(p) __builtin_prefetch(p)
-#else
-#define WSYNC__INLINE static inline
-#define WSYNC__PREFETCH(p) ((void)0)
-#endif
+/* Calls F(..., W) with the element width w as the constant W: 1, 2, 4, else
+   8 (the widths deltas take), so that F, inlined, copies each element with
+   one load and store instead of a call to memcpy. */
+#define WSYNC__BY_WIDTH(w, F, ...)          \
+    do {                                    \
+        switch (w) {                        \
+        case 1: F(__VA_ARGS__, 1); break;   \
+        case 2: F(__VA_ARGS__, 2); break;   \
+        case 4: F(__VA_ARGS__, 4); break;   \
+        default: F(__VA_ARGS__, 8); break;  \
+        }                                   \
+    } while (0)
 
 /* Elements as integers: little-endian bytes (safetensors' byte order; wsync
    assumes a little-endian host for tensor data). */
@@ -4342,6 +5265,83 @@ WSYNC__INLINE void wsync__elem_store(uint8_t *p, unsigned w, uint64_t v)
     case 4: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); } break;
     default: memcpy(p, &v, 8); break;
     }
+}
+
+static void wsync__put_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t wsync__get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* What one delta entry does to one target tensor, decoded and checked. */
+typedef struct wsync__patch {
+    wsync_tensor *target;
+    const wsync_st_tensor *src;   /* packed: the stream; trl: the indices */
+    const wsync_st_tensor *vals;  /* trl: the values */
+    unsigned w;
+    uint64_t nelem, count;
+    uint8_t *list;                /* packed-max: the decoded changes (owned; wsync__list_entry) */
+    int has_digests;
+    uint64_t base_digest, result_digest;
+    /* packed Rice streams are checked once and decoded again block by block
+       where they are used, so no list of changes is ever held in memory */
+    int rice;
+    const uint8_t *stream;        /* the stream's bytes */
+    uint64_t table_at, data_at;   /* offsets of the block table and the first block */
+    uint64_t nblocks, blk;
+} wsync__patch;
+
+static int wsync__cmp_tensor_ptr_names(const void *a, const void *b)
+{
+    const wsync_tensor *x = *(const wsync_tensor *const *)a, *y = *(const wsync_tensor *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+static wsync_tensor *wsync__target_find(wsync_tensor **sorted, size_t n, const char *name, size_t len)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *t = sorted[mid]->name;
+        size_t tl = strlen(t);
+        int c = wsync__cmp_names(t, tl, name, len);
+        if (c == 0) return sorted[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* Matches a delta entry's dense name to a target and checks dtype/shape. */
+static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *name, size_t len,
+                                 uint64_t at, wsync_tensor **out, unsigned *w, uint64_t *nelem,
+                                 wsync_error *err)
+{
+    wsync_tensor *t = wsync__target_find(sorted, n, name, len);
+    unsigned bits;
+    uint64_t ne = 1, nb = 0;
+    uint32_t d;
+    if (!t)
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, name, len, "%s", "no target tensor of this name");
+    bits = wsync_dtype_bits(t->dtype);
+    for (d = 0; d < t->rank; d++)
+        if (!wsync_mul_u64(ne, t->shape[d], &ne))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, at, name, len, "%s", "target shape overflows");
+    if ((bits != 8 && bits != 16 && bits != 32 && bits != 64) || wsync_dtype_nbytes(t->dtype, ne, &nb) != WSYNC_OK ||
+        nb != t->nbytes || (nb && !t->data))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, at, name, len,
+                           "target %s tensor is unusable (dtype, nbytes or data)", wsync_dtype_name(t->dtype));
+    *out = t;
+    *w = bits / 8;
+    *nelem = ne;
+    return WSYNC_OK;
 }
 
 /* ---- ordered integers and steps >>ordered ---- */
@@ -4437,13 +5437,6 @@ WSYNC__INLINE uint64_t wsync__br_take(wsync__br *r, unsigned n) /* n <= avail, n
     return v;
 }
 
-/* The Rice parameter with (about) the fewest bits for a block's values,
-   counting the escape (`esc` ones then `raw` bits) where the quotient
-   reaches `esc`. From a histogram by bit length L: cnt[L] values, sum[L]
-   their sum (each value capped at 2^40); the cost of every k is estimated
-   from those 65 bins (the sum of v >> k is taken as sum / 2^k), so the
-   choice costs a few operations per value whatever the number of
-   candidates. The decoder does not care how k was chosen. */
 /* The Rice parameter with the shortest expected code for gaps drawn from a
    geometric distribution with mean sum/count: the smallest k with
    theta^(2^k) <= phi - 1, theta = mean / (mean + 1) (Gallager and Van
@@ -4462,6 +5455,13 @@ static unsigned wsync__rice_k_geometric(uint64_t sum, uint64_t count)
     return k;
 }
 
+/* The Rice parameter with (about) the fewest bits for a block's values,
+   counting the escape (`esc` ones then `raw` bits) where the quotient
+   reaches `esc`. From a histogram by bit length L: cnt[L] values, sum[L]
+   their sum (each value capped at 2^40); the cost of every k is estimated
+   from those 65 bins (the sum of v >> k is taken as sum / 2^k), so the
+   choice costs a few operations per value whatever the number of
+   candidates. The decoder does not care how k was chosen. */
 static unsigned wsync__rice_pick(const uint64_t *cnt, const uint64_t *sum, unsigned esc, unsigned raw, unsigned kmax)
 {
     uint64_t best_cost = UINT64_MAX;
@@ -4527,6 +5527,8 @@ typedef struct wsync__encblk {
     uint32_t *by_class;
     uint64_t *zv;     /* class-Rice: per change, in by_class order: its zigzag step */
 } wsync__encblk;
+
+/* ==== packed (coder 1): Rice blocks, the encoder and the decoder ==== */
 
 /* ---- packed (coder 1): the Rice block encoder >>packed-enc ---- */
 
@@ -4616,7 +5618,8 @@ WSYNC__AVX2 static size_t wsync__rice_pairs_w2_avx2(const uint8_t *base, const u
         __m256i p = _mm256_loadu_si256((const __m256i *)(const void *)pp);
         __m256i p1 = _mm256_add_epi32(p, one);
         __m256i g = _mm256_sub_epi32(p, _mm256_blend_epi32(_mm256_permutevar8x32_epi32(p1, rot), prev_end, 1));
-        /* eight scalar loads each: faster than a gather on the cores measured */
+        /* eight scalar loads each, not a gather: independent loads overlap,
+           where a gather's cost varies widely from core to core */
         __m256i b = _mm256_setr_epi32(
             (int)wsync__elem_load(base + 2 * (size_t)pp[0], 2), (int)wsync__elem_load(base + 2 * (size_t)pp[1], 2),
             (int)wsync__elem_load(base + 2 * (size_t)pp[2], 2), (int)wsync__elem_load(base + 2 * (size_t)pp[3], 2),
@@ -4734,18 +5737,352 @@ static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t
     }
 }
 
-static void wsync__put_le32(uint8_t *p, uint32_t v)
+/* ---- packed (coder 1): the Rice block decoder >>packed-dec ---- */
+
+/* One Rice block, in one of two modes. Checking (out NULL) reads only the
+   stream: counts, gaps, positions inside the block, escapes, padding; it
+   needs no base. Patching sets out[at] to base[at] stepped by each change's
+   code (out may be base itself); it runs only on a block already checked,
+   and value codes are taken modulo the element's bits, so it cannot fail
+   half way. A wrong base or a corrupt value code is caught by the digests.
+
+   Speed: while WSYNC__RICE_MARGIN bytes of the block remain, a change is
+   read with unconditional 8-byte refills and no end tests (the longest
+   change, a gap escape and a raw 8-byte value, reads at most 30 bytes past
+   the reader's position: 14 bytes consumed before its last refill, which
+   loads 8 bytes at most 8 ahead of what was consumed); the last bytes go
+   through the checked reader. Patching decodes a chunk of changes into small arrays
+   first and applies them in a second loop of independent loads and stores,
+   so that misses on the target overlap instead of stalling the decoder. */
+#define WSYNC__RICE_MARGIN 40
+#define WSYNC__RICE_CHUNK 64
+
+/* 8 readable bytes at r->p: afterwards all 64 bits of buf are stream bits
+   and avail >= 56. */
+WSYNC__INLINE void wsync__br_refill_fast(wsync__br *r)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
+    r->buf |= wsync__le64(r->p) << r->avail;
+    r->p += (63 - r->avail) >> 3;
+    r->avail |= 56;
 }
 
-static uint32_t wsync__get_le32(const uint8_t *p)
+/* Leading ones of buf, counted up to `cap` (< 64). */
+WSYNC__INLINE unsigned wsync__ones_upto(uint64_t buf, unsigned cap)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return wsync__ctz64(~buf | (uint64_t)1 << cap);
 }
+
+/* A gap code; 0 when the stream ends inside it (only when !fast). */
+WSYNC__INLINE int wsync__rice_gap(wsync__br *r, unsigned kg, const int fast, uint64_t *g)
+{
+    unsigned q;
+    if (fast) wsync__br_refill_fast(r);
+    else wsync__br_refill(r);
+    q = wsync__ones_upto(r->buf, WSYNC__GAP_ESCAPE);
+    if (q < WSYNC__GAP_ESCAPE && (fast || q + 1 + kg <= r->avail)) {
+        unsigned n = q + 1 + kg;
+        *g = (uint64_t)q << kg | ((r->buf >> (q + 1)) & ((((uint64_t)1) << kg) - 1));
+        r->buf >>= n;
+        r->avail -= n;
+        return 1;
+    }
+    if (q < WSYNC__GAP_ESCAPE || (!fast && r->avail < 32)) return 0;
+    wsync__br_take(r, 32);
+    if (fast) wsync__br_refill_fast(r);
+    else wsync__br_refill(r);
+    if (!fast && r->avail < 32) return 0;
+    *g = wsync__br_take(r, 32);
+    return 1;
+}
+
+/* A value code: 1 for a step, 2 for raw bits, 0 when the stream ends
+   inside it (only when !fast). */
+WSYNC__INLINE int wsync__rice_val(wsync__br *r, unsigned kv, const unsigned vbits, const int fast, uint64_t *code)
+{
+    unsigned q;
+    if (!fast) wsync__br_refill(r);
+    else if (r->avail < 47) /* 47: the longest step code; usually left over from the gap's refill */
+        wsync__br_refill_fast(r);
+    q = wsync__ones_upto(r->buf, WSYNC__VAL_ESCAPE);
+    if (q < WSYNC__VAL_ESCAPE && (fast || q + 1 + kv <= r->avail)) {
+        unsigned n = q + 1 + kv;
+        *code = (uint64_t)q << kv | ((r->buf >> (q + 1)) & ((((uint64_t)1) << kv) - 1));
+        r->buf >>= n;
+        r->avail -= n;
+        return 1;
+    }
+    if (q < WSYNC__VAL_ESCAPE || (!fast && r->avail < WSYNC__VAL_ESCAPE)) return 0;
+    wsync__br_take(r, WSYNC__VAL_ESCAPE);
+    if (fast) wsync__br_refill_fast(r);
+    else wsync__br_refill(r);
+    if (vbits > 32) {
+        uint64_t lo;
+        if (!fast && r->avail < 32) return 0;
+        lo = wsync__br_take(r, 32);
+        if (fast) wsync__br_refill_fast(r);
+        else wsync__br_refill(r);
+        if (!fast && r->avail < 32) return 0;
+        *code = lo | wsync__br_take(r, 32) << 32;
+    } else {
+        if (!fast && r->avail < vbits) return 0;
+        *code = wsync__br_take(r, vbits);
+    }
+    return 2;
+}
+
+/* One Rice block being decoded, resumable between changes. */
+typedef struct wsync__rs {
+    wsync__br r;
+    const uint8_t *payload; /* the first bit-stream byte */
+    size_t payload_size;
+    uint64_t count, i, next, len;
+    unsigned kg, kv;
+} wsync__rs;
+
+static wsync_result wsync__rs_open(wsync__rs *s, const uint8_t *p, size_t size, uint64_t len, uint64_t room,
+                                   const char **why)
+{
+    size_t used = wsync__varint_get(p, size, &s->count);
+    if (!used || s->count == 0 || s->count > len) return *why = "bad change count", WSYNC_ERR_CORRUPT;
+    if (s->count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_CORRUPT;
+    if (size - used < 2) return *why = "block header truncated", WSYNC_ERR_CORRUPT;
+    s->kg = p[used];
+    s->kv = p[used + 1];
+    if (s->kg > 24 || s->kv > 31) return *why = "bad Rice parameter", WSYNC_ERR_CORRUPT;
+    s->payload = p + used + 2;
+    s->payload_size = size - used - 2;
+    s->r.p = s->payload;
+    s->r.end = p + size;
+    s->r.buf = 0;
+    s->r.avail = 0;
+    s->i = 0;
+    s->next = 0;
+    s->len = len;
+    return WSYNC_OK;
+}
+
+/* The next change, with every bound checked; kind 1: code is a step, 2: raw
+   bits. */
+WSYNC__INLINE wsync_result wsync__rs_step(wsync__rs *s, const unsigned vbits, uint64_t *at, uint64_t *code,
+                                          int *kind, const char **why)
+{
+    uint64_t g = 0;
+    if (s->r.end - s->r.p >= WSYNC__RICE_MARGIN) {
+        wsync__rice_gap(&s->r, s->kg, 1, &g);
+    } else if (!wsync__rice_gap(&s->r, s->kg, 0, &g)) {
+        return *why = "stream ends inside a gap", WSYNC_ERR_CORRUPT;
+    }
+    *at = s->next + g;
+    if (*at >= s->len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
+    s->next = *at + 1;
+    *kind = s->r.end - s->r.p >= WSYNC__RICE_MARGIN ? wsync__rice_val(&s->r, s->kv, vbits, 1, code)
+                                                   : wsync__rice_val(&s->r, s->kv, vbits, 0, code);
+    if (!*kind) return *why = "stream ends inside a value", WSYNC_ERR_CORRUPT;
+    s->i++;
+    return WSYNC_OK;
+}
+
+/* The next change where at least WSYNC__RICE_MARGIN bytes are left: one
+   change's codes take at most 18 bytes, the reader holds at most 7 ahead and
+   a refill loads 8, so it reads at most 33 bytes past r.p and no bound but
+   the position's needs checking. 0 for a position past the block. */
+WSYNC__INLINE int wsync__rs_step_fast(wsync__rs *s, const unsigned vbits, uint64_t *at, uint64_t *code, int *kind)
+{
+    uint64_t g = 0;
+    wsync__rice_gap(&s->r, s->kg, 1, &g);
+    *at = s->next + g;
+    s->next = *at + 1;
+    *kind = wsync__rice_val(&s->r, s->kv, vbits, 1, code);
+    s->i++;
+    return *at < s->len;
+}
+
+/* The block must end where its changes do: at most 7 zero padding bits. */
+static wsync_result wsync__rs_close(wsync__rs *s, const char **why)
+{
+    uint64_t consumed = (uint64_t)(s->r.p - s->payload) * 8 - s->r.avail;
+    uint64_t total = (uint64_t)s->payload_size * 8;
+    if (total - consumed >= 8) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
+    wsync__br_refill(&s->r);
+    if (s->r.buf & ((((uint64_t)1) << (total - consumed)) - 1))
+        return *why = "nonzero padding bits", WSYNC_ERR_CORRUPT;
+    return WSYNC_OK;
+}
+
+/* The decoded changes of one chunk, written: new = base + step in ordered
+   space, or the raw bits. */
+WSYNC__INLINE void wsync__rice_write(const uint8_t *base, uint8_t *out, const unsigned w, uint64_t vmask,
+                                     const uint32_t *at, const uint64_t *code, const uint8_t *raw, uint64_t n)
+{
+    uint64_t j;
+    for (j = 0; j < n; j++) {
+        uint64_t z = code[j], b = wsync__elem_load(base + (size_t)at[j] * w, w);
+        uint64_t x = wsync__unord((wsync__ord(b, w) + wsync__unzz(z)) & vmask, w);
+        wsync__elem_store(out + (size_t)at[j] * w, w, raw[j] ? z : x);
+    }
+}
+
+/* The rest of an open block: checked only (out == NULL), or decoded and
+   written in chunks whose targets are prefetched while they are decoded. */
+WSYNC__INLINE wsync_result wsync__rs_rest(wsync__rs *s, const uint8_t *base, uint8_t *out, const unsigned w,
+                                          const char **why)
+{
+    const unsigned vbits = 8 * w;
+    const uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
+    uint32_t at_buf[WSYNC__RICE_CHUNK];
+    uint64_t code_buf[WSYNC__RICE_CHUNK];
+    uint8_t raw_buf[WSYNC__RICE_CHUNK];
+    wsync_result r;
+    while (s->i < s->count) {
+        uint64_t n = s->count - s->i < WSYNC__RICE_CHUNK ? s->count - s->i : WSYNC__RICE_CHUNK, j;
+        for (j = 0; j < n; j++) {
+            uint64_t at = 0, code = 0;
+            int kind = 0;
+            if ((r = wsync__rs_step(s, vbits, &at, &code, &kind, why)) != WSYNC_OK) return r;
+            if (out) {
+                const uint8_t *t = base + (size_t)at * w;
+                WSYNC__PREFETCH(t);
+                /* and 8 KiB further on into L2, two lines a change: at 1.6%
+                   density a change every 2 lines, so the targets of the
+                   chunks after this one are mostly on their way when those
+                   chunks are written, and their misses overlap the decoding
+                   instead of stalling the writes */
+                wsync__prefetch_l2(t, 8192);
+                wsync__prefetch_l2(t, 8192 + 64);
+                at_buf[j] = (uint32_t)at;
+                code_buf[j] = code;
+                raw_buf[j] = (uint8_t)(kind - 1);
+            }
+        }
+        if (out) wsync__rice_write(base, out, w, vmask, at_buf, code_buf, raw_buf, n);
+    }
+    return WSYNC_OK;
+}
+
+WSYNC__INLINE wsync_result wsync__rice_run_w(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out,
+                                            const unsigned w, uint64_t len, uint64_t room, uint64_t *count_out,
+                                            const char **why)
+{
+    wsync__rs s;
+    wsync_result r;
+    if ((r = wsync__rs_open(&s, p, size, len, room, why)) != WSYNC_OK) return r;
+    if ((r = wsync__rs_rest(&s, base, out, w, why)) != WSYNC_OK) return r;
+    if ((r = wsync__rs_close(&s, why)) != WSYNC_OK) return r;
+    *count_out = s.count;
+    return WSYNC_OK;
+}
+
+/* Two blocks checked at once (no writes): their decoding chains are
+   independent, so interleaving them keeps more of the core busy than one
+   block at a time. WSYNC_OK with both counts, or not OK: the caller then
+   checks the two one by one, for the error of the first that fails. */
+WSYNC__INLINE wsync_result wsync__rice_check2_w(const uint8_t *pa, size_t sa, uint64_t la, const uint8_t *pb,
+                                               size_t sb, uint64_t lb, const unsigned w, uint64_t room,
+                                               uint64_t *ca, uint64_t *cb)
+{
+    const unsigned vbits = 8 * w;
+    const char *why;
+    wsync__rs a, b;
+    if (wsync__rs_open(&a, pa, sa, la, room, &why) != WSYNC_OK ||
+        wsync__rs_open(&b, pb, sb, lb, room - a.count, &why) != WSYNC_OK)
+        return WSYNC_ERR_INVALID_ARGUMENT;
+    while (a.i < a.count && b.i < b.count && a.r.end - a.r.p >= WSYNC__RICE_MARGIN &&
+           b.r.end - b.r.p >= WSYNC__RICE_MARGIN) {
+        uint64_t at_a, at_b, code_a, code_b;
+        int kind_a, kind_b;
+        int ok_a = wsync__rs_step_fast(&a, vbits, &at_a, &code_a, &kind_a);
+        int ok_b = wsync__rs_step_fast(&b, vbits, &at_b, &code_b, &kind_b);
+        if (!(ok_a & ok_b)) return WSYNC_ERR_OUT_OF_BOUNDS;
+    }
+    if (wsync__rs_rest(&a, NULL, NULL, w, &why) != WSYNC_OK || wsync__rs_rest(&b, NULL, NULL, w, &why) != WSYNC_OK ||
+        wsync__rs_close(&a, &why) != WSYNC_OK || wsync__rs_close(&b, &why) != WSYNC_OK)
+        return WSYNC_ERR_INVALID_ARGUMENT;
+    *ca = a.count;
+    *cb = b.count;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__rice_check2(const uint8_t *pa, size_t sa, uint64_t la, const uint8_t *pb, size_t sb,
+                                       uint64_t lb, unsigned w, uint64_t room, uint64_t *ca, uint64_t *cb)
+{
+    switch (w) {
+    case 1: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 1, room, ca, cb);
+    case 2: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 2, room, ca, cb);
+    case 4: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 4, room, ca, cb);
+    default: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 8, room, ca, cb);
+    }
+}
+
+static wsync_result wsync__rice_run(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out, unsigned w,
+                                    uint64_t len, uint64_t room, uint64_t *count_out, const char **why)
+{
+    switch (w) {
+    case 1: return wsync__rice_run_w(p, size, base, out, 1, len, room, count_out, why);
+    case 2: return wsync__rice_run_w(p, size, base, out, 2, len, room, count_out, why);
+    case 4: return wsync__rice_run_w(p, size, base, out, 4, len, room, count_out, why);
+    default: return wsync__rice_run_w(p, size, base, out, 8, len, room, count_out, why);
+    }
+}
+
+/* Checks the Rice blocks b0 <= bi < b1 of a tensor's stream (block table at
+   `table`, block b0's bytes at p + off), two at a time where both have
+   changes, and adds their changes to *count. A block may hold up to `room`
+   changes, less those counted before it when `shrink`. On failure: the
+   first failing block, its stream offset and the reason, exactly as one
+   block at a time would find them. */
+static wsync_result wsync__rice_check_blocks(const uint8_t *p, uint64_t table, uint64_t off, uint64_t b0, uint64_t b1,
+                                             uint64_t blk, uint64_t nelem, unsigned w, uint64_t room, int shrink,
+                                             uint64_t *count, uint64_t *bad_block, uint64_t *bad_off,
+                                             const char **why)
+{
+    uint64_t bi = b0;
+    while (bi < b1) {
+        uint32_t sa = wsync__get_le32(p + table + 4 * bi), sb = bi + 1 < b1 ? wsync__get_le32(p + table + 4 * (bi + 1)) : 0;
+        uint64_t first = bi * blk, la = nelem - first < blk ? nelem - first : blk, ca = 0, cb = 0, lb, k;
+        uint64_t r_room = shrink ? room - *count : room;
+        if (sa && sb) {
+            lb = nelem - first - la < blk ? nelem - first - la : blk;
+            if (wsync__rice_check2(p + off, sa, la, p + off + sa, sb, lb, w, r_room, &ca, &cb) == WSYNC_OK) {
+                *count += ca + cb;
+                off += (uint64_t)sa + sb;
+                bi += 2;
+                continue;
+            }
+        }
+        /* one block, or a pair that failed: one at a time from here */
+        for (k = 0; k < (sa && sb ? 2u : 1u); k++, bi++) {
+            uint32_t bsize = wsync__get_le32(p + table + 4 * bi);
+            uint64_t f = bi * blk, len = nelem - f < blk ? nelem - f : blk, c = 0;
+            if (bsize) {
+                wsync_result r = wsync__rice_run(p + off, bsize, NULL, NULL, w, len, shrink ? room - *count : room, &c, why);
+                if (r != WSYNC_OK) {
+                    *bad_block = bi;
+                    *bad_off = off;
+                    return r;
+                }
+            }
+            *count += c;
+            off += bsize;
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* Patches block bi of a checked Rice stream (its bytes at stream offset
+   `off`), reading the base from `base` (the whole tensor) and writing into
+   `out`, which holds the block's elements. */
+static wsync_result wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi, uint64_t off,
+                                            const uint8_t *base, uint8_t *out, uint64_t room, uint64_t *count,
+                                            const char **why)
+{
+    uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+    uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk;
+    *count = 0;
+    if (!bsize) return WSYNC_OK;
+    return wsync__rice_run(pt->stream + off, bsize, base + first * pt->w, out, pt->w, len, room, count, why);
+}
+
+/* ==== packed-max (coders 2 and 3): range coder, classes, class-Rice ==== */
 
 /* ---- packed-max: adaptive binary range coding with contexts from the base >>rc ----
 
@@ -4764,20 +6101,6 @@ static uint32_t wsync__get_le32(const uint8_t *p)
 #define WSYNC__RC_ONE (1u << WSYNC__RC_BITS)
 #define WSYNC__RC_MOVE 5
 #define WSYNC__MAX_CLASSES 12
-
-/* How base exponents map to classes: class = min(max(top - e, 0) >> shift,
-   k - 1), and 0 for an all-ones exponent (inf, NaN). The range coder
-   (coder 2) always has shift 0 and k 12, with top the tensor's largest
-   finite exponent; the class-Rice coder's stream says its own. This
-   encoder writes seven classes of two binades from three below the largest
-   exponent, down to where small weights' change rate stops growing. Of the
-   fixed rules tried it codes within 0.6% of the best on the generator's
-   model and within 1.9% on the real trajectory; coder 2's rule in this
-   coder is 5% larger on the first and 1.7% smaller on the second. The
-   decoder's walk has a fifth fewer classes to follow. */
-typedef struct wsync__cls_rule {
-    unsigned top, k, shift;
-} wsync__cls_rule;
 
 typedef uint16_t wsync__prob;
 
@@ -4991,17 +6314,6 @@ WSYNC__INLINE uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsy
     return v;
 }
 
-static unsigned wsync__exp_max(wsync_dtype t)
-{
-    switch (t) {
-    case WSYNC_DTYPE_BF16: case WSYNC_DTYPE_F32: return 0xFF;
-    case WSYNC_DTYPE_F16: case WSYNC_DTYPE_F8_E5M2: return 0x1F;
-    case WSYNC_DTYPE_F64: return 0x7FF;
-    case WSYNC_DTYPE_F8_E4M3: return 0xF;
-    default: return 0;
-    }
-}
-
 /* ---- packed-max: classes, ranks and positions without sorting >>classes ----
 
    Both directions need the class of every element of a block as a byte
@@ -5018,6 +6330,31 @@ static unsigned wsync__exp_max(wsync_dtype t)
 
 #define WSYNC__PM_PAD 0xFFu /* class byte past the block's end: no class */
 
+/* How base exponents map to classes: class = min(max(top - e, 0) >> shift,
+   k - 1), and 0 for an all-ones exponent (inf, NaN). The range coder
+   (coder 2) always has shift 0 and k 12, with top the tensor's largest
+   finite exponent; the class-Rice coder's stream says its own. This
+   encoder writes seven classes of two binades from three below the largest
+   exponent, down to where small weights' change rate stops growing. Of the
+   fixed rules tried it codes within 0.6% of the best on the generator's
+   model and within 1.9% on the real trajectory; coder 2's rule in this
+   coder is 5% larger on the first and 1.7% smaller on the second. The
+   decoder's walk has a fifth fewer classes to follow. */
+typedef struct wsync__cls_rule {
+    unsigned top, k, shift;
+} wsync__cls_rule;
+
+static unsigned wsync__exp_max(wsync_dtype t)
+{
+    switch (t) {
+    case WSYNC_DTYPE_BF16: case WSYNC_DTYPE_F32: return 0xFF;
+    case WSYNC_DTYPE_F16: case WSYNC_DTYPE_F8_E5M2: return 0x1F;
+    case WSYNC_DTYPE_F64: return 0x7FF;
+    case WSYNC_DTYPE_F8_E4M3: return 0xF;
+    default: return 0;
+    }
+}
+
 /* Where a dtype's exponent field starts (wsync__exp_max is its mask). */
 static unsigned wsync__exp_shift(wsync_dtype t)
 {
@@ -5030,29 +6367,6 @@ static unsigned wsync__exp_shift(wsync_dtype t)
     case WSYNC_DTYPE_F8_E5M2: return 2;
     default: return 0;
     }
-}
-
-WSYNC__INLINE unsigned wsync__popcount64(uint64_t v)
-{
-#if defined(__GNUC__) && defined(__POPCNT__)
-    return (unsigned)__builtin_popcountll(v);
-#else
-    v = v - ((v >> 1) & 0x5555555555555555ull);
-    v = (v & 0x3333333333333333ull) + ((v >> 2) & 0x3333333333333333ull);
-    v = (v + (v >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-    return (unsigned)((v * 0x0101010101010101ull) >> 56);
-#endif
-}
-
-/* The index of set bit k (from 0) of m; k < popcount(m). */
-WSYNC__INLINE unsigned wsync__select64(uint64_t m, unsigned k)
-{
-#if defined(__GNUC__) && defined(__BMI2__) && WSYNC__X86
-    return wsync__ctz64(_pdep_u64((uint64_t)1 << k, m));
-#else
-    while (k--) m &= m - 1;
-    return wsync__ctz64(m);
-#endif
 }
 
 /* Class bytes of a block, lut[exponent] each (wsync__class_lut), padded
@@ -5082,8 +6396,8 @@ WSYNC__AVX2 static uint64_t wsync__class_bytes_bf16_avx2(uint8_t *cls, const uin
     for (i = 0; i + 32 <= len; i += 32) {
         __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i));
         /* 2 KiB ahead into L2, into the next run's base near a run's end:
-           packed-max apply 20.2-20.3 -> 20.9-21.3 M/s here (the walk and the
-           emission between runs leave the hardware prefetcher behind) */
+           the walk and the emission between runs leave the hardware
+           prefetcher behind, and the next run would wait on memory */
         wsync__prefetch_l2(base + 2 * i, 2048);
         __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i + 32));
         __m256i ca = _mm256_min_epi16(_mm256_srl_epi16(_mm256_subs_epu16(vtop, _mm256_and_si256(a, emask)), sh), vmax);
@@ -5160,9 +6474,9 @@ typedef struct wsync__pm_walk {
    phase: the gap from the change before (from element 0 for the first) as
    a byte, or 255 and the gap as 4 bytes where it is 255 or more, then the
    new value's w bytes. Three bytes a change for bf16 where a position and a
-   value took six: the list's pages are fresh each apply, and the kernel's
-   zeroing of them on first touch is most of the tenth of a packed-max apply
-   that fresh pages cost (measured with glibc made to keep freed memory). Reads
+   value took six: the list's pages are fresh each apply, and the kernel
+   zeroes each of them on first touch, so fewer bytes mean fewer pages to
+   zero. Reads
    the entry at q into *at (next: one past the position before, updated);
    returns where its value starts. */
 WSYNC__INLINE const uint8_t *wsync__list_entry(const uint8_t *q, uint64_t *next, uint64_t *at)
@@ -5193,9 +6507,8 @@ static uint64_t wsync__list_bound(uint64_t n, uint64_t nelem, unsigned w)
    whether it holds them or not, so that no branch depends on how many
    marks a word holds; then each position's change is written. At 1.6%
    density a word holds 0, 1 or 2 marks at random, and a loop over its marks
-   mispredicted about once a word: 8.8 -> 6.8 ns a change in a
-   microbenchmark on 64 patterns too many for the predictor to learn (the
-   old loop ran at 4.4 on one pattern repeated). */
+   would mispredict about once a word on real data (a benchmark that repeats
+   one pattern hides this: the predictor learns it). */
 WSYNC__INLINE const char *wsync__pm_emit(wsync__pm_walk *s, const uint64_t *hitmap, uint64_t k0, uint64_t k1,
                                          uint32_t *pos, unsigned w)
 {
@@ -5286,7 +6599,7 @@ static const char *wsync__pm_rank_bits(wsync__pm_walk *s, const uint32_t *gap, u
 }
 
 /* The n <= 64 rank bits from bit p on (the bits above n are the next ones). */
-WSYNC__INLINE uint64_t wsync__rank_window(const uint64_t *rb, uint64_t p)
+WSYNC__INLINE uint64_t wsync__pm_rank_window(const uint64_t *rb, uint64_t p)
 {
     /* 63 - (p & 63) as ~p & 63: x86 shifts mask their count the same way */
     return (rb[p >> 6] >> (p & 63)) | ((rb[(p >> 6) + 1] << 1) << (~p & 63));
@@ -5296,7 +6609,7 @@ WSYNC__INLINE uint64_t wsync__rank_window(const uint64_t *rb, uint64_t p)
    from one unaligned load at byte p / 8 (x86 is little-endian, so byte
    order is bit order), which takes half the instructions of the two-word
    window; more from the window. */
-WSYNC__INLINE uint64_t wsync__rank_window_n(const uint64_t *rb, uint64_t p, unsigned n)
+WSYNC__INLINE uint64_t wsync__pm_rank_window_n(const uint64_t *rb, uint64_t p, unsigned n)
 {
 #if WSYNC__X86
     if (n <= 57) {
@@ -5306,7 +6619,7 @@ WSYNC__INLINE uint64_t wsync__rank_window_n(const uint64_t *rb, uint64_t p, unsi
     }
 #endif
     (void)n;
-    return wsync__rank_window(rb, p);
+    return wsync__pm_rank_window(rb, p);
 }
 
 /* pdep where the instruction is missing or slow: the low popcount(m) bits
@@ -5336,12 +6649,12 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
         uint64_t ma_ = MASK64(qq, c), mb_ = MASK64((qq) + 64, c);                                 \
         unsigned na_ = (unsigned)POPCNT(ma_), nb_ = (unsigned)POPCNT(mb_);                        \
         if (na_ + nb_ <= 57) {                                                                    \
-            uint64_t w_ = wsync__rank_window_n(rb, p, 57);                                        \
+            uint64_t w_ = wsync__pm_rank_window_n(rb, p, 57);                                     \
             ha |= PDEP(w_, ma_);                                                                  \
             hb |= PDEP(w_ >> na_, mb_);                                                           \
         } else {                                                                                  \
-            ha |= PDEP(wsync__rank_window_n(rb, p, na_), ma_);                                    \
-            hb |= PDEP(wsync__rank_window_n(rb, (p) + na_, nb_), mb_);                            \
+            ha |= PDEP(wsync__pm_rank_window_n(rb, p, na_), ma_);                                 \
+            hb |= PDEP(wsync__pm_rank_window_n(rb, (p) + na_, nb_), mb_);                         \
         }                                                                                         \
         p += na_ + nb_;                                                                           \
     } while (0)
@@ -5350,8 +6663,7 @@ WSYNC__INLINE uint64_t wsync__pdep_soft(uint64_t v, uint64_t m)
    WSYNC__PM_RUN (the next run's, or the next block's near a block's end)
    into L2, while this superchunk is walked. The walk is bound by its
    instructions and leaves memory idle, so the next run's class bytes then
-   read the base from L2 instead of waiting on memory: packed-max apply
-   43.0-43.3 -> 38.4-38.8 ns a change here (AVX2, Zen 3). */
+   read the base from L2 instead of waiting on memory. */
 WSYNC__INLINE void wsync__pm_prefetch_run(const wsync__pm_walk *s, uint64_t sc)
 {
     size_t from = (size_t)((sc + WSYNC__PM_RUN) * 256 * s->w), l;
@@ -5610,7 +6922,7 @@ static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_
     return !e.failed;
 }
 
-/* ---- packed-max (coder 2): the range-coded block decoder >>rc-dec ---- */
+/* ---- packed-max (coder 2): the range-coded block decoder, its symbol reader >>rc-dec ---- */
 
 /* Reading a block's symbols: the counts of each class, then per change its
    rank gap and value step, into gap[] and zv[] class after class. */
@@ -5706,8 +7018,8 @@ static void wsync__pm_sym_begin(wsync__pm_sym *s, const uint8_t *p, size_t size,
 }
 
 /* Reads the symbols of one block. (Reading two blocks in turns, for two
-   independent chains, measured no faster: the branches on each change's
-   lengths mispredict and flush both.) */
+   independent chains, gains nothing: the branches on each change's lengths
+   mispredict and flush both.) */
 static void wsync__pm_symbols(wsync__pm_sym *a)
 {
     wsync__pm_sym s = *a;
@@ -5715,61 +7027,6 @@ static void wsync__pm_symbols(wsync__pm_sym *a)
     while (go) go = wsync__pm_sym_step(&s);
     *a = s;
 }
-
-/* Turns a block's symbols (read by wsync__pm_symbols) into positions and
-   values, in position order, appended to the tensor's list at *lat
-   (wsync__list_entry; *next: one past the position before). */
-static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *base, unsigned w, wsync_dtype dt,
-                                        wsync__cls_rule rule, uint64_t first, uint64_t len, uint8_t *list,
-                                        uint64_t *lat, uint64_t *next, uint8_t *cls, uint64_t *hitmap, uint64_t *rb,
-                                        uint32_t *pos, wsync__pm_walk_fn walk, const char **why)
-{
-    wsync__pm_walk s;
-    uint64_t nsuper, sc, sc1;
-    uint8_t lut[2048];
-    unsigned c;
-    const char *bad;
-    s.zv = sy->zv;
-    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
-        s.head[c] = s.vcur[c] = sy->seg[c];
-        s.end[c] = sy->seg[c + 1];
-    }
-    wsync__class_lut(lut, dt, rule);
-    s.cls = cls;
-    s.bb = base + first * w;
-    s.w = w;
-    s.first = first;
-    s.vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << (8 * w)) - 1;
-    s.out = 0;
-    s.list = list;
-    s.lat = *lat;
-    s.next = *next;
-    nsuper = (len + 255) / 256;
-    memset(rb, 0, WSYNC__PM_RB_WORDS(len) * sizeof *rb);
-    if ((bad = wsync__pm_rank_bits(&s, sy->gap, len, rb)) != NULL) return *why = bad, WSYNC_ERR_OUT_OF_BOUNDS;
-    s.rb = rb;
-    /* a run of superchunks at a time: class bytes, walk, then the run's
-       changes, while its base is in L1 */
-    for (sc = 0; sc < nsuper; sc = sc1) {
-        sc1 = nsuper - sc < WSYNC__PM_RUN ? nsuper : sc + WSYNC__PM_RUN;
-        wsync__class_bytes(cls + 256 * sc, s.bb + 256 * sc * w, dt, rule, lut,
-                           (sc1 == nsuper ? len : 256 * sc1) - 256 * sc);
-        walk(&s, cls, sc, sc1, hitmap);
-        switch (w) {
-        case 1: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 1); break;
-        case 2: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 2); break;
-        case 4: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 4); break;
-        default: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 8); break;
-        }
-        if (bad) return *why = bad, WSYNC_ERR_CORRUPT;
-    }
-    *lat = s.lat;
-    *next = s.next;
-    if (s.act) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
-    if (s.out != sy->total) return *why = "fewer changes placed than read", WSYNC_ERR_INVALID_ARGUMENT; /* cannot happen */
-    return WSYNC_OK;
-}
-
 
 /* ---- packed-max: the class-Rice coder (coder 3), its encoder >>crice-enc ----
 
@@ -5910,7 +7167,7 @@ static int wsync__crice_block(wsync__buf *out, const uint8_t *base, const uint8_
     return 1;
 }
 
-/* ---- packed-max (coder 3): the class-Rice block decoder >>crice-dec ---- */
+/* ---- packed-max (coder 3): the class-Rice block reader >>crice-dec ---- */
 
 /* The reader: a bit position in a padded copy of the block (WSYNC__RCD_PAD
    zero bytes after it). Every read loads the 8 bytes at bp / 8; the decoder
@@ -6072,44 +7329,128 @@ out:
     s->total = total;
 }
 
-/* Checks a base/next pair and returns its element width. */
-static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor *x, unsigned *width,
-                                      uint64_t *nelem, wsync_error *err)
+/* ---- packed-max, both decoders: positions from symbols, scratch ---- */
+
+/* Turns a block's symbols (read by wsync__pm_symbols) into positions and
+   values, in position order, appended to the tensor's list at *lat
+   (wsync__list_entry; *next: one past the position before). */
+static wsync_result wsync__pm_positions(const wsync__pm_sym *sy, const uint8_t *base, unsigned w, wsync_dtype dt,
+                                        wsync__cls_rule rule, uint64_t first, uint64_t len, uint8_t *list,
+                                        uint64_t *lat, uint64_t *next, uint8_t *cls, uint64_t *hitmap, uint64_t *rb,
+                                        uint32_t *pos, wsync__pm_walk_fn walk, const char **why)
 {
-    uint64_t n = 1, nb = 0;
-    uint32_t d;
-    unsigned bits;
-    const char *name = b->name ? b->name : "";
-    if (!b->name || !x->name || strcmp(b->name, x->name) != 0)
-        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name), "%s",
-                           "base and next tensors are not paired by name");
-    if (b->dtype != x->dtype || b->rank != x->rank)
-        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
-                           "dtype or rank differ (%s/%u vs %s/%u)", wsync_dtype_name(b->dtype),
-                           (unsigned)b->rank, wsync_dtype_name(x->dtype), (unsigned)x->rank);
-    for (d = 0; d < b->rank; d++) {
-        if (b->shape[d] != x->shape[d])
-            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
-                               "shapes differ in dimension %u", (unsigned)d);
-        if (!wsync_mul_u64(n, b->shape[d], &n))
-            return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, name, strlen(name), "%s",
-                               "shape product overflows");
+    wsync__pm_walk s;
+    uint64_t nsuper, sc, sc1;
+    uint8_t lut[2048];
+    unsigned c;
+    const char *bad;
+    s.zv = sy->zv;
+    for (c = 0; c < WSYNC__MAX_CLASSES; c++) {
+        s.head[c] = s.vcur[c] = sy->seg[c];
+        s.end[c] = sy->seg[c + 1];
     }
-    bits = wsync_dtype_bits(b->dtype);
-    if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
-        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, name, strlen(name),
-                           "deltas need 1, 2, 4 or 8-byte elements, not %s", wsync_dtype_name(b->dtype));
-    if (wsync_dtype_nbytes(b->dtype, n, &nb) != WSYNC_OK || nb != b->nbytes || nb != x->nbytes ||
-        (nb && (!b->data || !x->data)))
-        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
-                           "nbytes or data do not match the shape (%llu bytes expected)",
-                           (unsigned long long)nb);
-    if (nb > (uint64_t)SIZE_MAX)
-        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, name, strlen(name), "%s", "tensor too large");
-    *width = bits / 8;
-    *nelem = n;
+    wsync__class_lut(lut, dt, rule);
+    s.cls = cls;
+    s.bb = base + first * w;
+    s.w = w;
+    s.first = first;
+    s.vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << (8 * w)) - 1;
+    s.out = 0;
+    s.list = list;
+    s.lat = *lat;
+    s.next = *next;
+    nsuper = (len + 255) / 256;
+    memset(rb, 0, WSYNC__PM_RB_WORDS(len) * sizeof *rb);
+    if ((bad = wsync__pm_rank_bits(&s, sy->gap, len, rb)) != NULL) return *why = bad, WSYNC_ERR_OUT_OF_BOUNDS;
+    s.rb = rb;
+    /* a run of superchunks at a time: class bytes, walk, then the run's
+       changes, while its base is in L1 */
+    for (sc = 0; sc < nsuper; sc = sc1) {
+        sc1 = nsuper - sc < WSYNC__PM_RUN ? nsuper : sc + WSYNC__PM_RUN;
+        wsync__class_bytes(cls + 256 * sc, s.bb + 256 * sc * w, dt, rule, lut,
+                           (sc1 == nsuper ? len : 256 * sc1) - 256 * sc);
+        walk(&s, cls, sc, sc1, hitmap);
+        switch (w) {
+        case 1: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 1); break;
+        case 2: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 2); break;
+        case 4: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 4); break;
+        default: bad = wsync__pm_emit(&s, hitmap, 4 * sc, 4 * sc1, pos, 8); break;
+        }
+        if (bad) return *why = bad, WSYNC_ERR_CORRUPT;
+    }
+    *lat = s.lat;
+    *next = s.next;
+    if (s.act) return *why = "rank past its class", WSYNC_ERR_OUT_OF_BOUNDS;
+    if (s.out != sy->total) return *why = "fewer changes placed than read", WSYNC_ERR_INVALID_ARGUMENT; /* cannot happen */
     return WSYNC_OK;
 }
+
+
+/* The packed-max decoder's scratch for blocks of up to cap elements and
+   streams of up to bytes_cap bytes. A worker keeps it from tensor to tensor
+   through the decode phase, so that its pages are touched fresh once, not
+   once per tensor; it is freed when that phase ends. */
+typedef struct wsync__pmx {
+    size_t cap, bytes_cap;
+    uint8_t *padded, *cls;
+    uint32_t *tmp_pos;
+    uint64_t *tmp_val, *hitmap, *rb;
+    uint32_t *pos; /* a run's positions (wsync__pm_emit) */
+    wsync__ctx *ctx;
+} wsync__pmx;
+
+static void wsync__pmx_free(wsync__pmx *x, const wsync_allocator *a)
+{
+    wsync__free(a, x->padded);
+    wsync__free(a, x->cls);
+    wsync__free(a, x->tmp_pos);
+    wsync__free(a, x->tmp_val);
+    wsync__free(a, x->hitmap);
+    wsync__free(a, x->rb);
+    wsync__free(a, x->pos);
+    wsync__free(a, x->ctx);
+    memset(x, 0, sizeof *x);
+}
+
+/* Grows x to hold blocks of cap elements and streams of bytes_cap bytes
+   (and the range coder's models where need_ctx); 0 when out of memory,
+   with x empty. */
+static int wsync__pmx_reserve(wsync__pmx *x, size_t cap, size_t bytes_cap, int need_ctx, const wsync_allocator *a)
+{
+    if (cap > x->cap) {
+        wsync__free(a, x->tmp_pos);
+        wsync__free(a, x->tmp_val);
+        wsync__free(a, x->cls);
+        wsync__free(a, x->hitmap);
+        wsync__free(a, x->rb);
+        x->tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *x->tmp_pos);
+        x->tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *x->tmp_val);
+        x->cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
+        x->hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *x->hitmap);
+        x->rb = (uint64_t *)wsync__alloc(a, WSYNC__PM_RB_WORDS(cap) * sizeof *x->rb);
+        x->cap = cap;
+        if (!x->tmp_pos || !x->tmp_val || !x->cls || !x->hitmap || !x->rb) return wsync__pmx_free(x, a), 0;
+    }
+    if (bytes_cap > x->bytes_cap || !x->padded) {
+        wsync__free(a, x->padded);
+        x->padded = (uint8_t *)wsync__alloc(a, bytes_cap + WSYNC__RCD_PAD);
+        x->bytes_cap = bytes_cap;
+        if (!x->padded) return wsync__pmx_free(x, a), 0;
+    }
+    if (!x->pos) { /* one run's positions, whatever the block's size */
+        x->pos = (uint32_t *)wsync__alloc(a, (256 * WSYNC__PM_RUN + 4) * sizeof *x->pos);
+        if (!x->pos) return wsync__pmx_free(x, a), 0;
+    }
+    if (need_ctx && !x->ctx) {
+        x->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *x->ctx);
+        if (!x->ctx) return wsync__pmx_free(x, a), 0;
+    }
+    return 1;
+}
+
+/* ==== packed and packed-max: the stream, written and read ==== */
+
+/* ---- the stream, written: diff, blocks, header, a tensor's stream >>stream-enc ---- */
 
 /* The largest finite exponent of a tensor: packed-max's class 0. One loop
    per dtype, branch-free, so the compiler can vectorise it. */
@@ -6164,19 +7505,6 @@ static unsigned wsync__top_exponent(const wsync_tensor *b, unsigned w, uint64_t 
 }
 #undef WSYNC__TOP_LOOP
 
-/* Calls F(..., W) with the element width w as the constant W: 1, 2, 4, else
-   8 (the widths deltas take), so that F, inlined, copies each element with
-   one load and store instead of a call to memcpy. */
-#define WSYNC__BY_WIDTH(w, F, ...)          \
-    do {                                    \
-        switch (w) {                        \
-        case 1: F(__VA_ARGS__, 1); break;   \
-        case 2: F(__VA_ARGS__, 2); break;   \
-        case 4: F(__VA_ARGS__, 4); break;   \
-        default: F(__VA_ARGS__, 8); break;  \
-        }                                   \
-    } while (0)
-
 WSYNC__INLINE void wsync__scatter_w(uint8_t *base, const uint8_t *next, const uint32_t *pos, size_t count,
                                     const unsigned w)
 {
@@ -6198,7 +7526,7 @@ static size_t wsync__diff_block(const uint8_t *bb, const uint8_t *xb, size_t len
 {
     size_t c;
 #if WSYNC__X86
-    if (dx && w == 2 && dx->nbuf == 0 && wsync__digest_best() == WSYNC_IMPL_AVX2) {
+    if (dx && w == 2 && dx->nbuf == 0 && wsync__diff_digest_fused()) {
         size_t rounds = len * 2 / 1024, done = rounds * 1024, k, rest;
         c = wsync__diff_digest_w2_avx2(bb, xb, rounds, pos, dx->acc);
         dx->len += done;
@@ -6239,8 +7567,6 @@ static wsync_result wsync__encode_block(wsync__buf *out, const wsync_tensor *b, 
     *count = c;
     return WSYNC_OK;
 }
-
-/* ---- packed and packed-max: the stream header, a tensor's stream >>stream-enc ---- */
 
 /* A stream's fixed header (the block table follows it). */
 static size_t wsync__stream_header(uint8_t *p, const wsync_tensor *b, unsigned block_log2, int coder, unsigned emax,
@@ -6309,6 +7635,183 @@ static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tens
     return WSYNC_OK;
 }
 
+/* ---- the stream, read: its header and block table, its blocks >>stream-dec ---- */
+
+static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor *t, wsync_tensor **sorted,
+                                        size_t n_targets, const wsync_allocator *a, int check_base,
+                                        int defer_check, wsync__pmx *x, wsync_error *err)
+{
+    const uint8_t *p = t->data;
+    uint64_t size = t->end - t->begin, fixed, blk, nblocks, bi, total = 0, changed, off;
+    unsigned rank, block_log2, i, w, coder;
+    wsync__cls_rule rule = {0, 1, 0};
+    size_t padded_cap = 0;
+    wsync__pm_walk_fn walk = NULL;
+    uint64_t at = t->key_offset, lat = 0, lnext = 0;
+    wsync_result r;
+    if (t->dtype != WSYNC_DTYPE_U8 || t->rank != 1)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
+                           "a packed delta entry must be a 1-D U8 tensor");
+    if (size < 8 || memcmp(p, WSYNC__STREAM_MAGIC, 4) != 0)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
+                           "stream does not start with WSD1");
+    if (p[4] != WSYNC__CODER_RICE && !WSYNC__CODER_HAS_CLASSES(p[4]))
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, at, t->name, t->name_len, "coder %u", (unsigned)p[4]);
+    coder = p[4];
+    rank = p[6];
+    block_log2 = p[7];
+    fixed = 8 + 8 * (uint64_t)rank + 24 + (WSYNC__CODER_HAS_CLASSES(coder) ? 8 : 0);
+    if (size < fixed)
+        return wsync__fail(err, WSYNC_ERR_CORRUPT, at, t->name, t->name_len, "%s", "stream header truncated");
+    if ((r = wsync__match(sorted, n_targets, t->name, t->name_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
+        return r;
+    if (p[5] != (uint8_t)pt->target->dtype || rank != pt->target->rank)
+        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
+                           "delta is for %s rank %u, the target is %s rank %u",
+                           wsync_dtype_name((wsync_dtype)p[5]), rank, wsync_dtype_name(pt->target->dtype),
+                           (unsigned)pt->target->rank);
+    for (i = 0; i < rank; i++)
+        if (wsync__load_le64(p + 8 + 8 * i) != pt->target->shape[i])
+            return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
+                               "shape differs from the target in dimension %u", i);
+    if (block_log2 < 6 || block_log2 > WSYNC_DELTA_MAX_BLOCK_LOG2)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                           "block_log2 %u outside 6..%u (the decoders' scratch is a block per thread)", block_log2,
+                           WSYNC_DELTA_MAX_BLOCK_LOG2);
+    if (WSYNC__CODER_HAS_CLASSES(coder)) {
+        const uint8_t *q = p + 8 + 8 * rank + 24;
+        rule.top = (unsigned)q[0] | (unsigned)q[1] << 8;
+        rule.k = q[2];
+        rule.shift = q[3];
+        /* the range coder has one rule; class-Rice says its own */
+        if ((coder == WSYNC__CODER_ARITH ? rule.k != WSYNC__MAX_CLASSES || rule.shift
+                                         : rule.k < 1 || rule.k > WSYNC__MAX_CLASSES || rule.shift > 3) ||
+            q[4] || q[5] || q[6] || q[7] || rule.top > wsync__exp_max(pt->target->dtype))
+            return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
+                               "bad packed-max parameters");
+    }
+    changed = wsync__load_le64(p + 8 + 8 * rank);
+    pt->base_digest = wsync__load_le64(p + 16 + 8 * rank);
+    pt->result_digest = wsync__load_le64(p + 24 + 8 * rank);
+    pt->has_digests = 1;
+    pt->w = w;
+    pt->src = t;
+    if (changed == 0) {
+        if (size != fixed)
+            return wsync__fail(err, WSYNC_ERR_TRAILING_BYTES, at, t->name, t->name_len, "%s",
+                               "an unchanged tensor's stream has extra bytes");
+        pt->count = 0;
+        return WSYNC_OK;
+    }
+    if (pt->nelem > UINT32_MAX)
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, at, t->name, t->name_len, "%s",
+                           "applying packed deltas to tensors of 2^32 or more elements");
+    blk = (uint64_t)1 << block_log2;
+    nblocks = (pt->nelem + blk - 1) / blk;
+    /* A change costs at least 2 bits in a Rice or class-Rice stream, and at
+       least seven range-coded decisions of >= 0.022 bits each (probabilities
+       stop at 2017/2048) in a range-coded one: a hostile count cannot make
+       us allocate more than 4 (or 64) entries per byte of stream. */
+    if (changed > pt->nelem || changed / (coder == WSYNC__CODER_ARITH ? 64 : 4) > size)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                           "%llu changes cannot fit this stream", (unsigned long long)changed);
+    if (nblocks > (size - fixed) / 4)
+        return wsync__fail(err, WSYNC_ERR_CORRUPT, at, t->name, t->name_len, "%s", "block table truncated");
+    off = fixed + 4 * nblocks;
+    for (bi = 0; bi < nblocks; bi++) total += wsync__get_le32(p + fixed + 4 * bi);
+    if (total != size - off)
+        return wsync__fail(err, total > size - off ? WSYNC_ERR_CORRUPT : WSYNC_ERR_TRAILING_BYTES, at, t->name,
+                           t->name_len, "block sizes add up to %llu, the stream holds %llu",
+                           (unsigned long long)total, (unsigned long long)(size - off));
+    if (coder == WSYNC__CODER_RICE) {
+        /* check the structure now; decode again where the changes are used */
+        pt->rice = 1;
+        pt->stream = p;
+        pt->table_at = fixed;
+        pt->data_at = off;
+        pt->nblocks = nblocks;
+        pt->blk = blk;
+        if (defer_check) { /* the digest pass decodes and checks every block */
+            pt->count = changed;
+            return WSYNC_OK;
+        }
+        pt->count = 0;
+        {
+            uint64_t bad = 0, bad_off = 0;
+            const char *why = "";
+            r = wsync__rice_check_blocks(p, fixed, off, 0, nblocks, blk, pt->nelem, w, changed, 1, &pt->count, &bad,
+                                         &bad_off, &why);
+            if (r != WSYNC_OK)
+                return wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
+                                   (unsigned long long)bad, (unsigned long long)bad_off, why);
+        }
+        if (pt->count != changed)
+            return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                               "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
+                               (unsigned long long)changed);
+        return WSYNC_OK;
+    }
+    if (wsync__list_bound(changed, pt->nelem, w) <= (uint64_t)SIZE_MAX)
+        pt->list = (uint8_t *)wsync__alloc(a, (size_t)wsync__list_bound(changed, pt->nelem, w));
+    if (!pt->list)
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoded changes");
+    {
+        size_t cap = (size_t)(blk < pt->nelem ? blk : pt->nelem);
+        for (bi = 0; bi < nblocks; bi++) {
+            uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
+            if (bsize > padded_cap) padded_cap = bsize;
+        }
+        walk = wsync__pm_walk_pick(WSYNC_IMPL_AUTO);
+        /* the range coder's models only for coder 2 */
+        if (!wsync__pmx_reserve(x, cap, padded_cap, coder == WSYNC__CODER_ARITH, a))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
+    }
+    pt->count = 0;
+    r = WSYNC_OK;
+    for (bi = 0; bi < nblocks; bi++) {
+        uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
+        uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk;
+        uint64_t seg[WSYNC__MAX_CLASSES + 1];
+        wsync__pm_sym sy;
+        const char *why;
+        if (!bsize) continue;
+        sy.ctx = x->ctx;
+        sy.gap = x->tmp_pos;
+        sy.zv = x->tmp_val;
+        sy.seg = seg;
+        if (coder == WSYNC__CODER_CRICE) {
+            wsync__cr_symbols(&sy, p + off, bsize, x->padded, len, changed - pt->count, w, rule.k);
+        } else {
+            wsync__pm_sym_begin(&sy, p + off, bsize, x->padded, len, changed - pt->count);
+            wsync__pm_symbols(&sy);
+        }
+        r = sy.r;
+        why = sy.why;
+        if (r == WSYNC_OK)
+            r = wsync__pm_positions(&sy, (const uint8_t *)pt->target->data, w, pt->target->dtype, rule, first, len,
+                                    pt->list, &lat, &lnext, x->cls, x->hitmap, x->rb, x->pos, walk, &why);
+        if (r != WSYNC_OK && check_base &&
+            wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
+            return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
+                               "the target is not this delta's base (its digest differs)");
+        }
+        if (r != WSYNC_OK)
+            return wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
+                               (unsigned long long)bi, (unsigned long long)off, why);
+        pt->count += sy.total;
+        off += bsize;
+    }
+    if (pt->count != changed)
+        r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
+                        "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
+                        (unsigned long long)changed);
+    return r;
+}
+
+/* ==== trl-v1 and trl-v3 (TRL's delta weight sync) ==== */
+
+/* ---- trl-v1 and trl-v3: the encoder's pieces >>trl-enc ---- */
+
 /* All positions where b and x differ, for the trl encodings. */
 static wsync_result wsync__all_positions(const wsync_tensor *b, const wsync_tensor *x, unsigned w,
                                          uint64_t nelem, wsync__buf *pos, uint32_t *scratch,
@@ -6335,6 +7838,175 @@ static wsync_result wsync__all_positions(const wsync_tensor *b, const wsync_tens
     return WSYNC_OK;
 }
 
+/* trl encode: the new values at the n positions in pos (uint32 in host
+   order), in order, into vals; and into the base too where upd is given
+   (WSYNC_DELTA_UPDATE_BASE). w is a constant where this is inlined. */
+WSYNC__INLINE void wsync__trl_gather(uint8_t *vals, const uint8_t *src, const uint8_t *pos, uint64_t n, uint8_t *upd,
+                                     const unsigned w)
+{
+    uint64_t k;
+    for (k = 0; k < n; k++) {
+        uint32_t p;
+        memcpy(&p, pos + 4 * k, 4);
+        memcpy(vals + k * w, src + (size_t)p * w, w);
+        if (upd) memcpy(upd + (size_t)p * w, src + (size_t)p * w, w);
+    }
+}
+
+/* ---- trl-v1 and trl-v3: the reader and its write loop >>trl-dec ---- */
+
+/* Entry k of a trl indices tensor of iw-byte entries, as the file holds
+   them (little-endian), unsigned: the write reads I32 and I64 indices this
+   way once the check found every one of them non-negative. */
+WSYNC__INLINE uint64_t wsync__trl_index(const uint8_t *ix, uint64_t k, unsigned iw)
+{
+    const uint8_t *p = ix + k * iw;
+    return iw == 2 ? (uint64_t)p[0] | (uint64_t)p[1] << 8 : iw == 4 ? wsync__get_le32(p) : wsync__load_le64(p);
+}
+
+/* A trl index or gap for the check: wsync__trl_index's reading, with a
+   negative I32 or I64 index as UINT64_MAX. */
+static uint64_t wsync__uint_at(const uint8_t *p, wsync_dtype t)
+{
+    switch (t) {
+    case WSYNC_DTYPE_U16: return wsync__trl_index(p, 0, 2);
+    case WSYNC_DTYPE_U32: return wsync__trl_index(p, 0, 4);
+    case WSYNC_DTYPE_I32: { uint64_t v = wsync__trl_index(p, 0, 4); return v >> 31 ? UINT64_MAX : v; }
+    case WSYNC_DTYPE_I64: { uint64_t v = wsync__trl_index(p, 0, 8); return v >> 63 ? UINT64_MAX : v; }
+    default: return wsync__trl_index(p, 0, 8);
+    }
+}
+
+/* Compares name[0..n) with the concatenation a[0..an) b[0..bn). */
+static int wsync__cmp_concat(const char *name, size_t n, const char *a, size_t an, const char *b, size_t bn)
+{
+    size_t k = n < an ? n : an;
+    int c = memcmp(name, a, k);
+    if (c) return c;
+    if (n < an) return -1;
+    c = wsync__cmp_names(name + an, n - an, b, bn);
+    return c;
+}
+
+/* The tensor named prefix + suffix, without building the name. */
+static const wsync_st_tensor *wsync__find_suffixed(const wsync_st_file *f, const char *prefix, size_t plen,
+                                                   const char *suffix)
+{
+    size_t lo = 0, hi = f->n_tensors, slen = strlen(suffix);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const wsync_st_tensor *t = f->by_name[mid];
+        int c = wsync__cmp_concat(t->name, t->name_len, prefix, plen, suffix, slen);
+        if (c == 0) return t;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* Whether every position of a trl-v3 gap tensor (U16 or U32 gaps) is in
+   range, without a branch per entry; the loop after it finds a bad one and
+   says why. Summing gaps is a serial chain that a branch per entry would
+   lengthen; trl-v1's indices need no sum, so their check keeps its plain
+   loop. */
+static int wsync__trl3_check_fast(const uint8_t *ix, uint64_t n, wsync_dtype dt, uint64_t nelem)
+{
+    uint64_t k, bad = 0, cur = 0;
+    unsigned iw = dt == WSYNC_DTYPE_U16 ? 2 : 4;
+    for (k = 0; k < n; k++) {
+        /* a gap is below 2^32, so the sum cannot wrap before it passes
+           nelem, and bad stays set from then on */
+        cur = (k ? cur + 1 : 0) + wsync__trl_index(ix, k, iw);
+        bad |= (uint64_t)(cur >= nelem);
+    }
+    return !bad;
+}
+
+/* A trl entry: indices (or gaps) plus values; checked in full, read twice
+   (here and when writing) straight from the file. */
+static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, const wsync_st_tensor *ix,
+                                     int v3, wsync_tensor **sorted, size_t n_targets, wsync_error *err)
+{
+    size_t sfx = v3 ? 4 : 8, base_len = ix->name_len - sfx, iw;
+    const wsync_st_tensor *vs;
+    uint64_t k, prev = 0, cur = 0, at = ix->key_offset;
+    unsigned w;
+    wsync_result r;
+    vs = wsync__find_suffixed(f, ix->name, base_len, v3 ? ".val" : ".values");
+    if (!vs)
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, ix->name, ix->name_len, "no matching %s tensor",
+                           v3 ? ".val" : ".values");
+    if ((r = wsync__match(sorted, n_targets, ix->name, base_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
+        return r;
+    if (v3 ? (ix->dtype != WSYNC_DTYPE_U16 && ix->dtype != WSYNC_DTYPE_U32)
+           : (ix->dtype != WSYNC_DTYPE_I32 && ix->dtype != WSYNC_DTYPE_I64))
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, ix->name, ix->name_len, "index dtype %s",
+                           wsync_dtype_name(ix->dtype));
+    if (vs->dtype != pt->target->dtype)
+        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, ix->name, ix->name_len,
+                           "values are %s, the target is %s", wsync_dtype_name(vs->dtype),
+                           wsync_dtype_name(pt->target->dtype));
+    if (ix->rank != 1 || vs->rank != 1 || ix->nelem != vs->nelem)
+        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, ix->name, ix->name_len,
+                           "%llu indices for %llu values (both must be 1-D)", (unsigned long long)ix->nelem,
+                           (unsigned long long)vs->nelem);
+    iw = wsync_dtype_bits(ix->dtype) / 8;
+    /* trl-v3 all good: nothing left to check; else find the bad one */
+    k = v3 && wsync__trl3_check_fast(ix->data, ix->nelem, ix->dtype, pt->nelem) ? ix->nelem : 0;
+    for (; k < ix->nelem; k++) {
+        uint64_t v = wsync__uint_at(ix->data + k * iw, ix->dtype);
+        if (v3) {
+            if (!wsync_add_u64(prev, v, &cur) || cur >= pt->nelem)
+                return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, at, ix->name, ix->name_len,
+                                   "entry %llu points past the tensor's %llu elements", (unsigned long long)k,
+                                   (unsigned long long)pt->nelem);
+            prev = cur + 1;
+        } else {
+            if (v >= pt->nelem)
+                return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, at, ix->name, ix->name_len,
+                                   "index %lld at entry %llu is outside 0..%llu",
+                                   v == UINT64_MAX ? -1LL : (long long)v, (unsigned long long)k,
+                                   (unsigned long long)(pt->nelem - 1));
+            if (k && v <= cur)
+                return wsync__fail(err, WSYNC_ERR_INVALID_OFFSETS, at, ix->name, ix->name_len,
+                                   "indices not strictly ascending at entry %llu", (unsigned long long)k);
+            cur = v;
+        }
+    }
+    pt->src = ix;
+    pt->vals = vs;
+    pt->w = w;
+    pt->count = ix->nelem;
+    return WSYNC_OK;
+}
+
+/* Writes the n changes of a checked trl patch: positions (trl-v1) or gaps
+   (trl-v3) of iw bytes, and values of w bytes (a constant where inlined;
+   iw and v3 are the same for the whole loop, so their tests predict),
+   each target prefetched 64 changes ahead. */
+WSYNC__INLINE void wsync__trl_write_w(const uint8_t *ix, unsigned iw, int v3, const uint8_t *vals, uint64_t n,
+                                      uint8_t *data, const unsigned w)
+{
+    uint64_t k, cur = 0, ahead = 0; /* trl-v3: ahead is the position of entry k + 63 */
+    for (k = 0; k < n && k < 64; k++) {
+        uint64_t q = wsync__trl_index(ix, k, iw);
+        ahead = v3 && k ? ahead + 1 + q : q;
+        WSYNC__PREFETCH(data + (size_t)ahead * w);
+    }
+    for (k = 0; k < n; k++) {
+        uint64_t q = wsync__trl_index(ix, k, iw);
+        if (k + 64 < n) {
+            uint64_t qa = wsync__trl_index(ix, k + 64, iw);
+            ahead = v3 ? ahead + 1 + qa : qa;
+            WSYNC__PREFETCH(data + (size_t)ahead * w);
+        }
+        cur = v3 && k ? cur + 1 + q : q;
+        memcpy(data + (size_t)cur * w, vals + (size_t)k * w, w);
+    }
+}
+
+/* ---- encoding: wsync_delta_encode, __metadata__ >>delta-encode ---- */
+
 typedef struct wsync__out_tensor {
     char *name;       /* owned when the encoding adds a suffix */
     wsync_dtype dtype;
@@ -6347,133 +8019,44 @@ static void wsync__fmt_u64(char *buf, size_t cap, uint64_t v)
     snprintf(buf, cap, "%llu", (unsigned long long)v);
 }
 
-/* ---- running work over tensors, on worker threads when asked ---- */
-
-/* Hands out indices 0..n-1 in order to `threads` workers calling
-   fn(user, worker, index, err); stops handing out after a failure and
-   reports the failure with the lowest index, so errors do not depend on
-   timing. */
-typedef wsync_result (*wsync__work_fn)(void *user, unsigned worker, size_t index, wsync_error *err);
-
-typedef struct wsync__pool {
-    wsync__work_fn fn;
-    void *user;
-    size_t n, next;
-    int failed;
-    size_t fail_index;
-    wsync_result r;
-    wsync_error err;
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_t mu;
-#endif
-} wsync__pool;
-
-typedef struct wsync__pool_worker {
-    wsync__pool *pool;
-    unsigned id;
-} wsync__pool_worker;
-
-static void *wsync__pool_run(void *arg)
+/* Checks a base/next pair and returns its element width. */
+static wsync_result wsync__check_pair(const wsync_tensor *b, const wsync_tensor *x, unsigned *width,
+                                      uint64_t *nelem, wsync_error *err)
 {
-    wsync__pool_worker *pw = (wsync__pool_worker *)arg;
-    wsync__pool *p = pw->pool;
-    for (;;) {
-        size_t i;
-        int stop;
-        wsync_error e;
-        wsync_result r;
-#if WSYNC__HAVE_THREADS
-        pthread_mutex_lock(&p->mu);
-#endif
-        i = p->next++;
-        stop = p->failed;
-#if WSYNC__HAVE_THREADS
-        pthread_mutex_unlock(&p->mu);
-#endif
-        if (stop || i >= p->n) break;
-        wsync__error_reset(&e);
-        r = p->fn(p->user, pw->id, i, &e);
-        if (r != WSYNC_OK) {
-#if WSYNC__HAVE_THREADS
-            pthread_mutex_lock(&p->mu);
-#endif
-            if (!p->failed || i < p->fail_index) {
-                p->failed = 1;
-                p->fail_index = i;
-                p->r = r;
-                p->err = e;
-            }
-#if WSYNC__HAVE_THREADS
-            pthread_mutex_unlock(&p->mu);
-#endif
-        }
+    uint64_t n = 1, nb = 0;
+    uint32_t d;
+    unsigned bits;
+    const char *name = b->name ? b->name : "";
+    if (!b->name || !x->name || strcmp(b->name, x->name) != 0)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name), "%s",
+                           "base and next tensors are not paired by name");
+    if (b->dtype != x->dtype || b->rank != x->rank)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
+                           "dtype or rank differ (%s/%u vs %s/%u)", wsync_dtype_name(b->dtype),
+                           (unsigned)b->rank, wsync_dtype_name(x->dtype), (unsigned)x->rank);
+    for (d = 0; d < b->rank; d++) {
+        if (b->shape[d] != x->shape[d])
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
+                               "shapes differ in dimension %u", (unsigned)d);
+        if (!wsync_mul_u64(n, b->shape[d], &n))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, name, strlen(name), "%s",
+                               "shape product overflows");
     }
-    return NULL;
-}
-
-static wsync_result wsync__pool_do(unsigned threads, size_t n, wsync__work_fn fn, void *user, wsync_error *err)
-{
-    wsync__pool p;
-    wsync__pool_worker pw[16];
-    unsigned t, started = 1;
-    memset(&p, 0, sizeof p);
-    p.fn = fn;
-    p.user = user;
-    p.n = n;
-    p.r = WSYNC_OK;
-    if (threads < 1) threads = 1;
-    if (threads > 16) threads = 16;
-    if (threads > n) threads = n ? (unsigned)n : 1;
-    for (t = 0; t < threads; t++) {
-        pw[t].pool = &p;
-        pw[t].id = t;
-    }
-#if WSYNC__HAVE_THREADS
-    {
-        pthread_t tid[16];
-        pthread_mutex_init(&p.mu, NULL);
-        for (t = 1; t < threads; t++) {
-            if (pthread_create(&tid[t], NULL, wsync__pool_run, &pw[t]) != 0) break;
-            started++;
-        }
-        wsync__pool_run(&pw[0]);
-        for (t = 1; t < started; t++) pthread_join(tid[t], NULL);
-        pthread_mutex_destroy(&p.mu);
-    }
-#else
-    (void)started;
-    wsync__pool_run(&pw[0]);
-#endif
-    if (p.failed && err) *err = p.err;
-    return p.failed ? p.r : WSYNC_OK;
-}
-
-/* ---- digests of many tensors, on worker threads ---- */
-
-typedef struct wsync__digjob {
-    const wsync_tensor *t;
-    uint64_t *out;
-} wsync__digjob;
-
-static wsync_result wsync__digest_item(void *user, unsigned worker, size_t i, wsync_error *err)
-{
-    wsync__digjob *j = (wsync__digjob *)user;
-    (void)worker;
-    (void)err;
-    j->out[i] = wsync_digest(j->t[i].data, (size_t)j->t[i].nbytes);
+    bits = wsync_dtype_bits(b->dtype);
+    if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, name, strlen(name),
+                           "deltas need 1, 2, 4 or 8-byte elements, not %s", wsync_dtype_name(b->dtype));
+    if (wsync_dtype_nbytes(b->dtype, n, &nb) != WSYNC_OK || nb != b->nbytes || nb != x->nbytes ||
+        (nb && (!b->data || !x->data)))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, strlen(name),
+                           "nbytes or data do not match the shape (%llu bytes expected)",
+                           (unsigned long long)nb);
+    if (nb > (uint64_t)SIZE_MAX)
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, name, strlen(name), "%s", "tensor too large");
+    *width = bits / 8;
+    *nelem = n;
     return WSYNC_OK;
 }
-
-static wsync_result wsync__tensor_digests(const wsync_tensor *t, size_t n, unsigned threads, uint64_t *out,
-                                          wsync_error *err)
-{
-    wsync__digjob j;
-    j.t = t;
-    j.out = out;
-    return wsync__pool_do(threads, n, wsync__digest_item, &j, err);
-}
-
-/* ---- encoding: wsync_delta_encode, __metadata__ >>delta-encode ---- */
 
 typedef struct wsync__enc {
     const wsync_tensor *base, *next;
@@ -6533,21 +8116,6 @@ static int wsync__encblk_init(wsync__encblk *s, size_t cap, int coder, const wsy
     return s->by_class && s->cls && s->rank;
 }
 
-/* trl encode: the new values at the n positions in pos (uint32 in host
-   order), in order, into vals; and into the base too where upd is given
-   (WSYNC_DELTA_UPDATE_BASE). w is a constant where this is inlined. */
-WSYNC__INLINE void wsync__trl_gather(uint8_t *vals, const uint8_t *src, const uint8_t *pos, uint64_t n, uint8_t *upd,
-                                     const unsigned w)
-{
-    uint64_t k;
-    for (k = 0; k < n; k++) {
-        uint32_t p;
-        memcpy(&p, pos + 4 * k, 4);
-        memcpy(vals + k * w, src + (size_t)p * w, w);
-        if (upd) memcpy(upd + (size_t)p * w, src + (size_t)p * w, w);
-    }
-}
-
 static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsync_error *err)
 {
     wsync__enc *E = (wsync__enc *)user;
@@ -6570,7 +8138,7 @@ static wsync_result wsync__encode_one(void *user, unsigned worker, size_t i, wsy
         ot->shape = ot->data.len;
         return WSYNC_OK;
     } else {
-        /* trl-v1 and trl-v3: indices (or gaps) and values >>trl-enc */
+        /* trl-v1 and trl-v3: indices (or gaps) and values (wsync__all_positions, wsync__trl_gather) */
         size_t count = 0, k, nlen = strlen(b->name);
         int v3 = E->enc == WSYNC_ENCODING_TRL_V3;
         wsync__out_tensor *oi = &E->outs[2 * i], *ov = &E->outs[2 * i + 1];
@@ -6847,9 +8415,9 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder plan");
             goto done;
         }
-        if ((r = wsync__pool_do(threads, E.n_items, wsync__encode_item, &E, err)) != WSYNC_OK) goto done;
-        if ((r = wsync__pool_do(threads, n, wsync__encode_finish, &E, err)) != WSYNC_OK) goto done;
-    } else if ((r = wsync__pool_do(threads, n, wsync__encode_one, &E, err)) != WSYNC_OK) {
+        if ((r = wsync__workers_do(threads, E.n_items, wsync__encode_item, &E, err)) != WSYNC_OK) goto done;
+        if ((r = wsync__workers_do(threads, n, wsync__encode_finish, &E, err)) != WSYNC_OK) goto done;
+    } else if ((r = wsync__workers_do(threads, n, wsync__encode_one, &E, err)) != WSYNC_OK) {
         goto done;
     }
 
@@ -6938,46 +8506,7 @@ done:
     return r;
 }
 
-/* ---- reading deltas: which encoding (wsync__detect), steps >>delta-read ---- */
-
-/* What one delta entry does to one target tensor, decoded and checked. */
-typedef struct wsync__patch {
-    wsync_tensor *target;
-    const wsync_st_tensor *src;   /* packed: the stream; trl: the indices */
-    const wsync_st_tensor *vals;  /* trl: the values */
-    unsigned w;
-    uint64_t nelem, count;
-    uint8_t *list;                /* packed-max: the decoded changes (owned; wsync__list_entry) */
-    int has_digests;
-    uint64_t base_digest, result_digest;
-    /* packed Rice streams are checked once and decoded again block by block
-       where they are used, so no list of changes is ever held in memory */
-    int rice;
-    const uint8_t *stream;        /* the stream's bytes */
-    uint64_t table_at, data_at;   /* offsets of the block table and the first block */
-    uint64_t nblocks, blk;
-} wsync__patch;
-
-static int wsync__cmp_tensor_ptr_names(const void *a, const void *b)
-{
-    const wsync_tensor *x = *(const wsync_tensor *const *)a, *y = *(const wsync_tensor *const *)b;
-    return strcmp(x->name, y->name);
-}
-
-static wsync_tensor *wsync__target_find(wsync_tensor **sorted, size_t n, const char *name, size_t len)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const char *t = sorted[mid]->name;
-        size_t tl = strlen(t);
-        int c = wsync__cmp_names(t, tl, name, len);
-        if (c == 0) return sorted[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return NULL;
-}
+/* ---- reading deltas: which encoding (wsync__detect), steps, wsync_delta_info >>delta-read ---- */
 
 static wsync_result wsync__detect(const wsync_st_file *f, wsync_encoding *enc, wsync_error *err)
 {
@@ -7040,737 +8569,71 @@ static wsync_result wsync__stats_from_meta(const wsync_st_file *f, wsync_encodin
     return WSYNC_OK;
 }
 
-/* Matches a delta entry's dense name to a target and checks dtype/shape. */
-static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *name, size_t len,
-                                 uint64_t at, wsync_tensor **out, unsigned *w, uint64_t *nelem,
-                                 wsync_error *err)
+static wsync_result wsync__open_delta(const void *delta, uint64_t size, const wsync_allocator *a,
+                                      wsync_st_file *f, wsync_encoding *enc, wsync_error *err)
 {
-    wsync_tensor *t = wsync__target_find(sorted, n, name, len);
-    unsigned bits;
-    uint64_t ne = 1, nb = 0;
-    uint32_t d;
-    if (!t)
-        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, name, len, "%s", "no target tensor of this name");
-    bits = wsync_dtype_bits(t->dtype);
-    for (d = 0; d < t->rank; d++)
-        if (!wsync_mul_u64(ne, t->shape[d], &ne))
-            return wsync__fail(err, WSYNC_ERR_OVERFLOW, at, name, len, "%s", "target shape overflows");
-    if ((bits != 8 && bits != 16 && bits != 32 && bits != 64) || wsync_dtype_nbytes(t->dtype, ne, &nb) != WSYNC_OK ||
-        nb != t->nbytes || (nb && !t->data))
-        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, at, name, len,
-                           "target %s tensor is unusable (dtype, nbytes or data)", wsync_dtype_name(t->dtype));
-    *out = t;
-    *w = bits / 8;
-    *nelem = ne;
-    return WSYNC_OK;
-}
-
-/* ---- packed (coder 1): the Rice block decoder >>packed-dec ---- */
-
-/* One Rice block, in one of two modes. Checking (out NULL) reads only the
-   stream: counts, gaps, positions inside the block, escapes, padding; it
-   needs no base. Patching sets out[at] to base[at] stepped by each change's
-   code (out may be base itself); it runs only on a block already checked,
-   and value codes are taken modulo the element's bits, so it cannot fail
-   half way. A wrong base or a corrupt value code is caught by the digests.
-
-   Speed: while WSYNC__RICE_MARGIN bytes of the block remain, a change is
-   read with unconditional 8-byte refills and no end tests (the longest
-   change, a gap escape and a raw 8-byte value, reads at most 30 bytes past
-   the reader's position: 14 bytes consumed before its last refill, which
-   loads 8 bytes at most 8 ahead of what was consumed); the last bytes go
-   through the checked reader. Patching decodes a chunk of changes into small arrays
-   first and applies them in a second loop of independent loads and stores,
-   so that misses on the target overlap instead of stalling the decoder. */
-#define WSYNC__RICE_MARGIN 40
-#define WSYNC__RICE_CHUNK 64
-
-/* 8 readable bytes at r->p: afterwards all 64 bits of buf are stream bits
-   and avail >= 56. */
-WSYNC__INLINE void wsync__br_refill_fast(wsync__br *r)
-{
-    r->buf |= wsync__le64(r->p) << r->avail;
-    r->p += (63 - r->avail) >> 3;
-    r->avail |= 56;
-}
-
-/* Leading ones of buf, counted up to `cap` (< 64). */
-WSYNC__INLINE unsigned wsync__ones_upto(uint64_t buf, unsigned cap)
-{
-    return wsync__ctz64(~buf | (uint64_t)1 << cap);
-}
-
-/* A gap code; 0 when the stream ends inside it (only when !fast). */
-WSYNC__INLINE int wsync__rice_gap(wsync__br *r, unsigned kg, const int fast, uint64_t *g)
-{
-    unsigned q;
-    if (fast) wsync__br_refill_fast(r);
-    else wsync__br_refill(r);
-    q = wsync__ones_upto(r->buf, WSYNC__GAP_ESCAPE);
-    if (q < WSYNC__GAP_ESCAPE && (fast || q + 1 + kg <= r->avail)) {
-        unsigned n = q + 1 + kg;
-        *g = (uint64_t)q << kg | ((r->buf >> (q + 1)) & ((((uint64_t)1) << kg) - 1));
-        r->buf >>= n;
-        r->avail -= n;
-        return 1;
-    }
-    if (q < WSYNC__GAP_ESCAPE || (!fast && r->avail < 32)) return 0;
-    wsync__br_take(r, 32);
-    if (fast) wsync__br_refill_fast(r);
-    else wsync__br_refill(r);
-    if (!fast && r->avail < 32) return 0;
-    *g = wsync__br_take(r, 32);
-    return 1;
-}
-
-/* A value code: 1 for a step, 2 for raw bits, 0 when the stream ends
-   inside it (only when !fast). */
-WSYNC__INLINE int wsync__rice_val(wsync__br *r, unsigned kv, const unsigned vbits, const int fast, uint64_t *code)
-{
-    unsigned q;
-    if (!fast) wsync__br_refill(r);
-    else if (r->avail < 47) /* 47: the longest step code; usually left over from the gap's refill */
-        wsync__br_refill_fast(r);
-    q = wsync__ones_upto(r->buf, WSYNC__VAL_ESCAPE);
-    if (q < WSYNC__VAL_ESCAPE && (fast || q + 1 + kv <= r->avail)) {
-        unsigned n = q + 1 + kv;
-        *code = (uint64_t)q << kv | ((r->buf >> (q + 1)) & ((((uint64_t)1) << kv) - 1));
-        r->buf >>= n;
-        r->avail -= n;
-        return 1;
-    }
-    if (q < WSYNC__VAL_ESCAPE || (!fast && r->avail < WSYNC__VAL_ESCAPE)) return 0;
-    wsync__br_take(r, WSYNC__VAL_ESCAPE);
-    if (fast) wsync__br_refill_fast(r);
-    else wsync__br_refill(r);
-    if (vbits > 32) {
-        uint64_t lo;
-        if (!fast && r->avail < 32) return 0;
-        lo = wsync__br_take(r, 32);
-        if (fast) wsync__br_refill_fast(r);
-        else wsync__br_refill(r);
-        if (!fast && r->avail < 32) return 0;
-        *code = lo | wsync__br_take(r, 32) << 32;
-    } else {
-        if (!fast && r->avail < vbits) return 0;
-        *code = wsync__br_take(r, vbits);
-    }
-    return 2;
-}
-
-/* One Rice block being decoded, resumable between changes. */
-typedef struct wsync__rs {
-    wsync__br r;
-    const uint8_t *payload; /* the first bit-stream byte */
-    size_t payload_size;
-    uint64_t count, i, next, len;
-    unsigned kg, kv;
-} wsync__rs;
-
-static wsync_result wsync__rs_open(wsync__rs *s, const uint8_t *p, size_t size, uint64_t len, uint64_t room,
-                                   const char **why)
-{
-    size_t used = wsync__varint_get(p, size, &s->count);
-    if (!used || s->count == 0 || s->count > len) return *why = "bad change count", WSYNC_ERR_CORRUPT;
-    if (s->count > room) return *why = "more changes than the stream header declares", WSYNC_ERR_CORRUPT;
-    if (size - used < 2) return *why = "block header truncated", WSYNC_ERR_CORRUPT;
-    s->kg = p[used];
-    s->kv = p[used + 1];
-    if (s->kg > 24 || s->kv > 31) return *why = "bad Rice parameter", WSYNC_ERR_CORRUPT;
-    s->payload = p + used + 2;
-    s->payload_size = size - used - 2;
-    s->r.p = s->payload;
-    s->r.end = p + size;
-    s->r.buf = 0;
-    s->r.avail = 0;
-    s->i = 0;
-    s->next = 0;
-    s->len = len;
-    return WSYNC_OK;
-}
-
-/* The next change, with every bound checked; kind 1: code is a step, 2: raw
-   bits. */
-WSYNC__INLINE wsync_result wsync__rs_step(wsync__rs *s, const unsigned vbits, uint64_t *at, uint64_t *code,
-                                          int *kind, const char **why)
-{
-    uint64_t g = 0;
-    if (s->r.end - s->r.p >= WSYNC__RICE_MARGIN) {
-        wsync__rice_gap(&s->r, s->kg, 1, &g);
-    } else if (!wsync__rice_gap(&s->r, s->kg, 0, &g)) {
-        return *why = "stream ends inside a gap", WSYNC_ERR_CORRUPT;
-    }
-    *at = s->next + g;
-    if (*at >= s->len) return *why = "position past the end of its block", WSYNC_ERR_OUT_OF_BOUNDS;
-    s->next = *at + 1;
-    *kind = s->r.end - s->r.p >= WSYNC__RICE_MARGIN ? wsync__rice_val(&s->r, s->kv, vbits, 1, code)
-                                                   : wsync__rice_val(&s->r, s->kv, vbits, 0, code);
-    if (!*kind) return *why = "stream ends inside a value", WSYNC_ERR_CORRUPT;
-    s->i++;
-    return WSYNC_OK;
-}
-
-/* The next change where at least WSYNC__RICE_MARGIN bytes are left: one
-   change's codes take at most 18 bytes, the reader holds at most 7 ahead and
-   a refill loads 8, so it reads at most 33 bytes past r.p and no bound but
-   the position's needs checking. 0 for a position past the block. */
-WSYNC__INLINE int wsync__rs_step_fast(wsync__rs *s, const unsigned vbits, uint64_t *at, uint64_t *code, int *kind)
-{
-    uint64_t g = 0;
-    wsync__rice_gap(&s->r, s->kg, 1, &g);
-    *at = s->next + g;
-    s->next = *at + 1;
-    *kind = wsync__rice_val(&s->r, s->kv, vbits, 1, code);
-    s->i++;
-    return *at < s->len;
-}
-
-/* The block must end where its changes do: at most 7 zero padding bits. */
-static wsync_result wsync__rs_close(wsync__rs *s, const char **why)
-{
-    uint64_t consumed = (uint64_t)(s->r.p - s->payload) * 8 - s->r.avail;
-    uint64_t total = (uint64_t)s->payload_size * 8;
-    if (total - consumed >= 8) return *why = "bytes left over after the block's changes", WSYNC_ERR_TRAILING_BYTES;
-    wsync__br_refill(&s->r);
-    if (s->r.buf & ((((uint64_t)1) << (total - consumed)) - 1))
-        return *why = "nonzero padding bits", WSYNC_ERR_CORRUPT;
-    return WSYNC_OK;
-}
-
-/* The decoded changes of one chunk, written: new = base + step in ordered
-   space, or the raw bits. */
-WSYNC__INLINE void wsync__rice_write(const uint8_t *base, uint8_t *out, const unsigned w, uint64_t vmask,
-                                     const uint32_t *at, const uint64_t *code, const uint8_t *raw, uint64_t n)
-{
-    uint64_t j;
-    for (j = 0; j < n; j++) {
-        uint64_t z = code[j], b = wsync__elem_load(base + (size_t)at[j] * w, w);
-        uint64_t x = wsync__unord((wsync__ord(b, w) + wsync__unzz(z)) & vmask, w);
-        wsync__elem_store(out + (size_t)at[j] * w, w, raw[j] ? z : x);
-    }
-}
-
-/* The rest of an open block: checked only (out == NULL), or decoded and
-   written in chunks whose targets are prefetched while they are decoded. */
-WSYNC__INLINE wsync_result wsync__rs_rest(wsync__rs *s, const uint8_t *base, uint8_t *out, const unsigned w,
-                                          const char **why)
-{
-    const unsigned vbits = 8 * w;
-    const uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
-    uint32_t at_buf[WSYNC__RICE_CHUNK];
-    uint64_t code_buf[WSYNC__RICE_CHUNK];
-    uint8_t raw_buf[WSYNC__RICE_CHUNK];
+    wsync_st_options so;
     wsync_result r;
-    while (s->i < s->count) {
-        uint64_t n = s->count - s->i < WSYNC__RICE_CHUNK ? s->count - s->i : WSYNC__RICE_CHUNK, j;
-        for (j = 0; j < n; j++) {
-            uint64_t at = 0, code = 0;
-            int kind = 0;
-            if ((r = wsync__rs_step(s, vbits, &at, &code, &kind, why)) != WSYNC_OK) return r;
-            if (out) {
-                const uint8_t *t = base + (size_t)at * w;
-                WSYNC__PREFETCH(t);
-                /* and 8 KiB further on into L2, two lines a change: at 1.6%
-                   density a change every 2 lines, so the targets of the
-                   chunks after this one are mostly on their way when those
-                   chunks are written: packed apply 14.1-14.3 -> 13.4-13.7
-                   ns a change in a harness, bench_delta 71.1-72.3 ->
-                   72.5-74.0 M/s (AVX2, Zen 3) */
-                wsync__prefetch_l2(t, 8192);
-                wsync__prefetch_l2(t, 8192 + 64);
-                at_buf[j] = (uint32_t)at;
-                code_buf[j] = code;
-                raw_buf[j] = (uint8_t)(kind - 1);
-            }
-        }
-        if (out) wsync__rice_write(base, out, w, vmask, at_buf, code_buf, raw_buf, n);
-    }
-    return WSYNC_OK;
-}
-
-WSYNC__INLINE wsync_result wsync__rice_run_w(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out,
-                                            const unsigned w, uint64_t len, uint64_t room, uint64_t *count_out,
-                                            const char **why)
-{
-    wsync__rs s;
-    wsync_result r;
-    if ((r = wsync__rs_open(&s, p, size, len, room, why)) != WSYNC_OK) return r;
-    if ((r = wsync__rs_rest(&s, base, out, w, why)) != WSYNC_OK) return r;
-    if ((r = wsync__rs_close(&s, why)) != WSYNC_OK) return r;
-    *count_out = s.count;
-    return WSYNC_OK;
-}
-
-/* Two blocks checked at once (no writes): their decoding chains are
-   independent, so interleaving them keeps more of the core busy than one
-   block at a time. WSYNC_OK with both counts, or not OK: the caller then
-   checks the two one by one, for the error of the first that fails. */
-WSYNC__INLINE wsync_result wsync__rice_check2_w(const uint8_t *pa, size_t sa, uint64_t la, const uint8_t *pb,
-                                               size_t sb, uint64_t lb, const unsigned w, uint64_t room,
-                                               uint64_t *ca, uint64_t *cb)
-{
-    const unsigned vbits = 8 * w;
-    const char *why;
-    wsync__rs a, b;
-    if (wsync__rs_open(&a, pa, sa, la, room, &why) != WSYNC_OK ||
-        wsync__rs_open(&b, pb, sb, lb, room - a.count, &why) != WSYNC_OK)
-        return WSYNC_ERR_INVALID_ARGUMENT;
-    while (a.i < a.count && b.i < b.count && a.r.end - a.r.p >= WSYNC__RICE_MARGIN &&
-           b.r.end - b.r.p >= WSYNC__RICE_MARGIN) {
-        uint64_t at_a, at_b, code_a, code_b;
-        int kind_a, kind_b;
-        int ok_a = wsync__rs_step_fast(&a, vbits, &at_a, &code_a, &kind_a);
-        int ok_b = wsync__rs_step_fast(&b, vbits, &at_b, &code_b, &kind_b);
-        if (!(ok_a & ok_b)) return WSYNC_ERR_OUT_OF_BOUNDS;
-    }
-    if (wsync__rs_rest(&a, NULL, NULL, w, &why) != WSYNC_OK || wsync__rs_rest(&b, NULL, NULL, w, &why) != WSYNC_OK ||
-        wsync__rs_close(&a, &why) != WSYNC_OK || wsync__rs_close(&b, &why) != WSYNC_OK)
-        return WSYNC_ERR_INVALID_ARGUMENT;
-    *ca = a.count;
-    *cb = b.count;
-    return WSYNC_OK;
-}
-
-static wsync_result wsync__rice_check2(const uint8_t *pa, size_t sa, uint64_t la, const uint8_t *pb, size_t sb,
-                                       uint64_t lb, unsigned w, uint64_t room, uint64_t *ca, uint64_t *cb)
-{
-    switch (w) {
-    case 1: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 1, room, ca, cb);
-    case 2: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 2, room, ca, cb);
-    case 4: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 4, room, ca, cb);
-    default: return wsync__rice_check2_w(pa, sa, la, pb, sb, lb, 8, room, ca, cb);
-    }
-}
-
-static wsync_result wsync__rice_run(const uint8_t *p, size_t size, const uint8_t *base, uint8_t *out, unsigned w,
-                                    uint64_t len, uint64_t room, uint64_t *count_out, const char **why)
-{
-    switch (w) {
-    case 1: return wsync__rice_run_w(p, size, base, out, 1, len, room, count_out, why);
-    case 2: return wsync__rice_run_w(p, size, base, out, 2, len, room, count_out, why);
-    case 4: return wsync__rice_run_w(p, size, base, out, 4, len, room, count_out, why);
-    default: return wsync__rice_run_w(p, size, base, out, 8, len, room, count_out, why);
-    }
-}
-
-/* Checks the Rice blocks b0 <= bi < b1 of a tensor's stream (block table at
-   `table`, block b0's bytes at p + off), two at a time where both have
-   changes, and adds their changes to *count. A block may hold up to `room`
-   changes, less those counted before it when `shrink`. On failure: the
-   first failing block, its stream offset and the reason, exactly as one
-   block at a time would find them. */
-static wsync_result wsync__rice_check_blocks(const uint8_t *p, uint64_t table, uint64_t off, uint64_t b0, uint64_t b1,
-                                             uint64_t blk, uint64_t nelem, unsigned w, uint64_t room, int shrink,
-                                             uint64_t *count, uint64_t *bad_block, uint64_t *bad_off,
-                                             const char **why)
-{
-    uint64_t bi = b0;
-    while (bi < b1) {
-        uint32_t sa = wsync__get_le32(p + table + 4 * bi), sb = bi + 1 < b1 ? wsync__get_le32(p + table + 4 * (bi + 1)) : 0;
-        uint64_t first = bi * blk, la = nelem - first < blk ? nelem - first : blk, ca = 0, cb = 0, lb, k;
-        uint64_t r_room = shrink ? room - *count : room;
-        if (sa && sb) {
-            lb = nelem - first - la < blk ? nelem - first - la : blk;
-            if (wsync__rice_check2(p + off, sa, la, p + off + sa, sb, lb, w, r_room, &ca, &cb) == WSYNC_OK) {
-                *count += ca + cb;
-                off += (uint64_t)sa + sb;
-                bi += 2;
-                continue;
-            }
-        }
-        /* one block, or a pair that failed: one at a time from here */
-        for (k = 0; k < (sa && sb ? 2u : 1u); k++, bi++) {
-            uint32_t bsize = wsync__get_le32(p + table + 4 * bi);
-            uint64_t f = bi * blk, len = nelem - f < blk ? nelem - f : blk, c = 0;
-            if (bsize) {
-                wsync_result r = wsync__rice_run(p + off, bsize, NULL, NULL, w, len, shrink ? room - *count : room, &c, why);
-                if (r != WSYNC_OK) {
-                    *bad_block = bi;
-                    *bad_off = off;
-                    return r;
-                }
-            }
-            *count += c;
-            off += bsize;
-        }
-    }
-    return WSYNC_OK;
-}
-
-/* Patches block bi of a checked Rice stream (its bytes at stream offset
-   `off`), reading the base from `base` (the whole tensor) and writing into
-   `out`, which holds the block's elements. */
-static wsync_result wsync__rice_patch_block(const wsync__patch *pt, uint64_t bi, uint64_t off,
-                                            const uint8_t *base, uint8_t *out, uint64_t room, uint64_t *count,
-                                            const char **why)
-{
-    uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
-    uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk;
-    *count = 0;
-    if (!bsize) return WSYNC_OK;
-    return wsync__rice_run(pt->stream + off, bsize, base + first * pt->w, out, pt->w, len, room, count, why);
-}
-
-/* The packed-max decoder's scratch for blocks of up to cap elements and
-   streams of up to bytes_cap bytes. A worker keeps it from tensor to tensor
-   through the decode phase, so that its pages are touched fresh once, not
-   once per tensor; it is freed when that phase ends. */
-typedef struct wsync__pmx {
-    size_t cap, bytes_cap;
-    uint8_t *padded, *cls;
-    uint32_t *tmp_pos;
-    uint64_t *tmp_val, *hitmap, *rb;
-    uint32_t *pos; /* a run's positions (wsync__pm_emit) */
-    wsync__ctx *ctx;
-} wsync__pmx;
-
-static void wsync__pmx_free(wsync__pmx *x, const wsync_allocator *a)
-{
-    wsync__free(a, x->padded);
-    wsync__free(a, x->cls);
-    wsync__free(a, x->tmp_pos);
-    wsync__free(a, x->tmp_val);
-    wsync__free(a, x->hitmap);
-    wsync__free(a, x->rb);
-    wsync__free(a, x->pos);
-    wsync__free(a, x->ctx);
-    memset(x, 0, sizeof *x);
-}
-
-/* Grows x to hold blocks of cap elements and streams of bytes_cap bytes
-   (and the range coder's models where need_ctx); 0 when out of memory,
-   with x empty. */
-static int wsync__pmx_reserve(wsync__pmx *x, size_t cap, size_t bytes_cap, int need_ctx, const wsync_allocator *a)
-{
-    if (cap > x->cap) {
-        wsync__free(a, x->tmp_pos);
-        wsync__free(a, x->tmp_val);
-        wsync__free(a, x->cls);
-        wsync__free(a, x->hitmap);
-        wsync__free(a, x->rb);
-        x->tmp_pos = (uint32_t *)wsync__alloc(a, cap * sizeof *x->tmp_pos);
-        x->tmp_val = (uint64_t *)wsync__alloc(a, cap * sizeof *x->tmp_val);
-        x->cls = (uint8_t *)wsync__alloc(a, (cap + 255) & ~(size_t)255);
-        x->hitmap = (uint64_t *)wsync__alloc(a, (cap + 255) / 256 * 4 * sizeof *x->hitmap);
-        x->rb = (uint64_t *)wsync__alloc(a, WSYNC__PM_RB_WORDS(cap) * sizeof *x->rb);
-        x->cap = cap;
-        if (!x->tmp_pos || !x->tmp_val || !x->cls || !x->hitmap || !x->rb) return wsync__pmx_free(x, a), 0;
-    }
-    if (bytes_cap > x->bytes_cap || !x->padded) {
-        wsync__free(a, x->padded);
-        x->padded = (uint8_t *)wsync__alloc(a, bytes_cap + WSYNC__RCD_PAD);
-        x->bytes_cap = bytes_cap;
-        if (!x->padded) return wsync__pmx_free(x, a), 0;
-    }
-    if (!x->pos) { /* one run's positions, whatever the block's size */
-        x->pos = (uint32_t *)wsync__alloc(a, (256 * WSYNC__PM_RUN + 4) * sizeof *x->pos);
-        if (!x->pos) return wsync__pmx_free(x, a), 0;
-    }
-    if (need_ctx && !x->ctx) {
-        x->ctx = (wsync__ctx *)wsync__alloc(a, sizeof *x->ctx);
-        if (!x->ctx) return wsync__pmx_free(x, a), 0;
-    }
-    return 1;
-}
-
-/* ---- packed and packed-max: a stream's header and block table, read >>stream-dec ---- */
-
-static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor *t, wsync_tensor **sorted,
-                                        size_t n_targets, const wsync_allocator *a, int check_base,
-                                        int defer_check, wsync__pmx *x, wsync_error *err)
-{
-    const uint8_t *p = t->data;
-    uint64_t size = t->end - t->begin, fixed, blk, nblocks, bi, total = 0, changed, off;
-    unsigned rank, block_log2, i, w, coder;
-    wsync__cls_rule rule = {0, 1, 0};
-    size_t padded_cap = 0;
-    wsync__pm_walk_fn walk = NULL;
-    uint64_t at = t->key_offset, lat = 0, lnext = 0;
-    wsync_result r;
-    if (t->dtype != WSYNC_DTYPE_U8 || t->rank != 1)
-        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
-                           "a packed delta entry must be a 1-D U8 tensor");
-    if (size < 8 || memcmp(p, WSYNC__STREAM_MAGIC, 4) != 0)
-        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
-                           "stream does not start with WSD1");
-    if (p[4] != WSYNC__CODER_RICE && !WSYNC__CODER_HAS_CLASSES(p[4]))
-        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, at, t->name, t->name_len, "coder %u", (unsigned)p[4]);
-    coder = p[4];
-    rank = p[6];
-    block_log2 = p[7];
-    fixed = 8 + 8 * (uint64_t)rank + 24 + (WSYNC__CODER_HAS_CLASSES(coder) ? 8 : 0);
-    if (size < fixed)
-        return wsync__fail(err, WSYNC_ERR_CORRUPT, at, t->name, t->name_len, "%s", "stream header truncated");
-    if ((r = wsync__match(sorted, n_targets, t->name, t->name_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
-        return r;
-    if (p[5] != (uint8_t)pt->target->dtype || rank != pt->target->rank)
-        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
-                           "delta is for %s rank %u, the target is %s rank %u",
-                           wsync_dtype_name((wsync_dtype)p[5]), rank, wsync_dtype_name(pt->target->dtype),
-                           (unsigned)pt->target->rank);
-    for (i = 0; i < rank; i++)
-        if (wsync__load_le64(p + 8 + 8 * i) != pt->target->shape[i])
-            return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
-                               "shape differs from the target in dimension %u", i);
-    if (block_log2 < 6 || block_log2 > WSYNC_DELTA_MAX_BLOCK_LOG2)
-        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
-                           "block_log2 %u outside 6..%u (the decoders' scratch is a block per thread)", block_log2,
-                           WSYNC_DELTA_MAX_BLOCK_LOG2);
-    if (WSYNC__CODER_HAS_CLASSES(coder)) {
-        const uint8_t *q = p + 8 + 8 * rank + 24;
-        rule.top = (unsigned)q[0] | (unsigned)q[1] << 8;
-        rule.k = q[2];
-        rule.shift = q[3];
-        /* the range coder has one rule; class-Rice says its own */
-        if ((coder == WSYNC__CODER_ARITH ? rule.k != WSYNC__MAX_CLASSES || rule.shift
-                                         : rule.k < 1 || rule.k > WSYNC__MAX_CLASSES || rule.shift > 3) ||
-            q[4] || q[5] || q[6] || q[7] || rule.top > wsync__exp_max(pt->target->dtype))
-            return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len, "%s",
-                               "bad packed-max parameters");
-    }
-    changed = wsync__load_le64(p + 8 + 8 * rank);
-    pt->base_digest = wsync__load_le64(p + 16 + 8 * rank);
-    pt->result_digest = wsync__load_le64(p + 24 + 8 * rank);
-    pt->has_digests = 1;
-    pt->w = w;
-    pt->src = t;
-    if (changed == 0) {
-        if (size != fixed)
-            return wsync__fail(err, WSYNC_ERR_TRAILING_BYTES, at, t->name, t->name_len, "%s",
-                               "an unchanged tensor's stream has extra bytes");
-        pt->count = 0;
-        return WSYNC_OK;
-    }
-    if (pt->nelem > UINT32_MAX)
-        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, at, t->name, t->name_len, "%s",
-                           "applying packed deltas to tensors of 2^32 or more elements");
-    blk = (uint64_t)1 << block_log2;
-    nblocks = (pt->nelem + blk - 1) / blk;
-    /* A change costs at least 2 bits in a Rice or class-Rice stream, and at
-       least seven range-coded decisions of >= 0.022 bits each (probabilities
-       stop at 2017/2048) in a range-coded one: a hostile count cannot make
-       us allocate more than 4 (or 64) entries per byte of stream. */
-    if (changed > pt->nelem || changed / (coder == WSYNC__CODER_ARITH ? 64 : 4) > size)
-        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
-                           "%llu changes cannot fit this stream", (unsigned long long)changed);
-    if (nblocks > (size - fixed) / 4)
-        return wsync__fail(err, WSYNC_ERR_CORRUPT, at, t->name, t->name_len, "%s", "block table truncated");
-    off = fixed + 4 * nblocks;
-    for (bi = 0; bi < nblocks; bi++) total += wsync__get_le32(p + fixed + 4 * bi);
-    if (total != size - off)
-        return wsync__fail(err, total > size - off ? WSYNC_ERR_CORRUPT : WSYNC_ERR_TRAILING_BYTES, at, t->name,
-                           t->name_len, "block sizes add up to %llu, the stream holds %llu",
-                           (unsigned long long)total, (unsigned long long)(size - off));
-    if (coder == WSYNC__CODER_RICE) {
-        /* check the structure now; decode again where the changes are used */
-        pt->rice = 1;
-        pt->stream = p;
-        pt->table_at = fixed;
-        pt->data_at = off;
-        pt->nblocks = nblocks;
-        pt->blk = blk;
-        if (defer_check) { /* the digest pass decodes and checks every block */
-            pt->count = changed;
-            return WSYNC_OK;
-        }
-        pt->count = 0;
-        {
-            uint64_t bad = 0, bad_off = 0;
-            const char *why = "";
-            r = wsync__rice_check_blocks(p, fixed, off, 0, nblocks, blk, pt->nelem, w, changed, 1, &pt->count, &bad,
-                                         &bad_off, &why);
-            if (r != WSYNC_OK)
-                return wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
-                                   (unsigned long long)bad, (unsigned long long)bad_off, why);
-        }
-        if (pt->count != changed)
-            return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
-                               "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
-                               (unsigned long long)changed);
-        return WSYNC_OK;
-    }
-    if (wsync__list_bound(changed, pt->nelem, w) <= (uint64_t)SIZE_MAX)
-        pt->list = (uint8_t *)wsync__alloc(a, (size_t)wsync__list_bound(changed, pt->nelem, w));
-    if (!pt->list)
-        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoded changes");
-    {
-        size_t cap = (size_t)(blk < pt->nelem ? blk : pt->nelem);
-        for (bi = 0; bi < nblocks; bi++) {
-            uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
-            if (bsize > padded_cap) padded_cap = bsize;
-        }
-        walk = wsync__pm_walk_pick(WSYNC_IMPL_AUTO);
-        /* the range coder's models only for coder 2 */
-        if (!wsync__pmx_reserve(x, cap, padded_cap, coder == WSYNC__CODER_ARITH, a))
-            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, at, t->name, t->name_len, "%s", "decoder scratch");
-    }
-    pt->count = 0;
-    r = WSYNC_OK;
-    for (bi = 0; bi < nblocks; bi++) {
-        uint32_t bsize = wsync__get_le32(p + fixed + 4 * bi);
-        uint64_t first = bi * blk, len = pt->nelem - first < blk ? pt->nelem - first : blk;
-        uint64_t seg[WSYNC__MAX_CLASSES + 1];
-        wsync__pm_sym sy;
-        const char *why;
-        if (!bsize) continue;
-        sy.ctx = x->ctx;
-        sy.gap = x->tmp_pos;
-        sy.zv = x->tmp_val;
-        sy.seg = seg;
-        if (coder == WSYNC__CODER_CRICE) {
-            wsync__cr_symbols(&sy, p + off, bsize, x->padded, len, changed - pt->count, w, rule.k);
-        } else {
-            wsync__pm_sym_begin(&sy, p + off, bsize, x->padded, len, changed - pt->count);
-            wsync__pm_symbols(&sy);
-        }
-        r = sy.r;
-        why = sy.why;
-        if (r == WSYNC_OK)
-            r = wsync__pm_positions(&sy, (const uint8_t *)pt->target->data, w, pt->target->dtype, rule, first, len,
-                                    pt->list, &lat, &lnext, x->cls, x->hitmap, x->rb, x->pos, walk, &why);
-        if (r != WSYNC_OK && check_base &&
-            wsync_digest(pt->target->data, (size_t)pt->target->nbytes) != pt->base_digest) {
-            return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, at, t->name, t->name_len, "%s",
-                               "the target is not this delta's base (its digest differs)");
-        }
-        if (r != WSYNC_OK)
-            return wsync__fail(err, r, at, t->name, t->name_len, "block %llu (stream byte %llu): %s",
-                               (unsigned long long)bi, (unsigned long long)off, why);
-        pt->count += sy.total;
-        off += bsize;
-    }
-    if (pt->count != changed)
-        r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
-                        "blocks hold %llu changes, the header says %llu", (unsigned long long)pt->count,
-                        (unsigned long long)changed);
+    memset(&so, 0, sizeof so);
+    so.allocator = *a;
+    if ((r = wsync_st_parse(delta, size, &so, f, err)) != WSYNC_OK) return r;
+    if ((r = wsync__detect(f, enc, err)) != WSYNC_OK) wsync_st_free(f);
     return r;
 }
 
-/* ---- trl-v1 and trl-v3: the reader >>trl-dec ---- */
-
-/* Entry k of a trl indices tensor of iw-byte entries, as the file holds
-   them (little-endian), unsigned: the write reads I32 and I64 indices this
-   way once the check found every one of them non-negative. */
-WSYNC__INLINE uint64_t wsync__trl_index(const uint8_t *ix, uint64_t k, unsigned iw)
+WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_delta_stats *out, wsync_error *err)
 {
-    const uint8_t *p = ix + k * iw;
-    return iw == 2 ? (uint64_t)p[0] | (uint64_t)p[1] << 8 : iw == 4 ? wsync__get_le32(p) : wsync__load_le64(p);
-}
-
-/* A trl index or gap for the check: wsync__trl_index's reading, with a
-   negative I32 or I64 index as UINT64_MAX. */
-static uint64_t wsync__uint_at(const uint8_t *p, wsync_dtype t)
-{
-    switch (t) {
-    case WSYNC_DTYPE_U16: return wsync__trl_index(p, 0, 2);
-    case WSYNC_DTYPE_U32: return wsync__trl_index(p, 0, 4);
-    case WSYNC_DTYPE_I32: { uint64_t v = wsync__trl_index(p, 0, 4); return v >> 31 ? UINT64_MAX : v; }
-    case WSYNC_DTYPE_I64: { uint64_t v = wsync__trl_index(p, 0, 8); return v >> 63 ? UINT64_MAX : v; }
-    default: return wsync__trl_index(p, 0, 8);
-    }
-}
-
-/* Compares name[0..n) with the concatenation a[0..an) b[0..bn). */
-static int wsync__cmp_concat(const char *name, size_t n, const char *a, size_t an, const char *b, size_t bn)
-{
-    size_t k = n < an ? n : an;
-    int c = memcmp(name, a, k);
-    if (c) return c;
-    if (n < an) return -1;
-    c = wsync__cmp_names(name + an, n - an, b, bn);
-    return c;
-}
-
-/* The tensor named prefix + suffix, without building the name. */
-static const wsync_st_tensor *wsync__find_suffixed(const wsync_st_file *f, const char *prefix, size_t plen,
-                                                   const char *suffix)
-{
-    size_t lo = 0, hi = f->n_tensors, slen = strlen(suffix);
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const wsync_st_tensor *t = f->by_name[mid];
-        int c = wsync__cmp_concat(t->name, t->name_len, prefix, plen, suffix, slen);
-        if (c == 0) return t;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return NULL;
-}
-
-/* Whether every position of a trl-v3 gap tensor (U16 or U32 gaps) is in
-   range, without a branch per entry; the loop after it finds a bad one and
-   says why. trl-v3 apply 136-139 -> 143-150 M changes/s (AVX2, Zen 3); the
-   same for trl-v1's indices was no faster. */
-static int wsync__trl3_check_fast(const uint8_t *ix, uint64_t n, wsync_dtype dt, uint64_t nelem)
-{
-    uint64_t k, bad = 0, cur = 0;
-    unsigned iw = dt == WSYNC_DTYPE_U16 ? 2 : 4;
-    for (k = 0; k < n; k++) {
-        /* a gap is below 2^32, so the sum cannot wrap before it passes
-           nelem, and bad stays set from then on */
-        cur = (k ? cur + 1 : 0) + wsync__trl_index(ix, k, iw);
-        bad |= (uint64_t)(cur >= nelem);
-    }
-    return !bad;
-}
-
-/* A trl entry: indices (or gaps) plus values; checked in full, read twice
-   (here and when writing) straight from the file. */
-static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, const wsync_st_tensor *ix,
-                                     int v3, wsync_tensor **sorted, size_t n_targets, wsync_error *err)
-{
-    size_t sfx = v3 ? 4 : 8, base_len = ix->name_len - sfx, iw;
-    const wsync_st_tensor *vs;
-    uint64_t k, prev = 0, cur = 0, at = ix->key_offset;
-    unsigned w;
+    wsync_st_file f;
+    wsync_encoding enc;
+    wsync_allocator a;
     wsync_result r;
-    vs = wsync__find_suffixed(f, ix->name, base_len, v3 ? ".val" : ".values");
-    if (!vs)
-        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, ix->name, ix->name_len, "no matching %s tensor",
-                           v3 ? ".val" : ".values");
-    if ((r = wsync__match(sorted, n_targets, ix->name, base_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
-        return r;
-    if (v3 ? (ix->dtype != WSYNC_DTYPE_U16 && ix->dtype != WSYNC_DTYPE_U32)
-           : (ix->dtype != WSYNC_DTYPE_I32 && ix->dtype != WSYNC_DTYPE_I64))
-        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, ix->name, ix->name_len, "index dtype %s",
-                           wsync_dtype_name(ix->dtype));
-    if (vs->dtype != pt->target->dtype)
-        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, ix->name, ix->name_len,
-                           "values are %s, the target is %s", wsync_dtype_name(vs->dtype),
-                           wsync_dtype_name(pt->target->dtype));
-    if (ix->rank != 1 || vs->rank != 1 || ix->nelem != vs->nelem)
-        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, ix->name, ix->name_len,
-                           "%llu indices for %llu values (both must be 1-D)", (unsigned long long)ix->nelem,
-                           (unsigned long long)vs->nelem);
-    iw = wsync_dtype_bits(ix->dtype) / 8;
-    /* trl-v3 all good: nothing left to check; else find the bad one */
-    k = v3 && wsync__trl3_check_fast(ix->data, ix->nelem, ix->dtype, pt->nelem) ? ix->nelem : 0;
-    for (; k < ix->nelem; k++) {
-        uint64_t v = wsync__uint_at(ix->data + k * iw, ix->dtype);
-        if (v3) {
-            if (!wsync_add_u64(prev, v, &cur) || cur >= pt->nelem)
-                return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, at, ix->name, ix->name_len,
-                                   "entry %llu points past the tensor's %llu elements", (unsigned long long)k,
-                                   (unsigned long long)pt->nelem);
-            prev = cur + 1;
+    size_t i;
+    wsync__error_reset(err);
+    if (!out) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no output");
+    memset(&a, 0, sizeof a);
+    memset(out, 0, sizeof *out);
+    if ((r = wsync__open_delta(delta, size, &a, &f, &enc, err)) != WSYNC_OK) return r;
+    wsync__stats_from_meta(&f, enc, out);
+    out->bytes = size;
+    for (i = 0; i < f.n_tensors; i++) {
+        const wsync_st_tensor *t = &f.tensors[i];
+        if (enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX) {
+            uint64_t sz = t->end - t->begin, ne = 1;
+            unsigned rank, d;
+            if (t->dtype != WSYNC_DTYPE_U8 || sz < 8 || memcmp(t->data, WSYNC__STREAM_MAGIC, 4) != 0 ||
+                sz < 32 + 8 * (uint64_t)t->data[6]) {
+                r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, t->key_offset, t->name, t->name_len, "%s",
+                                "not a packed delta stream");
+                break;
+            }
+            rank = t->data[6];
+            for (d = 0; d < rank; d++)
+                if (!wsync_mul_u64(ne, wsync__load_le64(t->data + 8 + 8 * d), &ne)) ne = UINT64_MAX;
+            out->tensors++;
+            out->elements += ne;
+            out->changed += wsync__load_le64(t->data + 8 + 8 * rank);
+            if (wsync__load_le64(t->data + 8 + 8 * rank)) out->changed_tensors++;
         } else {
-            if (v >= pt->nelem)
-                return wsync__fail(err, WSYNC_ERR_OUT_OF_BOUNDS, at, ix->name, ix->name_len,
-                                   "index %lld at entry %llu is outside 0..%llu",
-                                   v == UINT64_MAX ? -1LL : (long long)v, (unsigned long long)k,
-                                   (unsigned long long)(pt->nelem - 1));
-            if (k && v <= cur)
-                return wsync__fail(err, WSYNC_ERR_INVALID_OFFSETS, at, ix->name, ix->name_len,
-                                   "indices not strictly ascending at entry %llu", (unsigned long long)k);
-            cur = v;
+            int v3 = enc == WSYNC_ENCODING_TRL_V3;
+            size_t sfx = v3 ? 4 : 8;
+            if (t->name_len >= sfx && memcmp(t->name + t->name_len - sfx, v3 ? ".idx" : ".indices", sfx) == 0) {
+                out->tensors++;
+                out->changed_tensors++;
+                out->changed += t->nelem;
+            }
         }
     }
-    pt->src = ix;
-    pt->vals = vs;
-    pt->w = w;
-    pt->count = ix->nelem;
-    return WSYNC_OK;
+    if (r == WSYNC_OK && enc != WSYNC_ENCODING_PACKED && enc != WSYNC_ENCODING_PACKED_MAX) {
+        const char *te = wsync_st_metadata_get(&f, "total_elements");
+        if (te) out->elements = strtoull(te, NULL, 10);
+    }
+    wsync_st_free(&f);
+    return r;
 }
+
+/* ---- applying: decode and check, digests, then write >>delta-apply ---- */
+
+/* The pieces the digest and write phases run per patch come first. */
 
 /* The changes of a packed-max list that fall in a piece of the target
    copied to scratch (bytes off.. of the target, elements before end_elem):
@@ -7867,31 +8730,6 @@ WSYNC__INLINE void wsync__list_write(const uint8_t *list, uint64_t n, uint8_t *d
     }
 }
 
-/* Writes the n changes of a checked trl patch: positions (trl-v1) or gaps
-   (trl-v3) of iw bytes, and values of w bytes (a constant where inlined;
-   iw and v3 are the same for the whole loop, so their tests predict),
-   each target prefetched 64 changes ahead. */
-WSYNC__INLINE void wsync__trl_write_w(const uint8_t *ix, unsigned iw, int v3, const uint8_t *vals, uint64_t n,
-                                      uint8_t *data, const unsigned w)
-{
-    uint64_t k, cur = 0, ahead = 0; /* trl-v3: ahead is the position of entry k + 63 */
-    for (k = 0; k < n && k < 64; k++) {
-        uint64_t q = wsync__trl_index(ix, k, iw);
-        ahead = v3 && k ? ahead + 1 + q : q;
-        WSYNC__PREFETCH(data + (size_t)ahead * w);
-    }
-    for (k = 0; k < n; k++) {
-        uint64_t q = wsync__trl_index(ix, k, iw);
-        if (k + 64 < n) {
-            uint64_t qa = wsync__trl_index(ix, k + 64, iw);
-            ahead = v3 ? ahead + 1 + qa : qa;
-            WSYNC__PREFETCH(data + (size_t)ahead * w);
-        }
-        cur = v3 && k ? cur + 1 + q : q;
-        memcpy(data + (size_t)cur * w, vals + (size_t)k * w, w);
-    }
-}
-
 /* Writes a decoded packed-max patch or a trl patch (Rice patches are
    written block by block by wsync__apply_write). */
 static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
@@ -7904,70 +8742,6 @@ static void wsync__patch_write(const wsync__patch *pt, int trl_v3)
         WSYNC__BY_WIDTH(w, wsync__trl_write_w, pt->src->data, wsync_dtype_bits(pt->src->dtype) / 8, trl_v3,
                         pt->vals->data, pt->count, data);
 }
-
-static wsync_result wsync__open_delta(const void *delta, uint64_t size, const wsync_allocator *a,
-                                      wsync_st_file *f, wsync_encoding *enc, wsync_error *err)
-{
-    wsync_st_options so;
-    wsync_result r;
-    memset(&so, 0, sizeof so);
-    so.allocator = *a;
-    if ((r = wsync_st_parse(delta, size, &so, f, err)) != WSYNC_OK) return r;
-    if ((r = wsync__detect(f, enc, err)) != WSYNC_OK) wsync_st_free(f);
-    return r;
-}
-
-WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_delta_stats *out, wsync_error *err)
-{
-    wsync_st_file f;
-    wsync_encoding enc;
-    wsync_allocator a;
-    wsync_result r;
-    size_t i;
-    wsync__error_reset(err);
-    if (!out) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no output");
-    memset(&a, 0, sizeof a);
-    memset(out, 0, sizeof *out);
-    if ((r = wsync__open_delta(delta, size, &a, &f, &enc, err)) != WSYNC_OK) return r;
-    wsync__stats_from_meta(&f, enc, out);
-    out->bytes = size;
-    for (i = 0; i < f.n_tensors; i++) {
-        const wsync_st_tensor *t = &f.tensors[i];
-        if (enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX) {
-            uint64_t sz = t->end - t->begin, ne = 1;
-            unsigned rank, d;
-            if (t->dtype != WSYNC_DTYPE_U8 || sz < 8 || memcmp(t->data, WSYNC__STREAM_MAGIC, 4) != 0 ||
-                sz < 32 + 8 * (uint64_t)t->data[6]) {
-                r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, t->key_offset, t->name, t->name_len, "%s",
-                                "not a packed delta stream");
-                break;
-            }
-            rank = t->data[6];
-            for (d = 0; d < rank; d++)
-                if (!wsync_mul_u64(ne, wsync__load_le64(t->data + 8 + 8 * d), &ne)) ne = UINT64_MAX;
-            out->tensors++;
-            out->elements += ne;
-            out->changed += wsync__load_le64(t->data + 8 + 8 * rank);
-            if (wsync__load_le64(t->data + 8 + 8 * rank)) out->changed_tensors++;
-        } else {
-            int v3 = enc == WSYNC_ENCODING_TRL_V3;
-            size_t sfx = v3 ? 4 : 8;
-            if (t->name_len >= sfx && memcmp(t->name + t->name_len - sfx, v3 ? ".idx" : ".indices", sfx) == 0) {
-                out->tensors++;
-                out->changed_tensors++;
-                out->changed += t->nelem;
-            }
-        }
-    }
-    if (r == WSYNC_OK && enc != WSYNC_ENCODING_PACKED && enc != WSYNC_ENCODING_PACKED_MAX) {
-        const char *te = wsync_st_metadata_get(&f, "total_elements");
-        if (te) out->elements = strtoull(te, NULL, 10);
-    }
-    wsync_st_free(&f);
-    return r;
-}
-
-/* ---- applying: decode and check, digests, then write >>delta-apply ---- */
 
 /* State shared by the apply phases; entry i of the file is patch i. */
 typedef struct wsync__app {
@@ -7985,6 +8759,14 @@ typedef struct wsync__app {
        that one large tensor is shared among threads; other patches whole */
     struct wsync__item *items;
     size_t n_items;
+    /* the report (on_changes): the caller's targets, a chunk buffer per
+       worker (positions, then values) */
+    wsync_tensor *targets;
+    uint8_t **rep;
+    size_t chunk;
+    size_t *order;       /* parallel report: entries, most changes first */
+    size_t *item0;       /* the report: entry i's items are [item0[i], item0[i + 1]) */
+    uint8_t *cap;        /* the capture's memory (the items' cap_pos and cap_val) */
 } wsync__app;
 
 typedef struct wsync__item {
@@ -7992,7 +8774,20 @@ typedef struct wsync__item {
     uint64_t b0, b1;  /* Rice blocks [b0, b1) */
     uint64_t soff;    /* stream offset of block b0 */
     uint64_t count;   /* check phase: changes found */
+    /* the report's capture (see WSYNC__CAPTURE_MAX): the write phase keeps
+       the item's changes, positions from element b0 * blk, new values */
+    uint32_t *cap_pos;
+    uint8_t *cap_val;
+    uint64_t cap_n;
 } wsync__item;
+
+/* When on_changes is given, the write phase keeps the changes it decodes
+   from Rice streams (4 + width bytes a change) for the report, up to this
+   many bytes in all, item by item in the file's order; the report decodes
+   the rest again. */
+#ifndef WSYNC__CAPTURE_MAX /* (tests set a small one) */
+#define WSYNC__CAPTURE_MAX ((uint64_t)64 << 20)
+#endif
 
 #define WSYNC__ITEM_BLOCKS 16
 
@@ -8069,6 +8864,7 @@ static int wsync__apply_items(wsync__app *A, const wsync_allocator *a)
         soff = pt->data_at;
         for (bi = 0; bi < pt->nblocks; bi++) {
             if (bi % WSYNC__ITEM_BLOCKS == 0) {
+                memset(&A->items[k], 0, sizeof A->items[k]);
                 A->items[k].patch = i;
                 A->items[k].b0 = bi;
                 A->items[k].b1 = bi + WSYNC__ITEM_BLOCKS < pt->nblocks ? bi + WSYNC__ITEM_BLOCKS : pt->nblocks;
@@ -8103,6 +8899,57 @@ static wsync_result wsync__apply_check(void *user, unsigned worker, size_t i, ws
     return WSYNC_OK;
 }
 
+/* Write phase with the capture: item it's blocks decoded (as wsync__rs_rest
+   does), written in place, and their changes kept. */
+WSYNC__INLINE void wsync__apply_write_cap(const wsync__patch *pt, const wsync__item *it, const unsigned w)
+{
+    const unsigned vbits = 8 * w;
+    const uint64_t vmask = w == 8 ? ~(uint64_t)0 : (((uint64_t)1) << vbits) - 1;
+    uint8_t *data = (uint8_t *)pt->target->data;
+    uint64_t bi, soff = it->soff, n = 0;
+    uint32_t at_buf[WSYNC__RICE_CHUNK];
+    uint64_t code_buf[WSYNC__RICE_CHUNK];
+    uint8_t raw_buf[WSYNC__RICE_CHUNK];
+    for (bi = it->b0; bi < it->b1; bi++) {
+        uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+        uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk;
+        uint32_t rel = (uint32_t)(first - it->b0 * pt->blk);
+        uint8_t *out = data + first * w;
+        wsync__rs s;
+        const char *why;
+        if (bsize && wsync__rs_open(&s, pt->stream + soff, bsize, len, pt->count, &why) == WSYNC_OK) {
+            while (s.i < s.count) {
+                uint64_t m = s.count - s.i < WSYNC__RICE_CHUNK ? s.count - s.i : WSYNC__RICE_CHUNK, j;
+                for (j = 0; j < m; j++) {
+                    uint64_t at = 0, code = 0;
+                    int kind = 0;
+                    const uint8_t *t;
+                    if (wsync__rs_step(&s, vbits, &at, &code, &kind, &why) != WSYNC_OK) return;
+                    t = out + (size_t)at * w;
+                    WSYNC__PREFETCH(t);
+                    wsync__prefetch_l2(t, 8192);
+                    wsync__prefetch_l2(t, 8192 + 64);
+                    at_buf[j] = (uint32_t)at;
+                    code_buf[j] = code;
+                    raw_buf[j] = (uint8_t)(kind - 1);
+                }
+                for (j = 0; j < m; j++) {
+                    uint64_t z = code_buf[j], b = wsync__elem_load(out + (size_t)at_buf[j] * w, w);
+                    uint64_t x = wsync__unord((wsync__ord(b, w) + wsync__unzz(z)) & vmask, w);
+                    x = raw_buf[j] ? z : x;
+                    wsync__elem_store(out + (size_t)at_buf[j] * w, w, x);
+                    if (n < it->cap_n) { /* (the blocks' counts, checked: always) */
+                        it->cap_pos[n] = rel + at_buf[j];
+                        wsync__elem_store(it->cap_val + n * w, w, x);
+                        n++;
+                    }
+                }
+            }
+        }
+        soff += bsize;
+    }
+}
+
 /* Write phase: item i (cannot fail: everything was checked). */
 static wsync_result wsync__apply_write(void *user, unsigned worker, size_t i, wsync_error *err)
 {
@@ -8111,7 +8958,9 @@ static wsync_result wsync__apply_write(void *user, unsigned worker, size_t i, ws
     const wsync__patch *pt = &A->patches[it->patch];
     (void)worker;
     (void)err;
-    if (pt->rice) {
+    if (pt->rice && it->cap_pos) {
+        WSYNC__BY_WIDTH(pt->w, wsync__apply_write_cap, pt, it);
+    } else if (pt->rice) {
         uint8_t *data = (uint8_t *)pt->target->data;
         uint64_t bi, soff = it->soff, c;
         const char *why;
@@ -8122,6 +8971,204 @@ static wsync_result wsync__apply_write(void *user, unsigned worker, size_t i, ws
     } else {
         wsync__patch_write(pt, A->enc == WSYNC_ENCODING_TRL_V3);
     }
+    return WSYNC_OK;
+}
+
+/* Phase 4, the report: a chunk being filled for on_changes. Positions are
+   decoded into the chunk with their targets prefetched, and their values
+   gathered WSYNC__REP_BATCH at a time, a batch behind the decoding, so the
+   misses of one batch overlap the decoding of the next. */
+#define WSYNC__REP_BATCH 128u
+
+typedef struct wsync__rep {
+    const wsync_delta_options *o;
+    wsync_changes c;
+    uint64_t *pos;
+    uint8_t *val;
+    const uint8_t *data;
+    uint64_t k, g, left; /* in the chunk; of them gathered; still to hand in the tensor */
+    size_t chunk;
+    int rc;
+} wsync__rep;
+
+WSYNC__INLINE void wsync__rep_gather(wsync__rep *R, const unsigned w)
+{
+    uint64_t j;
+    for (j = R->g; j < R->k; j++) memcpy(R->val + j * w, R->data + (size_t)R->pos[j] * w, w);
+    R->g = R->k;
+}
+
+static int wsync__rep_flush(wsync__rep *R)
+{
+    R->c.count = R->k;
+    R->c.last = R->left == 0;
+    R->k = 0;
+    R->g = 0;
+    R->rc = R->o->on_changes(R->o->changes_user, &R->c);
+    return R->rc;
+}
+
+/* Adds position `at` (its value read from the written target); nonzero
+   when the callback refused. */
+WSYNC__INLINE int wsync__rep_put(wsync__rep *R, uint64_t at, const unsigned w)
+{
+    const uint8_t *t = R->data + (size_t)at * w;
+    WSYNC__PREFETCH(t);
+    R->pos[R->k++] = at;
+    R->left--;
+    if (R->k == R->chunk || R->left == 0) {
+        wsync__rep_gather(R, w);
+        return wsync__rep_flush(R);
+    }
+    /* the batch before the one being decoded: its lines have had a batch's
+       decoding to arrive */
+    if (R->k - R->g >= 2 * WSYNC__REP_BATCH) {
+        uint64_t k = R->k;
+        R->k = R->g + WSYNC__REP_BATCH;
+        wsync__rep_gather(R, w);
+        R->k = k;
+    }
+    return 0;
+}
+WSYNC__INLINE void wsync__rep_list(wsync__rep *R, const uint8_t *q, uint64_t n, const unsigned w)
+{
+    uint64_t k, next = 0, at = 0;
+    for (k = 0; k < n; k++) {
+        q = wsync__list_entry(q, &next, &at) + w;
+        if (wsync__rep_put(R, at, w)) return;
+    }
+}
+
+WSYNC__INLINE void wsync__rep_trl(wsync__rep *R, const uint8_t *ix, unsigned iw, int v3, uint64_t n, const unsigned w)
+{
+    uint64_t k, cur = 0;
+    for (k = 0; k < n; k++) {
+        uint64_t q = wsync__trl_index(ix, k, iw);
+        cur = v3 && k ? cur + 1 + q : q;
+        if (wsync__rep_put(R, cur, w)) return;
+    }
+}
+
+/* The changes of a checked Rice stream: an item's from the capture, or its
+   positions decoded again (values decoded and dropped), with the unchecked
+   reader while WSYNC__RICE_MARGIN bytes are left: the delta was validated
+   in full before the write. */
+WSYNC__INLINE int wsync__rep_rice_blocks(wsync__rep *R, const wsync__patch *pt, uint64_t b0, uint64_t b1,
+                                         uint64_t soff, const unsigned w)
+{
+    uint64_t bi;
+    for (bi = b0; bi < b1; bi++) {
+        uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+        uint64_t first = bi * pt->blk, len = pt->nelem - first < pt->blk ? pt->nelem - first : pt->blk;
+        if (bsize) {
+            wsync__rs rs;
+            const char *why;
+            uint64_t at = 0, code = 0;
+            int kind = 0;
+            if (wsync__rs_open(&rs, pt->stream + soff, bsize, len, pt->count, &why) != WSYNC_OK) return 1;
+            while (rs.i < rs.count && rs.r.end - rs.r.p >= WSYNC__RICE_MARGIN) {
+                wsync__rs_step_fast(&rs, 8 * w, &at, &code, &kind);
+                if (wsync__rep_put(R, first + at, w)) return 1;
+            }
+            while (rs.i < rs.count) {
+                if (wsync__rs_step(&rs, 8 * w, &at, &code, &kind, &why) != WSYNC_OK) return 1;
+                if (wsync__rep_put(R, first + at, w)) return 1;
+            }
+        }
+        soff += bsize;
+    }
+    return 0;
+}
+
+WSYNC__INLINE void wsync__rep_rice(wsync__rep *R, const wsync__patch *pt, const wsync__item *it, size_t n_items,
+                                   const unsigned w)
+{
+    size_t j;
+    if (!it) { /* no items (cannot happen after a write): every block again */
+        wsync__rep_rice_blocks(R, pt, 0, pt->nblocks, pt->data_at, w);
+        return;
+    }
+    for (j = 0; j < n_items; j++, it++) {
+        if (it->cap_pos) {
+            uint64_t k = 0, first = it->b0 * pt->blk;
+            if (R->g < R->k) wsync__rep_gather(R, w);
+            while (k < it->cap_n) { /* as many as the chunk takes at once */
+                uint64_t m = it->cap_n - k, room = R->chunk - R->k, q;
+                uint64_t *pos = R->pos + R->k;
+                const uint32_t *cp = it->cap_pos + k;
+                if (m > room) m = room;
+                if (m > R->left) m = R->left;
+                if (!m) return; /* (the blocks' counts are the tensor's: checked) */
+                for (q = 0; q < m; q++) pos[q] = first + cp[q];
+                memcpy(R->val + R->k * w, it->cap_val + k * w, (size_t)m * w);
+                R->k += m;
+                R->g = R->k;
+                R->left -= m;
+                k += m;
+                if ((R->k == R->chunk || R->left == 0) && wsync__rep_flush(R)) return;
+            }
+        } else if (wsync__rep_rice_blocks(R, pt, it->b0, it->b1, it->soff, w)) {
+            return;
+        }
+    }
+}
+
+/* The parallel report's order: the largest patches first, so that one
+   large tensor taken last does not leave the other workers idle. */
+typedef struct wsync__rep_ord {
+    uint64_t count;
+    size_t i;
+} wsync__rep_ord;
+
+static int wsync__rep_ord_cmp(const void *a, const void *b)
+{
+    const wsync__rep_ord *x = (const wsync__rep_ord *)a, *y = (const wsync__rep_ord *)b;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Phase 4: entry i's changes to on_changes (after every write). */
+static wsync_result wsync__apply_report(void *user, unsigned worker, size_t i, wsync_error *err)
+{
+    wsync__app *A = (wsync__app *)user;
+    const wsync__patch *pt = &A->patches[A->order ? A->order[i] : i];
+    wsync__rep R;
+    unsigned w = pt->w;
+    if (!pt->target || !pt->count) return WSYNC_OK;
+    memset(&R, 0, sizeof R);
+    R.o = A->o;
+    R.c.tensor = pt->target;
+    R.c.index = (size_t)(pt->target - A->targets);
+    R.c.width = w;
+    R.data = (const uint8_t *)pt->target->data;
+    if (WSYNC_CHANGES_WHOLE(pt->count, pt->nelem, w)) {
+        R.c.whole = 1;
+        R.c.count = pt->nelem;
+        R.c.values = pt->target->data;
+        R.c.last = 1;
+        R.rc = A->o->on_changes(A->o->changes_user, &R.c);
+    } else {
+        R.pos = (uint64_t *)(void *)A->rep[worker];
+        R.val = A->rep[worker] + A->chunk * 8;
+        R.c.positions = R.pos;
+        R.c.values = R.val;
+        R.chunk = A->chunk;
+        R.left = pt->count;
+        if (pt->rice) {
+            size_t e = A->order ? A->order[i] : i;
+            const wsync__item *it0 = A->item0 ? &A->items[A->item0[e]] : NULL;
+            size_t ni = A->item0 ? A->item0[e + 1] - A->item0[e] : 0;
+            WSYNC__BY_WIDTH(w, wsync__rep_rice, &R, pt, it0, ni);
+        }
+        else if (!pt->vals) WSYNC__BY_WIDTH(w, wsync__rep_list, &R, pt->list, pt->count);
+        else
+            WSYNC__BY_WIDTH(w, wsync__rep_trl, &R, pt->src->data, wsync_dtype_bits(pt->src->dtype) / 8,
+                            A->enc == WSYNC_ENCODING_TRL_V3, pt->count);
+    }
+    if (R.rc)
+        return wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, pt->target->name, strlen(pt->target->name),
+                           "the changes callback returned %d: the targets hold the delta's result, the changes "
+                           "after this chunk were not handed", R.rc);
     return WSYNC_OK;
 }
 
@@ -8160,6 +9207,8 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     A.f = &f;
     A.o = &o;
     A.n_targets = n;
+    A.targets = targets;
+    A.chunk = o.changes_chunk ? o.changes_chunk : 65536;
     A.packed = A.enc == WSYNC_ENCODING_PACKED || A.enc == WSYNC_ENCODING_PACKED_MAX;
     A.scratch_bytes = (size_t)1 << 20;
     threads = o.threads ? o.threads : 1;
@@ -8189,7 +9238,7 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
         }
 
     /* 1. Parse every entry (and decode packed-max and trl ones, checking them). */
-    r = wsync__pool_do(threads, f.n_tensors, wsync__apply_decode, &A, err);
+    r = wsync__workers_do(threads, f.n_tensors, wsync__apply_decode, &A, err);
     for (t = 0; t < threads; t++) wsync__pmx_free(&A.pmx[t], &o.allocator); /* the decode phase's alone */
     if (r != WSYNC_OK) goto done;
     if (!wsync__apply_items(&A, &o.allocator)) {
@@ -8201,7 +9250,7 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
           either way before anything is written. */
     if (!A.packed || (o.flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) ==
                          (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
-        if ((r = wsync__pool_do(threads, A.n_items, wsync__apply_check, &A, err)) != WSYNC_OK) goto done;
+        if ((r = wsync__workers_do(threads, A.n_items, wsync__apply_check, &A, err)) != WSYNC_OK) goto done;
         {
             /* each Rice patch's items together must hold its declared count */
             size_t j = 0;
@@ -8234,10 +9283,82 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
                 goto done;
             }
         }
-        if ((r = wsync__pool_do(threads, f.n_tensors, wsync__apply_verify, &A, err)) != WSYNC_OK) goto done;
+        if ((r = wsync__workers_do(threads, f.n_tensors, wsync__apply_verify, &A, err)) != WSYNC_OK) goto done;
+    }
+    /* The report's buffers, before the write: once it starts, nothing may fail. */
+    if (o.on_changes) {
+        unsigned rt = (o.flags & WSYNC_DELTA_CHANGES_PARALLEL) ? threads : 1;
+        if (A.chunk > ((size_t)SIZE_MAX >> 5)) A.chunk = (size_t)SIZE_MAX >> 5;
+        A.rep = (uint8_t **)wsync__alloc(&o.allocator, rt * sizeof *A.rep);
+        if (A.rep) memset(A.rep, 0, rt * sizeof *A.rep);
+        for (t = 0; A.rep && t < rt; t++)
+            if (!(A.rep[t] = (uint8_t *)wsync__alloc(&o.allocator, A.chunk * 16))) break;
+        if (!A.rep || t < rt) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes buffer");
+            goto done;
+        }
+        if (rt > 1 && f.n_tensors > 1) {
+            wsync__rep_ord *ord = (wsync__rep_ord *)wsync__alloc(&o.allocator, f.n_tensors * sizeof *ord);
+            if (!ord || !(A.order = (size_t *)wsync__alloc(&o.allocator, f.n_tensors * sizeof *A.order))) {
+                wsync__free(&o.allocator, ord);
+                r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes order");
+                goto done;
+            }
+            for (i = 0; i < f.n_tensors; i++) {
+                ord[i].count = A.patches[i].target ? A.patches[i].count : 0;
+                ord[i].i = i;
+            }
+            qsort(ord, f.n_tensors, sizeof *ord, wsync__rep_ord_cmp);
+            for (i = 0; i < f.n_tensors; i++) A.order[i] = ord[i].i;
+            wsync__free(&o.allocator, ord);
+        }
+        if (!(A.item0 = (size_t *)wsync__alloc(&o.allocator, (f.n_tensors + 1) * sizeof *A.item0))) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes items");
+            goto done;
+        }
+        {
+            /* each entry's items; then the capture, item by item while it
+               fits (its count from the blocks' headers), in one block that
+               may be refused: then everything is decoded again */
+            size_t j = 0;
+            uint64_t total = 0;
+            for (i = 0; i < f.n_tensors; i++) {
+                A.item0[i] = j;
+                while (j < A.n_items && A.items[j].patch == i) j++;
+            }
+            A.item0[f.n_tensors] = j;
+            for (j = 0; j < A.n_items; j++) {
+                wsync__item *it = &A.items[j];
+                const wsync__patch *pt = &A.patches[it->patch];
+                uint64_t bi, soff = it->soff, c = 0, need;
+                if (!pt->rice || WSYNC_CHANGES_WHOLE(pt->count, pt->nelem, pt->w)) continue;
+                for (bi = it->b0; bi < it->b1; bi++) {
+                    uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+                    uint64_t v = 0;
+                    if (bsize) wsync__varint_get(pt->stream + soff, bsize, &v);
+                    c += v;
+                    soff += bsize;
+                }
+                need = (c * (4 + (uint64_t)pt->w) + 7) & ~(uint64_t)7;
+                if (need > WSYNC__CAPTURE_MAX - total) break;
+                it->cap_n = c;
+                total += need;
+            }
+            if (total && (A.cap = (uint8_t *)wsync__alloc(&o.allocator, (size_t)total)) != NULL) {
+                uint8_t *q = A.cap;
+                for (j = 0; j < A.n_items; j++) {
+                    wsync__item *it = &A.items[j];
+                    unsigned w = A.patches[it->patch].w;
+                    if (!it->cap_n) continue;
+                    it->cap_pos = (uint32_t *)(void *)q;
+                    it->cap_val = q + it->cap_n * 4;
+                    q += (it->cap_n * (4 + (uint64_t)w) + 7) & ~(uint64_t)7;
+                }
+            }
+        }
     }
     /* 3. Write. Nothing below can fail. */
-    wsync__pool_do(threads, A.n_items, wsync__apply_write, &A, NULL);
+    wsync__workers_do(threads, A.n_items, wsync__apply_write, &A, NULL);
     for (i = 0; i < f.n_tensors; i++) {
         if (!A.patches[i].target) continue;
         st.tensors++;
@@ -8248,6 +9369,13 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     if (!A.packed) {
         const char *te = wsync_st_metadata_get(&f, "total_elements");
         if (te) st.elements = strtoull(te, NULL, 10);
+    }
+    /* 4. Every write done: the changes to on_changes (all validated before
+          phase 3; only the callback can stop this, with WSYNC_ERR_SINK). */
+    if (o.on_changes) {
+        r = wsync__workers_do((o.flags & WSYNC_DELTA_CHANGES_PARALLEL) ? threads : 1, f.n_tensors,
+                              wsync__apply_report, &A, err);
+        if (r != WSYNC_OK && stats) *stats = st;
     }
 done:
     if (A.patches)
@@ -8263,6 +9391,14 @@ done:
     wsync__free(&o.allocator, A.sorted);
     wsync__free(&o.allocator, A.scratch);
     wsync__free(&o.allocator, A.items);
+    wsync__free(&o.allocator, A.order);
+    wsync__free(&o.allocator, A.item0);
+    wsync__free(&o.allocator, A.cap);
+    if (A.rep) {
+        for (t = 0; t < ((o.flags & WSYNC_DELTA_CHANGES_PARALLEL) ? threads : 1); t++)
+            wsync__free(&o.allocator, A.rep[t]);
+        wsync__free(&o.allocator, A.rep);
+    }
     wsync_st_free(&f);
     if (stats && r == WSYNC_OK) *stats = st;
     return r;
@@ -9088,7 +10224,8 @@ WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_
 
 
 /* ---------------------------------------------------------------------
-   Chain: HEAD, publisher, subscriber  >>chain
+   Chain: HEAD, reading a chain, the state digest, publisher,
+   subscriber, prefetch, mirror  >>chain
    --------------------------------------------------------------------- */
 
 #define WSYNC__CHAIN_MAX_ENTRIES 1000000u
@@ -9111,6 +10248,12 @@ static void wsync__entry_key(wsync_chain_entry *e)
 {
     snprintf(e->key, sizeof e->key, "%s/step_%06llu.safetensors",
              e->kind == WSYNC_CHAIN_ANCHOR ? "anchors" : "deltas", (unsigned long long)e->step);
+}
+
+/* A directory anchor's key: the prefix of its objects. */
+static void wsync__entry_dir_key(wsync_chain_entry *e)
+{
+    snprintf(e->key, sizeof e->key, "anchors/step_%06llu/", (unsigned long long)e->step);
 }
 
 /* "<prefix>/<rel>" or "<rel>"; 0 when it does not fit. */
@@ -9182,6 +10325,109 @@ static long wsync__chain_find(const wsync_chain_info *c, wsync_chain_kind kind, 
     return -1;
 }
 
+WSYNC_DEF wsync_result wsync_chain_file_name_check(const char *name, wsync_error *err)
+{
+    size_t i, n = name ? strlen(name) : 0;
+    if (!n || n >= WSYNC_CHAIN_FILE_NAME_MAX || name[0] == '.')
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, name, n, "file name '%.*s' %s", (int)(n > 200 ? 200 : n),
+                           name ? name : "", !n ? "is empty" : name[0] == '.' ? "starts with '.'" : "is too long");
+    for (i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, (uint64_t)i, name, n,
+                               "file name '%.*s' holds a character other than A-Z a-z 0-9 . _ -", (int)n, name);
+    }
+    return WSYNC_OK;
+}
+
+static int wsync__cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The digest a directory anchor's entry carries: wsync64 of its files'
+   digests, 8 bytes little-endian each, in order. */
+static uint64_t wsync__files_digest(const wsync_chain_file *f, size_t n)
+{
+    wsync_digest_state ds;
+    size_t i;
+    wsync_digest_init(&ds);
+    for (i = 0; i < n; i++) {
+        uint8_t b[8];
+        wsync__store_le64(b, f[i].digest);
+        wsync_digest_update(&ds, b, 8);
+    }
+    return wsync_digest_final(&ds);
+}
+
+/* A directory anchor's objects: names valid and unique, shards first (at
+   least one), the sizes and digests adding up to the entry's. */
+static wsync_result wsync__files_validate(const wsync_chain_entry *e, wsync_error *err)
+{
+    size_t i, j;
+    uint64_t total = 0;
+    if (e->kind != WSYNC_CHAIN_ANCHOR || e->n_files > WSYNC_CHAIN_FILES_MAX || !e->files[0].tensors)
+        return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "step %llu: %s", (unsigned long long)e->step,
+                           e->kind != WSYNC_CHAIN_ANCHOR ? "only an anchor has files"
+                           : e->n_files > WSYNC_CHAIN_FILES_MAX ? "more than WSYNC_CHAIN_FILES_MAX files"
+                                                                : "its first file is not a shard (shards come first)");
+    for (i = 0; i < e->n_files; i++) {
+        const wsync_chain_file *f = &e->files[i];
+        if (memchr(f->name, 0, sizeof f->name) == NULL || wsync_chain_file_name_check(f->name, NULL) != WSYNC_OK)
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "anchor %llu: file %u has a bad name",
+                               (unsigned long long)e->step, (unsigned)i);
+        if (i && f->tensors && !e->files[i - 1].tensors)
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0,
+                               "anchor %llu: shard '%s' after a plain file (shards come first)",
+                               (unsigned long long)e->step, f->name);
+        if (!wsync_add_u64(total, f->bytes, &total))
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "anchor %llu: sizes overflow",
+                               (unsigned long long)e->step);
+    }
+    {
+        /* names unique: sorted, neighbours compared (a HEAD of many large
+           directory anchors must not cost a quadratic parse) */
+        const char *names[WSYNC_CHAIN_FILES_MAX];
+        for (i = 0; i < e->n_files; i++) names[i] = e->files[i].name;
+        qsort((void *)names, e->n_files, sizeof *names, wsync__cmp_cstr);
+        for (j = 1; j < e->n_files; j++)
+            if (strcmp(names[j - 1], names[j]) == 0)
+                return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "anchor %llu: file '%s' twice",
+                                   (unsigned long long)e->step, names[j]);
+    }
+    if (total != e->bytes || wsync__files_digest(e->files, e->n_files) != e->digest)
+        return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0,
+                           "anchor %llu: its bytes and digest are not its files' (%llu bytes listed, %llu given)",
+                           (unsigned long long)e->step, (unsigned long long)total, (unsigned long long)e->bytes);
+    return WSYNC_OK;
+}
+
+/* Gives c its own copy of every directory anchor's files (entries copied
+   from other infos point into theirs), pointers set. */
+static wsync_result wsync__info_own_files(wsync_chain_info *c, wsync_error *err)
+{
+    size_t i, n = 0, k = 0;
+    wsync_chain_file *f = NULL;
+    for (i = 0; i < c->n_entries; i++) n += c->entries[i].n_files;
+    if (n && !(f = (wsync_chain_file *)wsync__alloc(&c->allocator, n * sizeof *f)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD files");
+    for (i = 0; i < c->n_entries; i++) {
+        wsync_chain_entry *e = &c->entries[i];
+        if (!e->n_files) {
+            e->files = NULL;
+            continue;
+        }
+        memcpy(f + k, e->files, e->n_files * sizeof *f);
+        e->files = f + k;
+        k += e->n_files;
+    }
+    wsync__free(&c->allocator, c->files);
+    c->files = f;
+    c->n_files = n;
+    return WSYNC_OK;
+}
+
 static wsync_result wsync__chain_validate(const wsync_chain_info *c, wsync_error *err)
 {
     size_t i;
@@ -9208,6 +10454,10 @@ static wsync_result wsync__chain_validate(const wsync_chain_info *c, wsync_error
         if (e->kind == WSYNC_CHAIN_ANCHOR && e->base != e->step)
             return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "anchor %llu has a base",
                                (unsigned long long)e->step);
+        if (e->n_files) {
+            wsync_result r = wsync__files_validate(e, err);
+            if (r != WSYNC_OK) return r;
+        }
         if (e->step > top) top = e->step;
         if (e->kind == WSYNC_CHAIN_ANCHOR) any_anchor = 1, top_anchor = e->step;
     }
@@ -9228,6 +10478,7 @@ WSYNC_DEF void wsync_chain_info_free(wsync_chain_info *c)
 {
     if (!c) return;
     wsync__free(&c->allocator, c->entries);
+    wsync__free(&c->allocator, c->files);
     memset(c, 0, sizeof *c);
 }
 
@@ -9247,7 +10498,7 @@ WSYNC_DEF wsync_result wsync_chain_head_format(const wsync_chain_info *c, char *
 {
     size_t cap, o = 0, i;
     char *t, hex[17];
-    int pass;
+    int pass, version;
     wsync_result r;
     wsync__error_reset(err);
     if (!c || !text || !len)
@@ -9259,15 +10510,21 @@ WSYNC_DEF wsync_result wsync_chain_head_format(const wsync_chain_info *c, char *
         h.has_head = 1;
         if ((r = wsync__chain_validate(&h, err)) != WSYNC_OK) return r;
     }
-    if (!wsync_mul_size(c->n_entries, 160, &cap) || !wsync_add_size(cap, 512, &cap))
-        return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, NULL, 0, "%s", "HEAD size");
+    {
+        size_t nf = 0, fcap;
+        for (i = 0; i < c->n_entries; i++) nf += c->entries[i].n_files;
+        if (!wsync_mul_size(c->n_entries, 200, &cap) || !wsync_mul_size(nf, WSYNC_CHAIN_FILE_NAME_MAX + 120, &fcap) ||
+            !wsync_add_size(cap, fcap, &cap) || !wsync_add_size(cap, 512, &cap))
+            return wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, NULL, 0, "%s", "HEAD size");
+        version = nf ? 2 : 1;
+    }
     if (!(t = (char *)wsync__alloc(&c->allocator, cap)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD text");
     hex[16] = 0;
 #define WSYNC__HEAD_PUT(...) (o += (size_t)snprintf(t + o, cap - o, __VA_ARGS__))
     wsync__put_hex64(hex, c->head_state);
-    WSYNC__HEAD_PUT("{\"format\":\"wsync-chain\",\"version\":1,\"step\":%llu,\"anchor\":%llu,\"state\":\"%s\"",
-                    (unsigned long long)c->head_step, (unsigned long long)c->anchor_step, hex);
+    WSYNC__HEAD_PUT("{\"format\":\"wsync-chain\",\"version\":%d,\"step\":%llu,\"anchor\":%llu,\"state\":\"%s\"",
+                    version, (unsigned long long)c->head_step, (unsigned long long)c->anchor_step, hex);
     if (c->encoding && wsync_encoding_name(c->encoding))
         WSYNC__HEAD_PUT(",\"encoding\":\"%s\"", wsync_encoding_name(c->encoding));
     for (pass = 0; pass < 2; pass++) {
@@ -9283,8 +10540,25 @@ WSYNC_DEF wsync_result wsync_chain_head_format(const wsync_chain_info *c, char *
             wsync__put_hex64(sh, e->state);
             WSYNC__HEAD_PUT("%s\n{\"step\":%llu,", first ? "" : ",", (unsigned long long)e->step);
             if (pass) WSYNC__HEAD_PUT("\"base\":%llu,", (unsigned long long)e->base);
-            WSYNC__HEAD_PUT("\"bytes\":%llu,\"digest\":\"%s\",\"state\":\"%s\"}", (unsigned long long)e->bytes, dh,
+            WSYNC__HEAD_PUT("\"bytes\":%llu,\"digest\":\"%s\",\"state\":\"%s\"", (unsigned long long)e->bytes, dh,
                             sh);
+            if (pass && e->encoding && wsync_encoding_name(e->encoding))
+                WSYNC__HEAD_PUT(",\"encoding\":\"%s\"", wsync_encoding_name(e->encoding));
+            if (e->n_files) {
+                size_t f;
+                WSYNC__HEAD_PUT(",\"files\":[");
+                for (f = 0; f < e->n_files; f++) {
+                    const wsync_chain_file *cf = &e->files[f];
+                    dh[16] = 0;
+                    wsync__put_hex64(dh, cf->digest);
+                    WSYNC__HEAD_PUT("%s\n {\"name\":\"%s\",\"bytes\":%llu,\"digest\":\"%s\"", f ? "," : "", cf->name,
+                                    (unsigned long long)cf->bytes, dh);
+                    if (cf->tensors) WSYNC__HEAD_PUT(",\"tensors\":%llu", (unsigned long long)cf->tensors);
+                    WSYNC__HEAD_PUT("}");
+                }
+                WSYNC__HEAD_PUT("]");
+            }
+            WSYNC__HEAD_PUT("}");
             first = 0;
         }
         WSYNC__HEAD_PUT("]");
@@ -9465,9 +10739,75 @@ static int wsync__jp_key_is(const char *k, size_t kl, const char *lit)
     return strlen(lit) == kl && memcmp(k, lit, kl) == 0;
 }
 
+/* An encoding's name: a plain string under 16 characters; a name this
+   reader does not know reads as 0 (a later version's encoding). */
+static int wsync__jp_encoding(wsync__jp *p, wsync_encoding *enc)
+{
+    const char *v;
+    size_t vl;
+    char nm[16];
+    if (!wsync__jp_str(p, &v, &vl) || vl >= sizeof nm) return 0;
+    memcpy(nm, v, vl);
+    nm[vl] = 0;
+    *enc = wsync_encoding_from_name(nm);
+    return 1;
+}
+
 #define WSYNC__HEAD_BAD(...) wsync__fail(err, WSYNC_ERR_BAD_HEAD, (uint64_t)p.i, NULL, 0, __VA_ARGS__)
 
-static wsync_result wsync__head_entries(wsync__jp *pp, wsync_chain_kind kind, wsync__buf *out, wsync_error *err)
+/* An anchor's "files": [{name, bytes, digest, tensors (shards only)}], into
+   out (the entry's count in *n). */
+static wsync_result wsync__head_files(wsync__jp *pp, wsync__buf *out, size_t *n, wsync_error *err)
+{
+    wsync__jp p = *pp;
+    *n = 0;
+    if (!wsync__jp_lit(&p, '[')) return WSYNC__HEAD_BAD("%s", "\"files\" is not an array");
+    if (wsync__jp_lit(&p, ']')) return WSYNC__HEAD_BAD("%s", "\"files\" is empty");
+    for (;;) {
+        wsync_chain_file f;
+        unsigned seen = 0;
+        memset(&f, 0, sizeof f);
+        if (!wsync__jp_lit(&p, '{')) return WSYNC__HEAD_BAD("%s", "a file entry is not an object");
+        if (!wsync__jp_lit(&p, '}')) for (;;) {
+            const char *k, *v;
+            size_t kl, vl;
+            unsigned bit = 0;
+            int ok;
+            if (!wsync__jp_str(&p, &k, &kl) || !wsync__jp_lit(&p, ':'))
+                return WSYNC__HEAD_BAD("%s", "expected a key in a file entry");
+            if (wsync__jp_key_is(k, kl, "name")) {
+                bit = 1;
+                ok = wsync__jp_str(&p, &v, &vl) && vl < sizeof f.name;
+                if (ok) memcpy(f.name, v, vl), f.name[vl] = 0;
+                if (ok && wsync_chain_file_name_check(f.name, NULL) != WSYNC_OK)
+                    return WSYNC__HEAD_BAD("file name '%s' is not allowed ([A-Za-z0-9._-], not starting with '.')",
+                                           f.name);
+            } else if (wsync__jp_key_is(k, kl, "bytes")) bit = 2, ok = wsync__jp_u64(&p, &f.bytes);
+            else if (wsync__jp_key_is(k, kl, "digest")) bit = 4, ok = wsync__jp_hex64(&p, &f.digest);
+            else if (wsync__jp_key_is(k, kl, "tensors")) bit = 8, ok = wsync__jp_u64(&p, &f.tensors) && f.tensors;
+            else ok = wsync__jp_skip(&p, 4);
+            if (!ok) return WSYNC__HEAD_BAD("bad value for \"%.*s\" in a file entry", (int)(kl > 32 ? 32 : kl), k);
+            if (bit & seen) return WSYNC__HEAD_BAD("duplicate \"%.*s\" in a file entry", (int)kl, k);
+            seen |= bit;
+            if (wsync__jp_lit(&p, '}')) break;
+            if (!wsync__jp_lit(&p, ',')) return WSYNC__HEAD_BAD("%s", "expected ',' or '}' in a file entry");
+        }
+        if ((seen & 7u) != 7u) return WSYNC__HEAD_BAD("%s", "a file entry needs name, bytes and digest");
+        if (*n >= WSYNC_CHAIN_FILES_MAX) return WSYNC__HEAD_BAD("%s", "more than WSYNC_CHAIN_FILES_MAX files in an anchor");
+        if (!wsync__buf_reserve(out, sizeof f))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD files");
+        memcpy(out->p + out->len, &f, sizeof f);
+        out->len += sizeof f;
+        (*n)++;
+        if (wsync__jp_lit(&p, ']')) break;
+        if (!wsync__jp_lit(&p, ',')) return WSYNC__HEAD_BAD("%s", "expected ',' or ']' between file entries");
+    }
+    *pp = p;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__head_entries(wsync__jp *pp, wsync_chain_kind kind, wsync__buf *out, wsync__buf *files,
+                                        wsync_error *err)
 {
     wsync__jp p = *pp;
     wsync_result r = WSYNC_OK;
@@ -9493,7 +10833,13 @@ static wsync_result wsync__head_entries(wsync__jp *pp, wsync_chain_kind kind, ws
             else if (wsync__jp_key_is(k, kl, "bytes")) bit = 4, ok = wsync__jp_u64(&p, &e.bytes);
             else if (wsync__jp_key_is(k, kl, "digest")) bit = 8, ok = wsync__jp_hex64(&p, &e.digest);
             else if (wsync__jp_key_is(k, kl, "state")) bit = 16, ok = wsync__jp_hex64(&p, &e.state);
-            else ok = wsync__jp_skip(&p, 2);
+            else if (kind == WSYNC_CHAIN_DELTA && wsync__jp_key_is(k, kl, "encoding"))
+                bit = 32, ok = wsync__jp_encoding(&p, &e.encoding);
+            else if (kind == WSYNC_CHAIN_ANCHOR && wsync__jp_key_is(k, kl, "files")) {
+                if (seen & 64u) return WSYNC__HEAD_BAD("%s", "duplicate \"files\" in an object entry");
+                if ((r = wsync__head_files(&p, files, &e.n_files, err)) != WSYNC_OK) return r;
+                bit = 64, ok = 1;
+            } else ok = wsync__jp_skip(&p, 2);
             if (!ok) return WSYNC__HEAD_BAD("bad value for \"%.*s\" in an object entry", (int)(kl > 32 ? 32 : kl), k);
             if (bit & seen) return WSYNC__HEAD_BAD("duplicate \"%.*s\" in an object entry", (int)kl, k);
             seen |= bit;
@@ -9506,11 +10852,17 @@ static wsync_result wsync__head_entries(wsync__jp *pp, wsync_chain_kind kind, ws
                                              : "an anchor needs step, bytes, digest and state (and no base)");
         if (kind == WSYNC_CHAIN_ANCHOR) e.base = e.step;
         if (e.step > WSYNC_STEP_MAX) return WSYNC__HEAD_BAD("step %llu above the limit", (unsigned long long)e.step);
+        if (e.n_files) { /* the files just read are this anchor's */
+            size_t f;
+            for (f = files->len / sizeof(wsync_chain_file) - e.n_files; f < files->len / sizeof(wsync_chain_file); f++)
+                ((wsync_chain_file *)(void *)files->p)[f].step = e.step;
+        }
         if (out->len / sizeof e > first &&
             ((const wsync_chain_entry *)(const void *)(out->p + out->len - sizeof e))->step >= e.step)
             return WSYNC__HEAD_BAD("%s steps not strictly ascending at step %llu",
                                    kind == WSYNC_CHAIN_ANCHOR ? "anchor" : "delta", (unsigned long long)e.step);
         wsync__entry_key(&e);
+        if (e.n_files) wsync__entry_dir_key(&e);
         if (out->len / sizeof e >= WSYNC__CHAIN_MAX_ENTRIES) return WSYNC__HEAD_BAD("%s", "too many objects");
         if (!wsync__buf_reserve(out, sizeof e))
             return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD entries");
@@ -9528,7 +10880,7 @@ WSYNC_DEF wsync_result wsync_chain_head_parse(const void *text, size_t len, cons
                                               wsync_chain_info *out, wsync_error *err)
 {
     wsync__jp p;
-    wsync__buf ents;
+    wsync__buf ents, files;
     wsync_chain_info c;
     unsigned seen = 0;
     uint64_t version = 0, check = 0;
@@ -9542,6 +10894,8 @@ WSYNC_DEF wsync_result wsync_chain_head_parse(const void *text, size_t len, cons
     if (a) c.allocator = *a;
     memset(&ents, 0, sizeof ents);
     ents.a = &c.allocator;
+    memset(&files, 0, sizeof files);
+    files.a = &c.allocator;
     p.s = (const char *)text;
     p.n = len;
     p.i = 0;
@@ -9569,29 +10923,20 @@ WSYNC_DEF wsync_result wsync_chain_head_parse(const void *text, size_t len, cons
             ok = wsync__jp_str(&p, &v, &vl) && wsync__jp_key_is(v, vl, "wsync-chain");
         } else if (wsync__jp_key_is(k, kl, "version")) {
             bit = 2;
-            ok = wsync__jp_u64(&p, &version) && version == 1;
+            ok = wsync__jp_u64(&p, &version) && (version == 1 || version == 2);
         } else if (wsync__jp_key_is(k, kl, "step")) bit = 4, ok = wsync__jp_u64(&p, &c.head_step);
         else if (wsync__jp_key_is(k, kl, "anchor")) bit = 8, ok = wsync__jp_u64(&p, &c.anchor_step);
         else if (wsync__jp_key_is(k, kl, "state")) bit = 16, ok = wsync__jp_hex64(&p, &c.head_state);
-        else if (wsync__jp_key_is(k, kl, "encoding")) {
-            const char *v;
-            size_t vl;
-            char nm[16];
-            bit = 32;
-            ok = wsync__jp_str(&p, &v, &vl) && vl < sizeof nm;
-            if (ok) {
-                memcpy(nm, v, vl);
-                nm[vl] = 0;
-                c.encoding = wsync_encoding_from_name(nm); /* unknown: 0, a later version's */
-            }
-        } else if (wsync__jp_key_is(k, kl, "anchors") || wsync__jp_key_is(k, kl, "deltas")) {
+        else if (wsync__jp_key_is(k, kl, "encoding")) bit = 32, ok = wsync__jp_encoding(&p, &c.encoding);
+        else if (wsync__jp_key_is(k, kl, "anchors") || wsync__jp_key_is(k, kl, "deltas")) {
             int d = k[0] == 'd';
             bit = d ? 128u : 64u;
             if (seen & bit) {
                 r = WSYNC__HEAD_BAD("duplicate key \"%s\"", d ? "deltas" : "anchors");
                 goto fail;
             }
-            if ((r = wsync__head_entries(&p, d ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR, &ents, err)) != WSYNC_OK)
+            if ((r = wsync__head_entries(&p, d ? WSYNC_CHAIN_DELTA : WSYNC_CHAIN_ANCHOR, &ents, &files, err)) !=
+                WSYNC_OK)
                 goto fail;
         } else if (wsync__jp_key_is(k, kl, "check")) {
             bit = 256;
@@ -9634,11 +10979,33 @@ WSYNC_DEF wsync_result wsync_chain_head_parse(const void *text, size_t len, cons
                         "the digest in \"check\" does not match HEAD's bytes (torn or corrupt)");
         goto fail;
     }
+    if (files.len && version != 2) {
+        r = wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "%s",
+                        "an anchor with \"files\" in a version 1 HEAD (directory anchors are version 2)");
+        goto fail;
+    }
     c.entries = (wsync_chain_entry *)ents.p;
     c.n_entries = ents.len / sizeof(wsync_chain_entry);
+    c.files = (wsync_chain_file *)(void *)files.p;
+    c.n_files = files.len / sizeof(wsync_chain_file);
     c.has_head = 1;
     ents.p = NULL;
+    files.p = NULL;
     if (c.n_entries) qsort(c.entries, c.n_entries, sizeof *c.entries, wsync__cmp_entry);
+    {
+        /* anchors came ascending, their files in the same order */
+        size_t i, k = 0;
+        for (i = 0; i < c.n_entries; i++) {
+            wsync_chain_entry *e = &c.entries[i];
+            if (!e->n_files) continue;
+            if (k + e->n_files > c.n_files || c.files[k].step != e->step) {
+                wsync_chain_info_free(&c);
+                return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "%s", "files out of order");
+            }
+            e->files = c.files + k;
+            k += e->n_files;
+        }
+    }
     if ((r = wsync__chain_validate(&c, err)) != WSYNC_OK) {
         wsync_chain_info_free(&c);
         return r;
@@ -9647,6 +11014,7 @@ WSYNC_DEF wsync_result wsync_chain_head_parse(const void *text, size_t len, cons
     return WSYNC_OK;
 fail:
     wsync__buf_free(&ents);
+    wsync__buf_free(&files);
     return r;
 }
 #undef WSYNC__HEAD_BAD
@@ -9660,7 +11028,10 @@ typedef struct wsync__listing {
     int oom;
 } wsync__listing;
 
-/* "step_000041.safetensors" -> 41; 0 if the name is anything else. */
+/* "step_000041.safetensors" or "step_41.safetensors" -> 41: "step_", 1 to
+   15 decimal digits (leading zeros allowed, and counted: so at most
+   WSYNC_STEP_MAX, no overflow; no sign, space or anything else), then
+   ".safetensors"; 0 if the name is anything else. */
 static int wsync__step_name(const char *s, uint64_t *step)
 {
     uint64_t v = 0;
@@ -9688,7 +11059,8 @@ static int wsync__listing_fn(void *user, const char *key, uint64_t size)
     e.kind = l->kind;
     e.base = e.step;
     e.bytes = size;
-    wsync__entry_key(&e);
+    /* the key as listed ("step_41" as well as "step_000041"): fetched by it */
+    snprintf(e.key, sizeof e.key, "%s/%s", e.kind == WSYNC_CHAIN_ANCHOR ? "anchors" : "deltas", rest);
     if (!wsync__buf_reserve(&l->b, sizeof e)) return l->oom = 1, 1;
     memcpy(l->b.p + l->b.len, &e, sizeof e);
     l->b.len += sizeof e;
@@ -9757,8 +11129,35 @@ static wsync_result wsync__chain_list(const wsync_store *s, const char *prefix, 
     return WSYNC_OK;
 }
 
-WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_chain_options *opt,
-                                        wsync_chain_info *out, wsync_error *err)
+/* A listing that names one step of one kind under two keys
+   ("step_7.safetensors" and "step_000007.safetensors") is ambiguous: which
+   object is the step is not known, so neither is chosen. WSYNC_ERR_BAD_HEAD,
+   the code of every chain that breaks its rules (with HEAD or without): a
+   publisher refuses it unless asked for a new chain, a subscriber stays
+   where it is. */
+static wsync_result wsync__chain_list_unique(const wsync_chain_info *c, wsync_error *err)
+{
+    size_t i;
+    for (i = 1; i < c->n_entries; i++) {
+        const wsync_chain_entry *a = &c->entries[i - 1], *b = &c->entries[i];
+        if (a->kind == b->kind && a->step == b->step) {
+            if (strcmp(a->key, b->key) > 0) {
+                const wsync_chain_entry *t = a;
+                a = b, b = t;
+            }
+            return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0,
+                               "%s step %llu listed under two keys, '%s' and '%s' (no HEAD): which is the step "
+                               "is not known",
+                               a->kind == WSYNC_CHAIN_ANCHOR ? "anchor" : "delta", (unsigned long long)a->step,
+                               a->key, b->key);
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* wsync_chain_read; *listed: 1 when there was no HEAD (read from a listing). */
+static wsync_result wsync__chain_read(const wsync_store *store, const wsync_chain_options *opt,
+                                      wsync_chain_info *out, int *listed, wsync_error *err)
 {
     char prefix[WSYNC__PREFIX_MAX], key[WSYNC__KEY_MAX];
     uint8_t *bytes = NULL;
@@ -9766,6 +11165,7 @@ WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_ch
     wsync_allocator a;
     wsync_result r;
     wsync__error_reset(err);
+    if (listed) *listed = 0;
     if (!store || !out || !store->get)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_chain_read arguments");
     memset(out, 0, sizeof *out);
@@ -9777,13 +11177,23 @@ WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_ch
     if (r == WSYNC_ERR_NOT_FOUND) {
         out->allocator = a;
         wsync__error_reset(err);
-        return wsync__chain_list(store, prefix, out, err);
+        if (listed) *listed = 1;
+        if ((r = wsync__chain_list(store, prefix, out, err)) == WSYNC_OK &&
+            (r = wsync__chain_list_unique(out, err)) != WSYNC_OK)
+            wsync_chain_info_free(out);
+        return r;
     }
     if (r != WSYNC_OK) return r;
     r = wsync_chain_head_parse(bytes, (size_t)size, &a, out, err);
     wsync__free(&a, bytes);
     if (r != WSYNC_OK) return wsync__obj_fail(err, r, key);
     return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_chain_read(const wsync_store *store, const wsync_chain_options *opt,
+                                        wsync_chain_info *out, wsync_error *err)
+{
+    return wsync__chain_read(store, opt, out, NULL, err);
 }
 
 /* ---- digests of a model: the state digest >>state-digest ---- */
@@ -9877,1089 +11287,6 @@ static wsync_result wsync__copy_item(void *user, unsigned worker, size_t i, wsyn
 }
 
 /* ======================================================================
-   Subscriber  >>subscriber
-   ====================================================================== */
-
-typedef struct wsync__fetched {
-    wsync_chain_entry e;
-    uint8_t *bytes;
-    uint64_t size;
-} wsync__fetched;
-
-/* An object refused (its check or its apply failed): not fetched again by
-   the prefetch while the chain gives its key the same size and digest. */
-typedef struct wsync__refusal {
-    char key[64];
-    uint64_t size;
-    int has_digest;
-    uint64_t digest;
-} wsync__refusal;
-
-#define WSYNC__MAX_REFUSED 64
-#define WSYNC__MAX_BACKOFF 6 /* the poll interval grows to at most 64 times... */
-#define WSYNC__BACKOFF_CAP_MS 60000u /* ...and a minute */
-
-struct wsync_subscriber {
-    wsync_store store;
-    wsync_chain_options o;
-    wsync_allocator a;
-    /* the applies' memory, kept from one to the next (at most an eighth of
-       the model's bytes and 16 MiB); NULL if it could not be made: then a */
-    wsync_pool *pool;
-    char prefix[WSYNC__PREFIX_MAX];
-    wsync_tensor *t;
-    size_t n;
-    int has_step;
-    uint64_t step;
-    int verified;      /* the step was reached by a digest-checked apply here, not vouched for */
-    int verify_state;
-    /* background prefetch */
-    int bg_running, bg_stop;
-    unsigned interval_ms;
-    wsync__fetched *pre;
-    size_t n_pre;
-    int pre_ready, pre_has_from, pre_verified;
-    uint64_t pre_from, pre_step, pre_head;
-    int busy;          /* a sync or apply_ready is moving the targets: the prefetch waits */
-    /* what wsync_subscriber_prefetch_status reports (under mu) */
-    uint64_t polls;
-    int head_known;
-    uint64_t head_step;
-    unsigned backoff;  /* the interval is interval_ms << backoff */
-    wsync_result last_result;
-    wsync_error last_err;
-    double last_time;
-    wsync__refusal refused[WSYNC__MAX_REFUSED];
-    size_t n_refused;
-#if WSYNC__HAVE_THREADS
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-#endif
-};
-
-static void wsync__sub_lock(wsync_subscriber *s)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_lock(&s->mu);
-#else
-    (void)s;
-#endif
-}
-
-static void wsync__sub_unlock(wsync_subscriber *s)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_unlock(&s->mu);
-#else
-    (void)s;
-#endif
-}
-
-WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_tensor *targets, size_t n,
-                                             const wsync_chain_options *opt, wsync_subscriber **out,
-                                             wsync_error *err)
-{
-    wsync_subscriber *s;
-    wsync_allocator a;
-    wsync_result r;
-    char prefix[WSYNC__PREFIX_MAX];
-    wsync__error_reset(err);
-    if (!store || !out || !store->get)
-        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_subscriber_open arguments");
-    *out = NULL;
-    if ((r = wsync__check_tensors(targets, n, err)) != WSYNC_OK) return r;
-    if ((r = wsync__chain_prefix(prefix, opt ? opt->prefix : NULL, err)) != WSYNC_OK) return r;
-    memset(&a, 0, sizeof a);
-    if (opt) a = opt->allocator;
-    if (!(s = (wsync_subscriber *)wsync__alloc(&a, sizeof *s)))
-        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "subscriber");
-    memset(s, 0, sizeof *s);
-    s->store = *store;
-    if (opt) s->o = *opt;
-    s->o.prefix = NULL;
-    s->a = a;
-    memcpy(s->prefix, prefix, sizeof prefix);
-    s->verify_state = (s->o.flags & WSYNC_CHAIN_VERIFY_STATE) != 0;
-    if (!(s->t = (wsync_tensor *)wsync__alloc(&a, n * sizeof *s->t + 1))) {
-        wsync__free(&a, s);
-        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "subscriber");
-    }
-    if (n) memcpy(s->t, targets, n * sizeof *s->t);
-    s->n = n;
-    {
-        uint64_t bytes = 0;
-        size_t i;
-        for (i = 0; i < n; i++)
-            if (!wsync_add_u64(bytes, targets[i].nbytes, &bytes)) bytes = UINT64_MAX;
-        /* the packed-max decoder's scratch is about 3.5 MiB a thread
-           whatever the model's size */
-        bytes = bytes / 8 + ((uint64_t)16 << 20);
-        s->pool = wsync_pool_new(bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes, &a);
-    }
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-#endif
-    *out = s;
-    return WSYNC_OK;
-}
-
-WSYNC_DEF void wsync_subscriber_set_step(wsync_subscriber *s, uint64_t step)
-{
-    if (!s) return;
-    wsync__sub_lock(s);
-    s->has_step = 1;
-    s->step = step;
-    s->verified = 0;
-    wsync__sub_unlock(s);
-}
-
-WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step)
-{
-    int has;
-    if (!s) return 0;
-    wsync__sub_lock((wsync_subscriber *)s);
-    has = s->has_step;
-    if (has && step) *step = s->step;
-    wsync__sub_unlock((wsync_subscriber *)s);
-    return has;
-}
-
-static void wsync__sub_moved(wsync_subscriber *s, int has, uint64_t step, int verified)
-{
-    wsync__sub_lock(s);
-    s->has_step = has;
-    s->step = step;
-    s->verified = verified;
-    wsync__sub_unlock(s);
-}
-
-static int wsync__refusal_is(const wsync__refusal *f, const wsync_chain_entry *e)
-{
-    return strcmp(f->key, e->key) == 0 && f->size == e->bytes &&
-           (!f->has_digest || !e->has_digests || f->digest == e->digest);
-}
-
-/* Remembers a refused object (the oldest refusal goes when there are too many). */
-static void wsync__refuse(wsync_subscriber *s, const wsync_chain_entry *e)
-{
-    wsync__refusal *f;
-    size_t i;
-    wsync__sub_lock(s);
-    for (i = 0; i < s->n_refused; i++)
-        if (wsync__refusal_is(&s->refused[i], e)) break;
-    if (i == s->n_refused) {
-        if (s->n_refused == WSYNC__MAX_REFUSED) {
-            memmove(s->refused, s->refused + 1, (WSYNC__MAX_REFUSED - 1) * sizeof *s->refused);
-            s->n_refused--;
-        }
-        f = &s->refused[s->n_refused++];
-        memcpy(f->key, e->key, sizeof f->key);
-        f->size = e->bytes;
-        f->has_digest = e->has_digests;
-        f->digest = e->digest;
-    }
-    wsync__sub_unlock(s);
-}
-
-/* An object applied after all (a sync, after the store repaired it). */
-static void wsync__unrefuse(wsync_subscriber *s, const wsync_chain_entry *e)
-{
-    size_t i = 0;
-    wsync__sub_lock(s);
-    while (i < s->n_refused) {
-        if (strcmp(s->refused[i].key, e->key) == 0) s->refused[i] = s->refused[--s->n_refused];
-        else i++;
-    }
-    wsync__sub_unlock(s);
-}
-
-/* The prefetch's last failure, for wsync_subscriber_prefetch_status. */
-static void wsync__note_failure(wsync_subscriber *s, wsync_result r, const wsync_error *err)
-{
-    wsync__sub_lock(s);
-    s->last_result = r;
-    if (err) s->last_err = *err;
-    else {
-        wsync__error_reset(&s->last_err);
-        s->last_err.code = r;
-    }
-#if WSYNC__POSIX
-    s->last_time = wsync__wall();
-#else
-    s->last_time = (double)time(NULL);
-#endif
-    wsync__sub_unlock(s);
-}
-
-static void wsync__head_seen(wsync_subscriber *s, int known, uint64_t step)
-{
-    wsync__sub_lock(s);
-    s->head_known = known;
-    if (known) s->head_step = step;
-    wsync__sub_unlock(s);
-}
-
-/* Failures of the store or of this machine, not of the object. */
-static int wsync__not_the_object(wsync_result r)
-{
-    return r == WSYNC_ERR_OUT_OF_MEMORY || r == WSYNC_ERR_IO || r == WSYNC_ERR_INVALID_ARGUMENT ||
-           r == WSYNC_ERR_UNSUPPORTED;
-}
-
-/* ---- the subscriber's path planning >>sub-plan ---- */
-
-/* The cheapest path to `target` avoiding `bad` objects: entry indices in
-   apply order into path (room for n_entries). 0 when there is none. */
-static int wsync__walk(const wsync_chain_info *c, uint64_t from, uint64_t target, const long *bad, size_t nbad,
-                       long *path, size_t *np, uint64_t *cost)
-{
-    uint64_t s = target, total = 0;
-    size_t k = 0, i, j;
-    while (s != from) {
-        long di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s);
-        if (di < 0 || k >= c->n_entries) return 0;
-        for (j = 0; j < nbad; j++)
-            if (bad[j] == di) return 0;
-        path[k++] = di;
-        total += c->entries[di].bytes;
-        s = c->entries[di].base;
-        if (s < from) return 0;
-    }
-    for (i = 0; i < k / 2; i++) {
-        long t = path[i];
-        path[i] = path[k - 1 - i];
-        path[k - 1 - i] = t;
-    }
-    *np = k;
-    *cost = total;
-    return 1;
-}
-
-static int wsync__plan(const wsync_chain_info *c, int has_cur, uint64_t cur, uint64_t target, const long *bad,
-                       size_t nbad, long *path, size_t *np, long *tmp)
-{
-    uint64_t best = UINT64_MAX, cost;
-    size_t n, i, j;
-    int found = 0;
-    if (has_cur && cur <= target && wsync__walk(c, cur, target, bad, nbad, path, np, &cost)) {
-        best = cost;
-        found = 1;
-    }
-    /* the newest usable anchor at or before target, then its deltas */
-    for (i = c->n_entries; i-- > 0;) {
-        const wsync_chain_entry *e = &c->entries[i];
-        int isbad = 0;
-        if (e->kind != WSYNC_CHAIN_ANCHOR || e->step > target) continue;
-        for (j = 0; j < nbad; j++)
-            if (bad[j] == (long)i) isbad = 1;
-        if (isbad) continue;
-        if (wsync__walk(c, e->step, target, bad, nbad, tmp + 1, &n, &cost)) {
-            cost += e->bytes;
-            if (!found || cost < best) {
-                tmp[0] = (long)i;
-                memcpy(path, tmp, (n + 1) * sizeof *path);
-                *np = n + 1;
-                found = 1;
-            }
-            break;
-        }
-    }
-    return found;
-}
-
-static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_entry *e, uint8_t **bytes,
-                                 uint64_t *size, wsync_error *err)
-{
-    char key[WSYNC__KEY_MAX];
-    wsync_result r;
-    wsync__chain_path(key, sizeof key, s->prefix, e->key);
-    /* HEAD's size (or the listing's): a store that sends more is cut off
-       there instead of filling memory; 0 from a listing is no size */
-    if (e->has_digests || e->bytes)
-        r = wsync_store_get_capped(&s->store, key, e->bytes, WSYNC_STORE_GET_EXACT, &s->a, bytes, size, err);
-    else r = wsync_store_get_all(&s->store, key, &s->a, bytes, size, err);
-    return r; /* the caller names the object */
-}
-
-/* Checks that cost nothing but the bytes: size, digest, container, steps. */
-static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_t *bytes, uint64_t size,
-                                        wsync_encoding *enc, wsync_error *err)
-{
-    wsync_result r;
-    if (e->has_digests) {
-        if (size != e->bytes)
-            return wsync__fail(err, WSYNC_ERR_TRUNCATED, UINT64_MAX, NULL, 0,
-                               "%llu bytes, HEAD says %llu (torn or truncated)", (unsigned long long)size,
-                               (unsigned long long)e->bytes);
-        if (wsync_digest(bytes, (size_t)size) != e->digest)
-            return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0, "%s",
-                               "the digest of its bytes does not match HEAD (corrupt)");
-    }
-    if (e->kind == WSYNC_CHAIN_DELTA) {
-        wsync_delta_stats ds;
-        if ((r = wsync_delta_info(bytes, size, &ds, err)) != WSYNC_OK) return r;
-        if (enc) *enc = ds.encoding;
-        if (ds.has_steps && ds.step != e->step)
-            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "holds step %llu, not %llu (out of order)",
-                               (unsigned long long)ds.step, (unsigned long long)e->step);
-        /* Without HEAD, e->base is only the previous listed step: a delta
-           missing in between must not let the next one patch the wrong base
-           (trl's apply cannot see it). A delta that carries its base is
-           held to it; one that does not cannot be verified, and is followed
-           only from the step just before it. */
-        if (ds.has_base && ds.base_step != e->base)
-            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "applies to step %llu, %s %llu",
-                               (unsigned long long)ds.base_step,
-                               e->has_digests ? "HEAD says" : "but the step before it in the listing is",
-                               (unsigned long long)e->base);
-        if (!ds.has_base && !e->has_digests && (e->step == 0 || e->base != e->step - 1))
-            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
-                               "carries no base step and step %llu is missing from the listing: cannot tell what "
-                               "it applies to (without HEAD such a chain cannot be verified)",
-                               (unsigned long long)(e->step ? e->step - 1 : 0));
-    }
-    return WSYNC_OK;
-}
-
-static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
-                                        uint64_t size, wsync_error *err)
-{
-    wsync_st_file f;
-    wsync_st_options so;
-    const void **src;
-    wsync__copyjob j;
-    const char *ms;
-    size_t i;
-    wsync_result r;
-    memset(&so, 0, sizeof so);
-    so.allocator = s->a;
-    if ((r = wsync_st_parse(bytes, size, &so, &f, err)) != WSYNC_OK) return r;
-    /* a target named "a" must not take the anchor's "a\u0000x" (nor the
-       other way round, for targets whose names were read from a file) */
-    if ((r = wsync_st_check_names(&f, err)) != WSYNC_OK) {
-        wsync_st_free(&f);
-        return r;
-    }
-    ms = wsync_st_metadata_get(&f, "step");
-    if (ms) {
-        char *end;
-        unsigned long long v = strtoull(ms, &end, 10);
-        if (*ms < '0' || *ms > '9' || *end || v != e->step) {
-            wsync_st_free(&f);
-            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "its metadata says step '%.20s', not %llu",
-                               ms, (unsigned long long)e->step);
-        }
-    }
-    if (!(src = (const void **)wsync__alloc(&s->a, s->n * sizeof *src + 1))) {
-        wsync_st_free(&f);
-        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
-    }
-    for (i = 0; i < s->n; i++) {
-        const wsync_tensor *t = &s->t[i];
-        const wsync_st_tensor *a = wsync_st_find(&f, t->name);
-        int same = a && a->dtype == t->dtype && a->rank == t->rank && a->end - a->begin == t->nbytes;
-        uint32_t k;
-        for (k = 0; same && k < t->rank; k++) same = a->shape[k] == t->shape[k];
-        if (!same) {
-            wsync__free(&s->a, (void *)src);
-            wsync_st_free(&f);
-            return wsync__fail(err, a ? WSYNC_ERR_SIZE_MISMATCH : WSYNC_ERR_NOT_FOUND, UINT64_MAX, t->name,
-                               strlen(t->name), "%s",
-                               a ? "the anchor's dtype or shape differs from the target's" : "not in the anchor");
-        }
-        src[i] = a->data;
-    }
-    /* everything checked: only now the targets change */
-    j.dst = s->t;
-    j.src = src;
-    r = wsync__pool_do(s->o.threads, s->n, wsync__copy_item, &j, err);
-    wsync__free(&s->a, (void *)src);
-    wsync_st_free(&f);
-    return r;
-}
-
-/* *targets_wrong (when given) is set when the object is proven good (its
-   bytes match HEAD's digest) and the failure can only be the targets'. */
-static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
-                                        uint64_t size, int *targets_wrong, wsync_error *err)
-{
-    wsync_result r;
-    wsync_encoding enc = (wsync_encoding)0;
-    int verified = 0;
-    if (targets_wrong) *targets_wrong = 0;
-    if ((r = wsync__check_object(e, bytes, size, &enc, err)) != WSYNC_OK) return r;
-    if (e->kind == WSYNC_CHAIN_ANCHOR) {
-        r = wsync__apply_anchor(s, e, bytes, size, err);
-        verified = e->has_digests;
-    } else {
-        wsync_delta_options d;
-        int packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
-        memset(&d, 0, sizeof d);
-        d.allocator = s->pool ? wsync_pool_allocator(s->pool) : s->a;
-        d.threads = s->o.threads;
-        /* A packed delta's result digests are checked before anything is
-           written, and a wrong base can only give a wrong result, so the base
-           pass is redundant on targets this subscriber checked itself; on
-           vouched-for targets it stays, for the clearer error. */
-        if (packed && s->verified) d.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST;
-        r = wsync_delta_apply(bytes, size, s->t, s->n, &d, NULL, err);
-        verified = packed;
-        if (r == WSYNC_ERR_DIGEST_MISMATCH && e->has_digests && targets_wrong) *targets_wrong = 1;
-    }
-    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, verified);
-    return r;
-}
-
-typedef struct wsync__pathlog {
-    int anchor;
-    uint64_t anchor_step, first, last;
-    unsigned deltas;
-} wsync__pathlog;
-
-static void wsync__pathlog_add(wsync__pathlog *pl, wsync_sync_stats *st, const wsync_chain_entry *e, uint64_t size)
-{
-    if (e->kind == WSYNC_CHAIN_ANCHOR) {
-        pl->anchor = 1;
-        pl->anchor_step = e->step;
-        pl->deltas = 0;
-        st->anchors++;
-    } else {
-        if (!pl->deltas) pl->first = e->step;
-        pl->last = e->step;
-        pl->deltas++;
-        st->deltas++;
-    }
-    st->bytes_fetched += size;
-}
-
-static void wsync__pathlog_str(const wsync__pathlog *pl, char *buf, size_t cap)
-{
-    size_t o = 0;
-    buf[0] = 0;
-    if (pl->anchor) o += (size_t)snprintf(buf, cap, "anchor %llu", (unsigned long long)pl->anchor_step);
-    if (pl->deltas && o < cap) {
-        if (pl->deltas == 1)
-            snprintf(buf + o, cap - o, "%sdelta %llu", o ? " + " : "", (unsigned long long)pl->last);
-        else
-            snprintf(buf + o, cap - o, "%sdeltas %llu..%llu", o ? " + " : "", (unsigned long long)pl->first,
-                     (unsigned long long)pl->last);
-    }
-    if (!pl->anchor && !pl->deltas) snprintf(buf, cap, "none");
-}
-
-/* The targets against the state digest of e, the entry of their step. */
-static wsync_result wsync__verify_entry(wsync_subscriber *s, const wsync_chain_entry *e, wsync_error *err)
-{
-    uint64_t st;
-    wsync_result r;
-    if (!e || !e->has_digests) return WSYNC_OK;
-    if ((r = wsync_state_digest(s->t, s->n, s->o.threads, &st, err)) != WSYNC_OK) return r;
-    if (st != e->state) {
-        wsync__sub_moved(s, 0, 0, 0); /* the targets hold no known step: the next sync loads an anchor */
-        return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0,
-                           "the model after step %llu does not match HEAD's state digest",
-                           (unsigned long long)e->step);
-    }
-    return WSYNC_OK;
-}
-
-static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_info *c, wsync_error *err)
-{
-    long ai = wsync__chain_find(c, WSYNC_CHAIN_ANCHOR, s->step), di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s->step);
-    return wsync__verify_entry(s, ai >= 0 ? &c->entries[ai] : di >= 0 ? &c->entries[di] : NULL, err);
-}
-
-static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_stats *st, wsync_error *err)
-{
-    wsync_chain_info c;
-    long bad[WSYNC__MAX_BAD], *path = NULL, *tmp = NULL;
-    size_t nbad = 0, np = 0, i;
-    uint64_t target;
-    int refreshed = 0, attempts, dropped = 0, targets_wrong = 0;
-    wsync_result r, last_obj = WSYNC_OK;
-    wsync_error last_err;
-    wsync__pathlog pl;
-    memset(&pl, 0, sizeof pl);
-    wsync__error_reset(&last_err);
-    {
-        wsync_chain_options o = s->o;
-        o.prefix = s->prefix;
-        r = wsync_chain_read(&s->store, &o, &c, err);
-        wsync__head_seen(s, r == WSYNC_OK, r == WSYNC_OK ? c.head_step : 0);
-        if (r != WSYNC_OK) return r;
-    }
-    st->head_step = c.head_step;
-    st->verified = c.has_head;
-    target = want == WSYNC_STEP_LATEST ? c.head_step : want;
-    for (attempts = 0; attempts < 64; attempts++) {
-        int has;
-        uint64_t cur = 0;
-        has = wsync_subscriber_step(s, &cur);
-        if (has && cur == target) break;
-        if (wsync__chain_find(&c, WSYNC_CHAIN_ANCHOR, target) < 0 && wsync__chain_find(&c, WSYNC_CHAIN_DELTA, target) < 0) {
-            r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "step %llu is not in the chain (HEAD is at %llu)",
-                            (unsigned long long)target, (unsigned long long)c.head_step);
-            goto done;
-        }
-        wsync__free(&s->a, path);
-        wsync__free(&s->a, tmp);
-        path = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *path);
-        tmp = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *tmp);
-        if (!path || !tmp) {
-            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "plan");
-            goto done;
-        }
-        if (!wsync__plan(&c, has, cur, target, bad, nbad, path, &np, tmp)) {
-            if (last_obj != WSYNC_OK) {
-                if (err) *err = last_err;
-                r = last_obj;
-            } else {
-                r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
-                                "no anchor or chain of deltas reaches step %llu", (unsigned long long)target);
-            }
-            goto done;
-        }
-        for (i = 0; i < np; i++) {
-            const wsync_chain_entry *e = &c.entries[path[i]];
-            uint8_t *bytes = NULL;
-            uint64_t size = 0;
-            wsync_error oe;
-            int got;
-            wsync__error_reset(&oe);
-            r = wsync__fetch(s, e, &bytes, &size, &oe);
-            if (r == WSYNC_ERR_NOT_FOUND && !refreshed) {
-                /* retention removed it after we read HEAD: read HEAD again */
-                wsync_chain_options o = s->o;
-                wsync_chain_info c2;
-                o.prefix = s->prefix;
-                refreshed = 1;
-                if (wsync_chain_read(&s->store, &o, &c2, err) == WSYNC_OK) {
-                    wsync_chain_info_free(&c);
-                    c = c2;
-                    nbad = 0;
-                    if (want == WSYNC_STEP_LATEST) target = c.head_step;
-                    st->head_step = c.head_step;
-                    st->verified = c.has_head;
-                    wsync__head_seen(s, 1, c.head_step);
-                }
-                break;
-            }
-            got = r == WSYNC_OK;
-            if (got) r = wsync__apply_object(s, e, bytes, size, &targets_wrong, &oe);
-            if (r == WSYNC_OK) {
-                wsync__pathlog_add(&pl, st, e, size);
-                wsync__unrefuse(s, e);
-            }
-            wsync__free(&s->a, bytes);
-            if (r != WSYNC_OK) {
-                wsync__obj_fail(&oe, r, e->key);
-                if (targets_wrong && !dropped) {
-                    /* the targets are not the step they claim (vouched for, or
-                       changed behind our back): forget it and take an anchor */
-                    dropped = 1;
-                    last_obj = r;
-                    last_err = oe;
-                    st->rejected++;
-                    wsync__sub_moved(s, 0, 0, 0);
-                    break;
-                }
-                if (wsync__not_the_object(r)) {
-                    /* the store or this machine failed, not the object: stop here */
-                    if (err) *err = oe;
-                    goto done;
-                }
-                if (got) wsync__refuse(s, e); /* the prefetch will not fetch it again */
-                last_obj = r;
-                last_err = oe;
-                st->rejected++;
-                if (nbad < WSYNC__MAX_BAD) bad[nbad++] = path[i];
-                else {
-                    if (err) *err = oe;
-                    goto done;
-                }
-                break;
-            }
-        }
-    }
-    {
-        uint64_t cur;
-        if (!wsync_subscriber_step(s, &cur) || cur != target) {
-            r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "gave up before reaching step %llu",
-                            (unsigned long long)target);
-            goto done;
-        }
-    }
-    r = WSYNC_OK;
-    if (s->verify_state) r = wsync__verify_state(s, &c, err);
-done:
-    wsync__pathlog_str(&pl, st->path, sizeof st->path);
-    wsync__free(&s->a, path);
-    wsync__free(&s->a, tmp);
-    wsync_chain_info_free(&c);
-    return r;
-}
-
-static void wsync__stats_begin(wsync_subscriber *s, wsync_sync_stats *st)
-{
-    memset(st, 0, sizeof *st);
-    st->had_step = wsync_subscriber_step(s, &st->from_step);
-}
-
-static void wsync__stats_end(wsync_subscriber *s, wsync_sync_stats *st)
-{
-    uint64_t step = 0;
-    if (wsync_subscriber_step(s, &step)) st->step = step;
-}
-
-WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step, wsync_sync_stats *stats,
-                                             wsync_error *err)
-{
-    wsync_sync_stats st;
-    wsync_result r;
-    wsync__error_reset(err);
-    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
-    wsync__stats_begin(s, &st);
-    wsync__sub_lock(s);
-    s->busy = 1;
-    wsync__sub_unlock(s);
-    r = wsync__sync(s, step, &st, err);
-    wsync__sub_lock(s);
-    s->busy = 0;
-    wsync__sub_unlock(s);
-    wsync__stats_end(s, &st);
-    if (stats) *stats = st;
-    return r;
-}
-
-/* ---- the background prefetch: polls, plans, fetches, offers >>prefetch ---- */
-
-static void wsync__pre_free(wsync_subscriber *s, wsync__fetched *pre, size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++) wsync__free(&s->a, pre[i].bytes);
-    wsync__free(&s->a, pre);
-}
-
-/* The prefetch's objects lead from the step the targets hold (under mu). */
-static int wsync__pre_fresh(const wsync_subscriber *s)
-{
-    return s->pre_ready && s->pre_has_from == s->has_step && (!s->has_step || s->pre_from == s->step);
-}
-
-#if WSYNC__HAVE_THREADS
-/* One poll's work, kept between its attempts: the chain read, the entries
-   to avoid, and each object fetched and checked (by entry index), so that
-   a plan around a bad object fetches nothing twice. */
-typedef struct wsync__poll {
-    wsync_chain_info c;
-    long *bad, *path, *tmp;
-    size_t nbad, np;
-    uint8_t **bytes;
-    uint64_t *size;
-    int has;             /* the targets' step when the poll began */
-    uint64_t cur;
-    int failed;          /* a failure was noted */
-} wsync__poll;
-
-/* The newest step above `floor` (any step when !has_floor) that a plan
-   reaches from the targets; 0 when none. */
-static int wsync__poll_plan(wsync__poll *p, int has_floor, uint64_t floor)
-{
-    const wsync_chain_info *c = &p->c;
-    size_t na = 0, ia, id;
-    while (na < c->n_entries && c->entries[na].kind == WSYNC_CHAIN_ANCHOR) na++;
-    ia = na;
-    id = c->n_entries;
-    /* anchors and deltas are each ascending: merge them downwards */
-    while (ia > 0 || id > na) {
-        uint64_t a = ia > 0 ? c->entries[ia - 1].step : 0, d = id > na ? c->entries[id - 1].step : 0;
-        uint64_t target = ia > 0 && (id == na || a >= d) ? a : d;
-        while (ia > 0 && c->entries[ia - 1].step == target) ia--;
-        while (id > na && c->entries[id - 1].step == target) id--;
-        if (has_floor && target <= floor) return 0;
-        if (wsync__plan(c, p->has, p->cur, target, p->bad, p->nbad, p->path, &p->np, p->tmp)) return 1;
-    }
-    return 0;
-}
-
-/* Offers path[0..n) (fetched and checked) unless the targets moved meanwhile. */
-static int wsync__poll_offer(wsync_subscriber *s, wsync__poll *p, size_t n)
-{
-    wsync__fetched *pre, *old = NULL;
-    size_t i, n_old = 0;
-    int offered = 0;
-    if (!(pre = (wsync__fetched *)wsync__alloc(&s->a, (n + 1) * sizeof *pre))) return 0;
-    memset(pre, 0, (n + 1) * sizeof *pre);
-    for (i = 0; i < n; i++) {
-        pre[i].e = p->c.entries[p->path[i]];
-        pre[i].bytes = p->bytes[p->path[i]];
-        pre[i].size = p->size[p->path[i]];
-        p->bytes[p->path[i]] = NULL;
-    }
-    wsync__sub_lock(s);
-    if (s->has_step == p->has && (!p->has || s->step == p->cur)) {
-        old = s->pre;
-        n_old = s->n_pre;
-        s->pre = pre;
-        s->n_pre = n;
-        s->pre_ready = 1;
-        s->pre_has_from = p->has;
-        s->pre_from = p->cur;
-        s->pre_step = p->c.entries[p->path[n - 1]].step;
-        s->pre_verified = p->c.has_head;
-        s->pre_head = p->c.head_step;
-        offered = 1;
-    } else {
-        old = pre; /* planned from a step the targets no longer hold */
-        n_old = n;
-    }
-    wsync__sub_unlock(s);
-    if (old) wsync__pre_free(s, old, n_old);
-    return offered;
-}
-
-/* Plans to the newest step it can reach above `have`, fetches and checks
-   the path, refuses a bad object and plans again around it; offers the
-   first path whose objects are all good. 1 when it offered. */
-static int wsync__poll_fetch(wsync_subscriber *s, wsync__poll *p, int any, uint64_t have)
-{
-    int attempts;
-    for (attempts = 0; attempts < 64; attempts++) {
-        size_t i;
-        if (!wsync__poll_plan(p, any, have)) return 0;
-        for (i = 0; i < p->np; i++) {
-            long k = p->path[i];
-            const wsync_chain_entry *e = &p->c.entries[k];
-            wsync_error oe;
-            wsync_result r;
-            if (p->bytes[k]) continue;
-            wsync__error_reset(&oe);
-            r = wsync__fetch(s, e, &p->bytes[k], &p->size[k], &oe);
-            if (r != WSYNC_OK && !wsync__not_the_object(r) && r != WSYNC_ERR_NOT_FOUND) {
-                /* the object itself is wrong (larger than HEAD says, cut off
-                   unread): refused like one that fails its check */
-                wsync__obj_fail(&oe, r, e->key);
-                wsync__note_failure(s, r, &oe);
-                p->failed = 1;
-                wsync__free(&s->a, p->bytes[k]);
-                p->bytes[k] = NULL;
-                wsync__refuse(s, e);
-                p->bad[p->nbad++] = k;
-                break;
-            }
-            if (r != WSYNC_OK) {
-                /* the store failed (or retention removed it after HEAD was
-                   read): offer what leads somewhere, try again next poll */
-                wsync__obj_fail(&oe, r, e->key);
-                wsync__note_failure(s, r, &oe);
-                p->failed = 1;
-                p->bytes[k] = NULL;
-                if (i > 0 && (!any || p->c.entries[p->path[i - 1]].step > have)) return wsync__poll_offer(s, p, i);
-                return 0;
-            }
-            if ((r = wsync__check_object(e, p->bytes[k], p->size[k], NULL, &oe)) != WSYNC_OK) {
-                wsync__obj_fail(&oe, r, e->key);
-                wsync__note_failure(s, r, &oe);
-                p->failed = 1;
-                wsync__free(&s->a, p->bytes[k]);
-                p->bytes[k] = NULL;
-                if (wsync__not_the_object(r)) return 0;
-                wsync__refuse(s, e);
-                p->bad[p->nbad++] = k;
-                break;
-            }
-        }
-        if (i == p->np) return p->np ? wsync__poll_offer(s, p, p->np) : 0;
-    }
-    return 0;
-}
-
-/* One poll of the background thread: read HEAD, plan to the newest step
-   reachable, fetch and check. 1: it offered a step; -1: it failed without
-   offering one; 0: nothing to do. */
-static int wsync__bg_poll(wsync_subscriber *s)
-{
-    wsync__poll p;
-    wsync_chain_options o = s->o;
-    wsync_error err;
-    wsync__fetched *stale = NULL;
-    size_t i, j, n_stale = 0;
-    int any, outcome = 0;
-    uint64_t have;
-    wsync_result r;
-    memset(&p, 0, sizeof p);
-    o.prefix = s->prefix;
-    /* the targets pass through intermediate steps: a plan from one of them
-       would fetch again what the engine is applying */
-    wsync__sub_lock(s);
-    any = s->busy;
-    wsync__sub_unlock(s);
-    if (any) return 0;
-    r = wsync_chain_read(&s->store, &o, &p.c, &err);
-    wsync__sub_lock(s);
-    s->polls++;
-    wsync__sub_unlock(s);
-    wsync__head_seen(s, r == WSYNC_OK, p.c.head_step);
-    if (r != WSYNC_OK) {
-        if (r == WSYNC_ERR_NOT_FOUND) return 0; /* an empty chain */
-        wsync__note_failure(s, r, &err);
-        return -1;
-    }
-    p.bad = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.bad);
-    p.path = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.path);
-    p.tmp = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.tmp);
-    p.bytes = (uint8_t **)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.bytes);
-    p.size = (uint64_t *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.size);
-    if (!p.bad || !p.path || !p.tmp || !p.bytes || !p.size) {
-        wsync__fail(&err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "prefetch plan");
-        wsync__note_failure(s, WSYNC_ERR_OUT_OF_MEMORY, &err);
-        outcome = -1;
-        goto out;
-    }
-    memset(p.bytes, 0, (p.c.n_entries + 1) * sizeof *p.bytes);
-    wsync__sub_lock(s);
-    /* a refusal lasts while the chain names its key with the same size and
-       digest; the refused entries are avoided */
-    for (i = 0; i < s->n_refused;) {
-        int kept = 0;
-        for (j = 0; j < p.c.n_entries; j++) {
-            if (strcmp(s->refused[i].key, p.c.entries[j].key) != 0) continue;
-            if (wsync__refusal_is(&s->refused[i], &p.c.entries[j])) {
-                size_t k = 0;
-                while (k < p.nbad && p.bad[k] != (long)j) k++;
-                if (k == p.nbad) p.bad[p.nbad++] = (long)j; /* once: at most n_entries */
-                kept = 1;
-            }
-        }
-        if (kept) i++;
-        else s->refused[i] = s->refused[--s->n_refused];
-    }
-    p.has = s->has_step;
-    p.cur = s->step;
-    if (s->busy) {
-        wsync__sub_unlock(s);
-        goto out;
-    }
-    if (s->pre && !wsync__pre_fresh(s)) {
-        /* planned from a step the targets no longer hold (a sync moved them) */
-        stale = s->pre;
-        n_stale = s->n_pre;
-        s->pre = NULL;
-        s->n_pre = 0;
-        s->pre_ready = 0;
-    }
-    any = p.has || s->pre_ready;
-    have = s->pre_ready ? s->pre_step : p.cur;
-    wsync__sub_unlock(s);
-    if (stale) wsync__pre_free(s, stale, n_stale);
-    if (any && have >= p.c.head_step) goto out;
-    if (wsync__poll_fetch(s, &p, any, have)) outcome = 1;
-    else if (p.failed) outcome = -1;
-out:
-    if (p.bytes)
-        for (i = 0; i < p.c.n_entries; i++) wsync__free(&s->a, p.bytes[i]);
-    wsync__free(&s->a, p.bytes);
-    wsync__free(&s->a, p.size);
-    wsync__free(&s->a, p.bad);
-    wsync__free(&s->a, p.path);
-    wsync__free(&s->a, p.tmp);
-    wsync_chain_info_free(&p.c);
-    return outcome;
-}
-
-static unsigned wsync__bg_interval(const wsync_subscriber *s)
-{
-    uint64_t ms = (uint64_t)s->interval_ms << s->backoff;
-    if (ms > WSYNC__BACKOFF_CAP_MS) ms = WSYNC__BACKOFF_CAP_MS;
-    if (ms < s->interval_ms) ms = s->interval_ms;
-    return (unsigned)ms;
-}
-
-static void *wsync__bg_main(void *arg)
-{
-    wsync_subscriber *s = (wsync_subscriber *)arg;
-    for (;;) {
-        struct timeval now;
-        struct timespec until;
-        int stop, outcome = wsync__bg_poll(s);
-        unsigned ms;
-        pthread_mutex_lock(&s->mu);
-        /* a poll that failed without progress waits twice as long as the last */
-        if (outcome < 0) {
-            if (s->backoff < WSYNC__MAX_BACKOFF) s->backoff++;
-        } else {
-            s->backoff = 0;
-        }
-        ms = wsync__bg_interval(s);
-        pthread_mutex_unlock(&s->mu);
-        gettimeofday(&now, NULL);
-        until.tv_sec = now.tv_sec + (time_t)(ms / 1000);
-        until.tv_nsec = (long)now.tv_usec * 1000 + (long)(ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-        pthread_mutex_lock(&s->mu);
-        if (!s->bg_stop) pthread_cond_timedwait(&s->cv, &s->mu, &until);
-        stop = s->bg_stop;
-        pthread_mutex_unlock(&s->mu);
-        if (stop) break;
-    }
-    return NULL;
-}
-#endif
-
-WSYNC_DEF wsync_result wsync_subscriber_start(wsync_subscriber *s, unsigned interval_ms, wsync_error *err)
-{
-    wsync__error_reset(err);
-    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
-#if WSYNC__HAVE_THREADS
-    if (s->bg_running) return WSYNC_OK;
-    pthread_mutex_lock(&s->mu);
-    s->interval_ms = interval_ms ? interval_ms : 1;
-    s->backoff = 0;
-    s->bg_stop = 0;
-    pthread_mutex_unlock(&s->mu);
-    if (pthread_create(&s->th, NULL, wsync__bg_main, s) != 0)
-        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "%s", "cannot start the prefetch thread");
-    pthread_mutex_lock(&s->mu);
-    s->bg_running = 1;
-    pthread_mutex_unlock(&s->mu);
-    return WSYNC_OK;
-#else
-    (void)interval_ms;
-    return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
-                       "background prefetch needs POSIX threads (built with WSYNC_NO_THREADS)");
-#endif
-}
-
-WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step)
-{
-    int ready;
-    if (!s) return 0;
-    wsync__sub_lock(s);
-    ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step);
-    if (ready && step) *step = s->pre_step;
-    wsync__sub_unlock(s);
-    return ready;
-}
-
-/* apply_ready's failure on an object: noted for the status, and the object
-   refused unless the targets are to blame (then their step is forgotten:
-   the next poll plans from an anchor, as sync would). */
-static void wsync__apply_ready_failed(wsync_subscriber *s, const wsync_chain_entry *e, wsync_result r,
-                                      int targets_wrong, const wsync_error *err)
-{
-    if (targets_wrong) wsync__sub_moved(s, 0, 0, 0);
-    else if (!wsync__not_the_object(r)) wsync__refuse(s, e);
-    wsync__note_failure(s, r, err);
-}
-
-WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_sync_stats *stats, wsync_error *err)
-{
-    wsync_sync_stats st;
-    wsync__fetched *pre;
-    wsync_error oe;
-    size_t n, i;
-    int fresh, targets_wrong = 0;
-    wsync_result r = WSYNC_OK;
-    wsync__pathlog pl;
-    wsync__error_reset(err);
-    wsync__error_reset(&oe);
-    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
-    wsync__stats_begin(s, &st);
-    memset(&pl, 0, sizeof pl);
-    wsync__sub_lock(s);
-    pre = s->pre;
-    n = s->n_pre;
-    fresh = wsync__pre_fresh(s);
-    st.head_step = fresh ? s->pre_head : s->head_step;
-    st.verified = fresh && s->pre_verified;
-    s->pre = NULL;
-    s->n_pre = 0;
-    s->pre_ready = 0;
-    s->busy = 1;
-    wsync__sub_unlock(s);
-    /* a prefetch planned from a step the targets no longer hold is dropped */
-    for (i = 0; fresh && i < n; i++) {
-        if ((r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, &targets_wrong, &oe)) != WSYNC_OK) {
-            wsync__obj_fail(&oe, r, pre[i].e.key);
-            wsync__apply_ready_failed(s, &pre[i].e, r, targets_wrong, &oe);
-            if (!wsync__not_the_object(r)) st.rejected++;
-            break;
-        }
-        wsync__pathlog_add(&pl, &st, &pre[i].e, pre[i].size);
-    }
-    if (r == WSYNC_OK && fresh && n && s->verify_state) {
-        /* as sync: the whole model against HEAD's state digest for its step */
-        if ((r = wsync__verify_entry(s, &pre[n - 1].e, &oe)) != WSYNC_OK) wsync__note_failure(s, r, &oe);
-    }
-    if (r != WSYNC_OK && err) *err = oe;
-    wsync__sub_lock(s);
-    s->busy = 0;
-    wsync__sub_unlock(s);
-    if (pre) wsync__pre_free(s, pre, n);
-    wsync__pathlog_str(&pl, st.path, sizeof st.path);
-    wsync__stats_end(s, &st);
-    if (stats) *stats = st;
-    return r;
-}
-
-WSYNC_DEF wsync_result wsync_subscriber_prefetch_status(wsync_subscriber *s, wsync_prefetch_status *out)
-{
-    if (!s || !out) return WSYNC_ERR_INVALID_ARGUMENT;
-    memset(out, 0, sizeof *out);
-    wsync__sub_lock(s);
-    out->running = s->bg_running;
-    out->polls = s->polls;
-    out->head_known = s->head_known;
-    out->head_step = s->head_step;
-    out->ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step);
-    if (out->ready) out->ready_step = s->pre_step;
-    out->caught_up = s->head_known && s->has_step && s->step == s->head_step;
-    out->refused = (unsigned)s->n_refused;
-#if WSYNC__HAVE_THREADS
-    out->interval_ms = s->bg_running ? wsync__bg_interval(s) : 0;
-#endif
-    out->last_result = s->last_result;
-    out->last_error = s->last_err;
-    out->last_error_time = s->last_time;
-    wsync__sub_unlock(s);
-    return WSYNC_OK;
-}
-
-WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s)
-{
-    if (!s) return;
-#if WSYNC__HAVE_THREADS
-    if (!s->bg_running) return;
-    pthread_mutex_lock(&s->mu);
-    s->bg_stop = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->th, NULL);
-    pthread_mutex_lock(&s->mu);
-    s->bg_running = 0;
-    pthread_mutex_unlock(&s->mu);
-#endif
-}
-
-WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s)
-{
-    wsync_allocator a;
-    if (!s) return;
-    wsync_subscriber_stop(s);
-    if (s->pre) wsync__pre_free(s, s->pre, s->n_pre);
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
-#endif
-    wsync_pool_free(s->pool);
-    a = s->a;
-    wsync__free(&a, s->t);
-    wsync__free(&a, s);
-}
-
-/* ======================================================================
    Publisher  >>publisher
    ====================================================================== */
 
@@ -10989,20 +11316,43 @@ struct wsync_publisher {
     uint8_t *cast;
     size_t cast_size;
     wsync_tensor *next;
+    /* wsync_publisher_set_layout: anchors as a directory */
+    size_t n_shards, n_lfiles;
+    struct wsync__lay_shard *shards;
+    struct wsync__lay_file *lfiles;
 };
 
+typedef struct wsync__lay_shard {
+    char name[WSYNC_CHAIN_FILE_NAME_MAX];
+    size_t first, count;
+} wsync__lay_shard;
+
+typedef struct wsync__lay_file {
+    char name[WSYNC_CHAIN_FILE_NAME_MAX];
+    uint8_t *data;
+    uint64_t size, digest;
+} wsync__lay_file;
+
 /* The refusal of a chain the publisher cannot take over: r is BAD_HEAD
-   (err says why), or OK for a listing without HEAD (c). */
-static wsync_result wsync__pub_refuse(const wsync_chain_info *c, wsync_result r, wsync_error *err)
+   (err says why: HEAD's failure, or with `listed` a listing's), or OK for a
+   listing without HEAD (c). */
+static wsync_result wsync__pub_refuse(const wsync_chain_info *c, wsync_result r, int listed, wsync_error *err)
 {
     static const char way_out[] =
         ". Not published over, since a new chain's retention could delete objects not its own. Restore HEAD, use "
         "another prefix, or start a new chain here with WSYNC_CHAIN_NEW_CHAIN (wsync publish --new-chain): it keeps "
         "every object and publishes only steps after the newest one there";
+    static const char way_out_listed[] =
+        ". Not published over: remove one, use another prefix, or start a new chain here with "
+        "WSYNC_CHAIN_NEW_CHAIN (wsync publish --new-chain), which keeps every object";
+    const char *way = listed && r == WSYNC_ERR_BAD_HEAD ? way_out_listed : way_out;
+    size_t wl = strlen(way) + 1;
     char what[sizeof err->message + 64];
     size_t n;
     if (!err) return WSYNC_ERR_BAD_HEAD;
-    if (r == WSYNC_ERR_BAD_HEAD)
+    if (r == WSYNC_ERR_BAD_HEAD && listed)
+        snprintf(what, sizeof what, "%s", err->message);
+    else if (r == WSYNC_ERR_BAD_HEAD)
         snprintf(what, sizeof what, "HEAD fails its check (%s)", err->message);
     else
         snprintf(what, sizeof what, "no HEAD, yet %llu objects under anchors/ and deltas/ (newest step %llu): "
@@ -11010,9 +11360,9 @@ static wsync_result wsync__pub_refuse(const wsync_chain_info *c, wsync_result r,
     wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0, "%s", "");
     /* the way out is never cut: what failed is, when both do not fit */
     n = strlen(what);
-    if (n > sizeof err->message - sizeof way_out) n = sizeof err->message - sizeof way_out;
+    if (n > sizeof err->message - wl) n = sizeof err->message - wl;
     memcpy(err->message, what, n);
-    memcpy(err->message + n, way_out, sizeof way_out);
+    memcpy(err->message + n, way, wl);
     return WSYNC_ERR_BAD_HEAD;
 }
 
@@ -11053,6 +11403,7 @@ WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsyn
     wsync_allocator a;
     wsync_result r;
     char prefix[WSYNC__PREFIX_MAX];
+    int listed = 0;
     wsync__error_reset(err);
     if (!store || !out || !store->get || !store->put)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_publisher_open arguments");
@@ -11076,7 +11427,7 @@ WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsyn
     if (!p->o.anchor_every) p->o.anchor_every = 20;
     if (p->o.anchor_fraction == 0) p->o.anchor_fraction = 0.5;
     if (!p->o.retain) p->o.retain = 2 * p->o.anchor_every;
-    r = wsync_chain_read(store, &p->o, &p->info, err);
+    r = wsync__chain_read(store, &p->o, &p->info, &listed, err);
     if (r == WSYNC_OK && p->info.has_head && !(p->o.flags & WSYNC_CHAIN_NEW_CHAIN)) {
         p->has_info = 1;
     } else if (r == WSYNC_ERR_NOT_FOUND) {
@@ -11086,7 +11437,7 @@ WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsyn
         /* A HEAD that fails its check, or objects without HEAD (a foreign
            or damaged chain): a new chain there would name none of them, and
            so must not delete any; only on request, and keeping them all. */
-        if (!(p->o.flags & WSYNC_CHAIN_NEW_CHAIN)) r = wsync__pub_refuse(&p->info, r, err);
+        if (!(p->o.flags & WSYNC_CHAIN_NEW_CHAIN)) r = wsync__pub_refuse(&p->info, r, listed, err);
         else r = wsync__pub_floor(p, r == WSYNC_OK ? &p->info : NULL, err);
         wsync_chain_info_free(&p->info);
         memset(&p->info, 0, sizeof p->info);
@@ -11126,10 +11477,108 @@ static void wsync__pub_free_image(wsync_publisher *p)
     p->has_image = 0;
 }
 
+static void wsync__pub_free_layout(wsync_publisher *p)
+{
+    size_t i;
+    for (i = 0; i < p->n_lfiles; i++) wsync__free(&p->a, p->lfiles[i].data);
+    wsync__free(&p->a, p->shards);
+    wsync__free(&p->a, p->lfiles);
+    p->shards = NULL;
+    p->lfiles = NULL;
+    p->n_shards = p->n_lfiles = 0;
+}
+
+WSYNC_DEF wsync_result wsync_publisher_set_layout(wsync_publisher *p, const wsync_anchor_shard *shards,
+                                                  size_t n_shards, const wsync_anchor_file *files, size_t n_files,
+                                                  wsync_error *err)
+{
+    size_t i, j, next = 0;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!p || (n_shards && !shards) || (n_files && !files))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "set_layout arguments");
+    if (!n_shards && n_files)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "files travel with a directory's anchor: give its shards too");
+    if (n_shards + n_files > WSYNC_CHAIN_FILES_MAX)
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%llu shards and files, above %u",
+                           (unsigned long long)(n_shards + n_files), (unsigned)WSYNC_CHAIN_FILES_MAX);
+    for (i = 0; i < n_shards + n_files; i++) {
+        const char *nm = i < n_shards ? shards[i].name : files[i - n_shards].name;
+        if ((r = wsync_chain_file_name_check(nm, err)) != WSYNC_OK) return r;
+        for (j = 0; j < i; j++)
+            if (strcmp(nm, j < n_shards ? shards[j].name : files[j - n_shards].name) == 0)
+                return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, nm, strlen(nm), "'%s' named twice",
+                                   nm);
+        if (i < n_shards) {
+            if (!shards[i].count || shards[i].first != next)
+                return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, nm, strlen(nm),
+                                   "shard '%s' must hold the next tensors (from %llu, at least one)", nm,
+                                   (unsigned long long)next);
+            next += shards[i].count;
+        } else if (files[i - n_shards].size && !files[i - n_shards].data) {
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, nm, strlen(nm), "file '%s' has no data", nm);
+        }
+    }
+    wsync__pub_free_layout(p);
+    if (!n_shards) return WSYNC_OK;
+    p->shards = (wsync__lay_shard *)wsync__alloc(&p->a, n_shards * sizeof *p->shards);
+    p->lfiles = (wsync__lay_file *)wsync__alloc(&p->a, n_files * sizeof *p->lfiles + 1);
+    if (!p->shards || !p->lfiles) {
+        wsync__pub_free_layout(p);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "layout");
+    }
+    memset(p->lfiles, 0, n_files * sizeof *p->lfiles);
+    for (i = 0; i < n_shards; i++) {
+        memcpy(p->shards[i].name, shards[i].name, strlen(shards[i].name) + 1);
+        p->shards[i].first = shards[i].first;
+        p->shards[i].count = shards[i].count;
+    }
+    p->n_shards = n_shards;
+    for (i = 0; i < n_files; i++) {
+        wsync__lay_file *f = &p->lfiles[i];
+        memcpy(f->name, files[i].name, strlen(files[i].name) + 1);
+        if (files[i].size > (uint64_t)SIZE_MAX - 1 ||
+            !(f->data = (uint8_t *)wsync__alloc(&p->a, (size_t)files[i].size + 1))) {
+            p->n_lfiles = i;
+            wsync__pub_free_layout(p);
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, files[i].name, strlen(files[i].name),
+                               "%llu bytes for file '%s'", (unsigned long long)files[i].size, files[i].name);
+        }
+        if (files[i].size) memcpy(f->data, files[i].data, (size_t)files[i].size);
+        f->size = files[i].size;
+        f->digest = wsync_digest(f->data, (size_t)f->size);
+        p->n_lfiles = i + 1;
+    }
+    return WSYNC_OK;
+}
+
+/* 1 when the layout set is not the one HEAD's newest anchor was written in. */
+static int wsync__pub_layout_differs(const wsync_publisher *p)
+{
+    long k = wsync__chain_find(&p->info, WSYNC_CHAIN_ANCHOR, p->info.anchor_step);
+    const wsync_chain_entry *e;
+    size_t i;
+    if (k < 0) return 1;
+    e = &p->info.entries[k];
+    if (e->n_files != p->n_shards + p->n_lfiles) return 1;
+    for (i = 0; i < e->n_files; i++) {
+        const wsync_chain_file *f = &e->files[i];
+        if (i < p->n_shards) {
+            if (strcmp(f->name, p->shards[i].name) != 0 || f->tensors != p->shards[i].count) return 1;
+        } else {
+            const wsync__lay_file *l = &p->lfiles[i - p->n_shards];
+            if (f->tensors || strcmp(f->name, l->name) != 0 || f->bytes != l->size || f->digest != l->digest) return 1;
+        }
+    }
+    return 0;
+}
+
 WSYNC_DEF void wsync_publisher_close(wsync_publisher *p)
 {
     wsync_allocator a;
     if (!p) return;
+    wsync__pub_free_layout(p);
     wsync__pub_free_image(p);
     wsync__free(&p->a, p->cast);
     wsync__free(&p->a, p->next);
@@ -11323,7 +11772,7 @@ static void wsync__pub_restore(wsync_publisher *p, const wsync_tensor *view, siz
     wsync_subscriber *s = NULL;
     wsync_chain_options o = p->o;
     wsync_sync_stats st;
-    uint64_t state;
+    uint64_t state = 0; /* set by wsync__state_of; gcc 12 at -O3 -march=native cannot see it */
     if (wsync__pub_layout(p, view, n, p->info.head_step, NULL) != WSYNC_OK) return;
     o.flags &= ~WSYNC_CHAIN_VERIFY_STATE; /* checked below, once */
     if (wsync_subscriber_open(&p->store, p->img, n, &o, &s, NULL) != WSYNC_OK) return;
@@ -11352,6 +11801,20 @@ static uint64_t wsync__pub_collect(wsync_publisher *p, wsync_chain_info *ni, con
     for (i = 0; i < n_gone; i++) {
         wsync_error e;
         wsync_result r = WSYNC_ERR_UNSUPPORTED;
+        if (gone[i].n_files) {
+            /* a directory anchor: each of its objects; kept named while any stays */
+            size_t f, left = 0;
+            char rel[WSYNC__KEY_MAX];
+            for (f = 0; f < gone[i].n_files && p->store.del; f++) {
+                snprintf(rel, sizeof rel, "%s%s", gone[i].key, gone[i].files[f].name);
+                r = wsync__chain_path(key, sizeof key, p->prefix, rel) ? p->store.del(p->store.user, key, &e)
+                                                                        : WSYNC_ERR_INVALID_ARGUMENT;
+                if (r != WSYNC_OK && r != WSYNC_ERR_NOT_FOUND) left++;
+            }
+            if (!p->store.del || left) ni->entries[ni->n_entries++] = gone[i], failed++;
+            else (*deleted)++;
+            continue;
+        }
         wsync__chain_path(key, sizeof key, p->prefix, gone[i].key);
         if (p->store.del) r = p->store.del(p->store.user, key, &e);
         if (r == WSYNC_OK) (*deleted)++;
@@ -11386,6 +11849,107 @@ static wsync_result wsync__pub_put(wsync_publisher *p, const wsync_chain_entry *
     return WSYNC_OK;
 }
 
+/* The image's anchor as a directory: each shard a safetensors file of its
+   tensors, then the files; e gets the entry, *files_out its objects (free
+   them). A shard is put from the image itself: its header is written over
+   the bytes just before its data (kept and put back), so no shard is
+   copied. */
+static wsync_result wsync__pub_put_dir(wsync_publisher *p, uint64_t step, wsync_chain_entry *e,
+                                       wsync_chain_file **files_out, wsync_error *err)
+{
+    size_t nf = p->n_shards + p->n_lfiles, i, k;
+    wsync_chain_file *files = (wsync_chain_file *)wsync__alloc(&p->a, nf * sizeof *files);
+    wsync__buf save;
+    wsync__getall hg;
+    char rel[WSYNC__KEY_MAX], key[WSYNC__KEY_MAX];
+    wsync_result r = WSYNC_OK;
+    memset(&hg, 0, sizeof hg);
+    hg.b.a = &p->a;
+    memset(&save, 0, sizeof save);
+    save.a = &p->a;
+    *files_out = NULL;
+    if (!files) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor files");
+    memset(files, 0, nf * sizeof *files);
+    memset(e, 0, sizeof *e);
+    e->kind = WSYNC_CHAIN_ANCHOR;
+    e->step = e->base = step;
+    e->has_digests = 1;
+    wsync__entry_dir_key(e);
+    for (i = 0; i < nf && r == WSYNC_OK; i++) {
+        wsync_chain_file *f = &files[i];
+        const uint8_t *bytes;
+        uint64_t len;
+        uint8_t *start = NULL, *copy = NULL;
+        size_t hlen = 0;
+        f->step = step;
+        if (i < p->n_shards) {
+            const wsync__lay_shard *sh = &p->shards[i];
+            uint64_t dlen = 0;
+            memcpy(f->name, sh->name, strlen(sh->name) + 1);
+            f->tensors = sh->count;
+            if ((r = wsync__anchor_header(p, p->img + sh->first, sh->count, step, &hg.b, err)) != WSYNC_OK) break;
+            hlen = hg.b.len;
+            start = (uint8_t *)p->img[sh->first].data;
+            for (k = 0; k < sh->count; k++) {
+                const wsync_tensor *t = &p->img[sh->first + k];
+                if (t->nbytes && (uint8_t *)t->data != start + dlen) start = NULL; /* not laid out in order */
+                dlen += t->nbytes;
+            }
+            if (!start || (size_t)(start - p->file) < hlen) {
+                /* no room before it: one copy of this shard */
+                if (dlen > (uint64_t)SIZE_MAX - hlen || !(copy = (uint8_t *)wsync__alloc(&p->a, hlen + (size_t)dlen + 1))) {
+                    r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "shard '%s'", sh->name);
+                    break;
+                }
+                memcpy(copy, hg.b.p, hlen);
+                for (k = 0, len = hlen; k < sh->count; k++) {
+                    const wsync_tensor *t = &p->img[sh->first + k];
+                    if (t->nbytes) memcpy(copy + len, t->data, (size_t)t->nbytes);
+                    len += t->nbytes;
+                }
+                bytes = copy;
+            } else {
+                save.len = 0;
+                if (!wsync__buf_reserve(&save, hlen)) {
+                    r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "shard '%s'", sh->name);
+                    break;
+                }
+                memcpy(save.p, start - hlen, hlen);
+                memcpy(start - hlen, hg.b.p, hlen);
+                bytes = start - hlen;
+                len = hlen + dlen;
+            }
+        } else {
+            const wsync__lay_file *l = &p->lfiles[i - p->n_shards];
+            memcpy(f->name, l->name, strlen(l->name) + 1);
+            bytes = l->data;
+            len = l->size;
+        }
+        f->bytes = len;
+        f->digest = wsync_digest(bytes, (size_t)len);
+        snprintf(rel, sizeof rel, "%s%s", e->key, f->name);
+        if (!wsync__chain_path(key, sizeof key, p->prefix, rel))
+            r = wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "the key of '%s' is too long", rel);
+        else if ((r = p->store.put(p->store.user, key, bytes, (size_t)len, err)) != WSYNC_OK)
+            wsync__obj_fail(err, r, rel);
+        if (start && !copy && i < p->n_shards) memcpy(start - hlen, save.p, hlen); /* the image as it was */
+        wsync__free(&p->a, copy);
+        if (!wsync_add_u64(e->bytes, f->bytes, &e->bytes) && r == WSYNC_OK)
+            r = wsync__fail(err, WSYNC_ERR_OVERFLOW, UINT64_MAX, NULL, 0, "%s", "anchor size");
+    }
+    wsync__buf_free(&hg.b);
+    wsync__buf_free(&save);
+    if (r != WSYNC_OK) {
+        wsync__free(&p->a, files);
+        return r;
+    }
+    e->digest = wsync__files_digest(files, nf);
+    e->files = files;
+    e->n_files = nf;
+    *files_out = files;
+    return WSYNC_OK;
+}
+
 WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const wsync_tensor *tensors, size_t n,
                                      wsync_publish_stats *stats, wsync_error *err)
 {
@@ -11394,6 +11958,7 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
     wsync_chain_info ni;
     wsync_chain_entry ae, de;
     wsync_chain_entry *gone = NULL;
+    wsync_chain_file *afiles = NULL; /* a directory anchor's objects, until ni owns copies */
     size_t i, k, n_gone = 0;
     int want_anchor, keep_delta = 0, encoded = 0;
     uint64_t state = 0, full;
@@ -11423,12 +11988,18 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
                            "objects there and publishes only steps after them", (unsigned long long)step,
                            (unsigned long long)p->floor);
     st.step = step;
+    if (p->n_shards && p->shards[p->n_shards - 1].first + p->shards[p->n_shards - 1].count != n)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "the layout's shards hold %llu tensors, and %llu are published",
+                           (unsigned long long)(p->shards[p->n_shards - 1].first + p->shards[p->n_shards - 1].count),
+                           (unsigned long long)n);
     if ((r = wsync__pub_view(p, tensors, n, err)) != WSYNC_OK) return r;
     for (i = 0; i < n; i++) st.elements += p->next[i].nbytes * 8 / wsync_dtype_bits(p->next[i].dtype);
 
     if (p->has_image && (p->n != n || !wsync__same_layout(p->img, p->next, n))) p->has_image = 0;
     if (!p->has_image && p->has_info) wsync__pub_restore(p, p->next, n);
-    want_anchor = !p->has_image || !p->has_info || step - p->info.anchor_step >= p->o.anchor_every;
+    want_anchor = !p->has_image || !p->has_info || step - p->info.anchor_step >= p->o.anchor_every ||
+                  wsync__pub_layout_differs(p);
 
     /* the delta against the last published image */
     if (p->has_image) {
@@ -11486,12 +12057,18 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
         de.has_digests = 1;
         de.digest = wsync_digest(delta.b.p, delta.b.len);
         de.state = state;
+        de.encoding = p->o.encoding;
         wsync__entry_key(&de);
         if ((r = wsync__pub_put(p, &de, delta.b.p, delta.b.len, err)) != WSYNC_OK) goto fail;
         st.wrote_delta = 1;
         st.delta_bytes = delta.b.len;
     }
-    if (want_anchor) {
+    if (want_anchor && p->n_shards) {
+        if ((r = wsync__pub_put_dir(p, step, &ae, &afiles, err)) != WSYNC_OK) goto fail;
+        ae.state = state;
+        st.wrote_anchor = 1;
+        st.anchor_bytes = ae.bytes;
+    } else if (want_anchor) {
         ae.kind = WSYNC_CHAIN_ANCHOR;
         ae.step = ae.base = step;
         ae.bytes = p->file_size;
@@ -11534,14 +12111,20 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
         }
         qsort(ni.entries, ni.n_entries, sizeof *ni.entries, wsync__cmp_entry);
     }
+    if ((r = wsync__info_own_files(&ni, err)) != WSYNC_OK) goto fail;
     if ((r = wsync__pub_head(p, &ni, err)) != WSYNC_OK) goto fail;
     if (n_gone) {
         /* deleted only once HEAD no longer names them; any left named again
            (if that HEAD fails, the next publish still tries them) */
         uint64_t failed = wsync__pub_collect(p, &ni, gone, n_gone, &st.deleted);
         st.retention_failed += failed;
-        if (failed) wsync__pub_head(p, &ni, NULL);
+        if (failed) {
+            /* those entries' files are still p->info's: ni takes copies */
+            if ((r = wsync__info_own_files(&ni, err)) != WSYNC_OK) goto fail;
+            wsync__pub_head(p, &ni, NULL);
+        }
     }
+    wsync__free(&p->a, afiles);
     wsync_chain_info_free(&p->info);
     p->info = ni;
     p->has_info = 1;
@@ -11554,11 +12137,2517 @@ fail:
     /* HEAD still names the previous step; the image may not be it any more,
        so the next publish rebuilds it from the store */
     p->has_image = 0;
+    wsync__free(&p->a, afiles);
     wsync__free(&p->a, gone);
     wsync_chain_info_free(&ni);
     wsync__buf_free(&delta.b);
     if (stats) *stats = st;
     return r;
+}
+
+/* ======================================================================
+   Subscriber  >>subscriber
+   ====================================================================== */
+
+typedef struct wsync__fetched {
+    wsync_chain_entry e;
+    uint8_t *bytes;
+    uint64_t size;
+    int fd;            /* an anchor spooled (bytes NULL): its open, unlinked file; else -1 */
+    wsync_chain_file *files; /* a directory anchor: e.files, copied from the poll's chain */
+} wsync__fetched;
+
+/* An object refused (its check or its apply failed): not fetched again by
+   the prefetch while the chain gives its key the same size and digest. */
+typedef struct wsync__refusal {
+    char key[64];
+    uint64_t size;
+    int has_digest;
+    uint64_t digest;
+} wsync__refusal;
+
+#define WSYNC__MAX_REFUSED 64
+#define WSYNC__MAX_BACKOFF 6 /* the poll interval grows to at most 64 times... */
+#define WSYNC__BACKOFF_CAP_MS 60000u /* ...and a minute */
+
+struct wsync_subscriber {
+    wsync_store store;
+    wsync_chain_options o;
+    wsync_allocator a;
+    /* the applies' memory, kept from one to the next (at most an eighth of
+       the model's bytes and 16 MiB); NULL if it could not be made: then a */
+    wsync_pool *pool;
+    char prefix[WSYNC__PREFIX_MAX];
+    wsync_tensor *t;
+    size_t n;
+    int has_step;
+    uint64_t step;
+    int verified;      /* the step was reached by a digest-checked apply here, not vouched for */
+    int verify_state;
+    char *spool_dir;   /* wsync_chain_options.spool_dir, copied; NULL: $TMPDIR or /tmp */
+    unsigned spool_seq; /* spool files made (under mu): their names */
+    /* background prefetch */
+    int bg_running, bg_stop;
+    unsigned interval_ms;
+    wsync__fetched *pre;
+    size_t n_pre;
+    int pre_ready, pre_has_from, pre_verified;
+    uint64_t pre_from, pre_step, pre_head;
+    int busy;          /* a sync or apply_ready is moving the targets: the prefetch waits */
+    /* what wsync_subscriber_prefetch_status reports (under mu) */
+    uint64_t polls;
+    int head_known;
+    uint64_t head_step;
+    unsigned backoff;  /* the interval is interval_ms << backoff */
+    wsync_result last_result;
+    wsync_error last_err;
+    double last_time;
+    wsync__refusal refused[WSYNC__MAX_REFUSED];
+    size_t n_refused;
+#if WSYNC__HAVE_THREADS
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+#endif
+    /* wsync_subscriber_on_changes (the mirror section): every apply's changes */
+    wsync_changes_fn chg_fn;
+    void *chg_user;
+    uint32_t chg_chunk;
+    unsigned chg_flags;
+    /* the state digest the last check computed (wsync__verify_entry) */
+    int state_known;
+    uint64_t state_step, state_digest;
+};
+
+static wsync_result wsync__sub_changes_whole(wsync_subscriber *s, wsync_error *err);
+
+static void wsync__sub_lock(wsync_subscriber *s)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_lock(&s->mu);
+#else
+    (void)s;
+#endif
+}
+
+static void wsync__sub_unlock(wsync_subscriber *s)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_unlock(&s->mu);
+#else
+    (void)s;
+#endif
+}
+
+WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_tensor *targets, size_t n,
+                                             const wsync_chain_options *opt, wsync_subscriber **out,
+                                             wsync_error *err)
+{
+    wsync_subscriber *s;
+    wsync_allocator a;
+    wsync_result r;
+    char prefix[WSYNC__PREFIX_MAX];
+    wsync__error_reset(err);
+    if (!store || !out || !store->get)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_subscriber_open arguments");
+    *out = NULL;
+    if ((r = wsync__check_tensors(targets, n, err)) != WSYNC_OK) return r;
+    if ((r = wsync__chain_prefix(prefix, opt ? opt->prefix : NULL, err)) != WSYNC_OK) return r;
+    memset(&a, 0, sizeof a);
+    if (opt) a = opt->allocator;
+    if (!(s = (wsync_subscriber *)wsync__alloc(&a, sizeof *s)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "subscriber");
+    memset(s, 0, sizeof *s);
+    s->store = *store;
+    if (opt) s->o = *opt;
+    s->o.prefix = NULL;
+    s->a = a;
+    memcpy(s->prefix, prefix, sizeof prefix);
+    s->verify_state = (s->o.flags & WSYNC_CHAIN_VERIFY_STATE) != 0;
+    s->o.spool_dir = NULL;
+    if (opt && opt->spool_dir && *opt->spool_dir) {
+        size_t len = strlen(opt->spool_dir);
+        if (!(s->spool_dir = (char *)wsync__alloc(&a, len + 1))) {
+            wsync__free(&a, s);
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "subscriber");
+        }
+        memcpy(s->spool_dir, opt->spool_dir, len + 1);
+    }
+    if (!(s->t = (wsync_tensor *)wsync__alloc(&a, n * sizeof *s->t + 1))) {
+        wsync__free(&a, s->spool_dir);
+        wsync__free(&a, s);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "subscriber");
+    }
+    if (n) memcpy(s->t, targets, n * sizeof *s->t);
+    s->n = n;
+    {
+        uint64_t bytes = 0;
+        size_t i;
+        for (i = 0; i < n; i++)
+            if (!wsync_add_u64(bytes, targets[i].nbytes, &bytes)) bytes = UINT64_MAX;
+        /* the packed-max decoder's scratch is about 3.5 MiB a thread
+           whatever the model's size */
+        bytes = bytes / 8 + ((uint64_t)16 << 20);
+        s->pool = wsync_pool_new(bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes, &a);
+    }
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+#endif
+    *out = s;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_subscriber_set_step(wsync_subscriber *s, uint64_t step)
+{
+    if (!s) return;
+    wsync__sub_lock(s);
+    s->has_step = 1;
+    s->step = step;
+    s->verified = 0;
+    wsync__sub_unlock(s);
+}
+
+WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step)
+{
+    int has;
+    if (!s) return 0;
+    wsync__sub_lock((wsync_subscriber *)s);
+    has = s->has_step;
+    if (has && step) *step = s->step;
+    wsync__sub_unlock((wsync_subscriber *)s);
+    return has;
+}
+
+static void wsync__sub_moved(wsync_subscriber *s, int has, uint64_t step, int verified)
+{
+    wsync__sub_lock(s);
+    s->has_step = has;
+    s->step = step;
+    s->verified = verified;
+    wsync__sub_unlock(s);
+}
+
+static int wsync__refusal_is(const wsync__refusal *f, const wsync_chain_entry *e)
+{
+    return strcmp(f->key, e->key) == 0 && f->size == e->bytes &&
+           (!f->has_digest || !e->has_digests || f->digest == e->digest);
+}
+
+/* Remembers a refused object (the oldest refusal goes when there are too many). */
+static void wsync__refuse(wsync_subscriber *s, const wsync_chain_entry *e)
+{
+    wsync__refusal *f;
+    size_t i;
+    wsync__sub_lock(s);
+    for (i = 0; i < s->n_refused; i++)
+        if (wsync__refusal_is(&s->refused[i], e)) break;
+    if (i == s->n_refused) {
+        if (s->n_refused == WSYNC__MAX_REFUSED) {
+            memmove(s->refused, s->refused + 1, (WSYNC__MAX_REFUSED - 1) * sizeof *s->refused);
+            s->n_refused--;
+        }
+        f = &s->refused[s->n_refused++];
+        memcpy(f->key, e->key, sizeof f->key);
+        f->size = e->bytes;
+        f->has_digest = e->has_digests;
+        f->digest = e->digest;
+    }
+    wsync__sub_unlock(s);
+}
+
+/* An object applied after all (a sync, after the store repaired it). */
+static void wsync__unrefuse(wsync_subscriber *s, const wsync_chain_entry *e)
+{
+    size_t i = 0;
+    wsync__sub_lock(s);
+    while (i < s->n_refused) {
+        if (strcmp(s->refused[i].key, e->key) == 0) s->refused[i] = s->refused[--s->n_refused];
+        else i++;
+    }
+    wsync__sub_unlock(s);
+}
+
+/* The prefetch's last failure, for wsync_subscriber_prefetch_status. */
+static void wsync__note_failure(wsync_subscriber *s, wsync_result r, const wsync_error *err)
+{
+    wsync__sub_lock(s);
+    s->last_result = r;
+    if (err) s->last_err = *err;
+    else {
+        wsync__error_reset(&s->last_err);
+        s->last_err.code = r;
+    }
+#if WSYNC__POSIX
+    s->last_time = wsync__wall();
+#else
+    s->last_time = (double)time(NULL);
+#endif
+    wsync__sub_unlock(s);
+}
+
+static void wsync__head_seen(wsync_subscriber *s, int known, uint64_t step)
+{
+    wsync__sub_lock(s);
+    s->head_known = known;
+    if (known) s->head_step = step;
+    wsync__sub_unlock(s);
+}
+
+/* Failures of the store or of this machine, not of the object. */
+static int wsync__not_the_object(wsync_result r)
+{
+    return r == WSYNC_ERR_OUT_OF_MEMORY || r == WSYNC_ERR_IO || r == WSYNC_ERR_INVALID_ARGUMENT ||
+           r == WSYNC_ERR_UNSUPPORTED || r == WSYNC_ERR_SINK;
+}
+
+/* ---- the subscriber's path planning >>sub-plan ---- */
+
+/* The cheapest path to `target` avoiding `bad` objects: entry indices in
+   apply order into path (room for n_entries). 0 when there is none. */
+static int wsync__walk(const wsync_chain_info *c, uint64_t from, uint64_t target, const long *bad, size_t nbad,
+                       long *path, size_t *np, uint64_t *cost)
+{
+    uint64_t s = target, total = 0;
+    size_t k = 0, i, j;
+    while (s != from) {
+        long di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s);
+        if (di < 0 || k >= c->n_entries) return 0;
+        for (j = 0; j < nbad; j++)
+            if (bad[j] == di) return 0;
+        path[k++] = di;
+        total += c->entries[di].bytes;
+        s = c->entries[di].base;
+        if (s < from) return 0;
+    }
+    for (i = 0; i < k / 2; i++) {
+        long t = path[i];
+        path[i] = path[k - 1 - i];
+        path[k - 1 - i] = t;
+    }
+    *np = k;
+    *cost = total;
+    return 1;
+}
+
+static int wsync__plan(const wsync_chain_info *c, int has_cur, uint64_t cur, uint64_t target, const long *bad,
+                       size_t nbad, long *path, size_t *np, long *tmp)
+{
+    uint64_t best = UINT64_MAX, cost;
+    size_t n, i, j;
+    int found = 0;
+    if (has_cur && cur <= target && wsync__walk(c, cur, target, bad, nbad, path, np, &cost)) {
+        best = cost;
+        found = 1;
+    }
+    /* the newest usable anchor at or before target, then its deltas */
+    for (i = c->n_entries; i-- > 0;) {
+        const wsync_chain_entry *e = &c->entries[i];
+        int isbad = 0;
+        if (e->kind != WSYNC_CHAIN_ANCHOR || e->step > target) continue;
+        for (j = 0; j < nbad; j++)
+            if (bad[j] == (long)i) isbad = 1;
+        if (isbad) continue;
+        if (wsync__walk(c, e->step, target, bad, nbad, tmp + 1, &n, &cost)) {
+            cost += e->bytes;
+            if (!found || cost < best) {
+                tmp[0] = (long)i;
+                memcpy(path, tmp, (n + 1) * sizeof *path);
+                *np = n + 1;
+                found = 1;
+            }
+            break;
+        }
+    }
+    return found;
+}
+
+static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_entry *e, uint8_t **bytes,
+                                 uint64_t *size, wsync_error *err)
+{
+    char key[WSYNC__KEY_MAX];
+    wsync_result r;
+    if (e->n_files) /* streamed or spooled where POSIX files are (wsync__anchor_read) */
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
+                           "a directory anchor is read through a spool file, which this build has not (POSIX)");
+    wsync__chain_path(key, sizeof key, s->prefix, e->key);
+    /* HEAD's size (or the listing's): a store that sends more is cut off
+       there instead of filling memory; 0 from a listing is no size */
+    if (e->has_digests || e->bytes)
+        r = wsync_store_get_capped(&s->store, key, e->bytes, WSYNC_STORE_GET_EXACT, &s->a, bytes, size, err);
+    else r = wsync_store_get_all(&s->store, key, &s->a, bytes, size, err);
+    return r; /* the caller names the object */
+}
+
+/* Checks that cost nothing but the bytes: size, digest, container, steps. */
+static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_t *bytes, uint64_t size,
+                                        wsync_encoding *enc, wsync_error *err)
+{
+    wsync_result r;
+    if (e->has_digests) {
+        if (size != e->bytes)
+            return wsync__fail(err, WSYNC_ERR_TRUNCATED, UINT64_MAX, NULL, 0,
+                               "%llu bytes, HEAD says %llu (torn or truncated)", (unsigned long long)size,
+                               (unsigned long long)e->bytes);
+        if (wsync_digest(bytes, (size_t)size) != e->digest)
+            return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0, "%s",
+                               "the digest of its bytes does not match HEAD (corrupt)");
+    }
+    if (e->kind == WSYNC_CHAIN_DELTA) {
+        wsync_delta_stats ds;
+        if ((r = wsync_delta_info(bytes, size, &ds, err)) != WSYNC_OK) return r;
+        if (enc) *enc = ds.encoding;
+        if (ds.has_steps && ds.step != e->step)
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "holds step %llu, not %llu (out of order)",
+                               (unsigned long long)ds.step, (unsigned long long)e->step);
+        /* Without HEAD, e->base is only the previous listed step: a delta
+           missing in between must not let the next one patch the wrong base
+           (trl's apply cannot see it). A delta that carries its base is
+           held to it; one that does not cannot be verified, and is followed
+           only from the step just before it. */
+        if (ds.has_base && ds.base_step != e->base)
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "applies to step %llu, %s %llu",
+                               (unsigned long long)ds.base_step,
+                               e->has_digests ? "HEAD says" : "but the step before it in the listing is",
+                               (unsigned long long)e->base);
+        if (!ds.has_base && !e->has_digests && (e->step == 0 || e->base != e->step - 1))
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
+                               "carries no base step and step %llu is missing from the listing: cannot tell what "
+                               "it applies to (without HEAD such a chain cannot be verified)",
+                               (unsigned long long)(e->step ? e->step - 1 : 0));
+    }
+    return WSYNC_OK;
+}
+
+/* An anchor's header (or a directory anchor's shard, with `covered`)
+   against the targets: no name holding U+0000, its "step" (when present)
+   e's, and each target it holds (matched by name) with the target's dtype
+   and shape. map[i] gets the index in f->tensors of target i's. Without
+   covered every target must be in it; with covered (a shard) a target it
+   lacks gets SIZE_MAX, and one a shard before held (covered) fails.
+   Tensors no target names are ignored. */
+static wsync_result wsync__anchor_match(const wsync_subscriber *s, const wsync_chain_entry *e, const wsync_st_file *f,
+                                        uint8_t *covered, size_t *map, wsync_error *err)
+{
+    const char *ms;
+    size_t i;
+    wsync_result r;
+    /* a target named "a" must not take the anchor's "a\u0000x" (nor the
+       other way round, for targets whose names were read from a file) */
+    if ((r = wsync_st_check_names(f, err)) != WSYNC_OK) return r;
+    ms = wsync_st_metadata_get(f, "step");
+    if (ms) {
+        char *end;
+        unsigned long long v = strtoull(ms, &end, 10);
+        if (*ms < '0' || *ms > '9' || *end || v != e->step)
+            return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "its metadata says step '%.20s', not %llu",
+                               ms, (unsigned long long)e->step);
+    }
+    for (i = 0; i < s->n; i++) {
+        const wsync_tensor *t = &s->t[i];
+        const wsync_st_tensor *a = wsync_st_find(f, t->name);
+        int same;
+        uint32_t k;
+        map[i] = SIZE_MAX;
+        if (!a && covered) continue; /* in another shard */
+        same = a && a->dtype == t->dtype && a->rank == t->rank && a->end - a->begin == t->nbytes;
+        for (k = 0; same && k < t->rank; k++) same = a->shape[k] == t->shape[k];
+        if (!same)
+            return wsync__fail(err, a ? WSYNC_ERR_SIZE_MISMATCH : WSYNC_ERR_NOT_FOUND, UINT64_MAX, t->name,
+                               strlen(t->name), "%s",
+                               a ? "the anchor's dtype or shape differs from the target's" : "not in the anchor");
+        if (covered) {
+            if (covered[i])
+                return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, UINT64_MAX, t->name, strlen(t->name), "%s",
+                                   "in two shards of the anchor");
+            covered[i] = 1;
+        }
+        map[i] = (size_t)(a - f->tensors);
+    }
+    return WSYNC_OK;
+}
+
+/* Every target in some shard of a directory anchor. */
+static wsync_result wsync__anchor_covered(const wsync_subscriber *s, const uint8_t *covered, wsync_error *err)
+{
+    size_t i;
+    for (i = 0; i < s->n; i++)
+        if (!covered[i])
+            return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, s->t[i].name, strlen(s->t[i].name), "%s",
+                               "in no shard of the anchor");
+    return WSYNC_OK;
+}
+
+/* An anchor held whole in memory (no POSIX files, or a size unknown). */
+static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
+                                        uint64_t size, wsync_error *err)
+{
+    wsync_st_file f;
+    wsync_st_options so;
+    const void **src;
+    size_t *map;
+    wsync__copyjob j;
+    size_t i;
+    wsync_result r;
+    memset(&so, 0, sizeof so);
+    so.allocator = s->a;
+    if ((r = wsync_st_parse(bytes, size, &so, &f, err)) != WSYNC_OK) return r;
+    src = (const void **)wsync__alloc(&s->a, s->n * sizeof *src + 1);
+    map = (size_t *)wsync__alloc(&s->a, s->n * sizeof *map + 1);
+    if (!src || !map) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
+    else r = wsync__anchor_match(s, e, &f, NULL, map, err);
+    if (r == WSYNC_OK) {
+        for (i = 0; i < s->n; i++) src[i] = f.tensors[map[i]].data;
+        /* everything checked: only now the targets change */
+        j.dst = s->t;
+        j.src = src;
+        r = wsync__workers_do(s->o.threads, s->n, wsync__copy_item, &j, err);
+    }
+    wsync__free(&s->a, (void *)src);
+    wsync__free(&s->a, map);
+    wsync_st_free(&f);
+    return r;
+}
+
+/* ---- anchors in bounded memory: streamed into the targets, or spooled ----
+   An anchor is as large as the model, so it is never held in memory (see
+   wsync_subscriber_open): into targets without a step it streams as it
+   arrives (its header first, matched against them, the digest at the end);
+   for targets with a step it goes to an unlinked spool file, is checked on
+   the way, and only a good one is read from the file into them. */
+
+#if WSYNC__POSIX
+#define WSYNC__SPOOLS 1
+
+/* An anchor of known size (HEAD's, or a listing's) is streamed or spooled. */
+static int wsync__anchor_streams(const wsync_chain_entry *e)
+{
+    return e->kind == WSYNC_CHAIN_ANCHOR && (e->has_digests || e->bytes);
+}
+
+static int wsync__write_all(int fd, const uint8_t *p, size_t len)
+{
+    while (len) {
+        ssize_t w = write(fd, p, len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return 0;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 1;
+}
+
+/* 1: len bytes read; 0: an error (errno) or the file ended first (errno 0). */
+static int wsync__read_all(int fd, uint8_t *p, uint64_t len)
+{
+    while (len) {
+        ssize_t n = read(fd, p, len > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = 0;
+            return 0;
+        }
+        p += n;
+        len -= (uint64_t)n;
+    }
+    return 1;
+}
+
+/* A new spool file in *fd, opened read-write and already unlinked. */
+static wsync_result wsync__spool_open(wsync_subscriber *s, int *fd_out, wsync_error *err)
+{
+    const char *dir = s->spool_dir;
+    char path[4096];
+    unsigned attempt;
+    if (!dir || !*dir) dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    for (attempt = 0; attempt < 64; attempt++) {
+        unsigned seq;
+        int fd, n;
+        wsync__sub_lock(s);
+        seq = ++s->spool_seq;
+        wsync__sub_unlock(s);
+        n = snprintf(path, sizeof path, "%s/wsync-spool.%ld.%lx.%u", dir, (long)getpid(),
+                     (unsigned long)(uintptr_t)s, seq);
+        if (n < 0 || (size_t)n >= sizeof path)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                               "the spool directory '%.200s...' is too long", dir);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd >= 0) {
+            if (unlink(path) != 0) {
+                wsync_result r = wsync__io_fail(err, "cannot unlink the spool file", path, 0);
+                close(fd);
+                return r;
+            }
+            *fd_out = fd;
+            return WSYNC_OK;
+        }
+        if (errno != EEXIST)
+            return wsync__io_fail(err,
+                                  "cannot create the spool file (wsync_chain_options.spool_dir, else $TMPDIR or /tmp)",
+                                  path, 0);
+    }
+    return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0,
+                       "cannot create a spool file in '%.200s': every name tried exists", dir);
+}
+
+/* An anchor arriving from the store: every byte to the digest, and either
+   to the spool file or (fd -1) through its header into the targets. */
+typedef struct wsync__astream {
+    wsync_subscriber *s;
+    const wsync_chain_entry *e;
+    uint64_t expect, pos;     /* the object's size, bytes received */
+    wsync_digest_state ds;
+    int fd;                   /* the spool file; -1: straight into the targets */
+    uint8_t *hdr;             /* the 8-byte length and the header, as they come */
+    uint64_t hend;            /* 8 + the header's length, once known (else 0) */
+    int parsed;               /* the header is in f and matched */
+    wsync_st_file f;
+    uint8_t **dst;            /* per tensor of f: its target's bytes, or NULL */
+    size_t ti;                /* the tensor whose bytes come next */
+    int touched;              /* a target byte was written */
+    uint8_t *covered;         /* a directory anchor's shard: the targets found so far */
+    wsync_result bad;         /* the object's first fault: only the digest goes on */
+    wsync_error bad_err;
+    wsync_result fatal;       /* the read stopped (no object fault): spool, memory, length */
+    wsync_error fatal_err;
+} wsync__astream;
+
+static void wsync__astream_parse(wsync__astream *a)
+{
+    wsync_st_options so;
+    size_t *map, i;
+    memset(&so, 0, sizeof so);
+    so.allocator = a->s->a;
+    if ((a->bad = wsync__st_parse_at(a->hdr, a->hend, a->expect, &so, &a->f, &a->bad_err)) != WSYNC_OK) return;
+    map = (size_t *)wsync__alloc(&a->s->a, a->s->n * sizeof *map + 1);
+    a->dst = (uint8_t **)wsync__alloc(&a->s->a, a->f.n_tensors * sizeof *a->dst + 1);
+    if (!map || !a->dst) {
+        a->fatal = wsync__fail(&a->fatal_err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
+    } else if ((a->bad = wsync__anchor_match(a->s, a->e, &a->f, a->covered, map, &a->bad_err)) == WSYNC_OK) {
+        for (i = 0; i < a->f.n_tensors; i++) a->dst[i] = NULL;
+        for (i = 0; i < a->s->n; i++)
+            if (map[i] != SIZE_MAX) a->dst[map[i]] = (uint8_t *)a->s->t[i].data;
+        a->parsed = 1;
+    }
+    wsync__free(&a->s->a, map);
+}
+
+/* Takes header bytes at a->pos (up to len); returns how many. */
+static size_t wsync__astream_head(wsync__astream *a, const uint8_t *p, size_t len)
+{
+    uint64_t want = a->hend ? a->hend : 8;
+    size_t take = want - a->pos < len ? (size_t)(want - a->pos) : len;
+    if (!a->hdr && !(a->hdr = (uint8_t *)wsync__alloc(&a->s->a, 8))) {
+        a->fatal = wsync__fail(&a->fatal_err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor header");
+        return len;
+    }
+    memcpy(a->hdr + a->pos, p, take);
+    if (!a->hend && a->pos + take == 8) {
+        uint64_t n = wsync__load_le64(a->hdr);
+        uint8_t *h;
+        /* the reader's own limits, met before anything is allocated */
+        if (n > WSYNC_ST_MAX_HEADER_SIZE) {
+            a->bad = wsync__fail(&a->bad_err, WSYNC_ERR_HEADER_TOO_LARGE, 0, NULL, 0,
+                                 "header length %llu is above the limit of %llu bytes", (unsigned long long)n,
+                                 (unsigned long long)WSYNC_ST_MAX_HEADER_SIZE);
+            return take;
+        }
+        if (n > a->expect - 8) {
+            a->bad = wsync__fail(&a->bad_err, WSYNC_ERR_TRUNCATED, 0, NULL, 0,
+                                 "header length %llu runs past the end of the %llu-byte input", (unsigned long long)n,
+                                 (unsigned long long)a->expect);
+            return take;
+        }
+        if (!(h = (uint8_t *)wsync__alloc(&a->s->a, (size_t)(8 + n)))) {
+            a->fatal = wsync__fail(&a->fatal_err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0,
+                                   "%llu bytes for the anchor's header", (unsigned long long)n);
+            return len;
+        }
+        memcpy(h, a->hdr, 8);
+        wsync__free(&a->s->a, a->hdr);
+        a->hdr = h;
+        a->hend = 8 + n;
+    }
+    if (a->hend && a->pos + take == a->hend) wsync__astream_parse(a); /* before the data */
+    return take;
+}
+
+/* Takes data bytes at a->pos (up to len, within one tensor); returns how many. */
+static size_t wsync__astream_data(wsync__astream *a, const uint8_t *p, size_t len)
+{
+    uint64_t off = a->pos - a->hend;
+    const wsync_st_tensor *t;
+    size_t take;
+    while (a->ti < a->f.n_tensors && a->f.tensors[a->ti].end <= off) a->ti++;
+    if (a->ti == a->f.n_tensors) return len; /* not reached: the tensors fill the data exactly */
+    t = &a->f.tensors[a->ti];
+    take = t->end - off < len ? (size_t)(t->end - off) : len;
+    if (a->dst[a->ti]) {
+        memcpy(a->dst[a->ti] + (off - t->begin), p, take);
+        a->touched = 1;
+    }
+    return take;
+}
+
+static int wsync__astream_sink(void *user, const void *bytes, size_t len)
+{
+    wsync__astream *a = (wsync__astream *)user;
+    const uint8_t *p = (const uint8_t *)bytes;
+    if (len > a->expect - a->pos) {
+        a->fatal = wsync__fail(&a->fatal_err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0,
+                               "longer than the %llu bytes expected: the store sent more (read no further)",
+                               (unsigned long long)a->expect);
+        return 1;
+    }
+    if (a->e->has_digests) wsync_digest_update(&a->ds, p, len);
+    if (a->fd >= 0) {
+        if (!wsync__write_all(a->fd, p, len)) {
+            a->fatal = wsync__fail(&a->fatal_err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0,
+                                   "cannot write the spool file (wsync_chain_options.spool_dir, else $TMPDIR or "
+                                   "/tmp): %s", strerror(errno));
+            return 1;
+        }
+        a->pos += len;
+        return 0;
+    }
+    while (len && a->fatal == WSYNC_OK) {
+        size_t take;
+        if (a->bad != WSYNC_OK) take = len; /* only the digest now */
+        else if (!a->parsed) take = wsync__astream_head(a, p, len);
+        else take = wsync__astream_data(a, p, len);
+        p += take;
+        len -= take;
+        a->pos += take;
+    }
+    /* without a digest to report first, a fault ends the read */
+    return a->fatal != WSYNC_OK || (a->bad != WSYNC_OK && !a->e->has_digests);
+}
+
+/* Reads anchor e from the store into fd (the spool) or, with fd -1, into
+   the targets. Returns the read's result, as wsync__fetch's (WSYNC_OK: the
+   object came, judged in *verdict: its size, its digest and, into the
+   targets, its header; err holds whichever failed). *touched: a target
+   byte was written. */
+static wsync_result wsync__anchor_read_obj(wsync_subscriber *s, const wsync_chain_entry *e, const char *rel,
+                                           uint64_t expect, uint64_t digest, uint8_t *covered, int fd, uint64_t *size,
+                                           wsync_result *verdict, int *touched, wsync_error *err)
+{
+    wsync__astream a;
+    char key[WSYNC__KEY_MAX];
+    uint64_t total = UINT64_MAX;
+    wsync_result r;
+    memset(&a, 0, sizeof a);
+    a.s = s;
+    a.e = e;
+    a.expect = expect;
+    a.covered = covered;
+    a.fd = fd;
+    wsync_digest_init(&a.ds);
+    *verdict = WSYNC_OK;
+    *size = 0;
+    wsync__chain_path(key, sizeof key, s->prefix, rel);
+    r = s->store.get(s->store.user, key, 0, a.expect, wsync__astream_sink, &a, &total, err);
+    *touched = a.touched;
+    *size = a.pos;
+    if (r == WSYNC_ERR_OUT_OF_BOUNDS && total < a.expect) {
+        /* shorter than HEAD says: the object's fault */
+        *size = total;
+        r = WSYNC_OK;
+        *verdict = wsync__fail(err, WSYNC_ERR_TRUNCATED, UINT64_MAX, NULL, 0, "%llu bytes, %s says %llu (torn or truncated)",
+                               (unsigned long long)total, e->has_digests ? "HEAD" : "the listing",
+                               (unsigned long long)a.expect);
+    } else if (a.fatal != WSYNC_OK) {
+        r = a.fatal;
+        if (err) *err = a.fatal_err;
+    } else if (r == WSYNC_ERR_SINK && a.bad != WSYNC_OK) {
+        r = WSYNC_OK; /* stopped at a fault of the object's */
+        *verdict = a.bad;
+        if (err) *err = a.bad_err;
+    } else if (r == WSYNC_OK && total != UINT64_MAX && total > a.expect) {
+        r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0,
+                        "'%s' is %llu bytes, more than the %llu expected (read no further)", key,
+                        (unsigned long long)total, (unsigned long long)a.expect);
+    } else if (r == WSYNC_OK) {
+        if (a.pos != a.expect)
+            *verdict = wsync__fail(err, WSYNC_ERR_TRUNCATED, UINT64_MAX, NULL, 0, "%llu bytes, %s says %llu (torn or truncated)",
+                                   (unsigned long long)a.pos, e->has_digests ? "HEAD" : "the listing",
+                                   (unsigned long long)a.expect);
+        else if (e->has_digests && wsync_digest_final(&a.ds) != digest)
+            *verdict = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0, "%s",
+                                   "the digest of its bytes does not match HEAD (corrupt)");
+        else if (fd < 0 && a.bad != WSYNC_OK) {
+            *verdict = a.bad;
+            if (err) *err = a.bad_err;
+        } else if (fd < 0 && !a.parsed)
+            *verdict = wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0, "%llu bytes, fewer than the 8-byte header length",
+                                   (unsigned long long)a.pos);
+    }
+    wsync__free(&s->a, a.dst);
+    wsync__free(&s->a, a.hdr);
+    wsync_st_free(&a.f);
+    return r;
+}
+
+/* Reads anchor e (one object, or a directory anchor's shards in turn,
+   appended to one spool file) as wsync__anchor_read_obj does. */
+static wsync_result wsync__anchor_read(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t *size,
+                                       wsync_result *verdict, int *touched, wsync_error *err)
+{
+    uint8_t *covered;
+    size_t j;
+    wsync_result r = WSYNC_OK;
+    if (!e->n_files) return wsync__anchor_read_obj(s, e, e->key, e->bytes, e->digest, NULL, fd, size, verdict, touched, err);
+    *verdict = WSYNC_OK;
+    *size = 0;
+    *touched = 0;
+    if (!(covered = (uint8_t *)wsync__alloc(&s->a, s->n + 1)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
+    memset(covered, 0, s->n + 1);
+    for (j = 0; j < e->n_files && e->files[j].tensors; j++) {
+        const wsync_chain_file *f = &e->files[j];
+        char rel[WSYNC__KEY_MAX];
+        uint64_t got = 0;
+        int t = 0;
+        snprintf(rel, sizeof rel, "%s%s", e->key, f->name);
+        r = wsync__anchor_read_obj(s, e, rel, f->bytes, f->digest, covered, fd, &got, verdict, &t, err);
+        *size += got;
+        *touched |= t;
+        if (r != WSYNC_OK || *verdict != WSYNC_OK) {
+            wsync__obj_fail(err, r != WSYNC_OK ? r : *verdict, f->name); /* which shard */
+            break;
+        }
+    }
+    if (r == WSYNC_OK && *verdict == WSYNC_OK && fd < 0) *verdict = wsync__anchor_covered(s, covered, err);
+    wsync__free(&s->a, covered);
+    return r;
+}
+
+/* A directory anchor spooled in fd (its shards one after another): every
+   shard's header read and matched, every target found, and only then each
+   target's bytes read from the file into it. */
+static wsync_result wsync__apply_spooled_dir(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t size,
+                                             wsync_error *err)
+{
+    size_t ns = 0, j, i;
+    wsync_st_file *fs = NULL;
+    uint8_t **hdrs = NULL, *covered = NULL;
+    uint64_t *data_at = NULL, base = 0;
+    size_t *which = NULL, *shard_of = NULL, *idx = NULL;
+    wsync_st_options so;
+    wsync_result r = WSYNC_OK;
+    int touched = 0;
+    memset(&so, 0, sizeof so);
+    so.allocator = s->a;
+    while (ns < e->n_files && e->files[ns].tensors) ns++;
+    fs = (wsync_st_file *)wsync__alloc(&s->a, ns * sizeof *fs + 1);
+    hdrs = (uint8_t **)wsync__alloc(&s->a, ns * sizeof *hdrs + 1);
+    data_at = (uint64_t *)wsync__alloc(&s->a, ns * sizeof *data_at + 1);
+    covered = (uint8_t *)wsync__alloc(&s->a, s->n + 1);
+    which = (size_t *)wsync__alloc(&s->a, s->n * sizeof *which + 1);
+    shard_of = (size_t *)wsync__alloc(&s->a, s->n * sizeof *shard_of + 1);
+    idx = (size_t *)wsync__alloc(&s->a, s->n * sizeof *idx + 1);
+    if (!fs || !hdrs || !data_at || !covered || !which || !shard_of || !idx) {
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
+        goto done;
+    }
+    memset(fs, 0, ns * sizeof *fs);
+    memset(hdrs, 0, ns * sizeof *hdrs);
+    memset(covered, 0, s->n + 1);
+    for (j = 0; j < ns && r == WSYNC_OK; j++) {
+        const wsync_chain_file *f = &e->files[j];
+        uint8_t lenb[8];
+        uint64_t n;
+        if (f->bytes < 8 || base + f->bytes > size) {
+            r = wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0, "shard '%s': %llu bytes, too few", f->name,
+                            (unsigned long long)f->bytes);
+            break;
+        }
+        if (lseek(fd, (off_t)base, SEEK_SET) == (off_t)-1 || !wsync__read_all(fd, lenb, 8)) {
+            r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot read the spool file: %s",
+                            errno ? strerror(errno) : "it is shorter than written");
+            break;
+        }
+        n = wsync__load_le64(lenb);
+        if (n > WSYNC_ST_MAX_HEADER_SIZE || n > f->bytes - 8) {
+            r = wsync__st_parse_at(lenb, 8, f->bytes, NULL, &fs[j], err);
+            if (r == WSYNC_OK) r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, 0, NULL, 0, "%s", "header length");
+            wsync__obj_fail(err, r, f->name);
+            break;
+        }
+        if (!(hdrs[j] = (uint8_t *)wsync__alloc(&s->a, (size_t)(8 + n)))) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "shard header");
+            break;
+        }
+        memcpy(hdrs[j], lenb, 8);
+        if (!wsync__read_all(fd, hdrs[j] + 8, n)) {
+            r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot read the spool file: %s",
+                            errno ? strerror(errno) : "it is shorter than written");
+            break;
+        }
+        if ((r = wsync__st_parse_at(hdrs[j], 8 + n, f->bytes, &so, &fs[j], err)) != WSYNC_OK ||
+            (r = wsync__anchor_match(s, e, &fs[j], covered, which, err)) != WSYNC_OK) {
+            wsync__obj_fail(err, r, f->name);
+            break;
+        }
+        for (i = 0; i < s->n; i++)
+            if (which[i] != SIZE_MAX) shard_of[i] = j, idx[i] = which[i];
+        data_at[j] = base + 8 + n;
+        base += f->bytes;
+    }
+    if (r == WSYNC_OK) r = wsync__anchor_covered(s, covered, err);
+    /* everything checked: only now the targets change */
+    for (i = 0; i < s->n && r == WSYNC_OK; i++) {
+        const wsync_st_tensor *t = &fs[shard_of[i]].tensors[idx[i]];
+        touched = 1;
+        if (t->end > t->begin && (lseek(fd, (off_t)(data_at[shard_of[i]] + t->begin), SEEK_SET) == (off_t)-1 ||
+                                  !wsync__read_all(fd, (uint8_t *)s->t[i].data, t->end - t->begin)))
+            r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
+                            "cannot read the spool file: %s (the targets hold no step)",
+                            errno ? strerror(errno) : "it is shorter than written");
+    }
+    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, e->has_digests);
+    else if (touched) wsync__sub_moved(s, 0, 0, 0);
+    if (r == WSYNC_OK && s->chg_fn) r = wsync__sub_changes_whole(s, err); /* wsync_subscriber_on_changes */
+done:
+    for (j = 0; fs && j < ns; j++) wsync_st_free(&fs[j]);
+    for (j = 0; hdrs && j < ns; j++) wsync__free(&s->a, hdrs[j]);
+    wsync__free(&s->a, fs);
+    wsync__free(&s->a, hdrs);
+    wsync__free(&s->a, data_at);
+    wsync__free(&s->a, covered);
+    wsync__free(&s->a, which);
+    wsync__free(&s->a, shard_of);
+    wsync__free(&s->a, idx);
+    return r;
+}
+
+/* Brings the targets to anchor e, spooled and checked in fd: header, match,
+   then each target's bytes read from the file into it. A read that fails
+   after the first byte written leaves the targets with no step. */
+static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t size,
+                                         wsync_error *err)
+{
+    uint8_t lenb[8], *hdr = NULL;
+    uint64_t n = 0;
+    size_t *map = NULL, i;
+    wsync_st_file f;
+    wsync_st_options so;
+    wsync_result r = WSYNC_OK;
+    int touched = 0;
+    if (e->n_files) return wsync__apply_spooled_dir(s, e, fd, size, err);
+    memset(&f, 0, sizeof f);
+    memset(&so, 0, sizeof so);
+    so.allocator = s->a;
+    if (size < 8)
+        return wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0, "%llu bytes, fewer than the 8-byte header length",
+                           (unsigned long long)size);
+    if (lseek(fd, 0, SEEK_SET) == (off_t)-1 || !wsync__read_all(fd, lenb, 8))
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot read the spool file: %s",
+                           errno ? strerror(errno) : "it is shorter than written");
+    n = wsync__load_le64(lenb);
+    if (n > WSYNC_ST_MAX_HEADER_SIZE || n > size - 8)
+        return wsync__st_parse_at(lenb, 8, size, NULL, &f, err); /* says which, as the reader does */
+    if (!(hdr = (uint8_t *)wsync__alloc(&s->a, (size_t)(8 + n))) || !(map = (size_t *)wsync__alloc(&s->a, s->n * sizeof *map + 1))) {
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%llu bytes for the anchor's header",
+                        (unsigned long long)n);
+        goto done;
+    }
+    memcpy(hdr, lenb, 8);
+    if (!wsync__read_all(fd, hdr + 8, n)) {
+        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot read the spool file: %s",
+                        errno ? strerror(errno) : "it is shorter than written");
+        goto done;
+    }
+    if ((r = wsync__st_parse_at(hdr, 8 + n, size, &so, &f, err)) != WSYNC_OK) goto done;
+    if ((r = wsync__anchor_match(s, e, &f, NULL, map, err)) != WSYNC_OK) goto done;
+    /* everything checked: only now the targets change */
+    for (i = 0; i < s->n && r == WSYNC_OK; i++) {
+        const wsync_st_tensor *t = &f.tensors[map[i]];
+        touched = 1;
+        if (t->end > t->begin && (lseek(fd, (off_t)(8 + n + t->begin), SEEK_SET) == (off_t)-1 ||
+                                  !wsync__read_all(fd, (uint8_t *)s->t[i].data, t->end - t->begin)))
+            r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
+                            "cannot read the spool file: %s (the targets hold no step)",
+                            errno ? strerror(errno) : "it is shorter than written");
+    }
+    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, e->has_digests);
+    else if (touched) wsync__sub_moved(s, 0, 0, 0);
+    if (r == WSYNC_OK && s->chg_fn) r = wsync__sub_changes_whole(s, err); /* wsync_subscriber_on_changes */
+done:
+    wsync_st_free(&f);
+    wsync__free(&s->a, map);
+    wsync__free(&s->a, hdr);
+    return r;
+}
+
+/* sync's anchor: straight into targets without a step, else spooled first.
+   Returns the read's result; *verdict the check's and the apply's. */
+static wsync_result wsync__sync_anchor(wsync_subscriber *s, const wsync_chain_entry *e, uint64_t *size,
+                                       wsync_result *verdict, wsync_error *err)
+{
+    int direct = !wsync_subscriber_step(s, NULL), fd = -1, touched = 0;
+    wsync_result r;
+    *verdict = WSYNC_OK;
+    *size = 0;
+    if (!direct && (r = wsync__spool_open(s, &fd, err)) != WSYNC_OK) return r;
+    r = wsync__anchor_read(s, e, fd, size, verdict, &touched, err);
+    if (r == WSYNC_OK && *verdict == WSYNC_OK) {
+        if (!direct) *verdict = wsync__apply_spooled(s, e, fd, *size, err);
+        else {
+            wsync__sub_moved(s, 1, e->step, e->has_digests);
+            if (s->chg_fn) *verdict = wsync__sub_changes_whole(s, err); /* wsync_subscriber_on_changes */
+        }
+    } else if (touched) {
+        /* they held no step and still hold none: empty them rather than
+           leave part of a bad anchor that could pass for a model */
+        size_t i;
+        for (i = 0; i < s->n; i++)
+            if (s->t[i].nbytes) memset(s->t[i].data, 0, (size_t)s->t[i].nbytes);
+        wsync__sub_moved(s, 0, 0, 0);
+    }
+    if (fd >= 0) close(fd);
+    return r;
+}
+
+#if WSYNC__HAVE_THREADS /* used by the prefetch only */
+/* The prefetch's anchor: spooled and checked (size, digest); *fd_out keeps
+   the file when it is good. */
+static wsync_result wsync__pre_anchor(wsync_subscriber *s, const wsync_chain_entry *e, int *fd_out, uint64_t *size,
+                                      wsync_result *verdict, wsync_error *err)
+{
+    int fd = -1, touched = 0;
+    wsync_result r;
+    *verdict = WSYNC_OK;
+    *size = 0;
+    if ((r = wsync__spool_open(s, &fd, err)) != WSYNC_OK) return r;
+    r = wsync__anchor_read(s, e, fd, size, verdict, &touched, err);
+    if (r == WSYNC_OK && *verdict == WSYNC_OK) *fd_out = fd;
+    else close(fd);
+    return r;
+}
+#endif
+#else
+#define WSYNC__SPOOLS 0
+#endif
+
+/* *targets_wrong (when given) is set when the object is proven good (its
+   bytes match HEAD's digest) and the failure can only be the targets'. */
+static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
+                                        uint64_t size, int *targets_wrong, wsync_error *err)
+{
+    wsync_result r;
+    wsync_encoding enc = (wsync_encoding)0;
+    int verified = 0;
+    if (targets_wrong) *targets_wrong = 0;
+    if ((r = wsync__check_object(e, bytes, size, &enc, err)) != WSYNC_OK) return r;
+    if (e->kind == WSYNC_CHAIN_ANCHOR) {
+        r = wsync__apply_anchor(s, e, bytes, size, err);
+        verified = e->has_digests;
+    } else {
+        wsync_delta_options d;
+        int packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
+        memset(&d, 0, sizeof d);
+        d.allocator = s->pool ? wsync_pool_allocator(s->pool) : s->a;
+        d.threads = s->o.threads;
+        d.on_changes = s->chg_fn; /* wsync_subscriber_on_changes */
+        d.changes_user = s->chg_user;
+        d.changes_chunk = s->chg_chunk;
+        d.flags |= s->chg_flags & WSYNC_DELTA_CHANGES_PARALLEL;
+        /* A packed delta's result digests are checked before anything is
+           written, and a wrong base can only give a wrong result, so the base
+           pass is redundant on targets this subscriber checked itself; on
+           vouched-for targets it stays, for the clearer error. */
+        if (packed && s->verified) d.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST;
+        r = wsync_delta_apply(bytes, size, s->t, s->n, &d, NULL, err);
+        verified = packed;
+        if (r == WSYNC_ERR_DIGEST_MISMATCH && e->has_digests && targets_wrong) *targets_wrong = 1;
+        if (r == WSYNC_ERR_SINK) wsync__sub_moved(s, 1, e->step, verified); /* refused after the write */
+    }
+    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, verified);
+    if (r == WSYNC_OK && e->kind == WSYNC_CHAIN_ANCHOR && s->chg_fn) r = wsync__sub_changes_whole(s, err);
+    return r;
+}
+
+typedef struct wsync__pathlog {
+    int anchor;
+    uint64_t anchor_step, first, last;
+    unsigned deltas;
+} wsync__pathlog;
+
+static void wsync__pathlog_add(wsync__pathlog *pl, wsync_sync_stats *st, const wsync_chain_entry *e, uint64_t size)
+{
+    if (e->kind == WSYNC_CHAIN_ANCHOR) {
+        pl->anchor = 1;
+        pl->anchor_step = e->step;
+        pl->deltas = 0;
+        st->anchors++;
+    } else {
+        if (!pl->deltas) pl->first = e->step;
+        pl->last = e->step;
+        pl->deltas++;
+        st->deltas++;
+    }
+    st->bytes_fetched += size;
+}
+
+static void wsync__pathlog_str(const wsync__pathlog *pl, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    if (pl->anchor) o += (size_t)snprintf(buf, cap, "anchor %llu", (unsigned long long)pl->anchor_step);
+    if (pl->deltas && o < cap) {
+        if (pl->deltas == 1)
+            snprintf(buf + o, cap - o, "%sdelta %llu", o ? " + " : "", (unsigned long long)pl->last);
+        else
+            snprintf(buf + o, cap - o, "%sdeltas %llu..%llu", o ? " + " : "", (unsigned long long)pl->first,
+                     (unsigned long long)pl->last);
+    }
+    if (!pl->anchor && !pl->deltas) snprintf(buf, cap, "none");
+}
+
+/* The targets against the state digest of e, the entry of their step. */
+static wsync_result wsync__verify_entry(wsync_subscriber *s, const wsync_chain_entry *e, wsync_error *err)
+{
+    uint64_t st = 0; /* set by wsync_state_digest; gcc 12 at -O3 -march=native cannot see it */
+    wsync_result r;
+    if (!e || !e->has_digests) return WSYNC_OK;
+    if ((r = wsync_state_digest(s->t, s->n, s->o.threads, &st, err)) != WSYNC_OK) return r;
+    s->state_known = st == e->state; /* the mirror's digest of its step (the mirror section) */
+    s->state_step = e->step;
+    s->state_digest = st;
+    if (st != e->state) {
+        wsync__sub_moved(s, 0, 0, 0); /* the targets hold no known step: the next sync loads an anchor */
+        return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0,
+                           "the model after step %llu does not match HEAD's state digest",
+                           (unsigned long long)e->step);
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_info *c, wsync_error *err)
+{
+    long ai = wsync__chain_find(c, WSYNC_CHAIN_ANCHOR, s->step), di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s->step);
+    return wsync__verify_entry(s, ai >= 0 ? &c->entries[ai] : di >= 0 ? &c->entries[di] : NULL, err);
+}
+
+static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_stats *st, wsync_error *err)
+{
+    wsync_chain_info c;
+    long bad[WSYNC__MAX_BAD], *path = NULL, *tmp = NULL;
+    size_t nbad = 0, np = 0, i;
+    uint64_t target;
+    int refreshed = 0, attempts, dropped = 0, targets_wrong = 0;
+    wsync_result r, last_obj = WSYNC_OK;
+    wsync_error last_err;
+    wsync__pathlog pl;
+    memset(&pl, 0, sizeof pl);
+    wsync__error_reset(&last_err);
+    {
+        wsync_chain_options o = s->o;
+        o.prefix = s->prefix;
+        r = wsync_chain_read(&s->store, &o, &c, err);
+        wsync__head_seen(s, r == WSYNC_OK, r == WSYNC_OK ? c.head_step : 0);
+        if (r != WSYNC_OK) return r;
+    }
+    st->head_step = c.head_step;
+    st->verified = c.has_head;
+    target = want == WSYNC_STEP_LATEST ? c.head_step : want;
+    for (attempts = 0; attempts < 64; attempts++) {
+        int has;
+        uint64_t cur = 0;
+        has = wsync_subscriber_step(s, &cur);
+        if (has && cur == target) break;
+        if (wsync__chain_find(&c, WSYNC_CHAIN_ANCHOR, target) < 0 && wsync__chain_find(&c, WSYNC_CHAIN_DELTA, target) < 0) {
+            r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "step %llu is not in the chain (HEAD is at %llu)",
+                            (unsigned long long)target, (unsigned long long)c.head_step);
+            goto done;
+        }
+        wsync__free(&s->a, path);
+        wsync__free(&s->a, tmp);
+        path = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *path);
+        tmp = (long *)wsync__alloc(&s->a, (c.n_entries + 1) * sizeof *tmp);
+        if (!path || !tmp) {
+            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "plan");
+            goto done;
+        }
+        if (!wsync__plan(&c, has, cur, target, bad, nbad, path, &np, tmp)) {
+            if (last_obj != WSYNC_OK) {
+                if (err) *err = last_err;
+                r = last_obj;
+            } else {
+                r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
+                                "no anchor or chain of deltas reaches step %llu", (unsigned long long)target);
+            }
+            goto done;
+        }
+        for (i = 0; i < np; i++) {
+            const wsync_chain_entry *e = &c.entries[path[i]];
+            uint8_t *bytes = NULL;
+            uint64_t size = 0;
+            wsync_error oe;
+            int got, streamed = 0;
+            wsync_result verdict = WSYNC_OK;
+            wsync__error_reset(&oe);
+#if WSYNC__SPOOLS
+            /* an anchor is streamed into the targets or spooled, never held */
+            if ((streamed = wsync__anchor_streams(e)) != 0) r = wsync__sync_anchor(s, e, &size, &verdict, &oe);
+            else
+#endif
+                r = wsync__fetch(s, e, &bytes, &size, &oe);
+            if (r == WSYNC_ERR_NOT_FOUND && !refreshed) {
+                /* retention removed it after we read HEAD: read HEAD again */
+                wsync_chain_options o = s->o;
+                wsync_chain_info c2;
+                o.prefix = s->prefix;
+                refreshed = 1;
+                if (wsync_chain_read(&s->store, &o, &c2, err) == WSYNC_OK) {
+                    wsync_chain_info_free(&c);
+                    c = c2;
+                    nbad = 0;
+                    if (want == WSYNC_STEP_LATEST) target = c.head_step;
+                    st->head_step = c.head_step;
+                    st->verified = c.has_head;
+                    wsync__head_seen(s, 1, c.head_step);
+                }
+                break;
+            }
+            got = r == WSYNC_OK;
+            if (got) r = streamed ? verdict : wsync__apply_object(s, e, bytes, size, &targets_wrong, &oe);
+            if (r == WSYNC_OK) {
+                wsync__pathlog_add(&pl, st, e, size);
+                wsync__unrefuse(s, e);
+            }
+            wsync__free(&s->a, bytes);
+            if (r != WSYNC_OK) {
+                wsync__obj_fail(&oe, r, e->key);
+                if (targets_wrong && !dropped) {
+                    /* the targets are not the step they claim (vouched for, or
+                       changed behind our back): forget it and take an anchor */
+                    dropped = 1;
+                    last_obj = r;
+                    last_err = oe;
+                    st->rejected++;
+                    wsync__sub_moved(s, 0, 0, 0);
+                    break;
+                }
+                if (wsync__not_the_object(r)) {
+                    /* the store or this machine failed, not the object: stop here */
+                    if (err) *err = oe;
+                    goto done;
+                }
+                if (got) wsync__refuse(s, e); /* the prefetch will not fetch it again */
+                last_obj = r;
+                last_err = oe;
+                st->rejected++;
+                if (nbad < WSYNC__MAX_BAD) bad[nbad++] = path[i];
+                else {
+                    if (err) *err = oe;
+                    goto done;
+                }
+                break;
+            }
+        }
+    }
+    {
+        uint64_t cur;
+        if (!wsync_subscriber_step(s, &cur) || cur != target) {
+            r = wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "gave up before reaching step %llu",
+                            (unsigned long long)target);
+            goto done;
+        }
+    }
+    r = WSYNC_OK;
+    if (s->verify_state) r = wsync__verify_state(s, &c, err);
+done:
+    wsync__pathlog_str(&pl, st->path, sizeof st->path);
+    wsync__free(&s->a, path);
+    wsync__free(&s->a, tmp);
+    wsync_chain_info_free(&c);
+    return r;
+}
+
+static void wsync__stats_begin(wsync_subscriber *s, wsync_sync_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->had_step = wsync_subscriber_step(s, &st->from_step);
+}
+
+static void wsync__stats_end(wsync_subscriber *s, wsync_sync_stats *st)
+{
+    uint64_t step = 0;
+    if (wsync_subscriber_step(s, &step)) st->step = step;
+}
+
+WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step, wsync_sync_stats *stats,
+                                             wsync_error *err)
+{
+    wsync_sync_stats st;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
+    wsync__stats_begin(s, &st);
+    wsync__sub_lock(s);
+    s->busy = 1;
+    wsync__sub_unlock(s);
+    r = wsync__sync(s, step, &st, err);
+    wsync__sub_lock(s);
+    s->busy = 0;
+    wsync__sub_unlock(s);
+    wsync__stats_end(s, &st);
+    if (stats) *stats = st;
+    return r;
+}
+
+/* ---- the background prefetch: polls, plans, fetches, offers >>prefetch ---- */
+
+static void wsync__pre_free(wsync_subscriber *s, wsync__fetched *pre, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        wsync__free(&s->a, pre[i].bytes);
+        wsync__free(&s->a, pre[i].files);
+#if WSYNC__SPOOLS
+        if (pre[i].fd >= 0) close(pre[i].fd);
+#endif
+    }
+    wsync__free(&s->a, pre);
+}
+
+/* The prefetch's objects lead from the step the targets hold (under mu). */
+static int wsync__pre_fresh(const wsync_subscriber *s)
+{
+    return s->pre_ready && s->pre_has_from == s->has_step && (!s->has_step || s->pre_from == s->step);
+}
+
+#if WSYNC__HAVE_THREADS
+/* One poll's work, kept between its attempts: the chain read, the entries
+   to avoid, and each object fetched and checked (by entry index), so that
+   a plan around a bad object fetches nothing twice. */
+typedef struct wsync__poll {
+    wsync_chain_info c;
+    long *bad, *path, *tmp;
+    size_t nbad, np;
+    uint8_t **bytes;
+    uint64_t *size;
+    int *fd;             /* anchors spooled (bytes NULL): the open files; else -1 */
+    int has;             /* the targets' step when the poll began */
+    uint64_t cur;
+    int failed;          /* a failure was noted */
+} wsync__poll;
+
+/* The newest step above `floor` (any step when !has_floor) that a plan
+   reaches from the targets; 0 when none. */
+static int wsync__poll_plan(wsync__poll *p, int has_floor, uint64_t floor)
+{
+    const wsync_chain_info *c = &p->c;
+    size_t na = 0, ia, id;
+    while (na < c->n_entries && c->entries[na].kind == WSYNC_CHAIN_ANCHOR) na++;
+    ia = na;
+    id = c->n_entries;
+    /* anchors and deltas are each ascending: merge them downwards */
+    while (ia > 0 || id > na) {
+        uint64_t a = ia > 0 ? c->entries[ia - 1].step : 0, d = id > na ? c->entries[id - 1].step : 0;
+        uint64_t target = ia > 0 && (id == na || a >= d) ? a : d;
+        while (ia > 0 && c->entries[ia - 1].step == target) ia--;
+        while (id > na && c->entries[id - 1].step == target) id--;
+        if (has_floor && target <= floor) return 0;
+        if (wsync__plan(c, p->has, p->cur, target, p->bad, p->nbad, p->path, &p->np, p->tmp)) return 1;
+    }
+    return 0;
+}
+
+/* Offers path[0..n) (fetched and checked) unless the targets moved meanwhile. */
+static int wsync__poll_offer(wsync_subscriber *s, wsync__poll *p, size_t n)
+{
+    wsync__fetched *pre, *old = NULL;
+    size_t i, n_old = 0;
+    int offered = 0;
+    if (!(pre = (wsync__fetched *)wsync__alloc(&s->a, (n + 1) * sizeof *pre))) return 0;
+    memset(pre, 0, (n + 1) * sizeof *pre);
+    for (i = 0; i < n; i++) {
+        pre[i].e = p->c.entries[p->path[i]];
+        if (pre[i].e.n_files) { /* the poll's chain goes: the entry keeps its files */
+            size_t fb = pre[i].e.n_files * sizeof *pre[i].files;
+            if (!(pre[i].files = (wsync_chain_file *)wsync__alloc(&s->a, fb))) {
+                wsync__pre_free(s, pre, i);
+                return 0;
+            }
+            memcpy(pre[i].files, pre[i].e.files, fb);
+            pre[i].e.files = pre[i].files;
+        }
+        pre[i].bytes = p->bytes[p->path[i]];
+        pre[i].size = p->size[p->path[i]];
+        pre[i].fd = p->fd[p->path[i]];
+        p->bytes[p->path[i]] = NULL;
+        p->fd[p->path[i]] = -1;
+    }
+    wsync__sub_lock(s);
+    if (s->has_step == p->has && (!p->has || s->step == p->cur)) {
+        old = s->pre;
+        n_old = s->n_pre;
+        s->pre = pre;
+        s->n_pre = n;
+        s->pre_ready = 1;
+        s->pre_has_from = p->has;
+        s->pre_from = p->cur;
+        s->pre_step = p->c.entries[p->path[n - 1]].step;
+        s->pre_verified = p->c.has_head;
+        s->pre_head = p->c.head_step;
+        offered = 1;
+    } else {
+        old = pre; /* planned from a step the targets no longer hold */
+        n_old = n;
+    }
+    wsync__sub_unlock(s);
+    if (old) wsync__pre_free(s, old, n_old);
+    return offered;
+}
+
+/* Plans to the newest step it can reach above `have`, fetches and checks
+   the path, refuses a bad object and plans again around it; offers the
+   first path whose objects are all good. 1 when it offered. */
+static int wsync__poll_fetch(wsync_subscriber *s, wsync__poll *p, int any, uint64_t have)
+{
+    int attempts;
+    for (attempts = 0; attempts < 64; attempts++) {
+        size_t i;
+        if (!wsync__poll_plan(p, any, have)) return 0;
+        for (i = 0; i < p->np; i++) {
+            long k = p->path[i];
+            const wsync_chain_entry *e = &p->c.entries[k];
+            wsync_error oe;
+            wsync_result r, verdict = WSYNC_OK;
+            int streamed = 0;
+            if (p->bytes[k] || p->fd[k] >= 0) continue;
+            wsync__error_reset(&oe);
+#if WSYNC__SPOOLS
+            /* an anchor waits in a spool file, checked, not in memory */
+            if ((streamed = wsync__anchor_streams(e)) != 0)
+                r = wsync__pre_anchor(s, e, &p->fd[k], &p->size[k], &verdict, &oe);
+            else
+#endif
+                r = wsync__fetch(s, e, &p->bytes[k], &p->size[k], &oe);
+            if (r != WSYNC_OK && !wsync__not_the_object(r) && r != WSYNC_ERR_NOT_FOUND) {
+                /* the object itself is wrong (larger than HEAD says, cut off
+                   unread): refused like one that fails its check */
+                wsync__obj_fail(&oe, r, e->key);
+                wsync__note_failure(s, r, &oe);
+                p->failed = 1;
+                wsync__free(&s->a, p->bytes[k]);
+                p->bytes[k] = NULL;
+                wsync__refuse(s, e);
+                p->bad[p->nbad++] = k;
+                break;
+            }
+            if (r != WSYNC_OK) {
+                /* the store failed (or retention removed it after HEAD was
+                   read): offer what leads somewhere, try again next poll */
+                wsync__obj_fail(&oe, r, e->key);
+                wsync__note_failure(s, r, &oe);
+                p->failed = 1;
+                p->bytes[k] = NULL;
+                if (i > 0 && (!any || p->c.entries[p->path[i - 1]].step > have)) return wsync__poll_offer(s, p, i);
+                return 0;
+            }
+            if ((r = streamed ? verdict : wsync__check_object(e, p->bytes[k], p->size[k], NULL, &oe)) != WSYNC_OK) {
+                wsync__obj_fail(&oe, r, e->key);
+                wsync__note_failure(s, r, &oe);
+                p->failed = 1;
+                wsync__free(&s->a, p->bytes[k]);
+                p->bytes[k] = NULL;
+                if (wsync__not_the_object(r)) return 0;
+                wsync__refuse(s, e);
+                p->bad[p->nbad++] = k;
+                break;
+            }
+        }
+        if (i == p->np) return p->np ? wsync__poll_offer(s, p, p->np) : 0;
+    }
+    return 0;
+}
+
+/* One poll of the background thread: read HEAD, plan to the newest step
+   reachable, fetch and check. 1: it offered a step; -1: it failed without
+   offering one; 0: nothing to do. */
+static int wsync__bg_poll(wsync_subscriber *s)
+{
+    wsync__poll p;
+    wsync_chain_options o = s->o;
+    wsync_error err;
+    wsync__fetched *stale = NULL;
+    size_t i, j, n_stale = 0;
+    int any, outcome = 0;
+    uint64_t have;
+    wsync_result r;
+    memset(&p, 0, sizeof p);
+    o.prefix = s->prefix;
+    /* the targets pass through intermediate steps: a plan from one of them
+       would fetch again what the engine is applying */
+    wsync__sub_lock(s);
+    any = s->busy;
+    wsync__sub_unlock(s);
+    if (any) return 0;
+    r = wsync_chain_read(&s->store, &o, &p.c, &err);
+    wsync__sub_lock(s);
+    s->polls++;
+    wsync__sub_unlock(s);
+    wsync__head_seen(s, r == WSYNC_OK, p.c.head_step);
+    if (r != WSYNC_OK) {
+        if (r == WSYNC_ERR_NOT_FOUND) return 0; /* an empty chain */
+        wsync__note_failure(s, r, &err);
+        return -1;
+    }
+    p.bad = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.bad);
+    p.path = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.path);
+    p.tmp = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.tmp);
+    p.bytes = (uint8_t **)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.bytes);
+    p.size = (uint64_t *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.size);
+    p.fd = (int *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.fd);
+    if (p.fd)
+        for (i = 0; i < p.c.n_entries; i++) p.fd[i] = -1;
+    if (!p.bad || !p.path || !p.tmp || !p.bytes || !p.size || !p.fd) {
+        wsync__fail(&err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "prefetch plan");
+        wsync__note_failure(s, WSYNC_ERR_OUT_OF_MEMORY, &err);
+        outcome = -1;
+        goto out;
+    }
+    memset(p.bytes, 0, (p.c.n_entries + 1) * sizeof *p.bytes);
+    wsync__sub_lock(s);
+    /* a refusal lasts while the chain names its key with the same size and
+       digest; the refused entries are avoided */
+    for (i = 0; i < s->n_refused;) {
+        int kept = 0;
+        for (j = 0; j < p.c.n_entries; j++) {
+            if (strcmp(s->refused[i].key, p.c.entries[j].key) != 0) continue;
+            if (wsync__refusal_is(&s->refused[i], &p.c.entries[j])) {
+                size_t k = 0;
+                while (k < p.nbad && p.bad[k] != (long)j) k++;
+                if (k == p.nbad) p.bad[p.nbad++] = (long)j; /* once: at most n_entries */
+                kept = 1;
+            }
+        }
+        if (kept) i++;
+        else s->refused[i] = s->refused[--s->n_refused];
+    }
+    p.has = s->has_step;
+    p.cur = s->step;
+    if (s->busy) {
+        wsync__sub_unlock(s);
+        goto out;
+    }
+    if (s->pre && !wsync__pre_fresh(s)) {
+        /* planned from a step the targets no longer hold (a sync moved them) */
+        stale = s->pre;
+        n_stale = s->n_pre;
+        s->pre = NULL;
+        s->n_pre = 0;
+        s->pre_ready = 0;
+    }
+    any = p.has || s->pre_ready;
+    have = s->pre_ready ? s->pre_step : p.cur;
+    wsync__sub_unlock(s);
+    if (stale) wsync__pre_free(s, stale, n_stale);
+    if (any && have >= p.c.head_step) goto out;
+    if (wsync__poll_fetch(s, &p, any, have)) outcome = 1;
+    else if (p.failed) outcome = -1;
+    else {
+        /* nothing newer is reachable: say why, or the status would read as
+           a prefetch with nothing to do (the refused objects are avoided
+           until the store changes them; a sync tries every way again) */
+        if (p.nbad)
+            wsync__fail(&err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
+                        "no way from step %llu to HEAD's step %llu but through '%s'%s, refused earlier: "
+                        "fetched again once the store changes it, or by a sync",
+                        (unsigned long long)have, (unsigned long long)p.c.head_step, p.c.entries[p.bad[0]].key,
+                        p.nbad > 1 ? " (or other refused objects)" : "");
+        else
+            wsync__fail(&err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
+                        "no way from step %llu to HEAD's step %llu: the chain holds no anchor or delta that leads on",
+                        (unsigned long long)have, (unsigned long long)p.c.head_step);
+        wsync__note_failure(s, WSYNC_ERR_NO_PATH, &err);
+        outcome = -1;
+    }
+out:
+    if (p.bytes)
+        for (i = 0; i < p.c.n_entries; i++) wsync__free(&s->a, p.bytes[i]);
+#if WSYNC__SPOOLS
+    if (p.fd)
+        for (i = 0; i < p.c.n_entries; i++)
+            if (p.fd[i] >= 0) close(p.fd[i]);
+#endif
+    wsync__free(&s->a, p.fd);
+    wsync__free(&s->a, p.bytes);
+    wsync__free(&s->a, p.size);
+    wsync__free(&s->a, p.bad);
+    wsync__free(&s->a, p.path);
+    wsync__free(&s->a, p.tmp);
+    wsync_chain_info_free(&p.c);
+    return outcome;
+}
+
+static unsigned wsync__bg_interval(const wsync_subscriber *s)
+{
+    uint64_t ms = (uint64_t)s->interval_ms << s->backoff;
+    if (ms > WSYNC__BACKOFF_CAP_MS) ms = WSYNC__BACKOFF_CAP_MS;
+    if (ms < s->interval_ms) ms = s->interval_ms;
+    return (unsigned)ms;
+}
+
+static void *wsync__bg_main(void *arg)
+{
+    wsync_subscriber *s = (wsync_subscriber *)arg;
+    for (;;) {
+        struct timeval now;
+        struct timespec until;
+        int stop, outcome = wsync__bg_poll(s);
+        unsigned ms;
+        pthread_mutex_lock(&s->mu);
+        /* a poll that failed without progress waits twice as long as the last */
+        if (outcome < 0) {
+            if (s->backoff < WSYNC__MAX_BACKOFF) s->backoff++;
+        } else {
+            s->backoff = 0;
+        }
+        ms = wsync__bg_interval(s);
+        pthread_mutex_unlock(&s->mu);
+        gettimeofday(&now, NULL);
+        until.tv_sec = now.tv_sec + (time_t)(ms / 1000);
+        until.tv_nsec = (long)now.tv_usec * 1000 + (long)(ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_mutex_lock(&s->mu);
+        if (!s->bg_stop) pthread_cond_timedwait(&s->cv, &s->mu, &until);
+        stop = s->bg_stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+    }
+    return NULL;
+}
+#endif
+
+WSYNC_DEF wsync_result wsync_subscriber_start(wsync_subscriber *s, unsigned interval_ms, wsync_error *err)
+{
+    wsync__error_reset(err);
+    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
+#if WSYNC__HAVE_THREADS
+    if (s->bg_running) return WSYNC_OK;
+    pthread_mutex_lock(&s->mu);
+    s->interval_ms = interval_ms ? interval_ms : 1;
+    s->backoff = 0;
+    s->bg_stop = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (pthread_create(&s->th, NULL, wsync__bg_main, s) != 0)
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "%s", "cannot start the prefetch thread");
+    pthread_mutex_lock(&s->mu);
+    s->bg_running = 1;
+    pthread_mutex_unlock(&s->mu);
+    return WSYNC_OK;
+#else
+    (void)interval_ms;
+    return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
+                       "background prefetch needs POSIX threads (built with WSYNC_NO_THREADS)");
+#endif
+}
+
+WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step)
+{
+    int ready;
+    if (!s) return 0;
+    wsync__sub_lock(s);
+    ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step);
+    if (ready && step) *step = s->pre_step;
+    wsync__sub_unlock(s);
+    return ready;
+}
+
+/* apply_ready's failure on an object: noted for the status, and the object
+   refused unless the targets are to blame (then their step is forgotten:
+   the next poll plans from an anchor, as sync would). */
+static void wsync__apply_ready_failed(wsync_subscriber *s, const wsync_chain_entry *e, wsync_result r,
+                                      int targets_wrong, const wsync_error *err)
+{
+    if (targets_wrong) wsync__sub_moved(s, 0, 0, 0);
+    else if (!wsync__not_the_object(r)) wsync__refuse(s, e);
+    wsync__note_failure(s, r, err);
+}
+
+WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_sync_stats *stats, wsync_error *err)
+{
+    wsync_sync_stats st;
+    wsync__fetched *pre;
+    wsync_error oe;
+    size_t n, i;
+    int fresh, targets_wrong = 0;
+    wsync_result r = WSYNC_OK;
+    wsync__pathlog pl;
+    wsync__error_reset(err);
+    wsync__error_reset(&oe);
+    if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
+    wsync__stats_begin(s, &st);
+    memset(&pl, 0, sizeof pl);
+    wsync__sub_lock(s);
+    pre = s->pre;
+    n = s->n_pre;
+    fresh = wsync__pre_fresh(s);
+    st.head_step = fresh ? s->pre_head : s->head_step;
+    st.verified = fresh && s->pre_verified;
+    s->pre = NULL;
+    s->n_pre = 0;
+    s->pre_ready = 0;
+    s->busy = 1;
+    wsync__sub_unlock(s);
+    /* a prefetch planned from a step the targets no longer hold is dropped */
+    for (i = 0; fresh && i < n; i++) {
+#if WSYNC__SPOOLS
+        if (pre[i].fd >= 0) r = wsync__apply_spooled(s, &pre[i].e, pre[i].fd, pre[i].size, &oe);
+        else
+#endif
+            r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, &targets_wrong, &oe);
+        if (r != WSYNC_OK) {
+            wsync__obj_fail(&oe, r, pre[i].e.key);
+            wsync__apply_ready_failed(s, &pre[i].e, r, targets_wrong, &oe);
+            if (!wsync__not_the_object(r)) st.rejected++;
+            break;
+        }
+        wsync__pathlog_add(&pl, &st, &pre[i].e, pre[i].size);
+    }
+    if (r == WSYNC_OK && fresh && n && s->verify_state) {
+        /* as sync: the whole model against HEAD's state digest for its step */
+        if ((r = wsync__verify_entry(s, &pre[n - 1].e, &oe)) != WSYNC_OK) wsync__note_failure(s, r, &oe);
+    }
+    if (r != WSYNC_OK && err) *err = oe;
+    wsync__sub_lock(s);
+    s->busy = 0;
+    wsync__sub_unlock(s);
+    if (pre) wsync__pre_free(s, pre, n);
+    wsync__pathlog_str(&pl, st.path, sizeof st.path);
+    wsync__stats_end(s, &st);
+    if (stats) *stats = st;
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_subscriber_prefetch_status(wsync_subscriber *s, wsync_prefetch_status *out)
+{
+    if (!s || !out) return WSYNC_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    wsync__sub_lock(s);
+    out->running = s->bg_running;
+    out->polls = s->polls;
+    out->head_known = s->head_known;
+    out->head_step = s->head_step;
+    out->ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step);
+    if (out->ready) out->ready_step = s->pre_step;
+    out->caught_up = s->head_known && s->has_step && s->step == s->head_step;
+    out->refused = (unsigned)s->n_refused;
+#if WSYNC__HAVE_THREADS
+    out->interval_ms = s->bg_running ? wsync__bg_interval(s) : 0;
+#endif
+    out->last_result = s->last_result;
+    out->last_error = s->last_err;
+    out->last_error_time = s->last_time;
+    wsync__sub_unlock(s);
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_subscriber_stop(wsync_subscriber *s)
+{
+    if (!s) return;
+#if WSYNC__HAVE_THREADS
+    if (!s->bg_running) return;
+    pthread_mutex_lock(&s->mu);
+    s->bg_stop = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    pthread_mutex_lock(&s->mu);
+    s->bg_running = 0;
+    pthread_mutex_unlock(&s->mu);
+#endif
+}
+
+WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s)
+{
+    wsync_allocator a;
+    if (!s) return;
+    wsync_subscriber_stop(s);
+    if (s->pre) wsync__pre_free(s, s->pre, s->n_pre);
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+#endif
+    wsync_pool_free(s->pool);
+    a = s->a;
+    wsync__free(&a, s->spool_dir);
+    wsync__free(&a, s->t);
+    wsync__free(&a, s);
+}
+
+/* ---- the mirror: changes recorded, merged, handed to an engine >>mirror ---- */
+
+WSYNC_DEF void wsync_subscriber_on_changes(wsync_subscriber *s, wsync_changes_fn fn, void *user, uint32_t chunk,
+                                           unsigned flags)
+{
+    if (!s) return;
+    s->chg_fn = fn;
+    s->chg_user = user;
+    s->chg_chunk = chunk;
+    s->chg_flags = flags;
+}
+
+/* An anchor just written: every target whole, to the subscriber's callback. */
+static wsync_result wsync__sub_changes_whole(wsync_subscriber *s, wsync_error *err)
+{
+    size_t i;
+    for (i = 0; i < s->n; i++) {
+        wsync_changes c;
+        int rc;
+        memset(&c, 0, sizeof c);
+        c.tensor = &s->t[i];
+        c.index = i;
+        c.width = wsync_dtype_bits(s->t[i].dtype) / 8;
+        c.whole = 1;
+        c.count = c.width ? s->t[i].nbytes / c.width : 0;
+        c.values = s->t[i].data;
+        c.last = 1;
+        if ((rc = s->chg_fn(s->chg_user, &c)) != 0)
+            return wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
+                               "the changes callback returned %d: the targets hold the anchor", rc);
+    }
+    return WSYNC_OK;
+}
+
+/* One tensor's changes since the engine's last take: whole, or the log
+   (one apply's report, as it came), or the bitmap (count bits set); never
+   the log and bits at once. */
+typedef struct wsync__mrec {
+    uint64_t *bits;   /* one per element; whole: stale, cleared by the take */
+    uint64_t words;
+    uint64_t count;   /* bits set */
+    uint64_t nelem;
+    unsigned w;
+    int whole;
+    int log;          /* 1: the pending changes are lpos/lval[0..llen) */
+    int log_done;     /* the log's apply handed its last chunk */
+    uint64_t *lpos;   /* ascending positions */
+    uint8_t *lval;    /* llen values of w bytes */
+    uint64_t llen, lcap;
+} wsync__mrec;
+
+struct wsync_mirror {
+    wsync_allocator a;
+    wsync_subscriber *sub;
+    wsync_tensor *t;
+    size_t n;
+    uint8_t *block;       /* wsync's memory for the mirror (tensors NULL at open) */
+    wsync_st_file hdr;    /* the anchor's header: names and shapes of that memory */
+    wsync__mrec *rec;
+    uint64_t record_bytes; /* the bitmaps */
+    uint64_t log_bytes, log_limit; /* the logs' capacity (under qmu), and its bound */
+    size_t chunk;
+    uint8_t *buf;         /* the take's chunk: chunk positions, then chunk values */
+    unsigned interval_ms, threads;
+    int no_wait;
+    /* under qmu (read without waiting for an apply) */
+    int has_step, has_state, eng_has, eng_has_state;
+    uint64_t step, state, eng_step, eng_state, steps;
+    int running, stop;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_t mu;   /* the mirror's lock: applies and takes */
+    pthread_mutex_t qmu;
+    pthread_cond_t cv;
+    pthread_t th;
+#endif
+};
+
+static void wsync__m_lock(wsync_mirror *m)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_lock(&m->mu);
+#else
+    (void)m;
+#endif
+}
+
+static void wsync__m_unlock(wsync_mirror *m)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_unlock(&m->mu);
+#else
+    (void)m;
+#endif
+}
+
+static void wsync__m_qlock(wsync_mirror *m)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_lock(&m->qmu);
+#else
+    (void)m;
+#endif
+}
+
+static void wsync__m_qunlock(wsync_mirror *m)
+{
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_unlock(&m->qmu);
+#else
+    (void)m;
+#endif
+}
+
+static void wsync__mrec_whole(wsync__mrec *r)
+{
+    r->whole = 1;
+    r->log = 0;
+    r->llen = 0;
+}
+
+static void wsync__mrec_whole_all(wsync_mirror *m)
+{
+    size_t i;
+    for (i = 0; i < m->n; i++) wsync__mrec_whole(&m->rec[i]);
+}
+
+/* Sets the bits of n ascending positions; a tensor whose merged patch
+   reaches WSYNC_CHANGES_WHOLE goes whole. */
+static void wsync__mrec_bits(wsync__mrec *r, const uint64_t *pos, uint64_t n)
+{
+    uint64_t k, added = 0;
+    for (k = 0; k < n; k++) {
+        uint64_t p = pos[k], b = (uint64_t)1 << (p & 63), *wd = &r->bits[p >> 6];
+        added += !(*wd & b);
+        *wd |= b;
+    }
+    r->count += added;
+    if (WSYNC_CHANGES_WHOLE(r->count, r->nelem, r->w)) r->whole = 1;
+}
+
+/* The log into the bitmap (the merge: a second apply, or a log that could
+   not grow). */
+static void wsync__mrec_fold(wsync__mrec *r)
+{
+    if (!r->log) return;
+    r->log = 0;
+    wsync__mrec_bits(r, r->lpos, r->llen);
+    r->llen = 0;
+}
+
+/* Room in the log for `more` entries; 0 when the logs' bound (the model's
+   bytes, which a log of at most the tensor's bytes keeps to by itself) or
+   the allocator says no. */
+static int wsync__mrec_grow(wsync_mirror *m, wsync__mrec *r, uint64_t more)
+{
+    /* at most what WSYNC_CHANGES_WHOLE allows: the tensor's bytes */
+    uint64_t need = r->llen + more, cap = r->lcap ? r->lcap : 4096, add, most = r->nelem * r->w / (8 + r->w);
+    uint64_t *np;
+    uint8_t *nv;
+    if (need <= r->lcap) return 1;
+    while (cap < need) cap *= 2;
+    if (cap > most) cap = most > need ? most : need;
+    if (cap > (uint64_t)SIZE_MAX / 8) return 0;
+    add = (cap - r->lcap) * (8 + (uint64_t)r->w);
+    wsync__m_qlock(m);
+    if (add > m->log_limit - m->log_bytes) add = 0;
+    else m->log_bytes += add;
+    wsync__m_qunlock(m);
+    if (!add) return 0;
+    np = (uint64_t *)wsync__alloc(&m->a, (size_t)cap * 8);
+    nv = (uint8_t *)wsync__alloc(&m->a, (size_t)cap * r->w);
+    if (!np || !nv) {
+        wsync__free(&m->a, np);
+        wsync__free(&m->a, nv);
+        wsync__m_qlock(m);
+        m->log_bytes -= add;
+        wsync__m_qunlock(m);
+        return 0;
+    }
+    if (r->llen) {
+        memcpy(np, r->lpos, (size_t)r->llen * 8);
+        memcpy(nv, r->lval, (size_t)r->llen * r->w);
+    }
+    wsync__free(&m->a, r->lpos);
+    wsync__free(&m->a, r->lval);
+    r->lpos = np;
+    r->lval = nv;
+    r->lcap = cap;
+    return 1;
+}
+
+/* The subscriber's callback: a chunk of one tensor's changes, recorded
+   (tensors are never shared between threads: WSYNC_DELTA_CHANGES_PARALLEL). */
+static int wsync__mirror_record(void *user, const wsync_changes *c)
+{
+    wsync_mirror *m = (wsync_mirror *)user;
+    wsync__mrec *r;
+    if (c->index >= m->n) return 1;
+    r = &m->rec[c->index];
+    if (r->whole) return 0;
+    if (c->whole || !r->bits) {
+        wsync__mrec_whole(r);
+        return 0;
+    }
+    /* a second apply's changes to this tensor before a take: merged */
+    if (r->log && r->log_done) wsync__mrec_fold(r);
+    if (!r->log && !r->count) { /* nothing pending: this apply's report is the log */
+        r->log = 1;
+        r->log_done = 0;
+        r->llen = 0;
+    }
+    if (r->log) {
+        if (WSYNC_CHANGES_WHOLE(r->llen + c->count, r->nelem, r->w)) {
+            wsync__mrec_whole(r);
+            return 0;
+        }
+        if (wsync__mrec_grow(m, r, c->count)) {
+            memcpy(r->lpos + r->llen, c->positions, (size_t)c->count * 8);
+            memcpy(r->lval + (size_t)r->llen * r->w, c->values, (size_t)c->count * r->w);
+            r->llen += c->count;
+            r->log_done = c->last;
+            return 0;
+        }
+        wsync__mrec_fold(r); /* no room: the bitmap */
+    }
+    wsync__mrec_bits(r, c->positions, c->count);
+    return 0;
+}
+
+/* After an apply (under mu): the records and the mirror's step and digest. */
+static void wsync__mirror_moved(wsync_mirror *m, const wsync_sync_stats *st)
+{
+    uint64_t cur = 0, state = 0;
+    int has = wsync_subscriber_step(m->sub, &cur), has_state = 0;
+    int moved = st->anchors || st->deltas || !has || !m->has_step || cur != m->step;
+    /* an anchor (however it was written), or targets that hold no known
+       step: everything whole */
+    if (st->anchors || !has) wsync__mrec_whole_all(m);
+    if (!moved) return;
+    if (has) {
+        if (m->sub->state_known && m->sub->state_step == cur) {
+            state = m->sub->state_digest;
+            has_state = 1;
+        } else {
+            wsync_error e;
+            has_state = wsync_state_digest(m->t, m->n, m->threads, &state, &e) == WSYNC_OK;
+        }
+    }
+    wsync__m_qlock(m);
+    m->has_step = has;
+    m->step = cur;
+    m->has_state = has_state;
+    m->state = state;
+    m->steps += (uint64_t)st->anchors + st->deltas;
+    wsync__m_qunlock(m);
+}
+
+/* sync (or apply_ready when !sync) under the mirror's lock. */
+static wsync_result wsync__mirror_apply(wsync_mirror *m, int sync, uint64_t step, wsync_sync_stats *stats,
+                                        wsync_error *err)
+{
+    wsync_sync_stats st;
+    wsync_result r;
+    wsync__m_lock(m);
+    m->sub->state_known = 0;
+    r = sync ? wsync_subscriber_sync(m->sub, step, &st, err) : wsync_subscriber_apply_ready(m->sub, &st, err);
+    wsync__mirror_moved(m, &st);
+    wsync__m_unlock(m);
+    if (stats) *stats = st;
+    return r;
+}
+
+typedef struct wsync__msink {
+    uint8_t *p;
+    uint64_t cap, len;
+} wsync__msink;
+
+static int wsync__msink_put(void *user, const void *bytes, size_t len)
+{
+    wsync__msink *k = (wsync__msink *)user;
+    if (len > k->cap - k->len) return 1;
+    memcpy(k->p + k->len, bytes, len);
+    k->len += len;
+    return 0;
+}
+
+/* tensors NULL: the mirror's memory from the newest anchor's header. */
+static wsync_result wsync__mirror_alloc(wsync_mirror *m, const wsync_store *store, const wsync_chain_options *co,
+                                        wsync_error *err)
+{
+    wsync_chain_info c;
+    const wsync_chain_entry *e = NULL;
+    char prefix[WSYNC__PREFIX_MAX], key[WSYNC__KEY_MAX];
+    uint8_t len8[8];
+    wsync__msink k;
+    uint64_t hlen, size = 0, pad;
+    wsync_st_options so;
+    wsync_result r;
+    size_t i;
+    if ((r = wsync__chain_prefix(prefix, co->prefix, err)) != WSYNC_OK) return r;
+    {
+        wsync_chain_options o = *co;
+        o.prefix = prefix;
+        if ((r = wsync_chain_read(store, &o, &c, err)) != WSYNC_OK) return r;
+    }
+    for (i = 0; i < c.n_entries; i++)
+        if (c.entries[i].kind == WSYNC_CHAIN_ANCHOR && c.entries[i].step == c.anchor_step) e = &c.entries[i];
+    if (!e) {
+        wsync_chain_info_free(&c);
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "%s", "the chain holds no anchor");
+    }
+    if (e->n_files) {
+        wsync_chain_info_free(&c);
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
+                           "the newest anchor is a directory's: the mirror takes its layout from an anchor of one "
+                           "object only; give it the host tensors instead");
+    }
+    wsync__chain_path(key, sizeof key, prefix, e->key);
+    size = e->bytes;
+    wsync_chain_info_free(&c);
+    if (!size && store->head && (r = store->head(store->user, key, &size, err)) != WSYNC_OK) return r;
+    k.p = len8;
+    k.cap = 8;
+    k.len = 0;
+    if ((r = store->get(store->user, key, 0, 8, wsync__msink_put, &k, NULL, err)) != WSYNC_OK) return r;
+    hlen = k.len == 8 ? wsync__load_le64(len8) : UINT64_MAX;
+    if (hlen > WSYNC_ST_MAX_HEADER_SIZE || size < 8 || hlen > size - 8 || size > (uint64_t)SIZE_MAX - 128)
+        return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, 0, NULL, 0, "anchor '%s': header length %llu of %llu bytes",
+                           key, (unsigned long long)hlen, (unsigned long long)size);
+    pad = (64 - (8 + hlen) % 64) % 64; /* the data section on 64 bytes */
+    if (!(m->block = (uint8_t *)wsync__alloc(&m->a, (size_t)(pad + size))))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%llu bytes for the mirror",
+                           (unsigned long long)size);
+    memset(m->block, 0, (size_t)(pad + size));
+    memcpy(m->block + pad, len8, 8);
+    k.p = m->block + pad + 8;
+    k.cap = hlen;
+    k.len = 0;
+    if (hlen && (r = store->get(store->user, key, 8, hlen, wsync__msink_put, &k, NULL, err)) != WSYNC_OK) return r;
+    if (k.len != hlen)
+        return wsync__fail(err, WSYNC_ERR_TRUNCATED, 8, NULL, 0, "anchor '%s': header cut short", key);
+    memset(&so, 0, sizeof so);
+    so.allocator = m->a;
+    if ((r = wsync_st_parse(m->block + pad, size, &so, &m->hdr, err)) != WSYNC_OK) return r;
+    if ((r = wsync_st_check_names(&m->hdr, err)) != WSYNC_OK) return r;
+    memset(m->block + pad, 0, (size_t)(8 + hlen)); /* the header's bytes are not the model's */
+    if (!(m->t = (wsync_tensor *)wsync__alloc(&m->a, (m->hdr.n_tensors + 1) * sizeof *m->t)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "mirror tensors");
+    m->n = m->hdr.n_tensors;
+    for (i = 0; i < m->n; i++) {
+        const wsync_st_tensor *a = &m->hdr.tensors[i];
+        m->t[i].name = a->name;
+        m->t[i].dtype = a->dtype;
+        m->t[i].rank = a->rank;
+        m->t[i].shape = a->shape;
+        m->t[i].data = (void *)(m->block + pad + 8 + hlen + a->begin);
+        m->t[i].nbytes = a->end - a->begin;
+    }
+    return WSYNC_OK;
+}
+
+#if WSYNC__HAVE_THREADS
+static void *wsync__mirror_main(void *arg)
+{
+    wsync_mirror *m = (wsync_mirror *)arg;
+    unsigned ms = m->interval_ms / 8;
+    if (ms < 1) ms = 1;
+    if (ms > 50) ms = 50;
+    for (;;) {
+        struct timeval now;
+        struct timespec until;
+        int stop;
+        if (wsync_subscriber_ready(m->sub, NULL)) {
+            wsync_error e;
+            wsync__mirror_apply(m, 0, 0, NULL, &e); /* failures: wsync_subscriber_prefetch_status */
+        }
+        gettimeofday(&now, NULL);
+        until.tv_sec = now.tv_sec;
+        until.tv_nsec = (long)now.tv_usec * 1000 + (long)ms * 1000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_mutex_lock(&m->qmu);
+        if (!m->stop) pthread_cond_timedwait(&m->cv, &m->qmu, &until);
+        stop = m->stop;
+        pthread_mutex_unlock(&m->qmu);
+        if (stop) break;
+    }
+    return NULL;
+}
+#endif
+
+WSYNC_DEF wsync_result wsync_mirror_open(const wsync_store *store, wsync_tensor *tensors, size_t n,
+                                         const wsync_mirror_options *opt, wsync_mirror **out, wsync_error *err)
+{
+    wsync_mirror_options o;
+    wsync_mirror *m;
+    wsync_result r;
+    size_t i;
+    wsync__error_reset(err);
+    if (!store || !out || !store->get || (n && !tensors))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_mirror_open arguments");
+    *out = NULL;
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (!(m = (wsync_mirror *)wsync__alloc(&o.chain.allocator, sizeof *m)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "mirror");
+    memset(m, 0, sizeof *m);
+    m->a = o.chain.allocator;
+    m->interval_ms = o.interval_ms ? o.interval_ms : 1000;
+    m->chunk = o.chunk ? o.chunk : 65536;
+    if (m->chunk > ((size_t)SIZE_MAX >> 5)) m->chunk = (size_t)SIZE_MAX >> 5;
+    m->no_wait = o.no_wait;
+    m->threads = o.chain.threads;
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_mutex_init(&m->qmu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+#endif
+    if (tensors) {
+        if ((r = wsync__check_tensors(tensors, n, err)) != WSYNC_OK) goto fail;
+        if (!(m->t = (wsync_tensor *)wsync__alloc(&m->a, (n + 1) * sizeof *m->t))) goto oom;
+        if (n) memcpy(m->t, tensors, n * sizeof *m->t);
+        m->n = n;
+    } else if ((r = wsync__mirror_alloc(m, store, &o.chain, err)) != WSYNC_OK) {
+        goto fail;
+    }
+    if (!(m->rec = (wsync__mrec *)wsync__alloc(&m->a, (m->n + 1) * sizeof *m->rec))) goto oom;
+    memset(m->rec, 0, (m->n + 1) * sizeof *m->rec);
+    for (i = 0; i < m->n; i++) {
+        wsync__mrec *rc = &m->rec[i];
+        rc->w = wsync_dtype_bits(m->t[i].dtype) / 8;
+        rc->whole = 1; /* the engine holds nothing yet */
+        if (rc->w != 1 && rc->w != 2 && rc->w != 4 && rc->w != 8) continue; /* anchors only: whole */
+        rc->nelem = m->t[i].nbytes / rc->w;
+        rc->words = (rc->nelem + 63) / 64;
+        if (rc->words > (uint64_t)SIZE_MAX / 8 || !(rc->bits = (uint64_t *)wsync__alloc(&m->a, (size_t)rc->words * 8)))
+            goto oom;
+        memset(rc->bits, 0, (size_t)rc->words * 8);
+        m->record_bytes += rc->words * 8;
+        m->log_limit += m->t[i].nbytes;
+    }
+    if (!(m->buf = (uint8_t *)wsync__alloc(&m->a, m->chunk * 16))) goto oom;
+    {
+        wsync_chain_options co = o.chain;
+        co.flags |= WSYNC_CHAIN_VERIFY_STATE;
+        if ((r = wsync_subscriber_open(store, m->t, m->n, &co, &m->sub, err)) != WSYNC_OK) goto fail;
+    }
+    wsync_subscriber_on_changes(m->sub, wsync__mirror_record, m, 0, WSYNC_DELTA_CHANGES_PARALLEL);
+    *out = m;
+    return WSYNC_OK;
+oom:
+    r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "mirror records");
+fail:
+    wsync_mirror_close(m);
+    return r;
+}
+
+WSYNC_DEF const wsync_tensor *wsync_mirror_tensors(const wsync_mirror *m, size_t *n)
+{
+    if (n) *n = m ? m->n : 0;
+    return m ? m->t : NULL;
+}
+
+WSYNC_DEF wsync_result wsync_mirror_start(wsync_mirror *m, wsync_error *err)
+{
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!m) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no mirror");
+#if WSYNC__HAVE_THREADS
+    if (m->running) return WSYNC_OK;
+    if ((r = wsync_subscriber_start(m->sub, m->interval_ms, err)) != WSYNC_OK) return r;
+    m->stop = 0;
+    if (pthread_create(&m->th, NULL, wsync__mirror_main, m) != 0) {
+        wsync_subscriber_stop(m->sub);
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "%s", "cannot start the mirror's thread");
+    }
+    m->running = 1;
+    return WSYNC_OK;
+#else
+    (void)r;
+    return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
+                       "the mirror's background needs POSIX threads (built with WSYNC_NO_THREADS)");
+#endif
+}
+
+WSYNC_DEF void wsync_mirror_stop(wsync_mirror *m)
+{
+    if (!m) return;
+#if WSYNC__HAVE_THREADS
+    if (!m->running) return;
+    pthread_mutex_lock(&m->qmu);
+    m->stop = 1;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->qmu);
+    pthread_join(m->th, NULL);
+    m->running = 0;
+    wsync_subscriber_stop(m->sub);
+#endif
+}
+
+WSYNC_DEF wsync_result wsync_mirror_sync(wsync_mirror *m, uint64_t step, wsync_sync_stats *stats,
+                                         wsync_error *err)
+{
+    wsync__error_reset(err);
+    if (!m) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no mirror");
+    return wsync__mirror_apply(m, 1, step, stats, err);
+}
+
+WSYNC_DEF wsync_result wsync_mirror_set_step(wsync_mirror *m, uint64_t step, wsync_error *err)
+{
+    uint64_t state = 0;
+    size_t i;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!m) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no mirror");
+    wsync__m_lock(m);
+    r = wsync_state_digest(m->t, m->n, m->threads, &state, err);
+    if (r == WSYNC_OK) {
+        wsync_subscriber_set_step(m->sub, step);
+        for (i = 0; i < m->n; i++) {
+            wsync__mrec *rc = &m->rec[i];
+            if (rc->bits) memset(rc->bits, 0, (size_t)rc->words * 8);
+            rc->count = 0;
+            rc->whole = 0;
+            rc->log = 0;
+            rc->llen = 0;
+        }
+        wsync__m_qlock(m);
+        m->has_step = m->eng_has = m->has_state = m->eng_has_state = 1;
+        m->step = m->eng_step = step;
+        m->state = m->eng_state = state;
+        m->steps = 0;
+        wsync__m_qunlock(m);
+    }
+    wsync__m_unlock(m);
+    return r;
+}
+
+/* A tensor's recorded positions through fn, clearing them; *out: nonzero
+   when fn refused (w a constant where inlined). */
+WSYNC__INLINE void wsync__mirror_hand_w(wsync_mirror *m, size_t i, wsync_changes_fn fn, void *user,
+                                        wsync_mirror_stats *st, int *out, const unsigned w)
+{
+    wsync__mrec *rc = &m->rec[i];
+    const uint8_t *data = (const uint8_t *)m->t[i].data;
+    uint64_t *pos = (uint64_t *)(void *)m->buf, wi, left = rc->count;
+    uint8_t *val = m->buf + m->chunk * 8;
+    size_t k = 0;
+    wsync_changes c;
+    int rc_ = 0;
+    *out = 0;
+    memset(&c, 0, sizeof c);
+    c.tensor = &m->t[i];
+    c.index = i;
+    c.width = w;
+    c.positions = pos;
+    c.values = val;
+    for (wi = 0; wi < rc->words && left; wi++) {
+        uint64_t b = rc->bits[wi];
+        if (!b) continue;
+        rc->bits[wi] = 0;
+        while (b) {
+            uint64_t p = wi * 64 + wsync__ctz64(b);
+            b &= b - 1;
+            pos[k] = p;
+            memcpy(val + k * w, data + (size_t)p * w, w);
+            k++;
+            left--;
+            if (k == m->chunk || !left) {
+                c.count = k;
+                c.last = !left;
+                st->chunks++;
+                st->positions += k;
+                st->bytes += k * (8 + (uint64_t)w);
+                k = 0;
+                if ((rc_ = fn(user, &c)) != 0) {
+                    *out = rc_;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/* A tensor's log through fn, chunk by chunk, straight from the log. */
+static int wsync__mirror_hand_log(wsync_mirror *m, size_t i, wsync_changes_fn fn, void *user, wsync_mirror_stats *st)
+{
+    wsync__mrec *rc = &m->rec[i];
+    uint64_t off = 0;
+    wsync_changes c;
+    memset(&c, 0, sizeof c);
+    c.tensor = &m->t[i];
+    c.index = i;
+    c.width = rc->w;
+    while (off < rc->llen) {
+        int refused;
+        c.count = rc->llen - off < m->chunk ? rc->llen - off : m->chunk;
+        c.positions = rc->lpos + off;
+        c.values = rc->lval + (size_t)off * rc->w;
+        off += c.count;
+        c.last = off == rc->llen;
+        st->chunks++;
+        st->positions += c.count;
+        st->bytes += c.count * (8 + (uint64_t)rc->w);
+        if ((refused = fn(user, &c)) != 0) return refused;
+    }
+    return 0;
+}
+
+static int wsync__mirror_hand(wsync_mirror *m, size_t i, wsync_changes_fn fn, void *user, wsync_mirror_stats *st)
+{
+    int out = 0;
+    if (m->rec[i].log) return wsync__mirror_hand_log(m, i, fn, user, st);
+    WSYNC__BY_WIDTH(m->rec[i].w, wsync__mirror_hand_w, m, i, fn, user, st, &out);
+    return out;
+}
+
+WSYNC_DEF wsync_result wsync_mirror_take(wsync_mirror *m, wsync_changes_fn fn, void *user,
+                                         wsync_mirror_stats *stats, wsync_error *err)
+{
+    wsync_mirror_stats st;
+    wsync_result r = WSYNC_OK;
+    double t0 = wsync__wall(), t1;
+    size_t i;
+    int pending = 0;
+    wsync__error_reset(err);
+    memset(&st, 0, sizeof st);
+    if (!m || !fn) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_mirror_take arguments");
+#if WSYNC__HAVE_THREADS
+    if (m->no_wait) {
+        if (pthread_mutex_trylock(&m->mu) != 0) {
+            st.busy = 1;
+            st.had_step = st.has_step = wsync_mirror_engine_step(m, &st.step);
+            st.from_step = st.step;
+            st.pause_seconds = wsync__wall() - t0;
+            if (stats) *stats = st;
+            return WSYNC_OK;
+        }
+    } else
+#endif
+        wsync__m_lock(m);
+    t1 = wsync__wall();
+    st.wait_seconds = t1 - t0;
+    wsync__m_qlock(m);
+    st.record_bytes = m->record_bytes + m->log_bytes;
+    wsync__m_qunlock(m);
+    st.had_step = m->eng_has;
+    st.from_step = m->eng_step;
+    for (i = 0; i < m->n; i++) pending |= m->rec[i].whole || m->rec[i].count || m->rec[i].log;
+    if (m->has_step && (pending || !m->eng_has || m->eng_step != m->step)) {
+        for (i = 0; i < m->n && r == WSYNC_OK; i++) {
+            wsync__mrec *rc = &m->rec[i];
+            int refused = 0;
+            if (!rc->whole && !rc->count && !rc->log) continue;
+            st.tensors++;
+            if (rc->whole || WSYNC_CHANGES_WHOLE(rc->log ? rc->llen : rc->count, rc->nelem, rc->w)) {
+                wsync_changes c;
+                memset(&c, 0, sizeof c);
+                c.tensor = &m->t[i];
+                c.index = i;
+                c.width = rc->w;
+                c.whole = 1;
+                c.count = rc->w ? m->t[i].nbytes / rc->w : 0;
+                c.values = m->t[i].data;
+                c.last = 1;
+                st.whole_tensors++;
+                st.chunks++;
+                st.bytes += m->t[i].nbytes;
+                if (rc->bits && rc->count) memset(rc->bits, 0, (size_t)rc->words * 8);
+                if ((refused = fn(user, &c)) != 0) rc->whole = 1;
+            } else if ((refused = wsync__mirror_hand(m, i, fn, user, &st)) != 0) {
+                rc->whole = 1; /* partly handed: next time whole */
+            }
+            rc->log = 0;
+            rc->llen = 0;
+            if (refused) {
+                r = wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, m->t[i].name, strlen(m->t[i].name),
+                                "the take's callback returned %d: the engine holds a mixture until the next take",
+                                refused);
+                break;
+            }
+            rc->whole = 0;
+            rc->count = 0;
+        }
+        wsync__m_qlock(m);
+        if (r == WSYNC_OK) {
+            m->eng_has = 1;
+            m->eng_step = m->step;
+            m->eng_has_state = m->has_state;
+            m->eng_state = m->state;
+            st.steps = m->steps;
+            m->steps = 0;
+            st.handed = 1;
+        } else {
+            m->eng_has = 0;
+            m->eng_has_state = 0;
+        }
+        wsync__m_qunlock(m);
+    }
+    st.has_step = m->eng_has;
+    st.step = m->eng_step;
+    wsync__m_unlock(m);
+    st.pause_seconds = wsync__wall() - t0;
+    if (stats) *stats = st;
+    return r;
+}
+
+WSYNC_DEF int wsync_mirror_engine_step(wsync_mirror *m, uint64_t *step)
+{
+    int has;
+    if (!m) return 0;
+    wsync__m_qlock(m);
+    has = m->eng_has;
+    if (has && step) *step = m->eng_step;
+    wsync__m_qunlock(m);
+    return has;
+}
+
+WSYNC_DEF int wsync_mirror_step(wsync_mirror *m, uint64_t *step)
+{
+    int has;
+    if (!m) return 0;
+    wsync__m_qlock(m);
+    has = m->has_step;
+    if (has && step) *step = m->step;
+    wsync__m_qunlock(m);
+    return has;
+}
+
+WSYNC_DEF int wsync_mirror_state_digest(wsync_mirror *m, uint64_t *digest)
+{
+    int has;
+    if (!m) return 0;
+    wsync__m_qlock(m);
+    has = m->eng_has && m->eng_has_state;
+    if (has && digest) *digest = m->eng_state;
+    wsync__m_qunlock(m);
+    return has;
+}
+
+WSYNC_DEF wsync_subscriber *wsync_mirror_subscriber(wsync_mirror *m) { return m ? m->sub : NULL; }
+
+WSYNC_DEF void wsync_mirror_close(wsync_mirror *m)
+{
+    wsync_allocator a;
+    size_t i;
+    if (!m) return;
+    wsync_mirror_stop(m);
+    wsync_subscriber_close(m->sub);
+    if (m->rec)
+        for (i = 0; i < m->n; i++) {
+            wsync__free(&m->a, m->rec[i].bits);
+            wsync__free(&m->a, m->rec[i].lpos);
+            wsync__free(&m->a, m->rec[i].lval);
+        }
+    a = m->a;
+    wsync__free(&a, m->rec);
+    wsync__free(&a, m->buf);
+    wsync__free(&a, m->t);
+    wsync_st_free(&m->hdr);
+    wsync__free(&a, m->block);
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->qmu);
+    pthread_cond_destroy(&m->cv);
+#endif
+    wsync__free(&a, m);
 }
 
 

@@ -1,13 +1,14 @@
-/* wsync_http.h v0.2.0 - wsync's stores over HTTP (nginx WebDAV) and S3, on libcurl - MIT license */
+/* wsync_http.h v0.3.0 - wsync's stores over HTTP (WebDAV) and S3, on libcurl - MIT license */
 /*
 OVERVIEW
 ========
 A wsync_store (see "Store" in wsync.h) over plain HTTP, for WebDAV-style
-servers such as nginx with its dav module: put is an HTTP PUT of the whole
-object, get a GET (with a Range for byte ranges), head a HEAD, del a
-DELETE, and list reads the server's JSON directory listings (nginx
-`autoindex_format json`), recursing into directories. The delta chain
-(wsync_publisher, wsync_subscriber) runs over it unchanged.
+servers such as nginx with its dav module or Apache with mod_dav: put is an
+HTTP PUT of the whole object, get a GET (with a Range for byte ranges),
+head a HEAD, del a DELETE, and list reads each directory with a WebDAV
+PROPFIND (Depth: 1) or as the server's JSON directory listing (nginx
+`autoindex_format json`), recursing into directories (see LISTING). The
+delta chain (wsync_publisher, wsync_subscriber) runs over it unchanged.
 
 Transfers reuse connections, retry with exponential backoff (honouring
 Retry-After) on connection errors, timeouts, 408, 429 and 5xx, resume a
@@ -57,6 +58,33 @@ the bucket: HEAD is polled. nginx's autoindex hides names that start with
 an object replaced between the pieces of one download; the chain never
 trusts them (nginx's ETag is mtime-size): HEAD's step number decides.
 
+LISTING
+=======
+wsync_http_options.listing picks how a directory is read:
+  WSYNC_HTTP_LISTING_PROPFIND  PROPFIND with Depth: 1, asking for
+        resourcetype and getcontentlength: the standard WebDAV listing
+        (RFC 4918) that Apache mod_dav (`Dav On`), nginx with the dav-ext
+        module (Debian: libnginx-mod-http-dav-ext; `dav_ext_methods
+        PROPFIND;`), rclone and most WebDAV servers answer with a 207.
+  WSYNC_HTTP_LISTING_JSON  a GET of the directory, read as nginx's JSON
+        autoindex (plain nginx has no PROPFIND).
+  WSYNC_HTTP_LISTING_AUTO (the default)  PROPFIND first: a 207 is read as
+        the listing (a 207 that does not parse is an error, not a reason to
+        try JSON), a 404 is a missing directory, a 401 an authentication
+        error; any other answer (405 from plain nginx, 501, 403, 400, a
+        200 that is not a multistatus) falls back to the JSON GET, and when
+        that fails too the error says what PROPFIND answered. The first
+        method that works is kept for the store's life, so plain nginx pays
+        for one extra request. PROPFIND first because a 207 is unambiguous,
+        while a GET of a collection is ambiguous: Apache answers it 404 (a
+        missing directory: listed as empty) and others an HTML index.
+The multistatus is read by wsync_http_propfind_parse (strict: see it);
+the hrefs must be the collection asked for, which is skipped, or its
+direct children, by path (an absolute URL's scheme and authority are
+ignored), compared after percent-decoding; anything else is refused
+(WSYNC_ERR_IO naming the href), as is a name ending in '/' that is not a
+collection. The answer is read up to 64 MiB, like a JSON listing.
+
 REDIRECTS
 =========
 GET and HEAD follow 301, 302, 303, 307 and 308 (up to 5 hops; the Hugging
@@ -93,8 +121,23 @@ ERRORS
 Every failure names the method, the URL and the HTTP status (or curl's
 error) and the number of attempts. 404 is WSYNC_ERR_NOT_FOUND, a range
 past the end WSYNC_ERR_OUT_OF_BOUNDS, a failing sink WSYNC_ERR_SINK, a
-listing that is not the expected JSON WSYNC_ERR_INVALID_JSON, and every
-other transfer failure WSYNC_ERR_IO, 401/403 WSYNC_ERR_AUTH.
+listing that is not the expected JSON WSYNC_ERR_INVALID_JSON, a PROPFIND
+answer that is not a valid multistatus WSYNC_ERR_IO, and every other
+transfer failure WSYNC_ERR_IO, 401/403 WSYNC_ERR_AUTH. S3's error code is
+in the message: a 404 with NoSuchBucket (PUT into a bucket that does not
+exist, too) is WSYNC_ERR_NOT_FOUND saying "no such bucket".
+
+S3 REQUEST BODIES
+=================
+Objects above multipart_threshold (64 MiB) go up as multipart uploads in
+parts of multipart_part_size (16 MiB); both can also come from the
+environment (WSYNC_S3_MULTIPART_THRESHOLD, WSYNC_S3_PART_SIZE: bytes, or
+with K, M, G). Some S3 servers take smaller bodies (fauxqs: 11 MiB). A
+part or a single PUT answered HTTP 413 is sent again in parts half as
+large, down to S3's 5 MiB minimum, and later uploads through the store
+keep below the smallest size refused (wsync_http_stats.smaller_parts
+counts such uploads). Past the minimum the upload fails (and is aborted),
+naming the part, its size, the server's answer and the options.
 
 COMPILE-TIME OPTIONS
 ====================
@@ -109,6 +152,13 @@ COMPILE-TIME OPTIONS
 
 REVISIONS
 =========
+    0.3.0  WebDAV listings by PROPFIND (wsync_http_options.listing: auto,
+           json, propfind; wsync_http_propfind_parse), Apache mod_dav and
+           nginx dav-ext; put makes the store's own path with MKCOL after a
+           409; S3: a 413 answered with smaller parts (down to 5 MiB), part
+           size and threshold from WSYNC_S3_PART_SIZE and
+           WSYNC_S3_MULTIPART_THRESHOLD, wsync_http_stats.smaller_parts, and
+           S3's error code in a 404's message (NoSuchBucket on PUT)
     0.2.0  downloads read no further than asked (wsync_store_get_capped): a
            206 longer than its range is cut off as it arrives, an S3 listing
            page is capped at 8 MiB and a directory listing at 64 MiB;
@@ -129,6 +179,7 @@ only in the implementation (one hit). tests/test_toc.sh checks this list.
 
     >>http          the HTTP store: options, wsync_store_http_open
     >>http-listing  the nginx JSON directory listing parser
+    >>propfind      the WebDAV PROPFIND (multistatus) parser and its XML tokenizer
     >>s3            the S3 store: options, wsync_store_s3_open
     >>s3-sig        SigV4 encoding and the ListObjectsV2 parser
     >>transfer    * the transfer layer: a request, its response, retries
@@ -143,6 +194,8 @@ Private names are wsync__; the short sub-prefixes mean:
                                 hcopy_ (header names and values), his_
                                 (tests on responses)
     wsync__hjp_  wsync__hlist_  the listing's JSON reader, its entries
+    wsync__xml_  wsync__dav_    the PROPFIND answer's XML tokenizer, its
+                                status lines; wsync__href_path an href's path
     wsync__s3body_              an S3 request body being built
 */
 #ifndef WSYNC_HTTP_H
@@ -170,6 +223,14 @@ extern "C" {
 
 /* ---- HTTP >>http ---- */
 
+/* How the HTTP store lists a directory (wsync_http_options.listing). */
+typedef enum wsync_http_listing {
+    WSYNC_HTTP_LISTING_AUTO = 0,   /* PROPFIND first; the JSON autoindex when the server does not answer
+                                      PROPFIND with 207; the first that works is kept for the store's life */
+    WSYNC_HTTP_LISTING_JSON = 1,   /* GET of the directory: nginx's `autoindex_format json` only */
+    WSYNC_HTTP_LISTING_PROPFIND = 2 /* WebDAV PROPFIND, Depth: 1 (Apache mod_dav, nginx dav-ext, rclone) */
+} wsync_http_listing;
+
 /* All zero (or a NULL pointer) means the defaults in brackets. */
 typedef struct wsync_http_options {
     wsync_allocator allocator;
@@ -190,6 +251,7 @@ typedef struct wsync_http_options {
                                       NULL-terminated; copied at open; credentials among
                                       them are not sent past a redirect to another origin */
     int verbose;                   /* curl's trace on stderr */
+    wsync_http_listing listing;    /* [AUTO] how list reads a directory (HTTP stores; S3 ignores it) */
 } wsync_http_options;
 
 /* Counters since the store was opened. */
@@ -199,6 +261,7 @@ typedef struct wsync_http_stats {
     uint64_t resumed;              /* downloads continued from where a cut left them */
     uint64_t parallel_gets;        /* downloads done as parallel ranged GETs */
     uint64_t bytes_down, bytes_up; /* bodies */
+    uint64_t smaller_parts;        /* S3: uploads sent again in smaller parts after an HTTP 413 */
 } wsync_http_stats;
 
 /* A store over http://host[:port][/prefix] or https://...; objects are the
@@ -223,6 +286,31 @@ typedef int (*wsync_http_entry_fn)(void *user, const char *name, size_t name_len
 WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, wsync_http_entry_fn fn, void *user,
                                                 wsync_error *err);
 
+/* ---- the WebDAV PROPFIND listing parser >>propfind ---- */
+
+/* The PROPFIND (RFC 4918, Depth: 1) answer parser that list uses, exposed
+   for tests and fuzzing: fn gets, for every <response> with a propstat whose
+   status is 200, its <href>'s path and what its props say. Elements are
+   matched on their local name (D:href, lp1:getcontentlength, a default
+   namespace: all the same): multistatus > response > href, propstat >
+   prop > resourcetype > collection, getcontentlength, and status.
+   The path: an href that is an absolute URL (http:// or https://) loses its
+   scheme and authority; it must then start with '/' (a relative or "//"
+   reference is refused); it is percent-decoded strictly (a '%' not followed
+   by two hex digits, a decoded NUL, a raw '?', '#' or control byte, a "."
+   or ".." segment are refused). is_dir: the resourcetype holds a
+   <collection/>; size: <getcontentlength>, an integer in [0, 2^63), which a
+   non-collection must have (0 for a collection without one). A <response>
+   needs one <href> and either <propstat>s, each with a <status>, or a
+   <status> alone (then it is not reported); two lengths are refused.
+   The XML rules are the S3 listing parser's (its entity decoder): no
+   DOCTYPE or CDATA, only the five predefined entities and numeric
+   references, nesting at most 16, tags matched. A refusal is WSYNC_ERR_IO
+   with the byte offset. fn returns 0 to go on. */
+typedef int (*wsync_http_href_fn)(void *user, const char *path, size_t path_len, int is_dir, uint64_t size);
+WSYNC_DEF wsync_result wsync_http_propfind_parse(const void *xml, size_t len, wsync_http_href_fn fn, void *user,
+                                                 wsync_error *err);
+
 /* ---- S3 >>s3 ----
    An S3-compatible bucket (AWS S3, the Hugging Face buckets S3 gateway,
    MinIO, Ceph) as a store: path-style requests signed with SigV4 by
@@ -234,8 +322,12 @@ typedef struct wsync_s3_options {
     const char *access_key_id;     /* [AWS_ACCESS_KEY_ID] */
     const char *secret_access_key; /* [AWS_SECRET_ACCESS_KEY] */
     const char *session_token;     /* [AWS_SESSION_TOKEN] sent as x-amz-security-token */
-    uint64_t multipart_threshold;  /* [64 MiB] objects above this go up in parts */
-    uint64_t multipart_part_size;  /* [16 MiB] at least 5 MiB (S3's minimum part) */
+    uint64_t multipart_threshold;  /* [WSYNC_S3_MULTIPART_THRESHOLD, else 64 MiB] objects above this go up
+                                      in parts */
+    uint64_t multipart_part_size;  /* [WSYNC_S3_PART_SIZE, else 16 MiB] bytes per part, at least 5 MiB
+                                      (S3's minimum part); a server that answers a part or a single PUT
+                                      with HTTP 413 gets it again in parts half as large, down to 5 MiB
+                                      (the store then keeps to below that size) */
 } wsync_s3_options;
 
 /* A store over s3://bucket[/prefix]: key "HEAD" is object "prefix/HEAD" of
@@ -920,6 +1012,416 @@ done:
 }
 #undef WSYNC__S3X_BAD
 
+/* ---------------------------------------------------------------------
+   The WebDAV PROPFIND answer parser (no libcurl)  >>propfind
+   A small XML tokenizer with the S3 parser's rules (its entity decoder and
+   name characters), then the multistatus shape on top.
+   --------------------------------------------------------------------- */
+
+#define WSYNC__XML_DEPTH 16
+
+enum { WSYNC__X_EOF, WSYNC__X_OPEN, WSYNC__X_CLOSE, WSYNC__X_TEXT, WSYNC__X_COMMENT, WSYNC__X_ERR };
+
+typedef struct wsync__xml {
+    const unsigned char *p;
+    size_t n, i;
+    const unsigned char *st_name[WSYNC__XML_DEPTH]; /* the open elements' qualified names */
+    size_t st_len[WSYNC__XML_DEPTH];
+    size_t depth;
+    int seen_root, pending_close;
+    /* the event */
+    size_t at;                 /* where it starts */
+    size_t local_at, local_len;/* OPEN, CLOSE: the local name (after the last ':') */
+    size_t text_at, text_len;  /* TEXT: raw bytes, entities not decoded */
+    const char *why;           /* ERR */
+} wsync__xml;
+
+static int wsync__xml_err(wsync__xml *x, size_t at, const char *why)
+{
+    x->at = at;
+    x->why = why;
+    return WSYNC__X_ERR;
+}
+
+static void wsync__xml_local(wsync__xml *x, size_t ns, size_t ne)
+{
+    size_t k = ne;
+    while (k > ns && x->p[k - 1] != ':') k--;
+    x->local_at = k;
+    x->local_len = ne - k;
+}
+
+/* The next event. Whitespace outside the root is skipped; an element closed
+   with "/>" gives OPEN then CLOSE. PIs only before the root. */
+static int wsync__xml_next(wsync__xml *x)
+{
+    const unsigned char *p = x->p;
+    size_t n = x->n;
+    if (x->pending_close) {
+        x->pending_close = 0;
+        x->depth--;
+        wsync__xml_local(x, (size_t)(x->st_name[x->depth] - p), (size_t)(x->st_name[x->depth] - p) + x->st_len[x->depth]);
+        return WSYNC__X_CLOSE;
+    }
+    if (x->i == 0 && n >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) x->i = 3;
+    for (;;) {
+        size_t i = x->i;
+        x->at = i;
+        if (i >= n) {
+            if (!x->seen_root || x->depth) return wsync__xml_err(x, n, "the answer ends inside an element (or has no root)");
+            return WSYNC__X_EOF;
+        }
+        if (p[i] != '<') {
+            const unsigned char *lt = (const unsigned char *)memchr(p + i, '<', n - i);
+            size_t end = lt ? (size_t)(lt - p) : n, k;
+            x->i = end;
+            if (x->depth == 0) {
+                for (k = i; k < end; k++)
+                    if (p[k] != ' ' && p[k] != '\t' && p[k] != '\r' && p[k] != '\n')
+                        return wsync__xml_err(x, k, "text outside the root element");
+                continue;
+            }
+            x->text_at = i;
+            x->text_len = end - i;
+            return WSYNC__X_TEXT;
+        }
+        if (n - i >= 2 && p[i + 1] == '?') {
+            const unsigned char *q = p + i + 2;
+            size_t left = n - i - 2;
+            while (left >= 2 && !(q[0] == '?' && q[1] == '>')) q++, left--;
+            if (left < 2) return wsync__xml_err(x, i, "an unterminated <?...?>");
+            if (x->depth || x->seen_root) return wsync__xml_err(x, i, "a processing instruction after the root began");
+            x->i = (size_t)(q - p) + 2;
+            continue;
+        }
+        if (n - i >= 4 && memcmp(p + i, "<!--", 4) == 0) {
+            const unsigned char *q = p + i + 4;
+            size_t left = n - i - 4;
+            while (left >= 3 && memcmp(q, "-->", 3) != 0) q++, left--;
+            if (left < 3) return wsync__xml_err(x, i, "an unterminated comment");
+            x->i = (size_t)(q - p) + 3;
+            return WSYNC__X_COMMENT;
+        }
+        if (n - i >= 2 && p[i + 1] == '!') return wsync__xml_err(x, i, "DOCTYPE and CDATA are refused");
+        if (n - i >= 2 && p[i + 1] == '/') {
+            size_t ns = i + 2, ne = ns;
+            while (ne < n && wsync__s3_is_name(p[ne])) ne++;
+            if (x->depth == 0 || ne - ns != x->st_len[x->depth - 1] ||
+                memcmp(p + ns, x->st_name[x->depth - 1], ne - ns) != 0)
+                return wsync__xml_err(x, i, "a closing tag that does not match the open one");
+            while (ne < n && (p[ne] == ' ' || p[ne] == '\t' || p[ne] == '\r' || p[ne] == '\n')) ne++;
+            if (ne >= n || p[ne] != '>') return wsync__xml_err(x, ne, "expected '>'");
+            x->depth--;
+            x->i = ne + 1;
+            wsync__xml_local(x, ns, ns + x->st_len[x->depth]);
+            return WSYNC__X_CLOSE;
+        }
+        {
+            size_t ns = i + 1, ne = ns, k;
+            char quote = 0;
+            while (ne < n && wsync__s3_is_name(p[ne])) ne++;
+            if (ne == ns) return wsync__xml_err(x, i, "a '<' that starts no tag");
+            if (p[ne - 1] == ':' || p[ns] == ':') return wsync__xml_err(x, ns, "a tag name with an empty prefix or local part");
+            for (k = ne; k < n; k++) {
+                if (quote) {
+                    if (p[k] == (unsigned char)quote) quote = 0;
+                } else if (p[k] == '"' || p[k] == '\'') quote = (char)p[k];
+                else if (p[k] == '<') return wsync__xml_err(x, k, "a '<' inside a tag");
+                else if (p[k] == '>') break;
+            }
+            if (k >= n) return wsync__xml_err(x, i, "an unterminated tag");
+            if (ne < k && p[ne] != ' ' && p[ne] != '\t' && p[ne] != '\r' && p[ne] != '\n' && p[ne] != '/')
+                return wsync__xml_err(x, ne, "a bad character in a tag name");
+            if (x->depth == 0 && x->seen_root) return wsync__xml_err(x, i, "a second root element");
+            if (x->depth >= WSYNC__XML_DEPTH) return wsync__xml_err(x, ns, "elements nested deeper than 16");
+            x->seen_root = 1;
+            x->st_name[x->depth] = p + ns;
+            x->st_len[x->depth] = ne - ns;
+            x->depth++;
+            x->pending_close = p[k - 1] == '/' && k - 1 >= ne;
+            x->i = k + 1;
+            wsync__xml_local(x, ns, ne);
+            return WSYNC__X_OPEN;
+        }
+    }
+}
+
+static int wsync__hex_digit(unsigned char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* An href (or a URL of ours) reduced to its path and percent-decoded into
+   out (room for n + 1 bytes: decoding never grows it); the path starts
+   with '/', has no NUL, no "." or ".." segment. Returns its length, or
+   (size_t)-1 with *why and *bad_at (offset in s). */
+static size_t wsync__href_path(const char *s, size_t n, char *out, const char **why, size_t *bad_at)
+{
+    size_t i = 0, o = 0, seg, k;
+    static const char scheme[] = "https://";
+    for (k = 0; k < 8 && k < n && ((unsigned char)s[k] | 0x20) == (unsigned char)scheme[k]; k++) {}
+    if (k == 8) i = 8;
+    else if (k == 4 && n >= 7 && memcmp(s + 4, "://", 3) == 0) i = 7;
+    if (i) {
+        size_t a = i;
+        while (i < n && s[i] != '/') {
+            if (s[i] == '?' || s[i] == '#' || (unsigned char)s[i] <= 0x20 || s[i] == 0x7F) {
+                *why = "a bad byte in the href's host";
+                *bad_at = i;
+                return (size_t)-1;
+            }
+            i++;
+        }
+        if (i == a) {
+            *why = "an href URL without a host";
+            *bad_at = i;
+            return (size_t)-1;
+        }
+        if (i == n) { /* "http://host": the root */
+            out[0] = '/';
+            out[1] = 0;
+            return 1;
+        }
+    } else if (i >= n || s[i] != '/' || (n - i >= 2 && s[i + 1] == '/')) {
+        *why = "an href that is neither an absolute URL nor an absolute path";
+        *bad_at = i;
+        return (size_t)-1;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '%') {
+            int hi = i + 2 < n ? wsync__hex_digit((unsigned char)s[i + 1]) : -1;
+            int lo = hi >= 0 ? wsync__hex_digit((unsigned char)s[i + 2]) : -1;
+            if (lo < 0) {
+                *why = "a '%' in an href not followed by two hex digits";
+                *bad_at = i;
+                return (size_t)-1;
+            }
+            c = (unsigned char)(hi * 16 + lo);
+            if (c == 0) {
+                *why = "an href with an encoded NUL (%00)";
+                *bad_at = i;
+                return (size_t)-1;
+            }
+            i += 2;
+        } else if (c <= 0x20 || c == 0x7F || c == '?' || c == '#') {
+            *why = "a space, control byte, '?' or '#' in an href";
+            *bad_at = i;
+            return (size_t)-1;
+        }
+        out[o++] = (char)c;
+    }
+    out[o] = 0;
+    /* no "." or ".." segment, decoded (an encoded "%2e%2e" is one too) */
+    for (seg = 1, i = 1; i <= o; i++) {
+        if (i == o || out[i] == '/') {
+            size_t sl = i - seg;
+            if ((sl == 1 && out[seg] == '.') || (sl == 2 && out[seg] == '.' && out[seg + 1] == '.')) {
+                *why = "an href with a \".\" or \"..\" segment";
+                *bad_at = 0;
+                return (size_t)-1;
+            }
+            seg = i + 1;
+        }
+    }
+    return o;
+}
+
+/* "HTTP/1.1 200 OK" -> 200; 0 when it is not a status line. */
+static int wsync__dav_status(const char *s, size_t n)
+{
+    size_t i = 0;
+    int code = 0, k;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+    while (n > i && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n')) n--;
+    if (n - i < 5 || memcmp(s + i, "HTTP/", 5) != 0) return 0;
+    i += 5;
+    if (i >= n || s[i] < '0' || s[i] > '9') return 0;
+    while (i < n && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) i++;
+    if (i >= n || s[i] != ' ') return 0;
+    while (i < n && s[i] == ' ') i++;
+    for (k = 0; k < 3; k++, i++) {
+        if (i >= n || s[i] < '0' || s[i] > '9') return 0;
+        code = code * 10 + (s[i] - '0');
+    }
+    if (i < n && s[i] != ' ') return 0;
+    for (; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 && s[i] != '\t') return 0;
+    return code >= 100 ? code : 0;
+}
+
+enum {
+    WSYNC__DK_OTHER, WSYNC__DK_MS, WSYNC__DK_RESP, WSYNC__DK_HREF, WSYNC__DK_PROPSTAT, WSYNC__DK_RSTATUS,
+    WSYNC__DK_PROP, WSYNC__DK_PSTATUS, WSYNC__DK_RTYPE, WSYNC__DK_LEN, WSYNC__DK_COLL
+};
+
+#define WSYNC__DAV_BAD(at, why_)                                                                           \
+    do {                                                                                                   \
+        r = wsync__hfail(err, WSYNC_ERR_IO, "PROPFIND answer at byte %lu: %s", (unsigned long)(at), why_); \
+        if (err) err->offset = (uint64_t)(at);                                                             \
+        goto done;                                                                                         \
+    } while (0)
+
+WSYNC_DEF wsync_result wsync_http_propfind_parse(const void *xml, size_t len, wsync_http_href_fn fn, void *user,
+                                                 wsync_error *err)
+{
+    wsync__xml x;
+    unsigned char kind[WSYNC__XML_DEPTH];
+    char *text = NULL, *path = NULL;
+    size_t path_len = 0, leaf_at = 0, bad = 0;
+    int leaf = 0, leaf_texts = 0;
+    wsync_result r = WSYNC_OK;
+    /* the response being read */
+    int have_href = 0, n_propstat = 0, rstatus = 0, ok = 0, is_dir = 0, have_len = 0;
+    uint64_t size = 0;
+    /* the propstat being read */
+    int ps_coll = 0, ps_have_len = 0, ps_len_ok = 0, ps_status = 0;
+    uint64_t ps_len = 0;
+    size_t ps_len_at = 0;
+    wsync__herr_reset(err);
+    if ((!xml && len) || !fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "PROPFIND parser arguments");
+    if (len > ((size_t)-1) / 2 - 2) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s", "PROPFIND answer too large");
+    memset(&x, 0, sizeof x);
+    x.p = (const unsigned char *)xml;
+    x.n = len;
+    text = (char *)malloc(len + 1);
+    path = (char *)malloc(len + 2);
+    if (!text || !path) {
+        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "PROPFIND parser");
+        goto done;
+    }
+    for (;;) {
+        int ev = wsync__xml_next(&x);
+        const unsigned char *ln = x.p ? x.p + x.local_at : x.p; /* an empty input: NULL, never read */
+        size_t ll = x.local_len;
+        if (ev == WSYNC__X_EOF) break;
+        if (ev == WSYNC__X_ERR) WSYNC__DAV_BAD(x.at, x.why);
+        if (ev == WSYNC__X_COMMENT) {
+            if (leaf) WSYNC__DAV_BAD(x.at, "a comment inside a value");
+            continue;
+        }
+        if (ev == WSYNC__X_TEXT) {
+            if (leaf) {
+                if (leaf_texts++) WSYNC__DAV_BAD(x.at, "a value in pieces");
+                leaf_at = x.text_at;
+            }
+            continue;
+        }
+        if (ev == WSYNC__X_OPEN) {
+            size_t d = x.depth - 1; /* this element's level */
+            int parent = d ? kind[d - 1] : -1, k = WSYNC__DK_OTHER;
+            if (leaf) WSYNC__DAV_BAD(x.at, "an element inside a value");
+            if (parent < 0) {
+                if (!wsync__s3_name_is(ln, ll, "multistatus")) WSYNC__DAV_BAD(x.at, "the root is not <multistatus>");
+                k = WSYNC__DK_MS;
+            } else if (parent == WSYNC__DK_MS && wsync__s3_name_is(ln, ll, "response")) {
+                k = WSYNC__DK_RESP;
+                have_href = n_propstat = rstatus = ok = is_dir = have_len = 0;
+                size = 0;
+            } else if (parent == WSYNC__DK_RESP && wsync__s3_name_is(ln, ll, "href")) {
+                if (have_href) WSYNC__DAV_BAD(x.at, "two <href> in one <response>");
+                k = WSYNC__DK_HREF;
+            } else if (parent == WSYNC__DK_RESP && wsync__s3_name_is(ln, ll, "propstat")) {
+                k = WSYNC__DK_PROPSTAT;
+                ps_coll = ps_have_len = ps_len_ok = ps_status = 0;
+                ps_len = 0;
+            } else if (parent == WSYNC__DK_RESP && wsync__s3_name_is(ln, ll, "status")) {
+                if (rstatus) WSYNC__DAV_BAD(x.at, "two <status> in one <response>");
+                k = WSYNC__DK_RSTATUS;
+            } else if (parent == WSYNC__DK_PROPSTAT && wsync__s3_name_is(ln, ll, "prop")) {
+                k = WSYNC__DK_PROP;
+            } else if (parent == WSYNC__DK_PROPSTAT && wsync__s3_name_is(ln, ll, "status")) {
+                if (ps_status) WSYNC__DAV_BAD(x.at, "two <status> in one <propstat>");
+                k = WSYNC__DK_PSTATUS;
+            } else if (parent == WSYNC__DK_PROP && wsync__s3_name_is(ln, ll, "resourcetype")) {
+                k = WSYNC__DK_RTYPE;
+            } else if (parent == WSYNC__DK_PROP && wsync__s3_name_is(ln, ll, "getcontentlength")) {
+                if (ps_have_len) WSYNC__DAV_BAD(x.at, "two <getcontentlength> in one <propstat>");
+                k = WSYNC__DK_LEN;
+            } else if (parent == WSYNC__DK_RTYPE && wsync__s3_name_is(ln, ll, "collection")) {
+                k = WSYNC__DK_COLL;
+                ps_coll = 1;
+            }
+            kind[d] = (unsigned char)k;
+            if (k == WSYNC__DK_HREF || k == WSYNC__DK_RSTATUS || k == WSYNC__DK_PSTATUS || k == WSYNC__DK_LEN) {
+                leaf = k;
+                leaf_texts = 0;
+                leaf_at = x.i;
+            }
+            continue;
+        }
+        /* WSYNC__X_CLOSE: x.depth is now this element's level */
+        switch (kind[x.depth]) {
+        case WSYNC__DK_HREF: case WSYNC__DK_RSTATUS: case WSYNC__DK_PSTATUS: case WSYNC__DK_LEN: {
+            size_t raw = leaf_texts ? x.text_len : 0, tl, a = 0, b;
+            if (!leaf_texts) leaf_at = x.at;
+            tl = wsync__s3_xml_text(x.p + leaf_at, raw, text, &bad);
+            if (tl == (size_t)-1) WSYNC__DAV_BAD(leaf_at + bad, "a bad character or entity in a value");
+            b = tl;
+            while (a < b && (text[a] == ' ' || text[a] == '\t' || text[a] == '\r' || text[a] == '\n')) a++;
+            while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\t' || text[b - 1] == '\r' || text[b - 1] == '\n')) b--;
+            if (leaf == WSYNC__DK_HREF) {
+                const char *why = "";
+                path_len = wsync__href_path(text + a, b - a, path, &why, &bad);
+                if (path_len == (size_t)-1) WSYNC__DAV_BAD(leaf_at, why);
+                have_href = 1;
+            } else if (leaf == WSYNC__DK_LEN) {
+                /* checked when the propstat's status says it counts (a 404
+                   propstat carries an empty <getcontentlength/>) */
+                size_t k;
+                ps_have_len = 1;
+                ps_len_at = leaf_at;
+                ps_len_ok = b > a && b - a <= 19;
+                for (ps_len = 0, k = a; k < b && ps_len_ok; k++) {
+                    unsigned dg = (unsigned)((unsigned char)text[k] - '0');
+                    if (dg > 9 || ps_len > (UINT64_C(0x7FFFFFFFFFFFFFFF) - dg) / 10) ps_len_ok = 0;
+                    else ps_len = ps_len * 10 + dg;
+                }
+            } else {
+                int code = wsync__dav_status(text + a, b - a);
+                if (!code) WSYNC__DAV_BAD(leaf_at, "a <status> that is not \"HTTP/1.1 NNN ...\"");
+                if (leaf == WSYNC__DK_RSTATUS) rstatus = code;
+                else ps_status = code;
+            }
+            leaf = 0;
+            break;
+        }
+        case WSYNC__DK_PROPSTAT:
+            if (!ps_status) WSYNC__DAV_BAD(x.at, "a <propstat> without <status>");
+            n_propstat++;
+            if (ps_status == 200) {
+                ok = 1;
+                is_dir |= ps_coll;
+                if (ps_have_len) {
+                    if (!ps_len_ok) WSYNC__DAV_BAD(ps_len_at, "<getcontentlength> is not an integer in [0, 2^63)");
+                    if (have_len) WSYNC__DAV_BAD(x.at, "two <getcontentlength> in one <response>");
+                    have_len = 1;
+                    size = ps_len;
+                }
+            }
+            break;
+        case WSYNC__DK_RESP:
+            if (!have_href) WSYNC__DAV_BAD(x.at, "a <response> without <href>");
+            if (n_propstat && rstatus) WSYNC__DAV_BAD(x.at, "a <response> with both <propstat> and <status>");
+            if (!n_propstat && !rstatus) WSYNC__DAV_BAD(x.at, "a <response> without <propstat> or <status>");
+            if (!ok) break;
+            if (!is_dir && !have_len) WSYNC__DAV_BAD(x.at, "a <response> for a file without <getcontentlength>");
+            if (fn(user, path, path_len, is_dir, is_dir && !have_len ? 0 : size) != 0) goto done;
+            break;
+        default:
+            break;
+        }
+    }
+done:
+    free(text);
+    free(path);
+    return r;
+}
+#undef WSYNC__DAV_BAD
+
 #ifdef WSYNC_HTTP_NO_CURL
 
 WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_options *opt, wsync_store *out,
@@ -1000,7 +1502,7 @@ typedef struct wsync__http {
     CURLM *multi;          /* kept for connection reuse between parallel downloads */
     int multi_busy;        /* a download holds multi and the part buffers below */
     uint8_t *pbuf[16];     /* part buffers kept between parallel downloads (their pages
-                              stay mapped: a fresh 16 MiB costs ~5 ms of page faults) */
+                              stay mapped: a fresh buffer's page faults are not paid again) */
     size_t pbuf_size;
     wsync_http_stats st;
     uint64_t rng;
@@ -1014,6 +1516,8 @@ typedef struct wsync__http {
     int follow;
     char *ca_file;         /* a copy of the CA bundle's path (NULL: the system's) */
     uint64_t mp_threshold, mp_part;
+    uint64_t put_limit;    /* S3: the smallest request body answered 413 (0: none yet) */
+    int listing_seen;      /* listing AUTO: the method that worked (0: not known yet) */
 #if WSYNC__HTTP_THREADS
     pthread_mutex_t mu;
 #endif
@@ -1497,6 +2001,54 @@ static int wsync__s3_field(const char *body, size_t len, const char *name, char 
     return n != (size_t)-1 && n < cap;
 }
 
+/* The server's answer, for a message: S3's <Code> and <Message>, else the
+   first printable bytes of the body, else "no body". */
+static void wsync__s3_answer(const wsync__hresp *rs, char *out, size_t cap)
+{
+    char code[96], msg[120];
+    size_t i, o = 0;
+    if (wsync__s3_field(rs->errbody, rs->errbody_len, "Code", code, sizeof code)) {
+        if (!wsync__s3_field(rs->errbody, rs->errbody_len, "Message", msg, sizeof msg)) msg[0] = 0;
+        snprintf(out, cap, "S3 %s%s%s", code, msg[0] ? ": " : "", msg);
+        return;
+    }
+    {
+        /* an HTML page: its <title> says it */
+        const char *t = NULL, *e = rs->errbody + rs->errbody_len, *q;
+        for (q = rs->errbody; q + 7 <= e; q++)
+            if (memcmp(q, "<title>", 7) == 0) {
+                t = q + 7;
+                break;
+            }
+        for (q = t; q && q + 8 <= e; q++)
+            if (memcmp(q, "</title>", 8) == 0) break;
+        if (t && q && q + 8 <= e && q > t && (size_t)(q - t) < cap && q - t < 100) {
+            for (i = 0; i < (size_t)(q - t); i++) {
+                unsigned char ch = (unsigned char)t[i];
+                out[i] = ch >= 0x20 && ch < 0x7F ? (char)ch : ' ';
+            }
+            out[i] = 0;
+            return;
+        }
+    }
+    for (i = 0; i < rs->errbody_len && o + 1 < cap && o < 100; i++) {
+        unsigned char ch = (unsigned char)rs->errbody[i];
+        if (ch == '<') { /* an HTML page: its text only */
+            const char *gt = (const char *)memchr(rs->errbody + i, '>', rs->errbody_len - i);
+            if (!gt) break;
+            i = (size_t)(gt - rs->errbody);
+            if (o && out[o - 1] != ' ') out[o++] = ' ';
+            continue;
+        }
+        if (ch < 0x20 || ch >= 0x7F) ch = ' ';
+        if (ch == ' ' && (o == 0 || out[o - 1] == ' ')) continue;
+        out[o++] = (char)ch;
+    }
+    while (o && out[o - 1] == ' ') o--;
+    out[o] = 0;
+    if (!o) snprintf(out, cap, "%s", "no body");
+}
+
 /* "PUT http://...: HTTP 503 (body...) after 5 attempts" into err. */
 static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const wsync__hreq *rq,
                                       const wsync__hresp *rs, unsigned attempts)
@@ -1508,10 +2060,18 @@ static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const ws
         body[o++] = ch >= 0x20 && ch < 0x7F ? (char)ch : ' ';
     }
     body[o] = 0;
-    if (h && h->sigv4 && rs->cc == CURLE_OK && rs->status != 404) {
+    if (h && h->sigv4 && rs->cc == CURLE_OK) {
         /* S3 says why in XML: <Error><Code>SignatureDoesNotMatch</Code><Message>... */
         char code[96], msg[200];
-        if (wsync__s3_field(rs->errbody, rs->errbody_len, "Code", code, sizeof code)) {
+        if (rs->status == 404 && wsync__s3_field(rs->errbody, rs->errbody_len, "Code", code, sizeof code) &&
+            strcmp(code, "NoSuchKey") != 0) {
+            /* NoSuchBucket, NoSuchUpload: the code says what is missing */
+            if (!wsync__s3_field(rs->errbody, rs->errbody_len, "Message", msg, sizeof msg)) msg[0] = 0;
+            return wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "%s %s: HTTP 404: S3 %s: %s%s", rq->method, rq->url, code,
+                                msg, strcmp(code, "NoSuchBucket") == 0 ? " (no such bucket: create it first)" : "");
+        }
+        if (rs->status != 404 && rs->status != 413 &&
+            wsync__s3_field(rs->errbody, rs->errbody_len, "Code", code, sizeof code)) {
             int auth = rs->status == 401 || rs->status == 403 || strcmp(code, "SignatureDoesNotMatch") == 0 ||
                        strcmp(code, "InvalidAccessKeyId") == 0 || strcmp(code, "AccessDenied") == 0 ||
                        strcmp(code, "ExpiredToken") == 0 || strcmp(code, "InvalidToken") == 0;
@@ -1548,6 +2108,12 @@ static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const ws
         return wsync__hfail(err, WSYNC_ERR_IO,
                             "HTTP 405 from %s %s: the server does not accept %s (nginx: dav_methods PUT DELETE MKCOL)",
                             rq->method, rq->url, rq->method);
+    if (rs->status == 413 && h && h->sigv4) {
+        char ans[240];
+        wsync__s3_answer(rs, ans, sizeof ans);
+        return wsync__hfail(err, WSYNC_ERR_IO, "HTTP 413 from %s %s (%s): the request body (%lu bytes) is above the "
+                            "server's limit", rq->method, rq->url, ans, (unsigned long)rq->body_len);
+    }
     if (rs->status == 413)
         return wsync__hfail(err, WSYNC_ERR_IO,
                             "HTTP 413 from %s %s: the object (%lu bytes) is above the server's limit (nginx: "
@@ -1718,7 +2284,9 @@ static wsync_result wsync__http_put(void *user, const char *key, const void *byt
         if (r != WSYNC_OK && !(round == 0 && wsync__hretryable(&rs))) break;
         if (r == WSYNC_OK && rs.status >= 200 && rs.status < 300) break;
         if (round == 0 && (r != WSYNC_OK || wsync__hretryable(&rs) || rs.status == 409)) {
-            if (rs.cc == CURLE_OK && (rs.status == 409 || rs.status == 500) && strchr(key, '/') &&
+            /* 409: a parent is missing, the store's own path too for a
+               key without '/' (Apache's answer) */
+            if (rs.cc == CURLE_OK && (rs.status == 409 || (rs.status == 500 && strchr(key, '/'))) &&
                 (r = wsync__hmkcols(h, key, err)) != WSYNC_OK)
                 break;
             wsync__hbackoff(h, 2, &rs);
@@ -2367,6 +2935,11 @@ typedef struct wsync__hlist {
     size_t n_dirs, cap_dirs;
     const char *dir;       /* the directory being parsed */
     int oom, too_many;
+    /* PROPFIND: the decoded path of the collection asked for, ending in '/' */
+    char *dpath;
+    size_t dpath_len;
+    int bad;
+    char bad_msg[384];
     /* the body of one listing */
     char *body;
     size_t body_len, body_cap;
@@ -2489,16 +3062,158 @@ static int wsync__hcmp_key(const void *a, const void *b)
     return strcmp(((const wsync__hkey *)a)->key, ((const wsync__hkey *)b)->key);
 }
 
-/* Reads one directory's listing; a missing directory lists nothing. */
+/* A PROPFIND answer's entry: the collection itself is skipped, a direct
+   child becomes a name of the directory, anything else is refused. */
+static int wsync__hlist_href(void *user, const char *path, size_t plen, int is_dir, uint64_t size)
+{
+    wsync__hlist *l = (wsync__hlist *)user;
+    const char *name;
+    size_t nl;
+    if (l->oom || l->too_many || l->bad) return 1;
+    if ((plen == l->dpath_len && memcmp(path, l->dpath, plen) == 0) ||
+        (plen + 1 == l->dpath_len && memcmp(path, l->dpath, plen) == 0))
+        return 0; /* the collection asked for */
+    if (plen <= l->dpath_len || memcmp(path, l->dpath, l->dpath_len) != 0) {
+        snprintf(l->bad_msg, sizeof l->bad_msg, "an href '%.120s' outside the collection '%.120s' that was asked for",
+                 path, l->dpath);
+        l->bad = 1;
+        return 1;
+    }
+    name = path + l->dpath_len;
+    nl = plen - l->dpath_len;
+    if (name[nl - 1] == '/') {
+        if (!is_dir) {
+            snprintf(l->bad_msg, sizeof l->bad_msg, "an href '%.200s' ending in '/' that is not a collection", path);
+            l->bad = 1;
+            return 1;
+        }
+        nl--;
+    }
+    if (nl == 0 || memchr(name, '/', nl)) {
+        snprintf(l->bad_msg, sizeof l->bad_msg, "an href '%.200s' that is not a direct child of '%.120s' (Depth: 1)",
+                 path, l->dpath);
+        l->bad = 1;
+        return 1;
+    }
+    return wsync__hlist_entry(l, name, nl, is_dir, size);
+}
+
+#define WSYNC__HLIST_PROPFIND_BODY                                                                                   \
+    "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/>"             \
+    "<D:getcontentlength/></D:prop></D:propfind>\n"
+
+/* PROPFIND, Depth: 1. *answered: 1 when the server answered it as a WebDAV
+   server does (207, or 404 for a missing collection); 0 with *status when
+   it did not (auto mode then tries the JSON listing), and r is WSYNC_OK. */
+static wsync_result wsync__hlist_propfind(wsync__hlist *l, const char *url, const char *dir, int explicit_,
+                                          int *answered, long *status, wsync_error *err)
+{
+    wsync__http *h = l->h;
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r;
+    struct curl_slist *hd = NULL, *t;
+    const char *p, *why = "";
+    size_t bad = 0, ul;
+    *answered = 0;
+    *status = 0;
+    /* the collection's path as the server will write it in its hrefs, decoded */
+    p = strstr(url, "://");
+    p = p ? strchr(p + 3, '/') : NULL;
+    if (!p) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: no path in the URL", url);
+    ul = strlen(p);
+    wsync__hfree(&h->a, l->dpath);
+    if (!(l->dpath = (char *)wsync__halloc(&h->a, ul + 2))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+    l->dpath_len = wsync__href_path(p, ul, l->dpath, &why, &bad);
+    if (l->dpath_len == (size_t)-1)
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: the store's URL: %s", url, why);
+    if (l->dpath[l->dpath_len - 1] != '/') {
+        l->dpath[l->dpath_len++] = '/';
+        l->dpath[l->dpath_len] = 0;
+    }
+    if (!(t = curl_slist_append(hd, "Depth: 1"))) goto oom;
+    hd = t;
+    if (!(t = curl_slist_append(hd, "Content-Type: application/xml; charset=utf-8"))) goto oom;
+    hd = t;
+    memset(&rq, 0, sizeof rq);
+    rq.method = "PROPFIND";
+    rq.url = url;
+    rq.what = dir[0] ? dir : "(the root)";
+    rq.extra = hd;
+    rq.body = (const uint8_t *)WSYNC__HLIST_PROPFIND_BODY;
+    rq.body_len = sizeof WSYNC__HLIST_PROPFIND_BODY - 1;
+    rq.on_body = wsync__hlist_body;
+    rq.on_body_user = l;
+    r = wsync__hrequest(h, &rq, &rs, wsync__hlist_reset, l, err);
+    curl_slist_free_all(hd);
+    if (r != WSYNC_OK) return r;
+    *status = rs.status;
+    if (rs.stopped) {
+        return l->oom ? wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
+                      : wsync__hfail(err, WSYNC_ERR_LIMIT, "PROPFIND %s: an answer over %lu bytes", url,
+                                     (unsigned long)WSYNC__HTTP_LIST_MAX);
+    }
+    if (rs.status == 404) {
+        *answered = 1;
+        return WSYNC_OK;
+    }
+    if (rs.status == 207) {
+        wsync_error perr;
+        *answered = 1;
+        l->dir = dir;
+        r = wsync_http_propfind_parse(l->body, l->body_len, wsync__hlist_href, l, &perr);
+        if (r != WSYNC_OK) {
+            r = wsync__hfail(err, r, "PROPFIND %s (HTTP 207): %s", url, perr.message);
+            if (err) err->offset = perr.offset;
+        } else if (l->bad) r = wsync__hfail(err, WSYNC_ERR_IO, "PROPFIND %s (HTTP 207): %s", url, l->bad_msg);
+        else if (l->oom) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+        else if (l->too_many) r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
+                                             WSYNC__HTTP_LIST_KEYS);
+        return r;
+    }
+    if (!explicit_ && rs.status != 401) return WSYNC_OK; /* not a WebDAV listing: auto tries JSON */
+    *answered = 1;
+    if (rs.status == 405 || rs.status == 501 || rs.status == 400 || (rs.status >= 200 && rs.status < 300))
+        return wsync__hfail(err, WSYNC_ERR_IO,
+                            "PROPFIND %s: HTTP %ld: the server does not list collections with PROPFIND (Apache: "
+                            "`Dav On`; nginx: the dav-ext module's `dav_ext_methods PROPFIND`; or list with nginx's "
+                            "JSON autoindex: listing json)",
+                            url, rs.status);
+    return wsync__hfail_resp(h, err, &rq, &rs, 1);
+oom:
+    curl_slist_free_all(hd);
+    return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+}
+
+/* Reads one directory's listing; a missing directory lists nothing. The
+   method: the option, or (auto) PROPFIND first, then the JSON autoindex
+   when the server did not answer PROPFIND; the first that works is kept. */
 static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_error *err)
 {
     wsync__http *h = l->h;
     wsync__hreq rq;
     wsync__hresp rs;
     wsync_result r;
+    int method, answered = 0;
+    long pf_status = 0;
     char *url = wsync__hurl(h, dir, 1);
     if (!url) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     if (!dir[0]) url[h->base_len + 1] = 0; /* the root: base + "/" */
+    WSYNC__HLOCK(h);
+    method = h->o.listing != WSYNC_HTTP_LISTING_AUTO ? (int)h->o.listing : h->listing_seen;
+    WSYNC__HUNLOCK(h);
+    if (method != WSYNC_HTTP_LISTING_JSON) {
+        r = wsync__hlist_propfind(l, url, dir, method == WSYNC_HTTP_LISTING_PROPFIND, &answered, &pf_status, err);
+        if (r == WSYNC_OK && answered && pf_status == 207 && method == 0) {
+            WSYNC__HLOCK(h);
+            h->listing_seen = WSYNC_HTTP_LISTING_PROPFIND;
+            WSYNC__HUNLOCK(h);
+        }
+        if (r != WSYNC_OK || answered) {
+            wsync__hfree(&h->a, url);
+            return r;
+        }
+    }
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.url = url;
@@ -2517,14 +3232,31 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_err
         l->dir = dir;
         r = wsync_http_listing_parse(l->body, l->body_len, wsync__hlist_entry, l, &perr);
         if (r != WSYNC_OK) {
-            r = wsync__hfail(err, r, "GET %s (HTTP 200): %s (is `autoindex on; autoindex_format json;` set?)", url,
-                             perr.message);
+            if (pf_status)
+                r = wsync__hfail(err, r,
+                                 "listing %s: PROPFIND answered HTTP %ld, not 207, and GET's answer is not nginx's "
+                                 "JSON listing: %s (the server must answer PROPFIND (Apache mod_dav, nginx dav-ext) "
+                                 "or have `autoindex on; autoindex_format json;`)",
+                                 url, pf_status, perr.message);
+            else
+                r = wsync__hfail(err, r, "GET %s (HTTP 200): %s (is `autoindex on; autoindex_format json;` set?)",
+                                 url, perr.message);
             if (err) err->offset = perr.offset;
         } else if (l->oom) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
         else if (l->too_many) r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
                                              WSYNC__HTTP_LIST_KEYS);
+        else if (method == 0) {
+            WSYNC__HLOCK(h);
+            h->listing_seen = WSYNC_HTTP_LISTING_JSON;
+            WSYNC__HUNLOCK(h);
+        }
     } else if (r == WSYNC_OK) {
         r = wsync__hfail_resp(h, err, &rq, &rs, 1);
+        if (pf_status && err) {
+            char m[sizeof err->message];
+            snprintf(m, sizeof m, "%s", err->message);
+            wsync__hfail(err, r, "listing: PROPFIND %s answered HTTP %ld, not 207, and then %s", url, pf_status, m);
+        }
     }
     wsync__hfree(&h->a, url);
     return r;
@@ -2578,6 +3310,7 @@ static wsync_result wsync__http_list(void *user, const char *prefix, wsync_key_f
     wsync__hfree(&h->a, l.dirs);
     wsync__hfree(&h->a, l.keys);
     wsync__hfree(&h->a, l.body);
+    wsync__hfree(&h->a, l.dpath);
     return r;
 }
 
@@ -2639,6 +3372,9 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
     while (n > host_at && url[n - 1] == '/') n--;
     if (n == host_at || url[host_at] == '/')
         return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s' has no host", url);
+    if (opt && (opt->listing < WSYNC_HTTP_LISTING_AUTO || opt->listing > WSYNC_HTTP_LISTING_PROPFIND))
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: listing %d is not auto (0), json (1) or propfind (2)",
+                            url, (int)opt->listing);
     memset(&a, 0, sizeof a);
     if (opt) a = opt->allocator;
     h = (wsync__http *)wsync__halloc(&a, sizeof *h);
@@ -2769,9 +3505,30 @@ static wsync_result wsync__s3_call(wsync__http *h, wsync__hreq *rq, wsync__hresp
     return wsync__hfail_resp(h, err, rq, rs, wsync__hretryable(rs) ? h->o.max_attempts : 1);
 }
 
+#define WSYNC__S3_MIN_PART ((uint64_t)5 << 20) /* S3's smallest part (but the last) */
+#define WSYNC__S3_MAX_PARTS 10000u
+
+/* Half of part, in whole MiB, not below S3's minimum. */
+static uint64_t wsync__s3_half(uint64_t part)
+{
+    uint64_t half = (part / 2) & ~(((uint64_t)1 << 20) - 1);
+    return half < WSYNC__S3_MIN_PART ? WSYNC__S3_MIN_PART : half;
+}
+
+/* A body of `size` bytes was answered 413: later uploads keep below it. */
+static void wsync__s3_note_limit(wsync__http *h, uint64_t size)
+{
+    WSYNC__HLOCK(h);
+    if (!h->put_limit || size < h->put_limit) h->put_limit = size;
+    WSYNC__HUNLOCK(h);
+}
+
 /* CreateMultipartUpload, UploadPart for each part, CompleteMultipartUpload
    with the parts' ETags; AbortMultipartUpload when any of it fails (S3
-   keeps, and bills, the parts of an upload never completed). */
+   keeps, and bills, the parts of an upload never completed). A part
+   answered 413 is sent again, with the rest, in parts half as large (down
+   to S3's 5 MiB); part numbers go on from there (S3 allows parts of any
+   size but the smallest for the last). */
 static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const uint8_t *bytes, size_t len,
                                         wsync_error *err)
 {
@@ -2783,16 +3540,21 @@ static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const u
     wsync_result r = WSYNC_OK;
     char *url = NULL, *u = NULL, *xml = NULL, upload_id[1024], num[24];
     char(*etags)[128] = NULL;
-    uint64_t part = h->mp_part, n_parts;
-    size_t i, xl = 0, xcap;
-    if ((uint64_t)len / part >= 10000) part = ((uint64_t)len / 9999 + ((uint64_t)1 << 20)) & ~(((uint64_t)1 << 20) - 1);
-    n_parts = ((uint64_t)len + part - 1) / part;
+    uint64_t part, lo = 0, limit;
+    size_t i, xl = 0, xcap, n_parts = 0, cap_etags = 0;
+    int shrunk = 0;
+    upload_id[0] = 0;
+    WSYNC__HLOCK(h);
+    part = h->mp_part;
+    limit = h->put_limit;
+    WSYNC__HUNLOCK(h);
+    /* below a limit learned from an earlier 413 */
+    while (limit && part >= limit && part > WSYNC__S3_MIN_PART) part = wsync__s3_half(part);
+    if ((uint64_t)len / part >= WSYNC__S3_MAX_PARTS)
+        part = ((uint64_t)len / (WSYNC__S3_MAX_PARTS - 1) + ((uint64_t)1 << 20)) & ~(((uint64_t)1 << 20) - 1);
     url = wsync__hurl(h, key, 0);
     b = (wsync__s3body *)wsync__halloc(&h->a, sizeof *b);
-    etags = (char(*)[128])wsync__halloc(&h->a, (size_t)n_parts * sizeof *etags);
-    xcap = 128 + (size_t)n_parts * (64 + 6 * 128);
-    xml = (char *)wsync__halloc(&h->a, xcap);
-    if (!url || !b || !etags || !xml) {
+    if (!url || !b) {
         r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "multipart upload of '%s'", key);
         goto done;
     }
@@ -2810,9 +3572,15 @@ static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const u
         goto done;
     }
     /* the parts, in order */
-    for (i = 0; i < (size_t)n_parts && r == WSYNC_OK; i++) {
-        uint64_t lo = (uint64_t)i * part, n = (uint64_t)len - lo < part ? (uint64_t)len - lo : part;
-        snprintf(num, sizeof num, "%lu", (unsigned long)(i + 1));
+    while (lo < (uint64_t)len && r == WSYNC_OK) {
+        uint64_t n = (uint64_t)len - lo < part ? (uint64_t)len - lo : part;
+        if (n_parts >= WSYNC__S3_MAX_PARTS) {
+            r = wsync__hfail(err, WSYNC_ERR_LIMIT, "multipart upload of '%s' (%llu bytes): over %u parts of %llu bytes",
+                             key, (unsigned long long)len, WSYNC__S3_MAX_PARTS, (unsigned long long)part);
+            break;
+        }
+        if (!wsync__hgrow(&h->a, (void **)&etags, &cap_etags, n_parts, sizeof *etags)) goto oom;
+        snprintf(num, sizeof num, "%lu", (unsigned long)(n_parts + 1));
         v[0] = num;
         v[1] = upload_id;
         wsync__hfree(&h->a, u);
@@ -2823,14 +3591,40 @@ static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const u
         rq.what = key;
         rq.body = bytes + lo;
         rq.body_len = (size_t)n;
-        if ((r = wsync__s3_call(h, &rq, &rs, NULL, err)) != WSYNC_OK) break;
+        r = wsync__s3_call(h, &rq, &rs, NULL, err);
+        if (r != WSYNC_OK && rs.status == 413) {
+            char ans[240];
+            uint64_t smaller = part;
+            wsync__s3_answer(&rs, ans, sizeof ans);
+            wsync__s3_note_limit(h, n);
+            while (smaller >= n && smaller > WSYNC__S3_MIN_PART) smaller = wsync__s3_half(smaller);
+            if (smaller < n && n_parts + ((uint64_t)len - lo + smaller - 1) / smaller <= WSYNC__S3_MAX_PARTS) {
+                part = smaller;
+                r = WSYNC_OK;
+                if (!shrunk++) wsync__hcount(h, &h->st.smaller_parts, 1);
+                continue; /* the same part number, smaller */
+            }
+            r = wsync__hfail(err, WSYNC_ERR_IO,
+                             "upload of '%s' (%llu bytes): part %lu (%llu bytes, from byte %llu): HTTP 413 (%s): the "
+                             "server takes no request body this large and S3's parts are at least 5 MiB: raise its "
+                             "body limit (multipart_part_size or WSYNC_S3_PART_SIZE sets the part size, "
+                             "multipart_threshold or WSYNC_S3_MULTIPART_THRESHOLD the largest single PUT); PUT %s",
+                             key, (unsigned long long)len, (unsigned long)(n_parts + 1), (unsigned long long)n,
+                             (unsigned long long)lo, ans, u);
+            break;
+        }
+        if (r != WSYNC_OK) break;
         if (!rs.etag[0]) r = wsync__hfail(err, WSYNC_ERR_IO, "PUT %s: HTTP %ld without an ETag", u, rs.status);
-        else memcpy(etags[i], rs.etag, sizeof etags[i]);
+        else memcpy(etags[n_parts], rs.etag, sizeof etags[n_parts]);
+        n_parts++;
+        lo += n;
     }
     if (r != WSYNC_OK) goto abort;
     /* complete: the ETags XML-escaped (they carry quotes) */
+    xcap = 128 + n_parts * (64 + 6 * 128);
+    if (!(xml = (char *)wsync__halloc(&h->a, xcap))) goto oom;
     xl = (size_t)snprintf(xml, xcap, "%s", "<CompleteMultipartUpload>");
-    for (i = 0; i < (size_t)n_parts; i++) {
+    for (i = 0; i < n_parts; i++) {
         const char *e;
         xl += (size_t)snprintf(xml + xl, xcap - xl, "<Part><PartNumber>%lu</PartNumber><ETag>", (unsigned long)(i + 1));
         for (e = etags[i]; *e; e++) {
@@ -2876,6 +3670,7 @@ abort:
     goto done;
 oom:
     r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "multipart upload of '%s'", key);
+    if (upload_id[0]) goto abort;
 done:
     wsync__hfree(&h->a, u);
     wsync__hfree(&h->a, url);
@@ -2887,18 +3682,24 @@ done:
 
 /* One PUT replaces the object whole (S3 writes are atomic per object);
    above the threshold, a multipart upload (also atomic: the object appears
-   at CompleteMultipartUpload). */
+   at CompleteMultipartUpload). A single PUT answered 413 goes again as a
+   multipart upload in smaller parts, and so do later objects that large. */
 static wsync_result wsync__s3_put(void *user, const char *key, const void *bytes, size_t len, wsync_error *err)
 {
     wsync__http *h = (wsync__http *)user;
     wsync__hreq rq;
     wsync__hresp rs;
     wsync_result r;
+    uint64_t limit;
     char *url;
     wsync__herr_reset(err);
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
     if (!bytes && len) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no bytes");
-    if ((uint64_t)len > h->mp_threshold) return wsync__s3_multipart(h, key, (const uint8_t *)bytes, len, err);
+    WSYNC__HLOCK(h);
+    limit = h->put_limit;
+    WSYNC__HUNLOCK(h);
+    if ((uint64_t)len > h->mp_threshold || (limit && (uint64_t)len >= limit && (uint64_t)len > WSYNC__S3_MIN_PART))
+        return wsync__s3_multipart(h, key, (const uint8_t *)bytes, len, err);
     if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     memset(&rq, 0, sizeof rq);
     rq.method = "PUT";
@@ -2907,6 +3708,21 @@ static wsync_result wsync__s3_put(void *user, const char *key, const void *bytes
     rq.body = (const uint8_t *)(bytes ? bytes : "");
     rq.body_len = len;
     r = wsync__s3_call(h, &rq, &rs, NULL, err);
+    if (r != WSYNC_OK && rs.status == 413) {
+        char ans[240];
+        wsync__s3_answer(&rs, ans, sizeof ans);
+        wsync__s3_note_limit(h, len);
+        if ((uint64_t)len > WSYNC__S3_MIN_PART) {
+            wsync__hcount(h, &h->st.smaller_parts, 1);
+            r = wsync__s3_multipart(h, key, (const uint8_t *)bytes, len, err);
+        } else {
+            r = wsync__hfail(err, WSYNC_ERR_IO,
+                             "upload of '%s': one PUT of %lu bytes: HTTP 413 (%s): the server takes no request body "
+                             "this large, and 5 MiB or less cannot be split into parts (S3's minimum part): raise "
+                             "its body limit; PUT %s",
+                             key, (unsigned long)len, ans, url);
+        }
+    }
     wsync__hfree(&h->a, url);
     return r;
 }
@@ -3059,6 +3875,33 @@ static const char *wsync__s3_pick(const char *opt, const char *name, const char 
     return NULL;
 }
 
+/* A size from the environment: digits, then nothing (bytes) or K, M, G
+   (KiB, MiB, GiB; "KiB", "MB" and the like too). 0 when unset; -1 when
+   it is not a size. */
+static int wsync__s3_env_size(const char *name, uint64_t *out)
+{
+    const char *e = getenv(name), *q;
+    uint64_t v = 0, mul = 1;
+    *out = 0;
+    if (!e || !*e) return 0;
+    for (q = e; *q >= '0' && *q <= '9'; q++) {
+        if (v > (UINT64_C(1) << 40)) return -1;
+        v = v * 10 + (uint64_t)(*q - '0');
+    }
+    if (q == e) return -1;
+    if (*q == 'k' || *q == 'K') mul = (uint64_t)1 << 10;
+    else if (*q == 'm' || *q == 'M') mul = (uint64_t)1 << 20;
+    else if (*q == 'g' || *q == 'G') mul = (uint64_t)1 << 30;
+    if (mul != 1) {
+        q++;
+        if (*q == 'i') q++;
+        if (*q == 'B') q++;
+    } else if (*q == 'B') q++;
+    if (*q || v == 0) return -1;
+    *out = v * mul;
+    return 1;
+}
+
 static char *wsync__s3_dup(const wsync_allocator *a, const char *s)
 {
     size_t n = strlen(s);
@@ -3158,8 +4001,24 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
         const char *ca = getenv("AWS_CA_BUNDLE");
         if (ca && ca[0] && !(h->ca_file = wsync__s3_dup(&h->a, ca))) goto oom;
     }
-    h->mp_threshold = opt && opt->multipart_threshold ? opt->multipart_threshold : (uint64_t)64 << 20;
-    h->mp_part = opt && opt->multipart_part_size ? opt->multipart_part_size : (uint64_t)16 << 20;
+    {
+        /* the options, else WSYNC_S3_MULTIPART_THRESHOLD and WSYNC_S3_PART_SIZE, else 64 and 16 MiB */
+        uint64_t env_threshold, env_part;
+        if (wsync__s3_env_size("WSYNC_S3_MULTIPART_THRESHOLD", &env_threshold) < 0 ||
+            wsync__s3_env_size("WSYNC_S3_PART_SIZE", &env_part) < 0) {
+            wsync__http_close(h);
+            memset(out, 0, sizeof *out);
+            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "store %s: WSYNC_S3_MULTIPART_THRESHOLD or WSYNC_S3_PART_SIZE is not a size (bytes, "
+                                "or a number with K, M or G: 8M)", url);
+        }
+        h->mp_threshold = opt && opt->multipart_threshold ? opt->multipart_threshold
+                          : env_threshold                 ? env_threshold
+                                                          : (uint64_t)64 << 20;
+        h->mp_part = opt && opt->multipart_part_size ? opt->multipart_part_size
+                     : env_part                      ? env_part
+                                                     : (uint64_t)16 << 20;
+    }
     if (h->mp_part < ((uint64_t)5 << 20)) h->mp_part = (uint64_t)5 << 20;
     if (h->mp_part > ((uint64_t)5 << 30)) h->mp_part = (uint64_t)5 << 30;
     snprintf(hdr, sizeof hdr, "aws:amz:%s:s3", region);

@@ -1,4 +1,4 @@
-/* wsync_rdma.h v0.2.0 - the direct path: one-sided writes into inference memory - MIT license */
+/* wsync_rdma.h v0.4.0 - the direct path: one-sided writes into inference memory - MIT license */
 /*
 OVERVIEW
 ========
@@ -36,16 +36,21 @@ Above the fabrics, in this order in the header:
                 memory watermark, barriers between mesh groups;
                 wsync_quantize_e4m3 is the fp8 preparation.
     controller  wsync_controller_* and wsync_rank_*: ranks join over TCP with
-                their regions and tensors, the controller maps every
-                inference byte to a trainer once (ASSIGN); a step is GO,
-                DONE, COMMIT, ACK; a failure aborts the step by name within
-                the timeout. Trainers' writes that gather or quantize go
-                through the executor.
+                their regions and tensors, the controller plans once with the
+                planner (their JOINs are its input) and sends each trainer its
+                tasks in plan order (ASSIGN); a step is GO,
+                DONE (with what the trainer ran, checked against the plan),
+                COMMIT, ACK, and may move only the tensors the trainers
+                name; a failure aborts the step by name within the timeout.
+                Trainers' writes that gather or quantize go through the
+                executor.
     planner     wsync_plan_*: the schedule for a whole cluster from a model's
                 tensor list, and a simulator that predicts its time (the
-                PLANNER and SIMULATOR sections below). push-demo and the
-                controller use the controller's own mapping, from what ranks
-                declare at join; the planner is what `wsync plan` prints.
+                PLANNER and SIMULATOR sections below). The controller runs
+                it on what ranks declare at join (wsync_ctl_plan_input_build;
+                the greedy mapping of 0.1 is the schedule GREEDY, and AUTO's
+                fallback for layouts the planner does not model); `wsync
+                plan --demo` prints the plan push-demo runs (same digest).
 
 QUICK START
 ===========
@@ -254,28 +259,67 @@ both for task_us plus len at the line rate. So a schedule that sends
 everything to one receiver first, or a rank with more bytes than the
 others, predicts slower than the bound.
 
-Constants (wsync_plan_sim_options, zero meaning default):
-  nic_gbps    400 (per NIC, each direction);
-  copy_gbps   nic_gbps * 13/8: the ratio of memcpy (13 GB/s) to one
-              process_vm_writev of the same bytes (8 GB/s) measured on the
-              development machine, i.e. a preparation copy is that much
-              faster than the wire, as a GPU's device copy is next to its NIC;
+Constants (wsync_plan_sim_options, zero meaning default). They model the
+target cluster, not the machine the simulator runs on:
+  nic_gbps    400 (per NIC, each direction): the line rate of the target's
+              NICs;
+  copy_gbps   nic_gbps * 13/8: a preparation copy (gather, fuse) runs
+              somewhat faster than the wire, as a GPU's device copy does
+              next to its NIC; the model's ratio of a local copy to a
+              one-sided write of the same bytes;
   quant_gbps  copy_gbps: on a GPU, bf16 -> fp8 with block amax is a
-              memory-bound elementwise kernel like a copy (this machine's
-              scalar CPU conversion is compute-bound and would say nothing
-              about the deployment);
+              memory-bound elementwise kernel like a copy (a scalar CPU
+              conversion is compute-bound and would say nothing about the
+              deployment);
   task_us     5: posting a write, its completion, and the per-task queue
-              hand-offs of the executor (a small process_vm_writev costs
-              1-2 us here; an RDMA WRITE's post and poll about as much);
+              hand-offs of the executor: a small fixed cost per task, of
+              the order of an RDMA WRITE's post and poll;
   barrier_us  50: a barrier among a few hundred ranks over the control
-              network (a round trip of a TCP message to the controller).
+              network (a round trip of a TCP message to the controller);
+  cpus        0: every rank has cores of its own (the target: a GPU and its
+              NICs per rank). On one host (push-demo --bench), where more
+              ranks are busy than there are cores, cpus = the machine's
+              cores: every group then lasts at least its CPU work over cpus,
+              the work being each preparation's seconds (copy_gbps and
+              quant_gbps are one core's rates), each task's task_us, and
+              each write's bytes at the line rate holding min(1, cpus / S)
+              of a core, S the group's sending NICs (nic_gbps is then one
+              sender's rate while all S write at once, each on its share
+              of the cores). A bound, not a replay of processor sharing: it
+              is exact when the work keeps every core busy to the end, and
+              the replay (each rank its own core) is exact when no more
+              ranks are busy than there are cores.
 
 REVISIONS
 =========
+    0.4.0  the simulator's cpus (ranks sharing the cores of one host: a
+           group lasts at least its CPU work over the cores) and
+           wsync_plan_sim_result.cpu_seconds;
+           steps checked and steps of a subset: a trainer's DONE reports
+           the tensors it named and the transfers it ran (bitmaps), and the
+           controller refuses a step whose executed transfers are not the
+           plan's (or the subset's), naming the trainer and the transfer;
+           wsync_rank_select (a step moves only the tensors named),
+           wsync_controller_step_tasks. Protocol version 2 (DONE's format)
+    0.3.0  one schedule: the controller builds ASSIGN from the planner
+           (wsync_ctl_plan_input_build turns the JOINs into its input:
+           replica meshes, gather 2, for trainers holding whole tensors;
+           torch.chunk row shards); each trainer's transfers are its plan
+           tasks in plan order; wsync_controller_options.schedule (AUTO,
+           PLAN, GREEDY: the old mapping, kept as a named alternative),
+           wsync_controller_plan.digest, wsync_controller_plan_ref; the
+           simulator's recv_gbps (negative: receivers are no resource).
+           The ASSIGN wire format is unchanged (version 1): the per-NIC
+           order is not sent (every fabric's write has no NIC argument)
     0.2.0  the implementation allocates through WSYNC_RDMA_MALLOC and
            WSYNC_RDMA_FREE (wsync.h's pair where defined, else malloc and
            free), so it builds in a translation unit of its own; WSYNC_STATIC
-           builds warning-free
+           builds warning-free; fabric kinds, preparation kinds and plan
+           architectures are enums (wsync_fabric_kind, wsync_ctl_prep,
+           wsync_plan_arch; names and values unchanged); internally one
+           include block and one extern "C" for the implementation, the
+           planner a section of pure computation, and private sub-prefixes
+           with one meaning each
     0.1.0  the first release: the fabrics (TCP, one host, ibverbs), the
            executor, the controller protocol with its controller and ranks,
            the planner and its simulator
@@ -290,37 +334,54 @@ Every section's code carries a tag: search for it and the first hit is
 its declarations, the second its implementation. A tag marked * has code
 only in the implementation (one hit). tests/test_toc.sh checks this list.
 
+    >>common      * errors, bytes, allocation, time, randomness, sockets
+    >>receiver    * the fabrics' shared part: wire constants, regions,
+                    immediates, the receiver thread
     >>fabric-tcp    the TCP fabric
     >>fabric-host   the one-host fabric (CMA, SHM)
     >>fabric-verbs  the ibverbs (RDMA RC) fabric
-    >>common      * bytes, time, randomness, allocation
-    >>receiver    * regions, immediates, the receiver thread
     >>executor      the executor: stages, a staging ring, fp8 preparation
     >>ctl           the controller protocol, the controller and the ranks
     >>ctl-codec     the protocol's messages, encoded and decoded
     >>controller    the controller
     >>ctl-step    * the controller's step loop (go, transfer, finish)
     >>rank          a rank
-    >>planner       the planner and its simulator
+    >>planner       the planner and its simulator (pure computation)
     >>plan-models   model layouts
     >>plan        * the planner
     >>simulator     the simulator
 
-Private names are wsync__; the short sub-prefixes mean:
-    wsync__r*_     common to the fabrics: rbase_ (a fabric's shared state),
-                   rsrv_ (the receiver's listener), rrecv_ / rsend_ (whole
-                   reads and writes), rerr_ (errors), rnow_ (clock), rreg_,
-                   rimm_, rcheck_, rclose_, rpeer_, rset_, rbig_, rej_
+Private names are wsync__; the short sub-prefixes mean (macros: the same
+in capitals):
+    wsync__rdma_   helpers of every section (>>common): rdma_fail and
+                   rdma_err_reset (errors), rdma_put / rdma_get (little-endian
+                   bytes), rdma_alloc / rdma_free, rdma_in (bounds), time,
+                   randomness, whole socket reads and writes; WSYNC__RDMA_OK
+                   and WSYNC__HAVE_VERBS say what this build has
+    wsync__fab_    the fabrics' shared part (>>receiver): fab_base (a
+                   fabric's shared state), fab_srv_ (the receiver's
+                   listener), fab_conn (one of its connections), fab_rej_str
+                   (why a frame was refused; WSYNC__REJ_, WSYNC__FR_ and the
+                   ACK_, IMM_, HELLO_, REPLY_ lengths and magics: the wire)
     wsync__tcp_    the TCP fabric
-    wsync__host_   the one-host fabric
-    wsync__v*_     ibverbs: vb_ (the backend), vd_ (calls through the verbs
-                   table), vlib_ (libibverbs loaded at run time), vnic_ (a
-                   NIC), vqp_ (a queue pair), vend_ (a queue pair's endpoint),
-                   vmr_, vrem_, vwc_, vrej_, vput_, vpost_
+    wsync__host_   the one-host fabric (host_mem: its shared memory)
+    wsync__vb_     the ibverbs fabric; with it vd_ (calls through the verbs
+                   table), vlib_ (libibverbs loaded at run time), vops_ (the
+                   default table), vsym (one symbol), vnic_ (a NIC), vqp_ (a
+                   queue pair), vend_ (a queue pair's endpoint), vlane (a
+                   lane), vmr_ (a region), vrem_ (a remote), vwc_ (a
+                   completion), vrej_ / WSYNC__VREJ_ (a refused handshake),
+                   vput_ / vpost_ (wire and posts), vclamp, vzero16
     wsync__exec_   the executor
-    wsync__ctl_    the controller protocol and the controller
-    wsync__rank_   a rank
-    wsync__pl_     the planner and the simulator (pldiv_, plk_: its helpers)
+    wsync__quant_  fp8 preparation (wsync_quantize_e4m3); its inlined
+                   conversion keeps the name wsync__e4m3_sat, which
+                   tests/test_exec.c calls
+    wsync__ctl_    the controller protocol and the controller; ctl_rd_ (the
+                   codec's byte reader, WSYNC__CTL_RD32/64)
+    wsync__rank_   a rank of the controller protocol
+    wsync__pl_     the planner and the simulator; plalloc, plgrow, plrsort,
+                   pldiv_ (its helpers), plk_ (tensor kinds of a model),
+                   WSYNC__PLE_ (simulator events)
 */
 #if defined(WSYNC_RDMA_IMPLEMENTATION) && defined(__linux__) && !defined(_GNU_SOURCE) && !defined(_FEATURES_H)
 #define _GNU_SOURCE 1
@@ -355,10 +416,17 @@ extern "C" {
 #error "wsync_rdma.h needs a newer wsync.h"
 #endif
 
-/* Backend ids (wsync_fabric.backend and wsync_fabric_desc.backend). */
-#define WSYNC_FABRIC_VERBS 1u /* ibverbs RC RDMA WRITE */
-#define WSYNC_FABRIC_HOST 2u  /* one host: process_vm_writev or shared memory */
-#define WSYNC_FABRIC_TCP 3u   /* TCP with a receiver thread */
+/* ======================================================================
+   The fabrics: TCP, one host, ibverbs
+   ====================================================================== */
+
+/* Backend ids (wsync_fabric.backend and wsync_fabric_desc.backend, which
+   are uint32_t in wsync.h). */
+typedef enum wsync_fabric_kind {
+    WSYNC_FABRIC_VERBS = 1,   /* ibverbs RC RDMA WRITE */
+    WSYNC_FABRIC_HOST = 2,    /* one host: process_vm_writev or shared memory */
+    WSYNC_FABRIC_TCP = 3      /* TCP with a receiver thread */
+} wsync_fabric_kind;
 
 /* Counters of a fabric's receiver side since open. */
 typedef struct wsync_fabric_stats {
@@ -438,9 +506,8 @@ WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabri
    writes, e.g. a child's); 0 and `why` filled otherwise. */
 WSYNC_DEF int wsync_fabric_host_cma_allowed(int pid, const void *addr, char *why, size_t why_cap);
 
-/* ======================================================================
-   ibverbs (RDMA RC): declarations  >>fabric-verbs
-   ======================================================================
+/* ---- ibverbs (RDMA RC) >>fabric-verbs ----------------------------------
+
    Every verbs call goes through wsync_verbs_ops, so that tests can put a
    fake provider (tests/fake_verbs.h) in place of libibverbs. The types are
    rdma-core's, declared here only as incomplete types: this part needs no
@@ -646,7 +713,9 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
                            rows u64, src_stride u64, prep u32, block u32,
                            scale_offset u64, group u32, zero u32)
      GO      ctl -> trainer        step u64: write your transfers now
-     DONE    trainer -> ctl        step u64, status u32, text_len u16, text
+     DONE    trainer -> ctl        step u64, status u32, text_len u16, text,
+                                   n_named u32, named bits, n_ran u32, runs u32,
+                                   ran bits: what the trainer ran (below)
      COMMIT  ctl -> inference      step u64: every byte of the step is in place
      ACK     inference -> ctl      step u64, status u32, text_len u16, text
      ABORT   ctl -> all            step u64, status u32, text_len u16, text
@@ -666,10 +735,13 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    scale_offset; several entries laid out back to back make a fused tensor
    (qkv_proj from q_proj, k_proj, v_proj). The controller maps every
    inference rank's rows to trainer ranks holding the same rows of the same
-   tensor (name, dtype and shape equal), taking where several hold them the
-   one with the fewest bytes assigned so far (an fp8 entry comes whole from
-   one trainer: a tile's scale needs all of it), and tells each trainer what
-   to write where (ASSIGN). A transfer writes `len` bytes at dst_offset: rows
+   tensor (name, dtype and shape equal) and tells each trainer what to write
+   where (ASSIGN): with the planner (schedule PLAN, and AUTO where it models
+   the layout: trainers' rows whole or torch.chunk shards) a trainer's
+   transfers are its plan tasks one for one in plan order, mesh group first;
+   with GREEDY each entry's rows go to the holder with the fewest bytes
+   assigned so far (an fp8 entry whole from one trainer: a tile's scale
+   needs all of it), consecutive writes merged. A transfer writes `len` bytes at dst_offset: rows
    rows of len / rows bytes each, read from src_offset with src_stride bytes
    between rows; with prep FP8 each row is len / rows bf16 elements read and
    e4m3 bytes written, and the tile scales go to scale_offset.
@@ -684,14 +756,31 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    A step: GO to every trainer, a
    DONE from each (after its writes and a flush), COMMIT to every inference
    rank, an ACK from each (after its on_commit callback); only then does
-   the step count. Any failure (a DONE or ACK with an error, a peer gone, a
+   the step count.
+
+   What a step moves: every trainer's transfers, or the subset named by the
+   trainers (the tensors that changed this step, wsync_rank_select). A
+   trainer's DONE says which of its tensors it named (n_named: its JOIN's
+   tensor count, with a bit per tensor, or WSYNC_CTL_NAMED_ALL and no bits:
+   the whole step) and which of its transfers it ran (n_ran: its ASSIGN's
+   transfer count, a bit per transfer; runs: writes run, a transfer run
+   twice counting twice). Bits are LSB first, ceil(n / 8) bytes, the unused
+   bits of the last byte zero. Before COMMIT the controller checks every
+   trainer's report against the plan: the step includes a tensor (by name)
+   when any trainer named it (every tensor when any trainer named all), and
+   includes a transfer when the transfer reads (source bytes overlapping)
+   an included tensor; each trainer must have run exactly the transfers of
+   its plan the step includes, each once. Otherwise the step fails, naming
+   the trainer, the transfer and its tensor (so a trainer that left out a
+   tensor another named, or an executor that skipped or repeated a write,
+   never commits). Any failure (a DONE or ACK with an error, a peer gone, a
    timeout) aborts the step: every rank gets ABORT (a trainer waiting at a
    barrier stops waiting), inference ranks keep their version word at the
    last step they committed (one that already ACKed this step keeps it: its
    bytes are complete); the bytes of an aborted step are partly written
    (this path writes into live memory) until a later step commits. */
 
-#define WSYNC_CTL_VERSION 1u
+#define WSYNC_CTL_VERSION 2u
 #define WSYNC_CTL_HEADER 12u
 #define WSYNC_CTL_MAX_PAYLOAD (16u << 20)
 #define WSYNC_CTL_NAME_MAX 255u
@@ -699,6 +788,7 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
 #define WSYNC_CTL_TEXT_MAX 255u
 #define WSYNC_CTL_MAX_RANKS 65536u
 #define WSYNC_CTL_GROUPS_MAX 64u
+#define WSYNC_CTL_NAMED_ALL 0xFFFFFFFFu /* DONE's n_named: the step moves every tensor */
 
 typedef enum wsync_ctl_type {
     WSYNC_CTL_JOIN = 1,
@@ -740,8 +830,12 @@ typedef struct wsync_ctl_target {
     wsync_fabric_desc desc;
 } wsync_ctl_target;
 
-#define WSYNC_CTL_PREP_NONE 0u
-#define WSYNC_CTL_PREP_FP8 1u  /* bf16 rows -> e4m3 with tile scales */
+/* What a trainer does to a transfer's rows before writing them
+   (wsync_ctl_transfer.prep). */
+typedef enum wsync_ctl_prep {
+    WSYNC_CTL_PREP_NONE = 0,
+    WSYNC_CTL_PREP_FP8 = 1    /* bf16 rows -> e4m3 with tile scales */
+} wsync_ctl_prep;
 
 /* One write: len bytes to targets[target] at dst_offset, made of `rows`
    rows read from the trainer's region src_region at src_offset, src_stride
@@ -750,7 +844,7 @@ typedef struct wsync_ctl_transfer {
     uint32_t src_region, target;
     uint64_t src_offset, dst_offset, len;
     uint64_t rows, src_stride;
-    uint32_t prep, block;      /* WSYNC_CTL_PREP_*; fp8 tile size */
+    uint32_t prep, block;      /* wsync_ctl_prep; fp8 tile size */
     uint64_t scale_offset;     /* fp8: the target's offset for the scales */
     uint32_t group;            /* mesh group (transfers ascend by group) */
 } wsync_ctl_transfer;
@@ -774,6 +868,10 @@ typedef struct wsync_ctl_msg {
     wsync_ctl_target *targets;
     uint32_t n_transfers;                   /* ASSIGN */
     wsync_ctl_transfer *transfers;
+    uint32_t n_named;                       /* DONE: WSYNC_CTL_NAMED_ALL, or the trainer's tensors */
+    uint8_t *named;                         /* DONE: n_named bits (not for ALL): tensors named as changed */
+    uint32_t n_ran, runs;                   /* DONE: the trainer's transfers; writes run */
+    uint8_t *ran;                           /* DONE: n_ran bits: the transfers run this step */
     void *storage_;                         /* decode's one allocation */
     wsync_allocator alloc_;
 } wsync_ctl_msg;
@@ -806,6 +904,20 @@ WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_
 
 typedef struct wsync_controller wsync_controller;
 
+struct wsync_plan;
+struct wsync_plan_options;
+
+/* How the controller maps inference bytes to trainers
+   (wsync_controller_options.schedule). */
+typedef enum wsync_ctl_schedule {
+    WSYNC_CTL_SCHEDULE_AUTO = 0,   /* the planner when the ranks' layout is one it models
+                                      (wsync_ctl_plan_input_build), else GREEDY */
+    WSYNC_CTL_SCHEDULE_PLAN = 1,   /* the planner (wsync_plan_build); a layout it does not model
+                                      fails accept with the reason */
+    WSYNC_CTL_SCHEDULE_GREEDY = 2  /* each inference entry's rows from the holder with the fewest
+                                      bytes so far, in the inference ranks' order (0.1's mapping) */
+} wsync_ctl_schedule;
+
 typedef struct wsync_controller_options {
     wsync_allocator allocator;
     const char *bind_host;          /* [127.0.0.1] */
@@ -813,6 +925,11 @@ typedef struct wsync_controller_options {
     unsigned n_trainers, n_inference; /* required, each at least 1 */
     unsigned join_timeout_ms;       /* [30000] until every rank joined */
     unsigned step_timeout_ms;       /* [30000] GO to the last DONE, COMMIT to the last ACK */
+    uint32_t schedule;              /* wsync_ctl_schedule [AUTO] */
+    /* the planner's options (allocator: the controller's; nics_per_rank 0 or 1:
+       the fabrics' write has no NIC argument, a verbs fabric spreads a write
+       over its lanes itself) */
+    const struct wsync_plan_options *plan;
 } wsync_controller_options;
 
 /* What the plan asks of the ranks. */
@@ -820,6 +937,10 @@ typedef struct wsync_controller_plan {
     uint64_t transfers, bytes;      /* all trainers together, per step */
     uint64_t max_trainer_bytes, min_trainer_bytes;
     uint64_t max_inference_bytes;
+    uint32_t schedule;              /* the one used: WSYNC_CTL_SCHEDULE_PLAN or _GREEDY */
+    uint32_t groups;                /* mesh groups */
+    uint64_t digest;                /* PLAN: wsync_plan_digest of the plan (0: GREEDY) */
+    char why_greedy[160];           /* AUTO that fell back: why the planner did not take it */
 } wsync_controller_plan;
 
 /* Listens (bind_host, port). */
@@ -833,6 +954,11 @@ WSYNC_DEF unsigned wsync_controller_port(const wsync_controller *c);
    ERROR. */
 WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err);
 WSYNC_DEF void wsync_controller_plan_get(const wsync_controller *c, wsync_controller_plan *out);
+/* The planner's plan the ranks execute (after accept, schedule PLAN), or
+   NULL (GREEDY); it belongs to the controller. Its tasks of trainer r are
+   r's ASSIGN transfers one for one, in order, except the fp8 scale tasks
+   (WSYNC_PLAN_SCALES), which the transfer of their data task writes. */
+WSYNC_DEF const struct wsync_plan *wsync_controller_plan_ref(const wsync_controller *c);
 /* One step: go, then finish. Steps increase. */
 WSYNC_DEF wsync_result wsync_controller_step(wsync_controller *c, uint64_t step, wsync_error *err);
 /* GO to every trainer. */
@@ -843,6 +969,10 @@ WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t ste
 /* The last finished step's times in seconds: GO sent to the last DONE
    (the writes), and COMMIT sent to the last ACK (the receivers' callbacks). */
 WSYNC_DEF void wsync_controller_step_times(const wsync_controller *c, double *transfer_s, double *commit_s);
+/* The last finished step's transfers, all trainers together, as the trainers
+   reported running them and the controller checked them against the plan
+   (the whole plan, or the subset the trainers named), and their bytes. */
+WSYNC_DEF void wsync_controller_step_tasks(const wsync_controller *c, uint64_t *tasks, uint64_t *bytes);
 /* BYE to every rank still there, and closes. */
 WSYNC_DEF void wsync_controller_close(wsync_controller *c);
 
@@ -880,16 +1010,30 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
    said BYE. WSYNC_ERR_LIMIT after timeout_ms (negative: no limit). */
 WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *bye, int timeout_ms,
                                           wsync_error *err);
-/* Trainer: every assigned write of the step last given by wait_go, mesh
-   group by group: between groups a flush, BARRIER, and the wait for the
-   controller's RELEASE (every trainer is through the group); then a flush. */
+/* Trainer: the step last given by wait_go moves only these tensors (names
+   as in this rank's JOIN: the ones that changed this step); push and
+   push_some then run only the transfers that read one of them, and DONE
+   tells the controller which were named. Every trainer names the changed
+   tensors it holds (the controller fails a step in which a trainer left
+   out a transfer of a tensor another named). Without a call the step
+   moves everything; n 0 moves nothing. A name this rank does not hold
+   fails with WSYNC_ERR_INVALID_ARGUMENT, naming it, and changes nothing.
+   Call after wait_go and before the step's first push. */
+WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names, uint32_t n, wsync_error *err);
+/* Trainer: every assigned write of the step last given by wait_go (of
+   the selection, if any), mesh group by group: between groups a flush,
+   BARRIER, and the wait for the controller's RELEASE (every trainer is
+   through the group); then a flush. */
 WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err);
-/* Trainer: assigned writes [first, first + count) (wsync_rank_transfers),
-   and a flush when flush is 1: to start with the tensors that are ready.
-   No mesh-group barriers: for a plan of one group. */
+/* Trainer: assigned writes [first, first + count) (wsync_rank_transfers;
+   of the selection, if any), and a flush when flush is 1: to start with
+   the tensors that are ready. No mesh-group barriers: for a plan of one
+   group. */
 WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint32_t count, int flush,
                                             wsync_error *err);
-/* Trainer: DONE for the step with result (and the message in why, if any). */
+/* Trainer: DONE for the step with result (and the message in why, if any),
+   and what the rank ran since wait_go: the tensors selected and every
+   transfer written (the controller checks them against the plan). */
 WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
                                        wsync_error *err);
 /* Trainer: what the last push did (executor statistics). */
@@ -911,7 +1055,9 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r);
 
 /* ======================================================================
    The planner and its simulator (pure computation)  >>planner
-   ====================================================================== */
+   ======================================================================
+   Pure computation: no fabric, socket or thread. It needs nothing else of
+   this header and can be read on its own. */
 
 /* Preparation flags (wsync_plan_prep.flags). */
 #define WSYNC_PLAN_GATHER 1u /* assemble rows from the mesh's shards, or pack a strided column slice */
@@ -936,7 +1082,8 @@ typedef struct wsync_plan_source {
 typedef struct wsync_plan_mesh {
     uint32_t first, count; /* trainer ranks [first, first + count) */
     uint32_t group;        /* mesh group: groups run in increasing order */
-    uint32_t gather;       /* 1: any rank of the mesh can reconstruct a tensor */
+    uint32_t gather;       /* 1: any rank of the mesh can reconstruct a tensor (all-gather);
+                              2: every rank of the mesh holds every row (a replica: no gather) */
 } wsync_plan_mesh;
 
 /* Rows [row0, row0 + rows) and columns [col0, col0 + cols) of a source. */
@@ -1056,6 +1203,12 @@ typedef struct wsync_plan_sim_options {
     double task_us;     /* [5] (negative: 0) */
     double barrier_us;  /* [50] (negative: 0) */
     uint64_t watermark; /* [0: none] temporary bytes per trainer rank */
+    double recv_gbps;   /* [nic_gbps] a receiving NIC's rate (a task runs at the slower of its
+                           two NICs); negative: receivers are no resource (one host: CMA or
+                           SHM writes cost the receiver nothing) */
+    double cpus;        /* [0: every rank a core of its own] one host: the cores that all ranks'
+                           preparations and writes share; a group then takes at least its CPU
+                           work over cpus (SIMULATOR) */
 } wsync_plan_sim_options;
 
 typedef struct wsync_plan_sim_result {
@@ -1067,6 +1220,8 @@ typedef struct wsync_plan_sim_result {
     uint64_t peak_temp;      /* the most temporary bytes any rank held */
     uint64_t watermark_overruns; /* preparations started over the watermark to avoid a deadlock */
     uint64_t events;
+    double cpu_seconds;      /* cpus > 0: the groups' CPU work over the cores, barriers between
+                                (seconds is at least this); 0 otherwise */
 } wsync_plan_sim_result;
 
 WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
@@ -1074,19 +1229,22 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
 
 /* ---- model layouts >>plan-models ---- */
 
+/* A model's architecture (wsync_plan_model.arch). */
+typedef enum wsync_plan_arch {
+    WSYNC_PLAN_ARCH_QWEN = 1, /* Qwen2/Qwen3: GQA attention, SwiGLU MLP */
+    WSYNC_PLAN_ARCH_MLA = 2   /* DeepSeek-V3 / Kimi-K2: latent attention, MoE */
+} wsync_plan_arch;
+
 /* A model's shape (public configuration values, shared/design/MODELS.md). */
 typedef struct wsync_plan_model {
     const char *name;
-    uint32_t arch;              /* WSYNC_PLAN_ARCH_* */
+    uint32_t arch;              /* wsync_plan_arch */
     uint64_t vocab, hidden, layers, inter, heads, kv_heads, head_dim;
     uint32_t qk_norm, qkv_bias, tied;
     uint64_t dense_layers, experts, shared_experts, moe_inter; /* MoE (arch MLA) */
     uint64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;         /* MLA */
     uint32_t served_fp8;        /* served in fp8 e4m3 with block scales */
 } wsync_plan_model;
-
-#define WSYNC_PLAN_ARCH_QWEN 1u /* Qwen2/Qwen3: GQA attention, SwiGLU MLP */
-#define WSYNC_PLAN_ARCH_MLA 2u  /* DeepSeek-V3 / Kimi-K2: latent attention, MoE */
 
 typedef struct wsync_plan_tensor_info {
     char name[96];              /* Hugging Face name */
@@ -1144,6 +1302,43 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
                                                wsync_plan_layout *out, wsync_error *err);
 WSYNC_DEF void wsync_plan_layout_free(wsync_plan_layout *l);
 
+/* ---- the planner's input from what ranks declare (the controller's) ----
+
+   The controller plans from the ranks' JOINs with this; `wsync plan --demo`
+   calls it on push-demo's layouts, so both plan the same input.
+     sources  one per tensor name the trainers hold (in order of first
+              appearance, trainer 0's entries first), bf16, every column;
+     meshes   per source, from its holders' rows: every holder all rows,
+              the holders consecutive ranks -> a replica mesh (gather 2) of
+              them; rows as torch.chunk over ranks [first, first + count)
+              (ranks with no rows may leave the entry out) -> a row-shard
+              mesh (gather 0); the mesh group the holders name (equal);
+     units    one per distinct inference entry (name, rows, columns, target
+              dtype, block), one piece, in order of first appearance; its
+              destinations the inference ranks declaring it (rank order),
+              region and offset, the scales at scale_offset in the same
+              region. Entries of no rows or columns are left out.
+   A layout it does not model (a holder with a column slice, another dtype
+   or shape, rows that are neither whole nor torch.chunk shards, a tensor
+   no trainer holds) fails with WSYNC_ERR_UNSUPPORTED and the tensor named.
+   tensors[i], n_tensors[i]: rank i's entries, trainers first (0..T-1),
+   then inference ranks. */
+typedef struct wsync_ctl_plan_input {
+    wsync_plan_input input;
+    wsync_allocator allocator;
+    uint32_t *holder_entry;     /* per source x trainer (source * T + rank): the trainer's entry
+                                   index, or UINT32_MAX */
+    uint32_t *dest_entry;       /* per destination: the inference rank's entry index */
+    uint32_t *unit_block;       /* per unit: the fp8 tile size of its entries */
+    void *storage_;
+} wsync_ctl_plan_input;
+
+WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const *tensors, const uint32_t *n_tensors,
+                                                  uint32_t n_trainers, uint32_t n_inference,
+                                                  const wsync_allocator *a, wsync_ctl_plan_input *out,
+                                                  wsync_error *err);
+WSYNC_DEF void wsync_ctl_plan_input_free(wsync_ctl_plan_input *p);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1196,14 +1391,20 @@ WSYNC_DEF void wsync_plan_layout_free(wsync_plan_layout *l);
 extern "C" {
 #endif
 
+/* ======================================================================
+   IMPLEMENTATION: common to every section  >>common
+   ======================================================================
+   Errors, little-endian bytes, allocation, bounds; with sockets and
+   threads also time, randomness and whole socket reads and writes. */
+
 /* Errors are filled here rather than through wsync.h's private helpers: the
    implementation of wsync.h may live in another translation unit. */
-static wsync_result wsync__rfail(wsync_error *err, wsync_result code, const char *fmt, ...)
+static wsync_result wsync__rdma_fail(wsync_error *err, wsync_result code, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-static wsync_result wsync__rfail(wsync_error *err, wsync_result code, const char *fmt, ...)
+static wsync_result wsync__rdma_fail(wsync_error *err, wsync_result code, const char *fmt, ...)
 {
     va_list ap;
     if (!err) return code;
@@ -1216,7 +1417,7 @@ static wsync_result wsync__rfail(wsync_error *err, wsync_result code, const char
     return code;
 }
 
-static void wsync__rerr_reset(wsync_error *err)
+static void wsync__rdma_err_reset(wsync_error *err)
 {
     if (!err) return;
     err->code = WSYNC_OK;
@@ -1227,25 +1428,25 @@ static void wsync__rerr_reset(wsync_error *err)
 
 /* Little-endian bytes, allocation and bounds, for every section (the
    codecs build everywhere, the rest only where WSYNC__RDMA_OK). */
-static void wsync__rput32(uint8_t *p, uint32_t v)
+static void wsync__rdma_put32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
     p[2] = (uint8_t)(v >> 16);
     p[3] = (uint8_t)(v >> 24);
 }
-static void wsync__rput64(uint8_t *p, uint64_t v)
+static void wsync__rdma_put64(uint8_t *p, uint64_t v)
 {
-    wsync__rput32(p, (uint32_t)v);
-    wsync__rput32(p + 4, (uint32_t)(v >> 32));
+    wsync__rdma_put32(p, (uint32_t)v);
+    wsync__rdma_put32(p + 4, (uint32_t)(v >> 32));
 }
-static uint32_t wsync__rget32(const uint8_t *p)
+static uint32_t wsync__rdma_get32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint64_t wsync__rget64(const uint8_t *p)
+static uint64_t wsync__rdma_get64(const uint8_t *p)
 {
-    return (uint64_t)wsync__rget32(p) | (uint64_t)wsync__rget32(p + 4) << 32;
+    return (uint64_t)wsync__rdma_get32(p) | (uint64_t)wsync__rdma_get32(p + 4) << 32;
 }
 
 /* The allocator behind a zero wsync_allocator. wsync.h's WSYNC_MALLOC and
@@ -1265,7 +1466,7 @@ static uint64_t wsync__rget64(const uint8_t *p)
 #error "Define both WSYNC_RDMA_MALLOC and WSYNC_RDMA_FREE, or neither."
 #endif
 
-static void *wsync__ralloc(const wsync_allocator *a, size_t n)
+static void *wsync__rdma_alloc(const wsync_allocator *a, size_t n)
 {
     void *p;
     if (n == 0) n = 1;
@@ -1274,7 +1475,7 @@ static void *wsync__ralloc(const wsync_allocator *a, size_t n)
     return p;
 }
 
-static void wsync__rfree(const wsync_allocator *a, void *p)
+static void wsync__rdma_free(const wsync_allocator *a, void *p)
 {
     if (!p) return;
     if (a->free) a->free(a->user, p);
@@ -1282,152 +1483,21 @@ static void wsync__rfree(const wsync_allocator *a, void *p)
 }
 
 /* 1 when [off, off + len) lies in [0, size). */
-static int wsync__rin(uint64_t off, uint64_t len, uint64_t size)
+static int wsync__rdma_in(uint64_t off, uint64_t len, uint64_t size)
 {
     return len <= size && off <= size - len;
 }
 
-#if !WSYNC__RDMA_OK
+#if WSYNC__RDMA_OK
 
-static wsync_result wsync__rno(wsync_error *err, const char *what)
-{
-    wsync__rerr_reset(err);
-#if defined(__linux__) && !defined(WSYNC_NO_THREADS)
-    return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED,
-                        "%s: built without GNU declarations: define _GNU_SOURCE (or WSYNC_RDMA_IMPLEMENTATION) "
-                        "before the first #include of the implementation file", what);
-#else
-    return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "%s: needs Linux and POSIX threads", what);
-#endif
-}
-
-WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *out)
-{
-    (void)f;
-    (void)out;
-    return 0;
-}
-WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt, wsync_fabric *out,
-                                             wsync_error *err)
-{
-    (void)opt;
-    if (out) memset(out, 0, sizeof *out);
-    return wsync__rno(err, "the TCP fabric");
-}
-WSYNC_DEF unsigned wsync_fabric_tcp_port(const wsync_fabric *f)
-{
-    (void)f;
-    return 0;
-}
-WSYNC_DEF wsync_result wsync_fabric_host_open(const wsync_fabric_host_options *opt, wsync_fabric *out,
-                                              wsync_error *err)
-{
-    (void)opt;
-    if (out) memset(out, 0, sizeof *out);
-    return wsync__rno(err, "the one-host fabric");
-}
-WSYNC_DEF wsync_result wsync_fabric_host_alloc(wsync_fabric *f, uint64_t len, void **ptr, wsync_error *err)
-{
-    (void)f;
-    (void)len;
-    if (ptr) *ptr = NULL;
-    return wsync__rno(err, "wsync_fabric_host_alloc");
-}
-WSYNC_DEF void wsync_fabric_host_free(wsync_fabric *f, void *ptr)
-{
-    (void)f;
-    (void)ptr;
-}
-WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabric *f,
-                                                               const wsync_fabric_remote *r)
-{
-    (void)f;
-    (void)r;
-    return WSYNC_FABRIC_HOST_AUTO;
-}
-WSYNC_DEF int wsync_fabric_host_cma_allowed(int pid, const void *addr, char *why, size_t why_cap)
-{
-    (void)pid;
-    (void)addr;
-    if (why && why_cap) snprintf(why, why_cap, "%s", "not built with the one-host backend");
-    return 0;
-}
-WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options *opt, wsync_fabric *out,
-                                               wsync_error *err)
-{
-    (void)opt;
-    if (out) memset(out, 0, sizeof *out);
-    return wsync__rno(err, "the verbs fabric");
-}
-WSYNC_DEF unsigned wsync_fabric_verbs_port(const wsync_fabric *f)
-{
-    (void)f;
-    return 0;
-}
-WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_verbs_stats *out)
-{
-    (void)f;
-    (void)out;
-    return 0;
-}
-
-#else /* WSYNC__RDMA_OK */
-
-/* ---------------------------------------------------------------------
-   Common: bytes, time, randomness, allocation  >>common
-   --------------------------------------------------------------------- */
-
-#define WSYNC__TCP_MAGIC 0x31465357u   /* "WSF1" */
-#define WSYNC__ACK_MAGIC 0x31415357u   /* "WSA1" */
-#define WSYNC__HELLO_MAGIC 0x31485357u /* "WSH1" */
-#define WSYNC__REPLY_MAGIC 0x32485357u /* "WSH2" */
-#define WSYNC__IMM_MAGIC 0x31495357u   /* "WSI1" */
-#define WSYNC__TCP_HDR 48
-#define WSYNC__ACK_LEN 16
-#define WSYNC__HELLO_LEN 24
-#define WSYNC__REPLY_LEN 40
-#define WSYNC__IMM_LEN 16
-#define WSYNC__IMM_QUEUE_MAX (1u << 24)
-#define WSYNC__HOST_NAME_MAX 100
-
-enum {
-    WSYNC__FR_WRITE = 1,
-    WSYNC__FR_IMM = 2,
-    WSYNC__FR_FLUSH = 3
-};
-
-/* Why the receiver refused a frame (the ack's status). */
-enum {
-    WSYNC__REJ_MAGIC = 1,
-    WSYNC__REJ_REGION = 2,
-    WSYNC__REJ_KEY = 3,
-    WSYNC__REJ_BOUNDS = 4,
-    WSYNC__REJ_QUEUE = 5,
-    WSYNC__REJ_FLUSH = 6
-};
-
-static const char *wsync__rej_str(uint32_t s)
-{
-    switch (s) {
-    case WSYNC__REJ_MAGIC: return "bad magic or frame type";
-    case WSYNC__REJ_REGION: return "unknown region (never registered, or deregistered)";
-    case WSYNC__REJ_KEY: return "wrong key";
-    case WSYNC__REJ_BOUNDS: return "offset and length outside the region";
-    case WSYNC__REJ_QUEUE: return "immediate queue full (nobody calls recv_imm)";
-    case WSYNC__REJ_FLUSH: return "malformed flush frame";
-    default: return "unknown reason";
-    }
-}
-
-
-static int64_t wsync__rnow_ms(void)
+static int64_t wsync__rdma_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static uint64_t wsync__rmix(uint64_t x)
+static uint64_t wsync__rdma_mix(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -1436,7 +1506,7 @@ static uint64_t wsync__rmix(uint64_t x)
 }
 
 /* Keys need to be unguessable by other processes, not cryptographic. */
-static uint64_t wsync__rrandom64(void)
+static uint64_t wsync__rdma_random64(void)
 {
     uint64_t v = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -1446,8 +1516,8 @@ static uint64_t wsync__rrandom64(void)
         close(fd);
     }
     clock_gettime(CLOCK_REALTIME, &ts);
-    return v ^ wsync__rmix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 20) ^
-                           (uint64_t)(uintptr_t)&v);
+    return v ^ wsync__rdma_mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 20) ^
+                               (uint64_t)(uintptr_t)&v);
 }
 
 
@@ -1455,7 +1525,7 @@ static uint64_t wsync__rrandom64(void)
    (between frames); once a byte arrived, each wait is at most timeout_ms.
    1 done, 0 clean end of stream before the first byte, -1 error or
    timeout (errno ETIMEDOUT). */
-static int wsync__rrecv_full(int fd, void *buf, size_t len, int timeout_ms, int idle)
+static int wsync__rdma_recv_full(int fd, void *buf, size_t len, int timeout_ms, int idle)
 {
     uint8_t *p = (uint8_t *)buf;
     size_t got = 0;
@@ -1491,7 +1561,7 @@ static int wsync__rrecv_full(int fd, void *buf, size_t len, int timeout_ms, int 
 }
 
 /* Sends exactly len bytes (SO_SNDTIMEO bounds a stall: EAGAIN). */
-static int wsync__rsend_all(int fd, const void *buf, size_t len, int more)
+static int wsync__rdma_send_all(int fd, const void *buf, size_t len, int more)
 {
     const uint8_t *p = (const uint8_t *)buf;
     while (len) {
@@ -1507,7 +1577,7 @@ static int wsync__rsend_all(int fd, const void *buf, size_t len, int more)
     return 0;
 }
 
-static void wsync__rset_timeouts(int fd, unsigned ms)
+static void wsync__rdma_set_timeouts(int fd, unsigned ms)
 {
     struct timeval tv;
     tv.tv_sec = (time_t)(ms / 1000);
@@ -1519,7 +1589,7 @@ static void wsync__rset_timeouts(int fd, unsigned ms)
 /* Socket buffers above the system's caps (net.core.[rw]mem_max) need
    CAP_NET_ADMIN; without it the kernel's autotuning (which a plain
    SO_SNDBUF would switch off, capped lower) is left alone. */
-static void wsync__rbig_buffers(int fd, unsigned size)
+static void wsync__rdma_big_buffers(int fd, unsigned size)
 {
     int v = (int)size;
     setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v);
@@ -1527,7 +1597,7 @@ static void wsync__rbig_buffers(int fd, unsigned size)
 }
 
 /* 1 when the peer closed (or reset) a connection it never writes on. */
-static int wsync__rpeer_gone(int fd)
+static int wsync__rdma_peer_gone(int fd)
 {
     struct pollfd pf;
     pf.fd = fd;
@@ -1536,9 +1606,74 @@ static int wsync__rpeer_gone(int fd)
     return poll(&pf, 1, 0) != 0;
 }
 
+#else /* !WSYNC__RDMA_OK */
+
+static wsync_result wsync__rdma_no(wsync_error *err, const char *what)
+{
+    wsync__rdma_err_reset(err);
+#if defined(__linux__) && !defined(WSYNC_NO_THREADS)
+    return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                            "%s: built without GNU declarations: define _GNU_SOURCE (or WSYNC_RDMA_IMPLEMENTATION) "
+                            "before the first #include of the implementation file", what);
+#else
+    return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "%s: needs Linux and POSIX threads", what);
+#endif
+}
+
+#endif /* WSYNC__RDMA_OK */
+
+/* ======================================================================
+   IMPLEMENTATION: the fabrics (TCP, one host, ibverbs)
+   ====================================================================== */
+
+#if WSYNC__RDMA_OK
+
 /* ---------------------------------------------------------------------
-   Common: regions, immediates, the receiver thread  >>receiver
+   The fabrics' shared part: the wire, regions, immediates, the receiver
+   thread  >>receiver
    --------------------------------------------------------------------- */
+
+#define WSYNC__TCP_MAGIC 0x31465357u   /* "WSF1" */
+#define WSYNC__ACK_MAGIC 0x31415357u   /* "WSA1" */
+#define WSYNC__HELLO_MAGIC 0x31485357u /* "WSH1" */
+#define WSYNC__REPLY_MAGIC 0x32485357u /* "WSH2" */
+#define WSYNC__IMM_MAGIC 0x31495357u   /* "WSI1" */
+#define WSYNC__TCP_HDR 48
+#define WSYNC__ACK_LEN 16
+#define WSYNC__HELLO_LEN 24
+#define WSYNC__REPLY_LEN 40
+#define WSYNC__IMM_LEN 16
+#define WSYNC__IMM_QUEUE_MAX (1u << 24)
+#define WSYNC__HOST_NAME_MAX 100
+
+enum {
+    WSYNC__FR_WRITE = 1,
+    WSYNC__FR_IMM = 2,
+    WSYNC__FR_FLUSH = 3
+};
+
+/* Why the receiver refused a frame (the ack's status). */
+enum {
+    WSYNC__REJ_MAGIC = 1,
+    WSYNC__REJ_REGION = 2,
+    WSYNC__REJ_KEY = 3,
+    WSYNC__REJ_BOUNDS = 4,
+    WSYNC__REJ_QUEUE = 5,
+    WSYNC__REJ_FLUSH = 6
+};
+
+static const char *wsync__fab_rej_str(uint32_t s)
+{
+    switch (s) {
+    case WSYNC__REJ_MAGIC: return "bad magic or frame type";
+    case WSYNC__REJ_REGION: return "unknown region (never registered, or deregistered)";
+    case WSYNC__REJ_KEY: return "wrong key";
+    case WSYNC__REJ_BOUNDS: return "offset and length outside the region";
+    case WSYNC__REJ_QUEUE: return "immediate queue full (nobody calls recv_imm)";
+    case WSYNC__REJ_FLUSH: return "malformed flush frame";
+    default: return "unknown reason";
+    }
+}
 
 struct wsync_fabric_mr {
     struct wsync_fabric_mr *next;
@@ -1572,16 +1707,16 @@ struct wsync_fabric_remote {
     void *ext;                 /* verbs: the queue pairs, one per NIC lane */
 };
 
-typedef struct wsync__rconn {
-    struct wsync__rconn *next;
-    struct wsync__rbase *base;
+typedef struct wsync__fab_conn {
+    struct wsync__fab_conn *next;
+    struct wsync__fab_base *base;
     int fd, done;
     pthread_t th;
     struct wsync_fabric_mr *busy;  /* TCP: being written; one-host: bound by the handshake */
-} wsync__rconn;
+} wsync__fab_conn;
 
 /* What both backends share: the receiver side and the list of remotes. */
-typedef struct wsync__rbase {
+typedef struct wsync__fab_base {
     uint32_t backend;
     wsync_allocator a;
     pthread_mutex_t mu;
@@ -1595,33 +1730,33 @@ typedef struct wsync__rbase {
     /* the receiver thread */
     int lfd, wake[2], started, stop;
     pthread_t th;
-    wsync__rconn *conns;
+    wsync__fab_conn *conns;
     unsigned n_conns;
-    void (*serve)(struct wsync__rbase *b, wsync__rconn *c);
-} wsync__rbase;
+    void (*serve)(struct wsync__fab_base *b, wsync__fab_conn *c);
+} wsync__fab_base;
 
-static wsync_result wsync__rbase_init(wsync__rbase *b, uint32_t backend, const wsync_allocator *a,
-                                      wsync_error *err)
+static wsync_result wsync__fab_base_init(wsync__fab_base *b, uint32_t backend, const wsync_allocator *a,
+                                         wsync_error *err)
 {
     b->backend = backend;
     if (a) b->a = *a;
     b->lfd = -1;
     b->wake[0] = b->wake[1] = -1;
     b->next_id = 1;
-    if (pthread_mutex_init(&b->mu, NULL) != 0) return wsync__rfail(err, WSYNC_ERR_IO, "%s", "pthread_mutex_init");
+    if (pthread_mutex_init(&b->mu, NULL) != 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "pthread_mutex_init");
     if (pthread_cond_init(&b->imm_cv, NULL) != 0) {
         pthread_mutex_destroy(&b->mu);
-        return wsync__rfail(err, WSYNC_ERR_IO, "%s", "pthread_cond_init");
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "pthread_cond_init");
     }
     if (pthread_cond_init(&b->ref_cv, NULL) != 0) {
         pthread_cond_destroy(&b->imm_cv);
         pthread_mutex_destroy(&b->mu);
-        return wsync__rfail(err, WSYNC_ERR_IO, "%s", "pthread_cond_init");
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "pthread_cond_init");
     }
     return WSYNC_OK;
 }
 
-static void wsync__rreject(wsync__rbase *b, const char *fmt, uint64_t a1, uint64_t a2)
+static void wsync__fab_reject(wsync__fab_base *b, const char *fmt, uint64_t a1, uint64_t a2)
 {
     pthread_mutex_lock(&b->mu);
     b->stats.rejected++;
@@ -1631,7 +1766,7 @@ static void wsync__rreject(wsync__rbase *b, const char *fmt, uint64_t a1, uint64
 }
 
 /* Under b->mu. */
-static struct wsync_fabric_mr *wsync__rfind(wsync__rbase *b, uint32_t id)
+static struct wsync_fabric_mr *wsync__fab_find(wsync__fab_base *b, uint32_t id)
 {
     struct wsync_fabric_mr *m;
     for (m = b->regions; m; m = m->next)
@@ -1640,16 +1775,16 @@ static struct wsync_fabric_mr *wsync__rfind(wsync__rbase *b, uint32_t id)
 }
 
 /* Under b->mu: 0, or a WSYNC__REJ_ reason. */
-static int wsync__rimm_push(wsync__rbase *b, struct wsync_fabric_mr *m, uint32_t imm)
+static int wsync__fab_imm_push(wsync__fab_base *b, struct wsync_fabric_mr *m, uint32_t imm)
 {
     if (m->q_n == m->q_cap) {
         size_t cap = m->q_cap ? m->q_cap * 2 : 1024, i;
         uint32_t *q;
         if (cap > WSYNC__IMM_QUEUE_MAX) return WSYNC__REJ_QUEUE;
-        q = (uint32_t *)wsync__ralloc(&b->a, cap * sizeof *q);
+        q = (uint32_t *)wsync__rdma_alloc(&b->a, cap * sizeof *q);
         if (!q) return WSYNC__REJ_QUEUE;
         for (i = 0; i < m->q_n; i++) q[i] = m->q[(m->q_head + i) % m->q_cap];
-        wsync__rfree(&b->a, m->q);
+        wsync__rdma_free(&b->a, m->q);
         m->q = q;
         m->q_cap = cap;
         m->q_head = 0;
@@ -1661,14 +1796,14 @@ static int wsync__rimm_push(wsync__rbase *b, struct wsync_fabric_mr *m, uint32_t
     return 0;
 }
 
-static wsync_result wsync__rrecv_imm(void *user, wsync_fabric_mr *mr, uint32_t *imm, int timeout_ms,
-                                     wsync_error *err)
+static wsync_result wsync__fab_recv_imm(void *user, wsync_fabric_mr *mr, uint32_t *imm, int timeout_ms,
+                                        wsync_error *err)
 {
-    wsync__rbase *b = (wsync__rbase *)user;
+    wsync__fab_base *b = (wsync__fab_base *)user;
     struct timespec until;
     wsync_result r = WSYNC_OK;
-    wsync__rerr_reset(err);
-    if (!b || !mr || !imm) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "recv_imm arguments");
+    wsync__rdma_err_reset(err);
+    if (!b || !mr || !imm) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "recv_imm arguments");
     clock_gettime(CLOCK_REALTIME, &until);
     if (timeout_ms > 0) {
         until.tv_sec += timeout_ms / 1000;
@@ -1690,14 +1825,14 @@ static wsync_result wsync__rrecv_imm(void *user, wsync_fabric_mr *mr, uint32_t *
     }
     pthread_mutex_unlock(&b->mu);
     if (r != WSYNC_OK)
-        return wsync__rfail(err, r, "no immediate on region %u within %d ms", (unsigned)mr->id, timeout_ms);
+        return wsync__rdma_fail(err, r, "no immediate on region %u within %d ms", (unsigned)mr->id, timeout_ms);
     return WSYNC_OK;
 }
 
-static void *wsync__rconn_main(void *p)
+static void *wsync__fab_conn_main(void *p)
 {
-    wsync__rconn *c = (wsync__rconn *)p;
-    wsync__rbase *b = c->base;
+    wsync__fab_conn *c = (wsync__fab_conn *)p;
+    wsync__fab_base *b = c->base;
     b->serve(b, c);
     pthread_mutex_lock(&b->mu);
     c->done = 1;
@@ -1709,9 +1844,9 @@ static void *wsync__rconn_main(void *p)
 }
 
 /* Joins and frees the connections whose thread ended (all of them at stop). */
-static void wsync__rreap(wsync__rbase *b, int all)
+static void wsync__fab_reap(wsync__fab_base *b, int all)
 {
-    wsync__rconn *dead = NULL, **pp, *c;
+    wsync__fab_conn *dead = NULL, **pp, *c;
     pthread_mutex_lock(&b->mu);
     pp = &b->conns;
     while ((c = *pp) != NULL) {
@@ -1730,17 +1865,17 @@ static void wsync__rreap(wsync__rbase *b, int all)
         dead = c->next;
         pthread_join(c->th, NULL);
         close(c->fd);
-        wsync__rfree(&b->a, c);
+        wsync__rdma_free(&b->a, c);
     }
 }
 
-static void *wsync__rsrv_main(void *p)
+static void *wsync__fab_srv_main(void *p)
 {
-    wsync__rbase *b = (wsync__rbase *)p;
+    wsync__fab_base *b = (wsync__fab_base *)p;
     for (;;) {
         struct pollfd pf[2];
         int stop, fd;
-        wsync__rconn *c;
+        wsync__fab_conn *c;
         char drain[64];
         pf[0].fd = b->lfd;
         pf[0].events = POLLIN;
@@ -1756,7 +1891,7 @@ static void *wsync__rsrv_main(void *p)
         stop = b->stop;
         pthread_mutex_unlock(&b->mu);
         if (stop) break;
-        wsync__rreap(b, 0);
+        wsync__fab_reap(b, 0);
         if (!(pf[0].revents & POLLIN)) continue;
         fd = accept4(b->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
@@ -1764,7 +1899,7 @@ static void *wsync__rsrv_main(void *p)
                 poll(NULL, 0, 10); /* out of descriptors: do not spin on the pending connection */
             continue;
         }
-        c = (wsync__rconn *)wsync__ralloc(&b->a, sizeof *c);
+        c = (wsync__fab_conn *)wsync__rdma_alloc(&b->a, sizeof *c);
         pthread_mutex_lock(&b->mu);
         if (!c || b->n_conns >= b->max_conns) {
             b->stats.rejected++;
@@ -1772,7 +1907,7 @@ static void *wsync__rsrv_main(void *p)
                      c ? "too many connections" : "out of memory for a connection");
             pthread_mutex_unlock(&b->mu);
             close(fd);
-            wsync__rfree(&b->a, c);
+            wsync__rdma_free(&b->a, c);
             continue;
         }
         c->fd = fd;
@@ -1781,12 +1916,12 @@ static void *wsync__rsrv_main(void *p)
         b->conns = c;
         b->n_conns++;
         b->stats.connections++;
-        if (pthread_create(&c->th, NULL, wsync__rconn_main, c) != 0) {
+        if (pthread_create(&c->th, NULL, wsync__fab_conn_main, c) != 0) {
             b->conns = c->next;
             b->n_conns--;
             pthread_mutex_unlock(&b->mu);
             close(fd);
-            wsync__rfree(&b->a, c);
+            wsync__rdma_free(&b->a, c);
             continue;
         }
         pthread_mutex_unlock(&b->mu);
@@ -1795,27 +1930,27 @@ static void *wsync__rsrv_main(void *p)
 }
 
 /* Starts the receiver thread on a bound, listening socket (taken over). */
-static wsync_result wsync__rsrv_start(wsync__rbase *b, int lfd, wsync_error *err)
+static wsync_result wsync__fab_srv_start(wsync__fab_base *b, int lfd, wsync_error *err)
 {
     if (pipe2(b->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         close(lfd);
-        return wsync__rfail(err, WSYNC_ERR_IO, "pipe2: %s", strerror(errno));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "pipe2: %s", strerror(errno));
     }
     b->lfd = lfd;
-    if (pthread_create(&b->th, NULL, wsync__rsrv_main, b) != 0) {
+    if (pthread_create(&b->th, NULL, wsync__fab_srv_main, b) != 0) {
         close(b->wake[0]);
         close(b->wake[1]);
         close(lfd);
         b->lfd = b->wake[0] = b->wake[1] = -1;
-        return wsync__rfail(err, WSYNC_ERR_IO, "%s", "cannot start the receiver thread");
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "cannot start the receiver thread");
     }
     b->started = 1;
     return WSYNC_OK;
 }
 
-static void wsync__rsrv_stop(wsync__rbase *b)
+static void wsync__fab_srv_stop(wsync__fab_base *b)
 {
-    wsync__rconn *c;
+    wsync__fab_conn *c;
     if (!b->started) return;
     pthread_mutex_lock(&b->mu);
     b->stop = 1;
@@ -1826,7 +1961,7 @@ static void wsync__rsrv_stop(wsync__rbase *b)
     pthread_mutex_lock(&b->mu);
     for (c = b->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
     pthread_mutex_unlock(&b->mu);
-    wsync__rreap(b, 1);
+    wsync__fab_reap(b, 1);
     close(b->lfd);
     close(b->wake[0]);
     close(b->wake[1]);
@@ -1836,10 +1971,10 @@ static void wsync__rsrv_stop(wsync__rbase *b)
 
 /* Unlinks a region so no peer reaches it any more, cuts the connections
    using it, waits for writes into it to end, and frees it. */
-static void wsync__runlink(wsync__rbase *b, struct wsync_fabric_mr *m)
+static void wsync__fab_unlink(wsync__fab_base *b, struct wsync_fabric_mr *m)
 {
     struct wsync_fabric_mr **pp;
-    wsync__rconn *c;
+    wsync__fab_conn *c;
     pthread_mutex_lock(&b->mu);
     for (pp = m->linked ? &b->regions : &b->sources; *pp; pp = &(*pp)->next)
         if (*pp == m) {
@@ -1856,40 +1991,40 @@ static void wsync__runlink(wsync__rbase *b, struct wsync_fabric_mr *m)
     pthread_mutex_unlock(&b->mu);
 }
 
-static void wsync__rdereg(void *user, wsync_fabric_mr *m)
+static void wsync__fab_dereg(void *user, wsync_fabric_mr *m)
 {
-    wsync__rbase *b = (wsync__rbase *)user;
+    wsync__fab_base *b = (wsync__fab_base *)user;
     if (!b || !m) return;
-    wsync__runlink(b, m);
-    wsync__rfree(&b->a, m->q);
-    wsync__rfree(&b->a, m);
+    wsync__fab_unlink(b, m);
+    wsync__rdma_free(&b->a, m->q);
+    wsync__rdma_free(&b->a, m);
 }
 
 /* Registers a region: linked (peers may write) when the receiver runs. */
-static wsync_result wsync__rreg_common(wsync__rbase *b, void *addr, uint64_t len, wsync_mem_kind kind,
-                                       struct wsync_fabric_mr **out, wsync_error *err)
+static wsync_result wsync__fab_reg_common(wsync__fab_base *b, void *addr, uint64_t len, wsync_mem_kind kind,
+                                          struct wsync_fabric_mr **out, wsync_error *err)
 {
     struct wsync_fabric_mr *m;
     uint64_t end;
-    if (!b || !out || (!addr && len)) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    if (!b || !out || (!addr && len)) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
     *out = NULL;
     if (kind != WSYNC_MEM_HOST)
-        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "%s", "only host memory can be registered (no dmabuf yet)");
-    if (len == 0) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an empty region");
+        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "%s", "only host memory can be registered (no dmabuf yet)");
+    if (len == 0) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an empty region");
     if (!wsync_add_u64((uint64_t)(uintptr_t)addr, len, &end) || len > (uint64_t)(SIZE_MAX / 2))
-        return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "%s", "region address + length overflows");
-    m = (struct wsync_fabric_mr *)wsync__ralloc(&b->a, sizeof *m);
-    if (!m) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
+        return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "%s", "region address + length overflows");
+    m = (struct wsync_fabric_mr *)wsync__rdma_alloc(&b->a, sizeof *m);
+    if (!m) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
     m->backend = b->backend;
     m->addr = (uint8_t *)addr;
     m->len = len;
-    m->key = wsync__rrandom64();
+    m->key = wsync__rdma_random64();
     m->shm_fd = -1;
     *out = m;
     return WSYNC_OK;
 }
 
-static void wsync__rlink(wsync__rbase *b, struct wsync_fabric_mr *m)
+static void wsync__fab_link(wsync__fab_base *b, struct wsync_fabric_mr *m)
 {
     pthread_mutex_lock(&b->mu);
     m->id = b->next_id++;
@@ -1905,9 +2040,9 @@ static void wsync__rlink(wsync__rbase *b, struct wsync_fabric_mr *m)
     pthread_mutex_unlock(&b->mu);
 }
 
-static void wsync__rclose_remote(void *user, wsync_fabric_remote *r)
+static void wsync__fab_close_remote(void *user, wsync_fabric_remote *r)
 {
-    wsync__rbase *b = (wsync__rbase *)user;
+    wsync__fab_base *b = (wsync__fab_base *)user;
     struct wsync_fabric_remote **pp;
     if (!b || !r) return;
     for (pp = &b->remotes; *pp; pp = &(*pp)->next)
@@ -1917,60 +2052,60 @@ static void wsync__rclose_remote(void *user, wsync_fabric_remote *r)
         }
     if (r->fd >= 0) close(r->fd);
     if (r->map) munmap(r->map, r->map_len);
-    wsync__rfree(&b->a, r);
+    wsync__rdma_free(&b->a, r);
 }
 
 /* Everything a fabric holds; the backend frees its own state after. */
-static void wsync__rbase_close(wsync__rbase *b)
+static void wsync__fab_base_close(wsync__fab_base *b)
 {
-    wsync__rsrv_stop(b);
-    while (b->remotes) wsync__rclose_remote(b, b->remotes);
-    while (b->regions) wsync__rdereg(b, b->regions);
-    while (b->sources) wsync__rdereg(b, b->sources);
+    wsync__fab_srv_stop(b);
+    while (b->remotes) wsync__fab_close_remote(b, b->remotes);
+    while (b->regions) wsync__fab_dereg(b, b->regions);
+    while (b->sources) wsync__fab_dereg(b, b->sources);
     pthread_cond_destroy(&b->ref_cv);
     pthread_cond_destroy(&b->imm_cv);
     pthread_mutex_destroy(&b->mu);
 }
 
-static wsync_result wsync__rcheck_write(wsync__rbase *b, const wsync_fabric_mr *src, uint64_t src_off,
-                                        const wsync_fabric_remote *dst, uint64_t dst_off, uint64_t len,
-                                        wsync_error *err)
+static wsync_result wsync__fab_check_write(wsync__fab_base *b, const wsync_fabric_mr *src, uint64_t src_off,
+                                           const wsync_fabric_remote *dst, uint64_t dst_off, uint64_t len,
+                                           wsync_error *err)
 {
     if (!b || !src || !dst || src->backend != b->backend || dst->backend != b->backend)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "write: a region or remote of another fabric");
-    if (!wsync__rin(src_off, len, src->len))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
-                            "write: source bytes %llu + %llu outside the registered %llu",
-                            (unsigned long long)src_off, (unsigned long long)len, (unsigned long long)src->len);
-    if (!wsync__rin(dst_off, len, dst->len))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
-                            "write: %llu bytes at %llu outside %s region %u (%llu bytes)", (unsigned long long)len,
-                            (unsigned long long)dst_off, dst->peer, (unsigned)dst->region,
-                            (unsigned long long)dst->len);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "write: a region or remote of another fabric");
+    if (!wsync__rdma_in(src_off, len, src->len))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                                "write: source bytes %llu + %llu outside the registered %llu",
+                                (unsigned long long)src_off, (unsigned long long)len, (unsigned long long)src->len);
+    if (!wsync__rdma_in(dst_off, len, dst->len))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                                "write: %llu bytes at %llu outside %s region %u (%llu bytes)", (unsigned long long)len,
+                                (unsigned long long)dst_off, dst->peer, (unsigned)dst->region,
+                                (unsigned long long)dst->len);
     if (dst->broken)
-        return wsync__rfail(err, WSYNC_ERR_IO, "write to %s region %u: %s", dst->peer, (unsigned)dst->region,
-                            dst->why);
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "write to %s region %u: %s", dst->peer, (unsigned)dst->region,
+                                dst->why);
     return WSYNC_OK;
 }
 
-static wsync_result wsync__rbreak(wsync_fabric_remote *r, wsync_error *err, const char *fmt, const char *arg)
+static wsync_result wsync__fab_break(wsync_fabric_remote *r, wsync_error *err, const char *fmt, const char *arg)
 {
     r->broken = 1;
     snprintf(r->why, sizeof r->why, fmt, arg);
-    return wsync__rfail(err, WSYNC_ERR_IO, "%s region %u: %s", r->peer, (unsigned)r->region, r->why);
+    return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s region %u: %s", r->peer, (unsigned)r->region, r->why);
 }
 
-static const wsync__rbase *wsync__rbase_of(const wsync_fabric *f)
+static const wsync__fab_base *wsync__fab_base_of(const wsync_fabric *f)
 {
     if (!f || !f->user ||
         (f->backend != WSYNC_FABRIC_TCP && f->backend != WSYNC_FABRIC_HOST && f->backend != WSYNC_FABRIC_VERBS))
         return NULL;
-    return (const wsync__rbase *)f->user;
+    return (const wsync__fab_base *)f->user;
 }
 
 WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *out)
 {
-    wsync__rbase *b = (wsync__rbase *)wsync__rbase_of(f);
+    wsync__fab_base *b = (wsync__fab_base *)wsync__fab_base_of(f);
     if (!b || !out) return 0;
     pthread_mutex_lock(&b->mu);
     *out = b->stats;
@@ -1983,7 +2118,7 @@ WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *
    --------------------------------------------------------------------- */
 
 typedef struct wsync__tcp {
-    wsync__rbase b;            /* first: the fabric's user pointer is both */
+    wsync__fab_base b;         /* first: the fabric's user pointer is both */
     char bind_host[256], adv_host[64];
     unsigned port, connect_timeout_ms, sockbuf, chunk;
 } wsync__tcp;
@@ -1995,26 +2130,26 @@ typedef struct wsync__tcp {
 static void wsync__tcp_reply(int fd, uint32_t status, uint64_t seq)
 {
     uint8_t a[WSYNC__ACK_LEN];
-    wsync__rput32(a, WSYNC__ACK_MAGIC);
-    wsync__rput32(a + 4, status);
-    wsync__rput64(a + 8, seq);
-    if (wsync__rsend_all(fd, a, sizeof a, 0) != 0) { /* the sender sees the closed connection instead */
+    wsync__rdma_put32(a, WSYNC__ACK_MAGIC);
+    wsync__rdma_put32(a + 4, status);
+    wsync__rdma_put64(a + 8, seq);
+    if (wsync__rdma_send_all(fd, a, sizeof a, 0) != 0) { /* the sender sees the closed connection instead */
     }
 }
 
-static void wsync__tcp_refuse(wsync__rbase *b, wsync__rconn *c, uint32_t why, uint32_t region, uint64_t off,
+static void wsync__tcp_refuse(wsync__fab_base *b, wsync__fab_conn *c, uint32_t why, uint32_t region, uint64_t off,
                               uint64_t len)
 {
     char msg[128];
-    snprintf(msg, sizeof msg, "%s (region %u, offset %%llu, length %%llu)", wsync__rej_str(why), (unsigned)region);
-    wsync__rreject(b, msg, off, len);
+    snprintf(msg, sizeof msg, "%s (region %u, offset %%llu, length %%llu)", wsync__fab_rej_str(why), (unsigned)region);
+    wsync__fab_reject(b, msg, off, len);
     wsync__tcp_reply(c->fd, why, 0);
     shutdown(c->fd, SHUT_WR);
 }
 
 /* One sender's connection: frames in order, each checked before a byte of
    it lands in a region; the payload is received straight into the region. */
-static void wsync__tcp_serve(wsync__rbase *b, wsync__rconn *c)
+static void wsync__tcp_serve(wsync__fab_base *b, wsync__fab_conn *c)
 {
     uint8_t h[WSYNC__TCP_HDR];
     for (;;) {
@@ -2022,7 +2157,7 @@ static void wsync__tcp_serve(wsync__rbase *b, wsync__rconn *c)
         uint64_t key, off, len, seq;
         struct wsync_fabric_mr *m;
         int rc;
-        rc = wsync__rrecv_full(c->fd, h, sizeof h, (int)b->timeout_ms, 1);
+        rc = wsync__rdma_recv_full(c->fd, h, sizeof h, (int)b->timeout_ms, 1);
         if (rc == 0) return;
         if (rc < 0) {
             pthread_mutex_lock(&b->mu);
@@ -2030,14 +2165,14 @@ static void wsync__tcp_serve(wsync__rbase *b, wsync__rconn *c)
             pthread_mutex_unlock(&b->mu);
             return;
         }
-        magic = wsync__rget32(h);
-        type = wsync__rget32(h + 4);
-        region = wsync__rget32(h + 8);
-        imm = wsync__rget32(h + 12);
-        key = wsync__rget64(h + 16);
-        off = wsync__rget64(h + 24);
-        len = wsync__rget64(h + 32);
-        seq = wsync__rget64(h + 40);
+        magic = wsync__rdma_get32(h);
+        type = wsync__rdma_get32(h + 4);
+        region = wsync__rdma_get32(h + 8);
+        imm = wsync__rdma_get32(h + 12);
+        key = wsync__rdma_get64(h + 16);
+        off = wsync__rdma_get64(h + 24);
+        len = wsync__rdma_get64(h + 32);
+        seq = wsync__rdma_get64(h + 40);
         if (magic != WSYNC__TCP_MAGIC || type < WSYNC__FR_WRITE || type > WSYNC__FR_FLUSH) {
             wsync__tcp_refuse(b, c, WSYNC__REJ_MAGIC, region, off, len);
             return;
@@ -2053,10 +2188,10 @@ static void wsync__tcp_serve(wsync__rbase *b, wsync__rconn *c)
             continue;
         }
         pthread_mutex_lock(&b->mu);
-        m = wsync__rfind(b, region);
+        m = wsync__fab_find(b, region);
         if (!m) why = WSYNC__REJ_REGION;
         else if (key != m->key) why = WSYNC__REJ_KEY;
-        else if (!wsync__rin(off, len, m->len)) why = WSYNC__REJ_BOUNDS;
+        else if (!wsync__rdma_in(off, len, m->len)) why = WSYNC__REJ_BOUNDS;
         else {
             m->refs++;
             c->busy = m;
@@ -2066,7 +2201,7 @@ static void wsync__tcp_serve(wsync__rbase *b, wsync__rconn *c)
             wsync__tcp_refuse(b, c, why, region, off, len);
             return;
         }
-        rc = len ? wsync__rrecv_full(c->fd, m->addr + off, (size_t)len, (int)b->timeout_ms, 0) : 1;
+        rc = len ? wsync__rdma_recv_full(c->fd, m->addr + off, (size_t)len, (int)b->timeout_ms, 0) : 1;
         pthread_mutex_lock(&b->mu);
         m->refs--;
         c->busy = NULL;
@@ -2076,7 +2211,7 @@ static void wsync__tcp_serve(wsync__rbase *b, wsync__rconn *c)
             b->stats.bytes += len;
             if (type == WSYNC__FR_IMM) {
                 __atomic_thread_fence(__ATOMIC_RELEASE);
-                why = (uint32_t)wsync__rimm_push(b, m, imm);
+                why = (uint32_t)wsync__fab_imm_push(b, m, imm);
             }
         } else {
             b->stats.dropped++;
@@ -2104,8 +2239,8 @@ static wsync_result wsync__tcp_listen(wsync__tcp *t, wsync_error *err)
     snprintf(port, sizeof port, "%u", t->port);
     gai = getaddrinfo(t->bind_host, port, &hints, &res);
     if (gai != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "TCP fabric: cannot resolve bind host '%s': %s", t->bind_host,
-                            gai_strerror(gai));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: cannot resolve bind host '%s': %s", t->bind_host,
+                                gai_strerror(gai));
     for (ai = res; ai; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
@@ -2113,7 +2248,7 @@ static wsync_result wsync__tcp_listen(wsync__tcp *t, wsync_error *err)
             continue;
         }
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        wsync__rbig_buffers(fd, t->sockbuf); /* accepted sockets inherit them */
+        wsync__rdma_big_buffers(fd, t->sockbuf); /* accepted sockets inherit them */
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0) break;
         e = errno;
         close(fd);
@@ -2121,12 +2256,12 @@ static wsync_result wsync__tcp_listen(wsync__tcp *t, wsync_error *err)
     }
     freeaddrinfo(res);
     if (fd < 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "TCP fabric: cannot listen on %s port %u: %s", t->bind_host,
-                            t->port, strerror(e));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: cannot listen on %s port %u: %s", t->bind_host,
+                                t->port, strerror(e));
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
         t->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                  : ((struct sockaddr_in *)&ss)->sin_port);
-    return wsync__rsrv_start(&t->b, fd, err);
+    return wsync__fab_srv_start(&t->b, fd, err);
 }
 
 static wsync_result wsync__tcp_reg(void *user, void *addr, uint64_t len, wsync_mem_kind kind, wsync_fabric_mr **mr,
@@ -2136,12 +2271,12 @@ static wsync_result wsync__tcp_reg(void *user, void *addr, uint64_t len, wsync_m
     struct wsync_fabric_mr *m;
     wsync_result r;
     size_t hl;
-    wsync__rerr_reset(err);
-    if (!t || !mr || !desc) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    wsync__rdma_err_reset(err);
+    if (!t || !mr || !desc) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
     memset(desc, 0, sizeof *desc);
     if (!t->b.send_only && !t->b.started && (r = wsync__tcp_listen(t, err)) != WSYNC_OK) return r;
-    if ((r = wsync__rreg_common(&t->b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
-    wsync__rlink(&t->b, m);
+    if ((r = wsync__fab_reg_common(&t->b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
+    wsync__fab_link(&t->b, m);
     desc->backend = WSYNC_FABRIC_TCP;
     desc->kind = WSYNC_MEM_HOST;
     desc->version = 1;
@@ -2152,8 +2287,8 @@ static wsync_result wsync__tcp_reg(void *user, void *addr, uint64_t len, wsync_m
         desc->bytes[0] = (uint8_t)t->port;
         desc->bytes[1] = (uint8_t)(t->port >> 8);
         desc->bytes[2] = (uint8_t)hl;
-        wsync__rput32(desc->bytes + 4, m->id);
-        wsync__rput64(desc->bytes + 8, m->key);
+        wsync__rdma_put32(desc->bytes + 4, m->id);
+        wsync__rdma_put64(desc->bytes + 8, m->key);
         memcpy(desc->bytes + WSYNC__TCP_DESC_FIXED, t->adv_host, hl);
         desc->n_bytes = (uint32_t)(WSYNC__TCP_DESC_FIXED + hl);
     }
@@ -2167,7 +2302,7 @@ static int wsync__tcp_connect(const char *host, unsigned port, unsigned timeout_
     struct addrinfo hints, *res = NULL, *ai;
     char ps[16];
     int fd = -1, gai;
-    int64_t deadline = wsync__rnow_ms() + timeout_ms;
+    int64_t deadline = wsync__rdma_now_ms() + timeout_ms;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -2183,7 +2318,7 @@ static int wsync__tcp_connect(const char *host, unsigned port, unsigned timeout_
         int e = 0, rc;
         socklen_t el = sizeof e;
         struct pollfd pf;
-        int64_t left = deadline - wsync__rnow_ms();
+        int64_t left = deadline - wsync__rdma_now_ms();
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
         if (fd < 0) {
             snprintf(why, cap, "socket: %s", strerror(errno));
@@ -2228,38 +2363,39 @@ static wsync_result wsync__tcp_open_remote(void *user, const wsync_fabric_desc *
     char host[64], why[160];
     unsigned port, hl;
     int fd, one = 1;
-    wsync__rerr_reset(err);
-    if (!t || !d || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
+    wsync__rdma_err_reset(err);
+    if (!t || !d || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
     *out = NULL;
     if (d->backend != WSYNC_FABRIC_TCP || d->version != 1 || d->kind != WSYNC_MEM_HOST)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
-                            "not a TCP fabric descriptor (backend %u, version %u, kind %u)", (unsigned)d->backend,
-                            (unsigned)d->version, (unsigned)d->kind);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "not a TCP fabric descriptor (backend %u, version %u, kind %u)", (unsigned)d->backend,
+                                (unsigned)d->version, (unsigned)d->kind);
     if (d->n_bytes < WSYNC__TCP_DESC_FIXED + 1 || d->n_bytes > WSYNC_FABRIC_DESC_MAX)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "TCP descriptor: %u backend bytes (a send-only fabric's?)",
-                            (unsigned)d->n_bytes);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "TCP descriptor: %u backend bytes (a send-only fabric's?)", (unsigned)d->n_bytes);
     port = (unsigned)d->bytes[0] | (unsigned)d->bytes[1] << 8;
     hl = d->bytes[2];
     if (hl == 0 || hl >= sizeof host || d->n_bytes != WSYNC__TCP_DESC_FIXED + hl || d->bytes[3] || port == 0 ||
         d->len == 0)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP descriptor: malformed endpoint");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP descriptor: malformed endpoint");
     memcpy(host, d->bytes + WSYNC__TCP_DESC_FIXED, hl);
     host[hl] = 0;
-    if (strlen(host) != hl) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP descriptor: NUL in host");
+    if (strlen(host) != hl)
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP descriptor: NUL in host");
     fd = wsync__tcp_connect(host, port, t->connect_timeout_ms, why, sizeof why);
-    if (fd < 0) return wsync__rfail(err, WSYNC_ERR_IO, "TCP fabric: %s port %u: %s", host, port, why);
+    if (fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: %s port %u: %s", host, port, why);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    wsync__rbig_buffers(fd, t->sockbuf);
-    wsync__rset_timeouts(fd, t->b.timeout_ms);
-    r = (struct wsync_fabric_remote *)wsync__ralloc(&t->b.a, sizeof *r);
+    wsync__rdma_big_buffers(fd, t->sockbuf);
+    wsync__rdma_set_timeouts(fd, t->b.timeout_ms);
+    r = (struct wsync_fabric_remote *)wsync__rdma_alloc(&t->b.a, sizeof *r);
     if (!r) {
         close(fd);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
     }
     r->backend = WSYNC_FABRIC_TCP;
     r->fd = fd;
-    r->region = wsync__rget32(d->bytes + 4);
-    r->key = wsync__rget64(d->bytes + 8);
+    r->region = wsync__rdma_get32(d->bytes + 4);
+    r->key = wsync__rdma_get64(d->bytes + 8);
     r->addr = d->addr;
     r->len = d->len;
     snprintf(r->peer, sizeof r->peer, "%s:%u", host, port);
@@ -2272,14 +2408,14 @@ static wsync_result wsync__tcp_open_remote(void *user, const wsync_fabric_desc *
 static void wsync__tcp_hdr(uint8_t *h, uint32_t type, const struct wsync_fabric_remote *r, uint32_t imm, uint64_t off,
                            uint64_t len, uint64_t seq)
 {
-    wsync__rput32(h, WSYNC__TCP_MAGIC);
-    wsync__rput32(h + 4, type);
-    wsync__rput32(h + 8, r ? r->region : 0);
-    wsync__rput32(h + 12, imm);
-    wsync__rput64(h + 16, r ? r->key : 0);
-    wsync__rput64(h + 24, off);
-    wsync__rput64(h + 32, len);
-    wsync__rput64(h + 40, seq);
+    wsync__rdma_put32(h, WSYNC__TCP_MAGIC);
+    wsync__rdma_put32(h + 4, type);
+    wsync__rdma_put32(h + 8, r ? r->region : 0);
+    wsync__rdma_put32(h + 12, imm);
+    wsync__rdma_put64(h + 16, r ? r->key : 0);
+    wsync__rdma_put64(h + 24, off);
+    wsync__rdma_put64(h + 32, len);
+    wsync__rdma_put64(h + 40, seq);
 }
 
 /* A send failed or the connection ended: the receiver may have said why
@@ -2289,10 +2425,11 @@ static wsync_result wsync__tcp_broken(struct wsync_fabric_remote *r, wsync_error
     uint8_t a[WSYNC__ACK_LEN];
     char why[160];
     ssize_t n = recv(r->fd, a, sizeof a, MSG_DONTWAIT);
-    if (n == (ssize_t)sizeof a && wsync__rget32(a) == WSYNC__ACK_MAGIC && wsync__rget32(a + 4) != 0)
-        return wsync__rbreak(r, err, "the receiver refused a write: %s", wsync__rej_str(wsync__rget32(a + 4)));
+    if (n == (ssize_t)sizeof a && wsync__rdma_get32(a) == WSYNC__ACK_MAGIC && wsync__rdma_get32(a + 4) != 0)
+        return wsync__fab_break(r, err, "the receiver refused a write: %s",
+                                wsync__fab_rej_str(wsync__rdma_get32(a + 4)));
     snprintf(why, sizeof why, "%s: %s", what, e == ETIMEDOUT ? "no progress within the timeout" : strerror(e));
-    return wsync__rbreak(r, err, "%s", why);
+    return wsync__fab_break(r, err, "%s", why);
 }
 
 static wsync_result wsync__tcp_send(wsync__tcp *t, wsync_fabric_mr *src, uint64_t src_off, wsync_fabric_remote *dst,
@@ -2301,17 +2438,17 @@ static wsync_result wsync__tcp_send(wsync__tcp *t, wsync_fabric_mr *src, uint64_
     uint8_t h[WSYNC__TCP_HDR];
     const uint8_t *p;
     wsync_result r;
-    wsync__rerr_reset(err);
-    if ((r = wsync__rcheck_write(t ? &t->b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return r;
+    wsync__rdma_err_reset(err);
+    if ((r = wsync__fab_check_write(t ? &t->b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return r;
     if (len == 0 && type == WSYNC__FR_WRITE) return WSYNC_OK;
     wsync__tcp_hdr(h, type, dst, imm, dst_off, len, 0);
-    if (wsync__rsend_all(dst->fd, h, sizeof h, len != 0) != 0)
+    if (wsync__rdma_send_all(dst->fd, h, sizeof h, len != 0) != 0)
         return wsync__tcp_broken(dst, err, "sending a frame", errno);
     /* straight from the registered source, a chunk per call */
     p = src->addr + src_off;
     while (len) {
         size_t n = len > t->chunk ? t->chunk : (size_t)len;
-        if (wsync__rsend_all(dst->fd, p, n, 0) != 0)
+        if (wsync__rdma_send_all(dst->fd, p, n, 0) != 0)
             return wsync__tcp_broken(dst, err, "sending a frame's bytes", errno);
         p += n;
         len -= n;
@@ -2341,51 +2478,51 @@ static wsync_result wsync__tcp_flush(void *user, wsync_error *err)
     struct wsync_fabric_remote *r;
     wsync_result res = WSYNC_OK;
     int64_t deadline;
-    wsync__rerr_reset(err);
-    if (!t) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
+    wsync__rdma_err_reset(err);
+    if (!t) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
     for (r = t->b.remotes; r; r = r->next) {
         uint8_t h[WSYNC__TCP_HDR];
         if (r->broken || !r->pending) continue;
         wsync__tcp_hdr(h, WSYNC__FR_FLUSH, NULL, 0, 0, 0, r->seq + 1);
-        if (wsync__rsend_all(r->fd, h, sizeof h, 0) != 0) {
+        if (wsync__rdma_send_all(r->fd, h, sizeof h, 0) != 0) {
             wsync__tcp_broken(r, NULL, "sending a flush", errno);
             continue;
         }
         r->seq++;
     }
-    deadline = wsync__rnow_ms() + t->b.timeout_ms;
+    deadline = wsync__rdma_now_ms() + t->b.timeout_ms;
     for (r = t->b.remotes; r; r = r->next) {
         uint8_t a[WSYNC__ACK_LEN];
         int64_t left;
         int rc;
         if (r->broken || !r->pending) continue;
-        left = deadline - wsync__rnow_ms();
-        rc = wsync__rrecv_full(r->fd, a, sizeof a, left > 0 ? (int)left : 0, 0);
+        left = deadline - wsync__rdma_now_ms();
+        rc = wsync__rdma_recv_full(r->fd, a, sizeof a, left > 0 ? (int)left : 0, 0);
         if (rc != 1) {
             char why[96];
             snprintf(why, sizeof why, "%s", rc == 0 ? "the receiver closed the connection"
                                      : errno == ETIMEDOUT ? "no acknowledgement within the timeout"
                                                           : strerror(errno));
-            wsync__rbreak(r, NULL, "flush: %s", why);
+            wsync__fab_break(r, NULL, "flush: %s", why);
             continue;
         }
-        if (wsync__rget32(a) != WSYNC__ACK_MAGIC) {
-            wsync__rbreak(r, NULL, "flush: %s", "a malformed acknowledgement");
+        if (wsync__rdma_get32(a) != WSYNC__ACK_MAGIC) {
+            wsync__fab_break(r, NULL, "flush: %s", "a malformed acknowledgement");
             continue;
         }
-        if (wsync__rget32(a + 4) != 0) {
-            wsync__rbreak(r, NULL, "the receiver refused a write: %s", wsync__rej_str(wsync__rget32(a + 4)));
+        if (wsync__rdma_get32(a + 4) != 0) {
+            wsync__fab_break(r, NULL, "the receiver refused a write: %s", wsync__fab_rej_str(wsync__rdma_get32(a + 4)));
             continue;
         }
-        if (wsync__rget64(a + 8) != r->seq) {
-            wsync__rbreak(r, NULL, "flush: %s", "acknowledgement out of sequence");
+        if (wsync__rdma_get64(a + 8) != r->seq) {
+            wsync__fab_break(r, NULL, "flush: %s", "acknowledgement out of sequence");
             continue;
         }
         r->pending = 0;
     }
     for (r = t->b.remotes; r; r = r->next)
         if (r->broken && res == WSYNC_OK) {
-            res = wsync__rfail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
+            res = wsync__rdma_fail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
         }
     return res;
 }
@@ -2396,8 +2533,8 @@ static void wsync__tcp_close(void *user)
     wsync_allocator a;
     if (!t) return;
     a = t->b.a;
-    wsync__rbase_close(&t->b);
-    wsync__rfree(&a, t);
+    wsync__fab_base_close(&t->b);
+    wsync__rdma_free(&a, t);
 }
 
 WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt, wsync_fabric *out,
@@ -2408,19 +2545,19 @@ WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt
     wsync__tcp *t;
     wsync_result r;
     const char *adv;
-    wsync__rerr_reset(err);
-    if (!out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tcp_open arguments");
+    wsync__rdma_err_reset(err);
+    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tcp_open arguments");
     memset(out, 0, sizeof *out);
     if (opt) o = *opt;
     else memset(&o, 0, sizeof o);
     a = o.allocator;
     if (!o.bind_host || !*o.bind_host) o.bind_host = "127.0.0.1";
     if (strlen(o.bind_host) >= 256 || (o.advertise_host && strlen(o.advertise_host) >= 64) || o.port > 65535)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP fabric: host name too long or bad port");
-    t = (wsync__tcp *)wsync__ralloc(&a, sizeof *t);
-    if (!t) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "tcp_open");
-    if ((r = wsync__rbase_init(&t->b, WSYNC_FABRIC_TCP, &a, err)) != WSYNC_OK) {
-        wsync__rfree(&a, t);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP fabric: host name too long or bad port");
+    t = (wsync__tcp *)wsync__rdma_alloc(&a, sizeof *t);
+    if (!t) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "tcp_open");
+    if ((r = wsync__fab_base_init(&t->b, WSYNC_FABRIC_TCP, &a, err)) != WSYNC_OK) {
+        wsync__rdma_free(&a, t);
         return r;
     }
     t->b.serve = wsync__tcp_serve;
@@ -2435,7 +2572,7 @@ WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt
         snprintf(t->adv_host, sizeof t->adv_host, "%s", "127.0.0.1");
     if (!t->adv_host[0] || strlen(t->adv_host) > 63) {
         wsync__tcp_close(t);
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP fabric: advertised host too long");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP fabric: advertised host too long");
     }
     t->port = o.port;
     t->connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 5000;
@@ -2445,12 +2582,12 @@ WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt
     out->user = t;
     out->backend = WSYNC_FABRIC_TCP;
     out->reg = wsync__tcp_reg;
-    out->dereg = wsync__rdereg;
+    out->dereg = wsync__fab_dereg;
     out->open_remote = wsync__tcp_open_remote;
-    out->close_remote = wsync__rclose_remote;
+    out->close_remote = wsync__fab_close_remote;
     out->write = wsync__tcp_write;
     out->write_imm = wsync__tcp_write_imm;
-    out->recv_imm = wsync__rrecv_imm;
+    out->recv_imm = wsync__fab_recv_imm;
     out->flush = wsync__tcp_flush;
     out->close = wsync__tcp_close;
     return WSYNC_OK;
@@ -2468,17 +2605,17 @@ WSYNC_DEF unsigned wsync_fabric_tcp_port(const wsync_fabric *f)
    One host: process_vm_writev (CMA) or shared memory (SHM)  >>fabric-host
    --------------------------------------------------------------------- */
 
-typedef struct wsync__hmem {
-    struct wsync__hmem *next;
+typedef struct wsync__host_mem {
+    struct wsync__host_mem *next;
     uint8_t *ptr;
     uint64_t len;
     int fd;
-} wsync__hmem;
+} wsync__host_mem;
 
 typedef struct wsync__host {
-    wsync__rbase b;            /* first: the fabric's user pointer is both */
+    wsync__fab_base b;         /* first: the fabric's user pointer is both */
     wsync_fabric_host_mode mode;
-    wsync__hmem *mem;
+    wsync__host_mem *mem;
     char name[WSYNC__HOST_NAME_MAX + 1];  /* the abstract socket's name */
     volatile uint64_t probe;   /* senders test CMA by writing here */
 } wsync__host;
@@ -2504,7 +2641,7 @@ static int wsync__host_unix_addr(const char *name, struct sockaddr_un *sa, sockl
 /* A sender's connection: a handshake (region, key; the fd back in SHM
    mode), then immediates. The receiver writes nothing else on it, so the
    sender reads its closing as "the receiver has gone". */
-static void wsync__host_serve(wsync__rbase *b, wsync__rconn *c)
+static void wsync__host_serve(wsync__fab_base *b, wsync__fab_conn *c)
 {
     uint8_t h[WSYNC__HELLO_LEN], rep[WSYNC__REPLY_LEN];
     uint32_t region, status = 0, offers = 0;
@@ -2517,13 +2654,13 @@ static void wsync__host_serve(wsync__rbase *b, wsync__rconn *c)
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof(int))];
     } cm;
-    if (wsync__rrecv_full(c->fd, h, sizeof h, (int)b->timeout_ms, 0) != 1) return;
-    region = wsync__rget32(h + 4);
-    key = wsync__rget64(h + 8);
-    want_shm = wsync__rget32(h + 16) != 0;
+    if (wsync__rdma_recv_full(c->fd, h, sizeof h, (int)b->timeout_ms, 0) != 1) return;
+    region = wsync__rdma_get32(h + 4);
+    key = wsync__rdma_get64(h + 8);
+    want_shm = wsync__rdma_get32(h + 16) != 0;
     pthread_mutex_lock(&b->mu);
-    m = wsync__rfind(b, region);
-    if (wsync__rget32(h) != WSYNC__HELLO_MAGIC) status = WSYNC__REJ_MAGIC;
+    m = wsync__fab_find(b, region);
+    if (wsync__rdma_get32(h) != WSYNC__HELLO_MAGIC) status = WSYNC__REJ_MAGIC;
     else if (!m) status = WSYNC__REJ_REGION;
     else if (m->key != key) status = WSYNC__REJ_KEY;
     else {
@@ -2537,14 +2674,14 @@ static void wsync__host_serve(wsync__rbase *b, wsync__rconn *c)
         }
     }
     pthread_mutex_unlock(&b->mu);
-    if (status) wsync__rreject(b, "one-host handshake refused (region %llu): reason %llu", region, status);
-    wsync__rput32(rep, WSYNC__REPLY_MAGIC);
-    wsync__rput32(rep + 4, status);
-    wsync__rput32(rep + 8, offers);
-    wsync__rput32(rep + 12, (uint32_t)getpid());
-    wsync__rput64(rep + 16, shm_off);
-    wsync__rput64(rep + 24, shm_size);
-    wsync__rput64(rep + 32, 0);
+    if (status) wsync__fab_reject(b, "one-host handshake refused (region %llu): reason %llu", region, status);
+    wsync__rdma_put32(rep, WSYNC__REPLY_MAGIC);
+    wsync__rdma_put32(rep + 4, status);
+    wsync__rdma_put32(rep + 8, offers);
+    wsync__rdma_put32(rep + 12, (uint32_t)getpid());
+    wsync__rdma_put64(rep + 16, shm_off);
+    wsync__rdma_put64(rep + 24, shm_size);
+    wsync__rdma_put64(rep + 32, 0);
     memset(&msg, 0, sizeof msg);
     iov.iov_base = rep;
     iov.iov_len = sizeof rep;
@@ -2565,7 +2702,7 @@ static void wsync__host_serve(wsync__rbase *b, wsync__rconn *c)
     for (;;) {
         uint8_t im[WSYNC__IMM_LEN];
         uint32_t why = 0;
-        int rc = wsync__rrecv_full(c->fd, im, sizeof im, (int)b->timeout_ms, 1);
+        int rc = wsync__rdma_recv_full(c->fd, im, sizeof im, (int)b->timeout_ms, 1);
         if (rc == 0) return;
         if (rc < 0) {
             pthread_mutex_lock(&b->mu);
@@ -2574,15 +2711,15 @@ static void wsync__host_serve(wsync__rbase *b, wsync__rconn *c)
             return;
         }
         pthread_mutex_lock(&b->mu);
-        if (wsync__rget32(im) != WSYNC__IMM_MAGIC || wsync__rget32(im + 12) != 0) why = WSYNC__REJ_MAGIC;
-        else if (!c->busy || c->busy != m || wsync__rget32(im + 4) != region) why = WSYNC__REJ_REGION;
+        if (wsync__rdma_get32(im) != WSYNC__IMM_MAGIC || wsync__rdma_get32(im + 12) != 0) why = WSYNC__REJ_MAGIC;
+        else if (!c->busy || c->busy != m || wsync__rdma_get32(im + 4) != region) why = WSYNC__REJ_REGION;
         else {
             b->stats.frames++;
-            why = (uint32_t)wsync__rimm_push(b, m, wsync__rget32(im + 8));
+            why = (uint32_t)wsync__fab_imm_push(b, m, wsync__rdma_get32(im + 8));
         }
         pthread_mutex_unlock(&b->mu);
         if (why) {
-            wsync__rreject(b, "one-host immediate refused (region %llu): reason %llu", region, why);
+            wsync__fab_reject(b, "one-host immediate refused (region %llu): reason %llu", region, why);
             return;
         }
     }
@@ -2595,15 +2732,16 @@ static wsync_result wsync__host_listen(wsync__host *h, wsync_error *err)
     int fd, tries;
     for (tries = 0; tries < 8; tries++) {
         snprintf(h->name, sizeof h->name, "wsync-%ld-%016llx", (long)getpid(),
-                 (unsigned long long)wsync__rrandom64());
+                 (unsigned long long)wsync__rdma_random64());
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(errno));
+        if (fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(errno));
         wsync__host_unix_addr(h->name, &sa, &sl);
-        if (bind(fd, (struct sockaddr *)&sa, sl) == 0 && listen(fd, 128) == 0) return wsync__rsrv_start(&h->b, fd, err);
+        if (bind(fd, (struct sockaddr *)&sa, sl) == 0 && listen(fd, 128) == 0)
+            return wsync__fab_srv_start(&h->b, fd, err);
         close(fd);
         if (errno != EADDRINUSE) break;
     }
-    return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: cannot listen on a Unix socket: %s", strerror(errno));
+    return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot listen on a Unix socket: %s", strerror(errno));
 }
 
 static wsync_result wsync__host_reg(void *user, void *addr, uint64_t len, wsync_mem_kind kind, wsync_fabric_mr **mr,
@@ -2611,30 +2749,30 @@ static wsync_result wsync__host_reg(void *user, void *addr, uint64_t len, wsync_
 {
     wsync__host *h = (wsync__host *)user;
     struct wsync_fabric_mr *m;
-    wsync__hmem *a;
+    wsync__host_mem *a;
     wsync_result r;
     size_t nl;
-    wsync__rerr_reset(err);
-    if (!h || !mr || !desc) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    wsync__rdma_err_reset(err);
+    if (!h || !mr || !desc) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
     memset(desc, 0, sizeof *desc);
-    if ((r = wsync__rreg_common(&h->b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
+    if ((r = wsync__fab_reg_common(&h->b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
     for (a = h->mem; a; a = a->next)
-        if ((uint8_t *)addr >= a->ptr && wsync__rin((uint64_t)((uint8_t *)addr - a->ptr), len, a->len)) {
+        if ((uint8_t *)addr >= a->ptr && wsync__rdma_in((uint64_t)((uint8_t *)addr - a->ptr), len, a->len)) {
             m->shm_fd = a->fd;
             m->shm_off = (uint64_t)((uint8_t *)addr - a->ptr);
             m->shm_size = a->len;
         }
     if (h->mode == WSYNC_FABRIC_HOST_CMA) m->shm_fd = -1;
     if (h->mode == WSYNC_FABRIC_HOST_SHM && m->shm_fd < 0 && !h->b.send_only) {
-        wsync__rfree(&h->b.a, m);
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
-                            "one-host SHM mode: register memory from wsync_fabric_host_alloc");
+        wsync__rdma_free(&h->b.a, m);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+                                "one-host SHM mode: register memory from wsync_fabric_host_alloc");
     }
     if (!h->b.send_only && !h->b.started && (r = wsync__host_listen(h, err)) != WSYNC_OK) {
-        wsync__rfree(&h->b.a, m);
+        wsync__rdma_free(&h->b.a, m);
         return r;
     }
-    wsync__rlink(&h->b, m);
+    wsync__fab_link(&h->b, m);
     desc->backend = WSYNC_FABRIC_HOST;
     desc->kind = WSYNC_MEM_HOST;
     desc->version = 1;
@@ -2644,12 +2782,12 @@ static wsync_result wsync__host_reg(void *user, void *addr, uint64_t len, wsync_
         desc->flags = (h->mode != WSYNC_FABRIC_HOST_SHM ? WSYNC__HOST_CMA : 0) |
                       (m->shm_fd >= 0 ? WSYNC__HOST_SHM : 0);
         nl = strlen(h->name);
-        wsync__rput32(desc->bytes, (uint32_t)getpid());
-        wsync__rput32(desc->bytes + 4, m->id);
-        wsync__rput64(desc->bytes + 8, m->key);
-        wsync__rput64(desc->bytes + 16, (uint64_t)(uintptr_t)&h->probe);
-        wsync__rput64(desc->bytes + 24, m->shm_off);
-        wsync__rput64(desc->bytes + 32, m->shm_fd >= 0 ? m->shm_size : 0);
+        wsync__rdma_put32(desc->bytes, (uint32_t)getpid());
+        wsync__rdma_put32(desc->bytes + 4, m->id);
+        wsync__rdma_put64(desc->bytes + 8, m->key);
+        wsync__rdma_put64(desc->bytes + 16, (uint64_t)(uintptr_t)&h->probe);
+        wsync__rdma_put64(desc->bytes + 24, m->shm_off);
+        wsync__rdma_put64(desc->bytes + 32, m->shm_fd >= 0 ? m->shm_size : 0);
         desc->bytes[40] = (uint8_t)nl;
         memcpy(desc->bytes + WSYNC__HOST_DESC_FIXED, h->name, nl);
         desc->n_bytes = (uint32_t)(WSYNC__HOST_DESC_FIXED + nl);
@@ -2746,29 +2884,29 @@ static wsync_result wsync__host_hello(wsync__host *h, struct wsync_fabric_remote
     struct pollfd pf;
     *shm_fd = -1;
     r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (r->fd < 0) return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(errno));
-    wsync__rset_timeouts(r->fd, h->b.timeout_ms);
+    if (r->fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(errno));
+    wsync__rdma_set_timeouts(r->fd, h->b.timeout_ms);
     wsync__host_unix_addr(name, &sa, &sl);
     if (connect(r->fd, (struct sockaddr *)&sa, sl) != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: cannot reach %s: %s (has it exited?)", r->peer,
-                            strerror(errno));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot reach %s: %s (has it exited?)", r->peer,
+                                strerror(errno));
     if (getsockopt(r->fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: SO_PEERCRED: %s", strerror(errno));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: SO_PEERCRED: %s", strerror(errno));
     *peer_pid = (int)cred.pid;
     memset(hello, 0, sizeof hello);
-    wsync__rput32(hello, WSYNC__HELLO_MAGIC);
-    wsync__rput32(hello + 4, r->region);
-    wsync__rput64(hello + 8, r->key);
-    wsync__rput32(hello + 16, (uint32_t)want_shm);
-    wsync__rput32(hello + 20, (uint32_t)getpid());
-    if (wsync__rsend_all(r->fd, hello, sizeof hello, 0) != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: handshake with %s: %s", r->peer, strerror(errno));
+    wsync__rdma_put32(hello, WSYNC__HELLO_MAGIC);
+    wsync__rdma_put32(hello + 4, r->region);
+    wsync__rdma_put64(hello + 8, r->key);
+    wsync__rdma_put32(hello + 16, (uint32_t)want_shm);
+    wsync__rdma_put32(hello + 20, (uint32_t)getpid());
+    if (wsync__rdma_send_all(r->fd, hello, sizeof hello, 0) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: handshake with %s: %s", r->peer, strerror(errno));
     pf.fd = r->fd;
     pf.events = POLLIN;
     pf.revents = 0;
     if (poll(&pf, 1, (int)h->b.timeout_ms) <= 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: no handshake reply from %s within %u ms", r->peer,
-                            h->b.timeout_ms);
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: no handshake reply from %s within %u ms", r->peer,
+                                h->b.timeout_ms);
     memset(&msg, 0, sizeof msg);
     memset(&cm, 0, sizeof cm);
     iov.iov_base = rep;
@@ -2781,14 +2919,14 @@ static wsync_result wsync__host_hello(wsync__host *h, struct wsync_fabric_remote
     for (cmh = CMSG_FIRSTHDR(&msg); cmh; cmh = CMSG_NXTHDR(&msg, cmh))
         if (cmh->cmsg_level == SOL_SOCKET && cmh->cmsg_type == SCM_RIGHTS && cmh->cmsg_len == CMSG_LEN(sizeof(int)))
             memcpy(shm_fd, CMSG_DATA(cmh), sizeof(int));
-    if (n != (ssize_t)sizeof rep || wsync__rget32(rep) != WSYNC__REPLY_MAGIC)
-        return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: bad handshake reply from %s", r->peer);
-    if (wsync__rget32(rep + 4) != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: %s refused the handshake: %s", r->peer,
-                            wsync__rej_str(wsync__rget32(rep + 4)));
-    *offers = wsync__rget32(rep + 8);
-    *shm_off = wsync__rget64(rep + 16);
-    *shm_size = wsync__rget64(rep + 24);
+    if (n != (ssize_t)sizeof rep || wsync__rdma_get32(rep) != WSYNC__REPLY_MAGIC)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: bad handshake reply from %s", r->peer);
+    if (wsync__rdma_get32(rep + 4) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: %s refused the handshake: %s", r->peer,
+                                wsync__fab_rej_str(wsync__rdma_get32(rep + 4)));
+    *offers = wsync__rdma_get32(rep + 8);
+    *shm_off = wsync__rdma_get64(rep + 16);
+    *shm_size = wsync__rdma_get64(rep + 24);
     return WSYNC_OK;
 }
 
@@ -2800,11 +2938,11 @@ static wsync_result wsync__host_map(wsync__host *h, struct wsync_fabric_remote *
     uint64_t base;
     void *p;
     (void)h;
-    if (fd < 0) return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: %s sent no shared memory", r->peer);
+    if (fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: %s sent no shared memory", r->peer);
     if (pg <= 0) pg = 4096;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < size || !wsync__rin(off, r->len, size))
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "one-host fabric: %s's shared memory is smaller than the region",
-                            r->peer);
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < size || !wsync__rdma_in(off, r->len, size))
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "one-host fabric: %s's shared memory is smaller than the region",
+                                r->peer);
     base = off - off % (uint64_t)pg;
     r->map_delta = (size_t)(off - base);
     r->map_len = (size_t)(r->len + r->map_delta);
@@ -2812,7 +2950,8 @@ static wsync_result wsync__host_map(wsync__host *h, struct wsync_fabric_remote *
     p = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, (off_t)base);
     if (p == MAP_FAILED) {
         r->map_len = 0;
-        return wsync__rfail(err, WSYNC_ERR_IO, "one-host fabric: mapping %s's memory: %s", r->peer, strerror(errno));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: mapping %s's memory: %s", r->peer,
+                                strerror(errno));
     }
     r->map = (uint8_t *)p;
     return WSYNC_OK;
@@ -2829,35 +2968,35 @@ static wsync_result wsync__host_open_remote(void *user, const wsync_fabric_desc 
     int peer_pid = 0, shm_fd = -1, want_shm, try_cma;
     uint64_t shm_off = 0, shm_size = 0, probe;
     wsync_result res;
-    wsync__rerr_reset(err);
-    if (!h || !d || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
+    wsync__rdma_err_reset(err);
+    if (!h || !d || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
     *out = NULL;
     if (d->backend != WSYNC_FABRIC_HOST || d->version != 1 || d->kind != WSYNC_MEM_HOST)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
-                            "not a one-host fabric descriptor (backend %u, version %u, kind %u)",
-                            (unsigned)d->backend, (unsigned)d->version, (unsigned)d->kind);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "not a one-host fabric descriptor (backend %u, version %u, kind %u)",
+                                (unsigned)d->backend, (unsigned)d->version, (unsigned)d->kind);
     nl = d->n_bytes > WSYNC__HOST_DESC_FIXED ? d->bytes[40] : 0;
     if (nl == 0 || nl > WSYNC__HOST_NAME_MAX || d->n_bytes != WSYNC__HOST_DESC_FIXED + nl || d->len == 0 ||
         d->flags == 0 || (d->flags & ~(WSYNC__HOST_CMA | WSYNC__HOST_SHM)) != 0)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
-                            "one-host descriptor: malformed (a send-only fabric's?)");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+                                "one-host descriptor: malformed (a send-only fabric's?)");
     memcpy(name, d->bytes + WSYNC__HOST_DESC_FIXED, nl);
     name[nl] = 0;
-    if (strlen(name) != nl) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "one-host descriptor: NUL in name");
+    if (strlen(name) != nl) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "one-host descriptor: NUL in name");
     want_shm = (d->flags & WSYNC__HOST_SHM) && h->mode != WSYNC_FABRIC_HOST_CMA;
     try_cma = (d->flags & WSYNC__HOST_CMA) && h->mode != WSYNC_FABRIC_HOST_SHM;
     if (!want_shm && !try_cma)
-        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "one-host fabric: the region offers %s, this sender takes %s only",
-                            d->flags & WSYNC__HOST_CMA ? "CMA" : "SHM",
-                            h->mode == WSYNC_FABRIC_HOST_CMA ? "CMA" : "SHM");
-    r = (struct wsync_fabric_remote *)wsync__ralloc(&h->b.a, sizeof *r);
-    if (!r) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
+        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "one-host fabric: the region offers %s, this sender takes %s only",
+                                d->flags & WSYNC__HOST_CMA ? "CMA" : "SHM",
+                                h->mode == WSYNC_FABRIC_HOST_CMA ? "CMA" : "SHM");
+    r = (struct wsync_fabric_remote *)wsync__rdma_alloc(&h->b.a, sizeof *r);
+    if (!r) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
     r->backend = WSYNC_FABRIC_HOST;
     r->fd = -1;
-    r->pid = (int)wsync__rget32(d->bytes);
-    r->region = wsync__rget32(d->bytes + 4);
-    r->key = wsync__rget64(d->bytes + 8);
-    probe = wsync__rget64(d->bytes + 16);
+    r->pid = (int)wsync__rdma_get32(d->bytes);
+    r->region = wsync__rdma_get32(d->bytes + 4);
+    r->key = wsync__rdma_get64(d->bytes + 8);
+    probe = wsync__rdma_get64(d->bytes + 16);
     r->addr = d->addr;
     r->len = d->len;
     snprintf(r->peer, sizeof r->peer, "pid %d", r->pid);
@@ -2883,9 +3022,9 @@ static wsync_result wsync__host_open_remote(void *user, const wsync_fabric_desc 
     }
     if (r->mode != WSYNC_FABRIC_HOST_CMA) {
         if (!want_shm || !(offers & WSYNC__HOST_SHM)) {
-            res = wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "one-host fabric: %s region %u: %s%s", r->peer,
-                               (unsigned)r->region, why[0] ? why : "no mode in common",
-                               d->flags & WSYNC__HOST_SHM ? "" : " (and the region offers no SHM)");
+            res = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "one-host fabric: %s region %u: %s%s", r->peer,
+                                   (unsigned)r->region, why[0] ? why : "no mode in common",
+                                   d->flags & WSYNC__HOST_SHM ? "" : " (and the region offers no SHM)");
             goto fail;
         }
         if ((res = wsync__host_map(h, r, shm_fd, shm_off, shm_size, err)) != WSYNC_OK) goto fail;
@@ -2899,7 +3038,7 @@ static wsync_result wsync__host_open_remote(void *user, const wsync_fabric_desc 
 fail:
     if (shm_fd >= 0) close(shm_fd);
     if (r->fd >= 0) close(r->fd);
-    wsync__rfree(&h->b.a, r);
+    wsync__rdma_free(&h->b.a, r);
     return res;
 }
 
@@ -2907,29 +3046,30 @@ static wsync_result wsync__host_send(wsync__host *h, wsync_fabric_mr *src, uint6
                                      uint64_t dst_off, uint64_t len, int with_imm, uint32_t imm, wsync_error *err)
 {
     wsync_result r;
-    wsync__rerr_reset(err);
-    if ((r = wsync__rcheck_write(h ? &h->b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return r;
+    wsync__rdma_err_reset(err);
+    if ((r = wsync__fab_check_write(h ? &h->b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return r;
     /* a closed socket means the receiver exited or deregistered: its memory is not the region any more */
-    if (wsync__rpeer_gone(dst->fd))
-        return wsync__rbreak(dst, err, "%s", "the receiver closed the connection (exited, or deregistered the region)");
+    if (wsync__rdma_peer_gone(dst->fd))
+        return wsync__fab_break(dst, err, "%s",
+                                "the receiver closed the connection (exited, or deregistered the region)");
     if (len) {
         if (dst->mode == WSYNC_FABRIC_HOST_SHM) {
             memcpy(dst->map + dst->map_delta + dst_off, src->addr + src_off, (size_t)len);
         } else if (wsync__host_cma(dst->pid, src->addr + src_off, dst->addr + dst_off, len) != 0) {
             char why[384];
             wsync__host_cma_why(errno, dst->pid, why, sizeof why);
-            return wsync__rbreak(dst, err, "%s", why);
+            return wsync__fab_break(dst, err, "%s", why);
         }
     }
     if (with_imm) {
         uint8_t im[WSYNC__IMM_LEN];
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        wsync__rput32(im, WSYNC__IMM_MAGIC);
-        wsync__rput32(im + 4, dst->region);
-        wsync__rput32(im + 8, imm);
-        wsync__rput32(im + 12, 0);
-        if (wsync__rsend_all(dst->fd, im, sizeof im, 0) != 0)
-            return wsync__rbreak(dst, err, "sending an immediate: %s", strerror(errno));
+        wsync__rdma_put32(im, WSYNC__IMM_MAGIC);
+        wsync__rdma_put32(im + 4, dst->region);
+        wsync__rdma_put32(im + 8, imm);
+        wsync__rdma_put32(im + 12, 0);
+        if (wsync__rdma_send_all(dst->fd, im, sizeof im, 0) != 0)
+            return wsync__fab_break(dst, err, "sending an immediate: %s", strerror(errno));
     }
     return WSYNC_OK;
 }
@@ -2953,15 +3093,15 @@ static wsync_result wsync__host_flush(void *user, wsync_error *err)
 {
     wsync__host *h = (wsync__host *)user;
     struct wsync_fabric_remote *r;
-    wsync__rerr_reset(err);
-    if (!h) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
+    wsync__rdma_err_reset(err);
+    if (!h) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     for (r = h->b.remotes; r; r = r->next)
-        if (!r->broken && wsync__rpeer_gone(r->fd))
-            wsync__rbreak(r, NULL, "%s", "the receiver closed the connection (exited, or deregistered the region)");
+        if (!r->broken && wsync__rdma_peer_gone(r->fd))
+            wsync__fab_break(r, NULL, "%s", "the receiver closed the connection (exited, or deregistered the region)");
     for (r = h->b.remotes; r; r = r->next)
         if (r->broken)
-            return wsync__rfail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
     return WSYNC_OK;
 }
 
@@ -2971,15 +3111,15 @@ static void wsync__host_close(void *user)
     wsync_allocator a;
     if (!h) return;
     a = h->b.a;
-    wsync__rbase_close(&h->b);
+    wsync__fab_base_close(&h->b);
     while (h->mem) {
-        wsync__hmem *m = h->mem;
+        wsync__host_mem *m = h->mem;
         h->mem = m->next;
         munmap(m->ptr, (size_t)m->len);
         close(m->fd);
-        wsync__rfree(&a, m);
+        wsync__rdma_free(&a, m);
     }
-    wsync__rfree(&a, h);
+    wsync__rdma_free(&a, h);
 }
 
 WSYNC_DEF wsync_result wsync_fabric_host_open(const wsync_fabric_host_options *opt, wsync_fabric *out,
@@ -2988,17 +3128,17 @@ WSYNC_DEF wsync_result wsync_fabric_host_open(const wsync_fabric_host_options *o
     wsync_fabric_host_options o;
     wsync__host *h;
     wsync_result r;
-    wsync__rerr_reset(err);
-    if (!out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "host_open arguments");
+    wsync__rdma_err_reset(err);
+    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "host_open arguments");
     memset(out, 0, sizeof *out);
     if (opt) o = *opt;
     else memset(&o, 0, sizeof o);
     if (o.mode != WSYNC_FABRIC_HOST_AUTO && o.mode != WSYNC_FABRIC_HOST_CMA && o.mode != WSYNC_FABRIC_HOST_SHM)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "one-host fabric: unknown mode %d", (int)o.mode);
-    h = (wsync__host *)wsync__ralloc(&o.allocator, sizeof *h);
-    if (!h) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "host_open");
-    if ((r = wsync__rbase_init(&h->b, WSYNC_FABRIC_HOST, &o.allocator, err)) != WSYNC_OK) {
-        wsync__rfree(&o.allocator, h);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "one-host fabric: unknown mode %d", (int)o.mode);
+    h = (wsync__host *)wsync__rdma_alloc(&o.allocator, sizeof *h);
+    if (!h) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "host_open");
+    if ((r = wsync__fab_base_init(&h->b, WSYNC_FABRIC_HOST, &o.allocator, err)) != WSYNC_OK) {
+        wsync__rdma_free(&o.allocator, h);
         return r;
     }
     h->b.serve = wsync__host_serve;
@@ -3012,12 +3152,12 @@ WSYNC_DEF wsync_result wsync_fabric_host_open(const wsync_fabric_host_options *o
     out->user = h;
     out->backend = WSYNC_FABRIC_HOST;
     out->reg = wsync__host_reg;
-    out->dereg = wsync__rdereg;
+    out->dereg = wsync__fab_dereg;
     out->open_remote = wsync__host_open_remote;
-    out->close_remote = wsync__rclose_remote;
+    out->close_remote = wsync__fab_close_remote;
     out->write = wsync__host_write;
     out->write_imm = wsync__host_write_imm;
-    out->recv_imm = wsync__rrecv_imm;
+    out->recv_imm = wsync__fab_recv_imm;
     out->flush = wsync__host_flush;
     out->close = wsync__host_close;
     return WSYNC_OK;
@@ -3033,7 +3173,8 @@ static int wsync__host_memfd(void)
         char name[64];
         int fd2, tries;
         for (tries = 0; tries < 8; tries++) {
-            snprintf(name, sizeof name, "/wsync-%ld-%016llx", (long)getpid(), (unsigned long long)wsync__rrandom64());
+            snprintf(name, sizeof name, "/wsync-%ld-%016llx", (long)getpid(),
+                     (unsigned long long)wsync__rdma_random64());
             fd2 = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
             if (fd2 >= 0) {
                 shm_unlink(name);
@@ -3048,31 +3189,33 @@ static int wsync__host_memfd(void)
 WSYNC_DEF wsync_result wsync_fabric_host_alloc(wsync_fabric *f, uint64_t len, void **ptr, wsync_error *err)
 {
     wsync__host *h;
-    wsync__hmem *m;
+    wsync__host_mem *m;
     void *p;
     int fd;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (ptr) *ptr = NULL;
     if (!f || f->backend != WSYNC_FABRIC_HOST || !f->user || !ptr || len == 0)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "host_alloc: a one-host fabric, a length, a pointer");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "host_alloc: a one-host fabric, a length, a pointer");
     if (len > (uint64_t)(SIZE_MAX / 2) || len > (uint64_t)INT64_MAX)
-        return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "%s", "host_alloc: too large");
+        return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "%s", "host_alloc: too large");
     h = (wsync__host *)f->user;
     fd = wsync__host_memfd();
-    if (fd < 0) return wsync__rfail(err, WSYNC_ERR_IO, "host_alloc: memfd_create and shm_open: %s", strerror(errno));
+    if (fd < 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "host_alloc: memfd_create and shm_open: %s", strerror(errno));
     if (ftruncate(fd, (off_t)len) != 0) {
         int e = errno;
         close(fd);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "host_alloc: %llu bytes: %s", (unsigned long long)len,
-                            strerror(e));
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "host_alloc: %llu bytes: %s", (unsigned long long)len,
+                                strerror(e));
     }
     p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    m = (wsync__hmem *)wsync__ralloc(&h->b.a, sizeof *m);
+    m = (wsync__host_mem *)wsync__rdma_alloc(&h->b.a, sizeof *m);
     if (p == MAP_FAILED || !m) {
         if (p != MAP_FAILED) munmap(p, (size_t)len);
         close(fd);
-        wsync__rfree(&h->b.a, m);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "host_alloc: mapping %llu bytes", (unsigned long long)len);
+        wsync__rdma_free(&h->b.a, m);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "host_alloc: mapping %llu bytes",
+                                (unsigned long long)len);
     }
     m->ptr = (uint8_t *)p;
     m->len = len;
@@ -3086,7 +3229,7 @@ WSYNC_DEF wsync_result wsync_fabric_host_alloc(wsync_fabric *f, uint64_t len, vo
 WSYNC_DEF void wsync_fabric_host_free(wsync_fabric *f, void *ptr)
 {
     wsync__host *h;
-    wsync__hmem **pp, *m;
+    wsync__host_mem **pp, *m;
     if (!f || f->backend != WSYNC_FABRIC_HOST || !f->user || !ptr) return;
     h = (wsync__host *)f->user;
     for (pp = &h->mem; (m = *pp) != NULL; pp = &m->next)
@@ -3094,7 +3237,7 @@ WSYNC_DEF void wsync_fabric_host_free(wsync_fabric *f, void *ptr)
             *pp = m->next;
             munmap(m->ptr, (size_t)m->len);
             close(m->fd);
-            wsync__rfree(&h->b.a, m);
+            wsync__rdma_free(&h->b.a, m);
             return;
         }
 }
@@ -3107,9 +3250,9 @@ WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabri
 }
 
 
-/* ======================================================================
-   ibverbs (RDMA RC): implementation  >>fabric-verbs
-   ======================================================================
+/* ---------------------------------------------------------------------
+   ibverbs (RDMA RC)  >>fabric-verbs
+   ---------------------------------------------------------------------
    Never run on a NIC: tested only against tests/fake_verbs.h. */
 #if WSYNC__HAVE_VERBS
 
@@ -3280,7 +3423,7 @@ static wsync_result wsync__vops_default(wsync_verbs_ops *o, wsync_error *err)
 {
     const wsync__vlib *g = &wsync__vlib_g;
     pthread_once(&wsync__vlib_once, wsync__vlib_load);
-    if (!g->ok) return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s", g->why);
+    if (!g->ok) return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s", g->why);
     memset(o, 0, sizeof *o);
     o->get_device_list = wsync__vd_get_device_list;
     o->free_device_list = g->free_device_list;
@@ -3321,7 +3464,7 @@ typedef struct wsync__vnic {
 } wsync__vnic;
 
 typedef struct wsync__vb {
-    wsync__tcp t;              /* first: the control listener is the TCP backend's; t.b is the rbase */
+    wsync__tcp t;              /* first: the control listener is the TCP backend's; t.b is the wsync__fab_base */
     wsync_verbs_ops ops;
     unsigned n_nics;
     wsync__vnic nic[WSYNC_VERBS_MAX_NICS];
@@ -3365,10 +3508,10 @@ typedef struct wsync__vend {
 static void wsync__vend_put(uint8_t *p, const wsync__vend *e)
 {
     memset(p, 0, WSYNC__VB_LANE);
-    wsync__rput32(p, e->nic);
-    wsync__rput32(p + 4, e->qpn);
-    wsync__rput32(p + 8, e->psn);
-    wsync__rput32(p + 12, e->max_msg);
+    wsync__rdma_put32(p, e->nic);
+    wsync__rdma_put32(p + 4, e->qpn);
+    wsync__rdma_put32(p + 8, e->psn);
+    wsync__rdma_put32(p + 12, e->max_msg);
     p[16] = (uint8_t)e->lid;
     p[17] = (uint8_t)(e->lid >> 8);
     p[18] = e->ethernet;
@@ -3379,10 +3522,10 @@ static void wsync__vend_put(uint8_t *p, const wsync__vend *e)
 
 static void wsync__vend_get(const uint8_t *p, wsync__vend *e)
 {
-    e->nic = wsync__rget32(p);
-    e->qpn = wsync__rget32(p + 4);
-    e->psn = wsync__rget32(p + 8);
-    e->max_msg = wsync__rget32(p + 12);
+    e->nic = wsync__rdma_get32(p);
+    e->qpn = wsync__rdma_get32(p + 4);
+    e->psn = wsync__rdma_get32(p + 8);
+    e->max_msg = wsync__rdma_get32(p + 12);
     e->lid = (uint16_t)(p[16] | p[17] << 8);
     e->ethernet = p[18];
     e->mtu = p[19];
@@ -3436,13 +3579,13 @@ static wsync_result wsync__vnic_gid(wsync__vb *v, wsync__vnic *n, int gid_len, i
     if (!n->ethernet || use_index) {
         i = n->ethernet ? index : 0;
         if (i < 0 || (gid_len > 0 && i >= gid_len))
-            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID index %d outside the table (%d)",
-                                n->name, i, gid_len);
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID index %d outside the table (%d)",
+                                    n->name, i, gid_len);
         if (v->ops.query_gid(n->ctx, n->port, i, &g) != 0)
-            return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_gid(%s, %d): %s", n->name, i,
-                                strerror(errno));
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_gid(%s, %d): %s", n->name, i,
+                                    strerror(errno));
         if (n->ethernet && wsync__vzero16(g.raw))
-            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID %d is empty", n->name, i);
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID %d is empty", n->name, i);
         n->gid_index = i;
         memcpy(n->gid, g.raw, 16);
         return WSYNC_OK;
@@ -3457,7 +3600,8 @@ static wsync_result wsync__vnic_gid(wsync__vb *v, wsync__vnic *n, int gid_len, i
         if (first < 0) first = i;
     }
     if (first < 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s: RoCE port without a GID (no IP address?)", n->name);
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s: RoCE port without a GID (no IP address?)",
+                                n->name);
     return wsync__vnic_gid(v, n, gid_len, 1, first, err);
 }
 
@@ -3475,24 +3619,26 @@ static int wsync__vnic_open(wsync__vb *v, struct ibv_device *dev, unsigned port,
     if (!dn) dn = "?";
     n->ctx = v->ops.open_device(dev);
     if (!n->ctx) {
-        wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_open_device(%s): %s", dn, strerror(errno ? errno : ENODEV));
+        wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_open_device(%s): %s", dn,
+                         strerror(errno ? errno : ENODEV));
         return -1;
     }
     memset(&da, 0, sizeof da);
     if (v->ops.query_device(n->ctx, &da) != 0) {
-        wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_device(%s): %s", dn, strerror(errno));
+        wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_device(%s): %s", dn, strerror(errno));
         goto fail;
     }
     last = port ? port : da.phys_port_cnt;
     for (p = port ? port : from; p <= last; p++) {
         if (v->ops.query_port(n->ctx, (uint8_t)p, &pa) != 0) {
             if (!port) continue;
-            wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_port(%s, %u): %s", dn, p, strerror(errno));
+            wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_port(%s, %u): %s", dn, p, strerror(errno));
             goto fail;
         }
         if (pa.state == IBV_PORT_ACTIVE) break;
         if (port) {
-            wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s port %u is not active (state %d)", dn, p, (int)pa.state);
+            wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s port %u is not active (state %d)", dn, p,
+                             (int)pa.state);
             goto fail;
         }
     }
@@ -3509,13 +3655,13 @@ static int wsync__vnic_open(wsync__vb *v, struct ibv_device *dev, unsigned port,
     snprintf(n->name, sizeof n->name, "%.63s:%u", dn, p);
     if (n->mtu < IBV_MTU_256 || n->mtu > IBV_MTU_4096) n->mtu = IBV_MTU_1024;
     if (!n->ethernet && n->lid == 0) {
-        wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s: InfiniBand port without a LID (no subnet manager?)", n->name);
+        wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s: InfiniBand port without a LID (no subnet manager?)", n->name);
         goto fail;
     }
     if (wsync__vnic_gid(v, n, pa.gid_tbl_len, use_gid, gid_index, err) != WSYNC_OK) goto fail;
     n->pd = v->ops.alloc_pd(n->ctx);
     if (!n->pd) {
-        wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_alloc_pd(%s): %s", n->name, strerror(errno ? errno : ENOMEM));
+        wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_alloc_pd(%s): %s", n->name, strerror(errno ? errno : ENOMEM));
         goto fail;
     }
     return 1;
@@ -3541,7 +3687,7 @@ static wsync_result wsync__vnic_named(wsync__vb *v, struct ibv_device **list, in
     unsigned long port = 0;
     int i, rc;
     if (tl == 0 || tl >= sizeof name)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad device name in options.devices");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad device name in options.devices");
     memcpy(name, tok, tl);
     name[tl] = 0;
     colon = strchr(name, ':');
@@ -3549,20 +3695,20 @@ static wsync_result wsync__vnic_named(wsync__vb *v, struct ibv_device **list, in
         *colon = 0;
         port = strtoul(colon + 1, &end, 10);
         if (*end || port == 0 || port > 255)
-            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad port in '%s'", tok);
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad port in '%s'", tok);
     }
     if (v->n_nics == WSYNC_VERBS_MAX_NICS)
-        return wsync__rfail(err, WSYNC_ERR_LIMIT, "verbs fabric: more than %d NICs", WSYNC_VERBS_MAX_NICS);
+        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "verbs fabric: more than %d NICs", WSYNC_VERBS_MAX_NICS);
     for (i = 0; i < nd; i++) {
         const char *dn = v->ops.get_device_name(list[i]);
         if (!dn || strcmp(dn, name) != 0) continue;
         rc = wsync__vnic_open(v, list[i], (unsigned)port, 1, use_gid, gid_index, &v->nic[v->n_nics], err);
         if (rc < 0) return err ? err->code : WSYNC_ERR_IO;
-        if (rc == 0) return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s has no active port", name);
+        if (rc == 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s has no active port", name);
         v->n_nics++;
         return WSYNC_OK;
     }
-    return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: no RDMA device named '%s' (%d devices)", name, nd);
+    return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: no RDMA device named '%s' (%d devices)", name, nd);
 }
 
 /* Every active port of every device ("all"), or the first one (NULL).
@@ -3584,11 +3730,11 @@ static wsync_result wsync__vnic_any(wsync__vb *v, struct ibv_device **list, int 
         }
     }
     if (v->n_nics) {
-        wsync__rerr_reset(err);
+        wsync__rdma_err_reset(err);
         return WSYNC_OK;
     }
     if (failed) return err ? err->code : WSYNC_ERR_IO;
-    return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: no active port on any of %d RDMA devices", nd);
+    return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: no active port on any of %d RDMA devices", nd);
 }
 
 static wsync_result wsync__vnic_open_all(wsync__vb *v, const char *spec, int use_gid, int gid_index, wsync_error *err)
@@ -3599,9 +3745,9 @@ static wsync_result wsync__vnic_open_all(wsync__vb *v, const char *spec, int use
     errno = 0;
     list = v->ops.get_device_list(v->ops.user, &nd);
     if (!list)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: no RDMA devices (ibv_get_device_list: %s)",
-                            strerror(errno ? errno : ENODEV));
-    if (nd <= 0) r = wsync__rfail(err, WSYNC_ERR_IO, "%s", "verbs fabric: no RDMA devices");
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: no RDMA devices (ibv_get_device_list: %s)",
+                                strerror(errno ? errno : ENODEV));
+    if (nd <= 0) r = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "verbs fabric: no RDMA devices");
     else if (!spec || !*spec) r = wsync__vnic_any(v, list, nd, 0, use_gid, gid_index, err);
     else if (strcmp(spec, "all") == 0) r = wsync__vnic_any(v, list, nd, 1, use_gid, gid_index, err);
     else {
@@ -3639,8 +3785,8 @@ static wsync_result wsync__vqp_create(wsync__vb *v, wsync__vnic *n, unsigned sen
     *qp = NULL;
     *cq = v->ops.create_cq(n->ctx, (int)(send_wr + recv_wr + 1), NULL, NULL, 0);
     if (!*cq)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_cq(%s, %u): %s", n->name,
-                            send_wr + recv_wr + 1, strerror(errno ? errno : ENOMEM));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_cq(%s, %u): %s", n->name,
+                                send_wr + recv_wr + 1, strerror(errno ? errno : ENOMEM));
     memset(&ia, 0, sizeof ia);
     ia.send_cq = *cq;
     ia.recv_cq = *cq;
@@ -3654,8 +3800,8 @@ static wsync_result wsync__vqp_create(wsync__vb *v, wsync__vnic *n, unsigned sen
     if (!*qp) {
         rc = errno ? errno : ENOMEM;
         wsync__vqp_destroy(v, cq, qp);
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_qp(%s, RC, %u send, %u receive): %s",
-                            n->name, send_wr, recv_wr, strerror(rc));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_qp(%s, RC, %u send, %u receive): %s",
+                                n->name, send_wr, recv_wr, strerror(rc));
     }
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_INIT;
@@ -3665,7 +3811,7 @@ static wsync_result wsync__vqp_create(wsync__vb *v, wsync__vnic *n, unsigned sen
     rc = v->ops.modify_qp(*qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc != 0) {
         wsync__vqp_destroy(v, cq, qp);
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, INIT): %s", n->name, strerror(rc));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, INIT): %s", n->name, strerror(rc));
     }
     return WSYNC_OK;
 }
@@ -3697,8 +3843,8 @@ static wsync_result wsync__vqp_connect(wsync__vb *v, wsync__vnic *n, struct ibv_
                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (rc != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTR to QP %u): %s", n->name,
-                            (unsigned)peer->qpn, strerror(rc));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTR to QP %u): %s", n->name,
+                                (unsigned)peer->qpn, strerror(rc));
     if (!rts) return WSYNC_OK;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTS;
@@ -3711,7 +3857,7 @@ static wsync_result wsync__vqp_connect(wsync__vb *v, wsync__vnic *n, struct ibv_
                           IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                               IBV_QP_MAX_QP_RD_ATOMIC);
     if (rc != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTS): %s", n->name, strerror(rc));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTS): %s", n->name, strerror(rc));
     return WSYNC_OK;
 }
 
@@ -3728,13 +3874,13 @@ static int wsync__vpost_recv(wsync__vb *v, struct ibv_qp *qp, unsigned n)
 
 static void wsync__vput_hdr(uint8_t *h, uint32_t magic, uint32_t n_lanes, uint32_t region_or_status, uint64_t key)
 {
-    wsync__rput32(h, magic);
-    wsync__rput32(h + 4, WSYNC__VB_VERSION);
-    wsync__rput32(h + 8, WSYNC__VB_HDR + n_lanes * WSYNC__VB_LANE);
-    wsync__rput32(h + 12, region_or_status);
-    wsync__rput64(h + 16, key);
-    wsync__rput32(h + 24, n_lanes);
-    wsync__rput32(h + 28, 0);
+    wsync__rdma_put32(h, magic);
+    wsync__rdma_put32(h + 4, WSYNC__VB_VERSION);
+    wsync__rdma_put32(h + 8, WSYNC__VB_HDR + n_lanes * WSYNC__VB_LANE);
+    wsync__rdma_put32(h + 12, region_or_status);
+    wsync__rdma_put64(h + 16, key);
+    wsync__rdma_put32(h + 24, n_lanes);
+    wsync__rdma_put32(h + 28, 0);
 }
 
 /* ---- regions ------------------------------------------------------------ */
@@ -3746,7 +3892,7 @@ static void wsync__vmr_free(wsync__vb *v, struct wsync_fabric_mr *m)
     if (!x) return;
     for (i = 0; i < v->n_nics; i++)
         if (x->mr[i]) v->ops.dereg_mr(x->mr[i]);
-    wsync__rfree(&v->t.b.a, x);
+    wsync__rdma_free(&v->t.b.a, x);
     m->ext = NULL;
 }
 
@@ -3757,10 +3903,10 @@ static void wsync__vb_dereg(void *user, wsync_fabric_mr *m)
 {
     wsync__vb *v = (wsync__vb *)user;
     if (!v || !m) return;
-    wsync__runlink(&v->t.b, m);
+    wsync__fab_unlink(&v->t.b, m);
     wsync__vmr_free(v, m);
-    wsync__rfree(&v->t.b.a, m->q);
-    wsync__rfree(&v->t.b.a, m);
+    wsync__rdma_free(&v->t.b.a, m->q);
+    wsync__rdma_free(&v->t.b.a, m);
 }
 
 static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_mem_kind kind, wsync_fabric_mr **mr,
@@ -3773,19 +3919,19 @@ static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_me
     unsigned i;
     size_t hl;
     int access;
-    wsync__rerr_reset(err);
-    if (!v || !mr || !desc) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    wsync__rdma_err_reset(err);
+    if (!v || !mr || !desc) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
     memset(desc, 0, sizeof *desc);
     if (!v->t.b.send_only && !v->t.b.started && (r = wsync__tcp_listen(&v->t, err)) != WSYNC_OK) return r;
-    if ((r = wsync__rreg_common(&v->t.b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
+    if ((r = wsync__fab_reg_common(&v->t.b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
     if (len > (uint64_t)SIZE_MAX) {
-        wsync__rfree(&v->t.b.a, m);
-        return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "%s", "reg: region too large");
+        wsync__rdma_free(&v->t.b.a, m);
+        return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "%s", "reg: region too large");
     }
-    x = (wsync__vmr *)wsync__ralloc(&v->t.b.a, sizeof *x);
+    x = (wsync__vmr *)wsync__rdma_alloc(&v->t.b.a, sizeof *x);
     if (!x) {
-        wsync__rfree(&v->t.b.a, m);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
+        wsync__rdma_free(&v->t.b.a, m);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
     }
     m->ext = x;
     /* a sender's source needs local access only; remote write needs local write too */
@@ -3795,13 +3941,13 @@ static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_me
         if (!x->mr[i]) {
             int e = errno ? errno : ENOMEM;
             wsync__vmr_free(v, m);
-            wsync__rfree(&v->t.b.a, m);
-            return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: ibv_reg_mr(%s, %llu bytes): %s%s", v->nic[i].name,
-                                (unsigned long long)len, strerror(e),
-                                e == ENOMEM || e == EPERM ? " (RLIMIT_MEMLOCK? see ulimit -l)" : "");
+            wsync__rdma_free(&v->t.b.a, m);
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_reg_mr(%s, %llu bytes): %s%s", v->nic[i].name,
+                                    (unsigned long long)len, strerror(e),
+                                    e == ENOMEM || e == EPERM ? " (RLIMIT_MEMLOCK? see ulimit -l)" : "");
         }
     }
-    wsync__rlink(&v->t.b, m);
+    wsync__fab_link(&v->t.b, m);
     desc->backend = WSYNC_FABRIC_VERBS;
     desc->kind = WSYNC_MEM_HOST;
     desc->version = 1;
@@ -3813,10 +3959,10 @@ static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_me
         desc->bytes[1] = (uint8_t)(v->t.port >> 8);
         desc->bytes[2] = (uint8_t)hl;
         desc->bytes[3] = (uint8_t)v->n_nics;
-        wsync__rput32(desc->bytes + 4, m->id);
-        wsync__rput64(desc->bytes + 8, m->key);
-        wsync__rput64(desc->bytes + 16, v->instance);
-        for (i = 0; i < v->n_nics; i++) wsync__rput32(desc->bytes + WSYNC__VB_DESC_FIXED + 4 * i, x->mr[i]->rkey);
+        wsync__rdma_put32(desc->bytes + 4, m->id);
+        wsync__rdma_put64(desc->bytes + 8, m->key);
+        wsync__rdma_put64(desc->bytes + 16, v->instance);
+        for (i = 0; i < v->n_nics; i++) wsync__rdma_put32(desc->bytes + WSYNC__VB_DESC_FIXED + 4 * i, x->mr[i]->rkey);
         memcpy(desc->bytes + WSYNC__VB_DESC_FIXED + 4 * v->n_nics, v->t.adv_host, hl);
         desc->n_bytes = (uint32_t)(WSYNC__VB_DESC_FIXED + 4 * v->n_nics + hl);
     }
@@ -3826,7 +3972,7 @@ static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_me
 
 /* ---- the receiver: one thread per control connection ------------------ */
 
-static void wsync__vb_note(wsync__rbase *b, int rejected, const char *fmt, const char *arg)
+static void wsync__vb_note(wsync__fab_base *b, int rejected, const char *fmt, const char *arg)
 {
     char msg[600];
     size_t k;
@@ -3846,24 +3992,24 @@ static void wsync__vb_note(wsync__rbase *b, int rejected, const char *fmt, const
 static int wsync__vb_read_hello(wsync__vb *v, int fd, uint32_t *region, uint64_t *key, unsigned *n, wsync__vend *peer)
 {
     uint8_t h[WSYNC__VB_HDR], lanes[WSYNC_VERBS_MAX_NICS * WSYNC__VB_LANE];
-    int64_t deadline = wsync__rnow_ms() + v->t.b.timeout_ms, left;
+    int64_t deadline = wsync__rdma_now_ms() + v->t.b.timeout_ms, left;
     uint32_t nl, i;
-    if (wsync__rrecv_full(fd, h, sizeof h, (int)v->t.b.timeout_ms, 0) != 1) return -1;
-    if (wsync__rget32(h) != WSYNC__VB_HELLO_MAGIC) return WSYNC__VREJ_MAGIC;
-    if (wsync__rget32(h + 4) != WSYNC__VB_VERSION) return WSYNC__VREJ_VERSION;
-    nl = wsync__rget32(h + 24);
-    if (nl == 0 || nl > WSYNC_VERBS_MAX_NICS || wsync__rget32(h + 8) != WSYNC__VB_HDR + nl * WSYNC__VB_LANE ||
-        wsync__rget32(h + 28) != 0)
+    if (wsync__rdma_recv_full(fd, h, sizeof h, (int)v->t.b.timeout_ms, 0) != 1) return -1;
+    if (wsync__rdma_get32(h) != WSYNC__VB_HELLO_MAGIC) return WSYNC__VREJ_MAGIC;
+    if (wsync__rdma_get32(h + 4) != WSYNC__VB_VERSION) return WSYNC__VREJ_VERSION;
+    nl = wsync__rdma_get32(h + 24);
+    if (nl == 0 || nl > WSYNC_VERBS_MAX_NICS || wsync__rdma_get32(h + 8) != WSYNC__VB_HDR + nl * WSYNC__VB_LANE ||
+        wsync__rdma_get32(h + 28) != 0)
         return WSYNC__VREJ_LENGTH;
-    left = deadline - wsync__rnow_ms();
-    if (left <= 0 || wsync__rrecv_full(fd, lanes, nl * WSYNC__VB_LANE, (int)left, 0) != 1) return -1;
+    left = deadline - wsync__rdma_now_ms();
+    if (left <= 0 || wsync__rdma_recv_full(fd, lanes, nl * WSYNC__VB_LANE, (int)left, 0) != 1) return -1;
     for (i = 0; i < nl; i++) {
         const uint8_t *raw = lanes + i * WSYNC__VB_LANE;
         wsync__vend_get(raw, &peer[i]);
         if (peer[i].nic >= v->n_nics || wsync__vend_bad(&peer[i], &v->nic[peer[i].nic], raw)) return WSYNC__VREJ_LANE;
     }
-    *region = wsync__rget32(h + 12);
-    *key = wsync__rget64(h + 16);
+    *region = wsync__rdma_get32(h + 12);
+    *key = wsync__rdma_get64(h + 16);
     *n = nl;
     return 0;
 }
@@ -3872,10 +4018,10 @@ static int wsync__vb_read_hello(wsync__vb *v, int fd, uint32_t *region, uint64_t
    immediates from lane 0's receive completions into the region's queue,
    each receive posted again at once. Polled every millisecond: there is
    no completion channel (yet). */
-static void wsync__vb_serve_loop(wsync__vb *v, wsync__rconn *c, struct wsync_fabric_mr *m, struct ibv_cq *cq,
+static void wsync__vb_serve_loop(wsync__vb *v, wsync__fab_conn *c, struct wsync_fabric_mr *m, struct ibv_cq *cq,
                                  struct ibv_qp *qp)
 {
-    wsync__rbase *b = &v->t.b;
+    wsync__fab_base *b = &v->t.b;
     int busy = 0;
     for (;;) {
         struct ibv_wc wc[16];
@@ -3912,12 +4058,12 @@ static void wsync__vb_serve_loop(wsync__vb *v, wsync__rconn *c, struct wsync_fab
                 pthread_mutex_lock(&b->mu);
                 if (c->busy == m) {
                     b->stats.frames++;
-                    why = wsync__rimm_push(b, m, ntohl(wc[i].imm_data));
+                    why = wsync__fab_imm_push(b, m, ntohl(wc[i].imm_data));
                 }
                 pthread_mutex_unlock(&b->mu);
             }
             if (why) {
-                wsync__vb_note(b, 1, "verbs: %s", wsync__rej_str((uint32_t)why));
+                wsync__vb_note(b, 1, "verbs: %s", wsync__fab_rej_str((uint32_t)why));
                 return;
             }
             if (wsync__vpost_recv(v, qp, 1) != 0) {
@@ -3935,10 +4081,10 @@ static int wsync__vb_accept_lanes(wsync__vb *v, unsigned n, const wsync__vend *p
     unsigned i;
     for (i = 0; i < n; i++) {
         wsync__vnic *nic = &v->nic[peer[i].nic];
-        uint32_t psn = (uint32_t)wsync__rrandom64() & 0xFFFFFFu;
+        uint32_t psn = (uint32_t)wsync__rdma_random64() & 0xFFFFFFu;
         if (wsync__vqp_create(v, nic, 1, i == 0 ? v->rq_depth : 1, 1, &cq[i], &qp[i], e) != WSYNC_OK) return -1;
         if (i == 0 && wsync__vpost_recv(v, qp[0], v->rq_depth) != 0) {
-            wsync__rfail(e, WSYNC_ERR_IO, "verbs fabric: ibv_post_recv(%s): %s", nic->name, strerror(errno));
+            wsync__rdma_fail(e, WSYNC_ERR_IO, "verbs fabric: ibv_post_recv(%s): %s", nic->name, strerror(errno));
             return -1;
         }
         if (wsync__vqp_connect(v, nic, qp[i], &peer[i], psn, 0, e) != WSYNC_OK) return -1;
@@ -3947,7 +4093,7 @@ static int wsync__vb_accept_lanes(wsync__vb *v, unsigned n, const wsync__vend *p
     return 0;
 }
 
-static void wsync__vb_serve(wsync__rbase *b, wsync__rconn *c)
+static void wsync__vb_serve(wsync__fab_base *b, wsync__fab_conn *c)
 {
     wsync__vb *v = (wsync__vb *)b;
     wsync__vend peer[WSYNC_VERBS_MAX_NICS], mine[WSYNC_VERBS_MAX_NICS];
@@ -3969,7 +4115,7 @@ static void wsync__vb_serve(wsync__rbase *b, wsync__rconn *c)
     }
     if (st == 0) {
         pthread_mutex_lock(&b->mu);
-        m = wsync__rfind(b, region);
+        m = wsync__fab_find(b, region);
         if (!m) st = WSYNC__VREJ_REGION;
         else if (m->key != key) st = WSYNC__VREJ_KEY;
         else c->busy = m;
@@ -3984,7 +4130,7 @@ static void wsync__vb_serve(wsync__rbase *b, wsync__rconn *c)
     if (st) n = 0;
     wsync__vput_hdr(rep, WSYNC__VB_REPLY_MAGIC, n, (uint32_t)st, 0);
     for (i = 0; i < n; i++) wsync__vend_put(rep + WSYNC__VB_HDR + i * WSYNC__VB_LANE, &mine[i]);
-    if (wsync__rsend_all(c->fd, rep, WSYNC__VB_HDR + n * WSYNC__VB_LANE, 0) == 0 && st == 0)
+    if (wsync__rdma_send_all(c->fd, rep, WSYNC__VB_HDR + n * WSYNC__VB_LANE, 0) == 0 && st == 0)
         wsync__vb_serve_loop(v, c, m, cq[0], qp[0]);
     for (i = 0; i < WSYNC_VERBS_MAX_NICS; i++) wsync__vqp_destroy(v, &cq[i], &qp[i]);
 }
@@ -3997,7 +4143,7 @@ static void wsync__vrem_free(wsync__vb *v, struct wsync_fabric_remote *r)
     unsigned i;
     if (!x) return;
     for (i = 0; i < WSYNC_VERBS_MAX_NICS; i++) wsync__vqp_destroy(v, &x->lane[i].cq, &x->lane[i].qp);
-    wsync__rfree(&v->t.b.a, x);
+    wsync__rdma_free(&v->t.b.a, x);
     r->ext = NULL;
 }
 
@@ -4006,7 +4152,7 @@ static void wsync__vb_close_remote(void *user, wsync_fabric_remote *r)
     wsync__vb *v = (wsync__vb *)user;
     if (!v || !r) return;
     wsync__vrem_free(v, r);
-    wsync__rclose_remote(&v->t.b, r);
+    wsync__fab_close_remote(&v->t.b, r);
 }
 
 /* The descriptor, hostile until checked: endpoint, region, key, rkeys. */
@@ -4015,22 +4161,24 @@ static wsync_result wsync__vb_parse_desc(const wsync_fabric_desc *d, char *host,
 {
     unsigned hl, i;
     if (d->backend != WSYNC_FABRIC_VERBS || d->version != 1 || d->kind != WSYNC_MEM_HOST)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
-                            "not a verbs fabric descriptor (backend %u, version %u, kind %u)", (unsigned)d->backend,
-                            (unsigned)d->version, (unsigned)d->kind);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "not a verbs fabric descriptor (backend %u, version %u, kind %u)", (unsigned)d->backend,
+                                (unsigned)d->version, (unsigned)d->kind);
     if (d->n_bytes < WSYNC__VB_DESC_FIXED + 5 || d->n_bytes > WSYNC_FABRIC_DESC_MAX)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs descriptor: %u backend bytes (a send-only fabric's?)",
-                            (unsigned)d->n_bytes);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs descriptor: %u backend bytes (a send-only fabric's?)",
+                                (unsigned)d->n_bytes);
     *port = (unsigned)d->bytes[0] | (unsigned)d->bytes[1] << 8;
     hl = d->bytes[2];
     *n_nics = d->bytes[3];
     if (hl == 0 || hl >= host_cap || *n_nics == 0 || *n_nics > WSYNC_VERBS_MAX_NICS || *port == 0 || d->len == 0 ||
         d->n_bytes != WSYNC__VB_DESC_FIXED + 4 * *n_nics + hl)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs descriptor: malformed endpoint or NIC count");
-    for (i = 0; i < *n_nics; i++) rkeys[i] = wsync__rget32(d->bytes + WSYNC__VB_DESC_FIXED + 4 * i);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+                                "verbs descriptor: malformed endpoint or NIC count");
+    for (i = 0; i < *n_nics; i++) rkeys[i] = wsync__rdma_get32(d->bytes + WSYNC__VB_DESC_FIXED + 4 * i);
     memcpy(host, d->bytes + WSYNC__VB_DESC_FIXED + 4 * *n_nics, hl);
     host[hl] = 0;
-    if (strlen(host) != hl) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs descriptor: NUL in host");
+    if (strlen(host) != hl)
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs descriptor: NUL in host");
     return WSYNC_OK;
 }
 
@@ -4039,36 +4187,36 @@ static wsync_result wsync__vb_read_reply(wsync__vb *v, struct wsync_fabric_remot
                                          const wsync__vend *mine, wsync__vend *peer, wsync_error *err)
 {
     uint8_t h[WSYNC__VB_HDR], lanes[WSYNC_VERBS_MAX_NICS * WSYNC__VB_LANE];
-    int64_t deadline = wsync__rnow_ms() + v->t.b.timeout_ms, left;
+    int64_t deadline = wsync__rdma_now_ms() + v->t.b.timeout_ms, left;
     wsync__vrem *x = (wsync__vrem *)r->ext;
     unsigned i;
-    int rc = wsync__rrecv_full(r->fd, h, sizeof h, (int)v->t.b.timeout_ms, 0);
-    if (rc == 0) return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s closed the connection in the handshake", r->peer);
+    int rc = wsync__rdma_recv_full(r->fd, h, sizeof h, (int)v->t.b.timeout_ms, 0);
+    if (rc == 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s closed the connection in the handshake", r->peer);
     if (rc < 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: no handshake reply from %s within %u ms%s", r->peer,
-                            v->t.b.timeout_ms, errno == ETIMEDOUT ? "" : " (the connection failed)");
-    if (wsync__rget32(h) != WSYNC__VB_REPLY_MAGIC || wsync__rget32(h + 4) != WSYNC__VB_VERSION)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a bad magic or version %u", r->peer,
-                            (unsigned)wsync__rget32(h + 4));
-    if (wsync__rget32(h + 12) != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s refused the handshake: %s", r->peer,
-                            wsync__vrej_str(wsync__rget32(h + 12)));
-    if (wsync__rget32(h + 24) != n || wsync__rget32(h + 8) != WSYNC__VB_HDR + n * WSYNC__VB_LANE ||
-        wsync__rget32(h + 28) != 0 || wsync__rget64(h + 16) != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a malformed handshake (%u lanes, asked %u)",
-                            r->peer, (unsigned)wsync__rget32(h + 24), n);
-    left = deadline - wsync__rnow_ms();
-    if (left <= 0 || wsync__rrecv_full(r->fd, lanes, n * WSYNC__VB_LANE, (int)left, 0) != 1)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s: a truncated handshake reply within %u ms", r->peer,
-                            v->t.b.timeout_ms);
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: no handshake reply from %s within %u ms%s", r->peer,
+                                v->t.b.timeout_ms, errno == ETIMEDOUT ? "" : " (the connection failed)");
+    if (wsync__rdma_get32(h) != WSYNC__VB_REPLY_MAGIC || wsync__rdma_get32(h + 4) != WSYNC__VB_VERSION)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a bad magic or version %u", r->peer,
+                                (unsigned)wsync__rdma_get32(h + 4));
+    if (wsync__rdma_get32(h + 12) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s refused the handshake: %s", r->peer,
+                                wsync__vrej_str(wsync__rdma_get32(h + 12)));
+    if (wsync__rdma_get32(h + 24) != n || wsync__rdma_get32(h + 8) != WSYNC__VB_HDR + n * WSYNC__VB_LANE ||
+        wsync__rdma_get32(h + 28) != 0 || wsync__rdma_get64(h + 16) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a malformed handshake (%u lanes, asked %u)",
+                                r->peer, (unsigned)wsync__rdma_get32(h + 24), n);
+    left = deadline - wsync__rdma_now_ms();
+    if (left <= 0 || wsync__rdma_recv_full(r->fd, lanes, n * WSYNC__VB_LANE, (int)left, 0) != 1)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s: a truncated handshake reply within %u ms",
+                                r->peer, v->t.b.timeout_ms);
     for (i = 0; i < n; i++) {
         const uint8_t *raw = lanes + i * WSYNC__VB_LANE;
         wsync__vend_get(raw, &peer[i]);
         if (peer[i].nic != mine[i].nic || wsync__vend_bad(&peer[i], x->lane[i].nic, raw))
-            return wsync__rfail(err, WSYNC_ERR_IO,
-                                "verbs fabric: %s lane %u: invalid queue pair, PSN, MTU or address, or another link "
-                                "layer than %s's",
-                                r->peer, i, x->lane[i].nic->name);
+            return wsync__rdma_fail(err, WSYNC_ERR_IO,
+                                    "verbs fabric: %s lane %u: invalid queue pair, PSN, MTU or address, or another link "
+                                    "layer than %s's",
+                                    r->peer, i, x->lane[i].nic->name);
     }
     return WSYNC_OK;
 }
@@ -4086,7 +4234,7 @@ static wsync_result wsync__vb_handshake(wsync__vb *v, struct wsync_fabric_remote
     x->n = n;
     for (i = 0; i < n; i++) {
         wsync__vlane *l = &x->lane[i];
-        uint32_t psn = (uint32_t)wsync__rrandom64() & 0xFFFFFFu;
+        uint32_t psn = (uint32_t)wsync__rdma_random64() & 0xFFFFFFu;
         l->nic_i = i % v->n_nics;
         l->nic = &v->nic[l->nic_i];
         l->rkey = rkeys[i % rn];
@@ -4095,8 +4243,8 @@ static wsync_result wsync__vb_handshake(wsync__vb *v, struct wsync_fabric_remote
     }
     wsync__vput_hdr(hello, WSYNC__VB_HELLO_MAGIC, n, r->region, r->key);
     for (i = 0; i < n; i++) wsync__vend_put(hello + WSYNC__VB_HDR + i * WSYNC__VB_LANE, &mine[i]);
-    if (wsync__rsend_all(r->fd, hello, WSYNC__VB_HDR + n * WSYNC__VB_LANE, 0) != 0)
-        return wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: sending the handshake to %s: %s", r->peer, strerror(errno));
+    if (wsync__rdma_send_all(r->fd, hello, WSYNC__VB_HDR + n * WSYNC__VB_LANE, 0) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: sending the handshake to %s: %s", r->peer, strerror(errno));
     if ((res = wsync__vb_read_reply(v, r, n, mine, peer, err)) != WSYNC_OK) return res;
     for (i = 0; i < n; i++) {
         wsync__vlane *l = &x->lane[i];
@@ -4116,28 +4264,28 @@ static wsync_result wsync__vb_open_remote(void *user, const wsync_fabric_desc *d
     char host[64], why[160];
     unsigned port = 0, rn = 0;
     wsync_result res;
-    wsync__rerr_reset(err);
-    if (!v || !d || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
+    wsync__rdma_err_reset(err);
+    if (!v || !d || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
     *out = NULL;
     if ((res = wsync__vb_parse_desc(d, host, sizeof host, &port, &rn, rkeys, err)) != WSYNC_OK) return res;
-    r = (struct wsync_fabric_remote *)wsync__ralloc(&v->t.b.a, sizeof *r);
-    if (r) r->ext = wsync__ralloc(&v->t.b.a, sizeof(wsync__vrem));
+    r = (struct wsync_fabric_remote *)wsync__rdma_alloc(&v->t.b.a, sizeof *r);
+    if (r) r->ext = wsync__rdma_alloc(&v->t.b.a, sizeof(wsync__vrem));
     if (!r || !r->ext) {
-        wsync__rfree(&v->t.b.a, r);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
+        wsync__rdma_free(&v->t.b.a, r);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
     }
     r->backend = WSYNC_FABRIC_VERBS;
-    r->region = wsync__rget32(d->bytes + 4);
-    r->key = wsync__rget64(d->bytes + 8);
+    r->region = wsync__rdma_get32(d->bytes + 4);
+    r->key = wsync__rdma_get64(d->bytes + 8);
     r->addr = d->addr;
     r->len = d->len;
     snprintf(r->peer, sizeof r->peer, "%s:%u", host, port);
     r->fd = wsync__tcp_connect(host, port, v->t.connect_timeout_ms, why, sizeof why);
     if (r->fd < 0) {
-        res = wsync__rfail(err, WSYNC_ERR_IO, "verbs fabric: %s: %s", r->peer, why);
+        res = wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s: %s", r->peer, why);
         goto fail;
     }
-    wsync__rset_timeouts(r->fd, v->t.b.timeout_ms);
+    wsync__rdma_set_timeouts(r->fd, v->t.b.timeout_ms);
     if ((res = wsync__vb_handshake(v, r, rn, rkeys, err)) != WSYNC_OK) goto fail;
     r->next = v->t.b.remotes;
     v->t.b.remotes = r;
@@ -4146,7 +4294,7 @@ static wsync_result wsync__vb_open_remote(void *user, const wsync_fabric_desc *d
 fail:
     wsync__vrem_free(v, r);
     if (r->fd >= 0) close(r->fd);
-    wsync__rfree(&v->t.b.a, r);
+    wsync__rdma_free(&v->t.b.a, r);
     return res;
 }
 
@@ -4154,7 +4302,7 @@ fail:
 
 static wsync_result wsync__vb_broken(struct wsync_fabric_remote *r, wsync_error *err, const char *msg)
 {
-    return wsync__rbreak(r, err, "%s", msg);
+    return wsync__fab_break(r, err, "%s", msg);
 }
 
 /* One poll of lane l's CQ: the completions' count, or -1 when one of
@@ -4196,7 +4344,7 @@ static wsync_result wsync__vb_poll(wsync__vb *v, struct wsync_fabric_remote *r, 
             idle = 0;
             continue;
         }
-        if (wsync__rnow_ms() > deadline) {
+        if (wsync__rdma_now_ms() > deadline) {
             snprintf(msg, sizeof msg, "no completion from %s within %u ms (%llu requests outstanding)", l->nic->name,
                      v->t.b.timeout_ms, (unsigned long long)(l->posted - l->done));
             return wsync__vb_broken(r, err, msg);
@@ -4218,7 +4366,7 @@ static wsync_result wsync__vb_poll(wsync__vb *v, struct wsync_fabric_remote *r, 
 static wsync_result wsync__vb_post(wsync__vb *v, struct wsync_fabric_remote *r, wsync__vlane *l,
                                    struct ibv_send_wr *wr, int force_sig, wsync_error *err)
 {
-    int64_t deadline = wsync__rnow_ms() + v->t.b.timeout_ms;
+    int64_t deadline = wsync__rdma_now_ms() + v->t.b.timeout_ms;
     char msg[200];
     for (;;) {
         struct ibv_send_wr *bad = NULL;
@@ -4258,7 +4406,7 @@ static wsync_result wsync__vb_post(wsync__vb *v, struct wsync_fabric_remote *r, 
         v->st.enomem_retries++;
         if (l->last_sig > l->done) {
             if ((res = wsync__vb_poll(v, r, l, l->done + 1, deadline, err)) != WSYNC_OK) return res;
-        } else if (wsync__rnow_ms() > deadline) {
+        } else if (wsync__rdma_now_ms() > deadline) {
             snprintf(msg, sizeof msg, "ibv_post_send(%s): the send queue stayed full (ENOMEM) for %u ms", l->nic->name,
                      v->t.b.timeout_ms);
             return wsync__vb_broken(r, err, msg);
@@ -4318,7 +4466,7 @@ static wsync_result wsync__vb_drain(wsync__vb *v, struct wsync_fabric_remote *r,
         wr.wr.rdma.rkey = l->rkey;
         if ((res = wsync__vb_post(v, r, l, &wr, 1, err)) != WSYNC_OK) return res;
     }
-    return wsync__vb_poll(v, r, l, l->posted, wsync__rnow_ms() + v->t.b.timeout_ms, err);
+    return wsync__vb_poll(v, r, l, l->posted, wsync__rdma_now_ms() + v->t.b.timeout_ms, err);
 }
 
 /* A write: one lane when short (round-robin), else split across every
@@ -4332,10 +4480,11 @@ static wsync_result wsync__vb_send(wsync__vb *v, wsync_fabric_mr *src, uint64_t 
     wsync_result res;
     uint64_t piece;
     unsigned i, n;
-    wsync__rerr_reset(err);
-    if ((res = wsync__rcheck_write(v ? &v->t.b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return res;
+    wsync__rdma_err_reset(err);
+    if ((res = wsync__fab_check_write(v ? &v->t.b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK)
+        return res;
     x = (wsync__vrem *)dst->ext;
-    if (wsync__rpeer_gone(dst->fd))
+    if (wsync__rdma_peer_gone(dst->fd))
         return wsync__vb_broken(dst, err, "the receiver closed the control connection (exited, or deregistered the region)");
     if (len == 0 && !with_imm) return WSYNC_OK;
     n = x->n;
@@ -4375,12 +4524,12 @@ static wsync_result wsync__vb_flush(void *user, wsync_error *err)
     wsync__vb *v = (wsync__vb *)user;
     struct wsync_fabric_remote *r;
     unsigned i;
-    wsync__rerr_reset(err);
-    if (!v) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
+    wsync__rdma_err_reset(err);
+    if (!v) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
     for (r = v->t.b.remotes; r; r = r->next) {
         wsync__vrem *x = (wsync__vrem *)r->ext;
         if (r->broken) continue;
-        if (wsync__rpeer_gone(r->fd)) {
+        if (wsync__rdma_peer_gone(r->fd)) {
             wsync__vb_broken(r, NULL, "the receiver closed the control connection (exited, or deregistered the region)");
             continue;
         }
@@ -4389,7 +4538,7 @@ static wsync_result wsync__vb_flush(void *user, wsync_error *err)
     }
     for (r = v->t.b.remotes; r; r = r->next)
         if (r->broken)
-            return wsync__rfail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
     return WSYNC_OK;
 }
 
@@ -4402,13 +4551,13 @@ static void wsync__vb_close(void *user)
     unsigned i;
     if (!v) return;
     a = v->t.b.a;
-    wsync__rsrv_stop(&v->t.b); /* the connection threads destroy their queue pairs */
+    wsync__fab_srv_stop(&v->t.b); /* the connection threads destroy their queue pairs */
     while (v->t.b.remotes) wsync__vb_close_remote(v, v->t.b.remotes);
     while (v->t.b.regions) wsync__vb_dereg(v, v->t.b.regions);
     while (v->t.b.sources) wsync__vb_dereg(v, v->t.b.sources);
-    wsync__rbase_close(&v->t.b);
+    wsync__fab_base_close(&v->t.b);
     for (i = 0; i < v->n_nics; i++) wsync__vnic_close(v, &v->nic[i]);
-    wsync__rfree(&a, v);
+    wsync__rdma_free(&a, v);
 }
 
 static wsync_result wsync__vb_check_ops(const wsync_verbs_ops *o, wsync_error *err)
@@ -4417,7 +4566,7 @@ static wsync_result wsync__vb_check_ops(const wsync_verbs_ops *o, wsync_error *e
         !o->query_device || !o->query_port || !o->query_gid || !o->alloc_pd || !o->dealloc_pd || !o->reg_mr ||
         !o->dereg_mr || !o->create_cq || !o->destroy_cq || !o->create_qp || !o->modify_qp || !o->destroy_qp ||
         !o->post_send || !o->post_recv || !o->poll_cq)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: options.ops misses a function");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: options.ops misses a function");
     return WSYNC_OK;
 }
 
@@ -4449,7 +4598,7 @@ static void wsync__vb_settings(wsync__vb *v, const wsync_fabric_verbs_options *o
     v->rq_depth = wsync__vclamp(o->rq_depth, 256, 1, 1u << 15);
     v->max_wr = wsync__vclamp(o->max_wr_bytes, 1u << 30, 4096, 1u << 30);
     v->split_min = wsync__vclamp(o->split_min, 256u << 10, 4096, UINT32_MAX);
-    v->instance = wsync__rrandom64();
+    v->instance = wsync__rdma_random64();
 }
 
 WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options *opt, wsync_fabric *out,
@@ -4458,27 +4607,27 @@ WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options 
     wsync_fabric_verbs_options o;
     wsync__vb *v;
     wsync_result r;
-    wsync__rerr_reset(err);
-    if (!out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs_open arguments");
+    wsync__rdma_err_reset(err);
+    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs_open arguments");
     memset(out, 0, sizeof *out);
     if (opt) o = *opt;
     else memset(&o, 0, sizeof o);
     if (!o.bind_host || !*o.bind_host) o.bind_host = "127.0.0.1";
     if (strlen(o.bind_host) >= 256 || (o.advertise_host && strlen(o.advertise_host) >= 64) || o.port > 65535)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: host name too long or bad port");
-    v = (wsync__vb *)wsync__ralloc(&o.allocator, sizeof *v);
-    if (!v) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "verbs_open");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: host name too long or bad port");
+    v = (wsync__vb *)wsync__rdma_alloc(&o.allocator, sizeof *v);
+    if (!v) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "verbs_open");
     if (o.ops) v->ops = *o.ops;
     r = o.ops ? wsync__vb_check_ops(&v->ops, err) : wsync__vops_default(&v->ops, err);
-    if (r == WSYNC_OK) r = wsync__rbase_init(&v->t.b, WSYNC_FABRIC_VERBS, &o.allocator, err);
+    if (r == WSYNC_OK) r = wsync__fab_base_init(&v->t.b, WSYNC_FABRIC_VERBS, &o.allocator, err);
     if (r != WSYNC_OK) {
-        wsync__rfree(&o.allocator, v);
+        wsync__rdma_free(&o.allocator, v);
         return r;
     }
     wsync__vb_settings(v, &o);
     if (!v->t.adv_host[0] || strlen(v->t.adv_host) > 63) {
         wsync__vb_close(v);
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: advertised host too long");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: advertised host too long");
     }
     if ((r = wsync__vnic_open_all(v, o.devices, o.use_gid_index, o.gid_index, err)) != WSYNC_OK) {
         wsync__vb_close(v);
@@ -4492,7 +4641,7 @@ WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options 
     out->close_remote = wsync__vb_close_remote;
     out->write = wsync__vb_write;
     out->write_imm = wsync__vb_write_imm;
-    out->recv_imm = wsync__rrecv_imm;
+    out->recv_imm = wsync__fab_recv_imm;
     out->flush = wsync__vb_flush;
     out->close = wsync__vb_close;
     return WSYNC_OK;
@@ -4530,10 +4679,10 @@ WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options 
 {
     (void)opt;
     if (out) memset(out, 0, sizeof *out);
-    wsync__rerr_reset(err);
-    return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "%s",
-                        "the verbs fabric: built without rdma-core's headers (<infiniband/verbs.h>; Debian: "
-                        "libibverbs-dev), or with WSYNC_RDMA_NO_VERBS");
+    wsync__rdma_err_reset(err);
+    return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "%s",
+                            "the verbs fabric: built without rdma-core's headers (<infiniband/verbs.h>; Debian: "
+                            "libibverbs-dev), or with WSYNC_RDMA_NO_VERBS");
 }
 WSYNC_DEF unsigned wsync_fabric_verbs_port(const wsync_fabric *f)
 {
@@ -4549,16 +4698,84 @@ WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_v
 
 #endif /* WSYNC__HAVE_VERBS */
 
+#else /* !WSYNC__RDMA_OK */
+
+WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *out)
+{
+    (void)f;
+    (void)out;
+    return 0;
+}
+WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt, wsync_fabric *out,
+                                             wsync_error *err)
+{
+    (void)opt;
+    if (out) memset(out, 0, sizeof *out);
+    return wsync__rdma_no(err, "the TCP fabric");
+}
+WSYNC_DEF unsigned wsync_fabric_tcp_port(const wsync_fabric *f)
+{
+    (void)f;
+    return 0;
+}
+WSYNC_DEF wsync_result wsync_fabric_host_open(const wsync_fabric_host_options *opt, wsync_fabric *out,
+                                              wsync_error *err)
+{
+    (void)opt;
+    if (out) memset(out, 0, sizeof *out);
+    return wsync__rdma_no(err, "the one-host fabric");
+}
+WSYNC_DEF wsync_result wsync_fabric_host_alloc(wsync_fabric *f, uint64_t len, void **ptr, wsync_error *err)
+{
+    (void)f;
+    (void)len;
+    if (ptr) *ptr = NULL;
+    return wsync__rdma_no(err, "wsync_fabric_host_alloc");
+}
+WSYNC_DEF void wsync_fabric_host_free(wsync_fabric *f, void *ptr)
+{
+    (void)f;
+    (void)ptr;
+}
+WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabric *f,
+                                                               const wsync_fabric_remote *r)
+{
+    (void)f;
+    (void)r;
+    return WSYNC_FABRIC_HOST_AUTO;
+}
+WSYNC_DEF int wsync_fabric_host_cma_allowed(int pid, const void *addr, char *why, size_t why_cap)
+{
+    (void)pid;
+    (void)addr;
+    if (why && why_cap) snprintf(why, why_cap, "%s", "not built with the one-host backend");
+    return 0;
+}
+WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options *opt, wsync_fabric *out,
+                                               wsync_error *err)
+{
+    (void)opt;
+    if (out) memset(out, 0, sizeof *out);
+    return wsync__rdma_no(err, "the verbs fabric");
+}
+WSYNC_DEF unsigned wsync_fabric_verbs_port(const wsync_fabric *f)
+{
+    (void)f;
+    return 0;
+}
+WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_verbs_stats *out)
+{
+    (void)f;
+    (void)out;
+    return 0;
+}
+
+
 #endif /* WSYNC__RDMA_OK */
 
 /* ======================================================================
    IMPLEMENTATION: the executor and fp8 preparation  >>executor
    ====================================================================== */
-
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint64_t block)
 {
@@ -4596,7 +4813,7 @@ static uint8_t wsync__e4m3_sat(float f)
 #endif
 }
 
-static float wsync__bf16_f32(uint16_t h)
+static float wsync__quant_bf16_f32(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -4606,14 +4823,14 @@ static float wsync__bf16_f32(uint16_t h)
 
 /* One tile's scale: amax / 448, or 1 for a tile of zeros or one holding a
    non-finite value (saturation then clamps infinities, NaN stays NaN). */
-static float wsync__tile_scale(const uint16_t *bf16, uint64_t stride, uint64_t r0, uint64_t r1, uint64_t c0,
-                               uint64_t c1)
+static float wsync__quant_tile_scale(const uint16_t *bf16, uint64_t stride, uint64_t r0, uint64_t r1, uint64_t c0,
+                                     uint64_t c1)
 {
     uint64_t r, c;
     float amax = 0;
     for (r = r0; r < r1; r++)
         for (c = c0; c < c1; c++) {
-            float v = wsync__bf16_f32(bf16[r * stride + c]);
+            float v = wsync__quant_bf16_f32(bf16[r * stride + c]);
             float a = v < 0 ? -v : v;
             if (!(a <= 3.4e38f)) return 1.0f;
             if (a > amax) amax = a;
@@ -4625,26 +4842,26 @@ WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, 
                                            uint64_t block, uint8_t *dst, float *scales, wsync_error *err)
 {
     uint64_t br = block ? block : rows, bc = block ? block : cols, tcols, r0, c0, r, c;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (!scales || stride < cols)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: no scales, or a stride below the columns");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: no scales, or a stride below the columns");
     if (rows == 0 || cols == 0) {
         if (!block) scales[0] = 1.0f;
         return WSYNC_OK;
     }
-    if (!bf16 || !dst) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: buffers");
-    if (rows > UINT64_MAX / stride) return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "%s", "quantize: size");
+    if (!bf16 || !dst) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: buffers");
+    if (rows > UINT64_MAX / stride) return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "%s", "quantize: size");
     tcols = (cols + bc - 1) / bc;
     for (r0 = 0; r0 < rows; r0 += br) {
         uint64_t r1 = rows - r0 > br ? r0 + br : rows;
         for (c0 = 0; c0 < cols; c0 += bc) {
             uint64_t c1 = cols - c0 > bc ? c0 + bc : cols;
-            float scale = wsync__tile_scale(bf16, stride, r0, r1, c0, c1);
+            float scale = wsync__quant_tile_scale(bf16, stride, r0, r1, c0, c1);
             scales[(r0 / br) * tcols + c0 / bc] = scale;
             for (r = r0; r < r1; r++) {
                 const uint16_t *in = bf16 + r * stride;
                 uint8_t *out = dst + r * cols;
-                for (c = c0; c < c1; c++) out[c] = wsync__e4m3_sat(wsync__bf16_f32(in[c]) / scale);
+                for (c = c0; c < c1; c++) out[c] = wsync__e4m3_sat(wsync__quant_bf16_f32(in[c]) / scale);
             }
         }
     }
@@ -4749,7 +4966,7 @@ static void *wsync__exec_main(void *p)
         pthread_mutex_unlock(&x->mu);
         t0 = wsync__exec_now();
         if (!skip) {
-            wsync__rerr_reset(&e);
+            wsync__rdma_err_reset(&e);
             r = o->stages[k](o->user, &x->tasks[i], o->staging ? o->staging + x->off[i] : NULL, x->off[i], &e);
         }
         pthread_mutex_lock(&x->mu);
@@ -4758,8 +4975,8 @@ static void *wsync__exec_main(void *p)
         if (r != WSYNC_OK && !x->failed) {
             char nb[16];
             x->failed = 1;
-            wsync__rfail(&x->err, r, "task %zu, %s: %.300s", i, wsync__exec_stage_name(o, k, nb, sizeof nb),
-                         e.message[0] ? e.message : wsync_result_str(r));
+            wsync__rdma_fail(&x->err, r, "task %zu, %s: %.300s", i, wsync__exec_stage_name(o, k, nb, sizeof nb),
+                             e.message[0] ? e.message : wsync_result_str(r));
         }
         x->next[k + 1] = i + 1;
         if (k == last) wsync__exec_release(x, i);
@@ -4774,21 +4991,22 @@ static wsync_result wsync__exec_check(const wsync_exec_options *o, const wsync_e
 {
     size_t i;
     unsigned k;
-    if (!o || (n && !tasks)) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "exec: options and tasks");
+    if (!o || (n && !tasks)) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "exec: options and tasks");
     if (o->n_stages < 1 || o->n_stages > WSYNC_EXEC_STAGES_MAX)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: %u stages (1 to %u)", o->n_stages,
-                            WSYNC_EXEC_STAGES_MAX);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: %u stages (1 to %u)", o->n_stages,
+                                WSYNC_EXEC_STAGES_MAX);
     for (k = 0; k < o->n_stages; k++)
-        if (!o->stages[k]) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: stage %u has no function", k);
+        if (!o->stages[k])
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: stage %u has no function", k);
     for (i = 0; i < n; i++) {
         if (tasks[i].tmp_bytes > o->staging_len || (tasks[i].tmp_bytes && !o->staging))
-            return wsync__rfail(err, WSYNC_ERR_LIMIT,
-                                "exec: task %zu needs %llu staging bytes, more than the watermark of %llu", i,
-                                (unsigned long long)tasks[i].tmp_bytes, (unsigned long long)o->staging_len);
+            return wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
+                                    "exec: task %zu needs %llu staging bytes, more than the watermark of %llu", i,
+                                    (unsigned long long)tasks[i].tmp_bytes, (unsigned long long)o->staging_len);
         if (i && tasks[i].group < tasks[i - 1].group)
-            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
-                                "exec: task %zu is in mesh group %u after group %u (groups ascend)", i,
-                                (unsigned)tasks[i].group, (unsigned)tasks[i - 1].group);
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                    "exec: task %zu is in mesh group %u after group %u (groups ascend)", i,
+                                    (unsigned)tasks[i].group, (unsigned)tasks[i - 1].group);
     }
     return WSYNC_OK;
 }
@@ -4811,14 +5029,14 @@ static void wsync__exec_admit(wsync__exec *x)
             x->st.groups++;
             if (o->barrier) {
                 pthread_mutex_unlock(&x->mu);
-                wsync__rerr_reset(&e);
+                wsync__rdma_err_reset(&e);
                 r = o->barrier(o->user, x->tasks[i - 1].group, &e);
                 pthread_mutex_lock(&x->mu);
             }
             if (r != WSYNC_OK) {
                 x->failed = 1;
-                wsync__rfail(&x->err, r, "barrier after mesh group %u: %.300s", (unsigned)x->tasks[i - 1].group,
-                             e.message[0] ? e.message : wsync_result_str(r));
+                wsync__rdma_fail(&x->err, r, "barrier after mesh group %u: %.300s", (unsigned)x->tasks[i - 1].group,
+                                 e.message[0] ? e.message : wsync_result_str(r));
                 break;
             }
         }
@@ -4849,15 +5067,15 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
     unsigned k, started = 0;
     double t0 = wsync__exec_now();
     wsync_result r;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (stats) memset(stats, 0, sizeof *stats);
     if ((r = wsync__exec_check(opt, tasks, n, err)) != WSYNC_OK) return r;
     memset(&x, 0, sizeof x);
     x.o = opt;
     x.tasks = tasks;
     x.n = n;
-    if (!(x.off = (uint64_t *)wsync__ralloc(&opt->allocator, (n ? n : 1) * sizeof *x.off)))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "exec: %zu tasks", n);
+    if (!(x.off = (uint64_t *)wsync__rdma_alloc(&opt->allocator, (n ? n : 1) * sizeof *x.off)))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "exec: %zu tasks", n);
     pthread_mutex_init(&x.mu, NULL);
     pthread_cond_init(&x.cv, NULL);
     for (k = 0; k < opt->n_stages; k++) {
@@ -4866,7 +5084,7 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
         if (pthread_create(&w[k].th, NULL, wsync__exec_main, &w[k]) != 0) {
             pthread_mutex_lock(&x.mu);
             x.failed = 1;
-            wsync__rfail(&x.err, WSYNC_ERR_IO, "%s", "exec: pthread_create");
+            wsync__rdma_fail(&x.err, WSYNC_ERR_IO, "%s", "exec: pthread_create");
             pthread_mutex_unlock(&x.mu);
             break;
         }
@@ -4888,7 +5106,7 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
     if (x.failed && err) *err = x.err;
     pthread_cond_destroy(&x.cv);
     pthread_mutex_destroy(&x.mu);
-    wsync__rfree(&opt->allocator, x.off);
+    wsync__rdma_free(&opt->allocator, x.off);
     return r;
 }
 
@@ -4901,26 +5119,14 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
     (void)tasks;
     (void)n;
     if (stats) memset(stats, 0, sizeof *stats);
-    return wsync__rno(err, "the executor");
+    return wsync__rdma_no(err, "the executor");
 }
 
-#endif
-
-#ifdef __cplusplus
-}
 #endif
 
 /* ======================================================================
-   IMPLEMENTATION: the controller protocol  >>ctl
+   IMPLEMENTATION: the controller protocol, the controller and the ranks  >>ctl
    ====================================================================== */
-
-/* ---------------------------------------------------------------------
-   Implementation
-   --------------------------------------------------------------------- */
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 #define WSYNC__CTL_MAGIC 0x00435357u /* "WSC" then the version byte */
 #define WSYNC__CTL_MAX_TENSORS (1u << 22)
@@ -4931,26 +5137,26 @@ extern "C" {
 
 /* ---- codec (no sockets: builds everywhere) >>ctl-codec ---- */
 
-typedef struct wsync__cr {
+typedef struct wsync__ctl_rd {
     const uint8_t *p;
     size_t left;
     size_t at;                 /* offset of p in the payload */
-} wsync__cr;
+} wsync__ctl_rd;
 
 
-static void wsync__cput16(uint8_t *p, uint32_t v)
+static void wsync__ctl_put16(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
 }
 
-static wsync_result wsync__cshort(wsync__cr *c, wsync_error *err, const char *what)
+static wsync_result wsync__ctl_rd_short(wsync__ctl_rd *c, wsync_error *err, const char *what)
 {
-    return wsync__rfail(err, WSYNC_ERR_TRUNCATED, "control message: %s at payload byte %llu: truncated", what,
-                        (unsigned long long)(c->at));
+    return wsync__rdma_fail(err, WSYNC_ERR_TRUNCATED, "control message: %s at payload byte %llu: truncated", what,
+                            (unsigned long long)(c->at));
 }
 
-static int wsync__ctake(wsync__cr *c, size_t n, const uint8_t **out)
+static int wsync__ctl_rd_take(wsync__ctl_rd *c, size_t n, const uint8_t **out)
 {
     if (n > c->left) return 0;
     *out = c->p;
@@ -4960,32 +5166,32 @@ static int wsync__ctake(wsync__cr *c, size_t n, const uint8_t **out)
     return 1;
 }
 
-#define WSYNC__CR32(c, v, what)                                                          \
+#define WSYNC__CTL_RD32(c, v, what)                                                          \
     do {                                                                                 \
         const uint8_t *q_;                                                               \
-        if (!wsync__ctake((c), 4, &q_)) return wsync__cshort((c), err, (what));          \
-        (v) = wsync__rget32(q_);                                                         \
+        if (!wsync__ctl_rd_take((c), 4, &q_)) return wsync__ctl_rd_short((c), err, (what));          \
+        (v) = wsync__rdma_get32(q_);                                                         \
     } while (0)
-#define WSYNC__CR64(c, v, what)                                                          \
+#define WSYNC__CTL_RD64(c, v, what)                                                          \
     do {                                                                                 \
         const uint8_t *q_;                                                               \
-        if (!wsync__ctake((c), 8, &q_)) return wsync__cshort((c), err, (what));          \
-        (v) = wsync__rget64(q_);                                                         \
+        if (!wsync__ctl_rd_take((c), 8, &q_)) return wsync__ctl_rd_short((c), err, (what));          \
+        (v) = wsync__rdma_get64(q_);                                                         \
     } while (0)
 
-static wsync_result wsync__cbad(wsync_error *err, wsync_result code, const char *fmt, ...)
+static wsync_result wsync__ctl_bad(wsync_error *err, wsync_result code, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-static wsync_result wsync__cbad(wsync_error *err, wsync_result code, const char *fmt, ...)
+static wsync_result wsync__ctl_bad(wsync_error *err, wsync_result code, const char *fmt, ...)
 {
     va_list ap;
     char buf[320];
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return wsync__rfail(err, code, "control message: %s", buf);
+    return wsync__rdma_fail(err, code, "control message: %s", buf);
 }
 
 WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_t *row_bytes, uint64_t *bytes,
@@ -4993,44 +5199,406 @@ WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_
 {
     unsigned bits, i;
     uint64_t rb, rows, cols, esz;
-    if (!t) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tensor is NULL");
+    if (!t) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tensor is NULL");
     if (t->dtype == 0 || t->dtype >= (uint32_t)WSYNC_DTYPE_COUNT)
-        return wsync__rfail(err, WSYNC_ERR_UNKNOWN_DTYPE, "tensor '%s': dtype %u unknown",
-                            t->name ? t->name : "", (unsigned)t->dtype);
+        return wsync__rdma_fail(err, WSYNC_ERR_UNKNOWN_DTYPE, "tensor '%s': dtype %u unknown",
+                                t->name ? t->name : "", (unsigned)t->dtype);
     bits = wsync_dtype_bits((wsync_dtype)t->dtype);
     if (bits == 0 || bits % 8 != 0)
-        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': %s has no whole bytes per element",
-                            t->name ? t->name : "", wsync_dtype_name((wsync_dtype)t->dtype));
+        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': %s has no whole bytes per element",
+                                t->name ? t->name : "", wsync_dtype_name((wsync_dtype)t->dtype));
     if (t->ndim > WSYNC_CTL_DIMS_MAX)
-        return wsync__rfail(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor '%s': %u dimensions (at most %u)",
-                            t->name ? t->name : "", (unsigned)t->ndim, WSYNC_CTL_DIMS_MAX);
+        return wsync__rdma_fail(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor '%s': %u dimensions (at most %u)",
+                                t->name ? t->name : "", (unsigned)t->ndim, WSYNC_CTL_DIMS_MAX);
     if (t->to_dtype && t->to_dtype != t->dtype &&
         !(t->to_dtype == WSYNC_DTYPE_F8_E4M3 && t->dtype == WSYNC_DTYPE_BF16))
-        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': no conversion from dtype %u to %u (only BF16 to F8_E4M3)",
-                            t->name ? t->name : "", (unsigned)t->dtype, (unsigned)t->to_dtype);
+        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': no conversion from dtype %u to %u (only BF16 to F8_E4M3)",
+                                t->name ? t->name : "", (unsigned)t->dtype, (unsigned)t->to_dtype);
     cols = 1;
     for (i = 1; i < t->ndim; i++) {
         if (t->shape[i] && cols > UINT64_MAX / t->shape[i])
-            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': shape overflows", t->name ? t->name : "");
+            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': shape overflows", t->name ? t->name : "");
         cols *= t->shape[i];
     }
     rows = t->ndim ? t->shape[0] : 1;
     if (t->row_begin > rows || t->row_count > rows - t->row_begin)
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': rows %llu + %llu outside its %llu rows",
-                            t->name ? t->name : "", (unsigned long long)t->row_begin,
-                            (unsigned long long)t->row_count, (unsigned long long)rows);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': rows %llu + %llu outside its %llu rows",
+                                t->name ? t->name : "", (unsigned long long)t->row_begin,
+                                (unsigned long long)t->row_count, (unsigned long long)rows);
     if (t->col_begin > cols || t->col_count > cols - t->col_begin || (t->col_count == 0 && t->col_begin))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': columns %llu + %llu outside its %llu",
-                            t->name ? t->name : "", (unsigned long long)t->col_begin,
-                            (unsigned long long)t->col_count, (unsigned long long)cols);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': columns %llu + %llu outside its %llu",
+                                t->name ? t->name : "", (unsigned long long)t->col_begin,
+                                (unsigned long long)t->col_count, (unsigned long long)cols);
     esz = t->to_dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : bits / 8;
     rb = t->col_count ? t->col_count : cols;
     if (rb > UINT64_MAX / 8 || (rows && rb * 8 > UINT64_MAX / rows))
-        return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': size overflows", t->name ? t->name : "");
+        return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': size overflows", t->name ? t->name : "");
     rb *= esz;
     if (row_bytes) *row_bytes = rb;
     if (bytes) *bytes = rb * t->row_count;
     return WSYNC_OK;
+}
+
+/* ---- the planner's input from the ranks' entries (no sockets) ---- */
+
+typedef struct wsync__ctl_pi_ref {
+    const char *name;
+    uint64_t rb, rc, cb, cc;   /* rows; columns (cc: every column counted) */
+    uint32_t to, block;        /* target dtype (0: as held), fp8 tile */
+    uint32_t rank, entry;      /* the rank (trainers 0..T-1, then inference), its entry */
+    uint32_t id;               /* the source or unit it became */
+} wsync__ctl_pi_ref;
+
+static int wsync__ctl_pi_cmp(const void *x, const void *y)
+{
+    const wsync__ctl_pi_ref *a = (const wsync__ctl_pi_ref *)x, *b = (const wsync__ctl_pi_ref *)y;
+    int k = strcmp(a->name, b->name);
+    if (k) return k;
+#define WSYNC__CTL_PI_BY(f) if (a->f != b->f) return a->f < b->f ? -1 : 1
+    WSYNC__CTL_PI_BY(rb);
+    WSYNC__CTL_PI_BY(rc);
+    WSYNC__CTL_PI_BY(cb);
+    WSYNC__CTL_PI_BY(cc);
+    WSYNC__CTL_PI_BY(to);
+    WSYNC__CTL_PI_BY(block);
+    WSYNC__CTL_PI_BY(rank);
+    WSYNC__CTL_PI_BY(entry);
+#undef WSYNC__CTL_PI_BY
+    return 0;
+}
+
+/* Equal but for the rank and entry: the same slice. */
+static int wsync__ctl_pi_same(const wsync__ctl_pi_ref *a, const wsync__ctl_pi_ref *b, int slice)
+{
+    if (strcmp(a->name, b->name) != 0) return 0;
+    return !slice || (a->rb == b->rb && a->rc == b->rc && a->cb == b->cb && a->cc == b->cc && a->to == b->to &&
+                      a->block == b->block);
+}
+
+/* (first rank, entry) of each group, to order groups by first appearance. */
+typedef struct wsync__ctl_pi_first {
+    uint32_t rank, entry, lo, hi; /* hi: one past the group's last ref */
+} wsync__ctl_pi_first;
+
+static int wsync__ctl_pi_first_cmp(const void *x, const void *y)
+{
+    const wsync__ctl_pi_first *a = (const wsync__ctl_pi_first *)x, *b = (const wsync__ctl_pi_first *)y;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    return a->entry < b->entry ? -1 : a->entry > b->entry;
+}
+
+static uint64_t wsync__ctl_pi_cols(const wsync_ctl_tensor *t)
+{
+    uint64_t cols = 1;
+    uint32_t i;
+    for (i = 1; i < t->ndim; i++) cols *= t->shape[i]; /* bounded by wsync_ctl_tensor_bytes */
+    return cols;
+}
+
+/* Sorts refs, cuts them into groups of equal keys and orders the groups by
+   first appearance; *out gets the groups (lo, hi into refs). */
+static wsync_result wsync__ctl_pi_groups(const wsync_allocator *a, wsync__ctl_pi_ref *refs, uint64_t n, int slice,
+                                         wsync__ctl_pi_first **out, uint64_t *n_out, wsync_error *err)
+{
+    wsync__ctl_pi_first *g;
+    uint64_t i, k = 0;
+    qsort(refs, (size_t)n, sizeof *refs, wsync__ctl_pi_cmp);
+    g = (wsync__ctl_pi_first *)wsync__rdma_alloc(a, (size_t)(n ? n : 1) * sizeof *g);
+    if (!g) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: groups");
+    for (i = 0; i < n; i++) {
+        if (i == 0 || !wsync__ctl_pi_same(&refs[i - 1], &refs[i], slice)) {
+            g[k].rank = refs[i].rank;
+            g[k].entry = refs[i].entry;
+            g[k].lo = (uint32_t)i;
+            k++;
+        } else if (refs[i].rank < g[k - 1].rank ||
+                   (refs[i].rank == g[k - 1].rank && refs[i].entry < g[k - 1].entry)) {
+            g[k - 1].rank = refs[i].rank;
+            g[k - 1].entry = refs[i].entry;
+        }
+        g[k - 1].hi = (uint32_t)i + 1;
+    }
+    qsort(g, (size_t)k, sizeof *g, wsync__ctl_pi_first_cmp);
+    *out = g;
+    *n_out = k;
+    return WSYNC_OK;
+}
+
+/* The mesh of a source held by refs[lo, hi) (sorted by rows, then rank):
+   whole at consecutive ranks (a replica), or torch.chunk shards. */
+static wsync_result wsync__ctl_pi_mesh(const wsync__ctl_pi_ref *refs, uint32_t lo, uint32_t hi, uint64_t rows,
+                                       uint32_t T, uint32_t *ranks, wsync_plan_mesh *m, wsync_error *err)
+{
+    uint32_t n = hi - lo, i, j, count;
+    int whole = 1;
+    for (i = 0; i < n; i++) { /* the holders by rank (insertion sort: n <= T, usually few) */
+        uint32_t r = refs[lo + i].rank;
+        for (j = i; j > 0 && refs[lo + ranks[j - 1]].rank > r; j--) ranks[j] = ranks[j - 1];
+        ranks[j] = i;
+        if (refs[lo + i].rb != 0 || refs[lo + i].rc != rows) whole = 0;
+    }
+    for (i = 1; i < n; i++)
+        if (refs[lo + ranks[i]].rank == refs[lo + ranks[i - 1]].rank)
+            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan input: tensor '%s': trainer rank %u holds it twice",
+                                    refs[lo].name, (unsigned)refs[lo + ranks[i]].rank);
+    m->first = refs[lo + ranks[0]].rank;
+    if (whole) {
+        if (refs[lo + ranks[n - 1]].rank - m->first != n - 1)
+            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                    "plan input: tensor '%s': held whole by trainer ranks that are not consecutive",
+                                    refs[lo].name);
+        m->count = n;
+        m->gather = 2;
+        return WSYNC_OK;
+    }
+    /* torch.chunk over [first, first + count): the full rest of the ranks
+       first, then the fewest that fit */
+    for (j = 0; j < T - m->first - n + 1; j++) {
+        uint64_t chunk, parts;
+        int ok;
+        count = j == 0 ? T - m->first : n + j - 1; /* every rank from first on, then n, n + 1, ... */
+        chunk = rows / count + (rows % count != 0);
+        parts = rows / chunk + (rows % chunk != 0);
+        ok = parts == n;
+        for (i = 0; ok && i < n; i++) {
+            const wsync__ctl_pi_ref *r = &refs[lo + ranks[i]];
+            uint64_t h = r->rank - m->first, rb = h * chunk;
+            ok = h < count && rb < rows && r->rb == rb && r->rc == (rows - rb < chunk ? rows - rb : chunk);
+        }
+        if (ok) {
+            m->count = count;
+            m->gather = 0;
+            return WSYNC_OK;
+        }
+    }
+    return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                            "plan input: tensor '%s': the trainers' rows are neither whole nor torch.chunk shards "
+                            "of consecutive ranks", refs[lo].name);
+}
+
+WSYNC_DEF void wsync_ctl_plan_input_free(wsync_ctl_plan_input *p)
+{
+    if (!p) return;
+    wsync__rdma_free(&p->allocator, (void *)(uintptr_t)p->input.sources);
+    wsync__rdma_free(&p->allocator, (void *)(uintptr_t)p->input.meshes);
+    wsync__rdma_free(&p->allocator, (void *)(uintptr_t)p->input.pieces);
+    wsync__rdma_free(&p->allocator, (void *)(uintptr_t)p->input.dests);
+    wsync__rdma_free(&p->allocator, (void *)(uintptr_t)p->input.units);
+    wsync__rdma_free(&p->allocator, p->holder_entry);
+    wsync__rdma_free(&p->allocator, p->dest_entry);
+    wsync__rdma_free(&p->allocator, p->unit_block);
+    memset(p, 0, sizeof *p);
+}
+
+WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const *tensors, const uint32_t *n_tensors,
+                                                  uint32_t n_trainers, uint32_t n_inference,
+                                                  const wsync_allocator *a, wsync_ctl_plan_input *out,
+                                                  wsync_error *err)
+{
+    wsync_allocator al;
+    wsync__ctl_pi_ref *tr = NULL, *ir = NULL;
+    wsync__ctl_pi_first *sg = NULL, *ug = NULL;
+    uint32_t *ranks = NULL, i, e, T = n_trainers;
+    uint64_t nt = 0, ni = 0, ns = 0, nu = 0, k, d;
+    wsync_plan_source *src = NULL;
+    wsync_plan_mesh *mesh = NULL;
+    wsync_plan_piece *pc = NULL;
+    wsync_plan_dest *dst = NULL;
+    wsync_plan_unit *un = NULL;
+    uint32_t n_mesh = 0;
+    wsync_result r = WSYNC_OK;
+    wsync__rdma_err_reset(err);
+    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan input: out");
+    memset(out, 0, sizeof *out);
+    if (a) out->allocator = *a;
+    al = out->allocator;
+    if (!tensors || !n_tensors || T == 0 || n_inference == 0 || T > WSYNC_CTL_MAX_RANKS ||
+        n_inference > WSYNC_CTL_MAX_RANKS)
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: %u trainers, %u inference ranks",
+                                (unsigned)T, (unsigned)n_inference);
+    for (i = 0; i < T + n_inference; i++) {
+        if (n_tensors[i] && !tensors[i])
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: rank %u: entries NULL", (unsigned)i);
+        for (e = 0; e < n_tensors[i]; e++) {
+            uint64_t rb = 0, b = 0;
+            if ((r = wsync_ctl_tensor_bytes(&tensors[i][e], &rb, &b, err)) != WSYNC_OK) return r;
+            if (b == 0) continue;
+            if (i < T) nt++;
+            else ni++;
+        }
+    }
+    tr = (wsync__ctl_pi_ref *)wsync__rdma_alloc(&al, (size_t)(nt ? nt : 1) * sizeof *tr);
+    ir = (wsync__ctl_pi_ref *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof *ir);
+    ranks = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(nt ? nt : 1) * sizeof *ranks);
+    if (!tr || !ir || !ranks) {
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: index");
+        goto out;
+    }
+    for (nt = ni = 0, i = 0; i < T + n_inference; i++)
+        for (e = 0; e < n_tensors[i]; e++) {
+            const wsync_ctl_tensor *t = &tensors[i][e];
+            wsync__ctl_pi_ref *x;
+            uint64_t rb = 0, b = 0;
+            wsync_ctl_tensor_bytes(t, &rb, &b, NULL);
+            if (b == 0) continue;
+            x = i < T ? &tr[nt++] : &ir[ni++];
+            memset(x, 0, sizeof *x);
+            x->name = t->name;
+            x->rank = i;
+            x->entry = e;
+            if (i < T) { /* holders: sorted by rows within a name */
+                x->rb = t->row_begin;
+                continue;
+            }
+            x->rb = t->row_begin;
+            x->rc = t->row_count;
+            x->cb = t->col_begin;
+            x->cc = t->col_count ? t->col_count : wsync__ctl_pi_cols(t);
+            x->to = t->to_dtype == t->dtype ? 0 : t->to_dtype;
+            x->block = x->to ? t->block : 0;
+        }
+    /* sources: one per name the trainers hold */
+    if ((r = wsync__ctl_pi_groups(&al, tr, nt, 0, &sg, &ns, err)) != WSYNC_OK) goto out;
+    src = (wsync_plan_source *)wsync__rdma_alloc(&al, (size_t)(ns ? ns : 1) * sizeof *src);
+    mesh = (wsync_plan_mesh *)wsync__rdma_alloc(&al, (size_t)(ns ? ns : 1) * sizeof *mesh);
+    out->holder_entry = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(ns ? ns : 1) * T * sizeof(uint32_t));
+    if (!src || !mesh || !out->holder_entry) {
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: sources");
+        goto out;
+    }
+    for (k = 0; k < ns * T; k++) out->holder_entry[k] = UINT32_MAX;
+    for (k = 0; k < ns; k++) {
+        const wsync_ctl_tensor *t0 = &tensors[tr[sg[k].lo].rank][tr[sg[k].lo].entry];
+        wsync_plan_mesh m;
+        uint32_t j, q;
+        memset(&m, 0, sizeof m);
+        for (j = sg[k].lo; j < sg[k].hi; j++) {
+            const wsync_ctl_tensor *t = &tensors[tr[j].rank][tr[j].entry];
+            uint64_t cols = wsync__ctl_pi_cols(t);
+            int same = t->dtype == t0->dtype && t->ndim == t0->ndim && t->group == t0->group;
+            for (q = 0; same && q < t->ndim; q++) same = t->shape[q] == t0->shape[q];
+            if (!same || t->dtype != WSYNC_DTYPE_BF16 || (t->col_count && t->col_count != cols) ||
+                (t->to_dtype && t->to_dtype != t->dtype)) {
+                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                     "plan input: tensor '%s': trainer rank %u holds it %s", t->name,
+                                     (unsigned)tr[j].rank,
+                                     !same ? "in another dtype, shape or mesh group than another trainer"
+                                           : "other than as bf16 rows of every column");
+                goto out;
+            }
+            tr[j].rc = t->row_count;
+            tr[j].id = (uint32_t)k;
+            out->holder_entry[k * T + tr[j].rank] = tr[j].entry;
+        }
+        src[k].rows = t0->ndim ? t0->shape[0] : 1;
+        src[k].cols = wsync__ctl_pi_cols(t0);
+        src[k].dtype = WSYNC_DTYPE_BF16;
+        if ((r = wsync__ctl_pi_mesh(tr, sg[k].lo, sg[k].hi, src[k].rows, T, ranks, &m, err)) != WSYNC_OK) goto out;
+        m.group = t0->group;
+        for (q = 0; q < n_mesh; q++)
+            if (mesh[q].first == m.first && mesh[q].count == m.count && mesh[q].group == m.group &&
+                mesh[q].gather == m.gather)
+                break;
+        if (q == n_mesh) mesh[n_mesh++] = m;
+        src[k].mesh = q;
+    }
+    /* units: one per distinct inference entry, a destination per rank */
+    if ((r = wsync__ctl_pi_groups(&al, ir, ni, 1, &ug, &nu, err)) != WSYNC_OK) goto out;
+    un = (wsync_plan_unit *)wsync__rdma_alloc(&al, (size_t)(nu ? nu : 1) * sizeof *un);
+    pc = (wsync_plan_piece *)wsync__rdma_alloc(&al, (size_t)(nu ? nu : 1) * sizeof *pc);
+    out->unit_block = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(nu ? nu : 1) * sizeof(uint32_t));
+    dst = (wsync_plan_dest *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof *dst);
+    out->dest_entry = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof(uint32_t));
+    if (!un || !pc || !dst || !out->unit_block || !out->dest_entry) {
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: units");
+        goto out;
+    }
+    for (d = 0, k = 0; k < nu; k++) {
+        const wsync__ctl_pi_ref *x = &ir[ug[k].lo];
+        const wsync_ctl_tensor *it = &tensors[x->rank][x->entry], *t0;
+        uint64_t lo = 0, hi, m, s;
+        uint32_t j, q;
+        int same;
+        hi = nt;
+        while (lo < hi) { /* the source of that name: tr is sorted by name */
+            m = lo + (hi - lo) / 2;
+            if (strcmp(tr[m].name, it->name) < 0) lo = m + 1;
+            else hi = m;
+        }
+        s = lo;
+        if (s == nt || strcmp(tr[s].name, it->name) != 0) {
+            r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan input: tensor '%s' (inference rank %u): no trainer holds it",
+                                 it->name, (unsigned)(x->rank - T));
+            goto out;
+        }
+        s = tr[s].id;
+        t0 = &tensors[tr[sg[s].lo].rank][tr[sg[s].lo].entry];
+        same = it->dtype == t0->dtype && it->ndim == t0->ndim;
+        for (q = 0; same && q < it->ndim; q++) same = it->shape[q] == t0->shape[q];
+        if (!same || (x->to && !(x->to == WSYNC_DTYPE_F8_E4M3 && it->dtype == WSYNC_DTYPE_BF16))) {
+            r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                 "plan input: tensor '%s': inference rank %u wants %s", it->name,
+                                 (unsigned)(x->rank - T),
+                                 !same ? "another dtype or shape than the trainers hold" : "a conversion other than bf16 to fp8");
+            goto out;
+        }
+        pc[k].source = (uint32_t)s;
+        pc[k].row0 = x->rb;
+        pc[k].rows = x->rc;
+        pc[k].col0 = x->cb;
+        pc[k].cols = x->cc;
+        un[k].first_piece = k;
+        un[k].n_pieces = 1;
+        un[k].first_dest = d;
+        un[k].dtype = x->to ? WSYNC_DTYPE_F8_E4M3 : WSYNC_DTYPE_BF16;
+        out->unit_block[k] = x->block;
+        for (j = ug[k].lo; j < ug[k].hi; j++) { /* sorted by rank within the group */
+            const wsync_ctl_tensor *t = &tensors[ir[j].rank][ir[j].entry];
+            if (j > ug[k].lo && ir[j].rank == ir[j - 1].rank) {
+                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan input: inference rank %u holds tensor '%s' twice",
+                                     (unsigned)(ir[j].rank - T), t->name);
+                goto out;
+            }
+            dst[d].rank = ir[j].rank - T;
+            dst[d].region = t->region;
+            dst[d].offset = t->offset;
+            dst[d].scale_region = t->region;
+            dst[d].scale_offset = t->scale_offset;
+            out->dest_entry[d] = ir[j].entry;
+            d++;
+        }
+        un[k].n_dests = d - un[k].first_dest;
+    }
+    out->input.n_trainers = T;
+    out->input.n_inference = n_inference;
+    out->input.sources = src;
+    out->input.n_sources = ns;
+    out->input.meshes = mesh;
+    out->input.n_meshes = n_mesh;
+    out->input.pieces = pc;
+    out->input.n_pieces = nu;
+    out->input.dests = dst;
+    out->input.n_dests = d;
+    out->input.units = un;
+    out->input.n_units = nu;
+    src = NULL;
+    mesh = NULL;
+    pc = NULL;
+    dst = NULL;
+    un = NULL;
+out:
+    wsync__rdma_free(&al, tr);
+    wsync__rdma_free(&al, ir);
+    wsync__rdma_free(&al, ranks);
+    wsync__rdma_free(&al, sg);
+    wsync__rdma_free(&al, ug);
+    wsync__rdma_free(&al, src);
+    wsync__rdma_free(&al, mesh);
+    wsync__rdma_free(&al, pc);
+    wsync__rdma_free(&al, dst);
+    wsync__rdma_free(&al, un);
+    if (r != WSYNC_OK) wsync_ctl_plan_input_free(out);
+    return r;
 }
 
 static size_t wsync__ctl_text_len(const char *s)
@@ -5040,6 +5608,18 @@ static size_t wsync__ctl_text_len(const char *s)
     return n;
 }
 
+/* DONE's bit arrays: ceil(n / 8) bytes (none for WSYNC_CTL_NAMED_ALL),
+   LSB first; bits past n must be zero (one wire form per message). */
+static size_t wsync__ctl_bits_len(uint32_t n)
+{
+    return n == WSYNC_CTL_NAMED_ALL ? 0 : ((size_t)n + 7) / 8;
+}
+
+static int wsync__ctl_bits_ok(const uint8_t *b, uint32_t n)
+{
+    return n == WSYNC_CTL_NAMED_ALL || n % 8 == 0 || !b || !(b[n / 8] >> (n % 8));
+}
+
 /* A descriptor as decode would read it back (encode writes every field). */
 static wsync_result wsync__ctl_desc_ok(const wsync_fabric_desc *d, const char *what, uint32_t i, wsync_error *err)
 {
@@ -5047,13 +5627,13 @@ static wsync_result wsync__ctl_desc_ok(const wsync_fabric_desc *d, const char *w
     wsync_fabric_desc back;
     wsync_result r;
     if (d->n_bytes > WSYNC_FABRIC_DESC_MAX)
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "%s %u: %u backend bytes", what, (unsigned)i,
-                           (unsigned)d->n_bytes);
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "%s %u: %u backend bytes", what, (unsigned)i,
+                              (unsigned)d->n_bytes);
     wsync_fabric_desc_encode(d, w);
     if ((r = wsync_fabric_desc_decode(w, sizeof w, &back, err)) != WSYNC_OK) {
         char why[300];
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-        return wsync__cbad(err, r, "%s %u: %s", what, (unsigned)i, why);
+        return wsync__ctl_bad(err, r, "%s %u: %s", what, (unsigned)i, why);
     }
     return WSYNC_OK;
 }
@@ -5073,24 +5653,24 @@ static wsync_result wsync__ctl_tensor_ok(const wsync_ctl_tensor *t, const wsync_
     if ((r = wsync_ctl_tensor_bytes(t, &rb, &bytes, err)) != WSYNC_OK) {
         char why[300];
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-        return wsync__cbad(err, r, "JOIN: %s", why);
+        return wsync__ctl_bad(err, r, "JOIN: %s", why);
     }
     if (t->region >= n_regions)
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': region %u of %u", t->name,
-                           (unsigned)t->region, (unsigned)n_regions);
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': region %u of %u", t->name,
+                              (unsigned)t->region, (unsigned)n_regions);
     if (t->group >= WSYNC_CTL_GROUPS_MAX)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: tensor '%s': mesh group %u (at most %u groups)", t->name,
-                           (unsigned)t->group, WSYNC_CTL_GROUPS_MAX);
-    if (!wsync__rin(t->offset, bytes, regions[t->region].len))
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
-                           "JOIN: tensor '%s': %llu bytes at %llu outside region %u (%llu bytes)", t->name,
-                           (unsigned long long)bytes, (unsigned long long)t->offset, (unsigned)t->region,
-                           (unsigned long long)regions[t->region].len);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "JOIN: tensor '%s': mesh group %u (at most %u groups)", t->name,
+                              (unsigned)t->group, WSYNC_CTL_GROUPS_MAX);
+    if (!wsync__rdma_in(t->offset, bytes, regions[t->region].len))
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                              "JOIN: tensor '%s': %llu bytes at %llu outside region %u (%llu bytes)", t->name,
+                              (unsigned long long)bytes, (unsigned long long)t->offset, (unsigned)t->region,
+                              (unsigned long long)regions[t->region].len);
     if (!wsync__ctl_fp8(t)) return WSYNC_OK;
     ns = wsync_quantize_scale_count(t->row_count, rb, t->block); /* rb: one byte per fp8 column */
-    if (ns > UINT64_MAX / 4 || !wsync__rin(t->scale_offset, ns * 4, regions[t->region].len))
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': %llu scales at %llu outside region %u",
-                           t->name, (unsigned long long)ns, (unsigned long long)t->scale_offset, (unsigned)t->region);
+    if (ns > UINT64_MAX / 4 || !wsync__rdma_in(t->scale_offset, ns * 4, regions[t->region].len))
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "JOIN: tensor '%s': %llu scales at %llu outside region %u",
+                              t->name, (unsigned long long)ns, (unsigned long long)t->scale_offset, (unsigned)t->region);
     return WSYNC_OK;
 }
 
@@ -5101,33 +5681,34 @@ static wsync_result wsync__ctl_transfer_ok(const wsync_ctl_transfer *x, uint32_t
 {
     uint64_t row_out, row_src, tlen, ns;
     if (x->target >= n_targets)
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: target %u of %u", (unsigned)i,
-                           (unsigned)x->target, (unsigned)n_targets);
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: target %u of %u", (unsigned)i,
+                              (unsigned)x->target, (unsigned)n_targets);
     tlen = targets[x->target].desc.len;
-    if (x->len == 0 || !wsync__rin(x->dst_offset, x->len, tlen))
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
-                           "ASSIGN: transfer %u: %llu bytes at %llu outside the target's %llu", (unsigned)i,
-                           (unsigned long long)x->len, (unsigned long long)x->dst_offset, (unsigned long long)tlen);
+    if (x->len == 0 || !wsync__rdma_in(x->dst_offset, x->len, tlen))
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                              "ASSIGN: transfer %u: %llu bytes at %llu outside the target's %llu", (unsigned)i,
+                              (unsigned long long)x->len, (unsigned long long)x->dst_offset, (unsigned long long)tlen);
     if (x->rows == 0 || x->len % x->rows != 0)
-        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: %llu bytes in %llu rows", (unsigned)i,
-                           (unsigned long long)x->len, (unsigned long long)x->rows);
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: %llu bytes in %llu rows",
+                              (unsigned)i, (unsigned long long)x->len, (unsigned long long)x->rows);
     if (x->prep != WSYNC_CTL_PREP_NONE && x->prep != WSYNC_CTL_PREP_FP8)
-        return wsync__cbad(err, WSYNC_ERR_UNSUPPORTED, "ASSIGN: transfer %u: preparation %u", (unsigned)i,
-                           (unsigned)x->prep);
+        return wsync__ctl_bad(err, WSYNC_ERR_UNSUPPORTED, "ASSIGN: transfer %u: preparation %u", (unsigned)i,
+                              (unsigned)x->prep);
     row_out = x->len / x->rows;
     if (x->prep == WSYNC_CTL_PREP_FP8 && row_out > UINT64_MAX / 2)
-        return wsync__cbad(err, WSYNC_ERR_OVERFLOW, "ASSIGN: transfer %u: row size", (unsigned)i);
+        return wsync__ctl_bad(err, WSYNC_ERR_OVERFLOW, "ASSIGN: transfer %u: row size", (unsigned)i);
     row_src = x->prep == WSYNC_CTL_PREP_FP8 ? row_out * 2 : row_out;
     if (x->rows > 1 && (x->src_stride < row_src || x->rows - 1 > (UINT64_MAX - row_src) / x->src_stride))
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS,
-                           "ASSIGN: transfer %u: %llu rows of %llu bytes with a stride of %llu", (unsigned)i,
-                           (unsigned long long)x->rows, (unsigned long long)row_src,
-                           (unsigned long long)x->src_stride);
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                              "ASSIGN: transfer %u: %llu rows of %llu bytes with a stride of %llu", (unsigned)i,
+                              (unsigned long long)x->rows, (unsigned long long)row_src,
+                              (unsigned long long)x->src_stride);
     if (x->prep != WSYNC_CTL_PREP_FP8) return WSYNC_OK;
     ns = wsync_quantize_scale_count(x->rows, row_out, x->block);
-    if (ns > UINT64_MAX / 4 || !wsync__rin(x->scale_offset, ns * 4, tlen))
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: %llu scales at %llu outside the target",
-                           (unsigned)i, (unsigned long long)ns, (unsigned long long)x->scale_offset);
+    if (ns > UINT64_MAX / 4 || !wsync__rdma_in(x->scale_offset, ns * 4, tlen))
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                              "ASSIGN: transfer %u: %llu scales at %llu outside the target", (unsigned)i,
+                              (unsigned long long)ns, (unsigned long long)x->scale_offset);
     return WSYNC_OK;
 }
 
@@ -5137,11 +5718,11 @@ static wsync_result wsync__ctl_groups_ok(const wsync_ctl_msg *m, uint32_t i, wsy
 {
     const wsync_ctl_transfer *x = &m->transfers[i];
     if (x->group >= m->n_groups)
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: mesh group %u of %u", (unsigned)i,
-                           (unsigned)x->group, (unsigned)m->n_groups);
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: transfer %u: mesh group %u of %u", (unsigned)i,
+                              (unsigned)x->group, (unsigned)m->n_groups);
     if (i && x->group < m->transfers[i - 1].group)
-        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: mesh group %u after group %u",
-                           (unsigned)i, (unsigned)x->group, (unsigned)m->transfers[i - 1].group);
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: mesh group %u after group %u",
+                              (unsigned)i, (unsigned)x->group, (unsigned)m->transfers[i - 1].group);
     return WSYNC_OK;
 }
 
@@ -5151,10 +5732,10 @@ static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
     uint32_t i, lim;
     wsync_result r;
     if (m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE)
-        return wsync__cbad(err, WSYNC_ERR_INVALID_ARGUMENT, "role %u", (unsigned)m->role);
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_ARGUMENT, "role %u", (unsigned)m->role);
     if (m->type == WSYNC_CTL_JOIN) {
         if (m->rank >= WSYNC_CTL_MAX_RANKS)
-            return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: rank %u above the limit", (unsigned)m->rank);
+            return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "JOIN: rank %u above the limit", (unsigned)m->rank);
         for (i = 0; i < m->n_regions; i++)
             if ((r = wsync__ctl_desc_ok(&m->regions[i], "JOIN: region", i, err)) != WSYNC_OK) return r;
         for (i = 0; i < m->n_tensors; i++)
@@ -5163,21 +5744,21 @@ static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
     }
     if (m->n_trainers == 0 || m->n_inference == 0 || m->n_trainers > WSYNC_CTL_MAX_RANKS ||
         m->n_inference > WSYNC_CTL_MAX_RANKS)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u trainers, %u inference ranks", (unsigned)m->n_trainers,
-                           (unsigned)m->n_inference);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u trainers, %u inference ranks", (unsigned)m->n_trainers,
+                              (unsigned)m->n_inference);
     lim = m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference;
     if (m->rank >= lim)
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: rank %u outside its role's %u", (unsigned)m->rank,
-                           (unsigned)lim);
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: rank %u outside its role's %u", (unsigned)m->rank,
+                              (unsigned)lim);
     for (i = 0; i < m->n_targets; i++) {
         if (m->targets[i].rank >= m->n_inference)
-            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
-                               (unsigned)i, (unsigned)m->targets[i].rank, (unsigned)m->n_inference);
+            return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
+                                  (unsigned)i, (unsigned)m->targets[i].rank, (unsigned)m->n_inference);
         if ((r = wsync__ctl_desc_ok(&m->targets[i].desc, "ASSIGN: target", i, err)) != WSYNC_OK) return r;
     }
     if (m->n_groups == 0 || m->n_groups > WSYNC_CTL_GROUPS_MAX)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u mesh groups (1 to %u)", (unsigned)m->n_groups,
-                           WSYNC_CTL_GROUPS_MAX);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u mesh groups (1 to %u)", (unsigned)m->n_groups,
+                              WSYNC_CTL_GROUPS_MAX);
     for (i = 0; i < m->n_transfers; i++)
         if ((r = wsync__ctl_transfer_ok(&m->transfers[i], i, m->targets, m->n_targets, err)) != WSYNC_OK ||
             (r = wsync__ctl_groups_ok(m, i, err)) != WSYNC_OK)
@@ -5192,49 +5773,59 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
     switch (m->type) {
     case WSYNC_CTL_JOIN:
         if (m->n_regions > WSYNC__CTL_MAX_REGIONS || m->n_tensors > WSYNC__CTL_MAX_TENSORS)
-            return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN with %u regions and %u tensors is above the limits",
-                               (unsigned)m->n_regions, (unsigned)m->n_tensors);
+            return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "JOIN with %u regions and %u tensors is above the limits",
+                                  (unsigned)m->n_regions, (unsigned)m->n_tensors);
         if ((m->n_regions && !m->regions) || (m->n_tensors && !m->tensors))
-            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "JOIN: NULL regions or tensors");
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "JOIN: NULL regions or tensors");
         n = 16 + (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
         for (i = 0; i < m->n_tensors; i++) {
             const wsync_ctl_tensor *t = &m->tensors[i];
             k = t->name ? strlen(t->name) : 0;
             if (k == 0 || k > WSYNC_CTL_NAME_MAX)
-                return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "JOIN: tensor %zu: name of %zu bytes", i, k);
+                return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "JOIN: tensor %zu: name of %zu bytes", i, k);
             if (t->ndim > WSYNC_CTL_DIMS_MAX)
-                return wsync__rfail(err, WSYNC_ERR_RANK_TOO_LARGE, "JOIN: tensor '%s': %u dimensions", t->name,
-                                    (unsigned)t->ndim);
+                return wsync__rdma_fail(err, WSYNC_ERR_RANK_TOO_LARGE, "JOIN: tensor '%s': %u dimensions", t->name,
+                                        (unsigned)t->ndim);
             n += 2 + k + 4 + 4 + 8 * (size_t)t->ndim + WSYNC__CTL_TENSOR_TAIL;
         }
         break;
     case WSYNC_CTL_ASSIGN:
         if (m->n_targets > WSYNC__CTL_MAX_TRANSFERS || m->n_transfers > WSYNC__CTL_MAX_TRANSFERS)
-            return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN with %u targets and %u transfers is above the limits",
-                               (unsigned)m->n_targets, (unsigned)m->n_transfers);
+            return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "ASSIGN with %u targets and %u transfers is above the limits",
+                                  (unsigned)m->n_targets, (unsigned)m->n_transfers);
         if ((m->n_targets && !m->targets) || (m->n_transfers && !m->transfers))
-            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "ASSIGN: NULL targets or transfers");
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "ASSIGN: NULL targets or transfers");
         n = 28 + (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
         break;
     case WSYNC_CTL_GO:
     case WSYNC_CTL_COMMIT: n = 8; break;
     case WSYNC_CTL_DONE:
+        if ((m->n_named != WSYNC_CTL_NAMED_ALL && m->n_named > WSYNC__CTL_MAX_TENSORS) ||
+            m->n_ran > WSYNC__CTL_MAX_TRANSFERS)
+            return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "DONE naming %u tensors and %u transfers is above the limits",
+                                  (unsigned)m->n_named, (unsigned)m->n_ran);
+        if ((m->n_named && m->n_named != WSYNC_CTL_NAMED_ALL && !m->named) || (m->n_ran && !m->ran))
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "DONE: NULL bits");
+        if (!wsync__ctl_bits_ok(m->named, m->n_named) || !wsync__ctl_bits_ok(m->ran, m->n_ran))
+            return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "%s", "DONE: bits set past the count");
+        n = 14 + wsync__ctl_text_len(m->text) + 12 + wsync__ctl_bits_len(m->n_named) + wsync__ctl_bits_len(m->n_ran);
+        break;
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR: n = 14 + wsync__ctl_text_len(m->text); break;
     case WSYNC_CTL_BARRIER:
     case WSYNC_CTL_RELEASE:
         if (m->group >= WSYNC_CTL_GROUPS_MAX)
-            return wsync__cbad(err, WSYNC_ERR_LIMIT, "mesh group %u (at most %u groups)", (unsigned)m->group,
-                               WSYNC_CTL_GROUPS_MAX);
+            return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "mesh group %u (at most %u groups)", (unsigned)m->group,
+                                  WSYNC_CTL_GROUPS_MAX);
         n = 12;
         break;
     case WSYNC_CTL_BYE: n = 0; break;
-    default: return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "encode: message type %u", (unsigned)m->type);
+    default: return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "encode: message type %u", (unsigned)m->type);
     }
     if (n > WSYNC_CTL_MAX_PAYLOAD)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "payload of %zu bytes is above the limit of %u", n,
-                           WSYNC_CTL_MAX_PAYLOAD);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "payload of %zu bytes is above the limit of %u", n,
+                              WSYNC_CTL_MAX_PAYLOAD);
     if (m->type == WSYNC_CTL_JOIN || m->type == WSYNC_CTL_ASSIGN) {
         wsync_result r = wsync__ctl_check(m, err);
         if (r != WSYNC_OK) return r;
@@ -5249,97 +5840,107 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
     size_t pl = 0, i, k;
     uint8_t *p;
     wsync_result r;
-    wsync__rerr_reset(err);
-    if (!m || !len) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "encode arguments");
+    wsync__rdma_err_reset(err);
+    if (!m || !len) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "encode arguments");
     *len = 0;
     if ((r = wsync__ctl_size(m, &pl, err)) != WSYNC_OK) return r;
     *len = WSYNC_CTL_HEADER + pl;
     if (!out || cap < *len)
-        return wsync__rfail(err, WSYNC_ERR_LIMIT, "encode: %zu bytes needed, %zu given", *len, cap);
+        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "encode: %zu bytes needed, %zu given", *len, cap);
     p = out;
-    wsync__rput32(p, WSYNC__CTL_MAGIC | WSYNC_CTL_VERSION << 24);
-    wsync__cput16(p + 4, m->type);
-    wsync__cput16(p + 6, 0);
-    wsync__rput32(p + 8, (uint32_t)pl);
+    wsync__rdma_put32(p, WSYNC__CTL_MAGIC | WSYNC_CTL_VERSION << 24);
+    wsync__ctl_put16(p + 4, m->type);
+    wsync__ctl_put16(p + 6, 0);
+    wsync__rdma_put32(p + 8, (uint32_t)pl);
     p += WSYNC_CTL_HEADER;
     switch (m->type) {
     case WSYNC_CTL_JOIN:
-        wsync__rput32(p, m->role);
-        wsync__rput32(p + 4, m->rank);
-        wsync__rput32(p + 8, m->n_regions);
-        wsync__rput32(p + 12, m->n_tensors);
+        wsync__rdma_put32(p, m->role);
+        wsync__rdma_put32(p + 4, m->rank);
+        wsync__rdma_put32(p + 8, m->n_regions);
+        wsync__rdma_put32(p + 12, m->n_tensors);
         p += 16;
         for (i = 0; i < m->n_regions; i++, p += WSYNC_FABRIC_DESC_WIRE) wsync_fabric_desc_encode(&m->regions[i], p);
         for (i = 0; i < m->n_tensors; i++) {
             const wsync_ctl_tensor *t = &m->tensors[i];
             k = strlen(t->name);
-            wsync__cput16(p, (uint32_t)k);
+            wsync__ctl_put16(p, (uint32_t)k);
             memcpy(p + 2, t->name, k);
             p += 2 + k;
-            wsync__rput32(p, t->dtype);
-            wsync__rput32(p + 4, t->ndim);
+            wsync__rdma_put32(p, t->dtype);
+            wsync__rdma_put32(p + 4, t->ndim);
             p += 8;
-            for (k = 0; k < t->ndim; k++, p += 8) wsync__rput64(p, t->shape[k]);
-            wsync__rput64(p, t->row_begin);
-            wsync__rput64(p + 8, t->row_count);
-            wsync__rput32(p + 16, t->region);
-            wsync__rput64(p + 20, t->offset);
-            wsync__rput64(p + 28, t->col_begin);
-            wsync__rput64(p + 36, t->col_count);
-            wsync__rput32(p + 44, t->to_dtype);
-            wsync__rput32(p + 48, t->block);
-            wsync__rput64(p + 52, t->scale_offset);
-            wsync__rput32(p + 60, t->group);
+            for (k = 0; k < t->ndim; k++, p += 8) wsync__rdma_put64(p, t->shape[k]);
+            wsync__rdma_put64(p, t->row_begin);
+            wsync__rdma_put64(p + 8, t->row_count);
+            wsync__rdma_put32(p + 16, t->region);
+            wsync__rdma_put64(p + 20, t->offset);
+            wsync__rdma_put64(p + 28, t->col_begin);
+            wsync__rdma_put64(p + 36, t->col_count);
+            wsync__rdma_put32(p + 44, t->to_dtype);
+            wsync__rdma_put32(p + 48, t->block);
+            wsync__rdma_put64(p + 52, t->scale_offset);
+            wsync__rdma_put32(p + 60, t->group);
             p += WSYNC__CTL_TENSOR_TAIL;
         }
         break;
     case WSYNC_CTL_ASSIGN:
-        wsync__rput32(p, m->role);
-        wsync__rput32(p + 4, m->rank);
-        wsync__rput32(p + 8, m->n_trainers);
-        wsync__rput32(p + 12, m->n_inference);
-        wsync__rput32(p + 16, m->n_targets);
-        wsync__rput32(p + 20, m->n_transfers);
-        wsync__rput32(p + 24, m->n_groups);
+        wsync__rdma_put32(p, m->role);
+        wsync__rdma_put32(p + 4, m->rank);
+        wsync__rdma_put32(p + 8, m->n_trainers);
+        wsync__rdma_put32(p + 12, m->n_inference);
+        wsync__rdma_put32(p + 16, m->n_targets);
+        wsync__rdma_put32(p + 20, m->n_transfers);
+        wsync__rdma_put32(p + 24, m->n_groups);
         p += 28;
         for (i = 0; i < m->n_targets; i++) {
-            wsync__rput32(p, m->targets[i].rank);
-            wsync__rput32(p + 4, m->targets[i].region);
+            wsync__rdma_put32(p, m->targets[i].rank);
+            wsync__rdma_put32(p + 4, m->targets[i].region);
             wsync_fabric_desc_encode(&m->targets[i].desc, p + 8);
             p += 8 + WSYNC_FABRIC_DESC_WIRE;
         }
         for (i = 0; i < m->n_transfers; i++, p += WSYNC__CTL_XFER) {
             const wsync_ctl_transfer *x = &m->transfers[i];
-            wsync__rput32(p, x->src_region);
-            wsync__rput32(p + 4, x->target);
-            wsync__rput64(p + 8, x->src_offset);
-            wsync__rput64(p + 16, x->dst_offset);
-            wsync__rput64(p + 24, x->len);
-            wsync__rput64(p + 32, x->rows);
-            wsync__rput64(p + 40, x->src_stride);
-            wsync__rput32(p + 48, x->prep);
-            wsync__rput32(p + 52, x->block);
-            wsync__rput64(p + 56, x->scale_offset);
-            wsync__rput32(p + 64, x->group);
-            wsync__rput32(p + 68, 0);
+            wsync__rdma_put32(p, x->src_region);
+            wsync__rdma_put32(p + 4, x->target);
+            wsync__rdma_put64(p + 8, x->src_offset);
+            wsync__rdma_put64(p + 16, x->dst_offset);
+            wsync__rdma_put64(p + 24, x->len);
+            wsync__rdma_put64(p + 32, x->rows);
+            wsync__rdma_put64(p + 40, x->src_stride);
+            wsync__rdma_put32(p + 48, x->prep);
+            wsync__rdma_put32(p + 52, x->block);
+            wsync__rdma_put64(p + 56, x->scale_offset);
+            wsync__rdma_put32(p + 64, x->group);
+            wsync__rdma_put32(p + 68, 0);
         }
         break;
     case WSYNC_CTL_GO:
-    case WSYNC_CTL_COMMIT: wsync__rput64(p, m->step); break;
+    case WSYNC_CTL_COMMIT: wsync__rdma_put64(p, m->step); break;
     case WSYNC_CTL_BARRIER:
     case WSYNC_CTL_RELEASE:
-        wsync__rput64(p, m->step);
-        wsync__rput32(p + 8, m->group);
+        wsync__rdma_put64(p, m->step);
+        wsync__rdma_put32(p + 8, m->group);
         break;
     case WSYNC_CTL_DONE:
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR:
         k = wsync__ctl_text_len(m->text);
-        wsync__rput64(p, m->step);
-        wsync__rput32(p + 8, m->status);
-        wsync__cput16(p + 12, (uint32_t)k);
+        wsync__rdma_put64(p, m->step);
+        wsync__rdma_put32(p + 8, m->status);
+        wsync__ctl_put16(p + 12, (uint32_t)k);
         memcpy(p + 14, m->text, k);
+        p += 14 + k;
+        if (m->type != WSYNC_CTL_DONE) break;
+        wsync__rdma_put32(p, m->n_named);
+        k = wsync__ctl_bits_len(m->n_named);
+        if (k) memcpy(p + 4, m->named, k);
+        p += 4 + k;
+        wsync__rdma_put32(p, m->n_ran);
+        wsync__rdma_put32(p + 4, m->runs);
+        k = wsync__ctl_bits_len(m->n_ran);
+        if (k) memcpy(p + 8, m->ran, k);
         break;
     default: break;
     }
@@ -5350,22 +5951,23 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
                                         wsync_error *err)
 {
     uint32_t magic, t, pl;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (!h || len < WSYNC_CTL_HEADER)
-        return wsync__cbad(err, WSYNC_ERR_TRUNCATED, "header of %zu bytes (%u needed)", len, WSYNC_CTL_HEADER);
-    magic = wsync__rget32(h);
+        return wsync__ctl_bad(err, WSYNC_ERR_TRUNCATED, "header of %zu bytes (%u needed)", len, WSYNC_CTL_HEADER);
+    magic = wsync__rdma_get32(h);
     if ((magic & 0xFFFFFFu) != WSYNC__CTL_MAGIC)
-        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "%s", "bad magic (not a wsync control message)");
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "%s", "bad magic (not a wsync control message)");
     if (magic >> 24 != WSYNC_CTL_VERSION)
-        return wsync__cbad(err, WSYNC_ERR_UNSUPPORTED, "protocol version %u (this build speaks %u)",
-                           (unsigned)(magic >> 24), WSYNC_CTL_VERSION);
+        return wsync__ctl_bad(err, WSYNC_ERR_UNSUPPORTED, "protocol version %u (this build speaks %u)",
+                              (unsigned)(magic >> 24), WSYNC_CTL_VERSION);
     t = (uint32_t)h[4] | (uint32_t)h[5] << 8;
     if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_RELEASE || h[6] || h[7])
-        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)wsync__rget32(h + 4));
-    pl = wsync__rget32(h + 8);
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u",
+                              (unsigned)wsync__rdma_get32(h + 4));
+    pl = wsync__rdma_get32(h + 8);
     if (pl > WSYNC_CTL_MAX_PAYLOAD)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "payload of %u bytes is above the limit of %u", (unsigned)pl,
-                           WSYNC_CTL_MAX_PAYLOAD);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "payload of %u bytes is above the limit of %u", (unsigned)pl,
+                              WSYNC_CTL_MAX_PAYLOAD);
     if (type) *type = t;
     if (payload_len) *payload_len = pl;
     return WSYNC_OK;
@@ -5374,59 +5976,90 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
 WSYNC_DEF void wsync_ctl_msg_free(wsync_ctl_msg *m)
 {
     if (!m) return;
-    if (m->storage_) wsync__rfree(&m->alloc_, m->storage_);
+    if (m->storage_) wsync__rdma_free(&m->alloc_, m->storage_);
     memset(m, 0, sizeof *m);
 }
 
-static wsync_result wsync__ctl_text(wsync__cr *c, wsync_ctl_msg *m, wsync_error *err)
+static wsync_result wsync__ctl_text(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_error *err)
 {
     const uint8_t *q;
     size_t k;
-    WSYNC__CR64(c, m->step, "step");
-    WSYNC__CR32(c, m->status, "status");
-    if (!wsync__ctake(c, 2, &q)) return wsync__cshort(c, err, "text length");
+    WSYNC__CTL_RD64(c, m->step, "step");
+    WSYNC__CTL_RD32(c, m->status, "status");
+    if (!wsync__ctl_rd_take(c, 2, &q)) return wsync__ctl_rd_short(c, err, "text length");
     k = (size_t)q[0] | (size_t)q[1] << 8;
     if (k > WSYNC_CTL_TEXT_MAX)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "text of %zu bytes (at most %u)", k, WSYNC_CTL_TEXT_MAX);
-    if (!wsync__ctake(c, k, &q)) return wsync__cshort(c, err, "text");
-    if (memchr(q, 0, k)) return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "%s", "text holds a NUL byte");
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "text of %zu bytes (at most %u)", k, WSYNC_CTL_TEXT_MAX);
+    if (!wsync__ctl_rd_take(c, k, &q)) return wsync__ctl_rd_short(c, err, "text");
+    if (memchr(q, 0, k)) return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "%s", "text holds a NUL byte");
     memcpy(m->text, q, k);
     m->text[k] = 0;
     return WSYNC_OK;
 }
 
+/* DONE's tail: the tensors named and the transfers run, as bits (both
+   counted against the bytes present before the one allocation). */
+static wsync_result wsync__ctl_done(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_error *err)
+{
+    const uint8_t *named = NULL, *ran = NULL;
+    size_t kn, kr;
+    uint8_t *mem;
+    WSYNC__CTL_RD32(c, m->n_named, "tensors named");
+    if (m->n_named != WSYNC_CTL_NAMED_ALL && m->n_named > WSYNC__CTL_MAX_TENSORS)
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "DONE naming %u tensors (at most %u)", (unsigned)m->n_named,
+                              WSYNC__CTL_MAX_TENSORS);
+    kn = wsync__ctl_bits_len(m->n_named);
+    if (kn && !wsync__ctl_rd_take(c, kn, &named)) return wsync__ctl_rd_short(c, err, "the tensors' bits");
+    WSYNC__CTL_RD32(c, m->n_ran, "transfers");
+    WSYNC__CTL_RD32(c, m->runs, "writes run");
+    if (m->n_ran > WSYNC__CTL_MAX_TRANSFERS)
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "DONE for %u transfers (at most %u)", (unsigned)m->n_ran,
+                              WSYNC__CTL_MAX_TRANSFERS);
+    kr = wsync__ctl_bits_len(m->n_ran);
+    if (kr && !wsync__ctl_rd_take(c, kr, &ran)) return wsync__ctl_rd_short(c, err, "the transfers' bits");
+    if (!wsync__ctl_bits_ok(named, m->n_named) || !wsync__ctl_bits_ok(ran, m->n_ran))
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "%s", "DONE: bits set past the count");
+    if (!kn && !kr) return WSYNC_OK;
+    if (!(mem = (uint8_t *)wsync__rdma_alloc(&m->alloc_, kn + kr)))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "DONE: %zu bytes", kn + kr);
+    m->storage_ = mem;
+    if (kn) memcpy(m->named = mem, named, kn);
+    if (kr) memcpy(m->ran = mem + kn, ran, kr);
+    return WSYNC_OK;
+}
+
 /* Counts what a JOIN holds, with the bytes its names need, walking it
    once before anything is allocated. */
-static wsync_result wsync__ctl_join_count(wsync__cr c, uint32_t nt, size_t *names, wsync_error *err)
+static wsync_result wsync__ctl_join_count(wsync__ctl_rd c, uint32_t nt, size_t *names, wsync_error *err)
 {
     uint32_t i, nd;
     const uint8_t *q;
     size_t k;
     *names = 0;
     for (i = 0; i < nt; i++) {
-        if (!wsync__ctake(&c, 2, &q)) return wsync__cshort(&c, err, "tensor name length");
+        if (!wsync__ctl_rd_take(&c, 2, &q)) return wsync__ctl_rd_short(&c, err, "tensor name length");
         k = (size_t)q[0] | (size_t)q[1] << 8;
         if (k == 0 || k > WSYNC_CTL_NAME_MAX)
-            return wsync__cbad(err, WSYNC_ERR_LIMIT, "tensor %u: name of %zu bytes (1 to %u)", (unsigned)i, k,
-                               WSYNC_CTL_NAME_MAX);
-        if (!wsync__ctake(&c, k + 4, &q)) return wsync__cshort(&c, err, "tensor name");
+            return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "tensor %u: name of %zu bytes (1 to %u)", (unsigned)i, k,
+                                  WSYNC_CTL_NAME_MAX);
+        if (!wsync__ctl_rd_take(&c, k + 4, &q)) return wsync__ctl_rd_short(&c, err, "tensor name");
         *names += k + 1;
-        if (!wsync__ctake(&c, 4, &q)) return wsync__cshort(&c, err, "tensor ndim");
-        nd = wsync__rget32(q);
+        if (!wsync__ctl_rd_take(&c, 4, &q)) return wsync__ctl_rd_short(&c, err, "tensor ndim");
+        nd = wsync__rdma_get32(q);
         if (nd > WSYNC_CTL_DIMS_MAX)
-            return wsync__cbad(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor %u: %u dimensions (at most %u)", (unsigned)i,
-                               (unsigned)nd, WSYNC_CTL_DIMS_MAX);
-        if (!wsync__ctake(&c, 8 * (size_t)nd + WSYNC__CTL_TENSOR_TAIL, &q)) return wsync__cshort(&c, err, "tensor shape and place");
+            return wsync__ctl_bad(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor %u: %u dimensions (at most %u)", (unsigned)i,
+                                  (unsigned)nd, WSYNC_CTL_DIMS_MAX);
+        if (!wsync__ctl_rd_take(&c, 8 * (size_t)nd + WSYNC__CTL_TENSOR_TAIL, &q)) return wsync__ctl_rd_short(&c, err, "tensor shape and place");
     }
     if (c.left)
-        return wsync__cbad(err, WSYNC_ERR_TRAILING_BYTES, "%zu bytes after the last tensor", c.left);
+        return wsync__ctl_bad(err, WSYNC_ERR_TRAILING_BYTES, "%zu bytes after the last tensor", c.left);
     return WSYNC_OK;
 }
 
 static wsync_result wsync__ctl_alloc(wsync_ctl_msg *m, size_t n, wsync_error *err)
 {
-    m->storage_ = wsync__ralloc(&m->alloc_, n);
-    if (!m->storage_) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "control message: %zu bytes", n);
+    m->storage_ = wsync__rdma_alloc(&m->alloc_, n);
+    if (!m->storage_) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "control message: %zu bytes", n);
     return WSYNC_OK;
 }
 
@@ -5435,29 +6068,30 @@ static size_t wsync__ctl_align(size_t n)
     return (n + 15) & ~(size_t)15;
 }
 
-static wsync_result wsync__ctl_join(wsync__cr *c, wsync_ctl_msg *m, wsync_error *err)
+static wsync_result wsync__ctl_join(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_error *err)
 {
     uint32_t i, k;
     size_t names = 0, ra, ta;
     char *np;
     wsync_result r;
-    WSYNC__CR32(c, m->role, "role");
-    WSYNC__CR32(c, m->rank, "rank");
-    WSYNC__CR32(c, m->n_regions, "region count");
-    WSYNC__CR32(c, m->n_tensors, "tensor count");
+    WSYNC__CTL_RD32(c, m->role, "role");
+    WSYNC__CTL_RD32(c, m->rank, "rank");
+    WSYNC__CTL_RD32(c, m->n_regions, "region count");
+    WSYNC__CTL_RD32(c, m->n_tensors, "tensor count");
     if (m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE)
-        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "JOIN: role %u (1 trainer, 2 inference)", (unsigned)m->role);
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "JOIN: role %u (1 trainer, 2 inference)",
+                              (unsigned)m->role);
     if (m->rank >= WSYNC_CTL_MAX_RANKS)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: rank %u above the limit", (unsigned)m->rank);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "JOIN: rank %u above the limit", (unsigned)m->rank);
     if (m->n_regions > WSYNC__CTL_MAX_REGIONS || m->n_tensors > WSYNC__CTL_MAX_TENSORS)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "JOIN: %u regions, %u tensors: above the limits",
-                           (unsigned)m->n_regions, (unsigned)m->n_tensors);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "JOIN: %u regions, %u tensors: above the limits",
+                              (unsigned)m->n_regions, (unsigned)m->n_tensors);
     /* every count is checked against the bytes it needs before allocating */
-    if ((size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE > c->left) return wsync__cshort(c, err, "regions");
+    if ((size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE > c->left) return wsync__ctl_rd_short(c, err, "regions");
     if ((size_t)m->n_tensors * (10 + WSYNC__CTL_TENSOR_TAIL) > c->left - (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE)
-        return wsync__cshort(c, err, "tensors");
+        return wsync__ctl_rd_short(c, err, "tensors");
     {
-        wsync__cr t = *c;
+        wsync__ctl_rd t = *c;
         t.p += (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
         t.left -= (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
         t.at += (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
@@ -5471,73 +6105,75 @@ static wsync_result wsync__ctl_join(wsync__cr *c, wsync_ctl_msg *m, wsync_error 
     np = (char *)m->storage_ + ra + ta;
     for (i = 0; i < m->n_regions; i++) {
         const uint8_t *q = NULL;
-        if (!wsync__ctake(c, WSYNC_FABRIC_DESC_WIRE, &q)) return wsync__cshort(c, err, "region");
+        if (!wsync__ctl_rd_take(c, WSYNC_FABRIC_DESC_WIRE, &q)) return wsync__ctl_rd_short(c, err, "region");
         if ((r = wsync_fabric_desc_decode(q, WSYNC_FABRIC_DESC_WIRE, &m->regions[i], err)) != WSYNC_OK) {
             char why[300];
             snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-            return wsync__cbad(err, r, "JOIN: region %u: %s", (unsigned)i, why);
+            return wsync__ctl_bad(err, r, "JOIN: region %u: %s", (unsigned)i, why);
         }
     }
     for (i = 0; i < m->n_tensors; i++) {
         wsync_ctl_tensor *t = &m->tensors[i];
         const uint8_t *q = NULL;
         size_t nl;
-        if (!wsync__ctake(c, 2, &q)) return wsync__cshort(c, err, "tensor name length");
+        if (!wsync__ctl_rd_take(c, 2, &q)) return wsync__ctl_rd_short(c, err, "tensor name length");
         nl = (size_t)q[0] | (size_t)q[1] << 8;
-        if (!wsync__ctake(c, nl, &q)) return wsync__cshort(c, err, "tensor name");
-        if (memchr(q, 0, nl)) return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "JOIN: tensor %u: NUL in its name", i);
+        if (!wsync__ctl_rd_take(c, nl, &q)) return wsync__ctl_rd_short(c, err, "tensor name");
+        if (memchr(q, 0, nl))
+            return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "JOIN: tensor %u: NUL in its name", i);
         memcpy(np, q, nl);
         np[nl] = 0;
         t->name = np;
         np += nl + 1;
-        WSYNC__CR32(c, t->dtype, "dtype");
-        WSYNC__CR32(c, t->ndim, "ndim");
-        for (k = 0; k < t->ndim; k++) WSYNC__CR64(c, t->shape[k], "shape");
-        WSYNC__CR64(c, t->row_begin, "row_begin");
-        WSYNC__CR64(c, t->row_count, "row_count");
-        WSYNC__CR32(c, t->region, "region");
-        WSYNC__CR64(c, t->offset, "offset");
-        WSYNC__CR64(c, t->col_begin, "col_begin");
-        WSYNC__CR64(c, t->col_count, "col_count");
-        WSYNC__CR32(c, t->to_dtype, "to_dtype");
-        WSYNC__CR32(c, t->block, "block");
-        WSYNC__CR64(c, t->scale_offset, "scale_offset");
-        WSYNC__CR32(c, t->group, "group");
+        WSYNC__CTL_RD32(c, t->dtype, "dtype");
+        WSYNC__CTL_RD32(c, t->ndim, "ndim");
+        for (k = 0; k < t->ndim; k++) WSYNC__CTL_RD64(c, t->shape[k], "shape");
+        WSYNC__CTL_RD64(c, t->row_begin, "row_begin");
+        WSYNC__CTL_RD64(c, t->row_count, "row_count");
+        WSYNC__CTL_RD32(c, t->region, "region");
+        WSYNC__CTL_RD64(c, t->offset, "offset");
+        WSYNC__CTL_RD64(c, t->col_begin, "col_begin");
+        WSYNC__CTL_RD64(c, t->col_count, "col_count");
+        WSYNC__CTL_RD32(c, t->to_dtype, "to_dtype");
+        WSYNC__CTL_RD32(c, t->block, "block");
+        WSYNC__CTL_RD64(c, t->scale_offset, "scale_offset");
+        WSYNC__CTL_RD32(c, t->group, "group");
         if ((r = wsync__ctl_tensor_ok(t, m->regions, m->n_regions, err)) != WSYNC_OK) return r;
     }
     return WSYNC_OK;
 }
 
-static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_error *err)
+static wsync_result wsync__ctl_assign(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_error *err)
 {
     uint32_t i, zero = 0;
     size_t ga, need;
     wsync_result r;
-    WSYNC__CR32(c, m->role, "role");
-    WSYNC__CR32(c, m->rank, "rank");
-    WSYNC__CR32(c, m->n_trainers, "trainer count");
-    WSYNC__CR32(c, m->n_inference, "inference count");
-    WSYNC__CR32(c, m->n_targets, "target count");
-    WSYNC__CR32(c, m->n_transfers, "transfer count");
-    WSYNC__CR32(c, m->n_groups, "group count");
+    WSYNC__CTL_RD32(c, m->role, "role");
+    WSYNC__CTL_RD32(c, m->rank, "rank");
+    WSYNC__CTL_RD32(c, m->n_trainers, "trainer count");
+    WSYNC__CTL_RD32(c, m->n_inference, "inference count");
+    WSYNC__CTL_RD32(c, m->n_targets, "target count");
+    WSYNC__CTL_RD32(c, m->n_transfers, "transfer count");
+    WSYNC__CTL_RD32(c, m->n_groups, "group count");
     if (m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE)
-        return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: role %u", (unsigned)m->role);
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: role %u", (unsigned)m->role);
     if (m->n_groups == 0 || m->n_groups > WSYNC_CTL_GROUPS_MAX)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u mesh groups (1 to %u)", (unsigned)m->n_groups,
-                           WSYNC_CTL_GROUPS_MAX);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u mesh groups (1 to %u)", (unsigned)m->n_groups,
+                              WSYNC_CTL_GROUPS_MAX);
     if (m->n_trainers == 0 || m->n_inference == 0 || m->n_trainers > WSYNC_CTL_MAX_RANKS ||
         m->n_inference > WSYNC_CTL_MAX_RANKS)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u trainers, %u inference ranks",
-                           (unsigned)m->n_trainers, (unsigned)m->n_inference);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "ASSIGN: %u trainers, %u inference ranks",
+                              (unsigned)m->n_trainers, (unsigned)m->n_inference);
     if (m->rank >= (m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference))
-        return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: rank %u outside its role's %u", (unsigned)m->rank,
-                           (unsigned)(m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference));
+        return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: rank %u outside its role's %u", (unsigned)m->rank,
+                              (unsigned)(m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference));
     if (m->n_targets > WSYNC__CTL_MAX_TRANSFERS || m->n_transfers > WSYNC__CTL_MAX_TRANSFERS)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "%s", "ASSIGN: counts above the limits");
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "%s", "ASSIGN: counts above the limits");
     need = (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
-    if (need > c->left) return wsync__cshort(c, err, "targets and transfers");
+    if (need > c->left) return wsync__ctl_rd_short(c, err, "targets and transfers");
     if (need < c->left)
-        return wsync__cbad(err, WSYNC_ERR_TRAILING_BYTES, "ASSIGN: %zu bytes after the last transfer", c->left - need);
+        return wsync__ctl_bad(err, WSYNC_ERR_TRAILING_BYTES, "ASSIGN: %zu bytes after the last transfer",
+                              c->left - need);
     ga = wsync__ctl_align((size_t)m->n_targets * sizeof(wsync_ctl_target));
     if ((r = wsync__ctl_alloc(m, ga + (size_t)m->n_transfers * sizeof(wsync_ctl_transfer), err)) != WSYNC_OK)
         return r;
@@ -5546,34 +6182,34 @@ static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_erro
     for (i = 0; i < m->n_targets; i++) {
         wsync_ctl_target *g = &m->targets[i];
         const uint8_t *q = NULL;
-        WSYNC__CR32(c, g->rank, "target rank");
-        WSYNC__CR32(c, g->region, "target region");
+        WSYNC__CTL_RD32(c, g->rank, "target rank");
+        WSYNC__CTL_RD32(c, g->region, "target region");
         if (g->rank >= m->n_inference)
-            return wsync__cbad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
-                               (unsigned)i, (unsigned)g->rank, (unsigned)m->n_inference);
-        if (!wsync__ctake(c, WSYNC_FABRIC_DESC_WIRE, &q)) return wsync__cshort(c, err, "target descriptor");
+            return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
+                                  (unsigned)i, (unsigned)g->rank, (unsigned)m->n_inference);
+        if (!wsync__ctl_rd_take(c, WSYNC_FABRIC_DESC_WIRE, &q)) return wsync__ctl_rd_short(c, err, "target descriptor");
         if ((r = wsync_fabric_desc_decode(q, WSYNC_FABRIC_DESC_WIRE, &g->desc, err)) != WSYNC_OK) {
             char why[300];
             snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-            return wsync__cbad(err, r, "ASSIGN: target %u: %s", (unsigned)i, why);
+            return wsync__ctl_bad(err, r, "ASSIGN: target %u: %s", (unsigned)i, why);
         }
     }
     for (i = 0; i < m->n_transfers; i++) {
         wsync_ctl_transfer *x = &m->transfers[i];
-        WSYNC__CR32(c, x->src_region, "src_region");
-        WSYNC__CR32(c, x->target, "target");
-        WSYNC__CR64(c, x->src_offset, "src_offset");
-        WSYNC__CR64(c, x->dst_offset, "dst_offset");
-        WSYNC__CR64(c, x->len, "len");
-        WSYNC__CR64(c, x->rows, "rows");
-        WSYNC__CR64(c, x->src_stride, "src_stride");
-        WSYNC__CR32(c, x->prep, "prep");
-        WSYNC__CR32(c, x->block, "block");
-        WSYNC__CR64(c, x->scale_offset, "scale_offset");
-        WSYNC__CR32(c, x->group, "group");
-        WSYNC__CR32(c, zero, "reserved");
-        if (zero) return wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: reserved word %u", (unsigned)i,
-                                     (unsigned)zero);
+        WSYNC__CTL_RD32(c, x->src_region, "src_region");
+        WSYNC__CTL_RD32(c, x->target, "target");
+        WSYNC__CTL_RD64(c, x->src_offset, "src_offset");
+        WSYNC__CTL_RD64(c, x->dst_offset, "dst_offset");
+        WSYNC__CTL_RD64(c, x->len, "len");
+        WSYNC__CTL_RD64(c, x->rows, "rows");
+        WSYNC__CTL_RD64(c, x->src_stride, "src_stride");
+        WSYNC__CTL_RD32(c, x->prep, "prep");
+        WSYNC__CTL_RD32(c, x->block, "block");
+        WSYNC__CTL_RD64(c, x->scale_offset, "scale_offset");
+        WSYNC__CTL_RD32(c, x->group, "group");
+        WSYNC__CTL_RD32(c, zero, "reserved");
+        if (zero) return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: reserved word %u", (unsigned)i,
+                                        (unsigned)zero);
         if ((r = wsync__ctl_transfer_ok(x, i, m->targets, m->n_targets, err)) != WSYNC_OK ||
             (r = wsync__ctl_groups_ok(m, i, err)) != WSYNC_OK)
             return r;
@@ -5584,15 +6220,15 @@ static wsync_result wsync__ctl_assign(wsync__cr *c, wsync_ctl_msg *m, wsync_erro
 WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, size_t len,
                                         const wsync_allocator *a, wsync_ctl_msg *out, wsync_error *err)
 {
-    wsync__cr c;
+    wsync__ctl_rd c;
     wsync_result r = WSYNC_OK;
-    wsync__rerr_reset(err);
-    if (!out || (!payload && len)) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "decode arguments");
+    wsync__rdma_err_reset(err);
+    if (!out || (!payload && len)) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "decode arguments");
     memset(out, 0, sizeof *out);
     if (a) out->alloc_ = *a;
     out->type = type;
     if (len > WSYNC_CTL_MAX_PAYLOAD)
-        return wsync__cbad(err, WSYNC_ERR_LIMIT, "payload of %zu bytes is above the limit", len);
+        return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "payload of %zu bytes is above the limit", len);
     c.p = payload;
     c.left = len;
     c.at = 0;
@@ -5602,11 +6238,13 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
     case WSYNC_CTL_GO:
     case WSYNC_CTL_COMMIT: {
         const uint8_t *q;
-        if (!wsync__ctake(&c, 8, &q)) r = wsync__cshort(&c, err, "step");
-        else out->step = wsync__rget64(q);
+        if (!wsync__ctl_rd_take(&c, 8, &q)) r = wsync__ctl_rd_short(&c, err, "step");
+        else out->step = wsync__rdma_get64(q);
         break;
     }
     case WSYNC_CTL_DONE:
+        if ((r = wsync__ctl_text(&c, out, err)) == WSYNC_OK) r = wsync__ctl_done(&c, out, err);
+        break;
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR: r = wsync__ctl_text(&c, out, err); break;
@@ -5614,20 +6252,20 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
     case WSYNC_CTL_BARRIER:
     case WSYNC_CTL_RELEASE: {
         const uint8_t *q;
-        if (!wsync__ctake(&c, 12, &q)) r = wsync__cshort(&c, err, "step and group");
+        if (!wsync__ctl_rd_take(&c, 12, &q)) r = wsync__ctl_rd_short(&c, err, "step and group");
         else {
-            out->step = wsync__rget64(q);
-            out->group = wsync__rget32(q + 8);
+            out->step = wsync__rdma_get64(q);
+            out->group = wsync__rdma_get32(q + 8);
             if (out->group >= WSYNC_CTL_GROUPS_MAX)
-                r = wsync__cbad(err, WSYNC_ERR_LIMIT, "mesh group %u (at most %u groups)", (unsigned)out->group,
-                                WSYNC_CTL_GROUPS_MAX);
+                r = wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "mesh group %u (at most %u groups)", (unsigned)out->group,
+                                   WSYNC_CTL_GROUPS_MAX);
         }
         break;
     }
-    default: r = wsync__cbad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)type);
+    default: r = wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u", (unsigned)type);
     }
     if (r == WSYNC_OK && c.left)
-        r = wsync__cbad(err, WSYNC_ERR_TRAILING_BYTES, "%zu bytes after the message", c.left);
+        r = wsync__ctl_bad(err, WSYNC_ERR_TRAILING_BYTES, "%zu bytes after the message", c.left);
     if (r != WSYNC_OK) {
         wsync_allocator keep = out->alloc_;
         wsync_ctl_msg_free(out);
@@ -5645,22 +6283,14 @@ WSYNC_DEF wsync_result wsync_ctl_decode_frame(const uint8_t *buf, size_t len, co
     if (out) memset(out, 0, sizeof *out);
     if ((r = wsync_ctl_header(buf, len, &type, &pl, err)) != WSYNC_OK) return r;
     if (pl != len - WSYNC_CTL_HEADER)
-        return wsync__cbad(err, pl > len - WSYNC_CTL_HEADER ? WSYNC_ERR_TRUNCATED : WSYNC_ERR_TRAILING_BYTES,
-                           "the header says %u payload bytes, %zu follow", (unsigned)pl, len - WSYNC_CTL_HEADER);
+        return wsync__ctl_bad(err, pl > len - WSYNC_CTL_HEADER ? WSYNC_ERR_TRUNCATED : WSYNC_ERR_TRAILING_BYTES,
+                              "the header says %u payload bytes, %zu follow", (unsigned)pl, len - WSYNC_CTL_HEADER);
     return wsync_ctl_decode(type, buf + WSYNC_CTL_HEADER, pl, a, out, err);
 }
-
-#ifdef __cplusplus
-}
-#endif
 
 /* ---------------------------------------------------------------------
    Controller and ranks (sockets, threads)
    --------------------------------------------------------------------- */
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 #if WSYNC__RDMA_OK
 
@@ -5683,6 +6313,91 @@ static void wsync__ctl_peer_name(int fd, char *out, size_t cap)
         snprintf(out, cap, "%.40s:%.10s", host, serv);
 }
 
+static int wsync__ctl_bit(const uint8_t *b, uint32_t i)
+{
+    return b[i / 8] >> (i % 8) & 1;
+}
+
+/* A transfer's source bytes: from src_offset to the end of its last row. */
+static uint64_t wsync__ctl_extent(const wsync_ctl_transfer *x)
+{
+    uint64_t row_src = x->len / x->rows * (x->prep == WSYNC_CTL_PREP_FP8 ? 2 : 1);
+    return (x->rows - 1) * x->src_stride + row_src; /* bounded at decode */
+}
+
+/* Shell sort of idx[0, n) by lt (few thousand entries, once per plan). */
+static void wsync__ctl_sort(uint32_t *idx, uint32_t n, int (*lt)(const void *, uint32_t, uint32_t), const void *ctx)
+{
+    uint32_t gap, i, j, v;
+    for (gap = n / 2; gap; gap = gap == 2 ? 1 : gap * 5 / 11)
+        for (i = gap; i < n; i++) {
+            v = idx[i];
+            for (j = i; j >= gap && lt(ctx, v, idx[j - gap]); j -= gap) idx[j] = idx[j - gap];
+            idx[j] = v;
+        }
+}
+
+static int wsync__ctl_place_lt(const void *ctx, uint32_t a, uint32_t b)
+{
+    const wsync_ctl_tensor *t = (const wsync_ctl_tensor *)ctx;
+    return t[a].region != t[b].region ? t[a].region < t[b].region : t[a].offset < t[b].offset;
+}
+
+/* The tensors a trainer's transfers read: for transfer j, the entries
+   idx[off[j] .. off[j + 1]) of t whose bytes its source bytes overlap (in
+   the same region). The controller and the trainer both compute it, from
+   the same JOIN and ASSIGN: it is what a subset of tensors means in
+   transfers. */
+static wsync_result wsync__ctl_reads(const wsync_allocator *a, const wsync_ctl_tensor *t, uint32_t nt,
+                                     const wsync_ctl_transfer *x, uint32_t nx, uint32_t **off_out,
+                                     uint32_t **idx_out, wsync_error *err)
+{
+    uint32_t *order = NULL, *off = NULL, *idx = NULL, pass, j, k, n = 0;
+    uint64_t *end = NULL;
+    *off_out = *idx_out = NULL;
+    order = (uint32_t *)wsync__rdma_alloc(a, ((size_t)nt + 1) * sizeof *order);
+    end = (uint64_t *)wsync__rdma_alloc(a, ((size_t)nt + 1) * sizeof *end);
+    off = (uint32_t *)wsync__rdma_alloc(a, ((size_t)nx + 1) * sizeof *off);
+    if (!order || !end || !off) goto oom;
+    for (k = 0; k < nt; k++) order[k] = k;
+    wsync__ctl_sort(order, nt, wsync__ctl_place_lt, t);
+    for (k = 0; k < nt; k++) {
+        uint64_t bytes = 0;
+        if (wsync_ctl_tensor_bytes(&t[order[k]], NULL, &bytes, NULL) != WSYNC_OK) bytes = 0;
+        end[k] = t[order[k]].offset + bytes;
+    }
+    for (pass = 0; pass < 2; pass++) { /* count, then fill */
+        for (j = 0, n = 0; j < nx; j++) {
+            uint64_t lo = x[j].src_offset, hi = lo + wsync__ctl_extent(&x[j]);
+            uint32_t l = 0, h = nt, reg = x[j].src_region;
+            off[j] = n;
+            while (l < h) { /* the first entry after (reg, lo): entries do not overlap, so ends ascend too */
+                uint32_t mid = l + (h - l) / 2;
+                const wsync_ctl_tensor *e = &t[order[mid]];
+                if (e->region < reg || (e->region == reg && end[mid] <= lo)) l = mid + 1;
+                else h = mid;
+            }
+            for (k = l; k < nt && t[order[k]].region == reg && t[order[k]].offset < hi; k++)
+                if (end[k] > t[order[k]].offset && end[k] > lo) {
+                    if (idx) idx[n] = order[k];
+                    n++;
+                }
+        }
+        off[nx] = n;
+        if (pass == 0 && !(idx = (uint32_t *)wsync__rdma_alloc(a, ((size_t)n + 1) * sizeof *idx))) goto oom;
+    }
+    wsync__rdma_free(a, order);
+    wsync__rdma_free(a, end);
+    *off_out = off;
+    *idx_out = idx;
+    return WSYNC_OK;
+oom:
+    wsync__rdma_free(a, order);
+    wsync__rdma_free(a, end);
+    wsync__rdma_free(a, off);
+    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the tensors of the transfers");
+}
+
 static void wsync__ctl_nodelay(int fd)
 {
     int one = 1;
@@ -5697,13 +6412,13 @@ static wsync_result wsync__ctl_send(int fd, const wsync_ctl_msg *m, const wsync_
     wsync_result r;
     wsync_ctl_encode(m, NULL, 0, &len, NULL);
     if (len == 0) return wsync_ctl_encode(m, NULL, 0, &len, err); /* the reason */
-    if (len > sizeof small && !(buf = (uint8_t *)wsync__ralloc(a, len)))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s for %s: %zu bytes", wsync__ctl_type_name(m->type), to,
-                            len);
-    if ((r = wsync_ctl_encode(m, buf, len, &len, err)) == WSYNC_OK && wsync__rsend_all(fd, buf, len, 0) != 0)
-        r = wsync__rfail(err, WSYNC_ERR_IO, "sending %s to %s: %s", wsync__ctl_type_name(m->type), to,
-                         strerror(errno));
-    if (buf != small) wsync__rfree(a, buf);
+    if (len > sizeof small && !(buf = (uint8_t *)wsync__rdma_alloc(a, len)))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s for %s: %zu bytes", wsync__ctl_type_name(m->type), to,
+                                len);
+    if ((r = wsync_ctl_encode(m, buf, len, &len, err)) == WSYNC_OK && wsync__rdma_send_all(fd, buf, len, 0) != 0)
+        r = wsync__rdma_fail(err, WSYNC_ERR_IO, "sending %s to %s: %s", wsync__ctl_type_name(m->type), to,
+                             strerror(errno));
+    if (buf != small) wsync__rdma_free(a, buf);
     return r;
 }
 
@@ -5731,38 +6446,38 @@ static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsyn
     wsync_result r;
     *closed = 0;
     memset(m, 0, sizeof *m);
-    rc = wsync__rrecv_full(fd, h, sizeof h, timeout_ms, idle);
+    rc = wsync__rdma_recv_full(fd, h, sizeof h, timeout_ms, idle);
     if (rc == 0) {
         *closed = 1;
-        return wsync__rfail(err, WSYNC_ERR_IO, "%s closed the connection", from);
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s closed the connection", from);
     }
     if (rc < 0 && errno == ETIMEDOUT)
-        return wsync__rfail(err, WSYNC_ERR_LIMIT, "no message from %s within %d ms", from, timeout_ms);
-    if (rc < 0) return wsync__rfail(err, WSYNC_ERR_IO, "reading from %s: %s", from, strerror(errno));
+        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "no message from %s within %d ms", from, timeout_ms);
+    if (rc < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "reading from %s: %s", from, strerror(errno));
     if ((r = wsync_ctl_header(h, sizeof h, &type, &pl, err)) != WSYNC_OK) {
         char why[320];
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-        return wsync__rfail(err, r, "from %s: %s", from, why);
+        return wsync__rdma_fail(err, r, "from %s: %s", from, why);
     }
-    if (pl && !(buf = (uint8_t *)wsync__ralloc(a, pl)))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "a %u-byte message from %s", (unsigned)pl, from);
-    if (pl && (rc = wsync__rrecv_full(fd, buf, pl, timeout_ms < 0 ? 10000 : timeout_ms, 0)) != 1) {
-        wsync__rfree(a, buf);
-        return wsync__rfail(err, WSYNC_ERR_IO, "%s: %s cut short", from, wsync__ctl_type_name(type));
+    if (pl && !(buf = (uint8_t *)wsync__rdma_alloc(a, pl)))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "a %u-byte message from %s", (unsigned)pl, from);
+    if (pl && (rc = wsync__rdma_recv_full(fd, buf, pl, timeout_ms < 0 ? 10000 : timeout_ms, 0)) != 1) {
+        wsync__rdma_free(a, buf);
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: %s cut short", from, wsync__ctl_type_name(type));
     }
     r = wsync_ctl_decode(type, buf, pl, a, m, err);
-    wsync__rfree(a, buf);
+    wsync__rdma_free(a, buf);
     if (r != WSYNC_OK) {
         char why[320];
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-        return wsync__rfail(err, r, "from %s: %s", from, why);
+        return wsync__rdma_fail(err, r, "from %s: %s", from, why);
     }
     return WSYNC_OK;
 }
 
 /* ---- the controller >>controller ---- */
 
-typedef struct wsync__cmember {
+typedef struct wsync__ctl_member {
     int fd, gone;
     char name[48];             /* "trainer rank 3" */
     char peer[64];
@@ -5772,18 +6487,27 @@ typedef struct wsync__cmember {
     wsync_ctl_transfer *xfers;
     uint32_t n_xfers, cap_xfers;
     uint64_t bytes;
-} wsync__cmember;
+    uint32_t *reads_off, *reads; /* trainers: the tensors each transfer reads (wsync__ctl_reads) */
+    uint32_t *name_id;         /* trainers: each tensor's name among all trainers' (c->named) */
+    wsync_ctl_msg done;        /* trainers: the step's DONE, for the check */
+} wsync__ctl_member;
 
 struct wsync_controller {
     wsync_allocator a;
     int lfd;
     unsigned port, nt, ni, join_ms, step_ms;
-    wsync__cmember *m;         /* nt trainers, then ni inference ranks */
+    wsync__ctl_member *m;      /* nt trainers, then ni inference ranks */
     int accepted, in_step;
     uint64_t last_step, go_step;
     wsync_controller_plan plan;
     double t_go, t_done, t_ack;
     uint32_t n_groups;         /* mesh groups every trainer passes */
+    uint32_t schedule;         /* wsync_ctl_schedule asked for */
+    wsync_plan_options popt;   /* the planner's options */
+    wsync_plan *pplan;         /* the plan executed (schedule PLAN) */
+    uint32_t n_names;          /* distinct tensor names over the trainers */
+    uint32_t *named;           /* per name, in a step's check: 1 + the first trainer naming it, or 0 */
+    uint64_t step_tasks, step_bytes; /* the last finished step's transfers as checked */
 };
 
 static double wsync__ctl_now(void)
@@ -5799,6 +6523,12 @@ WSYNC_DEF void wsync_controller_step_times(const wsync_controller *c, double *tr
     if (commit_s) *commit_s = c ? c->t_ack - c->t_done : 0;
 }
 
+WSYNC_DEF void wsync_controller_step_tasks(const wsync_controller *c, uint64_t *tasks, uint64_t *bytes)
+{
+    if (tasks) *tasks = c ? c->step_tasks : 0;
+    if (bytes) *bytes = c ? c->step_bytes : 0;
+}
+
 WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt, wsync_controller **out,
                                              wsync_error *err)
 {
@@ -5809,26 +6539,35 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     const char *host;
     unsigned i;
     int gai, e = 0, one = 1;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (out) *out = NULL;
-    if (!opt || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "controller: options and out");
+    if (!opt || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "controller: options and out");
     if (opt->n_trainers == 0 || opt->n_inference == 0 || opt->n_trainers > WSYNC_CTL_MAX_RANKS ||
         opt->n_inference > WSYNC_CTL_MAX_RANKS)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %u trainers and %u inference ranks",
-                            opt->n_trainers, opt->n_inference);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %u trainers and %u inference ranks",
+                                opt->n_trainers, opt->n_inference);
     a = opt->allocator;
-    c = (wsync_controller *)wsync__ralloc(&a, sizeof *c);
-    if (!c) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller");
+    c = (wsync_controller *)wsync__rdma_alloc(&a, sizeof *c);
+    if (!c) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller");
     c->a = a;
     c->lfd = -1;
     c->nt = opt->n_trainers;
     c->ni = opt->n_inference;
     c->join_ms = opt->join_timeout_ms ? opt->join_timeout_ms : 30000;
     c->step_ms = opt->step_timeout_ms ? opt->step_timeout_ms : 30000;
-    c->m = (wsync__cmember *)wsync__ralloc(&a, (size_t)(c->nt + c->ni) * sizeof *c->m);
+    c->schedule = opt->schedule;
+    if (opt->plan) c->popt = *opt->plan;
+    c->popt.allocator = a;
+    c->popt.nics_per_rank = 1;
+    if (c->schedule > WSYNC_CTL_SCHEDULE_GREEDY) {
+        wsync__rdma_free(&a, c);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: schedule %u (0 auto, 1 plan, 2 greedy)",
+                                (unsigned)opt->schedule);
+    }
+    c->m = (wsync__ctl_member *)wsync__rdma_alloc(&a, (size_t)(c->nt + c->ni) * sizeof *c->m);
     if (!c->m) {
-        wsync__rfree(&a, c);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller members");
+        wsync__rdma_free(&a, c);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller members");
     }
     for (i = 0; i < c->nt + c->ni; i++) {
         c->m[i].fd = -1;
@@ -5843,7 +6582,7 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     snprintf(ps, sizeof ps, "%u", opt->port);
     if ((gai = getaddrinfo(host, ps, &hints, &res)) != 0) {
         wsync_controller_close(c);
-        return wsync__rfail(err, WSYNC_ERR_IO, "controller: cannot resolve '%s': %s", host, gai_strerror(gai));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "controller: cannot resolve '%s': %s", host, gai_strerror(gai));
     }
     for (ai = res; ai; ai = ai->ai_next) {
         c->lfd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -5860,8 +6599,8 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     freeaddrinfo(res);
     if (c->lfd < 0) {
         wsync_controller_close(c);
-        return wsync__rfail(err, WSYNC_ERR_IO, "controller: cannot listen on %s port %u: %s", host, opt->port,
-                            strerror(e));
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "controller: cannot listen on %s port %u: %s", host, opt->port,
+                                strerror(e));
     }
     {
         struct sockaddr_storage ss;
@@ -5884,6 +6623,11 @@ WSYNC_DEF void wsync_controller_plan_get(const wsync_controller *c, wsync_contro
     if (!out) return;
     if (c) *out = c->plan;
     else memset(out, 0, sizeof *out);
+}
+
+WSYNC_DEF const struct wsync_plan *wsync_controller_plan_ref(const wsync_controller *c)
+{
+    return c ? c->pplan : NULL;
 }
 
 /* The names of the ranks that have not joined, for a timeout's message. */
@@ -5913,7 +6657,7 @@ static void wsync__ctl_take_join(wsync_controller *c, int fd, int timeout_ms)
     unsigned slot, limit;
     wsync__ctl_peer_name(fd, peer, sizeof peer);
     wsync__ctl_nodelay(fd);
-    wsync__rset_timeouts(fd, c->step_ms);
+    wsync__rdma_set_timeouts(fd, c->step_ms);
     if (wsync__ctl_recv(fd, timeout_ms, 0, &c->a, &msg, peer, &closed, &e) != WSYNC_OK) {
         if (!closed) wsync__ctl_send_text(fd, WSYNC_CTL_ERROR, 0, e.code, e.message, peer, NULL);
         close(fd);
@@ -5966,9 +6710,9 @@ static int wsync__ctl_grow(const wsync_allocator *a, void **arr, uint32_t *cap, 
     if (n < *cap) return 1;
     if (*cap >= WSYNC__CTL_MAX_TRANSFERS) return 0;
     nc = *cap ? *cap * 2 : 64;
-    if (!(p = wsync__ralloc(a, (size_t)nc * elem))) return 0;
+    if (!(p = wsync__rdma_alloc(a, (size_t)nc * elem))) return 0;
     if (*arr) memcpy(p, *arr, (size_t)n * elem);
-    wsync__rfree(a, *arr);
+    wsync__rdma_free(a, *arr);
     *arr = p;
     *cap = nc;
     return 1;
@@ -5988,10 +6732,10 @@ static uint64_t wsync__ctl_cols(const wsync_ctl_tensor *t)
    every column in the trainer's dtype (merged with the previous write when
    both sides continue it), else rows with a stride (a column slice), or
    all its rows at once with fp8 preparation. */
-static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const wsync_ctl_tensor *tt, uint32_t mi,
-                                   const wsync_ctl_tensor *it, uint64_t r0, uint64_t r1, wsync_error *err)
+static wsync_result wsync__ctl_add(wsync_controller *c, wsync__ctl_member *h, const wsync_ctl_tensor *tt, uint32_t mi,
+                                   const wsync_ctl_tensor *it, uint64_t r0, uint64_t r1, int merge, wsync_error *err)
 {
-    const wsync__cmember *in = &c->m[mi];
+    const wsync__ctl_member *in = &c->m[mi];
     uint32_t g, irank = mi - c->nt;
     uint64_t esz = wsync_dtype_bits((wsync_dtype)tt->dtype) / 8, cols = wsync__ctl_cols(tt), cc, dst_row;
     int fp8 = wsync__ctl_fp8(it);
@@ -6001,7 +6745,7 @@ static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const
         if (h->targets[g].rank == irank && h->targets[g].region == it->region) break;
     if (g == h->n_targets) {
         if (!wsync__ctl_grow(&c->a, (void **)&h->targets, &h->cap_targets, h->n_targets, sizeof *h->targets))
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: targets of %s", h->name);
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: targets of %s", h->name);
         h->targets[g].rank = irank;
         h->targets[g].region = it->region;
         h->targets[g].desc = in->join.regions[it->region];
@@ -6021,21 +6765,25 @@ static wsync_result wsync__ctl_add(wsync_controller *c, wsync__cmember *h, const
     if (fp8) {
         x.prep = WSYNC_CTL_PREP_FP8;
         x.block = it->block;
-        x.scale_offset = it->scale_offset;
+        /* rows from a tile row's start (whole entries, or the planner's
+           block-aligned cuts): the scales of its tile rows */
+        x.scale_offset = it->scale_offset + (it->block ? (r0 - it->row_begin) / it->block *
+                                                             wsync_quantize_scale_count(1, cc, it->block) * 4
+                                                       : 0);
     } else if (cc == cols) {
         x.rows = 1;
         x.src_stride = 0;
     }
     if (x.len == 0) return WSYNC_OK;
     last = h->n_xfers ? &h->xfers[h->n_xfers - 1] : NULL;
-    if (last && x.rows == 1 && last->rows == 1 && !x.prep && !last->prep && last->target == x.target &&
+    if (merge && last && x.rows == 1 && last->rows == 1 && !x.prep && !last->prep && last->target == x.target &&
         last->group == x.group &&
         last->src_region == x.src_region && last->src_offset + last->len == x.src_offset &&
         last->dst_offset + last->len == x.dst_offset) {
         last->len += x.len;
     } else {
         if (!wsync__ctl_grow(&c->a, (void **)&h->xfers, &h->cap_xfers, h->n_xfers, sizeof *h->xfers))
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
         h->xfers[h->n_xfers++] = x;
     }
     h->bytes += x.len + (fp8 ? 4 * wsync_quantize_scale_count(x.rows, cc, x.block) : 0);
@@ -6064,12 +6812,12 @@ static wsync_result wsync__ctl_cover_whole(wsync_controller *c, uint32_t mi, con
         if (best == hi || c->m[refs[k].member].bytes < c->m[refs[best].member].bytes) best = k;
     }
     if (best == hi)
-        return wsync__rfail(err, WSYNC_ERR_NOT_FOUND,
-                            "plan: tensor '%s': %s wants rows %llu to %llu in fp8, and no trainer holds all of them "
-                            "(a tile's scale needs every element of the tile at one sender)",
-                            it->name, c->m[mi].name, (unsigned long long)it->row_begin, (unsigned long long)end - 1);
+        return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND,
+                                "plan: tensor '%s': %s wants rows %llu to %llu in fp8, and no trainer holds all of them "
+                                "(a tile's scale needs every element of the tile at one sender)",
+                                it->name, c->m[mi].name, (unsigned long long)it->row_begin, (unsigned long long)end - 1);
     return wsync__ctl_add(c, &c->m[refs[best].member], &c->m[refs[best].member].join.tensors[refs[best].tensor], mi,
-                          it, it->row_begin, end, err);
+                          it, it->row_begin, end, 1, err);
 }
 
 /* Maps one inference entry's rows onto the trainers holding them
@@ -6083,15 +6831,15 @@ static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsy
     for (k = lo; k < hi; k++) {
         const wsync_ctl_tensor *tt = &c->m[refs[k].member].join.tensors[refs[k].tensor];
         if (!wsync__ctl_same_shape(tt, it))
-            return wsync__rfail(err, WSYNC_ERR_SIZE_MISMATCH,
-                                "plan: tensor '%s': %s holds %s of %u dimensions, %s wants %s of %u", it->name,
-                                c->m[refs[k].member].name, wsync_dtype_name((wsync_dtype)tt->dtype),
-                                (unsigned)tt->ndim, c->m[mi].name, wsync_dtype_name((wsync_dtype)it->dtype),
-                                (unsigned)it->ndim);
+            return wsync__rdma_fail(err, WSYNC_ERR_SIZE_MISMATCH,
+                                    "plan: tensor '%s': %s holds %s of %u dimensions, %s wants %s of %u", it->name,
+                                    c->m[refs[k].member].name, wsync_dtype_name((wsync_dtype)tt->dtype),
+                                    (unsigned)tt->ndim, c->m[mi].name, wsync_dtype_name((wsync_dtype)it->dtype),
+                                    (unsigned)it->ndim);
         if ((tt->col_count && tt->col_count != wsync__ctl_cols(tt)) || (tt->to_dtype && tt->to_dtype != tt->dtype))
-            return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED,
-                                "plan: tensor '%s': %s holds a column slice or another dtype (trainers hold row "
-                                "shards of every column, as stored)", it->name, c->m[refs[k].member].name);
+            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                    "plan: tensor '%s': %s holds a column slice or another dtype (trainers hold row "
+                                    "shards of every column, as stored)", it->name, c->m[refs[k].member].name);
     }
     if (wsync__ctl_fp8(it)) return wsync__ctl_cover_whole(c, mi, it, refs, lo, hi, err);
     cur = it->row_begin;
@@ -6111,10 +6859,10 @@ static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsy
             if (best == hi || c->m[refs[k].member].bytes < c->m[refs[best].member].bytes) best = k;
         }
         if (best == hi)
-            return wsync__rfail(err, WSYNC_ERR_NOT_FOUND, "plan: tensor '%s': rows %llu to %llu (of %s) are held by no trainer",
-                                it->name, (unsigned long long)cur, (unsigned long long)next - 1, c->m[mi].name);
+            return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND, "plan: tensor '%s': rows %llu to %llu (of %s) are held by no trainer",
+                                    it->name, (unsigned long long)cur, (unsigned long long)next - 1, c->m[mi].name);
         r = wsync__ctl_add(c, &c->m[refs[best].member], &c->m[refs[best].member].join.tensors[refs[best].tensor], mi,
-                           it, cur, next, err);
+                           it, cur, next, 1, err);
         if (r != WSYNC_OK) return r;
         cur = next;
     }
@@ -6128,8 +6876,8 @@ static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
     wsync__ctl_ref *refs, key;
     wsync_result r = WSYNC_OK;
     for (mi = 0; mi < c->nt; mi++) n += c->m[mi].join.n_tensors;
-    refs = (wsync__ctl_ref *)wsync__ralloc(&c->a, (n ? n : 1) * sizeof *refs);
-    if (!refs) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: index");
+    refs = (wsync__ctl_ref *)wsync__rdma_alloc(&c->a, (n ? n : 1) * sizeof *refs);
+    if (!refs) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: index");
     for (k = 0, mi = 0; mi < c->nt; mi++)
         for (t = 0; t < c->m[mi].join.n_tensors; t++, k++) {
             refs[k].name = c->m[mi].join.tensors[t].name;
@@ -6139,8 +6887,8 @@ static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
     qsort(refs, n, sizeof *refs, wsync__ctl_ref_cmp);
     for (k = 1; k < n; k++)
         if (refs[k].member == refs[k - 1].member && strcmp(refs[k].name, refs[k - 1].name) == 0) {
-            r = wsync__rfail(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice",
-                             c->m[refs[k].member].name, refs[k].name);
+            r = wsync__rdma_fail(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice",
+                                 c->m[refs[k].member].name, refs[k].name);
             goto out;
         }
     for (mi = c->nt; mi < c->nt + c->ni && r == WSYNC_OK; mi++) {
@@ -6160,17 +6908,89 @@ static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
             for (i = 0; i < t; i++) /* a name twice in one inference rank */
                 if (strcmp(j->tensors[i].name, key.name) == 0) break;
             if (i < t)
-                r = wsync__rfail(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice", c->m[mi].name,
-                                 key.name);
+                r = wsync__rdma_fail(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice", c->m[mi].name,
+                                     key.name);
             else if (lo == hi)
-                r = wsync__rfail(err, WSYNC_ERR_NOT_FOUND, "plan: %s needs tensor '%s', which no trainer holds",
-                                 c->m[mi].name, key.name);
+                r = wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND, "plan: %s needs tensor '%s', which no trainer holds",
+                                     c->m[mi].name, key.name);
             else
                 r = wsync__ctl_cover(c, mi, &j->tensors[t], refs, lo, hi, err);
         }
     }
 out:
-    wsync__rfree(&c->a, refs);
+    wsync__rdma_free(&c->a, refs);
+    return r;
+}
+
+/* The planner's schedule: the JOINs as its input (wsync_ctl_plan_input_build),
+   the plan built, and each trainer's tasks turned into its transfers one for
+   one, in the plan's order (the fp8 scale tasks go with their data task's
+   transfer). A task whose rows the sender does not hold (the gather between
+   trainers of row-sharded fp8) is not executed: UNSUPPORTED. */
+static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
+{
+    const wsync_ctl_tensor **tl;
+    uint32_t *nl, i, T = c->nt;
+    wsync_ctl_plan_input pi;
+    wsync_plan *p = NULL;
+    wsync_result r;
+    uint64_t k;
+    tl = (const wsync_ctl_tensor **)wsync__rdma_alloc(&c->a, (size_t)(c->nt + c->ni) * sizeof *tl);
+    nl = (uint32_t *)wsync__rdma_alloc(&c->a, (size_t)(c->nt + c->ni) * sizeof *nl);
+    if (!tl || !nl) {
+        wsync__rdma_free(&c->a, tl);
+        wsync__rdma_free(&c->a, nl);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ranks");
+    }
+    for (i = 0; i < c->nt + c->ni; i++) {
+        tl[i] = c->m[i].join.tensors;
+        nl[i] = c->m[i].join.n_tensors;
+    }
+    r = wsync_ctl_plan_input_build(tl, nl, c->nt, c->ni, &c->a, &pi, err);
+    wsync__rdma_free(&c->a, tl);
+    wsync__rdma_free(&c->a, nl);
+    if (r != WSYNC_OK) return r;
+    if ((r = wsync_plan_build(&pi.input, &c->popt, &p, err)) != WSYNC_OK) goto out;
+    for (i = 0; i < T; i++) {
+        c->m[i].n_targets = c->m[i].n_xfers = 0;
+        c->m[i].bytes = 0;
+    }
+    for (i = 0; i < T && r == WSYNC_OK; i++)
+        for (k = p->rank_first[i]; k < p->rank_first[i + 1] && r == WSYNC_OK; k++) {
+            const wsync_plan_task *tk = &p->tasks[k];
+            const wsync_plan_prep *pr = &p->preps[tk->prep];
+            const wsync_plan_unit *un = &pi.input.units[pr->unit];
+            const wsync_plan_piece *pc = &p->pieces[pr->first_piece];
+            const wsync_ctl_tensor *it = NULL, *tt;
+            uint32_t e, mi = T + tk->dst_rank;
+            uint64_t d, end = pr->out_row0 + pr->rows, urows = pi.input.pieces[un->first_piece].rows;
+            if (tk->flags & WSYNC_PLAN_SCALES) continue;
+            for (d = un->first_dest; d < un->first_dest + un->n_dests; d++)
+                if (pi.input.dests[d].rank == tk->dst_rank) it = &c->m[mi].join.tensors[pi.dest_entry[d]];
+            e = pi.holder_entry[(uint64_t)pc->source * T + i];
+            tt = e == UINT32_MAX ? NULL : &c->m[i].join.tensors[e];
+            if (!it || pr->n_pieces != 1 || !tt || tt->row_begin > pc->row0 ||
+                tt->row_begin + tt->row_count < pc->row0 + pc->rows)
+                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                     "plan: tensor '%s': %s sends rows %llu to %llu and does not hold them all (the "
+                                     "gather between trainers is not executed yet)",
+                                     it ? it->name : "?", c->m[i].name, (unsigned long long)pc->row0,
+                                     (unsigned long long)(pc->row0 + pc->rows - 1));
+            else if (wsync__ctl_fp8(it) && (it->block ? pr->out_row0 % it->block || (end < urows && end % it->block)
+                                                      : pr->rows != urows))
+                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                     "plan: tensor '%s': fp8 rows %llu to %llu of %s are not whole tiles of %u rows",
+                                     it->name, (unsigned long long)pr->out_row0, (unsigned long long)end - 1,
+                                     c->m[mi].name, (unsigned)it->block);
+            else r = wsync__ctl_add(c, &c->m[i], tt, mi, it, pc->row0, pc->row0 + pc->rows, 0, err);
+        }
+    if (r == WSYNC_OK) {
+        c->pplan = p;
+        p = NULL;
+    }
+out:
+    wsync_plan_free(p);
+    wsync_ctl_plan_input_free(&pi);
     return r;
 }
 
@@ -6187,15 +7007,15 @@ static wsync_result wsync__ctl_group_order(wsync_controller *c, wsync_error *err
             if (c->m[i].join.tensors[t].group + 1 > c->n_groups) c->n_groups = c->m[i].join.tensors[t].group + 1;
     if (c->n_groups == 1) return WSYNC_OK;
     for (i = 0; i < c->nt; i++) {
-        wsync__cmember *h = &c->m[i];
+        wsync__ctl_member *h = &c->m[i];
         wsync_ctl_transfer *sorted;
         if (h->n_xfers < 2) continue;
-        sorted = (wsync_ctl_transfer *)wsync__ralloc(&c->a, (size_t)h->n_xfers * sizeof *sorted);
-        if (!sorted) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: ordering %s", h->name);
+        sorted = (wsync_ctl_transfer *)wsync__rdma_alloc(&c->a, (size_t)h->n_xfers * sizeof *sorted);
+        if (!sorted) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: ordering %s", h->name);
         for (g = 0, k = 0; g < c->n_groups; g++)
             for (t = 0; t < h->n_xfers; t++)
                 if (h->xfers[t].group == g) sorted[k++] = h->xfers[t];
-        wsync__rfree(&c->a, h->xfers);
+        wsync__rdma_free(&c->a, h->xfers);
         h->xfers = sorted;
         h->cap_xfers = h->n_xfers;
     }
@@ -6238,17 +7058,74 @@ static void wsync__ctl_fail_all(wsync_controller *c, const wsync_error *e)
 #define WSYNC__CTL_PENDING 64
 #define WSYNC__CTL_JOIN_PIECE_MS 1000
 
+static int wsync__ctl_name_lt(const void *ctx, uint32_t a, uint32_t b)
+{
+    const char *const *nm = (const char *const *)ctx;
+    return strcmp(nm[a], nm[b]) < 0;
+}
+
+/* After the plan, what a step's check (wsync__ctl_check_ran) needs: the
+   tensors each trainer's transfers read, and one id per tensor name over
+   all trainers (trainers holding rows of one tensor name it alike). */
+static wsync_result wsync__ctl_names(wsync_controller *c, wsync_error *err)
+{
+    uint64_t total = 0;
+    uint32_t *order = NULL, *flat = NULL, k, q, e, id = 0;
+    const char **nm = NULL;
+    unsigned i;
+    wsync_result r = WSYNC_OK;
+    for (i = 0; i < c->nt; i++) {
+        wsync__ctl_member *m = &c->m[i];
+        if ((r = wsync__ctl_reads(&c->a, m->join.tensors, m->join.n_tensors, m->xfers, m->n_xfers, &m->reads_off,
+                                  &m->reads, err)) != WSYNC_OK)
+            return r;
+        if (!(m->name_id = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)m->join.n_tensors + 1) * sizeof *m->name_id)))
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the trainers' tensor names");
+        total += m->join.n_tensors;
+    }
+    if (total >= UINT32_MAX)
+        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%llu trainer tensors", (unsigned long long)total);
+    nm = (const char **)wsync__rdma_alloc(&c->a, ((size_t)total + 1) * sizeof *nm);
+    order = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)total + 1) * sizeof *order);
+    flat = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)total + 1) * sizeof *flat);
+    c->named = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)total + 1) * sizeof *c->named);
+    if (!nm || !order || !flat || !c->named) {
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the trainers' tensor names");
+        goto out;
+    }
+    for (i = 0, k = 0; i < c->nt; i++)
+        for (e = 0; e < c->m[i].join.n_tensors; e++, k++) {
+            nm[k] = c->m[i].join.tensors[e].name;
+            order[k] = k;
+        }
+    wsync__ctl_sort(order, (uint32_t)total, wsync__ctl_name_lt, nm);
+    for (q = 0; q < total; q++) {
+        if (q && strcmp(nm[order[q]], nm[order[q - 1]]) != 0) id++;
+        flat[order[q]] = id;
+    }
+    c->n_names = total ? id + 1 : 0;
+    for (i = 0, k = 0; i < c->nt; i++)
+        for (e = 0; e < c->m[i].join.n_tensors; e++) c->m[i].name_id[e] = flat[k++];
+out:
+    wsync__rdma_free(&c->a, nm);
+    wsync__rdma_free(&c->a, order);
+    wsync__rdma_free(&c->a, flat);
+    return r;
+}
+
 WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err)
 {
     int64_t deadline;
     int pend[WSYNC__CTL_PENDING];
+    char why_greedy[160] = "";
     unsigned i, joined = 0, np = 0;
     wsync_error local;
     wsync_result r;
     if (!err) err = &local;
-    wsync__rerr_reset(err);
-    if (!c || c->accepted) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "accept: once per controller");
-    deadline = wsync__rnow_ms() + c->join_ms;
+    wsync__rdma_err_reset(err);
+    if (!c || c->accepted)
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "accept: once per controller");
+    deadline = wsync__rdma_now_ms() + c->join_ms;
     for (;;) {
         /* connections accepted but silent so far wait here, polled with the
            listener, so that one that never speaks holds up nobody; a JOIN is
@@ -6260,12 +7137,12 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         unsigned k;
         for (joined = 0, i = 0; i < c->nt + c->ni; i++) joined += c->m[i].fd >= 0;
         if (joined == c->nt + c->ni) break;
-        left = deadline - wsync__rnow_ms();
+        left = deadline - wsync__rdma_now_ms();
         if (left <= 0) {
             char missing[256];
             wsync__ctl_missing(c, missing, sizeof missing);
-            r = wsync__rfail(err, WSYNC_ERR_LIMIT, "controller: %u of %u ranks joined within %u ms; missing: %s",
-                             joined, c->nt + c->ni, c->join_ms, missing);
+            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "controller: %u of %u ranks joined within %u ms; missing: %s",
+                                 joined, c->nt + c->ni, c->join_ms, missing);
             wsync__ctl_fail_all(c, err);
             for (k = 0; k < np; k++) close(pend[k]);
             return r;
@@ -6284,7 +7161,7 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
             if (!pf[1 + k].revents) continue;
             fd = pend[k];
             pend[k] = pend[--np]; /* entries above k are done with */
-            left = deadline - wsync__rnow_ms();
+            left = deadline - wsync__rdma_now_ms();
             wsync__ctl_take_join(c, fd, left > WSYNC__CTL_JOIN_PIECE_MS ? WSYNC__CTL_JOIN_PIECE_MS
                                                                         : left > 0 ? (int)left : 1);
         }
@@ -6298,17 +7175,47 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         pend[np++] = fd;
     }
     for (i = 0; i < np; i++) close(pend[i]);
+    /* the greedy mapping checks what every schedule needs (names, shapes,
+       coverage) with its messages; the planner's schedule then replaces it */
     if ((r = wsync__ctl_plan(c, err)) != WSYNC_OK) {
         wsync__ctl_fail_all(c, err);
         return r;
+    }
+    if (c->schedule != WSYNC_CTL_SCHEDULE_GREEDY) {
+        wsync_error pe;
+        wsync__rdma_err_reset(&pe);
+        if ((r = wsync__ctl_plan_sched(c, &pe)) != WSYNC_OK) {
+            if (c->schedule == WSYNC_CTL_SCHEDULE_PLAN) {
+                if (err) *err = pe;
+                wsync__ctl_fail_all(c, &pe);
+                return r;
+            }
+            snprintf(why_greedy, sizeof why_greedy, "%.150s", pe.message);
+            for (i = 0; i < c->nt; i++) { /* AUTO: back to the greedy mapping */
+                c->m[i].n_targets = c->m[i].n_xfers = 0;
+                c->m[i].bytes = 0;
+            }
+            if ((r = wsync__ctl_plan(c, err)) != WSYNC_OK) {
+                wsync__ctl_fail_all(c, err);
+                return r;
+            }
+        }
     }
     if ((r = wsync__ctl_group_order(c, err)) != WSYNC_OK) {
         wsync__ctl_fail_all(c, err);
         return r;
     }
     wsync__ctl_plan_stats(c);
+    if ((r = wsync__ctl_names(c, err)) != WSYNC_OK) {
+        wsync__ctl_fail_all(c, err);
+        return r;
+    }
+    c->plan.schedule = c->pplan ? WSYNC_CTL_SCHEDULE_PLAN : WSYNC_CTL_SCHEDULE_GREEDY;
+    c->plan.groups = c->n_groups;
+    c->plan.digest = c->pplan ? wsync_plan_digest(c->pplan) : 0;
+    snprintf(c->plan.why_greedy, sizeof c->plan.why_greedy, "%s", why_greedy);
     for (i = 0; i < c->nt + c->ni; i++) {
-        wsync__cmember *m = &c->m[i];
+        wsync__ctl_member *m = &c->m[i];
         wsync_ctl_msg a;
         memset(&a, 0, sizeof a);
         a.type = WSYNC_CTL_ASSIGN;
@@ -6335,8 +7242,8 @@ static wsync_result wsync__ctl_gone(wsync_controller *c, wsync_error *err)
     unsigned i;
     for (i = 0; i < c->nt + c->ni; i++)
         if (c->m[i].gone)
-            return wsync__rfail(err, WSYNC_ERR_IO, "%s is gone (a failed step lost it); the group must be restarted",
-                                c->m[i].name);
+            return wsync__rdma_fail(err, WSYNC_ERR_IO,
+                                    "%s is gone (a failed step lost it); the group must be restarted", c->m[i].name);
     return WSYNC_OK;
 }
 
@@ -6360,12 +7267,12 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
     wsync_error local;
     wsync_result r;
     if (!err) err = &local;
-    wsync__rerr_reset(err);
-    if (!c || !c->accepted) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "go: accept first");
+    wsync__rdma_err_reset(err);
+    if (!c || !c->accepted) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "go: accept first");
     if (step <= c->last_step || step <= c->go_step) /* an aborted step's number is not reused */
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "go: step %llu after step %llu (steps increase, from 1)",
-                            (unsigned long long)step,
-                            (unsigned long long)(c->go_step > c->last_step ? c->go_step : c->last_step));
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "go: step %llu after step %llu (steps increase, from 1)", (unsigned long long)step,
+                                (unsigned long long)(c->go_step > c->last_step ? c->go_step : c->last_step));
     if ((r = wsync__ctl_gone(c, err)) != WSYNC_OK) return r;
     memset(&g, 0, sizeof g);
     g.type = WSYNC_CTL_GO;
@@ -6393,9 +7300,9 @@ static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t
     wsync_ctl_msg rel;
     wsync_result r;
     if (g != next[i] || g + 1 >= c->n_groups)
-        return wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s reached mesh group %u's barrier, expected %u of %u",
-                            (unsigned long long)step, c->m[i].name, (unsigned)g, (unsigned)next[i],
-                            (unsigned)c->n_groups - 1);
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s reached mesh group %u's barrier, expected %u of %u",
+                                (unsigned long long)step, c->m[i].name, (unsigned)g, (unsigned)next[i],
+                                (unsigned)c->n_groups - 1);
     next[i]++;
     if (++reached[g] < c->nt) return WSYNC_OK;
     memset(&rel, 0, sizeof rel);
@@ -6416,27 +7323,27 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
     unsigned i, waiting = to - from;
     unsigned char *got, *next;
     uint32_t reached[WSYNC_CTL_GROUPS_MAX];
-    int64_t deadline = wsync__rnow_ms() + c->step_ms;
+    int64_t deadline = wsync__rdma_now_ms() + c->step_ms;
     wsync_result r = WSYNC_OK;
     struct pollfd *pf;
     memset(reached, 0, sizeof reached);
-    got = (unsigned char *)wsync__ralloc(&c->a, to - from);
-    next = (unsigned char *)wsync__ralloc(&c->a, to);
-    pf = (struct pollfd *)wsync__ralloc(&c->a, (to - from) * sizeof *pf);
+    got = (unsigned char *)wsync__rdma_alloc(&c->a, to - from);
+    next = (unsigned char *)wsync__rdma_alloc(&c->a, to);
+    pf = (struct pollfd *)wsync__rdma_alloc(&c->a, (to - from) * sizeof *pf);
     if (!got || !pf || !next) {
-        wsync__rfree(&c->a, got);
-        wsync__rfree(&c->a, next);
-        wsync__rfree(&c->a, pf);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "step: poll set");
+        wsync__rdma_free(&c->a, got);
+        wsync__rdma_free(&c->a, next);
+        wsync__rdma_free(&c->a, pf);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "step: poll set");
     }
     while (waiting && r == WSYNC_OK) {
-        int64_t left = deadline - wsync__rnow_ms();
+        int64_t left = deadline - wsync__rdma_now_ms();
         int pr;
         if (left <= 0) {
             for (i = from; i < to && got[i - from]; i++) {
             }
-            r = wsync__rfail(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms", (unsigned long long)step,
-                             c->m[i].name, wsync__ctl_type_name(type), c->step_ms);
+            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms",
+                                 (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(type), c->step_ms);
             break;
         }
         for (i = from; i < to; i++) {
@@ -6446,7 +7353,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
         }
         pr = poll(pf, to - from, (int)left);
         if (pr < 0 && errno != EINTR) {
-            r = wsync__rfail(err, WSYNC_ERR_IO, "step: poll: %s", strerror(errno));
+            r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step: poll: %s", strerror(errno));
             break;
         }
         for (i = from; pr > 0 && i < to && r == WSYNC_OK; i++) {
@@ -6456,8 +7363,8 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
             if (!pf[i - from].revents) continue;
             if (wsync__ctl_recv(c->m[i].fd, 2000, 0, &c->a, &m, c->m[i].name, &closed, &e) != WSYNC_OK) {
                 c->m[i].gone = 1;
-                r = wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s went away: %s", (unsigned long long)step,
-                                 c->m[i].name, e.message);
+                r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s went away: %s", (unsigned long long)step,
+                                     c->m[i].name, e.message);
                 break;
             }
             if ((m.type == type || m.type == WSYNC_CTL_BARRIER) && m.step < step) { /* from an aborted step */
@@ -6465,26 +7372,96 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                 r = wsync__ctl_barrier(c, i, m.group, step, next, reached, err);
             } else if (type == WSYNC_CTL_DONE && m.type == type && m.step == step && m.status == WSYNC_OK &&
                        next[i] + 1u < c->n_groups) {
-                r = wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s sent DONE before mesh group %u's barrier",
-                                 (unsigned long long)step, c->m[i].name, (unsigned)next[i]);
+                r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s sent DONE before mesh group %u's barrier",
+                                     (unsigned long long)step, c->m[i].name, (unsigned)next[i]);
             } else if (m.type != type || m.step != step) {
-                r = wsync__rfail(err, WSYNC_ERR_IO, "step %llu: %s sent %s for step %llu (%s)",
-                                 (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(m.type),
-                                 (unsigned long long)m.step, m.text);
+                r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s sent %s for step %llu (%s)",
+                                     (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(m.type),
+                                     (unsigned long long)m.step, m.text);
             } else if (m.status != WSYNC_OK) {
-                r = wsync__rfail(err, m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO,
-                                 "step %llu: %s failed: %s", (unsigned long long)step, c->m[i].name, m.text);
+                r = wsync__rdma_fail(err, m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO,
+                                     "step %llu: %s failed: %s", (unsigned long long)step, c->m[i].name, m.text);
             } else {
                 got[i - from] = 1;
                 waiting--;
+                if (type == WSYNC_CTL_DONE) { /* kept for the check */
+                    wsync_ctl_msg_free(&c->m[i].done);
+                    c->m[i].done = m;
+                    memset(&m, 0, sizeof m);
+                }
             }
             wsync_ctl_msg_free(&m);
         }
     }
-    wsync__rfree(&c->a, got);
-    wsync__rfree(&c->a, next);
-    wsync__rfree(&c->a, pf);
+    wsync__rdma_free(&c->a, got);
+    wsync__rdma_free(&c->a, next);
+    wsync__rdma_free(&c->a, pf);
     return r;
+}
+
+/* Every DONE against the plan (see the protocol): the tensors named by any
+   trainer (all of them when one named all) make the step; each trainer ran
+   exactly its transfers that read one of them, each once. */
+static wsync_result wsync__ctl_check_ran(wsync_controller *c, uint64_t step, wsync_error *err)
+{
+    unsigned i;
+    uint32_t j, k, e, all = 0; /* all: 1 + the first trainer that moved every tensor */
+    uint64_t tasks = 0, bytes = 0;
+    if (c->n_names) memset(c->named, 0, (size_t)c->n_names * sizeof *c->named);
+    for (i = 0; i < c->nt; i++) {
+        const wsync__ctl_member *m = &c->m[i];
+        const wsync_ctl_msg *d = &m->done;
+        if (d->n_ran != m->n_xfers)
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s reports %u transfers; its plan has %u",
+                                    (unsigned long long)step, m->name, (unsigned)d->n_ran, (unsigned)m->n_xfers);
+        if (d->n_named == WSYNC_CTL_NAMED_ALL) {
+            if (!all) all = i + 1;
+        }
+        else if (d->n_named != m->join.n_tensors)
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s names %u tensors; it joined with %u",
+                                    (unsigned long long)step, m->name, (unsigned)d->n_named,
+                                    (unsigned)m->join.n_tensors);
+        else
+            for (e = 0; e < d->n_named; e++)
+                if (wsync__ctl_bit(d->named, e) && !c->named[m->name_id[e]]) c->named[m->name_id[e]] = i + 1;
+    }
+    for (i = 0; i < c->nt; i++) {
+        const wsync__ctl_member *m = &c->m[i];
+        const wsync_ctl_msg *d = &m->done;
+        uint32_t ran = 0;
+        for (j = 0; j < m->n_xfers; j++) {
+            const wsync_ctl_transfer *x = &m->xfers[j];
+            uint32_t by = all, r0 = m->reads_off[j], r1 = m->reads_off[j + 1];
+            int did = wsync__ctl_bit(d->ran, j);
+            const char *tn = r0 < r1 ? m->join.tensors[m->reads[r0]].name : "?";
+            for (k = r0; !by && k < r1; k++) by = c->named[m->name_id[m->reads[k]]];
+            if (by && !did)
+                return wsync__rdma_fail(err, WSYNC_ERR_IO,
+                                        "step %llu: %s did not run transfer %u of its plan (%llu bytes of '%.100s' "
+                                        "to inference rank %u), which the step includes (%s %s)",
+                                        (unsigned long long)step, m->name, (unsigned)j, (unsigned long long)x->len, tn,
+                                        (unsigned)m->targets[x->target].rank, c->m[by - 1].name,
+                                        all ? "moved every tensor" : "named it");
+            if (!by && did)
+                return wsync__rdma_fail(err, WSYNC_ERR_IO,
+                                        "step %llu: %s ran transfer %u (%llu bytes of '%.100s' to inference rank %u), "
+                                        "which the step does not include: no trainer named its tensor",
+                                        (unsigned long long)step, m->name, (unsigned)j, (unsigned long long)x->len, tn,
+                                        (unsigned)m->targets[x->target].rank);
+            if (!did) continue;
+            ran++;
+            bytes += x->len;
+            if (x->prep == WSYNC_CTL_PREP_FP8)
+                bytes += 4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block);
+        }
+        if (d->runs != ran)
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s ran %u writes for its %u transfers of the step",
+                                    (unsigned long long)step, m->name, (unsigned)d->runs, (unsigned)ran);
+        tasks += ran;
+    }
+    c->step_tasks = tasks;
+    c->step_bytes = bytes;
+    return WSYNC_OK;
 }
 
 WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t step, wsync_error *err)
@@ -6494,11 +7471,12 @@ WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t ste
     wsync_error local;
     wsync_result r;
     if (!err) err = &local;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (!c || !c->in_step || step != c->go_step)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "finish: step %llu was not started with go",
-                            (unsigned long long)step);
-    if ((r = wsync__ctl_collect(c, 0, c->nt, WSYNC_CTL_DONE, step, err)) != WSYNC_OK) {
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "finish: step %llu was not started with go",
+                                (unsigned long long)step);
+    if ((r = wsync__ctl_collect(c, 0, c->nt, WSYNC_CTL_DONE, step, err)) != WSYNC_OK ||
+        (r = wsync__ctl_check_ran(c, step, err)) != WSYNC_OK) {
         wsync__ctl_abort(c, step, err);
         return r;
     }
@@ -6536,18 +7514,24 @@ WSYNC_DEF void wsync_controller_close(wsync_controller *c)
     memset(&bye, 0, sizeof bye);
     bye.type = WSYNC_CTL_BYE;
     for (i = 0; c->m && i < c->nt + c->ni; i++) {
-        wsync__cmember *m = &c->m[i];
+        wsync__ctl_member *m = &c->m[i];
         if (m->fd >= 0) {
             if (!m->gone) wsync__ctl_send(m->fd, &bye, &c->a, m->name, NULL);
             close(m->fd);
         }
         wsync_ctl_msg_free(&m->join);
-        wsync__rfree(&c->a, m->targets);
-        wsync__rfree(&c->a, m->xfers);
+        wsync_ctl_msg_free(&m->done);
+        wsync__rdma_free(&c->a, m->targets);
+        wsync__rdma_free(&c->a, m->xfers);
+        wsync__rdma_free(&c->a, m->reads_off);
+        wsync__rdma_free(&c->a, m->reads);
+        wsync__rdma_free(&c->a, m->name_id);
     }
     if (c->lfd >= 0) close(c->lfd);
-    wsync__rfree(&c->a, c->m);
-    wsync__rfree(&c->a, c);
+    wsync__rdma_free(&c->a, c->named);
+    wsync_plan_free(c->pplan);
+    wsync__rdma_free(&c->a, c->m);
+    wsync__rdma_free(&c->a, c);
 }
 
 /* ---- a rank >>rank ---- */
@@ -6572,6 +7556,17 @@ struct wsync_rank {
     wsync_fabric_mr *staging_mr;
     wsync_exec_stats stats;
     uint64_t step;             /* the last GO */
+    /* trainers: what a step moves and what it ran (DONE reports both) */
+    wsync_ctl_tensor *own;     /* the rank's tensors (names copied) */
+    uint32_t n_own;
+    uint32_t *by_name;         /* own, sorted by name */
+    uint32_t *reads_off, *reads; /* the tensors each transfer reads (wsync__ctl_reads) */
+    int subset;                /* wsync_rank_select called this step */
+    uint8_t *named;            /* n_own bits: the tensors selected */
+    uint8_t *sel;              /* per transfer: 1 when it reads a selected tensor */
+    uint8_t *ran;              /* n_transfers bits: written this step */
+    uint32_t runs;             /* writes this step (a transfer twice counts twice) */
+    wsync_exec_task *run;      /* the selected tasks of a push_some */
     /* inference */
     wsync_result (*on_commit)(void *user, uint64_t step, wsync_error *err);
     void (*on_abort)(void *user, uint64_t step, const char *why);
@@ -6608,10 +7603,10 @@ static void *wsync__rank_main(void *p)
         }
         if (m.type == WSYNC_CTL_COMMIT) {
             wsync_result res = WSYNC_OK;
-            wsync__rerr_reset(&e);
+            wsync__rdma_err_reset(&e);
             if (m.step <= r->version) {
-                res = wsync__rfail(&e, WSYNC_ERR_INVALID_ARGUMENT, "COMMIT for step %llu at version %llu",
-                                   (unsigned long long)m.step, (unsigned long long)r->version);
+                res = wsync__rdma_fail(&e, WSYNC_ERR_INVALID_ARGUMENT, "COMMIT for step %llu at version %llu",
+                                       (unsigned long long)m.step, (unsigned long long)r->version);
             } else if (r->on_commit) {
                 res = r->on_commit(r->user, m.step, &e);
                 if (res != WSYNC_OK && !e.message[0]) snprintf(e.message, sizeof e.message, "%s", wsync_result_str(res));
@@ -6651,27 +7646,18 @@ static void *wsync__rank_main(void *p)
 static wsync_result wsync__rank_check(const wsync_rank_options *o, wsync_error *err)
 {
     uint32_t i;
-    if (!o->port) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: the controller's port");
+    if (!o->port) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: the controller's port");
     if (o->role != WSYNC_CTL_TRAINER && o->role != WSYNC_CTL_INFERENCE)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: role %u", (unsigned)o->role);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: role %u", (unsigned)o->role);
     if (o->n_regions && (!o->mrs || !o->descs))
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: regions without mrs or descriptors");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: regions without mrs or descriptors");
     if (o->n_tensors && !o->tensors)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: tensors is NULL");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: tensors is NULL");
     if (o->role == WSYNC_CTL_TRAINER && !o->fabric)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: a trainer needs a fabric");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: a trainer needs a fabric");
     for (i = 0; i < o->n_regions; i++)
-        if (!o->mrs[i]) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: region %u not registered", i);
+        if (!o->mrs[i]) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: region %u not registered", i);
     return WSYNC_OK;
-}
-
-/* A trainer checks its ASSIGN against its own regions, then opens every
-   target on its fabric. */
-/* A transfer's source bytes: from src_offset to the end of its last row. */
-static uint64_t wsync__rank_extent(const wsync_ctl_transfer *x)
-{
-    uint64_t row_src = x->len / x->rows * (x->prep == WSYNC_CTL_PREP_FP8 ? 2 : 1);
-    return (x->rows - 1) * x->src_stride + row_src; /* bounded at decode */
 }
 
 /* Staging bytes a transfer needs: its prepared rows (8-byte multiples, so
@@ -6694,8 +7680,8 @@ static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
     uint32_t i, n = r->assign.n_transfers;
     uint64_t most = 0, at;
     wsync_fabric_desc d;
-    if (n && !(r->tasks = (wsync_exec_task *)wsync__ralloc(&r->a, (size_t)n * sizeof *r->tasks)))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: tasks");
+    if (n && !(r->tasks = (wsync_exec_task *)wsync__rdma_alloc(&r->a, (size_t)n * sizeof *r->tasks)))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: tasks");
     for (i = 0; i < n; i++) {
         r->tasks[i].tmp_bytes = wsync__rank_tmp(&r->assign.transfers[i], &at);
         r->tasks[i].user = &r->assign.transfers[i];
@@ -6704,42 +7690,85 @@ static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
     if (most == 0) return WSYNC_OK;
     r->staging_len = r->staging_want > most ? r->staging_want : most;
     if ((uint64_t)(size_t)r->staging_len != r->staging_len ||
-        !(r->staging = (uint8_t *)wsync__ralloc(&r->a, (size_t)r->staging_len)))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu staging bytes", r->me,
-                            (unsigned long long)r->staging_len);
+        !(r->staging = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)r->staging_len)))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu staging bytes", r->me,
+                                (unsigned long long)r->staging_len);
     return r->f->reg(r->f->user, r->staging, r->staging_len, WSYNC_MEM_HOST, &r->staging_mr, &d, err);
 }
 
+/* A trainer checks its ASSIGN against its own regions, then opens every
+   target on its fabric. */
 static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
 {
     uint32_t i;
     wsync_result res;
     for (i = 0; i < r->assign.n_transfers; i++) {
         const wsync_ctl_transfer *x = &r->assign.transfers[i];
-        uint64_t ext = wsync__rank_extent(x);
-        if (x->src_region >= r->n_regions || !wsync__rin(x->src_offset, ext, r->mr_len[x->src_region]))
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
-                                "%s: ASSIGN transfer %u reads %llu bytes at %llu of region %u, outside this rank's regions",
-                                r->me, (unsigned)i, (unsigned long long)ext, (unsigned long long)x->src_offset,
-                                (unsigned)x->src_region);
+        uint64_t ext = wsync__ctl_extent(x);
+        if (x->src_region >= r->n_regions || !wsync__rdma_in(x->src_offset, ext, r->mr_len[x->src_region]))
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                                    "%s: ASSIGN transfer %u reads %llu bytes at %llu of region %u, outside this rank's regions",
+                                    r->me, (unsigned)i, (unsigned long long)ext, (unsigned long long)x->src_offset,
+                                    (unsigned)x->src_region);
         if (x->prep == WSYNC_CTL_PREP_FP8 && ((uintptr_t)(r->mr_addr[x->src_region] + x->src_offset) % 2 ||
                                               (x->rows > 1 && x->src_stride % 2)))
-            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: ASSIGN transfer %u: bf16 rows not 2-byte aligned",
-                                r->me, (unsigned)i);
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                    "%s: ASSIGN transfer %u: bf16 rows not 2-byte aligned", r->me, (unsigned)i);
     }
     if ((res = wsync__rank_staging(r, err)) != WSYNC_OK) return res;
     if (r->assign.n_targets &&
-        !(r->rem = (wsync_fabric_remote **)wsync__ralloc(&r->a, r->assign.n_targets * sizeof *r->rem)))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: remotes");
+        !(r->rem = (wsync_fabric_remote **)wsync__rdma_alloc(&r->a, r->assign.n_targets * sizeof *r->rem)))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: remotes");
     for (i = 0; i < r->assign.n_targets; i++) {
         const wsync_ctl_target *g = &r->assign.targets[i];
         if ((res = r->f->open_remote(r->f->user, &g->desc, &r->rem[i], err)) != WSYNC_OK) {
             char why[320];
             snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-            return wsync__rfail(err, res, "%s: opening inference rank %u region %u: %s", r->me, (unsigned)g->rank,
-                                (unsigned)g->region, why);
+            return wsync__rdma_fail(err, res, "%s: opening inference rank %u region %u: %s", r->me, (unsigned)g->rank,
+                                    (unsigned)g->region, why);
         }
     }
+    return WSYNC_OK;
+}
+
+static int wsync__rank_name_lt(const void *ctx, uint32_t a, uint32_t b)
+{
+    const wsync_ctl_tensor *t = (const wsync_ctl_tensor *)ctx;
+    return strcmp(t[a].name, t[b].name) < 0;
+}
+
+/* A trainer's copy of its tensors (for wsync_rank_select), the tensors each
+   transfer reads, and the step's bits. */
+static wsync_result wsync__rank_own(wsync_rank *r, const wsync_rank_options *o, wsync_error *err)
+{
+    uint32_t i, nx = r->assign.n_transfers;
+    size_t names = 0, at;
+    wsync_result res;
+    for (i = 0; i < o->n_tensors; i++) names += strlen(o->tensors[i].name) + 1;
+    at = ((size_t)o->n_tensors + 1) * sizeof *r->own;
+    r->n_own = o->n_tensors;
+    r->own = (wsync_ctl_tensor *)wsync__rdma_alloc(&r->a, at + names);
+    r->by_name = (uint32_t *)wsync__rdma_alloc(&r->a, ((size_t)r->n_own + 1) * sizeof *r->by_name);
+    r->named = (uint8_t *)wsync__rdma_alloc(&r->a, ((size_t)r->n_own + 7) / 8 + 1);
+    r->sel = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)nx + 1);
+    r->ran = (uint8_t *)wsync__rdma_alloc(&r->a, ((size_t)nx + 7) / 8 + 1);
+    r->run = (wsync_exec_task *)wsync__rdma_alloc(&r->a, ((size_t)nx + 1) * sizeof *r->run);
+    if (!r->own || !r->by_name || !r->named || !r->sel || !r->ran || !r->run)
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: its tensors", r->me);
+    memset(r->ran, 0, ((size_t)nx + 7) / 8 + 1);
+    for (i = 0; i < r->n_own; i++) {
+        char *name = (char *)r->own + at;
+        size_t k = strlen(o->tensors[i].name) + 1;
+        r->own[i] = o->tensors[i];
+        memcpy(name, o->tensors[i].name, k);
+        r->own[i].name = name;
+        at += k;
+        r->by_name[i] = i;
+    }
+    if ((res = wsync__ctl_reads(&r->a, r->own, r->n_own, r->assign.transfers, nx, &r->reads_off, &r->reads, err)) !=
+        WSYNC_OK)
+        return res;
+    wsync__ctl_sort(r->by_name, r->n_own, wsync__rank_name_lt, r->own);
     return WSYNC_OK;
 }
 
@@ -6753,12 +7782,12 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     uint32_t i;
     int closed = 0;
     if (!err) err = &local;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (out) *out = NULL;
-    if (!opt || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: options and out");
+    if (!opt || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: options and out");
     if ((res = wsync__rank_check(opt, err)) != WSYNC_OK) return res;
-    r = (wsync_rank *)wsync__ralloc(&opt->allocator, sizeof *r);
-    if (!r) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank");
+    r = (wsync_rank *)wsync__rdma_alloc(&opt->allocator, sizeof *r);
+    if (!r) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank");
     r->a = opt->allocator;
     r->fd = -1;
     r->role = opt->role;
@@ -6775,12 +7804,12 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     pthread_cond_init(&r->cv, NULL);
     r->n_regions = opt->n_regions;
     if (r->n_regions) {
-        r->mrs = (wsync_fabric_mr **)wsync__ralloc(&r->a, r->n_regions * sizeof *r->mrs);
-        r->mr_len = (uint64_t *)wsync__ralloc(&r->a, r->n_regions * sizeof *r->mr_len);
-        r->mr_addr = (uint8_t **)wsync__ralloc(&r->a, r->n_regions * sizeof *r->mr_addr);
+        r->mrs = (wsync_fabric_mr **)wsync__rdma_alloc(&r->a, r->n_regions * sizeof *r->mrs);
+        r->mr_len = (uint64_t *)wsync__rdma_alloc(&r->a, r->n_regions * sizeof *r->mr_len);
+        r->mr_addr = (uint8_t **)wsync__rdma_alloc(&r->a, r->n_regions * sizeof *r->mr_addr);
         if (!r->mrs || !r->mr_len || !r->mr_addr) {
             wsync_rank_close(r);
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: regions");
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: regions");
         }
         for (i = 0; i < r->n_regions; i++) {
             r->mrs[i] = opt->mrs[i];
@@ -6791,11 +7820,11 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     r->fd = wsync__tcp_connect(opt->host ? opt->host : "127.0.0.1", opt->port, r->timeout_ms, why, sizeof why);
     if (r->fd < 0) {
         wsync_rank_close(r);
-        return wsync__rfail(err, WSYNC_ERR_IO, "%s: the controller at %s port %u: %s", r->me,
-                            opt->host ? opt->host : "127.0.0.1", opt->port, why);
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: the controller at %s port %u: %s", r->me,
+                                opt->host ? opt->host : "127.0.0.1", opt->port, why);
     }
     wsync__ctl_nodelay(r->fd);
-    wsync__rset_timeouts(r->fd, r->timeout_ms);
+    wsync__rdma_set_timeouts(r->fd, r->timeout_ms);
     memset(&j, 0, sizeof j);
     j.type = WSYNC_CTL_JOIN;
     j.role = r->role;
@@ -6811,22 +7840,22 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     }
     if (m.type != WSYNC_CTL_ASSIGN || m.role != r->role || m.rank != r->rank) {
         res = m.type == WSYNC_CTL_ERROR && m.status && m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO;
-        if (m.type == WSYNC_CTL_ERROR) wsync__rfail(err, res, "%s: the controller refused: %s", r->me, m.text);
-        else wsync__rfail(err, res, "%s: expected ASSIGN, got %s", r->me, wsync__ctl_type_name(m.type));
+        if (m.type == WSYNC_CTL_ERROR) wsync__rdma_fail(err, res, "%s: the controller refused: %s", r->me, m.text);
+        else wsync__rdma_fail(err, res, "%s: expected ASSIGN, got %s", r->me, wsync__ctl_type_name(m.type));
         wsync_ctl_msg_free(&m);
         wsync_rank_close(r);
         return res;
     }
     r->assign = m;
     if (r->role == WSYNC_CTL_TRAINER) {
-        if ((res = wsync__rank_targets(r, err)) != WSYNC_OK) {
+        if ((res = wsync__rank_targets(r, err)) != WSYNC_OK || (res = wsync__rank_own(r, opt, err)) != WSYNC_OK) {
             wsync_rank_close(r);
             return res;
         }
     } else {
         if (pthread_create(&r->th, NULL, wsync__rank_main, r) != 0) {
             wsync_rank_close(r);
-            return wsync__rfail(err, WSYNC_ERR_IO, "%s", "rank: pthread_create");
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "rank: pthread_create");
         }
         r->th_on = 1;
     }
@@ -6839,9 +7868,9 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
     wsync_ctl_msg m;
     int closed = 0;
     wsync_result res;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (!r || !step || !bye || r->role != WSYNC_CTL_TRAINER)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_go: a trainer's rank");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_go: a trainer's rank");
     *bye = 0;
     for (;;) {
         if ((res = wsync__ctl_recv(r->fd, timeout_ms < 0 ? 10000 : timeout_ms, timeout_ms < 0, &r->a, &m,
@@ -6851,10 +7880,15 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
         wsync_ctl_msg_free(&m); /* a step this trainer already answered was aborted */
     }
     res = WSYNC_OK;
-    if (m.type == WSYNC_CTL_GO) *step = r->step = m.step;
+    if (m.type == WSYNC_CTL_GO) { /* a new step: everything, nothing run yet */
+        *step = r->step = m.step;
+        r->subset = 0;
+        r->runs = 0;
+        if (r->assign.n_transfers) memset(r->ran, 0, ((size_t)r->assign.n_transfers + 7) / 8);
+    }
     else if (m.type == WSYNC_CTL_BYE) *bye = 1;
-    else if (m.type == WSYNC_CTL_ERROR) res = wsync__rfail(err, WSYNC_ERR_IO, "the controller: %s", m.text);
-    else res = wsync__rfail(err, WSYNC_ERR_IO, "unexpected %s from the controller", wsync__ctl_type_name(m.type));
+    else if (m.type == WSYNC_CTL_ERROR) res = wsync__rdma_fail(err, WSYNC_ERR_IO, "the controller: %s", m.text);
+    else res = wsync__rdma_fail(err, WSYNC_ERR_IO, "unexpected %s from the controller", wsync__ctl_type_name(m.type));
     wsync_ctl_msg_free(&m);
     return res;
 }
@@ -6863,8 +7897,8 @@ static wsync_result wsync__rank_wfail(wsync_rank *r, const wsync_ctl_transfer *x
 {
     char why[320];
     snprintf(why, sizeof why, "%.250s", err->message);
-    return wsync__rfail(err, res, "%s: writing %llu bytes to inference rank %u: %s", r->me, (unsigned long long)x->len,
-                        (unsigned)r->assign.targets[x->target].rank, why);
+    return wsync__rdma_fail(err, res, "%s: writing %llu bytes to inference rank %u: %s", r->me,
+                            (unsigned long long)x->len, (unsigned)r->assign.targets[x->target].rank, why);
 }
 
 /* Executor stage: gather a strided slice, or quantize it to fp8, into staging. */
@@ -6887,6 +7921,16 @@ static wsync_result wsync__rank_prepare(void *user, const wsync_exec_task *t, ui
     return WSYNC_OK;
 }
 
+/* The log DONE reports: transfer x was written (the write stage is one
+   thread, and push_some returns after it). */
+static wsync_result wsync__rank_ran(wsync_rank *r, const wsync_ctl_transfer *x)
+{
+    uint32_t j = (uint32_t)(x - r->assign.transfers);
+    r->ran[j / 8] |= (uint8_t)(1u << (j % 8));
+    r->runs++;
+    return WSYNC_OK;
+}
+
 /* Executor stage: the one-sided writes (fp8: the codes, then the scales). */
 static wsync_result wsync__rank_write(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t tmp_off,
                                       wsync_error *err)
@@ -6899,7 +7943,7 @@ static wsync_result wsync__rank_write(void *user, const wsync_exec_task *t, uint
     (void)tmp;
     if (!t->tmp_bytes) {
         res = r->f->write(r->f->user, r->mrs[x->src_region], x->src_offset, dst, x->dst_offset, x->len, err);
-        return res == WSYNC_OK ? res : wsync__rank_wfail(r, x, res, err);
+        return res == WSYNC_OK ? wsync__rank_ran(r, x) : wsync__rank_wfail(r, x, res, err);
     }
     wsync__rank_tmp(x, &scales_at);
     res = r->f->write(r->f->user, r->staging_mr, tmp_off, dst, x->dst_offset, x->len, err);
@@ -6909,7 +7953,7 @@ static wsync_result wsync__rank_write(void *user, const wsync_exec_task *t, uint
     /* the staging bytes are reused once this returns: a backend that reads
        them later (RDMA) must be done with them first */
     if (res == WSYNC_OK && r->f->backend == WSYNC_FABRIC_VERBS) res = r->f->flush(r->f->user, err);
-    return res == WSYNC_OK ? res : wsync__rank_wfail(r, x, res, err);
+    return res == WSYNC_OK ? wsync__rank_ran(r, x) : wsync__rank_wfail(r, x, res, err);
 }
 
 WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint32_t count, int flush,
@@ -6920,12 +7964,12 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
     wsync_error local;
     char why[320];
     if (!err) err = &local;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (!r || r->role != WSYNC_CTL_TRAINER)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
     if (first > r->assign.n_transfers || count > r->assign.n_transfers - first)
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "push: transfers %u + %u of %u", (unsigned)first,
-                            (unsigned)count, (unsigned)r->assign.n_transfers);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "push: transfers %u + %u of %u", (unsigned)first,
+                                (unsigned)count, (unsigned)r->assign.n_transfers);
     memset(&eo, 0, sizeof eo);
     eo.allocator = r->a;
     eo.staging = r->staging;
@@ -6936,10 +7980,16 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
     eo.stage_names[0] = "prepare";
     eo.stage_names[1] = "write";
     eo.user = r;
-    if (count && (res = wsync_exec_run(&eo, r->tasks + first, count, &r->stats, err)) != WSYNC_OK) return res;
+    if (r->subset) { /* the selected transfers of the range, in order */
+        uint32_t j, k = 0;
+        for (j = first; j < first + count; j++)
+            if (r->sel[j]) r->run[k++] = r->tasks[j];
+        if (k && (res = wsync_exec_run(&eo, r->run, k, &r->stats, err)) != WSYNC_OK) return res;
+    } else if (count && (res = wsync_exec_run(&eo, r->tasks + first, count, &r->stats, err)) != WSYNC_OK)
+        return res;
     if (flush && (res = r->f->flush(r->f->user, err)) != WSYNC_OK) {
         snprintf(why, sizeof why, "%.250s", err->message);
-        return wsync__rfail(err, res, "%s: %s", r->me, why);
+        return wsync__rdma_fail(err, res, "%s: %s", r->me, why);
     }
     return WSYNC_OK;
 }
@@ -6961,7 +8011,7 @@ static wsync_result wsync__rank_barrier(wsync_rank *r, uint32_t g, wsync_error *
     char why[320];
     if ((res = r->f->flush(r->f->user, err)) != WSYNC_OK) {
         snprintf(why, sizeof why, "%.250s", err->message);
-        return wsync__rfail(err, res, "%s: %s", r->me, why);
+        return wsync__rdma_fail(err, res, "%s: %s", r->me, why);
     }
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_BARRIER;
@@ -6971,14 +8021,55 @@ static wsync_result wsync__rank_barrier(wsync_rank *r, uint32_t g, wsync_error *
     if ((res = wsync__ctl_recv(r->fd, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK)
         return res;
     if (m.type == WSYNC_CTL_ABORT)
-        res = wsync__rfail(err, WSYNC_ERR_IO, "%s: step %llu aborted at mesh group %u's barrier: %s", r->me,
-                           (unsigned long long)m.step, (unsigned)g, m.text);
+        res = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: step %llu aborted at mesh group %u's barrier: %s", r->me,
+                               (unsigned long long)m.step, (unsigned)g, m.text);
     else if (m.type != WSYNC_CTL_RELEASE || m.step != r->step || m.group != g)
-        res = wsync__rfail(err, WSYNC_ERR_IO, "%s: waiting for the release of mesh group %u of step %llu, got %s%s%s",
-                           r->me, (unsigned)g, (unsigned long long)r->step, wsync__ctl_type_name(m.type),
-                           m.text[0] ? ": " : "", m.text);
+        res = wsync__rdma_fail(err, WSYNC_ERR_IO,
+                               "%s: waiting for the release of mesh group %u of step %llu, got %s%s%s", r->me,
+                               (unsigned)g, (unsigned long long)r->step, wsync__ctl_type_name(m.type),
+                               m.text[0] ? ": " : "", m.text);
     wsync_ctl_msg_free(&m);
     return res;
+}
+
+/* The rank's tensor of that name, or -1 (by_name is sorted by name). */
+static int64_t wsync__rank_find(const wsync_rank *r, const char *name)
+{
+    uint32_t l = 0, h = r->n_own;
+    while (l < h) {
+        uint32_t mid = l + (h - l) / 2;
+        int c = strcmp(r->own[r->by_name[mid]].name, name);
+        if (c == 0) return r->by_name[mid];
+        if (c < 0) l = mid + 1;
+        else h = mid;
+    }
+    return -1;
+}
+
+WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names, uint32_t n, wsync_error *err)
+{
+    uint32_t i, j, k;
+    wsync__rdma_err_reset(err);
+    if (!r || r->role != WSYNC_CTL_TRAINER || (n && !names))
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "select: a trainer's rank and names");
+    for (i = 0; i < n; i++)
+        if (!names[i] || wsync__rank_find(r, names[i]) < 0)
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                    "%s: step %llu: tensor '%.100s' is not one of this rank's tensors: the step "
+                                    "cannot move it",
+                                    r->me, (unsigned long long)r->step, names[i] ? names[i] : "(null)");
+    memset(r->named, 0, ((size_t)r->n_own + 7) / 8);
+    for (i = 0; i < n; i++) {
+        uint32_t e = (uint32_t)wsync__rank_find(r, names[i]);
+        r->named[e / 8] |= (uint8_t)(1u << (e % 8));
+    }
+    for (j = 0; j < r->assign.n_transfers; j++) {
+        r->sel[j] = 0;
+        for (k = r->reads_off[j]; k < r->reads_off[j + 1] && !r->sel[j]; k++)
+            r->sel[j] = (uint8_t)wsync__ctl_bit(r->named, r->reads[k]);
+    }
+    r->subset = 1;
+    return WSYNC_OK;
 }
 
 WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
@@ -6988,7 +8079,7 @@ WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
     wsync_error local;
     if (!err) err = &local;
     if (!r || r->role != WSYNC_CTL_TRAINER)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
     n = r->assign.n_transfers;
     for (g = 0; g < r->assign.n_groups; g++) { /* transfers ascend by group (checked at decode) */
         uint32_t end = first;
@@ -7004,10 +8095,22 @@ WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
 WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
                                        wsync_error *err)
 {
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
+    wsync_ctl_msg m;
+    wsync__rdma_err_reset(err);
     if (!r || r->role != WSYNC_CTL_TRAINER)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "done: a trainer's rank");
-    return wsync__ctl_send_text(r->fd, WSYNC_CTL_DONE, step, result, why, "the controller", err);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "done: a trainer's rank");
+    memset(&m, 0, sizeof m);
+    m.type = WSYNC_CTL_DONE;
+    m.step = step;
+    m.status = (uint32_t)result;
+    if (why) snprintf(m.text, sizeof m.text, "%.255s", why);
+    m.n_named = r->subset ? r->n_own : WSYNC_CTL_NAMED_ALL;
+    m.named = r->named;
+    m.n_ran = r->assign.n_transfers;
+    m.runs = r->runs;
+    m.ran = r->ran;
+    return wsync__ctl_send(r->fd, &m, &r->a, "the controller", err);
 }
 
 WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, uint32_t *n)
@@ -7030,9 +8133,9 @@ WSYNC_DEF wsync_result wsync_rank_wait_version(wsync_rank *r, uint64_t step, int
 {
     struct timespec until;
     wsync_result res = WSYNC_OK;
-    wsync__rerr_reset(err);
+    wsync__rdma_err_reset(err);
     if (!r || r->role != WSYNC_CTL_INFERENCE)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_version: an inference rank");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_version: an inference rank");
     clock_gettime(CLOCK_REALTIME, &until);
     if (timeout_ms > 0) {
         until.tv_sec += timeout_ms / 1000;
@@ -7043,18 +8146,18 @@ WSYNC_DEF wsync_result wsync_rank_wait_version(wsync_rank *r, uint64_t step, int
     for (;;) {
         if (r->version >= step) break;
         if (r->aborted >= step) {
-            res = wsync__rfail(err, WSYNC_ERR_IO, "%s: %s", r->me, r->why);
+            res = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: %s", r->me, r->why);
             break;
         }
         if (r->ended) {
-            res = wsync__rfail(err, WSYNC_ERR_IO, "%s at version %llu: %s", r->me, (unsigned long long)r->version,
-                               r->why);
+            res = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s at version %llu: %s", r->me, (unsigned long long)r->version,
+                                   r->why);
             break;
         }
         if (timeout_ms == 0 ||
             (timeout_ms > 0 && pthread_cond_timedwait(&r->cv, &r->mu, &until) == ETIMEDOUT)) {
-            res = wsync__rfail(err, WSYNC_ERR_LIMIT, "%s: still at version %llu after %d ms", r->me,
-                               (unsigned long long)r->version, timeout_ms);
+            res = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s: still at version %llu after %d ms", r->me,
+                                   (unsigned long long)r->version, timeout_ms);
             break;
         }
         if (timeout_ms < 0) pthread_cond_wait(&r->cv, &r->mu);
@@ -7088,17 +8191,25 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
     if (r->fd >= 0) close(r->fd);
     for (i = 0; r->rem && i < r->assign.n_targets; i++)
         if (r->rem[i]) r->f->close_remote(r->f->user, r->rem[i]);
-    wsync__rfree(&r->a, r->rem);
+    wsync__rdma_free(&r->a, r->rem);
     if (r->staging_mr) r->f->dereg(r->f->user, r->staging_mr);
-    wsync__rfree(&r->a, r->staging);
-    wsync__rfree(&r->a, r->tasks);
-    wsync__rfree(&r->a, r->mr_addr);
+    wsync__rdma_free(&r->a, r->staging);
+    wsync__rdma_free(&r->a, r->tasks);
+    wsync__rdma_free(&r->a, r->run);
+    wsync__rdma_free(&r->a, r->own);
+    wsync__rdma_free(&r->a, r->by_name);
+    wsync__rdma_free(&r->a, r->reads_off);
+    wsync__rdma_free(&r->a, r->reads);
+    wsync__rdma_free(&r->a, r->named);
+    wsync__rdma_free(&r->a, r->sel);
+    wsync__rdma_free(&r->a, r->ran);
+    wsync__rdma_free(&r->a, r->mr_addr);
     wsync_ctl_msg_free(&r->assign);
-    wsync__rfree(&r->a, r->mrs);
-    wsync__rfree(&r->a, r->mr_len);
+    wsync__rdma_free(&r->a, r->mrs);
+    wsync__rdma_free(&r->a, r->mr_len);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
-    wsync__rfree(&r->a, r);
+    wsync__rdma_free(&r->a, r);
 }
 
 #else /* !WSYNC__RDMA_OK */
@@ -7108,7 +8219,7 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
 {
     (void)opt;
     if (out) *out = NULL;
-    return wsync__rno(err, "the controller");
+    return wsync__rdma_no(err, "the controller");
 }
 WSYNC_DEF unsigned wsync_controller_port(const wsync_controller *c)
 {
@@ -7118,36 +8229,47 @@ WSYNC_DEF unsigned wsync_controller_port(const wsync_controller *c)
 WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err)
 {
     (void)c;
-    return wsync__rno(err, "the controller");
+    return wsync__rdma_no(err, "the controller");
 }
 WSYNC_DEF void wsync_controller_plan_get(const wsync_controller *c, wsync_controller_plan *out)
 {
     (void)c;
     if (out) memset(out, 0, sizeof *out);
 }
+WSYNC_DEF const struct wsync_plan *wsync_controller_plan_ref(const wsync_controller *c)
+{
+    (void)c;
+    return NULL;
+}
 WSYNC_DEF wsync_result wsync_controller_step(wsync_controller *c, uint64_t step, wsync_error *err)
 {
     (void)c;
     (void)step;
-    return wsync__rno(err, "the controller");
+    return wsync__rdma_no(err, "the controller");
 }
 WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, wsync_error *err)
 {
     (void)c;
     (void)step;
-    return wsync__rno(err, "the controller");
+    return wsync__rdma_no(err, "the controller");
 }
 WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t step, wsync_error *err)
 {
     (void)c;
     (void)step;
-    return wsync__rno(err, "the controller");
+    return wsync__rdma_no(err, "the controller");
 }
 WSYNC_DEF void wsync_controller_step_times(const wsync_controller *c, double *transfer_s, double *commit_s)
 {
     (void)c;
     if (transfer_s) *transfer_s = 0;
     if (commit_s) *commit_s = 0;
+}
+WSYNC_DEF void wsync_controller_step_tasks(const wsync_controller *c, uint64_t *tasks, uint64_t *bytes)
+{
+    (void)c;
+    if (tasks) *tasks = 0;
+    if (bytes) *bytes = 0;
 }
 WSYNC_DEF void wsync_controller_close(wsync_controller *c)
 {
@@ -7157,7 +8279,7 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
 {
     (void)opt;
     if (out) *out = NULL;
-    return wsync__rno(err, "a rank");
+    return wsync__rdma_no(err, "a rank");
 }
 WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *bye, int timeout_ms, wsync_error *err)
 {
@@ -7165,12 +8287,19 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
     (void)step;
     (void)bye;
     (void)timeout_ms;
-    return wsync__rno(err, "a rank");
+    return wsync__rdma_no(err, "a rank");
+}
+WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names, uint32_t n, wsync_error *err)
+{
+    (void)r;
+    (void)names;
+    (void)n;
+    return wsync__rdma_no(err, "a rank");
 }
 WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
 {
     (void)r;
-    return wsync__rno(err, "a rank");
+    return wsync__rdma_no(err, "a rank");
 }
 WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint32_t count, int flush,
                                             wsync_error *err)
@@ -7179,7 +8308,7 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
     (void)first;
     (void)count;
     (void)flush;
-    return wsync__rno(err, "a rank");
+    return wsync__rdma_no(err, "a rank");
 }
 WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
                                        wsync_error *err)
@@ -7188,7 +8317,7 @@ WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_resul
     (void)step;
     (void)result;
     (void)why;
-    return wsync__rno(err, "a rank");
+    return wsync__rdma_no(err, "a rank");
 }
 WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, uint32_t *n)
 {
@@ -7216,7 +8345,7 @@ WSYNC_DEF wsync_result wsync_rank_wait_version(wsync_rank *r, uint64_t step, int
     (void)r;
     (void)step;
     (void)timeout_ms;
-    return wsync__rno(err, "a rank");
+    return wsync__rdma_no(err, "a rank");
 }
 WSYNC_DEF int wsync_rank_ended(wsync_rank *r, char *why, size_t cap)
 {
@@ -7231,32 +8360,21 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
 
 #endif /* WSYNC__RDMA_OK */
 
-#ifdef __cplusplus
-}
-#endif
-
 /* ======================================================================
    IMPLEMENTATION: the planner and its simulator  >>planner
-   ====================================================================== */
-
-/* ====================================================================== */
-
-
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
+   ======================================================================
+   Pure computation: no fabric, socket or thread; it builds everywhere
+   (outside WSYNC__RDMA_OK) and uses of the rest of this header only the
+   allocator and error helpers from the common section (wsync__rdma_alloc,
+   wsync__rdma_free, wsync__rdma_fail, wsync__rdma_err_reset). It can be
+   read on its own. */
 
 /* Zeroed memory; n * size overflow-checked. */
 static void *wsync__plalloc(const wsync_allocator *a, uint64_t n, size_t size)
 {
     uint64_t bytes;
     if (!wsync_mul_u64(n ? n : 1, size, &bytes) || bytes > (uint64_t)SIZE_MAX) return NULL;
-    return wsync__ralloc(a, (size_t)bytes);
+    return wsync__rdma_alloc(a, (size_t)bytes);
 }
 
 /* Grows *arr to hold at least n + 1 elements (doubling). */
@@ -7270,7 +8388,7 @@ static int wsync__plgrow(const wsync_allocator *a, void **arr, uint64_t *cap, ui
     q = wsync__plalloc(a, nc, size);
     if (!q) return 0;
     if (*arr) memcpy(q, *arr, (size_t)(*cap * size));
-    wsync__rfree(a, *arr);
+    wsync__rdma_free(a, *arr);
     *arr = q;
     *cap = nc;
     return 1;
@@ -7348,14 +8466,14 @@ static const wsync_plan_model wsync__pl_models[] = {
 WSYNC_DEF wsync_result wsync_plan_model_lookup(const char *name, wsync_plan_model *out, wsync_error *err)
 {
     size_t i;
-    wsync__rerr_reset(err);
-    if (!name || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model: NULL argument");
+    wsync__rdma_err_reset(err);
+    if (!name || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model: NULL argument");
     for (i = 0; i < sizeof wsync__pl_models / sizeof wsync__pl_models[0]; i++)
         if (strcmp(wsync__pl_models[i].name, name) == 0) {
             *out = wsync__pl_models[i];
             return WSYNC_OK;
         }
-    return wsync__rfail(err, WSYNC_ERR_NOT_FOUND, "plan model '%.100s': not one of qwen3-0.6b, qwen2.5-7b, kimi-k2",
+    return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND, "plan model '%.100s': not one of qwen3-0.6b, qwen2.5-7b, kimi-k2",
                          name);
 }
 
@@ -7502,10 +8620,10 @@ WSYNC_DEF wsync_result wsync_plan_model_tensor(const wsync_plan_model *m, uint64
 {
     unsigned kind;
     uint64_t layer, expert;
-    wsync__rerr_reset(err);
-    if (!m || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model tensor: NULL argument");
+    wsync__rdma_err_reset(err);
+    if (!m || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model tensor: NULL argument");
     if (index >= wsync_plan_model_tensors(m))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan model %.60s: tensor %llu of %llu", m->name,
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan model %.60s: tensor %llu of %llu", m->name,
                              (unsigned long long)index, (unsigned long long)wsync_plan_model_tensors(m));
     wsync__pl_locate(m, index, &kind, &layer, &expert);
     memset(out, 0, sizeof *out);
@@ -7612,7 +8730,7 @@ static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint3
     if (dtype == WSYNC_DTYPE_F8_E4M3)
         scales = wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(cols, WSYNC_PLAN_BLOCK) * 4u;
     if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
     u = &L->units[L->n_units++];
     u->first_piece = first_piece;
     u->n_pieces = L->n_pieces - first_piece;
@@ -7623,7 +8741,7 @@ static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint3
             uint64_t rank = j * L->P + p;
             wsync_plan_dest *d;
             if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
-                return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+                return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
             d = &L->dests[L->n_dests++];
             d->rank = (uint32_t)rank;
             d->region = 0;
@@ -7642,7 +8760,7 @@ static wsync_result wsync__pl_piece(wsync__pl_lay *L, uint64_t src, uint64_t r0,
 {
     wsync_plan_piece *pc;
     if (!wsync__plgrow(&L->a, (void **)&L->pieces, &L->cap_pieces, L->n_pieces, sizeof *L->pieces))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: pieces");
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: pieces");
     pc = &L->pieces[L->n_pieces++];
     pc->source = (uint32_t)src;
     pc->row0 = r0;
@@ -7735,7 +8853,7 @@ static wsync_result wsync__pl_experts(wsync__pl_lay *L, uint64_t l, uint64_t bas
             } else if ((r = wsync__pl_piece(L, src + 2, 0, m->hidden, 0, m->moe_inter, err)) != WSYNC_OK)
                 return r;
             if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
-                return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
+                return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
             u = &L->units[L->n_units++];
             u->first_piece = first;
             u->n_pieces = L->n_pieces - first;
@@ -7746,7 +8864,7 @@ static wsync_result wsync__pl_experts(wsync__pl_lay *L, uint64_t l, uint64_t bas
                 uint64_t rank = j * L->P + p;
                 wsync_plan_dest *d;
                 if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
-                    return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+                    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
                 d = &L->dests[L->n_dests++];
                 d->rank = (uint32_t)rank;
                 d->region = 0;
@@ -7844,11 +8962,11 @@ static wsync_result wsync__pl_layer(wsync__pl_lay *L, uint64_t l, wsync_error *e
 
 static void wsync__pl_lay_release(wsync__pl_lay *L)
 {
-    wsync__rfree(&L->a, L->src);
-    wsync__rfree(&L->a, L->pieces);
-    wsync__rfree(&L->a, L->dests);
-    wsync__rfree(&L->a, L->units);
-    wsync__rfree(&L->a, L->cur);
+    wsync__rdma_free(&L->a, L->src);
+    wsync__rdma_free(&L->a, L->pieces);
+    wsync__rdma_free(&L->a, L->dests);
+    wsync__rdma_free(&L->a, L->units);
+    wsync__rdma_free(&L->a, L->cur);
 }
 
 WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const wsync_plan_layout_options *opt,
@@ -7859,19 +8977,20 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
     uint64_t i, l, n, end, I;
     uint32_t R;
     wsync_result r = WSYNC_OK;
-    wsync__rerr_reset(err);
-    if (!m || !opt || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan layout: NULL argument");
+    wsync__rdma_err_reset(err);
+    if (!m || !opt || !out)
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan layout: NULL argument");
     memset(out, 0, sizeof *out);
     R = opt->replicas ? opt->replicas : 1;
     if (opt->n_trainers == 0 || opt->n_inference == 0 || opt->n_trainers > WSYNC_PLAN_MAX_RANKS ||
         opt->n_inference > WSYNC_PLAN_MAX_RANKS)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan layout: %u trainers, %u inference ranks (1 to %u each)",
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan layout: %u trainers, %u inference ranks (1 to %u each)",
                              opt->n_trainers, opt->n_inference, WSYNC_PLAN_MAX_RANKS);
     if (opt->n_inference % R)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
                              "plan layout: %u inference ranks do not split into %u replicas", opt->n_inference, R);
     if (m->arch != WSYNC_PLAN_ARCH_QWEN && m->arch != WSYNC_PLAN_ARCH_MLA)
-        return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "plan layout: model %.60s: unknown architecture", m->name);
+        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan layout: model %.60s: unknown architecture", m->name);
     memset(&L, 0, sizeof L);
     L.m = m;
     L.a = opt->allocator;
@@ -7885,7 +9004,7 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
     L.cur = (uint64_t *)wsync__plalloc(&L.a, 6 * I, sizeof *L.cur);
     meshes = (wsync_plan_mesh *)wsync__plalloc(&L.a, 2, sizeof *meshes);
     if (!L.src || !L.cur || !meshes) {
-        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: sources");
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: sources");
         goto fail;
     }
     for (i = 0; i < 2; i++) {
@@ -7942,7 +9061,7 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
     out->storage_[4] = L.units;
     return WSYNC_OK;
 fail:
-    wsync__rfree(&L.a, meshes);
+    wsync__rdma_free(&L.a, meshes);
     wsync__pl_lay_release(&L);
     memset(out, 0, sizeof *out);
     return r;
@@ -7952,8 +9071,8 @@ WSYNC_DEF void wsync_plan_layout_free(wsync_plan_layout *l)
 {
     unsigned i;
     if (!l) return;
-    for (i = 0; i < 5; i++) wsync__rfree(&l->allocator, l->storage_[i]);
-    wsync__rfree(&l->allocator, l->region_bytes);
+    for (i = 0; i < 5; i++) wsync__rdma_free(&l->allocator, l->storage_[i]);
+    wsync__rdma_free(&l->allocator, l->region_bytes);
     memset(l, 0, sizeof *l);
 }
 
@@ -8049,46 +9168,49 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
     uint32_t g = 0;
     if (in->n_trainers == 0 || in->n_inference == 0 || in->n_trainers > WSYNC_PLAN_MAX_RANKS ||
         in->n_inference > WSYNC_PLAN_MAX_RANKS)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u trainers, %u inference ranks (1 to %u each)",
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u trainers, %u inference ranks (1 to %u each)",
                              in->n_trainers, in->n_inference, WSYNC_PLAN_MAX_RANKS);
     if ((in->n_sources && !in->sources) || (in->n_meshes && !in->meshes) || (in->n_pieces && !in->pieces) ||
         (in->n_dests && !in->dests) || (in->n_units && !in->units))
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: an array is NULL with a nonzero count");
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: an array is NULL with a nonzero count");
     if (in->n_units >= UINT32_MAX || in->n_sources >= UINT32_MAX)
-        return wsync__rfail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 units or sources");
+        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 units or sources");
     for (i = 0; i < in->n_meshes; i++) {
         const wsync_plan_mesh *m = &in->meshes[i];
         if (m->count == 0 || m->first >= in->n_trainers || m->count > in->n_trainers - m->first)
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: mesh %llu: ranks %u+%u outside %u trainers",
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: mesh %llu: ranks %u+%u outside %u trainers",
                                  (unsigned long long)i, m->first, m->count, in->n_trainers);
         if (m->group >= WSYNC_PLAN_MAX_GROUPS)
-            return wsync__rfail(err, WSYNC_ERR_LIMIT, "plan: mesh %llu: group %u (at most %u groups)",
+            return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "plan: mesh %llu: group %u (at most %u groups)",
                                  (unsigned long long)i, m->group, WSYNC_PLAN_MAX_GROUPS);
+        if (m->gather > 2)
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: mesh %llu: gather %u (0, 1 or 2)",
+                                    (unsigned long long)i, m->gather);
         if (m->group + 1 > g) g = m->group + 1;
     }
     for (i = 0; i < in->n_sources; i++) {
         const wsync_plan_source *s = &in->sources[i];
         uint64_t b;
         if (s->mesh >= in->n_meshes)
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: source %llu: mesh %u of %u",
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: source %llu: mesh %u of %u",
                                  (unsigned long long)i, s->mesh, in->n_meshes);
         if (s->dtype != WSYNC_DTYPE_BF16)
-            return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "plan: source %llu: dtype %s (trainers hold bf16)",
+            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan: source %llu: dtype %s (trainers hold bf16)",
                                  (unsigned long long)i, wsync_dtype_name((wsync_dtype)s->dtype));
         if (s->rows == 0 || s->cols == 0 || !wsync_mul_u64(s->rows, s->cols, &b) || !wsync_mul_u64(b, 2, &b))
-            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: source %llu: %llu x %llu", (unsigned long long)i,
+            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: source %llu: %llu x %llu", (unsigned long long)i,
                                  (unsigned long long)s->rows, (unsigned long long)s->cols);
     }
     for (i = 0; i < in->n_pieces; i++) {
         const wsync_plan_piece *pc = &in->pieces[i];
         const wsync_plan_source *s;
         if (pc->source >= in->n_sources)
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: piece %llu: source %u of %llu",
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: piece %llu: source %u of %llu",
                                  (unsigned long long)i, pc->source, (unsigned long long)in->n_sources);
         s = &in->sources[pc->source];
         if (pc->rows == 0 || pc->cols == 0 || pc->rows > s->rows || pc->row0 > s->rows - pc->rows ||
             pc->cols > s->cols || pc->col0 > s->cols - pc->cols)
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                  "plan: piece %llu: rows %llu+%llu, columns %llu+%llu outside source %u (%llu x %llu)",
                                  (unsigned long long)i, (unsigned long long)pc->row0, (unsigned long long)pc->rows,
                                  (unsigned long long)pc->col0, (unsigned long long)pc->cols, pc->source,
@@ -8096,7 +9218,7 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
     }
     for (i = 0; i < in->n_dests; i++)
         if (in->dests[i].rank >= in->n_inference)
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: destination %llu: rank %u of %u",
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: destination %llu: rank %u of %u",
                                  (unsigned long long)i, in->dests[i].rank, in->n_inference);
     for (i = 0; i < in->n_units; i++) {
         const wsync_plan_unit *u = &in->units[i];
@@ -8104,10 +9226,10 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
         uint64_t rows = 0, b;
         if (u->n_pieces == 0 || u->first_piece >= in->n_pieces || u->n_pieces > in->n_pieces - u->first_piece ||
             u->n_dests == 0 || u->first_dest >= in->n_dests || u->n_dests > in->n_dests - u->first_dest)
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: unit %llu: pieces or destinations out of range",
-                                 (unsigned long long)i);
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                                    "plan: unit %llu: pieces or destinations out of range", (unsigned long long)i);
         if (u->dtype != WSYNC_DTYPE_BF16 && u->dtype != WSYNC_DTYPE_F8_E4M3)
-            return wsync__rfail(err, WSYNC_ERR_UNSUPPORTED, "plan: unit %llu: target dtype %s (BF16 or F8_E4M3)",
+            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan: unit %llu: target dtype %s (BF16 or F8_E4M3)",
                                  (unsigned long long)i, wsync_dtype_name((wsync_dtype)u->dtype));
         x->cols = in->pieces[u->first_piece].cols;
         x->mesh = in->sources[in->pieces[u->first_piece].source].mesh;
@@ -8115,26 +9237,27 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
         for (k = u->first_piece; k < u->first_piece + u->n_pieces; k++) {
             const wsync_plan_piece *pc = &in->pieces[k];
             if (pc->cols != x->cols)
-                return wsync__rfail(err, WSYNC_ERR_SIZE_MISMATCH, "plan: unit %llu: pieces of %llu and %llu columns",
-                                     (unsigned long long)i, (unsigned long long)x->cols, (unsigned long long)pc->cols);
+                return wsync__rdma_fail(err, WSYNC_ERR_SIZE_MISMATCH,
+                                        "plan: unit %llu: pieces of %llu and %llu columns", (unsigned long long)i,
+                                        (unsigned long long)x->cols, (unsigned long long)pc->cols);
             if (in->sources[pc->source].mesh != x->mesh)
-                return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: unit %llu: pieces from different meshes",
-                                     (unsigned long long)i);
+                return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                        "plan: unit %llu: pieces from different meshes", (unsigned long long)i);
             if (!wsync_add_u64(rows, pc->rows, &rows))
-                return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: rows", (unsigned long long)i);
+                return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: rows", (unsigned long long)i);
         }
         x->rows = rows;
         x->eb = u->dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : 2;
         if (!wsync_mul_u64(rows, x->cols, &b) || !wsync_mul_u64(b, x->eb, &x->out_bytes))
-            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: size", (unsigned long long)i);
+            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: size", (unsigned long long)i);
         x->scale_bytes = 0;
         if (u->dtype == WSYNC_DTYPE_F8_E4M3 &&
             !wsync_mul_u64(wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK), wsync__pldiv_up(x->cols, WSYNC_PLAN_BLOCK) * 4,
                            &x->scale_bytes))
-            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: scales", (unsigned long long)i);
+            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: scales", (unsigned long long)i);
         if (!wsync_add_u64(x->out_bytes, x->scale_bytes, &x->dest_bytes) ||
             !wsync_mul_u64(x->dest_bytes, u->n_dests, &b))
-            return wsync__rfail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: bytes", (unsigned long long)i);
+            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: bytes", (unsigned long long)i);
     }
     *n_groups = g ? g : 1;
     return WSYNC_OK;
@@ -8164,7 +9287,7 @@ static wsync_result wsync__pl_add_prep(wsync__pl_b *B, uint64_t u, uint64_t r0, 
     uint64_t k, o = 0;
     if (!wsync__plgrow(&p->allocator, (void **)&p->preps, &B->cap_preps, p->n_preps, sizeof *p->preps) ||
         !wsync__plgrow(&p->allocator, (void **)&B->pd, &B->cap_pd, p->n_preps, sizeof *B->pd))
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: preparations");
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: preparations");
     pr = &p->preps[p->n_preps];
     memset(pr, 0, sizeof *pr);
     pr->rank = rank;
@@ -8181,7 +9304,7 @@ static wsync_result wsync__pl_add_prep(wsync__pl_b *B, uint64_t u, uint64_t r0, 
         if (a < b) {
             wsync_plan_piece *np;
             if (!wsync__plgrow(&p->allocator, (void **)&p->pieces, &B->cap_pieces, p->n_pieces, sizeof *p->pieces))
-                return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: pieces");
+                return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: pieces");
             np = &p->pieces[p->n_pieces++];
             *np = *pc;
             np->row0 = pc->row0 + (a - o);
@@ -8212,7 +9335,12 @@ static int wsync__pl_holds(const wsync__pl_b *B, const wsync_plan_prep *pr, uint
         const wsync_plan_piece *pc = &B->p->pieces[k];
         const wsync_plan_source *s = &B->in->sources[pc->source];
         uint64_t end;
+        const wsync_plan_mesh *m = &B->in->meshes[s->mesh];
         if (pc->cols != s->cols) return 0;
+        if (m->gather == 2) { /* a replica: every rank of the mesh holds every row */
+            if (rank < m->first || rank - m->first >= m->count) return 0;
+            continue;
+        }
         if (wsync__pl_holder(B->in, s, pc->row0, &end) != rank || pc->row0 + pc->rows > end) return 0;
     }
     return 1;
@@ -8291,7 +9419,7 @@ static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_h
     (void)err;
     if (n == 0) return WSYNC_OK;
     idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
-    if (!idx) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: sort");
+    if (!idx) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: sort");
     key = idx + n;
     tidx = key + n;
     tkey = tidx + n;
@@ -8326,7 +9454,7 @@ static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_h
         if (!wsync__pl_holds(B, pr, it.rank)) pr->flags |= WSYNC_PLAN_GATHER;
         wsync__pl_set_temp(pr);
     }
-    wsync__rfree(&p->allocator, idx);
+    wsync__rdma_free(&p->allocator, idx);
     return WSYNC_OK;
 }
 
@@ -8564,9 +9692,9 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, wsync_e
     idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
     nt = (wsync_plan_task *)wsync__plalloc(&p->allocator, n, sizeof *nt);
     if (!idx || !nt) {
-        wsync__rfree(&p->allocator, idx);
-        wsync__rfree(&p->allocator, nt);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering");
+        wsync__rdma_free(&p->allocator, idx);
+        wsync__rdma_free(&p->allocator, nt);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering");
     }
     key = idx + n;
     tidx = key + n;
@@ -8583,9 +9711,9 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, wsync_e
     for (i = 0; i < n; i++) key[i] = p->tasks[idx[i]].src_rank;
     wsync__plrsort(idx, key, tidx, tkey, n);
     for (i = 0; i < n; i++) nt[i] = p->tasks[idx[i]];
-    wsync__rfree(&p->allocator, p->tasks);
+    wsync__rdma_free(&p->allocator, p->tasks);
     p->tasks = nt;
-    wsync__rfree(&p->allocator, idx);
+    wsync__rdma_free(&p->allocator, idx);
     return WSYNC_OK;
 }
 
@@ -8599,9 +9727,9 @@ static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, wsy
     idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
     np = (wsync_plan_prep *)wsync__plalloc(&p->allocator, n, sizeof *np);
     if (!idx || !np) {
-        wsync__rfree(&p->allocator, idx);
-        wsync__rfree(&p->allocator, np);
-        return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering preparations");
+        wsync__rdma_free(&p->allocator, idx);
+        wsync__rdma_free(&p->allocator, np);
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering preparations");
     }
     key = idx + n;
     tidx = key + n;
@@ -8618,17 +9746,17 @@ static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, wsy
         tkey[idx[i]] = (uint32_t)i; /* old index -> new */
     }
     for (i = 0; i < p->n_tasks; i++) p->tasks[i].prep = tkey[p->tasks[i].prep];
-    wsync__rfree(&p->allocator, p->preps);
+    wsync__rdma_free(&p->allocator, p->preps);
     p->preps = np;
-    wsync__rfree(&p->allocator, idx);
+    wsync__rdma_free(&p->allocator, idx);
     return WSYNC_OK;
 }
 
 WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err)
 {
     uint64_t i, K;
-    wsync__rerr_reset(err);
-    if (!p) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan reindex: NULL plan");
+    wsync__rdma_err_reset(err);
+    if (!p) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan reindex: NULL plan");
     K = p->nics_per_rank;
     memset(p->send_bytes, 0, (size_t)(p->n_trainers * K) * sizeof *p->send_bytes);
     memset(p->recv_bytes, 0, (size_t)(p->n_inference * K) * sizeof *p->recv_bytes);
@@ -8637,10 +9765,10 @@ WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err)
         const wsync_plan_task *t = &p->tasks[i];
         if (t->src_rank >= p->n_trainers || t->dst_rank >= p->n_inference || t->src_nic >= K || t->dst_nic >= K ||
             t->prep >= p->n_preps)
-            return wsync__rfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan reindex: task %llu out of range",
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan reindex: task %llu out of range",
                                  (unsigned long long)i);
         if (i > 0 && t->src_rank < p->tasks[i - 1].src_rank)
-            return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan reindex: task %llu: ranks not in order",
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan reindex: task %llu: ranks not in order",
                                  (unsigned long long)i);
         p->send_bytes[t->src_rank * K + t->src_nic] += t->len;
         p->recv_bytes[t->dst_rank * K + t->dst_nic] += t->len;
@@ -8660,8 +9788,8 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     uint64_t *v = NULL, i, g, total_tasks = 0, t_lo;
     uint32_t *scratch = NULL, n_groups = 1;
     wsync_result r;
-    wsync__rerr_reset(err);
-    if (!in || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: NULL argument");
+    wsync__rdma_err_reset(err);
+    if (!in || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: NULL argument");
     *out = NULL;
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
@@ -8671,7 +9799,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     if (!o.task_cost_bytes) o.task_cost_bytes = 250000;
     if (!(o.prep_speed > 0)) o.prep_speed = 13.0 / 8.0;
     if (o.nics_per_rank > WSYNC_PLAN_MAX_NICS)
-        return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o.nics_per_rank,
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o.nics_per_rank,
                              WSYNC_PLAN_MAX_NICS);
     if (o.max_tasks >= UINT32_MAX) o.max_tasks = UINT32_MAX - 1; /* task indices are 32-bit in the sorts */
     memset(&B, 0, sizeof B);
@@ -8679,7 +9807,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     B.o = &o;
     B.speed = o.prep_speed;
     p = (wsync_plan *)wsync__plalloc(&o.allocator, 1, sizeof *p);
-    if (!p) return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan");
+    if (!p) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan");
     p->allocator = o.allocator;
     B.p = p;
     p->nics_per_rank = o.nics_per_rank;
@@ -8687,7 +9815,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p->n_inference = in->n_inference;
     B.ui = (wsync__pl_uinfo *)wsync__plalloc(&o.allocator, in->n_units, sizeof *B.ui);
     if (!B.ui) {
-        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
         goto fail;
     }
     if ((r = wsync__pl_check(in, B.ui, &n_groups, err)) != WSYNC_OK) goto fail;
@@ -8700,14 +9828,14 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p->rank_first = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers + 1, 8);
     heaps = (wsync__pl_heap *)wsync__plalloc(&o.allocator, in->n_meshes, sizeof *heaps);
     if (!B.gload || !B.sg || !B.rg || !p->send_bytes || !p->recv_bytes || !p->rank_first || !heaps) {
-        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
         goto fail;
     }
     for (i = 0; i < in->n_meshes; i++) {
         heaps[i].v = (wsync__pl_heap_item *)wsync__plalloc(&o.allocator, (uint64_t)in->meshes[i].count + 1,
                                                            sizeof *heaps[i].v);
         if (!heaps[i].v) {
-            r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
+            r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
             goto fail;
         }
     }
@@ -8750,13 +9878,13 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     for (i = 0; i < p->n_preps; i++) {
         total_tasks += p->preps[i].n_tasks;
         if (total_tasks > o.max_tasks) {
-            r = wsync__rfail(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
+            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
                               (unsigned long long)o.max_tasks, (unsigned long long)i + 1);
             goto fail;
         }
     }
     if (p->n_preps >= UINT32_MAX) {
-        r = wsync__rfail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
+        r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
         goto fail;
     }
     p->tasks = (wsync_plan_task *)wsync__plalloc(&o.allocator, total_tasks, sizeof *p->tasks);
@@ -8780,7 +9908,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
         }
     }
     if (!p->tasks || !v || !scratch || !B.rfree || !B.gfree || !B.ready || !B.eng || !B.run_lo || !B.act || !B.heap) {
-        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
         goto fail;
     }
     /* tasks group by group (preps are in group order), NICs balanced per group */
@@ -8802,22 +9930,22 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p = NULL;
 fail:
     if (heaps)
-        for (i = 0; i < in->n_meshes; i++) wsync__rfree(&o.allocator, heaps[i].v);
-    wsync__rfree(&o.allocator, heaps);
-    wsync__rfree(&o.allocator, B.ui);
-    wsync__rfree(&o.allocator, B.gload);
-    wsync__rfree(&o.allocator, B.sg);
-    wsync__rfree(&o.allocator, B.rg);
-    wsync__rfree(&o.allocator, B.pd);
-    wsync__rfree(&o.allocator, B.rfree);
-    wsync__rfree(&o.allocator, B.gfree);
-    wsync__rfree(&o.allocator, B.ready);
-    wsync__rfree(&o.allocator, B.eng);
-    wsync__rfree(&o.allocator, B.run_lo);
-    wsync__rfree(&o.allocator, B.act);
-    wsync__rfree(&o.allocator, B.heap);
-    wsync__rfree(&o.allocator, v);
-    wsync__rfree(&o.allocator, scratch);
+        for (i = 0; i < in->n_meshes; i++) wsync__rdma_free(&o.allocator, heaps[i].v);
+    wsync__rdma_free(&o.allocator, heaps);
+    wsync__rdma_free(&o.allocator, B.ui);
+    wsync__rdma_free(&o.allocator, B.gload);
+    wsync__rdma_free(&o.allocator, B.sg);
+    wsync__rdma_free(&o.allocator, B.rg);
+    wsync__rdma_free(&o.allocator, B.pd);
+    wsync__rdma_free(&o.allocator, B.rfree);
+    wsync__rdma_free(&o.allocator, B.gfree);
+    wsync__rdma_free(&o.allocator, B.ready);
+    wsync__rdma_free(&o.allocator, B.eng);
+    wsync__rdma_free(&o.allocator, B.run_lo);
+    wsync__rdma_free(&o.allocator, B.act);
+    wsync__rdma_free(&o.allocator, B.heap);
+    wsync__rdma_free(&o.allocator, v);
+    wsync__rdma_free(&o.allocator, scratch);
     if (p) wsync_plan_free(p);
     return r;
 }
@@ -8827,13 +9955,13 @@ WSYNC_DEF void wsync_plan_free(wsync_plan *p)
     wsync_allocator a;
     if (!p) return;
     a = p->allocator;
-    wsync__rfree(&a, p->preps);
-    wsync__rfree(&a, p->pieces);
-    wsync__rfree(&a, p->tasks);
-    wsync__rfree(&a, p->rank_first);
-    wsync__rfree(&a, p->send_bytes);
-    wsync__rfree(&a, p->recv_bytes);
-    wsync__rfree(&a, p);
+    wsync__rdma_free(&a, p->preps);
+    wsync__rdma_free(&a, p->pieces);
+    wsync__rdma_free(&a, p->tasks);
+    wsync__rdma_free(&a, p->rank_first);
+    wsync__rdma_free(&a, p->send_bytes);
+    wsync__rdma_free(&a, p->recv_bytes);
+    wsync__rdma_free(&a, p);
 }
 
 WSYNC_DEF void wsync_plan_stats_get(const wsync_plan *p, wsync_plan_stats *s)
@@ -8940,6 +10068,7 @@ typedef struct wsync__pl_sim {
     const wsync_plan *p;
     wsync_allocator a;
     double rate, copy, quant, task_s;
+    double rrate;         /* a receiving NIC's rate; 0: receivers are no resource */
     uint64_t wm;
     wsync__pl_ev *ev;
     uint64_t nev, capev, seq;
@@ -9050,14 +10179,15 @@ static int wsync__pl_try_send(wsync__pl_sim *S, uint64_t sn, double t)
     tk = &p->tasks[S->order[S->nic_next[sn]]];
     if (!S->ready[tk->prep]) return 1;
     rn = (uint64_t)tk->dst_rank * p->nics_per_rank + tk->dst_nic;
-    if (S->rfree[rn] > t) {
+    if (S->rrate > 0 && S->rfree[rn] > t) {
         /* in line from when both the NIC and the preparation were ready */
         double w = S->swait[sn] > S->rtime[tk->prep] ? S->swait[sn] : S->rtime[tk->prep];
         S->pending[sn] = 1;
         return wsync__pl_evpush(S, S->rfree[rn], w, WSYNC__PLE_SEND, (uint32_t)sn);
     }
-    d = S->task_s + (double)tk->len / S->rate;
-    S->sfree[sn] = S->rfree[rn] = t + d;
+    d = S->task_s + (double)tk->len / (S->rrate > 0 && S->rrate < S->rate ? S->rrate : S->rate);
+    S->sfree[sn] = t + d;
+    if (S->rrate > 0) S->rfree[rn] = t + d;
     S->swait[sn] = t + d;
     S->nic_next[sn]++;
     return wsync__pl_evpush(S, t + d, 0, WSYNC__PLE_DONE, S->order[S->nic_next[sn] - 1]);
@@ -9132,7 +10262,7 @@ static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0,
                     moved = 1;
                 }
             if (!moved)
-                return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
                                      "plan simulate: group %u: %llu tasks can never run (a task before its "
                                      "preparation's turn?)",
                                      g, (unsigned long long)left);
@@ -9167,7 +10297,37 @@ static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0,
     }
     return WSYNC_OK;
 oom:
-    return wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: events");
+    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: events");
+}
+
+/* cpus > 0: group g's CPU work in core-seconds: its preparations (those
+   with tasks, as the replay runs them), every task's start-up, and every
+   write at the line rate holding min(1, cpus / S) of a core (S sending
+   NICs of the group). */
+static double wsync__pl_cpu_work(const wsync__pl_sim *S, uint32_t g, double cpus)
+{
+    const wsync_plan *p = S->p;
+    uint64_t NS = (uint64_t)p->n_trainers * p->nics_per_rank, i, senders = 0;
+    double w = 0, bytes = 0, share;
+    for (i = 0; i < NS; i++) S->pending[i] = 0;
+    for (i = 0; i < p->n_preps; i++) S->ready[i] = 0;
+    for (i = 0; i < p->n_tasks; i++) {
+        const wsync_plan_task *tk = &p->tasks[i];
+        uint64_t sn = (uint64_t)tk->src_rank * p->nics_per_rank + tk->src_nic;
+        if (tk->group != g) continue;
+        if (!S->pending[sn]) S->pending[sn] = 1, senders++;
+        S->ready[tk->prep] = 1;
+        bytes += (double)tk->len;
+        w += S->task_s;
+    }
+    for (i = 0; i < p->n_preps; i++) {
+        const wsync_plan_prep *pr = &p->preps[i];
+        if (pr->group != g || !S->ready[i]) continue;
+        if (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) w += (double)pr->src_bytes / S->copy;
+        if (pr->flags & WSYNC_PLAN_QUANT) w += (double)pr->src_bytes / S->quant;
+    }
+    share = senders > 0 && cpus < (double)senders ? cpus / (double)senders : 1.0;
+    return w + bytes / S->rate * share;
 }
 
 WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
@@ -9180,8 +10340,8 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     uint32_t g;
     double t = 0, barrier;
     wsync_result r = WSYNC_OK;
-    wsync__rerr_reset(err);
-    if (!p || !out) return wsync__rfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan simulate: NULL argument");
+    wsync__rdma_err_reset(err);
+    if (!p || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan simulate: NULL argument");
     memset(out, 0, sizeof *out);
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
@@ -9199,6 +10359,7 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     S.copy = o.copy_gbps * 1e9 / 8;
     S.quant = o.quant_gbps * 1e9 / 8;
     S.task_s = o.task_us * 1e-6;
+    S.rrate = o.recv_gbps < 0 ? 0 : o.recv_gbps > 0 ? o.recv_gbps * 1e9 / 8 : S.rate;
     S.wm = o.watermark;
     S.res = out;
     barrier = o.barrier_us * 1e-6;
@@ -9217,7 +10378,7 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     S.rtime = (double *)wsync__plalloc(&S.a, p->n_preps, sizeof(double));
     if (!S.nic_first || !S.order || !S.sfree || !S.pending || !S.rfree || !S.prep_first || !S.porder || !S.pfree ||
         !S.ready || !S.left || !S.rtime) {
-        r = wsync__rfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: state");
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: state");
         goto out;
     }
     S.nic_next = S.nic_first + NS;
@@ -9233,6 +10394,11 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
         double t0 = t;
         if ((r = wsync__pl_sim_group(&S, g, t0, err)) != WSYNC_OK) goto out;
         t = S.end;
+        if (o.cpus > 0) { /* one host: at least the group's CPU work over the cores */
+            double w = wsync__pl_cpu_work(&S, g, o.cpus) / o.cpus;
+            out->cpu_seconds += w + (g + 1 < p->n_groups ? barrier : 0);
+            if (t0 + w > t) t = t0 + w;
+        }
         if (g < WSYNC_PLAN_SIM_GROUPS) out->group_seconds[g] = S.end - t0;
         if (g + 1 < p->n_groups) t += barrier;
     }
@@ -9245,26 +10411,20 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     wsync_plan_stats_get(p, &st);
     out->bound_seconds = (double)(st.send_max > st.recv_max ? st.send_max : st.recv_max) / S.rate;
 out:
-    wsync__rfree(&S.a, S.ev);
-    wsync__rfree(&S.a, S.nic_first);
-    wsync__rfree(&S.a, S.order);
-    wsync__rfree(&S.a, S.sfree);
-    wsync__rfree(&S.a, S.pending);
-    wsync__rfree(&S.a, S.rfree);
-    wsync__rfree(&S.a, S.prep_first);
-    wsync__rfree(&S.a, S.porder);
-    wsync__rfree(&S.a, S.pfree);
-    wsync__rfree(&S.a, S.ready);
-    wsync__rfree(&S.a, S.left);
-    wsync__rfree(&S.a, S.rtime);
+    wsync__rdma_free(&S.a, S.ev);
+    wsync__rdma_free(&S.a, S.nic_first);
+    wsync__rdma_free(&S.a, S.order);
+    wsync__rdma_free(&S.a, S.sfree);
+    wsync__rdma_free(&S.a, S.pending);
+    wsync__rdma_free(&S.a, S.rfree);
+    wsync__rdma_free(&S.a, S.prep_first);
+    wsync__rdma_free(&S.a, S.porder);
+    wsync__rdma_free(&S.a, S.pfree);
+    wsync__rdma_free(&S.a, S.ready);
+    wsync__rdma_free(&S.a, S.left);
+    wsync__rdma_free(&S.a, S.rtime);
     return r;
 }
-
-#ifdef __cplusplus
-}
-#endif
-
-
 
 #ifdef __cplusplus
 }

@@ -39,7 +39,9 @@
         rows inside their shape and bytes inside their region; an ASSIGN's
         transfers are nonempty and inside their targets. A JOIN or ASSIGN
         decoded with an allocator that always fails gives
-        WSYNC_ERR_OUT_OF_MEMORY and no storage. Freeing leaves nothing live.
+        WSYNC_ERR_OUT_OF_MEMORY and no storage, as does a DONE with bits;
+        a DONE's bits are present exactly when counted (none for
+        WSYNC_CTL_NAMED_ALL), nothing set past the count. Freeing leaves nothing live.
    Any violation prints what failed and calls abort(), the fuzzer's signal. */
 #define _GNU_SOURCE 1
 #define WSYNC_IMPLEMENTATION
@@ -150,6 +152,12 @@ static int fz_same(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
     case WSYNC_CTL_GO:
     case WSYNC_CTL_COMMIT: return a->step == b->step;
     case WSYNC_CTL_DONE:
+        if (a->n_named != b->n_named || a->n_ran != b->n_ran || a->runs != b->runs) return 0;
+        if (a->n_named != WSYNC_CTL_NAMED_ALL && a->n_named &&
+            memcmp(a->named, b->named, ((size_t)a->n_named + 7) / 8) != 0)
+            return 0;
+        if (a->n_ran && memcmp(a->ran, b->ran, ((size_t)a->n_ran + 7) / 8) != 0) return 0;
+        return a->step == b->step && a->status == b->status && strcmp(a->text, b->text) == 0;
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR: return a->step == b->step && a->status == b->status && strcmp(a->text, b->text) == 0;
@@ -201,6 +209,14 @@ static void fz_rules(const wsync_ctl_msg *m)
     } else if (m->type >= WSYNC_CTL_DONE && m->type != WSYNC_CTL_COMMIT && m->type != WSYNC_CTL_BYE) {
         FZ_CHECK(strlen(m->text) <= WSYNC_CTL_TEXT_MAX, "text length");
     }
+    if (m->type == WSYNC_CTL_DONE) {
+        uint32_t nn = m->n_named;
+        FZ_CHECK(nn == WSYNC_CTL_NAMED_ALL ? m->named == NULL : !nn == !m->named, "DONE tensor bits");
+        FZ_CHECK(!m->n_ran == !m->ran, "DONE transfer bits");
+        FZ_CHECK(nn == WSYNC_CTL_NAMED_ALL || nn % 8 == 0 || !(m->named[nn / 8] >> (nn % 8)),
+                 "DONE tensor bits past the count");
+        FZ_CHECK(m->n_ran % 8 == 0 || !(m->ran[m->n_ran / 8] >> (m->n_ran % 8)), "DONE transfer bits past the count");
+    }
 }
 
 static void fz_one(const uint8_t *in, size_t size)
@@ -243,7 +259,7 @@ static void fz_one(const uint8_t *in, size_t size)
     if (r != WSYNC_OK) {
         FZ_CHECK(e.code == r && e.message[0], "rejection not reported");
         FZ_CHECK(m.storage_ == NULL && m.tensors == NULL && m.regions == NULL && m.targets == NULL &&
-                     m.transfers == NULL,
+                     m.transfers == NULL && m.named == NULL && m.ran == NULL,
                  "a rejection left storage");
         FZ_CHECK(h.live == 0, "a rejection leaked");
         free(buf);
@@ -269,7 +285,7 @@ static void fz_one(const uint8_t *in, size_t size)
     FZ_CHECK(fz_same(&m, &m3), "decoding the re-encoded bytes gives other fields");
     wsync_ctl_msg_free(&m3);
     /* the one allocation failing */
-    if (m.type == WSYNC_CTL_JOIN || m.type == WSYNC_CTL_ASSIGN) {
+    if (m.type == WSYNC_CTL_JOIN || m.type == WSYNC_CTL_ASSIGN || (m.type == WSYNC_CTL_DONE && m.storage_)) {
         h.fail_all = 1;
         FZ_CHECK(wsync_ctl_decode_frame(again, len, &a, &m3, &e) == WSYNC_ERR_OUT_OF_MEMORY && m3.storage_ == NULL,
                  "a failed allocation is not WSYNC_ERR_OUT_OF_MEMORY");

@@ -222,5 +222,25 @@ int main(int argc, char **argv)
     b[12 + 12] = 0, b[12 + 13] = 1; /* text_len 256 */
     b[n] = 't';
     put(data, "edge_bad_text_256.bin", b, n + 1, 0);
+    /* DONE's report of a subset: 10 tensors, 2 named; 13 transfers, 5 run */
+    {
+        static uint8_t named[2] = {0x05, 0x00}, ran[2] = {0x1b, 0x10};
+        memset(&m, 0, sizeof m);
+        m.type = WSYNC_CTL_DONE;
+        m.step = 9;
+        m.n_named = 10;
+        m.named = named;
+        m.n_ran = 13;
+        m.runs = 5;
+        m.ran = ran;
+        n = enc(&m, b, sizeof b);
+        put(corpus, "seed_ok_done_subset.bin", b, n, 1);
+        b[n - 1] = 0x30; /* transfer bit 13 of 13 */
+        put(data, "edge_bad_done_bit_past_count.bin", b, n, 0);
+        m.n_named = WSYNC_CTL_NAMED_ALL;
+        m.named = NULL;
+        n = enc(&m, b, sizeof b);
+        put(corpus, "seed_ok_done_all.bin", b, n, 1);
+    }
     return failures ? 1 : 0;
 }

@@ -1,22 +1,27 @@
 /* bench_apply: apply one delta file to its base, best of N, next to a bare
-   scatter of the same changes measured in the same run.
+   scatter of the same changes measured in the same run, the two taking
+   turns round by round.
 
    usage: bench_apply [--reps N] [--threads T] [--digests] BASE DELTA
 
-   The delta is applied N times (default 5) to fresh copies of BASE's
-   tensors (the copy is not timed), with both digest checks skipped unless
-   --digests is given. Each rep applies twice: with malloc (whose large
-   blocks are fresh pages each time, zeroed by the kernel on first touch)
-   and through a wsync_pool kept between applies, as a subscriber applies
-   step after step. After the last apply, the changed elements are found
-   by diffing the result against BASE, and the same changes are written
-   again by a bare loop that already knows every position and value (one
-   store per change into a fresh copy): the least any apply must do, since
-   it reads and writes each touched cache line. The loop's result must
-   equal the apply's, byte for byte.
+   The output opens with the CPU, its SIMD flags, the paths this build has
+   and the ones AUTO chose (tests/bench_cpu.h); `make bench-apply` runs a
+   portable build (WSYNC_NO_SIMD, build/bench_apply_portable) next to this
+   one. An untimed apply first gives the changed elements (the result
+   diffed against BASE). Then N rounds (default 5), each with fresh copies
+   of BASE's tensors (the copy is not timed): the delta applied with malloc
+   (whose large blocks are fresh pages each time, zeroed by the kernel on
+   first touch), applied through a wsync_pool kept between applies (as a
+   subscriber applies step after step), and the same changes written by a
+   bare loop that already knows every position and value (one store per
+   change): the least any apply must do, since it reads and writes each
+   touched cache line. Both digest checks are skipped unless --digests is
+   given. The loop's result must equal the apply's, byte for byte.
 
    It prints the changes, the delta's bytes per change, the apply's and the
-   loop's best times (the apply's both ways), changes per second, ns per change, and their ratio.
+   loop's best times (the apply's both ways), changes per second, ns per
+   change, their ratio, and the spread of the ratio over the rounds: a
+   machine whose speed moves between runs moves both sides of a round.
    Reproduce the README's per-encoding apply figures with:
 
      build/wsync gen --model qwen3-0.6b --step 1 -o s1.st
@@ -26,6 +31,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
+#include "bench_cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +155,8 @@ int main(int argc, char **argv)
     uint64_t model_bytes = 0;
     wsync_pool *pool;
     size_t kept;
+    uint8_t **sc;
+    double rmin = 1e30, rmax = 0, pmin = 1e30, pmax = 0;
 
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
@@ -178,6 +186,7 @@ int main(int argc, char **argv)
         }
     }
     if (!delta_path) return usage(stderr);
+    bench_cpu_print(stdout, "bench_apply");
 
     if (wsync_file_map(base_path, &mb, &err) || wsync_st_parse(mb.bytes, mb.size, NULL, &st, &err)) {
         fprintf(stderr, "bench_apply: %s: %s\n", base_path, err.message);
@@ -219,28 +228,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_apply: out of memory\n");
         return 1;
     }
-    for (r = 0; r < reps; r++) {
-        int pooled;
-        for (pooled = 0; pooled < 2; pooled++) {
-            double t0, dt;
-            memset(&o.allocator, 0, sizeof o.allocator);
-            if (pooled) o.allocator = wsync_pool_allocator(pool);
-            for (t = 0; t < nt; t++) memcpy(tt[t].data, st.tensors[t].data, (size_t)tt[t].nbytes);
-            t0 = now();
-            if (wsync_delta_apply(md.bytes, md.size, tt, nt, &o, &ds, &err)) {
-                fprintf(stderr, "bench_apply: applying %s to %s: %s\n", delta_path, base_path, err.message);
-                return 1;
-            }
-            dt = now() - t0;
-            if (pooled && dt < best_pooled) best_pooled = dt;
-            if (!pooled && dt < best_apply) best_apply = dt;
-        }
+    /* an untimed apply: its result gives the changes the scatter writes */
+    for (t = 0; t < nt; t++) memcpy(tt[t].data, st.tensors[t].data, (size_t)tt[t].nbytes);
+    if (wsync_delta_apply(md.bytes, md.size, tt, nt, &o, &ds, &err)) {
+        fprintf(stderr, "bench_apply: applying %s to %s: %s\n", delta_path, base_path, err.message);
+        return 1;
     }
-    kept = wsync_pool_kept(pool);
-    wsync_pool_free(pool);
     listed = ds.changed;
-
-    /* the changes the apply made, then the bare loop over them */
     for (t = 0; t < nt; t++) {
         find_changes(st.tensors[t].data, (const uint8_t *)tt[t].data, st.tensors[t].nelem,
                      wsync_dtype_bits(st.tensors[t].dtype) / 8, &cl[t], tmp);
@@ -250,30 +244,47 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_apply: %s changes nothing in %s: no rate to measure\n", delta_path, base_path);
         return 1;
     }
-    {
-        /* the result of the last apply, kept to compare the scatter's with */
-        uint8_t **want = (uint8_t **)xmalloc(nt * sizeof *want);
-        for (t = 0; t < nt; t++) {
-            want[t] = (uint8_t *)tt[t].data;
-            tt[t].data = xmalloc((size_t)tt[t].nbytes);
-        }
-        for (r = 0; r < reps; r++) {
-            double t0, dt;
+    sc = (uint8_t **)xmalloc(nt * sizeof *sc);
+    for (t = 0; t < nt; t++) sc[t] = (uint8_t *)xmalloc((size_t)tt[t].nbytes);
+    /* rounds: apply, apply through the pool, scatter; each ratio from one round */
+    for (r = 0; r < reps; r++) {
+        int pooled;
+        double ta = 0, tp = 0, ts, t0;
+        for (pooled = 0; pooled < 2; pooled++) {
+            double dt;
+            memset(&o.allocator, 0, sizeof o.allocator);
+            if (pooled) o.allocator = wsync_pool_allocator(pool);
             for (t = 0; t < nt; t++) memcpy(tt[t].data, st.tensors[t].data, (size_t)tt[t].nbytes);
             t0 = now();
-            for (t = 0; t < nt; t++) scatter((uint8_t *)tt[t].data, &cl[t]);
-            dt = now() - t0;
-            if (dt < best_scatter) best_scatter = dt;
-        }
-        for (t = 0; t < nt; t++)
-            if (memcmp(tt[t].data, want[t], (size_t)tt[t].nbytes)) {
-                fprintf(stderr, "bench_apply: tensor %s: the scatter's result differs from the apply's\n",
-                        tt[t].name);
+            if (wsync_delta_apply(md.bytes, md.size, tt, nt, &o, &ds, &err)) {
+                fprintf(stderr, "bench_apply: applying %s to %s: %s\n", delta_path, base_path, err.message);
                 return 1;
             }
-        for (t = 0; t < nt; t++) free(want[t]);
-        free(want);
+            dt = now() - t0;
+            if (pooled) tp = dt;
+            else ta = dt;
+            if (pooled && dt < best_pooled) best_pooled = dt;
+            if (!pooled && dt < best_apply) best_apply = dt;
+        }
+        for (t = 0; t < nt; t++) memcpy(sc[t], st.tensors[t].data, (size_t)tt[t].nbytes);
+        t0 = now();
+        for (t = 0; t < nt; t++) scatter(sc[t], &cl[t]);
+        ts = now() - t0;
+        if (ts < best_scatter) best_scatter = ts;
+        if (ts / ta < rmin) rmin = ts / ta;
+        if (ts / ta > rmax) rmax = ts / ta;
+        if (ts / tp < pmin) pmin = ts / tp;
+        if (ts / tp > pmax) pmax = ts / tp;
     }
+    kept = wsync_pool_kept(pool);
+    wsync_pool_free(pool);
+    for (t = 0; t < nt; t++)
+        if (memcmp(sc[t], tt[t].data, (size_t)tt[t].nbytes)) {
+            fprintf(stderr, "bench_apply: tensor %s: the scatter's result differs from the apply's\n", tt[t].name);
+            return 1;
+        }
+    for (t = 0; t < nt; t++) free(sc[t]);
+    free(sc);
 
     printf("bench_apply: %s (%s, %.1f MB) on %s: %llu changes in %zu tensors, %.3f bytes a change\n",
            delta_path, wsync_encoding_name(ds.encoding), (double)md.size / 1e6, base_path,
@@ -292,6 +303,8 @@ int main(int argc, char **argv)
            reps, best_scatter * 1e3, (double)changes / best_scatter / 1e6, best_scatter / (double)changes * 1e9);
     printf("  apply / scatter speed: %.3f (through the pool: %.3f)\n", best_scatter / best_apply,
            best_scatter / best_pooled);
+    printf("  apply / scatter in each of %ld rounds, interleaved: %.3f-%.3f (through the pool: %.3f-%.3f)\n", reps,
+           rmin, rmax, pmin, pmax);
 
     for (t = 0; t < nt; t++) {
         free(tt[t].data);

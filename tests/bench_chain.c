@@ -18,7 +18,8 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #define WSYNC_GEN_IMPLEMENTATION
-#include "../examples/wsync_gen.h"
+#include "../tool/wsync_gen.h"
+#include "bench_cpu.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -102,6 +103,7 @@ int main(int argc, char **argv)
     }
     if (steps < 1) steps = 1;
     if (threads < 1) threads = 1;
+    bench_cpu_print(stdout, "bench_chain");
     wsync_gen_config_default(&cfg);
     cfg.mode = WSYNC_GEN_LIGHT;
     cfg.warm_start = 1;

@@ -6,11 +6,15 @@
           WSYNC_BENCH_ONLY=NAME           measure one encoding (e.g. packed-max: both its
                                           coders; pm-range: its range coder alone)
 
-   Every speed is reported next to a baseline measured in the same run on the
+   The output opens with the CPU (model, family, SIMD flags), the paths
+   this build has, and the paths AUTO chose (tests/bench_cpu.h). Every
+   speed is reported next to a baseline measured in the same run on the
    same bytes, because absolute times drift on shared machines:
      diff    vs memcmp of two equal copies of the base image (a full scan of
-             both buffers, which is what a diff must read)
-     digest  vs the same memcmp, per byte of input
+             both buffers, which is what a diff must read): AUTO, then every
+             path the build and CPU have (wsync_diff_using), side by side,
+             each rep taking its turn with memcmp
+     digest  vs the same memcmp, per byte of input; AUTO and every path
      encode  (diff + encode, whole model, best of three) vs that memcmp; the
              base digests come from the previous step, as a publisher keeps them
      apply   changed elements per second on one core
@@ -21,7 +25,8 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #define WSYNC_GEN_IMPLEMENTATION
-#include "../examples/wsync_gen.h"
+#include "../tool/wsync_gen.h"
+#include "bench_cpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -121,6 +126,9 @@ int main(int argc, char **argv)
     static const char *const enc_names[5] = {"packed", "packed-max", "trl-v1", "trl-v3", "pm-range"};
     enc_row rows[5];
     double t_memcmp = 0, t_diff = 0, t_digest = 0, bound = 0, total_bytes = 0;
+    /* each path's diff and digest, [WSYNC_IMPL_*]; have[] those this build and CPU have */
+    double t_pdiff[WSYNC_IMPL_COUNT], t_pdigest[WSYNC_IMPL_COUNT];
+    int have[WSYNC_IMPL_COUNT], k;
     uint64_t changed_total = 0, elements_total = 0;
     uint64_t *dig_prev, *dig_next;
     volatile int sink_int = 0;
@@ -131,6 +139,15 @@ int main(int argc, char **argv)
         return 2;
     }
     if (steps < 1) steps = 1;
+    bench_cpu_print(stdout, "bench_delta");
+    for (k = 0; k < WSYNC_IMPL_COUNT; k++) {
+        uint8_t x = 0;
+        uint32_t p1 = 0;
+        int ok = 0;
+        (void)wsync_diff_using((wsync_impl)k, &x, &x, 0, 1, &p1, &ok);
+        have[k] = k != WSYNC_IMPL_AUTO && ok;
+        t_pdiff[k] = t_pdigest[k] = 0;
+    }
     wsync_gen_config_default(&cfg);
     cfg.mode = mode && strcmp(mode, "adamw") == 0 ? WSYNC_GEN_ADAMW : WSYNC_GEN_LIGHT;
     cfg.warm_start = 1;
@@ -139,9 +156,6 @@ int main(int argc, char **argv)
     printf("bench_delta: %s, %llu parameters in %zu tensors, %d steps, generator %s, lr %g, %u thread%s\n",
            m.name, (unsigned long long)m.n_params, m.n_tensors, steps,
            cfg.mode == WSYNC_GEN_LIGHT ? "light" : "adamw", cfg.lr, threads, threads == 1 ? "" : "s");
-    printf("diff path: %s\n", wsync_impl_name(wsync__has_avx512bw() ? WSYNC_IMPL_AVX512
-                                               : wsync__has_avx2()  ? WSYNC_IMPL_AVX2
-                                                                    : WSYNC_IMPL_SSE2));
     fflush(stdout);
     if (wsync_gen_init(&g, &m, &cfg) != WSYNC_OK) {
         fprintf(stderr, "bench_delta: generator init failed\n");
@@ -188,8 +202,9 @@ int main(int argc, char **argv)
         /* Baseline and scans, interleaved and best of three, so that a burst
            of load from elsewhere on the machine does not decide the ratio. */
         {
-            double best_m = 1e30, best_d = 1e30, best_g = 1e30;
+            double best_m = 1e30, best_d = 1e30, best_g = 1e30, best_pd[WSYNC_IMPL_COUNT], best_pg[WSYNC_IMPL_COUNT];
             int rep;
+            for (k = 0; k < WSYNC_IMPL_COUNT; k++) best_pd[k] = best_pg[k] = 1e30;
             for (rep = 0; rep < 3; rep++) {
                 size_t cnt = 0;
                 t0 = now();
@@ -206,10 +221,41 @@ int main(int argc, char **argv)
                 for (i = 0; i < nt; i++) sink_u64 ^= wsync_digest(prev[i], (size_t)tb[i].nbytes);
                 if (now() - t0 < best_g) best_g = now() - t0;
                 changed = cnt;
+                /* every path, each after a memcmp of its own, so that each
+                   ratio's two times are minutes apart at most */
+                for (k = 0; k < WSYNC_IMPL_COUNT; k++) {
+                    size_t pc = 0;
+                    uint64_t h = 0;
+                    if (!have[k]) continue;
+                    t0 = now();
+                    for (i = 0; i < nt; i++) sink_int += memcmp(prev[i], copy[i], (size_t)tb[i].nbytes);
+                    if (now() - t0 < best_m) best_m = now() - t0;
+                    t0 = now();
+                    for (i = 0; i < nt; i++) {
+                        size_t n = (size_t)(tb[i].nbytes / 2), off;
+                        for (off = 0; off < n; off += chunk)
+                            pc += wsync_diff_using((wsync_impl)k, prev[i] + off, g.bf16[i] + off,
+                                                   n - off < chunk ? n - off : chunk, 2, pos, NULL);
+                    }
+                    if (now() - t0 < best_pd[k]) best_pd[k] = now() - t0;
+                    t0 = now();
+                    for (i = 0; i < nt; i++) h ^= wsync_digest_using((wsync_impl)k, prev[i], (size_t)tb[i].nbytes, NULL);
+                    if (now() - t0 < best_pg[k]) best_pg[k] = now() - t0;
+                    sink_u64 ^= h;
+                    if (pc != cnt) {
+                        fprintf(stderr, "bench_delta: the %s diff found %zu changes, AUTO %zu\n",
+                                wsync_impl_name((wsync_impl)k), pc, cnt);
+                        return 1;
+                    }
+                }
             }
             t_memcmp += best_m;
             t_diff += best_d;
             t_digest += best_g;
+            for (k = 0; k < WSYNC_IMPL_COUNT; k++) {
+                t_pdiff[k] += best_pd[k];
+                t_pdigest[k] += best_pg[k];
+            }
         }
         for (i = 0; i < nt; i++) {
             uint64_t c;
@@ -288,6 +334,13 @@ int main(int argc, char **argv)
         printf("%-34s %10.2f %12.2f\n", "diff (reads both images)", 2 * gb / t_diff, t_memcmp / t_diff);
         printf("%-34s %10.2f %12.2f\n", "digest (reads one image)", gb / t_digest, (t_memcmp / 2) / t_digest);
         printf("(digest compares bytes per second: memcmp covers an image's bytes in half its time)\n");
+        printf("\nevery path, same run, same buffers (AUTO: diff %s, digest %s)\n", wsync_impl_name(wsync_diff_impl()),
+               wsync_impl_name(wsync_digest_impl()));
+        printf("%-10s %10s %12s %12s %14s\n", "path", "diff GB/s", "diff/memcmp", "digest GB/s", "digest/memcmp");
+        for (k = 0; k < WSYNC_IMPL_COUNT; k++)
+            if (have[k])
+                printf("%-10s %10.2f %12.2f %12.2f %14.2f\n", wsync_impl_name((wsync_impl)k), 2 * gb / t_pdiff[k],
+                       t_memcmp / t_pdiff[k], gb / t_pdigest[k], (t_memcmp / 2) / t_pdigest[k]);
         printf("\nmemoryless entropy bound: %.3f bytes per changed element\n", bpc_bound);
         printf("%-11s %12s %10s %10s %13s %14s %14s\n", "encoding", "bytes/step", "B/changed", "vs bound",
                "encode/memcmp", "apply Mchg/s", "+digests Mchg/s");

@@ -11,6 +11,7 @@
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
+#include "bench_cpu.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -289,6 +290,7 @@ int main(int argc, char **argv)
     SIZE = (argc > 1 ? strtoull(argv[1], NULL, 10) : 1192ull) * 1000ull * 1000ull;
     if (reps && atoi(reps) > 0) REPS = atoi(reps);
     signal(SIGPIPE, SIG_IGN);
+    bench_cpu_print(stdout, "bench_fabric");
     printf("bench_fabric: %.1f MB (qwen3-0.6b bf16 size), 4 MiB writes then flush, best of %d\n", (double)SIZE / 1e6,
            REPS);
 

@@ -17,6 +17,7 @@
 #include "wsync.h"
 #define WSYNC_HTTP_IMPLEMENTATION
 #include "wsync_http.h"
+#include "bench_cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,7 @@ int main(int argc, char **argv)
     }
     static const unsigned conns[2] = {1, 4};
     int c;
+    bench_cpu_print(stdout, "bench_http");
     printf("bench_http: %s, best of 3; ratio = wsync throughput / curl tool throughput (target >= 0.9)\n", argv[1]);
     for (c = 0; c < 2; c++) {
         wsync_http_options ho;

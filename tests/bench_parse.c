@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
+#include "bench_cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,6 +382,7 @@ int main(int argc, char **argv)
     tw = time_step(step_write, &c, runs);
     twh = time_step(step_write_header, &c, runs);
 
+    bench_cpu_print(stdout, "bench_parse");
     printf("bench_parse: %lu tensors, header %.2f MB (%llu bytes), data %.2f MB, %u runs\n",
            (unsigned long)n, (double)header_len / 1e6, (unsigned long long)header_len,
            (double)data_len / 1e6, runs);

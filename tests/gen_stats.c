@@ -1,6 +1,6 @@
 /* gen_stats.c - how the generator's bf16 steps compare with real training.
 
-   For a model from examples/wsync_gen.h, runs N optimizer steps and prints,
+   For a model from tool/wsync_gen.h, runs N optimizer steps and prints,
    per step: the fraction of bf16 elements that changed, how far they moved
    in ordered-integer space (+-1, +-2, more), and the rate of change by the
    base value's exponent (|w| in [2^e, 2^(e+1))). Then the same statistics
@@ -24,7 +24,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #define WSYNC_GEN_IMPLEMENTATION
-#include "examples/wsync_gen.h"
+#include "tool/wsync_gen.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,6 +15,9 @@ command -v make    >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libcurl 2>/dev/null || need+=(libcurl4-openssl-dev)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+# WebDAV listings (PROPFIND, tests/test_webdav.sh): Apache with mod_dav, nginx's dav-ext module
+command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ] || need+=(apache2)
+[ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need+=(libnginx-mod-http-dav-ext)
 # the TLS tests make a self-signed certificate with openssl (nginx-light has the ssl module)
 command -v openssl >/dev/null || need+=(openssl)
 # the verbs fabric (wsync_rdma.h): rdma-core's headers; tests use a fake provider, no NIC
@@ -22,6 +25,9 @@ command -v openssl >/dev/null || need+=(openssl)
 # the S3 store is tested against s3rver (npm; installed below into build/s3rver)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm  >/dev/null || need+=(npm)
+# the Python binding's tests (tests/test_python.sh): Debian's numpy and PyTorch for /usr/bin/python3
+/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy)
+/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
 # libFuzzer and the sanitizer runtimes for clang
 if command -v clang >/dev/null; then
     echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' \

@@ -12,12 +12,14 @@ DIR/inference_R.json, written by the demo:
      {"dst": fused name, "tensor": k, "name": source name,
       "shape": [rows, cols], "row_begin": a, "rows": n, "col_begin": c, "cols": m,
       "dtype": "bf16" | "f8_e4m3", "offset": byte offset, "block": B,
-      "scale_offset": byte offset of the f32 tile scales (f8 only)}]}
+      "scale_offset": byte offset of the f32 tile scales (f8 only),
+      "step": the step whose data the part holds (S, or the step before
+      for a tensor that a partial step did not move)}]}
 DIR/inference_R.bin: the rank's region, N bytes.
 
 The data: byte g of tensor k (row-major, bf16) at step s is byte g & 7 of
 mix64(key ^ (g >> 3)) with key = mix64(SEED ^ s * GAMMA ^ k << 40), mix64
-the splitmix64 finaliser (examples/wsync_push.h, push_fill).
+the splitmix64 finaliser (tool/cmd_push.c, push_fill).
 """
 import json
 import math
@@ -127,7 +129,7 @@ def check_rank(path_json):
         return ['rank %d: %d bytes dumped, %d described' % (lay['rank'], len(mem), lay['bytes'])], 0
     bad = []
     for p in lay['parts']:
-        w = source_slice(lay['step'], p)
+        w = source_slice(p.get('step', lay['step']), p)
         if p['dtype'] == 'bf16':
             want = b''.join(struct.pack('<%dH' % len(row), *row) for row in w)
             got = mem[p['offset']:p['offset'] + len(want)]

@@ -1711,7 +1711,9 @@ static void head_raw_tests(const char *text, size_t len, uint64_t head, uint64_t
     EDIT("step above the newest object", top, VAL("\"step\":%llu,\"anchor\":%llu,", (unsigned long long)head + 1, (unsigned long long)anchor), 0);
     EDIT("anchor not the newest", top, VAL("\"step\":%llu,\"anchor\":%llu,", (unsigned long long)head, (unsigned long long)anchor - 7), 0);
     EDIT("duplicate step", top, VAL("\"step\":%llu,%s", (unsigned long long)head, top), 0);
-    EDIT("version 2", "\"version\":1", "\"version\":2", 0);
+    EDIT("version 3", "\"version\":1", "\"version\":3", 0);
+    EDIT("version 2 without a directory anchor", "\"version\":1", "\"version\":2", 1);
+    EDIT("version 0", "\"version\":1", "\"version\":0", 0);
     EDIT("version \"1\"", "\"version\":1", "\"version\":\"1\"", 0);
     EDIT("another format", "\"wsync-chain\"", "\"wsync-chainx\"", 0);
     EDIT("missing format", "\"format\":\"wsync-chain\",", "", 0);

@@ -74,6 +74,11 @@ expect_rc "pull --store without a value" 2 "$bin" pull m --store
 expect_rc "follow --interval 0" 2 "$bin" follow --store "$tmp/u" --interval 0 m
 expect_rc "follow --interval abc" 2 "$bin" follow --store "$tmp/u" --interval abc m
 expect_rc "follow --max-steps 0" 2 "$bin" follow --store "$tmp/u" --max-steps 0 m
+expect_rc "pull --listing bad" 2 "$bin" pull --store "$tmp/u" --listing xml m
+grep_out "--listing names its values" "takes auto, json or propfind" "$tmp/err"
+expect_rc "publish --s3-part-size 4M" 2 "$bin" publish --store "$tmp/u" --s3-part-size 4M m
+expect_rc "publish --s3-multipart-threshold 0" 2 "$bin" publish --store "$tmp/u" --s3-multipart-threshold 0 m
+expect_rc "log --s3-part-size 1X" 2 "$bin" log --store "$tmp/u" --s3-part-size 1X
 expect_rc "log without --store" 2 "$bin" log
 expect_rc "log unknown option" 2 "$bin" log --store "$tmp/u" --bogus
 expect_rc "log extra argument" 2 "$bin" log --store "$tmp/u" extra
@@ -308,6 +313,68 @@ for sig in TERM INT; do
     grep_out "follow on SIG$sig says why it stopped" "stopped by a signal" "$tmp/fo.out"
 done
 holds_step "follow: the file is intact after the signals" "$P/fo.safetensors" 4
+
+# ---- follow --on-update: a command after each update, with the step and the path ----
+U=$tmp/onup; mkdir -p "$U"
+"$bin" publish --store "$U/b" --step 0 "$G/g0.safetensors" >/dev/null
+hook='cp "$WSYNC_MODEL" "$HOOKDIR/snap.$WSYNC_STEP" && echo "$WSYNC_STEP $WSYNC_MODEL" >> "$HOOKDIR/hook.log"'
+HOOKDIR=$U timeout 30 "$bin" follow --store "$U/b" --interval 0.02 --until-step 3 --on-update "$hook" \
+    "$U/m.safetensors" >"$tmp/fo.out" 2>&1 &
+fpid=$!
+for s in 1 2 3; do
+    sleep 0.15
+    "$bin" publish --store "$U/b" --step $s "$G/g$s.safetensors" >/dev/null || fail "publish $s while following with a hook"
+done
+wait $fpid; rc=$?
+[ $rc -eq 0 ] && pass "follow --on-update exits 0" || fail "follow --on-update: exit $rc: $(tail -3 "$tmp/fo.out")"
+n_written=$(grep -c 'written$' "$tmp/fo.out"); n_hook=$(wc -l < "$U/hook.log" 2>/dev/null || echo 0)
+[ "$n_written" -ge 2 ] && [ "$n_written" -eq "$n_hook" ] && pass "--on-update ran once per update ($n_hook)" \
+    || fail "--on-update: $n_written updates, $n_hook hook runs: $(cat "$U/hook.log" 2>/dev/null)"
+[ "$(tail -n 1 "$U/hook.log" 2>/dev/null)" = "3 $U/m.safetensors" ] && pass "--on-update: WSYNC_STEP and WSYNC_MODEL" \
+    || fail "--on-update environment: $(cat "$U/hook.log" 2>/dev/null)"
+sort -n -c "$U/hook.log" 2>/dev/null && pass "--on-update: steps in order" || fail "--on-update: steps out of order"
+while read -r s _; do  # what the command saw at each update is that step, whole
+    holds_step "--on-update: the file at step $s when the command ran" "$U/snap.$s" "$s"
+done < "$U/hook.log"
+"$bin" publish --store "$U/b" --step 4 "$G/g4.safetensors" >/dev/null
+expect_rc "follow with a failing --on-update goes on (exit 0)" 0 timeout 30 "$bin" follow --store "$U/b" \
+    --interval 0.02 --max-steps 1 --on-update 'exit 3' "$U/m.safetensors"
+grep_out "a failing --on-update command is reported" "on-update command exited with status 3 after step 4" "$tmp/err"
+expect_rc "follow --on-update ''" 2 "$bin" follow --store "$U/b" --on-update '' "$U/m.safetensors"
+
+# ---- follow from no file while the store cannot give the anchor: reported, tried again ----
+A=$tmp/fa
+"$bin" publish --store "$A" --step 0 "$G/g0.safetensors" >/dev/null
+a0=$(cd "$A" && ls anchors/ | head -n 1)
+mv "$A/anchors/$a0" "$tmp/fa.anchor"
+timeout 30 "$bin" follow --store "$A" --interval 0.05 --until-step 0 "$P/fa.safetensors" >"$tmp/fa.out" 2>"$tmp/fa.err" &
+fpid=$!
+sleep 1
+if kill -0 $fpid 2>/dev/null; then pass "follow keeps trying while the anchor cannot be read"
+else fail "follow gave up when the anchor could not be read: $(cat "$tmp/fa.err")"; fi
+mv "$tmp/fa.anchor" "$A/anchors/$a0"
+wait $fpid; rc=$?
+[ $rc -eq 0 ] && pass "follow reaches the step once the anchor is back" || fail "follow after the anchor came back: exit $rc"
+holds_step "follow: the file holds step 0 after the store recovered" "$P/fa.safetensors" 0
+grep_out "follow reported the anchor it could not read" "$a0" "$tmp/fa.err"
+
+# ---- retention that cannot delete: a warning, HEAD keeps naming it, a later publish removes it ----
+R=$tmp/ret
+"$bin" publish --store "$R" --step 0 "$G/g0.safetensors" >/dev/null
+"$bin" publish --store "$R" --step 1 --retain 1 --anchor-every 100 "$G/g1.safetensors" >/dev/null
+d1=$(cd "$R" && ls deltas/ | head -n 1)
+rm -f "$R/deltas/$d1"; mkdir -p "$R/deltas/$d1/x"  # a delete of a non-empty directory fails, even as root
+expect_rc "publish whose retention cannot delete exits 0" 0 "$bin" publish --store "$R" --step 2 --retain 1 \
+    --anchor-every 100 "$G/g2.safetensors"
+grep_out "retention that fails is a warning naming the count" "warning: retention could not delete 1 object" "$tmp/err"
+"$bin" log --store "$R" --json >"$tmp/out" 2>/dev/null
+grep_out "HEAD still names what retention could not delete" "$d1" "$tmp/out"
+rm -rf "$R/deltas/$d1"
+expect_rc "the next publish" 0 "$bin" publish --store "$R" --step 3 --retain 1 --anchor-every 100 "$G/g3.safetensors"
+if grep -q "retention could not" "$tmp/err"; then fail "retention still fails after the obstacle went"
+else pass "the next publish's retention is clean"; fi
+"$bin" log --store "$R" --json >"$tmp/out" 2>/dev/null
+if grep -q "$d1" "$tmp/out"; then fail "HEAD names $d1 after it was collected"; else pass "a later publish collects it"; fi
 
 # ---- kill -9 part way through pulls: the file is the old step or the new one ----
 K=$tmp/k; mkdir -p "$K/g"

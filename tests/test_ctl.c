@@ -131,7 +131,7 @@ static void wdesc(wb *w, const wsync_fabric_desc *d)
 static void whdr(wb *w, uint32_t type, uint32_t pl)
 {
     wbytes(w, "WSC", 3);
-    w8(w, 1);
+    w8(w, WSYNC_CTL_VERSION);
     w16(w, type);
     w16(w, 0);
     w32(w, pl);
@@ -251,7 +251,16 @@ static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
     case WSYNC_CTL_ERROR:
         if (a->step != b->step) return "step";
         if (a->status != b->status) return "status";
-        return strcmp(a->text, b->text) ? "text" : "";
+        if (strcmp(a->text, b->text)) return "text";
+        if (a->type != WSYNC_CTL_DONE) return "";
+        if (a->n_named != b->n_named) return "n_named";
+        if (a->n_named != WSYNC_CTL_NAMED_ALL && a->n_named &&
+            memcmp(a->named, b->named, ((size_t)a->n_named + 7) / 8) != 0)
+            return "named";
+        if (a->n_ran != b->n_ran) return "n_ran";
+        if (a->runs != b->runs) return "runs";
+        if (a->n_ran && memcmp(a->ran, b->ran, ((size_t)a->n_ran + 7) / 8) != 0) return "ran";
+        return "";
     default: return "";
     }
 }
@@ -531,6 +540,82 @@ static void test_round_trip(void)
     TEST_END();
 }
 
+static void check_truncations(const wsync_ctl_msg *m, const char *what);
+static void expect_reject(const wb *w, wsync_result code, const char *word, const char *what);
+
+/* DONE's report of what ran: bits round-trip; bits past a count, short
+   bits and counts past the limits are refused both ways */
+static void test_done_codec(void)
+{
+    static uint8_t named[2] = {0x05, 0x02}, ran[2] = {0xff, 0x1f}, buf[256];
+    wsync_ctl_msg m, d;
+    wsync_error e;
+    size_t len = 0;
+    static wb w;
+    TEST_BEGIN("codec: DONE carries the tensors named and the transfers run, as bits");
+    m = make_text(WSYNC_CTL_DONE, 7, 0, "ok");
+    m.n_named = WSYNC_CTL_NAMED_ALL;
+    m.n_ran = 13;
+    m.runs = 13;
+    m.ran = ran;
+    check_round_trip(&m, "DONE of a whole step");
+    CHECK(encode(&m, buf, sizeof buf) == WSYNC_CTL_HEADER + 14 + 2 + 4 + 8 + 2);
+    m.n_named = 10;
+    m.named = named;
+    m.runs = 14;
+    check_round_trip(&m, "DONE of a subset, a write run twice");
+    m.n_named = 16;
+    m.n_ran = 16;
+    check_round_trip(&m, "DONE with whole bytes of bits");
+    m.n_named = 0;
+    m.n_ran = 0;
+    m.named = m.ran = NULL;
+    check_round_trip(&m, "DONE naming nothing, running nothing");
+    m = make_text(WSYNC_CTL_DONE, 7, 0, "");
+    m.n_named = 10;
+    m.named = named;
+    m.n_ran = 12; /* bit 12 of ran is set */
+    m.ran = ran;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "past the count"));
+    m.n_ran = 13;
+    m.n_named = 2; /* bit 2 of named is set */
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "past the count"));
+    m.n_named = WSYNC__CTL_MAX_TENSORS + 1;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_LIMIT);
+    m.n_named = 10;
+    m.ran = NULL;
+    CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT);
+    m.ran = ran;
+    check_truncations(&m, "DONE with bits");
+    /* hand-made: a bit past the count, a count past the limit, bits cut short */
+    {
+        wb p;
+        p.n = 0;
+        w64(&p, 7);
+        w32(&p, 0);
+        w16(&p, 0);
+        w32(&p, WSYNC_CTL_NAMED_ALL);
+        w32(&p, 3);
+        w32(&p, 3);
+        w8(&p, 0x0f);
+        w.n = 0;
+        whdr(&w, WSYNC_CTL_DONE, (uint32_t)p.n);
+        wbytes(&w, p.b, p.n);
+        expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "past the count", "transfer bit 3 of 3");
+        w.b[w.n - 1] = 0x07;
+        CHECK(wsync_ctl_decode_frame(w.b, w.n, NULL, &d, &e) == WSYNC_OK && d.n_ran == 3 && d.runs == 3 &&
+              d.ran[0] == 7 && d.n_named == WSYNC_CTL_NAMED_ALL && d.named == NULL);
+        wsync_ctl_msg_free(&d);
+        w.b[WSYNC_CTL_HEADER + 18] = 9; /* 9 transfers: 2 bytes of bits, 1 present */
+        expect_reject(&w, WSYNC_ERR_TRUNCATED, "transfers' bits", "transfer bits cut short");
+        w.b[WSYNC_CTL_HEADER + 21] = 0x10; /* 2^28 transfers */
+        expect_reject(&w, WSYNC_ERR_LIMIT, "transfers (at most", "transfers past the limit");
+        w.b[WSYNC_CTL_HEADER + 17] = 0x7f; /* 2^31 - 1 tensors named */
+        expect_reject(&w, WSYNC_ERR_LIMIT, "tensors (at most", "tensors past the limit");
+    }
+    TEST_END();
+}
+
 /* every prefix of a valid frame, and every shorter payload behind an
    honest header, is refused with an error and no leak */
 static void check_truncations(const wsync_ctl_msg *m, const char *what)
@@ -690,11 +775,13 @@ static void test_rejections_header(void)
     w.b[0] = 'X';
     expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "magic", "bad magic");
     w.b[0] = 'W';
-    w.b[3] = 2;
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 2", "version 2");
+    w.b[3] = 3;
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 3", "version 3");
+    w.b[3] = 1; /* the version before DONE reported what ran */
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 1", "version 1");
     w.b[3] = 0;
     expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 0", "version 0");
-    w.b[3] = 1;
+    w.b[3] = WSYNC_CTL_VERSION;
     w.b[4] = 12;
     expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 12", "type 12");
     w.b[4] = 0;
@@ -1564,6 +1651,14 @@ typedef struct rk {
     unsigned port;
     /* behaviour */
     uint64_t close_at, silent_at, fail_commit_at;
+    uint64_t skip_at, twice_at;       /* trainers: leave transfer 0 out, or write it twice */
+    uint64_t select_at, late_at;      /* trainers: select sel (the names it holds), before or after the push */
+    const char *const *sel;
+    uint32_t n_sel;
+    int sel_raw;                      /* select sel as it is, held or not */
+    int raw;                          /* a trainer by hand: raw_trainer_main */
+    wsync_result sel_res;
+    wsync_error sel_err;
     /* what happened */
     wsync_result res;
     wsync_error err;
@@ -1712,6 +1807,20 @@ static wsync_result rk_join(rk *r)
     return wsync_rank_join(&o, &r->r, &r->err);
 }
 
+/* wsync_rank_select of the names in r->sel the rank holds (all of them: sel_raw) */
+static void rk_select(rk *r)
+{
+    const char *names[RK_MAX_T * 2];
+    uint32_t i, j, n = 0;
+    for (i = 0; i < r->n_sel; i++)
+        for (j = 0; j < r->nt; j++)
+            if (r->sel_raw ? j == 0 : strcmp(r->sel[i], r->t[j].name) == 0) {
+                names[n++] = r->sel[i];
+                break;
+            }
+    r->sel_res = wsync_rank_select(r->r, names, n, &r->sel_err);
+}
+
 static void *trainer_main(void *p)
 {
     rk *r = (rk *)p;
@@ -1741,7 +1850,15 @@ static void *trainer_main(void *p)
             r->r = NULL;
             break;
         }
-        res = wsync_rank_push(r->r, &e);
+        if (step == r->select_at) rk_select(r);
+        if (step == r->skip_at || step == r->twice_at) {
+            uint32_t n = 0;
+            wsync_rank_transfers(r->r, &n);
+            res = wsync_rank_push_some(r->r, step == r->skip_at ? 1 : 0, step == r->skip_at ? n - 1 : n, 1, &e);
+            if (res == WSYNC_OK && step == r->twice_at) res = wsync_rank_push_some(r->r, 0, 1, 1, &e);
+        } else
+            res = wsync_rank_push(r->r, &e);
+        if (step == r->late_at) rk_select(r);
         if (step == r->silent_at) continue; /* no DONE */
         if (wsync_rank_done(r->r, step, res, res == WSYNC_OK ? "" : e.message, &e) != WSYNC_OK) break;
         r->last_done = step;
@@ -1758,10 +1875,14 @@ static void *inference_main(void *p)
     return NULL;
 }
 
+static void *raw_trainer_main(void *p);
+
 static void rk_start(rk *r, unsigned port)
 {
     r->port = port;
-    r->th_on = pthread_create(&r->th, NULL, r->role == WSYNC_CTL_TRAINER ? trainer_main : inference_main, r) == 0;
+    r->th_on = pthread_create(&r->th, NULL,
+                              r->raw ? raw_trainer_main : r->role == WSYNC_CTL_TRAINER ? trainer_main : inference_main,
+                              r) == 0;
 }
 
 static int rk_wait_done(rk *r, int ms)
@@ -2335,6 +2456,186 @@ static void test_step_trainer_silent(void)
     TEST_END();
 }
 
+/* ---- what ran: the controller checks every trainer's transfers against
+   the plan, and steps of a subset of the tensors ---- */
+
+/* bytes of an inference rank's memory that differ from step s for the
+   tensors named in sel and from step prev for the others */
+static uint64_t rk_diff_sub(const rk *r, uint64_t s, uint64_t prev, const char *const *sel, uint32_t n_sel)
+{
+    uint32_t i, k;
+    uint64_t j, bad = 0;
+    for (i = 0; i < r->nt; i++) {
+        uint64_t g0 = r->t[i].row_begin * r->row_bytes[i], n = r->t[i].row_count * r->row_bytes[i], at = prev;
+        for (k = 0; k < n_sel; k++)
+            if (strcmp(sel[k], r->t[i].name) == 0) at = s;
+        for (j = 0; j < n; j++)
+            bad += r->mem[r->t[i].region][r->t[i].offset + j] != val(at, (unsigned)r->mk[i], g0 + j);
+    }
+    return bad;
+}
+
+static void test_step_ran_checked(void)
+{
+    static world w;
+    static const char *const embed[] = {"embed"};
+    wsync_controller_plan plan;
+    wsync_error e, we;
+    uint64_t tasks = 0, bytes = 0;
+    unsigned i;
+    TEST_BEGIN("controller: the transfers each trainer ran are the plan's; a skipped or repeated write fails the step by name");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    w.t[1].skip_at = 2;
+    w.t[0].twice_at = 3;
+    /* step 4: every trainer names embed, trainer 0 only after it pushed everything */
+    for (i = 0; i < 3; i++) {
+        w.t[i].select_at = i ? 4 : 0;
+        w.t[i].sel = embed;
+        w.t[i].n_sel = 1;
+    }
+    w.t[0].late_at = 4;
+    if (world_ready(&w, 2000)) {
+        wsync_controller_plan_get(w.g.c, &plan);
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        wsync_controller_step_tasks(w.g.c, &tasks, &bytes);
+        CHECK_EQ_U64(tasks, plan.transfers);
+        CHECK_EQ_U64(bytes, plan.bytes);
+        CHECK(wsync_controller_step(w.g.c, 2, &e) == WSYNC_ERR_IO);
+        CHECK_MSG(has(e.message, "step 2: trainer rank 1 did not run transfer 0 of its plan") &&
+                      has(e.message, "which the step includes (trainer rank 0 moved every tensor)"),
+                  "%s", e.message);
+        CHECK(wsync_rank_wait_version(w.in[0].r, 2, 3000, &we) == WSYNC_ERR_IO && has(we.message, "aborted"));
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+        CHECK(wsync_controller_step(w.g.c, 3, &e) == WSYNC_ERR_IO);
+        CHECK_MSG(has(e.message, "step 3: trainer rank 0 ran") && has(e.message, "writes for its") &&
+                      has(e.message, "transfers of the step"),
+                  "%s", e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+        CHECK(wsync_controller_step(w.g.c, 4, &e) == WSYNC_ERR_IO);
+        CHECK_MSG(w.t[0].sel_res == WSYNC_OK && has(e.message, "step 4: trainer rank 0 ran transfer") &&
+                      has(e.message, "which the step does not include"),
+                  "%s", e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+        CHECK_MSG(wsync_controller_step(w.g.c, 5, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(rk_diff(&w.in[0], 5) == 0 && rk_diff(&w.in[1], 5) == 0);
+        CHECK(wsync_rank_version(w.in[0].r) == 5 && wsync_rank_version(w.in[1].r) == 5);
+    }
+    world_end(&w);
+    TEST_END();
+}
+
+static void test_step_subset(void)
+{
+    static world w;
+    static const char *const sel[] = {"embed", "layer.0.b"}, *const one[] = {"layer.0.w"};
+    wsync_controller_plan plan;
+    wsync_error e;
+    uint64_t tasks = 0, bytes = 0;
+    unsigned i;
+    TEST_BEGIN("controller: a step of a subset moves the named tensors only and commits; an incomplete one fails");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    for (i = 0; i < 3; i++) {
+        w.t[i].select_at = 2;
+        w.t[i].sel = sel;
+        w.t[i].n_sel = 2;
+    }
+    if (world_ready(&w, 2000)) {
+        wsync_controller_plan_get(w.g.c, &plan);
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK_MSG(wsync_controller_step(w.g.c, 2, &e) == WSYNC_OK, "%s", e.message);
+        for (i = 0; i < 3; i++) CHECK_MSG(w.t[i].sel_res == WSYNC_OK, "trainer %u: %s", i, w.t[i].sel_err.message);
+        wsync_controller_step_tasks(w.g.c, &tasks, &bytes);
+        CHECK_MSG(tasks > 0 && tasks < plan.transfers, "%llu of %llu", (unsigned long long)tasks,
+                  (unsigned long long)plan.transfers);
+        /* embed (64 x 32 bf16) and layer.0.b (7 f32) to both inference ranks, and what
+           merged writes of the greedy schedule carry with them */
+        CHECK_MSG(bytes >= 2 * (64 * 32 * 2 + 7 * 4) && bytes < plan.bytes, "%llu bytes", (unsigned long long)bytes);
+        for (i = 0; i < 2; i++) {
+            CHECK(wsync_rank_version(w.in[i].r) == 2);
+            CHECK_MSG(rk_diff_sub(&w.in[i], 2, 1, sel, 2) == 0, "inference %u: not step 2's named and step 1's others", i);
+            CHECK(rk_diff(&w.in[i], 2) != 0); /* the others did not move */
+        }
+        /* step 3: trainers 1 and 2 named nothing, trainer 0 named layer.0.w (too late: it ran
+           everything); the rows of layer.0.w at trainer 1 are missing */
+        w.t[1].sel = w.t[2].sel = NULL;
+        w.t[1].n_sel = w.t[2].n_sel = 0;
+        w.t[1].select_at = w.t[2].select_at = 3;
+        w.t[0].sel = one;
+        w.t[0].n_sel = 1;
+        w.t[0].select_at = 0;
+        w.t[0].late_at = 3;
+        CHECK(wsync_controller_step(w.g.c, 3, &e) == WSYNC_ERR_IO);
+        CHECK_MSG(has(e.message, "step 3: trainer rank 0 ran transfer") || has(e.message, "trainer rank 0 named it"),
+                  "%s", e.message);
+        for (i = 0; i < 2; i++) CHECK(wsync_rank_version(w.in[i].r) == 2); /* its bytes: partly written */
+        /* nothing named by anyone: an empty step commits */
+        w.t[0].late_at = 0;
+        w.t[0].select_at = 4;
+        w.t[0].sel = NULL;
+        w.t[0].n_sel = 0;
+        for (i = 1; i < 3; i++) w.t[i].select_at = 4;
+        CHECK_MSG(wsync_controller_step(w.g.c, 4, &e) == WSYNC_OK, "%s", e.message);
+        wsync_controller_step_tasks(w.g.c, &tasks, &bytes);
+        CHECK(tasks == 0 && bytes == 0);
+        for (i = 0; i < 2; i++) CHECK(wsync_rank_version(w.in[i].r) == 4);
+        /* a full step again, then one of layer.0.w */
+        for (i = 0; i < 3; i++) w.t[i].select_at = 0;
+        CHECK_MSG(wsync_controller_step(w.g.c, 5, &e) == WSYNC_OK, "%s", e.message);
+        wsync_controller_step_tasks(w.g.c, &tasks, &bytes);
+        CHECK_EQ_U64(tasks, plan.transfers);
+        for (i = 0; i < 2; i++) CHECK(rk_diff(&w.in[i], 5) == 0);
+        for (i = 0; i < 3; i++) {
+            w.t[i].select_at = 6;
+            w.t[i].sel = one;
+            w.t[i].n_sel = 1;
+        }
+        CHECK_MSG(wsync_controller_step(w.g.c, 6, &e) == WSYNC_OK, "%s", e.message);
+        for (i = 0; i < 2; i++)
+            CHECK_MSG(wsync_rank_version(w.in[i].r) == 6 && rk_diff_sub(&w.in[i], 6, 5, one, 1) == 0,
+                      "inference %u: not step 6's layer.0.w and step 5's others", i);
+    }
+    world_end(&w);
+    TEST_END();
+}
+
+static void test_step_subset_inconsistent(void)
+{
+    static world w;
+    static const char *const sel[] = {"layer.1.w"}, *const ghost[] = {"ghost"};
+    wsync_error e;
+    TEST_BEGIN("controller: a tensor one trainer names and another leaves out fails the step naming both; unknown names are refused");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    w.t[0].select_at = w.t[1].select_at = w.t[2].select_at = 2;
+    w.t[0].sel = sel; /* trainers 1 and 2 name nothing: trainer 1's rows of layer.1.w stay behind */
+    w.t[0].n_sel = 1;
+    if (world_ready(&w, 2000)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(wsync_controller_step(w.g.c, 2, &e) == WSYNC_ERR_IO);
+        w.t[2].select_at = 3;
+        w.t[2].sel = ghost;
+        w.t[2].n_sel = 1;
+        w.t[2].sel_raw = 1;
+        CHECK_MSG(has(e.message, "step 2: trainer rank 1 did not run transfer") && has(e.message, "'layer.1.w'") &&
+                      has(e.message, "(trainer rank 0 named it)"),
+                  "%s", e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+        /* step 3: trainer 2 names a tensor it does not hold: refused there, and the step moves everything */
+        CHECK_MSG(wsync_controller_step(w.g.c, 3, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(w.t[2].sel_res == WSYNC_ERR_INVALID_ARGUMENT);
+        CHECK_MSG(has(w.t[2].sel_err.message, "trainer rank 2: step 3: tensor 'ghost' is not one of this rank's tensors"),
+                  "%s", w.t[2].sel_err.message);
+        CHECK(rk_diff(&w.in[0], 3) == 0 && rk_diff(&w.in[1], 3) == 0);
+    }
+    world_end(&w);
+    TEST_END();
+}
+
 static void test_step_commit_refused(void)
 {
     static world w;
@@ -2404,6 +2705,90 @@ static int raw_answer(int fd, int ms, const char *word)
     if (m.type == WSYNC_CTL_ERROR && has(m.text, word)) return 1;
     printf("  answer: type %u, '%s'\n", (unsigned)m.type, m.text);
     return 0;
+}
+
+static int fake_read(int fd, uint8_t *buf, size_t n, int ms);
+
+/* A trainer speaking the protocol by hand: it joins like rk_join, writes
+   nothing, and answers every GO with a DONE that counts one transfer more
+   than its ASSIGN (raw 1) or three tensors more than its JOIN (raw 2). */
+static void *raw_trainer_main(void *p)
+{
+    rk *r = (rk *)p;
+    static uint8_t bits[64];
+    uint8_t h[WSYNC_CTL_HEADER], *buf = NULL;
+    wsync_ctl_msg m;
+    wsync_error e;
+    uint32_t type = 0, pl = 0, n_xfers = 0;
+    size_t len = 0;
+    int fd = raw_connect(r->port);
+    memset(&m, 0, sizeof m);
+    m.type = WSYNC_CTL_JOIN;
+    m.role = r->role;
+    m.rank = r->rank;
+    m.n_regions = r->nreg;
+    m.regions = r->desc;
+    m.n_tensors = r->nt;
+    m.tensors = r->t;
+    buf = (uint8_t *)malloc(1 << 16);
+    if (fd < 0 || !buf || wsync_ctl_encode(&m, buf, 1 << 16, &len, &e) != WSYNC_OK ||
+        send(fd, buf, len, 0) != (ssize_t)len)
+        goto out;
+    for (;;) {
+        wsync_ctl_msg in;
+        uint64_t step;
+        if (!fake_read(fd, h, sizeof h, 10000) || wsync_ctl_header(h, sizeof h, &type, &pl, &e) != WSYNC_OK ||
+            pl > (1 << 16) - WSYNC_CTL_HEADER || (pl && !fake_read(fd, buf, pl, 5000)) ||
+            wsync_ctl_decode(type, buf, pl, NULL, &in, &e) != WSYNC_OK)
+            break;
+        if (in.type == WSYNC_CTL_ASSIGN) n_xfers = in.n_transfers;
+        step = in.step;
+        wsync_ctl_msg_free(&in);
+        if (type == WSYNC_CTL_BYE) {
+            r->got_bye = 1;
+            break;
+        }
+        if (type != WSYNC_CTL_GO) continue;
+        memset(&m, 0, sizeof m);
+        m.type = WSYNC_CTL_DONE;
+        m.step = step;
+        m.n_named = r->raw == 2 ? r->nt + 3 : WSYNC_CTL_NAMED_ALL;
+        m.named = bits;
+        m.n_ran = r->raw == 1 ? n_xfers + 1 : n_xfers;
+        m.runs = 0;
+        m.ran = bits;
+        if (wsync_ctl_encode(&m, buf, 1 << 16, &len, &e) != WSYNC_OK || send(fd, buf, len, 0) != (ssize_t)len) break;
+    }
+out:
+    if (fd >= 0) close(fd);
+    free(buf);
+    r->done = 1;
+    return NULL;
+}
+
+static void test_step_report_refused(void)
+{
+    static world w;
+    wsync_error e;
+    int mode;
+    TEST_BEGIN("controller: a DONE counting other transfers or tensors than its trainer's is refused by name");
+    for (mode = 1; mode <= 2; mode++) {
+        memset(&w, 0, sizeof w);
+        w.nt = 3, w.ni = 2;
+        layout_standard(w.t, w.in);
+        w.t[2].raw = mode;
+        if (world_ready(&w, 2000)) {
+            CHECK(wsync_controller_step(w.g.c, 1, &e) == WSYNC_ERR_IO);
+            if (mode == 1)
+                CHECK_MSG(has(e.message, "step 1: trainer rank 2 reports ") && has(e.message, " transfers; its plan has "),
+                          "%s", e.message);
+            else
+                CHECK_MSG(has(e.message, "step 1: trainer rank 2 names 5 tensors; it joined with 2"), "%s", e.message);
+            CHECK(wsync_rank_version(w.in[0].r) == 0 && wsync_rank_version(w.in[1].r) == 0);
+        }
+        world_end(&w);
+    }
+    TEST_END();
 }
 
 static void test_hostile_peers(void)
@@ -3358,6 +3743,7 @@ int main(void)
     bug_f8_as_stored();
     bug_fp8_one_row_stride();
     test_round_trip();
+    test_done_codec();
     test_truncations();
     test_flips();
     test_rejections_header();
@@ -3376,7 +3762,11 @@ int main(void)
     test_step_trainer_gone();
     test_step_trainer_silent();
     test_step_commit_refused();
+    test_step_ran_checked();
+    test_step_subset();
+    test_step_subset_inconsistent();
     test_hostile_peers();
+    test_step_report_refused();
     test_tp_slices();
     test_tp_fp8();
     test_tp_plan_failures();

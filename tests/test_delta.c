@@ -5395,8 +5395,26 @@ static void test_pool(void)
                 td_reset_work(ts, 3);
                 CHECK_EQ_INT(td_apply(&dl, ts, 3, &o, NULL, &err), WSYNC_OK);
                 CHECK(td_work_equals(ts, 3, 1));
-                CHECK_MSG(bh.big == first, "%lu large blocks the first time, %lu more the second",
-                          (unsigned long)first, (unsigned long)(bh.big - first));
+                /* one thread allocates in the same order each time: nothing
+                   more from below. With two, which blocks are live at once
+                   depends on timing, so the second apply may need a block
+                   the first did not hold at the same moment; what holds is
+                   that the pool stops growing: no more than one more set per
+                   extra thread, over several applies */
+                if (th == 1)
+                    CHECK_MSG(bh.big == first, "%lu large blocks the first time, %lu more the second",
+                              (unsigned long)first, (unsigned long)(bh.big - first));
+                else {
+                    int k;
+                    for (k = 0; k < 3; k++) {
+                        td_reset_work(ts, 3);
+                        CHECK_EQ_INT(td_apply(&dl, ts, 3, &o, NULL, &err), WSYNC_OK);
+                    }
+                    CHECK(td_work_equals(ts, 3, 1));
+                    CHECK_MSG(bh.big - first <= (th - 1) * first,
+                              "%lu large blocks the first time, %lu more over four more applies",
+                              (unsigned long)first, (unsigned long)(bh.big - first));
+                }
                 /* a rejected apply through the pool leaves the target as it was */
                 td_reset_work(ts, 3);
                 ts[0].work[0] ^= 1;

@@ -1,11 +1,11 @@
-/* test_gen.c - the training-like generator (examples/wsync_gen.h): shapes of
+/* test_gen.c - the training-like generator (tool/wsync_gen.h): shapes of
    the published models, determinism, and that its bf16 steps look like real
    AdamW training at an RL learning rate. Uses the `tiny` model only, so it
    stays fast under sanitizers. */
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #define WSYNC_GEN_IMPLEMENTATION
-#include "../examples/wsync_gen.h"
+#include "../tool/wsync_gen.h"
 #include "check.h"
 
 #include <math.h>

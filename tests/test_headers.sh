@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Every header compiles warning-free (-Werror) with gcc and clang, as C99 and as
-# C++, with and without its implementation, with WSYNC_STATIC, and two
-# translation units (one with the implementation) link into one program.
+# C++, with and without its implementation, with WSYNC_STATIC, two
+# translation units (one with the implementation) link into one program, each
+# companion links with its implementation in a translation unit of its own,
+# and the three headers' implementations link together (in one file, and each
+# in its own file beside the user's main).
 set -u
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -87,6 +90,25 @@ for cc in gcc clang; do
             $cxx -x c++ -std=c++11 $W $D -o "$tmp/three_${h}_cxx" "$tmp/use_$h.c" "$tmp/comp_$h.c" "$tmp/core.c" $L
         check "$cxx C++11 wsync_$h.h in its own translation unit runs" "$tmp/three_${h}_cxx"
     done
+    # The three headers' implementations together: (a) in one file, (b) each
+    # in its own translation unit (core.c, comp_http.c, comp_rdma.c above)
+    # with a fourth, the user's main, that calls one function of each.
+    printf '#define WSYNC_IMPLEMENTATION\n#define WSYNC_HTTP_IMPLEMENTATION\n#define WSYNC_RDMA_IMPLEMENTATION\n#include "wsync.h"\n#include "wsync_http.h"\n#include "wsync_rdma.h"\n#include <string.h>\nint main(void) { char o[16];\n if (wsync_s3_uri_encode("a b", 3, 0, o, sizeof o) != 5 || wsync_quantize_scale_count(2, 2, 0) != 1) return 1;\n return strlen(wsync_result_str(WSYNC_OK)) ? 0 : 1; }\n' > "$tmp/all_one.c"
+    printf '#include "wsync.h"\n#include "wsync_http.h"\n#include "wsync_rdma.h"\n#include <string.h>\nint main(void) { char o[16];\n if (wsync_s3_uri_encode("a b", 3, 0, o, sizeof o) != 5 || strcmp(o, "a%%20b") != 0) return 1;\n if (wsync_quantize_scale_count(2, 2, 0) != 1) return 1;\n return strlen(wsync_result_str(WSYNC_OK)) ? 0 : 1; }\n' > "$tmp/use_all.c"
+    L="-lpthread -ldl"; D=
+    if pkg-config --exists libcurl 2>/dev/null; then L="$(pkg-config --libs libcurl) -lpthread -ldl"; else D=-DWSYNC_HTTP_NO_CURL; fi
+    check "$cc C99 the three headers' implementations in one file links" \
+        $cc -std=c99 $W $D -o "$tmp/all1" "$tmp/all_one.c" $L
+    check "$cc C99 the three headers' implementations in one file runs" "$tmp/all1"
+    check "$cxx C++11 the three headers' implementations in one file links" \
+        $cxx -x c++ -std=c++11 $W $D -o "$tmp/all1x" "$tmp/all_one.c" $L
+    check "$cxx C++11 the three headers' implementations in one file runs" "$tmp/all1x"
+    check "$cc C99 the three headers' implementations in four translation units link" \
+        $cc -std=c99 $W $D -o "$tmp/all4" "$tmp/use_all.c" "$tmp/comp_http.c" "$tmp/comp_rdma.c" "$tmp/core.c" $L
+    check "$cc C99 the three headers' implementations in four translation units run" "$tmp/all4"
+    check "$cxx C++11 the three headers' implementations in four translation units link" \
+        $cxx -x c++ -std=c++11 $W $D -o "$tmp/all4x" "$tmp/use_all.c" "$tmp/comp_http.c" "$tmp/comp_rdma.c" "$tmp/core.c" $L
+    check "$cxx C++11 the three headers' implementations in four translation units run" "$tmp/all4x"
     printf '#include <stdlib.h>\n#define WSYNC_MALLOC(n) malloc(n)\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return 0; }\n' > "$tmp/half.c"
     if $cc -std=c99 $W -o "$tmp/h" "$tmp/half.c" >/dev/null 2>&1; then
         failed=$((failed + 1)); echo "FAIL $cc: WSYNC_MALLOC without WSYNC_FREE compiled"

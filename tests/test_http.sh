@@ -135,6 +135,9 @@ check "cli: pull to step 4" "$tool" pull --store "$url" --step 4 "$tmp/mid.safet
 check "cli: the pulled file is step 4 bit for bit" "$tool" verify "$tmp/mid.safetensors" "$m/g4.safetensors"
 check "cli: prefix in the URL and --prefix together" "$tool" publish --store "$WSYNC_TEST_HTTP_URL/cli2-$$" --prefix run/a --step 1 "$m/g1.safetensors"
 if [ -f "$tmp/data/cli2-$$/run/a/HEAD" ]; then pass "cli: HEAD lands under URL prefix + --prefix"; else fail "cli: HEAD lands under URL prefix + --prefix"; fi
+# a checkpoint directory through the store (tests/lib_dir_store.sh)
+. "$(dirname "$0")/lib_dir_store.sh"
+dir_over_store "$tool" "$WSYNC_TEST_HTTP_URL/cli-dir-$$" "$tmp/dirs" "cli: http directory"
 "$tool" pull --store "http://127.0.0.1:1/nothing" "$tmp/local.safetensors" >"$tmp/out" 2>&1; rc=$?
 if [ $rc -ne 0 ] && grep -q "127.0.0.1:1" "$tmp/out"; then pass "cli: an unreachable server fails and names the URL"
 else fail "cli: an unreachable server: rc $rc: $(head -c 300 "$tmp/out")"; fi

@@ -4,13 +4,14 @@
    meshes and row shards, bf16 and fp8), determinism by digest, the
    kimi-k2 targets (imbalance, predicted over bound, planning time), a
    badly ordered and an unbalanced schedule predicting slower than the
-   bound, barriers, the watermark, input checks, and allocation failures. */
+   bound, barriers, ranks sharing cores (cpus), the watermark, input checks, and allocation failures. */
 #define _GNU_SOURCE 1
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
 #include "check.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -557,6 +558,73 @@ static void test_sim(void)
     TEST_END();
 }
 
+/* ---- cpus: ranks sharing the cores of one host ---- */
+
+/* Two trainers, one inference rank, one NIC each: each trainer quantizes
+   1 MB of bf16 (1 ms at 8 Gb/s) and writes its 0.5 MB (0.5 ms at 8 Gb/s),
+   no start-up cost, receivers no resource. Each rank on its own core: 1.5
+   ms. On one core: 2 ms of quantizing plus 1 ms of writing at half a core
+   each (two senders on one core) = 2.5 ms; on two cores 3 ms / 2 = 1.5 ms,
+   the replay's. */
+static void test_sim_cpus(void)
+{
+    wsync_plan_prep pr[2];
+    wsync_plan_task tk[2];
+    uint64_t first[3] = {0, 1, 2}, sb[2] = {500000, 500000}, rb[1] = {1000000};
+    wsync_plan p;
+    wsync_plan_sim_options o;
+    wsync_plan_sim_result r;
+    wsync_error e;
+    unsigned i;
+    TEST_BEGIN("simulation: cpus, two ranks quantizing on one core take their CPU work, on two the replay");
+    memset(pr, 0, sizeof pr);
+    memset(tk, 0, sizeof tk);
+    memset(&p, 0, sizeof p);
+    for (i = 0; i < 2; i++) {
+        pr[i].rank = i;
+        pr[i].flags = WSYNC_PLAN_QUANT;
+        pr[i].dtype = WSYNC_DTYPE_F8_E4M3;
+        pr[i].src_bytes = 1000000;
+        pr[i].out_bytes = pr[i].temp_bytes = 500000;
+        pr[i].n_tasks = 1;
+        tk[i].prep = i;
+        tk[i].src_rank = i;
+        tk[i].dst_offset = 500000 * (uint64_t)i;
+        tk[i].len = 500000;
+    }
+    p.n_trainers = 2;
+    p.n_inference = 1;
+    p.nics_per_rank = 1;
+    p.n_groups = 1;
+    p.preps = pr;
+    p.n_preps = 2;
+    p.tasks = tk;
+    p.n_tasks = 2;
+    p.rank_first = first;
+    p.send_bytes = sb;
+    p.recv_bytes = rb;
+    memset(&o, 0, sizeof o);
+    o.nic_gbps = 8;
+    o.quant_gbps = 8;
+    o.task_us = -1;
+    o.recv_gbps = -1;
+    CHECK(wsync_plan_simulate(&p, &o, &r, &e) == WSYNC_OK);
+    CHECK_MSG(fabs(r.seconds - 1.5e-3) < 1e-12 && r.cpu_seconds == 0, "%.9f s", r.seconds);
+    o.cpus = 1;
+    CHECK(wsync_plan_simulate(&p, &o, &r, &e) == WSYNC_OK);
+    CHECK_MSG(fabs(r.seconds - 2.5e-3) < 1e-12 && fabs(r.cpu_seconds - 2.5e-3) < 1e-12, "%.9f s, cpu %.9f s",
+              r.seconds, r.cpu_seconds);
+    o.cpus = 2;
+    CHECK(wsync_plan_simulate(&p, &o, &r, &e) == WSYNC_OK);
+    CHECK_MSG(fabs(r.seconds - 1.5e-3) < 1e-12 && fabs(r.cpu_seconds - 1.5e-3) < 1e-12, "%.9f s, cpu %.9f s",
+              r.seconds, r.cpu_seconds);
+    o.cpus = 4; /* more cores than work: the replay */
+    CHECK(wsync_plan_simulate(&p, &o, &r, &e) == WSYNC_OK);
+    CHECK_MSG(fabs(r.seconds - 1.5e-3) < 1e-12 && fabs(r.cpu_seconds - 0.75e-3) < 1e-12, "%.9f s, cpu %.9f s",
+              r.seconds, r.cpu_seconds);
+    TEST_END();
+}
+
 /* ---- input checks and allocation failures ---- */
 
 static void test_errors(void)
@@ -684,13 +752,98 @@ static void test_errors(void)
     TEST_END();
 }
 
+/* issue 25: the controller's planner input from what ranks declare */
+static wsync_ctl_tensor pi_t(const char *name, uint64_t rows, uint64_t cols, uint64_t rb, uint64_t rc, uint64_t off)
+{
+    wsync_ctl_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = name;
+    t.dtype = WSYNC_DTYPE_BF16;
+    t.ndim = 2;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.row_begin = rb;
+    t.row_count = rc;
+    t.offset = off;
+    return t;
+}
+
+static void test_ctl_input(void)
+{
+    /* 3 trainers: "a" (10 x 4) as torch.chunk shards 4, 4, 2; "b" (2 x 8)
+       whole at ranks 1 and 2; 2 inference ranks: a whole at both, b's
+       columns [0, 4) at rank 0 in fp8, b whole at rank 1 */
+    wsync_ctl_tensor t0[1], t1[2], t2[2], i0[2], i1[2];
+    const wsync_ctl_tensor *tl[5];
+    uint32_t nl[5] = {1, 2, 2, 2, 2};
+    wsync_ctl_plan_input pi;
+    wsync_plan *p = NULL, *q = NULL;
+    wsync_plan_options po;
+    wsync_error e;
+    TEST_BEGIN("controller input: torch.chunk shards and replicas become meshes, equal entries one unit");
+    t0[0] = pi_t("a", 10, 4, 0, 4, 0);
+    t1[0] = pi_t("a", 10, 4, 4, 4, 0);
+    t1[1] = pi_t("b", 2, 8, 0, 2, 64);
+    t2[0] = pi_t("b", 2, 8, 0, 2, 0);
+    t2[1] = pi_t("a", 10, 4, 8, 2, 64);
+    i0[0] = pi_t("a", 10, 4, 0, 10, 0);
+    i0[1] = pi_t("b", 2, 8, 0, 2, 128);
+    i0[1].col_count = 4;
+    i0[1].to_dtype = WSYNC_DTYPE_F8_E4M3;
+    i0[1].block = 0;
+    i0[1].scale_offset = 200;
+    i1[0] = pi_t("b", 2, 8, 0, 2, 0);
+    i1[1] = pi_t("a", 10, 4, 0, 10, 64);
+    tl[0] = t0, tl[1] = t1, tl[2] = t2, tl[3] = i0, tl[4] = i1;
+    CHECK_MSG(wsync_ctl_plan_input_build(tl, nl, 3, 2, NULL, &pi, &e) == WSYNC_OK, "%s", e.message);
+    CHECK_EQ_U64(pi.input.n_sources, 2);
+    CHECK_EQ_U64(pi.input.n_meshes, 2);
+    CHECK_EQ_U64(pi.input.n_units, 3);
+    CHECK_EQ_U64(pi.input.n_dests, 4);
+    if (pi.input.n_meshes == 2 && pi.input.n_units == 3) {
+        CHECK(pi.input.meshes[0].gather == 0 && pi.input.meshes[0].first == 0 && pi.input.meshes[0].count == 3);
+        CHECK(pi.input.meshes[1].gather == 2 && pi.input.meshes[1].first == 1 && pi.input.meshes[1].count == 2);
+        CHECK(pi.input.units[0].n_dests == 2 && pi.input.units[0].dtype == WSYNC_DTYPE_BF16); /* a */
+        CHECK(pi.input.units[1].n_dests == 1 && pi.input.units[1].dtype == WSYNC_DTYPE_F8_E4M3); /* b's slice */
+        CHECK_EQ_U64(pi.holder_entry[0 * 3 + 2], 1);
+        memset(&po, 0, sizeof po);
+        CHECK(wsync_plan_build(&pi.input, &po, &p, &e) == WSYNC_OK);
+        CHECK(wsync_plan_build(&pi.input, &po, &q, &e) == WSYNC_OK);
+        if (p && q) {
+            uint64_t k;
+            CHECK(wsync_plan_digest(p) == wsync_plan_digest(q));
+            for (k = 0; k < p->n_tasks; k++) { /* "a" from its holders, "b" from rank 1 or 2 */
+                const wsync_plan_prep *pr = &p->preps[p->tasks[k].prep];
+                CHECK(pr->unit == 0 ? pr->flags == 0 : pr->rank >= 1);
+            }
+        }
+        wsync_plan_free(p);
+        wsync_plan_free(q);
+    }
+    wsync_ctl_plan_input_free(&pi);
+    /* rows that are neither whole nor torch.chunk shards: not modelled */
+    t1[0] = pi_t("a", 10, 4, 4, 3, 0);
+    t2[1] = pi_t("a", 10, 4, 7, 3, 64);
+    CHECK(wsync_ctl_plan_input_build(tl, nl, 3, 2, NULL, &pi, &e) == WSYNC_ERR_UNSUPPORTED &&
+          strstr(e.message, "'a'") != NULL);
+    /* a tensor no trainer holds */
+    t1[0] = pi_t("a", 10, 4, 4, 4, 0);
+    t2[1] = pi_t("a", 10, 4, 8, 2, 64);
+    i1[0].name = "c";
+    CHECK(wsync_ctl_plan_input_build(tl, nl, 3, 2, NULL, &pi, &e) == WSYNC_ERR_UNSUPPORTED &&
+          strstr(e.message, "'c'") != NULL);
+    TEST_END();
+}
+
 int main(void)
 {
     test_models();
     test_layouts();
     test_plans();
     test_sim();
+    test_sim_cpus();
     test_errors();
+    test_ctl_input();
     test_kimi(1);
     test_kimi(8);
     return check_summary();

@@ -776,6 +776,43 @@ static void test_longer_than_head(const model *m)
     wsync_store_close(&cs.inner);
 }
 
+/* ======================================================================
+   8. The only way on through an object a sync refused: the prefetch says
+      why it does not get further (it had said nothing: last_result OK)
+   ====================================================================== */
+
+static void test_refused_by_sync(const model *m)
+{
+    wsync_store st;
+    wsync_error err;
+    wsync_sync_stats ss;
+    wsync_prefetch_status ps;
+    uint64_t size = 0, ready;
+    uint8_t *orig;
+    sub u;
+    TEST_BEGIN("prefetch: no way on but through an object a sync refused: last_error names it");
+    CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
+    publish(&st, m, 100, 0, 3);
+    sub_open(&u, &st, m);
+    CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
+    CHECK(sub_is(&u, 3));
+    publish(&st, m, 100, 4, 5);
+    orig = corrupt(&st, "deltas/step_000004.safetensors", 0, &size);
+    CHECK(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err) != WSYNC_OK);
+    CHECK(sub_is(&u, 3));
+    CHECK_EQ_INT(wsync_subscriber_start(u.s, 2, &err), WSYNC_OK);
+    wait_polls(&u, 3);
+    ps = status_of(&u);
+    CHECK(!ps.caught_up && !ps.ready && !wsync_subscriber_ready(u.s, &ready));
+    CHECK_MSG(ps.last_result == WSYNC_ERR_NO_PATH, "%s: %s", wsync_result_name(ps.last_result), ps.last_error.message);
+    CHECK_MSG(strstr(ps.last_error.message, "deltas/step_000004.safetensors") != NULL, "%s", ps.last_error.message);
+    CHECK(sub_is(&u, 3));
+    sub_close(&u);
+    free(orig);
+    wsync_store_close(&st);
+    TEST_END();
+}
+
 int main(void)
 {
     model m;
@@ -787,6 +824,7 @@ int main(void)
     test_verified(&m);
     test_sync_while_prefetching(&m);
     test_longer_than_head(&m);
+    test_refused_by_sync(&m);
     free(m.refs);
     return check_summary();
 }

@@ -34,17 +34,25 @@ for b in cma shm tcp; do
     has "$b: inference rank 0 verified every step" "inference rank 0: version 4, 4 steps verified bit-exact"
     has "$b: inference rank 1 verified every step" "inference rank 1: version 4, 4 steps verified bit-exact"
     has "$b: row shards make 472 writes per step" "plan: 472 transfers"
+    has "$b: the trainers ran the plan's tasks" "executed tasks match the plan: 472 tasks at every full step"
 done
 run "replicas: each trainer holds the whole model" 0 "$bin" push-demo --layout replica --steps 2
-# 118 tensor copies, merged where consecutive tensors go to the same trainer
-has "replicas: one write per run of tensors and receiver" "plan: 58 transfers"
+# the planner's schedule: one task (one write) per tensor copy, 59 x 2
+has "replicas: one write per tensor copy (the plan's tasks)" "plan: 118 transfers"
+has "replicas: the planner's schedule" "schedule: planner, 1 mesh group, plan digest"
 has "replicas: every step committed" "2 of 2 steps committed"
+has "replicas: the trainers ran the plan's tasks" "executed tasks match the plan: 118 tasks at every full step"
 # the byte balance of whole tensors over 4 trainers stays within 1.5x
 python3 - "$tmp/out" <<'PY' && pass "replicas: balanced bytes" || fail "replicas: balanced bytes"
 import re, sys
 m = re.search(r'per trainer ([\d.]+) MB max, ([\d.]+) MB min', open(sys.argv[1]).read())
 assert m and float(m.group(1)) <= 1.5 * float(m.group(2)), m and m.groups()
 PY
+run "replicas, greedy schedule" 0 "$bin" push-demo --layout replica --steps 2 --schedule greedy
+# 118 tensor copies, merged where consecutive tensors go to the same trainer
+has "replicas greedy: one write per run of tensors and receiver" "plan: 58 transfers"
+has "replicas greedy: named" "schedule: greedy (least loaded holder)"
+has "replicas greedy: the trainers ran its tasks" "executed tasks match the plan: 58 tasks at every full step"
 run "one trainer, three receivers" 0 "$bin" push-demo --trainers 1 --inference 3 --steps 2
 has "1->3: every rank verified" "inference rank 2: version 2, 2 steps verified bit-exact"
 run "8 trainers to 4 inference ranks over shm" 0 \
@@ -56,12 +64,14 @@ for b in cma tcp; do
     rm -rf "$tmp/d" && mkdir "$tmp/d"
     run "$b: tensor-parallel slices, fused" 0 "$bin" push-demo --backend $b --reshard --steps 3 --dump "$tmp/d"
     has "$b reshard: every step committed" "3 of 3 steps committed, every inference rank bit-exact at every step"
+    has "$b reshard: the trainers ran the plan's tasks" "executed tasks match the plan"
     python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1 && pass "$b reshard: push_check.py agrees" \
         || { fail "$b reshard: push_check.py"; tail -n 5 "$tmp/check"; }
     rm -rf "$tmp/d" && mkdir "$tmp/d"
     run "$b: fp8 projections" 0 "$bin" push-demo --backend $b --fp8 --block 32 --layout replica --steps 2 \
         --watermark-mb 1 --dump "$tmp/d"
     has "$b fp8: every step committed" "2 of 2 steps committed, every inference rank bit-exact at every step"
+    has "$b fp8: the trainers ran the plan's tasks" "executed tasks match the plan"
     python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1 && pass "$b fp8: push_check.py agrees" \
         || { fail "$b fp8: push_check.py"; tail -n 5 "$tmp/check"; }
 done
@@ -89,6 +99,7 @@ for b in cma tcp; do
     rm -rf "$tmp/d" && mkdir "$tmp/d"
     run "$b: two mesh groups, resharded" 0 "$bin" push-demo --backend $b --mesh-groups --reshard --steps 3 --dump "$tmp/d"
     has "$b mesh groups: every step committed" "3 of 3 steps committed, every inference rank bit-exact at every step"
+    has "$b mesh groups: the trainers ran the plan's tasks" "executed tasks match the plan"
     python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1 && pass "$b mesh groups: push_check.py agrees" \
         || { fail "$b mesh groups: push_check.py"; tail -n 5 "$tmp/check"; }
 done
@@ -98,6 +109,51 @@ has "mesh groups: survivors keep step 1" "inference rank 0: version 1, 1 steps v
 hasnt "mesh groups: no process hangs" "did not end in time"
 run "--fp8 without whole tensors at the trainers" 2 "$bin" push-demo --fp8
 has "--fp8 says why" "--layout replica"
+
+# ---- partial steps: even steps move 10% of the tensors, named by the trainers ----
+# Trainers fill every tensor with the step's data and name only the chosen
+# ones: each inference rank finds the named tensors at the new step's bytes
+# and every other byte at the step before (never written).
+for b in cma shm tcp; do
+    run "$b: partial steps" 0 "$bin" push-demo --backend $b --partial 0.1 --steps 4
+    has "$b partial: every step committed" "4 of 4 steps committed, every inference rank bit-exact at every step"
+    has "$b partial: a partial step runs the tasks of 6 tensors" "48 tasks (partial)"
+    grep -qE "^ +3 .* 472 tasks$" "$tmp/out" && pass "$b partial: step 3 runs the whole plan" \
+        || fail "$b partial: step 3 runs the whole plan"
+    has "$b partial: checked against the plan" \
+        "executed tasks match the plan: 472 tasks at every full step, and at every partial step the tasks of the tensors the trainers named"
+    has "$b partial: measured" "partial: 2 steps of 10% of the tensors"
+    has "$b partial: inference rank 1 verified every step" "inference rank 1: version 4, 4 steps verified bit-exact"
+done
+rm -rf "$tmp/d" && mkdir "$tmp/d"
+run "partial, fp8, resharded, replicas" 0 "$bin" push-demo --partial 0.25 --fp8 --block 32 --layout replica --steps 2 \
+    --dump "$tmp/d"
+has "partial fp8: every step committed" "2 of 2 steps committed, every inference rank bit-exact at every step"
+python3 - "$tmp/d" <<'PY' && pass "partial fp8: the dump holds parts of steps 1 and 2" || fail "partial fp8: parts of steps 1 and 2"
+import json, sys
+steps = {p['step'] for p in json.load(open(sys.argv[1] + '/inference_0.json'))['parts']}
+assert steps == {1, 2}, steps
+PY
+python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1 && pass "partial fp8: push_check.py agrees" \
+    || { fail "partial fp8: push_check.py"; tail -n 5 "$tmp/check"; }
+run "partial, two mesh groups, resharded" 0 "$bin" push-demo --partial 0.3 --mesh-groups --reshard --steps 4 --backend tcp
+has "partial mesh groups: every step committed" "4 of 4 steps committed, every inference rank bit-exact at every step"
+for b in cma tcp; do
+    run "$b: a trainer killed in the middle of a partial step" 1 "$bin" push-demo --backend $b --partial 0.5 --steps 5 \
+        --kill trainer:2@4 --timeout-ms 2000
+    has "$b partial kill: the dead trainer is named" "trainer rank 2 went away"
+    has "$b partial kill: inference 0 keeps step 3" "inference rank 0: version 3, 3 steps verified bit-exact"
+    has "$b partial kill: inference 1 keeps step 3" "inference rank 1: version 3, 3 steps verified bit-exact"
+    has "$b partial kill: steps 1 to 3 committed" "3 of 5 steps committed"
+    hasnt "$b partial kill: no process hangs" "did not end in time"
+    run "$b: an inference rank killed in the middle of a partial step" 1 "$bin" push-demo --backend $b --partial 0.1 \
+        --steps 3 --kill inference:1@2 --timeout-ms 2000
+    has "$b partial kill inference: the step fails" "FAILED: step 2:"
+    grep -qE "inference rank 0: version [12], [12] steps verified bit-exact" "$tmp/out" \
+        && pass "$b partial kill inference: the survivor keeps a verified step" \
+        || fail "$b partial kill inference: the survivor keeps a verified step"
+    hasnt "$b partial kill inference: the survivor is never wrong" "MISMATCH"
+done
 
 # ---- failures ----
 for b in cma tcp; do
@@ -133,6 +189,9 @@ run "--kill of a rank that does not exist" 2 "$bin" push-demo --trainers 2 --kil
 run "--stall of an inference rank" 2 "$bin" push-demo --stall inference:0@1
 run "unknown model" 2 "$bin" push-demo --model gpt-9
 run "zero trainers" 2 "$bin" push-demo --trainers 0
+run "--partial 0" 2 "$bin" push-demo --partial 0
+run "--partial above 1" 2 "$bin" push-demo --partial 1.5
+has "--partial says what it takes" "--partial takes a fraction in (0, 1]"
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

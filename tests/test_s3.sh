@@ -100,6 +100,9 @@ check "cli: the pulled file is step 4 bit for bit" "$tool" verify "$tmp/mid.safe
 check "cli: prefix in the URL and --prefix together" "$tool" publish --store "s3://$bucket/cli2-$$" --prefix run/a --step 1 "$m/g1.safetensors"
 if [ -f "$tmp/data/$bucket/cli2-$$/run/a/HEAD._S3rver_object" ]; then pass "cli: HEAD lands under URL prefix + --prefix"
 else fail "cli: HEAD lands under URL prefix + --prefix: $(cd "$tmp/data/$bucket" && find . -name 'HEAD*' | head -3)"; fi
+# a checkpoint directory through the store (tests/lib_dir_store.sh)
+. "$(dirname "$0")/lib_dir_store.sh"
+dir_over_store "$tool" "s3://$bucket/cli-dir-$$" "$tmp/dirs" "cli: s3 directory"
 AWS_SECRET_ACCESS_KEY=wrong "$tool" log --store "$url" >"$tmp/out" 2>&1; rc=$?
 if [ $rc -ne 0 ] && grep -q "SignatureDoesNotMatch" "$tmp/out" && grep -q "WSYNC_ERR_AUTH" "$tmp/out"; then
     pass "cli: a wrong secret fails as an authentication error naming S3's code"

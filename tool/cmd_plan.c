@@ -1,7 +1,14 @@
-/* wsync plan: the direct path's static schedule for a model's real tensor
-   list, and its simulated transfer time. Part of the command-line tool
-   (examples/wsync.c includes it after its own helpers); a thin layer over
-   wsync_rdma.h: layout, build, stats, simulate. */
+/* cmd_plan.c - wsync plan: the direct path's static schedule for a model's
+   real tensor list, and its simulated transfer time. Part of the
+   command-line tool (cli.h); a thin layer over wsync_rdma.h: layout, build,
+   stats, simulate. */
+#define _GNU_SOURCE 1 /* see cli.h */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const char *plan_usage =
     "usage: wsync plan --model kimi-k2|qwen3-0.6b|qwen2.5-7b --trainers T --inference I\n"
@@ -21,7 +28,13 @@ static const char *plan_usage =
     "  --shards-only    trainers send only rows they hold (no all-gather)\n"
     "  --one-group      experts in the same mesh group as the rest (no barrier)\n"
     "  --task-us        per-task start-up in the simulation [5]\n"
-    "  --watermark-mb   temporary memory per trainer rank in the simulation [none]\n";
+    "  --watermark-mb   temporary memory per trainer rank in the simulation [none]\n"
+    "\n"
+    "usage: wsync plan --demo MODEL --trainers T --inference I [--layout shard|replica]\n"
+    "       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--json]\n"
+    "The plan `wsync push-demo` runs for the same model (tiny, ...) and options: push-demo's\n"
+    "layouts as its ranks join with them, planned as its controller plans them; push-demo\n"
+    "prints the same plan digest.\n";
 
 static int plan_parse_double(const char *s, double *out)
 {
@@ -40,9 +53,11 @@ static void plan_gb(const char *label, uint64_t max, double mean, uint64_t min)
            (double)min / 1e9);
 }
 
-static int cmd_plan(int argc, char **argv)
+int cmd_plan(int argc, char **argv)
 {
-    const char *model = NULL, *dtype = NULL, *v;
+    const char *model = NULL, *dtype = NULL, *demo = NULL, *v;
+    cli_push_layout dl;
+    wsync_gen_model gm;
     wsync_plan_model m;
     wsync_plan_layout_options lo;
     wsync_plan_options po;
@@ -58,76 +73,132 @@ static int cmd_plan(int argc, char **argv)
     memset(&lo, 0, sizeof lo);
     memset(&po, 0, sizeof po);
     memset(&so, 0, sizeof so);
+    memset(&dl, 0, sizeof dl);
+    dl.block = 128;
     lo.replicas = 1;
     po.nics_per_rank = 1;
     for (i = 0; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (cli_is_help(argv[i])) {
             fputs(plan_usage, stdout);
             return 0;
-        } else if (opt_value(argc, argv, &i, "--model", &v)) model = v;
-        else if (opt_value(argc, argv, &i, "--trainers", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
-                return usage_error("plan: --trainers takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
+        } else if (cli_opt_value(argc, argv, &i, "--model", &v)) model = v;
+        else if (cli_opt_value(argc, argv, &i, "--trainers", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
+                return cli_usage_error("plan: --trainers takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
             lo.n_trainers = (uint32_t)x;
-        } else if (opt_value(argc, argv, &i, "--inference", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
-                return usage_error("plan: --inference takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
+        } else if (cli_opt_value(argc, argv, &i, "--inference", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
+                return cli_usage_error("plan: --inference takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
             lo.n_inference = (uint32_t)x;
-        } else if (opt_value(argc, argv, &i, "--replicas", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
-                return usage_error("plan: --replicas takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
+        } else if (cli_opt_value(argc, argv, &i, "--replicas", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_RANKS)
+                return cli_usage_error("plan: --replicas takes 1..%u, not '%s'", WSYNC_PLAN_MAX_RANKS, v);
             lo.replicas = (uint32_t)x;
-        } else if (opt_value(argc, argv, &i, "--nics-per-rank", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_NICS)
-                return usage_error("plan: --nics-per-rank takes 1..%u, not '%s'", WSYNC_PLAN_MAX_NICS, v);
+        } else if (cli_opt_value(argc, argv, &i, "--nics-per-rank", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > WSYNC_PLAN_MAX_NICS)
+                return cli_usage_error("plan: --nics-per-rank takes 1..%u, not '%s'", WSYNC_PLAN_MAX_NICS, v);
             po.nics_per_rank = (uint32_t)x;
-        } else if (opt_value(argc, argv, &i, "--nic-gbps", &v)) {
-            if (!plan_parse_double(v, &gbps)) return usage_error("plan: --nic-gbps takes a positive number, not '%s'", v);
-        } else if (opt_value(argc, argv, &i, "--task-us", &v)) {
+        } else if (cli_opt_value(argc, argv, &i, "--nic-gbps", &v)) {
+            if (!plan_parse_double(v, &gbps))
+                return cli_usage_error("plan: --nic-gbps takes a positive number, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--task-us", &v)) {
             if (strcmp(v, "0") == 0) so.task_us = -1;
             else if (!plan_parse_double(v, &so.task_us))
-                return usage_error("plan: --task-us takes a number >= 0, not '%s'", v);
-        } else if (opt_value(argc, argv, &i, "--watermark-mb", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > (1ull << 40))
-                return usage_error("plan: --watermark-mb takes 1..2^40, not '%s'", v);
+                return cli_usage_error("plan: --task-us takes a number >= 0, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--watermark-mb", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > (1ull << 40))
+                return cli_usage_error("plan: --watermark-mb takes 1..2^40, not '%s'", v);
             so.watermark = x << 20;
-        } else if (opt_value(argc, argv, &i, "--dtype", &v)) {
-            if (strcmp(v, "fp8") && strcmp(v, "bf16")) return usage_error("plan: --dtype takes fp8 or bf16, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--dtype", &v)) {
+            if (strcmp(v, "fp8") && strcmp(v, "bf16"))
+                return cli_usage_error("plan: --dtype takes fp8 or bf16, not '%s'", v);
             dtype = v;
-        } else if (strcmp(argv[i], "--shards-only") == 0) lo.shards_only = 1;
+        } else if (cli_opt_value(argc, argv, &i, "--demo", &v)) demo = v;
+        else if (cli_opt_value(argc, argv, &i, "--layout", &v)) {
+            if (strcmp(v, "shard") && strcmp(v, "replica"))
+                return cli_usage_error("plan: --layout takes shard or replica, not '%s'", v);
+            dl.replica = strcmp(v, "replica") == 0;
+        } else if (cli_opt_value(argc, argv, &i, "--block", &v)) {
+            if (!cli_parse_u64(v, &x) || x > 4096) return cli_usage_error("plan: --block takes 0..4096, not '%s'", v);
+            dl.block = (unsigned)x;
+        } else if (strcmp(argv[i], "--reshard") == 0) dl.reshard = 1;
+        else if (strcmp(argv[i], "--fp8") == 0) dl.fp8 = dl.reshard = 1;
+        else if (strcmp(argv[i], "--mesh-groups") == 0) dl.mesh_groups = 1;
+        else if (strcmp(argv[i], "--shards-only") == 0) lo.shards_only = 1;
         else if (strcmp(argv[i], "--one-group") == 0) lo.one_group = 1;
         else if (strcmp(argv[i], "--json") == 0) json = 1;
-        else return usage_error("plan: unknown option or missing value '%s'", argv[i]);
+        else return cli_usage_error("plan: unknown option or missing value '%s'", argv[i]);
     }
-    if (!model) return usage_error("%s", "plan: --model is required");
-    if (!lo.n_trainers || !lo.n_inference) return usage_error("%s", "plan: --trainers and --inference are required");
+    if (demo) {
+        if (!lo.n_trainers || !lo.n_inference)
+            return cli_usage_error("%s", "plan: --trainers and --inference are required");
+        if (wsync_gen_model_lookup(demo, &gm) != WSYNC_OK) return cli_usage_models("plan --demo", demo);
+        dl.trainers = lo.n_trainers;
+        dl.inference = lo.n_inference;
+        t0 = cli_now_s();
+        if (cli_push_plan(&gm, &dl, &plan, &err) != WSYNC_OK) {
+            fprintf(stderr, "wsync: plan: %s\n", err.message);
+            return 1;
+        }
+        t1 = cli_now_s();
+        if (wsync_plan_simulate(plan, &so, &sr, &err) != WSYNC_OK) {
+            fprintf(stderr, "wsync: plan: simulate: %s\n", err.message);
+            wsync_plan_free(plan);
+            return 1;
+        }
+        wsync_plan_stats_get(plan, &st);
+        if (json)
+            printf("{\"demo\": \"%s\", \"trainers\": %u, \"inference\": %u, \"plan_seconds\": %.6f, \"tasks\": %llu, "
+                   "\"preparations\": %llu, \"groups\": %u, \"bytes\": %llu, \"predicted_seconds\": %.6f, "
+                   "\"digest\": \"%016llx\"}\n",
+                   gm.name, dl.trainers, dl.inference, t1 - t0, (unsigned long long)st.tasks,
+                   (unsigned long long)st.preps, plan->n_groups, (unsigned long long)st.bytes, sr.seconds,
+                   (unsigned long long)wsync_plan_digest(plan));
+        else
+            printf("wsync plan: push-demo's %s, %u trainers (%s) -> %u inference ranks (%s%s), %u mesh group%s\n"
+                   "  tasks                  %llu (%llu of them fp8 scales), %llu preparations, %.3f MB per step\n"
+                   "  imbalance              %.4f sending, %.4f receiving (busiest over mean)\n"
+                   "  predicted              %.6f s at %g Gb/s per NIC (the target's constants)\n"
+                   "  plan digest            %016llx\n",
+                   gm.name, dl.trainers, dl.replica ? "each the whole model" : "row shards", dl.inference,
+                   dl.reshard ? "tensor-parallel slices" : "each the whole model", dl.fp8 ? ", fp8" : "",
+                   plan->n_groups, plan->n_groups == 1 ? "" : "s", (unsigned long long)st.tasks,
+                   (unsigned long long)st.scale_tasks, (unsigned long long)st.preps, (double)st.bytes / 1e6,
+                   st.imbalance_send, st.imbalance_recv, sr.seconds, gbps,
+                   (unsigned long long)wsync_plan_digest(plan));
+        wsync_plan_free(plan);
+        return 0;
+    }
+    if (!model) return cli_usage_error("%s", "plan: --model is required");
+    if (!lo.n_trainers || !lo.n_inference)
+        return cli_usage_error("%s", "plan: --trainers and --inference are required");
     if (lo.n_inference % lo.replicas)
-        return usage_error("plan: --inference %u does not split into --replicas %u", lo.n_inference, lo.replicas);
-    if (wsync_plan_model_lookup(model, &m, &err) != WSYNC_OK) return usage_error("%s", err.message);
+        return cli_usage_error("plan: --inference %u does not split into --replicas %u", lo.n_inference, lo.replicas);
+    if (wsync_plan_model_lookup(model, &m, &err) != WSYNC_OK) return cli_usage_error("%s", err.message);
     lo.fp8 = dtype ? strcmp(dtype, "fp8") == 0 : m.served_fp8;
     so.nic_gbps = gbps;
     po.task_cost_bytes = (uint64_t)((so.task_us > 0 ? so.task_us : so.task_us < 0 ? 0 : 5) * 1e-6 * gbps * 1e9 / 8);
     if (po.task_cost_bytes == 0) po.task_cost_bytes = 1;
 
-    t0 = now_s();
+    t0 = cli_now_s();
     if (wsync_plan_layout_model(&m, &lo, &lay, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: plan: %s\n", err.message);
         return 1;
     }
-    t1 = now_s();
+    t1 = cli_now_s();
     if (wsync_plan_build(&lay.input, &po, &plan, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: plan: %s\n", err.message);
         wsync_plan_layout_free(&lay);
         return 1;
     }
-    t2 = now_s();
+    t2 = cli_now_s();
     if (wsync_plan_simulate(plan, &so, &sr, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: plan: simulate: %s\n", err.message);
         wsync_plan_free(plan);
         wsync_plan_layout_free(&lay);
         return 1;
     }
-    t3 = now_s();
+    t3 = cli_now_s();
     wsync_plan_stats_get(plan, &st);
     imb = st.imbalance_send > st.imbalance_recv ? st.imbalance_send : st.imbalance_recv;
     if (json) {

@@ -1,5 +1,5 @@
-/* wsync push-demo: the direct path end to end on one machine. Part of the
-   command-line tool (examples/wsync.c includes it after its own helpers).
+/* cmd_push.c - wsync push-demo: the direct path end to end on one machine.
+   Part of the command-line tool (cli.h).
 
    The parent runs the controller and forks T trainer and I inference
    processes. Trainers hold the model's tensors as row shards (or whole,
@@ -9,8 +9,22 @@
    trainers write straight into the inference ranks' memory, and at COMMIT
    each inference rank checks every byte against the step's data, computed
    on its own, before its version word moves. */
+#define _GNU_SOURCE 1 /* see cli.h */
+#include "cli.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #define PUSH_SEED 0x57535950ull /* "WSYP" */
 
@@ -26,6 +40,8 @@ typedef struct push_opts {
     uint64_t watermark;        /* trainers' staging bytes */
     const char *dump;          /* receivers leave their memory and layout here */
     int mesh_groups;           /* trainers: MLP weights in mesh group 1, a barrier before them */
+    uint32_t schedule;         /* wsync_ctl_schedule */
+    double partial;            /* even steps move this fraction of the tensors (0: every step all) */
     /* fault injection for tests: a rank of a role dies or stops at a step */
     int kill_role, kill_rank, stall_role, stall_rank;
     uint64_t kill_step, stall_step;
@@ -70,6 +86,29 @@ static void push_fill(uint8_t *p, uint64_t g, uint64_t n, uint64_t step, uint64_
         g += take;
         n -= take;
     }
+}
+
+/* --partial: step s moves every tensor when s is odd, and when even the
+   round(partial * n) tensors (at least one) of smallest hash of (s, k): a
+   deterministic choice every rank makes on its own. */
+static int push_moves(const push_opts *o, uint64_t k, uint64_t step)
+{
+    uint64_t n = o->model.n_tensors, m, j, below = 0, hk;
+    if (o->partial <= 0 || step % 2) return 1;
+    m = (uint64_t)(o->partial * (double)n + 0.5);
+    if (m < 1) m = 1;
+    hk = wsync_gen_mix64(PUSH_SEED ^ step << 32 ^ k);
+    for (j = 0; j < n; j++) {
+        uint64_t hj = wsync_gen_mix64(PUSH_SEED ^ step << 32 ^ j);
+        below += hj < hk || (hj == hk && j < k);
+    }
+    return below < m;
+}
+
+/* The step whose data tensor k holds at step s: the last that moved it. */
+static uint64_t push_data_step(const push_opts *o, uint64_t k, uint64_t step)
+{
+    return push_moves(o, k, step) ? step : step - 1; /* odd steps move everything */
 }
 
 static void push_layout_free(push_layout *l)
@@ -155,19 +194,23 @@ static void push_layout_place(push_layout *l)
     l->bytes = at ? at : 64;
 }
 
-/* Whole tensors (of = 0) or trainer `rank`'s row shard of each of `of`;
-   with groups, the MLP weights in mesh group 1. */
+/* Whole tensors (of = 0) or trainer `rank`'s row shard of each of `of`
+   as FSDP2 shards (torch.chunk: ceil(rows / of) rows per rank, the last
+   ranks fewer or none; a rank with none leaves the tensor out); with
+   groups, the MLP weights in mesh group 1. */
 static int push_layout_make(const wsync_gen_model *m, unsigned rank, unsigned of, int groups, push_layout *l)
 {
     size_t i;
     if (!push_layout_alloc(l, m->n_tensors)) return 0;
     for (i = 0; i < m->n_tensors; i++) {
         wsync_gen_tensor_info ti;
-        uint64_t rows, rb;
+        uint64_t rows, rb, chunk;
         if (wsync_gen_model_tensor(m, i, &ti) != WSYNC_OK) return 0;
         rows = ti.shape[0];
-        rb = of ? rows * rank / of : 0;
-        if (!push_part_add(l, m, i, rb, (of ? rows * (rank + 1) / of : rows) - rb, 0, 0, NULL)) return 0;
+        chunk = of ? (rows + of - 1) / of : rows;
+        rb = of ? chunk * rank : 0;
+        if (rb >= rows) continue;
+        if (!push_part_add(l, m, i, rb, rows - rb < chunk ? rows - rb : chunk, 0, 0, NULL)) return 0;
         if (groups && strstr(ti.name, ".mlp.")) l->t[l->n - 1].group = 1;
     }
     push_layout_place(l);
@@ -238,6 +281,61 @@ static int push_layout_tp(const wsync_gen_model *m, unsigned i, unsigned I, int 
     return ok;
 }
 
+/* Rank `rank` of a role's layout: what it joins with. */
+static int push_rank_layout(const wsync_gen_model *m, const cli_push_layout *o, int trainer, unsigned rank,
+                            push_layout *l)
+{
+    if (trainer) return push_layout_make(m, rank, o->replica ? 0 : o->trainers, o->mesh_groups, l);
+    return o->reshard ? push_layout_tp(m, rank, o->inference, o->fp8, o->block, l) : push_layout_make(m, 0, 0, 0, l);
+}
+
+wsync_result cli_push_plan(const wsync_gen_model *m, const cli_push_layout *o, wsync_plan **out, wsync_error *err)
+{
+    unsigned n = o->trainers + o->inference, i;
+    push_layout *ls = (push_layout *)calloc(n ? n : 1, sizeof *ls);
+    const wsync_ctl_tensor **tl = (const wsync_ctl_tensor **)calloc(n ? n : 1, sizeof *tl);
+    uint32_t *nl = (uint32_t *)calloc(n ? n : 1, sizeof *nl);
+    wsync_ctl_plan_input pi;
+    wsync_plan_options po;
+    wsync_result r = WSYNC_ERR_OUT_OF_MEMORY;
+    *out = NULL;
+    memset(&pi, 0, sizeof pi);
+    if (!ls || !tl || !nl) goto oom;
+    for (i = 0; i < n; i++) {
+        if (!push_rank_layout(m, o, i < o->trainers, i < o->trainers ? i : i - o->trainers, &ls[i])) goto oom;
+        tl[i] = ls[i].t;
+        nl[i] = (uint32_t)ls[i].n;
+    }
+    /* the controller's planner options: push-demo gives it none */
+    memset(&po, 0, sizeof po);
+    po.nics_per_rank = 1;
+    if ((r = wsync_ctl_plan_input_build(tl, nl, o->trainers, o->inference, NULL, &pi, err)) == WSYNC_OK)
+        r = wsync_plan_build(&pi.input, &po, out, err);
+    goto done;
+oom:
+    err->code = r;
+    snprintf(err->message, sizeof err->message, "%s", "out of memory");
+done:
+    wsync_ctl_plan_input_free(&pi);
+    for (i = 0; ls && i < n; i++) push_layout_free(&ls[i]);
+    free(ls);
+    free(tl);
+    free(nl);
+    return r;
+}
+
+static void push_layout_opts(const push_opts *o, cli_push_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    l->trainers = o->trainers;
+    l->inference = o->inference;
+    l->block = o->block;
+    l->replica = o->replica;
+    l->reshard = o->reshard;
+    l->fp8 = o->fp8;
+    l->mesh_groups = o->mesh_groups;
+}
+
 /* The part's source elements (bf16) at a step, rows [r0, r1) of it. */
 static void push_fill_rows(uint8_t *p, const wsync_ctl_tensor *t, uint32_t k, uint64_t r0, uint64_t r1, uint64_t step)
 {
@@ -246,10 +344,34 @@ static void push_fill_rows(uint8_t *p, const wsync_ctl_tensor *t, uint32_t k, ui
         push_fill(p, ((t->row_begin + r) * push_cols(t) + t->col_begin) * 2, cols * 2, step, k);
 }
 
+/* A trainer's parts at a step: every tensor, also those a partial step does
+   not move (it does not name them), so that an inference rank holding the
+   previous step's bytes for those shows that they were not written. */
 static void push_fill_step(uint8_t *base, const push_layout *l, uint64_t step)
 {
     size_t i;
     for (i = 0; i < l->n; i++) push_fill_rows(base + l->t[i].offset, &l->t[i], l->k[i], 0, l->t[i].row_count, step);
+}
+
+/* --partial: a step that does not move everything names what it moves. */
+static wsync_result push_select(const push_opts *o, wsync_rank *r, const push_layout *l, uint64_t step,
+                                wsync_error *err)
+{
+    const char **names;
+    size_t i;
+    uint32_t n = 0;
+    wsync_result res;
+    if (o->partial <= 0 || step % 2) return WSYNC_OK;
+    if (!(names = (const char **)calloc(l->n ? l->n : 1, sizeof *names))) {
+        err->code = WSYNC_ERR_OUT_OF_MEMORY;
+        snprintf(err->message, sizeof err->message, "%s", "out of memory");
+        return WSYNC_ERR_OUT_OF_MEMORY;
+    }
+    for (i = 0; i < l->n; i++)
+        if (push_moves(o, l->k[i], step)) names[n++] = l->t[i].name;
+    res = wsync_rank_select(r, names, n, err);
+    free(names);
+    return res;
 }
 
 static wsync_result push_fabric_open(const push_opts *o, int sender, wsync_fabric *f, wsync_error *err)
@@ -313,7 +435,7 @@ static wsync_result push_check_part(push_receiver *r, size_t i, uint64_t step, w
     for (r0 = 0; r0 < t->row_count; r0 += band) {
         uint64_t r1 = t->row_count - r0 > band ? r0 + band : t->row_count, n = (r1 - r0) * cols;
         uint8_t *src = r->scratch;
-        push_fill_rows(src, t, r->l->k[i], r0, r1, step);
+        push_fill_rows(src, t, r->l->k[i], r0, r1, push_data_step(r->o, r->l->k[i], step));
         if (!fp8) {
             if (memcmp(src, r->mem + t->offset + r0 * cols * 2, (size_t)n * 2) != 0)
                 return push_mismatch(r, t, r->l->dst[i], "bytes", r0 * cols * 2, step, err);
@@ -346,7 +468,8 @@ static size_t push_scratch_bytes(const push_layout *l)
     return need;
 }
 
-/* At COMMIT: every byte against the step's data before the version moves. */
+/* At COMMIT: every byte against the step's data before the version moves
+   (--partial: the tensors the step did not move hold the previous step's). */
 static wsync_result push_on_commit(void *user, uint64_t step, wsync_error *err)
 {
     push_receiver *r = (push_receiver *)user;
@@ -378,12 +501,13 @@ static void push_dump(const push_opts *o, unsigned rank, const push_layout *l, c
         fprintf(f,
                 "%s\n {\"dst\": \"%s\", \"tensor\": %u, \"name\": \"%s\", \"shape\": [%llu, %llu], "
                 "\"row_begin\": %llu, \"rows\": %llu, \"col_begin\": %llu, \"cols\": %llu, \"dtype\": \"%s\", "
-                "\"offset\": %llu, \"block\": %u, \"scale_offset\": %llu}",
+                "\"offset\": %llu, \"block\": %u, \"scale_offset\": %llu, \"step\": %llu}",
                 i ? "," : "", l->dst[i], (unsigned)l->k[i], t->name, (unsigned long long)t->shape[0],
                 (unsigned long long)push_cols(t), (unsigned long long)t->row_begin, (unsigned long long)t->row_count,
                 (unsigned long long)t->col_begin, (unsigned long long)push_part_cols(t),
                 t->to_dtype == WSYNC_DTYPE_F8_E4M3 ? "f8_e4m3" : "bf16", (unsigned long long)t->offset,
-                (unsigned)t->block, (unsigned long long)t->scale_offset);
+                (unsigned)t->block, (unsigned long long)t->scale_offset,
+                (unsigned long long)(step ? push_data_step(o, l->k[i], step) : 0));
     }
     fprintf(f, "\n]}\n");
     fclose(f);
@@ -405,8 +529,9 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     memset(&f, 0, sizeof f);
     rc.rep.role = WSYNC_CTL_INFERENCE;
     rc.rep.rank = rank;
-    if (!(o->reshard ? push_layout_tp(&o->model, rank, o->inference, o->fp8, o->block, &l)
-                     : push_layout_make(&o->model, 0, 0, 0, &l)) ||
+    cli_push_layout lo;
+    push_layout_opts(o, &lo);
+    if (!push_rank_layout(&o->model, &lo, 0, rank, &l) ||
         !(rc.scratch = (uint8_t *)malloc(push_scratch_bytes(&l)))) {
         snprintf(rc.rep.msg, sizeof rc.rep.msg, "%s", "out of memory");
         goto out;
@@ -471,7 +596,16 @@ static void push_die_midway(wsync_rank *r)
     raise(SIGKILL);
 }
 
-static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, int rfd)
+/* One byte on `fd` (the parent's ready pipe): this trainer holds the data
+   of its next step, so that the parent's GO times the step's writes, not
+   the filling of the step before (a training step's optimizer). */
+static void push_ready(int fd)
+{
+    if (fd >= 0 && write(fd, "r", 1) != 1) { /* the parent then waits its timeout and says GO anyway */
+    }
+}
+
+static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, int rfd, int ready_fd)
 {
     push_layout l;
     push_report rep;
@@ -487,7 +621,9 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
     memset(&f, 0, sizeof f);
     rep.role = WSYNC_CTL_TRAINER;
     rep.rank = rank;
-    if (!push_layout_make(&o->model, rank, o->replica ? 0 : o->trainers, o->mesh_groups, &l)) {
+    cli_push_layout lo;
+    push_layout_opts(o, &lo);
+    if (!push_rank_layout(&o->model, &lo, 1, rank, &l)) {
         snprintf(rep.msg, sizeof rep.msg, "%s", "out of memory");
         goto out;
     }
@@ -513,6 +649,7 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
     ro.timeout_ms = o->timeout_ms * 3;
     ro.staging_bytes = o->watermark;
     if (wsync_rank_join(&ro, &r, &err) != WSYNC_OK) goto fail;
+    push_ready(ready_fd);
     for (;;) {
         uint64_t step = 0;
         int bye = 0;
@@ -526,14 +663,17 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
                      (unsigned long long)want);
             goto out;
         }
-        if (o->kill_role == WSYNC_CTL_TRAINER && o->kill_rank == (int)rank && o->kill_step == step)
-            push_die_midway(r);
-        res = wsync_rank_push(r, &err);
+        if ((res = push_select(o, r, &l, step, &err)) == WSYNC_OK) {
+            if (o->kill_role == WSYNC_CTL_TRAINER && o->kill_rank == (int)rank && o->kill_step == step)
+                push_die_midway(r);
+            res = wsync_rank_push(r, &err);
+        }
         if (o->stall_role == WSYNC_CTL_TRAINER && o->stall_rank == (int)rank && o->stall_step == step)
             raise(SIGSTOP);
         if (wsync_rank_done(r, step, res, res == WSYNC_OK ? "" : err.message, NULL) != WSYNC_OK) break;
         rep.version = step;
         push_fill_step(mem, &l, ++want);
+        push_ready(ready_fd);
     }
     rep.ok = 1;
     goto out;
@@ -561,7 +701,7 @@ static int push_parse_fault(const char *v, int *role, int *rank, uint64_t *step)
     if ((size_t)(at - colon - 1) >= sizeof num || at == colon + 1) return 0;
     memcpy(num, colon + 1, (size_t)(at - colon - 1));
     num[at - colon - 1] = 0;
-    if (!parse_u64(num, &r) || r > 65535 || !parse_u64(at + 1, step) || *step < 1) return 0;
+    if (!cli_parse_u64(num, &r) || r > 65535 || !cli_parse_u64(at + 1, step) || *step < 1) return 0;
     *rank = (int)r;
     return 1;
 }
@@ -571,6 +711,15 @@ static const char *push_usage =
     "                       [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--layout shard|replica]\n"
     "                       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--watermark-mb M] [--dump DIR]\n"
     "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall ROLE:RANK@STEP] [--bench]\n"
+    "                       [--schedule auto|plan|greedy] [--partial F]\n"
+    "The controller schedules with the planner (the plan `wsync plan --demo` prints for the\n"
+    "same model and layout: the same plan digest); --schedule greedy maps every inference\n"
+    "byte to the least loaded holder instead, auto (the default) falls back to it when the\n"
+    "planner does not model the layout. --bench prints the simulator's prediction for the\n"
+    "plan run, with constants measured here in the same run (the senders' rate all at once,\n"
+    "a core's copy and quantize rates on this data while every core works, per-task cost,\n"
+    "round trip, and the cores: every rank shares them), next to the measured step (GO, once\n"
+    "every trainer holds its data, to the last DONE).\n"
     "The direct path on this machine: a controller (this process), T trainer and I inference\n"
     "processes (default 4 and 2, model tiny, 3 steps). Trainers hold the model's bf16 tensors\n"
     "as row shards (--layout replica: each holds all of it); every inference rank holds the\n"
@@ -585,7 +734,13 @@ static const char *push_usage =
     "tests/push_check.py. Each step the trainers write straight into the inference ranks' memory\n"
     "(cma: process_vm_writev; shm: shared memory; tcp: the TCP fabric), and each inference\n"
     "rank checks every byte against the step's data, computed on its own, before its version\n"
-    "word moves. --kill makes a rank die in the middle of a step (a trainer after half its\n"
+    "word moves; the controller checks every trainer's report of the writes it ran against\n"
+    "the plan before COMMIT. --partial F makes every even step move only a fraction F\n"
+    "(0 < F <= 1) of the tensors, a deterministic choice per step that every trainer names\n"
+    "(odd steps move everything): the trainers fill every tensor with the step's data, and\n"
+    "the inference ranks check the tensors moved against it and the others against the\n"
+    "step before; the run ends with the partial steps' mean time over the full steps' (3 on).\n"
+    "--kill makes a rank die in the middle of a step (a trainer after half its\n"
     "writes, an inference rank right after GO), --stall makes a trainer stop before its DONE:\n"
     "the step must fail within --timeout-ms (default 5000) and the others keep their last\n"
     "complete step. Exit 0 when every step committed and every receiver was bit-exact at\n"
@@ -687,6 +842,239 @@ static void push_baselines(uint64_t bytes, double *memcpy_s, double *pvw_s)
     munmap(dst, (size_t)bytes);
 }
 
+/* ---- --bench: the simulator's constants measured on this machine ---- */
+
+typedef struct push_consts {
+    double send_Bps;           /* what one of T concurrent senders writes per second */
+    double task_s;             /* a small write's cost and the executor's hand-offs */
+    double copy_Bps, quant_Bps;
+    double rtt_s;              /* a control message's round trip between processes */
+    long cpus;                 /* the cores online */
+} push_consts;
+
+typedef struct push_mw {
+    wsync_fabric f;
+    wsync_fabric_mr *mr;
+    wsync_fabric_remote *rem;
+    uint8_t *src;
+    uint64_t len, at, n_small;
+    int ok;
+} push_mw;
+
+static void *push_mw_main(void *p)
+{
+    push_mw *w = (push_mw *)p;
+    wsync_error e;
+    uint64_t k;
+    w->ok = 1;
+    if (w->n_small) {
+        for (k = 0; k < w->n_small && w->ok; k++)
+            w->ok = w->f.write(w->f.user, w->mr, 0, w->rem, w->at + (k % 16) * 4096, 4096, &e) == WSYNC_OK;
+    } else {
+        w->ok = w->f.write(w->f.user, w->mr, 0, w->rem, w->at, w->len, &e) == WSYNC_OK;
+    }
+    if (w->ok) w->ok = w->f.flush(w->f.user, &e) == WSYNC_OK;
+    return NULL;
+}
+
+static wsync_result push_exec_nop(void *user, const wsync_exec_task *t, uint8_t *tmp, uint64_t off, wsync_error *err)
+{
+    (void)user, (void)t, (void)tmp, (void)off, (void)err;
+    return WSYNC_OK;
+}
+
+/* One core's copy and quantize rates, best of 3, on 32 MiB of bf16 (with
+   one per core, beyond the caches) holding the demo's own data: its bit
+   patterns decide the conversion's branches, so a rate measured on other
+   values would not be this data's. */
+typedef struct push_cq {
+    uint8_t *a, *b;
+    float *sc;
+    double copy_Bps, quant_Bps;
+} push_cq;
+
+#define PUSH_CQ_ROWS 4096u
+#define PUSH_CQ_COLS 4096u
+
+static int push_cq_init(push_cq *q, uint64_t k)
+{
+    uint64_t n = (uint64_t)PUSH_CQ_ROWS * PUSH_CQ_COLS * 2;
+    memset(q, 0, sizeof *q);
+    q->a = (uint8_t *)malloc((size_t)n);
+    q->b = (uint8_t *)malloc((size_t)n);
+    q->sc = (float *)malloc((size_t)wsync_quantize_scale_count(PUSH_CQ_ROWS, PUSH_CQ_COLS, 128) * 4);
+    if (!q->a || !q->b || !q->sc) return 0;
+    push_fill(q->a, 0, n, 1, k);
+    memset(q->b, 0, (size_t)n);
+    return 1;
+}
+
+static void *push_cq_main(void *p)
+{
+    push_cq *q = (push_cq *)p;
+    uint64_t n = (uint64_t)PUSH_CQ_ROWS * PUSH_CQ_COLS * 2;
+    int rep;
+    for (rep = 0; rep < 3; rep++) {
+        double s = push_now(), d;
+        memcpy(q->b, q->a, (size_t)n);
+        d = push_now() - s;
+        if (d > 0 && (double)n / d > q->copy_Bps) q->copy_Bps = (double)n / d;
+        s = push_now();
+        wsync_quantize_e4m3((const uint16_t *)(void *)q->a, PUSH_CQ_ROWS, PUSH_CQ_COLS, PUSH_CQ_COLS, 128, q->b,
+                            q->sc, NULL);
+        d = push_now() - s;
+        if (d > 0 && (double)n / d > q->quant_Bps) q->quant_Bps = (double)n / d;
+    }
+    return NULL;
+}
+
+/* T writers (each its own sender fabric, as each trainer has) into I
+   receivers (writer t into receiver t mod I), in this process: the rate one
+   sender gets while all write at once, best of 3; then the small-write cost. */
+static int push_measure(const push_opts *o, uint64_t B, push_consts *c)
+{
+    unsigned T = o->trainers, I = o->inference, t, rep;
+    wsync_fabric *rf = (wsync_fabric *)calloc(I, sizeof *rf);
+    wsync_fabric_mr **rmr = (wsync_fabric_mr **)calloc(I, sizeof *rmr);
+    wsync_fabric_desc *rd = (wsync_fabric_desc *)calloc(I, sizeof *rd);
+    void **rmem = (void **)calloc(I, sizeof *rmem);
+    push_mw *w = (push_mw *)calloc(T, sizeof *w);
+    pthread_t *th = (pthread_t *)calloc(T, sizeof *th);
+    uint64_t per = (T + I - 1) / I * B + 16 * 4096;
+    int shm = strcmp(o->backend, "shm") == 0, ok = rf && rmr && rd && rmem && w && th;
+    wsync_error e;
+    memset(c, 0, sizeof *c);
+    c->cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (c->cpus < 1) c->cpus = 1;
+    for (t = 0; ok && t < I; t++) {
+        ok = push_fabric_open(o, 0, &rf[t], &e) == WSYNC_OK;
+        if (ok && shm) ok = wsync_fabric_host_alloc(&rf[t], per, &rmem[t], &e) == WSYNC_OK;
+        else if (ok && !(rmem[t] = calloc(1, (size_t)per))) ok = 0;
+        if (ok) memset(rmem[t], 1, (size_t)per);
+        if (ok) ok = rf[t].reg(rf[t].user, rmem[t], per, WSYNC_MEM_HOST, &rmr[t], &rd[t], &e) == WSYNC_OK;
+    }
+    for (t = 0; ok && t < T; t++) {
+        wsync_fabric_desc unused;
+        w[t].len = B;
+        w[t].at = (t / I) * B;
+        ok = push_fabric_open(o, 1, &w[t].f, &e) == WSYNC_OK && (w[t].src = (uint8_t *)malloc((size_t)B)) != NULL;
+        if (ok) memset(w[t].src, 0x5A, (size_t)B);
+        if (ok) ok = w[t].f.reg(w[t].f.user, w[t].src, B, WSYNC_MEM_HOST, &w[t].mr, &unused, &e) == WSYNC_OK;
+        if (ok) ok = w[t].f.open_remote(w[t].f.user, &rd[t % I], &w[t].rem, &e) == WSYNC_OK;
+    }
+    for (rep = 0; ok && rep < 3; rep++) {
+        double s = push_now(), d;
+        for (t = 0; t < T; t++) pthread_create(&th[t], NULL, push_mw_main, &w[t]);
+        for (t = 0; t < T; t++) pthread_join(th[t], NULL);
+        d = push_now() - s;
+        for (t = 0; t < T; t++) ok = ok && w[t].ok;
+        if (ok && (c->send_Bps == 0 || (double)B / d > c->send_Bps)) c->send_Bps = (double)B / d;
+    }
+    if (ok) { /* small writes, one sender alone: per write beyond its bytes */
+        double s, d;
+        w[0].n_small = 512;
+        w[0].at = per - 16 * 4096;
+        s = push_now();
+        push_mw_main(&w[0]);
+        d = push_now() - s;
+        ok = w[0].ok;
+        c->task_s = d / 512 - 4096 / c->send_Bps * (T > I ? (double)I / T : 1.0);
+        if (c->task_s < 0) c->task_s = 0;
+    }
+    if (ok) { /* the executor's hand-offs per task: two stages doing nothing */
+        wsync_exec_options eo;
+        wsync_exec_task *tk = (wsync_exec_task *)calloc(1024, sizeof *tk);
+        double s;
+        memset(&eo, 0, sizeof eo);
+        eo.n_stages = 2;
+        eo.stages[0] = eo.stages[1] = push_exec_nop;
+        s = push_now();
+        if (tk && wsync_exec_run(&eo, tk, 1024, NULL, &e) == WSYNC_OK) c->task_s += (push_now() - s) / 1024;
+        free(tk);
+    }
+    for (t = 0; w && t < T; t++) {
+        if (w[t].f.close) wsync_fabric_close(&w[t].f);
+        free(w[t].src);
+    }
+    for (t = 0; rf && t < I; t++) {
+        if (rmr && rmr[t]) rf[t].dereg(rf[t].user, rmr[t]);
+        if (rmem && rmem[t] && shm) wsync_fabric_host_free(&rf[t], rmem[t]);
+        else if (rmem) free(rmem[t]);
+        if (rf[t].close) wsync_fabric_close(&rf[t]);
+    }
+    free(rf);
+    free(rmr);
+    free(rd);
+    free(rmem);
+    free(w);
+    free(th);
+    if (ok) { /* copy and quantize rates: what one core does while every core does the same */
+        pthread_t *ct = (pthread_t *)calloc((size_t)c->cpus, sizeof *ct);
+        push_cq *cq = (push_cq *)calloc((size_t)c->cpus, sizeof *cq);
+        long j;
+        ok = ct && cq;
+        for (j = 0; ok && j < c->cpus; j++) ok = push_cq_init(&cq[j], (uint64_t)j);
+        for (j = 0; ok && j < c->cpus; j++) pthread_create(&ct[j], NULL, push_cq_main, &cq[j]);
+        for (j = 0; ok && j < c->cpus; j++) pthread_join(ct[j], NULL);
+        for (j = 0; ok && j < c->cpus; j++) { /* the slowest core's */
+            if (j == 0 || cq[j].copy_Bps < c->copy_Bps) c->copy_Bps = cq[j].copy_Bps;
+            if (j == 0 || cq[j].quant_Bps < c->quant_Bps) c->quant_Bps = cq[j].quant_Bps;
+        }
+        for (j = 0; cq && j < c->cpus; j++) {
+            free(cq[j].a);
+            free(cq[j].b);
+            free(cq[j].sc);
+        }
+        free(ct);
+        free(cq);
+    }
+    if (ok) { /* a round trip between two processes over a socket, best of 200 */
+        int sv[2];
+        pid_t ch;
+        char x = 0;
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0 && (ch = fork()) >= 0) {
+            if (ch == 0) {
+                close(sv[0]);
+                while (read(sv[1], &x, 1) == 1)
+                    if (write(sv[1], &x, 1) != 1) break;
+                _exit(0);
+            }
+            close(sv[1]);
+            for (rep = 0; rep < 200; rep++) {
+                double s = push_now(), d;
+                if (write(sv[0], &x, 1) != 1 || read(sv[0], &x, 1) != 1) break;
+                d = push_now() - s;
+                if (c->rtt_s == 0 || d < c->rtt_s) c->rtt_s = d;
+            }
+            close(sv[0]);
+            waitpid(ch, NULL, 0);
+        }
+    }
+    return ok && c->send_Bps > 0;
+}
+
+/* Before GO: every trainer's ready byte (its data for the step is filled),
+   or the timeout (a trainer that died or stopped: GO then fails the step
+   by name). */
+static void push_wait_ready(int fd, unsigned n, int timeout_ms)
+{
+    double end = push_now() + timeout_ms / 1e3;
+    char b[64];
+    while (n > 0) {
+        struct pollfd pf;
+        ssize_t got;
+        int left = (int)((end - push_now()) * 1e3);
+        if (left <= 0) return;
+        pf.fd = fd;
+        pf.events = POLLIN;
+        pf.revents = 0;
+        if (poll(&pf, 1, left) <= 0) return;
+        got = read(fd, b, n < sizeof b ? n : sizeof b);
+        if (got <= 0) return;
+        n -= (unsigned)got;
+    }
+}
+
 static int push_run(const push_opts *o)
 {
     wsync_controller_options co;
@@ -697,10 +1085,10 @@ static int push_run(const push_opts *o)
     pid_t *pids = (pid_t *)calloc(n, sizeof *pids);
     push_report *reps = (push_report *)calloc(n, sizeof *reps);
     unsigned char *have = (unsigned char *)calloc(n, 1);
-    int pfd[2] = {-1, -1}, failed = 0, bad = 0;
-    uint64_t s, committed = 0;
-    double sum_t = 0, best_t = 0;
-    if (!pids || !reps || !have || pipe(pfd) != 0) {
+    int pfd[2] = {-1, -1}, rdy[2] = {-1, -1}, failed = 0, bad = 0;
+    uint64_t s, committed = 0, full_tasks = 0, part_tasks = 0, part_bytes = 0, part_n = 0, full_n = 0, wrong = 0;
+    double sum_t = 0, best_t = 0, first_t = 0, part_t = 0, full_t = 0;
+    if (!pids || !reps || !have || pipe(pfd) != 0 || pipe(rdy) != 0) {
         fprintf(stderr, "push-demo: out of memory or pipe\n");
         return 1;
     }
@@ -709,6 +1097,7 @@ static int push_run(const push_opts *o)
     co.n_inference = o->inference;
     co.step_timeout_ms = o->timeout_ms;
     co.join_timeout_ms = o->timeout_ms * 4;
+    co.schedule = o->schedule;
     if (wsync_controller_open(&co, &c, &err) != WSYNC_OK) {
         fprintf(stderr, "push-demo: %s\n", err.message);
         return 1;
@@ -724,13 +1113,15 @@ static int push_run(const push_opts *o)
         if (p == 0) {
             int rc;
             close(pfd[0]);
-            rc = i < o->trainers ? push_trainer_main(o, i, wsync_controller_port(c), pfd[1])
+            close(rdy[0]);
+            rc = i < o->trainers ? push_trainer_main(o, i, wsync_controller_port(c), pfd[1], rdy[1])
                                  : push_inference_main(o, i - o->trainers, wsync_controller_port(c), pfd[1]);
             _exit(rc);
         }
         pids[i] = p;
     }
     close(pfd[1]);
+    close(rdy[1]);
     if (!failed && wsync_controller_accept(c, &err) != WSYNC_OK) {
         fprintf(stderr, "push-demo: joining: %s\n", err.message);
         failed = 1;
@@ -741,11 +1132,21 @@ static int push_run(const push_opts *o)
                "%.1f MB per inference rank\n",
                (unsigned long long)plan.transfers, (double)plan.bytes / 1e6, (double)plan.max_trainer_bytes / 1e6,
                (double)plan.min_trainer_bytes / 1e6, (double)plan.max_inference_bytes / 1e6);
+        if (plan.schedule == WSYNC_CTL_SCHEDULE_PLAN)
+            printf("schedule: planner, %u mesh group%s, plan digest %016llx\n", plan.groups,
+                   plan.groups == 1 ? "" : "s", (unsigned long long)plan.digest);
+        else
+            printf("schedule: greedy (least loaded holder)%s%s\n", plan.why_greedy[0] ? "; the planner: " : "",
+                   plan.why_greedy);
         printf("%5s %12s %12s %10s  %s\n", "step", "transfer ms", "verify ms", "GB/s", "result");
     }
     for (s = 1; !failed && s <= o->steps; s++) {
         double tt = 0, vt = 0;
-        wsync_result r = wsync_controller_go(c, s, &err);
+        uint64_t tasks = 0, bytes = 0;
+        int part = o->partial > 0 && s % 2 == 0;
+        wsync_result r;
+        push_wait_ready(rdy[0], o->trainers, (int)o->timeout_ms);
+        r = wsync_controller_go(c, s, &err);
         if (r == WSYNC_OK && o->kill_role == WSYNC_CTL_INFERENCE && o->kill_step == s &&
             (unsigned)o->kill_rank < o->inference)
             kill(pids[o->trainers + (unsigned)o->kill_rank], SIGKILL);
@@ -756,12 +1157,79 @@ static int push_run(const push_opts *o)
             break;
         }
         wsync_controller_step_times(c, &tt, &vt);
-        sum_t += tt;
-        if (best_t == 0 || tt < best_t) best_t = tt;
+        /* what the trainers ran, as the controller checked it against the plan */
+        wsync_controller_step_tasks(c, &tasks, &bytes);
+        if (part) {
+            part_t += tt, part_n++, part_tasks += tasks, part_bytes += bytes;
+        } else {
+            if (tasks != plan.transfers || bytes != plan.bytes) wrong++; /* a full step is the whole plan */
+            full_tasks = tasks;
+            if (s > 1) full_t += tt, full_n++;
+            sum_t += tt;
+            if (s == 1) first_t = tt;
+            if (best_t == 0 || tt < best_t) best_t = tt;
+        }
         committed = s;
-        printf("%5llu %12.1f %12.1f %10.2f  ok: %u ranks bit-exact\n", (unsigned long long)s, tt * 1e3, vt * 1e3,
-               tt > 0 ? (double)plan.bytes / tt / 1e9 : 0.0, o->inference);
+        printf("%5llu %12.1f %12.1f %10.2f  ok: %u ranks bit-exact, %llu tasks%s\n", (unsigned long long)s, tt * 1e3,
+               vt * 1e3, tt > 0 ? (double)bytes / tt / 1e9 : 0.0, o->inference, (unsigned long long)tasks,
+               part ? " (partial)" : "");
         fflush(stdout);
+    }
+    if (committed && !wrong)
+        printf("executed tasks match the plan: %llu tasks at every full step%s\n", (unsigned long long)full_tasks,
+               part_n ? ", and at every partial step the tasks of the tensors the trainers named" : "");
+    else if (committed) {
+        printf("push-demo: EXECUTED TASKS DIFFER from the plan at %llu steps\n", (unsigned long long)wrong);
+        bad = 1;
+    }
+    if (part_n) {
+        double pm = part_t / (double)part_n, fm = full_n ? full_t / (double)full_n : 0;
+        printf("partial: %llu steps of %.0f%% of the tensors, %.0f tasks and %.2f MB each on average, %.2f ms mean; "
+               "full steps (3 on) %.2f ms mean for %llu tasks and %.2f MB; partial/full time %.3f, bytes %.3f\n",
+               (unsigned long long)part_n, o->partial * 100, (double)part_tasks / (double)part_n,
+               (double)part_bytes / (double)part_n / 1e6, pm * 1e3, fm * 1e3, (unsigned long long)full_tasks,
+               (double)plan.bytes / 1e6, fm > 0 ? pm / fm : 0.0,
+               (double)part_bytes / (double)part_n / (double)(plan.bytes ? plan.bytes : 1));
+    }
+    if (o->bench && !failed && committed) { /* the ranks wait for GO: the machine is ours */
+        const wsync_plan *pl = wsync_controller_plan_ref(c);
+        push_consts k;
+        wsync_plan_sim_options so;
+        wsync_plan_sim_result sr;
+        uint64_t B = plan.max_trainer_bytes;
+        /* the first step faults the receivers' pages in: the mean of the later ones */
+        uint64_t nf = committed - part_n; /* full steps */
+        double mean = nf > 1 ? (sum_t - first_t) / (double)(nf - 1) : sum_t, pred, replay = 0;
+        if (B < (1u << 20)) B = 1u << 20;
+        if (B > (64u << 20)) B = 64u << 20;
+        if (!pl) printf("bench: no prediction: the greedy schedule is no plan\n");
+        else if (!push_measure(o, B, &k)) printf("bench: no prediction: measuring the fabric failed\n");
+        else {
+            memset(&so, 0, sizeof so);
+            so.nic_gbps = k.send_Bps * 8 / 1e9;
+            so.recv_gbps = -1; /* folded into the concurrent senders' rate */
+            so.copy_gbps = k.copy_Bps * 8 / 1e9;
+            so.quant_gbps = k.quant_Bps * 8 / 1e9;
+            so.task_us = k.task_s > 0 ? k.task_s * 1e6 : -1;
+            so.barrier_us = k.rtt_s * 1e6 + 1e-3;
+            so.cpus = 0; /* the replay alone, for the record */
+            if (wsync_plan_simulate(pl, &so, &sr, &err) == WSYNC_OK) replay = sr.seconds + k.rtt_s;
+            so.cpus = (double)k.cpus;
+            if (wsync_plan_simulate(pl, &so, &sr, &err) != WSYNC_OK)
+                printf("bench: simulate: %s\n", err.message);
+            else {
+                pred = sr.seconds + k.rtt_s; /* and GO to DONE: one round trip */
+                printf("bench: measured constants: %.2f GB/s per sender (%u at once), copy %.2f GB/s, quantize "
+                       "%.2f GB/s (a core's while all work, this data), task %.1f us, round trip %.1f us, %ld cpus\n",
+                       k.send_Bps / 1e9, o->trainers, k.copy_Bps / 1e9, k.quant_Bps / 1e9, k.task_s * 1e6,
+                       k.rtt_s * 1e6, k.cpus);
+                printf("bench: step measured %.3f ms mean (%s), %.3f ms best; predicted %.3f ms (simulator on this plan, "
+                       "%u groups; replay %.3f ms with a core per rank, CPU work over %ld cores %.3f ms); "
+                       "measured/predicted %.3f mean, %.3f best\n",
+                       mean * 1e3, part_n ? "full steps 3 on" : "steps 2 on", best_t * 1e3, pred * 1e3, sr.n_groups,
+                       replay * 1e3, k.cpus, sr.cpu_seconds * 1e3, mean / pred, best_t / pred);
+            }
+        }
     }
     wsync_controller_close(c);
     if (o->stall_role == WSYNC_CTL_TRAINER) { /* it stopped itself, as asked: it cannot end alone */
@@ -784,6 +1252,7 @@ static int push_run(const push_opts *o)
         }
     }
     close(pfd[0]);
+    close(rdy[0]);
     for (i = o->trainers; i < n; i++) {
         push_report *r = &reps[i];
         unsigned ir = i - o->trainers;
@@ -808,8 +1277,9 @@ static int push_run(const push_opts *o)
         }
     if (!failed && !bad)
         printf("push-demo: %llu of %llu steps committed, every inference rank bit-exact at every step; "
-               "mean transfer %.1f ms\n",
-               (unsigned long long)committed, (unsigned long long)o->steps, sum_t * 1e3 / (double)(committed ? committed : 1));
+               "mean transfer %.1f ms (full steps)\n",
+               (unsigned long long)committed, (unsigned long long)o->steps,
+               sum_t * 1e3 / (double)(committed > part_n ? committed - part_n : 1));
     else
         printf("push-demo: %llu of %llu steps committed%s\n", (unsigned long long)committed,
                (unsigned long long)o->steps, bad ? "; a receiver is wrong or a process misbehaved" : "");
@@ -832,7 +1302,7 @@ static int push_run(const push_opts *o)
     return failed || bad ? 1 : 0;
 }
 
-static int cmd_push_demo(int argc, char **argv)
+int cmd_push_demo(int argc, char **argv)
 {
     push_opts o;
     const char *model = "tiny", *v;
@@ -847,54 +1317,70 @@ static int cmd_push_demo(int argc, char **argv)
     o.block = 128;
     o.watermark = 64ull << 20;
     for (i = 0; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (cli_is_help(argv[i])) {
             fputs(push_usage, stdout);
             return 0;
-        } else if (opt_value(argc, argv, &i, "--backend", &v)) {
+        } else if (cli_opt_value(argc, argv, &i, "--backend", &v)) {
             if (strcmp(v, "cma") && strcmp(v, "shm") && strcmp(v, "tcp"))
-                return usage_error("push-demo: --backend takes cma, shm or tcp, not '%s'", v);
+                return cli_usage_error("push-demo: --backend takes cma, shm or tcp, not '%s'", v);
             o.backend = v;
-        } else if (opt_value(argc, argv, &i, "--trainers", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > 64) return usage_error("push-demo: --trainers takes 1..64, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--trainers", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > 64)
+                return cli_usage_error("push-demo: --trainers takes 1..64, not '%s'", v);
             o.trainers = (unsigned)x;
-        } else if (opt_value(argc, argv, &i, "--inference", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > 64) return usage_error("push-demo: --inference takes 1..64, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--inference", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > 64)
+                return cli_usage_error("push-demo: --inference takes 1..64, not '%s'", v);
             o.inference = (unsigned)x;
-        } else if (opt_value(argc, argv, &i, "--steps", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > 100000) return usage_error("push-demo: --steps takes 1..100000, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--steps", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > 100000)
+                return cli_usage_error("push-demo: --steps takes 1..100000, not '%s'", v);
             o.steps = x;
-        } else if (opt_value(argc, argv, &i, "--timeout-ms", &v)) {
-            if (!parse_u64(v, &x) || x < 100 || x > 600000)
-                return usage_error("push-demo: --timeout-ms takes 100..600000, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--timeout-ms", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 100 || x > 600000)
+                return cli_usage_error("push-demo: --timeout-ms takes 100..600000, not '%s'", v);
             o.timeout_ms = (unsigned)x;
-        } else if (opt_value(argc, argv, &i, "--layout", &v)) {
+        } else if (cli_opt_value(argc, argv, &i, "--layout", &v)) {
             if (strcmp(v, "shard") && strcmp(v, "replica"))
-                return usage_error("push-demo: --layout takes shard or replica, not '%s'", v);
+                return cli_usage_error("push-demo: --layout takes shard or replica, not '%s'", v);
             o.replica = strcmp(v, "replica") == 0;
-        } else if (opt_value(argc, argv, &i, "--model", &v)) model = v;
-        else if (opt_value(argc, argv, &i, "--kill", &v)) {
+        } else if (cli_opt_value(argc, argv, &i, "--model", &v)) model = v;
+        else if (cli_opt_value(argc, argv, &i, "--kill", &v)) {
             if (!push_parse_fault(v, &o.kill_role, &o.kill_rank, &o.kill_step))
-                return usage_error("push-demo: --kill takes trainer:R@S or inference:R@S, not '%s'", v);
-        } else if (opt_value(argc, argv, &i, "--stall", &v)) {
+                return cli_usage_error("push-demo: --kill takes trainer:R@S or inference:R@S, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--stall", &v)) {
             if (!push_parse_fault(v, &o.stall_role, &o.stall_rank, &o.stall_step) || o.stall_role != WSYNC_CTL_TRAINER)
-                return usage_error("push-demo: --stall takes trainer:R@S, not '%s'", v);
+                return cli_usage_error("push-demo: --stall takes trainer:R@S, not '%s'", v);
         } else if (strcmp(argv[i], "--bench") == 0) o.bench = 1;
         else if (strcmp(argv[i], "--reshard") == 0) o.reshard = 1;
+        else if (cli_opt_value(argc, argv, &i, "--schedule", &v)) {
+            if (strcmp(v, "auto") == 0) o.schedule = WSYNC_CTL_SCHEDULE_AUTO;
+            else if (strcmp(v, "plan") == 0) o.schedule = WSYNC_CTL_SCHEDULE_PLAN;
+            else if (strcmp(v, "greedy") == 0) o.schedule = WSYNC_CTL_SCHEDULE_GREEDY;
+            else return cli_usage_error("push-demo: --schedule takes auto, plan or greedy, not '%s'", v);
+        }
         else if (strcmp(argv[i], "--mesh-groups") == 0) o.mesh_groups = 1;
+        else if (cli_opt_value(argc, argv, &i, "--partial", &v)) {
+            char *end = NULL;
+            o.partial = strtod(v, &end);
+            if (!end || *end || end == v || !(o.partial > 0 && o.partial <= 1))
+                return cli_usage_error("push-demo: --partial takes a fraction in (0, 1], not '%s'", v);
+        }
         else if (strcmp(argv[i], "--fp8") == 0) o.fp8 = o.reshard = 1;
-        else if (opt_value(argc, argv, &i, "--block", &v)) {
-            if (!parse_u64(v, &x) || x > 4096) return usage_error("push-demo: --block takes 0..4096, not '%s'", v);
+        else if (cli_opt_value(argc, argv, &i, "--block", &v)) {
+            if (!cli_parse_u64(v, &x) || x > 4096)
+                return cli_usage_error("push-demo: --block takes 0..4096, not '%s'", v);
             o.block = (unsigned)x;
-        } else if (opt_value(argc, argv, &i, "--watermark-mb", &v)) {
-            if (!parse_u64(v, &x) || x < 1 || x > 65536)
-                return usage_error("push-demo: --watermark-mb takes 1..65536, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--watermark-mb", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > 65536)
+                return cli_usage_error("push-demo: --watermark-mb takes 1..65536, not '%s'", v);
             o.watermark = x << 20;
-        } else if (opt_value(argc, argv, &i, "--dump", &v)) o.dump = v;
+        } else if (cli_opt_value(argc, argv, &i, "--dump", &v)) o.dump = v;
         else if (argv[i][0] == '-' && argv[i][1])
-            return usage_error("push-demo: unknown or incomplete option '%s'", argv[i]);
-        else return usage_error("push-demo: unexpected argument '%s'", argv[i]);
+            return cli_usage_error("push-demo: unknown or incomplete option '%s'", argv[i]);
+        else return cli_usage_error("push-demo: unexpected argument '%s'", argv[i]);
     }
-    if (wsync_gen_model_lookup(model, &o.model) != WSYNC_OK) return usage_models("push-demo", model);
+    if (wsync_gen_model_lookup(model, &o.model) != WSYNC_OK) return cli_usage_models("push-demo", model);
     if (o.fp8 && !o.replica) {
         /* a tile's scale needs every element of the tile at one sender */
         fputs("push-demo: --fp8 needs whole tensors at the trainers: add --layout replica\n", stderr);
@@ -903,7 +1389,7 @@ static int cmd_push_demo(int argc, char **argv)
     if ((o.kill_role == WSYNC_CTL_TRAINER && (unsigned)o.kill_rank >= o.trainers) ||
         (o.kill_role == WSYNC_CTL_INFERENCE && (unsigned)o.kill_rank >= o.inference) ||
         (o.stall_role && (unsigned)o.stall_rank >= o.trainers))
-        return usage_error("%s", "push-demo: --kill/--stall names a rank that does not exist");
+        return cli_usage_error("%s", "push-demo: --kill/--stall names a rank that does not exist");
     printf("push-demo: %s (%zu tensors, %.1f MB bf16), backend %s, %u trainers (%s) -> %u inference ranks "
            "(%s), %llu steps\n",
            o.model.name, o.model.n_tensors, (double)o.model.n_params * 2 / 1e6, o.backend, o.trainers,

@@ -83,7 +83,8 @@ per-step distribution matches AdamW's after warm-up (measured: 1.61% of
 qwen3-0.6b changes per step in both); what it lacks is the step-to-step
 correlation of m's noise, the cold start (AdamW's first step moves every
 element by lr*|g|/(|g|+eps), about lr), and momentum on embedding rows that
-get no gradient (LIGHT moves them by 0). A step costs about 25% less.
+get no gradient (LIGHT moves them by 0). A step is cheaper: no m and v to
+read, update and write.
 
 `warm_start` (AdamW) starts m and v at that steady state instead of zero and
 drops the bias correction, so step 1 already has post-warm-up statistics.
@@ -95,9 +96,9 @@ qwen2.5-7b, slices of 2^24 elements need 200 MB of AdamW state.
 SPEED
 =====
 Per element and step: two normal samples (a hash of the element index and
-a ziggurat), the AdamW arithmetic in fp32 and the cast: about 9 ns on one
-x86-64 core at -O2 (LIGHT 7 ns), so a qwen3-0.6b step is about 5 s of CPU,
-under 3 s on two idle cores. cfg.threads > 1 runs on POSIX threads (build
+a ziggurat), the AdamW arithmetic in fp32 and the cast, so the cost is
+linear in the elements and a full-size model's step takes seconds of CPU
+(BENCHMARKS.md has the figures). cfg.threads > 1 runs on POSIX threads (build
 with -lpthread; define WSYNC_GEN_NO_THREADS to compile without them),
 splitting work into blocks of 2^18 elements. The first touch of fresh memory
 (init) can cost as much again in page faults.

@@ -1,0 +1,1180 @@
+/* _capi.c: the C side of wsync's Python binding, built as build/libwsync.so
+   by `make python`.
+
+   wsync.h's structs are large and change between versions; Python must
+   never mirror them. This file compiles the headers (every wsync_ function
+   static: the library exports only what is below) and exports a small, flat
+   API of its own, made for ctypes: opaque handles, fixed-width integers,
+   pointers, C strings, one callback type (wspy_changes_fn), and plain
+   structs of 64-bit fields declared here (wspy_error and the stats), whose
+   sizes Python checks at load time through wspy_sizeof. wspy_abi_version changes whenever any of it does.
+
+   Tensors cross as parallel arrays: names (C strings), dtypes (wsync_dtype
+   numbers), ranks, the shapes of all tensors concatenated, and data
+   pointers. Nothing here keeps global mutable state: two threads may use two
+   handles at once; one handle belongs to one thread at a time (the
+   subscriber's ready/step/status and the mirror's steps, digest and status
+   excepted, as in wsync.h). Every entry point
+   checks its pointers and sizes and reports through wspy_error; none aborts
+   on bad input. */
+#define _POSIX_C_SOURCE 200809L
+#define WSYNC_STATIC
+#define WSYNC_IMPLEMENTATION
+#include "wsync.h"
+/* URL stores need libcurl: the Makefile defines WSPY_HTTP=1 and links
+   -lcurl when its development files are there. */
+#if !defined(WSPY_HTTP) || !WSPY_HTTP
+#define WSYNC_HTTP_NO_CURL
+#endif
+#define WSYNC_HTTP_IMPLEMENTATION
+#include "wsync_http.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WSPY_API __attribute__((visibility("default")))
+#else
+#define WSPY_API
+#endif
+
+/* Bump on any change to a signature or struct below. */
+#define WSPY_ABI_VERSION 2
+
+typedef struct wspy_error {
+    int64_t code;          /* wsync_result; 0 ok */
+    uint64_t offset;       /* byte offset in the input; UINT64_MAX if none */
+    char tensor[128];
+    char message[512];
+} wspy_error;
+
+typedef struct wspy_publish_stats {
+    uint64_t step, wrote_anchor, wrote_delta, base_step;
+    uint64_t elements, changed, delta_bytes, anchor_bytes;
+    uint64_t deleted, retention_failed, state;
+    double encode_seconds, put_seconds;
+    double seconds;        /* wall time of wsync_publish itself, timed here */
+} wspy_publish_stats;
+
+typedef struct wspy_sync_stats {
+    uint64_t had_step, from_step, step, head_step, verified;
+    uint64_t anchors, deltas, rejected, bytes_fetched;
+    double seconds;        /* wall time of the sync (or apply_ready) itself */
+    char path[160];
+} wspy_sync_stats;
+
+typedef struct wspy_delta_stats {
+    uint64_t encoding, has_steps, base_step, step, has_base;
+    uint64_t tensors, changed_tensors, elements, changed, bytes;
+    double seconds;        /* wall time of the encode or apply itself */
+} wspy_delta_stats;
+
+typedef struct wspy_prefetch_status {
+    uint64_t running, polls, head_known, head_step, ready, ready_step;
+    uint64_t caught_up, refused, interval_ms;
+    double last_error_time;
+    wspy_error last_error; /* code 0: no failure */
+} wspy_prefetch_status;
+
+/* One chunk of a tensor's changes (wsync_changes, flattened): tensor index
+   (the order given to wspy_mirror_open), whole (1: values are all of the
+   tensor's bytes, positions NULL, count its elements), count, positions
+   (count ascending uint64 flat element positions), values (count * width
+   bytes), width (bytes per element), last (the tensor's last chunk). The
+   pointers are valid only during the call. A nonzero return stops the take
+   with WSYNC_ERR_SINK (wsync_mirror_take: the next take hands again). */
+typedef int32_t (*wspy_changes_fn)(void *user, uint64_t index, int32_t whole, uint64_t count,
+                                   const uint64_t *positions, const void *values, uint32_t width, int32_t last);
+
+typedef struct wspy_mirror_stats {
+    uint64_t had_step, from_step, has_step, step, handed, busy;
+    uint64_t steps, tensors, whole_tensors, positions, bytes, chunks, record_bytes;
+    double pause_seconds;  /* time inside wsync_mirror_take, callback included */
+    double wait_seconds;   /* of which waiting for an apply to finish */
+} wspy_mirror_stats;
+
+/* ---- small helpers ---- */
+
+static double wspy__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void wspy__copy(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static void wspy__from(wspy_error *out, const wsync_error *e)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->code = (int64_t)e->code;
+    out->offset = e->offset;
+    wspy__copy(out->tensor, sizeof out->tensor, e->tensor);
+    wspy__copy(out->message, sizeof out->message, e->message);
+}
+
+static void wspy__reset(wspy_error *out)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->offset = UINT64_MAX;
+}
+
+/* Fails with `code` and a formatted message (no tensor, no offset). */
+static int32_t wspy__fail(wspy_error *out, wsync_result code, const char *fmt, ...)
+{
+    va_list ap;
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->code = (int64_t)code;
+        out->offset = UINT64_MAX;
+        va_start(ap, fmt);
+        vsnprintf(out->message, sizeof out->message, fmt, ap);
+        va_end(ap);
+    }
+    return (int32_t)code;
+}
+
+static int32_t wspy__ret(wsync_result r, const wsync_error *e, wspy_error *out)
+{
+    if (r != WSYNC_OK) wspy__from(out, e);
+    else wspy__reset(out);
+    return (int32_t)r;
+}
+
+/* ---- tensors as parallel arrays ---- */
+
+typedef struct wspy__tset {
+    wsync_tensor *t;
+    size_t n;
+    void *block;           /* copies of names and shapes (when owned) */
+} wspy__tset;
+
+static void wspy__tset_free(wspy__tset *s)
+{
+    free(s->t);
+    free(s->block);
+    memset(s, 0, sizeof *s);
+}
+
+/* Builds n wsync_tensors. With own, names and shapes are copied (they must
+   outlive a subscriber); else they point into the caller's arrays. */
+static int32_t wspy__tset_make(wspy__tset *s, size_t n, const char *const *names, const int32_t *dtypes,
+                               const uint32_t *ranks, const uint64_t *shapes, void *const *datas, int own,
+                               wspy_error *out)
+{
+    size_t i, dims = 0, bytes = 0, at = 0;
+    uint64_t *shape_copy = NULL;
+    char *name_copy = NULL;
+    wsync_error e;
+    memset(s, 0, sizeof *s);
+    if (n && (!names || !dtypes || !ranks || !datas))
+        return wspy__fail(out, WSYNC_ERR_INVALID_ARGUMENT, "tensor arrays missing");
+    if (n > (SIZE_MAX / sizeof(wsync_tensor)) - 1)
+        return wspy__fail(out, WSYNC_ERR_OVERFLOW, "%zu tensors", n);
+    for (i = 0; i < n; i++) {
+        if (!names[i]) return wspy__fail(out, WSYNC_ERR_INVALID_ARGUMENT, "tensor %zu has no name", i);
+        if (ranks[i] > WSYNC_ST_DEFAULT_MAX_RANK)
+            return wspy__fail(out, WSYNC_ERR_RANK_TOO_LARGE, "tensor '%.100s': rank %u", names[i],
+                              (unsigned)ranks[i]);
+        dims += ranks[i];
+        if (own) bytes += strlen(names[i]) + 1;
+    }
+    if (dims && !shapes) return wspy__fail(out, WSYNC_ERR_INVALID_ARGUMENT, "tensor shapes missing");
+    s->t = (wsync_tensor *)calloc(n ? n : 1, sizeof *s->t);
+    if (!s->t) return wspy__fail(out, WSYNC_ERR_OUT_OF_MEMORY, "%zu tensors", n);
+    if (own) {
+        s->block = malloc(dims * sizeof(uint64_t) + bytes + 1);
+        if (!s->block) {
+            wspy__tset_free(s);
+            return wspy__fail(out, WSYNC_ERR_OUT_OF_MEMORY, "tensor names");
+        }
+        shape_copy = (uint64_t *)s->block;
+        if (dims) memcpy(shape_copy, shapes, dims * sizeof(uint64_t));
+        name_copy = (char *)(shape_copy + dims);
+    }
+    s->n = n;
+    for (i = 0; i < n; i++) {
+        const char *name = names[i];
+        const uint64_t *shape = ranks[i] ? (own ? shape_copy : shapes) + at : NULL;
+        wsync_result r;
+        if (own) {
+            size_t len = strlen(names[i]) + 1;
+            memcpy(name_copy, names[i], len);
+            name = name_copy;
+            name_copy += len;
+        }
+        r = wsync_tensor_dense(&s->t[i], name, (wsync_dtype)dtypes[i], ranks[i], shape, datas[i], &e);
+        if (r != WSYNC_OK) {
+            wspy__tset_free(s);
+            return wspy__ret(r, &e, out);
+        }
+        at += ranks[i];
+    }
+    return 0;
+}
+
+/* ---- version, names ---- */
+
+WSPY_API int32_t wspy_abi_version(void) { return WSPY_ABI_VERSION; }
+WSPY_API const char *wspy_version(void) { return WSYNC_VERSION_STRING; }
+WSPY_API int32_t wspy_has_http(void)
+{
+#if defined(WSPY_HTTP) && WSPY_HTTP
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* Sizes of the structs above, for the binding's check: 0 error,
+   1 publish stats, 2 sync stats, 3 delta stats, 4 prefetch status,
+   5 mirror stats. */
+WSPY_API uint64_t wspy_sizeof(int32_t what)
+{
+    switch (what) {
+    case 0: return sizeof(wspy_error);
+    case 1: return sizeof(wspy_publish_stats);
+    case 2: return sizeof(wspy_sync_stats);
+    case 3: return sizeof(wspy_delta_stats);
+    case 4: return sizeof(wspy_prefetch_status);
+    case 5: return sizeof(wspy_mirror_stats);
+    default: return 0;
+    }
+}
+
+/* "WSYNC_ERR_CORRUPT"; "WSYNC_ERR_UNKNOWN" for a code out of range. */
+WSPY_API const char *wspy_result_name(int64_t code)
+{
+    if (code < 0 || code >= (int64_t)WSYNC_RESULT_COUNT) return "WSYNC_ERR_UNKNOWN";
+    return wsync_result_name((wsync_result)code);
+}
+
+WSPY_API const char *wspy_result_str(int64_t code)
+{
+    if (code < 0 || code >= (int64_t)WSYNC_RESULT_COUNT) return "unknown result";
+    return wsync_result_str((wsync_result)code);
+}
+
+WSPY_API const char *wspy_dtype_name(int32_t dtype)
+{
+    if (dtype <= 0 || dtype >= (int32_t)WSYNC_DTYPE_COUNT) return "INVALID";
+    return wsync_dtype_name((wsync_dtype)dtype);
+}
+
+/* 0 when unknown. */
+WSPY_API int32_t wspy_dtype_from_name(const char *name)
+{
+    return name ? (int32_t)wsync_dtype_from_name(name, strlen(name)) : 0;
+}
+
+WSPY_API uint32_t wspy_dtype_bits(int32_t dtype)
+{
+    if (dtype <= 0 || dtype >= (int32_t)WSYNC_DTYPE_COUNT) return 0;
+    return wsync_dtype_bits((wsync_dtype)dtype);
+}
+
+/* 0 when unknown. */
+WSPY_API int32_t wspy_encoding_from_name(const char *name)
+{
+    return name ? (int32_t)wsync_encoding_from_name(name) : 0;
+}
+
+WSPY_API const char *wspy_encoding_name(int32_t e)
+{
+    if (e < (int32_t)WSYNC_ENCODING_PACKED || e > (int32_t)WSYNC_ENCODING_TRL_V3) return "";
+    return wsync_encoding_name((wsync_encoding)e);
+}
+
+/* Frees what wspy_delta_encode returned. */
+WSPY_API void wspy_free(void *p) { free(p); }
+
+/* ---- digests and the bitwise diff ---- */
+
+WSPY_API uint64_t wspy_digest(const void *bytes, uint64_t len)
+{
+    if (!bytes && len) return 0;
+    if (len > (uint64_t)SIZE_MAX) return 0;
+    return wsync_digest(bytes, (size_t)len);
+}
+
+/* Positions (ascending) where n elements of `width` bytes differ, into pos
+   (room for n). Returns the count, or UINT64_MAX for a bad argument (width
+   not 1, 2, 4 or 8; n above 2^32; a NULL buffer). */
+WSPY_API uint64_t wspy_diff_positions(const void *a, const void *b, uint64_t n, uint32_t width, uint32_t *pos)
+{
+    if (width != 1 && width != 2 && width != 4 && width != 8) return UINT64_MAX;
+    if (n > ((uint64_t)1 << 32) || n > (uint64_t)SIZE_MAX) return UINT64_MAX;
+    if (n && (!a || !b || !pos)) return UINT64_MAX;
+    return (uint64_t)wsync_diff(a, b, (size_t)n, width, pos);
+}
+
+WSPY_API int32_t wspy_state_digest(uint64_t n, const char *const *names, const int32_t *dtypes,
+                                   const uint32_t *ranks, const uint64_t *shapes, void *const *datas,
+                                   uint32_t threads, uint64_t *out, wspy_error *err)
+{
+    wspy__tset s;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
+    if ((rc = wspy__tset_make(&s, (size_t)n, names, dtypes, ranks, shapes, datas, 0, err)) != 0) return rc;
+    r = wsync_state_digest(s.t, s.n, threads, out, &e);
+    wspy__tset_free(&s);
+    return wspy__ret(r, &e, err);
+}
+
+/* ---- stores ---- */
+
+#define WSPY_STORE_MUST_EXIST 1u /* a directory store's root must exist (readers) */
+#define WSPY_STORE_NO_FSYNC 2u   /* directory store: skip fsync (tests) */
+#define WSPY_STORE_INSECURE 4u   /* https: do not verify certificates (tests) */
+
+/* A directory, http(s)://host[:port]/prefix, or s3://bucket/prefix (with
+   AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+   AWS_SESSION_TOKEN from the environment, as the CLI). */
+static int32_t wspy__store_open(const char *spec, uint32_t flags, wsync_store *out, wspy_error *err)
+{
+    wsync_error e;
+    wsync_result r;
+    memset(out, 0, sizeof *out);
+    if (!spec || !*spec) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no store given");
+    if (strncmp(spec, "http://", 7) == 0 || strncmp(spec, "https://", 8) == 0) {
+        wsync_http_options ho;
+        memset(&ho, 0, sizeof ho);
+        ho.insecure = (flags & WSPY_STORE_INSECURE) ? 1 : 0;
+        r = wsync_store_http_open(spec, &ho, out, &e);
+    } else if (strncmp(spec, "s3://", 5) == 0) {
+        wsync_s3_options so;
+        memset(&so, 0, sizeof so);
+        so.http.insecure = (flags & WSPY_STORE_INSECURE) ? 1 : 0;
+        r = wsync_store_s3_open(spec, &so, out, &e);
+    } else {
+        wsync_store_options o;
+        struct stat sb;
+        if (strstr(spec, "://"))
+            return wspy__fail(err, WSYNC_ERR_UNSUPPORTED,
+                              "store '%.300s': not a directory, http://, https:// or s3:// store", spec);
+        if ((flags & WSPY_STORE_MUST_EXIST) && (stat(spec, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+            return wspy__fail(err, WSYNC_ERR_NOT_FOUND, "store '%.300s' is not a directory", spec);
+        memset(&o, 0, sizeof o);
+        o.no_fsync = (flags & WSPY_STORE_NO_FSYNC) ? 1 : 0;
+        r = wsync_store_dir_open(spec, &o, out, &e);
+    }
+    if (r != WSYNC_OK) memset(out, 0, sizeof *out);
+    return wspy__ret(r, &e, err);
+}
+
+static void wspy__chain_opt(wsync_chain_options *o, const char *prefix, int32_t encoding, uint32_t anchor_every,
+                            double anchor_fraction, uint32_t retain, uint32_t threads, uint32_t flags)
+{
+    memset(o, 0, sizeof *o);
+    o->prefix = prefix;
+    o->encoding = (wsync_encoding)encoding;
+    o->anchor_every = anchor_every;
+    o->anchor_fraction = anchor_fraction;
+    o->retain = retain;
+    o->threads = threads;
+    o->flags = flags;
+}
+
+/* ---- publisher ---- */
+
+typedef struct wspy_publisher {
+    wsync_store store;
+    wsync_publisher *p;
+} wspy_publisher;
+
+/* flags: WSYNC_CHAIN_* (2 keep F32, 4 new chain); encoding 0: packed. */
+WSPY_API int32_t wspy_publisher_open(const char *store, uint32_t store_flags, const char *prefix, int32_t encoding,
+                                     uint32_t anchor_every, double anchor_fraction, uint32_t retain,
+                                     uint32_t threads, uint32_t flags, wspy_publisher **out, wspy_error *err)
+{
+    wspy_publisher *h;
+    wsync_chain_options o;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output handle");
+    *out = NULL;
+    if (encoding < 0 || encoding > (int32_t)WSYNC_ENCODING_TRL_V3)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "encoding %d", (int)encoding);
+    if (!(anchor_fraction >= 0.0 && anchor_fraction <= 1e9))
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "anchor_fraction out of range");
+    h = (wspy_publisher *)calloc(1, sizeof *h);
+    if (!h) return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "publisher");
+    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+        free(h);
+        return rc;
+    }
+    wspy__chain_opt(&o, prefix, encoding, anchor_every, anchor_fraction, retain, threads, flags);
+    r = wsync_publisher_open(&h->store, &o, &h->p, &e);
+    if (r != WSYNC_OK) {
+        wsync_store_close(&h->store);
+        free(h);
+        return wspy__ret(r, &e, err);
+    }
+    *out = h;
+    return wspy__ret(r, &e, err);
+}
+
+WSPY_API int32_t wspy_publish(wspy_publisher *h, uint64_t step, uint64_t n, const char *const *names,
+                              const int32_t *dtypes, const uint32_t *ranks, const uint64_t *shapes,
+                              void *const *datas, wspy_publish_stats *stats, wspy_error *err)
+{
+    wspy__tset s;
+    wsync_publish_stats st;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!h || !h->p) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "publisher is closed");
+    if (step > WSYNC_STEP_MAX) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu",
+                                                 (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__tset_make(&s, (size_t)n, names, dtypes, ranks, shapes, datas, 0, err)) != 0) return rc;
+    memset(&st, 0, sizeof st);
+    t0 = wspy__now();
+    r = wsync_publish(h->p, step, s.t, s.n, &st, &e);
+    if (stats) {
+        stats->seconds = wspy__now() - t0;
+        stats->step = st.step;
+        stats->wrote_anchor = (uint64_t)st.wrote_anchor;
+        stats->wrote_delta = (uint64_t)st.wrote_delta;
+        stats->base_step = st.base_step;
+        stats->elements = st.elements;
+        stats->changed = st.changed;
+        stats->delta_bytes = st.delta_bytes;
+        stats->anchor_bytes = st.anchor_bytes;
+        stats->deleted = st.deleted;
+        stats->retention_failed = st.retention_failed;
+        stats->state = st.state;
+        stats->encode_seconds = st.encode_seconds;
+        stats->put_seconds = st.put_seconds;
+    }
+    wspy__tset_free(&s);
+    return wspy__ret(r, &e, err);
+}
+
+/* 1 and *step when the chain has a HEAD step; 0 otherwise (or closed). */
+WSPY_API int32_t wspy_publisher_head(const wspy_publisher *h, uint64_t *step)
+{
+    uint64_t s = 0;
+    if (!h || !h->p) return 0;
+    if (!wsync_publisher_head(h->p, &s)) return 0;
+    if (step) *step = s;
+    return 1;
+}
+
+WSPY_API void wspy_publisher_close(wspy_publisher *h)
+{
+    if (!h) return;
+    if (h->p) wsync_publisher_close(h->p);
+    wsync_store_close(&h->store);
+    free(h);
+}
+
+/* ---- subscriber ---- */
+
+typedef struct wspy_subscriber {
+    wsync_store store;
+    wsync_subscriber *s;
+    wspy__tset targets;    /* names and shapes copied; data stay the caller's */
+    char *prefix;
+} wspy_subscriber;
+
+/* The targets' memory stays the caller's and must outlive the handle.
+   flags: WSYNC_CHAIN_VERIFY_STATE (1). */
+WSPY_API int32_t wspy_subscriber_open(const char *store, uint32_t store_flags, const char *prefix,
+                                      uint32_t threads, uint32_t flags, uint64_t n, const char *const *names,
+                                      const int32_t *dtypes, const uint32_t *ranks, const uint64_t *shapes,
+                                      void *const *datas, wspy_subscriber **out, wspy_error *err)
+{
+    wspy_subscriber *h;
+    wsync_chain_options o;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output handle");
+    *out = NULL;
+    h = (wspy_subscriber *)calloc(1, sizeof *h);
+    if (!h) return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "subscriber");
+    if ((rc = wspy__tset_make(&h->targets, (size_t)n, names, dtypes, ranks, shapes, datas, 1, err)) != 0) {
+        free(h);
+        return rc;
+    }
+    if (prefix && *prefix) {
+        size_t len = strlen(prefix) + 1;
+        h->prefix = (char *)malloc(len);
+        if (!h->prefix) {
+            wspy__tset_free(&h->targets);
+            free(h);
+            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
+        }
+        memcpy(h->prefix, prefix, len);
+    }
+    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+        wspy__tset_free(&h->targets);
+        free(h->prefix);
+        free(h);
+        return rc;
+    }
+    wspy__chain_opt(&o, h->prefix, 0, 0, 0.0, 0, threads, flags);
+    r = wsync_subscriber_open(&h->store, h->targets.t, h->targets.n, &o, &h->s, &e);
+    if (r != WSYNC_OK) {
+        wsync_store_close(&h->store);
+        wspy__tset_free(&h->targets);
+        free(h->prefix);
+        free(h);
+        return wspy__ret(r, &e, err);
+    }
+    *out = h;
+    return wspy__ret(r, &e, err);
+}
+
+static void wspy__sync_stats(wspy_sync_stats *out, const wsync_sync_stats *st, double seconds)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->had_step = (uint64_t)st->had_step;
+    out->from_step = st->from_step;
+    out->step = st->step;
+    out->head_step = st->head_step;
+    out->verified = (uint64_t)st->verified;
+    out->anchors = st->anchors;
+    out->deltas = st->deltas;
+    out->rejected = st->rejected;
+    out->bytes_fetched = st->bytes_fetched;
+    out->seconds = seconds;
+    wspy__copy(out->path, sizeof out->path, st->path);
+}
+
+/* step UINT64_MAX: HEAD's. */
+WSPY_API int32_t wspy_subscriber_sync(wspy_subscriber *h, uint64_t step, wspy_sync_stats *stats,
+                                      wspy_error *err)
+{
+    wsync_sync_stats st;
+    wsync_error e;
+    wsync_result r;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!h || !h->s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "subscriber is closed");
+    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    memset(&st, 0, sizeof st);
+    t0 = wspy__now();
+    r = wsync_subscriber_sync(h->s, step, &st, &e);
+    wspy__sync_stats(stats, &st, wspy__now() - t0);
+    return wspy__ret(r, &e, err);
+}
+
+WSPY_API int32_t wspy_subscriber_step(const wspy_subscriber *h, uint64_t *step)
+{
+    uint64_t s = 0;
+    if (!h || !h->s) return 0;
+    if (!wsync_subscriber_step(h->s, &s)) return 0;
+    if (step) *step = s;
+    return 1;
+}
+
+WSPY_API int32_t wspy_subscriber_set_step(wspy_subscriber *h, uint64_t step, wspy_error *err)
+{
+    if (!h || !h->s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "subscriber is closed");
+    if (step > WSYNC_STEP_MAX)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    wsync_subscriber_set_step(h->s, step);
+    wspy__reset(err);
+    return 0;
+}
+
+WSPY_API int32_t wspy_subscriber_start(wspy_subscriber *h, uint32_t interval_ms, wspy_error *err)
+{
+    wsync_error e;
+    wsync_result r;
+    if (!h || !h->s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "subscriber is closed");
+    r = wsync_subscriber_start(h->s, interval_ms, &e);
+    return wspy__ret(r, &e, err);
+}
+
+WSPY_API int32_t wspy_subscriber_ready(wspy_subscriber *h, uint64_t *step)
+{
+    uint64_t s = 0;
+    if (!h || !h->s) return 0;
+    if (!wsync_subscriber_ready(h->s, &s)) return 0;
+    if (step) *step = s;
+    return 1;
+}
+
+WSPY_API int32_t wspy_subscriber_apply_ready(wspy_subscriber *h, wspy_sync_stats *stats, wspy_error *err)
+{
+    wsync_sync_stats st;
+    wsync_error e;
+    wsync_result r;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!h || !h->s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "subscriber is closed");
+    memset(&st, 0, sizeof st);
+    t0 = wspy__now();
+    r = wsync_subscriber_apply_ready(h->s, &st, &e);
+    wspy__sync_stats(stats, &st, wspy__now() - t0);
+    return wspy__ret(r, &e, err);
+}
+
+static int32_t wspy__prefetch_status(wsync_subscriber *s, wspy_prefetch_status *out, wspy_error *err)
+{
+    wsync_prefetch_status st;
+    wsync_result r;
+    memset(&st, 0, sizeof st);
+    r = wsync_subscriber_prefetch_status(s, &st);
+    if (r != WSYNC_OK) return wspy__fail(err, r, "prefetch status");
+    out->running = (uint64_t)st.running;
+    out->polls = st.polls;
+    out->head_known = (uint64_t)st.head_known;
+    out->head_step = st.head_step;
+    out->ready = (uint64_t)st.ready;
+    out->ready_step = st.ready_step;
+    out->caught_up = (uint64_t)st.caught_up;
+    out->refused = st.refused;
+    out->interval_ms = st.interval_ms;
+    out->last_error_time = st.last_error_time;
+    if (st.last_result != WSYNC_OK) {
+        wspy__from(&out->last_error, &st.last_error);
+        out->last_error.code = (int64_t)st.last_result;
+    }
+    wspy__reset(err);
+    return 0;
+}
+
+WSPY_API int32_t wspy_subscriber_status(wspy_subscriber *h, wspy_prefetch_status *out, wspy_error *err)
+{
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
+    memset(out, 0, sizeof *out);
+    out->last_error.offset = UINT64_MAX;
+    if (!h || !h->s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "subscriber is closed");
+    return wspy__prefetch_status(h->s, out, err);
+}
+
+WSPY_API void wspy_subscriber_stop(wspy_subscriber *h)
+{
+    if (h && h->s) wsync_subscriber_stop(h->s);
+}
+
+WSPY_API void wspy_subscriber_close(wspy_subscriber *h)
+{
+    if (!h) return;
+    if (h->s) wsync_subscriber_close(h->s);
+    wsync_store_close(&h->store);
+    wspy__tset_free(&h->targets);
+    free(h->prefix);
+    free(h);
+}
+
+/* ---- the mirror subscriber (wsync.h >>mirror) ----
+
+   For engines whose tensors the CPU cannot write (CUDA): the shim owns a
+   host copy of the model (one zeroed block, each tensor 64-byte aligned),
+   wsync's mirror keeps it at the chain's newest verified step in the
+   background (or in wspy_mirror_sync), and wspy_mirror_take hands the
+   engine, through a flat callback, every change since its last take. */
+
+typedef struct wspy_mirror {
+    wsync_store store;
+    wsync_mirror *m;
+    wspy__tset targets;    /* names and shapes copied; data in block */
+    void *block;           /* the host copy */
+    char *prefix;
+} wspy_mirror;
+
+static void wspy__mirror_free(wspy_mirror *h)
+{
+    if (!h) return;
+    if (h->m) wsync_mirror_close(h->m);
+    wsync_store_close(&h->store);
+    wspy__tset_free(&h->targets);
+    free(h->block);
+    free(h->prefix);
+    free(h);
+}
+
+/* n tensors (names, dtypes, ranks, shapes: as wspy_subscriber_open; no
+   data: the shim allocates the host copy, zeroed). flags: WSYNC_CHAIN_*
+   (the mirror always verifies state digests). interval_ms: the background's
+   HEAD poll (0: 1000); chunk: positions per take callback (0: 65536). */
+WSPY_API int32_t wspy_mirror_open(const char *store, uint32_t store_flags, const char *prefix, uint32_t threads,
+                                  uint32_t flags, uint32_t interval_ms, uint32_t chunk, uint64_t n,
+                                  const char *const *names, const int32_t *dtypes, const uint32_t *ranks,
+                                  const uint64_t *shapes, wspy_mirror **out, wspy_error *err)
+{
+    static uint8_t placeholder[64];
+    wspy_mirror *h;
+    wsync_mirror_options o;
+    wsync_error e;
+    wsync_result r;
+    void **datas = NULL;
+    uint64_t total = 0;
+    size_t i;
+    int32_t rc;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output handle");
+    *out = NULL;
+    if (n > (uint64_t)(SIZE_MAX / sizeof(void *)) - 1) return wspy__fail(err, WSYNC_ERR_OVERFLOW, "tensors");
+    h = (wspy_mirror *)calloc(1, sizeof *h);
+    datas = (void **)malloc(((size_t)n + 1) * sizeof(void *));
+    if (!h || !datas) {
+        free(h);
+        free(datas);
+        return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "mirror");
+    }
+    for (i = 0; i < (size_t)n; i++) datas[i] = placeholder; /* sizes first, memory below */
+    rc = wspy__tset_make(&h->targets, (size_t)n, names, dtypes, ranks, shapes, datas, 1, err);
+    free(datas);
+    if (rc != 0) {
+        free(h);
+        return rc;
+    }
+    for (i = 0; i < h->targets.n; i++) {
+        uint64_t sz = ((uint64_t)h->targets.t[i].nbytes + 63) & ~(uint64_t)63;
+        if (sz < h->targets.t[i].nbytes || total + sz < total) {
+            wspy__mirror_free(h);
+            return wspy__fail(err, WSYNC_ERR_OVERFLOW, "the model's size overflows");
+        }
+        total += sz;
+    }
+    if (total > (uint64_t)SIZE_MAX - 64 || !(h->block = calloc(1, (size_t)total + 64))) {
+        wspy__mirror_free(h);
+        return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "the mirror's host copy (%llu bytes)",
+                          (unsigned long long)total);
+    }
+    {
+        uint8_t *p = (uint8_t *)(((uintptr_t)h->block + 63) & ~(uintptr_t)63);
+        for (i = 0; i < h->targets.n; i++) {
+            h->targets.t[i].data = h->targets.t[i].nbytes ? (void *)p : NULL;
+            p += ((size_t)h->targets.t[i].nbytes + 63) & ~(size_t)63;
+        }
+    }
+    if (prefix && *prefix) {
+        size_t len = strlen(prefix) + 1;
+        if (!(h->prefix = (char *)malloc(len))) {
+            wspy__mirror_free(h);
+            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
+        }
+        memcpy(h->prefix, prefix, len);
+    }
+    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+        wspy__mirror_free(h);
+        return rc;
+    }
+    memset(&o, 0, sizeof o);
+    wspy__chain_opt(&o.chain, h->prefix, 0, 0, 0.0, 0, threads, flags);
+    o.interval_ms = interval_ms;
+    o.chunk = chunk;
+    r = wsync_mirror_open(&h->store, h->targets.t, h->targets.n, &o, &h->m, &e);
+    if (r != WSYNC_OK) {
+        h->m = NULL;
+        wspy__mirror_free(h);
+        return wspy__ret(r, &e, err);
+    }
+    *out = h;
+    return wspy__ret(r, &e, err);
+}
+
+/* The host copy of tensor i: its address and bytes (0 when out of range). */
+WSPY_API int32_t wspy_mirror_data(const wspy_mirror *h, uint64_t i, void **data, uint64_t *nbytes)
+{
+    if (!h || !h->m || i >= (uint64_t)h->targets.n || !data || !nbytes) return (int32_t)WSYNC_ERR_INVALID_ARGUMENT;
+    *data = h->targets.t[i].data;
+    *nbytes = (uint64_t)h->targets.t[i].nbytes;
+    return 0;
+}
+
+WSPY_API int32_t wspy_mirror_start(wspy_mirror *h, wspy_error *err)
+{
+    wsync_error e;
+    wsync_result r;
+    if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
+    r = wsync_mirror_start(h->m, &e);
+    return wspy__ret(r, &e, err);
+}
+
+WSPY_API void wspy_mirror_stop(wspy_mirror *h)
+{
+    if (h && h->m) wsync_mirror_stop(h->m);
+}
+
+/* Moves the mirror (not the engine) to step (UINT64_MAX: HEAD's). */
+WSPY_API int32_t wspy_mirror_sync(wspy_mirror *h, uint64_t step, wspy_sync_stats *stats, wspy_error *err)
+{
+    wsync_sync_stats st;
+    wsync_error e;
+    wsync_result r;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
+    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    memset(&st, 0, sizeof st);
+    t0 = wspy__now();
+    r = wsync_mirror_sync(h->m, step, &st, &e);
+    wspy__sync_stats(stats, &st, wspy__now() - t0);
+    return wspy__ret(r, &e, err);
+}
+
+/* The mirror AND the engine hold step (the caller copied the engine's
+   tensors into the host copy first: wspy_mirror_data). */
+WSPY_API int32_t wspy_mirror_set_step(wspy_mirror *h, uint64_t step, wspy_error *err)
+{
+    wsync_error e;
+    wsync_result r;
+    if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
+    if (step > WSYNC_STEP_MAX)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    r = wsync_mirror_set_step(h->m, step, &e);
+    return wspy__ret(r, &e, err);
+}
+
+typedef struct wspy__take {
+    wspy_changes_fn fn;
+    void *user;
+} wspy__take;
+
+static int wspy__take_cb(void *user, const wsync_changes *c)
+{
+    const wspy__take *t = (const wspy__take *)user;
+    int32_t rc = t->fn(t->user, (uint64_t)c->index, (int32_t)(c->whole != 0), c->count, c->positions, c->values,
+                       (uint32_t)c->width, (int32_t)(c->last != 0));
+    return rc ? (int)(rc > 0 ? rc : 1) : 0;
+}
+
+/* wsync_mirror_take through fn (see wspy_changes_fn). */
+WSPY_API int32_t wspy_mirror_take(wspy_mirror *h, wspy_changes_fn fn, void *user, wspy_mirror_stats *stats,
+                                  wspy_error *err)
+{
+    wsync_mirror_stats st;
+    wspy__take t;
+    wsync_error e;
+    wsync_result r;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
+    if (!fn) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no callback");
+    t.fn = fn;
+    t.user = user;
+    memset(&st, 0, sizeof st);
+    r = wsync_mirror_take(h->m, wspy__take_cb, &t, &st, &e);
+    if (stats) {
+        stats->had_step = (uint64_t)st.had_step;
+        stats->from_step = st.from_step;
+        stats->has_step = (uint64_t)st.has_step;
+        stats->step = st.step;
+        stats->handed = (uint64_t)st.handed;
+        stats->busy = (uint64_t)st.busy;
+        stats->steps = st.steps;
+        stats->tensors = st.tensors;
+        stats->whole_tensors = st.whole_tensors;
+        stats->positions = st.positions;
+        stats->bytes = st.bytes;
+        stats->chunks = st.chunks;
+        stats->record_bytes = st.record_bytes;
+        stats->pause_seconds = st.pause_seconds;
+        stats->wait_seconds = st.wait_seconds;
+    }
+    return wspy__ret(r, &e, err);
+}
+
+/* which 0: the engine's step (its last take's); 1: the mirror's verified
+   step. 1 and *step when there is one. */
+WSPY_API int32_t wspy_mirror_step(wspy_mirror *h, int32_t which, uint64_t *step)
+{
+    uint64_t s = 0;
+    int has;
+    if (!h || !h->m) return 0;
+    has = which ? wsync_mirror_step(h->m, &s) : wsync_mirror_engine_step(h->m, &s);
+    if (has && step) *step = s;
+    return has ? 1 : 0;
+}
+
+WSPY_API int32_t wspy_mirror_engine_step(wspy_mirror *h, uint64_t *step) { return wspy_mirror_step(h, 0, step); }
+
+/* 1 and *digest: the state digest of what the engine was handed. */
+WSPY_API int32_t wspy_mirror_state_digest(wspy_mirror *h, uint64_t *digest)
+{
+    uint64_t d = 0;
+    if (!h || !h->m) return 0;
+    if (!wsync_mirror_state_digest(h->m, &d)) return 0;
+    if (digest) *digest = d;
+    return 1;
+}
+
+WSPY_API int32_t wspy_mirror_status(wspy_mirror *h, wspy_prefetch_status *out, wspy_error *err)
+{
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
+    memset(out, 0, sizeof *out);
+    out->last_error.offset = UINT64_MAX;
+    if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
+    return wspy__prefetch_status(wsync_mirror_subscriber(h->m), out, err);
+}
+
+WSPY_API void wspy_mirror_close(wspy_mirror *h)
+{
+    wspy__mirror_free(h);
+}
+
+/* ---- deltas ---- */
+
+typedef struct wspy__grow {
+    uint8_t *bytes;
+    size_t len, cap;
+} wspy__grow;
+
+static int wspy__grow_sink(void *user, const void *bytes, size_t len)
+{
+    wspy__grow *g = (wspy__grow *)user;
+    if (len > SIZE_MAX - g->len) return 1;
+    if (g->len + len > g->cap) {
+        size_t cap = g->cap ? g->cap : 65536;
+        uint8_t *nb;
+        while (cap < g->len + len) {
+            if (cap > SIZE_MAX / 2) return 1;
+            cap *= 2;
+        }
+        nb = (uint8_t *)realloc(g->bytes, cap);
+        if (!nb) return 1;
+        g->bytes = nb;
+        g->cap = cap;
+    }
+    if (len) memcpy(g->bytes + g->len, bytes, len);
+    g->len += len;
+    return 0;
+}
+
+static void wspy__delta_stats(wspy_delta_stats *out, const wsync_delta_stats *st, double seconds)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->encoding = (uint64_t)st->encoding;
+    out->has_steps = (uint64_t)st->has_steps;
+    out->base_step = st->base_step;
+    out->step = st->step;
+    out->has_base = (uint64_t)st->has_base;
+    out->tensors = st->tensors;
+    out->changed_tensors = st->changed_tensors;
+    out->elements = st->elements;
+    out->changed = st->changed;
+    out->bytes = st->bytes;
+    out->seconds = seconds;
+}
+
+/* A delta base -> next (same names, dtypes, shapes) into a buffer from
+   malloc (*out, *out_len; free with wspy_free). flags: WSYNC_DELTA_*. */
+WSPY_API int32_t wspy_delta_encode(uint64_t n, const char *const *names, const int32_t *dtypes,
+                                   const uint32_t *ranks, const uint64_t *shapes, void *const *base_datas,
+                                   void *const *next_datas, int32_t encoding, uint64_t base_step, uint64_t step,
+                                   uint32_t block_log2, uint32_t threads, uint32_t flags, uint8_t **out,
+                                   uint64_t *out_len, wspy_delta_stats *stats, wspy_error *err)
+{
+    wspy__tset b, x;
+    wsync_delta_options o;
+    wsync_delta_stats st;
+    wspy__grow g;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!out || !out_len) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
+    *out = NULL;
+    *out_len = 0;
+    if (encoding < 0 || encoding > (int32_t)WSYNC_ENCODING_TRL_V3)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "encoding %d", (int)encoding);
+    if ((rc = wspy__tset_make(&b, (size_t)n, names, dtypes, ranks, shapes, base_datas, 0, err)) != 0) return rc;
+    if ((rc = wspy__tset_make(&x, (size_t)n, names, dtypes, ranks, shapes, next_datas, 0, err)) != 0) {
+        wspy__tset_free(&b);
+        return rc;
+    }
+    memset(&o, 0, sizeof o);
+    o.encoding = (wsync_encoding)encoding;
+    o.base_step = base_step;
+    o.step = step;
+    o.block_log2 = block_log2;
+    o.threads = threads;
+    o.flags = flags & ~WSYNC_DELTA_UPDATE_BASE; /* base is read-only here */
+    memset(&st, 0, sizeof st);
+    memset(&g, 0, sizeof g);
+    t0 = wspy__now();
+    r = wsync_delta_encode(b.t, x.t, b.n, &o, wspy__grow_sink, &g, &st, &e);
+    wspy__delta_stats(stats, &st, wspy__now() - t0);
+    wspy__tset_free(&b);
+    wspy__tset_free(&x);
+    if (r != WSYNC_OK) {
+        free(g.bytes);
+        return wspy__ret(r, &e, err);
+    }
+    *out = g.bytes;
+    *out_len = g.len;
+    return wspy__ret(r, &e, err);
+}
+
+/* The delta's bytes: (bytes, size), or the file at path when path is not
+   NULL (mapped for the call). */
+static int32_t wspy__input(const void *bytes, uint64_t size, const char *path, wsync_mapped *map,
+                           const uint8_t **p, uint64_t *n, wspy_error *err)
+{
+    memset(map, 0, sizeof *map);
+    if (path) {
+        wsync_error e;
+        wsync_result r = wsync_file_map(path, map, &e);
+        if (r != WSYNC_OK) return wspy__ret(r, &e, err);
+        *p = map->bytes;
+        *n = map->size;
+        return 0;
+    }
+    if (!bytes && size) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no bytes");
+    *p = (const uint8_t *)(bytes ? bytes : "");
+    *n = size;
+    return 0;
+}
+
+WSPY_API int32_t wspy_delta_apply(const void *delta, uint64_t size, const char *path, uint64_t n,
+                                  const char *const *names, const int32_t *dtypes, const uint32_t *ranks,
+                                  const uint64_t *shapes, void *const *datas, uint32_t threads, uint32_t flags,
+                                  wspy_delta_stats *stats, wspy_error *err)
+{
+    wspy__tset s;
+    wsync_delta_options o;
+    wsync_delta_stats st;
+    wsync_mapped map;
+    const uint8_t *p;
+    uint64_t len;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if ((rc = wspy__tset_make(&s, (size_t)n, names, dtypes, ranks, shapes, datas, 0, err)) != 0) return rc;
+    if ((rc = wspy__input(delta, size, path, &map, &p, &len, err)) != 0) {
+        wspy__tset_free(&s);
+        return rc;
+    }
+    memset(&o, 0, sizeof o);
+    o.threads = threads;
+    o.flags = flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST);
+    memset(&st, 0, sizeof st);
+    t0 = wspy__now();
+    r = wsync_delta_apply(p, len, s.t, s.n, &o, &st, &e);
+    wspy__delta_stats(stats, &st, wspy__now() - t0);
+    if (path) wsync_file_unmap(&map);
+    wspy__tset_free(&s);
+    return wspy__ret(r, &e, err);
+}
+
+WSPY_API int32_t wspy_delta_info(const void *delta, uint64_t size, const char *path, wspy_delta_stats *stats,
+                                 wspy_error *err)
+{
+    wsync_delta_stats st;
+    wsync_mapped map;
+    const uint8_t *p;
+    uint64_t len;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if ((rc = wspy__input(delta, size, path, &map, &p, &len, err)) != 0) return rc;
+    memset(&st, 0, sizeof st);
+    r = wsync_delta_info(p, len, &st, &e);
+    wspy__delta_stats(stats, &st, 0.0);
+    if (path) wsync_file_unmap(&map);
+    return wspy__ret(r, &e, err);
+}
+
+/* ---- safetensors files ---- */
+
+typedef struct wspy_st {
+    wsync_mapped map;      /* when opened from a path */
+    int mapped;
+    wsync_st_file f;
+} wspy_st;
+
+/* Parses (bytes, size), which must outlive the handle, or the file at path
+   (mapped until wspy_st_close). */
+WSPY_API int32_t wspy_st_open(const void *bytes, uint64_t size, const char *path, wspy_st **out, wspy_error *err)
+{
+    wspy_st *h;
+    const uint8_t *p;
+    uint64_t len;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output handle");
+    *out = NULL;
+    h = (wspy_st *)calloc(1, sizeof *h);
+    if (!h) return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "safetensors handle");
+    if ((rc = wspy__input(bytes, size, path, &h->map, &p, &len, err)) != 0) {
+        free(h);
+        return rc;
+    }
+    h->mapped = path != NULL;
+    r = wsync_st_parse(p, len, NULL, &h->f, &e);
+    if (r != WSYNC_OK) {
+        if (h->mapped) wsync_file_unmap(&h->map);
+        free(h);
+        return wspy__ret(r, &e, err);
+    }
+    *out = h;
+    return wspy__ret(r, &e, err);
+}
+
+WSPY_API uint64_t wspy_st_count(const wspy_st *h) { return h ? (uint64_t)h->f.n_tensors : 0; }
+WSPY_API uint64_t wspy_st_meta_count(const wspy_st *h) { return h ? (uint64_t)h->f.n_metadata : 0; }
+/* Byte offset of the data section in the file (8 + header length). */
+WSPY_API uint64_t wspy_st_data_offset(const wspy_st *h) { return h ? 8 + h->f.header_len : 0; }
+
+/* Tensor i (in data-offset order): 0, or WSYNC_ERR_INVALID_ARGUMENT when i
+   is out of range. begin/end are relative to the data section. */
+WSPY_API int32_t wspy_st_tensor(const wspy_st *h, uint64_t i, const char **name, uint64_t *name_len,
+                                int32_t *dtype, uint32_t *rank, const uint64_t **shape, uint64_t *begin,
+                                uint64_t *end)
+{
+    const wsync_st_tensor *t;
+    if (!h || i >= (uint64_t)h->f.n_tensors || !name || !name_len || !dtype || !rank || !shape || !begin || !end)
+        return (int32_t)WSYNC_ERR_INVALID_ARGUMENT;
+    t = &h->f.tensors[i];
+    *name = t->name;
+    *name_len = t->name_len;
+    *dtype = (int32_t)t->dtype;
+    *rank = t->rank;
+    *shape = t->shape;
+    *begin = t->begin;
+    *end = t->end;
+    return 0;
+}
+
+WSPY_API int32_t wspy_st_meta(const wspy_st *h, uint64_t i, const char **key, uint64_t *key_len, const char **value,
+                              uint64_t *value_len)
+{
+    const wsync_st_kv *kv;
+    if (!h || i >= (uint64_t)h->f.n_metadata || !key || !key_len || !value || !value_len)
+        return (int32_t)WSYNC_ERR_INVALID_ARGUMENT;
+    kv = &h->f.metadata[i];
+    *key = kv->key;
+    *key_len = kv->key_len;
+    *value = kv->value;
+    *value_len = kv->value_len;
+    return 0;
+}
+
+WSPY_API void wspy_st_close(wspy_st *h)
+{
+    if (!h) return;
+    wsync_st_free(&h->f);
+    if (h->mapped) wsync_file_unmap(&h->map);
+    free(h);
+}

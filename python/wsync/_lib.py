@@ -1,0 +1,173 @@
+"""Loading build/libwsync.so and declaring its flat C API (python/wsync/_capi.c).
+
+Every prototype is declared here, once; the structs are the shim's own
+(fixed-width fields only) and their sizes are checked against the library's
+at load time, so a stale library is refused with a clear message instead of
+reading garbage.
+"""
+import ctypes
+import os
+import threading
+
+ABI_VERSION = 2
+
+c_u64 = ctypes.c_uint64
+c_i64 = ctypes.c_int64
+c_u32 = ctypes.c_uint32
+c_i32 = ctypes.c_int32
+c_dbl = ctypes.c_double
+c_vp = ctypes.c_void_p
+c_cp = ctypes.c_char_p
+P = ctypes.POINTER
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("code", c_i64), ("offset", c_u64),
+                ("tensor", ctypes.c_char * 128), ("message", ctypes.c_char * 512)]
+
+
+class PublishStats(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("step", "wrote_anchor", "wrote_delta", "base_step", "elements",
+                                     "changed", "delta_bytes", "anchor_bytes", "deleted",
+                                     "retention_failed", "state")] + \
+               [("encode_seconds", c_dbl), ("put_seconds", c_dbl), ("seconds", c_dbl)]
+
+
+class SyncStats(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("had_step", "from_step", "step", "head_step", "verified",
+                                     "anchors", "deltas", "rejected", "bytes_fetched")] + \
+               [("seconds", c_dbl), ("path", ctypes.c_char * 160)]
+
+
+class DeltaStats(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("encoding", "has_steps", "base_step", "step", "has_base",
+                                     "tensors", "changed_tensors", "elements", "changed",
+                                     "bytes")] + [("seconds", c_dbl)]
+
+
+class PrefetchStatus(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("running", "polls", "head_known", "head_step", "ready",
+                                     "ready_step", "caught_up", "refused", "interval_ms")] + \
+               [("last_error_time", c_dbl), ("last_error", Error)]
+
+
+class MirrorStats(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("had_step", "from_step", "has_step", "step", "handed", "busy",
+                                     "steps", "tensors", "whole_tensors", "positions", "bytes",
+                                     "chunks", "record_bytes")] + \
+               [("pause_seconds", c_dbl), ("wait_seconds", c_dbl)]
+
+
+# wspy_changes_fn: (user, tensor index, whole, count, positions, values, width, last) -> 0 or nonzero.
+# The pointers arrive as plain ints (c_void_p), valid only during the call.
+CHANGES_FN = ctypes.CFUNCTYPE(c_i32, c_vp, c_u64, c_i32, c_u64, c_vp, c_vp, c_u32, c_i32)
+
+# the tensor arrays: n, names, dtypes, ranks, shapes, datas
+_TENSORS = [c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64), P(c_vp)]
+
+_PROTOS = {
+    "wspy_abi_version": (c_i32, []),
+    "wspy_version": (c_cp, []),
+    "wspy_has_http": (c_i32, []),
+    "wspy_sizeof": (c_u64, [c_i32]),
+    "wspy_result_name": (c_cp, [c_i64]),
+    "wspy_result_str": (c_cp, [c_i64]),
+    "wspy_dtype_name": (c_cp, [c_i32]),
+    "wspy_dtype_from_name": (c_i32, [c_cp]),
+    "wspy_dtype_bits": (c_u32, [c_i32]),
+    "wspy_encoding_from_name": (c_i32, [c_cp]),
+    "wspy_encoding_name": (c_cp, [c_i32]),
+    "wspy_free": (None, [c_vp]),
+    "wspy_digest": (c_u64, [c_vp, c_u64]),
+    "wspy_diff_positions": (c_u64, [c_vp, c_vp, c_u64, c_u32, c_vp]),
+    "wspy_state_digest": (c_i32, _TENSORS + [c_u32, P(c_u64), P(Error)]),
+    "wspy_publisher_open": (c_i32, [c_cp, c_u32, c_cp, c_i32, c_u32, c_dbl, c_u32, c_u32, c_u32,
+                                    P(c_vp), P(Error)]),
+    "wspy_publish": (c_i32, [c_vp, c_u64] + _TENSORS + [P(PublishStats), P(Error)]),
+    "wspy_publisher_head": (c_i32, [c_vp, P(c_u64)]),
+    "wspy_publisher_close": (None, [c_vp]),
+    "wspy_subscriber_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32] + _TENSORS + [P(c_vp), P(Error)]),
+    "wspy_subscriber_sync": (c_i32, [c_vp, c_u64, P(SyncStats), P(Error)]),
+    "wspy_subscriber_step": (c_i32, [c_vp, P(c_u64)]),
+    "wspy_subscriber_set_step": (c_i32, [c_vp, c_u64, P(Error)]),
+    "wspy_subscriber_start": (c_i32, [c_vp, c_u32, P(Error)]),
+    "wspy_subscriber_ready": (c_i32, [c_vp, P(c_u64)]),
+    "wspy_subscriber_apply_ready": (c_i32, [c_vp, P(SyncStats), P(Error)]),
+    "wspy_subscriber_status": (c_i32, [c_vp, P(PrefetchStatus), P(Error)]),
+    "wspy_subscriber_stop": (None, [c_vp]),
+    "wspy_subscriber_close": (None, [c_vp]),
+    "wspy_mirror_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32, c_u32, c_u32, c_u64, P(c_cp), P(c_i32),
+                                 P(c_u32), P(c_u64), P(c_vp), P(Error)]),
+    "wspy_mirror_data": (c_i32, [c_vp, c_u64, P(c_vp), P(c_u64)]),
+    "wspy_mirror_start": (c_i32, [c_vp, P(Error)]),
+    "wspy_mirror_stop": (None, [c_vp]),
+    "wspy_mirror_sync": (c_i32, [c_vp, c_u64, P(SyncStats), P(Error)]),
+    "wspy_mirror_set_step": (c_i32, [c_vp, c_u64, P(Error)]),
+    "wspy_mirror_take": (c_i32, [c_vp, CHANGES_FN, c_vp, P(MirrorStats), P(Error)]),
+    "wspy_mirror_step": (c_i32, [c_vp, c_i32, P(c_u64)]),
+    "wspy_mirror_engine_step": (c_i32, [c_vp, P(c_u64)]),
+    "wspy_mirror_state_digest": (c_i32, [c_vp, P(c_u64)]),
+    "wspy_mirror_status": (c_i32, [c_vp, P(PrefetchStatus), P(Error)]),
+    "wspy_mirror_close": (None, [c_vp]),
+    "wspy_delta_encode": (c_i32, [c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64), P(c_vp), P(c_vp),
+                                  c_i32, c_u64, c_u64, c_u32, c_u32, c_u32, P(c_vp), P(c_u64),
+                                  P(DeltaStats), P(Error)]),
+    "wspy_delta_apply": (c_i32, [c_vp, c_u64, c_cp] + _TENSORS + [c_u32, c_u32, P(DeltaStats), P(Error)]),
+    "wspy_delta_info": (c_i32, [c_vp, c_u64, c_cp, P(DeltaStats), P(Error)]),
+    "wspy_st_open": (c_i32, [c_vp, c_u64, c_cp, P(c_vp), P(Error)]),
+    "wspy_st_count": (c_u64, [c_vp]),
+    "wspy_st_meta_count": (c_u64, [c_vp]),
+    "wspy_st_data_offset": (c_u64, [c_vp]),
+    "wspy_st_tensor": (c_i32, [c_vp, c_u64, P(c_vp), P(c_u64), P(c_i32), P(c_u32), P(P(c_u64)),
+                               P(c_u64), P(c_u64)]),
+    "wspy_st_meta": (c_i32, [c_vp, c_u64, P(c_vp), P(c_u64), P(c_vp), P(c_u64)]),
+    "wspy_st_close": (None, [c_vp]),
+}
+
+_STRUCTS = [(0, Error), (1, PublishStats), (2, SyncStats), (3, DeltaStats), (4, PrefetchStatus),
+            (5, MirrorStats)]
+
+_lock = threading.Lock()
+_lib = None
+
+
+def library_path():
+    """Where the library is looked for: $WSYNC_LIB, else ../../build/libwsync.so
+    relative to this package (the repository's build directory)."""
+    env = os.environ.get("WSYNC_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "build", "libwsync.so"))
+
+
+def load():
+    """The loaded library (once per process; read-only afterwards)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        path = library_path()
+        if not os.path.exists(path):
+            raise ImportError("wsync: %s not found: run `make python` in the repository, "
+                              "or set WSYNC_LIB to the library's path" % path)
+        lib = ctypes.CDLL(path)  # CDLL: the GIL is released during every call
+        for name, (res, args) in _PROTOS.items():
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                raise ImportError("wsync: %s lacks %s: rebuild it (make python)" % (path, name))
+            fn.restype = res
+            fn.argtypes = args
+        abi = lib.wspy_abi_version()
+        if abi != ABI_VERSION:
+            raise ImportError("wsync: %s has ABI %d, this package wants %d: rebuild it (make python)"
+                              % (path, abi, ABI_VERSION))
+        for what, st in _STRUCTS:
+            if lib.wspy_sizeof(what) != ctypes.sizeof(st):
+                raise ImportError("wsync: %s: struct %s is %d bytes there, %d here: rebuild it"
+                                  % (path, st.__name__, lib.wspy_sizeof(what), ctypes.sizeof(st)))
+        _lib = lib
+        return lib

@@ -1,0 +1,438 @@
+"""Turning torch tensors, numpy arrays and bytes-like objects into what the
+shim takes (name, wsync dtype number, shape, address), validated in Python
+before any pointer reaches C.
+
+Neither torch nor numpy is imported here: objects are recognised by their
+type's module and read through long-stable calls only (torch: data_ptr,
+contiguous, numel, element_size, is_contiguous, device, dtype, shape, to;
+numpy: __array_interface__, dtype, flags).
+"""
+import ctypes
+
+from ._errors import WsyncError, WsyncTypeError, WsyncUnsupportedError
+
+# wsync_dtype numbers (wsync.h >>dtypes); stable, the file format uses them.
+DTYPES = {"BOOL": 1, "U8": 2, "I8": 3, "F8_E4M3": 4, "F8_E5M2": 5, "F8_E8M0": 6, "I16": 7,
+          "U16": 8, "F16": 9, "BF16": 10, "I32": 11, "U32": 12, "F32": 13, "F64": 14,
+          "I64": 15, "U64": 16, "C64": 17, "F4": 18, "F6_E2M3": 19, "F6_E3M2": 20}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "I16": 16,
+        "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "F64": 64,
+        "I64": 64, "U64": 64, "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
+
+TORCH_DTYPES = {
+    "torch.bool": "BOOL", "torch.uint8": "U8", "torch.int8": "I8",
+    "torch.float8_e4m3fn": "F8_E4M3", "torch.float8_e5m2": "F8_E5M2",
+    "torch.float8_e8m0fnu": "F8_E8M0", "torch.int16": "I16", "torch.uint16": "U16",
+    "torch.float16": "F16", "torch.bfloat16": "BF16", "torch.int32": "I32",
+    "torch.uint32": "U32", "torch.float32": "F32", "torch.float64": "F64",
+    "torch.int64": "I64", "torch.uint64": "U64", "torch.complex64": "C64",
+}
+
+# numpy: by dtype name (covers ml_dtypes' bfloat16 and float8 types too)
+NUMPY_DTYPES = {
+    "bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "uint16": "U16",
+    "float16": "F16", "int32": "I32", "uint32": "U32", "float32": "F32", "float64": "F64",
+    "int64": "I64", "uint64": "U64", "complex64": "C64", "bfloat16": "BF16",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float8_e8m0fnu": "F8_E8M0",
+}
+
+
+def _nbytes(dtype, shape):
+    n = 1
+    for d in shape:
+        n *= d
+    bits = n * BITS[dtype]
+    if bits % 8:
+        raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%d elements of %s do not fill whole bytes"
+                         % (n, dtype))
+    return bits // 8
+
+
+class Tensor(object):
+    """One tensor as the shim sees it; `keep` holds whatever must stay alive
+    while C uses the address (a host copy, a buffer export)."""
+    __slots__ = ("name", "bname", "dtype", "code", "shape", "ptr", "nbytes", "keep", "obj")
+
+    def __init__(self, name, dtype, shape, ptr, nbytes, keep, obj):
+        self.name = name
+        self.bname = name.encode("utf-8")
+        self.dtype = dtype
+        self.code = DTYPES[dtype]
+        self.shape = shape
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.keep = keep
+        self.obj = obj
+
+
+def is_torch(x):
+    return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "data_ptr")
+
+
+def is_numpy(x):
+    return type(x).__module__.split(".")[0] == "numpy" and hasattr(x, "__array_interface__")
+
+
+def check_name(name):
+    if not isinstance(name, str):
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "tensor names must be str, not %s" % type(name).__name__)
+    if not name or "\x00" in name:
+        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "tensor name %r: empty or holds NUL" % name,
+                         tensor=name)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WsyncError("WSYNC_ERR_INVALID_UTF8", "tensor name %r is not valid UTF-8" % name,
+                         tensor=name)
+    return name
+
+
+def _shape(name, shape):
+    try:
+        shape = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "shape %r is not a tuple of ints" % (shape,),
+                             tensor=name)
+    if any(d < 0 for d in shape):
+        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "negative dimension in %r" % (shape,), tensor=name)
+    if len(shape) > 64:
+        raise WsyncError("WSYNC_ERR_RANK_TOO_LARGE", "rank %d (limit 64)" % len(shape), tensor=name)
+    return shape
+
+
+def _torch(name, t, writable):
+    dt = TORCH_DTYPES.get(str(t.dtype))
+    if dt is None:
+        raise WsyncError("WSYNC_ERR_UNKNOWN_DTYPE", "torch dtype %s has no safetensors dtype" % t.dtype,
+                         tensor=name)
+    if str(getattr(t, "layout", "torch.strided")) != "torch.strided":
+        raise WsyncError("WSYNC_ERR_UNSUPPORTED", "a %s tensor: only dense (strided) tensors"
+                         % t.layout, tensor=name)
+    keep = t
+    if t.device.type != "cpu":
+        if writable:
+            raise WsyncUnsupportedError(
+                "WSYNC_ERR_UNSUPPORTED",
+                "a %s tensor as a target: only CPU tensors are patched in place "
+                "(a Subscriber writes device tensors through its mirror unless mirror=False)" % t.device,
+                tensor=name)
+        try:
+            keep = t.detach().to("cpu")
+        except Exception as e:  # meta tensors, a device gone
+            raise WsyncError("WSYNC_ERR_UNSUPPORTED", "cannot copy the %s tensor to the host: %s"
+                             % (t.device, e), tensor=name)
+    if not keep.is_contiguous():
+        if writable:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "tensor is not contiguous: it cannot be patched in place", tensor=name)
+        keep = keep.contiguous()
+    shape = _shape(name, keep.shape)
+    nbytes = int(keep.numel()) * int(keep.element_size())
+    ptr = int(keep.data_ptr()) if nbytes else None
+    return Tensor(name, dt, shape, ptr, nbytes, keep, t)
+
+
+def _array(name, a, writable, dtype=None, shape=None):
+    ai = a.__array_interface__
+    dt = dtype
+    if dt is None:
+        dname = str(getattr(getattr(a, "dtype", None), "name", ""))
+        dt = NUMPY_DTYPES.get(dname)
+        if dt is None:
+            raise WsyncError("WSYNC_ERR_UNKNOWN_DTYPE", "array dtype %s has no safetensors dtype "
+                             "(give (array, 'BF16') for raw bits)" % (dname or ai.get("typestr")),
+                             tensor=name)
+    typestr = ai.get("typestr", "")
+    if typestr[:1] == ">" and int(typestr[2:] or 1) > 1:
+        raise WsyncError("WSYNC_ERR_UNSUPPORTED", "big-endian array: safetensors is little-endian",
+                         tensor=name)
+    ashape = tuple(int(d) for d in ai["shape"])
+    itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 0
+    strides = ai.get("strides")
+    if strides is not None:
+        expect, acc = [], itemsize
+        for d in reversed(ashape):
+            expect.append(acc)
+            acc *= d
+        if tuple(reversed(expect)) != tuple(strides) and 0 not in ashape:
+            if writable:
+                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                                 "array is not C-contiguous: it cannot be patched in place", tensor=name)
+            a = a.copy()
+            ai = a.__array_interface__
+    ptr, readonly = ai["data"]
+    if writable and readonly:
+        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "array is read-only: it cannot be patched in place",
+                         tensor=name)
+    n = 1
+    for d in ashape:
+        n *= d
+    have = n * itemsize
+    if shape is None:
+        shape = ashape if (dtype is None or BITS[dt] == itemsize * 8) else (have * 8 // BITS[dt],)
+    shape = _shape(name, shape)
+    nbytes = _nbytes(dt, shape)
+    if nbytes != have:
+        raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%s %s needs %d bytes, the array has %d"
+                         % (dt, list(shape), nbytes, have), tensor=name)
+    return Tensor(name, dt, shape, int(ptr) if nbytes else None, nbytes, a, a)
+
+
+def _buffer(name, b, writable, dtype=None, shape=None):
+    dt = dtype or "U8"
+    if isinstance(b, bytes):
+        if writable:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "bytes are read-only: give a bytearray",
+                             tensor=name)
+        have, keep = len(b), b
+        ptr = ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p).value if have else None
+    else:
+        try:
+            mv = memoryview(b)
+        except TypeError:
+            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "%s is not a tensor, an array or a buffer"
+                                 % type(b).__name__, tensor=name)
+        if not mv.c_contiguous:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "buffer is not contiguous", tensor=name)
+        mv = mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv
+        have = mv.nbytes
+        if mv.readonly:
+            if writable:
+                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "buffer is read-only", tensor=name)
+            keep = bytes(mv)
+            ptr = ctypes.cast(ctypes.c_char_p(keep), ctypes.c_void_p).value if have else None
+        else:
+            keep = (ctypes.c_char * have).from_buffer(mv) if have else None
+            ptr = ctypes.addressof(keep) if have else None
+    if shape is None:
+        if have * 8 % BITS[dt]:
+            raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%d bytes are not whole %s elements" % (have, dt),
+                             tensor=name)
+        shape = (have * 8 // BITS[dt],)
+    shape = _shape(name, shape)
+    nbytes = _nbytes(dt, shape)
+    if nbytes != have:
+        raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%s %s needs %d bytes, the buffer has %d"
+                         % (dt, list(shape), nbytes, have), tensor=name)
+    return Tensor(name, dt, shape, ptr, nbytes, keep, b)
+
+
+def describe(name, x, writable):
+    """A Tensor for x: a torch tensor, a numpy array, a bytes-like object, or a
+    tuple (x, "BF16") / (x, "BF16", shape) that gives the dtype (and shape)
+    of x's raw bytes (numpy has no bfloat16: (uint16_array, "BF16"))."""
+    check_name(name)
+    dtype = shape = None
+    if isinstance(x, tuple):
+        if len(x) not in (2, 3) or not isinstance(x[1], str):
+            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                                 "a tuple must be (data, dtype) or (data, dtype, shape)", tensor=name)
+        if x[1] not in DTYPES:
+            raise WsyncError("WSYNC_ERR_UNKNOWN_DTYPE", "dtype %r (one of %s)"
+                             % (x[1], ", ".join(sorted(DTYPES))), tensor=name)
+        dtype = x[1]
+        shape = x[2] if len(x) == 3 else None
+        x = x[0]
+    if is_torch(x):
+        t = _torch(name, x, writable)
+        if dtype is None:
+            return t
+        # raw bits of a torch tensor under another dtype: through its bytes
+        if shape is None:
+            shape = t.shape if BITS[dtype] == BITS[t.dtype] else (t.nbytes * 8 // BITS[dtype],)
+        shape = _shape(name, shape)
+        if _nbytes(dtype, shape) != t.nbytes:
+            raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%s %s needs %d bytes, the tensor has %d"
+                             % (dtype, list(shape), _nbytes(dtype, shape), t.nbytes), tensor=name)
+        return Tensor(name, dtype, shape, t.ptr, t.nbytes, t.keep, t.obj)
+    if hasattr(x, "__array_interface__") and not isinstance(x, (bytes, bytearray, memoryview)):
+        return _array(name, x, writable, dtype, shape)
+    if x is None or isinstance(x, (int, float, str)):
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "%s is not a tensor, an array or a buffer"
+                             % type(x).__name__, tensor=name)
+    return _buffer(name, x, writable, dtype, shape)
+
+
+def describe_all(tensors, writable):
+    """Tensors from a mapping name -> tensor (or pairs), in its order."""
+    if hasattr(tensors, "items"):
+        items = list(tensors.items())
+    else:
+        try:
+            items = list(tensors)
+        except TypeError:
+            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                                 "tensors must be a dict of name -> tensor, not %s" % type(tensors).__name__)
+        for it in items:
+            if not (isinstance(it, tuple) and len(it) == 2):
+                raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                                     "tensors must be a dict of name -> tensor or (name, tensor) pairs")
+    out, seen = [], set()
+    for name, x in items:
+        t = describe(name, x, writable)
+        if name in seen:
+            raise WsyncError("WSYNC_ERR_DUPLICATE_KEY", "tensor %r given twice" % name, tensor=name)
+        seen.add(name)
+        out.append(t)
+    return out
+
+
+class Arrays(object):
+    """The shim's parallel arrays for a list of Tensors (alive as long as this)."""
+    __slots__ = ("n", "names", "dtypes", "ranks", "shapes", "datas", "tensors")
+
+    def __init__(self, ts, datas=None):
+        n = len(ts)
+        self.n = n
+        self.tensors = ts
+        self.names = (ctypes.c_char_p * max(n, 1))(*[t.bname for t in ts])
+        self.dtypes = (ctypes.c_int32 * max(n, 1))(*[t.code for t in ts])
+        self.ranks = (ctypes.c_uint32 * max(n, 1))(*[len(t.shape) for t in ts])
+        dims = [d for t in ts for d in t.shape]
+        self.shapes = (ctypes.c_uint64 * max(len(dims), 1))(*dims)
+        self.datas = pointers(ts) if datas is None else datas
+
+
+def pointers(ts):
+    return (ctypes.c_void_p * max(len(ts), 1))(*[t.ptr for t in ts])
+
+
+# ---- the mirror's engine targets: any device, written only through the take ----
+
+def is_device_tensor(x):
+    """A torch tensor (or a (tensor, dtype[, shape]) tuple) not on the CPU."""
+    if isinstance(x, tuple) and x:
+        x = x[0]
+    return is_torch(x) and getattr(getattr(x, "device", None), "type", "cpu") != "cpu"
+
+
+class Target(object):
+    """An engine tensor the mirror's take writes: `obj` the caller's tensor or
+    array, `flat` a 1-D view of its elements as unsigned integers of `width`
+    bytes (the raw bits: a scatter of raw values, whatever the dtype), and
+    the wsync description (name, dtype, shape; no address: the host copy is
+    the shim's)."""
+    __slots__ = ("t", "obj", "kind", "width", "flat", "device")
+
+    def __init__(self, t, obj, kind, width, flat, device):
+        self.t = t
+        self.obj = obj
+        self.kind = kind
+        self.width = width
+        self.flat = flat
+        self.device = device
+
+
+_TORCH_RAW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def describe_target(name, x):
+    """A Target for a mirror's engine tensor: a torch tensor on any device
+    (contiguous, dense) or a numpy array (C-contiguous, writable,
+    little-endian), optionally as (x, dtype[, shape]) naming the dtype of its
+    raw bits (same element width)."""
+    check_name(name)
+    dtype = shape = None
+    if isinstance(x, tuple):
+        if len(x) not in (2, 3) or not isinstance(x[1], str):
+            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                                 "a tuple must be (data, dtype) or (data, dtype, shape)", tensor=name)
+        if x[1] not in DTYPES:
+            raise WsyncError("WSYNC_ERR_UNKNOWN_DTYPE", "dtype %r (one of %s)"
+                             % (x[1], ", ".join(sorted(DTYPES))), tensor=name)
+        dtype = x[1]
+        shape = x[2] if len(x) == 3 else None
+        x = x[0]
+    if is_torch(x):
+        dt = TORCH_DTYPES.get(str(x.dtype))
+        if dt is None:
+            raise WsyncError("WSYNC_ERR_UNKNOWN_DTYPE", "torch dtype %s has no safetensors dtype" % x.dtype,
+                             tensor=name)
+        if str(getattr(x, "layout", "torch.strided")) != "torch.strided":
+            raise WsyncError("WSYNC_ERR_UNSUPPORTED", "a %s tensor: only dense (strided) tensors"
+                             % x.layout, tensor=name)
+        if x.device.type == "meta":
+            raise WsyncUnsupportedError("WSYNC_ERR_UNSUPPORTED", "a meta tensor holds no data", tensor=name)
+        if not x.is_contiguous():
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "tensor is not contiguous: it cannot be patched in place", tensor=name)
+        width_bits = int(x.element_size()) * 8
+        ashape = tuple(int(d) for d in x.shape)
+        kind = "torch"
+    elif is_numpy(x):
+        ai = x.__array_interface__
+        typestr = ai.get("typestr", "")
+        dname = str(getattr(getattr(x, "dtype", None), "name", ""))
+        dt = NUMPY_DTYPES.get(dname)
+        if dt is None and dtype is None:
+            raise WsyncError("WSYNC_ERR_UNKNOWN_DTYPE", "array dtype %s has no safetensors dtype "
+                             "(give (array, 'BF16') for raw bits)" % (dname or typestr), tensor=name)
+        if typestr[:1] == ">" and int(typestr[2:] or 1) > 1:
+            raise WsyncError("WSYNC_ERR_UNSUPPORTED", "big-endian array: safetensors is little-endian",
+                             tensor=name)
+        if not x.flags["C_CONTIGUOUS"]:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "array is not C-contiguous: it cannot be patched in place", tensor=name)
+        if not x.flags["WRITEABLE"]:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "array is read-only: it cannot be patched in place",
+                             tensor=name)
+        width_bits = int(x.dtype.itemsize) * 8
+        ashape = tuple(int(d) for d in x.shape)
+        kind = "numpy"
+    else:
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "a mirror's targets are torch tensors or numpy "
+                             "arrays, not %s" % type(x).__name__, tensor=name)
+    if dtype is not None:
+        dt = dtype
+    if BITS[dt] != width_bits:
+        raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%s elements are %d bits, the %s's are %d"
+                         % (dt, BITS[dt], kind, width_bits), tensor=name)
+    shape = _shape(name, ashape if shape is None else shape)
+    n = 1
+    for d in ashape:
+        n *= d
+    nbytes = _nbytes(dt, shape)
+    if nbytes != n * width_bits // 8:
+        raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%s %s needs %d bytes, the %s has %d"
+                         % (dt, list(shape), nbytes, kind, n * width_bits // 8), tensor=name)
+    width = width_bits // 8
+    if kind == "torch":
+        import torch
+        flat = x.detach().view(-1)
+        if width in _TORCH_RAW:
+            flat = flat.view(getattr(torch, _TORCH_RAW[width]))
+        device = x.device
+    else:
+        flat = x.reshape(-1)
+        if width in (1, 2, 4, 8):
+            flat = flat.view("<u%d" % width)
+        device = "cpu"
+    if width not in (1, 2, 4, 8):
+        raise WsyncError("WSYNC_ERR_UNSUPPORTED", "%d-byte elements in a mirror's target" % width, tensor=name)
+    return Target(Tensor(name, dt, shape, None, nbytes, None, x), x, kind, width, flat, device)
+
+
+def describe_targets(tensors):
+    """Targets from a mapping name -> tensor (or pairs), in its order."""
+    if hasattr(tensors, "items"):
+        items = list(tensors.items())
+    else:
+        try:
+            items = list(tensors)
+        except TypeError:
+            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                                 "tensors must be a dict of name -> tensor, not %s" % type(tensors).__name__)
+        for it in items:
+            if not (isinstance(it, tuple) and len(it) == 2):
+                raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                                     "tensors must be a dict of name -> tensor or (name, tensor) pairs")
+    out, seen = [], set()
+    for name, x in items:
+        t = describe_target(name, x)
+        if name in seen:
+            raise WsyncError("WSYNC_ERR_DUPLICATE_KEY", "tensor %r given twice" % name, tensor=name)
+        seen.add(name)
+        out.append(t)
+    return out

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The Python binding (python/wsync) over build/libwsync.so: runs
+# python/tests/test_wsync.py with an interpreter that has torch when there is
+# one (Debian's python3-torch is in /usr/bin/python3; a python3 earlier on
+# PATH may lack it), with the wsync tool for the round trips against C, and
+# with an nginx WebDAV bucket (tests/http/nginx.conf.in) for the HTTP store
+# when nginx is installed; then examples/python's train.py and serve.py for a
+# few steps. Builds nothing: make test built the library.
+# usage: tests/test_python.sh LIBWSYNC_SO [WSYNC_TOOL]
+set -u
+cd "$(dirname "$0")/.."
+root=$PWD
+[ $# -ge 1 ] || { echo "usage: $0 LIBWSYNC_SO [WSYNC_TOOL]"; exit 2; }
+lib=$1; case $lib in /*) ;; *) lib=$root/$lib ;; esac
+tool=${2:-}; [ -n "$tool" ] && case $tool in /*) ;; *) tool=$root/$tool ;; esac
+if [ ! -f "$lib" ]; then echo "FAIL $lib is missing (make python)"; echo "summary: 0 passed, 1 failed"; exit 1; fi
+
+py=
+for cand in /usr/bin/python3 python3; do
+    if "$cand" -c 'import torch' >/dev/null 2>&1; then py=$cand; break; fi
+done
+if [ -z "$py" ]; then
+    for cand in /usr/bin/python3 python3; do
+        if "$cand" -c 'import numpy' >/dev/null 2>&1; then py=$cand; break; fi
+    done
+fi
+[ -n "$py" ] || py=python3
+echo "test_python: $py (torch and numpy tests skip where missing; tests/install-deps.sh installs them)"
+
+tmp=$(mktemp -d /tmp/wsync-py.XXXXXX)
+cleanup() {
+    [ -f "$tmp/nginx.pid" ] && kill -9 "$(cat "$tmp/nginx.pid")" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# nginx for the HTTP store test (optional: the test skips without it)
+NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+if [ -x "$NGINX" ] && "$NGINX" -V 2>&1 | grep -q -- --with-http_dav_module; then
+    mkdir -p "$tmp/data" "$tmp/body" "$tmp/proxy" "$tmp/fastcgi" "$tmp/uwsgi" "$tmp/scgi" "$tmp/conf.d"
+    chmod 755 "$tmp"
+    user_line=; [ "$(id -u)" -eq 0 ] && user_line="user root;"
+    for try in 1 2 3 4 5; do
+        port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+        sed -e "s|@DIR@|$tmp|g" -e "s|@PORT@|$port|g" -e "s|@USER@|$user_line|" tests/http/nginx.conf.in > "$tmp/nginx.conf"
+        if "$NGINX" -p "$tmp" -c "$tmp/nginx.conf" -e "$tmp/error.log" 2>>"$tmp/start.log"; then
+            for i in $(seq 50); do [ -s "$tmp/nginx.pid" ] && break; sleep 0.05; done
+            export WSYNC_TEST_HTTP_URL="http://127.0.0.1:$port"
+            break
+        fi
+    done
+fi
+
+export WSYNC_LIB=$lib PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
+[ -n "$tool" ] && export WSYNC_TOOL=$tool
+"$py" python/tests/test_wsync.py > "$tmp/unit.out" 2>&1; rc=$?
+grep -v -E '^summary: ' "$tmp/unit.out"
+line=$(grep -E '^summary: [0-9]+ passed, [0-9]+ failed$' "$tmp/unit.out" | tail -n 1)
+passed=$(echo "$line" | sed -nE 's/^summary: ([0-9]+) passed.*/\1/p'); passed=${passed:-0}
+failed=$(echo "$line" | sed -nE 's/^summary: [0-9]+ passed, ([0-9]+) failed$/\1/p')
+if [ -z "$line" ]; then echo "FAIL python/tests/test_wsync.py: exited $rc without a summary line"; failed=1
+elif [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then echo "FAIL python/tests/test_wsync.py: exit status $rc"; failed=1; fi
+
+# examples/python: serve.py follows train.py (CPU torch, a few steps, as
+# examples/python/README.md runs them); the engine must reach the trainer's
+# last step, and every step it printed must carry the trainer's digest.
+steps=10
+if "$py" -c 'import torch' >/dev/null 2>&1; then
+    ex=$tmp/ex-bucket
+    timeout 120 "$py" examples/python/serve.py --store "$ex" --until-step $steps --interval 20 --wait 60 \
+        > "$tmp/serve.out" 2>&1 &
+    serve_pid=$!
+    timeout 120 "$py" examples/python/train.py --store "$ex" --steps $steps > "$tmp/train.out" 2>&1; train_rc=$?
+    wait $serve_pid; serve_rc=$?
+    # "train step N ... digest D" / "serve step N ... digest D"
+    digests() { awk -v k="$1" '$1 == k && $2 == "step" { print $3, $NF }' "$2"; }
+    digests train "$tmp/train.out" > "$tmp/train.dig"
+    digests serve "$tmp/serve.out" > "$tmp/serve.dig"
+    last_train=$(tail -n 1 "$tmp/train.dig"); last_serve=$(tail -n 1 "$tmp/serve.dig")
+    bad=$(awk 'NR == FNR { d[$1] = $2; next } !($1 in d) || d[$1] != $2' "$tmp/train.dig" "$tmp/serve.dig")
+    if [ $train_rc -eq 0 ] && [ $serve_rc -eq 0 ] && [ "$(wc -l < "$tmp/train.dig")" -eq $((steps + 1)) ] &&
+        [ -n "$last_serve" ] && [ "$last_serve" = "$last_train" ] && [ "${last_serve%% *}" = "$steps" ] &&
+        [ -z "$bad" ]; then
+        passed=$((passed + 1))
+        echo "ok   examples/python: serve.py reached step $steps of train.py, $(wc -l < "$tmp/serve.dig") steps, digests equal"
+    else
+        failed=$((failed + 1))
+        echo "FAIL examples/python: train.py exit $train_rc, serve.py exit $serve_rc, trainer's last '$last_train', engine's last '$last_serve'${bad:+, digests differ: $bad}"
+        tail -n 5 "$tmp/train.out" "$tmp/serve.out"
+    fi
+else
+    echo "skip examples/python: torch is not installed for $py"
+fi
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

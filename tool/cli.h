@@ -1,0 +1,294 @@
+/* cli.h - what the wsync tool's files share: the headers, the exit status
+   of a usage error, the helpers (cli_*, defined in cli.c unless said) and
+   the commands (cmd_*, one file each or per group).
+
+   The tool is the .c files of this folder, built as one program:
+     main.c       usage, --help, --version, dispatch to the commands
+     cli.c        the shared helpers declared below
+     cmd_delta.c  inspect, diff, apply, verify, gen
+     cmd_chain.c  publish, pull, follow, log
+     dir.c        model directories (a Hugging Face checkpoint): the index's
+                  JSON reader, a directory read for publish, and pull's and
+                  follow's versions beside a symbolic link switched atomically
+     cmd_demo.c   demo (a trainer and a follower process)
+     cmd_push.c   push-demo (the direct path with real processes)
+     cmd_plan.c   plan (the direct path's schedule, simulated)
+     impl.c       the headers' implementations, and nothing else
+
+   Every file defines _GNU_SOURCE before its first #include (fork, pipe,
+   sigaction, fsync under -std=c99; process_vm_writev for wsync_rdma.h). */
+#ifndef WSYNC_CLI_H
+#define WSYNC_CLI_H
+
+#ifndef _GNU_SOURCE
+#error "define _GNU_SOURCE before the first #include (see cli.h)"
+#endif
+
+/* URL stores (http://, https://, s3://) need libcurl: the Makefile defines
+   WSYNC_CLI_HTTP=1 and links -lcurl when its development files are there;
+   without them the tool still builds and says so when given a URL. */
+#if !defined(WSYNC_CLI_HTTP) || !WSYNC_CLI_HTTP
+#ifndef WSYNC_HTTP_NO_CURL
+#define WSYNC_HTTP_NO_CURL
+#endif
+#endif
+
+#include "wsync.h"
+#include "wsync_gen.h"
+#include "wsync_http.h"
+/* The direct path (push-demo, plan): fabrics, executor, controller, planner. */
+#include "wsync_rdma.h"
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#define EXIT_USAGE 2
+
+/* ---- the commands: each takes the arguments after its name and returns
+   the exit status (0 success, 1 failed, 2 usage error) ---- */
+
+int cmd_inspect(int argc, char **argv);   /* cmd_delta.c */
+int cmd_diff(int argc, char **argv);      /* cmd_delta.c */
+int cmd_apply(int argc, char **argv);     /* cmd_delta.c */
+int cmd_verify(int argc, char **argv);    /* cmd_delta.c */
+int cmd_gen(int argc, char **argv);       /* cmd_delta.c */
+int cmd_publish(int argc, char **argv);   /* cmd_chain.c */
+int cmd_pull(int argc, char **argv);      /* cmd_chain.c */
+int cmd_follow(int argc, char **argv);    /* cmd_chain.c */
+int cmd_log(int argc, char **argv);       /* cmd_chain.c */
+int cmd_demo(int argc, char **argv);      /* cmd_demo.c */
+int cmd_push_demo(int argc, char **argv); /* cmd_push.c */
+int cmd_plan(int argc, char **argv);      /* cmd_plan.c */
+
+/* ---- the direct path: push-demo's layouts, shared with `wsync plan --demo` ---- */
+
+typedef struct cli_push_layout {
+    unsigned trainers, inference, block;  /* block: fp8 tile */
+    int replica, reshard, fp8, mesh_groups;
+} cli_push_layout;
+/* The plan push-demo's controller builds for a model and layout (the ranks'
+   entries as they join, wsync_ctl_plan_input_build, wsync_plan_build with
+   the controller's options): `wsync plan --demo` prints it (cmd_push.c). */
+wsync_result cli_push_plan(const wsync_gen_model *m, const cli_push_layout *o, wsync_plan **out, wsync_error *err);
+
+/* ---- arguments and errors ---- */
+
+/* "wsync: " + the message + a pointer to --help on stderr; returns EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...);
+/* An unknown --model for `cmd`, with the known ones; returns EXIT_USAGE. */
+int cli_usage_models(const char *cmd, const char *name);
+/* "wsync: CMD: WHAT: WSYNC_ERR_X: message"; returns 1 (the exit status). */
+int cli_chain_fail(const char *cmd, const wsync_error *err, const char *fmt, ...);
+/* An error found by the tool itself, reported like the library's. */
+int cli_tool_fail(const char *cmd, wsync_result code, const char *what, const char *fmt, ...);
+int cli_is_help(const char *a);
+/* argv[*i] is option `name` with a value after it: *val gets the value. */
+int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
+/* A decimal number, no sign: 1 when s is one that fits. */
+int cli_parse_u64(const char *s, uint64_t *out);
+
+/* ---- output ---- */
+
+/* JSON string with the escapes RFC 8259 requires. */
+void cli_json_string(FILE *out, const char *s, size_t n);
+/* Decimal units, as object stores and network links count. */
+const char *cli_human_bytes(char *buf, size_t cap, uint64_t b);
+double cli_percent(uint64_t part, uint64_t whole);
+/* CLOCK_MONOTONIC seconds: system-wide, comparable across processes. */
+double cli_now_s(void);
+/* A signal cuts the sleep short, so that loops see their stop flag at once. */
+void cli_sleep_s(double s);
+
+/* ---- files ---- */
+
+/* A safetensors file mapped, parsed and viewed as wsync_tensors. */
+typedef struct cli_loaded {
+    const char *path;
+    wsync_mapped map;
+    wsync_st_file st;
+    wsync_tensor *t;   /* one per safetensors tensor, data into the mapping */
+} cli_loaded;
+
+/* 1 when loaded; 0 after saying why on stderr. */
+int cli_load_file(const char *path, cli_loaded *L);
+void cli_unload_file(cli_loaded *L);
+/* A wsync_sink_fn writing to the FILE * in `user`. */
+int cli_file_sink(void *user, const void *bytes, size_t len);
+/* A new temporary file next to `path` (path + mark [+ pid + "."] + a random
+   suffix, O_EXCL | O_NOFOLLOW); the fd, or -1 with errno set. */
+int cli_temp_create(char *buf, size_t cap, const char *path, const char *mark, long pid, mode_t mode);
+
+/* Writes through a temporary file of its own (cli_temp_create), fsyncs it and
+   renames it over `path`, so a reader never sees half a file and two runs
+   writing one path each leave it whole. */
+typedef struct cli_out_file {
+    char tmp[4096];
+    const char *path;
+    FILE *f;
+} cli_out_file;
+
+int cli_out_open(cli_out_file *o, const char *path);
+/* Flushes, fsyncs and closes; renames over the path when ok, else removes. */
+int cli_out_commit(cli_out_file *o, int ok);
+
+/* ---- paths ---- */
+
+/* The directory holding `path` and the name in it. */
+void cli_split_path(const char *path, char *dir, size_t cap, const char **base);
+/* A rename is durable once the directory is synced: 1 synced (or a
+   filesystem that cannot sync a directory), 0 not. */
+int cli_fsync_dir(const char *dir);
+/* The store key of a chain entry (entries name keys without the prefix). */
+int cli_chain_key(char *buf, size_t cap, const char *prefix, const char *key);
+
+/* ---- stores and models ---- */
+
+/* The store named by `dir`: a directory, http://, https:// or s3://...
+   Readers pass must_exist. 1 when open; 0 after saying why. */
+/* How URL stores are opened (--listing, --s3-part-size,
+   --s3-multipart-threshold of the chain commands); zero: the library's
+   defaults and environment. */
+typedef struct cli_store_opts {
+    wsync_http_listing listing;
+    uint64_t s3_part_size, s3_multipart_threshold;
+} cli_store_opts;
+extern cli_store_opts cli_store;
+/* The chain commands' --help about those options. */
+#define CLI_STORE_HELP                                                                                  \
+    "URL stores: --listing auto|json|propfind says how an http(s) store lists a directory\n"          \
+    "(WebDAV PROPFIND, nginx's JSON autoindex, or PROPFIND first and JSON when the server\n"         \
+    "does not answer it: auto, the default); --s3-part-size N and --s3-multipart-threshold N\n"      \
+    "(bytes; K, M, G allowed) set an S3 store's upload part size and largest single PUT\n"          \
+    "(default WSYNC_S3_PART_SIZE and WSYNC_S3_MULTIPART_THRESHOLD, else 16M and 64M).\n"
+/* The chain commands' store options at argv[*i]: 1 consumed, 0 not one of
+   them, -1 after a usage error (printed). */
+int cli_store_opt(const char *cmd, int argc, char **argv, int *i);
+int cli_open_dir_store(const char *cmd, const char *dir, int must_exist, wsync_store *s);
+
+/* The local file's bytes in a private buffer: the subscriber patches the
+   tensors' data in place (through `t`, views into buf), and saving writes
+   the tensors back out with a new step. */
+typedef struct cli_image {
+    uint8_t *buf;
+    uint64_t size;
+    wsync_st_file st;
+    wsync_tensor *t;   /* st.n_tensors views into buf */
+    int has_step;      /* the step the data hold, as the file claims it */
+    uint64_t step;
+} cli_image;
+
+void cli_image_free(cli_image *im);  /* cmd_chain.c */
+/* Parses im->buf (im->size bytes, filled by the caller) and builds the
+   views; 0 after saying why (cmd_chain.c). */
+int cli_image_parse(const char *cmd, const char *what, cli_image *im);
+/* A model with the layout of the chain's newest anchor at or before `limit`,
+   data zeroed (cmd_chain.c). */
+int cli_image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
+                          cli_image *im);
+
+/* ---- model directories (dir.c) ---- */
+
+/* A small strict JSON reader (RFC 8259) for the files of a model directory
+   (model.safetensors.index.json, wsync-step.json): objects (a key twice is
+   refused), arrays, strings (valid UTF-8, the usual escapes, surrogate
+   pairs), numbers (kept as their text), true, false, null; nothing after the
+   value but white space; at most CLI_JSON_MAX_DEPTH levels and
+   CLI_JSON_MAX_SIZE bytes. */
+#define CLI_JSON_MAX_DEPTH 64
+#define CLI_JSON_MAX_SIZE ((size_t)64 << 20)
+typedef enum cli_json_kind {
+    CLI_JSON_NULL, CLI_JSON_FALSE, CLI_JSON_TRUE, CLI_JSON_NUMBER, CLI_JSON_STRING, CLI_JSON_ARRAY, CLI_JSON_OBJECT
+} cli_json_kind;
+typedef struct cli_json {
+    cli_json_kind kind;
+    char *key;                    /* a member of an object: its name, decoded */
+    size_t key_len;               /* bytes (a name may hold U+0000) */
+    char *str;                    /* a string: decoded, NUL-terminated; a number: its text */
+    size_t len;
+    struct cli_json *child, *next; /* an array's or object's members, in order */
+    size_t n;                     /* how many */
+} cli_json;
+/* 1 and *out (free with cli_json_free); 0 with why ("byte N: rule"). */
+int cli_json_parse(const char *text, size_t len, cli_json **out, char *why, size_t cap);
+void cli_json_free(cli_json *j);
+/* An object's member named key (a C string), or NULL. */
+const cli_json *cli_json_member(const cli_json *obj, const char *key);
+/* A number that is an integer from 0 to UINT64_MAX, written without a
+   fraction or exponent: 1 and *out. */
+int cli_json_u64(const cli_json *j, uint64_t *out);
+
+/* The index a sharded checkpoint carries, and the step file of a version
+   that pull or follow wrote. */
+#define CLI_DIR_INDEX "model.safetensors.index.json"
+#define CLI_DIR_STEP_FILE "wsync-step.json"
+
+/* A checkpoint directory read for publish (cli_dir_load): its shards mapped
+   (the tensors are views into the mappings, in publish order), the layout
+   for wsync_publisher_set_layout, and the small files carried with every
+   anchor, mapped too. */
+typedef struct cli_dir_model {
+    size_t n_shards;
+    cli_loaded *shards;
+    char **shard_paths;
+    wsync_anchor_shard *layout;  /* one per shard, named by its file name */
+    wsync_tensor *t;             /* every shard's tensors, shard after shard */
+    size_t n_tensors;
+    size_t n_files;
+    wsync_anchor_file *files;
+    wsync_mapped *file_maps;
+    char **file_names;
+    uint64_t bytes;              /* the tensors' bytes */
+} cli_dir_model;
+/* Reads and validates the directory `dir` (cmd_publish's rules, in its
+   --help); include: --include patterns. 1 loaded; 0 after saying why
+   (naming the file and the rule), nothing held. */
+int cli_dir_load(const char *cmd, const char *dir, char *const *include, size_t n_include, cli_dir_model *m);
+void cli_dir_unload(cli_dir_model *m);
+
+/* A version's shards: which tensors of the image each one holds, in the
+   order it writes them. The layout of the anchor it was read from
+   (from_anchor, anchor_step) or of the local version (from_anchor 0). */
+typedef struct cli_dir_shard {
+    char name[WSYNC_CHAIN_FILE_NAME_MAX];
+    size_t *idx;                 /* indices into the image's tensors */
+    size_t n;
+} cli_dir_shard;
+typedef struct cli_dir_layout {
+    cli_dir_shard *shards;
+    size_t n_shards;
+    int from_anchor;
+    uint64_t anchor_step;
+} cli_dir_layout;
+void cli_dir_layout_free(cli_dir_layout *lay);
+
+/* What pull and follow keep at `path`: CLI_TARGET_DIR when path is a
+   symbolic link to a version wsync made (it holds CLI_DIR_STEP_FILE), or
+   does not exist, does not end in .safetensors and the chain's newest
+   anchor at or before `limit` is a directory's; CLI_TARGET_FILE otherwise.
+   -1: refused (a directory wsync did not make; printed); -2: the chain could
+   not be read (printed; a follower tries again). */
+enum { CLI_TARGET_FILE = 0, CLI_TARGET_DIR = 1 };
+int cli_dir_target(const char *cmd, const char *path, const wsync_store *s, const wsync_chain_options *co,
+                   uint64_t limit);
+/* The model of a directory anchor's entry as one image, data zeroed: each
+   shard's header read with two ranged gets, the tensors in shard order.
+   lay (may be NULL) gets the anchor's layout. 1 built; 0 after saying why. */
+int cli_dir_image_from_entry(const char *cmd, const wsync_store *s, const wsync_chain_options *co,
+                             const wsync_chain_entry *e, cli_image *im, cli_dir_layout *lay);
+/* The version `path` links to, as one image (its shards, by name order)
+   with the step of its CLI_DIR_STEP_FILE. 1 loaded; 0 after saying why. */
+int cli_dir_image_from_link(const char *cmd, const char *path, cli_image *im, cli_dir_layout *lay);
+/* Writes the image as the version `step` beside `path` (path.step_NNNNNN,
+   its shards laid out as the newest anchor at or before step, that
+   anchor's files, CLI_DIR_STEP_FILE), switches the link `path` to it in one
+   rename, and removes versions older than the previous one. 1 switched; 0
+   after saying why, `path` as it was. */
+int cli_dir_save(const char *cmd, const wsync_store *s, const wsync_chain_options *co, const cli_image *im,
+                 cli_dir_layout *lay, const char *path, uint64_t step);
+/* Removes what killed runs left beside `path` (path.step_*.tmp.PID,
+   path.link.tmp.PID, of processes that are gone) and prunes the versions to
+   the one `path` links to and the previous one (a run killed after its
+   switch leaves an older third; one killed before, a version never linked). */
+void cli_dir_remove_stale(const char *path);
+
+#endif /* WSYNC_CLI_H */

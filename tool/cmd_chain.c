@@ -1,0 +1,1181 @@
+/* cmd_chain.c - the wsync tool's chain commands: publish, pull, follow, log.
+   A local file is kept at a step of the chain in a store; the model it
+   holds is a cli_image (cli.h). */
+#define _GNU_SOURCE 1 /* see cli.h */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What every chain command takes: the store and how to read the chain. */
+typedef struct chain_cli {
+    const char *store;
+    wsync_chain_options co;
+} chain_cli;
+
+/* Consumes --store, --prefix, --threads or a URL store's option (cli_store_opt)
+   at argv[*i]: 1 when it was one,
+   0 when not, -1 after a usage error (printed). */
+static int chain_opt(const char *cmd, int argc, char **argv, int *i, chain_cli *c)
+{
+    const char *v;
+    uint64_t t;
+    if (cli_opt_value(argc, argv, i, "--store", &v)) c->store = v;
+    else if (cli_opt_value(argc, argv, i, "--prefix", &v)) {
+        char *p = argv[*i];
+        size_t n = strlen(p);
+        while (n > 0 && p[n - 1] == '/') p[--n] = 0; /* "p/" means "p": keys are "p/HEAD" */
+        c->co.prefix = p;
+    } else if (cli_opt_value(argc, argv, i, "--threads", &v)) {
+        if (!cli_parse_u64(v, &t) || t < 1 || t > 16)
+            return cli_usage_error("%s: --threads takes 1..16, not '%s'", cmd, v), -1;
+        c->co.threads = (unsigned)t;
+    } else return cli_store_opt(cmd, argc, argv, i);
+    return 1;
+}
+
+static int parse_step(const char *s, uint64_t *out)
+{
+    return cli_parse_u64(s, out) && *out <= WSYNC_STEP_MAX;
+}
+
+static const char *kind_name(wsync_chain_kind k)
+{
+    return k == WSYNC_CHAIN_ANCHOR ? "anchor" : k == WSYNC_CHAIN_DELTA ? "delta" : "?";
+}
+
+/* ---- a model in memory, as one safetensors image ---- */
+
+void cli_image_free(cli_image *im)
+{
+    free(im->t);
+    wsync_st_free(&im->st);
+    free(im->buf);
+    memset(im, 0, sizeof *im);
+}
+
+/* Parses buf (filled by the caller) and builds the views. */
+int cli_image_parse(const char *cmd, const char *what, cli_image *im)
+{
+    wsync_error err;
+    size_t i;
+    if (wsync_st_parse(im->buf, im->size, NULL, &im->st, &err) != WSYNC_OK)
+        return cli_chain_fail(cmd, &err, "%s: invalid safetensors", what), 0;
+    if (wsync_st_check_names(&im->st, &err) != WSYNC_OK) /* the views are named by C strings */
+        return cli_chain_fail(cmd, &err, "%s", what), 0;
+    im->t = (wsync_tensor *)calloc(im->st.n_tensors + 1, sizeof *im->t);
+    if (!im->t) return cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, what, "%zu tensor views", im->st.n_tensors), 0;
+    for (i = 0; i < im->st.n_tensors; i++) {
+        const wsync_st_tensor *s = &im->st.tensors[i];
+        im->t[i].name = s->name;
+        im->t[i].dtype = s->dtype;
+        im->t[i].rank = s->rank;
+        im->t[i].shape = s->shape;
+        im->t[i].data = im->buf + (s->data - im->buf); /* our buffer: writable */
+        im->t[i].nbytes = s->end - s->begin;
+    }
+    return 1;
+}
+
+/* The file at `path`, copied into memory; its __metadata__ "step" (when
+   present) says which step it holds. */
+static int image_from_file(const char *cmd, const char *path, cli_image *im)
+{
+    wsync_mapped map;
+    wsync_error err;
+    const char *step;
+    memset(im, 0, sizeof *im);
+    if (wsync_file_map(path, &map, &err) != WSYNC_OK) return cli_chain_fail(cmd, &err, "%s", path), 0;
+    im->size = map.size;
+    im->buf = map.size <= (uint64_t)SIZE_MAX - 1 ? (uint8_t *)malloc((size_t)map.size + 1) : NULL;
+    if (!im->buf) {
+        wsync_file_unmap(&map);
+        cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "a copy of its %llu bytes", (unsigned long long)im->size);
+        return 0;
+    }
+    memcpy(im->buf, map.bytes, (size_t)map.size);
+    wsync_file_unmap(&map);
+    if (!cli_image_parse(cmd, path, im)) {
+        cli_image_free(im);
+        return 0;
+    }
+    if ((step = wsync_st_metadata_get(&im->st, "step")) != NULL) {
+        if (!parse_step(step, &im->step)) {
+            cli_tool_fail(cmd, WSYNC_ERR_INVALID_METADATA, path, "__metadata__ \"step\" is '%.40s', not a step number",
+                          step);
+            cli_image_free(im);
+            return 0;
+        }
+        im->has_step = 1;
+    }
+    return 1;
+}
+
+/* A model with the layout of the anchor the subscriber will start from (the
+   chain's newest at or before `limit`), data zeroed. Only the anchor's
+   header is read (two ranged gets; a directory's anchor: two per shard,
+   cli_dir_image_from_entry, its layout into lay when not NULL): the
+   subscriber fetches the rest. */
+static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
+                             cli_image *im, cli_dir_layout *lay)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    wsync_buffer b;
+    uint8_t len8[8];
+    uint64_t hlen = 0, size = 0, anchor = 0;
+    char key[1200];
+    size_t i, at = 0;
+    int found = 0, k;
+    memset(im, 0, sizeof *im);
+    if (wsync_chain_read(s, co, &info, &err) != WSYNC_OK) return cli_chain_fail(cmd, &err, "reading the chain"), 0;
+    if (limit == WSYNC_STEP_LATEST) limit = info.head_step;
+    for (i = 0; i < info.n_entries; i++) /* ascending by step: the last match is the newest */
+        if (info.entries[i].kind == WSYNC_CHAIN_ANCHOR && info.entries[i].step <= limit) {
+            found = cli_chain_key(key, sizeof key, co->prefix, info.entries[i].key);
+            anchor = info.entries[i].step;
+            at = i;
+        }
+    if (found && info.entries[at].n_files) {
+        k = cli_dir_image_from_entry(cmd, s, co, &info.entries[at], im, lay);
+        wsync_chain_info_free(&info);
+        return k;
+    }
+    wsync_chain_info_free(&info);
+    if (!found)
+        return cli_tool_fail(cmd, WSYNC_ERR_NO_PATH, "no local file to start from",
+                             "the chain has no anchor at or before step %llu to take the tensors' layout from",
+                             (unsigned long long)limit), 0;
+    b.bytes = len8, b.cap = 8, b.len = 0;
+    if (s->get(s->user, key, 0, 8, wsync_buffer_sink, &b, &size, &err) != WSYNC_OK)
+        return cli_chain_fail(cmd, &err, "reading the header of %s", key), 0;
+    for (k = 7; k >= 0; k--) hlen = hlen << 8 | len8[k];
+    if (hlen > WSYNC_ST_MAX_HEADER_SIZE || hlen > size - 8 || size > (uint64_t)SIZE_MAX - 1)
+        return cli_tool_fail(cmd, WSYNC_ERR_INVALID_HEADER, key,
+                             "header length %llu does not fit the object's %llu bytes", (unsigned long long)hlen,
+                             (unsigned long long)size), 0;
+    im->size = size;
+    if (!(im->buf = (uint8_t *)calloc((size_t)size + 1, 1)))
+        return cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, key, "%llu bytes for the model (anchor %llu)",
+                             (unsigned long long)size, (unsigned long long)anchor), 0;
+    memcpy(im->buf, len8, 8);
+    b.bytes = im->buf + 8, b.cap = (size_t)hlen, b.len = 0;
+    if (s->get(s->user, key, 8, hlen, wsync_buffer_sink, &b, NULL, &err) != WSYNC_OK) {
+        cli_image_free(im);
+        return cli_chain_fail(cmd, &err, "reading the header of %s", key), 0;
+    }
+    if (!cli_image_parse(cmd, key, im)) {
+        cli_image_free(im);
+        return 0;
+    }
+    return 1;
+}
+
+int cli_image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
+                          cli_image *im)
+{
+    return image_from_anchor(cmd, s, co, limit, im, NULL);
+}
+
+/* Temporary files of writers that were killed claim nothing (the path is
+   only ever replaced by a rename), but they take space: remove those whose
+   process is gone (named `path` + WSYNC_STORE_TMP_MARK + pid, then "." and a
+   suffix, or nothing after the pid as earlier versions wrote them). */
+static void remove_stale_temps(const char *path)
+{
+    char dir[4096], full[8192];
+    const char *base;
+    size_t blen, mlen = strlen(WSYNC_STORE_TMP_MARK);
+    DIR *d;
+    struct dirent *e;
+    cli_split_path(path, dir, sizeof dir, &base);
+    blen = strlen(base);
+    if (!(d = opendir(dir))) return;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name, *p;
+        char *end;
+        long pid;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, WSYNC_STORE_TMP_MARK, mlen) != 0) continue;
+        p = n + blen + mlen;
+        errno = 0;
+        pid = strtol(p, &end, 10);
+        if (!*p || (*end && *end != '.') || errno || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to judge) */
+        if (snprintf(full, sizeof full, "%s/%s", dir, n) < (int)sizeof full) unlink(full);
+    }
+    closedir(d);
+}
+
+/* Writes the image as a plain safetensors file claiming `step`: a temporary
+   file of its own in the same directory (cli_temp_create, with this process's
+   pid for remove_stale_temps), fsync, rename over `path`, fsync of the
+   directory. Whatever happens meanwhile (kill -9, a crash), `path` holds the
+   old file or the new one, whole. Metadata: the image's, "step" set, an
+   anchor's "wsync" mark dropped. */
+static int image_save(const char *cmd, const cli_image *im, const char *path, uint64_t step)
+{
+    size_t i, n = im->st.n_tensors, nm = 0;
+    wsync_st_tensor_desc *d = (wsync_st_tensor_desc *)calloc(n + 1, sizeof *d);
+    wsync_st_kv *meta = (wsync_st_kv *)calloc(im->st.n_metadata + 1, sizeof *meta);
+    char tmp[4200], dir[4096], stepbuf[32];
+    const char *base;
+    wsync_error err;
+    FILE *f = NULL;
+    int fd, ok = 0;
+    tmp[0] = 0;
+    if (!d || !meta) {
+        cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "%s", "tensor list");
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        d[i].name = im->t[i].name;
+        d[i].name_len = im->st.tensors[i].name_len;
+        d[i].dtype = im->t[i].dtype;
+        d[i].rank = im->t[i].rank;
+        d[i].shape = im->t[i].shape;
+        d[i].data = im->t[i].data;
+        d[i].nbytes = im->t[i].nbytes;
+    }
+    for (i = 0; i < im->st.n_metadata; i++) { /* an anchor's "wsync": "anchor" would be a lie here */
+        const char *k = im->st.metadata[i].key;
+        if (strcmp(k, "step") != 0 && strcmp(k, "wsync") != 0) meta[nm++] = im->st.metadata[i];
+    }
+    snprintf(stepbuf, sizeof stepbuf, "%llu", (unsigned long long)step);
+    meta[nm].key = "step", meta[nm].key_len = 0, meta[nm].value = stepbuf, meta[nm].value_len = 0;
+    nm++;
+    if ((fd = cli_temp_create(tmp, sizeof tmp, path, WSYNC_STORE_TMP_MARK, (long)getpid(), 0644)) < 0 ||
+        !(f = fdopen(fd, "wb"))) {
+        cli_tool_fail(cmd, WSYNC_ERR_IO, path, "cannot create a temporary file: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        else tmp[0] = 0; /* nothing of ours to remove */
+        goto done;
+    }
+    if (wsync_st_write(d, n, meta, nm, cli_file_sink, f, NULL, &err) != WSYNC_OK) {
+        cli_chain_fail(cmd, &err, "writing %s", tmp);
+        fclose(f);
+        goto done;
+    }
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        cli_tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot write: %s", strerror(errno));
+        fclose(f);
+        goto done;
+    }
+    if (fclose(f) != 0) {
+        cli_tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot close: %s", strerror(errno));
+        goto done;
+    }
+    if (rename(tmp, path) != 0) {
+        cli_tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot rename to %s: %s", path, strerror(errno));
+        goto done;
+    }
+    cli_split_path(path, dir, sizeof dir, &base);
+    if (!cli_fsync_dir(dir))
+        fprintf(stderr, "wsync: %s: warning: cannot fsync directory %s: %s\n", cmd, dir, strerror(errno));
+    ok = 1;
+done:
+    if (!ok && tmp[0]) unlink(tmp);
+    free(d);
+    free(meta);
+    return ok;
+}
+
+/* ---- publish ---- */
+
+/* "step 7: delta from 6, 21512 of 1313152 elements changed (1.6382%), 35.3 kB
+   vs 2.6 MB full, 6.8 ms" (an anchor step says "anchor 2.6 MB" first) */
+static void print_publish(const wsync_publish_stats *ps, uint64_t full, double secs, size_t shards, size_t files)
+{
+    char b1[32], b2[32];
+    printf("step %llu: ", (unsigned long long)ps->step);
+    if (ps->wrote_anchor) {
+        printf("anchor %s", cli_human_bytes(b1, sizeof b1, ps->anchor_bytes));
+        if (shards)
+            printf(" (%zu shard%s, %zu file%s)", shards, shards == 1 ? "" : "s", files, files == 1 ? "" : "s");
+        printf("%s", ps->wrote_delta ? " + " : "");
+    }
+    if (ps->wrote_delta)
+        printf("delta from %llu, %llu of %llu elements changed (%.4f%%), %s vs %s full",
+               (unsigned long long)ps->base_step, (unsigned long long)ps->changed, (unsigned long long)ps->elements,
+               cli_percent(ps->changed, ps->elements), cli_human_bytes(b1, sizeof b1, ps->delta_bytes),
+               cli_human_bytes(b2, sizeof b2, full));
+    printf(", %.1f ms", 1e3 * secs);
+    if (ps->deleted)
+        printf(" (retention removed %llu object%s)", (unsigned long long)ps->deleted, ps->deleted == 1 ? "" : "s");
+    printf("\n");
+    if (ps->retention_failed)
+        fprintf(stderr, "wsync: publish: warning: retention could not delete %llu object%s (a failed delete, or a "
+                "store that cannot delete); HEAD still names them and the next publish tries again\n",
+                (unsigned long long)ps->retention_failed, ps->retention_failed == 1 ? "" : "s");
+}
+
+/* A directory's shards claim one step in their __metadata__ "step": 1 and
+   *step when all of them claim the same one. */
+static int dir_claimed_step(const cli_dir_model *D, uint64_t *step)
+{
+    size_t i;
+    for (i = 0; i < D->n_shards; i++) {
+        const char *s = wsync_st_metadata_get(&D->shards[i].st, "step");
+        uint64_t x;
+        if (!s || !parse_step(s, &x) || (i && x != *step)) return 0;
+        *step = x;
+    }
+    return D->n_shards > 0;
+}
+
+int cmd_publish(int argc, char **argv)
+{
+    const char *path = NULL, *v;
+    chain_cli c;
+    uint64_t step = 0, x, full = 0;
+    int have_step = 0, i, rc = 1, k, is_dir = 0;
+    cli_loaded L;
+    cli_dir_model D;
+    const wsync_tensor *t;
+    size_t n, n_include = 0;
+    char **include;
+    struct stat sb;
+    wsync_store store;
+    wsync_publisher *pub = NULL;
+    wsync_publish_stats ps;
+    wsync_error err;
+    double t0;
+    size_t j;
+    memset(&c, 0, sizeof c);
+    if (!(include = (char **)calloc((size_t)argc + 1, sizeof *include)))
+        return cli_tool_fail("publish", WSYNC_ERR_OUT_OF_MEMORY, "arguments", "%d", argc);
+    for (i = 0; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs("usage: wsync publish --store DIR --step N MODEL [--encoding packed|packed-max|trl-v1|trl-v3]\n"
+                  "                     [--anchor-every K] [--retain R] [--prefix P] [--threads T]\n"
+                  "                     [--new-chain] [--keep-f32] [--include PATTERN]...\n"
+                  "Publishes the safetensors file MODEL as step N of the chain in the store DIR (a\n"
+                  "directory, http://..., https://... or s3://bucket/prefix): a sparse delta\n"
+                  "against the last published step, or an anchor (a full snapshot: the first\n"
+                  "step, every K steps (default 20), when the tensors change\n"
+                  "or when a delta would be over half the full size); then HEAD; then retention\n"
+                  "removes what is older than the last R steps (default 2K) and the newest anchor.\n"
+                  "The publisher's state is the store, so successive runs form one chain. N must be\n"
+                  "above HEAD's step; without --step, MODEL's __metadata__ \"step\" is used.\n"
+                  "Retention deletes only objects an earlier HEAD of this chain named. Over a HEAD\n"
+                  "that fails its check, or objects without HEAD (a foreign or damaged chain),\n"
+                  "publish refuses; --new-chain starts a new chain there instead: it keeps every\n"
+                  "object already there (remove them by hand if you want them gone) and takes only\n"
+                  "a step N above the newest one present.\n"
+                  "MODEL may be a Hugging Face checkpoint directory: its shards are the files\n"
+                  "model.safetensors.index.json names (its weight_map must name exactly the shards'\n"
+                  "tensors, each with its shard; any other *.safetensors there is refused), or\n"
+                  "without the index every *.safetensors in it. Deltas cover all tensors (shards in\n"
+                  "name order, each in its file's order); anchors keep the layout: one object per\n"
+                  "shard under anchors/step_NNNNNN/, plus the files that exist of config.json\n"
+                  "generation_config.json tokenizer.json tokenizer_config.json\n"
+                  "special_tokens_map.json vocab.json vocab.txt merges.txt tokenizer.model\n"
+                  "added_tokens.json chat_template.jinja chat_template.json preprocessor_config.json,\n"
+                  "the index, and the files --include PATTERN matches (fnmatch; repeatable), byte\n"
+                  "for byte. Everything is checked before anything is written: every shard\n"
+                  "parses, no tensor is in two shards, names are plain file names ([A-Za-z0-9._-],\n"
+                  "no '/' or '..'); a failure names the file and the rule. Without --step, the\n"
+                  "step all shards' __metadata__ claim.\n"
+                  "F32 tensors are published as BF16 (--keep-f32: as F32). Exit 0 published, 1\n"
+                  "failed or refused, 2 usage error.\n"
+                  CLI_STORE_HELP,
+                  stdout);
+            free(include);
+            return 0;
+        } else if ((k = chain_opt("publish", argc, argv, &i, &c)) != 0) {
+            if (k < 0) goto usage;
+        } else if (cli_opt_value(argc, argv, &i, "--step", &v)) {
+            if (!parse_step(v, &step)) {
+                cli_usage_error("publish: bad --step '%s'", v);
+                goto usage;
+            }
+            have_step = 1;
+        } else if (cli_opt_value(argc, argv, &i, "--encoding", &v)) {
+            if (!(c.co.encoding = wsync_encoding_from_name(v))) {
+                cli_usage_error("publish: unknown encoding '%s'", v);
+                goto usage;
+            }
+        } else if (cli_opt_value(argc, argv, &i, "--anchor-every", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > 1000000) {
+                cli_usage_error("publish: --anchor-every takes 1..1000000, not '%s'", v);
+                goto usage;
+            }
+            c.co.anchor_every = (uint32_t)x;
+        } else if (cli_opt_value(argc, argv, &i, "--retain", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > 1000000) {
+                cli_usage_error("publish: --retain takes 1..1000000, not '%s'", v);
+                goto usage;
+            }
+            c.co.retain = (uint32_t)x;
+        } else if (cli_opt_value(argc, argv, &i, "--include", &v)) {
+            if (!*v || strchr(v, '/')) {
+                cli_usage_error("publish: --include takes a pattern for file names in MODEL (no '/'), not '%s'", v);
+                goto usage;
+            }
+            include[n_include++] = argv[i];
+        } else if (strcmp(argv[i], "--new-chain") == 0) {
+            c.co.flags |= WSYNC_CHAIN_NEW_CHAIN;
+        } else if (strcmp(argv[i], "--keep-f32") == 0) {
+            c.co.flags |= WSYNC_CHAIN_KEEP_F32;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_usage_error("publish: unknown or incomplete option '%s'", argv[i]);
+            goto usage;
+        } else if (path) {
+            cli_usage_error("publish: one MODEL at a time ('%s' is extra)", argv[i]);
+            goto usage;
+        } else path = argv[i];
+    }
+    if (!c.store || !path) {
+        cli_usage_error("publish: %s", "needs --store DIR and MODEL");
+        goto usage;
+    }
+    is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (n_include && !is_dir) {
+        cli_usage_error("publish: --include is for a MODEL that is a directory ('%s' is not)", path);
+        goto usage;
+    }
+    if (is_dir) {
+        if (!cli_dir_load("publish", path, include, n_include, &D)) {
+            free(include);
+            return 1;
+        }
+        t = D.t;
+        n = D.n_tensors;
+        if (!have_step && !dir_claimed_step(&D, &step)) {
+            cli_dir_unload(&D);
+            cli_usage_error("publish: the shards of %s do not all claim one __metadata__ \"step\": give --step N",
+                            path);
+            goto usage;
+        }
+    } else {
+        if (!cli_load_file(path, &L)) {
+            free(include);
+            return 1;
+        }
+        t = L.t;
+        n = L.st.n_tensors;
+        if (!have_step) {
+            const char *s = wsync_st_metadata_get(&L.st, "step");
+            if (!s || !parse_step(s, &step)) {
+                cli_unload_file(&L);
+                cli_usage_error("publish: %s has no __metadata__ \"step\": give --step N", path);
+                goto usage;
+            }
+        }
+    }
+    free(include);
+    include = NULL;
+    if (!cli_open_dir_store("publish", c.store, 0, &store)) {
+        if (is_dir) cli_dir_unload(&D);
+        else cli_unload_file(&L);
+        return 1;
+    }
+    for (j = 0; j < n; j++) /* what a dense copy of the published model weighs */
+        full += t[j].dtype == WSYNC_DTYPE_F32 && !(c.co.flags & WSYNC_CHAIN_KEEP_F32) ? t[j].nbytes / 2 : t[j].nbytes;
+    t0 = cli_now_s();
+    if (wsync_publisher_open(&store, &c.co, &pub, &err) != WSYNC_OK)
+        cli_chain_fail("publish", &err, "opening the chain in %s", c.store);
+    else if (is_dir && wsync_publisher_set_layout(pub, D.layout, D.n_shards, D.files, D.n_files, &err) != WSYNC_OK)
+        cli_chain_fail("publish", &err, "the layout of %s", path);
+    else if (wsync_publish(pub, step, t, n, &ps, &err) != WSYNC_OK)
+        cli_chain_fail("publish", &err, "step %llu of %s to %s", (unsigned long long)step, path, c.store);
+    else {
+        wsync_http_stats hs;
+        print_publish(&ps, full, cli_now_s() - t0, is_dir ? D.n_shards : 0, is_dir ? D.n_files : 0);
+        if (wsync_store_http_stats(&store, &hs) && hs.smaller_parts)
+            fprintf(stderr, "wsync: publish: warning: the server refused %llu upload%s as too large (HTTP 413) and "
+                    "took %s in smaller parts; --s3-part-size or WSYNC_S3_PART_SIZE sets the part size from the "
+                    "start\n", (unsigned long long)hs.smaller_parts, hs.smaller_parts == 1 ? "" : "s",
+                    hs.smaller_parts == 1 ? "it" : "them");
+        rc = 0;
+    }
+    wsync_publisher_close(pub);
+    wsync_store_close(&store);
+    if (is_dir) cli_dir_unload(&D);
+    else cli_unload_file(&L);
+    return rc;
+usage:
+    free(include);
+    return EXIT_USAGE;
+}
+
+/* ---- pull and follow: a local file kept at a step of the chain ---- */
+
+typedef struct puller {
+    const char *cmd, *path;
+    wsync_store store;
+    int store_open;
+    wsync_chain_options co;
+    cli_image im;
+    int dir;               /* path is a directory: a link to versions beside it (dir.c) */
+    cli_dir_layout lay;    /* the directory's shards */
+    double save_s;         /* how long the last version took to write */
+    wsync_subscriber *sub;
+    int warned_unchecked;  /* said once: the chain has no HEAD to check against */
+    int refused;           /* refused_step was not saved, and said so */
+    uint64_t refused_step;
+    uint64_t retries_seen; /* an HTTP or S3 store's retried requests, printed so far */
+} puller;
+
+/* ", N requests retried" when a URL store retried requests since the last
+   line said so: retries that succeed are otherwise silent. */
+static void print_retries(puller *p)
+{
+    wsync_http_stats hs;
+    if (!wsync_store_http_stats(&p->store, &hs) || hs.retries <= p->retries_seen) return;
+    printf(", %llu request%s retried", (unsigned long long)(hs.retries - p->retries_seen),
+           hs.retries - p->retries_seen == 1 ? "" : "s");
+    p->retries_seen = hs.retries;
+}
+
+static void puller_close(puller *p)
+{
+    wsync_subscriber_close(p->sub);
+    cli_image_free(&p->im);
+    cli_dir_layout_free(&p->lay);
+    if (p->store_open) wsync_store_close(&p->store);
+    p->sub = NULL;
+    p->store_open = 0;
+}
+
+/* Loads the local file (or, when there is none, the layout of the anchor
+   the chain will start from) and opens a subscriber over it. Every sync ends
+   with the model's state digest checked against HEAD's: a file that did not
+   hold the step it claimed is never saved as holding the next one. */
+/* 1 opened; 0 failed (printed); -1 failed reading the store's anchor for a
+   MODEL that does not exist yet (printed; a follower tries again later). */
+static int puller_open(puller *p, uint64_t limit)
+{
+    wsync_error err;
+    struct stat sb;
+    int target;
+    p->dir = 0; /* decided again at each try (a follower's first ones may find no chain yet) */
+    p->co.flags |= WSYNC_CHAIN_VERIFY_STATE;
+    remove_stale_temps(p->path);
+    if ((target = cli_dir_target(p->cmd, p->path, &p->store, &p->co, limit)) < 0) return target == -1 ? 0 : -1;
+    if (target == CLI_TARGET_DIR) {
+        p->dir = 1;
+        cli_dir_remove_stale(p->path);
+        if (lstat(p->path, &sb) == 0) {
+            if (!cli_dir_image_from_link(p->cmd, p->path, &p->im, &p->lay)) return 0;
+        } else if (!image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im, &p->lay)) return -1;
+    } else if (stat(p->path, &sb) == 0 || errno != ENOENT) {
+        if (!image_from_file(p->cmd, p->path, &p->im)) return 0;
+    } else if (!cli_image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im)) return -1;
+    if (wsync_subscriber_open(&p->store, p->im.t, p->im.st.n_tensors, &p->co, &p->sub, &err) != WSYNC_OK)
+        return cli_chain_fail(p->cmd, &err, "opening a subscriber for %s", p->path), 0;
+    if (p->im.has_step) wsync_subscriber_set_step(p->sub, p->im.step);
+    return 1;
+}
+
+/* "out/model/" is "out/model": a directory's link is named without the
+   slash (the root stays "/"). */
+static void strip_slashes(char **argv, int argc, const char **path)
+{
+    int i;
+    for (i = 0; i < argc; i++)
+        if (argv[i] == *path) {
+            size_t n = strlen(argv[i]);
+            while (n > 1 && argv[i][n - 1] == '/') argv[i][--n] = 0;
+        }
+}
+
+enum { PULL_OK, PULL_SYNC_FAILED, PULL_SAVE_FAILED };
+enum { STATE_MATCH, STATE_MISMATCH, STATE_UNKNOWN };
+
+/* Whether the model in memory is `step` as HEAD records it. checked: the
+   sync already compared its state digest with HEAD's (WSYNC_CHAIN_VERIFY_STATE),
+   so only whether HEAD has one for the step is asked; otherwise it is
+   computed here. UNKNOWN: no HEAD (a listed chain), or HEAD no longer names
+   the step. */
+static int puller_state(puller *p, uint64_t step, int checked)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    uint64_t want = 0, have = 0;
+    int known = 0;
+    size_t i;
+    if (wsync_chain_read(&p->store, &p->co, &info, &err) != WSYNC_OK) return STATE_UNKNOWN;
+    for (i = 0; info.has_head && i < info.n_entries; i++)
+        if (info.entries[i].step == step && info.entries[i].has_digests) {
+            want = info.entries[i].state;
+            known = 1;
+        }
+    wsync_chain_info_free(&info);
+    if (!known) return STATE_UNKNOWN;
+    if (checked) return STATE_MATCH;
+    if (wsync_state_digest(p->im.t, p->im.st.n_tensors, p->co.threads, &have, &err) != WSYNC_OK) return STATE_UNKNOWN;
+    return have == want ? STATE_MATCH : STATE_MISMATCH;
+}
+
+/* The model in memory holds no known step: a new subscriber over it, which
+   starts from an anchor at its next sync. */
+static int puller_forget(puller *p)
+{
+    wsync_error err;
+    wsync_subscriber_close(p->sub);
+    p->sub = NULL;
+    if (wsync_subscriber_open(&p->store, p->im.t, p->im.st.n_tensors, &p->co, &p->sub, &err) != WSYNC_OK)
+        return cli_chain_fail(p->cmd, &err, "opening a subscriber for %s", p->path), 0;
+    return 1;
+}
+
+/* Whether the step a sync reached may be saved. A successful sync checked
+   the model against HEAD's state digest; after a failed one the last step
+   reached is checked here, since the sync checks only at its target: a file
+   that did not hold the step it claimed, brought forward by deltas that
+   cannot tell (trl), reaches a wrong step. Without HEAD nothing can be
+   checked: a successful sync is saved with a warning, a failed one is not.
+   Each refusal is said once per step (a follower retries). */
+static int puller_may_save(puller *p, uint64_t now, int sync_ok)
+{
+    int state = puller_state(p, now, sync_ok);
+    if (state == STATE_MATCH) return 1;
+    if (state == STATE_UNKNOWN && sync_ok) {
+        if (!p->warned_unchecked)
+            fprintf(stderr, "wsync: %s: warning: the chain has no HEAD, so step %llu is saved to %s unchecked\n",
+                    p->cmd, (unsigned long long)now, p->path);
+        p->warned_unchecked = 1;
+        return 1;
+    }
+    if (state == STATE_MISMATCH) {
+        fprintf(stderr, "wsync: %s: %s: the model at step %llu, the last step reached, does not match HEAD's state "
+                "digest (the file did not hold the step it claims); %s left as it was\n",
+                p->cmd, p->path, (unsigned long long)now, p->path);
+        if (!puller_forget(p)) return -1;
+    } else if (!p->refused || p->refused_step != now)
+        fprintf(stderr, "wsync: %s: %s: step %llu, the last step reached, cannot be checked (the chain has no "
+                "state digest for it); %s left as it was\n", p->cmd, p->path, (unsigned long long)now, p->path);
+    p->refused = 1;
+    p->refused_step = now;
+    return 0;
+}
+
+/* One sync, then the file: rewritten whenever the model in memory differs
+   from it (another step, or the same step rebuilt because the file's bytes
+   were not that step's), and only with a step puller_may_save allows. After
+   a failed sync that is the last published step reached, consistent (never a
+   mixture). */
+static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *secs, int *saved, wsync_error *err)
+{
+    uint64_t now;
+    unsigned applied;
+    double t0 = cli_now_s();
+    wsync_result r;
+    int may;
+    memset(st, 0, sizeof *st);
+    r = wsync_subscriber_sync(p->sub, step, st, err);
+    applied = st->anchors + st->deltas;
+    if (r != WSYNC_OK && p->im.has_step && !wsync_subscriber_step(p->sub, &now)) {
+        /* HEAD's state digest disagreed with the result: the file did not
+           hold the step it claims (deltas without base digests cannot tell).
+           The subscriber now knows no step; once more, from an anchor. */
+        wsync_sync_stats first = *st;
+        fprintf(stderr, "wsync: %s: %s: %s; starting again from an anchor\n", p->cmd, p->path, err->message);
+        r = wsync_subscriber_sync(p->sub, step, st, err);
+        st->bytes_fetched += first.bytes_fetched;
+        st->rejected += first.rejected;
+        st->anchors += first.anchors;
+        st->deltas += first.deltas;
+        applied = st->anchors + st->deltas;
+    }
+    *secs = cli_now_s() - t0;
+    *saved = 0;
+    if (wsync_subscriber_step(p->sub, &now) && (applied || !p->im.has_step || now != p->im.step)) {
+        if ((may = puller_may_save(p, now, r == WSYNC_OK)) < 0) return PULL_SAVE_FAILED;
+        if (!may) return PULL_SYNC_FAILED;
+        double t1 = cli_now_s();
+        if (!(p->dir ? cli_dir_save(p->cmd, &p->store, &p->co, &p->im, &p->lay, p->path, now)
+                     : image_save(p->cmd, &p->im, p->path, now)))
+            return PULL_SAVE_FAILED;
+        p->save_s = cli_now_s() - t1;
+        p->im.has_step = 1;
+        p->im.step = now;
+        p->refused = 0;
+        *saved = 1;
+    }
+    return r == WSYNC_OK ? PULL_OK : PULL_SYNC_FAILED;
+}
+
+/* A directory's version: ", DIR -> VERSION written in N ms". */
+static void print_version(const puller *p)
+{
+    char target[4096];
+    ssize_t n;
+    if (!p->dir || (n = readlink(p->path, target, sizeof target - 1)) <= 0) return;
+    target[n] = 0;
+    printf(", %s -> %s written in %.1f ms", p->path, target, 1e3 * p->save_s);
+}
+
+static void print_sync(const wsync_sync_stats *st, int had, uint64_t from, uint64_t to, double secs)
+{
+    char b[32];
+    if (had) printf("step %llu -> %llu", (unsigned long long)from, (unsigned long long)to);
+    else printf("no step -> %llu", (unsigned long long)to);
+    printf(" (%s), %s fetched, %.1f ms", st->path[0] ? st->path : "?", cli_human_bytes(b, sizeof b, st->bytes_fetched),
+           1e3 * secs);
+    if (st->rejected) printf(", %u object%s rejected and routed around", st->rejected, st->rejected == 1 ? "" : "s");
+}
+
+int cmd_pull(int argc, char **argv)
+{
+    const char *v;
+    puller p;
+    uint64_t step = WSYNC_STEP_LATEST, from;
+    int i, k, had, saved, status;
+    wsync_sync_stats st;
+    wsync_error err;
+    double secs;
+    chain_cli c;
+    memset(&p, 0, sizeof p);
+    memset(&c, 0, sizeof c);
+    p.cmd = "pull";
+    for (i = 0; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs("usage: wsync pull --store DIR MODEL [--step N] [--prefix P] [--threads T]\n"
+                  "Brings the local safetensors file MODEL to the newest step of the chain in DIR\n"
+                  "(or to step N) along the cheapest path of deltas and anchors, every object checked\n"
+                  "against HEAD's digests. MODEL's __metadata__ \"step\" says where it is; a missing\n"
+                  "MODEL is created from an anchor. The file is replaced atomically (temporary file,\n"
+                  "fsync, rename): it always holds one whole published step and says which, and\n"
+                  "is saved only when the model's state digest matches HEAD's for that step (a file\n"
+                  "whose bytes are not the step it claims is rebuilt from an anchor). When the sync\n"
+                  "fails part way, MODEL is left at the last step reached if that step checks, else\n"
+                  "as it was, and the exit status is 1.\n"
+                  "MODEL is a directory (a Hugging Face checkpoint an engine loads) when it is a link\n"
+                  "wsync made, or when it does not exist, does not end in .safetensors and the chain's\n"
+                  "newest anchor is a directory's (wsync publish of a directory). Each step is then\n"
+                  "built beside it as MODEL.step_NNNNNN: the anchor's shards (__metadata__ \"step\"),\n"
+                  "its config and tokenizer files (checked against HEAD's digests) and wsync-step.json\n"
+                  "({\"step\": N, \"state\": \"<hex>\"}), all fsynced; then the symbolic link MODEL is\n"
+                  "switched to it by one rename, so a reader that resolves the link once (realpath)\n"
+                  "and loads from there sees one whole step. The previous version is kept (files that\n"
+                  "did not change are hard links to its), older ones and what a killed run left are\n"
+                  "removed. A directory wsync did not make is refused. Exit 0 up to date, 1 failed or\n"
+                  "refused (reason on stderr), 2 usage error.\n"
+                  CLI_STORE_HELP,
+                  stdout);
+            return 0;
+        } else if ((k = chain_opt("pull", argc, argv, &i, &c)) != 0) {
+            if (k < 0) return EXIT_USAGE;
+        } else if (cli_opt_value(argc, argv, &i, "--step", &v)) {
+            if (!parse_step(v, &step)) return cli_usage_error("pull: bad --step '%s'", v);
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return cli_usage_error("pull: unknown or incomplete option '%s'", argv[i]);
+        else if (p.path) return cli_usage_error("pull: one MODEL at a time ('%s' is extra)", argv[i]);
+        else p.path = argv[i];
+    }
+    if (!c.store || !p.path) return cli_usage_error("pull: %s", "needs --store DIR and MODEL");
+    strip_slashes(argv, argc, &p.path);
+    p.co = c.co;
+    if (!cli_open_dir_store("pull", c.store, 1, &p.store)) return 1;
+    p.store_open = 1;
+    if (puller_open(&p, step) != 1) {
+        puller_close(&p);
+        return 1;
+    }
+    had = p.im.has_step;
+    from = p.im.step;
+    status = puller_sync(&p, step, &st, &secs, &saved, &err);
+    if (status == PULL_SYNC_FAILED) {
+        char target[40];
+        if (step == WSYNC_STEP_LATEST) snprintf(target, sizeof target, "HEAD");
+        else snprintf(target, sizeof target, "step %llu", (unsigned long long)step);
+        cli_chain_fail("pull", &err, "%s: sync to %s of %s", p.path, target, c.store);
+        if (saved) fprintf(stderr, "wsync: pull: %s now holds step %llu, the last step reached\n", p.path,
+                           (unsigned long long)p.im.step);
+    } else if (status == PULL_OK) {
+        printf("%s: ", p.path);
+        if (saved) {
+            print_sync(&st, had, from, p.im.step, secs);
+            print_version(&p);
+        }
+        else printf("at step %llu already (HEAD %llu), %.1f ms", (unsigned long long)p.im.step,
+                    (unsigned long long)st.head_step, 1e3 * secs);
+        print_retries(&p);
+        printf("\n");
+    }
+    puller_close(&p);
+    return status == PULL_OK ? 0 : 1;
+}
+
+static volatile sig_atomic_t stop_requested = 0;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* SIGINT/SIGTERM end `follow` between two pulls (never inside a file write);
+   no SA_RESTART, so a sleep ends at once. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* HEAD's step: 1 when the chain has one, 0 when it is empty or unreadable
+   (printed once per distinct message: a follower outlives bad moments). */
+static int poll_head(puller *p, uint64_t *head, char *last_msg, size_t cap)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    wsync_result r = wsync_chain_read(&p->store, &p->co, &info, &err);
+    if (r == WSYNC_OK) {
+        *head = info.head_step;
+        wsync_chain_info_free(&info);
+        last_msg[0] = 0;
+        return 1;
+    }
+    if (r != WSYNC_ERR_NOT_FOUND && strcmp(last_msg, err.message) != 0) {
+        cli_chain_fail(p->cmd, &err, "reading the chain");
+        snprintf(last_msg, cap, "%s", err.message);
+    }
+    return 0;
+}
+
+typedef struct follow_opts {
+    const char *store;
+    double interval;       /* seconds between checks of HEAD */
+    uint64_t max_steps;    /* stop after this many updates (0: no limit) */
+    int has_until;
+    uint64_t until;        /* stop once the file holds this step or a later one */
+    const char *on_update; /* a shell command run after each update, or NULL */
+} follow_opts;
+
+typedef struct follow_state {
+    int opened;            /* the puller holds the model */
+    int checked;           /* one sync has checked the file against HEAD */
+    uint64_t updates;
+    uint64_t failed_head;  /* HEAD step whose failure was reported (once) */
+} follow_state;
+
+static int follow_done(const puller *p, const follow_opts *o, const follow_state *f)
+{
+    if (o->has_until && p->im.has_step && p->im.step >= o->until) return 1;
+    return o->max_steps && f->updates >= o->max_steps;
+}
+
+/* Runs o->on_update through /bin/sh after an update, with WSYNC_STEP (the
+   step MODEL now holds) and WSYNC_MODEL (MODEL's path as given) in its
+   environment, and waits for it: the next update starts only after it
+   ends. A command that fails or dies is reported; following goes on. */
+static void run_on_update(const puller *p, const follow_opts *o)
+{
+    char step[24];
+    pid_t pid;
+    int status;
+    if (!o->on_update) return;
+    snprintf(step, sizeof step, "%llu", (unsigned long long)p->im.step);
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "follow: --on-update: cannot start the command: %s\n", strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        if (setenv("WSYNC_STEP", step, 1) != 0 || setenv("WSYNC_MODEL", p->path, 1) != 0) _exit(127);
+        execl("/bin/sh", "sh", "-c", o->on_update, (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "follow: --on-update: waiting for the command: %s\n", strerror(errno));
+            return;
+        }
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        fprintf(stderr, "follow: --on-update command exited with status %d after step %s\n", WEXITSTATUS(status),
+                step);
+    else if (WIFSIGNALED(status))
+        fprintf(stderr, "follow: --on-update command was killed by signal %d after step %s\n", WTERMSIG(status),
+                step);
+}
+
+/* Pulls to HEAD: 1 when the file was updated, 0 when not (a failed sync is
+   reported once per HEAD and retried at the next check), -1 when the file
+   could not be written. */
+static int follow_pull(puller *p, const follow_opts *o, uint64_t head, follow_state *f)
+{
+    wsync_sync_stats st;
+    wsync_error err;
+    double secs;
+    uint64_t from = p->im.step;
+    int had = p->im.has_step, saved, status;
+    status = puller_sync(p, WSYNC_STEP_LATEST, &st, &secs, &saved, &err);
+    if (saved) {
+        f->updates++;
+        print_sync(&st, had, from, p->im.step, secs);
+        print_retries(p);
+        if (p->dir) {
+            print_version(p);
+            printf("\n");
+        } else printf(", %s written\n", p->path);
+        fflush(stdout);
+        run_on_update(p, o);
+    }
+    if (status == PULL_SAVE_FAILED) return -1;
+    if (status == PULL_SYNC_FAILED && head != f->failed_head) {
+        cli_chain_fail(p->cmd, &err, "%s: sync to HEAD %llu", p->path, (unsigned long long)head);
+        f->failed_head = head;
+    }
+    return saved;
+}
+
+static int follow_loop(puller *p, const follow_opts *o)
+{
+    follow_state f;
+    uint64_t head = 0;
+    char last_msg[384] = "";
+    int rc = 0, k;
+    memset(&f, 0, sizeof f);
+    f.failed_head = UINT64_MAX;
+    while (!stop_requested) {
+        if (!poll_head(p, &head, last_msg, sizeof last_msg)) { /* no chain yet, or unreadable for now */
+            cli_sleep_s(o->interval);
+            continue;
+        }
+        if (!f.opened) { /* the chain exists: now the file, or its anchor, gives the layout */
+            int k2 = puller_open(p, WSYNC_STEP_LATEST);
+            if (k2 == 0) return 1;
+            if (k2 < 0) { /* the store failed (reported): try again at the next check */
+                cli_sleep_s(o->interval);
+                continue;
+            }
+            f.opened = 1;
+            printf("%s: following %s", p->path, o->store);
+            if (p->im.has_step) printf(" from step %llu", (unsigned long long)p->im.step);
+            printf("\n");
+            fflush(stdout);
+        }
+        if (follow_done(p, o, &f)) break;
+        /* the first sync also checks a file that claims HEAD's step: its
+           bytes may not be that step's, and nothing else would look */
+        if (!f.checked || !p->im.has_step || head != p->im.step) {
+            f.checked = 1;
+            if ((k = follow_pull(p, o, head, &f)) < 0) {
+                rc = 1;
+                break;
+            }
+            if (follow_done(p, o, &f)) break;
+            if (k > 0) continue; /* updated: HEAD may have moved on meanwhile */
+        }
+        cli_sleep_s(o->interval);
+    }
+    if (stop_requested) printf("%s: stopped by a signal%s\n", p->path, p->im.has_step ? "" : " (no step pulled)");
+    if (p->im.has_step)
+        printf("%s: at step %llu after %llu update%s\n", p->path, (unsigned long long)p->im.step,
+               (unsigned long long)f.updates, f.updates == 1 ? "" : "s");
+    return rc;
+}
+
+int cmd_follow(int argc, char **argv)
+{
+    const char *v;
+    puller p;
+    chain_cli c;
+    follow_opts o;
+    int i, k, rc;
+    memset(&p, 0, sizeof p);
+    memset(&c, 0, sizeof c);
+    memset(&o, 0, sizeof o);
+    o.interval = 1.0;
+    p.cmd = "follow";
+    for (i = 0; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs("usage: wsync follow --store DIR MODEL [--interval S] [--max-steps N] [--until-step N]\n"
+                  "                    [--on-update CMD] [--prefix P] [--threads T]\n"
+                  "Keeps the local file MODEL at the newest step of the chain in DIR: checks HEAD every\n"
+                  "S seconds (default 1.0; fractions allowed) and, when it moved, pulls the new\n"
+                  "objects into the copy held in memory and replaces MODEL atomically, printing one\n"
+                  "line per update. Stops after N updates (--max-steps), once step N is reached\n"
+                  "(--until-step), or on SIGINT/SIGTERM (exit 0). A failed sync is reported and\n"
+                  "retried at the next check; MODEL stays at the last step reached that checks\n"
+                  "against HEAD's state digest (wsync pull --help). The first check syncs even when\n"
+                  "MODEL claims HEAD's step, so a damaged file is repaired. --on-update CMD runs CMD\n"
+                  "through /bin/sh after each update, with WSYNC_STEP (the step MODEL now holds) and\n"
+                  "WSYNC_MODEL (MODEL's path as given) in its environment, and waits for it before the\n"
+                  "next check (e.g. to tell an engine to reload MODEL); a failing CMD is reported.\n"
+                  "MODEL may be a directory, kept as wsync pull does (wsync pull --help): a symbolic\n"
+                  "link switched atomically to MODEL.step_NNNNNN at each update (the previous version\n"
+                  "kept), WSYNC_MODEL its path, so an engine reloads the directory from disk.\n"
+                  CLI_STORE_HELP,
+                  stdout);
+            return 0;
+        } else if ((k = chain_opt("follow", argc, argv, &i, &c)) != 0) {
+            if (k < 0) return EXIT_USAGE;
+        } else if (cli_opt_value(argc, argv, &i, "--interval", &v)) {
+            char *end;
+            errno = 0;
+            o.interval = strtod(v, &end);
+            if (!*v || *end || errno || !(o.interval > 0 && o.interval <= 86400))
+                return cli_usage_error("follow: --interval takes seconds above 0 (e.g. 0.5), not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--max-steps", &v)) {
+            if (!cli_parse_u64(v, &o.max_steps) || o.max_steps < 1)
+                return cli_usage_error("follow: bad --max-steps '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--on-update", &v)) {
+            if (!*v) return cli_usage_error("follow: %s", "--on-update takes a command");
+            o.on_update = v;
+        } else if (cli_opt_value(argc, argv, &i, "--until-step", &v)) {
+            if (!parse_step(v, &o.until)) return cli_usage_error("follow: bad --until-step '%s'", v);
+            o.has_until = 1;
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return cli_usage_error("follow: unknown or incomplete option '%s'", argv[i]);
+        else if (p.path) return cli_usage_error("follow: one MODEL at a time ('%s' is extra)", argv[i]);
+        else p.path = argv[i];
+    }
+    if (!c.store || !p.path) return cli_usage_error("follow: %s", "needs --store DIR and MODEL");
+    strip_slashes(argv, argc, &p.path);
+    p.co = c.co;
+    o.store = c.store;
+    catch_stop_signals();
+    if (!cli_open_dir_store("follow", c.store, 0, &p.store)) return 1;
+    p.store_open = 1;
+    rc = follow_loop(&p, &o);
+    puller_close(&p);
+    return rc;
+}
+
+/* ---- log ---- */
+
+static void json_hex(FILE *out, int known, uint64_t v)
+{
+    if (known) fprintf(out, "\"%016llx\"", (unsigned long long)v);
+    else fputs("null", out);
+}
+
+static void log_json(const chain_cli *c, const wsync_chain_info *in)
+{
+    size_t i, j;
+    fputs("{\"store\": ", stdout);
+    cli_json_string(stdout, c->store, strlen(c->store));
+    fputs(", \"prefix\": ", stdout);
+    if (c->co.prefix && *c->co.prefix) cli_json_string(stdout, c->co.prefix, strlen(c->co.prefix));
+    else fputs("null", stdout);
+    printf(", \"source\": \"%s\", \"head_step\": %llu, \"anchor_step\": %llu, \"head_state\": ",
+           in->has_head ? "HEAD" : "listing", (unsigned long long)in->head_step, (unsigned long long)in->anchor_step);
+    json_hex(stdout, in->has_head, in->head_state);
+    fputs(", \"encoding\": ", stdout);
+    if (in->encoding) printf("\"%s\"", wsync_encoding_name(in->encoding));
+    else fputs("null", stdout);
+    fputs(", \"entries\": [", stdout);
+    for (i = 0; i < in->n_entries; i++) {
+        const wsync_chain_entry *e = &in->entries[i];
+        printf("%s{\"kind\": \"%s\", \"step\": %llu, \"base\": %llu, \"bytes\": %llu, \"digest\": ", i ? ", " : "",
+               kind_name(e->kind), (unsigned long long)e->step, (unsigned long long)e->base,
+               (unsigned long long)e->bytes);
+        json_hex(stdout, e->has_digests, e->digest);
+        fputs(", \"state\": ", stdout);
+        json_hex(stdout, e->has_digests, e->state);
+        fputs(", \"key\": ", stdout);
+        cli_json_string(stdout, e->key, strlen(e->key));
+        fputs(", \"encoding\": ", stdout);
+        if (e->encoding && wsync_encoding_name(e->encoding)) printf("\"%s\"", wsync_encoding_name(e->encoding));
+        else fputs("null", stdout);
+        fputs(", \"files\": [", stdout);
+        for (j = 0; j < e->n_files; j++) {
+            const wsync_chain_file *f = &e->files[j];
+            fputs(j ? ", {\"name\": " : "{\"name\": ", stdout);
+            cli_json_string(stdout, f->name, strlen(f->name));
+            printf(", \"kind\": \"%s\", \"bytes\": %llu, \"digest\": \"%016llx\", \"tensors\": %llu}",
+                   f->tensors ? "shard" : "file", (unsigned long long)f->bytes, (unsigned long long)f->digest,
+                   (unsigned long long)f->tensors);
+        }
+        fputs("]}", stdout);
+    }
+    fputs("]}\n", stdout);
+}
+
+static void log_text(const chain_cli *c, const wsync_chain_info *in)
+{
+    size_t i, j;
+    printf("%s%s%s: chain read from %s, head step %llu, newest anchor %llu", c->store,
+           c->co.prefix && *c->co.prefix ? " prefix " : "", c->co.prefix ? c->co.prefix : "",
+           in->has_head ? "HEAD" : "a listing (no HEAD)", (unsigned long long)in->head_step,
+           (unsigned long long)in->anchor_step);
+    if (in->encoding) printf(", publishing %s deltas", wsync_encoding_name(in->encoding));
+    if (in->has_head) printf(", state %016llx", (unsigned long long)in->head_state);
+    printf("\n%-6s  %15s  %15s  %12s  %-16s  %-31s  %s\n", "kind", "step", "base", "bytes", "digest", "key",
+           "encoding");
+    for (i = 0; i < in->n_entries; i++) {
+        const wsync_chain_entry *e = &in->entries[i];
+        char hex[20];
+        /* a delta's encoding as HEAD records it; "-" where it does not (an
+           older HEAD, a listing): the object's own metadata says */
+        const char *enc = e->encoding && wsync_encoding_name(e->encoding) ? wsync_encoding_name(e->encoding) : "-";
+        if (e->has_digests) snprintf(hex, sizeof hex, "%016llx", (unsigned long long)e->digest);
+        else snprintf(hex, sizeof hex, "-");
+        printf("%-6s  %15llu  %15llu  %12llu  %-16s  ", kind_name(e->kind), (unsigned long long)e->step,
+               (unsigned long long)e->base, (unsigned long long)e->bytes, hex);
+        if (e->kind == WSYNC_CHAIN_DELTA) printf("%-31s  %s\n", e->key, enc);
+        else printf("%s%s\n", e->key, e->n_files ? " (a directory:)" : "");
+        for (j = 0; j < e->n_files; j++) { /* a directory's anchor: its objects under the key */
+            const wsync_chain_file *f = &e->files[j];
+            printf("%-6s  %15s  %15s  %12llu  %016llx  %s", "", f->tensors ? "shard" : "file", "",
+                   (unsigned long long)f->bytes, (unsigned long long)f->digest, f->name);
+            if (f->tensors) printf(" (%llu tensor%s)", (unsigned long long)f->tensors, f->tensors == 1 ? "" : "s");
+            printf("\n");
+        }
+    }
+}
+
+int cmd_log(int argc, char **argv)
+{
+    chain_cli c;
+    int i, k, json = 0, rc = 0;
+    wsync_store store;
+    wsync_chain_info info;
+    wsync_error err;
+    memset(&c, 0, sizeof c);
+    for (i = 0; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs("usage: wsync log --store DIR [--prefix P] [--json]\n"
+                  "Lists the chain in the directory store DIR: read from HEAD (or, in a bucket without\n"
+                  "one, from a listing of anchors/ and deltas/), the head step, then one row per\n"
+                  "object: kind, step, base step, bytes, digest of its bytes (from HEAD), key, and\n"
+                  "for a delta its encoding as HEAD records it (\"-\": not recorded). A directory's\n"
+                  "anchor (wsync publish of a directory) is followed by one row per object under its\n"
+                  "key: shard (with its tensor count) or file, bytes, digest, name.\n"
+                  "--json prints one object: {\"store\", \"prefix\", \"source\": \"HEAD\"|\"listing\",\n"
+                  "\"head_step\", \"anchor_step\", \"head_state\", \"encoding\", \"entries\": [{\"kind\",\n"
+                  "\"step\", \"base\", \"bytes\", \"digest\", \"state\", \"key\", \"encoding\", \"files\":\n"
+                  "[{\"name\", \"kind\": \"shard\"|\"file\", \"bytes\", \"digest\", \"tensors\"}...]}...]} (files:\n"
+                  "a directory's anchor's objects, else []), digests as 16 hex digits or null, a delta's encoding null where not recorded. Exit 0 listed, 1 empty or unreadable chain, 2 usage error.\n"
+                  CLI_STORE_HELP,
+                  stdout);
+            return 0;
+        } else if ((k = chain_opt("log", argc, argv, &i, &c)) != 0) {
+            if (k < 0) return EXIT_USAGE;
+        } else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (argv[i][0] == '-' && argv[i][1])
+            return cli_usage_error("log: unknown or incomplete option '%s'", argv[i]);
+        else return cli_usage_error("log: unexpected argument '%s'", argv[i]);
+    }
+    if (!c.store) return cli_usage_error("log: %s", "needs --store DIR");
+    if (!cli_open_dir_store("log", c.store, 1, &store)) return 1;
+    if (wsync_chain_read(&store, &c.co, &info, &err) != WSYNC_OK)
+        rc = cli_chain_fail("log", &err, "reading the chain in %s", c.store);
+    else {
+        if (json) log_json(&c, &info);
+        else log_text(&c, &info);
+        wsync_chain_info_free(&info);
+    }
+    wsync_store_close(&store);
+    return rc;
+}
