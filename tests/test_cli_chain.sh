@@ -171,6 +171,22 @@ check "up to date: file untouched" cmp "$P/f.safetensors" "$P/f.before"
 cp "$G/g11.safetensors" "$P/back.safetensors"
 expect_rc "pull --step back to an earlier step" 0 "$bin" pull --store "$B" --step 7 "$P/back.safetensors"
 holds_step "pull back is bit-exact" "$P/back.safetensors" 7
+# --spool-dir: an anchor for a MODEL that holds a step is spooled there (not in $TMPDIR) while it is checked
+mkdir -p "$tmp/spool"
+cp "$G/g11.safetensors" "$P/sp.safetensors"
+expect_rc "pull back through an anchor, \$TMPDIR missing: the spool file cannot be made" 1 \
+    env TMPDIR="$tmp/nodir" "$bin" pull --store "$B" --step 7 "$P/sp.safetensors"
+grep_out "the spool failure is named" "cannot create the spool file.*nodir" "$tmp/err"
+check "the spool failure leaves MODEL as it was" cmp "$P/sp.safetensors" "$G/g11.safetensors"
+expect_rc "pull back through an anchor with --spool-dir" 0 \
+    env TMPDIR="$tmp/nodir" "$bin" pull --store "$B" --step 7 --spool-dir "$tmp/spool" "$P/sp.safetensors"
+grep_out "--spool-dir: the anchor was taken" "step 11 -> 7 (anchor 5" "$tmp/out"
+holds_step "--spool-dir: bit-exact" "$P/sp.safetensors" 7
+[ -z "$(ls -A "$tmp/spool")" ] && pass "--spool-dir: the spool file is gone" || fail "--spool-dir: left $(ls "$tmp/spool")"
+expect_rc "pull --spool-dir that does not exist" 2 "$bin" pull --store "$B" --spool-dir "$tmp/nodir" "$P/sp.safetensors"
+grep_out "--spool-dir: the reason" "takes an existing directory" "$tmp/err"
+expect_rc "follow --spool-dir that is a file" 2 "$bin" follow --store "$B" --spool-dir "$G/g1.safetensors" "$P/sp.safetensors"
+expect_rc "publish does not take --spool-dir" 2 "$bin" publish --store "$B" --spool-dir "$tmp/spool" --step 13 "$G/g12.safetensors"
 printf 'not a model' > "$P/bad.safetensors"
 expect_rc "pull into a file that is not safetensors" 1 "$bin" pull --store "$B" "$P/bad.safetensors"
 grep_out "bad local file named" "bad.safetensors" "$tmp/err"

@@ -22,8 +22,8 @@ typedef struct chain_cli {
     wsync_chain_options co;
 } chain_cli;
 
-/* Consumes --store, --prefix, --threads or a URL store's option (cli_store_opt)
-   at argv[*i]: 1 when it was one,
+/* Consumes --store, --prefix, --threads, --spool-dir (pull and follow) or a
+   URL store's option (cli_store_opt) at argv[*i]: 1 when it was one,
    0 when not, -1 after a usage error (printed). */
 static int chain_opt(const char *cmd, int argc, char **argv, int *i, chain_cli *c)
 {
@@ -39,6 +39,12 @@ static int chain_opt(const char *cmd, int argc, char **argv, int *i, chain_cli *
         if (!cli_parse_u64(v, &t) || t < 1 || t > 16)
             return cli_usage_error("%s: --threads takes 1..16, not '%s'", cmd, v), -1;
         c->co.threads = (unsigned)t;
+    } else if ((!strcmp(cmd, "pull") || !strcmp(cmd, "follow")) &&
+               cli_opt_value(argc, argv, i, "--spool-dir", &v)) {
+        struct stat sb;
+        if (!*v || stat(v, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return cli_usage_error("%s: --spool-dir takes an existing directory, not '%s'", cmd, v), -1;
+        c->co.spool_dir = v;
     } else return cli_store_opt(cmd, argc, argv, i);
     return 1;
 }
@@ -740,7 +746,7 @@ int cmd_pull(int argc, char **argv)
     p.cmd = "pull";
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            fputs("usage: wsync pull --store DIR MODEL [--step N] [--prefix P] [--threads T]\n"
+            fputs("usage: wsync pull --store DIR MODEL [--step N] [--prefix P] [--threads T] [--spool-dir D]\n"
                   "Brings the local safetensors file MODEL to the newest step of the chain in DIR\n"
                   "(or to step N) along the cheapest path of deltas and anchors, every object checked\n"
                   "against HEAD's digests. MODEL's __metadata__ \"step\" says where it is; a missing\n"
@@ -761,6 +767,11 @@ int cmd_pull(int argc, char **argv)
                   "did not change are hard links to its), older ones and what a killed run left are\n"
                   "removed. A directory wsync did not make is refused. Exit 0 up to date, 1 failed or\n"
                   "refused (reason on stderr), 2 usage error.\n"
+                  "An anchor that arrives while MODEL already holds a step is written to a spool file\n"
+                  "(unlinked as soon as it is open; the anchor's size on disk) and copied into the\n"
+                  "model only once its digest checks, so that a bad anchor leaves MODEL as it was\n"
+                  "without a second copy of the model in memory: --spool-dir D puts it in D (default\n"
+                  "$TMPDIR, else /tmp). A MODEL that holds no step takes an anchor as it arrives.\n"
                   CLI_STORE_HELP,
                   stdout);
             return 0;
@@ -1000,7 +1011,7 @@ int cmd_follow(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs("usage: wsync follow --store DIR MODEL [--interval S] [--max-steps N] [--until-step N]\n"
-                  "                    [--on-update CMD] [--prefix P] [--threads T]\n"
+                  "                    [--on-update CMD] [--prefix P] [--threads T] [--spool-dir D]\n"
                   "Keeps the local file MODEL at the newest step of the chain in DIR: checks HEAD every\n"
                   "S seconds (default 1.0; fractions allowed) and, when it moved, pulls the new\n"
                   "objects into the copy held in memory and replaces MODEL atomically, printing one\n"
@@ -1015,6 +1026,7 @@ int cmd_follow(int argc, char **argv)
                   "MODEL may be a directory, kept as wsync pull does (wsync pull --help): a symbolic\n"
                   "link switched atomically to MODEL.step_NNNNNN at each update (the previous version\n"
                   "kept), WSYNC_MODEL its path, so an engine reloads the directory from disk.\n"
+                  "--spool-dir D: where an anchor is spooled while it is checked (wsync pull --help).\n"
                   CLI_STORE_HELP,
                   stdout);
             return 0;
