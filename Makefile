@@ -34,7 +34,7 @@ SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
-.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply bench-fanout bench-probe bench-schedule bench-dir fuzz fuzz-run demo clean FORCE python bench-python
+.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply bench-fanout bench-probe bench-schedule bench-dir bench-pullmem fuzz fuzz-run demo clean FORCE python bench-python
 
 all: $(BUILD)/wsync
 
@@ -205,6 +205,7 @@ bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_d
 	rm -rf $(BUILD)/bench-boundmem && mkdir -p $(BUILD)/bench-boundmem && $(BUILD)/bench_boundmem publish $(BUILD)/bench-boundmem
 	for m in fresh spool follow; do $(BUILD)/bench_boundmem pull $(BUILD)/bench-boundmem $$m || exit 1; done
 	rm -rf $(BUILD)/bench-boundmem
+	@$(MAKE) --no-print-directory bench-pullmem
 # the mirror's engine pause and apply speed (ratios to a plain apply, one
 # run), and the peak memory of anchor pulls and a follow (ratios to the model)
 bench: $(BUILD)/bench_mirror $(BUILD)/bench_boundmem
@@ -226,6 +227,12 @@ bench-fanout: $(BUILD)/wsync $(BUILD)/bench_probe
 BENCH_DIR_MODEL ?= qwen2.5-7b
 bench-dir: $(BUILD)/wsync
 	tests/bench_dir.sh $(BUILD)/wsync --model $(BENCH_DIR_MODEL)
+
+# The tool's own peak memory on one file: `wsync publish` and `wsync pull` of
+# a qwen3-0.6b file (1.19 GB) for steps 0..10 (an anchor, then deltas), and a
+# pull of the step-0 file through all 10 deltas; about 5 GB of disk.
+bench-pullmem: $(BUILD)/wsync
+	tests/bench_dir.sh $(BUILD)/wsync --file --model qwen3-0.6b --steps 10 --work $(BUILD)/bench-pullmem
 
 # push-demo --bench over a grid of 14 configurations (fabrics, trainer and
 # inference counts, bf16 and fp8, mesh groups): measured step time over the
