@@ -8,11 +8,16 @@ as RL training does:
             timed in C inside the same call (the binding's overhead: turning
             the state_dict into pointers; no copies for CPU tensors)
   sync      Subscriber.sync wall time against wsync_subscriber_sync's own
-  diff      the trainer-side cost of finding the changed elements: wsync's
-            SIMD diff (wsync.changed_positions, positions only) and its whole
-            delta encode (wsync.diff, packed), next to TRL's torch way
-            (new != old, nonzero, gather of the new values) on the same
-            tensors
+  trainer   the trainer-side cost of a step, next to TRL's torch way of
+            finding the changed elements (new != old, nonzero, gather of the
+            new values) on the same tensors, each timed once per step:
+            (a) wsync's whole cost, positions and values: wsync.diff (the
+                diff plus the packed encode, digests included, that
+                publishing does, into bytes in memory), and the publish
+                itself (Publisher.publish: encode and the store's writes);
+            (b) positions only: wsync.changed_positions (the SIMD diff,
+                uint32 positions) against torch's != and nonzero alone
+                (the same torch calls, timed before the gather)
 
 Ratios above 1 mean wsync (or C) is faster. usage:
   tests/bench_python.py [--layers N] [--steps S] [--threads T]
@@ -70,14 +75,22 @@ def step_model(sd, step, frac=0.01):
 
 
 def torch_way(old, new):
-    """TRL's way: the mask of changed elements, their indices, their values."""
-    n = 0
+    """TRL's way: the mask of changed elements, their indices, their values.
+    Returns (changed, seconds to the positions (!=, nonzero), seconds to the
+    values too (!=, nonzero, gather))."""
+    n, pos_s, all_s = 0, 0.0, 0.0
+    clock = time.perf_counter
     for k, t in new.items():
         a, b = old[k].view(-1), t.view(-1)
+        t0 = clock()
         idx = (a != b).nonzero().view(-1)
+        t1 = clock()
         vals = b.index_select(0, idx)
+        t2 = clock()
+        pos_s += t1 - t0
+        all_s += t2 - t0
         n += int(vals.numel())
-    return n
+    return n, pos_s, all_s
 
 
 def main():
@@ -104,8 +117,8 @@ def main():
     store = os.path.join(tmp, "bucket")
     targets = dict((k, torch.empty_like(v)) for k, v in sd.items())
     engine = dict((k, torch.zeros(v.shape, dtype=v.dtype, device=a.device)) for k, v in sd.items())
-    rows = {"publish": [0.0, 0.0], "sync": [0.0, 0.0], "torch": [0.0], "wdiff": [0.0], "wenc": [0.0],
-            "msync": [0.0], "pause": [0.0]}
+    rows = {"publish": [0.0, 0.0], "sync": [0.0, 0.0], "torch": [0.0], "tpos": [0.0], "wdiff": [0.0],
+            "wenc": [0.0], "penc": [0.0], "msync": [0.0], "pause": [0.0]}
     try:
         pub = wsync.Publisher(store, fsync=False, threads=a.threads, anchor_every=1000)
         sub = wsync.Subscriber(store, targets, threads=a.threads)
@@ -118,9 +131,9 @@ def main():
             old = dict((k, v.clone()) for k, v in sd.items())
             step_model(sd, step)
             # trainer side: torch's way, wsync's diff, wsync's whole encode
-            t0 = time.perf_counter()
-            n_torch = torch_way(old, sd)
-            rows["torch"][0] += time.perf_counter() - t0
+            n_torch, tpos, tall = torch_way(old, sd)
+            rows["tpos"][0] += tpos
+            rows["torch"][0] += tall
             t0 = time.perf_counter()
             n_w = 0
             for k, t in sd.items():
@@ -135,6 +148,7 @@ def main():
             st = pub.publish(step, sd)
             rows["publish"][0] += time.perf_counter() - t0
             rows["publish"][1] += st.seconds
+            rows["penc"][0] += st.encode_seconds
             t0 = time.perf_counter()
             ss = sub.sync()
             rows["sync"][0] += time.perf_counter() - t0
@@ -157,13 +171,19 @@ def main():
     s = float(a.steps)
     pw, pc = rows["publish"][0] / s, rows["publish"][1] / s
     sw, sc = rows["sync"][0] / s, rows["sync"][1] / s
-    tt, wd, we = rows["torch"][0] / s, rows["wdiff"][0] / s, rows["wenc"][0] / s
+    tt, tp = rows["torch"][0] / s, rows["tpos"][0] / s
+    wd, we, pe = rows["wdiff"][0] / s, rows["wenc"][0] / s, rows["penc"][0] / s
     print("per step, mean of %d:" % a.steps)
     print("  publish  binding %8.1f ms   C %8.1f ms   C/binding %.3f  (target >= 0.9)" % (pw * 1e3, pc * 1e3, pc / pw))
     print("  sync     binding %8.1f ms   C %8.1f ms   C/binding %.3f  (target >= 0.9)" % (sw * 1e3, sc * 1e3, sc / sw))
-    print("  diff     torch (!=, nonzero, gather) %8.1f ms   wsync diff %8.1f ms   torch/wsync %.1fx  (target >= 5)"
-          % (tt * 1e3, wd * 1e3, tt / wd))
-    print("           wsync's whole packed encode %8.1f ms   torch/encode %.1fx" % (we * 1e3, tt / we))
+    print("  trainer  (a) positions and values: torch (!=, nonzero, gather) %8.1f ms" % (tt * 1e3))
+    print("             wsync.diff (diff + packed encode, in memory)      %8.1f ms   torch/wsync %5.1fx  (target >= 5)"
+          % (we * 1e3, tt / we))
+    print("             Publisher.publish (encode %6.1f ms + store writes) %8.1f ms   torch/publish %5.1fx"
+          % (pe * 1e3, pw * 1e3, tt / pw))
+    print("           (b) positions only: torch (!=, nonzero)               %8.1f ms" % (tp * 1e3))
+    print("             wsync.changed_positions (SIMD diff)               %8.1f ms   torch/wsync %5.1fx"
+          % (wd * 1e3, tp / wd))
     ms, mp = rows["msync"][0] / s, rows["pause"][0] / s
     print("  mirror   apply to the host copy %8.1f ms   engine pause (take, %s tensors) %8.1f ms   "
           "pause/plain sync %.3f" % (ms * 1e3, a.device, mp * 1e3, mp / sc))

@@ -63,14 +63,18 @@ elif [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then echo "FAIL python/tests/test_w
 
 # examples/python: serve.py follows train.py (CPU torch, a few steps, as
 # examples/python/README.md runs them); the engine must reach the trainer's
-# last step, and every step it printed must carry the trainer's digest.
+# last step, and every step it printed must carry the trainer's digest. The
+# model is made smaller than the examples' default (about 3.2M parameters) to
+# keep this fast: 2 layers, 4 heads, d_model 128 (418,048 parameters), given
+# to both sides as the README says.
 steps=10
+size="--layers 2 --heads 4 --d-model 128"
 if "$py" -c 'import torch' >/dev/null 2>&1; then
     ex=$tmp/ex-bucket
     timeout 120 "$py" examples/python/serve.py --store "$ex" --until-step $steps --interval 20 --wait 60 \
-        > "$tmp/serve.out" 2>&1 &
+        $size > "$tmp/serve.out" 2>&1 &
     serve_pid=$!
-    timeout 120 "$py" examples/python/train.py --store "$ex" --steps $steps > "$tmp/train.out" 2>&1; train_rc=$?
+    timeout 120 "$py" examples/python/train.py --store "$ex" --steps $steps $size > "$tmp/train.out" 2>&1; train_rc=$?
     wait $serve_pid; serve_rc=$?
     # "train step N ... digest D" / "serve step N ... digest D"
     digests() { awk -v k="$1" '$1 == k && $2 == "step" { print $3, $NF }' "$2"; }

@@ -45,9 +45,11 @@ def parse_args():
                    help="torch device of the engine (cpu; a CUDA device uses wsync's mirror "
                         "subscriber, not run on a GPU here)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    model.add_arguments(p)              # the sizes train.py was given
     a = p.parse_args()
     if a.interval < 1 or a.chars < 1 or a.threads < 1:
         p.error("--interval, --chars and --threads must be at least 1")
+    model.check_arguments(p, a)
     return a
 
 
@@ -60,7 +62,7 @@ def generate(m, vocab, prompt, chars, seed):
     out = []
     with torch.no_grad():
         for _ in range(chars):
-            x = torch.tensor([idx[-model.CONTEXT:]], device=device)
+            x = torch.tensor([idx[-m.context:]], device=device)
             probs = m(x)[0, -1].float().softmax(-1).cpu()
             i = int(torch.multinomial(probs, 1, generator=g))
             if vocab[i] == "\n":
@@ -85,7 +87,8 @@ def follow(store, tensors, interval, wait):
             if sub is not None:
                 sub.close()
             if e.code != "WSYNC_ERR_NOT_FOUND" or time.monotonic() > deadline:
-                sys.exit("cannot follow %s with this model: %s" % (store, e))
+                sys.exit("cannot follow %s with this model (were --layers, --heads, --d-model and "
+                         "--context the trainer's?): %s" % (store, e))
             time.sleep(0.2)
 
 
@@ -103,8 +106,8 @@ def main():
     except (RuntimeError, AssertionError) as e:
         sys.exit("device %r is not usable here: %s" % (a.device, e))
 
-    vocab, _, held = model.load_text(a.text)
-    m = model.GPT(len(vocab)).to(device, torch.bfloat16).eval()
+    vocab, _, held = model.load_text(a.text, a.context)
+    m = model.from_arguments(a, len(vocab)).to(device, torch.bfloat16).eval()
     tensors = m.state_dict()            # views of the parameters: patched in place
     sub, st, seconds = follow(a.store, tensors, a.interval, a.wait)
     try:

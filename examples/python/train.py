@@ -37,11 +37,13 @@ def parse_args():
     p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and batches")
     p.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
     p.add_argument("--batch", type=int, default=8, help="sequences per batch")
-    p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
+    p.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    model.add_arguments(p)
     a = p.parse_args()
     if a.steps < 1 or a.batch < 1 or a.threads < 1:
         p.error("--steps, --batch and --threads must be at least 1")
+    model.check_arguments(p, a)
     return a
 
 
@@ -60,8 +62,8 @@ def main():
     except (RuntimeError, AssertionError) as e:
         sys.exit("device %r is not usable here: %s" % (a.device, e))
 
-    vocab, train, held = model.load_text(a.text)
-    m = model.GPT(len(vocab)).to(device)
+    vocab, train, held = model.load_text(a.text, a.context)
+    m = model.from_arguments(a, len(vocab)).to(device)
     opt = torch.optim.AdamW(m.parameters(), lr=a.lr, weight_decay=0.01)
     n_params = sum(p.numel() for p in m.parameters())
 
@@ -73,9 +75,9 @@ def main():
         sys.exit("the store %s already holds a chain (HEAD step %d): give an empty store "
                  "(remove the directory, or another --store)" % (a.store, pub.head))
 
-    print("GPT: %d layers, d_model %d, context %d, vocabulary %d, %d parameters; "
+    print("GPT: %d layers, %d heads, d_model %d, context %d, vocabulary %d, %d parameters; "
           "%d training / %d held-out characters; publishing bf16 to %s"
-          % (model.LAYERS, model.D_MODEL, model.CONTEXT, len(vocab), n_params,
+          % (a.layers, a.heads, a.d_model, a.context, len(vocab), n_params,
              len(train), len(held), a.store), flush=True)
 
     def publish(step, loss):
@@ -96,9 +98,9 @@ def main():
     try:
         publish(0, None)                                # the initial weights: step 0
         for step in range(1, a.steps + 1):
-            ix = torch.randint(len(train) - model.CONTEXT - 1, (a.batch,), generator=g)
-            x = torch.stack([train[i:i + model.CONTEXT] for i in ix]).to(device)
-            y = torch.stack([train[i + 1:i + 1 + model.CONTEXT] for i in ix]).to(device)
+            ix = torch.randint(len(train) - a.context - 1, (a.batch,), generator=g)
+            x = torch.stack([train[i:i + a.context] for i in ix]).to(device)
+            y = torch.stack([train[i + 1:i + 1 + a.context] for i in ix]).to(device)
             loss = m(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
