@@ -201,7 +201,7 @@ bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_d
 	@$(MAKE) --no-print-directory bench-fanout
 	$(BUILD)/bench_fabric
 	$(BUILD)/wsync push-demo --model qwen3-0.6b --trainers 4 --inference 2 --steps 5 --bench
-	$(BUILD)/bench_mirror qwen3-0.6b 2 5
+	$(BUILD)/bench_mirror qwen3-0.6b 2 11
 	rm -rf $(BUILD)/bench-boundmem && mkdir -p $(BUILD)/bench-boundmem && $(BUILD)/bench_boundmem publish $(BUILD)/bench-boundmem
 	for m in fresh spool follow; do $(BUILD)/bench_boundmem pull $(BUILD)/bench-boundmem $$m || exit 1; done
 	rm -rf $(BUILD)/bench-boundmem
