@@ -1924,11 +1924,11 @@ static uint64_t wsync__ticks(void) { return (uint64_t)__builtin_ia32_rdtsc(); }
 #define WSYNC__AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 #define WSYNC__AVX2_POPCNT_INLINE __attribute__((target("avx2,popcnt"), always_inline)) static inline
 #define WSYNC__AVX512_POPCNT __attribute__((target("avx512f,avx512bw,popcnt")))
-/* 64 bytes into a 512-bit register as two 256-bit loads. A core that runs
-   512-bit operations as two 256-bit halves (AMD's Zen 4) pays for a 512-bit
-   load that crosses a cache line far more than for a 256-bit one, and the
-   data is seldom 64-aligned (malloc's large blocks sit 16 bytes into a
-   page, a safetensors file's data 8). Measured on such a core, streaming
+/* 64 bytes into a 512-bit register as two 256-bit loads. On an AMD EPYC of
+   family 1Ah (Zen 5) a 512-bit load that crosses a cache line costs a
+   stream far more than two 256-bit ones, and the data is seldom 64-aligned
+   (malloc's large blocks sit 16 bytes into a page, a safetensors file's
+   data often 8). Measured on that core, streaming
    512 MiB at offsets 8 and 16 (ratios to memcmp of the same bytes): the
    digest 0.43-0.61 with 512-bit loads, 0.75-0.82 with two 256-bit ones, as
    the AVX2 rounds; the 2-byte diff 0.67-0.79 against 0.79-0.84. Aligned,
@@ -4207,7 +4207,7 @@ WSYNC__AVX2 static void wsync__drounds_avx2(uint64_t acc[8], const uint8_t *p, s
    into a second accumulator, added in before the scramble: each stripe then
    waits on one add, not two, and a sum does not see the order. A stripe
    comes in as two 256-bit loads (WSYNC__LOAD512): with one 512-bit load
-   these rounds ran at 0.43-0.61 of memcmp on a Zen 4 core, on the data
+   these rounds ran at 0.43-0.61 of memcmp on a Zen 5 core, on the data
    offsets tensors have, against the AVX2 rounds' 0.74-0.83. */
 WSYNC__AVX512 static void wsync__drounds_avx512(uint64_t acc[8], const uint8_t *p, size_t rounds)
 {
