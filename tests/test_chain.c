@@ -2867,6 +2867,71 @@ static void test_sub_pool(void)
     wsync_store_close(&mem);
 }
 
+/* A publisher's encodes go through a pool of its own: after the first
+   delta, the next ones take no large block from the caller's allocator
+   (fresh pages, a fault each on first touch), and close gives everything
+   back. Packed and packed-max, on one and on two threads. */
+static void test_pub_pool(wsync_encoding enc, unsigned threads)
+{
+    static const tdef defs[] = {
+        {"model.layers.0.mlp.up_proj.weight", 2, {1024, 512}, 0},
+        {"model.layers.0.mlp.down_proj.weight", 2, {512, 1024}, 0},
+        {"model.norm.weight", 1, {512, 0}, 0},
+    };
+    model m = model_make(defs, sizeof defs / sizeof defs[0]);
+    uint16_t *refs = gen_refs(&m, 6);
+    wsync_store mem;
+    wsync_error err;
+    wsync_chain_options o = chain_opts(NULL, enc, 100, 0);
+    wsync_publisher *pub = NULL;
+    wsync_tensor t[MAXT];
+    wsync_publish_stats ps;
+    bigcount bc;
+    sub fol;
+    size_t n_big[7] = {0, 0, 0, 0, 0, 0, 0};
+    uint64_t s;
+    char name[160];
+    if (wsync_store_mem_open(NULL, &mem, &err) != WSYNC_OK) return;
+    snprintf(name, sizeof name,
+             "publisher pool (%s, %u thread%s): deltas after the first take no large block from the caller's "
+             "allocator", wsync_encoding_name(enc), threads, threads == 1 ? "" : "s");
+    TEST_BEGIN(name);
+    memset(&bc, 0, sizeof bc);
+    o.allocator.alloc = bc_alloc;
+    o.allocator.free = bc_free;
+    o.allocator.user = &bc;
+    o.threads = threads;
+    CHECK_EQ_INT(wsync_publisher_open(&mem, &o, &pub, &err), WSYNC_OK);
+    for (s = 0; s <= 6 && pub; s++) {
+        size_t before = bc.n_big;
+        tensors_of(&m, REF(refs, &m, s), t);
+        CHECK_EQ_INT(wsync_publish(pub, s, t, m.n, &ps, &err), WSYNC_OK);
+        CHECK_EQ_INT(ps.wrote_anchor, s == 0);
+        CHECK_EQ_INT(ps.wrote_delta, s > 0);
+        n_big[s] = bc.n_big - before;
+    }
+    /* the first delta fills the pool (the delta's buffer, the encoder's
+       scratch); the later ones take all of it from there */
+    CHECK_MSG(n_big[1] >= 1, "first delta: %lu large blocks", (unsigned long)n_big[1]);
+    for (s = 2; s <= 6; s++)
+        CHECK_MSG(n_big[s] == 0, "delta %lu: %lu large blocks (first: %lu)", (unsigned long)s,
+                  (unsigned long)n_big[s], (unsigned long)n_big[1]);
+    if (pub) wsync_publisher_close(pub);
+    CHECK_EQ_U64(bc.live, 0);
+    /* and what it published replays bit-exact */
+    if (sub_open(&fol, &mem, &m, &o, 0)) {
+        wsync_sync_stats ss;
+        for (s = 0; s <= 6; s++) {
+            CHECK_EQ_INT(wsync_subscriber_sync(fol.s, s, &ss, &err), WSYNC_OK);
+            CHECK(memcmp(fol.img, REF(refs, &m, s), m.total * 2) == 0);
+        }
+        sub_close(&fol);
+    }
+    TEST_END();
+    free(refs);
+    wsync_store_close(&mem);
+}
+
 int main(int argc, char **argv)
 {
     double t0 = now_s();
@@ -2876,6 +2941,9 @@ int main(int argc, char **argv)
     test_keep_f32();
     test_continuity();
     test_sub_pool();
+    test_pub_pool(WSYNC_ENCODING_PACKED, 1);
+    test_pub_pool(WSYNC_ENCODING_PACKED, 2);
+    test_pub_pool(WSYNC_ENCODING_PACKED_MAX, 1);
     test_corruption();
     test_mid_path(WSYNC_ENCODING_PACKED);
     test_mid_path(WSYNC_ENCODING_TRL_V1);
