@@ -1468,7 +1468,7 @@ WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsyn
    and other dtypes are published as they are, F32 cast to BF16 unless
    WSYNC_CHAIN_KEEP_F32. Memory: one image of the published model (plus,
    for F32 input, one cast buffer), and a pool of the encodes' memory kept
-   between publishes (at most an eighth of the model and 16 MiB; the delta's
+   between publishes (at most an eighth of the model plus 16 MiB; the delta's
    buffer and the encoder's scratch reuse the same pages every step). */
 WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const wsync_tensor *tensors,
                                      size_t n, wsync_publish_stats *stats, wsync_error *err);
