@@ -2234,6 +2234,20 @@ WSYNC_DEF wsync_pool *wsync_pool_new(size_t keep_bytes, const wsync_allocator *u
     return p;
 }
 
+/* What the pool of a publisher or a subscriber of tensors t[0..n) keeps:
+   an eighth of the model (a delta's buffer, an apply's decoded changes),
+   plus 16 MiB for the scratch whatever the model's size (the packed-max
+   decoder's is about 3.5 MiB a thread). */
+static size_t wsync__pool_keep(const wsync_tensor *t, size_t n)
+{
+    uint64_t bytes = 0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!wsync_add_u64(bytes, t[i].nbytes, &bytes)) bytes = UINT64_MAX;
+    bytes = bytes / 8 + ((uint64_t)16 << 20);
+    return bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes;
+}
+
 WSYNC_DEF wsync_allocator wsync_pool_allocator(wsync_pool *p)
 {
     wsync_allocator a;
@@ -12026,19 +12040,12 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
     if (p->has_image) {
         wsync_delta_options d;
         wsync_delta_stats ds;
-        if (!p->pool) {
-            /* The encode's scratch and the delta's buffer come from a pool
-               kept between publishes: fresh pages cost a fault each on
-               first touch, and in a virtual machine here that made the
-               encode of a 1.2 GB model 3 to 8 times slower than the same
-               encode through a pool (2.7 thousand faults, 0.25-1 s).
-               Kept: an eighth of the model, as the subscriber's. */
-            uint64_t bytes = 0;
-            for (i = 0; i < n; i++)
-                if (!wsync_add_u64(bytes, p->next[i].nbytes, &bytes)) bytes = UINT64_MAX;
-            bytes = bytes / 8 + ((uint64_t)16 << 20);
-            p->pool = wsync_pool_new(bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes, &p->a);
-        }
+        /* The encode's scratch and the delta's buffer come from a pool kept
+           between publishes: fresh pages cost a fault each on first touch,
+           and in a virtual machine here that made the encode of a 1.2 GB
+           model 3 to 8 times slower than the same encode through a pool
+           (2.7 thousand faults, 0.25-1 s). */
+        if (!p->pool) p->pool = wsync_pool_new(wsync__pool_keep(p->next, n), &p->a);
         if (p->pool) {
             pool_a = wsync_pool_allocator(p->pool);
             delta.b.a = &pool_a;
@@ -12318,16 +12325,7 @@ WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_ten
     }
     if (n) memcpy(s->t, targets, n * sizeof *s->t);
     s->n = n;
-    {
-        uint64_t bytes = 0;
-        size_t i;
-        for (i = 0; i < n; i++)
-            if (!wsync_add_u64(bytes, targets[i].nbytes, &bytes)) bytes = UINT64_MAX;
-        /* the packed-max decoder's scratch is about 3.5 MiB a thread
-           whatever the model's size */
-        bytes = bytes / 8 + ((uint64_t)16 << 20);
-        s->pool = wsync_pool_new(bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes, &a);
-    }
+    s->pool = wsync_pool_new(wsync__pool_keep(targets, n), &a);
 #if WSYNC__HAVE_THREADS
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
