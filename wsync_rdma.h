@@ -633,6 +633,12 @@ WSYNC_DEF int wsync_fabric_verbs_stats_get(const wsync_fabric *f, wsync_fabric_v
    before every task of group g has left the last stage and the barrier
    callback for g returned (the global barrier between mesh groups).
 
+   Pacing: a task with start_s > 0 does not start its last stage (the
+   write) before start_s seconds after the first task of its group entered,
+   so a sender keeps the planned schedule instead of taking, early, a
+   receiver the plan gave to another sender at that moment. Tasks stay in
+   order: a late task delays the ones after it, never the reverse.
+
    A stage's failure stops admission; tasks already in flight drain without
    running further stages; the result names the task and the stage. */
 
@@ -642,6 +648,8 @@ typedef struct wsync_exec_task {
     uint64_t tmp_bytes;        /* staging bytes the task holds (0: none) */
     uint32_t group;            /* mesh group, ascending over the task list */
     void *user;                /* the caller's description of the work */
+    double start_s;            /* [0] paced: the last stage starts it no earlier than this many
+                                  seconds after its mesh group's first task entered */
 } wsync_exec_task;
 
 /* Runs one stage of task t; tmp points at its tmp_bytes in the arena, which
@@ -668,6 +676,7 @@ typedef struct wsync_exec_stats {
     double wall_s;
     double busy_s[WSYNC_EXEC_STAGES_MAX]; /* time each stage spent in its function */
     double wait_s;             /* time admission waited for the watermark */
+    double pace_s;             /* time the last stage waited for planned starts (start_s) */
 } wsync_exec_stats;
 
 /* Runs every task through every stage. Fails before starting when a task
@@ -711,7 +720,7 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
                            region u32, descriptor), transfers (src_region u32,
                            target u32, src_offset u64, dst_offset u64, len u64,
                            rows u64, src_stride u64, prep u32, block u32,
-                           scale_offset u64, group u32, zero u32)
+                           scale_offset u64, group u32, start_us u32)
      GO      ctl -> trainer        step u64: write your transfers now
      DONE    trainer -> ctl        step u64, status u32, text_len u16, text,
                                    n_named u32, named bits, n_ran u32, runs u32,
@@ -780,7 +789,7 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    bytes are complete); the bytes of an aborted step are partly written
    (this path writes into live memory) until a later step commits. */
 
-#define WSYNC_CTL_VERSION 2u
+#define WSYNC_CTL_VERSION 3u
 #define WSYNC_CTL_HEADER 12u
 #define WSYNC_CTL_MAX_PAYLOAD (16u << 20)
 #define WSYNC_CTL_NAME_MAX 255u
@@ -847,6 +856,9 @@ typedef struct wsync_ctl_transfer {
     uint32_t prep, block;      /* wsync_ctl_prep; fp8 tile size */
     uint64_t scale_offset;     /* fp8: the target's offset for the scales */
     uint32_t group;            /* mesh group (transfers ascend by group) */
+    uint32_t start_us;         /* paced: not written before this many microseconds after the
+                                  group's start (the plan's start at the controller's pace_gbps;
+                                  0: at once); non-decreasing within a group */
 } wsync_ctl_transfer;
 
 /* A decoded message; the arrays belong to it (wsync_ctl_msg_free). To
@@ -930,6 +942,14 @@ typedef struct wsync_controller_options {
        the fabrics' write has no NIC argument, a verbs fabric spreads a write
        over its lanes itself) */
     const struct wsync_plan_options *plan;
+    /* [0: no pacing] PLAN: each transfer carries its task's planned start
+       (wsync_plan_task.start) read at this line rate, and a trainer writes
+       no transfer before its group's start plus that (wsync_exec_task.start_s):
+       the senders keep the plan's schedule instead of taking receivers first
+       come, first served. Pace at the rate the fabric runs; a higher one
+       paces less, a lower one slows the step to it. Steps of a subset
+       (wsync_rank_select) are not paced. */
+    double pace_gbps;
 } wsync_controller_options;
 
 /* What the plan asks of the ranks. */
@@ -1153,6 +1173,9 @@ typedef struct wsync_plan_task {
     uint32_t region, flags;      /* flags: WSYNC_PLAN_SCALES or 0 */
     uint64_t src_offset;         /* in the preparation's buffer (or the shard when flags are 0) */
     uint64_t dst_offset, len;
+    uint64_t start;              /* planned start after its mesh group's start, in bytes at line
+                                    rate (the ordering pass's clock: seconds = start * 8 / bits
+                                    per second); the fp8 scales start with their data */
 } wsync_plan_task;
 
 typedef struct wsync_plan {
@@ -1209,6 +1232,9 @@ typedef struct wsync_plan_sim_options {
     double cpus;        /* [0: every rank a core of its own] one host: the cores that all ranks'
                            preparations and writes share; a group then takes at least its CPU
                            work over cpus (SIMULATOR) */
+    double pace_gbps;   /* [0: no pacing] the executor paces (wsync_controller_options.pace_gbps):
+                           a sender starts no task before its mesh group's start plus the task's
+                           planned start (wsync_plan_task.start) read at this rate */
 } wsync_plan_sim_options;
 
 typedef struct wsync_plan_sim_result {
@@ -4882,6 +4908,7 @@ typedef struct wsync__exec {
     uint64_t wrap_at;          /* where the ring wrapped (bytes after it unused), or 0 */
     unsigned active;
     int failed;
+    double group_t0;           /* when the current group's first task entered (pacing) */
     wsync_error err;
     wsync_exec_stats st;
 } wsync__exec;
@@ -4954,7 +4981,7 @@ static void *wsync__exec_main(void *p)
         size_t i;
         wsync_result r = WSYNC_OK;
         wsync_error e;
-        double t0;
+        double t0, at;
         int skip;
         /* task next[k + 1] is ready for stage k once it left stage k - 1 */
         while (x->next[k + 1] < x->n && x->next[k + 1] >= x->next[k]) pthread_cond_wait(&x->cv, &x->mu);
@@ -4963,8 +4990,22 @@ static void *wsync__exec_main(void *p)
         x->active++;
         if (x->active > x->st.peak_active) x->st.peak_active = x->active;
         skip = x->failed; /* after a failure tasks drain without work */
+        at = k == last && x->tasks[i].start_s > 0 ? x->group_t0 + x->tasks[i].start_s : 0;
         pthread_mutex_unlock(&x->mu);
         t0 = wsync__exec_now();
+        if (!skip && at > t0) { /* paced: not before its planned start */
+            double pw = at - t0;
+            struct timespec ts;
+            ts.tv_sec = (time_t)pw;
+            ts.tv_nsec = (long)((pw - (double)ts.tv_sec) * 1e9);
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+            }
+            t0 = wsync__exec_now();
+            pthread_mutex_lock(&x->mu);
+            x->st.pace_s += pw;
+            skip = x->failed;
+            pthread_mutex_unlock(&x->mu);
+        }
         if (!skip) {
             wsync__rdma_err_reset(&e);
             r = o->stages[k](o->user, &x->tasks[i], o->staging ? o->staging + x->off[i] : NULL, x->off[i], &e);
@@ -5003,6 +5044,9 @@ static wsync_result wsync__exec_check(const wsync_exec_options *o, const wsync_e
             return wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
                                     "exec: task %zu needs %llu staging bytes, more than the watermark of %llu", i,
                                     (unsigned long long)tasks[i].tmp_bytes, (unsigned long long)o->staging_len);
+        if (!(tasks[i].start_s >= 0 && tasks[i].start_s <= 86400))
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                    "exec: task %zu: planned start %g s (0 to 86400)", i, tasks[i].start_s);
         if (i && tasks[i].group < tasks[i - 1].group)
             return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
                                     "exec: task %zu is in mesh group %u after group %u (groups ascend)", i,
@@ -5045,6 +5089,7 @@ static void wsync__exec_admit(wsync__exec *x)
         x->st.wait_s += wsync__exec_now() - t0;
         if (x->failed) break;
         x->off[i] = at;
+        if (i == 0 || x->tasks[i].group != x->tasks[i - 1].group) x->group_t0 = wsync__exec_now();
         if (x->tasks[i].tmp_bytes) x->head = at + x->tasks[i].tmp_bytes;
         x->used += x->tasks[i].tmp_bytes;
         if (x->used > x->st.peak_tmp_bytes) x->st.peak_tmp_bytes = x->used;
@@ -5723,6 +5768,11 @@ static wsync_result wsync__ctl_groups_ok(const wsync_ctl_msg *m, uint32_t i, wsy
     if (i && x->group < m->transfers[i - 1].group)
         return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: mesh group %u after group %u",
                               (unsigned)i, (unsigned)x->group, (unsigned)m->transfers[i - 1].group);
+    if (i && x->group == m->transfers[i - 1].group && x->start_us < m->transfers[i - 1].start_us)
+        return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER,
+                              "ASSIGN: transfer %u: planned start %u us, before transfer %u's %u us in mesh group %u",
+                              (unsigned)i, (unsigned)x->start_us, (unsigned)i - 1,
+                              (unsigned)m->transfers[i - 1].start_us, (unsigned)x->group);
     return WSYNC_OK;
 }
 
@@ -5912,7 +5962,7 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
             wsync__rdma_put32(p + 52, x->block);
             wsync__rdma_put64(p + 56, x->scale_offset);
             wsync__rdma_put32(p + 64, x->group);
-            wsync__rdma_put32(p + 68, 0);
+            wsync__rdma_put32(p + 68, x->start_us);
         }
         break;
     case WSYNC_CTL_GO:
@@ -6145,7 +6195,7 @@ static wsync_result wsync__ctl_join(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_er
 
 static wsync_result wsync__ctl_assign(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_error *err)
 {
-    uint32_t i, zero = 0;
+    uint32_t i;
     size_t ga, need;
     wsync_result r;
     WSYNC__CTL_RD32(c, m->role, "role");
@@ -6207,9 +6257,7 @@ static wsync_result wsync__ctl_assign(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_
         WSYNC__CTL_RD32(c, x->block, "block");
         WSYNC__CTL_RD64(c, x->scale_offset, "scale_offset");
         WSYNC__CTL_RD32(c, x->group, "group");
-        WSYNC__CTL_RD32(c, zero, "reserved");
-        if (zero) return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "ASSIGN: transfer %u: reserved word %u", (unsigned)i,
-                                        (unsigned)zero);
+        WSYNC__CTL_RD32(c, x->start_us, "start_us");
         if ((r = wsync__ctl_transfer_ok(x, i, m->targets, m->n_targets, err)) != WSYNC_OK ||
             (r = wsync__ctl_groups_ok(m, i, err)) != WSYNC_OK)
             return r;
@@ -6504,6 +6552,7 @@ struct wsync_controller {
     uint32_t n_groups;         /* mesh groups every trainer passes */
     uint32_t schedule;         /* wsync_ctl_schedule asked for */
     wsync_plan_options popt;   /* the planner's options */
+    double pace;               /* pacing: the planned starts' rate in bytes/s (0: none) */
     wsync_plan *pplan;         /* the plan executed (schedule PLAN) */
     uint32_t n_names;          /* distinct tensor names over the trainers */
     uint32_t *named;           /* per name, in a step's check: 1 + the first trainer naming it, or 0 */
@@ -6557,6 +6606,7 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     c->step_ms = opt->step_timeout_ms ? opt->step_timeout_ms : 30000;
     c->schedule = opt->schedule;
     if (opt->plan) c->popt = *opt->plan;
+    c->pace = opt->pace_gbps > 0 && opt->pace_gbps < 1e9 ? opt->pace_gbps * 1e9 / 8 : 0;
     c->popt.allocator = a;
     c->popt.nics_per_rank = 1;
     if (c->schedule > WSYNC_CTL_SCHEDULE_GREEDY) {
@@ -6982,7 +7032,14 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
                                      "plan: tensor '%s': fp8 rows %llu to %llu of %s are not whole tiles of %u rows",
                                      it->name, (unsigned long long)pr->out_row0, (unsigned long long)end - 1,
                                      c->m[mi].name, (unsigned)it->block);
-            else r = wsync__ctl_add(c, &c->m[i], tt, mi, it, pc->row0, pc->row0 + pc->rows, 0, err);
+            else {
+                uint32_t before = c->m[i].n_xfers;
+                r = wsync__ctl_add(c, &c->m[i], tt, mi, it, pc->row0, pc->row0 + pc->rows, 0, err);
+                if (r == WSYNC_OK && c->pace > 0 && c->m[i].n_xfers > before) { /* its planned start */
+                    double us = (double)tk->start / c->pace * 1e6;
+                    c->m[i].xfers[c->m[i].n_xfers - 1].start_us = us < 4e9 ? (uint32_t)us : 4000000000u;
+                }
+            }
         }
     if (r == WSYNC_OK) {
         c->pplan = p;
@@ -7685,6 +7742,7 @@ static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
     for (i = 0; i < n; i++) {
         r->tasks[i].tmp_bytes = wsync__rank_tmp(&r->assign.transfers[i], &at);
         r->tasks[i].user = &r->assign.transfers[i];
+        r->tasks[i].start_s = r->assign.transfers[i].start_us * 1e-6;
         if (r->tasks[i].tmp_bytes > most) most = r->tasks[i].tmp_bytes;
     }
     if (most == 0) return WSYNC_OK;
@@ -7983,7 +8041,10 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
     if (r->subset) { /* the selected transfers of the range, in order */
         uint32_t j, k = 0;
         for (j = first; j < first + count; j++)
-            if (r->sel[j]) r->run[k++] = r->tasks[j];
+            if (r->sel[j]) {
+                r->run[k] = r->tasks[j];
+                r->run[k++].start_s = 0; /* the plan's times are for the whole plan: unpaced */
+            }
         if (k && (res = wsync_exec_run(&eo, r->run, k, &r->stats, err)) != WSYNC_OK) return res;
     } else if (count && (res = wsync_exec_run(&eo, r->tasks + first, count, &r->stats, err)) != WSYNC_OK)
         return res;
@@ -9710,7 +9771,10 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, wsync_e
     wsync__plrsort(idx, key, tidx, tkey, n);
     for (i = 0; i < n; i++) key[i] = p->tasks[idx[i]].src_rank;
     wsync__plrsort(idx, key, tidx, tkey, n);
-    for (i = 0; i < n; i++) nt[i] = p->tasks[idx[i]];
+    for (i = 0; i < n; i++) {
+        nt[i] = p->tasks[idx[i]];
+        nt[i].start = v[idx[i]];
+    }
     wsync__rdma_free(&p->allocator, p->tasks);
     p->tasks = nt;
     wsync__rdma_free(&p->allocator, idx);
@@ -10049,6 +10113,7 @@ WSYNC_DEF uint64_t wsync_plan_digest(const wsync_plan *p)
         wsync__pl_d64(&d, x->src_offset);
         wsync__pl_d64(&d, x->dst_offset);
         wsync__pl_d64(&d, x->len);
+        wsync__pl_d64(&d, x->start);
     }
     return wsync_digest_final(&d);
 }
@@ -10069,6 +10134,7 @@ typedef struct wsync__pl_sim {
     wsync_allocator a;
     double rate, copy, quant, task_s;
     double rrate;         /* a receiving NIC's rate; 0: receivers are no resource */
+    double pace, t0;      /* pacing: planned starts' rate in bytes/s (0: none); the group's start */
     uint64_t wm;
     wsync__pl_ev *ev;
     uint64_t nev, capev, seq;
@@ -10178,6 +10244,11 @@ static int wsync__pl_try_send(wsync__pl_sim *S, uint64_t sn, double t)
     if (S->sfree[sn] > t || S->pending[sn] || S->nic_next[sn] == S->nic_end[sn]) return 1;
     tk = &p->tasks[S->order[S->nic_next[sn]]];
     if (!S->ready[tk->prep]) return 1;
+    if (S->pace > 0 && S->t0 + (double)tk->start / S->pace > t) { /* paced: not before its planned start */
+        double at = S->t0 + (double)tk->start / S->pace;
+        S->pending[sn] = 1;
+        return wsync__pl_evpush(S, at, at, WSYNC__PLE_SEND, (uint32_t)sn);
+    }
     rn = (uint64_t)tk->dst_rank * p->nics_per_rank + tk->dst_nic;
     if (S->rrate > 0 && S->rfree[rn] > t) {
         /* in line from when both the NIC and the preparation were ready */
@@ -10249,6 +10320,7 @@ static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0,
     }
     for (i = 0; i < NR; i++) S->rfree[i] = t0;
     S->end = t0;
+    S->t0 = t0;
     S->nev = 0;
     for (r = 0; r < p->n_trainers; r++)
         if (!wsync__pl_try_prep(S, r, t0, 0)) goto oom;
@@ -10361,6 +10433,7 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     S.task_s = o.task_us * 1e-6;
     S.rrate = o.recv_gbps < 0 ? 0 : o.recv_gbps > 0 ? o.recv_gbps * 1e9 / 8 : S.rate;
     S.wm = o.watermark;
+    S.pace = o.pace_gbps > 0 ? o.pace_gbps * 1e9 / 8 : 0;
     S.res = out;
     barrier = o.barrier_us * 1e-6;
     NS = (uint64_t)p->n_trainers * p->nics_per_rank;

@@ -145,7 +145,7 @@ static int fz_same(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
             if (x->src_region != y->src_region || x->target != y->target || x->src_offset != y->src_offset ||
                 x->dst_offset != y->dst_offset || x->len != y->len || x->rows != y->rows ||
                 x->src_stride != y->src_stride || x->prep != y->prep || x->block != y->block ||
-                x->scale_offset != y->scale_offset || x->group != y->group)
+                x->scale_offset != y->scale_offset || x->group != y->group || x->start_us != y->start_us)
                 return 0;
         }
         return 1;

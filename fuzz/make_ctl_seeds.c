@@ -170,6 +170,7 @@ int main(int argc, char **argv)
     /* 8 rows of 16 bf16 quantized to fp8 with 4 x 4 tiles: 8 scales */
     xf[3].target = 0, xf[3].len = 128, xf[3].rows = 8, xf[3].src_stride = 64, xf[3].prep = WSYNC_CTL_PREP_FP8;
     xf[3].block = 4, xf[3].scale_offset = 1024, xf[3].group = 1;
+    xf[1].start_us = 250, xf[2].start_us = 1250; /* paced: planned starts in group 0 */
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_ASSIGN;
     m.n_groups = 2;

@@ -239,6 +239,7 @@ static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
             if (x->block != y->block) return "transfer block";
             if (x->scale_offset != y->scale_offset) return "transfer scale_offset";
             if (x->group != y->group) return "transfer group";
+            if (x->start_us != y->start_us) return "transfer start_us";
         }
         return "";
     case WSYNC_CTL_GO:
@@ -384,6 +385,8 @@ static wsync_ctl_msg make_assign(const wsync_fabric_desc *real)
     g_xfers[3].dst_offset = 0;
     g_xfers[3].len = 100;
     g_xfers[3].rows = 1;
+    g_xfers[2].start_us = 17; /* planned starts (pacing): non-decreasing */
+    g_xfers[3].start_us = 4000000000u;
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_ASSIGN;
     m.n_groups = 1;
@@ -775,8 +778,10 @@ static void test_rejections_header(void)
     w.b[0] = 'X';
     expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "magic", "bad magic");
     w.b[0] = 'W';
-    w.b[3] = 3;
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 3", "version 3");
+    w.b[3] = 4;
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 4", "version 4");
+    w.b[3] = 2; /* the version before ASSIGN carried planned starts */
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 2", "version 2");
     w.b[3] = 1; /* the version before DONE reported what ran */
     expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 1", "version 1");
     w.b[3] = 0;
@@ -989,8 +994,15 @@ static void test_rejections_assign(void)
     expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "mesh group 0 after group 1", "groups out of order");
     w.b[XF(2) + 64] = 1, w.b[XF(3) + 64] = 1;
     expect_reject(&w, WSYNC_OK, "", "groups ascending");
+    /* a transfer's planned start (pacing), 68 bytes in: non-decreasing in a group */
+    memset(w.b + XF(2) + 68, 0, 4), memset(w.b + XF(3) + 68, 0, 4);
     w.b[XF(3) + 68] = 1;
-    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "reserved", "the reserved word set");
+    expect_reject(&w, WSYNC_OK, "", "a planned start");
+    w.b[XF(2) + 68] = 2;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "planned start 1 us, before transfer 2's 2 us in mesh group 1",
+                  "planned starts decreasing within a group");
+    w.b[XF(3) + 68] = 2, w.b[XF(0) + 68] = 200;
+    expect_reject(&w, WSYNC_OK, "", "planned starts begin again in each group");
 #undef TG
 #undef XF
     TEST_END();

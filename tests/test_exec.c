@@ -37,7 +37,16 @@ typedef struct ctx {
     uint32_t fail_barrier;
     size_t ran[WSYNC_EXEC_STAGES_MAX];
     int sleepy;
+    double *wstart;            /* pacing test: when the last stage began each task */
+    double gref[64];           /* pacing test: a time before each group's first task entered */
 } ctx;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void enter(ctx *c, unsigned stage)
 {
@@ -114,6 +123,7 @@ static wsync_result s_write(void *user, const wsync_exec_task *t, uint8_t *tmp, 
     const job *j = (const job *)t->user;
     (void)off;
     (void)err;
+    if (c->wstart) c->wstart[j->id] = now_s();
     enter(c, 2);
     if (t->tmp_bytes) memcpy(c->out + j->dst, tmp, (size_t)t->tmp_bytes);
     if (c->sleepy) usleep(300);
@@ -131,6 +141,7 @@ static wsync_result s_barrier(void *user, uint32_t group, wsync_error *err)
     /* every task of the group is through, none of the next one started */
     if (c->done_last[group] != c->group_size[group] || c->entered[group + 1] != 0) c->barrier_ok = 0;
     c->barriers[c->n_barriers++] = group;
+    if (group + 1 < 64) c->gref[group + 1] = now_s(); /* the next group enters after this */
     pthread_mutex_unlock(&c->mu);
     if (c->fail_barrier == group + 1) {
         snprintf(err->message, sizeof err->message, "%s", "peer gone");
@@ -318,6 +329,53 @@ static void test_stage_failure(void)
     unmake(&s);
 }
 
+static uint32_t group_by_10(size_t i)
+{
+    return (uint32_t)(i / 10);
+}
+
+/* Pacing: no task's last stage starts before its group's start plus its
+   start_s (a lower bound the clock proves), tasks stay in order, the wait
+   is counted; a task without start_s is not held. */
+static void test_pacing(void)
+{
+    setup s;
+    wsync_exec_stats st;
+    wsync_error err;
+    size_t i;
+    double t0, wall;
+    make(&s, 30, 4096, size_mixed, group_by_10); /* groups 0, 1, 2 of 10 tasks */
+    s.c.wstart = (double *)calloc(s.n, sizeof *s.c.wstart);
+    for (i = 0; i < s.n; i++) s.t[i].start_s = i % 10 == 4 ? 0 : 0.003 * (double)(i % 10); /* to 27 ms */
+    t0 = s.c.gref[0] = now_s();
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_OK);
+    wall = now_s() - t0;
+    CHECK(out_ok(&s, s.n));
+    CHECK(s.c.barrier_ok && s.c.n_barriers == 2);
+    for (i = 0; i < s.n; i++) {
+        CHECK_MSG(s.c.wstart[i] >= s.c.gref[i / 10] + s.t[i].start_s, "task %zu wrote %.6f s into its group, planned %.6f",
+                  i, s.c.wstart[i] - s.c.gref[i / 10], s.t[i].start_s);
+        if (i % 10) CHECK(s.c.wstart[i] >= s.c.wstart[i - 1]); /* in order */
+    }
+    CHECK(wall >= 3 * 0.027);
+    CHECK(st.pace_s > 0.027 && st.pace_s <= wall);
+    free(s.c.wstart);
+    unmake(&s);
+    /* the start must be a number of seconds in [0, 86400] */
+    make(&s, 4, 4096, size_mixed, NULL);
+    s.t[2].start_s = -0.5;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "task 2: planned start") != NULL);
+    s.t[2].start_s = NAN;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_INVALID_ARGUMENT);
+    s.t[2].start_s = 1e6;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(s.c.ran[0] == 0);
+    s.t[2].start_s = 0;
+    CHECK(wsync_exec_run(&s.o, s.t, s.n, &st, &err) == WSYNC_OK && st.pace_s == 0);
+    unmake(&s);
+}
+
 static void test_checks(void)
 {
     setup s;
@@ -470,6 +528,9 @@ int main(void)
     TEST_END();
     TEST_BEGIN("a failing stage or barrier stops it and names the task, stage or group");
     test_stage_failure();
+    TEST_END();
+    TEST_BEGIN("pacing: no write before its group's start plus its planned start, in order");
+    test_pacing();
     TEST_END();
     TEST_BEGIN("up-front checks: task above the watermark, groups out of order, stages");
     test_checks();

@@ -106,6 +106,20 @@ static int sim(const wsync_plan *p, wsync_plan_sim_result *r)
     return 1;
 }
 
+/* The simulator with the executor's pacing at the default line rate. */
+static int sim_paced(const wsync_plan *p, wsync_plan_sim_result *r)
+{
+    wsync_plan_sim_options o;
+    wsync_error e;
+    memset(&o, 0, sizeof o);
+    o.pace_gbps = 400;
+    if (wsync_plan_simulate(p, &o, r, &e) != WSYNC_OK) {
+        printf("simulate: %s\n", e.message);
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- models ---- */
 
 static void test_models(void)
@@ -290,7 +304,9 @@ static void check_cover(const wsync_plan_layout *L, const wsync_plan *p)
     const wsync_plan_input *in = &L->input;
     ival *v = (ival *)malloc((size_t)p->n_tasks * sizeof *v);
     uint64_t i, want = 0, have = 0, data = 0, scales = 0;
-    int bad = 0;
+    ival *ds = (ival *)malloc((size_t)p->n_tasks * sizeof *ds); /* data tasks: (prep, receiver), start */
+    uint64_t nds = 0;
+    int bad = 0, bad_start = 0;
     for (i = 0; i < in->n_units; i++) {
         const wsync_plan_unit *un = &in->units[i];
         uint64_t rows = 0, k, cols = in->pieces[un->first_piece].cols;
@@ -315,7 +331,27 @@ static void check_cover(const wsync_plan_layout *L, const wsync_plan *p)
         if (pr->rank != t->src_rank || t->src_nic >= p->nics_per_rank || t->dst_nic >= p->nics_per_rank) bad = 1;
         if (v[i].hi > L->region_bytes[2 * t->dst_rank + t->region]) bad = 1;
         if (i > 0 && p->tasks[i - 1].src_rank > t->src_rank) bad = 1;
+        /* planned starts: ascending within a rank's group; the scales start with their data */
+        if (i > 0 && p->tasks[i - 1].src_rank == t->src_rank && p->tasks[i - 1].group == t->group &&
+            p->tasks[i - 1].start > t->start)
+            bad_start = 1;
+        if (!(t->flags & WSYNC_PLAN_SCALES)) {
+            ds[nds].key = (uint64_t)t->prep << 32 | t->dst_rank;
+            ds[nds].lo = t->start;
+            ds[nds++].hi = 0;
+        }
     }
+    qsort(ds, (size_t)nds, sizeof *ds, ival_cmp);
+    for (i = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].flags & WSYNC_PLAN_SCALES) { /* a data task of its preparation and receiver, same start */
+            ival k;
+            k.key = (uint64_t)p->tasks[i].prep << 32 | p->tasks[i].dst_rank;
+            k.lo = p->tasks[i].start;
+            k.hi = 0;
+            if (!bsearch(&k, ds, (size_t)nds, sizeof *ds, ival_cmp)) bad_start = 1;
+        }
+    CHECK_MSG(!bad_start, "%s", "planned starts out of order, or scales not with their data");
+    free(ds);
     qsort(v, (size_t)p->n_tasks, sizeof *v, ival_cmp);
     for (i = 1; i < p->n_tasks; i++)
         if (v[i].key == v[i - 1].key && v[i].lo < v[i - 1].hi) bad = 1;
@@ -469,6 +505,14 @@ static void test_kimi(uint32_t R)
             printf("  kimi-k2 R=%u: plan %.3f s CPU, %llu tasks, imbalance %.4f/%.4f, bound %.4f, predicted %.4f\n", R,
                    t1 - t0, (unsigned long long)st.tasks, st.imbalance_send, st.imbalance_recv, r.bound_seconds,
                    r.seconds);
+        if (R == 8) { /* paced, the replay keeps the plan: at most 1.05x the bound (issue 25) */
+            wsync_plan_sim_result pr;
+            CHECK(sim_paced(p, &pr));
+            CHECK_MSG(pr.seconds <= 1.05 * pr.bound_seconds && pr.seconds >= pr.bound_seconds,
+                      "paced %.4f bound %.4f (first come, first served %.4f)", pr.seconds, pr.bound_seconds,
+                      r.seconds);
+            if (verbose_kimi()) printf("  kimi-k2 R=8 paced: predicted %.4f\n", pr.seconds);
+        }
         if (R == 8) CHECK(bad_order(p, 1.5)); /* every sender to receiver 0 first */
         if (R == 1) {
             q = build(&L, 1);
@@ -519,6 +563,52 @@ static void test_sim(void)
         wsync_plan_layout_free(&L);
     } else
         CHECK(0);
+    TEST_END();
+
+    TEST_BEGIN("simulation: paced, the replay keeps the plan's start times; slower pacing, slower steps");
+    {
+        static const char *models[3] = {"qwen2.5-7b", "qwen3-0.6b", "qwen2.5-7b"};
+        int mi;
+        for (mi = 0; mi < 3; mi++) { /* bf16; fp8 with scales; row shards without a gather */
+            if (!layout(models[mi], 8, 4, 1, mi == 1, mi == 2, &L) || (p = build(&L, 1)) == NULL) {
+                CHECK(0);
+                continue;
+            }
+            {
+                wsync_plan_sim_options o;
+                wsync_plan_sim_result a, b, f;
+                double span[WSYNC_PLAN_SIM_GROUPS] = {0}, last[WSYNC_PLAN_SIM_GROUPS] = {0}, sum = 0, lsum = 0;
+                uint64_t i;
+                uint32_t g;
+                for (i = 0; i < p->n_tasks; i++) { /* the plan's makespan per group, at 400 Gb/s */
+                    const wsync_plan_task *t = &p->tasks[i];
+                    double end = ((double)t->start + (double)t->len + 250000.0) / 50e9;
+                    if (t->group >= WSYNC_PLAN_SIM_GROUPS) continue;
+                    if (end > span[t->group]) span[t->group] = end;
+                    if ((double)t->start > last[t->group]) last[t->group] = (double)t->start;
+                }
+                CHECK(sim(p, &f));
+                CHECK(sim_paced(p, &a));
+                memset(&o, 0, sizeof o);
+                o.pace_gbps = 40; /* ten times slower than the line */
+                CHECK(wsync_plan_simulate(p, &o, &b, &e) == WSYNC_OK);
+                for (g = 0; g < a.n_groups && g < WSYNC_PLAN_SIM_GROUPS; g++) {
+                    CHECK_MSG(a.group_seconds[g] >= span[g] * 0.999 && a.group_seconds[g] <= span[g] * 1.02,
+                              "%s group %u: paced %.6f s, the plan's makespan %.6f s", models[mi], g,
+                              a.group_seconds[g], span[g]);
+                    sum += span[g];
+                    lsum += last[g] / 5e9;
+                }
+                CHECK_MSG(b.seconds >= lsum && b.seconds > a.seconds, "%s: paced at 40 Gb/s %.6f s, its last starts %.6f s",
+                          models[mi], b.seconds, lsum);
+                if (verbose_kimi())
+                    printf("  %s: plan %.6f s, paced %.6f s, first come %.6f s, paced at 40 Gb/s %.6f s\n",
+                           models[mi], sum, a.seconds, f.seconds, b.seconds);
+            }
+            wsync_plan_free(p);
+            wsync_plan_layout_free(&L);
+        }
+    }
     TEST_END();
 
     TEST_BEGIN("simulation: barriers add up, start-up costs count, the watermark holds");

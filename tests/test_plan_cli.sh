@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # wsync plan: exit codes, the JSON fields, and the kimi-k2 targets of issue 7
 # (256 trainers -> 128 inference ranks at 400 Gb/s, 1 and 8 replicas: plans
-# in under 2 s, imbalance <= 1.05 both ways, predicted <= 1.25x the bound).
+# in under 2 s, imbalance <= 1.05 both ways, predicted <= 1.25x the bound;
+# issue 25: paced, 8 replicas within 1.05x).
 # usage: tests/test_plan_cli.sh build/wsync
 set -u
 W=${1:-build/wsync}
@@ -37,8 +38,22 @@ for r in 1 8; do
     awk -v v="$ps" 'BEGIN{exit !(v < 2)}' && ok "kimi-k2 replicas $r: plans in $ps s" || bad "kimi-k2 replicas $r: plan took $ps s"
     awk -v s="$is" -v r="$ir" 'BEGIN{exit !(s <= 1.05 && r <= 1.05)}' && ok "kimi-k2 replicas $r: imbalance" || bad "kimi-k2 replicas $r: imbalance $is / $ir"
     awk -v p="$pr" -v b="$bo" 'BEGIN{exit !(p >= b && p <= 1.25 * b)}' && ok "kimi-k2 replicas $r: predicted $pr s, bound $bo s" || bad "kimi-k2 replicas $r: predicted $pr bound $bo"
-    [ -n "${CHECK_VERBOSE:-}" ] && echo "  replicas $r: plan $ps s, imbalance $is/$ir, bound $bo s, predicted $pr s"
+    # issue 25: paced (the default, at the line rate), 8 replicas at most 1.05x the
+    # bound; first come, first served stays on record and is not faster
+    up=$(field "$j" unpaced_seconds); pg=$(field "$j" pace_gbps)
+    [ "$pg" = 400 ] && ok "kimi-k2 replicas $r: paced at the line rate" || bad "kimi-k2 replicas $r: pace_gbps '$pg'"
+    awk -v p="$pr" -v u="$up" 'BEGIN{exit !(u >= p)}' && ok "kimi-k2 replicas $r: unpaced $up s >= paced $pr s" \
+        || bad "kimi-k2 replicas $r: unpaced $up s, paced $pr s"
+    if [ "$r" = 8 ]; then
+        awk -v p="$pr" -v b="$bo" 'BEGIN{exit !(p <= 1.05 * b)}' && ok "kimi-k2 replicas 8: paced within 1.05x the bound" \
+            || bad "kimi-k2 replicas 8: paced $pr s over 1.05 x $bo s"
+    fi
+    [ -n "${CHECK_VERBOSE:-}" ] && echo "  replicas $r: plan $ps s, imbalance $is/$ir, bound $bo s, predicted $pr s (unpaced $up s)"
 done
+jo=$("$W" plan --model kimi-k2 --trainers 256 --inference 128 --replicas 8 --pace off --json)
+[ "$(field "$jo" predicted_seconds)" = "$(field "$jo" unpaced_seconds)" ] && [ "$(field "$jo" pace_gbps)" = 0 ] \
+    && ok "plan --pace off: the first-come replay" || bad "plan --pace off: $jo"
+expect_rc 2 "plan bad --pace" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --pace fast
 # issue 25: the plan `wsync plan --demo` prints for a push-demo layout is
 # the plan push-demo's controller runs (equal digests), for each layout kind
 expect_rc 2 "plan --demo unknown model" "$W" plan --demo gpt-9 --trainers 2 --inference 2

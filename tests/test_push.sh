@@ -110,6 +110,34 @@ hasnt "mesh groups: no process hangs" "did not end in time"
 run "--fp8 without whole tensors at the trainers" 2 "$bin" push-demo --fp8
 has "--fp8 says why" "--layout replica"
 
+# ---- pacing: trainers keep the plan's start times (at a slow clock here) ----
+# At 2 Gb/s the plan's last starts are ~245 ms into a step that takes ~10 ms
+# unpaced: a full step below that span is a trainer that did not pace, which
+# push-demo reports (NOT PACED) and the test reads back from the table too.
+# Partial steps are not paced (the plan's times are the whole plan's).
+for b in cma tcp; do
+    rm -rf "$tmp/d" && mkdir "$tmp/d"
+    run "$b: paced, two mesh groups, resharded, partial" 0 "$bin" push-demo --backend $b --pace 2 --mesh-groups \
+        --reshard --partial 0.2 --steps 4 --dump "$tmp/d"
+    has "$b paced: every step committed" "4 of 4 steps committed, every inference rank bit-exact at every step"
+    has "$b paced: the planned span" "pacing: planned starts at 2 Gb/s; a full step lasts at least"
+    hasnt "$b paced: every full step kept the planned starts" "NOT PACED"
+    has "$b paced: the trainers ran the plan's tasks" "executed tasks match the plan"
+    python3 - "$tmp/out" <<'PY' && pass "$b paced: full steps last the span, partial steps are not held" \
+        || fail "$b paced: full steps last the span, partial steps are not held"
+import re, sys
+t = open(sys.argv[1]).read()
+span = float(re.search(r'lasts at least ([\d.]+) ms', t).group(1))
+rows = re.findall(r'^ +(\d+) +([\d.]+) .* tasks( \(partial\))?$', t, re.M)
+assert span > 100 and len(rows) == 4, (span, rows)
+for step, ms, part in rows:
+    assert (float(ms) < span / 2) if part else (float(ms) >= span), (step, ms, part, span)
+PY
+    python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1 && pass "$b paced: push_check.py agrees" \
+        || { fail "$b paced: push_check.py"; tail -n 5 "$tmp/check"; }
+done
+run "--pace 0" 2 "$bin" push-demo --pace 0
+
 # ---- partial steps: even steps move 10% of the tensors, named by the trainers ----
 # Trainers fill every tensor with the step's data and name only the chosen
 # ones: each inference rank finds the named tensors at the new step's bytes

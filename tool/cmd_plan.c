@@ -13,7 +13,7 @@
 static const char *plan_usage =
     "usage: wsync plan --model kimi-k2|qwen3-0.6b|qwen2.5-7b --trainers T --inference I\n"
     "       [--replicas R] [--nics-per-rank K] [--nic-gbps G] [--dtype fp8|bf16]\n"
-    "       [--shards-only] [--one-group] [--task-us U] [--watermark-mb M] [--json]\n"
+    "       [--shards-only] [--one-group] [--task-us U] [--watermark-mb M] [--pace G|off] [--json]\n"
     "\n"
     "Plans the per-step transfers from T trainer ranks (bf16, FSDP row shards;\n"
     "any rank of the mesh can all-gather a tensor) to R inference replicas of\n"
@@ -22,13 +22,18 @@ static const char *plan_usage =
     "Prints planning time, tasks, bytes per sending and receiving NIC, imbalance\n"
     "(busiest over mean), the bound (busiest NIC's bytes over its rate) and the\n"
     "predicted time (a replay of the schedule: mesh-group barriers, per-task\n"
-    "start-up, gather/quantize stages, FIFO NICs).\n"
+    "start-up, gather/quantize stages, FIFO NICs; the senders paced, and also\n"
+    "first come, first served).\n"
     "  --dtype          fp8: projections and experts in fp8 e4m3 with 128x128 block\n"
     "                   scales (default for kimi-k2); bf16 (default otherwise)\n"
     "  --shards-only    trainers send only rows they hold (no all-gather)\n"
     "  --one-group      experts in the same mesh group as the rest (no barrier)\n"
     "  --task-us        per-task start-up in the simulation [5]\n"
     "  --watermark-mb   temporary memory per trainer rank in the simulation [none]\n"
+    "  --pace           the executor's pacing (wsync_controller_options.pace_gbps): no\n"
+    "                   sender starts a task before its planned start read at G Gb/s\n"
+    "                   [--nic-gbps]; off: senders start each task as soon as they can\n"
+    "                   and receivers serve them first come, first served\n"
     "\n"
     "usage: wsync plan --demo MODEL --trainers T --inference I [--layout shard|replica]\n"
     "       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--json]\n"
@@ -68,7 +73,7 @@ int cmd_plan(int argc, char **argv)
     wsync_plan_sim_result sr;
     wsync_error err;
     uint64_t x;
-    double gbps = 400, t0, t1, t2, t3, imb;
+    double gbps = 400, t0, t1, t2, t3, imb, pace = -1, unpaced = 0;
     int i, json = 0;
     memset(&lo, 0, sizeof lo);
     memset(&po, 0, sizeof po);
@@ -109,6 +114,10 @@ int cmd_plan(int argc, char **argv)
             if (!cli_parse_u64(v, &x) || x < 1 || x > (1ull << 40))
                 return cli_usage_error("plan: --watermark-mb takes 1..2^40, not '%s'", v);
             so.watermark = x << 20;
+        } else if (cli_opt_value(argc, argv, &i, "--pace", &v)) {
+            if (strcmp(v, "off") == 0) pace = 0;
+            else if (!plan_parse_double(v, &pace))
+                return cli_usage_error("plan: --pace takes a positive number of Gb/s or off, not '%s'", v);
         } else if (cli_opt_value(argc, argv, &i, "--dtype", &v)) {
             if (strcmp(v, "fp8") && strcmp(v, "bf16"))
                 return cli_usage_error("plan: --dtype takes fp8 or bf16, not '%s'", v);
@@ -141,6 +150,7 @@ int cmd_plan(int argc, char **argv)
             return 1;
         }
         t1 = cli_now_s();
+        so.pace_gbps = pace > 0 ? pace : 0; /* push-demo paces only when asked */
         if (wsync_plan_simulate(plan, &so, &sr, &err) != WSYNC_OK) {
             fprintf(stderr, "wsync: plan: simulate: %s\n", err.message);
             wsync_plan_free(plan);
@@ -192,6 +202,9 @@ int cmd_plan(int argc, char **argv)
         return 1;
     }
     t2 = cli_now_s();
+    so.pace_gbps = 0; /* first come, first served, for the record */
+    if (wsync_plan_simulate(plan, &so, &sr, &err) == WSYNC_OK) unpaced = sr.seconds;
+    so.pace_gbps = pace < 0 ? gbps : pace;
     if (wsync_plan_simulate(plan, &so, &sr, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: plan: simulate: %s\n", err.message);
         wsync_plan_free(plan);
@@ -218,6 +231,7 @@ int cmd_plan(int argc, char **argv)
                (unsigned long long)st.recv_max, st.recv_mean, (unsigned long long)st.recv_min);
         printf("\"imbalance\": %.6f, \"imbalance_send\": %.6f, \"imbalance_recv\": %.6f, ", imb, st.imbalance_send,
                st.imbalance_recv);
+        printf("\"pace_gbps\": %.6g, \"unpaced_seconds\": %.6f, ", so.pace_gbps, unpaced);
         printf("\"bound_seconds\": %.6f, \"predicted_seconds\": %.6f, \"predicted_over_bound\": %.6f, "
                "\"prep_max_seconds\": %.6f, \"peak_temp_bytes\": %llu, \"max_prep_temp_bytes\": %llu, "
                "\"digest\": \"%016llx\"}\n",
@@ -247,6 +261,12 @@ int cmd_plan(int argc, char **argv)
                sr.bound_seconds > 0 ? sr.seconds / sr.bound_seconds : 0);
         for (g = 0; g < sr.n_groups && g < WSYNC_PLAN_SIM_GROUPS; g++)
             printf("%s group %u %.4f s", g ? "," : ";", g, sr.group_seconds[g]);
+        if (so.pace_gbps > 0)
+            printf("\n  pacing                 senders keep the planned starts at %g Gb/s; first come, first "
+                   "served instead: %.4f s (%.3fx the bound)",
+                   so.pace_gbps, unpaced, sr.bound_seconds > 0 ? unpaced / sr.bound_seconds : 0);
+        else printf("\n  pacing                 off: senders start tasks as soon as they can, receivers serve "
+                    "them first come, first served");
         printf("\n  preparation            busiest stage %.4f s; peak temporary memory %.3f GB on a rank "
                "(largest single preparation %.1f MB)\n",
                sr.prep_max_seconds, (double)sr.peak_temp / 1e9, (double)st.temp_max / 1e6);

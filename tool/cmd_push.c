@@ -13,6 +13,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ typedef struct push_opts {
     int mesh_groups;           /* trainers: MLP weights in mesh group 1, a barrier before them */
     uint32_t schedule;         /* wsync_ctl_schedule */
     double partial;            /* even steps move this fraction of the tensors (0: every step all) */
+    double pace;               /* Gb/s: trainers keep the plan's start times at this rate (0: off) */
     /* fault injection for tests: a rank of a role dies or stops at a step */
     int kill_role, kill_rank, stall_role, stall_rank;
     uint64_t kill_step, stall_step;
@@ -711,7 +713,7 @@ static const char *push_usage =
     "                       [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--layout shard|replica]\n"
     "                       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--watermark-mb M] [--dump DIR]\n"
     "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall ROLE:RANK@STEP] [--bench]\n"
-    "                       [--schedule auto|plan|greedy] [--partial F]\n"
+    "                       [--schedule auto|plan|greedy] [--partial F] [--pace GBPS]\n"
     "The controller schedules with the planner (the plan `wsync plan --demo` prints for the\n"
     "same model and layout: the same plan digest); --schedule greedy maps every inference\n"
     "byte to the least loaded holder instead, auto (the default) falls back to it when the\n"
@@ -720,6 +722,11 @@ static const char *push_usage =
     "a core's copy and quantize rates on this data while every core works, per-task cost,\n"
     "round trip, and the cores: every rank shares them), next to the measured step (GO, once\n"
     "every trainer holds its data, to the last DONE).\n"
+    "--pace G paces the planner's schedule: no trainer writes a task before its mesh group's\n"
+    "start plus the task's planned start read at G Gb/s (senders keep the plan instead of\n"
+    "taking receivers first come, first served); a step then lasts at least the last planned\n"
+    "start, which the run prints. Off by default: the plan's clock is a line rate, and one\n"
+    "host has none.\n"
     "The direct path on this machine: a controller (this process), T trainer and I inference\n"
     "processes (default 4 and 2, model tiny, 3 steps). Trainers hold the model's bf16 tensors\n"
     "as row shards (--layout replica: each holds all of it); every inference rank holds the\n"
@@ -747,6 +754,21 @@ static const char *push_usage =
     "every step, 1 otherwise, 2 usage error. --bench then measures, in the same run, memcpy and\n"
     "one process_vm_writev of one inference rank's bytes, and prints the push's throughput\n"
     "as ratios to both.\n";
+
+/* Seconds a paced full step lasts at least: each mesh group's last planned
+   start at `gbps`, added up (a group starts after the one before ends). */
+static double push_pace_span(const wsync_plan *p, double gbps)
+{
+    double last[64] = {0}, s = 0;
+    uint64_t i;
+    uint32_t g;
+    for (i = 0; i < p->n_tasks; i++) { /* whole microseconds, as the controller sends them */
+        double us = floor((double)p->tasks[i].start / (gbps * 1e9 / 8) * 1e6);
+        if (p->tasks[i].group < 64 && us > last[p->tasks[i].group]) last[p->tasks[i].group] = us;
+    }
+    for (g = 0; g < p->n_groups && g < 64; g++) s += last[g] * 1e-6;
+    return s;
+}
 
 static int push_wait_children(pid_t *pids, unsigned n, int grace_ms)
 {
@@ -1086,6 +1108,7 @@ static int push_run(const push_opts *o)
     push_report *reps = (push_report *)calloc(n, sizeof *reps);
     unsigned char *have = (unsigned char *)calloc(n, 1);
     int pfd[2] = {-1, -1}, rdy[2] = {-1, -1}, failed = 0, bad = 0;
+    double pace_span = 0;     /* --pace: the least a full step lasts */
     uint64_t s, committed = 0, full_tasks = 0, part_tasks = 0, part_bytes = 0, part_n = 0, full_n = 0, wrong = 0;
     double sum_t = 0, best_t = 0, first_t = 0, part_t = 0, full_t = 0;
     if (!pids || !reps || !have || pipe(pfd) != 0 || pipe(rdy) != 0) {
@@ -1098,6 +1121,7 @@ static int push_run(const push_opts *o)
     co.step_timeout_ms = o->timeout_ms;
     co.join_timeout_ms = o->timeout_ms * 4;
     co.schedule = o->schedule;
+    co.pace_gbps = o->pace;
     if (wsync_controller_open(&co, &c, &err) != WSYNC_OK) {
         fprintf(stderr, "push-demo: %s\n", err.message);
         return 1;
@@ -1138,6 +1162,13 @@ static int push_run(const push_opts *o)
         else
             printf("schedule: greedy (least loaded holder)%s%s\n", plan.why_greedy[0] ? "; the planner: " : "",
                    plan.why_greedy);
+        if (o->pace > 0 && wsync_controller_plan_ref(c)) {
+            pace_span = push_pace_span(wsync_controller_plan_ref(c), o->pace);
+            printf("pacing: planned starts at %g Gb/s; a full step lasts at least %.3f ms (each mesh group's last "
+                   "planned start, added up)\n",
+                   o->pace, pace_span * 1e3);
+        } else if (o->pace > 0)
+            printf("pacing: off (the greedy schedule plans no start times)\n");
         printf("%5s %12s %12s %10s  %s\n", "step", "transfer ms", "verify ms", "GB/s", "result");
     }
     for (s = 1; !failed && s <= o->steps; s++) {
@@ -1163,6 +1194,11 @@ static int push_run(const push_opts *o)
             part_t += tt, part_n++, part_tasks += tasks, part_bytes += bytes;
         } else {
             if (tasks != plan.transfers || bytes != plan.bytes) wrong++; /* a full step is the whole plan */
+            if (tt < pace_span) { /* the trainers did not keep the planned starts */
+                printf("push-demo: step %llu took %.3f ms, less than its planned starts' %.3f ms: NOT PACED\n",
+                       (unsigned long long)s, tt * 1e3, pace_span * 1e3);
+                bad = 1;
+            }
             full_tasks = tasks;
             if (s > 1) full_t += tt, full_n++;
             sum_t += tt;
@@ -1212,6 +1248,7 @@ static int push_run(const push_opts *o)
             so.quant_gbps = k.quant_Bps * 8 / 1e9;
             so.task_us = k.task_s > 0 ? k.task_s * 1e6 : -1;
             so.barrier_us = k.rtt_s * 1e6 + 1e-3;
+            so.pace_gbps = o->pace; /* the trainers' pacing, as the controller sent it */
             so.cpus = 0; /* the replay alone, for the record */
             if (wsync_plan_simulate(pl, &so, &sr, &err) == WSYNC_OK) replay = sr.seconds + k.rtt_s;
             so.cpus = (double)k.cpus;
@@ -1360,6 +1397,12 @@ int cmd_push_demo(int argc, char **argv)
             else return cli_usage_error("push-demo: --schedule takes auto, plan or greedy, not '%s'", v);
         }
         else if (strcmp(argv[i], "--mesh-groups") == 0) o.mesh_groups = 1;
+        else if (cli_opt_value(argc, argv, &i, "--pace", &v)) {
+            char *end = NULL;
+            o.pace = strtod(v, &end);
+            if (!end || *end || end == v || !(o.pace >= 0.001 && o.pace <= 1e6))
+                return cli_usage_error("push-demo: --pace takes Gb/s from 0.001 to 1e6, not '%s'", v);
+        }
         else if (cli_opt_value(argc, argv, &i, "--partial", &v)) {
             char *end = NULL;
             o.partial = strtod(v, &end);
