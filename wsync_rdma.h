@@ -1,4 +1,4 @@
-/* wsync_rdma.h v0.4.0 - the direct path: one-sided writes into inference memory - MIT license */
+/* wsync_rdma.h v0.5.0 - the direct path: one-sided writes into inference memory - MIT license */
 /*
 OVERVIEW
 ========
@@ -243,6 +243,13 @@ How the planner chooses:
     receiver; each sender sends in the order of those times, so at any
     moment the senders are spread over the receivers instead of queueing at
     the same one.
+Each task keeps the start the ordering pass gave it (wsync_plan_task.start,
+in bytes at line rate after its mesh group's start). An executor that
+paces (wsync_controller_options.pace_gbps) writes no task before that
+time, so the senders keep the plan: without pacing a sender that is early
+takes a receiver the plan gave to someone else at that moment, and the
+drift compounds (Kimi-K2 256 -> 8 x 16: 1.029x the bound paced, 1.075x
+first come, first served).
 The result is a pure function of the input and options (no clocks, no
 addresses, no hash order): wsync_plan_digest is equal run to run.
 
@@ -255,7 +262,9 @@ quant_gbps, both on the source bytes) while holding their temporary bytes
 (under an optional watermark), and each task starts when its preparation
 is done, its sender NIC is free (tasks of a NIC in plan order) and its
 receiver NIC is free (served first come, first served), then occupies
-both for task_us plus len at the line rate. So a schedule that sends
+both for task_us plus len at the line rate. With pace_gbps (the
+executor's pacing) a task also waits for its planned start; with the
+default constants the paced replay is then the planner's own schedule. So a schedule that sends
 everything to one receiver first, or a rank with more bytes than the
 others, predicts slower than the bound.
 
@@ -292,6 +301,12 @@ target cluster, not the machine the simulator runs on:
 
 REVISIONS
 =========
+    0.5.0  pacing: wsync_plan_task.start (the planned start; in the plan
+           digest), wsync_plan_sim_options.pace_gbps,
+           wsync_controller_options.pace_gbps, wsync_ctl_transfer.start_us,
+           wsync_exec_task.start_s and wsync_exec_stats.pace_s; steps of a
+           subset are not paced. Protocol version 3 (ASSIGN's reserved
+           word is start_us, non-decreasing within a group)
     0.4.0  the simulator's cpus (ranks sharing the cores of one host: a
            group lasts at least its CPU work over the cores) and
            wsync_plan_sim_result.cpu_seconds;
