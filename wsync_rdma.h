@@ -848,7 +848,20 @@ typedef struct wsync_ctl_tensor {
     uint32_t group;            /* trainers: the mesh group its writes run in */
 } wsync_ctl_tensor;
 
-/* An inference rank's region a trainer writes into. */
+/* A trainer entry of this name is no tensor: dtype U8, one dimension, all
+   rows, it marks bytes of one of the trainer's regions as its gather
+   inbox. fp8 from row shards needs one: a 128-row tile's scale needs every
+   row of the tile at one sender, so before a mesh group's writes the
+   trainers write the rows of tiles that cross their shard boundaries into
+   the inbox of the tile's first row's holder (a gather phase, then a
+   barrier), which quantizes from there. The controller fails the plan,
+   naming the trainer and the bytes it needs, when an inbox is missing or
+   too small. */
+#define WSYNC_CTL_INBOX "wsync:gather-inbox"
+
+/* A region a trainer writes into: inference rank `rank`'s, or, for rank
+   >= n_inference, trainer rank - n_inference's gather inbox (the gather
+   between trainers of row-sharded fp8, WSYNC_CTL_INBOX). */
 typedef struct wsync_ctl_target {
     uint32_t rank, region;
     wsync_fabric_desc desc;
@@ -975,6 +988,8 @@ typedef struct wsync_controller_plan {
     uint32_t schedule;              /* the one used: WSYNC_CTL_SCHEDULE_PLAN or _GREEDY */
     uint32_t groups;                /* mesh groups */
     uint64_t digest;                /* PLAN: wsync_plan_digest of the plan (0: GREEDY) */
+    uint64_t gather_transfers, gather_bytes; /* of transfers and bytes: trainer to trainer (the
+                                               gather of fp8 tiles across row shards) */
     char why_greedy[160];           /* AUTO that fell back: why the planner did not take it */
 } wsync_controller_plan;
 
@@ -5482,6 +5497,14 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
         for (e = 0; e < n_tensors[i]; e++) {
             uint64_t rb = 0, b = 0;
             if ((r = wsync_ctl_tensor_bytes(&tensors[i][e], &rb, &b, err)) != WSYNC_OK) return r;
+            if (tensors[i][e].name && strcmp(tensors[i][e].name, WSYNC_CTL_INBOX) == 0) {
+                if (i >= T)
+                    return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                            "plan input: inference rank %u names an entry %s, a trainer's gather "
+                                            "inbox",
+                                            (unsigned)(i - T), WSYNC_CTL_INBOX);
+                continue; /* no tensor: the gather's memory */
+            }
             if (b == 0) continue;
             if (i < T) nt++;
             else ni++;
@@ -5500,7 +5523,7 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
             wsync__ctl_pi_ref *x;
             uint64_t rb = 0, b = 0;
             wsync_ctl_tensor_bytes(t, &rb, &b, NULL);
-            if (b == 0) continue;
+            if (b == 0 || (i < T && strcmp(t->name, WSYNC_CTL_INBOX) == 0)) continue;
             x = i < T ? &tr[nt++] : &ir[ni++];
             memset(x, 0, sizeof *x);
             x->name = t->name;
@@ -5816,9 +5839,10 @@ static wsync_result wsync__ctl_check(const wsync_ctl_msg *m, wsync_error *err)
         return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: rank %u outside its role's %u", (unsigned)m->rank,
                               (unsigned)lim);
     for (i = 0; i < m->n_targets; i++) {
-        if (m->targets[i].rank >= m->n_inference)
-            return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
-                                  (unsigned)i, (unsigned)m->targets[i].rank, (unsigned)m->n_inference);
+        if ((uint64_t)m->targets[i].rank >= (uint64_t)m->n_inference + m->n_trainers)
+            return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                                  "ASSIGN: target %u names rank %u of %u inference and %u trainer ranks", (unsigned)i,
+                                  (unsigned)m->targets[i].rank, (unsigned)m->n_inference, (unsigned)m->n_trainers);
         if ((r = wsync__ctl_desc_ok(&m->targets[i].desc, "ASSIGN: target", i, err)) != WSYNC_OK) return r;
     }
     if (m->n_groups == 0 || m->n_groups > WSYNC_CTL_GROUPS_MAX)
@@ -6249,9 +6273,10 @@ static wsync_result wsync__ctl_assign(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_
         const uint8_t *q = NULL;
         WSYNC__CTL_RD32(c, g->rank, "target rank");
         WSYNC__CTL_RD32(c, g->region, "target region");
-        if (g->rank >= m->n_inference)
-            return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS, "ASSIGN: target %u names inference rank %u of %u",
-                                  (unsigned)i, (unsigned)g->rank, (unsigned)m->n_inference);
+        if ((uint64_t)g->rank >= (uint64_t)m->n_inference + m->n_trainers)
+            return wsync__ctl_bad(err, WSYNC_ERR_OUT_OF_BOUNDS,
+                                  "ASSIGN: target %u names rank %u of %u inference and %u trainer ranks", (unsigned)i,
+                                  (unsigned)g->rank, (unsigned)m->n_inference, (unsigned)m->n_trainers);
         if (!wsync__ctl_rd_take(c, WSYNC_FABRIC_DESC_WIRE, &q)) return wsync__ctl_rd_short(c, err, "target descriptor");
         if ((r = wsync_fabric_desc_decode(q, WSYNC_FABRIC_DESC_WIRE, &g->desc, err)) != WSYNC_OK) {
             char why[300];
@@ -6461,6 +6486,70 @@ oom:
     return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the tensors of the transfers");
 }
 
+static int wsync__ctl_dst_lt(const void *ctx, uint32_t a, uint32_t b)
+{
+    const wsync_ctl_transfer *x = (const wsync_ctl_transfer *)ctx;
+    return x[a].dst_offset < x[b].dst_offset;
+}
+
+/* A transfer that quantizes from the trainer's own gather inbox reads the
+   tensor its rows came from: the reads of the trainer's own gather into
+   that inbox spot (the holder of a tile's first row writes it there first,
+   so it exists). Without this, a step of a subset would run the gathers of
+   a named tensor and never the writes made of them. self: the trainer's
+   rank code in targets (n_inference + rank). */
+static wsync_result wsync__ctl_reads_inbox(const wsync_allocator *a, const wsync_ctl_tensor *t, uint32_t nt,
+                                           const wsync_ctl_transfer *x, uint32_t nx, const wsync_ctl_target *tg,
+                                           uint32_t self, uint32_t **off_io, uint32_t **idx_io, wsync_error *err)
+{
+    uint32_t ib, j, k, ns = 0, n = 0, *own = NULL, *off = NULL, *idx = NULL, *from = NULL, pass;
+    for (ib = 0; ib < nt && strcmp(t[ib].name, WSYNC_CTL_INBOX) != 0; ib++) {
+    }
+    if (ib == nt) return WSYNC_OK;
+    own = (uint32_t *)wsync__rdma_alloc(a, ((size_t)nx + 1) * sizeof *own);
+    from = (uint32_t *)wsync__rdma_alloc(a, ((size_t)nx + 1) * sizeof *from);
+    off = (uint32_t *)wsync__rdma_alloc(a, ((size_t)nx + 1) * sizeof *off);
+    if (!own || !from || !off) goto oom;
+    for (k = 0; k < nx; k++) /* the trainer's gathers into its own inbox */
+        if (tg[x[k].target].rank == self && tg[x[k].target].region == t[ib].region) own[ns++] = k;
+    wsync__ctl_sort(own, ns, wsync__ctl_dst_lt, x);
+    for (j = 0; j < nx; j++) { /* whose reads each transfer takes */
+        int inbox = 0;
+        from[j] = j;
+        for (k = (*off_io)[j]; k < (*off_io)[j + 1]; k++) inbox |= (*idx_io)[k] == ib;
+        if (inbox) {
+            uint32_t l = 0, h = ns;
+            while (l < h) {
+                uint32_t mid = l + (h - l) / 2;
+                if (x[own[mid]].dst_offset < x[j].src_offset) l = mid + 1;
+                else h = mid;
+            }
+            if (l < ns && x[own[l]].dst_offset == x[j].src_offset) from[j] = own[l];
+        }
+    }
+    for (pass = 0; pass < 2; pass++) {
+        for (j = 0, n = 0; j < nx; j++) {
+            off[j] = n;
+            for (k = (*off_io)[from[j]]; k < (*off_io)[from[j] + 1]; k++, n++)
+                if (idx) idx[n] = (*idx_io)[k];
+        }
+        off[nx] = n;
+        if (pass == 0 && !(idx = (uint32_t *)wsync__rdma_alloc(a, ((size_t)n + 1) * sizeof *idx))) goto oom;
+    }
+    wsync__rdma_free(a, own);
+    wsync__rdma_free(a, from);
+    wsync__rdma_free(a, *off_io);
+    wsync__rdma_free(a, *idx_io);
+    *off_io = off;
+    *idx_io = idx;
+    return WSYNC_OK;
+oom:
+    wsync__rdma_free(a, own);
+    wsync__rdma_free(a, from);
+    wsync__rdma_free(a, off);
+    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the tensors of the gathered transfers");
+}
+
 static void wsync__ctl_nodelay(int fd)
 {
     int one = 1;
@@ -6568,6 +6657,9 @@ struct wsync_controller {
     uint32_t schedule;         /* wsync_ctl_schedule asked for */
     wsync_plan_options popt;   /* the planner's options */
     double pace;               /* pacing: the planned starts' rate in bytes/s (0: none) */
+    char no_greedy[200];       /* why the greedy mapping cannot serve (fp8 tiles across shards) */
+    int gphase;                /* the plan gathers between trainers: group g's gathers run as
+                                  group 2g, its writes as 2g + 1 */
     wsync_plan *pplan;         /* the plan executed (schedule PLAN) */
     uint32_t n_names;          /* distinct tensor names over the trainers */
     uint32_t *named;           /* per name, in a step's check: 1 + the first trainer naming it, or 0 */
@@ -6876,6 +6968,28 @@ static wsync_result wsync__ctl_cover_whole(wsync_controller *c, uint32_t mi, con
         if (tt->row_begin > it->row_begin || tt->row_begin + tt->row_count < end) continue;
         if (best == hi || c->m[refs[k].member].bytes < c->m[refs[best].member].bytes) best = k;
     }
+    if (best == hi && c->schedule != WSYNC_CTL_SCHEDULE_GREEDY) {
+        /* the planner's schedule gathers tiles between trainers (through
+           their inboxes); this mapping cannot: only check the rows are held */
+        uint64_t cur = it->row_begin;
+        while (cur < end) {
+            uint64_t to = cur;
+            for (k = lo; k < hi; k++) {
+                const wsync_ctl_tensor *tt = &c->m[refs[k].member].join.tensors[refs[k].tensor];
+                if (tt->row_begin <= cur && tt->row_begin + tt->row_count > to) to = tt->row_begin + tt->row_count;
+            }
+            if (to == cur)
+                return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND,
+                                        "plan: tensor '%s': %s needs row %llu, which no trainer holds", it->name,
+                                        c->m[mi].name, (unsigned long long)cur);
+            cur = to;
+        }
+        if (!c->no_greedy[0])
+            snprintf(c->no_greedy, sizeof c->no_greedy,
+                     "tensor '%.60s': %s wants rows %llu to %llu in fp8, and no trainer holds all of them", it->name,
+                     c->m[mi].name, (unsigned long long)it->row_begin, (unsigned long long)end - 1);
+        return WSYNC_OK;
+    }
     if (best == hi)
         return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND,
                                 "plan: tensor '%s': %s wants rows %llu to %llu in fp8, and no trainer holds all of them "
@@ -6987,11 +7101,122 @@ out:
     return r;
 }
 
+/* The target index of (rank code, region) in h's targets, added with its
+   descriptor when new (rank code: an inference rank, or n_inference + t
+   for trainer t's gather inbox). */
+static wsync_result wsync__ctl_target(wsync_controller *c, wsync__ctl_member *h, uint32_t rank, uint32_t region,
+                                      const wsync_fabric_desc *desc, uint32_t *out, wsync_error *err)
+{
+    uint32_t g;
+    for (g = 0; g < h->n_targets; g++)
+        if (h->targets[g].rank == rank && h->targets[g].region == region) break;
+    if (g == h->n_targets) {
+        if (!wsync__ctl_grow(&c->a, (void **)&h->targets, &h->cap_targets, h->n_targets, sizeof *h->targets))
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: targets of %s", h->name);
+        h->targets[g].rank = rank;
+        h->targets[g].region = region;
+        h->targets[g].desc = *desc;
+        h->n_targets++;
+    }
+    *out = g;
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__ctl_push_xfer(wsync_controller *c, wsync__ctl_member *h, const wsync_ctl_transfer *x,
+                                         uint64_t bytes, wsync_error *err)
+{
+    if (!wsync__ctl_grow(&c->a, (void **)&h->xfers, &h->cap_xfers, h->n_xfers, sizeof *h->xfers))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
+    h->xfers[h->n_xfers++] = *x;
+    h->bytes += bytes;
+    return WSYNC_OK;
+}
+
+/* Trainer i's gather inbox entry, or NULL. */
+static const wsync_ctl_tensor *wsync__ctl_inbox(const wsync_controller *c, uint32_t i)
+{
+    uint32_t t;
+    for (t = 0; t < c->m[i].join.n_tensors; t++)
+        if (strcmp(c->m[i].join.tensors[t].name, WSYNC_CTL_INBOX) == 0) return &c->m[i].join.tensors[t];
+    return NULL;
+}
+
+/* A row-sharded fp8 preparation at trainer i (rows [pc->row0, +pc->rows)
+   of a source, columns [pc->col0, +pc->cols)): every holder of some of
+   those rows, i included, writes them as bf16 into i's inbox at `at`
+   (row-major, pc->cols wide) in mesh group 2g; then one fp8 transfer from
+   the inbox to the inference entry `it` of member mi in group 2g + 1. */
+static wsync_result wsync__ctl_gather(wsync_controller *c, const wsync_ctl_plan_input *pi, uint32_t i,
+                                      const wsync_plan_piece *pc, uint32_t g, uint64_t at, int first,
+                                      const wsync_ctl_tensor *inbox, uint32_t mi, const wsync_ctl_tensor *it,
+                                      uint64_t start, wsync_error *err)
+{
+    uint32_t j, T = c->nt, tg;
+    uint64_t got = 0, rowb = pc->cols * 2;
+    wsync_ctl_transfer x;
+    wsync_result r;
+    for (j = 0; first && j < T; j++) {
+        uint32_t e = pi->holder_entry[(uint64_t)pc->source * T + j];
+        const wsync_ctl_tensor *tj;
+        uint64_t lo, hi, cols;
+        if (e == UINT32_MAX) continue;
+        tj = &c->m[j].join.tensors[e];
+        lo = tj->row_begin > pc->row0 ? tj->row_begin : pc->row0;
+        hi = tj->row_begin + tj->row_count < pc->row0 + pc->rows ? tj->row_begin + tj->row_count : pc->row0 + pc->rows;
+        if (lo >= hi) continue;
+        cols = wsync__ctl_cols(tj);
+        if ((r = wsync__ctl_target(c, &c->m[j], c->ni + i, inbox->region, &c->m[i].join.regions[inbox->region], &tg,
+                                   err)) != WSYNC_OK)
+            return r;
+        memset(&x, 0, sizeof x);
+        x.src_region = tj->region;
+        x.target = tg;
+        x.src_offset = tj->offset + (lo - tj->row_begin) * cols * 2 + pc->col0 * 2;
+        x.dst_offset = at + (lo - pc->row0) * rowb;
+        x.rows = hi - lo;
+        x.src_stride = cols * 2;
+        x.len = x.rows * rowb;
+        if (pc->cols == cols) x.rows = 1, x.src_stride = 0;
+        x.group = 2 * g;
+        if ((r = wsync__ctl_push_xfer(c, &c->m[j], &x, x.len, err)) != WSYNC_OK) return r;
+        got += hi - lo;
+    }
+    if (first && got != pc->rows)
+        return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND, "plan: tensor '%s': the trainers hold %llu of rows %llu to %llu",
+                                it->name, (unsigned long long)got, (unsigned long long)pc->row0,
+                                (unsigned long long)(pc->row0 + pc->rows - 1));
+    if ((r = wsync__ctl_target(c, &c->m[i], mi - T, it->region, &c->m[mi].join.regions[it->region], &tg, err)) !=
+        WSYNC_OK)
+        return r;
+    memset(&x, 0, sizeof x);
+    x.src_region = inbox->region;
+    x.target = tg;
+    x.src_offset = at;
+    x.rows = pc->rows;
+    x.src_stride = rowb;
+    x.len = pc->rows * pc->cols;
+    x.dst_offset = it->offset + (pc->row0 - it->row_begin) * pc->cols;
+    x.prep = WSYNC_CTL_PREP_FP8;
+    x.block = it->block;
+    x.scale_offset = it->scale_offset + (it->block ? (pc->row0 - it->row_begin) / it->block *
+                                                         wsync_quantize_scale_count(1, pc->cols, it->block) * 4
+                                                   : 0);
+    x.group = 2 * g + 1;
+    if (c->pace > 0) {
+        double us = (double)start / c->pace * 1e6;
+        x.start_us = us < 4e9 ? (uint32_t)us : 4000000000u;
+    }
+    return wsync__ctl_push_xfer(c, &c->m[i], &x, x.len + 4 * wsync_quantize_scale_count(x.rows, pc->cols, x.block),
+                                err);
+}
+
 /* The planner's schedule: the JOINs as its input (wsync_ctl_plan_input_build),
    the plan built, and each trainer's tasks turned into its transfers one for
    one, in the plan's order (the fp8 scale tasks go with their data task's
-   transfer). A task whose rows the sender does not hold (the gather between
-   trainers of row-sharded fp8) is not executed: UNSUPPORTED. */
+   transfer). A row-sharded fp8 task whose rows its sender does not all hold
+   is executed through the sender's gather inbox (wsync__ctl_gather): the
+   plan's mesh group g becomes a gather phase 2g and the writes 2g + 1, for
+   every group, when any task needs it. */
 static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
 {
     const wsync_ctl_tensor **tl;
@@ -6999,7 +7224,7 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
     wsync_ctl_plan_input pi;
     wsync_plan *p = NULL;
     wsync_result r;
-    uint64_t k;
+    uint64_t k, *need = NULL, *at = NULL;
     tl = (const wsync_ctl_tensor **)wsync__rdma_alloc(&c->a, (size_t)(c->nt + c->ni) * sizeof *tl);
     nl = (uint32_t *)wsync__rdma_alloc(&c->a, (size_t)(c->nt + c->ni) * sizeof *nl);
     if (!tl || !nl) {
@@ -7016,9 +7241,46 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
     wsync__rdma_free(&c->a, nl);
     if (r != WSYNC_OK) return r;
     if ((r = wsync_plan_build(&pi.input, &c->popt, &p, err)) != WSYNC_OK) goto out;
+    c->gphase = 0;
+    need = (uint64_t *)wsync__rdma_alloc(&c->a, (size_t)T * sizeof *need);
+    at = (uint64_t *)wsync__rdma_alloc(&c->a, (size_t)(p->n_preps ? p->n_preps : 1) * sizeof *at);
+    if (!need || !at) {
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: gathers");
+        goto out;
+    }
     for (i = 0; i < T; i++) {
         c->m[i].n_targets = c->m[i].n_xfers = 0;
         c->m[i].bytes = 0;
+        need[i] = 0;
+    }
+    for (k = 0; k < p->n_preps; k++) at[k] = UINT64_MAX;
+    /* the gathers: which preparations need one, and each sender's inbox bytes */
+    for (i = 0; i < T; i++)
+        for (k = p->rank_first[i]; k < p->rank_first[i + 1]; k++) {
+            const wsync_plan_task *tk = &p->tasks[k];
+            const wsync_plan_prep *pr = &p->preps[tk->prep];
+            const wsync_plan_piece *pc = &p->pieces[pr->first_piece];
+            uint32_t e = pi.holder_entry[(uint64_t)pc->source * T + i];
+            const wsync_ctl_tensor *tt = e == UINT32_MAX ? NULL : &c->m[i].join.tensors[e];
+            if ((tk->flags & WSYNC_PLAN_SCALES) || at[tk->prep] != UINT64_MAX || pr->n_pieces != 1 ||
+                pr->dtype != WSYNC_DTYPE_F8_E4M3 || !tt || tt->row_begin > pc->row0 ||
+                tt->row_begin + tt->row_count >= pc->row0 + pc->rows)
+                continue;
+            at[tk->prep] = need[i]; /* offset into i's inbox */
+            need[i] += (pc->rows * pc->cols * 2 + 7) & ~(uint64_t)7;
+            c->gphase = 1;
+        }
+    for (i = 0; i < T && r == WSYNC_OK; i++) {
+        const wsync_ctl_tensor *ib = wsync__ctl_inbox(c, i);
+        uint64_t have = 0;
+        if (!need[i]) continue;
+        if (ib && wsync_ctl_tensor_bytes(ib, NULL, &have, NULL) != WSYNC_OK) have = 0;
+        if (have < need[i])
+            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
+                                 "plan: %s gathers the rows of fp8 tiles across shard boundaries and needs a gather "
+                                 "inbox ('%s') of %llu bytes; it declared %llu",
+                                 c->m[i].name, WSYNC_CTL_INBOX, (unsigned long long)need[i],
+                                 (unsigned long long)have);
     }
     for (i = 0; i < T && r == WSYNC_OK; i++)
         for (k = p->rank_first[i]; k < p->rank_first[i + 1] && r == WSYNC_OK; k++) {
@@ -7034,25 +7296,37 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
                 if (pi.input.dests[d].rank == tk->dst_rank) it = &c->m[mi].join.tensors[pi.dest_entry[d]];
             e = pi.holder_entry[(uint64_t)pc->source * T + i];
             tt = e == UINT32_MAX ? NULL : &c->m[i].join.tensors[e];
-            if (!it || pr->n_pieces != 1 || !tt || tt->row_begin > pc->row0 ||
-                tt->row_begin + tt->row_count < pc->row0 + pc->rows)
-                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
-                                     "plan: tensor '%s': %s sends rows %llu to %llu and does not hold them all (the "
-                                     "gather between trainers is not executed yet)",
-                                     it ? it->name : "?", c->m[i].name, (unsigned long long)pc->row0,
-                                     (unsigned long long)(pc->row0 + pc->rows - 1));
-            else if (wsync__ctl_fp8(it) && (it->block ? pr->out_row0 % it->block || (end < urows && end % it->block)
-                                                      : pr->rows != urows))
+            if (it && wsync__ctl_fp8(it) &&
+                (it->block ? pr->out_row0 % it->block || (end < urows && end % it->block) : pr->rows != urows))
                 r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
                                      "plan: tensor '%s': fp8 rows %llu to %llu of %s are not whole tiles of %u rows",
                                      it->name, (unsigned long long)pr->out_row0, (unsigned long long)end - 1,
                                      c->m[mi].name, (unsigned)it->block);
+            else if (it && at[tk->prep] != UINT64_MAX && wsync__ctl_fp8(it)) {
+                const wsync_ctl_tensor *ib = wsync__ctl_inbox(c, i);
+                /* the first task of the preparation emits its gathers; more
+                   receivers of the same rows quantize the same inbox bytes */
+                int first = !(at[tk->prep] & (1ull << 63));
+                uint64_t off = at[tk->prep] & ~(1ull << 63);
+                r = wsync__ctl_gather(c, &pi, i, pc, tk->group, ib->offset + off, first, ib, mi, it, tk->start, err);
+                at[tk->prep] = off | 1ull << 63;
+            } else if (!it || pr->n_pieces != 1 || !tt || tt->row_begin > pc->row0 ||
+                       tt->row_begin + tt->row_count < pc->row0 + pc->rows)
+                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                     "plan: tensor '%s': %s sends rows %llu to %llu and does not hold them all (the "
+                                     "gather between trainers runs for fp8 tiles only)",
+                                     it ? it->name : "?", c->m[i].name, (unsigned long long)pc->row0,
+                                     (unsigned long long)(pc->row0 + pc->rows - 1));
             else {
                 uint32_t before = c->m[i].n_xfers;
                 r = wsync__ctl_add(c, &c->m[i], tt, mi, it, pc->row0, pc->row0 + pc->rows, 0, err);
-                if (r == WSYNC_OK && c->pace > 0 && c->m[i].n_xfers > before) { /* its planned start */
-                    double us = (double)tk->start / c->pace * 1e6;
-                    c->m[i].xfers[c->m[i].n_xfers - 1].start_us = us < 4e9 ? (uint32_t)us : 4000000000u;
+                if (r == WSYNC_OK && c->m[i].n_xfers > before) {
+                    wsync_ctl_transfer *x = &c->m[i].xfers[c->m[i].n_xfers - 1];
+                    if (c->pace > 0) { /* its planned start */
+                        double us = (double)tk->start / c->pace * 1e6;
+                        x->start_us = us < 4e9 ? (uint32_t)us : 4000000000u;
+                    }
+                    if (c->gphase) x->group = 2 * tk->group + 1;
                 }
             }
         }
@@ -7061,6 +7335,8 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
         p = NULL;
     }
 out:
+    wsync__rdma_free(&c->a, need);
+    wsync__rdma_free(&c->a, at);
     wsync_plan_free(p);
     wsync_ctl_plan_input_free(&pi);
     return r;
@@ -7077,6 +7353,13 @@ static wsync_result wsync__ctl_group_order(wsync_controller *c, wsync_error *err
     for (i = 0; i < c->nt; i++)
         for (t = 0; t < c->m[i].join.n_tensors; t++)
             if (c->m[i].join.tensors[t].group + 1 > c->n_groups) c->n_groups = c->m[i].join.tensors[t].group + 1;
+    if (c->gphase && c->pplan) { /* a gather phase before each group's writes */
+        if (2 * c->n_groups > WSYNC_CTL_GROUPS_MAX)
+            return wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
+                                    "plan: %u mesh groups, each with a gather phase: more than %u", c->n_groups,
+                                    WSYNC_CTL_GROUPS_MAX);
+        c->n_groups *= 2;
+    }
     if (c->n_groups == 1) return WSYNC_OK;
     for (i = 0; i < c->nt; i++) {
         wsync__ctl_member *h = &c->m[i];
@@ -7101,8 +7384,14 @@ static void wsync__ctl_plan_stats(wsync_controller *c)
     memset(p, 0, sizeof *p);
     p->min_trainer_bytes = UINT64_MAX;
     for (i = 0; i < c->nt; i++) {
+        uint32_t j;
         p->transfers += c->m[i].n_xfers;
         p->bytes += c->m[i].bytes;
+        for (j = 0; j < c->m[i].n_xfers; j++)
+            if (c->m[i].targets[c->m[i].xfers[j].target].rank >= c->ni) {
+                p->gather_transfers++;
+                p->gather_bytes += c->m[i].xfers[j].len;
+            }
         if (c->m[i].bytes > p->max_trainer_bytes) p->max_trainer_bytes = c->m[i].bytes;
         if (c->m[i].bytes < p->min_trainer_bytes) p->min_trainer_bytes = c->m[i].bytes;
     }
@@ -7149,7 +7438,9 @@ static wsync_result wsync__ctl_names(wsync_controller *c, wsync_error *err)
     for (i = 0; i < c->nt; i++) {
         wsync__ctl_member *m = &c->m[i];
         if ((r = wsync__ctl_reads(&c->a, m->join.tensors, m->join.n_tensors, m->xfers, m->n_xfers, &m->reads_off,
-                                  &m->reads, err)) != WSYNC_OK)
+                                  &m->reads, err)) != WSYNC_OK ||
+            (r = wsync__ctl_reads_inbox(&c->a, m->join.tensors, m->join.n_tensors, m->xfers, m->n_xfers, m->targets,
+                                        c->ni + i, &m->reads_off, &m->reads, err)) != WSYNC_OK)
             return r;
         if (!(m->name_id = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)m->join.n_tensors + 1) * sizeof *m->name_id)))
             return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the trainers' tensor names");
@@ -7257,7 +7548,7 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         wsync_error pe;
         wsync__rdma_err_reset(&pe);
         if ((r = wsync__ctl_plan_sched(c, &pe)) != WSYNC_OK) {
-            if (c->schedule == WSYNC_CTL_SCHEDULE_PLAN) {
+            if (c->schedule == WSYNC_CTL_SCHEDULE_PLAN || c->no_greedy[0]) { /* no fallback */
                 if (err) *err = pe;
                 wsync__ctl_fail_all(c, &pe);
                 return r;
@@ -7412,10 +7703,21 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
         int64_t left = deadline - wsync__rdma_now_ms();
         int pr;
         if (left <= 0) {
+            unsigned lag = to;
             for (i = from; i < to && got[i - from]; i++) {
             }
-            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms",
-                                 (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(type), c->step_ms);
+            /* mesh groups: the trainer the others wait for at a barrier is the one to name */
+            for (lag = i; type == WSYNC_CTL_DONE && lag < to && c->n_groups > 1; lag++)
+                if (!got[lag - from] && next[lag] + 1u < c->n_groups && reached[next[lag]] > 0) break;
+            if (type == WSYNC_CTL_DONE && lag < to && c->n_groups > 1)
+                r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
+                                     "step %llu: %s reached no barrier of mesh group %u within %u ms (%u trainers wait "
+                                     "there)",
+                                     (unsigned long long)step, c->m[lag].name, (unsigned)next[lag], c->step_ms,
+                                     (unsigned)reached[next[lag]]);
+            else
+                r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms",
+                                     (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(type), c->step_ms);
             break;
         }
         for (i = from; i < to; i++) {
@@ -7626,6 +7928,7 @@ struct wsync_rank {
     uint8_t *staging;
     uint64_t staging_len, staging_want;
     wsync_fabric_mr *staging_mr;
+    int staging_host;          /* the arena came from wsync_fabric_host_alloc */
     wsync_exec_stats stats;
     uint64_t step;             /* the last GO */
     /* trainers: what a step moves and what it ran (DONE reports both) */
@@ -7745,6 +8048,19 @@ static uint64_t wsync__rank_tmp(const wsync_ctl_transfer *x, uint64_t *scales_at
     return x->rows > 1 ? data : 0;
 }
 
+/* The staging arena: on one host from wsync_fabric_host_alloc (shareable),
+   so that a fabric that also receives in SHM mode (a trainer's gather
+   inbox) can register it; elsewhere from the allocator. */
+static uint8_t *wsync__rank_staging_alloc(wsync_rank *r)
+{
+    void *p = NULL;
+    wsync_error e;
+    if (r->f->backend != WSYNC_FABRIC_HOST) return (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)r->staging_len);
+    if (wsync_fabric_host_alloc(r->f, r->staging_len, &p, &e) != WSYNC_OK) return NULL;
+    r->staging_host = 1;
+    return (uint8_t *)p;
+}
+
 /* The executor's tasks, and a staging arena registered on the fabric when
    any transfer gathers or quantizes. */
 static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
@@ -7763,7 +8079,7 @@ static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
     if (most == 0) return WSYNC_OK;
     r->staging_len = r->staging_want > most ? r->staging_want : most;
     if ((uint64_t)(size_t)r->staging_len != r->staging_len ||
-        !(r->staging = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)r->staging_len)))
+        !(r->staging = wsync__rank_staging_alloc(r)))
         return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu staging bytes", r->me,
                                 (unsigned long long)r->staging_len);
     return r->f->reg(r->f->user, r->staging, r->staging_len, WSYNC_MEM_HOST, &r->staging_mr, &d, err);
@@ -7797,6 +8113,9 @@ static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
         if ((res = r->f->open_remote(r->f->user, &g->desc, &r->rem[i], err)) != WSYNC_OK) {
             char why[320];
             snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+            if (g->rank >= r->assign.n_inference)
+                return wsync__rdma_fail(err, res, "%s: opening trainer rank %u's gather inbox: %s", r->me,
+                                        (unsigned)(g->rank - r->assign.n_inference), why);
             return wsync__rdma_fail(err, res, "%s: opening inference rank %u region %u: %s", r->me, (unsigned)g->rank,
                                     (unsigned)g->region, why);
         }
@@ -7839,7 +8158,10 @@ static wsync_result wsync__rank_own(wsync_rank *r, const wsync_rank_options *o, 
         r->by_name[i] = i;
     }
     if ((res = wsync__ctl_reads(&r->a, r->own, r->n_own, r->assign.transfers, nx, &r->reads_off, &r->reads, err)) !=
-        WSYNC_OK)
+            WSYNC_OK ||
+        (res = wsync__ctl_reads_inbox(&r->a, r->own, r->n_own, r->assign.transfers, nx, r->assign.targets,
+                                      r->assign.n_inference + r->assign.rank, &r->reads_off, &r->reads, err)) !=
+            WSYNC_OK)
         return res;
     wsync__ctl_sort(r->by_name, r->n_own, wsync__rank_name_lt, r->own);
     return WSYNC_OK;
@@ -7969,9 +8291,11 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
 static wsync_result wsync__rank_wfail(wsync_rank *r, const wsync_ctl_transfer *x, wsync_result res, wsync_error *err)
 {
     char why[320];
+    uint32_t to = r->assign.targets[x->target].rank, ni = r->assign.n_inference;
     snprintf(why, sizeof why, "%.250s", err->message);
-    return wsync__rdma_fail(err, res, "%s: writing %llu bytes to inference rank %u: %s", r->me,
-                            (unsigned long long)x->len, (unsigned)r->assign.targets[x->target].rank, why);
+    return wsync__rdma_fail(err, res, "%s: writing %llu bytes to %s rank %u%s: %s", r->me, (unsigned long long)x->len,
+                            to >= ni ? "trainer" : "inference", (unsigned)(to >= ni ? to - ni : to),
+                            to >= ni ? " (the gather of fp8 tiles)" : "", why);
 }
 
 /* Executor stage: gather a strided slice, or quantize it to fp8, into staging. */
@@ -8269,7 +8593,8 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
         if (r->rem[i]) r->f->close_remote(r->f->user, r->rem[i]);
     wsync__rdma_free(&r->a, r->rem);
     if (r->staging_mr) r->f->dereg(r->f->user, r->staging_mr);
-    wsync__rdma_free(&r->a, r->staging);
+    if (r->staging_host) wsync_fabric_host_free(r->f, r->staging);
+    else wsync__rdma_free(&r->a, r->staging);
     wsync__rdma_free(&r->a, r->tasks);
     wsync__rdma_free(&r->a, r->run);
     wsync__rdma_free(&r->a, r->own);

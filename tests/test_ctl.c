@@ -956,8 +956,11 @@ static void test_rejections_assign(void)
     expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "outside", "dst offset wraps");
     memset(w.b + XF(1) + 16, 0, 8);
     w.b[XF(1) + 16] = 99;
-    w.b[TG(2)] = 2; /* target 2 names inference rank 2 of 2 */
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "inference rank 2 of 2", "target rank out of range");
+    w.b[TG(2)] = 3; /* target 2 names rank 3: trainer 1's gather inbox */
+    expect_reject(&w, WSYNC_OK, "", "a target at a trainer (2 inference ranks, then trainers)");
+    w.b[TG(2)] = 4; /* past the 2 inference and 2 trainer ranks */
+    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "names rank 4 of 2 inference and 2 trainer ranks",
+                  "target rank out of range");
     w.b[TG(2)] = 1;
     w.b[16] = 2; /* rank 2 of 2 trainers */
     expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "rank 2", "own rank out of range");
@@ -3391,7 +3394,9 @@ static void test_tp_plan_failures(void)
     t->to_dtype = WSYNC_DTYPE_F8_E4M3;
     t->block = 16;
     t->scale_offset = 2880;
-    xw_plan_fail(&w, WSYNC_ERR_NOT_FOUND, "tensor 'w8'", "no trainer holds all of them", "fp8 rows split");
+    /* the planner gathers such tiles through the first row's holder's inbox: none declared */
+    xw_plan_fail(&w, WSYNC_ERR_LIMIT, "trainer rank 0 gathers the rows of fp8 tiles", "needs a gather inbox",
+                 "fp8 rows split, no inbox");
 
     /* the same with a bf16 entry: the rows come from both */
     xw_init(&w, 2, 1);

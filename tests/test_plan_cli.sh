@@ -73,6 +73,8 @@ done <<'EOF2'
 2 3 --layout replica
 4 2 --layout replica --fp8 --block 32
 5 3 --reshard
+4 2 --fp8 --block 32
+5 3 --fp8 --block 16 --mesh-groups
 EOF2
 # greedy stays a named alternative: no digest, still bit-exact
 out=$("$W" push-demo --steps 1 --schedule greedy 2>&1)

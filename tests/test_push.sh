@@ -107,8 +107,50 @@ run "mesh groups: a trainer killed mid-step" 1 "$bin" push-demo --mesh-groups --
 has "mesh groups: the dead trainer is named" "trainer rank 3 went away"
 has "mesh groups: survivors keep step 1" "inference rank 0: version 1, 1 steps verified bit-exact"
 hasnt "mesh groups: no process hangs" "did not end in time"
-run "--fp8 without whole tensors at the trainers" 2 "$bin" push-demo --fp8
-has "--fp8 says why" "--layout replica"
+
+# ---- fp8 from row shards: tiles across shard boundaries gathered between trainers ----
+# A 32-row tile whose rows two or more trainers hold is gathered into the
+# inbox of its first row's holder (a gather phase, a barrier), quantized
+# there and written: every fp8 value and scale checked by the receivers and
+# again by push_check.py from the dump, tiles across boundaries included.
+for b in cma shm tcp; do
+    rm -rf "$tmp/d" && mkdir "$tmp/d"
+    run "$b: fp8 from row shards" 0 "$bin" push-demo --backend $b --fp8 --block 32 --steps 3 --dump "$tmp/d"
+    has "$b fp8 row shards: every step committed" "3 of 3 steps committed, every inference rank bit-exact at every step"
+    has "$b fp8 row shards: one mesh group after a gather phase" "schedule: planner, 1 mesh group (each after a gather phase)"
+    grep -qE "^gather: [1-9][0-9]* transfers" "$tmp/out" && pass "$b fp8 row shards: tiles gathered between trainers" \
+        || fail "$b fp8 row shards: no gather between trainers"
+    has "$b fp8 row shards: the trainers ran the plan's tasks" "executed tasks match the plan: 408 tasks at every full step"
+    python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1 && pass "$b fp8 row shards: push_check.py agrees" \
+        || { fail "$b fp8 row shards: push_check.py"; tail -n 5 "$tmp/check"; }
+done
+rm -rf "$tmp/d" && mkdir "$tmp/d"
+run "fp8 row shards, 5 -> 3, 16-row tiles, two mesh groups" 0 "$bin" push-demo --fp8 --block 16 --trainers 5 --inference 3 \
+    --mesh-groups --steps 2 --dump "$tmp/d"
+has "fp8 row shards 5->3: committed" "2 of 2 steps committed, every inference rank bit-exact at every step"
+has "fp8 row shards 5->3: two mesh groups, each after a gather phase" "2 mesh groups (each after a gather phase)"
+python3 tests/push_check.py "$tmp/d" >"$tmp/check" 2>&1 && pass "fp8 row shards 5->3: push_check.py agrees" \
+    || { fail "fp8 row shards 5->3: push_check.py"; tail -n 5 "$tmp/check"; }
+run "fp8 row shards, partial steps" 0 "$bin" push-demo --backend tcp --fp8 --block 32 --partial 0.3 --steps 4
+has "fp8 row shards partial: committed" "4 of 4 steps committed, every inference rank bit-exact at every step"
+has "fp8 row shards partial: checked against the plan" "and at every partial step the tasks of the tensors the trainers named"
+for b in cma tcp; do
+    run "$b: a trainer killed in the middle of the gather" 1 "$bin" push-demo --backend $b --fp8 --block 32 --steps 3 \
+        --kill trainer:1@2 --timeout-ms 2000
+    has "$b gather kill: the dead trainer is named" "trainer rank 1 went away"
+    has "$b gather kill: inference 0 keeps step 1" "inference rank 0: version 1, 1 steps verified bit-exact"
+    has "$b gather kill: inference 1 keeps step 1" "inference rank 1: version 1, 1 steps verified bit-exact"
+    hasnt "$b gather kill: no process hangs" "did not end in time"
+    [ "$secs" -le 10 ] && pass "$b gather kill: fails within the timeout ($secs s)" || fail "$b gather kill: took $secs s"
+    run "$b: a trainer stalled in the middle of the gather" 1 "$bin" push-demo --backend $b --fp8 --block 32 --steps 3 \
+        --stall-mid trainer:2@2 --timeout-ms 1500
+    has "$b gather stall: the stalled trainer is named" "trainer rank 2 reached no barrier of mesh group 0 within 1500 ms"
+    has "$b gather stall: inference 0 keeps step 1" "inference rank 0: version 1, 1 steps verified bit-exact"
+    hasnt "$b gather stall: no process hangs" "did not end in time"
+    [ "$secs" -le 10 ] && pass "$b gather stall: fails within the timeout ($secs s)" || fail "$b gather stall: took $secs s"
+done
+run "fp8 row shards, greedy schedule" 1 "$bin" push-demo --fp8 --schedule greedy --steps 1
+has "greedy cannot gather: says why" "no trainer holds all of them"
 
 # ---- pacing: trainers keep the plan's start times (at a slow clock here) ----
 # At 2 Gb/s the plan's last starts are ~245 ms into a step that takes ~10 ms

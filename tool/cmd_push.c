@@ -46,6 +46,7 @@ typedef struct push_opts {
     double pace;               /* Gb/s: trainers keep the plan's start times at this rate (0: off) */
     /* fault injection for tests: a rank of a role dies or stops at a step */
     int kill_role, kill_rank, stall_role, stall_rank;
+    int stall_mid;             /* --stall-mid: stop in the middle of the first group's writes, not before DONE */
     uint64_t kill_step, stall_step;
     wsync_gen_model model;
 } push_opts;
@@ -590,12 +591,15 @@ out:
 
 /* Writes the first half of the assigned transfers, then dies: a trainer
    lost in the middle of a step. */
-static void push_die_midway(wsync_rank *r)
+/* Half of the first mesh group's writes (with a gather phase: half of the
+   gather between trainers), then the signal: SIGKILL dies, SIGSTOP stalls. */
+static void push_die_midway(wsync_rank *r, int sig)
 {
-    uint32_t n = 0;
-    wsync_rank_transfers(r, &n);
-    wsync_rank_push_some(r, 0, n / 2, 0, NULL);
-    raise(SIGKILL);
+    uint32_t n = 0, n0 = 0;
+    const wsync_ctl_transfer *x = wsync_rank_transfers(r, &n);
+    while (n0 < n && x[n0].group == 0) n0++;
+    wsync_rank_push_some(r, 0, n0 / 2, 0, NULL);
+    raise(sig);
 }
 
 /* One byte on `fd` (the parent's ready pipe): this trainer holds the data
@@ -612,13 +616,15 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
     push_layout l;
     push_report rep;
     wsync_fabric f;
-    wsync_fabric_mr *mr = NULL;
-    wsync_fabric_desc desc;
+    wsync_fabric_mr *mrs[2] = {NULL, NULL};
+    wsync_fabric_desc descs[2];
     wsync_rank_options ro;
     wsync_rank *r = NULL;
     wsync_error err;
-    uint8_t *mem = NULL;
-    uint64_t want = 1;
+    wsync_ctl_tensor *tens = NULL; /* the entries and a gather inbox, when it needs one */
+    uint8_t *mem = NULL, *inbox = NULL;
+    uint64_t want = 1, inbox_bytes = 0;
+    int shm_mem = 0;
     memset(&rep, 0, sizeof rep);
     memset(&f, 0, sizeof f);
     rep.role = WSYNC_CTL_TRAINER;
@@ -629,25 +635,65 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
         snprintf(rep.msg, sizeof rep.msg, "%s", "out of memory");
         goto out;
     }
-    mem = (uint8_t *)mmap(NULL, (size_t)l.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == (uint8_t *)MAP_FAILED) {
-        mem = NULL;
-        snprintf(rep.msg, sizeof rep.msg, "cannot map %llu bytes", (unsigned long long)l.bytes);
-        goto out;
+    if (o->fp8 && !o->replica) { /* row shards to fp8: tiles across shards gather through an inbox */
+        size_t i;
+        for (i = 0; i < l.n; i++)
+            if (l.t[i].ndim == 2) {
+                uint64_t rows = l.t[i].shape[0] < 128ull * (o->inference + 1) ? l.t[i].shape[0]
+                                                                               : 128ull * (o->inference + 1);
+                inbox_bytes += (rows * l.t[i].shape[1] * 2 + 7) & ~7ull;
+            }
+        if (!(tens = (wsync_ctl_tensor *)calloc(l.n + 1, sizeof *tens))) {
+            snprintf(rep.msg, sizeof rep.msg, "%s", "out of memory");
+            goto out;
+        }
+        memcpy(tens, l.t, l.n * sizeof *tens);
+        tens[l.n].name = WSYNC_CTL_INBOX;
+        tens[l.n].dtype = WSYNC_DTYPE_U8;
+        tens[l.n].ndim = 1;
+        tens[l.n].shape[0] = inbox_bytes;
+        tens[l.n].row_count = inbox_bytes;
+        tens[l.n].region = 1;
+    }
+    if (push_fabric_open(o, !tens, &f, &err) != WSYNC_OK) goto fail;
+    shm_mem = tens && strcmp(o->backend, "shm") == 0; /* a receiver in SHM mode registers shareable memory only */
+    if (shm_mem) {
+        void *m = NULL;
+        if (wsync_fabric_host_alloc(&f, l.bytes, &m, &err) != WSYNC_OK) goto fail;
+        mem = (uint8_t *)m;
+    } else {
+        mem = (uint8_t *)mmap(NULL, (size_t)l.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == (uint8_t *)MAP_FAILED) {
+            mem = NULL;
+            snprintf(rep.msg, sizeof rep.msg, "cannot map %llu bytes", (unsigned long long)l.bytes);
+            goto out;
+        }
     }
     push_fill_step(mem, &l, 1);
-    if (push_fabric_open(o, 1, &f, &err) != WSYNC_OK) goto fail;
-    if (f.reg(f.user, mem, l.bytes, WSYNC_MEM_HOST, &mr, &desc, &err) != WSYNC_OK) goto fail;
+    if (f.reg(f.user, mem, l.bytes, WSYNC_MEM_HOST, &mrs[0], &descs[0], &err) != WSYNC_OK) goto fail;
+    if (tens) { /* the inbox: from the fabric's shareable memory on one host */
+        if (strcmp(o->backend, "tcp") == 0) {
+            if (!(inbox = (uint8_t *)malloc((size_t)inbox_bytes))) {
+                snprintf(rep.msg, sizeof rep.msg, "%s", "out of memory");
+                goto out;
+            }
+        } else {
+            void *ib = NULL;
+            if (wsync_fabric_host_alloc(&f, inbox_bytes, &ib, &err) != WSYNC_OK) goto fail;
+            inbox = (uint8_t *)ib;
+        }
+        if (f.reg(f.user, inbox, inbox_bytes, WSYNC_MEM_HOST, &mrs[1], &descs[1], &err) != WSYNC_OK) goto fail;
+    }
     memset(&ro, 0, sizeof ro);
     ro.port = port;
     ro.role = WSYNC_CTL_TRAINER;
     ro.rank = rank;
-    ro.tensors = l.t;
-    ro.n_tensors = (uint32_t)l.n;
+    ro.tensors = tens ? tens : l.t;
+    ro.n_tensors = (uint32_t)l.n + (tens ? 1 : 0);
     ro.fabric = &f;
-    ro.mrs = &mr;
-    ro.descs = &desc;
-    ro.n_regions = 1;
+    ro.mrs = mrs;
+    ro.descs = descs;
+    ro.n_regions = tens ? 2 : 1;
     ro.timeout_ms = o->timeout_ms * 3;
     ro.staging_bytes = o->watermark;
     if (wsync_rank_join(&ro, &r, &err) != WSYNC_OK) goto fail;
@@ -667,10 +713,12 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
         }
         if ((res = push_select(o, r, &l, step, &err)) == WSYNC_OK) {
             if (o->kill_role == WSYNC_CTL_TRAINER && o->kill_rank == (int)rank && o->kill_step == step)
-                push_die_midway(r);
+                push_die_midway(r, SIGKILL);
+            if (o->stall_mid && o->stall_rank == (int)rank && o->stall_step == step) push_die_midway(r, SIGSTOP);
             res = wsync_rank_push(r, &err);
         }
-        if (o->stall_role == WSYNC_CTL_TRAINER && o->stall_rank == (int)rank && o->stall_step == step)
+        if (!o->stall_mid && o->stall_role == WSYNC_CTL_TRAINER && o->stall_rank == (int)rank &&
+            o->stall_step == step)
             raise(SIGSTOP);
         if (wsync_rank_done(r, step, res, res == WSYNC_OK ? "" : err.message, NULL) != WSYNC_OK) break;
         rep.version = step;
@@ -683,11 +731,16 @@ fail:
     snprintf(rep.msg, sizeof rep.msg, "%.190s", err.message);
 out:
     wsync_rank_close(r);
-    if (mr) f.dereg(f.user, mr);
-    if (mem) munmap(mem, (size_t)l.bytes);
+    if (mrs[0]) f.dereg(f.user, mrs[0]);
+    if (mrs[1]) f.dereg(f.user, mrs[1]);
+    if (inbox && strcmp(o->backend, "tcp") == 0) free(inbox);
+    else if (inbox) wsync_fabric_host_free(&f, inbox);
+    if (mem && shm_mem) wsync_fabric_host_free(&f, mem);
+    else if (mem) munmap(mem, (size_t)l.bytes);
     if (f.close) wsync_fabric_close(&f);
     push_send_report(rfd, &rep);
     push_layout_free(&l);
+    free(tens);
     return rep.ok ? 0 : 1;
 }
 
@@ -712,7 +765,7 @@ static const char *push_usage =
     "usage: wsync push-demo [--backend cma|shm|tcp] [--trainers T] [--inference I]\n"
     "                       [--model tiny|qwen3-0.6b|qwen2.5-7b] [--steps N] [--layout shard|replica]\n"
     "                       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--watermark-mb M] [--dump DIR]\n"
-    "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall ROLE:RANK@STEP] [--bench]\n"
+    "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall[-mid] trainer:RANK@STEP] [--bench]\n"
     "                       [--schedule auto|plan|greedy] [--partial F] [--pace GBPS]\n"
     "The controller schedules with the planner (the plan `wsync plan --demo` prints for the\n"
     "same model and layout: the same plan digest); --schedule greedy maps every inference\n"
@@ -733,7 +786,9 @@ static const char *push_usage =
     "whole model; with --reshard each holds its tensor-parallel slice (q/k/v and gate/up split\n"
     "by rows and fused into qkv_proj and gate_up_proj, o_proj and down_proj by columns, the\n"
     "vocabulary by rows), and with --fp8 the projections arrive as fp8 e4m3 with BxB tile\n"
-    "scales (default 128; needs --layout replica). Trainers prepare slices that are not\n"
+    "scales (default 128; from row shards, a tile that crosses a shard boundary is gathered\n"
+    "into the inbox of its first row's holder by the other holders' writes, in a gather phase\n"
+    "before each mesh group's writes). Trainers prepare slices that are not\n"
     "contiguous in their memory through a pipelined executor in at most M MiB of staging\n"
     "(default 64). --mesh-groups puts the trainers' MLP weights in a second mesh group:\n"
     "no trainer writes one before every trainer is through the rest (a barrier through\n"
@@ -747,8 +802,10 @@ static const char *push_usage =
     "(odd steps move everything): the trainers fill every tensor with the step's data, and\n"
     "the inference ranks check the tensors moved against it and the others against the\n"
     "step before; the run ends with the partial steps' mean time over the full steps' (3 on).\n"
-    "--kill makes a rank die in the middle of a step (a trainer after half its\n"
-    "writes, an inference rank right after GO), --stall makes a trainer stop before its DONE:\n"
+    "--kill makes a rank die in the middle of a step (a trainer after half of its first mesh\n"
+    "group's writes, which with row-sharded fp8 is half of its gather between trainers; an\n"
+    "inference rank right after GO), --stall makes a trainer stop before its DONE, --stall-mid\n"
+    "where --kill would die:\n"
     "the step must fail within --timeout-ms (default 5000) and the others keep their last\n"
     "complete step. Exit 0 when every step committed and every receiver was bit-exact at\n"
     "every step, 1 otherwise, 2 usage error. --bench then measures, in the same run, memcpy and\n"
@@ -1156,12 +1213,18 @@ static int push_run(const push_opts *o)
                "%.1f MB per inference rank\n",
                (unsigned long long)plan.transfers, (double)plan.bytes / 1e6, (double)plan.max_trainer_bytes / 1e6,
                (double)plan.min_trainer_bytes / 1e6, (double)plan.max_inference_bytes / 1e6);
-        if (plan.schedule == WSYNC_CTL_SCHEDULE_PLAN)
-            printf("schedule: planner, %u mesh group%s, plan digest %016llx\n", plan.groups,
-                   plan.groups == 1 ? "" : "s", (unsigned long long)plan.digest);
+        if (plan.schedule == WSYNC_CTL_SCHEDULE_PLAN) {
+            unsigned ng = plan.gather_transfers ? plan.groups / 2 : plan.groups; /* a gather phase per group */
+            printf("schedule: planner, %u mesh group%s%s, plan digest %016llx\n", ng, ng == 1 ? "" : "s",
+                   plan.gather_transfers ? " (each after a gather phase)" : "", (unsigned long long)plan.digest);
+        }
         else
             printf("schedule: greedy (least loaded holder)%s%s\n", plan.why_greedy[0] ? "; the planner: " : "",
                    plan.why_greedy);
+        if (plan.gather_transfers)
+            printf("gather: %llu transfers, %.2f MB, between trainers: the rows of fp8 tiles across shard boundaries, "
+                   "into each tile's first row holder's inbox before its mesh group's writes\n",
+                   (unsigned long long)plan.gather_transfers, (double)plan.gather_bytes / 1e6);
         if (o->pace > 0 && wsync_controller_plan_ref(c)) {
             pace_span = push_pace_span(wsync_controller_plan_ref(c), o->pace);
             printf("pacing: planned starts at %g Gb/s; a full step lasts at least %.3f ms (each mesh group's last "
@@ -1385,9 +1448,10 @@ int cmd_push_demo(int argc, char **argv)
         else if (cli_opt_value(argc, argv, &i, "--kill", &v)) {
             if (!push_parse_fault(v, &o.kill_role, &o.kill_rank, &o.kill_step))
                 return cli_usage_error("push-demo: --kill takes trainer:R@S or inference:R@S, not '%s'", v);
-        } else if (cli_opt_value(argc, argv, &i, "--stall", &v)) {
+        } else if (cli_opt_value(argc, argv, &i, "--stall", &v) || cli_opt_value(argc, argv, &i, "--stall-mid", &v)) {
+            o.stall_mid = strcmp(argv[i - 1], "--stall-mid") == 0;
             if (!push_parse_fault(v, &o.stall_role, &o.stall_rank, &o.stall_step) || o.stall_role != WSYNC_CTL_TRAINER)
-                return cli_usage_error("push-demo: --stall takes trainer:R@S, not '%s'", v);
+                return cli_usage_error("push-demo: %s takes trainer:R@S, not '%s'", argv[i - 1], v);
         } else if (strcmp(argv[i], "--bench") == 0) o.bench = 1;
         else if (strcmp(argv[i], "--reshard") == 0) o.reshard = 1;
         else if (cli_opt_value(argc, argv, &i, "--schedule", &v)) {
@@ -1424,11 +1488,6 @@ int cmd_push_demo(int argc, char **argv)
         else return cli_usage_error("push-demo: unexpected argument '%s'", argv[i]);
     }
     if (wsync_gen_model_lookup(model, &o.model) != WSYNC_OK) return cli_usage_models("push-demo", model);
-    if (o.fp8 && !o.replica) {
-        /* a tile's scale needs every element of the tile at one sender */
-        fputs("push-demo: --fp8 needs whole tensors at the trainers: add --layout replica\n", stderr);
-        return EXIT_USAGE;
-    }
     if ((o.kill_role == WSYNC_CTL_TRAINER && (unsigned)o.kill_rank >= o.trainers) ||
         (o.kill_role == WSYNC_CTL_INFERENCE && (unsigned)o.kill_rank >= o.inference) ||
         (o.stall_role && (unsigned)o.stall_rank >= o.trainers))
