@@ -306,7 +306,13 @@ REVISIONS
            wsync_controller_options.pace_gbps, wsync_ctl_transfer.start_us,
            wsync_exec_task.start_s and wsync_exec_stats.pace_s; steps of a
            subset are not paced. Protocol version 3 (ASSIGN's reserved
-           word is start_us, non-decreasing within a group)
+           word is start_us, non-decreasing within a group);
+           fp8 from row shards: the gather between trainers through a
+           gather inbox (WSYNC_CTL_INBOX, targets at trainers,
+           wsync_controller_plan.gather_transfers and gather_bytes); a
+           step's timeout at a barrier names the trainer the others wait
+           for; on one host the staging arena comes from
+           wsync_fabric_host_alloc
     0.4.0  the simulator's cpus (ranks sharing the cores of one host: a
            group lasts at least its CPU work over the cores) and
            wsync_plan_sim_result.cpu_seconds;
@@ -769,6 +775,17 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    rows of len / rows bytes each, read from src_offset with src_stride bytes
    between rows; with prep FP8 each row is len / rows bf16 elements read and
    e4m3 bytes written, and the tile scales go to scale_offset.
+
+   fp8 from row shards (PLAN): a tile whose rows several trainers hold is
+   gathered first. Each holder, the tile's first row's holder included,
+   writes its rows of the tile (bf16, the entry's columns) into that
+   holder's gather inbox (its entry WSYNC_CTL_INBOX; a target whose rank is
+   n_inference + trainer rank); these transfers run in mesh group 2g and
+   the group's other writes in 2g + 1 (every group split so, n_groups
+   doubled, when any tile needs it), so the barrier between them puts every
+   row in place before the holder quantizes from its inbox. In a step of a
+   subset a write from the inbox counts as reading what its holder's own
+   gather into that spot reads (the tile's tensor).
 
    Mesh groups: a trainer entry names the mesh group its writes run in (a
    mesh's collectives, e.g. an all-gather of expert shards, must not

@@ -2,7 +2,8 @@
 # Issue 25 item 3: measured step time over the simulator's prediction for
 # the same plan, constants measured in the same run (push-demo --bench),
 # over a grid of fabrics, trainer and inference counts, bf16 and fp8
-# (replica), one and two mesh groups. Not run by `make test`: figures on a
+# (replica, and row shards with the gather between trainers), one and two
+# mesh groups. Not run by `make test`: figures on a
 # shared machine are noisy.
 # usage: tests/bench_schedule.sh build/wsync [--model tiny] [--steps N]
 set -u
@@ -37,6 +38,8 @@ tcp 2 2 --reshard,--mesh-groups
 tcp 4 2 --layout,replica,--fp8,--block,128
 cma 1 3 -
 shm 8 4 --reshard
+cma 4 2 --fp8,--block,128
+tcp 4 2 --fp8,--block,128,--mesh-groups
 GRID
 # The worst configuration: the mean ratio farthest from 1 (as a factor
 # either way), and how many fall outside the target band 0.8-1.25.
