@@ -7313,8 +7313,15 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
                 if (pi.input.dests[d].rank == tk->dst_rank) it = &c->m[mi].join.tensors[pi.dest_entry[d]];
             e = pi.holder_entry[(uint64_t)pc->source * T + i];
             tt = e == UINT32_MAX ? NULL : &c->m[i].join.tensors[e];
-            if (it && wsync__ctl_fp8(it) &&
-                (it->block ? pr->out_row0 % it->block || (end < urows && end % it->block) : pr->rows != urows))
+            if (it && wsync__ctl_fp8(it) && !it->block && pr->rows != urows)
+                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                     "plan: tensor '%s': %s wants one fp8 scale for all its rows (block 0), and the "
+                                     "plan cuts them at rows %llu to %llu (row shards: use tiles of a divisor of %u "
+                                     "rows)",
+                                     it->name, c->m[mi].name, (unsigned long long)pr->out_row0,
+                                     (unsigned long long)end - 1, (unsigned)WSYNC_PLAN_BLOCK);
+            else if (it && wsync__ctl_fp8(it) && it->block &&
+                     (pr->out_row0 % it->block || (end < urows && end % it->block)))
                 r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
                                      "plan: tensor '%s': fp8 rows %llu to %llu of %s are not whole tiles of %u rows",
                                      it->name, (unsigned long long)pr->out_row0, (unsigned long long)end - 1,

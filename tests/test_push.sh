@@ -149,6 +149,8 @@ for b in cma tcp; do
     hasnt "$b gather stall: no process hangs" "did not end in time"
     [ "$secs" -le 10 ] && pass "$b gather stall: fails within the timeout ($secs s)" || fail "$b gather stall: took $secs s"
 done
+run "fp8 row shards, one scale per part" 1 "$bin" push-demo --fp8 --block 0 --steps 1
+has "fp8 row shards, block 0: says why" "wants one fp8 scale for all its rows (block 0), and the plan cuts them"
 run "fp8 row shards, greedy schedule" 1 "$bin" push-demo --fp8 --schedule greedy --steps 1
 has "greedy cannot gather: says why" "no trainer holds all of them"
 
