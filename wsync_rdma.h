@@ -8802,7 +8802,17 @@ static void *wsync__plalloc(const wsync_allocator *a, uint64_t n, size_t size)
     return wsync__rdma_alloc(a, (size_t)bytes);
 }
 
-/* Grows *arr to hold at least n + 1 elements (doubling). */
+/* Not zeroed: for arrays every element of which is written before it is
+   read (the planner's big ones: zeroing them touched every page twice). */
+static void *wsync__plalloc_raw(const wsync_allocator *a, uint64_t n, size_t size)
+{
+    uint64_t bytes;
+    if (!wsync_mul_u64(n ? n : 1, size, &bytes) || bytes > (uint64_t)SIZE_MAX) return NULL;
+    return a->alloc ? a->alloc(a->user, (size_t)bytes) : WSYNC_RDMA_MALLOC((size_t)bytes);
+}
+
+/* Grows *arr to hold at least n + 1 elements (doubling); the new elements
+   are not zeroed (the callers write each one as they append it). */
 static int wsync__plgrow(const wsync_allocator *a, void **arr, uint64_t *cap, uint64_t n, size_t size)
 {
     uint64_t nc;
@@ -8810,7 +8820,7 @@ static int wsync__plgrow(const wsync_allocator *a, void **arr, uint64_t *cap, ui
     if (n < *cap) return 1;
     nc = *cap ? *cap * 2 : 64;
     if (nc <= n) nc = n + 1;
-    q = wsync__plalloc(a, nc, size);
+    q = wsync__plalloc_raw(a, nc, size);
     if (!q) return 0;
     if (*arr) memcpy(q, *arr, (size_t)(*cap * size));
     wsync__rdma_free(a, *arr);
@@ -9902,6 +9912,8 @@ static void wsync__pl_tasks(wsync__pl_b *B, uint64_t p_lo, uint64_t p_hi)
             wsync_plan_task *t = &p->tasks[p->n_tasks++];
             memset(t, 0, sizeof *t);
             t->prep = (uint32_t)i;
+            t->flags = 0;
+            t->start = 0; /* the ordering pass's, set when sorted */
             t->group = pr->group;
             t->src_rank = pr->rank;
             t->src_nic = sn;
@@ -10114,8 +10126,8 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, wsync_e
     uint64_t n = p->n_tasks, i;
     uint32_t *idx, *key, *tidx, *tkey;
     wsync_plan_task *nt;
-    idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
-    nt = (wsync_plan_task *)wsync__plalloc(&p->allocator, n, sizeof *nt);
+    idx = (uint32_t *)wsync__plalloc_raw(&p->allocator, 4 * n, sizeof *idx);
+    nt = (wsync_plan_task *)wsync__plalloc_raw(&p->allocator, n, sizeof *nt);
     if (!idx || !nt) {
         wsync__rdma_free(&p->allocator, idx);
         wsync__rdma_free(&p->allocator, nt);
@@ -10152,8 +10164,8 @@ static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, wsy
     uint64_t n = p->n_preps, i;
     uint32_t *idx, *key, *tidx, *tkey;
     wsync_plan_prep *np;
-    idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
-    np = (wsync_plan_prep *)wsync__plalloc(&p->allocator, n, sizeof *np);
+    idx = (uint32_t *)wsync__plalloc_raw(&p->allocator, 4 * n, sizeof *idx);
+    np = (wsync_plan_prep *)wsync__plalloc_raw(&p->allocator, n, sizeof *np);
     if (!idx || !np) {
         wsync__rdma_free(&p->allocator, idx);
         wsync__rdma_free(&p->allocator, np);
@@ -10315,9 +10327,11 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
         r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
         goto fail;
     }
-    p->tasks = (wsync_plan_task *)wsync__plalloc(&o.allocator, total_tasks, sizeof *p->tasks);
-    v = (uint64_t *)wsync__plalloc(&o.allocator, total_tasks, sizeof *v);
-    scratch = (uint32_t *)wsync__plalloc(&o.allocator, 5 * total_tasks + 1, sizeof *scratch);
+    /* written before read: every field of a task as it is made, each task's
+       virtual start by the ordering pass, the scratch by its users */
+    p->tasks = (wsync_plan_task *)wsync__plalloc_raw(&o.allocator, total_tasks, sizeof *p->tasks);
+    v = (uint64_t *)wsync__plalloc_raw(&o.allocator, total_tasks, sizeof *v);
+    scratch = (uint32_t *)wsync__plalloc_raw(&o.allocator, 5 * total_tasks + 1, sizeof *scratch);
     {
         uint64_t NS = (uint64_t)in->n_trainers * o.nics_per_rank, NR = (uint64_t)in->n_inference * o.nics_per_rank;
         B.rfree = (double *)wsync__plalloc(&o.allocator, 2 * NR, sizeof(double));
