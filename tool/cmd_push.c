@@ -794,11 +794,7 @@ static const char *push_usage =
     "(default 64). --mesh-groups puts the trainers' MLP weights in a second mesh group:\n"
     "no trainer writes one before every trainer is through the rest (a barrier through\n"
     "the controller). --dump leaves each inference rank's memory and layout in DIR for\n"
-    "tests/push_check.py.\n";
-
-/* The rest of --help (one literal would pass C99's 4095 characters). */
-static const char *push_usage2 =
-    "Each step the trainers write straight into the inference ranks' memory\n"
+    "tests/push_check.py. Each step the trainers write straight into the inference ranks' memory\n"
     "(cma: process_vm_writev; shm: shared memory; tcp: the TCP fabric), and each inference\n"
     "rank checks every byte against the step's data, computed on its own, before its version\n"
     "word moves; the controller checks every trainer's report of the writes it ran against\n"
@@ -1452,7 +1448,6 @@ int cmd_push_demo(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs(push_usage, stdout);
-            fputs(push_usage2, stdout);
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--backend", &v)) {
             if (strcmp(v, "cma") && strcmp(v, "shm") && strcmp(v, "tcp"))
