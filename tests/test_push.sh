@@ -252,20 +252,6 @@ has "stall: step 2 stayed committed" "2 of 3 steps committed"
 has "stall: survivors keep step 2" "inference rank 1: version 2, 2 steps verified bit-exact"
 [ "$secs" -le 8 ] && pass "stall: fails within the timeout ($secs s)" || fail "stall: took $secs s"
 
-# ---- --bench: each full step from the second against the simulator's prediction ----
-run "--bench, 3 steps, two mesh groups" 0 "$bin" push-demo --steps 3 --bench --mesh-groups
-has "bench: step 2 predicted with constants measured before it" "bench: step 2 predicted"
-has "bench: step 3 predicted with constants measured before it" "bench: step 3 predicted"
-python3 - "$tmp/out" <<'PY' && pass "bench: the summary's ratio is the steps' ratios' mean" || fail "bench: summary"
-import re, sys
-t = open(sys.argv[1]).read()
-per = [float(x) for x in re.findall(r'^bench: step \d+ predicted [\d.]+ ms .*measured/predicted ([\d.]+)$', t, re.M)]
-m = re.search(r'measured/predicted ([\d.]+) mean, ([\d.]+) best', t)
-assert len(per) == 2 and m, (per, m)
-assert abs(float(m.group(1)) - sum(per) / 2) < 0.002 and abs(float(m.group(2)) - min(per)) < 0.002, (per, m.groups())
-PY
-has "bench: the throughput against process_vm_writev" "/ one process_vm_writev ="
-
 # ---- usage ----
 run "--help" 0 "$bin" push-demo --help
 has "--help names the backends" "--backend cma|shm|tcp"

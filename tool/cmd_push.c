@@ -773,9 +773,8 @@ static const char *push_usage =
     "planner does not model the layout. --bench prints the simulator's prediction for the\n"
     "plan run, with constants measured here in the same run (the senders' rate all at once,\n"
     "a core's copy and quantize rates on this data while every core works, per-task cost,\n"
-    "round trip, and the cores: every rank shares them), measured again right before each full\n"
-    "step from the second (this machine's speed drifts), next to that step (GO, once every\n"
-    "trainer holds its data, to the last DONE), and the mean and best of those ratios.\n"
+    "round trip, and the cores: every rank shares them), next to the measured step (GO, once\n"
+    "every trainer holds its data, to the last DONE).\n"
     "--pace G paces the planner's schedule: no trainer writes a task before its mesh group's\n"
     "start plus the task's planned start read at G Gb/s (senders keep the plan instead of\n"
     "taking receivers first come, first served); a step then lasts at least the last planned\n"
@@ -1155,35 +1154,6 @@ static void push_wait_ready(int fd, unsigned n, int timeout_ms)
     }
 }
 
-/* The simulator's prediction for the plan with constants measured now:
-   *pred with the cores shared (what a step is compared with), *replay with
-   a core per rank; 0 when measuring or simulating failed. */
-static int push_predict(const push_opts *o, const wsync_plan *pl, uint64_t B, push_consts *k, double *pred,
-                        double *replay, double *cpu_s)
-{
-    wsync_plan_sim_options so;
-    wsync_plan_sim_result sr;
-    wsync_error err;
-    *pred = *replay = *cpu_s = 0;
-    if (!push_measure(o, B, k)) return 0;
-    memset(&so, 0, sizeof so);
-    so.nic_gbps = k->send_Bps * 8 / 1e9;
-    so.recv_gbps = -1; /* folded into the concurrent senders' rate */
-    so.copy_gbps = k->copy_Bps * 8 / 1e9;
-    so.quant_gbps = k->quant_Bps * 8 / 1e9;
-    so.task_us = k->task_s > 0 ? k->task_s * 1e6 : -1;
-    so.barrier_us = k->rtt_s * 1e6 + 1e-3;
-    so.pace_gbps = o->pace; /* the trainers' pacing, as the controller sent it */
-    so.cpus = 0;            /* the replay alone, for the record */
-    if (wsync_plan_simulate(pl, &so, &sr, &err) != WSYNC_OK) return 0;
-    *replay = sr.seconds + k->rtt_s;
-    so.cpus = (double)k->cpus;
-    if (wsync_plan_simulate(pl, &so, &sr, &err) != WSYNC_OK) return 0;
-    *pred = sr.seconds + k->rtt_s; /* and GO to DONE: one round trip */
-    *cpu_s = sr.cpu_seconds;
-    return 1;
-}
-
 static int push_run(const push_opts *o)
 {
     wsync_controller_options co;
@@ -1196,12 +1166,6 @@ static int push_run(const push_opts *o)
     unsigned char *have = (unsigned char *)calloc(n, 1);
     int pfd[2] = {-1, -1}, rdy[2] = {-1, -1}, failed = 0, bad = 0;
     double pace_span = 0;     /* --pace: the least a full step lasts */
-    /* --bench: each full step from the second against the simulator's
-       prediction with constants measured right before it */
-    push_consts bk;
-    uint64_t bench_B = 0;
-    unsigned pr_n = 0, bk_n = 0;
-    double pr_sum = 0, rp_sum = 0, cpu_sum = 0, ratio_sum = 0, best_ratio = 0;
     uint64_t s, committed = 0, full_tasks = 0, part_tasks = 0, part_bytes = 0, part_n = 0, full_n = 0, wrong = 0;
     double sum_t = 0, best_t = 0, first_t = 0, part_t = 0, full_t = 0;
     if (!pids || !reps || !have || pipe(pfd) != 0 || pipe(rdy) != 0) {
@@ -1245,10 +1209,6 @@ static int push_run(const push_opts *o)
     }
     if (!failed) {
         wsync_controller_plan_get(c, &plan);
-        bench_B = plan.max_trainer_bytes; /* --bench: the fabric measured with up to this per sender */
-        if (bench_B < (1u << 20)) bench_B = 1u << 20;
-        if (bench_B > (64u << 20)) bench_B = 64u << 20;
-        memset(&bk, 0, sizeof bk);
         printf("plan: %llu transfers, %.1f MB per step; per trainer %.1f MB max, %.1f MB min; "
                "%.1f MB per inference rank\n",
                (unsigned long long)plan.transfers, (double)plan.bytes / 1e6, (double)plan.max_trainer_bytes / 1e6,
@@ -1279,11 +1239,7 @@ static int push_run(const push_opts *o)
         uint64_t tasks = 0, bytes = 0;
         int part = o->partial > 0 && s % 2 == 0;
         wsync_result r;
-        double sp = 0, srp = 0, scpu = 0; /* --bench: this step's prediction, from constants measured now */
         push_wait_ready(rdy[0], o->trainers, (int)o->timeout_ms);
-        if (o->bench && !part && s > 1 && wsync_controller_plan_ref(c) && /* the ranks wait for GO */
-            push_predict(o, wsync_controller_plan_ref(c), bench_B, &bk, &sp, &srp, &scpu))
-            bk_n++;
         r = wsync_controller_go(c, s, &err);
         if (r == WSYNC_OK && o->kill_role == WSYNC_CTL_INFERENCE && o->kill_step == s &&
             (unsigned)o->kill_rank < o->inference)
@@ -1308,13 +1264,6 @@ static int push_run(const push_opts *o)
             }
             full_tasks = tasks;
             if (s > 1) full_t += tt, full_n++;
-            if (sp > 0) { /* measured over predicted, step by step (the machine's speed drifts) */
-                printf("bench: step %llu predicted %.3f ms with the constants measured before it (%.2f GB/s per "
-                       "sender); measured/predicted %.3f\n",
-                       (unsigned long long)s, sp * 1e3, bk.send_Bps / 1e9, tt / sp);
-                pr_sum += sp, rp_sum += srp, cpu_sum += scpu, ratio_sum += tt / sp, pr_n++;
-                if (best_ratio == 0 || tt / sp < best_ratio) best_ratio = tt / sp;
-            }
             sum_t += tt;
             if (s == 1) first_t = tt;
             if (best_t == 0 || tt < best_t) best_t = tt;
@@ -1341,23 +1290,45 @@ static int push_run(const push_opts *o)
                (double)plan.bytes / 1e6, fm > 0 ? pm / fm : 0.0,
                (double)part_bytes / (double)part_n / (double)(plan.bytes ? plan.bytes : 1));
     }
-    if (o->bench && !failed && committed) {
-        uint64_t nf = committed - part_n; /* full steps */
+    if (o->bench && !failed && committed) { /* the ranks wait for GO: the machine is ours */
+        const wsync_plan *pl = wsync_controller_plan_ref(c);
+        push_consts k;
+        wsync_plan_sim_options so;
+        wsync_plan_sim_result sr;
+        uint64_t B = plan.max_trainer_bytes;
         /* the first step faults the receivers' pages in: the mean of the later ones */
-        double mean = nf > 1 ? (sum_t - first_t) / (double)(nf - 1) : sum_t;
-        if (!wsync_controller_plan_ref(c)) printf("bench: no prediction: the greedy schedule is no plan\n");
-        else if (!pr_n) printf("bench: no prediction: measuring the fabric failed (or no full step after the first)\n");
+        uint64_t nf = committed - part_n; /* full steps */
+        double mean = nf > 1 ? (sum_t - first_t) / (double)(nf - 1) : sum_t, pred, replay = 0;
+        if (B < (1u << 20)) B = 1u << 20;
+        if (B > (64u << 20)) B = 64u << 20;
+        if (!pl) printf("bench: no prediction: the greedy schedule is no plan\n");
+        else if (!push_measure(o, B, &k)) printf("bench: no prediction: measuring the fabric failed\n");
         else {
-            printf("bench: measured constants before the last full step: %.2f GB/s per sender (%u at once), copy "
-                   "%.2f GB/s, quantize %.2f GB/s (a core's while all work, this data), task %.1f us, round trip "
-                   "%.1f us, %ld cpus; measured again before each full step from the second\n",
-                   bk.send_Bps / 1e9, o->trainers, bk.copy_Bps / 1e9, bk.quant_Bps / 1e9, bk.task_s * 1e6,
-                   bk.rtt_s * 1e6, bk.cpus);
-            printf("bench: step measured %.3f ms mean (%s), %.3f ms best; predicted %.3f ms (simulator on this plan, "
-                   "%u groups, mean of the steps' predictions; replay %.3f ms with a core per rank, CPU work over "
-                   "%ld cores %.3f ms); measured/predicted %.3f mean, %.3f best\n",
-                   mean * 1e3, part_n ? "full steps 3 on" : "steps 2 on", best_t * 1e3, pr_sum / pr_n * 1e3,
-                   plan.groups, rp_sum / pr_n * 1e3, bk.cpus, cpu_sum / pr_n * 1e3, ratio_sum / pr_n, best_ratio);
+            memset(&so, 0, sizeof so);
+            so.nic_gbps = k.send_Bps * 8 / 1e9;
+            so.recv_gbps = -1; /* folded into the concurrent senders' rate */
+            so.copy_gbps = k.copy_Bps * 8 / 1e9;
+            so.quant_gbps = k.quant_Bps * 8 / 1e9;
+            so.task_us = k.task_s > 0 ? k.task_s * 1e6 : -1;
+            so.barrier_us = k.rtt_s * 1e6 + 1e-3;
+            so.pace_gbps = o->pace; /* the trainers' pacing, as the controller sent it */
+            so.cpus = 0; /* the replay alone, for the record */
+            if (wsync_plan_simulate(pl, &so, &sr, &err) == WSYNC_OK) replay = sr.seconds + k.rtt_s;
+            so.cpus = (double)k.cpus;
+            if (wsync_plan_simulate(pl, &so, &sr, &err) != WSYNC_OK)
+                printf("bench: simulate: %s\n", err.message);
+            else {
+                pred = sr.seconds + k.rtt_s; /* and GO to DONE: one round trip */
+                printf("bench: measured constants: %.2f GB/s per sender (%u at once), copy %.2f GB/s, quantize "
+                       "%.2f GB/s (a core's while all work, this data), task %.1f us, round trip %.1f us, %ld cpus\n",
+                       k.send_Bps / 1e9, o->trainers, k.copy_Bps / 1e9, k.quant_Bps / 1e9, k.task_s * 1e6,
+                       k.rtt_s * 1e6, k.cpus);
+                printf("bench: step measured %.3f ms mean (%s), %.3f ms best; predicted %.3f ms (simulator on this plan, "
+                       "%u groups; replay %.3f ms with a core per rank, CPU work over %ld cores %.3f ms); "
+                       "measured/predicted %.3f mean, %.3f best\n",
+                       mean * 1e3, part_n ? "full steps 3 on" : "steps 2 on", best_t * 1e3, pred * 1e3, sr.n_groups,
+                       replay * 1e3, k.cpus, sr.cpu_seconds * 1e3, mean / pred, best_t / pred);
+            }
         }
     }
     wsync_controller_close(c);
