@@ -252,6 +252,19 @@ has "stall: step 2 stayed committed" "2 of 3 steps committed"
 has "stall: survivors keep step 2" "inference rank 1: version 2, 2 steps verified bit-exact"
 [ "$secs" -le 8 ] && pass "stall: fails within the timeout ($secs s)" || fail "stall: took $secs s"
 
+# ---- --bench: the simulator's prediction for the plan run, constants measured in the run ----
+run "--bench, 3 steps, two mesh groups" 0 "$bin" push-demo --steps 3 --bench --mesh-groups
+has "bench: the constants" "bench: measured constants:"
+python3 - "$tmp/out" <<'PY' && pass "bench: measured over predicted, positive and consistent" || fail "bench: the prediction line"
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'step measured ([\d.]+) ms mean .*?, ([\d.]+) ms best; predicted ([\d.]+) ms .*'
+              r'measured/predicted ([\d.]+) mean, ([\d.]+) best', t)
+mean, best, pred, rm, rb = map(float, m.groups())
+assert pred > 0 and abs(rm - mean / pred) < 0.01 * rm and abs(rb - best / pred) < 0.01 * rb, m.groups()
+PY
+has "bench: the throughput against process_vm_writev" "/ one process_vm_writev ="
+
 # ---- usage ----
 run "--help" 0 "$bin" push-demo --help
 has "--help names the backends" "--backend cma|shm|tcp"
