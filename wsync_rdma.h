@@ -237,12 +237,13 @@ How the planner chooses:
     a column slice is strided in a row shard, so it is packed (GATHER);
   - NICs: each task takes, of the sender's K NICs and of the receiver's K
     NICs, the one with the fewest bytes in this group (then overall);
-  - order: tasks into each receiver NIC are interleaved round-robin over
-    sender NICs, the senders rotated per receiver (receiver d starts with
-    sender d*S/D), which gives every task a virtual start time at its
-    receiver; each sender sends in the order of those times, so at any
-    moment the senders are spread over the receivers instead of queueing at
-    the same one.
+  - order: a list-scheduling pass of the simulator's model, per mesh
+    group: whenever a sender NIC is free it takes, of its remaining tasks
+    (the next one for each receiver NIC), the one that can start earliest
+    (receiver free, preparation done), ties to the receiver with the most
+    bytes still to come; each sender sends in the order of those starts,
+    so at any moment the senders are spread over the receivers instead of
+    queueing at the same one.
 Each task keeps the start the ordering pass gave it (wsync_plan_task.start,
 in bytes at line rate after its mesh group's start). An executor that
 paces (wsync_controller_options.pace_gbps) writes no task before that
