@@ -198,11 +198,15 @@ static void fz_rules(const wsync_ctl_msg *m)
         FZ_CHECK(m->role == WSYNC_CTL_TRAINER || m->role == WSYNC_CTL_INFERENCE, "ASSIGN role");
         FZ_CHECK(m->n_trainers && m->n_inference, "ASSIGN counts");
         FZ_CHECK(m->rank < (m->role == WSYNC_CTL_TRAINER ? m->n_trainers : m->n_inference), "ASSIGN rank");
-        for (i = 0; i < m->n_targets; i++) FZ_CHECK(m->targets[i].rank < m->n_inference, "ASSIGN target rank");
+        /* an inference rank, or n_inference + t: trainer t's gather inbox */
+        for (i = 0; i < m->n_targets; i++)
+            FZ_CHECK((uint64_t)m->targets[i].rank < (uint64_t)m->n_inference + m->n_trainers, "ASSIGN target rank");
         for (i = 0; i < m->n_transfers; i++) {
             const wsync_ctl_transfer *x = &m->transfers[i];
             uint64_t cap;
             FZ_CHECK(x->target < m->n_targets, "ASSIGN transfer target");
+            FZ_CHECK(!i || x->group != m->transfers[i - 1].group || x->start_us >= m->transfers[i - 1].start_us,
+                     "ASSIGN planned starts ascend within a group");
             cap = m->targets[x->target].desc.len;
             FZ_CHECK(x->len > 0 && x->len <= cap && x->dst_offset <= cap - x->len, "ASSIGN transfer inside");
         }
