@@ -1024,8 +1024,11 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
 WSYNC_DEF void wsync_controller_plan_get(const wsync_controller *c, wsync_controller_plan *out);
 /* The planner's plan the ranks execute (after accept, schedule PLAN), or
    NULL (GREEDY); it belongs to the controller. Its tasks of trainer r are
-   r's ASSIGN transfers one for one, in order, except the fp8 scale tasks
-   (WSYNC_PLAN_SCALES), which the transfer of their data task writes. */
+   r's ASSIGN transfers to inference ranks one for one, in order, except the
+   fp8 scale tasks (WSYNC_PLAN_SCALES), which the transfer of their data
+   task writes; with fp8 from row shards r's ASSIGN also holds the gather
+   transfers to trainers' inboxes (targets of rank >= n_inference), which
+   are no plan tasks. */
 WSYNC_DEF const struct wsync_plan *wsync_controller_plan_ref(const wsync_controller *c);
 /* One step: go, then finish. Steps increase. */
 WSYNC_DEF wsync_result wsync_controller_step(wsync_controller *c, uint64_t step, wsync_error *err);
