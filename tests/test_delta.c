@@ -3776,6 +3776,35 @@ static void test_packed_max_paths(void)
     }
     TEST_END();
 
+    TEST_BEGIN("packed-max: the portable class mask (8 bytes at a time) equals a byte-by-byte compare for every "
+               "class value, with neighbours that differ in one bit or by one");
+    {
+        unsigned c, j, bad = 0;
+        int round;
+        for (c = 0; c < 256; c++)
+            for (round = 0; round < 40; round++) {
+                uint8_t b[64];
+                uint64_t want = 0, got;
+                for (j = 0; j < 64; j++) {
+                    uint64_t x = td_next(&rng);
+                    switch (x % 6) {
+                    case 0: b[j] = (uint8_t)c; break;
+                    case 1: b[j] = (uint8_t)(c ^ (1u << (x >> 8) % 8)); break;
+                    case 2: b[j] = (uint8_t)(c + 1); break;
+                    case 3: b[j] = (uint8_t)(c - 1); break;
+                    case 4: b[j] = (uint8_t)(x >> 16 & 1 ? 0 : 0xFF); break;
+                    default: b[j] = (uint8_t)(x >> 24);
+                    }
+                    want |= (uint64_t)(b[j] == c) << j;
+                }
+                got = wsync__cmask_scalar(b, c);
+                if (got != want && bad++ < 5) CHECK_MSG(0, "class %u: mask %016llx, want %016llx", c,
+                                                        (unsigned long long)got, (unsigned long long)want);
+            }
+        CHECK(bad == 0);
+    }
+    TEST_END();
+
     TEST_BEGIN("packed-max: every code path's rank walk marks the members a rule picks, in runs of any length, "
                "and refuses a rank past its class");
     {
