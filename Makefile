@@ -34,7 +34,7 @@ SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
-.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply bench-fanout bench-probe bench-schedule bench-dir bench-pullmem fuzz fuzz-run demo clean FORCE python bench-python
+.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply bench-simd bench-fanout bench-probe bench-schedule bench-dir bench-pullmem fuzz fuzz-run demo clean FORCE python bench-python
 
 all: $(BUILD)/wsync
 
@@ -234,11 +234,31 @@ bench-dir: $(BUILD)/wsync
 bench-pullmem: $(BUILD)/wsync
 	tests/bench_dir.sh $(BUILD)/wsync --file --model qwen3-0.6b --steps 10 --work $(BUILD)/bench-pullmem
 
-# push-demo --bench over a grid of 14 configurations (fabrics, trainer and
+# push-demo --bench over a grid of 16 configurations (fabrics, trainer and
 # inference counts, bf16 and fp8, mesh groups): measured step time over the
 # simulator's prediction for the same plan, and the worst ratio.
 bench-schedule: $(BUILD)/wsync $(BUILD)/bench_probe
 	tests/bench_schedule.sh $(BUILD)/wsync
+
+# The SIMD figures of one machine in one short run (tests/bench_simd.sh:
+# the CPU head, AUTO's choice in 20 processes, bench_delta and bench_apply,
+# SIMD and portable builds). The binaries go to $(BUILD)/simd, built without
+# -march (every SIMD path is chosen at run time), so that the folder can be
+# carried to a machine lent for minutes and run there:
+# tests/bench_simd.sh build/simd /tmp/wb. About 2.5 GB in $(BUILD)/simd/work.
+SIMD_DIR := $(BUILD)/simd
+SIMD_BINS := $(SIMD_DIR)/bench_delta $(SIMD_DIR)/bench_apply $(SIMD_DIR)/bench_probe \
+             $(SIMD_DIR)/bench_delta_portable $(SIMD_DIR)/bench_apply_portable $(SIMD_DIR)/wsync
+$(SIMD_DIR):
+	mkdir -p $@
+$(SIMD_DIR)/bench_%: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(SIMD_DIR)
+	$(CC) $(STD) $(WARN) -O3 -I. -o $@ $< $(LIBS)
+$(SIMD_DIR)/bench_%_portable: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(SIMD_DIR)
+	$(CC) $(STD) $(WARN) -O3 -DWSYNC_NO_SIMD -I. -o $@ $< $(LIBS)
+$(SIMD_DIR)/wsync: $(TOOL_DEPS) | $(SIMD_DIR)
+	$(CC) $(STD) $(WARN) -O2 -I. -o $@ $(TOOL_SRCS) $(LIBS)
+bench-simd: $(SIMD_BINS)
+	tests/bench_simd.sh $(SIMD_DIR) $(SIMD_DIR)/work
 
 # bench_apply on files the tool wrote: steps 1 and 2 of BENCH_MODEL (2.4 GB
 # for qwen3-0.6b, kept in build/bench) and their delta in each encoding,
