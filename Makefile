@@ -109,16 +109,19 @@ $(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) |
 $(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ fuzz/replay.c $< $(LIBS)
 
+# The benches' target: this CPU's instructions everywhere (make bench-simd
+# builds them without, in $(BUILD)/simd, for other machines).
+BENCH_ARCH ?= -march=native
 $(BUILD)/bench_http: tests/bench_http.c tests/bench_cpu.h $(HEADERS) $(CONFIG) | $(BUILD)
-	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS) $(CURL_LIBS)
+	$(CC) $(STD) $(WARN) -O3 -g $(BENCH_ARCH) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
 $(BUILD)/bench_%: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
-	$(CC) $(STD) $(WARN) -O3 -g -march=native -I. -o $@ $< $(LIBS)
+	$(CC) $(STD) $(WARN) -O3 -g $(BENCH_ARCH) -I. -o $@ $< $(LIBS)
 
 # The portable build of a bench (WSYNC_NO_SIMD: no SIMD paths, the same
 # flags otherwise), run next to the SIMD one by make bench and bench-apply.
 $(BUILD)/bench_%_portable: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
-	$(CC) $(STD) $(WARN) -O3 -g -march=native -DWSYNC_NO_SIMD -I. -o $@ $< $(LIBS)
+	$(CC) $(STD) $(WARN) -O3 -g $(BENCH_ARCH) -DWSYNC_NO_SIMD -I. -o $@ $< $(LIBS)
 
 $(BUILD)/test_exhaustive: tests/test_exhaustive.c tests/check.h $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g -I. -o $@ $< $(LIBS)
@@ -242,23 +245,15 @@ bench-schedule: $(BUILD)/wsync $(BUILD)/bench_probe
 
 # The SIMD figures of one machine in one short run (tests/bench_simd.sh:
 # the CPU head, AUTO's choice in 20 processes, bench_delta and bench_apply,
-# SIMD and portable builds). The binaries go to $(BUILD)/simd, built without
-# -march (every SIMD path is chosen at run time), so that the folder can be
-# carried to a machine lent for minutes and run there:
-# tests/bench_simd.sh build/simd /tmp/wb. About 2.5 GB in $(BUILD)/simd/work.
-SIMD_DIR := $(BUILD)/simd
-SIMD_BINS := $(SIMD_DIR)/bench_delta $(SIMD_DIR)/bench_apply $(SIMD_DIR)/bench_probe \
-             $(SIMD_DIR)/bench_delta_portable $(SIMD_DIR)/bench_apply_portable $(SIMD_DIR)/wsync
-$(SIMD_DIR):
-	mkdir -p $@
-$(SIMD_DIR)/bench_%: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(SIMD_DIR)
-	$(CC) $(STD) $(WARN) -O3 -I. -o $@ $< $(LIBS)
-$(SIMD_DIR)/bench_%_portable: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(SIMD_DIR)
-	$(CC) $(STD) $(WARN) -O3 -DWSYNC_NO_SIMD -I. -o $@ $< $(LIBS)
-$(SIMD_DIR)/wsync: $(TOOL_DEPS) | $(SIMD_DIR)
-	$(CC) $(STD) $(WARN) -O2 -I. -o $@ $(TOOL_SRCS) $(LIBS)
-bench-simd: $(SIMD_BINS)
-	tests/bench_simd.sh $(SIMD_DIR) $(SIMD_DIR)/work
+# SIMD and portable builds). The binaries go to $(BUILD)/simd, built by the
+# rules above without -march (every SIMD path is chosen at run time) and
+# without libcurl, so that the folder can be carried to a machine lent for
+# minutes and run there: tests/bench_simd.sh build/simd /tmp/wb. About 2.5 GB
+# in $(BUILD)/simd/work while it runs.
+SIMD_BINS := bench_delta bench_apply bench_probe bench_delta_portable bench_apply_portable wsync
+bench-simd:
+	$(MAKE) --no-print-directory BUILD=$(BUILD)/simd BENCH_ARCH= HAVE_CURL= $(SIMD_BINS:%=$(BUILD)/simd/%)
+	tests/bench_simd.sh $(BUILD)/simd $(BUILD)/simd/work
 
 # bench_apply on files the tool wrote: steps 1 and 2 of BENCH_MODEL (2.4 GB
 # for qwen3-0.6b, kept in build/bench) and their delta in each encoding,

@@ -6767,8 +6767,9 @@ WSYNC__INLINE void wsync__pm_prefetch_run(const wsync__pm_walk *s, uint64_t sc)
    7 covers the rest), and the multiply gathers those eight bits into the top
    byte (bit 8k times 2^(56 - 7k) lands on bit 56 + k; the other products
    fall on distinct bits below 56 or past 63, so nothing carries). A byte at
-   a time took 0.35 us a change of a packed-max apply on an Intel Xeon
-   (family 6 model 207), 0.02 of a bare scatter: BENCHMARKS.md. */
+   a time, the portable packed-max apply took 0.54-0.69 us a change on an
+   Intel Xeon (family 6 model 207), 0.02 of a bare scatter, and 0.18-0.19
+   us this way: BENCHMARKS.md. */
 WSYNC__INLINE uint64_t wsync__cmask_scalar(const uint8_t *p, unsigned c)
 {
     const uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full, cc = 0x0101010101010101ull * (uint8_t)c;
