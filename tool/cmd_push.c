@@ -611,7 +611,20 @@ static void push_ready(int fd)
     }
 }
 
-static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, int rfd, int ready_fd)
+/* One byte on `fd` (the parent's fill pipe): the step is over for every
+   trainer, fill the next one. 0: the pipe closed (no further step). */
+static int push_await_fill(int fd)
+{
+    char c;
+    ssize_t got;
+    if (fd < 0) return 1;
+    do
+        got = read(fd, &c, 1);
+    while (got < 0 && errno == EINTR);
+    return got == 1;
+}
+
+static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, int rfd, int ready_fd, int fill_fd)
 {
     push_layout l;
     push_report rep;
@@ -722,6 +735,9 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
             raise(SIGSTOP);
         if (wsync_rank_done(r, step, res, res == WSYNC_OK ? "" : err.message, NULL) != WSYNC_OK) break;
         rep.version = step;
+        /* the next step's data once every trainer's step is over: filling
+           now would take the cores from the trainers still writing */
+        if (!push_await_fill(fill_fd)) continue; /* no further step: BYE comes next */
         push_fill_step(mem, &l, ++want);
         push_ready(ready_fd);
     }
@@ -1164,11 +1180,11 @@ static int push_run(const push_opts *o)
     pid_t *pids = (pid_t *)calloc(n, sizeof *pids);
     push_report *reps = (push_report *)calloc(n, sizeof *reps);
     unsigned char *have = (unsigned char *)calloc(n, 1);
-    int pfd[2] = {-1, -1}, rdy[2] = {-1, -1}, failed = 0, bad = 0;
+    int pfd[2] = {-1, -1}, rdy[2] = {-1, -1}, fil[2] = {-1, -1}, failed = 0, bad = 0;
     double pace_span = 0;     /* --pace: the least a full step lasts */
     uint64_t s, committed = 0, full_tasks = 0, part_tasks = 0, part_bytes = 0, part_n = 0, full_n = 0, wrong = 0;
     double sum_t = 0, best_t = 0, first_t = 0, part_t = 0, full_t = 0;
-    if (!pids || !reps || !have || pipe(pfd) != 0 || pipe(rdy) != 0) {
+    if (!pids || !reps || !have || pipe(pfd) != 0 || pipe(rdy) != 0 || pipe(fil) != 0) {
         fprintf(stderr, "push-demo: out of memory or pipe\n");
         return 1;
     }
@@ -1195,14 +1211,15 @@ static int push_run(const push_opts *o)
             int rc;
             close(pfd[0]);
             close(rdy[0]);
-            rc = i < o->trainers ? push_trainer_main(o, i, wsync_controller_port(c), pfd[1], rdy[1])
+            close(fil[1]);
+            rc = i < o->trainers ? push_trainer_main(o, i, wsync_controller_port(c), pfd[1], rdy[1], fil[0])
                                  : push_inference_main(o, i - o->trainers, wsync_controller_port(c), pfd[1]);
             _exit(rc);
         }
         pids[i] = p;
     }
     close(pfd[1]);
-    close(rdy[1]);
+    close(rdy[1]); /* fil[0] stays open here: a write to it never raises SIGPIPE */
     if (!failed && wsync_controller_accept(c, &err) != WSYNC_OK) {
         fprintf(stderr, "push-demo: joining: %s\n", err.message);
         failed = 1;
@@ -1273,7 +1290,13 @@ static int push_run(const push_opts *o)
                vt * 1e3, tt > 0 ? (double)bytes / tt / 1e9 : 0.0, o->inference, (unsigned long long)tasks,
                part ? " (partial)" : "");
         fflush(stdout);
+        if (s < o->steps) { /* every trainer may fill its next step now (a byte each) */
+            for (i = 0; i < o->trainers; i++)
+                if (write(fil[1], "f", 1) != 1) break;
+        }
     }
+    close(fil[1]); /* no further step: the trainers wait for BYE */
+    fil[1] = -1;
     if (committed && !wrong)
         printf("executed tasks match the plan: %llu tasks at every full step%s\n", (unsigned long long)full_tasks,
                part_n ? ", and at every partial step the tasks of the tensors the trainers named" : "");
@@ -1353,6 +1376,7 @@ static int push_run(const push_opts *o)
     }
     close(pfd[0]);
     close(rdy[0]);
+    close(fil[0]);
     for (i = o->trainers; i < n; i++) {
         push_report *r = &reps[i];
         unsigned ir = i - o->trainers;
