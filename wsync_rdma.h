@@ -299,6 +299,16 @@ target cluster, not the machine the simulator runs on:
               is exact when the work keeps every core busy to the end, and
               the replay (each rank its own core) is exact when no more
               ranks are busy than there are cores.
+  nic_senders 0: nic_gbps is the rate of one sender while all the group's
+              senders write at once. With cpus, the number of senders that
+              wrote at once when nic_gbps was measured (push-demo --bench:
+              every trainer): a core then writes at nic_gbps * max(1,
+              nic_senders / cpus), and a mesh group with fewer sending NICs
+              than that (each group of --mesh-groups sends from half the
+              trainers) writes faster per sender, at the same CPU work per
+              byte. Without it, such a group counted its writes at the
+              rate measured with every trainer sharing the cores: twice
+              their CPU work on 4 trainers, 2 cores and two groups.
 
 REVISIONS
 =========
@@ -313,7 +323,7 @@ REVISIONS
            wsync_controller_plan.gather_transfers and gather_bytes); a
            step's timeout at a barrier names the trainer the others wait
            for; on one host the staging arena comes from
-           wsync_fabric_host_alloc
+           wsync_fabric_host_alloc; wsync_plan_sim_options.nic_senders
     0.4.0  the simulator's cpus (ranks sharing the cores of one host: a
            group lasts at least its CPU work over the cores) and
            wsync_plan_sim_result.cpu_seconds;
@@ -1286,6 +1296,10 @@ typedef struct wsync_plan_sim_options {
     double pace_gbps;   /* [0: no pacing] the executor paces (wsync_controller_options.pace_gbps):
                            a sender starts no task before its mesh group's start plus the task's
                            planned start (wsync_plan_task.start) read at this rate */
+    double nic_senders; /* [0: each group's own] with cpus: how many senders were writing at once
+                           when nic_gbps was measured; a group of S sending NICs then writes at
+                           nic_gbps * max(1, nic_senders / cpus) * min(1, cpus / S) each
+                           (SIMULATOR) */
 } wsync_plan_sim_options;
 
 typedef struct wsync_plan_sim_result {
@@ -10773,18 +10787,29 @@ oom:
    with tasks, as the replay runs them), every task's start-up, and every
    write at the line rate holding min(1, cpus / S) of a core (S sending
    NICs of the group). */
-static double wsync__pl_cpu_work(const wsync__pl_sim *S, uint32_t g, double cpus)
+/* Group g's sending NICs (S->pending as scratch). */
+static uint64_t wsync__pl_senders(const wsync__pl_sim *S, uint32_t g)
 {
     const wsync_plan *p = S->p;
     uint64_t NS = (uint64_t)p->n_trainers * p->nics_per_rank, i, senders = 0;
-    double w = 0, bytes = 0, share;
     for (i = 0; i < NS; i++) S->pending[i] = 0;
-    for (i = 0; i < p->n_preps; i++) S->ready[i] = 0;
     for (i = 0; i < p->n_tasks; i++) {
         const wsync_plan_task *tk = &p->tasks[i];
         uint64_t sn = (uint64_t)tk->src_rank * p->nics_per_rank + tk->src_nic;
+        if (tk->group == g && !S->pending[sn]) S->pending[sn] = 1, senders++;
+    }
+    return senders;
+}
+
+static double wsync__pl_cpu_work(const wsync__pl_sim *S, uint32_t g, double cpus)
+{
+    const wsync_plan *p = S->p;
+    uint64_t i, senders = wsync__pl_senders(S, g);
+    double w = 0, bytes = 0, share;
+    for (i = 0; i < p->n_preps; i++) S->ready[i] = 0;
+    for (i = 0; i < p->n_tasks; i++) {
+        const wsync_plan_task *tk = &p->tasks[i];
         if (tk->group != g) continue;
-        if (!S->pending[sn]) S->pending[sn] = 1, senders++;
         S->ready[tk->prep] = 1;
         bytes += (double)tk->len;
         w += S->task_s;
@@ -10862,6 +10887,12 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     S.qbusy = S.qfree + p->n_trainers;
     for (g = 0; g < p->n_groups; g++) {
         double t0 = t;
+        if (o.cpus > 0 && o.nic_senders > 0) { /* this group's senders on the cores */
+            double sg = (double)wsync__pl_senders(&S, g);
+            S.rate = o.nic_gbps * 1e9 / 8 * (o.nic_senders > o.cpus ? o.nic_senders / o.cpus : 1.0) *
+                     (sg > o.cpus ? o.cpus / sg : 1.0);
+            if (o.recv_gbps == 0) S.rrate = S.rate;
+        }
         if ((r = wsync__pl_sim_group(&S, g, t0, err)) != WSYNC_OK) goto out;
         t = S.end;
         if (o.cpus > 0) { /* one host: at least the group's CPU work over the cores */

@@ -713,6 +713,43 @@ static void test_sim_cpus(void)
     CHECK_MSG(fabs(r.seconds - 1.5e-3) < 1e-12 && fabs(r.cpu_seconds - 0.75e-3) < 1e-12, "%.9f s, cpu %.9f s",
               r.seconds, r.cpu_seconds);
     TEST_END();
+
+    /* Plain writes of 0.5 MB, nic_gbps = 8 measured with both trainers
+       writing at once on one core: a core writes 16 Gb/s. One group: 1 MB
+       of writes on one core, 0.5 ms. Two groups of one sender each (mesh
+       groups): each sender has the core to itself, 0.25 ms a group, 0.5 ms
+       in all; counted at the rate measured with both writing it would be
+       twice that. */
+    TEST_BEGIN("simulation: cpus and nic_senders, a mesh group of fewer senders writes on the cores they leave");
+    for (i = 0; i < 2; i++) {
+        pr[i].flags = 0;
+        pr[i].dtype = WSYNC_DTYPE_BF16;
+        pr[i].temp_bytes = 0;
+    }
+    memset(&o, 0, sizeof o);
+    o.nic_gbps = 8;
+    o.task_us = -1;
+    o.barrier_us = -1;
+    o.recv_gbps = -1;
+    o.cpus = 1;
+    o.nic_senders = 2;
+    CHECK(wsync_plan_simulate(&p, &o, &r, &e) == WSYNC_OK);
+    CHECK_MSG(fabs(r.seconds - 0.5e-3) < 1e-12 && fabs(r.cpu_seconds - 0.5e-3) < 1e-12, "one group: %.9f s, cpu %.9f s",
+              r.seconds, r.cpu_seconds);
+    pr[1].group = tk[1].group = 1;
+    p.n_groups = 2;
+    CHECK(wsync_plan_simulate(&p, &o, &r, &e) == WSYNC_OK);
+    CHECK_MSG(fabs(r.seconds - 0.5e-3) < 1e-12 && fabs(r.group_seconds[0] - 0.25e-3) < 1e-12 &&
+                  fabs(r.group_seconds[1] - 0.25e-3) < 1e-12,
+              "two groups: %.9f s (%.9f + %.9f)", r.seconds, r.group_seconds[0], r.group_seconds[1]);
+    o.nic_senders = 0; /* nic_gbps as each group's own senders' rate */
+    CHECK(wsync_plan_simulate(&p, &o, &r, &e) == WSYNC_OK);
+    CHECK_MSG(fabs(r.seconds - 1e-3) < 1e-12, "two groups, nic_senders 0: %.9f s", r.seconds);
+    o.cpus = 0; /* without cpus, nic_senders changes nothing */
+    o.nic_senders = 2;
+    CHECK(wsync_plan_simulate(&p, &o, &r, &e) == WSYNC_OK);
+    CHECK_MSG(fabs(r.seconds - 1e-3) < 1e-12, "two groups, cpus 0: %.9f s", r.seconds);
+    TEST_END();
 }
 
 /* ---- input checks and allocation failures ---- */

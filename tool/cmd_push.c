@@ -1025,7 +1025,11 @@ static void *push_cq_main(void *p)
 
 /* T writers (each its own sender fabric, as each trainer has) into I
    receivers (writer t into receiver t mod I), in this process: the rate one
-   sender gets while all write at once, best of 3; then the small-write cost. */
+   sender gets while all write at once, best of 3; then the small-write cost.
+   Each writer writes B bytes (its trainer's, at most 64 MiB: 1 GiB, the
+   span of a whole step, was tried and predicted no better on this guest,
+   0.72-1.68 where 64 MiB gave 0.76-1.56, at 20-30 s more a run). */
+
 static int push_measure(const push_opts *o, uint64_t B, push_consts *c)
 {
     unsigned T = o->trainers, I = o->inference, t, rep;
@@ -1042,11 +1046,12 @@ static int push_measure(const push_opts *o, uint64_t B, push_consts *c)
     c->cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (c->cpus < 1) c->cpus = 1;
     for (t = 0; ok && t < I; t++) {
+        uint64_t len = t < T ? per : 4096; /* a receiver no writer writes to */
         ok = push_fabric_open(o, 0, &rf[t], &e) == WSYNC_OK;
-        if (ok && shm) ok = wsync_fabric_host_alloc(&rf[t], per, &rmem[t], &e) == WSYNC_OK;
-        else if (ok && !(rmem[t] = calloc(1, (size_t)per))) ok = 0;
-        if (ok) memset(rmem[t], 1, (size_t)per);
-        if (ok) ok = rf[t].reg(rf[t].user, rmem[t], per, WSYNC_MEM_HOST, &rmr[t], &rd[t], &e) == WSYNC_OK;
+        if (ok && shm) ok = wsync_fabric_host_alloc(&rf[t], len, &rmem[t], &e) == WSYNC_OK;
+        else if (ok && !(rmem[t] = calloc(1, (size_t)len))) ok = 0;
+        if (ok) memset(rmem[t], 1, (size_t)len);
+        if (ok) ok = rf[t].reg(rf[t].user, rmem[t], len, WSYNC_MEM_HOST, &rmr[t], &rd[t], &e) == WSYNC_OK;
     }
     for (t = 0; ok && t < T; t++) {
         wsync_fabric_desc unused;
@@ -1335,6 +1340,7 @@ static int push_run(const push_opts *o)
             so.task_us = k.task_s > 0 ? k.task_s * 1e6 : -1;
             so.barrier_us = k.rtt_s * 1e6 + 1e-3;
             so.pace_gbps = o->pace; /* the trainers' pacing, as the controller sent it */
+            so.nic_senders = o->trainers; /* push_measure's writers, all at once */
             so.cpus = 0; /* the replay alone, for the record */
             if (wsync_plan_simulate(pl, &so, &sr, &err) == WSYNC_OK) replay = sr.seconds + k.rtt_s;
             so.cpus = (double)k.cpus;
