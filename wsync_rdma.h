@@ -10783,10 +10783,6 @@ oom:
     return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: events");
 }
 
-/* cpus > 0: group g's CPU work in core-seconds: its preparations (those
-   with tasks, as the replay runs them), every task's start-up, and every
-   write at the line rate holding min(1, cpus / S) of a core (S sending
-   NICs of the group). */
 /* Group g's sending NICs (S->pending as scratch). */
 static uint64_t wsync__pl_senders(const wsync__pl_sim *S, uint32_t g)
 {
@@ -10801,6 +10797,10 @@ static uint64_t wsync__pl_senders(const wsync__pl_sim *S, uint32_t g)
     return senders;
 }
 
+/* cpus > 0: group g's CPU work in core-seconds: its preparations (those
+   with tasks, as the replay runs them), every task's start-up, and every
+   write at the line rate holding min(1, cpus / S) of a core (S sending
+   NICs of the group). */
 static double wsync__pl_cpu_work(const wsync__pl_sim *S, uint32_t g, double cpus)
 {
     const wsync_plan *p = S->p;
@@ -10910,7 +10910,7 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
         if (S.qbusy[i] > out->prep_max_seconds) out->prep_max_seconds = S.qbusy[i];
     }
     wsync_plan_stats_get(p, &st);
-    out->bound_seconds = (double)(st.send_max > st.recv_max ? st.send_max : st.recv_max) / S.rate;
+    out->bound_seconds = (double)(st.send_max > st.recv_max ? st.send_max : st.recv_max) / (o.nic_gbps * 1e9 / 8);
 out:
     wsync__rdma_free(&S.a, S.ev);
     wsync__rdma_free(&S.a, S.nic_first);

@@ -1026,10 +1026,9 @@ static void *push_cq_main(void *p)
 /* T writers (each its own sender fabric, as each trainer has) into I
    receivers (writer t into receiver t mod I), in this process: the rate one
    sender gets while all write at once, best of 3; then the small-write cost.
-   Each writer writes B bytes (its trainer's, at most 64 MiB: 1 GiB, the
-   span of a whole step, was tried and predicted no better on this guest,
-   0.72-1.68 where 64 MiB gave 0.76-1.56, at 20-30 s more a run). */
-
+   Each writer writes B bytes, its trainer's up to 64 MiB (up to 1 GiB, a
+   whole step's span, was tried: the schedule grid's predictions were no
+   closer on a 2-core guest, and each run took 20-30 s more). */
 static int push_measure(const push_opts *o, uint64_t B, push_consts *c)
 {
     unsigned T = o->trainers, I = o->inference, t, rep;
