@@ -322,7 +322,8 @@ REVISIONS
            gather inbox (WSYNC_CTL_INBOX, targets at trainers,
            wsync_controller_plan.gather_transfers and gather_bytes); a
            step's timeout at a barrier names the trainer the others wait
-           for; on one host the staging arena comes from
+           for, and so does a trainer's failed DONE while one lags (a
+           writer to a stalled trainer's gather inbox); on one host the staging arena comes from
            wsync_fabric_host_alloc; wsync_plan_sim_options.nic_senders
     0.4.0  the simulator's cpus (ranks sharing the cores of one host: a
            group lasts at least its CPU work over the cores) and
@@ -7722,6 +7723,19 @@ static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t
     return WSYNC_OK;
 }
 
+/* A step with mesh groups: the first trainer in [from, to) but `skip` with
+   no DONE yet that has not reached a barrier where another trainer waits,
+   `to` when none. The one the others wait for, to name when the step fails. */
+static unsigned wsync__ctl_lagging(const wsync_controller *c, unsigned from, unsigned to, unsigned skip,
+                                   const unsigned char *got, const unsigned char *next, const uint32_t *reached)
+{
+    unsigned i;
+    if (c->n_groups < 2) return to;
+    for (i = from; i < to; i++)
+        if (i != skip && !got[i - from] && next[i] + 1u < c->n_groups && reached[next[i]] > 0) return i;
+    return to;
+}
+
 static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsigned to, uint32_t type, uint64_t step,
                                        wsync_error *err)
 {
@@ -7745,13 +7759,12 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
         int64_t left = deadline - wsync__rdma_now_ms();
         int pr;
         if (left <= 0) {
-            unsigned lag = to;
+            unsigned lag;
             for (i = from; i < to && got[i - from]; i++) {
             }
             /* mesh groups: the trainer the others wait for at a barrier is the one to name */
-            for (lag = i; type == WSYNC_CTL_DONE && lag < to && c->n_groups > 1; lag++)
-                if (!got[lag - from] && next[lag] + 1u < c->n_groups && reached[next[lag]] > 0) break;
-            if (type == WSYNC_CTL_DONE && lag < to && c->n_groups > 1)
+            lag = type == WSYNC_CTL_DONE ? wsync__ctl_lagging(c, from, to, to, got, next, reached) : to;
+            if (lag < to)
                 r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
                                      "step %llu: %s reached no barrier of mesh group %u within %u ms (%u trainers wait "
                                      "there)",
@@ -7795,8 +7808,20 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                                      (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(m.type),
                                      (unsigned long long)m.step, m.text);
             } else if (m.status != WSYNC_OK) {
-                r = wsync__rdma_fail(err, m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO,
-                                     "step %llu: %s failed: %s", (unsigned long long)step, c->m[i].name, m.text);
+                /* a trainer whose writes to a stalled trainer's inbox (a
+                   gather) went unacknowledged fails first, naming only an
+                   address: the stalled one is the trainer the others wait for */
+                unsigned lag = type == WSYNC_CTL_DONE ? wsync__ctl_lagging(c, from, to, i, got, next, reached) : to;
+                wsync_result why = m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO;
+                if (lag < to)
+                    r = wsync__rdma_fail(err, why,
+                                         "step %llu: %s failed while %s reached no barrier of mesh group %u (%u "
+                                         "trainers wait there): %s",
+                                         (unsigned long long)step, c->m[i].name, c->m[lag].name, (unsigned)next[lag],
+                                         (unsigned)reached[next[lag]], m.text);
+                else
+                    r = wsync__rdma_fail(err, why, "step %llu: %s failed: %s", (unsigned long long)step, c->m[i].name,
+                                         m.text);
             } else {
                 got[i - from] = 1;
                 waiting--;

@@ -1666,6 +1666,9 @@ typedef struct rk {
     unsigned port;
     /* behaviour */
     uint64_t close_at, silent_at, fail_commit_at;
+    unsigned close_wait_ms;           /* trainers at close_at: this long between the writes and the close */
+    uint64_t fail_at;                 /* trainers: no writes, fail_wait_ms, then a DONE that failed */
+    unsigned fail_wait_ms;
     uint64_t skip_at, twice_at;       /* trainers: leave transfer 0 out, or write it twice */
     uint64_t select_at, late_at;      /* trainers: select sel (the names it holds), before or after the push */
     const char *const *sel;
@@ -1861,11 +1864,19 @@ static void *trainer_main(void *p)
             uint32_t n = 0;
             wsync_rank_transfers(r->r, &n);
             wsync_rank_push_some(r->r, 0, n / 2, 1, NULL);
+            if (r->close_wait_ms) sleep_ms(r->close_wait_ms);
             wsync_rank_close(r->r);
             r->r = NULL;
             break;
         }
         if (step == r->select_at) rk_select(r);
+        if (step == r->fail_at) {
+            sleep_ms(r->fail_wait_ms);
+            if (wsync_rank_done(r->r, step, WSYNC_ERR_IO, "flush: 127.0.0.1:9 region 2: no acknowledgement", &e) !=
+                WSYNC_OK)
+                break;
+            continue;
+        }
         if (step == r->skip_at || step == r->twice_at) {
             uint32_t n = 0;
             wsync_rank_transfers(r->r, &n);
@@ -2403,6 +2414,71 @@ static void test_mesh_group_stall(void)
         CHECK(now_ms() - t0 < 3000);
         CHECK_MSG(has(e.message, "trainer rank"), "%s", e.message);
         CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+    } else {
+        CHECK(0);
+    }
+    world_end(&w);
+    TEST_END();
+}
+
+/* three trainers, row thirds of embed (mesh group 0) and layer.1.w (group 1) */
+static int mesh_world3(world *w, unsigned step_ms)
+{
+    static const uint64_t e0[4] = {0, 21, 42, 64}, l0[4] = {0, 3, 6, 10};
+    unsigned i, k;
+    memset(w, 0, sizeof *w);
+    w->nt = 3, w->ni = 2;
+    for (k = 0; k < 3; k++) {
+        rk_init(&w->t[k], WSYNC_CTL_TRAINER, k);
+        rk_add(&w->t[k], 0, e0[k], k == 2 ? UINT64_MAX : e0[k + 1] - e0[k], 0);
+        rk_add(&w->t[k], 4, l0[k], k == 2 ? UINT64_MAX : l0[k + 1] - l0[k], 0);
+        w->t[k].t[1].group = 1;
+    }
+    for (k = 0; k < 2; k++) {
+        rk_init(&w->in[k], WSYNC_CTL_INFERENCE, k);
+        rk_add(&w->in[k], 0, 0, UINT64_MAX, 0);
+        rk_add(&w->in[k], 4, 0, UINT64_MAX, 0);
+    }
+    if (!world_start(w, 5000, step_ms)) return 0;
+    if (world_accepted(w) != WSYNC_OK) {
+        printf("  accept: %s\n", w->g.acc_err.message);
+        return 0;
+    }
+    for (i = 0; i < 2; i++)
+        if (!w->in[i].r) return 0;
+    return 1;
+}
+
+static void test_mesh_group_fail_names_lagging(void)
+{
+    static world w;
+    wsync_error e;
+    TEST_BEGIN("controller: a trainer fails while another never reached the barrier: the failure names both");
+    if (mesh_world3(&w, 5000)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        /* trainer 1 stops inside group 0; trainer 2 fails (as a writer to a
+           stalled trainer's inbox does) once trainer 0 waits at the barrier */
+        w.t[1].close_at = 2;
+        w.t[1].close_wait_ms = 1500;
+        w.t[2].fail_at = 2;
+        w.t[2].fail_wait_ms = 300;
+        CHECK(wsync_controller_step(w.g.c, 2, &e) == WSYNC_ERR_IO);
+        CHECK_MSG(has(e.message, "step 2: trainer rank 2 failed while trainer rank 1 reached no barrier of mesh "
+                                 "group 0 (1 trainers wait there): flush: 127.0.0.1:9 region 2"),
+                  "%s", e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+    } else {
+        CHECK(0);
+    }
+    world_end(&w);
+    /* no trainer lags: the failure alone */
+    if (mesh_world3(&w, 5000)) {
+        w.t[2].fail_at = 1;
+        w.t[2].fail_wait_ms = 300;
+        CHECK(wsync_controller_step(w.g.c, 1, &e) == WSYNC_ERR_IO);
+        CHECK_MSG(has(e.message, "step 1: trainer rank 2 failed: flush: 127.0.0.1:9") &&
+                      !has(e.message, "reached no barrier"),
+                  "%s", e.message);
     } else {
         CHECK(0);
     }
@@ -3757,6 +3833,7 @@ int main(void)
     int64_t t0 = now_ms();
     test_mesh_groups();
     test_mesh_group_stall();
+    test_mesh_group_fail_names_lagging();
     bug_f8_as_stored();
     bug_fp8_one_row_stride();
     test_round_trip();

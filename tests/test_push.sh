@@ -144,7 +144,8 @@ for b in cma tcp; do
     [ "$secs" -le 10 ] && pass "$b gather kill: fails within the timeout ($secs s)" || fail "$b gather kill: took $secs s"
     run "$b: a trainer stalled in the middle of the gather" 1 "$bin" push-demo --backend $b --fp8 --block 32 --steps 3 \
         --stall-mid trainer:2@2 --timeout-ms 1500
-    has "$b gather stall: the stalled trainer is named" "trainer rank 2 reached no barrier of mesh group 0 within 1500 ms"
+    # named by the step's timeout, or beside a writer whose flush into its inbox went unacknowledged first
+    has "$b gather stall: the stalled trainer is named" "trainer rank 2 reached no barrier of mesh group 0"
     has "$b gather stall: inference 0 keeps step 1" "inference rank 0: version 1, 1 steps verified bit-exact"
     hasnt "$b gather stall: no process hangs" "did not end in time"
     [ "$secs" -le 10 ] && pass "$b gather stall: fails within the timeout ($secs s)" || fail "$b gather stall: took $secs s"
