@@ -13,7 +13,12 @@ while [ $# -gt 0 ]; do case $1 in --model) MODEL=$2; shift 2;; --steps) STEPS=$2
 # the CPU head every bench prints (tests/bench_cpu.h), from the bench_probe built beside W
 probe=$(dirname "$W")/bench_probe
 [ -x "$probe" ] && "$probe" --head bench_schedule
-printf '%-5s %-4s %-32s %10s %10s %10s %8s %8s\n' fabric T-I config "mean ms" "best ms" "pred ms" "mean/p" "best/p"
+# pred/mean/p/best/p: the constants measured once after the steps (the
+# sender rate the best of 3 rounds); step-p mean/best: each step against
+# the sender rate probed right after it (this guest changes speed within
+# seconds). The summary reads the per-step ratio.
+printf '%-5s %-4s %-32s %10s %10s %10s %8s %8s %8s %8s\n' fabric T-I config "mean ms" "best ms" "pred ms" "mean/p" "best/p" \
+    "step-p" "best"
 ratios=(); failed=0
 while read -r b T I cfg; do
     opts=${cfg//,/ }; [ "$opts" = "-" ] && opts=""
@@ -21,8 +26,14 @@ while read -r b T I cfg; do
     line=$(grep '^bench: step measured' <<<"$out")
     if [ -z "$line" ]; then printf '%-5s %-4s %-32s FAILED: %s\n' "$b" "$T-$I" "$cfg" "$(tail -n 1 <<<"$out")"; failed=$((failed + 1)); continue; fi
     read -r mean best pred rm rb < <(sed -E 's/.*measured ([0-9.]+) ms mean \(steps 2 on\), ([0-9.]+) ms best; predicted ([0-9.]+) ms.*predicted ([0-9.]+) mean, ([0-9.]+) best/\1 \2 \3 \4 \5/' <<<"$line")
-    printf '%-5s %-4s %-32s %10s %10s %10s %8s %8s\n' "$b" "$T-$I" "$cfg" "$mean" "$best" "$pred" "$rm" "$rb"
-    ratios+=("$rm")
+    each=$(grep '^bench: each step against' <<<"$out")
+    if [ -n "$each" ]; then
+        read -r sm sb < <(sed -E 's/.*measured\/predicted ([0-9.]+) mean, ([0-9.]+) best/\1 \2/' <<<"$each")
+    else
+        sm=$rm; sb=$rb
+    fi
+    printf '%-5s %-4s %-32s %10s %10s %10s %8s %8s %8s %8s\n' "$b" "$T-$I" "$cfg" "$mean" "$best" "$pred" "$rm" "$rb" "$sm" "$sb"
+    ratios+=("$sm")
 done <<'GRID'
 cma 4 2 -
 cma 2 4 -

@@ -264,6 +264,17 @@ m = re.search(r'step measured ([\d.]+) ms mean .*?, ([\d.]+) ms best; predicted 
 mean, best, pred, rm, rb = map(float, m.groups())
 assert pred > 0 and abs(rm - mean / pred) < 0.01 * rm and abs(rb - best / pred) < 0.01 * rb, m.groups()
 PY
+# each full step from the second on against the sender rate probed right
+# after it: steps 2 and 3; the best step's ratio is at most the mean's
+# (the mean is the steps' times over their predictions, summed)
+python3 - "$tmp/out" <<'PY' && pass "bench: each step against its own probe" || fail "bench: the per-step line"
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'each step against the sender rate probed right after it \(([\d.]+)-([\d.]+) GB/s per sender, '
+              r'(\d+) steps\): predicted ([\d.]+) ms mean; measured/predicted ([\d.]+) mean, ([\d.]+) best', t)
+lo, hi, n, pred, rm, rb = map(float, m.groups())
+assert 0 < lo <= hi and n == 2 and pred > 0 and 0 < rb <= rm + 0.001, m.groups()
+PY
 has "bench: the throughput against process_vm_writev" "/ one process_vm_writev ="
 
 # ---- usage ----

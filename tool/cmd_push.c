@@ -790,7 +790,8 @@ static const char *push_usage =
     "plan run, with constants measured here in the same run (the senders' rate all at once,\n"
     "a core's copy and quantize rates on this data while every core works, per-task cost,\n"
     "round trip, and the cores: every rank shares them), next to the measured step (GO, once\n"
-    "every trainer holds its data, to the last DONE).\n"
+    "every trainer holds its data, to the last DONE), and each step against the senders'\n"
+    "rate probed right after it.\n"
     "--pace G paces the planner's schedule: no trainer writes a task before its mesh group's\n"
     "start plus the task's planned start read at G Gb/s (senders keep the plan instead of\n"
     "taking receivers first come, first served); a step then lasts at least the last planned\n"
@@ -1023,66 +1024,146 @@ static void *push_cq_main(void *p)
     return NULL;
 }
 
-/* T writers (each its own sender fabric, as each trainer has) into I
-   receivers (writer t into receiver t mod I), in this process: the rate one
-   sender gets while all write at once, best of 3; then the small-write cost.
-   Each writer writes B bytes, its trainer's up to 64 MiB (up to 1 GiB, a
-   whole step's span, was tried: the schedule grid's predictions were no
-   closer on a 2-core guest, and each run took 20-30 s more). */
-static int push_measure(const push_opts *o, uint64_t B, push_consts *c)
+/* The bytes each of push_probe's writers writes in a round: its trainer's
+   step, 1 to 64 MiB (one round of up to 1 GiB, a whole step's span, was
+   tried: the schedule grid's predictions were no closer on a 2-core guest,
+   and each run took 20-30 s more). */
+static uint64_t push_bench_bytes(const wsync_controller_plan *plan)
 {
-    unsigned T = o->trainers, I = o->inference, t, rep;
-    wsync_fabric *rf = (wsync_fabric *)calloc(I, sizeof *rf);
-    wsync_fabric_mr **rmr = (wsync_fabric_mr **)calloc(I, sizeof *rmr);
-    wsync_fabric_desc *rd = (wsync_fabric_desc *)calloc(I, sizeof *rd);
-    void **rmem = (void **)calloc(I, sizeof *rmem);
-    push_mw *w = (push_mw *)calloc(T, sizeof *w);
-    pthread_t *th = (pthread_t *)calloc(T, sizeof *th);
-    uint64_t per = (T + I - 1) / I * B + 16 * 4096;
-    int shm = strcmp(o->backend, "shm") == 0, ok = rf && rmr && rd && rmem && w && th;
+    uint64_t B = plan->max_trainer_bytes;
+    if (B < (1u << 20)) B = 1u << 20;
+    if (B > (64u << 20)) B = 64u << 20;
+    return B;
+}
+
+/* T writers (each its own sender fabric, as each trainer has) into I
+   receivers (writer t into receiver t mod I), threads of this process,
+   each writing B bytes a round, all at once; set up once: --bench runs it after
+   each step, for as many bytes as the step's, as well as after the run,
+   so that each step has a sender rate measured within a second of it
+   (this guest changes speed that often). */
+typedef struct push_probe {
+    unsigned T, I;
+    int shm;
+    uint64_t B, per;
+    wsync_fabric *rf;
+    wsync_fabric_mr **rmr;
+    wsync_fabric_desc *rd;
+    void **rmem;
+    push_mw *w;
+    pthread_t *th;
+} push_probe;
+
+static void push_probe_close(push_probe *p)
+{
+    unsigned t;
+    for (t = 0; p->w && t < p->T; t++) {
+        if (p->w[t].f.close) wsync_fabric_close(&p->w[t].f);
+        free(p->w[t].src);
+    }
+    for (t = 0; p->rf && t < p->I; t++) {
+        if (p->rmr && p->rmr[t]) p->rf[t].dereg(p->rf[t].user, p->rmr[t]);
+        if (p->rmem && p->rmem[t] && p->shm) wsync_fabric_host_free(&p->rf[t], p->rmem[t]);
+        else if (p->rmem) free(p->rmem[t]);
+        if (p->rf[t].close) wsync_fabric_close(&p->rf[t]);
+    }
+    free(p->rf);
+    free(p->rmr);
+    free(p->rd);
+    free(p->rmem);
+    free(p->w);
+    free(p->th);
+    memset(p, 0, sizeof *p);
+}
+
+static int push_probe_open(const push_opts *o, uint64_t B, push_probe *p)
+{
+    unsigned T = o->trainers, I = o->inference, t;
     wsync_error e;
+    int ok;
+    memset(p, 0, sizeof *p);
+    p->T = T, p->I = I, p->B = B;
+    p->per = (T + I - 1) / I * B + 16 * 4096;
+    p->shm = strcmp(o->backend, "shm") == 0;
+    p->rf = (wsync_fabric *)calloc(I, sizeof *p->rf);
+    p->rmr = (wsync_fabric_mr **)calloc(I, sizeof *p->rmr);
+    p->rd = (wsync_fabric_desc *)calloc(I, sizeof *p->rd);
+    p->rmem = (void **)calloc(I, sizeof *p->rmem);
+    p->w = (push_mw *)calloc(T, sizeof *p->w);
+    p->th = (pthread_t *)calloc(T, sizeof *p->th);
+    ok = p->rf && p->rmr && p->rd && p->rmem && p->w && p->th;
+    for (t = 0; ok && t < I; t++) {
+        uint64_t len = t < T ? p->per : 4096; /* a receiver no writer writes to */
+        ok = push_fabric_open(o, 0, &p->rf[t], &e) == WSYNC_OK;
+        if (ok && p->shm) ok = wsync_fabric_host_alloc(&p->rf[t], len, &p->rmem[t], &e) == WSYNC_OK;
+        else if (ok && !(p->rmem[t] = calloc(1, (size_t)len))) ok = 0;
+        if (ok) memset(p->rmem[t], 1, (size_t)len);
+        if (ok) ok = p->rf[t].reg(p->rf[t].user, p->rmem[t], len, WSYNC_MEM_HOST, &p->rmr[t], &p->rd[t], &e) == WSYNC_OK;
+    }
+    for (t = 0; ok && t < T; t++) {
+        push_mw *w = &p->w[t];
+        wsync_fabric_desc unused;
+        w->len = B;
+        w->at = (t / I) * B;
+        ok = push_fabric_open(o, 1, &w->f, &e) == WSYNC_OK && (w->src = (uint8_t *)malloc((size_t)B)) != NULL;
+        if (ok) memset(w->src, 0x5A, (size_t)B);
+        if (ok) ok = w->f.reg(w->f.user, w->src, B, WSYNC_MEM_HOST, &w->mr, &unused, &e) == WSYNC_OK;
+        if (ok) ok = w->f.open_remote(w->f.user, &p->rd[t % I], &w->rem, &e) == WSYNC_OK;
+    }
+    if (!ok) push_probe_close(p);
+    return ok;
+}
+
+/* `rounds` rounds, each every writer its B bytes at once: the bytes a
+   writer wrote over the time, 0 when a write failed. */
+static double push_probe_rate(push_probe *p, unsigned rounds)
+{
+    unsigned t, k;
+    int ok = 1;
+    double s = push_now(), d;
+    for (k = 0; ok && k < rounds; k++) {
+        for (t = 0; t < p->T; t++) pthread_create(&p->th[t], NULL, push_mw_main, &p->w[t]);
+        for (t = 0; t < p->T; t++) pthread_join(p->th[t], NULL);
+        for (t = 0; t < p->T; t++) ok = ok && p->w[t].ok;
+    }
+    d = push_now() - s;
+    return ok && d > 0 ? (double)p->B * rounds / d : 0;
+}
+
+/* The constants: the rate one sender gets while all write at once, the
+   best of 3 rounds of `p`; then the small-write cost, the executor's
+   hand-offs, a core's copy and quantize rates, a round trip. */
+static int push_measure(const push_opts *o, push_probe *p, push_consts *c)
+{
+    unsigned T = o->trainers, I = o->inference, rep;
+    int ok = 1;
     memset(c, 0, sizeof *c);
     c->cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (c->cpus < 1) c->cpus = 1;
-    for (t = 0; ok && t < I; t++) {
-        uint64_t len = t < T ? per : 4096; /* a receiver no writer writes to */
-        ok = push_fabric_open(o, 0, &rf[t], &e) == WSYNC_OK;
-        if (ok && shm) ok = wsync_fabric_host_alloc(&rf[t], len, &rmem[t], &e) == WSYNC_OK;
-        else if (ok && !(rmem[t] = calloc(1, (size_t)len))) ok = 0;
-        if (ok) memset(rmem[t], 1, (size_t)len);
-        if (ok) ok = rf[t].reg(rf[t].user, rmem[t], len, WSYNC_MEM_HOST, &rmr[t], &rd[t], &e) == WSYNC_OK;
-    }
-    for (t = 0; ok && t < T; t++) {
-        wsync_fabric_desc unused;
-        w[t].len = B;
-        w[t].at = (t / I) * B;
-        ok = push_fabric_open(o, 1, &w[t].f, &e) == WSYNC_OK && (w[t].src = (uint8_t *)malloc((size_t)B)) != NULL;
-        if (ok) memset(w[t].src, 0x5A, (size_t)B);
-        if (ok) ok = w[t].f.reg(w[t].f.user, w[t].src, B, WSYNC_MEM_HOST, &w[t].mr, &unused, &e) == WSYNC_OK;
-        if (ok) ok = w[t].f.open_remote(w[t].f.user, &rd[t % I], &w[t].rem, &e) == WSYNC_OK;
-    }
     for (rep = 0; ok && rep < 3; rep++) {
-        double s = push_now(), d;
-        for (t = 0; t < T; t++) pthread_create(&th[t], NULL, push_mw_main, &w[t]);
-        for (t = 0; t < T; t++) pthread_join(th[t], NULL);
-        d = push_now() - s;
-        for (t = 0; t < T; t++) ok = ok && w[t].ok;
-        if (ok && (c->send_Bps == 0 || (double)B / d > c->send_Bps)) c->send_Bps = (double)B / d;
+        double r = push_probe_rate(p, 1);
+        ok = r > 0;
+        if (r > c->send_Bps) c->send_Bps = r;
     }
     if (ok) { /* small writes, one sender alone: per write beyond its bytes */
+        push_mw *w0 = &p->w[0];
         double s, d;
-        w[0].n_small = 512;
-        w[0].at = per - 16 * 4096;
+        uint64_t at = w0->at;
+        w0->n_small = 512;
+        w0->at = p->per - 16 * 4096;
         s = push_now();
-        push_mw_main(&w[0]);
+        push_mw_main(w0);
         d = push_now() - s;
-        ok = w[0].ok;
+        ok = w0->ok;
+        w0->n_small = 0;
+        w0->at = at;
         c->task_s = d / 512 - 4096 / c->send_Bps * (T > I ? (double)I / T : 1.0);
         if (c->task_s < 0) c->task_s = 0;
     }
     if (ok) { /* the executor's hand-offs per task: two stages doing nothing */
         wsync_exec_options eo;
         wsync_exec_task *tk = (wsync_exec_task *)calloc(1024, sizeof *tk);
+        wsync_error e;
         double s;
         memset(&eo, 0, sizeof eo);
         eo.n_stages = 2;
@@ -1091,22 +1172,6 @@ static int push_measure(const push_opts *o, uint64_t B, push_consts *c)
         if (tk && wsync_exec_run(&eo, tk, 1024, NULL, &e) == WSYNC_OK) c->task_s += (push_now() - s) / 1024;
         free(tk);
     }
-    for (t = 0; w && t < T; t++) {
-        if (w[t].f.close) wsync_fabric_close(&w[t].f);
-        free(w[t].src);
-    }
-    for (t = 0; rf && t < I; t++) {
-        if (rmr && rmr[t]) rf[t].dereg(rf[t].user, rmr[t]);
-        if (rmem && rmem[t] && shm) wsync_fabric_host_free(&rf[t], rmem[t]);
-        else if (rmem) free(rmem[t]);
-        if (rf[t].close) wsync_fabric_close(&rf[t]);
-    }
-    free(rf);
-    free(rmr);
-    free(rd);
-    free(rmem);
-    free(w);
-    free(th);
     if (ok) { /* copy and quantize rates: what one core does while every core does the same */
         pthread_t *ct = (pthread_t *)calloc((size_t)c->cpus, sizeof *ct);
         push_cq *cq = (push_cq *)calloc((size_t)c->cpus, sizeof *cq);
@@ -1174,6 +1239,38 @@ static void push_wait_ready(int fd, unsigned n, int timeout_ms)
     }
 }
 
+/* --bench: each full step from the second on against the simulator with
+   the sender rate probed right after it (the other constants as measured
+   after the run): this guest changes speed within seconds, so a rate
+   measured once, after the steps, may be another speed's. */
+static void push_bench_steps(const wsync_plan *pl, wsync_plan_sim_options *so, const push_consts *k,
+                             const double *step_t, const double *step_rate, uint64_t steps)
+{
+    double ms = 0, ps = 0, best = 0, lo = 0, hi = 0;
+    unsigned n = 0;
+    uint64_t q;
+    wsync_plan_sim_result sr;
+    wsync_error err;
+    for (q = 2; q <= steps; q++) {
+        double pq;
+        if (step_rate[q] <= 0) continue; /* a partial step, or the probe failed */
+        so->nic_gbps = step_rate[q] * 8 / 1e9;
+        if (wsync_plan_simulate(pl, so, &sr, &err) != WSYNC_OK) {
+            printf("bench: simulate: %s\n", err.message);
+            return;
+        }
+        pq = sr.seconds + k->rtt_s;
+        if (n == 0 || step_t[q] / pq < best) best = step_t[q] / pq;
+        if (n == 0 || step_rate[q] < lo) lo = step_rate[q];
+        if (n == 0 || step_rate[q] > hi) hi = step_rate[q];
+        ms += step_t[q], ps += pq, n++;
+    }
+    if (n)
+        printf("bench: each step against the sender rate probed right after it (%.2f-%.2f GB/s per sender, %u "
+               "steps): predicted %.3f ms mean; measured/predicted %.3f mean, %.3f best\n",
+               lo / 1e9, hi / 1e9, n, ps / n * 1e3, ms / ps, best);
+}
+
 static int push_run(const push_opts *o)
 {
     wsync_controller_options co;
@@ -1188,7 +1285,12 @@ static int push_run(const push_opts *o)
     double pace_span = 0;     /* --pace: the least a full step lasts */
     uint64_t s, committed = 0, full_tasks = 0, part_tasks = 0, part_bytes = 0, part_n = 0, full_n = 0, wrong = 0;
     double sum_t = 0, best_t = 0, first_t = 0, part_t = 0, full_t = 0;
-    if (!pids || !reps || !have || pipe(pfd) != 0 || pipe(rdy) != 0 || pipe(fil) != 0) {
+    push_probe probe;         /* --bench: the sender rate after each step */
+    int have_probe = 0;
+    double *step_t = (double *)calloc(o->steps + 1, sizeof *step_t);    /* --bench: a full step's time, */
+    double *step_rate = (double *)calloc(o->steps + 1, sizeof *step_rate); /* the probe's rate after it */
+    memset(&probe, 0, sizeof probe);
+    if (!pids || !reps || !have || !step_t || !step_rate || pipe(pfd) != 0 || pipe(rdy) != 0 || pipe(fil) != 0) {
         fprintf(stderr, "push-demo: out of memory or pipe\n");
         return 1;
     }
@@ -1254,6 +1356,8 @@ static int push_run(const push_opts *o)
         } else if (o->pace > 0)
             printf("pacing: off (the greedy schedule plans no start times)\n");
         printf("%5s %12s %12s %10s  %s\n", "step", "transfer ms", "verify ms", "GB/s", "result");
+        if (o->bench) /* the probe's memory before step 1: no allocation between the steps */
+            have_probe = push_probe_open(o, push_bench_bytes(&plan), &probe);
     }
     for (s = 1; !failed && s <= o->steps; s++) {
         double tt = 0, vt = 0;
@@ -1294,6 +1398,11 @@ static int push_run(const push_opts *o)
                vt * 1e3, tt > 0 ? (double)bytes / tt / 1e9 : 0.0, o->inference, (unsigned long long)tasks,
                part ? " (partial)" : "");
         fflush(stdout);
+        if (have_probe && !part) { /* every rank is idle until the fill byte */
+            step_t[s] = tt;
+            /* as many bytes as a trainer's step: as long as the step, as exposed to the guest's pauses */
+            step_rate[s] = push_probe_rate(&probe, (unsigned)((plan.max_trainer_bytes + probe.B - 1) / probe.B));
+        }
         if (s < o->steps) { /* every trainer may fill its next step now (a byte each) */
             for (i = 0; i < o->trainers; i++)
                 if (write(fil[1], "f", 1) != 1) break;
@@ -1322,14 +1431,12 @@ static int push_run(const push_opts *o)
         push_consts k;
         wsync_plan_sim_options so;
         wsync_plan_sim_result sr;
-        uint64_t B = plan.max_trainer_bytes;
         /* the first step faults the receivers' pages in: the mean of the later ones */
         uint64_t nf = committed - part_n; /* full steps */
         double mean = nf > 1 ? (sum_t - first_t) / (double)(nf - 1) : sum_t, pred, replay = 0;
-        if (B < (1u << 20)) B = 1u << 20;
-        if (B > (64u << 20)) B = 64u << 20;
         if (!pl) printf("bench: no prediction: the greedy schedule is no plan\n");
-        else if (!push_measure(o, B, &k)) printf("bench: no prediction: measuring the fabric failed\n");
+        else if (!have_probe || !push_measure(o, &probe, &k))
+            printf("bench: no prediction: measuring the fabric failed\n");
         else {
             memset(&so, 0, sizeof so);
             so.nic_gbps = k.send_Bps * 8 / 1e9;
@@ -1356,9 +1463,13 @@ static int push_run(const push_opts *o)
                        "measured/predicted %.3f mean, %.3f best\n",
                        mean * 1e3, part_n ? "full steps 3 on" : "steps 2 on", best_t * 1e3, pred * 1e3, sr.n_groups,
                        replay * 1e3, k.cpus, sr.cpu_seconds * 1e3, mean / pred, best_t / pred);
+                push_bench_steps(pl, &so, &k, step_t, step_rate, committed);
             }
         }
     }
+    if (have_probe) push_probe_close(&probe);
+    free(step_t);
+    free(step_rate);
     wsync_controller_close(c);
     if (o->stall_role == WSYNC_CTL_TRAINER) { /* it stopped itself, as asked: it cannot end alone */
         kill(pids[o->stall_rank], SIGKILL);
