@@ -325,8 +325,9 @@ REVISIONS
            for, and so does a trainer's failed DONE while one lags (a
            writer to a stalled trainer's gather inbox); the planner's
            arrays of 4 MB and up from the default allocator ask for
-           transparent huge pages (madvise); on one host the staging arena comes from
-           wsync_fabric_host_alloc; wsync_plan_sim_options.nic_senders
+           transparent huge pages (madvise); on one host the staging
+           arena comes from wsync_fabric_host_alloc;
+           wsync_plan_sim_options.nic_senders
     0.4.0  the simulator's cpus (ranks sharing the cores of one host: a
            group lasts at least its CPU work over the cores) and
            wsync_plan_sim_result.cpu_seconds;

@@ -2328,11 +2328,24 @@ static int log_ordered(void)
     return 1;
 }
 
+/* the accept, and every inference rank joined: 1 */
+static int mesh_joined(world *w)
+{
+    unsigned i;
+    if (world_accepted(w) != WSYNC_OK) {
+        printf("  accept: %s\n", w->g.acc_err.message);
+        return 0;
+    }
+    for (i = 0; i < w->ni; i++)
+        if (!w->in[i].r) return 0;
+    return 1;
+}
+
 /* trainers 0 and 1 hold row halves of embed (mesh group 0 when grouped)
    and layer.1.w (group 1); both inference ranks hold both, embed first */
 static int mesh_world(world *w, int grouped, unsigned step_ms)
 {
-    unsigned i, k;
+    unsigned k;
     memset(w, 0, sizeof *w);
     w->nt = 2, w->ni = 2;
     for (k = 0; k < 2; k++) {
@@ -2352,13 +2365,7 @@ static int mesh_world(world *w, int grouped, unsigned step_ms)
         g_orig_user[k] = w->t[k].f.user;
         w->t[k].f.write = logged_write;
     }
-    if (world_accepted(w) != WSYNC_OK) {
-        printf("  accept: %s\n", w->g.acc_err.message);
-        return 0;
-    }
-    for (i = 0; i < 2; i++)
-        if (!w->in[i].r) return 0;
-    return 1;
+    return mesh_joined(w);
 }
 
 static void test_mesh_groups(void)
@@ -2425,7 +2432,7 @@ static void test_mesh_group_stall(void)
 static int mesh_world3(world *w, unsigned step_ms)
 {
     static const uint64_t e0[4] = {0, 21, 42, 64}, l0[4] = {0, 3, 6, 10};
-    unsigned i, k;
+    unsigned k;
     memset(w, 0, sizeof *w);
     w->nt = 3, w->ni = 2;
     for (k = 0; k < 3; k++) {
@@ -2439,14 +2446,7 @@ static int mesh_world3(world *w, unsigned step_ms)
         rk_add(&w->in[k], 0, 0, UINT64_MAX, 0);
         rk_add(&w->in[k], 4, 0, UINT64_MAX, 0);
     }
-    if (!world_start(w, 5000, step_ms)) return 0;
-    if (world_accepted(w) != WSYNC_OK) {
-        printf("  accept: %s\n", w->g.acc_err.message);
-        return 0;
-    }
-    for (i = 0; i < 2; i++)
-        if (!w->in[i].r) return 0;
-    return 1;
+    return world_start(w, 5000, step_ms) && mesh_joined(w);
 }
 
 static void test_mesh_group_fail_names_lagging(void)

@@ -1243,19 +1243,20 @@ static void push_wait_ready(int fd, unsigned n, int timeout_ms)
    the sender rate probed right after it (the other constants as measured
    after the run): this guest changes speed within seconds, so a rate
    measured once, after the steps, may be another speed's. */
-static void push_bench_steps(const wsync_plan *pl, wsync_plan_sim_options *so, const push_consts *k,
+static void push_bench_steps(const wsync_plan *pl, const wsync_plan_sim_options *after, const push_consts *k,
                              const double *step_t, const double *step_rate, uint64_t steps)
 {
     double ms = 0, ps = 0, best = 0, lo = 0, hi = 0;
     unsigned n = 0;
     uint64_t q;
+    wsync_plan_sim_options so = *after;
     wsync_plan_sim_result sr;
     wsync_error err;
     for (q = 2; q <= steps; q++) {
         double pq;
         if (step_rate[q] <= 0) continue; /* a partial step, or the probe failed */
-        so->nic_gbps = step_rate[q] * 8 / 1e9;
-        if (wsync_plan_simulate(pl, so, &sr, &err) != WSYNC_OK) {
+        so.nic_gbps = step_rate[q] * 8 / 1e9;
+        if (wsync_plan_simulate(pl, &so, &sr, &err) != WSYNC_OK) {
             printf("bench: simulate: %s\n", err.message);
             return;
         }
