@@ -235,6 +235,10 @@ How the planner chooses:
     boundaries (for fp8 at 128-row block boundaries, where the first row's
     holder gathers the rest of the block) and each holder sends its rows;
     a column slice is strided in a row shard, so it is packed (GATHER);
+    the rows a tile's first holder gathers are fetches (FETCH): each
+    holder, the gatherer too, writes its rows into the gatherer's buffer
+    over the fabric, in a gather phase that runs before the mesh group's
+    tasks (in every group, once a plan has any);
   - NICs: each task takes, of the sender's K NICs and of the receiver's K
     NICs, the one with the fewest bytes in this group (then overall);
   - order: a list-scheduling pass of the simulator's model, per mesh
@@ -259,7 +263,8 @@ SIMULATOR
 wsync_plan_simulate replays a plan, not bytes over bandwidth: per mesh
 group (a barrier between groups), each trainer rank's preparation engine
 runs its preparations in order (gather and fuse at copy_gbps, quantize at
-quant_gbps, both on the source bytes) while holding their temporary bytes
+quant_gbps, both on the source bytes; a FETCH preparation's rows are
+already in its buffer) while holding their temporary bytes
 (under an optional watermark), and each task starts when its preparation
 is done, its sender NIC is free (tasks of a NIC in plan order) and its
 receiver NIC is free (served first come, first served), then occupies
@@ -267,7 +272,11 @@ both for task_us plus len at the line rate. With pace_gbps (the
 executor's pacing) a task also waits for its planned start; with the
 default constants the paced replay is then the planner's own schedule. So a schedule that sends
 everything to one receiver first, or a rank with more bytes than the
-others, predicts slower than the bound.
+others, predicts slower than the bound. A plan with fetches runs each
+group's gather phase first: every holder NIC writes its fetches in plan
+order, each occupying it and the gatherer's receiving NIC (trainers
+receive on their own NICs, full duplex) for task_us plus len at the line
+rate, then a barrier, then the group's tasks.
 
 Constants (wsync_plan_sim_options, zero meaning default). They model the
 target cluster, not the machine the simulator runs on:
@@ -1150,6 +1159,10 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r);
 #define WSYNC_PLAN_QUANT 4u  /* bf16 -> fp8 e4m3 with f32 scales per 128x128 block */
 /* Task flag: this write carries the preparation's scales (from src_offset = out_bytes). */
 #define WSYNC_PLAN_SCALES 8u
+/* Preparation flag, with GATHER: rows come from other ranks of a row-shard
+   mesh; every holder writes its rows into the preparing rank's buffer
+   (wsync_plan.fetches) in a gather phase before the mesh group's tasks. */
+#define WSYNC_PLAN_FETCH 16u
 
 #define WSYNC_PLAN_BLOCK 128u      /* fp8 scale block: 128 x 128 elements */
 #define WSYNC_PLAN_MAX_NICS 64u
@@ -1243,6 +1256,18 @@ typedef struct wsync_plan_task {
                                     per second); the fp8 scales start with their data */
 } wsync_plan_task;
 
+/* One holder's rows of a FETCH preparation: a write of bf16 rows from the
+   holder's shard into the preparing rank's buffer, trainer to trainer. */
+typedef struct wsync_plan_fetch {
+    uint32_t prep;               /* the preparation (its rank receives) */
+    uint32_t holder;             /* the trainer rank that holds the rows and writes them */
+    uint32_t src_nic, dst_nic;   /* of the holder, of the preparing rank */
+    uint64_t piece;              /* into plan->pieces: the piece the rows belong to */
+    uint64_t row0, rows;         /* rows [row0, row0 + rows) of the piece's source, whole piece width */
+    uint64_t dst_offset;         /* in the preparation's buffer (row-major, bf16, prep->cols wide) */
+    uint64_t len;                /* bytes: rows * piece cols * 2 */
+} wsync_plan_fetch;
+
 typedef struct wsync_plan {
     wsync_allocator allocator;
     uint32_t n_trainers, n_inference, nics_per_rank, n_groups;
@@ -1255,6 +1280,9 @@ typedef struct wsync_plan {
     uint64_t *rank_first;        /* n_trainers + 1 */
     uint64_t *send_bytes;        /* per trainer NIC: rank * nics_per_rank + nic */
     uint64_t *recv_bytes;        /* per inference NIC */
+    wsync_plan_fetch *fetches;   /* the gather phases (see FETCH), by holder: each holder's in the
+                                    order it writes them */
+    uint64_t n_fetches;
 } wsync_plan;
 
 typedef struct wsync_plan_stats {
@@ -1263,6 +1291,7 @@ typedef struct wsync_plan_stats {
     double send_mean, recv_mean;
     double imbalance_send, imbalance_recv; /* busiest NIC over the mean */
     uint64_t temp_max;           /* the largest single preparation's temporary bytes */
+    uint64_t fetches, fetch_bytes; /* the gather phases' writes between trainers */
 } wsync_plan_stats;
 
 /* Plans. Checks the input completely first (ranges, slices inside their
@@ -1317,6 +1346,7 @@ typedef struct wsync_plan_sim_result {
     uint64_t events;
     double cpu_seconds;      /* cpus > 0: the groups' CPU work over the cores, barriers between
                                 (seconds is at least this); 0 otherwise */
+    double fetch_seconds;    /* the gather phases (plans with fetches), their barriers included */
 } wsync_plan_sim_result;
 
 WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
@@ -7180,50 +7210,55 @@ static const wsync_ctl_tensor *wsync__ctl_inbox(const wsync_controller *c, uint3
     return NULL;
 }
 
-/* A row-sharded fp8 preparation at trainer i (rows [pc->row0, +pc->rows)
-   of a source, columns [pc->col0, +pc->cols)): every holder of some of
-   those rows, i included, writes them as bf16 into i's inbox at `at`
-   (row-major, pc->cols wide) in mesh group 2g; then one fp8 transfer from
-   the inbox to the inference entry `it` of member mi in group 2g + 1. */
-static wsync_result wsync__ctl_gather(wsync_controller *c, const wsync_ctl_plan_input *pi, uint32_t i,
-                                      const wsync_plan_piece *pc, uint32_t g, uint64_t at, int first,
-                                      const wsync_ctl_tensor *inbox, uint32_t mi, const wsync_ctl_tensor *it,
-                                      uint64_t start, wsync_error *err)
+/* Fetch f of the plan: its holder writes rows of its shard, as bf16, into
+   the gathering trainer's inbox at `at` (the preparation's place there),
+   in the gather phase 2g of the preparation's mesh group g. */
+static wsync_result wsync__ctl_fetch(wsync_controller *c, const wsync_ctl_plan_input *pi, const wsync_plan *p,
+                                     const wsync_plan_fetch *f, uint64_t at, wsync_error *err)
 {
-    uint32_t j, T = c->nt, tg;
-    uint64_t got = 0, rowb = pc->cols * 2;
+    const wsync_plan_prep *pr = &p->preps[f->prep];
+    const wsync_plan_piece *pc = &p->pieces[f->piece];
+    uint32_t i = pr->rank, j = f->holder, T = c->nt, e = pi->holder_entry[(uint64_t)pc->source * T + j], tg;
+    const wsync_ctl_tensor *ib = wsync__ctl_inbox(c, i), *tj;
+    uint64_t cols;
     wsync_ctl_transfer x;
     wsync_result r;
-    for (j = 0; first && j < T; j++) {
-        uint32_t e = pi->holder_entry[(uint64_t)pc->source * T + j];
-        const wsync_ctl_tensor *tj;
-        uint64_t lo, hi, cols;
-        if (e == UINT32_MAX) continue;
-        tj = &c->m[j].join.tensors[e];
-        lo = tj->row_begin > pc->row0 ? tj->row_begin : pc->row0;
-        hi = tj->row_begin + tj->row_count < pc->row0 + pc->rows ? tj->row_begin + tj->row_count : pc->row0 + pc->rows;
-        if (lo >= hi) continue;
-        cols = wsync__ctl_cols(tj);
-        if ((r = wsync__ctl_target(c, &c->m[j], c->ni + i, inbox->region, &c->m[i].join.regions[inbox->region], &tg,
-                                   err)) != WSYNC_OK)
-            return r;
-        memset(&x, 0, sizeof x);
-        x.src_region = tj->region;
-        x.target = tg;
-        x.src_offset = tj->offset + (lo - tj->row_begin) * cols * 2 + pc->col0 * 2;
-        x.dst_offset = at + (lo - pc->row0) * rowb;
-        x.rows = hi - lo;
-        x.src_stride = cols * 2;
-        x.len = x.rows * rowb;
-        if (pc->cols == cols) x.rows = 1, x.src_stride = 0;
-        x.group = 2 * g;
-        if ((r = wsync__ctl_push_xfer(c, &c->m[j], &x, x.len, err)) != WSYNC_OK) return r;
-        got += hi - lo;
-    }
-    if (first && got != pc->rows)
-        return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND, "plan: tensor '%s': the trainers hold %llu of rows %llu to %llu",
-                                it->name, (unsigned long long)got, (unsigned long long)pc->row0,
-                                (unsigned long long)(pc->row0 + pc->rows - 1));
+    tj = e == UINT32_MAX ? NULL : &c->m[j].join.tensors[e];
+    if (!tj || tj->row_begin > f->row0 || tj->row_begin + tj->row_count < f->row0 + f->rows)
+        return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND,
+                                "plan: %s is to write rows %llu to %llu of source %u into %s's gather inbox and does "
+                                "not hold them",
+                                c->m[j].name, (unsigned long long)f->row0, (unsigned long long)(f->row0 + f->rows - 1),
+                                pc->source, c->m[i].name);
+    cols = wsync__ctl_cols(tj);
+    if ((r = wsync__ctl_target(c, &c->m[j], c->ni + i, ib->region, &c->m[i].join.regions[ib->region], &tg, err)) !=
+        WSYNC_OK)
+        return r;
+    memset(&x, 0, sizeof x);
+    x.src_region = tj->region;
+    x.target = tg;
+    x.src_offset = tj->offset + (f->row0 - tj->row_begin) * cols * 2 + pc->col0 * 2;
+    x.dst_offset = ib->offset + at + f->dst_offset;
+    x.rows = f->rows;
+    x.src_stride = cols * 2;
+    x.len = f->len;
+    if (pc->cols == cols) x.rows = 1, x.src_stride = 0;
+    x.group = 2 * pr->group;
+    return wsync__ctl_push_xfer(c, &c->m[j], &x, x.len, err);
+}
+
+/* A row-sharded fp8 preparation at trainer i (rows [pc->row0, +pc->rows)
+   of a source, columns [pc->col0, +pc->cols)), gathered into i's inbox at
+   `at` by the plan's fetches: one fp8 transfer from the inbox to the
+   inference entry `it` of member mi in group 2g + 1. */
+static wsync_result wsync__ctl_gather(wsync_controller *c, uint32_t i, const wsync_plan_piece *pc, uint32_t g,
+                                      uint64_t at, const wsync_ctl_tensor *inbox, uint32_t mi,
+                                      const wsync_ctl_tensor *it, uint64_t start, wsync_error *err)
+{
+    uint32_t T = c->nt, tg;
+    uint64_t rowb = pc->cols * 2;
+    wsync_ctl_transfer x;
+    wsync_result r;
     if ((r = wsync__ctl_target(c, &c->m[i], mi - T, it->region, &c->m[mi].join.regions[it->region], &tg, err)) !=
         WSYNC_OK)
         return r;
@@ -7252,10 +7287,12 @@ static wsync_result wsync__ctl_gather(wsync_controller *c, const wsync_ctl_plan_
 /* The planner's schedule: the JOINs as its input (wsync_ctl_plan_input_build),
    the plan built, and each trainer's tasks turned into its transfers one for
    one, in the plan's order (the fp8 scale tasks go with their data task's
-   transfer). A row-sharded fp8 task whose rows its sender does not all hold
-   is executed through the sender's gather inbox (wsync__ctl_gather): the
-   plan's mesh group g becomes a gather phase 2g and the writes 2g + 1, for
-   every group, when any task needs it. */
+   transfer). A FETCH preparation (row-sharded fp8 whose rows its sender
+   does not all hold) is executed through the sender's gather inbox: the
+   plan's fetches write the rows there (wsync__ctl_fetch), then its tasks
+   quantize from it (wsync__ctl_gather); the plan's mesh group g becomes a
+   gather phase 2g and the writes 2g + 1, for every group, when the plan
+   has any fetch. */
 static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
 {
     const wsync_ctl_tensor **tl;
@@ -7299,12 +7336,17 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
             const wsync_plan_task *tk = &p->tasks[k];
             const wsync_plan_prep *pr = &p->preps[tk->prep];
             const wsync_plan_piece *pc = &p->pieces[pr->first_piece];
-            uint32_t e = pi.holder_entry[(uint64_t)pc->source * T + i];
-            const wsync_ctl_tensor *tt = e == UINT32_MAX ? NULL : &c->m[i].join.tensors[e];
-            if ((tk->flags & WSYNC_PLAN_SCALES) || at[tk->prep] != UINT64_MAX || pr->n_pieces != 1 ||
-                pr->dtype != WSYNC_DTYPE_F8_E4M3 || !tt || tt->row_begin > pc->row0 ||
-                tt->row_begin + tt->row_count >= pc->row0 + pc->rows)
-                continue;
+            if (!(pr->flags & WSYNC_PLAN_FETCH) || at[tk->prep] != UINT64_MAX) continue;
+            if (pr->n_pieces != 1 || pr->dtype != WSYNC_DTYPE_F8_E4M3) {
+                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                                     "plan: %s gathers rows %llu to %llu of source %u from other trainers into a "
+                                     "buffer of %llu pieces, to %s (the gather between trainers runs for fp8 tiles "
+                                     "of one tensor only)",
+                                     c->m[i].name, (unsigned long long)pc->row0,
+                                     (unsigned long long)(pc->row0 + pr->rows - 1), pc->source,
+                                     (unsigned long long)pr->n_pieces, wsync_dtype_name((wsync_dtype)pr->dtype));
+                goto out;
+            }
             at[tk->prep] = need[i]; /* offset into i's inbox */
             need[i] += (pc->rows * pc->cols * 2 + 7) & ~(uint64_t)7;
             c->gphase = 1;
@@ -7350,12 +7392,8 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
                                      c->m[mi].name, (unsigned)it->block);
             else if (it && at[tk->prep] != UINT64_MAX && wsync__ctl_fp8(it)) {
                 const wsync_ctl_tensor *ib = wsync__ctl_inbox(c, i);
-                /* the first task of the preparation emits its gathers; more
-                   receivers of the same rows quantize the same inbox bytes */
-                int first = !(at[tk->prep] & (1ull << 63));
-                uint64_t off = at[tk->prep] & ~(1ull << 63);
-                r = wsync__ctl_gather(c, &pi, i, pc, tk->group, ib->offset + off, first, ib, mi, it, tk->start, err);
-                at[tk->prep] = off | 1ull << 63;
+                /* every receiver of the rows quantizes the same inbox bytes */
+                r = wsync__ctl_gather(c, i, pc, tk->group, ib->offset + at[tk->prep], ib, mi, it, tk->start, err);
             } else if (!it || pr->n_pieces != 1 || !tt || tt->row_begin > pc->row0 ||
                        tt->row_begin + tt->row_count < pc->row0 + pc->rows)
                 r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
@@ -7376,6 +7414,9 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
                 }
             }
         }
+    /* the gathers: the plan's fetches, each holder's in the plan's order */
+    for (k = 0; k < p->n_fetches && r == WSYNC_OK; k++)
+        r = wsync__ctl_fetch(c, &pi, p, &p->fetches[k], at[p->fetches[k].prep], err);
     if (r == WSYNC_OK) {
         c->pplan = p;
         p = NULL;
@@ -9854,6 +9895,30 @@ static int wsync__pl_holds(const wsync__pl_b *B, const wsync_plan_prep *pr, uint
     return 1;
 }
 
+/* Source bytes a preparation copies (gather, fuse) before quantizing or
+   sending: none when the holders' fetches wrote its rows into its buffer. */
+static uint64_t wsync__pl_copied(const wsync_plan_prep *pr)
+{
+    if (pr->flags & WSYNC_PLAN_FETCH) return 0;
+    return (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) ? pr->src_bytes : 0;
+}
+
+/* Whether a row-shard preparation at `rank` gathers rows other ranks hold
+   (every piece from a row-shard mesh: those rows are fetched). */
+static int wsync__pl_fetches_rows(const wsync__pl_b *B, const wsync_plan_prep *pr, uint32_t rank)
+{
+    uint64_t k;
+    int foreign = 0;
+    for (k = pr->first_piece; k < pr->first_piece + pr->n_pieces; k++) {
+        const wsync_plan_piece *pc = &B->p->pieces[k];
+        const wsync_plan_source *s = &B->in->sources[pc->source];
+        uint64_t end;
+        if (B->in->meshes[s->mesh].gather != 0) return 0;
+        if (wsync__pl_holder(B->in, s, pc->row0, &end) != rank || pc->row0 + pc->rows > end) foreign = 1;
+    }
+    return foreign;
+}
+
 static void wsync__pl_set_temp(wsync_plan_prep *pr)
 {
     pr->temp_bytes = 0;
@@ -9892,6 +9957,7 @@ static wsync_result wsync__pl_cut_shards(wsync__pl_b *B, uint64_t u, wsync_error
             return r;
         pr = &B->p->preps[B->p->n_preps - 1];
         if (!wsync__pl_holds(B, pr, h)) pr->flags |= WSYNC_PLAN_GATHER;
+        if (wsync__pl_fetches_rows(B, pr, h)) pr->flags |= WSYNC_PLAN_FETCH;
         wsync__pl_set_temp(pr);
         cur = e;
     }
@@ -10064,7 +10130,7 @@ static double wsync__pl_ready(const wsync__pl_b *B, const double *gfree, const d
     const wsync_plan_prep *pr = &B->p->preps[q];
     double g = 0, u = 0, ge;
     if (ready[q] >= 0) return ready[q];
-    if (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) g = (double)pr->src_bytes / B->speed;
+    g = (double)wsync__pl_copied(pr) / B->speed;
     if (pr->flags & WSYNC_PLAN_QUANT) u = (double)pr->src_bytes / B->speed;
     ge = gfree[pr->rank] + g;
     return u > 0 ? (ge > qfree[pr->rank] ? ge : qfree[pr->rank]) + u : ge;
@@ -10158,7 +10224,7 @@ static wsync_result wsync__pl_order(wsync__pl_b *B, uint64_t t_lo, uint64_t t_hi
             t = WSYNC__PL_T(j);
             if (ready[t->prep] < 0) { /* the preparation joins its rank's engines now */
                 const wsync_plan_prep *pr = &p->preps[t->prep];
-                double g = (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) ? (double)pr->src_bytes / B->speed : 0;
+                double g = (double)wsync__pl_copied(pr) / B->speed;
                 double u = (pr->flags & WSYNC_PLAN_QUANT) ? (double)pr->src_bytes / B->speed : 0;
                 double ge = gfree[pr->rank] + g;
                 ready[t->prep] = u > 0 ? (ge > qfree[pr->rank] ? ge : qfree[pr->rank]) + u : ge;
@@ -10303,6 +10369,92 @@ WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err)
     }
     for (i = 0; i < p->n_trainers; i++) p->rank_first[i + 1] += p->rank_first[i];
     return WSYNC_OK;
+}
+
+/* The fetches of FETCH preparations: per piece, one for each holder's run
+   of its rows (the preparing rank's own rows too: the gather writes every
+   row into the buffer). Ordered by holder, then the gatherer's rank
+   counted from the holder's (holder h writes to h, h + 1, ..., h - 1
+   modulo T: at any moment the holders write to different gatherers,
+   where an order by gatherer would queue them all at the first one), then
+   preparation, piece and row; the NICs of both sides, in that order, the
+   least loaded by fetch bytes so far. */
+static wsync_result wsync__pl_fetches(wsync__pl_b *B, wsync_error *err)
+{
+    const wsync_plan_input *in = B->in;
+    wsync_plan *p = B->p;
+    uint32_t K = p->nics_per_rank, T = p->n_trainers;
+    uint64_t NS = (uint64_t)T * K, i, k, n, cap = 0;
+    uint64_t *fs = NULL, *fr;
+    uint32_t *idx = NULL;
+    wsync_plan_fetch *sorted = NULL;
+    wsync_result r = WSYNC_OK;
+    for (i = 0; i < p->n_preps; i++) {
+        const wsync_plan_prep *pr = &p->preps[i];
+        uint64_t o = 0; /* the piece's first row in the buffer */
+        if (!(pr->flags & WSYNC_PLAN_FETCH)) continue;
+        for (k = pr->first_piece; k < pr->first_piece + pr->n_pieces; k++) {
+            const wsync_plan_piece *pc = &p->pieces[k];
+            const wsync_plan_source *s = &in->sources[pc->source];
+            uint64_t row = pc->row0, end = pc->row0 + pc->rows;
+            while (row < end) {
+                uint64_t se;
+                uint32_t h = wsync__pl_holder(in, s, row, &se);
+                wsync_plan_fetch *f;
+                if (se > end) se = end;
+                if (p->n_fetches >= UINT32_MAX - 1)
+                    return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 fetches");
+                if (!wsync__plgrow(&p->allocator, (void **)&p->fetches, &cap, p->n_fetches, sizeof *p->fetches))
+                    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: fetches");
+                f = &p->fetches[p->n_fetches++];
+                memset(f, 0, sizeof *f);
+                f->prep = (uint32_t)i;
+                f->holder = h;
+                f->piece = k;
+                f->row0 = row;
+                f->rows = se - row;
+                f->dst_offset = (o + (row - pc->row0)) * pr->cols * 2;
+                f->len = f->rows * pc->cols * 2;
+                row = se;
+            }
+            o += pc->rows;
+        }
+    }
+    n = p->n_fetches;
+    if (n == 0) return WSYNC_OK;
+    idx = (uint32_t *)wsync__plalloc_raw(&p->allocator, 4 * n, sizeof *idx);
+    sorted = (wsync_plan_fetch *)wsync__plalloc_raw(&p->allocator, n, sizeof *sorted);
+    fs = (uint64_t *)wsync__plalloc(&p->allocator, 2 * NS, 8);
+    if (!idx || !sorted || !fs) {
+        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering fetches");
+        goto out;
+    }
+    fr = fs + NS;
+    /* stable radix sorts: by the distance to the gatherer, then by holder */
+    for (i = 0; i < n; i++) {
+        const wsync_plan_fetch *f = &p->fetches[i];
+        idx[i] = (uint32_t)i;
+        idx[n + i] = (uint32_t)(((uint64_t)p->preps[f->prep].rank + T - f->holder) % T);
+    }
+    wsync__plrsort(idx, idx + n, idx + 2 * n, idx + 3 * n, n);
+    for (i = 0; i < n; i++) idx[n + i] = p->fetches[idx[i]].holder;
+    wsync__plrsort(idx, idx + n, idx + 2 * n, idx + 3 * n, n);
+    for (i = 0; i < n; i++) {
+        wsync_plan_fetch *f = &sorted[i];
+        *f = p->fetches[idx[i]];
+        f->src_nic = wsync__pl_nic(fs, fs, f->holder, K);
+        f->dst_nic = wsync__pl_nic(fr, fr, p->preps[f->prep].rank, K);
+        fs[(uint64_t)f->holder * K + f->src_nic] += f->len;
+        fr[(uint64_t)p->preps[f->prep].rank * K + f->dst_nic] += f->len;
+    }
+    wsync__rdma_free(&p->allocator, p->fetches);
+    p->fetches = sorted;
+    sorted = NULL;
+out:
+    wsync__rdma_free(&p->allocator, idx);
+    wsync__rdma_free(&p->allocator, sorted);
+    wsync__rdma_free(&p->allocator, fs);
+    return r;
 }
 
 WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_plan_options *opt, wsync_plan **out,
@@ -10454,6 +10606,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     if ((r = wsync__pl_sort_preps(p, B.eng, &prep_map, err)) != WSYNC_OK) goto fail;
     if ((r = wsync__pl_sort_all(p, v, prep_map, err)) != WSYNC_OK) goto fail;
     if ((r = wsync_plan_reindex(p, err)) != WSYNC_OK) goto fail;
+    if ((r = wsync__pl_fetches(&B, err)) != WSYNC_OK) goto fail;
     r = WSYNC_OK;
     *out = p;
     p = NULL;
@@ -10491,6 +10644,7 @@ WSYNC_DEF void wsync_plan_free(wsync_plan *p)
     wsync__rdma_free(&a, p->rank_first);
     wsync__rdma_free(&a, p->send_bytes);
     wsync__rdma_free(&a, p->recv_bytes);
+    wsync__rdma_free(&a, p->fetches);
     wsync__rdma_free(&a, p);
 }
 
@@ -10505,6 +10659,8 @@ WSYNC_DEF void wsync_plan_stats_get(const wsync_plan *p, wsync_plan_stats *s)
         if (p->tasks[i].flags & WSYNC_PLAN_SCALES) s->scale_tasks++;
     for (i = 0; i < p->n_preps; i++)
         if (p->preps[i].temp_bytes > s->temp_max) s->temp_max = p->preps[i].temp_bytes;
+    s->fetches = p->n_fetches;
+    for (i = 0; i < p->n_fetches; i++) s->fetch_bytes += p->fetches[i].len;
     ns = (uint64_t)p->n_trainers * p->nics_per_rank;
     nr = (uint64_t)p->n_inference * p->nics_per_rank;
     s->send_min = s->recv_min = UINT64_MAX;
@@ -10580,6 +10736,18 @@ WSYNC_DEF uint64_t wsync_plan_digest(const wsync_plan *p)
         wsync__pl_d64(&d, x->dst_offset);
         wsync__pl_d64(&d, x->len);
         wsync__pl_d64(&d, x->start);
+    }
+    /* the fetches only where there are any: a plan without them digests as
+       it did before they existed */
+    for (i = 0; i < p->n_fetches; i++) {
+        const wsync_plan_fetch *x = &p->fetches[i];
+        wsync__pl_d64(&d, (uint64_t)x->prep | (uint64_t)x->holder << 32);
+        wsync__pl_d64(&d, (uint64_t)x->src_nic | (uint64_t)x->dst_nic << 32);
+        wsync__pl_d64(&d, x->piece);
+        wsync__pl_d64(&d, x->row0);
+        wsync__pl_d64(&d, x->rows);
+        wsync__pl_d64(&d, x->dst_offset);
+        wsync__pl_d64(&d, x->len);
     }
     return wsync_digest_final(&d);
 }
@@ -10681,7 +10849,7 @@ static int wsync__pl_try_prep(wsync__pl_sim *S, uint32_t r, double t, int force)
         if (!force && S->wm && S->live[r] > 0 && S->live[r] + pr->temp_bytes > S->wm) return 1;
         if (force) S->res->watermark_overruns++;
         force = 0;
-        if (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) g = (double)pr->src_bytes / S->copy;
+        g = (double)wsync__pl_copied(pr) / S->copy;
         if (pr->flags & WSYNC_PLAN_QUANT) u = (double)pr->src_bytes / S->quant;
         ge = t + g;
         rd = ge;
@@ -10872,11 +11040,91 @@ static double wsync__pl_cpu_work(const wsync__pl_sim *S, uint32_t g, double cpus
     for (i = 0; i < p->n_preps; i++) {
         const wsync_plan_prep *pr = &p->preps[i];
         if (pr->group != g || !S->ready[i]) continue;
-        if (pr->flags & (WSYNC_PLAN_GATHER | WSYNC_PLAN_FUSE)) w += (double)pr->src_bytes / S->copy;
+        w += (double)wsync__pl_copied(pr) / S->copy;
         if (pr->flags & WSYNC_PLAN_QUANT) w += (double)pr->src_bytes / S->quant;
     }
     share = senders > 0 && cpus < (double)senders ? cpus / (double)senders : 1.0;
     return w + bytes / S->rate * share;
+}
+
+/* A sending NIC's rate while `senders` NICs send at once (cpus and
+   nic_senders: one host's cores shared, see wsync_plan_sim_options). */
+static double wsync__pl_sim_rate(const wsync_plan_sim_options *o, double senders)
+{
+    double rate = o->nic_gbps * 1e9 / 8;
+    if (o->cpus > 0 && o->nic_senders > 0)
+        rate *= (o->nic_senders > o->cpus ? o->nic_senders / o->cpus : 1.0) *
+                (senders > o->cpus ? o->cpus / senders : 1.0);
+    return rate;
+}
+
+/* Group g's gather phase from t0: each holder NIC writes its fetches in
+   plan order; a fetch starts when its NIC and the gatherer's receiving
+   NIC are free (the NIC that frees first takes the receiver first) and
+   lasts task_us plus len at the line rate. With cpus, at least the
+   phase's CPU work over the cores. Returns the phase's end (t0 when the
+   group fetches nothing). tr: per trainer NIC, when it receives next;
+   fo: n_fetches scratch. */
+static int wsync__pl_sim_fetch(wsync__pl_sim *S, const wsync_plan_sim_options *o, uint32_t g, double t0,
+                               double *tr, uint32_t *fo, double *end)
+{
+    const wsync_plan *p = S->p;
+    uint32_t K = p->nics_per_rank;
+    uint64_t NS = (uint64_t)p->n_trainers * K, i, n = 0, senders = 0, nh = 0;
+    double rate, rrate, bytes = 0, e = t0;
+    wsync__pl_th *heap;
+    *end = t0;
+    for (i = 0; i < NS; i++) S->nic_first[i] = 0;
+    for (i = 0; i < p->n_fetches; i++)
+        if (p->preps[p->fetches[i].prep].group == g) {
+            const wsync_plan_fetch *f = &p->fetches[i];
+            if (S->nic_first[(uint64_t)f->holder * K + f->src_nic]++ == 0) senders++;
+            bytes += (double)f->len;
+        }
+    if (!senders) return 1;
+    for (i = 0; i < NS; i++) {
+        uint64_t c = S->nic_first[i];
+        S->nic_first[i] = n;
+        S->nic_next[i] = n;
+        n += c;
+        S->nic_end[i] = n;
+        S->sfree[i] = t0;
+        tr[i] = t0;
+    }
+    for (i = 0; i < p->n_fetches; i++)
+        if (p->preps[p->fetches[i].prep].group == g) {
+            const wsync_plan_fetch *f = &p->fetches[i];
+            fo[S->nic_next[(uint64_t)f->holder * K + f->src_nic]++] = (uint32_t)i;
+        }
+    heap = (wsync__pl_th *)wsync__plalloc(&S->a, senders, sizeof *heap);
+    if (!heap) return 0;
+    for (i = 0; i < NS; i++) {
+        S->nic_next[i] = S->nic_first[i];
+        if (S->nic_first[i] < S->nic_end[i]) wsync__pl_thpush(heap, &nh, t0, (uint32_t)i);
+    }
+    rate = wsync__pl_sim_rate(o, (double)senders);
+    rrate = o->recv_gbps < 0 ? 0 : o->recv_gbps > 0 ? o->recv_gbps * 1e9 / 8 : rate;
+    while (nh > 0) {
+        wsync__pl_th h = wsync__pl_thpop(heap, &nh);
+        const wsync_plan_fetch *f = &p->fetches[fo[S->nic_next[h.id]++]];
+        uint64_t rn = (uint64_t)p->preps[f->prep].rank * K + f->dst_nic;
+        double st = h.t, d = S->task_s + (double)f->len / (rrate > 0 && rrate < rate ? rrate : rate);
+        if (rrate > 0 && tr[rn] > st) st = tr[rn];
+        if (rrate > 0) tr[rn] = st + d;
+        S->sfree[h.id] = st + d;
+        if (st + d > e) e = st + d;
+        S->res->events++;
+        if (S->nic_next[h.id] < S->nic_end[h.id]) wsync__pl_thpush(heap, &nh, st + d, h.id);
+    }
+    wsync__rdma_free(&S->a, heap);
+    if (o->cpus > 0) { /* one host: at least the phase's CPU work over the cores */
+        double share = (double)senders > o->cpus ? o->cpus / (double)senders : 1.0;
+        double w = ((double)n * S->task_s + bytes / rate * share) / o->cpus;
+        S->res->cpu_seconds += w;
+        if (t0 + w > e) e = t0 + w;
+    }
+    *end = e;
+    return 1;
 }
 
 WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
@@ -10886,8 +11134,8 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     wsync__pl_sim S;
     wsync_plan_stats st;
     uint64_t NS, NR, i;
-    uint32_t g;
-    double t = 0, barrier;
+    uint32_t g, *fo = NULL;
+    double t = 0, barrier, *tr = NULL;
     wsync_result r = WSYNC_OK;
     wsync__rdma_err_reset(err);
     if (!p || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan simulate: NULL argument");
@@ -10940,12 +11188,32 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     S.pbusy = S.pfree + p->n_trainers;
     S.qfree = S.pbusy + p->n_trainers;
     S.qbusy = S.qfree + p->n_trainers;
+    if (p->n_fetches) {
+        if (p->n_fetches >= UINT32_MAX) {
+            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan simulate: more than 2^32 fetches");
+            goto out;
+        }
+        tr = (double *)wsync__plalloc(&S.a, NS, sizeof(double));
+        fo = (uint32_t *)wsync__plalloc(&S.a, p->n_fetches, 4);
+        if (!tr || !fo) {
+            r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: fetches");
+            goto out;
+        }
+    }
     for (g = 0; g < p->n_groups; g++) {
-        double t0 = t;
+        double t0 = t, gs = t;
+        if (p->n_fetches) { /* the group's gather phase, then a barrier */
+            double fe;
+            if (!wsync__pl_sim_fetch(&S, &o, g, t0, tr, fo, &fe)) {
+                r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: fetches");
+                goto out;
+            }
+            out->fetch_seconds += fe - t0 + barrier;
+            if (o.cpus > 0) out->cpu_seconds += barrier;
+            t0 = t = fe + barrier;
+        }
         if (o.cpus > 0 && o.nic_senders > 0) { /* this group's senders on the cores */
-            double sg = (double)wsync__pl_senders(&S, g);
-            S.rate = o.nic_gbps * 1e9 / 8 * (o.nic_senders > o.cpus ? o.nic_senders / o.cpus : 1.0) *
-                     (sg > o.cpus ? o.cpus / sg : 1.0);
+            S.rate = wsync__pl_sim_rate(&o, (double)wsync__pl_senders(&S, g));
             if (o.recv_gbps == 0) S.rrate = S.rate;
         }
         if ((r = wsync__pl_sim_group(&S, g, t0, err)) != WSYNC_OK) goto out;
@@ -10955,7 +11223,7 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
             out->cpu_seconds += w + (g + 1 < p->n_groups ? barrier : 0);
             if (t0 + w > t) t = t0 + w;
         }
-        if (g < WSYNC_PLAN_SIM_GROUPS) out->group_seconds[g] = S.end - t0;
+        if (g < WSYNC_PLAN_SIM_GROUPS) out->group_seconds[g] = S.end - gs; /* its gather phase included */
         if (g + 1 < p->n_groups) t += barrier;
     }
     out->n_groups = p->n_groups;
@@ -10979,6 +11247,8 @@ out:
     wsync__rdma_free(&S.a, S.ready);
     wsync__rdma_free(&S.a, S.left);
     wsync__rdma_free(&S.a, S.rtime);
+    wsync__rdma_free(&S.a, tr);
+    wsync__rdma_free(&S.a, fo);
     return r;
 }
 

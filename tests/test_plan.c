@@ -752,6 +752,223 @@ static void test_sim_cpus(void)
     TEST_END();
 }
 
+/* ---- fetches: fp8 tiles across row shards ---- */
+
+/* Every FETCH preparation's rows come from fetches that partition them,
+   each from the rank whose torch.chunk shard holds those rows, the
+   gatherer's own rows included; no other preparation is fetched for; each
+   holder's fetches go to gatherers in the rotation after it. */
+static void check_fetches(const wsync_plan_layout *L, const wsync_plan *p, uint32_t K)
+{
+    uint64_t i, *got = (uint64_t *)calloc(p->n_preps ? p->n_preps : 1, sizeof *got);
+    int bad_holder = 0, bad_range = 0, bad_order = 0, bad_nic = 0, self = 0, fetch_preps = 0, bad_flags = 0;
+    uint32_t T = p->n_trainers;
+    CHECK(got != NULL);
+    if (!got) return;
+    for (i = 0; i < p->n_fetches; i++) {
+        const wsync_plan_fetch *f = &p->fetches[i];
+        const wsync_plan_prep *pr = &p->preps[f->prep];
+        const wsync_plan_piece *pc = &p->pieces[f->piece];
+        const wsync_plan_source *s = &L->input.sources[pc->source];
+        const wsync_plan_mesh *m = &L->input.meshes[s->mesh];
+        uint64_t chunk = (s->rows + m->count - 1) / m->count;
+        if (!(pr->flags & WSYNC_PLAN_FETCH)) bad_flags++;
+        if (f->holder != m->first + f->row0 / chunk || (f->row0 + f->rows - 1) / chunk != f->row0 / chunk) bad_holder++;
+        if (f->piece < pr->first_piece || f->piece >= pr->first_piece + pr->n_pieces || f->row0 < pc->row0 ||
+            f->row0 + f->rows > pc->row0 + pc->rows || f->len != f->rows * pc->cols * 2 ||
+            f->dst_offset + f->len > pr->src_bytes)
+            bad_range++;
+        if (f->src_nic >= K || f->dst_nic >= K) bad_nic++;
+        if (f->holder == pr->rank) self++;
+        got[f->prep] += f->rows;
+        if (i > 0) {
+            const wsync_plan_fetch *q = &p->fetches[i - 1];
+            uint32_t d = (pr->rank + T - f->holder) % T, dq = (p->preps[q->prep].rank + T - q->holder) % T;
+            if (q->holder > f->holder || (q->holder == f->holder && dq > d)) bad_order++;
+        }
+    }
+    for (i = 0; i < p->n_preps; i++) {
+        const wsync_plan_prep *pr = &p->preps[i];
+        if (!(pr->flags & WSYNC_PLAN_FETCH)) {
+            if (got[i]) bad_flags++;
+            continue;
+        }
+        fetch_preps++;
+        if (got[i] != pr->rows || !(pr->flags & WSYNC_PLAN_GATHER) || !(pr->flags & WSYNC_PLAN_QUANT)) bad_range++;
+    }
+    CHECK_EQ_INT(bad_flags, 0);
+    CHECK_EQ_INT(bad_holder, 0);
+    CHECK_EQ_INT(bad_range, 0);
+    CHECK_EQ_INT(bad_nic, 0);
+    CHECK_EQ_INT(bad_order, 0);
+    CHECK_MSG(self == fetch_preps, "%d fetches from the gatherer itself, %d fetching preparations", self, fetch_preps);
+    free(got);
+}
+
+static void test_fetches(void)
+{
+    wsync_plan_layout L;
+    wsync_plan *p;
+    wsync_plan_sim_result r;
+    wsync_error e;
+    TEST_BEGIN("fetches: qwen3-0.6b fp8 from 3 row shards, tiles across shard boundaries gathered by fetches");
+    if (layout("qwen3-0.6b", 3, 2, 1, 1, 1, &L)) {
+        if ((p = build(&L, 2)) != NULL) {
+            wsync_plan_stats st;
+            wsync_plan_stats_get(p, &st);
+            CHECK(p->n_fetches > 0);
+            CHECK_EQ_U64(st.fetches, p->n_fetches);
+            check_fetches(&L, p, 2);
+            check_cover(&L, p);
+            CHECK(sim(p, &r));
+            CHECK_MSG(r.fetch_seconds > 0 && r.seconds > r.fetch_seconds, "%.6f s, gather phases %.6f s", r.seconds,
+                      r.fetch_seconds);
+            wsync_plan_free(p);
+        }
+        wsync_plan_layout_free(&L);
+    }
+    TEST_END();
+
+    TEST_BEGIN("fetches: none where shards end on tile boundaries (4 shards of 128-row multiples) or ranks hold replicas");
+    if (layout("qwen3-0.6b", 4, 2, 1, 1, 1, &L)) {
+        if ((p = build(&L, 1)) != NULL) {
+            uint64_t i;
+            int fetch = 0;
+            for (i = 0; i < p->n_preps; i++) fetch += (p->preps[i].flags & WSYNC_PLAN_FETCH) != 0;
+            CHECK_EQ_U64(p->n_fetches, 0);
+            CHECK_EQ_INT(fetch, 0);
+            CHECK(sim(p, &r) && r.fetch_seconds == 0);
+            wsync_plan_free(p);
+        }
+        wsync_plan_layout_free(&L);
+    }
+    if (layout("qwen3-0.6b", 3, 2, 1, 1, 0, &L)) {
+        if ((p = build(&L, 1)) != NULL) {
+            CHECK_EQ_U64(p->n_fetches, 0);
+            wsync_plan_free(p);
+        }
+        wsync_plan_layout_free(&L);
+    }
+    TEST_END();
+
+    /* By hand: rank 0 quantizes 1 MB that ranks 0 and 1 hold half each, and
+       writes the 0.5 MB of fp8. At 8 Gb/s (1 GB/s): the two fetches share
+       rank 0's receiving NIC, 0.5 ms each, 1 ms; a 50 us barrier; quantizing
+       1 ms (no copy: the fetches assembled the buffer); the write 0.5 ms:
+       2.55 ms. With receivers no resource the fetches overlap: 2.05 ms. */
+    TEST_BEGIN("fetches: the gather phase in the simulator, its barrier, no copy after it");
+    {
+        wsync_plan_prep pr;
+        wsync_plan_task tk;
+        wsync_plan_fetch fe[2];
+        wsync_plan_piece pc;
+        uint64_t first[3] = {0, 1, 1}, sb[2] = {500000, 0}, rb[1] = {500000};
+        wsync_plan pl;
+        wsync_plan_sim_options o;
+        unsigned i;
+        memset(&pr, 0, sizeof pr);
+        memset(&tk, 0, sizeof tk);
+        memset(fe, 0, sizeof fe);
+        memset(&pc, 0, sizeof pc);
+        memset(&pl, 0, sizeof pl);
+        pc.rows = 2;
+        pc.cols = 250000;
+        pr.flags = WSYNC_PLAN_GATHER | WSYNC_PLAN_QUANT | WSYNC_PLAN_FETCH;
+        pr.dtype = WSYNC_DTYPE_F8_E4M3;
+        pr.rows = 2;
+        pr.cols = 250000;
+        pr.n_pieces = 1;
+        pr.src_bytes = 1000000;
+        pr.out_bytes = 500000;
+        pr.temp_bytes = 1500000;
+        pr.n_tasks = 1;
+        tk.len = 500000;
+        for (i = 0; i < 2; i++) {
+            fe[i].holder = i;
+            fe[i].row0 = i;
+            fe[i].rows = 1;
+            fe[i].dst_offset = 500000 * (uint64_t)i;
+            fe[i].len = 500000;
+        }
+        pl.n_trainers = 2;
+        pl.n_inference = 1;
+        pl.nics_per_rank = 1;
+        pl.n_groups = 1;
+        pl.preps = &pr;
+        pl.n_preps = 1;
+        pl.pieces = &pc;
+        pl.n_pieces = 1;
+        pl.tasks = &tk;
+        pl.n_tasks = 1;
+        pl.rank_first = first;
+        pl.send_bytes = sb;
+        pl.recv_bytes = rb;
+        pl.fetches = fe;
+        pl.n_fetches = 2;
+        memset(&o, 0, sizeof o);
+        o.nic_gbps = 8;
+        o.copy_gbps = 0.001; /* a copy would take 8 s */
+        o.quant_gbps = 8;
+        o.task_us = -1;
+        o.barrier_us = 50;
+        CHECK(wsync_plan_simulate(&pl, &o, &r, &e) == WSYNC_OK);
+        CHECK_MSG(fabs(r.seconds - 2.55e-3) < 1e-12 && fabs(r.fetch_seconds - 1.05e-3) < 1e-12 &&
+                      fabs(r.group_seconds[0] - 2.55e-3) < 1e-12,
+                  "%.9f s, gather phase %.9f s, group %.9f s", r.seconds, r.fetch_seconds, r.group_seconds[0]);
+        o.recv_gbps = -1;
+        CHECK(wsync_plan_simulate(&pl, &o, &r, &e) == WSYNC_OK);
+        CHECK_MSG(fabs(r.seconds - 2.05e-3) < 1e-12 && fabs(r.fetch_seconds - 0.55e-3) < 1e-12,
+                  "receivers no resource: %.9f s, gather phase %.9f s", r.seconds, r.fetch_seconds);
+        pr.flags &= ~WSYNC_PLAN_FETCH; /* without the flag, the gather is a copy again: 8 s */
+        pl.n_fetches = 0;
+        CHECK(wsync_plan_simulate(&pl, &o, &r, &e) == WSYNC_OK);
+        CHECK_MSG(r.seconds > 7.9 && r.fetch_seconds == 0, "as a copy: %.9f s", r.seconds);
+    }
+    TEST_END();
+
+    TEST_BEGIN("fetches: every allocation failure is reported and leaks nothing");
+    {
+        long n;
+        int failures = 0, leaks = 0, succeeded = 0;
+        for (n = 1; n < 400 && !succeeded; n++) {
+            counting c;
+            wsync_plan_layout_options lo;
+            wsync_plan_options o;
+            wsync_plan_model m = model("qwen3-0.6b");
+            wsync_result res;
+            memset(&c, 0, sizeof c);
+            c.fail_at = n;
+            memset(&lo, 0, sizeof lo);
+            lo.allocator = counting_allocator(&c);
+            lo.n_trainers = 3;
+            lo.n_inference = 2;
+            lo.fp8 = 1;
+            lo.shards_only = 1;
+            res = wsync_plan_layout_model(&m, &lo, &L, &e);
+            if (res == WSYNC_OK) {
+                memset(&o, 0, sizeof o);
+                o.allocator = lo.allocator;
+                res = wsync_plan_build(&L.input, &o, &p, &e);
+                if (res == WSYNC_OK) {
+                    wsync_plan_sim_options so;
+                    memset(&so, 0, sizeof so);
+                    so.allocator = lo.allocator;
+                    res = wsync_plan_simulate(p, &so, &r, &e);
+                    if (res == WSYNC_OK) succeeded = p->n_fetches > 0;
+                    wsync_plan_free(p);
+                }
+                wsync_plan_layout_free(&L);
+            }
+            if (res != WSYNC_OK && res != WSYNC_ERR_OUT_OF_MEMORY) failures++;
+            if (c.allocs != c.frees) leaks++;
+        }
+        CHECK(succeeded);
+        CHECK_EQ_INT(failures, 0);
+        CHECK_EQ_INT(leaks, 0);
+    }
+    TEST_END();
+}
+
 /* ---- input checks and allocation failures ---- */
 
 static void test_errors(void)
@@ -969,6 +1186,7 @@ int main(void)
     test_plans();
     test_sim();
     test_sim_cpus();
+    test_fetches();
     test_errors();
     test_ctl_input();
     test_kimi(1);

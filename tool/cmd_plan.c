@@ -159,23 +159,28 @@ int cmd_plan(int argc, char **argv)
         wsync_plan_stats_get(plan, &st);
         if (json)
             printf("{\"demo\": \"%s\", \"trainers\": %u, \"inference\": %u, \"plan_seconds\": %.6f, \"tasks\": %llu, "
-                   "\"preparations\": %llu, \"groups\": %u, \"bytes\": %llu, \"predicted_seconds\": %.6f, "
-                   "\"digest\": \"%016llx\"}\n",
+                   "\"preparations\": %llu, \"groups\": %u, \"bytes\": %llu, \"fetches\": %llu, \"fetch_bytes\": %llu, "
+                   "\"predicted_seconds\": %.6f, \"fetch_seconds\": %.6f, \"digest\": \"%016llx\"}\n",
                    gm.name, dl.trainers, dl.inference, t1 - t0, (unsigned long long)st.tasks,
-                   (unsigned long long)st.preps, plan->n_groups, (unsigned long long)st.bytes, sr.seconds,
+                   (unsigned long long)st.preps, plan->n_groups, (unsigned long long)st.bytes,
+                   (unsigned long long)st.fetches, (unsigned long long)st.fetch_bytes, sr.seconds, sr.fetch_seconds,
                    (unsigned long long)wsync_plan_digest(plan));
-        else
+        else {
             printf("wsync plan: push-demo's %s, %u trainers (%s) -> %u inference ranks (%s%s), %u mesh group%s\n"
                    "  tasks                  %llu (%llu of them fp8 scales), %llu preparations, %.3f MB per step\n"
-                   "  imbalance              %.4f sending, %.4f receiving (busiest over mean)\n"
-                   "  predicted              %.6f s at %g Gb/s per NIC (the target's constants)\n"
-                   "  plan digest            %016llx\n",
+                   "  imbalance              %.4f sending, %.4f receiving (busiest over mean)\n",
                    gm.name, dl.trainers, dl.replica ? "each the whole model" : "row shards", dl.inference,
                    dl.reshard ? "tensor-parallel slices" : "each the whole model", dl.fp8 ? ", fp8" : "",
                    plan->n_groups, plan->n_groups == 1 ? "" : "s", (unsigned long long)st.tasks,
                    (unsigned long long)st.scale_tasks, (unsigned long long)st.preps, (double)st.bytes / 1e6,
-                   st.imbalance_send, st.imbalance_recv, sr.seconds, gbps,
-                   (unsigned long long)wsync_plan_digest(plan));
+                   st.imbalance_send, st.imbalance_recv);
+            if (st.fetches)
+                printf("  gather phases          %llu fetches, %.3f MB between trainers, %.6f s with their barriers\n",
+                       (unsigned long long)st.fetches, (double)st.fetch_bytes / 1e6, sr.fetch_seconds);
+            printf("  predicted              %.6f s at %g Gb/s per NIC (the target's constants)\n"
+                   "  plan digest            %016llx\n",
+                   sr.seconds, gbps, (unsigned long long)wsync_plan_digest(plan));
+        }
         wsync_plan_free(plan);
         return 0;
     }
@@ -232,6 +237,8 @@ int cmd_plan(int argc, char **argv)
         printf("\"imbalance\": %.6f, \"imbalance_send\": %.6f, \"imbalance_recv\": %.6f, ", imb, st.imbalance_send,
                st.imbalance_recv);
         printf("\"pace_gbps\": %.6g, \"unpaced_seconds\": %.6f, ", so.pace_gbps, unpaced);
+        printf("\"fetches\": %llu, \"fetch_bytes\": %llu, \"fetch_seconds\": %.6f, ", (unsigned long long)st.fetches,
+               (unsigned long long)st.fetch_bytes, sr.fetch_seconds);
         printf("\"bound_seconds\": %.6f, \"predicted_seconds\": %.6f, \"predicted_over_bound\": %.6f, "
                "\"prep_max_seconds\": %.6f, \"peak_temp_bytes\": %llu, \"max_prep_temp_bytes\": %llu, "
                "\"digest\": \"%016llx\"}\n",
@@ -252,6 +259,10 @@ int cmd_plan(int argc, char **argv)
                (unsigned long long)st.tasks, (unsigned long long)st.scale_tasks, (unsigned long long)st.preps,
                plan->n_groups, plan->n_groups == 1 ? "" : "s");
         printf("  bytes                  %.3f TB on the wire per step\n", (double)st.bytes / 1e12);
+        if (st.fetches)
+            printf("  gather phases          %llu fetches, %.3f GB between trainers (the rows of fp8 tiles across "
+                   "shard boundaries), %.4f s with their barriers\n",
+                   (unsigned long long)st.fetches, (double)st.fetch_bytes / 1e9, sr.fetch_seconds);
         plan_gb("per sending NIC", st.send_max, st.send_mean, st.send_min);
         plan_gb("per receiving NIC", st.recv_max, st.recv_mean, st.recv_min);
         printf("  imbalance              %.4f sending, %.4f receiving (busiest over mean)\n", st.imbalance_send,
