@@ -58,13 +58,23 @@ expect_rc 2 "plan bad --pace" "$W" plan --model qwen3-0.6b --trainers 4 --infere
 # the plan push-demo's controller runs (equal digests), for each layout kind
 expect_rc 2 "plan --demo unknown model" "$W" plan --demo gpt-9 --trainers 2 --inference 2
 while read -r T I opts; do
-    d=$("$W" plan --demo tiny --trainers "$T" --inference "$I" $opts --json | sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/')
+    j=$("$W" plan --demo tiny --trainers "$T" --inference "$I" $opts --json)
+    d=$(sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/' <<<"$j")
     out=$("$W" push-demo --trainers "$T" --inference "$I" --steps 1 --schedule plan $opts 2>&1)
     p=$(sed -nE 's/^schedule: planner.*plan digest ([0-9a-f]+)$/\1/p' <<<"$out")
     if [ -n "$d" ] && [ "$d" = "$p" ] && grep -q "every inference rank bit-exact" <<<"$out"; then
         ok "plan digest = push-demo's: $T->$I $opts"
     else
         bad "plan digest $d, push-demo's '$p': $T->$I $opts"; tail -n 3 <<<"$out"
+    fi
+    # the gather between trainers push-demo runs is the plan's fetches
+    fn=$(sed -E 's/.*"fetches": ([0-9]+).*/\1/' <<<"$j"); fb=$(sed -E 's/.*"fetch_bytes": ([0-9]+).*/\1/' <<<"$j")
+    gn=$(sed -nE 's/^gather: ([0-9]+) transfers, ([0-9.]+) MB.*/\1/p' <<<"$out")
+    gm=$(sed -nE 's/^gather: ([0-9]+) transfers, ([0-9.]+) MB.*/\2/p' <<<"$out")
+    if [ "${gn:-0}" = "$fn" ] && [ "$(awk -v b="$fb" 'BEGIN { printf "%.2f", b / 1e6 }')" = "${gm:-0.00}" ]; then
+        ok "push-demo's gather = the plan's fetches ($fn, $fb bytes): $T->$I $opts"
+    else
+        bad "push-demo's gather '$gn' transfers '$gm' MB, the plan's fetches $fn of $fb bytes: $T->$I $opts"
     fi
 done <<'EOF2'
 4 2
@@ -80,7 +90,7 @@ EOF2
 out=$("$W" push-demo --steps 1 --schedule greedy 2>&1)
 grep -q "^schedule: greedy" <<<"$out" && grep -q "every inference rank bit-exact" <<<"$out" \
     && ok "push-demo --schedule greedy" || bad "push-demo --schedule greedy"
-# row-sharded fp8 is not executed yet: --schedule plan names why
+# row-sharded fp8 with the default tile: plan --demo plans it
 out=$("$W" plan --demo tiny --trainers 4 --inference 2 --fp8 --json 2>&1)
 grep -q '"digest"' <<<"$out" && ok "plan --demo of row-sharded fp8 plans" || bad "plan --demo row-sharded fp8: $out"
 echo "summary: $passed passed, $failed failed"
