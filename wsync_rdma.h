@@ -1,4 +1,4 @@
-/* wsync_rdma.h v0.5.0 - the direct path: one-sided writes into inference memory - MIT license */
+/* wsync_rdma.h v0.6.0 - the direct path: one-sided writes into inference memory - MIT license */
 /*
 OVERVIEW
 ========
@@ -321,6 +321,14 @@ target cluster, not the machine the simulator runs on:
 
 REVISIONS
 =========
+    0.6.0  fetches: the rows of fp8 tiles across row shards are in the
+           plan (WSYNC_PLAN_FETCH, wsync_plan_fetch, wsync_plan.fetches,
+           in the digest of plans that have any; wsync_plan_stats.fetches
+           and fetch_bytes), each holder's ordered in a rotation; the
+           simulator runs each mesh group's gather phase as writes
+           between trainers, then a barrier, and counts no copy for a
+           fetched preparation (wsync_plan_sim_result.fetch_seconds); the
+           controller's gather transfers are the plan's fetches
     0.5.0  pacing: wsync_plan_task.start (the planned start; in the plan
            digest), wsync_plan_sim_options.pace_gbps,
            wsync_controller_options.pace_gbps, wsync_ctl_transfer.start_us,
@@ -6563,8 +6571,8 @@ static int wsync__ctl_dst_lt(const void *ctx, uint32_t a, uint32_t b)
 
 /* A transfer that quantizes from the trainer's own gather inbox reads the
    tensor its rows came from: the reads of the trainer's own gather into
-   that inbox spot (the holder of a tile's first row writes it there first,
-   so it exists). Without this, a step of a subset would run the gathers of
+   that inbox spot (the gatherer is one of the tile's holders and writes
+   its own rows there too, so it exists). Without this, a step of a subset would run the gathers of
    a named tensor and never the writes made of them. self: the trainer's
    rank code in targets (n_inference + rank). */
 static wsync_result wsync__ctl_reads_inbox(const wsync_allocator *a, const wsync_ctl_tensor *t, uint32_t nt,
@@ -6593,7 +6601,8 @@ static wsync_result wsync__ctl_reads_inbox(const wsync_allocator *a, const wsync
                 if (x[own[mid]].dst_offset < x[j].src_offset) l = mid + 1;
                 else h = mid;
             }
-            if (l < ns && x[own[l]].dst_offset == x[j].src_offset) from[j] = own[l];
+            /* the first own write inside the spot: rows x src_stride bytes */
+            if (l < ns && x[own[l]].dst_offset - x[j].src_offset < x[j].rows * x[j].src_stride) from[j] = own[l];
         }
     }
     for (pass = 0; pass < 2; pass++) {
@@ -7767,17 +7776,62 @@ static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t
     return WSYNC_OK;
 }
 
-/* A step with mesh groups: the first trainer in [from, to) but `skip` with
-   no DONE yet that has not reached a barrier where another trainer waits,
-   `to` when none. The one the others wait for, to name when the step fails. */
+/* A step with mesh groups: the trainers in [from, to) but `skip` with no
+   DONE yet that have not reached a barrier where another trainer waits
+   (the first one's barrier), named in out ("trainer rank 0, trainer rank
+   2"; eight, then how many more). Their count; 0 when none. When more
+   than one lags, one may be stalled and the others blocked writing into
+   its gather inbox: the controller cannot tell which, so it names all. */
 static unsigned wsync__ctl_lagging(const wsync_controller *c, unsigned from, unsigned to, unsigned skip,
-                                   const unsigned char *got, const unsigned char *next, const uint32_t *reached)
+                                   const unsigned char *got, const unsigned char *next, const uint32_t *reached,
+                                   unsigned *group, char *out, size_t cap)
 {
-    unsigned i;
-    if (c->n_groups < 2) return to;
-    for (i = from; i < to; i++)
-        if (i != skip && !got[i - from] && next[i] + 1u < c->n_groups && reached[next[i]] > 0) return i;
-    return to;
+    unsigned i, n = 0;
+    size_t len = 0;
+    out[0] = 0;
+    if (c->n_groups < 2) return 0;
+    for (i = from; i < to; i++) {
+        if (i == skip || got[i - from] || next[i] + 1u >= c->n_groups || reached[next[i]] == 0) continue;
+        if (n > 0 && next[i] != *group) continue;
+        if (n == 0) *group = next[i];
+        if (n < 8 && len < cap) {
+            int k = snprintf(out + len, cap - len, "%s%s", n ? ", " : "", c->m[i].name);
+            if (k > 0) len += (size_t)k;
+        }
+        n++;
+    }
+    if (n > 8 && len < cap) snprintf(out + len, cap - len, " and %u more", n - 8);
+    return n;
+}
+
+/* A member in [from, to) but `skip`, with no reply yet, whose connection
+   closes within wait_ms (its process died), or `to`. It only peeks: a
+   member's pending messages stay for the caller. */
+static unsigned wsync__ctl_closed(const wsync_controller *c, unsigned from, unsigned to, unsigned skip,
+                                const unsigned char *got, struct pollfd *pf, int wait_ms)
+{
+    unsigned i, n = to - from;
+    int64_t end = wsync__rdma_now_ms() + wait_ms;
+    for (i = from; i < to; i++) {
+        pf[i - from].fd = got[i - from] || i == skip ? -1 : c->m[i].fd;
+        pf[i - from].events = POLLIN;
+        pf[i - from].revents = 0;
+    }
+    for (;;) {
+        int64_t left = end - wsync__rdma_now_ms();
+        int pr = poll(pf, n, left > 0 ? (int)left : 0);
+        if (pr < 0 && errno != EINTR) return to;
+        for (i = 0; pr > 0 && i < n; i++) {
+            char b;
+            ssize_t k;
+            if (!pf[i].revents) continue;
+            if (pf[i].revents & (POLLHUP | POLLERR | POLLNVAL)) return from + i;
+            k = recv(pf[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return from + i;
+            pf[i].fd = -1; /* a message waits: alive */
+        }
+        if (left <= 0) return to;
+    }
 }
 
 static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsigned to, uint32_t type, uint64_t step,
@@ -7803,17 +7857,25 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
         int64_t left = deadline - wsync__rdma_now_ms();
         int pr;
         if (left <= 0) {
-            unsigned lag;
+            unsigned nl, lg = 0, gone = wsync__ctl_closed(c, from, to, to, got, pf, 0);
+            char names[320];
             for (i = from; i < to && got[i - from]; i++) {
             }
-            /* mesh groups: the trainer the others wait for at a barrier is the one to name */
-            lag = type == WSYNC_CTL_DONE ? wsync__ctl_lagging(c, from, to, to, got, next, reached) : to;
-            if (lag < to)
+            /* mesh groups: the trainers the others wait for at a barrier are the ones to name */
+            nl = type == WSYNC_CTL_DONE ? wsync__ctl_lagging(c, from, to, to, got, next, reached, &lg, names,
+                                                             sizeof names)
+                                        : 0;
+            if (gone < to) {
+                c->m[gone].gone = 1;
+                r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s went away (no %s within %u ms)",
+                                     (unsigned long long)step, c->m[gone].name, wsync__ctl_type_name(type),
+                                     c->step_ms);
+            } else if (nl)
                 r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
-                                     "step %llu: %s reached no barrier of mesh group %u within %u ms (%u trainers wait "
-                                     "there)",
-                                     (unsigned long long)step, c->m[lag].name, (unsigned)next[lag], c->step_ms,
-                                     (unsigned)reached[next[lag]]);
+                                     "step %llu: %s reached no barrier of mesh group %u within %u ms (%u trainer%s "
+                                     "wait%s there)",
+                                     (unsigned long long)step, names, lg, c->step_ms, (unsigned)reached[lg],
+                                     reached[lg] == 1 ? "" : "s", reached[lg] == 1 ? "s" : "");
             else
                 r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms",
                                      (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(type), c->step_ms);
@@ -7852,17 +7914,27 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                                      (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(m.type),
                                      (unsigned long long)m.step, m.text);
             } else if (m.status != WSYNC_OK) {
-                /* a trainer whose writes to a stalled trainer's inbox (a
-                   gather) went unacknowledged fails first, naming only an
-                   address: the stalled one is the trainer the others wait for */
-                unsigned lag = type == WSYNC_CTL_DONE ? wsync__ctl_lagging(c, from, to, i, got, next, reached) : to;
+                /* a trainer whose write into another's gather inbox failed
+                   reports first, naming an address or a process: the one
+                   that died (its connection closes a moment later), else the
+                   trainers the others wait for at a barrier, are named */
+                unsigned nl = 0, lg = 0, gone = to;
                 wsync_result why = m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO;
-                if (lag < to)
+                char names[320];
+                if (type == WSYNC_CTL_DONE && c->n_groups > 1) {
+                    gone = wsync__ctl_closed(c, from, to, i, got, pf, 250);
+                    nl = wsync__ctl_lagging(c, from, to, i, got, next, reached, &lg, names, sizeof names);
+                }
+                if (gone < to) {
+                    c->m[gone].gone = 1;
+                    r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s went away (%s failed: %s)",
+                                         (unsigned long long)step, c->m[gone].name, c->m[i].name, m.text);
+                } else if (nl)
                     r = wsync__rdma_fail(err, why,
                                          "step %llu: %s failed while %s reached no barrier of mesh group %u (%u "
-                                         "trainers wait there): %s",
-                                         (unsigned long long)step, c->m[i].name, c->m[lag].name, (unsigned)next[lag],
-                                         (unsigned)reached[next[lag]], m.text);
+                                         "trainer%s wait%s there): %s",
+                                         (unsigned long long)step, c->m[i].name, names, lg, (unsigned)reached[lg],
+                                         reached[lg] == 1 ? "" : "s", reached[lg] == 1 ? "s" : "", m.text);
                 else
                     r = wsync__rdma_fail(err, why, "step %llu: %s failed: %s", (unsigned long long)step, c->m[i].name,
                                          m.text);
@@ -9926,6 +9998,14 @@ static void wsync__pl_set_temp(wsync_plan_prep *pr)
     if (pr->flags & WSYNC_PLAN_QUANT) pr->temp_bytes += pr->out_bytes + pr->scale_bytes;
 }
 
+/* Bytes a preparation puts on the wire, a task's start-up counted as bytes. */
+static uint64_t wsync__pl_wire(const wsync__pl_b *B, uint64_t i)
+{
+    const wsync_plan_prep *pr = &B->p->preps[i];
+    return (pr->out_bytes + pr->scale_bytes + (pr->scale_bytes ? 2 : 1) * B->o->task_cost_bytes) *
+           (B->pd[i].hi - B->pd[i].lo);
+}
+
 /* Row-shard meshes: cut unit u where the holder changes (fp8: at block
    boundaries), each range sent by the holder of its first row. */
 static wsync_result wsync__pl_cut_shards(wsync__pl_b *B, uint64_t u, wsync_error *err)
@@ -9973,14 +10053,6 @@ static uint32_t wsync__pl_nic(const uint64_t *g, const uint64_t *tot, uint64_t r
         if (g[a] < g[b] || (g[a] == g[b] && tot[a] < tot[b])) best = k;
     }
     return best;
-}
-
-/* Bytes a preparation puts on the wire, a task's start-up counted as bytes. */
-static uint64_t wsync__pl_wire(const wsync__pl_b *B, uint64_t i)
-{
-    const wsync_plan_prep *pr = &B->p->preps[i];
-    return (pr->out_bytes + pr->scale_bytes + (pr->scale_bytes ? 2 : 1) * B->o->task_cost_bytes) *
-           (B->pd[i].hi - B->pd[i].lo);
 }
 
 static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_hi, wsync__pl_heap *heaps,

@@ -49,8 +49,8 @@ tcp 2 2 --reshard,--mesh-groups
 tcp 4 2 --layout,replica,--fp8,--block,128
 cma 1 3 -
 shm 8 4 --reshard
-cma 4 2 --fp8,--block,128
-tcp 4 2 --fp8,--block,128,--mesh-groups
+cma 3 2 --fp8,--block,128
+tcp 3 2 --fp8,--block,128,--mesh-groups
 GRID
 # The worst configuration: the mean ratio farthest from 1 (as a factor
 # either way), and how many fall outside the target band 0.8-1.25.

@@ -2464,7 +2464,38 @@ static void test_mesh_group_fail_names_lagging(void)
         w.t[2].fail_wait_ms = 300;
         CHECK(wsync_controller_step(w.g.c, 2, &e) == WSYNC_ERR_IO);
         CHECK_MSG(has(e.message, "step 2: trainer rank 2 failed while trainer rank 1 reached no barrier of mesh "
-                                 "group 0 (1 trainers wait there): flush: 127.0.0.1:9 region 2"),
+                                 "group 0 (1 trainer waits there): flush: 127.0.0.1:9 region 2"),
+                  "%s", e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+    } else {
+        CHECK(0);
+    }
+    world_end(&w);
+    /* trainer 1 dies inside group 0 a moment after trainer 2 reports a
+       failed write (into a dead trainer's memory, or a connection reset):
+       the dead one is named, whichever the controller hears first */
+    if (mesh_world3(&w, 5000)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        w.t[1].close_at = 2;
+        w.t[1].close_wait_ms = 350;
+        w.t[2].fail_at = 2;
+        w.t[2].fail_wait_ms = 300;
+        CHECK(wsync_controller_step(w.g.c, 2, &e) == WSYNC_ERR_IO);
+        CHECK_MSG(has(e.message, "step 2: trainer rank 1 went away"), "%s", e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
+    } else {
+        CHECK(0);
+    }
+    world_end(&w);
+    /* two trainers stop inside group 0 (one stalled, one blocked writing
+       into its inbox: the controller cannot tell which): both are named */
+    if (mesh_world3(&w, 1200)) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        w.t[1].close_at = w.t[2].close_at = 2;
+        w.t[1].close_wait_ms = w.t[2].close_wait_ms = 2500;
+        CHECK(wsync_controller_step(w.g.c, 2, &e) == WSYNC_ERR_LIMIT);
+        CHECK_MSG(has(e.message, "step 2: trainer rank 1, trainer rank 2 reached no barrier of mesh group 0 within "
+                                 "1200 ms (1 trainer waits there)"),
                   "%s", e.message);
         CHECK(wsync_rank_version(w.in[0].r) == 1 && wsync_rank_version(w.in[1].r) == 1);
     } else {
