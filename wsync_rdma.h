@@ -7782,6 +7782,19 @@ static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t
    2"; eight, then how many more). Their count; 0 when none. When more
    than one lags, one may be stalled and the others blocked writing into
    its gather inbox: the controller cannot tell which, so it names all. */
+static void wsync__ctl_name_add(char *out, size_t cap, size_t *len, unsigned n, const char *name)
+{
+    if (n < 8 && *len < cap) {
+        int k = snprintf(out + *len, cap - *len, "%s%s", n ? ", " : "", name);
+        if (k > 0) *len += (size_t)k;
+    }
+}
+
+static void wsync__ctl_name_end(char *out, size_t cap, size_t len, unsigned n)
+{
+    if (n > 8 && len < cap) snprintf(out + len, cap - len, " and %u more", n - 8);
+}
+
 static unsigned wsync__ctl_lagging(const wsync_controller *c, unsigned from, unsigned to, unsigned skip,
                                    const unsigned char *got, const unsigned char *next, const uint32_t *reached,
                                    unsigned *group, char *out, size_t cap)
@@ -7794,13 +7807,9 @@ static unsigned wsync__ctl_lagging(const wsync_controller *c, unsigned from, uns
         if (i == skip || got[i - from] || next[i] + 1u >= c->n_groups || reached[next[i]] == 0) continue;
         if (n > 0 && next[i] != *group) continue;
         if (n == 0) *group = next[i];
-        if (n < 8 && len < cap) {
-            int k = snprintf(out + len, cap - len, "%s%s", n ? ", " : "", c->m[i].name);
-            if (k > 0) len += (size_t)k;
-        }
-        n++;
+        wsync__ctl_name_add(out, cap, &len, n++, c->m[i].name);
     }
-    if (n > 8 && len < cap) snprintf(out + len, cap - len, " and %u more", n - 8);
+    wsync__ctl_name_end(out, cap, len, n);
     return n;
 }
 
@@ -7858,9 +7867,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
         int pr;
         if (left <= 0) {
             unsigned nl, lg = 0, gone = wsync__ctl_closed(c, from, to, to, got, pf, 0);
-            char names[320];
-            for (i = from; i < to && got[i - from]; i++) {
-            }
+            char names[320] = "";
             /* mesh groups: the trainers the others wait for at a barrier are the ones to name */
             nl = type == WSYNC_CTL_DONE ? wsync__ctl_lagging(c, from, to, to, got, next, reached, &lg, names,
                                                              sizeof names)
@@ -7876,9 +7883,14 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                                      "wait%s there)",
                                      (unsigned long long)step, names, lg, c->step_ms, (unsigned)reached[lg],
                                      reached[lg] == 1 ? "" : "s", reached[lg] == 1 ? "s" : "");
-            else
+            else { /* every member still silent */
+                size_t len = 0;
+                for (i = from, nl = 0; i < to; i++)
+                    if (!got[i - from]) wsync__ctl_name_add(names, sizeof names, &len, nl++, c->m[i].name);
+                wsync__ctl_name_end(names, sizeof names, len, nl);
                 r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms",
-                                     (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(type), c->step_ms);
+                                     (unsigned long long)step, names, wsync__ctl_type_name(type), c->step_ms);
+            }
             break;
         }
         for (i = from; i < to; i++) {
@@ -7920,7 +7932,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                    trainers the others wait for at a barrier, are named */
                 unsigned nl = 0, lg = 0, gone = to;
                 wsync_result why = m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO;
-                char names[320];
+                char names[320] = "";
                 if (type == WSYNC_CTL_DONE && c->n_groups > 1) {
                     gone = wsync__ctl_closed(c, from, to, i, got, pf, 250);
                     nl = wsync__ctl_lagging(c, from, to, i, got, next, reached, &lg, names, sizeof names);

@@ -2573,6 +2573,12 @@ static void test_step_trainer_silent(void)
         CHECK(wsync_rank_version(w.in[0].r) == 3 && wsync_rank_version(w.in[1].r) == 3);
         CHECK(rk_diff(&w.in[0], 3) == 0 && rk_diff(&w.in[1], 3) == 0);
         CHECK(wsync_rank_wait_version(w.in[1].r, 3, 0, &we) == WSYNC_OK);
+        /* two silent: both named */
+        w.t[0].silent_at = w.t[2].silent_at = 4;
+        CHECK(wsync_controller_step(w.g.c, 4, &e) == WSYNC_ERR_LIMIT);
+        CHECK_MSG(has(e.message, "step 4: trainer rank 0, trainer rank 2 sent no DONE within 300 ms"), "%s",
+                  e.message);
+        CHECK(wsync_rank_version(w.in[0].r) == 3 && wsync_rank_version(w.in[1].r) == 3);
     }
     world_end(&w);
     TEST_END();
