@@ -193,7 +193,7 @@ test-exhaustive: $(BUILD)/test_exhaustive
 # opens with the CPU's model and SIMD flags.
 BENCH_MODEL ?= qwen3-0.6b
 BENCH_STEPS ?= 3
-bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_delta_portable $(BUILD)/bench_chain $(BUILD)/bench_http $(BUILD)/bench_fabric $(BUILD)/bench_probe
+bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_delta_portable $(BUILD)/bench_chain $(BUILD)/bench_http $(BUILD)/bench_fabric $(BUILD)/bench_quant $(BUILD)/bench_probe
 	@$(MAKE) --no-print-directory bench-probe
 	$(BUILD)/bench_parse
 	$(BUILD)/bench_delta $(BENCH_MODEL) $(BENCH_STEPS)
@@ -203,6 +203,7 @@ bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_d
 	tests/bench_http.sh $(BUILD)/bench_http
 	@$(MAKE) --no-print-directory bench-fanout
 	$(BUILD)/bench_fabric
+	$(BUILD)/bench_quant
 	$(BUILD)/wsync push-demo --model qwen3-0.6b --trainers 4 --inference 2 --steps 5 --bench
 	$(BUILD)/bench_mirror qwen3-0.6b 2 11
 	rm -rf $(BUILD)/bench-boundmem && mkdir -p $(BUILD)/bench-boundmem && $(BUILD)/bench_boundmem publish $(BUILD)/bench-boundmem

@@ -328,7 +328,12 @@ REVISIONS
            simulator runs each mesh group's gather phase as writes
            between trainers, then a barrier, and counts no copy for a
            fetched preparation (wsync_plan_sim_result.fetch_seconds); the
-           controller's gather transfers are the plan's fetches
+           controller's gather transfers are the plan's fetches; a failed
+           step names every trainer that reached no barrier (or sent
+           nothing), and a trainer whose connection closes right after
+           another's failed write as gone; wsync_quantize_e4m3 without
+           branches (the same codes and scales, 3x faster on weights at
+           -O2, 4.3x at -O3 -march=native)
     0.5.0  pacing: wsync_plan_task.start (the planned start; in the plan
            digest), wsync_plan_sim_options.pace_gbps,
            wsync_controller_options.pace_gbps, wsync_ctl_transfer.start_us,
@@ -4916,30 +4921,32 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
     return (rows / block + (rows % block != 0)) * (cols / block + (cols % block != 0));
 }
 
-/* wsync_f32_to_e4m3(f, WSYNC_FP8_SATURATE), inlined and with one branch
-   (checked equal for all 2^32 inputs): normal results by rounding the f32
-   bits, subnormal ones (units of 2^-9) by adding 2^23 in float, which
-   rounds to nearest even; that needs float arithmetic in float
-   (FLT_EVAL_METHOD 0), else the library's function is used. */
+/* wsync_f32_to_e4m3(f, WSYNC_FP8_SATURATE), inlined and without a branch
+   (checked equal for all 2^32 inputs), so that a row of them vectorizes:
+   normal results by rounding the f32 bits, subnormal ones (units of 2^-9)
+   by adding 2^23 in float, which rounds to nearest even, each computed for
+   every input and one selected (the subnormal path sees 0 for inputs it
+   does not own, so its float-to-integer conversion stays in range). That
+   needs float arithmetic in float (FLT_EVAL_METHOD 0), else the library's
+   function is used. */
 static uint8_t wsync__e4m3_sat(float f)
 {
 #if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
-    uint32_t u, a, code;
+    uint32_t u, a, b, code, small, sub;
+    float t;
     memcpy(&u, &f, 4);
     a = u & 0x7FFFFFFFu;
-    if (a >= 0x3C800000u) { /* at least 2^-6: normal, or beyond the format */
-        uint32_t b = a - (120u << 23);
-        b += 0x7FFFFu + ((b >> 20) & 1u);
-        code = b >> 20;
-        if (code > 0x7Eu) code = 0x7Eu;    /* saturate, infinity too */
-        if (a > 0x7F800000u) code = 0x7Fu; /* NaN */
-    } else {
-        float t;
-        memcpy(&t, &a, 4);
-        t = t * 512.0f;
-        t = (t + 8388608.0f) - 8388608.0f;
-        code = (uint32_t)t;
-    }
+    b = a - (120u << 23); /* at least 2^-6: normal, or beyond the format */
+    b += 0x7FFFFu + ((b >> 20) & 1u);
+    code = b >> 20;
+    code = code > 0x7Eu ? 0x7Eu : code;  /* saturate, infinity too */
+    code = a > 0x7F800000u ? 0x7Fu : code; /* NaN */
+    small = a < 0x3C800000u ? a : 0u;
+    memcpy(&t, &small, 4);
+    t = t * 512.0f;
+    t = (t + 8388608.0f) - 8388608.0f; /* 0 to 8 */
+    sub = (uint32_t)(int32_t)t;
+    code = a < 0x3C800000u ? sub : code;
     return (uint8_t)(((u >> 24) & 0x80u) | code);
 #else
     return wsync_f32_to_e4m3(f, WSYNC_FP8_SATURATE);
@@ -4955,26 +4962,36 @@ static float wsync__quant_bf16_f32(uint16_t h)
 }
 
 /* One tile's scale: amax / 448, or 1 for a tile of zeros or one holding a
-   non-finite value (saturation then clamps infinities, NaN stays NaN). */
+   non-finite value (saturation then clamps infinities, NaN stays NaN).
+   The largest magnitude is the largest of the bf16 bits without the sign
+   (an integer max, which vectorizes); 0x7F80 and up is infinity or NaN. */
 static float wsync__quant_tile_scale(const uint16_t *bf16, uint64_t stride, uint64_t r0, uint64_t r1, uint64_t c0,
                                      uint64_t c1)
 {
     uint64_t r, c;
-    float amax = 0;
-    for (r = r0; r < r1; r++)
+    uint16_t m = 0;
+    for (r = r0; r < r1; r++) {
+        const uint16_t *in = bf16 + r * stride;
         for (c = c0; c < c1; c++) {
-            float v = wsync__quant_bf16_f32(bf16[r * stride + c]);
-            float a = v < 0 ? -v : v;
-            if (!(a <= 3.4e38f)) return 1.0f;
-            if (a > amax) amax = a;
+            uint16_t a = (uint16_t)(in[c] & 0x7FFFu);
+            m = a > m ? a : m;
         }
-    return amax > 0 ? amax / 448.0f : 1.0f;
+    }
+    if (m >= 0x7F80u) return 1.0f;
+    return m ? wsync__quant_bf16_f32(m) / 448.0f : 1.0f;
+}
+
+/* One row's columns of a tile. */
+static void wsync__quant_row(const uint16_t *in, uint8_t *out, uint64_t n, float scale)
+{
+    uint64_t c;
+    for (c = 0; c < n; c++) out[c] = wsync__e4m3_sat(wsync__quant_bf16_f32(in[c]) / scale);
 }
 
 WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, uint64_t cols, uint64_t stride,
                                            uint64_t block, uint8_t *dst, float *scales, wsync_error *err)
 {
-    uint64_t br = block ? block : rows, bc = block ? block : cols, tcols, r0, c0, r, c;
+    uint64_t br = block ? block : rows, bc = block ? block : cols, tcols, r0, c0, r;
     wsync__rdma_err_reset(err);
     if (!scales || stride < cols)
         return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: no scales, or a stride below the columns");
@@ -4991,11 +5008,7 @@ WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, 
             uint64_t c1 = cols - c0 > bc ? c0 + bc : cols;
             float scale = wsync__quant_tile_scale(bf16, stride, r0, r1, c0, c1);
             scales[(r0 / br) * tcols + c0 / bc] = scale;
-            for (r = r0; r < r1; r++) {
-                const uint16_t *in = bf16 + r * stride;
-                uint8_t *out = dst + r * cols;
-                for (c = c0; c < c1; c++) out[c] = wsync__e4m3_sat(wsync__quant_bf16_f32(in[c]) / scale);
-            }
+            for (r = r0; r < r1; r++) wsync__quant_row(bf16 + r * stride + c0, dst + r * cols + c0, c1 - c0, scale);
         }
     }
     return WSYNC_OK;
