@@ -408,7 +408,8 @@ static void test_checks(void)
 }
 
 /* An independent reference: tile by tile with doubles for amax (exact for
-   bf16 inputs), the scale as a float division, the core's conversion. */
+   bf16 inputs), the scale as a float division (1 for a tile holding an
+   infinity or NaN), the core's conversion. */
 static void ref_quant(const uint16_t *w, uint64_t rows, uint64_t cols, uint64_t stride, uint64_t block, uint8_t *q,
                       float *sc)
 {
@@ -419,13 +420,15 @@ static void ref_quant(const uint16_t *w, uint64_t rows, uint64_t cols, uint64_t 
             uint64_t c0 = block ? bj * block : 0, c1 = block ? (c0 + block < cols ? c0 + block : cols) : cols;
             uint64_t r, c;
             double m = 0;
+            int finite = 1;
             float s;
             for (r = r0; r < r1; r++)
                 for (c = c0; c < c1; c++) {
                     double v = fabs((double)wsync_bf16_to_f32(w[r * stride + c]));
-                    if (v > m) m = v;
+                    if (!(v <= 3.5e38)) finite = 0;
+                    else if (v > m) m = v;
                 }
-            s = m > 0 ? (float)m / 448.0f : 1.0f;
+            s = finite && m > 0 ? (float)m / 448.0f : 1.0f;
             sc[bi * nbc + bj] = s;
             for (r = r0; r < r1; r++)
                 for (c = c0; c < c1; c++) q[r * cols + c] = wsync_f32_to_e4m3(wsync_bf16_to_f32(w[r * stride + c]) / s, WSYNC_FP8_SATURATE);
@@ -462,11 +465,34 @@ static void test_e4m3_inline(void)
         bad += wsync__e4m3_sat(f) != wsync_f32_to_e4m3(f, WSYNC_FP8_SATURATE);
     }
     CHECK_EQ_U64(bad, 0);
+#if WSYNC__QSSE2
+    /* the SSE2 lanes: the same floats, four at a time */
+    for (i = 0, bad = 0; i <= 0xFFFFFFFFull; i += 4 * 251) {
+        uint32_t u[4], k, got[4];
+        float f[4];
+        for (k = 0; k < 4; k++) u[k] = (uint32_t)(i + k * 251 + (k == 3 ? 0x80000000u : 0));
+        memcpy(f, u, 16);
+        _mm_storeu_si128((__m128i *)(void *)got, wsync__e4m3_sat4(_mm_loadu_ps(f)));
+        for (k = 0; k < 4; k++) bad += got[k] != wsync_f32_to_e4m3(f[k], WSYNC_FP8_SATURATE);
+    }
+    for (i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        uint32_t got[4];
+        float f[4];
+        memcpy(&f[0], &edges[i], 4);
+        f[1] = f[2] = f[3] = f[0];
+        _mm_storeu_si128((__m128i *)(void *)got, wsync__e4m3_sat4(_mm_loadu_ps(f)));
+        bad += got[0] != wsync_f32_to_e4m3(f[0], WSYNC_FP8_SATURATE);
+    }
+    CHECK_EQ_U64(bad, 0);
+#endif
 }
 
-static void test_quantize(void)
+/* kind 0: weights of mixed magnitudes; 1: every bit pattern (f32
+   subnormals, infinities and NaNs among them). */
+static void test_quantize(int kind)
 {
-    static const uint64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {128, 128, 128}, {300, 200, 260}, {129, 257, 257}};
+    static const uint64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {128, 128, 128}, {300, 200, 260}, {129, 257, 257},
+                                         {64, 1000, 1031}};
     static const uint64_t blocks[] = {0, 128, 16, 1};
     size_t si, bi;
     wsync_error err;
@@ -481,6 +507,7 @@ static void test_quantize(void)
                 /* weights of mixed magnitudes, some zero tiles' worth of zeros */
                 float v = (float)((int)((i * 2654435761u) % 2001u) - 1000) * 1e-4f * (float)(1 + i % 7);
                 w[i] = wsync_f32_to_bf16(i % 97 < 3 ? 0.0f : v);
+                if (kind) w[i] = (uint16_t)((i * 2654435761u) >> 9 ^ (i * 40503u));
             }
             CHECK(wsync_quantize_e4m3(w, rows, cols, stride, blocks[bi], q, s, &err) == WSYNC_OK);
             ref_quant(w, rows, cols, stride, blocks[bi], rq, rs);
@@ -512,8 +539,18 @@ int main(void)
     test_e4m3_inline();
     TEST_END();
     TEST_BEGIN("fp8 e4m3 quantization with tile scales equals an independent reference");
-    test_quantize();
+    test_quantize(0);
+    test_quantize(1);
     TEST_END();
+#if WSYNC__QSSE2 && defined(__GNUC__)
+    /* the CPU's widest path ran above; now SSE2 alone, as on a CPU without AVX2 */
+    TEST_BEGIN("fp8 e4m3 quantization, the SSE2 loop (AVX2 off), equals the reference too");
+    __atomic_store_n(&wsync__quant_avx2, 0, __ATOMIC_RELAXED);
+    test_quantize(0);
+    test_quantize(1);
+    __atomic_store_n(&wsync__quant_avx2, -1, __ATOMIC_RELAXED);
+    TEST_END();
+#endif
     TEST_BEGIN("2000 tasks of mixed sizes through 3 stages, bit-exact, under the watermark");
     test_many_tasks();
     TEST_END();
