@@ -5068,20 +5068,31 @@ static float wsync__quant_tile_scale(const uint16_t *bf16, uint64_t stride, uint
     return m ? wsync__quant_bf16_f32(m) / 448.0f : 1.0f;
 }
 
-/* One row's columns of a tile. */
-static void wsync__quant_row(const uint16_t *in, uint8_t *out, uint64_t n, float scale)
+/* Whether the AVX2 loop runs: asked of the CPU once. */
+static int wsync__quant_wide(void)
 {
-    uint64_t c = 0;
-#if WSYNC__QSSE2
-    const __m128 s = _mm_set1_ps(scale);
-    const __m128i z = _mm_setzero_si128();
-#if defined(__GNUC__)
+#if WSYNC__QSSE2 && defined(__GNUC__)
     int avx2 = __atomic_load_n(&wsync__quant_avx2, __ATOMIC_RELAXED);
     if (avx2 < 0) {
         avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
         __atomic_store_n(&wsync__quant_avx2, avx2, __ATOMIC_RELAXED);
     }
-    if (avx2) c = wsync__quant_row_avx2(in, out, n, scale);
+    return avx2;
+#else
+    return 0;
+#endif
+}
+
+/* One row's columns of a tile; wide: the AVX2 loop first. */
+static void wsync__quant_row(const uint16_t *in, uint8_t *out, uint64_t n, float scale, int wide)
+{
+    uint64_t c = 0;
+    (void)wide;
+#if WSYNC__QSSE2
+    const __m128 s = _mm_set1_ps(scale);
+    const __m128i z = _mm_setzero_si128();
+#if defined(__GNUC__)
+    if (wide) c = wsync__quant_row_avx2(in, out, n, scale);
 #endif
     for (; c + 8 <= n; c += 8) {
         __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(in + c)); /* bf16 -> f32: the bits << 16 */
@@ -5098,6 +5109,7 @@ WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, 
                                            uint64_t block, uint8_t *dst, float *scales, wsync_error *err)
 {
     uint64_t br = block ? block : rows, bc = block ? block : cols, tcols, r0, c0, r;
+    int wide = wsync__quant_wide();
     wsync__rdma_err_reset(err);
     if (!scales || stride < cols)
         return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: no scales, or a stride below the columns");
@@ -5114,7 +5126,8 @@ WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, 
             uint64_t c1 = cols - c0 > bc ? c0 + bc : cols;
             float scale = wsync__quant_tile_scale(bf16, stride, r0, r1, c0, c1);
             scales[(r0 / br) * tcols + c0 / bc] = scale;
-            for (r = r0; r < r1; r++) wsync__quant_row(bf16 + r * stride + c0, dst + r * cols + c0, c1 - c0, scale);
+            for (r = r0; r < r1; r++)
+                wsync__quant_row(bf16 + r * stride + c0, dst + r * cols + c0, c1 - c0, scale, wide);
         }
     }
     return WSYNC_OK;

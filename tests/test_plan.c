@@ -752,6 +752,55 @@ static void test_sim_cpus(void)
     TEST_END();
 }
 
+/* Layout, plan and simulation of qwen3-0.6b fp8 with the n-th allocation
+   failing, for every n until one run succeeds (with fetches, if asked):
+   each failure is reported as out of memory and nothing leaks. */
+static void alloc_failures(uint32_t T, int shards, uint32_t nics, int need_fetches)
+{
+    long n;
+    int failures = 0, leaks = 0, succeeded = 0;
+    wsync_error e;
+    for (n = 1; n < 400 && !succeeded; n++) {
+        counting c;
+        wsync_plan_layout L;
+        wsync_plan_layout_options lo;
+        wsync_plan_options o;
+        wsync_plan *p;
+        wsync_plan_model m = model("qwen3-0.6b");
+        wsync_result r;
+        memset(&c, 0, sizeof c);
+        c.fail_at = n;
+        memset(&lo, 0, sizeof lo);
+        lo.allocator = counting_allocator(&c);
+        lo.n_trainers = T;
+        lo.n_inference = 2;
+        lo.fp8 = 1;
+        lo.shards_only = (uint32_t)shards;
+        r = wsync_plan_layout_model(&m, &lo, &L, &e);
+        if (r == WSYNC_OK) {
+            memset(&o, 0, sizeof o);
+            o.allocator = lo.allocator;
+            o.nics_per_rank = nics;
+            r = wsync_plan_build(&L.input, &o, &p, &e);
+            if (r == WSYNC_OK) {
+                wsync_plan_sim_options so;
+                wsync_plan_sim_result sr;
+                memset(&so, 0, sizeof so);
+                so.allocator = lo.allocator;
+                r = wsync_plan_simulate(p, &so, &sr, &e);
+                if (r == WSYNC_OK) succeeded = !need_fetches || p->n_fetches > 0;
+                wsync_plan_free(p);
+            }
+            wsync_plan_layout_free(&L);
+        }
+        if (r != WSYNC_OK && r != WSYNC_ERR_OUT_OF_MEMORY) failures++;
+        if (c.allocs != c.frees) leaks++;
+    }
+    CHECK(succeeded);
+    CHECK_EQ_INT(failures, 0);
+    CHECK_EQ_INT(leaks, 0);
+}
+
 /* ---- fetches: fp8 tiles across row shards ---- */
 
 /* Every FETCH preparation's rows come from fetches that partition them,
@@ -927,45 +976,7 @@ static void test_fetches(void)
     TEST_END();
 
     TEST_BEGIN("fetches: every allocation failure is reported and leaks nothing");
-    {
-        long n;
-        int failures = 0, leaks = 0, succeeded = 0;
-        for (n = 1; n < 400 && !succeeded; n++) {
-            counting c;
-            wsync_plan_layout_options lo;
-            wsync_plan_options o;
-            wsync_plan_model m = model("qwen3-0.6b");
-            wsync_result res;
-            memset(&c, 0, sizeof c);
-            c.fail_at = n;
-            memset(&lo, 0, sizeof lo);
-            lo.allocator = counting_allocator(&c);
-            lo.n_trainers = 3;
-            lo.n_inference = 2;
-            lo.fp8 = 1;
-            lo.shards_only = 1;
-            res = wsync_plan_layout_model(&m, &lo, &L, &e);
-            if (res == WSYNC_OK) {
-                memset(&o, 0, sizeof o);
-                o.allocator = lo.allocator;
-                res = wsync_plan_build(&L.input, &o, &p, &e);
-                if (res == WSYNC_OK) {
-                    wsync_plan_sim_options so;
-                    memset(&so, 0, sizeof so);
-                    so.allocator = lo.allocator;
-                    res = wsync_plan_simulate(p, &so, &r, &e);
-                    if (res == WSYNC_OK) succeeded = p->n_fetches > 0;
-                    wsync_plan_free(p);
-                }
-                wsync_plan_layout_free(&L);
-            }
-            if (res != WSYNC_OK && res != WSYNC_ERR_OUT_OF_MEMORY) failures++;
-            if (c.allocs != c.frees) leaks++;
-        }
-        CHECK(succeeded);
-        CHECK_EQ_INT(failures, 0);
-        CHECK_EQ_INT(leaks, 0);
-    }
+    alloc_failures(3, 1, 1, 1);
     TEST_END();
 }
 
@@ -1053,46 +1064,7 @@ static void test_errors(void)
     TEST_END();
 
     TEST_BEGIN("every allocation failure is reported and leaks nothing");
-    {
-        long n;
-        int failures = 0, leaks = 0, succeeded = 0;
-        for (n = 1; n < 400 && !succeeded; n++) {
-            counting c;
-            wsync_plan_layout L;
-            wsync_plan_layout_options lo;
-            wsync_plan_model m = model("qwen3-0.6b");
-            wsync_result r;
-            memset(&c, 0, sizeof c);
-            c.fail_at = n;
-            memset(&lo, 0, sizeof lo);
-            lo.allocator = counting_allocator(&c);
-            lo.n_trainers = 4;
-            lo.n_inference = 2;
-            lo.fp8 = 1;
-            r = wsync_plan_layout_model(&m, &lo, &L, &e);
-            if (r == WSYNC_OK) {
-                memset(&o, 0, sizeof o);
-                o.allocator = lo.allocator;
-                o.nics_per_rank = 2;
-                r = wsync_plan_build(&L.input, &o, &p, &e);
-                if (r == WSYNC_OK) {
-                    wsync_plan_sim_options so;
-                    wsync_plan_sim_result sr;
-                    memset(&so, 0, sizeof so);
-                    so.allocator = lo.allocator;
-                    r = wsync_plan_simulate(p, &so, &sr, &e);
-                    if (r == WSYNC_OK) succeeded = 1;
-                    wsync_plan_free(p);
-                }
-                wsync_plan_layout_free(&L);
-            }
-            if (r != WSYNC_OK && r != WSYNC_ERR_OUT_OF_MEMORY) failures++;
-            if (c.allocs != c.frees) leaks++;
-        }
-        CHECK(succeeded);
-        CHECK_EQ_INT(failures, 0);
-        CHECK_EQ_INT(leaks, 0);
-    }
+    alloc_failures(4, 0, 2, 0);
     TEST_END();
 }
 
