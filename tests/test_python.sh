@@ -61,6 +61,18 @@ failed=$(echo "$line" | sed -nE 's/^summary: [0-9]+ passed, ([0-9]+) failed$/\1/
 if [ -z "$line" ]; then echo "FAIL python/tests/test_wsync.py: exited $rc without a summary line"; failed=1
 elif [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then echo "FAIL python/tests/test_wsync.py: exit status $rc"; failed=1; fi
 
+# python/tests/test_edge.py: the model's edge (issue 38): moved, freed and
+# lazy targets, iterables, the poll interval, a subscriber before its store,
+# HEAD's digest, tied and partial models, a stale HEAD. Its counts add in.
+"$py" python/tests/test_edge.py > "$tmp/edge.out" 2>&1; rc=$?
+grep -v -E '^summary: ' "$tmp/edge.out"
+line=$(grep -E '^summary: [0-9]+ passed, [0-9]+ failed$' "$tmp/edge.out" | tail -n 1)
+p2=$(echo "$line" | sed -nE 's/^summary: ([0-9]+) passed.*/\1/p'); p2=${p2:-0}
+f2=$(echo "$line" | sed -nE 's/^summary: [0-9]+ passed, ([0-9]+) failed$/\1/p'); f2=${f2:-0}
+if [ -z "$line" ]; then echo "FAIL python/tests/test_edge.py: exited $rc without a summary line"; f2=1
+elif [ "$rc" -ne 0 ] && [ "$f2" -eq 0 ]; then echo "FAIL python/tests/test_edge.py: exit status $rc"; f2=1; fi
+passed=$((passed + p2)); failed=$((${failed:-0} + f2))
+
 # examples/python: serve.py follows train.py (CPU torch, a few steps, as
 # examples/python/README.md runs them); the engine must reach the trainer's
 # last step, and every step it printed must carry the trainer's digest. The

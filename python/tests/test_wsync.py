@@ -144,9 +144,15 @@ class TestPlain(Base):
                         plain(dict((k, bytearray(len(v))) for k, v in a.items())))
         self.assertEqual(t, a)
         self.assertCode("WSYNC_ERR_UNSUPPORTED", wsync.Publisher, "ftp://x/y")
-        self.assertCode("WSYNC_ERR_NOT_FOUND", wsync.Subscriber, os.path.join(self.dir, "no"), plain(t))
+        # a store not there yet: the subscriber opens and waits (WsyncNoStoreError), creating nothing
+        missing = wsync.Subscriber(os.path.join(self.dir, "no"), plain(t))
+        self.assertCode("WSYNC_ERR_NO_STORE", missing.sync)
+        self.assertRaises(wsync.WsyncNoStoreError, missing.sync)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "no")))
+        missing.close()
         wrong = {"w": (bytearray(8190), "BF16"), "b": (bytearray(260), "BF16")}
-        self.assertCode("WSYNC_ERR_SIZE_MISMATCH", wsync.Subscriber(self.store, wrong).sync)
+        e = self.assertCode("WSYNC_ERR_LAYOUT", wsync.Subscriber(self.store, wrong).sync)
+        self.assertIsInstance(e, wsync.WsyncLayoutError)
         self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Subscriber, self.store, {"w": bytes(8192)})
         self.assertRaises(wsync.WsyncTypeError, wsync.Subscriber, self.store, {"w": 5})
         self.assertRaises(wsync.WsyncTypeError, wsync.Publisher, None)
@@ -420,7 +426,7 @@ class TestTorchErrors(Base):
         t = {"head.bias": torch.zeros(300, dtype=torch.bfloat16)}
         self.assertCode("WSYNC_ERR_UNSUPPORTED", wsync.Subscriber, "ftp://host/x", t)
         self.assertCode("WSYNC_ERR_UNSUPPORTED", wsync.Publisher, "gopher://host/x")
-        self.assertCode("WSYNC_ERR_NOT_FOUND", wsync.Subscriber, os.path.join(self.dir, "none"), t)
+        self.assertCode("WSYNC_ERR_NO_STORE", wsync.Subscriber(os.path.join(self.dir, "none"), t).sync)
         self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Publisher, "")
         env = dict(os.environ)
         try:
@@ -441,15 +447,20 @@ class TestTorchErrors(Base):
         wrong_shape = zeros_like(self.sd)
         wrong_shape["embed.weight"] = torch.zeros(300, 63, dtype=torch.bfloat16)
         sub = wsync.Subscriber(self.store, wrong_shape)
-        e = self.assertCode("WSYNC_ERR_SIZE_MISMATCH", sub.sync)
+        e = self.assertCode("WSYNC_ERR_LAYOUT", sub.sync)
         self.assertIn("embed.weight", e.message)
+        self.assertIn("[300, 64]", e.message)      # expected and actual shapes
+        self.assertIn("[300, 63]", e.message)
         self.assertTrue(all(float(v.float().abs().sum()) == 0 for v in wrong_shape.values()))
         wrong_dtype = zeros_like(self.sd)
         wrong_dtype["head.bias"] = torch.zeros(300, dtype=torch.float16)
-        self.assertCode("WSYNC_ERR_SIZE_MISMATCH", wsync.Subscriber(self.store, wrong_dtype).sync)
+        e = self.assertCode("WSYNC_ERR_LAYOUT", wsync.Subscriber(self.store, wrong_dtype).sync)
+        self.assertIn("BF16", e.message)
+        self.assertIn("F16", e.message.replace("BF16", ""))
         extra = zeros_like(self.sd)
         extra["more"] = torch.zeros(3, dtype=torch.bfloat16)
-        self.assertCode("WSYNC_ERR_NOT_FOUND", wsync.Subscriber(self.store, extra).sync)
+        e = self.assertCode("WSYNC_ERR_LAYOUT", wsync.Subscriber(self.store, extra).sync)
+        self.assertEqual(e.tensor, "more")
         # refused before C sees them
         nc = zeros_like(self.sd)
         nc["embed.weight"] = torch.zeros(64, 300, dtype=torch.bfloat16).t()
@@ -503,7 +514,7 @@ class TestTorchErrors(Base):
         targets = zeros_like(self.sd)
         sub = wsync.Subscriber(self.store, targets)
         self.assertRaises(T, sub.sync, "latest")
-        self.assertRaises(T, sub.start, interval_ms=None)
+        self.assertRaises(T, sub.start, interval_ms="fast")
         self.assertRaises(T, wsync.Subscriber, self.store, targets, verify_state="yes")
         self.assertRaises(T, wsync.Subscriber, self.store, [torch.zeros(3)])
         self.assertRaises(T, wsync.apply, 42, targets)
@@ -819,7 +830,8 @@ class TestMirror(Base):
         sub = self.subscriber(eng, interval_ms=2, chunk=256)
         sub.start()
         self.assertTrue(sub.status().running)
-        self.assertRaises(wsync.WsyncError, sub.start, interval_ms=50)   # a mirror's interval is the option's
+        sub.start()                      # running at the same interval: nothing to do
+        self.assertEqual(sub.status().interval_ms, 2)
         errors = []
 
         def publisher():
@@ -966,7 +978,7 @@ class TestMirror(Base):
         eng = self.engine(torch_model(46))
         eng["embed.weight"] = torch.zeros(300, 63, dtype=torch.bfloat16, device=self.device)
         sub = self.subscriber(eng)
-        self.assertCode("WSYNC_ERR_SIZE_MISMATCH", sub.sync)
+        self.assertCode("WSYNC_ERR_LAYOUT", sub.sync)
         self.assertIsNone(sub.step)
         self.assertTrue(all(not raw(v).any() for v in eng.values()))
         plain = wsync.Subscriber(self.store, zeros_like(torch_model(46)))

@@ -59,25 +59,29 @@ import ctypes
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from ._errors import WsyncError, WsyncTypeError, WsyncUnsupportedError
-from . import _lib, _mirror, _tensors
+from ._errors import (WsyncError, WsyncTypeError, WsyncUnsupportedError, WsyncNoStoreError,
+                      WsyncNotFoundError, WsyncEmptyChainError, WsyncLayoutError, WsyncStaleHeadError)
+from . import _errors, _lib, _mirror, _tensors
 
 __all__ = ["Publisher", "Subscriber", "WsyncError", "WsyncTypeError", "WsyncUnsupportedError",
+           "WsyncNoStoreError", "WsyncNotFoundError", "WsyncEmptyChainError", "WsyncLayoutError",
+           "WsyncStaleHeadError",
            "PublishStats", "SyncStats", "MirrorStats", "DeltaStats", "PrefetchStatus", "FileInfo", "TensorInfo",
-           "diff", "apply", "inspect", "state_digest", "digest", "changed_positions",
+           "Head", "head", "diff", "apply", "inspect", "state_digest", "digest", "changed_positions",
            "has_http", "library_version", "ENCODINGS", "STEP_MAX"]
 
 STEP_MAX = 999999999999999
 ENCODINGS = ("packed", "packed-max", "trl-v1", "trl-v3")
 _U64_MAX = (1 << 64) - 1
 _U32_MAX = (1 << 32) - 1
-_UNSET = object()
 
 _CHAIN_VERIFY_STATE = 1
 _CHAIN_KEEP_F32 = 2
 _CHAIN_NEW_CHAIN = 4
+_CHAIN_PARTIAL = 8
+_CHAIN_FOLLOW_RESTART = 16
 _DELTA_SKIP_BASE_DIGEST = 1
 _DELTA_SKIP_RESULT_DIGEST = 2
 _DELTA_RANGE_CODER = 8
@@ -103,11 +107,14 @@ def has_http():
 # ---- errors ----
 
 def _error_from(err):
+    """The exception for a wspy_error: WsyncError, or its subclass for the
+    code (WsyncNoStoreError, WsyncNotFoundError, WsyncLayoutError,
+    WsyncStaleHeadError); C names in the message become the Python call."""
     code = _L.wspy_result_name(err.code).decode()
     msg = err.message.decode("utf-8", "replace") or _L.wspy_result_str(err.code).decode()
     tensor = err.tensor.decode("utf-8", "replace") or None
     offset = None if err.offset == _U64_MAX else int(err.offset)
-    return WsyncError(code, msg, tensor, offset)
+    return _errors.make(code, _errors.python_message(msg), tensor, offset)
 
 
 def _check(rc, err):
@@ -153,6 +160,9 @@ class MirrorStats:
     record_bytes: int          # the mirror's change records (bitmaps)
     pause_seconds: float       # the engine's pause: time inside the take, callbacks included
     wait_seconds: float        # of which waiting for an apply in the background
+    anchors: int = 0           # of the merged objects, anchors (a handed take)
+    deltas: int = 0            # and deltas
+    bytes_fetched: int = 0     # their bytes as fetched, and those of objects fetched and refused
 
 
 @dataclass
@@ -197,6 +207,20 @@ class PrefetchStatus:
     last_error_time: Optional[float]
 
 
+class Head(NamedTuple):
+    """A chain's HEAD: its newest step, the state digest HEAD records for it
+    (wsync.state_digest of the model at that step, as published; None when
+    the store has no HEAD and the chain was read from a listing), and the
+    newest anchor's step at or before it."""
+    step: int
+    state: Optional[int]
+    anchor_step: int
+
+
+def _head(h):
+    return Head(int(h.head_step), int(h.head_state) if h.has_head else None, int(h.anchor_step))
+
+
 @dataclass
 class TensorInfo:
     name: str
@@ -233,7 +257,7 @@ def _mirror_stats(s):
     return MirrorStats(int(s.from_step) if s.had_step else None, int(s.step) if s.has_step else None,
                        bool(s.handed), bool(s.busy), int(s.steps), int(s.tensors), int(s.whole_tensors),
                        int(s.positions), int(s.bytes), int(s.chunks), int(s.record_bytes), s.pause_seconds,
-                       s.wait_seconds)
+                       s.wait_seconds, int(s.anchors), int(s.deltas), int(s.bytes_fetched))
 
 
 def _delta_stats(s):
@@ -410,6 +434,11 @@ class Publisher(object):
                 (_CHAIN_NEW_CHAIN if _bool("new_chain", o["new_chain"]) else 0)
         sflags = (0 if _bool("fsync", o["fsync"]) else _STORE_NO_FSYNC) | \
                  (_STORE_INSECURE if _bool("insecure", o["insecure"]) else 0)
+        if b"://" not in spec:
+            try:                          # a directory store: its parents too (mkdir -p)
+                os.makedirs(os.fsdecode(spec), exist_ok=True)
+            except OSError:
+                pass                      # the C side says what is wrong
         err = _lib.Error()
         out = ctypes.c_void_p()
         rc = _L.wspy_publisher_open(spec, sflags, prefix, enc, every, frac, retain, threads, flags,
@@ -440,6 +469,23 @@ class Publisher(object):
         with _Guard(self._handle(), self._lock) as ptr:
             has = _L.wspy_publisher_head(ptr, ctypes.byref(s))
         return int(s.value) if has else None
+
+    def head_state(self):
+        """(step, state digest) of the chain's HEAD, read from the store now,
+        or None before anything was published: a resumed trainer checks its
+        model with pub.head_state() == (pub.head, wsync.state_digest(
+        model.state_dict())) (BF16 tensors; F32 ones are published as BF16).
+        The state is None when the store has no HEAD (a chain read from a
+        listing)."""
+        h = _lib.Head()
+        err = _lib.Error()
+        with _Guard(self._handle(), self._lock) as ptr:
+            if not _L.wspy_publisher_head(ptr, None):
+                return None
+            rc = _L.wspy_publisher_head_state(ptr, ctypes.byref(h), ctypes.byref(err))
+        _check(rc, err)
+        hd = _head(h)
+        return (hd.step, hd.state)
 
     def _handle(self):
         if self._h is None:
@@ -497,7 +543,7 @@ class Subscriber(object):
     """
 
     _DEFAULTS = dict(prefix=None, threads=0, verify_state=False, insecure=False, mirror=None, chunk=0,
-                     interval_ms=100)
+                     interval_ms=100, strict=True, follow_restart=False)
 
     def __init__(self, store, tensors, **options):
         self._h = None
@@ -505,21 +551,24 @@ class Subscriber(object):
         spec = _store(store)
         prefix = _str("prefix", o["prefix"])
         threads = _int("threads", o["threads"], 0, 1024)
-        flags = _CHAIN_VERIFY_STATE if _bool("verify_state", o["verify_state"]) else 0
+        flags = (_CHAIN_VERIFY_STATE if _bool("verify_state", o["verify_state"]) else 0) | \
+                (0 if _bool("strict", o["strict"]) else _CHAIN_PARTIAL) | \
+                (_CHAIN_FOLLOW_RESTART if _bool("follow_restart", o["follow_restart"]) else 0)
         sflags = _STORE_MUST_EXIST | (_STORE_INSECURE if _bool("insecure", o["insecure"]) else 0)
         mirror = o["mirror"]
         if mirror is not None:
             mirror = _bool("mirror", mirror)
         chunk = _int("chunk", o["chunk"], 0, 1 << 26)
         interval = _int("interval_ms", o["interval_ms"], 1, _U32_MAX)
+        tensors = _tensors.pairs(tensors)     # an iterator (named_parameters()) is read once, here
+        if not tensors:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "Subscriber: no tensors given (an empty dict, or an "
+                             "iterator already consumed): it would follow nothing")
         if mirror is None:
-            try:
-                vals = list(tensors.values()) if hasattr(tensors, "items") else [v for _, v in tensors]
-            except (TypeError, ValueError):
-                vals = []                 # describe_all below says what is wrong
-            mirror = any(_tensors.is_device_tensor(v) for v in vals)
+            mirror = any(_tensors.is_device_tensor(v) for _, v in tensors)
         self.mirror = mirror
         self._interval = interval
+        self._running = None              # the interval the background was started with
         self._lock = threading.Lock()     # the engine's calls, one at a time
         err = _lib.Error()
         out = ctypes.c_void_p()
@@ -541,6 +590,7 @@ class Subscriber(object):
             _check(rc, err)
             self._sink = None
             close, stop, what = _L.wspy_subscriber_close, _L.wspy_subscriber_stop, "subscriber"
+        self._ts = ts                     # their memory as given: checked before every call into C
         self.store = store if isinstance(store, str) else os.fspath(store)
         self.tensors = dict((t.name, t.obj) for t in ts)
         self._stop = stop
@@ -561,6 +611,7 @@ class Subscriber(object):
     def _take(self, ptr):
         """One take into the engine's tensors (under self._lock): MirrorStats;
         raises what the callback raised, else the take's error."""
+        _tensors.check_unmoved(self._ts)
         st = _lib.MirrorStats()
         err = _lib.Error()
         rc = _L.wspy_mirror_take(ptr, self._sink.fn, None, ctypes.byref(st), ctypes.byref(err))
@@ -587,7 +638,7 @@ class Subscriber(object):
 
     def _mirror_result(self, ptr, take, head=0):
         now = self._step(ptr)
-        return SyncStats(take.from_step, now, head, take.handed, 0, 0, 0, 0,
+        return SyncStats(take.from_step, now, head, take.handed, take.anchors, take.deltas, 0, take.bytes_fetched,
                          "mirror" if take.handed else "none", take.pause_seconds, take)
 
     # -- the engine's calls --
@@ -613,6 +664,7 @@ class Subscriber(object):
             out.take = take
             return out
         with _Guard(self._handle(), self._lock) as ptr:
+            _tensors.check_unmoved(self._ts)
             rc = _L.wspy_subscriber_sync(ptr, s, ctypes.byref(st), ctypes.byref(err))
             now = self._step(ptr)
         _check(rc, err)
@@ -653,6 +705,7 @@ class Subscriber(object):
                 return int(d.value) if _L.wspy_mirror_state_digest(ptr, ctypes.byref(d)) else None
         if self.step is None:
             return None
+        _tensors.check_unmoved(self._ts)
         return state_digest(self.tensors)
 
     def set_step(self, step):
@@ -662,6 +715,7 @@ class Subscriber(object):
         step = _int("step", step, 0, STEP_MAX)
         err = _lib.Error()
         with _Guard(self._handle(), self._lock) as ptr:
+            _tensors.check_unmoved(self._ts)
             if self.mirror:
                 self._load_host(ptr)
                 rc = _L.wspy_mirror_set_step(ptr, step, ctypes.byref(err))
@@ -682,26 +736,29 @@ class Subscriber(object):
                 src = t.flat.to("cpu").contiguous()
                 ctypes.memmove(data.value, src.data_ptr(), size.value)
 
-    def start(self, interval_ms=_UNSET):
-        """Starts the background. A plain subscriber: a C thread polls HEAD
-        every interval_ms (default 100) and downloads and checks what leads to
-        it, touching nothing of the tensors until apply_ready(). A mirror:
-        that, and a second thread that applies it to the host copy; the
-        engine's tensors change only in apply_ready() (a take). A mirror's
-        poll interval is the interval_ms option given at construction."""
-        given = interval_ms is not _UNSET
-        interval_ms = _int("interval_ms", interval_ms, 1, _U32_MAX) if given else None
+    def start(self, interval_ms=None):
+        """Starts the background, which polls HEAD every interval_ms (None:
+        the interval_ms given to Subscriber(), 100 by default; a failing
+        poll backs off, up to a cap). A plain subscriber: a C thread
+        downloads and checks what leads to HEAD, touching nothing of the
+        tensors until apply_ready(). A mirror: that, and a second thread
+        that applies it to the host copy; the engine's tensors change only
+        in apply_ready() (a take). Called again with another interval, the
+        background restarts with it. Before the store exists (a subscriber
+        started before its trainer) it keeps polling until it does."""
+        interval = self._interval if interval_ms is None else _int("interval_ms", interval_ms, 1, _U32_MAX)
         err = _lib.Error()
         with _Guard(self._handle(), self._lock) as ptr:
+            _tensors.check_unmoved(self._ts)
+            if self._running is not None and self._running != interval:
+                self._stop(ptr)
+                self._running = None
             if self.mirror:
-                if given and interval_ms != self._interval:
-                    raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                                     "a mirror polls every %d ms: give interval_ms=%d to Subscriber()"
-                                     % (self._interval, interval_ms))
-                rc = _L.wspy_mirror_start(ptr, ctypes.byref(err))
+                rc = _L.wspy_mirror_start(ptr, interval, ctypes.byref(err))
             else:
-                rc = _L.wspy_subscriber_start(ptr, interval_ms if given else 100,
-                                              ctypes.byref(err))
+                rc = _L.wspy_subscriber_start(ptr, interval, ctypes.byref(err))
+            if not rc:
+                self._running = interval
         _check(rc, err)
 
     def ready(self):
@@ -732,6 +789,7 @@ class Subscriber(object):
                                              and ps.head_known) else 0
                 return self._mirror_result(ptr, take, head)
         with _Guard(self._handle(), self._lock) as ptr:
+            _tensors.check_unmoved(self._ts)
             rc = _L.wspy_subscriber_apply_ready(ptr, ctypes.byref(st), ctypes.byref(err))
             now = self._step(ptr)
         _check(rc, err)
@@ -758,6 +816,7 @@ class Subscriber(object):
         """Stops the background (close does too)."""
         with _Guard(self._handle(), self._lock) as ptr:
             self._stop(ptr)
+            self._running = None
 
     def close(self):
         if self._h is not None:
@@ -912,6 +971,22 @@ def inspect(x):
         info.delta = _delta_stats(st)
     del keep
     return info
+
+
+def head(store, prefix=None, insecure=False):
+    """The HEAD of a store's chain, read now: Head(step, state, anchor_step).
+    state is the state digest HEAD records for step: a resumed trainer or an
+    engine compares it with wsync.state_digest(model.state_dict()).
+    WsyncNoStoreError when the store does not exist, WsyncNotFoundError when
+    nothing was published yet."""
+    spec = _store(store)
+    pfx = _str("prefix", prefix)
+    sflags = _STORE_MUST_EXIST | (_STORE_INSECURE if _bool("insecure", insecure) else 0)
+    h = _lib.Head()
+    err = _lib.Error()
+    rc = _L.wspy_chain_head(spec, sflags, pfx, ctypes.byref(h), ctypes.byref(err))
+    _check(rc, err)
+    return _head(h)
 
 
 def state_digest(tensors, threads=0):

@@ -43,7 +43,7 @@
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define WSPY_ABI_VERSION 2
+#define WSPY_ABI_VERSION 3
 
 typedef struct wspy_error {
     int64_t code;          /* wsync_result; 0 ok */
@@ -93,9 +93,16 @@ typedef int32_t (*wspy_changes_fn)(void *user, uint64_t index, int32_t whole, ui
 typedef struct wspy_mirror_stats {
     uint64_t had_step, from_step, has_step, step, handed, busy;
     uint64_t steps, tensors, whole_tensors, positions, bytes, chunks, record_bytes;
+    uint64_t anchors, deltas, bytes_fetched; /* what the mirror applied since the last take, fetched */
     double pause_seconds;  /* time inside wsync_mirror_take, callback included */
     double wait_seconds;   /* of which waiting for an apply to finish */
 } wspy_mirror_stats;
+
+/* A chain's HEAD (wsync_chain_info): has_head 0 when the chain was read from
+   a listing (no HEAD: no state digest). */
+typedef struct wspy_head {
+    uint64_t has_head, head_step, head_state, anchor_step;
+} wspy_head;
 
 /* ---- small helpers ---- */
 
@@ -250,6 +257,7 @@ WSPY_API uint64_t wspy_sizeof(int32_t what)
     case 3: return sizeof(wspy_delta_stats);
     case 4: return sizeof(wspy_prefetch_status);
     case 5: return sizeof(wspy_mirror_stats);
+    case 6: return sizeof(wspy_head);
     default: return 0;
     }
 }
@@ -337,7 +345,7 @@ WSPY_API int32_t wspy_state_digest(uint64_t n, const char *const *names, const i
 
 /* ---- stores ---- */
 
-#define WSPY_STORE_MUST_EXIST 1u /* a directory store's root must exist (readers) */
+#define WSPY_STORE_MUST_EXIST 1u /* a reader's directory store: never created (WSYNC_STORE_NO_CREATE) */
 #define WSPY_STORE_NO_FSYNC 2u   /* directory store: skip fsync (tests) */
 #define WSPY_STORE_INSECURE 4u   /* https: do not verify certificates (tests) */
 
@@ -366,9 +374,17 @@ static int32_t wspy__store_open(const char *spec, uint32_t flags, wsync_store *o
         if (strstr(spec, "://"))
             return wspy__fail(err, WSYNC_ERR_UNSUPPORTED,
                               "store '%.300s': not a directory, http://, https:// or s3:// store", spec);
+        memset(&o, 0, sizeof o);
+#ifdef WSYNC_STORE_NO_CREATE
+        /* a reader's store is not created: opening a missing root succeeds and
+           every call is WSYNC_ERR_NO_STORE until it exists (an engine may
+           start before its trainer) */
+        (void)sb;
+        if (flags & WSPY_STORE_MUST_EXIST) o.flags |= WSYNC_STORE_NO_CREATE;
+#else
         if ((flags & WSPY_STORE_MUST_EXIST) && (stat(spec, &sb) != 0 || !S_ISDIR(sb.st_mode)))
             return wspy__fail(err, WSYNC_ERR_NOT_FOUND, "store '%.300s' is not a directory", spec);
-        memset(&o, 0, sizeof o);
+#endif
         o.no_fsync = (flags & WSPY_STORE_NO_FSYNC) ? 1 : 0;
         r = wsync_store_dir_open(spec, &o, out, &e);
     }
@@ -394,6 +410,7 @@ static void wspy__chain_opt(wsync_chain_options *o, const char *prefix, int32_t 
 typedef struct wspy_publisher {
     wsync_store store;
     wsync_publisher *p;
+    char *prefix;          /* for wspy_publisher_head_state */
 } wspy_publisher;
 
 /* flags: WSYNC_CHAIN_* (2 keep F32, 4 new chain); encoding 0: packed. */
@@ -414,14 +431,24 @@ WSPY_API int32_t wspy_publisher_open(const char *store, uint32_t store_flags, co
         return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "anchor_fraction out of range");
     h = (wspy_publisher *)calloc(1, sizeof *h);
     if (!h) return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "publisher");
+    if (prefix && *prefix) {
+        size_t len = strlen(prefix) + 1;
+        if (!(h->prefix = (char *)malloc(len))) {
+            free(h);
+            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
+        }
+        memcpy(h->prefix, prefix, len);
+    }
     if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+        free(h->prefix);
         free(h);
         return rc;
     }
-    wspy__chain_opt(&o, prefix, encoding, anchor_every, anchor_fraction, retain, threads, flags);
+    wspy__chain_opt(&o, h->prefix, encoding, anchor_every, anchor_fraction, retain, threads, flags);
     r = wsync_publisher_open(&h->store, &o, &h->p, &e);
     if (r != WSYNC_OK) {
         wsync_store_close(&h->store);
+        free(h->prefix);
         free(h);
         return wspy__ret(r, &e, err);
     }
@@ -482,7 +509,51 @@ WSPY_API void wspy_publisher_close(wspy_publisher *h)
     if (!h) return;
     if (h->p) wsync_publisher_close(h->p);
     wsync_store_close(&h->store);
+    free(h->prefix);
     free(h);
+}
+
+/* HEAD of the chain under prefix in an open store (wsync_chain_read). */
+static int32_t wspy__head(const wsync_store *store, const char *prefix, wspy_head *out, wspy_error *err)
+{
+    wsync_chain_options o;
+    wsync_chain_info c;
+    wsync_error e;
+    wsync_result r;
+    wspy__chain_opt(&o, prefix, 0, 0, 0.0, 0, 0, 0);
+    memset(&c, 0, sizeof c);
+    r = wsync_chain_read(store, &o, &c, &e);
+    if (r != WSYNC_OK) return wspy__ret(r, &e, err);
+    out->has_head = (uint64_t)(c.has_head != 0);
+    out->head_step = c.head_step;
+    out->head_state = c.head_state;
+    out->anchor_step = c.anchor_step;
+    wsync_chain_info_free(&c);
+    wspy__reset(err);
+    return 0;
+}
+
+/* The publisher's chain's HEAD, read from its store now. */
+WSPY_API int32_t wspy_publisher_head_state(wspy_publisher *h, wspy_head *out, wspy_error *err)
+{
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
+    memset(out, 0, sizeof *out);
+    if (!h || !h->p) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "publisher is closed");
+    return wspy__head(&h->store, h->prefix, out, err);
+}
+
+/* A store's HEAD (store_flags: as wspy_publisher_open's; a reader's). */
+WSPY_API int32_t wspy_chain_head(const char *store, uint32_t store_flags, const char *prefix, wspy_head *out,
+                                 wspy_error *err)
+{
+    wsync_store st;
+    int32_t rc;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
+    memset(out, 0, sizeof *out);
+    if ((rc = wspy__store_open(store, store_flags, &st, err)) != 0) return rc;
+    rc = wspy__head(&st, prefix, out, err);
+    wsync_store_close(&st);
+    return rc;
 }
 
 /* ---- subscriber ---- */
@@ -797,11 +868,22 @@ WSPY_API int32_t wspy_mirror_data(const wspy_mirror *h, uint64_t i, void **data,
     return 0;
 }
 
-WSPY_API int32_t wspy_mirror_start(wspy_mirror *h, wspy_error *err)
+/* Starts the background; interval_ms (0: the one given to wspy_mirror_open)
+   is the HEAD poll's: the mirror's subscriber is started with it first
+   (wsync_mirror_start then finds it running). */
+WSPY_API int32_t wspy_mirror_start(wspy_mirror *h, uint32_t interval_ms, wspy_error *err)
 {
     wsync_error e;
     wsync_result r;
     if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
+    if (interval_ms) {
+        wsync_subscriber *sub = wsync_mirror_subscriber(h->m);
+        wsync_prefetch_status ps;
+        memset(&ps, 0, sizeof ps);
+        if (sub && wsync_subscriber_prefetch_status(sub, &ps) == WSYNC_OK && !ps.running &&
+            (r = wsync_subscriber_start(sub, interval_ms, &e)) != WSYNC_OK)
+            return wspy__ret(r, &e, err);
+    }
     r = wsync_mirror_start(h->m, &e);
     return wspy__ret(r, &e, err);
 }
@@ -884,6 +966,11 @@ WSPY_API int32_t wspy_mirror_take(wspy_mirror *h, wspy_changes_fn fn, void *user
         stats->bytes = st.bytes;
         stats->chunks = st.chunks;
         stats->record_bytes = st.record_bytes;
+#ifdef WSYNC_CHAIN_PARTIAL /* the wsync.h of issue 38, whose mirror stats say what was fetched */
+        stats->anchors = st.anchors;
+        stats->deltas = st.deltas;
+        stats->bytes_fetched = st.bytes_fetched;
+#endif
         stats->pause_seconds = st.pause_seconds;
         stats->wait_seconds = st.wait_seconds;
     }

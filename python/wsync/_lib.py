@@ -9,7 +9,7 @@ import ctypes
 import os
 import threading
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 c_u64 = ctypes.c_uint64
 c_i64 = ctypes.c_int64
@@ -54,8 +54,12 @@ class PrefetchStatus(ctypes.Structure):
 class MirrorStats(ctypes.Structure):
     _fields_ = [(n, c_u64) for n in ("had_step", "from_step", "has_step", "step", "handed", "busy",
                                      "steps", "tensors", "whole_tensors", "positions", "bytes",
-                                     "chunks", "record_bytes")] + \
+                                     "chunks", "record_bytes", "anchors", "deltas", "bytes_fetched")] + \
                [("pause_seconds", c_dbl), ("wait_seconds", c_dbl)]
+
+
+class Head(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("has_head", "head_step", "head_state", "anchor_step")]
 
 
 # wspy_changes_fn: (user, tensor index, whole, count, positions, values, width, last) -> 0 or nonzero.
@@ -86,6 +90,8 @@ _PROTOS = {
     "wspy_publish": (c_i32, [c_vp, c_u64] + _TENSORS + [P(PublishStats), P(Error)]),
     "wspy_publisher_head": (c_i32, [c_vp, P(c_u64)]),
     "wspy_publisher_close": (None, [c_vp]),
+    "wspy_publisher_head_state": (c_i32, [c_vp, P(Head), P(Error)]),
+    "wspy_chain_head": (c_i32, [c_cp, c_u32, c_cp, P(Head), P(Error)]),
     "wspy_subscriber_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32] + _TENSORS + [P(c_vp), P(Error)]),
     "wspy_subscriber_sync": (c_i32, [c_vp, c_u64, P(SyncStats), P(Error)]),
     "wspy_subscriber_step": (c_i32, [c_vp, P(c_u64)]),
@@ -99,7 +105,7 @@ _PROTOS = {
     "wspy_mirror_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32, c_u32, c_u32, c_u64, P(c_cp), P(c_i32),
                                  P(c_u32), P(c_u64), P(c_vp), P(Error)]),
     "wspy_mirror_data": (c_i32, [c_vp, c_u64, P(c_vp), P(c_u64)]),
-    "wspy_mirror_start": (c_i32, [c_vp, P(Error)]),
+    "wspy_mirror_start": (c_i32, [c_vp, c_u32, P(Error)]),
     "wspy_mirror_stop": (None, [c_vp]),
     "wspy_mirror_sync": (c_i32, [c_vp, c_u64, P(SyncStats), P(Error)]),
     "wspy_mirror_set_step": (c_i32, [c_vp, c_u64, P(Error)]),
@@ -125,7 +131,7 @@ _PROTOS = {
 }
 
 _STRUCTS = [(0, Error), (1, PublishStats), (2, SyncStats), (3, DeltaStats), (4, PrefetchStatus),
-            (5, MirrorStats)]
+            (5, MirrorStats), (6, Head)]
 
 _lock = threading.Lock()
 _lib = None

@@ -52,9 +52,9 @@ def _nbytes(dtype, shape):
 class Tensor(object):
     """One tensor as the shim sees it; `keep` holds whatever must stay alive
     while C uses the address (a host copy, a buffer export)."""
-    __slots__ = ("name", "bname", "dtype", "code", "shape", "ptr", "nbytes", "keep", "obj")
+    __slots__ = ("name", "bname", "dtype", "code", "shape", "ptr", "nbytes", "keep", "obj", "sig")
 
-    def __init__(self, name, dtype, shape, ptr, nbytes, keep, obj):
+    def __init__(self, name, dtype, shape, ptr, nbytes, keep, obj, sig=None):
         self.name = name
         self.bname = name.encode("utf-8")
         self.dtype = dtype
@@ -64,6 +64,7 @@ class Tensor(object):
         self.nbytes = nbytes
         self.keep = keep
         self.obj = obj
+        self.sig = sig            # what obj's memory was when described (check_unmoved)
 
 
 def is_torch(x):
@@ -102,6 +103,66 @@ def _shape(name, shape):
     return shape
 
 
+def _storage_nbytes(t):
+    """The bytes of t's storage, or None when torch cannot say."""
+    try:
+        us = getattr(t, "untyped_storage", None)
+        return int(us().nbytes()) if us is not None else int(t.storage().nbytes())
+    except Exception:
+        return None
+
+
+def _needed_nbytes(t):
+    """The bytes of storage t's elements reach (its offset included)."""
+    n = 1
+    for d in t.shape:
+        n *= int(d)
+    if not n:
+        return 0
+    last = int(t.storage_offset())
+    for d, st in zip(t.shape, t.stride()):
+        last += (int(d) - 1) * int(st)
+    return (last + 1) * int(t.element_size())
+
+
+def _lazy(t):
+    """'conj' or 'neg' when t is a lazily conjugated or negated view (its
+    memory holds the unconjugated or unnegated values), else None."""
+    f = getattr(t, "is_conj", None)
+    if f is not None and f():
+        return "conj"
+    f = getattr(t, "is_neg", None)
+    if f is not None and f():
+        return "neg"
+    return None
+
+
+_LAZY_WORDS = {"conj": "a lazily conjugated view (x.conj(); x.is_conj() is True): its memory holds the "
+                       "unconjugated values",
+               "neg": "a lazily negated view (x.is_neg() is True): its memory holds the unnegated values"}
+
+
+def _freed(name, t):
+    """Raises when t's storage does not hold its elements (storage().resize_(0),
+    as FSDP does to a sharded parameter): reading it would crash."""
+    if t.device.type == "meta":
+        return
+    need = _needed_nbytes(t)
+    if not need:
+        return
+    have = _storage_nbytes(t)
+    if have is not None and have < need:
+        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                         "tensor %r: its storage holds %d bytes, its elements need %d (the storage was "
+                         "freed or shrunk, e.g. storage().resize_(0) as FSDP does)" % (name, have, need),
+                         tensor=name)
+
+
+def _torch_sig(t):
+    return (int(t.data_ptr()), int(t.numel()) * int(t.element_size()), str(t.dtype),
+            tuple(int(d) for d in t.shape), str(t.device))
+
+
 def _torch(name, t, writable):
     dt = TORCH_DTYPES.get(str(t.dtype))
     if dt is None:
@@ -110,6 +171,17 @@ def _torch(name, t, writable):
     if str(getattr(t, "layout", "torch.strided")) != "torch.strided":
         raise WsyncError("WSYNC_ERR_UNSUPPORTED", "a %s tensor: only dense (strided) tensors"
                          % t.layout, tensor=name)
+    _freed(name, t)
+    lazy = _lazy(t)
+    if lazy is not None:
+        if writable:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "tensor %r is %s: wsync would write raw values under it; give the tensor "
+                             "itself (or x.resolve_%s(), a copy)" % (name, _LAZY_WORDS[lazy], lazy),
+                             tensor=name)
+        t = t.detach()
+        t = t.resolve_conj() if lazy == "conj" else t
+        t = t.resolve_neg() if _lazy(t) == "neg" else t
     keep = t
     if t.device.type != "cpu":
         if writable:
@@ -131,7 +203,7 @@ def _torch(name, t, writable):
     shape = _shape(name, keep.shape)
     nbytes = int(keep.numel()) * int(keep.element_size())
     ptr = int(keep.data_ptr()) if nbytes else None
-    return Tensor(name, dt, shape, ptr, nbytes, keep, t)
+    return Tensor(name, dt, shape, ptr, nbytes, keep, t, _torch_sig(t) if writable else None)
 
 
 def _array(name, a, writable, dtype=None, shape=None):
@@ -177,7 +249,13 @@ def _array(name, a, writable, dtype=None, shape=None):
     if nbytes != have:
         raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%s %s needs %d bytes, the array has %d"
                          % (dt, list(shape), nbytes, have), tensor=name)
-    return Tensor(name, dt, shape, int(ptr) if nbytes else None, nbytes, a, a)
+    sig = _numpy_sig(a) if writable else None
+    return Tensor(name, dt, shape, int(ptr) if nbytes else None, nbytes, a, a, sig)
+
+
+def _numpy_sig(a):
+    ai = a.__array_interface__
+    return (int(ai["data"][0]), int(a.nbytes), str(ai.get("typestr")), tuple(int(d) for d in ai["shape"]))
 
 
 def _buffer(name, b, writable, dtype=None, shape=None):
@@ -246,7 +324,7 @@ def describe(name, x, writable):
         if _nbytes(dtype, shape) != t.nbytes:
             raise WsyncError("WSYNC_ERR_SIZE_MISMATCH", "%s %s needs %d bytes, the tensor has %d"
                              % (dtype, list(shape), _nbytes(dtype, shape), t.nbytes), tensor=name)
-        return Tensor(name, dtype, shape, t.ptr, t.nbytes, t.keep, t.obj)
+        return Tensor(name, dtype, shape, t.ptr, t.nbytes, t.keep, t.obj, t.sig)
     if hasattr(x, "__array_interface__") and not isinstance(x, (bytes, bytearray, memoryview)):
         return _array(name, x, writable, dtype, shape)
     if x is None or isinstance(x, (int, float, str)):
@@ -255,20 +333,31 @@ def describe(name, x, writable):
     return _buffer(name, x, writable, dtype, shape)
 
 
+def pairs(tensors):
+    """[(name, tensor)] from a mapping name -> tensor or an iterable of pairs
+    (a generator such as model.named_parameters(): read once, here)."""
+    if isinstance(tensors, list) and all(isinstance(it, tuple) and len(it) == 2 for it in tensors):
+        return tensors
+    if hasattr(tensors, "items"):
+        return list(tensors.items())
+    if isinstance(tensors, (str, bytes, bytearray, memoryview)) or is_torch(tensors) or is_numpy(tensors):
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "tensors must be a dict of name -> tensor, not %s" % type(tensors).__name__)
+    try:
+        items = list(tensors)
+    except TypeError:
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "tensors must be a dict of name -> tensor, not %s" % type(tensors).__name__)
+    for it in items:
+        if not (isinstance(it, tuple) and len(it) == 2):
+            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
+                                 "tensors must be a dict of name -> tensor or (name, tensor) pairs")
+    return items
+
+
 def describe_all(tensors, writable):
     """Tensors from a mapping name -> tensor (or pairs), in its order."""
-    if hasattr(tensors, "items"):
-        items = list(tensors.items())
-    else:
-        try:
-            items = list(tensors)
-        except TypeError:
-            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
-                                 "tensors must be a dict of name -> tensor, not %s" % type(tensors).__name__)
-        for it in items:
-            if not (isinstance(it, tuple) and len(it) == 2):
-                raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
-                                     "tensors must be a dict of name -> tensor or (name, tensor) pairs")
+    items = pairs(tensors)
     out, seen = [], set()
     for name, x in items:
         t = describe(name, x, writable)
@@ -277,6 +366,73 @@ def describe_all(tensors, writable):
         seen.add(name)
         out.append(t)
     return out
+
+
+def _changed(x, sig):
+    """How x's memory differs from sig (what it was when described), in
+    words, or None. torch: device, dtype, shape, lazy view, contiguity,
+    storage size, address; numpy: address, shape, dtype, flags."""
+    if is_torch(x):
+        ptr, nbytes, dtype, shape, device = sig
+        if str(x.device) != device:
+            return "it is now on %s, it was on %s" % (x.device, device)
+        if str(x.dtype) != dtype:
+            return "its dtype is now %s, it was %s" % (x.dtype, dtype)
+        now = tuple(int(d) for d in x.shape)
+        if now != shape:
+            return "its shape is now %s, it was %s" % (list(now), list(shape))
+        lazy = _lazy(x)
+        if lazy is not None:
+            return "it is now %s" % _LAZY_WORDS[lazy]
+        if not nbytes:
+            return None
+        if not x.is_contiguous():
+            return "it is no longer contiguous (set_() to a strided tensor?)"
+        if x.device.type != "meta":
+            need = _needed_nbytes(x)
+            have = _storage_nbytes(x)
+            if have is not None and have < need:
+                return ("its storage holds %d bytes now, its elements need %d (the storage was freed or "
+                        "shrunk: storage().resize_(0), as FSDP does)" % (have, need))
+        p = int(x.data_ptr())
+        if p != ptr:
+            return ("its memory moved from 0x%x to 0x%x (share_memory_(), set_(), `.data =` or a storage "
+                    "resize)" % (ptr, p))
+        return None
+    if is_numpy(x):
+        ptr, nbytes, typestr, shape = sig
+        ai = x.__array_interface__
+        now = tuple(int(d) for d in ai["shape"])
+        if str(ai.get("typestr")) != typestr:
+            return "its dtype is now %s, it was %s" % (ai.get("typestr"), typestr)
+        if now != shape:
+            return "its shape is now %s, it was %s" % (list(now), list(shape))
+        if not nbytes:
+            return None
+        if int(ai["data"][0]) != ptr:
+            return "its memory moved from 0x%x to 0x%x (resize(refcheck=False)?)" % (ptr, int(ai["data"][0]))
+        if not x.flags["C_CONTIGUOUS"]:
+            return "it is no longer C-contiguous"
+        if not x.flags["WRITEABLE"]:
+            return "it is read-only now"
+        return None
+    return None
+
+
+def check_unmoved(ts):
+    """Raises a WsyncError naming the first Tensor in ts whose object's
+    memory is not where it was when described (moved, freed, reshaped):
+    called before every call that lets wsync write or read it."""
+    for t in ts:
+        if t.sig is None:
+            continue
+        why = _changed(t.obj, t.sig)
+        if why is not None:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "tensor %r changed after the Subscriber was built: %s. wsync writes only the "
+                             "memory it was given, so nothing was written; build a new Subscriber for the "
+                             "tensors as they are now (move a model's memory, e.g. model.share_memory(), "
+                             "before building it)" % (t.name, why), tensor=t.name)
 
 
 class Arrays(object):
@@ -355,12 +511,20 @@ def describe_target(name, x):
                              % x.layout, tensor=name)
         if x.device.type == "meta":
             raise WsyncUnsupportedError("WSYNC_ERR_UNSUPPORTED", "a meta tensor holds no data", tensor=name)
+        lazy = _lazy(x)
+        if lazy is not None:
+            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                             "tensor %r is %s: wsync would write raw values under it; give the tensor "
+                             "itself (or x.resolve_%s(), a copy)" % (name, _LAZY_WORDS[lazy], lazy),
+                             tensor=name)
         if not x.is_contiguous():
             raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
                              "tensor is not contiguous: it cannot be patched in place", tensor=name)
+        _freed(name, x)
         width_bits = int(x.element_size()) * 8
         ashape = tuple(int(d) for d in x.shape)
         kind = "torch"
+        sig = _torch_sig(x)
     elif is_numpy(x):
         ai = x.__array_interface__
         typestr = ai.get("typestr", "")
@@ -381,6 +545,7 @@ def describe_target(name, x):
         width_bits = int(x.dtype.itemsize) * 8
         ashape = tuple(int(d) for d in x.shape)
         kind = "numpy"
+        sig = _numpy_sig(x)
     else:
         raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "a mirror's targets are torch tensors or numpy "
                              "arrays, not %s" % type(x).__name__, tensor=name)
@@ -411,23 +576,12 @@ def describe_target(name, x):
         device = "cpu"
     if width not in (1, 2, 4, 8):
         raise WsyncError("WSYNC_ERR_UNSUPPORTED", "%d-byte elements in a mirror's target" % width, tensor=name)
-    return Target(Tensor(name, dt, shape, None, nbytes, None, x), x, kind, width, flat, device)
+    return Target(Tensor(name, dt, shape, None, nbytes, None, x, sig), x, kind, width, flat, device)
 
 
 def describe_targets(tensors):
     """Targets from a mapping name -> tensor (or pairs), in its order."""
-    if hasattr(tensors, "items"):
-        items = list(tensors.items())
-    else:
-        try:
-            items = list(tensors)
-        except TypeError:
-            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
-                                 "tensors must be a dict of name -> tensor, not %s" % type(tensors).__name__)
-        for it in items:
-            if not (isinstance(it, tuple) and len(it) == 2):
-                raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
-                                     "tensors must be a dict of name -> tensor or (name, tensor) pairs")
+    items = pairs(tensors)
     out, seen = [], set()
     for name, x in items:
         t = describe_target(name, x)
@@ -435,4 +589,31 @@ def describe_targets(tensors):
             raise WsyncError("WSYNC_ERR_DUPLICATE_KEY", "tensor %r given twice" % name, tensor=name)
         seen.add(name)
         out.append(t)
+    check_overlaps(out)
     return out
+
+
+def check_overlaps(targets):
+    """Refuses engine tensors whose memory partly overlaps (a take would
+    write one tensor's values into another's); exactly aliased ones (tied
+    embeddings: the same address, bytes and dtype under two names) are
+    fine, both are handed the same values."""
+    spans = []
+    for t in targets:
+        if t.t.nbytes and t.t.sig is not None:
+            dev = str(t.device) if t.kind == "torch" else "cpu"
+            spans.append((dev, t.t.sig[0], t.t.sig[0] + t.t.nbytes, t))
+    spans.sort(key=lambda s: (s[0], s[1], s[2]))
+    reach = None                   # the span reaching furthest so far on this device
+    for dev, beg, end, t in spans:
+        if reach is not None and reach[0] == dev and reach[2] > beg:
+            _, b0, e0, t0 = reach
+            if not (b0 == beg and e0 == end and t0.t.dtype == t.t.dtype):
+                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
+                                 "tensors %r and %r overlap in memory without being the same tensor "
+                                 "(%r: %d bytes at 0x%x, %r: %d bytes at 0x%x): a take would write one "
+                                 "into the other" % (t0.t.name, t.t.name, t0.t.name, e0 - b0, b0,
+                                                     t.t.name, end - beg, beg), tensor=t.t.name)
+        if reach is None or reach[0] != dev or end > reach[2]:
+            reach = (dev, beg, end, t)
+    return targets

@@ -1,0 +1,507 @@
+"""Tests of the Python binding at the model's edge (issue 38): targets that
+move under the subscriber (share_memory_, storage().resize_(0), set_),
+targets given as iterables, lazily conjugated and negated views, the poll
+interval, a subscriber built before its store exists, error hints that name
+Python calls, HEAD's state digest from Python, tied (aliased) targets,
+partial models, wrong shapes, a stale HEAD and a restarted chain.
+
+Run by tests/test_python.sh after test_wsync.py; ends with "summary: N
+passed, M failed". Whatever could crash the interpreter runs in a child
+process, so that a crash is a failed test and not a lost run.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+import wsync
+
+try:
+    import torch
+except ImportError:
+    torch = None
+try:
+    import numpy as np
+except ImportError:
+    np = None
+
+need_torch = unittest.skipIf(torch is None, "torch is not installed for %s" % sys.executable)
+need_numpy = unittest.skipIf(np is None, "numpy is not installed for %s" % sys.executable)
+
+ENCODINGS = ("packed", "packed-max", "trl-v1", "trl-v3")
+
+
+def bits(t):
+    t = t.detach().to("cpu")
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def same(a, b):
+    return set(a) == set(b) and all(torch.equal(bits(a[k]), bits(b[k])) for k in a)
+
+
+def torch_model(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "embed.weight": torch.randn(300, 64, generator=g).to(torch.bfloat16),
+        "layers.0.mlp.weight": torch.randn(128, 64, generator=g).to(torch.bfloat16),
+        "layers.0.norm.weight": torch.ones(64).to(torch.bfloat16),
+        "head.bias": torch.randn(300, generator=g).to(torch.bfloat16),
+    }
+
+
+def torch_step(sd, step, frac=50):
+    """Moves about 1/frac of every tensor's elements (an optimizer step).
+    Tensors given twice (tied) move once."""
+    g = torch.Generator().manual_seed(1000 + step)
+    seen = set()
+    for t in sd.values():
+        if t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        flat = t.view(-1)
+        k = max(1, flat.numel() // frac)
+        idx = torch.randint(0, flat.numel(), (k,), generator=g)
+        vals = flat.index_select(0, idx).float() + torch.randn(k, generator=g) * 0.01
+        flat.index_copy_(0, idx, vals.to(flat.dtype))
+
+
+def zeros_like(sd):
+    return dict((k, torch.zeros_like(v)) for k, v in sd.items())
+
+
+def run_child(code, timeout=120):
+    """Runs code in a child interpreter (the same wsync, torch and numpy):
+    (exit status, stdout + stderr). A crash is a status of -11 or -6 (or
+    139 / 134 from a shell), never this process's."""
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=timeout, env=dict(os.environ))
+    return p.returncode, p.stdout
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="wsync-edge.")
+        self.store = os.path.join(self.dir, "bucket")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def assertCode(self, code, fn, *args, **kw):
+        with self.assertRaises(wsync.WsyncError) as cm:
+            fn(*args, **kw)
+        self.assertEqual(cm.exception.code, code, str(cm.exception))
+        self.assertTrue(cm.exception.message)
+        return cm.exception
+
+
+# ---- targets that move: never a crash, an error that names the tensor ----
+
+@need_torch
+class TestMovedTargets(Base):
+    """After the subscriber was built, a target's memory moves or is freed:
+    every call that lets wsync write or read it raises a WsyncError naming
+    the tensor and what changed, and the interpreter lives."""
+
+    def child(self, how, call, mirror=False, numpy=False):
+        store = os.path.join(self.dir, "%s-%s-%d-%d" % (how, call, mirror, numpy))
+        code = """
+            import sys, torch, wsync
+            import numpy as np
+            store = %r
+            g = torch.Generator().manual_seed(5)
+            sd = {"a.weight": torch.randn(256, 64, generator=g).to(torch.bfloat16),
+                  "b.bias": torch.randn(1000, generator=g).to(torch.bfloat16)}
+            pub = wsync.Publisher(store, fsync=False)
+            pub.publish(1, sd)
+            if %r:
+                tg = {"a.weight": torch.zeros(256, 64, dtype=torch.bfloat16),
+                      "b.bias": (np.zeros(1000, dtype=np.uint16), "BF16")}
+            else:
+                tg = {"a.weight": torch.zeros(256, 64, dtype=torch.bfloat16),
+                      "b.bias": torch.zeros(1000, dtype=torch.bfloat16)}
+            sub = wsync.Subscriber(store, tg, mirror=%r)
+            sub.sync()
+            sd["a.weight"].view(-1)[::7] += 1
+            sd["b.bias"][::3] += 1
+            pub.publish(2, sd)
+            how, call = %r, %r
+            if how == "share_memory_":
+                tg["a.weight"].share_memory_()
+            elif how == "resize0":
+                tg["a.weight"].storage().resize_(0)
+            elif how == "set_":
+                tg["a.weight"].set_(torch.zeros(256, 64, dtype=torch.bfloat16))
+            elif how == "set_strided":
+                tg["a.weight"].set_(torch.zeros(64, 256, dtype=torch.bfloat16).t())
+            elif how == "numpy_resize":
+                tg["b.bias"][0].resize(4000, refcheck=False)
+            try:
+                if call == "sync":
+                    sub.sync()
+                elif call == "apply_ready":
+                    sub.start(interval_ms=5)
+                    import time
+                    t0 = time.time()
+                    while sub.ready() != 2 and time.time() < t0 + 20:
+                        time.sleep(0.01)
+                    sub.apply_ready()
+                elif call == "set_step":
+                    sub.set_step(2)
+                elif call == "take":
+                    sub.sync()
+                elif call == "state_digest":
+                    sub.state_digest()
+            except wsync.WsyncError as e:
+                print("RAISED %%s|%%s|%%s" %% (e.code, e.tensor, e.message))
+                sys.exit(0)
+            print("NOT RAISED")
+            sys.exit(3)
+        """ % (store, numpy, mirror, how, call)
+        rc, out = run_child(code)
+        self.assertEqual(rc, 0, "%s then %s (mirror=%s): exit %d\n%s" % (how, call, mirror, rc, out[-3000:]))
+        line = [l for l in out.splitlines() if l.startswith("RAISED ")][-1]
+        code, tensor, message = line[7:].split("|", 2)
+        return code, tensor, message
+
+    def check(self, how, call, mirror=False, numpy=False, name="a.weight", words=()):
+        code, tensor, message = self.child(how, call, mirror, numpy)
+        self.assertEqual(tensor, name, message)
+        self.assertIn(name, message)
+        for w in words:
+            self.assertIn(w, message)
+        return message
+
+    def test_share_memory_then_sync(self):
+        self.check("share_memory_", "sync", words=("moved",))
+
+    def test_resize0_then_sync(self):
+        self.check("resize0", "sync", words=("storage",))
+
+    def test_set_then_sync(self):
+        self.check("set_", "sync", words=("moved",))
+
+    def test_set_strided_then_sync(self):
+        self.check("set_strided", "sync", words=("contiguous",))
+
+    def test_resize0_then_apply_ready(self):
+        self.check("resize0", "apply_ready", words=("storage",))
+
+    def test_share_memory_then_apply_ready(self):
+        self.check("share_memory_", "apply_ready", words=("moved",))
+
+    def test_resize0_then_set_step_and_digest(self):
+        self.check("resize0", "set_step")
+        self.check("resize0", "state_digest")
+
+    def test_mirror_resize0_then_take(self):
+        self.check("resize0", "take", mirror=True, words=("storage",))
+
+    def test_mirror_share_memory_then_take(self):
+        self.check("share_memory_", "take", mirror=True, words=("moved",))
+
+    def test_mirror_set_then_take_and_set_step(self):
+        self.check("set_", "take", mirror=True, words=("moved",))
+        self.check("resize0", "set_step", mirror=True)
+
+    @need_numpy
+    def test_numpy_resized_in_place(self):
+        self.check("numpy_resize", "sync", numpy=True, name="b.bias")
+        self.check("numpy_resize", "take", mirror=True, numpy=True, name="b.bias")
+
+    def test_freed_input_to_publisher_and_digest(self):
+        rc, out = run_child("""
+            import torch, wsync, sys
+            t = torch.zeros(1000, dtype=torch.bfloat16)
+            t.storage().resize_(0)
+            n = 0
+            for fn in (lambda: wsync.state_digest({"t": t}), lambda: wsync.digest(t),
+                       lambda: wsync.Publisher(%r, fsync=False).publish(1, {"t": t}),
+                       lambda: wsync.diff({"t": t}, {"t": t})):
+                try:
+                    fn()
+                except wsync.WsyncError as e:
+                    assert "storage" in e.message, e.message
+                    n += 1
+            print("RAISED", n)
+        """ % self.store)
+        self.assertEqual(rc, 0, out[-3000:])
+        self.assertIn("RAISED 4", out)
+
+    def test_unmoved_targets_still_sync(self):
+        """share_memory_() before the subscriber is built is fine."""
+        sd = torch_model(1)
+        tg = zeros_like(sd)
+        for v in tg.values():
+            v.share_memory_()
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, sd)
+            sub = wsync.Subscriber(self.store, tg)
+            sub.sync()
+            self.assertTrue(same(sd, tg))
+            sub.close()
+
+
+# ---- targets given as iterables ----
+
+class Tiny(torch.nn.Module if torch is not None else object):
+    def __init__(self, seed=0, tied=False):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.tok_emb = torch.nn.Embedding(96, 32)
+        self.proj = torch.nn.Linear(32, 32)
+        self.lm_head = torch.nn.Linear(32, 96, bias=False)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+        if tied:
+            self.lm_head.weight = self.tok_emb.weight
+        self.to(torch.bfloat16)
+
+
+@need_torch
+class TestIterables(Base):
+    def test_named_parameters_generator(self):
+        src = Tiny(1)
+        dst = Tiny(2)
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, src.named_parameters())          # a generator, read once
+            for mirror in (False, True):
+                fresh = Tiny(3 + mirror)
+                sub = wsync.Subscriber(self.store, fresh.named_parameters(), mirror=mirror)
+                self.assertEqual(len(sub.tensors), 4)
+                sub.sync()
+                self.assertTrue(same(dict(src.named_parameters()), dict(fresh.named_parameters())))
+                sub.close()
+            sub = wsync.Subscriber(self.store, ((k, v) for k, v in dst.state_dict().items()))
+            sub.sync()
+            self.assertTrue(same(src.state_dict(), dst.state_dict()))
+            self.assertEqual(wsync.state_digest(iter(list(dst.state_dict().items()))),
+                             wsync.state_digest(src.state_dict()))
+            sub.close()
+
+    def test_no_targets_refused(self):
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, torch_model(1))
+        for empty in ({}, [], iter(()), (x for x in ())):
+            e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Subscriber, self.store, empty)
+            self.assertIn("no tensors", e.message)
+        self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Subscriber, self.store, {}, mirror=True)
+
+
+# ---- lazily conjugated and negated views ----
+
+@need_torch
+class TestLazyViews(Base):
+    def test_publisher_resolves_conj_and_neg(self):
+        c = torch.randn(50, dtype=torch.complex64)
+        f = torch.randn(40).to(torch.bfloat16)
+        lazy = {"c": c.conj(), "f": torch._neg_view(f)}
+        self.assertTrue(lazy["c"].is_conj() and lazy["f"].is_neg())
+        want = {"c": c.conj().resolve_conj(), "f": -f}
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            st = pub.publish(1, lazy)
+        self.assertEqual(st.state, wsync.state_digest(want))
+        self.assertEqual(wsync.state_digest(lazy), wsync.state_digest(want))
+        self.assertEqual(wsync.digest(lazy["c"]), wsync.digest(want["c"]))
+        tg = {"c": torch.zeros(50, dtype=torch.complex64), "f": torch.zeros(40, dtype=torch.bfloat16)}
+        wsync.Subscriber(self.store, tg).sync()
+        self.assertTrue(same(want, tg))
+        # diff too
+        d = wsync.diff(lazy, want)
+        self.assertEqual(wsync.inspect(d).delta.changed, 0)
+
+    def test_lazy_views_refused_as_targets(self):
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, {"c": torch.zeros(50, dtype=torch.complex64), "f": torch.zeros(40)})
+        c = torch.zeros(50, dtype=torch.complex64)
+        f = torch.zeros(40, dtype=torch.bfloat16)
+        for mirror in (False, True):
+            e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Subscriber, self.store,
+                                {"c": c.conj(), "f": f}, mirror=mirror)
+            self.assertEqual(e.tensor, "c")
+            self.assertIn("conj", e.message)
+            e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Subscriber, self.store,
+                                {"c": c, "f": torch._neg_view(f)}, mirror=mirror)
+            self.assertEqual(e.tensor, "f")
+            self.assertIn("neg", e.message)
+        e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.apply, b"", {"c": c.conj()})
+        self.assertIn("conj", e.message)
+
+
+# ---- the poll interval ----
+
+@need_torch
+class TestInterval(Base):
+    def polls(self, sub, seconds):
+        p0 = sub.status().polls
+        time.sleep(seconds)
+        return sub.status().polls - p0
+
+    def test_interval_honoured(self):
+        sd = torch_model(2)
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, sd)
+        for mirror in (False, True):
+            # the constructor's interval
+            with wsync.Subscriber(self.store, zeros_like(sd), interval_ms=20, mirror=mirror) as sub:
+                sub.sync()
+                sub.start()
+                self.assertEqual(sub.status().interval_ms, 20)
+                n = self.polls(sub, 1.0)
+                self.assertGreaterEqual(n, 20, "mirror=%s: %d polls in 1 s at 20 ms" % (mirror, n))
+            # start's, over the constructor's
+            with wsync.Subscriber(self.store, zeros_like(sd), mirror=mirror) as sub:
+                sub.sync()
+                sub.start(30)
+                self.assertEqual(sub.status().interval_ms, 30)
+                n = self.polls(sub, 1.0)
+                self.assertGreaterEqual(n, 15, "mirror=%s: %d polls in 1 s at 30 ms" % (mirror, n))
+                self.assertLessEqual(n, 40)
+                # a new interval on a running background restarts it
+                sub.start(400)
+                self.assertEqual(sub.status().interval_ms, 400)
+                n = self.polls(sub, 1.0)
+                self.assertLessEqual(n, 4, "mirror=%s: %d polls in 1 s at 400 ms" % (mirror, n))
+            with wsync.Subscriber(self.store, zeros_like(sd), interval_ms=500, mirror=mirror) as sub:
+                sub.start()
+                self.assertEqual(sub.status().interval_ms, 500)
+                n = self.polls(sub, 1.0)
+                self.assertLessEqual(n, 4, "mirror=%s: %d polls in 1 s at 500 ms" % (mirror, n))
+
+
+# ---- start-up order ----
+
+@need_torch
+class TestStartupOrder(Base):
+    def test_publisher_creates_parents(self):
+        deep = os.path.join(self.dir, "a", "b", "c", "bucket")
+        with wsync.Publisher(deep, fsync=False) as pub:
+            pub.publish(1, torch_model(1))
+        self.assertTrue(os.path.isfile(os.path.join(deep, "HEAD")))
+
+    def test_subscriber_before_the_store(self):
+        sd = torch_model(4)
+        for mirror in (False, True):
+            store = os.path.join(self.dir, "later-%d" % mirror, "bucket")
+            tg = zeros_like(sd)
+            sub = wsync.Subscriber(store, tg, mirror=mirror)
+            self.assertFalse(os.path.exists(store))          # a reader creates nothing
+            with self.assertRaises(wsync.WsyncNoStoreError) as cm:
+                sub.sync()
+            self.assertEqual(cm.exception.code, "WSYNC_ERR_NO_STORE")
+            self.assertIsNone(sub.step)
+            sub.start(10)
+            time.sleep(0.1)
+            self.assertTrue(sub.status().running)
+            with wsync.Publisher(store, fsync=False) as pub:
+                # the store exists, nothing published yet: an empty chain
+                with self.assertRaises(wsync.WsyncNotFoundError):
+                    sub.sync()
+                pub.publish(1, sd)
+            deadline = time.time() + 30
+            while sub.ready() != 1 and time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(sub.ready(), 1)
+            sub.apply_ready()
+            self.assertEqual(sub.step, 1)
+            self.assertTrue(same(sd, tg))
+            sub.close()
+
+
+# ---- error hints name Python ----
+
+@need_torch
+class TestHints(Base):
+    def test_messages_name_python_calls(self):
+        sd = torch_model(1)
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(5, sd)
+            e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", pub.publish, 3, sd)
+            self.assertNotIn("wsync_", e.message)
+            self.assertIn("pub.head", e.message)
+        with open(os.path.join(self.store, "HEAD"), "r+b") as f:
+            f.seek(3)
+            f.write(b"#")
+        e = self.assertCode("WSYNC_ERR_BAD_HEAD", wsync.Publisher, self.store, fsync=False)
+        self.assertNotIn("WSYNC_CHAIN_", e.message)
+        self.assertIn("new_chain=True", e.message)
+
+    def test_translation_table(self):
+        from wsync import _errors
+        for c_text, py in (("(wsync_publisher_head, or wsync log, gives HEAD's step)", "pub.head"),
+                           ("with WSYNC_CHAIN_NEW_CHAIN (wsync publish --new-chain): it keeps", "new_chain=True"),
+                           ("give WSYNC_CHAIN_PARTIAL for a subset", "strict=False"),
+                           ("or WSYNC_CHAIN_FOLLOW_RESTART to follow", "follow_restart=True"),
+                           ("wsync_subscriber_set_step vouches", "sub.set_step"),
+                           ("wsync_subscriber_open arguments", "Subscriber("),
+                           ("(wsync_chain_options.spool_dir, else $TMPDIR or /tmp)", "$TMPDIR")):
+            out = _errors.python_message(c_text)
+            self.assertIn(py, out, c_text)
+            self.assertNotIn("wsync_", out.replace("wsync log", ""))
+            self.assertNotIn("WSYNC_CHAIN", out)
+
+
+# ---- HEAD's digest from Python ----
+
+@need_torch
+class TestHead(Base):
+    def test_head_and_state(self):
+        sd = torch_model(7)
+        f32 = dict((k, v.float()) for k, v in sd.items())
+        with wsync.Publisher(self.store, fsync=False, anchor_every=3) as pub:
+            self.assertIsNone(pub.head_state())
+            for step in range(1, 6):
+                if step > 1:
+                    torch_step(sd, step)
+                st = pub.publish(step, sd)
+                h = wsync.head(self.store)
+                self.assertEqual((h.step, h.state), (step, wsync.state_digest(sd)))
+                self.assertEqual(h.state, st.state)
+                self.assertEqual(h.anchor_step, 1 if step < 4 else 4)
+                self.assertEqual(pub.head_state(), (step, st.state))
+            self.assertEqual(pub.head, 5)
+        # a resumed trainer checks itself against HEAD
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            self.assertEqual(pub.head_state(), (5, wsync.state_digest(sd)))
+        del f32
+        self.assertEqual(tuple(wsync.head(self.store))[:3], (5, wsync.state_digest(sd), 4))
+        with wsync.Publisher(self.store, prefix="other", fsync=False) as pub:
+            pub.publish(9, {"x": torch.ones(4, dtype=torch.bfloat16)})
+        self.assertEqual(wsync.head(self.store, prefix="other").step, 9)
+        self.assertEqual(wsync.head(self.store).step, 5)
+
+    def test_head_of_missing_and_empty(self):
+        with self.assertRaises(wsync.WsyncError) as cm:
+            wsync.head(os.path.join(self.dir, "none"))
+        self.assertIn(cm.exception.code, ("WSYNC_ERR_NO_STORE", "WSYNC_ERR_NOT_FOUND"))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "none")))
+        os.makedirs(self.store)
+        with self.assertRaises(wsync.WsyncNotFoundError):
+            wsync.head(self.store)
+
+
+class Result(unittest.TextTestResult):
+    pass
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    runner = unittest.TextTestRunner(verbosity=2 if os.environ.get("CHECK_VERBOSE") else 1, stream=sys.stdout)
+    r = runner.run(suite)
+    for test, why in r.skipped:
+        print("skip %s: %s" % (test.id(), why))
+    failed = len(r.failures) + len(r.errors)
+    passed = r.testsRun - failed - len(r.skipped)
+    for test, _ in r.failures + r.errors:
+        print("FAIL %s" % test.id())
+    print("summary: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
