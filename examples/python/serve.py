@@ -86,7 +86,7 @@ def follow(store, tensors, interval, wait):
         except wsync.WsyncError as e:
             if sub is not None:
                 sub.close()
-            if e.code != "WSYNC_ERR_NOT_FOUND" or time.monotonic() > deadline:
+            if e.code not in ("WSYNC_ERR_NO_STORE", "WSYNC_ERR_NOT_FOUND") or time.monotonic() > deadline:
                 sys.exit("cannot follow %s with this model (were --layers, --heads, --d-model and "
                          "--context the trainer's?): %s" % (store, e))
             time.sleep(0.2)
