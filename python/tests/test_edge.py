@@ -485,6 +485,221 @@ class TestHead(Base):
             wsync.head(self.store)
 
 
+# ---- tied (aliased) targets ----
+
+def params_step(m, step, frac=400):
+    """A small optimizer-like step on a module's parameters (tied ones once)."""
+    with torch.no_grad():
+        torch_step(dict(m.named_parameters()), step, frac)
+
+
+@need_torch
+class TestTied(Base):
+    """A model whose lm_head.weight is tok_emb.weight: two names, one
+    tensor. Trainer and engine both tied; every encoding, plain and mirror,
+    several small-change steps: bit-exact, and the state digest the
+    trainer's, at every step."""
+
+    def follow(self, enc, mirror):
+        store = os.path.join(self.dir, "%s-%d" % (enc, mirror))
+        tr = Tiny(11, tied=True)
+        eng = Tiny(12, tied=True)
+        sd_e = eng.state_dict()
+        self.assertEqual(sd_e["tok_emb.weight"].data_ptr(), sd_e["lm_head.weight"].data_ptr())
+        with wsync.Publisher(store, fsync=False, encoding=enc, anchor_every=5) as pub, \
+                wsync.Subscriber(store, sd_e, mirror=mirror) as sub:
+            for step in range(1, 9):
+                if step > 1:
+                    params_step(tr, step)
+                st = pub.publish(step, tr.state_dict())
+                self.assertEqual(st.state, wsync.state_digest(tr.state_dict()))
+                if step > 1 and step != 6:
+                    self.assertTrue(st.wrote_delta and not st.wrote_anchor, "%s step %d" % (enc, step))
+                s = sub.sync()
+                self.assertEqual((s.step, sub.step), (step, step))
+                self.assertTrue(same(tr.state_dict(), eng.state_dict()), "%s mirror=%s step %d" % (enc, mirror, step))
+                self.assertEqual(eng.lm_head.weight.data_ptr(), eng.tok_emb.weight.data_ptr())
+                self.assertEqual(wsync.state_digest(eng.state_dict()), st.state)
+                self.assertEqual(sub.state_digest(), st.state)
+
+    def test_tied_plain_every_encoding(self):
+        for enc in ENCODINGS:
+            self.follow(enc, False)
+
+    def test_tied_mirror_every_encoding(self):
+        for enc in ENCODINGS:
+            self.follow(enc, True)
+
+    def test_tied_background(self):
+        tr = Tiny(13, tied=True)
+        for mirror in (False, True):
+            store = os.path.join(self.dir, "bg-%d" % mirror)
+            eng = Tiny(14, tied=True)
+            with wsync.Publisher(store, fsync=False) as pub, \
+                    wsync.Subscriber(store, eng.state_dict(), mirror=mirror, interval_ms=5) as sub:
+                pub.publish(1, tr.state_dict())
+                sub.sync()
+                sub.start()
+                for step in range(2, 6):
+                    params_step(tr, 100 * mirror + step)
+                    st = pub.publish(step, tr.state_dict())
+                    deadline = time.time() + 20
+                    while sub.ready() != step and time.time() < deadline:
+                        time.sleep(0.005)
+                    sub.apply_ready()
+                    self.assertEqual(sub.step, step)
+                    self.assertTrue(same(tr.state_dict(), eng.state_dict()))
+                    self.assertEqual(sub.state_digest(), st.state)
+
+    def test_partly_overlapping_targets_refused(self):
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, {"a": torch.zeros(100, dtype=torch.bfloat16), "b": torch.zeros(60, dtype=torch.bfloat16)})
+        buf = torch.zeros(160, dtype=torch.bfloat16)
+        for mirror in (False, True):
+            e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", lambda: wsync.Subscriber(
+                self.store, {"a": buf[:100], "b": buf[60:120]}, mirror=mirror).sync())
+            self.assertIn("'a'", e.message.replace('"', "'"))
+            self.assertIn("'b'", e.message.replace('"', "'"))
+            # side by side in one buffer: fine
+            tg = {"a": buf[:100], "b": buf[100:160]}
+            with wsync.Subscriber(self.store, tg, mirror=mirror) as sub:
+                self.assertEqual(sub.sync().step, 1)
+
+
+# ---- partial models ----
+
+@need_torch
+class TestPartial(Base):
+    def test_strict_and_partial(self):
+        sd = torch_model(21)
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, sd)
+            for mirror in (False, True):
+                part = {"embed.weight": torch.zeros(300, 64, dtype=torch.bfloat16),
+                        "head.bias": torch.zeros(300, dtype=torch.bfloat16)}
+                sub = wsync.Subscriber(self.store, part, mirror=mirror)
+                with self.assertRaises(wsync.WsyncLayoutError) as cm:
+                    sub.sync()
+                self.assertEqual(cm.exception.code, "WSYNC_ERR_LAYOUT")
+                self.assertIn("layers.0", cm.exception.message)    # names a chain tensor not held
+                self.assertIn("strict=False", cm.exception.message)  # the Python option, not the C flag
+                self.assertNotIn("WSYNC_CHAIN", cm.exception.message)
+                self.assertIsNone(sub.step)
+                self.assertTrue(all(not v.any() for v in part.values()))   # no byte moved
+                sub.close()
+                with wsync.Subscriber(self.store, part, mirror=mirror, strict=False) as sub:
+                    self.assertEqual(sub.sync().step, pub.head)
+                    self.assertTrue(same(dict((k, sd[k]) for k in part), part))
+                    torch_step(sd, 2 + mirror)
+                    pub.publish(2 + mirror, sd)
+                    self.assertEqual(sub.sync().step, 2 + mirror)
+                    self.assertTrue(same(dict((k, sd[k]) for k in part), part))
+
+    def test_wrong_shape_message(self):
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, torch_model(22))
+        for mirror in (False, True):
+            tg = zeros_like(torch_model(22))
+            tg["layers.0.mlp.weight"] = torch.zeros(128, 32, dtype=torch.bfloat16)
+            sub = wsync.Subscriber(self.store, tg, mirror=mirror)
+            with self.assertRaises(wsync.WsyncLayoutError) as cm:
+                sub.sync()
+            m = cm.exception.message
+            self.assertEqual(cm.exception.tensor, "layers.0.mlp.weight")
+            self.assertIn("[128, 64]", m)
+            self.assertIn("[128, 32]", m)
+            self.assertTrue(all(not v.any() for v in tg.values()))
+            sub.close()
+
+
+# ---- a stale HEAD and a restarted chain ----
+
+@need_torch
+class TestStaleHead(Base):
+    def test_stale_head_refused_targets_stay(self):
+        sd = torch_model(31)
+        head = os.path.join(self.store, "HEAD")
+        for mirror in (False, True):
+            store = os.path.join(self.dir, "stale-%d" % mirror)
+            head = os.path.join(store, "HEAD")
+            with wsync.Publisher(store, fsync=False) as pub:
+                tg = zeros_like(sd)
+                sub = wsync.Subscriber(store, tg, mirror=mirror)
+                pub.publish(1, sd)
+                torch_step(sd, 2)
+                pub.publish(2, sd)
+                with open(head, "rb") as f:
+                    old = f.read()
+                torch_step(sd, 3)
+                st = pub.publish(3, sd)
+                self.assertEqual(sub.sync().step, 3)
+                at3 = dict((k, v.clone()) for k, v in tg.items())
+                with open(head, "wb") as f:       # a stale cached HEAD
+                    f.write(old)
+                with self.assertRaises(wsync.WsyncStaleHeadError) as cm:
+                    sub.sync()
+                self.assertEqual(cm.exception.code, "WSYNC_ERR_STALE_HEAD")
+                self.assertIn("follow_restart=True", cm.exception.message)
+                self.assertEqual(sub.step, 3)
+                self.assertTrue(same(at3, tg))
+                self.assertEqual(sub.state_digest(), st.state)
+                sub.close()
+
+    def test_follow_restart(self):
+        for mirror in (False, True):
+            store = os.path.join(self.dir, "restart-%d" % mirror)
+            sd = torch_model(32)
+            tg = zeros_like(sd)
+            with wsync.Publisher(store, fsync=False) as pub:
+                for step in range(1, 6):
+                    if step > 1:
+                        torch_step(sd, step)
+                    pub.publish(step, sd)
+            strict = wsync.Subscriber(store, zeros_like(sd), mirror=mirror)
+            follow = wsync.Subscriber(store, tg, mirror=mirror, follow_restart=True)
+            self.assertEqual((strict.sync().step, follow.sync().step), (5, 5))
+            shutil.rmtree(store)                   # the trainer starts over
+            sd2 = torch_model(33)
+            with wsync.Publisher(store, fsync=False) as pub:
+                pub.publish(1, sd2)
+                torch_step(sd2, 2)
+                st = pub.publish(2, sd2)
+            self.assertRaises(wsync.WsyncStaleHeadError, strict.sync)
+            self.assertEqual(strict.step, 5)
+            self.assertEqual(follow.sync().step, 2)
+            self.assertTrue(same(sd2, tg))
+            self.assertEqual(follow.state_digest(), st.state)
+            strict.close()
+            follow.close()
+
+
+# ---- what a mirror's take fetched ----
+
+@need_torch
+class TestMirrorFetched(Base):
+    def test_mirror_stats_say_what_was_fetched(self):
+        sd = torch_model(41)
+        with wsync.Publisher(self.store, fsync=False) as pub, \
+                wsync.Subscriber(self.store, zeros_like(sd), mirror=True, interval_ms=5) as sub:
+            pub.publish(1, sd)
+            s = sub.sync()
+            self.assertEqual((s.take.anchors, s.take.deltas), (1, 0))
+            self.assertGreater(s.take.bytes_fetched, 0)
+            sub.start()
+            for step in (2, 3, 4):
+                torch_step(sd, step)
+                pub.publish(step, sd)
+            deadline = time.time() + 20
+            while sub.ready() != 4 and time.time() < deadline:
+                time.sleep(0.005)
+            s = sub.apply_ready()
+            self.assertEqual(s.step, 4)
+            self.assertEqual((s.take.anchors, s.take.deltas), (0, 3))
+            self.assertEqual((s.anchors, s.deltas), (0, 3))
+            self.assertGreater(s.take.bytes_fetched, 0)
+            self.assertEqual(s.bytes_fetched, s.take.bytes_fetched)
+
+
 class Result(unittest.TextTestResult):
     pass
 
