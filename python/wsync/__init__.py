@@ -46,10 +46,14 @@ environment, as the CLI tool. URL stores need the library built with
 libcurl's development files present.
 
 Errors: every failure raises WsyncError with .code (the result code's name,
-"WSYNC_ERR_CORRUPT"), .tensor, .offset and .message. Bad input (a malformed
-delta, a wrong store, a tensor of the wrong shape or dtype, a non-contiguous
-target, a closed object, a wrong type) raises; it never crashes the
-interpreter.
+"WSYNC_ERR_CORRUPT"), .tensor, .offset and .message; WsyncNoStoreError (the
+store does not exist yet) and WsyncNotFoundError (nothing published yet: a
+serving loop waits on both), WsyncLayoutError (the model does not match the
+chain: stop) and WsyncStaleHeadError (HEAD is older than the step held) are
+its subclasses for those codes. Bad input (a malformed delta, a wrong store,
+a tensor of the wrong shape or dtype, a non-contiguous target, a target whose
+memory moved or was freed after the Subscriber was built, a closed object, a
+wrong type) raises; it never crashes the interpreter.
 
 Threads: the GIL is released during every C call. Two threads may use two
 objects at once. One object's calls are serialised (ready(), step and
@@ -534,12 +538,27 @@ class Subscriber(object):
       index_copy_ on the tensor's device (whole tensors with copy_). The
       first take hands every tensor whole.
 
+    tensors may be any iterable of (name, tensor) pairs (read once, e.g.
+    model.named_parameters()); tied weights (two names, one tensor) are
+    fine, targets that overlap in part are refused. Each target's memory is
+    checked before every call that lets wsync write or read it: a target
+    moved or freed since (share_memory_(), storage().resize_(0), set_())
+    raises a WsyncError naming it, and nothing is written.
+
     Options: prefix, threads, verify_state (digest the whole model after
     every sync; a mirror always does), insecure (https, tests), mirror
     (None: when a tensor is not on the CPU; True; False: never, a non-CPU
     tensor raises WsyncUnsupportedError), chunk (mirror: positions per
-    take callback, 0: 65536), interval_ms (mirror: the background's HEAD
-    poll, 100; a plain subscriber takes it in start()).
+    take callback, 0: 65536), interval_ms (the background's HEAD poll, 100;
+    start(interval_ms) overrides it), strict (True: the targets must be the
+    chain's tensors exactly, else WsyncLayoutError before any byte moves;
+    False: a subset is followed), follow_restart (False: a HEAD below the
+    step held raises WsyncStaleHeadError and the targets stay; True: it is
+    taken as a restarted chain and followed).
+
+    The store may not exist yet: the Subscriber opens anyway (creating
+    nothing), sync() raises WsyncNoStoreError until it does, and start()'s
+    background keeps polling.
     """
 
     _DEFAULTS = dict(prefix=None, threads=0, verify_state=False, insecure=False, mirror=None, chunk=0,
