@@ -476,9 +476,9 @@ class TestHead(Base):
         self.assertEqual(wsync.head(self.store).step, 5)
 
     def test_head_of_missing_and_empty(self):
-        with self.assertRaises(wsync.WsyncError) as cm:
+        with self.assertRaises(wsync.WsyncNoStoreError) as cm:
             wsync.head(os.path.join(self.dir, "none"))
-        self.assertIn(cm.exception.code, ("WSYNC_ERR_NO_STORE", "WSYNC_ERR_NOT_FOUND"))
+        self.assertEqual(cm.exception.code, "WSYNC_ERR_NO_STORE")
         self.assertFalse(os.path.exists(os.path.join(self.dir, "none")))
         os.makedirs(self.store)
         with self.assertRaises(wsync.WsyncNotFoundError):
@@ -698,6 +698,23 @@ class TestMirrorFetched(Base):
             self.assertEqual((s.anchors, s.deltas), (0, 3))
             self.assertGreater(s.take.bytes_fetched, 0)
             self.assertEqual(s.bytes_fetched, s.take.bytes_fetched)
+
+
+class TestErrorClasses(unittest.TestCase):
+    def test_classes(self):
+        import pickle
+        for cls, code in ((wsync.WsyncNoStoreError, "WSYNC_ERR_NO_STORE"),
+                          (wsync.WsyncNotFoundError, "WSYNC_ERR_NOT_FOUND"),
+                          (wsync.WsyncLayoutError, "WSYNC_ERR_LAYOUT"),
+                          (wsync.WsyncStaleHeadError, "WSYNC_ERR_STALE_HEAD")):
+            self.assertTrue(issubclass(cls, wsync.WsyncError))
+            e = wsync._errors.make(code, "m", "t", 3)
+            self.assertIs(type(e), cls)
+            e2 = pickle.loads(pickle.dumps(e))
+            self.assertIs(type(e2), cls)
+            self.assertEqual((e2.code, e2.message, e2.tensor, e2.offset), (code, "m", "t", 3))
+        self.assertIs(wsync.WsyncEmptyChainError, wsync.WsyncNotFoundError)
+        self.assertIs(type(wsync._errors.make("WSYNC_ERR_CORRUPT", "m")), wsync.WsyncError)
 
 
 class Result(unittest.TextTestResult):
