@@ -700,6 +700,65 @@ class TestMirrorFetched(Base):
             self.assertEqual(s.bytes_fetched, s.take.bytes_fetched)
 
 
+@need_torch
+@unittest.skipIf(torch is None or not torch.cuda.is_available(),
+                 "torch.cuda.is_available() is False: no GPU on this machine, the CUDA path has not run here")
+class TestCuda(Base):
+    """The mirror (the CUDA path) at the edge: tied weights on the GPU,
+    overlapping device tensors, a device target moved or freed."""
+
+    def test_tied_on_cuda(self):
+        tr = Tiny(51, tied=True)
+        eng = Tiny(52, tied=True).to("cuda")
+        with wsync.Publisher(self.store, fsync=False) as pub, \
+                wsync.Subscriber(self.store, eng.state_dict()) as sub:
+            self.assertTrue(sub.mirror)
+            for step in range(1, 6):
+                if step > 1:
+                    params_step(tr, step)
+                st = pub.publish(step, tr.state_dict())
+                sub.sync()
+                self.assertTrue(same(tr.state_dict(), eng.state_dict()), "step %d" % step)
+                self.assertEqual(sub.state_digest(), st.state)
+                self.assertEqual(wsync.state_digest(eng.state_dict()), st.state)
+
+    def test_overlap_and_moved_on_cuda(self):
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(1, {"a": torch.ones(100, dtype=torch.bfloat16), "b": torch.ones(60, dtype=torch.bfloat16)})
+        buf = torch.zeros(160, dtype=torch.bfloat16, device="cuda")
+        e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Subscriber, self.store,
+                            {"a": buf[:100], "b": buf[60:120]})
+        self.assertIn("'b'", e.message)
+        tg = {"a": torch.zeros(100, dtype=torch.bfloat16, device="cuda"),
+              "b": torch.zeros(60, dtype=torch.bfloat16, device="cuda")}
+        sub = wsync.Subscriber(self.store, tg)
+        sub.sync()
+        tg["a"].set_(torch.zeros(100, dtype=torch.bfloat16, device="cuda"))
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(2, {"a": torch.full((100,), 2.0, dtype=torch.bfloat16),
+                            "b": torch.full((60,), 2.0, dtype=torch.bfloat16)})
+        e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", sub.sync)
+        self.assertEqual(e.tensor, "a")
+        self.assertIn("moved", e.message)
+        sub.close()
+        rc, out = run_child("""
+            import torch, wsync, sys
+            store = %r
+            tg = {"a": torch.zeros(100, dtype=torch.bfloat16, device="cuda"),
+                  "b": torch.zeros(60, dtype=torch.bfloat16, device="cuda")}
+            sub = wsync.Subscriber(store, tg)
+            sub.sync(1)
+            tg["a"].storage().resize_(0)
+            try:
+                sub.sync()
+            except wsync.WsyncError as e:
+                assert e.tensor == "a" and "storage" in e.message, e.message
+                print("RAISED")
+        """ % self.store)
+        self.assertEqual(rc, 0, out[-3000:])
+        self.assertIn("RAISED", out)
+
+
 class TestErrorClasses(unittest.TestCase):
     def test_classes(self):
         import pickle
