@@ -438,11 +438,6 @@ class Publisher(object):
                 (_CHAIN_NEW_CHAIN if _bool("new_chain", o["new_chain"]) else 0)
         sflags = (0 if _bool("fsync", o["fsync"]) else _STORE_NO_FSYNC) | \
                  (_STORE_INSECURE if _bool("insecure", o["insecure"]) else 0)
-        if b"://" not in spec:
-            try:                          # a directory store: its parents too (mkdir -p)
-                os.makedirs(os.fsdecode(spec), exist_ok=True)
-            except OSError:
-                pass                      # the C side says what is wrong
         err = _lib.Error()
         out = ctypes.c_void_p()
         rc = _L.wspy_publisher_open(spec, sflags, prefix, enc, every, frac, retain, threads, flags,
