@@ -94,6 +94,14 @@ rule that failed. wsync_result_str() describes a code in words for people
 ("input truncated"); wsync_result_name() gives its enumerator for logs and
 for searching this header ("WSYNC_ERR_TRUNCATED"). Bad input never aborts.
 
+A subscriber's codes tell a serving loop what to do next: wait and retry on
+WSYNC_ERR_NO_STORE (the store does not exist yet) and WSYNC_ERR_NOT_FOUND
+(the store exists, nothing is published yet); stop on WSYNC_ERR_LAYOUT (the
+engine's tensors are not the chain's: names, dtypes, shapes, or memory that
+overlaps); keep serving on WSYNC_ERR_STALE_HEAD (HEAD names a step older
+than the one held: a cached or restored copy, or a restarted chain; the
+targets stay where they are).
+
 FORMATS
 =======
 The reference for every byte wsync writes and reads: deltas in four
@@ -621,7 +629,10 @@ extern "C" {
     X(WSYNC_ERR_BAD_HEAD, 24, "the store's HEAD is not a valid chain pointer")     \
     X(WSYNC_ERR_NO_PATH, 25, "no usable chain of objects reaches the step")        \
     X(WSYNC_ERR_AUTH, 26, "authentication or permission refused")                  \
-    X(WSYNC_ERR_CORRUPT, 27, "the data are corrupt: a stream that does not decode")
+    X(WSYNC_ERR_CORRUPT, 27, "the data are corrupt: a stream that does not decode") \
+    X(WSYNC_ERR_LAYOUT, 28, "the model does not match the chain (names, dtypes, shapes)") \
+    X(WSYNC_ERR_NO_STORE, 29, "the store does not exist")                          \
+    X(WSYNC_ERR_STALE_HEAD, 30, "HEAD names a step older than the one held")
 
 typedef enum wsync_result {
 #define WSYNC__RESULT_ENUM(name, value, text) name = value,
@@ -1085,6 +1096,9 @@ WSYNC_DEF wsync_result wsync_tensor_dense(wsync_tensor *t, const char *name, wsy
                                              class-Rice coder (coder 3): for readers that
                                              predate coder 3; slower to apply */
 
+#define WSYNC_DELTA_PARTIAL 32u          /* apply: entries naming no target are skipped (an
+                                             engine holding part of the model); without
+                                             it such an entry is WSYNC_ERR_LAYOUT */
 #define WSYNC_DELTA_CHANGES_PARALLEL 16u /* apply: on_changes may be called from the worker
                                              threads at once (never for one tensor from
                                              two threads at once); otherwise only from
@@ -1245,14 +1259,22 @@ typedef struct wsync_store {
 typedef struct wsync_store_options {
     wsync_allocator allocator;
     int no_fsync; /* directory store: skip fsync (tests, tmpfs); atomicity is kept */
+    unsigned flags; /* WSYNC_STORE_* */
 } wsync_store_options;
+
+/* Directory store, for readers: never create the root. Opening a root that
+   is missing succeeds, and every call returns WSYNC_ERR_NO_STORE while it
+   is missing (an engine may start before its trainer; a typo is reported,
+   not made into an empty bucket). Without it the root and its parents are
+   created at open (a publisher's way). */
+#define WSYNC_STORE_NO_CREATE 1u
 
 WSYNC_DEF wsync_result wsync_store_key_check(const char *key, wsync_error *err);
 /* The directory store's temporary names contain this (keys may not). */
 #define WSYNC_STORE_TMP_MARK ".wsync-tmp."
 
 /* A directory as a store: objects are files under root (created if
-   missing); put writes a temporary file in the same directory, fsyncs it,
+   missing, with its parents, unless WSYNC_STORE_NO_CREATE); put writes a temporary file in the same directory, fsyncs it,
    renames it over the key and fsyncs the directory. list walks only the
    directory its prefix names and never into a symbolic link to a directory
    (no loops, nothing outside root); a link to a regular file is listed,
@@ -1327,6 +1349,14 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
 #define WSYNC_CHAIN_NEW_CHAIN 4u    /* publisher: start a new chain over a damaged or
                                        foreign one, keeping its objects (see
                                        wsync_publisher_open) */
+#define WSYNC_CHAIN_PARTIAL 8u      /* subscriber, mirror: the targets may be a subset of
+                                       the chain's tensors (an engine that holds part of
+                                       the model); without it the names, dtypes and
+                                       shapes must be the chain's exactly. The whole
+                                       model's state digest cannot be checked then */
+#define WSYNC_CHAIN_FOLLOW_RESTART 16u /* subscriber: follow a HEAD below the step held
+                                       (a chain restarted at a lower step) instead of
+                                       refusing it with WSYNC_ERR_STALE_HEAD */
 
 typedef struct wsync_chain_options {
     wsync_allocator allocator;
@@ -1687,6 +1717,8 @@ typedef struct wsync_mirror_stats {
     int handed;                /* 1: the engine was handed the mirror's step */
     int busy;                  /* no_wait: the mirror was applying, nothing handed */
     uint64_t steps;            /* objects the mirror applied since the last take (merged) */
+    unsigned anchors, deltas;  /* of them, anchors and deltas (a handed take only) */
+    uint64_t bytes_fetched;    /* their bytes, and those of objects fetched and refused */
     uint64_t tensors;          /* tensors handed */
     uint64_t whole_tensors;    /* of them, handed whole */
     uint64_t positions;        /* positions handed (each once, however many steps) */
@@ -2076,6 +2108,29 @@ static void wsync__name_copy(char *dst, size_t cap, const char *name, size_t len
     }
     if (i < len && cap > 4) memcpy(dst + cap - 4, "...", 3), o = cap - 1;
     dst[o] = 0;
+}
+
+/* "BF16 [151936, 1024]" into buf (cut with "..." when long): a tensor's
+   dtype and shape for messages; the shape from `shape`, or from `le`
+   (little-endian u64s, as a packed stream holds them) when shape is NULL. */
+static void wsync__shape_str(char *buf, size_t cap, wsync_dtype dtype, uint32_t rank, const uint64_t *shape,
+                             const uint8_t *le)
+{
+    size_t n;
+    uint32_t k;
+    const char *dn = dtype > 0 && dtype < WSYNC_DTYPE_COUNT ? wsync_dtype_name(dtype) : "an unknown dtype";
+    if (!cap) return;
+    n = (size_t)snprintf(buf, cap, "%s [", dn);
+    for (k = 0; k < rank && n < cap; k++) {
+        uint64_t d = shape ? shape[k] : 0;
+        if (!shape) {
+            unsigned b;
+            for (b = 0; b < 8; b++) d |= (uint64_t)le[8 * k + b] << (8 * b);
+        }
+        n += (size_t)snprintf(buf + n, cap - n, "%s%llu", k ? ", " : "", (unsigned long long)d);
+    }
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, "]");
+    if (n >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
 }
 
 /* Fills `err` (when given) and returns `code`, so failures read
@@ -5332,7 +5387,9 @@ static uint32_t wsync__get_le32(const uint8_t *p)
 
 /* What one delta entry does to one target tensor, decoded and checked. */
 typedef struct wsync__patch {
-    wsync_tensor *target;
+    wsync_tensor *target;         /* NULL: skipped (no target, or alias_target's) */
+    wsync_tensor *alias_target;   /* a target sharing an earlier entry's target's memory:
+                                     checked equal to that entry, not written again */
     const wsync_st_tensor *src;   /* packed: the stream; trl: the indices */
     const wsync_st_tensor *vals;  /* trl: the values */
     unsigned w;
@@ -5379,7 +5436,8 @@ static wsync_result wsync__match(wsync_tensor **sorted, size_t n, const char *na
     uint64_t ne = 1, nb = 0;
     uint32_t d;
     if (!t)
-        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, at, name, len, "%s", "no target tensor of this name");
+        return wsync__fail(err, WSYNC_ERR_LAYOUT, at, name, len, "%s",
+                           "the delta changes a tensor that no target has (the model does not match the chain)");
     bits = wsync_dtype_bits(t->dtype);
     for (d = 0; d < t->rank; d++)
         if (!wsync_mul_u64(ne, t->shape[d], &ne))
@@ -7728,15 +7786,17 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
         return wsync__fail(err, WSYNC_ERR_CORRUPT, at, t->name, t->name_len, "%s", "stream header truncated");
     if ((r = wsync__match(sorted, n_targets, t->name, t->name_len, at, &pt->target, &w, &pt->nelem, err)) != WSYNC_OK)
         return r;
-    if (p[5] != (uint8_t)pt->target->dtype || rank != pt->target->rank)
-        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
-                           "delta is for %s rank %u, the target is %s rank %u",
-                           wsync_dtype_name((wsync_dtype)p[5]), rank, wsync_dtype_name(pt->target->dtype),
-                           (unsigned)pt->target->rank);
-    for (i = 0; i < rank; i++)
-        if (wsync__load_le64(p + 8 + 8 * i) != pt->target->shape[i])
-            return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, t->name, t->name_len,
-                               "shape differs from the target in dimension %u", i);
+    {
+        int same = p[5] == (uint8_t)pt->target->dtype && rank == pt->target->rank;
+        for (i = 0; same && i < rank; i++) same = wsync__load_le64(p + 8 + 8 * i) == pt->target->shape[i];
+        if (!same) {
+            char want[128], have[128];
+            wsync__shape_str(want, sizeof want, (wsync_dtype)p[5], rank, NULL, p + 8);
+            wsync__shape_str(have, sizeof have, pt->target->dtype, pt->target->rank, pt->target->shape, NULL);
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, at, t->name, t->name_len,
+                               "the chain has %s, the target is %s (the model does not match the chain)", want, have);
+        }
+    }
     if (block_log2 < 6 || block_log2 > WSYNC_DELTA_MAX_BLOCK_LOG2)
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, t->name, t->name_len,
                            "block_log2 %u outside 6..%u (the decoders' scratch is a block per thread)", block_log2,
@@ -8006,9 +8066,9 @@ static wsync_result wsync__trl_patch(wsync__patch *pt, const wsync_st_file *f, c
         return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, at, ix->name, ix->name_len, "index dtype %s",
                            wsync_dtype_name(ix->dtype));
     if (vs->dtype != pt->target->dtype)
-        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, ix->name, ix->name_len,
-                           "values are %s, the target is %s", wsync_dtype_name(vs->dtype),
-                           wsync_dtype_name(pt->target->dtype));
+        return wsync__fail(err, WSYNC_ERR_LAYOUT, at, ix->name, ix->name_len,
+                           "the chain's values are %s, the target is %s (the model does not match the chain)",
+                           wsync_dtype_name(vs->dtype), wsync_dtype_name(pt->target->dtype));
     if (ix->rank != 1 || vs->rank != 1 || ix->nelem != vs->nelem)
         return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, at, ix->name, ix->name_len,
                            "%llu indices for %llu values (both must be 1-D)", (unsigned long long)ix->nelem,
@@ -8862,6 +8922,16 @@ static wsync_result wsync__apply_decode(void *user, unsigned worker, size_t i, w
     int v3 = A->enc == WSYNC_ENCODING_TRL_V3;
     size_t sfx = v3 ? 4 : 8, vsfx = v3 ? 4 : 7;
     const char *ext = v3 ? ".idx" : ".indices", *vext = v3 ? ".val" : ".values";
+    if (A->o->flags & WSYNC_DELTA_PARTIAL) {
+        /* an entry whose tensor no target holds is skipped (its values
+           too: the indices are the entry) */
+        size_t len = t->name_len;
+        if (!A->packed) {
+            if (len >= sfx && memcmp(t->name + len - sfx, ext, sfx) == 0) len -= sfx;
+            else if (len >= vsfx && memcmp(t->name + len - vsfx, vext, vsfx) == 0) len -= vsfx;
+        }
+        if (!wsync__target_find(A->sorted, A->n_targets, t->name, len)) return WSYNC_OK;
+    }
     if (A->packed)
         return wsync__packed_patch(&A->patches[i], t, A->sorted, A->n_targets, &A->o->allocator,
                                    !(A->o->flags & WSYNC_DELTA_SKIP_BASE_DIGEST), 1, &A->pmx[worker], err);
@@ -9195,19 +9265,20 @@ static wsync_result wsync__apply_report(void *user, unsigned worker, size_t i, w
 {
     wsync__app *A = (wsync__app *)user;
     const wsync__patch *pt = &A->patches[A->order ? A->order[i] : i];
+    wsync_tensor *tg = pt->target ? pt->target : pt->alias_target; /* a tied name: the same changes */
     wsync__rep R;
     unsigned w = pt->w;
-    if (!pt->target || !pt->count) return WSYNC_OK;
+    if (!tg || !pt->count) return WSYNC_OK;
     memset(&R, 0, sizeof R);
     R.o = A->o;
-    R.c.tensor = pt->target;
-    R.c.index = (size_t)(pt->target - A->targets);
+    R.c.tensor = tg;
+    R.c.index = (size_t)(tg - A->targets);
     R.c.width = w;
-    R.data = (const uint8_t *)pt->target->data;
+    R.data = (const uint8_t *)tg->data;
     if (WSYNC_CHANGES_WHOLE(pt->count, pt->nelem, w)) {
         R.c.whole = 1;
         R.c.count = pt->nelem;
-        R.c.values = pt->target->data;
+        R.c.values = tg->data;
         R.c.last = 1;
         R.rc = A->o->on_changes(A->o->changes_user, &R.c);
     } else {
@@ -9219,7 +9290,8 @@ static wsync_result wsync__apply_report(void *user, unsigned worker, size_t i, w
         R.left = pt->count;
         if (pt->rice) {
             size_t e = A->order ? A->order[i] : i;
-            const wsync__item *it0 = A->item0 ? &A->items[A->item0[e]] : NULL;
+            /* a tied name has no items of its own: its blocks are decoded again */
+            const wsync__item *it0 = A->item0 && pt->target ? &A->items[A->item0[e]] : NULL;
             size_t ni = A->item0 ? A->item0[e + 1] - A->item0[e] : 0;
             WSYNC__BY_WIDTH(w, wsync__rep_rice, &R, pt, it0, ni);
         }
@@ -9229,10 +9301,127 @@ static wsync_result wsync__apply_report(void *user, unsigned worker, size_t i, w
                             A->enc == WSYNC_ENCODING_TRL_V3, pt->count);
     }
     if (R.rc)
-        return wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, pt->target->name, strlen(pt->target->name),
+        return wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, tg->name, strlen(tg->name),
                            "the changes callback returned %d: the targets hold the delta's result, the changes "
                            "after this chunk were not handed", R.rc);
     return WSYNC_OK;
+}
+
+/* ---- targets that share memory (tied weights) >>aliases ----
+   Two targets whose memory is exactly the same (data, nbytes and dtype:
+   an lm_head tied to the token embedding) are one tensor with two names;
+   any other overlap is refused, naming both. */
+
+typedef struct wsync__span {
+    uintptr_t at;
+    size_t i;
+} wsync__span;
+
+static int wsync__cmp_span(const void *a, const void *b)
+{
+    const wsync__span *x = (const wsync__span *)a, *y = (const wsync__span *)b;
+    if (x->at != y->at) return x->at < y->at ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* alias[i] (n entries) gets the lowest index of the targets sharing i's
+   memory (i when none does); *any whether two do. */
+static wsync_result wsync__aliases(const wsync_tensor *t, size_t n, const wsync_allocator *a, size_t *alias,
+                                   int *any, wsync_error *err)
+{
+    wsync__span *v;
+    size_t i, m = 0, cur = SIZE_MAX;
+    uintptr_t end = 0;
+    wsync_result r = WSYNC_OK;
+    *any = 0;
+    for (i = 0; i < n; i++) alias[i] = i;
+    if (n < 2) return WSYNC_OK;
+    if (!(v = (wsync__span *)wsync__alloc(a, n * sizeof *v)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "targets' memory map");
+    for (i = 0; i < n; i++)
+        if (t[i].nbytes) v[m].at = (uintptr_t)t[i].data, v[m++].i = i;
+    qsort(v, m, sizeof *v, wsync__cmp_span);
+    for (i = 0; i < m && r == WSYNC_OK; i++) {
+        const wsync_tensor *x = &t[v[i].i];
+        if (cur != SIZE_MAX && v[i].at < end) {
+            const wsync_tensor *y = &t[cur];
+            if ((uintptr_t)y->data == v[i].at && y->nbytes == x->nbytes && y->dtype == x->dtype) {
+                alias[v[i].i] = alias[cur];
+                *any = 1;
+                continue;
+            }
+            r = wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, x->name, strlen(x->name),
+                            "its memory overlaps target '%.100s' without being the same tensor (two names for "
+                            "one tensor must have the same data, size and dtype)",
+                            y->name);
+            break;
+        }
+        if (cur == SIZE_MAX || (uintptr_t)x->nbytes > ~(uintptr_t)0 - v[i].at ||
+            v[i].at + (uintptr_t)x->nbytes > end) {
+            cur = v[i].i;
+            end = v[i].at + (uintptr_t)x->nbytes;
+        }
+    }
+    wsync__free(a, v);
+    return r;
+}
+
+static int wsync__same_entry(const wsync_st_tensor *x, const wsync_st_tensor *y)
+{
+    if (!x || !y) return x == y;
+    return x->end - x->begin == y->end - y->begin && x->dtype == y->dtype &&
+           (x->end == x->begin || memcmp(x->data, y->data, (size_t)(x->end - x->begin)) == 0);
+}
+
+/* After the decode: an entry whose target shares an earlier entry's
+   target's memory must be that entry byte for byte (the trainer's bytes
+   were equal under both names before and after); it is then not verified
+   or written again, only reported. A target sharing memory with one the
+   delta changes must have an entry too. */
+static wsync_result wsync__apply_aliases(wsync__app *A, wsync_error *err)
+{
+    const wsync_allocator *a = &A->o->allocator;
+    size_t n = A->n_targets, i, *alias, *first, *entry;
+    int any = 0;
+    wsync_result r;
+    if (n < 2) return WSYNC_OK;
+    alias = (size_t *)wsync__alloc(a, 3 * n * sizeof *alias);
+    if (!alias) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "targets' memory map");
+    first = alias + n;
+    entry = first + n;
+    if ((r = wsync__aliases(A->targets, n, a, alias, &any, err)) != WSYNC_OK || !any) goto done;
+    for (i = 0; i < n; i++) first[i] = entry[i] = SIZE_MAX;
+    for (i = 0; i < A->f->n_tensors && r == WSYNC_OK; i++) {
+        wsync__patch *pt = &A->patches[i], *p0;
+        size_t ti, g;
+        if (!pt->target) continue;
+        ti = (size_t)(pt->target - A->targets);
+        g = alias[ti];
+        entry[ti] = i;
+        if (first[g] == SIZE_MAX) {
+            first[g] = i;
+            continue;
+        }
+        p0 = &A->patches[first[g]];
+        if (!wsync__same_entry(pt->src, p0->src) || !wsync__same_entry(pt->vals, p0->vals))
+            r = wsync__fail(err, WSYNC_ERR_LAYOUT, pt->src->key_offset, pt->target->name, strlen(pt->target->name),
+                            "shares its memory with target '%.100s' (tied), but the delta changes the two "
+                            "differently: the chain does not hold equal bytes under both names",
+                            p0->target->name);
+        pt->alias_target = pt->target;
+        pt->target = NULL;
+    }
+    for (i = 0; i < n && r == WSYNC_OK; i++)
+        if (entry[i] == SIZE_MAX && first[alias[i]] != SIZE_MAX) {
+            const wsync_tensor *o = A->patches[first[alias[i]]].target;
+            r = wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, A->targets[i].name, strlen(A->targets[i].name),
+                            "shares its memory with target '%.100s' (tied), which the delta changes, but the "
+                            "delta does not change it: the chain does not hold equal bytes under both names",
+                            o->name);
+        }
+done:
+    wsync__free(a, alias);
+    return r;
 }
 
 WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync_tensor *targets, size_t n,
@@ -9304,6 +9493,7 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     r = wsync__workers_do(threads, f.n_tensors, wsync__apply_decode, &A, err);
     for (t = 0; t < threads; t++) wsync__pmx_free(&A.pmx[t], &o.allocator); /* the decode phase's alone */
     if (r != WSYNC_OK) goto done;
+    if ((r = wsync__apply_aliases(&A, err)) != WSYNC_OK) goto done;
     if (!wsync__apply_items(&A, &o.allocator)) {
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "work items");
         goto done;
@@ -9368,7 +9558,7 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
                 goto done;
             }
             for (i = 0; i < f.n_tensors; i++) {
-                ord[i].count = A.patches[i].target ? A.patches[i].count : 0;
+                ord[i].count = A.patches[i].target || A.patches[i].alias_target ? A.patches[i].count : 0;
                 ord[i].i = i;
             }
             qsort(ord, f.n_tensors, sizeof *ord, wsync__rep_ord_cmp);
@@ -9423,7 +9613,7 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     /* 3. Write. Nothing below can fail. */
     wsync__workers_do(threads, A.n_items, wsync__apply_write, &A, NULL);
     for (i = 0; i < f.n_tensors; i++) {
-        if (!A.patches[i].target) continue;
+        if (!A.patches[i].target && !A.patches[i].alias_target) continue;
         st.tensors++;
         st.elements += A.patches[i].nelem;
         st.changed += A.patches[i].count;
@@ -9857,6 +10047,7 @@ typedef struct wsync__dirstore {
     char *root;
     size_t root_len;
     int no_fsync;
+    int no_create;     /* WSYNC_STORE_NO_CREATE: a missing root is WSYNC_ERR_NO_STORE */
     unsigned long counter;
 #if WSYNC__HAVE_THREADS
     pthread_mutex_t mu;
@@ -10229,6 +10420,51 @@ static void wsync__dir_close(void *user)
     wsync__free(&a, d);
 }
 
+/* WSYNC_STORE_NO_CREATE: every call first checks that the root is there. */
+static wsync_result wsync__dir_missing(const wsync__dirstore *d, wsync_error *err)
+{
+    struct stat st;
+    if (stat(d->root, &st) == 0 && S_ISDIR(st.st_mode)) return WSYNC_OK;
+    if (stat(d->root, &st) == 0)
+        return wsync__fail(err, WSYNC_ERR_NO_STORE, UINT64_MAX, NULL, 0,
+                           "the store '%s' is not a directory (a directory store is a directory)", d->root);
+    return wsync__fail(err, WSYNC_ERR_NO_STORE, UINT64_MAX, NULL, 0,
+                       "the store '%s' does not exist (yet): %s; nothing was created (a publisher creates it)",
+                       d->root, strerror(errno));
+}
+
+static wsync_result wsync__dirnc_put(void *user, const char *key, const void *bytes, size_t len, wsync_error *err)
+{
+    wsync_result r = wsync__dir_missing((wsync__dirstore *)user, err);
+    return r != WSYNC_OK ? r : wsync__dir_put(user, key, bytes, len, err);
+}
+
+static wsync_result wsync__dirnc_get(void *user, const char *key, uint64_t offset, uint64_t len, wsync_sink_fn sink,
+                                     void *sink_user, uint64_t *size, wsync_error *err)
+{
+    wsync_result r = wsync__dir_missing((wsync__dirstore *)user, err);
+    return r != WSYNC_OK ? r : wsync__dir_get(user, key, offset, len, sink, sink_user, size, err);
+}
+
+static wsync_result wsync__dirnc_head(void *user, const char *key, uint64_t *size, wsync_error *err)
+{
+    wsync_result r = wsync__dir_missing((wsync__dirstore *)user, err);
+    return r != WSYNC_OK ? r : wsync__dir_head(user, key, size, err);
+}
+
+static wsync_result wsync__dirnc_list(void *user, const char *prefix, wsync_key_fn fn, void *fn_user,
+                                      wsync_error *err)
+{
+    wsync_result r = wsync__dir_missing((wsync__dirstore *)user, err);
+    return r != WSYNC_OK ? r : wsync__dir_list(user, prefix, fn, fn_user, err);
+}
+
+static wsync_result wsync__dirnc_del(void *user, const char *key, wsync_error *err)
+{
+    wsync_result r = wsync__dir_missing((wsync__dirstore *)user, err);
+    return r != WSYNC_OK ? r : wsync__dir_del(user, key, err);
+}
+
 WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_options *opt, wsync_store *out,
                                             wsync_error *err)
 {
@@ -10244,10 +10480,24 @@ WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_
     if (opt) a = opt->allocator;
     n = strlen(root);
     while (n > 1 && root[n - 1] == '/') n--;
-    if (mkdir(root, 0755) != 0 && errno != EEXIST)
-        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot create '%s': %s", root, strerror(errno));
-    if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
-        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "'%s' is not a directory", root);
+    if (!(opt && (opt->flags & WSYNC_STORE_NO_CREATE))) {
+        char *tmp = (char *)wsync__alloc(&a, n + 2);
+        int ok;
+        if (!tmp) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "directory store");
+        memcpy(tmp, root, n);
+        tmp[n] = '/'; /* the root too, as the directories above a file in it */
+        tmp[n + 1] = 0;
+        ok = wsync__mkdirs(tmp, 1);
+        wsync__free(&a, tmp);
+        if (!ok)
+            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot create '%s': %s", root,
+                               strerror(errno));
+        if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
+            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "'%s' is not a directory", root);
+    } else if (stat(root, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        return wsync__fail(err, WSYNC_ERR_NO_STORE, UINT64_MAX, NULL, 0,
+                           "the store '%s' is not a directory (a directory store is a directory)", root);
+    }
     d = (wsync__dirstore *)wsync__alloc(&a, sizeof *d);
     if (!d) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "directory store");
     memset(d, 0, sizeof *d);
@@ -10261,15 +10511,16 @@ WSYNC_DEF wsync_result wsync_store_dir_open(const char *root, const wsync_store_
     d->root[n] = 0;
     d->root_len = n;
     d->no_fsync = opt ? opt->no_fsync : 0;
+    d->no_create = opt && (opt->flags & WSYNC_STORE_NO_CREATE);
 #if WSYNC__HAVE_THREADS
     pthread_mutex_init(&d->mu, NULL);
 #endif
     out->user = d;
-    out->put = wsync__dir_put;
-    out->get = wsync__dir_get;
-    out->head = wsync__dir_head;
-    out->list = wsync__dir_list;
-    out->del = wsync__dir_del;
+    out->put = d->no_create ? wsync__dirnc_put : wsync__dir_put;
+    out->get = d->no_create ? wsync__dirnc_get : wsync__dir_get;
+    out->head = d->no_create ? wsync__dirnc_head : wsync__dir_head;
+    out->list = d->no_create ? wsync__dirnc_list : wsync__dir_list;
+    out->del = d->no_create ? wsync__dirnc_del : wsync__dir_del;
     out->close = wsync__dir_close;
     return WSYNC_OK;
 }
@@ -12258,6 +12509,10 @@ struct wsync_subscriber {
     char prefix[WSYNC__PREFIX_MAX];
     wsync_tensor *t;
     size_t n;
+    wsync_tensor **sorted; /* the targets by name (layout checks) */
+    size_t *alias;     /* alias[i]: the first target sharing i's memory (tied weights), or i */
+    int has_alias;
+    int partial;       /* WSYNC_CHAIN_PARTIAL */
     int has_step;
     uint64_t step;
     int verified;      /* the step was reached by a digest-checked apply here, not vouched for */
@@ -12270,6 +12525,7 @@ struct wsync_subscriber {
     wsync__fetched *pre;
     size_t n_pre;
     int pre_ready, pre_has_from, pre_verified;
+    int pre_restart;   /* the prefetch leads to a restarted chain's step (WSYNC_CHAIN_FOLLOW_RESTART) */
     uint64_t pre_from, pre_step, pre_head;
     int busy;          /* a sync or apply_ready is moving the targets: the prefetch waits */
     /* what wsync_subscriber_prefetch_status reports (under mu) */
@@ -12358,6 +12614,28 @@ WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_ten
     }
     if (n) memcpy(s->t, targets, n * sizeof *s->t);
     s->n = n;
+    s->partial = (s->o.flags & WSYNC_CHAIN_PARTIAL) != 0;
+    s->sorted = (wsync_tensor **)wsync__alloc(&a, n * sizeof *s->sorted + 1);
+    s->alias = (size_t *)wsync__alloc(&a, n * sizeof *s->alias + 1);
+    if (!s->sorted || !s->alias) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "subscriber");
+    else r = wsync__aliases(s->t, n, &a, s->alias, &s->has_alias, err);
+    if (r == WSYNC_OK) {
+        size_t i;
+        for (i = 0; i < n; i++) s->sorted[i] = &s->t[i];
+        qsort(s->sorted, n, sizeof *s->sorted, wsync__cmp_tensor_ptr_names);
+        for (i = 1; i < n && r == WSYNC_OK; i++)
+            if (strcmp(s->sorted[i - 1]->name, s->sorted[i]->name) == 0)
+                r = wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, UINT64_MAX, s->sorted[i]->name,
+                                strlen(s->sorted[i]->name), "%s", "two targets have this name");
+    }
+    if (r != WSYNC_OK) {
+        wsync__free(&a, s->sorted);
+        wsync__free(&a, s->alias);
+        wsync__free(&a, s->t);
+        wsync__free(&a, s->spool_dir);
+        wsync__free(&a, s);
+        return r;
+    }
     s->pool = wsync_pool_new(wsync__pool_keep(targets, n), &a);
 #if WSYNC__HAVE_THREADS
     pthread_mutex_init(&s->mu, NULL);
@@ -12466,8 +12744,12 @@ static void wsync__head_seen(wsync_subscriber *s, int known, uint64_t step)
 /* Failures of the store or of this machine, not of the object. */
 static int wsync__not_the_object(wsync_result r)
 {
+    /* an AUTH refusal is the store's (a token that expired, a 403 from a
+       proxy): the object is asked for again at the next poll, as for a 503;
+       LAYOUT is the engine's model, never the object's */
     return r == WSYNC_ERR_OUT_OF_MEMORY || r == WSYNC_ERR_IO || r == WSYNC_ERR_INVALID_ARGUMENT ||
-           r == WSYNC_ERR_UNSUPPORTED || r == WSYNC_ERR_SINK;
+           r == WSYNC_ERR_UNSUPPORTED || r == WSYNC_ERR_SINK || r == WSYNC_ERR_AUTH || r == WSYNC_ERR_NO_STORE ||
+           r == WSYNC_ERR_LAYOUT || r == WSYNC_ERR_STALE_HEAD;
 }
 
 /* ---- the subscriber's path planning >>sub-plan ---- */
@@ -12621,10 +12903,19 @@ static wsync_result wsync__anchor_match(const wsync_subscriber *s, const wsync_c
         if (!a && covered) continue; /* in another shard */
         same = a && a->dtype == t->dtype && a->rank == t->rank && a->end - a->begin == t->nbytes;
         for (k = 0; same && k < t->rank; k++) same = a->shape[k] == t->shape[k];
-        if (!same)
-            return wsync__fail(err, a ? WSYNC_ERR_SIZE_MISMATCH : WSYNC_ERR_NOT_FOUND, UINT64_MAX, t->name,
-                               strlen(t->name), "%s",
-                               a ? "the anchor's dtype or shape differs from the target's" : "not in the anchor");
+        if (!a)
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, t->name, strlen(t->name),
+                               "the chain has no tensor of this name (anchor %llu lacks it): the model does not "
+                               "match the chain",
+                               (unsigned long long)e->step);
+        if (!same) {
+            char want[128], have[128];
+            wsync__shape_str(want, sizeof want, a->dtype, a->rank, a->shape, NULL);
+            wsync__shape_str(have, sizeof have, t->dtype, t->rank, t->shape, NULL);
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, t->name, strlen(t->name),
+                               "the chain has %s, the target is %s (the model does not match the chain)", want,
+                               have);
+        }
         if (covered) {
             if (covered[i])
                 return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, UINT64_MAX, t->name, strlen(t->name), "%s",
@@ -12632,6 +12923,24 @@ static wsync_result wsync__anchor_match(const wsync_subscriber *s, const wsync_c
             covered[i] = 1;
         }
         map[i] = (size_t)(a - f->tensors);
+    }
+    /* the chain's tensors that no target holds: only an engine that said
+       it holds part of the model (WSYNC_CHAIN_PARTIAL) may leave them */
+    if (!s->partial) {
+        size_t matched = 0;
+        for (i = 0; i < s->n; i++) matched += map[i] != SIZE_MAX;
+        if (matched != f->n_tensors)
+            for (i = 0; i < f->n_tensors; i++) {
+                const wsync_st_tensor *a = &f->tensors[i];
+                if (!wsync__target_find(s->sorted, s->n, a->name, a->name_len)) {
+                    char have[128];
+                    wsync__shape_str(have, sizeof have, a->dtype, a->rank, a->shape, NULL);
+                    return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, a->name, a->name_len,
+                                       "the chain has this tensor (%s, anchor %llu) and no target does; an engine "
+                                       "that holds part of the model says so (WSYNC_CHAIN_PARTIAL)",
+                                       have, (unsigned long long)e->step);
+                }
+            }
     }
     return WSYNC_OK;
 }
@@ -12642,9 +12951,20 @@ static wsync_result wsync__anchor_covered(const wsync_subscriber *s, const uint8
     size_t i;
     for (i = 0; i < s->n; i++)
         if (!covered[i])
-            return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, s->t[i].name, strlen(s->t[i].name), "%s",
-                               "in no shard of the anchor");
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, s->t[i].name, strlen(s->t[i].name), "%s",
+                               "the chain has no tensor of this name (in no shard of its anchor): the model does "
+                               "not match the chain");
     return WSYNC_OK;
+}
+
+/* Target i shares target alias[i]'s memory (tied) and the chain holds
+   other bytes under its name. */
+static wsync_result wsync__tied_differ(const wsync_subscriber *s, size_t i, wsync_error *err)
+{
+    return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
+                       "shares its memory with target '%.100s' (tied), but the chain's anchor holds different "
+                       "bytes under the two names: the model does not match the chain",
+                       s->t[s->alias[i]].name);
 }
 
 /* An anchor held whole in memory (no POSIX files, or a size unknown). */
@@ -12667,6 +12987,15 @@ static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_e
     else r = wsync__anchor_match(s, e, &f, NULL, map, err);
     if (r == WSYNC_OK) {
         for (i = 0; i < s->n; i++) src[i] = f.tensors[map[i]].data;
+        /* a tied name: the anchor must hold the same bytes under both, written once */
+        for (i = 0; i < s->n && r == WSYNC_OK; i++)
+            if (s->alias[i] != i) {
+                if (s->t[i].nbytes && memcmp(src[i], src[s->alias[i]], (size_t)s->t[i].nbytes) != 0)
+                    r = wsync__tied_differ(s, i, err);
+                src[i] = NULL;
+            }
+    }
+    if (r == WSYNC_OK) {
         /* everything checked: only now the targets change */
         j.dst = s->t;
         j.src = src;
@@ -12992,11 +13321,41 @@ static wsync_result wsync__anchor_read(wsync_subscriber *s, const wsync_chain_en
     return r;
 }
 
+/* Tied targets (the same memory under two names): the spool must hold the
+   same bytes for both (off[i]: where target i's bytes are in fd), compared
+   before anything is written. */
+static wsync_result wsync__spool_tied(wsync_subscriber *s, int fd, const uint64_t *off, wsync_error *err)
+{
+    uint8_t *buf;
+    size_t i, half = (size_t)1 << 20;
+    wsync_result r = WSYNC_OK;
+    if (!s->has_alias) return WSYNC_OK;
+    if (!(buf = (uint8_t *)wsync__alloc(&s->a, 2 * half)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "tied targets' check");
+    for (i = 0; i < s->n && r == WSYNC_OK; i++) {
+        uint64_t done = 0, len = s->t[i].nbytes;
+        if (s->alias[i] == i) continue;
+        while (done < len && r == WSYNC_OK) {
+            size_t k = len - done < half ? (size_t)(len - done) : half;
+            if (lseek(fd, (off_t)(off[i] + done), SEEK_SET) == (off_t)-1 || !wsync__read_all(fd, buf, k) ||
+                lseek(fd, (off_t)(off[s->alias[i]] + done), SEEK_SET) == (off_t)-1 ||
+                !wsync__read_all(fd, buf + half, k))
+                r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
+                                "cannot read the spool file: %s", errno ? strerror(errno) : "it is shorter than written");
+            else if (memcmp(buf, buf + half, k) != 0)
+                r = wsync__tied_differ(s, i, err);
+            done += k;
+        }
+    }
+    wsync__free(&s->a, buf);
+    return r;
+}
+
 /* A directory anchor spooled in fd (its shards one after another): every
    shard's header read and matched, every target found, and only then each
    target's bytes read from the file into it. */
 static wsync_result wsync__apply_spooled_dir(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t size,
-                                             wsync_error *err)
+                                             int dry, wsync_error *err)
 {
     size_t ns = 0, j, i;
     wsync_st_file *fs = NULL;
@@ -13065,9 +13424,18 @@ static wsync_result wsync__apply_spooled_dir(wsync_subscriber *s, const wsync_ch
         base += f->bytes;
     }
     if (r == WSYNC_OK) r = wsync__anchor_covered(s, covered, err);
+    if (r == WSYNC_OK && s->has_alias) {
+        uint64_t *off = (uint64_t *)wsync__alloc(&s->a, s->n * sizeof *off + 1);
+        if (!off) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
+        for (i = 0; off && i < s->n; i++) off[i] = data_at[shard_of[i]] + fs[shard_of[i]].tensors[idx[i]].begin;
+        if (off) r = wsync__spool_tied(s, fd, off, err);
+        wsync__free(&s->a, off);
+    }
+    if (dry) goto done;
     /* everything checked: only now the targets change */
     for (i = 0; i < s->n && r == WSYNC_OK; i++) {
         const wsync_st_tensor *t = &fs[shard_of[i]].tensors[idx[i]];
+        if (s->alias[i] != i) continue; /* tied: written through the first name */
         touched = 1;
         if (t->end > t->begin && (lseek(fd, (off_t)(data_at[shard_of[i]] + t->begin), SEEK_SET) == (off_t)-1 ||
                                   !wsync__read_all(fd, (uint8_t *)s->t[i].data, t->end - t->begin)))
@@ -13095,7 +13463,7 @@ done:
    then each target's bytes read from the file into it. A read that fails
    after the first byte written leaves the targets with no step. */
 static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t size,
-                                         wsync_error *err)
+                                         int dry, wsync_error *err)
 {
     uint8_t lenb[8], *hdr = NULL;
     uint64_t n = 0;
@@ -13104,7 +13472,7 @@ static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_
     wsync_st_options so;
     wsync_result r = WSYNC_OK;
     int touched = 0;
-    if (e->n_files) return wsync__apply_spooled_dir(s, e, fd, size, err);
+    if (e->n_files) return wsync__apply_spooled_dir(s, e, fd, size, dry, err);
     memset(&f, 0, sizeof f);
     memset(&so, 0, sizeof so);
     so.allocator = s->a;
@@ -13130,9 +13498,19 @@ static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_
     }
     if ((r = wsync__st_parse_at(hdr, 8 + n, size, &so, &f, err)) != WSYNC_OK) goto done;
     if ((r = wsync__anchor_match(s, e, &f, NULL, map, err)) != WSYNC_OK) goto done;
+    if (s->has_alias) {
+        uint64_t *off = (uint64_t *)wsync__alloc(&s->a, s->n * sizeof *off + 1);
+        if (!off) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
+        for (i = 0; off && i < s->n; i++) off[i] = 8 + n + f.tensors[map[i]].begin;
+        if (off) r = wsync__spool_tied(s, fd, off, err);
+        wsync__free(&s->a, off);
+        if (r != WSYNC_OK) goto done;
+    }
+    if (dry) goto done;
     /* everything checked: only now the targets change */
     for (i = 0; i < s->n && r == WSYNC_OK; i++) {
         const wsync_st_tensor *t = &f.tensors[map[i]];
+        if (s->alias[i] != i) continue; /* tied: written through the first name */
         touched = 1;
         if (t->end > t->begin && (lseek(fd, (off_t)(8 + n + t->begin), SEEK_SET) == (off_t)-1 ||
                                   !wsync__read_all(fd, (uint8_t *)s->t[i].data, t->end - t->begin)))
@@ -13155,14 +13533,15 @@ done:
 static wsync_result wsync__sync_anchor(wsync_subscriber *s, const wsync_chain_entry *e, uint64_t *size,
                                        wsync_result *verdict, wsync_error *err)
 {
-    int direct = !wsync_subscriber_step(s, NULL), fd = -1, touched = 0;
+    /* tied targets are checked in the spool, before they are written */
+    int direct = !wsync_subscriber_step(s, NULL) && !s->has_alias, fd = -1, touched = 0;
     wsync_result r;
     *verdict = WSYNC_OK;
     *size = 0;
     if (!direct && (r = wsync__spool_open(s, &fd, err)) != WSYNC_OK) return r;
     r = wsync__anchor_read(s, e, fd, size, verdict, &touched, err);
     if (r == WSYNC_OK && *verdict == WSYNC_OK) {
-        if (!direct) *verdict = wsync__apply_spooled(s, e, fd, *size, err);
+        if (!direct) *verdict = wsync__apply_spooled(s, e, fd, *size, 0, err);
         else {
             wsync__sub_moved(s, 1, e->step, e->has_digests);
             if (s->chg_fn) *verdict = wsync__sub_changes_whole(s, err); /* wsync_subscriber_on_changes */
@@ -13200,6 +13579,76 @@ static wsync_result wsync__pre_anchor(wsync_subscriber *s, const wsync_chain_ent
 #define WSYNC__SPOOLS 0
 #endif
 
+/* A delta's tensors against the targets, before anything moves: each
+   entry's tensor is a target's (unless WSYNC_CHAIN_PARTIAL) with its dtype
+   and shape (packed: the stream's header; trl: the values' dtype), and a
+   packed delta, which lists every tensor of the model, names every target.
+   What is not a layout question (a malformed entry) is left to the apply. */
+static wsync_result wsync__delta_layout(const wsync_subscriber *s, const uint8_t *bytes, uint64_t size,
+                                        wsync_error *err)
+{
+    wsync_st_file f;
+    wsync_encoding enc;
+    size_t i, matched = 0;
+    int packed, v3;
+    wsync_result r;
+    wsync_error ig;
+    if (wsync__open_delta(bytes, size, &s->a, &f, &enc, &ig) != WSYNC_OK) return WSYNC_OK; /* the apply says */
+    packed = enc == WSYNC_ENCODING_PACKED || enc == WSYNC_ENCODING_PACKED_MAX;
+    v3 = enc == WSYNC_ENCODING_TRL_V3;
+    r = WSYNC_OK;
+    for (i = 0; i < f.n_tensors && r == WSYNC_OK; i++) {
+        const wsync_st_tensor *t = &f.tensors[i];
+        const char *ext = v3 ? ".idx" : ".indices", *vext = v3 ? ".val" : ".values";
+        size_t len = t->name_len, sfx = strlen(ext), vsfx = strlen(vext);
+        int values = 0, same = 1;
+        wsync_tensor *tg;
+        char want[128], have[128];
+        if (!packed) {
+            if (len >= sfx && memcmp(t->name + len - sfx, ext, sfx) == 0) len -= sfx;
+            else if (len >= vsfx && memcmp(t->name + len - vsfx, vext, vsfx) == 0) len -= vsfx, values = 1;
+            else continue;
+        }
+        if (!(tg = wsync__target_find(s->sorted, s->n, t->name, len))) {
+            if (s->partial) continue;
+            r = wsync__fail(err, WSYNC_ERR_LAYOUT, t->key_offset, t->name, len, "%s",
+                            "the chain has this tensor and no target does; an engine that holds part of the "
+                            "model says so (WSYNC_CHAIN_PARTIAL)");
+            break;
+        }
+        if (packed) {
+            const uint8_t *p = t->data;
+            uint64_t sz = t->end - t->begin;
+            uint32_t k;
+            matched++;
+            if (t->dtype != WSYNC_DTYPE_U8 || sz < 8 || sz - 8 < 8 * (uint64_t)p[6]) continue; /* malformed */
+            same = p[5] == (uint8_t)tg->dtype && p[6] == tg->rank;
+            for (k = 0; same && k < tg->rank; k++) same = wsync__load_le64(p + 8 + 8 * k) == tg->shape[k];
+            if (!same) {
+                wsync__shape_str(want, sizeof want, (wsync_dtype)p[5], p[6], NULL, p + 8);
+                wsync__shape_str(have, sizeof have, tg->dtype, tg->rank, tg->shape, NULL);
+            }
+        } else if (values && t->dtype != tg->dtype) {
+            same = 0;
+            snprintf(want, sizeof want, "%s", wsync_dtype_name(t->dtype));
+            snprintf(have, sizeof have, "%s", wsync_dtype_name(tg->dtype));
+        }
+        if (!same)
+            r = wsync__fail(err, WSYNC_ERR_LAYOUT, t->key_offset, tg->name, strlen(tg->name),
+                            "the chain has %s, the target is %s (the model does not match the chain)", want, have);
+    }
+    if (r == WSYNC_OK && packed && !s->partial && matched != s->n)
+        for (i = 0; i < s->n; i++)
+            if (!wsync_st_find(&f, s->t[i].name)) {
+                r = wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, s->t[i].name, strlen(s->t[i].name), "%s",
+                                "the chain has no tensor of this name (its delta, which lists every tensor, "
+                                "lacks it): the model does not match the chain");
+                break;
+            }
+    wsync_st_free(&f);
+    return r;
+}
+
 /* *targets_wrong (when given) is set when the object is proven good (its
    bytes match HEAD's digest) and the failure can only be the targets'. */
 static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
@@ -13228,6 +13677,8 @@ static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_e
            pass is redundant on targets this subscriber checked itself; on
            vouched-for targets it stays, for the clearer error. */
         if (packed && s->verified) d.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST;
+        if (s->partial) d.flags |= WSYNC_DELTA_PARTIAL;
+        if ((r = wsync__delta_layout(s, bytes, size, err)) != WSYNC_OK) return r;
         r = wsync_delta_apply(bytes, size, s->t, s->n, &d, NULL, err);
         verified = packed;
         if (r == WSYNC_ERR_DIGEST_MISMATCH && e->has_digests && targets_wrong) *targets_wrong = 1;
@@ -13280,7 +13731,8 @@ static wsync_result wsync__verify_entry(wsync_subscriber *s, const wsync_chain_e
 {
     uint64_t st = 0; /* set by wsync_state_digest; gcc 12 at -O3 -march=native cannot see it */
     wsync_result r;
-    if (!e || !e->has_digests) return WSYNC_OK;
+    /* part of the model (WSYNC_CHAIN_PARTIAL) cannot be held to the whole one's digest */
+    if (!e || !e->has_digests || s->partial) return WSYNC_OK;
     if ((r = wsync_state_digest(s->t, s->n, s->o.threads, &st, err)) != WSYNC_OK) return r;
     s->state_known = st == e->state; /* the mirror's digest of its step (the mirror section) */
     s->state_step = e->step;
@@ -13298,6 +13750,21 @@ static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_i
 {
     long ai = wsync__chain_find(c, WSYNC_CHAIN_ANCHOR, s->step), di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s->step);
     return wsync__verify_entry(s, ai >= 0 ? &c->entries[ai] : di >= 0 ? &c->entries[di] : NULL, err);
+}
+
+/* HEAD below the step held: never followed in silence (see
+   WSYNC_CHAIN_FOLLOW_RESTART); the prefetch's status says it too. */
+static wsync_result wsync__stale_head(wsync_subscriber *s, uint64_t head, uint64_t held, wsync_error *err)
+{
+    wsync_error e;
+    wsync__fail(&e, WSYNC_ERR_STALE_HEAD, UINT64_MAX, NULL, 0,
+                "HEAD names step %llu, older than step %llu held: a stale copy of HEAD (a cache, a replica, a "
+                "restored backup) or a chain restarted at a lower step; the targets stay at step %llu "
+                "(WSYNC_CHAIN_FOLLOW_RESTART follows a restarted chain)",
+                (unsigned long long)head, (unsigned long long)held, (unsigned long long)held);
+    wsync__note_failure(s, WSYNC_ERR_STALE_HEAD, &e);
+    if (err) *err = e;
+    return WSYNC_ERR_STALE_HEAD;
 }
 
 static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_stats *st, wsync_error *err)
@@ -13322,6 +13789,18 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
     st->head_step = c.head_step;
     st->verified = c.has_head;
     target = want == WSYNC_STEP_LATEST ? c.head_step : want;
+    if (want == WSYNC_STEP_LATEST) {
+        uint64_t cur = 0;
+        if (wsync_subscriber_step(s, &cur) && c.head_step < cur) {
+            if (!(s->o.flags & WSYNC_CHAIN_FOLLOW_RESTART)) {
+                r = wsync__stale_head(s, c.head_step, cur, err);
+                goto done;
+            }
+            /* a chain restarted at a lower step: what the targets hold is
+               none of its steps, so they start again from an anchor */
+            wsync__sub_moved(s, 0, 0, 0);
+        }
+    }
     for (attempts = 0; attempts < 64; attempts++) {
         int has;
         uint64_t cur = 0;
@@ -13502,6 +13981,7 @@ typedef struct wsync__poll {
     int *fd;             /* anchors spooled (bytes NULL): the open files; else -1 */
     int has;             /* the targets' step when the poll began */
     uint64_t cur;
+    int restart;         /* plan from no step: HEAD is below it (WSYNC_CHAIN_FOLLOW_RESTART) */
     int failed;          /* a failure was noted */
 } wsync__poll;
 
@@ -13521,7 +14001,8 @@ static int wsync__poll_plan(wsync__poll *p, int has_floor, uint64_t floor)
         while (ia > 0 && c->entries[ia - 1].step == target) ia--;
         while (id > na && c->entries[id - 1].step == target) id--;
         if (has_floor && target <= floor) return 0;
-        if (wsync__plan(c, p->has, p->cur, target, p->bad, p->nbad, p->path, &p->np, p->tmp)) return 1;
+        if (wsync__plan(c, p->has && !p->restart, p->cur, target, p->bad, p->nbad, p->path, &p->np, p->tmp))
+            return 1;
     }
     return 0;
 }
@@ -13563,6 +14044,7 @@ static int wsync__poll_offer(wsync_subscriber *s, wsync__poll *p, size_t n)
         s->pre_step = p->c.entries[p->path[n - 1]].step;
         s->pre_verified = p->c.has_head;
         s->pre_head = p->c.head_step;
+        s->pre_restart = p->restart;
         offered = 1;
     } else {
         old = pre; /* planned from a step the targets no longer hold */
@@ -13619,7 +14101,14 @@ static int wsync__poll_fetch(wsync_subscriber *s, wsync__poll *p, int any, uint6
                 if (i > 0 && (!any || p->c.entries[p->path[i - 1]].step > have)) return wsync__poll_offer(s, p, i);
                 return 0;
             }
-            if ((r = streamed ? verdict : wsync__check_object(e, p->bytes[k], p->size[k], NULL, &oe)) != WSYNC_OK) {
+            r = streamed ? verdict : wsync__check_object(e, p->bytes[k], p->size[k], NULL, &oe);
+            /* a good object the engine's model cannot take is said now, not at apply_ready */
+#if WSYNC__SPOOLS
+            if (r == WSYNC_OK && streamed) r = wsync__apply_spooled(s, e, p->fd[k], p->size[k], 1, &oe);
+#endif
+            if (r == WSYNC_OK && !streamed && e->kind == WSYNC_CHAIN_DELTA)
+                r = wsync__delta_layout(s, p->bytes[k], p->size[k], &oe);
+            if (r != WSYNC_OK) {
                 wsync__obj_fail(&oe, r, e->key);
                 wsync__note_failure(s, r, &oe);
                 p->failed = 1;
@@ -13715,6 +14204,17 @@ static int wsync__bg_poll(wsync_subscriber *s)
     }
     any = p.has || s->pre_ready;
     have = s->pre_ready ? s->pre_step : p.cur;
+    if (p.has && p.c.head_step < p.cur && !(s->pre_ready && s->pre_restart)) {
+        if (!(s->o.flags & WSYNC_CHAIN_FOLLOW_RESTART)) {
+            wsync__sub_unlock(s);
+            if (stale) wsync__pre_free(s, stale, n_stale);
+            wsync__stale_head(s, p.c.head_step, p.cur, NULL);
+            outcome = -1;
+            goto out;
+        }
+        p.restart = 1; /* fetch the restarted chain from its anchor */
+        any = 0;
+    }
     wsync__sub_unlock(s);
     if (stale) wsync__pre_free(s, stale, n_stale);
     if (any && have >= p.c.head_step) goto out;
@@ -13823,7 +14323,7 @@ WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step)
     int ready;
     if (!s) return 0;
     wsync__sub_lock(s);
-    ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step);
+    ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step || s->pre_restart);
     if (ready && step) *step = s->pre_step;
     wsync__sub_unlock(s);
     return ready;
@@ -13863,12 +14363,13 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
     s->pre = NULL;
     s->n_pre = 0;
     s->pre_ready = 0;
+    s->pre_restart = 0;
     s->busy = 1;
     wsync__sub_unlock(s);
     /* a prefetch planned from a step the targets no longer hold is dropped */
     for (i = 0; fresh && i < n; i++) {
 #if WSYNC__SPOOLS
-        if (pre[i].fd >= 0) r = wsync__apply_spooled(s, &pre[i].e, pre[i].fd, pre[i].size, &oe);
+        if (pre[i].fd >= 0) r = wsync__apply_spooled(s, &pre[i].e, pre[i].fd, pre[i].size, 0, &oe);
         else
 #endif
             r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, &targets_wrong, &oe);
@@ -13904,7 +14405,7 @@ WSYNC_DEF wsync_result wsync_subscriber_prefetch_status(wsync_subscriber *s, wsy
     out->polls = s->polls;
     out->head_known = s->head_known;
     out->head_step = s->head_step;
-    out->ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step);
+    out->ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step || s->pre_restart);
     if (out->ready) out->ready_step = s->pre_step;
     out->caught_up = s->head_known && s->has_step && s->step == s->head_step;
     out->refused = (unsigned)s->n_refused;
@@ -13947,6 +14448,8 @@ WSYNC_DEF void wsync_subscriber_close(wsync_subscriber *s)
     wsync_pool_free(s->pool);
     a = s->a;
     wsync__free(&a, s->spool_dir);
+    wsync__free(&a, s->sorted);
+    wsync__free(&a, s->alias);
     wsync__free(&a, s->t);
     wsync__free(&a, s);
 }
@@ -14019,6 +14522,7 @@ struct wsync_mirror {
     /* under qmu (read without waiting for an apply) */
     int has_step, has_state, eng_has, eng_has_state;
     uint64_t step, state, eng_step, eng_state, steps;
+    uint64_t f_anchors, f_deltas, f_bytes; /* fetched and applied since the last take */
     int running, stop;
 #if WSYNC__HAVE_THREADS
     pthread_mutex_t mu;   /* the mirror's lock: applies and takes */
@@ -14189,7 +14693,12 @@ static void wsync__mirror_moved(wsync_mirror *m, const wsync_sync_stats *st)
     /* an anchor (however it was written), or targets that hold no known
        step: everything whole */
     if (st->anchors || !has) wsync__mrec_whole_all(m);
-    if (!moved) return;
+    if (!moved) {
+        wsync__m_qlock(m);
+        m->f_bytes += st->bytes_fetched;
+        wsync__m_qunlock(m);
+        return;
+    }
     if (has) {
         if (m->sub->state_known && m->sub->state_step == cur) {
             state = m->sub->state_digest;
@@ -14205,6 +14714,9 @@ static void wsync__mirror_moved(wsync_mirror *m, const wsync_sync_stats *st)
     m->has_state = has_state;
     m->state = state;
     m->steps += (uint64_t)st->anchors + st->deltas;
+    m->f_anchors += st->anchors;
+    m->f_deltas += st->deltas;
+    m->f_bytes += st->bytes_fetched;
     wsync__m_qunlock(m);
 }
 
@@ -14482,6 +14994,7 @@ WSYNC_DEF wsync_result wsync_mirror_set_step(wsync_mirror *m, uint64_t step, wsy
         m->step = m->eng_step = step;
         m->state = m->eng_state = state;
         m->steps = 0;
+        m->f_anchors = m->f_deltas = m->f_bytes = 0;
         wsync__m_qunlock(m);
     }
     wsync__m_unlock(m);
@@ -14641,7 +15154,11 @@ WSYNC_DEF wsync_result wsync_mirror_take(wsync_mirror *m, wsync_changes_fn fn, v
             m->eng_has_state = m->has_state;
             m->eng_state = m->state;
             st.steps = m->steps;
+            st.anchors = m->f_anchors;
+            st.deltas = m->f_deltas;
+            st.bytes_fetched = m->f_bytes;
             m->steps = 0;
+            m->f_anchors = m->f_deltas = m->f_bytes = 0;
             st.handed = 1;
         } else {
             m->eng_has = 0;

@@ -2232,13 +2232,13 @@ static void test_reject_packed(void)
         td_expect_reject("coder 0", p, d.len, ts, 4, NULL, WSYNC_ERR_UNSUPPORTED, "w");
         p[at + 4] = 1;
         p[at + 5] = (uint8_t)WSYNC_DTYPE_F16;
-        td_expect_reject("dtype F16 for a BF16 target", p, d.len, ts, 4, NULL, WSYNC_ERR_SIZE_MISMATCH, "w");
+        td_expect_reject("dtype F16 for a BF16 target", p, d.len, ts, 4, NULL, WSYNC_ERR_LAYOUT, "w");
         p[at + 5] = (uint8_t)WSYNC_DTYPE_BF16;
         p[at + 6] = 1;
-        td_expect_reject("rank 1 for a rank-2 target", p, d.len, ts, 4, NULL, WSYNC_ERR_SIZE_MISMATCH, "w");
+        td_expect_reject("rank 1 for a rank-2 target", p, d.len, ts, 4, NULL, WSYNC_ERR_LAYOUT, "w");
         p[at + 6] = 2;
         p[at + 8] = 5; /* shape [5, 5] */
-        td_expect_reject("shape [5,5] for [37,5]", p, d.len, ts, 4, NULL, WSYNC_ERR_SIZE_MISMATCH, "w");
+        td_expect_reject("shape [5,5] for [37,5]", p, d.len, ts, 4, NULL, WSYNC_ERR_LAYOUT, "w");
         p[at + 8] = 37;
         p[at + 7] = 5;
         td_expect_reject("block_log2 5", p, d.len, ts, 4, NULL, WSYNC_ERR_INVALID_HEADER, "w");
@@ -2261,27 +2261,27 @@ static void test_reject_packed(void)
     }
     TEST_END();
 
-    TEST_BEGIN("reject: packed target with a different shape, rank or dtype: WSYNC_ERR_SIZE_MISMATCH");
+    TEST_BEGIN("reject: packed target with a different shape, rank or dtype: WSYNC_ERR_LAYOUT");
     {
         wsync_tensor *t = td_views(ts, 4, 2);
         wsync_error e2;
         uint64_t sh[2] = {5, 37}, sh1[1] = {185};
         uint8_t *snap = td_dup(ts[0].work, ts[0].nbytes);
         t[0].shape = sh;
-        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t, 4, NULL, NULL, &e2), WSYNC_ERR_SIZE_MISMATCH);
+        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t, 4, NULL, NULL, &e2), WSYNC_ERR_LAYOUT);
         CHECK_EQ_STR(e2.tensor, "w");
         CHECK(e2.message[0] != 0);
         t[0].rank = 1;
         t[0].shape = sh1;
-        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t, 4, NULL, NULL, &e2), WSYNC_ERR_SIZE_MISMATCH);
+        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t, 4, NULL, NULL, &e2), WSYNC_ERR_LAYOUT);
         CHECK_EQ_STR(e2.tensor, "w");
         t[0].rank = 2;
         t[0].shape = ts[0].shape;
         t[0].dtype = WSYNC_DTYPE_F16;
-        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t, 4, NULL, NULL, &e2), WSYNC_ERR_SIZE_MISMATCH);
+        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t, 4, NULL, NULL, &e2), WSYNC_ERR_LAYOUT);
         CHECK_EQ_STR(e2.tensor, "w");
         t[0].dtype = WSYNC_DTYPE_I16;
-        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t, 4, NULL, NULL, &e2), WSYNC_ERR_SIZE_MISMATCH);
+        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t, 4, NULL, NULL, &e2), WSYNC_ERR_LAYOUT);
         CHECK(memcmp(snap, ts[0].work, ts[0].nbytes) == 0);
         CHECK(td_work_equals(ts, 4, 0));
         free(snap);
@@ -2310,19 +2310,19 @@ static void test_reject_packed(void)
         CHECK(td_work_equals(ts, 4, 0));
         CHECK_EQ_INT(wsync_delta_info(d.p, d.len, NULL, &e2), WSYNC_ERR_INVALID_ARGUMENT);
         CHECK_EQ_INT(wsync_delta_info(d.p, d.len, &st, NULL), WSYNC_OK);
-        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t + 3, 1, NULL, NULL, NULL), WSYNC_ERR_NOT_FOUND);
+        CHECK_EQ_INT(wsync_delta_apply(d.p, d.len, t + 3, 1, NULL, NULL, NULL), WSYNC_ERR_LAYOUT);
         free(t);
     }
     TEST_END();
 
-    TEST_BEGIN("reject: a delta entry with no target of that name: WSYNC_ERR_NOT_FOUND, names it");
+    TEST_BEGIN("reject: a delta entry with no target of that name: WSYNC_ERR_LAYOUT, names it");
     {
         /* targets without "e": the delta names it */
         td_tensor sub[3];
         sub[0] = ts[0];
         sub[1] = ts[1];
         sub[2] = ts[3];
-        td_expect_reject("target e missing", d.p, d.len, sub, 3, NULL, WSYNC_ERR_NOT_FOUND, "e");
+        td_expect_reject("target e missing", d.p, d.len, sub, 3, NULL, WSYNC_ERR_LAYOUT, "e");
         CHECK(td_work_equals(ts, 4, 0));
     }
     TEST_END();
@@ -2693,8 +2693,8 @@ static void test_reject_trl(void)
         uint16_t idx16[4] = {0, 5, 9, 10};
         TD_TRL1("4 indices, 3 values", idx, WSYNC_DTYPE_I32, sh4, vals, WSYNC_DTYPE_BF16, sh3, WSYNC_ERR_SIZE_MISMATCH, "w");
         TD_TRL1("3 indices, 4 values", idx, WSYNC_DTYPE_I32, sh3, vals, WSYNC_DTYPE_BF16, sh4, WSYNC_ERR_SIZE_MISMATCH, "w");
-        TD_TRL1("F32 values for a BF16 target", idx, WSYNC_DTYPE_I32, sh4, fvals, WSYNC_DTYPE_F32, sh4, WSYNC_ERR_SIZE_MISMATCH, "w");
-        TD_TRL1("F16 values for a BF16 target", idx, WSYNC_DTYPE_I32, sh4, vals, WSYNC_DTYPE_F16, sh4, WSYNC_ERR_SIZE_MISMATCH, "w");
+        TD_TRL1("F32 values for a BF16 target", idx, WSYNC_DTYPE_I32, sh4, fvals, WSYNC_DTYPE_F32, sh4, WSYNC_ERR_LAYOUT, "w");
+        TD_TRL1("F16 values for a BF16 target", idx, WSYNC_DTYPE_I32, sh4, vals, WSYNC_DTYPE_F16, sh4, WSYNC_ERR_LAYOUT, "w");
         TD_TRL1("U16 indices in trl-v1", idx16, WSYNC_DTYPE_U16, sh4, vals, WSYNC_DTYPE_BF16, sh4, WSYNC_ERR_INVALID_HEADER, "w");
         TD_TRL1("F32 indices", fvals, WSYNC_DTYPE_F32, sh4, vals, WSYNC_DTYPE_BF16, sh4, WSYNC_ERR_INVALID_HEADER, "w");
         {
@@ -2716,7 +2716,7 @@ static void test_reject_trl(void)
             dd[0].name = "nope.indices";
             dd[1].name = "nope.values";
             b = td_build(dd, 2, m1, 3);
-            td_expect_reject("no target 'nope'", b.p, b.len, ts, 4, NULL, WSYNC_ERR_NOT_FOUND, "nope");
+            td_expect_reject("no target 'nope'", b.p, b.len, ts, 4, NULL, WSYNC_ERR_LAYOUT, "nope");
             td_bytes_free(&b);
             {
                 wsync_st_tensor_desc d3[3];
@@ -2792,7 +2792,7 @@ static void test_reject_trl(void)
     }
     TEST_END();
 
-    TEST_BEGIN("reject: trl target dtype differs from the values: WSYNC_ERR_SIZE_MISMATCH");
+    TEST_BEGIN("reject: trl target dtype differs from the values: WSYNC_ERR_LAYOUT");
     {
         wsync_delta_options o = td_opts(WSYNC_ENCODING_TRL_V1, 0, 1, 2);
         td_bytes d;
@@ -2802,11 +2802,11 @@ static void test_reject_trl(void)
         CHECK_EQ_INT(td_encode(ts, 4, &o, &d, NULL, &err), WSYNC_OK);
         memcpy(alt, ts, sizeof alt);
         alt[0].dtype = WSYNC_DTYPE_F16;
-        td_expect_reject("trl-v1 BF16 values onto an F16 target", d.p, d.len, alt, 4, NULL, WSYNC_ERR_SIZE_MISMATCH, "w");
+        td_expect_reject("trl-v1 BF16 values onto an F16 target", d.p, d.len, alt, 4, NULL, WSYNC_ERR_LAYOUT, "w");
         td_bytes_free(&d);
         o.encoding = WSYNC_ENCODING_TRL_V3;
         CHECK_EQ_INT(td_encode(ts, 4, &o, &d, NULL, &err), WSYNC_OK);
-        td_expect_reject("trl-v3 BF16 values onto an F16 target", d.p, d.len, alt, 4, NULL, WSYNC_ERR_SIZE_MISMATCH, "w");
+        td_expect_reject("trl-v3 BF16 values onto an F16 target", d.p, d.len, alt, 4, NULL, WSYNC_ERR_LAYOUT, "w");
         /* trl records no shape: a smaller target is caught only by its
            indices falling outside it */
         alt[0].dtype = WSYNC_DTYPE_BF16;
