@@ -379,9 +379,9 @@ static const char *c_names[C_N] = {"a bit flipped in the data",
                                    "a header length past the end (HEAD's digest matching)",
                                    "4 bytes long (HEAD's digest matching)"};
 static const wsync_result c_codes[C_N] = {WSYNC_ERR_DIGEST_MISMATCH, WSYNC_ERR_TRUNCATED,   WSYNC_ERR_DIGEST_MISMATCH,
-                                          WSYNC_ERR_SIZE_MISMATCH,   WSYNC_ERR_INVALID_JSON, WSYNC_ERR_TRUNCATED,
+                                          WSYNC_ERR_LAYOUT,          WSYNC_ERR_INVALID_JSON, WSYNC_ERR_TRUNCATED,
                                           WSYNC_ERR_TRUNCATED};
-static const char *c_words[C_N] = {"digest", "truncated", "digest", "dtype or shape", "", "header length", "fewer"};
+static const char *c_words[C_N] = {"digest", "truncated", "digest", "the chain has F16", "", "header length", "fewer"};
 
 /* Applies corruption `kind` to the object under key (saved in sv). */
 static void corrupt(wsync_store *st, const char *key, const saved *sv, int kind)
