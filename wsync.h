@@ -1556,7 +1556,17 @@ typedef struct wsync_sync_stats {
 
 /* A subscriber updating the caller's tensors in place (matched by name; the
    memory stays the caller's and must outlive the subscriber). It starts
-   without a step: the first sync loads an anchor. Its applies allocate
+   without a step: the first sync loads an anchor.
+
+   The model's edge: the targets' names, dtypes and shapes must be the
+   chain's exactly (WSYNC_CHAIN_PARTIAL: a subset of them), checked against
+   each anchor's header and each delta's entries before a byte moves;
+   otherwise WSYNC_ERR_LAYOUT, the message giving both dtypes and shapes.
+   Targets with the same memory, size and dtype (tied weights) are one
+   tensor with two names: the chain must hold equal bytes under both
+   (checked before anything is written) and each change is written once;
+   memory that overlaps otherwise is refused here (WSYNC_ERR_INVALID_ARGUMENT,
+   naming both), as are two targets with one name (WSYNC_ERR_DUPLICATE_KEY). Its applies allocate
    through a wsync_pool of its own, which keeps up to an eighth of the
    model's bytes and 16 MiB between syncs (released by
    wsync_subscriber_close).
@@ -1597,7 +1607,11 @@ WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step);
 /* Brings the targets to `step` (WSYNC_STEP_LATEST: HEAD's) along the
    cheapest path in bytes. On failure the targets hold the last published
    step reached (see wsync_subscriber_step), never a mixture, and `err`
-   names the object and the reason. */
+   names the object and the reason. WSYNC_STEP_LATEST never moves them to a
+   step below the one held: a HEAD that names one is WSYNC_ERR_STALE_HEAD,
+   the targets untouched (also in the prefetch's status), unless
+   WSYNC_CHAIN_FOLLOW_RESTART, which takes it for a restarted chain and
+   loads its anchor. A lower step asked for by number is taken. */
 WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step, wsync_sync_stats *stats,
                                              wsync_error *err);
 /* --- Subscriber: the background prefetch >>prefetch --- */
