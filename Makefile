@@ -93,6 +93,11 @@ EXAMPLE_BINS := $(EXAMPLES:%=$(BUILD)/example_%)
 $(BUILD)/example_%: examples/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< -pthread $(LIBS)
 
+# make examples: build them without make test (a .PHONY target: examples/ is
+# also a directory); README.md, "The chain", shows how to run them.
+.PHONY: examples
+examples: $(EXAMPLE_BINS)
+
 # Some tests and benches include the generator, tool/wsync_gen.h.
 GEN_HEADER := tool/wsync_gen.h
 
@@ -291,11 +296,12 @@ fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz/%)
 	done
 
 # The main job: a trainer and an inference follower, two processes, qwen3-0.6b
-# (1.2 GB bf16), 10 steps through ./demo-bucket; about a minute on 2 cores.
+# (1.2 GB bf16), step 0 and 10 training steps through $(BUILD)/demo-bucket
+# (make clean removes it); README.md gives a measured time.
 demo:
 	@tests/install-deps.sh --build
 	@$(MAKE) --no-print-directory $(BUILD)/wsync
-	$(BUILD)/wsync demo
+	$(BUILD)/wsync demo --bucket $(BUILD)/demo-bucket
 
 clean:
 	rm -rf $(BUILD)
