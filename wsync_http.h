@@ -125,7 +125,9 @@ listing that is not the expected JSON WSYNC_ERR_INVALID_JSON, a PROPFIND
 answer that is not a valid multistatus WSYNC_ERR_IO, and every other
 transfer failure WSYNC_ERR_IO, 401/403 WSYNC_ERR_AUTH. S3's error code is
 in the message: a 404 with NoSuchBucket (PUT into a bucket that does not
-exist, too) is WSYNC_ERR_NOT_FOUND saying "no such bucket".
+exist, too) is WSYNC_ERR_NO_STORE saying "no such bucket", so that a
+reader tells a bucket that is not there from one with nothing published
+(WSYNC_ERR_NOT_FOUND).
 
 S3 REQUEST BODIES
 =================
@@ -2065,9 +2067,10 @@ static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const ws
         char code[96], msg[200];
         if (rs->status == 404 && wsync__s3_field(rs->errbody, rs->errbody_len, "Code", code, sizeof code) &&
             strcmp(code, "NoSuchKey") != 0) {
-            /* NoSuchBucket, NoSuchUpload: the code says what is missing */
+            /* NoSuchBucket, NoSuchUpload: the code says what is missing (a
+               bucket that does not exist is no store, not an empty one) */
             if (!wsync__s3_field(rs->errbody, rs->errbody_len, "Message", msg, sizeof msg)) msg[0] = 0;
-            return wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "%s %s: HTTP 404: S3 %s: %s%s", rq->method, rq->url, code,
+            return wsync__hfail(err, strcmp(code, "NoSuchBucket") == 0 ? WSYNC_ERR_NO_STORE : WSYNC_ERR_NOT_FOUND, "%s %s: HTTP 404: S3 %s: %s%s", rq->method, rq->url, code,
                                 msg, strcmp(code, "NoSuchBucket") == 0 ? " (no such bucket: create it first)" : "");
         }
         if (rs->status != 404 && rs->status != 413 &&
@@ -3827,7 +3830,7 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
             break;
         }
         if (rs.status == 404) {
-            r = wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "GET %s: HTTP 404: no such bucket", url);
+            r = wsync__hfail(err, WSYNC_ERR_NO_STORE, "GET %s: HTTP 404: no such bucket", url);
             break;
         }
         if (rs.status != 200) {

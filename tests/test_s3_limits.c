@@ -165,9 +165,11 @@ static void test_no_bucket(const char *endpoint)
     static uint16_t img[64 * 64];
     static const uint64_t shape[2] = {64, 64};
     wsync_tensor t;
-    TEST_BEGIN("a bucket that does not exist: put and the publisher's publish say NoSuchBucket");
+    TEST_BEGIN("a bucket that does not exist: WSYNC_ERR_NO_STORE from put, a subscriber's sync, and the "
+               "publisher's publish, saying NoSuchBucket");
     if (open_s3(endpoint, "wsync-no-such-bucket", "run", 0, 0, &s, &err)) {
-        CHECK_EQ_INT(s.put(s.user, "HEAD", "x", 1, &err), WSYNC_ERR_NOT_FOUND);
+        wsync_subscriber *sub = NULL;
+        CHECK_EQ_INT(s.put(s.user, "HEAD", "x", 1, &err), WSYNC_ERR_NO_STORE);
         CHECK_MSG(strstr(err.message, "NoSuchBucket") && strstr(err.message, "PUT"), "%s", err.message);
         memset(&co, 0, sizeof co);
         memset(&t, 0, sizeof t);
@@ -177,6 +179,10 @@ static void test_no_bucket(const char *endpoint)
         t.shape = shape;
         t.data = img;
         t.nbytes = sizeof img;
+        /* a reader can wait on it (not an empty chain, not a model that does not match) */
+        CHECK_EQ_INT(wsync_subscriber_open(&s, &t, 1, &co, &sub, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err), WSYNC_ERR_NO_STORE);
+        wsync_subscriber_close(sub);
         if (wsync_publisher_open(&s, &co, &p, &err) == WSYNC_OK) {
             CHECK(wsync_publish(p, 0, &t, 1, NULL, &err) != WSYNC_OK);
             CHECK_MSG(strstr(err.message, "NoSuchBucket") != NULL, "publish: %s", err.message);
