@@ -14,16 +14,13 @@ import os
 import sys
 import time
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import model  # noqa: E402  (the architecture shared with train.py)
+import preflight  # noqa: E402  (standard library only)
+preflight.check(os.path.basename(__file__))   # torch here, and wsync with its library, or exit 1 saying what to do
 
-try:
-    import wsync
-except ImportError as e:
-    sys.exit("cannot import wsync (%s): run `make python` and set PYTHONPATH=python "
-             "from the repository root" % e)
+import torch  # noqa: E402
+import wsync  # noqa: E402
+import model  # noqa: E402  (the architecture shared with train.py)
 
 
 def parse_args():
