@@ -5,7 +5,9 @@
    descriptor over a pipe; the sender (the parent) opens it as a remote,
    writes the bytes in pieces at offsets, flushes, and signals with an
    immediate; the receiver, whose threads did nothing until then, checks
-   every byte. The same calls drive the TCP and ibverbs fabrics.
+   every byte, and keeps its region until the sender is through (its flush
+   after the signal waits on the receiver's side of the fabric; a receiver
+   gone by then fails it). The same calls drive the TCP and ibverbs fabrics.
 
    The one-host fabric writes with process_vm_writev (CMA) where the kernel
    allows it, and otherwise through shared memory (SHM): containers often
@@ -43,7 +45,7 @@ static int fail(const char *who, const char *what, const wsync_error *err)
 }
 
 /* The child: a region the sender writes into, then a check of its bytes. */
-static int receiver(int to_sender, wsync_fabric_host_mode mode)
+static int receiver(int to_sender, int sender_done, wsync_fabric_host_mode mode)
 {
     wsync_fabric_host_options o;
     wsync_fabric f;
@@ -54,6 +56,7 @@ static int receiver(int to_sender, wsync_fabric_host_mode mode)
     wsync_error err;
     uint32_t imm;
     uint64_t i, bad = 0;
+    char c;
 
     memset(&o, 0, sizeof o);
     o.mode = mode;
@@ -76,6 +79,8 @@ static int receiver(int to_sender, wsync_fabric_host_mode mode)
     for (i = 0; i < REGION; i++) bad += mem[i] != expected(i, imm);
     if (bad == 0) printf("direct: receiver: %u bytes of step %u in place, every one as sent\n", REGION, imm);
     else fprintf(stderr, "direct: receiver: %llu of %u bytes differ\n", (unsigned long long)bad, REGION);
+    fflush(stdout);
+    while (read(sender_done, &c, 1) > 0) {} /* EOF: the sender's last flush has returned */
     f.dereg(f.user, mr);
     wsync_fabric_host_free(&f, mem);
     wsync_fabric_close(&f);
@@ -149,7 +154,7 @@ close:
 int main(int argc, char **argv)
 {
     wsync_fabric_host_mode mode = WSYNC_FABRIC_HOST_AUTO;
-    int fds[2], status, rc;
+    int fds[2], done[2], status, rc;
     pid_t pid;
 
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "auto") && strcmp(argv[1], "cma") && strcmp(argv[1], "shm"))) {
@@ -160,19 +165,22 @@ int main(int argc, char **argv)
     if (argc == 2 && !strcmp(argv[1], "shm")) mode = WSYNC_FABRIC_HOST_SHM;
 
     /* Fork before any fabric opens: a fabric's threads do not survive fork. */
-    if (pipe(fds) != 0 || (pid = fork()) < 0) {
+    if (pipe(fds) != 0 || pipe(done) != 0 || (pid = fork()) < 0) {
         perror("direct");
         return 1;
     }
     if (pid == 0) {
         close(fds[0]);
-        rc = receiver(fds[1], mode);
+        close(done[1]);
+        rc = receiver(fds[1], done[0], mode);
         fflush(stdout);
         _exit(rc);
     }
     close(fds[1]);
+    close(done[0]);
     rc = sender(fds[0], mode);
     close(fds[0]);
+    close(done[1]); /* the receiver may let its region go */
     if (rc != 0) kill(pid, SIGKILL); /* it would wait for the signal until its timeout */
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
     printf("direct: %s\n", rc == 0 ? "ok" : "FAILED");
