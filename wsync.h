@@ -495,6 +495,7 @@ only in the implementation (one hit). tests/test_toc.sh checks this list.
     >>dtypes        dtypes, their names and sizes
     >>convert       f32 <-> bf16, f16, fp8
     >>files         wsync_file_map
+    >>crypto        SHA-256, SHA-512, BLAKE2b, Ed25519 (signed chains)
     >>st-read       safetensors reader
     >>st-write      safetensors writer (streaming and whole)
     >>digest        wsync64 (wsync_digest) and the SIMD diff
@@ -652,6 +653,10 @@ typedef struct wsync_error {
 WSYNC_DEF const char *wsync_result_str(wsync_result r);
 /* The result's enumerator as text, e.g. "WSYNC_ERR_TRUNCATED". */
 WSYNC_DEF const char *wsync_result_name(wsync_result r);
+/* Replaces control characters in a NUL-terminated message with '?' (every
+   wsync_error message has been through it; for text of the caller's own
+   that quotes a server or a file). */
+WSYNC_DEF void wsync_error_clean(char *m);
 
 /* ======================================================================
    Base: allocator, overflow-checked sizes  >>alloc
@@ -786,6 +791,80 @@ typedef struct wsync_mapped {
 
 WSYNC_DEF wsync_result wsync_file_map(const char *path, wsync_mapped *out, wsync_error *err);
 WSYNC_DEF void wsync_file_unmap(wsync_mapped *m);
+
+/* ======================================================================
+   Base: hashes and signatures  >>crypto
+   ======================================================================
+   What a signed chain needs (wsync_chain_options.sign_key, .verify_key),
+   in portable C: SHA-256 and SHA-512 (FIPS 180-4), BLAKE2b (RFC 7693,
+   unkeyed) and Ed25519 (RFC 8032: keys from a 32-byte seed, signatures,
+   strict verification). wsync64 (wsync_digest) catches corruption; these
+   hold against an adversary. Byte strings in and out, no allocation, no
+   global state. Secret-dependent work (signing, keys) runs without
+   branches or table lookups on secret data; verification and the hashes
+   handle public data only. */
+
+#define WSYNC_SHA256_SIZE 32
+#define WSYNC_SHA512_SIZE 64
+#define WSYNC_BLAKE2B_MAX 64      /* BLAKE2b output bytes: 1 to 64 */
+#define WSYNC_ED25519_SEED_SIZE 32
+#define WSYNC_ED25519_PUBLIC_SIZE 32
+#define WSYNC_ED25519_SECRET_SIZE 64 /* the seed, then the public key */
+#define WSYNC_ED25519_SIG_SIZE 64
+
+/* Whole messages in one call, or in pieces: init, update any number of
+   times with any lengths, final (which does not change the state, as
+   wsync_digest_final). */
+typedef struct wsync_sha256_state {
+    uint32_t h[8];
+    uint64_t len;              /* bytes so far */
+    size_t nbuf;
+    uint8_t buf[64];
+} wsync_sha256_state;
+WSYNC_DEF void wsync_sha256(const void *data, size_t len, uint8_t out[32]);
+WSYNC_DEF void wsync_sha256_init(wsync_sha256_state *s);
+WSYNC_DEF void wsync_sha256_update(wsync_sha256_state *s, const void *data, size_t len);
+WSYNC_DEF void wsync_sha256_final(const wsync_sha256_state *s, uint8_t out[32]);
+
+typedef struct wsync_sha512_state {
+    uint64_t h[8];
+    uint64_t len;              /* bytes so far (messages below 2^64 bytes) */
+    size_t nbuf;
+    uint8_t buf[128];
+} wsync_sha512_state;
+WSYNC_DEF void wsync_sha512(const void *data, size_t len, uint8_t out[64]);
+WSYNC_DEF void wsync_sha512_init(wsync_sha512_state *s);
+WSYNC_DEF void wsync_sha512_update(wsync_sha512_state *s, const void *data, size_t len);
+WSYNC_DEF void wsync_sha512_final(const wsync_sha512_state *s, uint8_t out[64]);
+
+/* BLAKE2b with outlen bytes of output (1..64; anything else is taken as
+   64), no key: b2sum -l (8 * outlen) of the same bytes. */
+typedef struct wsync_blake2b_state {
+    uint64_t h[8];
+    uint64_t t[2];             /* bytes compressed so far */
+    size_t nbuf, outlen;
+    uint8_t buf[128];
+} wsync_blake2b_state;
+WSYNC_DEF void wsync_blake2b(const void *data, size_t len, uint8_t *out, size_t outlen);
+WSYNC_DEF void wsync_blake2b_init(wsync_blake2b_state *s, size_t outlen);
+WSYNC_DEF void wsync_blake2b_update(wsync_blake2b_state *s, const void *data, size_t len);
+WSYNC_DEF void wsync_blake2b_final(const wsync_blake2b_state *s, uint8_t *out);
+
+/* Ed25519 (RFC 8032, pure Ed25519: no context, no prehash). A key pair
+   from a 32-byte random seed: pub the 32-byte public key, sec the 64-byte
+   secret key (the seed, then pub: the layout of libsodium's and Go's
+   secret keys). sign derives the public key from sec's seed again rather
+   than trusting its second half, so a secret key whose halves disagree
+   cannot leak the seed through two signatures. verify returns 1 for a
+   valid signature and 0 otherwise; it is strict: S at or above the group
+   order L (a malleable signature), a public key or R that is not the
+   canonical encoding of a curve point, or either of small order, are
+   refused; then [S]B = R + [k]A (k = SHA-512(R || A || msg) mod L), R
+   compared by its encoding. A message of any length, signed in one
+   call. */
+WSYNC_DEF void wsync_ed25519_keypair(const uint8_t seed[32], uint8_t pub[32], uint8_t sec[64]);
+WSYNC_DEF void wsync_ed25519_sign(const uint8_t sec[64], const void *msg, size_t len, uint8_t sig[64]);
+WSYNC_DEF int wsync_ed25519_verify(const uint8_t pub[32], const void *msg, size_t len, const uint8_t sig[64]);
 
 /* ======================================================================
    Safetensors: reader  >>st-read
@@ -1883,6 +1962,7 @@ WSYNC_DEF void wsync_fabric_close(wsync_fabric *f);
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -2111,6 +2191,21 @@ static void wsync__error_reset(wsync_error *err)
     err->message[0] = 0;
 }
 
+/* Keeps a message's control characters (bytes below 0x20, DEL, and the C1
+   controls U+0080..U+009F as UTF-8, 0xC2 0x80..0x9F) out of terminals and
+   logs: each becomes '?'. Messages quote what servers and files say (keys
+   from listings, error bodies, hrefs), and an escape sequence in one must
+   not set a terminal's title or print fake lines. */
+WSYNC_DEF void wsync_error_clean(char *m)
+{
+    unsigned char *p = (unsigned char *)m;
+    if (!m) return;
+    for (; *p; p++) {
+        if (*p < 0x20 || *p == 0x7F) *p = '?';
+        else if (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F) p[0] = '?', p[1] = '?', p++;
+    }
+}
+
 /* Copies a name for a message: stops at NUL, truncates long names with "...",
    and keeps control bytes out of terminals. */
 static void wsync__name_copy(char *dst, size_t cap, const char *name, size_t len)
@@ -2175,6 +2270,7 @@ static wsync_result wsync__fail(wsync_error *err, wsync_result code, uint64_t of
     if (n < sizeof err->message) {
         snprintf(err->message + n, sizeof err->message - n, "%s%s", n ? ": " : "", rule);
     }
+    wsync_error_clean(err->message);
     return code;
 }
 
@@ -2756,7 +2852,7 @@ static wsync_result wsync__read_file(const char *path, wsync_mapped *m, wsync_er
     FILE *f = fopen(path, "rb");
     long len;
     uint8_t *buf;
-    if (!f) return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot open '%s'", path);
+    if (!f) return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot open '%s': %s", path, strerror(errno));
     if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot size '%s'", path);
@@ -2798,13 +2894,14 @@ WSYNC_DEF wsync_result wsync_file_map(const char *path, wsync_mapped *out, wsync
     {
         struct stat st;
         void *p;
-        int fd = open(path, O_RDONLY);
+        /* O_NONBLOCK: a FIFO given as a file is refused, not waited on */
+        int fd = open(path, O_RDONLY | O_NONBLOCK);
         if (fd < 0)
-            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot open '%s'", path);
+            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot open '%s': %s", path, strerror(errno));
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
             close(fd);
             return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0,
-                               "'%s' is not a regular file", path);
+                               "'%s' is not a regular file (a directory, a FIFO or a device)", path);
         }
         if (st.st_size == 0) {
             close(fd);
@@ -2839,6 +2936,788 @@ WSYNC_DEF void wsync_file_unmap(wsync_mapped *m)
     if (m->kind == WSYNC__MAP_HEAP) wsync__free(&m->allocator, m->base);
     memset(m, 0, sizeof *m);
     m->bytes = wsync__empty;
+}
+
+/* ======================================================================
+   Base: hashes and signatures  >>crypto
+   ======================================================================
+   SHA-256 and SHA-512 as FIPS 180-4 gives them, BLAKE2b as RFC 7693, and
+   Ed25519 as RFC 8032 over a field of sixteen 16-bit limbs (each held in
+   a 64-bit word, so that products and their sums need no 128-bit type).
+   Speed: verify and sign are a few milliseconds each (one or two scalar
+   multiplications), paid once per HEAD; the hashes run over every object
+   of a signed chain (BENCHMARKS.md, "Signed chains"). */
+
+static uint32_t wsync__ror32(uint32_t x, unsigned n)
+{
+    return (x >> n) | (x << (32 - n));
+}
+
+static uint64_t wsync__ror64(uint64_t x, unsigned n)
+{
+    return (x >> n) | (x << (64 - n));
+}
+
+static uint64_t wsync__load_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    int i;
+    for (i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+static void wsync__store_be64(uint8_t *p, uint64_t v)
+{
+    int i;
+    for (i = 7; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+
+/* ---- SHA-256 ---- */
+
+static const uint32_t wsync__sha256_k[64] = {
+    0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
+    0xd807aa98u, 0x12835b01u, 0x243185beu, 0x550c7dc3u, 0x72be5d74u, 0x80deb1feu, 0x9bdc06a7u, 0xc19bf174u,
+    0xe49b69c1u, 0xefbe4786u, 0x0fc19dc6u, 0x240ca1ccu, 0x2de92c6fu, 0x4a7484aau, 0x5cb0a9dcu, 0x76f988dau,
+    0x983e5152u, 0xa831c66du, 0xb00327c8u, 0xbf597fc7u, 0xc6e00bf3u, 0xd5a79147u, 0x06ca6351u, 0x14292967u,
+    0x27b70a85u, 0x2e1b2138u, 0x4d2c6dfcu, 0x53380d13u, 0x650a7354u, 0x766a0abbu, 0x81c2c92eu, 0x92722c85u,
+    0xa2bfe8a1u, 0xa81a664bu, 0xc24b8b70u, 0xc76c51a3u, 0xd192e819u, 0xd6990624u, 0xf40e3585u, 0x106aa070u,
+    0x19a4c116u, 0x1e376c08u, 0x2748774cu, 0x34b0bcb5u, 0x391c0cb3u, 0x4ed8aa4au, 0x5b9cca4fu, 0x682e6ff3u,
+    0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u, 0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u};
+
+static void wsync__sha256_block(uint32_t h[8], const uint8_t *p)
+{
+    uint32_t w[64], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+    int i;
+    for (i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (i = 16; i < 64; i++) {
+        uint32_t s0 = wsync__ror32(w[i - 15], 7) ^ wsync__ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = wsync__ror32(w[i - 2], 17) ^ wsync__ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    for (i = 0; i < 64; i++) {
+        uint32_t t1 = k + (wsync__ror32(e, 6) ^ wsync__ror32(e, 11) ^ wsync__ror32(e, 25)) + ((e & f) ^ (~e & g)) +
+                      wsync__sha256_k[i] + w[i];
+        uint32_t t2 = (wsync__ror32(a, 2) ^ wsync__ror32(a, 13) ^ wsync__ror32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+}
+
+WSYNC_DEF void wsync_sha256_init(wsync_sha256_state *s)
+{
+    static const uint32_t iv[8] = {0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
+                                   0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u};
+    memcpy(s->h, iv, sizeof iv);
+    s->len = 0;
+    s->nbuf = 0;
+}
+
+WSYNC_DEF void wsync_sha256_update(wsync_sha256_state *s, const void *data, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)data;
+    if (!len) return;
+    s->len += len;
+    if (s->nbuf) {
+        size_t take = 64 - s->nbuf < len ? 64 - s->nbuf : len;
+        memcpy(s->buf + s->nbuf, p, take);
+        s->nbuf += take, p += take, len -= take;
+        if (s->nbuf < 64) return;
+        wsync__sha256_block(s->h, s->buf);
+        s->nbuf = 0;
+    }
+    for (; len >= 64; p += 64, len -= 64) wsync__sha256_block(s->h, p);
+    if (len) memcpy(s->buf, p, len), s->nbuf = len;
+}
+
+WSYNC_DEF void wsync_sha256_final(const wsync_sha256_state *s, uint8_t out[32])
+{
+    wsync_sha256_state c = *s;
+    uint8_t pad[72];
+    size_t padlen = (c.nbuf < 56 ? 56 : 120) - c.nbuf; /* 1..64: the 0x80 and zeros */
+    int i;
+    memset(pad, 0, sizeof pad);
+    pad[0] = 0x80;
+    wsync__store_be64(pad + padlen, s->len << 3);
+    wsync_sha256_update(&c, pad, padlen + 8);
+    for (i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(c.h[i] >> 24), out[4 * i + 1] = (uint8_t)(c.h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(c.h[i] >> 8), out[4 * i + 3] = (uint8_t)c.h[i];
+    }
+}
+
+WSYNC_DEF void wsync_sha256(const void *data, size_t len, uint8_t out[32])
+{
+    wsync_sha256_state s;
+    wsync_sha256_init(&s);
+    wsync_sha256_update(&s, data, len);
+    wsync_sha256_final(&s, out);
+}
+
+/* ---- SHA-512 (its initial values are BLAKE2b's too) ---- */
+
+static const uint64_t wsync__sha512_iv[8] = {
+    0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull, 0x3c6ef372fe94f82bull, 0xa54ff53a5f1d36f1ull,
+    0x510e527fade682d1ull, 0x9b05688c2b3e6c1full, 0x1f83d9abfb41bd6bull, 0x5be0cd19137e2179ull};
+
+static const uint64_t wsync__sha512_k[80] = {
+    0x428a2f98d728ae22ull, 0x7137449123ef65cdull, 0xb5c0fbcfec4d3b2full, 0xe9b5dba58189dbbcull,
+    0x3956c25bf348b538ull, 0x59f111f1b605d019ull, 0x923f82a4af194f9bull, 0xab1c5ed5da6d8118ull,
+    0xd807aa98a3030242ull, 0x12835b0145706fbeull, 0x243185be4ee4b28cull, 0x550c7dc3d5ffb4e2ull,
+    0x72be5d74f27b896full, 0x80deb1fe3b1696b1ull, 0x9bdc06a725c71235ull, 0xc19bf174cf692694ull,
+    0xe49b69c19ef14ad2ull, 0xefbe4786384f25e3ull, 0x0fc19dc68b8cd5b5ull, 0x240ca1cc77ac9c65ull,
+    0x2de92c6f592b0275ull, 0x4a7484aa6ea6e483ull, 0x5cb0a9dcbd41fbd4ull, 0x76f988da831153b5ull,
+    0x983e5152ee66dfabull, 0xa831c66d2db43210ull, 0xb00327c898fb213full, 0xbf597fc7beef0ee4ull,
+    0xc6e00bf33da88fc2ull, 0xd5a79147930aa725ull, 0x06ca6351e003826full, 0x142929670a0e6e70ull,
+    0x27b70a8546d22ffcull, 0x2e1b21385c26c926ull, 0x4d2c6dfc5ac42aedull, 0x53380d139d95b3dfull,
+    0x650a73548baf63deull, 0x766a0abb3c77b2a8ull, 0x81c2c92e47edaee6ull, 0x92722c851482353bull,
+    0xa2bfe8a14cf10364ull, 0xa81a664bbc423001ull, 0xc24b8b70d0f89791ull, 0xc76c51a30654be30ull,
+    0xd192e819d6ef5218ull, 0xd69906245565a910ull, 0xf40e35855771202aull, 0x106aa07032bbd1b8ull,
+    0x19a4c116b8d2d0c8ull, 0x1e376c085141ab53ull, 0x2748774cdf8eeb99ull, 0x34b0bcb5e19b48a8ull,
+    0x391c0cb3c5c95a63ull, 0x4ed8aa4ae3418acbull, 0x5b9cca4f7763e373ull, 0x682e6ff3d6b2b8a3ull,
+    0x748f82ee5defb2fcull, 0x78a5636f43172f60ull, 0x84c87814a1f0ab72ull, 0x8cc702081a6439ecull,
+    0x90befffa23631e28ull, 0xa4506cebde82bde9ull, 0xbef9a3f7b2c67915ull, 0xc67178f2e372532bull,
+    0xca273eceea26619cull, 0xd186b8c721c0c207ull, 0xeada7dd6cde0eb1eull, 0xf57d4f7fee6ed178ull,
+    0x06f067aa72176fbaull, 0x0a637dc5a2c898a6ull, 0x113f9804bef90daeull, 0x1b710b35131c471bull,
+    0x28db77f523047d84ull, 0x32caab7b40c72493ull, 0x3c9ebe0a15c9bebcull, 0x431d67c49c100d4cull,
+    0x4cc5d4becb3e42b6ull, 0x597f299cfc657e2aull, 0x5fcb6fab3ad6faecull, 0x6c44198c4a475817ull};
+
+static void wsync__sha512_block(uint64_t h[8], const uint8_t *p)
+{
+    uint64_t w[80], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+    int i;
+    for (i = 0; i < 16; i++) w[i] = wsync__load_be64(p + 8 * i);
+    for (i = 16; i < 80; i++) {
+        uint64_t s0 = wsync__ror64(w[i - 15], 1) ^ wsync__ror64(w[i - 15], 8) ^ (w[i - 15] >> 7);
+        uint64_t s1 = wsync__ror64(w[i - 2], 19) ^ wsync__ror64(w[i - 2], 61) ^ (w[i - 2] >> 6);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    for (i = 0; i < 80; i++) {
+        uint64_t t1 = k + (wsync__ror64(e, 14) ^ wsync__ror64(e, 18) ^ wsync__ror64(e, 41)) + ((e & f) ^ (~e & g)) +
+                      wsync__sha512_k[i] + w[i];
+        uint64_t t2 = (wsync__ror64(a, 28) ^ wsync__ror64(a, 34) ^ wsync__ror64(a, 39)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+}
+
+WSYNC_DEF void wsync_sha512_init(wsync_sha512_state *s)
+{
+    memcpy(s->h, wsync__sha512_iv, sizeof s->h);
+    s->len = 0;
+    s->nbuf = 0;
+}
+
+WSYNC_DEF void wsync_sha512_update(wsync_sha512_state *s, const void *data, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)data;
+    if (!len) return;
+    s->len += len;
+    if (s->nbuf) {
+        size_t take = 128 - s->nbuf < len ? 128 - s->nbuf : len;
+        memcpy(s->buf + s->nbuf, p, take);
+        s->nbuf += take, p += take, len -= take;
+        if (s->nbuf < 128) return;
+        wsync__sha512_block(s->h, s->buf);
+        s->nbuf = 0;
+    }
+    for (; len >= 128; p += 128, len -= 128) wsync__sha512_block(s->h, p);
+    if (len) memcpy(s->buf, p, len), s->nbuf = len;
+}
+
+WSYNC_DEF void wsync_sha512_final(const wsync_sha512_state *s, uint8_t out[64])
+{
+    wsync_sha512_state c = *s;
+    uint8_t pad[144];
+    size_t padlen = (c.nbuf < 112 ? 112 : 240) - c.nbuf; /* 1..128 */
+    int i;
+    memset(pad, 0, sizeof pad);
+    pad[0] = 0x80;
+    /* the 128-bit length in bits */
+    wsync__store_be64(pad + padlen, s->len >> 61);
+    wsync__store_be64(pad + padlen + 8, s->len << 3);
+    wsync_sha512_update(&c, pad, padlen + 16);
+    for (i = 0; i < 8; i++) wsync__store_be64(out + 8 * i, c.h[i]);
+}
+
+WSYNC_DEF void wsync_sha512(const void *data, size_t len, uint8_t out[64])
+{
+    wsync_sha512_state s;
+    wsync_sha512_init(&s);
+    wsync_sha512_update(&s, data, len);
+    wsync_sha512_final(&s, out);
+}
+
+/* ---- BLAKE2b ---- */
+
+static const uint8_t wsync__b2b_sigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+
+#define WSYNC__B2B_G(a, b, c, d, x, y)                                                                                 \
+    do {                                                                                                               \
+        v[a] = v[a] + v[b] + (x), v[d] = wsync__ror64(v[d] ^ v[a], 32);                                               \
+        v[c] = v[c] + v[d], v[b] = wsync__ror64(v[b] ^ v[c], 24);                                                     \
+        v[a] = v[a] + v[b] + (y), v[d] = wsync__ror64(v[d] ^ v[a], 16);                                               \
+        v[c] = v[c] + v[d], v[b] = wsync__ror64(v[b] ^ v[c], 63);                                                     \
+    } while (0)
+
+static void wsync__b2b_compress(wsync_blake2b_state *s, const uint8_t *block, int last)
+{
+    uint64_t m[16], v[16];
+    int i, r;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(m, block, sizeof m);
+#else
+    for (i = 0; i < 16; i++) m[i] = wsync__load_le64(block + 8 * i);
+#endif
+    for (i = 0; i < 8; i++) v[i] = s->h[i], v[i + 8] = wsync__sha512_iv[i];
+    v[12] ^= s->t[0];
+    v[13] ^= s->t[1];
+    if (last) v[14] = ~v[14];
+    for (r = 0; r < 12; r++) {
+        const uint8_t *sg = wsync__b2b_sigma[r];
+        WSYNC__B2B_G(0, 4, 8, 12, m[sg[0]], m[sg[1]]);
+        WSYNC__B2B_G(1, 5, 9, 13, m[sg[2]], m[sg[3]]);
+        WSYNC__B2B_G(2, 6, 10, 14, m[sg[4]], m[sg[5]]);
+        WSYNC__B2B_G(3, 7, 11, 15, m[sg[6]], m[sg[7]]);
+        WSYNC__B2B_G(0, 5, 10, 15, m[sg[8]], m[sg[9]]);
+        WSYNC__B2B_G(1, 6, 11, 12, m[sg[10]], m[sg[11]]);
+        WSYNC__B2B_G(2, 7, 8, 13, m[sg[12]], m[sg[13]]);
+        WSYNC__B2B_G(3, 4, 9, 14, m[sg[14]], m[sg[15]]);
+    }
+    for (i = 0; i < 8; i++) s->h[i] ^= v[i] ^ v[i + 8];
+}
+#undef WSYNC__B2B_G
+
+static void wsync__b2b_count(wsync_blake2b_state *s, uint64_t n)
+{
+    s->t[0] += n;
+    if (s->t[0] < n) s->t[1]++;
+}
+
+WSYNC_DEF void wsync_blake2b_init(wsync_blake2b_state *s, size_t outlen)
+{
+    if (outlen < 1 || outlen > WSYNC_BLAKE2B_MAX) outlen = WSYNC_BLAKE2B_MAX;
+    memcpy(s->h, wsync__sha512_iv, sizeof s->h);
+    s->h[0] ^= 0x01010000u ^ (uint64_t)outlen; /* no key, fanout 1, depth 1 */
+    s->t[0] = s->t[1] = 0;
+    s->nbuf = 0;
+    s->outlen = outlen;
+}
+
+/* The last block is compressed by final (with its flag): a full buffer
+   waits until more bytes arrive. */
+WSYNC_DEF void wsync_blake2b_update(wsync_blake2b_state *s, const void *data, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)data;
+    while (len) {
+        size_t take;
+        if (s->nbuf == 128) {
+            wsync__b2b_count(s, 128);
+            wsync__b2b_compress(s, s->buf, 0);
+            s->nbuf = 0;
+        }
+        if (!s->nbuf)
+            for (; len > 128; p += 128, len -= 128) {
+                wsync__b2b_count(s, 128);
+                wsync__b2b_compress(s, p, 0);
+            }
+        take = 128 - s->nbuf < len ? 128 - s->nbuf : len;
+        memcpy(s->buf + s->nbuf, p, take);
+        s->nbuf += take, p += take, len -= take;
+    }
+}
+
+WSYNC_DEF void wsync_blake2b_final(const wsync_blake2b_state *s, uint8_t *out)
+{
+    wsync_blake2b_state c = *s;
+    uint8_t h[64];
+    int i;
+    wsync__b2b_count(&c, c.nbuf);
+    memset(c.buf + c.nbuf, 0, 128 - c.nbuf);
+    wsync__b2b_compress(&c, c.buf, 1);
+    for (i = 0; i < 8; i++) wsync__store_le64(h + 8 * i, c.h[i]);
+    memcpy(out, h, c.outlen);
+}
+
+WSYNC_DEF void wsync_blake2b(const void *data, size_t len, uint8_t *out, size_t outlen)
+{
+    wsync_blake2b_state s;
+    wsync_blake2b_init(&s, outlen);
+    wsync_blake2b_update(&s, data, len);
+    wsync_blake2b_final(&s, out);
+}
+
+/* ---- Ed25519: the field GF(2^255 - 19) ----
+   An element is sixteen limbs of 16 bits, little-endian, each in a 64-bit
+   word: products of two limbs and their sums stay far below 2^64, and
+   every limb stays non-negative (a difference adds 8p first). Every
+   result is carried: limbs 1..15 at most 0xffff and limb 0 below 2^17,
+   which is what add, sub and mul each take. */
+
+typedef uint64_t wsync__fe[16];
+
+static const uint64_t wsync__fe_p[16] = {0xffed, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff,
+                                         0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0x7fff};
+
+/* One pass: each limb's bits above 16 go to the next; the top limb's to
+   limb 0 times 38 (2^256 = 38 mod p). */
+static void wsync__fe_carry(wsync__fe o)
+{
+    int i;
+    for (i = 0; i < 16; i++) {
+        uint64_t c = o[i] >> 16;
+        o[i] &= 0xffff;
+        if (i < 15) o[i + 1] += c;
+        else o[0] += 38 * c;
+    }
+}
+
+static void wsync__fe_set(wsync__fe o, uint64_t v) /* v < 2^16 */
+{
+    memset(o, 0, sizeof(wsync__fe));
+    o[0] = v;
+}
+
+static void wsync__fe_copy(wsync__fe o, const wsync__fe a)
+{
+    memcpy(o, a, sizeof(wsync__fe));
+}
+
+static void wsync__fe_add(wsync__fe o, const wsync__fe a, const wsync__fe b)
+{
+    int i;
+    for (i = 0; i < 16; i++) o[i] = a[i] + b[i];
+    wsync__fe_carry(o);
+}
+
+static void wsync__fe_sub(wsync__fe o, const wsync__fe a, const wsync__fe b)
+{
+    int i;
+    for (i = 0; i < 16; i++) o[i] = a[i] + 8 * wsync__fe_p[i] - b[i];
+    wsync__fe_carry(o);
+}
+
+static void wsync__fe_mul(wsync__fe o, const wsync__fe a, const wsync__fe b)
+{
+    uint64_t t[31];
+    int i, j;
+    memset(t, 0, sizeof t);
+    for (i = 0; i < 16; i++)
+        for (j = 0; j < 16; j++) t[i + j] += a[i] * b[j];
+    for (i = 0; i < 15; i++) t[i] += 38 * t[i + 16];
+    memcpy(o, t, sizeof(wsync__fe));
+    wsync__fe_carry(o);
+    wsync__fe_carry(o);
+}
+
+static void wsync__fe_sq(wsync__fe o, const wsync__fe a)
+{
+    wsync__fe_mul(o, a, a);
+}
+
+/* o = a if flag else o, without a branch on flag (0 or 1). */
+static void wsync__fe_cmov(wsync__fe o, const wsync__fe a, uint64_t flag)
+{
+    uint64_t m = (uint64_t)0 - flag;
+    int i;
+    for (i = 0; i < 16; i++) o[i] ^= m & (o[i] ^ a[i]);
+}
+
+/* The canonical 32 bytes: fully carried, then p taken away while it fits
+   (twice at most: the value is below 2^256 = 2p + 38), without branches. */
+static void wsync__fe_pack(uint8_t out[32], const wsync__fe a)
+{
+    uint64_t t[16], m[16];
+    int i, pass;
+    memcpy(t, a, sizeof t);
+    wsync__fe_carry(t);
+    wsync__fe_carry(t);
+    wsync__fe_carry(t);
+    for (pass = 0; pass < 2; pass++) {
+        uint64_t borrow = 0, keep;
+        for (i = 0; i < 16; i++) {
+            uint64_t v = t[i] - wsync__fe_p[i] - borrow;
+            m[i] = v & 0xffff;
+            borrow = (v >> 16) & 1;
+        }
+        keep = (uint64_t)0 - borrow; /* a borrow: t was below p, keep it */
+        for (i = 0; i < 16; i++) t[i] = (t[i] & keep) | (m[i] & ~keep);
+    }
+    for (i = 0; i < 16; i++) out[2 * i] = (uint8_t)t[i], out[2 * i + 1] = (uint8_t)(t[i] >> 8);
+}
+
+/* The low 255 bits of 32 bytes (the top bit is a point's sign of x). */
+static void wsync__fe_unpack(wsync__fe o, const uint8_t in[32])
+{
+    int i;
+    for (i = 0; i < 16; i++) o[i] = (uint64_t)in[2 * i] | (uint64_t)in[2 * i + 1] << 8;
+    o[15] &= 0x7fff;
+}
+
+static int wsync__fe_eq(const wsync__fe a, const wsync__fe b)
+{
+    uint8_t x[32], y[32];
+    wsync__fe_pack(x, a);
+    wsync__fe_pack(y, b);
+    return memcmp(x, y, 32) == 0;
+}
+
+static int wsync__fe_parity(const wsync__fe a)
+{
+    uint8_t x[32];
+    wsync__fe_pack(x, a);
+    return x[0] & 1;
+}
+
+/* a^e for e = 2^n - 1 - (the sum of 2^i over the bits i listed as zero):
+   square and multiply from the top bit (n-1) down. */
+static void wsync__fe_pow_ones(wsync__fe o, const wsync__fe a, int n, int zero1, int zero2)
+{
+    wsync__fe c;
+    int i;
+    wsync__fe_copy(c, a);
+    for (i = n - 2; i >= 0; i--) {
+        wsync__fe_sq(c, c);
+        if (i != zero1 && i != zero2) wsync__fe_mul(c, c, a);
+    }
+    wsync__fe_copy(o, c);
+}
+
+/* 1/a = a^(p-2), p - 2 = 2^255 - 21: bits 2 and 4 are its zeros. */
+static void wsync__fe_inv(wsync__fe o, const wsync__fe a)
+{
+    wsync__fe_pow_ones(o, a, 255, 2, 4);
+}
+
+/* a^((p-5)/8), (p - 5)/8 = 2^252 - 3: bit 1 is its zero. */
+static void wsync__fe_pow2523(wsync__fe o, const wsync__fe a)
+{
+    wsync__fe_pow_ones(o, a, 252, 1, 1);
+}
+
+/* ---- Ed25519: points ----
+   Extended coordinates (X:Y:Z:T), x = X/Z, y = Y/Z, xy = T/Z, on
+   -x^2 + y^2 = 1 + d x^2 y^2. One addition formula for every pair, a
+   point with itself included (complete: d is not a square). */
+
+typedef struct wsync__ge {
+    wsync__fe x, y, z, t;
+} wsync__ge;
+
+/* The curve's constants, computed rather than typed in: d = -121665/121666,
+   2d, sqrt(-1) = 2^((p-1)/4), and B, decoded from its encoding (y = 4/5,
+   x even). About a fifth of one scalar multiplication. */
+typedef struct wsync__edc {
+    wsync__fe d, d2, sqrtm1;
+    wsync__ge b;
+} wsync__edc;
+
+static void wsync__ge_identity(wsync__ge *p)
+{
+    wsync__fe_set(p->x, 0);
+    wsync__fe_set(p->y, 1);
+    wsync__fe_set(p->z, 1);
+    wsync__fe_set(p->t, 0);
+}
+
+static void wsync__ge_add(const wsync__edc *k, wsync__ge *r, const wsync__ge *p, const wsync__ge *q)
+{
+    wsync__fe a, b, c, d, e, f, g, h, t;
+    wsync__fe_sub(a, p->y, p->x);
+    wsync__fe_sub(t, q->y, q->x);
+    wsync__fe_mul(a, a, t);
+    wsync__fe_add(b, p->y, p->x);
+    wsync__fe_add(t, q->y, q->x);
+    wsync__fe_mul(b, b, t);
+    wsync__fe_mul(c, p->t, q->t);
+    wsync__fe_mul(c, c, k->d2);
+    wsync__fe_mul(d, p->z, q->z);
+    wsync__fe_add(d, d, d);
+    wsync__fe_sub(e, b, a);
+    wsync__fe_sub(f, d, c);
+    wsync__fe_add(g, d, c);
+    wsync__fe_add(h, b, a);
+    wsync__fe_mul(r->x, e, f);
+    wsync__fe_mul(r->y, g, h);
+    wsync__fe_mul(r->t, e, h);
+    wsync__fe_mul(r->z, f, g);
+}
+
+static void wsync__ge_cmov(wsync__ge *r, const wsync__ge *p, uint64_t flag)
+{
+    wsync__fe_cmov(r->x, p->x, flag);
+    wsync__fe_cmov(r->y, p->y, flag);
+    wsync__fe_cmov(r->z, p->z, flag);
+    wsync__fe_cmov(r->t, p->t, flag);
+}
+
+/* r = [s]p, s 32 bytes little-endian: a double and an add for every bit,
+   the sum kept or not by a mask, so the time does not depend on s. */
+static void wsync__ge_scalarmult(const wsync__edc *k, wsync__ge *r, const wsync__ge *p, const uint8_t s[32])
+{
+    wsync__ge acc, sum;
+    int i;
+    wsync__ge_identity(&acc);
+    for (i = 255; i >= 0; i--) {
+        uint64_t bit = (uint64_t)(s[i >> 3] >> (i & 7)) & 1;
+        wsync__ge_add(k, &acc, &acc, &acc);
+        wsync__ge_add(k, &sum, &acc, p);
+        wsync__ge_cmov(&acc, &sum, bit);
+    }
+    *r = acc;
+}
+
+static void wsync__ge_pack(uint8_t out[32], const wsync__ge *p)
+{
+    wsync__fe zi, x, y;
+    wsync__fe_inv(zi, p->z);
+    wsync__fe_mul(x, p->x, zi);
+    wsync__fe_mul(y, p->y, zi);
+    wsync__fe_pack(out, y);
+    out[31] ^= (uint8_t)(wsync__fe_parity(x) << 7);
+}
+
+/* RFC 8032 5.1.3, strictly: y below p (the canonical encoding), x
+   recovered from y, refused where there is none, and x = 0 with the sign
+   bit set refused. 1 on success. */
+static int wsync__ge_unpack(const wsync__edc *k, wsync__ge *p, const uint8_t in[32])
+{
+    wsync__fe u, v, v3, x, t, one;
+    uint8_t canon[32];
+    int sign = in[31] >> 7;
+    wsync__fe_unpack(p->y, in);
+    wsync__fe_pack(canon, p->y);
+    canon[31] |= (uint8_t)(sign << 7);
+    if (memcmp(canon, in, 32) != 0) return 0; /* y >= p */
+    wsync__fe_set(one, 1);
+    wsync__fe_sq(u, p->y);
+    wsync__fe_mul(v, u, k->d);
+    wsync__fe_sub(u, u, one); /* u = y^2 - 1 */
+    wsync__fe_add(v, v, one); /* v = d y^2 + 1 */
+    /* x = u v^3 (u v^7)^((p-5)/8) */
+    wsync__fe_sq(v3, v);
+    wsync__fe_mul(v3, v3, v);
+    wsync__fe_sq(x, v3);
+    wsync__fe_mul(x, x, v);
+    wsync__fe_mul(x, x, u);
+    wsync__fe_pow2523(x, x);
+    wsync__fe_mul(x, x, v3);
+    wsync__fe_mul(x, x, u);
+    /* v x^2 is u, or -u (then x times sqrt(-1)), or x has no value */
+    wsync__fe_sq(t, x);
+    wsync__fe_mul(t, t, v);
+    if (!wsync__fe_eq(t, u)) {
+        wsync__fe_add(t, t, u);
+        wsync__fe_set(one, 0);
+        if (!wsync__fe_eq(t, one)) return 0;
+        wsync__fe_mul(x, x, k->sqrtm1);
+    }
+    wsync__fe_set(one, 0);
+    if (wsync__fe_eq(x, one) && sign) return 0;
+    if (wsync__fe_parity(x) != sign) wsync__fe_sub(x, one, x);
+    wsync__fe_copy(p->x, x);
+    wsync__fe_set(p->z, 1);
+    wsync__fe_mul(p->t, x, p->y);
+    return 1;
+}
+
+static void wsync__edc_init(wsync__edc *k)
+{
+    static const uint8_t base[32] = {0x58, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66,
+                                     0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66,
+                                     0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66};
+    wsync__fe a, zero;
+    int ok;
+    wsync__fe_set(a, 121666);
+    wsync__fe_inv(a, a);
+    wsync__fe_set(k->d, 121665);
+    wsync__fe_mul(k->d, k->d, a);
+    wsync__fe_set(zero, 0);
+    wsync__fe_sub(k->d, zero, k->d);
+    wsync__fe_add(k->d2, k->d, k->d);
+    wsync__fe_set(a, 2);
+    wsync__fe_pow_ones(k->sqrtm1, a, 253, 2, 2); /* (p-1)/4 = 2^253 - 5 */
+    ok = wsync__ge_unpack(k, &k->b, base);
+    WSYNC_ASSERT(ok);
+    (void)ok;
+}
+
+/* 1 when [8]p is the identity (p of small order: a forged key's trick). */
+static int wsync__ge_small_order(const wsync__edc *k, const wsync__ge *p)
+{
+    wsync__ge q = *p;
+    wsync__fe zero;
+    int i;
+    for (i = 0; i < 3; i++) wsync__ge_add(k, &q, &q, &q);
+    wsync__fe_set(zero, 0);
+    return wsync__fe_eq(q.x, zero);
+}
+
+/* ---- Ed25519: scalars modulo L = 2^252 + 27742317777372353535851937790883648493 ---- */
+
+static const uint64_t wsync__ed_l[4] = {0x5812631a5cf5d3edull, 0x14def9dea2f79cd6ull, 0, 0x1000000000000000ull};
+
+/* out = in mod L, in 64 bytes little-endian: a bit at a time from the
+   top, r = 2r + bit, L taken away when it fits (without a branch). */
+static void wsync__sc_reduce(uint8_t out[32], const uint8_t in[64])
+{
+    uint64_t r[4] = {0, 0, 0, 0}, t[4];
+    int i, j;
+    for (i = 511; i >= 0; i--) {
+        uint64_t borrow = 0, keep;
+        r[3] = r[3] << 1 | r[2] >> 63;
+        r[2] = r[2] << 1 | r[1] >> 63;
+        r[1] = r[1] << 1 | r[0] >> 63;
+        r[0] = r[0] << 1 | ((uint64_t)(in[i >> 3] >> (i & 7)) & 1);
+        for (j = 0; j < 4; j++) {
+            uint64_t d = r[j] - wsync__ed_l[j];
+            uint64_t b2 = (r[j] < wsync__ed_l[j]) | (d < borrow);
+            t[j] = d - borrow;
+            borrow = b2;
+        }
+        keep = (uint64_t)0 - borrow; /* r < L: keep r */
+        for (j = 0; j < 4; j++) r[j] = (r[j] & keep) | (t[j] & ~keep);
+    }
+    for (j = 0; j < 4; j++) wsync__store_le64(out + 8 * j, r[j]);
+}
+
+/* out = (a * b + c) mod L; a, b, c 32 bytes each (a product below 2^512). */
+static void wsync__sc_muladd(uint8_t out[32], const uint8_t a[32], const uint8_t b[32], const uint8_t c[32])
+{
+    uint32_t x[8], y[8], z[16];
+    uint8_t wide[64];
+    uint64_t carry;
+    int i, j;
+    for (i = 0; i < 8; i++) {
+        x[i] = (uint32_t)a[4 * i] | (uint32_t)a[4 * i + 1] << 8 | (uint32_t)a[4 * i + 2] << 16 | (uint32_t)a[4 * i + 3] << 24;
+        y[i] = (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 | (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24;
+    }
+    memset(z, 0, sizeof z);
+    for (i = 0; i < 16; i++)
+        z[i] = i < 8 ? (uint32_t)c[4 * i] | (uint32_t)c[4 * i + 1] << 8 | (uint32_t)c[4 * i + 2] << 16 |
+                           (uint32_t)c[4 * i + 3] << 24
+                     : 0;
+    for (i = 0; i < 8; i++) {
+        carry = 0;
+        for (j = 0; j < 8; j++) {
+            uint64_t v = (uint64_t)x[i] * y[j] + z[i + j] + carry;
+            z[i + j] = (uint32_t)v;
+            carry = v >> 32;
+        }
+        for (j = i + 8; j < 16 && carry; j++) {
+            uint64_t v = (uint64_t)z[j] + carry;
+            z[j] = (uint32_t)v;
+            carry = v >> 32;
+        }
+    }
+    for (i = 0; i < 16; i++)
+        wide[4 * i] = (uint8_t)z[i], wide[4 * i + 1] = (uint8_t)(z[i] >> 8), wide[4 * i + 2] = (uint8_t)(z[i] >> 16),
+                  wide[4 * i + 3] = (uint8_t)(z[i] >> 24);
+    wsync__sc_reduce(out, wide);
+}
+
+/* 1 when s (32 bytes little-endian) is below L. */
+static int wsync__sc_canonical(const uint8_t s[32])
+{
+    int j;
+    for (j = 3; j >= 0; j--) {
+        uint64_t v = wsync__load_le64(s + 8 * j);
+        if (v != wsync__ed_l[j]) return v < wsync__ed_l[j];
+    }
+    return 0;
+}
+
+/* ---- Ed25519: keys, signatures ---- */
+
+/* The secret scalar a (clamped) and the nonce prefix from a seed. */
+static void wsync__ed_expand(const uint8_t seed[32], uint8_t a[32], uint8_t prefix[32])
+{
+    uint8_t h[64];
+    wsync_sha512(seed, 32, h);
+    h[0] &= 248;
+    h[31] &= 127;
+    h[31] |= 64;
+    memcpy(a, h, 32);
+    if (prefix) memcpy(prefix, h + 32, 32);
+}
+
+WSYNC_DEF void wsync_ed25519_keypair(const uint8_t seed[32], uint8_t pub[32], uint8_t sec[64])
+{
+    wsync__edc k;
+    wsync__ge A;
+    uint8_t a[32], p[32];
+    wsync__edc_init(&k);
+    wsync__ed_expand(seed, a, NULL);
+    wsync__ge_scalarmult(&k, &A, &k.b, a);
+    wsync__ge_pack(p, &A);
+    if (sec) memcpy(sec, seed, 32), memcpy(sec + 32, p, 32);
+    if (pub) memcpy(pub, p, 32);
+}
+
+WSYNC_DEF void wsync_ed25519_sign(const uint8_t sec[64], const void *msg, size_t len, uint8_t sig[64])
+{
+    wsync__edc k;
+    wsync__ge P;
+    wsync_sha512_state hs;
+    uint8_t a[32], prefix[32], pub[32], h[64], r[32], hk[32];
+    wsync__edc_init(&k);
+    wsync__ed_expand(sec, a, prefix);
+    wsync__ge_scalarmult(&k, &P, &k.b, a);
+    wsync__ge_pack(pub, &P); /* from the seed, not sec + 32 */
+    /* r = SHA-512(prefix || msg) mod L; R = [r]B */
+    wsync_sha512_init(&hs);
+    wsync_sha512_update(&hs, prefix, 32);
+    wsync_sha512_update(&hs, msg, len);
+    wsync_sha512_final(&hs, h);
+    wsync__sc_reduce(r, h);
+    wsync__ge_scalarmult(&k, &P, &k.b, r);
+    wsync__ge_pack(sig, &P);
+    /* k = SHA-512(R || A || msg) mod L; S = r + k a mod L */
+    wsync_sha512_init(&hs);
+    wsync_sha512_update(&hs, sig, 32);
+    wsync_sha512_update(&hs, pub, 32);
+    wsync_sha512_update(&hs, msg, len);
+    wsync_sha512_final(&hs, h);
+    wsync__sc_reduce(hk, h);
+    wsync__sc_muladd(sig + 32, hk, a, r);
+    memset(a, 0, sizeof a);
+    memset(prefix, 0, sizeof prefix);
+    memset(r, 0, sizeof r);
+}
+
+WSYNC_DEF int wsync_ed25519_verify(const uint8_t pub[32], const void *msg, size_t len, const uint8_t sig[64])
+{
+    wsync__edc k;
+    wsync__ge A, R, sb, ka;
+    wsync_sha512_state hs;
+    uint8_t h[64], hk[32], check[32];
+    wsync__fe zero;
+    if (!pub || !sig || (!msg && len)) return 0;
+    if (!wsync__sc_canonical(sig + 32)) return 0; /* S >= L */
+    wsync__edc_init(&k);
+    if (!wsync__ge_unpack(&k, &A, pub) || wsync__ge_small_order(&k, &A)) return 0;
+    if (!wsync__ge_unpack(&k, &R, sig) || wsync__ge_small_order(&k, &R)) return 0;
+    wsync_sha512_init(&hs);
+    wsync_sha512_update(&hs, sig, 32);
+    wsync_sha512_update(&hs, pub, 32);
+    wsync_sha512_update(&hs, msg, len);
+    wsync_sha512_final(&hs, h);
+    wsync__sc_reduce(hk, h);
+    /* [S]B - [k]A, encoded, against R's bytes */
+    wsync__ge_scalarmult(&k, &sb, &k.b, sig + 32);
+    wsync__ge_scalarmult(&k, &ka, &A, hk);
+    wsync__fe_set(zero, 0);
+    wsync__fe_sub(ka.x, zero, ka.x);
+    wsync__fe_sub(ka.t, zero, ka.t);
+    wsync__ge_add(&k, &sb, &sb, &ka);
+    wsync__ge_pack(check, &sb);
+    return memcmp(check, sig, 32) == 0;
 }
 
 /* ======================================================================
@@ -3635,14 +4514,22 @@ static wsync_result wsync__st_parse_at(const void *bytes, uint64_t avail, uint64
         return wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0,
                            "%llu bytes, fewer than the 8-byte header length", (unsigned long long)size);
     n = wsync__load_le64((const uint8_t *)bytes);
-    if (n > o.max_header_size)
-        return wsync__fail(err, WSYNC_ERR_HEADER_TOO_LARGE, 0, NULL, 0,
-                           "header length %llu is above the limit of %llu bytes",
-                           (unsigned long long)n, (unsigned long long)o.max_header_size);
-    if (n > size - 8)
+    if (n > o.max_header_size || n > size - 8) {
+        /* no '{' after the length: most likely not a safetensors file at all
+           (a README, an HTML error page): say so before the numbers */
+        const char *what = size > 8 && ((const uint8_t *)bytes)[8] != '{' && avail > 8
+                               ? "this does not look like a safetensors file (which starts with its JSON header's "
+                                 "length, then '{'): its first 8 bytes read as a "
+                               : "";
+        if (n > o.max_header_size)
+            return wsync__fail(err, WSYNC_ERR_HEADER_TOO_LARGE, 0, NULL, 0,
+                               "%sheader length %llu, above the limit of %llu bytes (the input is %llu bytes)", what,
+                               (unsigned long long)n, (unsigned long long)o.max_header_size,
+                               (unsigned long long)size);
         return wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0,
-                           "header length %llu runs past the end of the %llu-byte input",
+                           "%sheader length %llu, which runs past the end of the %llu-byte input", what,
                            (unsigned long long)n, (unsigned long long)size);
+    }
     if (avail < size && (avail < 8 || n > avail - 8))
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, 0, NULL, 0, "%s", "the header is not all there");
 
@@ -10202,7 +11089,9 @@ static wsync_result wsync__dir_get(void *user, const char *key, uint64_t offset,
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
     if (!(path = wsync__dir_path(d, key, NULL)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
-    fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO (or a device) put where an object should be must
+       not block the open forever; it is refused below, never read */
+    fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         r = wsync__io_fail(err, "cannot open", path, 1);
         wsync__free(&d->a, path);
@@ -10211,8 +11100,13 @@ static wsync_result wsync__dir_get(void *user, const char *key, uint64_t offset,
     /* one open file: the object read is the one that was in place when it
        was opened, whatever is renamed over it meanwhile */
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "'%s' is not a readable file", path);
+        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "'%s' is not a regular file (a FIFO, a device or a "
+                        "directory where an object should be): refused unread", path);
         goto done;
+    }
+    {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     }
     if (size) *size = (uint64_t)st.st_size;
     if ((r = wsync__range_check(key, (uint64_t)st.st_size, offset, &len, err)) != WSYNC_OK) goto done;
@@ -10629,6 +11523,7 @@ static wsync_result wsync__obj_fail(wsync_error *err, wsync_result r, const char
     memcpy(m + o, err->message, ml), o += ml;
     m[o] = 0;
     memcpy(err->message, m, o + 1);
+    wsync_error_clean(err->message);
     return r;
 }
 

@@ -402,6 +402,7 @@ static wsync_result wsync__hfail(wsync_error *err, wsync_result code, const char
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    wsync_error_clean(err->message); /* servers' words: no escape sequences */
     return code;
 }
 

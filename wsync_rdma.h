@@ -1552,6 +1552,7 @@ static wsync_result wsync__rdma_fail(wsync_error *err, wsync_result code, const 
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    wsync_error_clean(err->message); /* peers' words: no escape sequences */
     return code;
 }
 

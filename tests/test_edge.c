@@ -26,6 +26,7 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -885,6 +886,129 @@ static void test_apply_tied(void)
     TEST_END();
 }
 
+/* ======================================================================
+   Stores and files that would hang or mislead
+   ====================================================================== */
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    printf("FAIL a FIFO in the store blocked (alarm)\n");
+    fflush(stdout);
+    _exit(1);
+}
+
+static void test_fifo(void)
+{
+    char root[256], path[320];
+    wsync_store st;
+    wsync_store_options so;
+    wsync_chain_info c;
+    wsync_error err;
+    wsync_mapped map;
+    TEST_BEGIN("a FIFO where HEAD or an anchor should be is refused at once, unread (no blocked open)");
+    snprintf(root, sizeof root, "/tmp/wsync-edge-fifo-%ld", (long)getpid());
+    memset(&so, 0, sizeof so);
+    so.no_fsync = 1;
+    CHECK_EQ_INT(wsync_store_dir_open(root, &so, &st, &err), WSYNC_OK);
+    CHECK(publish_range(&st, WSYNC_ENCODING_PACKED, 100, 0, 1, 0, NULL));
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    snprintf(path, sizeof path, "%s/HEAD", root);
+    remove(path);
+    CHECK(mkfifo(path, 0600) == 0);
+    CHECK(wsync_chain_read(&st, NULL, &c, &err) != WSYNC_OK);
+    CHECK_MSG(strstr(err.message, "not a regular file") != NULL, "%s", err.message);
+    CHECK(wsync_file_map(path, &map, &err) != WSYNC_OK);
+    CHECK(strstr(err.message, "not a regular file") != NULL);
+    remove(path);
+    snprintf(path, sizeof path, "%s/anchors/step_000000.safetensors", root);
+    remove(path);
+    CHECK(mkfifo(path, 0600) == 0);
+    {
+        uint64_t size = 0;
+        uint8_t *b = NULL;
+        CHECK_EQ_INT(wsync_store_get_all(&st, "anchors/step_000000.safetensors", NULL, &b, &size, &err),
+                     WSYNC_ERR_IO);
+        free(b);
+    }
+    alarm(0);
+    wsync_store_close(&st);
+    {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+        CHECK(system(cmd) == 0);
+    }
+    TEST_END();
+}
+
+typedef struct evil {
+    wsync_store inner;
+} evil;
+
+static wsync_result e_get(void *u, const char *key, uint64_t offset, uint64_t len, wsync_sink_fn sink,
+                          void *sink_user, uint64_t *size, wsync_error *err)
+{
+    evil *v = (evil *)u;
+    if (strncmp(key, "anchors/", 8) == 0)
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0,
+                           "HTTP 500: \x1b]0;owned\x07\x1b[2J\r\nall good \xc2\x9b" "31m");
+    return v->inner.get(v->inner.user, key, offset, len, sink, sink_user, size, err);
+}
+
+static wsync_result e_list(void *u, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err)
+{
+    evil *v = (evil *)u;
+    return v->inner.list(v->inner.user, prefix, fn, fn_user, err);
+}
+
+static int clean(const char *m)
+{
+    const unsigned char *p = (const unsigned char *)m;
+    for (; *p; p++)
+        if (*p < 0x20 || *p == 0x7F || (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F)) return 0;
+    return 1;
+}
+
+static void test_messages(void)
+{
+    evil v;
+    wsync_store st;
+    wsync_subscriber *sub = NULL;
+    wsync_error err;
+    wsync_tensor t[4];
+    image *got = (image *)calloc(1, sizeof *got);
+    wsync_mapped map;
+    wsync_st_file f;
+    static const char readme[] = "# wsync\n\nwsync moves model weights from a trainer to inference engines.\n";
+    char m[64];
+    TEST_BEGIN("messages: no control bytes from a store's words; a missing file says why; a file that is not "
+               "safetensors says so");
+    memset(&v, 0, sizeof v);
+    v.inner = mem_store();
+    memset(&st, 0, sizeof st);
+    st.user = &v;
+    st.get = e_get;
+    st.list = e_list;
+    CHECK(publish_range(&v.inner, WSYNC_ENCODING_PACKED, 100, 0, 0, 0, NULL));
+    tensors_of(got, 1, t);
+    CHECK_EQ_INT(wsync_subscriber_open(&st, t, 4, NULL, &sub, &err), WSYNC_OK);
+    CHECK(wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err) != WSYNC_OK);
+    CHECK_MSG(clean(err.message) && strstr(err.message, "all good"), "%s", err.message);
+    wsync_subscriber_close(sub);
+    wsync_store_close(&v.inner);
+    snprintf(m, sizeof m, "a\x1b[31mb\xc2\x85" "c\xc3\xa9");
+    wsync_error_clean(m);
+    CHECK_EQ_STR(m, "a?[31mb??" "c\xc3\xa9"); /* UTF-8 text stays */
+    CHECK(wsync_file_map("/nonexistent/missing.safetensors", &map, &err) == WSYNC_ERR_IO);
+    CHECK_MSG(strstr(err.message, "No such file") != NULL, "%s", err.message);
+    CHECK(wsync_st_parse(readme, sizeof readme - 1, NULL, &f, &err) != WSYNC_OK);
+    CHECK_MSG(strstr(err.message, "does not look like a safetensors file") && strstr(err.message, "header length"),
+              "%s", err.message);
+    free(got);
+    TEST_END();
+}
+
 int main(void)
 {
     test_tied_plain();
@@ -900,5 +1024,7 @@ int main(void)
     test_stale_head();
     test_restart();
     test_transient_auth();
+    test_fifo();
+    test_messages();
     return check_summary();
 }
