@@ -982,7 +982,7 @@ static void test_messages(void)
     wsync_st_file f;
     static const char readme[] = "# wsync\n\nwsync moves model weights from a trainer to inference engines.\n";
     char m[64];
-    TEST_BEGIN("messages: no control bytes from a store's words; a missing file says why; a file that is not "
+    TEST_BEGIN("messages: no control bytes from a store's words, no URL passwords; a missing file says why; a file that is not "
                "safetensors says so");
     memset(&v, 0, sizeof v);
     v.inner = mem_store();
@@ -1000,6 +1000,12 @@ static void test_messages(void)
     snprintf(m, sizeof m, "a\x1b[31mb\xc2\x85" "c\xc3\xa9");
     wsync_error_clean(m);
     CHECK_EQ_STR(m, "a?[31mb??" "c\xc3\xa9"); /* UTF-8 text stays */
+    {
+        char u[200];
+        snprintf(u, sizeof u, "GET http://trainer:s3cr3t-pass@host:8080/run/HEAD: HTTP 500; 'https://a@b/x' s3://k/p");
+        wsync_error_clean(u);
+        CHECK_EQ_STR(u, "GET http://***@host:8080/run/HEAD: HTTP 500; 'https://*@b/x' s3://k/p");
+    }
     CHECK(wsync_file_map("/nonexistent/missing.safetensors", &map, &err) == WSYNC_ERR_IO);
     CHECK_MSG(strstr(err.message, "No such file") != NULL, "%s", err.message);
     CHECK(wsync_st_parse(readme, sizeof readme - 1, NULL, &f, &err) != WSYNC_OK);

@@ -1721,6 +1721,19 @@ static void test_open_args(void)
         wsync_store_close(&s);
     }
     TEST_END();
+    TEST_BEGIN("http: a URL's password (basic authentication) never appears in a message");
+    {
+        wsync_http_options o;
+        uint64_t size;
+        fast_opts(&o);
+        CHECK_EQ_INT(wsync_store_http_open("http://trainer:s3cr3t-pw@127.0.0.1:1/x", &o, &s, &err), WSYNC_OK);
+        CHECK_EQ_INT(s.head(s.user, "HEAD", &size, &err), WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "s3cr3t") == NULL && strstr(err.message, "trainer") == NULL &&
+                      strstr(err.message, "http://***@127.0.0.1:1/x/HEAD") != NULL,
+                  "%s", err.message);
+        wsync_store_close(&s);
+    }
+    TEST_END();
 }
 
 /* An object replaced behind nginx's back by one of 1.5 GB (sparse): read
