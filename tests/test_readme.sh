@@ -25,14 +25,18 @@
 #    library is (WSYNC_LIB naming no file), instead of a traceback.
 # 3. `make -n examples` builds the three C examples (a .PHONY target: there
 #    is a directory named examples).
+# 4. The Status paragraph's list of the tool's commands ("The tool has
+#    `inspect`, ... and `version`") is the list `wsync --help` prints.
 #
 # Prints one line per failure (every line with CHECK_VERBOSE=1) and
 # "summary: N passed, M failed". Takes a few seconds. TEST_README_KEEP=DIR
-# keeps the compiled units there (u<N>.c, N the block's number).
-# usage: tests/test_readme.sh [README]
+# keeps the compiled units there (u<N>.c, N the block's number); TEST_README
+# checks another file than README.md.
+# usage: tests/test_readme.sh [WSYNC_TOOL]   (default build/wsync; without it, 4 is skipped)
 set -u
 cd "$(dirname "$0")/.."
-readme=${1:-README.md}
+readme=${TEST_README:-README.md}
+tool=${1:-build/wsync}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 passed=0; failed=0; skipped=0
 pass() { passed=$((passed + 1)); [ -n "${CHECK_VERBOSE:-}" ] && echo "ok   $1"; return 0; }
@@ -179,6 +183,21 @@ if make -n examples BUILD="$tmp/build" >"$tmp/make.out" 2>&1 &&
     pass "make examples builds example_trainer, example_engine and example_direct"
 else
     fail "make examples: $(head -c 600 "$tmp/make.out")"
+fi
+
+# ---- 4. the tool's commands in the Status paragraph ----
+if [ ! -x "$tool" ]; then
+    skip "the Status paragraph's commands: no tool at $tool (make)"
+else
+    "$tool" --help 2>&1 | awk '/^commands:/ { c = 1; next } /^options:/ { c = 0 } c && /^  [a-z]/ { print $1 }' |
+        sort > "$tmp/help.cmds"
+    awk '/The tool has `/ { t = 1 } t { s = s " " $0 } t && /;/ { exit } END { print s }' "$readme" |
+        sed 's/.*The tool has //; s/;.*//' | grep -o '`[a-z-]*`' | tr -d '`' | sort > "$tmp/readme.cmds"
+    if [ -s "$tmp/help.cmds" ] && cmp -s "$tmp/help.cmds" "$tmp/readme.cmds"; then
+        pass "the Status paragraph names the $(wc -l < "$tmp/help.cmds") commands of wsync --help"
+    else
+        fail "the Status paragraph's commands differ from wsync --help's (< help, > README): $(diff "$tmp/help.cmds" "$tmp/readme.cmds" | grep '^[<>]' | tr '\n' ' ')"
+    fi
 fi
 
 [ $skipped -gt 0 ] && echo "test_readme: $skipped skipped"
