@@ -3169,13 +3169,6 @@ WSYNC_DEF void wsync_sha512(const void *data, size_t len, uint8_t out[64])
 
 /* ---- BLAKE2b ---- */
 
-static const uint8_t wsync__b2b_sigma[12][16] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
-    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
-    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
-    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
 
 #define WSYNC__B2B_G(a, b, c, d, x, y)                                                                                 \
     do {                                                                                                               \
@@ -3200,29 +3193,29 @@ static void wsync__b2b_compress(wsync_blake2b_state *s, const uint8_t *block, in
     if (last) v[14] = ~v[14];
     /* the rounds written out: every message index a constant, so m and v
        stay in registers (1.5x the speed of a loop over the rounds) */
-#define WSYNC__B2B_ROUND(r)                                                                                            \
+#define WSYNC__B2B_ROUND(s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15)                         \
     do {                                                                                                               \
-        WSYNC__B2B_G(0, 4, 8, 12, m[wsync__b2b_sigma[r][0]], m[wsync__b2b_sigma[r][1]]);                               \
-        WSYNC__B2B_G(1, 5, 9, 13, m[wsync__b2b_sigma[r][2]], m[wsync__b2b_sigma[r][3]]);                               \
-        WSYNC__B2B_G(2, 6, 10, 14, m[wsync__b2b_sigma[r][4]], m[wsync__b2b_sigma[r][5]]);                              \
-        WSYNC__B2B_G(3, 7, 11, 15, m[wsync__b2b_sigma[r][6]], m[wsync__b2b_sigma[r][7]]);                              \
-        WSYNC__B2B_G(0, 5, 10, 15, m[wsync__b2b_sigma[r][8]], m[wsync__b2b_sigma[r][9]]);                              \
-        WSYNC__B2B_G(1, 6, 11, 12, m[wsync__b2b_sigma[r][10]], m[wsync__b2b_sigma[r][11]]);                            \
-        WSYNC__B2B_G(2, 7, 8, 13, m[wsync__b2b_sigma[r][12]], m[wsync__b2b_sigma[r][13]]);                             \
-        WSYNC__B2B_G(3, 4, 9, 14, m[wsync__b2b_sigma[r][14]], m[wsync__b2b_sigma[r][15]]);                             \
+        WSYNC__B2B_G(0, 4, 8, 12, m[s0], m[s1]);                                                                       \
+        WSYNC__B2B_G(1, 5, 9, 13, m[s2], m[s3]);                                                                       \
+        WSYNC__B2B_G(2, 6, 10, 14, m[s4], m[s5]);                                                                      \
+        WSYNC__B2B_G(3, 7, 11, 15, m[s6], m[s7]);                                                                      \
+        WSYNC__B2B_G(0, 5, 10, 15, m[s8], m[s9]);                                                                      \
+        WSYNC__B2B_G(1, 6, 11, 12, m[s10], m[s11]);                                                                    \
+        WSYNC__B2B_G(2, 7, 8, 13, m[s12], m[s13]);                                                                     \
+        WSYNC__B2B_G(3, 4, 9, 14, m[s14], m[s15]);                                                                     \
     } while (0)
-    WSYNC__B2B_ROUND(0);
-    WSYNC__B2B_ROUND(1);
-    WSYNC__B2B_ROUND(2);
-    WSYNC__B2B_ROUND(3);
-    WSYNC__B2B_ROUND(4);
-    WSYNC__B2B_ROUND(5);
-    WSYNC__B2B_ROUND(6);
-    WSYNC__B2B_ROUND(7);
-    WSYNC__B2B_ROUND(8);
-    WSYNC__B2B_ROUND(9);
-    WSYNC__B2B_ROUND(10);
-    WSYNC__B2B_ROUND(11);
+    WSYNC__B2B_ROUND(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    WSYNC__B2B_ROUND(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
+    WSYNC__B2B_ROUND(11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4);
+    WSYNC__B2B_ROUND(7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8);
+    WSYNC__B2B_ROUND(9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13);
+    WSYNC__B2B_ROUND(2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9);
+    WSYNC__B2B_ROUND(12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11);
+    WSYNC__B2B_ROUND(13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10);
+    WSYNC__B2B_ROUND(6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5);
+    WSYNC__B2B_ROUND(10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0);
+    WSYNC__B2B_ROUND(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    WSYNC__B2B_ROUND(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
 #undef WSYNC__B2B_ROUND
     for (i = 0; i < 8; i++) s->h[i] ^= v[i] ^ v[i + 8];
 }
@@ -12305,13 +12298,50 @@ static int wsync__step_name(const char *s, uint64_t *step)
     return 1;
 }
 
+/* "step_000060/NAME" -> 60 (a model directory's anchor object); *dlen the
+   length of "step_000060/". */
+static int wsync__dir_step_name(const char *s, uint64_t *step, size_t *dlen)
+{
+    uint64_t v = 0;
+    size_t d = 0;
+    if (strncmp(s, "step_", 5) != 0) return 0;
+    while (s[5 + d] >= '0' && s[5 + d] <= '9') {
+        if (d >= 15) return 0;
+        v = v * 10 + (uint64_t)(s[5 + d] - '0');
+        d++;
+    }
+    if (!d || s[5 + d] != '/' || !s[6 + d] || strchr(s + 6 + d, '/')) return 0;
+    *step = v;
+    *dlen = 6 + d;
+    return 1;
+}
+
 static int wsync__listing_fn(void *user, const char *key, uint64_t size)
 {
     wsync__listing *l = (wsync__listing *)user;
     wsync_chain_entry e;
     const char *rest = key + l->plen;
-    if (strlen(key) < l->plen || strchr(rest, '/')) return 0;
+    size_t dlen = 0;
+    if (strlen(key) < l->plen) return 0;
     memset(&e, 0, sizeof e);
+    if (strchr(rest, '/')) {
+        /* a model directory's anchor (anchors/step_N/NAME): step N is
+           taken, though only a HEAD says how to read it (its shards'
+           order); listed once, with no size, so that nothing plans a read
+           of it but a publisher never writes over it */
+        const wsync_chain_entry *last =
+            l->b.len ? (const wsync_chain_entry *)(const void *)(l->b.p + l->b.len - sizeof e) : NULL;
+        if (l->kind != WSYNC_CHAIN_ANCHOR || !wsync__dir_step_name(rest, &e.step, &dlen) || dlen > 40) return 0;
+        if (last && last->kind == WSYNC_CHAIN_ANCHOR && last->step == e.step && last->key[strlen(last->key) - 1] == '/')
+            return 0;
+        e.kind = WSYNC_CHAIN_ANCHOR;
+        e.base = e.step;
+        snprintf(e.key, sizeof e.key, "anchors/%.*s", (int)dlen, rest);
+        if (!wsync__buf_reserve(&l->b, sizeof e)) return l->oom = 1, 1;
+        memcpy(l->b.p + l->b.len, &e, sizeof e);
+        l->b.len += sizeof e;
+        return 0;
+    }
     if (!wsync__step_name(rest, &e.step)) return 0;
     e.kind = l->kind;
     e.base = e.step;
@@ -13764,6 +13794,10 @@ static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_en
     if (e->n_files) /* streamed or spooled where POSIX files are (wsync__anchor_read) */
         return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
                            "a directory anchor is read through a spool file, which this build has not (POSIX)");
+    if (e->key[0] && e->key[strlen(e->key) - 1] == '/') /* from a listing: see wsync__listing_fn */
+        return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "%s",
+                           "a model directory's anchor, which only a HEAD describes (its shards and their order): "
+                           "not readable from a listing");
     wsync__chain_path(key, sizeof key, s->prefix, e->key);
     /* HEAD's size (or the listing's): a store that sends more is cut off
        there instead of filling memory; 0 from a listing is no size */

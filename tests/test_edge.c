@@ -1015,6 +1015,87 @@ static void test_messages(void)
     TEST_END();
 }
 
+/* A model directory's anchor (anchors/step_N/NAME) counts as step N in a
+   listing: a HEAD-less store holding one is a foreign chain, and a new
+   chain starts after it, so its shards are never written over. */
+static void test_dir_anchor_listed(void)
+{
+    char root[256], path[320];
+    wsync_store st;
+    wsync_store_options so;
+    wsync_publisher *p = NULL;
+    wsync_subscriber *sub = NULL;
+    wsync_chain_options o = copts(WSYNC_ENCODING_PACKED, 100, 0);
+    wsync_error err;
+    wsync_tensor t[4];
+    wsync_anchor_shard sh[2] = {{"model-00001-of-00002.safetensors", 0, 2}, {"model-00002-of-00002.safetensors", 2, 2}};
+    static const char cfg[] = "{\"model_type\": \"tiny\"}";
+    wsync_anchor_file fl[1];
+    wsync_chain_info c;
+    image *im = (image *)calloc(1, sizeof *im), *got = (image *)calloc(1, sizeof *got);
+    uint64_t head = 0;
+    TEST_BEGIN("a model directory's anchor counts as its step in a listing: no HEAD is a foreign chain, a new "
+               "chain starts after it, a subscriber names it");
+    fl[0].name = "config.json";
+    fl[0].data = cfg;
+    fl[0].size = sizeof cfg - 1;
+    snprintf(root, sizeof root, "/tmp/wsync-edge-dir-%ld", (long)getpid());
+    memset(&so, 0, sizeof so);
+    so.no_fsync = 1;
+    CHECK_EQ_INT(wsync_store_dir_open(root, &so, &st, &err), WSYNC_OK);
+    image_at(im, 5, 0);
+    tensors_of(im, 1, t);
+    CHECK_EQ_INT(wsync_publisher_open(&st, &o, &p, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_publisher_set_layout(p, sh, 2, fl, 1, &err), WSYNC_OK);
+    CHECK_MSG(wsync_publish(p, 5, t, 4, NULL, &err) == WSYNC_OK, "%s", err.message);
+    wsync_publisher_close(p);
+    p = NULL;
+    snprintf(path, sizeof path, "%s/HEAD", root);
+    CHECK(remove(path) == 0); /* HEAD lost: the directory anchor alone */
+    CHECK_EQ_INT(wsync_chain_read(&st, NULL, &c, &err), WSYNC_OK);
+    CHECK(c.n_entries == 1 && c.head_step == 5 && c.entries[0].kind == WSYNC_CHAIN_ANCHOR);
+    wsync_chain_info_free(&c);
+    CHECK_EQ_INT(wsync_publisher_open(&st, &o, &p, &err), WSYNC_ERR_BAD_HEAD);
+    o.flags = WSYNC_CHAIN_NEW_CHAIN;
+    CHECK_EQ_INT(wsync_publisher_open(&st, &o, &p, &err), WSYNC_OK);
+    CHECK(wsync_publish(p, 5, t, 4, NULL, &err) != WSYNC_OK); /* step 5 is taken */
+    CHECK_MSG(wsync_publish(p, 6, t, 4, NULL, &err) == WSYNC_OK, "%s", err.message);
+    CHECK(wsync_publisher_head(p, &head) && head == 6);
+    wsync_publisher_close(p);
+    /* the old shards are as written */
+    snprintf(path, sizeof path, "%s/anchors/step_000005/config.json", root);
+    {
+        FILE *f = fopen(path, "rb");
+        char b[64] = {0};
+        CHECK(f != NULL);
+        if (f) {
+            CHECK(fread(b, 1, sizeof b - 1, f) == sizeof cfg - 1 && strcmp(b, cfg) == 0);
+            fclose(f);
+        }
+    }
+    /* HEAD-less again (only the listing): a subscriber cannot read a directory
+       anchor from it and says so, naming it */
+    snprintf(path, sizeof path, "%s/HEAD", root);
+    CHECK(remove(path) == 0);
+    snprintf(path, sizeof path, "%s/anchors/step_000006.safetensors", root);
+    remove(path);
+    tensors_of(got, 1, t);
+    o.flags = 0;
+    CHECK_EQ_INT(wsync_subscriber_open(&st, t, 4, &o, &sub, &err), WSYNC_OK);
+    CHECK(wsync_subscriber_sync(sub, 5, NULL, &err) != WSYNC_OK);
+    CHECK_MSG(strstr(err.message, "anchors/step_000005/") && strstr(err.message, "only a HEAD"), "%s", err.message);
+    wsync_subscriber_close(sub);
+    wsync_store_close(&st);
+    {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+        CHECK(system(cmd) == 0);
+    }
+    free(im);
+    free(got);
+    TEST_END();
+}
+
 int main(void)
 {
     test_tied_plain();
@@ -1032,5 +1113,6 @@ int main(void)
     test_transient_auth();
     test_fifo();
     test_messages();
+    test_dir_anchor_listed();
     return check_summary();
 }
