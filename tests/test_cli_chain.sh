@@ -143,7 +143,11 @@ PY
 then pass "log --json: HEAD, retention, bases, sizes and digests agree with the bucket"; else fail "log --json content"; fi
 [ ! -e "$B/anchors/step_000000.safetensors" ] && [ ! -e "$B/deltas/step_000001.safetensors" ] \
     && pass "retention removed the objects of old steps" || fail "retention kept step 0/1 objects"
-expect_rc "log of an empty store" 1 "$bin" log --store "$tmp/empty"
+expect_rc "log of a store that does not exist: exit 3" 3 "$bin" log --store "$tmp/empty"
+grep_out "missing store named" "WSYNC_ERR_NO_STORE.*empty' does not exist" "$tmp/err"
+[ ! -e "$tmp/empty" ] && pass "log does not create a missing store" || fail "log created the store"
+mkdir -p "$tmp/empty"
+expect_rc "log of an empty store: exit 4" 4 "$bin" log --store "$tmp/empty"
 grep_out "empty chain named" "WSYNC_ERR_NOT_FOUND" "$tmp/err"
 
 # ---- pull: from scratch, to a step, forward, when up to date ----
@@ -193,12 +197,18 @@ grep_out "bad local file named" "bad.safetensors" "$tmp/err"
 check "bad local file left alone" test "$(cat "$P/bad.safetensors")" = "not a model"
 "$bin" gen --model tiny --vocab 4096 --step 6 -o "$P/other.safetensors" 2>/dev/null
 cp "$P/other.safetensors" "$P/other.before"
-expect_rc "pull into a file of another model" 1 "$bin" pull --store "$B" "$P/other.safetensors"
+expect_rc "pull into a file of another model: exit 5" 5 "$bin" pull --store "$B" "$P/other.safetensors"
+grep_out "another model: both shapes named" "WSYNC_ERR_LAYOUT.*the chain has BF16 \[2048, 128\], the target is BF16 \[4096, 128\]" "$tmp/err"
+grep_out "another model: what to do named" "left as it was: remove it, or give another path" "$tmp/err"
 check "another model: file left alone" cmp "$P/other.safetensors" "$P/other.before"
 no_temps "no temporary files after pulls" "$P"
 
-expect_rc "pull from a store that does not exist" 1 "$bin" pull --store "$tmp/nowhere" "$P/n.safetensors"
-grep_out "missing store named" "nowhere is not a directory" "$tmp/err"
+expect_rc "pull from a store that does not exist: exit 3" 3 "$bin" pull --store "$tmp/nowhere" "$P/n.safetensors"
+grep_out "missing store named" "WSYNC_ERR_NO_STORE: the store '.*nowhere' does not exist" "$tmp/err"
+mkdir -p "$tmp/emptystore"
+expect_rc "pull from an empty store: exit 4" 4 "$bin" pull --store "$tmp/emptystore" "$P/n.safetensors"
+grep_out "empty chain named" "WSYNC_ERR_NOT_FOUND.*an empty chain" "$tmp/err"
+[ ! -e "$P/n.safetensors" ] && pass "no file after a pull from no chain" || fail "a pull from no chain wrote a file"
 [ ! -e "$tmp/nowhere" ] && pass "pull does not create a missing store" || fail "pull created the store"
 
 # A file claiming a step it does not hold, under deltas without base digests

@@ -34,17 +34,53 @@ int cli_usage_models(const char *cmd, const char *name)
     return EXIT_USAGE;
 }
 
+/* Where cli_chain_fail's lines go while a caller captures them (a follower
+   that says a repeated failure at its own pace): the last line, kept. */
+static char *capture_buf;
+static size_t capture_cap;
+static wsync_result capture_code;
+
+void cli_fail_capture(char *buf, size_t cap)
+{
+    capture_buf = cap ? buf : NULL;
+    capture_cap = cap;
+    capture_code = WSYNC_OK;
+    if (capture_buf) capture_buf[0] = 0;
+}
+
+wsync_result cli_fail_captured(void)
+{
+    return capture_code;
+}
+
 /* "wsync: CMD: WHAT: WSYNC_ERR_X: message"; returns 1 (the exit status). */
 int cli_chain_fail(const char *cmd, const wsync_error *err, const char *fmt, ...)
 {
+    char what[1024];
     va_list ap;
-    fprintf(stderr, "wsync: %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    fprintf(stderr, ": %s: %s\n", wsync_result_name(err->code),
+    if (capture_buf) {
+        snprintf(capture_buf, capture_cap, "wsync: %s: %s: %s: %s", cmd, what, wsync_result_name(err->code),
+                 err->message[0] ? err->message : wsync_result_str(err->code));
+        capture_code = err->code;
+        return 1;
+    }
+    fprintf(stderr, "wsync: %s: %s: %s: %s\n", cmd, what, wsync_result_name(err->code),
             err->message[0] ? err->message : wsync_result_str(err->code));
     return 1;
+}
+
+int cli_exit_for(wsync_result code)
+{
+    switch (code) {
+    case WSYNC_OK: return 0;
+    case WSYNC_ERR_NO_STORE: return EXIT_NO_STORE;
+    case WSYNC_ERR_NOT_FOUND: return EXIT_EMPTY_CHAIN;
+    case WSYNC_ERR_LAYOUT: return EXIT_LAYOUT;
+    default: return 1;
+    }
 }
 
 /* An error found by the tool itself, reported like the library's. */
@@ -136,18 +172,101 @@ double cli_percent(uint64_t part, uint64_t whole)
 
 /* ---- loading and saving whole files ---- */
 
+/* wsync_file_map says "cannot open 'PATH'" without the reason: the file is
+   opened here first, so that a missing or unreadable one says why. */
+wsync_result cli_file_map(const char *path, wsync_mapped *m, wsync_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        memset(err, 0, sizeof *err);
+        err->code = WSYNC_ERR_IO;
+        err->offset = UINT64_MAX;
+        snprintf(err->message, sizeof err->message, "cannot open '%s': %s", path, strerror(e));
+        memset(m, 0, sizeof *m);
+        return err->code;
+    }
+    close(fd);
+    return wsync_file_map(path, m, err);
+}
+
+/* The first n bytes as a C string literal when they are text, else in hex. */
+static void quote_bytes(char *buf, size_t cap, const uint8_t *b, size_t n)
+{
+    size_t i, at = 0, text = 1;
+    for (i = 0; i < n; i++)
+        if (!(b[i] >= 0x20 && b[i] < 0x7f) && b[i] != '\n' && b[i] != '\r' && b[i] != '\t') text = 0;
+    if (cap) buf[0] = 0;
+    for (i = 0; i < n && at + 8 < cap; i++) {
+        if (!text) at += (size_t)snprintf(buf + at, cap - at, "%s%02x", i ? " " : "", b[i]);
+        else if (b[i] == '\n') at += (size_t)snprintf(buf + at, cap - at, "\\n");
+        else if (b[i] == '\r') at += (size_t)snprintf(buf + at, cap - at, "\\r");
+        else if (b[i] == '\t') at += (size_t)snprintf(buf + at, cap - at, "\\t");
+        else if (b[i] == '"' || b[i] == '\\') at += (size_t)snprintf(buf + at, cap - at, "\\%c", b[i]);
+        else buf[at++] = (char)b[i], buf[at] = 0;
+    }
+    if (text && at + 3 < cap) {
+        memmove(buf + 1, buf, at + 1);
+        buf[0] = '"';
+        buf[at + 1] = '"';
+        buf[at + 2] = 0;
+    }
+}
+
+/* Why wsync_st_parse refused b: when the bytes do not look like safetensors
+   at all (the 8-byte header length does not fit the file, or the header is
+   not a JSON object), that, with what the first bytes are; else the
+   library's message. */
+const char *cli_st_why(const uint8_t *b, uint64_t size, const wsync_error *err, char *buf, size_t cap)
+{
+    char q[64];
+    uint64_t hlen = 0, i = 8;
+    int k;
+    if (size < 8) {
+        quote_bytes(q, sizeof q, b, (size_t)size);
+        snprintf(buf, cap, "not a safetensors file: it is %llu byte%s%s%s, shorter than the 8-byte header length "
+                 "a safetensors file starts with", (unsigned long long)size, size == 1 ? "" : "s",
+                 size ? ", " : "", size ? q : "");
+        return buf;
+    }
+    for (k = 7; k >= 0; k--) hlen = hlen << 8 | b[k];
+    quote_bytes(q, sizeof q, b, 8);
+    if (hlen > WSYNC_ST_MAX_HEADER_SIZE) {
+        snprintf(buf, cap, "does not look like a safetensors file: its first 8 bytes (%s) read as a header length "
+                 "of %llu bytes while the file is %llu bytes (a safetensors file starts with its header's length, "
+                 "8 bytes little-endian, at most %llu)", q, (unsigned long long)hlen, (unsigned long long)size,
+                 (unsigned long long)WSYNC_ST_MAX_HEADER_SIZE);
+        return buf;
+    }
+    if (hlen > size - 8) {
+        snprintf(buf, cap, "truncated, or not a safetensors file: its first 8 bytes (%s) read as a header length "
+                 "of %llu bytes while the file is %llu bytes", q, (unsigned long long)hlen, (unsigned long long)size);
+        return buf;
+    }
+    while (i < 8 + hlen && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) i++;
+    if (i < 8 + hlen && b[i] != '{') {
+        quote_bytes(q, sizeof q, b + i, (size_t)(8 + hlen - i < 8 ? 8 + hlen - i : 8));
+        snprintf(buf, cap, "does not look like a safetensors file: the %llu-byte header after the length does "
+                 "not start with '{' but with %s (%s)", (unsigned long long)hlen, q, err->message);
+        return buf;
+    }
+    return err->message[0] ? err->message : wsync_result_str(err->code);
+}
+
 int cli_load_file(const char *path, cli_loaded *L)
 {
     wsync_error err;
+    char why[1024];
     size_t i;
     memset(L, 0, sizeof *L);
     L->path = path;
-    if (wsync_file_map(path, &L->map, &err) != WSYNC_OK) {
+    if (cli_file_map(path, &L->map, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: %s: %s\n", path, err.message);
         return 0;
     }
     if (wsync_st_parse(L->map.bytes, L->map.size, NULL, &L->st, &err) != WSYNC_OK) {
-        fprintf(stderr, "wsync: %s: invalid safetensors (%s): %s\n", path, wsync_result_name(err.code), err.message);
+        fprintf(stderr, "wsync: %s: invalid safetensors (%s): %s\n", path, wsync_result_name(err.code),
+                cli_st_why(L->map.bytes, L->map.size, &err, why, sizeof why));
         wsync_file_unmap(&L->map);
         return 0;
     }
@@ -281,8 +400,10 @@ int cli_chain_key(char *buf, size_t cap, const char *prefix, const char *key)
 
 /* ---- stores ---- */
 
-/* Readers pass must_exist: the directory store creates a missing root, and a
-   mistyped --store should say so rather than read an empty chain. A store
+/* Readers pass must_exist: the directory store then never creates its root
+   (WSYNC_STORE_NO_CREATE), so that a mistyped --store says so
+   (WSYNC_ERR_NO_STORE) rather than reads an empty chain; only publish
+   creates a store. A store
    given as http:// or https:// is an HTTP bucket, s3://bucket/prefix an S3
    one (wsync_http.h). */
 cli_store_opts cli_store;
@@ -333,8 +454,9 @@ int cli_store_opt(const char *cmd, int argc, char **argv, int *i)
 
 int cli_open_dir_store(const char *cmd, const char *dir, int must_exist, wsync_store *s)
 {
+    wsync_store_options so;
     wsync_error err;
-    struct stat sb;
+    memset(&so, 0, sizeof so);
     if (strncmp(dir, "http://", 7) == 0 || strncmp(dir, "https://", 8) == 0) {
         wsync_http_options ho;
         memset(&ho, 0, sizeof ho);
@@ -354,9 +476,26 @@ int cli_open_dir_store(const char *cmd, const char *dir, int must_exist, wsync_s
         cli_chain_fail(cmd, &err, "store %s", dir);
         return 0;
     }
-    if (must_exist && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-        return cli_tool_fail(cmd, WSYNC_ERR_NOT_FOUND, "store", "%s is not a directory", dir), 0;
-    if (wsync_store_dir_open(dir, NULL, s, &err) == WSYNC_OK) return 1;
+    if (must_exist) so.flags |= WSYNC_STORE_NO_CREATE; /* a reader: a missing store is WSYNC_ERR_NO_STORE */
+    if (wsync_store_dir_open(dir, &so, s, &err) == WSYNC_OK) return 1;
     cli_chain_fail(cmd, &err, "store %s", dir);
     return 0;
+}
+
+/* "ftp://host/x" is no directory anyone meant (and publish would make one
+   named "ftp:"): a scheme wsync does not know is a usage error, unless a
+   directory of that name exists. */
+int cli_store_check(const char *cmd, const char *store)
+{
+    const char *p = store;
+    struct stat sb;
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) return 0;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '+' ||
+           *p == '-' || *p == '.')
+        p++;
+    if (strncmp(p, "://", 3) != 0) return 0;
+    if (!strncmp(store, "http://", 7) || !strncmp(store, "https://", 8) || !strncmp(store, "s3://", 5)) return 0;
+    if (stat(store, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+    return cli_usage_error("%s: --store '%s': unknown scheme '%.*s://'; a store is a directory, http://host[:port]/"
+                           "prefix, https://... or s3://bucket/prefix", cmd, store, (int)(p - store), store);
 }

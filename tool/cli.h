@@ -43,6 +43,20 @@
 #include <sys/types.h>
 
 #define EXIT_USAGE 2
+/* The chain's readers (pull, follow, log) tell the three ways there is
+   nothing to read apart (main.c's usage text lists them). */
+#define EXIT_NO_STORE 3    /* WSYNC_ERR_NO_STORE: no store there (a directory that does not exist) */
+#define EXIT_EMPTY_CHAIN 4 /* WSYNC_ERR_NOT_FOUND from reading the chain: the store exists, nothing published */
+#define EXIT_LAYOUT 5      /* WSYNC_ERR_LAYOUT: the local model is not the chain's (names, dtypes, shapes) */
+/* The exit status for a code from wsync_chain_read or a refused layout: the
+   three above, else 1 (0 for WSYNC_OK). */
+int cli_exit_for(wsync_result code);
+/* The exit status text for the commands' --help. */
+#define CLI_EXIT_HELP                                                                                    \
+    "Exit 0 done, 1 failed (the reason on stderr), 2 usage error, 3 no store there\n"                    \
+    "(WSYNC_ERR_NO_STORE: a directory store that does not exist; nothing is created), 4 an empty\n"   \
+    "chain (WSYNC_ERR_NOT_FOUND: the store exists, nothing is published yet), 5 the local model\n"    \
+    "does not match the chain (WSYNC_ERR_LAYOUT: tensor names, dtypes or shapes).\n"
 
 /* ---- the commands: each takes the arguments after its name and returns
    the exit status (0 success, 1 failed, 2 usage error) ---- */
@@ -79,6 +93,12 @@ int cli_usage_error(const char *fmt, ...);
 int cli_usage_models(const char *cmd, const char *name);
 /* "wsync: CMD: WHAT: WSYNC_ERR_X: message"; returns 1 (the exit status). */
 int cli_chain_fail(const char *cmd, const wsync_error *err, const char *fmt, ...);
+/* Until called again with NULL, cli_chain_fail (and cli_tool_fail) keep
+   their line (without the newline) in buf instead of printing it, the last
+   one only: a follower says a failure that repeats at its own pace.
+   cli_fail_captured: the code of that line (WSYNC_OK: none). */
+void cli_fail_capture(char *buf, size_t cap);
+wsync_result cli_fail_captured(void);
 /* An error found by the tool itself, reported like the library's. */
 int cli_tool_fail(const char *cmd, wsync_result code, const char *what, const char *fmt, ...);
 int cli_is_help(const char *a);
@@ -111,6 +131,12 @@ typedef struct cli_loaded {
 
 /* 1 when loaded; 0 after saying why on stderr. */
 int cli_load_file(const char *path, cli_loaded *L);
+/* wsync_file_map, with the reason (errno's text) when the file cannot be opened. */
+wsync_result cli_file_map(const char *path, wsync_mapped *m, wsync_error *err);
+/* Why wsync_st_parse refused the size bytes at b with err: a file that does
+   not look like safetensors at all says so and what its first bytes are
+   (buf, cap bytes); else err's message. */
+const char *cli_st_why(const uint8_t *b, uint64_t size, const wsync_error *err, char *buf, size_t cap);
 void cli_unload_file(cli_loaded *L);
 /* A wsync_sink_fn writing to the FILE * in `user`. */
 int cli_file_sink(void *user, const void *bytes, size_t len);
@@ -144,7 +170,9 @@ int cli_chain_key(char *buf, size_t cap, const char *prefix, const char *key);
 /* ---- stores and models ---- */
 
 /* The store named by `dir`: a directory, http://, https:// or s3://...
-   Readers pass must_exist. 1 when open; 0 after saying why. */
+   Readers pass must_exist (WSYNC_STORE_NO_CREATE: a missing directory
+   store opens, and its calls fail with WSYNC_ERR_NO_STORE). 1 when open; 0
+   after saying why. */
 /* How URL stores are opened (--listing, --s3-part-size,
    --s3-multipart-threshold of the chain commands); zero: the library's
    defaults and environment. */
@@ -164,6 +192,9 @@ extern cli_store_opts cli_store;
    them, -1 after a usage error (printed). */
 int cli_store_opt(const char *cmd, int argc, char **argv, int *i);
 int cli_open_dir_store(const char *cmd, const char *dir, int must_exist, wsync_store *s);
+/* --store with a scheme wsync does not know (ftp://...): the usage error
+   (printed, EXIT_USAGE); 0 when the store is one wsync can open. */
+int cli_store_check(const char *cmd, const char *store);
 
 /* The local file's bytes in a private buffer: the subscriber patches the
    tensors' data in place (through `t`, views into buf), and saving writes

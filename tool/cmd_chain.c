@@ -74,8 +74,12 @@ int cli_image_parse(const char *cmd, const char *what, cli_image *im)
 {
     wsync_error err;
     size_t i;
-    if (wsync_st_parse(im->buf, im->size, NULL, &im->st, &err) != WSYNC_OK)
+    if (wsync_st_parse(im->buf, im->size, NULL, &im->st, &err) != WSYNC_OK) {
+        char why[1024];
+        const char *w = cli_st_why(im->buf, im->size, &err, why, sizeof why);
+        if (w != err.message) snprintf(err.message, sizeof err.message, "%s", w);
         return cli_chain_fail(cmd, &err, "%s: invalid safetensors", what), 0;
+    }
     if (wsync_st_check_names(&im->st, &err) != WSYNC_OK) /* the views are named by C strings */
         return cli_chain_fail(cmd, &err, "%s", what), 0;
     im->t = (wsync_tensor *)calloc(im->st.n_tensors + 1, sizeof *im->t);
@@ -155,7 +159,7 @@ static int image_from_file(const char *cmd, const char *path, cli_image *im)
    cli_dir_image_from_entry, its layout into lay when not NULL): the
    subscriber fetches the rest. */
 static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
-                             cli_image *im, cli_dir_layout *lay)
+                             cli_image *im, cli_dir_layout *lay, uint64_t *anchor_step)
 {
     wsync_chain_info info;
     wsync_error err;
@@ -174,6 +178,7 @@ static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_
             anchor = info.entries[i].step;
             at = i;
         }
+    if (found && anchor_step) *anchor_step = anchor;
     if (found && info.entries[at].n_files) {
         k = cli_dir_image_from_entry(cmd, s, co, &info.entries[at], im, lay);
         wsync_chain_info_free(&info);
@@ -212,7 +217,7 @@ static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_
 int cli_image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
                           cli_image *im)
 {
-    return image_from_anchor(cmd, s, co, limit, im, NULL);
+    return image_from_anchor(cmd, s, co, limit, im, NULL, NULL);
 }
 
 /* Temporary files of writers that were killed claim nothing (the path is
@@ -466,6 +471,7 @@ int cmd_publish(int argc, char **argv)
         cli_usage_error("publish: %s", "needs --store DIR and MODEL");
         goto usage;
     }
+    if (cli_store_check("publish", c.store) != 0) goto usage;
     is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
     if (n_include && !is_dir) {
         cli_usage_error("publish: --include is for a MODEL that is a directory ('%s' is not)", path);
@@ -552,6 +558,8 @@ typedef struct puller {
     int refused;           /* refused_step was not saved, and said so */
     uint64_t refused_step;
     uint64_t retries_seen; /* an HTTP or S3 store's retried requests, printed so far */
+    int owned;             /* the model in memory is this chain's: a sync reached a step of it here */
+    int layout_refused;    /* the last sync failed on WSYNC_ERR_LAYOUT and MODEL is not this chain's */
 } puller;
 
 /* ", N requests retried" when a URL store retried requests since the last
@@ -595,7 +603,7 @@ static int puller_open(puller *p, uint64_t limit)
         cli_dir_remove_stale(p->path);
         if (lstat(p->path, &sb) == 0) {
             if (!cli_dir_image_from_link(p->cmd, p->path, &p->im, &p->lay)) return 0;
-        } else if (!image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im, &p->lay)) return -1;
+        } else if (!image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im, &p->lay, NULL)) return -1;
     } else if (stat(p->path, &sb) == 0 || errno != ENOENT) {
         if (!image_from_file(p->cmd, p->path, &p->im)) return 0;
     } else if (!cli_image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im)) return -1;
@@ -688,6 +696,123 @@ static int puller_may_save(puller *p, uint64_t now, int sync_ok)
     return 0;
 }
 
+/* The same tensors (names, dtypes, shapes), in any order. */
+static int same_layout(const cli_image *a, const cli_image *b)
+{
+    size_t i;
+    if (a->st.n_tensors != b->st.n_tensors) return 0;
+    for (i = 0; i < a->st.n_tensors; i++) {
+        const wsync_st_tensor *x = &a->st.tensors[i], *y = wsync_st_find_n(&b->st, x->name, x->name_len);
+        if (!y || y->dtype != x->dtype || y->rank != x->rank ||
+            (x->rank && memcmp(x->shape, y->shape, x->rank * sizeof *x->shape) != 0))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether the model in memory, whose tensors are not the chain's now, was
+   this chain's: a sync reached a step here, or the step MODEL claims is in
+   the chain with the state digest of MODEL's bytes, or the chain's anchor
+   at or before that step has MODEL's tensors. A file of another model
+   shows none of these. */
+static int puller_from_chain(puller *p)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    uint64_t want = 0, have = 0;
+    int known = 0, anchor = 0, same = 0;
+    size_t i;
+    if (p->owned) return 1;
+    if (!p->im.has_step || wsync_chain_read(&p->store, &p->co, &info, &err) != WSYNC_OK) return 0;
+    for (i = 0; i < info.n_entries; i++) {
+        const wsync_chain_entry *e = &info.entries[i];
+        if (e->step == p->im.step && e->has_digests) want = e->state, known = 1;
+        if (e->kind == WSYNC_CHAIN_ANCHOR && e->step <= p->im.step) anchor = 1;
+    }
+    wsync_chain_info_free(&info);
+    if (known && wsync_state_digest(p->im.t, p->im.st.n_tensors, p->co.threads, &have, &err) == WSYNC_OK &&
+        have == want)
+        return 1;
+    if (anchor) {
+        cli_image old;
+        cli_dir_layout lay;
+        char quiet[512];
+        memset(&lay, 0, sizeof lay);
+        cli_fail_capture(quiet, sizeof quiet); /* a store that fails here: no evidence, and the sync says why */
+        if (image_from_anchor(p->cmd, &p->store, &p->co, p->im.step, &old, &lay, NULL)) {
+            same = same_layout(&old, &p->im);
+            cli_image_free(&old);
+        }
+        cli_fail_capture(NULL, 0);
+        cli_dir_layout_free(&lay);
+    }
+    return same;
+}
+
+/* The line a captured failure printed ("wsync: CMD: what: CODE: message")
+   as an error: its code, the text after "wsync: CMD: ". */
+static void captured_to_err(const puller *p, const char *line, wsync_result code, const char *what, wsync_error *err)
+{
+    size_t n = strlen("wsync: ") + strlen(p->cmd) + 2;
+    const char *rest = strlen(line) > n ? line + n : line;
+    size_t at, cap = sizeof err->message;
+    memset(err, 0, sizeof *err);
+    err->code = code != WSYNC_OK ? code : WSYNC_ERR_IO;
+    at = (size_t)snprintf(err->message, cap, "%s: ", what);
+    if (at < cap - 1) {
+        size_t len = strlen(rest) < cap - 1 - at ? strlen(rest) : cap - 1 - at;
+        memcpy(err->message + at, rest, len);
+        err->message[at + len] = 0;
+    }
+}
+
+/* The sync failed on WSYNC_ERR_LAYOUT: the chain's tensors are not the
+   model's. Either the publisher changed them (a vocabulary resized: an
+   anchor with new shapes), and MODEL, which pull and follow own, is rebuilt
+   from the chain's anchor at or before `step` with its tensors (a new
+   subscriber, no step held: the next sync takes the anchor); or MODEL is
+   another model, and it is left alone (layout_refused). 1 rebuilt; 0 not
+   (err says why). */
+static int puller_relayout(puller *p, uint64_t step, wsync_error *err)
+{
+    cli_image im;
+    cli_dir_layout lay;
+    uint64_t anchor = 0;
+    wsync_subscriber *sub = NULL;
+    char line[600];
+    wsync_result code;
+    if (!puller_from_chain(p)) {
+        p->layout_refused = 1;
+        return 0;
+    }
+    memset(&lay, 0, sizeof lay);
+    cli_fail_capture(line, sizeof line);
+    if (!image_from_anchor(p->cmd, &p->store, &p->co, step, &im, &lay, &anchor)) {
+        code = cli_fail_captured();
+        cli_fail_capture(NULL, 0);
+        cli_dir_layout_free(&lay);
+        captured_to_err(p, line, code, "the chain's tensors changed, and its anchor could not be read", err);
+        return 0;
+    }
+    cli_fail_capture(NULL, 0);
+    fprintf(stderr, "wsync: %s: %s: the chain's tensors changed (%s: %s); %s is rebuilt with the tensors of "
+            "anchor %llu (%zu tensors, %zu before)\n", p->cmd, p->path, wsync_result_name(err->code), err->message,
+            p->path, (unsigned long long)anchor, im.st.n_tensors, p->im.st.n_tensors);
+    if (wsync_subscriber_open(&p->store, im.t, im.st.n_tensors, &p->co, &sub, err) != WSYNC_OK) {
+        cli_image_free(&im);
+        cli_dir_layout_free(&lay);
+        return 0;
+    }
+    wsync_subscriber_close(p->sub);
+    cli_image_free(&p->im);
+    cli_dir_layout_free(&p->lay);
+    p->sub = sub;
+    p->im = im;
+    p->lay = lay;
+    p->owned = 1;
+    return 1;
+}
+
 /* One sync, then the file: rewritten whenever the model in memory differs
    from it (another step, or the same step rebuilt because the file's bytes
    were not that step's), and only with a step puller_may_save allows. After
@@ -701,6 +826,7 @@ static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *s
     wsync_result r;
     int may;
     memset(st, 0, sizeof *st);
+    p->layout_refused = 0;
     r = wsync_subscriber_sync(p->sub, step, st, err);
     applied = st->anchors + st->deltas;
     if (r != WSYNC_OK && p->im.has_step && !wsync_subscriber_step(p->sub, &now)) {
@@ -714,6 +840,13 @@ static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *s
         st->rejected += first.rejected;
         st->anchors += first.anchors;
         st->deltas += first.deltas;
+        applied = st->anchors + st->deltas;
+    }
+    if (r == WSYNC_ERR_LAYOUT && puller_relayout(p, step, err)) {
+        wsync_sync_stats first = *st;
+        r = wsync_subscriber_sync(p->sub, step, st, err);
+        st->bytes_fetched += first.bytes_fetched;
+        st->rejected += first.rejected;
         applied = st->anchors + st->deltas;
     }
     *secs = cli_now_s() - t0;
@@ -731,6 +864,7 @@ static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *s
         p->refused = 0;
         *saved = 1;
     }
+    if (r == WSYNC_OK) p->owned = 1;
     return r == WSYNC_OK ? PULL_OK : PULL_SYNC_FAILED;
 }
 
@@ -754,6 +888,41 @@ static void print_sync(const wsync_sync_stats *st, int had, uint64_t from, uint6
     if (st->rejected) printf(", %u object%s rejected and routed around", st->rejected, st->rejected == 1 ? "" : "s");
 }
 
+/* Before anything else, a reader asks whether there is a chain to read:
+   0 when there is; else the exit status (cli_exit_for) after saying why. */
+static int chain_ready(const char *cmd, const wsync_store *s, const wsync_chain_options *co, const char *store)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    if (wsync_chain_read(s, co, &info, &err) == WSYNC_OK) {
+        wsync_chain_info_free(&info);
+        return 0;
+    }
+    cli_chain_fail(cmd, &err, "reading the chain in %s", store);
+    return cli_exit_for(err.code);
+}
+
+/* HEAD below the step MODEL holds (WSYNC_ERR_STALE_HEAD): MODEL holds a
+   newer published step, and keeps it. */
+static void warn_stale_head(const puller *p, const char *store, uint64_t head, const char *going_on)
+{
+    fprintf(stderr, "wsync: %s: warning: HEAD in %s names step %llu, older than step %llu that %s holds (a stale "
+            "copy of HEAD: a cache, a replica, a restored backup; or a chain restarted at a lower step); %s kept at "
+            "step %llu%s (--follow-restart follows a restarted chain%s)\n", p->cmd, store, (unsigned long long)head,
+            (unsigned long long)p->im.step, p->path, p->path, (unsigned long long)p->im.step, going_on,
+            strcmp(p->cmd, "pull") == 0 ? "; --step N takes step N" : "");
+}
+
+/* The sync refused MODEL: its tensors are not the chain's, and nothing shows
+   it was this chain's (puller_from_chain). */
+static void say_layout_refused(const puller *p)
+{
+    fprintf(stderr, "wsync: %s: %s holds other tensors than the chain's, and nothing shows it came from this chain "
+            "(%s); it is left as it was: remove it, or give another path, to take the chain's model\n", p->cmd,
+            p->path, p->im.has_step ? "the step it claims is not in the chain with its state, and no anchor at or "
+            "before it has its tensors" : "it claims no step");
+}
+
 int cmd_pull(int argc, char **argv)
 {
     const char *v;
@@ -769,7 +938,8 @@ int cmd_pull(int argc, char **argv)
     p.cmd = "pull";
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            fputs("usage: wsync pull --store DIR MODEL [--step N] [--prefix P] [--threads T] [--spool-dir D]\n"
+            fputs("usage: wsync pull --store DIR MODEL [--step N] [--follow-restart] [--prefix P] [--threads T]\n"
+                  "                  [--spool-dir D]\n"
                   "Brings the local safetensors file MODEL to the newest step of the chain in DIR\n"
                   "(or to step N) along the cheapest path of deltas and anchors, every object checked\n"
                   "against HEAD's digests. MODEL's __metadata__ \"step\" says where it is; a missing\n"
@@ -788,13 +958,23 @@ int cmd_pull(int argc, char **argv)
                   "switched to it by one rename, so a reader that resolves the link once (realpath)\n"
                   "and loads from there sees one whole step. The previous version is kept (files that\n"
                   "did not change are hard links to its), older ones and what a killed run left are\n"
-                  "removed. A directory wsync did not make is refused. Exit 0 up to date, 1 failed or\n"
-                  "refused (reason on stderr), 2 usage error.\n"
+                  "removed. A directory wsync did not make is refused.\n"
                   "An anchor that arrives while MODEL already holds a step is written to a spool file\n"
                   "(unlinked as soon as it is open; the anchor's size on disk) and copied into the\n"
                   "model only once its digest checks, so that a bad anchor leaves MODEL as it was\n"
                   "without a second copy of the model in memory: --spool-dir D puts it in D (default\n"
                   "$TMPDIR, else /tmp). A MODEL that holds no step takes an anchor as it arrives.\n"
+                  "Never backwards unless asked: when HEAD names a step older than the one MODEL holds\n"
+                  "(a stale copy of HEAD, or a chain restarted at a lower step), MODEL is kept, a\n"
+                  "warning says both steps, and the exit status is 0; --step N takes step N, and\n"
+                  "--follow-restart follows HEAD down (a restarted chain: the store wiped and a new run\n"
+                  "published), from its anchor.\n"
+                  "When the chain's tensors change (an anchor with new shapes, e.g. a vocabulary\n"
+                  "resized), MODEL is rebuilt with the anchor's tensors, provided it was this chain's:\n"
+                  "the step it claims is in the chain with its state digest, or the anchor at or\n"
+                  "before that step has its tensors. A MODEL of another model is left alone (exit 5).\n"
+                  "DIR is never created (exit 3 when it does not exist).\n"
+                  CLI_EXIT_HELP
                   CLI_STORE_HELP,
                   stdout);
             return 0;
@@ -802,16 +982,23 @@ int cmd_pull(int argc, char **argv)
             if (k < 0) return EXIT_USAGE;
         } else if (cli_opt_value(argc, argv, &i, "--step", &v)) {
             if (!parse_step(v, &step)) return cli_usage_error("pull: bad --step '%s'", v);
+        } else if (strcmp(argv[i], "--follow-restart") == 0) {
+            c.co.flags |= WSYNC_CHAIN_FOLLOW_RESTART;
         } else if (argv[i][0] == '-' && argv[i][1])
             return cli_usage_error("pull: unknown or incomplete option '%s'", argv[i]);
         else if (p.path) return cli_usage_error("pull: one MODEL at a time ('%s' is extra)", argv[i]);
         else p.path = argv[i];
     }
     if (!c.store || !p.path) return cli_usage_error("pull: %s", "needs --store DIR and MODEL");
+    if ((k = cli_store_check("pull", c.store)) != 0) return k;
     strip_slashes(argv, argc, &p.path);
     p.co = c.co;
     if (!cli_open_dir_store("pull", c.store, 1, &p.store)) return 1;
     p.store_open = 1;
+    if ((k = chain_ready("pull", &p.store, &p.co, c.store)) != 0) {
+        puller_close(&p);
+        return k;
+    }
     if (puller_open(&p, step) != 1) {
         puller_close(&p);
         return 1;
@@ -819,26 +1006,35 @@ int cmd_pull(int argc, char **argv)
     had = p.im.has_step;
     from = p.im.step;
     status = puller_sync(&p, step, &st, &secs, &saved, &err);
+    if (status == PULL_SYNC_FAILED && err.code == WSYNC_ERR_STALE_HEAD && !saved && p.im.has_step) {
+        warn_stale_head(&p, c.store, st.head_step, "");
+        status = PULL_OK;
+        saved = -1;
+    }
     if (status == PULL_SYNC_FAILED) {
         char target[40];
         if (step == WSYNC_STEP_LATEST) snprintf(target, sizeof target, "HEAD");
         else snprintf(target, sizeof target, "step %llu", (unsigned long long)step);
         cli_chain_fail("pull", &err, "%s: sync to %s of %s", p.path, target, c.store);
+        if (p.layout_refused) say_layout_refused(&p);
         if (saved) fprintf(stderr, "wsync: pull: %s now holds step %llu, the last step reached\n", p.path,
                            (unsigned long long)p.im.step);
     } else if (status == PULL_OK) {
         printf("%s: ", p.path);
-        if (saved) {
+        if (saved > 0) {
             print_sync(&st, had, from, p.im.step, secs);
             print_version(&p);
-        }
+        } else if (saved < 0)
+            printf("kept at step %llu (HEAD %llu is older), %.1f ms", (unsigned long long)p.im.step,
+                   (unsigned long long)st.head_step, 1e3 * secs);
         else printf("at step %llu already (HEAD %llu), %.1f ms", (unsigned long long)p.im.step,
                     (unsigned long long)st.head_step, 1e3 * secs);
         print_retries(&p);
         printf("\n");
     }
+    k = p.layout_refused;
     puller_close(&p);
-    return status == PULL_OK ? 0 : 1;
+    return status == PULL_OK ? 0 : k ? EXIT_LAYOUT : 1;
 }
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -861,26 +1057,6 @@ static void catch_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* HEAD's step: 1 when the chain has one, 0 when it is empty or unreadable
-   (printed once per distinct message: a follower outlives bad moments). */
-static int poll_head(puller *p, uint64_t *head, char *last_msg, size_t cap)
-{
-    wsync_chain_info info;
-    wsync_error err;
-    wsync_result r = wsync_chain_read(&p->store, &p->co, &info, &err);
-    if (r == WSYNC_OK) {
-        *head = info.head_step;
-        wsync_chain_info_free(&info);
-        last_msg[0] = 0;
-        return 1;
-    }
-    if (r != WSYNC_ERR_NOT_FOUND && strcmp(last_msg, err.message) != 0) {
-        cli_chain_fail(p->cmd, &err, "reading the chain");
-        snprintf(last_msg, cap, "%s", err.message);
-    }
-    return 0;
-}
-
 typedef struct follow_opts {
     const char *store;
     double interval;       /* seconds between checks of HEAD */
@@ -888,13 +1064,104 @@ typedef struct follow_opts {
     int has_until;
     uint64_t until;        /* stop once the file holds this step or a later one */
     const char *on_update; /* a shell command run after each update, or NULL */
+    int wait;              /* --wait: a store that does not exist yet is waited for */
 } follow_opts;
+
+/* ---- a follower never waits in silence ---- */
+
+/* What a follower is waiting out: no store yet, an empty chain, a chain or
+   an anchor it cannot read, a sync that fails. Said at once when it is new
+   (another kind, code or HEAD), then again 10 s later and every 30 s after,
+   with how long it has lasted, the tries, and the last error: never silent
+   for long, never a line per poll. */
+enum { WAIT_STORE = 1, WAIT_CHAIN, WAIT_ANCHOR, WAIT_SYNC };
+typedef struct waiting {
+    int kind;              /* WAIT_*; 0: nothing waited out */
+    wsync_result code;
+    uint64_t key;          /* WAIT_SYNC: the HEAD step synced to */
+    double since, said_at;
+    unsigned tries, said;
+    char what[256];
+} waiting;
+
+/* A failure's text without "wsync: CMD: " (the line cli_chain_fail prints). */
+static const char *after_cmd(const char *cmd, const char *line)
+{
+    size_t n = strlen(cmd);
+    if (strncmp(line, "wsync: ", 7) == 0 && strncmp(line + 7, cmd, n) == 0 && strncmp(line + 7 + n, ": ", 2) == 0)
+        return line + 9 + n;
+    return line;
+}
+
+static void wait_note(const puller *p, const follow_opts *o, waiting *w, int kind, uint64_t key, wsync_result code,
+                      const char *what, const char *line)
+{
+    double now = cli_now_s();
+    const char *why = after_cmd(p->cmd, line);
+    if (w->kind != kind || w->code != code || w->key != key) {
+        memset(w, 0, sizeof *w);
+        w->kind = kind;
+        w->code = code;
+        w->key = key;
+        w->since = now;
+    }
+    snprintf(w->what, sizeof w->what, "%s", what);
+    w->tries++;
+    if (!w->said)
+        fprintf(stderr, "wsync: %s: %s (trying again every %g s): %s\n", p->cmd, what, o->interval, why);
+    else if (now - w->said_at >= (w->said < 2 ? 10.0 : 30.0))
+        fprintf(stderr, "wsync: %s: still %s after %.0f s (%u tries); the last error: %s\n", p->cmd, what,
+                now - w->since, w->tries, why);
+    else return;
+    fflush(stderr);
+    w->said++;
+    w->said_at = now;
+}
+
+/* The wait is over: said when it was an error said before (a store or
+   anchor unreadable); an empty chain or a missing store ends with the
+   "following" line, a failed sync with its update line. */
+static void wait_over(const puller *p, waiting *w, int kind)
+{
+    if (w->kind != kind) return;
+    if (w->said && w->code != WSYNC_ERR_NOT_FOUND && w->code != WSYNC_ERR_NO_STORE && kind != WAIT_SYNC)
+        fprintf(stderr, "wsync: %s: no longer %s: it worked after %.1f s (%u tr%s)\n", p->cmd, w->what,
+                cli_now_s() - w->since, w->tries, w->tries == 1 ? "y" : "ies");
+    memset(w, 0, sizeof *w);
+}
+
+/* HEAD's step: 1 when the chain has one; 0 when there is no store, no chain
+   or no reading it yet (waited out, wait_note). */
+static int poll_head(puller *p, const follow_opts *o, waiting *w, uint64_t *head)
+{
+    wsync_chain_info info;
+    wsync_error err;
+    char what[256], line[640];
+    wsync_result r = wsync_chain_read(&p->store, &p->co, &info, &err);
+    if (r == WSYNC_OK) {
+        *head = info.head_step;
+        wsync_chain_info_free(&info);
+        wait_over(p, w, WAIT_STORE);
+        wait_over(p, w, WAIT_CHAIN);
+        return 1;
+    }
+    if (r == WSYNC_ERR_NO_STORE) snprintf(what, sizeof what, "waiting for the store %s to appear", o->store);
+    else if (r == WSYNC_ERR_NOT_FOUND)
+        snprintf(what, sizeof what, "waiting for a first step to be published in %s", o->store);
+    else snprintf(what, sizeof what, "waiting for the chain in %s to be readable", o->store);
+    snprintf(line, sizeof line, "reading the chain: %s: %s", wsync_result_name(err.code),
+             err.message[0] ? err.message : wsync_result_str(err.code));
+    wait_note(p, o, w, r == WSYNC_ERR_NO_STORE ? WAIT_STORE : WAIT_CHAIN, 0, r, what, line);
+    return 0;
+}
 
 typedef struct follow_state {
     int opened;            /* the puller holds the model */
     int checked;           /* one sync has checked the file against HEAD */
     uint64_t updates;
-    uint64_t failed_head;  /* HEAD step whose failure was reported (once) */
+    waiting w;             /* what is being waited out */
+    int stale;             /* a stale HEAD was warned about: stale_head below stale_held */
+    uint64_t stale_head, stale_held;
 } follow_state;
 
 static int follow_done(const puller *p, const follow_opts *o, const follow_state *f)
@@ -943,8 +1210,10 @@ static void run_on_update(const puller *p, const follow_opts *o)
 }
 
 /* Pulls to HEAD: 1 when the file was updated, 0 when not (a failed sync is
-   reported once per HEAD and retried at the next check), -1 when the file
-   could not be written. */
+   waited out: said when new, then at a slow pace, and retried at the next
+   check; a stale HEAD is warned about once per situation and MODEL kept),
+   -1 when the file could not be written, -2 when MODEL is not this chain's
+   model (WSYNC_ERR_LAYOUT, said). */
 static int follow_pull(puller *p, const follow_opts *o, uint64_t head, follow_state *f)
 {
     wsync_sync_stats st;
@@ -965,9 +1234,30 @@ static int follow_pull(puller *p, const follow_opts *o, uint64_t head, follow_st
         run_on_update(p, o);
     }
     if (status == PULL_SAVE_FAILED) return -1;
-    if (status == PULL_SYNC_FAILED && head != f->failed_head) {
+    if (status == PULL_SYNC_FAILED && err.code == WSYNC_ERR_STALE_HEAD && !saved && p->im.has_step) {
+        /* said once per situation: HEAD's step and the step held */
+        if (!f->stale || f->stale_head != st.head_step || f->stale_held != p->im.step)
+            warn_stale_head(p, o->store, st.head_step, "; following goes on");
+        f->stale = 1;
+        f->stale_head = st.head_step;
+        f->stale_held = p->im.step;
+        wait_over(p, &f->w, WAIT_SYNC);
+        return 0;
+    }
+    if (status == PULL_SYNC_FAILED && p->layout_refused) {
         cli_chain_fail(p->cmd, &err, "%s: sync to HEAD %llu", p->path, (unsigned long long)head);
-        f->failed_head = head;
+        say_layout_refused(p);
+        return -2;
+    }
+    if (status == PULL_SYNC_FAILED) {
+        char what[160], line[640];
+        snprintf(what, sizeof what, "retrying the sync to HEAD %llu", (unsigned long long)head);
+        snprintf(line, sizeof line, "%s: sync to HEAD %llu: %s: %s", p->path, (unsigned long long)head,
+                 wsync_result_name(err.code), err.message[0] ? err.message : wsync_result_str(err.code));
+        wait_note(p, o, &f->w, WAIT_SYNC, head, err.code, what, line);
+    } else {
+        wait_over(p, &f->w, WAIT_SYNC);
+        f->stale = 0;
     }
     return saved;
 }
@@ -976,22 +1266,33 @@ static int follow_loop(puller *p, const follow_opts *o)
 {
     follow_state f;
     uint64_t head = 0;
-    char last_msg[384] = "";
     int rc = 0, k;
     memset(&f, 0, sizeof f);
-    f.failed_head = UINT64_MAX;
     while (!stop_requested) {
-        if (!poll_head(p, &head, last_msg, sizeof last_msg)) { /* no chain yet, or unreadable for now */
+        if (!poll_head(p, o, &f.w, &head)) { /* no store or chain yet, or unreadable for now */
             cli_sleep_s(o->interval);
             continue;
         }
         if (!f.opened) { /* the chain exists: now the file, or its anchor, gives the layout */
-            int k2 = puller_open(p, WSYNC_STEP_LATEST);
-            if (k2 == 0) return 1;
-            if (k2 < 0) { /* the store failed (reported): try again at the next check */
+            char line[640];
+            wsync_result code;
+            int k2;
+            cli_fail_capture(line, sizeof line);
+            k2 = puller_open(p, WSYNC_STEP_LATEST);
+            code = cli_fail_captured();
+            cli_fail_capture(NULL, 0);
+            if (k2 == 0) {
+                if (code != WSYNC_OK) fprintf(stderr, "%s\n", line);
+                return 1;
+            }
+            if (k2 < 0) { /* the store failed: try again at the next check */
+                char what[256];
+                snprintf(what, sizeof what, "waiting for the chain's anchor in %s to be readable", o->store);
+                wait_note(p, o, &f.w, WAIT_ANCHOR, 0, code, what, code != WSYNC_OK ? line : "no reason given");
                 cli_sleep_s(o->interval);
                 continue;
             }
+            wait_over(p, &f.w, WAIT_ANCHOR);
             f.opened = 1;
             printf("%s: following %s", p->path, o->store);
             if (p->im.has_step) printf(" from step %llu", (unsigned long long)p->im.step);
@@ -1004,7 +1305,7 @@ static int follow_loop(puller *p, const follow_opts *o)
         if (!f.checked || !p->im.has_step || head != p->im.step) {
             f.checked = 1;
             if ((k = follow_pull(p, o, head, &f)) < 0) {
-                rc = 1;
+                rc = k == -2 ? EXIT_LAYOUT : 1;
                 break;
             }
             if (follow_done(p, o, &f)) break;
@@ -1034,7 +1335,8 @@ int cmd_follow(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs("usage: wsync follow --store DIR MODEL [--interval S] [--max-steps N] [--until-step N]\n"
-                  "                    [--on-update CMD] [--prefix P] [--threads T] [--spool-dir D]\n"
+                  "                    [--on-update CMD] [--wait] [--follow-restart] [--prefix P] [--threads T]\n"
+                  "                    [--spool-dir D]\n"
                   "Keeps the local file MODEL at the newest step of the chain in DIR: checks HEAD every\n"
                   "S seconds (default 1.0; fractions allowed) and, when it moved, pulls the new\n"
                   "objects into the copy held in memory and replaces MODEL atomically, printing one\n"
@@ -1050,6 +1352,16 @@ int cmd_follow(int argc, char **argv)
                   "link switched atomically to MODEL.step_NNNNNN at each update (the previous version\n"
                   "kept), WSYNC_MODEL its path, so an engine reloads the directory from disk.\n"
                   "--spool-dir D: where an anchor is spooled while it is checked (wsync pull --help).\n"
+                  "A directory DIR that does not exist is an error (exit 3), as for pull; --wait waits\n"
+                  "for it to appear (a follower started before its trainer). An empty chain is waited\n"
+                  "for. Whatever is waited out (no store, no step yet, a store it cannot reach, an\n"
+                  "anchor or a sync that fails) is said on stderr at once, again 10 s later and every\n"
+                  "30 s after, with the last error. A HEAD older than the step MODEL holds is warned\n"
+                  "about once (per HEAD and step held) and MODEL is kept; --follow-restart follows it\n"
+                  "down instead (a restarted chain), from its anchor. When the chain's tensors change\n"
+                  "(an anchor with new shapes), MODEL is rebuilt with the anchor's tensors (wsync pull\n"
+                  "--help); a MODEL of another model stops the follower (exit 5).\n"
+                  CLI_EXIT_HELP
                   CLI_STORE_HELP,
                   stdout);
             return 0;
@@ -1070,18 +1382,34 @@ int cmd_follow(int argc, char **argv)
         } else if (cli_opt_value(argc, argv, &i, "--until-step", &v)) {
             if (!parse_step(v, &o.until)) return cli_usage_error("follow: bad --until-step '%s'", v);
             o.has_until = 1;
+        } else if (strcmp(argv[i], "--wait") == 0) {
+            o.wait = 1;
+        } else if (strcmp(argv[i], "--follow-restart") == 0) {
+            c.co.flags |= WSYNC_CHAIN_FOLLOW_RESTART;
         } else if (argv[i][0] == '-' && argv[i][1])
             return cli_usage_error("follow: unknown or incomplete option '%s'", argv[i]);
         else if (p.path) return cli_usage_error("follow: one MODEL at a time ('%s' is extra)", argv[i]);
         else p.path = argv[i];
     }
     if (!c.store || !p.path) return cli_usage_error("follow: %s", "needs --store DIR and MODEL");
+    if ((k = cli_store_check("follow", c.store)) != 0) return k;
     strip_slashes(argv, argc, &p.path);
     p.co = c.co;
     o.store = c.store;
     catch_stop_signals();
-    if (!cli_open_dir_store("follow", c.store, 0, &p.store)) return 1;
+    if (!cli_open_dir_store("follow", c.store, 1, &p.store)) return 1;
     p.store_open = 1;
+    if (!o.wait) { /* a store that is not there is a mistake, as for pull, unless waited for */
+        wsync_chain_info info;
+        wsync_error err;
+        if (wsync_chain_read(&p.store, &p.co, &info, &err) == WSYNC_OK) wsync_chain_info_free(&info);
+        else if (err.code == WSYNC_ERR_NO_STORE) {
+            cli_chain_fail("follow", &err, "reading the chain in %s", c.store);
+            fprintf(stderr, "wsync: follow: (--wait waits for the store to appear)\n");
+            puller_close(&p);
+            return EXIT_NO_STORE;
+        }
+    }
     rc = follow_loop(&p, &o);
     puller_close(&p);
     return rc;
@@ -1191,7 +1519,10 @@ int cmd_log(int argc, char **argv)
                   "\"head_step\", \"anchor_step\", \"head_state\", \"encoding\", \"entries\": [{\"kind\",\n"
                   "\"step\", \"base\", \"bytes\", \"digest\", \"state\", \"key\", \"encoding\", \"files\":\n"
                   "[{\"name\", \"kind\": \"shard\"|\"file\", \"bytes\", \"digest\", \"tensors\"}...]}...]} (files:\n"
-                  "a directory's anchor's objects, else []), digests as 16 hex digits or null, a delta's encoding null where not recorded. Exit 0 listed, 1 empty or unreadable chain, 2 usage error.\n"
+                  "a directory's anchor's objects, else []), digests as 16 hex digits or null, a delta's\n"
+                  "encoding null where not recorded. DIR is never created. Exit 0 listed, 1 unreadable\n"
+                  "chain, 2 usage error, 3 no store there (WSYNC_ERR_NO_STORE), 4 an empty chain\n"
+                  "(WSYNC_ERR_NOT_FOUND: nothing published yet).\n"
                   CLI_STORE_HELP,
                   stdout);
             return 0;
@@ -1203,10 +1534,12 @@ int cmd_log(int argc, char **argv)
         else return cli_usage_error("log: unexpected argument '%s'", argv[i]);
     }
     if (!c.store) return cli_usage_error("log: %s", "needs --store DIR");
+    if ((k = cli_store_check("log", c.store)) != 0) return k;
     if (!cli_open_dir_store("log", c.store, 1, &store)) return 1;
-    if (wsync_chain_read(&store, &c.co, &info, &err) != WSYNC_OK)
-        rc = cli_chain_fail("log", &err, "reading the chain in %s", c.store);
-    else {
+    if (wsync_chain_read(&store, &c.co, &info, &err) != WSYNC_OK) {
+        cli_chain_fail("log", &err, "reading the chain in %s", c.store);
+        rc = cli_exit_for(err.code);
+    } else {
         if (json) log_json(&c, &info);
         else log_text(&c, &info);
         wsync_chain_info_free(&info);

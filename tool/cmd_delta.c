@@ -110,13 +110,14 @@ int cmd_inspect(int argc, char **argv)
         else path = argv[i];
     }
     if (!path) return cli_usage_error("inspect: %s", "missing FILE");
-    if (wsync_file_map(path, &map, &err) != WSYNC_OK) {
+    if (cli_file_map(path, &map, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: %s: %s\n", path, err.message);
         return 1;
     }
     if (wsync_st_parse(map.bytes, map.size, NULL, &st, &err) != WSYNC_OK) {
+        char why[1024];
         fprintf(stderr, "wsync: %s: invalid safetensors (%s): %s\n", path, wsync_result_name(err.code),
-                err.message);
+                cli_st_why(map.bytes, map.size, &err, why, sizeof why));
         wsync_file_unmap(&map);
         return 1;
     }
@@ -263,7 +264,7 @@ int cmd_apply(int argc, char **argv)
     if (np < 2 || !out) return cli_usage_error("apply: %s", "needs BASE DELTA -o OUT");
     if (!cli_load_file(paths[0], &base)) return 1;
     memset(&delta, 0, sizeof delta);
-    if (wsync_file_map(paths[1], &delta.map, &err) != WSYNC_OK) {
+    if (cli_file_map(paths[1], &delta.map, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: %s: %s\n", paths[1], err.message);
         cli_unload_file(&base);
         return 1;

@@ -3,7 +3,9 @@
    are in the other files of this folder (cli.h lists them).
 
    Exit codes: 0 success, 1 the input or the operation failed (reason on
-   stderr), 2 usage error. */
+   stderr), 2 usage error; the chain's readers (pull, follow, log) also 3
+   no store, 4 an empty chain, 5 a model that is not the chain's (cli.h,
+   EXIT_NO_STORE and after). */
 #define _GNU_SOURCE 1 /* see cli.h */
 #include "cli.h"
 
@@ -28,13 +30,14 @@ static const char *usage_text =
     "                          publish MODEL (a safetensors file, or a checkpoint\n"
     "                          directory: shards, index, config) as step N of the\n"
     "                          chain in DIR (trainer)\n"
-    "  pull --store DIR MODEL [--step N] [--prefix P] [--threads T]\n"
+    "  pull --store DIR MODEL [--step N] [--follow-restart] [--prefix P] [--threads T]\n"
     "                          bring the local file MODEL to the newest (or given)\n"
     "                          step of the chain, replacing it atomically (a\n"
     "                          directory: a link switched to a new version)\n"
     "  follow --store DIR MODEL [--interval S] [--max-steps N] [--until-step N]\n"
-    "       [--prefix P] [--threads T]\n"
+    "       [--wait] [--follow-restart] [--prefix P] [--threads T]\n"
     "                          pull each time the chain moves, until stopped\n"
+    "                          (--wait: for a store that does not exist yet)\n"
     "  log --store DIR [--prefix P] [--json]\n"
     "                          list the chain: HEAD, anchors, deltas\n"
     "                          (--store DIR: a directory, or the URL of an HTTP\n"
@@ -60,7 +63,18 @@ static const char *usage_text =
     "\n"
     "options:\n"
     "  -h, --help              this text (also: wsync <command> --help)\n"
-    "  --version               same as 'wsync version'\n";
+    "  --version               same as 'wsync version'\n"
+    "\n"
+    "exit status:\n"
+    "  0  done\n"
+    "  1  failed: the input or the operation (the reason on stderr)\n"
+    "  2  usage error\n"
+    "  3  pull, follow, log: no store there (WSYNC_ERR_NO_STORE: a directory store\n"
+    "     that does not exist; readers never create one)\n"
+    "  4  pull, log: an empty chain (WSYNC_ERR_NOT_FOUND: the store exists, nothing\n"
+    "     is published yet; follow waits for a first step)\n"
+    "  5  pull, follow: the local model does not match the chain (WSYNC_ERR_LAYOUT:\n"
+    "     tensor names, dtypes or shapes) and is not the chain's to rebuild\n";
 
 int main(int argc, char **argv)
 {
