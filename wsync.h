@@ -3182,11 +3182,7 @@ static void wsync__b2b_compress(wsync_blake2b_state *s, const uint8_t *block, in
 {
     uint64_t m[16], v[16];
     int i;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(m, block, sizeof m);
-#else
     for (i = 0; i < 16; i++) m[i] = wsync__load_le64(block + 8 * i);
-#endif
     for (i = 0; i < 8; i++) v[i] = s->h[i], v[i + 8] = wsync__sha512_iv[i];
     v[12] ^= s->t[0];
     v[13] ^= s->t[1];
@@ -12588,6 +12584,11 @@ struct wsync_publisher {
        steps after it are published, so no old object is overwritten */
     int has_floor;
     uint64_t floor;
+    /* A chain started where the store showed nothing (no HEAD, an empty
+       listing): until its first HEAD is written, no object is put over one
+       already there (a listing that lied: a server that does not list this
+       folder, a listing that failed as "nothing") */
+    int fresh;
     /* The last published image, kept as an anchor file in memory (header
        then data) so that an anchor is one put of this buffer. */
     int has_image;
@@ -12723,6 +12724,7 @@ WSYNC_DEF wsync_result wsync_publisher_open(const wsync_store *store, const wsyn
     } else if (r == WSYNC_ERR_NOT_FOUND) {
         /* an empty store: a new chain, which starts with an anchor */
         wsync__error_reset(err);
+        p->fresh = 1;
     } else if (r == WSYNC_OK || r == WSYNC_ERR_BAD_HEAD) {
         /* A HEAD that fails its check, or objects without HEAD (a foreign
            or damaged chain): a new chain there would name none of them, and
@@ -13125,8 +13127,28 @@ static wsync_result wsync__pub_head(wsync_publisher *p, const wsync_chain_info *
     if ((r = wsync_chain_head_format(ni, &head, &head_len, err)) != WSYNC_OK) return r;
     wsync__chain_path(key, sizeof key, p->prefix, "HEAD");
     if ((r = p->store.put(p->store.user, key, head, head_len, err)) != WSYNC_OK) wsync__obj_fail(err, r, "HEAD");
+    else p->fresh = 0;
     wsync__free(&p->a, head);
     return r;
+}
+
+/* A fresh chain's object (see wsync_publisher.fresh) must not be there yet. */
+static wsync_result wsync__pub_absent(wsync_publisher *p, const char *key, const char *rel, wsync_error *err)
+{
+    uint64_t size = 0;
+    wsync_result r;
+    if (!p->fresh || !p->store.head) return WSYNC_OK;
+    r = p->store.head(p->store.user, key, &size, err);
+    if (r == WSYNC_ERR_NOT_FOUND) {
+        wsync__error_reset(err);
+        return WSYNC_OK;
+    }
+    if (r != WSYNC_OK) return wsync__obj_fail(err, r, rel);
+    return wsync__fail(err, WSYNC_ERR_BAD_HEAD, UINT64_MAX, NULL, 0,
+                       "object '%s' is already in the store (%llu bytes), though the store showed no HEAD and "
+                       "its listing no objects: the listing cannot be trusted (a server that does not list this "
+                       "folder?) and this may be another chain's; nothing was written over it",
+                       rel, (unsigned long long)size);
 }
 
 static wsync_result wsync__pub_put(wsync_publisher *p, const wsync_chain_entry *e, const void *bytes, size_t len,
@@ -13135,6 +13157,7 @@ static wsync_result wsync__pub_put(wsync_publisher *p, const wsync_chain_entry *
     char key[WSYNC__KEY_MAX];
     wsync_result r;
     wsync__chain_path(key, sizeof key, p->prefix, e->key);
+    if ((r = wsync__pub_absent(p, key, e->key, err)) != WSYNC_OK) return r;
     r = p->store.put(p->store.user, key, bytes, len, err);
     if (r != WSYNC_OK) return wsync__obj_fail(err, r, e->key);
     return WSYNC_OK;
@@ -13221,7 +13244,8 @@ static wsync_result wsync__pub_put_dir(wsync_publisher *p, uint64_t step, wsync_
         snprintf(rel, sizeof rel, "%s%s", e->key, f->name);
         if (!wsync__chain_path(key, sizeof key, p->prefix, rel))
             r = wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "the key of '%s' is too long", rel);
-        else if ((r = p->store.put(p->store.user, key, bytes, (size_t)len, err)) != WSYNC_OK)
+        else if ((r = wsync__pub_absent(p, key, rel, err)) == WSYNC_OK &&
+                 (r = p->store.put(p->store.user, key, bytes, (size_t)len, err)) != WSYNC_OK)
             wsync__obj_fail(err, r, rel);
         if (start && !copy && i < p->n_shards) memcpy(start - hlen, save.p, hlen); /* the image as it was */
         wsync__free(&p->a, copy);

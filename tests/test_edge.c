@@ -1096,6 +1096,59 @@ static void test_dir_anchor_listed(void)
     TEST_END();
 }
 
+/* A store whose listing shows nothing (a server that does not list, a
+   listing that failed as "nothing") over a foreign, HEAD-less chain: the
+   publisher starts a chain, and must not write over the objects there. */
+static wsync_result blind_list(void *u, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err)
+{
+    (void)u;
+    (void)prefix;
+    (void)fn;
+    (void)fn_user;
+    (void)err;
+    return WSYNC_OK;
+}
+
+static void test_blind_listing(void)
+{
+    wsync_store inner = mem_store(), st;
+    wsync_publisher *p = NULL;
+    wsync_chain_options o = copts(WSYNC_ENCODING_PACKED, 100, 0);
+    wsync_error err;
+    wsync_tensor t[4];
+    image *im = (image *)calloc(1, sizeof *im);
+    uint8_t *before, *after;
+    uint64_t nb = 0, na = 0;
+    TEST_BEGIN("a listing that shows nothing over a foreign chain: the new chain's publisher writes over none of "
+               "its objects (WSYNC_ERR_BAD_HEAD naming the object)");
+    CHECK(publish_range(&inner, WSYNC_ENCODING_PACKED, 100, 0, 2, 1, NULL));
+    inner.del(inner.user, "HEAD", NULL); /* a foreign, HEAD-less chain */
+    before = obj_get(&inner, "anchors/step_000000.safetensors", &nb);
+    st = inner;
+    st.list = blind_list;
+    st.close = NULL;
+    CHECK_EQ_INT(wsync_publisher_open(&st, &o, &p, &err), WSYNC_OK); /* it looks empty */
+    image_at(im, 0, 0);
+    tensors_of(im, 1, t);
+    CHECK_EQ_INT(wsync_publish(p, 0, t, 4, NULL, &err), WSYNC_ERR_BAD_HEAD);
+    CHECK_MSG(strstr(err.message, "anchors/step_000000.safetensors") != NULL, "%s", err.message);
+    after = obj_get(&inner, "anchors/step_000000.safetensors", &na);
+    CHECK(before && after && na == nb && memcmp(before, after, (size_t)nb) == 0);
+    CHECK(obj_get(&inner, "HEAD", &na) == NULL);
+    wsync_publisher_close(p);
+    /* an empty store stays publishable the same way */
+    {
+        wsync_store fresh = mem_store();
+        CHECK(publish_range(&fresh, WSYNC_ENCODING_PACKED, 100, 0, 3, 0, NULL));
+        wsync_store_close(&fresh);
+    }
+    free(before);
+    free(after);
+    free(im);
+    wsync_store_close(&inner);
+    TEST_END();
+}
+
 int main(void)
 {
     test_tied_plain();
@@ -1114,5 +1167,6 @@ int main(void)
     test_fifo();
     test_messages();
     test_dir_anchor_listed();
+    test_blind_listing();
     return check_summary();
 }
