@@ -3254,6 +3254,16 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_err
             h->listing_seen = WSYNC_HTTP_LISTING_JSON;
             WSYNC__HUNLOCK(h);
         }
+    } else if (r == WSYNC_OK && pf_status && (pf_status == 405 || pf_status == 501 || pf_status == 400) &&
+               (rs.status == 401 || rs.status == 403 || rs.status == 405)) {
+        /* PROPFIND not offered and the folder not served: a server without
+           listings (nginx's dav module alone), not a credentials problem */
+        r = wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+                         "listing %s: the server offers no listing (PROPFIND answered HTTP %ld, a GET of the folder "
+                         "HTTP %ld). A chain with HEAD needs none (wsync's publisher writes one); to read a bucket "
+                         "without HEAD, enable listings: nginx's dav-ext module (`dav_ext_methods PROPFIND "
+                         "OPTIONS;`) or `autoindex on; autoindex_format json;`, Apache `Dav On`",
+                         url, pf_status, rs.status);
     } else if (r == WSYNC_OK) {
         r = wsync__hfail_resp(h, err, &rq, &rs, 1);
         if (pf_status && err) {

@@ -1736,6 +1736,65 @@ static void test_open_args(void)
     TEST_END();
 }
 
+static int count_key(void *user, const char *key, uint64_t size)
+{
+    (void)key;
+    (void)size;
+    ++*(unsigned *)user;
+    return 0;
+}
+
+/* A server without listings (nginx's dav module alone: PROPFIND 405, a
+   folder GET 403): a chain with HEAD works; a listing is said to be
+   unavailable, with how to enable one, never blamed on credentials. */
+static void test_nolist(void)
+{
+    wsync_store s;
+    wsync_error err;
+    wsync_chain_info c;
+    char url[512];
+    unsigned n = 0;
+    wsync_publisher *p = NULL;
+    wsync_subscriber *sub = NULL;
+    static uint16_t img[64 * 64], got[64 * 64];
+    static const uint64_t shape[2] = {64, 64};
+    wsync_tensor t, tg;
+    uint64_t step;
+    TEST_BEGIN("a server without listings: a chain with HEAD works; without HEAD the listing is unavailable "
+               "(WSYNC_ERR_UNSUPPORTED, how to enable one), not an authentication failure");
+    snprintf(url, sizeof url, "%s/nolist/%s", g_url, g_tag);
+    CHECK_EQ_INT(wsync_store_http_open(url, NULL, &s, &err), WSYNC_OK);
+    wsync_tensor_dense(&t, "w", WSYNC_DTYPE_BF16, 2, shape, img, NULL);
+    wsync_tensor_dense(&tg, "w", WSYNC_DTYPE_BF16, 2, shape, got, NULL);
+    /* a new prefix (its folder answers 404: nothing there) takes a chain,
+       and a chain with HEAD is followed without any listing */
+    CHECK_MSG(wsync_publisher_open(&s, NULL, &p, &err) == WSYNC_OK, "%s", err.message);
+    CHECK_EQ_INT(wsync_subscriber_open(&s, &tg, 1, NULL, &sub, &err), WSYNC_OK);
+    for (step = 0; step < 3 && p; step++) {
+        size_t k;
+        for (k = 0; k < 64 * 64; k++) img[k] = (uint16_t)(0x3C00 + ((k * 7 + step * (k % 13 == 0)) & 0x3FF));
+        CHECK_MSG(wsync_publish(p, step, &t, 1, NULL, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_MSG(wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err) == WSYNC_OK, "%s", err.message);
+        CHECK(memcmp(img, got, sizeof img) == 0);
+    }
+    wsync_publisher_close(p);
+    wsync_subscriber_close(sub);
+    /* without HEAD, the folder is there but cannot be listed */
+    CHECK_EQ_INT(s.del(s.user, "HEAD", &err), WSYNC_OK);
+    CHECK_EQ_INT(s.list(s.user, "", count_key, &n, &err), WSYNC_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.message, "offers no listing") && strstr(err.message, "HTTP 405") &&
+                  strstr(err.message, "HTTP 403") && strstr(err.message, "dav_ext") &&
+                  !strstr(err.message, "credentials"),
+              "%s", err.message);
+    CHECK_EQ_INT(wsync_chain_read(&s, NULL, &c, &err), WSYNC_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(wsync_publisher_open(&s, NULL, &p, &err), WSYNC_ERR_UNSUPPORTED); /* nothing written */
+    CHECK_EQ_INT(wsync_subscriber_open(&s, &tg, 1, NULL, &sub, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err), WSYNC_ERR_UNSUPPORTED);
+    wsync_subscriber_close(sub);
+    wsync_store_close(&s);
+    TEST_END();
+}
+
 /* An object replaced behind nginx's back by one of 1.5 GB (sparse): read
    with the size HEAD gave it, or with a cap, the download stops there. */
 static void test_limits(void)
@@ -1815,6 +1874,7 @@ int main(void)
     test_mkcol();
     test_chain();
     test_prefetch();
+    test_nolist();
     test_limits();
     test_faults();
     test_restart();
