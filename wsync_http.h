@@ -2281,16 +2281,19 @@ static wsync_result wsync__http_put(void *user, const char *key, const void *byt
     rq.body = (const uint8_t *)(bytes ? bytes : "");
     rq.body_len = len;
     /* a first attempt alone: a missing parent collection is a 409 (or a
-       500, from nginx without create_full_put_path), answered with MKCOLs */
+       500, from nginx without create_full_put_path; a 404, from rclone's
+       serve webdav), answered with MKCOLs */
     for (round = 0; round < 2; round++) {
         rq.attempts = round == 0 ? 1 : 0;
         r = wsync__hrequest(h, &rq, &rs, NULL, NULL, err);
         if (r != WSYNC_OK && !(round == 0 && wsync__hretryable(&rs))) break;
         if (r == WSYNC_OK && rs.status >= 200 && rs.status < 300) break;
-        if (round == 0 && (r != WSYNC_OK || wsync__hretryable(&rs) || rs.status == 409)) {
+        if (round == 0 && (r != WSYNC_OK || wsync__hretryable(&rs) || rs.status == 409 ||
+                           (rs.status == 404 && !h->sigv4))) {
             /* 409: a parent is missing, the store's own path too for a
                key without '/' (Apache's answer) */
-            if (rs.cc == CURLE_OK && (rs.status == 409 || (rs.status == 500 && strchr(key, '/'))) &&
+            if (rs.cc == CURLE_OK && (rs.status == 409 || (rs.status == 404 && !h->sigv4) ||
+                                      (rs.status == 500 && strchr(key, '/'))) &&
                 (r = wsync__hmkcols(h, key, err)) != WSYNC_OK)
                 break;
             wsync__hbackoff(h, 2, &rs);

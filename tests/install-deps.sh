@@ -20,6 +20,8 @@ command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ] || need+=(apache2)
 [ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need+=(libnginx-mod-http-dav-ext)
 # the TLS tests make a self-signed certificate with openssl (nginx-light has the ssl module)
 command -v openssl >/dev/null || need+=(openssl)
+# rclone's serve webdav, a third WebDAV server (tests/test_rclone.sh)
+command -v rclone >/dev/null || need+=(rclone)
 # the verbs fabric (wsync_rdma.h): rdma-core's headers; tests use a fake provider, no NIC
 [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
 # the S3 store is tested against s3rver (npm; installed below into build/s3rver)
