@@ -1798,7 +1798,8 @@ enum {
     WSYNC__REJ_KEY = 3,
     WSYNC__REJ_BOUNDS = 4,
     WSYNC__REJ_QUEUE = 5,
-    WSYNC__REJ_FLUSH = 6
+    WSYNC__REJ_FLUSH = 6,
+    WSYNC__REJ_PEER = 7
 };
 
 static const char *wsync__fab_rej_str(uint32_t s)
@@ -1810,6 +1811,7 @@ static const char *wsync__fab_rej_str(uint32_t s)
     case WSYNC__REJ_BOUNDS: return "offset and length outside the region";
     case WSYNC__REJ_QUEUE: return "immediate queue full (nobody calls recv_imm)";
     case WSYNC__REJ_FLUSH: return "malformed flush frame";
+    case WSYNC__REJ_PEER: return "the peer runs as another user (one-host fabric: same uid or root only)";
     default: return "unknown reason";
     }
 }
@@ -2777,6 +2779,13 @@ static int wsync__host_unix_addr(const char *name, struct sockaddr_un *sa, sockl
     return 0;
 }
 
+/* A peer of the one-host fabric runs as this process's user, or as root
+   (who could read and write any process's memory anyway). */
+static int wsync__host_uid_ok(uid_t uid)
+{
+    return uid == geteuid() || uid == 0;
+}
+
 /* A sender's connection: a handshake (region, key; the fd back in SHM
    mode), then immediates. The receiver writes nothing else on it, so the
    sender reads its closing as "the receiver has gone". */
@@ -2794,6 +2803,21 @@ static void wsync__host_serve(wsync__fab_base *b, wsync__fab_conn *c)
         char buf[CMSG_SPACE(sizeof(int))];
     } cm;
     if (wsync__rdma_recv_full(c->fd, h, sizeof h, (int)b->timeout_ms, 0) != 1) return;
+    {
+        /* the socket's name is public (/proc/net/unix): only this user (or
+           root) may write the weights or receive the memfd */
+        struct ucred cred;
+        socklen_t cl = sizeof cred;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || !wsync__host_uid_ok(cred.uid)) {
+            wsync__fab_reject(b, "one-host handshake refused: uid %llu (reason %llu)",
+                              cl == sizeof cred ? (uint64_t)cred.uid : UINT64_MAX, WSYNC__REJ_PEER);
+            memset(rep, 0, sizeof rep);
+            wsync__rdma_put32(rep, WSYNC__REPLY_MAGIC);
+            wsync__rdma_put32(rep + 4, WSYNC__REJ_PEER);
+            (void)send(c->fd, rep, sizeof rep, MSG_NOSIGNAL);
+            return;
+        }
+    }
     region = wsync__rdma_get32(h + 4);
     key = wsync__rdma_get64(h + 8);
     want_shm = wsync__rdma_get32(h + 16) != 0;
@@ -3031,6 +3055,10 @@ static wsync_result wsync__host_hello(wsync__host *h, struct wsync_fabric_remote
                                 strerror(errno));
     if (getsockopt(r->fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0)
         return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: SO_PEERCRED: %s", strerror(errno));
+    if (!wsync__host_uid_ok(cred.uid)) /* whoever bound the name first is not the receiver we want */
+        return wsync__rdma_fail(err, WSYNC_ERR_IO,
+                                "one-host fabric: %s runs as uid %lu, not this user (%lu) or root: refused",
+                                r->peer, (unsigned long)cred.uid, (unsigned long)geteuid());
     *peer_pid = (int)cred.pid;
     memset(hello, 0, sizeof hello);
     wsync__rdma_put32(hello, WSYNC__HELLO_MAGIC);
