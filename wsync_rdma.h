@@ -1661,21 +1661,30 @@ static uint64_t wsync__rdma_random64(void)
 
 
 /* Reads exactly len bytes. idle: the wait for the first byte is unbounded
-   (between frames); once a byte arrived, each wait is at most timeout_ms.
-   1 done, 0 clean end of stream before the first byte, -1 error or
-   timeout (errno ETIMEDOUT). */
-static int wsync__rdma_recv_full(int fd, void *buf, size_t len, int timeout_ms, int idle)
+   (between frames); once a byte arrived, each wait is at most timeout_ms,
+   and with a deadline (wsync__rdma_now_ms's clock; 0: none) the whole read
+   ends by then, however the bytes trickle in. 1 done, 0 clean end of
+   stream before the first byte, -1 error or timeout (errno ETIMEDOUT). */
+static int wsync__rdma_recv_by(int fd, void *buf, size_t len, int timeout_ms, int idle, int64_t deadline)
 {
     uint8_t *p = (uint8_t *)buf;
     size_t got = 0;
     while (got < len) {
         struct pollfd pf;
         ssize_t n;
-        int pr;
+        int pr, wait = idle && got == 0 ? -1 : timeout_ms;
+        if (deadline) {
+            int64_t left = deadline - wsync__rdma_now_ms();
+            if (left <= 0) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            if (wait < 0 || left < wait) wait = (int)left;
+        }
         pf.fd = fd;
         pf.events = POLLIN;
         pf.revents = 0;
-        pr = poll(&pf, 1, idle && got == 0 ? -1 : timeout_ms);
+        pr = poll(&pf, 1, wait);
         if (pr < 0) {
             if (errno == EINTR) continue;
             return -1;
@@ -1697,6 +1706,11 @@ static int wsync__rdma_recv_full(int fd, void *buf, size_t len, int timeout_ms, 
         got += (size_t)n;
     }
     return 1;
+}
+
+static int wsync__rdma_recv_full(int fd, void *buf, size_t len, int timeout_ms, int idle)
+{
+    return wsync__rdma_recv_by(fd, buf, len, timeout_ms, idle, 0);
 }
 
 /* Sends exactly len bytes (SO_SNDTIMEO bounds a stall: EAGAIN). */
@@ -6828,8 +6842,9 @@ static wsync_result wsync__ctl_send_text(int fd, uint32_t type, uint64_t step, w
 /* One message within timeout_ms of waiting for each piece (idle: the wait
    for its first byte is unbounded). *closed = 1 when the peer closed the
    connection cleanly between messages. Timeout: WSYNC_ERR_LIMIT. */
-static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsync_allocator *a, wsync_ctl_msg *m,
-                                    const char *from, int *closed, wsync_error *err)
+/* A message; with a deadline (0: none) all of it by then. */
+static wsync_result wsync__ctl_recv_by(int fd, int timeout_ms, int idle, int64_t deadline, const wsync_allocator *a,
+                                       wsync_ctl_msg *m, const char *from, int *closed, wsync_error *err)
 {
     uint8_t h[WSYNC_CTL_HEADER], *buf = NULL;
     uint32_t type = 0, pl = 0;
@@ -6837,7 +6852,7 @@ static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsyn
     wsync_result r;
     *closed = 0;
     memset(m, 0, sizeof *m);
-    rc = wsync__rdma_recv_full(fd, h, sizeof h, timeout_ms, idle);
+    rc = wsync__rdma_recv_by(fd, h, sizeof h, timeout_ms, idle, deadline);
     if (rc == 0) {
         *closed = 1;
         return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s closed the connection", from);
@@ -6852,8 +6867,11 @@ static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsyn
     }
     if (pl && !(buf = (uint8_t *)wsync__rdma_alloc(a, pl)))
         return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "a %u-byte message from %s", (unsigned)pl, from);
-    if (pl && (rc = wsync__rdma_recv_full(fd, buf, pl, timeout_ms < 0 ? 10000 : timeout_ms, 0)) != 1) {
+    if (pl && (rc = wsync__rdma_recv_by(fd, buf, pl, timeout_ms < 0 ? 10000 : timeout_ms, 0, deadline)) != 1) {
         wsync__rdma_free(a, buf);
+        if (deadline && errno == ETIMEDOUT)
+            return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s: %s not complete within its deadline (too slow)", from,
+                                    wsync__ctl_type_name(type));
         return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: %s cut short", from, wsync__ctl_type_name(type));
     }
     r = wsync_ctl_decode(type, buf, pl, a, m, err);
@@ -6864,6 +6882,12 @@ static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsyn
         return wsync__rdma_fail(err, r, "from %s: %s", from, why);
     }
     return WSYNC_OK;
+}
+
+static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsync_allocator *a, wsync_ctl_msg *m,
+                                    const char *from, int *closed, wsync_error *err)
+{
+    return wsync__ctl_recv_by(fd, timeout_ms, idle, 0, a, m, from, closed, err);
 }
 
 /* ---- the controller >>controller ---- */
@@ -7044,6 +7068,8 @@ static void wsync__ctl_missing(const wsync_controller *c, char *out, size_t cap)
 }
 
 /* Takes one connection's JOIN into its slot, or answers ERROR and drops it. */
+#define WSYNC__CTL_JOIN_TOTAL_MS 2000 /* a whole JOIN, from its first bytes (16 MiB at 8 MB/s) */
+
 static void wsync__ctl_take_join(wsync_controller *c, int fd, int timeout_ms)
 {
     wsync_ctl_msg msg;
@@ -7054,7 +7080,10 @@ static void wsync__ctl_take_join(wsync_controller *c, int fd, int timeout_ms)
     wsync__ctl_peer_name(fd, peer, sizeof peer);
     wsync__ctl_nodelay(fd);
     wsync__rdma_set_timeouts(fd, c->step_ms);
-    if (wsync__ctl_recv(fd, timeout_ms, 0, &c->a, &msg, peer, &closed, &e) != WSYNC_OK) {
+    /* a JOIN comes whole within WSYNC__CTL_JOIN_TOTAL_MS of its first bytes:
+       one trickled a byte at a time holds the accept loop no longer */
+    if (wsync__ctl_recv_by(fd, timeout_ms, 0, wsync__rdma_now_ms() + WSYNC__CTL_JOIN_TOTAL_MS, &c->a, &msg, peer,
+                           &closed, &e) != WSYNC_OK) {
         if (!closed) wsync__ctl_send_text(fd, WSYNC_CTL_ERROR, 0, e.code, e.message, peer, NULL);
         close(fd);
         return;

@@ -2977,6 +2977,73 @@ static void test_hostile_peers(void)
     TEST_END();
 }
 
+/* A JOIN sent one byte every 300 ms: before, each byte came within the
+   1 s a piece may take, and the accept loop read it for a minute while
+   the real ranks' join deadline passed. A JOIN must now come whole within
+   WSYNC__CTL_JOIN_TOTAL_MS of its first bytes. */
+typedef struct trickle {
+    int fd;
+    volatile int stop;
+    unsigned sent;
+} trickle;
+
+static void *trickle_main(void *p)
+{
+    trickle *t = (trickle *)p;
+    static wb f;
+    unsigned k;
+    f.n = 0;
+    whdr(&f, WSYNC_CTL_JOIN, 200);
+    for (k = 0; k < 200; k++) f.b[f.n++] = 0;
+    for (k = 0; k < f.n && !t->stop; k++) {
+        if (send(t->fd, f.b + k, 1, MSG_NOSIGNAL) != 1) break;
+        t->sent++;
+        sleep_ms(300);
+    }
+    return NULL;
+}
+
+static void test_trickled_join(void)
+{
+    static world w;
+    trickle tr;
+    pthread_t th;
+    wsync_error e;
+    int64_t t0;
+    int on;
+    TEST_BEGIN("controller: a JOIN trickled a byte every 300 ms is cut off (about 2 s); the real ranks join "
+               "within their deadline and a step commits");
+    memset(&w, 0, sizeof w);
+    w.nt = 3, w.ni = 2;
+    layout_standard(w.t, w.in);
+    CHECK(grp_open(&w.g, 3, 2, 5000, 2000));
+    memset(&tr, 0, sizeof tr);
+    tr.fd = raw_connect(w.g.port);
+    CHECK(tr.fd >= 0);
+    t0 = now_ms();
+    on = pthread_create(&th, NULL, trickle_main, &tr) == 0;
+    sleep_ms(400); /* the trickle has begun */
+    {
+        unsigned i;
+        for (i = 0; i < 3; i++) CHECK(rk_setup(&w.t[i]));
+        for (i = 0; i < 2; i++) CHECK(rk_setup(&w.in[i]));
+        for (i = 0; i < 3; i++) rk_start(&w.t[i], w.g.port);
+        for (i = 0; i < 2; i++) rk_start(&w.in[i], w.g.port);
+    }
+    CHECK_MSG(world_accepted(&w) == WSYNC_OK, "%s", w.g.acc_err.message);
+    CHECK_MSG(now_ms() - t0 < 4500, "accept took %lld ms", (long long)(now_ms() - t0));
+    if (w.in[0].r && w.in[1].r) {
+        CHECK_MSG(wsync_controller_step(w.g.c, 1, &e) == WSYNC_OK, "%s", e.message);
+        CHECK(rk_diff(&w.in[0], 1) == 0 && rk_diff(&w.in[1], 1) == 0);
+    }
+    tr.stop = 1;
+    if (on) pthread_join(th, NULL);
+    CHECK_MSG(tr.sent < 40, "%u bytes trickled before the cut", tr.sent);
+    world_end(&w);
+    close(tr.fd);
+    TEST_END();
+}
+
 /* ======================================================================
    Tensor parallelism through the controller: column slices, fused
    entries, fp8 (a compact harness: bf16 2-D tensors, one region a rank)
@@ -3897,6 +3964,7 @@ int main(void)
     test_step_subset();
     test_step_subset_inconsistent();
     test_hostile_peers();
+    test_trickled_join();
     test_step_report_refused();
     test_tp_slices();
     test_tp_fp8();
