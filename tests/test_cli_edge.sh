@@ -56,8 +56,12 @@ wait_for() { # seconds, command...: polls every 0.1 s until the command succeeds
     while [ $i -lt $((t * 10)) ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; i=$((i + 1)); done
     return 1
 }
-stop() { # pid: SIGTERM, then its exit status
-    kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null
+stop() { # pid: SIGTERM, then its exit status (a process that outlives it by 30 s is killed, and fails)
+    local i=0
+    kill -TERM "$1" 2>/dev/null
+    while kill -0 "$1" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$1" 2>/dev/null; then fail "pid $1 still running 30 s after SIGTERM"; kill -9 "$1" 2>/dev/null; fi
+    wait "$1" 2>/dev/null
 }
 alive() { kill -0 "$1" 2>/dev/null; }
 
@@ -97,7 +101,7 @@ holds "pull --step 1: step 1 exactly" "$P/back.safetensors" 1 "$G/a1.safetensors
 
 # ---- follow over a stale HEAD: keeps following, warns once, moves on when HEAD does ----
 cp "$P/m.3" "$P/f.safetensors"
-timeout 60 "$bin" follow --store "$B" --interval 0.05 --until-step 4 "$P/f.safetensors" \
+timeout -k 5 60 "$bin" follow --store "$B" --interval 0.05 --until-step 4 "$P/f.safetensors" \
     >"$tmp/f.out" 2>"$tmp/f.err" &
 fpid=$!; bg+=($fpid)
 sleep 1.5
@@ -126,7 +130,7 @@ holds "pull --follow-restart: the new chain's step 1 exactly" "$P/r.safetensors"
 grep_out "pull --follow-restart: from the new chain's anchor" "step 4 -> 1 (anchor 0" "$tmp/out"
 # follow: without the flag it keeps step 4; with it, it takes the new chain
 cp "$P/m.4" "$P/rf.safetensors"
-timeout 60 "$bin" follow --store "$B" --interval 0.05 "$P/rf.safetensors" >"$tmp/rf.out" 2>"$tmp/rf.err" &
+timeout -k 5 60 "$bin" follow --store "$B" --interval 0.05 "$P/rf.safetensors" >"$tmp/rf.out" 2>"$tmp/rf.err" &
 fpid=$!; bg+=($fpid)
 sleep 1
 alive $fpid && pass "follow of a restarted chain keeps following" || fail "follow of a restarted chain exited"
@@ -134,7 +138,7 @@ check "follow of a restarted chain without the flag: output kept" cmp "$P/rf.saf
 [ "$(count_lines "older than step 4" "$tmp/rf.err")" = 1 ] && pass "follow of a restarted chain: warned once" \
     || fail "follow of a restarted chain: $(head -c 600 "$tmp/rf.err")"
 stop $fpid
-timeout 60 "$bin" follow --store "$B" --interval 0.05 --follow-restart "$P/rf.safetensors" >"$tmp/rf.out" 2>"$tmp/rf.err" &
+timeout -k 5 60 "$bin" follow --store "$B" --interval 0.05 --follow-restart "$P/rf.safetensors" >"$tmp/rf.out" 2>"$tmp/rf.err" &
 fpid=$!; bg+=($fpid)
 claims() { [ "$(claimed_step "$1")" = "$2" ]; }
 if wait_for 20 claims "$P/rf.safetensors" 1; then pass "follow --follow-restart takes the new chain"
@@ -144,7 +148,7 @@ holds "follow --follow-restart: the new chain's step 1 exactly" "$P/rf.safetenso
 # while following: the store wiped and a new run started under a running follower
 W=$tmp/w
 for s in 0 1 2; do "$bin" publish --store "$W" --step $s "$G/a$s.safetensors" >/dev/null; done
-timeout 60 "$bin" follow --store "$W" --interval 0.05 --follow-restart "$P/wf.safetensors" >"$tmp/wf.out" 2>"$tmp/wf.err" &
+timeout -k 5 60 "$bin" follow --store "$W" --interval 0.05 --follow-restart "$P/wf.safetensors" >"$tmp/wf.out" 2>"$tmp/wf.err" &
 fpid=$!; bg+=($fpid)
 wait_for 20 claims "$P/wf.safetensors" 2 || fail "follow did not reach step 2: $(cat "$tmp/wf.err")"
 rm -rf "$W"
@@ -164,7 +168,7 @@ S=$tmp/s
 for s in 0 1 2; do "$bin" publish --store "$S" --step $s "$G/a$s.safetensors" >/dev/null || fail "publish a$s to S"; done
 expect_rc "pull to step 2 before the resize" 0 "$bin" pull --store "$S" "$P/s.safetensors"
 cp "$P/s.safetensors" "$P/sf.safetensors"
-timeout 60 "$bin" follow --store "$S" --interval 0.05 --until-step 4 "$P/sf.safetensors" >"$tmp/sf.out" 2>"$tmp/sf.err" &
+timeout -k 5 60 "$bin" follow --store "$S" --interval 0.05 --until-step 4 "$P/sf.safetensors" >"$tmp/sf.out" 2>"$tmp/sf.err" &
 fpid=$!; bg+=($fpid)
 sleep 0.5
 for s in 3 4; do
@@ -182,7 +186,7 @@ holds "pull back across the resize: the old model at step 2 exactly" "$P/s.safet
 # a file of another model is still refused, by follow too (exit 5), and left alone
 "$bin" gen --model tiny --vocab 1024 --step 4 -o "$P/o.safetensors"
 cp "$P/o.safetensors" "$P/o.before"
-expect_rc "follow into a file of another model: exit 5" 5 timeout 30 "$bin" follow --store "$S" --interval 0.05 "$P/o.safetensors"
+expect_rc "follow into a file of another model: exit 5" 5 timeout -k 5 30 "$bin" follow --store "$S" --interval 0.05 "$P/o.safetensors"
 grep_out "follow: another model named" "WSYNC_ERR_LAYOUT" "$tmp/err"
 check "follow: another model left alone" cmp "$P/o.safetensors" "$P/o.before"
 
@@ -203,7 +207,7 @@ for s in 0 1; do "$bin" publish --store "$SD" --step $s "$D/a$s" >/dev/null || f
 expect_rc "pull a directory at step 1" 0 "$bin" pull --store "$SD" "$P/md"
 same_dir "directory at step 1" "$P/md" "$D/a1"
 "$bin" pull --store "$SD" "$P/mf" >/dev/null 2>&1 || fail "pull a second directory"
-timeout 60 "$bin" follow --store "$SD" --interval 0.05 --until-step 3 "$P/mf" >"$tmp/mf.out" 2>"$tmp/mf.err" &
+timeout -k 5 60 "$bin" follow --store "$SD" --interval 0.05 --until-step 3 "$P/mf" >"$tmp/mf.out" 2>"$tmp/mf.err" &
 fpid=$!; bg+=($fpid)
 sleep 0.5
 for s in 2 3; do
@@ -218,26 +222,26 @@ wait $fpid; rc=$?
 same_dir "follow of a directory across the resize: step 3 exactly" "$P/mf" "$D/v3"
 
 # ---- follow never waits in silence ----
-expect_rc "follow of a store that does not exist: exit 3" 3 timeout 30 "$bin" follow --store "$tmp/typo-bucket" "$P/n.safetensors"
+expect_rc "follow of a store that does not exist: exit 3" 3 timeout -k 5 30 "$bin" follow --store "$tmp/typo-bucket" "$P/n.safetensors"
 grep_out "follow: the missing store named" "WSYNC_ERR_NO_STORE: the store '.*typo-bucket' does not exist" "$tmp/err"
 grep_out "follow: --wait named" "--wait waits for the store to appear" "$tmp/err"
 [ ! -e "$tmp/typo-bucket" ] && pass "follow does not create a missing store" || fail "follow created the store"
 # --wait: waits for the store, says so at once, and takes the first step once published
-timeout 60 "$bin" follow --store "$tmp/later" --wait --interval 0.1 --until-step 0 "$P/later.safetensors" \
+timeout -k 5 60 "$bin" follow --store "$tmp/later" --wait --interval 0.1 --until-step 0 "$P/later.safetensors" \
     >"$tmp/later.out" 2>"$tmp/later.err" &
 wpid=$!; bg+=($wpid)
 # an empty chain: waited for, and said
 mkdir -p "$tmp/emptyb"
-timeout 60 "$bin" follow --store "$tmp/emptyb" --interval 0.1 "$P/e.safetensors" >"$tmp/e.out" 2>"$tmp/e.err" &
+timeout -k 5 60 "$bin" follow --store "$tmp/emptyb" --interval 0.1 "$P/e.safetensors" >"$tmp/e.out" 2>"$tmp/e.err" &
 epid=$!; bg+=($epid)
 # a store that never appears: said at once, 10 s later, not every poll
-timeout 60 "$bin" follow --store "$tmp/never" --wait --interval 0.05 "$P/never.safetensors" >"$tmp/nv.out" 2>"$tmp/nv.err" &
+timeout -k 5 60 "$bin" follow --store "$tmp/never" --wait --interval 0.05 "$P/never.safetensors" >"$tmp/nv.out" 2>"$tmp/nv.err" &
 npid=$!; bg+=($npid)
 # an unreachable URL: the retrying said periodically too (a tool built with libcurl)
 "$bin" log --store http://127.0.0.1:1/x >/dev/null 2>"$tmp/curl.err"
 has_curl=1; grep -q "without libcurl" "$tmp/curl.err" && has_curl=0
 if [ $has_curl = 1 ]; then
-    timeout 60 "$bin" follow --store http://127.0.0.1:1/bucket --interval 0.5 "$P/u.safetensors" >"$tmp/u.out" 2>"$tmp/u.err" &
+    timeout -k 5 60 "$bin" follow --store http://127.0.0.1:1/bucket --interval 0.5 "$P/u.safetensors" >"$tmp/u.out" 2>"$tmp/u.err" &
     upid=$!; bg+=($upid)
 fi
 sleep 2
@@ -318,7 +322,7 @@ grep_out "apply: a missing delta says why" "cannot open '.*missing.delta': No su
 cd "$tmp"
 for c in pull follow log publish; do
     case $c in
-    pull|follow) expect_rc "$c --store ftp://: a usage error" 2 timeout 10 "$bin" $c --store ftp://host/x "$P/x.safetensors" ;;
+    pull|follow) expect_rc "$c --store ftp://: a usage error" 2 timeout -k 5 10 "$bin" $c --store ftp://host/x "$P/x.safetensors" ;;
     log) expect_rc "$c --store ftp://: a usage error" 2 "$bin" log --store ftp://host/x ;;
     publish) expect_rc "$c --store ftp://: a usage error" 2 "$bin" publish --store ftp://host/x --step 0 "$G/a0.safetensors" ;;
     esac
