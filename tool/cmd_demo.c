@@ -130,7 +130,7 @@ static int demo_trainer(const demo_opts *o, int report_fd, int ack_fd)
         full += t[i].nbytes;
     }
     demo_chain_options(o, &co);
-    if (!cli_open_dir_store(who, o->bucket, 1, &store)) return 1;
+    if (!cli_open_dir_store(who, o->bucket, 0, &store)) return 1;
     if (wsync_publisher_open(&store, &co, &pub, &err) != WSYNC_OK)
         return cli_chain_fail(who, &err, "opening a publisher on %s", o->bucket);
     for (s = 0; s <= o->steps; s++) {
