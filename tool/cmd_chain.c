@@ -1160,8 +1160,10 @@ typedef struct follow_state {
     int checked;           /* one sync has checked the file against HEAD */
     uint64_t updates;
     waiting w;             /* what is being waited out */
-    int stale;             /* a stale HEAD was warned about: stale_head below stale_held */
+    int stale;             /* a stale HEAD was warned about: stale_head below stale_held, */
     uint64_t stale_head, stale_held;
+    double stale_said;     /* at this time; */
+    int stale_over;        /* and HEAD was back at the step held or above since */
 } follow_state;
 
 static int follow_done(const puller *p, const follow_opts *o, const follow_state *f)
@@ -1235,10 +1237,16 @@ static int follow_pull(puller *p, const follow_opts *o, uint64_t head, follow_st
     }
     if (status == PULL_SAVE_FAILED) return -1;
     if (status == PULL_SYNC_FAILED && err.code == WSYNC_ERR_STALE_HEAD && !saved && p->im.has_step) {
-        /* said once per situation: HEAD's step and the step held */
-        if (!f->stale || f->stale_head != st.head_step || f->stale_held != p->im.step)
+        /* said once per situation (HEAD's step and the step held); the same
+           one again after HEAD was back, at most every 30 s (a HEAD that
+           flips between a stale copy and the newest at every poll) */
+        if (!f->stale || f->stale_head != st.head_step || f->stale_held != p->im.step ||
+            (f->stale_over && cli_now_s() - f->stale_said >= 30.0)) {
             warn_stale_head(p, o->store, st.head_step, "; following goes on");
+            f->stale_said = cli_now_s();
+        }
         f->stale = 1;
+        f->stale_over = 0;
         f->stale_head = st.head_step;
         f->stale_held = p->im.step;
         wait_over(p, &f->w, WAIT_SYNC);
@@ -1257,7 +1265,7 @@ static int follow_pull(puller *p, const follow_opts *o, uint64_t head, follow_st
         wait_note(p, o, &f->w, WAIT_SYNC, head, err.code, what, line);
     } else {
         wait_over(p, &f->w, WAIT_SYNC);
-        f->stale = 0;
+        if (saved) f->stale = 0; /* another step held: another situation */
     }
     return saved;
 }
@@ -1300,6 +1308,7 @@ static int follow_loop(puller *p, const follow_opts *o)
             fflush(stdout);
         }
         if (follow_done(p, o, &f)) break;
+        if (f.stale && p->im.has_step && head >= p->im.step) f.stale_over = 1;
         /* the first sync also checks a file that claims HEAD's step: its
            bytes may not be that step's, and nothing else would look */
         if (!f.checked || !p->im.has_step || head != p->im.step) {
