@@ -238,9 +238,9 @@ const char *cli_st_why(const uint8_t *b, uint64_t size, const wsync_error *err, 
                  (unsigned long long)WSYNC_ST_MAX_HEADER_SIZE);
         return buf;
     }
-    if (hlen > size - 8) {
-        snprintf(buf, cap, "truncated, or not a safetensors file: its first 8 bytes (%s) read as a header length "
-                 "of %llu bytes while the file is %llu bytes", q, (unsigned long long)hlen, (unsigned long long)size);
+    if (hlen > size - 8) { /* the library's words, and what they may mean */
+        snprintf(buf, cap, "%s (a truncated file, or not a safetensors file: its first 8 bytes are %s)",
+                 err->message, q);
         return buf;
     }
     while (i < 8 + hlen && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) i++;

@@ -156,8 +156,9 @@ static int image_from_file(const char *cmd, const char *path, cli_image *im)
 /* A model with the layout of the anchor the subscriber will start from (the
    chain's newest at or before `limit`), data zeroed. Only the anchor's
    header is read (two ranged gets; a directory's anchor: two per shard,
-   cli_dir_image_from_entry, its layout into lay when not NULL): the
-   subscriber fetches the rest. */
+   cli_dir_image_from_entry, its layout into lay when not NULL; the
+   anchor's step into *anchor_step when not NULL): the subscriber fetches
+   the rest. */
 static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
                              cli_image *im, cli_dir_layout *lay, uint64_t *anchor_step)
 {
