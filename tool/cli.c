@@ -172,24 +172,6 @@ double cli_percent(uint64_t part, uint64_t whole)
 
 /* ---- loading and saving whole files ---- */
 
-/* wsync_file_map says "cannot open 'PATH'" without the reason: the file is
-   opened here first, so that a missing or unreadable one says why. */
-wsync_result cli_file_map(const char *path, wsync_mapped *m, wsync_error *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        memset(err, 0, sizeof *err);
-        err->code = WSYNC_ERR_IO;
-        err->offset = UINT64_MAX;
-        snprintf(err->message, sizeof err->message, "cannot open '%s': %s", path, strerror(e));
-        memset(m, 0, sizeof *m);
-        return err->code;
-    }
-    close(fd);
-    return wsync_file_map(path, m, err);
-}
-
 /* The first n bytes as a C string literal when they are text, else in hex. */
 static void quote_bytes(char *buf, size_t cap, const uint8_t *b, size_t n)
 {
@@ -260,7 +242,7 @@ int cli_load_file(const char *path, cli_loaded *L)
     size_t i;
     memset(L, 0, sizeof *L);
     L->path = path;
-    if (cli_file_map(path, &L->map, &err) != WSYNC_OK) {
+    if (wsync_file_map(path, &L->map, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: %s: %s\n", path, err.message);
         return 0;
     }

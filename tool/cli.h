@@ -131,8 +131,6 @@ typedef struct cli_loaded {
 
 /* 1 when loaded; 0 after saying why on stderr. */
 int cli_load_file(const char *path, cli_loaded *L);
-/* wsync_file_map, with the reason (errno's text) when the file cannot be opened. */
-wsync_result cli_file_map(const char *path, wsync_mapped *m, wsync_error *err);
 /* Why wsync_st_parse refused the size bytes at b with err: a file that does
    not look like safetensors at all says so and what its first bytes are
    (buf, cap bytes); else err's message. */

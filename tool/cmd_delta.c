@@ -110,7 +110,7 @@ int cmd_inspect(int argc, char **argv)
         else path = argv[i];
     }
     if (!path) return cli_usage_error("inspect: %s", "missing FILE");
-    if (cli_file_map(path, &map, &err) != WSYNC_OK) {
+    if (wsync_file_map(path, &map, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: %s: %s\n", path, err.message);
         return 1;
     }
@@ -264,7 +264,7 @@ int cmd_apply(int argc, char **argv)
     if (np < 2 || !out) return cli_usage_error("apply: %s", "needs BASE DELTA -o OUT");
     if (!cli_load_file(paths[0], &base)) return 1;
     memset(&delta, 0, sizeof delta);
-    if (cli_file_map(paths[1], &delta.map, &err) != WSYNC_OK) {
+    if (wsync_file_map(paths[1], &delta.map, &err) != WSYNC_OK) {
         fprintf(stderr, "wsync: %s: %s\n", paths[1], err.message);
         cli_unload_file(&base);
         return 1;

@@ -560,7 +560,7 @@ static int read_index(const char *cmd, const char *ipath, const name_list *entri
     uint64_t u;
     size_t i;
     *root = NULL;
-    if (cli_file_map(ipath, &map, &err) != WSYNC_OK) return cli_chain_fail(cmd, &err, "%s", ipath), 0;
+    if (wsync_file_map(ipath, &map, &err) != WSYNC_OK) return cli_chain_fail(cmd, &err, "%s", ipath), 0;
     if (map.size > CLI_JSON_MAX_SIZE) {
         wsync_file_unmap(&map);
         return cli_tool_fail(cmd, WSYNC_ERR_LIMIT, ipath, "the index is %llu bytes, above the %zu a reader takes",
@@ -795,7 +795,7 @@ int cli_dir_load(const char *cmd, const char *dir, char *const *include, size_t 
             cli_tool_fail(cmd, err.code, full, "a carried file's name: %s", err.message);
             goto done;
         }
-        if (cli_file_map(full, &m->file_maps[i], &err) != WSYNC_OK) {
+        if (wsync_file_map(full, &m->file_maps[i], &err) != WSYNC_OK) {
             cli_chain_fail(cmd, &err, "%s", full);
             goto done;
         }
@@ -1139,7 +1139,7 @@ static int read_step_file(const char *cmd, const char *dir, uint64_t *step)
     cli_json *root = NULL;
     int ok;
     snprintf(full, sizeof full, "%s/%s", dir, CLI_DIR_STEP_FILE);
-    if (cli_file_map(full, &map, &err) != WSYNC_OK) return cli_chain_fail(cmd, &err, "%s", full), 0;
+    if (wsync_file_map(full, &map, &err) != WSYNC_OK) return cli_chain_fail(cmd, &err, "%s", full), 0;
     if (map.size > 4096) ok = 0, snprintf(why, sizeof why, "%llu bytes", (unsigned long long)map.size);
     else ok = cli_json_parse((const char *)map.bytes, (size_t)map.size, &root, why, sizeof why);
     wsync_file_unmap(&map);
@@ -1190,7 +1190,7 @@ int cli_dir_image_from_link(const char *cmd, const char *path, cli_image *im, cl
     }
     for (i = 0; i < shards.n; i++) {
         snprintf(full, sizeof full, "%s/%s", path, shards.v[i]);
-        if (cli_file_map(full, &maps[i], &err) != WSYNC_OK) {
+        if (wsync_file_map(full, &maps[i], &err) != WSYNC_OK) {
             cli_chain_fail(cmd, &err, "%s", full);
             goto done;
         }
@@ -1530,7 +1530,7 @@ static int put_plain_file(const char *cmd, const wsync_store *s, const wsync_cha
         wsync_mapped map;
         struct stat sb;
         if (lstat(old, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == f->bytes &&
-            cli_file_map(old, &map, &err) == WSYNC_OK) {
+            wsync_file_map(old, &map, &err) == WSYNC_OK) {
             int same = map.size == f->bytes && wsync_digest(map.bytes, (size_t)map.size) == f->digest;
             wsync_file_unmap(&map);
             if (same && link(old, full) == 0) return 1;
