@@ -174,6 +174,10 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/test_cli.sh $(BUILD)/wsync" \
 	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
+	    "tests/test_cli_edge.sh $(BUILD)/wsync" \
+	    "tests/test_cli_edge.sh $(BUILD)/san/wsync" \
+	    "tests/test_rclone.sh $(BUILD)/wsync" \
+	    "tests/test_readme.sh $(BUILD)/wsync" \
 	    "tests/test_cli_dir.sh $(BUILD)/wsync" \
 	    "tests/test_examples.sh $(EXAMPLE_BINS)" \
 	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
