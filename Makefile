@@ -57,34 +57,6 @@ $(BUILD)/wsync: $(TOOL_DEPS) | $(BUILD)
 $(BUILD)/san/wsync: $(TOOL_DEPS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) $(CLI_HTTP) -I. -o $@ $(TOOL_SRCS) $(LIBS) $(CURL_LIBS)
 
-# The HTTP store's tests link libcurl (tests/test_http.sh runs them against nginx).
-$(BUILD)/test_http: tests/test_http.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
-	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
-
-$(BUILD)/san/test_http: tests/test_http.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
-	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
-
-# The S3 store's tests, the same way (tests/test_s3.sh runs them against s3rver).
-$(BUILD)/test_s3: tests/test_s3.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
-	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
-
-$(BUILD)/san/test_s3: tests/test_s3.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
-	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
-
-# The WebDAV listing's tests (tests/test_webdav.sh runs them against Apache and nginx dav-ext).
-$(BUILD)/test_webdav: tests/test_webdav.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
-	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
-
-$(BUILD)/san/test_webdav: tests/test_webdav.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
-	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
-
-# The S3 store against small request bodies (tests/test_s3_limits.sh: s3rver behind nginx).
-$(BUILD)/test_s3_limits: tests/test_s3_limits.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)
-	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
-
-$(BUILD)/san/test_s3_limits: tests/test_s3_limits.c tests/check.h $(HEADERS) $(CONFIG) | $(BUILD)/san
-	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
-
 # Small complete programs that show how to vendor wsync (the README's
 # snippets in full), each one file; tests/test_examples.sh runs them.
 EXAMPLES     := trainer engine direct
@@ -101,18 +73,76 @@ examples: $(EXAMPLE_BINS)
 # Some tests and benches include the generator, tool/wsync_gen.h.
 GEN_HEADER := tool/wsync_gen.h
 
-$(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
-	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ $< $(LIBS)
+# The headers' implementations, compiled once per configuration, plain and
+# under ASan+UBSan, from tests/impl.c: core (wsync.h), http (wsync_http.h),
+# httpnc (wsync_http.h with WSYNC_HTTP_NO_CURL), rdma (wsync_rdma.h). Each
+# test program and fuzz replay driver links those that tests/impl_of.sh
+# says it can take (not those whose internals it names, none when it
+# defines a WSYNC_ configuration macro) and is compiled with
+# WSYNC__IMPLEMENTED and the companions' like macros, so that its own
+# "#define WSYNC_IMPLEMENTATION" emits nothing twice; the rest of the
+# implementations is compiled in its translation unit as before. A test
+# named in OWN_IMPL compiles every implementation itself.
+OWN_IMPL  :=
+IMPL_NAMES := core http httpnc rdma
+IMPL_DEFS_http   := -DIMPL_HTTP
+IMPL_DEFS_httpnc := -DIMPL_HTTP -DWSYNC_HTTP_NO_CURL
+IMPL_DEFS_rdma   := -DIMPL_RDMA
 
-$(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) $(GEN_HEADER) | $(BUILD)/san
-	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ $< $(LIBS)
+IMPL_OBJS  := $(IMPL_NAMES:%=$(BUILD)/impl/%.o) $(IMPL_NAMES:%=$(BUILD)/san/impl/%.o)
+.SECONDARY: $(IMPL_OBJS)
+
+$(BUILD)/impl $(BUILD)/san/impl:
+	mkdir -p $@
+
+$(BUILD)/impl/%.o: tests/impl.c $(HEADERS) | $(BUILD)/impl
+	$(CC) $(STD) $(WARN) $(CFLAGS) $(IMPL_DEFS_$*) -I. -c -o $@ $<
+
+$(BUILD)/san/impl/%.o: tests/impl.c $(HEADERS) | $(BUILD)/san/impl
+	$(CC) $(STD) $(WARN) $(SAN) $(IMPL_DEFS_$*) -I. -c -o $@ $<
+
+# impl_of(source): tests/impl_of.sh's words for it, asked once per make run;
+# then, of those words, the objects under a build directory, the macros
+# that leave them out of the source's translation unit, and libcurl (with
+# the configuration it was detected in).
+impl_of = $(or $(IMPL_OF_$(1)),$(eval IMPL_OF_$(1) := $(if $(filter $(OWN_IMPL),$(basename $(notdir $(1)))),$(or $(filter curl,$(shell tests/impl_of.sh $(1))),none),$(shell tests/impl_of.sh $(1))))$(IMPL_OF_$(1)))
+impl_objs = $(patsubst %,$(1)/impl/%.o,$(filter $(IMPL_NAMES),$(2)))
+impl_defs = $(if $(filter core,$(1)),-DWSYNC__IMPLEMENTED) $(if $(filter http httpnc,$(1)),-DWSYNC__HTTP_IMPLEMENTED) $(if $(filter rdma,$(1)),-DWSYNC__RDMA_IMPLEMENTED)
+impl_libs = $(if $(filter curl,$(1)),$(CURL_LIBS))
+impl_deps = $(call impl_objs,$(1),$(call impl_of,$(2))) $(if $(filter curl,$(call impl_of,$(2))),$(CONFIG))
+
+.SECONDEXPANSION:
+
+# link_test(flags, build dir, sources): a test program or replay driver, $<
+# its test source, with the shared implementations it takes (the command
+# printed, as make would); where that does not compile (a program that leaned
+# on a system header the implementation includes, say), it is compiled again
+# with every implementation in its own translation unit, as before, and the
+# build says so.
+link_test_cmd = $(CC) $(STD) $(WARN) $(1) $(call impl_defs,$(call impl_of,$<)) -I. -o $@ $(3) $(call impl_objs,$(2),$(call impl_of,$<)) $(LIBS) $(call impl_libs,$(call impl_of,$<))
+define link_test
+echo '$(call link_test_cmd,$(1),$(2),$(3))'; \
+	if ! $(call link_test_cmd,$(1),$(2),$(3)) 2>$@.err; then \
+	    echo "note: $< did not build with the shared implementations ($$(grep -m 1 -E 'error|undefined' $@.err)); compiling them in it"; \
+	    echo '$(CC) $(STD) $(WARN) $(1) -I. -o $@ $(3) $(LIBS) $(call impl_libs,$(call impl_of,$<))'; \
+	    $(CC) $(STD) $(WARN) $(1) -I. -o $@ $(3) $(LIBS) $(call impl_libs,$(call impl_of,$<)) || { rm -f $@.err; exit 1; }; \
+	else cat $@.err >&2; fi; rm -f $@.err
+endef
+
+# Every test program, one source file (the HTTP, S3 and WebDAV ones link
+# libcurl; their scripts start the servers they run against).
+$(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD),tests/test_$$*.c) | $(BUILD)
+	@$(call link_test,$(CFLAGS),$(BUILD),$<)
+
+$(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD)/san,tests/test_$$*.c) | $(BUILD)/san
+	@$(call link_test,$(SAN),$(BUILD)/san,$<)
 
 # The replay driver runs every fuzz harness's saved inputs with any compiler.
-$(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)
-	$(CC) $(STD) $(WARN) $(CFLAGS) -I. -o $@ fuzz/replay.c $< $(LIBS)
+$(BUILD)/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) $$(call impl_deps,$(BUILD),fuzz/fuzz_$$*.c) | $(BUILD)
+	@$(call link_test,$(CFLAGS),$(BUILD),fuzz/replay.c $<)
 
-$(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) | $(BUILD)/san
-	$(CC) $(STD) $(WARN) $(SAN) -I. -o $@ fuzz/replay.c $< $(LIBS)
+$(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADERS) $$(call impl_deps,$(BUILD)/san,fuzz/fuzz_$$*.c) | $(BUILD)/san
+	@$(call link_test,$(SAN),$(BUILD)/san,fuzz/replay.c $<)
 
 # The benches' target: this CPU's instructions everywhere (make bench-simd
 # builds them without, in $(BUILD)/simd, for other machines).
@@ -162,35 +192,41 @@ test: deps
 
 test-build: $(TEST_PROGRAMS)
 
+# tests/run.sh runs TEST_JOBS commands at a time (one more than the cores:
+# several tests wait on servers and timers) and prints them in this order,
+# each with its wall and CPU time; the longest are first, so that they start
+# first.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 test-run: $(TEST_PROGRAMS)
-	@tests/run.sh tests \
-	    $(TEST_BINS) \
-	    $(SAN_BINS) \
-	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
-	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/san/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
-	    "tests/test_headers.sh" \
-	    "tests/test_toc.sh" \
-	    "tests/test_build_config.sh" \
-	    "tests/test_cli.sh $(BUILD)/wsync" \
-	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
+	@TEST_JOBS=$(TEST_JOBS) tests/run.sh tests \
+	    "tests/test_headers.sh gcc" \
+	    "tests/test_headers.sh clang" \
+	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
+	    "tests/test_push.sh $(BUILD)/san/wsync" \
+	    "tests/test_push.sh $(BUILD)/wsync" \
+	    "tests/test_cli_dir.sh $(BUILD)/wsync" \
+	    "tests/test_python.sh $(BUILD)/libwsync.so $(BUILD)/wsync" \
+	    "tests/test_cli_safety.sh $(BUILD)/san/wsync" \
+	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
+	    "tests/test_fanout.sh $(BUILD)/wsync" \
+	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
 	    "tests/test_cli_edge.sh $(BUILD)/wsync" \
 	    "tests/test_cli_edge.sh $(BUILD)/san/wsync" \
 	    "tests/test_rclone.sh $(BUILD)/wsync" \
 	    "tests/test_readme.sh $(BUILD)/wsync" \
-	    "tests/test_cli_dir.sh $(BUILD)/wsync" \
-	    "tests/test_examples.sh $(EXAMPLE_BINS)" \
-	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
-	    "tests/test_cli_safety.sh $(BUILD)/san/wsync" \
-	    "tests/test_push.sh $(BUILD)/wsync" \
-	    "tests/test_push.sh $(BUILD)/san/wsync" \
-	    "tests/test_plan_cli.sh $(BUILD)/wsync" \
-	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
-	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync" \
-	    "tests/test_python.sh $(BUILD)/libwsync.so $(BUILD)/wsync" \
-	    "tests/test_webdav.sh $(BUILD)/test_webdav $(BUILD)/san/test_webdav" \
+	    "tests/test_build_config.sh" \
 	    "tests/test_s3_limits.sh $(BUILD)/test_s3_limits $(BUILD)/san/test_s3_limits $(BUILD)/wsync" \
-	    "tests/test_fanout.sh $(BUILD)/wsync"
+	    "tests/test_webdav.sh $(BUILD)/test_webdav $(BUILD)/san/test_webdav" \
+	    $(SAN_BINS) \
+	    $(TEST_BINS) \
+	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/san/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
+	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
+	    "tests/test_cli.sh $(BUILD)/wsync" \
+	    "tests/test_examples.sh $(EXAMPLE_BINS)" \
+	    "tests/test_plan_cli.sh $(BUILD)/wsync" \
+	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
+	    "tests/test_toc.sh"
 
 # All 2^32 float bit patterns through f32->bf16, against PyTorch's results.
 test-exhaustive: $(BUILD)/test_exhaustive

@@ -5,6 +5,8 @@
 # companion links with its implementation in a translation unit of its own,
 # and the three headers' implementations link together (in one file, and each
 # in its own file beside the user's main).
+# usage: tests/test_headers.sh [COMPILER...]   (gcc, clang; both by default:
+# make test runs one command for each, side by side)
 set -u
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -15,7 +17,8 @@ check() { # name, command...
     else failed=$((failed + 1)); echo "FAIL $name"; echo "$out" | head -n 20; fi
 }
 W="-Wall -Wextra -Wpedantic -Werror -I."
-for cc in gcc clang; do
+[ $# -gt 0 ] || set -- gcc clang
+for cc in "$@"; do
     command -v $cc >/dev/null || { echo "FAIL $cc not installed"; failed=$((failed + 1)); continue; }
     cxx=g++; [ $cc = clang ] && cxx=clang++
     for h in wsync wsync_http wsync_rdma; do
