@@ -202,20 +202,20 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/test_headers.sh gcc" \
 	    "tests/test_headers.sh clang" \
 	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
+	    "tests/test_cli_edge.sh $(BUILD)/san/wsync" \
 	    "tests/test_push.sh $(BUILD)/san/wsync" \
+	    "tests/test_cli_edge.sh $(BUILD)/wsync" \
 	    "tests/test_push.sh $(BUILD)/wsync" \
 	    "tests/test_cli_dir.sh $(BUILD)/wsync" \
 	    "tests/test_python.sh $(BUILD)/libwsync.so $(BUILD)/wsync" \
+	    "tests/test_rclone.sh $(BUILD)/wsync" \
 	    "tests/test_cli_safety.sh $(BUILD)/san/wsync" \
 	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
-	    "tests/test_fanout.sh $(BUILD)/wsync" \
 	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
-	    "tests/test_cli_edge.sh $(BUILD)/wsync" \
-	    "tests/test_cli_edge.sh $(BUILD)/san/wsync" \
-	    "tests/test_rclone.sh $(BUILD)/wsync" \
-	    "tests/test_readme.sh $(BUILD)/wsync" \
+	    "tests/test_fanout.sh $(BUILD)/wsync" \
 	    "tests/test_build_config.sh" \
+	    "tests/test_readme.sh $(BUILD)/wsync" \
 	    "tests/test_s3_limits.sh $(BUILD)/test_s3_limits $(BUILD)/san/test_s3_limits $(BUILD)/wsync" \
 	    "tests/test_webdav.sh $(BUILD)/test_webdav $(BUILD)/san/test_webdav" \
 	    $(SAN_BINS) \
