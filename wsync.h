@@ -4677,7 +4677,7 @@ static wsync_result wsync__st_parse_at(const void *bytes, uint64_t avail, uint64
     if (n > o.max_header_size || n > size - 8) {
         /* no '{' after the length: most likely not a safetensors file at all
            (a README, an HTML error page): say so before the numbers */
-        const char *what = size > 8 && ((const uint8_t *)bytes)[8] != '{' && avail > 8
+        const char *what = avail > 8 && size > 8 && ((const uint8_t *)bytes)[8] != '{'
                                ? "this does not look like a safetensors file (which starts with its JSON header's "
                                  "length, then '{'): its first 8 bytes read as a "
                                : "";
