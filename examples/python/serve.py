@@ -73,6 +73,7 @@ def follow(store, tensors, interval, wait):
     """A Subscriber synced to HEAD, waiting up to `wait` seconds for the
     trainer's first step. Returns (subscriber, SyncStats, seconds)."""
     deadline = time.monotonic() + wait
+    said = None
     while True:
         sub = None
         try:
@@ -83,9 +84,18 @@ def follow(store, tensors, interval, wait):
         except wsync.WsyncError as e:
             if sub is not None:
                 sub.close()
-            if e.code not in ("WSYNC_ERR_NO_STORE", "WSYNC_ERR_NOT_FOUND") or time.monotonic() > deadline:
-                sys.exit("cannot follow %s with this model (were --layers, --heads, --d-model and "
-                         "--context the trainer's?): %s" % (store, e))
+            waiting = {"WSYNC_ERR_NO_STORE": "the store %s does not exist yet (is the trainer running?)" % store,
+                       "WSYNC_ERR_NOT_FOUND": "nothing is published in %s yet" % store}.get(e.code)
+            if waiting is None:
+                if e.code == "WSYNC_ERR_LAYOUT":
+                    sys.exit("this model is not the trainer's (were --layers, --heads, --d-model and "
+                             "--context the trainer's?): %s" % e)
+                sys.exit("cannot follow %s: %s" % (store, e))
+            if time.monotonic() > deadline:
+                sys.exit("gave up after %.0f s: %s" % (wait, waiting))
+            if waiting != said:
+                print("serve: waiting: %s" % waiting, file=sys.stderr, flush=True)
+                said = waiting
             time.sleep(0.2)
 
 
