@@ -193,9 +193,9 @@ test: deps
 test-build: $(TEST_PROGRAMS)
 
 # tests/run.sh runs TEST_JOBS commands at a time (one more than the cores:
-# several tests wait on servers and timers) and prints them in this order,
-# each with its wall and CPU time; the longest are first, so that they start
-# first.
+# several tests wait on servers and timers), started in this order (the
+# longest first), and prints each one's lines as it finishes, with its wall
+# and CPU time.
 TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 test-run: $(TEST_PROGRAMS)
 	@TEST_JOBS=$(TEST_JOBS) tests/run.sh tests \

@@ -2,11 +2,10 @@
 # Runs test programs and scripts, adds up their "summary: P passed, F failed"
 # lines, and prints the total as the last line. A program that dies without a
 # summary counts as one failure, so a crash is never silent.
-# Runs TEST_JOBS commands at a time (default: one per core), each started in
-# the order given, and prints each one's lines when it and every command
-# before it are done, so the output reads as a run in sequence would; each
-# command's line ends with its wall time and the CPU time (user + sys) of
-# what it ran. TEST_JOBS=1 runs them one after another.
+# Runs TEST_JOBS commands at a time (default: one per core), started in the
+# order given, and prints each one's lines together as soon as it is done (in
+# the order given with TEST_JOBS=1); each command's line ends with its wall
+# time and the CPU time (user + sys) of what it ran.
 # usage: tests/run.sh LABEL CMD...   (each CMD is one program or script)
 set -u
 label=$1; shift
@@ -53,6 +52,7 @@ report() {
 
 t0=$(date +%s%N)
 next=0; shown=0; running=0
+declare -A reported=()
 while [ $shown -lt $n ]; do
     while [ $running -lt "$jobs" ] && [ $next -lt $n ]; do
         start $next; next=$((next + 1)); running=$((running + 1))
@@ -60,7 +60,7 @@ while [ $shown -lt $n ]; do
     if ! wait -n 2>/dev/null; then
         # no job left to wait for: any command without its done marker died
         # with the subshell that ran it
-        for ((i = shown; i < next; i++)); do
+        for ((i = 0; i < next; i++)); do
             [ -e "$dir/$i.done" ] && continue
             [ -e "$dir/$i.rc" ] || echo 255 >"$dir/$i.rc"
             [ -e "$dir/$i.wall" ] || echo 0 >"$dir/$i.wall"
@@ -68,11 +68,12 @@ while [ $shown -lt $n ]; do
             : >"$dir/$i.done"
         done
     fi
-    # count what has finished (the done markers), print what can be printed
+    # report what has finished (the done markers), count what has not
     running=0
-    for ((i = shown; i < next; i++)); do [ -e "$dir/$i.done" ] || running=$((running + 1)); done
-    while [ $shown -lt $next ] && [ -e "$dir/$shown.done" ]; do
-        report $shown; shown=$((shown + 1))
+    for ((i = 0; i < next; i++)); do
+        [ -n "${reported[$i]:-}" ] && continue
+        if [ -e "$dir/$i.done" ]; then report $i; reported[$i]=1; shown=$((shown + 1))
+        else running=$((running + 1)); fi
     done
 done
 wait
