@@ -13,6 +13,15 @@ jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 cmds=("$@"); n=${#cmds[@]}
+# Each command in a process group of its own (job control), so that an
+# interrupt of this script stops every command still running, whole.
+set -m
+pids=()
+stop() {
+    local p; for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+    echo "run.sh: interrupted"; exit 130
+}
+trap stop INT TERM HUP
 passed=0; failed=0
 
 # Runs command $1 in the background: its output, exit status, wall time in ms
@@ -27,6 +36,7 @@ start() {
         times >"$dir/$1.times"
         : >"$dir/$1.done"
     ) 2>>"$dir/$1.out" &
+    pids+=($!)
 }
 # ms of CPU from the second line of times' output ("0m1.234s 0m0.567s")
 cpu_ms() { tail -n 1 "$1" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60000 + a[2] * 1000 } printf "%d", s }'; }
