@@ -903,6 +903,7 @@ typedef struct wsync_blake2b_state {
     uint64_t t[2];             /* bytes compressed so far */
     size_t nbuf, outlen;
     uint8_t buf[128];
+    int impl;                  /* private: the code path (0: AVX2 where the CPU has it) */
 } wsync_blake2b_state;
 WSYNC_DEF void wsync_blake2b(const void *data, size_t len, uint8_t *out, size_t outlen);
 WSYNC_DEF void wsync_blake2b_init(wsync_blake2b_state *s, size_t outlen);
@@ -1118,6 +1119,10 @@ WSYNC_DEF const char *wsync_impl_name(wsync_impl impl);
 WSYNC_DEF size_t wsync_diff_using(wsync_impl impl, const void *a, const void *b, size_t n,
                                   unsigned width, uint32_t *pos, int *ok);
 WSYNC_DEF uint64_t wsync_digest_using(wsync_impl impl, const void *bytes, size_t len, int *ok);
+/* wsync_blake2b by one path: SCALAR (portable), AVX2 (x86 with AVX2), or
+   AUTO (AVX2 where the CPU has it, as wsync_blake2b always does). */
+WSYNC_DEF void wsync_blake2b_using(wsync_impl impl, const void *data, size_t len, uint8_t *out, size_t outlen,
+                                   int *ok);
 
 /* AUTO (wsync_diff, wsync_digest and its init/update/final, the *_using
    calls given WSYNC_IMPL_AUTO, and the encoder's diffs) is one path per
@@ -1549,10 +1554,13 @@ typedef struct wsync_chain_options {
    a signed one).
 
    Why BLAKE2b-256 and not SHA-256: in portable C on 64-bit, SHA-256 ran at
-   0.30 GB/s and BLAKE2b at 0.59-0.78 GB/s on the Zen 4 measured
-   (tests/bench_crypto.c, BENCHMARKS.md "Signed chains"): 3.9 s against
-   1.5-2.0 s of one core for a 1.2 GB anchor, on the publisher and on every
-   follower. Only signed chains pay it. */
+   0.30 GB/s and BLAKE2b at 0.59-0.78 GB/s on the Zen 4 measured, 0.89-0.95
+   with its AVX2 path (tests/bench_crypto.c, BENCHMARKS.md "Signed
+   chains"): 3.9 s against 1.3-2.0 s of one core for a 1.2 GB anchor, on
+   the publisher and on every follower. Each hashes beside the transfer, on
+   a thread of its own (a publisher's put, a subscriber's download), so the
+   wall time grows only where the hash is slower than the transfer. Only
+   signed chains pay it. */
 #define WSYNC_CHAIN_HASH_SIZE 32 /* BLAKE2b-256 */
 #define WSYNC_CHAIN_ID_SIZE 16
 
@@ -3360,7 +3368,100 @@ static void wsync__b2b_count(wsync_blake2b_state *s, uint64_t n)
     if (s->t[0] < n) s->t[1]++;
 }
 
-WSYNC_DEF void wsync_blake2b_init(wsync_blake2b_state *s, size_t outlen)
+#if WSYNC__X86
+/* The same compression with the state's four rows in four AVX2 registers:
+   G on the four columns at once, then on the diagonals (rows b, c, d
+   rotated by one, two and three lanes first, back after). The rotations
+   by 32, 24 and 16 are shuffles, by 63 a shift and an add. 1.5-2x the
+   portable code (BENCHMARKS.md, "Signed chains"). */
+#define WSYNC__B2B_G4(x, y)                                                                                  \
+    do {                                                                                                     \
+        a = _mm256_add_epi64(_mm256_add_epi64(a, b), x);                                                     \
+        d = _mm256_shuffle_epi32(_mm256_xor_si256(d, a), _MM_SHUFFLE(2, 3, 0, 1));                          \
+        c = _mm256_add_epi64(c, d);                                                                          \
+        b = _mm256_shuffle_epi8(_mm256_xor_si256(b, c), r24);                                                \
+        a = _mm256_add_epi64(_mm256_add_epi64(a, b), y);                                                     \
+        d = _mm256_shuffle_epi8(_mm256_xor_si256(d, a), r16);                                                \
+        c = _mm256_add_epi64(c, d);                                                                          \
+        b = _mm256_xor_si256(b, c);                                                                          \
+        b = _mm256_or_si256(_mm256_srli_epi64(b, 63), _mm256_add_epi64(b, b));                               \
+    } while (0)
+#define WSYNC__B2B_M4(i, j, k, l) _mm256_set_epi64x((long long)m[l], (long long)m[k], (long long)m[j], (long long)m[i])
+#define WSYNC__B2B_ROUND4(s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15)             \
+    do {                                                                                                     \
+        WSYNC__B2B_G4(WSYNC__B2B_M4(s0, s2, s4, s6), WSYNC__B2B_M4(s1, s3, s5, s7));                         \
+        b = _mm256_permute4x64_epi64(b, _MM_SHUFFLE(0, 3, 2, 1));                                            \
+        c = _mm256_permute4x64_epi64(c, _MM_SHUFFLE(1, 0, 3, 2));                                            \
+        d = _mm256_permute4x64_epi64(d, _MM_SHUFFLE(2, 1, 0, 3));                                            \
+        WSYNC__B2B_G4(WSYNC__B2B_M4(s8, s10, s12, s14), WSYNC__B2B_M4(s9, s11, s13, s15));                   \
+        b = _mm256_permute4x64_epi64(b, _MM_SHUFFLE(2, 1, 0, 3));                                            \
+        c = _mm256_permute4x64_epi64(c, _MM_SHUFFLE(1, 0, 3, 2));                                            \
+        d = _mm256_permute4x64_epi64(d, _MM_SHUFFLE(0, 3, 2, 1));                                            \
+    } while (0)
+
+/* n blocks from p, the counter raised by inc before each, the last one
+   flagged final when `last`. */
+WSYNC__AVX2 static void wsync__b2b_blocks_avx2(wsync_blake2b_state *s, const uint8_t *p, size_t n, uint64_t inc,
+                                              int last)
+{
+    const __m256i r16 = _mm256_setr_epi8(2, 3, 4, 5, 6, 7, 0, 1, 10, 11, 12, 13, 14, 15, 8, 9, 2, 3, 4, 5, 6, 7, 0, 1,
+                                         10, 11, 12, 13, 14, 15, 8, 9);
+    const __m256i r24 = _mm256_setr_epi8(3, 4, 5, 6, 7, 0, 1, 2, 11, 12, 13, 14, 15, 8, 9, 10, 3, 4, 5, 6, 7, 0, 1, 2,
+                                         11, 12, 13, 14, 15, 8, 9, 10);
+    const __m256i iv0 = _mm256_loadu_si256((const __m256i *)(const void *)wsync__sha512_iv);
+    const __m256i iv1 = _mm256_loadu_si256((const __m256i *)(const void *)(wsync__sha512_iv + 4));
+    __m256i h0 = _mm256_loadu_si256((const __m256i *)(void *)s->h);
+    __m256i h1 = _mm256_loadu_si256((const __m256i *)(void *)(s->h + 4));
+    size_t i;
+    for (i = 0; i < n; i++, p += 128) {
+        uint64_t m[16];
+        __m256i a, b, c, d;
+        memcpy(m, p, sizeof m); /* x86: little-endian */
+        wsync__b2b_count(s, inc);
+        a = h0, b = h1, c = iv0;
+        d = _mm256_xor_si256(iv1, _mm256_set_epi64x(0, last && i + 1 == n ? -1 : 0, (long long)s->t[1],
+                                                     (long long)s->t[0]));
+        WSYNC__B2B_ROUND4(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        WSYNC__B2B_ROUND4(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
+        WSYNC__B2B_ROUND4(11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4);
+        WSYNC__B2B_ROUND4(7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8);
+        WSYNC__B2B_ROUND4(9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13);
+        WSYNC__B2B_ROUND4(2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9);
+        WSYNC__B2B_ROUND4(12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11);
+        WSYNC__B2B_ROUND4(13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10);
+        WSYNC__B2B_ROUND4(6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5);
+        WSYNC__B2B_ROUND4(10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0);
+        WSYNC__B2B_ROUND4(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        WSYNC__B2B_ROUND4(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
+        h0 = _mm256_xor_si256(h0, _mm256_xor_si256(a, c));
+        h1 = _mm256_xor_si256(h1, _mm256_xor_si256(b, d));
+    }
+    _mm256_storeu_si256((__m256i *)(void *)s->h, h0);
+    _mm256_storeu_si256((__m256i *)(void *)(s->h + 4), h1);
+}
+#undef WSYNC__B2B_ROUND4
+#undef WSYNC__B2B_M4
+#undef WSYNC__B2B_G4
+#endif
+
+/* n blocks by the state's path (impl: 0 the CPU's widest, else SCALAR or
+   AVX2 as wsync_blake2b_using asked), as wsync__b2b_blocks_avx2. */
+static void wsync__b2b_blocks(wsync_blake2b_state *s, const uint8_t *p, size_t n, uint64_t inc, int last)
+{
+    size_t i;
+#if WSYNC__X86
+    if (s->impl == WSYNC_IMPL_AVX2 || (s->impl == WSYNC_IMPL_AUTO && wsync__has_avx2())) {
+        wsync__b2b_blocks_avx2(s, p, n, inc, last);
+        return;
+    }
+#endif
+    for (i = 0; i < n; i++, p += 128) {
+        wsync__b2b_count(s, inc);
+        wsync__b2b_compress(s, p, last && i + 1 == n);
+    }
+}
+
+static void wsync__b2b_init(wsync_blake2b_state *s, size_t outlen, wsync_impl impl)
 {
     if (outlen < 1 || outlen > WSYNC_BLAKE2B_MAX) outlen = WSYNC_BLAKE2B_MAX;
     memcpy(s->h, wsync__sha512_iv, sizeof s->h);
@@ -3368,6 +3469,12 @@ WSYNC_DEF void wsync_blake2b_init(wsync_blake2b_state *s, size_t outlen)
     s->t[0] = s->t[1] = 0;
     s->nbuf = 0;
     s->outlen = outlen;
+    s->impl = (int)impl;
+}
+
+WSYNC_DEF void wsync_blake2b_init(wsync_blake2b_state *s, size_t outlen)
+{
+    wsync__b2b_init(s, outlen, WSYNC_IMPL_AUTO);
 }
 
 /* The last block is compressed by final (with its flag): a full buffer
@@ -3378,15 +3485,14 @@ WSYNC_DEF void wsync_blake2b_update(wsync_blake2b_state *s, const void *data, si
     while (len) {
         size_t take;
         if (s->nbuf == 128) {
-            wsync__b2b_count(s, 128);
-            wsync__b2b_compress(s, s->buf, 0);
+            wsync__b2b_blocks(s, s->buf, 1, 128, 0);
             s->nbuf = 0;
         }
-        if (!s->nbuf)
-            for (; len > 128; p += 128, len -= 128) {
-                wsync__b2b_count(s, 128);
-                wsync__b2b_compress(s, p, 0);
-            }
+        if (!s->nbuf && len > 128) {
+            size_t n = (len - 1) / 128; /* at least one byte stays for the last block */
+            wsync__b2b_blocks(s, p, n, 128, 0);
+            p += n * 128, len -= n * 128;
+        }
         take = 128 - s->nbuf < len ? 128 - s->nbuf : len;
         memcpy(s->buf + s->nbuf, p, take);
         s->nbuf += take, p += take, len -= take;
@@ -3398,11 +3504,24 @@ WSYNC_DEF void wsync_blake2b_final(const wsync_blake2b_state *s, uint8_t *out)
     wsync_blake2b_state c = *s;
     uint8_t h[64];
     int i;
-    wsync__b2b_count(&c, c.nbuf);
     memset(c.buf + c.nbuf, 0, 128 - c.nbuf);
-    wsync__b2b_compress(&c, c.buf, 1);
+    wsync__b2b_blocks(&c, c.buf, 1, c.nbuf, 1);
     for (i = 0; i < 8; i++) wsync__store_le64(h + 8 * i, c.h[i]);
     memcpy(out, h, c.outlen);
+}
+
+WSYNC_DEF void wsync_blake2b_using(wsync_impl impl, const void *data, size_t len, uint8_t *out, size_t outlen, int *ok)
+{
+    wsync_blake2b_state s;
+    int have = impl == WSYNC_IMPL_AUTO || impl == WSYNC_IMPL_SCALAR;
+#if WSYNC__X86
+    have |= impl == WSYNC_IMPL_AVX2 && wsync__has_avx2();
+#endif
+    if (ok) *ok = have;
+    if (!have) return;
+    wsync__b2b_init(&s, outlen, impl);
+    wsync_blake2b_update(&s, data, len);
+    wsync_blake2b_final(&s, out);
 }
 
 WSYNC_DEF void wsync_blake2b(const void *data, size_t len, uint8_t *out, size_t outlen)
@@ -14595,6 +14714,137 @@ static wsync_result wsync__spool_open(wsync_subscriber *s, int *fd_out, wsync_er
                        "cannot create a spool file in '%.200s': every name tried exists", dir);
 }
 
+/* A signed anchor's hash beside its download: the stream's sink copies
+   each piece into one of four 4 MiB slots and a thread of its own hashes
+   the slots in order, so the download (and the copy into the targets or
+   the spool) goes on while BLAKE2b runs (about 0.9 GB/s with AVX2, slower
+   than a local read: BENCHMARKS.md, "Signed chains"). Anchors of 16 MiB
+   and up, where threads are; the hash is the same as in one call. */
+#define WSYNC__HPIPE_SLOTS 4u
+#define WSYNC__HPIPE_SLOT ((size_t)4 << 20)
+typedef struct wsync__hpipe {
+    wsync_blake2b_state hs;       /* the hasher thread's until the join */
+    uint8_t *mem;                 /* SLOTS * SLOT bytes */
+    size_t len[WSYNC__HPIPE_SLOTS];
+    int full[WSYNC__HPIPE_SLOTS]; /* handed to the hasher, not hashed yet (under mu) */
+    unsigned put, take;           /* the slot being filled; the slot hashed next */
+    int have;                     /* the producer holds slot put (free, being filled) */
+    int done;                     /* no more slots come (under mu) */
+#if WSYNC__HAVE_THREADS
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+#endif
+    wsync_allocator a;
+} wsync__hpipe;
+
+#if WSYNC__HAVE_THREADS
+static void *wsync__hpipe_main(void *arg)
+{
+    wsync__hpipe *h = (wsync__hpipe *)arg;
+    for (;;) {
+        unsigned k;
+        pthread_mutex_lock(&h->mu);
+        while (!h->full[h->take % WSYNC__HPIPE_SLOTS] && !h->done) pthread_cond_wait(&h->cv, &h->mu);
+        k = h->take % WSYNC__HPIPE_SLOTS;
+        if (!h->full[k]) { /* done, and every slot handed over is hashed */
+            pthread_mutex_unlock(&h->mu);
+            return NULL;
+        }
+        pthread_mutex_unlock(&h->mu);
+        wsync_blake2b_update(&h->hs, h->mem + (size_t)k * WSYNC__HPIPE_SLOT, h->len[k]);
+        pthread_mutex_lock(&h->mu);
+        h->full[k] = 0;
+        h->take++;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+}
+#endif
+
+/* A pipe hashing with BLAKE2b-256, or NULL (no threads, no memory: the
+   caller hashes in its own thread). */
+static wsync__hpipe *wsync__hpipe_start(const wsync_allocator *a)
+{
+#if WSYNC__HAVE_THREADS
+    wsync__hpipe *h = (wsync__hpipe *)wsync__alloc(a, sizeof *h);
+    if (!h) return NULL;
+    memset(h, 0, sizeof *h);
+    h->a = *a;
+    if (!(h->mem = (uint8_t *)wsync__alloc(a, WSYNC__HPIPE_SLOTS * WSYNC__HPIPE_SLOT))) {
+        wsync__free(a, h);
+        return NULL;
+    }
+    wsync_blake2b_init(&h->hs, WSYNC_CHAIN_HASH_SIZE);
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    if (pthread_create(&h->th, NULL, wsync__hpipe_main, h) != 0) {
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
+        wsync__free(a, h->mem);
+        wsync__free(a, h);
+        return NULL;
+    }
+    return h;
+#else
+    (void)a;
+    return NULL;
+#endif
+}
+
+#if WSYNC__HAVE_THREADS
+static void wsync__hpipe_feed(wsync__hpipe *h, const uint8_t *p, size_t n)
+{
+    while (n) {
+        unsigned k = h->put % WSYNC__HPIPE_SLOTS;
+        size_t take;
+        if (!h->have) { /* the next slot, once the hasher is done with it */
+            pthread_mutex_lock(&h->mu);
+            while (h->full[k]) pthread_cond_wait(&h->cv, &h->mu);
+            pthread_mutex_unlock(&h->mu);
+            h->len[k] = 0;
+            h->have = 1;
+        }
+        take = WSYNC__HPIPE_SLOT - h->len[k] < n ? WSYNC__HPIPE_SLOT - h->len[k] : n;
+        memcpy(h->mem + (size_t)k * WSYNC__HPIPE_SLOT + h->len[k], p, take);
+        h->len[k] += take, p += take, n -= take;
+        if (h->len[k] == WSYNC__HPIPE_SLOT) {
+            pthread_mutex_lock(&h->mu);
+            h->full[k] = 1;
+            h->put++;
+            pthread_cond_broadcast(&h->cv);
+            pthread_mutex_unlock(&h->mu);
+            h->have = 0;
+        }
+    }
+}
+#endif
+
+/* Hands over what is left, waits for the hash, frees the pipe. */
+static void wsync__hpipe_end(wsync__hpipe *h, uint8_t out[WSYNC_CHAIN_HASH_SIZE])
+{
+#if WSYNC__HAVE_THREADS
+    wsync_allocator a = h->a;
+    pthread_mutex_lock(&h->mu);
+    if (h->have && h->len[h->put % WSYNC__HPIPE_SLOTS]) {
+        h->full[h->put % WSYNC__HPIPE_SLOTS] = 1;
+        h->put++;
+    }
+    h->done = 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->th, NULL);
+    wsync_blake2b_final(&h->hs, out);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+    wsync__free(&a, h->mem);
+    wsync__free(&a, h);
+#else
+    (void)h;
+    (void)out;
+#endif
+}
+
 /* An anchor arriving from the store: every byte to the digest, and either
    to the spool file or (fd -1) through its header into the targets. */
 typedef struct wsync__astream {
@@ -14603,7 +14853,8 @@ typedef struct wsync__astream {
     uint64_t expect, pos;     /* the object's size, bytes received */
     wsync_digest_state ds;
     int hashing;              /* a verify key: BLAKE2b-256 of every byte too */
-    wsync_blake2b_state hs;
+    wsync_blake2b_state hs;   /* ... here, or (large anchors) in hp */
+    wsync__hpipe *hp;
     int fd;                   /* the spool file; -1: straight into the targets */
     uint8_t *hdr;             /* the 8-byte length and the header, as they come */
     uint64_t hend;            /* 8 + the header's length, once known (else 0) */
@@ -14707,7 +14958,13 @@ static int wsync__astream_sink(void *user, const void *bytes, size_t len)
         return 1;
     }
     if (a->e->has_digests) wsync_digest_update(&a->ds, p, len);
-    if (a->hashing) wsync_blake2b_update(&a->hs, p, len);
+    if (a->hashing) {
+#if WSYNC__HAVE_THREADS
+        if (a->hp) wsync__hpipe_feed(a->hp, p, len);
+        else
+#endif
+            wsync_blake2b_update(&a->hs, p, len);
+    }
     if (a->fd >= 0) {
         if (!wsync__write_all(a->fd, p, len)) {
             a->fatal = wsync__fail(&a->fatal_err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0,
@@ -14756,6 +15013,7 @@ static wsync_result wsync__anchor_read_obj(wsync_subscriber *s, const wsync_chai
     /* with a verify key, hashed on the way (hash: the signed HEAD's; NULL: none named) */
     a.hashing = s->verifying;
     wsync_blake2b_init(&a.hs, WSYNC_CHAIN_HASH_SIZE);
+    if (a.hashing && expect >= ((uint64_t)16 << 20)) a.hp = wsync__hpipe_start(&s->a);
     *verdict = WSYNC_OK;
     *size = 0;
     wsync__chain_path(key, sizeof key, s->prefix, rel);
@@ -14783,7 +15041,9 @@ static wsync_result wsync__anchor_read_obj(wsync_subscriber *s, const wsync_chai
     } else if (r == WSYNC_OK) {
         int hash_ok = 1;
         if (a.hashing) {
-            wsync_blake2b_final(&a.hs, h);
+            if (a.hp) wsync__hpipe_end(a.hp, h);
+            else wsync_blake2b_final(&a.hs, h);
+            a.hp = NULL;
             hash_ok = wsync__hash_check(hash, h, NULL) == WSYNC_OK;
         }
         if (a.pos != a.expect)
@@ -14802,6 +15062,7 @@ static wsync_result wsync__anchor_read_obj(wsync_subscriber *s, const wsync_chai
             *verdict = wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0, "%llu bytes, fewer than the 8-byte header length",
                                    (unsigned long long)a.pos);
     }
+    if (a.hp) wsync__hpipe_end(a.hp, h); /* the read stopped early: the hash is not needed */
     wsync__free(&s->a, a.dst);
     wsync__free(&s->a, a.hdr);
     wsync_st_free(&a.f);
