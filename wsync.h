@@ -470,6 +470,8 @@ REVISIONS
            readers); the primitives, in portable C: wsync_sha256,
            wsync_sha512, wsync_blake2b (each also in pieces),
            wsync_ed25519_keypair, _sign, _verify (strict);
+           wsync_hmac_sha256 (also in pieces), wsync_ct_equal,
+           wsync_random_bytes;
            directory anchors: wsync_publisher_set_layout writes each anchor
            as the shards and files of a model directory (anchors/step_N/NAME),
            named with their sizes and digests in a version 2 HEAD
@@ -925,6 +927,26 @@ WSYNC_DEF void wsync_blake2b_final(const wsync_blake2b_state *s, uint8_t *out);
 WSYNC_DEF void wsync_ed25519_keypair(const uint8_t seed[32], uint8_t pub[32], uint8_t sec[64]);
 WSYNC_DEF void wsync_ed25519_sign(const uint8_t sec[64], const void *msg, size_t len, uint8_t sig[64]);
 WSYNC_DEF int wsync_ed25519_verify(const uint8_t pub[32], const void *msg, size_t len, const uint8_t sig[64]);
+
+/* HMAC-SHA256 (RFC 2104, RFC 4231): a key of any length (longer than 64
+   bytes is hashed first), a message in one call or in pieces. The direct
+   path's handshakes and message MACs use it. */
+typedef struct wsync_hmac_sha256_state {
+    wsync_sha256_state inner, outer;
+} wsync_hmac_sha256_state;
+WSYNC_DEF void wsync_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len, uint8_t out[32]);
+WSYNC_DEF void wsync_hmac_sha256_init(wsync_hmac_sha256_state *s, const void *key, size_t key_len);
+WSYNC_DEF void wsync_hmac_sha256_update(wsync_hmac_sha256_state *s, const void *data, size_t len);
+WSYNC_DEF void wsync_hmac_sha256_final(const wsync_hmac_sha256_state *s, uint8_t out[32]);
+
+/* 1 when a and b (n bytes each) are equal, 0 otherwise, in a time that
+   depends on n only: for comparing MACs and keys. */
+WSYNC_DEF int wsync_ct_equal(const void *a, const void *b, size_t n);
+
+/* n bytes from the system's random source (getrandom, else /dev/urandom):
+   WSYNC_OK, or WSYNC_ERR_IO when there is none or it failed (nothing is
+   made up: keys and nonces need the real thing). */
+WSYNC_DEF wsync_result wsync_random_bytes(void *out, size_t n);
 
 /* ======================================================================
    Safetensors: reader  >>st-read
@@ -3211,6 +3233,76 @@ WSYNC_DEF void wsync_sha256(const void *data, size_t len, uint8_t out[32])
     wsync_sha256_init(&s);
     wsync_sha256_update(&s, data, len);
     wsync_sha256_final(&s, out);
+}
+
+/* ---- HMAC-SHA256, constant-time compare, random bytes ---- */
+
+WSYNC_DEF void wsync_hmac_sha256_init(wsync_hmac_sha256_state *s, const void *key, size_t key_len)
+{
+    uint8_t k[64], pad[64];
+    size_t i;
+    memset(k, 0, sizeof k);
+    if (key_len > 64) wsync_sha256(key, key_len, k);
+    else if (key_len) memcpy(k, key, key_len);
+    for (i = 0; i < 64; i++) pad[i] = (uint8_t)(k[i] ^ 0x36);
+    wsync_sha256_init(&s->inner);
+    wsync_sha256_update(&s->inner, pad, 64);
+    for (i = 0; i < 64; i++) pad[i] = (uint8_t)(k[i] ^ 0x5c);
+    wsync_sha256_init(&s->outer);
+    wsync_sha256_update(&s->outer, pad, 64);
+    memset(k, 0, sizeof k);
+    memset(pad, 0, sizeof pad);
+}
+
+WSYNC_DEF void wsync_hmac_sha256_update(wsync_hmac_sha256_state *s, const void *data, size_t len)
+{
+    wsync_sha256_update(&s->inner, data, len);
+}
+
+WSYNC_DEF void wsync_hmac_sha256_final(const wsync_hmac_sha256_state *s, uint8_t out[32])
+{
+    wsync_sha256_state o = s->outer;
+    uint8_t ih[32];
+    wsync_sha256_final(&s->inner, ih);
+    wsync_sha256_update(&o, ih, 32);
+    wsync_sha256_final(&o, out);
+}
+
+WSYNC_DEF void wsync_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len, uint8_t out[32])
+{
+    wsync_hmac_sha256_state s;
+    wsync_hmac_sha256_init(&s, key, key_len);
+    wsync_hmac_sha256_update(&s, msg, len);
+    wsync_hmac_sha256_final(&s, out);
+}
+
+WSYNC_DEF int wsync_ct_equal(const void *a, const void *b, size_t n)
+{
+    const volatile uint8_t *x = (const volatile uint8_t *)a, *y = (const volatile uint8_t *)b;
+    uint8_t d = 0;
+    size_t i;
+    for (i = 0; i < n; i++) d = (uint8_t)(d | (x[i] ^ y[i]));
+    return d == 0;
+}
+
+WSYNC_DEF wsync_result wsync_random_bytes(void *out, size_t n)
+{
+#if WSYNC__POSIX
+    uint8_t *p = (uint8_t *)out;
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd < 0) return WSYNC_ERR_IO;
+    while (n) {
+        ssize_t got = read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) { close(fd); return WSYNC_ERR_IO; }
+        p += got, n -= (size_t)got;
+    }
+    close(fd);
+    return WSYNC_OK;
+#else
+    (void)out, (void)n;
+    return WSYNC_ERR_IO;
+#endif
 }
 
 /* ---- SHA-512 (its initial values are BLAKE2b's too) ---- */

@@ -11,7 +11,8 @@
      bit, S + L in place of S (S >= L, the malleable twin), another key, a
      public key or R that is no curve point, a non-canonical encoding, keys
      and R of small order; a secret key whose public half is wrong signs
-     as the seed's key. */
+     as the seed's key;
+   - HMAC-SHA256 on RFC 4231's cases, wsync_ct_equal, wsync_random_bytes. */
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
@@ -426,6 +427,59 @@ static void test_ed_refusals(void)
     TEST_END();
 }
 
+/* HMAC-SHA256: RFC 4231 test cases 1, 2, 3 and 6 (a 131-byte key, hashed
+   first), whole and in pieces of every split; wsync_ct_equal on equal and
+   one-bit-different buffers; wsync_random_bytes fills (two draws differ). */
+static void test_hmac(void)
+{
+    static const struct { const char *key_hex; size_t key_len; uint8_t key_fill; const char *msg; size_t msg_len; uint8_t msg_fill; const char *mac; } v[] = {
+        {NULL, 20, 0x0b, "Hi There", 8, 0, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+        {"4a656665", 4, 0, "what do ya want for nothing?", 28, 0, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+        {NULL, 20, 0xaa, NULL, 50, 0xdd, "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"},
+        {NULL, 131, 0xaa, "Test Using Larger Than Block-Size Key - Hash Key First", 54, 0, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+    };
+    size_t i, cut;
+    TEST_BEGIN("hmac_sha256_rfc4231");
+    for (i = 0; i < sizeof v / sizeof v[0]; i++) {
+        uint8_t key[131], msg[64], want[32], got[32];
+        if (v[i].key_hex) unhex(v[i].key_hex, key, v[i].key_len);
+        else memset(key, v[i].key_fill, v[i].key_len);
+        if (v[i].msg) memcpy(msg, v[i].msg, v[i].msg_len);
+        else memset(msg, v[i].msg_fill, v[i].msg_len);
+        unhex(v[i].mac, want, 32);
+        wsync_hmac_sha256(key, v[i].key_len, msg, v[i].msg_len, got);
+        CHECK(memcmp(got, want, 32) == 0);
+        for (cut = 0; cut <= v[i].msg_len; cut++) {
+            wsync_hmac_sha256_state s;
+            wsync_hmac_sha256_init(&s, key, v[i].key_len);
+            wsync_hmac_sha256_update(&s, msg, cut);
+            wsync_hmac_sha256_update(&s, msg + cut, v[i].msg_len - cut);
+            wsync_hmac_sha256_final(&s, got);
+            CHECK(memcmp(got, want, 32) == 0);
+            wsync_hmac_sha256_final(&s, got); /* final leaves the state as it was */
+            CHECK(memcmp(got, want, 32) == 0);
+        }
+    }
+    TEST_END();
+    TEST_BEGIN("ct_equal_and_random");
+    {
+        uint8_t a[48], b[48], c[48];
+        size_t bit;
+        CHECK_EQ_INT(wsync_random_bytes(a, sizeof a), WSYNC_OK);
+        CHECK_EQ_INT(wsync_random_bytes(c, sizeof c), WSYNC_OK);
+        CHECK(memcmp(a, c, sizeof a) != 0);
+        memcpy(b, a, sizeof a);
+        CHECK_EQ_INT(wsync_ct_equal(a, b, sizeof a), 1);
+        CHECK_EQ_INT(wsync_ct_equal(a, b, 0), 1);
+        for (bit = 0; bit < 8 * sizeof a; bit += 13) {
+            b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+            CHECK_EQ_INT(wsync_ct_equal(a, b, sizeof a), 0);
+            b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        }
+    }
+    TEST_END();
+}
+
 int main(void)
 {
     uint8_t *million = (uint8_t *)malloc(1000000);
@@ -437,6 +491,7 @@ int main(void)
     test_ed_rfc();
     test_ed_ext();
     test_ed_refusals();
+    test_hmac();
     free(million);
     return check_summary();
 }
