@@ -471,7 +471,8 @@ REVISIONS
            wsync_sha512, wsync_blake2b (each also in pieces),
            wsync_ed25519_keypair, _sign, _verify (strict);
            wsync_hmac_sha256 (also in pieces), wsync_ct_equal,
-           wsync_random_bytes;
+           wsync_random_bytes; key files: wsync_keygen, wsync_key_read_secret,
+           wsync_key_read_public;
            directory anchors: wsync_publisher_set_layout writes each anchor
            as the shards and files of a model directory (anchors/step_N/NAME),
            named with their sizes and digests in a version 2 HEAD
@@ -947,6 +948,21 @@ WSYNC_DEF int wsync_ct_equal(const void *a, const void *b, size_t n);
    WSYNC_OK, or WSYNC_ERR_IO when there is none or it failed (nothing is
    made up: keys and nonces need the real thing). */
 WSYNC_DEF wsync_result wsync_random_bytes(void *out, size_t n);
+
+/* Key files for signed chains. NAME.key holds the secret key's 32-byte
+   seed as one line, "wsync ed25519 secret " and 64 hex digits; NAME.pub
+   the public key, "wsync ed25519 public " and 64 hex digits.
+   wsync_keygen makes a key pair from wsync_random_bytes and writes both,
+   NAME.key with mode 0600; it never replaces an existing file.
+   wsync_key_read_secret fills the 64-byte secret key that
+   wsync_chain_options.sign_key takes; it refuses a file that other users
+   may read or write (mode & 077, as ssh does) and a public key file.
+   wsync_key_read_public fills the 32 bytes .verify_key takes; it refuses
+   a secret key file (give the .pub). Each error names the file and the
+   rule. */
+WSYNC_DEF wsync_result wsync_keygen(const char *name, wsync_error *err);
+WSYNC_DEF wsync_result wsync_key_read_secret(const char *path, uint8_t sec[64], wsync_error *err);
+WSYNC_DEF wsync_result wsync_key_read_public(const char *path, uint8_t pub[32], wsync_error *err);
 
 /* ======================================================================
    Safetensors: reader  >>st-read
@@ -3302,6 +3318,154 @@ WSYNC_DEF wsync_result wsync_random_bytes(void *out, size_t n)
 #else
     (void)out, (void)n;
     return WSYNC_ERR_IO;
+#endif
+}
+
+/* ---- key files ---- */
+
+#define WSYNC__KEY_SECRET "wsync ed25519 secret "
+#define WSYNC__KEY_PUBLIC "wsync ed25519 public "
+
+/* Reads a key file's line: the prefix `want`, 64 hex digits, optional
+   trailing white space; the other kind's prefix is named in the error. */
+static wsync_result wsync__key_read(const char *path, int secret, uint8_t out[32], wsync_error *err)
+{
+#if WSYNC__POSIX
+    const char *want = secret ? WSYNC__KEY_SECRET : WSYNC__KEY_PUBLIC;
+    const char *other = secret ? WSYNC__KEY_PUBLIC : WSYNC__KEY_SECRET;
+    size_t wl = strlen(want), i, n = 0;
+    char buf[160];
+    struct stat st;
+    int fd;
+    if (!path || !*path) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "no key file named");
+    fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot open key file '%s': %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "key file '%s' is not a regular file", path);
+    }
+    if (secret && (st.st_mode & 077)) {
+        close(fd);
+        return wsync__fail(err, WSYNC_ERR_AUTH, UINT64_MAX, NULL, 0,
+                           "secret key file '%s' may be read or written by other users (mode %04o): chmod 600 it",
+                           path, (unsigned)(st.st_mode & 07777));
+    }
+    while (n < sizeof buf) {
+        ssize_t got = read(fd, buf + n, sizeof buf - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            close(fd);
+            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "cannot read key file '%s': %s", path, strerror(e));
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    close(fd);
+    if (n == sizeof buf)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "key file '%s' is longer than a key (%zu bytes or more)", path, sizeof buf);
+    if (n >= wl && memcmp(buf, other, wl) == 0)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           secret ? "'%s' is a public key file; signing needs the secret key (NAME.key)"
+                                  : "'%s' is a secret key file; verifying needs the public key (NAME.pub), and the secret key should not leave the trainer",
+                           path);
+    if (n < wl + 64 || memcmp(buf, want, wl) != 0)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "key file '%s' does not hold a line \"%s<64 hex digits>\" (wsync keygen writes them)", path, want);
+    for (i = 0; i < 64; i++) {
+        char c = buf[wl + i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (v < 0)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, (uint64_t)(wl + i), NULL, 0,
+                               "key file '%s': byte %zu is not a hex digit", path, wl + i);
+        if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
+        else out[i / 2] = (uint8_t)(out[i / 2] | v);
+    }
+    for (i = wl + 64; i < n; i++)
+        if (buf[i] != '\n' && buf[i] != '\r' && buf[i] != ' ' && buf[i] != '\t')
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, (uint64_t)i, NULL, 0,
+                               "key file '%s': more than one key (byte %zu follows the 64 hex digits)", path, i);
+    return WSYNC_OK;
+#else
+    (void)secret, (void)out;
+    return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "key files need a POSIX system ('%s')", path ? path : "");
+#endif
+}
+
+WSYNC_DEF wsync_result wsync_key_read_secret(const char *path, uint8_t sec[64], wsync_error *err)
+{
+    uint8_t seed[32], pub[32];
+    wsync_result r = wsync__key_read(path, 1, seed, err);
+    if (r == WSYNC_OK) wsync_ed25519_keypair(seed, pub, sec);
+    memset(seed, 0, sizeof seed);
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_key_read_public(const char *path, uint8_t pub[32], wsync_error *err)
+{
+    return wsync__key_read(path, 0, pub, err);
+}
+
+#if WSYNC__POSIX
+static int wsync__key_write(const char *path, const char *prefix, const uint8_t k[32], int mode)
+{
+    static const char hex[] = "0123456789abcdef";
+    char line[128];
+    size_t n = strlen(prefix), i, off = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+    if (fd < 0) return -1;
+    memcpy(line, prefix, n);
+    for (i = 0; i < 32; i++) line[n++] = hex[k[i] >> 4], line[n++] = hex[k[i] & 15];
+    line[n++] = '\n';
+    while (off < n) {
+        ssize_t w = write(fd, line + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    memset(line, 0, sizeof line);
+    if (off < n || fsync(fd) != 0) {
+        int e = errno ? errno : EIO;
+        close(fd);
+        unlink(path);
+        errno = e;
+        return -1;
+    }
+    return close(fd);
+}
+#endif
+
+WSYNC_DEF wsync_result wsync_keygen(const char *name, wsync_error *err)
+{
+#if WSYNC__POSIX
+    char kp[4096], pp[4096];
+    uint8_t seed[32], pub[32], sec[64];
+    struct stat st;
+    wsync_result r;
+    if (!name || !*name) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "keygen: no name given");
+    if (strlen(name) + 5 > sizeof kp) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "keygen: name too long");
+    snprintf(kp, sizeof kp, "%s.key", name);
+    snprintf(pp, sizeof pp, "%s.pub", name);
+    if (stat(kp, &st) == 0 || stat(pp, &st) == 0)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "keygen: '%s' already exists; a key is never replaced (remove it first, or choose another name)",
+                           stat(kp, &st) == 0 ? kp : pp);
+    r = wsync_random_bytes(seed, sizeof seed);
+    if (r != WSYNC_OK) return wsync__fail(err, r, UINT64_MAX, NULL, 0, "keygen: the system has no random source (/dev/urandom)");
+    wsync_ed25519_keypair(seed, pub, sec);
+    if (wsync__key_write(kp, WSYNC__KEY_SECRET, seed, 0600) != 0) {
+        memset(seed, 0, sizeof seed), memset(sec, 0, sizeof sec);
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "keygen: cannot write '%s': %s", kp, strerror(errno));
+    }
+    memset(seed, 0, sizeof seed), memset(sec, 0, sizeof sec);
+    if (wsync__key_write(pp, WSYNC__KEY_PUBLIC, pub, 0644) != 0) {
+        int e = errno;
+        unlink(kp);
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "keygen: cannot write '%s': %s (nothing kept)", pp, strerror(e));
+    }
+    return WSYNC_OK;
+#else
+    return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "keygen needs a POSIX system ('%s')", name ? name : "");
 #endif
 }
 

@@ -21,7 +21,9 @@
      publisher over a signed chain, another key's publisher, each refused;
      WSYNC_CHAIN_NEW_CHAIN starts a new identity;
    - HEAD's rules: "sig" just before "check", a signed HEAD naming every
-     hash, wsync_chain_head_verify. */
+     hash, wsync_chain_head_verify;
+   - key files: wsync_keygen, wsync_key_read_secret and _public, and
+     their refusals. */
 #define _POSIX_C_SOURCE 200809L
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
@@ -32,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #define A_N (64 * 32)
 #define B_N 1000
@@ -861,6 +864,67 @@ static void test_head_rules(void)
     TEST_END();
 }
 
+/* Key files: wsync_keygen writes NAME.key (0600) and NAME.pub; the keys
+   read back sign and verify; keygen never replaces a file; a secret key
+   readable by others, a public file given as secret (and the reverse), a
+   bad hex digit, a second key, a missing file are refused by name. */
+static void test_key_files(void)
+{
+    char dir[] = "/tmp/wsync_keysXXXXXX", name[128], kp[160], pp[160];
+    uint8_t sec[64], pub[32], pub2[32], sig[64];
+    wsync_error err;
+    struct stat st;
+    FILE *f;
+    TEST_BEGIN("key_files");
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(name, sizeof name, "%s/trainer", dir);
+    snprintf(kp, sizeof kp, "%s.key", name);
+    snprintf(pp, sizeof pp, "%s.pub", name);
+    CHECK_EQ_INT(wsync_keygen(name, &err), WSYNC_OK);
+    CHECK(stat(kp, &st) == 0 && (st.st_mode & 0777) == 0600);
+    CHECK_EQ_INT(wsync_key_read_secret(kp, sec, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_key_read_public(pp, pub, &err), WSYNC_OK);
+    CHECK(memcmp(sec + 32, pub, 32) == 0);
+    wsync_ed25519_sign(sec, "step 7", 6, sig);
+    CHECK_EQ_INT(wsync_ed25519_verify(pub, "step 7", 6, sig), 1);
+    /* never replaced */
+    CHECK_EQ_INT(wsync_keygen(name, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "already exists") != NULL);
+    CHECK_EQ_INT(wsync_key_read_public(pp, pub2, &err), WSYNC_OK);
+    CHECK(memcmp(pub, pub2, 32) == 0);
+    /* the wrong kind of file, each way */
+    CHECK_EQ_INT(wsync_key_read_public(kp, pub2, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "secret key file") != NULL);
+    CHECK(chmod(pp, 0600) == 0);
+    CHECK_EQ_INT(wsync_key_read_secret(pp, sec, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "public key file") != NULL);
+    /* a secret key others may read */
+    CHECK(chmod(kp, 0640) == 0);
+    CHECK_EQ_INT(wsync_key_read_secret(kp, sec, &err), WSYNC_ERR_AUTH);
+    CHECK(strstr(err.message, "chmod 600") != NULL);
+    CHECK(chmod(kp, 0600) == 0);
+    /* damaged files */
+    f = fopen(pp, "w");
+    CHECK(f != NULL);
+    if (f) fprintf(f, "wsync ed25519 public %064d\n%064d\n", 0, 0), fclose(f);
+    CHECK_EQ_INT(wsync_key_read_public(pp, pub2, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "more than one key") != NULL);
+    f = fopen(pp, "w");
+    if (f) fprintf(f, "wsync ed25519 public %063dg\n", 0), fclose(f);
+    CHECK_EQ_INT(wsync_key_read_public(pp, pub2, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "not a hex digit") != NULL);
+    f = fopen(pp, "w");
+    if (f) fprintf(f, "ssh-ed25519 AAAA\n"), fclose(f);
+    CHECK_EQ_INT(wsync_key_read_public(pp, pub2, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "wsync keygen writes them") != NULL);
+    unlink(pp);
+    CHECK_EQ_INT(wsync_key_read_public(pp, pub2, &err), WSYNC_ERR_IO);
+    CHECK(strstr(err.message, pp) != NULL);
+    unlink(kp);
+    rmdir(dir);
+    TEST_END();
+}
+
 int main(void)
 {
     make_keys();
@@ -872,5 +936,6 @@ int main(void)
     test_altered_objects();
     test_publisher();
     test_head_rules();
+    test_key_files();
     return check_summary();
 }
