@@ -22,7 +22,10 @@ in the one C or C++ file that defines WSYNC_IMPLEMENTATION first:
     #include "wsync.h"
 
 and link with -pthread (cc -std=c99 app.c -pthread) unless it is built with
-WSYNC_NO_THREADS.
+WSYNC_NO_THREADS. The header is two libraries in one: the codec (dtypes to
+deltas) and the runtime over it (stores, the chain, the prefetch, the
+mirror); WSYNC_NO_CHAIN builds the codec alone and WSYNC_NO_ENCODE leaves
+out the encoders (see COMPILE-TIME OPTIONS).
 
 QUICK START
 ===========
@@ -65,55 +68,102 @@ each step (a delta or an anchor, then HEAD, into a wsync_store); an engine
 calls wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, ...) between batches and
 its weights move from one published step to another, never to anything else.
 
-COMPILE-TIME OPTIONS
-====================
-    WSYNC_IMPLEMENTATION   emit the implementation in this translation unit
-    WSYNC_STATIC           give every public function static linkage
-    WSYNC_DEF              override the linkage prefix yourself
-    WSYNC_MALLOC/WSYNC_FREE replace the default allocator (define both or none)
-    WSYNC_ASSERT(x)        assertion for programmer errors (never for input)
-    WSYNC_NO_MMAP          wsync_file_map reads the file instead of mmap-ing it
-    WSYNC_NO_THREADS       no POSIX threads (options.threads is then ignored);
-                           otherwise link with -pthread
-    WSYNC_NO_SIMD          portable C only (no SSE2/AVX2/AVX-512/NEON paths)
+CONTENTS
+========
+Every section's code carries a tag: search for it and the first hit is
+its declarations, the second its implementation. A tag marked * has code
+only in the implementation (one hit). tests/test_toc.sh checks this list.
+The codec comes first (>>platform to >>delta-apply), the runtime after it
+(>>store to >>fabric), which WSYNC_NO_CHAIN leaves out (COMPILE-TIME
+OPTIONS).
 
-MEMORY
-======
-Every call that allocates takes an options struct holding a wsync_allocator;
-a NULL options pointer or an all-zero struct means malloc and free. A parsed
-file carries its allocator; wsync_st_free releases everything in one call.
-There is no global state but the SIMD paths chosen at first use (see
-wsync_diff_impl). wsync_pool is an allocator that keeps freed large
-blocks for the next call (an apply every step reuses its pages).
+    >>platform    * inlining, SIMD detection and target attributes, bit helpers
+    >>errors        results, wsync_error, wsync_result_str/_name
+    >>alloc         allocators, wsync_pool, overflow-checked sizes
+    >>workers     * running work over tensors on worker threads
+    >>dtypes        dtypes, their names and sizes
+    >>convert       f32 <-> bf16, f16, fp8
+    >>files         wsync_file_map
+    >>crypto        SHA-256, SHA-512, BLAKE2b, Ed25519 (signed chains)
+    >>st-read       safetensors reader
+    >>st-write      safetensors writer (streaming and whole)
+    >>digest        wsync64 (wsync_digest) and the SIMD diff
+    >>delta         deltas: wsync_delta_encode, _apply, _info; shared pieces
+    >>ordered     * ordered integers and zigzag steps
+    >>bits        * the LSB-first bit writer and reader, Rice parameters
+    >>packed-enc  * packed (coder 1): the Rice block encoder
+    >>packed-dec  * packed (coder 1): the Rice block decoder
+    >>rc          * packed-max: the range coder's primitives
+    >>classes     * packed-max: classes, ranks, the position walk
+    >>rc-enc      * packed-max (coder 2): the range-coded block encoder
+    >>rc-dec      * packed-max (coder 2): the symbol reader
+    >>crice-enc   * packed-max (coder 3): the class-Rice block encoder
+    >>crice-dec   * packed-max (coder 3): the class-Rice block reader
+    >>stream-enc  * packed and packed-max: diff, blocks, a tensor's stream
+    >>stream-dec  * packed and packed-max: a stream's header and block table
+    >>trl-enc     * trl-v1 and trl-v3: the encoder's pieces
+    >>trl-dec     * trl-v1 and trl-v3: the reader and writer
+    >>delta-encode * wsync_delta_encode: threads, __metadata__, output
+    >>delta-read  * reading a delta: which encoding, its steps, wsync_delta_info
+    >>delta-apply * wsync_delta_apply's phases: decode, digests, write
+    >>store         the store interface, get_all, get_capped
+    >>store-mem   * the memory store
+    >>store-dir   * the directory store
+    >>chain         the chain: options, entries, wsync_chain_read
+    >>chain-head    HEAD: wsync_chain_head_format and _parse
+    >>chain-read  * reading a chain: HEAD, or a listing without one
+    >>state-digest * wsync_state_digest
+    >>publisher     the publisher: open, publish, retention
+    >>subscriber    the subscriber: open, sync, apply_ready
+    >>sub-plan    * the subscriber's path planning (cheapest in bytes)
+    >>prefetch      the background prefetch and its status
+    >>mirror        the mirror subscriber: changes recorded, merged, handed to an engine
+    >>fabric        the fabric interface and its descriptors
 
-ERRORS
-======
-Every function that can fail returns a wsync_result (WSYNC_OK is 0) and, when
-given a non-NULL wsync_error, fills it: the code, the byte offset in the input
-where the failure was found, the tensor involved, and a message naming the
-rule that failed. wsync_result_str() describes a code in words for people
-("input truncated"); wsync_result_name() gives its enumerator for logs and
-for searching this header ("WSYNC_ERR_TRUNCATED"). Bad input never aborts.
-
-A subscriber's codes tell a serving loop what to do next: wait and retry on
-WSYNC_ERR_NO_STORE (the store does not exist yet) and WSYNC_ERR_NOT_FOUND
-(the store exists, nothing is published yet); stop on WSYNC_ERR_LAYOUT (the
-engine's tensors are not the chain's: names, dtypes, shapes, or memory that
-overlaps); keep serving on WSYNC_ERR_STALE_HEAD (HEAD names a step older
-than the one held: a cached or restored copy, or a restarted chain; the
-targets stay where they are); keep serving and raise an alarm on
-WSYNC_ERR_SIGNATURE (a subscriber given a verify key found HEAD unsigned,
-signed by another key, altered after signing, or another chain's: someone
-who can write the bucket, or a publisher without its key; the targets stay
-where they are). An object whose hash differs from the signed HEAD's is
-WSYNC_ERR_DIGEST_MISMATCH, routed around like a corrupt one.
-
+Private names are wsync__; the short sub-prefixes mean (one meaning each):
+    wsync__bw_  wsync__br_   bit writer, bit reader (LSB first)
+    wsync__rice_  wsync__rs_ Rice blocks (coder 1); rs_: one being decoded
+    wsync__rce_  wsync__rcd_ range coder: encoder, decoder (coder 2)
+    wsync__cr_  wsync__crice_ class-Rice (coder 3): its reader and raw width;
+                             its block encoder
+    wsync__pm_  wsync__pmx_  packed-max: shared pieces; the decoder's scratch
+    wsync__pm_rank_          packed-max: the rank bits (a change's index among
+                             its class's elements): built, read as a window
+    wsync__cls_              packed-max: the class rule (top, k, shift)
+    wsync__cmask_            packed-max: the mask of one class in 64 class bytes
+    wsync__trl_              trl-v1 and trl-v3 (trl3_: trl-v3 only)
+    wsync__list_             packed-max: a tensor's decoded changes
+    wsync__rep_              apply's report: the chunks of changes handed to
+                             wsync_delta_options.on_changes
+    wsync__d*_               wsync64 pieces (dstripe_, drounds_, dscramble_,
+                             dhalf_, dprefetch_)
+    wsync__rne_              conversions: a shift rounding to nearest even
+    wsync__pool_             the allocator wsync_pool, and only it
+    wsync__workers_          the worker dispatcher (wsync__workers_do)
+    wsync__buf_              a growable byte buffer
+    wsync__jp_               HEAD's JSON reader
+    wsync__emit_             the safetensors writer's header output
+    wsync__dir_  wsync__mem_ the directory store, the memory store
+    wsync__sub_  wsync__pub_ subscriber, publisher
+    wsync__pre_  wsync__bg_  prefetched objects, the prefetch thread
+    wsync__poll_             the prefetch thread's steps (one poll)
+    wsync__astream_          an anchor streamed from the store (digest, spool
+                             file or straight into the targets)
+    wsync__fe_  wsync__ge_   Ed25519: field elements mod 2^255 - 19, curve
+    wsync__sc_  wsync__ed_   points, scalars mod L; keys and signatures
+                             (wsync__edc: the curve's constants)
+    wsync__b2b_              BLAKE2b
+    wsync__m_  wsync__mrec_  the mirror subscriber: its locks; one tensor's
+                             changes since the engine's last take
+Other private names are plain words (wsync__apply_write, wsync__cmp_names).
+*/
+/*
 FORMATS
 =======
 The reference for every byte wsync writes and reads: deltas in four
 encodings, anchors, HEAD, and where the chain keeps them in a store. All
 integers are little-endian; element values are the tensors' raw bits, as
-safetensors stores them. CONTENTS (at the end of this opening) names where
+safetensors stores them. CONTENTS (after QUICK START) names where
 the code for each piece is.
 
 Containers
@@ -457,172 +507,75 @@ WSYNC_STEP_MAX, "step" the largest step of any entry, "anchor" the
 largest anchor step, and "check" matching. A reader fetches HEAD up to
 WSYNC_CHAIN_HEAD_MAX_SIZE bytes.
 
+COMPILE-TIME OPTIONS
+====================
+    WSYNC_IMPLEMENTATION   emit the implementation in this translation unit
+    WSYNC_STATIC           give every public function static linkage
+    WSYNC_DEF              override the linkage prefix yourself
+    WSYNC_MALLOC/WSYNC_FREE replace the default allocator (define both or none)
+    WSYNC_ASSERT(x)        assertion for programmer errors (never for input)
+    WSYNC_NO_MMAP          wsync_file_map reads the file instead of mmap-ing it
+    WSYNC_NO_THREADS       no POSIX threads (options.threads is then ignored);
+                           otherwise link with -pthread
+    WSYNC_NO_SIMD          portable C only (no SSE2/AVX2/AVX-512/NEON paths)
+    WSYNC_NO_CHAIN         the codec alone: leaves out the runtime (stores,
+                           the chain and HEAD, publisher, subscriber, prefetch,
+                           mirror) and the fabric interface, whose only user
+                           is wsync_rdma.h; what stays: base, dtypes,
+                           conversions, files, hashes and signatures (key
+                           files too), safetensors, wsync64 and the diff,
+                           deltas (apply, info, encode). wsync_http.h and
+                           wsync_rdma.h need the runtime and stop with #error
+    WSYNC_NO_ENCODE        leaves out the delta encoders (wsync_delta_encode
+                           and what only it uses) and the publisher, which
+                           encodes; the subscriber, the mirror and every
+                           reader stay (an engine that only applies)
+
+    Define the options before every #include of wsync.h in a program (they
+    change the declarations too). Both together leave a program that parses
+    safetensors and applies deltas: tests/test_headers.sh builds every
+    combination and checks with nm that what was left out is absent.
+
+MEMORY
+======
+Every call that allocates takes an options struct holding a wsync_allocator;
+a NULL options pointer or an all-zero struct means malloc and free. A parsed
+file carries its allocator; wsync_st_free releases everything in one call.
+There is no global state but the SIMD paths chosen at first use (see
+wsync_diff_impl). wsync_pool is an allocator that keeps freed large
+blocks for the next call (an apply every step reuses its pages).
+
+ERRORS
+======
+Every function that can fail returns a wsync_result (WSYNC_OK is 0) and, when
+given a non-NULL wsync_error, fills it: the code, the byte offset in the input
+where the failure was found, the tensor involved, and a message naming the
+rule that failed. wsync_result_str() describes a code in words for people
+("input truncated"); wsync_result_name() gives its enumerator for logs and
+for searching this header ("WSYNC_ERR_TRUNCATED"). Bad input never aborts.
+
+A subscriber's codes tell a serving loop what to do next: wait and retry on
+WSYNC_ERR_NO_STORE (the store does not exist yet) and WSYNC_ERR_NOT_FOUND
+(the store exists, nothing is published yet); stop on WSYNC_ERR_LAYOUT (the
+engine's tensors are not the chain's: names, dtypes, shapes, or memory that
+overlaps); keep serving on WSYNC_ERR_STALE_HEAD (HEAD names a step older
+than the one held: a cached or restored copy, or a restarted chain; the
+targets stay where they are); keep serving and raise an alarm on
+WSYNC_ERR_SIGNATURE (a subscriber given a verify key found HEAD unsigned,
+signed by another key, altered after signing, or another chain's: someone
+who can write the bucket, or a publisher without its key; the targets stay
+where they are). An object whose hash differs from the signed HEAD's is
+WSYNC_ERR_DIGEST_MISMATCH, routed around like a corrupt one.
+
 REVISIONS
 =========
-    next   signed chains: wsync_chain_options.sign_key (publisher: Ed25519
-           signs HEAD, which names every object's BLAKE2b-256 and the
-           chain's identity) and .verify_key (subscriber, mirror,
-           wsync_chain_read: unsigned, foreign-key, altered and other-chain
-           HEADs refused with WSYNC_ERR_SIGNATURE, objects checked against
-           their hashes on the way); wsync_chain_head_format_signed,
-           wsync_chain_head_verify, wsync_subscriber_chain_id and _set_chain_id;
-           HEAD's version unchanged (the new keys are skipped by older
-           readers); the primitives, in portable C: wsync_sha256,
-           wsync_sha512, wsync_blake2b (each also in pieces),
-           wsync_ed25519_keypair, _sign, _verify (strict);
-           wsync_hmac_sha256 (also in pieces), wsync_ct_equal,
-           wsync_random_bytes; key files: wsync_keygen, wsync_key_read_secret,
-           wsync_key_read_public;
-           directory anchors: wsync_publisher_set_layout writes each anchor
-           as the shards and files of a model directory (anchors/step_N/NAME),
-           named with their sizes and digests in a version 2 HEAD
-           (wsync_chain_entry.files, wsync_chain_file); a subscriber streams
-           or spools them into its targets by name; retention deletes each;
-           wsync_chain_file_name_check;
-           the prefetch that cannot get further (every way on passes through
-           a refused object, or there is none) says so: WSYNC_ERR_NO_PATH in
-           wsync_subscriber_prefetch_status, naming the object;
-           HEAD records each delta's encoding (an optional "encoding" in its
-           entry; wsync_chain_entry.encoding, added at the struct's end;
-           `wsync log` shows it): a chain continued with another encoding
-           no longer names only the newest; HEAD's version stays 1 and older
-           HEADs read as before; a listing (no HEAD) keeps the keys it
-           listed, so "step_7.safetensors" (not zero-padded) is fetched by
-           that key, and one step under two keys is refused with
-           WSYNC_ERR_BAD_HEAD naming both;
-           a subscriber syncs an anchor in bounded memory (its header, none of
-           its data): streamed into targets without a step (zeroed if it
-           proves bad), else spooled to an unlinked file
-           (wsync_chain_options.spool_dir, else $TMPDIR or /tmp) and copied in
-           only once its digest matches; the prefetch spools anchors too;
-           changes handed after every verified apply: wsync_delta_options
-           .on_changes (wsync_changes: per tensor, ascending positions and
-           new values in chunks, or the tensor whole), for every encoding,
-           and wsync_subscriber_on_changes; the mirror subscriber
-           (wsync_mirror_*): a host copy applied in the background, the
-           changes of one pending step kept as reported (a log per tensor,
-           handed straight from it), of more steps merged in a bitmap per
-           tensor, handed to the engine by wsync_mirror_take, with its pause
-           in the stats; the apply's report hands the changes the write
-           phase decoded (up to 64 MiB of them) instead of decoding again;
-           AUTO's diff and digest paths chosen at first use: the widest the
-           CPU has unless two passes of a short measurement each find a
-           narrower one 1.4x faster (median round), fixed for
-           the process (wsync_diff_impl, wsync_digest_impl;
-           WSYNC_SIMD, WSYNC_DIFF_IMPL, WSYNC_DIGEST_IMPL override); the
-           AVX-512 digest rounds prefetch as the AVX2 ones do; the encoder
-           digests on the diff's loads on every AVX2 core
-    0.2.0  a publisher refuses a damaged or foreign chain (WSYNC_CHAIN_NEW_CHAIN
-           starts a new one there, keeping every object); retention deletes
-           only what the previous HEAD named; the background prefetch reports
-           its errors and remembers the objects refused
-           (wsync_subscriber_prefetch_status, wsync_sync_stats.verified);
-           WSYNC_ERR_CORRUPT for a stream that does not decode; packed blocks
-           capped at 2^WSYNC_DELTA_MAX_BLOCK_LOG2 elements; wsync_store_get_capped
-           and capped downloads (objects at HEAD's size, HEAD at
-           WSYNC_CHAIN_HEAD_MAX_SIZE); the directory store lists without
-           following links to directories; wsync_st_check_names (names
-           holding U+0000 are never matched); wsync_tensor_dense; WSYNC_STATIC
-           builds warning-free; wsync_rdma.h builds in a translation unit of
-           its own (WSYNC_RDMA_MALLOC, WSYNC_RDMA_FREE); internal, no
-           behaviour change: wsync.h's sections regrouped by coder (each
-           encoder beside its decoder), the worker dispatcher renamed
-           (wsync__workers_*)
-    0.1.0  the first release: dtypes and conversions, the safetensors reader
-           and writer, wsync64, the SIMD diff, deltas in four encodings
-           (packed, packed-max, trl-v1, trl-v3), the directory and memory
-           stores, the chain (publisher, subscriber, prefetch) and the fabric
-           interface
+    next   signed chains, key files; directory anchors; WSYNC_ERR_NO_PATH; each delta's encoding in HEAD; anchors synced in bounded memory; on_changes and the mirror; measured SIMD paths; WSYNC_NO_CHAIN, WSYNC_NO_ENCODE; wsync_st_parse_header; wsync_error_set
+    0.2.0  a damaged or foreign chain refused (WSYNC_CHAIN_NEW_CHAIN); safe retention; prefetch status; capped downloads; wsync_st_check_names; wsync_tensor_dense
+    0.1.0  the first release: dtypes, safetensors, wsync64, the SIMD diff, deltas in four encodings, stores, the chain, the fabric interface
 
 LICENSE
 =======
 MIT, at the bottom of this file.
-
-CONTENTS
-========
-Every section's code carries a tag: search for it and the first hit is
-its declarations, the second its implementation. A tag marked * has code
-only in the implementation (one hit). tests/test_toc.sh checks this list.
-
-    >>platform    * inlining, SIMD detection and target attributes, bit helpers
-    >>errors        results, wsync_error, wsync_result_str/_name
-    >>alloc         allocators, wsync_pool, overflow-checked sizes
-    >>workers     * running work over tensors on worker threads
-    >>dtypes        dtypes, their names and sizes
-    >>convert       f32 <-> bf16, f16, fp8
-    >>files         wsync_file_map
-    >>crypto        SHA-256, SHA-512, BLAKE2b, Ed25519 (signed chains)
-    >>st-read       safetensors reader
-    >>st-write      safetensors writer (streaming and whole)
-    >>digest        wsync64 (wsync_digest) and the SIMD diff
-    >>delta         deltas: wsync_delta_encode, _apply, _info; shared pieces
-    >>ordered     * ordered integers and zigzag steps
-    >>bits        * the LSB-first bit writer and reader, Rice parameters
-    >>packed-enc  * packed (coder 1): the Rice block encoder
-    >>packed-dec  * packed (coder 1): the Rice block decoder
-    >>rc          * packed-max: the range coder's primitives
-    >>classes     * packed-max: classes, ranks, the position walk
-    >>rc-enc      * packed-max (coder 2): the range-coded block encoder
-    >>rc-dec      * packed-max (coder 2): the symbol reader
-    >>crice-enc   * packed-max (coder 3): the class-Rice block encoder
-    >>crice-dec   * packed-max (coder 3): the class-Rice block reader
-    >>stream-enc  * packed and packed-max: diff, blocks, a tensor's stream
-    >>stream-dec  * packed and packed-max: a stream's header and block table
-    >>trl-enc     * trl-v1 and trl-v3: the encoder's pieces
-    >>trl-dec     * trl-v1 and trl-v3: the reader and writer
-    >>delta-encode * wsync_delta_encode: threads, __metadata__, output
-    >>delta-read  * reading a delta: which encoding, its steps, wsync_delta_info
-    >>delta-apply * wsync_delta_apply's phases: decode, digests, write
-    >>store         the store interface, get_all, get_capped
-    >>store-mem   * the memory store
-    >>store-dir   * the directory store
-    >>chain         the chain: options, entries, wsync_chain_read
-    >>chain-head    HEAD: wsync_chain_head_format and _parse
-    >>chain-read  * reading a chain: HEAD, or a listing without one
-    >>state-digest * wsync_state_digest
-    >>publisher     the publisher: open, publish, retention
-    >>subscriber    the subscriber: open, sync, apply_ready
-    >>sub-plan    * the subscriber's path planning (cheapest in bytes)
-    >>prefetch      the background prefetch and its status
-    >>mirror        the mirror subscriber: changes recorded, merged, handed to an engine
-    >>fabric        the fabric interface and its descriptors
-
-Private names are wsync__; the short sub-prefixes mean (one meaning each):
-    wsync__bw_  wsync__br_   bit writer, bit reader (LSB first)
-    wsync__rice_  wsync__rs_ Rice blocks (coder 1); rs_: one being decoded
-    wsync__rce_  wsync__rcd_ range coder: encoder, decoder (coder 2)
-    wsync__cr_  wsync__crice_ class-Rice (coder 3): its reader and raw width;
-                             its block encoder
-    wsync__pm_  wsync__pmx_  packed-max: shared pieces; the decoder's scratch
-    wsync__pm_rank_          packed-max: the rank bits (a change's index among
-                             its class's elements): built, read as a window
-    wsync__cls_              packed-max: the class rule (top, k, shift)
-    wsync__cmask_            packed-max: the mask of one class in 64 class bytes
-    wsync__trl_              trl-v1 and trl-v3 (trl3_: trl-v3 only)
-    wsync__list_             packed-max: a tensor's decoded changes
-    wsync__rep_              apply's report: the chunks of changes handed to
-                             wsync_delta_options.on_changes
-    wsync__d*_               wsync64 pieces (dstripe_, drounds_, dscramble_,
-                             dhalf_, dprefetch_)
-    wsync__rne_              conversions: a shift rounding to nearest even
-    wsync__pool_             the allocator wsync_pool, and only it
-    wsync__workers_          the worker dispatcher (wsync__workers_do)
-    wsync__buf_              a growable byte buffer
-    wsync__jp_               HEAD's JSON reader
-    wsync__emit_             the safetensors writer's header output
-    wsync__dir_  wsync__mem_ the directory store, the memory store
-    wsync__sub_  wsync__pub_ subscriber, publisher
-    wsync__pre_  wsync__bg_  prefetched objects, the prefetch thread
-    wsync__poll_             the prefetch thread's steps (one poll)
-    wsync__astream_          an anchor streamed from the store (digest, spool
-                             file or straight into the targets)
-    wsync__fe_  wsync__ge_   Ed25519: field elements mod 2^255 - 19, curve
-    wsync__sc_  wsync__ed_   points, scalars mod L; keys and signatures
-                             (wsync__edc: the curve's constants)
-    wsync__b2b_              BLAKE2b
-    wsync__m_  wsync__mrec_  the mirror subscriber: its locks; one tensor's
-                             changes since the engine's last take
-Other private names are plain words (wsync__apply_write, wsync__cmp_names).
 */
 #ifndef WSYNC_H
 #define WSYNC_H
@@ -1382,12 +1335,15 @@ typedef struct wsync_delta_stats {
     uint64_t bytes;            /* delta file size */
 } wsync_delta_stats;
 
+#ifndef WSYNC_NO_ENCODE
 /* Encode base[i] -> next[i] (same name, dtype and shape, i < n) as a delta
    file streamed to the sink. The dense dtypes must have 1, 2, 4 or 8-byte
    elements; trl encodings need fewer than 2^31 elements per tensor. */
 WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_tensor *next, size_t n,
                                           const wsync_delta_options *opt, wsync_sink_fn sink,
                                           void *user, wsync_delta_stats *stats, wsync_error *err);
+#endif /* WSYNC_NO_ENCODE */
+
 
 /* Apply a delta file to the caller's tensors in place (matched by name).
    Everything is validated first: on any failure nothing was written and
@@ -1405,6 +1361,7 @@ WSYNC_DEF wsync_result wsync_delta_info(const void *delta, uint64_t size, wsync_
                                         wsync_error *err);
 
 
+#ifndef WSYNC_NO_CHAIN
 /* ======================================================================
    Store: the object-store interface and two stores  >>store
    ======================================================================
@@ -1704,6 +1661,7 @@ WSYNC_DEF wsync_result wsync_chain_head_verify(const void *text, size_t len, con
 WSYNC_DEF wsync_result wsync_state_digest(const wsync_tensor *t, size_t n, unsigned threads,
                                           uint64_t *out, wsync_error *err);
 
+#ifndef WSYNC_NO_ENCODE
 /* --- Publisher >>publisher --- */
 
 typedef struct wsync_publisher wsync_publisher;
@@ -1784,6 +1742,8 @@ typedef struct wsync_anchor_file {
 WSYNC_DEF wsync_result wsync_publisher_set_layout(wsync_publisher *p, const wsync_anchor_shard *shards,
                                                   size_t n_shards, const wsync_anchor_file *files, size_t n_files,
                                                   wsync_error *err);
+#endif /* WSYNC_NO_ENCODE */
+
 /* WSYNC_OK when name may name an anchor's object (the rules above). */
 WSYNC_DEF wsync_result wsync_chain_file_name_check(const char *name, wsync_error *err);
 
@@ -2126,6 +2086,8 @@ typedef struct wsync_fabric {
 
 WSYNC_DEF void wsync_fabric_close(wsync_fabric *f);
 
+#endif /* WSYNC_NO_CHAIN */
+
 #ifdef __cplusplus
 }
 #endif
@@ -2296,6 +2258,7 @@ static void wsync__prefetch_l2(const void *p, size_t ahead)
 }
 #endif
 
+#ifndef WSYNC_NO_ENCODE
 /* Bits needed for v: 0 for 0, 64 for values with the top bit set. */
 static unsigned wsync__bitlen64(uint64_t v)
 {
@@ -2307,6 +2270,8 @@ static unsigned wsync__bitlen64(uint64_t v)
     return n;
 #endif
 }
+#endif /* WSYNC_NO_ENCODE */
+
 
 WSYNC__INLINE unsigned wsync__popcount64(uint64_t v)
 {
@@ -2598,6 +2563,7 @@ WSYNC_DEF wsync_pool *wsync_pool_new(size_t keep_bytes, const wsync_allocator *u
     return p;
 }
 
+#ifndef WSYNC_NO_CHAIN
 /* What the pool of a publisher or a subscriber of tensors t[0..n) keeps:
    an eighth of the model (a delta's buffer, an apply's decoded changes),
    plus 16 MiB for the scratch whatever the model's size (the packed-max
@@ -2611,6 +2577,8 @@ static size_t wsync__pool_keep(const wsync_tensor *t, size_t n)
     bytes = bytes / 8 + ((uint64_t)16 << 20);
     return bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
+#endif /* WSYNC_NO_CHAIN */
+
 
 WSYNC_DEF wsync_allocator wsync_pool_allocator(wsync_pool *p)
 {
@@ -6110,6 +6078,7 @@ WSYNC__AVX2_POPCNT static size_t wsync__diff_avx2(const uint8_t *a, const uint8_
     return count;
 }
 
+#ifndef WSYNC_NO_ENCODE
 /* The diff of 2-byte elements over whole 1 KiB rounds with the digest
    rounds of b (wsync__drounds_avx2's arithmetic) run on the same loads: the
    diff waits on memory and the digest's arithmetic fits in that wait, so
@@ -6151,6 +6120,8 @@ WSYNC__AVX2_POPCNT static size_t wsync__diff_digest_w2_avx2(const uint8_t *a, co
     for (k = 0; k < 2; k++) _mm256_storeu_si256((__m256i *)(void *)(acc + 4 * k), h[k]);
     return count;
 }
+#endif /* WSYNC_NO_ENCODE */
+
 
 /* Branch-free: at one percent of changed elements nearly every window holds
    a change at an unpredictable place, so instead of testing and looping over
@@ -6614,6 +6585,7 @@ WSYNC_DEF wsync_impl wsync_digest_impl(void)
     return wsync__simd_choose(1);
 }
 
+#ifndef WSYNC_NO_ENCODE
 #if WSYNC__X86
 /* Whether the encoder diffs 2-byte elements and digests the new image on
    the same loads (wsync__diff_digest_w2_avx2, in wsync__diff_block): where
@@ -6626,7 +6598,10 @@ static int wsync__diff_digest_fused(void)
            wsync_diff_impl() >= WSYNC_IMPL_AVX2 && wsync_diff_impl() <= WSYNC_IMPL_AVX512;
 }
 #endif
+#endif /* WSYNC_NO_ENCODE */
 
+
+#if !defined(WSYNC_NO_ENCODE) || !defined(WSYNC_NO_CHAIN)
 /* ---- digests of many tensors, on worker threads ---- */
 
 typedef struct wsync__digjob {
@@ -6651,6 +6626,8 @@ static wsync_result wsync__tensor_digests(const wsync_tensor *t, size_t n, unsig
     j.out = out;
     return wsync__workers_do(threads, n, wsync__digest_item, &j, err);
 }
+#endif
+
 
 
 /* ======================================================================
@@ -6747,6 +6724,7 @@ typedef struct wsync__buf {
     const wsync_allocator *a;
 } wsync__buf;
 
+#if !defined(WSYNC_NO_ENCODE) || !defined(WSYNC_NO_CHAIN)
 static int wsync__buf_reserve(wsync__buf *b, size_t more)
 {
     size_t need, cap;
@@ -6770,6 +6748,8 @@ static void wsync__buf_free(wsync__buf *b)
     b->p = NULL;
     b->len = b->cap = 0;
 }
+#endif
+
 
 /* Calls F(..., W) with the element width w as the constant W: 1, 2, 4, else
    8 (the widths deltas take), so that F, inlined, copies each element with
@@ -6946,12 +6926,15 @@ WSYNC__INLINE void wsync__bw_put(wsync__bw *b, uint64_t v, unsigned n)
     b->n = bits & 7u;
 }
 
+#ifndef WSYNC_NO_ENCODE
 static void wsync__bw_flush(wsync__bw *b)
 {
     if (b->n) *b->out++ = (uint8_t)b->acc;
     b->acc = 0;
     b->n = 0;
 }
+#endif /* WSYNC_NO_ENCODE */
+
 
 typedef struct wsync__br {
     const uint8_t *p, *end;
@@ -6981,6 +6964,7 @@ WSYNC__INLINE uint64_t wsync__br_take(wsync__br *r, unsigned n) /* n <= avail, n
     return v;
 }
 
+#ifndef WSYNC_NO_ENCODE
 /* The Rice parameter with the shortest expected code for gaps drawn from a
    geometric distribution with mean sum/count: the smallest k with
    theta^(2^k) <= phi - 1, theta = mean / (mean + 1) (Gallager and Van
@@ -7042,6 +7026,8 @@ static size_t wsync__varint_put(uint8_t *out, uint64_t v)
     out[n++] = (uint8_t)v;
     return n;
 }
+#endif /* WSYNC_NO_ENCODE */
+
 
 /* 0 on a malformed or over-long varint. */
 static size_t wsync__varint_get(const uint8_t *p, size_t avail, uint64_t *v)
@@ -7074,6 +7060,7 @@ typedef struct wsync__encblk {
 
 /* ==== packed (coder 1): Rice blocks, the encoder and the decoder ==== */
 
+#ifndef WSYNC_NO_ENCODE
 /* ---- packed (coder 1): the Rice block encoder >>packed-enc ---- */
 
 /* v as a Rice code with parameter k, its quotient q = v >> k below 32: q
@@ -7280,6 +7267,8 @@ static int wsync__rice_block(wsync__buf *out, const uint8_t *base, const uint8_t
     default: return wsync__rice_block_w(out, base, next, 8, pos, count, 0);
     }
 }
+
+#endif /* WSYNC_NO_ENCODE */
 
 /* ---- packed (coder 1): the Rice block decoder >>packed-dec ---- */
 
@@ -7668,6 +7657,7 @@ static void wsync__ctx_init(wsync__ctx *c)
     for (i = 0; i < n; i++) p[i] = WSYNC__RC_ONE / 2;
 }
 
+#ifndef WSYNC_NO_ENCODE
 typedef struct wsync__rce {
     uint64_t low;
     uint32_t range;
@@ -7734,6 +7724,8 @@ static void wsync__rce_flush(wsync__rce *e)
     int i;
     for (i = 0; i < 5; i++) wsync__rce_shift(e);
 }
+#endif /* WSYNC_NO_ENCODE */
+
 
 /* The decoder reads from a copy of the block followed by WSYNC__RCD_PAD
    zero bytes, so that it never tests for the end inside a decision: one
@@ -7811,6 +7803,7 @@ WSYNC__INLINE uint64_t wsync__rcd_direct(wsync__rcd *d, unsigned n)
     return v;
 }
 
+#ifndef WSYNC_NO_ENCODE
 /* An unsigned integer as: its bit length L through a binary tree of `depth`
    levels (adaptive), the two bits under the leading one (adaptive, by L),
    and the rest as direct bits. */
@@ -7829,6 +7822,8 @@ static void wsync__rce_uint(wsync__rce *e, wsync__prob *len_tree, wsync__prob (*
     if (rest >= 2) wsync__rce_bit(e, &mant[L][1 + ((v >> (rest - 1)) & 1)], (unsigned)(v >> (rest - 2)) & 1);
     if (rest >= 3) wsync__rce_direct(e, v, rest - 2);
 }
+#endif /* WSYNC_NO_ENCODE */
+
 
 /* Reads what wsync__rce_uint wrote; sets *invalid for a length over 64. */
 WSYNC__INLINE uint64_t wsync__rcd_uint(wsync__rcd *d, wsync__prob *len_tree, wsync__prob (*mant)[4], unsigned depth,
@@ -8329,6 +8324,7 @@ static wsync__pm_walk_fn wsync__pm_walk_pick(wsync_impl impl)
     }
 }
 
+#ifndef WSYNC_NO_ENCODE
 /* The rank of each change within its class (how many elements of its class
    come before it in the block), for the changes grouped by class in
    by_class[n_in[c] .. n_in[c+1]), each group ascending: the class's
@@ -8389,6 +8385,8 @@ static wsync__pm_ranks_fn wsync__pm_ranks_pick(wsync_impl impl)
     default: return NULL;
     }
 }
+#endif /* WSYNC_NO_ENCODE */
+
 
 /* The class of every exponent value (the LUT both directions use). */
 static void wsync__class_lut(uint8_t *lut, wsync_dtype dt, wsync__cls_rule r)
@@ -8400,6 +8398,7 @@ static void wsync__class_lut(uint8_t *lut, wsync_dtype dt, wsync__cls_rule r)
     }
 }
 
+#ifndef WSYNC_NO_ENCODE
 /* The rule an encoder writes for coder `coder` and a tensor whose largest
    finite exponent is emax. */
 static wsync__cls_rule wsync__cls_rule_for(int coder, unsigned emax)
@@ -8478,6 +8477,8 @@ static int wsync__arith_block(wsync__buf *out, const uint8_t *base, const uint8_
     wsync__rce_flush(&e);
     return !e.failed;
 }
+
+#endif /* WSYNC_NO_ENCODE */
 
 /* ---- packed-max (coder 2): the range-coded block decoder, its symbol reader >>rc-dec ---- */
 
@@ -8613,6 +8614,7 @@ WSYNC__INLINE unsigned wsync__cr_raw_bits(unsigned w)
 {
     return w == 8 ? 64 : 8 * w + 1; /* z < 2^(8w + 1) below 8 bytes */
 }
+#ifndef WSYNC_NO_ENCODE
 
 static void wsync__bw_count(wsync__bw *bw, uint64_t n)
 {
@@ -8723,6 +8725,8 @@ static int wsync__crice_block(wsync__buf *out, const uint8_t *base, const uint8_
     out->len = (size_t)(bw.out - out->p);
     return 1;
 }
+
+#endif /* WSYNC_NO_ENCODE */
 
 /* ---- packed-max (coder 3): the class-Rice block reader >>crice-dec ---- */
 
@@ -9007,6 +9011,7 @@ static int wsync__pmx_reserve(wsync__pmx *x, size_t cap, size_t bytes_cap, int n
 
 /* ==== packed and packed-max: the stream, written and read ==== */
 
+#ifndef WSYNC_NO_ENCODE
 /* ---- the stream, written: diff, blocks, header, a tensor's stream >>stream-enc ---- */
 
 /* The largest finite exponent of a tensor: packed-max's class 0. One loop
@@ -9192,6 +9197,8 @@ static wsync_result wsync__packed_tensor(const wsync_tensor *b, const wsync_tens
     return WSYNC_OK;
 }
 
+#endif /* WSYNC_NO_ENCODE */
+
 /* ---- the stream, read: its header and block table, its blocks >>stream-dec ---- */
 
 static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor *t, wsync_tensor **sorted,
@@ -9369,6 +9376,7 @@ static wsync_result wsync__packed_patch(wsync__patch *pt, const wsync_st_tensor 
 
 /* ==== trl-v1 and trl-v3 (TRL's delta weight sync) ==== */
 
+#ifndef WSYNC_NO_ENCODE
 /* ---- trl-v1 and trl-v3: the encoder's pieces >>trl-enc ---- */
 
 /* All positions where b and x differ, for the trl encodings. */
@@ -9411,6 +9419,8 @@ WSYNC__INLINE void wsync__trl_gather(uint8_t *vals, const uint8_t *src, const ui
         if (upd) memcpy(upd + (size_t)p * w, src + (size_t)p * w, w);
     }
 }
+
+#endif /* WSYNC_NO_ENCODE */
 
 /* ---- trl-v1 and trl-v3: the reader and its write loop >>trl-dec ---- */
 
@@ -9564,6 +9574,7 @@ WSYNC__INLINE void wsync__trl_write_w(const uint8_t *ix, unsigned iw, int v3, co
     }
 }
 
+#ifndef WSYNC_NO_ENCODE
 /* ---- encoding: wsync_delta_encode, __metadata__ >>delta-encode ---- */
 
 typedef struct wsync__out_tensor {
@@ -10064,6 +10075,8 @@ done:
     if (stats && r == WSYNC_OK) *stats = st;
     return r;
 }
+
+#endif /* WSYNC_NO_ENCODE */
 
 /* ---- reading deltas: which encoding (wsync__detect), steps, wsync_delta_info >>delta-read ---- */
 
@@ -11094,6 +11107,7 @@ done:
 }
 
 
+#ifndef WSYNC_NO_CHAIN
 /* ======================================================================
    Store: the object-store interface and two stores  >>store
    ====================================================================== */
@@ -12161,6 +12175,7 @@ static wsync_result wsync__files_validate(const wsync_chain_entry *e, wsync_erro
     return WSYNC_OK;
 }
 
+#ifndef WSYNC_NO_ENCODE
 /* Gives c its own copy of every directory anchor's files (entries copied
    from other infos point into theirs), pointers set. */
 static wsync_result wsync__info_own_files(wsync_chain_info *c, wsync_error *err)
@@ -12185,6 +12200,8 @@ static wsync_result wsync__info_own_files(wsync_chain_info *c, wsync_error *err)
     c->n_files = n;
     return WSYNC_OK;
 }
+#endif /* WSYNC_NO_ENCODE */
+
 
 static wsync_result wsync__chain_validate(const wsync_chain_info *c, wsync_error *err)
 {
@@ -13254,6 +13271,7 @@ static wsync_result wsync__copy_item(void *user, unsigned worker, size_t i, wsyn
     return WSYNC_OK;
 }
 
+#ifndef WSYNC_NO_ENCODE
 /* ======================================================================
    Publisher  >>publisher
    ====================================================================== */
@@ -14298,6 +14316,8 @@ fail:
     if (stats) *stats = st;
     return r;
 }
+
+#endif /* WSYNC_NO_ENCODE */
 
 /* ======================================================================
    Subscriber  >>subscriber
@@ -17368,6 +17388,8 @@ WSYNC_DEF void wsync_fabric_close(wsync_fabric *f)
     if (f && f->close) f->close(f->user);
     if (f) memset(f, 0, sizeof *f);
 }
+#endif /* WSYNC_NO_CHAIN */
+
 
 #endif /* WSYNC_IMPLEMENTATION */
 

@@ -112,6 +112,61 @@ for cc in "$@"; do
     check "$cxx C++11 the three headers' implementations in four translation units link" \
         $cxx -x c++ -std=c++11 $W $D -o "$tmp/all4x" "$tmp/use_all.c" "$tmp/comp_http.c" "$tmp/comp_rdma.c" "$tmp/core.c" $L
     check "$cxx C++11 the three headers' implementations in four translation units run" "$tmp/all4x"
+    # The opt-outs: WSYNC_NO_CHAIN (the codec alone), WSYNC_NO_ENCODE (no
+    # encoders, no publisher), both. Each builds warning-free (C99 to an
+    # object, C++ checked), and nm shows what was left out absent and what
+    # stays present; their declarations are gone too.
+    cat > "$tmp/nm_check.sh" <<'EOS'
+# object, absent-pattern (ERE over the defined global symbols), names that must be there
+syms=$(nm -g --defined-only "$1" | awk '{print $3}')
+bad=$(printf '%s\n' "$syms" | grep -E "$2") && { echo "left in:" $bad; exit 1; }
+shift 2
+for s in "$@"; do printf '%s\n' "$syms" | grep -qx "$s" || { echo "missing: $s"; exit 1; }; done
+EOS
+    runtime='^wsync_(store|chain|publish|subscriber|mirror|fabric|state_digest)'
+    for opts in "WSYNC_NO_CHAIN" "WSYNC_NO_ENCODE" "WSYNC_NO_CHAIN WSYNC_NO_ENCODE"; do
+        tag=$(echo $opts | tr ' ' '+'); D=; for o in $opts; do D="$D -D$o"; done
+        case $opts in
+            "WSYNC_NO_CHAIN") gone=$runtime; keep="wsync_st_parse wsync_delta_apply wsync_delta_encode wsync_ed25519_verify";;
+            "WSYNC_NO_ENCODE") gone='^wsync_(delta_encode|publish)'; keep="wsync_delta_apply wsync_subscriber_sync wsync_mirror_take wsync_store_dir_open";;
+            *) gone="$runtime|^wsync_delta_encode"; keep="wsync_st_parse wsync_delta_apply wsync_delta_info wsync_digest";;
+        esac
+        check "$cc C99 $tag builds" $cc -std=c99 $W $D -c -o "$tmp/opt_$tag.o" "$tmp/core.c"
+        check "$cc C99 $tag: nm shows what was left out absent" sh "$tmp/nm_check.sh" "$tmp/opt_$tag.o" "$gone" $keep
+        check "$cxx C++11 $tag builds" $cxx -x c++ -std=c++11 $W $D -fsyntax-only "$tmp/core.c"
+    done
+    printf '#include "wsync.h"\nvoid f(void);\nvoid f(void) { wsync_store s; (void)s; }\n' > "$tmp/decl_store.c"
+    printf '#include "wsync.h"\nvoid f(void);\nvoid f(void) { (void)wsync_delta_encode; }\n' > "$tmp/decl_enc.c"
+    check "$cc WSYNC_NO_CHAIN: no store declared" sh -c "! $cc -std=c99 $W -DWSYNC_NO_CHAIN -fsyntax-only '$tmp/decl_store.c'"
+    check "$cc WSYNC_NO_ENCODE: no wsync_delta_encode declared" sh -c "! $cc -std=c99 $W -DWSYNC_NO_ENCODE -fsyntax-only '$tmp/decl_enc.c'"
+    # A companion with WSYNC_NO_CHAIN does not build (it needs the runtime);
+    # where it says so itself, its message names the option.
+    for h in wsync_http wsync_rdma; do
+        printf '#define WSYNC_NO_CHAIN\n#include "%s.h"\n' $h > "$tmp/nochain_$h.c"
+        if grep -q 'WSYNC_NO_CHAIN' $h.h; then
+            check "$cc $h.h with WSYNC_NO_CHAIN: #error naming it" sh -c "out=\$($cc -std=c99 -I. -fsyntax-only '$tmp/nochain_$h.c' 2>&1); [ \$? -ne 0 ] && echo \"\$out\" | grep -q '#error.*WSYNC_NO_CHAIN'"
+        else
+            check "$cc $h.h with WSYNC_NO_CHAIN does not build" sh -c "! $cc -std=c99 -I. -fsyntax-only '$tmp/nochain_$h.c' >/dev/null 2>&1"
+        fi
+    done
+    # The codec alone (both options) in a program that parses a safetensors
+    # file and applies a delta: a packed-max seed of the fuzzer onto its
+    # fixed targets (fuzz/delta_targets.h), which must then hold the result
+    # (the delta checks both digests); applied again it must be refused.
+    printf '%s\n' '#define WSYNC_NO_CHAIN' '#define WSYNC_NO_ENCODE' '#define WSYNC_IMPLEMENTATION' '#include "wsync.h"' \
+        '#include "fuzz/delta_targets.h"' '#include <stdlib.h>' \
+        'int main(int argc, char **argv) {' \
+        '    wsync_mapped m, d; wsync_st_file st; wsync_error e; wsync_tensor t[DT_N]; wsync_delta_stats ds; size_t i; uint8_t *buf[DT_N];' \
+        '    if (argc != 3 || wsync_file_map(argv[1], &m, &e) || wsync_st_parse(m.bytes, m.size, NULL, &st, &e) || st.n_tensors == 0) return 1;' \
+        '    wsync_st_free(&st); wsync_file_unmap(&m);' \
+        '    for (i = 0; i < DT_N; i++) { buf[i] = (uint8_t *)malloc(dt_nbytes(i) + 1); dt_fill_base(i, buf[i]);' \
+        '        if (wsync_tensor_dense(&t[i], dt_specs[i].name, dt_specs[i].dtype, dt_specs[i].rank, dt_specs[i].shape, buf[i], &e)) return 2; }' \
+        '    if (wsync_file_map(argv[2], &d, &e) || wsync_delta_apply(d.bytes, d.size, t, DT_N, NULL, &ds, &e) || ds.changed == 0) return 3;' \
+        '    if (wsync_delta_apply(d.bytes, d.size, t, DT_N, NULL, NULL, &e) != WSYNC_ERR_DIGEST_MISMATCH) return 4;' \
+        '    wsync_file_unmap(&d); for (i = 0; i < DT_N; i++) free(buf[i]); return 0; }' > "$tmp/codec.c"
+    check "$cc C99 the codec alone: a program that parses and applies links" $cc -std=c99 $W -o "$tmp/codec" "$tmp/codec.c"
+    check "$cc C99 the codec alone: it parses and applies" "$tmp/codec" tests/corpus/trajectory/step_0000.safetensors \
+        fuzz/corpus/delta_apply/seed_ok_packed_max_low_mixed_b8.safetensors
     printf '#include <stdlib.h>\n#define WSYNC_MALLOC(n) malloc(n)\n#define WSYNC_IMPLEMENTATION\n#include "wsync.h"\nint main(void) { return 0; }\n' > "$tmp/half.c"
     if $cc -std=c99 $W -o "$tmp/h" "$tmp/half.c" >/dev/null 2>&1; then
         failed=$((failed + 1)); echo "FAIL $cc: WSYNC_MALLOC without WSYNC_FREE compiled"
