@@ -9901,40 +9901,44 @@ WSYNC_DEF void wsync_plan_layout_free(wsync_plan_layout *l)
 
 /* ---- planner >>plan ---------------------------------------------------- */
 
-typedef struct wsync__pl_heap_item {
-    uint64_t load;
-    uint32_t rank;
-} wsync__pl_heap_item;
+/* The planner's one heap: a min-heap of (key, id), ties to the lower id, so
+   every order it gives is deterministic. The assignment pass keys it by a
+   rank's load in bytes; the ordering pass and the simulator by a time in
+   seconds, as wsync__pl_tkey's order-keeping bits (times are never
+   negative). */
+typedef struct wsync__pl_hitem {
+    uint64_t key;
+    uint32_t id;
+} wsync__pl_hitem;
 
-/* Min-heap of (load, rank), ties to the lower rank: deterministic. */
 typedef struct wsync__pl_heap {
-    wsync__pl_heap_item *v;
+    wsync__pl_hitem *v;
     uint64_t n;
 } wsync__pl_heap;
 
-static int wsync__pl_hless(const wsync__pl_heap_item *a, const wsync__pl_heap_item *b)
+static int wsync__pl_hless(const wsync__pl_hitem *a, const wsync__pl_hitem *b)
 {
-    return a->load < b->load || (a->load == b->load && a->rank < b->rank);
+    return a->key < b->key || (a->key == b->key && a->id < b->id);
 }
 
-static void wsync__pl_hpush(wsync__pl_heap *h, uint64_t load, uint32_t rank)
+static void wsync__pl_hpush(wsync__pl_heap *h, uint64_t key, uint32_t id)
 {
     uint64_t i = h->n++;
-    wsync__pl_heap_item x;
-    x.load = load;
-    x.rank = rank;
+    wsync__pl_hitem x;
+    x.key = key;
+    x.id = id;
     while (i > 0) {
-        uint64_t p = (i - 1) / 2;
-        if (!wsync__pl_hless(&x, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
+        uint64_t q = (i - 1) / 2;
+        if (!wsync__pl_hless(&x, &h->v[q])) break;
+        h->v[i] = h->v[q];
+        i = q;
     }
     h->v[i] = x;
 }
 
-static wsync__pl_heap_item wsync__pl_hpop(wsync__pl_heap *h)
+static wsync__pl_hitem wsync__pl_hpop(wsync__pl_heap *h)
 {
-    wsync__pl_heap_item top = h->v[0], x = h->v[--h->n];
+    wsync__pl_hitem top = h->v[0], x = h->v[--h->n];
     uint64_t i = 0;
     for (;;) {
         uint64_t c = 2 * i + 1;
@@ -9948,18 +9952,28 @@ static wsync__pl_heap_item wsync__pl_hpop(wsync__pl_heap *h)
     return top;
 }
 
+/* A time as a heap key: the bits of a non-negative double order as the
+   doubles do (0 and -0 both give 0). */
+static uint64_t wsync__pl_tkey(double t)
+{
+    uint64_t u = 0;
+    if (t > 0) memcpy(&u, &t, sizeof u);
+    return u;
+}
+
+static double wsync__pl_tval(uint64_t key)
+{
+    double t;
+    memcpy(&t, &key, sizeof t);
+    return t;
+}
+
 /* Per-unit facts computed once. */
 typedef struct wsync__pl_uinfo {
     uint64_t rows, cols, eb;      /* output rows, columns, bytes per output element */
     uint64_t out_bytes, scale_bytes, dest_bytes; /* whole unit; dest_bytes = out + scales */
     uint32_t mesh, group;
 } wsync__pl_uinfo;
-
-/* Min-heap of (time, id) for the ordering pass; ties to the lower id. */
-typedef struct wsync__pl_th {
-    double t;
-    uint32_t id;
-} wsync__pl_th;
 
 typedef struct wsync__pl_range {
     uint64_t lo, hi;
@@ -9981,7 +9995,7 @@ typedef struct wsync__pl_b {
     uint64_t *eng, n_eng;      /* per preparation: when it joined its rank's engines */
     uint64_t *run_lo, *run_hi, *srun, *nact;
     uint32_t *act;
-    wsync__pl_th *heap;
+    wsync__pl_hitem *heap;
 } wsync__pl_b;
 
 static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo *ui, uint32_t *n_groups,
@@ -10284,7 +10298,7 @@ static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_h
         wsync_plan_prep *pr = &p->preps[p_lo + idx[i]];
         uint64_t w = wsync__pl_wire(B, p_lo + idx[i]);
         wsync__pl_heap *h;
-        wsync__pl_heap_item it;
+        wsync__pl_hitem it;
         if (pr->rank != UINT32_MAX) { /* fixed sender (row shards) */
             B->gload[pr->rank] += w;
             continue;
@@ -10293,13 +10307,13 @@ static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_h
         h = &heaps[m];
         for (;;) { /* lazily drop entries made stale by another mesh sharing the rank */
             it = wsync__pl_hpop(h);
-            if (it.load == B->gload[it.rank]) break;
-            wsync__pl_hpush(h, B->gload[it.rank], it.rank);
+            if (it.key == B->gload[it.id]) break;
+            wsync__pl_hpush(h, B->gload[it.id], it.id);
         }
-        pr->rank = it.rank;
-        B->gload[it.rank] += w;
-        wsync__pl_hpush(h, B->gload[it.rank], it.rank);
-        if (!wsync__pl_holds(B, pr, it.rank)) pr->flags |= WSYNC_PLAN_GATHER;
+        pr->rank = it.id;
+        B->gload[it.id] += w;
+        wsync__pl_hpush(h, B->gload[it.id], it.id);
+        if (!wsync__pl_holds(B, pr, it.id)) pr->flags |= WSYNC_PLAN_GATHER;
         wsync__pl_set_temp(pr);
     }
     wsync__rdma_free(&p->allocator, idx);
@@ -10358,42 +10372,6 @@ static void wsync__pl_tasks(wsync__pl_b *B, uint64_t p_lo, uint64_t p_hi)
     }
 }
 
-static int wsync__pl_thless(const wsync__pl_th *a, const wsync__pl_th *b)
-{
-    return a->t < b->t || (a->t == b->t && a->id < b->id);
-}
-
-static void wsync__pl_thpush(wsync__pl_th *h, uint64_t *n, double t, uint32_t id)
-{
-    uint64_t i = (*n)++;
-    wsync__pl_th x;
-    x.t = t;
-    x.id = id;
-    while (i > 0) {
-        uint64_t q = (i - 1) / 2;
-        if (!wsync__pl_thless(&x, &h[q])) break;
-        h[i] = h[q];
-        i = q;
-    }
-    h[i] = x;
-}
-
-static wsync__pl_th wsync__pl_thpop(wsync__pl_th *h, uint64_t *n)
-{
-    wsync__pl_th top = h[0], x = h[--(*n)];
-    uint64_t i = 0;
-    for (;;) {
-        uint64_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && wsync__pl_thless(&h[c + 1], &h[c])) c++;
-        if (!wsync__pl_thless(&h[c], &x)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n) h[i] = x;
-    return top;
-}
-
 /* When preparation q would be ready if its rank's engines took it next:
    gather/fuse then quantize, two pipelined stages that run ahead of the
    sends in the order preparations are first needed (as the simulator
@@ -10423,14 +10401,16 @@ static wsync_result wsync__pl_order(wsync__pl_b *B, uint64_t t_lo, uint64_t t_hi
 {
     wsync_plan *p = B->p;
     uint32_t K = p->nics_per_rank;
-    uint64_t S = (uint64_t)p->n_trainers * K, D = (uint64_t)p->n_inference * K, n = 0, i, nh = 0, nruns = 0;
+    uint64_t S = (uint64_t)p->n_trainers * K, D = (uint64_t)p->n_inference * K, n = 0, i, nruns = 0;
     uint32_t *idx = scratch, *key, *tidx, *tkey;
     double cost = (double)B->o->task_cost_bytes;
     double *rfree = B->rfree, *rrem = B->rrem, *gfree = B->gfree, *qfree = B->qfree, *ready = B->ready;
     uint64_t *rs = B->run_lo, *re = B->run_hi, *srun = B->srun; /* runs; per sender NIC: its runs */
     uint32_t *act = B->act;                 /* per sender NIC: active runs, compacted */
     uint64_t *nact = B->nact;
-    wsync__pl_th *heap = B->heap;
+    wsync__pl_heap heap;
+    heap.v = B->heap;
+    heap.n = 0;
     for (i = t_lo; i < t_hi; i++)
         if (!(p->tasks[i].flags & WSYNC_PLAN_SCALES)) idx[n++] = (uint32_t)(i - t_lo);
     key = idx + n;
@@ -10471,9 +10451,10 @@ static wsync_result wsync__pl_order(wsync__pl_b *B, uint64_t t_lo, uint64_t t_hi
             re[nruns - 1] = i + 1;
     }
     for (i = 0; i < S; i++)
-        if (nact[i]) wsync__pl_thpush(heap, &nh, 0, (uint32_t)i);
-    while (nh > 0) {
-        wsync__pl_th h = wsync__pl_thpop(heap, &nh);
+        if (nact[i]) wsync__pl_hpush(&heap, 0, (uint32_t)i);
+    while (heap.n > 0) {
+        wsync__pl_hitem h = wsync__pl_hpop(&heap);
+        double h_t = wsync__pl_tval(h.key);
         uint64_t sn = h.id, k, best = UINT64_MAX, j;
         double bstart = 0, brem = 0, end;
         const wsync_plan_task *t;
@@ -10481,7 +10462,7 @@ static wsync_result wsync__pl_order(wsync__pl_b *B, uint64_t t_lo, uint64_t t_hi
             uint64_t run = act[srun[sn] + k];
             const wsync_plan_task *c = WSYNC__PL_T(idx[rs[run]]);
             uint64_t rn = WSYNC__PL_RN(c);
-            double st = h.t, rd = wsync__pl_ready(B, gfree, qfree, ready, c->prep);
+            double st = h_t, rd = wsync__pl_ready(B, gfree, qfree, ready, c->prep);
             if (rfree[rn] > st) st = rfree[rn];
             if (rd > st) st = rd;
             if (best == UINT64_MAX || st < bstart ||
@@ -10506,11 +10487,11 @@ static wsync_result wsync__pl_order(wsync__pl_b *B, uint64_t t_lo, uint64_t t_hi
                 if (u > 0) qfree[pr->rank] = ready[t->prep];
                 B->eng[t->prep] = B->n_eng++;
             }
-            if (ready[t->prep] > h.t && ready[t->prep] > rfree[WSYNC__PL_RN(t)]) {
+            if (ready[t->prep] > h_t && ready[t->prep] > rfree[WSYNC__PL_RN(t)]) {
                 /* waiting for the preparation: reserving the receiver now would
                    leave it a gap that a first-come-first-served receiver fills
                    with someone else's write; decide again once it is ready */
-                wsync__pl_thpush(heap, &nh, ready[t->prep], (uint32_t)sn);
+                wsync__pl_hpush(&heap, wsync__pl_tkey(ready[t->prep]), (uint32_t)sn);
                 continue;
             }
             end = bstart + WSYNC__PL_LEN(j);
@@ -10524,7 +10505,7 @@ static wsync_result wsync__pl_order(wsync__pl_b *B, uint64_t t_lo, uint64_t t_hi
                 nact[sn]--;
             }
         }
-        if (nact[sn]) wsync__pl_thpush(heap, &nh, end, (uint32_t)sn);
+        if (nact[sn]) wsync__pl_hpush(&heap, wsync__pl_tkey(end), (uint32_t)sn);
     }
 #undef WSYNC__PL_T
 #undef WSYNC__PL_SN
@@ -10785,7 +10766,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
         goto fail;
     }
     for (i = 0; i < in->n_meshes; i++) {
-        heaps[i].v = (wsync__pl_heap_item *)wsync__plalloc(&o.allocator, (uint64_t)in->meshes[i].count + 1,
+        heaps[i].v = (wsync__pl_hitem *)wsync__plalloc(&o.allocator, (uint64_t)in->meshes[i].count + 1,
                                                            sizeof *heaps[i].v);
         if (!heaps[i].v) {
             r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
@@ -10853,7 +10834,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
         B.eng = (uint64_t *)wsync__plalloc(&o.allocator, p->n_preps, 8);
         B.run_lo = (uint64_t *)wsync__plalloc(&o.allocator, 2 * total_tasks + 2 * NS, 8);
         B.act = (uint32_t *)wsync__plalloc(&o.allocator, total_tasks, 4);
-        B.heap = (wsync__pl_th *)wsync__plalloc(&o.allocator, NS, sizeof *B.heap);
+        B.heap = (wsync__pl_hitem *)wsync__plalloc(&o.allocator, NS, sizeof *B.heap);
         if (B.rfree) B.rrem = B.rfree + NR;
         if (B.gfree) B.qfree = B.gfree + in->n_trainers;
         if (B.run_lo) {
@@ -11344,9 +11325,9 @@ static int wsync__pl_sim_fetch(wsync__pl_sim *S, const wsync_plan_sim_options *o
 {
     const wsync_plan *p = S->p;
     uint32_t K = p->nics_per_rank;
-    uint64_t NS = (uint64_t)p->n_trainers * K, i, n = 0, senders = 0, nh = 0;
+    uint64_t NS = (uint64_t)p->n_trainers * K, i, n = 0, senders = 0;
     double rate, rrate, bytes = 0, e = t0;
-    wsync__pl_th *heap;
+    wsync__pl_heap heap;
     *end = t0;
     for (i = 0; i < NS; i++) S->nic_first[i] = 0;
     for (i = 0; i < p->n_fetches; i++)
@@ -11370,27 +11351,28 @@ static int wsync__pl_sim_fetch(wsync__pl_sim *S, const wsync_plan_sim_options *o
             const wsync_plan_fetch *f = &p->fetches[i];
             fo[S->nic_next[(uint64_t)f->holder * K + f->src_nic]++] = (uint32_t)i;
         }
-    heap = (wsync__pl_th *)wsync__plalloc(&S->a, senders, sizeof *heap);
-    if (!heap) return 0;
+    heap.v = (wsync__pl_hitem *)wsync__plalloc(&S->a, senders, sizeof *heap.v);
+    heap.n = 0;
+    if (!heap.v) return 0;
     for (i = 0; i < NS; i++) {
         S->nic_next[i] = S->nic_first[i];
-        if (S->nic_first[i] < S->nic_end[i]) wsync__pl_thpush(heap, &nh, t0, (uint32_t)i);
+        if (S->nic_first[i] < S->nic_end[i]) wsync__pl_hpush(&heap, wsync__pl_tkey(t0), (uint32_t)i);
     }
     rate = wsync__pl_sim_rate(o, (double)senders);
     rrate = o->recv_gbps < 0 ? 0 : o->recv_gbps > 0 ? o->recv_gbps * 1e9 / 8 : rate;
-    while (nh > 0) {
-        wsync__pl_th h = wsync__pl_thpop(heap, &nh);
+    while (heap.n > 0) {
+        wsync__pl_hitem h = wsync__pl_hpop(&heap);
         const wsync_plan_fetch *f = &p->fetches[fo[S->nic_next[h.id]++]];
         uint64_t rn = (uint64_t)p->preps[f->prep].rank * K + f->dst_nic;
-        double st = h.t, d = S->task_s + (double)f->len / (rrate > 0 && rrate < rate ? rrate : rate);
+        double st = wsync__pl_tval(h.key), d = S->task_s + (double)f->len / (rrate > 0 && rrate < rate ? rrate : rate);
         if (rrate > 0 && tr[rn] > st) st = tr[rn];
         if (rrate > 0) tr[rn] = st + d;
         S->sfree[h.id] = st + d;
         if (st + d > e) e = st + d;
         S->res->events++;
-        if (S->nic_next[h.id] < S->nic_end[h.id]) wsync__pl_thpush(heap, &nh, st + d, h.id);
+        if (S->nic_next[h.id] < S->nic_end[h.id]) wsync__pl_hpush(&heap, wsync__pl_tkey(st + d), h.id);
     }
-    wsync__rdma_free(&S->a, heap);
+    wsync__rdma_free(&S->a, heap.v);
     if (o->cpus > 0) { /* one host: at least the phase's CPU work over the cores */
         double share = (double)senders > o->cpus ? o->cpus / (double)senders : 1.0;
         double w = ((double)n * S->task_s + bytes / rate * share) / o->cpus;
