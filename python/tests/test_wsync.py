@@ -486,7 +486,7 @@ class TestTorchErrors(Base):
     def test_wrong_types_and_closed(self):
         T = wsync.WsyncTypeError
         self.assertRaises(T, wsync.Publisher, 123)
-        self.assertRaises(T, wsync.Publisher, self.store, nosuch=1)
+        self.assertRaises(TypeError, wsync.Publisher, self.store, nosuch=1)   # keyword-only, checked by Python
         self.assertRaises(T, wsync.Publisher, self.store, anchor_every="3")
         self.assertRaises(T, wsync.Publisher, self.store, keep_f32=1)
         pub = wsync.Publisher(self.store, fsync=False)

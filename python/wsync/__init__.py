@@ -65,35 +65,50 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from ._errors import (WsyncError, WsyncTypeError, WsyncUnsupportedError, WsyncNoStoreError,
-                      WsyncNotFoundError, WsyncEmptyChainError, WsyncLayoutError, WsyncStaleHeadError)
+from ._errors import (WsyncError, WsyncTypeError, WsyncValueError, WsyncUnsupportedError, WsyncNoStoreError,
+                      WsyncNotFoundError, WsyncEmptyChainError, WsyncLayoutError, WsyncStaleHeadError,
+                      WsyncSignatureError)
 from . import _errors, _lib, _mirror, _tensors
 
-__all__ = ["Publisher", "Subscriber", "WsyncError", "WsyncTypeError", "WsyncUnsupportedError",
+__all__ = ["Publisher", "Subscriber", "WsyncError", "WsyncTypeError", "WsyncValueError", "WsyncUnsupportedError",
            "WsyncNoStoreError", "WsyncNotFoundError", "WsyncEmptyChainError", "WsyncLayoutError",
-           "WsyncStaleHeadError",
+           "WsyncStaleHeadError", "WsyncSignatureError",
            "PublishStats", "SyncStats", "MirrorStats", "DeltaStats", "PrefetchStatus", "FileInfo", "TensorInfo",
            "Head", "head", "diff", "apply", "inspect", "state_digest", "digest", "changed_positions",
-           "has_http", "library_version", "ENCODINGS", "STEP_MAX"]
+           "keygen", "public_key", "has_http", "library_version", "ENCODINGS", "STEP_MAX"]
 
-STEP_MAX = 999999999999999
-ENCODINGS = ("packed", "packed-max", "trl-v1", "trl-v3")
+_L = _lib.load()
+
+# The C types' ranges (the shim's parameters) ...
 _U64_MAX = (1 << 64) - 1
 _U32_MAX = (1 << 32) - 1
 
-_CHAIN_VERIFY_STATE = 1
-_CHAIN_KEEP_F32 = 2
-_CHAIN_NEW_CHAIN = 4
-_CHAIN_PARTIAL = 8
-_CHAIN_FOLLOW_RESTART = 16
-_DELTA_SKIP_BASE_DIGEST = 1
-_DELTA_SKIP_RESULT_DIGEST = 2
-_DELTA_RANGE_CODER = 8
-_STORE_MUST_EXIST = 1
-_STORE_NO_FSYNC = 2
-_STORE_INSECURE = 4
 
-_L = _lib.load()
+def _k(name):
+    return _lib.constant(_L, name)
+
+
+# ... and the library's flags and limits, read from it (never copied here).
+STEP_MAX = _k("WSYNC_STEP_MAX")
+_STEP_LATEST = _k("WSYNC_STEP_LATEST")
+ENCODINGS = tuple(_L.wspy_encoding_name(e).decode()
+                  for e in range(_k("WSYNC_ENCODING_PACKED"), _k("WSYNC_ENCODING_TRL_V3") + 1))
+_CHAIN_VERIFY_STATE = _k("WSYNC_CHAIN_VERIFY_STATE")
+_CHAIN_KEEP_F32 = _k("WSYNC_CHAIN_KEEP_F32")
+_CHAIN_NEW_CHAIN = _k("WSYNC_CHAIN_NEW_CHAIN")
+_CHAIN_PARTIAL = _k("WSYNC_CHAIN_PARTIAL")
+_CHAIN_FOLLOW_RESTART = _k("WSYNC_CHAIN_FOLLOW_RESTART")
+_DELTA_SKIP_BASE_DIGEST = _k("WSYNC_DELTA_SKIP_BASE_DIGEST")
+_DELTA_SKIP_RESULT_DIGEST = _k("WSYNC_DELTA_SKIP_RESULT_DIGEST")
+_DELTA_RANGE_CODER = _k("WSYNC_DELTA_RANGE_CODER")
+_DELTA_MAX_BLOCK_LOG2 = _k("WSYNC_DELTA_MAX_BLOCK_LOG2")
+_STORE_MUST_EXIST = _k("WSPY_STORE_MUST_EXIST")
+_STORE_NO_FSYNC = _k("WSPY_STORE_NO_FSYNC")
+_STORE_INSECURE = _k("WSPY_STORE_INSECURE")
+_SEED_SIZE = _k("WSYNC_ED25519_SEED_SIZE")
+_PUBLIC_SIZE = _k("WSYNC_ED25519_PUBLIC_SIZE")
+_SECRET_SIZE = _k("WSYNC_ED25519_SECRET_SIZE")
+_CHAIN_ID_SIZE = _k("WSYNC_CHAIN_ID_SIZE")
 
 __version__ = _L.wspy_version().decode()
 
@@ -285,7 +300,7 @@ def _int(name, v, lo, hi):
             raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "%s must be an int, not bool" % name)
         v = v2
     if v < lo or v > hi:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "%s %d out of range [%d, %d]" % (name, v, lo, hi))
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "%s %d out of range [%d, %d]" % (name, v, lo, hi))
     return v
 
 
@@ -302,14 +317,14 @@ def _str(name, v, none_ok=True):
         raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "%s must be a str, not %s"
                              % (name, type(v).__name__))
     if "\x00" in v:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "%s holds a NUL character" % name)
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "%s holds a NUL character" % name)
     return v.encode("utf-8")
 
 
 def _encoding(v):
     if isinstance(v, str) and v in ENCODINGS:
         return _L.wspy_encoding_from_name(v.encode())
-    raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "encoding %r: one of %s" % (v, ", ".join(ENCODINGS)))
+    raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "encoding %r: one of %s" % (v, ", ".join(ENCODINGS)))
 
 
 def _store(store):
@@ -321,22 +336,109 @@ def _store(store):
         raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "store must be a path or a URL, not %s"
                              % type(store).__name__)
     if not store:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "empty store")
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "empty store")
     if "://" in store and not store.startswith(("http://", "https://", "s3://")):
         raise WsyncError("WSYNC_ERR_UNSUPPORTED", "store %r: a directory, http://, https:// or s3://" % store)
     if "\x00" in store:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "store holds a NUL character")
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "store holds a NUL character")
     return os.fsencode(store) if "://" not in store else store.encode("utf-8")
 
 
-def _options(kind, options, defaults):
-    unknown = sorted(set(options) - set(defaults))
-    if unknown:
-        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "%s: unknown option %s (known: %s)"
-                             % (kind, ", ".join(unknown), ", ".join(sorted(defaults))))
-    out = dict(defaults)
-    out.update(options)
-    return out
+def _path(name, v):
+    """A path given as str or os.PathLike, for C."""
+    p = os.fspath(v)
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    if not p:
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "%s: an empty path" % name)
+    if "\x00" in p:
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "%s: the path holds a NUL character" % name)
+    return os.fsencode(p)
+
+
+def _key_bytes(name, v, what):
+    """A key given as bytes-like, copied into a ctypes buffer (wiped after use
+    by the caller) and its length."""
+    try:
+        mv = memoryview(v)
+    except TypeError:
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "%s must be %s, not %s" % (name, what, type(v).__name__))
+    if not mv.c_contiguous:
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "%s: the buffer is not contiguous" % name)
+    n = mv.nbytes
+    buf = (ctypes.c_uint8 * max(n, 1)).from_buffer_copy(mv.cast("B")) if n else (ctypes.c_uint8 * 1)()
+    return buf, n
+
+
+def _sign_key(v):
+    """sign_key as the 64-byte secret key C takes (a ctypes buffer; wipe it
+    after the call that copies it), or None. v: a 64-byte secret key, a
+    32-byte seed, or the path of a secret key file (NAME.key, keygen's)."""
+    if v is None:
+        return None
+    sec = (ctypes.c_uint8 * _SECRET_SIZE)()
+    err = _lib.Error()
+    if isinstance(v, (str, os.PathLike)):
+        rc = _L.wspy_key_read_secret(_path("sign_key", v), sec, ctypes.byref(err))
+    else:
+        buf, n = _key_bytes("sign_key", v, "bytes (a %d-byte secret key or a %d-byte seed) or a secret key "
+                            "file's path" % (_SECRET_SIZE, _SEED_SIZE))
+        rc = _L.wspy_sign_key(buf, n, sec, ctypes.byref(err))
+        ctypes.memset(buf, 0, ctypes.sizeof(buf))
+    if rc:
+        ctypes.memset(sec, 0, ctypes.sizeof(sec))
+    _check(rc, err)
+    return sec
+
+
+def _verify_key(v):
+    """verify_key as the 32-byte public key C takes (a ctypes buffer), or
+    None. v: 32 bytes, or the path of a public key file (NAME.pub)."""
+    if v is None:
+        return None
+    pub = (ctypes.c_uint8 * _PUBLIC_SIZE)()
+    if isinstance(v, (str, os.PathLike)):
+        err = _lib.Error()
+        _check(_L.wspy_key_read_public(_path("verify_key", v), pub, ctypes.byref(err)), err)
+        return pub
+    buf, n = _key_bytes("verify_key", v, "bytes (the %d-byte public key) or a public key file's path"
+                        % _PUBLIC_SIZE)
+    if n != _PUBLIC_SIZE:
+        ctypes.memset(buf, 0, ctypes.sizeof(buf))
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "verify_key: %d bytes; the %d-byte public key "
+                              "(wsync.public_key(sign_key) gives it%s)" % (n, _PUBLIC_SIZE,
+                              "; never hand a follower the secret key" if n == _SECRET_SIZE else ""))
+    ctypes.memmove(pub, buf, _PUBLIC_SIZE)
+    return pub
+
+
+def keygen(name):
+    """Makes an Ed25519 key pair for a signed chain and writes NAME.key (the
+    secret key, mode 0600: the trainer's sign_key) and NAME.pub (the public
+    key: every follower's verify_key); an existing file is never replaced.
+    Returns the two paths, (NAME.key, NAME.pub)."""
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    if not isinstance(name, str):
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "keygen: name must be a str or a path, not %s"
+                             % type(name).__name__)
+    err = _lib.Error()
+    _check(_L.wspy_keygen(_path("keygen", name), ctypes.byref(err)), err)
+    return name + ".key", name + ".pub"
+
+
+def public_key(sign_key):
+    """The 32-byte public key (a follower's verify_key) of a sign key: a
+    64-byte secret key, a 32-byte seed, or a secret key file's path."""
+    sec = _sign_key(sign_key)
+    if sec is None:
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "public_key: no key given")
+    pub = (ctypes.c_uint8 * _PUBLIC_SIZE)()
+    _L.wspy_public_key(sec, pub)
+    ctypes.memset(sec, 0, ctypes.sizeof(sec))
+    return bytes(pub)
 
 
 # ---- handles: close waits for calls in flight, calls after close raise ----
@@ -353,7 +455,7 @@ class _Handle(object):
     def enter(self):
         with self.cv:
             if self.closed:
-                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "%s is closed" % self.what)
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "%s is closed" % self.what)
             self.users += 1
             return self.ptr
 
@@ -403,45 +505,99 @@ class _Guard(object):
         return False
 
 
+class _Closeable(object):
+    """The lifecycle every object over a C handle shares: close() (waits for
+    the calls in flight, then frees; later calls raise WsyncValueError; a
+    second close does nothing), `with`, `closed`, and __del__ closing what
+    was not closed. Subclasses set self._h (a _Handle) and _what, and may
+    override _before_close(ptr), run after new calls are refused and before
+    waiting for those in flight (a subscriber stops its background there)."""
+
+    _h = None               # (a class attribute: __del__ after a failed __init__ finds it)
+    _what = "object"
+
+    def _handle(self):
+        if self._h is None:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "%s is closed" % self._what)
+        return self._h
+
+    def _before_close(self, ptr):
+        pass
+
+    def close(self):
+        """Frees the C side, after the calls in flight return; later calls
+        raise WsyncValueError. Closing twice is fine."""
+        if self._h is not None:
+            self._h.close(before=self._before_close)
+
+    @property
+    def closed(self):
+        return self._h is None or self._h.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 # ---- publisher ----
 
-class Publisher(object):
+class Publisher(_Closeable):
     """Publishes a trainer's tensors into a store, one step at a time.
 
-    Options: prefix (objects under "<prefix>/"), encoding ("packed",
-    "packed-max", "trl-v1", "trl-v3"), anchor_every (0: 20), anchor_fraction
-    (0: 0.5), retain (0: 2 * anchor_every), threads, keep_f32 (publish F32
-    as F32 instead of BF16), new_chain (start a new chain over a damaged or
-    foreign one), fsync (directory store: False skips fsync, for tests),
-    insecure (https: skip certificate checks, for tests).
+    Options (keyword-only): prefix (objects under "<prefix>/"), encoding
+    ("packed", "packed-max", "trl-v1", "trl-v3"), anchor_every (0: 20),
+    anchor_fraction (0: 0.5), retain (0: 2 * anchor_every), threads,
+    keep_f32 (publish F32 as F32 instead of BF16), new_chain (start a new
+    chain over a damaged or foreign one), fsync (directory store: False
+    skips fsync, for tests), insecure (https: skip certificate checks, for
+    tests), sign_key (sign every HEAD with this Ed25519 key: a secret key
+    file's path, NAME.key from wsync.keygen(NAME), or its 64 bytes, or a
+    32-byte seed; followers verify with the public key).
+
+    A publisher with sign_key continues only a chain signed by that key
+    (an unsigned one, or another key's, raises WsyncSignatureError), and
+    one without refuses a signed chain; new_chain=True starts a new chain
+    there in either case.
     """
 
-    _DEFAULTS = dict(prefix=None, encoding="packed", anchor_every=0, anchor_fraction=0.0, retain=0,
-                     threads=0, keep_f32=False, new_chain=False, fsync=True, insecure=False)
+    _what = "publisher"
 
-    def __init__(self, store, **options):
-        self._h = None
-        o = _options("Publisher", options, self._DEFAULTS)
+    def __init__(self, store, *, prefix=None, encoding="packed", anchor_every=0, anchor_fraction=0.0, retain=0,
+                 threads=0, keep_f32=False, new_chain=False, fsync=True, insecure=False, sign_key=None):
         spec = _store(store)
-        prefix = _str("prefix", o["prefix"])
-        enc = _encoding(o["encoding"])
-        every = _int("anchor_every", o["anchor_every"], 0, _U32_MAX)
-        frac = o["anchor_fraction"]
+        prefix = _str("prefix", prefix)
+        enc = _encoding(encoding)
+        every = _int("anchor_every", anchor_every, 0, _U32_MAX)
+        frac = anchor_fraction
         if isinstance(frac, bool) or not isinstance(frac, (int, float)):
             raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "anchor_fraction must be a number")
         frac = float(frac)
         if not (0.0 <= frac <= 1e9):
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "anchor_fraction %r out of range" % frac)
-        retain = _int("retain", o["retain"], 0, _U32_MAX)
-        threads = _int("threads", o["threads"], 0, 1024)
-        flags = (_CHAIN_KEEP_F32 if _bool("keep_f32", o["keep_f32"]) else 0) | \
-                (_CHAIN_NEW_CHAIN if _bool("new_chain", o["new_chain"]) else 0)
-        sflags = (0 if _bool("fsync", o["fsync"]) else _STORE_NO_FSYNC) | \
-                 (_STORE_INSECURE if _bool("insecure", o["insecure"]) else 0)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "anchor_fraction %r out of range" % frac)
+        retain = _int("retain", retain, 0, _U32_MAX)
+        threads = _int("threads", threads, 0, 1024)
+        flags = (_CHAIN_KEEP_F32 if _bool("keep_f32", keep_f32) else 0) | \
+                (_CHAIN_NEW_CHAIN if _bool("new_chain", new_chain) else 0)
+        sflags = (0 if _bool("fsync", fsync) else _STORE_NO_FSYNC) | \
+                 (_STORE_INSECURE if _bool("insecure", insecure) else 0)
+        sec = _sign_key(sign_key)
         err = _lib.Error()
         out = ctypes.c_void_p()
-        rc = _L.wspy_publisher_open(spec, sflags, prefix, enc, every, frac, retain, threads, flags,
-                                    ctypes.byref(out), ctypes.byref(err))
+        try:
+            rc = _L.wspy_publisher_open(spec, sflags, prefix, enc, every, frac, retain, threads, flags, sec,
+                                        ctypes.byref(out), ctypes.byref(err))
+        finally:
+            if sec is not None:         # the library keeps its own copy
+                ctypes.memset(sec, 0, ctypes.sizeof(sec))
         _check(rc, err)
         self.store = store if isinstance(store, str) else os.fspath(store)
         self._h = _Handle(out.value, _L.wspy_publisher_close, "publisher")
@@ -486,36 +642,10 @@ class Publisher(object):
         hd = _head(h)
         return (hd.step, hd.state)
 
-    def _handle(self):
-        if self._h is None:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "publisher is closed")
-        return self._h
-
-    def close(self):
-        if self._h is not None:
-            self._h.close()
-
-    @property
-    def closed(self):
-        return self._h is None or self._h.closed
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
 
 # ---- subscriber ----
 
-class Subscriber(object):
+class Subscriber(_Closeable):
     """Follows a store's chain into the caller's tensors.
 
     tensors: name -> tensor (e.g. a model's state_dict), matched by name with
@@ -540,8 +670,8 @@ class Subscriber(object):
     moved or freed since (share_memory_(), storage().resize_(0), set_())
     raises a WsyncError naming it, and nothing is written.
 
-    Options: prefix, threads, verify_state (digest the whole model after
-    every sync; a mirror always does), insecure (https, tests), mirror
+    Options (keyword-only): prefix, threads, verify_state (digest the whole
+    model after every sync; a mirror always does), insecure (https, tests), mirror
     (None: when a tensor is not on the CPU; True; False: never, a non-CPU
     tensor raises WsyncUnsupportedError), chunk (mirror: positions per
     take callback, 0: 65536), interval_ms (the background's HEAD poll, 100;
@@ -549,35 +679,41 @@ class Subscriber(object):
     chain's tensors exactly, else WsyncLayoutError before any byte moves;
     False: a subset is followed), follow_restart (False: a HEAD below the
     step held raises WsyncStaleHeadError and the targets stay; True: it is
-    taken as a restarted chain and followed).
+    taken as a restarted chain and followed), verify_key (a signed chain:
+    the publisher's Ed25519 public key, a public key file's path, NAME.pub
+    from wsync.keygen(NAME), or its 32 bytes).
+
+    With verify_key, HEAD must be signed by that key and every object must
+    match the hash HEAD gives it: an unsigned chain, another key's, a HEAD
+    whose bytes changed after signing, and (once a HEAD passed) another
+    chain signed by the same key raise WsyncSignatureError, the tensors
+    untouched (sub.chain_id, sub.set_chain_id(None) to follow a new one).
 
     The store may not exist yet: the Subscriber opens anyway (creating
     nothing), sync() raises WsyncNoStoreError until it does, and start()'s
     background keeps polling.
     """
 
-    _DEFAULTS = dict(prefix=None, threads=0, verify_state=False, insecure=False, mirror=None, chunk=0,
-                     interval_ms=100, strict=True, follow_restart=False)
+    _what = "subscriber"
 
-    def __init__(self, store, tensors, **options):
-        self._h = None
-        o = _options("Subscriber", options, self._DEFAULTS)
+    def __init__(self, store, tensors, *, prefix=None, threads=0, verify_state=False, insecure=False, mirror=None,
+                 chunk=0, interval_ms=100, strict=True, follow_restart=False, verify_key=None):
         spec = _store(store)
-        prefix = _str("prefix", o["prefix"])
-        threads = _int("threads", o["threads"], 0, 1024)
-        flags = (_CHAIN_VERIFY_STATE if _bool("verify_state", o["verify_state"]) else 0) | \
-                (0 if _bool("strict", o["strict"]) else _CHAIN_PARTIAL) | \
-                (_CHAIN_FOLLOW_RESTART if _bool("follow_restart", o["follow_restart"]) else 0)
-        sflags = _STORE_MUST_EXIST | (_STORE_INSECURE if _bool("insecure", o["insecure"]) else 0)
-        mirror = o["mirror"]
+        prefix = _str("prefix", prefix)
+        threads = _int("threads", threads, 0, 1024)
+        flags = (_CHAIN_VERIFY_STATE if _bool("verify_state", verify_state) else 0) | \
+                (0 if _bool("strict", strict) else _CHAIN_PARTIAL) | \
+                (_CHAIN_FOLLOW_RESTART if _bool("follow_restart", follow_restart) else 0)
+        sflags = _STORE_MUST_EXIST | (_STORE_INSECURE if _bool("insecure", insecure) else 0)
         if mirror is not None:
             mirror = _bool("mirror", mirror)
-        chunk = _int("chunk", o["chunk"], 0, 1 << 26)
-        interval = _int("interval_ms", o["interval_ms"], 1, _U32_MAX)
+        chunk = _int("chunk", chunk, 0, 1 << 26)
+        interval = _int("interval_ms", interval_ms, 1, _U32_MAX)
+        pub = _verify_key(verify_key)
         tensors = _tensors.pairs(tensors)     # an iterator (named_parameters()) is read once, here
         if not tensors:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "Subscriber: no tensors given (an empty dict, or an "
-                             "iterator already consumed): it would follow nothing")
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "Subscriber: no tensors given (an empty dict, or "
+                                  "an iterator already consumed): it would follow nothing")
         if mirror is None:
             mirror = any(_tensors.is_device_tensor(v) for _, v in tensors)
         self.mirror = mirror
@@ -590,7 +726,7 @@ class Subscriber(object):
             targets = _tensors.describe_targets(tensors)
             ts = [t.t for t in targets]
             a = _tensors.Arrays(ts)
-            rc = _L.wspy_mirror_open(spec, sflags, prefix, threads, flags, interval, chunk, a.n, a.names,
+            rc = _L.wspy_mirror_open(spec, sflags, prefix, threads, flags, pub, interval, chunk, a.n, a.names,
                                      a.dtypes, a.ranks, a.shapes, ctypes.byref(out), ctypes.byref(err))
             _check(rc, err)
             self._sink = _mirror.Sink(targets, chunk or 65536)
@@ -599,8 +735,8 @@ class Subscriber(object):
         else:
             ts = _tensors.describe_all(tensors, writable=True)
             a = _tensors.Arrays(ts)
-            rc = _L.wspy_subscriber_open(spec, sflags, prefix, threads, flags, a.n, a.names, a.dtypes, a.ranks,
-                                         a.shapes, a.datas, ctypes.byref(out), ctypes.byref(err))
+            rc = _L.wspy_subscriber_open(spec, sflags, prefix, threads, flags, pub, a.n, a.names, a.dtypes,
+                                         a.ranks, a.shapes, a.datas, ctypes.byref(out), ctypes.byref(err))
             _check(rc, err)
             self._sink = None
             close, stop, what = _L.wspy_subscriber_close, _L.wspy_subscriber_stop, "subscriber"
@@ -615,10 +751,8 @@ class Subscriber(object):
             keep.clear()
         self._h = _Handle(out.value, free, what)
 
-    def _handle(self):
-        if self._h is None:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "subscriber is closed")
-        return self._h
+    def _before_close(self, ptr):
+        self._stop(ptr)                   # the background, waited on before the handle is freed
 
     # -- the mirror's take --
 
@@ -648,7 +782,7 @@ class Subscriber(object):
 
     def _need_mirror(self, what):
         if not self.mirror:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "%s: only a mirror subscriber (mirror=True)" % what)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "%s: only a mirror subscriber (mirror=True)" % what)
 
     def _mirror_result(self, ptr, take, head=0):
         now = self._step(ptr)
@@ -665,7 +799,7 @@ class Subscriber(object):
         what it applied (SyncStats.take); when the mirror's sync fails the
         engine still takes the last verified step the mirror reached, and the
         sync's error is raised after."""
-        s = _U64_MAX if step is None else _int("step", step, 0, STEP_MAX)
+        s = _STEP_LATEST if step is None else _int("step", step, 0, STEP_MAX)
         st = _lib.SyncStats()
         err = _lib.Error()
         if self.mirror:
@@ -741,7 +875,7 @@ class Subscriber(object):
         data, size = ctypes.c_void_p(), ctypes.c_uint64()
         for i, t in enumerate(self._targets):
             if _L.wspy_mirror_data(ptr, i, ctypes.byref(data), ctypes.byref(size)) or size.value != t.t.nbytes:
-                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "the mirror's copy of tensor %d" % i)
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "the mirror's copy of tensor %d" % i)
             if not size.value:
                 continue
             if t.kind == "numpy":
@@ -832,26 +966,32 @@ class Subscriber(object):
             self._stop(ptr)
             self._running = None
 
-    def close(self):
-        if self._h is not None:
-            self._h.close(before=self._stop)
-
     @property
-    def closed(self):
-        return self._h is None or self._h.closed
+    def chain_id(self):
+        """(verify_key) The identity of the signed chain followed (16 bytes):
+        the first whose HEAD passed verification; None before one did, or
+        without verify_key. A follower restarted that knows its chain pins it
+        with set_chain_id(id)."""
+        out = (ctypes.c_uint8 * _CHAIN_ID_SIZE)()
+        with _Guard(self._handle()) as ptr:
+            fn = _L.wspy_mirror_chain_id if self.mirror else _L.wspy_subscriber_chain_id
+            return bytes(out) if fn(ptr, out) else None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    def set_chain_id(self, chain_id):
+        """(verify_key) Pins the signed chain to follow (16 bytes, a chain_id
+        read earlier), or with None forgets it: the next HEAD that passes is
+        followed (a chain the same trainer started anew with new_chain=True,
+        which is otherwise refused as another chain). The tensors keep their
+        step."""
+        buf = None
+        if chain_id is not None:
+            buf, n = _key_bytes("chain_id", chain_id, "bytes (a %d-byte chain_id) or None" % _CHAIN_ID_SIZE)
+            if n != _CHAIN_ID_SIZE:
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "chain_id: %d bytes, not %d"
+                                      % (n, _CHAIN_ID_SIZE))
+        with _Guard(self._handle(), self._lock) as ptr:
+            fn = _L.wspy_mirror_set_chain_id if self.mirror else _L.wspy_subscriber_set_chain_id
+            fn(ptr, buf)
 
 
 # ---- deltas and files ----
@@ -861,7 +1001,7 @@ def _input(x):
     if isinstance(x, (str, os.PathLike)):
         p = os.fspath(x)
         if "\x00" in p:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "path holds a NUL character")
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "path holds a NUL character")
         return None, 0, os.fsencode(p), None
     if isinstance(x, bytes):
         ptr = ctypes.cast(ctypes.c_char_p(x), ctypes.c_void_p).value if x else None
@@ -872,14 +1012,14 @@ def _input(x):
         raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "expected a path or bytes, not %s"
                              % type(x).__name__)
     if not mv.c_contiguous:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "buffer is not contiguous")
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "buffer is not contiguous")
     b = bytes(mv) if mv.readonly else (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B"))
     if isinstance(b, bytes):
         return (ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p).value if b else None), len(b), None, b
     return (ctypes.addressof(b) if mv.nbytes else None), mv.nbytes, None, b
 
 
-def diff(base, new, encoding="packed", base_step=0, step=1, block_log2=0, threads=0,
+def diff(base, new, *, encoding="packed", base_step=0, step=1, block_log2=0, threads=0,
          range_coder=False, out=None):
     """The delta base -> new (dicts name -> tensor with the same names,
     dtypes and shapes) as bytes, in `encoding`; written to the file `out`
@@ -887,14 +1027,14 @@ def diff(base, new, encoding="packed", base_step=0, step=1, block_log2=0, thread
     enc = _encoding(encoding)
     base_step = _int("base_step", base_step, 0, STEP_MAX)
     step = _int("step", step, 0, STEP_MAX)
-    block_log2 = _int("block_log2", block_log2, 0, 20)
+    block_log2 = _int("block_log2", block_log2, 0, _DELTA_MAX_BLOCK_LOG2)
     threads = _int("threads", threads, 0, 1024)
     flags = _DELTA_RANGE_CODER if _bool("range_coder", range_coder) else 0
     b = _tensors.describe_all(base, writable=False)
     n = _tensors.describe_all(new, writable=False)
     nd = dict((t.name, t) for t in n)
     if len(nd) != len(b) or any(t.name not in nd for t in b):
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "base and new must name the same tensors")
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "base and new must name the same tensors")
     n = [nd[t.name] for t in b]
     for x, y in zip(b, n):
         if x.dtype != y.dtype or x.shape != y.shape:
@@ -920,7 +1060,7 @@ def diff(base, new, encoding="packed", base_step=0, step=1, block_log2=0, thread
     return data
 
 
-def apply(delta, tensors, threads=0, verify=True):
+def apply(delta, tensors, *, threads=0, verify=True):
     """Applies a delta (a path or bytes) to `tensors` in place (CPU,
     contiguous, writable). Everything is checked first (digests included
     unless verify=False): on failure nothing was written. Returns DeltaStats."""
@@ -956,7 +1096,7 @@ def inspect(x):
         for i in range(_L.wspy_st_count(h)):
             if _L.wspy_st_tensor(h, i, ctypes.byref(name), ctypes.byref(nlen), ctypes.byref(dt),
                                  ctypes.byref(rank), ctypes.byref(shape), ctypes.byref(beg), ctypes.byref(end)):
-                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "tensor %d" % i)
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "tensor %d" % i)
             tensors.append(TensorInfo(ctypes.string_at(name.value, nlen.value).decode("utf-8", "replace"),
                                       _tensors.DTYPE_NAMES.get(dt.value, "INVALID"),
                                       tuple(int(shape[d]) for d in range(rank.value)),
@@ -968,7 +1108,7 @@ def inspect(x):
             k, kl, v, vl = ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_void_p(), ctypes.c_uint64()
             for i in range(nm):
                 if _L.wspy_st_meta(h, i, ctypes.byref(k), ctypes.byref(kl), ctypes.byref(v), ctypes.byref(vl)):
-                    raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "metadata %d" % i)
+                    raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "metadata %d" % i)
                 meta[ctypes.string_at(k.value, kl.value).decode("utf-8", "replace")] = \
                     ctypes.string_at(v.value, vl.value).decode("utf-8", "replace") if vl.value else ""
     finally:
@@ -987,23 +1127,25 @@ def inspect(x):
     return info
 
 
-def head(store, prefix=None, insecure=False):
+def head(store, *, prefix=None, insecure=False, verify_key=None):
     """The HEAD of a store's chain, read now: Head(step, state, anchor_step).
     state is the state digest HEAD records for step: a resumed trainer or an
     engine compares it with wsync.state_digest(model.state_dict()).
     WsyncNoStoreError when the store does not exist, WsyncNotFoundError when
-    nothing was published yet."""
+    nothing was published yet; with verify_key (as Subscriber's),
+    WsyncSignatureError unless HEAD is signed by that key."""
     spec = _store(store)
     pfx = _str("prefix", prefix)
     sflags = _STORE_MUST_EXIST | (_STORE_INSECURE if _bool("insecure", insecure) else 0)
+    pub = _verify_key(verify_key)
     h = _lib.Head()
     err = _lib.Error()
-    rc = _L.wspy_chain_head(spec, sflags, pfx, ctypes.byref(h), ctypes.byref(err))
+    rc = _L.wspy_chain_head(spec, sflags, pfx, pub, ctypes.byref(h), ctypes.byref(err))
     _check(rc, err)
     return _head(h)
 
 
-def state_digest(tensors, threads=0):
+def state_digest(tensors, *, threads=0):
     """wsync's state digest of a model (what HEAD records for each step):
     equal digests mean bit-identical tensors."""
     threads = _int("threads", threads, 0, 1024)
@@ -1039,10 +1181,10 @@ def changed_positions(a, b, out):
     n = x.nbytes // width
     o = _tensors.describe("out", out, writable=True)
     if o.nbytes < 4 * n:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "out holds %d bytes, %d needed" % (o.nbytes, 4 * n))
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "out holds %d bytes, %d needed" % (o.nbytes, 4 * n))
     if n >= (1 << 32):
         raise WsyncError("WSYNC_ERR_LIMIT", "%d elements (at most 2^32)" % n)
     r = _L.wspy_diff_positions(x.ptr, y.ptr, n, width, o.ptr)
     if r == _U64_MAX:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "wsync_diff refused its arguments")
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "wsync_diff refused its arguments")
     return int(r)

@@ -43,7 +43,7 @@
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define WSPY_ABI_VERSION 3
+#define WSPY_ABI_VERSION 4
 
 typedef struct wspy_error {
     int64_t code;          /* wsync_result; 0 ok */
@@ -262,6 +262,44 @@ WSPY_API uint64_t wspy_sizeof(int32_t what)
     }
 }
 
+/* ---- stores' flags (the binding's own) ---- */
+
+#define WSPY_STORE_MUST_EXIST 1u /* a reader's directory store: never created (WSYNC_STORE_NO_CREATE) */
+#define WSPY_STORE_NO_FSYNC 2u   /* directory store: skip fsync (tests) */
+#define WSPY_STORE_INSECURE 4u   /* https: do not verify certificates (tests) */
+
+/* The flags and limits the binding passes or checks, by name, so that
+   Python reads them from the library it loaded instead of copying them:
+   1 and *value set, 0 for a name not here. */
+WSPY_API int32_t wspy_constant(const char *name, uint64_t *value)
+{
+#define WSPY__K(k) {#k, (uint64_t)(k)}
+    static const struct {
+        const char *name;
+        uint64_t value;
+    } k[] = {
+        WSPY__K(WSYNC_CHAIN_VERIFY_STATE), WSPY__K(WSYNC_CHAIN_KEEP_F32), WSPY__K(WSYNC_CHAIN_NEW_CHAIN),
+        WSPY__K(WSYNC_CHAIN_PARTIAL), WSPY__K(WSYNC_CHAIN_FOLLOW_RESTART),
+        WSPY__K(WSYNC_DELTA_SKIP_BASE_DIGEST), WSPY__K(WSYNC_DELTA_SKIP_RESULT_DIGEST),
+        WSPY__K(WSYNC_DELTA_RANGE_CODER), WSPY__K(WSYNC_DELTA_MAX_BLOCK_LOG2),
+        WSPY__K(WSYNC_STEP_MAX), WSPY__K(WSYNC_STEP_LATEST),
+        WSPY__K(WSPY_STORE_MUST_EXIST), WSPY__K(WSPY_STORE_NO_FSYNC), WSPY__K(WSPY_STORE_INSECURE),
+        WSPY__K(WSYNC_ENCODING_PACKED), WSPY__K(WSYNC_ENCODING_TRL_V3), WSPY__K(WSYNC_DTYPE_COUNT),
+        WSPY__K(WSYNC_RESULT_COUNT), WSPY__K(WSYNC_ST_DEFAULT_MAX_RANK),
+        WSPY__K(WSYNC_ED25519_SEED_SIZE), WSPY__K(WSYNC_ED25519_PUBLIC_SIZE),
+        WSPY__K(WSYNC_ED25519_SECRET_SIZE), WSPY__K(WSYNC_CHAIN_ID_SIZE),
+    };
+#undef WSPY__K
+    size_t i;
+    if (!name || !value) return 0;
+    for (i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(k[i].name, name) == 0) {
+            *value = k[i].value;
+            return 1;
+        }
+    return 0;
+}
+
 /* "WSYNC_ERR_CORRUPT"; "WSYNC_ERR_UNKNOWN" for a code out of range. */
 WSPY_API const char *wspy_result_name(int64_t code)
 {
@@ -343,11 +381,65 @@ WSPY_API int32_t wspy_state_digest(uint64_t n, const char *const *names, const i
     return wspy__ret(r, &e, err);
 }
 
-/* ---- stores ---- */
+/* ---- signing keys (wsync.h: "Signed chains") ---- */
 
-#define WSPY_STORE_MUST_EXIST 1u /* a reader's directory store: never created (WSYNC_STORE_NO_CREATE) */
-#define WSPY_STORE_NO_FSYNC 2u   /* directory store: skip fsync (tests) */
-#define WSPY_STORE_INSECURE 4u   /* https: do not verify certificates (tests) */
+/* sec (64 bytes) from `len` bytes of key: a 32-byte seed (its key pair
+   made here) or a 64-byte secret key (the seed, then its public key, as
+   wsync_ed25519_keypair makes it), whose second half must be the public
+   key of its first: halves that disagree are a damaged or mixed-up key. */
+WSPY_API int32_t wspy_sign_key(const uint8_t *key, uint64_t len, uint8_t *sec, wspy_error *err)
+{
+    uint8_t pub[WSYNC_ED25519_PUBLIC_SIZE];
+    if (!key || !sec) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "sign_key: no key");
+    if (len == WSYNC_ED25519_SEED_SIZE) {
+        wsync_ed25519_keypair(key, pub, sec);
+    } else if (len == WSYNC_ED25519_SECRET_SIZE) {
+        wsync_ed25519_keypair(key, pub, NULL);
+        if (memcmp(pub, key + WSYNC_ED25519_SEED_SIZE, sizeof pub) != 0)
+            return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                              "sign_key: its last 32 bytes are not the public key of its first 32 (a "
+                              "64-byte secret key is the seed, then its public key)");
+        memcpy(sec, key, WSYNC_ED25519_SECRET_SIZE);
+    } else {
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                          "sign_key: %llu bytes; a 64-byte secret key or a 32-byte seed",
+                          (unsigned long long)len);
+    }
+    wspy__reset(err);
+    return 0;
+}
+
+/* The public key (32 bytes) of a secret key (64, as wspy_sign_key gives it). */
+WSPY_API void wspy_public_key(const uint8_t *sec, uint8_t *pub)
+{
+    if (sec && pub) wsync_ed25519_keypair(sec, pub, NULL);
+}
+
+/* Key files (wsync.h: wsync_keygen, wsync_key_read_secret,
+   wsync_key_read_public): NAME.key (mode 0600) and NAME.pub, never
+   replaced; a secret key file others may read is refused. */
+WSPY_API int32_t wspy_keygen(const char *name, wspy_error *err)
+{
+    wsync_error e;
+    if (!name || !*name) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "keygen: no name");
+    return wspy__ret(wsync_keygen(name, &e), &e, err);
+}
+
+WSPY_API int32_t wspy_key_read_secret(const char *path, uint8_t *sec, wspy_error *err)
+{
+    wsync_error e;
+    if (!path || !*path || !sec) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "sign_key: no path");
+    return wspy__ret(wsync_key_read_secret(path, sec, &e), &e, err);
+}
+
+WSPY_API int32_t wspy_key_read_public(const char *path, uint8_t *pub, wspy_error *err)
+{
+    wsync_error e;
+    if (!path || !*path || !pub) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verify_key: no path");
+    return wspy__ret(wsync_key_read_public(path, pub, &e), &e, err);
+}
+
+/* ---- stores ---- */
 
 /* A directory, http(s)://host[:port]/prefix, or s3://bucket/prefix (with
    AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
@@ -392,10 +484,14 @@ static int32_t wspy__store_open(const char *spec, uint32_t flags, wsync_store *o
     return wspy__ret(r, &e, err);
 }
 
+/* sign_key (64 bytes) and verify_key (32) may be NULL; wsync copies them at open. */
 static void wspy__chain_opt(wsync_chain_options *o, const char *prefix, int32_t encoding, uint32_t anchor_every,
-                            double anchor_fraction, uint32_t retain, uint32_t threads, uint32_t flags)
+                            double anchor_fraction, uint32_t retain, uint32_t threads, uint32_t flags,
+                            const uint8_t *sign_key, const uint8_t *verify_key)
 {
     memset(o, 0, sizeof *o);
+    o->sign_key = sign_key;
+    o->verify_key = verify_key;
     o->prefix = prefix;
     o->encoding = (wsync_encoding)encoding;
     o->anchor_every = anchor_every;
@@ -413,10 +509,12 @@ typedef struct wspy_publisher {
     char *prefix;          /* for wspy_publisher_head_state */
 } wspy_publisher;
 
-/* flags: WSYNC_CHAIN_* (2 keep F32, 4 new chain); encoding 0: packed. */
+/* flags: WSYNC_CHAIN_* (2 keep F32, 4 new chain); encoding 0: packed;
+   sign_key: NULL, or the 64-byte secret key that signs every HEAD. */
 WSPY_API int32_t wspy_publisher_open(const char *store, uint32_t store_flags, const char *prefix, int32_t encoding,
                                      uint32_t anchor_every, double anchor_fraction, uint32_t retain,
-                                     uint32_t threads, uint32_t flags, wspy_publisher **out, wspy_error *err)
+                                     uint32_t threads, uint32_t flags, const uint8_t *sign_key, wspy_publisher **out,
+                                     wspy_error *err)
 {
     wspy_publisher *h;
     wsync_chain_options o;
@@ -444,7 +542,7 @@ WSPY_API int32_t wspy_publisher_open(const char *store, uint32_t store_flags, co
         free(h);
         return rc;
     }
-    wspy__chain_opt(&o, h->prefix, encoding, anchor_every, anchor_fraction, retain, threads, flags);
+    wspy__chain_opt(&o, h->prefix, encoding, anchor_every, anchor_fraction, retain, threads, flags, sign_key, NULL);
     r = wsync_publisher_open(&h->store, &o, &h->p, &e);
     if (r != WSYNC_OK) {
         wsync_store_close(&h->store);
@@ -513,14 +611,16 @@ WSPY_API void wspy_publisher_close(wspy_publisher *h)
     free(h);
 }
 
-/* HEAD of the chain under prefix in an open store (wsync_chain_read). */
-static int32_t wspy__head(const wsync_store *store, const char *prefix, wspy_head *out, wspy_error *err)
+/* HEAD of the chain under prefix in an open store (wsync_chain_read);
+   verify_key: NULL, or the public key HEAD must be signed by. */
+static int32_t wspy__head(const wsync_store *store, const char *prefix, const uint8_t *verify_key, wspy_head *out,
+                          wspy_error *err)
 {
     wsync_chain_options o;
     wsync_chain_info c;
     wsync_error e;
     wsync_result r;
-    wspy__chain_opt(&o, prefix, 0, 0, 0.0, 0, 0, 0);
+    wspy__chain_opt(&o, prefix, 0, 0, 0.0, 0, 0, 0, NULL, verify_key);
     memset(&c, 0, sizeof c);
     r = wsync_chain_read(store, &o, &c, &e);
     if (r != WSYNC_OK) return wspy__ret(r, &e, err);
@@ -539,19 +639,20 @@ WSPY_API int32_t wspy_publisher_head_state(wspy_publisher *h, wspy_head *out, ws
     if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
     memset(out, 0, sizeof *out);
     if (!h || !h->p) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "publisher is closed");
-    return wspy__head(&h->store, h->prefix, out, err);
+    return wspy__head(&h->store, h->prefix, NULL, out, err);
 }
 
-/* A store's HEAD (store_flags: as wspy_publisher_open's; a reader's). */
-WSPY_API int32_t wspy_chain_head(const char *store, uint32_t store_flags, const char *prefix, wspy_head *out,
-                                 wspy_error *err)
+/* A store's HEAD (store_flags: as wspy_publisher_open's; a reader's);
+   verify_key: NULL, or the 32-byte public key HEAD must be signed by. */
+WSPY_API int32_t wspy_chain_head(const char *store, uint32_t store_flags, const char *prefix,
+                                 const uint8_t *verify_key, wspy_head *out, wspy_error *err)
 {
     wsync_store st;
     int32_t rc;
     if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
     memset(out, 0, sizeof *out);
     if ((rc = wspy__store_open(store, store_flags, &st, err)) != 0) return rc;
-    rc = wspy__head(&st, prefix, out, err);
+    rc = wspy__head(&st, prefix, verify_key, out, err);
     wsync_store_close(&st);
     return rc;
 }
@@ -566,9 +667,11 @@ typedef struct wspy_subscriber {
 } wspy_subscriber;
 
 /* The targets' memory stays the caller's and must outlive the handle.
-   flags: WSYNC_CHAIN_VERIFY_STATE (1). */
+   flags: WSYNC_CHAIN_* (verify state, partial, follow restart); verify_key:
+   NULL, or the publisher's 32-byte public key (a signed chain). */
 WSPY_API int32_t wspy_subscriber_open(const char *store, uint32_t store_flags, const char *prefix,
-                                      uint32_t threads, uint32_t flags, uint64_t n, const char *const *names,
+                                      uint32_t threads, uint32_t flags, const uint8_t *verify_key, uint64_t n,
+                                      const char *const *names,
                                       const int32_t *dtypes, const uint32_t *ranks, const uint64_t *shapes,
                                       void *const *datas, wspy_subscriber **out, wspy_error *err)
 {
@@ -601,7 +704,7 @@ WSPY_API int32_t wspy_subscriber_open(const char *store, uint32_t store_flags, c
         free(h);
         return rc;
     }
-    wspy__chain_opt(&o, h->prefix, 0, 0, 0.0, 0, threads, flags);
+    wspy__chain_opt(&o, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key);
     r = wsync_subscriber_open(&h->store, h->targets.t, h->targets.n, &o, &h->s, &e);
     if (r != WSYNC_OK) {
         wsync_store_close(&h->store);
@@ -780,10 +883,12 @@ static void wspy__mirror_free(wspy_mirror *h)
 
 /* n tensors (names, dtypes, ranks, shapes: as wspy_subscriber_open; no
    data: the shim allocates the host copy, zeroed). flags: WSYNC_CHAIN_*
-   (the mirror always verifies state digests). interval_ms: the background's
-   HEAD poll (0: 1000); chunk: positions per take callback (0: 65536). */
+   (the mirror always verifies state digests); verify_key: as
+   wspy_subscriber_open's. interval_ms: the background's HEAD poll (0: 1000);
+   chunk: positions per take callback (0: 65536). */
 WSPY_API int32_t wspy_mirror_open(const char *store, uint32_t store_flags, const char *prefix, uint32_t threads,
-                                  uint32_t flags, uint32_t interval_ms, uint32_t chunk, uint64_t n,
+                                  uint32_t flags, const uint8_t *verify_key, uint32_t interval_ms, uint32_t chunk,
+                                  uint64_t n,
                                   const char *const *names, const int32_t *dtypes, const uint32_t *ranks,
                                   const uint64_t *shapes, wspy_mirror **out, wspy_error *err)
 {
@@ -846,7 +951,7 @@ WSPY_API int32_t wspy_mirror_open(const char *store, uint32_t store_flags, const
         return rc;
     }
     memset(&o, 0, sizeof o);
-    wspy__chain_opt(&o.chain, h->prefix, 0, 0, 0.0, 0, threads, flags);
+    wspy__chain_opt(&o.chain, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key);
     o.interval_ms = interval_ms;
     o.chunk = chunk;
     r = wsync_mirror_open(&h->store, h->targets.t, h->targets.n, &o, &h->m, &e);
@@ -1013,6 +1118,39 @@ WSPY_API int32_t wspy_mirror_status(wspy_mirror *h, wspy_prefetch_status *out, w
 WSPY_API void wspy_mirror_close(wspy_mirror *h)
 {
     wspy__mirror_free(h);
+}
+
+/* ---- a signed chain's identity (wsync_subscriber_chain_id) ----
+
+   _chain_id: 1 and id (16 bytes) set once a HEAD passed verification, else
+   0. _set_chain_id pins the chain followed (16 bytes) or, with NULL,
+   forgets it, so that the next HEAD that passes is followed (a chain the
+   same trainer started anew). A mirror's are its subscriber's. */
+
+WSPY_API int32_t wspy_subscriber_chain_id(const wspy_subscriber *h, uint8_t *id)
+{
+    return h && h->s && id ? (int32_t)(wsync_subscriber_chain_id(h->s, id) != 0) : 0;
+}
+
+WSPY_API int32_t wspy_subscriber_set_chain_id(wspy_subscriber *h, const uint8_t *id)
+{
+    if (!h || !h->s) return (int32_t)WSYNC_ERR_INVALID_ARGUMENT;
+    wsync_subscriber_set_chain_id(h->s, id);
+    return 0;
+}
+
+WSPY_API int32_t wspy_mirror_chain_id(wspy_mirror *h, uint8_t *id)
+{
+    wsync_subscriber *s = h && h->m && id ? wsync_mirror_subscriber(h->m) : NULL;
+    return s ? (int32_t)(wsync_subscriber_chain_id(s, id) != 0) : 0;
+}
+
+WSPY_API int32_t wspy_mirror_set_chain_id(wspy_mirror *h, const uint8_t *id)
+{
+    wsync_subscriber *s = h && h->m ? wsync_mirror_subscriber(h->m) : NULL;
+    if (!s) return (int32_t)WSYNC_ERR_INVALID_ARGUMENT;
+    wsync_subscriber_set_chain_id(s, id);
+    return 0;
 }
 
 /* ---- deltas ---- */

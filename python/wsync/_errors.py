@@ -34,6 +34,13 @@ class WsyncTypeError(WsyncError, TypeError):
     """A WsyncError for an argument of the wrong type (also a TypeError)."""
 
 
+class WsyncValueError(WsyncError, ValueError):
+    """WSYNC_ERR_INVALID_ARGUMENT: an argument of the right type with a
+    wrong value (out of range, empty, a NUL in a string, a step not above
+    HEAD, a key of the wrong length), or a call on a closed object; the
+    binding's own checks and the library's alike (also a ValueError)."""
+
+
 class WsyncUnsupportedError(WsyncError, NotImplementedError):
     """A WsyncError for what this binding does not do, such as a CUDA
     tensor as a target of wsync.apply() or of Subscriber(..., mirror=False)
@@ -69,8 +76,19 @@ class WsyncStaleHeadError(WsyncError):
     follows a restarted chain instead."""
 
 
+class WsyncSignatureError(WsyncError):
+    """WSYNC_ERR_SIGNATURE: a signed chain did not verify. A Subscriber with
+    verify_key found HEAD unsigned, signed by another key, changed after it
+    was signed, or of another chain than the one followed; a Publisher with
+    sign_key found a chain it cannot continue (unsigned, another key's), or
+    one without found a signed chain. The tensors stay where they were.
+    Someone may be tampering with the store: do not retry blindly."""
+
+
 # the class of each result code that has its own (the rest: WsyncError)
 CLASSES = {
+    "WSYNC_ERR_INVALID_ARGUMENT": WsyncValueError,
+    "WSYNC_ERR_SIGNATURE": WsyncSignatureError,
     "WSYNC_ERR_NO_STORE": WsyncNoStoreError,
     "WSYNC_ERR_NOT_FOUND": WsyncNotFoundError,
     "WSYNC_ERR_LAYOUT": WsyncLayoutError,
@@ -86,9 +104,15 @@ def make(code, message, tensor=None, offset=None):
 # The C library's messages name C calls and flags; from Python, the Python
 # call or option that does the same. Longest and most specific first.
 _HINTS = [
+    ("(wsync_chain_options.sign_key, wsync publish --sign-key)", "(Publisher(store, sign_key=...))"),
+    ("(wsync_subscriber_set_chain_id to ", "(sub.set_chain_id(None) to "),
+    ("(wsync_ed25519_keypair makes the 64 bytes)", "(wsync.keygen() makes a key file)"),
+    ("(wsync keygen writes them)", "(wsync.keygen() writes them)"),
     ("(wsync_publisher_head, or wsync log, gives HEAD's step)",
      "(pub.head, or wsync.head(store), gives HEAD's step)"),
     ("WSYNC_CHAIN_NEW_CHAIN (wsync publish --new-chain)", "Publisher(store, new_chain=True)"),
+    ("wsync_chain_options.sign_key", "sign_key"),
+    ("wsync_chain_options.verify_key", "verify_key"),
     ("(wsync_chain_options.spool_dir, else $TMPDIR or /tmp)", "($TMPDIR, else /tmp)"),
     ("wsync_chain_options.spool_dir, else $TMPDIR or /tmp", "$TMPDIR, else /tmp"),
     ("WSYNC_CHAIN_NEW_CHAIN", "new_chain=True"),
@@ -103,6 +127,7 @@ _HINTS = [
     ("wsync_subscriber_open", "Subscriber()"),
     ("wsync_subscriber_sync", "sub.sync()"),
     ("wsync_subscriber_set_step", "sub.set_step()"),
+    ("wsync_subscriber_set_chain_id", "sub.set_chain_id()"),
     ("wsync_subscriber_start", "sub.start()"),
     ("wsync_subscriber_apply_ready", "sub.apply_ready()"),
     ("wsync_subscriber_step", "sub.step"),

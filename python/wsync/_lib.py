@@ -1,15 +1,20 @@
-"""Loading build/libwsync.so and declaring its flat C API (python/wsync/_capi.c).
+"""Loading libwsync.so and declaring its flat C API (python/wsync/_capi.c).
 
 Every prototype is declared here, once; the structs are the shim's own
 (fixed-width fields only) and their sizes are checked against the library's
 at load time, so a stale library is refused with a clear message instead of
-reading garbage.
+reading garbage. The flags and limits the binding passes are read from the
+library too (constant()), never copied here.
+
+Where the library is: $WSYNC_LIB; else the package's own libwsync.so (what
+`pip install ./python` builds into it); else the repository's
+build/libwsync.so (`make python`, for PYTHONPATH=python).
 """
 import ctypes
 import os
 import threading
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 c_u64 = ctypes.c_uint64
 c_i64 = ctypes.c_int64
@@ -74,6 +79,7 @@ _PROTOS = {
     "wspy_version": (c_cp, []),
     "wspy_has_http": (c_i32, []),
     "wspy_sizeof": (c_u64, [c_i32]),
+    "wspy_constant": (c_i32, [c_cp, P(c_u64)]),
     "wspy_result_name": (c_cp, [c_i64]),
     "wspy_result_str": (c_cp, [c_i64]),
     "wspy_dtype_name": (c_cp, [c_i32]),
@@ -85,14 +91,21 @@ _PROTOS = {
     "wspy_digest": (c_u64, [c_vp, c_u64]),
     "wspy_diff_positions": (c_u64, [c_vp, c_vp, c_u64, c_u32, c_vp]),
     "wspy_state_digest": (c_i32, _TENSORS + [c_u32, P(c_u64), P(Error)]),
-    "wspy_publisher_open": (c_i32, [c_cp, c_u32, c_cp, c_i32, c_u32, c_dbl, c_u32, c_u32, c_u32,
+    "wspy_sign_key": (c_i32, [c_vp, c_u64, c_vp, P(Error)]),
+    "wspy_public_key": (None, [c_vp, c_vp]),
+    "wspy_keygen": (c_i32, [c_cp, P(Error)]),
+    "wspy_key_read_secret": (c_i32, [c_cp, c_vp, P(Error)]),
+    "wspy_key_read_public": (c_i32, [c_cp, c_vp, P(Error)]),
+    "wspy_publisher_open": (c_i32, [c_cp, c_u32, c_cp, c_i32, c_u32, c_dbl, c_u32, c_u32, c_u32, c_vp,
                                     P(c_vp), P(Error)]),
     "wspy_publish": (c_i32, [c_vp, c_u64] + _TENSORS + [P(PublishStats), P(Error)]),
     "wspy_publisher_head": (c_i32, [c_vp, P(c_u64)]),
     "wspy_publisher_close": (None, [c_vp]),
     "wspy_publisher_head_state": (c_i32, [c_vp, P(Head), P(Error)]),
-    "wspy_chain_head": (c_i32, [c_cp, c_u32, c_cp, P(Head), P(Error)]),
-    "wspy_subscriber_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32] + _TENSORS + [P(c_vp), P(Error)]),
+    "wspy_chain_head": (c_i32, [c_cp, c_u32, c_cp, c_vp, P(Head), P(Error)]),
+    "wspy_subscriber_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32, c_vp] + _TENSORS + [P(c_vp), P(Error)]),
+    "wspy_subscriber_chain_id": (c_i32, [c_vp, c_vp]),
+    "wspy_subscriber_set_chain_id": (c_i32, [c_vp, c_vp]),
     "wspy_subscriber_sync": (c_i32, [c_vp, c_u64, P(SyncStats), P(Error)]),
     "wspy_subscriber_step": (c_i32, [c_vp, P(c_u64)]),
     "wspy_subscriber_set_step": (c_i32, [c_vp, c_u64, P(Error)]),
@@ -102,8 +115,10 @@ _PROTOS = {
     "wspy_subscriber_status": (c_i32, [c_vp, P(PrefetchStatus), P(Error)]),
     "wspy_subscriber_stop": (None, [c_vp]),
     "wspy_subscriber_close": (None, [c_vp]),
-    "wspy_mirror_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32, c_u32, c_u32, c_u64, P(c_cp), P(c_i32),
-                                 P(c_u32), P(c_u64), P(c_vp), P(Error)]),
+    "wspy_mirror_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32, c_vp, c_u32, c_u32, c_u64, P(c_cp),
+                                 P(c_i32), P(c_u32), P(c_u64), P(c_vp), P(Error)]),
+    "wspy_mirror_chain_id": (c_i32, [c_vp, c_vp]),
+    "wspy_mirror_set_chain_id": (c_i32, [c_vp, c_vp]),
     "wspy_mirror_data": (c_i32, [c_vp, c_u64, P(c_vp), P(c_u64)]),
     "wspy_mirror_start": (c_i32, [c_vp, c_u32, P(Error)]),
     "wspy_mirror_stop": (None, [c_vp]),
@@ -137,14 +152,36 @@ _lock = threading.Lock()
 _lib = None
 
 
+LIBRARY = "libwsync.so"
+
+
 def library_path():
-    """Where the library is looked for: $WSYNC_LIB, else ../../build/libwsync.so
-    relative to this package (the repository's build directory)."""
+    """Where the library is looked for: $WSYNC_LIB; else libwsync.so in this
+    package (an installed package's); else ../../build/libwsync.so relative
+    to it (the repository's build directory, for PYTHONPATH=python)."""
     env = os.environ.get("WSYNC_LIB")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "build", "libwsync.so"))
+    own = os.path.join(here, LIBRARY)
+    if os.path.exists(own):
+        return own
+    return os.path.normpath(os.path.join(here, "..", "..", "build", LIBRARY))
+
+
+def _how_to_build():
+    if os.environ.get("WSYNC_LIB"):
+        return "WSYNC_LIB names it: point WSYNC_LIB at a libwsync.so or unset it"
+    return "run `make python` in the repository, `pip install ./python` from its root, " \
+           "or set WSYNC_LIB to the library's path"
+
+
+def constant(lib, name):
+    """The library's value of a flag or limit (wspy_constant)."""
+    v = c_u64()
+    if not lib.wspy_constant(name.encode(), ctypes.byref(v)):
+        raise ImportError("wsync: the library does not know %s: rebuild it" % name)
+    return int(v.value)
 
 
 def load():
@@ -157,20 +194,26 @@ def load():
             return _lib
         path = library_path()
         if not os.path.exists(path):
-            raise ImportError("wsync: %s not found: run `make python` in the repository, "
-                              "or set WSYNC_LIB to the library's path" % path)
+            raise ImportError("wsync: %s not found: %s" % (path, _how_to_build()))
         lib = ctypes.CDLL(path)  # CDLL: the GIL is released during every call
+        try:
+            abi_fn = lib.wspy_abi_version
+        except AttributeError:
+            raise ImportError("wsync: %s is not wsync's library (no wspy_abi_version)" % path)
+        abi_fn.restype = c_i32
+        abi_fn.argtypes = []
+        abi = abi_fn()
+        if abi != ABI_VERSION:
+            raise ImportError("wsync: %s has ABI %d, this package wants %d: rebuild it (make python, or "
+                              "pip install ./python)" % (path, abi, ABI_VERSION))
         for name, (res, args) in _PROTOS.items():
             try:
                 fn = getattr(lib, name)
             except AttributeError:
-                raise ImportError("wsync: %s lacks %s: rebuild it (make python)" % (path, name))
+                raise ImportError("wsync: %s lacks %s: rebuild it (make python, or pip install ./python)"
+                                  % (path, name))
             fn.restype = res
             fn.argtypes = args
-        abi = lib.wspy_abi_version()
-        if abi != ABI_VERSION:
-            raise ImportError("wsync: %s has ABI %d, this package wants %d: rebuild it (make python)"
-                              % (path, abi, ABI_VERSION))
         for what, st in _STRUCTS:
             if lib.wspy_sizeof(what) != ctypes.sizeof(st):
                 raise ImportError("wsync: %s: struct %s is %d bytes there, %d here: rebuild it"

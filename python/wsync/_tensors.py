@@ -9,16 +9,16 @@ numpy: __array_interface__, dtype, flags).
 """
 import ctypes
 
-from ._errors import WsyncError, WsyncTypeError, WsyncUnsupportedError
+from ._errors import WsyncError, WsyncTypeError, WsyncUnsupportedError, WsyncValueError
+from . import _lib
 
-# wsync_dtype numbers (wsync.h >>dtypes); stable, the file format uses them.
-DTYPES = {"BOOL": 1, "U8": 2, "I8": 3, "F8_E4M3": 4, "F8_E5M2": 5, "F8_E8M0": 6, "I16": 7,
-          "U16": 8, "F16": 9, "BF16": 10, "I32": 11, "U32": 12, "F32": 13, "F64": 14,
-          "I64": 15, "U64": 16, "C64": 17, "F4": 18, "F6_E2M3": 19, "F6_E3M2": 20}
+# wsync_dtype numbers, names and element bits (wsync.h >>dtypes), read from
+# the library: name -> number, number -> name, name -> bits.
+_L = _lib.load()
+DTYPES = dict((_L.wspy_dtype_name(code).decode(), code)
+              for code in range(1, _lib.constant(_L, "WSYNC_DTYPE_COUNT")))
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "I16": 16,
-        "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "F64": 64,
-        "I64": 64, "U64": 64, "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
+BITS = dict((name, int(_L.wspy_dtype_bits(code))) for name, code in DTYPES.items())
 
 TORCH_DTYPES = {
     "torch.bool": "BOOL", "torch.uint8": "U8", "torch.int8": "I8",
@@ -36,6 +36,9 @@ NUMPY_DTYPES = {
     "int64": "I64", "uint64": "U64", "complex64": "C64", "bfloat16": "BF16",
     "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float8_e8m0fnu": "F8_E8M0",
 }
+# (only the dtypes this library has)
+TORCH_DTYPES = dict((k, v) for k, v in TORCH_DTYPES.items() if v in DTYPES)
+NUMPY_DTYPES = dict((k, v) for k, v in NUMPY_DTYPES.items() if v in DTYPES)
 
 
 def _nbytes(dtype, shape):
@@ -80,8 +83,8 @@ def check_name(name):
         raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT",
                              "tensor names must be str, not %s" % type(name).__name__)
     if not name or "\x00" in name:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "tensor name %r: empty or holds NUL" % name,
-                         tensor=name)
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "tensor name %r: empty or holds NUL" % name,
+                              tensor=name)
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -97,7 +100,7 @@ def _shape(name, shape):
         raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "shape %r is not a tuple of ints" % (shape,),
                              tensor=name)
     if any(d < 0 for d in shape):
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "negative dimension in %r" % (shape,), tensor=name)
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "negative dimension in %r" % (shape,), tensor=name)
     if len(shape) > 64:
         raise WsyncError("WSYNC_ERR_RANK_TOO_LARGE", "rank %d (limit 64)" % len(shape), tensor=name)
     return shape
@@ -152,10 +155,10 @@ def _freed(name, t):
         return
     have = _storage_nbytes(t)
     if have is not None and have < need:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                         "tensor %r: its storage holds %d bytes, its elements need %d (the storage was "
-                         "freed or shrunk, e.g. storage().resize_(0) as FSDP does)" % (name, have, need),
-                         tensor=name)
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                              "tensor %r: its storage holds %d bytes, its elements need %d (the storage was "
+                              "freed or shrunk, e.g. storage().resize_(0) as FSDP does)" % (name, have, need),
+                              tensor=name)
 
 
 def _torch_sig(t):
@@ -175,10 +178,10 @@ def _torch(name, t, writable):
     lazy = _lazy(t)
     if lazy is not None:
         if writable:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                             "tensor %r is %s: wsync would write raw values under it; give the tensor "
-                             "itself (or x.resolve_%s(), a copy)" % (name, _LAZY_WORDS[lazy], lazy),
-                             tensor=name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                                  "tensor %r is %s: wsync would write raw values under it; give the tensor "
+                                  "itself (or x.resolve_%s(), a copy)" % (name, _LAZY_WORDS[lazy], lazy),
+                                  tensor=name)
         t = t.detach()
         t = t.resolve_conj() if lazy == "conj" else t
         t = t.resolve_neg() if _lazy(t) == "neg" else t
@@ -197,8 +200,8 @@ def _torch(name, t, writable):
                              % (t.device, e), tensor=name)
     if not keep.is_contiguous():
         if writable:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                             "tensor is not contiguous: it cannot be patched in place", tensor=name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                                  "tensor is not contiguous: it cannot be patched in place", tensor=name)
         keep = keep.contiguous()
     shape = _shape(name, keep.shape)
     nbytes = int(keep.numel()) * int(keep.element_size())
@@ -230,14 +233,14 @@ def _array(name, a, writable, dtype=None, shape=None):
             acc *= d
         if tuple(reversed(expect)) != tuple(strides) and 0 not in ashape:
             if writable:
-                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                                 "array is not C-contiguous: it cannot be patched in place", tensor=name)
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                                      "array is not C-contiguous: it cannot be patched in place", tensor=name)
             a = a.copy()
             ai = a.__array_interface__
     ptr, readonly = ai["data"]
     if writable and readonly:
-        raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "array is read-only: it cannot be patched in place",
-                         tensor=name)
+        raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "array is read-only: it cannot be patched in place",
+                              tensor=name)
     n = 1
     for d in ashape:
         n *= d
@@ -262,8 +265,8 @@ def _buffer(name, b, writable, dtype=None, shape=None):
     dt = dtype or "U8"
     if isinstance(b, bytes):
         if writable:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "bytes are read-only: give a bytearray",
-                             tensor=name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "bytes are read-only: give a bytearray",
+                                  tensor=name)
         have, keep = len(b), b
         ptr = ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p).value if have else None
     else:
@@ -273,12 +276,12 @@ def _buffer(name, b, writable, dtype=None, shape=None):
             raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "%s is not a tensor, an array or a buffer"
                                  % type(b).__name__, tensor=name)
         if not mv.c_contiguous:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "buffer is not contiguous", tensor=name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "buffer is not contiguous", tensor=name)
         mv = mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv
         have = mv.nbytes
         if mv.readonly:
             if writable:
-                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "buffer is read-only", tensor=name)
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "buffer is read-only", tensor=name)
             keep = bytes(mv)
             ptr = ctypes.cast(ctypes.c_char_p(keep), ctypes.c_void_p).value if have else None
         else:
@@ -428,11 +431,11 @@ def check_unmoved(ts):
             continue
         why = _changed(t.obj, t.sig)
         if why is not None:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                             "tensor %r changed after the Subscriber was built: %s. wsync writes only the "
-                             "memory it was given, so nothing was written; build a new Subscriber for the "
-                             "tensors as they are now (move a model's memory, e.g. model.share_memory(), "
-                             "before building it)" % (t.name, why), tensor=t.name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                                  "tensor %r changed after the Subscriber was built: %s. wsync writes only the "
+                                  "memory it was given, so nothing was written; build a new Subscriber for the "
+                                  "tensors as they are now (move a model's memory, e.g. model.share_memory(), "
+                                  "before building it)" % (t.name, why), tensor=t.name)
 
 
 class Arrays(object):
@@ -513,13 +516,13 @@ def describe_target(name, x):
             raise WsyncUnsupportedError("WSYNC_ERR_UNSUPPORTED", "a meta tensor holds no data", tensor=name)
         lazy = _lazy(x)
         if lazy is not None:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                             "tensor %r is %s: wsync would write raw values under it; give the tensor "
-                             "itself (or x.resolve_%s(), a copy)" % (name, _LAZY_WORDS[lazy], lazy),
-                             tensor=name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                                  "tensor %r is %s: wsync would write raw values under it; give the tensor "
+                                  "itself (or x.resolve_%s(), a copy)" % (name, _LAZY_WORDS[lazy], lazy),
+                                  tensor=name)
         if not x.is_contiguous():
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                             "tensor is not contiguous: it cannot be patched in place", tensor=name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                                  "tensor is not contiguous: it cannot be patched in place", tensor=name)
         _freed(name, x)
         width_bits = int(x.element_size()) * 8
         ashape = tuple(int(d) for d in x.shape)
@@ -537,11 +540,11 @@ def describe_target(name, x):
             raise WsyncError("WSYNC_ERR_UNSUPPORTED", "big-endian array: safetensors is little-endian",
                              tensor=name)
         if not x.flags["C_CONTIGUOUS"]:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                             "array is not C-contiguous: it cannot be patched in place", tensor=name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                                  "array is not C-contiguous: it cannot be patched in place", tensor=name)
         if not x.flags["WRITEABLE"]:
-            raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT", "array is read-only: it cannot be patched in place",
-                             tensor=name)
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "array is read-only: it cannot be patched in place",
+                                  tensor=name)
         width_bits = int(x.dtype.itemsize) * 8
         ashape = tuple(int(d) for d in x.shape)
         kind = "numpy"
@@ -609,10 +612,10 @@ def check_overlaps(targets):
         if reach is not None and reach[0] == dev and reach[2] > beg:
             _, b0, e0, t0 = reach
             if not (b0 == beg and e0 == end and t0.t.dtype == t.t.dtype):
-                raise WsyncError("WSYNC_ERR_INVALID_ARGUMENT",
-                                 "tensors %r and %r overlap in memory without being the same tensor "
-                                 "(%r: %d bytes at 0x%x, %r: %d bytes at 0x%x): a take would write one "
-                                 "into the other" % (t0.t.name, t.t.name, t0.t.name, e0 - b0, b0,
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                                      "tensors %r and %r overlap in memory without being the same tensor "
+                                      "(%r: %d bytes at 0x%x, %r: %d bytes at 0x%x): a take would write one "
+                                      "into the other" % (t0.t.name, t.t.name, t0.t.name, e0 - b0, b0,
                                                      t.t.name, end - beg, beg), tensor=t.t.name)
         if reach is None or reach[0] != dev or end > reach[2]:
             reach = (dev, beg, end, t)
