@@ -184,6 +184,7 @@ only in the implementation (one hit). tests/test_toc.sh checks this list.
     >>propfind      the WebDAV PROPFIND (multistatus) parser and its XML tokenizer
     >>s3            the S3 store: options, wsync_store_s3_open
     >>s3-sig        SigV4 encoding and the ListObjectsV2 parser
+    >>store-url     wsync_store_open_url: a directory, http(s):// or s3:// from one string
     >>transfer    * the transfer layer: a request, its response, retries
     >>get-parallel * large downloads as parallel ranged GETs
     >>s3-list     * S3 list: ListObjectsV2, page after page
@@ -365,6 +366,35 @@ typedef int (*wsync_s3_key_fn)(void *user, const char *key, size_t key_len, uint
 WSYNC_DEF wsync_result wsync_s3_listing_parse(const void *xml, size_t len, wsync_s3_key_fn fn, void *user,
                                               int *truncated, char *token, size_t token_cap, wsync_error *err);
 
+/* ---- a store named by a string >>store-url ----
+   What a command line or a config file gives: a directory, an HTTP bucket
+   or an S3 one, with every option of the three in one struct. All zero (or
+   a NULL pointer) means each kind's defaults. */
+typedef struct wsync_store_url_options {
+    wsync_allocator allocator;  /* every kind's (http.allocator and s3.http.allocator are not read) */
+    unsigned flags;             /* WSYNC_STORE_NO_CREATE: a reader's directory store never creates its root
+                                   (a missing one is WSYNC_ERR_NO_STORE at each call: wsync.h's "Store") */
+    int no_fsync;               /* directory stores: skip fsync (tests, tmpfs); put stays atomic */
+    wsync_http_options http;    /* http(s):// and s3://: timeouts, retries, parallel downloads, part_size,
+                                   TLS (insecure, ca_file), headers, verbose; listing (http(s):// only) */
+    wsync_s3_options s3;        /* s3:// only: endpoint, region, keys and token, multipart_threshold and
+                                   multipart_part_size, each [the environment's: wsync_store_s3_open];
+                                   s3.http is not read (the field http above is) */
+} wsync_store_url_options;
+
+/* Opens the store `url` names:
+     http://host[:port][/prefix], https://...  wsync_store_http_open (scheme in any case)
+     s3://bucket[/prefix]                      wsync_store_s3_open (credentials, endpoint and region from
+                                               the options, else AWS_* in the environment)
+     anything else                             a directory: wsync_store_dir_open
+   A string that starts with another scheme ("ftp://", "file://") is
+   WSYNC_ERR_UNSUPPORTED naming it and the kinds wsync knows, unless a
+   directory of that name exists (then it is that directory); "" and NULL
+   are WSYNC_ERR_INVALID_ARGUMENT. A URL's userinfo never appears in a
+   message. Without libcurl (WSYNC_HTTP_NO_CURL) directories still open. */
+WSYNC_DEF wsync_result wsync_store_open_url(const char *url, const wsync_store_url_options *opt, wsync_store *out,
+                                            wsync_error *err);
+
 #ifdef __cplusplus
 }
 #endif
@@ -380,6 +410,9 @@ WSYNC_DEF wsync_result wsync_s3_listing_parse(const void *xml, size_t len, wsync
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/stat.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -1424,6 +1457,73 @@ done:
     return r;
 }
 #undef WSYNC__DAV_BAD
+
+/* ---------------------------------------------------------------------
+   A store named by a string (both builds: directories need no libcurl)  >>store-url
+   --------------------------------------------------------------------- */
+
+/* 1 when s starts with "name://" (name case-insensitive). */
+static int wsync__hscheme_is(const char *s, const char *name)
+{
+    size_t n = strlen(name), i;
+    for (i = 0; i < n; i++)
+        if (((unsigned char)s[i] | 0x20) != (unsigned char)name[i]) return 0;
+    return strncmp(s + n, "://", 3) == 0;
+}
+
+/* The length of s's scheme when it starts with one followed by "://"
+   (RFC 3986: a letter, then letters, digits, '+', '-', '.'); else 0. */
+static size_t wsync__hscheme_len(const char *s)
+{
+    size_t i = 0;
+    if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) return 0;
+    while ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+           s[i] == '+' || s[i] == '-' || s[i] == '.')
+        i++;
+    return strncmp(s + i, "://", 3) == 0 ? i : 0;
+}
+
+WSYNC_DEF wsync_result wsync_store_open_url(const char *url, const wsync_store_url_options *opt, wsync_store *out,
+                                            wsync_error *err)
+{
+    wsync_store_url_options o;
+    size_t scheme;
+    wsync__herr_reset(err);
+    if (out) memset(out, 0, sizeof *out);
+    if (!out || !url || !url[0])
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+                            "no store given: a directory, http(s)://host[:port]/prefix or s3://bucket/prefix");
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (wsync__hscheme_is(url, "http") || wsync__hscheme_is(url, "https")) {
+        o.http.allocator = o.allocator;
+        return wsync_store_http_open(url, &o.http, out, err);
+    }
+    if (wsync__hscheme_is(url, "s3")) {
+        o.s3.http = o.http;
+        o.s3.http.allocator = o.allocator;
+        return wsync_store_s3_open(url, &o.s3, out, err);
+    }
+    scheme = wsync__hscheme_len(url);
+    if (scheme) {
+#if defined(__unix__) || defined(__APPLE__)
+        struct stat sb;
+        if (!(stat(url, &sb) == 0 && S_ISDIR(sb.st_mode)))
+#endif
+            return wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+                                "store '%s': unknown scheme '%.*s://'; a store is a directory, "
+                                "http://host[:port]/prefix, https://... or s3://bucket/prefix",
+                                url, (int)(scheme < 32 ? scheme : 32), url);
+    }
+    {
+        wsync_store_options so;
+        memset(&so, 0, sizeof so);
+        so.allocator = o.allocator;
+        so.no_fsync = o.no_fsync;
+        so.flags = o.flags;
+        return wsync_store_dir_open(url, &so, out, err);
+    }
+}
 
 #ifdef WSYNC_HTTP_NO_CURL
 

@@ -1796,6 +1796,195 @@ static void test_nolist(void)
     TEST_END();
 }
 
+/* ---- wsync_store_open_url ---- */
+
+typedef struct count_alloc {
+    unsigned long allocs;
+} count_alloc;
+
+static void *ca_alloc(void *user, size_t n)
+{
+    ((count_alloc *)user)->allocs++;
+    return malloc(n);
+}
+
+static void ca_free(void *user, void *ptr)
+{
+    (void)user;
+    free(ptr);
+}
+
+/* Without a server: what each string opens, and the refusals. */
+static void test_open_url_local(void)
+{
+    wsync_store s;
+    wsync_store_url_options o;
+    wsync_error err;
+    wsync_http_stats st;
+    char tmpl[] = "/tmp/wsync-openurl.XXXXXX", path[600], cwd[1024];
+    const char *dir;
+    struct stat sb;
+    uint64_t size = 0;
+    uint8_t *all = NULL;
+    count_alloc ca;
+
+    TEST_BEGIN("open_url: no string, or an empty one, is refused saying what a store is");
+    CHECK_EQ_INT(wsync_store_open_url(NULL, NULL, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wsync_store_open_url("", NULL, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err.message, "no store given") && strstr(err.message, "s3://"), "%s", err.message);
+    CHECK(s.put == NULL && s.user == NULL);
+    TEST_END();
+
+    dir = mkdtemp(tmpl);
+    CHECK(dir != NULL);
+    if (!dir || !getcwd(cwd, sizeof cwd) || chdir(dir) != 0) return;
+
+    TEST_BEGIN("open_url: an unknown scheme is WSYNC_ERR_UNSUPPORTED naming the URL and the kinds, and creates nothing");
+    CHECK_EQ_INT(wsync_store_open_url("ftp://x/y", NULL, &s, &err), WSYNC_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.message, "'ftp://x/y'") && strstr(err.message, "unknown scheme 'ftp://'") &&
+                  strstr(err.message, "http://") && strstr(err.message, "s3://bucket/prefix"),
+              "%s", err.message);
+    CHECK(stat("ftp:", &sb) != 0);
+    CHECK_EQ_INT(wsync_store_open_url("file:///tmp", NULL, &s, &err), WSYNC_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.message, "unknown scheme 'file://'"), "%s", err.message);
+    CHECK_EQ_INT(wsync_store_open_url("ftp://mirror:hunter2@x/y", NULL, &s, &err), WSYNC_ERR_UNSUPPORTED);
+    CHECK_MSG(!strstr(err.message, "hunter2") && strstr(err.message, "ftp://***@x/y"), "%s", err.message);
+    TEST_END();
+
+    TEST_BEGIN("open_url: a directory whose name looks like a scheme (ftp:/x) is that directory");
+    CHECK(mkdir("ftp:", 0755) == 0 && mkdir("ftp:/x", 0755) == 0);
+    CHECK_MSG(wsync_store_open_url("ftp://x", NULL, &s, &err) == WSYNC_OK, "%s", err.message);
+    if (s.put) {
+        CHECK_EQ_INT(s.put(s.user, "HEAD", "abc", 3, &err), WSYNC_OK);
+        CHECK(stat("ftp:/x/HEAD", &sb) == 0 && sb.st_size == 3);
+        CHECK_EQ_INT(wsync_store_http_stats(&s, &st), 0); /* not an HTTP store */
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    TEST_BEGIN("open_url: a directory; WSYNC_STORE_NO_CREATE (a reader) creates nothing and says so at each call; "
+               "no_fsync and the allocator reach it");
+    snprintf(path, sizeof path, "%s/bucket/run", dir);
+    memset(&o, 0, sizeof o);
+    o.flags = WSYNC_STORE_NO_CREATE;
+    CHECK_MSG(wsync_store_open_url(path, &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    if (s.head) {
+        CHECK_EQ_INT(s.head(s.user, "HEAD", &size, &err), WSYNC_ERR_NO_STORE);
+        wsync_store_close(&s);
+    }
+    CHECK(stat(path, &sb) != 0);
+    memset(&ca, 0, sizeof ca);
+    o.flags = 0;
+    o.no_fsync = 1;
+    o.allocator.alloc = ca_alloc;
+    o.allocator.free = ca_free;
+    o.allocator.user = &ca;
+    CHECK_MSG(wsync_store_open_url(path, &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    CHECK(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
+    CHECK(ca.allocs > 0);
+    if (s.put) {
+        CHECK_EQ_INT(s.put(s.user, "deltas/step_000001.safetensors", "hello", 5, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_store_get_all(&s, "deltas/step_000001.safetensors", NULL, &all, &size, &err), WSYNC_OK);
+        CHECK(all && size == 5 && memcmp(all, "hello", 5) == 0);
+        free(all);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    TEST_BEGIN("open_url: http(s):// and s3:// in any case open those stores, nothing sent; bad ones are refused "
+               "naming the URL");
+    memset(&o, 0, sizeof o);
+    CHECK_MSG(wsync_store_open_url("HTTPS://h:1/p", &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    CHECK_EQ_INT(wsync_store_http_stats(&s, &st), 1);
+    CHECK_EQ_U64(st.requests, 0);
+    wsync_store_close(&s);
+    CHECK_EQ_INT(wsync_store_open_url("http://", &o, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err.message, "'http://'") && strstr(err.message, "no host"), "%s", err.message);
+    CHECK_EQ_INT(wsync_store_open_url("http://h/a b", &o, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err.message, "'http://h/a b'"), "%s", err.message);
+    o.http.listing = (wsync_http_listing)7;
+    CHECK_EQ_INT(wsync_store_open_url("http://h/p", &o, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err.message, "listing 7"), "%s", err.message);
+    o.http.listing = WSYNC_HTTP_LISTING_AUTO;
+    CHECK_EQ_INT(wsync_store_open_url("s3://", &o, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err.message, "'s3://'") && strstr(err.message, "no bucket"), "%s", err.message);
+    o.s3.access_key_id = "AKID";
+    o.s3.secret_access_key = "SECRET";
+    o.s3.endpoint = "http://127.0.0.1:1";
+    CHECK_MSG(wsync_store_open_url("S3://bucket/p", &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    CHECK_EQ_INT(wsync_store_http_stats(&s, &st), 1);
+    wsync_store_close(&s);
+    o.s3.multipart_part_size = 0;
+    setenv("WSYNC_S3_PART_SIZE", "lots", 1); /* the environment is read, as wsync_store_s3_open does */
+    CHECK_EQ_INT(wsync_store_open_url("s3://bucket/p", &o, &s, &err), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err.message, "WSYNC_S3_PART_SIZE"), "%s", err.message);
+    unsetenv("WSYNC_S3_PART_SIZE");
+    TEST_END();
+
+    if (chdir(cwd) != 0) CHECK(0);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    if (system(path) != 0) CHECK(0);
+}
+
+/* Against nginx: the options reach the store (listing, insecure TLS, retries). */
+static void test_open_url_server(void)
+{
+    wsync_store s;
+    wsync_store_url_options o;
+    wsync_error err;
+    wsync_http_stats st;
+    collected c;
+    char url[512];
+    const char *https = getenv("WSYNC_TEST_HTTPS_URL");
+    uint64_t size = 0;
+
+    TEST_BEGIN("open_url: an http:// store over nginx works; the listing option reaches it (propfind refused by "
+               "plain nginx, json lists)");
+    snprintf(url, sizeof url, "%s/%s/open-url", g_url, g_tag);
+    memset(&o, 0, sizeof o);
+    o.http.max_attempts = 1;
+    o.http.listing = WSYNC_HTTP_LISTING_JSON;
+    CHECK_MSG(wsync_store_open_url(url, &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    if (s.put) {
+        CHECK_MSG(s.put(s.user, "deltas/x", "12345", 5, &err) == WSYNC_OK, "%s", err.message);
+        memset(&c, 0, sizeof c);
+        CHECK_MSG(s.list(s.user, "", collect, &c, &err) == WSYNC_OK && c.n == 1 && c.sizes[0] == 5, "%d: %s", c.n,
+                  err.message);
+        wsync_store_http_stats(&s, &st);
+        CHECK_EQ_U64(st.requests, 3); /* PUT, then GET of the two folders: no PROPFIND tried */
+        wsync_store_close(&s);
+    }
+    o.http.listing = WSYNC_HTTP_LISTING_PROPFIND;
+    CHECK_MSG(wsync_store_open_url(url, &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    if (s.list) {
+        memset(&c, 0, sizeof c);
+        CHECK_EQ_INT(s.list(s.user, "", collect, &c, &err), WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "PROPFIND") && strstr(err.message, "HTTP 405"), "%s", err.message);
+        CHECK_EQ_INT(s.del(s.user, "deltas/x", &err), WSYNC_OK);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    if (!https) return;
+    TEST_BEGIN("open_url: https with a self-signed certificate: refused, and read with insecure set");
+    snprintf(url, sizeof url, "%s/%s/open-url", https, g_tag);
+    memset(&o, 0, sizeof o);
+    o.http.max_attempts = 1;
+    CHECK_MSG(wsync_store_open_url(url, &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    if (s.head) {
+        CHECK_EQ_INT(s.head(s.user, "HEAD", &size, &err), WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "certificate"), "%s", err.message);
+        wsync_store_close(&s);
+    }
+    o.http.insecure = 1;
+    CHECK_MSG(wsync_store_open_url(url, &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    if (s.head) {
+        CHECK_MSG(s.head(s.user, "HEAD", &size, &err) == WSYNC_ERR_NOT_FOUND, "%s", err.message);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+}
+
 /* An object replaced behind nginx's back by one of 1.5 GB (sparse): read
    with the size HEAD gave it, or with a cap, the download stops there. */
 static void test_limits(void)
@@ -1861,6 +2050,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     test_listing_parser();
     test_open_args();
+    test_open_url_local();
     if (!g_url || !g_proxy || !g_data) {
         printf("(WSYNC_TEST_HTTP_URL and friends unset: run tests/test_http.sh for the server tests)\n");
         curl_global_cleanup();
@@ -1876,6 +2066,7 @@ int main(void)
     test_chain();
     test_prefetch();
     test_nolist();
+    test_open_url_server();
     test_limits();
     test_faults();
     test_restart();

@@ -648,6 +648,54 @@ static void test_multipart(void)
     free(big);
 }
 
+/* wsync_store_open_url("s3://..."): the options reach the S3 store (part
+   size and threshold: a multipart upload of 3 parts), credentials and
+   endpoint from the environment as tests/test_s3.sh sets them. */
+static void test_open_url(void)
+{
+    wsync_store s;
+    wsync_store_url_options o;
+    wsync_http_stats st0, st1;
+    wsync_error err;
+    char url[512];
+    size_t n = (11u << 20) + 99;
+    uint8_t *big = pattern(n, 11), *all = NULL;
+    uint64_t size = 0;
+    TEST_BEGIN("open_url: s3:// with credentials from the environment; the part size and threshold reach it "
+               "(3 parts of 5 MiB), read back bit-exact");
+    snprintf(url, sizeof url, "s3://%s/%s/open-url", g_bucket, g_tag);
+    memset(&o, 0, sizeof o);
+    o.http.max_attempts = 3;
+    o.http.backoff_ms = 20;
+    o.s3.multipart_threshold = 6u << 20;
+    o.s3.multipart_part_size = 5u << 20;
+    CHECK_MSG(wsync_store_open_url(url, &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    if (s.put) {
+        wsync_store_http_stats(&s, &st0);
+        CHECK_MSG(s.put(s.user, "anchors/a", big, n, &err) == WSYNC_OK, "%s", err.message);
+        wsync_store_http_stats(&s, &st1);
+        CHECK_MSG(st1.requests - st0.requests == 5, "%llu requests",
+                  (unsigned long long)(st1.requests - st0.requests));
+        CHECK_MSG(wsync_store_get_all(&s, "anchors/a", NULL, &all, &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK(size == n && all && memcmp(all, big, n) == 0);
+        free(all);
+        CHECK_EQ_INT(s.del(s.user, "anchors/a", &err), WSYNC_OK);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+    TEST_BEGIN("open_url: s3:// to a bucket that does not exist says so");
+    CHECK_MSG(wsync_store_open_url("s3://no-such-bucket-here/p", &o, &s, &err) == WSYNC_OK, "%s", err.message);
+    if (s.list) {
+        collected c;
+        memset(&c, 0, sizeof c);
+        CHECK_EQ_INT(s.list(s.user, "", collect, &c, &err), WSYNC_ERR_NO_STORE);
+        CHECK_MSG(strstr(err.message, "no such bucket"), "%s", err.message);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+    free(big);
+}
+
 /* ======================================================================
    The chain over S3
    ====================================================================== */
@@ -1046,6 +1094,7 @@ int main(void)
         wsync_store_close(&s);
         test_auth();
         test_multipart();
+        test_open_url();
         test_chain();
         test_pagination();
         test_front();
