@@ -208,6 +208,7 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/test_push.sh $(BUILD)/wsync" \
 	    "tests/test_cli_dir.sh $(BUILD)/wsync" \
 	    "tests/test_python.sh $(BUILD)/libwsync.so $(BUILD)/wsync" \
+	    "tests/test_python_install.sh" \
 	    "tests/test_rclone.sh $(BUILD)/wsync" \
 	    "tests/test_cli_safety.sh $(BUILD)/san/wsync" \
 	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
