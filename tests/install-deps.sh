@@ -30,6 +30,7 @@ command -v npm  >/dev/null || need+=(npm)
 # the Python binding's tests (tests/test_python.sh): Debian's numpy and PyTorch for /usr/bin/python3
 /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy)
 /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
+/usr/bin/python3 -c 'import ensurepip, setuptools' >/dev/null 2>&1 || need+=(python3-venv python3-setuptools) # test_python_install.sh
 # libFuzzer and the sanitizer runtimes for clang
 if command -v clang >/dev/null; then
     echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
