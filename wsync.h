@@ -672,6 +672,18 @@ WSYNC_DEF const char *wsync_result_name(wsync_result r);
    message has been through it; for text of the caller's own that quotes a
    server, a file or a store's URL). */
 WSYNC_DEF void wsync_error_clean(char *m);
+/* Fills err (when not NULL) as the library's own failures do and returns
+   code: the code, offset UINT64_MAX, no tensor, the message printf-formatted
+   (truncated to fit) and cleaned by wsync_error_clean. For a store, a
+   fabric or a companion header of the caller's own:
+   `return wsync_error_set(err, WSYNC_ERR_IO, "cannot read '%s'", key);`.
+   fmt NULL leaves the message empty: wsync_error_set(err, WSYNC_OK, NULL)
+   clears err. */
+WSYNC_DEF wsync_result wsync_error_set(wsync_error *err, wsync_result code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* ======================================================================
    Base: allocator, overflow-checked sizes  >>alloc
@@ -980,6 +992,19 @@ typedef struct wsync_st_file {
 WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size,
                                       const wsync_st_options *opt, wsync_st_file *out,
                                       wsync_error *err);
+/* Parse the header of a file of `file_size` bytes from its first `len`
+   bytes (`prefix`), without its data: read 8 bytes, call this, and it says
+   how many it needs (the 8-byte length and the header; never more than 8 +
+   the header size limit), then read those and call again. Short:
+   WSYNC_ERR_TRUNCATED with *need (when need is not NULL) set to the bytes
+   it needs, err's offset `len`. Otherwise as wsync_st_parse, every rule
+   checked (data offsets against file_size), with *need 0; on success
+   out->data and every tensor's data are NULL unless the prefix is the
+   whole file (len == file_size), and out->bytes is `prefix`. len >
+   file_size is WSYNC_ERR_INVALID_ARGUMENT. */
+WSYNC_DEF wsync_result wsync_st_parse_header(const void *prefix, size_t len, uint64_t file_size,
+                                             const wsync_st_options *opt, wsync_st_file *out, uint64_t *need,
+                                             wsync_error *err);
 WSYNC_DEF void wsync_st_free(wsync_st_file *f);
 /* Lookup by name (O(log n)); NULL if absent. wsync_st_find takes a C string
    and so finds only names without U+0000: "a" never finds "a\u0000x". */
@@ -2366,6 +2391,23 @@ WSYNC_DEF void wsync_error_clean(char *m)
         }
         u = at ? at : e;
     }
+}
+
+WSYNC_DEF wsync_result wsync_error_set(wsync_error *err, wsync_result code, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err) return code;
+    err->code = code;
+    err->offset = UINT64_MAX;
+    err->tensor[0] = 0;
+    err->message[0] = 0;
+    if (fmt) {
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    wsync_error_clean(err->message);
+    return code;
 }
 
 /* Copies a name for a message: stops at NUL, truncates long names with "...",
@@ -5085,6 +5127,38 @@ WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const ws
                                       wsync_st_file *out, wsync_error *err)
 {
     return wsync__st_parse_at(bytes, size, size, opt, out, err);
+}
+
+WSYNC_DEF wsync_result wsync_st_parse_header(const void *prefix, size_t len, uint64_t file_size,
+                                             const wsync_st_options *opt, wsync_st_file *out, uint64_t *need,
+                                             wsync_error *err)
+{
+    uint64_t want = 8, n, max;
+    if (need) *need = 0;
+    wsync__error_reset(err);
+    if (out) memset(out, 0, sizeof *out);
+    if (!out || (!prefix && len) || (uint64_t)len > file_size)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                           "wsync_st_parse_header needs a prefix of at most the file's %llu bytes and an output "
+                           "(%llu given)", (unsigned long long)file_size, (unsigned long long)len);
+    if ((uint64_t)len == file_size) return wsync__st_parse_at(prefix, file_size, file_size, opt, out, err);
+    if (len >= 8) {
+        max = opt && opt->max_header_size && opt->max_header_size < WSYNC_ST_MAX_HEADER_SIZE
+                  ? opt->max_header_size : WSYNC_ST_MAX_HEADER_SIZE;
+        n = wsync__load_le64((const uint8_t *)prefix);
+        /* a length the reader refuses (too large, past the end) is its
+           error, said as it says it; else the header is 8 + n bytes */
+        if (n > max || n > file_size - 8 || n <= (uint64_t)len - 8)
+            return wsync__st_parse_at(prefix, (uint64_t)len, file_size, opt, out, err);
+        want = 8 + n;
+    } else if (file_size < 8) {
+        return wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0, "%llu bytes, fewer than the 8-byte header length",
+                           (unsigned long long)file_size);
+    }
+    if (need) *need = want;
+    return wsync__fail(err, WSYNC_ERR_TRUNCATED, (uint64_t)len, NULL, 0,
+                       "the safetensors header is the first %llu bytes of the file; %llu given",
+                       (unsigned long long)want, (unsigned long long)len);
 }
 
 WSYNC_DEF void wsync_st_free(wsync_st_file *f)

@@ -2532,6 +2532,246 @@ static void test_alloc_write(void)
     dynbuf_free(&ref);
 }
 
+/* ---------------------------------------------------------------------
+   wsync_st_parse_header: the header from a prefix of the file
+   --------------------------------------------------------------------- */
+
+/* A heap copy of bytes[0..len) of exactly len bytes (ASan sees a read past). */
+static uint8_t *prefix_copy(const uint8_t *bytes, size_t len)
+{
+    uint8_t *p = (uint8_t *)malloc(len ? len : 1);
+    if (!p) exit(2);
+    if (len) memcpy(p, bytes, len);
+    return p;
+}
+
+/* parse_header's contract on a short prefix: TRUNCATED, *need the bytes
+   it needs (above len), the offset len, out zeroed and nothing left live. */
+static uint64_t header_need(const uint8_t *bytes, size_t len, uint64_t size, const char *what)
+{
+    uint8_t *p = prefix_copy(bytes, len);
+    wsync_st_file g;
+    wsync_st_options o;
+    wsync_error e;
+    wsync_result r;
+    uint64_t need = 12345;
+    long live = g_alloc.live;
+    memset(&o, 0, sizeof o);
+    o.allocator = counting_allocator(&g_alloc);
+    memset(&g, 0x5A, sizeof g);
+    r = wsync_st_parse_header(p, len, size, &o, &g, &need, &e);
+    if (r == WSYNC_ERR_TRUNCATED && need) {
+        CHECK_MSG(need > len, "%s: need %llu at %zu", what, (unsigned long long)need, len);
+        CHECK_EQ_U64(e.offset, (uint64_t)len);
+        CHECK_MSG(strstr(e.message, "header") != NULL, "%s", e.message);
+    } else {
+        CHECK_EQ_U64(need, 0);
+        if (r == WSYNC_OK) wsync_st_free(&g);
+    }
+    if (r != WSYNC_OK) CHECK(all_zero(&g, sizeof g));
+    CHECK_EQ_INT(g_alloc.live, live);
+    free(p);
+    return r == WSYNC_ERR_TRUNCATED ? need : 0;
+}
+
+/* A file read as a program that has only its first bytes would: 8, then
+   what it needs. The answer must be wsync_st_parse's on the whole file (the
+   code and offset; on success the same tensors and metadata, without data). */
+static void check_parse_header(const uint8_t *bytes, size_t size, const char *what)
+{
+    wsync_st_file f, g;
+    wsync_error e0, e;
+    wsync_result r0, r;
+    uint64_t need = 0, hn = size >= 8 ? wsync__load_le64(bytes) : 0, cut;
+    size_t len = size < 8 ? size : 8, steps = 0, k;
+    uint8_t *p = NULL;
+    memset(&f, 0, sizeof f);
+    r0 = wsync_st_parse(bytes, size, NULL, &f, &e0);
+    for (;;) {
+        free(p);
+        p = prefix_copy(bytes, len);
+        memset(&g, 0x5A, sizeof g);
+        r = wsync_st_parse_header(p, len, size, NULL, &g, &need, &e);
+        if (r != WSYNC_ERR_TRUNCATED || !need) break;
+        CHECK_MSG(need == 8 + hn && len == 8, "%s: need %llu at %zu", what, (unsigned long long)need, len);
+        if (need > size || ++steps > 1) break;
+        len = (size_t)need;
+    }
+    CHECK_MSG(r == r0, "%s: %s, the whole file %s", what, wsync_result_name(r), wsync_result_name(r0));
+    if (r != WSYNC_OK) {
+        CHECK_EQ_INT(e.code, r);
+        CHECK_EQ_U64(e.offset, e0.offset);
+        CHECK(all_zero(&g, sizeof g));
+    } else if (r0 == WSYNC_OK) {
+        CHECK(g.bytes == p);
+        CHECK(len == size ? g.data == p + 8 + g.header_len : g.data == NULL);
+        CHECK_EQ_U64(g.header_len, f.header_len);
+        CHECK_EQ_U64(g.data_len, f.data_len);
+        CHECK_EQ_U64(g.size, f.size);
+        CHECK_EQ_U64(g.n_tensors, f.n_tensors);
+        CHECK_EQ_INT(g.metadata_kind, f.metadata_kind);
+        CHECK_EQ_U64(g.n_metadata, f.n_metadata);
+        for (k = 0; k < g.n_tensors && k < f.n_tensors; k++) {
+            const wsync_st_tensor *a = &g.tensors[k], *b = &f.tensors[k];
+            CHECK(a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) == 0);
+            CHECK(a->dtype == b->dtype && a->rank == b->rank && a->nelem == b->nelem);
+            CHECK(a->rank == 0 || memcmp(a->shape, b->shape, a->rank * sizeof *a->shape) == 0);
+            CHECK(a->begin == b->begin && a->end == b->end && a->key_offset == b->key_offset);
+            CHECK(len == size ? a->data == g.data + a->begin : a->data == NULL);
+            CHECK(wsync_st_find_n(&g, a->name, a->name_len) == a);
+        }
+        for (k = 0; k < g.n_metadata && k < f.n_metadata; k++)
+            CHECK(g.metadata[k].key_len == f.metadata[k].key_len && g.metadata[k].value_len == f.metadata[k].value_len &&
+                  strcmp(g.metadata[k].key, f.metadata[k].key) == 0 &&
+                  strcmp(g.metadata[k].value, f.metadata[k].value) == 0);
+        wsync_st_free(&g);
+    }
+    if (r0 == WSYNC_OK) wsync_st_free(&f);
+    free(p);
+    /* every shorter prefix (the first 600 cuts, then a sample): short while
+       the header is not all there, then the answer above */
+    cut = size >= 8 && hn <= size - 8 ? 8 + hn : 8;
+    for (len = 0; len < size; len += len < 600 ? 1 : len / 7) {
+        need = header_need(bytes, len, size, what);
+        if (len < 8) CHECK_MSG(need == (size < 8 ? 0 : 8), "%s at %zu: need %llu", what, len, (unsigned long long)need);
+        else if (len < cut) CHECK_MSG(need == cut, "%s at %zu: need %llu", what, len, (unsigned long long)need);
+        else CHECK_MSG(need == 0, "%s at %zu: need %llu", what, len, (unsigned long long)need);
+    }
+}
+
+static void test_parse_header_files(void)
+{
+    static const char *dirs[] = {CORPUS_DIR, INVALID_DIR, "fuzz/corpus/st_parse", "fuzz/data/st_parse"};
+    char path[512], title[600];
+    size_t d, i, total = 0;
+    for (d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        char **names;
+        size_t n = list_dir(dirs[d], &names);
+        snprintf(title, sizeof title, "st_parse_header: a prefix, then what it needs, answers as the whole file: %s",
+                 dirs[d]);
+        TEST_BEGIN(title);
+        for (i = 0; i < n; i++) {
+            wsync_mapped map;
+            wsync_error err;
+            snprintf(path, sizeof path, "%s/%s", dirs[d], names[i]);
+            if (wsync_file_map(path, &map, &err) != WSYNC_OK) continue; /* a folder (README) */
+            check_parse_header(map.bytes, (size_t)map.size, names[i]);
+            wsync_file_unmap(&map);
+            total++;
+        }
+        TEST_END();
+        free_names(names, n);
+    }
+    TEST_BEGIN("st_parse_header: the files were there");
+    CHECK_MSG(total >= 100, "%zu files", total);
+    TEST_END();
+}
+
+static void test_parse_header_cases(void)
+{
+    const char *hdr = "{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    blob b = mkfile(hdr, 8), bad = mkfile(hdr, 7); /* a byte short of its data */
+    size_t hl = strlen(hdr);
+    wsync_st_file g;
+    wsync_st_options o;
+    wsync_error e;
+    uint64_t need;
+    long k;
+
+    TEST_BEGIN("st_parse_header: 8 bytes, then the header: the tensors without data");
+    CHECK_CODE(wsync_st_parse_header(b.p, 8, b.size, NULL, &g, &need, &e), WSYNC_ERR_TRUNCATED);
+    CHECK_EQ_U64(need, 8 + hl);
+    CHECK_EQ_U64(e.offset, 8);
+    CHECK_CODE(wsync_st_parse_header(b.p, 8 + hl, b.size, NULL, &g, &need, &e), WSYNC_OK);
+    CHECK_EQ_U64(need, 0);
+    CHECK_EQ_U64(g.n_tensors, 1);
+    CHECK(g.data == NULL && g.tensors[0].data == NULL && g.tensors[0].end == 8);
+    CHECK_EQ_STR(wsync_st_metadata_get(&g, "k"), "v");
+    wsync_st_free(&g);
+    /* need may be NULL: the code alone */
+    CHECK_CODE(wsync_st_parse_header(b.p, 3, b.size, NULL, &g, NULL, &e), WSYNC_ERR_TRUNCATED);
+    CHECK_EQ_U64(e.offset, 3);
+    TEST_END();
+
+    TEST_BEGIN("st_parse_header: data offsets are checked against the file's size");
+    CHECK_CODE(wsync_st_parse_header(bad.p, 8 + hl, bad.size, NULL, &g, &need, &e),
+               parse_ex(bad.p, bad.size, NULL, NULL, NULL));
+    CHECK(need == 0 && e.code != WSYNC_OK && e.message[0]);
+    /* the same header in a file 1 byte longer: then it fits */
+    CHECK_CODE(wsync_st_parse_header(bad.p, 8 + hl, bad.size + 1, NULL, &g, &need, &e), WSYNC_OK);
+    wsync_st_free(&g);
+    TEST_END();
+
+    TEST_BEGIN("st_parse_header: limits from the options, said at 8 bytes");
+    memset(&o, 0, sizeof o);
+    o.max_header_size = hl - 1;
+    CHECK_CODE(wsync_st_parse_header(b.p, 8, b.size, &o, &g, &need, &e), WSYNC_ERR_HEADER_TOO_LARGE);
+    CHECK_EQ_U64(need, 0);
+    o.max_header_size = hl;
+    CHECK_CODE(wsync_st_parse_header(b.p, 8, b.size, &o, &g, &need, &e), WSYNC_ERR_TRUNCATED);
+    CHECK_EQ_U64(need, 8 + hl);
+    TEST_END();
+
+    TEST_BEGIN("st_parse_header: arguments");
+    CHECK_CODE(wsync_st_parse_header(b.p, 8, b.size, NULL, NULL, &need, &e), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_CODE(wsync_st_parse_header(NULL, 8, b.size, NULL, &g, &need, &e), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_CODE(wsync_st_parse_header(b.p, b.size, b.size - 1, NULL, &g, &need, &e), WSYNC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(e.message, "wsync_st_parse_header") != NULL, "%s", e.message);
+    CHECK(all_zero(&g, sizeof g));
+    CHECK_CODE(wsync_st_parse_header(NULL, 0, 5, NULL, &g, &need, &e), WSYNC_ERR_TRUNCATED);
+    CHECK_EQ_U64(need, 0); /* 5 bytes can never hold a safetensors file */
+    CHECK_CODE(wsync_st_parse_header(NULL, 0, 0, NULL, &g, &need, &e), WSYNC_ERR_TRUNCATED);
+    CHECK_CODE(wsync_st_parse_header(NULL, 0, 100, NULL, &g, &need, NULL), WSYNC_ERR_TRUNCATED);
+    CHECK_EQ_U64(need, 8);
+    TEST_END();
+
+    TEST_BEGIN("st_parse_header: allocation failure at every step frees everything");
+    for (k = 1; k < 20; k++) {
+        counting c;
+        wsync_result r;
+        memset(&c, 0, sizeof c);
+        memset(&o, 0, sizeof o);
+        c.fail_at = k;
+        o.allocator = counting_allocator(&c);
+        r = wsync_st_parse_header(b.p, 8 + hl, b.size, &o, &g, &need, &e);
+        if (r == WSYNC_OK) {
+            wsync_st_free(&g);
+            CHECK_EQ_INT(c.live, 0);
+            break;
+        }
+        CHECK_CODE(r, WSYNC_ERR_OUT_OF_MEMORY);
+        CHECK_EQ_INT(c.live, 0);
+    }
+    CHECK(k > 1 && k < 20);
+    TEST_END();
+    blob_free(&b);
+    blob_free(&bad);
+}
+
+/* wsync_error_set, what companions and callers' stores fill errors with. */
+static void test_error_set(void)
+{
+    wsync_error e;
+    char longer[600];
+    TEST_BEGIN("wsync_error_set: code, no offset or tensor, the message formatted and cleaned");
+    memset(&e, 0x5A, sizeof e);
+    CHECK_CODE(wsync_error_set(&e, WSYNC_ERR_IO, "cannot read '%s': %d \033]0;x\a", "k", 5), WSYNC_ERR_IO);
+    CHECK_CODE(e.code, WSYNC_ERR_IO);
+    CHECK_EQ_U64(e.offset, UINT64_MAX);
+    CHECK_EQ_STR(e.tensor, "");
+    CHECK_EQ_STR(e.message, "cannot read 'k': 5 ?]0;x?");
+    CHECK_CODE(wsync_error_set(&e, WSYNC_ERR_IO, "%s", "http://user:secret@host/x"), WSYNC_ERR_IO);
+    CHECK_EQ_STR(e.message, "http://***@host/x");
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    CHECK_CODE(wsync_error_set(&e, WSYNC_ERR_LIMIT, "%s", longer), WSYNC_ERR_LIMIT);
+    CHECK_EQ_U64(strlen(e.message), sizeof e.message - 1);
+    CHECK_CODE(wsync_error_set(&e, WSYNC_OK, NULL), WSYNC_OK);
+    CHECK(e.code == WSYNC_OK && e.offset == UINT64_MAX && e.message[0] == 0 && e.tensor[0] == 0);
+    CHECK_CODE(wsync_error_set(NULL, WSYNC_ERR_CORRUPT, "%s", "x"), WSYNC_ERR_CORRUPT);
+    TEST_END();
+}
+
 static void test_no_leaks(void)
 {
     TEST_BEGIN("alloc: every parse in this program freed what it allocated");
@@ -2572,6 +2812,9 @@ int main(void)
     test_generated_prefixes();
     test_alloc_parse();
     test_alloc_write();
+    test_parse_header_files();
+    test_parse_header_cases();
+    test_error_set();
     test_no_leaks();
     if (check__is_verbose())
         printf("cpu time %.2f s\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
