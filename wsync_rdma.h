@@ -474,6 +474,27 @@ extern "C" {
 #error "wsync_rdma.h needs a newer wsync.h"
 #endif
 
+/* The job key (>>common): the secret every process of one direct-path job
+   shares. The controller and the ranks prove it to each other when they
+   connect (wsync_controller_options.job_key, wsync_rank_options.job_key);
+   a process without it joins nothing and is sent nothing. Any bytes, from
+   WSYNC_JOB_KEY_MIN to WSYNC_JOB_KEY_MAX (e.g. 32 random bytes, or their
+   hex). */
+#define WSYNC_JOB_KEY_MIN 16u
+#define WSYNC_JOB_KEY_MAX 256u
+typedef struct wsync_job_key {
+    uint8_t bytes[WSYNC_JOB_KEY_MAX];
+    uint32_t len;                 /* 0: no key */
+} wsync_job_key;
+
+/* The key: `key` (len > 0) when given; else the environment variable
+   WSYNC_JOB_KEY (its bytes); else the file named by WSYNC_JOB_KEY_FILE
+   (its bytes, trailing CR/LF dropped); else none (out->len 0, WSYNC_OK).
+   A key shorter than WSYNC_JOB_KEY_MIN or longer than WSYNC_JOB_KEY_MAX,
+   or a file that cannot be read, fails naming where it came from
+   (WSYNC_ERR_INVALID_ARGUMENT, WSYNC_ERR_IO), out->len 0. */
+WSYNC_DEF wsync_result wsync_job_key_resolve(const void *key, size_t len, wsync_job_key *out, wsync_error *err);
+
 /* ======================================================================
    The fabrics: TCP, one host, ibverbs
    ====================================================================== */
@@ -858,8 +879,10 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    bytes are complete); the bytes of an aborted step are partly written
    (this path writes into live memory) until a later step commits. */
 
-#define WSYNC_CTL_VERSION 3u
+#define WSYNC_CTL_VERSION 4u
 #define WSYNC_CTL_HEADER 12u
+#define WSYNC_CTL_NONCE 32u   /* HELLO's and CHALLENGE's nonces */
+#define WSYNC_CTL_MAC 32u     /* CHALLENGE's and PROOF's proofs; the MAC after every later frame */
 #define WSYNC_CTL_MAX_PAYLOAD (16u << 20)
 #define WSYNC_CTL_NAME_MAX 255u
 #define WSYNC_CTL_DIMS_MAX 8u
@@ -879,7 +902,10 @@ typedef enum wsync_ctl_type {
     WSYNC_CTL_BYE = 8,
     WSYNC_CTL_ERROR = 9,
     WSYNC_CTL_BARRIER = 10,
-    WSYNC_CTL_RELEASE = 11
+    WSYNC_CTL_RELEASE = 11,
+    WSYNC_CTL_HELLO = 12,     /* the handshake (before any other message; no MAC) */
+    WSYNC_CTL_CHALLENGE = 13,
+    WSYNC_CTL_PROOF = 14
 } wsync_ctl_type;
 
 typedef enum wsync_ctl_role {
@@ -947,7 +973,9 @@ typedef struct wsync_ctl_transfer {
    encode, fill the fields the type uses; the rest are ignored. */
 typedef struct wsync_ctl_msg {
     uint32_t type;                          /* wsync_ctl_type */
-    uint32_t role, rank;                    /* JOIN, ASSIGN */
+    uint32_t role, rank;                    /* JOIN, ASSIGN, HELLO */
+    uint8_t nonce[WSYNC_CTL_NONCE];         /* HELLO CHALLENGE */
+    uint8_t mac[WSYNC_CTL_MAC];             /* CHALLENGE PROOF */
     uint32_t n_trainers, n_inference;       /* ASSIGN */
     uint64_t step;                          /* GO DONE COMMIT ACK ABORT ERROR BARRIER RELEASE */
     uint32_t group;                         /* BARRIER RELEASE */
@@ -994,6 +1022,22 @@ WSYNC_DEF void wsync_ctl_msg_free(wsync_ctl_msg *m);
 WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_t *row_bytes, uint64_t *bytes,
                                               wsync_error *err);
 
+/* The handshake's values (see the protocol), from the job key (len 0: no
+   key, an empty HMAC key), the role and rank of the HELLO and both nonces. */
+typedef struct wsync_ctl_auth {
+    uint8_t ctl_proof[WSYNC_CTL_MAC];   /* CHALLENGE's: the controller has the key */
+    uint8_t rank_proof[WSYNC_CTL_MAC];  /* PROOF's: the rank has it */
+    uint8_t to_rank[32], to_ctl[32];    /* the MAC keys of each direction */
+} wsync_ctl_auth;
+WSYNC_DEF void wsync_ctl_auth_derive(const wsync_job_key *key, uint32_t role, uint32_t rank,
+                                     const uint8_t nonce_rank[WSYNC_CTL_NONCE],
+                                     const uint8_t nonce_ctl[WSYNC_CTL_NONCE], wsync_ctl_auth *out);
+/* The MAC after a frame (header and payload, len bytes) sent after the
+   handshake: HMAC-SHA256 under its direction's key of seq (u64, from 0 in
+   each direction, one per frame) then the frame. */
+WSYNC_DEF void wsync_ctl_frame_mac(const uint8_t key[32], uint64_t seq, const uint8_t *frame, size_t len,
+                                   uint8_t out[WSYNC_CTL_MAC]);
+
 /* ---- the controller >>controller ---- */
 
 typedef struct wsync_controller wsync_controller;
@@ -1032,6 +1076,17 @@ typedef struct wsync_controller_options {
        paces less, a lower one slows the step to it. Steps of a subset
        (wsync_rank_select) are not paced. */
     double pace_gbps;
+    /* The job key (wsync_job_key_resolve: these bytes, else WSYNC_JOB_KEY,
+       else WSYNC_JOB_KEY_FILE): only ranks that prove it join. Without one
+       the controller listens on a loopback address only, unless insecure. */
+    const void *job_key;
+    size_t job_key_len;
+    int insecure;                   /* [0] 1: no key on any address (a trusted network) */
+    /* Each connection refused (no key, a wrong one, a malformed or late
+       handshake, a refused JOIN), one line with the peer's address [NULL:
+       to stderr]. */
+    void (*log)(void *user, const char *line);
+    void *log_user;
 } wsync_controller_options;
 
 /* What the plan asks of the ranks. */
@@ -1080,6 +1135,8 @@ WSYNC_DEF void wsync_controller_step_times(const wsync_controller *c, double *tr
    reported running them and the controller checked them against the plan
    (the whole plan, or the subset the trainers named), and their bytes. */
 WSYNC_DEF void wsync_controller_step_tasks(const wsync_controller *c, uint64_t *tasks, uint64_t *bytes);
+/* Connections refused so far, and the last one's line (as logged). */
+WSYNC_DEF unsigned wsync_controller_refused(const wsync_controller *c, char *last, size_t cap);
 /* BYE to every rank still there, and closes. */
 WSYNC_DEF void wsync_controller_close(wsync_controller *c);
 
@@ -1108,6 +1165,10 @@ typedef struct wsync_rank_options {
     /* Inference: called at ABORT. */
     void (*on_abort)(void *user, uint64_t step, const char *why);
     void *user;
+    /* The job key (as the controller's); the controller must prove it
+       before the rank sends it anything but its HELLO. */
+    const void *job_key;
+    size_t job_key_len;
 } wsync_rank_options;
 
 /* Connects, sends JOIN, waits for ASSIGN; a trainer opens its targets on
@@ -1488,6 +1549,7 @@ WSYNC_DEF void wsync_ctl_plan_input_free(wsync_ctl_plan_input *p);
 #if defined(WSYNC_RDMA_IMPLEMENTATION) && !defined(WSYNC__RDMA_IMPLEMENTED)
 #define WSYNC__RDMA_IMPLEMENTED
 
+#include <errno.h>
 #include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1625,6 +1687,61 @@ static void wsync__rdma_free(const wsync_allocator *a, void *p)
 static int wsync__rdma_in(uint64_t off, uint64_t len, uint64_t size)
 {
     return len <= size && off <= size - len;
+}
+
+/* The job key (see wsync_job_key_resolve). */
+static wsync_result wsync__rdma_key_set(wsync_job_key *out, const void *key, size_t len, const char *from,
+                                        wsync_error *err)
+{
+    if (len < WSYNC_JOB_KEY_MIN || len > WSYNC_JOB_KEY_MAX)
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                                "job key from %s: %zu bytes (a key has %u to %u bytes: e.g. 32 random bytes in hex)",
+                                from, len, WSYNC_JOB_KEY_MIN, WSYNC_JOB_KEY_MAX);
+    memcpy(out->bytes, key, len);
+    out->len = (uint32_t)len;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_job_key_resolve(const void *key, size_t len, wsync_job_key *out, wsync_error *err)
+{
+    const char *env, *path;
+    wsync_error local;
+    if (!err) err = &local;
+    wsync__rdma_err_reset(err);
+    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "job key: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (key && len) return wsync__rdma_key_set(out, key, len, "the options", err);
+    if ((env = getenv("WSYNC_JOB_KEY")) != NULL && env[0])
+        return wsync__rdma_key_set(out, env, strlen(env), "WSYNC_JOB_KEY", err);
+    if ((path = getenv("WSYNC_JOB_KEY_FILE")) != NULL && path[0]) {
+        uint8_t buf[WSYNC_JOB_KEY_MAX + 3];
+        size_t n;
+        int bad;
+        FILE *f = fopen(path, "rb");
+        char from[300];
+        snprintf(from, sizeof from, "WSYNC_JOB_KEY_FILE '%.250s'", path);
+        if (!f) return wsync__rdma_fail(err, WSYNC_ERR_IO, "job key from %s: %s", from, strerror(errno));
+        n = fread(buf, 1, sizeof buf, f);
+        bad = ferror(f);
+        fclose(f);
+        if (bad) return wsync__rdma_fail(err, WSYNC_ERR_IO, "job key from %s: read error", from);
+        while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
+        if (n > WSYNC_JOB_KEY_MAX) n = WSYNC_JOB_KEY_MAX + 1; /* too long: said so */
+        return wsync__rdma_key_set(out, buf, n, from, err);
+    }
+    return WSYNC_OK;
+}
+
+/* HMAC-SHA256 under the job key of label (with its NUL) then msg: each use
+   of the key has a label of its own, so no answer serves another use. */
+static void wsync__rdma_key_mac(const wsync_job_key *k, const char *label, const void *msg, size_t len,
+                                uint8_t out[32])
+{
+    wsync_hmac_sha256_state s;
+    wsync_hmac_sha256_init(&s, k->bytes, k->len);
+    wsync_hmac_sha256_update(&s, label, strlen(label) + 1);
+    wsync_hmac_sha256_update(&s, msg, len);
+    wsync_hmac_sha256_final(&s, out);
 }
 
 #if WSYNC__RDMA_OK
@@ -6162,6 +6279,14 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
         n = 12;
         break;
     case WSYNC_CTL_BYE: n = 0; break;
+    case WSYNC_CTL_HELLO:
+        if ((m->role != WSYNC_CTL_TRAINER && m->role != WSYNC_CTL_INFERENCE) || m->rank >= WSYNC_CTL_MAX_RANKS)
+            return wsync__ctl_bad(err, WSYNC_ERR_INVALID_ARGUMENT, "HELLO: role %u rank %u", (unsigned)m->role,
+                                  (unsigned)m->rank);
+        n = 8 + WSYNC_CTL_NONCE;
+        break;
+    case WSYNC_CTL_CHALLENGE: n = WSYNC_CTL_NONCE + WSYNC_CTL_MAC; break;
+    case WSYNC_CTL_PROOF: n = WSYNC_CTL_MAC; break;
     default: return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "encode: message type %u", (unsigned)m->type);
     }
     if (n > WSYNC_CTL_MAX_PAYLOAD)
@@ -6283,6 +6408,16 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
         k = wsync__ctl_bits_len(m->n_ran);
         if (k) memcpy(p + 8, m->ran, k);
         break;
+    case WSYNC_CTL_HELLO:
+        wsync__rdma_put32(p, m->role);
+        wsync__rdma_put32(p + 4, m->rank);
+        memcpy(p + 8, m->nonce, WSYNC_CTL_NONCE);
+        break;
+    case WSYNC_CTL_CHALLENGE:
+        memcpy(p, m->nonce, WSYNC_CTL_NONCE);
+        memcpy(p + WSYNC_CTL_NONCE, m->mac, WSYNC_CTL_MAC);
+        break;
+    case WSYNC_CTL_PROOF: memcpy(p, m->mac, WSYNC_CTL_MAC); break;
     default: break;
     }
     return WSYNC_OK;
@@ -6302,7 +6437,7 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
         return wsync__ctl_bad(err, WSYNC_ERR_UNSUPPORTED, "protocol version %u (this build speaks %u)",
                               (unsigned)(magic >> 24), WSYNC_CTL_VERSION);
     t = (uint32_t)h[4] | (uint32_t)h[5] << 8;
-    if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_RELEASE || h[6] || h[7])
+    if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_PROOF || h[6] || h[7])
         return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u",
                               (unsigned)wsync__rdma_get32(h + 4));
     pl = wsync__rdma_get32(h + 8);
@@ -6589,6 +6724,35 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
     case WSYNC_CTL_ABORT:
     case WSYNC_CTL_ERROR: r = wsync__ctl_text(&c, out, err); break;
     case WSYNC_CTL_BYE: break;
+    case WSYNC_CTL_HELLO: {
+        const uint8_t *q;
+        if (!wsync__ctl_rd_take(&c, 8 + WSYNC_CTL_NONCE, &q)) r = wsync__ctl_rd_short(&c, err, "role, rank and nonce");
+        else {
+            out->role = wsync__rdma_get32(q);
+            out->rank = wsync__rdma_get32(q + 4);
+            memcpy(out->nonce, q + 8, WSYNC_CTL_NONCE);
+            if ((out->role != WSYNC_CTL_TRAINER && out->role != WSYNC_CTL_INFERENCE) ||
+                out->rank >= WSYNC_CTL_MAX_RANKS)
+                r = wsync__ctl_bad(err, WSYNC_ERR_INVALID_ARGUMENT, "HELLO: role %u rank %u", (unsigned)out->role,
+                                   (unsigned)out->rank);
+        }
+        break;
+    }
+    case WSYNC_CTL_CHALLENGE: {
+        const uint8_t *q;
+        if (!wsync__ctl_rd_take(&c, WSYNC_CTL_NONCE + WSYNC_CTL_MAC, &q)) r = wsync__ctl_rd_short(&c, err, "nonce and proof");
+        else {
+            memcpy(out->nonce, q, WSYNC_CTL_NONCE);
+            memcpy(out->mac, q + WSYNC_CTL_NONCE, WSYNC_CTL_MAC);
+        }
+        break;
+    }
+    case WSYNC_CTL_PROOF: {
+        const uint8_t *q;
+        if (!wsync__ctl_rd_take(&c, WSYNC_CTL_MAC, &q)) r = wsync__ctl_rd_short(&c, err, "proof");
+        else memcpy(out->mac, q, WSYNC_CTL_MAC);
+        break;
+    }
     case WSYNC_CTL_BARRIER:
     case WSYNC_CTL_RELEASE: {
         const uint8_t *q;
@@ -6615,6 +6779,35 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
     return r;
 }
 
+WSYNC_DEF void wsync_ctl_auth_derive(const wsync_job_key *key, uint32_t role, uint32_t rank,
+                                     const uint8_t nonce_rank[WSYNC_CTL_NONCE],
+                                     const uint8_t nonce_ctl[WSYNC_CTL_NONCE], wsync_ctl_auth *out)
+{
+    static const wsync_job_key none; /* no key: HMAC under the empty key */
+    uint8_t t[8 + 2 * WSYNC_CTL_NONCE];
+    const wsync_job_key *k = key ? key : &none;
+    wsync__rdma_put32(t, role);
+    wsync__rdma_put32(t + 4, rank);
+    memcpy(t + 8, nonce_rank, WSYNC_CTL_NONCE);
+    memcpy(t + 8 + WSYNC_CTL_NONCE, nonce_ctl, WSYNC_CTL_NONCE);
+    wsync__rdma_key_mac(k, "wsync-ctl 4 controller proof", t, sizeof t, out->ctl_proof);
+    wsync__rdma_key_mac(k, "wsync-ctl 4 rank proof", t, sizeof t, out->rank_proof);
+    wsync__rdma_key_mac(k, "wsync-ctl 4 controller to rank", t, sizeof t, out->to_rank);
+    wsync__rdma_key_mac(k, "wsync-ctl 4 rank to controller", t, sizeof t, out->to_ctl);
+}
+
+WSYNC_DEF void wsync_ctl_frame_mac(const uint8_t key[32], uint64_t seq, const uint8_t *frame, size_t len,
+                                   uint8_t out[WSYNC_CTL_MAC])
+{
+    wsync_hmac_sha256_state s;
+    uint8_t q[8];
+    wsync__rdma_put64(q, seq);
+    wsync_hmac_sha256_init(&s, key, 32);
+    wsync_hmac_sha256_update(&s, q, 8);
+    wsync_hmac_sha256_update(&s, frame, len);
+    wsync_hmac_sha256_final(&s, out);
+}
+
 WSYNC_DEF wsync_result wsync_ctl_decode_frame(const uint8_t *buf, size_t len, const wsync_allocator *a,
                                               wsync_ctl_msg *out, wsync_error *err)
 {
@@ -6636,8 +6829,8 @@ WSYNC_DEF wsync_result wsync_ctl_decode_frame(const uint8_t *buf, size_t len, co
 
 static const char *wsync__ctl_type_name(uint32_t t)
 {
-    static const char *const names[] = {"?",     "JOIN", "ASSIGN", "GO",      "DONE",   "COMMIT",
-                                        "ACK",   "ABORT", "BYE",   "ERROR", "BARRIER", "RELEASE"};
+    static const char *const names[] = {"?",     "JOIN",  "ASSIGN", "GO",      "DONE",  "COMMIT",    "ACK",  "ABORT",
+                                        "BYE",   "ERROR", "BARRIER", "RELEASE", "HELLO", "CHALLENGE", "PROOF"};
     return t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 
@@ -6809,26 +7002,62 @@ static void wsync__ctl_nodelay(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-static wsync_result wsync__ctl_send(int fd, const wsync_ctl_msg *m, const wsync_allocator *a, const char *to,
-                                    wsync_error *err)
+/* One connection's authentication after the handshake (see the protocol):
+   HMAC-SHA256 states keyed with each direction's key, copied for every
+   message, and each direction's sequence number. Without `on` (the
+   handshake's own messages) frames carry no MAC. */
+typedef struct wsync__ctl_sess {
+    wsync_hmac_sha256_state tx, rx;
+    uint64_t seq_tx, seq_rx;
+    int on;
+} wsync__ctl_sess;
+
+/* The MAC of a frame: sequence number, then the frame. */
+static void wsync__ctl_frame_mac(const wsync_hmac_sha256_state *key, uint64_t seq, const uint8_t *h, const uint8_t *pl,
+                                 size_t n, uint8_t out[WSYNC_CTL_MAC])
+{
+    wsync_hmac_sha256_state s = *key;
+    uint8_t q[8];
+    wsync__rdma_put64(q, seq);
+    wsync_hmac_sha256_update(&s, q, 8);
+    wsync_hmac_sha256_update(&s, h, WSYNC_CTL_HEADER);
+    if (n) wsync_hmac_sha256_update(&s, pl, n);
+    wsync_hmac_sha256_final(&s, out);
+}
+
+/* The session after a handshake: controller 1 sends with to_rank. */
+static void wsync__ctl_sess_start(wsync__ctl_sess *ss, const wsync_ctl_auth *au, int controller)
+{
+    wsync_hmac_sha256_init(&ss->tx, controller ? au->to_rank : au->to_ctl, 32);
+    wsync_hmac_sha256_init(&ss->rx, controller ? au->to_ctl : au->to_rank, 32);
+    ss->seq_tx = ss->seq_rx = 0;
+    ss->on = 1;
+}
+
+static wsync_result wsync__ctl_send(int fd, wsync__ctl_sess *ss, const wsync_ctl_msg *m, const wsync_allocator *a,
+                                    const char *to, wsync_error *err)
 {
     uint8_t small[1024], *buf = small;
-    size_t len = 0;
+    size_t len = 0, mac = ss && ss->on ? WSYNC_CTL_MAC : 0;
     wsync_result r;
     wsync_ctl_encode(m, NULL, 0, &len, NULL);
     if (len == 0) return wsync_ctl_encode(m, NULL, 0, &len, err); /* the reason */
-    if (len > sizeof small && !(buf = (uint8_t *)wsync__rdma_alloc(a, len)))
+    if (len + mac > sizeof small && !(buf = (uint8_t *)wsync__rdma_alloc(a, len + mac)))
         return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s for %s: %zu bytes", wsync__ctl_type_name(m->type), to,
                                 len);
-    if ((r = wsync_ctl_encode(m, buf, len, &len, err)) == WSYNC_OK && wsync__rdma_send_all(fd, buf, len, 0) != 0)
-        r = wsync__rdma_fail(err, WSYNC_ERR_IO, "sending %s to %s: %s", wsync__ctl_type_name(m->type), to,
-                             strerror(errno));
+    if ((r = wsync_ctl_encode(m, buf, len, &len, err)) == WSYNC_OK) {
+        if (mac) wsync__ctl_frame_mac(&ss->tx, ss->seq_tx++, buf, buf + WSYNC_CTL_HEADER, len - WSYNC_CTL_HEADER,
+                                      buf + len);
+        if (wsync__rdma_send_all(fd, buf, len + mac, 0) != 0)
+            r = wsync__rdma_fail(err, WSYNC_ERR_IO, "sending %s to %s: %s", wsync__ctl_type_name(m->type), to,
+                                 strerror(errno));
+    }
     if (buf != small) wsync__rdma_free(a, buf);
     return r;
 }
 
-static wsync_result wsync__ctl_send_text(int fd, uint32_t type, uint64_t step, wsync_result status, const char *text,
-                                         const char *to, wsync_error *err)
+static wsync_result wsync__ctl_send_text(int fd, wsync__ctl_sess *ss, uint32_t type, uint64_t step,
+                                         wsync_result status, const char *text, const char *to, wsync_error *err)
 {
     wsync_ctl_msg m;
     memset(&m, 0, sizeof m);
@@ -6836,17 +7065,18 @@ static wsync_result wsync__ctl_send_text(int fd, uint32_t type, uint64_t step, w
     m.step = step;
     m.status = (uint32_t)status;
     if (text) snprintf(m.text, sizeof m.text, "%.255s", text);
-    return wsync__ctl_send(fd, &m, NULL, to, err);
+    return wsync__ctl_send(fd, ss, &m, NULL, to, err);
 }
 
 /* One message within timeout_ms of waiting for each piece (idle: the wait
    for its first byte is unbounded). *closed = 1 when the peer closed the
    connection cleanly between messages. Timeout: WSYNC_ERR_LIMIT. */
 /* A message; with a deadline (0: none) all of it by then. */
-static wsync_result wsync__ctl_recv_by(int fd, int timeout_ms, int idle, int64_t deadline, const wsync_allocator *a,
-                                       wsync_ctl_msg *m, const char *from, int *closed, wsync_error *err)
+static wsync_result wsync__ctl_recv_by(int fd, wsync__ctl_sess *ss, int timeout_ms, int idle, int64_t deadline,
+                                       const wsync_allocator *a, wsync_ctl_msg *m, const char *from, int *closed,
+                                       wsync_error *err)
 {
-    uint8_t h[WSYNC_CTL_HEADER], *buf = NULL;
+    uint8_t h[WSYNC_CTL_HEADER], *buf = NULL, mac[WSYNC_CTL_MAC], want[WSYNC_CTL_MAC];
     uint32_t type = 0, pl = 0;
     int rc;
     wsync_result r;
@@ -6874,6 +7104,19 @@ static wsync_result wsync__ctl_recv_by(int fd, int timeout_ms, int idle, int64_t
                                     wsync__ctl_type_name(type));
         return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: %s cut short", from, wsync__ctl_type_name(type));
     }
+    if (ss && ss->on) { /* the frame's MAC, checked before anything in it is looked at */
+        if (wsync__rdma_recv_by(fd, mac, sizeof mac, timeout_ms < 0 ? 10000 : timeout_ms, 0, deadline) != 1) {
+            wsync__rdma_free(a, buf);
+            return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: %s cut short (its MAC)", from, wsync__ctl_type_name(type));
+        }
+        wsync__ctl_frame_mac(&ss->rx, ss->seq_rx++, h, buf, pl, want);
+        if (!wsync_ct_equal(mac, want, sizeof mac)) {
+            wsync__rdma_free(a, buf);
+            return wsync__rdma_fail(err, WSYNC_ERR_AUTH,
+                                    "from %s: a %s whose MAC does not match (forged, replayed or reordered): refused",
+                                    from, wsync__ctl_type_name(type));
+        }
+    }
     r = wsync_ctl_decode(type, buf, pl, a, m, err);
     wsync__rdma_free(a, buf);
     if (r != WSYNC_OK) {
@@ -6884,16 +7127,17 @@ static wsync_result wsync__ctl_recv_by(int fd, int timeout_ms, int idle, int64_t
     return WSYNC_OK;
 }
 
-static wsync_result wsync__ctl_recv(int fd, int timeout_ms, int idle, const wsync_allocator *a, wsync_ctl_msg *m,
-                                    const char *from, int *closed, wsync_error *err)
+static wsync_result wsync__ctl_recv(int fd, wsync__ctl_sess *ss, int timeout_ms, int idle, const wsync_allocator *a,
+                                    wsync_ctl_msg *m, const char *from, int *closed, wsync_error *err)
 {
-    return wsync__ctl_recv_by(fd, timeout_ms, idle, 0, a, m, from, closed, err);
+    return wsync__ctl_recv_by(fd, ss, timeout_ms, idle, 0, a, m, from, closed, err);
 }
 
 /* ---- the controller >>controller ---- */
 
 typedef struct wsync__ctl_member {
     int fd, gone;
+    wsync__ctl_sess sess;      /* the connection's MACs */
     char name[48];             /* "trainer rank 3" */
     char peer[64];
     wsync_ctl_msg join;
@@ -6927,7 +7171,41 @@ struct wsync_controller {
     uint32_t n_names;          /* distinct tensor names over the trainers */
     uint32_t *named;           /* per name, in a step's check: 1 + the first trainer naming it, or 0 */
     uint64_t step_tasks, step_bytes; /* the last finished step's transfers as checked */
+    wsync_job_key key;         /* the job key (len 0: none) */
+    void (*log)(void *user, const char *line);
+    void *log_user;
+    unsigned refused;          /* connections refused */
+    char last_refused[480];
 };
+
+/* A refused connection: counted, logged with the peer's address. */
+static void wsync__ctl_refuse(wsync_controller *c, const char *peer, const char *why)
+{
+    c->refused++;
+    snprintf(c->last_refused, sizeof c->last_refused, "controller: refused the connection from %.64s: %.300s", peer,
+             why);
+    wsync_error_clean(c->last_refused);
+    if (c->log) c->log(c->log_user, c->last_refused);
+    else fprintf(stderr, "wsync %s\n", c->last_refused);
+}
+
+WSYNC_DEF unsigned wsync_controller_refused(const wsync_controller *c, char *last, size_t cap)
+{
+    if (last && cap) snprintf(last, cap, "%s", c ? c->last_refused : "");
+    return c ? c->refused : 0;
+}
+
+/* 1 when addr is a loopback address (127/8, ::1, ::ffff:127.x). */
+static int wsync__ctl_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 0;
+}
 
 static double wsync__ctl_now(void)
 {
@@ -6979,6 +7257,14 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     c->pace = opt->pace_gbps > 0 && opt->pace_gbps < 1e9 ? opt->pace_gbps * 1e9 / 8 : 0;
     c->popt.allocator = a;
     c->popt.nics_per_rank = 1;
+    c->log = opt->log;
+    c->log_user = opt->log_user;
+    if (wsync_job_key_resolve(opt->job_key, opt->job_key_len, &c->key, err) != WSYNC_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%.250s", err ? err->message : "");
+        wsync__rdma_free(&a, c);
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %s", why);
+    }
     if (c->schedule > WSYNC_CTL_SCHEDULE_GREEDY) {
         wsync__rdma_free(&a, c);
         return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: schedule %u (0 auto, 1 plan, 2 greedy)",
@@ -7009,6 +7295,17 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
         if (c->lfd < 0) {
             e = errno;
             continue;
+        }
+        if (!c->key.len && !opt->insecure && !wsync__ctl_loopback(ai->ai_addr)) {
+            close(c->lfd);
+            c->lfd = -1;
+            freeaddrinfo(res);
+            wsync_controller_close(c);
+            return wsync__rdma_fail(err, WSYNC_ERR_AUTH,
+                                    "controller: no job key to listen on %s (not a loopback address): anyone who "
+                                    "reaches the port could join; set WSYNC_JOB_KEY or WSYNC_JOB_KEY_FILE (or the "
+                                    "job_key option), or pass insecure (--insecure) on a trusted network",
+                                    host);
         }
         setsockopt(c->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (bind(c->lfd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(c->lfd, 256) == 0) break;
@@ -7067,29 +7364,37 @@ static void wsync__ctl_missing(const wsync_controller *c, char *out, size_t cap)
     }
 }
 
-/* Takes one connection's JOIN into its slot, or answers ERROR and drops it. */
+/* Takes one authenticated connection's JOIN into its slot, or answers
+   ERROR and drops it. */
 #define WSYNC__CTL_JOIN_TOTAL_MS 2000 /* a whole JOIN, from its first bytes (16 MiB at 8 MB/s) */
+#define WSYNC__CTL_AUTH_MS 1000       /* a whole handshake, from the connection's accept */
 
-static void wsync__ctl_take_join(wsync_controller *c, int fd, int timeout_ms)
+static void wsync__ctl_take_join(wsync_controller *c, int fd, wsync__ctl_sess *ss, uint32_t role, uint32_t rank,
+                                 const char *peer, int timeout_ms)
 {
     wsync_ctl_msg msg;
     wsync_error e;
-    char peer[64], why[320];
+    char why[320];
     int closed = 0;
     unsigned slot, limit;
-    wsync__ctl_peer_name(fd, peer, sizeof peer);
-    wsync__ctl_nodelay(fd);
     wsync__rdma_set_timeouts(fd, c->step_ms);
     /* a JOIN comes whole within WSYNC__CTL_JOIN_TOTAL_MS of its first bytes:
        one trickled a byte at a time holds the accept loop no longer */
-    if (wsync__ctl_recv_by(fd, timeout_ms, 0, wsync__rdma_now_ms() + WSYNC__CTL_JOIN_TOTAL_MS, &c->a, &msg, peer,
+    if (wsync__ctl_recv_by(fd, ss, timeout_ms, 0, wsync__rdma_now_ms() + WSYNC__CTL_JOIN_TOTAL_MS, &c->a, &msg, peer,
                            &closed, &e) != WSYNC_OK) {
-        if (!closed) wsync__ctl_send_text(fd, WSYNC_CTL_ERROR, 0, e.code, e.message, peer, NULL);
+        if (!closed) wsync__ctl_send_text(fd, ss, WSYNC_CTL_ERROR, 0, e.code, e.message, peer, NULL);
+        wsync__ctl_refuse(c, peer, e.message);
         close(fd);
         return;
     }
     if (msg.type != WSYNC_CTL_JOIN) {
         snprintf(why, sizeof why, "expected JOIN, got %s", wsync__ctl_type_name(msg.type));
+        goto refuse;
+    }
+    if (msg.role != role || msg.rank != rank) {
+        snprintf(why, sizeof why, "JOIN as %s rank %u after a HELLO as %s rank %u",
+                 msg.role == WSYNC_CTL_TRAINER ? "trainer" : "inference", (unsigned)msg.rank,
+                 role == WSYNC_CTL_TRAINER ? "trainer" : "inference", (unsigned)rank);
         goto refuse;
     }
     limit = msg.role == WSYNC_CTL_TRAINER ? c->nt : c->ni;
@@ -7105,13 +7410,112 @@ static void wsync__ctl_take_join(wsync_controller *c, int fd, int timeout_ms)
         goto refuse;
     }
     c->m[slot].fd = fd;
+    c->m[slot].sess = *ss;
     c->m[slot].join = msg;
     snprintf(c->m[slot].peer, sizeof c->m[slot].peer, "%s", peer);
     return;
 refuse:
-    wsync__ctl_send_text(fd, WSYNC_CTL_ERROR, 0, WSYNC_ERR_INVALID_ARGUMENT, why, peer, NULL);
+    wsync__ctl_send_text(fd, ss, WSYNC_CTL_ERROR, 0, WSYNC_ERR_INVALID_ARGUMENT, why, peer, NULL);
+    wsync__ctl_refuse(c, peer, why);
     wsync_ctl_msg_free(&msg);
     close(fd);
+}
+
+/* A connection in its handshake: read without blocking as its bytes come,
+   from the accept loop's poll, within WSYNC__CTL_AUTH_MS of its accept.
+   HELLO, then CHALLENGE sent, then PROOF; the JOIN after it is read whole
+   (wsync__ctl_take_join). */
+typedef struct wsync__ctl_pend {
+    int fd;
+    int64_t until;
+    uint32_t got, phase;       /* bytes of the message read; 0: HELLO, 1: PROOF */
+    uint8_t buf[WSYNC_CTL_HEADER + 8 + WSYNC_CTL_NONCE];
+    uint32_t role, rank;
+    wsync_ctl_auth auth;
+    char peer[64];
+} wsync__ctl_pend;
+
+static const char *wsync__ctl_role_name(uint32_t role)
+{
+    return role == WSYNC_CTL_TRAINER ? "trainer" : "inference";
+}
+
+/* Reads what p's connection sent; 1 while its handshake goes on, 0 once
+   it was refused (closed) or authenticated (handed to take_join). */
+static int wsync__ctl_pend_read(wsync_controller *c, wsync__ctl_pend *p, int join_ms)
+{
+    uint32_t want = WSYNC_CTL_HEADER + (p->phase == 0 ? 8 + WSYNC_CTL_NONCE : WSYNC_CTL_MAC), type = 0, pl = 0;
+    ssize_t k = recv(p->fd, p->buf + p->got, want - p->got, MSG_DONTWAIT);
+    wsync_ctl_msg m;
+    wsync_error e;
+    char why[320];
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 1;
+    if (k <= 0) {
+        if (p->phase == 1)
+            snprintf(why, sizeof why, "%s rank %u closed the connection in the handshake (its job key is not "
+                                      "this controller's, or it has none)",
+                     wsync__ctl_role_name(p->role), (unsigned)p->rank);
+        else
+            snprintf(why, sizeof why, "closed the connection before its HELLO (%u bytes of it)", (unsigned)p->got);
+        goto refuse;
+    }
+    p->got += (uint32_t)k;
+    if (p->got >= WSYNC_CTL_HEADER) {
+        if (wsync_ctl_header(p->buf, WSYNC_CTL_HEADER, &type, &pl, &e) != WSYNC_OK) {
+            snprintf(why, sizeof why, "not a handshake: %.250s", e.message);
+            goto refuse;
+        }
+        if (type != (p->phase == 0 ? WSYNC_CTL_HELLO : WSYNC_CTL_PROOF) || pl != want - WSYNC_CTL_HEADER) {
+            snprintf(why, sizeof why, "expected %s, got %s of %u bytes (a rank must prove the job key first)",
+                     p->phase == 0 ? "HELLO" : "PROOF", wsync__ctl_type_name(type), (unsigned)pl);
+            goto refuse;
+        }
+    }
+    if (p->got < want) return 1;
+    if (wsync_ctl_decode(type, p->buf + WSYNC_CTL_HEADER, pl, NULL, &m, &e) != WSYNC_OK) {
+        snprintf(why, sizeof why, "%s: %.250s", wsync__ctl_type_name(type), e.message);
+        goto refuse;
+    }
+    if (p->phase == 0) {
+        wsync_ctl_msg ch;
+        uint8_t out[WSYNC_CTL_HEADER + WSYNC_CTL_NONCE + WSYNC_CTL_MAC];
+        size_t n = 0;
+        memset(&ch, 0, sizeof ch);
+        ch.type = WSYNC_CTL_CHALLENGE;
+        p->role = m.role;
+        p->rank = m.rank;
+        if (wsync_random_bytes(ch.nonce, sizeof ch.nonce) != WSYNC_OK) {
+            snprintf(why, sizeof why, "%s", "no random source for the challenge's nonce");
+            goto refuse;
+        }
+        wsync_ctl_auth_derive(&c->key, m.role, m.rank, m.nonce, ch.nonce, &p->auth);
+        memcpy(ch.mac, p->auth.ctl_proof, WSYNC_CTL_MAC);
+        if (wsync_ctl_encode(&ch, out, sizeof out, &n, &e) != WSYNC_OK ||
+            send(p->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n) {
+            snprintf(why, sizeof why, "%s", "sending the challenge failed");
+            goto refuse;
+        }
+        p->phase = 1;
+        p->got = 0;
+        return 1;
+    }
+    if (!wsync_ct_equal(m.mac, p->auth.rank_proof, WSYNC_CTL_MAC)) {
+        snprintf(why, sizeof why, "%s rank %u did not prove the job key (it has another one, or none): refused",
+                 wsync__ctl_role_name(p->role), (unsigned)p->rank);
+        goto refuse;
+    }
+    {
+        wsync__ctl_sess ss;
+        wsync__ctl_sess_start(&ss, &p->auth, 1);
+        memset(&p->auth, 0, sizeof p->auth);
+        wsync__ctl_take_join(c, p->fd, &ss, p->role, p->rank, p->peer, join_ms);
+        memset(&ss, 0, sizeof ss);
+    }
+    return 0;
+refuse:
+    wsync__ctl_refuse(c, p->peer, why);
+    close(p->fd);
+    return 0;
 }
 
 typedef struct wsync__ctl_ref {
@@ -7699,7 +8103,7 @@ static void wsync__ctl_fail_all(wsync_controller *c, const wsync_error *e)
     unsigned i;
     for (i = 0; i < c->nt + c->ni; i++)
         if (c->m[i].fd >= 0 && !c->m[i].gone)
-            wsync__ctl_send_text(c->m[i].fd, WSYNC_CTL_ERROR, 0, e->code, e->message, c->m[i].name, NULL);
+            wsync__ctl_send_text(c->m[i].fd, &c->m[i].sess, WSYNC_CTL_ERROR, 0, e->code, e->message, c->m[i].name, NULL);
 }
 
 #define WSYNC__CTL_PENDING 64
@@ -7765,7 +8169,7 @@ out:
 WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err)
 {
     int64_t deadline;
-    int pend[WSYNC__CTL_PENDING];
+    wsync__ctl_pend *pend;
     char why_greedy[160] = "";
     unsigned i, joined = 0, np = 0;
     wsync_error local;
@@ -7775,13 +8179,17 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
     if (!c || c->accepted)
         return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "accept: once per controller");
     deadline = wsync__rdma_now_ms() + c->join_ms;
+    if (!(pend = (wsync__ctl_pend *)wsync__rdma_alloc(&c->a, WSYNC__CTL_PENDING * sizeof *pend)))
+        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "accept: the handshakes");
     for (;;) {
-        /* connections accepted but silent so far wait here, polled with the
-           listener, so that one that never speaks holds up nobody; a JOIN is
-           read once its first bytes are in, each later piece within
+        /* connections in their handshake wait here, polled with the
+           listener and read as their bytes come, so that one that is slow
+           or silent holds up nobody; each has WSYNC__CTL_AUTH_MS from its
+           accept for the whole handshake; the JOIN of an authenticated one
+           is read once its first bytes are in, each later piece within
            WSYNC__CTL_JOIN_PIECE_MS */
         struct pollfd pf[1 + WSYNC__CTL_PENDING];
-        int64_t left;
+        int64_t left, now, wait;
         int fd, pr;
         unsigned k;
         for (joined = 0, i = 0; i < c->nt + c->ni; i++) joined += c->m[i].fd >= 0;
@@ -7793,37 +8201,57 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
             r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "controller: %u of %u ranks joined within %u ms; missing: %s",
                                  joined, c->nt + c->ni, c->join_ms, missing);
             wsync__ctl_fail_all(c, err);
-            for (k = 0; k < np; k++) close(pend[k]);
+            for (k = 0; k < np; k++) close(pend[k].fd);
+            wsync__rdma_free(&c->a, pend);
             return r;
+        }
+        now = wsync__rdma_now_ms();
+        wait = left;
+        for (k = np; k-- > 0;) { /* handshakes past their time go */
+            if (pend[k].until <= now) {
+                char why[120];
+                snprintf(why, sizeof why, "no %s within %d ms of connecting", pend[k].phase ? "PROOF" : "HELLO",
+                         WSYNC__CTL_AUTH_MS);
+                wsync__ctl_refuse(c, pend[k].peer, why);
+                close(pend[k].fd);
+                pend[k] = pend[--np];
+            } else if (pend[k].until - now < wait)
+                wait = pend[k].until - now;
         }
         pf[0].fd = c->lfd;
         pf[0].events = POLLIN;
         pf[0].revents = 0;
         for (k = 0; k < np; k++) {
-            pf[1 + k].fd = pend[k];
+            pf[1 + k].fd = pend[k].fd;
             pf[1 + k].events = POLLIN;
             pf[1 + k].revents = 0;
         }
-        pr = poll(pf, 1 + np, (int)left);
+        pr = poll(pf, 1 + np, (int)wait);
         if (pr <= 0) continue;
         for (k = np; k-- > 0;) {
             if (!pf[1 + k].revents) continue;
-            fd = pend[k];
-            pend[k] = pend[--np]; /* entries above k are done with */
             left = deadline - wsync__rdma_now_ms();
-            wsync__ctl_take_join(c, fd, left > WSYNC__CTL_JOIN_PIECE_MS ? WSYNC__CTL_JOIN_PIECE_MS
-                                                                        : left > 0 ? (int)left : 1);
+            if (!wsync__ctl_pend_read(c, &pend[k], left > WSYNC__CTL_JOIN_PIECE_MS ? WSYNC__CTL_JOIN_PIECE_MS
+                                                                                   : left > 0 ? (int)left : 1))
+                pend[k] = pend[--np]; /* entries above k are done with */
         }
         if (!(pf[0].revents & POLLIN)) continue;
         fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) continue;
-        if (np == WSYNC__CTL_PENDING) { /* the oldest silent one goes */
-            close(pend[0]);
+        if (np == WSYNC__CTL_PENDING) { /* the oldest goes */
+            wsync__ctl_refuse(c, pend[0].peer, "handshake cut: too many connections in their handshakes");
+            close(pend[0].fd);
             pend[0] = pend[--np];
         }
-        pend[np++] = fd;
+        memset(&pend[np], 0, sizeof pend[np]);
+        pend[np].fd = fd;
+        pend[np].until = wsync__rdma_now_ms() + WSYNC__CTL_AUTH_MS;
+        wsync__ctl_peer_name(fd, pend[np].peer, sizeof pend[np].peer);
+        wsync__ctl_nodelay(fd);
+        np++;
     }
-    for (i = 0; i < np; i++) close(pend[i]);
+    for (i = 0; i < np; i++) close(pend[i].fd);
+    wsync__rdma_free(&c->a, pend);
     /* the greedy mapping checks what every schedule needs (names, shapes,
        coverage) with its messages; the planner's schedule then replaces it */
     if ((r = wsync__ctl_plan(c, err)) != WSYNC_OK) {
@@ -7877,7 +8305,7 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         a.n_transfers = m->n_xfers;
         a.n_groups = c->n_groups;
         a.transfers = m->xfers;
-        if ((r = wsync__ctl_send(m->fd, &a, &c->a, m->name, err)) != WSYNC_OK) {
+        if ((r = wsync__ctl_send(m->fd, &m->sess, &a, &c->a, m->name, err)) != WSYNC_OK) {
             m->gone = 1;
             return r;
         }
@@ -7904,7 +8332,7 @@ static void wsync__ctl_abort(wsync_controller *c, uint64_t step, const wsync_err
     c->in_step = 0;
     for (i = 0; i < c->nt + c->ni; i++) /* trainers too: one may wait at a barrier */
         if (!c->m[i].gone &&
-            wsync__ctl_send_text(c->m[i].fd, WSYNC_CTL_ABORT, step, why->code, why->message, c->m[i].name, NULL) !=
+            wsync__ctl_send_text(c->m[i].fd, &c->m[i].sess, WSYNC_CTL_ABORT, step, why->code, why->message, c->m[i].name, NULL) !=
                 WSYNC_OK)
             c->m[i].gone = 1;
 }
@@ -7930,7 +8358,7 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
     c->in_step = 1;
     c->t_go = wsync__ctl_now();
     for (i = 0; i < c->nt; i++)
-        if ((r = wsync__ctl_send(c->m[i].fd, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
+        if ((r = wsync__ctl_send(c->m[i].fd, &c->m[i].sess, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
             c->m[i].gone = 1;
             wsync__ctl_abort(c, step, err);
             return r;
@@ -7959,7 +8387,7 @@ static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t
     rel.step = step;
     rel.group = g;
     for (k = 0; k < c->nt; k++)
-        if ((r = wsync__ctl_send(c->m[k].fd, &rel, &c->a, c->m[k].name, err)) != WSYNC_OK) {
+        if ((r = wsync__ctl_send(c->m[k].fd, &c->m[k].sess, &rel, &c->a, c->m[k].name, err)) != WSYNC_OK) {
             c->m[k].gone = 1;
             return r;
         }
@@ -8098,7 +8526,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
             int closed = 0;
             wsync_error e;
             if (!pf[i - from].revents) continue;
-            if (wsync__ctl_recv(c->m[i].fd, 2000, 0, &c->a, &m, c->m[i].name, &closed, &e) != WSYNC_OK) {
+            if (wsync__ctl_recv(c->m[i].fd, &c->m[i].sess, 2000, 0, &c->a, &m, c->m[i].name, &closed, &e) != WSYNC_OK) {
                 c->m[i].gone = 1;
                 r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s went away: %s", (unsigned long long)step,
                                      c->m[i].name, e.message);
@@ -8244,7 +8672,7 @@ WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t ste
     g.type = WSYNC_CTL_COMMIT;
     g.step = step;
     for (i = c->nt; i < c->nt + c->ni; i++)
-        if ((r = wsync__ctl_send(c->m[i].fd, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
+        if ((r = wsync__ctl_send(c->m[i].fd, &c->m[i].sess, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
             c->m[i].gone = 1;
             wsync__ctl_abort(c, step, err);
             return r;
@@ -8275,7 +8703,7 @@ WSYNC_DEF void wsync_controller_close(wsync_controller *c)
     for (i = 0; c->m && i < c->nt + c->ni; i++) {
         wsync__ctl_member *m = &c->m[i];
         if (m->fd >= 0) {
-            if (!m->gone) wsync__ctl_send(m->fd, &bye, &c->a, m->name, NULL);
+            if (!m->gone) wsync__ctl_send(m->fd, &m->sess, &bye, &c->a, m->name, NULL);
             close(m->fd);
         }
         wsync_ctl_msg_free(&m->join);
@@ -8298,6 +8726,7 @@ WSYNC_DEF void wsync_controller_close(wsync_controller *c)
 struct wsync_rank {
     wsync_allocator a;
     int fd;
+    wsync__ctl_sess sess;      /* the connection's MACs */
     uint32_t role, rank;
     char me[48];
     unsigned timeout_ms;
@@ -8357,7 +8786,7 @@ static void *wsync__rank_main(void *p)
         wsync_ctl_msg m;
         wsync_error e;
         int closed = 0;
-        if (wsync__ctl_recv(r->fd, 10000, 1, &r->a, &m, "the controller", &closed, &e) != WSYNC_OK) {
+        if (wsync__ctl_recv(r->fd, &r->sess, 10000, 1, &r->a, &m, "the controller", &closed, &e) != WSYNC_OK) {
             wsync__rank_end(r, closed ? "the controller went away (connection closed)" : e.message);
             break;
         }
@@ -8377,7 +8806,7 @@ static void *wsync__rank_main(void *p)
                 pthread_cond_broadcast(&r->cv);
                 pthread_mutex_unlock(&r->mu);
             }
-            if (wsync__ctl_send_text(r->fd, WSYNC_CTL_ACK, m.step, res, res == WSYNC_OK ? "" : e.message,
+            if (wsync__ctl_send_text(r->fd, &r->sess, WSYNC_CTL_ACK, m.step, res, res == WSYNC_OK ? "" : e.message,
                                      "the controller", &e) != WSYNC_OK) {
                 wsync__rank_end(r, e.message);
                 break;
@@ -8552,9 +8981,52 @@ static wsync_result wsync__rank_own(wsync_rank *r, const wsync_rank_options *o, 
     return WSYNC_OK;
 }
 
+/* The handshake: HELLO, the controller's CHALLENGE proves the job key
+   (else nothing more is sent), PROOF; then the session's MACs. */
+static wsync_result wsync__rank_handshake(wsync_rank *r, const wsync_job_key *key, const char *host, unsigned port,
+                                          wsync_error *err)
+{
+    wsync_ctl_msg h, m;
+    wsync_ctl_auth au;
+    wsync_result res;
+    int closed = 0;
+    memset(&h, 0, sizeof h);
+    h.type = WSYNC_CTL_HELLO;
+    h.role = r->role;
+    h.rank = r->rank;
+    if (wsync_random_bytes(h.nonce, sizeof h.nonce) != WSYNC_OK)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: no random source for the handshake's nonce", r->me);
+    if ((res = wsync__ctl_send(r->fd, NULL, &h, &r->a, "the controller", err)) != WSYNC_OK ||
+        (res = wsync__ctl_recv(r->fd, NULL, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) !=
+            WSYNC_OK)
+        return res;
+    if (m.type != WSYNC_CTL_CHALLENGE) {
+        wsync__rdma_fail(err, WSYNC_ERR_AUTH, "%s: the controller at %s port %u answered HELLO with %s, not CHALLENGE",
+                         r->me, host, port, wsync__ctl_type_name(m.type));
+        wsync_ctl_msg_free(&m);
+        return WSYNC_ERR_AUTH;
+    }
+    wsync_ctl_auth_derive(key, r->role, r->rank, h.nonce, m.nonce, &au);
+    if (!wsync_ct_equal(m.mac, au.ctl_proof, WSYNC_CTL_MAC)) {
+        memset(&au, 0, sizeof au);
+        return wsync__rdma_fail(err, WSYNC_ERR_AUTH,
+                                "%s: the controller at %s port %u did not prove the job key (it has another one, or "
+                                "none; or it is not this job's controller): refused, nothing sent to it",
+                                r->me, host, port);
+    }
+    memset(&h, 0, sizeof h);
+    h.type = WSYNC_CTL_PROOF;
+    memcpy(h.mac, au.rank_proof, WSYNC_CTL_MAC);
+    res = wsync__ctl_send(r->fd, NULL, &h, &r->a, "the controller", err);
+    wsync__ctl_sess_start(&r->sess, &au, 0);
+    memset(&au, 0, sizeof au);
+    return res;
+}
+
 WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank **out, wsync_error *err)
 {
     wsync_rank *r;
+    wsync_job_key key;
     wsync_ctl_msg j, m;
     wsync_error local;
     wsync_result res;
@@ -8566,6 +9038,10 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     if (out) *out = NULL;
     if (!opt || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: options and out");
     if ((res = wsync__rank_check(opt, err)) != WSYNC_OK) return res;
+    if ((res = wsync_job_key_resolve(opt->job_key, opt->job_key_len, &key, err)) != WSYNC_OK) {
+        snprintf(why, sizeof why, "%.200s", err->message);
+        return wsync__rdma_fail(err, res, "rank: %s", why);
+    }
     r = (wsync_rank *)wsync__rdma_alloc(&opt->allocator, sizeof *r);
     if (!r) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank");
     r->a = opt->allocator;
@@ -8605,6 +9081,12 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     }
     wsync__ctl_nodelay(r->fd);
     wsync__rdma_set_timeouts(r->fd, r->timeout_ms);
+    res = wsync__rank_handshake(r, &key, opt->host ? opt->host : "127.0.0.1", opt->port, err);
+    memset(&key, 0, sizeof key);
+    if (res != WSYNC_OK) {
+        wsync_rank_close(r);
+        return res;
+    }
     memset(&j, 0, sizeof j);
     j.type = WSYNC_CTL_JOIN;
     j.role = r->role;
@@ -8613,8 +9095,8 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     j.regions = (wsync_fabric_desc *)opt->descs;
     j.n_tensors = opt->n_tensors;
     j.tensors = (wsync_ctl_tensor *)opt->tensors;
-    if ((res = wsync__ctl_send(r->fd, &j, &r->a, "the controller", err)) != WSYNC_OK ||
-        (res = wsync__ctl_recv(r->fd, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK) {
+    if ((res = wsync__ctl_send(r->fd, &r->sess, &j, &r->a, "the controller", err)) != WSYNC_OK ||
+        (res = wsync__ctl_recv(r->fd, &r->sess, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK) {
         wsync_rank_close(r);
         return res;
     }
@@ -8653,7 +9135,7 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
         return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_go: a trainer's rank");
     *bye = 0;
     for (;;) {
-        if ((res = wsync__ctl_recv(r->fd, timeout_ms < 0 ? 10000 : timeout_ms, timeout_ms < 0, &r->a, &m,
+        if ((res = wsync__ctl_recv(r->fd, &r->sess, timeout_ms < 0 ? 10000 : timeout_ms, timeout_ms < 0, &r->a, &m,
                                    "the controller", &closed, err)) != WSYNC_OK)
             return res;
         if (m.type != WSYNC_CTL_ABORT) break;
@@ -8802,8 +9284,8 @@ static wsync_result wsync__rank_barrier(wsync_rank *r, uint32_t g, wsync_error *
     m.type = WSYNC_CTL_BARRIER;
     m.step = r->step;
     m.group = g;
-    if ((res = wsync__ctl_send(r->fd, &m, &r->a, "the controller", err)) != WSYNC_OK) return res;
-    if ((res = wsync__ctl_recv(r->fd, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK)
+    if ((res = wsync__ctl_send(r->fd, &r->sess, &m, &r->a, "the controller", err)) != WSYNC_OK) return res;
+    if ((res = wsync__ctl_recv(r->fd, &r->sess, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK)
         return res;
     if (m.type == WSYNC_CTL_ABORT)
         res = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: step %llu aborted at mesh group %u's barrier: %s", r->me,
@@ -8895,7 +9377,7 @@ WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_resul
     m.n_ran = r->assign.n_transfers;
     m.runs = r->runs;
     m.ran = r->ran;
-    return wsync__ctl_send(r->fd, &m, &r->a, "the controller", err);
+    return wsync__ctl_send(r->fd, &r->sess, &m, &r->a, "the controller", err);
 }
 
 WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, uint32_t *n)
@@ -9056,6 +9538,12 @@ WSYNC_DEF void wsync_controller_step_tasks(const wsync_controller *c, uint64_t *
     (void)c;
     if (tasks) *tasks = 0;
     if (bytes) *bytes = 0;
+}
+WSYNC_DEF unsigned wsync_controller_refused(const wsync_controller *c, char *last, size_t cap)
+{
+    (void)c;
+    if (last && cap) last[0] = 0;
+    return 0;
 }
 WSYNC_DEF void wsync_controller_close(wsync_controller *c)
 {

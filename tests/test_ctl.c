@@ -13,6 +13,7 @@
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
 #include "check.h"
+#include "ctl_raw.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -778,8 +779,10 @@ static void test_rejections_header(void)
     w.b[0] = 'X';
     expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "magic", "bad magic");
     w.b[0] = 'W';
-    w.b[3] = 4;
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 4", "version 4");
+    w.b[3] = 5;
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 5", "version 5");
+    w.b[3] = 3; /* the version before the handshake and the MACs */
+    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 3", "version 3");
     w.b[3] = 2; /* the version before ASSIGN carried planned starts */
     expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 2", "version 2");
     w.b[3] = 1; /* the version before DONE reported what ran */
@@ -787,8 +790,8 @@ static void test_rejections_header(void)
     w.b[3] = 0;
     expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 0", "version 0");
     w.b[3] = WSYNC_CTL_VERSION;
-    w.b[4] = 12;
-    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 12", "type 12");
+    w.b[4] = 15;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 15", "type 15");
     w.b[4] = 0;
     expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 0", "type 0");
     w.b[4] = WSYNC_CTL_GO;
@@ -1137,7 +1140,7 @@ static void test_decode_alloc(void)
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, NULL, 5, NULL, &d, &e) == WSYNC_ERR_INVALID_ARGUMENT);
     CHECK(wsync_ctl_decode(WSYNC_CTL_BYE, NULL, 0, NULL, &d, &e) == WSYNC_OK);
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 12, NULL, NULL, &e) == WSYNC_ERR_INVALID_ARGUMENT);
-    CHECK(wsync_ctl_decode(12, w.b + 12, 0, NULL, &d, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "type 12"));
+    CHECK(wsync_ctl_decode(15, w.b + 12, 0, NULL, &d, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "type 15"));
     /* NULL wsync_error works as well */
     CHECK(wsync_ctl_decode_frame(w.b, len - 1, NULL, &d, NULL) == WSYNC_ERR_TRUNCATED);
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 13, NULL, &d, NULL) != WSYNC_OK);
@@ -1928,6 +1931,40 @@ typedef struct grp {
     int acc_on;
 } grp;
 
+/* The controllers' log of refused connections (wsync_controller_options.log). */
+static char ctl_log[16384];
+static size_t ctl_log_n;
+static pthread_mutex_t ctl_log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void ctl_log_line(void *user, const char *line)
+{
+    (void)user;
+    pthread_mutex_lock(&ctl_log_mu);
+    if (ctl_log_n + strlen(line) + 2 < sizeof ctl_log)
+        ctl_log_n += (size_t)snprintf(ctl_log + ctl_log_n, sizeof ctl_log - ctl_log_n, "%s\n", line);
+    pthread_mutex_unlock(&ctl_log_mu);
+}
+
+/* 1 when a logged line holds both a and b */
+static int ctl_logged(const char *a, const char *b)
+{
+    const char *p, *e;
+    int found = 0;
+    pthread_mutex_lock(&ctl_log_mu);
+    for (p = ctl_log; !found && *p; p = *e ? e + 1 : e) {
+        char line[600];
+        size_t n;
+        e = strchr(p, '\n');
+        if (!e) e = p + strlen(p);
+        n = (size_t)(e - p) < sizeof line - 1 ? (size_t)(e - p) : sizeof line - 1;
+        memcpy(line, p, n);
+        line[n] = 0;
+        found = has(line, a) && has(line, b);
+    }
+    pthread_mutex_unlock(&ctl_log_mu);
+    return found;
+}
+
 static void *accept_main(void *p)
 {
     grp *g = (grp *)p;
@@ -1946,6 +1983,7 @@ static int grp_open(grp *g, unsigned nt, unsigned ni, unsigned join_ms, unsigned
     o.n_inference = ni;
     o.join_timeout_ms = join_ms;
     o.step_timeout_ms = step_ms;
+    o.log = ctl_log_line;
     if (wsync_controller_open(&o, &g->c, &e) != WSYNC_OK) {
         printf("  controller: %s\n", e.message);
         return 0;
@@ -2835,8 +2873,6 @@ static int raw_answer(int fd, int ms, const char *word)
     return 0;
 }
 
-static int fake_read(int fd, uint8_t *buf, size_t n, int ms);
-
 /* A trainer speaking the protocol by hand: it joins like rk_join, writes
    nothing, and answers every GO with a DONE that counts one transfer more
    than its ASSIGN (raw 1) or three tensors more than its JOIN (raw 2). */
@@ -2844,11 +2880,9 @@ static void *raw_trainer_main(void *p)
 {
     rk *r = (rk *)p;
     static uint8_t bits[64];
-    uint8_t h[WSYNC_CTL_HEADER], *buf = NULL;
     wsync_ctl_msg m;
-    wsync_error e;
-    uint32_t type = 0, pl = 0, n_xfers = 0;
-    size_t len = 0;
+    rawsess ss;
+    uint32_t n_xfers = 0;
     int fd = raw_connect(r->port);
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_JOIN;
@@ -2858,19 +2892,15 @@ static void *raw_trainer_main(void *p)
     m.regions = r->desc;
     m.n_tensors = r->nt;
     m.tensors = r->t;
-    buf = (uint8_t *)malloc(1 << 16);
-    if (fd < 0 || !buf || wsync_ctl_encode(&m, buf, 1 << 16, &len, &e) != WSYNC_OK ||
-        send(fd, buf, len, 0) != (ssize_t)len)
-        goto out;
+    if (fd < 0 || !raw_hello(fd, r->role, r->rank, NULL, &ss, 1) || !raw_send(fd, &ss, &m)) goto out;
     for (;;) {
         wsync_ctl_msg in;
         uint64_t step;
-        if (!fake_read(fd, h, sizeof h, 10000) || wsync_ctl_header(h, sizeof h, &type, &pl, &e) != WSYNC_OK ||
-            pl > (1 << 16) - WSYNC_CTL_HEADER || (pl && !fake_read(fd, buf, pl, 5000)) ||
-            wsync_ctl_decode(type, buf, pl, NULL, &in, &e) != WSYNC_OK)
-            break;
+        uint32_t type;
+        if (!raw_recv(fd, &ss, &in, 10000)) break;
         if (in.type == WSYNC_CTL_ASSIGN) n_xfers = in.n_transfers;
         step = in.step;
+        type = in.type;
         wsync_ctl_msg_free(&in);
         if (type == WSYNC_CTL_BYE) {
             r->got_bye = 1;
@@ -2885,11 +2915,10 @@ static void *raw_trainer_main(void *p)
         m.n_ran = r->raw == 1 ? n_xfers + 1 : n_xfers;
         m.runs = 0;
         m.ran = bits;
-        if (wsync_ctl_encode(&m, buf, 1 << 16, &len, &e) != WSYNC_OK || send(fd, buf, len, 0) != (ssize_t)len) break;
+        if (!raw_send(fd, &ss, &m)) break;
     }
 out:
     if (fd >= 0) close(fd);
-    free(buf);
     r->done = 1;
     return NULL;
 }
@@ -2950,9 +2979,14 @@ static void test_hostile_peers(void)
         f.n = encode(&m, f.b, sizeof f.b);
         CHECK(send(wrong, f.b, f.n, MSG_NOSIGNAL) == (ssize_t)f.n);
     }
-    CHECK(raw_answer(garbage, 3000, "magic") == 1);
-    CHECK(raw_answer(huge, 3000, "above the limit") == 1);
-    CHECK(raw_answer(wrong, 3000, "expected JOIN, got DONE") == 1);
+    /* none of them proved the job key: closed with nothing said, and
+       logged with its address */
+    CHECK(raw_answer(garbage, 3000, "") == 2);
+    CHECK(raw_answer(huge, 3000, "") == 2);
+    CHECK(raw_answer(wrong, 3000, "") == 2);
+    CHECK(ctl_logged("refused the connection from 127.0.0.1:", "bad magic"));
+    CHECK(ctl_logged("refused the connection from 127.0.0.1:", "above the limit"));
+    CHECK(ctl_logged("refused the connection from 127.0.0.1:", "expected HELLO, got DONE"));
     {
         unsigned i;
         for (i = 0; i < 3; i++) CHECK(rk_setup(&w.t[i]));
@@ -3633,26 +3667,6 @@ static int fake_listen(unsigned *port)
     return fd;
 }
 
-/* n bytes within ms */
-static int fake_read(int fd, uint8_t *buf, size_t n, int ms)
-{
-    size_t got = 0;
-    int64_t until = now_ms() + ms;
-    while (got < n) {
-        struct pollfd pf;
-        ssize_t k;
-        int64_t left = until - now_ms();
-        if (left <= 0) return 0;
-        pf.fd = fd;
-        pf.events = POLLIN;
-        if (poll(&pf, 1, (int)left) <= 0) return 0;
-        k = recv(fd, buf + got, n - got, 0);
-        if (k <= 0) return 0;
-        got += (size_t)k;
-    }
-    return 1;
-}
-
 typedef struct frank {
     wsync_rank_options o;
     wsync_rank *r;
@@ -3675,14 +3689,12 @@ static wsync_result fake_assign(wsync_fabric *f, wsync_fabric_mr *mr, const wsyn
                                 wsync_error *err)
 {
     static frank fr;
-    static uint8_t buf[4096];
     wsync_ctl_msg m, j;
     wsync_ctl_target g;
     wsync_ctl_transfer xx = *x;
-    wsync_error e;
+    rawsess ss;
     unsigned port = 0;
-    uint32_t type = 0, pl = 0;
-    size_t len = 0;
+    uint32_t role = 0, rank = 0;
     pthread_t th;
     int lfd = fake_listen(&port), fd = -1, ok = 0;
     *out = NULL;
@@ -3709,11 +3721,10 @@ static wsync_result fake_assign(wsync_fabric *f, wsync_fabric_mr *mr, const wsyn
         pf.events = POLLIN;
         if (poll(&pf, 1, 3000) == 1) fd = accept(lfd, NULL, NULL);
     }
-    if (fd >= 0 && fake_read(fd, buf, WSYNC_CTL_HEADER, 3000) &&
-        wsync_ctl_header(buf, WSYNC_CTL_HEADER, &type, &pl, &e) == WSYNC_OK && type == WSYNC_CTL_JOIN &&
-        pl <= sizeof buf - WSYNC_CTL_HEADER && fake_read(fd, buf + WSYNC_CTL_HEADER, pl, 3000) &&
-        wsync_ctl_decode_frame(buf, WSYNC_CTL_HEADER + pl, NULL, &j, &e) == WSYNC_OK) {
+    if (fd >= 0 && raw_challenge(fd, NULL, &ss, &role, &rank, 1) && raw_recv(fd, &ss, &j, 3000)) {
+        int join = j.type == WSYNC_CTL_JOIN;
         wsync_ctl_msg_free(&j);
+        if (!join) goto out;
         memset(&g, 0, sizeof g);
         g.desc = *desc;
         memset(&m, 0, sizeof m);
@@ -3726,12 +3737,10 @@ static wsync_result fake_assign(wsync_fabric *f, wsync_fabric_mr *mr, const wsyn
         m.targets = &g;
         m.n_transfers = 1;
         m.transfers = &xx;
-        if (wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_OK &&
-            send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len)
-            ok = 1;
-        else
-            printf("  stand-in: ASSIGN: %s\n", e.message);
+        if (raw_send(fd, &ss, &m)) ok = 1;
+        else printf("  stand-in: ASSIGN: %s\n", "could not send it");
     }
+out:
     if (!ok && fd >= 0) shutdown(fd, SHUT_RDWR);
     pthread_join(th, NULL);
     if (fd >= 0) close(fd);
