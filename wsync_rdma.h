@@ -130,7 +130,12 @@ word the receiver keeps for this; if the kernel refuses (Yama
 ptrace_scope, another uid, seccomp in a container) it takes SHM when
 offered, and otherwise fails with the reason and what to change.
 wsync_fabric_host_remote_mode says which mode a remote uses. The Unix
-socket is in Linux's abstract namespace (one network namespace).
+socket is a file in a 0700 directory of the receiver's own
+($XDG_RUNTIME_DIR, else /tmp; removed at close), so other users cannot
+connect, and both sides check the other's uid (SO_PEERCRED: the same, or
+root): the processes share that directory's file system. The receiver's
+allow_any_writer names each writer with PR_SET_PTRACER (never
+PR_SET_PTRACER_ANY; see the option).
 
 VERBS: NICS, LANES, CONNECTIONS
 ===============================
@@ -517,13 +522,37 @@ typedef struct wsync_fabric_stats {
                                   nothing written, the connection closed */
     uint64_t dropped;          /* connections that ended inside a frame (sender gone, or
                                   stalled past the timeout) */
-    char last_reject[128];     /* why the last refusal happened */
+    char last_reject[256];     /* why the last refusal happened, and from whom (the peer's address) */
 } wsync_fabric_stats;
 
 /* 1 and *out filled when f is a TCP, one-host or verbs fabric; 0 otherwise.
    verbs: frames counts immediates received; bytes stays 0 (the receiver
    sees none). */
 WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *out);
+
+/* Who may write (TCP AUTHENTICATION below). The job key (any bytes, 1 to
+   1024 of them; the same in every process of the job) and this process's
+   identity as a writer (a trainer's rank number; what a receiver's window
+   lists). Call it before the first reg or open_remote: connections opened
+   later use it. Same as the TCP options' job_key, job_key_len and
+   sender_id. One-host and verbs fabrics keep the key but do not use it
+   (one host: the peer's uid is what is checked). */
+WSYNC_DEF wsync_result wsync_fabric_auth_set(wsync_fabric *f, const void *job_key, size_t key_len, uint32_t sender_id,
+                                             wsync_error *err);
+
+/* The write window (receiver side): from window_open until window_close
+   the receiver accepts writes for step `step` from the n senders listed
+   (their sender_id) and from no one else; outside a window it accepts
+   none. Each refused frame is counted, logged with the peer's address and
+   id, and writes nothing. A fabric on which neither was ever called
+   accepts every authenticated sender at any time (the first call switches
+   the window on for good: call window_close(f, 0, ...) first to start
+   closed). TCP only: one-host and verbs writes are one-sided and cannot be
+   refused by the receiver, and these fail there with
+   WSYNC_ERR_UNSUPPORTED. n <= 65536. */
+WSYNC_DEF wsync_result wsync_fabric_window_open(wsync_fabric *f, uint64_t step, const uint32_t *senders, size_t n,
+                                                wsync_error *err);
+WSYNC_DEF wsync_result wsync_fabric_window_close(wsync_fabric *f, uint64_t step, wsync_error *err);
 
 /* ---- TCP >>fabric-tcp ------------------------------------------------ */
 
@@ -539,8 +568,18 @@ typedef struct wsync_fabric_tcp_options {
     unsigned socket_buffer;        /* [8 MiB] SO_SNDBUF and SO_RCVBUF, when the process may go past
                                       the system's caps (CAP_NET_ADMIN); else autotuning decides */
     unsigned chunk;                /* [4 MiB] bytes per send call */
-    unsigned max_connections;      /* [256] served at once by the receiver thread */
+    unsigned max_connections;      /* [256] authenticated connections served at once */
     int send_only;                 /* 1: reg never starts the receiver (a sender's fabric) */
+    /* authentication (TCP AUTHENTICATION; wsync_fabric_auth_set does the same) */
+    const void *job_key;           /* [none: the region's key from the descriptor alone] */
+    size_t job_key_len;            /* 1..1024 bytes */
+    uint32_t sender_id;            /* this process's identity as a writer [0] */
+    unsigned auth_timeout_ms;      /* [1000] the whole handshake, at the receiver: a connection that
+                                      has not proved the key by then is closed */
+    unsigned max_unauthenticated;  /* [32] connections in their handshake at once; one more arriving
+                                      closes the oldest (authenticated ones have their own slots) */
+    void (*log)(void *user, const char *line); /* [none] each refusal, with the peer's address */
+    void *log_user;
 } wsync_fabric_tcp_options;
 
 /* A TCP fabric. The receiver starts (listening) at the first reg unless
@@ -562,9 +601,14 @@ typedef enum wsync_fabric_host_mode {
 typedef struct wsync_fabric_host_options {
     wsync_allocator allocator;
     wsync_fabric_host_mode mode;   /* receiver: what reg offers; sender: what open_remote takes */
-    int allow_any_writer;          /* receiver: prctl(PR_SET_PTRACER_ANY) at open, so that under Yama
-                                      ptrace_scope 1 processes that are not its ancestors may use
-                                      CMA (process-wide; also allows them to ptrace it) */
+    int allow_any_writer;          /* receiver: name the writers as this process's ptracer
+                                      (PR_SET_PTRACER), so that under Yama ptrace_scope 1 writers that
+                                      are not its ancestors may use CMA: each writer that passed the
+                                      handshake (same uid, its pid from SO_PEERCRED), or with several
+                                      the nearest process they descend from (never pid 1). Never
+                                      PR_SET_PTRACER_ANY. Process-wide; it also lets them ptrace it */
+    int writer_pid;                /* receiver [0: none]: PR_SET_PTRACER naming this pid at open (a
+                                      launcher: Yama lets it and its descendants use CMA) */
     unsigned timeout_ms;           /* [5000] the handshake at open_remote, a stalled send */
     int send_only;                 /* 1: reg never starts the receiver thread */
 } wsync_fabric_host_options;
@@ -1903,13 +1947,23 @@ static wsync_result wsync__rdma_no(wsync_error *err, const char *what)
    thread  >>receiver
    --------------------------------------------------------------------- */
 
-#define WSYNC__TCP_MAGIC 0x31465357u   /* "WSF1" */
-#define WSYNC__ACK_MAGIC 0x31415357u   /* "WSA1" */
+#define WSYNC__TCP_MAGIC 0x32465357u   /* "WSF2" */
+#define WSYNC__ACK_MAGIC 0x32415357u   /* "WSA2" */
+#define WSYNC__TH_HELLO 0x33485357u    /* "WSH3": the TCP handshake (TCP AUTHENTICATION) */
+#define WSYNC__TH_CHAL 0x34485357u     /* "WSH4" */
+#define WSYNC__TH_PROOF 0x35485357u    /* "WSH5" */
+#define WSYNC__TH_DONE 0x36485357u     /* "WSH6" */
+#define WSYNC__TH_HELLO_LEN 56
+#define WSYNC__TH_CHAL_LEN 72
+#define WSYNC__TH_PROOF_LEN 40
+#define WSYNC__TH_DONE_LEN 16
+#define WSYNC__TAG 16                  /* a frame's or an ack's tag */
+#define WSYNC__JOB_KEY_MAX 1024
 #define WSYNC__HELLO_MAGIC 0x31485357u /* "WSH1" */
 #define WSYNC__REPLY_MAGIC 0x32485357u /* "WSH2" */
 #define WSYNC__IMM_MAGIC 0x31495357u   /* "WSI1" */
-#define WSYNC__TCP_HDR 48
-#define WSYNC__ACK_LEN 16
+#define WSYNC__TCP_HDR 64
+#define WSYNC__ACK_LEN 32
 #define WSYNC__HELLO_LEN 24
 #define WSYNC__REPLY_LEN 40
 #define WSYNC__IMM_LEN 16
@@ -1930,7 +1984,12 @@ enum {
     WSYNC__REJ_BOUNDS = 4,
     WSYNC__REJ_QUEUE = 5,
     WSYNC__REJ_FLUSH = 6,
-    WSYNC__REJ_PEER = 7
+    WSYNC__REJ_PEER = 7,
+    WSYNC__REJ_AUTH = 8,
+    WSYNC__REJ_SEQ = 9,
+    WSYNC__REJ_MAC = 10,
+    WSYNC__REJ_WINDOW = 11,
+    WSYNC__REJ_BUSY = 12
 };
 
 static const char *wsync__fab_rej_str(uint32_t s)
@@ -1943,8 +2002,190 @@ static const char *wsync__fab_rej_str(uint32_t s)
     case WSYNC__REJ_QUEUE: return "immediate queue full (nobody calls recv_imm)";
     case WSYNC__REJ_FLUSH: return "malformed flush frame";
     case WSYNC__REJ_PEER: return "the peer runs as another user (one-host fabric: same uid or root only)";
+    case WSYNC__REJ_AUTH: return "authentication failed (no job key, another job's key, or another region's)";
+    case WSYNC__REJ_SEQ: return "frame out of sequence (replayed or dropped)";
+    case WSYNC__REJ_MAC: return "frame tag mismatch (forged or altered on the way)";
+    case WSYNC__REJ_WINDOW: return "write outside the write window (no step open, or a sender the plan does not name)";
+    case WSYNC__REJ_BUSY: return "too many connections";
     default: return "unknown reason";
     }
+}
+
+/* Poly1305 (RFC 8439, section 2.5; after poly1305-donna's 64-bit code): the
+   TCP fabric's tag over a frame's bytes, under a one-time key per frame
+   (TCP AUTHENTICATION). 44 + 44 + 42-bit limbs, 64 x 64 -> 128-bit
+   products: unsigned __int128 where the compiler has it, else four 32-bit
+   products. */
+typedef struct wsync__poly {
+    uint64_t r[3], h[3], pad[2];
+    uint8_t buf[16];
+    size_t nbuf;
+} wsync__poly;
+
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef unsigned __int128 wsync__u128n;
+#endif
+typedef struct wsync__u128 {
+    uint64_t lo, hi;
+} wsync__u128;
+
+static wsync__u128 wsync__poly_mul(uint64_t a, uint64_t b)
+{
+    wsync__u128 r;
+#if defined(__SIZEOF_INT128__)
+    wsync__u128n p = (wsync__u128n)a * b;
+    r.lo = (uint64_t)p;
+    r.hi = (uint64_t)(p >> 64);
+#else
+    uint64_t a0 = a & 0xFFFFFFFFu, a1 = a >> 32, b0 = b & 0xFFFFFFFFu, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    uint64_t mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
+    r.lo = (p00 & 0xFFFFFFFFu) | mid << 32;
+    r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+#endif
+    return r;
+}
+
+static void wsync__poly_add(wsync__u128 *a, wsync__u128 b)
+{
+    a->lo += b.lo;
+    a->hi += b.hi + (a->lo < b.lo);
+}
+
+static void wsync__poly_init(wsync__poly *p, const uint8_t key[32])
+{
+    uint64_t t0 = wsync__rdma_get64(key), t1 = wsync__rdma_get64(key + 8);
+    p->r[0] = t0 & 0xffc0fffffffull;
+    p->r[1] = ((t0 >> 44) | (t1 << 20)) & 0xfffffc0ffffull;
+    p->r[2] = (t1 >> 24) & 0x00ffffffc0full;
+    p->h[0] = p->h[1] = p->h[2] = 0;
+    p->pad[0] = wsync__rdma_get64(key + 16);
+    p->pad[1] = wsync__rdma_get64(key + 24);
+    p->nbuf = 0;
+}
+
+/* hibit: 1 << 40 (2^128 in the top limb) for a whole block, 0 for the padded last one. */
+static void wsync__poly_blocks(wsync__poly *p, const uint8_t *m, size_t n, uint64_t hibit)
+{
+    uint64_t r0 = p->r[0], r1 = p->r[1], r2 = p->r[2], h0 = p->h[0], h1 = p->h[1], h2 = p->h[2];
+    uint64_t s1 = r1 * (5 << 2), s2 = r2 * (5 << 2), c;
+    while (n >= 16) {
+        wsync__u128 d0, d1, d2;
+        uint64_t t0 = wsync__rdma_get64(m), t1 = wsync__rdma_get64(m + 8);
+        h0 += t0 & 0xfffffffffffull;
+        h1 += ((t0 >> 44) | (t1 << 20)) & 0xfffffffffffull;
+        h2 += ((t1 >> 24) & 0x3ffffffffffull) | hibit;
+        d0 = wsync__poly_mul(h0, r0);
+        wsync__poly_add(&d0, wsync__poly_mul(h1, s2));
+        wsync__poly_add(&d0, wsync__poly_mul(h2, s1));
+        d1 = wsync__poly_mul(h0, r1);
+        wsync__poly_add(&d1, wsync__poly_mul(h1, r0));
+        wsync__poly_add(&d1, wsync__poly_mul(h2, s2));
+        d2 = wsync__poly_mul(h0, r2);
+        wsync__poly_add(&d2, wsync__poly_mul(h1, r1));
+        wsync__poly_add(&d2, wsync__poly_mul(h2, r0));
+        c = (d0.lo >> 44) | (d0.hi << 20);
+        h0 = d0.lo & 0xfffffffffffull;
+        d1.lo += c;
+        d1.hi += d1.lo < c;
+        c = (d1.lo >> 44) | (d1.hi << 20);
+        h1 = d1.lo & 0xfffffffffffull;
+        d2.lo += c;
+        d2.hi += d2.lo < c;
+        c = (d2.lo >> 42) | (d2.hi << 22);
+        h2 = d2.lo & 0x3ffffffffffull;
+        h0 += c * 5;
+        c = h0 >> 44;
+        h0 &= 0xfffffffffffull;
+        h1 += c;
+        m += 16;
+        n -= 16;
+    }
+    p->h[0] = h0;
+    p->h[1] = h1;
+    p->h[2] = h2;
+}
+
+static void wsync__poly_update(wsync__poly *p, const uint8_t *m, size_t n)
+{
+    if (p->nbuf) {
+        size_t k = 16 - p->nbuf < n ? 16 - p->nbuf : n;
+        memcpy(p->buf + p->nbuf, m, k);
+        p->nbuf += k;
+        m += k;
+        n -= k;
+        if (p->nbuf < 16) return;
+        wsync__poly_blocks(p, p->buf, 16, 1ull << 40);
+        p->nbuf = 0;
+    }
+    if (n >= 16) {
+        size_t whole = n & ~(size_t)15;
+        wsync__poly_blocks(p, m, whole, 1ull << 40);
+        m += whole;
+        n -= whole;
+    }
+    memcpy(p->buf, m, n);
+    p->nbuf = n;
+}
+
+static void wsync__poly_final(wsync__poly *p, uint8_t tag[16])
+{
+    uint64_t h0, h1, h2, g0, g1, g2, c, t0, t1;
+    if (p->nbuf) {
+        size_t i = p->nbuf;
+        p->buf[i++] = 1;
+        while (i < 16) p->buf[i++] = 0;
+        wsync__poly_blocks(p, p->buf, 16, 0);
+    }
+    h0 = p->h[0];
+    h1 = p->h[1];
+    h2 = p->h[2];
+    c = h1 >> 44;
+    h1 &= 0xfffffffffffull;
+    h2 += c;
+    c = h2 >> 42;
+    h2 &= 0x3ffffffffffull;
+    h0 += c * 5;
+    c = h0 >> 44;
+    h0 &= 0xfffffffffffull;
+    h1 += c;
+    c = h1 >> 44;
+    h1 &= 0xfffffffffffull;
+    h2 += c;
+    c = h2 >> 42;
+    h2 &= 0x3ffffffffffull;
+    h0 += c * 5;
+    c = h0 >> 44;
+    h0 &= 0xfffffffffffull;
+    h1 += c;
+    /* h + -p, kept when h >= p */
+    g0 = h0 + 5;
+    c = g0 >> 44;
+    g0 &= 0xfffffffffffull;
+    g1 = h1 + c;
+    c = g1 >> 44;
+    g1 &= 0xfffffffffffull;
+    g2 = h2 + c - (1ull << 42);
+    c = (g2 >> 63) - 1;
+    g0 &= c;
+    g1 &= c;
+    g2 &= c;
+    c = ~c;
+    h0 = (h0 & c) | g0;
+    h1 = (h1 & c) | g1;
+    h2 = (h2 & c) | g2;
+    t0 = p->pad[0];
+    t1 = p->pad[1];
+    h0 += t0 & 0xfffffffffffull;
+    c = h0 >> 44;
+    h0 &= 0xfffffffffffull;
+    h1 += (((t0 >> 44) | (t1 << 20)) & 0xfffffffffffull) + c;
+    c = h1 >> 44;
+    h1 &= 0xfffffffffffull;
+    h2 += ((t1 >> 24) & 0x3ffffffffffull) + c;
+    h2 &= 0x3ffffffffffull;
+    wsync__rdma_put64(tag, h0 | h1 << 44);
+    wsync__rdma_put64(tag + 8, (h1 >> 20) | h2 << 24);
 }
 
 struct wsync_fabric_mr {
@@ -1974,6 +2215,8 @@ struct wsync_fabric_remote {
     char peer[96];
     int pid;                   /* one-host */
     int mode;
+    wsync_hmac_sha256_state mac; /* TCP: keyed by the connection's key (from the handshake) */
+    uint64_t fseq;             /* TCP: frames sent on the connection */
     uint8_t *map;              /* SHM: the mapping, and where the region starts in it */
     size_t map_len, map_delta;
     void *ext;                 /* verbs: the queue pairs, one per NIC lane */
@@ -1985,6 +2228,12 @@ typedef struct wsync__fab_conn {
     int fd, done;
     pthread_t th;
     struct wsync_fabric_mr *busy;  /* TCP: being written; one-host: bound by the handshake */
+    int pending;               /* in its handshake: holds one of max_pending slots */
+    int authed;                /* past its handshake: holds one of max_conns slots */
+    uint64_t order;            /* accept order: the oldest pending one is closed first */
+    int64_t deadline;          /* the handshake ends by then (wsync__rdma_now_ms's clock) */
+    uint32_t sender;           /* the id it authenticated with */
+    char peer[72];             /* its address, for the log */
 } wsync__fab_conn;
 
 /* What both backends share: the receiver side and the list of remotes. */
@@ -2005,6 +2254,18 @@ typedef struct wsync__fab_base {
     wsync__fab_conn *conns;
     unsigned n_conns;
     void (*serve)(struct wsync__fab_base *b, wsync__fab_conn *c);
+    /* who may write: the job key, this process's id; the write window */
+    uint8_t *job_key;
+    size_t job_key_len;
+    uint32_t self_id;
+    unsigned auth_timeout_ms, max_pending, n_pending, n_authed;
+    uint64_t n_accepted;
+    int windowed, win_open;
+    uint64_t win_step;
+    uint32_t *win_ids;         /* sorted */
+    size_t win_n;
+    void (*log)(void *user, const char *line);
+    void *log_user;
 } wsync__fab_base;
 
 static wsync_result wsync__fab_base_init(wsync__fab_base *b, uint32_t backend, const wsync_allocator *a,
@@ -2015,6 +2276,8 @@ static wsync_result wsync__fab_base_init(wsync__fab_base *b, uint32_t backend, c
     b->lfd = -1;
     b->wake[0] = b->wake[1] = -1;
     b->next_id = 1;
+    b->auth_timeout_ms = 1000;
+    b->max_pending = 32;
     if (pthread_mutex_init(&b->mu, NULL) != 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "pthread_mutex_init");
     if (pthread_cond_init(&b->imm_cv, NULL) != 0) {
         pthread_mutex_destroy(&b->mu);
@@ -2028,13 +2291,73 @@ static wsync_result wsync__fab_base_init(wsync__fab_base *b, uint32_t backend, c
     return WSYNC_OK;
 }
 
-static void wsync__fab_reject(wsync__fab_base *b, const char *fmt, uint64_t a1, uint64_t a2)
+/* Counts a refusal and logs it: stats.last_reject, and the log hook
+   (called outside the lock). */
+static void wsync__fab_note(wsync__fab_base *b, char *line)
 {
+    void (*log)(void *, const char *);
+    void *lu;
+    wsync_error_clean(line); /* peers' words: no escape sequences */
     pthread_mutex_lock(&b->mu);
     b->stats.rejected++;
-    snprintf(b->stats.last_reject, sizeof b->stats.last_reject, fmt, (unsigned long long)a1,
-             (unsigned long long)a2);
+    snprintf(b->stats.last_reject, sizeof b->stats.last_reject, "%s", line);
+    log = b->log;
+    lu = b->log_user;
     pthread_mutex_unlock(&b->mu);
+    if (log) log(lu, line);
+}
+
+/* The same, the line starting with the peer's address. */
+static void wsync__fab_refuse(wsync__fab_base *b, const wsync__fab_conn *c, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void wsync__fab_refuse(wsync__fab_base *b, const wsync__fab_conn *c, const char *fmt, ...)
+{
+    char msg[200], line[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "%s: %s", c && c->peer[0] ? c->peer : "a peer", msg);
+    wsync__fab_note(b, line);
+}
+
+/* A connection proved who it is: it leaves its pre-authentication slot
+   for one of max_conns. -1 when those are all taken. */
+static int wsync__fab_authed(wsync__fab_base *b, wsync__fab_conn *c, uint32_t sender)
+{
+    int r = 0;
+    pthread_mutex_lock(&b->mu);
+    if (c->pending) {
+        c->pending = 0;
+        b->n_pending--;
+    }
+    if (b->n_authed >= b->max_conns) {
+        r = -1;
+    } else {
+        c->authed = 1;
+        c->sender = sender;
+        b->n_authed++;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return r;
+}
+
+/* Under b->mu: 1 when the window lets sender write now. */
+static int wsync__fab_window_ok(const wsync__fab_base *b, uint32_t sender)
+{
+    size_t lo = 0, hi = b->win_n;
+    if (!b->windowed) return 1;
+    if (!b->win_open) return 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->win_ids[mid] == sender) return 1;
+        if (b->win_ids[mid] < sender) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
 }
 
 /* Under b->mu. */
@@ -2109,6 +2432,9 @@ static void *wsync__fab_conn_main(void *p)
     pthread_mutex_lock(&b->mu);
     c->done = 1;
     c->busy = NULL;
+    if (c->pending) b->n_pending--;
+    if (c->authed) b->n_authed--;
+    c->pending = c->authed = 0;
     pthread_mutex_unlock(&b->mu);
     if (write(b->wake[1], "r", 1) < 0) { /* the acceptor reaps at its next wake-up anyway */
     }
@@ -2141,14 +2467,38 @@ static void wsync__fab_reap(wsync__fab_base *b, int all)
     }
 }
 
+/* "192.0.2.1:40312", "[2001:db8::1]:40312", or a Unix peer's pid and uid. */
+static void wsync__fab_peer_name(int fd, const struct sockaddr_storage *ss, socklen_t sl, char *out, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN + 1] = "?";
+    if (ss->ss_family == AF_INET && sl >= (socklen_t)sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        snprintf(out, cap, "%s:%u", host, (unsigned)ntohs(a->sin_port));
+    } else if (ss->ss_family == AF_INET6 && sl >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        snprintf(out, cap, "[%s]:%u", host, (unsigned)ntohs(a->sin6_port));
+    } else {
+        struct ucred cred;
+        socklen_t cl = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+            snprintf(out, cap, "pid %ld uid %lu", (long)cred.pid, (unsigned long)cred.uid);
+        else
+            snprintf(out, cap, "%s", "a local peer");
+    }
+}
+
 static void *wsync__fab_srv_main(void *p)
 {
     wsync__fab_base *b = (wsync__fab_base *)p;
     for (;;) {
         struct pollfd pf[2];
         int stop, fd;
-        wsync__fab_conn *c;
-        char drain[64];
+        wsync__fab_conn *c, *old, *it;
+        char drain[64], evicted[160];
+        struct sockaddr_storage ss;
+        socklen_t sl;
         pf[0].fd = b->lfd;
         pf[0].events = POLLIN;
         pf[0].revents = 0;
@@ -2165,23 +2515,42 @@ static void *wsync__fab_srv_main(void *p)
         if (stop) break;
         wsync__fab_reap(b, 0);
         if (!(pf[0].revents & POLLIN)) continue;
-        fd = accept4(b->lfd, NULL, NULL, SOCK_CLOEXEC);
+        sl = sizeof ss;
+        fd = accept4(b->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)
                 poll(NULL, 0, 10); /* out of descriptors: do not spin on the pending connection */
             continue;
         }
         c = (wsync__fab_conn *)wsync__rdma_alloc(&b->a, sizeof *c);
-        pthread_mutex_lock(&b->mu);
-        if (!c || b->n_conns >= b->max_conns) {
-            b->stats.rejected++;
-            snprintf(b->stats.last_reject, sizeof b->stats.last_reject, "%s",
-                     c ? "too many connections" : "out of memory for a connection");
-            pthread_mutex_unlock(&b->mu);
+        if (!c) {
+            char line[64] = "out of memory for a connection";
+            wsync__fab_note(b, line);
             close(fd);
-            wsync__rdma_free(&b->a, c);
             continue;
         }
+        wsync__fab_peer_name(fd, &ss, sl, c->peer, sizeof c->peer);
+        evicted[0] = 0;
+        pthread_mutex_lock(&b->mu);
+        /* Connections that have not proved the key yet share max_pending
+           slots; a new one closes the oldest of them, so idle connections
+           cannot keep a real sender out (its handshake takes one round
+           trip), and the authenticated ones never compete for these. */
+        if (b->n_pending >= b->max_pending) {
+            for (old = NULL, it = b->conns; it; it = it->next)
+                if (it->pending && (!old || it->order < old->order)) old = it;
+            if (old) {
+                old->pending = 0;
+                b->n_pending--;
+                shutdown(old->fd, SHUT_RDWR);
+                snprintf(evicted, sizeof evicted, "%s: closed before authenticating (%u connections in their "
+                         "handshake; a newer one came)", old->peer, b->max_pending);
+            }
+        }
+        c->pending = 1;
+        b->n_pending++;
+        c->order = ++b->n_accepted;
+        c->deadline = wsync__rdma_now_ms() + b->auth_timeout_ms;
         c->fd = fd;
         c->base = b;
         c->next = b->conns;
@@ -2191,12 +2560,14 @@ static void *wsync__fab_srv_main(void *p)
         if (pthread_create(&c->th, NULL, wsync__fab_conn_main, c) != 0) {
             b->conns = c->next;
             b->n_conns--;
+            b->n_pending--;
             pthread_mutex_unlock(&b->mu);
             close(fd);
             wsync__rdma_free(&b->a, c);
             continue;
         }
         pthread_mutex_unlock(&b->mu);
+        if (evicted[0]) wsync__fab_note(b, evicted);
     }
     return NULL;
 }
@@ -2334,6 +2705,8 @@ static void wsync__fab_base_close(wsync__fab_base *b)
     while (b->remotes) wsync__fab_close_remote(b, b->remotes);
     while (b->regions) wsync__fab_dereg(b, b->regions);
     while (b->sources) wsync__fab_dereg(b, b->sources);
+    wsync__rdma_free(&b->a, b->job_key);
+    wsync__rdma_free(&b->a, b->win_ids);
     pthread_cond_destroy(&b->ref_cv);
     pthread_cond_destroy(&b->imm_cv);
     pthread_mutex_destroy(&b->mu);
@@ -2385,6 +2758,109 @@ WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *
     return 1;
 }
 
+WSYNC_DEF wsync_result wsync_fabric_auth_set(wsync_fabric *f, const void *job_key, size_t key_len, uint32_t sender_id,
+                                             wsync_error *err)
+{
+    wsync__fab_base *b = (wsync__fab_base *)wsync__fab_base_of(f);
+    uint8_t *k = NULL, *old;
+    size_t old_len;
+    wsync__rdma_err_reset(err);
+    if (!b) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "auth_set: not a TCP, one-host or verbs fabric");
+    if (key_len > WSYNC__JOB_KEY_MAX || (key_len && !job_key))
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "auth_set: a job key of %lu bytes (1..%d)",
+                                (unsigned long)key_len, WSYNC__JOB_KEY_MAX);
+    if (key_len) {
+        if (!(k = (uint8_t *)wsync__rdma_alloc(&b->a, key_len)))
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "auth_set");
+        memcpy(k, job_key, key_len);
+    }
+    pthread_mutex_lock(&b->mu);
+    old = b->job_key;
+    old_len = b->job_key_len;
+    b->job_key = k;
+    b->job_key_len = key_len;
+    b->self_id = sender_id;
+    pthread_mutex_unlock(&b->mu);
+    if (old) {
+        memset(old, 0, old_len);
+        wsync__rdma_free(&b->a, old);
+    }
+    return WSYNC_OK;
+}
+
+static wsync__fab_base *wsync__fab_window_base(wsync_fabric *f, const char *what, wsync_error *err)
+{
+    wsync__fab_base *b = (wsync__fab_base *)wsync__fab_base_of(f);
+    wsync__rdma_err_reset(err);
+    if (!b) {
+        wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: not a TCP, one-host or verbs fabric", what);
+        return NULL;
+    }
+    if (f->backend != WSYNC_FABRIC_TCP) {
+        wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                         "%s: the %s fabric's writes are one-sided (the receiver's CPU never sees them), so "
+                         "the receiver cannot refuse one: only the TCP fabric enforces a write window",
+                         what, f->backend == WSYNC_FABRIC_HOST ? "one-host" : "verbs");
+        return NULL;
+    }
+    return b;
+}
+
+static int wsync__fab_cmp_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, c = *(const uint32_t *)y;
+    return a < c ? -1 : a > c;
+}
+
+WSYNC_DEF wsync_result wsync_fabric_window_open(wsync_fabric *f, uint64_t step, const uint32_t *senders, size_t n,
+                                                wsync_error *err)
+{
+    wsync__fab_base *b = wsync__fab_window_base(f, "window_open", err);
+    uint32_t *ids = NULL, *old;
+    if (!b) return err ? err->code : WSYNC_ERR_INVALID_ARGUMENT;
+    if (n > 65536 || (n && !senders))
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "window_open: %lu senders (0..65536, and a list)",
+                                (unsigned long)n);
+    if (n) {
+        if (!(ids = (uint32_t *)wsync__rdma_alloc(&b->a, n * sizeof *ids)))
+            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "window_open");
+        memcpy(ids, senders, n * sizeof *ids);
+        qsort(ids, n, sizeof *ids, wsync__fab_cmp_u32);
+    }
+    pthread_mutex_lock(&b->mu);
+    old = b->win_ids;
+    b->win_ids = ids;
+    b->win_n = n;
+    b->win_step = step;
+    b->windowed = b->win_open = 1;
+    pthread_mutex_unlock(&b->mu);
+    wsync__rdma_free(&b->a, old);
+    return WSYNC_OK;
+}
+
+/* Closes the window whatever step it was opened for (closing is never
+   less safe), cuts the connections inside a frame (a write that passed
+   the check before the close does not land after it) and waits for them. */
+WSYNC_DEF wsync_result wsync_fabric_window_close(wsync_fabric *f, uint64_t step, wsync_error *err)
+{
+    wsync__fab_base *b = wsync__fab_window_base(f, "window_close", err);
+    wsync__fab_conn *c;
+    int busy;
+    if (!b) return err ? err->code : WSYNC_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&b->mu);
+    b->windowed = 1;
+    b->win_open = 0;
+    b->win_step = step;
+    for (c = b->conns; c; c = c->next)
+        if (c->busy) shutdown(c->fd, SHUT_RDWR);
+    do {
+        for (busy = 0, c = b->conns; c; c = c->next) busy |= c->busy != NULL;
+        if (busy) pthread_cond_wait(&b->ref_cv, &b->mu);
+    } while (busy);
+    pthread_mutex_unlock(&b->mu);
+    return WSYNC_OK;
+}
+
 /* ---------------------------------------------------------------------
    TCP  >>fabric-tcp
    --------------------------------------------------------------------- */
@@ -2399,35 +2875,182 @@ typedef struct wsync__tcp {
    u32 region, u64 key, then the host. */
 #define WSYNC__TCP_DESC_FIXED 16
 
-static void wsync__tcp_reply(int fd, uint32_t status, uint64_t seq)
+/* HMAC(K, label || hello || the receiver's nonce || the region's key): K is
+   the job key (none: an empty key, and the region's key is the only
+   secret). The handshake's two proofs and the connection's key. */
+static void wsync__tcp_hs_mac(const wsync_hmac_sha256_state *k, const char *label, const uint8_t *hello,
+                              const uint8_t *nonce_s, uint64_t region_key, uint8_t out[32])
+{
+    wsync_hmac_sha256_state s = *k;
+    uint8_t kb[8];
+    wsync__rdma_put64(kb, region_key);
+    wsync_hmac_sha256_update(&s, label, strlen(label) + 1);
+    wsync_hmac_sha256_update(&s, hello, WSYNC__TH_HELLO_LEN);
+    wsync_hmac_sha256_update(&s, nonce_s, 32);
+    wsync_hmac_sha256_update(&s, kb, sizeof kb);
+    wsync_hmac_sha256_final(&s, out);
+}
+
+/* A frame header's tag (over its first 48 bytes) and, when dkey, the
+   one-time Poly1305 key of its data: both from the connection's key and
+   the header, whose sequence number makes them unique. */
+static void wsync__tcp_frame_keys(const wsync_hmac_sha256_state *mac, const uint8_t *h, uint8_t tag[WSYNC__TAG],
+                                  uint8_t dkey[32])
+{
+    wsync_hmac_sha256_state s = *mac;
+    uint8_t full[32];
+    wsync_hmac_sha256_update(&s, "h", 1);
+    wsync_hmac_sha256_update(&s, h, 48);
+    wsync_hmac_sha256_final(&s, full);
+    memcpy(tag, full, WSYNC__TAG);
+    if (dkey) {
+        s = *mac;
+        wsync_hmac_sha256_update(&s, "d", 1);
+        wsync_hmac_sha256_update(&s, h, 48);
+        wsync_hmac_sha256_final(&s, dkey);
+    }
+}
+
+static void wsync__tcp_ack_tag(const wsync_hmac_sha256_state *mac, const uint8_t *a, uint8_t tag[WSYNC__TAG])
+{
+    wsync_hmac_sha256_state s = *mac;
+    uint8_t full[32];
+    wsync_hmac_sha256_update(&s, "a", 1);
+    wsync_hmac_sha256_update(&s, a, 16);
+    wsync_hmac_sha256_final(&s, full);
+    memcpy(tag, full, WSYNC__TAG);
+}
+
+static void wsync__tcp_reply(int fd, const wsync_hmac_sha256_state *mac, uint32_t status, uint64_t seq)
 {
     uint8_t a[WSYNC__ACK_LEN];
     wsync__rdma_put32(a, WSYNC__ACK_MAGIC);
     wsync__rdma_put32(a + 4, status);
     wsync__rdma_put64(a + 8, seq);
+    wsync__tcp_ack_tag(mac, a, a + 16);
     if (wsync__rdma_send_all(fd, a, sizeof a, 0) != 0) { /* the sender sees the closed connection instead */
     }
 }
 
-static void wsync__tcp_refuse(wsync__fab_base *b, wsync__fab_conn *c, uint32_t why, uint32_t region, uint64_t off,
-                              uint64_t len)
+static void wsync__tcp_refuse(wsync__fab_base *b, wsync__fab_conn *c, const wsync_hmac_sha256_state *mac, uint32_t why,
+                              uint32_t region, uint64_t off, uint64_t len, uint64_t seq)
 {
-    char msg[128];
-    snprintf(msg, sizeof msg, "%s (region %u, offset %%llu, length %%llu)", wsync__fab_rej_str(why), (unsigned)region);
-    wsync__fab_reject(b, msg, off, len);
-    wsync__tcp_reply(c->fd, why, 0);
+    wsync__fab_refuse(b, c, "sender %u: %s (region %u, offset %llu, length %llu)", (unsigned)c->sender,
+                      wsync__fab_rej_str(why), (unsigned)region, (unsigned long long)off, (unsigned long long)len);
+    wsync__tcp_reply(c->fd, mac, why, seq);
     shutdown(c->fd, SHUT_WR);
 }
 
-/* One sender's connection: frames in order, each checked before a byte of
-   it lands in a region; the payload is received straight into the region. */
+/* The receiver's side of the handshake (TCP AUTHENTICATION), all of it
+   by the connection's deadline (auth_timeout_ms after accept): 0 with
+   *mac keyed by the connection's key, or -1 (refused and logged). */
+static int wsync__tcp_hs_server(wsync__fab_base *b, wsync__fab_conn *c, uint32_t *region,
+                                wsync_hmac_sha256_state *mac)
+{
+    uint8_t hello[WSYNC__TH_HELLO_LEN], chal[WSYNC__TH_CHAL_LEN], proof[WSYNC__TH_PROOF_LEN];
+    uint8_t done[WSYNC__TH_DONE_LEN], want[32], ck[32];
+    wsync_hmac_sha256_state k;
+    struct wsync_fabric_mr *m;
+    uint64_t region_key = 0;
+    uint32_t status = 0, sender;
+    int rc = wsync__rdma_recv_by(c->fd, hello, sizeof hello, (int)b->auth_timeout_ms, 0, c->deadline);
+    if (rc != 1) {
+        if (rc == 0) { /* closed before a byte (a probe, or closed for a newer one) */
+            pthread_mutex_lock(&b->mu);
+            b->stats.dropped++;
+            pthread_mutex_unlock(&b->mu);
+        } else {
+            wsync__fab_refuse(b, c, "no complete handshake within %u ms: closed", b->auth_timeout_ms);
+        }
+        return -1;
+    }
+    *region = wsync__rdma_get32(hello + 8);
+    sender = wsync__rdma_get32(hello + 12);
+    c->sender = sender;
+    if (wsync__rdma_get32(hello) != WSYNC__TH_HELLO || wsync__rdma_get32(hello + 4) != 1 ||
+        wsync__rdma_get64(hello + 48) != 0)
+        status = WSYNC__REJ_MAGIC;
+    pthread_mutex_lock(&b->mu);
+    if (!status) {
+        m = wsync__fab_find(b, *region);
+        if (!m) status = WSYNC__REJ_REGION;
+        else region_key = m->key;
+    }
+    wsync_hmac_sha256_init(&k, b->job_key ? (const void *)b->job_key : (const void *)"", b->job_key_len);
+    pthread_mutex_unlock(&b->mu);
+    memset(chal, 0, sizeof chal);
+    wsync__rdma_put32(chal, WSYNC__TH_CHAL);
+    if (!status && wsync_random_bytes(chal + 8, 32) != WSYNC_OK) status = WSYNC__REJ_AUTH;
+    wsync__rdma_put32(chal + 4, status);
+    if (!status) wsync__tcp_hs_mac(&k, "wsync tcp fabric: receiver", hello, chal + 8, region_key, chal + 40);
+    if (wsync__rdma_send_all(c->fd, chal, sizeof chal, 0) != 0 || status) {
+        wsync__fab_refuse(b, c, "handshake refused: %s (claims sender %u, region %u)",
+                          status ? wsync__fab_rej_str(status) : "the connection closed", (unsigned)sender,
+                          (unsigned)*region);
+        return -1;
+    }
+    rc = wsync__rdma_recv_by(c->fd, proof, sizeof proof, (int)b->auth_timeout_ms, 0, c->deadline);
+    if (rc != 1) {
+        wsync__fab_refuse(b, c, "no proof of the job key within %u ms (claims sender %u, region %u): closed",
+                          b->auth_timeout_ms, (unsigned)sender, (unsigned)*region);
+        return -1;
+    }
+    wsync__tcp_hs_mac(&k, "wsync tcp fabric: sender", hello, chal + 8, region_key, want);
+    if (wsync__rdma_get32(proof) != WSYNC__TH_PROOF || wsync__rdma_get32(proof + 4) != 0 ||
+        !wsync_ct_equal(proof + 8, want, 32))
+        status = WSYNC__REJ_AUTH;
+    else if (wsync__fab_authed(b, c, sender) != 0)
+        status = WSYNC__REJ_BUSY;
+    wsync__rdma_put32(done, WSYNC__TH_DONE);
+    wsync__rdma_put32(done + 4, status);
+    wsync__rdma_put64(done + 8, 0);
+    if (wsync__rdma_send_all(c->fd, done, sizeof done, 0) != 0 && !status) status = WSYNC__REJ_AUTH;
+    if (status) {
+        wsync__fab_refuse(b, c, "handshake refused: %s (claims sender %u, region %u)", wsync__fab_rej_str(status),
+                          (unsigned)sender, (unsigned)*region);
+        shutdown(c->fd, SHUT_WR);
+        return -1;
+    }
+    wsync__tcp_hs_mac(&k, "wsync tcp fabric: connection key", hello, chal + 8, region_key, ck);
+    wsync_hmac_sha256_init(mac, ck, sizeof ck);
+    memset(ck, 0, sizeof ck);
+    return 0;
+}
+
+/* Receives a frame's len bytes straight into dst, its Poly1305 tag computed
+   on the way (a piece at a time, while the bytes are in cache). 1, or -1. */
+static int wsync__tcp_recv_data(wsync__fab_base *b, int fd, uint8_t *dst, uint64_t len, const uint8_t dkey[32],
+                                uint8_t tag[WSYNC__TAG])
+{
+    wsync__poly p;
+    wsync__poly_init(&p, dkey);
+    while (len) {
+        size_t n = len > (256u << 10) ? (size_t)(256u << 10) : (size_t)len;
+        if (wsync__rdma_recv_full(fd, dst, n, (int)b->timeout_ms, 0) != 1) return -1;
+        wsync__poly_update(&p, dst, n);
+        dst += n;
+        len -= n;
+    }
+    wsync__poly_final(&p, tag);
+    return 1;
+}
+
+/* One sender's connection: the handshake, then frames in order, each
+   checked (tag, sequence, type, region, bounds, window) before a byte of
+   it lands in a region; the payload is received straight into the region
+   and its tag checked after (a bad one is refused: the sender's flush
+   fails, so its step cannot commit). */
 static void wsync__tcp_serve(wsync__fab_base *b, wsync__fab_conn *c)
 {
-    uint8_t h[WSYNC__TCP_HDR];
+    uint8_t h[WSYNC__TCP_HDR], tag[WSYNC__TAG], dkey[32], got[WSYNC__TAG];
+    wsync_hmac_sha256_state mac;
+    uint32_t conn_region = 0;
+    uint64_t expect = 1;
+    if (wsync__tcp_hs_server(b, c, &conn_region, &mac) != 0) return;
     for (;;) {
         uint32_t magic, type, region, imm, why = 0;
-        uint64_t key, off, len, seq;
-        struct wsync_fabric_mr *m;
+        uint64_t off, len, seq;
+        struct wsync_fabric_mr *m = NULL;
         int rc;
         rc = wsync__rdma_recv_full(c->fd, h, sizeof h, (int)b->timeout_ms, 1);
         if (rc == 0) return;
@@ -2441,39 +3064,49 @@ static void wsync__tcp_serve(wsync__fab_base *b, wsync__fab_conn *c)
         type = wsync__rdma_get32(h + 4);
         region = wsync__rdma_get32(h + 8);
         imm = wsync__rdma_get32(h + 12);
-        key = wsync__rdma_get64(h + 16);
-        off = wsync__rdma_get64(h + 24);
-        len = wsync__rdma_get64(h + 32);
-        seq = wsync__rdma_get64(h + 40);
-        if (magic != WSYNC__TCP_MAGIC || type < WSYNC__FR_WRITE || type > WSYNC__FR_FLUSH) {
-            wsync__tcp_refuse(b, c, WSYNC__REJ_MAGIC, region, off, len);
+        off = wsync__rdma_get64(h + 16);
+        len = wsync__rdma_get64(h + 24);
+        seq = wsync__rdma_get64(h + 32);
+        wsync__tcp_frame_keys(&mac, h, tag, dkey);
+        if (magic != WSYNC__TCP_MAGIC) why = WSYNC__REJ_MAGIC;
+        else if (!wsync_ct_equal(tag, h + 48, WSYNC__TAG)) why = WSYNC__REJ_MAC;
+        else if (seq != expect) why = WSYNC__REJ_SEQ;
+        else if (type < WSYNC__FR_WRITE || type > WSYNC__FR_FLUSH || wsync__rdma_get64(h + 40) != 0)
+            why = WSYNC__REJ_MAGIC;
+        if (why) {
+            wsync__tcp_refuse(b, c, &mac, why, region, off, len, seq);
             return;
         }
+        expect++;
         if (type == WSYNC__FR_FLUSH) {
-            if (region || imm || key || off || len) {
-                wsync__tcp_refuse(b, c, WSYNC__REJ_FLUSH, region, off, len);
+            if (region || imm || off || len) {
+                wsync__tcp_refuse(b, c, &mac, WSYNC__REJ_FLUSH, region, off, len, seq);
                 return;
             }
             /* everything before this frame is in the regions: publish it before the ack */
             __atomic_thread_fence(__ATOMIC_SEQ_CST);
-            wsync__tcp_reply(c->fd, 0, seq);
+            wsync__tcp_reply(c->fd, &mac, 0, seq);
             continue;
         }
         pthread_mutex_lock(&b->mu);
-        m = wsync__fab_find(b, region);
+        if (region == conn_region) m = wsync__fab_find(b, region);
         if (!m) why = WSYNC__REJ_REGION;
-        else if (key != m->key) why = WSYNC__REJ_KEY;
         else if (!wsync__rdma_in(off, len, m->len)) why = WSYNC__REJ_BOUNDS;
+        else if (!wsync__fab_window_ok(b, c->sender)) why = WSYNC__REJ_WINDOW;
         else {
             m->refs++;
             c->busy = m;
         }
         pthread_mutex_unlock(&b->mu);
         if (why) {
-            wsync__tcp_refuse(b, c, why, region, off, len);
+            wsync__tcp_refuse(b, c, &mac, why, region, off, len, seq);
             return;
         }
-        rc = len ? wsync__rdma_recv_full(c->fd, m->addr + off, (size_t)len, (int)b->timeout_ms, 0) : 1;
+        rc = len ? wsync__tcp_recv_data(b, c->fd, m->addr + off, len, dkey, got) : 1;
+        if (rc == 1 && len)
+            rc = wsync__rdma_recv_full(c->fd, tag, WSYNC__TAG, (int)b->timeout_ms, 0) != 1 ? -1
+                 : wsync_ct_equal(tag, got, WSYNC__TAG)                                    ? 1
+                                                                                          : 2;
         pthread_mutex_lock(&b->mu);
         m->refs--;
         c->busy = NULL;
@@ -2485,13 +3118,14 @@ static void wsync__tcp_serve(wsync__fab_base *b, wsync__fab_conn *c)
                 __atomic_thread_fence(__ATOMIC_RELEASE);
                 why = (uint32_t)wsync__fab_imm_push(b, m, imm);
             }
-        } else {
+        } else if (rc < 0) {
             b->stats.dropped++;
         }
         pthread_mutex_unlock(&b->mu);
-        if (rc != 1) return;
+        if (rc < 0) return;
+        if (rc == 2) why = WSYNC__REJ_MAC; /* the bytes landed: the refusal fails the sender's flush */
         if (why) {
-            wsync__tcp_refuse(b, c, why, region, off, len);
+            wsync__tcp_refuse(b, c, &mac, why, region, off, len, seq);
             return;
         }
     }
@@ -2627,6 +3261,60 @@ static int wsync__tcp_connect(const char *host, unsigned port, unsigned timeout_
     return fd;
 }
 
+/* The sender's side of the handshake on a connected fd, by timeout_ms:
+   WSYNC_OK with *mac keyed by the connection's key. */
+static wsync_result wsync__tcp_hs_client(int fd, const void *key, size_t key_len, uint32_t sender, uint32_t region,
+                                         uint64_t region_key, unsigned timeout_ms, const char *peer,
+                                         wsync_hmac_sha256_state *mac, wsync_error *err)
+{
+    uint8_t hello[WSYNC__TH_HELLO_LEN], chal[WSYNC__TH_CHAL_LEN], proof[WSYNC__TH_PROOF_LEN];
+    uint8_t done[WSYNC__TH_DONE_LEN], want[32], ck[32];
+    wsync_hmac_sha256_state k;
+    int64_t deadline = wsync__rdma_now_ms() + timeout_ms;
+    int rc;
+    memset(hello, 0, sizeof hello);
+    wsync__rdma_put32(hello, WSYNC__TH_HELLO);
+    wsync__rdma_put32(hello + 4, 1);
+    wsync__rdma_put32(hello + 8, region);
+    wsync__rdma_put32(hello + 12, sender);
+    if (wsync_random_bytes(hello + 16, 32) != WSYNC_OK)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "TCP fabric: no system randomness for the handshake's nonce");
+    if (wsync__rdma_send_all(fd, hello, sizeof hello, 0) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer, strerror(errno));
+    rc = wsync__rdma_recv_by(fd, chal, sizeof chal, (int)timeout_ms, 0, deadline);
+    if (rc != 1 || wsync__rdma_get32(chal) != WSYNC__TH_CHAL)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer,
+                                rc == 1 ? "not a wsync TCP fabric receiver (bad reply)"
+                                : rc == 0 ? "the receiver closed the connection"
+                                          : errno == ETIMEDOUT ? "no reply within the timeout" : strerror(errno));
+    if (wsync__rdma_get32(chal + 4) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: %s refused the handshake: %s", peer,
+                                wsync__fab_rej_str(wsync__rdma_get32(chal + 4)));
+    wsync_hmac_sha256_init(&k, key ? key : (const void *)"", key ? key_len : 0);
+    wsync__tcp_hs_mac(&k, "wsync tcp fabric: receiver", hello, chal + 8, region_key, want);
+    if (!wsync_ct_equal(want, chal + 40, 32))
+        return wsync__rdma_fail(err, WSYNC_ERR_IO,
+                                "TCP fabric: %s did not prove the job key: another job's key (or none where this "
+                                "side has one), or not the receiver this descriptor names",
+                                peer);
+    wsync__rdma_put32(proof, WSYNC__TH_PROOF);
+    wsync__rdma_put32(proof + 4, 0);
+    wsync__tcp_hs_mac(&k, "wsync tcp fabric: sender", hello, chal + 8, region_key, proof + 8);
+    if (wsync__rdma_send_all(fd, proof, sizeof proof, 0) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer, strerror(errno));
+    rc = wsync__rdma_recv_by(fd, done, sizeof done, (int)timeout_ms, 0, deadline);
+    if (rc != 1 || wsync__rdma_get32(done) != WSYNC__TH_DONE)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer,
+                                rc == 1 ? "a bad final reply" : "no final reply (refused, or it timed out)");
+    if (wsync__rdma_get32(done + 4) != 0)
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: %s refused the handshake: %s", peer,
+                                wsync__fab_rej_str(wsync__rdma_get32(done + 4)));
+    wsync__tcp_hs_mac(&k, "wsync tcp fabric: connection key", hello, chal + 8, region_key, ck);
+    wsync_hmac_sha256_init(mac, ck, sizeof ck);
+    memset(ck, 0, sizeof ck);
+    return WSYNC_OK;
+}
+
 static wsync_result wsync__tcp_open_remote(void *user, const wsync_fabric_desc *d, wsync_fabric_remote **out,
                                            wsync_error *err)
 {
@@ -2671,23 +3359,46 @@ static wsync_result wsync__tcp_open_remote(void *user, const wsync_fabric_desc *
     r->addr = d->addr;
     r->len = d->len;
     snprintf(r->peer, sizeof r->peer, "%s:%u", host, port);
+    {
+        wsync_result hr;
+        pthread_mutex_lock(&t->b.mu);
+        hr = wsync__tcp_hs_client(fd, t->b.job_key, t->b.job_key_len, t->b.self_id, r->region, r->key,
+                                  t->connect_timeout_ms, r->peer, &r->mac, err);
+        pthread_mutex_unlock(&t->b.mu);
+        if (hr != WSYNC_OK) {
+            close(fd);
+            wsync__rdma_free(&t->b.a, r);
+            return hr;
+        }
+    }
     r->next = t->b.remotes;
     t->b.remotes = r;
     *out = r;
     return WSYNC_OK;
 }
 
-static void wsync__tcp_hdr(uint8_t *h, uint32_t type, const struct wsync_fabric_remote *r, uint32_t imm, uint64_t off,
-                           uint64_t len, uint64_t seq)
+/* The next frame's header on r's connection, tagged; dkey: its data's key. */
+static void wsync__tcp_hdr(uint8_t *h, uint32_t type, struct wsync_fabric_remote *r, uint32_t imm, uint64_t off,
+                           uint64_t len, uint8_t dkey[32])
 {
     wsync__rdma_put32(h, WSYNC__TCP_MAGIC);
     wsync__rdma_put32(h + 4, type);
-    wsync__rdma_put32(h + 8, r ? r->region : 0);
+    wsync__rdma_put32(h + 8, type == WSYNC__FR_FLUSH ? 0 : r->region);
     wsync__rdma_put32(h + 12, imm);
-    wsync__rdma_put64(h + 16, r ? r->key : 0);
-    wsync__rdma_put64(h + 24, off);
-    wsync__rdma_put64(h + 32, len);
-    wsync__rdma_put64(h + 40, seq);
+    wsync__rdma_put64(h + 16, off);
+    wsync__rdma_put64(h + 24, len);
+    wsync__rdma_put64(h + 32, ++r->fseq);
+    wsync__rdma_put64(h + 40, 0);
+    wsync__tcp_frame_keys(&r->mac, h, h + 48, dkey);
+}
+
+/* An ack from r's receiver: 1 when its magic and tag are right. */
+static int wsync__tcp_ack_ok(const struct wsync_fabric_remote *r, const uint8_t *a)
+{
+    uint8_t tag[WSYNC__TAG];
+    if (wsync__rdma_get32(a) != WSYNC__ACK_MAGIC) return 0;
+    wsync__tcp_ack_tag(&r->mac, a, tag);
+    return wsync_ct_equal(tag, a + 16, WSYNC__TAG);
 }
 
 /* A send failed or the connection ended: the receiver may have said why
@@ -2697,7 +3408,7 @@ static wsync_result wsync__tcp_broken(struct wsync_fabric_remote *r, wsync_error
     uint8_t a[WSYNC__ACK_LEN];
     char why[160];
     ssize_t n = recv(r->fd, a, sizeof a, MSG_DONTWAIT);
-    if (n == (ssize_t)sizeof a && wsync__rdma_get32(a) == WSYNC__ACK_MAGIC && wsync__rdma_get32(a + 4) != 0)
+    if (n == (ssize_t)sizeof a && wsync__tcp_ack_ok(r, a) && wsync__rdma_get32(a + 4) != 0)
         return wsync__fab_break(r, err, "the receiver refused a write: %s",
                                 wsync__fab_rej_str(wsync__rdma_get32(a + 4)));
     snprintf(why, sizeof why, "%s: %s", what, e == ETIMEDOUT ? "no progress within the timeout" : strerror(e));
@@ -2707,23 +3418,32 @@ static wsync_result wsync__tcp_broken(struct wsync_fabric_remote *r, wsync_error
 static wsync_result wsync__tcp_send(wsync__tcp *t, wsync_fabric_mr *src, uint64_t src_off, wsync_fabric_remote *dst,
                                     uint64_t dst_off, uint64_t len, uint32_t type, uint32_t imm, wsync_error *err)
 {
-    uint8_t h[WSYNC__TCP_HDR];
+    uint8_t h[WSYNC__TCP_HDR], dkey[32], tag[WSYNC__TAG];
     const uint8_t *p;
+    wsync__poly poly;
     wsync_result r;
     wsync__rdma_err_reset(err);
     if ((r = wsync__fab_check_write(t ? &t->b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return r;
     if (len == 0 && type == WSYNC__FR_WRITE) return WSYNC_OK;
-    wsync__tcp_hdr(h, type, dst, imm, dst_off, len, 0);
+    wsync__tcp_hdr(h, type, dst, imm, dst_off, len, dkey);
     if (wsync__rdma_send_all(dst->fd, h, sizeof h, len != 0) != 0)
         return wsync__tcp_broken(dst, err, "sending a frame", errno);
-    /* straight from the registered source, a chunk per call */
+    /* straight from the registered source, a chunk per call, the tag computed on the way */
+    wsync__poly_init(&poly, dkey);
     p = src->addr + src_off;
     while (len) {
-        size_t n = len > t->chunk ? t->chunk : (size_t)len;
-        if (wsync__rdma_send_all(dst->fd, p, n, 0) != 0)
+        size_t n = len > t->chunk ? t->chunk : (size_t)len, k;
+        for (k = 0; k < n; k += 256u << 10) /* the tag over a piece while it is in cache, then the piece */
+            wsync__poly_update(&poly, p + k, n - k < (256u << 10) ? n - k : (size_t)(256u << 10));
+        if (wsync__rdma_send_all(dst->fd, p, n, 1) != 0)
             return wsync__tcp_broken(dst, err, "sending a frame's bytes", errno);
         p += n;
         len -= n;
+        if (!len) {
+            wsync__poly_final(&poly, tag);
+            if (wsync__rdma_send_all(dst->fd, tag, sizeof tag, 0) != 0)
+                return wsync__tcp_broken(dst, err, "sending a frame's tag", errno);
+        }
     }
     dst->pending++;
     return WSYNC_OK;
@@ -2755,12 +3475,12 @@ static wsync_result wsync__tcp_flush(void *user, wsync_error *err)
     for (r = t->b.remotes; r; r = r->next) {
         uint8_t h[WSYNC__TCP_HDR];
         if (r->broken || !r->pending) continue;
-        wsync__tcp_hdr(h, WSYNC__FR_FLUSH, NULL, 0, 0, 0, r->seq + 1);
+        wsync__tcp_hdr(h, WSYNC__FR_FLUSH, r, 0, 0, 0, NULL);
         if (wsync__rdma_send_all(r->fd, h, sizeof h, 0) != 0) {
             wsync__tcp_broken(r, NULL, "sending a flush", errno);
             continue;
         }
-        r->seq++;
+        r->seq = r->fseq;
     }
     deadline = wsync__rdma_now_ms() + t->b.timeout_ms;
     for (r = t->b.remotes; r; r = r->next) {
@@ -2778,8 +3498,8 @@ static wsync_result wsync__tcp_flush(void *user, wsync_error *err)
             wsync__fab_break(r, NULL, "flush: %s", why);
             continue;
         }
-        if (wsync__rdma_get32(a) != WSYNC__ACK_MAGIC) {
-            wsync__fab_break(r, NULL, "flush: %s", "a malformed acknowledgement");
+        if (!wsync__tcp_ack_ok(r, a)) {
+            wsync__fab_break(r, NULL, "flush: %s", "a malformed or forged acknowledgement (its tag is wrong)");
             continue;
         }
         if (wsync__rdma_get32(a + 4) != 0) {
@@ -2835,6 +3555,10 @@ WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt
     t->b.serve = wsync__tcp_serve;
     t->b.timeout_ms = o.timeout_ms ? o.timeout_ms : 10000;
     t->b.max_conns = o.max_connections ? o.max_connections : 256;
+    if (o.auth_timeout_ms) t->b.auth_timeout_ms = o.auth_timeout_ms;
+    if (o.max_unauthenticated) t->b.max_pending = o.max_unauthenticated;
+    t->b.log = o.log;
+    t->b.log_user = o.log_user;
     t->b.send_only = o.send_only;
     snprintf(t->bind_host, sizeof t->bind_host, "%s", o.bind_host);
     adv = o.advertise_host && *o.advertise_host ? o.advertise_host : NULL;
@@ -2852,6 +3576,15 @@ WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt
     if (t->sockbuf > (unsigned)INT32_MAX) t->sockbuf = (unsigned)INT32_MAX;
     t->chunk = o.chunk ? o.chunk : 4u << 20;
     out->user = t;
+    out->backend = WSYNC_FABRIC_TCP;
+    if (o.job_key_len || o.sender_id) {
+        wsync_result ar = wsync_fabric_auth_set(out, o.job_key, o.job_key_len, o.sender_id, err);
+        if (ar != WSYNC_OK) {
+            memset(out, 0, sizeof *out);
+            wsync__tcp_close(t);
+            return ar;
+        }
+    }
     out->backend = WSYNC_FABRIC_TCP;
     out->reg = wsync__tcp_reg;
     out->dereg = wsync__fab_dereg;
@@ -2888,7 +3621,10 @@ typedef struct wsync__host {
     wsync__fab_base b;         /* first: the fabric's user pointer is both */
     wsync_fabric_host_mode mode;
     wsync__host_mem *mem;
-    char name[WSYNC__HOST_NAME_MAX + 1];  /* the abstract socket's name */
+    char name[WSYNC__HOST_NAME_MAX + 1];  /* the socket's path: a file in dir */
+    char dir[WSYNC__HOST_NAME_MAX - 8];   /* a 0700 directory of its own */
+    int allow_writers;
+    long ptracer;              /* the pid named with PR_SET_PTRACER (0: none) */
     volatile uint64_t probe;   /* senders test CMA by writing here */
 } wsync__host;
 
@@ -2904,10 +3640,59 @@ static int wsync__host_unix_addr(const char *name, struct sockaddr_un *sa, sockl
     size_t n = strlen(name);
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
-    if (n + 1 > sizeof sa->sun_path) return -1;
-    memcpy(sa->sun_path + 1, name, n); /* sun_path[0] = 0: the abstract namespace */
-    *sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    if (n + 1 > sizeof sa->sun_path || name[0] != '/') return -1;
+    memcpy(sa->sun_path, name, n); /* a path: the directory's mode (0700) keeps other users out */
+    *sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
     return 0;
+}
+
+/* The parent of pid (/proc/PID/stat), or -1. */
+static long wsync__host_ppid(long pid)
+{
+    char path[64], buf[512];
+    const char *p;
+    long pp = -1;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (!(f = fopen(path, "r"))) return -1;
+    if (fgets(buf, sizeof buf, f) && (p = strrchr(buf, ')')) != NULL && sscanf(p + 1, " %*c %ld", &pp) != 1) pp = -1;
+    fclose(f);
+    return pp;
+}
+
+/* The nearest process both a and b are (or descend from), or -1. */
+static long wsync__host_common(long a, long b)
+{
+    long chain[64], x;
+    int n = 0, i, depth;
+    for (x = a; x > 0 && n < 64; x = wsync__host_ppid(x)) chain[n++] = x;
+    for (x = b, depth = 0; x > 0 && depth < 64; x = wsync__host_ppid(x), depth++)
+        for (i = 0; i < n; i++)
+            if (chain[i] == x) return x;
+    return -1;
+}
+
+/* allow_any_writer: lets the writer pid use CMA under Yama ptrace_scope 1.
+   Yama keeps ONE ptracer exception per process (each PR_SET_PTRACER call
+   replaces it) and it covers the named process and its descendants; so
+   the first writer is named, and a later other one moves the exception to
+   the nearest process both descend from (the launcher of siblings), never
+   to pid 1 (that would be any process of this uid, PR_SET_PTRACER_ANY in
+   effect): such a writer is left to SHM, or told why CMA is refused. The
+   kernel's own checks (same uid, or CAP_SYS_PTRACE) still apply on top. */
+static void wsync__host_name_writer(wsync__host *h, long pid)
+{
+#if defined(PR_SET_PTRACER)
+    long target;
+    pthread_mutex_lock(&h->b.mu);
+    target = !h->ptracer ? pid : h->ptracer == pid ? 0 : wsync__host_common(h->ptracer, pid);
+    if (target > 1 && target != h->ptracer && prctl(PR_SET_PTRACER, (unsigned long)target, 0, 0, 0) == 0)
+        h->ptracer = target;
+    pthread_mutex_unlock(&h->b.mu);
+#else
+    (void)h;
+    (void)pid;
+#endif
 }
 
 /* A peer of the one-host fabric runs as this process's user, or as root
@@ -2926,6 +3711,7 @@ static void wsync__host_serve(wsync__fab_base *b, wsync__fab_conn *c)
     uint32_t region, status = 0, offers = 0;
     uint64_t key, shm_off = 0, shm_size = 0;
     int want_shm, shm_fd = -1;
+    struct ucred cred;
     struct wsync_fabric_mr *m;
     struct msghdr msg;
     struct iovec iov;
@@ -2933,15 +3719,17 @@ static void wsync__host_serve(wsync__fab_base *b, wsync__fab_conn *c)
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof(int))];
     } cm;
-    if (wsync__rdma_recv_full(c->fd, h, sizeof h, (int)b->timeout_ms, 0) != 1) return;
+    if (wsync__rdma_recv_by(c->fd, h, sizeof h, (int)b->auth_timeout_ms, 0, c->deadline) != 1) {
+        wsync__fab_refuse(b, c, "no complete one-host handshake within %u ms: closed", b->auth_timeout_ms);
+        return;
+    }
     {
-        /* the socket's name is public (/proc/net/unix): only this user (or
-           root) may write the weights or receive the memfd */
-        struct ucred cred;
+        /* the socket's directory is 0700, and its path is listed in
+           /proc/net/unix: only this user (or root) may write the weights or
+           receive the memfd */
         socklen_t cl = sizeof cred;
         if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || !wsync__host_uid_ok(cred.uid)) {
-            wsync__fab_reject(b, "one-host handshake refused: uid %llu (reason %llu)",
-                              cl == sizeof cred ? (uint64_t)cred.uid : UINT64_MAX, WSYNC__REJ_PEER);
+            wsync__fab_refuse(b, c, "one-host handshake refused: %s", wsync__fab_rej_str(WSYNC__REJ_PEER));
             memset(rep, 0, sizeof rep);
             wsync__rdma_put32(rep, WSYNC__REPLY_MAGIC);
             wsync__rdma_put32(rep + 4, WSYNC__REJ_PEER);
@@ -2968,7 +3756,13 @@ static void wsync__host_serve(wsync__fab_base *b, wsync__fab_conn *c)
         }
     }
     pthread_mutex_unlock(&b->mu);
-    if (status) wsync__fab_reject(b, "one-host handshake refused (region %llu): reason %llu", region, status);
+    if (!status && wsync__fab_authed(b, c, 0) != 0) status = WSYNC__REJ_BUSY;
+    /* before the reply: the sender probes CMA as soon as it has it */
+    if (!status && ((wsync__host *)b)->allow_writers && (offers & WSYNC__HOST_CMA))
+        wsync__host_name_writer((wsync__host *)b, (long)cred.pid);
+    if (status)
+        wsync__fab_refuse(b, c, "one-host handshake refused (region %u): %s", (unsigned)region,
+                          wsync__fab_rej_str(status));
     wsync__rdma_put32(rep, WSYNC__REPLY_MAGIC);
     wsync__rdma_put32(rep + 4, status);
     wsync__rdma_put32(rep + 8, offers);
@@ -3013,7 +3807,8 @@ static void wsync__host_serve(wsync__fab_base *b, wsync__fab_conn *c)
         }
         pthread_mutex_unlock(&b->mu);
         if (why) {
-            wsync__fab_reject(b, "one-host immediate refused (region %llu): reason %llu", region, why);
+            wsync__fab_refuse(b, c, "one-host immediate refused (region %u): %s", (unsigned)region,
+                              wsync__fab_rej_str(why));
             return;
         }
     }
@@ -3023,19 +3818,36 @@ static wsync_result wsync__host_listen(wsync__host *h, wsync_error *err)
 {
     struct sockaddr_un sa;
     socklen_t sl = 0;
-    int fd, tries;
-    for (tries = 0; tries < 8; tries++) {
-        snprintf(h->name, sizeof h->name, "wsync-%ld-%016llx", (long)getpid(),
-                 (unsigned long long)wsync__rdma_random64());
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(errno));
-        wsync__host_unix_addr(h->name, &sa, &sl);
-        if (bind(fd, (struct sockaddr *)&sa, sl) == 0 && listen(fd, 128) == 0)
-            return wsync__fab_srv_start(&h->b, fd, err);
-        close(fd);
-        if (errno != EADDRINUSE) break;
+    int fd, e;
+    const char *base = getenv("XDG_RUNTIME_DIR");
+    /* a directory of its own, 0700 (mkdtemp), in the user's runtime
+       directory where there is one, else /tmp: other users cannot even
+       connect */
+    if (!base || base[0] != '/' || strlen(base) > 60) base = "/tmp";
+    snprintf(h->dir, sizeof h->dir, "%s/wsync-%ld-XXXXXX", base, (long)getpid());
+    if (!mkdtemp(h->dir)) {
+        e = errno;
+        h->dir[0] = 0;
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot make a directory in %s: %s", base,
+                                strerror(e));
     }
-    return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot listen on a Unix socket: %s", strerror(errno));
+    snprintf(h->name, sizeof h->name, "%s/s", h->dir);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        e = errno;
+        rmdir(h->dir);
+        h->dir[0] = 0;
+        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(e));
+    }
+    if (wsync__host_unix_addr(h->name, &sa, &sl) == 0 && bind(fd, (struct sockaddr *)&sa, sl) == 0 &&
+        listen(fd, 128) == 0)
+        return wsync__fab_srv_start(&h->b, fd, err);
+    e = errno;
+    close(fd);
+    unlink(h->name);
+    rmdir(h->dir);
+    h->dir[0] = 0;
+    return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot listen on a Unix socket: %s", strerror(e));
 }
 
 static wsync_result wsync__host_reg(void *user, void *addr, uint64_t len, wsync_mem_kind kind, wsync_fabric_mr **mr,
@@ -3180,8 +3992,7 @@ static wsync_result wsync__host_hello(wsync__host *h, struct wsync_fabric_remote
     r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (r->fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(errno));
     wsync__rdma_set_timeouts(r->fd, h->b.timeout_ms);
-    wsync__host_unix_addr(name, &sa, &sl);
-    if (connect(r->fd, (struct sockaddr *)&sa, sl) != 0)
+    if (wsync__host_unix_addr(name, &sa, &sl) != 0 || connect(r->fd, (struct sockaddr *)&sa, sl) != 0)
         return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot reach %s: %s (has it exited?)", r->peer,
                                 strerror(errno));
     if (getsockopt(r->fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0)
@@ -3280,7 +4091,10 @@ static wsync_result wsync__host_open_remote(void *user, const wsync_fabric_desc 
                                 "one-host descriptor: malformed (a send-only fabric's?)");
     memcpy(name, d->bytes + WSYNC__HOST_DESC_FIXED, nl);
     name[nl] = 0;
-    if (strlen(name) != nl) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "one-host descriptor: NUL in name");
+    if (strlen(name) != nl || name[0] != '/')
+        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+                                "one-host descriptor: the socket is not a path (a NUL in it, or an older "
+                                "version's abstract name)");
     want_shm = (d->flags & WSYNC__HOST_SHM) && h->mode != WSYNC_FABRIC_HOST_CMA;
     try_cma = (d->flags & WSYNC__HOST_CMA) && h->mode != WSYNC_FABRIC_HOST_SHM;
     if (!want_shm && !try_cma)
@@ -3410,6 +4224,10 @@ static void wsync__host_close(void *user)
     if (!h) return;
     a = h->b.a;
     wsync__fab_base_close(&h->b);
+    if (h->dir[0]) {
+        unlink(h->name);
+        rmdir(h->dir);
+    }
     while (h->mem) {
         wsync__host_mem *m = h->mem;
         h->mem = m->next;
@@ -3444,8 +4262,9 @@ WSYNC_DEF wsync_result wsync_fabric_host_open(const wsync_fabric_host_options *o
     h->b.max_conns = 1024;
     h->b.send_only = o.send_only;
     h->mode = o.mode;
-#if defined(PR_SET_PTRACER) && defined(PR_SET_PTRACER_ANY)
-    if (o.allow_any_writer) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    h->allow_writers = o.allow_any_writer;
+#if defined(PR_SET_PTRACER)
+    if (o.writer_pid > 1 && prctl(PR_SET_PTRACER, (unsigned long)o.writer_pid, 0, 0, 0) == 0) h->ptracer = o.writer_pid;
 #endif
     out->user = h;
     out->backend = WSYNC_FABRIC_HOST;
@@ -3570,7 +4389,8 @@ enum {
     WSYNC__VREJ_REGION = 4,
     WSYNC__VREJ_KEY = 5,
     WSYNC__VREJ_LANE = 6,
-    WSYNC__VREJ_VERBS = 7
+    WSYNC__VREJ_VERBS = 7,
+    WSYNC__VREJ_BUSY = 8
 };
 
 static const char *wsync__vrej_str(uint32_t s)
@@ -3584,6 +4404,7 @@ static const char *wsync__vrej_str(uint32_t s)
     case WSYNC__VREJ_LANE: return "a lane's NIC, queue pair number, PSN, MTU or address is invalid, or the link "
                                   "layers differ (InfiniBand and RoCE)";
     case WSYNC__VREJ_VERBS: return "the receiver could not set up its queue pairs";
+    case WSYNC__VREJ_BUSY: return "too many connections";
     default: return "unknown reason";
     }
 }
@@ -4418,6 +5239,8 @@ static void wsync__vb_serve(wsync__fab_base *b, wsync__fab_conn *c)
         else if (m->key != key) st = WSYNC__VREJ_KEY;
         else c->busy = m;
         pthread_mutex_unlock(&b->mu);
+        /* the descriptor's key is the proof here (an rkey is a bearer secret anyway) */
+        if (st == 0 && wsync__fab_authed(b, c, 0) != 0) st = WSYNC__VREJ_BUSY;
     }
     if (st == 0 && wsync__vb_accept_lanes(v, n, peer, mine, cq, qp, &e) != 0) {
         st = WSYNC__VREJ_VERBS;
@@ -5003,6 +5826,30 @@ WSYNC_DEF int wsync_fabric_stats_get(const wsync_fabric *f, wsync_fabric_stats *
     (void)f;
     (void)out;
     return 0;
+}
+WSYNC_DEF wsync_result wsync_fabric_auth_set(wsync_fabric *f, const void *job_key, size_t key_len, uint32_t sender_id,
+                                             wsync_error *err)
+{
+    (void)f;
+    (void)job_key;
+    (void)key_len;
+    (void)sender_id;
+    return wsync__rdma_no(err, "wsync_fabric_auth_set");
+}
+WSYNC_DEF wsync_result wsync_fabric_window_open(wsync_fabric *f, uint64_t step, const uint32_t *senders, size_t n,
+                                                wsync_error *err)
+{
+    (void)f;
+    (void)step;
+    (void)senders;
+    (void)n;
+    return wsync__rdma_no(err, "wsync_fabric_window_open");
+}
+WSYNC_DEF wsync_result wsync_fabric_window_close(wsync_fabric *f, uint64_t step, wsync_error *err)
+{
+    (void)f;
+    (void)step;
+    return wsync__rdma_no(err, "wsync_fabric_window_close");
 }
 WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt, wsync_fabric *out,
                                              wsync_error *err)

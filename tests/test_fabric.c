@@ -2,8 +2,9 @@
    processes: 4 sender processes write disjoint, unaligned slices of a 64 MB
    region in 2 receiver processes over several steps, checked bit-exact by
    digest; immediates counted and checked to arrive after their bytes;
-   bounds refused by the sender and (TCP, forged frames on a raw socket) by
-   the receiver; a receiver killed (or stopped) mid-step fails the sender
+   bounds refused by the sender and (TCP, forged frames on a raw socket
+   that passed the handshake: bad tags, replays, out of sequence) by the
+   receiver; a receiver killed (or stopped) mid-step fails the sender
    within the timeout; a sender killed mid-step leaves the receiver serving.
    Also the descriptor's wire form. */
 #define _GNU_SOURCE 1
@@ -918,7 +919,7 @@ static void test_backend_desc(void)
     TEST_END();
 }
 
-/* ---- TCP: frames forged on a raw socket ---- */
+/* ---- TCP: frames forged on a raw socket, after a real handshake ---- */
 
 static int raw_connect(unsigned port)
 {
@@ -949,33 +950,58 @@ static uint32_t get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static void frame(uint8_t *h, uint32_t magic, uint32_t type, uint32_t region, uint32_t imm, uint64_t key,
-                  uint64_t off, uint64_t len, uint64_t seq)
+/* A raw connection that passed the handshake (no job key: the region's
+   key from the descriptor), and the connection's MAC key; -1 if refused. */
+static int raw_authed(unsigned port, uint32_t region, uint64_t key, wsync_hmac_sha256_state *mac)
 {
+    wsync_error e;
+    int fd = raw_connect(port);
+    if (fd < 0) return -1;
+    if (wsync__tcp_hs_client(fd, NULL, 0, 0, region, key, 2000, "test", mac, &e) != WSYNC_OK) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A frame header (64 bytes) tagged with mac (bad_tag: one bit of it
+   flipped), and the tag of its data (16 bytes) after the data when data. */
+static size_t frame(uint8_t *h, const wsync_hmac_sha256_state *mac, uint32_t magic, uint32_t type, uint32_t region,
+                    uint32_t imm, uint64_t off, uint64_t len, uint64_t seq, const uint8_t *data, size_t n,
+                    int bad_tag)
+{
+    uint8_t dkey[32];
     put32(h, magic);
     put32(h + 4, type);
     put32(h + 8, region);
     put32(h + 12, imm);
-    put64(h + 16, key);
-    put64(h + 24, off);
-    put64(h + 32, len);
-    put64(h + 40, seq);
+    put64(h + 16, off);
+    put64(h + 24, len);
+    put64(h + 32, seq);
+    put64(h + 40, 0);
+    wsync__tcp_frame_keys(mac, h, h + 48, dkey);
+    if (bad_tag) h[50] ^= 4;
+    if (!data) return WSYNC__TCP_HDR;
+    {
+        wsync__poly p;
+        memcpy(h + WSYNC__TCP_HDR, data, n);
+        wsync__poly_init(&p, dkey);
+        wsync__poly_update(&p, data, n);
+        wsync__poly_final(&p, h + WSYNC__TCP_HDR + n);
+        return WSYNC__TCP_HDR + n + WSYNC__TAG;
+    }
 }
 
-/* Sends bytes, then reads until the receiver closes; the ack's status (or -1 for none). */
-static int forge(unsigned port, const uint8_t *bytes, size_t n, int close_early)
+/* Sends bytes on fd, then reads until the receiver closes; the ack's status (or -1 for none). */
+static int forge_fd(int fd, const uint8_t *bytes, size_t n)
 {
     uint8_t ack[64];
     size_t got = 0;
-    int fd = raw_connect(port), status = -1;
+    int status = -1;
     if (fd < 0) return -2;
     if (send(fd, bytes, n, MSG_NOSIGNAL) != (ssize_t)n) {
         close(fd);
         return -3;
-    }
-    if (close_early) {
-        close(fd);
-        return -1;
     }
     for (;;) {
         struct pollfd pf;
@@ -989,7 +1015,7 @@ static int forge(unsigned port, const uint8_t *bytes, size_t n, int close_early)
         got += (size_t)r;
         if (got >= sizeof ack) break;
     }
-    if (got >= 16 && get32(ack) == 0x31415357u) status = (int)get32(ack + 4);
+    if (got >= WSYNC__ACK_LEN && get32(ack) == WSYNC__ACK_MAGIC) status = (int)get32(ack + 4);
     close(fd);
     return status;
 }
@@ -1002,34 +1028,37 @@ static void test_tcp_forged(void)
     wsync_fabric_remote *rem;
     wsync_fabric_desc d, sd;
     wsync_fabric_stats st;
+    wsync_hmac_sha256_state mac, old_mac;
     wsync_error e;
     uint8_t *mem = (uint8_t *)malloc(1 << 20), *src = (uint8_t *)malloc(1 << 20);
-    uint8_t buf[WSYNC__TCP_HDR + 256];
+    uint8_t buf[2 * WSYNC__TCP_HDR + 256], pay[16], replay[WSYNC__TCP_HDR + 16 + WSYNC__TAG];
     uint64_t key, dig;
     uint32_t region, imm;
     unsigned port;
-    int before, k;
+    int before, k, fd;
+    size_t n;
     struct {
         const char *what;
-        uint32_t magic, type, region_xor, imm;
-        uint64_t key_xor, off, len, seq;
-        int status;
+        uint32_t magic, type, region_xor;
+        uint64_t off, len, seq;
+        int bad_tag, status;
     } cases[] = {
-        {"bad magic", 0x31465356u, 1, 0, 0, 0, 0, 16, 0, 1},
-        {"type 0", 0x31465357u, 0, 0, 0, 0, 0, 16, 0, 1},
-        {"type 4", 0x31465357u, 4, 0, 0, 0, 0, 16, 0, 1},
-        {"unknown region", 0x31465357u, 1, 0x100, 0, 0, 0, 16, 0, 2},
-        {"wrong key", 0x31465357u, 1, 0, 0, 1, 0, 16, 0, 3},
-        {"wrong key, immediate", 0x31465357u, 2, 0, 5, 0x8000000000000000ull, 0, 16, 0, 3},
-        {"one byte past the end", 0x31465357u, 1, 0, 0, 0, (1 << 20) - 15, 16, 0, 4},
-        {"offset past the end", 0x31465357u, 1, 0, 0, 0, 1 << 20, 1, 0, 4},
-        {"length past the end", 0x31465357u, 1, 0, 0, 0, 0, (1 << 20) + 1, 0, 4},
-        {"offset + length wraps", 0x31465357u, 1, 0, 0, 0, UINT64_MAX - 7, 16, 0, 4},
-        {"length wraps", 0x31465357u, 1, 0, 0, 0, 16, UINT64_MAX, 0, 4},
-        {"flush with a region", 0x31465357u, 3, 0, 0, 0, 0, 0, 1, 6},
-        {"flush with a length", 0x31465357u, 3, 0, 0, 0, 0, 16, 1, 6},
+        {"bad magic", 0x31465357u, 1, 0, 0, 16, 1, 0, 1},
+        {"type 0", WSYNC__TCP_MAGIC, 0, 0, 0, 16, 1, 0, 1},
+        {"type 4", WSYNC__TCP_MAGIC, 4, 0, 0, 16, 1, 0, 1},
+        {"a bad tag", WSYNC__TCP_MAGIC, 1, 0, 0, 16, 1, 1, 10},
+        {"out of sequence (2 first)", WSYNC__TCP_MAGIC, 1, 0, 0, 16, 2, 0, 9},
+        {"sequence 0", WSYNC__TCP_MAGIC, 1, 0, 0, 16, 0, 0, 9},
+        {"another region than the handshake's", WSYNC__TCP_MAGIC, 1, 0x100, 0, 16, 1, 0, 2},
+        {"one byte past the end", WSYNC__TCP_MAGIC, 1, 0, (1 << 20) - 15, 16, 1, 0, 4},
+        {"offset past the end", WSYNC__TCP_MAGIC, 1, 0, 1 << 20, 1, 1, 0, 4},
+        {"length past the end", WSYNC__TCP_MAGIC, 1, 0, 0, (1 << 20) + 1, 1, 0, 4},
+        {"offset + length wraps", WSYNC__TCP_MAGIC, 1, 0, UINT64_MAX - 7, 16, 1, 0, 4},
+        {"length wraps", WSYNC__TCP_MAGIC, 1, 0, 16, UINT64_MAX, 1, 0, 4},
+        {"flush with a region", WSYNC__TCP_MAGIC, 3, 0, 0, 0, 1, 0, 6},
+        {"flush with a length", WSYNC__TCP_MAGIC, 3, 0, 0, 16, 1, 0, 6},
     };
-    TEST_BEGIN("TCP: forged frames on a raw socket write nothing, are counted, the receiver survives");
+    TEST_BEGIN("TCP: forged frames on an authenticated raw socket write nothing, are counted, the receiver survives");
     memset(&o, 0, sizeof o);
     o.timeout_ms = 300;
     CHECK_EQ_INT(wsync_fabric_tcp_open(&o, &rx, &e), WSYNC_OK);
@@ -1042,24 +1071,39 @@ static void test_tcp_forged(void)
     memset(buf, 0xAB, sizeof buf);
     for (k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         int status;
-        uint32_t r = cases[k].type == 3 ? (k == 11 ? region : 0) : region ^ cases[k].region_xor;
-        frame(buf, cases[k].magic, cases[k].type, r, cases[k].imm, cases[k].type == 3 ? 0 : key ^ cases[k].key_xor,
-              cases[k].off, cases[k].len, cases[k].seq);
+        uint32_t r = cases[k].type == 3 ? (k == 12 ? region : 0) : region ^ cases[k].region_xor;
+        fd = raw_authed(port, region, key, &mac);
+        CHECK_MSG(fd >= 0, "%s: the handshake failed", cases[k].what);
+        frame(buf, &mac, cases[k].magic, cases[k].type, r, 0, cases[k].off, cases[k].len, cases[k].seq, NULL, 0,
+              cases[k].bad_tag);
         wsync_fabric_stats_get(&rx, &st);
         before = (int)st.rejected;
-        status = forge(port, buf, sizeof buf, 0);
+        status = forge_fd(fd, buf, sizeof buf);
         CHECK_MSG(status == cases[k].status, "%s: ack status %d, want %d", cases[k].what, status, cases[k].status);
         wsync_fabric_stats_get(&rx, &st);
         CHECK_MSG((int)st.rejected == before + 1, "%s: not counted (%s)", cases[k].what, st.last_reject);
+        CHECK_MSG(strstr(st.last_reject, "127.0.0.1:") != NULL, "%s: the log names no peer: %s", cases[k].what,
+                  st.last_reject);
         CHECK_MSG(wsync_digest(mem, 1 << 20) == dig, "%s: the region changed", cases[k].what);
     }
     printf("  TCP forged: last refusal: %s\n", st.last_reject);
+    /* a frame with a right header whose data was altered on the way: refused by its data tag */
+    fd = raw_authed(port, region, key, &mac);
+    memset(pay, 0x3C, sizeof pay);
+    n = frame(buf, &mac, WSYNC__TCP_MAGIC, 1, region, 0, 5000, 16, 1, pay, 16, 0);
+    buf[WSYNC__TCP_HDR + 3] ^= 1;
+    CHECK_EQ_INT(forge_fd(fd, buf, n), 10);
+    wsync_fabric_stats_get(&rx, &st);
+    CHECK_MSG(strstr(st.last_reject, "tag mismatch") != NULL, "%s", st.last_reject);
+    gen(mem, 0, 1 << 20, 9); /* its bytes landed before their tag came: the refusal fails the sender's flush */
     /* a truncated header, then a close; a valid header whose bytes never come (dropped after the timeout) */
-    frame(buf, 0x31465357u, 1, region, 0, key, 0, 16, 0);
-    forge(port, buf, 20, 1);
-    frame(buf, 0x31465357u, 1, region, 0, key, 100, 200, 0);
+    fd = raw_authed(port, region, key, &mac);
+    frame(buf, &mac, WSYNC__TCP_MAGIC, 1, region, 0, 0, 16, 1, NULL, 0, 0);
+    CHECK(fd >= 0 && send(fd, buf, 20, MSG_NOSIGNAL) == 20);
+    close(fd);
+    fd = raw_authed(port, region, key, &mac);
+    frame(buf, &mac, WSYNC__TCP_MAGIC, 1, region, 0, 100, 200, 1, NULL, 0, 0);
     {
-        int fd = raw_connect(port);
         int64_t t0 = now_ms();
         char c;
         CHECK(fd >= 0 && send(fd, buf, WSYNC__TCP_HDR + 10, MSG_NOSIGNAL) == WSYNC__TCP_HDR + 10);
@@ -1068,20 +1112,30 @@ static void test_tcp_forged(void)
         close(fd);
     }
     /* a positive control for the hand-made frames: a correct one lands and is acknowledged */
-    frame(buf, 0x31465357u, 2, region, 4242, key, 1000, 16, 0);
-    memset(buf + WSYNC__TCP_HDR, 0x5C, 16);
-    frame(buf + WSYNC__TCP_HDR + 16, 0x31465357u, 3, 0, 0, 0, 0, 0, 77);
+    fd = raw_authed(port, region, key, &mac);
+    memset(pay, 0x5C, sizeof pay);
+    n = frame(buf, &mac, WSYNC__TCP_MAGIC, 2, region, 4242, 1000, 16, 1, pay, 16, 0);
+    memcpy(replay, buf, sizeof replay);
+    old_mac = mac;
+    n += frame(buf + n, &mac, WSYNC__TCP_MAGIC, 3, 0, 0, 0, 0, 2, NULL, 0, 0);
     {
-        int fd = raw_connect(port);
-        uint8_t ack[16];
-        CHECK(fd >= 0 && send(fd, buf, 2 * WSYNC__TCP_HDR + 16, MSG_NOSIGNAL) == 2 * WSYNC__TCP_HDR + 16);
-        CHECK(recv(fd, ack, 16, MSG_WAITALL) == 16 && get32(ack) == 0x31415357u && get32(ack + 4) == 0 &&
-              ack[8] == 77);
+        uint8_t ack[WSYNC__ACK_LEN], tag[WSYNC__TAG];
+        CHECK(fd >= 0 && send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n);
+        CHECK(recv(fd, ack, sizeof ack, MSG_WAITALL) == (ssize_t)sizeof ack && get32(ack) == WSYNC__ACK_MAGIC &&
+              get32(ack + 4) == 0 && ack[8] == 2);
+        wsync__tcp_ack_tag(&mac, ack, tag);
+        CHECK_MSG(memcmp(tag, ack + 16, WSYNC__TAG) == 0, "%s", "the ack's tag");
         close(fd);
         CHECK(mem[1000] == 0x5C && mem[1015] == 0x5C && mem[999] != 0x5C);
         CHECK_EQ_INT(rx.recv_imm(rx.user, mr, &imm, 1000, &e), WSYNC_OK);
         CHECK_EQ_INT(imm, 4242);
     }
+    /* the same frame replayed on a new connection: its tag was for the old connection's key */
+    gen(mem, 0, 1 << 20, 9);
+    fd = raw_authed(port, region, key, &mac);
+    CHECK(memcmp(&mac, &old_mac, sizeof mac) != 0);
+    CHECK_EQ_INT(forge_fd(fd, replay, sizeof replay), 10);
+    CHECK(wsync_digest(mem, 1 << 20) == dig);
     /* the thread serves a real sender afterwards */
     o.send_only = 1;
     CHECK_EQ_INT(wsync_fabric_tcp_open(&o, &tx, &e), WSYNC_OK);
