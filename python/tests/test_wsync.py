@@ -95,6 +95,47 @@ class TestLibrary(Base):
         self.assertIsNotNone(e.offset)
         self.assertIn("WSYNC_ERR_TRUNCATED", str(e))
 
+    def test_api_shape(self):
+        # flags and limits come from the library
+        from wsync import _lib
+        lib = _lib.load()
+        self.assertEqual(wsync.STEP_MAX, _lib.constant(lib, "WSYNC_STEP_MAX"))
+        self.assertEqual(wsync.STEP_MAX, 999999999999999)
+        self.assertEqual(wsync.ENCODINGS, ("packed", "packed-max", "trl-v1", "trl-v3"))
+        self.assertRaises(ImportError, _lib.constant, lib, "WSYNC_NO_SUCH_FLAG")
+        from wsync import _tensors
+        self.assertEqual((_tensors.DTYPES["BF16"], _tensors.BITS["BF16"], _tensors.BITS["F4"]), (10, 16, 4))
+        # WsyncValueError: a wrong value, the binding's check or the library's, is a ValueError
+        for fn in (lambda: wsync.Publisher(self.store, anchor_every=-1),
+                   lambda: wsync.Publisher(self.store, encoding="zip"),
+                   lambda: wsync.Publisher(""),
+                   lambda: wsync.diff({}, {}, block_log2=99)):
+            with self.assertRaises(ValueError) as cm:
+                fn()
+            self.assertIsInstance(cm.exception, wsync.WsyncValueError)
+            self.assertEqual(cm.exception.code, "WSYNC_ERR_INVALID_ARGUMENT")
+        with wsync.Publisher(self.store, fsync=False) as pub:
+            pub.publish(5, plain(plain_model(0, 1)))
+            self.assertRaises(wsync.WsyncValueError, pub.publish, 4, plain(plain_model(0, 1)))  # C's check
+        self.assertRaises(ValueError, pub.publish, 6, plain(plain_model(0, 1)))                # closed
+        self.assertNotIsInstance(wsync.WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "x"), ValueError)
+        # options are keyword-only: a positional one, or a misspelt one, is Python's TypeError
+        self.assertRaises(TypeError, wsync.Publisher, self.store, None)
+        self.assertRaises(TypeError, wsync.Subscriber, self.store, {"w": bytearray(2)}, None)
+        self.assertRaises(TypeError, wsync.Subscriber, self.store, {"w": bytearray(2)}, strcit=False)
+        self.assertRaises(TypeError, wsync.diff, {}, {}, "packed")
+        self.assertRaises(TypeError, wsync.head, self.store, "prefix")
+        # one lifecycle: close twice, with, closed, __del__ after a failed __init__
+        for cls, args in ((wsync.Publisher, (self.store,)), (wsync.Subscriber, (self.store, plain(plain_model(0, 1))))):
+            o = cls(*args)
+            self.assertFalse(o.closed)
+            with o as same_o:
+                self.assertIs(same_o, o)
+            self.assertTrue(o.closed)
+            o.close()
+            self.assertIsInstance(o, wsync._Closeable)
+        self.assertRaises(wsync.WsyncError, wsync.Publisher, "ftp://x/y")  # __del__ of the half-built one is quiet
+
 
 def plain_model(seed, step):
     """bf16 bits in bytearrays (no torch, no numpy): a pure function of step."""
@@ -181,6 +222,221 @@ class TestPlain(Base):
         [t.start() for t in ts]
         [t.join() for t in ts]
         self.assertEqual(errors, [])
+
+
+def tamper_head(path):
+    """Alters a signed HEAD as someone who can write the bucket would: an
+    object's BLAKE2b-256 changed (pointing HEAD at other bytes) and the
+    check (wsync64 of the bytes before it) fixed up to match; the
+    signature cannot be."""
+    with open(path, "rb") as f:
+        t = f.read()
+    at = t.index(b'"blake2b":"') + len(b'"blake2b":"')
+    t = t[:at] + (b"0" if t[at:at + 1] != b"0" else b"1") + t[at + 1:]
+    ck = t.rindex(b'"check":"')
+    t = t[:ck] + b'"check":"%016x"}\n' % wsync.digest(t[:ck])
+    with open(path, "wb") as f:
+        f.write(t)
+
+
+class TestSigned(Base):
+    """Signed chains (issue 46): sign_key, verify_key, WsyncSignatureError;
+    plain bytearrays, no torch needed."""
+
+    def setUp(self):
+        Base.setUp(self)
+        self.key, self.pub = wsync.keygen(os.path.join(self.dir, "trainer"))
+        self.other, self.other_pub = wsync.keygen(os.path.join(self.dir, "other"))
+
+    def targets(self):
+        return dict((k, bytearray(len(v))) for k, v in plain_model(0, 1).items())
+
+    def publish(self, store, steps, **kw):
+        with wsync.Publisher(store, fsync=False, anchor_every=3, **kw) as pub:
+            for step in steps:
+                pub.publish(step, plain(plain_model(0, step)))
+
+    def test_signed_publish_verified_pull(self):
+        self.assertEqual(os.stat(self.key).st_mode & 0o777, 0o600)
+        self.assertEqual(len(wsync.public_key(self.key)), 32)
+        with open(self.pub) as f:
+            self.assertEqual(f.read().split()[-1], wsync.public_key(self.key).hex())
+        self.publish(self.store, range(1, 6), sign_key=self.key)          # anchors and deltas
+        tg = self.targets()
+        with wsync.Subscriber(self.store, plain(tg), verify_key=self.pub) as sub:
+            self.assertIsNone(sub.chain_id)
+            st = sub.sync(3)
+            self.assertEqual((st.step, tg), (3, plain_model(0, 3)))
+            self.assertEqual(len(sub.chain_id), 16)
+            self.assertEqual(sub.sync().step, 5)
+            self.assertEqual(tg, plain_model(0, 5))
+            self.assertEqual(wsync.state_digest(plain(tg)), wsync.head(self.store, verify_key=self.pub).state)
+            # the trainer continues it, keys as bytes: a 32-byte seed's and a 64-byte secret key's
+            with open(self.key) as f:
+                seed = bytes.fromhex(f.read().split()[-1])
+            self.assertEqual(wsync.public_key(seed), wsync.public_key(self.key))
+            with wsync.Publisher(self.store, fsync=False, sign_key=seed) as pub:
+                pub.publish(6, plain(plain_model(0, 6)))
+            with wsync.Publisher(self.store, fsync=False, sign_key=seed + wsync.public_key(seed)) as pub:
+                pub.publish(7, plain(plain_model(0, 7)))
+            self.assertEqual(sub.sync().step, 7)
+            self.assertEqual(tg, plain_model(0, 7))
+        # the public key as bytes, the background prefetch
+        tg = self.targets()
+        with wsync.Subscriber(self.store, plain(tg), verify_key=wsync.public_key(seed), interval_ms=5) as sub:
+            sub.start()
+            deadline = time.time() + 20
+            while sub.ready() != 7 and time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(sub.apply_ready().step, 7)
+            self.assertEqual(tg, plain_model(0, 7))
+
+    def assertRefused(self, sub, tg, want, step, why):
+        e = self.assertCode("WSYNC_ERR_SIGNATURE", sub.sync)
+        self.assertIsInstance(e, wsync.WsyncSignatureError)
+        self.assertIn(why, e.message)
+        self.assertEqual(tg, want)
+        self.assertEqual(sub.step, step)
+        return e
+
+    def test_refused_targets_unchanged(self):
+        unsigned, foreign = os.path.join(self.dir, "unsigned"), os.path.join(self.dir, "foreign")
+        self.publish(unsigned, (1, 2))
+        self.publish(foreign, (1, 2), sign_key=self.other)
+        self.publish(self.store, (1, 2), sign_key=self.key)
+        zero = self.targets()
+        for store, why in ((unsigned, "not signed"), (foreign, "another key")):
+            tg = self.targets()
+            with wsync.Subscriber(store, plain(tg), verify_key=self.pub) as sub:
+                self.assertRefused(sub, tg, zero, None, why)
+            self.assertRaises(wsync.WsyncSignatureError, wsync.head, store, verify_key=self.pub)
+        # a HEAD altered after signing, below targets that hold step 2
+        tg = self.targets()
+        with wsync.Subscriber(self.store, plain(tg), verify_key=self.pub) as sub:
+            self.assertEqual(sub.sync().step, 2)
+            self.publish(self.store, (3,), sign_key=self.key)
+            with open(os.path.join(self.store, "HEAD"), "rb") as f:
+                good = f.read()
+            tamper_head(os.path.join(self.store, "HEAD"))
+            self.assertRefused(sub, tg, plain_model(0, 2), 2, "changed after it was signed")
+            sub.start(interval_ms=5)                          # the background refuses it too
+            deadline = time.time() + 20
+            while sub.status().refused == 0 and (sub.status().last_error is None) and time.time() < deadline:
+                time.sleep(0.01)
+            self.assertIsInstance(sub.status().last_error, wsync.WsyncSignatureError)
+            self.assertIsNone(sub.ready())
+            sub.stop()
+            self.assertEqual(tg, plain_model(0, 2))
+            # a publisher with the key refuses to continue the altered HEAD too
+            e = self.assertCode("WSYNC_ERR_SIGNATURE", wsync.Publisher, self.store, fsync=False, sign_key=self.key)
+            self.assertIn("new_chain=True", e.message)
+            # HEAD restored: followed, then continued
+            with open(os.path.join(self.store, "HEAD"), "wb") as f:
+                f.write(good)
+            self.assertEqual(sub.sync().step, 3)
+            self.publish(self.store, (4,), sign_key=self.key)
+            self.assertEqual(sub.sync().step, 4)
+            self.assertEqual(tg, plain_model(0, 4))
+        # publishers: a key on an unsigned chain, no key on a signed one, another key; new_chain=True starts over
+        self.assertCode("WSYNC_ERR_SIGNATURE", wsync.Publisher, unsigned, fsync=False, sign_key=self.key)
+        e = self.assertCode("WSYNC_ERR_SIGNATURE", wsync.Publisher, self.store, fsync=False)
+        self.assertIn("sign_key", e.message)
+        self.assertNotIn("wsync_chain_options", e.message)
+        self.assertCode("WSYNC_ERR_SIGNATURE", wsync.Publisher, self.store, fsync=False, sign_key=self.other)
+        wsync.Publisher(unsigned, fsync=False, sign_key=self.key, new_chain=True).close()
+
+    def test_another_chain_of_the_same_key(self):
+        self.publish(self.store, (1, 2), sign_key=self.key)
+        tg = self.targets()
+        with wsync.Subscriber(self.store, plain(tg), verify_key=self.pub) as sub:
+            self.assertEqual(sub.sync().step, 2)
+            first = sub.chain_id
+            with wsync.Publisher(self.store, fsync=False, sign_key=self.key, new_chain=True) as pub:
+                pub.publish(10, plain(plain_model(0, 10)))
+            e = self.assertRefused(sub, tg, plain_model(0, 2), 2, "another chain")
+            self.assertIn("sub.set_chain_id(None)", e.message)
+            self.assertEqual(sub.chain_id, first)
+            sub.set_chain_id(None)                            # follow the trainer's new chain
+            self.assertEqual(sub.sync().step, 10)
+            self.assertEqual(tg, plain_model(0, 10))
+            self.assertNotEqual(sub.chain_id, first)
+            sub.set_chain_id(first)                           # pinned to the old one: refused again
+            self.assertRefused(sub, tg, plain_model(0, 10), 10, "another chain")
+            self.assertRaises(wsync.WsyncValueError, sub.set_chain_id, b"short")
+            self.assertRaises(wsync.WsyncTypeError, sub.set_chain_id, 5)
+
+    @need_numpy
+    def test_mirror_verifies(self):
+        self.publish(os.path.join(self.dir, "unsigned"), (1, 2))
+        self.publish(self.store, (1, 2), sign_key=self.key)
+        for store, ok in ((self.store, True), (os.path.join(self.dir, "unsigned"), False)):
+            eng = dict((k, np.zeros(len(v) // 2, dtype=np.uint16)) for k, v in plain_model(0, 1).items())
+            with wsync.Subscriber(store, dict((k, (v, "BF16")) for k, v in eng.items()), mirror=True,
+                                  verify_key=self.pub) as sub:
+                self.assertTrue(sub.mirror)
+                if ok:
+                    self.assertEqual(sub.sync().step, 2)
+                    self.assertEqual(dict((k, v.tobytes()) for k, v in eng.items()),
+                                     dict((k, bytes(v)) for k, v in plain_model(0, 2).items()))
+                    self.assertEqual(len(sub.chain_id), 16)
+                else:
+                    self.assertRaises(wsync.WsyncSignatureError, sub.sync)
+                    self.assertTrue(all(not v.any() for v in eng.values()))
+                    self.assertIsNone(sub.step)
+
+    def test_key_errors(self):
+        self.publish(self.store, (1,), sign_key=self.key)
+        t = plain(self.targets())
+        V, T = wsync.WsyncValueError, wsync.WsyncTypeError
+        for bad in (b"", b"x" * 31, b"x" * 33, b"x" * 63, b"x" * 65):
+            e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Publisher, self.store, sign_key=bad)
+            self.assertIsInstance(e, V)
+            self.assertIn("sign_key", e.message)
+        seed = os.urandom(32)
+        halves = seed + wsync.public_key(os.urandom(32))          # a secret key pasted from two
+        e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Publisher, self.store, sign_key=halves)
+        self.assertIn("public key of its first 32", e.message)
+        self.assertRaises(T, wsync.Publisher, self.store, sign_key=12345)
+        self.assertRaises(T, wsync.Subscriber, self.store, t, verify_key=1.5)
+        for bad in (b"x" * 31, b"x" * 33):
+            self.assertRaises(V, wsync.Subscriber, self.store, t, verify_key=bad)
+        e = self.assertCode("WSYNC_ERR_INVALID_ARGUMENT", wsync.Subscriber, self.store, t,
+                            verify_key=seed + wsync.public_key(seed))
+        self.assertIn("secret key", e.message)
+        # key files: each half where the other belongs, a missing file, one others may read
+        os.chmod(self.pub, 0o600)         # (a .pub others may read is refused as a secret key first)
+        for kw, path, words in (({"sign_key": self.pub}, self.pub, "public key file"),
+                                ({"verify_key": self.key}, self.key, "secret key file")):
+            fn = (lambda: wsync.Publisher(self.store, fsync=False, **kw)) if "sign_key" in kw else \
+                (lambda: wsync.Subscriber(self.store, t, **kw))
+            with self.assertRaises(wsync.WsyncError) as cm:
+                fn()
+            self.assertIn(words, cm.exception.message)
+            self.assertIn(path, cm.exception.message)
+        os.chmod(self.pub, 0o644)
+        with self.assertRaises(wsync.WsyncError) as cm:
+            wsync.Subscriber(self.store, t, verify_key=os.path.join(self.dir, "none.pub"))
+        self.assertIn("none.pub", cm.exception.message)
+        os.chmod(self.key, 0o644)
+        with self.assertRaises(wsync.WsyncError) as cm:
+            wsync.Publisher(self.store, fsync=False, sign_key=self.key)
+        self.assertIn(self.key, cm.exception.message)
+        os.chmod(self.key, 0o600)
+        # keygen never replaces a key
+        with open(self.key, "rb") as f:
+            before = f.read()
+        with self.assertRaises(wsync.WsyncError) as cm:
+            wsync.keygen(os.path.join(self.dir, "trainer"))
+        self.assertIn("already exists", cm.exception.message)
+        with open(self.key, "rb") as f:
+            self.assertEqual(f.read(), before)
+        self.assertRaises(T, wsync.keygen, 5)
+        self.assertRaises(V, wsync.keygen, "")
+        self.assertRaises(T, wsync.public_key, None)
+        # nothing above touched the chain: it still verifies
+        tg = self.targets()
+        with wsync.Subscriber(self.store, plain(tg), verify_key=self.pub) as sub:
+            self.assertEqual(sub.sync().step, 1)
 
 
 @need_torch
