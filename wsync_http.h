@@ -181,13 +181,14 @@ only in the implementation (one hit). tests/test_toc.sh checks this list.
 
     >>http          the HTTP store: options, wsync_store_http_open
     >>http-listing  the nginx JSON directory listing parser
-    >>propfind      the WebDAV PROPFIND (multistatus) parser and its XML tokenizer
+    >>propfind      the WebDAV PROPFIND (multistatus) parser
     >>s3            the S3 store: options, wsync_store_s3_open
     >>s3-sig        SigV4 encoding and the ListObjectsV2 parser
     >>store-url     wsync_store_open_url: a directory, http(s):// or s3:// from one string
     >>transfer    * the transfer layer: a request, its response, retries
     >>get-parallel * large downloads as parallel ranged GETs
     >>s3-list     * S3 list: ListObjectsV2, page after page
+    >>xml         * the XML tokenizer under both XML readers (S3 listings, PROPFIND)
 
 Private names are wsync__; the short sub-prefixes mean:
     wsync__http_  wsync__s3_    the HTTP store, the S3 store
@@ -197,8 +198,9 @@ Private names are wsync__; the short sub-prefixes mean:
                                 hcopy_ (header names and values), his_
                                 (tests on responses)
     wsync__hjp_  wsync__hlist_  the listing's JSON reader, its entries
-    wsync__xml_  wsync__dav_    the PROPFIND answer's XML tokenizer, its
-                                status lines; wsync__href_path an href's path
+    wsync__xml_  wsync__dav_    the XML tokenizer (S3 listings, PROPFIND),
+                                PROPFIND's status lines; wsync__href_path an
+                                href's path
     wsync__s3body_              an S3 request body being built
 */
 #ifndef WSYNC_HTTP_H
@@ -306,8 +308,8 @@ WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, ws
    non-collection must have (0 for a collection without one). A <response>
    needs one <href> and either <propstat>s, each with a <status>, or a
    <status> alone (then it is not reported); two lengths are refused.
-   The XML rules are the S3 listing parser's (its entity decoder): no
-   DOCTYPE or CDATA, only the five predefined entities and numeric
+   The XML rules are wsync_s3_listing_parse's (one tokenizer reads both):
+   no DOCTYPE or CDATA, only the five predefined entities and numeric
    references, nesting at most 16, tags matched. A refusal is WSYNC_ERR_IO
    with the byte offset. fn returns 0 to go on. */
 typedef int (*wsync_http_href_fn)(void *user, const char *path, size_t path_len, int is_dir, uint64_t size);
@@ -713,85 +715,18 @@ done:
 #undef WSYNC__HJP_BAD
 
 /* ---------------------------------------------------------------------
-   S3 pieces without libcurl: SigV4 encoding, the ListObjectsV2 parser  >>s3-sig
+   The XML tokenizer that both XML readers use (no libcurl)  >>xml
+   S3's ListObjectsV2 pages and WebDAV's PROPFIND answers go through one
+   set of rules: no DOCTYPE or CDATA, only the five predefined entities
+   and numeric references (decoded by wsync__xml_text), processing
+   instructions only before the root, one root, tags matched, nesting at
+   most 16. The readers put their documents' shapes on top.
    --------------------------------------------------------------------- */
-
-WSYNC_DEF size_t wsync_s3_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t cap)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t i, o = 0;
-    if (!out || cap == 0 || (!s && n)) return (size_t)-1;
-    for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        int keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-                   c == '.' || c == '_' || c == '~' || (keep_slash && c == '/');
-        if (cap - o < (keep ? 2u : 4u)) return (size_t)-1;
-        if (keep) out[o++] = (char)c;
-        else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = 0;
-    return o;
-}
-
-WSYNC_DEF size_t wsync_s3_query(const char *const *names, const char *const *values, size_t n, char *out,
-                                size_t cap)
-{
-    char *enc[32];
-    size_t order[16], i, j, o = 0, total = 0;
-    size_t result = (size_t)-1;
-    if (!out || cap == 0 || n > 16 || (n && !names)) return (size_t)-1;
-    memset(enc, 0, sizeof enc);
-    for (i = 0; i < n; i++) {
-        const char *v = values && values[i] ? values[i] : "";
-        size_t nl, vl;
-        if (!names[i]) goto done;
-        nl = strlen(names[i]);
-        vl = strlen(v);
-        if (nl > ((size_t)-1) / 4 - 1 || vl > ((size_t)-1) / 4 - 1) goto done;
-        enc[2 * i] = (char *)malloc(3 * nl + 1);
-        enc[2 * i + 1] = (char *)malloc(3 * vl + 1);
-        if (!enc[2 * i] || !enc[2 * i + 1]) goto done;
-        wsync_s3_uri_encode(names[i], nl, 0, enc[2 * i], 3 * nl + 1);
-        wsync_s3_uri_encode(v, vl, 0, enc[2 * i + 1], 3 * vl + 1);
-        order[i] = i;
-    }
-    /* a handful of pairs: insertion sort by name, then value */
-    for (i = 1; i < n; i++)
-        for (j = i; j > 0; j--) {
-            size_t a = order[j - 1], b = order[j], t;
-            int c = strcmp(enc[2 * a], enc[2 * b]);
-            if (c < 0 || (c == 0 && strcmp(enc[2 * a + 1], enc[2 * b + 1]) <= 0)) break;
-            t = order[j - 1];
-            order[j - 1] = order[j];
-            order[j] = t;
-        }
-    for (i = 0; i < n; i++) {
-        size_t nl = strlen(enc[2 * order[i]]), vl = strlen(enc[2 * order[i] + 1]);
-        if (nl + vl + 2 > cap - o) goto done; /* '=' and '&' or the NUL */
-        if (i) out[o++] = '&';
-        memcpy(out + o, enc[2 * order[i]], nl);
-        o += nl;
-        out[o++] = '=';
-        memcpy(out + o, enc[2 * order[i] + 1], vl);
-        o += vl;
-    }
-    out[o] = 0;
-    total = o;
-    result = total;
-done:
-    for (i = 0; i < 2 * n; i++) free(enc[i]);
-    if (result == (size_t)-1) out[0] = 0;
-    return result;
-}
 
 /* Decodes XML text p[0..n) (entities and numeric references) into out,
    which has room for n + 1 bytes (decoding never grows the text). Returns
    the length, or (size_t)-1 on a bad or unknown entity, a NUL, a '<'. */
-static size_t wsync__s3_xml_text(const unsigned char *p, size_t n, char *out, size_t *bad_at)
+static size_t wsync__xml_text(const unsigned char *p, size_t n, char *out, size_t *bad_at)
 {
     size_t i = 0, o = 0;
     while (i < n) {
@@ -869,190 +804,16 @@ static size_t wsync__s3_xml_text(const unsigned char *p, size_t n, char *out, si
     return o;
 }
 
-static int wsync__s3_is_name(unsigned char c)
+static int wsync__xml_is_name(unsigned char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == ':' ||
            c == '-' || c == '.' || c >= 0x80;
 }
 
-static int wsync__s3_name_is(const unsigned char *p, size_t n, const char *lit)
+static int wsync__xml_name_is(const unsigned char *p, size_t n, const char *lit)
 {
     return strlen(lit) == n && memcmp(p, lit, n) == 0;
 }
-
-#define WSYNC__S3X_DEPTH 16
-#define WSYNC__S3X_BAD(at, why)                                                                       \
-    do {                                                                                             \
-        r = wsync__hfail(err, WSYNC_ERR_IO, "S3 listing at byte %lu: %s", (unsigned long)(at), why); \
-        if (err) err->offset = (uint64_t)(at);                                                       \
-        goto done;                                                                                   \
-    } while (0)
-
-WSYNC_DEF wsync_result wsync_s3_listing_parse(const void *xml, size_t len, wsync_s3_key_fn fn, void *user,
-                                              int *truncated, char *token, size_t token_cap, wsync_error *err)
-{
-    const unsigned char *p = (const unsigned char *)xml;
-    const unsigned char *st_name[WSYNC__S3X_DEPTH];
-    size_t st_len[WSYNC__S3X_DEPTH], depth = 0, i = 0, text_at = 0, bad = 0;
-    wsync_result r = WSYNC_OK;
-    char *text = NULL, *key = NULL;
-    size_t key_len = 0;
-    int field = 0;      /* the leaf being read: 1 Key, 2 Size, 3 IsTruncated, 4 NextContinuationToken */
-    int in_contents = 0, have_key = 0, have_size = 0, have_trunc = 0, seen_root = 0;
-    uint64_t size = 0;
-    wsync__herr_reset(err);
-    if ((!xml && len) || !fn || !truncated || !token || token_cap == 0)
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
-    *truncated = 0;
-    token[0] = 0;
-    if (len > ((size_t)-1) / 2 - 2) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
-    text = (char *)malloc(len + 1);
-    key = (char *)malloc(len + 1);
-    if (!text || !key) {
-        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
-        goto done;
-    }
-    if (len >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) i = 3;
-    while (i < len) {
-        if (p[i] != '<') {
-            size_t start = i;
-            const unsigned char *lt = (const unsigned char *)memchr(p + i, '<', len - i);
-            i = lt ? (size_t)(lt - p) : len;
-            if (!field) {
-                size_t k;
-                for (k = start; k < i; k++)
-                    if (p[k] != ' ' && p[k] != '\t' && p[k] != '\r' && p[k] != '\n' && depth == 0)
-                        WSYNC__S3X_BAD(k, "text outside the root element");
-            }
-            continue;
-        }
-        if (len - i >= 2 && p[i + 1] == '?') {
-            const unsigned char *q = p + i + 2;
-            size_t left = len - i - 2;
-            while (left >= 2 && !(q[0] == '?' && q[1] == '>')) q++, left--;
-            if (left < 2) WSYNC__S3X_BAD(i, "an unterminated <?...?>");
-            if (depth || seen_root) WSYNC__S3X_BAD(i, "a processing instruction after the root began");
-            i = (size_t)(q - p) + 2;
-            continue;
-        }
-        if (len - i >= 4 && memcmp(p + i, "<!--", 4) == 0) {
-            const unsigned char *q = p + i + 4;
-            size_t left = len - i - 4;
-            if (field) WSYNC__S3X_BAD(i, "a comment inside a value");
-            while (left >= 3 && memcmp(q, "-->", 3) != 0) q++, left--;
-            if (left < 3) WSYNC__S3X_BAD(i, "an unterminated comment");
-            i = (size_t)(q - p) + 3;
-            continue;
-        }
-        if (len - i >= 2 && p[i + 1] == '!') WSYNC__S3X_BAD(i, "DOCTYPE and CDATA are refused");
-        if (len - i >= 2 && p[i + 1] == '/') {
-            size_t ns = i + 2, ne = ns;
-            while (ne < len && wsync__s3_is_name(p[ne])) ne++;
-            if (depth == 0 || ne - ns != st_len[depth - 1] || memcmp(p + ns, st_name[depth - 1], ne - ns) != 0)
-                WSYNC__S3X_BAD(i, "a closing tag that does not match the open one");
-            while (ne < len && (p[ne] == ' ' || p[ne] == '\t' || p[ne] == '\r' || p[ne] == '\n')) ne++;
-            if (ne >= len || p[ne] != '>') WSYNC__S3X_BAD(ne, "expected '>'");
-            if (field) {
-                size_t tl = wsync__s3_xml_text(p + text_at, i - text_at, text, &bad);
-                if (tl == (size_t)-1) WSYNC__S3X_BAD(text_at + bad, "a bad character or entity in a value");
-                if (field == 1) {
-                    if (have_key) WSYNC__S3X_BAD(text_at, "two <Key> in one <Contents>");
-                    if (tl == 0 || memchr(text, 0, tl)) WSYNC__S3X_BAD(text_at, "an empty <Key>");
-                    memcpy(key, text, tl + 1);
-                    key_len = tl;
-                    have_key = 1;
-                } else if (field == 2) {
-                    size_t k;
-                    if (have_size) WSYNC__S3X_BAD(text_at, "two <Size> in one <Contents>");
-                    if (tl == 0 || tl > 19) WSYNC__S3X_BAD(text_at, "<Size> is not an integer in [0, 2^63)");
-                    for (size = 0, k = 0; k < tl; k++) {
-                        unsigned d = (unsigned)((unsigned char)text[k] - '0');
-                        if (d > 9 || size > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / 10)
-                            WSYNC__S3X_BAD(text_at, "<Size> is not an integer in [0, 2^63)");
-                        size = size * 10 + d;
-                    }
-                    have_size = 1;
-                } else if (field == 3) {
-                    if (have_trunc) WSYNC__S3X_BAD(text_at, "two <IsTruncated>");
-                    if (strcmp(text, "true") == 0) *truncated = 1;
-                    else if (strcmp(text, "false") == 0) *truncated = 0;
-                    else WSYNC__S3X_BAD(text_at, "<IsTruncated> is neither true nor false");
-                    have_trunc = 1;
-                } else {
-                    if (tl >= token_cap || memchr(text, 0, tl))
-                        WSYNC__S3X_BAD(text_at, "<NextContinuationToken> too long");
-                    memcpy(token, text, tl + 1);
-                }
-                field = 0;
-            } else if (in_contents && depth == 2) {
-                if (!have_key || !have_size) WSYNC__S3X_BAD(i, "a <Contents> without <Key> or <Size>");
-                in_contents = 0;
-                if (fn(user, key, key_len, size) != 0) goto done;
-            }
-            depth--;
-            i = ne + 1;
-            continue;
-        }
-        {
-            size_t ns = i + 1, ne = ns, k;
-            int self_close = 0;
-            char quote = 0;
-            while (ne < len && wsync__s3_is_name(p[ne])) ne++;
-            if (ne == ns) WSYNC__S3X_BAD(i, "a '<' that starts no tag");
-            if (field) WSYNC__S3X_BAD(i, "an element inside a value");
-            /* attributes (xmlns=...): skipped, quotes respected */
-            for (k = ne; k < len; k++) {
-                if (quote) {
-                    if (p[k] == (unsigned char)quote) quote = 0;
-                } else if (p[k] == '"' || p[k] == '\'') quote = (char)p[k];
-                else if (p[k] == '<') WSYNC__S3X_BAD(k, "a '<' inside a tag");
-                else if (p[k] == '>') break;
-            }
-            if (k >= len) WSYNC__S3X_BAD(i, "an unterminated tag");
-            self_close = p[k - 1] == '/' && k - 1 >= ne;
-            if (depth == 0) {
-                if (seen_root) WSYNC__S3X_BAD(i, "a second root element");
-                if (!wsync__s3_name_is(p + ns, ne - ns, "ListBucketResult"))
-                    WSYNC__S3X_BAD(i, "the root is not <ListBucketResult>");
-                seen_root = 1;
-            }
-            i = k + 1;
-            if (self_close) {
-                if (depth == 1 && wsync__s3_name_is(p + ns, ne - ns, "Contents"))
-                    WSYNC__S3X_BAD(ns, "an empty <Contents/>");
-                if (depth == 2 && in_contents &&
-                    (wsync__s3_name_is(p + ns, ne - ns, "Key") || wsync__s3_name_is(p + ns, ne - ns, "Size")))
-                    WSYNC__S3X_BAD(ns, "an empty <Key/> or <Size/>");
-                continue;
-            }
-            if (depth >= WSYNC__S3X_DEPTH) WSYNC__S3X_BAD(ns, "elements nested deeper than 16");
-            st_name[depth] = p + ns;
-            st_len[depth] = ne - ns;
-            depth++;
-            if (depth == 2 && wsync__s3_name_is(p + ns, ne - ns, "Contents")) {
-                in_contents = 1;
-                have_key = have_size = 0;
-            } else if (depth == 2 && wsync__s3_name_is(p + ns, ne - ns, "IsTruncated")) field = 3;
-            else if (depth == 2 && wsync__s3_name_is(p + ns, ne - ns, "NextContinuationToken")) field = 4;
-            else if (depth == 3 && in_contents && wsync__s3_name_is(p + ns, ne - ns, "Key")) field = 1;
-            else if (depth == 3 && in_contents && wsync__s3_name_is(p + ns, ne - ns, "Size")) field = 2;
-            text_at = i;
-        }
-    }
-    if (!seen_root || depth != 0) WSYNC__S3X_BAD(len, "the listing ends inside an element (or has no root)");
-    if (*truncated && !token[0]) WSYNC__S3X_BAD(len, "<IsTruncated>true without a <NextContinuationToken>");
-done:
-    free(text);
-    free(key);
-    return r;
-}
-#undef WSYNC__S3X_BAD
-
-/* ---------------------------------------------------------------------
-   The WebDAV PROPFIND answer parser (no libcurl)  >>propfind
-   A small XML tokenizer with the S3 parser's rules (its entity decoder and
-   name characters), then the multistatus shape on top.
-   --------------------------------------------------------------------- */
 
 #define WSYNC__XML_DEPTH 16
 
@@ -1067,6 +828,7 @@ typedef struct wsync__xml {
     int seen_root, pending_close;
     /* the event */
     size_t at;                 /* where it starts */
+    size_t name_at, name_len;  /* OPEN, CLOSE: the qualified name ("D:href") */
     size_t local_at, local_len;/* OPEN, CLOSE: the local name (after the last ':') */
     size_t text_at, text_len;  /* TEXT: raw bytes, entities not decoded */
     const char *why;           /* ERR */
@@ -1082,13 +844,19 @@ static int wsync__xml_err(wsync__xml *x, size_t at, const char *why)
 static void wsync__xml_local(wsync__xml *x, size_t ns, size_t ne)
 {
     size_t k = ne;
+    x->name_at = ns;
+    x->name_len = ne - ns;
     while (k > ns && x->p[k - 1] != ':') k--;
     x->local_at = k;
     x->local_len = ne - k;
 }
 
 /* The next event. Whitespace outside the root is skipped; an element closed
-   with "/>" gives OPEN then CLOSE. PIs only before the root. */
+   with "/>" gives OPEN then CLOSE. PIs only before the root. After OPEN,
+   x->depth counts the element (the root is 1); after CLOSE it is one less
+   (the element's index: the root's is 0). Text between two tags is one TEXT
+   event; a reader refuses what it does not expect inside a value (an
+   element, a comment). */
 static int wsync__xml_next(wsync__xml *x)
 {
     const unsigned char *p = x->p;
@@ -1104,7 +872,7 @@ static int wsync__xml_next(wsync__xml *x)
         size_t i = x->i;
         x->at = i;
         if (i >= n) {
-            if (!x->seen_root || x->depth) return wsync__xml_err(x, n, "the answer ends inside an element (or has no root)");
+            if (!x->seen_root || x->depth) return wsync__xml_err(x, n, "the document ends inside an element (or has no root)");
             return WSYNC__X_EOF;
         }
         if (p[i] != '<') {
@@ -1141,7 +909,7 @@ static int wsync__xml_next(wsync__xml *x)
         if (n - i >= 2 && p[i + 1] == '!') return wsync__xml_err(x, i, "DOCTYPE and CDATA are refused");
         if (n - i >= 2 && p[i + 1] == '/') {
             size_t ns = i + 2, ne = ns;
-            while (ne < n && wsync__s3_is_name(p[ne])) ne++;
+            while (ne < n && wsync__xml_is_name(p[ne])) ne++;
             if (x->depth == 0 || ne - ns != x->st_len[x->depth - 1] ||
                 memcmp(p + ns, x->st_name[x->depth - 1], ne - ns) != 0)
                 return wsync__xml_err(x, i, "a closing tag that does not match the open one");
@@ -1155,7 +923,7 @@ static int wsync__xml_next(wsync__xml *x)
         {
             size_t ns = i + 1, ne = ns, k;
             char quote = 0;
-            while (ne < n && wsync__s3_is_name(p[ne])) ne++;
+            while (ne < n && wsync__xml_is_name(p[ne])) ne++;
             if (ne == ns) return wsync__xml_err(x, i, "a '<' that starts no tag");
             if (p[ne - 1] == ':' || p[ns] == ':') return wsync__xml_err(x, ns, "a tag name with an empty prefix or local part");
             for (k = ne; k < n; k++) {
@@ -1181,6 +949,203 @@ static int wsync__xml_next(wsync__xml *x)
         }
     }
 }
+
+/* ---------------------------------------------------------------------
+   S3 pieces without libcurl: SigV4 encoding, the ListObjectsV2 parser  >>s3-sig
+   --------------------------------------------------------------------- */
+
+WSYNC_DEF size_t wsync_s3_uri_encode(const char *s, size_t n, int keep_slash, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i, o = 0;
+    if (!out || cap == 0 || (!s && n)) return (size_t)-1;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                   c == '.' || c == '_' || c == '~' || (keep_slash && c == '/');
+        if (cap - o < (keep ? 2u : 4u)) return (size_t)-1;
+        if (keep) out[o++] = (char)c;
+        else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = 0;
+    return o;
+}
+
+WSYNC_DEF size_t wsync_s3_query(const char *const *names, const char *const *values, size_t n, char *out,
+                                size_t cap)
+{
+    char *enc[32];
+    size_t order[16], i, j, o = 0, total = 0;
+    size_t result = (size_t)-1;
+    if (!out || cap == 0 || n > 16 || (n && !names)) return (size_t)-1;
+    memset(enc, 0, sizeof enc);
+    for (i = 0; i < n; i++) {
+        const char *v = values && values[i] ? values[i] : "";
+        size_t nl, vl;
+        if (!names[i]) goto done;
+        nl = strlen(names[i]);
+        vl = strlen(v);
+        if (nl > ((size_t)-1) / 4 - 1 || vl > ((size_t)-1) / 4 - 1) goto done;
+        enc[2 * i] = (char *)malloc(3 * nl + 1);
+        enc[2 * i + 1] = (char *)malloc(3 * vl + 1);
+        if (!enc[2 * i] || !enc[2 * i + 1]) goto done;
+        wsync_s3_uri_encode(names[i], nl, 0, enc[2 * i], 3 * nl + 1);
+        wsync_s3_uri_encode(v, vl, 0, enc[2 * i + 1], 3 * vl + 1);
+        order[i] = i;
+    }
+    /* a handful of pairs: insertion sort by name, then value */
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0; j--) {
+            size_t a = order[j - 1], b = order[j], t;
+            int c = strcmp(enc[2 * a], enc[2 * b]);
+            if (c < 0 || (c == 0 && strcmp(enc[2 * a + 1], enc[2 * b + 1]) <= 0)) break;
+            t = order[j - 1];
+            order[j - 1] = order[j];
+            order[j] = t;
+        }
+    for (i = 0; i < n; i++) {
+        size_t nl = strlen(enc[2 * order[i]]), vl = strlen(enc[2 * order[i] + 1]);
+        if (nl + vl + 2 > cap - o) goto done; /* '=' and '&' or the NUL */
+        if (i) out[o++] = '&';
+        memcpy(out + o, enc[2 * order[i]], nl);
+        o += nl;
+        out[o++] = '=';
+        memcpy(out + o, enc[2 * order[i] + 1], vl);
+        o += vl;
+    }
+    out[o] = 0;
+    total = o;
+    result = total;
+done:
+    for (i = 0; i < 2 * n; i++) free(enc[i]);
+    if (result == (size_t)-1) out[0] = 0;
+    return result;
+}
+
+#define WSYNC__S3X_BAD(at, why)                                                                       \
+    do {                                                                                             \
+        r = wsync__hfail(err, WSYNC_ERR_IO, "S3 listing at byte %lu: %s", (unsigned long)(at), why); \
+        if (err) err->offset = (uint64_t)(at);                                                       \
+        goto done;                                                                                   \
+    } while (0)
+
+/* ListBucketResult > Contents > Key, Size; ListBucketResult > IsTruncated,
+   NextContinuationToken: names compared whole (S3 sends no prefixes), the
+   rest skipped. */
+WSYNC_DEF wsync_result wsync_s3_listing_parse(const void *xml, size_t len, wsync_s3_key_fn fn, void *user,
+                                              int *truncated, char *token, size_t token_cap, wsync_error *err)
+{
+    wsync__xml x;
+    wsync_result r = WSYNC_OK;
+    char *text = NULL, *key = NULL;
+    size_t key_len = 0, value_at = 0, value_len = 0, bad = 0;
+    int field = 0;      /* the leaf being read: 1 Key, 2 Size, 3 IsTruncated, 4 NextContinuationToken */
+    int values = 0, in_contents = 0, have_key = 0, have_size = 0, have_trunc = 0;
+    uint64_t size = 0;
+    wsync__herr_reset(err);
+    if ((!xml && len) || !fn || !truncated || !token || token_cap == 0)
+        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
+    *truncated = 0;
+    token[0] = 0;
+    if (len > ((size_t)-1) / 2 - 2) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
+    memset(&x, 0, sizeof x);
+    x.p = (const unsigned char *)xml;
+    x.n = len;
+    text = (char *)malloc(len + 1);
+    key = (char *)malloc(len + 1);
+    if (!text || !key) {
+        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
+        goto done;
+    }
+    for (;;) {
+        int ev = wsync__xml_next(&x);
+        const unsigned char *nm = x.p ? x.p + x.name_at : x.p; /* an empty input: NULL, never read */
+        size_t nl = x.name_len;
+        if (ev == WSYNC__X_EOF) break;
+        if (ev == WSYNC__X_ERR) WSYNC__S3X_BAD(x.at, x.why);
+        if (ev == WSYNC__X_COMMENT) {
+            if (field) WSYNC__S3X_BAD(x.at, "a comment inside a value");
+            continue;
+        }
+        if (ev == WSYNC__X_TEXT) {
+            if (field) {
+                if (values++) WSYNC__S3X_BAD(x.at, "a value in pieces");
+                value_at = x.text_at;
+                value_len = x.text_len;
+            }
+            continue;
+        }
+        if (ev == WSYNC__X_OPEN) {
+            if (field) WSYNC__S3X_BAD(x.at, "an element inside a value");
+            if (x.depth == 1 && !wsync__xml_name_is(nm, nl, "ListBucketResult"))
+                WSYNC__S3X_BAD(x.at, "the root is not <ListBucketResult>");
+            if (x.depth == 2 && wsync__xml_name_is(nm, nl, "Contents")) {
+                in_contents = 1;
+                have_key = have_size = 0;
+            } else if (x.depth == 2 && wsync__xml_name_is(nm, nl, "IsTruncated")) field = 3;
+            else if (x.depth == 2 && wsync__xml_name_is(nm, nl, "NextContinuationToken")) field = 4;
+            else if (x.depth == 3 && in_contents && wsync__xml_name_is(nm, nl, "Key")) field = 1;
+            else if (x.depth == 3 && in_contents && wsync__xml_name_is(nm, nl, "Size")) field = 2;
+            values = 0;
+            value_at = x.i;
+            value_len = 0;
+            continue;
+        }
+        /* WSYNC__X_CLOSE */
+        if (field) {
+            size_t tl = wsync__xml_text(x.p + value_at, value_len, text, &bad);
+            if (tl == (size_t)-1) WSYNC__S3X_BAD(value_at + bad, "a bad character or entity in a value");
+            if (field == 1) {
+                if (have_key) WSYNC__S3X_BAD(value_at, "two <Key> in one <Contents>");
+                if (tl == 0 || memchr(text, 0, tl)) WSYNC__S3X_BAD(value_at, "an empty <Key>");
+                memcpy(key, text, tl + 1);
+                key_len = tl;
+                have_key = 1;
+            } else if (field == 2) {
+                size_t k;
+                if (have_size) WSYNC__S3X_BAD(value_at, "two <Size> in one <Contents>");
+                if (tl == 0 || tl > 19) WSYNC__S3X_BAD(value_at, "<Size> is not an integer in [0, 2^63)");
+                for (size = 0, k = 0; k < tl; k++) {
+                    unsigned d = (unsigned)((unsigned char)text[k] - '0');
+                    if (d > 9 || size > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / 10)
+                        WSYNC__S3X_BAD(value_at, "<Size> is not an integer in [0, 2^63)");
+                    size = size * 10 + d;
+                }
+                have_size = 1;
+            } else if (field == 3) {
+                if (have_trunc) WSYNC__S3X_BAD(value_at, "two <IsTruncated>");
+                if (strcmp(text, "true") == 0) *truncated = 1;
+                else if (strcmp(text, "false") == 0) *truncated = 0;
+                else WSYNC__S3X_BAD(value_at, "<IsTruncated> is neither true nor false");
+                have_trunc = 1;
+            } else {
+                if (tl >= token_cap || memchr(text, 0, tl))
+                    WSYNC__S3X_BAD(value_at, "<NextContinuationToken> too long");
+                memcpy(token, text, tl + 1);
+            }
+            field = 0;
+        } else if (in_contents && x.depth == 1) { /* </Contents> */
+            if (!have_key || !have_size) WSYNC__S3X_BAD(x.at, "a <Contents> without <Key> or <Size>");
+            in_contents = 0;
+            if (fn(user, key, key_len, size) != 0) goto done;
+        }
+    }
+    if (*truncated && !token[0]) WSYNC__S3X_BAD(len, "<IsTruncated>true without a <NextContinuationToken>");
+done:
+    free(text);
+    free(key);
+    return r;
+}
+#undef WSYNC__S3X_BAD
+
+/* ---------------------------------------------------------------------
+   The WebDAV PROPFIND answer parser (no libcurl)  >>propfind
+   The multistatus shape over the XML tokenizer above.
+   --------------------------------------------------------------------- */
 
 static int wsync__hex_digit(unsigned char c)
 {
@@ -1351,33 +1316,33 @@ WSYNC_DEF wsync_result wsync_http_propfind_parse(const void *xml, size_t len, ws
             int parent = d ? kind[d - 1] : -1, k = WSYNC__DK_OTHER;
             if (leaf) WSYNC__DAV_BAD(x.at, "an element inside a value");
             if (parent < 0) {
-                if (!wsync__s3_name_is(ln, ll, "multistatus")) WSYNC__DAV_BAD(x.at, "the root is not <multistatus>");
+                if (!wsync__xml_name_is(ln, ll, "multistatus")) WSYNC__DAV_BAD(x.at, "the root is not <multistatus>");
                 k = WSYNC__DK_MS;
-            } else if (parent == WSYNC__DK_MS && wsync__s3_name_is(ln, ll, "response")) {
+            } else if (parent == WSYNC__DK_MS && wsync__xml_name_is(ln, ll, "response")) {
                 k = WSYNC__DK_RESP;
                 have_href = n_propstat = rstatus = ok = is_dir = have_len = 0;
                 size = 0;
-            } else if (parent == WSYNC__DK_RESP && wsync__s3_name_is(ln, ll, "href")) {
+            } else if (parent == WSYNC__DK_RESP && wsync__xml_name_is(ln, ll, "href")) {
                 if (have_href) WSYNC__DAV_BAD(x.at, "two <href> in one <response>");
                 k = WSYNC__DK_HREF;
-            } else if (parent == WSYNC__DK_RESP && wsync__s3_name_is(ln, ll, "propstat")) {
+            } else if (parent == WSYNC__DK_RESP && wsync__xml_name_is(ln, ll, "propstat")) {
                 k = WSYNC__DK_PROPSTAT;
                 ps_coll = ps_have_len = ps_len_ok = ps_status = 0;
                 ps_len = 0;
-            } else if (parent == WSYNC__DK_RESP && wsync__s3_name_is(ln, ll, "status")) {
+            } else if (parent == WSYNC__DK_RESP && wsync__xml_name_is(ln, ll, "status")) {
                 if (rstatus) WSYNC__DAV_BAD(x.at, "two <status> in one <response>");
                 k = WSYNC__DK_RSTATUS;
-            } else if (parent == WSYNC__DK_PROPSTAT && wsync__s3_name_is(ln, ll, "prop")) {
+            } else if (parent == WSYNC__DK_PROPSTAT && wsync__xml_name_is(ln, ll, "prop")) {
                 k = WSYNC__DK_PROP;
-            } else if (parent == WSYNC__DK_PROPSTAT && wsync__s3_name_is(ln, ll, "status")) {
+            } else if (parent == WSYNC__DK_PROPSTAT && wsync__xml_name_is(ln, ll, "status")) {
                 if (ps_status) WSYNC__DAV_BAD(x.at, "two <status> in one <propstat>");
                 k = WSYNC__DK_PSTATUS;
-            } else if (parent == WSYNC__DK_PROP && wsync__s3_name_is(ln, ll, "resourcetype")) {
+            } else if (parent == WSYNC__DK_PROP && wsync__xml_name_is(ln, ll, "resourcetype")) {
                 k = WSYNC__DK_RTYPE;
-            } else if (parent == WSYNC__DK_PROP && wsync__s3_name_is(ln, ll, "getcontentlength")) {
+            } else if (parent == WSYNC__DK_PROP && wsync__xml_name_is(ln, ll, "getcontentlength")) {
                 if (ps_have_len) WSYNC__DAV_BAD(x.at, "two <getcontentlength> in one <propstat>");
                 k = WSYNC__DK_LEN;
-            } else if (parent == WSYNC__DK_RTYPE && wsync__s3_name_is(ln, ll, "collection")) {
+            } else if (parent == WSYNC__DK_RTYPE && wsync__xml_name_is(ln, ll, "collection")) {
                 k = WSYNC__DK_COLL;
                 ps_coll = 1;
             }
@@ -1394,7 +1359,7 @@ WSYNC_DEF wsync_result wsync_http_propfind_parse(const void *xml, size_t len, ws
         case WSYNC__DK_HREF: case WSYNC__DK_RSTATUS: case WSYNC__DK_PSTATUS: case WSYNC__DK_LEN: {
             size_t raw = leaf_texts ? x.text_len : 0, tl, a = 0, b;
             if (!leaf_texts) leaf_at = x.at;
-            tl = wsync__s3_xml_text(x.p + leaf_at, raw, text, &bad);
+            tl = wsync__xml_text(x.p + leaf_at, raw, text, &bad);
             if (tl == (size_t)-1) WSYNC__DAV_BAD(leaf_at + bad, "a bad character or entity in a value");
             b = tl;
             while (a < b && (text[a] == ' ' || text[a] == '\t' || text[a] == '\r' || text[a] == '\n')) a++;
@@ -2098,7 +2063,7 @@ static int wsync__s3_field(const char *body, size_t len, const char *name, char 
     if ((size_t)(end - b) < cl) return 0;
     n = (size_t)(b - a);
     if (!(tmp = (char *)malloc(n + 1))) return 0;
-    n = wsync__s3_xml_text((const unsigned char *)a, n, tmp, &bad);
+    n = wsync__xml_text((const unsigned char *)a, n, tmp, &bad);
     if (n != (size_t)-1 && n < cap) memcpy(out, tmp, n + 1);
     free(tmp);
     return n != (size_t)-1 && n < cap;
