@@ -164,6 +164,11 @@ static int fz_same(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
     case WSYNC_CTL_BYE: return 1;
     case WSYNC_CTL_BARRIER:
     case WSYNC_CTL_RELEASE: return a->step == b->step && a->group == b->group;
+    case WSYNC_CTL_HELLO:
+        return a->role == b->role && a->rank == b->rank && memcmp(a->nonce, b->nonce, WSYNC_CTL_NONCE) == 0;
+    case WSYNC_CTL_CHALLENGE:
+        return memcmp(a->nonce, b->nonce, WSYNC_CTL_NONCE) == 0 && memcmp(a->mac, b->mac, WSYNC_CTL_MAC) == 0;
+    case WSYNC_CTL_PROOF: return memcmp(a->mac, b->mac, WSYNC_CTL_MAC) == 0;
     default: return 0;
     }
 }
@@ -210,7 +215,11 @@ static void fz_rules(const wsync_ctl_msg *m)
             cap = m->targets[x->target].desc.len;
             FZ_CHECK(x->len > 0 && x->len <= cap && x->dst_offset <= cap - x->len, "ASSIGN transfer inside");
         }
-    } else if (m->type >= WSYNC_CTL_DONE && m->type != WSYNC_CTL_COMMIT && m->type != WSYNC_CTL_BYE) {
+    } else if (m->type == WSYNC_CTL_HELLO) {
+        FZ_CHECK((m->role == WSYNC_CTL_TRAINER || m->role == WSYNC_CTL_INFERENCE) && m->rank < WSYNC_CTL_MAX_RANKS,
+                 "HELLO role and rank");
+    } else if (m->type >= WSYNC_CTL_DONE && m->type <= WSYNC_CTL_ERROR && m->type != WSYNC_CTL_COMMIT &&
+               m->type != WSYNC_CTL_BYE) {
         FZ_CHECK(strlen(m->text) <= WSYNC_CTL_TEXT_MAX, "text length");
     }
     if (m->type == WSYNC_CTL_DONE) {
@@ -256,7 +265,7 @@ static void fz_one(const uint8_t *in, size_t size)
         FZ_CHECK(r == rh, "the header is refused but the frame got another result");
         FZ_CHECK(e2.code == rh && e2.message[0], "header error not reported");
     } else {
-        FZ_CHECK(type >= WSYNC_CTL_JOIN && type <= WSYNC_CTL_RELEASE && pl <= WSYNC_CTL_MAX_PAYLOAD, "header fields");
+        FZ_CHECK(type >= WSYNC_CTL_JOIN && type <= WSYNC_CTL_PROOF && pl <= WSYNC_CTL_MAX_PAYLOAD, "header fields");
         FZ_CHECK(buf[0] == 'W' && buf[1] == 'S' && buf[2] == 'C' && buf[3] == WSYNC_CTL_VERSION, "header magic");
         if (r == WSYNC_OK) FZ_CHECK(pl == size - WSYNC_CTL_HEADER && type == m.type, "header and frame disagree");
     }

@@ -243,5 +243,27 @@ int main(int argc, char **argv)
         n = enc(&m, b, sizeof b);
         put(corpus, "seed_ok_done_all.bin", b, n, 1);
     }
+    /* the handshake (version 4): HELLO, CHALLENGE, PROOF; a HELLO of an
+       unknown role, and one cut short */
+    memset(&m, 0, sizeof m);
+    m.type = WSYNC_CTL_HELLO;
+    m.role = WSYNC_CTL_INFERENCE;
+    m.rank = 3;
+    for (t = 0; t < WSYNC_CTL_NONCE; t++) m.nonce[t] = (uint8_t)(t * 7 + 1);
+    n = enc(&m, b, sizeof b);
+    put(corpus, "seed_ok_hello.bin", b, n, 1);
+    put(data, "edge_bad_hello_truncated.bin", b, n - 1, 0);
+    b[12] = 3; /* role 3 */
+    put(data, "edge_bad_hello_role.bin", b, n, 0);
+    m.type = WSYNC_CTL_CHALLENGE;
+    for (t = 0; t < WSYNC_CTL_MAC; t++) m.mac[t] = (uint8_t)(t * 11 + 2);
+    n = enc(&m, b, sizeof b);
+    put(corpus, "seed_ok_challenge.bin", b, n, 1);
+    m.type = WSYNC_CTL_PROOF;
+    n = enc(&m, b, sizeof b);
+    put(corpus, "seed_ok_proof.bin", b, n, 1);
+    b[8] += 1; /* a byte after the proof */
+    b[n] = 0;
+    put(data, "edge_bad_proof_trailing.bin", b, n + 1, 0);
     return failures ? 1 : 0;
 }
