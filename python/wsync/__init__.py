@@ -337,8 +337,6 @@ def _store(store):
                              % type(store).__name__)
     if not store:
         raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "empty store")
-    if "://" in store and not store.startswith(("http://", "https://", "s3://")):
-        raise WsyncError("WSYNC_ERR_UNSUPPORTED", "store %r: a directory, http://, https:// or s3://" % store)
     if "\x00" in store:
         raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "store holds a NUL character")
     return os.fsencode(store) if "://" not in store else store.encode("utf-8")

@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -443,43 +442,22 @@ WSPY_API int32_t wspy_key_read_public(const char *path, uint8_t *pub, wspy_error
 
 /* A directory, http(s)://host[:port]/prefix, or s3://bucket/prefix (with
    AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-   AWS_SESSION_TOKEN from the environment, as the CLI). */
+   AWS_SESSION_TOKEN from the environment), opened by wsync_store_open_url
+   as the CLI opens it. A reader's directory store is never created: opening
+   a missing root succeeds and every call is WSYNC_ERR_NO_STORE until it
+   exists (an engine may start before its trainer). */
 static int32_t wspy__store_open(const char *spec, uint32_t flags, wsync_store *out, wspy_error *err)
 {
+    wsync_store_url_options o;
     wsync_error e;
     wsync_result r;
     memset(out, 0, sizeof *out);
     if (!spec || !*spec) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no store given");
-    if (strncmp(spec, "http://", 7) == 0 || strncmp(spec, "https://", 8) == 0) {
-        wsync_http_options ho;
-        memset(&ho, 0, sizeof ho);
-        ho.insecure = (flags & WSPY_STORE_INSECURE) ? 1 : 0;
-        r = wsync_store_http_open(spec, &ho, out, &e);
-    } else if (strncmp(spec, "s3://", 5) == 0) {
-        wsync_s3_options so;
-        memset(&so, 0, sizeof so);
-        so.http.insecure = (flags & WSPY_STORE_INSECURE) ? 1 : 0;
-        r = wsync_store_s3_open(spec, &so, out, &e);
-    } else {
-        wsync_store_options o;
-        struct stat sb;
-        if (strstr(spec, "://"))
-            return wspy__fail(err, WSYNC_ERR_UNSUPPORTED,
-                              "store '%.300s': not a directory, http://, https:// or s3:// store", spec);
-        memset(&o, 0, sizeof o);
-#ifdef WSYNC_STORE_NO_CREATE
-        /* a reader's store is not created: opening a missing root succeeds and
-           every call is WSYNC_ERR_NO_STORE until it exists (an engine may
-           start before its trainer) */
-        (void)sb;
-        if (flags & WSPY_STORE_MUST_EXIST) o.flags |= WSYNC_STORE_NO_CREATE;
-#else
-        if ((flags & WSPY_STORE_MUST_EXIST) && (stat(spec, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-            return wspy__fail(err, WSYNC_ERR_NOT_FOUND, "store '%.300s' is not a directory", spec);
-#endif
-        o.no_fsync = (flags & WSPY_STORE_NO_FSYNC) ? 1 : 0;
-        r = wsync_store_dir_open(spec, &o, out, &e);
-    }
+    memset(&o, 0, sizeof o);
+    if (flags & WSPY_STORE_MUST_EXIST) o.flags |= WSYNC_STORE_NO_CREATE;
+    o.no_fsync = (flags & WSPY_STORE_NO_FSYNC) ? 1 : 0;
+    o.http.insecure = (flags & WSPY_STORE_INSECURE) ? 1 : 0;
+    r = wsync_store_open_url(spec, &o, out, &e);
     if (r != WSYNC_OK) memset(out, 0, sizeof *out);
     return wspy__ret(r, &e, err);
 }
