@@ -8,7 +8,9 @@
    fills its shards with that step's data, the controller says GO, the
    trainers write straight into the inference ranks' memory, and at COMMIT
    each inference rank checks every byte against the step's data, computed
-   on its own, before its version word moves. */
+   on its own, before its version word moves. The parent makes a random
+   job key (wsync_random_bytes) and hands it to its children (they inherit
+   it across fork): only they can join its controller. */
 #define _GNU_SOURCE 1 /* see cli.h */
 #include "cli.h"
 
@@ -28,6 +30,10 @@
 #include <unistd.h>
 
 #define PUSH_SEED 0x57535950ull /* "WSYP" */
+
+/* The job key of this run: random, made by the parent before it forks, so
+   that its own processes (and nothing else) join its controller. */
+static char push_job_key[65];
 
 typedef struct push_opts {
     const char *backend;       /* cma, shm, tcp */
@@ -557,6 +563,8 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     rc.mem = (uint8_t *)mem;
     memset(&ro, 0, sizeof ro);
     ro.port = port;
+    ro.job_key = push_job_key;
+    ro.job_key_len = strlen(push_job_key);
     ro.role = WSYNC_CTL_INFERENCE;
     ro.rank = rank;
     ro.tensors = l.t;
@@ -699,6 +707,8 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
     }
     memset(&ro, 0, sizeof ro);
     ro.port = port;
+    ro.job_key = push_job_key;
+    ro.job_key_len = strlen(push_job_key);
     ro.role = WSYNC_CTL_TRAINER;
     ro.rank = rank;
     ro.tensors = tens ? tens : l.t;
@@ -1295,7 +1305,18 @@ static int push_run(const push_opts *o)
         fprintf(stderr, "push-demo: out of memory or pipe\n");
         return 1;
     }
+    {
+        uint8_t k[32];
+        unsigned q;
+        if (wsync_random_bytes(k, sizeof k) != WSYNC_OK) {
+            fprintf(stderr, "push-demo: no random source for the job key\n");
+            return 1;
+        }
+        for (q = 0; q < sizeof k; q++) snprintf(push_job_key + 2 * q, 3, "%02x", k[q]);
+    }
     memset(&co, 0, sizeof co);
+    co.job_key = push_job_key;
+    co.job_key_len = strlen(push_job_key);
     co.n_trainers = o->trainers;
     co.n_inference = o->inference;
     co.step_timeout_ms = o->timeout_ms;
