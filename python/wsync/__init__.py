@@ -2,11 +2,12 @@
 
 A binding over the C library (wsync.h, wsync_http.h) through the standard
 library's ctypes and a small flat C API of its own (python/wsync/_capi.c,
-built as build/libwsync.so by `make python`; WSYNC_LIB overrides where it is
-looked for). numpy and torch are optional: tensors are read through
-long-stable calls only (data_ptr, contiguous, is_contiguous, numel,
-element_size, device, dtype, shape), so Debian's PyTorch 1.13 and current
-2.x both work.
+built into the package as wsync/libwsync.so by `pip install ./python`, or as
+build/libwsync.so by `make python` for PYTHONPATH=python; WSYNC_LIB
+overrides where it is looked for). numpy and torch are optional: tensors are
+read through long-stable calls only (data_ptr, contiguous, is_contiguous,
+numel, element_size, device, dtype, shape), so Debian's PyTorch 1.13 and
+current 2.x both work.
 
 Trainer side::
 
@@ -45,15 +46,22 @@ AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the
 environment, as the CLI tool. URL stores need the library built with
 libcurl's development files present.
 
+Signed chains: Publisher(..., sign_key=...) signs every HEAD (Ed25519; a
+key file from wsync.keygen(name), or key bytes), Subscriber(...,
+verify_key=...) refuses what that key did not sign (WsyncSignatureError).
+
 Errors: every failure raises WsyncError with .code (the result code's name,
 "WSYNC_ERR_CORRUPT"), .tensor, .offset and .message; WsyncNoStoreError (the
 store does not exist yet) and WsyncNotFoundError (nothing published yet: a
 serving loop waits on both), WsyncLayoutError (the model does not match the
-chain: stop) and WsyncStaleHeadError (HEAD is older than the step held) are
-its subclasses for those codes. Bad input (a malformed delta, a wrong store,
-a tensor of the wrong shape or dtype, a non-contiguous target, a target whose
-memory moved or was freed after the Subscriber was built, a closed object, a
-wrong type) raises; it never crashes the interpreter.
+chain: stop), WsyncStaleHeadError (HEAD is older than the step held),
+WsyncSignatureError (a signed chain did not verify) and WsyncValueError (a
+wrong value, also a ValueError) are its subclasses for those codes;
+WsyncTypeError (also a TypeError) is raised for a wrong type. Options are
+keyword-only. Bad input (a malformed delta, a wrong store, a tensor of the
+wrong shape or dtype, a non-contiguous target, a target whose memory moved
+or was freed after the Subscriber was built, a closed object, a wrong type)
+raises; it never crashes the interpreter.
 
 Threads: the GIL is released during every C call. Two threads may use two
 objects at once. One object's calls are serialised (ready(), step and

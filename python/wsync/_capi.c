@@ -1,5 +1,6 @@
 /* _capi.c: the C side of wsync's Python binding, built as build/libwsync.so
-   by `make python`.
+   by `make python`, or into the package as wsync/libwsync.so by
+   `pip install ./python` (python/setup.py).
 
    wsync.h's structs are large and change between versions; Python must
    never mirror them. This file compiles the headers (every wsync_ function
