@@ -11,7 +11,9 @@
 #  4. the sdist carries the headers (include/) and _capi.c, and installs
 #     from its tarball, away from the repository;
 #  5. PYTHONPATH=python in a checkout loads the package's libwsync.so when
-#     it is there, else the checkout's build/libwsync.so.
+#     it is there, else the checkout's build/libwsync.so;
+#  6. python/ copied alone (no headers beside it) fails to install with a
+#     message naming wsync.h, and installs nothing.
 # It works on a copy of python/ and the headers (a checkout's layout) in a
 # temporary directory, so nothing is written into the repository. Compiled
 # with CFLAGS=-O0 to keep it quick (about 4 s a build instead of 30).
@@ -169,5 +171,16 @@ if [ -f "$lib" ]; then
     fi
 else
     fail "no $lib to check PYTHONPATH=python with"
+fi
+
+# ---- 6. python/ alone: refused, naming the headers
+mkdir -p "$tmp/alone" && cp -r "$src/python" "$tmp/alone/python" && rm -f "$tmp/alone/python/wsync/libwsync.so"
+"$vpy" -m pip uninstall -y wsync >/dev/null 2>&1
+if (cd "$tmp/alone" && "$vpy" -m pip install --no-index --no-build-isolation ./python) >"$tmp/pip3.log" 2>&1; then
+    fail "pip install of python/ without the headers succeeded"
+elif grep -q "wsync.h and wsync_http.h not found" "$tmp/pip3.log" && ! (cd "$tmp/elsewhere" && "$vpy" -c 'import wsync' >/dev/null 2>&1); then
+    pass "python/ without the headers beside it: refused, naming wsync.h, nothing installed"
+else
+    fail "python/ without the headers: no message naming wsync.h, or something was installed:"; tail -n 8 "$tmp/pip3.log"
 fi
 finish
