@@ -2321,7 +2321,48 @@ typedef struct wsync__fab_base {
     size_t win_n;
     void (*log)(void *user, const char *line);
     void *log_user;
+    int data_tag;              /* TCP: WSYNC__TAG_POLY; the others only for bench_fabric's comparison */
 } wsync__fab_base;
+
+/* A TCP frame's data tag: Poly1305 always, except in bench_fabric, which
+   compares it with none and with HMAC-SHA256 (both sides set alike). */
+enum {
+    WSYNC__TAG_POLY = 0,
+    WSYNC__TAG_NONE = 1,
+    WSYNC__TAG_HMAC = 2
+};
+
+/* The data tag of one frame, computed a piece at a time. */
+typedef struct wsync__dtag {
+    int kind;
+    wsync__poly poly;
+    wsync_hmac_sha256_state hmac;
+} wsync__dtag;
+
+static void wsync__dtag_init(wsync__dtag *t, int kind, const uint8_t dkey[32])
+{
+    t->kind = kind;
+    if (kind == WSYNC__TAG_POLY) wsync__poly_init(&t->poly, dkey);
+    else if (kind == WSYNC__TAG_HMAC) wsync_hmac_sha256_init(&t->hmac, dkey, 32);
+}
+
+static void wsync__dtag_update(wsync__dtag *t, const uint8_t *p, size_t n)
+{
+    if (t->kind == WSYNC__TAG_POLY) wsync__poly_update(&t->poly, p, n);
+    else if (t->kind == WSYNC__TAG_HMAC) wsync_hmac_sha256_update(&t->hmac, p, n);
+}
+
+static void wsync__dtag_final(wsync__dtag *t, uint8_t tag[16])
+{
+    uint8_t full[32];
+    memset(tag, 0, 16);
+    if (t->kind == WSYNC__TAG_POLY) {
+        wsync__poly_final(&t->poly, tag);
+    } else if (t->kind == WSYNC__TAG_HMAC) {
+        wsync_hmac_sha256_final(&t->hmac, full);
+        memcpy(tag, full, 16);
+    }
+}
 
 static wsync_result wsync__fab_base_init(wsync__fab_base *b, uint32_t backend, const wsync_allocator *a,
                                          wsync_error *err)
@@ -2352,10 +2393,14 @@ static void wsync__fab_note(wsync__fab_base *b, char *line)
 {
     void (*log)(void *, const char *);
     void *lu;
+    size_t k;
     wsync_error_clean(line); /* peers' words: no escape sequences */
+    k = strlen(line); /* cut to the stats' room: the start is what matters */
+    if (k >= sizeof b->stats.last_reject) k = sizeof b->stats.last_reject - 1;
     pthread_mutex_lock(&b->mu);
     b->stats.rejected++;
-    snprintf(b->stats.last_reject, sizeof b->stats.last_reject, "%s", line);
+    memcpy(b->stats.last_reject, line, k);
+    b->stats.last_reject[k] = 0;
     log = b->log;
     lu = b->log_user;
     pthread_mutex_unlock(&b->mu);
@@ -3078,16 +3123,16 @@ static int wsync__tcp_hs_server(wsync__fab_base *b, wsync__fab_conn *c, uint32_t
 static int wsync__tcp_recv_data(wsync__fab_base *b, int fd, uint8_t *dst, uint64_t len, const uint8_t dkey[32],
                                 uint8_t tag[WSYNC__TAG])
 {
-    wsync__poly p;
-    wsync__poly_init(&p, dkey);
+    wsync__dtag p;
+    wsync__dtag_init(&p, b->data_tag, dkey);
     while (len) {
         size_t n = len > (256u << 10) ? (size_t)(256u << 10) : (size_t)len;
         if (wsync__rdma_recv_full(fd, dst, n, (int)b->timeout_ms, 0) != 1) return -1;
-        wsync__poly_update(&p, dst, n);
+        wsync__dtag_update(&p, dst, n);
         dst += n;
         len -= n;
     }
-    wsync__poly_final(&p, tag);
+    wsync__dtag_final(&p, tag);
     return 1;
 }
 
@@ -3476,7 +3521,7 @@ static wsync_result wsync__tcp_send(wsync__tcp *t, wsync_fabric_mr *src, uint64_
 {
     uint8_t h[WSYNC__TCP_HDR], dkey[32], tag[WSYNC__TAG];
     const uint8_t *p;
-    wsync__poly poly;
+    wsync__dtag poly;
     wsync_result r;
     wsync__rdma_err_reset(err);
     if ((r = wsync__fab_check_write(t ? &t->b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return r;
@@ -3485,18 +3530,18 @@ static wsync_result wsync__tcp_send(wsync__tcp *t, wsync_fabric_mr *src, uint64_
     if (wsync__rdma_send_all(dst->fd, h, sizeof h, len != 0) != 0)
         return wsync__tcp_broken(dst, err, "sending a frame", errno);
     /* straight from the registered source, a chunk per call, the tag computed on the way */
-    wsync__poly_init(&poly, dkey);
+    wsync__dtag_init(&poly, t->b.data_tag, dkey);
     p = src->addr + src_off;
     while (len) {
         size_t n = len > t->chunk ? t->chunk : (size_t)len, k;
         for (k = 0; k < n; k += 256u << 10) /* the tag over a piece while it is in cache, then the piece */
-            wsync__poly_update(&poly, p + k, n - k < (256u << 10) ? n - k : (size_t)(256u << 10));
+            wsync__dtag_update(&poly, p + k, n - k < (256u << 10) ? n - k : (size_t)(256u << 10));
         if (wsync__rdma_send_all(dst->fd, p, n, 1) != 0)
             return wsync__tcp_broken(dst, err, "sending a frame's bytes", errno);
         p += n;
         len -= n;
         if (!len) {
-            wsync__poly_final(&poly, tag);
+            wsync__dtag_final(&poly, tag);
             if (wsync__rdma_send_all(dst->fd, tag, sizeof tag, 0) != 0)
                 return wsync__tcp_broken(dst, err, "sending a frame's tag", errno);
         }

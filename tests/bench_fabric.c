@@ -5,6 +5,10 @@
    the same run (best of BENCH_REPS, 3). Senders write in 4 MiB pieces
    (about the mean tensor) and flush; the receiver's memory is faulted in
    first. Each configuration ends with a digest check of the whole region.
+   TCP runs three ways: as shipped (each frame's data tagged with
+   Poly1305), and, for the cost of that tag, with no data tag and with
+   HMAC-SHA256 as the data tag (a private switch of the implementation,
+   set alike on both sides; the handshake and header tags stay).
 
    usage: build/bench_fabric [megabytes]   (default 1192) */
 #define _GNU_SOURCE 1
@@ -59,7 +63,7 @@ typedef struct msg {
     int op, a, b, status;
     double t;
     uint64_t v[4];
-    uint8_t wire[2][WSYNC_FABRIC_DESC_WIRE];
+    uint8_t wire[4][WSYNC_FABRIC_DESC_WIRE];
     char text[400];
 } msg;
 
@@ -112,28 +116,41 @@ static void finish(child *c)
     waitpid(c->pid, &st, 0);
 }
 
+/* The TCP data tag of backend b (2, 3, 4): Poly1305, none, HMAC-SHA256. */
+static int data_tag(int b)
+{
+    return b == 3 ? WSYNC__TAG_NONE : b == 4 ? WSYNC__TAG_HMAC : WSYNC__TAG_POLY;
+}
+
 /* The receiver: one region (memfd memory, so SHM works too) registered
-   with a one-host fabric and with a TCP fabric. */
+   with a one-host fabric and with three TCP fabrics (one per data tag). */
 static void receiver(int in, int out, void *arg)
 {
-    wsync_fabric h, t;
+    wsync_fabric h, t[3];
     wsync_fabric_mr *hm, *tm;
     wsync_fabric_desc d;
     wsync_error e;
     void *p;
     msg m;
+    int i;
     (void)arg;
     memset(&m, 0, sizeof m);
-    if (wsync_fabric_host_open(NULL, &h, &e) != WSYNC_OK || wsync_fabric_host_alloc(&h, SIZE, &p, &e) != WSYNC_OK ||
-        wsync_fabric_tcp_open(NULL, &t, &e) != WSYNC_OK) {
+    if (wsync_fabric_host_open(NULL, &h, &e) != WSYNC_OK || wsync_fabric_host_alloc(&h, SIZE, &p, &e) != WSYNC_OK) {
         fprintf(stderr, "receiver: %s\n", e.message);
         exit(1);
     }
     memset(p, 1, (size_t)SIZE); /* fault it in */
     if (h.reg(h.user, p, SIZE, WSYNC_MEM_HOST, &hm, &d, &e) != WSYNC_OK) exit(1);
     wsync_fabric_desc_encode(&d, m.wire[0]);
-    if (t.reg(t.user, p, SIZE, WSYNC_MEM_HOST, &tm, &d, &e) != WSYNC_OK) exit(1);
-    wsync_fabric_desc_encode(&d, m.wire[1]);
+    for (i = 0; i < 3; i++) {
+        if (wsync_fabric_tcp_open(NULL, &t[i], &e) != WSYNC_OK) {
+            fprintf(stderr, "receiver: %s\n", e.message);
+            exit(1);
+        }
+        ((wsync__fab_base *)t[i].user)->data_tag = data_tag(2 + i);
+        if (t[i].reg(t[i].user, p, SIZE, WSYNC_MEM_HOST, &tm, &d, &e) != WSYNC_OK) exit(1);
+        wsync_fabric_desc_encode(&d, m.wire[1 + i]);
+    }
     m.v[0] = (uint64_t)(uintptr_t)p;
     m.v[1] = (uint64_t)getpid();
     xwrite(out, &m);
@@ -141,12 +158,12 @@ static void receiver(int in, int out, void *arg)
         if (m.op == 'D') m.v[0] = wsync_digest(p, (size_t)SIZE);
         xwrite(out, &m);
     }
-    wsync_fabric_close(&t);
+    for (i = 0; i < 3; i++) wsync_fabric_close(&t[i]);
     wsync_fabric_close(&h);
 }
 
 typedef struct sender_arg {
-    int backend;               /* 0 CMA, 1 SHM, 2 TCP */
+    int backend;               /* 0 CMA, 1 SHM, 2 TCP, 3 TCP without data tags, 4 TCP with HMAC-SHA256 ones */
     int index, n;
     const uint8_t *wire;       /* the receiver's descriptor for this backend */
 } sender_arg;
@@ -165,11 +182,12 @@ static void sender(int in, int out, void *arg)
     msg m;
     wsync_result r;
     memset(&m, 0, sizeof m);
-    if (s->backend == 2) {
+    if (s->backend >= 2) {
         wsync_fabric_tcp_options o;
         memset(&o, 0, sizeof o);
         o.send_only = 1;
         r = wsync_fabric_tcp_open(&o, &f, &e);
+        if (r == WSYNC_OK) ((wsync__fab_base *)f.user)->data_tag = data_tag(s->backend);
     } else {
         wsync_fabric_host_options o;
         memset(&o, 0, sizeof o);
@@ -231,7 +249,7 @@ static double run_fabric(child *rx, const msg *rdesc, int backend, int n, int *r
         sa[i].backend = backend;
         sa[i].index = i;
         sa[i].n = n;
-        sa[i].wire = rdesc->wire[backend == 2 ? 1 : 0];
+        sa[i].wire = rdesc->wire[backend >= 2 ? backend - 1 : 0];
         spawn(&tx[i], sender, &sa[i]);
         if (!xread(tx[i].from, &m) || m.status) {
             printf("sender %d: %s\n", i, m.text);
@@ -285,7 +303,10 @@ int main(int argc, char **argv)
     child rx;
     msg rd;
     int k, run = 0, ok, all_ok = 1, b, n;
-    const char *names[3] = {"one-host CMA (process_vm_writev)", "one-host SHM (memfd + memcpy)", "TCP loopback"};
+    const char *names[5] = {"one-host CMA (process_vm_writev)", "one-host SHM (memfd + memcpy)",
+                            "TCP loopback (Poly1305 data tags)", "TCP, no data tags (cost baseline)",
+                            "TCP, HMAC-SHA256 data tags"};
+    double tcp[5][3];
     const char *reps = getenv("BENCH_REPS");
     SIZE = (argc > 1 ? strtoull(argv[1], NULL, 10) : 1192ull) * 1000ull * 1000ull;
     if (reps && atoi(reps) > 0) REPS = atoi(reps);
@@ -335,9 +356,10 @@ int main(int argc, char **argv)
     if (best_pvw < 1e29)
         printf("%-36s %8s %10.1f %10.2f %10.2f %10s\n", "one process_vm_writev (1.2 GB iov)", "1", best_pvw * 1e3,
                (double)SIZE / best_pvw / 1e9, best_memcpy / best_pvw, "1.00");
-    for (b = 0; b < 3; b++)
+    for (b = 0; b < 5; b++)
         for (n = 1; n <= 2; n++) {
             t = run_fabric(&rx, &rd, b, n, &run, &ok);
+            tcp[b][n] = ok ? t : 0;
             if (!ok) {
                 printf("%-36s %8d FAILED\n", names[b], n);
                 all_ok = 0;
@@ -347,6 +369,10 @@ int main(int argc, char **argv)
                    best_memcpy / t, best_pvw < 1e29 ? best_pvw / t : 0.0);
         }
     finish(&rx);
+    for (n = 1; n <= 2; n++)
+        if (tcp[2][n] > 0 && tcp[3][n] > 0 && tcp[4][n] > 0)
+            printf("TCP, %d sender%s: time with Poly1305 data tags / without: %.2f; with HMAC-SHA256 / without: %.2f\n",
+                   n, n > 1 ? "s" : "", tcp[2][n] / tcp[3][n], tcp[4][n] / tcp[3][n]);
     printf("every configuration checked by digest of the receiver's region: %s\n", all_ok ? "bit-exact" : "FAILED");
     return all_ok ? 0 : 1;
 }
