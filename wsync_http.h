@@ -76,8 +76,18 @@ wsync_http_options.listing picks how a directory is read:
         that fails too the error says what PROPFIND answered. The first
         method that works is kept for the store's life, so plain nginx pays
         for one extra request. PROPFIND first because a 207 is unambiguous,
-        while a GET of a collection is ambiguous: Apache answers it 404 (a
-        missing directory: listed as empty) and others an HTML index.
+        while a GET of a collection is ambiguous: Apache answers it 404 (as
+        if it were missing) and others an HTML index.
+Only a listing that positively lists nothing is empty. A folder answered
+404 (by either method) is read as missing only when one of its parents,
+read the same way, nearest first, lists without it (or lists it as a
+file), or is there but refuses to be listed with a 403 (the server tells
+folders there from missing ones: nginx without autoindex). A parent that
+lists it as a folder, 404s up to the server's root (Apache's GET), or any
+other failure makes the listing unavailable: WSYNC_ERR_UNSUPPORTED, and a
+publisher over a store without HEAD then refuses rather than take an
+unknown state for an empty chain. A folder that is missing costs one
+listing per parent read.
 The multistatus is read by wsync_http_propfind_parse (strict: see it);
 the hrefs must be the collection asked for, which is skipped, or its
 direct children, by path (an absolute URL's scheme and authority are
@@ -3007,6 +3017,11 @@ typedef struct wsync__hlist {
     size_t n_dirs, cap_dirs;
     const char *dir;       /* the directory being parsed */
     int oom, too_many;
+    /* confirming a 404 (wsync__hlist_missing): a parent is read for this
+       name only; probe_found 1 when listed as a directory, 2 as a file */
+    const char *probe;
+    size_t probe_len;
+    int probe_found;
     /* PROPFIND: the decoded path of the collection asked for, ending in '/' */
     char *dpath;
     size_t dpath_len;
@@ -3053,6 +3068,10 @@ static int wsync__hlist_entry(void *user, const char *name, size_t nlen, int is_
     char *k;
     size_t kl;
     if (l->oom || l->too_many) return 1;
+    if (l->probe) {
+        if (nlen == l->probe_len && memcmp(name, l->probe, nlen) == 0) l->probe_found = is_dir ? 1 : 2;
+        return 0;
+    }
     if (!(k = wsync__hjoin(a, l->dir, name, nlen, is_dir))) {
         l->oom = 1;
         return 1;
@@ -3257,10 +3276,16 @@ oom:
     return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
 }
 
-/* Reads one directory's listing; a missing directory lists nothing. The
-   method: the option, or (auto) PROPFIND first, then the JSON autoindex
-   when the server did not answer PROPFIND; the first that works is kept. */
-static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_error *err)
+/* Reads one directory's listing (url: the folder's URL, ending in '/';
+   dir: its keys' prefix). The method: the option, or (auto) PROPFIND
+   first, then the JSON autoindex when the server did not answer PROPFIND;
+   the first that works is kept. A 404 lists nothing and sets *missing (not
+   yet known to be empty: wsync__hlist_missing decides). probe: the folder
+   is a parent read to confirm a 404, and a refusal to list it that shows
+   it exists (a GET answered 403 where no other listing is offered) sets
+   *unlisted instead of failing, and the method that worked is not kept. */
+static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *url, const char *dir, int probe, int *missing,
+                                     int *unlisted, wsync_error *err)
 {
     wsync__http *h = l->h;
     wsync__hreq rq;
@@ -3268,23 +3293,20 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_err
     wsync_result r;
     int method, answered = 0;
     long pf_status = 0;
-    char *url = wsync__hurl(h, dir, 1);
-    if (!url) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
-    if (!dir[0]) url[h->base_len + 1] = 0; /* the root: base + "/" */
+    *missing = 0;
+    *unlisted = 0;
     WSYNC__HLOCK(h);
     method = h->o.listing != WSYNC_HTTP_LISTING_AUTO ? (int)h->o.listing : h->listing_seen;
     WSYNC__HUNLOCK(h);
     if (method != WSYNC_HTTP_LISTING_JSON) {
         r = wsync__hlist_propfind(l, url, dir, method == WSYNC_HTTP_LISTING_PROPFIND, &answered, &pf_status, err);
-        if (r == WSYNC_OK && answered && pf_status == 207 && method == 0) {
+        if (r == WSYNC_OK && answered && pf_status == 207 && method == 0 && !probe) {
             WSYNC__HLOCK(h);
             h->listing_seen = WSYNC_HTTP_LISTING_PROPFIND;
             WSYNC__HUNLOCK(h);
         }
-        if (r != WSYNC_OK || answered) {
-            wsync__hfree(&h->a, url);
-            return r;
-        }
+        if (r == WSYNC_OK && answered && pf_status == 404) *missing = 1;
+        if (r != WSYNC_OK || answered) return r;
     }
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
@@ -3298,7 +3320,7 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_err
                    : wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %lu bytes", url,
                                   (unsigned long)WSYNC__HTTP_LIST_MAX);
     } else if (r == WSYNC_OK && rs.status == 404) {
-        r = WSYNC_OK;
+        *missing = 1;
     } else if (r == WSYNC_OK && rs.status == 200) {
         wsync_error perr;
         l->dir = dir;
@@ -3317,11 +3339,14 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_err
         } else if (l->oom) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
         else if (l->too_many) r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
                                              WSYNC__HTTP_LIST_KEYS);
-        else if (method == 0) {
+        else if (method == 0 && !probe) { /* a parent outside the store may be served otherwise */
             WSYNC__HLOCK(h);
             h->listing_seen = WSYNC_HTTP_LISTING_JSON;
             WSYNC__HUNLOCK(h);
         }
+    } else if (r == WSYNC_OK && probe && rs.status == 403 &&
+               (!pf_status || pf_status == 405 || pf_status == 501 || pf_status == 400)) {
+        *unlisted = 1; /* there, and not listed: a server that tells folders there (403) from missing (404) */
     } else if (r == WSYNC_OK && pf_status && (pf_status == 405 || pf_status == 501 || pf_status == 400) &&
                (rs.status == 401 || rs.status == 403 || rs.status == 405)) {
         /* PROPFIND not offered and the folder not served: a server without
@@ -3340,7 +3365,85 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *dir, wsync_err
             wsync__hfail(err, r, "listing: PROPFIND %s answered HTTP %ld, not 207, and then %s", url, pf_status, m);
         }
     }
-    wsync__hfree(&h->a, url);
+    return r;
+}
+
+/* A folder answered 404: empty only when that is known. Its parents are
+   read, nearest first, for the name below them: a parent that lists the
+   name as a file or not at all, or that is there but refuses to be listed
+   (a 403, where the folder asked for got a 404: the server tells them
+   apart), makes the folder missing, so it lists nothing. A parent that
+   lists it as a folder (a server that answers 404 for folders it has:
+   Apache's GET), 404s all the way up to the server's root, or a parent
+   that fails otherwise: the listing is unavailable, and never read as an
+   empty chain (a publisher would write over what is there). */
+static wsync_result wsync__hlist_missing(wsync__hlist *l, const char *url, wsync_error *err)
+{
+    wsync__http *h = l->h;
+    wsync_result r = WSYNC_OK;
+    const char *q = strstr(url, "://");
+    size_t root, end, start;
+    char *u = NULL, *name = NULL;
+    int missing = 0, unlisted = 0;
+    q = q ? strchr(q + 3, '/') : NULL;
+    if (!q) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: no path in the URL", url);
+    root = (size_t)(q - url);
+    end = strlen(url) - 1; /* the folder's trailing '/' */
+    if (!(u = (char *)wsync__halloc(&h->a, end + 2)) || !(name = (char *)wsync__halloc(&h->a, end + 2))) {
+        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+        goto done;
+    }
+    memcpy(u, url, end + 2);
+    while (end > root) {
+        const char *why = "";
+        size_t bad = 0, nl;
+        char saved;
+        for (start = end; start > root && u[start - 1] != '/'; start--) {}
+        start--; /* the '/' before the name */
+        nl = wsync__href_path(u + start, end - start, name, &why, &bad);
+        if (nl != (size_t)-1 && (nl < 2 || memchr(name + 1, '/', nl - 1))) why = "an empty segment or an encoded '/'";
+        if (nl == (size_t)-1 || nl < 2 || memchr(name + 1, '/', nl - 1)) {
+            r = wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: the URL's path: %s", url, why);
+            goto done;
+        }
+        saved = u[start + 1];
+        u[start + 1] = 0; /* the parent, with its '/' */
+        l->probe = name + 1;
+        l->probe_len = nl - 1;
+        l->probe_found = 0;
+        r = wsync__hlist_dir(l, u, "", 1, &missing, &unlisted, err);
+        l->probe = NULL;
+        u[start + 1] = saved;
+        if (r != WSYNC_OK) {
+            if (err) {
+                char m[sizeof err->message];
+                snprintf(m, sizeof m, "%s", err->message);
+                wsync__hfail(err, r, "listing %s: HTTP 404, and its parent could not be read to tell a missing "
+                             "folder from one the server does not list: %s", url, m);
+            }
+            goto done;
+        }
+        if (!missing) {
+            if (l->probe_found == 1)
+                r = wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+                                 "listing %s: the server answers HTTP 404 for a folder that is there (its parent "
+                                 "lists '%s'): the listing is unavailable (Apache answers a folder's GET with 404: "
+                                 "list it with PROPFIND, listing auto or propfind)", url, name + 1);
+            goto done; /* not there: an empty listing */
+        }
+        if (unlisted) goto done;
+        end = start;
+    }
+    r = wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+                     "listing %s: the listing is unavailable: HTTP 404 for it and for every folder above it up to "
+                     "the server's root, so a missing folder cannot be told from one the server does not list "
+                     "(Apache answers a folder's GET with 404: list with PROPFIND, listing auto or propfind; nginx: "
+                     "`autoindex on; autoindex_format json;`)",
+                     url);
+done:
+    l->probe = NULL;
+    wsync__hfree(&h->a, u);
+    wsync__hfree(&h->a, name);
     return r;
 }
 
@@ -3378,7 +3481,15 @@ static wsync_result wsync__http_list(void *user, const char *prefix, wsync_key_f
             r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing: directories nested deeper than %d or too many",
                              WSYNC__HTTP_LIST_DEPTH);
         } else {
-            r = wsync__hlist_dir(&l, dir, err);
+            char *url = wsync__hurl(h, dir, 1);
+            int missing = 0, unlisted = 0;
+            if (!url) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+            else {
+                if (!dir[0]) url[h->base_len + 1] = 0; /* the root: base + "/" */
+                r = wsync__hlist_dir(&l, url, dir, 0, &missing, &unlisted, err);
+                if (r == WSYNC_OK && missing) r = wsync__hlist_missing(&l, url, err);
+                wsync__hfree(&h->a, url);
+            }
         }
         wsync__hfree(&h->a, dir);
     }

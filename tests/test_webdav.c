@@ -252,10 +252,11 @@ static void test_store(const char *name, const char *base)
         wsync_store_close(&s);
     }
     if (open_store(base, "store", WSYNC_HTTP_LISTING_JSON, &s)) {
-        /* Apache answers GET of a collection 404 (a missing directory: empty),
-           nginx without autoindex 403 (an error that says GET) */
-        int listed = keys_list(&s, "", &c, &err);
-        CHECK_MSG(listed ? c.n == 0 : strstr(err.message, "GET") != NULL, "json: %d keys: %s", c.n, err.message);
+        /* Apache answers GET of a collection 404, for the root too: the
+           listing is unavailable (never an empty one); nginx without
+           autoindex 403 (an error that says GET) */
+        CHECK_MSG(!keys_list(&s, "", &c, &err) && strstr(err.message, "GET") != NULL, "json: %d keys: %s", c.n,
+                  err.message);
         wsync_store_close(&s);
     }
     TEST_END();
@@ -423,6 +424,167 @@ static void test_hostile(const char *base)
     }
 }
 
+/* ---- a listing that fails is never an empty chain ---- */
+
+static int open_plain(const char *url, wsync_http_listing how, wsync_store *s)
+{
+    wsync_error err;
+    wsync_http_options o;
+    memset(&o, 0, sizeof o);
+    o.listing = how;
+    o.max_attempts = 1;
+    if (wsync_store_http_open(url, &o, s, &err) != WSYNC_OK) {
+        CHECK_MSG(0, "open %s: %s", url, err.message);
+        return 0;
+    }
+    return 1;
+}
+
+/* A publisher over s must refuse (nothing written), the listing being
+   unavailable. */
+static void refuses_unknown(wsync_store *s, const char *what)
+{
+    wsync_error err;
+    wsync_chain_info ci;
+    wsync_publisher *p = NULL;
+    wsync_chain_options co;
+    keys c;
+    CHECK_MSG(!keys_list(s, "", &c, &err) && err.code == WSYNC_ERR_UNSUPPORTED && strstr(err.message, "unavailable"),
+              "%s: list: %d keys: %s", what, c.n, err.message);
+    memset(&ci, 0, sizeof ci);
+    CHECK_EQ_INT(wsync_chain_read(s, NULL, &ci, &err), WSYNC_ERR_UNSUPPORTED);
+    wsync_chain_info_free(&ci);
+    CHECK_EQ_INT(wsync_publisher_open(s, NULL, &p, &err), WSYNC_ERR_UNSUPPORTED);
+    if (p) wsync_publisher_close(p);
+    p = NULL;
+    memset(&co, 0, sizeof co);
+    co.flags = WSYNC_CHAIN_NEW_CHAIN;
+    CHECK_EQ_INT(wsync_publisher_open(s, &co, &p, &err), WSYNC_ERR_UNSUPPORTED);
+    if (p) wsync_publisher_close(p);
+}
+
+/* A new prefix: positively empty, and a publisher starts a chain there. */
+static void takes_chain(wsync_store *s, const char *what)
+{
+    static uint16_t img[TOTAL];
+    wsync_tensor t[NT];
+    wsync_error err;
+    wsync_publisher *p = NULL;
+    keys c;
+    uint64_t size = 0;
+    CHECK_MSG(keys_list(s, "", &c, &err) && c.n == 0, "%s: list: %d keys: %s", what, c.n, err.message);
+    CHECK_MSG(keys_list(s, "anchors/", &c, &err) && c.n == 0, "%s: list anchors/: %d keys: %s", what, c.n,
+              err.message);
+    CHECK_MSG(wsync_publisher_open(s, NULL, &p, &err) == WSYNC_OK, "%s: publisher: %s", what, err.message);
+    if (!p) return;
+    gen_step(img, 0);
+    tensors_of(img, t);
+    CHECK_MSG(wsync_publish(p, 0, t, NT, NULL, &err) == WSYNC_OK, "%s: publish: %s", what, err.message);
+    CHECK_MSG(s->head(s->user, "HEAD", &size, &err) == WSYNC_OK, "%s: HEAD: %s", what, err.message);
+    wsync_publisher_close(p);
+}
+
+static void test_unknown_state(const char *apache, const char *davext, const char *json, const char *hostile)
+{
+    static const char foreign[] = "a foreign chain's anchor, not ours to overwrite";
+    wsync_store s, w;
+    wsync_error err;
+    char url[600];
+    uint8_t *all = NULL;
+    uint64_t size = 0;
+    keys c;
+    if (apache) {
+        TEST_BEGIN("apache, listing json: a folder's GET is 404 there, so a HEAD-less chain's state is unknown: the "
+                   "listing is unavailable (WSYNC_ERR_UNSUPPORTED), and a publisher refuses, writing nothing");
+        if (open_store(apache, "foreign", WSYNC_HTTP_LISTING_PROPFIND, &w)) {
+            CHECK_MSG(w.put(w.user, "anchors/step_000000.safetensors", foreign, sizeof foreign - 1, &err) == WSYNC_OK,
+                      "%s", err.message);
+            if (open_store(apache, "foreign", WSYNC_HTTP_LISTING_JSON, &s)) {
+                refuses_unknown(&s, "apache json, a foreign chain");
+                CHECK_MSG(!keys_list(&s, "", &c, &err) && strstr(err.message, "PROPFIND") &&
+                              strstr(err.message, "404"),
+                          "%s", err.message);
+                wsync_store_close(&s);
+            }
+            CHECK_EQ_INT(w.head(w.user, "HEAD", &size, &err), WSYNC_ERR_NOT_FOUND);
+            CHECK_MSG(wsync_store_get_all(&w, "anchors/step_000000.safetensors", NULL, &all, &size, &err) ==
+                              WSYNC_OK &&
+                          size == sizeof foreign - 1 && memcmp(all, foreign, size) == 0,
+                      "the foreign anchor changed: %s", err.message);
+            free(all);
+            all = NULL;
+            wsync_store_close(&w);
+        }
+        TEST_END();
+        TEST_BEGIN("apache: a new prefix is not known to be empty through GET (refused); through PROPFIND (auto) it "
+                   "is (its parents are read up to one that lists), and takes a chain");
+        if (open_store(apache, "fresh-json/a", WSYNC_HTTP_LISTING_JSON, &s)) {
+            refuses_unknown(&s, "apache json, a new prefix");
+            wsync_store_close(&s);
+        }
+        if (open_store(apache, "fresh-auto/a/b", WSYNC_HTTP_LISTING_AUTO, &s)) {
+            takes_chain(&s, "apache auto, a new prefix");
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+    if (json) {
+        TEST_BEGIN("nginx with the JSON autoindex: a new prefix is empty (a parent lists without it), json and auto");
+        if (open_store(json, "fresh-json/a/b", WSYNC_HTTP_LISTING_JSON, &s)) {
+            takes_chain(&s, "nginx json");
+            wsync_store_close(&s);
+        }
+        if (open_store(json, "fresh-auto/a", WSYNC_HTTP_LISTING_AUTO, &s)) {
+            takes_chain(&s, "nginx auto");
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+    if (davext) {
+        TEST_BEGIN("nginx dav-ext without autoindex, listing json: a 404 under a folder that answers 403 (there, "
+                   "unlisted) is a missing folder: empty");
+        if (open_store(davext, "store", WSYNC_HTTP_LISTING_PROPFIND, &w)) {
+            CHECK_MSG(w.put(w.user, "x", "y", 1, &err) == WSYNC_OK, "%s", err.message);
+            wsync_store_close(&w);
+        }
+        if (open_store(davext, "store/fresh", WSYNC_HTTP_LISTING_JSON, &s)) {
+            CHECK_MSG(keys_list(&s, "", &c, &err) && c.n == 0, "%d keys: %s", c.n, err.message);
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+    if (hostile) {
+        TEST_BEGIN("canned: a folder answered 404 that its parent lists as a folder is unavailable; one its parent "
+                   "does not list (or lists as a file) is empty; 404 up to the root is unavailable");
+        snprintf(url, sizeof url, "%s/ghost/sub", hostile);
+        if (open_plain(url, WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+            CHECK(!keys_list(&s, "", &c, &err));
+            CHECK_EQ_INT(err.code, WSYNC_ERR_UNSUPPORTED);
+            CHECK_MSG(strstr(err.message, "a folder that is there") && strstr(err.message, "'sub'"), "%s",
+                      err.message);
+            wsync_store_close(&s);
+        }
+        snprintf(url, sizeof url, "%s/ghost/other", hostile);
+        if (open_plain(url, WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+            CHECK_MSG(keys_list(&s, "", &c, &err) && c.n == 0, "%s", err.message);
+            wsync_store_close(&s);
+        }
+        snprintf(url, sizeof url, "%s/ghost/file", hostile);
+        if (open_plain(url, WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+            CHECK_MSG(keys_list(&s, "deltas/", &c, &err) && c.n == 0, "%s", err.message);
+            wsync_store_close(&s);
+        }
+        snprintf(url, sizeof url, "%s/nothing/here", hostile);
+        if (open_plain(url, WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+            CHECK(!keys_list(&s, "", &c, &err));
+            CHECK_EQ_INT(err.code, WSYNC_ERR_UNSUPPORTED);
+            CHECK_MSG(strstr(err.message, "every folder above it"), "%s", err.message);
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+}
+
 /* ---- the parser alone (no server) ---- */
 
 static int count_fn(void *user, const char *path, size_t len, int is_dir, uint64_t size)
@@ -471,5 +633,6 @@ int main(void)
     }
     if (json) test_json_server(json);
     if (hostile) test_hostile(hostile);
+    test_unknown_state(apache && apache_data ? apache : NULL, davext && davext_data ? davext : NULL, json, hostile);
     return check_summary();
 }

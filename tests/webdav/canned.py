@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Canned PROPFIND answers for tests/test_webdav.sh: PROPFIND /NAME/... is
-answered 207 with the bytes of DIR/NAME.xml (404 when there is none);
-every other method 405. Prints "ready PORT" once listening on 127.0.0.1.
+"""Canned PROPFIND answers for tests/test_webdav.sh: PROPFIND /A/B/ is
+answered 207 with the bytes of DIR/A_B.xml (404 when there is none, and
+for the root); every other method 405. Prints "ready PORT" once listening
+on 127.0.0.1.
 usage: canned.py DIR"""
 import http.server
 import os
@@ -27,7 +28,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         if n:
             self.rfile.read(n)
-        name = self.path.strip("/").split("/")[0]
+        name = self.path.strip("/").replace("/", "_")
         path = os.path.join(ROOT, name + ".xml")
         if not name or "." in name or not os.path.isfile(path):
             self._answer(404, b"no such canned answer\n", "text/plain")
