@@ -43,7 +43,10 @@ Above the fabrics, in this order in the header:
                 COMMIT, ACK, and may move only the tensors the trainers
                 name; a failure aborts the step by name within the timeout.
                 Trainers' writes that gather or quantize go through the
-                executor.
+                executor. Every connection proves the job key both ways
+                first (a challenge-response), then MACs every message;
+                no key on an address other than loopback refuses to start
+                unless insecure.
     planner     wsync_plan_*: the schedule for a whole cluster from a model's
                 tensor list, and a simulator that predicts its time (the
                 PLANNER and SIMULATOR sections below). The controller runs
@@ -474,7 +477,8 @@ in capitals):
     wsync__rdma_   helpers of every section (>>common): rdma_fail and
                    rdma_err_reset (errors), rdma_put / rdma_get (little-endian
                    bytes), rdma_alloc / rdma_free, rdma_in (bounds), time,
-                   randomness, whole socket reads and writes; WSYNC__RDMA_OK
+                   randomness, whole socket reads and writes, rdma_key_set /
+                   rdma_key_mac (the job key); WSYNC__RDMA_OK
                    and WSYNC__HAVE_VERBS say what this build has
     wsync__fab_    the fabrics' shared part (>>receiver): fab_base (a
                    fabric's shared state), fab_srv_ (the receiver's
@@ -534,7 +538,7 @@ extern "C" {
 #error "wsync_rdma.h needs a newer wsync.h"
 #endif
 
-/* The job key (>>common): the secret every process of one direct-path job
+/* The job key: the secret every process of one direct-path job
    shares. The controller and the ranks prove it to each other when they
    connect (wsync_controller_options.job_key, wsync_rank_options.job_key);
    a process without it joins nothing and is sent nothing. Any bytes, from
@@ -885,8 +889,12 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    One controller, T trainer ranks and I inference ranks, over TCP. Every
    message is a 12-byte header, "WSC" + version byte, type (u16, then u16
    zero), payload length (u32, at most WSYNC_CTL_MAX_PAYLOAD), then the
-   payload, all little-endian:
+   payload, all little-endian; after the handshake every frame is followed
+   by its 32-byte MAC (below):
 
+     HELLO     rank -> ctl   role u32, rank u32, nonce (32 random bytes)
+     CHALLENGE ctl -> rank   nonce (32 random bytes), ctl_proof (32)
+     PROOF     rank -> ctl   rank_proof (32)
      JOIN    rank -> ctl   role u32, rank u32, n_regions u32, n_tensors u32,
                            regions (n x WSYNC_FABRIC_DESC_WIRE bytes),
                            tensors (name_len u16, name, dtype u32, ndim u32,
@@ -910,6 +918,28 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
      ERROR   either way            step u64, status u32, text_len u16, text
      BARRIER trainer -> ctl        step u64, group u32: done with mesh group
      RELEASE ctl -> trainer        step u64, group u32: every trainer is
+
+   The handshake (every connection, before anything else): both sides hold
+   the job key K (wsync_job_key_resolve; none: the empty key). With T =
+   role, rank (u32 each), the rank's nonce, the controller's nonce, and
+   H(label) = HMAC-SHA256(K, label with its NUL byte, then T)
+   (wsync_ctl_auth_derive): ctl_proof = H("wsync-ctl 4 controller proof"),
+   rank_proof = H("wsync-ctl 4 rank proof"), and the MAC keys
+   H("wsync-ctl 4 controller to rank") and H("wsync-ctl 4 rank to
+   controller"). The rank checks ctl_proof before it sends anything more
+   (a controller without the key learns nothing but the HELLO); the
+   controller checks rank_proof before it reads a JOIN (a rank without the
+   key is sent nothing but the CHALLENGE and takes no slot); both in
+   constant time. The JOIN must name the HELLO's role and rank. Then every
+   frame either way carries HMAC-SHA256(its direction's key, seq u64 then
+   the frame) (wsync_ctl_frame_mac), seq counting that direction's frames
+   from 0: a forged, altered, replayed or reordered frame fails (the
+   connection ends: WSYNC_ERR_AUTH), as does any frame of another
+   connection (fresh nonces each). The controller reads handshakes without
+   blocking, WSYNC__CTL_AUTH_MS (1 s) for the whole of each from its
+   accept, at most WSYNC__CTL_PENDING at once (the oldest cut), and logs
+   each refusal with the peer's address (wsync_controller_options.log). No
+   TLS: the bytes (descriptors, plans) are readable on the wire.
 
    A rank's tensors: rows [row_begin, row_begin + row_count) along dim 0 of
    a tensor of the given full shape (a scalar is one row; the dims after the
@@ -3461,11 +3491,20 @@ static wsync_result wsync__tcp_open_remote(void *user, const wsync_fabric_desc *
     r->len = d->len;
     snprintf(r->peer, sizeof r->peer, "%s:%u", host, port);
     {
+        /* the key copied out: no lock held across the network (this
+           fabric's own receiver thread may be the other end) */
+        uint8_t key[WSYNC__JOB_KEY_MAX];
+        size_t kl;
+        uint32_t self;
         wsync_result hr;
         pthread_mutex_lock(&t->b.mu);
-        hr = wsync__tcp_hs_client(fd, t->b.job_key, t->b.job_key_len, t->b.self_id, r->region, r->key,
-                                  t->connect_timeout_ms, r->peer, &r->mac, err);
+        kl = t->b.job_key ? t->b.job_key_len : 0;
+        if (kl) memcpy(key, t->b.job_key, kl);
+        self = t->b.self_id;
         pthread_mutex_unlock(&t->b.mu);
+        hr = wsync__tcp_hs_client(fd, kl ? key : NULL, kl, self, r->region, r->key, t->connect_timeout_ms, r->peer,
+                                  &r->mac, err);
+        memset(key, 0, kl);
         if (hr != WSYNC_OK) {
             close(fd);
             wsync__rdma_free(&t->b.a, r);
