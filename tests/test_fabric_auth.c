@@ -362,6 +362,30 @@ static void test_idle(void)
     TEST_END();
 }
 
+static void test_self(void)
+{
+    rx r;
+    wsync_fabric_remote *rem = NULL;
+    wsync_fabric_mr *smr;
+    wsync_fabric_desc sd;
+    wsync_error e;
+    static uint8_t src[256];
+    int64_t t0 = now_ms();
+    TEST_BEGIN("TCP fabric: one fabric writes into its own region (its receiver thread is the handshake's other end)");
+    CHECK(rx_open(&r, KEY, 0));
+    CHECK_EQ_INT(wsync_fabric_auth_set(&r.f, KEY, strlen(KEY), 9, &e), WSYNC_OK);
+    memset(src, 0x77, sizeof src);
+    CHECK_EQ_INT(r.f.reg(r.f.user, src, sizeof src, WSYNC_MEM_HOST, &smr, &sd, &e), WSYNC_OK);
+    CHECK_EQ_INT(r.f.open_remote(r.f.user, &r.d, &rem, &e), WSYNC_OK);
+    CHECK_EQ_INT(r.f.write(r.f.user, smr, 0, rem, 64, sizeof src, &e), WSYNC_OK);
+    CHECK_EQ_INT(r.f.flush(r.f.user, &e), WSYNC_OK);
+    CHECK(r.mem[64] == 0x77 && r.mem[64 + sizeof src - 1] == 0x77 && r.mem[63] == 0x11);
+    CHECK_MSG(now_ms() - t0 < 1500, "took %lld ms", (long long)(now_ms() - t0));
+    CHECK_EQ_INT(wsync_fabric_auth_set(&r.f, KEY, 2000, 9, &e), WSYNC_ERR_INVALID_ARGUMENT);
+    rx_close(&r);
+    TEST_END();
+}
+
 static void test_poly1305(void)
 {
     /* RFC 8439 2.5.2, and A.3's vectors 1 (zero key) and 2 */
@@ -411,6 +435,7 @@ int main(void)
     test_rogues();
     test_window();
     test_idle();
+    test_self();
     printf("test_fabric_auth: %.1f s\n", (double)(now_ms() - t0) / 1000);
     return check_summary();
 }
