@@ -86,6 +86,8 @@ OPTIONS).
     >>files         wsync_file_map
     >>crypto        SHA-256, SHA-512, BLAKE2b, Ed25519 (signed chains)
     >>st-read       safetensors reader
+    >>json          the JSON tokenizer every JSON reader here uses (the
+                    safetensors header, HEAD); its strings and numbers, public
     >>st-write      safetensors writer (streaming and whole)
     >>digest        wsync64 (wsync_digest) and the SIMD diff
     >>delta         deltas: wsync_delta_encode, _apply, _info; shared pieces
@@ -141,7 +143,8 @@ Private names are wsync__; the short sub-prefixes mean (one meaning each):
     wsync__pool_             the allocator wsync_pool, and only it
     wsync__workers_          the worker dispatcher (wsync__workers_do)
     wsync__buf_              a growable byte buffer
-    wsync__jp_               HEAD's JSON reader
+    wsync__js_               the JSON tokenizer (strings, numbers, skipping)
+    wsync__jp_               HEAD's JSON reader (over wsync__js_)
     wsync__emit_             the safetensors writer's header output
     wsync__dir_  wsync__mem_ the directory store, the memory store
     wsync__sub_  wsync__pub_ subscriber, publisher
@@ -1021,6 +1024,21 @@ WSYNC_DEF const wsync_st_tensor *wsync_st_find_n(const wsync_st_file *f, const c
 WSYNC_DEF wsync_result wsync_st_check_names(const wsync_st_file *f, wsync_error *err);
 /* Metadata value for a key, NUL-terminated; NULL if absent. */
 WSYNC_DEF const char *wsync_st_metadata_get(const wsync_st_file *f, const char *key);
+
+/* --- JSON tokens, as the readers above read them >>json ---
+   For a program's own JSON reader (a model's config.json), so that it reads
+   strings and numbers exactly as the library does. wsync_json_string: the
+   string whose opening quote is at text[*pos] (RFC 8259: escapes, \u
+   surrogates in pairs, the bytes valid UTF-8), decoded into out[0..cap)
+   when out is given (*out_len gets the full decoded length, never more
+   than the encoded one); *pos moves past the
+   closing quote. wsync_json_number: the number at text[*pos] by RFC
+   8259's grammar, *pos moved past it. Either fails with
+   WSYNC_ERR_INVALID_JSON, err's offset the byte it is about (a number's:
+   where it starts), *pos as it was; out is not NUL-terminated. */
+WSYNC_DEF wsync_result wsync_json_string(const char *text, size_t len, size_t *pos, char *out, size_t cap,
+                                         size_t *out_len, wsync_error *err);
+WSYNC_DEF wsync_result wsync_json_number(const char *text, size_t len, size_t *pos, wsync_error *err);
 
 /* ======================================================================
    Safetensors: writer  >>st-write
@@ -4272,7 +4290,8 @@ WSYNC_DEF int wsync_ed25519_verify(const uint8_t pub[32], const void *msg, size_
    counts (tensors, shape entries, metadata pairs, string bytes), then one
    block is allocated exactly, and the second pass fills it. Validation of
    sizes and offsets follows as its own step. The whole header is checked as
-   UTF-8 first, so the JSON scanner only has to understand ASCII. */
+   UTF-8 first, so the JSON tokenizer (wsync__js_, shared with HEAD's
+   reader) only has to understand ASCII here. */
 
 static int wsync__utf8_valid(const uint8_t *s, size_t n, size_t *bad)
 {
@@ -4299,6 +4318,279 @@ static int wsync__utf8_valid(const uint8_t *s, size_t n, size_t *bad)
     }
     *bad = i;
     return i == n;
+}
+
+/* ---- the JSON tokenizer: every JSON reader of this header (the
+   safetensors header, HEAD) >>json ----
+
+   Plain functions over (s, n) and a cursor *i: whitespace, a string, a
+   number, any value skipped. Each returns NULL when what it read is JSON,
+   with *i past it, or a static text naming what is wrong, with *i at the
+   byte it is about; the reader maps that to its own error. The flags say
+   how strict a reader is beyond RFC 8259. */
+#define WSYNC__JS_PLAIN 1u  /* strings: printable ASCII without escapes, not decoded */
+#define WSYNC__JS_UTF8 2u   /* strings: each UTF-8 sequence checked (input not checked whole) */
+#define WSYNC__JS_PAIRS 4u  /* strings: a \u surrogate must be one of a pair */
+#define WSYNC__JS_VALUES 8u /* skip: the depth limit counts every value, not only containers */
+
+static const char wsync__js_too_deep[] = "nesting deeper than the limit";
+
+static size_t wsync__js_ws(const uint8_t *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i;
+}
+
+static int wsync__hex4(const uint8_t *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    int i;
+    for (i = 0; i < 4; i++) {
+        uint8_t c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The string at s[*i] (which must be '"'), decoded into out[0..cap) when
+   out is given; *len gets the full decoded length, never more than the
+   encoded one (with PLAIN: nothing decoded, *len the raw length). */
+static const char *wsync__js_string(const uint8_t *s, size_t n, size_t *i, unsigned flags, char *out, size_t cap,
+                                    size_t *len)
+{
+    size_t o = 0, p = *i;
+    const char *why = NULL;
+    if (p >= n || s[p] != '"') return "expected a string";
+    p++;
+    for (;;) {
+        uint8_t c, buf[4];
+        size_t k, nb = 1;
+        if (p >= n) {
+            why = "unterminated string";
+            break;
+        }
+        c = s[p];
+        if (c == '"') {
+            p++;
+            break;
+        }
+        if (c < 0x20) {
+            why = "control character in a string";
+            break;
+        }
+        if ((flags & WSYNC__JS_PLAIN) && (c == '\\' || c >= 0x80)) {
+            why = c == '\\' ? "an escape where a plain string is wanted" : "a non-ASCII byte where a plain string is wanted";
+            break;
+        }
+        buf[0] = c;
+        if (c >= 0x80 && (flags & WSYNC__JS_UTF8)) { /* one UTF-8 sequence, checked strictly */
+            size_t sl = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2, bad;
+            if (n - p < sl || !wsync__utf8_valid(s + p, sl, &bad)) {
+                why = "invalid UTF-8 in a string";
+                break;
+            }
+            for (k = 1; k < sl; k++) buf[k] = s[p + k];
+            nb = sl;
+            p += sl;
+        } else if (c == '\\') {
+            uint32_t cp, lo;
+            if (n - p < 2) {
+                why = "unterminated escape";
+                break;
+            }
+            switch (s[p + 1]) {
+            case '"': buf[0] = '"'; break;
+            case '\\': buf[0] = '\\'; break;
+            case '/': buf[0] = '/'; break;
+            case 'b': buf[0] = '\b'; break;
+            case 'f': buf[0] = '\f'; break;
+            case 'n': buf[0] = '\n'; break;
+            case 'r': buf[0] = '\r'; break;
+            case 't': buf[0] = '\t'; break;
+            case 'u':
+                if (n - p < 6 || !wsync__hex4(s + p + 2, &cp)) {
+                    why = "bad \\u escape";
+                    break;
+                }
+                if ((flags & WSYNC__JS_PAIRS) && cp >= 0xDC00 && cp <= 0xDFFF) {
+                    why = "lone low surrogate escape";
+                    break;
+                }
+                if ((flags & WSYNC__JS_PAIRS) && cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (n - p < 12 || s[p + 6] != '\\' || s[p + 7] != 'u' || !wsync__hex4(s + p + 8, &lo) ||
+                        lo < 0xDC00 || lo > 0xDFFF) {
+                        why = "lone high surrogate escape";
+                        break;
+                    }
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    p += 6;
+                }
+                p += 4; /* the 2 for "\\u" are added below */
+                if (cp < 0x80) buf[0] = (uint8_t)cp;
+                else if (cp < 0x800) {
+                    buf[0] = (uint8_t)(0xC0 | (cp >> 6));
+                    buf[1] = (uint8_t)(0x80 | (cp & 0x3F));
+                    nb = 2;
+                } else if (cp < 0x10000) {
+                    buf[0] = (uint8_t)(0xE0 | (cp >> 12));
+                    buf[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                    buf[2] = (uint8_t)(0x80 | (cp & 0x3F));
+                    nb = 3;
+                } else {
+                    buf[0] = (uint8_t)(0xF0 | (cp >> 18));
+                    buf[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+                    buf[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                    buf[3] = (uint8_t)(0x80 | (cp & 0x3F));
+                    nb = 4;
+                }
+                break;
+            default:
+                why = "unknown escape";
+            }
+            if (why) break;
+            p += 2;
+        } else {
+            p++;
+        }
+        for (k = 0; k < nb; k++, o++)
+            if (out && o < cap) out[o] = (char)buf[k];
+    }
+    *i = p;
+    if (!why) *len = o;
+    return why;
+}
+
+/* A number by RFC 8259's grammar. *is_uint is set when it is a plain
+   non-negative integer (no sign, fraction or exponent): then *value holds
+   it exactly, or *overflow is set. */
+static const char *wsync__js_number(const uint8_t *s, size_t n, size_t *pi, int *is_uint, uint64_t *value,
+                                    int *overflow)
+{
+    size_t i = *pi;
+    uint64_t v = 0;
+    int plain = 1, ovf = 0;
+    if (i < n && s[i] == '-') plain = 0, i++;
+    if (i >= n || s[i] < '0' || s[i] > '9') return "bad number";
+    if (s[i] == '0') {
+        i++;
+    } else {
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            unsigned d = (unsigned)(s[i] - '0');
+            if (v > (UINT64_MAX - d) / 10) ovf = 1;
+            else v = v * 10 + d;
+            i++;
+        }
+    }
+    if (i < n && s[i] == '.') {
+        plain = 0, i++;
+        if (i >= n || s[i] < '0' || s[i] > '9') return "bad fraction";
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        plain = 0, i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        if (i >= n || s[i] < '0' || s[i] > '9') return "bad exponent";
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    *pi = i;
+    *is_uint = plain;
+    *value = v;
+    *overflow = ovf;
+    return NULL;
+}
+
+/* Skips any JSON value at s[*i] (after whitespace). `depth` is the value's
+   level: a container deeper than `max` (with VALUES: any value) is
+   wsync__js_too_deep. */
+static const char *wsync__js_skip(const uint8_t *s, size_t n, size_t *i, unsigned flags, uint32_t depth,
+                                  uint32_t max)
+{
+    const char *why;
+    int c, is_uint, ovf;
+    uint64_t v;
+    size_t len;
+    if ((flags & WSYNC__JS_VALUES) && depth > max) return wsync__js_too_deep;
+    *i = wsync__js_ws(s, n, *i);
+    c = *i < n ? s[*i] : -1;
+    if (c == '{' || c == '[') {
+        int close = c == '{' ? '}' : ']';
+        if (!(flags & WSYNC__JS_VALUES) && depth >= max) return wsync__js_too_deep;
+        *i = wsync__js_ws(s, n, *i + 1);
+        if (*i < n && s[*i] == close) {
+            ++*i;
+            return NULL;
+        }
+        for (;;) {
+            *i = wsync__js_ws(s, n, *i);
+            if (c == '{') {
+                /* keys as plain as the reader's own (PLAIN stays) */
+                if ((why = wsync__js_string(s, n, i, flags, NULL, 0, &len)) != NULL) return why;
+                *i = wsync__js_ws(s, n, *i);
+                if (*i >= n || s[*i] != ':') return "expected ':'";
+                ++*i;
+            }
+            if ((why = wsync__js_skip(s, n, i, flags, depth + 1, max)) != NULL) return why;
+            *i = wsync__js_ws(s, n, *i);
+            if (*i < n && s[*i] == ',') {
+                ++*i;
+                continue;
+            }
+            if (*i < n && s[*i] == close) {
+                ++*i;
+                return NULL;
+            }
+            return c == '{' ? "expected ',' or '}'" : "expected ',' or ']'";
+        }
+    }
+    if (c == '"') return wsync__js_string(s, n, i, flags & ~WSYNC__JS_PLAIN, NULL, 0, &len);
+    if (c == '-' || (c >= '0' && c <= '9')) return wsync__js_number(s, n, i, &is_uint, &v, &ovf);
+    if (c == 't' || c == 'f' || c == 'n') {
+        const char *lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+        size_t ln = strlen(lit);
+        if (n - *i < ln || memcmp(s + *i, lit, ln) != 0) return "invalid literal";
+        *i += ln;
+        return NULL;
+    }
+    return "expected a JSON value";
+}
+
+WSYNC_DEF wsync_result wsync_json_string(const char *text, size_t len, size_t *pos, char *out, size_t cap,
+                                         size_t *out_len, wsync_error *err)
+{
+    size_t i, n = 0;
+    const char *why;
+    wsync__error_reset(err);
+    if (!pos || (!text && len) || *pos > len)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_json_string needs text and a position inside it");
+    i = *pos;
+    why = wsync__js_string((const uint8_t *)text, len, &i, WSYNC__JS_UTF8 | WSYNC__JS_PAIRS, out, cap, &n);
+    if (why) return wsync__fail(err, WSYNC_ERR_INVALID_JSON, (uint64_t)i, NULL, 0, "%s", why);
+    *pos = i;
+    if (out_len) *out_len = n;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_json_number(const char *text, size_t len, size_t *pos, wsync_error *err)
+{
+    size_t i;
+    int is_uint, ovf;
+    uint64_t v;
+    const char *why;
+    wsync__error_reset(err);
+    if (!pos || (!text && len) || *pos > len)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_json_number needs text and a position inside it");
+    i = *pos;
+    why = wsync__js_number((const uint8_t *)text, len, &i, &is_uint, &v, &ovf);
+    if (why) return wsync__fail(err, WSYNC_ERR_INVALID_JSON, (uint64_t)i, NULL, 0, "%s", why);
+    *pos = i;
+    return WSYNC_OK;
 }
 
 typedef struct wsync__parser {
@@ -4333,11 +4625,7 @@ static wsync_result wsync__pfail(wsync__parser *p, wsync_result code, const char
 
 static void wsync__ws(wsync__parser *p)
 {
-    while (p->pos < p->n) {
-        uint8_t c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->pos++;
-    }
+    p->pos = wsync__js_ws(p->s, p->n, p->pos);
 }
 
 static int wsync__peek(const wsync__parser *p)
@@ -4353,138 +4641,18 @@ static wsync_result wsync__expect(wsync__parser *p, char c, const char *what)
     return WSYNC_OK;
 }
 
-static int wsync__hex4(const uint8_t *s, uint32_t *out)
-{
-    uint32_t v = 0;
-    int i;
-    for (i = 0; i < 4; i++) {
-        uint8_t c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* Scans a JSON string at p->pos (which must be '"'), decoding it into
-   out[0..cap) when out is given; *len gets the full decoded length, which is
-   never more than the encoded length. */
+/* The string at p->pos, decoded into out[0..cap) when out is given (see
+   wsync__js_string). */
 static wsync_result wsync__string(wsync__parser *p, char *out, size_t cap, size_t *len)
 {
-    size_t o = 0;
-    if (wsync__peek(p) != '"') return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected %s", "a string");
-    p->pos++;
-    for (;;) {
-        uint8_t c, buf[4];
-        size_t k, nb = 1;
-        if (p->pos >= p->n) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "unterminated string");
-        c = p->s[p->pos];
-        if (c == '"') {
-            p->pos++;
-            break;
-        }
-        if (c < 0x20) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "control character in a string");
-        buf[0] = c;
-        if (c == '\\') {
-            uint32_t cp, lo;
-            if (p->n - p->pos < 2) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "unterminated escape");
-            switch (p->s[p->pos + 1]) {
-            case '"': buf[0] = '"'; break;
-            case '\\': buf[0] = '\\'; break;
-            case '/': buf[0] = '/'; break;
-            case 'b': buf[0] = '\b'; break;
-            case 'f': buf[0] = '\f'; break;
-            case 'n': buf[0] = '\n'; break;
-            case 'r': buf[0] = '\r'; break;
-            case 't': buf[0] = '\t'; break;
-            case 'u':
-                if (p->n - p->pos < 6 || !wsync__hex4(p->s + p->pos + 2, &cp))
-                    return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bad \\u escape");
-                if (cp >= 0xDC00 && cp <= 0xDFFF)
-                    return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "lone low surrogate escape");
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    if (p->n - p->pos < 12 || p->s[p->pos + 6] != '\\' || p->s[p->pos + 7] != 'u' ||
-                        !wsync__hex4(p->s + p->pos + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "lone high surrogate escape");
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    p->pos += 6;
-                }
-                p->pos += 4; /* the 2 for "\\u" are added below */
-                if (cp < 0x80) buf[0] = (uint8_t)cp;
-                else if (cp < 0x800) {
-                    buf[0] = (uint8_t)(0xC0 | (cp >> 6));
-                    buf[1] = (uint8_t)(0x80 | (cp & 0x3F));
-                    nb = 2;
-                } else if (cp < 0x10000) {
-                    buf[0] = (uint8_t)(0xE0 | (cp >> 12));
-                    buf[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                    buf[2] = (uint8_t)(0x80 | (cp & 0x3F));
-                    nb = 3;
-                } else {
-                    buf[0] = (uint8_t)(0xF0 | (cp >> 18));
-                    buf[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-                    buf[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                    buf[3] = (uint8_t)(0x80 | (cp & 0x3F));
-                    nb = 4;
-                }
-                break;
-            default:
-                return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "unknown escape");
-            }
-            p->pos += 2;
-        } else {
-            p->pos++;
-        }
-        for (k = 0; k < nb; k++, o++)
-            if (out && o < cap) out[o] = (char)buf[k];
-    }
-    *len = o;
-    return WSYNC_OK;
+    const char *why = wsync__js_string(p->s, p->n, &p->pos, WSYNC__JS_PAIRS, out, cap, len);
+    return why ? wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", why) : WSYNC_OK;
 }
 
-/* JSON number grammar. *is_uint is set when it is a plain non-negative
-   integer (no sign, fraction or exponent); then *value holds it exactly, or
-   *overflow is set. */
 static wsync_result wsync__number(wsync__parser *p, int *is_uint, uint64_t *value, int *overflow)
 {
-    const uint8_t *s = p->s;
-    size_t i = p->pos, n = p->n;
-    uint64_t v = 0;
-    int plain = 1, ovf = 0;
-    if (i < n && s[i] == '-') plain = 0, i++;
-    if (i >= n || s[i] < '0' || s[i] > '9')
-        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bad number");
-    if (s[i] == '0') {
-        i++;
-    } else {
-        while (i < n && s[i] >= '0' && s[i] <= '9') {
-            unsigned d = (unsigned)(s[i] - '0');
-            if (v > (UINT64_MAX - d) / 10) ovf = 1;
-            else v = v * 10 + d;
-            i++;
-        }
-    }
-    if (i < n && s[i] == '.') {
-        plain = 0, i++;
-        if (i >= n || s[i] < '0' || s[i] > '9')
-            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bad fraction");
-        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
-    }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        plain = 0, i++;
-        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-        if (i >= n || s[i] < '0' || s[i] > '9')
-            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bad exponent");
-        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
-    }
-    p->pos = i;
-    *is_uint = plain;
-    *value = v;
-    *overflow = ovf;
-    return WSYNC_OK;
+    const char *why = wsync__js_number(p->s, p->n, &p->pos, is_uint, value, overflow);
+    return why ? wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", why) : WSYNC_OK;
 }
 
 static wsync_result wsync__uint(wsync__parser *p, uint64_t *out, const char *what)
@@ -4508,71 +4676,12 @@ static wsync_result wsync__uint(wsync__parser *p, uint64_t *out, const char *wha
     return WSYNC_OK;
 }
 
-static wsync_result wsync__skip_value(wsync__parser *p);
-
-static wsync_result wsync__skip_container(wsync__parser *p, int object)
-{
-    wsync_result r;
-    size_t len;
-    if (p->depth >= p->max_depth)
-        return wsync__pfail(p, WSYNC_ERR_NESTING_TOO_DEEP, "nesting deeper than the limit%s", "");
-    p->depth++;
-    p->pos++;
-    wsync__ws(p);
-    if (wsync__peek(p) == (object ? '}' : ']')) {
-        p->pos++;
-        p->depth--;
-        return WSYNC_OK;
-    }
-    for (;;) {
-        wsync__ws(p);
-        if (object) {
-            if ((r = wsync__string(p, NULL, 0, &len)) != WSYNC_OK) return r;
-            if ((r = wsync__expect(p, ':', "':'")) != WSYNC_OK) return r;
-        }
-        if ((r = wsync__skip_value(p)) != WSYNC_OK) return r;
-        wsync__ws(p);
-        if (wsync__peek(p) == ',') {
-            p->pos++;
-            continue;
-        }
-        if (wsync__peek(p) == (object ? '}' : ']')) {
-            p->pos++;
-            break;
-        }
-        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or %s", object ? "'}'" : "']'");
-    }
-    p->depth--;
-    return WSYNC_OK;
-}
-
-static wsync_result wsync__literal(wsync__parser *p, const char *lit)
-{
-    size_t n = strlen(lit);
-    if (p->n - p->pos < n || memcmp(p->s + p->pos, lit, n) != 0)
-        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "invalid literal");
-    p->pos += n;
-    return WSYNC_OK;
-}
-
+/* Any value, nested containers counted from p->depth up to p->max_depth. */
 static wsync_result wsync__skip_value(wsync__parser *p)
 {
-    int c, is_uint, ovf;
-    uint64_t v;
-    size_t len;
-    wsync__ws(p);
-    c = wsync__peek(p);
-    switch (c) {
-    case '{': return wsync__skip_container(p, 1);
-    case '[': return wsync__skip_container(p, 0);
-    case '"': return wsync__string(p, NULL, 0, &len);
-    case 't': return wsync__literal(p, "true");
-    case 'f': return wsync__literal(p, "false");
-    case 'n': return wsync__literal(p, "null");
-    default:
-        if (c == '-' || (c >= '0' && c <= '9')) return wsync__number(p, &is_uint, &v, &ovf);
-        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "expected a JSON value");
-    }
+    const char *why = wsync__js_skip(p->s, p->n, &p->pos, WSYNC__JS_PAIRS, p->depth, p->max_depth);
+    if (!why) return WSYNC_OK;
+    return wsync__pfail(p, why == wsync__js_too_deep ? WSYNC_ERR_NESTING_TOO_DEEP : WSYNC_ERR_INVALID_JSON, "%s", why);
 }
 
 /* Reads an object key into a small buffer for comparison against known
@@ -4744,7 +4853,7 @@ static wsync_result wsync__metadata(wsync__parser *p)
     wsync_result r;
     wsync__ws(p);
     if (wsync__peek(p) == 'n') {
-        if ((r = wsync__literal(p, "null")) != WSYNC_OK) return r;
+        if ((r = wsync__skip_value(p)) != WSYNC_OK) return r; /* "null", else "invalid literal" */
         p->metadata_kind = WSYNC_ST_METADATA_NULL;
         return WSYNC_OK;
     }
@@ -12495,8 +12604,7 @@ typedef struct wsync__jp {
 
 static void wsync__jp_ws(wsync__jp *p)
 {
-    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\n' || p->s[p->i] == '\r' || p->s[p->i] == '\t'))
-        p->i++;
+    p->i = wsync__js_ws((const uint8_t *)p->s, p->n, p->i);
 }
 
 static int wsync__jp_lit(wsync__jp *p, char c)
@@ -12510,37 +12618,17 @@ static int wsync__jp_str(wsync__jp *p, const char **out, size_t *len)
 {
     size_t b;
     wsync__jp_ws(p);
-    if (p->i >= p->n || p->s[p->i] != '"') return 0;
-    b = ++p->i;
-    while (p->i < p->n && p->s[p->i] != '"') {
-        unsigned char ch = (unsigned char)p->s[p->i];
-        if (ch < 0x20 || ch == '\\' || ch >= 0x80) return 0;
-        p->i++;
-    }
-    if (p->i >= p->n) return 0;
-    *out = p->s + b;
-    *len = p->i - b;
-    p->i++;
+    b = p->i;
+    if (wsync__js_string((const uint8_t *)p->s, p->n, &p->i, WSYNC__JS_PLAIN, NULL, 0, len)) return 0;
+    *out = p->s + b + 1;
     return 1;
 }
-
 static int wsync__jp_u64(wsync__jp *p, uint64_t *v)
 {
-    uint64_t x = 0;
-    size_t b;
+    int is_uint, ovf;
     wsync__jp_ws(p);
-    b = p->i;
-    while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
-        unsigned d = (unsigned)(p->s[p->i] - '0');
-        if (x > (UINT64_MAX - d) / 10) return 0;
-        x = x * 10 + d;
-        p->i++;
-    }
-    if (p->i == b || (p->i - b > 1 && p->s[b] == '0')) return 0;
-    *v = x;
-    return 1;
+    return !wsync__js_number((const uint8_t *)p->s, p->n, &p->i, &is_uint, v, &ovf) && is_uint && !ovf;
 }
-
 static int wsync__jp_hex64(wsync__jp *p, uint64_t *v)
 {
     const char *s;
@@ -12578,91 +12666,12 @@ static int wsync__jp_hexbytes(wsync__jp *p, uint8_t *out, size_t n)
 }
 
 /* Skips any JSON value (unknown keys, for later versions), strictly: RFC
-   8259 numbers and escapes, strict UTF-8. */
-static int wsync__jp_digits(wsync__jp *p)
-{
-    size_t b = p->i;
-    while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
-    return p->i > b;
-}
-
-static int wsync__jp_hexdigit(char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
+   8259 numbers and escapes, strict UTF-8, keys plain; `depth` the value's
+   level, none deeper than 16. */
 static int wsync__jp_skip(wsync__jp *p, int depth)
 {
-    char c;
-    if (depth > 16) return 0;
-    wsync__jp_ws(p);
-    if (p->i >= p->n) return 0;
-    c = p->s[p->i];
-    if (c == '"') {
-        p->i++;
-        while (p->i < p->n && p->s[p->i] != '"') {
-            unsigned char ch = (unsigned char)p->s[p->i];
-            if (ch < 0x20) return 0;
-            if (ch >= 0x80) { /* one UTF-8 sequence, checked strictly */
-                size_t len = ch >= 0xF0 ? 4 : ch >= 0xE0 ? 3 : 2, bad;
-                if (p->n - p->i < len || !wsync__utf8_valid((const uint8_t *)p->s + p->i, len, &bad)) return 0;
-                p->i += len;
-                continue;
-            }
-            if (ch == '\\') {
-                if (++p->i >= p->n) return 0; /* an escape needs its character */
-                ch = (unsigned char)p->s[p->i];
-                if (ch == 'u') {
-                    int k;
-                    if (p->n - p->i < 5) return 0;
-                    for (k = 1; k <= 4; k++)
-                        if (!wsync__jp_hexdigit(p->s[p->i + (size_t)k])) return 0;
-                    p->i += 4;
-                } else if (!strchr("\"\\/bfnrt", (char)ch) || ch == 0) {
-                    return 0;
-                }
-            }
-            p->i++;
-        }
-        if (p->i >= p->n) return 0;
-        p->i++;
-        return 1;
-    }
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        p->i++;
-        if (wsync__jp_lit(p, close)) return 1;
-        for (;;) {
-            if (c == '{') {
-                const char *k;
-                size_t kl;
-                if (!wsync__jp_str(p, &k, &kl) || !wsync__jp_lit(p, ':')) return 0;
-            }
-            if (!wsync__jp_skip(p, depth + 1)) return 0;
-            if (wsync__jp_lit(p, close)) return 1;
-            if (!wsync__jp_lit(p, ',')) return 0;
-        }
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        /* -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
-        if (c == '-') p->i++;
-        if (p->i < p->n && p->s[p->i] == '0') p->i++;
-        else if (!wsync__jp_digits(p)) return 0;
-        if (p->i < p->n && p->s[p->i] == '.') {
-            p->i++;
-            if (!wsync__jp_digits(p)) return 0;
-        }
-        if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
-            p->i++;
-            if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
-            if (!wsync__jp_digits(p)) return 0;
-        }
-        return 1;
-    }
-    if (p->n - p->i >= 4 && (memcmp(p->s + p->i, "true", 4) == 0 || memcmp(p->s + p->i, "null", 4) == 0))
-        return p->i += 4, 1;
-    if (p->n - p->i >= 5 && memcmp(p->s + p->i, "false", 5) == 0) return p->i += 5, 1;
-    return 0;
+    return !wsync__js_skip((const uint8_t *)p->s, p->n, &p->i, WSYNC__JS_PLAIN | WSYNC__JS_UTF8 | WSYNC__JS_VALUES,
+                           (uint32_t)depth, 16);
 }
 
 static int wsync__jp_key_is(const char *k, size_t kl, const char *lit)

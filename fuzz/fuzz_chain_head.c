@@ -226,145 +226,8 @@ static wsync_allocator fz_allocator(fz_heap *h, size_t fail_at)
 
 #define FZ_JSON_MAX_DEPTH 512 /* deeper counts as "not JSON" (the reader stops at 16) */
 
-static size_t fz_ws(const uint8_t *p, size_t n, size_t i)
-{
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i;
-}
-
-static int fz_is_digit(const uint8_t *p, size_t n, size_t i)
-{
-    return i < n && p[i] >= '0' && p[i] <= '9';
-}
-
-static int fz_is_hex(uint8_t c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-/* Length of one UTF-8 sequence at p[0] (RFC 3629: no overlongs, no
-   surrogates, <= U+10FFFF), 0 if invalid. */
-static size_t fz_utf8_seq(const uint8_t *p, size_t n)
-{
-    uint8_t c = p[0];
-    size_t need, k;
-    uint32_t cp, min;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) need = 1, cp = c & 0x1Fu, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) need = 2, cp = c & 0x0Fu, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) need = 3, cp = c & 0x07u, min = 0x10000;
-    else return 0;
-    if (need >= n) return 0;
-    for (k = 1; k <= need; k++) {
-        if ((p[k] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (p[k] & 0x3Fu);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return need + 1;
-}
-
-static int fz_json_utf8; /* strings must be valid UTF-8 (set by fz_json_text_ok) */
-
-/* The string at p[i] == '"': the index after its closing quote, 0 if invalid. */
-static size_t fz_json_string(const uint8_t *p, size_t n, size_t i)
-{
-    if (i >= n || p[i] != '"') return 0;
-    i++;
-    for (;;) {
-        uint8_t c;
-        if (i >= n) return 0;
-        c = p[i];
-        if (c == '"') return i + 1;
-        if (c < 0x20) return 0;
-        if (c == '\\') {
-            if (i + 1 >= n) return 0;
-            switch (p[i + 1]) {
-            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
-                i += 2;
-                break;
-            case 'u':
-                if (n - i < 6 || !fz_is_hex(p[i + 2]) || !fz_is_hex(p[i + 3]) || !fz_is_hex(p[i + 4]) ||
-                    !fz_is_hex(p[i + 5]))
-                    return 0;
-                i += 6;
-                break;
-            default:
-                return 0;
-            }
-        } else if (c >= 0x80 && fz_json_utf8) {
-            size_t k = fz_utf8_seq(p + i, n - i);
-            if (!k) return 0;
-            i += k;
-        } else {
-            i++;
-        }
-    }
-}
-
-/* The value at p[i] (no whitespace before it): the index after it, 0 if invalid. */
-static size_t fz_json_value(const uint8_t *p, size_t n, size_t i, unsigned depth)
-{
-    if (i >= n || depth > FZ_JSON_MAX_DEPTH) return 0;
-    if (p[i] == '"') return fz_json_string(p, n, i);
-    if (p[i] == '{' || p[i] == '[') {
-        int obj = p[i] == '{';
-        uint8_t close = obj ? '}' : ']';
-        i = fz_ws(p, n, i + 1);
-        if (i < n && p[i] == close) return i + 1;
-        for (;;) {
-            if (obj) {
-                i = fz_json_string(p, n, i);
-                if (!i) return 0;
-                i = fz_ws(p, n, i);
-                if (i >= n || p[i] != ':') return 0;
-                i = fz_ws(p, n, i + 1);
-            }
-            i = fz_json_value(p, n, i, depth + 1);
-            if (!i) return 0;
-            i = fz_ws(p, n, i);
-            if (i < n && p[i] == ',') {
-                i = fz_ws(p, n, i + 1);
-                continue;
-            }
-            if (i < n && p[i] == close) return i + 1;
-            return 0;
-        }
-    }
-    if (n - i >= 4 && memcmp(p + i, "true", 4) == 0) return i + 4;
-    if (n - i >= 5 && memcmp(p + i, "false", 5) == 0) return i + 5;
-    if (n - i >= 4 && memcmp(p + i, "null", 4) == 0) return i + 4;
-    if (p[i] == '-') i++;
-    if (!fz_is_digit(p, n, i)) return 0;
-    if (p[i] == '0') i++;
-    else
-        while (fz_is_digit(p, n, i)) i++;
-    if (i < n && p[i] == '.') {
-        i++;
-        if (!fz_is_digit(p, n, i)) return 0;
-        while (fz_is_digit(p, n, i)) i++;
-    }
-    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
-        i++;
-        if (i < n && (p[i] == '+' || p[i] == '-')) i++;
-        if (!fz_is_digit(p, n, i)) return 0;
-        while (fz_is_digit(p, n, i)) i++;
-    }
-    return i;
-}
-
-/* A JSON text: one value with whitespace around it and nothing else; with
-   utf8, every string valid UTF-8 (RFC 8259 8.1). */
-static int fz_json_text_ok(const uint8_t *p, size_t n, int utf8)
-{
-    size_t i = fz_ws(p, n, 0);
-    int ok;
-    if (i >= n) return 0;
-    fz_json_utf8 = utf8;
-    i = fz_json_value(p, n, i, 0);
-    ok = i != 0 && fz_ws(p, n, i) == n;
-    fz_json_utf8 = 0;
-    return ok;
-}
+/* fz_ws, fz_is_digit, fz_json_string, fz_json_value, fz_json_text_ok */
+#include "json_oracle.h"
 
 /* ---------------------------------------------------------------------
    Oracle 2: HEAD's rules, read independently over text that is valid JSON
@@ -412,7 +275,7 @@ static int fz_plain_string(const uint8_t *p, size_t n, size_t *i, const uint8_t 
 {
     size_t b, e, k;
     if (*i >= n || p[*i] != '"') return 0;
-    e = fz_json_string(p, n, *i);
+    e = fz_json_string(p, n, *i, 0, NULL, 0);
     FZ_CHECK(e != 0); /* valid JSON */
     b = *i + 1;
     for (k = b; k < e - 1; k++)
@@ -431,7 +294,7 @@ static int fz_str_is(const uint8_t *s, size_t len, const char *lit)
 /* An unsigned decimal integer, no sign, fraction or exponent, within u64. */
 static int fz_ref_u64(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
 {
-    size_t k = *i, e = fz_json_value(p, n, *i, 0);
+    size_t k = *i, e = fz_json_value(p, n, *i, 0, FZ_JSON_MAX_DEPTH, 0);
     uint64_t x = 0;
     FZ_CHECK(e != 0);
     if (p[k] < '0' || p[k] > '9') return 0;
@@ -495,7 +358,7 @@ static int fz_ref_skip(const uint8_t *p, size_t n, size_t *i, unsigned depth)
         *i = k + 1;
         return 1;
     }
-    *i = fz_json_value(p, n, k, 0);
+    *i = fz_json_value(p, n, k, 0, FZ_JSON_MAX_DEPTH, 0);
     FZ_CHECK(*i != 0);
     return 1;
 }
@@ -1096,7 +959,7 @@ static void fz_roundtrip(const wsync_chain_info *c)
     FZ_CHECK(err.code == WSYNC_OK);
     FZ_CHECK(text != NULL && len > 0);
     FZ_CHECK(heap.live == 1);
-    FZ_CHECK(fz_json_text_ok((const uint8_t *)text, len, 1));
+    FZ_CHECK(fz_json_text_ok((const uint8_t *)text, len, 0, FZ_JSON_MAX_DEPTH, FZ_JSON_UTF8));
     {
         /* version 2 exactly when an anchor has files */
         char want[64];
@@ -1169,8 +1032,8 @@ static void fz_run(const uint8_t *data, size_t size)
         FZ_CHECK(buf != NULL);
         memcpy(buf, data, size);
     }
-    json = fz_json_text_ok(buf, size, 0);
-    json_utf8 = json && fz_json_text_ok(buf, size, 1);
+    json = fz_json_text_ok(buf, size, 0, FZ_JSON_MAX_DEPTH, 0);
+    json_utf8 = json && fz_json_text_ok(buf, size, 0, FZ_JSON_MAX_DEPTH, FZ_JSON_UTF8);
     json_ok = FZ_CHECK_UTF8 ? json_utf8 : json; /* what an accepted text must be */
     memset(&ref, 0, sizeof ref); /* ref.ok == 0: no verdict */
     if (FZ_REFERENCE && json) fz_ref_read(buf, size, &ref);
@@ -1273,7 +1136,7 @@ static uint8_t *fz_fix_files(const uint8_t *data, size_t size, size_t *out_n)
     uint8_t *o = NULL;
     size_t i, on = 0, from = 0, cap;
     *out_n = 0;
-    if (!fz_json_text_ok(data, size, 0)) return NULL;
+    if (!fz_json_text_ok(data, size, 0, FZ_JSON_MAX_DEPTH, 0)) return NULL;
     fz_ref_read(data, size, &r);
     if (!r.parsed || r.nfix == 0) {
         fz_ref_free(&r);

@@ -221,170 +221,15 @@ static int fz_has_nul(const char *s, size_t n)
     return n > 0 && memchr(s, 0, n) != NULL;
 }
 
-static int fz_hex4(const uint8_t *s, uint32_t *out)
-{
-    uint32_t v = 0;
-    int i;
-    for (i = 0; i < 4; i++) {
-        uint8_t c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* An independent decoder for the JSON string at p[0] == '"' (n bytes
-   available). Returns the length of the string including both quotes if it
-   is valid JSON and (when want is not NULL) decodes to exactly
-   want[0..len); 0 otherwise. */
-static uint64_t fz_json_string(const uint8_t *p, uint64_t n, const char *want, size_t len)
-{
-    uint64_t i = 1;
-    size_t o = 0;
-    if (n == 0 || p[0] != '"') return 0;
-    for (;;) {
-        uint8_t c, enc[4];
-        size_t k, nb = 1;
-        uint32_t cp;
-        if (i >= n) return 0;
-        c = p[i];
-        if (c == '"') break;
-        if (c < 0x20) return 0;
-        if (c != '\\') {
-            enc[0] = c;
-            i++;
-        } else {
-            if (n - i < 2) return 0;
-            switch (p[i + 1]) {
-            case '"': cp = '"'; break;
-            case '\\': cp = '\\'; break;
-            case '/': cp = '/'; break;
-            case 'b': cp = 8; break;
-            case 'f': cp = 12; break;
-            case 'n': cp = 10; break;
-            case 'r': cp = 13; break;
-            case 't': cp = 9; break;
-            case 'u':
-                if (n - i < 6 || !fz_hex4(p + i + 2, &cp)) return 0;
-                if (cp >= 0xDC00 && cp <= 0xDFFF) return 0;
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    uint32_t lo;
-                    if (n - i < 12 || p[i + 6] != '\\' || p[i + 7] != 'u' ||
-                        !fz_hex4(p + i + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                        return 0;
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    i += 6;
-                }
-                i += 4;
-                break;
-            default:
-                return 0;
-            }
-            i += 2;
-            if (cp < 0x80) enc[0] = (uint8_t)cp;
-            else if (cp < 0x800) {
-                enc[0] = (uint8_t)(0xC0 | (cp >> 6));
-                enc[1] = (uint8_t)(0x80 | (cp & 0x3F));
-                nb = 2;
-            } else if (cp < 0x10000) {
-                enc[0] = (uint8_t)(0xE0 | (cp >> 12));
-                enc[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                enc[2] = (uint8_t)(0x80 | (cp & 0x3F));
-                nb = 3;
-            } else {
-                enc[0] = (uint8_t)(0xF0 | (cp >> 18));
-                enc[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-                enc[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                enc[3] = (uint8_t)(0x80 | (cp & 0x3F));
-                nb = 4;
-            }
-        }
-        if (want)
-            for (k = 0; k < nb; k++, o++)
-                if (o >= len || (uint8_t)want[o] != enc[k]) return 0;
-    }
-    return (!want || o == len) ? i + 1 : 0;
-}
-
-/* A strict RFC 8259 recognizer: what the parser accepts must be JSON. */
-static uint64_t fz_json_ws(const uint8_t *p, uint64_t n, uint64_t i)
-{
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i;
-}
-
-static int fz_digit(const uint8_t *p, uint64_t n, uint64_t i)
-{
-    return i < n && p[i] >= '0' && p[i] <= '9';
-}
-
-/* Value at p[i] (after whitespace); returns the index after it, 0 if invalid. */
-static uint64_t fz_json_value(const uint8_t *p, uint64_t n, uint64_t i, unsigned depth)
-{
-    if (i >= n || depth > 1000) return 0;
-    if (p[i] == '"') {
-        uint64_t k = fz_json_string(p + i, n - i, NULL, 0);
-        return k ? i + k : 0;
-    }
-    if (p[i] == '{' || p[i] == '[') {
-        int obj = p[i] == '{';
-        uint8_t close = obj ? '}' : ']';
-        i = fz_json_ws(p, n, i + 1);
-        if (i < n && p[i] == close) return i + 1;
-        for (;;) {
-            if (obj) {
-                uint64_t k;
-                if (i >= n || p[i] != '"') return 0;
-                k = fz_json_string(p + i, n - i, NULL, 0);
-                if (!k) return 0;
-                i = fz_json_ws(p, n, i + k);
-                if (i >= n || p[i] != ':') return 0;
-                i = fz_json_ws(p, n, i + 1);
-            }
-            i = fz_json_value(p, n, i, depth + 1);
-            if (!i) return 0;
-            i = fz_json_ws(p, n, i);
-            if (i < n && p[i] == ',') {
-                i = fz_json_ws(p, n, i + 1);
-                continue;
-            }
-            if (i < n && p[i] == close) return i + 1;
-            return 0;
-        }
-    }
-    if (n - i >= 4 && memcmp(p + i, "true", 4) == 0) return i + 4;
-    if (n - i >= 5 && memcmp(p + i, "false", 5) == 0) return i + 5;
-    if (n - i >= 4 && memcmp(p + i, "null", 4) == 0) return i + 4;
-    if (p[i] == '-') i++;
-    if (!fz_digit(p, n, i)) return 0;
-    if (p[i] == '0') i++;
-    else
-        while (fz_digit(p, n, i)) i++;
-    if (i < n && p[i] == '.') {
-        i++;
-        if (!fz_digit(p, n, i)) return 0;
-        while (fz_digit(p, n, i)) i++;
-    }
-    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
-        i++;
-        if (i < n && (p[i] == '+' || p[i] == '-')) i++;
-        if (!fz_digit(p, n, i)) return 0;
-        while (fz_digit(p, n, i)) i++;
-    }
-    return i;
-}
+/* The fuzzers' own JSON (fz_json_string, a decoder; fz_json_text_ok, a
+   strict RFC 8259 recognizer), with this reader's strictness: \u
+   surrogates paired (the header's UTF-8 is checked whole, fz_utf8_ok). */
+#include "json_oracle.h"
 
 /* The whole header: one object, whitespace around it, nothing else. */
 static int fz_json_header_ok(const uint8_t *p, uint64_t n)
 {
-    uint64_t i = fz_json_ws(p, n, 0);
-    if (i >= n || p[i] != '{') return 0;
-    i = fz_json_value(p, n, i, 0);
-    return i != 0 && fz_json_ws(p, n, i) == n;
+    return fz_json_text_ok(p, (size_t)n, '{', 1000, FZ_JSON_PAIRS);
 }
 
 /* Deepest JSON nesting of [ and { in a header that parsed (top object = 1). */
@@ -509,7 +354,7 @@ static void fz_check_file(const wsync_st_file *f, const uint8_t *buf, uint64_t s
         }
         FZ_CHECK(t->key_offset >= 8 && t->key_offset < 8 + f->header_len);
         /* the name is what the key at key_offset says, decoded independently */
-        FZ_CHECK(fz_json_string(buf + t->key_offset, 8 + f->header_len - t->key_offset,
+        FZ_CHECK(fz_json_string(buf + t->key_offset, (size_t)(8 + f->header_len - t->key_offset), 0, FZ_JSON_PAIRS,
                                 t->name, t->name_len) != 0);
 
         /* dtype, shape, element count, byte size */

@@ -2772,6 +2772,77 @@ static void test_error_set(void)
     TEST_END();
 }
 
+/* wsync_json_string and wsync_json_number: the tokenizer's strings and
+   numbers, as a program's own JSON reader calls them. */
+static void test_json_tokens(void)
+{
+    const char *t = "  \"a\\u00e9\\ud83d\\ude00\\n\xc3\xa9\" 12.5e-3,";
+    char out[32];
+    size_t pos = 2, n = 99;
+    wsync_error e;
+    TEST_BEGIN("wsync_json_string: escapes, a surrogate pair and UTF-8 decoded, pos past the quote");
+    CHECK_CODE(wsync_json_string(t, strlen(t), &pos, out, sizeof out, &n, &e), WSYNC_OK);
+    CHECK_EQ_U64(n, 10);
+    CHECK(memcmp(out, "a\xc3\xa9\xf0\x9f\x98\x80\n\xc3\xa9", 10) == 0);
+    CHECK_EQ_U64(pos, strchr(t + 3, '"') - t + 1);
+    pos = 2;
+    CHECK_CODE(wsync_json_string(t, strlen(t), &pos, NULL, 0, &n, &e), WSYNC_OK); /* measured only */
+    CHECK_EQ_U64(n, 10);
+    pos = 2;
+    memset(out, '#', sizeof out);
+    CHECK_CODE(wsync_json_string(t, strlen(t), &pos, out, 3, &n, &e), WSYNC_OK);
+    CHECK(n == 10 && memcmp(out, "a\xc3\xa9#", 4) == 0);
+    TEST_END();
+
+    TEST_BEGIN("wsync_json_number: RFC 8259's numbers, pos past them");
+    pos = strchr(t + 3, '"') - t + 2;
+    CHECK_CODE(wsync_json_number(t, strlen(t), &pos, &e), WSYNC_OK);
+    CHECK_EQ_INT(t[pos], ',');
+    TEST_END();
+
+    TEST_BEGIN("wsync_json_string and _number refuse what is not JSON, naming the byte, pos kept");
+    {
+        static const struct {
+            const char *text;
+            size_t at;
+            const char *why;
+        } bad[] = {
+            {"\"ab", 3, "unterminated"},           {"\"a\x01\"", 2, "control"},
+            {"\"\\ud800x\"", 1, "surrogate"},      {"\"\\udc00\"", 1, "surrogate"},
+            {"\"\\u12g4\"", 1, "\\u"},             {"\"\\q\"", 1, "escape"},
+            {"\"\xc3(\"", 1, "UTF-8"},             {"\"\xed\xa0\x80\"", 1, "UTF-8"},
+            {"x", 0, "string"},
+        };
+        size_t k;
+        for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            pos = 0;
+            CHECK_CODE(wsync_json_string(bad[k].text, strlen(bad[k].text), &pos, out, sizeof out, &n, &e),
+                       WSYNC_ERR_INVALID_JSON);
+            CHECK_MSG(e.offset == bad[k].at && strstr(e.message, bad[k].why), "%zu: %s", k, e.message);
+            CHECK_EQ_U64(pos, 0);
+        }
+        {
+            static const char *nums[] = {"-", "01x", "1.", "1e", "+1", ".5", ""};
+            for (k = 0; k < sizeof nums / sizeof nums[0]; k++) {
+                wsync_result r;
+                pos = 0;
+                r = wsync_json_number(nums[k], strlen(nums[k]), &pos, &e);
+                if (k == 1) { /* "0", then '1': the number is "0" */
+                    CHECK_CODE(r, WSYNC_OK);
+                    CHECK_EQ_U64(pos, 1);
+                } else {
+                    CHECK_CODE(r, WSYNC_ERR_INVALID_JSON);
+                    CHECK_EQ_U64(pos, 0);
+                }
+            }
+        }
+        pos = 5;
+        CHECK_CODE(wsync_json_number("1", 1, &pos, &e), WSYNC_ERR_INVALID_ARGUMENT);
+        CHECK_CODE(wsync_json_string(NULL, 1, &pos, NULL, 0, NULL, &e), WSYNC_ERR_INVALID_ARGUMENT);
+    }
+    TEST_END();
+}
+
 static void test_no_leaks(void)
 {
     TEST_BEGIN("alloc: every parse in this program freed what it allocated");
@@ -2815,6 +2886,7 @@ int main(void)
     test_parse_header_files();
     test_parse_header_cases();
     test_error_set();
+    test_json_tokens();
     test_no_leaks();
     if (check__is_verbose())
         printf("cpu time %.2f s\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
