@@ -120,6 +120,7 @@ OPTIONS).
     >>sub-plan    * the subscriber's path planning (cheapest in bytes)
     >>prefetch      the background prefetch and its status
     >>mirror        the mirror subscriber: changes recorded, merged, handed to an engine
+    >>engine-map    the mirror's changes into an engine's fused and sharded parameters
     >>fabric        the fabric interface and its descriptors
 
 Private names are wsync__; the short sub-prefixes mean (one meaning each):
@@ -2058,6 +2059,109 @@ WSYNC_DEF int wsync_mirror_state_digest(wsync_mirror *m, uint64_t *digest);
    failures of the background's polls and applies); nothing else. */
 WSYNC_DEF wsync_subscriber *wsync_mirror_subscriber(wsync_mirror *m);
 WSYNC_DEF void wsync_mirror_close(wsync_mirror *m);
+
+/* --- Engine map: a mirror's changes into an engine's own parameters >>engine-map --- */
+
+/* An engine (vLLM, SGLang) holds parameters, not checkpoint tensors: fused
+   (qkv_proj is q, k and v stacked; gate_up_proj) and sharded for tensor
+   parallelism (column-parallel along dim 0, row-parallel along dim 1, the
+   vocabulary split with padding rows). A map describes each parameter as
+   the concatenation, along one dim, of slices of checkpoint tensors taken
+   along that same dim (every other dim equal), then `pad` entries along
+   the dim that are never written:
+
+       qkv_proj.weight (rank 0 of 2), dim 0:
+           q_proj.weight [0, 1024), k_proj.weight [0, 512), v_proj.weight [0, 512)
+       o_proj.weight (rank 1 of 2), dim 1: o_proj.weight [1024, 2048)
+       embed_tokens.weight (rank 1 of 2), dim 0: embed_tokens.weight [75968, 151936), pad 64
+
+   A parameter with no pieces is the checkpoint tensor of its name, whole.
+   This is the direct path's description (wsync_rdma.h: a wsync_plan_unit
+   is pieces of sources concatenated by rows): a piece along dim 0 is a
+   wsync_plan_piece of rows [start, start + length), all columns; a piece
+   along dim 1 of a matrix is one of all rows, columns [start, start +
+   length). The map is checked against the checkpoint's tensors (the
+   mirror's, which are the chain's layout) before any byte moves: each
+   piece names a tensor of the same dtype and rank whose other dims equal
+   the parameter's, inside it; the pieces and the pad fill the parameter's
+   dim exactly; no element of a tensor lands in two places; and every
+   element of every tensor is covered (WSYNC_MAP_SHARD: a rank's share,
+   which touches every tensor; wsync_engine_map_check checks that the
+   union of every rank's maps covers each element).
+   Refusals are WSYNC_ERR_LAYOUT naming the parameter and the piece (or the
+   tensor and the part not covered). */
+#define WSYNC_MAP_SHARD 1u /* this map is one rank's share: tensors may be covered in part */
+
+typedef struct wsync_map_piece {
+    const char *tensor;       /* a checkpoint tensor's name */
+    uint64_t start, length;   /* its slice [start, start + length) along the parameter's dim */
+} wsync_map_piece;
+
+typedef struct wsync_map_param {
+    const char *name;         /* the engine's parameter */
+    wsync_dtype dtype;        /* its pieces' tensors' dtype (no conversion) */
+    uint32_t rank;
+    const uint64_t *shape;    /* the parameter's shape: shape[dim] = the lengths + pad */
+    uint32_t dim;             /* the dim the pieces are concatenated along */
+    const wsync_map_piece *pieces;
+    size_t n_pieces;          /* 0: the checkpoint tensor named `name`, whole */
+    uint64_t pad;             /* trailing entries along dim, never written */
+    void *data;               /* optional: the parameter's host memory (row-major), where
+                                 wsync_engine_take scatters when given no callback */
+} wsync_map_param;
+
+typedef struct wsync_map_rank {
+    const wsync_map_param *params;
+    size_t n;
+} wsync_map_rank;
+
+/* One parameter's changes, from one checkpoint tensor: positions in the
+   parameter's flat element index space (row-major), ascending within a
+   call; values count elements of width bytes (the raw bits). A parameter
+   fed by several pieces gets calls for each; a tensor handed whole by the
+   mirror comes as every position of the slice. Valid only during the call;
+   a nonzero return stops the take (wsync_mirror_take's WSYNC_ERR_SINK). */
+typedef struct wsync_param_changes {
+    const wsync_map_param *param;
+    size_t index;             /* the parameter's index in the map */
+    const char *tensor;       /* the checkpoint tensor they come from */
+    unsigned width;
+    uint64_t count;
+    const uint64_t *positions;
+    const void *values;
+} wsync_param_changes;
+typedef int (*wsync_param_changes_fn)(void *user, const wsync_param_changes *c);
+
+typedef struct wsync_engine_stats {
+    wsync_mirror_stats mirror; /* the take (pause_seconds: the engine's whole pause) */
+    uint64_t params;           /* parameters that received changes */
+    uint64_t positions;        /* positions handed to this rank's parameters */
+    uint64_t bytes;            /* positions * (8 + width) */
+    uint64_t calls;            /* callback calls (or scatters) */
+} wsync_engine_stats;
+
+typedef struct wsync_engine wsync_engine;
+
+/* Checks n_ranks maps against the checkpoint's tensors: each as a rank's
+   share (WSYNC_MAP_SHARD), then that together they cover every element of
+   every tensor (replicas may repeat; a part that no rank holds is refused,
+   named). One rank's whole map: n_ranks 1. */
+WSYNC_DEF wsync_result wsync_engine_map_check(const wsync_tensor *tensors, size_t n, const wsync_map_rank *ranks,
+                                              size_t n_ranks, wsync_error *err);
+/* A map over a mirror (which must outlive it), checked against the
+   mirror's tensors (flags: 0 or WSYNC_MAP_SHARD). The params (names,
+   shapes, pieces, data) must outlive it. */
+WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param *params, size_t n, unsigned flags,
+                                         wsync_engine **out, wsync_error *err);
+/* wsync_mirror_take through the map: each change of a checkpoint tensor is
+   translated into the parameters holding it on this rank (others dropped)
+   and handed to fn, or, fn NULL, written into each parameter's data (every
+   parameter needs data, else WSYNC_ERR_INVALID_ARGUMENT before anything
+   moves). The mirror's rules hold: merged since the last take, all or
+   nothing per step, a refusal re-handed at the next take. */
+WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn fn, void *user,
+                                         wsync_engine_stats *stats, wsync_error *err);
+WSYNC_DEF void wsync_engine_close(wsync_engine *e);
 
 
 /* ======================================================================
@@ -17412,6 +17516,482 @@ WSYNC_DEF void wsync_mirror_close(wsync_mirror *m)
     pthread_cond_destroy(&m->cv);
 #endif
     wsync__free(&a, m);
+}
+
+/* ---- engine map: a mirror's changes into an engine's parameters >>engine-map ---- */
+
+/* One piece of one rank's map, resolved: tensor t's [start, start + len)
+   along dim lands at [off, off + len) of parameter p's dim. */
+typedef struct wsync__eref {
+    size_t t, p, k;            /* tensor, parameter, piece (k SIZE_MAX: whole, by name) */
+    size_t rank;
+    uint32_t dim;
+    uint64_t start, len, off;
+    uint64_t inner, sdim, pdim; /* elements after dim; the tensor's and parameter's dim */
+} wsync__eref;
+
+struct wsync_engine {
+    wsync_allocator a;
+    wsync_mirror *m;
+    const wsync_map_param *p;
+    size_t np;
+    wsync__eref *refs;         /* sorted by tensor */
+    size_t nrefs;
+    size_t *first;             /* refs of tensor t: [first[t], first[t + 1]) */
+    uint64_t *mark;            /* per parameter: the take that last fed it */
+    uint64_t takes;
+    size_t chunk;
+    uint64_t *pos;             /* chunk positions */
+    uint8_t *val;              /* chunk values (8 bytes each at most) */
+    /* during a take */
+    wsync_param_changes_fn fn;
+    void *user;
+    wsync_engine_stats *st;
+};
+
+static int wsync__eref_cmp(const void *x, const void *y)
+{
+    const wsync__eref *a = (const wsync__eref *)x, *b = (const wsync__eref *)y;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    return 0;
+}
+
+static size_t wsync__emap_find(const wsync_tensor *t, size_t n, const char *name)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return i;
+    return SIZE_MAX;
+}
+
+/* One rank's map resolved into refs (appended at *nr, room for them
+   counted by the caller); each piece checked on its own. */
+static wsync_result wsync__emap_refs(const wsync_tensor *t, size_t n, const wsync_map_param *p, size_t np,
+                                     size_t rank, wsync__eref *refs, size_t *nr, wsync_error *err)
+{
+    size_t j, k, d;
+    for (j = 0; j < np; j++) {
+        const wsync_map_param *q = &p[j];
+        uint64_t sum = 0, elems = 1;
+        size_t one = q->n_pieces ? q->n_pieces : 1;
+        if (!q->name || !*q->name)
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0, "map parameter %zu has no name", j);
+        for (k = 0; k < j; k++)
+            if (!strcmp(p[k].name, q->name))
+                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                   "parameter '%s' is in the map twice", q->name);
+        if ((q->rank && !q->shape) || q->rank > WSYNC_ST_DEFAULT_MAX_RANK)
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                               "parameter '%s': rank %u without a shape or above %u", q->name, q->rank,
+                               (unsigned)WSYNC_ST_DEFAULT_MAX_RANK);
+        for (d = 0; d < q->rank; d++) {
+            if (q->shape[d] && elems > UINT64_MAX / q->shape[d])
+                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                   "parameter '%s': its shape overflows", q->name);
+            elems *= q->shape[d];
+        }
+        if (q->n_pieces && q->dim >= q->rank)
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                               "parameter '%s': dim %u of a rank-%u parameter", q->name, q->dim, q->rank);
+        if (q->n_pieces && !q->pieces)
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                               "parameter '%s': %zu pieces, none given", q->name, q->n_pieces);
+        for (k = 0; k < one; k++) {
+            const char *tn = q->n_pieces ? q->pieces[k].tensor : q->name;
+            size_t ti = tn ? wsync__emap_find(t, n, tn) : SIZE_MAX;
+            const wsync_tensor *c;
+            wsync__eref *r = &refs[*nr];
+            uint64_t inner = 1;
+            if (ti == SIZE_MAX) {
+                if (!q->n_pieces)
+                    return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                       "parameter '%s' has no pieces and no checkpoint tensor has its name",
+                                       q->name);
+                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                   "parameter '%s' piece %zu: no checkpoint tensor '%s'", q->name, k,
+                                   tn ? tn : "(null)");
+            }
+            c = &t[ti];
+            if (c->dtype != q->dtype)
+                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                   "parameter '%s' piece %zu: dtype %s, tensor '%s' is %s", q->name, k,
+                                   wsync_dtype_name(q->dtype), c->name, wsync_dtype_name(c->dtype));
+            if (c->rank != q->rank)
+                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                   "parameter '%s' piece %zu: rank %u, tensor '%s' has rank %u", q->name, k,
+                                   q->rank, c->name, c->rank);
+            for (d = 0; d < q->rank; d++) {
+                if (q->n_pieces && d == q->dim) continue;
+                if (c->shape[d] != q->shape[d])
+                    return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                       "parameter '%s' piece %zu: dim %zu is %llu, tensor '%s' has %llu", q->name,
+                                       k, d, (unsigned long long)q->shape[d], c->name,
+                                       (unsigned long long)c->shape[d]);
+                if (d > (q->n_pieces ? q->dim : 0)) inner *= q->shape[d];
+            }
+            memset(r, 0, sizeof *r);
+            r->t = ti;
+            r->p = j;
+            r->rank = rank;
+            r->k = q->n_pieces ? k : SIZE_MAX;
+            r->dim = q->n_pieces ? q->dim : 0;
+            r->inner = q->rank ? inner : 1;
+            r->sdim = q->rank ? c->shape[r->dim] : 1;
+            r->pdim = q->rank ? q->shape[r->dim] : 1;
+            if (q->n_pieces) {
+                const wsync_map_piece *pc = &q->pieces[k];
+                if (!pc->length || pc->start > c->shape[q->dim] || pc->length > c->shape[q->dim] - pc->start)
+                    return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                       "parameter '%s' piece %zu: [%llu, +%llu) along dim %u of tensor '%s' "
+                                       "(%llu long)", q->name, k, (unsigned long long)pc->start,
+                                       (unsigned long long)pc->length, q->dim, c->name,
+                                       (unsigned long long)c->shape[q->dim]);
+                r->start = pc->start;
+                r->len = pc->length;
+                r->off = sum;
+                if (pc->length > q->shape[q->dim] - (sum < q->shape[q->dim] ? sum : q->shape[q->dim]))
+                    return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                       "parameter '%s' is smaller than its pieces: piece %zu ends at %llu along dim "
+                                       "%u, the parameter has %llu", q->name, k,
+                                       (unsigned long long)(sum + pc->length), q->dim,
+                                       (unsigned long long)q->shape[q->dim]);
+                sum += pc->length;
+            } else {
+                r->start = 0;
+                r->len = r->sdim;
+            }
+            ++*nr;
+        }
+        if (q->n_pieces && sum + q->pad != q->shape[q->dim])
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                               "parameter '%s': its pieces hold %llu along dim %u and pad %llu, the parameter has %llu",
+                               q->name, (unsigned long long)sum, q->dim, (unsigned long long)q->pad,
+                               (unsigned long long)q->shape[q->dim]);
+    }
+    return WSYNC_OK;
+}
+
+/* Sorted refs: overlaps within a rank (always), tensors that none touches
+   (cover 1) and parts of a tensor that none covers (cover 2). Every ref of
+   a tensor slices one dim (a whole tensor by name counts as any). */
+static wsync_result wsync__emap_cover(const wsync_tensor *t, size_t n, const wsync_map_rank *ranks,
+                                      const wsync__eref *refs, size_t nr, int cover, wsync_error *err)
+{
+    size_t i = 0, ti, a, b;
+    for (ti = 0; ti < n; ti++) {
+        uint64_t reach = 0, sdim;
+        int dim = -1;
+        size_t from = i;
+        while (i < nr && refs[i].t == ti) i++;
+        sdim = t[ti].rank ? t[ti].shape[0] : 1;
+        for (a = from; a < i; a++) {
+            const wsync__eref *r = &refs[a];
+            const wsync_map_param *q = &ranks[r->rank].params[r->p];
+            if (r->k == SIZE_MAX) continue;
+            if (dim >= 0 && (uint32_t)dim != r->dim)
+                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                   "parameter '%s' piece %zu: tensor '%s' sliced along dim %u here and %d elsewhere",
+                                   q->name, r->k, t[ti].name, r->dim, dim);
+            dim = (int)r->dim;
+            sdim = r->sdim;
+        }
+        /* overlaps within one rank: the refs are sorted by start */
+        for (a = from; a < i; a++)
+            for (b = a + 1; b < i && (refs[a].k == SIZE_MAX || refs[b].start < refs[a].start + refs[a].len); b++) {
+                const wsync__eref *x = &refs[a], *y = &refs[b];
+                const wsync_map_param *qx = &ranks[x->rank].params[x->p], *qy = &ranks[y->rank].params[y->p];
+                if (x->rank != y->rank) continue;
+                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                   "parameter '%s' piece %zu overlaps parameter '%s' piece %zu in tensor '%s' at "
+                                   "%llu along dim %d",
+                                   qy->name, y->k == SIZE_MAX ? 0 : y->k, qx->name, x->k == SIZE_MAX ? 0 : x->k,
+                                   t[ti].name, (unsigned long long)y->start, dim < 0 ? 0 : dim);
+            }
+        if (!cover) continue;
+        if (from == i)
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                               "checkpoint tensor '%s' is covered by no parameter", t[ti].name);
+        if (cover < 2) continue;
+        for (a = from; a < i; a++) {
+            if (refs[a].k == SIZE_MAX) {
+                reach = sdim;
+                break;
+            }
+            if (refs[a].start > reach) break;
+            if (refs[a].start + refs[a].len > reach) reach = refs[a].start + refs[a].len;
+        }
+        if (reach < sdim) {
+            uint64_t to = a < i && refs[a].k != SIZE_MAX ? refs[a].start : sdim;
+            return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                               "checkpoint tensor '%s': [%llu, %llu) along dim %d is covered by no parameter",
+                               t[ti].name, (unsigned long long)reach, (unsigned long long)to, dim < 0 ? 0 : dim);
+        }
+    }
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__emap_build(const wsync_allocator *al, const wsync_tensor *t, size_t n,
+                                      const wsync_map_rank *ranks, size_t n_ranks, int cover, wsync__eref **out,
+                                      size_t *nout, wsync_error *err)
+{
+    size_t cap = 0, nr = 0, r, j;
+    wsync__eref *refs;
+    wsync_result res = WSYNC_OK;
+    for (r = 0; r < n_ranks; r++) {
+        if (ranks[r].n && !ranks[r].params)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "rank %zu: no parameters", r);
+        for (j = 0; j < ranks[r].n; j++) cap += ranks[r].params[j].n_pieces ? ranks[r].params[j].n_pieces : 1;
+    }
+    if (!(refs = (wsync__eref *)wsync__alloc(al, (cap + 1) * sizeof *refs)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "the engine map");
+    for (r = 0; r < n_ranks && res == WSYNC_OK; r++)
+        res = wsync__emap_refs(t, n, ranks[r].params, ranks[r].n, r, refs, &nr, err);
+    if (res == WSYNC_OK) {
+        if (nr) qsort(refs, nr, sizeof *refs, wsync__eref_cmp);
+        res = wsync__emap_cover(t, n, ranks, refs, nr, cover, err);
+    }
+    if (res != WSYNC_OK) {
+        wsync__free(al, refs);
+        return res;
+    }
+    *out = refs;
+    *nout = nr;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_engine_map_check(const wsync_tensor *tensors, size_t n, const wsync_map_rank *ranks,
+                                              size_t n_ranks, wsync_error *err)
+{
+    wsync_allocator al;
+    wsync__eref *refs = NULL;
+    size_t nr = 0, r;
+    wsync_result res;
+    wsync__error_reset(err);
+    if ((n && !tensors) || (n_ranks && !ranks))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_engine_map_check arguments");
+    memset(&al, 0, sizeof al);
+    /* each rank on its own first (its overlaps), then the union's coverage */
+    for (r = 0; r < n_ranks; r++) {
+        if ((res = wsync__emap_build(&al, tensors, n, &ranks[r], 1, 1, &refs, &nr, err)) != WSYNC_OK) {
+            return res; /* it names the parameter and the piece */
+        }
+        wsync__free(&al, refs);
+    }
+    if ((res = wsync__emap_build(&al, tensors, n, ranks, n_ranks, 2, &refs, &nr, err)) != WSYNC_OK) return res;
+    wsync__free(&al, refs);
+    return WSYNC_OK;
+}
+
+/* The chunk buffer to the engine: fn, or a scatter into the parameter's data. */
+static int wsync__eng_flush(wsync_engine *e, const wsync__eref *r, uint64_t k, unsigned w)
+{
+    const wsync_map_param *q = &e->p[r->p];
+    wsync_param_changes c;
+    int rc = 0;
+    if (!k) return 0;
+    if (e->mark[r->p] != e->takes) {
+        e->mark[r->p] = e->takes;
+        e->st->params++;
+    }
+    e->st->calls++;
+    e->st->positions += k;
+    e->st->bytes += k * (8 + (uint64_t)w);
+    if (!e->fn) {
+        uint8_t *d = (uint8_t *)q->data;
+        uint64_t i;
+        switch (w) {
+        case 1: for (i = 0; i < k; i++) d[e->pos[i]] = e->val[i]; break;
+        case 2: for (i = 0; i < k; i++) memcpy(d + e->pos[i] * 2, e->val + i * 2, 2); break;
+        case 4: for (i = 0; i < k; i++) memcpy(d + e->pos[i] * 4, e->val + i * 4, 4); break;
+        default: for (i = 0; i < k; i++) memcpy(d + e->pos[i] * w, e->val + i * w, w); break;
+        }
+        return 0;
+    }
+    memset(&c, 0, sizeof c);
+    c.param = q;
+    c.index = r->p;
+    c.tensor = e->m->t[r->t].name;
+    c.width = w;
+    c.count = k;
+    c.positions = e->pos;
+    c.values = e->val;
+    rc = e->fn(e->user, &c);
+    return rc;
+}
+
+/* One chunk of a tensor's changes through one ref. pos NULL: the whole
+   tensor (vals: all of it). */
+static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t *pos, const uint8_t *vals,
+                          uint64_t count, unsigned w)
+{
+    uint64_t blk = r->sdim * r->inner, pblk = r->pdim * r->inner, lo = r->start * r->inner,
+             hi = (r->start + r->len) * r->inner, shift = r->off * r->inner, k = 0, i;
+    int rc;
+    if (!pos) { /* whole: every element of the slice, block by block */
+        uint64_t outer = count / (blk ? blk : 1), o, x;
+        for (o = 0; o < outer; o++)
+            for (x = lo; x < hi; x++) {
+                e->pos[k] = o * pblk + x - lo + shift;
+                memcpy(e->val + k * w, vals + (o * blk + x) * w, w);
+                if (++k == e->chunk) {
+                    if ((rc = wsync__eng_flush(e, r, k, w)) != 0) return rc;
+                    k = 0;
+                }
+            }
+        return wsync__eng_flush(e, r, k, w);
+    }
+    if (blk == hi - lo + 0 && lo == 0 && pblk == blk && !shift) { /* the whole tensor, unshifted */
+        for (i = 0; i < count; i += k) {
+            k = count - i < e->chunk ? count - i : e->chunk;
+            memcpy(e->pos, pos + i, (size_t)k * 8);
+            memcpy(e->val, vals + i * w, (size_t)(k * w));
+            if ((rc = wsync__eng_flush(e, r, k, w)) != 0) return rc;
+        }
+        return 0;
+    }
+    if (count && pos[count - 1] < blk) { /* one block (dim 0 slices): a range of the ascending positions */
+        uint64_t a = 0, b = count, m;
+        while (a < b) {
+            m = a + (b - a) / 2;
+            if (pos[m] < lo) a = m + 1;
+            else b = m;
+        }
+        for (i = a; i < count && pos[i] < hi; i++) {
+            e->pos[k] = pos[i] - lo + shift;
+            memcpy(e->val + k * w, vals + i * w, w);
+            if (++k == e->chunk) {
+                if ((rc = wsync__eng_flush(e, r, k, w)) != 0) return rc;
+                k = 0;
+            }
+        }
+        return wsync__eng_flush(e, r, k, w);
+    }
+    {
+        uint64_t o = UINT64_MAX, base = 0, end = 0;
+        for (i = 0; i < count; i++) {
+            uint64_t p = pos[i], x;
+            if (p >= end) {
+                o = p / blk;
+                base = o * blk;
+                end = base + blk;
+            }
+            x = p - base;
+            if (x < lo || x >= hi) continue;
+            e->pos[k] = o * pblk + x - lo + shift;
+            memcpy(e->val + k * w, vals + i * w, w);
+            if (++k == e->chunk) {
+                if ((rc = wsync__eng_flush(e, r, k, w)) != 0) return rc;
+                k = 0;
+            }
+        }
+        return wsync__eng_flush(e, r, k, w);
+    }
+}
+
+/* The mirror's callback: one chunk of a tensor, to every ref of it. */
+static int wsync__eng_changes(void *user, const wsync_changes *c)
+{
+    wsync_engine *e = (wsync_engine *)user;
+    size_t j;
+    int rc;
+    if (c->index >= e->m->n) return 1;
+    for (j = e->first[c->index]; j < e->first[c->index + 1]; j++)
+        if ((rc = wsync__eng_ref(e, &e->refs[j], c->whole ? NULL : c->positions, (const uint8_t *)c->values,
+                                 c->count, c->width)) != 0)
+            return rc;
+    return 0;
+}
+
+WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param *params, size_t n, unsigned flags,
+                                         wsync_engine **out, wsync_error *err)
+{
+    wsync_engine *e;
+    wsync_map_rank one;
+    wsync_result r;
+    size_t i;
+    wsync__error_reset(err);
+    if (!m || !out || (n && !params) || (flags & ~WSYNC_MAP_SHARD))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_engine_open arguments");
+    *out = NULL;
+    for (i = 0; i < m->n; i++) {
+        unsigned w = wsync_dtype_bits(m->t[i].dtype);
+        if (w != 8 && w != 16 && w != 32 && w != 64)
+            return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, m->t[i].name, strlen(m->t[i].name),
+                               "tensor '%s': %s elements are not whole bytes; the engine map needs 1, 2, 4 or 8",
+                               m->t[i].name, wsync_dtype_name(m->t[i].dtype));
+    }
+    if (!(e = (wsync_engine *)wsync__alloc(&m->a, sizeof *e)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "the engine map");
+    memset(e, 0, sizeof *e);
+    e->a = m->a;
+    e->m = m;
+    e->p = params;
+    e->np = n;
+    e->chunk = m->chunk;
+    one.params = params;
+    one.n = n;
+    if ((r = wsync__emap_build(&e->a, m->t, m->n, &one, 1, flags & WSYNC_MAP_SHARD ? 1 : 2, &e->refs, &e->nrefs, err)) !=
+        WSYNC_OK) {
+        wsync_engine_close(e);
+        return r;
+    }
+    e->first = (size_t *)wsync__alloc(&e->a, (m->n + 1) * sizeof *e->first);
+    e->mark = (uint64_t *)wsync__alloc(&e->a, (n + 1) * sizeof *e->mark);
+    e->pos = (uint64_t *)wsync__alloc(&e->a, e->chunk * 8);
+    e->val = (uint8_t *)wsync__alloc(&e->a, e->chunk * 8);
+    if (!e->first || !e->mark || !e->pos || !e->val) {
+        wsync_engine_close(e);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "the engine map");
+    }
+    memset(e->mark, 0, (n + 1) * sizeof *e->mark);
+    {
+        size_t j = 0;
+        for (i = 0; i <= m->n; i++) {
+            while (j < e->nrefs && e->refs[j].t < i) j++;
+            e->first[i] = j;
+        }
+    }
+    *out = e;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn fn, void *user,
+                                         wsync_engine_stats *stats, wsync_error *err)
+{
+    wsync_engine_stats st;
+    wsync_result r;
+    size_t j;
+    wsync__error_reset(err);
+    memset(&st, 0, sizeof st);
+    if (!e) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no engine map");
+    if (!fn)
+        for (j = 0; j < e->np; j++)
+            if (!e->p[j].data)
+                return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
+                                   "parameter '%s': no data to scatter into and no callback", e->p[j].name);
+    e->fn = fn;
+    e->user = user;
+    e->st = &st;
+    e->takes++;
+    r = wsync_mirror_take(e->m, wsync__eng_changes, e, &st.mirror, err);
+    e->st = NULL;
+    if (stats) *stats = st;
+    return r;
+}
+
+WSYNC_DEF void wsync_engine_close(wsync_engine *e)
+{
+    wsync_allocator a;
+    if (!e) return;
+    a = e->a;
+    wsync__free(&a, e->refs);
+    wsync__free(&a, e->first);
+    wsync__free(&a, e->mark);
+    wsync__free(&a, e->pos);
+    wsync__free(&a, e->val);
+    wsync__free(&a, e);
 }
 
 
