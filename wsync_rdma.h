@@ -918,6 +918,8 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
      ERROR   either way            step u64, status u32, text_len u16, text
      BARRIER trainer -> ctl        step u64, group u32: done with mesh group
      RELEASE ctl -> trainer        step u64, group u32: every trainer is
+     OPEN    ctl -> inference      step u64, n u32, trainer ranks u32 x n (ascending):
+                                   the trainers whose plan writes to this rank
 
    The handshake (every connection, before anything else): both sides hold
    the job key K (wsync_job_key_resolve; none: the empty key). With T =
@@ -981,10 +983,15 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    for RELEASE, which the controller sends once every trainer is through
    that group (a trainer with nothing in a group still takes part).
 
-   A step: GO to every trainer, a
+   A step: OPEN to every inference rank and an ACK from each (a rank given
+   its fabric opens the fabric's write window, wsync_fabric_window_open, to
+   those trainers' sender ids: their trainer ranks; where the fabric cannot
+   refuse writes, one-host and verbs, it has none), GO to every trainer, a
    DONE from each (after its writes and a flush), COMMIT to every inference
-   rank, an ACK from each (after its on_commit callback); only then does
-   the step count.
+   rank (the window closes before on_commit: nobody may write from then
+   on; an aborted step's window stays open to its writers until the next
+   OPEN), an ACK from each (after its on_commit callback); only then does
+   the step count. An inference rank's window is closed from its join.
 
    What a step moves: every trainer's transfers, or the subset named by the
    trainers (the tensors that changed this step, wsync_rank_select). A
@@ -1034,7 +1041,8 @@ typedef enum wsync_ctl_type {
     WSYNC_CTL_RELEASE = 11,
     WSYNC_CTL_HELLO = 12,     /* the handshake (before any other message; no MAC) */
     WSYNC_CTL_CHALLENGE = 13,
-    WSYNC_CTL_PROOF = 14
+    WSYNC_CTL_PROOF = 14,
+    WSYNC_CTL_OPEN = 15       /* ctl -> inference: a step's write window (answered by ACK) */
 } wsync_ctl_type;
 
 typedef enum wsync_ctl_role {
@@ -1123,6 +1131,8 @@ typedef struct wsync_ctl_msg {
     uint8_t *named;                         /* DONE: n_named bits (not for ALL): tensors named as changed */
     uint32_t n_ran, runs;                   /* DONE: the trainer's transfers; writes run */
     uint8_t *ran;                           /* DONE: n_ran bits: the transfers run this step */
+    uint32_t n_senders;                     /* OPEN: the trainers that write to this rank */
+    uint32_t *senders;                      /* OPEN: their ranks, ascending */
     void *storage_;                         /* decode's one allocation */
     wsync_allocator alloc_;
 } wsync_ctl_msg;
@@ -7274,6 +7284,18 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
         break;
     case WSYNC_CTL_CHALLENGE: n = WSYNC_CTL_NONCE + WSYNC_CTL_MAC; break;
     case WSYNC_CTL_PROOF: n = WSYNC_CTL_MAC; break;
+    case WSYNC_CTL_OPEN:
+        if (m->n_senders > WSYNC_CTL_MAX_RANKS)
+            return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "OPEN naming %u senders (at most %u)", (unsigned)m->n_senders,
+                                  WSYNC_CTL_MAX_RANKS);
+        if (m->n_senders && !m->senders)
+            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "OPEN: NULL senders");
+        for (i = 1; i < m->n_senders; i++)
+            if (m->senders[i] <= m->senders[i - 1])
+                return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "OPEN: sender %u after %u (ascending, once each)",
+                                      (unsigned)m->senders[i], (unsigned)m->senders[i - 1]);
+        n = 12 + 4 * (size_t)m->n_senders;
+        break;
     default: return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "encode: message type %u", (unsigned)m->type);
     }
     if (n > WSYNC_CTL_MAX_PAYLOAD)
@@ -7405,6 +7427,11 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
         memcpy(p + WSYNC_CTL_NONCE, m->mac, WSYNC_CTL_MAC);
         break;
     case WSYNC_CTL_PROOF: memcpy(p, m->mac, WSYNC_CTL_MAC); break;
+    case WSYNC_CTL_OPEN:
+        wsync__rdma_put64(p, m->step);
+        wsync__rdma_put32(p + 8, m->n_senders);
+        for (i = 0; i < m->n_senders; i++) wsync__rdma_put32(p + 12 + 4 * i, m->senders[i]);
+        break;
     default: break;
     }
     return WSYNC_OK;
@@ -7424,7 +7451,7 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
         return wsync__ctl_bad(err, WSYNC_ERR_UNSUPPORTED, "protocol version %u (this build speaks %u)",
                               (unsigned)(magic >> 24), WSYNC_CTL_VERSION);
     t = (uint32_t)h[4] | (uint32_t)h[5] << 8;
-    if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_PROOF || h[6] || h[7])
+    if (t < WSYNC_CTL_JOIN || t > WSYNC_CTL_OPEN || h[6] || h[7])
         return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "unknown message type %u",
                               (unsigned)wsync__rdma_get32(h + 4));
     pl = wsync__rdma_get32(h + 8);
@@ -7740,6 +7767,31 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
         else memcpy(out->mac, q, WSYNC_CTL_MAC);
         break;
     }
+    case WSYNC_CTL_OPEN: {
+        const uint8_t *q;
+        uint32_t i;
+        if (!wsync__ctl_rd_take(&c, 12, &q)) {
+            r = wsync__ctl_rd_short(&c, err, "step and sender count");
+            break;
+        }
+        out->step = wsync__rdma_get64(q);
+        out->n_senders = wsync__rdma_get32(q + 8);
+        if (out->n_senders > WSYNC_CTL_MAX_RANKS || c.left != 4 * (size_t)out->n_senders) {
+            r = wsync__ctl_bad(err, out->n_senders > WSYNC_CTL_MAX_RANKS ? WSYNC_ERR_LIMIT : WSYNC_ERR_TRUNCATED,
+                               "OPEN: %u senders in %zu bytes", (unsigned)out->n_senders, c.left);
+            break;
+        }
+        if (out->n_senders && (r = wsync__ctl_alloc(out, 4 * (size_t)out->n_senders, err)) != WSYNC_OK) break;
+        out->senders = (uint32_t *)out->storage_;
+        for (i = 0; i < out->n_senders && r == WSYNC_OK; i++) {
+            if (!wsync__ctl_rd_take(&c, 4, &q)) r = wsync__ctl_rd_short(&c, err, "sender");
+            else if ((out->senders[i] = wsync__rdma_get32(q)) >= WSYNC_CTL_MAX_RANKS ||
+                     (i && out->senders[i] <= out->senders[i - 1]))
+                r = wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "OPEN: sender %u: trainer rank %u (ascending, once each)",
+                                   (unsigned)i, (unsigned)out->senders[i]);
+        }
+        break;
+    }
     case WSYNC_CTL_BARRIER:
     case WSYNC_CTL_RELEASE: {
         const uint8_t *q;
@@ -7817,7 +7869,7 @@ WSYNC_DEF wsync_result wsync_ctl_decode_frame(const uint8_t *buf, size_t len, co
 static const char *wsync__ctl_type_name(uint32_t t)
 {
     static const char *const names[] = {"?",     "JOIN",  "ASSIGN", "GO",      "DONE",  "COMMIT",    "ACK",  "ABORT",
-                                        "BYE",   "ERROR", "BARRIER", "RELEASE", "HELLO", "CHALLENGE", "PROOF"};
+                                        "BYE",   "ERROR", "BARRIER", "RELEASE", "HELLO", "CHALLENGE", "PROOF", "OPEN"};
     return t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 
@@ -8136,6 +8188,7 @@ typedef struct wsync__ctl_member {
     uint32_t *reads_off, *reads; /* trainers: the tensors each transfer reads (wsync__ctl_reads) */
     uint32_t *name_id;         /* trainers: each tensor's name among all trainers' (c->named) */
     wsync_ctl_msg done;        /* trainers: the step's DONE, for the check */
+    uint32_t *senders, n_senders; /* inference: the trainers whose plan writes to it (OPEN) */
 } wsync__ctl_member;
 
 struct wsync_controller {
@@ -9274,6 +9327,22 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         wsync__ctl_fail_all(c, err);
         return r;
     }
+    for (i = c->nt; i < c->nt + c->ni; i++) { /* each inference rank's writers, for its window */
+        wsync__ctl_member *m = &c->m[i];
+        unsigned t;
+        uint32_t g;
+        if (!(m->senders = (uint32_t *)wsync__rdma_alloc(&c->a, (size_t)c->nt * sizeof *m->senders))) {
+            r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the inference ranks' writers");
+            wsync__ctl_fail_all(c, err);
+            return r;
+        }
+        for (t = 0; t < c->nt; t++)
+            for (g = 0; g < c->m[t].n_targets; g++)
+                if (c->m[t].targets[g].rank == i - c->nt) {
+                    m->senders[m->n_senders++] = t;
+                    break;
+                }
+    }
     c->plan.schedule = c->pplan ? WSYNC_CTL_SCHEDULE_PLAN : WSYNC_CTL_SCHEDULE_GREEDY;
     c->plan.groups = c->n_groups;
     c->plan.digest = c->pplan ? wsync_plan_digest(c->pplan) : 0;
@@ -9324,6 +9393,9 @@ static void wsync__ctl_abort(wsync_controller *c, uint64_t step, const wsync_err
             c->m[i].gone = 1;
 }
 
+static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsigned to, uint32_t type, uint64_t step,
+                                       wsync_error *err);
+
 WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, wsync_error *err)
 {
     unsigned i;
@@ -9338,11 +9410,29 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
                                 "go: step %llu after step %llu (steps increase, from 1)", (unsigned long long)step,
                                 (unsigned long long)(c->go_step > c->last_step ? c->go_step : c->last_step));
     if ((r = wsync__ctl_gone(c, err)) != WSYNC_OK) return r;
+    c->go_step = step;
+    c->in_step = 1;
+    /* the inference ranks open their write windows to their planned
+       writers, and say so, before any trainer writes */
+    memset(&g, 0, sizeof g);
+    g.type = WSYNC_CTL_OPEN;
+    g.step = step;
+    for (i = c->nt; i < c->nt + c->ni; i++) {
+        g.n_senders = c->m[i].n_senders;
+        g.senders = c->m[i].senders;
+        if ((r = wsync__ctl_send(c->m[i].fd, &c->m[i].sess, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
+            c->m[i].gone = 1;
+            wsync__ctl_abort(c, step, err);
+            return r;
+        }
+    }
+    if ((r = wsync__ctl_collect(c, c->nt, c->nt + c->ni, WSYNC_CTL_ACK, step, err)) != WSYNC_OK) {
+        wsync__ctl_abort(c, step, err);
+        return r;
+    }
     memset(&g, 0, sizeof g);
     g.type = WSYNC_CTL_GO;
     g.step = step;
-    c->go_step = step;
-    c->in_step = 1;
     c->t_go = wsync__ctl_now();
     for (i = 0; i < c->nt; i++)
         if ((r = wsync__ctl_send(c->m[i].fd, &c->m[i].sess, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
@@ -9700,6 +9790,7 @@ WSYNC_DEF void wsync_controller_close(wsync_controller *c)
         wsync__rdma_free(&c->a, m->reads_off);
         wsync__rdma_free(&c->a, m->reads);
         wsync__rdma_free(&c->a, m->name_id);
+        wsync__rdma_free(&c->a, m->senders);
     }
     if (c->lfd >= 0) close(c->lfd);
     wsync__rdma_free(&c->a, c->named);
@@ -9715,6 +9806,7 @@ struct wsync_rank {
     int fd;
     wsync__ctl_sess sess;      /* the connection's MACs */
     uint32_t role, rank;
+    int window;                /* inference: its fabric keeps a write window (OPEN, COMMIT) */
     char me[48];
     unsigned timeout_ms;
     wsync_ctl_msg assign;
@@ -9777,9 +9869,22 @@ static void *wsync__rank_main(void *p)
             wsync__rank_end(r, closed ? "the controller went away (connection closed)" : e.message);
             break;
         }
-        if (m.type == WSYNC_CTL_COMMIT) {
+        if (m.type == WSYNC_CTL_OPEN) { /* a step's writers, until its COMMIT */
             wsync_result res = WSYNC_OK;
             wsync__rdma_err_reset(&e);
+            if (r->window)
+                res = wsync_fabric_window_open(r->f, m.step, m.senders, m.n_senders, &e);
+            if (wsync__ctl_send_text(r->fd, &r->sess, WSYNC_CTL_ACK, m.step, res, res == WSYNC_OK ? "" : e.message,
+                                     "the controller", &e) != WSYNC_OK) {
+                wsync_ctl_msg_free(&m);
+                wsync__rank_end(r, e.message);
+                break;
+            }
+        } else if (m.type == WSYNC_CTL_COMMIT) {
+            wsync_result res = WSYNC_OK;
+            wsync__rdma_err_reset(&e);
+            /* every trainer flushed before its DONE: nobody writes now */
+            if (r->window) wsync_fabric_window_close(r->f, m.step, NULL);
             if (m.step <= r->version) {
                 res = wsync__rdma_fail(&e, WSYNC_ERR_INVALID_ARGUMENT, "COMMIT for step %llu at version %llu",
                                        (unsigned long long)m.step, (unsigned long long)r->version);
@@ -10070,6 +10175,10 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     wsync__rdma_set_timeouts(r->fd, r->timeout_ms);
     res = wsync__rank_handshake(r, &key, opt->host ? opt->host : "127.0.0.1", opt->port, err);
     memset(&key, 0, sizeof key);
+    if (res == WSYNC_OK && r->role == WSYNC_CTL_INFERENCE && r->f) { /* closed until the first OPEN */
+        wsync_error we;
+        r->window = wsync_fabric_window_close(r->f, 0, &we) == WSYNC_OK; /* one-host, verbs: unsupported */
+    }
     if (res != WSYNC_OK) {
         wsync_rank_close(r);
         return res;

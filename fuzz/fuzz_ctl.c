@@ -169,6 +169,11 @@ static int fz_same(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
     case WSYNC_CTL_CHALLENGE:
         return memcmp(a->nonce, b->nonce, WSYNC_CTL_NONCE) == 0 && memcmp(a->mac, b->mac, WSYNC_CTL_MAC) == 0;
     case WSYNC_CTL_PROOF: return memcmp(a->mac, b->mac, WSYNC_CTL_MAC) == 0;
+    case WSYNC_CTL_OPEN:
+        if (a->step != b->step || a->n_senders != b->n_senders) return 0;
+        for (i = 0; i < a->n_senders; i++)
+            if (a->senders[i] != b->senders[i]) return 0;
+        return 1;
     default: return 0;
     }
 }
@@ -215,6 +220,10 @@ static void fz_rules(const wsync_ctl_msg *m)
             cap = m->targets[x->target].desc.len;
             FZ_CHECK(x->len > 0 && x->len <= cap && x->dst_offset <= cap - x->len, "ASSIGN transfer inside");
         }
+    } else if (m->type == WSYNC_CTL_OPEN) {
+        for (i = 0; i < m->n_senders; i++)
+            FZ_CHECK(m->senders[i] < WSYNC_CTL_MAX_RANKS && (!i || m->senders[i] > m->senders[i - 1]),
+                     "OPEN senders ascending ranks");
     } else if (m->type == WSYNC_CTL_HELLO) {
         FZ_CHECK((m->role == WSYNC_CTL_TRAINER || m->role == WSYNC_CTL_INFERENCE) && m->rank < WSYNC_CTL_MAX_RANKS,
                  "HELLO role and rank");
@@ -265,14 +274,14 @@ static void fz_one(const uint8_t *in, size_t size)
         FZ_CHECK(r == rh, "the header is refused but the frame got another result");
         FZ_CHECK(e2.code == rh && e2.message[0], "header error not reported");
     } else {
-        FZ_CHECK(type >= WSYNC_CTL_JOIN && type <= WSYNC_CTL_PROOF && pl <= WSYNC_CTL_MAX_PAYLOAD, "header fields");
+        FZ_CHECK(type >= WSYNC_CTL_JOIN && type <= WSYNC_CTL_OPEN && pl <= WSYNC_CTL_MAX_PAYLOAD, "header fields");
         FZ_CHECK(buf[0] == 'W' && buf[1] == 'S' && buf[2] == 'C' && buf[3] == WSYNC_CTL_VERSION, "header magic");
         if (r == WSYNC_OK) FZ_CHECK(pl == size - WSYNC_CTL_HEADER && type == m.type, "header and frame disagree");
     }
     if (r != WSYNC_OK) {
         FZ_CHECK(e.code == r && e.message[0], "rejection not reported");
         FZ_CHECK(m.storage_ == NULL && m.tensors == NULL && m.regions == NULL && m.targets == NULL &&
-                     m.transfers == NULL && m.named == NULL && m.ran == NULL,
+                     m.transfers == NULL && m.named == NULL && m.ran == NULL && m.senders == NULL,
                  "a rejection left storage");
         FZ_CHECK(h.live == 0, "a rejection leaked");
         free(buf);

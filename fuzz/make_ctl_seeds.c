@@ -265,5 +265,18 @@ int main(int argc, char **argv)
     b[8] += 1; /* a byte after the proof */
     b[n] = 0;
     put(data, "edge_bad_proof_trailing.bin", b, n + 1, 0);
+    /* OPEN: a step's writers; one out of order */
+    {
+        static uint32_t senders[3] = {0, 2, 7};
+        memset(&m, 0, sizeof m);
+        m.type = WSYNC_CTL_OPEN;
+        m.step = 12;
+        m.n_senders = 3;
+        m.senders = senders;
+        n = enc(&m, b, sizeof b);
+        put(corpus, "seed_ok_open.bin", b, n, 1);
+        b[n - 4] = 1; /* 7 -> 1, after 2 */
+        put(data, "edge_bad_open_unordered.bin", b, n, 0);
+    }
     return failures ? 1 : 0;
 }

@@ -247,6 +247,19 @@ static const char *msg_diff(const wsync_ctl_msg *a, const wsync_ctl_msg *b)
     case WSYNC_CTL_COMMIT: return a->step == b->step ? "" : "step";
     case WSYNC_CTL_BARRIER:
     case WSYNC_CTL_RELEASE: return a->step != b->step ? "step" : a->group != b->group ? "group" : "";
+    case WSYNC_CTL_OPEN:
+        if (a->step != b->step) return "step";
+        if (a->n_senders != b->n_senders) return "n_senders";
+        for (i = 0; i < a->n_senders; i++)
+            if (a->senders[i] != b->senders[i]) return "sender";
+        return "";
+    case WSYNC_CTL_HELLO:
+        if (a->role != b->role || a->rank != b->rank) return "role";
+        return memcmp(a->nonce, b->nonce, WSYNC_CTL_NONCE) ? "nonce" : "";
+    case WSYNC_CTL_CHALLENGE:
+        if (memcmp(a->nonce, b->nonce, WSYNC_CTL_NONCE)) return "nonce";
+        return memcmp(a->mac, b->mac, WSYNC_CTL_MAC) ? "mac" : "";
+    case WSYNC_CTL_PROOF: return memcmp(a->mac, b->mac, WSYNC_CTL_MAC) ? "mac" : "";
     case WSYNC_CTL_DONE:
     case WSYNC_CTL_ACK:
     case WSYNC_CTL_ABORT:
@@ -504,6 +517,38 @@ static void test_round_trip(void)
     m = make_text(WSYNC_CTL_RELEASE, UINT64_MAX, 0, "");
     m.group = 0;
     check_round_trip(&m, "RELEASE");
+    {   /* the handshake's messages and OPEN */
+        static uint32_t senders[3] = {0, 5, WSYNC_CTL_MAX_RANKS - 1};
+        uint8_t buf[64];
+        size_t len = 0;
+        wsync_error e;
+        unsigned q;
+        memset(&m, 0, sizeof m);
+        m.type = WSYNC_CTL_HELLO;
+        m.role = WSYNC_CTL_TRAINER;
+        m.rank = WSYNC_CTL_MAX_RANKS - 1;
+        for (q = 0; q < WSYNC_CTL_NONCE; q++) m.nonce[q] = (uint8_t)(q * 3 + 1), m.mac[q] = (uint8_t)(q * 5 + 2);
+        check_round_trip(&m, "HELLO");
+        m.type = WSYNC_CTL_CHALLENGE;
+        check_round_trip(&m, "CHALLENGE");
+        m.type = WSYNC_CTL_PROOF;
+        check_round_trip(&m, "PROOF");
+        m = make_text(WSYNC_CTL_OPEN, 77, 0, "");
+        m.n_senders = 3;
+        m.senders = senders;
+        check_round_trip(&m, "OPEN");
+        m.n_senders = 0;
+        check_round_trip(&m, "OPEN naming nobody");
+        /* senders out of order, a HELLO of role 3: encode refuses both */
+        senders[0] = 6;
+        m.n_senders = 3;
+        CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "ascending"));
+        senders[0] = 0;
+        memset(&m, 0, sizeof m);
+        m.type = WSYNC_CTL_HELLO;
+        m.role = 3;
+        CHECK(wsync_ctl_encode(&m, buf, sizeof buf, &len, &e) == WSYNC_ERR_INVALID_ARGUMENT && has(e.message, "HELLO"));
+    }
     {   /* a mesh group past the limit: encode and decode both refuse it */
         uint8_t buf[64];
         size_t len = 0;
@@ -790,8 +835,8 @@ static void test_rejections_header(void)
     w.b[3] = 0;
     expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "version 0", "version 0");
     w.b[3] = WSYNC_CTL_VERSION;
-    w.b[4] = 15;
-    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 15", "type 15");
+    w.b[4] = 16;
+    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 16", "type 16");
     w.b[4] = 0;
     expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "type 0", "type 0");
     w.b[4] = WSYNC_CTL_GO;
@@ -1140,7 +1185,7 @@ static void test_decode_alloc(void)
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, NULL, 5, NULL, &d, &e) == WSYNC_ERR_INVALID_ARGUMENT);
     CHECK(wsync_ctl_decode(WSYNC_CTL_BYE, NULL, 0, NULL, &d, &e) == WSYNC_OK);
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 12, NULL, NULL, &e) == WSYNC_ERR_INVALID_ARGUMENT);
-    CHECK(wsync_ctl_decode(15, w.b + 12, 0, NULL, &d, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "type 15"));
+    CHECK(wsync_ctl_decode(16, w.b + 12, 0, NULL, &d, &e) == WSYNC_ERR_INVALID_HEADER && has(e.message, "type 16"));
     /* NULL wsync_error works as well */
     CHECK(wsync_ctl_decode_frame(w.b, len - 1, NULL, &d, NULL) == WSYNC_ERR_TRUNCATED);
     CHECK(wsync_ctl_decode(WSYNC_CTL_JOIN, w.b + 12, len - 13, NULL, &d, NULL) != WSYNC_OK);
