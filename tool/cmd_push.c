@@ -383,13 +383,18 @@ static wsync_result push_select(const push_opts *o, wsync_rank *r, const push_la
     return res;
 }
 
-static wsync_result push_fabric_open(const push_opts *o, int sender, wsync_fabric *f, wsync_error *err)
+/* A fabric; TCP: under the run's job key, writing as sender id `id` (a
+   trainer's rank: what the inference ranks' write windows list). */
+static wsync_result push_fabric_open(const push_opts *o, int sender, uint32_t id, wsync_fabric *f, wsync_error *err)
 {
     if (strcmp(o->backend, "tcp") == 0) {
         wsync_fabric_tcp_options t;
         memset(&t, 0, sizeof t);
         t.send_only = sender;
         t.timeout_ms = o->timeout_ms;
+        t.job_key = push_job_key[0] ? push_job_key : NULL;
+        t.job_key_len = strlen(push_job_key);
+        t.sender_id = id;
         return wsync_fabric_tcp_open(&t, f, err);
     } else {
         wsync_fabric_host_options h;
@@ -545,7 +550,7 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
         snprintf(rc.rep.msg, sizeof rc.rep.msg, "%s", "out of memory");
         goto out;
     }
-    if (push_fabric_open(o, 0, &f, &err) != WSYNC_OK) goto fail;
+    if (push_fabric_open(o, 0, UINT32_MAX, &f, &err) != WSYNC_OK) goto fail;
     if (shm) {
         if (wsync_fabric_host_alloc(&f, l.bytes, &mem, &err) != WSYNC_OK) goto fail;
     } else {
@@ -676,7 +681,7 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
         tens[l.n].row_count = inbox_bytes;
         tens[l.n].region = 1;
     }
-    if (push_fabric_open(o, !tens, &f, &err) != WSYNC_OK) goto fail;
+    if (push_fabric_open(o, !tens, rank, &f, &err) != WSYNC_OK) goto fail;
     shm_mem = tens && strcmp(o->backend, "shm") == 0; /* a receiver in SHM mode registers shareable memory only */
     if (shm_mem) {
         void *m = NULL;
@@ -1104,7 +1109,7 @@ static int push_probe_open(const push_opts *o, uint64_t B, push_probe *p)
     ok = p->rf && p->rmr && p->rd && p->rmem && p->w && p->th;
     for (t = 0; ok && t < I; t++) {
         uint64_t len = t < T ? p->per : 4096; /* a receiver no writer writes to */
-        ok = push_fabric_open(o, 0, &p->rf[t], &e) == WSYNC_OK;
+        ok = push_fabric_open(o, 0, UINT32_MAX, &p->rf[t], &e) == WSYNC_OK;
         if (ok && p->shm) ok = wsync_fabric_host_alloc(&p->rf[t], len, &p->rmem[t], &e) == WSYNC_OK;
         else if (ok && !(p->rmem[t] = calloc(1, (size_t)len))) ok = 0;
         if (ok) memset(p->rmem[t], 1, (size_t)len);
@@ -1115,7 +1120,7 @@ static int push_probe_open(const push_opts *o, uint64_t B, push_probe *p)
         wsync_fabric_desc unused;
         w->len = B;
         w->at = (t / I) * B;
-        ok = push_fabric_open(o, 1, &w->f, &e) == WSYNC_OK && (w->src = (uint8_t *)malloc((size_t)B)) != NULL;
+        ok = push_fabric_open(o, 1, 0, &w->f, &e) == WSYNC_OK && (w->src = (uint8_t *)malloc((size_t)B)) != NULL;
         if (ok) memset(w->src, 0x5A, (size_t)B);
         if (ok) ok = w->f.reg(w->f.user, w->src, B, WSYNC_MEM_HOST, &w->mr, &unused, &e) == WSYNC_OK;
         if (ok) ok = w->f.open_remote(w->f.user, &p->rd[t % I], &w->rem, &e) == WSYNC_OK;
