@@ -3582,9 +3582,11 @@ static wsync_result wsync__tcp_send(wsync__tcp *t, wsync_fabric_mr *src, uint64_
     wsync__dtag_init(&poly, t->b.data_tag, dkey);
     p = src->addr + src_off;
     while (len) {
-        size_t n = len > t->chunk ? t->chunk : (size_t)len, k;
-        for (k = 0; k < n; k += 256u << 10) /* the tag over a piece while it is in cache, then the piece */
-            wsync__dtag_update(&poly, p + k, n - k < (256u << 10) ? n - k : (size_t)(256u << 10));
+        /* the tag over a piece while it is in cache, then the piece: the
+           receiver works on one piece while this side tags the next */
+        size_t n = len > t->chunk ? t->chunk : (size_t)len;
+        if (n > (256u << 10)) n = 256u << 10;
+        wsync__dtag_update(&poly, p, n);
         if (wsync__rdma_send_all(dst->fd, p, n, 1) != 0)
             return wsync__tcp_broken(dst, err, "sending a frame's bytes", errno);
         p += n;
