@@ -214,6 +214,7 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
 	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync" \
 	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
+	    "tests/test_cli_sign.sh $(BUILD)/wsync $(BUILD)/libwsync.so" \
 	    "tests/test_fanout.sh $(BUILD)/wsync" \
 	    "tests/test_build_config.sh" \
 	    "tests/test_readme.sh $(BUILD)/wsync" \

@@ -63,6 +63,10 @@
 
 static int n_written;
 
+/* The key the signed seeds are checked against (seed_*_signed_*): a fixed
+   seed, so the output stays deterministic. */
+static uint8_t sig_pub[32], sig_sec[64];
+
 static void die(const char *what)
 {
     fprintf(stderr, "make_chain_head_seeds: %s\n", what);
@@ -91,6 +95,16 @@ static void write_file(const char *dir, const char *name, const char *p, size_t 
         die("a seed is not what its name says");
     }
     if (r == WSYNC_OK) wsync_chain_info_free(&c);
+    /* a signed seed that parses: verified against sig_pub exactly when its
+       name says _sigok_ (the others break one signing rule each) */
+    if (r == WSYNC_OK && strstr(name, "_signed_")) {
+        int want_sig = strstr(name, "_sigok_") != NULL;
+        r = wsync_chain_head_verify(p, n, sig_pub, NULL, NULL, &err);
+        if ((r == WSYNC_OK) != want_sig) {
+            fprintf(stderr, "make_chain_head_seeds: %s: %s\n", path, r == WSYNC_OK ? "verified" : err.message);
+            die("a signed seed does not verify as its name says");
+        }
+    }
 }
 
 /* ---- text helpers ---- */
@@ -938,6 +952,138 @@ static void dir_edge_seeds(const char *dir)
        (fz_files_max_once); as inputs they would raise libFuzzer's -max_len */
 }
 
+/* ---- signed HEADs (wsync_chain_head_format_signed) ---- */
+
+/* c with an identity and a BLAKE2b-256 for every object (pseudo-random),
+   signed by sec. */
+static text signed_text(wsync_chain_info *c, const uint8_t *sec)
+{
+    wsync_error err;
+    char *t;
+    size_t len, i, k;
+    text out;
+    c->has_id = 1;
+    for (k = 0; k < sizeof c->id; k++) c->id[k] = (uint8_t)rnd();
+    for (i = 0; i < c->n_entries; i++) {
+        c->entries[i].has_hash = 1;
+        for (k = 0; k < sizeof c->entries[i].hash; k++) c->entries[i].hash[k] = (uint8_t)rnd();
+    }
+    for (i = 0; i < c->n_files; i++) {
+        c->files[i].has_hash = 1;
+        for (k = 0; k < sizeof c->files[i].hash; k++) c->files[i].hash[k] = (uint8_t)rnd();
+    }
+    if (wsync_chain_head_format_signed(c, sec, &t, &len, &err) != WSYNC_OK) die(err.message);
+    out = text_dup(t, len);
+    free(t);
+    return out;
+}
+
+/* The hex digit at byte `at` changed, the "check" digest recomputed. */
+static void flipped_hex(const char *dir, const char *name, text t, size_t at)
+{
+    text o = text_dup(t.p, t.len);
+    o.p[at] = o.p[at] == '0' ? '1' : '0';
+    recheck(o);
+    write_file(dir, name, o.p, o.len);
+    free(o.p);
+}
+
+/* The value of key `key` ("sig", "id", ...): where it starts. */
+static size_t value_at(text t, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":\"", key);
+    return text_rfind(t, k) + strlen(k);
+}
+
+/* t without the bytes [at, at + n), the "check" digest recomputed. */
+static void cut(const char *dir, const char *name, text t, size_t at, size_t n)
+{
+    text o = text_dup(t.p, t.len);
+    memmove(o.p + at, o.p + at + n, t.len - at - n + 1);
+    o.len -= n;
+    recheck(o);
+    write_file(dir, name, o.p, o.len);
+    free(o.p);
+}
+
+static void signed_seeds(const char *dir)
+{
+    static const uint64_t anchors[] = {1, 5};
+    static const uint64_t deltas[][2] = {{2, 1}, {3, 2}, {4, 3}, {6, 5}};
+    static const uint64_t one[] = {7};
+    static const fspec hf[] = {{"model-00001-of-00002.safetensors", 3},
+                               {"model-00002-of-00002.safetensors", 2},
+                               {"config.json", 0},
+                               {"model.safetensors.index.json", 0}};
+    const fspec *fs[2];
+    size_t nfs[2];
+    uint8_t seed[32], other_pub[32], other_sec[64];
+    wsync_chain_info c;
+    text t, o;
+    size_t i, at;
+    for (i = 0; i < 32; i++) seed[i] = (uint8_t)(0xA0 + i);
+    wsync_ed25519_keypair(seed, sig_pub, sig_sec);
+    seed[0] ^= 1;
+    wsync_ed25519_keypair(seed, other_pub, other_sec);
+    /* a file chain: valid, then broken (truncated, flipped, check off) */
+    fs[0] = fs[1] = NULL;
+    nfs[0] = nfs[1] = 0;
+    c = dir_chain(anchors, 2, fs, nfs, deltas, 4, WSYNC_ENCODING_PACKED);
+    t = signed_text(&c, sig_sec);
+    ok_and_broken(dir, "signed_sigok_file", t, 1);
+    /* parses, and fails verification: the signature, a field after
+       signing, the signer, another key */
+    flipped_hex(dir, "seed_ok_signed_bad_sig", t, value_at(t, "sig") + 5);
+    flipped_hex(dir, "seed_ok_signed_altered_state", t, value_at(t, "state") + 2);
+    flipped_hex(dir, "seed_ok_signed_altered_blake2b", t, value_at(t, "blake2b") + 9);
+    flipped_hex(dir, "seed_ok_signed_altered_id", t, value_at(t, "id") + 31);
+    flipped_hex(dir, "seed_ok_signed_altered_signer", t, value_at(t, "signer") + 63);
+    /* refused by the parser: the signature's keys one without the others,
+       a hex value of the wrong length or with a capital, an object without
+       its hash */
+    at = value_at(t, "sig") - 7;
+    cut(dir, "seed_bad_signed_no_sig", t, at, (size_t)(strchr(t.p + at, '\n') + 1 - (t.p + at)));
+    at = value_at(t, "id") - 6;
+    cut(dir, "seed_bad_signed_no_id", t, at, 6 + 32 + 1 + 1);
+    at = value_at(t, "signer") - 10;
+    cut(dir, "seed_bad_signed_no_signer", t, at - 1, 1 + 10 + 64 + 1);
+    cut(dir, "seed_bad_signed_sig_short", t, value_at(t, "sig") + 3, 2);
+    cut(dir, "seed_bad_signed_id_short", t, value_at(t, "id"), 1);
+    o = text_dup(t.p, t.len);
+    o.p[value_at(o, "signer") + 4] = 'A';
+    recheck(o);
+    write_file(dir, "seed_bad_signed_signer_capital", o.p, o.len);
+    free(o.p);
+    at = value_at(t, "blake2b") - 11;
+    cut(dir, "seed_bad_signed_no_blake2b", t, at - 1, 1 + 11 + 64 + 1);
+    free(t.p);
+    dir_free(&c);
+    /* signed by another key: parses, refused by sig_pub */
+    c = dir_chain(anchors, 2, fs, nfs, deltas, 4, WSYNC_ENCODING_PACKED);
+    t = signed_text(&c, other_sec);
+    write_file(dir, "seed_ok_signed_other_key", t.p, t.len);
+    free(t.p);
+    dir_free(&c);
+    /* one anchor */
+    c = dir_chain(one, 1, fs, nfs, NULL, 0, WSYNC_ENCODING_PACKED);
+    t = signed_text(&c, sig_sec);
+    write_file(dir, "seed_ok_signed_sigok_one_anchor", t.p, t.len);
+    free(t.p);
+    dir_free(&c);
+    /* a directory's anchors: every file hashed */
+    fs[0] = hf, nfs[0] = sizeof hf / sizeof *hf;
+    fs[1] = hf, nfs[1] = sizeof hf / sizeof *hf;
+    c = dir_chain(anchors, 2, fs, nfs, deltas, 4, WSYNC_ENCODING_PACKED);
+    t = signed_text(&c, sig_sec);
+    ok_and_broken(dir, "signed_sigok_dir", t, 1);
+    at = (size_t)(strstr(t.p + text_rfind(t, "config.json"), "\"blake2b\":\"") - t.p); /* a plain file's */
+    flipped_hex(dir, "seed_ok_signed_dir_altered_file_hash", t, at + 11 + 7);
+    cut(dir, "seed_bad_signed_dir_file_no_blake2b", t, at - 1, 1 + 11 + 64 + 1);
+    free(t.p);
+    dir_free(&c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argc > 3) {
@@ -948,6 +1094,7 @@ int main(int argc, char **argv)
     handwritten_seeds(argv[1]);
     entry_encoding_seeds(argv[1]);
     dir_seeds(argv[1]);
+    signed_seeds(argv[1]);
     if (argc == 3) edge_seeds(argv[2]), dir_edge_seeds(argv[2]);
     printf("make_chain_head_seeds: wrote %d files\n", n_written);
     return 0;

@@ -39,6 +39,12 @@ int cli_usage_models(const char *cmd, const char *name)
 static char *capture_buf;
 static size_t capture_cap;
 static wsync_result capture_code;
+static wsync_result last_code;
+
+wsync_result cli_fail_last(void)
+{
+    return last_code;
+}
 
 void cli_fail_capture(char *buf, size_t cap)
 {
@@ -61,6 +67,7 @@ int cli_chain_fail(const char *cmd, const wsync_error *err, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    last_code = err->code;
     if (capture_buf) {
         snprintf(capture_buf, capture_cap, "wsync: %s: %s: %s: %s", cmd, what, wsync_result_name(err->code),
                  err->message[0] ? err->message : wsync_result_str(err->code));
@@ -79,6 +86,7 @@ int cli_exit_for(wsync_result code)
     case WSYNC_ERR_NO_STORE: return EXIT_NO_STORE;
     case WSYNC_ERR_NOT_FOUND: return EXIT_EMPTY_CHAIN;
     case WSYNC_ERR_LAYOUT: return EXIT_LAYOUT;
+    case WSYNC_ERR_SIGNATURE: return EXIT_SIGNATURE;
     default: return 1;
     }
 }
@@ -106,6 +114,20 @@ int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **
 {
     if (strcmp(argv[*i], name) != 0 || *i + 1 >= argc) return 0;
     *val = argv[++*i];
+    return 1;
+}
+
+int cli_parse_chain_id(const char *s, size_t n, uint8_t id[WSYNC_CHAIN_ID_SIZE])
+{
+    size_t i;
+    if (!s || n != 2 * WSYNC_CHAIN_ID_SIZE) return 0;
+    for (i = 0; i < n; i++) {
+        char c = s[i];
+        unsigned v = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+        if (v > 15) return 0;
+        if (i % 2 == 0) id[i / 2] = (uint8_t)(v << 4);
+        else id[i / 2] |= (uint8_t)v;
+    }
     return 1;
 }
 

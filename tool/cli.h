@@ -6,7 +6,7 @@
      main.c       usage, --help, --version, dispatch to the commands
      cli.c        the shared helpers declared below
      cmd_delta.c  inspect, diff, apply, verify, gen
-     cmd_chain.c  publish, pull, follow, log
+     cmd_chain.c  publish, pull, follow, log, keygen
      dir.c        model directories (a Hugging Face checkpoint): the index's
                   JSON reader, a directory read for publish, and pull's and
                   follow's versions beside a symbolic link switched atomically
@@ -48,15 +48,21 @@
 #define EXIT_NO_STORE 3    /* WSYNC_ERR_NO_STORE: no store there (a directory that does not exist) */
 #define EXIT_EMPTY_CHAIN 4 /* WSYNC_ERR_NOT_FOUND from reading the chain: the store exists, nothing published */
 #define EXIT_LAYOUT 5      /* WSYNC_ERR_LAYOUT: the local model is not the chain's (names, dtypes, shapes) */
+#define EXIT_SIGNATURE 6   /* WSYNC_ERR_SIGNATURE: a signed chain's check failed (--verify-key; publish
+                              --sign-key over a chain its key did not sign), or with --verify-key an
+                              object whose BLAKE2b-256 differs from HEAD's (WSYNC_ERR_DIGEST_MISMATCH) */
 /* The exit status for a code from wsync_chain_read or a refused layout: the
-   three above, else 1 (0 for WSYNC_OK). */
+   four above, else 1 (0 for WSYNC_OK). */
 int cli_exit_for(wsync_result code);
 /* The exit status text for the commands' --help. */
 #define CLI_EXIT_HELP                                                                                    \
     "Exit 0 done, 1 failed (the reason on stderr), 2 usage error, 3 no store there\n"                    \
     "(WSYNC_ERR_NO_STORE: a directory store that does not exist; nothing is created), 4 an empty\n"   \
     "chain (WSYNC_ERR_NOT_FOUND: the store exists, nothing is published yet), 5 the local model\n"    \
-    "does not match the chain (WSYNC_ERR_LAYOUT: tensor names, dtypes or shapes).\n"
+    "does not match the chain (WSYNC_ERR_LAYOUT: tensor names, dtypes or shapes), 6 refused by\n"       \
+    "--verify-key (WSYNC_ERR_SIGNATURE: HEAD unsigned, signed by another key, altered after signing\n"  \
+    "or another chain's; or WSYNC_ERR_DIGEST_MISMATCH: an object whose BLAKE2b-256 differs from\n"      \
+    "HEAD's), MODEL kept as it was.\n"
 
 /* ---- the commands: each takes the arguments after its name and returns
    the exit status (0 success, 1 failed, 2 usage error) ---- */
@@ -70,6 +76,7 @@ int cmd_publish(int argc, char **argv);   /* cmd_chain.c */
 int cmd_pull(int argc, char **argv);      /* cmd_chain.c */
 int cmd_follow(int argc, char **argv);    /* cmd_chain.c */
 int cmd_log(int argc, char **argv);       /* cmd_chain.c */
+int cmd_keygen(int argc, char **argv);    /* cmd_chain.c */
 int cmd_demo(int argc, char **argv);      /* cmd_demo.c */
 int cmd_push_demo(int argc, char **argv); /* cmd_push.c */
 int cmd_plan(int argc, char **argv);      /* cmd_plan.c */
@@ -99,6 +106,9 @@ int cli_chain_fail(const char *cmd, const wsync_error *err, const char *fmt, ...
    cli_fail_captured: the code of that line (WSYNC_OK: none). */
 void cli_fail_capture(char *buf, size_t cap);
 wsync_result cli_fail_captured(void);
+/* The code of the last failure cli_chain_fail or cli_tool_fail reported
+   (captured or printed). */
+wsync_result cli_fail_last(void);
 /* An error found by the tool itself, reported like the library's. */
 int cli_tool_fail(const char *cmd, wsync_result code, const char *what, const char *fmt, ...);
 int cli_is_help(const char *a);
@@ -204,7 +214,14 @@ typedef struct cli_image {
     wsync_tensor *t;   /* st.n_tensors views into buf */
     int has_step;      /* the step the data hold, as the file claims it */
     uint64_t step;
+    int has_chain;     /* the identity of the signed chain the step came from (a file's
+                          __metadata__ CLI_CHAIN_META, a directory's CLI_DIR_STEP_FILE
+                          "chain"), written only by a pull given --verify-key */
+    uint8_t chain[WSYNC_CHAIN_ID_SIZE];
 } cli_image;
+#define CLI_CHAIN_META "wsync_chain"
+/* 32 hex digits into id: 1 when s is exactly that. */
+int cli_parse_chain_id(const char *s, size_t n, uint8_t id[WSYNC_CHAIN_ID_SIZE]);
 
 void cli_image_free(cli_image *im);  /* cmd_chain.c */
 /* Parses im->buf (im->size bytes, filled by the caller) and builds the

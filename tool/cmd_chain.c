@@ -16,11 +16,48 @@
 #include <time.h>
 #include <unistd.h>
 
-/* What every chain command takes: the store and how to read the chain. */
+/* What every chain command takes: the store and how to read the chain;
+   a signed chain's key (publish: --sign-key, else WSYNC_SIGN_KEY; the
+   readers: --verify-key, else WSYNC_VERIFY_KEY), read by chain_keys. */
 typedef struct chain_cli {
     const char *store;
     wsync_chain_options co;
+    const char *sign_path, *verify_path;
+    uint8_t sec[64], pub[32];
 } chain_cli;
+
+/* The key files named by the options or the environment, read into c and
+   set in c->co: 0 when done (or none named); 1 after saying why (a missing
+   or unreadable file, a secret key others may read, the wrong half). */
+static int chain_keys(const char *cmd, chain_cli *c)
+{
+    wsync_error err;
+    const char *env = NULL;
+    if (!strcmp(cmd, "publish")) {
+        if (!c->sign_path && (env = getenv("WSYNC_SIGN_KEY")) != NULL && *env) c->sign_path = env;
+        if (!c->sign_path) return 0;
+        if (wsync_key_read_secret(c->sign_path, c->sec, &err) != WSYNC_OK)
+            return cli_chain_fail(cmd, &err, "the sign key %s%s", c->sign_path,
+                                  c->sign_path == env ? " (WSYNC_SIGN_KEY)" : "");
+        c->co.sign_key = c->sec;
+        return 0;
+    }
+    if (!c->verify_path && (env = getenv("WSYNC_VERIFY_KEY")) != NULL && *env) c->verify_path = env;
+    if (!c->verify_path) return 0;
+    if (wsync_key_read_public(c->verify_path, c->pub, &err) != WSYNC_OK)
+        return cli_chain_fail(cmd, &err, "the verify key %s%s", c->verify_path,
+                              c->verify_path == env ? " (WSYNC_VERIFY_KEY)" : "");
+    c->co.verify_key = c->pub;
+    return 0;
+}
+
+/* The secret key leaves memory with the command (the library copied it). */
+static void chain_keys_wipe(chain_cli *c)
+{
+    volatile uint8_t *v = c->sec;
+    size_t i;
+    for (i = 0; i < sizeof c->sec; i++) v[i] = 0;
+}
 
 /* Consumes --store, --prefix, --threads, --spool-dir (pull and follow) or a
    URL store's option (cli_store_opt) at argv[*i]: 1 when it was one,
@@ -45,6 +82,10 @@ static int chain_opt(const char *cmd, int argc, char **argv, int *i, chain_cli *
         if (!*v || stat(v, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return cli_usage_error("%s: --spool-dir takes an existing directory, not '%s'", cmd, v), -1;
         c->co.spool_dir = v;
+    } else if (!strcmp(cmd, "publish") && cli_opt_value(argc, argv, i, "--sign-key", &v)) {
+        c->sign_path = v;
+    } else if (strcmp(cmd, "publish") != 0 && cli_opt_value(argc, argv, i, "--verify-key", &v)) {
+        c->verify_path = v;
     } else return cli_store_opt(cmd, argc, argv, i);
     return 1;
 }
@@ -150,6 +191,8 @@ static int image_from_file(const char *cmd, const char *path, cli_image *im)
         }
         im->has_step = 1;
     }
+    if ((step = wsync_st_metadata_get(&im->st, CLI_CHAIN_META)) != NULL)
+        im->has_chain = cli_parse_chain_id(step, strlen(step), im->chain);
     return 1;
 }
 
@@ -255,13 +298,14 @@ static void remove_stale_temps(const char *path)
    pid for remove_stale_temps), fsync, rename over `path`, fsync of the
    directory. Whatever happens meanwhile (kill -9, a crash), `path` holds the
    old file or the new one, whole. Metadata: the image's, "step" set, an
-   anchor's "wsync" mark dropped. */
+   anchor's "wsync" mark dropped, CLI_CHAIN_META the chain's identity when
+   the image knows it (a pull given --verify-key), else dropped. */
 static int image_save(const char *cmd, const cli_image *im, const char *path, uint64_t step)
 {
     size_t i, n = im->st.n_tensors, nm = 0;
     wsync_st_tensor_desc *d = (wsync_st_tensor_desc *)calloc(n + 1, sizeof *d);
-    wsync_st_kv *meta = (wsync_st_kv *)calloc(im->st.n_metadata + 1, sizeof *meta);
-    char tmp[4200], dir[4096], stepbuf[32];
+    wsync_st_kv *meta = (wsync_st_kv *)calloc(im->st.n_metadata + 2, sizeof *meta);
+    char tmp[4200], dir[4096], stepbuf[32], idbuf[2 * WSYNC_CHAIN_ID_SIZE + 1];
     const char *base;
     wsync_error err;
     FILE *f = NULL;
@@ -282,11 +326,17 @@ static int image_save(const char *cmd, const cli_image *im, const char *path, ui
     }
     for (i = 0; i < im->st.n_metadata; i++) { /* an anchor's "wsync": "anchor" would be a lie here */
         const char *k = im->st.metadata[i].key;
-        if (strcmp(k, "step") != 0 && strcmp(k, "wsync") != 0) meta[nm++] = im->st.metadata[i];
+        if (strcmp(k, "step") != 0 && strcmp(k, "wsync") != 0 && strcmp(k, CLI_CHAIN_META) != 0)
+            meta[nm++] = im->st.metadata[i];
     }
     snprintf(stepbuf, sizeof stepbuf, "%llu", (unsigned long long)step);
     meta[nm].key = "step", meta[nm].key_len = 0, meta[nm].value = stepbuf, meta[nm].value_len = 0;
     nm++;
+    if (im->has_chain) {
+        for (i = 0; i < WSYNC_CHAIN_ID_SIZE; i++) snprintf(idbuf + 2 * i, 3, "%02x", im->chain[i]);
+        meta[nm].key = CLI_CHAIN_META, meta[nm].key_len = 0, meta[nm].value = idbuf, meta[nm].value_len = 0;
+        nm++;
+    }
     if ((fd = cli_temp_create(tmp, sizeof tmp, path, WSYNC_STORE_TMP_MARK, (long)getpid(), 0644)) < 0 ||
         !(f = fdopen(fd, "wb"))) {
         cli_tool_fail(cmd, WSYNC_ERR_IO, path, "cannot create a temporary file: %s", strerror(errno));
@@ -327,7 +377,8 @@ done:
 
 /* "step 7: delta from 6, 21512 of 1313152 elements changed (1.6382%), 35.3 kB
    vs 2.6 MB full, 6.8 ms" (an anchor step says "anchor 2.6 MB" first) */
-static void print_publish(const wsync_publish_stats *ps, uint64_t full, double secs, size_t shards, size_t files)
+static void print_publish(const wsync_publish_stats *ps, uint64_t full, double secs, size_t shards, size_t files,
+                          int sig)
 {
     char b1[32], b2[32];
     printf("step %llu: ", (unsigned long long)ps->step);
@@ -342,7 +393,7 @@ static void print_publish(const wsync_publish_stats *ps, uint64_t full, double s
                (unsigned long long)ps->base_step, (unsigned long long)ps->changed, (unsigned long long)ps->elements,
                cli_percent(ps->changed, ps->elements), cli_human_bytes(b1, sizeof b1, ps->delta_bytes),
                cli_human_bytes(b2, sizeof b2, full));
-    printf(", %.1f ms", 1e3 * secs);
+    printf(", %s%.1f ms", sig ? "HEAD signed, " : "", 1e3 * secs);
     if (ps->deleted)
         printf(" (retention removed %llu object%s)", (unsigned long long)ps->deleted, ps->deleted == 1 ? "" : "s");
     printf("\n");
@@ -385,6 +436,7 @@ int cmd_publish(int argc, char **argv)
     double t0;
     size_t j;
     memset(&c, 0, sizeof c);
+    memset(&err, 0, sizeof err);
     if (!(include = (char **)calloc((size_t)argc + 1, sizeof *include)))
         return cli_tool_fail("publish", WSYNC_ERR_OUT_OF_MEMORY, "arguments", "%d", argc);
     for (i = 0; i < argc; i++) {
@@ -392,6 +444,7 @@ int cmd_publish(int argc, char **argv)
             fputs("usage: wsync publish --store DIR --step N MODEL [--encoding packed|packed-max|trl-v1|trl-v3]\n"
                   "                     [--anchor-every K] [--retain R] [--prefix P] [--threads T]\n"
                   "                     [--new-chain] [--keep-f32] [--include PATTERN]...\n"
+                  "                     [--sign-key NAME.key]\n"
                   "Publishes the safetensors file MODEL as step N of the chain in the store DIR (a\n"
                   "directory, http://..., https://... or s3://bucket/prefix): a sparse delta\n"
                   "against the last published step, or an anchor (a full snapshot: the first\n"
@@ -419,8 +472,17 @@ int cmd_publish(int argc, char **argv)
                   "parses, no tensor is in two shards, names are plain file names ([A-Za-z0-9._-],\n"
                   "no '/' or '..'); a failure names the file and the rule. Without --step, the\n"
                   "step all shards' __metadata__ claim.\n"
-                  "F32 tensors are published as BF16 (--keep-f32: as F32). Exit 0 published, 1\n"
-                  "failed or refused, 2 usage error.\n"
+                  "F32 tensors are published as BF16 (--keep-f32: as F32).\n"
+                  "--sign-key NAME.key (wsync keygen NAME; default: the file WSYNC_SIGN_KEY names)\n"
+                  "signs each HEAD with Ed25519: HEAD then names the BLAKE2b-256 of every object (each\n"
+                  "file of a directory's anchor) and the chain's identity, and followers given\n"
+                  "--verify-key NAME.pub refuse anything else. The key file must not be readable by\n"
+                  "others (mode 0600, as keygen writes it). A chain that another key or no key signed\n"
+                  "is refused, and so is a signed chain without --sign-key; --new-chain starts a new\n"
+                  "chain there (how an unsigned chain becomes a signed one).\n"
+                  "Exit 0 published, 1 failed or refused, 2 usage error, 6 refused for its signature\n"
+                  "(WSYNC_ERR_SIGNATURE: the chain there is not signed by this key, or is signed and\n"
+                  "no key was given).\n"
                   CLI_STORE_HELP,
                   stdout);
             free(include);
@@ -473,6 +535,10 @@ int cmd_publish(int argc, char **argv)
         goto usage;
     }
     if (cli_store_check("publish", c.store) != 0) goto usage;
+    if (chain_keys("publish", &c) != 0) {
+        free(include);
+        return 1;
+    }
     is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
     if (n_include && !is_dir) {
         cli_usage_error("publish: --include is for a MODEL that is a directory ('%s' is not)", path);
@@ -525,7 +591,8 @@ int cmd_publish(int argc, char **argv)
         cli_chain_fail("publish", &err, "step %llu of %s to %s", (unsigned long long)step, path, c.store);
     else {
         wsync_http_stats hs;
-        print_publish(&ps, full, cli_now_s() - t0, is_dir ? D.n_shards : 0, is_dir ? D.n_files : 0);
+        print_publish(&ps, full, cli_now_s() - t0, is_dir ? D.n_shards : 0, is_dir ? D.n_files : 0,
+                      c.co.sign_key != NULL);
         if (wsync_store_http_stats(&store, &hs) && hs.smaller_parts)
             fprintf(stderr, "wsync: publish: warning: the server refused %llu upload%s as too large (HTTP 413) and "
                     "took %s in smaller parts; --s3-part-size or WSYNC_S3_PART_SIZE sets the part size from the "
@@ -533,8 +600,10 @@ int cmd_publish(int argc, char **argv)
                     hs.smaller_parts == 1 ? "it" : "them");
         rc = 0;
     }
+    if (rc && err.code == WSYNC_ERR_SIGNATURE) rc = EXIT_SIGNATURE;
     wsync_publisher_close(pub);
     wsync_store_close(&store);
+    chain_keys_wipe(&c);
     if (is_dir) cli_dir_unload(&D);
     else cli_unload_file(&L);
     return rc;
@@ -561,7 +630,35 @@ typedef struct puller {
     uint64_t retries_seen; /* an HTTP or S3 store's retried requests, printed so far */
     int owned;             /* the model in memory is this chain's: a sync reached a step of it here */
     int layout_refused;    /* the last sync failed on WSYNC_ERR_LAYOUT and MODEL is not this chain's */
+    int new_chain;         /* --new-chain: the chain MODEL records is not pinned */
+    int has_chain;         /* with a verify key: the signed chain followed (MODEL's record, */
+    uint8_t chain[WSYNC_CHAIN_ID_SIZE]; /* or the first HEAD that passed) */
+    int sig_refused;       /* the last read or sync was refused by the verify key */
 } puller;
+
+/* A failure the verify key caused: a HEAD refused, or an object whose
+   BLAKE2b-256 is not the signed HEAD's. */
+static int refused_by_key(const puller *p, wsync_result code)
+{
+    return code == WSYNC_ERR_SIGNATURE || (p->co.verify_key && code == WSYNC_ERR_DIGEST_MISMATCH);
+}
+
+/* The chain a subscriber has seen pass (kept across subscribers), and the
+   chain pinned in a new one: a HEAD another chain's, signed by the same
+   key, is refused even by a pull that starts from MODEL on disk. */
+static void puller_learn(puller *p)
+{
+    uint8_t id[WSYNC_CHAIN_ID_SIZE];
+    if (p->sub && p->co.verify_key && wsync_subscriber_chain_id(p->sub, id)) {
+        memcpy(p->chain, id, sizeof id);
+        p->has_chain = 1;
+    }
+}
+
+static void puller_pin(puller *p)
+{
+    if (p->sub && p->co.verify_key && p->has_chain) wsync_subscriber_set_chain_id(p->sub, p->chain);
+}
 
 /* ", N requests retried" when a URL store retried requests since the last
    line said so: retries that succeed are otherwise silent. */
@@ -611,6 +708,11 @@ static int puller_open(puller *p, uint64_t limit)
     if (wsync_subscriber_open(&p->store, p->im.t, p->im.st.n_tensors, &p->co, &p->sub, &err) != WSYNC_OK)
         return cli_chain_fail(p->cmd, &err, "opening a subscriber for %s", p->path), 0;
     if (p->im.has_step) wsync_subscriber_set_step(p->sub, p->im.step);
+    if (p->im.has_chain && !p->new_chain && !p->has_chain) {
+        memcpy(p->chain, p->im.chain, sizeof p->chain);
+        p->has_chain = 1;
+    }
+    puller_pin(p);
     return 1;
 }
 
@@ -659,10 +761,12 @@ static int puller_state(puller *p, uint64_t step, int checked)
 static int puller_forget(puller *p)
 {
     wsync_error err;
+    puller_learn(p);
     wsync_subscriber_close(p->sub);
     p->sub = NULL;
     if (wsync_subscriber_open(&p->store, p->im.t, p->im.st.n_tensors, &p->co, &p->sub, &err) != WSYNC_OK)
         return cli_chain_fail(p->cmd, &err, "opening a subscriber for %s", p->path), 0;
+    puller_pin(p);
     return 1;
 }
 
@@ -804,10 +908,12 @@ static int puller_relayout(puller *p, uint64_t step, wsync_error *err)
         cli_dir_layout_free(&lay);
         return 0;
     }
+    puller_learn(p);
     wsync_subscriber_close(p->sub);
     cli_image_free(&p->im);
     cli_dir_layout_free(&p->lay);
     p->sub = sub;
+    puller_pin(p);
     p->im = im;
     p->lay = lay;
     p->owned = 1;
@@ -856,6 +962,9 @@ static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *s
         if ((may = puller_may_save(p, now, r == WSYNC_OK)) < 0) return PULL_SAVE_FAILED;
         if (!may) return PULL_SYNC_FAILED;
         double t1 = cli_now_s();
+        puller_learn(p); /* the chain the step came from, recorded with it (a verify key's only) */
+        p->im.has_chain = p->co.verify_key && p->has_chain;
+        if (p->im.has_chain) memcpy(p->im.chain, p->chain, sizeof p->chain);
         if (!(p->dir ? cli_dir_save(p->cmd, &p->store, &p->co, &p->im, &p->lay, p->path, now)
                      : image_save(p->cmd, &p->im, p->path, now)))
             return PULL_SAVE_FAILED;
@@ -924,6 +1033,17 @@ static void say_layout_refused(const puller *p)
             "before it has its tensors" : "it claims no step");
 }
 
+/* What a refusal by the verify key means for MODEL (said after the error). */
+static void say_refused_by_key(const puller *p, const wsync_error *err)
+{
+    if (!refused_by_key(p, err->code)) return;
+    fprintf(stderr, "wsync: %s: %s refused by the verify key: %s %s%s\n", p->cmd,
+            err->code == WSYNC_ERR_SIGNATURE ? "HEAD" : "an object", p->path,
+            p->im.has_step ? "kept at the step it holds" : "not written", err->code == WSYNC_ERR_SIGNATURE &&
+            strstr(err->message, "another chain") ? " (MODEL records the chain it came from; --new-chain takes "
+            "the chain the key signed now, e.g. after publish --new-chain)" : "");
+}
+
 int cmd_pull(int argc, char **argv)
 {
     const char *v;
@@ -940,7 +1060,7 @@ int cmd_pull(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs("usage: wsync pull --store DIR MODEL [--step N] [--follow-restart] [--prefix P] [--threads T]\n"
-                  "                  [--spool-dir D]\n"
+                  "                  [--spool-dir D] [--verify-key NAME.pub] [--new-chain]\n"
                   "Brings the local safetensors file MODEL to the newest step of the chain in DIR\n"
                   "(or to step N) along the cheapest path of deltas and anchors, every object checked\n"
                   "against HEAD's digests. MODEL's __metadata__ \"step\" says where it is; a missing\n"
@@ -974,7 +1094,16 @@ int cmd_pull(int argc, char **argv)
                   "resized), MODEL is rebuilt with the anchor's tensors, provided it was this chain's:\n"
                   "the step it claims is in the chain with its state digest, or the anchor at or\n"
                   "before that step has its tensors. A MODEL of another model is left alone (exit 5).\n"
-                  "DIR is never created (exit 3 when it does not exist).\n"
+                  "DIR is never created (exit 3 when it does not exist).\n",
+                  stdout);
+            fputs("--verify-key NAME.pub (default: the file WSYNC_VERIFY_KEY names): the chain must be\n"
+                  "signed by that key (publish --sign-key): a HEAD unsigned, signed by another key,\n"
+                  "altered after signing, or of another chain than the one MODEL came from (recorded in\n"
+                  "MODEL: __metadata__ \"wsync_chain\", a directory's wsync-step.json \"chain\") is\n"
+                  "refused (WSYNC_ERR_SIGNATURE, the rule named), and so is an object whose BLAKE2b-256\n"
+                  "differs from HEAD's (WSYNC_ERR_DIGEST_MISMATCH, another path tried first); MODEL is\n"
+                  "kept as it was, exit 6. --new-chain takes a new chain signed by the key (the\n"
+                  "trainer ran publish --new-chain).\n"
                   CLI_EXIT_HELP
                   CLI_STORE_HELP,
                   stdout);
@@ -985,6 +1114,8 @@ int cmd_pull(int argc, char **argv)
             if (!parse_step(v, &step)) return cli_usage_error("pull: bad --step '%s'", v);
         } else if (strcmp(argv[i], "--follow-restart") == 0) {
             c.co.flags |= WSYNC_CHAIN_FOLLOW_RESTART;
+        } else if (strcmp(argv[i], "--new-chain") == 0) {
+            p.new_chain = 1;
         } else if (argv[i][0] == '-' && argv[i][1])
             return cli_usage_error("pull: unknown or incomplete option '%s'", argv[i]);
         else if (p.path) return cli_usage_error("pull: one MODEL at a time ('%s' is extra)", argv[i]);
@@ -992,6 +1123,7 @@ int cmd_pull(int argc, char **argv)
     }
     if (!c.store || !p.path) return cli_usage_error("pull: %s", "needs --store DIR and MODEL");
     if ((k = cli_store_check("pull", c.store)) != 0) return k;
+    if (chain_keys("pull", &c) != 0) return 1;
     strip_slashes(argv, argc, &p.path);
     p.co = c.co;
     if (!cli_open_dir_store("pull", c.store, 1, &p.store)) return 1;
@@ -1018,6 +1150,7 @@ int cmd_pull(int argc, char **argv)
         else snprintf(target, sizeof target, "step %llu", (unsigned long long)step);
         cli_chain_fail("pull", &err, "%s: sync to %s of %s", p.path, target, c.store);
         if (p.layout_refused) say_layout_refused(&p);
+        say_refused_by_key(&p, &err);
         if (saved) fprintf(stderr, "wsync: pull: %s now holds step %llu, the last step reached\n", p.path,
                            (unsigned long long)p.im.step);
     } else if (status == PULL_OK) {
@@ -1033,9 +1166,12 @@ int cmd_pull(int argc, char **argv)
         print_retries(&p);
         printf("\n");
     }
-    k = p.layout_refused;
+    k = p.layout_refused ? EXIT_LAYOUT
+        : refused_by_key(&p, status == PULL_SYNC_FAILED ? err.code : status == PULL_SAVE_FAILED ? cli_fail_last()
+                                                                                             : WSYNC_OK)
+        ? EXIT_SIGNATURE : 1;
     puller_close(&p);
-    return status == PULL_OK ? 0 : k ? EXIT_LAYOUT : 1;
+    return status == PULL_OK ? 0 : k;
 }
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -1144,9 +1280,13 @@ static int poll_head(puller *p, const follow_opts *o, waiting *w, uint64_t *head
         wsync_chain_info_free(&info);
         wait_over(p, w, WAIT_STORE);
         wait_over(p, w, WAIT_CHAIN);
+        p->sig_refused = 0;
         return 1;
     }
-    if (r == WSYNC_ERR_NO_STORE) snprintf(what, sizeof what, "waiting for the store %s to appear", o->store);
+    p->sig_refused = refused_by_key(p, r);
+    if (p->sig_refused)
+        snprintf(what, sizeof what, "refusing the chain in %s (--verify-key), %s kept", o->store, p->path);
+    else if (r == WSYNC_ERR_NO_STORE) snprintf(what, sizeof what, "waiting for the store %s to appear", o->store);
     else if (r == WSYNC_ERR_NOT_FOUND)
         snprintf(what, sizeof what, "waiting for a first step to be published in %s", o->store);
     else snprintf(what, sizeof what, "waiting for the chain in %s to be readable", o->store);
@@ -1258,9 +1398,13 @@ static int follow_pull(puller *p, const follow_opts *o, uint64_t head, follow_st
         say_layout_refused(p);
         return -2;
     }
+    p->sig_refused = status == PULL_SYNC_FAILED && refused_by_key(p, err.code);
     if (status == PULL_SYNC_FAILED) {
-        char what[160], line[640];
-        snprintf(what, sizeof what, "retrying the sync to HEAD %llu", (unsigned long long)head);
+        char what[300], line[640];
+        if (p->sig_refused)
+            snprintf(what, sizeof what, "refusing HEAD %llu (--verify-key), %s kept; retrying", (unsigned long long)head,
+                     p->path);
+        else snprintf(what, sizeof what, "retrying the sync to HEAD %llu", (unsigned long long)head);
         snprintf(line, sizeof line, "%s: sync to HEAD %llu: %s: %s", p->path, (unsigned long long)head,
                  wsync_result_name(err.code), err.message[0] ? err.message : wsync_result_str(err.code));
         wait_note(p, o, &f->w, WAIT_SYNC, head, err.code, what, line);
@@ -1327,6 +1471,11 @@ static int follow_loop(puller *p, const follow_opts *o)
     if (p->im.has_step)
         printf("%s: at step %llu after %llu update%s\n", p->path, (unsigned long long)p->im.step,
                (unsigned long long)f.updates, f.updates == 1 ? "" : "s");
+    if (rc == 0 && p->sig_refused) {
+        fprintf(stderr, "wsync: %s: stopped while the chain in %s was refused by the verify key; %s kept as it "
+                "was\n", p->cmd, o->store, p->path);
+        rc = EXIT_SIGNATURE;
+    }
     return rc;
 }
 
@@ -1346,7 +1495,7 @@ int cmd_follow(int argc, char **argv)
         if (cli_is_help(argv[i])) {
             fputs("usage: wsync follow --store DIR MODEL [--interval S] [--max-steps N] [--until-step N]\n"
                   "                    [--on-update CMD] [--wait] [--follow-restart] [--prefix P] [--threads T]\n"
-                  "                    [--spool-dir D]\n"
+                  "                    [--spool-dir D] [--verify-key NAME.pub] [--new-chain]\n"
                   "Keeps the local file MODEL at the newest step of the chain in DIR: checks HEAD every\n"
                   "S seconds (default 1.0; fractions allowed) and, when it moved, pulls the new\n"
                   "objects into the copy held in memory and replaces MODEL atomically, printing one\n"
@@ -1370,7 +1519,19 @@ int cmd_follow(int argc, char **argv)
                   "about once (per HEAD and step held) and MODEL is kept; --follow-restart follows it\n"
                   "down instead (a restarted chain), from its anchor. When the chain's tensors change\n"
                   "(an anchor with new shapes), MODEL is rebuilt with the anchor's tensors (wsync pull\n"
-                  "--help); a MODEL of another model stops the follower (exit 5).\n"
+                  "--help); a MODEL of another model stops the follower (exit 5).\n",
+                  stdout);
+            fputs("--verify-key NAME.pub (default: the file WSYNC_VERIFY_KEY names): the chain must be\n"
+                  "signed by that key (publish --sign-key): a HEAD unsigned, signed by another key,\n"
+                  "altered after signing, or of another chain than the one MODEL came from (recorded in\n"
+                  "MODEL: __metadata__ \"wsync_chain\", a directory's wsync-step.json \"chain\") is\n"
+                  "refused (WSYNC_ERR_SIGNATURE, the rule named), and so is an object whose BLAKE2b-256\n"
+                  "differs from HEAD's (WSYNC_ERR_DIGEST_MISMATCH, another path tried first); MODEL is\n"
+                  "kept as it was, exit 6. --new-chain takes a new chain signed by the key (the\n"
+                  "trainer ran publish --new-chain).\n"
+                  "A follower keeps MODEL and keeps checking while its chain is refused (the trainer's\n"
+                  "next signed HEAD is taken), says so at once and then at the slow pace above, and\n"
+                  "exits 6 when it stops while still refusing.\n"
                   CLI_EXIT_HELP
                   CLI_STORE_HELP,
                   stdout);
@@ -1396,6 +1557,8 @@ int cmd_follow(int argc, char **argv)
             o.wait = 1;
         } else if (strcmp(argv[i], "--follow-restart") == 0) {
             c.co.flags |= WSYNC_CHAIN_FOLLOW_RESTART;
+        } else if (strcmp(argv[i], "--new-chain") == 0) {
+            p.new_chain = 1;
         } else if (argv[i][0] == '-' && argv[i][1])
             return cli_usage_error("follow: unknown or incomplete option '%s'", argv[i]);
         else if (p.path) return cli_usage_error("follow: one MODEL at a time ('%s' is extra)", argv[i]);
@@ -1403,6 +1566,7 @@ int cmd_follow(int argc, char **argv)
     }
     if (!c.store || !p.path) return cli_usage_error("follow: %s", "needs --store DIR and MODEL");
     if ((k = cli_store_check("follow", c.store)) != 0) return k;
+    if (chain_keys("follow", &c) != 0) return 1;
     strip_slashes(argv, argc, &p.path);
     p.co = c.co;
     o.store = c.store;
@@ -1433,6 +1597,18 @@ static void json_hex(FILE *out, int known, uint64_t v)
     else fputs("null", out);
 }
 
+static void hex_or_null(FILE *out, int known, const uint8_t *b, size_t n)
+{
+    size_t i;
+    if (!known) {
+        fputs("null", out);
+        return;
+    }
+    fputc('"', out);
+    for (i = 0; i < n; i++) fprintf(out, "%02x", b[i]);
+    fputc('"', out);
+}
+
 static void log_json(const chain_cli *c, const wsync_chain_info *in)
 {
     size_t i, j;
@@ -1444,6 +1620,11 @@ static void log_json(const chain_cli *c, const wsync_chain_info *in)
     printf(", \"source\": \"%s\", \"head_step\": %llu, \"anchor_step\": %llu, \"head_state\": ",
            in->has_head ? "HEAD" : "listing", (unsigned long long)in->head_step, (unsigned long long)in->anchor_step);
     json_hex(stdout, in->has_head, in->head_state);
+    fputs(", \"signer\": ", stdout);
+    hex_or_null(stdout, in->has_sig, in->signer, sizeof in->signer);
+    fputs(", \"chain_id\": ", stdout);
+    hex_or_null(stdout, in->has_id, in->id, sizeof in->id);
+    printf(", \"verified\": %s", c->co.verify_key ? "true" : "false");
     fputs(", \"encoding\": ", stdout);
     if (in->encoding) printf("\"%s\"", wsync_encoding_name(in->encoding));
     else fputs("null", stdout);
@@ -1484,6 +1665,13 @@ static void log_text(const chain_cli *c, const wsync_chain_info *in)
            (unsigned long long)in->anchor_step);
     if (in->encoding) printf(", publishing %s deltas", wsync_encoding_name(in->encoding));
     if (in->has_head) printf(", state %016llx", (unsigned long long)in->head_state);
+    if (in->has_sig) {
+        size_t b;
+        printf(", signed by ");
+        for (b = 0; b < sizeof in->signer; b++) printf("%02x", in->signer[b]);
+        printf(" (%s), chain ", c->co.verify_key ? "verified with the key given" : "not checked: no --verify-key");
+        for (b = 0; b < sizeof in->id; b++) printf("%02x", in->id[b]);
+    } else if (in->has_head) printf(", unsigned");
     printf("\n%-6s  %15s  %15s  %12s  %-16s  %-31s  %s\n", "kind", "step", "base", "bytes", "digest", "key",
            "encoding");
     for (i = 0; i < in->n_entries; i++) {
@@ -1518,7 +1706,7 @@ int cmd_log(int argc, char **argv)
     memset(&c, 0, sizeof c);
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            fputs("usage: wsync log --store DIR [--prefix P] [--json]\n"
+            fputs("usage: wsync log --store DIR [--prefix P] [--json] [--verify-key NAME.pub]\n"
                   "Lists the chain in the directory store DIR: read from HEAD (or, in a bucket without\n"
                   "one, from a listing of anchors/ and deltas/), the head step, then one row per\n"
                   "object: kind, step, base step, bytes, digest of its bytes (from HEAD), key, and\n"
@@ -1530,9 +1718,13 @@ int cmd_log(int argc, char **argv)
                   "\"step\", \"base\", \"bytes\", \"digest\", \"state\", \"key\", \"encoding\", \"files\":\n"
                   "[{\"name\", \"kind\": \"shard\"|\"file\", \"bytes\", \"digest\", \"tensors\"}...]}...]} (files:\n"
                   "a directory's anchor's objects, else []), digests as 16 hex digits or null, a delta's\n"
-                  "encoding null where not recorded. DIR is never created. Exit 0 listed, 1 unreadable\n"
-                  "chain, 2 usage error, 3 no store there (WSYNC_ERR_NO_STORE), 4 an empty chain\n"
-                  "(WSYNC_ERR_NOT_FOUND: nothing published yet).\n"
+                  "encoding null where not recorded. A signed HEAD's signer (the public key, hex) and\n"
+                  "chain identity are printed (\"signer\", \"chain_id\": hex or null); --verify-key\n"
+                  "NAME.pub (default: the file WSYNC_VERIFY_KEY names) lists the chain only when HEAD\n"
+                  "is signed by that key (\"verified\": true), else refuses it (exit 6). DIR is never\n"
+                  "created. Exit 0 listed, 1 unreadable chain, 2 usage error, 3 no store there\n"
+                  "(WSYNC_ERR_NO_STORE), 4 an empty chain (WSYNC_ERR_NOT_FOUND: nothing published yet),\n"
+                  "6 HEAD refused by --verify-key (WSYNC_ERR_SIGNATURE, the rule named).\n"
                   CLI_STORE_HELP,
                   stdout);
             return 0;
@@ -1545,6 +1737,7 @@ int cmd_log(int argc, char **argv)
     }
     if (!c.store) return cli_usage_error("log: %s", "needs --store DIR");
     if ((k = cli_store_check("log", c.store)) != 0) return k;
+    if (chain_keys("log", &c) != 0) return 1;
     if (!cli_open_dir_store("log", c.store, 1, &store)) return 1;
     if (wsync_chain_read(&store, &c.co, &info, &err) != WSYNC_OK) {
         cli_chain_fail("log", &err, "reading the chain in %s", c.store);
@@ -1556,4 +1749,38 @@ int cmd_log(int argc, char **argv)
     }
     wsync_store_close(&store);
     return rc;
+}
+
+/* ---- keygen ---- */
+
+int cmd_keygen(int argc, char **argv)
+{
+    const char *name = NULL;
+    wsync_error err;
+    int i;
+    for (i = 0; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs("usage: wsync keygen NAME\n"
+                  "Writes an Ed25519 key pair for signed chains: NAME.key, the secret key (mode 0600:\n"
+                  "publish refuses a key file that others may read), and NAME.pub, the public key to\n"
+                  "hand to followers; one line of hex each. An existing file is never replaced.\n"
+                  "  wsync publish --sign-key NAME.key ...   signs each HEAD (or WSYNC_SIGN_KEY=NAME.key)\n"
+                  "  wsync pull|follow|log --verify-key NAME.pub ...\n"
+                  "                                          refuses a chain the key did not sign\n"
+                  "                                          (or WSYNC_VERIFY_KEY=NAME.pub)\n"
+                  "Exit 0 written, 1 failed (a file already there, a directory not writable), 2 usage\n"
+                  "error.\n",
+                  stdout);
+            return 0;
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return cli_usage_error("keygen: unknown option '%s'", argv[i]);
+        else if (name) return cli_usage_error("keygen: one NAME ('%s' is extra)", argv[i]);
+        else name = argv[i];
+    }
+    if (!name || !*name) return cli_usage_error("keygen: %s", "needs NAME (writes NAME.key and NAME.pub)");
+    if (wsync_keygen(name, &err) != WSYNC_OK) return cli_chain_fail("keygen", &err, "%s", name);
+    printf("%s.pub\n", name);
+    fprintf(stderr, "wsync: keygen: wrote %s.key (secret, mode 0600) and %s.pub: publish --sign-key %s.key signs, "
+            "followers check with pull/follow --verify-key %s.pub\n", name, name, name, name);
+    return 0;
 }

@@ -1130,8 +1130,9 @@ int cli_dir_target(const char *cmd, const char *path, const wsync_store *s, cons
     return dir ? CLI_TARGET_DIR : CLI_TARGET_FILE;
 }
 
-/* The step a version claims (its CLI_DIR_STEP_FILE). */
-static int read_step_file(const char *cmd, const char *dir, uint64_t *step)
+/* The step a version claims (its CLI_DIR_STEP_FILE), and the signed chain
+   it came from when it says ("chain": 32 hex digits; im->has_chain). */
+static int read_step_file(const char *cmd, const char *dir, uint64_t *step, cli_image *im)
 {
     char full[8192], why[300];
     wsync_mapped map;
@@ -1144,8 +1145,12 @@ static int read_step_file(const char *cmd, const char *dir, uint64_t *step)
     else ok = cli_json_parse((const char *)map.bytes, (size_t)map.size, &root, why, sizeof why);
     wsync_file_unmap(&map);
     if (ok) {
+        const cli_json *id = cli_json_member(root, "chain");
         ok = cli_json_u64(cli_json_member(root, "step"), step) && *step <= WSYNC_STEP_MAX;
         snprintf(why, sizeof why, "%s", "no \"step\" that is a step number");
+        if (ok && id && !(id->kind == CLI_JSON_STRING && cli_parse_chain_id(id->str, id->len, im->chain)))
+            ok = 0, snprintf(why, sizeof why, "%s", "\"chain\" is not 32 hex digits");
+        im->has_chain = ok && id;
     }
     cli_json_free(root);
     if (!ok) return cli_tool_fail(cmd, WSYNC_ERR_INVALID_METADATA, full, "not a step file: %s", why), 0;
@@ -1167,7 +1172,7 @@ int cli_dir_image_from_link(const char *cmd, const char *path, cli_image *im, cl
     memset(im, 0, sizeof *im);
     memset(lay, 0, sizeof *lay);
     memset(&shards, 0, sizeof shards);
-    if (!read_step_file(cmd, path, &step)) return 0;
+    if (!read_step_file(cmd, path, &step, im)) return 0;
     if (!list_files(path, &entries))
         return cli_tool_fail(cmd, WSYNC_ERR_IO, path, "cannot list the directory: %s", strerror(errno)), 0;
     for (i = 0; i < entries.n; i++)
@@ -1231,6 +1236,7 @@ int cli_dir_image_from_link(const char *cmd, const char *path, cli_image *im, cl
     im->step = step;
     ok = 1;
 done:
+    if (!ok) im->has_chain = 0;
     for (i = 0; i < n_open; i++) {
         wsync_st_free(&sts[i]);
         wsync_file_unmap(&maps[i]);
@@ -1513,9 +1519,28 @@ static int write_shard(const char *cmd, const char *dir, const cli_dir_shard *sh
     return ok;
 }
 
+/* Whether bytes are file f as HEAD names it: its size and wsync64 digest,
+   and with a verify key its BLAKE2b-256 (a signed HEAD names every file's).
+   0 with why. */
+static int file_matches(const wsync_chain_options *co, const wsync_chain_file *f, const uint8_t *bytes, uint64_t size,
+                        const char **why)
+{
+    if (size != f->bytes) return *why = "its size is not HEAD's", 0;
+    if (wsync_digest(bytes, (size_t)size) != f->digest)
+        return *why = "its bytes do not match HEAD's digest (a damaged or replaced object)", 0;
+    if (co->verify_key) {
+        uint8_t h[WSYNC_CHAIN_HASH_SIZE];
+        if (!f->has_hash) return *why = "the signed HEAD names no BLAKE2b-256 for it", 0;
+        wsync_blake2b(bytes, (size_t)size, h, sizeof h);
+        if (memcmp(h, f->hash, sizeof h) != 0)
+            return *why = "its BLAKE2b-256 is not the one the signed HEAD names (a replaced object)", 0;
+    }
+    return 1;
+}
+
 /* A plain file of anchor e: a hard link to the previous version's file
-   when that one has the same size and digest, else fetched from the store
-   and checked against HEAD's size and digest. */
+   when that one has the same size and digest (and hash, file_matches), else
+   fetched from the store and checked the same way. */
 static int put_plain_file(const char *cmd, const wsync_store *s, const wsync_chain_options *co,
                           const wsync_chain_entry *e, const wsync_chain_file *f, const char *prev, const char *dir)
 {
@@ -1531,7 +1556,8 @@ static int put_plain_file(const char *cmd, const wsync_store *s, const wsync_cha
         struct stat sb;
         if (lstat(old, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == f->bytes &&
             wsync_file_map(old, &map, &err) == WSYNC_OK) {
-            int same = map.size == f->bytes && wsync_digest(map.bytes, (size_t)map.size) == f->digest;
+            const char *why;
+            int same = file_matches(co, f, map.bytes, map.size, &why);
             wsync_file_unmap(&map);
             if (same && link(old, full) == 0) return 1;
         }
@@ -1545,10 +1571,12 @@ static int put_plain_file(const char *cmd, const wsync_store *s, const wsync_cha
         return cli_tool_fail(cmd, WSYNC_ERR_SIZE_MISMATCH, key, "%llu bytes, HEAD says %llu",
                              (unsigned long long)size, (unsigned long long)f->bytes), 0;
     }
-    if (wsync_digest(bytes, (size_t)size) != f->digest) {
-        free(bytes);
-        return cli_tool_fail(cmd, WSYNC_ERR_DIGEST_MISMATCH, key, "%s",
-                             "its bytes do not match HEAD's digest (a damaged or replaced object)"), 0;
+    {
+        const char *why;
+        if (!file_matches(co, f, bytes, size, &why)) {
+            free(bytes);
+            return cli_tool_fail(cmd, WSYNC_ERR_DIGEST_MISMATCH, key, "%s", why), 0;
+        }
     }
     ok = write_new_file(cmd, dir, f->name, bytes, (size_t)size);
     free(bytes);
@@ -1561,7 +1589,7 @@ int cli_dir_save(const char *cmd, const wsync_store *s, const wsync_chain_option
     wsync_chain_info info;
     const wsync_chain_entry *an = NULL;
     wsync_error err;
-    char parent[4096], prevname[4096], finalname[4096], final[4096], tmp[4096], linktmp[4096], text[128];
+    char parent[4096], prevname[4096], finalname[4096], final[4096], tmp[4096], linktmp[4096], text[192];
     const char *base;
     struct stat sb;
     uint64_t state = 0;
@@ -1641,8 +1669,14 @@ int cli_dir_save(const char *cmd, const wsync_store *s, const wsync_chain_option
     for (i = 0; an && i < an->n_files; i++)
         if (!an->files[i].tensors && !put_plain_file(cmd, s, co, an, &an->files[i], have_prev ? path : NULL, tmp))
             goto done;
-    n = snprintf(text, sizeof text, "{\"step\":%llu,\"state\":\"%016llx\"}\n", (unsigned long long)step,
+    n = snprintf(text, sizeof text, "{\"step\":%llu,\"state\":\"%016llx\"", (unsigned long long)step,
                  (unsigned long long)state);
+    if (im->has_chain) { /* the signed chain the step came from (a pull given --verify-key) */
+        n += snprintf(text + n, sizeof text - (size_t)n, ",\"chain\":\"");
+        for (i = 0; i < WSYNC_CHAIN_ID_SIZE; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%02x", im->chain[i]);
+        n += snprintf(text + n, sizeof text - (size_t)n, "\"");
+    }
+    n += snprintf(text + n, sizeof text - (size_t)n, "}\n");
     if (!write_new_file(cmd, tmp, CLI_DIR_STEP_FILE, text, (size_t)n)) goto done;
     if (!cli_fsync_dir(tmp)) {
         cli_tool_fail(cmd, WSYNC_ERR_IO, tmp, "cannot fsync: %s", strerror(errno));
