@@ -76,14 +76,16 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from ._errors import (WsyncError, WsyncTypeError, WsyncValueError, WsyncUnsupportedError, WsyncNoStoreError,
                       WsyncNotFoundError, WsyncEmptyChainError, WsyncLayoutError, WsyncStaleHeadError,
                       WsyncSignatureError)
-from . import _errors, _lib, _mirror, _tensors
+from . import _errors, _lib, _mirror, _tensors, _engine
+from ._engine import EngineLayout, RULES_QWEN3, RULES_LLAMA
 
 __all__ = ["Publisher", "Subscriber", "WsyncError", "WsyncTypeError", "WsyncValueError", "WsyncUnsupportedError",
            "WsyncNoStoreError", "WsyncNotFoundError", "WsyncEmptyChainError", "WsyncLayoutError",
            "WsyncStaleHeadError", "WsyncSignatureError",
            "PublishStats", "SyncStats", "MirrorStats", "DeltaStats", "PrefetchStatus", "FileInfo", "TensorInfo",
            "Head", "head", "diff", "apply", "inspect", "state_digest", "digest", "changed_positions",
-           "keygen", "public_key", "has_http", "library_version", "ENCODINGS", "STEP_MAX"]
+           "keygen", "public_key", "has_http", "library_version", "ENCODINGS", "STEP_MAX",
+           "EngineLayout", "EngineStats", "RULES_QWEN3", "RULES_LLAMA"]
 
 _L = _lib.load()
 
@@ -285,6 +287,51 @@ def _mirror_stats(s):
                        bool(s.handed), bool(s.busy), int(s.steps), int(s.tensors), int(s.whole_tensors),
                        int(s.positions), int(s.bytes), int(s.chunks), int(s.record_bytes), s.pause_seconds,
                        s.wait_seconds, int(s.anchors), int(s.deltas), int(s.bytes_fetched))
+
+
+@dataclass
+class EngineStats(MirrorStats):
+    """A take through an EngineLayout: the mirror's take (positions, bytes:
+    the checkpoint's changes handed to the map) and this rank's share."""
+    params: int = 0            # engine parameters that received changes
+    param_positions: int = 0   # positions handed to them (this rank's share)
+    param_bytes: int = 0       # param_positions * (8 + width)
+    calls: int = 0             # on_changes calls (or scatters)
+
+
+def _engine_open(mptr, targets, layout):
+    """wspy_engine_open for the engine's targets through the layout."""
+    names, dtypes, ranks, shapes, dims, pads, npcs, ptn, pst, plen = [], [], [], [], [], [], [], [], [], []
+    for t in targets:
+        names.append(t.t.bname)
+        dtypes.append(t.t.code)
+        ranks.append(len(t.t.shape))
+        shapes.extend(t.t.shape)
+        dim, pieces, pad = layout.params.get(t.t.name, (0, [], 0))
+        dims.append(dim)
+        pads.append(pad)
+        npcs.append(len(pieces))
+        for (cn, start, length) in pieces:
+            ptn.append(cn.encode("utf-8"))
+            pst.append(start)
+            plen.append(length)
+    unknown = sorted(set(layout.params) - set(t.t.name for t in targets))
+    if unknown:
+        raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "layout: parameter %r is not among the engine's tensors"
+                               % unknown[0], tensor=unknown[0])
+
+    def arr(ct, xs):
+        return (ct * max(len(xs), 1))(*xs)
+    n = len(targets)
+    out = ctypes.c_void_p()
+    err = _lib.Error()
+    rc = _L.wspy_engine_open(mptr, n, arr(ctypes.c_char_p, names), arr(ctypes.c_int32, dtypes),
+                             arr(ctypes.c_uint32, ranks), arr(ctypes.c_uint64, shapes), arr(ctypes.c_uint32, dims),
+                             arr(ctypes.c_uint64, pads), arr(ctypes.c_uint64, npcs), arr(ctypes.c_char_p, ptn),
+                             arr(ctypes.c_uint64, pst), arr(ctypes.c_uint64, plen), 1 if layout.shard else 0,
+                             ctypes.byref(out), ctypes.byref(err))
+    _check(rc, err)
+    return out.value
 
 
 def _delta_stats(s):
@@ -698,12 +745,22 @@ class Subscriber(_Closeable):
     The store may not exist yet: the Subscriber opens anyway (creating
     nothing), sync() raises WsyncNoStoreError until it does, and start()'s
     background keeps polling.
+
+    layout (a wsync.EngineLayout): tensors are the engine's own parameters
+    (fused, tensor-parallel shards, padded vocabularies), a mirror always.
+    The host copy stays under the checkpoint's names, laid out from the
+    chain's newest anchor (which must exist, in one object); the layout is
+    checked against it before any byte moves (WsyncLayoutError naming the
+    parameter and the piece). Each take hands each parameter only its share
+    of the changes, in its own flat index space (take(on_changes=fn) for
+    engines that scatter themselves). set_step is refused (the parameters
+    are not the checkpoint).
     """
 
     _what = "subscriber"
 
     def __init__(self, store, tensors, *, prefix=None, threads=0, verify_state=False, insecure=False, mirror=None,
-                 chunk=0, interval_ms=100, strict=True, follow_restart=False, verify_key=None):
+                 chunk=0, interval_ms=100, strict=True, follow_restart=False, verify_key=None, layout=None):
         spec = _store(store)
         prefix = _str("prefix", prefix)
         threads = _int("threads", threads, 0, 1024)
@@ -720,15 +777,43 @@ class Subscriber(_Closeable):
         if not tensors:
             raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "Subscriber: no tensors given (an empty dict, or "
                                   "an iterator already consumed): it would follow nothing")
+        if layout is not None:
+            if not isinstance(layout, EngineLayout):
+                raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "Subscriber: layout must be a wsync.EngineLayout")
+            if mirror is False:
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "Subscriber: a layout needs the mirror")
+            mirror = True
         if mirror is None:
             mirror = any(_tensors.is_device_tensor(v) for _, v in tensors)
         self.mirror = mirror
+        self.layout = layout
         self._interval = interval
         self._running = None              # the interval the background was started with
         self._lock = threading.Lock()     # the engine's calls, one at a time
         err = _lib.Error()
         out = ctypes.c_void_p()
-        if mirror:
+        self._engine = None
+        if mirror and layout is not None:
+            targets = _tensors.describe_targets(tensors)
+            ts = [t.t for t in targets]
+            a = _tensors.Arrays([])     # the host copy under the checkpoint's names, from the newest anchor
+            rc = _L.wspy_mirror_open(spec, sflags, prefix, threads, flags, pub, interval, chunk, 0, a.names,
+                                     a.dtypes, a.ranks, a.shapes, ctypes.byref(out), ctypes.byref(err))
+            _check(rc, err)
+            try:
+                self._engine = _engine_open(out.value, targets, layout)
+            except BaseException:
+                _L.wspy_mirror_close(out.value)
+                raise
+            self._sink = _engine.EngineSink(targets, _mirror.Sink(targets, chunk or 65536))
+            self._targets = targets
+            eng = self._engine
+
+            def close(ptr):
+                _L.wspy_engine_close(eng)
+                _L.wspy_mirror_close(ptr)
+            stop, what = _L.wspy_mirror_stop, "subscriber"
+        elif mirror:
             targets = _tensors.describe_targets(tensors)
             ts = [t.t for t in targets]
             a = _tensors.Arrays(ts)
@@ -762,10 +847,28 @@ class Subscriber(_Closeable):
 
     # -- the mirror's take --
 
-    def _take(self, ptr):
+    def _take(self, ptr, on_changes=None):
         """One take into the engine's tensors (under self._lock): MirrorStats;
         raises what the callback raised, else the take's error."""
         _tensors.check_unmoved(self._ts)
+        if self._engine is not None:
+            st = _lib.EngineStats()
+            err = _lib.Error()
+            self._sink.on_changes = on_changes
+            try:
+                rc = _L.wspy_engine_take(self._engine, self._sink.fn, None, ctypes.byref(st), ctypes.byref(err))
+            finally:
+                self._sink.on_changes = None
+            exc = self._sink.end_take()
+            if exc is not None:
+                raise exc
+            _check(rc, err)
+            m = _mirror_stats(st.mirror)
+            return EngineStats(**dict(m.__dict__, params=int(st.params), param_positions=int(st.positions),
+                                      param_bytes=int(st.bytes), calls=int(st.calls)))
+        if on_changes is not None:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "take(on_changes=...): only with a layout "
+                                  "(Subscriber(..., layout=wsync.EngineLayout()))")
         st = _lib.MirrorStats()
         err = _lib.Error()
         rc = _L.wspy_mirror_take(ptr, self._sink.fn, None, ctypes.byref(st), ctypes.byref(err))
@@ -775,16 +878,24 @@ class Subscriber(_Closeable):
         _check(rc, err)
         return _mirror_stats(st)
 
-    def take(self):
+    def take(self, on_changes=None):
         """(mirror) Hands the engine's tensors every change the mirror
         applied since the last take, merged, now, in this thread: the
         engine's pause. Nothing when the mirror holds no newer verified step.
-        Returns MirrorStats. An exception raised while writing a tensor is
-        raised here; the engine then has no step until the next take, which
-        hands again everything not handed."""
+        Returns MirrorStats (EngineStats with a layout). An exception raised
+        while writing a tensor is raised here; the engine then has no step
+        until the next take, which hands again everything not handed.
+
+        With a layout: each parameter gets its share of the checkpoint's
+        changes, translated into its flat index space. on_changes(param_name,
+        positions, values): positions int32 where the parameter's elements
+        fit (else int64), values in the parameter's dtype (torch tensors for
+        torch parameters, numpy arrays for numpy ones), several calls per
+        parameter possible; the engine scatters them itself. Without it the
+        binding scatters (index_copy_ on the parameter's device)."""
         self._need_mirror("take")
         with _Guard(self._handle(), self._lock) as ptr:
-            return self._take(ptr)
+            return self._take(ptr, on_changes)
 
     def _need_mirror(self, what):
         if not self.mirror:
@@ -870,6 +981,10 @@ class Subscriber(_Closeable):
         err = _lib.Error()
         with _Guard(self._handle(), self._lock) as ptr:
             _tensors.check_unmoved(self._ts)
+            if self.mirror and self._engine is not None:
+                raise WsyncUnsupportedError("WSYNC_ERR_UNSUPPORTED", "set_step: the engine's parameters are a "
+                                            "layout's fused shards, not the checkpoint the mirror holds; take "
+                                            "from the chain instead")
             if self.mirror:
                 self._load_host(ptr)
                 rc = _L.wspy_mirror_set_step(ptr, step, ctypes.byref(err))

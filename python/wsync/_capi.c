@@ -43,7 +43,7 @@
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define WSPY_ABI_VERSION 4
+#define WSPY_ABI_VERSION 5
 
 typedef struct wspy_error {
     int64_t code;          /* wsync_result; 0 ok */
@@ -97,6 +97,20 @@ typedef struct wspy_mirror_stats {
     double pause_seconds;  /* time inside wsync_mirror_take, callback included */
     double wait_seconds;   /* of which waiting for an apply to finish */
 } wspy_mirror_stats;
+
+/* An engine map's take (wsync_engine_stats): the mirror's take, then what
+   this rank's parameters received. */
+typedef struct wspy_engine_stats {
+    wspy_mirror_stats mirror;
+    uint64_t params, positions, bytes, calls;
+} wspy_engine_stats;
+
+/* One parameter's changes (wsync_param_changes, flattened): the parameter's
+   index (the order given to wspy_engine_open), count, positions (ascending
+   uint64 flat positions in the parameter), values (count * width bytes).
+   Valid only during the call; nonzero stops the take (WSYNC_ERR_SINK). */
+typedef int32_t (*wspy_param_fn)(void *user, uint64_t index, uint64_t count, const uint64_t *positions,
+                                 const void *values, uint32_t width);
 
 /* A chain's HEAD (wsync_chain_info): has_head 0 when the chain was read from
    a listing (no HEAD: no state digest). */
@@ -247,7 +261,7 @@ WSPY_API int32_t wspy_has_http(void)
 
 /* Sizes of the structs above, for the binding's check: 0 error,
    1 publish stats, 2 sync stats, 3 delta stats, 4 prefetch status,
-   5 mirror stats. */
+   5 mirror stats, 6 head, 7 engine stats. */
 WSPY_API uint64_t wspy_sizeof(int32_t what)
 {
     switch (what) {
@@ -258,6 +272,7 @@ WSPY_API uint64_t wspy_sizeof(int32_t what)
     case 4: return sizeof(wspy_prefetch_status);
     case 5: return sizeof(wspy_mirror_stats);
     case 6: return sizeof(wspy_head);
+    case 7: return sizeof(wspy_engine_stats);
     default: return 0;
     }
 }
@@ -860,8 +875,82 @@ static void wspy__mirror_free(wspy_mirror *h)
     free(h);
 }
 
+/* n == 0: the mirror takes its tensors and allocates its host copy from
+   the chain's newest anchor (wsync_mirror_open with no tensors); wspy_mirror_tensor
+   lists them. */
+static int32_t wspy__mirror_from_anchor(wspy_mirror *h, const char *store, uint32_t store_flags, const char *prefix,
+                                        uint32_t threads, uint32_t flags, const uint8_t *verify_key,
+                                        uint32_t interval_ms, uint32_t chunk, wspy_mirror **out, wspy_error *err)
+{
+    wsync_mirror_options o;
+    wsync_error e;
+    wsync_result r;
+    const wsync_tensor *t;
+    size_t n = 0, i, dims = 0;
+    int32_t rc;
+    const char **names;
+    int32_t *dtypes;
+    uint32_t *ranks;
+    uint64_t *shapes;
+    void **datas;
+    if (prefix && *prefix) {
+        size_t len = strlen(prefix) + 1;
+        if (!(h->prefix = (char *)malloc(len))) {
+            wspy__mirror_free(h);
+            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
+        }
+        memcpy(h->prefix, prefix, len);
+    }
+    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+        wspy__mirror_free(h);
+        return rc;
+    }
+    memset(&o, 0, sizeof o);
+    wspy__chain_opt(&o.chain, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key);
+    o.interval_ms = interval_ms;
+    o.chunk = chunk;
+    if ((r = wsync_mirror_open(&h->store, NULL, 0, &o, &h->m, &e)) != WSYNC_OK) {
+        h->m = NULL;
+        wspy__mirror_free(h);
+        return wspy__ret(r, &e, err);
+    }
+    t = wsync_mirror_tensors(h->m, &n);
+    for (i = 0; i < n; i++) dims += t[i].rank;
+    names = (const char **)malloc((n + 1) * sizeof *names);
+    dtypes = (int32_t *)malloc((n + 1) * sizeof *dtypes);
+    ranks = (uint32_t *)malloc((n + 1) * sizeof *ranks);
+    shapes = (uint64_t *)malloc((dims + 1) * sizeof *shapes);
+    datas = (void **)malloc((n + 1) * sizeof *datas);
+    rc = 0;
+    if (!names || !dtypes || !ranks || !shapes || !datas) {
+        rc = wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "mirror tensors");
+    } else {
+        dims = 0;
+        for (i = 0; i < n; i++) {
+            names[i] = t[i].name;
+            dtypes[i] = (int32_t)t[i].dtype;
+            ranks[i] = t[i].rank;
+            if (t[i].rank) memcpy(shapes + dims, t[i].shape, t[i].rank * sizeof *shapes);
+            dims += t[i].rank;
+            datas[i] = t[i].data;
+        }
+        rc = wspy__tset_make(&h->targets, n, names, dtypes, ranks, shapes, datas, 1, err);
+    }
+    free(names);
+    free(dtypes);
+    free(ranks);
+    free(shapes);
+    free(datas);
+    if (rc != 0) {
+        wspy__mirror_free(h);
+        return rc;
+    }
+    *out = h;
+    return 0;
+}
+
 /* n tensors (names, dtypes, ranks, shapes: as wspy_subscriber_open; no
-   data: the shim allocates the host copy, zeroed). flags: WSYNC_CHAIN_*
+   data: the shim allocates the host copy, zeroed; n 0: see above). flags: WSYNC_CHAIN_*
    (the mirror always verifies state digests); verify_key: as
    wspy_subscriber_open's. interval_ms: the background's HEAD poll (0: 1000);
    chunk: positions per take callback (0: 65536). */
@@ -889,6 +978,11 @@ WSPY_API int32_t wspy_mirror_open(const char *store, uint32_t store_flags, const
         free(h);
         free(datas);
         return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "mirror");
+    }
+    if (!n) { /* the layout of the chain's newest anchor (an engine map's checkpoint) */
+        free(datas);
+        return wspy__mirror_from_anchor(h, store, store_flags, prefix, threads, flags, verify_key, interval_ms,
+                                        chunk, out, err);
     }
     for (i = 0; i < (size_t)n; i++) datas[i] = placeholder; /* sizes first, memory below */
     rc = wspy__tset_make(&h->targets, (size_t)n, names, dtypes, ranks, shapes, datas, 1, err);
@@ -1021,6 +1115,8 @@ static int wspy__take_cb(void *user, const wsync_changes *c)
     return rc ? (int)(rc > 0 ? rc : 1) : 0;
 }
 
+static void wspy__mirror_stats(wspy_mirror_stats *stats, const wsync_mirror_stats *stp);
+
 /* wsync_mirror_take through fn (see wspy_changes_fn). */
 WSPY_API int32_t wspy_mirror_take(wspy_mirror *h, wspy_changes_fn fn, void *user, wspy_mirror_stats *stats,
                                   wspy_error *err)
@@ -1036,6 +1132,13 @@ WSPY_API int32_t wspy_mirror_take(wspy_mirror *h, wspy_changes_fn fn, void *user
     t.user = user;
     memset(&st, 0, sizeof st);
     r = wsync_mirror_take(h->m, wspy__take_cb, &t, &st, &e);
+    wspy__mirror_stats(stats, &st);
+    return wspy__ret(r, &e, err);
+}
+
+static void wspy__mirror_stats(wspy_mirror_stats *stats, const wsync_mirror_stats *stp)
+{
+    wsync_mirror_stats st = *stp;
     if (stats) {
         stats->had_step = (uint64_t)st.had_step;
         stats->from_step = st.from_step;
@@ -1058,7 +1161,6 @@ WSPY_API int32_t wspy_mirror_take(wspy_mirror *h, wspy_changes_fn fn, void *user
         stats->pause_seconds = st.pause_seconds;
         stats->wait_seconds = st.wait_seconds;
     }
-    return wspy__ret(r, &e, err);
 }
 
 /* which 0: the engine's step (its last take's); 1: the mirror's verified
@@ -1097,6 +1199,171 @@ WSPY_API int32_t wspy_mirror_status(wspy_mirror *h, wspy_prefetch_status *out, w
 WSPY_API void wspy_mirror_close(wspy_mirror *h)
 {
     wspy__mirror_free(h);
+}
+
+/* The mirror's tensor i: name, dtype, rank, shape (up to 8 dims). 0, or
+   nonzero when out of range. */
+WSPY_API int32_t wspy_mirror_tensor(const wspy_mirror *h, uint64_t i, const char **name, int32_t *dtype,
+                                    uint32_t *rank, uint64_t *shape8)
+{
+    const wsync_tensor *t;
+    if (!h || !h->m || i >= (uint64_t)h->targets.n) return (int32_t)WSYNC_ERR_INVALID_ARGUMENT;
+    t = &h->targets.t[i];
+    if (t->rank > 8) return (int32_t)WSYNC_ERR_RANK_TOO_LARGE;
+    *name = t->name;
+    *dtype = (int32_t)t->dtype;
+    *rank = t->rank;
+    if (t->rank) memcpy(shape8, t->shape, t->rank * sizeof *shape8);
+    return 0;
+}
+
+WSPY_API uint64_t wspy_mirror_count(const wspy_mirror *h) { return h && h->m ? (uint64_t)h->targets.n : 0; }
+
+/* ---- the engine map (wsync.h >>engine-map) ----
+
+   n parameters: names, dtypes, ranks, shapes (flattened), dims, pads,
+   n_pieces (0: the checkpoint tensor of the parameter's name), and all
+   parameters' pieces in order: tensors, starts, lengths. Everything is
+   copied; the map is checked against the mirror's tensors here. flags:
+   WSYNC_MAP_SHARD. The mirror must outlive it. */
+typedef struct wspy_engine {
+    wsync_engine *e;
+    wsync_map_param *p;
+    wsync_map_piece *pc;
+    wspy__tset names;      /* the parameters' names and shapes, copied */
+    char **pnames;         /* the pieces' tensor names, copied */
+    size_t npc;
+} wspy_engine;
+
+WSPY_API void wspy_engine_close(wspy_engine *g)
+{
+    size_t i;
+    if (!g) return;
+    wsync_engine_close(g->e);
+    for (i = 0; i < g->npc; i++) free(g->pnames ? g->pnames[i] : NULL);
+    free(g->pnames);
+    free(g->pc);
+    free(g->p);
+    wspy__tset_free(&g->names);
+    free(g);
+}
+
+WSPY_API int32_t wspy_engine_open(wspy_mirror *h, uint64_t n, const char *const *names, const int32_t *dtypes,
+                                  const uint32_t *ranks, const uint64_t *shapes, const uint32_t *dims,
+                                  const uint64_t *pads, const uint64_t *n_pieces, const char *const *piece_tensors,
+                                  const uint64_t *piece_starts, const uint64_t *piece_lengths, uint32_t flags,
+                                  wspy_engine **out, wspy_error *err)
+{
+    static uint8_t placeholder[8];
+    wspy_engine *g;
+    void **datas;
+    wsync_error e;
+    wsync_result r;
+    size_t i, k, at = 0;
+    int32_t rc;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output handle");
+    *out = NULL;
+    if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
+    if (n > (uint64_t)(SIZE_MAX / sizeof(wsync_map_param)) - 1 || (n && (!dims || !pads || !n_pieces)))
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "engine map arrays");
+    for (i = 0; i < (size_t)n; i++) {
+        if (n_pieces[i] > (uint64_t)(SIZE_MAX / sizeof(wsync_map_piece)) - at - 1)
+            return wspy__fail(err, WSYNC_ERR_OVERFLOW, "pieces");
+        at += (size_t)n_pieces[i];
+    }
+    if (at && (!piece_tensors || !piece_starts || !piece_lengths))
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "engine map pieces");
+    g = (wspy_engine *)calloc(1, sizeof *g);
+    datas = (void **)malloc(((size_t)n + 1) * sizeof *datas);
+    if (!g || !datas) {
+        free(g);
+        free(datas);
+        return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "engine map");
+    }
+    for (i = 0; i < (size_t)n; i++) datas[i] = placeholder;
+    rc = wspy__tset_make(&g->names, (size_t)n, names, dtypes, ranks, shapes, datas, 1, err);
+    free(datas);
+    if (rc != 0) {
+        free(g);
+        return rc;
+    }
+    g->npc = at;
+    g->p = (wsync_map_param *)calloc((size_t)n + 1, sizeof *g->p);
+    g->pc = (wsync_map_piece *)calloc(at + 1, sizeof *g->pc);
+    g->pnames = (char **)calloc(at + 1, sizeof *g->pnames);
+    if (!g->p || !g->pc || !g->pnames) {
+        wspy_engine_close(g);
+        return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "engine map");
+    }
+    for (k = 0; k < at; k++) {
+        size_t len = piece_tensors[k] ? strlen(piece_tensors[k]) + 1 : 0;
+        if (!len || !(g->pnames[k] = (char *)malloc(len))) {
+            wspy_engine_close(g);
+            return len ? wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "engine map")
+                       : wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "piece %zu has no tensor name", k);
+        }
+        memcpy(g->pnames[k], piece_tensors[k], len);
+        g->pc[k].tensor = g->pnames[k];
+        g->pc[k].start = piece_starts[k];
+        g->pc[k].length = piece_lengths[k];
+    }
+    for (i = 0, at = 0; i < (size_t)n; i++) {
+        wsync_map_param *q = &g->p[i];
+        q->name = g->names.t[i].name;
+        q->dtype = g->names.t[i].dtype;
+        q->rank = g->names.t[i].rank;
+        q->shape = g->names.t[i].shape;
+        q->dim = dims[i];
+        q->pad = pads[i];
+        q->n_pieces = (size_t)n_pieces[i];
+        q->pieces = q->n_pieces ? g->pc + at : NULL;
+        at += q->n_pieces;
+    }
+    r = wsync_engine_open(h->m, g->p, (size_t)n, flags, &g->e, &e);
+    if (r != WSYNC_OK) {
+        g->e = NULL;
+        wspy_engine_close(g);
+        return wspy__ret(r, &e, err);
+    }
+    *out = g;
+    return 0;
+}
+
+typedef struct wspy__ptake {
+    wspy_param_fn fn;
+    void *user;
+} wspy__ptake;
+
+static int wspy__ptake_cb(void *user, const wsync_param_changes *c)
+{
+    const wspy__ptake *t = (const wspy__ptake *)user;
+    int32_t rc = t->fn(t->user, (uint64_t)c->index, c->count, c->positions, c->values, (uint32_t)c->width);
+    return rc ? (int)(rc > 0 ? rc : 1) : 0;
+}
+
+/* wsync_engine_take through fn (see wspy_param_fn). */
+WSPY_API int32_t wspy_engine_take(wspy_engine *g, wspy_param_fn fn, void *user, wspy_engine_stats *stats,
+                                  wspy_error *err)
+{
+    wsync_engine_stats st;
+    wspy__ptake t;
+    wsync_error e;
+    wsync_result r;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!g || !g->e) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "engine map is closed");
+    if (!fn) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no callback");
+    t.fn = fn;
+    t.user = user;
+    memset(&st, 0, sizeof st);
+    r = wsync_engine_take(g->e, wspy__ptake_cb, &t, &st, &e);
+    if (stats) {
+        wspy__mirror_stats(&stats->mirror, &st.mirror);
+        stats->params = st.params;
+        stats->positions = st.positions;
+        stats->bytes = st.bytes;
+        stats->calls = st.calls;
+    }
+    return wspy__ret(r, &e, err);
 }
 
 /* ---- a signed chain's identity (wsync_subscriber_chain_id) ----

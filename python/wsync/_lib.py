@@ -14,7 +14,7 @@ import ctypes
 import os
 import threading
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 c_u64 = ctypes.c_uint64
 c_i64 = ctypes.c_int64
@@ -63,6 +63,10 @@ class MirrorStats(ctypes.Structure):
                [("pause_seconds", c_dbl), ("wait_seconds", c_dbl)]
 
 
+class EngineStats(ctypes.Structure):
+    _fields_ = [("mirror", MirrorStats)] + [(n, c_u64) for n in ("params", "positions", "bytes", "calls")]
+
+
 class Head(ctypes.Structure):
     _fields_ = [(n, c_u64) for n in ("has_head", "head_step", "head_state", "anchor_step")]
 
@@ -70,6 +74,9 @@ class Head(ctypes.Structure):
 # wspy_changes_fn: (user, tensor index, whole, count, positions, values, width, last) -> 0 or nonzero.
 # The pointers arrive as plain ints (c_void_p), valid only during the call.
 CHANGES_FN = ctypes.CFUNCTYPE(c_i32, c_vp, c_u64, c_i32, c_u64, c_vp, c_vp, c_u32, c_i32)
+
+# wspy_param_fn: (user, parameter index, count, positions, values, width) -> 0 or nonzero.
+PARAM_FN = ctypes.CFUNCTYPE(c_i32, c_vp, c_u64, c_u64, c_vp, c_vp, c_u32)
 
 # the tensor arrays: n, names, dtypes, ranks, shapes, datas
 _TENSORS = [c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64), P(c_vp)]
@@ -130,6 +137,12 @@ _PROTOS = {
     "wspy_mirror_state_digest": (c_i32, [c_vp, P(c_u64)]),
     "wspy_mirror_status": (c_i32, [c_vp, P(PrefetchStatus), P(Error)]),
     "wspy_mirror_close": (None, [c_vp]),
+    "wspy_mirror_count": (c_u64, [c_vp]),
+    "wspy_mirror_tensor": (c_i32, [c_vp, c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64)]),
+    "wspy_engine_open": (c_i32, [c_vp, c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64), P(c_u32), P(c_u64),
+                                 P(c_u64), P(c_cp), P(c_u64), P(c_u64), c_u32, P(c_vp), P(Error)]),
+    "wspy_engine_take": (c_i32, [c_vp, PARAM_FN, c_vp, P(EngineStats), P(Error)]),
+    "wspy_engine_close": (None, [c_vp]),
     "wspy_delta_encode": (c_i32, [c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64), P(c_vp), P(c_vp),
                                   c_i32, c_u64, c_u64, c_u32, c_u32, c_u32, P(c_vp), P(c_u64),
                                   P(DeltaStats), P(Error)]),
@@ -146,7 +159,7 @@ _PROTOS = {
 }
 
 _STRUCTS = [(0, Error), (1, PublishStats), (2, SyncStats), (3, DeltaStats), (4, PrefetchStatus),
-            (5, MirrorStats), (6, Head)]
+            (5, MirrorStats), (6, Head), (7, EngineStats)]
 
 _lock = threading.Lock()
 _lib = None

@@ -1,0 +1,293 @@
+"""The engine map in Python: wsync.EngineLayout, Subscriber(..., layout=),
+take(on_changes=). A Qwen-like checkpoint published step by step; two
+tensor-parallel ranks (EngineLayout.tensor_parallel, RULES_QWEN3) with fused
+qkv_proj and gate_up_proj, row-parallel o_proj and down_proj and a padded
+vocabulary; after every take each rank's parameters must equal the
+trainer's tensors fused and sliced, bit for bit. numpy always, torch bf16
+where torch is installed. Ends with "summary: N passed, M failed"."""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+import wsync
+
+try:
+    import numpy as np
+except ImportError:
+    np = None
+try:
+    import torch
+except ImportError:
+    torch = None
+
+need_numpy = unittest.skipIf(np is None, "numpy is not installed for %s" % sys.executable)
+need_torch = unittest.skipIf(torch is None, "torch is not installed for %s" % sys.executable)
+
+H, V, L = 16, 250, 2
+PRE = "model.layers.%d."
+
+
+def shapes():
+    out = {"model.embed_tokens.weight": (V, H), "lm_head.weight": (V, H), "model.norm.weight": (H,)}
+    for i in range(L):
+        p = PRE % i
+        out.update({p + "self_attn.q_proj.weight": (32, H), p + "self_attn.k_proj.weight": (16, H),
+                    p + "self_attn.v_proj.weight": (16, H), p + "self_attn.o_proj.weight": (H, 32),
+                    p + "self_attn.q_norm.weight": (8,), p + "self_attn.k_norm.weight": (8,),
+                    p + "mlp.gate_proj.weight": (48, H), p + "mlp.up_proj.weight": (48, H),
+                    p + "mlp.down_proj.weight": (H, 48), p + "input_layernorm.weight": (H,),
+                    p + "post_attention_layernorm.weight": (H,)})
+    return out
+
+
+def checkpoint(step, seed=7):
+    """The trainer's tensors at step: about 3% of elements change a step."""
+    rng = np.random.default_rng(seed)
+    sd = dict((k, rng.standard_normal(s).astype(np.float32)) for k, s in sorted(shapes().items()))
+    for s in range(1, step + 1):
+        r = np.random.default_rng(seed * 1000 + s)
+        for k in sorted(sd):
+            m = r.random(sd[k].shape) < 0.03
+            sd[k] = np.where(m, sd[k] + np.float32(0.5), sd[k]).astype(np.float32)
+    return sd
+
+
+def expected(layout, sd, name):
+    """The parameter as the engine should hold it: pieces concatenated, the
+    padding zeros (never written)."""
+    if name not in layout:
+        return sd[name]
+    dim, pieces, pad = layout.params[name]
+    parts = [np.take(sd[t], range(a, a + n), axis=dim) for t, a, n in pieces]
+    if pad:
+        shape = list(parts[0].shape)
+        shape[dim] = pad
+        parts.append(np.zeros(shape, np.float32))
+    return np.concatenate(parts, axis=dim)
+
+
+@need_numpy
+class TestEngineLayout(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="wsync-engine-")
+        self.store = os.path.join(self.dir, "bucket")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_tensor_parallel_rules(self):
+        lay = wsync.EngineLayout.tensor_parallel(shapes(), 1, 2, wsync.RULES_QWEN3)
+        p = PRE % 0
+        self.assertEqual(lay.params[p + "self_attn.qkv_proj.weight"],
+                         (0, [(p + "self_attn.q_proj.weight", 16, 16), (p + "self_attn.k_proj.weight", 8, 8),
+                              (p + "self_attn.v_proj.weight", 8, 8)], 0))
+        self.assertEqual(lay.shapes[p + "self_attn.qkv_proj.weight"], (32, H))
+        self.assertEqual(lay.params[p + "mlp.gate_up_proj.weight"][1],
+                         [(p + "mlp.gate_proj.weight", 24, 24), (p + "mlp.up_proj.weight", 24, 24)])
+        self.assertEqual(lay.params[p + "self_attn.o_proj.weight"], (1, [(p + "self_attn.o_proj.weight", 16, 16)], 0))
+        self.assertEqual(lay.params[p + "mlp.down_proj.weight"], (1, [(p + "mlp.down_proj.weight", 24, 24)], 0))
+        # 250 rows padded to 256 over 2 ranks: rank 1 holds [128, 250) and 6 padding rows
+        self.assertEqual(lay.params["model.embed_tokens.weight"], (0, [("model.embed_tokens.weight", 128, 122)], 6))
+        self.assertEqual(lay.shapes["lm_head.weight"], (128, H))
+        self.assertEqual(lay.shapes[p + "self_attn.q_norm.weight"], (8,))
+        self.assertNotIn(p + "self_attn.q_norm.weight", lay)
+        self.assertTrue(lay.shard)
+        with self.assertRaises(wsync.WsyncError):
+            wsync.EngineLayout.tensor_parallel(shapes(), 0, 3)   # 32 q rows do not split in 3
+
+    def _ranks(self, world=2):
+        lays = [wsync.EngineLayout.tensor_parallel(shapes(), r, world) for r in range(world)]
+        engines = [dict((k, np.zeros(s, np.float32)) for k, s in sorted(l.shapes.items())) for l in lays]
+        return lays, engines
+
+    def test_two_ranks_exact_after_every_take(self):
+        lays, engines = self._ranks()
+        pub = wsync.Publisher(self.store, anchor_every=6, keep_f32=True)
+        pub.publish(0, checkpoint(0))
+        subs = [wsync.Subscriber(self.store, engines[r], layout=lays[r]) for r in range(2)]
+        try:
+            for step in range(0, 9):
+                if step:
+                    pub.publish(step, checkpoint(step))
+                if step in (4, 5):
+                    continue            # 6 merges three steps
+                sd = checkpoint(step)
+                for r in range(2):
+                    st = subs[r].sync()     # the mirror to HEAD, then the take through the map
+                    self.assertEqual(st.step, step)
+                    self.assertGreater(st.take.param_positions, 0)
+                    for name, x in engines[r].items():
+                        self.assertTrue(np.array_equal(x.view(np.uint32), expected(lays[r], sd, name).view(np.uint32)),
+                                        "rank %d step %d %s" % (r, step, name))
+            # the same steps through on_changes: a fresh rank catching up in one take, then step by step
+            eng1 = dict((k, np.zeros(s, np.float32)) for k, s in sorted(lays[1].shapes.items()))
+            with wsync.Subscriber(self.store, eng1, layout=lays[1]) as sub:
+                for step in (8, 9, 10):
+                    if step > 8:
+                        pub.publish(step, checkpoint(step))
+                    names = set()
+
+                    def fn(name, positions, values):
+                        self.assertEqual(positions.dtype, np.int32)
+                        self.assertTrue(np.all(np.diff(positions) > 0))
+                        eng1[name].reshape(-1)[positions] = values
+                        names.add(name)
+                    s0 = sub.step
+                    sub_sync_take(sub, fn)
+                    sd = checkpoint(step)
+                    for name, x in eng1.items():
+                        self.assertTrue(np.array_equal(x, expected(lays[1], sd, name)), "%s at %d" % (name, step))
+                    self.assertTrue(names)
+                    self.assertNotEqual(s0, step)
+        finally:
+            for s in subs:
+                s.close()
+
+    def test_refusals(self):
+        pub = wsync.Publisher(self.store, keep_f32=True)
+        sd = checkpoint(0)
+        pub.publish(0, sd)
+        lay = wsync.EngineLayout.tensor_parallel(shapes(), 0, 2)
+        eng = dict((k, np.zeros(s, np.float32)) for k, s in sorted(lay.shapes.items()))
+        # a rank's share given as a whole model: the part not covered is named
+        whole = wsync.EngineLayout()
+        whole.params = lay.params
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.Subscriber(self.store, eng, layout=whole)
+        self.assertIn("covered by no parameter", str(cm.exception))
+        # a parameter smaller than its pieces
+        p = PRE % 1 + "self_attn.qkv_proj.weight"
+        bad = dict(eng)
+        bad[p] = np.zeros((24, H), np.float32)
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.Subscriber(self.store, bad, layout=lay)
+        self.assertIn(p, str(cm.exception))
+        self.assertIn("smaller than its pieces", str(cm.exception))
+        # a dtype mismatch
+        bad = dict(eng)
+        bad["model.norm.weight"] = np.zeros((H,), np.float64)
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.Subscriber(self.store, bad, layout=lay)
+        self.assertIn("model.norm.weight", str(cm.exception))
+        # overlapping pieces
+        o = wsync.EngineLayout(shard=True)
+        o.params = dict(lay.params)
+        q = PRE % 0 + "self_attn.q_proj.weight"
+        o.params[PRE % 0 + "self_attn.qkv_proj.weight"] = (0, [(q, 0, 8), (q, 4, 8), (q.replace("q_", "k_"), 0, 8),
+                                                               (q.replace("q_", "v_"), 0, 8)], 0)
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.Subscriber(self.store, eng, layout=o)
+        self.assertIn("overlaps", str(cm.exception))
+        self.assertIn("qkv_proj.weight", str(cm.exception))
+        # a layout entry for a parameter the engine does not have
+        u = wsync.EngineLayout(shard=True)
+        u.params = dict(lay.params)
+        u.add("nope.weight", 0, [(q, 0, 1)])
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.Subscriber(self.store, eng, layout=u)
+        self.assertIn("nope.weight", str(cm.exception))
+        # the engine is untouched by every refusal
+        self.assertTrue(all(not x.any() for x in eng.values()))
+        for bad_args in ((1, 0, [(q, 0, 1)]), ("x", 0, [("a", 0)]), ("x", -1, [(q, 0, 1)]), ("x", 0, [])):
+            with self.assertRaises(wsync.WsyncError):
+                wsync.EngineLayout().add(*bad_args)
+
+    def test_failing_on_changes_then_exact(self):
+        lay = wsync.EngineLayout.tensor_parallel(shapes(), 0, 2)
+        eng = dict((k, np.zeros(s, np.float32)) for k, s in sorted(lay.shapes.items()))
+        pub = wsync.Publisher(self.store, keep_f32=True)
+        pub.publish(0, checkpoint(0))
+        with wsync.Subscriber(self.store, eng, layout=lay) as sub:
+            sub.sync()
+            pub.publish(1, checkpoint(1))
+
+            def boom(name, positions, values):
+                raise RuntimeError("engine refused " + name)
+            sub_mirror_sync(sub)
+            with self.assertRaises(RuntimeError):
+                sub.take(on_changes=boom)
+            self.assertIsNone(sub.step)
+            st = sub.take()
+            self.assertEqual(st.step, 1)
+            self.assertGreater(st.param_positions, 0)
+            sd = checkpoint(1)
+            for name, x in eng.items():
+                self.assertTrue(np.array_equal(x, expected(lay, sd, name)), name)
+
+
+def sub_mirror_sync(sub):
+    """The mirror to HEAD without a take (the background's part, here in the
+    test's thread)."""
+    import ctypes
+    from wsync import _lib
+    st, err = _lib.SyncStats(), _lib.Error()
+    with wsync._Guard(sub._handle(), sub._lock) as ptr:
+        rc = wsync._L.wspy_mirror_sync(ptr, wsync._STEP_LATEST, ctypes.byref(st), ctypes.byref(err))
+    wsync._check(rc, err)
+
+
+def sub_sync_take(sub, fn):
+    sub_mirror_sync(sub)
+    return sub.take(on_changes=fn)
+
+
+@need_torch
+class TestEngineTorch(unittest.TestCase):
+    def test_bf16_ranks_on_changes_and_scatter(self):
+        d = tempfile.mkdtemp(prefix="wsync-engine-")
+        try:
+            store = os.path.join(d, "b")
+            pub = wsync.Publisher(store)
+            lays = [wsync.EngineLayout.tensor_parallel(shapes(), r, 2) for r in range(2)]
+            for step in range(4):
+                sd = dict((k, torch.from_numpy(v).to(torch.bfloat16)) for k, v in checkpoint(step).items())
+                pub.publish(step, sd)
+                if step == 0:
+                    engs = [dict((k, torch.zeros(s, dtype=torch.bfloat16)) for k, s in sorted(l.shapes.items()))
+                            for l in lays]
+                    subs = [wsync.Subscriber(store, engs[r], layout=lays[r]) for r in range(2)]
+                sub_mirror_sync(subs[0])
+                sub_mirror_sync(subs[1])
+                subs[0].take()
+
+                def fn(name, positions, values, e=engs[1]):
+                    assert values.dtype == torch.bfloat16 and positions.dtype == torch.int32
+                    e[name].view(-1).index_copy_(0, positions.long(), values)
+                subs[1].take(on_changes=fn)
+                for r in range(2):
+                    ref = dict((k, v.view(torch.int16).numpy()) for k, v in sd.items())
+                    for name, x in engs[r].items():
+                        want = expected_raw(lays[r], ref, name)
+                        self.assertTrue(np.array_equal(x.view(torch.int16).numpy(), want), "%s rank %d" % (name, r))
+            for s in subs:
+                s.close()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def expected_raw(layout, sd, name):
+    if name not in layout:
+        return sd[name]
+    dim, pieces, pad = layout.params[name]
+    parts = [np.take(sd[t], range(a, a + n), axis=dim) for t, a, n in pieces]
+    if pad:
+        shape = list(parts[0].shape)
+        shape[dim] = pad
+        parts.append(np.zeros(shape, parts[0].dtype))
+    return np.concatenate(parts, axis=dim)
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    runner = unittest.TextTestRunner(verbosity=2 if os.environ.get("CHECK_VERBOSE") else 1, stream=sys.stdout)
+    res = runner.run(suite)
+    failed = len(res.failures) + len(res.errors)
+    passed = res.testsRun - failed - len(res.skipped)
+    print("summary: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

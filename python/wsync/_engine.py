@@ -1,0 +1,246 @@
+"""Engine layouts: the map from checkpoint tensors to an inference engine's
+own parameters (wsync.h's engine map, wsync_engine_open), and the take's
+callback that hands each parameter its share of the changes.
+
+An engine parameter is the concatenation, along one dim, of slices of
+checkpoint tensors taken along that same dim, then `pad` entries along
+that dim that are never written. Parameters not in the layout are the
+checkpoint tensor of their own name, whole.
+
+    layout = wsync.EngineLayout()
+    layout.add("model.layers.0.self_attn.qkv_proj.weight", 0,
+               [("model.layers.0.self_attn.q_proj.weight", 0, 1024),
+                ("model.layers.0.self_attn.k_proj.weight", 0, 512),
+                ("model.layers.0.self_attn.v_proj.weight", 0, 512)])
+    sub = wsync.Subscriber(store, engine_params, layout=layout)
+    sub.take()                         # scattered into engine_params
+    sub.take(on_changes=fn)            # fn(param_name, positions, values)
+
+EngineLayout.tensor_parallel(names_and_shapes, rank, world, rules) builds
+the layout of one tensor-parallel rank from a rule table (RULES_QWEN3,
+RULES_LLAMA; see their comment).
+"""
+import ctypes
+
+from . import _lib
+from ._errors import WsyncValueError
+
+# The rule table for Qwen3 and Llama (Llama 2/3, Mistral, Qwen2/2.5, Qwen3
+# dense: vLLM's and SGLang's layout for tensor parallelism). Names are
+# matched by suffix after the layer prefix ("model.layers.N.").
+#
+#   fuse     engine parameter  <- checkpoint tensors, concatenated along dim 0,
+#                                  each split column-parallel first:
+#            self_attn.qkv_proj.weight <- q_proj, k_proj, v_proj (.weight)
+#            self_attn.qkv_proj.bias   <- q_proj, k_proj, v_proj (.bias; Qwen2)
+#            mlp.gate_up_proj.weight   <- gate_proj, up_proj (.weight)
+#   row      split along dim 1 (row-parallel): self_attn.o_proj.weight,
+#            mlp.down_proj.weight
+#   vocab    split along dim 0 after padding the rows to a multiple of
+#            pad_to (64) * world; each rank's padding rows are never written:
+#            model.embed_tokens.weight, lm_head.weight
+#   (others) replicated, one to one: the norms (input_layernorm,
+#            post_attention_layernorm, model.norm, and Qwen3's q_norm and
+#            k_norm), row-parallel biases.
+#
+# A column split needs the rows to divide by world (k_proj and v_proj with
+# fewer KV heads than ranks, which vLLM replicates, are refused: give a rule
+# of your own).
+RULES_QWEN3 = {
+    "fuse": {
+        "self_attn.qkv_proj.weight": ["self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                      "self_attn.v_proj.weight"],
+        "self_attn.qkv_proj.bias": ["self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"],
+        "mlp.gate_up_proj.weight": ["mlp.gate_proj.weight", "mlp.up_proj.weight"],
+    },
+    "column": [],
+    "row": ["self_attn.o_proj.weight", "mlp.down_proj.weight"],
+    "vocab": ["embed_tokens.weight", "lm_head.weight"],
+    "pad_to": 64,
+}
+RULES_LLAMA = RULES_QWEN3
+
+
+def _suffix(name, suffix):
+    """The prefix when name ends with "." + suffix (or is suffix), else None."""
+    if name == suffix:
+        return ""
+    if name.endswith("." + suffix):
+        return name[:len(name) - len(suffix)]
+    return None
+
+
+class EngineLayout(object):
+    """The map from checkpoint tensors to an engine's parameters (see the
+    module's doc). params: name -> (dim, [(checkpoint_name, start, length)],
+    pad). shapes: name -> the parameter's shape, when known (tensor_parallel
+    sets them, for allocating the engine's tensors). shard: True when the
+    layout is one rank's share (the checkpoint tensors are covered only in
+    part; tensor_parallel with world > 1)."""
+
+    def __init__(self, shard=False):
+        self.params = {}
+        self.shapes = {}
+        self.shard = bool(shard)
+
+    def add(self, param_name, dim, pieces, pad=0):
+        """param_name: the engine's parameter; dim: the dim its pieces are
+        concatenated along; pieces: a list of (checkpoint_name, start,
+        length), each the checkpoint tensor's slice [start, start + length)
+        along dim; pad: trailing entries along dim never written."""
+        if not isinstance(param_name, str) or not param_name:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.add: param_name must be a non-empty str")
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0 or dim > 7:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.add(%r): dim %r" % (param_name, dim))
+        if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.add(%r): pad %r" % (param_name, pad))
+        out = []
+        for k, p in enumerate(pieces):
+            try:
+                name, start, length = p
+            except (TypeError, ValueError):
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.add(%r): piece %d is not "
+                                      "(checkpoint_name, start, length)" % (param_name, k))
+            if not isinstance(name, str) or not name or any(
+                    isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in (start, length)):
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.add(%r): piece %d %r"
+                                      % (param_name, k, p))
+            out.append((name, int(start), int(length)))
+        if not out:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.add(%r): no pieces (a parameter "
+                                  "that is one checkpoint tensor whole needs no entry)" % param_name)
+        if param_name in self.params:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.add: %r added twice" % param_name)
+        self.params[param_name] = (dim, out, int(pad))
+        return self
+
+    def __contains__(self, name):
+        return name in self.params
+
+    def __len__(self):
+        return len(self.params)
+
+    @classmethod
+    def tensor_parallel(cls, names_and_shapes, rank, world, rules=None):
+        """One rank's layout for tensor parallelism over `world` ranks.
+        names_and_shapes: the checkpoint's (name, shape) pairs (a dict, or a
+        state_dict's items with tensors: their shapes are taken). rules: a
+        table as RULES_QWEN3 (the default). Every engine parameter's shape
+        is in layout.shapes, replicated ones included."""
+        rules = RULES_QWEN3 if rules is None else rules
+        if isinstance(names_and_shapes, dict):
+            names_and_shapes = list(names_and_shapes.items())
+        shapes = {}
+        for name, shape in names_and_shapes:
+            shapes[name] = tuple(int(d) for d in getattr(shape, "shape", shape))
+        if isinstance(world, bool) or not isinstance(world, int) or world < 1 or \
+                isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "tensor_parallel: rank %r of world %r" % (rank, world))
+        lay = cls(shard=world > 1)
+        used = set()
+
+        def split(name, dim):
+            s = shapes[name]
+            if dim >= len(s) or s[dim] % world:
+                raise WsyncValueError("WSYNC_ERR_LAYOUT", "tensor_parallel: %r (shape %r) does not split in %d "
+                                      "along dim %d" % (name, s, world, dim))
+            n = s[dim] // world
+            return (name, rank * n, n)
+
+        for name in sorted(shapes):
+            for fused, parts in rules.get("fuse", {}).items():
+                pre = _suffix(name, parts[0])
+                if pre is None or not all(pre + p in shapes for p in parts):
+                    continue
+                pieces = [split(pre + p, 0) for p in parts]
+                shape = list(shapes[name])
+                shape[0] = sum(p[2] for p in pieces)
+                lay.add(pre + fused, 0, pieces)
+                lay.shapes[pre + fused] = tuple(shape)
+                used.update(pre + p for p in parts)
+        for name in sorted(shapes):
+            if name in used:
+                continue
+            s = shapes[name]
+            dim = None
+            if any(_suffix(name, x) is not None for x in rules.get("column", [])):
+                dim = 0
+            elif any(_suffix(name, x) is not None for x in rules.get("row", [])):
+                dim = 1
+            if dim is not None and world > 1:
+                piece = split(name, dim)
+                shape = list(s)
+                shape[dim] = piece[2]
+                lay.add(name, dim, [piece])
+                lay.shapes[name] = tuple(shape)
+            elif any(_suffix(name, x) is not None for x in rules.get("vocab", [])) and s:
+                unit = int(rules.get("pad_to", 64)) * world
+                per = -(-s[0] // unit) * unit // world
+                start = rank * per
+                length = max(0, min(per, s[0] - start))
+                if not length:
+                    raise WsyncValueError("WSYNC_ERR_LAYOUT", "tensor_parallel: rank %d holds no row of %r (%d rows "
+                                          "over %d ranks)" % (rank, name, s[0], world))
+                lay.add(name, 0, [(name, start, length)], pad=per - length)
+                lay.shapes[name] = (per,) + tuple(s[1:])
+            else:
+                lay.shapes[name] = tuple(s)
+        return lay
+
+
+def _np_dtype(code):
+    """A numpy dtype for a wsync dtype code, or None (bf16, fp8: raw bits)."""
+    import numpy as np
+    name = _lib.load().wspy_dtype_name(code).decode()
+    return {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+            "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32,
+            "U64": np.uint64, "BOOL": np.bool_}.get(name)
+
+
+class EngineSink(object):
+    """wspy_engine_take's callback: each parameter's changes either to the
+    user's on_changes(param_name, positions, values) or, without it, to the
+    mirror's scatter (a _mirror.Sink over the engine's tensors)."""
+
+    def __init__(self, targets, sink):
+        self.targets = targets
+        self.sink = sink
+        self.on_changes = None
+        self.exc = None
+        self.fn = _lib.PARAM_FN(self._call)
+
+    def _call(self, user, index, count, positions, values, width):
+        if self.on_changes is None:
+            return self.sink._call(user, index, 0, count, positions, values, width, 0)
+        try:
+            import numpy as np
+            t = self.targets[index]
+            n = int(count)
+            if width != t.width:
+                raise ValueError("take: parameter %r: %d-byte values for %d-byte elements"
+                                 % (t.t.name, width, t.width))
+            pos = np.ctypeslib.as_array((ctypes.c_uint64 * n).from_address(positions)) if n else \
+                np.zeros(0, np.uint64)
+            elems = t.t.nbytes // t.width if t.width else 0
+            pos = pos.astype(np.int32 if elems < 2 ** 31 else np.int64)
+            raw = np.ctypeslib.as_array((ctypes.c_uint8 * (n * width)).from_address(values)).copy() if n else \
+                np.zeros(0, np.uint8)
+            if t.kind == "torch":
+                import torch
+                vals = torch.from_numpy(raw).view(t.obj.dtype if hasattr(t.obj, "dtype") else torch.uint8)
+                positions_out = torch.from_numpy(pos)
+            else:
+                dt = t.flat.dtype if _np_dtype(t.t.code) is None else _np_dtype(t.t.code)
+                vals = raw.view(dt)
+                positions_out = pos
+            self.on_changes(t.t.name, positions_out, vals)
+            return 0
+        except BaseException as e:   # never through C: kept, raised after the take
+            if self.exc is None:
+                self.exc = e
+            return 1
+
+    def end_take(self):
+        exc, self.exc = self.exc, None
+        exc2 = self.sink.end_take()
+        return exc if exc is not None else exc2
