@@ -157,8 +157,10 @@ Private names are wsync__; the short sub-prefixes mean (one meaning each):
     wsync__sc_  wsync__ed_   points, scalars mod L; keys and signatures
                              (wsync__edc: the curve's constants)
     wsync__b2b_              BLAKE2b
-    wsync__m_  wsync__mrec_  the mirror subscriber: its locks; one tensor's
-                             changes since the engine's last take
+    wsync__stp_              the safetensors reader (wsync__stp_parser: its
+                             two passes over the header)
+    wsync__mrec_             the mirror subscriber: one tensor's changes
+                             since the engine's last take
 Other private names are plain words (wsync__apply_write, wsync__cmp_names).
 */
 /*
@@ -2299,6 +2301,17 @@ WSYNC_DEF void wsync_fabric_close(wsync_fabric *f);
    Base: platform: inlining, SIMD targets, bit helpers  >>platform
    --------------------------------------------------------------------- */
 
+/* The one mutex wrapper (a pool, the memory store, a subscriber, a mirror
+   lock their state with it): without threads it is nothing, and its
+   argument, a mutex that then does not exist, is never evaluated. */
+#if WSYNC__HAVE_THREADS
+#define WSYNC__LOCK(mu) pthread_mutex_lock(mu)
+#define WSYNC__UNLOCK(mu) pthread_mutex_unlock(mu)
+#else
+#define WSYNC__LOCK(mu) ((void)0)
+#define WSYNC__UNLOCK(mu) ((void)0)
+#endif
+
 /* Small helpers are forced inline where the element width is a constant,
    so each width gets its own loop with the arithmetic folded. */
 #if defined(__GNUC__)
@@ -2639,31 +2652,13 @@ struct wsync_pool {
 #endif
 };
 
-static void wsync__pool_lock(wsync_pool *p)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_lock(&p->mu);
-#else
-    (void)p;
-#endif
-}
-
-static void wsync__pool_unlock(wsync_pool *p)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_unlock(&p->mu);
-#else
-    (void)p;
-#endif
-}
-
 /* The smallest kept block that holds size bytes and is at most twice as
    large (plus one minimum block), taken out of the list; NULL if none. */
 static wsync__pool_blk *wsync__pool_take(wsync_pool *p, size_t size)
 {
     wsync__pool_blk **at, **best = NULL, *b;
     size_t most = size > (SIZE_MAX - WSYNC_POOL_MIN_BLOCK) / 2 ? SIZE_MAX : 2 * size + WSYNC_POOL_MIN_BLOCK;
-    wsync__pool_lock(p);
+    WSYNC__LOCK(&p->mu);
     for (at = &p->blocks; *at; at = &(*at)->next)
         if ((*at)->cap >= size && (*at)->cap <= most && (!best || (*at)->cap < (*best)->cap)) best = at;
     b = best ? *best : NULL;
@@ -2671,7 +2666,7 @@ static wsync__pool_blk *wsync__pool_take(wsync_pool *p, size_t size)
         *best = b->next;
         p->kept -= b->cap;
     }
-    wsync__pool_unlock(p);
+    WSYNC__UNLOCK(&p->mu);
     return b;
 }
 
@@ -2699,14 +2694,14 @@ static void wsync__pool_release(void *user, void *ptr)
     if (!ptr) return;
     b = (wsync__pool_blk *)(void *)((uint8_t *)ptr - WSYNC__POOL_HDR);
     if (b->cap >= WSYNC_POOL_MIN_BLOCK) {
-        wsync__pool_lock(p);
+        WSYNC__LOCK(&p->mu);
         if (b->cap <= p->keep - p->kept) {
             b->next = p->blocks;
             p->blocks = b;
             p->kept += b->cap;
             b = NULL;
         }
-        wsync__pool_unlock(p);
+        WSYNC__UNLOCK(&p->mu);
     }
     if (b) wsync__free(&p->under, b);
 }
@@ -2756,9 +2751,9 @@ WSYNC_DEF wsync_allocator wsync_pool_allocator(wsync_pool *p)
 WSYNC_DEF size_t wsync_pool_kept(wsync_pool *p)
 {
     size_t n;
-    wsync__pool_lock(p);
+    WSYNC__LOCK(&p->mu);
     n = p->kept;
-    wsync__pool_unlock(p);
+    WSYNC__UNLOCK(&p->mu);
     return n;
 }
 
@@ -4697,7 +4692,7 @@ WSYNC_DEF wsync_result wsync_json_number(const char *text, size_t len, size_t *p
     return WSYNC_OK;
 }
 
-typedef struct wsync__parser {
+typedef struct wsync__stp_parser {
     const uint8_t *s;
     size_t n, pos;
     uint32_t depth, max_depth, max_rank;
@@ -4714,125 +4709,125 @@ typedef struct wsync__parser {
     /* the tensor being parsed, for messages */
     const char *cur_name;
     size_t cur_name_len;
-} wsync__parser;
+} wsync__stp_parser;
 
-static uint64_t wsync__fpos(const wsync__parser *p)
+static uint64_t wsync__stp_fpos(const wsync__stp_parser *p)
 {
     return 8 + (uint64_t)p->pos;
 }
 
-static wsync_result wsync__pfail(wsync__parser *p, wsync_result code, const char *fmt,
+static wsync_result wsync__stp_pfail(wsync__stp_parser *p, wsync_result code, const char *fmt,
                                  const char *what)
 {
-    return wsync__fail(p->err, code, wsync__fpos(p), p->cur_name, p->cur_name_len, fmt, what);
+    return wsync__fail(p->err, code, wsync__stp_fpos(p), p->cur_name, p->cur_name_len, fmt, what);
 }
 
-static void wsync__ws(wsync__parser *p)
+static void wsync__stp_ws(wsync__stp_parser *p)
 {
     p->pos = wsync__js_ws(p->s, p->n, p->pos);
 }
 
-static int wsync__peek(const wsync__parser *p)
+static int wsync__stp_peek(const wsync__stp_parser *p)
 {
     return p->pos < p->n ? p->s[p->pos] : -1;
 }
 
-static wsync_result wsync__expect(wsync__parser *p, char c, const char *what)
+static wsync_result wsync__stp_expect(wsync__stp_parser *p, char c, const char *what)
 {
-    wsync__ws(p);
-    if (wsync__peek(p) != c) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected %s", what);
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) != c) return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected %s", what);
     p->pos++;
     return WSYNC_OK;
 }
 
 /* The string at p->pos, decoded into out[0..cap) when out is given (see
    wsync__js_string). */
-static wsync_result wsync__string(wsync__parser *p, char *out, size_t cap, size_t *len)
+static wsync_result wsync__stp_string(wsync__stp_parser *p, char *out, size_t cap, size_t *len)
 {
     const char *why = wsync__js_string(p->s, p->n, &p->pos, WSYNC__JS_PAIRS, out, cap, len);
-    return why ? wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", why) : WSYNC_OK;
+    return why ? wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "%s", why) : WSYNC_OK;
 }
 
-static wsync_result wsync__number(wsync__parser *p, int *is_uint, uint64_t *value, int *overflow)
+static wsync_result wsync__stp_number(wsync__stp_parser *p, int *is_uint, uint64_t *value, int *overflow)
 {
     const char *why = wsync__js_number(p->s, p->n, &p->pos, is_uint, value, overflow);
-    return why ? wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", why) : WSYNC_OK;
+    return why ? wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "%s", why) : WSYNC_OK;
 }
 
-static wsync_result wsync__uint(wsync__parser *p, uint64_t *out, const char *what)
+static wsync_result wsync__stp_uint(wsync__stp_parser *p, uint64_t *out, const char *what)
 {
     size_t start;
     int is_uint, ovf;
     wsync_result r;
-    wsync__ws(p);
+    wsync__stp_ws(p);
     start = p->pos;
-    if (wsync__peek(p) != '-' && (wsync__peek(p) < '0' || wsync__peek(p) > '9'))
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be non-negative integers", what);
-    if ((r = wsync__number(p, &is_uint, out, &ovf)) != WSYNC_OK) return r;
+    if (wsync__stp_peek(p) != '-' && (wsync__stp_peek(p) < '0' || wsync__stp_peek(p) > '9'))
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be non-negative integers", what);
+    if ((r = wsync__stp_number(p, &is_uint, out, &ovf)) != WSYNC_OK) return r;
     if (!is_uint) {
         p->pos = start;
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be non-negative integers", what);
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be non-negative integers", what);
     }
     if (ovf) {
         p->pos = start;
-        return wsync__pfail(p, WSYNC_ERR_OVERFLOW, "%s: integer above 2^64-1", what);
+        return wsync__stp_pfail(p, WSYNC_ERR_OVERFLOW, "%s: integer above 2^64-1", what);
     }
     return WSYNC_OK;
 }
 
 /* Any value, nested containers counted from p->depth up to p->max_depth. */
-static wsync_result wsync__skip_value(wsync__parser *p)
+static wsync_result wsync__stp_skip_value(wsync__stp_parser *p)
 {
     const char *why = wsync__js_skip(p->s, p->n, &p->pos, WSYNC__JS_PAIRS, p->depth, p->max_depth);
     if (!why) return WSYNC_OK;
-    return wsync__pfail(p, why == wsync__js_too_deep ? WSYNC_ERR_NESTING_TOO_DEEP : WSYNC_ERR_INVALID_JSON, "%s", why);
+    return wsync__stp_pfail(p, why == wsync__js_too_deep ? WSYNC_ERR_NESTING_TOO_DEEP : WSYNC_ERR_INVALID_JSON, "%s", why);
 }
 
 /* Reads an object key into a small buffer for comparison against known
    names; *len is the full decoded length (longer keys are never known). */
-static wsync_result wsync__key(wsync__parser *p, char *buf, size_t cap, size_t *len)
+static wsync_result wsync__stp_key(wsync__stp_parser *p, char *buf, size_t cap, size_t *len)
 {
     wsync_result r;
-    wsync__ws(p);
-    if ((r = wsync__string(p, buf, cap, len)) != WSYNC_OK) return r;
-    return wsync__expect(p, ':', "':' after a key");
+    wsync__stp_ws(p);
+    if ((r = wsync__stp_string(p, buf, cap, len)) != WSYNC_OK) return r;
+    return wsync__stp_expect(p, ':', "':' after a key");
 }
 
-static int wsync__key_is(const char *buf, size_t len, const char *name)
+static int wsync__stp_key_is(const char *buf, size_t len, const char *name)
 {
     return len == strlen(name) && memcmp(buf, name, len) == 0;
 }
 
 /* Starting at '[' : non-negative integers into dims (when filling). */
-static wsync_result wsync__shape(wsync__parser *p, wsync_st_tensor *t)
+static wsync_result wsync__stp_shape(wsync__stp_parser *p, wsync_st_tensor *t)
 {
     wsync_result r;
     uint32_t rank = 0;
     uint64_t v;
-    wsync__ws(p);
-    if (wsync__peek(p) != '[')
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array", "shape");
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) != '[')
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array", "shape");
     p->pos++;
-    wsync__ws(p);
-    if (wsync__peek(p) == ']') {
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) == ']') {
         p->pos++;
     } else {
         for (;;) {
-            if ((r = wsync__uint(p, &v, "shape entries")) != WSYNC_OK) return r;
+            if ((r = wsync__stp_uint(p, &v, "shape entries")) != WSYNC_OK) return r;
             if (rank >= p->max_rank)
-                return wsync__pfail(p, WSYNC_ERR_RANK_TOO_LARGE, "shape has more dimensions than the limit%s", "");
+                return wsync__stp_pfail(p, WSYNC_ERR_RANK_TOO_LARGE, "shape has more dimensions than the limit%s", "");
             if (p->fill) p->dims[p->n_dims + rank] = v;
             rank++;
-            wsync__ws(p);
-            if (wsync__peek(p) == ',') {
+            wsync__stp_ws(p);
+            if (wsync__stp_peek(p) == ',') {
                 p->pos++;
                 continue;
             }
-            if (wsync__peek(p) == ']') {
+            if (wsync__stp_peek(p) == ']') {
                 p->pos++;
                 break;
             }
-            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or ']' in %s", "shape");
+            return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or ']' in %s", "shape");
         }
     }
     if (p->fill) {
@@ -4843,91 +4838,91 @@ static wsync_result wsync__shape(wsync__parser *p, wsync_st_tensor *t)
     return WSYNC_OK;
 }
 
-static wsync_result wsync__offsets(wsync__parser *p, uint64_t *begin, uint64_t *end)
+static wsync_result wsync__stp_offsets(wsync__stp_parser *p, uint64_t *begin, uint64_t *end)
 {
     wsync_result r;
-    wsync__ws(p);
-    if (wsync__peek(p) != '[')
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) != '[')
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
     p->pos++;
-    if ((r = wsync__uint(p, begin, "data_offsets")) != WSYNC_OK) return r;
-    wsync__ws(p);
-    if (wsync__peek(p) != ',')
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
+    if ((r = wsync__stp_uint(p, begin, "data_offsets")) != WSYNC_OK) return r;
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) != ',')
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
     p->pos++;
-    if ((r = wsync__uint(p, end, "data_offsets")) != WSYNC_OK) return r;
-    wsync__ws(p);
-    if (wsync__peek(p) != ']')
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
+    if ((r = wsync__stp_uint(p, end, "data_offsets")) != WSYNC_OK) return r;
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) != ']')
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array of two integers", "data_offsets");
     p->pos++;
     return WSYNC_OK;
 }
 
 /* A tensor entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]},
    fields in any order; unknown fields are skipped (as the reference does). */
-static wsync_result wsync__tensor(wsync__parser *p, wsync_st_tensor *t)
+static wsync_result wsync__stp_tensor(wsync__stp_parser *p, wsync_st_tensor *t)
 {
     wsync_result r;
     char key[16];
     size_t len;
     int seen_dtype = 0, seen_shape = 0, seen_offsets = 0;
     uint64_t begin = 0, end = 0;
-    wsync__ws(p);
-    if (wsync__peek(p) != '{')
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s", "a tensor entry must be an object");
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) != '{')
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s", "a tensor entry must be an object");
     p->pos++;
-    wsync__ws(p);
-    if (wsync__peek(p) == '}') {
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) == '}') {
         p->pos++;
     } else {
         for (;;) {
             size_t key_pos;
-            wsync__ws(p);
+            wsync__stp_ws(p);
             key_pos = p->pos;
-            if ((r = wsync__key(p, key, sizeof key, &len)) != WSYNC_OK) return r;
-            if (wsync__key_is(key, len, "dtype")) {
+            if ((r = wsync__stp_key(p, key, sizeof key, &len)) != WSYNC_OK) return r;
+            if (wsync__stp_key_is(key, len, "dtype")) {
                 char dt[16];
                 size_t dlen;
                 wsync_dtype d;
                 if (seen_dtype++) goto duplicate;
-                wsync__ws(p);
-                if (wsync__peek(p) != '"')
-                    return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be a string", "dtype");
-                if ((r = wsync__string(p, dt, sizeof dt, &dlen)) != WSYNC_OK) return r;
+                wsync__stp_ws(p);
+                if (wsync__stp_peek(p) != '"')
+                    return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be a string", "dtype");
+                if ((r = wsync__stp_string(p, dt, sizeof dt, &dlen)) != WSYNC_OK) return r;
                 d = dlen <= sizeof dt ? wsync_dtype_from_name(dt, dlen) : WSYNC_DTYPE_INVALID;
                 if (d == WSYNC_DTYPE_INVALID) {
                     char shown[20];
                     wsync__name_copy(shown, sizeof shown, dt, dlen < sizeof dt ? dlen : sizeof dt);
-                    return wsync__pfail(p, WSYNC_ERR_UNKNOWN_DTYPE, "unknown dtype \"%s\"", shown);
+                    return wsync__stp_pfail(p, WSYNC_ERR_UNKNOWN_DTYPE, "unknown dtype \"%s\"", shown);
                 }
                 if (p->fill) t->dtype = d;
-            } else if (wsync__key_is(key, len, "shape")) {
+            } else if (wsync__stp_key_is(key, len, "shape")) {
                 if (seen_shape++) goto duplicate;
-                if ((r = wsync__shape(p, t)) != WSYNC_OK) return r;
-            } else if (wsync__key_is(key, len, "data_offsets")) {
+                if ((r = wsync__stp_shape(p, t)) != WSYNC_OK) return r;
+            } else if (wsync__stp_key_is(key, len, "data_offsets")) {
                 if (seen_offsets++) goto duplicate;
-                if ((r = wsync__offsets(p, &begin, &end)) != WSYNC_OK) return r;
+                if ((r = wsync__stp_offsets(p, &begin, &end)) != WSYNC_OK) return r;
             } else {
-                if ((r = wsync__skip_value(p)) != WSYNC_OK) return r;
+                if ((r = wsync__stp_skip_value(p)) != WSYNC_OK) return r;
             }
-            wsync__ws(p);
-            if (wsync__peek(p) == ',') {
+            wsync__stp_ws(p);
+            if (wsync__stp_peek(p) == ',') {
                 p->pos++;
                 continue;
             }
-            if (wsync__peek(p) == '}') {
+            if (wsync__stp_peek(p) == '}') {
                 p->pos++;
                 break;
             }
-            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "a tensor entry");
+            return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "a tensor entry");
         duplicate:
             p->pos = key_pos;
-            return wsync__pfail(p, WSYNC_ERR_DUPLICATE_KEY, "field \"%s\" appears twice",
+            return wsync__stp_pfail(p, WSYNC_ERR_DUPLICATE_KEY, "field \"%s\" appears twice",
                                 seen_dtype > 1 ? "dtype" : seen_shape > 1 ? "shape" : "data_offsets");
         }
     }
     if (!seen_dtype || !seen_shape || !seen_offsets)
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "missing \"%s\"",
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "missing \"%s\"",
                             !seen_dtype ? "dtype" : !seen_shape ? "shape" : "data_offsets");
     if (p->fill) {
         t->begin = begin;
@@ -4937,14 +4932,14 @@ static wsync_result wsync__tensor(wsync__parser *p, wsync_st_tensor *t)
 }
 
 /* Decodes a string into the string arena (fill pass) or counts it. */
-static wsync_result wsync__arena_string(wsync__parser *p, const char **out, size_t *len)
+static wsync_result wsync__stp_arena_string(wsync__stp_parser *p, const char **out, size_t *len)
 {
     wsync_result r;
     if (!p->fill) {
-        if ((r = wsync__string(p, NULL, 0, len)) != WSYNC_OK) return r;
+        if ((r = wsync__stp_string(p, NULL, 0, len)) != WSYNC_OK) return r;
     } else {
         char *dst = p->str + p->n_str;
-        if ((r = wsync__string(p, dst, SIZE_MAX, len)) != WSYNC_OK) return r;
+        if ((r = wsync__stp_string(p, dst, SIZE_MAX, len)) != WSYNC_OK) return r;
         dst[*len] = 0;
         *out = dst;
     }
@@ -4952,84 +4947,84 @@ static wsync_result wsync__arena_string(wsync__parser *p, const char **out, size
     return WSYNC_OK;
 }
 
-static wsync_result wsync__metadata(wsync__parser *p)
+static wsync_result wsync__stp_metadata(wsync__stp_parser *p)
 {
     wsync_result r;
-    wsync__ws(p);
-    if (wsync__peek(p) == 'n') {
-        if ((r = wsync__skip_value(p)) != WSYNC_OK) return r; /* "null", else "invalid literal" */
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) == 'n') {
+        if ((r = wsync__stp_skip_value(p)) != WSYNC_OK) return r; /* "null", else "invalid literal" */
         p->metadata_kind = WSYNC_ST_METADATA_NULL;
         return WSYNC_OK;
     }
-    if (wsync__peek(p) != '{')
-        return wsync__pfail(p, WSYNC_ERR_INVALID_METADATA, "%s", "__metadata__ must be an object or null");
+    if (wsync__stp_peek(p) != '{')
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_METADATA, "%s", "__metadata__ must be an object or null");
     p->metadata_kind = WSYNC_ST_METADATA_OBJECT;
     p->pos++;
-    wsync__ws(p);
-    if (wsync__peek(p) == '}') {
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) == '}') {
         p->pos++;
         return WSYNC_OK;
     }
     for (;;) {
         wsync_st_kv kv;
         memset(&kv, 0, sizeof kv);
-        wsync__ws(p);
-        if ((r = wsync__arena_string(p, &kv.key, &kv.key_len)) != WSYNC_OK) return r;
-        if ((r = wsync__expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
-        wsync__ws(p);
-        if (wsync__peek(p) != '"')
-            return wsync__pfail(p, WSYNC_ERR_INVALID_METADATA, "%s", "__metadata__ values must be strings");
-        if ((r = wsync__arena_string(p, &kv.value, &kv.value_len)) != WSYNC_OK) return r;
+        wsync__stp_ws(p);
+        if ((r = wsync__stp_arena_string(p, &kv.key, &kv.key_len)) != WSYNC_OK) return r;
+        if ((r = wsync__stp_expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
+        wsync__stp_ws(p);
+        if (wsync__stp_peek(p) != '"')
+            return wsync__stp_pfail(p, WSYNC_ERR_INVALID_METADATA, "%s", "__metadata__ values must be strings");
+        if ((r = wsync__stp_arena_string(p, &kv.value, &kv.value_len)) != WSYNC_OK) return r;
         if (p->fill) p->meta[p->n_meta] = kv;
         p->n_meta++;
-        wsync__ws(p);
-        if (wsync__peek(p) == ',') {
+        wsync__stp_ws(p);
+        if (wsync__stp_peek(p) == ',') {
             p->pos++;
             continue;
         }
-        if (wsync__peek(p) == '}') {
+        if (wsync__stp_peek(p) == '}') {
             p->pos++;
             return WSYNC_OK;
         }
-        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "__metadata__");
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "__metadata__");
     }
 }
 
-static wsync_result wsync__header(wsync__parser *p)
+static wsync_result wsync__stp_header(wsync__stp_parser *p)
 {
     wsync_result r;
-    wsync__ws(p);
-    if (wsync__peek(p) != '{') {
-        if (p->pos >= p->n) return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "empty header");
-        return wsync__pfail(p, WSYNC_ERR_INVALID_HEADER, "%s", "the header must be a JSON object");
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) != '{') {
+        if (p->pos >= p->n) return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "empty header");
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s", "the header must be a JSON object");
     }
     p->pos++;
-    wsync__ws(p);
-    if (wsync__peek(p) == '}') {
+    wsync__stp_ws(p);
+    if (wsync__stp_peek(p) == '}') {
         p->pos++;
     } else {
         for (;;) {
             char key[128]; /* enough to name the tensor in messages */
             size_t len, key_pos;
-            wsync__ws(p);
+            wsync__stp_ws(p);
             key_pos = p->pos;
-            if ((r = wsync__string(p, key, sizeof key, &len)) != WSYNC_OK) return r;
-            if (wsync__key_is(key, len, "__metadata__")) {
+            if ((r = wsync__stp_string(p, key, sizeof key, &len)) != WSYNC_OK) return r;
+            if (wsync__stp_key_is(key, len, "__metadata__")) {
                 if (p->metadata_seen++) {
                     p->pos = key_pos;
-                    return wsync__pfail(p, WSYNC_ERR_DUPLICATE_KEY, "%s appears twice", "__metadata__");
+                    return wsync__stp_pfail(p, WSYNC_ERR_DUPLICATE_KEY, "%s appears twice", "__metadata__");
                 }
-                if ((r = wsync__expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
-                if ((r = wsync__metadata(p)) != WSYNC_OK) return r;
+                if ((r = wsync__stp_expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
+                if ((r = wsync__stp_metadata(p)) != WSYNC_OK) return r;
             } else {
                 wsync_st_tensor *t = NULL;
                 const char *name = NULL;
                 if (p->max_tensors && p->n_tensors >= p->max_tensors)
-                    return wsync__pfail(p, WSYNC_ERR_LIMIT, "more tensors than the limit%s", "");
+                    return wsync__stp_pfail(p, WSYNC_ERR_LIMIT, "more tensors than the limit%s", "");
                 if (p->fill) {
                     t = &p->tensors[p->n_tensors];
                     p->pos = key_pos;
-                    if ((r = wsync__arena_string(p, &name, &len)) != WSYNC_OK) return r;
+                    if ((r = wsync__stp_arena_string(p, &name, &len)) != WSYNC_OK) return r;
                     t->name = name;
                     t->name_len = len;
                     t->key_offset = 8 + (uint64_t)key_pos;
@@ -5040,31 +5035,31 @@ static wsync_result wsync__header(wsync__parser *p)
                     p->cur_name = key;
                     p->cur_name_len = len < sizeof key ? len : sizeof key;
                 }
-                if ((r = wsync__expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
-                if ((r = wsync__tensor(p, t)) != WSYNC_OK) return r;
+                if ((r = wsync__stp_expect(p, ':', "':' after a key")) != WSYNC_OK) return r;
+                if ((r = wsync__stp_tensor(p, t)) != WSYNC_OK) return r;
                 p->cur_name = NULL;
                 p->cur_name_len = 0;
                 p->n_tensors++;
             }
-            wsync__ws(p);
-            if (wsync__peek(p) == ',') {
+            wsync__stp_ws(p);
+            if (wsync__stp_peek(p) == ',') {
                 p->pos++;
                 continue;
             }
-            if (wsync__peek(p) == '}') {
+            if (wsync__stp_peek(p) == '}') {
                 p->pos++;
                 break;
             }
-            return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "the header");
+            return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "the header");
         }
     }
-    wsync__ws(p);
+    wsync__stp_ws(p);
     if (p->pos != p->n)
-        return wsync__pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bytes after the JSON object");
+        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "bytes after the JSON object");
     return WSYNC_OK;
 }
 
-static int wsync__cmp_offsets(const void *a, const void *b)
+static int wsync__stp_cmp_offsets(const void *a, const void *b)
 {
     const wsync_st_tensor *x = (const wsync_st_tensor *)a, *y = (const wsync_st_tensor *)b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
@@ -5079,7 +5074,7 @@ static int wsync__cmp_names(const char *a, size_t an, const char *b, size_t bn)
     return an < bn ? -1 : an > bn;
 }
 
-static int wsync__cmp_tensor_names(const void *a, const void *b)
+static int wsync__stp_cmp_tensor_names(const void *a, const void *b)
 {
     const wsync_st_tensor *x = *(const wsync_st_tensor *const *)a;
     const wsync_st_tensor *y = *(const wsync_st_tensor *const *)b;
@@ -5088,7 +5083,7 @@ static int wsync__cmp_tensor_names(const void *a, const void *b)
     return x->key_offset < y->key_offset ? -1 : x->key_offset > y->key_offset;
 }
 
-static int wsync__cmp_kv_keys(const void *a, const void *b)
+static int wsync__stp_cmp_kv_keys(const void *a, const void *b)
 {
     const wsync_st_kv *x = *(const wsync_st_kv *const *)a;
     const wsync_st_kv *y = *(const wsync_st_kv *const *)b;
@@ -5099,7 +5094,7 @@ static int wsync__cmp_kv_keys(const void *a, const void *b)
 
 /* Sizes and offsets, after the JSON is in: per tensor, then names, then the
    layout of the data section as a whole. */
-static wsync_result wsync__validate(wsync_st_file *f, wsync_error *err)
+static wsync_result wsync__stp_validate(wsync_st_file *f, wsync_error *err)
 {
     size_t i;
     uint64_t expect = 0;
@@ -5137,13 +5132,13 @@ static wsync_result wsync__validate(wsync_st_file *f, wsync_error *err)
                                "data_offsets end at %llu but the data section holds %llu bytes",
                                (unsigned long long)t->end, (unsigned long long)f->data_len);
     }
-    qsort(f->tensors, f->n_tensors, sizeof *f->tensors, wsync__cmp_offsets);
+    qsort(f->tensors, f->n_tensors, sizeof *f->tensors, wsync__stp_cmp_offsets);
     for (i = 0; i < f->n_tensors; i++) {
         f->tensors[i].data = f->data ? f->data + f->tensors[i].begin : NULL; /* NULL: header only */
         f->by_name[i] = &f->tensors[i];
     }
     /* Names first: a duplicate is the root cause of the overlap it makes. */
-    qsort(f->by_name, f->n_tensors, sizeof *f->by_name, wsync__cmp_tensor_names);
+    qsort(f->by_name, f->n_tensors, sizeof *f->by_name, wsync__stp_cmp_tensor_names);
     for (i = 1; i < f->n_tensors; i++) {
         const wsync_st_tensor *a = f->by_name[i - 1], *b = f->by_name[i];
         if (wsync__cmp_names(a->name, a->name_len, b->name, b->name_len) == 0)
@@ -5166,7 +5161,7 @@ static wsync_result wsync__validate(wsync_st_file *f, wsync_error *err)
     return WSYNC_OK;
 }
 
-static wsync_result wsync__check_meta_keys(wsync_st_file *f, wsync_error *err)
+static wsync_result wsync__stp_check_meta_keys(wsync_st_file *f, wsync_error *err)
 {
     const wsync_st_kv **keys;
     size_t i;
@@ -5175,7 +5170,7 @@ static wsync_result wsync__check_meta_keys(wsync_st_file *f, wsync_error *err)
     keys = (const wsync_st_kv **)wsync__alloc(&f->allocator, f->n_metadata * sizeof *keys);
     if (!keys) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "metadata index");
     for (i = 0; i < f->n_metadata; i++) keys[i] = &f->metadata[i];
-    qsort(keys, f->n_metadata, sizeof *keys, wsync__cmp_kv_keys);
+    qsort(keys, f->n_metadata, sizeof *keys, wsync__stp_cmp_kv_keys);
     for (i = 1; i < f->n_metadata; i++) {
         if (wsync__cmp_names(keys[i - 1]->key, keys[i - 1]->key_len, keys[i]->key, keys[i]->key_len) == 0) {
             char shown[64];
@@ -5191,7 +5186,7 @@ static wsync_result wsync__check_meta_keys(wsync_st_file *f, wsync_error *err)
 
 /* One allocation for everything the parsed file holds, laid out in order of
    alignment. */
-static wsync_result wsync__alloc_block(wsync_st_file *f, wsync__parser *p, wsync_error *err)
+static wsync_result wsync__stp_alloc_block(wsync_st_file *f, wsync__stp_parser *p, wsync_error *err)
 {
     size_t sz_t, sz_idx, sz_dims, sz_meta, total = 0;
     uint8_t *b;
@@ -5221,10 +5216,10 @@ static wsync_result wsync__alloc_block(wsync_st_file *f, wsync__parser *p, wsync
    met before a syntax error further on. The reference parses the JSON
    first; so do we, on the error path only: if the header is not JSON at
    all, that is the error reported. */
-static wsync_result wsync__syntax_first(const wsync_st_file *f, const wsync_st_options *o, wsync_result r,
+static wsync_result wsync__stp_syntax_first(const wsync_st_file *f, const wsync_st_options *o, wsync_result r,
                                         wsync_error *err)
 {
-    wsync__parser q;
+    wsync__stp_parser q;
     wsync_error e;
     wsync_result s;
     if (r == WSYNC_ERR_INVALID_JSON || r == WSYNC_ERR_NESTING_TOO_DEEP || r == WSYNC_ERR_OUT_OF_MEMORY) return r;
@@ -5234,10 +5229,10 @@ static wsync_result wsync__syntax_first(const wsync_st_file *f, const wsync_st_o
     /* the schema's own levels (header, entry, shape) on top, saturating */
     q.max_depth = o->max_depth > UINT32_MAX - 3 ? UINT32_MAX : o->max_depth + 3;
     q.err = &e;
-    s = wsync__skip_value(&q);
+    s = wsync__stp_skip_value(&q);
     if (s == WSYNC_OK) {
-        wsync__ws(&q);
-        if (q.pos != q.n) s = wsync__pfail(&q, WSYNC_ERR_INVALID_JSON, "%s", "bytes after the JSON value");
+        wsync__stp_ws(&q);
+        if (q.pos != q.n) s = wsync__stp_pfail(&q, WSYNC_ERR_INVALID_JSON, "%s", "bytes after the JSON value");
     }
     if (s == WSYNC_OK) return r;
     if (err) *err = e;
@@ -5247,11 +5242,11 @@ static wsync_result wsync__syntax_first(const wsync_st_file *f, const wsync_st_o
 /* wsync_st_parse of a `size`-byte file of which `bytes` holds the first
    `avail` (avail == size, or just the 8-byte length and the header: then the
    tensors' data pointers are NULL; a subscriber streaming an anchor). */
-static wsync_result wsync__st_parse_at(const void *bytes, uint64_t avail, uint64_t size, const wsync_st_options *opt,
+static wsync_result wsync__stp_parse_at(const void *bytes, uint64_t avail, uint64_t size, const wsync_st_options *opt,
                                        wsync_st_file *out, wsync_error *err)
 {
     wsync_st_options o;
-    wsync__parser p;
+    wsync__stp_parser p;
     wsync_st_file f;
     wsync_result r;
     uint64_t n;
@@ -5310,8 +5305,8 @@ static wsync_result wsync__st_parse_at(const void *bytes, uint64_t avail, uint64
     p.max_rank = o.max_rank;
     p.max_tensors = o.max_tensors;
     p.err = err;
-    if ((r = wsync__header(&p)) != WSYNC_OK) return wsync__syntax_first(&f, &o, r, err);
-    if ((r = wsync__alloc_block(&f, &p, err)) != WSYNC_OK) return r;
+    if ((r = wsync__stp_header(&p)) != WSYNC_OK) return wsync__stp_syntax_first(&f, &o, r, err);
+    if ((r = wsync__stp_alloc_block(&f, &p, err)) != WSYNC_OK) return r;
 
     /* Second pass over a header already known to be valid: fill. */
     p.fill = 1;
@@ -5320,7 +5315,7 @@ static wsync_result wsync__st_parse_at(const void *bytes, uint64_t avail, uint64
     p.n_tensors = p.n_dims = p.n_meta = p.n_str = 0;
     p.metadata_seen = 0;
     p.metadata_kind = WSYNC_ST_METADATA_ABSENT;
-    r = wsync__header(&p);
+    r = wsync__stp_header(&p);
     WSYNC_ASSERT(r == WSYNC_OK);
     f.tensors = p.tensors;
     f.n_tensors = p.n_tensors;
@@ -5328,7 +5323,7 @@ static wsync_result wsync__st_parse_at(const void *bytes, uint64_t avail, uint64
     f.n_metadata = p.n_meta;
     f.metadata_kind = p.metadata_kind;
 
-    if ((r = wsync__check_meta_keys(&f, err)) != WSYNC_OK || (r = wsync__validate(&f, err)) != WSYNC_OK) {
+    if ((r = wsync__stp_check_meta_keys(&f, err)) != WSYNC_OK || (r = wsync__stp_validate(&f, err)) != WSYNC_OK) {
         wsync__free(&f.allocator, f.block);
         return r;
     }
@@ -5339,7 +5334,7 @@ static wsync_result wsync__st_parse_at(const void *bytes, uint64_t avail, uint64
 WSYNC_DEF wsync_result wsync_st_parse(const void *bytes, uint64_t size, const wsync_st_options *opt,
                                       wsync_st_file *out, wsync_error *err)
 {
-    return wsync__st_parse_at(bytes, size, size, opt, out, err);
+    return wsync__stp_parse_at(bytes, size, size, opt, out, err);
 }
 
 WSYNC_DEF wsync_result wsync_st_parse_header(const void *prefix, size_t len, uint64_t file_size,
@@ -5354,7 +5349,7 @@ WSYNC_DEF wsync_result wsync_st_parse_header(const void *prefix, size_t len, uin
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
                            "wsync_st_parse_header needs a prefix of at most the file's %llu bytes and an output "
                            "(%llu given)", (unsigned long long)file_size, (unsigned long long)len);
-    if ((uint64_t)len == file_size) return wsync__st_parse_at(prefix, file_size, file_size, opt, out, err);
+    if ((uint64_t)len == file_size) return wsync__stp_parse_at(prefix, file_size, file_size, opt, out, err);
     if (len >= 8) {
         max = opt && opt->max_header_size && opt->max_header_size < WSYNC_ST_MAX_HEADER_SIZE
                   ? opt->max_header_size : WSYNC_ST_MAX_HEADER_SIZE;
@@ -5362,7 +5357,7 @@ WSYNC_DEF wsync_result wsync_st_parse_header(const void *prefix, size_t len, uin
         /* a length the reader refuses (too large, past the end) is its
            error, said as it says it; else the header is 8 + n bytes */
         if (n > max || n > file_size - 8 || n <= (uint64_t)len - 8)
-            return wsync__st_parse_at(prefix, (uint64_t)len, file_size, opt, out, err);
+            return wsync__stp_parse_at(prefix, (uint64_t)len, file_size, opt, out, err);
         want = 8 + n;
     } else if (file_size < 8) {
         return wsync__fail(err, WSYNC_ERR_TRUNCATED, 0, NULL, 0, "%llu bytes, fewer than the 8-byte header length",
@@ -11565,13 +11560,6 @@ typedef struct wsync__memstore {
 #endif
 } wsync__memstore;
 
-#if WSYNC__HAVE_THREADS
-#define WSYNC__MLOCK(m) pthread_mutex_lock(&(m)->mu)
-#define WSYNC__MUNLOCK(m) pthread_mutex_unlock(&(m)->mu)
-#else
-#define WSYNC__MLOCK(m) ((void)0)
-#define WSYNC__MUNLOCK(m) ((void)0)
-#endif
 
 /* Index of key, or of where it would go (*found 0). */
 static size_t wsync__mem_find(const wsync__memstore *m, const char *key, int *found)
@@ -11604,14 +11592,14 @@ static wsync_result wsync__mem_put(void *user, const char *key, const void *byte
     copy = (uint8_t *)wsync__alloc(&m->a, len);
     if (!copy) return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "object copy");
     if (len) memcpy(copy, bytes, len);
-    WSYNC__MLOCK(m);
+    WSYNC__LOCK(&m->mu);
     at = wsync__mem_find(m, key, &found);
     if (found) {
         /* the swap is the atomic step */
         uint8_t *old = m->objs[at].bytes;
         m->objs[at].bytes = copy;
         m->objs[at].len = len;
-        WSYNC__MUNLOCK(m);
+        WSYNC__UNLOCK(&m->mu);
         wsync__free(&m->a, old);
         return WSYNC_OK;
     }
@@ -11632,10 +11620,10 @@ static wsync_result wsync__mem_put(void *user, const char *key, const void *byte
     m->objs[at].bytes = copy;
     m->objs[at].len = len;
     m->n++;
-    WSYNC__MUNLOCK(m);
+    WSYNC__UNLOCK(&m->mu);
     return WSYNC_OK;
 oom:
-    WSYNC__MUNLOCK(m);
+    WSYNC__UNLOCK(&m->mu);
     wsync__free(&m->a, copy);
     return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "store index");
 }
@@ -11663,16 +11651,16 @@ static wsync_result wsync__mem_get(void *user, const char *key, uint64_t offset,
     int found, rc = 0;
     wsync_result r;
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
-    WSYNC__MLOCK(m);
+    WSYNC__LOCK(&m->mu);
     at = wsync__mem_find(m, key, &found);
     if (!found) {
-        WSYNC__MUNLOCK(m);
+        WSYNC__UNLOCK(&m->mu);
         return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s'", key);
     }
     if (size) *size = m->objs[at].len;
     r = wsync__range_check(key, m->objs[at].len, offset, &len, err);
     if (r == WSYNC_OK && len) rc = sink(sink_user, m->objs[at].bytes + offset, (size_t)len);
-    WSYNC__MUNLOCK(m);
+    WSYNC__UNLOCK(&m->mu);
     if (r == WSYNC_OK && rc != 0)
         r = wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, NULL, 0, "the sink failed (%d) reading '%s'", rc, key);
     return r;
@@ -11685,10 +11673,10 @@ static wsync_result wsync__mem_head(void *user, const char *key, uint64_t *size,
     int found;
     wsync_result r;
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
-    WSYNC__MLOCK(m);
+    WSYNC__LOCK(&m->mu);
     at = wsync__mem_find(m, key, &found);
     if (found && size) *size = m->objs[at].len;
-    WSYNC__MUNLOCK(m);
+    WSYNC__UNLOCK(&m->mu);
     return found ? WSYNC_OK : wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s'", key);
 }
 
@@ -11698,13 +11686,13 @@ static wsync_result wsync__mem_list(void *user, const char *prefix, wsync_key_fn
     size_t i, plen = prefix ? strlen(prefix) : 0;
     int found;
     (void)err;
-    WSYNC__MLOCK(m);
+    WSYNC__LOCK(&m->mu);
     /* callbacks run under the lock: they must not call back into this store */
     for (i = wsync__mem_find(m, prefix ? prefix : "", &found); i < m->n; i++) {
         if (strncmp(m->objs[i].key, prefix ? prefix : "", plen) != 0) break;
         if (fn(fn_user, m->objs[i].key, m->objs[i].len) != 0) break;
     }
-    WSYNC__MUNLOCK(m);
+    WSYNC__UNLOCK(&m->mu);
     return WSYNC_OK;
 }
 
@@ -11716,16 +11704,16 @@ static wsync_result wsync__mem_del(void *user, const char *key, wsync_error *err
     wsync__mobj o;
     wsync_result r;
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
-    WSYNC__MLOCK(m);
+    WSYNC__LOCK(&m->mu);
     at = wsync__mem_find(m, key, &found);
     if (!found) {
-        WSYNC__MUNLOCK(m);
+        WSYNC__UNLOCK(&m->mu);
         return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s'", key);
     }
     o = m->objs[at];
     memmove(m->objs + at, m->objs + at + 1, (m->n - at - 1) * sizeof *m->objs);
     m->n--;
-    WSYNC__MUNLOCK(m);
+    WSYNC__UNLOCK(&m->mu);
     wsync__free(&m->a, o.key);
     wsync__free(&m->a, o.bytes);
     return WSYNC_OK;
@@ -14593,24 +14581,6 @@ struct wsync_subscriber {
 
 static wsync_result wsync__sub_changes_whole(wsync_subscriber *s, wsync_error *err);
 
-static void wsync__sub_lock(wsync_subscriber *s)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_lock(&s->mu);
-#else
-    (void)s;
-#endif
-}
-
-static void wsync__sub_unlock(wsync_subscriber *s)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_unlock(&s->mu);
-#else
-    (void)s;
-#endif
-}
-
 WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_tensor *targets, size_t n,
                                              const wsync_chain_options *opt, wsync_subscriber **out,
                                              wsync_error *err)
@@ -14692,51 +14662,51 @@ WSYNC_DEF wsync_result wsync_subscriber_open(const wsync_store *store, wsync_ten
 WSYNC_DEF void wsync_subscriber_set_step(wsync_subscriber *s, uint64_t step)
 {
     if (!s) return;
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->has_step = 1;
     s->step = step;
     s->verified = 0;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
 }
 
 WSYNC_DEF int wsync_subscriber_chain_id(const wsync_subscriber *s, uint8_t id[16])
 {
     int has;
     if (!s) return 0;
-    wsync__sub_lock((wsync_subscriber *)s);
+    WSYNC__LOCK(&((wsync_subscriber *)s)->mu);
     has = s->has_chain_id;
     if (has && id) memcpy(id, s->chain_id, WSYNC_CHAIN_ID_SIZE);
-    wsync__sub_unlock((wsync_subscriber *)s);
+    WSYNC__UNLOCK(&((wsync_subscriber *)s)->mu);
     return has;
 }
 
 WSYNC_DEF void wsync_subscriber_set_chain_id(wsync_subscriber *s, const uint8_t id[16])
 {
     if (!s) return;
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->has_chain_id = id != NULL;
     if (id) memcpy(s->chain_id, id, WSYNC_CHAIN_ID_SIZE);
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
 }
 
 WSYNC_DEF int wsync_subscriber_step(const wsync_subscriber *s, uint64_t *step)
 {
     int has;
     if (!s) return 0;
-    wsync__sub_lock((wsync_subscriber *)s);
+    WSYNC__LOCK(&((wsync_subscriber *)s)->mu);
     has = s->has_step;
     if (has && step) *step = s->step;
-    wsync__sub_unlock((wsync_subscriber *)s);
+    WSYNC__UNLOCK(&((wsync_subscriber *)s)->mu);
     return has;
 }
 
 static void wsync__sub_moved(wsync_subscriber *s, int has, uint64_t step, int verified)
 {
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->has_step = has;
     s->step = step;
     s->verified = verified;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
 }
 
 static int wsync__refusal_is(const wsync__refusal *f, const wsync_chain_entry *e)
@@ -14750,7 +14720,7 @@ static void wsync__refuse(wsync_subscriber *s, const wsync_chain_entry *e)
 {
     wsync__refusal *f;
     size_t i;
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     for (i = 0; i < s->n_refused; i++)
         if (wsync__refusal_is(&s->refused[i], e)) break;
     if (i == s->n_refused) {
@@ -14764,25 +14734,25 @@ static void wsync__refuse(wsync_subscriber *s, const wsync_chain_entry *e)
         f->has_digest = e->has_digests;
         f->digest = e->digest;
     }
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
 }
 
 /* An object applied after all (a sync, after the store repaired it). */
 static void wsync__unrefuse(wsync_subscriber *s, const wsync_chain_entry *e)
 {
     size_t i = 0;
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     while (i < s->n_refused) {
         if (strcmp(s->refused[i].key, e->key) == 0) s->refused[i] = s->refused[--s->n_refused];
         else i++;
     }
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
 }
 
 /* The prefetch's last failure, for wsync_subscriber_prefetch_status. */
 static void wsync__note_failure(wsync_subscriber *s, wsync_result r, const wsync_error *err)
 {
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->last_result = r;
     if (err) s->last_err = *err;
     else {
@@ -14794,15 +14764,15 @@ static void wsync__note_failure(wsync_subscriber *s, wsync_result r, const wsync
 #else
     s->last_time = (double)time(NULL);
 #endif
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
 }
 
 static void wsync__head_seen(wsync_subscriber *s, int known, uint64_t step)
 {
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->head_known = known;
     if (known) s->head_step = step;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
 }
 
 /* Failures of the store or of this machine, not of the object. */
@@ -15150,9 +15120,9 @@ static wsync_result wsync__spool_open(wsync_subscriber *s, int *fd_out, wsync_er
     for (attempt = 0; attempt < 64; attempt++) {
         unsigned seq;
         int fd, n;
-        wsync__sub_lock(s);
+        WSYNC__LOCK(&s->mu);
         seq = ++s->spool_seq;
-        wsync__sub_unlock(s);
+        WSYNC__UNLOCK(&s->mu);
         n = snprintf(path, sizeof path, "%s/wsync-spool.%ld.%lx.%u", dir, (long)getpid(),
                      (unsigned long)(uintptr_t)s, seq);
         if (n < 0 || (size_t)n >= sizeof path)
@@ -15339,7 +15309,7 @@ static void wsync__astream_parse(wsync__astream *a)
     size_t *map, i;
     memset(&so, 0, sizeof so);
     so.allocator = a->s->a;
-    if ((a->bad = wsync__st_parse_at(a->hdr, a->hend, a->expect, &so, &a->f, &a->bad_err)) != WSYNC_OK) return;
+    if ((a->bad = wsync__stp_parse_at(a->hdr, a->hend, a->expect, &so, &a->f, &a->bad_err)) != WSYNC_OK) return;
     map = (size_t *)wsync__alloc(&a->s->a, a->s->n * sizeof *map + 1);
     a->dst = (uint8_t **)wsync__alloc(&a->s->a, a->f.n_tensors * sizeof *a->dst + 1);
     if (!map || !a->dst) {
@@ -15646,7 +15616,7 @@ static wsync_result wsync__apply_spooled_dir(wsync_subscriber *s, const wsync_ch
         }
         n = wsync__load_le64(lenb);
         if (n > WSYNC_ST_MAX_HEADER_SIZE || n > f->bytes - 8) {
-            r = wsync__st_parse_at(lenb, 8, f->bytes, NULL, &fs[j], err);
+            r = wsync__stp_parse_at(lenb, 8, f->bytes, NULL, &fs[j], err);
             if (r == WSYNC_OK) r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, 0, NULL, 0, "%s", "header length");
             wsync__obj_fail(err, r, f->name);
             break;
@@ -15661,7 +15631,7 @@ static wsync_result wsync__apply_spooled_dir(wsync_subscriber *s, const wsync_ch
                             errno ? strerror(errno) : "it is shorter than written");
             break;
         }
-        if ((r = wsync__st_parse_at(hdrs[j], 8 + n, f->bytes, &so, &fs[j], err)) != WSYNC_OK ||
+        if ((r = wsync__stp_parse_at(hdrs[j], 8 + n, f->bytes, &so, &fs[j], err)) != WSYNC_OK ||
             (r = wsync__anchor_match(s, e, &fs[j], covered, which, err)) != WSYNC_OK) {
             wsync__obj_fail(err, r, f->name);
             break;
@@ -15732,7 +15702,7 @@ static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_
                            errno ? strerror(errno) : "it is shorter than written");
     n = wsync__load_le64(lenb);
     if (n > WSYNC_ST_MAX_HEADER_SIZE || n > size - 8)
-        return wsync__st_parse_at(lenb, 8, size, NULL, &f, err); /* says which, as the reader does */
+        return wsync__stp_parse_at(lenb, 8, size, NULL, &f, err); /* says which, as the reader does */
     if (!(hdr = (uint8_t *)wsync__alloc(&s->a, (size_t)(8 + n))) || !(map = (size_t *)wsync__alloc(&s->a, s->n * sizeof *map + 1))) {
         r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%llu bytes for the anchor's header",
                         (unsigned long long)n);
@@ -15744,7 +15714,7 @@ static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_
                         errno ? strerror(errno) : "it is shorter than written");
         goto done;
     }
-    if ((r = wsync__st_parse_at(hdr, 8 + n, size, &so, &f, err)) != WSYNC_OK) goto done;
+    if ((r = wsync__stp_parse_at(hdr, 8 + n, size, &so, &f, err)) != WSYNC_OK) goto done;
     if ((r = wsync__anchor_match(s, e, &f, NULL, map, err)) != WSYNC_OK) goto done;
     if (s->has_alias) {
         uint64_t *off = (uint64_t *)wsync__alloc(&s->a, s->n * sizeof *off + 1);
@@ -16028,7 +15998,7 @@ static wsync_result wsync__sub_read(wsync_subscriber *s, wsync_chain_info *c, ws
     int has_step, other = 0;
     o.prefix = s->prefix;
     if ((r = wsync_chain_read(&s->store, &o, c, err)) != WSYNC_OK || !s->verifying) return r;
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     if (!s->has_chain_id) {
         memcpy(s->chain_id, c->id, WSYNC_CHAIN_ID_SIZE); /* a signed HEAD always names it */
         s->has_chain_id = 1;
@@ -16038,7 +16008,7 @@ static wsync_result wsync__sub_read(wsync_subscriber *s, wsync_chain_info *c, ws
     }
     has_step = s->has_step;
     held = s->step;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     if (!other) return WSYNC_OK;
     wsync__put_hexbytes(got, c->id, WSYNC_CHAIN_ID_SIZE);
     wsync_chain_info_free(c);
@@ -16219,13 +16189,13 @@ WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step,
     wsync__error_reset(err);
     if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
     wsync__stats_begin(s, &st);
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->busy = 1;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     r = wsync__sync(s, step, &st, err);
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->busy = 0;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     wsync__stats_end(s, &st);
     if (stats) *stats = st;
     return r;
@@ -16316,7 +16286,7 @@ static int wsync__poll_offer(wsync_subscriber *s, wsync__poll *p, size_t n)
         p->bytes[p->path[i]] = NULL;
         p->fd[p->path[i]] = -1;
     }
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     if (s->has_step == p->has && (!p->has || s->step == p->cur)) {
         old = s->pre;
         n_old = s->n_pre;
@@ -16334,7 +16304,7 @@ static int wsync__poll_offer(wsync_subscriber *s, wsync__poll *p, size_t n)
         old = pre; /* planned from a step the targets no longer hold */
         n_old = n;
     }
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     if (old) wsync__pre_free(s, old, n_old);
     return offered;
 }
@@ -16424,14 +16394,14 @@ static int wsync__bg_poll(wsync_subscriber *s)
     memset(&p, 0, sizeof p);
     /* the targets pass through intermediate steps: a plan from one of them
        would fetch again what the engine is applying */
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     any = s->busy;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     if (any) return 0;
     r = wsync__sub_read(s, &p.c, &err);
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->polls++;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     wsync__head_seen(s, r == WSYNC_OK, p.c.head_step);
     if (r != WSYNC_OK) {
         if (r == WSYNC_ERR_NOT_FOUND) return 0; /* an empty chain */
@@ -16453,7 +16423,7 @@ static int wsync__bg_poll(wsync_subscriber *s)
         goto out;
     }
     memset(p.bytes, 0, (p.c.n_entries + 1) * sizeof *p.bytes);
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     /* a refusal lasts while the chain names its key with the same size and
        digest; the refused entries are avoided */
     for (i = 0; i < s->n_refused;) {
@@ -16473,7 +16443,7 @@ static int wsync__bg_poll(wsync_subscriber *s)
     p.has = s->has_step;
     p.cur = s->step;
     if (s->busy) {
-        wsync__sub_unlock(s);
+        WSYNC__UNLOCK(&s->mu);
         goto out;
     }
     if (s->pre && !wsync__pre_fresh(s)) {
@@ -16488,7 +16458,7 @@ static int wsync__bg_poll(wsync_subscriber *s)
     have = s->pre_ready ? s->pre_step : p.cur;
     if (p.has && p.c.head_step < p.cur && !(s->pre_ready && s->pre_restart)) {
         if (!(s->o.flags & WSYNC_CHAIN_FOLLOW_RESTART)) {
-            wsync__sub_unlock(s);
+            WSYNC__UNLOCK(&s->mu);
             if (stale) wsync__pre_free(s, stale, n_stale);
             wsync__stale_head(s, p.c.head_step, p.cur, NULL);
             outcome = -1;
@@ -16497,7 +16467,7 @@ static int wsync__bg_poll(wsync_subscriber *s)
         p.restart = 1; /* fetch the restarted chain from its anchor */
         any = 0;
     }
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     if (stale) wsync__pre_free(s, stale, n_stale);
     if (any && have >= p.c.head_step) goto out;
     if (wsync__poll_fetch(s, &p, any, have)) outcome = 1;
@@ -16604,10 +16574,10 @@ WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step)
 {
     int ready;
     if (!s) return 0;
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     ready = wsync__pre_fresh(s) && (!s->has_step || s->pre_step > s->step || s->pre_restart);
     if (ready && step) *step = s->pre_step;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     return ready;
 }
 
@@ -16636,7 +16606,7 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
     if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
     wsync__stats_begin(s, &st);
     memset(&pl, 0, sizeof pl);
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     pre = s->pre;
     n = s->n_pre;
     fresh = wsync__pre_fresh(s);
@@ -16647,7 +16617,7 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
     s->pre_ready = 0;
     s->pre_restart = 0;
     s->busy = 1;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     /* a prefetch planned from a step the targets no longer hold is dropped */
     for (i = 0; fresh && i < n; i++) {
 #if WSYNC__SPOOLS
@@ -16668,9 +16638,9 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
         if ((r = wsync__verify_entry(s, &pre[n - 1].e, &oe)) != WSYNC_OK) wsync__note_failure(s, r, &oe);
     }
     if (r != WSYNC_OK && err) *err = oe;
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     s->busy = 0;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     if (pre) wsync__pre_free(s, pre, n);
     wsync__pathlog_str(&pl, st.path, sizeof st.path);
     wsync__stats_end(s, &st);
@@ -16682,7 +16652,7 @@ WSYNC_DEF wsync_result wsync_subscriber_prefetch_status(wsync_subscriber *s, wsy
 {
     if (!s || !out) return WSYNC_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
-    wsync__sub_lock(s);
+    WSYNC__LOCK(&s->mu);
     out->running = s->bg_running;
     out->polls = s->polls;
     out->head_known = s->head_known;
@@ -16697,7 +16667,7 @@ WSYNC_DEF wsync_result wsync_subscriber_prefetch_status(wsync_subscriber *s, wsy
     out->last_result = s->last_result;
     out->last_error = s->last_err;
     out->last_error_time = s->last_time;
-    wsync__sub_unlock(s);
+    WSYNC__UNLOCK(&s->mu);
     return WSYNC_OK;
 }
 
@@ -16814,42 +16784,6 @@ struct wsync_mirror {
 #endif
 };
 
-static void wsync__m_lock(wsync_mirror *m)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_lock(&m->mu);
-#else
-    (void)m;
-#endif
-}
-
-static void wsync__m_unlock(wsync_mirror *m)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_unlock(&m->mu);
-#else
-    (void)m;
-#endif
-}
-
-static void wsync__m_qlock(wsync_mirror *m)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_lock(&m->qmu);
-#else
-    (void)m;
-#endif
-}
-
-static void wsync__m_qunlock(wsync_mirror *m)
-{
-#if WSYNC__HAVE_THREADS
-    pthread_mutex_unlock(&m->qmu);
-#else
-    (void)m;
-#endif
-}
-
 static void wsync__mrec_whole(wsync__mrec *r)
 {
     r->whole = 1;
@@ -16901,19 +16835,19 @@ static int wsync__mrec_grow(wsync_mirror *m, wsync__mrec *r, uint64_t more)
     if (cap > most) cap = most > need ? most : need;
     if (cap > (uint64_t)SIZE_MAX / 8) return 0;
     add = (cap - r->lcap) * (8 + (uint64_t)r->w);
-    wsync__m_qlock(m);
+    WSYNC__LOCK(&m->qmu);
     if (add > m->log_limit - m->log_bytes) add = 0;
     else m->log_bytes += add;
-    wsync__m_qunlock(m);
+    WSYNC__UNLOCK(&m->qmu);
     if (!add) return 0;
     np = (uint64_t *)wsync__alloc(&m->a, (size_t)cap * 8);
     nv = (uint8_t *)wsync__alloc(&m->a, (size_t)cap * r->w);
     if (!np || !nv) {
         wsync__free(&m->a, np);
         wsync__free(&m->a, nv);
-        wsync__m_qlock(m);
+        WSYNC__LOCK(&m->qmu);
         m->log_bytes -= add;
-        wsync__m_qunlock(m);
+        WSYNC__UNLOCK(&m->qmu);
         return 0;
     }
     if (r->llen) {
@@ -16976,9 +16910,9 @@ static void wsync__mirror_moved(wsync_mirror *m, const wsync_sync_stats *st)
        step: everything whole */
     if (st->anchors || !has) wsync__mrec_whole_all(m);
     if (!moved) {
-        wsync__m_qlock(m);
+        WSYNC__LOCK(&m->qmu);
         m->f_bytes += st->bytes_fetched;
-        wsync__m_qunlock(m);
+        WSYNC__UNLOCK(&m->qmu);
         return;
     }
     if (has) {
@@ -16990,7 +16924,7 @@ static void wsync__mirror_moved(wsync_mirror *m, const wsync_sync_stats *st)
             has_state = wsync_state_digest(m->t, m->n, m->threads, &state, &e) == WSYNC_OK;
         }
     }
-    wsync__m_qlock(m);
+    WSYNC__LOCK(&m->qmu);
     m->has_step = has;
     m->step = cur;
     m->has_state = has_state;
@@ -16999,7 +16933,7 @@ static void wsync__mirror_moved(wsync_mirror *m, const wsync_sync_stats *st)
     m->f_anchors += st->anchors;
     m->f_deltas += st->deltas;
     m->f_bytes += st->bytes_fetched;
-    wsync__m_qunlock(m);
+    WSYNC__UNLOCK(&m->qmu);
 }
 
 /* sync (or apply_ready when !sync) under the mirror's lock. */
@@ -17008,11 +16942,11 @@ static wsync_result wsync__mirror_apply(wsync_mirror *m, int sync, uint64_t step
 {
     wsync_sync_stats st;
     wsync_result r;
-    wsync__m_lock(m);
+    WSYNC__LOCK(&m->mu);
     m->sub->state_known = 0;
     r = sync ? wsync_subscriber_sync(m->sub, step, &st, err) : wsync_subscriber_apply_ready(m->sub, &st, err);
     wsync__mirror_moved(m, &st);
-    wsync__m_unlock(m);
+    WSYNC__UNLOCK(&m->mu);
     if (stats) *stats = st;
     return r;
 }
@@ -17259,7 +17193,7 @@ WSYNC_DEF wsync_result wsync_mirror_set_step(wsync_mirror *m, uint64_t step, wsy
     wsync_result r;
     wsync__error_reset(err);
     if (!m) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no mirror");
-    wsync__m_lock(m);
+    WSYNC__LOCK(&m->mu);
     r = wsync_state_digest(m->t, m->n, m->threads, &state, err);
     if (r == WSYNC_OK) {
         wsync_subscriber_set_step(m->sub, step);
@@ -17271,15 +17205,15 @@ WSYNC_DEF wsync_result wsync_mirror_set_step(wsync_mirror *m, uint64_t step, wsy
             rc->log = 0;
             rc->llen = 0;
         }
-        wsync__m_qlock(m);
+        WSYNC__LOCK(&m->qmu);
         m->has_step = m->eng_has = m->has_state = m->eng_has_state = 1;
         m->step = m->eng_step = step;
         m->state = m->eng_state = state;
         m->steps = 0;
         m->f_anchors = m->f_deltas = m->f_bytes = 0;
-        wsync__m_qunlock(m);
+        WSYNC__UNLOCK(&m->qmu);
     }
-    wsync__m_unlock(m);
+    WSYNC__UNLOCK(&m->mu);
     return r;
 }
 
@@ -17385,12 +17319,12 @@ WSYNC_DEF wsync_result wsync_mirror_take(wsync_mirror *m, wsync_changes_fn fn, v
         }
     } else
 #endif
-        wsync__m_lock(m);
+        WSYNC__LOCK(&m->mu);
     t1 = wsync__wall();
     st.wait_seconds = t1 - t0;
-    wsync__m_qlock(m);
+    WSYNC__LOCK(&m->qmu);
     st.record_bytes = m->record_bytes + m->log_bytes;
-    wsync__m_qunlock(m);
+    WSYNC__UNLOCK(&m->qmu);
     st.had_step = m->eng_has;
     st.from_step = m->eng_step;
     for (i = 0; i < m->n; i++) pending |= m->rec[i].whole || m->rec[i].count || m->rec[i].log;
@@ -17429,7 +17363,7 @@ WSYNC_DEF wsync_result wsync_mirror_take(wsync_mirror *m, wsync_changes_fn fn, v
             rc->whole = 0;
             rc->count = 0;
         }
-        wsync__m_qlock(m);
+        WSYNC__LOCK(&m->qmu);
         if (r == WSYNC_OK) {
             m->eng_has = 1;
             m->eng_step = m->step;
@@ -17446,11 +17380,11 @@ WSYNC_DEF wsync_result wsync_mirror_take(wsync_mirror *m, wsync_changes_fn fn, v
             m->eng_has = 0;
             m->eng_has_state = 0;
         }
-        wsync__m_qunlock(m);
+        WSYNC__UNLOCK(&m->qmu);
     }
     st.has_step = m->eng_has;
     st.step = m->eng_step;
-    wsync__m_unlock(m);
+    WSYNC__UNLOCK(&m->mu);
     st.pause_seconds = wsync__wall() - t0;
     if (stats) *stats = st;
     return r;
@@ -17460,10 +17394,10 @@ WSYNC_DEF int wsync_mirror_engine_step(wsync_mirror *m, uint64_t *step)
 {
     int has;
     if (!m) return 0;
-    wsync__m_qlock(m);
+    WSYNC__LOCK(&m->qmu);
     has = m->eng_has;
     if (has && step) *step = m->eng_step;
-    wsync__m_qunlock(m);
+    WSYNC__UNLOCK(&m->qmu);
     return has;
 }
 
@@ -17471,10 +17405,10 @@ WSYNC_DEF int wsync_mirror_step(wsync_mirror *m, uint64_t *step)
 {
     int has;
     if (!m) return 0;
-    wsync__m_qlock(m);
+    WSYNC__LOCK(&m->qmu);
     has = m->has_step;
     if (has && step) *step = m->step;
-    wsync__m_qunlock(m);
+    WSYNC__UNLOCK(&m->qmu);
     return has;
 }
 
@@ -17482,10 +17416,10 @@ WSYNC_DEF int wsync_mirror_state_digest(wsync_mirror *m, uint64_t *digest)
 {
     int has;
     if (!m) return 0;
-    wsync__m_qlock(m);
+    WSYNC__LOCK(&m->qmu);
     has = m->eng_has && m->eng_has_state;
     if (has && digest) *digest = m->eng_state;
-    wsync__m_qunlock(m);
+    WSYNC__UNLOCK(&m->qmu);
     return has;
 }
 
