@@ -1130,6 +1130,24 @@ static void test_tcp_forged(void)
         CHECK_EQ_INT(rx.recv_imm(rx.user, mr, &imm, 1000, &e), WSYNC_OK);
         CHECK_EQ_INT(imm, 4242);
     }
+    /* the same frame twice on one connection: the second is a replay (its sequence number is old) */
+    gen(mem, 0, 1 << 20, 9);
+    fd = raw_authed(port, region, key, &mac);
+    memset(pay, 0x6D, sizeof pay);
+    n = frame(buf, &mac, WSYNC__TCP_MAGIC, 1, region, 0, 2000, 16, 1, pay, 16, 0);
+    memcpy(buf + n, buf, n);
+    memset(buf + n + WSYNC__TCP_HDR, 0x11, 16); /* what a replay would want to put back: the old bytes */
+    {
+        wsync__poly p;
+        uint8_t dkey[32], tag[WSYNC__TAG];
+        wsync__tcp_frame_keys(&mac, buf, tag, dkey); /* (the replayed data keeps a valid tag for seq 1) */
+        wsync__poly_init(&p, dkey);
+        wsync__poly_update(&p, buf + n + WSYNC__TCP_HDR, 16);
+        wsync__poly_final(&p, buf + n + WSYNC__TCP_HDR + 16);
+    }
+    CHECK_EQ_INT(forge_fd(fd, buf, 2 * n), 9);
+    CHECK(mem[2000] == 0x6D && mem[2015] == 0x6D); /* the first landed, the replay did not */
+    gen(mem, 0, 1 << 20, 9);
     /* the same frame replayed on a new connection: its tag was for the old connection's key */
     gen(mem, 0, 1 << 20, 9);
     fd = raw_authed(port, region, key, &mac);
