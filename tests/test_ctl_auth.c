@@ -8,6 +8,8 @@
      PROOF, logged with its address, receives nothing after the handshake
      and takes no slot; the real ranks join, two steps commit, and the
      inference rank's memory holds the trainer's bytes of each step.
+   - the write window: a trainer with the key that writes after its step
+     committed is refused; the inference rank keeps the committed bytes.
    - a trainer with the key that replays its step-1 DONE frame at step 2:
      the MAC (sequence number) refuses it, step 2 aborts, version stays 1.
    - a rogue controller bound first, without the key: the real rank
@@ -267,11 +269,16 @@ static wsync_ctl_tensor entry(void)
     return t;
 }
 
-/* A real trainer with the job key: every step its bytes are val(step, i).
-   replay 1: it speaks by hand and resends its step-1 DONE frame at step 2. */
+/* A real trainer with the key: every step its bytes are val(step, i). As
+   "late" (LATE as its argument) it writes "INJECTED" over the inference
+   rank's bytes 300 ms after its DONE for step 1, when the step committed. */
+static const char LATE[] = "late";
+
 static void real_trainer(int wfd, unsigned port, const void *arg)
 {
-    const char *key = (const char *)arg;
+    const char *key = KEY;
+    int late = arg == (const void *)LATE, late_refused = -1;
+    char late_why[200] = "";
     wsync_fabric f;
     wsync_fabric_tcp_options fo;
     wsync_fabric_mr *mr = NULL;
@@ -285,6 +292,9 @@ static void real_trainer(int wfd, unsigned port, const void *arg)
     int bye = 0;
     memset(&fo, 0, sizeof fo);
     fo.send_only = 1;
+    fo.job_key = key;
+    fo.job_key_len = strlen(key);
+    fo.sender_id = 0; /* trainer rank 0 */
     if (!mem || wsync_fabric_tcp_open(&fo, &f, &e) != WSYNC_OK ||
         f.reg(f.user, mem, NBYTES, WSYNC_MEM_HOST, &mr, &d, &e) != WSYNC_OK) {
         report(wfd, "trainer setup: %s", e.message);
@@ -311,8 +321,16 @@ static void real_trainer(int wfd, unsigned port, const void *arg)
         for (i = 0; i < NBYTES; i++) mem[i] = val(step, i);
         if (wsync_rank_push(r, &e) != WSYNC_OK || wsync_rank_done(r, step, WSYNC_OK, NULL, &e) != WSYNC_OK) break;
         steps++;
+        if (late && step == 1) {
+            wsync_error le;
+            sleep_ms(300);
+            for (i = 0; i < NBYTES; i++) mem[i] = (uint8_t)"INJECTED"[i % 8];
+            late_refused = wsync_rank_push(r, &le) != WSYNC_OK;
+            snprintf(late_why, sizeof late_why, "%.190s", le.message);
+        }
     }
-    report(wfd, "trainer steps=%llu bye=%d %s", (unsigned long long)steps, bye, bye ? "" : e.message);
+    report(wfd, "trainer steps=%llu bye=%d late_refused=%d (%s) %s", (unsigned long long)steps, bye, late_refused,
+           late_why, bye ? "" : e.message);
     wsync_rank_close(r);
     f.dereg(f.user, mr);
     wsync_fabric_close(&f);
@@ -346,11 +364,17 @@ static void real_inference(int wfd, unsigned port, const void *arg)
     wsync_rank *r = NULL;
     wsync_error e;
     wsync_ctl_tensor t = entry();
+    wsync_fabric_tcp_options fo;
     inf_state st;
     char why[200] = "";
+    uint64_t i, end_bad = 0;
     memset(&st, 0, sizeof st);
+    memset(&fo, 0, sizeof fo);
+    fo.job_key = key;
+    fo.job_key_len = strlen(key);
+    fo.sender_id = UINT32_MAX;
     st.mem = (uint8_t *)calloc(1, NBYTES);
-    if (!st.mem || wsync_fabric_tcp_open(NULL, &f, &e) != WSYNC_OK ||
+    if (!st.mem || wsync_fabric_tcp_open(&fo, &f, &e) != WSYNC_OK ||
         f.reg(f.user, st.mem, NBYTES, WSYNC_MEM_HOST, &mr, &d, &e) != WSYNC_OK) {
         report(wfd, "inference setup: %s", e.message);
         return;
@@ -360,6 +384,7 @@ static void real_inference(int wfd, unsigned port, const void *arg)
     o.role = WSYNC_CTL_INFERENCE;
     o.tensors = &t;
     o.n_tensors = 1;
+    o.fabric = &f; /* its write window */
     o.mrs = &mr;
     o.descs = &d;
     o.n_regions = 1;
@@ -376,8 +401,10 @@ static void real_inference(int wfd, unsigned port, const void *arg)
         int64_t until = raw_now_ms() + 8000;
         while (!wsync_rank_ended(r, why, sizeof why) && raw_now_ms() < until) sleep_ms(5);
     }
-    report(wfd, "inference version=%llu checked=%llu bad=%llu", (unsigned long long)wsync_rank_version(r),
-           (unsigned long long)st.checked, (unsigned long long)st.bad);
+    /* at the end: still the last committed step's bytes */
+    for (i = 0; wsync_rank_version(r) && i < NBYTES; i++) end_bad += st.mem[i] != val(wsync_rank_version(r), i);
+    report(wfd, "inference version=%llu checked=%llu bad=%llu end_bad=%llu", (unsigned long long)wsync_rank_version(r),
+           (unsigned long long)st.checked, (unsigned long long)st.bad, (unsigned long long)end_bad);
     wsync_rank_close(r);
     f.dereg(f.user, mr);
     wsync_fabric_close(&f);
@@ -541,6 +568,33 @@ static void rogue_controller(int wfd, unsigned unused, const void *arg)
     raw_challenge(fd, NULL, &s, &role, &rank, 0);
     report(wfd, "rogue-ctl role=%u after-hello=%zu", (unsigned)role, drain(fd, 1000));
     close(fd);
+}
+
+static void test_late_write(void)
+{
+    child tr, in;
+    wsync_controller *c;
+    wsync_error e;
+    unsigned port;
+    TEST_BEGIN("the write window: a trainer with the key that writes after its step committed is refused, and the "
+               "inference rank keeps the committed bytes");
+    c = ctl_open(KEY, 6000, &e);
+    CHECK_MSG(c != NULL, "%s", e.message);
+    if (!c) return;
+    port = wsync_controller_port(c);
+    CHECK(spawn(&tr, real_trainer, port, LATE));
+    CHECK(spawn(&in, real_inference, port, KEY));
+    CHECK_MSG(wsync_controller_accept(c, &e) == WSYNC_OK, "%s", e.message);
+    CHECK_MSG(wsync_controller_step(c, 1, &e) == WSYNC_OK, "%s", e.message);
+    sleep_ms(700); /* the late write comes and is refused */
+    wsync_controller_close(c);
+    {
+        const char *line = reap(&tr, 8000);
+        CHECK_MSG(has(line, "trainer steps=1 bye=1 late_refused=1"), "%s", line);
+        line = reap(&in, 8000);
+        CHECK_MSG(has(line, "inference version=1 checked=1 bad=0 end_bad=0"), "%s", line);
+    }
+    TEST_END();
 }
 
 static void test_rogue_controller(void)
@@ -742,6 +796,7 @@ int main(void)
     test_rogue_ranks();
     test_replayed_done();
     test_rogue_controller();
+    test_late_write();
     test_deadline_logged();
     test_slow_handshakes();
     return check_summary();
