@@ -11155,6 +11155,130 @@ done:
     return r;
 }
 
+/* wsync_delta_apply's phase 2: either the digests of base and result (which
+   decode, and so check, every Rice block into scratch), or a check of the
+   Rice blocks alone; either way before anything is written. */
+static wsync_result wsync__apply_phase_check(wsync__app *A, unsigned threads, wsync_error *err)
+{
+    size_t i;
+    unsigned t;
+    wsync_result r;
+    if (!A->packed || (A->o->flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) ==
+                         (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
+        if ((r = wsync__workers_do(threads, A->n_items, wsync__apply_check, A, err)) != WSYNC_OK) return r;
+        {
+            /* each Rice patch's items together must hold its declared count */
+            size_t j = 0;
+            while (j < A->n_items) {
+                const wsync__patch *pt = &A->patches[A->items[j].patch];
+                uint64_t total = 0;
+                size_t start = j;
+                while (j < A->n_items && A->items[j].patch == A->items[start].patch) total += A->items[j++].count;
+                if (pt->rice && total != pt->count) {
+                    return wsync__fail(err, WSYNC_ERR_INVALID_HEADER, pt->src->key_offset, pt->src->name,
+                                    pt->src->name_len, "blocks hold %llu changes, the header says %llu",
+                                    (unsigned long long)total, (unsigned long long)pt->count);
+                }
+            }
+        }
+    } else {
+        /* scratch for the largest Rice block (or 1 MiB for packed-max) */
+        for (i = 0; i < A->f->n_tensors; i++) {
+            const wsync__patch *pt = &A->patches[i];
+            if (pt->rice && pt->nblocks) {
+                uint64_t need = (pt->blk < pt->nelem ? pt->blk : pt->nelem) * pt->w;
+                if (need > A->scratch_bytes) A->scratch_bytes = (size_t)need;
+            }
+        }
+        for (t = 0; t < threads; t++) {
+            A->scratch[t] = (uint8_t *)wsync__alloc(&A->o->allocator, A->scratch_bytes);
+            if (!A->scratch[t]) {
+                return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "digest scratch");
+            }
+        }
+        if ((r = wsync__workers_do(threads, A->f->n_tensors, wsync__apply_verify, A, err)) != WSYNC_OK) return r;
+    }
+    return WSYNC_OK;
+}
+
+/* wsync_delta_apply, before phase 3: the report's buffers (on_changes),
+   and the capture of the decoded changes; once the write starts, nothing
+   may fail. */
+static wsync_result wsync__apply_phase_report_prep(wsync__app *A, unsigned threads, wsync_error *err)
+{
+    size_t i;
+    unsigned t;
+    if (A->o->on_changes) {
+        unsigned rt = (A->o->flags & WSYNC_DELTA_CHANGES_PARALLEL) ? threads : 1;
+        if (A->chunk > ((size_t)SIZE_MAX >> 5)) A->chunk = (size_t)SIZE_MAX >> 5;
+        A->rep = (uint8_t **)wsync__alloc(&A->o->allocator, rt * sizeof *A->rep);
+        if (A->rep) memset(A->rep, 0, rt * sizeof *A->rep);
+        for (t = 0; A->rep && t < rt; t++)
+            if (!(A->rep[t] = (uint8_t *)wsync__alloc(&A->o->allocator, A->chunk * 16))) break;
+        if (!A->rep || t < rt) {
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes buffer");
+        }
+        if (rt > 1 && A->f->n_tensors > 1) {
+            wsync__rep_ord *ord = (wsync__rep_ord *)wsync__alloc(&A->o->allocator, A->f->n_tensors * sizeof *ord);
+            if (!ord || !(A->order = (size_t *)wsync__alloc(&A->o->allocator, A->f->n_tensors * sizeof *A->order))) {
+                wsync__free(&A->o->allocator, ord);
+                return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes order");
+            }
+            for (i = 0; i < A->f->n_tensors; i++) {
+                ord[i].count = A->patches[i].target || A->patches[i].alias_target ? A->patches[i].count : 0;
+                ord[i].i = i;
+            }
+            qsort(ord, A->f->n_tensors, sizeof *ord, wsync__rep_ord_cmp);
+            for (i = 0; i < A->f->n_tensors; i++) A->order[i] = ord[i].i;
+            wsync__free(&A->o->allocator, ord);
+        }
+        if (!(A->item0 = (size_t *)wsync__alloc(&A->o->allocator, (A->f->n_tensors + 1) * sizeof *A->item0))) {
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes items");
+        }
+        {
+            /* each entry's items; then the capture, item by item while it
+               fits (its count from the blocks' headers), in one block that
+               may be refused: then everything is decoded again */
+            size_t j = 0;
+            uint64_t total = 0;
+            for (i = 0; i < A->f->n_tensors; i++) {
+                A->item0[i] = j;
+                while (j < A->n_items && A->items[j].patch == i) j++;
+            }
+            A->item0[A->f->n_tensors] = j;
+            for (j = 0; j < A->n_items; j++) {
+                wsync__item *it = &A->items[j];
+                const wsync__patch *pt = &A->patches[it->patch];
+                uint64_t bi, soff = it->soff, c = 0, need;
+                if (!pt->rice || WSYNC_CHANGES_WHOLE(pt->count, pt->nelem, pt->w)) continue;
+                for (bi = it->b0; bi < it->b1; bi++) {
+                    uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
+                    uint64_t v = 0;
+                    if (bsize) wsync__varint_get(pt->stream + soff, bsize, &v);
+                    c += v;
+                    soff += bsize;
+                }
+                need = (c * (4 + (uint64_t)pt->w) + 7) & ~(uint64_t)7;
+                if (need > WSYNC__CAPTURE_MAX - total) break;
+                it->cap_n = c;
+                total += need;
+            }
+            if (total && (A->cap = (uint8_t *)wsync__alloc(&A->o->allocator, (size_t)total)) != NULL) {
+                uint8_t *q = A->cap;
+                for (j = 0; j < A->n_items; j++) {
+                    wsync__item *it = &A->items[j];
+                    unsigned w = A->patches[it->patch].w;
+                    if (!it->cap_n) continue;
+                    it->cap_pos = (uint32_t *)(void *)q;
+                    it->cap_val = q + it->cap_n * 4;
+                    q += (it->cap_n * (4 + (uint64_t)w) + 7) & ~(uint64_t)7;
+                }
+            }
+        }
+    }
+    return WSYNC_OK;
+}
+
 WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync_tensor *targets, size_t n,
                                          const wsync_delta_options *opt, wsync_delta_stats *stats,
                                          wsync_error *err)
@@ -11232,115 +11356,9 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     /* 2. Either the digests of base and result (which decode, and so check,
           every Rice block into scratch), or a check of the Rice blocks alone;
           either way before anything is written. */
-    if (!A.packed || (o.flags & (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) ==
-                         (WSYNC_DELTA_SKIP_BASE_DIGEST | WSYNC_DELTA_SKIP_RESULT_DIGEST)) {
-        if ((r = wsync__workers_do(threads, A.n_items, wsync__apply_check, &A, err)) != WSYNC_OK) goto done;
-        {
-            /* each Rice patch's items together must hold its declared count */
-            size_t j = 0;
-            while (j < A.n_items) {
-                const wsync__patch *pt = &A.patches[A.items[j].patch];
-                uint64_t total = 0;
-                size_t start = j;
-                while (j < A.n_items && A.items[j].patch == A.items[start].patch) total += A.items[j++].count;
-                if (pt->rice && total != pt->count) {
-                    r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, pt->src->key_offset, pt->src->name,
-                                    pt->src->name_len, "blocks hold %llu changes, the header says %llu",
-                                    (unsigned long long)total, (unsigned long long)pt->count);
-                    goto done;
-                }
-            }
-        }
-    } else {
-        /* scratch for the largest Rice block (or 1 MiB for packed-max) */
-        for (i = 0; i < f.n_tensors; i++) {
-            const wsync__patch *pt = &A.patches[i];
-            if (pt->rice && pt->nblocks) {
-                uint64_t need = (pt->blk < pt->nelem ? pt->blk : pt->nelem) * pt->w;
-                if (need > A.scratch_bytes) A.scratch_bytes = (size_t)need;
-            }
-        }
-        for (t = 0; t < threads; t++) {
-            A.scratch[t] = (uint8_t *)wsync__alloc(&o.allocator, A.scratch_bytes);
-            if (!A.scratch[t]) {
-                r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "digest scratch");
-                goto done;
-            }
-        }
-        if ((r = wsync__workers_do(threads, f.n_tensors, wsync__apply_verify, &A, err)) != WSYNC_OK) goto done;
-    }
+    if ((r = wsync__apply_phase_check(&A, threads, err)) != WSYNC_OK) goto done;
     /* The report's buffers, before the write: once it starts, nothing may fail. */
-    if (o.on_changes) {
-        unsigned rt = (o.flags & WSYNC_DELTA_CHANGES_PARALLEL) ? threads : 1;
-        if (A.chunk > ((size_t)SIZE_MAX >> 5)) A.chunk = (size_t)SIZE_MAX >> 5;
-        A.rep = (uint8_t **)wsync__alloc(&o.allocator, rt * sizeof *A.rep);
-        if (A.rep) memset(A.rep, 0, rt * sizeof *A.rep);
-        for (t = 0; A.rep && t < rt; t++)
-            if (!(A.rep[t] = (uint8_t *)wsync__alloc(&o.allocator, A.chunk * 16))) break;
-        if (!A.rep || t < rt) {
-            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes buffer");
-            goto done;
-        }
-        if (rt > 1 && f.n_tensors > 1) {
-            wsync__rep_ord *ord = (wsync__rep_ord *)wsync__alloc(&o.allocator, f.n_tensors * sizeof *ord);
-            if (!ord || !(A.order = (size_t *)wsync__alloc(&o.allocator, f.n_tensors * sizeof *A.order))) {
-                wsync__free(&o.allocator, ord);
-                r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes order");
-                goto done;
-            }
-            for (i = 0; i < f.n_tensors; i++) {
-                ord[i].count = A.patches[i].target || A.patches[i].alias_target ? A.patches[i].count : 0;
-                ord[i].i = i;
-            }
-            qsort(ord, f.n_tensors, sizeof *ord, wsync__rep_ord_cmp);
-            for (i = 0; i < f.n_tensors; i++) A.order[i] = ord[i].i;
-            wsync__free(&o.allocator, ord);
-        }
-        if (!(A.item0 = (size_t *)wsync__alloc(&o.allocator, (f.n_tensors + 1) * sizeof *A.item0))) {
-            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "changes items");
-            goto done;
-        }
-        {
-            /* each entry's items; then the capture, item by item while it
-               fits (its count from the blocks' headers), in one block that
-               may be refused: then everything is decoded again */
-            size_t j = 0;
-            uint64_t total = 0;
-            for (i = 0; i < f.n_tensors; i++) {
-                A.item0[i] = j;
-                while (j < A.n_items && A.items[j].patch == i) j++;
-            }
-            A.item0[f.n_tensors] = j;
-            for (j = 0; j < A.n_items; j++) {
-                wsync__item *it = &A.items[j];
-                const wsync__patch *pt = &A.patches[it->patch];
-                uint64_t bi, soff = it->soff, c = 0, need;
-                if (!pt->rice || WSYNC_CHANGES_WHOLE(pt->count, pt->nelem, pt->w)) continue;
-                for (bi = it->b0; bi < it->b1; bi++) {
-                    uint32_t bsize = wsync__get_le32(pt->stream + pt->table_at + 4 * bi);
-                    uint64_t v = 0;
-                    if (bsize) wsync__varint_get(pt->stream + soff, bsize, &v);
-                    c += v;
-                    soff += bsize;
-                }
-                need = (c * (4 + (uint64_t)pt->w) + 7) & ~(uint64_t)7;
-                if (need > WSYNC__CAPTURE_MAX - total) break;
-                it->cap_n = c;
-                total += need;
-            }
-            if (total && (A.cap = (uint8_t *)wsync__alloc(&o.allocator, (size_t)total)) != NULL) {
-                uint8_t *q = A.cap;
-                for (j = 0; j < A.n_items; j++) {
-                    wsync__item *it = &A.items[j];
-                    unsigned w = A.patches[it->patch].w;
-                    if (!it->cap_n) continue;
-                    it->cap_pos = (uint32_t *)(void *)q;
-                    it->cap_val = q + it->cap_n * 4;
-                    q += (it->cap_n * (4 + (uint64_t)w) + 7) & ~(uint64_t)7;
-                }
-            }
-        }
-    }
+    if ((r = wsync__apply_phase_report_prep(&A, threads, err)) != WSYNC_OK) goto done;
     /* 3. Write. Nothing below can fail. */
     wsync__workers_do(threads, A.n_items, wsync__apply_write, &A, NULL);
     for (i = 0; i < f.n_tensors; i++) {
@@ -17763,6 +17781,20 @@ static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t 
     uint64_t blk = r->sdim * r->inner, pblk = r->pdim * r->inner, lo = r->start * r->inner,
              hi = (r->start + r->len) * r->inner, shift = r->off * r->inner, k = 0, i;
     int rc;
+    uint8_t *d = (uint8_t *)e->p[r->p].data;
+    if (d && pos) {
+        uint64_t n = 0;
+        WSYNC__BY_WIDTH(w, wsync__eng_direct_w, d, r, pos, vals, count, &n);
+        if (n) wsync__eng_count(e, r, n, w);
+        return 0;
+    }
+    if (d) { /* whole, into the data: a run per block */
+        uint64_t outer = count / (blk ? blk : 1), o;
+        for (o = 0; o < outer; o++)
+            memcpy(d + (o * pblk + shift) * w, vals + (o * blk + lo) * w, (size_t)((hi - lo) * w));
+        if (outer) wsync__eng_count(e, r, outer * (hi - lo), w);
+        return 0;
+    }
     if (!pos) { /* whole: every element of the slice, block by block */
         uint64_t outer = count / (blk ? blk : 1), o, x;
         for (o = 0; o < outer; o++)
