@@ -17781,20 +17781,6 @@ static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t 
     uint64_t blk = r->sdim * r->inner, pblk = r->pdim * r->inner, lo = r->start * r->inner,
              hi = (r->start + r->len) * r->inner, shift = r->off * r->inner, k = 0, i;
     int rc;
-    uint8_t *d = (uint8_t *)e->p[r->p].data;
-    if (d && pos) {
-        uint64_t n = 0;
-        WSYNC__BY_WIDTH(w, wsync__eng_direct_w, d, r, pos, vals, count, &n);
-        if (n) wsync__eng_count(e, r, n, w);
-        return 0;
-    }
-    if (d) { /* whole, into the data: a run per block */
-        uint64_t outer = count / (blk ? blk : 1), o;
-        for (o = 0; o < outer; o++)
-            memcpy(d + (o * pblk + shift) * w, vals + (o * blk + lo) * w, (size_t)((hi - lo) * w));
-        if (outer) wsync__eng_count(e, r, outer * (hi - lo), w);
-        return 0;
-    }
     if (!pos) { /* whole: every element of the slice, block by block */
         uint64_t outer = count / (blk ? blk : 1), o, x;
         for (o = 0; o < outer; o++)
