@@ -7756,7 +7756,8 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
     }
     case WSYNC_CTL_CHALLENGE: {
         const uint8_t *q;
-        if (!wsync__ctl_rd_take(&c, WSYNC_CTL_NONCE + WSYNC_CTL_MAC, &q)) r = wsync__ctl_rd_short(&c, err, "nonce and proof");
+        if (!wsync__ctl_rd_take(&c, WSYNC_CTL_NONCE + WSYNC_CTL_MAC, &q))
+            r = wsync__ctl_rd_short(&c, err, "nonce and proof");
         else {
             memcpy(out->nonce, q, WSYNC_CTL_NONCE);
             memcpy(out->mac, q + WSYNC_CTL_NONCE, WSYNC_CTL_MAC);
@@ -7789,8 +7790,9 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
             if (!wsync__ctl_rd_take(&c, 4, &q)) r = wsync__ctl_rd_short(&c, err, "sender");
             else if ((out->senders[i] = wsync__rdma_get32(q)) >= WSYNC_CTL_MAX_RANKS ||
                      (i && out->senders[i] <= out->senders[i - 1]))
-                r = wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "OPEN: sender %u: trainer rank %u (ascending, once each)",
-                                   (unsigned)i, (unsigned)out->senders[i]);
+                r = wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER,
+                                   "OPEN: sender %u: trainer rank %u (ascending, once each)", (unsigned)i,
+                                   (unsigned)out->senders[i]);
         }
         break;
     }
@@ -9145,7 +9147,8 @@ static void wsync__ctl_fail_all(wsync_controller *c, const wsync_error *e)
     unsigned i;
     for (i = 0; i < c->nt + c->ni; i++)
         if (c->m[i].fd >= 0 && !c->m[i].gone)
-            wsync__ctl_send_text(c->m[i].fd, &c->m[i].sess, WSYNC_CTL_ERROR, 0, e->code, e->message, c->m[i].name, NULL);
+            wsync__ctl_send_text(c->m[i].fd, &c->m[i].sess, WSYNC_CTL_ERROR, 0, e->code, e->message, c->m[i].name,
+                                 NULL);
 }
 
 #define WSYNC__CTL_PENDING 64
@@ -9390,8 +9393,8 @@ static void wsync__ctl_abort(wsync_controller *c, uint64_t step, const wsync_err
     c->in_step = 0;
     for (i = 0; i < c->nt + c->ni; i++) /* trainers too: one may wait at a barrier */
         if (!c->m[i].gone &&
-            wsync__ctl_send_text(c->m[i].fd, &c->m[i].sess, WSYNC_CTL_ABORT, step, why->code, why->message, c->m[i].name, NULL) !=
-                WSYNC_OK)
+            wsync__ctl_send_text(c->m[i].fd, &c->m[i].sess, WSYNC_CTL_ABORT, step, why->code, why->message,
+                                 c->m[i].name, NULL) != WSYNC_OK)
             c->m[i].gone = 1;
 }
 
@@ -10194,7 +10197,8 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     j.n_tensors = opt->n_tensors;
     j.tensors = (wsync_ctl_tensor *)opt->tensors;
     if ((res = wsync__ctl_send(r->fd, &r->sess, &j, &r->a, "the controller", err)) != WSYNC_OK ||
-        (res = wsync__ctl_recv(r->fd, &r->sess, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK) {
+        (res = wsync__ctl_recv(r->fd, &r->sess, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) !=
+            WSYNC_OK) {
         wsync_rank_close(r);
         return res;
     }
@@ -10383,7 +10387,8 @@ static wsync_result wsync__rank_barrier(wsync_rank *r, uint32_t g, wsync_error *
     m.step = r->step;
     m.group = g;
     if ((res = wsync__ctl_send(r->fd, &r->sess, &m, &r->a, "the controller", err)) != WSYNC_OK) return res;
-    if ((res = wsync__ctl_recv(r->fd, &r->sess, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) != WSYNC_OK)
+    if ((res = wsync__ctl_recv(r->fd, &r->sess, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) !=
+        WSYNC_OK)
         return res;
     if (m.type == WSYNC_CTL_ABORT)
         res = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: step %llu aborted at mesh group %u's barrier: %s", r->me,

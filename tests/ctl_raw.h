@@ -65,7 +65,8 @@ static int raw_recv(int fd, rawsess *s, wsync_ctl_msg *out, int ms)
     uint8_t mac[WSYNC_CTL_MAC], want[WSYNC_CTL_MAC];
     uint32_t type = 0, pl = 0;
     wsync_error e;
-    if (!raw_read(fd, buf, WSYNC_CTL_HEADER, ms) || wsync_ctl_header(buf, WSYNC_CTL_HEADER, &type, &pl, &e) != WSYNC_OK ||
+    if (!raw_read(fd, buf, WSYNC_CTL_HEADER, ms) ||
+        wsync_ctl_header(buf, WSYNC_CTL_HEADER, &type, &pl, &e) != WSYNC_OK ||
         pl > sizeof buf - WSYNC_CTL_HEADER || (pl && !raw_read(fd, buf + WSYNC_CTL_HEADER, pl, ms)))
         return 0;
     if (s) {
