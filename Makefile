@@ -34,7 +34,7 @@ SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_DIRS  := $(FUZZERS:fuzz_%=fuzz/corpus/%)
 
-.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply bench-simd bench-fanout bench-probe bench-schedule bench-dir bench-pullmem fuzz fuzz-run demo clean FORCE python bench-python
+.PHONY: all deps test test-build test-run test-exhaustive bench bench-apply bench-simd bench-fanout bench-probe bench-schedule bench-dir bench-pullmem fuzz fuzz-run demo clean FORCE python bench-python bench-engine
 
 all: $(BUILD)/wsync
 
@@ -173,6 +173,12 @@ python: $(BUILD)/libwsync.so
 # The binding against C, and wsync's diff against torch's (!=, nonzero, gather).
 bench-python: $(BUILD)/libwsync.so $(BUILD)/bench_probe
 	WSYNC_LIB=$(BUILD)/libwsync.so PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 tests/bench_python.py $(BENCH_PYTHON_ARGS)
+
+# make bench-engine: a tensor-parallel rank's pause at Qwen3-0.6B's shapes
+# (tests/bench_engine.py): the take through the engine map against
+# load_weights and load_state_dict (BENCH_ENGINE_ARGS: --layers, --device cuda)
+bench-engine: $(BUILD)/libwsync.so
+	WSYNC_LIB=$(BUILD)/libwsync.so PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 tests/bench_engine.py $(BENCH_ENGINE_ARGS)
 
 # Every test, in the plain build and under ASan+UBSan, plus the headers
 # compiled as C99 and C++ by gcc and clang, plus the CLI's exit codes.
