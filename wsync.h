@@ -2108,8 +2108,8 @@ typedef struct wsync_map_param {
     const wsync_map_piece *pieces;
     size_t n_pieces;          /* 0: the checkpoint tensor named `name`, whole */
     uint64_t pad;             /* trailing entries along dim, never written */
-    void *data;               /* optional: the parameter's host memory (row-major), where
-                                 wsync_engine_take scatters when given no callback */
+    void *data;               /* optional: the parameter's host memory (row-major): wsync_engine_take
+                                 writes its changes there itself (read at each take) */
 } wsync_map_param;
 
 typedef struct wsync_map_rank {
@@ -2157,10 +2157,11 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
                                          wsync_engine **out, wsync_error *err);
 /* wsync_mirror_take through the map: each change of a checkpoint tensor is
    translated into the parameters holding it on this rank (others dropped)
-   and handed to fn, or, fn NULL, written into each parameter's data (every
-   parameter needs data, else WSYNC_ERR_INVALID_ARGUMENT before anything
-   moves). The mirror's rules hold: merged since the last take, all or
-   nothing per step, a refusal re-handed at the next take. */
+   and written into the parameter's data when it has some (a scatter in
+   the take's thread), else handed to fn (fn NULL: every parameter needs
+   data, else WSYNC_ERR_INVALID_ARGUMENT before anything moves). The
+   mirror's rules hold: merged since the last take, all or nothing per
+   step, a refusal re-handed at the next take. */
 WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn fn, void *user,
                                          wsync_engine_stats *stats, wsync_error *err);
 WSYNC_DEF void wsync_engine_close(wsync_engine *e);
@@ -10143,6 +10144,110 @@ static int wsync__encode_plan(wsync__enc *E, size_t n)
     return 1;
 }
 
+/* wsync_delta_encode's work. Threads over tensors keep the digests fused
+   with the diff (one pass over memory); when one tensor alone is more than
+   a thread's share, tensors are cut into runs of blocks instead, and the
+   digests take passes of their own. */
+static wsync_result wsync__encode_run(wsync__enc *E, size_t n, unsigned threads, wsync_delta_options *o,
+                                      uint64_t **own_digests, wsync_error *err)
+{
+    size_t i;
+    int split;
+    wsync_result r;
+    {
+        uint64_t most = 0, all = 0;
+        for (i = 0; i < n; i++) {
+            all += E->nelem[i];
+            if (E->nelem[i] > most) most = E->nelem[i];
+        }
+        split = E->packed && threads > 1 && most > all / threads;
+    }
+    if (split) {
+        /* runs of blocks on every thread, then digests and streams per tensor;
+           base digests first when the runs are to update the base */
+        if ((o->flags & WSYNC_DELTA_UPDATE_BASE) && !o->base_digests) {
+            uint64_t *bd = (uint64_t *)wsync__alloc(&o->allocator, (n + 1) * sizeof *bd);
+            if (!bd)
+                return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "base digests");
+            r = wsync__tensor_digests(E->base, n, threads, bd, err);
+            *own_digests = bd;
+            o->base_digests = bd;
+            if (r != WSYNC_OK) return r;
+        }
+        if (!wsync__encode_plan(E, n))
+            return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder plan");
+        if ((r = wsync__workers_do(threads, E->n_items, wsync__encode_item, E, err)) != WSYNC_OK) return r;
+        if ((r = wsync__workers_do(threads, n, wsync__encode_finish, E, err)) != WSYNC_OK) return r;
+    } else if ((r = wsync__workers_do(threads, n, wsync__encode_one, E, err)) != WSYNC_OK) {
+        return r;
+    }
+    return WSYNC_OK;
+}
+
+/* wsync_delta_encode's output: an entry per stream (trl: per tensor with
+   changes), __metadata__ for the encoding, and the file through the
+   streaming writer, so that every allocation goes through the caller's. */
+static wsync_result wsync__encode_output(const wsync__enc *E, size_t max_out, wsync_st_tensor_desc *descs,
+                                         const wsync_delta_options *o, wsync_delta_stats *st, wsync_sink_fn sink,
+                                         void *user, wsync_error *err)
+{
+    size_t n_out = 0, n_meta = 0, i;
+    char nums[8][32];
+    wsync_st_kv meta[10];
+    wsync_st_write_options wo;
+    wsync_st_writer sw;
+    wsync_result r;
+    for (i = 0; i < max_out; i++) {
+        if (!E->outs[i].name) continue; /* trl: a tensor without changes */
+        descs[n_out].name = E->outs[i].name;
+        descs[n_out].dtype = E->outs[i].dtype;
+        descs[n_out].rank = 1;
+        descs[n_out].shape = &E->outs[i].shape;
+        descs[n_out].data = E->outs[i].data.p;
+        descs[n_out].nbytes = E->outs[i].data.len;
+        descs[n_out].name_len = 0;
+        n_out++;
+    }
+    wsync__fmt_u64(nums[0], sizeof nums[0], o->base_step);
+    wsync__fmt_u64(nums[1], sizeof nums[1], o->step);
+    wsync__fmt_u64(nums[2], sizeof nums[2], st->changed);
+    wsync__fmt_u64(nums[3], sizeof nums[3], st->elements);
+    wsync__fmt_u64(nums[4], sizeof nums[4], st->changed_tensors);
+    snprintf(nums[5], sizeof nums[5], "%.10g",
+             st->elements ? 1.0 - (double)st->changed / (double)st->elements : 1.0);
+#define WSYNC__META(k, v) (meta[n_meta].key = (k), meta[n_meta].key_len = 0, meta[n_meta].value = (v), meta[n_meta].value_len = 0, n_meta++)
+    if (E->packed) {
+        WSYNC__META("format", WSYNC__DELTA_FORMAT);
+        WSYNC__META("version", "1");
+        WSYNC__META("encoding", wsync_encoding_name(E->enc));
+        WSYNC__META("base_step", nums[0]);
+        WSYNC__META("step", nums[1]);
+        WSYNC__META("changed_elements", nums[2]);
+        WSYNC__META("total_elements", nums[3]);
+    } else {
+        WSYNC__META("format", WSYNC__TRL_FORMAT);
+        WSYNC__META("version", "1");
+        WSYNC__META("sparse", "True");
+        WSYNC__META("model_version", nums[1]);
+        WSYNC__META("prev_model_version", nums[0]);
+        WSYNC__META("num_changed_params", nums[4]);
+        WSYNC__META("total_changed_elements", nums[2]);
+        WSYNC__META("total_elements", nums[3]);
+        WSYNC__META("sparsity", nums[5]);
+        if (E->enc == WSYNC_ENCODING_TRL_V3) WSYNC__META("encoding", "gap_delta");
+    }
+#undef WSYNC__META
+    memset(&wo, 0, sizeof wo);
+    wo.allocator = o->allocator;
+    /* the streaming writer, so that every allocation goes through ours */
+    r = wsync_st_writer_begin(&sw, descs, n_out, meta, n_meta, sink, user, &wo, err);
+    for (i = 0; i < n_out && r == WSYNC_OK; i++)
+        r = wsync_st_writer_data(&sw, descs[i].data, (size_t)descs[i].nbytes, err);
+    if (r == WSYNC_OK) r = wsync_st_writer_end(&sw, err);
+    if (r == WSYNC_OK) st->bytes = 8 + sw.header_len + sw.data_len;
+    return r;
+}
+
 WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_tensor *next, size_t n,
                                           const wsync_delta_options *opt, wsync_sink_fn sink,
                                           void *user, wsync_delta_stats *stats, wsync_error *err)
@@ -10150,16 +10255,10 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     wsync_delta_options o;
     wsync__enc E;
     wsync_st_tensor_desc *descs = NULL;
-    size_t n_out = 0, i, max_out, n_meta = 0, scratch_elems;
+    size_t i, max_out, scratch_elems;
     unsigned threads, t;
-    int split;
     wsync_result r = WSYNC_OK;
     wsync_delta_stats st;
-    wsync_st_writer sw;
-    char nums[8][32];
-    wsync_st_kv meta[10];
-    wsync_st_write_options wo;
-    uint64_t total_bytes = 0;
     uint64_t *own_digests = NULL;
 
     wsync__error_reset(err);
@@ -10237,41 +10336,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
             goto done;
         }
     }
-    {
-        /* Threads over tensors keep the digests fused with the diff (one
-           pass over memory); when one tensor alone is more than a thread's
-           share, tensors are cut into runs of blocks instead, and the
-           digests take passes of their own. */
-        uint64_t most = 0, all = 0;
-        for (i = 0; i < n; i++) {
-            all += E.nelem[i];
-            if (E.nelem[i] > most) most = E.nelem[i];
-        }
-        split = E.packed && threads > 1 && most > all / threads;
-    }
-    if (split) {
-        /* runs of blocks on every thread, then digests and streams per tensor;
-           base digests first when the runs are to update the base */
-        if ((o.flags & WSYNC_DELTA_UPDATE_BASE) && !o.base_digests) {
-            uint64_t *bd = (uint64_t *)wsync__alloc(&o.allocator, (n + 1) * sizeof *bd);
-            if (!bd) {
-                r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "base digests");
-                goto done;
-            }
-            r = wsync__tensor_digests(base, n, threads, bd, err);
-            own_digests = bd;
-            o.base_digests = bd;
-            if (r != WSYNC_OK) goto done;
-        }
-        if (!wsync__encode_plan(&E, n)) {
-            r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "encoder plan");
-            goto done;
-        }
-        if ((r = wsync__workers_do(threads, E.n_items, wsync__encode_item, &E, err)) != WSYNC_OK) goto done;
-        if ((r = wsync__workers_do(threads, n, wsync__encode_finish, &E, err)) != WSYNC_OK) goto done;
-    } else if ((r = wsync__workers_do(threads, n, wsync__encode_one, &E, err)) != WSYNC_OK) {
-        goto done;
-    }
+    if ((r = wsync__encode_run(&E, n, threads, &o, &own_digests, err)) != WSYNC_OK) goto done;
 
     for (i = 0; i < n; i++) {
         st.tensors++;
@@ -10279,55 +10344,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
         st.changed += E.changed[i];
         if (E.changed[i]) st.changed_tensors++;
     }
-    for (i = 0; i < max_out; i++) {
-        if (!E.outs[i].name) continue; /* trl: a tensor without changes */
-        descs[n_out].name = E.outs[i].name;
-        descs[n_out].dtype = E.outs[i].dtype;
-        descs[n_out].rank = 1;
-        descs[n_out].shape = &E.outs[i].shape;
-        descs[n_out].data = E.outs[i].data.p;
-        descs[n_out].nbytes = E.outs[i].data.len;
-        descs[n_out].name_len = 0;
-        n_out++;
-    }
-    wsync__fmt_u64(nums[0], sizeof nums[0], o.base_step);
-    wsync__fmt_u64(nums[1], sizeof nums[1], o.step);
-    wsync__fmt_u64(nums[2], sizeof nums[2], st.changed);
-    wsync__fmt_u64(nums[3], sizeof nums[3], st.elements);
-    wsync__fmt_u64(nums[4], sizeof nums[4], st.changed_tensors);
-    snprintf(nums[5], sizeof nums[5], "%.10g",
-             st.elements ? 1.0 - (double)st.changed / (double)st.elements : 1.0);
-#define WSYNC__META(k, v) (meta[n_meta].key = (k), meta[n_meta].key_len = 0, meta[n_meta].value = (v), meta[n_meta].value_len = 0, n_meta++)
-    if (E.packed) {
-        WSYNC__META("format", WSYNC__DELTA_FORMAT);
-        WSYNC__META("version", "1");
-        WSYNC__META("encoding", wsync_encoding_name(E.enc));
-        WSYNC__META("base_step", nums[0]);
-        WSYNC__META("step", nums[1]);
-        WSYNC__META("changed_elements", nums[2]);
-        WSYNC__META("total_elements", nums[3]);
-    } else {
-        WSYNC__META("format", WSYNC__TRL_FORMAT);
-        WSYNC__META("version", "1");
-        WSYNC__META("sparse", "True");
-        WSYNC__META("model_version", nums[1]);
-        WSYNC__META("prev_model_version", nums[0]);
-        WSYNC__META("num_changed_params", nums[4]);
-        WSYNC__META("total_changed_elements", nums[2]);
-        WSYNC__META("total_elements", nums[3]);
-        WSYNC__META("sparsity", nums[5]);
-        if (E.enc == WSYNC_ENCODING_TRL_V3) WSYNC__META("encoding", "gap_delta");
-    }
-#undef WSYNC__META
-    memset(&wo, 0, sizeof wo);
-    wo.allocator = o.allocator;
-    /* the streaming writer, so that every allocation goes through ours */
-    r = wsync_st_writer_begin(&sw, descs, n_out, meta, n_meta, sink, user, &wo, err);
-    for (i = 0; i < n_out && r == WSYNC_OK; i++)
-        r = wsync_st_writer_data(&sw, descs[i].data, (size_t)descs[i].nbytes, err);
-    if (r == WSYNC_OK) r = wsync_st_writer_end(&sw, err);
-    if (r == WSYNC_OK) total_bytes = 8 + sw.header_len + sw.data_len;
-    st.bytes = total_bytes;
+    r = wsync__encode_output(&E, max_out, descs, &o, &st, sink, user, err);
 done:
     if (E.outs)
         for (i = 0; i < max_out; i++) {
@@ -17736,13 +17753,8 @@ WSYNC_DEF wsync_result wsync_engine_map_check(const wsync_tensor *tensors, size_
     return WSYNC_OK;
 }
 
-/* The chunk buffer to the engine: fn, or a scatter into the parameter's data. */
-static int wsync__eng_flush(wsync_engine *e, const wsync__eref *r, uint64_t k, unsigned w)
+static void wsync__eng_count(wsync_engine *e, const wsync__eref *r, uint64_t k, unsigned w)
 {
-    const wsync_map_param *q = &e->p[r->p];
-    wsync_param_changes c;
-    int rc = 0;
-    if (!k) return 0;
     if (e->mark[r->p] != e->takes) {
         e->mark[r->p] = e->takes;
         e->st->params++;
@@ -17750,7 +17762,58 @@ static int wsync__eng_flush(wsync_engine *e, const wsync__eref *r, uint64_t k, u
     e->st->calls++;
     e->st->positions += k;
     e->st->bytes += k * (8 + (uint64_t)w);
-    if (!e->fn) {
+}
+
+/* The first of n ascending positions at or above v. */
+static uint64_t wsync__eng_lower(const uint64_t *pos, uint64_t n, uint64_t v)
+{
+    uint64_t a = 0, b = n, m;
+    while (a < b) {
+        m = a + (b - a) / 2;
+        if (pos[m] < v) a = m + 1;
+        else b = m;
+    }
+    return a;
+}
+
+/* A chunk through one ref straight into the parameter's data, no buffer
+   (w a constant where inlined); *out: the positions written. */
+WSYNC__INLINE void wsync__eng_direct_w(uint8_t *d, const wsync__eref *r, const uint64_t *pos, const uint8_t *vals,
+                                       uint64_t count, uint64_t *out, const unsigned w)
+{
+    uint64_t blk = r->sdim * r->inner, pblk = r->pdim * r->inner, lo = r->start * r->inner,
+             hi = (r->start + r->len) * r->inner, shift = r->off * r->inner, i, n = 0;
+    if (count && pos[count - 1] < blk) { /* one block (dim 0 slices): a range of the positions */
+        uint64_t a = wsync__eng_lower(pos, count, lo);
+        for (i = a; i < count && pos[i] < hi; i++) memcpy(d + (pos[i] - lo + shift) * w, vals + i * w, w);
+        n = i - a;
+    } else {
+        uint64_t o = 0, start = 0, end = 0;
+        for (i = 0; i < count; i++) {
+            uint64_t p = pos[i], x;
+            if (p >= end) {
+                o = p / blk;
+                start = o * blk;
+                end = start + blk;
+            }
+            x = p - start;
+            if (x < lo || x >= hi) continue;
+            memcpy(d + (o * pblk + x - lo + shift) * w, vals + i * w, w);
+            n++;
+        }
+    }
+    *out = n;
+}
+
+/* The chunk buffer to the engine: fn, or a scatter into the parameter's data. */
+static int wsync__eng_flush(wsync_engine *e, const wsync__eref *r, uint64_t k, unsigned w)
+{
+    const wsync_map_param *q = &e->p[r->p];
+    wsync_param_changes c;
+    int rc = 0;
+    if (!k) return 0;
+    wsync__eng_count(e, r, k, w);
+    if (q->data) {
         uint8_t *d = (uint8_t *)q->data;
         uint64_t i;
         switch (w) {
@@ -17781,6 +17844,20 @@ static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t 
     uint64_t blk = r->sdim * r->inner, pblk = r->pdim * r->inner, lo = r->start * r->inner,
              hi = (r->start + r->len) * r->inner, shift = r->off * r->inner, k = 0, i;
     int rc;
+    uint8_t *d = (uint8_t *)e->p[r->p].data;
+    if (d && pos) {
+        uint64_t n = 0;
+        WSYNC__BY_WIDTH(w, wsync__eng_direct_w, d, r, pos, vals, count, &n);
+        if (n) wsync__eng_count(e, r, n, w);
+        return 0;
+    }
+    if (d) { /* whole, into the data: a run per block */
+        uint64_t outer = count / (blk ? blk : 1), o;
+        for (o = 0; o < outer; o++)
+            memcpy(d + (o * pblk + shift) * w, vals + (o * blk + lo) * w, (size_t)((hi - lo) * w));
+        if (outer) wsync__eng_count(e, r, outer * (hi - lo), w);
+        return 0;
+    }
     if (!pos) { /* whole: every element of the slice, block by block */
         uint64_t outer = count / (blk ? blk : 1), o, x;
         for (o = 0; o < outer; o++)

@@ -285,7 +285,7 @@ static void test_steps(int use_cb, uint32_t chunk)
     uint64_t s;
     int r;
     snprintf(name, sizeof name, "engine map: 2 ranks, fused and sharded, every take exact (%s, chunk %u)",
-             use_cb ? "callback" : "scatter", chunk);
+             use_cb == 2 ? "callback and scatter" : use_cb ? "callback" : "scatter", chunk);
     TEST_BEGIN(name);
     CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
     CHECK_EQ_INT(wsync_publisher_open(&st, &co, &P, &err), WSYNC_OK);
@@ -296,6 +296,12 @@ static void test_steps(int use_cb, uint32_t chunk)
         CHECK_EQ_INT(wsync_publish(P, s, t, NT, &ps, &err), WSYNC_OK);
         if (s == 0) {
             if (!node_open(&N[0], &st, 0, chunk) || !node_open(&N[1], &st, 1, chunk)) break;
+            /* a parameter without data goes to the callback (2: half of them) */
+            for (r = 0; r < 2 && use_cb; r++) {
+                size_t j;
+                for (j = 0; j < NP; j++)
+                    if (use_cb == 1 || j % 2) N[r].R.p[j].data = NULL;
+            }
         }
         /* takes every step up to 10, then every third step (merged) */
         if (s > 10 && s % 3) continue;
@@ -330,10 +336,18 @@ static void test_steps(int use_cb, uint32_t chunk)
         memset(&E, 0, sizeof E);
         E.R = &N[0].R;
         E.refuse = 3;
+        {
+            size_t j;
+            for (j = 0; j < NP; j++) N[0].R.p[j].data = NULL;
+        }
         CHECK_EQ_INT(wsync_engine_take(N[0].e, on_param, &E, NULL, &err), WSYNC_ERR_SINK);
         CHECK(!wsync_mirror_engine_step(N[0].m, &got));
         CHECK(strstr(err.message, "returned 5") != NULL);
         E.refuse = 0;
+        if (!use_cb) {
+            size_t j;
+            for (j = 0; j < NP; j++) N[0].R.p[j].data = N[0].R.buf[j];
+        }
         CHECK_EQ_INT(wsync_engine_take(N[0].e, use_cb ? on_param : NULL, &E, NULL, &err), WSYNC_OK);
         CHECK(wsync_mirror_engine_step(N[0].m, &got) && got == s);
         CHECK(rank_is(&N[0].R, g_img[1]));
@@ -468,6 +482,7 @@ int main(void)
     test_steps(0, 0);
     test_steps(1, 0);
     test_steps(1, 7);
+    test_steps(2, 0);
     test_steps(0, 5);
     test_refusals();
     for (s = 0; s <= MAXSTEP; s++) free(g_img[s]);

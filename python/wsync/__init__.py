@@ -302,7 +302,9 @@ class EngineStats(MirrorStats):
 def _engine_open(mptr, targets, layout):
     """wspy_engine_open for the engine's targets through the layout."""
     names, dtypes, ranks, shapes, dims, pads, npcs, ptn, pst, plen = [], [], [], [], [], [], [], [], [], []
+    datas = []
     for t in targets:
+        datas.append(_engine.host_address(t))       # CPU parameters: written in C
         names.append(t.t.bname)
         dtypes.append(t.t.code)
         ranks.append(len(t.t.shape))
@@ -328,7 +330,8 @@ def _engine_open(mptr, targets, layout):
     rc = _L.wspy_engine_open(mptr, n, arr(ctypes.c_char_p, names), arr(ctypes.c_int32, dtypes),
                              arr(ctypes.c_uint32, ranks), arr(ctypes.c_uint64, shapes), arr(ctypes.c_uint32, dims),
                              arr(ctypes.c_uint64, pads), arr(ctypes.c_uint64, npcs), arr(ctypes.c_char_p, ptn),
-                             arr(ctypes.c_uint64, pst), arr(ctypes.c_uint64, plen), 1 if layout.shard else 0,
+                             arr(ctypes.c_uint64, pst), arr(ctypes.c_uint64, plen), arr(ctypes.c_void_p, datas),
+                             1 if layout.shard else 0,
                              ctypes.byref(out), ctypes.byref(err))
     _check(rc, err)
     return out.value
@@ -856,7 +859,8 @@ class Subscriber(_Closeable):
             err = _lib.Error()
             self._sink.on_changes = on_changes
             try:
-                rc = _L.wspy_engine_take(self._engine, self._sink.fn, None, ctypes.byref(st), ctypes.byref(err))
+                rc = _L.wspy_engine_take(self._engine, self._sink.fn, 1 if on_changes is None else 0, None,
+                                         ctypes.byref(st), ctypes.byref(err))
             finally:
                 self._sink.on_changes = None
             exc = self._sink.end_take()

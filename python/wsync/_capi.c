@@ -1223,9 +1223,11 @@ WSPY_API uint64_t wspy_mirror_count(const wspy_mirror *h) { return h && h->m ? (
 
    n parameters: names, dtypes, ranks, shapes (flattened), dims, pads,
    n_pieces (0: the checkpoint tensor of the parameter's name), and all
-   parameters' pieces in order: tensors, starts, lengths. Everything is
-   copied; the map is checked against the mirror's tensors here. flags:
-   WSYNC_MAP_SHARD. The mirror must outlive it. */
+   parameters' pieces in order: tensors, starts, lengths; datas: each
+   parameter's host memory (CPU targets) or NULL (datas NULL: none).
+   Everything but the memory is copied; the map is checked against the
+   mirror's tensors here. flags: WSYNC_MAP_SHARD. The mirror must outlive
+   it. */
 typedef struct wspy_engine {
     wsync_engine *e;
     wsync_map_param *p;
@@ -1233,6 +1235,7 @@ typedef struct wspy_engine {
     wspy__tset names;      /* the parameters' names and shapes, copied */
     char **pnames;         /* the pieces' tensor names, copied */
     size_t npc;
+    void **datas;          /* the parameters' host memory, NULL where none */
 } wspy_engine;
 
 WSPY_API void wspy_engine_close(wspy_engine *g)
@@ -1242,6 +1245,7 @@ WSPY_API void wspy_engine_close(wspy_engine *g)
     wsync_engine_close(g->e);
     for (i = 0; i < g->npc; i++) free(g->pnames ? g->pnames[i] : NULL);
     free(g->pnames);
+    free(g->datas);
     free(g->pc);
     free(g->p);
     wspy__tset_free(&g->names);
@@ -1251,8 +1255,8 @@ WSPY_API void wspy_engine_close(wspy_engine *g)
 WSPY_API int32_t wspy_engine_open(wspy_mirror *h, uint64_t n, const char *const *names, const int32_t *dtypes,
                                   const uint32_t *ranks, const uint64_t *shapes, const uint32_t *dims,
                                   const uint64_t *pads, const uint64_t *n_pieces, const char *const *piece_tensors,
-                                  const uint64_t *piece_starts, const uint64_t *piece_lengths, uint32_t flags,
-                                  wspy_engine **out, wspy_error *err)
+                                  const uint64_t *piece_starts, const uint64_t *piece_lengths,
+                                  void *const *param_datas, uint32_t flags, wspy_engine **out, wspy_error *err)
 {
     static uint8_t placeholder[8];
     wspy_engine *g;
@@ -1291,7 +1295,8 @@ WSPY_API int32_t wspy_engine_open(wspy_mirror *h, uint64_t n, const char *const 
     g->p = (wsync_map_param *)calloc((size_t)n + 1, sizeof *g->p);
     g->pc = (wsync_map_piece *)calloc(at + 1, sizeof *g->pc);
     g->pnames = (char **)calloc(at + 1, sizeof *g->pnames);
-    if (!g->p || !g->pc || !g->pnames) {
+    g->datas = (void **)calloc((size_t)n + 1, sizeof *g->datas);
+    if (!g->p || !g->pc || !g->pnames || !g->datas) {
         wspy_engine_close(g);
         return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "engine map");
     }
@@ -1318,6 +1323,7 @@ WSPY_API int32_t wspy_engine_open(wspy_mirror *h, uint64_t n, const char *const 
         q->n_pieces = (size_t)n_pieces[i];
         q->pieces = q->n_pieces ? g->pc + at : NULL;
         at += q->n_pieces;
+        g->datas[i] = param_datas ? param_datas[i] : NULL;
     }
     r = wsync_engine_open(h->m, g->p, (size_t)n, flags, &g->e, &e);
     if (r != WSYNC_OK) {
@@ -1341,19 +1347,23 @@ static int wspy__ptake_cb(void *user, const wsync_param_changes *c)
     return rc ? (int)(rc > 0 ? rc : 1) : 0;
 }
 
-/* wsync_engine_take through fn (see wspy_param_fn). */
-WSPY_API int32_t wspy_engine_take(wspy_engine *g, wspy_param_fn fn, void *user, wspy_engine_stats *stats,
-                                  wspy_error *err)
+/* wsync_engine_take through fn (see wspy_param_fn). scatter 1: parameters
+   with host memory are written here in C (fn gets the others); 0: fn gets
+   every parameter's changes. */
+WSPY_API int32_t wspy_engine_take(wspy_engine *g, wspy_param_fn fn, int32_t scatter, void *user,
+                                  wspy_engine_stats *stats, wspy_error *err)
 {
     wsync_engine_stats st;
     wspy__ptake t;
     wsync_error e;
     wsync_result r;
+    size_t i;
     if (stats) memset(stats, 0, sizeof *stats);
     if (!g || !g->e) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "engine map is closed");
     if (!fn) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no callback");
     t.fn = fn;
     t.user = user;
+    for (i = 0; i < g->names.n; i++) g->p[i].data = scatter ? g->datas[i] : NULL;
     memset(&st, 0, sizeof st);
     r = wsync_engine_take(g->e, wspy__ptake_cb, &t, &st, &e);
     if (stats) {

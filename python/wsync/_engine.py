@@ -197,6 +197,18 @@ def _np_dtype(code):
             "U64": np.uint64, "BOOL": np.bool_}.get(name)
 
 
+def host_address(t):
+    """A CPU target's address (wsync writes it in C), else None (the
+    binding's scatter: index_copy_ on the device)."""
+    if not t.t.nbytes:
+        return None
+    if t.kind == "numpy":
+        return t.flat.ctypes.data
+    if t.kind == "torch" and t.device.type == "cpu":
+        return t.flat.data_ptr()
+    return None
+
+
 class EngineSink(object):
     """wspy_engine_take's callback: each parameter's changes either to the
     user's on_changes(param_name, positions, values) or, without it, to the

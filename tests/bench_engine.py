@@ -1,0 +1,195 @@
+"""make bench-engine: an engine's pause per tensor-parallel rank, at Qwen3-0.6B's
+shapes (28 layers, hidden 1024, 16 heads of 128, 8 KV heads, MLP 3072,
+vocabulary 151936, q_norm and k_norm; bf16), 2 ranks with vLLM's fused
+layouts (qkv_proj, gate_up_proj column-parallel, o_proj and down_proj
+row-parallel, the vocabulary padded and split), 1.6% of elements changed per
+step (random positions, every tensor touched).
+
+Per rank, for the same published step:
+  (a) the take through the map: wsync.Subscriber(..., layout=).take() (the
+      mirror has applied the step already, as its background does), the
+      rank's parameters scattered with index_copy_;
+  (b) load_weights of every changed tensor from a host copy: what an engine
+      can do today (vLLM's weight_loader: each checkpoint tensor's slice
+      copied into its place in the fused, sharded parameter);
+  (c) a full load_state_dict of the rank's parameters.
+Each is checked exact (the rank's parameters against the trainer's tensors
+fused and sliced), and the bytes each rank receives and the memory per rank
+are printed. CPU targets unless --device cuda.
+
+    make bench-engine            (BENCH_ENGINE_ARGS="--layers 4" for a smaller model)
+"""
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import torch
+import wsync
+
+QWEN3_06B = dict(layers=28, hidden=1024, heads=16, head_dim=128, kv_heads=8, ff=3072, vocab=151936)
+
+
+def shapes(c):
+    d, hd = c["hidden"], c["head_dim"]
+    out = {"model.embed_tokens.weight": (c["vocab"], d), "model.norm.weight": (d,)}
+    for i in range(c["layers"]):
+        p = "model.layers.%d." % i
+        out.update({p + "self_attn.q_proj.weight": (c["heads"] * hd, d),
+                    p + "self_attn.k_proj.weight": (c["kv_heads"] * hd, d),
+                    p + "self_attn.v_proj.weight": (c["kv_heads"] * hd, d),
+                    p + "self_attn.o_proj.weight": (d, c["heads"] * hd),
+                    p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
+                    p + "mlp.gate_proj.weight": (c["ff"], d), p + "mlp.up_proj.weight": (c["ff"], d),
+                    p + "mlp.down_proj.weight": (d, c["ff"]),
+                    p + "input_layernorm.weight": (d,), p + "post_attention_layernorm.weight": (d,)})
+    return out
+
+
+def fused(layout, sd, name):
+    if name not in layout:
+        return sd[name]
+    dim, pieces, pad = layout.params[name]
+    parts = [sd[t].narrow(dim, a, n) for t, a, n in pieces]
+    if pad:
+        s = list(parts[0].shape)
+        s[dim] = pad
+        parts.append(torch.zeros(s, dtype=parts[0].dtype, device=parts[0].device))
+    return torch.cat(parts, dim)
+
+
+def load_weights(layout, params, sd, names):
+    """vLLM's path: every changed checkpoint tensor's slice into its place."""
+    where = {}
+    for pname, (dim, pieces, _) in layout.params.items():
+        off = 0
+        for t, a, n in pieces:
+            where.setdefault(t, []).append((pname, dim, off, a, n))
+            off += n
+    for t in names:
+        for pname, dim, off, a, n in where.get(t, [(t, 0, 0, 0, None)]):
+            src = sd[t] if n is None else sd[t].narrow(dim, a, n)
+            dst = params[pname] if n is None else params[pname].narrow(dim, off, n)
+            dst.copy_(src, non_blocking=True)
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=QWEN3_06B["layers"])
+    ap.add_argument("--fraction", type=float, default=0.016)
+    ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeat", type=int, default=3, help="(b) and (c): best of")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    dev = torch.device(a.device)
+    c = dict(QWEN3_06B, layers=a.layers)
+    sh = shapes(c)
+    g = torch.Generator().manual_seed(0)
+    sd = dict((k, (torch.randn(s, generator=g) * 0.02).to(torch.bfloat16)) for k, s in sorted(sh.items()))
+    total = sum(v.numel() for v in sd.values())
+    print("bench-engine: Qwen3-0.6B shapes, %d layers, %d parameters (%.2f GB bf16), %d ranks, %.1f%% changed, "
+          "targets on %s" % (a.layers, total, total * 2 / 1e9, a.world, a.fraction * 100, dev), flush=True)
+    tmp = tempfile.mkdtemp(prefix="wsync-bench-engine-")
+    try:
+        store = os.path.join(tmp, "bucket")
+        pub = wsync.Publisher(store, fsync=False)
+        pub.publish(0, sd)
+        lays = [wsync.EngineLayout.tensor_parallel(sh, r, a.world, wsync.RULES_QWEN3) for r in range(a.world)]
+        params = [dict((k, fused(lays[r], sd, k).clone().to(dev)) for k in sorted(lays[r].shapes))
+                  for r in range(a.world)]
+        subs = []
+        for r in range(a.world):
+            s = wsync.Subscriber(store, params[r], layout=lays[r])
+            s.sync()                             # step 0: every parameter whole
+            subs.append(s)
+        # step 1: a.fraction of each tensor's elements, at random positions, one bf16 ulp up
+        for k in sorted(sd):
+            flat = sd[k].view(-1).view(torch.int16)
+            n = max(1, int(flat.numel() * a.fraction))
+            pos = torch.randint(0, flat.numel(), (n,), generator=g)
+            flat[pos] += 1
+        ps = pub.publish(1, sd)
+        print("trainer: step 1 changed %d of %d elements (%.2f%%), delta %.1f MB"
+              % (ps.changed, ps.elements, 100.0 * ps.changed / ps.elements, ps.delta_bytes / 1e6), flush=True)
+        changed_names = sorted(sd)               # random positions: every tensor changed
+        for r in range(a.world):
+            bench_mirror_sync(subs[r])
+        rows = []
+        for r in range(a.world):
+            lay, prm = lays[r], params[r]
+            rank_bytes = sum(p.numel() * p.element_size() for p in prm.values())
+            sync(dev)
+            t0 = time.perf_counter()
+            st = subs[r].take()
+            sync(dev)
+            ta = time.perf_counter() - t0
+            ok_a = all(torch.equal(prm[k].cpu().view(torch.int16), fused(lay, sd, k).view(torch.int16))
+                       for k in prm)
+            host = dict((k, v.to(dev)) for k, v in sd.items()) if dev.type != "cpu" else sd
+            tb = tc = float("inf")
+            for _ in range(a.repeat):
+                sync(dev)
+                t0 = time.perf_counter()
+                load_weights(lay, prm, host, changed_names)
+                sync(dev)
+                tb = min(tb, time.perf_counter() - t0)
+            full = dict((k, fused(lay, sd, k)) for k in prm)
+            mod = torch.nn.Module()
+            for i, (k, v) in enumerate(sorted(prm.items())):
+                mod.register_parameter("p%d" % i, torch.nn.Parameter(v, requires_grad=False))
+            state = dict(("p%d" % i, full[k]) for i, k in enumerate(sorted(prm)))
+            for _ in range(a.repeat):
+                sync(dev)
+                t0 = time.perf_counter()
+                mod.load_state_dict(state)
+                sync(dev)
+                tc = min(tc, time.perf_counter() - t0)
+            ok_c = all(torch.equal(prm[k].cpu(), full[k]) for k in prm)
+            rows.append((r, ta, st.pause_seconds, tb, tc, st.param_positions, st.param_bytes, st.record_bytes,
+                         rank_bytes, ok_a and ok_c))
+            del host, full, state, mod
+        print("%-5s %12s %12s %14s %14s %8s %12s %12s %12s %12s %s" % (
+            "rank", "(a) take ms", "of which C", "(b) load_w ms", "(c) state ms", "a/b", "positions",
+            "bytes recv", "records MB", "params MB", "exact"))
+        for r, ta, tca, tb, tc, pos, by, rec, pb, ok in rows:
+            print("%-5d %12.2f %12.2f %14.2f %14.2f %8.3f %12d %12d %12.1f %12.1f %s"
+                  % (r, ta * 1e3, tca * 1e3, tb * 1e3, tc * 1e3, ta / tb, pos, by, rec / 1e6, pb / 1e6,
+                     "yes" if ok else "NO"))
+        print("memory: this process %d MB RSS (the trainer, its publisher, %d ranks' mirrors (one host copy "
+              "each, %.2f GB) and parameters)" % (rss_mb(), a.world, total * 2 / 1e9))
+        for s in subs:
+            s.close()
+        if not all(row[-1] for row in rows):
+            sys.exit("bench-engine: a rank's parameters differ from the trainer's fused slices")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_mirror_sync(sub):
+    """The mirror to HEAD without a take (the background's part)."""
+    import ctypes
+    from wsync import _lib
+    st, err = _lib.SyncStats(), _lib.Error()
+    with wsync._Guard(sub._handle(), sub._lock) as ptr:
+        rc = wsync._L.wspy_mirror_sync(ptr, wsync._STEP_LATEST, ctypes.byref(st), ctypes.byref(err))
+    wsync._check(rc, err)
+
+
+if __name__ == "__main__":
+    main()
