@@ -236,6 +236,16 @@ def sub_sync_take(sub, fn):
 @need_torch
 class TestEngineTorch(unittest.TestCase):
     def test_bf16_ranks_on_changes_and_scatter(self):
+        self._bf16_ranks("cpu")
+
+    @unittest.skipIf(torch is None or not torch.cuda.is_available(), "no CUDA device")
+    def test_bf16_ranks_cuda(self):
+        """The take through the map into CUDA parameters (the binding's
+        scatter: pinned staging, index_copy_ on the device) and on_changes
+        scattering itself on the device."""
+        self._bf16_ranks("cuda")
+
+    def _bf16_ranks(self, dev):
         d = tempfile.mkdtemp(prefix="wsync-engine-")
         try:
             store = os.path.join(d, "b")
@@ -245,8 +255,8 @@ class TestEngineTorch(unittest.TestCase):
                 sd = dict((k, torch.from_numpy(v).to(torch.bfloat16)) for k, v in checkpoint(step).items())
                 pub.publish(step, sd)
                 if step == 0:
-                    engs = [dict((k, torch.zeros(s, dtype=torch.bfloat16)) for k, s in sorted(l.shapes.items()))
-                            for l in lays]
+                    engs = [dict((k, torch.zeros(s, dtype=torch.bfloat16, device=dev))
+                                 for k, s in sorted(l.shapes.items())) for l in lays]
                     subs = [wsync.Subscriber(store, engs[r], layout=lays[r]) for r in range(2)]
                 sub_mirror_sync(subs[0])
                 sub_mirror_sync(subs[1])
@@ -254,13 +264,14 @@ class TestEngineTorch(unittest.TestCase):
 
                 def fn(name, positions, values, e=engs[1]):
                     assert values.dtype == torch.bfloat16 and positions.dtype == torch.int32
-                    e[name].view(-1).index_copy_(0, positions.long(), values)
+                    e[name].view(-1).index_copy_(0, positions.long().to(dev), values.to(dev))
                 subs[1].take(on_changes=fn)
                 for r in range(2):
                     ref = dict((k, v.view(torch.int16).numpy()) for k, v in sd.items())
                     for name, x in engs[r].items():
                         want = expected_raw(lays[r], ref, name)
-                        self.assertTrue(np.array_equal(x.view(torch.int16).numpy(), want), "%s rank %d" % (name, r))
+                        self.assertTrue(np.array_equal(x.cpu().view(torch.int16).numpy(), want),
+                                        "%s rank %d" % (name, r))
             for s in subs:
                 s.close()
         finally:
