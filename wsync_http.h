@@ -10,8 +10,16 @@ PROPFIND (Depth: 1) or as the server's JSON directory listing (nginx
 `autoindex_format json`), recursing into directories (see LISTING). The
 delta chain (wsync_publisher, wsync_subscriber) runs over it unchanged.
 
-Transfers reuse connections, retry with exponential backoff (honouring
-Retry-After) on connection errors, timeouts, 408, 429 and 5xx, resume a
+Transfers reuse connections, except that a request coming long after the
+store's previous one (idle_close_ms, 500 ms: a follower's poll) closes its
+connection when done, and wsync_store_http_idle closes the kept ones before
+a long sleep: a server with a process per connection (Apache prefork)
+gives each open connection a worker until its KeepAliveTimeout, and
+followers that held theirs between polls starved publishes (with 20
+followers and MaxRequestWorkers 16, a publish waited 5 s to over 60 s;
+tests/http/apache_fanout.sh measures it). Transfers retry with
+exponential backoff (honouring Retry-After) on connection errors,
+timeouts, 408, 429 and 5xx, resume a
 download cut short from the byte where it stopped, give up on a transfer
 slower than a floor for too long, and fetch large objects as parallel
 ranged GETs. Those reach the sink in order: the part next in order streams
@@ -267,6 +275,11 @@ typedef struct wsync_http_options {
                                       them are not sent past a redirect to another origin */
     int verbose;                   /* curl's trace on stderr */
     wsync_http_listing listing;    /* [AUTO] how list reads a directory (HTTP stores; S3 ignores it) */
+    unsigned idle_close_ms;        /* [500] a request that comes at least this long after the store's
+                                      previous one ended (a poll) closes its connection when done, so that
+                                      a follower holds no idle connection between polls (each holds a worker
+                                      of a process-per-connection server, Apache prefork, until its
+                                      KeepAliveTimeout); requests closer together reuse it. UINT_MAX: never */
 } wsync_http_options;
 
 /* Counters since the store was opened. */
@@ -288,6 +301,12 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
                                              wsync_error *err);
 /* 1 and *out filled when s is an HTTP store; 0 otherwise. */
 WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out);
+/* Closes the connections an HTTP or S3 store keeps open between requests
+   (those of its idle handles and of its parallel downloads; a transfer in
+   progress in another thread keeps its own), so that a caller about to
+   sleep holds none; the next request connects again. Returns how many
+   handles were let go; 0 for a store of another kind. */
+WSYNC_DEF unsigned wsync_store_http_idle(const wsync_store *s);
 
 /* ---- the directory listing parser >>http-listing ---- */
 
@@ -418,6 +437,7 @@ WSYNC_DEF wsync_result wsync_store_open_url(const char *url, const wsync_store_u
 #if defined(WSYNC_HTTP_IMPLEMENTATION) && !defined(WSYNC__HTTP_IMPLEMENTED)
 #define WSYNC__HTTP_IMPLEMENTED
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1529,6 +1549,12 @@ WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out
     return 0;
 }
 
+WSYNC_DEF unsigned wsync_store_http_idle(const wsync_store *s)
+{
+    (void)s;
+    return 0;
+}
+
 #else /* libcurl */
 
 #if defined(__has_include)
@@ -1596,6 +1622,7 @@ typedef struct wsync__http {
     uint64_t mp_threshold, mp_part;
     uint64_t put_limit;    /* S3: the smallest request body answered 413 (0: none yet) */
     int listing_seen;      /* listing AUTO: the method that worked (0: not known yet) */
+    double last_end;       /* when the last request ended (wsync__hnow; 0: none yet) */
 #if WSYNC__HTTP_THREADS
     pthread_mutex_t mu;
 #endif
@@ -1907,6 +1934,16 @@ static int wsync__hsetup(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync__
     rs->rq = rq;
     *hl = NULL;
     curl_easy_reset(c);
+    {
+        /* a poll (long after the last request): its connection is not kept
+           open through the caller's next sleep */
+        double last;
+        WSYNC__HLOCK(h);
+        last = h->last_end;
+        WSYNC__HUNLOCK(h);
+        if (last > 0 && h->o.idle_close_ms != UINT_MAX && (wsync__hnow() - last) * 1000.0 >= (double)h->o.idle_close_ms)
+            curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+    }
     curl_easy_setopt(c, CURLOPT_URL, rq->url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, rs->curl_msg);
@@ -1990,6 +2027,7 @@ static void wsync__hfinish(wsync__http *h, CURL *c, const wsync__hreq *rq, wsync
     if (curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code) rs->status = code;
     if (!rs->curl_msg[0] && cc != CURLE_OK) snprintf(rs->curl_msg, sizeof rs->curl_msg, "%s", curl_easy_strerror(cc));
     WSYNC__HLOCK(h);
+    h->last_end = wsync__hnow();
     h->st.requests++;
     h->st.bytes_down += rs->body_bytes;
     if (rq->body && rs->status) h->st.bytes_up += rs->up_pos;
@@ -3584,6 +3622,7 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
     if (!h->o.max_backoff_ms) h->o.max_backoff_ms = 10000;
     if (!h->o.parallel) h->o.parallel = 4;
     if (h->o.parallel > 16) h->o.parallel = 16;
+    if (!h->o.idle_close_ms) h->o.idle_close_ms = 500;
     if (!h->o.parallel_threshold) h->o.parallel_threshold = (uint64_t)64 << 20;
     if (!h->o.part_size) h->o.part_size = (uint64_t)16 << 20;
     if (h->o.part_size > ((uint64_t)1 << 30)) h->o.part_size = (uint64_t)1 << 30;
@@ -4255,6 +4294,36 @@ WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out
     if (out) *out = h->st;
     WSYNC__HUNLOCK(h);
     return 1;
+}
+
+WSYNC_DEF unsigned wsync_store_http_idle(const wsync_store *s)
+{
+    wsync__http *h;
+    CURL *idle[WSYNC__HTTP_POOL_MAX];
+    CURLM *m = NULL;
+    unsigned n, i;
+    if (!s || (s->put != wsync__http_put && s->put != wsync__s3_put) || !s->user) return 0;
+    h = (wsync__http *)s->user;
+    WSYNC__HLOCK(h);
+    n = h->n_pool;
+    for (i = 0; i < n; i++) idle[i] = h->pool[i];
+    h->n_pool = 0;
+    if (h->multi && !h->multi_busy) {
+        m = h->multi;
+        h->multi_busy = 1; /* no download takes it while it is replaced */
+    }
+    WSYNC__HUNLOCK(h);
+    for (i = 0; i < n; i++) curl_easy_cleanup(idle[i]);
+    if (m) {
+        curl_multi_cleanup(m);
+        m = curl_multi_init(); /* NULL: downloads make their own */
+        WSYNC__HLOCK(h);
+        h->multi = m;
+        h->multi_busy = 0;
+        WSYNC__HUNLOCK(h);
+        n++;
+    }
+    return n;
 }
 
 #endif /* libcurl */

@@ -26,6 +26,7 @@
 
 #include <curl/curl.h>
 #include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1796,6 +1797,73 @@ static void test_nolist(void)
     TEST_END();
 }
 
+/* Connections from this machine to 127.0.0.1:port that are open
+   (ESTABLISHED, counted on the client's side), from /proc/net/tcp. */
+static int conns_to(unsigned port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int n = 0;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned rport = 0, st = 0;
+        char loc[64], rem[64];
+        if (sscanf(line, " %*d: %63s %63s %x", loc, rem, &st) != 3) continue;
+        if (strchr(rem, ':') && sscanf(strchr(rem, ':') + 1, "%x", &rport) == 1 && rport == port && st == 1 &&
+            strncmp(rem, "0100007F", 8) == 0)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* A follower's poll holds no connection open through its next sleep: a
+   request long after the last one (idle_close_ms) closes its connection,
+   requests close together reuse one, and wsync_store_http_idle closes the
+   kept ones (Apache prefork gives each open connection a worker). */
+static void test_idle_close(void)
+{
+    wsync_store s;
+    wsync_http_options o;
+    wsync_error err;
+    uint64_t size = 0;
+    unsigned port = (unsigned)atoi(strrchr(g_url, ':') + 1);
+    TEST_BEGIN("http: a poll long after the last request closes its connection; close requests reuse one; "
+               "wsync_store_http_idle closes what is kept");
+    memset(&o, 0, sizeof o);
+    if (conns_to(port) < 0) {
+        printf("  (no /proc/net/tcp: skipped)\n");
+        TEST_END();
+        return;
+    }
+    CHECK_EQ_INT(conns_to(port), 0);
+    if (open_at(g_url, "idle", &o, &s)) {
+        CHECK_MSG(s.put(s.user, "HEAD", "x", 1, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_MSG(s.head(s.user, "HEAD", &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(conns_to(port), 1); /* kept: the requests came together */
+        sleep_ms(700);                   /* longer than idle_close_ms (500) */
+        CHECK_MSG(s.head(s.user, "HEAD", &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(conns_to(port), 0); /* a poll: closed when done */
+        CHECK_MSG(s.head(s.user, "HEAD", &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(conns_to(port), 1);
+        CHECK(wsync_store_http_idle(&s) >= 1);
+        CHECK_EQ_INT(conns_to(port), 0);
+        CHECK_MSG(s.head(s.user, "HEAD", &size, &err) == WSYNC_OK, "%s", err.message); /* connects again */
+        wsync_store_close(&s);
+    }
+    o.idle_close_ms = UINT_MAX;
+    if (open_at(g_url, "idle", &o, &s)) {
+        CHECK_MSG(s.head(s.user, "HEAD", &size, &err) == WSYNC_OK, "%s", err.message);
+        sleep_ms(700);
+        CHECK_MSG(s.head(s.user, "HEAD", &size, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(conns_to(port), 1); /* never closed */
+        CHECK_EQ_INT(s.del(s.user, "HEAD", &err), WSYNC_OK);
+        wsync_store_close(&s);
+    }
+    CHECK_EQ_INT(wsync_store_http_idle(NULL), 0);
+    TEST_END();
+}
+
 /* ---- wsync_store_open_url ---- */
 
 typedef struct count_alloc {
@@ -2067,6 +2135,7 @@ int main(void)
     test_prefetch();
     test_nolist();
     test_open_url_server();
+    test_idle_close();
     test_limits();
     test_faults();
     test_restart();
