@@ -32,7 +32,8 @@
 #define PUSH_SEED 0x57535950ull /* "WSYP" */
 
 /* The job key of this run: random, made by the parent before it forks, so
-   that its own processes (and nothing else) join its controller. */
+   that its own processes (and nothing else) join its controller (none with
+   --insecure). */
 static char push_job_key[65];
 
 typedef struct push_opts {
@@ -46,6 +47,8 @@ typedef struct push_opts {
     unsigned block;            /* fp8 tile (0: one scale per part) */
     uint64_t watermark;        /* trainers' staging bytes */
     const char *dump;          /* receivers leave their memory and layout here */
+    const char *bind;          /* --bind: the controller's address [127.0.0.1] */
+    int insecure;              /* --insecure: no job key (on a trusted network) */
     int mesh_groups;           /* trainers: MLP weights in mesh group 1, a barrier before them */
     uint32_t schedule;         /* wsync_ctl_schedule */
     double partial;            /* even steps move this fraction of the tensors (0: every step all) */
@@ -385,6 +388,13 @@ static wsync_result push_select(const push_opts *o, wsync_rank *r, const push_la
 
 /* A fabric; TCP: under the run's job key, writing as sender id `id` (a
    trainer's rank: what the inference ranks' write windows list). */
+/* Where the ranks find the controller: --bind's host, 127.0.0.1 for a wildcard. */
+static const char *push_rank_host(const push_opts *o)
+{
+    if (!o->bind || !strcmp(o->bind, "0.0.0.0") || !strcmp(o->bind, "::") || !o->bind[0]) return "127.0.0.1";
+    return o->bind;
+}
+
 static wsync_result push_fabric_open(const push_opts *o, int sender, uint32_t id, wsync_fabric *f, wsync_error *err)
 {
     if (strcmp(o->backend, "tcp") == 0) {
@@ -568,6 +578,7 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     rc.mem = (uint8_t *)mem;
     memset(&ro, 0, sizeof ro);
     ro.port = port;
+    ro.host = push_rank_host(o);
     ro.job_key = push_job_key;
     ro.job_key_len = strlen(push_job_key);
     ro.role = WSYNC_CTL_INFERENCE;
@@ -712,6 +723,7 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
     }
     memset(&ro, 0, sizeof ro);
     ro.port = port;
+    ro.host = push_rank_host(o);
     ro.job_key = push_job_key;
     ro.job_key_len = strlen(push_job_key);
     ro.role = WSYNC_CTL_TRAINER;
@@ -791,6 +803,15 @@ static int push_parse_fault(const char *v, int *role, int *rank, uint64_t *step)
     *rank = (int)r;
     return 1;
 }
+
+static const char *push_usage_key =
+    "       wsync push-demo ... [--bind HOST] [--insecure]\n"
+    "Every process of the run proves a job key made at random for it (the controller to the\n"
+    "ranks and each rank to the controller; the TCP fabric likewise, and an inference rank\n"
+    "takes writes only from its planned trainers between GO and COMMIT). --bind puts the\n"
+    "controller on HOST (0.0.0.0: every address; the ranks connect to 127.0.0.1 then).\n"
+    "--insecure runs without a key, which a controller on an address other than loopback\n"
+    "refuses unless it is given: anyone who reaches the port could join.\n";
 
 static const char *push_usage =
     "usage: wsync push-demo [--backend cma|shm|tcp] [--trainers T] [--inference I]\n"
@@ -1310,7 +1331,7 @@ static int push_run(const push_opts *o)
         fprintf(stderr, "push-demo: out of memory or pipe\n");
         return 1;
     }
-    {
+    if (!o->insecure) {
         uint8_t k[32];
         unsigned q;
         if (wsync_random_bytes(k, sizeof k) != WSYNC_OK) {
@@ -1322,6 +1343,8 @@ static int push_run(const push_opts *o)
     memset(&co, 0, sizeof co);
     co.job_key = push_job_key;
     co.job_key_len = strlen(push_job_key);
+    co.bind_host = o->bind;
+    co.insecure = o->insecure;
     co.n_trainers = o->trainers;
     co.n_inference = o->inference;
     co.step_timeout_ms = o->timeout_ms;
@@ -1586,6 +1609,7 @@ int cmd_push_demo(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs(push_usage, stdout);
+            fputs(push_usage_key, stdout);
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--backend", &v)) {
             if (strcmp(v, "cma") && strcmp(v, "shm") && strcmp(v, "tcp"))
@@ -1650,6 +1674,8 @@ int cmd_push_demo(int argc, char **argv)
                 return cli_usage_error("push-demo: --watermark-mb takes 1..65536, not '%s'", v);
             o.watermark = x << 20;
         } else if (cli_opt_value(argc, argv, &i, "--dump", &v)) o.dump = v;
+        else if (cli_opt_value(argc, argv, &i, "--bind", &v)) o.bind = v;
+        else if (strcmp(argv[i], "--insecure") == 0) o.insecure = 1;
         else if (argv[i][0] == '-' && argv[i][1])
             return cli_usage_error("push-demo: unknown or incomplete option '%s'", argv[i]);
         else return cli_usage_error("push-demo: unexpected argument '%s'", argv[i]);
