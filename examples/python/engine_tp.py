@@ -23,6 +23,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -128,6 +129,8 @@ def engine(a):
         sub.start(20)
         while True:
             st = sub.take()
+            if st.handed and a.ready:
+                open(os.path.join(a.ready, "rank%d" % a.rank), "w").close()    # the trainer goes on
             if st.handed:
                 print("rank %d step %4d  pause %6.2f ms  %7d positions  %8d bytes  digest %016x"
                       % (a.rank, st.step, st.pause_seconds * 1e3, st.param_positions, st.param_bytes,
@@ -145,11 +148,18 @@ def trainer(a):
     opt = torch.optim.AdamW(m.parameters(), lr=2e-3)
     shapes = dict((k, tuple(v.shape)) for k, v in m.state_dict().items())
     lays = [wsync.EngineLayout.tensor_parallel(shapes, r, WORLD, wsync.RULES_QWEN3) for r in range(WORLD)]
+    ready = tempfile.mkdtemp(prefix="engine-tp-")
     kids = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank", str(r), "--store", a.store,
-                              "--steps", str(a.steps), "--wait", str(a.wait)]) for r in range(WORLD)]
+                              "--steps", str(a.steps), "--wait", str(a.wait), "--ready", ready])
+            for r in range(WORLD)]
     pub = wsync.Publisher(a.store, anchor_every=50, new_chain=True)
     try:
         for step in range(a.steps + 1):
+            if step == 1:    # the ranks hold step 0 (their first take, every parameter whole)
+                deadline = time.time() + a.wait
+                while len(os.listdir(ready)) < WORLD and time.time() < deadline and \
+                        all(k.poll() is None for k in kids):
+                    time.sleep(0.05)
             if step:
                 idx = torch.randint(0, 250, (4, 32))
                 loss = nn.functional.cross_entropy(m(idx[:, :-1]).reshape(-1, 250), idx[:, 1:].reshape(-1))
@@ -165,6 +175,9 @@ def trainer(a):
             time.sleep(a.pace)
     finally:
         rcs = [k.wait() for k in kids]
+        for f in os.listdir(ready):
+            os.unlink(os.path.join(ready, f))
+        os.rmdir(ready)
     if any(rcs):
         sys.exit("engine ranks exited %s" % rcs)
 
@@ -175,6 +188,7 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+    p.add_argument("--ready", default="", help=argparse.SUPPRESS)
     p.add_argument("--wait", type=float, default=60.0, help="seconds a rank waits for the chain")
     p.add_argument("--pace", type=float, default=0.2, help="seconds between the trainer's steps")
     a = p.parse_args()
