@@ -2161,7 +2161,9 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
    the take's thread), else handed to fn (fn NULL: every parameter needs
    data, else WSYNC_ERR_INVALID_ARGUMENT before anything moves). The
    mirror's rules hold: merged since the last take, all or nothing per
-   step, a refusal re-handed at the next take. */
+   step, a refusal re-handed at the next take. A take drains the mirror's
+   records: one engine map per mirror (a mirror per rank), one take at a
+   time. */
 WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn fn, void *user,
                                          wsync_engine_stats *stats, wsync_error *err);
 WSYNC_DEF void wsync_engine_close(wsync_engine *e);
