@@ -14308,6 +14308,105 @@ static wsync_result wsync__pub_put_dir(wsync_publisher *p, uint64_t step, wsync_
     return WSYNC_OK;
 }
 
+/* wsync_publish: the delta against the last published image, encoded in
+   place (the image becomes this step's as it is diffed), into delta; kept
+   when it is at most anchor_fraction of an anchor, else an anchor is due. */
+static wsync_result wsync__pub_encode(wsync_publisher *p, uint64_t step, size_t n, wsync__getall *delta,
+                                      wsync_allocator *pool_a, wsync_publish_stats *st, int *keep_delta,
+                                      int *want_anchor, wsync_error *err)
+{
+    wsync_result r;
+    wsync_delta_options d;
+    wsync_delta_stats ds;
+    /* The encode's scratch and the delta's buffer come from a pool kept
+       between publishes: fresh pages cost a fault each on first touch,
+       and in a virtual machine here that made the encode of a 1.2 GB
+       model 3 to 8 times slower than the same encode through a pool
+       (2.7 thousand faults, 0.25-1 s). */
+    if (!p->pool) p->pool = wsync_pool_new(wsync__pool_keep(p->next, n), &p->a);
+    if (p->pool) {
+        *pool_a = wsync_pool_allocator(p->pool);
+        delta->b.a = pool_a;
+    }
+    memset(&d, 0, sizeof d);
+    d.allocator = *delta->b.a;
+    d.encoding = p->o.encoding;
+    d.base_step = p->image_step;
+    d.step = step;
+    d.base_digests = p->dig;
+    d.result_digests_out = p->ndig;
+    d.threads = p->o.threads;
+    d.flags = WSYNC_DELTA_UPDATE_BASE; /* the image becomes this step's as it is diffed */
+    p->has_image = 0;                  /* until the encode completes */
+    if (p->o.encoding == WSYNC_ENCODING_TRL_V1 || p->o.encoding == WSYNC_ENCODING_TRL_V3) d.result_digests_out = NULL;
+    r = wsync_delta_encode(p->img, p->next, n, &d, wsync__getall_sink, delta, &ds, err);
+    if (r != WSYNC_OK) return r;
+    if (!d.result_digests_out &&
+        (r = wsync__tensor_digests(p->next, n, p->o.threads, p->ndig, err)) != WSYNC_OK)
+        return r;
+    st->changed = ds.changed;
+    *keep_delta = (double)delta->b.len <= p->o.anchor_fraction * (double)p->file_size;
+    if (!*keep_delta) *want_anchor = 1;
+    st->base_step = p->image_step;
+    return WSYNC_OK;
+}
+
+/* wsync_publish: the step's objects (the delta when kept, the anchor when
+   due: one object, or a directory's), their entries in de and ae. */
+static wsync_result wsync__pub_objects(wsync_publisher *p, uint64_t step, const wsync__getall *delta, int keep_delta,
+                                       int want_anchor, uint64_t state, wsync_chain_entry *ae, wsync_chain_entry *de,
+                                       wsync_chain_file **afiles, wsync_publish_stats *st, wsync_error *err)
+{
+    wsync_result r;
+    memset(ae, 0, sizeof *ae);
+    memset(de, 0, sizeof *de);
+    if (keep_delta) {
+        de->kind = WSYNC_CHAIN_DELTA;
+        de->step = step;
+        de->base = st->base_step;
+        de->bytes = delta->b.len;
+        de->has_digests = 1;
+        de->digest = wsync_digest(delta->b.p, delta->b.len);
+        de->state = state;
+        de->encoding = p->o.encoding;
+        wsync__entry_key(de);
+        if (p->signing) {
+            wsync_blake2b(delta->b.p, delta->b.len, de->hash, WSYNC_CHAIN_HASH_SIZE);
+            de->has_hash = 1;
+        }
+        if ((r = wsync__pub_put(p, de, delta->b.p, delta->b.len, err)) != WSYNC_OK) return r;
+        st->wrote_delta = 1;
+        st->delta_bytes = delta->b.len;
+    }
+    if (want_anchor && p->n_shards) {
+        if ((r = wsync__pub_put_dir(p, step, ae, afiles, err)) != WSYNC_OK) return r;
+        ae->state = state;
+        st->wrote_anchor = 1;
+        st->anchor_bytes = ae->bytes;
+    } else if (want_anchor) {
+        ae->kind = WSYNC_CHAIN_ANCHOR;
+        ae->step = ae->base = step;
+        ae->bytes = p->file_size;
+        ae->has_digests = 1;
+        ae->digest = wsync_digest(p->file, (size_t)p->file_size);
+        ae->state = state;
+        wsync__entry_key(ae);
+        if (p->signing) {
+            wsync__hashjob hj;
+            wsync__hash_start(&hj, p->file, (size_t)p->file_size);
+            r = wsync__pub_put(p, ae, p->file, (size_t)p->file_size, err);
+            wsync__hash_finish(&hj, ae->hash);
+            ae->has_hash = 1;
+        } else {
+            r = wsync__pub_put(p, ae, p->file, (size_t)p->file_size, err);
+        }
+        if (r != WSYNC_OK) return r;
+        st->wrote_anchor = 1;
+        st->anchor_bytes = p->file_size;
+    }
+    return WSYNC_OK;
+}
+
 WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const wsync_tensor *tensors, size_t n,
                                      wsync_publish_stats *stats, wsync_error *err)
 {
@@ -14320,7 +14419,7 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
     wsync_chain_file *afiles = NULL; /* a directory anchor's objects, until ni owns copies */
     size_t i, k, n_gone = 0;
     int want_anchor, keep_delta = 0, encoded = 0;
-    uint64_t state = 0, full;
+    uint64_t state = 0;
     double t0 = wsync__wall(), t1;
     wsync_result r;
 
@@ -14362,40 +14461,9 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
 
     /* the delta against the last published image */
     if (p->has_image) {
-        wsync_delta_options d;
-        wsync_delta_stats ds;
-        /* The encode's scratch and the delta's buffer come from a pool kept
-           between publishes: fresh pages cost a fault each on first touch,
-           and in a virtual machine here that made the encode of a 1.2 GB
-           model 3 to 8 times slower than the same encode through a pool
-           (2.7 thousand faults, 0.25-1 s). */
-        if (!p->pool) p->pool = wsync_pool_new(wsync__pool_keep(p->next, n), &p->a);
-        if (p->pool) {
-            pool_a = wsync_pool_allocator(p->pool);
-            delta.b.a = &pool_a;
-        }
-        memset(&d, 0, sizeof d);
-        d.allocator = *delta.b.a;
-        d.encoding = p->o.encoding;
-        d.base_step = p->image_step;
-        d.step = step;
-        d.base_digests = p->dig;
-        d.result_digests_out = p->ndig;
-        d.threads = p->o.threads;
-        d.flags = WSYNC_DELTA_UPDATE_BASE; /* the image becomes this step's as it is diffed */
-        p->has_image = 0;                  /* until the encode completes */
-        if (p->o.encoding == WSYNC_ENCODING_TRL_V1 || p->o.encoding == WSYNC_ENCODING_TRL_V3) d.result_digests_out = NULL;
-        r = wsync_delta_encode(p->img, p->next, n, &d, wsync__getall_sink, &delta, &ds, err);
-        if (r != WSYNC_OK) goto fail;
-        if (!d.result_digests_out &&
-            (r = wsync__tensor_digests(p->next, n, p->o.threads, p->ndig, err)) != WSYNC_OK)
+        if ((r = wsync__pub_encode(p, step, n, &delta, &pool_a, &st, &keep_delta, &want_anchor, err)) != WSYNC_OK)
             goto fail;
         encoded = 1;
-        st.changed = ds.changed;
-        full = p->file_size;
-        keep_delta = (double)delta.b.len <= p->o.anchor_fraction * (double)full;
-        if (!keep_delta) want_anchor = 1;
-        st.base_step = p->image_step;
     }
 
     /* the image becomes this step's: the encode updated it in place */
@@ -14416,52 +14484,9 @@ WSYNC_DEF wsync_result wsync_publish(wsync_publisher *p, uint64_t step, const ws
     st.encode_seconds = t1 - t0;
 
     /* objects, then HEAD, then retention */
-    memset(&ae, 0, sizeof ae);
-    memset(&de, 0, sizeof de);
-    if (keep_delta) {
-        de.kind = WSYNC_CHAIN_DELTA;
-        de.step = step;
-        de.base = st.base_step;
-        de.bytes = delta.b.len;
-        de.has_digests = 1;
-        de.digest = wsync_digest(delta.b.p, delta.b.len);
-        de.state = state;
-        de.encoding = p->o.encoding;
-        wsync__entry_key(&de);
-        if (p->signing) {
-            wsync_blake2b(delta.b.p, delta.b.len, de.hash, WSYNC_CHAIN_HASH_SIZE);
-            de.has_hash = 1;
-        }
-        if ((r = wsync__pub_put(p, &de, delta.b.p, delta.b.len, err)) != WSYNC_OK) goto fail;
-        st.wrote_delta = 1;
-        st.delta_bytes = delta.b.len;
-    }
-    if (want_anchor && p->n_shards) {
-        if ((r = wsync__pub_put_dir(p, step, &ae, &afiles, err)) != WSYNC_OK) goto fail;
-        ae.state = state;
-        st.wrote_anchor = 1;
-        st.anchor_bytes = ae.bytes;
-    } else if (want_anchor) {
-        ae.kind = WSYNC_CHAIN_ANCHOR;
-        ae.step = ae.base = step;
-        ae.bytes = p->file_size;
-        ae.has_digests = 1;
-        ae.digest = wsync_digest(p->file, (size_t)p->file_size);
-        ae.state = state;
-        wsync__entry_key(&ae);
-        if (p->signing) {
-            wsync__hashjob hj;
-            wsync__hash_start(&hj, p->file, (size_t)p->file_size);
-            r = wsync__pub_put(p, &ae, p->file, (size_t)p->file_size, err);
-            wsync__hash_finish(&hj, ae.hash);
-            ae.has_hash = 1;
-        } else {
-            r = wsync__pub_put(p, &ae, p->file, (size_t)p->file_size, err);
-        }
-        if (r != WSYNC_OK) goto fail;
-        st.wrote_anchor = 1;
-        st.anchor_bytes = p->file_size;
-    }
+    if ((r = wsync__pub_objects(p, step, &delta, keep_delta, want_anchor, state, &ae, &de, &afiles, &st, err)) !=
+        WSYNC_OK)
+        goto fail;
     {
         size_t cap = (p->has_info ? p->info.n_entries : 0) + 2;
         uint64_t anchor = want_anchor ? step : p->info.anchor_step;
