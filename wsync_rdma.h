@@ -1703,6 +1703,7 @@ WSYNC_DEF void wsync_ctl_plan_input_free(wsync_ctl_plan_input *p);
 #endif
 
 #if WSYNC__RDMA_OK
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -1720,7 +1721,6 @@ WSYNC_DEF void wsync_ctl_plan_input_free(wsync_ctl_plan_input *p);
 #include <time.h>
 #include <unistd.h>
 #if WSYNC__HAVE_VERBS
-#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 #endif
@@ -10108,8 +10108,11 @@ static wsync_result wsync__rank_handshake(wsync_rank *r, const wsync_job_key *ke
         memset(&au, 0, sizeof au);
         return wsync__rdma_fail(err, WSYNC_ERR_AUTH,
                                 "%s: the controller at %s port %u did not prove the job key (it has another one, or "
-                                "none; or it is not this job's controller): refused, nothing sent to it",
-                                r->me, host, port);
+                                "none; or it is not this job's controller): refused, nothing sent to it%s",
+                                r->me, host, port,
+                                key->len ? ""
+                                         : "; this rank has no key: give it the job's (job_key, WSYNC_JOB_KEY or "
+                                           "WSYNC_JOB_KEY_FILE)");
     }
     memset(&h, 0, sizeof h);
     h.type = WSYNC_CTL_PROOF;

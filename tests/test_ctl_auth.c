@@ -17,6 +17,7 @@
    - secure by default: no key on a non-loopback address refuses to start
      unless insecure; the key from the options, WSYNC_JOB_KEY and
      WSYNC_JOB_KEY_FILE, and keys too short or too long refused.
+   - a rank without the key refuses the keyed controller, saying so.
    - a silent connection and one trickling its HELLO are cut within about
      1 s each, logged, and the real ranks still join. */
 #define _GNU_SOURCE 1
@@ -764,6 +765,28 @@ static void test_slow_handshakes(void)
     TEST_END();
 }
 
+static void test_rank_without_key(void)
+{
+    child in;
+    wsync_controller *c;
+    wsync_error e;
+    TEST_BEGIN("a rank without the key refuses the keyed controller, saying it has none; the controller logs it");
+    c = ctl_open(KEY, 1200, &e);
+    CHECK_MSG(c != NULL, "%s", e.message);
+    if (!c) return;
+    CHECK(spawn(&in, real_inference, wsync_controller_port(c), ""));
+    CHECK(wsync_controller_accept(c, &e) == WSYNC_ERR_LIMIT &&
+          has(e.message, "missing: trainer rank 0, inference rank 0"));
+    CHECK_MSG(logged("from 127.0.0.1:", "inference rank 0 closed the connection in the handshake") == 1, "%s",
+              log_buf);
+    wsync_controller_close(c);
+    {
+        const char *line = reap(&in, 8000);
+        CHECK_MSG(has(line, "did not prove the job key") && has(line, "this rank has no key"), "%s", line);
+    }
+    TEST_END();
+}
+
 static void test_deadline_logged(void)
 {
     wsync_controller *c;
@@ -797,6 +820,7 @@ int main(void)
     test_replayed_done();
     test_rogue_controller();
     test_late_write();
+    test_rank_without_key();
     test_deadline_logged();
     test_slow_handshakes();
     return check_summary();
