@@ -7826,7 +7826,7 @@ WSYNC_DEF void wsync_ctl_auth_derive(const wsync_job_key *key, uint32_t role, ui
                                      const uint8_t nonce_rank[WSYNC_CTL_NONCE],
                                      const uint8_t nonce_ctl[WSYNC_CTL_NONCE], wsync_ctl_auth *out)
 {
-    static const wsync_job_key none; /* no key: HMAC under the empty key */
+    static const wsync_job_key none = {{0}, 0}; /* no key: HMAC under the empty key */
     uint8_t t[8 + 2 * WSYNC_CTL_NONCE];
     const wsync_job_key *k = key ? key : &none;
     wsync__rdma_put32(t, role);
