@@ -450,27 +450,6 @@ WSYNC_DEF wsync_result wsync_store_open_url(const char *url, const wsync_store_u
 extern "C" {
 #endif
 
-/* Errors are filled here rather than through wsync.h's private helpers: the
-   implementation of wsync.h may live in another translation unit. */
-static wsync_result wsync__hfail(wsync_error *err, wsync_result code, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static wsync_result wsync__hfail(wsync_error *err, wsync_result code, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err) return code;
-    err->code = code;
-    err->offset = UINT64_MAX;
-    err->tensor[0] = 0;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    wsync_error_clean(err->message); /* servers' words: no escape sequences */
-    return code;
-}
-
 static void wsync__herr_reset(wsync_error *err)
 {
     if (!err) return;
@@ -621,7 +600,7 @@ static int wsync__hjp_lit(wsync__hjp *j, const char *lit)
 
 #define WSYNC__HJP_BAD(why)                                                                           \
     do {                                                                                             \
-        r = wsync__hfail(err, WSYNC_ERR_INVALID_JSON, "directory listing at byte %lu: %s",          \
+        r = wsync_error_set(err, WSYNC_ERR_INVALID_JSON, "directory listing at byte %lu: %s",          \
                          (unsigned long)j.i, why);                                                   \
         if (err) err->offset = (uint64_t)j.i;                                                        \
         goto done;                                                                                   \
@@ -634,15 +613,15 @@ WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, ws
     wsync_result r = WSYNC_OK;
     char *name = NULL;
     wsync__herr_reset(err);
-    if ((!json && len) || !fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
-    if (len > (size_t)-1 / 2 - 2) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
+    if ((!json && len) || !fn) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
+    if (len > (size_t)-1 / 2 - 2) return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
     memset(&j, 0, sizeof j);
     j.p = (const unsigned char *)json;
     j.n = len;
     j.str = (char *)malloc(len + 1);
     name = (char *)malloc(len + 1);
     if (!j.str || !name) {
-        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
         goto done;
     }
     wsync__hjp_ws(&j);
@@ -1058,7 +1037,7 @@ done:
 
 #define WSYNC__S3X_BAD(at, why)                                                                       \
     do {                                                                                             \
-        r = wsync__hfail(err, WSYNC_ERR_IO, "S3 listing at byte %lu: %s", (unsigned long)(at), why); \
+        r = wsync_error_set(err, WSYNC_ERR_IO, "S3 listing at byte %lu: %s", (unsigned long)(at), why); \
         if (err) err->offset = (uint64_t)(at);                                                       \
         goto done;                                                                                   \
     } while (0)
@@ -1078,17 +1057,17 @@ WSYNC_DEF wsync_result wsync_s3_listing_parse(const void *xml, size_t len, wsync
     uint64_t size = 0;
     wsync__herr_reset(err);
     if ((!xml && len) || !fn || !truncated || !token || token_cap == 0)
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
     *truncated = 0;
     token[0] = 0;
-    if (len > ((size_t)-1) / 2 - 2) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
+    if (len > ((size_t)-1) / 2 - 2) return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
     memset(&x, 0, sizeof x);
     x.p = (const unsigned char *)xml;
     x.n = len;
     text = (char *)malloc(len + 1);
     key = (char *)malloc(len + 1);
     if (!text || !key) {
-        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
         goto done;
     }
     for (;;) {
@@ -1291,7 +1270,7 @@ enum {
 
 #define WSYNC__DAV_BAD(at, why_)                                                                           \
     do {                                                                                                   \
-        r = wsync__hfail(err, WSYNC_ERR_IO, "PROPFIND answer at byte %lu: %s", (unsigned long)(at), why_); \
+        r = wsync_error_set(err, WSYNC_ERR_IO, "PROPFIND answer at byte %lu: %s", (unsigned long)(at), why_); \
         if (err) err->offset = (uint64_t)(at);                                                             \
         goto done;                                                                                         \
     } while (0)
@@ -1313,15 +1292,15 @@ WSYNC_DEF wsync_result wsync_http_propfind_parse(const void *xml, size_t len, ws
     uint64_t ps_len = 0;
     size_t ps_len_at = 0;
     wsync__herr_reset(err);
-    if ((!xml && len) || !fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "PROPFIND parser arguments");
-    if (len > ((size_t)-1) / 2 - 2) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s", "PROPFIND answer too large");
+    if ((!xml && len) || !fn) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "PROPFIND parser arguments");
+    if (len > ((size_t)-1) / 2 - 2) return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "PROPFIND answer too large");
     memset(&x, 0, sizeof x);
     x.p = (const unsigned char *)xml;
     x.n = len;
     text = (char *)malloc(len + 1);
     path = (char *)malloc(len + 2);
     if (!text || !path) {
-        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "PROPFIND parser");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "PROPFIND parser");
         goto done;
     }
     for (;;) {
@@ -1486,7 +1465,7 @@ WSYNC_DEF wsync_result wsync_store_open_url(const char *url, const wsync_store_u
     wsync__herr_reset(err);
     if (out) memset(out, 0, sizeof *out);
     if (!out || !url || !url[0])
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
                             "no store given: a directory, http(s)://host[:port]/prefix or s3://bucket/prefix");
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
@@ -1505,7 +1484,7 @@ WSYNC_DEF wsync_result wsync_store_open_url(const char *url, const wsync_store_u
         struct stat sb;
         if (!(stat(url, &sb) == 0 && S_ISDIR(sb.st_mode)))
 #endif
-            return wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+            return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                 "store '%s': unknown scheme '%.*s://'; a store is a directory, "
                                 "http://host[:port]/prefix, https://... or s3://bucket/prefix",
                                 url, (int)(scheme < 32 ? scheme : 32), url);
@@ -1527,7 +1506,7 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
 {
     (void)opt;
     if (out) memset(out, 0, sizeof *out);
-    return wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+    return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                         "cannot open '%s': built without libcurl: install libcurl4-openssl-dev and rebuild",
                         url ? url : "(null)");
 }
@@ -1537,7 +1516,7 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
 {
     (void)opt;
     if (out) memset(out, 0, sizeof *out);
-    return wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+    return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                         "cannot open '%s': built without libcurl: install libcurl4-openssl-dev and rebuild",
                         url ? url : "(null)");
 }
@@ -2184,7 +2163,7 @@ static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const ws
             /* NoSuchBucket, NoSuchUpload: the code says what is missing (a
                bucket that does not exist is no store, not an empty one) */
             if (!wsync__s3_field(rs->errbody, rs->errbody_len, "Message", msg, sizeof msg)) msg[0] = 0;
-            return wsync__hfail(err, strcmp(code, "NoSuchBucket") == 0 ? WSYNC_ERR_NO_STORE : WSYNC_ERR_NOT_FOUND, "%s %s: HTTP 404: S3 %s: %s%s", rq->method, rq->url, code,
+            return wsync_error_set(err, strcmp(code, "NoSuchBucket") == 0 ? WSYNC_ERR_NO_STORE : WSYNC_ERR_NOT_FOUND, "%s %s: HTTP 404: S3 %s: %s%s", rq->method, rq->url, code,
                                 msg, strcmp(code, "NoSuchBucket") == 0 ? " (no such bucket: create it first)" : "");
         }
         if (rs->status != 404 && rs->status != 413 &&
@@ -2194,49 +2173,49 @@ static wsync_result wsync__hfail_resp(wsync__http *h, wsync_error *err, const ws
                        strcmp(code, "ExpiredToken") == 0 || strcmp(code, "InvalidToken") == 0;
             if (!wsync__s3_field(rs->errbody, rs->errbody_len, "Message", msg, sizeof msg)) msg[0] = 0;
             if (auth)
-                return wsync__hfail(err, WSYNC_ERR_AUTH,
+                return wsync_error_set(err, WSYNC_ERR_AUTH,
                                     "authentication failed: %s %s: HTTP %ld: S3 %s: %s (check the keys, the "
                                     "region and the clock; not retried)",
                                     rq->method, rq->url, rs->status, code, msg);
-            return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: HTTP %ld: S3 %s: %s (after %u attempt%s)", rq->method,
+            return wsync_error_set(err, WSYNC_ERR_IO, "%s %s: HTTP %ld: S3 %s: %s (after %u attempt%s)", rq->method,
                                 rq->url, rs->status, code, msg, attempts, attempts == 1 ? "" : "s");
         }
     }
     if (rs->cc == CURLE_PEER_FAILED_VERIFICATION || rs->cc == CURLE_SSL_CACERT_BADFILE)
-        return wsync__hfail(err, WSYNC_ERR_IO,
+        return wsync_error_set(err, WSYNC_ERR_IO,
                             "%s %s: TLS: %s (curl error %d; the server's certificate is not trusted: give its CA "
                             "bundle as ca_file or in WSYNC_CA_BUNDLE%s; not retried)",
                             rq->method, rq->url, rs->curl_msg, (int)rs->cc, h && h->sigv4 ? " or AWS_CA_BUNDLE" : "");
     if (rs->cc != CURLE_OK && rs->status)
-        return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d, HTTP %ld) after %u attempt%s", rq->method,
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d, HTTP %ld) after %u attempt%s", rq->method,
                             rq->url, rs->curl_msg, (int)rs->cc, rs->status, attempts, attempts == 1 ? "" : "s");
     if (rs->cc != CURLE_OK)
-        return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d) after %u attempt%s", rq->method, rq->url,
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s %s: %s (curl error %d) after %u attempt%s", rq->method, rq->url,
                             rs->curl_msg, (int)rs->cc, attempts, attempts == 1 ? "" : "s");
     if (rs->status == 404)
-        return wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP 404 from %s %s)", rq->what, rq->method,
+        return wsync_error_set(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP 404 from %s %s)", rq->what, rq->method,
                             rq->url);
     if (rs->status == 401 || rs->status == 403)
-        return wsync__hfail(err, WSYNC_ERR_AUTH,
+        return wsync_error_set(err, WSYNC_ERR_AUTH,
                             "authentication failed: HTTP %ld from %s %s (check the credentials or the server's "
                             "permissions; not retried)",
                             rs->status, rq->method, rq->url);
     if (rs->status == 405 && (strcmp(rq->method, "PUT") == 0 || strcmp(rq->method, "DELETE") == 0))
-        return wsync__hfail(err, WSYNC_ERR_IO,
+        return wsync_error_set(err, WSYNC_ERR_IO,
                             "HTTP 405 from %s %s: the server does not accept %s (nginx: dav_methods PUT DELETE MKCOL)",
                             rq->method, rq->url, rq->method);
     if (rs->status == 413 && h && h->sigv4) {
         char ans[240];
         wsync__s3_answer(rs, ans, sizeof ans);
-        return wsync__hfail(err, WSYNC_ERR_IO, "HTTP 413 from %s %s (%s): the request body (%lu bytes) is above the "
+        return wsync_error_set(err, WSYNC_ERR_IO, "HTTP 413 from %s %s (%s): the request body (%lu bytes) is above the "
                             "server's limit", rq->method, rq->url, ans, (unsigned long)rq->body_len);
     }
     if (rs->status == 413)
-        return wsync__hfail(err, WSYNC_ERR_IO,
+        return wsync_error_set(err, WSYNC_ERR_IO,
                             "HTTP 413 from %s %s: the object (%lu bytes) is above the server's limit (nginx: "
                             "client_max_body_size 0)",
                             rq->method, rq->url, (unsigned long)rq->body_len);
-    return wsync__hfail(err, WSYNC_ERR_IO, "%s %s: HTTP %ld%s%s after %u attempt%s", rq->method, rq->url, rs->status,
+    return wsync_error_set(err, WSYNC_ERR_IO, "%s %s: HTTP %ld%s%s after %u attempt%s", rq->method, rq->url, rs->status,
                         body[0] ? ": " : "", body, attempts, attempts == 1 ? "" : "s");
 }
 
@@ -2249,7 +2228,7 @@ static wsync_result wsync__hrequest(wsync__http *h, const wsync__hreq *rq, wsync
 {
     CURL *c = wsync__hacquire(h);
     unsigned attempt;
-    if (!c) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s %s: no curl handle", rq->method, rq->url);
+    if (!c) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s %s: no curl handle", rq->method, rq->url);
     for (attempt = 1;; attempt++) {
         if (reset) reset(reset_user);
         wsync__hperform(h, c, rq, rs);
@@ -2351,7 +2330,7 @@ static wsync_result wsync__hmkcols(wsync__http *h, const char *key, wsync_error 
     char *url = wsync__hurl(h, key, 0), *p;
     size_t path_at;
     wsync_result r = WSYNC_OK;
-    if (!url) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    if (!url) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     p = strstr(url, "://");
     p = p ? strchr(p + 3, '/') : NULL;
     path_at = p ? (size_t)(p - url) + 1 : strlen(url);
@@ -2385,8 +2364,8 @@ static wsync_result wsync__http_put(void *user, const char *key, const void *byt
     int round;
     wsync__herr_reset(err);
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
-    if (!bytes && len) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no bytes");
-    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    if (!bytes && len) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no bytes");
+    if (!(url = wsync__hurl(h, key, 0))) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     memset(&rq, 0, sizeof rq);
     rq.method = "PUT";
     rq.url = url;
@@ -2431,7 +2410,7 @@ static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size
     unsigned hops;
     wsync__herr_reset(err);
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
-    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    if (!(url = wsync__hurl(h, key, 0))) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     memset(&rq, 0, sizeof rq);
     rq.method = "HEAD";
     rq.url = url;
@@ -2440,7 +2419,7 @@ static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size
     for (hops = 0; r == WSYNC_OK && wsync__hredirect(h, &rs) && hops < WSYNC__HTTP_REDIRECTS; hops++) {
         char *next = wsync__hresolve(h, rq.url, rs.location, &rq.nosign);
         if (!next) {
-            r = wsync__hfail(err, WSYNC_ERR_IO, "HEAD %s: HTTP %ld to a location that is not a URL", rq.url,
+            r = wsync_error_set(err, WSYNC_ERR_IO, "HEAD %s: HTTP %ld to a location that is not a URL", rq.url,
                              rs.status);
             break;
         }
@@ -2452,9 +2431,9 @@ static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size
         if (rs.status == 200 && rs.has_length) {
             if (size) *size = rs.length;
         } else if (rs.status == 200) {
-            r = wsync__hfail(err, WSYNC_ERR_IO, "HEAD %s: HTTP 200 without a Content-Length", url);
+            r = wsync_error_set(err, WSYNC_ERR_IO, "HEAD %s: HTTP 200 without a Content-Length", url);
         } else if (wsync__his_dir_redirect(&rs)) {
-            r = wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP %ld from HEAD %s: a directory)", key,
+            r = wsync_error_set(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP %ld from HEAD %s: a directory)", key,
                              rs.status, url);
         } else {
             r = wsync__hfail_resp(h, err, &rq, &rs, 1);
@@ -2474,7 +2453,7 @@ static wsync_result wsync__http_del(void *user, const char *key, wsync_error *er
     char *url;
     wsync__herr_reset(err);
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
-    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    if (!(url = wsync__hurl(h, key, 0))) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     memset(&rq, 0, sizeof rq);
     rq.method = "DELETE";
     rq.url = url;
@@ -2628,7 +2607,7 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
     CURL *c = wsync__hacquire(h);
     unsigned attempt = 0, stalls = 0, redirects = 0;
     wsync_result r = WSYNC_OK;
-    if (!c) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: no curl handle", url);
+    if (!c) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: no curl handle", url);
     memset(&s, 0, sizeof s);
     s.key = key;
     s.lo = lo;
@@ -2663,7 +2642,7 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
         if (wsync__hredirect(h, &rs) && redirects < WSYNC__HTTP_REDIRECTS) {
             char *next = wsync__hresolve(h, rq.url, rs.location, &info->nosign);
             if (!next) {
-                r = wsync__hfail(err, WSYNC_ERR_IO, "GET %s: HTTP %ld to a location that is not a URL", rq.url,
+                r = wsync_error_set(err, WSYNC_ERR_IO, "GET %s: HTTP %ld to a location that is not a URL", rq.url,
                                  rs.status);
                 break;
             }
@@ -2675,11 +2654,11 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
             continue;
         }
         if (s.fail) {
-            r = wsync__hfail(err, s.code, "GET %s: %s", url, s.msg);
+            r = wsync_error_set(err, s.code, "GET %s: %s", url, s.msg);
             break;
         }
         if (s.sink_rc) {
-            r = wsync__hfail(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", s.sink_rc, key, url);
+            r = wsync_error_set(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", s.sink_rc, key, url);
             break;
         }
         if (rs.status == 416 && rs.cc == CURLE_OK) {
@@ -2698,7 +2677,7 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
                 info->total = sz;
             }
             if (sz != UINT64_MAX && s.pos == sz && (hi == UINT64_MAX || !strict)) break;
-            r = wsync__hfail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+            r = wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS,
                              "offset %llu is past the end of '%s' (%llu bytes; HTTP 416 from GET %s)",
                              (unsigned long long)s.pos, key, (unsigned long long)(sz == UINT64_MAX ? 0 : sz), url);
             break;
@@ -2709,7 +2688,7 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
             /* fewer bytes than announced without an error: a cut; go on below */
         } else if (rs.cc == CURLE_OK && (rs.status < 200 || rs.status >= 300) && !wsync__hretryable(&rs)) {
             if (wsync__his_dir_redirect(&rs))
-                r = wsync__hfail(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP %ld from GET %s: a directory)",
+                r = wsync_error_set(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP %ld from GET %s: a directory)",
                                  key, rs.status, url);
             else r = wsync__hfail_resp(h, err, &rq, &rs, attempt);
             break;
@@ -2725,7 +2704,7 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
         } else stalls++;
         if (stalls >= h->o.max_attempts || attempt >= 4 * h->o.max_attempts) {
             if (rs.cc == CURLE_OK && (rs.status == 200 || rs.status == 206))
-                r = wsync__hfail(err, WSYNC_ERR_IO, "GET %s: the body ended early (at byte %llu) after %u attempts",
+                r = wsync_error_set(err, WSYNC_ERR_IO, "GET %s: the body ended early (at byte %llu) after %u attempts",
                                  url, (unsigned long long)s.pos, attempt);
             else r = wsync__hfail_resp(h, err, &rq, &rs, attempt);
             break;
@@ -2823,9 +2802,9 @@ static wsync_result wsync__hpart_done(wsync__http *h, wsync__hpart *p, CURLcode 
 {
     wsync__hfinish(h, p->c, &p->rq, &p->rs, cc);
     if (p->sink_rc)
-        return wsync__hfail(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", p->sink_rc, key, url);
+        return wsync_error_set(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", p->sink_rc, key, url);
     if (p->bad)
-        return wsync__hfail(err, WSYNC_ERR_IO,
+        return wsync_error_set(err, WSYNC_ERR_IO,
                             "GET %s: part %llu-%llu: HTTP %ld with the wrong range or size, or '%s' was replaced "
                             "while it was being downloaded",
                             url, (unsigned long long)p->lo, (unsigned long long)p->hi, p->rs.status, key);
@@ -2880,7 +2859,7 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign
         m = curl_multi_init();
         own_multi = 1;
     }
-    if (!m) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: no curl multi handle", url);
+    if (!m) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: no curl multi handle", url);
     if (n_slots > n_parts) n_slots = (unsigned)n_parts;
     for (i = 0; i < n_slots; i++) {
         parts[i].c = wsync__hacquire(h);
@@ -2894,7 +2873,7 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign
         parts[i].sink = sink;
         parts[i].sink_user = sink_user;
         if (!parts[i].c || !parts[i].buf) {
-            r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: %u parts of %llu bytes", url, n_slots,
+            r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: %u parts of %llu bytes", url, n_slots,
                              (unsigned long long)psize);
             goto done;
         }
@@ -2916,13 +2895,13 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign
                 p->attempts = 0;
                 next_part++;
                 if (!wsync__hpart_start(h, m, p, url, key))
-                    r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: cannot start a part", url);
+                    r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: cannot start a part", url);
             } else if (p->state == 2 && now >= p->retry_at) {
                 curl_slist_free_all(p->hl);
                 p->hl = NULL;
                 wsync__hcount(h, &h->st.retries, 1);
                 if (!wsync__hpart_start(h, m, p, url, key))
-                    r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: cannot restart a part", url);
+                    r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "GET %s: cannot restart a part", url);
             }
         }
         if (r != WSYNC_OK) break;
@@ -2947,7 +2926,7 @@ static wsync_result wsync__hparallel(wsync__http *h, const char *url, int nosign
             if (!p || r != WSYNC_OK) break;
             if (!p->live) {
                 if (p->got && (rc = sink(sink_user, p->buf, (size_t)p->got)) != 0) {
-                    r = wsync__hfail(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", rc, key, url);
+                    r = wsync_error_set(err, WSYNC_ERR_SINK, "the sink failed (%d) reading '%s' from %s", rc, key, url);
                     break;
                 }
                 p->live = 1;
@@ -2997,20 +2976,20 @@ static wsync_result wsync__http_get(void *user, const char *key, uint64_t offset
     int may_parallel;
     wsync__herr_reset(err);
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
-    if (!sink) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no sink");
+    if (!sink) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no sink");
     if (len == 0) {
         /* nothing to transfer: the size decides */
         if ((r = wsync__http_head(user, key, &total, err)) != WSYNC_OK) return r;
         if (size) *size = total;
         if (offset > total)
-            return wsync__hfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "offset %llu is past the end of '%s' (%llu bytes)",
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "offset %llu is past the end of '%s' (%llu bytes)",
                                 (unsigned long long)offset, key, (unsigned long long)total);
         return WSYNC_OK;
     }
     if (len != UINT64_MAX && len - 1 > UINT64_MAX - 1 - offset)
-        return wsync__hfail(err, WSYNC_ERR_OUT_OF_BOUNDS, "a range of '%s' past 2^64", key);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "a range of '%s' past 2^64", key);
     hi = len == UINT64_MAX ? UINT64_MAX : offset + len - 1;
-    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    if (!(url = wsync__hurl(h, key, 0))) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     memset(&info, 0, sizeof info);
     info.demand_hi = hi;
     may_parallel = h->o.parallel > 1 && (hi == UINT64_MAX || hi - offset + 1 > h->o.parallel_threshold) &&
@@ -3249,13 +3228,13 @@ static wsync_result wsync__hlist_propfind(wsync__hlist *l, const char *url, cons
     /* the collection's path as the server will write it in its hrefs, decoded */
     p = strstr(url, "://");
     p = p ? strchr(p + 3, '/') : NULL;
-    if (!p) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: no path in the URL", url);
+    if (!p) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: no path in the URL", url);
     ul = strlen(p);
     wsync__hfree(&h->a, l->dpath);
-    if (!(l->dpath = (char *)wsync__halloc(&h->a, ul + 2))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+    if (!(l->dpath = (char *)wsync__halloc(&h->a, ul + 2))) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
     l->dpath_len = wsync__href_path(p, ul, l->dpath, &why, &bad);
     if (l->dpath_len == (size_t)-1)
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: the store's URL: %s", url, why);
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: the store's URL: %s", url, why);
     if (l->dpath[l->dpath_len - 1] != '/') {
         l->dpath[l->dpath_len++] = '/';
         l->dpath[l->dpath_len] = 0;
@@ -3278,8 +3257,8 @@ static wsync_result wsync__hlist_propfind(wsync__hlist *l, const char *url, cons
     if (r != WSYNC_OK) return r;
     *status = rs.status;
     if (rs.stopped) {
-        return l->oom ? wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
-                      : wsync__hfail(err, WSYNC_ERR_LIMIT, "PROPFIND %s: an answer over %lu bytes", url,
+        return l->oom ? wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
+                      : wsync_error_set(err, WSYNC_ERR_LIMIT, "PROPFIND %s: an answer over %lu bytes", url,
                                      (unsigned long)WSYNC__HTTP_LIST_MAX);
     }
     if (rs.status == 404) {
@@ -3292,18 +3271,18 @@ static wsync_result wsync__hlist_propfind(wsync__hlist *l, const char *url, cons
         l->dir = dir;
         r = wsync_http_propfind_parse(l->body, l->body_len, wsync__hlist_href, l, &perr);
         if (r != WSYNC_OK) {
-            r = wsync__hfail(err, r, "PROPFIND %s (HTTP 207): %s", url, perr.message);
+            r = wsync_error_set(err, r, "PROPFIND %s (HTTP 207): %s", url, perr.message);
             if (err) err->offset = perr.offset;
-        } else if (l->bad) r = wsync__hfail(err, WSYNC_ERR_IO, "PROPFIND %s (HTTP 207): %s", url, l->bad_msg);
-        else if (l->oom) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
-        else if (l->too_many) r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
+        } else if (l->bad) r = wsync_error_set(err, WSYNC_ERR_IO, "PROPFIND %s (HTTP 207): %s", url, l->bad_msg);
+        else if (l->oom) r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+        else if (l->too_many) r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
                                              WSYNC__HTTP_LIST_KEYS);
         return r;
     }
     if (!explicit_ && rs.status != 401) return WSYNC_OK; /* not a WebDAV listing: auto tries JSON */
     *answered = 1;
     if (rs.status == 405 || rs.status == 501 || rs.status == 400 || (rs.status >= 200 && rs.status < 300))
-        return wsync__hfail(err, WSYNC_ERR_IO,
+        return wsync_error_set(err, WSYNC_ERR_IO,
                             "PROPFIND %s: HTTP %ld: the server does not list collections with PROPFIND (Apache: "
                             "`Dav On`; nginx: the dav-ext module's `dav_ext_methods PROPFIND`; or list with nginx's "
                             "JSON autoindex: listing json)",
@@ -3311,7 +3290,7 @@ static wsync_result wsync__hlist_propfind(wsync__hlist *l, const char *url, cons
     return wsync__hfail_resp(h, err, &rq, &rs, 1);
 oom:
     curl_slist_free_all(hd);
-    return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
 }
 
 /* Reads one directory's listing (url: the folder's URL, ending in '/';
@@ -3354,8 +3333,8 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *url, const cha
     rq.on_body_user = l;
     r = wsync__hrequest(h, &rq, &rs, wsync__hlist_reset, l, err);
     if (r == WSYNC_OK && rs.stopped) {
-        r = l->oom ? wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
-                   : wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %lu bytes", url,
+        r = l->oom ? wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
+                   : wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: over %lu bytes", url,
                                   (unsigned long)WSYNC__HTTP_LIST_MAX);
     } else if (r == WSYNC_OK && rs.status == 404) {
         *missing = 1;
@@ -3365,17 +3344,17 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *url, const cha
         r = wsync_http_listing_parse(l->body, l->body_len, wsync__hlist_entry, l, &perr);
         if (r != WSYNC_OK) {
             if (pf_status)
-                r = wsync__hfail(err, r,
+                r = wsync_error_set(err, r,
                                  "listing %s: PROPFIND answered HTTP %ld, not 207, and GET's answer is not nginx's "
                                  "JSON listing: %s (the server must answer PROPFIND (Apache mod_dav, nginx dav-ext) "
                                  "or have `autoindex on; autoindex_format json;`)",
                                  url, pf_status, perr.message);
             else
-                r = wsync__hfail(err, r, "GET %s (HTTP 200): %s (is `autoindex on; autoindex_format json;` set?)",
+                r = wsync_error_set(err, r, "GET %s (HTTP 200): %s (is `autoindex on; autoindex_format json;` set?)",
                                  url, perr.message);
             if (err) err->offset = perr.offset;
-        } else if (l->oom) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
-        else if (l->too_many) r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
+        } else if (l->oom) r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+        else if (l->too_many) r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
                                              WSYNC__HTTP_LIST_KEYS);
         else if (method == 0 && !probe) { /* a parent outside the store may be served otherwise */
             WSYNC__HLOCK(h);
@@ -3389,7 +3368,7 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *url, const cha
                (rs.status == 401 || rs.status == 403 || rs.status == 405)) {
         /* PROPFIND not offered and the folder not served: a server without
            listings (nginx's dav module alone), not a credentials problem */
-        r = wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+        r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                          "listing %s: the server offers no listing (PROPFIND answered HTTP %ld, a GET of the folder "
                          "HTTP %ld). A chain with HEAD needs none (wsync's publisher writes one); to read a bucket "
                          "without HEAD, enable listings: nginx's dav-ext module (`dav_ext_methods PROPFIND "
@@ -3400,7 +3379,7 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *url, const cha
         if (pf_status && err) {
             char m[sizeof err->message];
             snprintf(m, sizeof m, "%s", err->message);
-            wsync__hfail(err, r, "listing: PROPFIND %s answered HTTP %ld, not 207, and then %s", url, pf_status, m);
+            wsync_error_set(err, r, "listing: PROPFIND %s answered HTTP %ld, not 207, and then %s", url, pf_status, m);
         }
     }
     return r;
@@ -3424,11 +3403,11 @@ static wsync_result wsync__hlist_missing(wsync__hlist *l, const char *url, wsync
     char *u = NULL, *name = NULL;
     int missing = 0, unlisted = 0;
     q = q ? strchr(q + 3, '/') : NULL;
-    if (!q) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: no path in the URL", url);
+    if (!q) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: no path in the URL", url);
     root = (size_t)(q - url);
     end = strlen(url) - 1; /* the folder's trailing '/' */
     if (!(u = (char *)wsync__halloc(&h->a, end + 2)) || !(name = (char *)wsync__halloc(&h->a, end + 2))) {
-        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
         goto done;
     }
     memcpy(u, url, end + 2);
@@ -3441,7 +3420,7 @@ static wsync_result wsync__hlist_missing(wsync__hlist *l, const char *url, wsync
         nl = wsync__href_path(u + start, end - start, name, &why, &bad);
         if (nl != (size_t)-1 && (nl < 2 || memchr(name + 1, '/', nl - 1))) why = "an empty segment or an encoded '/'";
         if (nl == (size_t)-1 || nl < 2 || memchr(name + 1, '/', nl - 1)) {
-            r = wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: the URL's path: %s", url, why);
+            r = wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "listing %s: the URL's path: %s", url, why);
             goto done;
         }
         saved = u[start + 1];
@@ -3456,14 +3435,14 @@ static wsync_result wsync__hlist_missing(wsync__hlist *l, const char *url, wsync
             if (err) {
                 char m[sizeof err->message];
                 snprintf(m, sizeof m, "%s", err->message);
-                wsync__hfail(err, r, "listing %s: HTTP 404, and its parent could not be read to tell a missing "
+                wsync_error_set(err, r, "listing %s: HTTP 404, and its parent could not be read to tell a missing "
                              "folder from one the server does not list: %s", url, m);
             }
             goto done;
         }
         if (!missing) {
             if (l->probe_found == 1)
-                r = wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                  "listing %s: the server answers HTTP 404 for a folder that is there (its parent "
                                  "lists '%s'): the listing is unavailable (Apache answers a folder's GET with 404: "
                                  "list it with PROPFIND, listing auto or propfind)", url, name + 1);
@@ -3472,7 +3451,7 @@ static wsync_result wsync__hlist_missing(wsync__hlist *l, const char *url, wsync
         if (unlisted) goto done;
         end = start;
     }
-    r = wsync__hfail(err, WSYNC_ERR_UNSUPPORTED,
+    r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                      "listing %s: the listing is unavailable: HTTP 404 for it and for every folder above it up to "
                      "the server's root, so a missing folder cannot be told from one the server does not list "
                      "(Apache answers a folder's GET with 404: list with PROPFIND, listing auto or propfind; nginx: "
@@ -3494,7 +3473,7 @@ static wsync_result wsync__http_list(void *user, const char *prefix, wsync_key_f
     size_t i, depth_guard = 0;
     char *start;
     wsync__herr_reset(err);
-    if (!fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
+    if (!fn) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
     memset(&l, 0, sizeof l);
     l.h = h;
     l.prefix = prefix ? prefix : "";
@@ -3502,11 +3481,11 @@ static wsync_result wsync__http_list(void *user, const char *prefix, wsync_key_f
     /* start in the deepest directory the prefix names whole */
     slash = strrchr(l.prefix, '/');
     start = wsync__hjoin(&h->a, "", l.prefix, slash ? (size_t)(slash - l.prefix) + 1 : 0, 0);
-    if (!start) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
+    if (!start) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
     l.dirs = (char **)wsync__halloc(&h->a, 64 * sizeof *l.dirs);
     if (!l.dirs) {
         wsync__hfree(&h->a, start);
-        return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
     }
     l.cap_dirs = 64;
     l.dirs[l.n_dirs++] = start;
@@ -3516,12 +3495,12 @@ static wsync_result wsync__http_list(void *user, const char *prefix, wsync_key_f
         const char *q;
         for (q = dir; *q; q++) segs += *q == '/';
         if (segs > WSYNC__HTTP_LIST_DEPTH || ++depth_guard > WSYNC__HTTP_LIST_KEYS) {
-            r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing: directories nested deeper than %d or too many",
+            r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing: directories nested deeper than %d or too many",
                              WSYNC__HTTP_LIST_DEPTH);
         } else {
             char *url = wsync__hurl(h, dir, 1);
             int missing = 0, unlisted = 0;
-            if (!url) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+            if (!url) r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
             else {
                 if (!dir[0]) url[h->base_len + 1] = 0; /* the root: base + "/" */
                 r = wsync__hlist_dir(&l, url, dir, 0, &missing, &unlisted, err);
@@ -3588,28 +3567,28 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
     size_t n, i, host_at;
     const char *const *hd;
     wsync__herr_reset(err);
-    if (!out || !url) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an http:// or https:// URL is needed");
+    if (!out || !url) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an http:// or https:// URL is needed");
     memset(out, 0, sizeof *out);
     if (wsync__hcase_eq_prefix(url, "http://")) host_at = 7;
     else if (wsync__hcase_eq_prefix(url, "https://")) host_at = 8;
-    else return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "'%s' is not an http:// or https:// URL", url);
+    else return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "'%s' is not an http:// or https:// URL", url);
     n = strlen(url);
     for (i = 0; i < n; i++) {
         unsigned char c = (unsigned char)url[i];
         if (c <= 0x20 || c == 0x7F || c == '?' || c == '#' || c == '\\')
-            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "store URL '%s' has a space, a control byte, '?', '#' or '\\'", url);
     }
     while (n > host_at && url[n - 1] == '/') n--;
     if (n == host_at || url[host_at] == '/')
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s' has no host", url);
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s' has no host", url);
     if (opt && (opt->listing < WSYNC_HTTP_LISTING_AUTO || opt->listing > WSYNC_HTTP_LISTING_PROPFIND))
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: listing %d is not auto (0), json (1) or propfind (2)",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: listing %d is not auto (0), json (1) or propfind (2)",
                             url, (int)opt->listing);
     memset(&a, 0, sizeof a);
     if (opt) a = opt->allocator;
     h = (wsync__http *)wsync__halloc(&a, sizeof *h);
-    if (!h) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "HTTP store");
+    if (!h) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "HTTP store");
     memset(h, 0, sizeof *h);
     h->a = a;
     if (opt) h->o = *opt;
@@ -3630,7 +3609,7 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
     if (!h->rng) h->rng = 1;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         wsync__hfree(&a, h);
-        return wsync__hfail(err, WSYNC_ERR_IO, "%s", "curl_global_init failed");
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s", "curl_global_init failed");
     }
 #if WSYNC__HTTP_THREADS
     pthread_mutex_init(&h->mu, NULL);
@@ -3668,7 +3647,7 @@ WSYNC_DEF wsync_result wsync_store_http_open(const char *url, const wsync_http_o
     return WSYNC_OK;
 oom:
     wsync__http_close(h);
-    return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "HTTP store");
+    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "HTTP store");
 }
 
 /* ---- S3: the same transfer layer, signed; its own put, list and del >>s3 ---- */
@@ -3732,7 +3711,7 @@ static wsync_result wsync__s3_call(wsync__http *h, wsync__hreq *rq, wsync__hresp
     r = wsync__hrequest(h, rq, rs, b ? wsync__s3body_reset : NULL, b, err);
     if (r != WSYNC_OK) return r;
     if (rs->status >= 200 && rs->status < 300 && !rs->stopped) return WSYNC_OK;
-    if (rs->stopped) return wsync__hfail(err, WSYNC_ERR_LIMIT, "%s %s: a reply over %lu bytes", rq->method, rq->url,
+    if (rs->stopped) return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s %s: a reply over %lu bytes", rq->method, rq->url,
                                          (unsigned long)sizeof b->p);
     return wsync__hfail_resp(h, err, rq, rs, wsync__hretryable(rs) ? h->o.max_attempts : 1);
 }
@@ -3787,7 +3766,7 @@ static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const u
     url = wsync__hurl(h, key, 0);
     b = (wsync__s3body *)wsync__halloc(&h->a, sizeof *b);
     if (!url || !b) {
-        r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "multipart upload of '%s'", key);
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "multipart upload of '%s'", key);
         goto done;
     }
     /* create */
@@ -3800,14 +3779,14 @@ static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const u
     rq.body = (const uint8_t *)"";
     if ((r = wsync__s3_call(h, &rq, &rs, b, err)) != WSYNC_OK) goto done;
     if (!wsync__s3_field(b->p, b->n, "UploadId", upload_id, sizeof upload_id) || !upload_id[0]) {
-        r = wsync__hfail(err, WSYNC_ERR_IO, "POST %s: HTTP %ld without an <UploadId>", u, rs.status);
+        r = wsync_error_set(err, WSYNC_ERR_IO, "POST %s: HTTP %ld without an <UploadId>", u, rs.status);
         goto done;
     }
     /* the parts, in order */
     while (lo < (uint64_t)len && r == WSYNC_OK) {
         uint64_t n = (uint64_t)len - lo < part ? (uint64_t)len - lo : part;
         if (n_parts >= WSYNC__S3_MAX_PARTS) {
-            r = wsync__hfail(err, WSYNC_ERR_LIMIT, "multipart upload of '%s' (%llu bytes): over %u parts of %llu bytes",
+            r = wsync_error_set(err, WSYNC_ERR_LIMIT, "multipart upload of '%s' (%llu bytes): over %u parts of %llu bytes",
                              key, (unsigned long long)len, WSYNC__S3_MAX_PARTS, (unsigned long long)part);
             break;
         }
@@ -3836,7 +3815,7 @@ static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const u
                 if (!shrunk++) wsync__hcount(h, &h->st.smaller_parts, 1);
                 continue; /* the same part number, smaller */
             }
-            r = wsync__hfail(err, WSYNC_ERR_IO,
+            r = wsync_error_set(err, WSYNC_ERR_IO,
                              "upload of '%s' (%llu bytes): part %lu (%llu bytes, from byte %llu): HTTP 413 (%s): the "
                              "server takes no request body this large and S3's parts are at least 5 MiB: raise its "
                              "body limit (multipart_part_size or WSYNC_S3_PART_SIZE sets the part size, "
@@ -3846,7 +3825,7 @@ static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const u
             break;
         }
         if (r != WSYNC_OK) break;
-        if (!rs.etag[0]) r = wsync__hfail(err, WSYNC_ERR_IO, "PUT %s: HTTP %ld without an ETag", u, rs.status);
+        if (!rs.etag[0]) r = wsync_error_set(err, WSYNC_ERR_IO, "PUT %s: HTTP %ld without an ETag", u, rs.status);
         else memcpy(etags[n_parts], rs.etag, sizeof etags[n_parts]);
         n_parts++;
         lo += n;
@@ -3881,7 +3860,7 @@ static wsync_result wsync__s3_multipart(wsync__http *h, const char *key, const u
         char code[96], msg[200];
         if (wsync__s3_field(b->p, b->n, "Code", code, sizeof code)) {
             if (!wsync__s3_field(b->p, b->n, "Message", msg, sizeof msg)) msg[0] = 0;
-            r = wsync__hfail(err, WSYNC_ERR_IO, "POST %s: S3 %s: %s", u, code, msg);
+            r = wsync_error_set(err, WSYNC_ERR_IO, "POST %s: S3 %s: %s", u, code, msg);
         }
     }
     if (r == WSYNC_OK) goto done;
@@ -3901,7 +3880,7 @@ abort:
     }
     goto done;
 oom:
-    r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "multipart upload of '%s'", key);
+    r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "multipart upload of '%s'", key);
     if (upload_id[0]) goto abort;
 done:
     wsync__hfree(&h->a, u);
@@ -3926,13 +3905,13 @@ static wsync_result wsync__s3_put(void *user, const char *key, const void *bytes
     char *url;
     wsync__herr_reset(err);
     if ((r = wsync_store_key_check(key, err)) != WSYNC_OK) return r;
-    if (!bytes && len) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no bytes");
+    if (!bytes && len) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no bytes");
     WSYNC__HLOCK(h);
     limit = h->put_limit;
     WSYNC__HUNLOCK(h);
     if ((uint64_t)len > h->mp_threshold || (limit && (uint64_t)len >= limit && (uint64_t)len > WSYNC__S3_MIN_PART))
         return wsync__s3_multipart(h, key, (const uint8_t *)bytes, len, err);
-    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    if (!(url = wsync__hurl(h, key, 0))) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     memset(&rq, 0, sizeof rq);
     rq.method = "PUT";
     rq.url = url;
@@ -3948,7 +3927,7 @@ static wsync_result wsync__s3_put(void *user, const char *key, const void *bytes
             wsync__hcount(h, &h->st.smaller_parts, 1);
             r = wsync__s3_multipart(h, key, (const uint8_t *)bytes, len, err);
         } else {
-            r = wsync__hfail(err, WSYNC_ERR_IO,
+            r = wsync_error_set(err, WSYNC_ERR_IO,
                              "upload of '%s': one PUT of %lu bytes: HTTP 413 (%s): the server takes no request body "
                              "this large, and 5 MiB or less cannot be split into parts (S3's minimum part): raise "
                              "its body limit; PUT %s",
@@ -3969,7 +3948,7 @@ static wsync_result wsync__s3_del(void *user, const char *key, wsync_error *err)
     wsync_result r;
     char *url;
     if ((r = wsync__http_head(user, key, NULL, err)) != WSYNC_OK) return r;
-    if (!(url = wsync__hurl(h, key, 0))) return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
+    if (!(url = wsync__hurl(h, key, 0))) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "URL");
     memset(&rq, 0, sizeof rq);
     rq.method = "DELETE";
     rq.url = url;
@@ -4022,14 +4001,14 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
     const char *v[3];
     size_t i, pages = 0;
     wsync__herr_reset(err);
-    if (!fn) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
+    if (!fn) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
     memset(&sl, 0, sizeof sl);
     l->h = h;
     l->body_max = WSYNC__S3_PAGE_MAX;
     l->prefix = prefix ? prefix : "";
     l->plen = strlen(l->prefix);
     if (!(full = wsync__hjoin(&h->a, h->kprefix, l->prefix, l->plen, 0)))
-        return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
     token[0] = 0;
     do {
         wsync__hreq rq;
@@ -4041,7 +4020,7 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
         v[2] = token;
         wsync__hfree(&h->a, url);
         if (!(url = wsync__s3_url_q(h, h->base, names, v, token[0] ? 3 : 2))) {
-            r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
+            r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
             break;
         }
         memset(&rq, 0, sizeof rq);
@@ -4053,13 +4032,13 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
         r = wsync__hrequest(h, &rq, &rs, wsync__hlist_reset, l, err);
         if (r != WSYNC_OK) break;
         if (rs.stopped) {
-            r = l->oom ? wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
-                       : wsync__hfail(err, WSYNC_ERR_LIMIT, "listing %s: a page over %lu bytes", url,
+            r = l->oom ? wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
+                       : wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: a page over %lu bytes", url,
                                       (unsigned long)WSYNC__S3_PAGE_MAX);
             break;
         }
         if (rs.status == 404) {
-            r = wsync__hfail(err, WSYNC_ERR_NO_STORE, "GET %s: HTTP 404: no such bucket", url);
+            r = wsync_error_set(err, WSYNC_ERR_NO_STORE, "GET %s: HTTP 404: no such bucket", url);
             break;
         }
         if (rs.status != 200) {
@@ -4070,17 +4049,17 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
         r = wsync_s3_listing_parse(l->body, l->body_len, wsync__s3_list_entry, &sl, &truncated, token, sizeof token,
                                    &perr);
         if (r != WSYNC_OK) {
-            r = wsync__hfail(err, r, "GET %s (HTTP 200): %s", url, perr.message);
+            r = wsync_error_set(err, r, "GET %s (HTTP 200): %s", url, perr.message);
             if (err) err->offset = perr.offset;
             break;
         }
-        if (l->oom) r = wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
-        else if (l->too_many) r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing: over %u keys", WSYNC__HTTP_LIST_KEYS);
+        if (l->oom) r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+        else if (l->too_many) r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing: over %u keys", WSYNC__HTTP_LIST_KEYS);
         else if (truncated && strcmp(prev, token) == 0)
-            r = wsync__hfail(err, WSYNC_ERR_IO, "GET %s: the same continuation token twice", url);
+            r = wsync_error_set(err, WSYNC_ERR_IO, "GET %s: the same continuation token twice", url);
         else if (!truncated) token[0] = 0;
         else if (++pages > WSYNC__HTTP_LIST_KEYS / 1000)
-            r = wsync__hfail(err, WSYNC_ERR_LIMIT, "listing: over %u pages", WSYNC__HTTP_LIST_KEYS / 1000);
+            r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing: over %u pages", WSYNC__HTTP_LIST_KEYS / 1000);
     } while (r == WSYNC_OK && token[0]);
     if (r == WSYNC_OK) {
         /* S3 lists in UTF-8 byte order already; some servers do not */
@@ -4154,20 +4133,20 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
     wsync_error kerr;
     struct curl_slist *t;
     wsync__herr_reset(err);
-    if (!out || !url) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an s3://bucket/prefix URL is needed");
+    if (!out || !url) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an s3://bucket/prefix URL is needed");
     memset(out, 0, sizeof *out);
     if (!wsync__hcase_eq_prefix(url, "s3://"))
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "'%s' is not an s3://bucket/prefix URL", url);
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "'%s' is not an s3://bucket/prefix URL", url);
     bucket = url + 5;
     slash = strchr(bucket, '/');
     blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
     if (blen == 0 || blen > 255)
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s' has no bucket", url);
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s' has no bucket", url);
     for (i = 0; i < blen; i++) {
         char c = bucket[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
               c == '_'))
-            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "bucket name in '%s' has a byte other than letters, digits, '-', '.', '_'", url);
     }
     /* the prefix: trimmed of '/', a valid key itself */
@@ -4177,18 +4156,18 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
     while (plen && e[plen - 1] == '/') plen--;
     if (plen) {
         char tmp[1100];
-        if (plen > 1000) return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s': prefix too long", url);
+        if (plen > 1000) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s': prefix too long", url);
         memcpy(tmp, e, plen);
         tmp[plen] = 0;
         if (wsync_store_key_check(tmp, &kerr) != WSYNC_OK)
-            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s': prefix: %s", url, kerr.message);
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "store URL '%s': prefix: %s", url, kerr.message);
     }
     region = wsync__s3_pick(opt ? opt->region : NULL, "AWS_REGION", "AWS_DEFAULT_REGION");
     if (!region) region = "us-east-1";
     for (i = 0; region[i]; i++)
         if (!((region[i] >= 'a' && region[i] <= 'z') || (region[i] >= '0' && region[i] <= '9') || region[i] == '-') ||
             i > 40)
-            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "region '%s' is not like us-east-1", region);
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "region '%s' is not like us-east-1", region);
     endpoint = wsync__s3_pick(opt ? opt->endpoint : NULL, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
     if (!endpoint) {
         snprintf(def_endpoint, sizeof def_endpoint, "https://s3.%s.amazonaws.com", region);
@@ -4198,20 +4177,20 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
     secret = wsync__s3_pick(opt ? opt->secret_access_key : NULL, "AWS_SECRET_ACCESS_KEY", NULL);
     token = wsync__s3_pick(opt ? opt->session_token : NULL, "AWS_SESSION_TOKEN", NULL);
     if (!key_id || !secret)
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                             "store %s: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", url);
     if (strchr(key_id, ':') || strlen(key_id) > 256 || strlen(secret) > 256 || (token && strlen(token) > 2048))
-        return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: a malformed access key, secret or token", url);
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: a malformed access key, secret or token", url);
     for (e = token; e && *e; e++)
         if ((unsigned char)*e < 0x20 || *e == 0x7F)
-            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: a control byte in the session token", url);
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "store %s: a control byte in the session token", url);
     /* the bucket's URL: endpoint/bucket; the transfer layer checks the rest */
     elen = strlen(endpoint);
     while (elen && endpoint[elen - 1] == '/') elen--;
     memset(&a, 0, sizeof a);
     if (opt) a = opt->http.allocator;
     if (!(base = (char *)wsync__halloc(&a, elen + blen + 2)))
-        return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "S3 store");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "S3 store");
     memcpy(base, endpoint, elen);
     base[elen] = '/';
     memcpy(base + elen + 1, bucket, blen);
@@ -4222,7 +4201,7 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
         if (err) {
             char m[sizeof err->message];
             snprintf(m, sizeof m, "%s", err->message);
-            wsync__hfail(err, r, "S3 endpoint '%.*s': %s", (int)elen, endpoint, m);
+            wsync_error_set(err, r, "S3 endpoint '%.*s': %s", (int)elen, endpoint, m);
         }
         return r;
     }
@@ -4240,7 +4219,7 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
             wsync__s3_env_size("WSYNC_S3_PART_SIZE", &env_part) < 0) {
             wsync__http_close(h);
             memset(out, 0, sizeof *out);
-            return wsync__hfail(err, WSYNC_ERR_INVALID_ARGUMENT,
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "store %s: WSYNC_S3_MULTIPART_THRESHOLD or WSYNC_S3_PART_SIZE is not a size (bytes, "
                                 "or a number with K, M or G: 8M)", url);
         }
@@ -4281,7 +4260,7 @@ WSYNC_DEF wsync_result wsync_store_s3_open(const char *url, const wsync_s3_optio
 oom:
     wsync__http_close(h);
     memset(out, 0, sizeof *out);
-    return wsync__hfail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "S3 store");
+    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "S3 store");
 }
 
 WSYNC_DEF int wsync_store_http_stats(const wsync_store *s, wsync_http_stats *out)
