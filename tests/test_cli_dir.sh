@@ -6,7 +6,9 @@
 # small files byte for byte; the anchors' objects in the store; bad
 # directories refused with nothing written; an engine-like reader while a
 # follower updates and while followers are killed with SIGKILL; single-file
-# buckets and single-file models; a bucket of the old single-file format.
+# buckets and single-file models; a bucket of the old single-file format;
+# issue 41's defects, each with the processes that broke it (overlapping
+# pulls and follows of one directory, a dangling link, ...).
 # The first section checks the checks (make_dirs.py's comparisons and reader
 # against fakes), so it passes whatever the tool can do.
 # usage: tests/test_cli_dir.sh path/to/wsync
@@ -480,6 +482,101 @@ if "$root/tests/bench_dir.sh" "$bin" --model tiny --shards 3 --steps 3 --work "$
     [ "$(grep -c 'every tensor equal to the published one' "$tmp/out")" -eq 4 ]; then
     pass "bench_dir.sh on tiny: publish and pull 4 steps, every pulled tensor the published one"
 else fail "bench_dir.sh on tiny: $(tail -n 4 "$tmp/out")"; fi
+
+# ---- (h) issue 41's defects, each checked with real processes ----
+H=$tmp/h; mkdir -p "$H"
+for s in 1 2 3 4 5 6 7; do "$bin" gen --model tiny --step $s --shards 2 -o "$H/d$s" >/dev/null 2>&1 || fail "gen d$s"; done
+# 1. Overlapping runs: three pulls of one directory at once, after each
+# publish, then three followers at once: every run exits 0, the link always
+# resolves to a whole version of the newest step, and a dangling link is
+# never taken for a file.
+"$bin" publish --store "$H/S" "$H/d1" >/dev/null 2>&1 || fail "publish d1"
+"$bin" pull --store "$H/S" "$H/m" >/dev/null 2>&1 || fail "pull m"
+ok=1
+for s in 2 3 4 5; do
+    "$bin" publish --store "$H/S" "$H/d$s" >/dev/null 2>&1 || fail "publish d$s"
+    pids=()
+    for k in 1 2 3; do "$bin" pull --store "$H/S" "$H/m" >"$H/o$k" 2>&1 & pids+=($!); bg+=($!); done
+    for k in 0 1 2; do wait "${pids[$k]}" || { ok=0; echo "pull $((k + 1)) of step $s: $(tail -n 2 "$H/o$((k + 1))")"; }; done
+    if [ -d "$H/m/" ] && grep -q "\"step\":$s," "$H/m/wsync-step.json" 2>/dev/null && [ -f "$H/m/config.json" ]; then :
+    else ok=0; echo "after three pulls of step $s: m -> $(readlink "$H/m"), $(cat "$H/m/wsync-step.json" 2>&1)"; fi
+done
+[ $ok = 1 ] && pass "1: three overlapping pulls of one directory, four times: each exits 0, the link whole" \
+    || fail "1: overlapping pulls broke the directory"
+"$bin" publish --store "$H/S" "$H/d6" >/dev/null 2>&1 || fail "publish d6"
+pids=()
+for k in 1 2 3; do
+    timeout 30 "$bin" follow --store "$H/S" --interval 0.05 --until-step 7 "$H/m" >"$H/o$k" 2>&1 & pids+=($!); bg+=($!)
+done
+sleep 0.5
+"$bin" publish --store "$H/S" "$H/d7" >/dev/null 2>&1 || fail "publish d7"
+ok=1
+for k in 0 1 2; do wait "${pids[$k]}" || { ok=0; echo "follow $((k + 1)): $(tail -n 2 "$H/o$((k + 1))")"; }; done
+[ $ok = 1 ] && [ -d "$H/m/" ] && grep -q '"step":7,' "$H/m/wsync-step.json" && cmp -s "$H/d7/config.json" "$H/m/config.json" \
+    && pass "1: three overlapping follows: each exits 0, the link a whole step 7" \
+    || fail "1: overlapping follows: m -> $(readlink "$H/m"): $(cat "$H/m/wsync-step.json" 2>&1)"
+[ "$(versions "$H/m")" -le 2 ] && [ -z "$(others "$H/m")" ] && pass "1: at most two versions, nothing else left" \
+    || fail "1: beside m: $(cd "$H" && ls -d m.* | tr '\n' ' ')"
+# a dangling link (its version removed by hand): never replaced by a file
+rm -rf "$H/$(readlink "$H/m")"
+expect_rc "1: a pull over a dangling link to a version" 0 "$bin" pull --store "$H/S" "$H/m"
+[ -L "$H/m" ] && [ -d "$H/m/" ] && grep -q '"step":7,' "$H/m/wsync-step.json" && cmp -s "$H/d7/config.json" "$H/m/config.json" \
+    && pass "1: the dangling link rebuilt as a directory at step 7" \
+    || fail "1: after a pull over a dangling link, m is $(ls -ld "$H/m" 2>&1)"
+ln -sfn elsewhere "$H/m2"
+expect_rc "1: a dangling link to something not ours is refused" 1 "$bin" pull --store "$H/S" "$H/m2"
+[ "$(readlink "$H/m2")" = elsewhere ] && [ ! -e "$H/elsewhere" ] && pass "1: the foreign link left alone" \
+    || fail "1: m2 is $(ls -ld "$H/m2")"
+# 2. A version without its files: pull --step 3 after retention dropped the
+# anchor before it takes config.json and the index from the previous
+# version; with no previous version and no anchor, the pull fails and the
+# link stays where it was.
+"$bin" publish --store "$H/S2" --anchor-every 4 --retain 3 "$H/d1" >/dev/null 2>&1 || fail "2: publish d1"
+"$bin" pull --store "$H/S2" "$H/p2" >/dev/null 2>&1 || fail "2: pull step 1"
+"$bin" publish --store "$H/S2" --anchor-every 4 --retain 3 "$H/d2" >/dev/null 2>&1 || fail "2: publish d2"
+"$bin" pull --store "$H/S2" "$H/p2" >/dev/null 2>&1 || fail "2: pull step 2"
+for s in 3 4 5; do "$bin" publish --store "$H/S2" --anchor-every 4 --retain 3 "$H/d$s" >/dev/null 2>&1 || fail "2: publish d$s"; done
+"$bin" log --store "$H/S2" --json >"$tmp/out" 2>&1
+if ! grep -q '"kind": "anchor", "step": 1,' "$tmp/out" && grep -q '"kind": "delta", "step": 3,' "$tmp/out"; then
+    pass "2: retention dropped anchor 1 and kept delta 3"
+else fail "2: the chain: $(head -c 400 "$tmp/out")"; fi
+expect_rc "2: pull --step 3 with no anchor at or before it" 0 "$bin" pull --store "$H/S2" --step 3 "$H/p2"
+grep -q '"step":3,' "$H/p2/wsync-step.json" && cmp -s "$H/d3/config.json" "$H/p2/config.json" &&
+    cmp -s "$H/d3/model.safetensors.index.json" "$H/p2/model.safetensors.index.json" \
+    && pass "2: step 3 holds config.json and the index" \
+    || fail "2: step 3's version holds: $(ls "$H/p2/" | tr '\n' ' ')"
+for f in "$H"/d3/*.safetensors; do
+    "$bin" verify "$f" "$H/p2/${f##*/}" >/dev/null 2>&1 || fail "2: ${f##*/} differs from the published step 3"
+done
+expect_rc "2: a first pull --step 3 with no anchor at or before it fails" 1 "$bin" pull --store "$H/S2" --step 3 "$H/q2"
+[ ! -e "$H/q2" ] && [ ! -L "$H/q2" ] && pass "2: nothing made at q2" || fail "2: q2 is $(ls -ld "$H/q2")"
+# 4. The reserved name: a pulled directory relayed with --include '*.json'
+# does not carry wsync-step.json, and the relay bucket pulls, again and again.
+"$bin" pull --store "$H/S" "$H/p4" >/dev/null 2>&1 || fail "4: pull p4"
+expect_rc "4: a pulled directory relayed with --include '*.json'" 0 "$bin" publish --store "$H/R" --step 7 \
+    --include '*.json' "$H/p4"
+grep_out "4: publish says wsync-step.json is not published" "wsync-step.json is not published" "$tmp/err"
+[ ! -e "$H/R/anchors/step_000007/wsync-step.json" ] && pass "4: the relay's anchor holds no wsync-step.json" \
+    || fail "4: the relay's anchor carries wsync-step.json"
+expect_rc "4: the relay bucket pulls" 0 "$bin" pull --store "$H/R" "$H/r"
+"$bin" publish --store "$H/R" --step 8 --include '*.json' "$H/d6" >/dev/null 2>&1
+expect_rc "4: and pulls its next step" 0 "$bin" pull --store "$H/R" "$H/r"
+grep -q '"step":8,' "$H/r/wsync-step.json" && pass "4: the relay's pull at step 8" || fail "4: r: $(cat "$H/r/wsync-step.json")"
+# 5. A large index: 20,000 shard names (none of them there) are refused in
+# n log n, not after re-sorting the list at each new name (12-16 s).
+mkdir -p "$H/big"
+"$py" - "$H/big/model.safetensors.index.json" <<'PYEOF'
+import json, sys
+n = 20000
+wm = {"t%05d" % i: "s-%05d-of-%05d.safetensors" % (i, n) for i in range(n)}
+json.dump({"metadata": {"total_size": 0}, "weight_map": wm}, open(sys.argv[1], "w"))
+PYEOF
+t0=$(date +%s%N)
+expect_rc "5: an index of 20,000 missing shards refused" 1 "$bin" publish --store "$H/B5" --step 1 "$H/big"
+ms=$((($(date +%s%N) - t0) / 1000000))
+grep_out "5: the missing shard named" "missing shard" "$tmp/err"
+[ "$ms" -lt 3000 ] && pass "5: refused in $ms ms" || fail "5: the refusal took $ms ms (the list sorted at each name?)"
+[ ! -e "$H/B5" ] && pass "5: nothing written" || fail "5: the store was created"
 
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]

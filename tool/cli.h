@@ -304,11 +304,15 @@ typedef struct cli_dir_layout {
     size_t n_shards;
     int from_anchor;
     uint64_t anchor_step;
+    char linked[512];            /* the version the link named when this run last read or
+                                    switched it ("": none, or a name too long to keep) */
 } cli_dir_layout;
 void cli_dir_layout_free(cli_dir_layout *lay);
 
 /* What pull and follow keep at `path`: CLI_TARGET_DIR when path is a
-   symbolic link to a version wsync made (it holds CLI_DIR_STEP_FILE), or
+   symbolic link to a version wsync made (it holds CLI_DIR_STEP_FILE), or a
+   dangling link to a name of a version beside it (BASE.step_N: rebuilt
+   from the anchor; a dangling link to anything else is refused), or
    does not exist, does not end in .safetensors and the chain's newest
    anchor at or before `limit` is a directory's; CLI_TARGET_FILE otherwise.
    -1: refused (a directory wsync did not make; printed); -2: the chain could
@@ -336,5 +340,12 @@ int cli_dir_save(const char *cmd, const wsync_store *s, const wsync_chain_option
    the one `path` links to and the previous one (a run killed after its
    switch leaves an older third; one killed before, a version never linked). */
 void cli_dir_remove_stale(const char *path);
+/* Runs on one model directory take turns: an exclusive flock on
+   .BASE.wsync-lock beside the link (created once, left there), held from
+   reading the link to the switch and the pruning, so that no run prunes a
+   version another has just linked. Waits for the run before it. The fd
+   (cli_dir_unlock lets go), or -1 after saying why. */
+int cli_dir_lock(const char *cmd, const char *path);
+void cli_dir_unlock(int fd);
 
 #endif /* WSYNC_CLI_H */

@@ -634,7 +634,26 @@ typedef struct puller {
     int has_chain;         /* with a verify key: the signed chain followed (MODEL's record, */
     uint8_t chain[WSYNC_CHAIN_ID_SIZE]; /* or the first HEAD that passed) */
     int sig_refused;       /* the last read or sync was refused by the verify key */
+    int locked, lock_fd;   /* a directory's runs take turns (cli_dir_lock) */
 } puller;
+
+/* A directory's lock, held from reading the link to the switch (pull: the
+   whole run; follow: each sync). 1 held; 0 after saying why. */
+static int puller_lock(puller *p)
+{
+    int fd;
+    if (p->locked) return 1;
+    if ((fd = cli_dir_lock(p->cmd, p->path)) < 0) return 0;
+    p->lock_fd = fd;
+    p->locked = 1;
+    return 1;
+}
+
+static void puller_unlock(puller *p)
+{
+    if (p->locked) cli_dir_unlock(p->lock_fd);
+    p->locked = 0;
+}
 
 /* A failure the verify key caused: a HEAD refused, or an object whose
    BLAKE2b-256 is not the signed HEAD's. */
@@ -677,6 +696,7 @@ static void puller_close(puller *p)
     cli_image_free(&p->im);
     cli_dir_layout_free(&p->lay);
     if (p->store_open) wsync_store_close(&p->store);
+    puller_unlock(p);
     p->sub = NULL;
     p->store_open = 0;
 }
@@ -698,8 +718,9 @@ static int puller_open(puller *p, uint64_t limit)
     if ((target = cli_dir_target(p->cmd, p->path, &p->store, &p->co, limit)) < 0) return target == -1 ? 0 : -1;
     if (target == CLI_TARGET_DIR) {
         p->dir = 1;
+        if (!puller_lock(p)) return 0;
         cli_dir_remove_stale(p->path);
-        if (lstat(p->path, &sb) == 0) {
+        if (stat(p->path, &sb) == 0) { /* a dangling link: its version is rebuilt from the anchor */
             if (!cli_dir_image_from_link(p->cmd, p->path, &p->im, &p->lay)) return 0;
         } else if (!image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im, &p->lay, NULL)) return -1;
     } else if (stat(p->path, &sb) == 0 || errno != ENOENT) {
@@ -911,6 +932,7 @@ static int puller_relayout(puller *p, uint64_t step, wsync_error *err)
     puller_learn(p);
     wsync_subscriber_close(p->sub);
     cli_image_free(&p->im);
+    memcpy(lay.linked, p->lay.linked, sizeof lay.linked);
     cli_dir_layout_free(&p->lay);
     p->sub = sub;
     puller_pin(p);
@@ -1356,8 +1378,19 @@ static void run_on_update(const puller *p, const follow_opts *o)
    waited out: said when new, then at a slow pace, and retried at the next
    check; a stale HEAD is warned about once per situation and MODEL kept),
    -1 when the file could not be written, -2 when MODEL is not this chain's
-   model (WSYNC_ERR_LAYOUT, said). */
+   model (WSYNC_ERR_LAYOUT, said). A directory's lock is held meanwhile. */
+static int follow_pull_locked(puller *p, const follow_opts *o, uint64_t head, follow_state *f);
+
 static int follow_pull(puller *p, const follow_opts *o, uint64_t head, follow_state *f)
+{
+    int k;
+    if (p->dir && !puller_lock(p)) return -1;
+    k = follow_pull_locked(p, o, head, f);
+    puller_unlock(p);
+    return k;
+}
+
+static int follow_pull_locked(puller *p, const follow_opts *o, uint64_t head, follow_state *f)
 {
     wsync_sync_stats st;
     wsync_error err;
@@ -1432,6 +1465,7 @@ static int follow_loop(puller *p, const follow_opts *o)
             int k2;
             cli_fail_capture(line, sizeof line);
             k2 = puller_open(p, WSYNC_STEP_LATEST);
+            puller_unlock(p); /* taken again for each sync */
             code = cli_fail_captured();
             cli_fail_capture(NULL, 0);
             if (k2 == 0) {
