@@ -282,6 +282,12 @@ assert 0 < lo <= hi and n == 2 and pred > 0 and 0 < rb <= rm + 0.001, m.groups()
 PY
 has "bench: the throughput against process_vm_writev" "/ one process_vm_writev ="
 
+# ---- the job key: push-demo's own random key on a non-loopback address ----
+run "--bind 0.0.0.0: under push-demo's own job key" 0 "$bin" push-demo --bind 0.0.0.0 --backend tcp --steps 2
+has "--bind 0.0.0.0: both steps committed" "2 of 2 steps committed"
+run "--bind 0.0.0.0 --insecure: no key, on a trusted network" 0 "$bin" push-demo --bind 0.0.0.0 --backend tcp --steps 2 --insecure
+has "--insecure: both steps committed" "2 of 2 steps committed"
+
 # ---- usage ----
 run "--help" 0 "$bin" push-demo --help
 has "--help names the backends" "--backend cma|shm|tcp"
