@@ -73,6 +73,41 @@ if [ -z "$line" ]; then echo "FAIL python/tests/test_edge.py: exited $rc without
 elif [ "$rc" -ne 0 ] && [ "$f2" -eq 0 ]; then echo "FAIL python/tests/test_edge.py: exit status $rc"; f2=1; fi
 passed=$((passed + p2)); failed=$((${failed:-0} + f2))
 
+# python/tests/test_engine.py: the engine map (issue 42): EngineLayout, a
+# take through the map on 2 ranks exact after every take, the refusals (CUDA
+# cases skip without a device). Its counts add in.
+"$py" python/tests/test_engine.py > "$tmp/engine.out" 2>&1; rc=$?
+grep -v -E '^summary: ' "$tmp/engine.out"
+line=$(grep -E '^summary: [0-9]+ passed, [0-9]+ failed$' "$tmp/engine.out" | tail -n 1)
+p2=$(echo "$line" | sed -nE 's/^summary: ([0-9]+) passed.*/\1/p'); p2=${p2:-0}
+f2=$(echo "$line" | sed -nE 's/^summary: [0-9]+ passed, ([0-9]+) failed$/\1/p'); f2=${f2:-0}
+if [ -z "$line" ]; then echo "FAIL python/tests/test_engine.py: exited $rc without a summary line"; f2=1
+elif [ "$rc" -ne 0 ] && [ "$f2" -eq 0 ]; then echo "FAIL python/tests/test_engine.py: exit status $rc"; f2=1; fi
+passed=$((passed + p2)); failed=$((${failed:-0} + f2))
+
+# examples/python/engine_tp.py: a trainer and 2 tensor-parallel engine ranks
+# (fused qkv and gate_up); every "rank R step S ... digest D" line must equal
+# the trainer's "train step S rank R ... digest D", and both ranks must
+# print every step.
+if "$py" -c 'import torch' >/dev/null 2>&1; then
+    tp_steps=4
+    timeout 120 "$py" examples/python/engine_tp.py --store "$tmp/tp-bucket" --steps $tp_steps --pace 0.05 \
+        > "$tmp/tp.out" 2>&1; tp_rc=$?
+    awk '$1 == "train" && $2 == "step" { print $3, $5, $NF }' "$tmp/tp.out" | sort > "$tmp/tp.train"
+    awk '$1 == "rank" && $3 == "step" { print $4, $2, $NF }' "$tmp/tp.out" | sort > "$tmp/tp.rank"
+    want=$((2 * (tp_steps + 1)))
+    if [ $tp_rc -eq 0 ] && [ "$(wc -l < "$tmp/tp.train")" -eq $want ] && cmp -s "$tmp/tp.train" "$tmp/tp.rank"; then
+        passed=$((passed + 1))
+        echo "ok   examples/python: engine_tp.py, 2 ranks, steps 0-$tp_steps, every digest the trainer's"
+    else
+        failed=$((failed + 1))
+        echo "FAIL examples/python: engine_tp.py exit $tp_rc; trainer and ranks' digests:"
+        diff "$tmp/tp.train" "$tmp/tp.rank" | head -n 10; tail -n 5 "$tmp/tp.out"
+    fi
+else
+    echo "skip examples/python: engine_tp.py needs torch ($py has none)"
+fi
+
 # examples/python: serve.py follows train.py (CPU torch, a few steps, as
 # examples/python/README.md runs them); the engine must reach the trainer's
 # last step, and every step it printed must carry the trainer's digest. The
