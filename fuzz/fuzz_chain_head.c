@@ -451,6 +451,24 @@ static const char *fz_files_rule(const wsync_chain_entry *e, const wsync_chain_f
     return NULL;
 }
 
+/* A plain string of exactly 2n lowercase hex digits (signed HEADs' "id",
+   "signer", "sig", "blake2b"), into out. */
+static int fz_ref_hexbytes(const uint8_t *p, size_t n, size_t *i, uint8_t *out, size_t bytes)
+{
+    const uint8_t *s;
+    size_t len, k;
+    if (!fz_plain_string(p, n, i, &s, &len) || len != 2 * bytes) return 0;
+    for (k = 0; k < len; k++) {
+        unsigned d;
+        if (s[k] >= '0' && s[k] <= '9') d = (unsigned)(s[k] - '0');
+        else if (s[k] >= 'a' && s[k] <= 'f') d = (unsigned)(s[k] - 'a' + 10);
+        else return 0;
+        if (k & 1) out[k / 2] = (uint8_t)(out[k / 2] | d);
+        else out[k / 2] = (uint8_t)(d << 4);
+    }
+    return 1;
+}
+
 /* An anchor's "files" at p[*i]: [{"name":S,"bytes":N,"digest":"H",
    "tensors":K}, ...], appended to r->f; *count: how many. Unknown keys in a
    file are skipped, their values at depth 4 (top 1, entry 2, the array's
@@ -486,6 +504,8 @@ static int fz_ref_files(fz_ref *r, const uint8_t *p, size_t n, size_t *i, size_t
                     bit = 4, ok = fz_ref_hex64(p, n, &k, &f.digest);
                 } else if (fz_str_is(s, len, "tensors")) {
                     bit = 8, ok = fz_ref_u64(p, n, &k, &f.tensors) && f.tensors != 0; /* absent: 0 */
+                } else if (fz_str_is(s, len, "blake2b")) {
+                    bit = 16, ok = f.has_hash = fz_ref_hexbytes(p, n, &k, f.hash, sizeof f.hash);
                 } else {
                     ok = fz_ref_skip(p, n, &k, 4);
                 }
@@ -550,6 +570,8 @@ static int fz_ref_entries(fz_ref *r, const uint8_t *p, size_t n, size_t *i, wsyn
                 else if (fz_str_is(s, len, "state")) bit = 16, ok = fz_ref_hex64(p, n, &k, &e.state);
                 else if (kind == WSYNC_CHAIN_DELTA && fz_str_is(s, len, "encoding"))
                     bit = 32, ok = fz_ref_encoding(p, n, &k, &e.encoding); /* deltas only */
+                else if (fz_str_is(s, len, "blake2b"))
+                    bit = 128, ok = e.has_hash = fz_ref_hexbytes(p, n, &k, e.hash, sizeof e.hash);
                 else if (kind == WSYNC_CHAIN_ANCHOR && fz_str_is(s, len, "files")) { /* anchors only */
                     if (seen & 64u) return fz_ref_bad(r, "\"files\" twice in an entry");
                     bit = 64, ok = fz_ref_files(r, p, n, &k, &e.n_files);
@@ -655,8 +677,24 @@ static void fz_ref_read(const uint8_t *p, size_t n, fz_ref *r)
             fz_ref_bad(r, "a key that is not a plain string");
             return;
         }
+        if ((seen & 2048u) && !fz_str_is(s, len, "check")) {
+            fz_ref_bad(r, "a key other than \"check\" after \"sig\"");
+            return;
+        }
         i = fz_ws(p, n, fz_ws(p, n, i) + 1);
-        if (fz_str_is(s, len, "format")) {
+        if (fz_str_is(s, len, "id")) {
+            uint8_t b[16];
+            bit = 512;
+            ok = fz_ref_hexbytes(p, n, &i, b, sizeof b);
+        } else if (fz_str_is(s, len, "signer")) {
+            uint8_t b[32];
+            bit = 1024;
+            ok = fz_ref_hexbytes(p, n, &i, b, sizeof b);
+        } else if (fz_str_is(s, len, "sig")) {
+            uint8_t b[64];
+            bit = 2048;
+            ok = fz_ref_hexbytes(p, n, &i, b, sizeof b);
+        } else if (fz_str_is(s, len, "format")) {
             bit = 1;
             ok = fz_plain_string(p, n, &i, &v, &vl) && fz_str_is(v, vl, "wsync-chain");
         } else if (fz_str_is(s, len, "version")) {
@@ -722,6 +760,24 @@ static void fz_ref_read(const uint8_t *p, size_t n, fz_ref *r)
     if (r->nf && r->version != 2) {
         fz_ref_bad(r, "\"files\" in a version 1 HEAD");
         return;
+    }
+    /* signed HEADs: "signer" and "sig" together, with "id"; every object
+       (each file of a directory's anchor) names its "blake2b" */
+    if (((seen & 1024u) != 0) != ((seen & 2048u) != 0) || ((seen & 2048u) && !(seen & 512u))) {
+        fz_ref_bad(r, "\"signer\", \"id\" and \"sig\": one without the others");
+        return;
+    }
+    if (seen & 2048u) {
+        for (i = 0; i < r->n; i++)
+            if (!r->e[i].n_files && !r->e[i].has_hash) {
+                fz_ref_bad(r, "a signed HEAD with an object without \"blake2b\"");
+                return;
+            }
+        for (i = 0; i < r->nf; i++)
+            if (!r->f[i].has_hash) {
+                fz_ref_bad(r, "a signed HEAD with a file without \"blake2b\"");
+                return;
+            }
     }
     /* the chain: anchors first (the lists may come in either order; each is
        ascending already), then its rules */
