@@ -458,30 +458,17 @@ int cli_store_opt(const char *cmd, int argc, char **argv, int *i)
 
 int cli_open_dir_store(const char *cmd, const char *dir, int must_exist, wsync_store *s)
 {
-    wsync_store_options so;
+    /* the library's opener (wsync_store_open_url), as the Python binding's:
+       s3:// takes endpoint, region and keys from AWS_ENDPOINT_URL, AWS_REGION,
+       AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN */
+    wsync_store_url_options o;
     wsync_error err;
-    memset(&so, 0, sizeof so);
-    if (strncmp(dir, "http://", 7) == 0 || strncmp(dir, "https://", 8) == 0) {
-        wsync_http_options ho;
-        memset(&ho, 0, sizeof ho);
-        ho.listing = cli_store.listing;
-        if (wsync_store_http_open(dir, &ho, s, &err) == WSYNC_OK) return 1;
-        cli_chain_fail(cmd, &err, "store %s", dir);
-        return 0;
-    }
-    if (strncmp(dir, "s3://", 5) == 0) {
-        /* endpoint, region and keys from AWS_ENDPOINT_URL, AWS_REGION,
-           AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN */
-        wsync_s3_options so;
-        memset(&so, 0, sizeof so);
-        so.multipart_part_size = cli_store.s3_part_size; /* 0: WSYNC_S3_PART_SIZE, else 16 MiB */
-        so.multipart_threshold = cli_store.s3_multipart_threshold;
-        if (wsync_store_s3_open(dir, &so, s, &err) == WSYNC_OK) return 1;
-        cli_chain_fail(cmd, &err, "store %s", dir);
-        return 0;
-    }
-    if (must_exist) so.flags |= WSYNC_STORE_NO_CREATE; /* a reader: a missing store is WSYNC_ERR_NO_STORE */
-    if (wsync_store_dir_open(dir, &so, s, &err) == WSYNC_OK) return 1;
+    memset(&o, 0, sizeof o);
+    if (must_exist) o.flags |= WSYNC_STORE_NO_CREATE; /* a reader: a missing store is WSYNC_ERR_NO_STORE */
+    o.http.listing = cli_store.listing;
+    o.s3.multipart_part_size = cli_store.s3_part_size; /* 0: WSYNC_S3_PART_SIZE, else 16 MiB */
+    o.s3.multipart_threshold = cli_store.s3_multipart_threshold;
+    if (wsync_store_open_url(dir, &o, s, &err) == WSYNC_OK) return 1;
     cli_chain_fail(cmd, &err, "store %s", dir);
     return 0;
 }

@@ -1451,6 +1451,16 @@ static int follow_pull_locked(puller *p, const follow_opts *o, uint64_t head, fo
     return saved;
 }
 
+/* Between polls: a follower that sleeps as long as a poll apart (the HTTP
+   store's idle_close_ms, 500 ms) first lets its kept connections go, so
+   that many followers do not hold the workers of a process-per-connection
+   server (Apache prefork) while they sleep; faster polls keep them. */
+static void follow_sleep(puller *p, const follow_opts *o)
+{
+    if (p->store_open && o->interval >= 0.5) wsync_store_http_idle(&p->store);
+    cli_sleep_s(o->interval);
+}
+
 static int follow_loop(puller *p, const follow_opts *o)
 {
     follow_state f;
@@ -1459,7 +1469,7 @@ static int follow_loop(puller *p, const follow_opts *o)
     memset(&f, 0, sizeof f);
     while (!stop_requested) {
         if (!poll_head(p, o, &f.w, &head)) { /* no store or chain yet, or unreadable for now */
-            cli_sleep_s(o->interval);
+            follow_sleep(p, o);
             continue;
         }
         if (!f.opened) { /* the chain exists: now the file, or its anchor, gives the layout */
@@ -1479,7 +1489,7 @@ static int follow_loop(puller *p, const follow_opts *o)
                 char what[256];
                 snprintf(what, sizeof what, "waiting for the chain's anchor in %s to be readable", o->store);
                 wait_note(p, o, &f.w, WAIT_ANCHOR, 0, code, what, code != WSYNC_OK ? line : "no reason given");
-                cli_sleep_s(o->interval);
+                follow_sleep(p, o);
                 continue;
             }
             wait_over(p, &f.w, WAIT_ANCHOR);
@@ -1502,7 +1512,7 @@ static int follow_loop(puller *p, const follow_opts *o)
             if (follow_done(p, o, &f)) break;
             if (k > 0) continue; /* updated: HEAD may have moved on meanwhile */
         }
-        cli_sleep_s(o->interval);
+        follow_sleep(p, o);
     }
     if (stop_requested) printf("%s: stopped by a signal%s\n", p->path, p->im.has_step ? "" : " (no step pulled)");
     if (p->im.has_step)
