@@ -7,11 +7,15 @@
      cli.c        the shared helpers declared below
      cmd_delta.c  inspect, diff, apply, verify, gen
      cmd_chain.c  publish, pull, follow, log, keygen
+     image.c      a model in memory as one safetensors image (cli_image),
+                  built by cmd_chain.c and dir.c
      dir.c        model directories (a Hugging Face checkpoint): the index's
                   JSON reader, a directory read for publish, and pull's and
                   follow's versions beside a symbolic link switched atomically
      cmd_demo.c   demo (a trainer and a follower process)
      cmd_push.c   push-demo (the direct path with real processes)
+     layouts.c    push-demo's ranks' layouts and the plan its controller
+                  builds from them (layouts.h), shared with plan
      cmd_plan.c   plan (the direct path's schedule, simulated)
      impl.c       the headers' implementations, and nothing else
 
@@ -81,7 +85,8 @@ int cmd_demo(int argc, char **argv);      /* cmd_demo.c */
 int cmd_push_demo(int argc, char **argv); /* cmd_push.c */
 int cmd_plan(int argc, char **argv);      /* cmd_plan.c */
 
-/* ---- the direct path: push-demo's layouts, shared with `wsync plan --demo` ---- */
+/* ---- the direct path: push-demo's layouts (layouts.c; the ranks' parts in
+   layouts.h), shared with `wsync plan --demo` ---- */
 
 typedef struct cli_push_layout {
     unsigned trainers, inference, block;  /* block: fp8 tile */
@@ -89,7 +94,7 @@ typedef struct cli_push_layout {
 } cli_push_layout;
 /* The plan push-demo's controller builds for a model and layout (the ranks'
    entries as they join, wsync_ctl_plan_input_build, wsync_plan_build with
-   the controller's options): `wsync plan --demo` prints it (cmd_push.c). */
+   the controller's options): `wsync plan --demo` prints it (layouts.c). */
 wsync_result cli_push_plan(const wsync_gen_model *m, const cli_push_layout *o, wsync_plan **out, wsync_error *err);
 
 /* ---- arguments and errors ---- */
@@ -223,9 +228,9 @@ typedef struct cli_image {
 /* 32 hex digits into id: 1 when s is exactly that. */
 int cli_parse_chain_id(const char *s, size_t n, uint8_t id[WSYNC_CHAIN_ID_SIZE]);
 
-void cli_image_free(cli_image *im);  /* cmd_chain.c */
+void cli_image_free(cli_image *im);  /* image.c */
 /* Parses im->buf (im->size bytes, filled by the caller) and builds the
-   views; 0 after saying why (cmd_chain.c). */
+   views; 0 after saying why (image.c). */
 int cli_image_parse(const char *cmd, const char *what, cli_image *im);
 /* A model with the layout of the chain's newest anchor at or before `limit`,
    data zeroed (cmd_chain.c). */
