@@ -37,7 +37,8 @@
         offset inside the input (<= size; never UINT64_MAX for a syntax
         error). The same parse with a NULL wsync_error gives the same result
         and the same callbacks.
-     3. Two oracles in this file: a strict RFC 8259 recognizer (strings may
+     3. Two oracles: a strict RFC 8259 recognizer (fuzz/json_oracle.h, shared
+        with the other JSON fuzzers; strings may
         hold any byte >= 0x20: the parser does not check UTF-8 and does not
         promise to), since an accepted listing must be JSON; and a reference
         reading of the documented shape over valid JSON: one array of
@@ -93,6 +94,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "json_oracle.h"
 
 #ifndef FZ_REFERENCE
 #define FZ_REFERENCE 1
@@ -258,113 +261,15 @@ static void fz_check_error(const wsync_error *err, wsync_result r, wsync_result 
 
 #define FZ_JSON_MAX_DEPTH 512
 
-static size_t fz_ws(const uint8_t *p, size_t n, size_t i)
-{
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i;
-}
-
-static int fz_is_digit(const uint8_t *p, size_t n, size_t i)
-{
-    return i < n && p[i] >= '0' && p[i] <= '9';
-}
-
+/* The recognizer is fuzz/json_oracle.h's (with no UTF-8 or surrogate-pair
+   rule: the listing's reader takes any byte >= 0x20 in a string and
+   refuses a lone surrogate only where it decodes a name, below). */
 static int fz_hexval(uint8_t c)
 {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
-}
-
-/* The string at p[i] == '"': the index after its closing quote, 0 if invalid. */
-static size_t fz_json_string(const uint8_t *p, size_t n, size_t i)
-{
-    if (i >= n || p[i] != '"') return 0;
-    i++;
-    for (;;) {
-        uint8_t c;
-        if (i >= n) return 0;
-        c = p[i];
-        if (c == '"') return i + 1;
-        if (c < 0x20) return 0;
-        if (c == '\\') {
-            if (i + 1 >= n) return 0;
-            switch (p[i + 1]) {
-            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
-                i += 2;
-                break;
-            case 'u':
-                if (n - i < 6 || fz_hexval(p[i + 2]) < 0 || fz_hexval(p[i + 3]) < 0 || fz_hexval(p[i + 4]) < 0 ||
-                    fz_hexval(p[i + 5]) < 0)
-                    return 0;
-                i += 6;
-                break;
-            default:
-                return 0;
-            }
-        } else {
-            i++;
-        }
-    }
-}
-
-static size_t fz_json_value(const uint8_t *p, size_t n, size_t i, unsigned depth)
-{
-    if (i >= n || depth > FZ_JSON_MAX_DEPTH) return 0;
-    if (p[i] == '"') return fz_json_string(p, n, i);
-    if (p[i] == '{' || p[i] == '[') {
-        int obj = p[i] == '{';
-        uint8_t close = obj ? '}' : ']';
-        i = fz_ws(p, n, i + 1);
-        if (i < n && p[i] == close) return i + 1;
-        for (;;) {
-            if (obj) {
-                i = fz_json_string(p, n, i);
-                if (!i) return 0;
-                i = fz_ws(p, n, i);
-                if (i >= n || p[i] != ':') return 0;
-                i = fz_ws(p, n, i + 1);
-            }
-            i = fz_json_value(p, n, i, depth + 1);
-            if (!i) return 0;
-            i = fz_ws(p, n, i);
-            if (i < n && p[i] == ',') {
-                i = fz_ws(p, n, i + 1);
-                continue;
-            }
-            if (i < n && p[i] == close) return i + 1;
-            return 0;
-        }
-    }
-    if (n - i >= 4 && memcmp(p + i, "true", 4) == 0) return i + 4;
-    if (n - i >= 5 && memcmp(p + i, "false", 5) == 0) return i + 5;
-    if (n - i >= 4 && memcmp(p + i, "null", 4) == 0) return i + 4;
-    if (p[i] == '-') i++;
-    if (!fz_is_digit(p, n, i)) return 0;
-    if (p[i] == '0') i++;
-    else
-        while (fz_is_digit(p, n, i)) i++;
-    if (i < n && p[i] == '.') {
-        i++;
-        if (!fz_is_digit(p, n, i)) return 0;
-        while (fz_is_digit(p, n, i)) i++;
-    }
-    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
-        i++;
-        if (i < n && (p[i] == '+' || p[i] == '-')) i++;
-        if (!fz_is_digit(p, n, i)) return 0;
-        while (fz_is_digit(p, n, i)) i++;
-    }
-    return i;
-}
-
-static int fz_json_text_ok(const uint8_t *p, size_t n)
-{
-    size_t i = fz_ws(p, n, 0);
-    if (i >= n) return 0;
-    i = fz_json_value(p, n, i, 0);
-    return i != 0 && fz_ws(p, n, i) == n;
 }
 
 /* ---------------------------------------------------------------------
@@ -376,7 +281,7 @@ static int fz_json_text_ok(const uint8_t *p, size_t n)
    refuses. */
 static int fz_ref_string(const uint8_t *p, size_t n, size_t *i, char *out, size_t *len)
 {
-    size_t e = fz_json_string(p, n, *i), k = *i + 1, o = 0;
+    size_t e = fz_json_string(p, n, *i, 0, NULL, 0), k = *i + 1, o = 0;
     FZ_CHECK(e != 0);
     while (k < e - 1) {
         uint32_t u;
@@ -477,9 +382,9 @@ static int fz_ref_nginx(const uint8_t *p, size_t n, fz_seen *out)
                 goto done; /* nested values are refused */
             } else if (p[i] == 't' || p[i] == 'f' || p[i] == 'n') {
                 if (field) goto done;
-                i = fz_json_value(p, n, i, 0);
+                i = fz_json_value(p, n, i, 0, FZ_JSON_MAX_DEPTH, 0);
             } else {
-                size_t e = fz_json_value(p, n, i, 0), k;
+                size_t e = fz_json_value(p, n, i, 0, FZ_JSON_MAX_DEPTH, 0), k;
                 int plain = 1;
                 uint64_t v = 0;
                 FZ_CHECK(e != 0);
@@ -547,7 +452,7 @@ static void fz_nginx(const uint8_t *buf, size_t size)
     fz_seen_same(&a, &b, 1);
     fz_seen_free(&b);
 
-    json = fz_json_text_ok(buf, size);
+    json = fz_json_text_ok(buf, size, 0, FZ_JSON_MAX_DEPTH, 0);
     if (r != WSYNC_OK) {
         if (r != WSYNC_ERR_INVALID_JSON)
             fprintf(stderr, "unexpected result %s: %s\n", wsync_result_name(r), err.message);

@@ -1,8 +1,8 @@
 /* json_oracle.h - the fuzzers' own JSON, written apart from wsync.h's
    tokenizer so that the two can disagree: a strict RFC 8259 recognizer and
-   a string decoder. Shared by fuzz_st_parse.c (the safetensors header) and
-   fuzz_chain_head.c (HEAD); each harness says how strict its reader is with
-   the flags. Include after the C headers (everything is static). */
+   a string decoder. Shared by fuzz_st_parse.c (the safetensors header),
+   fuzz_chain_head.c (HEAD) and fuzz_listing.c (nginx's JSON listing);
+   each harness says how strict its reader is with the flags. Include after the C headers (everything is static). */
 #ifndef WSYNC_FUZZ_JSON_ORACLE_H
 #define WSYNC_FUZZ_JSON_ORACLE_H
 #include <stddef.h>
