@@ -234,6 +234,7 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/test_examples.sh $(EXAMPLE_BINS)" \
 	    "tests/test_plan_cli.sh $(BUILD)/wsync" \
 	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
+	    "tests/test_tool_cycles.sh" \
 	    "tests/test_toc.sh"
 
 # All 2^32 float bit patterns through f32->bf16, against PyTorch's results.
