@@ -225,6 +225,9 @@ Private names are wsync__; the short sub-prefixes mean:
 #define WSYNC_HTTP_H
 
 #include "wsync.h"
+#ifdef WSYNC_NO_CHAIN
+#error "wsync_http.h needs wsync.h's runtime (the store interface): build without WSYNC_NO_CHAIN"
+#endif
 
 /* 1 when the stores are implemented with libcurl in this build. */
 #ifdef WSYNC_HTTP_NO_CURL

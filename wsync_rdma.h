@@ -474,8 +474,8 @@ only in the implementation (one hit). tests/test_toc.sh checks this list.
 
 Private names are wsync__; the short sub-prefixes mean (macros: the same
 in capitals):
-    wsync__rdma_   helpers of every section (>>common): rdma_fail and
-                   rdma_err_reset (errors), rdma_put / rdma_get (little-endian
+    wsync__rdma_   helpers of every section (>>common; errors are wsync.h's
+                   wsync_error_set), rdma_put / rdma_get (little-endian
                    bytes), rdma_alloc / rdma_free, rdma_in (bounds), time,
                    randomness, whole socket reads and writes, rdma_key_set /
                    rdma_key_mac (the job key); WSYNC__RDMA_OK
@@ -513,6 +513,9 @@ in capitals):
 #define WSYNC_RDMA_H
 
 #include "wsync.h"
+#ifdef WSYNC_NO_CHAIN
+#error "wsync_rdma.h needs wsync.h's runtime (the fabric interface): build without WSYNC_NO_CHAIN"
+#endif
 
 /* The ibverbs backend is compiled where rdma-core's headers are found
    (<infiniband/verbs.h>; Debian: libibverbs-dev), on Linux with threads;
@@ -1736,35 +1739,9 @@ extern "C" {
    Errors, little-endian bytes, allocation, bounds; with sockets and
    threads also time, randomness and whole socket reads and writes. */
 
-/* Errors are filled here rather than through wsync.h's private helpers: the
-   implementation of wsync.h may live in another translation unit. */
-static wsync_result wsync__rdma_fail(wsync_error *err, wsync_result code, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static wsync_result wsync__rdma_fail(wsync_error *err, wsync_result code, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err) return code;
-    err->code = code;
-    err->offset = UINT64_MAX;
-    err->tensor[0] = 0;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    wsync_error_clean(err->message); /* peers' words: no escape sequences */
-    return code;
-}
-
-static void wsync__rdma_err_reset(wsync_error *err)
-{
-    if (!err) return;
-    err->code = WSYNC_OK;
-    err->offset = UINT64_MAX;
-    err->tensor[0] = 0;
-    err->message[0] = 0;
-}
+/* Errors are filled by wsync.h's public wsync_error_set (the implementation
+   of wsync.h may live in another translation unit, so not its private
+   helpers). */
 
 /* Little-endian bytes, allocation and bounds, for every section (the
    codecs build everywhere, the rest only where WSYNC__RDMA_OK). */
@@ -1833,7 +1810,7 @@ static wsync_result wsync__rdma_key_set(wsync_job_key *out, const void *key, siz
                                         wsync_error *err)
 {
     if (len < WSYNC_JOB_KEY_MIN || len > WSYNC_JOB_KEY_MAX)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "job key from %s: %zu bytes (a key has %u to %u bytes: e.g. 32 random bytes in hex)",
                                 from, len, WSYNC_JOB_KEY_MIN, WSYNC_JOB_KEY_MAX);
     memcpy(out->bytes, key, len);
@@ -1846,8 +1823,8 @@ WSYNC_DEF wsync_result wsync_job_key_resolve(const void *key, size_t len, wsync_
     const char *env, *path;
     wsync_error local;
     if (!err) err = &local;
-    wsync__rdma_err_reset(err);
-    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "job key: out is NULL");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "job key: out is NULL");
     memset(out, 0, sizeof *out);
     if (key && len) return wsync__rdma_key_set(out, key, len, "the options", err);
     if ((env = getenv("WSYNC_JOB_KEY")) != NULL && env[0])
@@ -1859,11 +1836,11 @@ WSYNC_DEF wsync_result wsync_job_key_resolve(const void *key, size_t len, wsync_
         FILE *f = fopen(path, "rb");
         char from[300];
         snprintf(from, sizeof from, "WSYNC_JOB_KEY_FILE '%.250s'", path);
-        if (!f) return wsync__rdma_fail(err, WSYNC_ERR_IO, "job key from %s: %s", from, strerror(errno));
+        if (!f) return wsync_error_set(err, WSYNC_ERR_IO, "job key from %s: %s", from, strerror(errno));
         n = fread(buf, 1, sizeof buf, f);
         bad = ferror(f);
         fclose(f);
-        if (bad) return wsync__rdma_fail(err, WSYNC_ERR_IO, "job key from %s: read error", from);
+        if (bad) return wsync_error_set(err, WSYNC_ERR_IO, "job key from %s: read error", from);
         while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
         if (n > WSYNC_JOB_KEY_MAX) n = WSYNC_JOB_KEY_MAX + 1; /* too long: said so */
         return wsync__rdma_key_set(out, buf, n, from, err);
@@ -2019,13 +1996,13 @@ static int wsync__rdma_peer_gone(int fd)
 
 static wsync_result wsync__rdma_no(wsync_error *err, const char *what)
 {
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
 #if defined(__linux__) && !defined(WSYNC_NO_THREADS)
-    return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+    return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                             "%s: built without GNU declarations: define _GNU_SOURCE (or WSYNC_RDMA_IMPLEMENTATION) "
                             "before the first #include of the implementation file", what);
 #else
-    return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "%s: needs Linux and POSIX threads", what);
+    return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "%s: needs Linux and POSIX threads", what);
 #endif
 }
 
@@ -2414,15 +2391,15 @@ static wsync_result wsync__fab_base_init(wsync__fab_base *b, uint32_t backend, c
     b->next_id = 1;
     b->auth_timeout_ms = 1000;
     b->max_pending = 32;
-    if (pthread_mutex_init(&b->mu, NULL) != 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "pthread_mutex_init");
+    if (pthread_mutex_init(&b->mu, NULL) != 0) return wsync_error_set(err, WSYNC_ERR_IO, "%s", "pthread_mutex_init");
     if (pthread_cond_init(&b->imm_cv, NULL) != 0) {
         pthread_mutex_destroy(&b->mu);
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "pthread_cond_init");
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s", "pthread_cond_init");
     }
     if (pthread_cond_init(&b->ref_cv, NULL) != 0) {
         pthread_cond_destroy(&b->imm_cv);
         pthread_mutex_destroy(&b->mu);
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "pthread_cond_init");
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s", "pthread_cond_init");
     }
     return WSYNC_OK;
 }
@@ -2537,8 +2514,8 @@ static wsync_result wsync__fab_recv_imm(void *user, wsync_fabric_mr *mr, uint32_
     wsync__fab_base *b = (wsync__fab_base *)user;
     struct timespec until;
     wsync_result r = WSYNC_OK;
-    wsync__rdma_err_reset(err);
-    if (!b || !mr || !imm) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "recv_imm arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!b || !mr || !imm) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "recv_imm arguments");
     clock_gettime(CLOCK_REALTIME, &until);
     if (timeout_ms > 0) {
         until.tv_sec += timeout_ms / 1000;
@@ -2560,7 +2537,7 @@ static wsync_result wsync__fab_recv_imm(void *user, wsync_fabric_mr *mr, uint32_
     }
     pthread_mutex_unlock(&b->mu);
     if (r != WSYNC_OK)
-        return wsync__rdma_fail(err, r, "no immediate on region %u within %d ms", (unsigned)mr->id, timeout_ms);
+        return wsync_error_set(err, r, "no immediate on region %u within %d ms", (unsigned)mr->id, timeout_ms);
     return WSYNC_OK;
 }
 
@@ -2717,7 +2694,7 @@ static wsync_result wsync__fab_srv_start(wsync__fab_base *b, int lfd, wsync_erro
 {
     if (pipe2(b->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         close(lfd);
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "pipe2: %s", strerror(errno));
+        return wsync_error_set(err, WSYNC_ERR_IO, "pipe2: %s", strerror(errno));
     }
     b->lfd = lfd;
     if (pthread_create(&b->th, NULL, wsync__fab_srv_main, b) != 0) {
@@ -2725,7 +2702,7 @@ static wsync_result wsync__fab_srv_start(wsync__fab_base *b, int lfd, wsync_erro
         close(b->wake[1]);
         close(lfd);
         b->lfd = b->wake[0] = b->wake[1] = -1;
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "cannot start the receiver thread");
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s", "cannot start the receiver thread");
     }
     b->started = 1;
     return WSYNC_OK;
@@ -2789,15 +2766,15 @@ static wsync_result wsync__fab_reg_common(wsync__fab_base *b, void *addr, uint64
 {
     struct wsync_fabric_mr *m;
     uint64_t end;
-    if (!b || !out || (!addr && len)) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    if (!b || !out || (!addr && len)) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
     *out = NULL;
     if (kind != WSYNC_MEM_HOST)
-        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "%s", "only host memory can be registered (no dmabuf yet)");
-    if (len == 0) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an empty region");
+        return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "%s", "only host memory can be registered (no dmabuf yet)");
+    if (len == 0) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "an empty region");
     if (!wsync_add_u64((uint64_t)(uintptr_t)addr, len, &end) || len > (uint64_t)(SIZE_MAX / 2))
-        return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "%s", "region address + length overflows");
+        return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "%s", "region address + length overflows");
     m = (struct wsync_fabric_mr *)wsync__rdma_alloc(&b->a, sizeof *m);
-    if (!m) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
+    if (!m) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
     m->backend = b->backend;
     m->addr = (uint8_t *)addr;
     m->len = len;
@@ -2857,18 +2834,18 @@ static wsync_result wsync__fab_check_write(wsync__fab_base *b, const wsync_fabri
                                            wsync_error *err)
 {
     if (!b || !src || !dst || src->backend != b->backend || dst->backend != b->backend)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "write: a region or remote of another fabric");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "write: a region or remote of another fabric");
     if (!wsync__rdma_in(src_off, len, src->len))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                 "write: source bytes %llu + %llu outside the registered %llu",
                                 (unsigned long long)src_off, (unsigned long long)len, (unsigned long long)src->len);
     if (!wsync__rdma_in(dst_off, len, dst->len))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                 "write: %llu bytes at %llu outside %s region %u (%llu bytes)", (unsigned long long)len,
                                 (unsigned long long)dst_off, dst->peer, (unsigned)dst->region,
                                 (unsigned long long)dst->len);
     if (dst->broken)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "write to %s region %u: %s", dst->peer, (unsigned)dst->region,
+        return wsync_error_set(err, WSYNC_ERR_IO, "write to %s region %u: %s", dst->peer, (unsigned)dst->region,
                                 dst->why);
     return WSYNC_OK;
 }
@@ -2877,7 +2854,7 @@ static wsync_result wsync__fab_break(wsync_fabric_remote *r, wsync_error *err, c
 {
     r->broken = 1;
     snprintf(r->why, sizeof r->why, fmt, arg);
-    return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s region %u: %s", r->peer, (unsigned)r->region, r->why);
+    return wsync_error_set(err, WSYNC_ERR_IO, "%s region %u: %s", r->peer, (unsigned)r->region, r->why);
 }
 
 static const wsync__fab_base *wsync__fab_base_of(const wsync_fabric *f)
@@ -2904,14 +2881,14 @@ WSYNC_DEF wsync_result wsync_fabric_auth_set(wsync_fabric *f, const void *job_ke
     wsync__fab_base *b = (wsync__fab_base *)wsync__fab_base_of(f);
     uint8_t *k = NULL, *old;
     size_t old_len;
-    wsync__rdma_err_reset(err);
-    if (!b) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "auth_set: not a TCP, one-host or verbs fabric");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!b) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "auth_set: not a TCP, one-host or verbs fabric");
     if (key_len > WSYNC__JOB_KEY_MAX || (key_len && !job_key))
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "auth_set: a job key of %lu bytes (1..%d)",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "auth_set: a job key of %lu bytes (1..%d)",
                                 (unsigned long)key_len, WSYNC__JOB_KEY_MAX);
     if (key_len) {
         if (!(k = (uint8_t *)wsync__rdma_alloc(&b->a, key_len)))
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "auth_set");
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "auth_set");
         memcpy(k, job_key, key_len);
     }
     pthread_mutex_lock(&b->mu);
@@ -2931,13 +2908,13 @@ WSYNC_DEF wsync_result wsync_fabric_auth_set(wsync_fabric *f, const void *job_ke
 static wsync__fab_base *wsync__fab_window_base(wsync_fabric *f, const char *what, wsync_error *err)
 {
     wsync__fab_base *b = (wsync__fab_base *)wsync__fab_base_of(f);
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!b) {
-        wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: not a TCP, one-host or verbs fabric", what);
+        wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: not a TCP, one-host or verbs fabric", what);
         return NULL;
     }
     if (f->backend != WSYNC_FABRIC_TCP) {
-        wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+        wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                          "%s: the %s fabric's writes are one-sided (the receiver's CPU never sees them), so "
                          "the receiver cannot refuse one: only the TCP fabric enforces a write window",
                          what, f->backend == WSYNC_FABRIC_HOST ? "one-host" : "verbs");
@@ -2959,11 +2936,11 @@ WSYNC_DEF wsync_result wsync_fabric_window_open(wsync_fabric *f, uint64_t step, 
     uint32_t *ids = NULL, *old;
     if (!b) return err ? err->code : WSYNC_ERR_INVALID_ARGUMENT;
     if (n > 65536 || (n && !senders))
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "window_open: %lu senders (0..65536, and a list)",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "window_open: %lu senders (0..65536, and a list)",
                                 (unsigned long)n);
     if (n) {
         if (!(ids = (uint32_t *)wsync__rdma_alloc(&b->a, n * sizeof *ids)))
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "window_open");
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "window_open");
         memcpy(ids, senders, n * sizeof *ids);
         qsort(ids, n, sizeof *ids, wsync__fab_cmp_u32);
     }
@@ -3286,7 +3263,7 @@ static wsync_result wsync__tcp_listen(wsync__tcp *t, wsync_error *err)
     snprintf(port, sizeof port, "%u", t->port);
     gai = getaddrinfo(t->bind_host, port, &hints, &res);
     if (gai != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: cannot resolve bind host '%s': %s", t->bind_host,
+        return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: cannot resolve bind host '%s': %s", t->bind_host,
                                 gai_strerror(gai));
     for (ai = res; ai; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -3303,7 +3280,7 @@ static wsync_result wsync__tcp_listen(wsync__tcp *t, wsync_error *err)
     }
     freeaddrinfo(res);
     if (fd < 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: cannot listen on %s port %u: %s", t->bind_host,
+        return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: cannot listen on %s port %u: %s", t->bind_host,
                                 t->port, strerror(e));
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
         t->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
@@ -3318,8 +3295,8 @@ static wsync_result wsync__tcp_reg(void *user, void *addr, uint64_t len, wsync_m
     struct wsync_fabric_mr *m;
     wsync_result r;
     size_t hl;
-    wsync__rdma_err_reset(err);
-    if (!t || !mr || !desc) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!t || !mr || !desc) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
     memset(desc, 0, sizeof *desc);
     if (!t->b.send_only && !t->b.started && (r = wsync__tcp_listen(t, err)) != WSYNC_OK) return r;
     if ((r = wsync__fab_reg_common(&t->b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
@@ -3419,22 +3396,22 @@ static wsync_result wsync__tcp_hs_client(int fd, const void *key, size_t key_len
     wsync__rdma_put32(hello + 8, region);
     wsync__rdma_put32(hello + 12, sender);
     if (wsync_random_bytes(hello + 16, 32) != WSYNC_OK)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "TCP fabric: no system randomness for the handshake's nonce");
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s", "TCP fabric: no system randomness for the handshake's nonce");
     if (wsync__rdma_send_all(fd, hello, sizeof hello, 0) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer, strerror(errno));
+        return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer, strerror(errno));
     rc = wsync__rdma_recv_by(fd, chal, sizeof chal, (int)timeout_ms, 0, deadline);
     if (rc != 1 || wsync__rdma_get32(chal) != WSYNC__TH_CHAL)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer,
                                 rc == 1 ? "not a wsync TCP fabric receiver (bad reply)"
                                 : rc == 0 ? "the receiver closed the connection"
                                           : errno == ETIMEDOUT ? "no reply within the timeout" : strerror(errno));
     if (wsync__rdma_get32(chal + 4) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: %s refused the handshake: %s", peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: %s refused the handshake: %s", peer,
                                 wsync__fab_rej_str(wsync__rdma_get32(chal + 4)));
     wsync_hmac_sha256_init(&k, key ? key : (const void *)"", key ? key_len : 0);
     wsync__tcp_hs_mac(&k, "wsync tcp fabric: receiver", hello, chal + 8, region_key, want);
     if (!wsync_ct_equal(want, chal + 40, 32))
-        return wsync__rdma_fail(err, WSYNC_ERR_IO,
+        return wsync_error_set(err, WSYNC_ERR_IO,
                                 "TCP fabric: %s did not prove the job key: another job's key (or none where this "
                                 "side has one), or not the receiver this descriptor names",
                                 peer);
@@ -3442,13 +3419,13 @@ static wsync_result wsync__tcp_hs_client(int fd, const void *key, size_t key_len
     wsync__rdma_put32(proof + 4, 0);
     wsync__tcp_hs_mac(&k, "wsync tcp fabric: sender", hello, chal + 8, region_key, proof + 8);
     if (wsync__rdma_send_all(fd, proof, sizeof proof, 0) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer, strerror(errno));
+        return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer, strerror(errno));
     rc = wsync__rdma_recv_by(fd, done, sizeof done, (int)timeout_ms, 0, deadline);
     if (rc != 1 || wsync__rdma_get32(done) != WSYNC__TH_DONE)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: handshake with %s: %s", peer,
                                 rc == 1 ? "a bad final reply" : "no final reply (refused, or it timed out)");
     if (wsync__rdma_get32(done + 4) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: %s refused the handshake: %s", peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: %s refused the handshake: %s", peer,
                                 wsync__fab_rej_str(wsync__rdma_get32(done + 4)));
     wsync__tcp_hs_mac(&k, "wsync tcp fabric: connection key", hello, chal + 8, region_key, ck);
     wsync_hmac_sha256_init(mac, ck, sizeof ck);
@@ -3464,34 +3441,34 @@ static wsync_result wsync__tcp_open_remote(void *user, const wsync_fabric_desc *
     char host[64], why[160];
     unsigned port, hl;
     int fd, one = 1;
-    wsync__rdma_err_reset(err);
-    if (!t || !d || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!t || !d || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
     *out = NULL;
     if (d->backend != WSYNC_FABRIC_TCP || d->version != 1 || d->kind != WSYNC_MEM_HOST)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "not a TCP fabric descriptor (backend %u, version %u, kind %u)", (unsigned)d->backend,
                                 (unsigned)d->version, (unsigned)d->kind);
     if (d->n_bytes < WSYNC__TCP_DESC_FIXED + 1 || d->n_bytes > WSYNC_FABRIC_DESC_MAX)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "TCP descriptor: %u backend bytes (a send-only fabric's?)", (unsigned)d->n_bytes);
     port = (unsigned)d->bytes[0] | (unsigned)d->bytes[1] << 8;
     hl = d->bytes[2];
     if (hl == 0 || hl >= sizeof host || d->n_bytes != WSYNC__TCP_DESC_FIXED + hl || d->bytes[3] || port == 0 ||
         d->len == 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP descriptor: malformed endpoint");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP descriptor: malformed endpoint");
     memcpy(host, d->bytes + WSYNC__TCP_DESC_FIXED, hl);
     host[hl] = 0;
     if (strlen(host) != hl)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP descriptor: NUL in host");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP descriptor: NUL in host");
     fd = wsync__tcp_connect(host, port, t->connect_timeout_ms, why, sizeof why);
-    if (fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "TCP fabric: %s port %u: %s", host, port, why);
+    if (fd < 0) return wsync_error_set(err, WSYNC_ERR_IO, "TCP fabric: %s port %u: %s", host, port, why);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     wsync__rdma_big_buffers(fd, t->sockbuf);
     wsync__rdma_set_timeouts(fd, t->b.timeout_ms);
     r = (struct wsync_fabric_remote *)wsync__rdma_alloc(&t->b.a, sizeof *r);
     if (!r) {
         close(fd);
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
     }
     r->backend = WSYNC_FABRIC_TCP;
     r->fd = fd;
@@ -3572,7 +3549,7 @@ static wsync_result wsync__tcp_send(wsync__tcp *t, wsync_fabric_mr *src, uint64_
     const uint8_t *p;
     wsync__dtag poly;
     wsync_result r;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if ((r = wsync__fab_check_write(t ? &t->b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return r;
     if (len == 0 && type == WSYNC__FR_WRITE) return WSYNC_OK;
     wsync__tcp_hdr(h, type, dst, imm, dst_off, len, dkey);
@@ -3622,8 +3599,8 @@ static wsync_result wsync__tcp_flush(void *user, wsync_error *err)
     struct wsync_fabric_remote *r;
     wsync_result res = WSYNC_OK;
     int64_t deadline;
-    wsync__rdma_err_reset(err);
-    if (!t) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!t) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
     for (r = t->b.remotes; r; r = r->next) {
         uint8_t h[WSYNC__TCP_HDR];
         if (r->broken || !r->pending) continue;
@@ -3666,7 +3643,7 @@ static wsync_result wsync__tcp_flush(void *user, wsync_error *err)
     }
     for (r = t->b.remotes; r; r = r->next)
         if (r->broken && res == WSYNC_OK) {
-            res = wsync__rdma_fail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
+            res = wsync_error_set(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
         }
     return res;
 }
@@ -3689,17 +3666,17 @@ WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt
     wsync__tcp *t;
     wsync_result r;
     const char *adv;
-    wsync__rdma_err_reset(err);
-    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tcp_open arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tcp_open arguments");
     memset(out, 0, sizeof *out);
     if (opt) o = *opt;
     else memset(&o, 0, sizeof o);
     a = o.allocator;
     if (!o.bind_host || !*o.bind_host) o.bind_host = "127.0.0.1";
     if (strlen(o.bind_host) >= 256 || (o.advertise_host && strlen(o.advertise_host) >= 64) || o.port > 65535)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP fabric: host name too long or bad port");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP fabric: host name too long or bad port");
     t = (wsync__tcp *)wsync__rdma_alloc(&a, sizeof *t);
-    if (!t) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "tcp_open");
+    if (!t) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "tcp_open");
     if ((r = wsync__fab_base_init(&t->b, WSYNC_FABRIC_TCP, &a, err)) != WSYNC_OK) {
         wsync__rdma_free(&a, t);
         return r;
@@ -3720,7 +3697,7 @@ WSYNC_DEF wsync_result wsync_fabric_tcp_open(const wsync_fabric_tcp_options *opt
         snprintf(t->adv_host, sizeof t->adv_host, "%s", "127.0.0.1");
     if (!t->adv_host[0] || strlen(t->adv_host) > 63) {
         wsync__tcp_close(t);
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP fabric: advertised host too long");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "TCP fabric: advertised host too long");
     }
     t->port = o.port;
     t->connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 5000;
@@ -3980,7 +3957,7 @@ static wsync_result wsync__host_listen(wsync__host *h, wsync_error *err)
     if (!mkdtemp(h->dir)) {
         e = errno;
         h->dir[0] = 0;
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot make a directory in %s: %s", base,
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: cannot make a directory in %s: %s", base,
                                 strerror(e));
     }
     snprintf(h->name, sizeof h->name, "%s/s", h->dir);
@@ -3989,7 +3966,7 @@ static wsync_result wsync__host_listen(wsync__host *h, wsync_error *err)
         e = errno;
         rmdir(h->dir);
         h->dir[0] = 0;
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(e));
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(e));
     }
     if (wsync__host_unix_addr(h->name, &sa, &sl) == 0 && bind(fd, (struct sockaddr *)&sa, sl) == 0 &&
         listen(fd, 128) == 0)
@@ -3999,7 +3976,7 @@ static wsync_result wsync__host_listen(wsync__host *h, wsync_error *err)
     unlink(h->name);
     rmdir(h->dir);
     h->dir[0] = 0;
-    return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot listen on a Unix socket: %s", strerror(e));
+    return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: cannot listen on a Unix socket: %s", strerror(e));
 }
 
 static wsync_result wsync__host_reg(void *user, void *addr, uint64_t len, wsync_mem_kind kind, wsync_fabric_mr **mr,
@@ -4010,8 +3987,8 @@ static wsync_result wsync__host_reg(void *user, void *addr, uint64_t len, wsync_
     wsync__host_mem *a;
     wsync_result r;
     size_t nl;
-    wsync__rdma_err_reset(err);
-    if (!h || !mr || !desc) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!h || !mr || !desc) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
     memset(desc, 0, sizeof *desc);
     if ((r = wsync__fab_reg_common(&h->b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
     for (a = h->mem; a; a = a->next)
@@ -4023,7 +4000,7 @@ static wsync_result wsync__host_reg(void *user, void *addr, uint64_t len, wsync_
     if (h->mode == WSYNC_FABRIC_HOST_CMA) m->shm_fd = -1;
     if (h->mode == WSYNC_FABRIC_HOST_SHM && m->shm_fd < 0 && !h->b.send_only) {
         wsync__rdma_free(&h->b.a, m);
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
                                 "one-host SHM mode: register memory from wsync_fabric_host_alloc");
     }
     if (!h->b.send_only && !h->b.started && (r = wsync__host_listen(h, err)) != WSYNC_OK) {
@@ -4142,15 +4119,15 @@ static wsync_result wsync__host_hello(wsync__host *h, struct wsync_fabric_remote
     struct pollfd pf;
     *shm_fd = -1;
     r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (r->fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(errno));
+    if (r->fd < 0) return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: socket: %s", strerror(errno));
     wsync__rdma_set_timeouts(r->fd, h->b.timeout_ms);
     if (wsync__host_unix_addr(name, &sa, &sl) != 0 || connect(r->fd, (struct sockaddr *)&sa, sl) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: cannot reach %s: %s (has it exited?)", r->peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: cannot reach %s: %s (has it exited?)", r->peer,
                                 strerror(errno));
     if (getsockopt(r->fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: SO_PEERCRED: %s", strerror(errno));
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: SO_PEERCRED: %s", strerror(errno));
     if (!wsync__host_uid_ok(cred.uid)) /* whoever bound the name first is not the receiver we want */
-        return wsync__rdma_fail(err, WSYNC_ERR_IO,
+        return wsync_error_set(err, WSYNC_ERR_IO,
                                 "one-host fabric: %s runs as uid %lu, not this user (%lu) or root: refused",
                                 r->peer, (unsigned long)cred.uid, (unsigned long)geteuid());
     *peer_pid = (int)cred.pid;
@@ -4161,12 +4138,12 @@ static wsync_result wsync__host_hello(wsync__host *h, struct wsync_fabric_remote
     wsync__rdma_put32(hello + 16, (uint32_t)want_shm);
     wsync__rdma_put32(hello + 20, (uint32_t)getpid());
     if (wsync__rdma_send_all(r->fd, hello, sizeof hello, 0) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: handshake with %s: %s", r->peer, strerror(errno));
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: handshake with %s: %s", r->peer, strerror(errno));
     pf.fd = r->fd;
     pf.events = POLLIN;
     pf.revents = 0;
     if (poll(&pf, 1, (int)h->b.timeout_ms) <= 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: no handshake reply from %s within %u ms", r->peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: no handshake reply from %s within %u ms", r->peer,
                                 h->b.timeout_ms);
     memset(&msg, 0, sizeof msg);
     memset(&cm, 0, sizeof cm);
@@ -4181,9 +4158,9 @@ static wsync_result wsync__host_hello(wsync__host *h, struct wsync_fabric_remote
         if (cmh->cmsg_level == SOL_SOCKET && cmh->cmsg_type == SCM_RIGHTS && cmh->cmsg_len == CMSG_LEN(sizeof(int)))
             memcpy(shm_fd, CMSG_DATA(cmh), sizeof(int));
     if (n != (ssize_t)sizeof rep || wsync__rdma_get32(rep) != WSYNC__REPLY_MAGIC)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: bad handshake reply from %s", r->peer);
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: bad handshake reply from %s", r->peer);
     if (wsync__rdma_get32(rep + 4) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: %s refused the handshake: %s", r->peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: %s refused the handshake: %s", r->peer,
                                 wsync__fab_rej_str(wsync__rdma_get32(rep + 4)));
     *offers = wsync__rdma_get32(rep + 8);
     *shm_off = wsync__rdma_get64(rep + 16);
@@ -4199,10 +4176,10 @@ static wsync_result wsync__host_map(wsync__host *h, struct wsync_fabric_remote *
     uint64_t base;
     void *p;
     (void)h;
-    if (fd < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: %s sent no shared memory", r->peer);
+    if (fd < 0) return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: %s sent no shared memory", r->peer);
     if (pg <= 0) pg = 4096;
     if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < size || !wsync__rdma_in(off, r->len, size))
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "one-host fabric: %s's shared memory is smaller than the region",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "one-host fabric: %s's shared memory is smaller than the region",
                                 r->peer);
     base = off - off % (uint64_t)pg;
     r->map_delta = (size_t)(off - base);
@@ -4211,7 +4188,7 @@ static wsync_result wsync__host_map(wsync__host *h, struct wsync_fabric_remote *
     p = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, (off_t)base);
     if (p == MAP_FAILED) {
         r->map_len = 0;
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "one-host fabric: mapping %s's memory: %s", r->peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "one-host fabric: mapping %s's memory: %s", r->peer,
                                 strerror(errno));
     }
     r->map = (uint8_t *)p;
@@ -4229,32 +4206,32 @@ static wsync_result wsync__host_open_remote(void *user, const wsync_fabric_desc 
     int peer_pid = 0, shm_fd = -1, want_shm, try_cma;
     uint64_t shm_off = 0, shm_size = 0, probe;
     wsync_result res;
-    wsync__rdma_err_reset(err);
-    if (!h || !d || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!h || !d || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
     *out = NULL;
     if (d->backend != WSYNC_FABRIC_HOST || d->version != 1 || d->kind != WSYNC_MEM_HOST)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "not a one-host fabric descriptor (backend %u, version %u, kind %u)",
                                 (unsigned)d->backend, (unsigned)d->version, (unsigned)d->kind);
     nl = d->n_bytes > WSYNC__HOST_DESC_FIXED ? d->bytes[40] : 0;
     if (nl == 0 || nl > WSYNC__HOST_NAME_MAX || d->n_bytes != WSYNC__HOST_DESC_FIXED + nl || d->len == 0 ||
         d->flags == 0 || (d->flags & ~(WSYNC__HOST_CMA | WSYNC__HOST_SHM)) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
                                 "one-host descriptor: malformed (a send-only fabric's?)");
     memcpy(name, d->bytes + WSYNC__HOST_DESC_FIXED, nl);
     name[nl] = 0;
     if (strlen(name) != nl || name[0] != '/')
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
                                 "one-host descriptor: the socket is not a path (a NUL in it, or an older "
                                 "version's abstract name)");
     want_shm = (d->flags & WSYNC__HOST_SHM) && h->mode != WSYNC_FABRIC_HOST_CMA;
     try_cma = (d->flags & WSYNC__HOST_CMA) && h->mode != WSYNC_FABRIC_HOST_SHM;
     if (!want_shm && !try_cma)
-        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "one-host fabric: the region offers %s, this sender takes %s only",
+        return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "one-host fabric: the region offers %s, this sender takes %s only",
                                 d->flags & WSYNC__HOST_CMA ? "CMA" : "SHM",
                                 h->mode == WSYNC_FABRIC_HOST_CMA ? "CMA" : "SHM");
     r = (struct wsync_fabric_remote *)wsync__rdma_alloc(&h->b.a, sizeof *r);
-    if (!r) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
+    if (!r) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
     r->backend = WSYNC_FABRIC_HOST;
     r->fd = -1;
     r->pid = (int)wsync__rdma_get32(d->bytes);
@@ -4286,7 +4263,7 @@ static wsync_result wsync__host_open_remote(void *user, const wsync_fabric_desc 
     }
     if (r->mode != WSYNC_FABRIC_HOST_CMA) {
         if (!want_shm || !(offers & WSYNC__HOST_SHM)) {
-            res = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "one-host fabric: %s region %u: %s%s", r->peer,
+            res = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "one-host fabric: %s region %u: %s%s", r->peer,
                                    (unsigned)r->region, why[0] ? why : "no mode in common",
                                    d->flags & WSYNC__HOST_SHM ? "" : " (and the region offers no SHM)");
             goto fail;
@@ -4310,7 +4287,7 @@ static wsync_result wsync__host_send(wsync__host *h, wsync_fabric_mr *src, uint6
                                      uint64_t dst_off, uint64_t len, int with_imm, uint32_t imm, wsync_error *err)
 {
     wsync_result r;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if ((r = wsync__fab_check_write(h ? &h->b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK) return r;
     /* a closed socket means the receiver exited or deregistered: its memory is not the region any more */
     if (wsync__rdma_peer_gone(dst->fd))
@@ -4357,15 +4334,15 @@ static wsync_result wsync__host_flush(void *user, wsync_error *err)
 {
     wsync__host *h = (wsync__host *)user;
     struct wsync_fabric_remote *r;
-    wsync__rdma_err_reset(err);
-    if (!h) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!h) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     for (r = h->b.remotes; r; r = r->next)
         if (!r->broken && wsync__rdma_peer_gone(r->fd))
             wsync__fab_break(r, NULL, "%s", "the receiver closed the connection (exited, or deregistered the region)");
     for (r = h->b.remotes; r; r = r->next)
         if (r->broken)
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
+            return wsync_error_set(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
     return WSYNC_OK;
 }
 
@@ -4396,15 +4373,15 @@ WSYNC_DEF wsync_result wsync_fabric_host_open(const wsync_fabric_host_options *o
     wsync_fabric_host_options o;
     wsync__host *h;
     wsync_result r;
-    wsync__rdma_err_reset(err);
-    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "host_open arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "host_open arguments");
     memset(out, 0, sizeof *out);
     if (opt) o = *opt;
     else memset(&o, 0, sizeof o);
     if (o.mode != WSYNC_FABRIC_HOST_AUTO && o.mode != WSYNC_FABRIC_HOST_CMA && o.mode != WSYNC_FABRIC_HOST_SHM)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "one-host fabric: unknown mode %d", (int)o.mode);
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "one-host fabric: unknown mode %d", (int)o.mode);
     h = (wsync__host *)wsync__rdma_alloc(&o.allocator, sizeof *h);
-    if (!h) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "host_open");
+    if (!h) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "host_open");
     if ((r = wsync__fab_base_init(&h->b, WSYNC_FABRIC_HOST, &o.allocator, err)) != WSYNC_OK) {
         wsync__rdma_free(&o.allocator, h);
         return r;
@@ -4461,20 +4438,20 @@ WSYNC_DEF wsync_result wsync_fabric_host_alloc(wsync_fabric *f, uint64_t len, vo
     wsync__host_mem *m;
     void *p;
     int fd;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (ptr) *ptr = NULL;
     if (!f || f->backend != WSYNC_FABRIC_HOST || !f->user || !ptr || len == 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "host_alloc: a one-host fabric, a length, a pointer");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "host_alloc: a one-host fabric, a length, a pointer");
     if (len > (uint64_t)(SIZE_MAX / 2) || len > (uint64_t)INT64_MAX)
-        return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "%s", "host_alloc: too large");
+        return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "%s", "host_alloc: too large");
     h = (wsync__host *)f->user;
     fd = wsync__host_memfd();
     if (fd < 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "host_alloc: memfd_create and shm_open: %s", strerror(errno));
+        return wsync_error_set(err, WSYNC_ERR_IO, "host_alloc: memfd_create and shm_open: %s", strerror(errno));
     if (ftruncate(fd, (off_t)len) != 0) {
         int e = errno;
         close(fd);
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "host_alloc: %llu bytes: %s", (unsigned long long)len,
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "host_alloc: %llu bytes: %s", (unsigned long long)len,
                                 strerror(e));
     }
     p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -4483,7 +4460,7 @@ WSYNC_DEF wsync_result wsync_fabric_host_alloc(wsync_fabric *f, uint64_t len, vo
         if (p != MAP_FAILED) munmap(p, (size_t)len);
         close(fd);
         wsync__rdma_free(&h->b.a, m);
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "host_alloc: mapping %llu bytes",
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "host_alloc: mapping %llu bytes",
                                 (unsigned long long)len);
     }
     m->ptr = (uint8_t *)p;
@@ -4694,7 +4671,7 @@ static wsync_result wsync__vops_default(wsync_verbs_ops *o, wsync_error *err)
 {
     const wsync__vlib *g = &wsync__vlib_g;
     pthread_once(&wsync__vlib_once, wsync__vlib_load);
-    if (!g->ok) return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s", g->why);
+    if (!g->ok) return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s", g->why);
     memset(o, 0, sizeof *o);
     o->get_device_list = wsync__vd_get_device_list;
     o->free_device_list = g->free_device_list;
@@ -4850,13 +4827,13 @@ static wsync_result wsync__vnic_gid(wsync__vb *v, wsync__vnic *n, int gid_len, i
     if (!n->ethernet || use_index) {
         i = n->ethernet ? index : 0;
         if (i < 0 || (gid_len > 0 && i >= gid_len))
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID index %d outside the table (%d)",
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID index %d outside the table (%d)",
                                     n->name, i, gid_len);
         if (v->ops.query_gid(n->ctx, n->port, i, &g) != 0)
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_gid(%s, %d): %s", n->name, i,
+            return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_gid(%s, %d): %s", n->name, i,
                                     strerror(errno));
         if (n->ethernet && wsync__vzero16(g.raw))
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID %d is empty", n->name, i);
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: %s: GID %d is empty", n->name, i);
         n->gid_index = i;
         memcpy(n->gid, g.raw, 16);
         return WSYNC_OK;
@@ -4871,7 +4848,7 @@ static wsync_result wsync__vnic_gid(wsync__vb *v, wsync__vnic *n, int gid_len, i
         if (first < 0) first = i;
     }
     if (first < 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s: RoCE port without a GID (no IP address?)",
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s: RoCE port without a GID (no IP address?)",
                                 n->name);
     return wsync__vnic_gid(v, n, gid_len, 1, first, err);
 }
@@ -4890,25 +4867,25 @@ static int wsync__vnic_open(wsync__vb *v, struct ibv_device *dev, unsigned port,
     if (!dn) dn = "?";
     n->ctx = v->ops.open_device(dev);
     if (!n->ctx) {
-        wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_open_device(%s): %s", dn,
+        wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_open_device(%s): %s", dn,
                          strerror(errno ? errno : ENODEV));
         return -1;
     }
     memset(&da, 0, sizeof da);
     if (v->ops.query_device(n->ctx, &da) != 0) {
-        wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_device(%s): %s", dn, strerror(errno));
+        wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_device(%s): %s", dn, strerror(errno));
         goto fail;
     }
     last = port ? port : da.phys_port_cnt;
     for (p = port ? port : from; p <= last; p++) {
         if (v->ops.query_port(n->ctx, (uint8_t)p, &pa) != 0) {
             if (!port) continue;
-            wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_port(%s, %u): %s", dn, p, strerror(errno));
+            wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_query_port(%s, %u): %s", dn, p, strerror(errno));
             goto fail;
         }
         if (pa.state == IBV_PORT_ACTIVE) break;
         if (port) {
-            wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s port %u is not active (state %d)", dn, p,
+            wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s port %u is not active (state %d)", dn, p,
                              (int)pa.state);
             goto fail;
         }
@@ -4926,13 +4903,13 @@ static int wsync__vnic_open(wsync__vb *v, struct ibv_device *dev, unsigned port,
     snprintf(n->name, sizeof n->name, "%.63s:%u", dn, p);
     if (n->mtu < IBV_MTU_256 || n->mtu > IBV_MTU_4096) n->mtu = IBV_MTU_1024;
     if (!n->ethernet && n->lid == 0) {
-        wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s: InfiniBand port without a LID (no subnet manager?)", n->name);
+        wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s: InfiniBand port without a LID (no subnet manager?)", n->name);
         goto fail;
     }
     if (wsync__vnic_gid(v, n, pa.gid_tbl_len, use_gid, gid_index, err) != WSYNC_OK) goto fail;
     n->pd = v->ops.alloc_pd(n->ctx);
     if (!n->pd) {
-        wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_alloc_pd(%s): %s", n->name, strerror(errno ? errno : ENOMEM));
+        wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_alloc_pd(%s): %s", n->name, strerror(errno ? errno : ENOMEM));
         goto fail;
     }
     return 1;
@@ -4958,7 +4935,7 @@ static wsync_result wsync__vnic_named(wsync__vb *v, struct ibv_device **list, in
     unsigned long port = 0;
     int i, rc;
     if (tl == 0 || tl >= sizeof name)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad device name in options.devices");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad device name in options.devices");
     memcpy(name, tok, tl);
     name[tl] = 0;
     colon = strchr(name, ':');
@@ -4966,20 +4943,20 @@ static wsync_result wsync__vnic_named(wsync__vb *v, struct ibv_device **list, in
         *colon = 0;
         port = strtoul(colon + 1, &end, 10);
         if (*end || port == 0 || port > 255)
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad port in '%s'", tok);
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs fabric: bad port in '%s'", tok);
     }
     if (v->n_nics == WSYNC_VERBS_MAX_NICS)
-        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "verbs fabric: more than %d NICs", WSYNC_VERBS_MAX_NICS);
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "verbs fabric: more than %d NICs", WSYNC_VERBS_MAX_NICS);
     for (i = 0; i < nd; i++) {
         const char *dn = v->ops.get_device_name(list[i]);
         if (!dn || strcmp(dn, name) != 0) continue;
         rc = wsync__vnic_open(v, list[i], (unsigned)port, 1, use_gid, gid_index, &v->nic[v->n_nics], err);
         if (rc < 0) return err ? err->code : WSYNC_ERR_IO;
-        if (rc == 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s has no active port", name);
+        if (rc == 0) return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s has no active port", name);
         v->n_nics++;
         return WSYNC_OK;
     }
-    return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: no RDMA device named '%s' (%d devices)", name, nd);
+    return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: no RDMA device named '%s' (%d devices)", name, nd);
 }
 
 /* Every active port of every device ("all"), or the first one (NULL).
@@ -5001,11 +4978,11 @@ static wsync_result wsync__vnic_any(wsync__vb *v, struct ibv_device **list, int 
         }
     }
     if (v->n_nics) {
-        wsync__rdma_err_reset(err);
+        wsync_error_set(err, WSYNC_OK, NULL);
         return WSYNC_OK;
     }
     if (failed) return err ? err->code : WSYNC_ERR_IO;
-    return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: no active port on any of %d RDMA devices", nd);
+    return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: no active port on any of %d RDMA devices", nd);
 }
 
 static wsync_result wsync__vnic_open_all(wsync__vb *v, const char *spec, int use_gid, int gid_index, wsync_error *err)
@@ -5016,9 +4993,9 @@ static wsync_result wsync__vnic_open_all(wsync__vb *v, const char *spec, int use
     errno = 0;
     list = v->ops.get_device_list(v->ops.user, &nd);
     if (!list)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: no RDMA devices (ibv_get_device_list: %s)",
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: no RDMA devices (ibv_get_device_list: %s)",
                                 strerror(errno ? errno : ENODEV));
-    if (nd <= 0) r = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "verbs fabric: no RDMA devices");
+    if (nd <= 0) r = wsync_error_set(err, WSYNC_ERR_IO, "%s", "verbs fabric: no RDMA devices");
     else if (!spec || !*spec) r = wsync__vnic_any(v, list, nd, 0, use_gid, gid_index, err);
     else if (strcmp(spec, "all") == 0) r = wsync__vnic_any(v, list, nd, 1, use_gid, gid_index, err);
     else {
@@ -5056,7 +5033,7 @@ static wsync_result wsync__vqp_create(wsync__vb *v, wsync__vnic *n, unsigned sen
     *qp = NULL;
     *cq = v->ops.create_cq(n->ctx, (int)(send_wr + recv_wr + 1), NULL, NULL, 0);
     if (!*cq)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_cq(%s, %u): %s", n->name,
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_cq(%s, %u): %s", n->name,
                                 send_wr + recv_wr + 1, strerror(errno ? errno : ENOMEM));
     memset(&ia, 0, sizeof ia);
     ia.send_cq = *cq;
@@ -5071,7 +5048,7 @@ static wsync_result wsync__vqp_create(wsync__vb *v, wsync__vnic *n, unsigned sen
     if (!*qp) {
         rc = errno ? errno : ENOMEM;
         wsync__vqp_destroy(v, cq, qp);
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_qp(%s, RC, %u send, %u receive): %s",
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_create_qp(%s, RC, %u send, %u receive): %s",
                                 n->name, send_wr, recv_wr, strerror(rc));
     }
     memset(&a, 0, sizeof a);
@@ -5082,7 +5059,7 @@ static wsync_result wsync__vqp_create(wsync__vb *v, wsync__vnic *n, unsigned sen
     rc = v->ops.modify_qp(*qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc != 0) {
         wsync__vqp_destroy(v, cq, qp);
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, INIT): %s", n->name, strerror(rc));
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, INIT): %s", n->name, strerror(rc));
     }
     return WSYNC_OK;
 }
@@ -5114,7 +5091,7 @@ static wsync_result wsync__vqp_connect(wsync__vb *v, wsync__vnic *n, struct ibv_
                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (rc != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTR to QP %u): %s", n->name,
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTR to QP %u): %s", n->name,
                                 (unsigned)peer->qpn, strerror(rc));
     if (!rts) return WSYNC_OK;
     memset(&a, 0, sizeof a);
@@ -5128,7 +5105,7 @@ static wsync_result wsync__vqp_connect(wsync__vb *v, wsync__vnic *n, struct ibv_
                           IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                               IBV_QP_MAX_QP_RD_ATOMIC);
     if (rc != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTS): %s", n->name, strerror(rc));
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_modify_qp(%s, RTS): %s", n->name, strerror(rc));
     return WSYNC_OK;
 }
 
@@ -5190,19 +5167,19 @@ static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_me
     unsigned i;
     size_t hl;
     int access;
-    wsync__rdma_err_reset(err);
-    if (!v || !mr || !desc) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!v || !mr || !desc) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "reg arguments");
     memset(desc, 0, sizeof *desc);
     if (!v->t.b.send_only && !v->t.b.started && (r = wsync__tcp_listen(&v->t, err)) != WSYNC_OK) return r;
     if ((r = wsync__fab_reg_common(&v->t.b, addr, len, kind, &m, err)) != WSYNC_OK) return r;
     if (len > (uint64_t)SIZE_MAX) {
         wsync__rdma_free(&v->t.b.a, m);
-        return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "%s", "reg: region too large");
+        return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "%s", "reg: region too large");
     }
     x = (wsync__vmr *)wsync__rdma_alloc(&v->t.b.a, sizeof *x);
     if (!x) {
         wsync__rdma_free(&v->t.b.a, m);
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "reg");
     }
     m->ext = x;
     /* a sender's source needs local access only; remote write needs local write too */
@@ -5213,7 +5190,7 @@ static wsync_result wsync__vb_reg(void *user, void *addr, uint64_t len, wsync_me
             int e = errno ? errno : ENOMEM;
             wsync__vmr_free(v, m);
             wsync__rdma_free(&v->t.b.a, m);
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: ibv_reg_mr(%s, %llu bytes): %s%s", v->nic[i].name,
+            return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: ibv_reg_mr(%s, %llu bytes): %s%s", v->nic[i].name,
                                     (unsigned long long)len, strerror(e),
                                     e == ENOMEM || e == EPERM ? " (RLIMIT_MEMLOCK? see ulimit -l)" : "");
         }
@@ -5355,7 +5332,7 @@ static int wsync__vb_accept_lanes(wsync__vb *v, unsigned n, const wsync__vend *p
         uint32_t psn = (uint32_t)wsync__rdma_random64() & 0xFFFFFFu;
         if (wsync__vqp_create(v, nic, 1, i == 0 ? v->rq_depth : 1, 1, &cq[i], &qp[i], e) != WSYNC_OK) return -1;
         if (i == 0 && wsync__vpost_recv(v, qp[0], v->rq_depth) != 0) {
-            wsync__rdma_fail(e, WSYNC_ERR_IO, "verbs fabric: ibv_post_recv(%s): %s", nic->name, strerror(errno));
+            wsync_error_set(e, WSYNC_ERR_IO, "verbs fabric: ibv_post_recv(%s): %s", nic->name, strerror(errno));
             return -1;
         }
         if (wsync__vqp_connect(v, nic, qp[i], &peer[i], psn, 0, e) != WSYNC_OK) return -1;
@@ -5434,24 +5411,24 @@ static wsync_result wsync__vb_parse_desc(const wsync_fabric_desc *d, char *host,
 {
     unsigned hl, i;
     if (d->backend != WSYNC_FABRIC_VERBS || d->version != 1 || d->kind != WSYNC_MEM_HOST)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "not a verbs fabric descriptor (backend %u, version %u, kind %u)", (unsigned)d->backend,
                                 (unsigned)d->version, (unsigned)d->kind);
     if (d->n_bytes < WSYNC__VB_DESC_FIXED + 5 || d->n_bytes > WSYNC_FABRIC_DESC_MAX)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs descriptor: %u backend bytes (a send-only fabric's?)",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "verbs descriptor: %u backend bytes (a send-only fabric's?)",
                                 (unsigned)d->n_bytes);
     *port = (unsigned)d->bytes[0] | (unsigned)d->bytes[1] << 8;
     hl = d->bytes[2];
     *n_nics = d->bytes[3];
     if (hl == 0 || hl >= host_cap || *n_nics == 0 || *n_nics > WSYNC_VERBS_MAX_NICS || *port == 0 || d->len == 0 ||
         d->n_bytes != WSYNC__VB_DESC_FIXED + 4 * *n_nics + hl)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
                                 "verbs descriptor: malformed endpoint or NIC count");
     for (i = 0; i < *n_nics; i++) rkeys[i] = wsync__rdma_get32(d->bytes + WSYNC__VB_DESC_FIXED + 4 * i);
     memcpy(host, d->bytes + WSYNC__VB_DESC_FIXED + 4 * *n_nics, hl);
     host[hl] = 0;
     if (strlen(host) != hl)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs descriptor: NUL in host");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs descriptor: NUL in host");
     return WSYNC_OK;
 }
 
@@ -5464,29 +5441,29 @@ static wsync_result wsync__vb_read_reply(wsync__vb *v, struct wsync_fabric_remot
     wsync__vrem *x = (wsync__vrem *)r->ext;
     unsigned i;
     int rc = wsync__rdma_recv_full(r->fd, h, sizeof h, (int)v->t.b.timeout_ms, 0);
-    if (rc == 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s closed the connection in the handshake", r->peer);
+    if (rc == 0) return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s closed the connection in the handshake", r->peer);
     if (rc < 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: no handshake reply from %s within %u ms%s", r->peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: no handshake reply from %s within %u ms%s", r->peer,
                                 v->t.b.timeout_ms, errno == ETIMEDOUT ? "" : " (the connection failed)");
     if (wsync__rdma_get32(h) != WSYNC__VB_REPLY_MAGIC || wsync__rdma_get32(h + 4) != WSYNC__VB_VERSION)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a bad magic or version %u", r->peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a bad magic or version %u", r->peer,
                                 (unsigned)wsync__rdma_get32(h + 4));
     if (wsync__rdma_get32(h + 12) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s refused the handshake: %s", r->peer,
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s refused the handshake: %s", r->peer,
                                 wsync__vrej_str(wsync__rdma_get32(h + 12)));
     if (wsync__rdma_get32(h + 24) != n || wsync__rdma_get32(h + 8) != WSYNC__VB_HDR + n * WSYNC__VB_LANE ||
         wsync__rdma_get32(h + 28) != 0 || wsync__rdma_get64(h + 16) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a malformed handshake (%u lanes, asked %u)",
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s answered with a malformed handshake (%u lanes, asked %u)",
                                 r->peer, (unsigned)wsync__rdma_get32(h + 24), n);
     left = deadline - wsync__rdma_now_ms();
     if (left <= 0 || wsync__rdma_recv_full(r->fd, lanes, n * WSYNC__VB_LANE, (int)left, 0) != 1)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s: a truncated handshake reply within %u ms",
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s: a truncated handshake reply within %u ms",
                                 r->peer, v->t.b.timeout_ms);
     for (i = 0; i < n; i++) {
         const uint8_t *raw = lanes + i * WSYNC__VB_LANE;
         wsync__vend_get(raw, &peer[i]);
         if (peer[i].nic != mine[i].nic || wsync__vend_bad(&peer[i], x->lane[i].nic, raw))
-            return wsync__rdma_fail(err, WSYNC_ERR_IO,
+            return wsync_error_set(err, WSYNC_ERR_IO,
                                     "verbs fabric: %s lane %u: invalid queue pair, PSN, MTU or address, or another link "
                                     "layer than %s's",
                                     r->peer, i, x->lane[i].nic->name);
@@ -5517,7 +5494,7 @@ static wsync_result wsync__vb_handshake(wsync__vb *v, struct wsync_fabric_remote
     wsync__vput_hdr(hello, WSYNC__VB_HELLO_MAGIC, n, r->region, r->key);
     for (i = 0; i < n; i++) wsync__vend_put(hello + WSYNC__VB_HDR + i * WSYNC__VB_LANE, &mine[i]);
     if (wsync__rdma_send_all(r->fd, hello, WSYNC__VB_HDR + n * WSYNC__VB_LANE, 0) != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: sending the handshake to %s: %s", r->peer, strerror(errno));
+        return wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: sending the handshake to %s: %s", r->peer, strerror(errno));
     if ((res = wsync__vb_read_reply(v, r, n, mine, peer, err)) != WSYNC_OK) return res;
     for (i = 0; i < n; i++) {
         wsync__vlane *l = &x->lane[i];
@@ -5537,15 +5514,15 @@ static wsync_result wsync__vb_open_remote(void *user, const wsync_fabric_desc *d
     char host[64], why[160];
     unsigned port = 0, rn = 0;
     wsync_result res;
-    wsync__rdma_err_reset(err);
-    if (!v || !d || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!v || !d || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "open_remote arguments");
     *out = NULL;
     if ((res = wsync__vb_parse_desc(d, host, sizeof host, &port, &rn, rkeys, err)) != WSYNC_OK) return res;
     r = (struct wsync_fabric_remote *)wsync__rdma_alloc(&v->t.b.a, sizeof *r);
     if (r) r->ext = wsync__rdma_alloc(&v->t.b.a, sizeof(wsync__vrem));
     if (!r || !r->ext) {
         wsync__rdma_free(&v->t.b.a, r);
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "open_remote");
     }
     r->backend = WSYNC_FABRIC_VERBS;
     r->region = wsync__rdma_get32(d->bytes + 4);
@@ -5555,7 +5532,7 @@ static wsync_result wsync__vb_open_remote(void *user, const wsync_fabric_desc *d
     snprintf(r->peer, sizeof r->peer, "%s:%u", host, port);
     r->fd = wsync__tcp_connect(host, port, v->t.connect_timeout_ms, why, sizeof why);
     if (r->fd < 0) {
-        res = wsync__rdma_fail(err, WSYNC_ERR_IO, "verbs fabric: %s: %s", r->peer, why);
+        res = wsync_error_set(err, WSYNC_ERR_IO, "verbs fabric: %s: %s", r->peer, why);
         goto fail;
     }
     wsync__rdma_set_timeouts(r->fd, v->t.b.timeout_ms);
@@ -5753,7 +5730,7 @@ static wsync_result wsync__vb_send(wsync__vb *v, wsync_fabric_mr *src, uint64_t 
     wsync_result res;
     uint64_t piece;
     unsigned i, n;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if ((res = wsync__fab_check_write(v ? &v->t.b : NULL, src, src_off, dst, dst_off, len, err)) != WSYNC_OK)
         return res;
     x = (wsync__vrem *)dst->ext;
@@ -5797,8 +5774,8 @@ static wsync_result wsync__vb_flush(void *user, wsync_error *err)
     wsync__vb *v = (wsync__vb *)user;
     struct wsync_fabric_remote *r;
     unsigned i;
-    wsync__rdma_err_reset(err);
-    if (!v) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!v) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "flush arguments");
     for (r = v->t.b.remotes; r; r = r->next) {
         wsync__vrem *x = (wsync__vrem *)r->ext;
         if (r->broken) continue;
@@ -5811,7 +5788,7 @@ static wsync_result wsync__vb_flush(void *user, wsync_error *err)
     }
     for (r = v->t.b.remotes; r; r = r->next)
         if (r->broken)
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
+            return wsync_error_set(err, WSYNC_ERR_IO, "flush: %s region %u: %s", r->peer, (unsigned)r->region, r->why);
     return WSYNC_OK;
 }
 
@@ -5839,7 +5816,7 @@ static wsync_result wsync__vb_check_ops(const wsync_verbs_ops *o, wsync_error *e
         !o->query_device || !o->query_port || !o->query_gid || !o->alloc_pd || !o->dealloc_pd || !o->reg_mr ||
         !o->dereg_mr || !o->create_cq || !o->destroy_cq || !o->create_qp || !o->modify_qp || !o->destroy_qp ||
         !o->post_send || !o->post_recv || !o->poll_cq)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: options.ops misses a function");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: options.ops misses a function");
     return WSYNC_OK;
 }
 
@@ -5880,16 +5857,16 @@ WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options 
     wsync_fabric_verbs_options o;
     wsync__vb *v;
     wsync_result r;
-    wsync__rdma_err_reset(err);
-    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs_open arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs_open arguments");
     memset(out, 0, sizeof *out);
     if (opt) o = *opt;
     else memset(&o, 0, sizeof o);
     if (!o.bind_host || !*o.bind_host) o.bind_host = "127.0.0.1";
     if (strlen(o.bind_host) >= 256 || (o.advertise_host && strlen(o.advertise_host) >= 64) || o.port > 65535)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: host name too long or bad port");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: host name too long or bad port");
     v = (wsync__vb *)wsync__rdma_alloc(&o.allocator, sizeof *v);
-    if (!v) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "verbs_open");
+    if (!v) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "verbs_open");
     if (o.ops) v->ops = *o.ops;
     r = o.ops ? wsync__vb_check_ops(&v->ops, err) : wsync__vops_default(&v->ops, err);
     if (r == WSYNC_OK) r = wsync__fab_base_init(&v->t.b, WSYNC_FABRIC_VERBS, &o.allocator, err);
@@ -5900,7 +5877,7 @@ WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options 
     wsync__vb_settings(v, &o);
     if (!v->t.adv_host[0] || strlen(v->t.adv_host) > 63) {
         wsync__vb_close(v);
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: advertised host too long");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "verbs fabric: advertised host too long");
     }
     if ((r = wsync__vnic_open_all(v, o.devices, o.use_gid_index, o.gid_index, err)) != WSYNC_OK) {
         wsync__vb_close(v);
@@ -5952,8 +5929,8 @@ WSYNC_DEF wsync_result wsync_fabric_verbs_open(const wsync_fabric_verbs_options 
 {
     (void)opt;
     if (out) memset(out, 0, sizeof *out);
-    wsync__rdma_err_reset(err);
-    return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "%s",
+    wsync_error_set(err, WSYNC_OK, NULL);
+    return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "%s",
                             "the verbs fabric: built without rdma-core's headers (<infiniband/verbs.h>; Debian: "
                             "libibverbs-dev), or with WSYNC_RDMA_NO_VERBS");
 }
@@ -6269,15 +6246,15 @@ WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, 
 {
     uint64_t br = block ? block : rows, bc = block ? block : cols, tcols, r0, c0, r;
     int wide = wsync__quant_wide();
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!scales || stride < cols)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: no scales, or a stride below the columns");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: no scales, or a stride below the columns");
     if (rows == 0 || cols == 0) {
         if (!block) scales[0] = 1.0f;
         return WSYNC_OK;
     }
-    if (!bf16 || !dst) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: buffers");
-    if (rows > UINT64_MAX / stride) return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "%s", "quantize: size");
+    if (!bf16 || !dst) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "quantize: buffers");
+    if (rows > UINT64_MAX / stride) return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "%s", "quantize: size");
     tcols = (cols + bc - 1) / bc;
     for (r0 = 0; r0 < rows; r0 += br) {
         uint64_t r1 = rows - r0 > br ? r0 + br : rows;
@@ -6405,7 +6382,7 @@ static void *wsync__exec_main(void *p)
             pthread_mutex_unlock(&x->mu);
         }
         if (!skip) {
-            wsync__rdma_err_reset(&e);
+            wsync_error_set(&e, WSYNC_OK, NULL);
             r = o->stages[k](o->user, &x->tasks[i], o->staging ? o->staging + x->off[i] : NULL, x->off[i], &e);
         }
         pthread_mutex_lock(&x->mu);
@@ -6414,7 +6391,7 @@ static void *wsync__exec_main(void *p)
         if (r != WSYNC_OK && !x->failed) {
             char nb[16];
             x->failed = 1;
-            wsync__rdma_fail(&x->err, r, "task %zu, %s: %.300s", i, wsync__exec_stage_name(o, k, nb, sizeof nb),
+            wsync_error_set(&x->err, r, "task %zu, %s: %.300s", i, wsync__exec_stage_name(o, k, nb, sizeof nb),
                              e.message[0] ? e.message : wsync_result_str(r));
         }
         x->next[k + 1] = i + 1;
@@ -6430,23 +6407,23 @@ static wsync_result wsync__exec_check(const wsync_exec_options *o, const wsync_e
 {
     size_t i;
     unsigned k;
-    if (!o || (n && !tasks)) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "exec: options and tasks");
+    if (!o || (n && !tasks)) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "exec: options and tasks");
     if (o->n_stages < 1 || o->n_stages > WSYNC_EXEC_STAGES_MAX)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: %u stages (1 to %u)", o->n_stages,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: %u stages (1 to %u)", o->n_stages,
                                 WSYNC_EXEC_STAGES_MAX);
     for (k = 0; k < o->n_stages; k++)
         if (!o->stages[k])
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: stage %u has no function", k);
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "exec: stage %u has no function", k);
     for (i = 0; i < n; i++) {
         if (tasks[i].tmp_bytes > o->staging_len || (tasks[i].tmp_bytes && !o->staging))
-            return wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
+            return wsync_error_set(err, WSYNC_ERR_LIMIT,
                                     "exec: task %zu needs %llu staging bytes, more than the watermark of %llu", i,
                                     (unsigned long long)tasks[i].tmp_bytes, (unsigned long long)o->staging_len);
         if (!(tasks[i].start_s >= 0 && tasks[i].start_s <= 86400))
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                     "exec: task %zu: planned start %g s (0 to 86400)", i, tasks[i].start_s);
         if (i && tasks[i].group < tasks[i - 1].group)
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                     "exec: task %zu is in mesh group %u after group %u (groups ascend)", i,
                                     (unsigned)tasks[i].group, (unsigned)tasks[i - 1].group);
     }
@@ -6471,13 +6448,13 @@ static void wsync__exec_admit(wsync__exec *x)
             x->st.groups++;
             if (o->barrier) {
                 pthread_mutex_unlock(&x->mu);
-                wsync__rdma_err_reset(&e);
+                wsync_error_set(&e, WSYNC_OK, NULL);
                 r = o->barrier(o->user, x->tasks[i - 1].group, &e);
                 pthread_mutex_lock(&x->mu);
             }
             if (r != WSYNC_OK) {
                 x->failed = 1;
-                wsync__rdma_fail(&x->err, r, "barrier after mesh group %u: %.300s", (unsigned)x->tasks[i - 1].group,
+                wsync_error_set(&x->err, r, "barrier after mesh group %u: %.300s", (unsigned)x->tasks[i - 1].group,
                                  e.message[0] ? e.message : wsync_result_str(r));
                 break;
             }
@@ -6510,7 +6487,7 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
     unsigned k, started = 0;
     double t0 = wsync__exec_now();
     wsync_result r;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (stats) memset(stats, 0, sizeof *stats);
     if ((r = wsync__exec_check(opt, tasks, n, err)) != WSYNC_OK) return r;
     memset(&x, 0, sizeof x);
@@ -6518,7 +6495,7 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
     x.tasks = tasks;
     x.n = n;
     if (!(x.off = (uint64_t *)wsync__rdma_alloc(&opt->allocator, (n ? n : 1) * sizeof *x.off)))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "exec: %zu tasks", n);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "exec: %zu tasks", n);
     pthread_mutex_init(&x.mu, NULL);
     pthread_cond_init(&x.cv, NULL);
     for (k = 0; k < opt->n_stages; k++) {
@@ -6527,7 +6504,7 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
         if (pthread_create(&w[k].th, NULL, wsync__exec_main, &w[k]) != 0) {
             pthread_mutex_lock(&x.mu);
             x.failed = 1;
-            wsync__rdma_fail(&x.err, WSYNC_ERR_IO, "%s", "exec: pthread_create");
+            wsync_error_set(&x.err, WSYNC_ERR_IO, "%s", "exec: pthread_create");
             pthread_mutex_unlock(&x.mu);
             break;
         }
@@ -6595,7 +6572,7 @@ static void wsync__ctl_put16(uint8_t *p, uint32_t v)
 
 static wsync_result wsync__ctl_rd_short(wsync__ctl_rd *c, wsync_error *err, const char *what)
 {
-    return wsync__rdma_fail(err, WSYNC_ERR_TRUNCATED, "control message: %s at payload byte %llu: truncated", what,
+    return wsync_error_set(err, WSYNC_ERR_TRUNCATED, "control message: %s at payload byte %llu: truncated", what,
                             (unsigned long long)(c->at));
 }
 
@@ -6634,7 +6611,7 @@ static wsync_result wsync__ctl_bad(wsync_error *err, wsync_result code, const ch
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return wsync__rdma_fail(err, code, "control message: %s", buf);
+    return wsync_error_set(err, code, "control message: %s", buf);
 }
 
 WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_t *row_bytes, uint64_t *bytes,
@@ -6642,40 +6619,40 @@ WSYNC_DEF wsync_result wsync_ctl_tensor_bytes(const wsync_ctl_tensor *t, uint64_
 {
     unsigned bits, i;
     uint64_t rb, rows, cols, esz;
-    if (!t) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tensor is NULL");
+    if (!t) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "tensor is NULL");
     if (t->dtype == 0 || t->dtype >= (uint32_t)WSYNC_DTYPE_COUNT)
-        return wsync__rdma_fail(err, WSYNC_ERR_UNKNOWN_DTYPE, "tensor '%s': dtype %u unknown",
+        return wsync_error_set(err, WSYNC_ERR_UNKNOWN_DTYPE, "tensor '%s': dtype %u unknown",
                                 t->name ? t->name : "", (unsigned)t->dtype);
     bits = wsync_dtype_bits((wsync_dtype)t->dtype);
     if (bits == 0 || bits % 8 != 0)
-        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': %s has no whole bytes per element",
+        return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': %s has no whole bytes per element",
                                 t->name ? t->name : "", wsync_dtype_name((wsync_dtype)t->dtype));
     if (t->ndim > WSYNC_CTL_DIMS_MAX)
-        return wsync__rdma_fail(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor '%s': %u dimensions (at most %u)",
+        return wsync_error_set(err, WSYNC_ERR_RANK_TOO_LARGE, "tensor '%s': %u dimensions (at most %u)",
                                 t->name ? t->name : "", (unsigned)t->ndim, WSYNC_CTL_DIMS_MAX);
     if (t->to_dtype && t->to_dtype != t->dtype &&
         !(t->to_dtype == WSYNC_DTYPE_F8_E4M3 && t->dtype == WSYNC_DTYPE_BF16))
-        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': no conversion from dtype %u to %u (only BF16 to F8_E4M3)",
+        return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "tensor '%s': no conversion from dtype %u to %u (only BF16 to F8_E4M3)",
                                 t->name ? t->name : "", (unsigned)t->dtype, (unsigned)t->to_dtype);
     cols = 1;
     for (i = 1; i < t->ndim; i++) {
         if (t->shape[i] && cols > UINT64_MAX / t->shape[i])
-            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': shape overflows", t->name ? t->name : "");
+            return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "tensor '%s': shape overflows", t->name ? t->name : "");
         cols *= t->shape[i];
     }
     rows = t->ndim ? t->shape[0] : 1;
     if (t->row_begin > rows || t->row_count > rows - t->row_begin)
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': rows %llu + %llu outside its %llu rows",
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': rows %llu + %llu outside its %llu rows",
                                 t->name ? t->name : "", (unsigned long long)t->row_begin,
                                 (unsigned long long)t->row_count, (unsigned long long)rows);
     if (t->col_begin > cols || t->col_count > cols - t->col_begin || (t->col_count == 0 && t->col_begin))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': columns %llu + %llu outside its %llu",
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "tensor '%s': columns %llu + %llu outside its %llu",
                                 t->name ? t->name : "", (unsigned long long)t->col_begin,
                                 (unsigned long long)t->col_count, (unsigned long long)cols);
     esz = t->to_dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : bits / 8;
     rb = t->col_count ? t->col_count : cols;
     if (rb > UINT64_MAX / 8 || (rows && rb * 8 > UINT64_MAX / rows))
-        return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "tensor '%s': size overflows", t->name ? t->name : "");
+        return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "tensor '%s': size overflows", t->name ? t->name : "");
     rb *= esz;
     if (row_bytes) *row_bytes = rb;
     if (bytes) *bytes = rb * t->row_count;
@@ -6747,7 +6724,7 @@ static wsync_result wsync__ctl_pi_groups(const wsync_allocator *a, wsync__ctl_pi
     uint64_t i, k = 0;
     qsort(refs, (size_t)n, sizeof *refs, wsync__ctl_pi_cmp);
     g = (wsync__ctl_pi_first *)wsync__rdma_alloc(a, (size_t)(n ? n : 1) * sizeof *g);
-    if (!g) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: groups");
+    if (!g) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: groups");
     for (i = 0; i < n; i++) {
         if (i == 0 || !wsync__ctl_pi_same(&refs[i - 1], &refs[i], slice)) {
             g[k].rank = refs[i].rank;
@@ -6782,12 +6759,12 @@ static wsync_result wsync__ctl_pi_mesh(const wsync__ctl_pi_ref *refs, uint32_t l
     }
     for (i = 1; i < n; i++)
         if (refs[lo + ranks[i]].rank == refs[lo + ranks[i - 1]].rank)
-            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan input: tensor '%s': trainer rank %u holds it twice",
+            return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan input: tensor '%s': trainer rank %u holds it twice",
                                     refs[lo].name, (unsigned)refs[lo + ranks[i]].rank);
     m->first = refs[lo + ranks[0]].rank;
     if (whole) {
         if (refs[lo + ranks[n - 1]].rank - m->first != n - 1)
-            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+            return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                     "plan input: tensor '%s': held whole by trainer ranks that are not consecutive",
                                     refs[lo].name);
         m->count = n;
@@ -6814,7 +6791,7 @@ static wsync_result wsync__ctl_pi_mesh(const wsync__ctl_pi_ref *refs, uint32_t l
             return WSYNC_OK;
         }
     }
-    return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+    return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                             "plan input: tensor '%s': the trainers' rows are neither whole nor torch.chunk shards "
                             "of consecutive ranks", refs[lo].name);
 }
@@ -6850,24 +6827,24 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
     wsync_plan_unit *un = NULL;
     uint32_t n_mesh = 0;
     wsync_result r = WSYNC_OK;
-    wsync__rdma_err_reset(err);
-    if (!out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan input: out");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan input: out");
     memset(out, 0, sizeof *out);
     if (a) out->allocator = *a;
     al = out->allocator;
     if (!tensors || !n_tensors || T == 0 || n_inference == 0 || T > WSYNC_CTL_MAX_RANKS ||
         n_inference > WSYNC_CTL_MAX_RANKS)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: %u trainers, %u inference ranks",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: %u trainers, %u inference ranks",
                                 (unsigned)T, (unsigned)n_inference);
     for (i = 0; i < T + n_inference; i++) {
         if (n_tensors[i] && !tensors[i])
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: rank %u: entries NULL", (unsigned)i);
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: rank %u: entries NULL", (unsigned)i);
         for (e = 0; e < n_tensors[i]; e++) {
             uint64_t rb = 0, b = 0;
             if ((r = wsync_ctl_tensor_bytes(&tensors[i][e], &rb, &b, err)) != WSYNC_OK) return r;
             if (tensors[i][e].name && strcmp(tensors[i][e].name, WSYNC_CTL_INBOX) == 0) {
                 if (i >= T)
-                    return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                    return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                             "plan input: inference rank %u names an entry %s, a trainer's gather "
                                             "inbox",
                                             (unsigned)(i - T), WSYNC_CTL_INBOX);
@@ -6882,7 +6859,7 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
     ir = (wsync__ctl_pi_ref *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof *ir);
     ranks = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(nt ? nt : 1) * sizeof *ranks);
     if (!tr || !ir || !ranks) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: index");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: index");
         goto out;
     }
     for (nt = ni = 0, i = 0; i < T + n_inference; i++)
@@ -6914,7 +6891,7 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
     mesh = (wsync_plan_mesh *)wsync__rdma_alloc(&al, (size_t)(ns ? ns : 1) * sizeof *mesh);
     out->holder_entry = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(ns ? ns : 1) * T * sizeof(uint32_t));
     if (!src || !mesh || !out->holder_entry) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: sources");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: sources");
         goto out;
     }
     for (k = 0; k < ns * T; k++) out->holder_entry[k] = UINT32_MAX;
@@ -6930,7 +6907,7 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
             for (q = 0; same && q < t->ndim; q++) same = t->shape[q] == t0->shape[q];
             if (!same || t->dtype != WSYNC_DTYPE_BF16 || (t->col_count && t->col_count != cols) ||
                 (t->to_dtype && t->to_dtype != t->dtype)) {
-                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                      "plan input: tensor '%s': trainer rank %u holds it %s", t->name,
                                      (unsigned)tr[j].rank,
                                      !same ? "in another dtype, shape or mesh group than another trainer"
@@ -6961,7 +6938,7 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
     dst = (wsync_plan_dest *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof *dst);
     out->dest_entry = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof(uint32_t));
     if (!un || !pc || !dst || !out->unit_block || !out->dest_entry) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: units");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: units");
         goto out;
     }
     for (d = 0, k = 0; k < nu; k++) {
@@ -6978,7 +6955,7 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
         }
         s = lo;
         if (s == nt || strcmp(tr[s].name, it->name) != 0) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan input: tensor '%s' (inference rank %u): no trainer holds it",
+            r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan input: tensor '%s' (inference rank %u): no trainer holds it",
                                  it->name, (unsigned)(x->rank - T));
             goto out;
         }
@@ -6987,7 +6964,7 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
         same = it->dtype == t0->dtype && it->ndim == t0->ndim;
         for (q = 0; same && q < it->ndim; q++) same = it->shape[q] == t0->shape[q];
         if (!same || (x->to && !(x->to == WSYNC_DTYPE_F8_E4M3 && it->dtype == WSYNC_DTYPE_BF16))) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+            r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                  "plan input: tensor '%s': inference rank %u wants %s", it->name,
                                  (unsigned)(x->rank - T),
                                  !same ? "another dtype or shape than the trainers hold" : "a conversion other than bf16 to fp8");
@@ -7006,7 +6983,7 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
         for (j = ug[k].lo; j < ug[k].hi; j++) { /* sorted by rank within the group */
             const wsync_ctl_tensor *t = &tensors[ir[j].rank][ir[j].entry];
             if (j > ug[k].lo && ir[j].rank == ir[j - 1].rank) {
-                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan input: inference rank %u holds tensor '%s' twice",
+                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan input: inference rank %u holds tensor '%s' twice",
                                      (unsigned)(ir[j].rank - T), t->name);
                 goto out;
             }
@@ -7233,15 +7210,15 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
             return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "JOIN with %u regions and %u tensors is above the limits",
                                   (unsigned)m->n_regions, (unsigned)m->n_tensors);
         if ((m->n_regions && !m->regions) || (m->n_tensors && !m->tensors))
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "JOIN: NULL regions or tensors");
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "JOIN: NULL regions or tensors");
         n = 16 + (size_t)m->n_regions * WSYNC_FABRIC_DESC_WIRE;
         for (i = 0; i < m->n_tensors; i++) {
             const wsync_ctl_tensor *t = &m->tensors[i];
             k = t->name ? strlen(t->name) : 0;
             if (k == 0 || k > WSYNC_CTL_NAME_MAX)
-                return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "JOIN: tensor %zu: name of %zu bytes", i, k);
+                return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "JOIN: tensor %zu: name of %zu bytes", i, k);
             if (t->ndim > WSYNC_CTL_DIMS_MAX)
-                return wsync__rdma_fail(err, WSYNC_ERR_RANK_TOO_LARGE, "JOIN: tensor '%s': %u dimensions", t->name,
+                return wsync_error_set(err, WSYNC_ERR_RANK_TOO_LARGE, "JOIN: tensor '%s': %u dimensions", t->name,
                                         (unsigned)t->ndim);
             n += 2 + k + 4 + 4 + 8 * (size_t)t->ndim + WSYNC__CTL_TENSOR_TAIL;
         }
@@ -7251,7 +7228,7 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
             return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "ASSIGN with %u targets and %u transfers is above the limits",
                                   (unsigned)m->n_targets, (unsigned)m->n_transfers);
         if ((m->n_targets && !m->targets) || (m->n_transfers && !m->transfers))
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "ASSIGN: NULL targets or transfers");
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "ASSIGN: NULL targets or transfers");
         n = 28 + (size_t)m->n_targets * (8 + WSYNC_FABRIC_DESC_WIRE) + (size_t)m->n_transfers * WSYNC__CTL_XFER;
         break;
     case WSYNC_CTL_GO:
@@ -7262,7 +7239,7 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
             return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "DONE naming %u tensors and %u transfers is above the limits",
                                   (unsigned)m->n_named, (unsigned)m->n_ran);
         if ((m->n_named && m->n_named != WSYNC_CTL_NAMED_ALL && !m->named) || (m->n_ran && !m->ran))
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "DONE: NULL bits");
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "DONE: NULL bits");
         if (!wsync__ctl_bits_ok(m->named, m->n_named) || !wsync__ctl_bits_ok(m->ran, m->n_ran))
             return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "%s", "DONE: bits set past the count");
         n = 14 + wsync__ctl_text_len(m->text) + 12 + wsync__ctl_bits_len(m->n_named) + wsync__ctl_bits_len(m->n_ran);
@@ -7291,14 +7268,14 @@ static wsync_result wsync__ctl_size(const wsync_ctl_msg *m, size_t *out, wsync_e
             return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "OPEN naming %u senders (at most %u)", (unsigned)m->n_senders,
                                   WSYNC_CTL_MAX_RANKS);
         if (m->n_senders && !m->senders)
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "OPEN: NULL senders");
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "OPEN: NULL senders");
         for (i = 1; i < m->n_senders; i++)
             if (m->senders[i] <= m->senders[i - 1])
                 return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "OPEN: sender %u after %u (ascending, once each)",
                                       (unsigned)m->senders[i], (unsigned)m->senders[i - 1]);
         n = 12 + 4 * (size_t)m->n_senders;
         break;
-    default: return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "encode: message type %u", (unsigned)m->type);
+    default: return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "encode: message type %u", (unsigned)m->type);
     }
     if (n > WSYNC_CTL_MAX_PAYLOAD)
         return wsync__ctl_bad(err, WSYNC_ERR_LIMIT, "payload of %zu bytes is above the limit of %u", n,
@@ -7317,13 +7294,13 @@ WSYNC_DEF wsync_result wsync_ctl_encode(const wsync_ctl_msg *m, uint8_t *out, si
     size_t pl = 0, i, k;
     uint8_t *p;
     wsync_result r;
-    wsync__rdma_err_reset(err);
-    if (!m || !len) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "encode arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!m || !len) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "encode arguments");
     *len = 0;
     if ((r = wsync__ctl_size(m, &pl, err)) != WSYNC_OK) return r;
     *len = WSYNC_CTL_HEADER + pl;
     if (!out || cap < *len)
-        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "encode: %zu bytes needed, %zu given", *len, cap);
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "encode: %zu bytes needed, %zu given", *len, cap);
     p = out;
     wsync__rdma_put32(p, WSYNC__CTL_MAGIC | WSYNC_CTL_VERSION << 24);
     wsync__ctl_put16(p + 4, m->type);
@@ -7443,7 +7420,7 @@ WSYNC_DEF wsync_result wsync_ctl_header(const uint8_t *h, size_t len, uint32_t *
                                         wsync_error *err)
 {
     uint32_t magic, t, pl;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!h || len < WSYNC_CTL_HEADER)
         return wsync__ctl_bad(err, WSYNC_ERR_TRUNCATED, "header of %zu bytes (%u needed)", len, WSYNC_CTL_HEADER);
     magic = wsync__rdma_get32(h);
@@ -7513,7 +7490,7 @@ static wsync_result wsync__ctl_done(wsync__ctl_rd *c, wsync_ctl_msg *m, wsync_er
         return wsync__ctl_bad(err, WSYNC_ERR_INVALID_HEADER, "%s", "DONE: bits set past the count");
     if (!kn && !kr) return WSYNC_OK;
     if (!(mem = (uint8_t *)wsync__rdma_alloc(&m->alloc_, kn + kr)))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "DONE: %zu bytes", kn + kr);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "DONE: %zu bytes", kn + kr);
     m->storage_ = mem;
     if (kn) memcpy(m->named = mem, named, kn);
     if (kr) memcpy(m->ran = mem + kn, ran, kr);
@@ -7551,7 +7528,7 @@ static wsync_result wsync__ctl_join_count(wsync__ctl_rd c, uint32_t nt, size_t *
 static wsync_result wsync__ctl_alloc(wsync_ctl_msg *m, size_t n, wsync_error *err)
 {
     m->storage_ = wsync__rdma_alloc(&m->alloc_, n);
-    if (!m->storage_) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "control message: %zu bytes", n);
+    if (!m->storage_) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "control message: %zu bytes", n);
     return WSYNC_OK;
 }
 
@@ -7713,8 +7690,8 @@ WSYNC_DEF wsync_result wsync_ctl_decode(uint32_t type, const uint8_t *payload, s
 {
     wsync__ctl_rd c;
     wsync_result r = WSYNC_OK;
-    wsync__rdma_err_reset(err);
-    if (!out || (!payload && len)) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "decode arguments");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!out || (!payload && len)) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "decode arguments");
     memset(out, 0, sizeof *out);
     if (a) out->alloc_ = *a;
     out->type = type;
@@ -7971,7 +7948,7 @@ oom:
     wsync__rdma_free(a, order);
     wsync__rdma_free(a, end);
     wsync__rdma_free(a, off);
-    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the tensors of the transfers");
+    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the tensors of the transfers");
 }
 
 static int wsync__ctl_dst_lt(const void *ctx, uint32_t a, uint32_t b)
@@ -8036,7 +8013,7 @@ oom:
     wsync__rdma_free(a, own);
     wsync__rdma_free(a, from);
     wsync__rdma_free(a, off);
-    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the tensors of the gathered transfers");
+    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the tensors of the gathered transfers");
 }
 
 static void wsync__ctl_nodelay(int fd)
@@ -8086,13 +8063,13 @@ static wsync_result wsync__ctl_send(int fd, wsync__ctl_sess *ss, const wsync_ctl
     wsync_ctl_encode(m, NULL, 0, &len, NULL);
     if (len == 0) return wsync_ctl_encode(m, NULL, 0, &len, err); /* the reason */
     if (len + mac > sizeof small && !(buf = (uint8_t *)wsync__rdma_alloc(a, len + mac)))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s for %s: %zu bytes", wsync__ctl_type_name(m->type), to,
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s for %s: %zu bytes", wsync__ctl_type_name(m->type), to,
                                 len);
     if ((r = wsync_ctl_encode(m, buf, len, &len, err)) == WSYNC_OK) {
         if (mac) wsync__ctl_frame_mac(&ss->tx, ss->seq_tx++, buf, buf + WSYNC_CTL_HEADER, len - WSYNC_CTL_HEADER,
                                       buf + len);
         if (wsync__rdma_send_all(fd, buf, len + mac, 0) != 0)
-            r = wsync__rdma_fail(err, WSYNC_ERR_IO, "sending %s to %s: %s", wsync__ctl_type_name(m->type), to,
+            r = wsync_error_set(err, WSYNC_ERR_IO, "sending %s to %s: %s", wsync__ctl_type_name(m->type), to,
                                  strerror(errno));
     }
     if (buf != small) wsync__rdma_free(a, buf);
@@ -8128,34 +8105,34 @@ static wsync_result wsync__ctl_recv_by(int fd, wsync__ctl_sess *ss, int timeout_
     rc = wsync__rdma_recv_by(fd, h, sizeof h, timeout_ms, idle, deadline);
     if (rc == 0) {
         *closed = 1;
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s closed the connection", from);
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s closed the connection", from);
     }
     if (rc < 0 && errno == ETIMEDOUT)
-        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "no message from %s within %d ms", from, timeout_ms);
-    if (rc < 0) return wsync__rdma_fail(err, WSYNC_ERR_IO, "reading from %s: %s", from, strerror(errno));
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "no message from %s within %d ms", from, timeout_ms);
+    if (rc < 0) return wsync_error_set(err, WSYNC_ERR_IO, "reading from %s: %s", from, strerror(errno));
     if ((r = wsync_ctl_header(h, sizeof h, &type, &pl, err)) != WSYNC_OK) {
         char why[320];
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-        return wsync__rdma_fail(err, r, "from %s: %s", from, why);
+        return wsync_error_set(err, r, "from %s: %s", from, why);
     }
     if (pl && !(buf = (uint8_t *)wsync__rdma_alloc(a, pl)))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "a %u-byte message from %s", (unsigned)pl, from);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "a %u-byte message from %s", (unsigned)pl, from);
     if (pl && (rc = wsync__rdma_recv_by(fd, buf, pl, timeout_ms < 0 ? 10000 : timeout_ms, 0, deadline)) != 1) {
         wsync__rdma_free(a, buf);
         if (deadline && errno == ETIMEDOUT)
-            return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s: %s not complete within its deadline (too slow)", from,
+            return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s: %s not complete within its deadline (too slow)", from,
                                     wsync__ctl_type_name(type));
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: %s cut short", from, wsync__ctl_type_name(type));
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s: %s cut short", from, wsync__ctl_type_name(type));
     }
     if (ss && ss->on) { /* the frame's MAC, checked before anything in it is looked at */
         if (wsync__rdma_recv_by(fd, mac, sizeof mac, timeout_ms < 0 ? 10000 : timeout_ms, 0, deadline) != 1) {
             wsync__rdma_free(a, buf);
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: %s cut short (its MAC)", from, wsync__ctl_type_name(type));
+            return wsync_error_set(err, WSYNC_ERR_IO, "%s: %s cut short (its MAC)", from, wsync__ctl_type_name(type));
         }
         wsync__ctl_frame_mac(&ss->rx, ss->seq_rx++, h, buf, pl, want);
         if (!wsync_ct_equal(mac, want, sizeof mac)) {
             wsync__rdma_free(a, buf);
-            return wsync__rdma_fail(err, WSYNC_ERR_AUTH,
+            return wsync_error_set(err, WSYNC_ERR_AUTH,
                                     "from %s: a %s whose MAC does not match (forged, replayed or reordered): refused",
                                     from, wsync__ctl_type_name(type));
         }
@@ -8165,7 +8142,7 @@ static wsync_result wsync__ctl_recv_by(int fd, wsync__ctl_sess *ss, int timeout_
     if (r != WSYNC_OK) {
         char why[320];
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
-        return wsync__rdma_fail(err, r, "from %s: %s", from, why);
+        return wsync_error_set(err, r, "from %s: %s", from, why);
     }
     return WSYNC_OK;
 }
@@ -8280,16 +8257,16 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     const char *host;
     unsigned i;
     int gai, e = 0, one = 1;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (out) *out = NULL;
-    if (!opt || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "controller: options and out");
+    if (!opt || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "controller: options and out");
     if (opt->n_trainers == 0 || opt->n_inference == 0 || opt->n_trainers > WSYNC_CTL_MAX_RANKS ||
         opt->n_inference > WSYNC_CTL_MAX_RANKS)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %u trainers and %u inference ranks",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %u trainers and %u inference ranks",
                                 opt->n_trainers, opt->n_inference);
     a = opt->allocator;
     c = (wsync_controller *)wsync__rdma_alloc(&a, sizeof *c);
-    if (!c) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller");
+    if (!c) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller");
     c->a = a;
     c->lfd = -1;
     c->nt = opt->n_trainers;
@@ -8307,17 +8284,17 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
         char why[300];
         snprintf(why, sizeof why, "%.250s", err ? err->message : "");
         wsync__rdma_free(&a, c);
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %s", why);
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: %s", why);
     }
     if (c->schedule > WSYNC_CTL_SCHEDULE_GREEDY) {
         wsync__rdma_free(&a, c);
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: schedule %u (0 auto, 1 plan, 2 greedy)",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "controller: schedule %u (0 auto, 1 plan, 2 greedy)",
                                 (unsigned)opt->schedule);
     }
     c->m = (wsync__ctl_member *)wsync__rdma_alloc(&a, (size_t)(c->nt + c->ni) * sizeof *c->m);
     if (!c->m) {
         wsync__rdma_free(&a, c);
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller members");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "controller members");
     }
     for (i = 0; i < c->nt + c->ni; i++) {
         c->m[i].fd = -1;
@@ -8332,7 +8309,7 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     snprintf(ps, sizeof ps, "%u", opt->port);
     if ((gai = getaddrinfo(host, ps, &hints, &res)) != 0) {
         wsync_controller_close(c);
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "controller: cannot resolve '%s': %s", host, gai_strerror(gai));
+        return wsync_error_set(err, WSYNC_ERR_IO, "controller: cannot resolve '%s': %s", host, gai_strerror(gai));
     }
     for (ai = res; ai; ai = ai->ai_next) {
         c->lfd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -8345,7 +8322,7 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
             c->lfd = -1;
             freeaddrinfo(res);
             wsync_controller_close(c);
-            return wsync__rdma_fail(err, WSYNC_ERR_AUTH,
+            return wsync_error_set(err, WSYNC_ERR_AUTH,
                                     "controller: no job key to listen on %s (not a loopback address): anyone who "
                                     "reaches the port could join; set WSYNC_JOB_KEY or WSYNC_JOB_KEY_FILE (or the "
                                     "job_key option), or pass insecure (--insecure) on a trusted network",
@@ -8360,7 +8337,7 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
     freeaddrinfo(res);
     if (c->lfd < 0) {
         wsync_controller_close(c);
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "controller: cannot listen on %s port %u: %s", host, opt->port,
+        return wsync_error_set(err, WSYNC_ERR_IO, "controller: cannot listen on %s port %u: %s", host, opt->port,
                                 strerror(e));
     }
     {
@@ -8618,7 +8595,7 @@ static wsync_result wsync__ctl_add(wsync_controller *c, wsync__ctl_member *h, co
         if (h->targets[g].rank == irank && h->targets[g].region == it->region) break;
     if (g == h->n_targets) {
         if (!wsync__ctl_grow(&c->a, (void **)&h->targets, &h->cap_targets, h->n_targets, sizeof *h->targets))
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: targets of %s", h->name);
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: targets of %s", h->name);
         h->targets[g].rank = irank;
         h->targets[g].region = it->region;
         h->targets[g].desc = in->join.regions[it->region];
@@ -8656,7 +8633,7 @@ static wsync_result wsync__ctl_add(wsync_controller *c, wsync__ctl_member *h, co
         last->len += x.len;
     } else {
         if (!wsync__ctl_grow(&c->a, (void **)&h->xfers, &h->cap_xfers, h->n_xfers, sizeof *h->xfers))
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
         h->xfers[h->n_xfers++] = x;
     }
     h->bytes += x.len + (fp8 ? 4 * wsync_quantize_scale_count(x.rows, cc, x.block) : 0);
@@ -8695,7 +8672,7 @@ static wsync_result wsync__ctl_cover_whole(wsync_controller *c, uint32_t mi, con
                 if (tt->row_begin <= cur && tt->row_begin + tt->row_count > to) to = tt->row_begin + tt->row_count;
             }
             if (to == cur)
-                return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND,
+                return wsync_error_set(err, WSYNC_ERR_NOT_FOUND,
                                         "plan: tensor '%s': %s needs row %llu, which no trainer holds", it->name,
                                         c->m[mi].name, (unsigned long long)cur);
             cur = to;
@@ -8707,7 +8684,7 @@ static wsync_result wsync__ctl_cover_whole(wsync_controller *c, uint32_t mi, con
         return WSYNC_OK;
     }
     if (best == hi)
-        return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND,
+        return wsync_error_set(err, WSYNC_ERR_NOT_FOUND,
                                 "plan: tensor '%s': %s wants rows %llu to %llu in fp8, and no trainer holds all of them "
                                 "(a tile's scale needs every element of the tile at one sender)",
                                 it->name, c->m[mi].name, (unsigned long long)it->row_begin, (unsigned long long)end - 1);
@@ -8726,13 +8703,13 @@ static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsy
     for (k = lo; k < hi; k++) {
         const wsync_ctl_tensor *tt = &c->m[refs[k].member].join.tensors[refs[k].tensor];
         if (!wsync__ctl_same_shape(tt, it))
-            return wsync__rdma_fail(err, WSYNC_ERR_SIZE_MISMATCH,
+            return wsync_error_set(err, WSYNC_ERR_SIZE_MISMATCH,
                                     "plan: tensor '%s': %s holds %s of %u dimensions, %s wants %s of %u", it->name,
                                     c->m[refs[k].member].name, wsync_dtype_name((wsync_dtype)tt->dtype),
                                     (unsigned)tt->ndim, c->m[mi].name, wsync_dtype_name((wsync_dtype)it->dtype),
                                     (unsigned)it->ndim);
         if ((tt->col_count && tt->col_count != wsync__ctl_cols(tt)) || (tt->to_dtype && tt->to_dtype != tt->dtype))
-            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+            return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                     "plan: tensor '%s': %s holds a column slice or another dtype (trainers hold row "
                                     "shards of every column, as stored)", it->name, c->m[refs[k].member].name);
     }
@@ -8754,7 +8731,7 @@ static wsync_result wsync__ctl_cover(wsync_controller *c, uint32_t mi, const wsy
             if (best == hi || c->m[refs[k].member].bytes < c->m[refs[best].member].bytes) best = k;
         }
         if (best == hi)
-            return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND, "plan: tensor '%s': rows %llu to %llu (of %s) are held by no trainer",
+            return wsync_error_set(err, WSYNC_ERR_NOT_FOUND, "plan: tensor '%s': rows %llu to %llu (of %s) are held by no trainer",
                                     it->name, (unsigned long long)cur, (unsigned long long)next - 1, c->m[mi].name);
         r = wsync__ctl_add(c, &c->m[refs[best].member], &c->m[refs[best].member].join.tensors[refs[best].tensor], mi,
                            it, cur, next, 1, err);
@@ -8772,7 +8749,7 @@ static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
     wsync_result r = WSYNC_OK;
     for (mi = 0; mi < c->nt; mi++) n += c->m[mi].join.n_tensors;
     refs = (wsync__ctl_ref *)wsync__rdma_alloc(&c->a, (n ? n : 1) * sizeof *refs);
-    if (!refs) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: index");
+    if (!refs) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: index");
     for (k = 0, mi = 0; mi < c->nt; mi++)
         for (t = 0; t < c->m[mi].join.n_tensors; t++, k++) {
             refs[k].name = c->m[mi].join.tensors[t].name;
@@ -8782,7 +8759,7 @@ static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
     qsort(refs, n, sizeof *refs, wsync__ctl_ref_cmp);
     for (k = 1; k < n; k++)
         if (refs[k].member == refs[k - 1].member && strcmp(refs[k].name, refs[k - 1].name) == 0) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice",
+            r = wsync_error_set(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice",
                                  c->m[refs[k].member].name, refs[k].name);
             goto out;
         }
@@ -8803,10 +8780,10 @@ static wsync_result wsync__ctl_plan(wsync_controller *c, wsync_error *err)
             for (i = 0; i < t; i++) /* a name twice in one inference rank */
                 if (strcmp(j->tensors[i].name, key.name) == 0) break;
             if (i < t)
-                r = wsync__rdma_fail(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice", c->m[mi].name,
+                r = wsync_error_set(err, WSYNC_ERR_DUPLICATE_KEY, "plan: %s holds tensor '%s' twice", c->m[mi].name,
                                      key.name);
             else if (lo == hi)
-                r = wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND, "plan: %s needs tensor '%s', which no trainer holds",
+                r = wsync_error_set(err, WSYNC_ERR_NOT_FOUND, "plan: %s needs tensor '%s', which no trainer holds",
                                      c->m[mi].name, key.name);
             else
                 r = wsync__ctl_cover(c, mi, &j->tensors[t], refs, lo, hi, err);
@@ -8828,7 +8805,7 @@ static wsync_result wsync__ctl_target(wsync_controller *c, wsync__ctl_member *h,
         if (h->targets[g].rank == rank && h->targets[g].region == region) break;
     if (g == h->n_targets) {
         if (!wsync__ctl_grow(&c->a, (void **)&h->targets, &h->cap_targets, h->n_targets, sizeof *h->targets))
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: targets of %s", h->name);
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: targets of %s", h->name);
         h->targets[g].rank = rank;
         h->targets[g].region = region;
         h->targets[g].desc = *desc;
@@ -8842,7 +8819,7 @@ static wsync_result wsync__ctl_push_xfer(wsync_controller *c, wsync__ctl_member 
                                          uint64_t bytes, wsync_error *err)
 {
     if (!wsync__ctl_grow(&c->a, (void **)&h->xfers, &h->cap_xfers, h->n_xfers, sizeof *h->xfers))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: transfers of %s", h->name);
     h->xfers[h->n_xfers++] = *x;
     h->bytes += bytes;
     return WSYNC_OK;
@@ -8872,7 +8849,7 @@ static wsync_result wsync__ctl_fetch(wsync_controller *c, const wsync_ctl_plan_i
     wsync_result r;
     tj = e == UINT32_MAX ? NULL : &c->m[j].join.tensors[e];
     if (!tj || tj->row_begin > f->row0 || tj->row_begin + tj->row_count < f->row0 + f->rows)
-        return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND,
+        return wsync_error_set(err, WSYNC_ERR_NOT_FOUND,
                                 "plan: %s is to write rows %llu to %llu of source %u into %s's gather inbox and does "
                                 "not hold them",
                                 c->m[j].name, (unsigned long long)f->row0, (unsigned long long)(f->row0 + f->rows - 1),
@@ -8953,7 +8930,7 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
     if (!tl || !nl) {
         wsync__rdma_free(&c->a, tl);
         wsync__rdma_free(&c->a, nl);
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ranks");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ranks");
     }
     for (i = 0; i < c->nt + c->ni; i++) {
         tl[i] = c->m[i].join.tensors;
@@ -8968,7 +8945,7 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
     need = (uint64_t *)wsync__rdma_alloc(&c->a, (size_t)T * sizeof *need);
     at = (uint64_t *)wsync__rdma_alloc(&c->a, (size_t)(p->n_preps ? p->n_preps : 1) * sizeof *at);
     if (!need || !at) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: gathers");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: gathers");
         goto out;
     }
     for (i = 0; i < T; i++) {
@@ -8985,7 +8962,7 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
             const wsync_plan_piece *pc = &p->pieces[pr->first_piece];
             if (!(pr->flags & WSYNC_PLAN_FETCH) || at[tk->prep] != UINT64_MAX) continue;
             if (pr->n_pieces != 1 || pr->dtype != WSYNC_DTYPE_F8_E4M3) {
-                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                      "plan: %s gathers rows %llu to %llu of source %u from other trainers into a "
                                      "buffer of %llu pieces, to %s (the gather between trainers runs for fp8 tiles "
                                      "of one tensor only)",
@@ -9004,7 +8981,7 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
         if (!need[i]) continue;
         if (ib && wsync_ctl_tensor_bytes(ib, NULL, &have, NULL) != WSYNC_OK) have = 0;
         if (have < need[i])
-            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
+            r = wsync_error_set(err, WSYNC_ERR_LIMIT,
                                  "plan: %s gathers the rows of fp8 tiles across shard boundaries and needs a gather "
                                  "inbox ('%s') of %llu bytes; it declared %llu",
                                  c->m[i].name, WSYNC_CTL_INBOX, (unsigned long long)need[i],
@@ -9025,7 +9002,7 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
             e = pi.holder_entry[(uint64_t)pc->source * T + i];
             tt = e == UINT32_MAX ? NULL : &c->m[i].join.tensors[e];
             if (it && wsync__ctl_fp8(it) && !it->block && pr->rows != urows)
-                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                      "plan: tensor '%s': %s wants one fp8 scale for all its rows (block 0), and the "
                                      "plan cuts them at rows %llu to %llu (row shards: use tiles of a divisor of %u "
                                      "rows)",
@@ -9033,7 +9010,7 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
                                      (unsigned long long)end - 1, (unsigned)WSYNC_PLAN_BLOCK);
             else if (it && wsync__ctl_fp8(it) && it->block &&
                      (pr->out_row0 % it->block || (end < urows && end % it->block)))
-                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                      "plan: tensor '%s': fp8 rows %llu to %llu of %s are not whole tiles of %u rows",
                                      it->name, (unsigned long long)pr->out_row0, (unsigned long long)end - 1,
                                      c->m[mi].name, (unsigned)it->block);
@@ -9043,7 +9020,7 @@ static wsync_result wsync__ctl_plan_sched(wsync_controller *c, wsync_error *err)
                 r = wsync__ctl_gather(c, i, pc, tk->group, ib->offset + at[tk->prep], ib, mi, it, tk->start, err);
             } else if (!it || pr->n_pieces != 1 || !tt || tt->row_begin > pc->row0 ||
                        tt->row_begin + tt->row_count < pc->row0 + pc->rows)
-                r = wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED,
+                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
                                      "plan: tensor '%s': %s sends rows %llu to %llu and does not hold them all (the "
                                      "gather between trainers runs for fp8 tiles only)",
                                      it ? it->name : "?", c->m[i].name, (unsigned long long)pc->row0,
@@ -9089,7 +9066,7 @@ static wsync_result wsync__ctl_group_order(wsync_controller *c, wsync_error *err
             if (c->m[i].join.tensors[t].group + 1 > c->n_groups) c->n_groups = c->m[i].join.tensors[t].group + 1;
     if (c->gphase && c->pplan) { /* a gather phase before each group's writes */
         if (2 * c->n_groups > WSYNC_CTL_GROUPS_MAX)
-            return wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
+            return wsync_error_set(err, WSYNC_ERR_LIMIT,
                                     "plan: %u mesh groups, each with a gather phase: more than %u", c->n_groups,
                                     WSYNC_CTL_GROUPS_MAX);
         c->n_groups *= 2;
@@ -9100,7 +9077,7 @@ static wsync_result wsync__ctl_group_order(wsync_controller *c, wsync_error *err
         wsync_ctl_transfer *sorted;
         if (h->n_xfers < 2) continue;
         sorted = (wsync_ctl_transfer *)wsync__rdma_alloc(&c->a, (size_t)h->n_xfers * sizeof *sorted);
-        if (!sorted) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: ordering %s", h->name);
+        if (!sorted) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: ordering %s", h->name);
         for (g = 0, k = 0; g < c->n_groups; g++)
             for (t = 0; t < h->n_xfers; t++)
                 if (h->xfers[t].group == g) sorted[k++] = h->xfers[t];
@@ -9178,17 +9155,17 @@ static wsync_result wsync__ctl_names(wsync_controller *c, wsync_error *err)
                                         c->ni + i, &m->reads_off, &m->reads, err)) != WSYNC_OK)
             return r;
         if (!(m->name_id = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)m->join.n_tensors + 1) * sizeof *m->name_id)))
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the trainers' tensor names");
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the trainers' tensor names");
         total += m->join.n_tensors;
     }
     if (total >= UINT32_MAX)
-        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%llu trainer tensors", (unsigned long long)total);
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "%llu trainer tensors", (unsigned long long)total);
     nm = (const char **)wsync__rdma_alloc(&c->a, ((size_t)total + 1) * sizeof *nm);
     order = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)total + 1) * sizeof *order);
     flat = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)total + 1) * sizeof *flat);
     c->named = (uint32_t *)wsync__rdma_alloc(&c->a, ((size_t)total + 1) * sizeof *c->named);
     if (!nm || !order || !flat || !c->named) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the trainers' tensor names");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the trainers' tensor names");
         goto out;
     }
     for (i = 0, k = 0; i < c->nt; i++)
@@ -9220,12 +9197,12 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
     wsync_error local;
     wsync_result r;
     if (!err) err = &local;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!c || c->accepted)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "accept: once per controller");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "accept: once per controller");
     deadline = wsync__rdma_now_ms() + c->join_ms;
     if (!(pend = (wsync__ctl_pend *)wsync__rdma_alloc(&c->a, WSYNC__CTL_PENDING * sizeof *pend)))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "accept: the handshakes");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "accept: the handshakes");
     for (;;) {
         /* connections in their handshake wait here, polled with the
            listener and read as their bytes come, so that one that is slow
@@ -9243,7 +9220,7 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         if (left <= 0) {
             char missing[256];
             wsync__ctl_missing(c, missing, sizeof missing);
-            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "controller: %u of %u ranks joined within %u ms; missing: %s",
+            r = wsync_error_set(err, WSYNC_ERR_LIMIT, "controller: %u of %u ranks joined within %u ms; missing: %s",
                                  joined, c->nt + c->ni, c->join_ms, missing);
             wsync__ctl_fail_all(c, err);
             for (k = 0; k < np; k++) close(pend[k].fd);
@@ -9305,7 +9282,7 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
     }
     if (c->schedule != WSYNC_CTL_SCHEDULE_GREEDY) {
         wsync_error pe;
-        wsync__rdma_err_reset(&pe);
+        wsync_error_set(&pe, WSYNC_OK, NULL);
         if ((r = wsync__ctl_plan_sched(c, &pe)) != WSYNC_OK) {
             if (c->schedule == WSYNC_CTL_SCHEDULE_PLAN || c->no_greedy[0]) { /* no fallback */
                 if (err) *err = pe;
@@ -9337,7 +9314,7 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         unsigned t;
         uint32_t g;
         if (!(m->senders = (uint32_t *)wsync__rdma_alloc(&c->a, (size_t)c->nt * sizeof *m->senders))) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the inference ranks' writers");
+            r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "the inference ranks' writers");
             wsync__ctl_fail_all(c, err);
             return r;
         }
@@ -9380,7 +9357,7 @@ static wsync_result wsync__ctl_gone(wsync_controller *c, wsync_error *err)
     unsigned i;
     for (i = 0; i < c->nt + c->ni; i++)
         if (c->m[i].gone)
-            return wsync__rdma_fail(err, WSYNC_ERR_IO,
+            return wsync_error_set(err, WSYNC_ERR_IO,
                                     "%s is gone (a failed step lost it); the group must be restarted", c->m[i].name);
     return WSYNC_OK;
 }
@@ -9408,10 +9385,10 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
     wsync_error local;
     wsync_result r;
     if (!err) err = &local;
-    wsync__rdma_err_reset(err);
-    if (!c || !c->accepted) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "go: accept first");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!c || !c->accepted) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "go: accept first");
     if (step <= c->last_step || step <= c->go_step) /* an aborted step's number is not reused */
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                 "go: step %llu after step %llu (steps increase, from 1)", (unsigned long long)step,
                                 (unsigned long long)(c->go_step > c->last_step ? c->go_step : c->last_step));
     if ((r = wsync__ctl_gone(c, err)) != WSYNC_OK) return r;
@@ -9459,7 +9436,7 @@ static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t
     wsync_ctl_msg rel;
     wsync_result r;
     if (g != next[i] || g + 1 >= c->n_groups)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s reached mesh group %u's barrier, expected %u of %u",
+        return wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s reached mesh group %u's barrier, expected %u of %u",
                                 (unsigned long long)step, c->m[i].name, (unsigned)g, (unsigned)next[i],
                                 (unsigned)c->n_groups - 1);
     next[i]++;
@@ -9560,7 +9537,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
         wsync__rdma_free(&c->a, got);
         wsync__rdma_free(&c->a, next);
         wsync__rdma_free(&c->a, pf);
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "step: poll set");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "step: poll set");
     }
     while (waiting && r == WSYNC_OK) {
         int64_t left = deadline - wsync__rdma_now_ms();
@@ -9574,11 +9551,11 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                                         : 0;
             if (gone < to) {
                 c->m[gone].gone = 1;
-                r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s went away (no %s within %u ms)",
+                r = wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s went away (no %s within %u ms)",
                                      (unsigned long long)step, c->m[gone].name, wsync__ctl_type_name(type),
                                      c->step_ms);
             } else if (nl)
-                r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT,
+                r = wsync_error_set(err, WSYNC_ERR_LIMIT,
                                      "step %llu: %s reached no barrier of mesh group %u within %u ms (%u trainer%s "
                                      "wait%s there)",
                                      (unsigned long long)step, names, lg, c->step_ms, (unsigned)reached[lg],
@@ -9588,7 +9565,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                 for (i = from, nl = 0; i < to; i++)
                     if (!got[i - from]) wsync__ctl_name_add(names, sizeof names, &len, nl++, c->m[i].name);
                 wsync__ctl_name_end(names, sizeof names, len, nl);
-                r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms",
+                r = wsync_error_set(err, WSYNC_ERR_LIMIT, "step %llu: %s sent no %s within %u ms",
                                      (unsigned long long)step, names, wsync__ctl_type_name(type), c->step_ms);
             }
             break;
@@ -9600,7 +9577,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
         }
         pr = poll(pf, to - from, (int)left);
         if (pr < 0 && errno != EINTR) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step: poll: %s", strerror(errno));
+            r = wsync_error_set(err, WSYNC_ERR_IO, "step: poll: %s", strerror(errno));
             break;
         }
         for (i = from; pr > 0 && i < to && r == WSYNC_OK; i++) {
@@ -9610,7 +9587,7 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
             if (!pf[i - from].revents) continue;
             if (wsync__ctl_recv(c->m[i].fd, &c->m[i].sess, 2000, 0, &c->a, &m, c->m[i].name, &closed, &e) != WSYNC_OK) {
                 c->m[i].gone = 1;
-                r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s went away: %s", (unsigned long long)step,
+                r = wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s went away: %s", (unsigned long long)step,
                                      c->m[i].name, e.message);
                 break;
             }
@@ -9619,10 +9596,10 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                 r = wsync__ctl_barrier(c, i, m.group, step, next, reached, err);
             } else if (type == WSYNC_CTL_DONE && m.type == type && m.step == step && m.status == WSYNC_OK &&
                        next[i] + 1u < c->n_groups) {
-                r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s sent DONE before mesh group %u's barrier",
+                r = wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s sent DONE before mesh group %u's barrier",
                                      (unsigned long long)step, c->m[i].name, (unsigned)next[i]);
             } else if (m.type != type || m.step != step) {
-                r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s sent %s for step %llu (%s)",
+                r = wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s sent %s for step %llu (%s)",
                                      (unsigned long long)step, c->m[i].name, wsync__ctl_type_name(m.type),
                                      (unsigned long long)m.step, m.text);
             } else if (m.status != WSYNC_OK) {
@@ -9639,16 +9616,16 @@ static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsig
                 }
                 if (gone < to) {
                     c->m[gone].gone = 1;
-                    r = wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s went away (%s failed: %s)",
+                    r = wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s went away (%s failed: %s)",
                                          (unsigned long long)step, c->m[gone].name, c->m[i].name, m.text);
                 } else if (nl)
-                    r = wsync__rdma_fail(err, why,
+                    r = wsync_error_set(err, why,
                                          "step %llu: %s failed while %s reached no barrier of mesh group %u (%u "
                                          "trainer%s wait%s there): %s",
                                          (unsigned long long)step, c->m[i].name, names, lg, (unsigned)reached[lg],
                                          reached[lg] == 1 ? "" : "s", reached[lg] == 1 ? "s" : "", m.text);
                 else
-                    r = wsync__rdma_fail(err, why, "step %llu: %s failed: %s", (unsigned long long)step, c->m[i].name,
+                    r = wsync_error_set(err, why, "step %llu: %s failed: %s", (unsigned long long)step, c->m[i].name,
                                          m.text);
             } else {
                 got[i - from] = 1;
@@ -9681,13 +9658,13 @@ static wsync_result wsync__ctl_check_ran(wsync_controller *c, uint64_t step, wsy
         const wsync__ctl_member *m = &c->m[i];
         const wsync_ctl_msg *d = &m->done;
         if (d->n_ran != m->n_xfers)
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s reports %u transfers; its plan has %u",
+            return wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s reports %u transfers; its plan has %u",
                                     (unsigned long long)step, m->name, (unsigned)d->n_ran, (unsigned)m->n_xfers);
         if (d->n_named == WSYNC_CTL_NAMED_ALL) {
             if (!all) all = i + 1;
         }
         else if (d->n_named != m->join.n_tensors)
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s names %u tensors; it joined with %u",
+            return wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s names %u tensors; it joined with %u",
                                     (unsigned long long)step, m->name, (unsigned)d->n_named,
                                     (unsigned)m->join.n_tensors);
         else
@@ -9705,14 +9682,14 @@ static wsync_result wsync__ctl_check_ran(wsync_controller *c, uint64_t step, wsy
             const char *tn = r0 < r1 ? m->join.tensors[m->reads[r0]].name : "?";
             for (k = r0; !by && k < r1; k++) by = c->named[m->name_id[m->reads[k]]];
             if (by && !did)
-                return wsync__rdma_fail(err, WSYNC_ERR_IO,
+                return wsync_error_set(err, WSYNC_ERR_IO,
                                         "step %llu: %s did not run transfer %u of its plan (%llu bytes of '%.100s' "
                                         "to inference rank %u), which the step includes (%s %s)",
                                         (unsigned long long)step, m->name, (unsigned)j, (unsigned long long)x->len, tn,
                                         (unsigned)m->targets[x->target].rank, c->m[by - 1].name,
                                         all ? "moved every tensor" : "named it");
             if (!by && did)
-                return wsync__rdma_fail(err, WSYNC_ERR_IO,
+                return wsync_error_set(err, WSYNC_ERR_IO,
                                         "step %llu: %s ran transfer %u (%llu bytes of '%.100s' to inference rank %u), "
                                         "which the step does not include: no trainer named its tensor",
                                         (unsigned long long)step, m->name, (unsigned)j, (unsigned long long)x->len, tn,
@@ -9724,7 +9701,7 @@ static wsync_result wsync__ctl_check_ran(wsync_controller *c, uint64_t step, wsy
                 bytes += 4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block);
         }
         if (d->runs != ran)
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "step %llu: %s ran %u writes for its %u transfers of the step",
+            return wsync_error_set(err, WSYNC_ERR_IO, "step %llu: %s ran %u writes for its %u transfers of the step",
                                     (unsigned long long)step, m->name, (unsigned)d->runs, (unsigned)ran);
         tasks += ran;
     }
@@ -9740,9 +9717,9 @@ WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t ste
     wsync_error local;
     wsync_result r;
     if (!err) err = &local;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!c || !c->in_step || step != c->go_step)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "finish: step %llu was not started with go",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "finish: step %llu was not started with go",
                                 (unsigned long long)step);
     if ((r = wsync__ctl_collect(c, 0, c->nt, WSYNC_CTL_DONE, step, err)) != WSYNC_OK ||
         (r = wsync__ctl_check_ran(c, step, err)) != WSYNC_OK) {
@@ -9876,7 +9853,7 @@ static void *wsync__rank_main(void *p)
         }
         if (m.type == WSYNC_CTL_OPEN) { /* a step's writers, until its COMMIT */
             wsync_result res = WSYNC_OK;
-            wsync__rdma_err_reset(&e);
+            wsync_error_set(&e, WSYNC_OK, NULL);
             if (r->window)
                 res = wsync_fabric_window_open(r->f, m.step, m.senders, m.n_senders, &e);
             if (wsync__ctl_send_text(r->fd, &r->sess, WSYNC_CTL_ACK, m.step, res, res == WSYNC_OK ? "" : e.message,
@@ -9887,11 +9864,11 @@ static void *wsync__rank_main(void *p)
             }
         } else if (m.type == WSYNC_CTL_COMMIT) {
             wsync_result res = WSYNC_OK;
-            wsync__rdma_err_reset(&e);
+            wsync_error_set(&e, WSYNC_OK, NULL);
             /* every trainer flushed before its DONE: nobody writes now */
             if (r->window) wsync_fabric_window_close(r->f, m.step, NULL);
             if (m.step <= r->version) {
-                res = wsync__rdma_fail(&e, WSYNC_ERR_INVALID_ARGUMENT, "COMMIT for step %llu at version %llu",
+                res = wsync_error_set(&e, WSYNC_ERR_INVALID_ARGUMENT, "COMMIT for step %llu at version %llu",
                                        (unsigned long long)m.step, (unsigned long long)r->version);
             } else if (r->on_commit) {
                 res = r->on_commit(r->user, m.step, &e);
@@ -9932,17 +9909,17 @@ static void *wsync__rank_main(void *p)
 static wsync_result wsync__rank_check(const wsync_rank_options *o, wsync_error *err)
 {
     uint32_t i;
-    if (!o->port) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: the controller's port");
+    if (!o->port) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: the controller's port");
     if (o->role != WSYNC_CTL_TRAINER && o->role != WSYNC_CTL_INFERENCE)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: role %u", (unsigned)o->role);
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: role %u", (unsigned)o->role);
     if (o->n_regions && (!o->mrs || !o->descs))
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: regions without mrs or descriptors");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: regions without mrs or descriptors");
     if (o->n_tensors && !o->tensors)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: tensors is NULL");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: tensors is NULL");
     if (o->role == WSYNC_CTL_TRAINER && !o->fabric)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: a trainer needs a fabric");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: a trainer needs a fabric");
     for (i = 0; i < o->n_regions; i++)
-        if (!o->mrs[i]) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: region %u not registered", i);
+        if (!o->mrs[i]) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "rank: region %u not registered", i);
     return WSYNC_OK;
 }
 
@@ -9980,7 +9957,7 @@ static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
     uint64_t most = 0, at;
     wsync_fabric_desc d;
     if (n && !(r->tasks = (wsync_exec_task *)wsync__rdma_alloc(&r->a, (size_t)n * sizeof *r->tasks)))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: tasks");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: tasks");
     for (i = 0; i < n; i++) {
         r->tasks[i].tmp_bytes = wsync__rank_tmp(&r->assign.transfers[i], &at);
         r->tasks[i].user = &r->assign.transfers[i];
@@ -9991,7 +9968,7 @@ static wsync_result wsync__rank_staging(wsync_rank *r, wsync_error *err)
     r->staging_len = r->staging_want > most ? r->staging_want : most;
     if ((uint64_t)(size_t)r->staging_len != r->staging_len ||
         !(r->staging = wsync__rank_staging_alloc(r)))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu staging bytes", r->me,
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu staging bytes", r->me,
                                 (unsigned long long)r->staging_len);
     return r->f->reg(r->f->user, r->staging, r->staging_len, WSYNC_MEM_HOST, &r->staging_mr, &d, err);
 }
@@ -10006,28 +9983,28 @@ static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
         const wsync_ctl_transfer *x = &r->assign.transfers[i];
         uint64_t ext = wsync__ctl_extent(x);
         if (x->src_region >= r->n_regions || !wsync__rdma_in(x->src_offset, ext, r->mr_len[x->src_region]))
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                     "%s: ASSIGN transfer %u reads %llu bytes at %llu of region %u, outside this rank's regions",
                                     r->me, (unsigned)i, (unsigned long long)ext, (unsigned long long)x->src_offset,
                                     (unsigned)x->src_region);
         if (x->prep == WSYNC_CTL_PREP_FP8 && ((uintptr_t)(r->mr_addr[x->src_region] + x->src_offset) % 2 ||
                                               (x->rows > 1 && x->src_stride % 2)))
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                     "%s: ASSIGN transfer %u: bf16 rows not 2-byte aligned", r->me, (unsigned)i);
     }
     if ((res = wsync__rank_staging(r, err)) != WSYNC_OK) return res;
     if (r->assign.n_targets &&
         !(r->rem = (wsync_fabric_remote **)wsync__rdma_alloc(&r->a, r->assign.n_targets * sizeof *r->rem)))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: remotes");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: remotes");
     for (i = 0; i < r->assign.n_targets; i++) {
         const wsync_ctl_target *g = &r->assign.targets[i];
         if ((res = r->f->open_remote(r->f->user, &g->desc, &r->rem[i], err)) != WSYNC_OK) {
             char why[320];
             snprintf(why, sizeof why, "%.250s", err ? err->message : "");
             if (g->rank >= r->assign.n_inference)
-                return wsync__rdma_fail(err, res, "%s: opening trainer rank %u's gather inbox: %s", r->me,
+                return wsync_error_set(err, res, "%s: opening trainer rank %u's gather inbox: %s", r->me,
                                         (unsigned)(g->rank - r->assign.n_inference), why);
-            return wsync__rdma_fail(err, res, "%s: opening inference rank %u region %u: %s", r->me, (unsigned)g->rank,
+            return wsync_error_set(err, res, "%s: opening inference rank %u region %u: %s", r->me, (unsigned)g->rank,
                                     (unsigned)g->region, why);
         }
     }
@@ -10057,7 +10034,7 @@ static wsync_result wsync__rank_own(wsync_rank *r, const wsync_rank_options *o, 
     r->ran = (uint8_t *)wsync__rdma_alloc(&r->a, ((size_t)nx + 7) / 8 + 1);
     r->run = (wsync_exec_task *)wsync__rdma_alloc(&r->a, ((size_t)nx + 1) * sizeof *r->run);
     if (!r->own || !r->by_name || !r->named || !r->sel || !r->ran || !r->run)
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: its tensors", r->me);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: its tensors", r->me);
     memset(r->ran, 0, ((size_t)nx + 7) / 8 + 1);
     for (i = 0; i < r->n_own; i++) {
         char *name = (char *)r->own + at;
@@ -10092,13 +10069,13 @@ static wsync_result wsync__rank_handshake(wsync_rank *r, const wsync_job_key *ke
     h.role = r->role;
     h.rank = r->rank;
     if (wsync_random_bytes(h.nonce, sizeof h.nonce) != WSYNC_OK)
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: no random source for the handshake's nonce", r->me);
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s: no random source for the handshake's nonce", r->me);
     if ((res = wsync__ctl_send(r->fd, NULL, &h, &r->a, "the controller", err)) != WSYNC_OK ||
         (res = wsync__ctl_recv(r->fd, NULL, (int)r->timeout_ms, 0, &r->a, &m, "the controller", &closed, err)) !=
             WSYNC_OK)
         return res;
     if (m.type != WSYNC_CTL_CHALLENGE) {
-        wsync__rdma_fail(err, WSYNC_ERR_AUTH, "%s: the controller at %s port %u answered HELLO with %s, not CHALLENGE",
+        wsync_error_set(err, WSYNC_ERR_AUTH, "%s: the controller at %s port %u answered HELLO with %s, not CHALLENGE",
                          r->me, host, port, wsync__ctl_type_name(m.type));
         wsync_ctl_msg_free(&m);
         return WSYNC_ERR_AUTH;
@@ -10106,7 +10083,7 @@ static wsync_result wsync__rank_handshake(wsync_rank *r, const wsync_job_key *ke
     wsync_ctl_auth_derive(key, r->role, r->rank, h.nonce, m.nonce, &au);
     if (!wsync_ct_equal(m.mac, au.ctl_proof, WSYNC_CTL_MAC)) {
         memset(&au, 0, sizeof au);
-        return wsync__rdma_fail(err, WSYNC_ERR_AUTH,
+        return wsync_error_set(err, WSYNC_ERR_AUTH,
                                 "%s: the controller at %s port %u did not prove the job key (it has another one, or "
                                 "none; or it is not this job's controller): refused, nothing sent to it%s",
                                 r->me, host, port,
@@ -10134,16 +10111,16 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     uint32_t i;
     int closed = 0;
     if (!err) err = &local;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (out) *out = NULL;
-    if (!opt || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: options and out");
+    if (!opt || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "rank: options and out");
     if ((res = wsync__rank_check(opt, err)) != WSYNC_OK) return res;
     if ((res = wsync_job_key_resolve(opt->job_key, opt->job_key_len, &key, err)) != WSYNC_OK) {
         snprintf(why, sizeof why, "%.200s", err->message);
-        return wsync__rdma_fail(err, res, "rank: %s", why);
+        return wsync_error_set(err, res, "rank: %s", why);
     }
     r = (wsync_rank *)wsync__rdma_alloc(&opt->allocator, sizeof *r);
-    if (!r) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank");
+    if (!r) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank");
     r->a = opt->allocator;
     r->fd = -1;
     r->role = opt->role;
@@ -10165,7 +10142,7 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
         r->mr_addr = (uint8_t **)wsync__rdma_alloc(&r->a, r->n_regions * sizeof *r->mr_addr);
         if (!r->mrs || !r->mr_len || !r->mr_addr) {
             wsync_rank_close(r);
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: regions");
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: regions");
         }
         for (i = 0; i < r->n_regions; i++) {
             r->mrs[i] = opt->mrs[i];
@@ -10176,7 +10153,7 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     r->fd = wsync__tcp_connect(opt->host ? opt->host : "127.0.0.1", opt->port, r->timeout_ms, why, sizeof why);
     if (r->fd < 0) {
         wsync_rank_close(r);
-        return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: the controller at %s port %u: %s", r->me,
+        return wsync_error_set(err, WSYNC_ERR_IO, "%s: the controller at %s port %u: %s", r->me,
                                 opt->host ? opt->host : "127.0.0.1", opt->port, why);
     }
     wsync__ctl_nodelay(r->fd);
@@ -10207,8 +10184,8 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     }
     if (m.type != WSYNC_CTL_ASSIGN || m.role != r->role || m.rank != r->rank) {
         res = m.type == WSYNC_CTL_ERROR && m.status && m.status < 256 ? (wsync_result)m.status : WSYNC_ERR_IO;
-        if (m.type == WSYNC_CTL_ERROR) wsync__rdma_fail(err, res, "%s: the controller refused: %s", r->me, m.text);
-        else wsync__rdma_fail(err, res, "%s: expected ASSIGN, got %s", r->me, wsync__ctl_type_name(m.type));
+        if (m.type == WSYNC_CTL_ERROR) wsync_error_set(err, res, "%s: the controller refused: %s", r->me, m.text);
+        else wsync_error_set(err, res, "%s: expected ASSIGN, got %s", r->me, wsync__ctl_type_name(m.type));
         wsync_ctl_msg_free(&m);
         wsync_rank_close(r);
         return res;
@@ -10222,7 +10199,7 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     } else {
         if (pthread_create(&r->th, NULL, wsync__rank_main, r) != 0) {
             wsync_rank_close(r);
-            return wsync__rdma_fail(err, WSYNC_ERR_IO, "%s", "rank: pthread_create");
+            return wsync_error_set(err, WSYNC_ERR_IO, "%s", "rank: pthread_create");
         }
         r->th_on = 1;
     }
@@ -10235,9 +10212,9 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
     wsync_ctl_msg m;
     int closed = 0;
     wsync_result res;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!r || !step || !bye || r->role != WSYNC_CTL_TRAINER)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_go: a trainer's rank");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_go: a trainer's rank");
     *bye = 0;
     for (;;) {
         if ((res = wsync__ctl_recv(r->fd, &r->sess, timeout_ms < 0 ? 10000 : timeout_ms, timeout_ms < 0, &r->a, &m,
@@ -10254,8 +10231,8 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
         if (r->assign.n_transfers) memset(r->ran, 0, ((size_t)r->assign.n_transfers + 7) / 8);
     }
     else if (m.type == WSYNC_CTL_BYE) *bye = 1;
-    else if (m.type == WSYNC_CTL_ERROR) res = wsync__rdma_fail(err, WSYNC_ERR_IO, "the controller: %s", m.text);
-    else res = wsync__rdma_fail(err, WSYNC_ERR_IO, "unexpected %s from the controller", wsync__ctl_type_name(m.type));
+    else if (m.type == WSYNC_CTL_ERROR) res = wsync_error_set(err, WSYNC_ERR_IO, "the controller: %s", m.text);
+    else res = wsync_error_set(err, WSYNC_ERR_IO, "unexpected %s from the controller", wsync__ctl_type_name(m.type));
     wsync_ctl_msg_free(&m);
     return res;
 }
@@ -10265,7 +10242,7 @@ static wsync_result wsync__rank_wfail(wsync_rank *r, const wsync_ctl_transfer *x
     char why[320];
     uint32_t to = r->assign.targets[x->target].rank, ni = r->assign.n_inference;
     snprintf(why, sizeof why, "%.250s", err->message);
-    return wsync__rdma_fail(err, res, "%s: writing %llu bytes to %s rank %u%s: %s", r->me, (unsigned long long)x->len,
+    return wsync_error_set(err, res, "%s: writing %llu bytes to %s rank %u%s: %s", r->me, (unsigned long long)x->len,
                             to >= ni ? "trainer" : "inference", (unsigned)(to >= ni ? to - ni : to),
                             to >= ni ? " (the gather of fp8 tiles)" : "", why);
 }
@@ -10333,11 +10310,11 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
     wsync_error local;
     char why[320];
     if (!err) err = &local;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!r || r->role != WSYNC_CTL_TRAINER)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
     if (first > r->assign.n_transfers || count > r->assign.n_transfers - first)
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "push: transfers %u + %u of %u", (unsigned)first,
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "push: transfers %u + %u of %u", (unsigned)first,
                                 (unsigned)count, (unsigned)r->assign.n_transfers);
     memset(&eo, 0, sizeof eo);
     eo.allocator = r->a;
@@ -10361,7 +10338,7 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
         return res;
     if (flush && (res = r->f->flush(r->f->user, err)) != WSYNC_OK) {
         snprintf(why, sizeof why, "%.250s", err->message);
-        return wsync__rdma_fail(err, res, "%s: %s", r->me, why);
+        return wsync_error_set(err, res, "%s: %s", r->me, why);
     }
     return WSYNC_OK;
 }
@@ -10383,7 +10360,7 @@ static wsync_result wsync__rank_barrier(wsync_rank *r, uint32_t g, wsync_error *
     char why[320];
     if ((res = r->f->flush(r->f->user, err)) != WSYNC_OK) {
         snprintf(why, sizeof why, "%.250s", err->message);
-        return wsync__rdma_fail(err, res, "%s: %s", r->me, why);
+        return wsync_error_set(err, res, "%s: %s", r->me, why);
     }
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_BARRIER;
@@ -10394,10 +10371,10 @@ static wsync_result wsync__rank_barrier(wsync_rank *r, uint32_t g, wsync_error *
         WSYNC_OK)
         return res;
     if (m.type == WSYNC_CTL_ABORT)
-        res = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: step %llu aborted at mesh group %u's barrier: %s", r->me,
+        res = wsync_error_set(err, WSYNC_ERR_IO, "%s: step %llu aborted at mesh group %u's barrier: %s", r->me,
                                (unsigned long long)m.step, (unsigned)g, m.text);
     else if (m.type != WSYNC_CTL_RELEASE || m.step != r->step || m.group != g)
-        res = wsync__rdma_fail(err, WSYNC_ERR_IO,
+        res = wsync_error_set(err, WSYNC_ERR_IO,
                                "%s: waiting for the release of mesh group %u of step %llu, got %s%s%s", r->me,
                                (unsigned)g, (unsigned long long)r->step, wsync__ctl_type_name(m.type),
                                m.text[0] ? ": " : "", m.text);
@@ -10422,12 +10399,12 @@ static int64_t wsync__rank_find(const wsync_rank *r, const char *name)
 WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names, uint32_t n, wsync_error *err)
 {
     uint32_t i, j, k;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!r || r->role != WSYNC_CTL_TRAINER || (n && !names))
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "select: a trainer's rank and names");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "select: a trainer's rank and names");
     for (i = 0; i < n; i++)
         if (!names[i] || wsync__rank_find(r, names[i]) < 0)
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                     "%s: step %llu: tensor '%.100s' is not one of this rank's tensors: the step "
                                     "cannot move it",
                                     r->me, (unsigned long long)r->step, names[i] ? names[i] : "(null)");
@@ -10452,7 +10429,7 @@ WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
     wsync_error local;
     if (!err) err = &local;
     if (!r || r->role != WSYNC_CTL_TRAINER)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
     n = r->assign.n_transfers;
     for (g = 0; g < r->assign.n_groups; g++) { /* transfers ascend by group (checked at decode) */
         uint32_t end = first;
@@ -10468,11 +10445,11 @@ WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
 WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
                                        wsync_error *err)
 {
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     wsync_ctl_msg m;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!r || r->role != WSYNC_CTL_TRAINER)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "done: a trainer's rank");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "done: a trainer's rank");
     memset(&m, 0, sizeof m);
     m.type = WSYNC_CTL_DONE;
     m.step = step;
@@ -10506,9 +10483,9 @@ WSYNC_DEF wsync_result wsync_rank_wait_version(wsync_rank *r, uint64_t step, int
 {
     struct timespec until;
     wsync_result res = WSYNC_OK;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!r || r->role != WSYNC_CTL_INFERENCE)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_version: an inference rank");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "wait_version: an inference rank");
     clock_gettime(CLOCK_REALTIME, &until);
     if (timeout_ms > 0) {
         until.tv_sec += timeout_ms / 1000;
@@ -10519,17 +10496,17 @@ WSYNC_DEF wsync_result wsync_rank_wait_version(wsync_rank *r, uint64_t step, int
     for (;;) {
         if (r->version >= step) break;
         if (r->aborted >= step) {
-            res = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s: %s", r->me, r->why);
+            res = wsync_error_set(err, WSYNC_ERR_IO, "%s: %s", r->me, r->why);
             break;
         }
         if (r->ended) {
-            res = wsync__rdma_fail(err, WSYNC_ERR_IO, "%s at version %llu: %s", r->me, (unsigned long long)r->version,
+            res = wsync_error_set(err, WSYNC_ERR_IO, "%s at version %llu: %s", r->me, (unsigned long long)r->version,
                                    r->why);
             break;
         }
         if (timeout_ms == 0 ||
             (timeout_ms > 0 && pthread_cond_timedwait(&r->cv, &r->mu, &until) == ETIMEDOUT)) {
-            res = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s: still at version %llu after %d ms", r->me,
+            res = wsync_error_set(err, WSYNC_ERR_LIMIT, "%s: still at version %llu after %d ms", r->me,
                                    (unsigned long long)r->version, timeout_ms);
             break;
         }
@@ -10745,8 +10722,8 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
    ======================================================================
    Pure computation: no fabric, socket or thread; it builds everywhere
    (outside WSYNC__RDMA_OK) and uses of the rest of this header only the
-   allocator and error helpers from the common section (wsync__rdma_alloc,
-   wsync__rdma_free, wsync__rdma_fail, wsync__rdma_err_reset). It can be
+   allocator helpers from the common section (wsync__rdma_alloc,
+   wsync__rdma_free) and wsync.h's wsync_error_set. It can be
    read on its own. */
 
 #define WSYNC__PL_HUGE ((size_t)4 << 20)
@@ -10883,14 +10860,14 @@ static const wsync_plan_model wsync__pl_models[] = {
 WSYNC_DEF wsync_result wsync_plan_model_lookup(const char *name, wsync_plan_model *out, wsync_error *err)
 {
     size_t i;
-    wsync__rdma_err_reset(err);
-    if (!name || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model: NULL argument");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!name || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model: NULL argument");
     for (i = 0; i < sizeof wsync__pl_models / sizeof wsync__pl_models[0]; i++)
         if (strcmp(wsync__pl_models[i].name, name) == 0) {
             *out = wsync__pl_models[i];
             return WSYNC_OK;
         }
-    return wsync__rdma_fail(err, WSYNC_ERR_NOT_FOUND, "plan model '%.100s': not one of qwen3-0.6b, qwen2.5-7b, kimi-k2",
+    return wsync_error_set(err, WSYNC_ERR_NOT_FOUND, "plan model '%.100s': not one of qwen3-0.6b, qwen2.5-7b, kimi-k2",
                          name);
 }
 
@@ -11037,10 +11014,10 @@ WSYNC_DEF wsync_result wsync_plan_model_tensor(const wsync_plan_model *m, uint64
 {
     unsigned kind;
     uint64_t layer, expert;
-    wsync__rdma_err_reset(err);
-    if (!m || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model tensor: NULL argument");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!m || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan model tensor: NULL argument");
     if (index >= wsync_plan_model_tensors(m))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan model %.60s: tensor %llu of %llu", m->name,
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan model %.60s: tensor %llu of %llu", m->name,
                              (unsigned long long)index, (unsigned long long)wsync_plan_model_tensors(m));
     wsync__pl_locate(m, index, &kind, &layer, &expert);
     memset(out, 0, sizeof *out);
@@ -11147,7 +11124,7 @@ static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint3
     if (dtype == WSYNC_DTYPE_F8_E4M3)
         scales = wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(cols, WSYNC_PLAN_BLOCK) * 4u;
     if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
     u = &L->units[L->n_units++];
     u->first_piece = first_piece;
     u->n_pieces = L->n_pieces - first_piece;
@@ -11158,7 +11135,7 @@ static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint3
             uint64_t rank = j * L->P + p;
             wsync_plan_dest *d;
             if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
-                return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+                return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
             d = &L->dests[L->n_dests++];
             d->rank = (uint32_t)rank;
             d->region = 0;
@@ -11177,7 +11154,7 @@ static wsync_result wsync__pl_piece(wsync__pl_lay *L, uint64_t src, uint64_t r0,
 {
     wsync_plan_piece *pc;
     if (!wsync__plgrow(&L->a, (void **)&L->pieces, &L->cap_pieces, L->n_pieces, sizeof *L->pieces))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: pieces");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: pieces");
     pc = &L->pieces[L->n_pieces++];
     pc->source = (uint32_t)src;
     pc->row0 = r0;
@@ -11270,7 +11247,7 @@ static wsync_result wsync__pl_experts(wsync__pl_lay *L, uint64_t l, uint64_t bas
             } else if ((r = wsync__pl_piece(L, src + 2, 0, m->hidden, 0, m->moe_inter, err)) != WSYNC_OK)
                 return r;
             if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
-                return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
+                return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
             u = &L->units[L->n_units++];
             u->first_piece = first;
             u->n_pieces = L->n_pieces - first;
@@ -11281,7 +11258,7 @@ static wsync_result wsync__pl_experts(wsync__pl_lay *L, uint64_t l, uint64_t bas
                 uint64_t rank = j * L->P + p;
                 wsync_plan_dest *d;
                 if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
-                    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+                    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
                 d = &L->dests[L->n_dests++];
                 d->rank = (uint32_t)rank;
                 d->region = 0;
@@ -11394,20 +11371,20 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
     uint64_t i, l, n, end, I;
     uint32_t R;
     wsync_result r = WSYNC_OK;
-    wsync__rdma_err_reset(err);
+    wsync_error_set(err, WSYNC_OK, NULL);
     if (!m || !opt || !out)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan layout: NULL argument");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan layout: NULL argument");
     memset(out, 0, sizeof *out);
     R = opt->replicas ? opt->replicas : 1;
     if (opt->n_trainers == 0 || opt->n_inference == 0 || opt->n_trainers > WSYNC_PLAN_MAX_RANKS ||
         opt->n_inference > WSYNC_PLAN_MAX_RANKS)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan layout: %u trainers, %u inference ranks (1 to %u each)",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan layout: %u trainers, %u inference ranks (1 to %u each)",
                              opt->n_trainers, opt->n_inference, WSYNC_PLAN_MAX_RANKS);
     if (opt->n_inference % R)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                              "plan layout: %u inference ranks do not split into %u replicas", opt->n_inference, R);
     if (m->arch != WSYNC_PLAN_ARCH_QWEN && m->arch != WSYNC_PLAN_ARCH_MLA)
-        return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan layout: model %.60s: unknown architecture", m->name);
+        return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan layout: model %.60s: unknown architecture", m->name);
     memset(&L, 0, sizeof L);
     L.m = m;
     L.a = opt->allocator;
@@ -11421,7 +11398,7 @@ WSYNC_DEF wsync_result wsync_plan_layout_model(const wsync_plan_model *m, const 
     L.cur = (uint64_t *)wsync__plalloc(&L.a, 6 * I, sizeof *L.cur);
     meshes = (wsync_plan_mesh *)wsync__plalloc(&L.a, 2, sizeof *meshes);
     if (!L.src || !L.cur || !meshes) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: sources");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: sources");
         goto fail;
     }
     for (i = 0; i < 2; i++) {
@@ -11599,23 +11576,23 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
     uint32_t g = 0;
     if (in->n_trainers == 0 || in->n_inference == 0 || in->n_trainers > WSYNC_PLAN_MAX_RANKS ||
         in->n_inference > WSYNC_PLAN_MAX_RANKS)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u trainers, %u inference ranks (1 to %u each)",
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u trainers, %u inference ranks (1 to %u each)",
                              in->n_trainers, in->n_inference, WSYNC_PLAN_MAX_RANKS);
     if ((in->n_sources && !in->sources) || (in->n_meshes && !in->meshes) || (in->n_pieces && !in->pieces) ||
         (in->n_dests && !in->dests) || (in->n_units && !in->units))
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: an array is NULL with a nonzero count");
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: an array is NULL with a nonzero count");
     if (in->n_units >= UINT32_MAX || in->n_sources >= UINT32_MAX)
-        return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 units or sources");
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 units or sources");
     for (i = 0; i < in->n_meshes; i++) {
         const wsync_plan_mesh *m = &in->meshes[i];
         if (m->count == 0 || m->first >= in->n_trainers || m->count > in->n_trainers - m->first)
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: mesh %llu: ranks %u+%u outside %u trainers",
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: mesh %llu: ranks %u+%u outside %u trainers",
                                  (unsigned long long)i, m->first, m->count, in->n_trainers);
         if (m->group >= WSYNC_PLAN_MAX_GROUPS)
-            return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "plan: mesh %llu: group %u (at most %u groups)",
+            return wsync_error_set(err, WSYNC_ERR_LIMIT, "plan: mesh %llu: group %u (at most %u groups)",
                                  (unsigned long long)i, m->group, WSYNC_PLAN_MAX_GROUPS);
         if (m->gather > 2)
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: mesh %llu: gather %u (0, 1 or 2)",
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: mesh %llu: gather %u (0, 1 or 2)",
                                     (unsigned long long)i, m->gather);
         if (m->group + 1 > g) g = m->group + 1;
     }
@@ -11623,25 +11600,25 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
         const wsync_plan_source *s = &in->sources[i];
         uint64_t b;
         if (s->mesh >= in->n_meshes)
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: source %llu: mesh %u of %u",
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: source %llu: mesh %u of %u",
                                  (unsigned long long)i, s->mesh, in->n_meshes);
         if (s->dtype != WSYNC_DTYPE_BF16)
-            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan: source %llu: dtype %s (trainers hold bf16)",
+            return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan: source %llu: dtype %s (trainers hold bf16)",
                                  (unsigned long long)i, wsync_dtype_name((wsync_dtype)s->dtype));
         if (s->rows == 0 || s->cols == 0 || !wsync_mul_u64(s->rows, s->cols, &b) || !wsync_mul_u64(b, 2, &b))
-            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: source %llu: %llu x %llu", (unsigned long long)i,
+            return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "plan: source %llu: %llu x %llu", (unsigned long long)i,
                                  (unsigned long long)s->rows, (unsigned long long)s->cols);
     }
     for (i = 0; i < in->n_pieces; i++) {
         const wsync_plan_piece *pc = &in->pieces[i];
         const wsync_plan_source *s;
         if (pc->source >= in->n_sources)
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: piece %llu: source %u of %llu",
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: piece %llu: source %u of %llu",
                                  (unsigned long long)i, pc->source, (unsigned long long)in->n_sources);
         s = &in->sources[pc->source];
         if (pc->rows == 0 || pc->cols == 0 || pc->rows > s->rows || pc->row0 > s->rows - pc->rows ||
             pc->cols > s->cols || pc->col0 > s->cols - pc->cols)
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                  "plan: piece %llu: rows %llu+%llu, columns %llu+%llu outside source %u (%llu x %llu)",
                                  (unsigned long long)i, (unsigned long long)pc->row0, (unsigned long long)pc->rows,
                                  (unsigned long long)pc->col0, (unsigned long long)pc->cols, pc->source,
@@ -11649,7 +11626,7 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
     }
     for (i = 0; i < in->n_dests; i++)
         if (in->dests[i].rank >= in->n_inference)
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: destination %llu: rank %u of %u",
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan: destination %llu: rank %u of %u",
                                  (unsigned long long)i, in->dests[i].rank, in->n_inference);
     for (i = 0; i < in->n_units; i++) {
         const wsync_plan_unit *u = &in->units[i];
@@ -11657,10 +11634,10 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
         uint64_t rows = 0, b;
         if (u->n_pieces == 0 || u->first_piece >= in->n_pieces || u->n_pieces > in->n_pieces - u->first_piece ||
             u->n_dests == 0 || u->first_dest >= in->n_dests || u->n_dests > in->n_dests - u->first_dest)
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS,
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS,
                                     "plan: unit %llu: pieces or destinations out of range", (unsigned long long)i);
         if (u->dtype != WSYNC_DTYPE_BF16 && u->dtype != WSYNC_DTYPE_F8_E4M3)
-            return wsync__rdma_fail(err, WSYNC_ERR_UNSUPPORTED, "plan: unit %llu: target dtype %s (BF16 or F8_E4M3)",
+            return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan: unit %llu: target dtype %s (BF16 or F8_E4M3)",
                                  (unsigned long long)i, wsync_dtype_name((wsync_dtype)u->dtype));
         x->cols = in->pieces[u->first_piece].cols;
         x->mesh = in->sources[in->pieces[u->first_piece].source].mesh;
@@ -11668,27 +11645,27 @@ static wsync_result wsync__pl_check(const wsync_plan_input *in, wsync__pl_uinfo 
         for (k = u->first_piece; k < u->first_piece + u->n_pieces; k++) {
             const wsync_plan_piece *pc = &in->pieces[k];
             if (pc->cols != x->cols)
-                return wsync__rdma_fail(err, WSYNC_ERR_SIZE_MISMATCH,
+                return wsync_error_set(err, WSYNC_ERR_SIZE_MISMATCH,
                                         "plan: unit %llu: pieces of %llu and %llu columns", (unsigned long long)i,
                                         (unsigned long long)x->cols, (unsigned long long)pc->cols);
             if (in->sources[pc->source].mesh != x->mesh)
-                return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                         "plan: unit %llu: pieces from different meshes", (unsigned long long)i);
             if (!wsync_add_u64(rows, pc->rows, &rows))
-                return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: rows", (unsigned long long)i);
+                return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: rows", (unsigned long long)i);
         }
         x->rows = rows;
         x->eb = u->dtype == WSYNC_DTYPE_F8_E4M3 ? 1 : 2;
         if (!wsync_mul_u64(rows, x->cols, &b) || !wsync_mul_u64(b, x->eb, &x->out_bytes))
-            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: size", (unsigned long long)i);
+            return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: size", (unsigned long long)i);
         x->scale_bytes = 0;
         if (u->dtype == WSYNC_DTYPE_F8_E4M3 &&
             !wsync_mul_u64(wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK), wsync__pldiv_up(x->cols, WSYNC_PLAN_BLOCK) * 4,
                            &x->scale_bytes))
-            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: scales", (unsigned long long)i);
+            return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: scales", (unsigned long long)i);
         if (!wsync_add_u64(x->out_bytes, x->scale_bytes, &x->dest_bytes) ||
             !wsync_mul_u64(x->dest_bytes, u->n_dests, &b))
-            return wsync__rdma_fail(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: bytes", (unsigned long long)i);
+            return wsync_error_set(err, WSYNC_ERR_OVERFLOW, "plan: unit %llu: bytes", (unsigned long long)i);
     }
     *n_groups = g ? g : 1;
     return WSYNC_OK;
@@ -11718,7 +11695,7 @@ static wsync_result wsync__pl_add_prep(wsync__pl_b *B, uint64_t u, uint64_t r0, 
     uint64_t k, o = 0;
     if (!wsync__plgrow(&p->allocator, (void **)&p->preps, &B->cap_preps, p->n_preps, sizeof *p->preps) ||
         !wsync__plgrow(&p->allocator, (void **)&B->pd, &B->cap_pd, p->n_preps, sizeof *B->pd))
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: preparations");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: preparations");
     pr = &p->preps[p->n_preps];
     memset(pr, 0, sizeof *pr);
     pr->rank = rank;
@@ -11735,7 +11712,7 @@ static wsync_result wsync__pl_add_prep(wsync__pl_b *B, uint64_t u, uint64_t r0, 
         if (a < b) {
             wsync_plan_piece *np;
             if (!wsync__plgrow(&p->allocator, (void **)&p->pieces, &B->cap_pieces, p->n_pieces, sizeof *p->pieces))
-                return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: pieces");
+                return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: pieces");
             np = &p->pieces[p->n_pieces++];
             *np = *pc;
             np->row0 = pc->row0 + (a - o);
@@ -11875,7 +11852,7 @@ static wsync_result wsync__pl_assign(wsync__pl_b *B, uint64_t p_lo, uint64_t p_h
     (void)err;
     if (n == 0) return WSYNC_OK;
     idx = (uint32_t *)wsync__plalloc(&p->allocator, 4 * n, sizeof *idx);
-    if (!idx) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: sort");
+    if (!idx) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: sort");
     key = idx + n;
     tidx = key + n;
     tkey = tidx + n;
@@ -12118,7 +12095,7 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, const u
     uint64_t n = p->n_tasks, i;
     uint32_t *idx, *key, *tidx, *tkey;
     idx = (uint32_t *)wsync__plalloc_raw(&p->allocator, 4 * n, sizeof *idx);
-    if (!idx) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering");
+    if (!idx) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering");
     key = idx + n;
     tidx = key + n;
     tkey = tidx + n;
@@ -12172,7 +12149,7 @@ static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, uin
         wsync__rdma_free(&p->allocator, np);
         wsync__rdma_free(&p->allocator, *map);
         *map = NULL;
-        return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering preparations");
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering preparations");
     }
     key = idx + n;
     tidx = key + n;
@@ -12197,8 +12174,8 @@ static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, uin
 WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err)
 {
     uint64_t i, K;
-    wsync__rdma_err_reset(err);
-    if (!p) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan reindex: NULL plan");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!p) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan reindex: NULL plan");
     K = p->nics_per_rank;
     memset(p->send_bytes, 0, (size_t)(p->n_trainers * K) * sizeof *p->send_bytes);
     memset(p->recv_bytes, 0, (size_t)(p->n_inference * K) * sizeof *p->recv_bytes);
@@ -12207,10 +12184,10 @@ WSYNC_DEF wsync_result wsync_plan_reindex(wsync_plan *p, wsync_error *err)
         const wsync_plan_task *t = &p->tasks[i];
         if (t->src_rank >= p->n_trainers || t->dst_rank >= p->n_inference || t->src_nic >= K || t->dst_nic >= K ||
             t->prep >= p->n_preps)
-            return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan reindex: task %llu out of range",
+            return wsync_error_set(err, WSYNC_ERR_OUT_OF_BOUNDS, "plan reindex: task %llu out of range",
                                  (unsigned long long)i);
         if (i > 0 && t->src_rank < p->tasks[i - 1].src_rank)
-            return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan reindex: task %llu: ranks not in order",
+            return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan reindex: task %llu: ranks not in order",
                                  (unsigned long long)i);
         p->send_bytes[t->src_rank * K + t->src_nic] += t->len;
         p->recv_bytes[t->dst_rank * K + t->dst_nic] += t->len;
@@ -12252,9 +12229,9 @@ static wsync_result wsync__pl_fetches(wsync__pl_b *B, wsync_error *err)
                 wsync_plan_fetch *f;
                 if (se > end) se = end;
                 if (p->n_fetches >= UINT32_MAX - 1)
-                    return wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 fetches");
+                    return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 fetches");
                 if (!wsync__plgrow(&p->allocator, (void **)&p->fetches, &cap, p->n_fetches, sizeof *p->fetches))
-                    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: fetches");
+                    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: fetches");
                 f = &p->fetches[p->n_fetches++];
                 memset(f, 0, sizeof *f);
                 f->prep = (uint32_t)i;
@@ -12275,7 +12252,7 @@ static wsync_result wsync__pl_fetches(wsync__pl_b *B, wsync_error *err)
     sorted = (wsync_plan_fetch *)wsync__plalloc_raw(&p->allocator, n, sizeof *sorted);
     fs = (uint64_t *)wsync__plalloc(&p->allocator, 2 * NS, 8);
     if (!idx || !sorted || !fs) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering fetches");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering fetches");
         goto out;
     }
     fr = fs + NS;
@@ -12316,8 +12293,8 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     uint64_t *v = NULL, i, g, total_tasks = 0, t_lo;
     uint32_t *scratch = NULL, *prep_map = NULL, n_groups = 1;
     wsync_result r;
-    wsync__rdma_err_reset(err);
-    if (!in || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: NULL argument");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!in || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan: NULL argument");
     *out = NULL;
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
@@ -12327,7 +12304,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     if (!o.task_cost_bytes) o.task_cost_bytes = 250000;
     if (!(o.prep_speed > 0)) o.prep_speed = 13.0 / 8.0;
     if (o.nics_per_rank > WSYNC_PLAN_MAX_NICS)
-        return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o.nics_per_rank,
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o.nics_per_rank,
                              WSYNC_PLAN_MAX_NICS);
     if (o.max_tasks >= UINT32_MAX) o.max_tasks = UINT32_MAX - 1; /* task indices are 32-bit in the sorts */
     memset(&B, 0, sizeof B);
@@ -12335,7 +12312,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     B.o = &o;
     B.speed = o.prep_speed;
     p = (wsync_plan *)wsync__plalloc(&o.allocator, 1, sizeof *p);
-    if (!p) return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan");
+    if (!p) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan");
     p->allocator = o.allocator;
     B.p = p;
     p->nics_per_rank = o.nics_per_rank;
@@ -12343,7 +12320,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p->n_inference = in->n_inference;
     B.ui = (wsync__pl_uinfo *)wsync__plalloc(&o.allocator, in->n_units, sizeof *B.ui);
     if (!B.ui) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
         goto fail;
     }
     if ((r = wsync__pl_check(in, B.ui, &n_groups, err)) != WSYNC_OK) goto fail;
@@ -12356,14 +12333,14 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p->rank_first = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers + 1, 8);
     heaps = (wsync__pl_heap *)wsync__plalloc(&o.allocator, in->n_meshes, sizeof *heaps);
     if (!B.gload || !B.sg || !B.rg || !p->send_bytes || !p->recv_bytes || !p->rank_first || !heaps) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
         goto fail;
     }
     for (i = 0; i < in->n_meshes; i++) {
         heaps[i].v = (wsync__pl_hitem *)wsync__plalloc(&o.allocator, (uint64_t)in->meshes[i].count + 1,
                                                            sizeof *heaps[i].v);
         if (!heaps[i].v) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
+            r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
             goto fail;
         }
     }
@@ -12406,13 +12383,13 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     for (i = 0; i < p->n_preps; i++) {
         total_tasks += p->preps[i].n_tasks;
         if (total_tasks > o.max_tasks) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
+            r = wsync_error_set(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
                               (unsigned long long)o.max_tasks, (unsigned long long)i + 1);
             goto fail;
         }
     }
     if (p->n_preps >= UINT32_MAX) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
+        r = wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
         goto fail;
     }
     /* written before read: every field of a task as it is made, each task's
@@ -12438,7 +12415,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
         }
     }
     if (!p->tasks || !v || !scratch || !B.rfree || !B.gfree || !B.ready || !B.eng || !B.run_lo || !B.act || !B.heap) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
         goto fail;
     }
     /* tasks group by group (preps are in group order), NICs balanced per group */
@@ -12817,7 +12794,7 @@ static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0,
                     moved = 1;
                 }
             if (!moved)
-                return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                      "plan simulate: group %u: %llu tasks can never run (a task before its "
                                      "preparation's turn?)",
                                      g, (unsigned long long)left);
@@ -12852,7 +12829,7 @@ static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0,
     }
     return WSYNC_OK;
 oom:
-    return wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: events");
+    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: events");
 }
 
 /* Group g's sending NICs (S->pending as scratch). */
@@ -12987,8 +12964,8 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     uint32_t g, *fo = NULL;
     double t = 0, barrier, *tr = NULL;
     wsync_result r = WSYNC_OK;
-    wsync__rdma_err_reset(err);
-    if (!p || !out) return wsync__rdma_fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan simulate: NULL argument");
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!p || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan simulate: NULL argument");
     memset(out, 0, sizeof *out);
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
@@ -13026,7 +13003,7 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     S.rtime = (double *)wsync__plalloc(&S.a, p->n_preps, sizeof(double));
     if (!S.nic_first || !S.order || !S.sfree || !S.pending || !S.rfree || !S.prep_first || !S.porder || !S.pfree ||
         !S.ready || !S.left || !S.rtime) {
-        r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: state");
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: state");
         goto out;
     }
     S.nic_next = S.nic_first + NS;
@@ -13040,13 +13017,13 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
     S.qbusy = S.qfree + p->n_trainers;
     if (p->n_fetches) {
         if (p->n_fetches >= UINT32_MAX) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_LIMIT, "%s", "plan simulate: more than 2^32 fetches");
+            r = wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "plan simulate: more than 2^32 fetches");
             goto out;
         }
         tr = (double *)wsync__plalloc(&S.a, NS, sizeof(double));
         fo = (uint32_t *)wsync__plalloc(&S.a, p->n_fetches, 4);
         if (!tr || !fo) {
-            r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: fetches");
+            r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: fetches");
             goto out;
         }
     }
@@ -13055,7 +13032,7 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
         if (p->n_fetches) { /* the group's gather phase, then a barrier */
             double fe;
             if (!wsync__pl_sim_fetch(&S, &o, g, t0, tr, fo, &fe)) {
-                r = wsync__rdma_fail(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: fetches");
+                r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan simulate: fetches");
                 goto out;
             }
             out->fetch_seconds += fe - t0 + barrier;
