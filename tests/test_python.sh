@@ -53,37 +53,29 @@ fi
 
 export WSYNC_LIB=$lib PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
 [ -n "$tool" ] && export WSYNC_TOOL=$tool
-"$py" python/tests/test_wsync.py > "$tmp/unit.out" 2>&1; rc=$?
-grep -v -E '^summary: ' "$tmp/unit.out"
-line=$(grep -E '^summary: [0-9]+ passed, [0-9]+ failed$' "$tmp/unit.out" | tail -n 1)
-passed=$(echo "$line" | sed -nE 's/^summary: ([0-9]+) passed.*/\1/p'); passed=${passed:-0}
-failed=$(echo "$line" | sed -nE 's/^summary: [0-9]+ passed, ([0-9]+) failed$/\1/p')
-if [ -z "$line" ]; then echo "FAIL python/tests/test_wsync.py: exited $rc without a summary line"; failed=1
-elif [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then echo "FAIL python/tests/test_wsync.py: exit status $rc"; failed=1; fi
-
-# python/tests/test_edge.py: the model's edge (issue 38): moved, freed and
-# lazy targets, iterables, the poll interval, a subscriber before its store,
-# HEAD's digest, tied and partial models, a stale HEAD. Its counts add in.
-"$py" python/tests/test_edge.py > "$tmp/edge.out" 2>&1; rc=$?
-grep -v -E '^summary: ' "$tmp/edge.out"
-line=$(grep -E '^summary: [0-9]+ passed, [0-9]+ failed$' "$tmp/edge.out" | tail -n 1)
-p2=$(echo "$line" | sed -nE 's/^summary: ([0-9]+) passed.*/\1/p'); p2=${p2:-0}
-f2=$(echo "$line" | sed -nE 's/^summary: [0-9]+ passed, ([0-9]+) failed$/\1/p'); f2=${f2:-0}
-if [ -z "$line" ]; then echo "FAIL python/tests/test_edge.py: exited $rc without a summary line"; f2=1
-elif [ "$rc" -ne 0 ] && [ "$f2" -eq 0 ]; then echo "FAIL python/tests/test_edge.py: exit status $rc"; f2=1; fi
-passed=$((passed + p2)); failed=$((${failed:-0} + f2))
-
-# python/tests/test_engine.py: the engine map (issue 42): EngineLayout, a
-# take through the map on 2 ranks exact after every take, the refusals (CUDA
-# cases skip without a device). Its counts add in.
-"$py" python/tests/test_engine.py > "$tmp/engine.out" 2>&1; rc=$?
-grep -v -E '^summary: ' "$tmp/engine.out"
-line=$(grep -E '^summary: [0-9]+ passed, [0-9]+ failed$' "$tmp/engine.out" | tail -n 1)
-p2=$(echo "$line" | sed -nE 's/^summary: ([0-9]+) passed.*/\1/p'); p2=${p2:-0}
-f2=$(echo "$line" | sed -nE 's/^summary: [0-9]+ passed, ([0-9]+) failed$/\1/p'); f2=${f2:-0}
-if [ -z "$line" ]; then echo "FAIL python/tests/test_engine.py: exited $rc without a summary line"; f2=1
-elif [ "$rc" -ne 0 ] && [ "$f2" -eq 0 ]; then echo "FAIL python/tests/test_engine.py: exit status $rc"; f2=1; fi
-passed=$((passed + p2)); failed=$((${failed:-0} + f2))
+passed=0 failed=0
+# Runs one of python/tests' scripts; its "summary: N passed, M failed" adds
+# into the totals (no summary, or a failing exit with none failed, is one
+# failure).
+py_tests() { # script
+    local out=$tmp/$(basename "$1" .py).out line p f rc
+    "$py" "$1" > "$out" 2>&1; rc=$?
+    grep -v -E '^summary: ' "$out"
+    line=$(grep -E '^summary: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+    p=$(echo "$line" | sed -nE 's/^summary: ([0-9]+) passed.*/\1/p'); p=${p:-0}
+    f=$(echo "$line" | sed -nE 's/^summary: [0-9]+ passed, ([0-9]+) failed$/\1/p'); f=${f:-0}
+    if [ -z "$line" ]; then echo "FAIL $1: exited $rc without a summary line"; f=1
+    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $1: exit status $rc"; f=1; fi
+    passed=$((passed + p)); failed=$((failed + f))
+}
+py_tests python/tests/test_wsync.py
+# the model's edge (issue 38): moved, freed and lazy targets, iterables, the
+# poll interval, a subscriber before its store, HEAD's digest, tied and
+# partial models, a stale HEAD
+py_tests python/tests/test_edge.py
+# the engine map (issue 42): EngineLayout, a take through the map on 2 ranks
+# exact after every take, the refusals (CUDA cases skip without a device)
+py_tests python/tests/test_engine.py
 
 # examples/python/engine_tp.py: a trainer and 2 tensor-parallel engine ranks
 # (fused qkv and gate_up); every "rank R step S ... digest D" line must equal

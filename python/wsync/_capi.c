@@ -875,6 +875,32 @@ static void wspy__mirror_free(wspy_mirror *h)
     free(h);
 }
 
+/* What both ways of opening a mirror do first: the prefix kept, the store
+   opened, the options filled; h freed on failure. */
+static int32_t wspy__mirror_begin(wspy_mirror *h, const char *store, uint32_t store_flags, const char *prefix,
+                                  uint32_t threads, uint32_t flags, const uint8_t *verify_key, uint32_t interval_ms,
+                                  uint32_t chunk, wsync_mirror_options *o, wspy_error *err)
+{
+    int32_t rc;
+    if (prefix && *prefix) {
+        size_t len = strlen(prefix) + 1;
+        if (!(h->prefix = (char *)malloc(len))) {
+            wspy__mirror_free(h);
+            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
+        }
+        memcpy(h->prefix, prefix, len);
+    }
+    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+        wspy__mirror_free(h);
+        return rc;
+    }
+    memset(o, 0, sizeof *o);
+    wspy__chain_opt(&o->chain, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key);
+    o->interval_ms = interval_ms;
+    o->chunk = chunk;
+    return 0;
+}
+
 /* n == 0: the mirror takes its tensors and allocates its host copy from
    the chain's newest anchor (wsync_mirror_open with no tensors); wspy_mirror_tensor
    lists them. */
@@ -893,22 +919,9 @@ static int32_t wspy__mirror_from_anchor(wspy_mirror *h, const char *store, uint3
     uint32_t *ranks;
     uint64_t *shapes;
     void **datas;
-    if (prefix && *prefix) {
-        size_t len = strlen(prefix) + 1;
-        if (!(h->prefix = (char *)malloc(len))) {
-            wspy__mirror_free(h);
-            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
-        }
-        memcpy(h->prefix, prefix, len);
-    }
-    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
-        wspy__mirror_free(h);
+    if ((rc = wspy__mirror_begin(h, store, store_flags, prefix, threads, flags, verify_key, interval_ms, chunk, &o,
+                                 err)) != 0)
         return rc;
-    }
-    memset(&o, 0, sizeof o);
-    wspy__chain_opt(&o.chain, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key);
-    o.interval_ms = interval_ms;
-    o.chunk = chunk;
     if ((r = wsync_mirror_open(&h->store, NULL, 0, &o, &h->m, &e)) != WSYNC_OK) {
         h->m = NULL;
         wspy__mirror_free(h);
@@ -1011,22 +1024,9 @@ WSPY_API int32_t wspy_mirror_open(const char *store, uint32_t store_flags, const
             p += ((size_t)h->targets.t[i].nbytes + 63) & ~(size_t)63;
         }
     }
-    if (prefix && *prefix) {
-        size_t len = strlen(prefix) + 1;
-        if (!(h->prefix = (char *)malloc(len))) {
-            wspy__mirror_free(h);
-            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
-        }
-        memcpy(h->prefix, prefix, len);
-    }
-    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
-        wspy__mirror_free(h);
+    if ((rc = wspy__mirror_begin(h, store, store_flags, prefix, threads, flags, verify_key, interval_ms, chunk, &o,
+                                 err)) != 0)
         return rc;
-    }
-    memset(&o, 0, sizeof o);
-    wspy__chain_opt(&o.chain, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key);
-    o.interval_ms = interval_ms;
-    o.chunk = chunk;
     r = wsync_mirror_open(&h->store, h->targets.t, h->targets.n, &o, &h->m, &e);
     if (r != WSYNC_OK) {
         h->m = NULL;
