@@ -1775,10 +1775,20 @@ WSYNC_DEF void wsync_publisher_close(wsync_publisher *p);
    that differs from the one of HEAD's newest anchor (names, tensor counts,
    the files' bytes) makes the next publish write an anchor, so that the
    chain's newest anchor always carries the current files. With no shards
-   (n_shards 0) anchors are one object again. */
+   (n_shards 0) anchors are one object again.
+   A shard's metadata (the trainer's __metadata__, in its order; lengths of
+   0 mean strlen) is copied into its anchor object, in that order, then
+   "wsync" "anchor", then "format" "pt" and "step" where the trainer had
+   none; a trainer's "step" keeps its place and takes the anchor's step. So
+   a subscriber rebuilds the trainer's header from the keys before "wsync".
+   "wsync" is refused, and "format" other than "pt". Metadata is read at an
+   anchor only: a change of it alone writes no anchor. Zero the struct
+   before setting its fields ({0} or memset): fields added later are 0. */
 typedef struct wsync_anchor_shard {
     const char *name;
     size_t first, count;       /* tensors[first .. first + count) of each wsync_publish */
+    const wsync_st_kv *metadata;   /* NULL (n_metadata 0): none */
+    size_t n_metadata;
 } wsync_anchor_shard;
 typedef struct wsync_anchor_file {
     const char *name;
@@ -13537,6 +13547,9 @@ struct wsync_publisher {
 typedef struct wsync__lay_shard {
     char name[WSYNC_CHAIN_FILE_NAME_MAX];
     size_t first, count;
+    wsync_st_kv *meta;          /* the trainer's, copied (one allocation with the strings) */
+    size_t n_meta;
+    int has_format, has_step;
 } wsync__lay_shard;
 
 typedef struct wsync__lay_file {
@@ -13764,6 +13777,7 @@ static void wsync__pub_free_layout(wsync_publisher *p)
 {
     size_t i;
     for (i = 0; i < p->n_lfiles; i++) wsync__free(&p->a, p->lfiles[i].data);
+    for (i = 0; p->shards && i < p->n_shards; i++) wsync__free(&p->a, p->shards[i].meta);
     wsync__free(&p->a, p->shards);
     wsync__free(&p->a, p->lfiles);
     p->shards = NULL;
@@ -13799,6 +13813,25 @@ WSYNC_DEF wsync_result wsync_publisher_set_layout(wsync_publisher *p, const wsyn
                                    "shard '%s' must hold the next tensors (from %llu, at least one)", nm,
                                    (unsigned long long)next);
             next += shards[i].count;
+            if (shards[i].n_metadata && !shards[i].metadata)
+                return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, nm, strlen(nm),
+                                   "shard '%s' has %llu metadata keys and no array", nm,
+                                   (unsigned long long)shards[i].n_metadata);
+            for (j = 0; j < shards[i].n_metadata; j++) {
+                const wsync_st_kv *kv = &shards[i].metadata[j];
+                size_t kl, vl;
+                if (!kv->key || !kv->value)
+                    return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, nm, strlen(nm),
+                                       "shard '%s': metadata entry %llu has no key or value", nm,
+                                       (unsigned long long)j);
+                kl = kv->key_len ? kv->key_len : strlen(kv->key);
+                vl = kv->value_len ? kv->value_len : strlen(kv->value);
+                if ((kl == 5 && memcmp(kv->key, "wsync", 5) == 0) ||
+                    (kl == 6 && memcmp(kv->key, "format", 6) == 0 && !(vl == 2 && memcmp(kv->value, "pt", 2) == 0)))
+                    return wsync__fail(err, WSYNC_ERR_INVALID_METADATA, UINT64_MAX, nm, strlen(nm),
+                                       "shard '%s': __metadata__ \"%.*s\" is the anchor's own (\"wsync\"; "
+                                       "\"format\" other than \"pt\")", nm, (int)(kl < 64 ? kl : 64), kv->key);
+            }
         } else if (files[i - n_shards].size && !files[i - n_shards].data) {
             return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, nm, strlen(nm), "file '%s' has no data", nm);
         }
@@ -13812,12 +13845,42 @@ WSYNC_DEF wsync_result wsync_publisher_set_layout(wsync_publisher *p, const wsyn
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "layout");
     }
     memset(p->lfiles, 0, n_files * sizeof *p->lfiles);
-    for (i = 0; i < n_shards; i++) {
-        memcpy(p->shards[i].name, shards[i].name, strlen(shards[i].name) + 1);
-        p->shards[i].first = shards[i].first;
-        p->shards[i].count = shards[i].count;
-    }
+    memset(p->shards, 0, n_shards * sizeof *p->shards);
     p->n_shards = n_shards;
+    for (i = 0; i < n_shards; i++) {
+        wsync__lay_shard *sh = &p->shards[i];
+        size_t strings = 0, m = shards[i].n_metadata;
+        char *at;
+        memcpy(sh->name, shards[i].name, strlen(shards[i].name) + 1);
+        sh->first = shards[i].first;
+        sh->count = shards[i].count;
+        if (!m) continue;
+        for (j = 0; j < m; j++) {
+            const wsync_st_kv *kv = &shards[i].metadata[j];
+            size_t kl = kv->key_len ? kv->key_len : strlen(kv->key), vl = kv->value_len ? kv->value_len : strlen(kv->value);
+            if (kl > SIZE_MAX / 4 || vl > SIZE_MAX / 4 || strings > SIZE_MAX / 2) goto meta_oom;
+            strings += kl + vl + 2;
+        }
+        if (m > (SIZE_MAX - strings) / sizeof *sh->meta - 1 ||
+            !(sh->meta = (wsync_st_kv *)wsync__alloc(&p->a, m * sizeof *sh->meta + strings + 1)))
+            goto meta_oom;
+        at = (char *)(sh->meta + m);
+        for (j = 0; j < m; j++) {
+            const wsync_st_kv *kv = &shards[i].metadata[j];
+            wsync_st_kv *o = &sh->meta[j];
+            size_t kl = kv->key_len ? kv->key_len : strlen(kv->key), vl = kv->value_len ? kv->value_len : strlen(kv->value);
+            memcpy(at, kv->key, kl), at[kl] = 0, o->key = at, o->key_len = kl, at += kl + 1;
+            memcpy(at, kv->value, vl), at[vl] = 0, o->value = at, o->value_len = vl, at += vl + 1;
+            if (kl == 6 && memcmp(o->key, "format", 6) == 0) sh->has_format = 1;
+            if (kl == 4 && memcmp(o->key, "step", 4) == 0) sh->has_step = 1;
+        }
+        sh->n_meta = m;
+        continue;
+    meta_oom:
+        wsync__pub_free_layout(p);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, shards[i].name, strlen(shards[i].name),
+                           "the metadata of shard '%s'", shards[i].name);
+    }
     for (i = 0; i < n_files; i++) {
         wsync__lay_file *f = &p->lfiles[i];
         memcpy(f->name, files[i].name, strlen(files[i].name) + 1);
@@ -13874,17 +13937,23 @@ WSYNC_DEF void wsync_publisher_close(wsync_publisher *p)
 
 /* The anchor header for `step` over the image's layout, into b. */
 static wsync_result wsync__anchor_header(const wsync_publisher *p, const wsync_tensor *t, size_t n, uint64_t step,
-                                         wsync__buf *b, wsync_error *err)
+                                         const wsync__lay_shard *sh, wsync__buf *b, wsync_error *err)
 {
     wsync_st_tensor_desc *d;
     wsync_st_writer w;
     wsync_st_write_options wo;
-    wsync_st_kv meta[3];
+    wsync_st_kv own[3], *meta = own;
+    size_t n_meta = 3;
     char num[32];
     size_t i;
     wsync_result r;
     if (!(d = (wsync_st_tensor_desc *)wsync__alloc(&p->a, n * sizeof *d + 1)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor header");
+    if (sh && sh->n_meta &&
+        !(meta = (wsync_st_kv *)wsync__alloc(&p->a, (sh->n_meta + 3) * sizeof *meta))) {
+        wsync__free(&p->a, d);
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor header");
+    }
     memset(d, 0, n * sizeof *d);
     for (i = 0; i < n; i++) {
         d[i].name = t[i].name;
@@ -13894,14 +13963,29 @@ static wsync_result wsync__anchor_header(const wsync_publisher *p, const wsync_t
         d[i].nbytes = t[i].nbytes;
     }
     snprintf(num, sizeof num, "%06llu", (unsigned long long)step); /* fixed width: the header keeps its size */
-    memset(meta, 0, sizeof meta);
-    meta[0].key = "format", meta[0].value = "pt";
-    meta[1].key = "wsync", meta[1].value = "anchor";
-    meta[2].key = "step", meta[2].value = num;
+    memset(own, 0, sizeof own);
+    if (meta == own) {
+        meta[0].key = "format", meta[0].value = "pt";
+        meta[1].key = "wsync", meta[1].value = "anchor";
+        meta[2].key = "step", meta[2].value = num;
+    } else { /* the trainer's keys, "step" taking the anchor's, then ours */
+        n_meta = 0;
+        for (i = 0; i < sh->n_meta; i++) {
+            meta[n_meta] = sh->meta[i];
+            if (meta[n_meta].key_len == 4 && memcmp(meta[n_meta].key, "step", 4) == 0)
+                meta[n_meta].value = num, meta[n_meta].value_len = 0;
+            n_meta++;
+        }
+        memset(meta + n_meta, 0, 3 * sizeof *meta);
+        meta[n_meta].key = "wsync", meta[n_meta++].value = "anchor";
+        if (!sh->has_format) meta[n_meta].key = "format", meta[n_meta++].value = "pt";
+        if (!sh->has_step) meta[n_meta].key = "step", meta[n_meta++].value = num;
+    }
     memset(&wo, 0, sizeof wo);
     wo.allocator = p->a;
     b->len = 0;
-    r = wsync_st_writer_begin(&w, d, n, meta, 3, wsync__getall_sink, b, &wo, err);
+    r = wsync_st_writer_begin(&w, d, n, meta, n_meta, wsync__getall_sink, b, &wo, err);
+    if (meta != own) wsync__free(&p->a, meta);
     wsync__free(&p->a, d);
     return r;
 }
@@ -13945,7 +14029,7 @@ static wsync_result wsync__pub_layout(wsync_publisher *p, const wsync_tensor *t,
     p->n = n;
     memset(&hb, 0, sizeof hb);
     hb.b.a = &p->a;
-    if ((r = wsync__anchor_header(p, p->img, n, step, &hb.b, err)) != WSYNC_OK) {
+    if ((r = wsync__anchor_header(p, p->img, n, step, NULL, &hb.b, err)) != WSYNC_OK) {
         wsync__buf_free(&hb.b);
         wsync__pub_free_image(p);
         return r;
@@ -13980,7 +14064,7 @@ static wsync_result wsync__pub_restep(wsync_publisher *p, uint64_t step, wsync_e
     wsync_result r;
     memset(&hb, 0, sizeof hb);
     hb.b.a = &p->a;
-    if ((r = wsync__anchor_header(p, p->img, p->n, step, &hb.b, err)) != WSYNC_OK) goto done;
+    if ((r = wsync__anchor_header(p, p->img, p->n, step, NULL, &hb.b, err)) != WSYNC_OK) goto done;
     if (hb.b.len == p->header_size) {
         memcpy(p->file, hb.b.p, hb.b.len);
     } else {
@@ -14239,7 +14323,7 @@ static wsync_result wsync__pub_put_dir(wsync_publisher *p, uint64_t step, wsync_
             uint64_t dlen = 0;
             memcpy(f->name, sh->name, strlen(sh->name) + 1);
             f->tensors = sh->count;
-            if ((r = wsync__anchor_header(p, p->img + sh->first, sh->count, step, &hg.b, err)) != WSYNC_OK) break;
+            if ((r = wsync__anchor_header(p, p->img + sh->first, sh->count, step, sh, &hg.b, err)) != WSYNC_OK) break;
             hlen = hg.b.len;
             start = (uint8_t *)p->img[sh->first].data;
             for (k = 0; k < sh->count; k++) {

@@ -83,6 +83,7 @@ static wsync_result set_layout(wsync_publisher *p, const char *config, wsync_err
 {
     wsync_anchor_shard sh[3];
     wsync_anchor_file f[2];
+    memset(sh, 0, sizeof sh); /* fields not set here (metadata) 0 */
     sh[0].name = g_shard_names[0], sh[0].first = 0, sh[0].count = 2;
     sh[1].name = g_shard_names[1], sh[1].first = 2, sh[1].count = 1;
     sh[2].name = g_shard_names[2], sh[2].first = 3, sh[2].count = 2;
@@ -383,6 +384,7 @@ static void test_reopen(int dir)
     /* the layout checked against what is published */
     {
         wsync_anchor_shard sh[2];
+        memset(sh, 0, sizeof sh);
         sh[0].name = "a.safetensors", sh[0].first = 0, sh[0].count = 2;
         sh[1].name = "b.safetensors", sh[1].first = 2, sh[1].count = 2;
         CHECK(wsync_publisher_set_layout(p, sh, 2, NULL, 0, &err) == WSYNC_OK);

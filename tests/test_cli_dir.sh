@@ -577,6 +577,72 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 grep_out "5: the missing shard named" "missing shard" "$tmp/err"
 [ "$ms" -lt 3000 ] && pass "5: refused in $ms ms" || fail "5: the refusal took $ms ms (the list sorted at each name?)"
 [ ! -e "$H/B5" ] && pass "5: nothing written" || fail "5: the store was created"
+# 6. Shard metadata: a pulled step is the published directory byte for byte
+# (sha256sum of every file), at an anchor and at a delta: the trainer's
+# __metadata__ keys come back in their order with their values, "step" the
+# pulled step (d: gen's shards; e: keys in no sorted order). A trainer that
+# wrote no "step" gets its keys in order and "step" last: every pulled shard
+# claims its step.
+same_bytes() { # name, published dir, pulled dir: every file identical, nothing else but wsync-step.json
+    local name=$1 pub=$2 got=$3 f bad=
+    [ -d "$got/" ] || { fail "$name: $got is no directory"; return; }
+    for f in "$pub"/*; do
+        [ "$(sha256sum <"$f")" = "$(sha256sum <"$got/${f##*/}" 2>/dev/null)" ] || bad="$bad ${f##*/}"
+    done
+    for f in "$got"/*; do [ -e "$pub/${f##*/}" ] || [ "${f##*/}" = wsync-step.json ] || bad="$bad +${f##*/}"; done
+    if [ -z "$bad" ]; then pass "$name"
+    else fail "$name: differ:$bad ($(head -c 300 "$got/${bad## }" 2>/dev/null | tail -c +9 | tr -d '\0' | head -c 160))"; fi
+}
+"$py" - "$root/tests" "$H/d1" "$H/e1" "$H/d2" "$H/e2" <<'PYEOF'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import make_dirs as md
+for src, dst in ((sys.argv[2], sys.argv[3]), (sys.argv[4], sys.argv[5])):
+    os.makedirs(dst)
+    for fn in sorted(os.listdir(src)):
+        with open(os.path.join(src, fn), "rb") as f:
+            raw = f.read()
+        if fn.endswith(".safetensors"):
+            _, meta, ts, _ = md.read(os.path.join(src, fn))
+            raw = md.st_bytes([(n,) + tuple(t) for n, t in ts.items()],
+                              {"model": "tiny", "format": "pt", "run": "a\"b\\c/d", "step": meta["step"]})
+        with open(os.path.join(dst, fn), "wb") as f:
+            f.write(raw)
+PYEOF
+grep -q '"model":"tiny"' "$H/d1/model-00001-of-00002.safetensors" && grep -q '"run":"a' "$H/e1/model-00001-of-00002.safetensors" \
+    && pass "6: the trainer's shards carry metadata keys of their own" || fail "6: no trainer metadata in d1/e1"
+for c in d e; do
+    "$bin" publish --store "$H/S6$c" --step 1 --anchor-every 10 "${keep[@]}" "$H/${c}1" >/dev/null 2>&1 || fail "6: publish ${c}1"
+    "$bin" publish --store "$H/S6$c" --step 2 --anchor-every 10 "${keep[@]}" "$H/${c}2" >"$tmp/out" 2>&1 || fail "6: publish ${c}2"
+    grep_out "6: $c: step 2 is a delta" "^step 2: delta from 1" "$tmp/out"
+    for s in 1 2; do
+        mkdir -p "$H/q6$c$s"
+        expect_rc "6: $c: pull --step $s" 0 "$bin" pull --store "$H/S6$c" --step $s "$H/q6$c$s/m"
+        same_bytes "6: $c: pulled step $s is the published directory byte for byte" "$H/$c$s" "$H/q6$c$s/m"
+    done
+    expect_rc "6: $c: pull forward from 1 to 2" 0 "$bin" pull --store "$H/S6$c" --step 2 "$H/q6${c}1/m"
+    same_bytes "6: $c: pulled forward to 2, byte for byte" "$H/${c}2" "$H/q6${c}1/m"
+done
+mkdir -p "$H/f1" "$H/q6f"
+"$py" - "$root/tests" "$H/d1" "$H/f1" <<'PYEOF'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import make_dirs as md
+for fn in os.listdir(sys.argv[2]):
+    with open(os.path.join(sys.argv[2], fn), "rb") as f:
+        raw = f.read()
+    if fn.endswith(".safetensors"):
+        ts = md.read(os.path.join(sys.argv[2], fn))[2]
+        raw = md.st_bytes([(n,) + tuple(t) for n, t in ts.items()], {"model": "tiny", "format": "pt"})
+    with open(os.path.join(sys.argv[3], fn), "wb") as f:
+        f.write(raw)
+PYEOF
+"$bin" publish --store "$H/S6f" --step 5 "${keep[@]}" "$H/f1" >/dev/null 2>&1 || fail "6: publish f1"
+expect_rc "6: pull a step whose trainer wrote no \"step\"" 0 "$bin" pull --store "$H/S6f" "$H/q6f/m"
+want='{"__metadata__":{"model":"tiny","format":"pt","step":"5"},'
+[ "$(tail -c +9 "$H/q6f/m/model-00001-of-00002.safetensors" | head -c ${#want})" = "$want" ] \
+    && pass "6: no \"step\" from the trainer: its keys in order, then \"step\"" \
+    || fail "6: no \"step\" from the trainer: $(head -c 120 "$H/q6f/m/model-00001-of-00002.safetensors" | tail -c +9)"
 
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -303,6 +303,9 @@ typedef struct cli_dir_shard {
     char name[WSYNC_CHAIN_FILE_NAME_MAX];
     size_t *idx;                 /* indices into the image's tensors */
     size_t n;
+    int has_meta;                /* 0: the shard is written with "format" "pt" and "step" */
+    wsync_st_kv *meta;           /* else these (the trainer's, before an anchor's "wsync"), one allocation */
+    size_t n_meta;
 } cli_dir_shard;
 typedef struct cli_dir_layout {
     cli_dir_shard *shards;

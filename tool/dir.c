@@ -739,6 +739,8 @@ int cli_dir_load(const char *cmd, const char *dir, char *const *include, size_t 
         m->layout[i].name = strrchr(m->shard_paths[i], '/') + 1; /* a shard's name holds no '/' */
         m->layout[i].first = m->n_tensors;
         m->layout[i].count = m->shards[i].st.n_tensors;
+        m->layout[i].metadata = m->shards[i].st.metadata; /* the trainer's keys, in order, into the anchor */
+        m->layout[i].n_metadata = m->shards[i].st.n_metadata;
         m->n_tensors += m->shards[i].st.n_tensors;
     }
     /* no tensor in two shards */
@@ -850,13 +852,43 @@ done:
 void cli_dir_layout_free(cli_dir_layout *lay)
 {
     size_t i;
-    for (i = 0; i < lay->n_shards; i++) free(lay->shards[i].idx);
+    for (i = 0; i < lay->n_shards; i++) {
+        free(lay->shards[i].idx);
+        free(lay->shards[i].meta);
+    }
     free(lay->shards);
     memset(lay, 0, sizeof *lay);
 }
 
-/* A layout of n shards, shard k holding counts[k] consecutive tensors. */
-static int layout_runs(cli_dir_layout *lay, size_t n, char (*names)[WSYNC_CHAIN_FILE_NAME_MAX], const size_t *counts)
+/* Shard sh's metadata: st's keys in order, up to an anchor's "wsync" (the
+   publisher's own from there on). 0 when out of memory. */
+static int shard_meta(cli_dir_shard *sh, const wsync_st_file *st)
+{
+    size_t j, m = 0, strings = 0;
+    char *at;
+    while (m < st->n_metadata &&
+           !(st->metadata[m].key_len == 5 && memcmp(st->metadata[m].key, "wsync", 5) == 0))
+        strings += st->metadata[m].key_len + st->metadata[m].value_len + 2, m++;
+    sh->has_meta = 1;
+    sh->n_meta = 0;
+    if (!(sh->meta = (wsync_st_kv *)malloc(m * sizeof *sh->meta + strings + 1))) return 0;
+    at = (char *)(sh->meta + m);
+    for (j = 0; j < m; j++) {
+        const wsync_st_kv *kv = &st->metadata[j];
+        wsync_st_kv *o = &sh->meta[j];
+        memcpy(at, kv->key, kv->key_len), at[kv->key_len] = 0, o->key = at, o->key_len = kv->key_len;
+        at += kv->key_len + 1;
+        memcpy(at, kv->value, kv->value_len), at[kv->value_len] = 0, o->value = at, o->value_len = kv->value_len;
+        at += kv->value_len + 1;
+    }
+    sh->n_meta = m;
+    return 1;
+}
+
+/* A layout of n shards, shard k holding counts[k] consecutive tensors,
+   its metadata sts[k]'s (sts NULL: none kept). */
+static int layout_runs(cli_dir_layout *lay, size_t n, char (*names)[WSYNC_CHAIN_FILE_NAME_MAX], const size_t *counts,
+                       const wsync_st_file *sts)
 {
     size_t k, j, at = 0;
     memset(lay, 0, sizeof *lay);
@@ -870,6 +902,10 @@ static int layout_runs(cli_dir_layout *lay, size_t n, char (*names)[WSYNC_CHAIN_
         }
         for (j = 0; j < counts[k]; j++) lay->shards[k].idx[j] = at++;
         lay->shards[k].n = counts[k];
+        if (sts && !shard_meta(&lay->shards[k], &sts[k])) {
+            cli_dir_layout_free(lay);
+            return 0;
+        }
     }
     return 1;
 }
@@ -1029,7 +1065,7 @@ int cli_dir_image_from_entry(const char *cmd, const wsync_store *s, const wsync_
         }
     if (!image_build(cmd, e->key, d, nt, im)) goto done;
     if (lay) {
-        if (!layout_runs(lay, ns, names, counts)) {
+        if (!layout_runs(lay, ns, names, counts, sts)) {
             cli_image_free(im);
             cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, e->key, "%s", "layout");
             goto done;
@@ -1076,6 +1112,10 @@ static int layout_from_entry(const char *cmd, const wsync_store *s, const wsync_
         sh = &lay->shards[k];
         memcpy(sh->name, e->files[i].name, sizeof sh->name);
         if (!(sh->idx = (size_t *)malloc((sts[k].n_tensors + 1) * sizeof(size_t)))) {
+            cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, e->key, "%s", "layout");
+            goto done;
+        }
+        if (!shard_meta(sh, &sts[k])) {
             cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, e->key, "%s", "layout");
             goto done;
         }
@@ -1262,6 +1302,11 @@ int cli_dir_image_from_link(const char *cmd, const char *path, cli_image *im, cl
     }
     for (i = 0; i < shards.n; i++) descs_of(&sts[i], d, &at);
     if (!image_build(cmd, path, d, nt, im)) goto done;
+    if (!layout_runs(lay, shards.n, names, counts, sts)) {
+        cli_image_free(im);
+        cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "%s", "layout");
+        goto done;
+    }
     /* the data, shard by shard: each mapping let go once copied */
     for (i = 0, at = 0; i < shards.n; i++) {
         for (j = 0; j < sts[i].n_tensors; j++, at++)
@@ -1270,11 +1315,6 @@ int cli_dir_image_from_link(const char *cmd, const char *path, cli_image *im, cl
         wsync_file_unmap(&maps[i]);
     }
     n_open = 0;
-    if (!layout_runs(lay, shards.n, names, counts)) {
-        cli_image_free(im);
-        cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "%s", "layout");
-        goto done;
-    }
     {
         ssize_t rl = readlink(path, lay->linked, sizeof lay->linked - 1);
         lay->linked[rl > 0 ? rl : 0] = 0;
@@ -1529,12 +1569,18 @@ static int write_new_file(const char *cmd, const char *dir, const char *name, co
     return ok;
 }
 
-/* One shard of the version: its tensors in the layout's order,
-   __metadata__ "format": "pt" and "step". */
+/* One shard of the version: its tensors in the layout's order, and
+   __metadata__ the trainer's keys in their order, "step" the pulled step:
+   in its place where the trainer wrote one (the shard is then the
+   trainer's byte for byte, when canonical), else last, because every
+   pulled shard claims its step (a reader checks that the shards it loads
+   are of one step; a relay publishes at it). A shard with none (a chain
+   of single-file anchors) "format": "pt" and "step". */
 static int write_shard(const char *cmd, const char *dir, const cli_dir_shard *sh, const cli_image *im, uint64_t step)
 {
     wsync_st_tensor_desc *d = (wsync_st_tensor_desc *)calloc(sh->n + 1, sizeof *d);
-    wsync_st_kv meta[2];
+    wsync_st_kv two[2], *meta = two;
+    size_t n_meta = 2;
     char full[8192], stepbuf[32];
     wsync_error err;
     FILE *f = NULL;
@@ -1556,21 +1602,35 @@ static int write_shard(const char *cmd, const char *dir, const cli_dir_shard *sh
         d[j].nbytes = im->t[i].nbytes;
     }
     snprintf(stepbuf, sizeof stepbuf, "%llu", (unsigned long long)step);
-    memset(meta, 0, sizeof meta);
-    meta[0].key = "format", meta[0].value = "pt";
-    meta[1].key = "step", meta[1].value = stepbuf;
+    memset(two, 0, sizeof two);
+    two[0].key = "format", two[0].value = "pt";
+    two[1].key = "step", two[1].value = stepbuf;
+    if (sh->has_meta && sh->n_meta) {
+        int stepped = 0;
+        if (!(meta = (wsync_st_kv *)malloc((sh->n_meta + 1) * sizeof *meta))) {
+            free(d);
+            return cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, full, "%s", "metadata"), 0;
+        }
+        memcpy(meta, sh->meta, sh->n_meta * sizeof *meta);
+        for (j = 0, n_meta = sh->n_meta; j < n_meta; j++)
+            if (meta[j].key_len == 4 && memcmp(meta[j].key, "step", 4) == 0)
+                meta[j].value = stepbuf, meta[j].value_len = strlen(stepbuf), stepped = 1;
+        if (!stepped) meta[n_meta++] = two[1];
+    }
     if ((fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0 || !(f = fdopen(fd, "wb"))) {
         cli_tool_fail(cmd, WSYNC_ERR_IO, full, "cannot create: %s", strerror(errno));
         if (fd >= 0) close(fd);
+        if (meta != two) free(meta);
         free(d);
         return 0;
     }
-    if (wsync_st_write(d, sh->n, meta, 2, cli_file_sink, f, NULL, &err) != WSYNC_OK)
+    if (wsync_st_write(d, sh->n, meta, n_meta, cli_file_sink, f, NULL, &err) != WSYNC_OK)
         cli_chain_fail(cmd, &err, "writing %s", full);
     else if (fflush(f) != 0 || fsync(fileno(f)) != 0)
         cli_tool_fail(cmd, WSYNC_ERR_IO, full, "cannot write: %s", strerror(errno));
     else ok = 1;
     if (fclose(f) != 0 && ok) ok = 0, cli_tool_fail(cmd, WSYNC_ERR_IO, full, "cannot close: %s", strerror(errno));
+    if (meta != two) free(meta);
     free(d);
     return ok;
 }
@@ -1722,7 +1782,7 @@ int cli_dir_save(const char *cmd, const wsync_store *s, const wsync_chain_option
         char one[1][WSYNC_CHAIN_FILE_NAME_MAX];
         size_t count = im->st.n_tensors;
         snprintf(one[0], sizeof one[0], "model.safetensors");
-        if (!layout_runs(lay, 1, one, &count)) {
+        if (!layout_runs(lay, 1, one, &count, NULL)) {
             wsync_chain_info_free(&info);
             return cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, path, "%s", "layout"), 0;
         }
