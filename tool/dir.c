@@ -1,6 +1,7 @@
 /* dir.c - model directories (a Hugging Face checkpoint: shards, the index,
    config and tokenizer files), declared in cli.h:
-     - a small strict JSON reader (the index, the step file);
+     - the index and the step file read as a JSON tree (cli_json), its
+       strings and numbers by wsync.h's wsync_json_string and _number;
      - cli_dir_load: a directory read and validated for `wsync publish`;
      - pull's and follow's directory mode: the model held as one image (as
        for a file), each new step written as a version beside the link
@@ -22,7 +23,8 @@
 #include <unistd.h>
 
 /* ======================================================================
-   JSON
+   JSON: the tree of a small file (objects, arrays, literals); strings and
+   numbers are wsync.h's tokens, as the library reads them
    ====================================================================== */
 
 typedef struct jparse {
@@ -51,162 +53,49 @@ static void jws(jparse *p)
         p->i++;
 }
 
-/* The length of the UTF-8 sequence at s (n bytes available), or 0 when it
-   is not a valid one (overlong, a surrogate, above U+10FFFF, cut short). */
-static size_t utf8_len(const unsigned char *s, size_t n)
+static int is_digit(unsigned c)
 {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0)) return 0;
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
-        if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)) return 0;
-        return 4;
-    }
-    return 0;
+    return c >= '0' && c <= '9';
 }
 
-static int hex4(const unsigned char *s, unsigned *out)
+/* A failure of wsync_json_string or _number: p->i the byte it names. */
+static int jlib_fail(jparse *p, const wsync_error *err)
 {
-    unsigned v = 0;
-    int k;
-    for (k = 0; k < 4; k++) {
-        unsigned c = s[k], d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return 0;
-        v = v << 4 | d;
-    }
-    *out = v;
-    return 1;
+    const char *m = err->message, *c;
+    if (err->offset != UINT64_MAX && err->offset <= p->n) p->i = (size_t)err->offset;
+    if (strncmp(m, "at byte ", 8) == 0 && (c = strstr(m, ": ")) != NULL) m = c + 2; /* jfail says where */
+    return jfail(p, "%s", m);
 }
 
-static size_t put_utf8(char *o, unsigned cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12);
-        o[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | cp >> 18);
-    o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* The string whose opening quote is at p->i, decoded into a new buffer
-   (never longer than its text: every escape is at least as long as what
-   it stands for). */
+/* The string whose opening quote is at p->i, decoded into a new buffer by
+   wsync_json_string (the library's rules: escapes, surrogate pairs, UTF-8). */
 static int jstring(jparse *p, char **out, size_t *len)
 {
-    size_t end = p->i + 1, k = 0;
+    wsync_error err;
+    size_t at = p->i, k = 0;
     char *o;
     *out = NULL;
-    while (end < p->n && p->s[end] != '"') end += p->s[end] == '\\' ? 2 : 1;
-    if (end >= p->n) return jfail(p, "a string is not closed");
-    if (!(o = (char *)malloc(end - p->i))) return jfail(p, "out of memory");
-    p->i++;
-    while (p->i < end) {
-        unsigned c = p->s[p->i], cp, lo;
-        size_t l;
-        if (c < 0x20) {
-            free(o);
-            return jfail(p, "a control character (0x%02x) in a string: it must be escaped", c);
-        }
-        if (c != '\\') {
-            if (!(l = utf8_len(p->s + p->i, end - p->i))) {
-                free(o);
-                return jfail(p, "a string is not valid UTF-8");
-            }
-            memcpy(o + k, p->s + p->i, l);
-            k += l;
-            p->i += l;
-            continue;
-        }
-        c = p->s[p->i + 1];
-        p->i += 2;
-        switch (c) {
-        case '"': case '\\': case '/': o[k++] = (char)c; break;
-        case 'b': o[k++] = '\b'; break;
-        case 'f': o[k++] = '\f'; break;
-        case 'n': o[k++] = '\n'; break;
-        case 'r': o[k++] = '\r'; break;
-        case 't': o[k++] = '\t'; break;
-        case 'u':
-            if (p->i + 4 > end || !hex4(p->s + p->i, &cp)) {
-                free(o);
-                return jfail(p, "\\u takes four hex digits");
-            }
-            p->i += 4;
-            if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                free(o);
-                return jfail(p, "a lone low surrogate (\\u%04x)", cp);
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (p->i + 6 > end || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u' || !hex4(p->s + p->i + 2, &lo) ||
-                    lo < 0xDC00 || lo > 0xDFFF) {
-                    free(o);
-                    return jfail(p, "a high surrogate (\\u%04x) without its low one", cp);
-                }
-                p->i += 6;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            k += put_utf8(o + k, cp);
-            break;
-        default:
-            free(o);
-            return jfail(p, "unknown escape '\\%c'", c >= 0x20 && c < 0x7F ? (char)c : '?');
-        }
+    if (wsync_json_string((const char *)p->s, p->n, &at, NULL, 0, &k, &err) != WSYNC_OK) return jlib_fail(p, &err);
+    if (!(o = (char *)malloc(k + 1))) return jfail(p, "out of memory");
+    at = p->i;
+    if (wsync_json_string((const char *)p->s, p->n, &at, o, k, &k, &err) != WSYNC_OK) {
+        free(o);
+        return jlib_fail(p, &err);
     }
-    p->i = end + 1;
+    p->i = at;
     o[k] = 0;
     *out = o;
     *len = k;
     return 1;
 }
 
-static int is_digit(unsigned c)
-{
-    return c >= '0' && c <= '9';
-}
-
-/* A number at p->i, as RFC 8259 writes them: kept as its text. */
+/* A number at p->i, as RFC 8259 writes them (wsync_json_number): kept as its text. */
 static int jnumber(jparse *p, cli_json *j)
 {
-    size_t start = p->i;
-    if (p->i < p->n && p->s[p->i] == '-') p->i++;
-    if (p->i < p->n && p->s[p->i] == '0') p->i++;
-    else if (p->i < p->n && is_digit(p->s[p->i]))
-        while (p->i < p->n && is_digit(p->s[p->i])) p->i++;
-    else return jfail(p, "a number needs digits");
-    if (p->i < p->n && p->s[p->i] == '.') {
-        p->i++;
-        if (p->i >= p->n || !is_digit(p->s[p->i])) return jfail(p, "a number's fraction needs digits");
-        while (p->i < p->n && is_digit(p->s[p->i])) p->i++;
-    }
-    if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
-        p->i++;
-        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
-        if (p->i >= p->n || !is_digit(p->s[p->i])) return jfail(p, "a number's exponent needs digits");
-        while (p->i < p->n && is_digit(p->s[p->i])) p->i++;
-    }
+    wsync_error err;
+    size_t start = p->i, at = p->i;
+    if (wsync_json_number((const char *)p->s, p->n, &at, &err) != WSYNC_OK) return jlib_fail(p, &err);
+    p->i = at;
     if (!(j->str = (char *)malloc(p->i - start + 1))) return jfail(p, "out of memory");
     memcpy(j->str, p->s + start, p->i - start);
     j->str[p->i - start] = 0;
@@ -961,42 +850,48 @@ static int file_key(char *buf, size_t cap, const wsync_chain_options *co, const 
     return n > 0 && (size_t)n < sizeof rel && cli_chain_key(buf, cap, co->prefix, rel);
 }
 
-/* The header of the object `key` (expected `bytes` long) parsed into st:
-   two ranged gets into a zeroed buffer of the object's size, whose pages
-   past the header are never touched, freed before returning (st keeps
-   names and shapes; its data views must not be read). */
+/* The header of the object `key` (expected `bytes` long) parsed into st
+   by wsync_st_parse_header: two ranged gets, the 8-byte length and the
+   header, never the data (st keeps names and shapes; no data views). */
 static int fetch_header(const char *cmd, const wsync_store *s, const char *key, uint64_t bytes, wsync_st_file *st)
 {
     wsync_error err;
     wsync_buffer b;
-    uint8_t len8[8], *buf;
-    uint64_t hlen = 0, size = 0;
-    int k;
+    uint8_t *buf;
+    uint64_t need = 0, size = 0;
+    wsync_result r;
     memset(st, 0, sizeof *st);
-    b.bytes = len8, b.cap = 8, b.len = 0;
-    if (s->get(s->user, key, 0, 8, wsync_buffer_sink, &b, &size, &err) != WSYNC_OK)
+    if (!(buf = (uint8_t *)malloc(8))) return cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, key, "%s", "8 bytes"), 0;
+    b.bytes = buf, b.cap = 8, b.len = 0;
+    if (s->get(s->user, key, 0, 8, wsync_buffer_sink, &b, &size, &err) != WSYNC_OK) {
+        free(buf);
         return cli_chain_fail(cmd, &err, "reading the header of %s", key), 0;
-    if (size != bytes)
+    }
+    if (size != bytes) {
+        free(buf);
         return cli_tool_fail(cmd, WSYNC_ERR_SIZE_MISMATCH, key, "the object is %llu bytes, HEAD says %llu",
                              (unsigned long long)size, (unsigned long long)bytes), 0;
-    for (k = 7; k >= 0; k--) hlen = hlen << 8 | len8[k];
-    if (size < 8 || hlen > WSYNC_ST_MAX_HEADER_SIZE || hlen > size - 8 || size > (uint64_t)SIZE_MAX - 1)
-        return cli_tool_fail(cmd, WSYNC_ERR_INVALID_HEADER, key,
-                             "header length %llu does not fit the object's %llu bytes", (unsigned long long)hlen,
-                             (unsigned long long)size), 0;
-    if (!(buf = (uint8_t *)calloc((size_t)size + 1, 1)))
-        return cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, key, "%llu bytes", (unsigned long long)size), 0;
-    memcpy(buf, len8, 8);
-    b.bytes = buf + 8, b.cap = (size_t)hlen, b.len = 0;
-    if (s->get(s->user, key, 8, hlen, wsync_buffer_sink, &b, NULL, &err) != WSYNC_OK) {
-        free(buf);
-        return cli_chain_fail(cmd, &err, "reading the header of %s", key), 0;
     }
-    if (wsync_st_parse(buf, size, NULL, st, &err) != WSYNC_OK) {
-        free(buf);
-        return cli_chain_fail(cmd, &err, "%s: invalid safetensors", key), 0;
+    r = wsync_st_parse_header(buf, b.len, size, NULL, st, &need, &err);
+    if (r == WSYNC_ERR_TRUNCATED && need > 8 && need <= size && need <= (uint64_t)SIZE_MAX - 1) {
+        uint8_t *more = (uint8_t *)realloc(buf, (size_t)need);
+        if (!more) {
+            free(buf);
+            return cli_tool_fail(cmd, WSYNC_ERR_OUT_OF_MEMORY, key, "%llu bytes", (unsigned long long)need), 0;
+        }
+        buf = more;
+        b.bytes = buf + 8, b.cap = (size_t)need - 8, b.len = 0;
+        if (s->get(s->user, key, 8, need - 8, wsync_buffer_sink, &b, NULL, &err) != WSYNC_OK) {
+            free(buf);
+            return cli_chain_fail(cmd, &err, "reading the header of %s", key), 0;
+        }
+        r = wsync_st_parse_header(buf, 8 + b.len, size, NULL, st, &need, &err);
     }
     free(buf);
+    if (r != WSYNC_OK) {
+        memset(st, 0, sizeof *st);
+        return cli_chain_fail(cmd, &err, "%s: invalid safetensors", key), 0;
+    }
     if (wsync_st_check_names(st, &err) != WSYNC_OK) {
         wsync_st_free(st);
         return cli_chain_fail(cmd, &err, "%s", key), 0;
