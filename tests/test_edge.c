@@ -1028,7 +1028,8 @@ static void test_dir_anchor_listed(void)
     wsync_chain_options o = copts(WSYNC_ENCODING_PACKED, 100, 0);
     wsync_error err;
     wsync_tensor t[4];
-    wsync_anchor_shard sh[2] = {{"model-00001-of-00002.safetensors", 0, 2}, {"model-00002-of-00002.safetensors", 2, 2}};
+    wsync_anchor_shard sh[2] = {{"model-00001-of-00002.safetensors", 0, 2, NULL, 0},
+                                {"model-00002-of-00002.safetensors", 2, 2, NULL, 0}};
     static const char cfg[] = "{\"model_type\": \"tiny\"}";
     wsync_anchor_file fl[1];
     wsync_chain_info c;

@@ -350,7 +350,8 @@ static void test_directory(void)
     wsync_publisher *p = NULL;
     wsync_subscriber *sub = NULL;
     wsync_chain_options po = copts(4, g_sec_a, NULL), so = copts(0, NULL, g_pub_a);
-    wsync_anchor_shard sh[2] = {{"model-00001-of-00002.safetensors", 0, 1}, {"model-00002-of-00002.safetensors", 1, 1}};
+    wsync_anchor_shard sh[2] = {{"model-00001-of-00002.safetensors", 0, 1, NULL, 0},
+                                {"model-00002-of-00002.safetensors", 1, 1, NULL, 0}};
     wsync_anchor_file cfg = {"config.json", "{\"hidden\":64}", 13};
     wsync_error err;
     wsync_tensor t[2], pt[2];
