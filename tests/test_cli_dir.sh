@@ -644,5 +644,24 @@ want='{"__metadata__":{"model":"tiny","format":"pt","step":"5"},'
     && pass "6: no \"step\" from the trainer: its keys in order, then \"step\"" \
     || fail "6: no \"step\" from the trainer: $(head -c 120 "$H/q6f/m/model-00001-of-00002.safetensors" | tail -c +9)"
 
+# a trainer's "wsync" key is the anchor's own: refused, the shard named, nothing published
+mkdir -p "$H/g1"
+"$py" - "$root/tests" "$H/d1" "$H/g1" <<'PYEOF'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import make_dirs as md
+for fn in os.listdir(sys.argv[2]):
+    with open(os.path.join(sys.argv[2], fn), "rb") as f:
+        raw = f.read()
+    if fn.endswith(".safetensors"):
+        ts = md.read(os.path.join(sys.argv[2], fn))[2]
+        raw = md.st_bytes([(n,) + tuple(t) for n, t in ts.items()], {"format": "pt", "wsync": "x"})
+    with open(os.path.join(sys.argv[3], fn), "wb") as f:
+        f.write(raw)
+PYEOF
+expect_rc "6: a shard whose __metadata__ holds \"wsync\" is refused" 1 "$bin" publish --store "$H/S6g" --step 1 "$H/g1"
+grep_out "6: the refusal names the shard and the key" 'model-00001-of-00002.safetensors.*"wsync"' "$tmp/err"
+[ -z "$(ls -A "$H/S6g" 2>/dev/null)" ] && pass "6: nothing published" || fail "6: S6g holds $(ls -A "$H/S6g")"
+
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
