@@ -33,6 +33,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,6 +415,20 @@ static void real_inference(int wfd, unsigned port, const void *arg)
 
 /* ---- the tests ---- */
 
+/* wsync_controller_accept on a thread of its own. */
+typedef struct accept_job {
+    wsync_controller *c;
+    wsync_result r;
+    wsync_error e;
+} accept_job;
+
+static void *accept_main(void *p)
+{
+    accept_job *j = (accept_job *)p;
+    j->r = wsync_controller_accept(j->c, &j->e);
+    return NULL;
+}
+
 static void test_rogue_ranks(void)
 {
     static const rogue_arg ra[4] = {{WSYNC_CTL_INFERENCE, NULL},
@@ -425,6 +440,9 @@ static void test_rogue_ranks(void)
     wsync_error e;
     unsigned port, k;
     int64_t t0;
+    accept_job acc;
+    pthread_t acc_th;
+    int acc_on;
     TEST_BEGIN("rogue inference and trainer ranks 0 (no key, a wrong key) joining first are refused, logged, sent "
                "nothing; the real ranks join and two steps commit the trainer's bytes");
     c = ctl_open(KEY, 6000, &e);
@@ -432,11 +450,19 @@ static void test_rogue_ranks(void)
     if (!c) return;
     port = wsync_controller_port(c);
     for (k = 0; k < 4; k++) CHECK(spawn(&rog[k], rogue_rank, port, &ra[k]));
-    sleep_ms(150); /* the rogues connect first */
+    /* the rogues go first: accept runs on a thread and the real ranks start
+       only once all four are refused (on a loaded machine a rogue's PROOF
+       could otherwise come after every real rank had joined) */
+    acc.c = c;
+    acc.r = WSYNC_ERR_IO;
+    t0 = raw_now_ms();
+    acc_on = pthread_create(&acc_th, NULL, accept_main, &acc) == 0;
+    CHECK(acc_on);
+    while (wsync_controller_refused(c, NULL, 0) < 4 && raw_now_ms() - t0 < 5000) sleep_ms(5);
     CHECK(spawn(&tr, real_trainer, port, KEY));
     CHECK(spawn(&in, real_inference, port, KEY));
-    t0 = raw_now_ms();
-    CHECK_MSG(wsync_controller_accept(c, &e) == WSYNC_OK, "%s", e.message);
+    if (acc_on) pthread_join(acc_th, NULL);
+    CHECK_MSG(acc.r == WSYNC_OK, "%s", acc.e.message);
     CHECK_MSG(raw_now_ms() - t0 < 3000, "accept took %lld ms", (long long)(raw_now_ms() - t0));
     CHECK_MSG(wsync_controller_step(c, 1, &e) == WSYNC_OK, "%s", e.message);
     CHECK_MSG(wsync_controller_step(c, 2, &e) == WSYNC_OK, "%s", e.message);
