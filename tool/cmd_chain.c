@@ -1031,6 +1031,17 @@ static void say_refused_by_key(const puller *p, const wsync_error *err)
             "the chain the key signed now, e.g. after publish --new-chain)" : "");
 }
 
+/* --verify-key's help, the same for pull and follow. */
+#define VERIFY_KEY_HELP                                                                                   \
+    "--verify-key NAME.pub (default: the file WSYNC_VERIFY_KEY names): the chain must be\n"              \
+    "signed by that key (publish --sign-key): a HEAD unsigned, signed by another key,\n"                 \
+    "altered after signing, or of another chain than the one MODEL came from (recorded in\n"             \
+    "MODEL: __metadata__ \"wsync_chain\", a directory's wsync-step.json \"chain\") is\n"                 \
+    "refused (WSYNC_ERR_SIGNATURE, the rule named), and so is an object whose BLAKE2b-256\n"             \
+    "differs from HEAD's (WSYNC_ERR_DIGEST_MISMATCH, another path tried first); MODEL is\n"              \
+    "kept as it was, exit 6. --new-chain takes a new chain signed by the key (the\n"                     \
+    "trainer ran publish --new-chain).\n"
+
 int cmd_pull(int argc, char **argv)
 {
     const char *v;
@@ -1086,14 +1097,7 @@ int cmd_pull(int argc, char **argv)
                   "before that step has its tensors. A MODEL of another model is left alone (exit 5).\n"
                   "DIR is never created (exit 3 when it does not exist).\n",
                   stdout);
-            fputs("--verify-key NAME.pub (default: the file WSYNC_VERIFY_KEY names): the chain must be\n"
-                  "signed by that key (publish --sign-key): a HEAD unsigned, signed by another key,\n"
-                  "altered after signing, or of another chain than the one MODEL came from (recorded in\n"
-                  "MODEL: __metadata__ \"wsync_chain\", a directory's wsync-step.json \"chain\") is\n"
-                  "refused (WSYNC_ERR_SIGNATURE, the rule named), and so is an object whose BLAKE2b-256\n"
-                  "differs from HEAD's (WSYNC_ERR_DIGEST_MISMATCH, another path tried first); MODEL is\n"
-                  "kept as it was, exit 6. --new-chain takes a new chain signed by the key (the\n"
-                  "trainer ran publish --new-chain).\n"
+            fputs(VERIFY_KEY_HELP
                   CLI_EXIT_HELP
                   CLI_STORE_HELP,
                   stdout);
@@ -1533,14 +1537,7 @@ int cmd_follow(int argc, char **argv)
                   "(an anchor with new shapes), MODEL is rebuilt with the anchor's tensors (wsync pull\n"
                   "--help); a MODEL of another model stops the follower (exit 5).\n",
                   stdout);
-            fputs("--verify-key NAME.pub (default: the file WSYNC_VERIFY_KEY names): the chain must be\n"
-                  "signed by that key (publish --sign-key): a HEAD unsigned, signed by another key,\n"
-                  "altered after signing, or of another chain than the one MODEL came from (recorded in\n"
-                  "MODEL: __metadata__ \"wsync_chain\", a directory's wsync-step.json \"chain\") is\n"
-                  "refused (WSYNC_ERR_SIGNATURE, the rule named), and so is an object whose BLAKE2b-256\n"
-                  "differs from HEAD's (WSYNC_ERR_DIGEST_MISMATCH, another path tried first); MODEL is\n"
-                  "kept as it was, exit 6. --new-chain takes a new chain signed by the key (the\n"
-                  "trainer ran publish --new-chain).\n"
+            fputs(VERIFY_KEY_HELP
                   "A follower keeps MODEL and keeps checking while its chain is refused (the trainer's\n"
                   "next signed HEAD is taken), says so at once and then at the slow pace above, and\n"
                   "exits 6 when it stops while still refusing.\n"
