@@ -72,7 +72,7 @@ CONTENTS
 ========
 Every section's code carries a tag: search for it and the first hit is
 its declarations, the second its implementation. A tag marked * has code
-only in the implementation (one hit). tests/test_toc.sh checks this list.
+only in the implementation (one hit). tests/core/test_toc.sh checks this list.
 The codec comes first (>>platform to >>delta-apply), the runtime after it
 (>>store to >>fabric), which WSYNC_NO_CHAIN leaves out (COMPILE-TIME
 OPTIONS).
@@ -121,6 +121,7 @@ OPTIONS).
     >>prefetch      the background prefetch and its status
     >>mirror        the mirror subscriber: changes recorded, merged, handed to an engine
     >>engine-map    the mirror's changes into an engine's fused and sharded parameters
+    >>dir           model directories: read, publish, follow (versions beside a link)
     >>fabric        the fabric interface and its descriptors
 
 Private names are wsync__; the short sub-prefixes mean (one meaning each):
@@ -161,6 +162,8 @@ Private names are wsync__; the short sub-prefixes mean (one meaning each):
                              two passes over the header)
     wsync__mrec_             the mirror subscriber: one tensor's changes
                              since the engine's last take
+    wsync__mdir_             model directories (wsync_dir_*; wsync__dir_ is
+                             the directory store)
 Other private names are plain words (wsync__apply_write, wsync__cmp_names).
 */
 /*
@@ -539,7 +542,7 @@ COMPILE-TIME OPTIONS
 
     Define the options before every #include of wsync.h in a program (they
     change the declarations too). Both together leave a program that parses
-    safetensors and applies deltas: tests/test_headers.sh builds every
+    safetensors and applies deltas: tests/core/test_headers.sh builds every
     combination and checks with nm that what was left out is absent.
 
 MEMORY
@@ -1596,7 +1599,7 @@ typedef struct wsync_chain_options {
 
    Why BLAKE2b-256 and not SHA-256: in portable C on 64-bit, SHA-256 ran at
    0.30 GB/s and BLAKE2b at 0.59-0.78 GB/s on the Zen 4 measured, 0.89-0.95
-   with its AVX2 path (tests/bench_crypto.c, BENCHMARKS.md "Signed
+   with its AVX2 path (bench/bench_crypto.c, BENCHMARKS.md "Signed
    chains"): 3.9 s against 1.3-2.0 s of one core for a 1.2 GB anchor, on
    the publisher and on every follower. Each hashes beside the transfer, on
    a thread of its own (a publisher's put, a subscriber's download), so the
@@ -2177,6 +2180,153 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
 WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn fn, void *user,
                                          wsync_engine_stats *stats, wsync_error *err);
 WSYNC_DEF void wsync_engine_close(wsync_engine *e);
+
+/* --- Model directories: a checkpoint directory published and followed >>dir ---
+   A Hugging Face checkpoint directory (what save_pretrained writes): its
+   shards (model.safetensors, or the model-0000K-of-0000N.safetensors that
+   model.safetensors.index.json names), the index, and the small files an
+   engine loads with them (config.json, the tokenizer's). POSIX.1-2008:
+   the implementation's file needs _POSIX_C_SOURCE 200809L (or
+   _GNU_SOURCE) before its first #include; without it (strict C99 on
+   glibc) every wsync_dir_ function fails with WSYNC_ERR_UNSUPPORTED.
+
+   Publishing. wsync_dir_read reads and checks a directory, nothing
+   written: the shards are the files the index's "weight_map" names (it
+   must name exactly the shards' tensors, each with the shard holding it;
+   another *.safetensors there is refused), or without an index every
+   *.safetensors; every shard parses and holds a tensor, no tensor is in
+   two shards, names are plain file names (wsync_chain_file_name_check; a
+   weight_map entry "../x" or "/abs/x" is refused). Carried with every
+   anchor: those of config.json, generation_config.json, tokenizer.json,
+   tokenizer_config.json, special_tokens_map.json, vocab.json, vocab.txt,
+   merges.txt, tokenizer.model, added_tokens.json, chat_template.jinja,
+   chat_template.json and preprocessor_config.json that exist, the index,
+   and what the `include` patterns match (fnmatch; never a shard, nor
+   WSYNC_DIR_STEP_FILE). A refusal names the file, and the tensor or key.
+   wsync_dir_publish publishes it as a step: a delta over all tensors
+   (shards in name order, each in its file's order), or an anchor that
+   keeps the layout (wsync_publisher_set_layout: one object per shard and
+   carried file, each shard's __metadata__ kept).
+
+   Following. PATH is a symbolic link switched by one rename from one
+   complete version to the next: PATH.step_NNNNNN beside it (.K appended
+   when the name is taken) holds the shards as the anchor at or before its
+   step lays them out (the trainer's __metadata__ keys in order, "step"
+   the version's: in its place, else appended), that anchor's files
+   (checked against HEAD; hard links to the previous version's when equal)
+   and WSYNC_DIR_STEP_FILE ({"step":N,"state":"<16 hex digits>"}, and
+   "chain" after a sync given a verify key), all fsynced before the
+   switch. A reader that resolves the link once (realpath) reads one whole
+   step. The previous version stays (a reader may be in it); older ones and
+   what killed runs left (PATH.step_*.tmp.PID, PATH.link.tmp.PID of dead
+   processes, a version built but never linked) are removed. A version is
+   written only for a step whose state digest is HEAD's (a chain without
+   HEAD: unchecked, stats.unchecked), and only whole: a step whose anchor
+   retention removed takes the previous version's files, or fails with
+   PATH as it was. Runs on one PATH, in any processes, take turns on an
+   flock of .PATH.wsync-lock beside it (created once, left there), held
+   from reading the link to the switch and the pruning. PATH must not
+   exist, or be a link wsync made: a directory of the caller's is refused
+   (WSYNC_ERR_UNSUPPORTED), and a dangling link to a version beside it is
+   rebuilt from the chain's anchor, never taken for a file. */
+#define WSYNC_DIR_INDEX "model.safetensors.index.json"
+#define WSYNC_DIR_STEP_FILE "wsync-step.json" /* reserved: each version's own */
+#define WSYNC_DIR_FILE_MAX ((uint64_t)1 << 30)  /* a carried file's bytes, at most */
+#define WSYNC_DIR_INDEX_MAX ((uint64_t)64 << 20) /* the index's bytes, at most */
+
+#ifndef WSYNC_NO_ENCODE
+/* A directory read for publishing (none with WSYNC_NO_ENCODE): the shards mapped (the tensors are views
+   into the mappings, read-only, in publish order), the layout for
+   wsync_publisher_set_layout and the carried files, mapped too. */
+typedef struct wsync_dir_checkpoint {
+    wsync_tensor *tensors;     /* every shard's, shard after shard */
+    size_t n_tensors;
+    wsync_anchor_shard *shards; /* named by file name; each its __metadata__ */
+    size_t n_shards;
+    wsync_anchor_file *files;  /* the carried files, by name */
+    size_t n_files;
+    uint64_t bytes;            /* the tensors' bytes */
+    int has_step;              /* the step the directory claims: its shards' __metadata__
+                                  "step" (all the same), else WSYNC_DIR_STEP_FILE's (a
+                                  pulled version relayed) */
+    uint64_t step;
+    int skipped_step_file;     /* a pattern matched WSYNC_DIR_STEP_FILE: not carried */
+    unsigned char *unmatched;  /* n_include flags: 1 where a pattern matched no file */
+    void *priv;                /* private: the mappings and names */
+} wsync_dir_checkpoint;
+/* Reads and checks `dir` (the rules above); include: n_include fnmatch
+   patterns of file names (no '/'). On failure nothing is held and err names
+   the file and the rule. Free with wsync_dir_checkpoint_free. */
+WSYNC_DEF wsync_result wsync_dir_read(const char *dir, const char *const *include, size_t n_include,
+                                      wsync_dir_checkpoint *out, wsync_error *err);
+WSYNC_DEF void wsync_dir_checkpoint_free(wsync_dir_checkpoint *c);
+/* Publishes c as `step` (WSYNC_STEP_LATEST: the step c claims, has_step;
+   else WSYNC_ERR_INVALID_ARGUMENT): wsync_publisher_set_layout with c's
+   shards and files, then wsync_publish of its tensors. */
+WSYNC_DEF wsync_result wsync_dir_publish(wsync_publisher *pub, uint64_t step, const wsync_dir_checkpoint *c,
+                                         wsync_publish_stats *stats, wsync_error *err);
+#endif /* WSYNC_NO_ENCODE */
+
+/* What one sync of a directory did. */
+typedef struct wsync_dir_sync_stats {
+    wsync_sync_stats sync;     /* the subscriber's: path, bytes fetched, HEAD's step */
+    int had_step;              /* PATH held a version before the sync: its step */
+    uint64_t from_step;
+    int has_step;              /* PATH holds a version now: its step */
+    uint64_t step;
+    int switched;              /* a new version was written and PATH switched to it */
+    char version[256];         /* the version PATH links to, a name beside it ("": none) */
+    double write_s;            /* seconds writing it took */
+    int unchecked;             /* switched with no state digest to check (no HEAD) */
+    int relayout;              /* the chain's tensors changed: rebuilt from anchor
+                                  relayout_step's */
+    uint64_t relayout_step;
+} wsync_dir_sync_stats;
+
+/* A follower of one directory PATH: the version PATH links to, held in
+   memory between syncs (its bytes, once; a subscriber over them). opt as
+   for wsync_subscriber_open (prefix, threads, spool_dir, verify_key,
+   WSYNC_CHAIN_FOLLOW_RESTART; WSYNC_CHAIN_VERIFY_STATE is always on);
+   WSYNC_CHAIN_NEW_CHAIN: with a verify key, the chain the version records
+   is not pinned (follow a chain the trainer restarted with publish
+   --new-chain). opt (its strings and keys) and the store must outlive the
+   follower. open refuses a PATH wsync does not keep (WSYNC_ERR_UNSUPPORTED,
+   naming it: a directory of the caller's, a link to one, a dangling link
+   to something else, a name ending in .safetensors) and loads the version
+   PATH links to, if any; a PATH that does not exist yet is made at the
+   first sync from the anchor it starts from.
+
+   wsync_dir_follower_sync: one sync to `step` (WSYNC_STEP_LATEST: HEAD's),
+   under the lock: the subscriber's path of deltas and anchors, then a new
+   version and the switch when the step reached is another one, checks and
+   is complete. On failure PATH links to what it linked to, or to the last
+   step reached when that one checks (stats.switched), never a mixture. A
+   HEAD older than the version held is WSYNC_ERR_STALE_HEAD, PATH kept
+   (WSYNC_CHAIN_FOLLOW_RESTART: followed down). When the chain's tensors
+   change (an anchor with new shapes) and the version held came from this
+   chain, the model is rebuilt from the anchor (stats.relayout); a version
+   of another model is WSYNC_ERR_LAYOUT, PATH left alone. A signed chain's
+   refusal is WSYNC_ERR_SIGNATURE (or WSYNC_ERR_DIGEST_MISMATCH for an
+   object), PATH kept. A follow loop calls it at each new HEAD.
+   wsync_dir_follower_step: 1 and *step when the follower holds a step.
+   wsync_dir_pull: open, one sync, close. */
+typedef struct wsync_dir_follower wsync_dir_follower;
+WSYNC_DEF wsync_result wsync_dir_follower_open(const wsync_store *store, const wsync_chain_options *opt,
+                                               const char *path, wsync_dir_follower **out, wsync_error *err);
+WSYNC_DEF wsync_result wsync_dir_follower_sync(wsync_dir_follower *f, uint64_t step, wsync_dir_sync_stats *stats,
+                                               wsync_error *err);
+WSYNC_DEF int wsync_dir_follower_step(const wsync_dir_follower *f, uint64_t *step);
+WSYNC_DEF void wsync_dir_follower_close(wsync_dir_follower *f);
+WSYNC_DEF wsync_result wsync_dir_pull(const wsync_store *store, const wsync_chain_options *opt, const char *path,
+                                      uint64_t step, wsync_dir_sync_stats *stats, wsync_error *err);
+/* Whether a pull into `path` keeps a directory: *is_dir 1 when path is a
+   link wsync made (or a dangling link to a version beside it), or does
+   not exist, does not end in .safetensors and the chain's newest anchor at
+   or before `limit` is a directory's; 0 for a file. A path a pull must
+   leave alone (as wsync_dir_follower_open refuses it): *is_dir -1 and
+   WSYNC_ERR_UNSUPPORTED; else the error reading the chain. */
+WSYNC_DEF wsync_result wsync_dir_target(const char *path, const wsync_store *store, const wsync_chain_options *opt,
+                                        uint64_t limit, int *is_dir, wsync_error *err);
 
 
 /* ======================================================================
@@ -18134,6 +18284,10 @@ WSYNC_DEF void wsync_engine_close(wsync_engine *e)
     wsync__free(&a, e);
 }
 
+
+/* ---------------------------------------------------------------------
+   Model directories: read, publish, follow  >>dir
+   --------------------------------------------------------------------- */
 
 /* ---------------------------------------------------------------------
    Fabric: descriptors  >>fabric
