@@ -24,11 +24,17 @@ CLI_HTTP  := $(if $(HAVE_CURL),-DWSYNC_CLI_HTTP=1,)
 CONFIG    := $(BUILD)/config.mk
 CONFIG_LINES := 'HAVE_CURL := $(HAVE_CURL)' 'CURL_LIBS := $(CURL_LIBS)' 'CLI_HTTP := $(CLI_HTTP)'
 
-# Test programs: every tests/test_*.c, each a single translation unit
+# Test programs: every tests/LAYER/test_*.c (LAYER: core for wsync.h, rdma
+# for wsync_rdma.h, http for wsync_http.h), each a single translation unit
+# built as $(BUILD)/test_NAME, so NAME is unique across the layers
 # (test_exhaustive runs on its own: make test-exhaustive; test_http needs
-# libcurl and a server: tests/test_http.sh starts nginx and runs it;
-# test_s3 likewise with s3rver: tests/test_s3.sh).
-TESTS      := $(filter-out test_exhaustive test_http test_s3 test_webdav test_s3_limits,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
+# libcurl and a server: tests/http/test_http.sh starts nginx and runs it;
+# test_s3 likewise with s3rver: tests/http/test_s3.sh). Shared by every
+# layer, in tests/: check.h (the CHECK macros), impl.c, impl_of.sh, run.sh.
+TEST_LAYERS := core rdma http
+TEST_SRCS  := $(foreach l,$(TEST_LAYERS),$(wildcard tests/$(l)/test_*.c))
+test_src    = $(firstword $(foreach l,$(TEST_LAYERS),$(wildcard tests/$(l)/$(1).c)))
+TESTS      := $(filter-out test_exhaustive test_http test_s3 test_webdav test_s3_limits,$(basename $(notdir $(TEST_SRCS))))
 TEST_BINS  := $(TESTS:%=$(BUILD)/%)
 SAN_BINS   := $(TESTS:%=$(BUILD)/san/%)
 FUZZERS    := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
@@ -58,7 +64,7 @@ $(BUILD)/san/wsync: $(TOOL_DEPS) | $(BUILD)/san
 	$(CC) $(STD) $(WARN) $(SAN) $(CLI_HTTP) -I. -o $@ $(TOOL_SRCS) $(LIBS) $(CURL_LIBS)
 
 # Small complete programs that show how to vendor wsync (the README's
-# snippets in full), each one file; tests/test_examples.sh runs them.
+# snippets in full), each one file; tests/cli/test_examples.sh runs them.
 EXAMPLES     := trainer engine direct
 EXAMPLE_BINS := $(EXAMPLES:%=$(BUILD)/example_%)
 
@@ -119,22 +125,22 @@ impl_deps = $(call impl_objs,$(1),$(call impl_of,$(2))) $(if $(filter curl,$(cal
 # on a system header the implementation includes, say), it is compiled again
 # with every implementation in its own translation unit, as before, and the
 # build says so.
-link_test_cmd = $(CC) $(STD) $(WARN) $(1) $(call impl_defs,$(call impl_of,$<)) -I. -o $@ $(3) $(call impl_objs,$(2),$(call impl_of,$<)) $(LIBS) $(call impl_libs,$(call impl_of,$<))
+link_test_cmd = $(CC) $(STD) $(WARN) $(1) $(call impl_defs,$(call impl_of,$<)) -I. -Itests -o $@ $(3) $(call impl_objs,$(2),$(call impl_of,$<)) $(LIBS) $(call impl_libs,$(call impl_of,$<))
 define link_test
 echo '$(call link_test_cmd,$(1),$(2),$(3))'; \
 	if ! $(call link_test_cmd,$(1),$(2),$(3)) 2>$@.err; then \
 	    echo "note: $< did not build with the shared implementations ($$(grep -m 1 -E 'error|undefined' $@.err)); compiling them in it"; \
 	    echo '$(CC) $(STD) $(WARN) $(1) -I. -o $@ $(3) $(LIBS) $(call impl_libs,$(call impl_of,$<))'; \
-	    $(CC) $(STD) $(WARN) $(1) -I. -o $@ $(3) $(LIBS) $(call impl_libs,$(call impl_of,$<)) || { rm -f $@.err; exit 1; }; \
+	    $(CC) $(STD) $(WARN) $(1) -I. -Itests -o $@ $(3) $(LIBS) $(call impl_libs,$(call impl_of,$<)) || { rm -f $@.err; exit 1; }; \
 	else cat $@.err >&2; fi; rm -f $@.err
 endef
 
 # Every test program, one source file (the HTTP, S3 and WebDAV ones link
 # libcurl; their scripts start the servers they run against).
-$(BUILD)/test_%: tests/test_%.c tests/check.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD),tests/test_$$*.c) | $(BUILD)
+$(BUILD)/test_%: $$(call test_src,test_$$*) tests/check.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD),$$(call test_src,test_$$*)) | $(BUILD)
 	@$(call link_test,$(CFLAGS),$(BUILD),$<)
 
-$(BUILD)/san/test_%: tests/test_%.c tests/check.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD)/san,tests/test_$$*.c) | $(BUILD)/san
+$(BUILD)/san/test_%: $$(call test_src,test_$$*) tests/check.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD)/san,$$(call test_src,test_$$*)) | $(BUILD)/san
 	@$(call link_test,$(SAN),$(BUILD)/san,$<)
 
 # The replay driver runs every fuzz harness's saved inputs with any compiler.
@@ -147,19 +153,19 @@ $(BUILD)/san/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(wildcard fuzz/*.h) $(HEADER
 # The benches' target: this CPU's instructions everywhere (make bench-simd
 # builds them without, in $(BUILD)/simd, for other machines).
 BENCH_ARCH ?= -march=native
-$(BUILD)/bench_http: tests/bench_http.c tests/bench_cpu.h $(HEADERS) $(CONFIG) | $(BUILD)
+$(BUILD)/bench_http: bench/bench_http.c bench/bench_cpu.h $(HEADERS) $(CONFIG) | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g $(BENCH_ARCH) -I. -o $@ $< $(LIBS) $(CURL_LIBS)
 
-$(BUILD)/bench_%: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
+$(BUILD)/bench_%: bench/bench_%.c bench/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g $(BENCH_ARCH) -I. -o $@ $< $(LIBS)
 
 # The portable build of a bench (WSYNC_NO_SIMD: no SIMD paths, the same
 # flags otherwise), run next to the SIMD one by make bench and bench-apply.
-$(BUILD)/bench_%_portable: tests/bench_%.c tests/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
+$(BUILD)/bench_%_portable: bench/bench_%.c bench/bench_cpu.h $(HEADERS) $(GEN_HEADER) | $(BUILD)
 	$(CC) $(STD) $(WARN) -O3 -g $(BENCH_ARCH) -DWSYNC_NO_SIMD -I. -o $@ $< $(LIBS)
 
-$(BUILD)/test_exhaustive: tests/test_exhaustive.c tests/check.h $(HEADERS) | $(BUILD)
-	$(CC) $(STD) $(WARN) -O3 -g -I. -o $@ $< $(LIBS)
+$(BUILD)/test_exhaustive: tests/core/test_exhaustive.c tests/check.h $(HEADERS) | $(BUILD)
+	$(CC) $(STD) $(WARN) -O3 -g -I. -Itests -o $@ $< $(LIBS)
 
 # The Python binding (python/wsync, ctypes only): make python builds its
 # shared library from python/wsync/_capi.c (URL stores when libcurl is here);
@@ -172,13 +178,13 @@ python: $(BUILD)/libwsync.so
 
 # The binding against C, and wsync's diff against torch's (!=, nonzero, gather).
 bench-python: $(BUILD)/libwsync.so $(BUILD)/bench_probe
-	WSYNC_LIB=$(BUILD)/libwsync.so PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 tests/bench_python.py $(BENCH_PYTHON_ARGS)
+	WSYNC_LIB=$(BUILD)/libwsync.so PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 bench/bench_python.py $(BENCH_PYTHON_ARGS)
 
 # make bench-engine: a tensor-parallel rank's pause at Qwen3-0.6B's shapes
-# (tests/bench_engine.py): the take through the engine map against
+# (bench/bench_engine.py): the take through the engine map against
 # load_weights and load_state_dict (BENCH_ENGINE_ARGS: --layers, --device cuda)
 bench-engine: $(BUILD)/libwsync.so
-	WSYNC_LIB=$(BUILD)/libwsync.so PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 tests/bench_engine.py $(BENCH_ENGINE_ARGS)
+	WSYNC_LIB=$(BUILD)/libwsync.so PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 bench/bench_engine.py $(BENCH_ENGINE_ARGS)
 
 # Every test, in the plain build and under ASan+UBSan, plus the headers
 # compiled as C99 and C++ by gcc and clang, plus the CLI's exit codes.
@@ -205,37 +211,37 @@ test-build: $(TEST_PROGRAMS)
 TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 test-run: $(TEST_PROGRAMS)
 	@TEST_JOBS=$(TEST_JOBS) tests/run.sh tests \
-	    "tests/test_headers.sh gcc" \
-	    "tests/test_headers.sh clang" \
-	    "tests/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
-	    "tests/test_cli_edge.sh $(BUILD)/san/wsync" \
-	    "tests/test_push.sh $(BUILD)/san/wsync" \
-	    "tests/test_cli_edge.sh $(BUILD)/wsync" \
-	    "tests/test_push.sh $(BUILD)/wsync" \
-	    "tests/test_cli_dir.sh $(BUILD)/wsync" \
-	    "tests/test_python.sh $(BUILD)/libwsync.so $(BUILD)/wsync" \
-	    "tests/test_python_install.sh" \
-	    "tests/test_rclone.sh $(BUILD)/wsync" \
-	    "tests/test_cli_safety.sh $(BUILD)/san/wsync" \
-	    "tests/test_cli_safety.sh $(BUILD)/wsync" \
-	    "tests/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync" \
-	    "tests/test_cli_chain.sh $(BUILD)/wsync" \
-	    "tests/test_cli_sign.sh $(BUILD)/wsync $(BUILD)/libwsync.so" \
-	    "tests/test_fanout.sh $(BUILD)/wsync" \
-	    "tests/test_build_config.sh" \
-	    "tests/test_readme.sh $(BUILD)/wsync" \
-	    "tests/test_s3_limits.sh $(BUILD)/test_s3_limits $(BUILD)/san/test_s3_limits $(BUILD)/wsync" \
-	    "tests/test_webdav.sh $(BUILD)/test_webdav $(BUILD)/san/test_webdav" \
+	    "tests/core/test_headers.sh gcc" \
+	    "tests/core/test_headers.sh clang" \
+	    "tests/http/test_http.sh $(BUILD)/test_http $(BUILD)/san/test_http $(BUILD)/wsync" \
+	    "tests/cli/test_cli_edge.sh $(BUILD)/san/wsync" \
+	    "tests/cli/test_push.sh $(BUILD)/san/wsync" \
+	    "tests/cli/test_cli_edge.sh $(BUILD)/wsync" \
+	    "tests/cli/test_push.sh $(BUILD)/wsync" \
+	    "tests/cli/test_cli_dir.sh $(BUILD)/wsync" \
+	    "tests/python/test_python.sh $(BUILD)/libwsync.so $(BUILD)/wsync" \
+	    "tests/python/test_python_install.sh" \
+	    "tests/http/test_rclone.sh $(BUILD)/wsync" \
+	    "tests/cli/test_cli_safety.sh $(BUILD)/san/wsync" \
+	    "tests/cli/test_cli_safety.sh $(BUILD)/wsync" \
+	    "tests/http/test_s3.sh $(BUILD)/test_s3 $(BUILD)/san/test_s3 $(BUILD)/wsync" \
+	    "tests/cli/test_cli_chain.sh $(BUILD)/wsync" \
+	    "tests/cli/test_cli_sign.sh $(BUILD)/wsync $(BUILD)/libwsync.so" \
+	    "tests/http/test_fanout.sh $(BUILD)/wsync" \
+	    "tests/core/test_build_config.sh" \
+	    "tests/cli/test_readme.sh $(BUILD)/wsync" \
+	    "tests/http/test_s3_limits.sh $(BUILD)/test_s3_limits $(BUILD)/san/test_s3_limits $(BUILD)/wsync" \
+	    "tests/http/test_webdav.sh $(BUILD)/test_webdav $(BUILD)/san/test_webdav" \
 	    $(SAN_BINS) \
 	    $(TEST_BINS) \
 	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/san/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
 	    $(foreach f,$(FUZZERS:fuzz_%=%),"$(BUILD)/replay_$(f) fuzz/corpus/$(f) fuzz/data/$(f)") \
-	    "tests/test_cli.sh $(BUILD)/wsync" \
-	    "tests/test_examples.sh $(EXAMPLE_BINS)" \
-	    "tests/test_plan_cli.sh $(BUILD)/wsync" \
-	    "tests/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
-	    "tests/test_tool_cycles.sh" \
-	    "tests/test_toc.sh"
+	    "tests/cli/test_cli.sh $(BUILD)/wsync" \
+	    "tests/cli/test_examples.sh $(EXAMPLE_BINS)" \
+	    "tests/cli/test_plan_cli.sh $(BUILD)/wsync" \
+	    "tests/cli/test_bench_apply.sh $(BUILD)/bench_apply $(BUILD)/wsync" \
+	    "tests/cli/test_tool_cycles.sh" \
+	    "tests/core/test_toc.sh"
 
 # All 2^32 float bit patterns through f32->bf16, against PyTorch's results.
 test-exhaustive: $(BUILD)/test_exhaustive
@@ -254,7 +260,7 @@ bench: $(BUILD)/wsync $(BUILD)/bench_parse $(BUILD)/bench_delta $(BUILD)/bench_d
 	$(BUILD)/bench_delta_portable $(BENCH_MODEL) $(BENCH_STEPS)
 	@$(MAKE) --no-print-directory bench-apply
 	$(BUILD)/bench_chain $(BENCH_MODEL) $(BENCH_STEPS)
-	tests/bench_http.sh $(BUILD)/bench_http
+	bench/bench_http.sh $(BUILD)/bench_http
 	@$(MAKE) --no-print-directory bench-fanout
 	$(BUILD)/bench_fabric
 	$(BUILD)/bench_quant
@@ -270,45 +276,45 @@ bench: $(BUILD)/bench_mirror $(BUILD)/bench_boundmem
 
 # AUTO's choice of SIMD paths: the probe's margins, then the choice in 20
 # fresh processes as the machine is and 20 beside a memory hog; exits 1 if
-# they differ (tests/bench_probe.sh).
+# they differ (bench/bench_probe.sh).
 bench-probe: $(BUILD)/bench_probe
-	tests/bench_probe.sh $(BUILD)/bench_probe 20
+	bench/bench_probe.sh $(BUILD)/bench_probe 20
 
 # 64 wsync follow processes on one nginx bucket (limit_conn refusals, a
-# restart), 20 steps: tests/test_fanout.sh at full size.
+# restart), 20 steps: tests/http/test_fanout.sh at full size.
 bench-fanout: $(BUILD)/wsync $(BUILD)/bench_probe
-	tests/bench_fanout.sh $(BUILD)/wsync
+	bench/bench_fanout.sh $(BUILD)/wsync
 
 # A Hugging Face checkpoint directory of a full-size model (qwen2.5-7b, 15 GB
 # in four shards; BENCH_DIR_MODEL to change) published and pulled for three
 # steps: wall time and peak RSS over the model's size; about 65 GB of disk.
 BENCH_DIR_MODEL ?= qwen2.5-7b
 bench-dir: $(BUILD)/wsync
-	tests/bench_dir.sh $(BUILD)/wsync --model $(BENCH_DIR_MODEL)
+	bench/bench_dir.sh $(BUILD)/wsync --model $(BENCH_DIR_MODEL)
 
 # The tool's own peak memory on one file: `wsync publish` and `wsync pull` of
 # a qwen3-0.6b file (1.19 GB) for steps 0..10 (an anchor, then deltas), and a
 # pull of the step-0 file through all 10 deltas; about 5 GB of disk.
 bench-pullmem: $(BUILD)/wsync
-	tests/bench_dir.sh $(BUILD)/wsync --file --model qwen3-0.6b --steps 10 --work $(BUILD)/bench-pullmem
+	bench/bench_dir.sh $(BUILD)/wsync --file --model qwen3-0.6b --steps 10 --work $(BUILD)/bench-pullmem
 
 # push-demo --bench over a grid of 16 configurations (fabrics, trainer and
 # inference counts, bf16 and fp8, mesh groups): measured step time over the
 # simulator's prediction for the same plan, and the worst ratio.
 bench-schedule: $(BUILD)/wsync $(BUILD)/bench_probe
-	tests/bench_schedule.sh $(BUILD)/wsync
+	bench/bench_schedule.sh $(BUILD)/wsync
 
-# The SIMD figures of one machine in one short run (tests/bench_simd.sh:
+# The SIMD figures of one machine in one short run (bench/bench_simd.sh:
 # the CPU head, AUTO's choice in 20 processes, bench_delta and bench_apply,
 # SIMD and portable builds). The binaries go to $(BUILD)/simd, built by the
 # rules above without -march (every SIMD path is chosen at run time) and
 # without libcurl, so that the folder can be carried to a machine lent for
-# minutes and run there: tests/bench_simd.sh build/simd /tmp/wb. About 2.5 GB
+# minutes and run there: bench/bench_simd.sh build/simd /tmp/wb. About 2.5 GB
 # in $(BUILD)/simd/work while it runs.
 SIMD_BINS := bench_delta bench_apply bench_probe bench_delta_portable bench_apply_portable wsync
 bench-simd:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/simd BENCH_ARCH= HAVE_CURL= $(SIMD_BINS:%=$(BUILD)/simd/%)
-	tests/bench_simd.sh $(BUILD)/simd $(BUILD)/simd/work
+	bench/bench_simd.sh $(BUILD)/simd $(BUILD)/simd/work
 
 # bench_apply on files the tool wrote: steps 1 and 2 of BENCH_MODEL (2.4 GB
 # for qwen3-0.6b, kept in build/bench) and their delta in each encoding,

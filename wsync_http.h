@@ -17,7 +17,7 @@ a long sleep: a server with a process per connection (Apache prefork)
 gives each open connection a worker until its KeepAliveTimeout, and
 followers that held theirs between polls starved publishes (with 20
 followers and MaxRequestWorkers 16, a publish waited 5 s to over 60 s;
-tests/http/apache_fanout.sh measures it). Transfers retry with
+tests/http/servers/apache_fanout.sh measures it). Transfers retry with
 exponential backoff (honouring Retry-After) on connection errors,
 timeouts, 408, 429 and 5xx, resume a
 download cut short from the byte where it stopped, give up on a transfer
@@ -195,7 +195,7 @@ CONTENTS
 ========
 Every section's code carries a tag: search for it and the first hit is
 its declarations, the second its implementation. A tag marked * has code
-only in the implementation (one hit). tests/test_toc.sh checks this list.
+only in the implementation (one hit). tests/core/test_toc.sh checks this list.
 
     >>http          the HTTP store: options, wsync_store_http_open
     >>http-listing  the nginx JSON directory listing parser

@@ -24,10 +24,10 @@ for the `wsync_fabric` interface of wsync.h ("Fabric: one-sided writes"):
               connection (the receiver's listener thread, started by the
               first reg). Every verbs call goes through a table
               (wsync_verbs_ops): libibverbs loaded at run time by default,
-              or the caller's (tests/fake_verbs.h is an in-memory one).
+              or the caller's (tests/rdma/fake_verbs.h is an in-memory one).
 
 The verbs backend has NEVER RUN ON A NIC: it is tested only against the
-fake provider in tests/fake_verbs.h. Expect the first run on hardware to
+fake provider in tests/rdma/fake_verbs.h. Expect the first run on hardware to
 find what a fake cannot (provider limits, RoCE GID types, timeouts).
 
 Above the fabrics, in this order in the header:
@@ -453,7 +453,7 @@ CONTENTS
 ========
 Every section's code carries a tag: search for it and the first hit is
 its declarations, the second its implementation. A tag marked * has code
-only in the implementation (one hit). tests/test_toc.sh checks this list.
+only in the implementation (one hit). tests/core/test_toc.sh checks this list.
 
     >>common      * errors, bytes, allocation, time, randomness, sockets
     >>receiver    * the fabrics' shared part: wire constants, regions,
@@ -497,7 +497,7 @@ in capitals):
     wsync__exec_   the executor
     wsync__quant_  fp8 preparation (wsync_quantize_e4m3); its inlined
                    conversion keeps the name wsync__e4m3_sat, which
-                   tests/test_exec.c calls
+                   tests/rdma/test_exec.c calls
     wsync__ctl_    the controller protocol and the controller; ctl_rd_ (the
                    codec's byte reader, WSYNC__CTL_RD32/64)
     wsync__rank_   a rank of the controller protocol
@@ -694,7 +694,7 @@ WSYNC_DEF int wsync_fabric_host_cma_allowed(int pid, const void *addr, char *why
 /* ---- ibverbs (RDMA RC) >>fabric-verbs ----------------------------------
 
    Every verbs call goes through wsync_verbs_ops, so that tests can put a
-   fake provider (tests/fake_verbs.h) in place of libibverbs. The types are
+   fake provider (tests/rdma/fake_verbs.h) in place of libibverbs. The types are
    rdma-core's, declared here only as incomplete types: this part needs no
    <infiniband/verbs.h>; the implementation does. */
 
@@ -4499,7 +4499,7 @@ WSYNC_DEF wsync_fabric_host_mode wsync_fabric_host_remote_mode(const wsync_fabri
 /* ---------------------------------------------------------------------
    ibverbs (RDMA RC)  >>fabric-verbs
    ---------------------------------------------------------------------
-   Never run on a NIC: tested only against tests/fake_verbs.h. */
+   Never run on a NIC: tested only against tests/rdma/fake_verbs.h. */
 #if WSYNC__HAVE_VERBS
 
 #define WSYNC__VB_HELLO_MAGIC 0x31565357u /* "WSV1" */

@@ -4,8 +4,8 @@
 usage: python3 fuzz/make_seeds.py [--shared DIR]...
 
 Without arguments it (re)writes only the hand-made seeds. Each --shared DIR
-also copies the files of DIR under 20 KB (e.g. tests/corpus/safetensors and
-tests/corpus/safetensors-invalid) into the corpus, names unchanged.
+also copies the files of DIR under 20 KB (e.g. tests/fixtures/corpus/safetensors and
+tests/fixtures/corpus/safetensors-invalid) into the corpus, names unchanged.
 
 Seeds named seed_ok_* should be accepted by a strict parser; seed_bad_* are
 near misses that should be refused; seed_edge_* are cases where the

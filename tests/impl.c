@@ -6,7 +6,7 @@
    "#define WSYNC_IMPLEMENTATION" emits nothing twice.
    IMPL_HTTP: wsync_http.h's implementation (with WSYNC_HTTP_NO_CURL: its
    build without libcurl); IMPL_RDMA: wsync_rdma.h's; neither: wsync.h's.
-   The companions use only wsync.h's public API (tests/test_headers.sh
+   The companions use only wsync.h's public API (tests/core/test_headers.sh
    links them that way), so each is an object of its own. POSIX.1-2008, as
    most tests declare it (wsync_rdma.h asks for _GNU_SOURCE itself). */
 #if defined(IMPL_RDMA)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Which of the headers' implementations a test program (tests/test_*.c,
+# Which of the headers' implementations a test program (tests/LAYER/test_*.c,
 # fuzz/fuzz_*.c) can take from the objects the Makefile builds once per
 # configuration ($(BUILD)/impl/*.o, $(BUILD)/san/impl/*.o from tests/impl.c)
 # instead of compiling them in its own translation unit. Prints one line of

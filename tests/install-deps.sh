@@ -15,19 +15,19 @@ command -v make    >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libcurl 2>/dev/null || need+=(libcurl4-openssl-dev)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
-# WebDAV listings (PROPFIND, tests/test_webdav.sh): Apache with mod_dav, nginx's dav-ext module
+# WebDAV listings (PROPFIND, tests/http/test_webdav.sh): Apache with mod_dav, nginx's dav-ext module
 command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ] || need+=(apache2)
 [ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need+=(libnginx-mod-http-dav-ext)
 # the TLS tests make a self-signed certificate with openssl (nginx-light has the ssl module)
 command -v openssl >/dev/null || need+=(openssl)
-# rclone's serve webdav, a third WebDAV server (tests/test_rclone.sh)
+# rclone's serve webdav, a third WebDAV server (tests/http/test_rclone.sh)
 command -v rclone >/dev/null || need+=(rclone)
 # the verbs fabric (wsync_rdma.h): rdma-core's headers; tests use a fake provider, no NIC
 [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
 # the S3 store is tested against s3rver (npm; installed below into build/s3rver)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm  >/dev/null || need+=(npm)
-# the Python binding's tests (tests/test_python.sh): Debian's numpy and PyTorch for /usr/bin/python3
+# the Python binding's tests (tests/python/test_python.sh): Debian's numpy and PyTorch for /usr/bin/python3
 /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy)
 /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
 /usr/bin/python3 -c 'import ensurepip, setuptools' >/dev/null 2>&1 || need+=(python3-venv python3-setuptools) # test_python_install.sh
@@ -51,6 +51,6 @@ s3dir="$(cd "$(dirname "$0")/.." && pwd)/build/s3rver"
 if [ "${1:-}" != --build ] && [ ! -f "$s3dir/node_modules/@20minutes/s3rver/lib/cli.js" ] && command -v npm >/dev/null; then
     echo "install-deps: npm install @20minutes/s3rver@4.0.4 into build/s3rver"
     mkdir -p "$s3dir" && (cd "$s3dir" && npm install --no-audit --no-fund --silent @20minutes/s3rver@4.0.4 >/dev/null 2>&1) \
-        || echo "install-deps: npm install of s3rver failed (tests/test_s3.sh will say so)"
+        || echo "install-deps: npm install of s3rver failed (tests/http/test_s3.sh will say so)"
 fi
 exit 0

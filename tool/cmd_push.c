@@ -283,7 +283,7 @@ static wsync_result push_on_commit(void *user, uint64_t step, wsync_error *err)
     return WSYNC_OK;
 }
 
-/* --dump: the region and its layout, for tests/push_check.py. */
+/* --dump: the region and its layout, for tests/cli/push_check.py. */
 static void push_dump(const push_opts *o, unsigned rank, const push_layout *l, const uint8_t *mem, uint64_t step)
 {
     char path[4096];
@@ -623,7 +623,7 @@ static const char *push_usage =
     "(default 64). --mesh-groups puts the trainers' MLP weights in a second mesh group:\n"
     "no trainer writes one before every trainer is through the rest (a barrier through\n"
     "the controller). --dump leaves each inference rank's memory and layout in DIR for\n"
-    "tests/push_check.py. Each step the trainers write straight into the inference ranks' memory\n"
+    "tests/cli/push_check.py. Each step the trainers write straight into the inference ranks' memory\n"
     "(cma: process_vm_writev; shm: shared memory; tcp: the TCP fabric), and each inference\n"
     "rank checks every byte against the step's data, computed on its own, before its version\n"
     "word moves; the controller checks every trainer's report of the writes it ran against\n"

@@ -116,7 +116,7 @@ about |u| / spacing(w), the bf16 spacing being 2^(e-7) for |w| in
 [2^e, 2^(e+1)). At the real AdamW trajectory's settings (fresh moments,
 lr 2e-6; shared/corpus/trajectory) the per-exponent change rates of `tiny`
 match the trajectory's within 6% for every |w| from 2^-13 to 2^-4, at each
-of its four steps (tests/gen_stats.c prints both); `signal` 0.8 is the value
+of its four steps (bench/gen_stats.c prints both); `signal` 0.8 is the value
 that matches the trajectory's decay from step 1 to step 4. At lr 1e-6 decoupled
 weight decay is below fp32 resolution (as in PyTorch, where 1 - lr*wd rounds
 to 1.0f).

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# wsync plan: exit codes, the JSON fields, and the kimi-k2 targets of issue 7
+# (256 trainers -> 128 inference ranks at 400 Gb/s, 1 and 8 replicas: plans
+# in under 2 s, imbalance <= 1.05 both ways, predicted <= 1.25x the bound;
+# issue 25: paced, 8 replicas within 1.05x).
+# usage: tests/cli/test_plan_cli.sh build/wsync
+set -u
+W=${1:-build/wsync}
+passed=0; failed=0
+ok() { passed=$((passed + 1)); [ -n "${CHECK_VERBOSE:-}" ] && echo "ok   $1"; return 0; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+expect_rc() { # rc name cmd...
+    local want=$1 name=$2; shift 2
+    "$@" >/dev/null 2>&1; local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$name"; else bad "$name: exit $rc, wanted $want"; fi
+}
+field() { # json key -> number
+    sed -E "s/.*\"$2\": ([0-9.e+-]+).*/\1/" <<<"$1"
+}
+expect_rc 0 "plan --help" "$W" plan --help
+expect_rc 2 "plan without --model" "$W" plan --trainers 4 --inference 2
+expect_rc 2 "plan unknown model" "$W" plan --model gpt-5 --trainers 4 --inference 2
+expect_rc 2 "plan replicas do not divide" "$W" plan --model qwen3-0.6b --trainers 4 --inference 6 --replicas 4
+expect_rc 2 "plan bad dtype" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --dtype fp4
+expect_rc 2 "plan bad nic-gbps" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --nic-gbps -3
+expect_rc 0 "plan row shards qwen3-0.6b fp8" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --shards-only --dtype fp8
+expect_rc 0 "plan qwen3-0.6b text" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --nics-per-rank 2
+a=$("$W" plan --model qwen2.5-7b --trainers 8 --inference 4 --json); b=$("$W" plan --model qwen2.5-7b --trainers 8 --inference 4 --json)
+if [ "$(sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/' <<<"$a")" = "$(sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/' <<<"$b")" ]; then ok "plan digest equal run to run"; else bad "plan digest differs run to run"; fi
+for r in 1 8; do
+    j=$("$W" plan --model kimi-k2 --trainers 256 --inference 128 --nic-gbps 400 --replicas $r --json)
+    if [ -z "$j" ]; then bad "kimi-k2 replicas $r: no output"; continue; fi
+    for k in plan_seconds tasks imbalance bound_seconds predicted_seconds; do
+        grep -q "\"$k\": " <<<"$j" && ok "kimi-k2 replicas $r: $k" || bad "kimi-k2 replicas $r: no $k"
+    done
+    ps=$(field "$j" plan_seconds); is=$(field "$j" imbalance_send); ir=$(field "$j" imbalance_recv)
+    bo=$(field "$j" bound_seconds); pr=$(field "$j" predicted_seconds)
+    awk -v v="$ps" 'BEGIN{exit !(v < 2)}' && ok "kimi-k2 replicas $r: plans in $ps s" || bad "kimi-k2 replicas $r: plan took $ps s"
+    awk -v s="$is" -v r="$ir" 'BEGIN{exit !(s <= 1.05 && r <= 1.05)}' && ok "kimi-k2 replicas $r: imbalance" || bad "kimi-k2 replicas $r: imbalance $is / $ir"
+    awk -v p="$pr" -v b="$bo" 'BEGIN{exit !(p >= b && p <= 1.25 * b)}' && ok "kimi-k2 replicas $r: predicted $pr s, bound $bo s" || bad "kimi-k2 replicas $r: predicted $pr bound $bo"
+    # issue 25: paced (the default, at the line rate), 8 replicas at most 1.05x the
+    # bound; first come, first served stays on record and is not faster
+    up=$(field "$j" unpaced_seconds); pg=$(field "$j" pace_gbps)
+    [ "$pg" = 400 ] && ok "kimi-k2 replicas $r: paced at the line rate" || bad "kimi-k2 replicas $r: pace_gbps '$pg'"
+    awk -v p="$pr" -v u="$up" 'BEGIN{exit !(u >= p)}' && ok "kimi-k2 replicas $r: unpaced $up s >= paced $pr s" \
+        || bad "kimi-k2 replicas $r: unpaced $up s, paced $pr s"
+    if [ "$r" = 8 ]; then
+        awk -v p="$pr" -v b="$bo" 'BEGIN{exit !(p <= 1.05 * b)}' && ok "kimi-k2 replicas 8: paced within 1.05x the bound" \
+            || bad "kimi-k2 replicas 8: paced $pr s over 1.05 x $bo s"
+    fi
+    [ -n "${CHECK_VERBOSE:-}" ] && echo "  replicas $r: plan $ps s, imbalance $is/$ir, bound $bo s, predicted $pr s (unpaced $up s)"
+done
+jo=$("$W" plan --model kimi-k2 --trainers 256 --inference 128 --replicas 8 --pace off --json)
+[ "$(field "$jo" predicted_seconds)" = "$(field "$jo" unpaced_seconds)" ] && [ "$(field "$jo" pace_gbps)" = 0 ] \
+    && ok "plan --pace off: the first-come replay" || bad "plan --pace off: $jo"
+expect_rc 2 "plan bad --pace" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --pace fast
+# issue 25: the plan `wsync plan --demo` prints for a push-demo layout is
+# the plan push-demo's controller runs (equal digests), for each layout kind
+expect_rc 2 "plan --demo unknown model" "$W" plan --demo gpt-9 --trainers 2 --inference 2
+while read -r T I opts; do
+    j=$("$W" plan --demo tiny --trainers "$T" --inference "$I" $opts --json)
+    d=$(sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/' <<<"$j")
+    out=$("$W" push-demo --trainers "$T" --inference "$I" --steps 1 --schedule plan $opts 2>&1)
+    p=$(sed -nE 's/^schedule: planner.*plan digest ([0-9a-f]+)$/\1/p' <<<"$out")
+    if [ -n "$d" ] && [ "$d" = "$p" ] && grep -q "every inference rank bit-exact" <<<"$out"; then
+        ok "plan digest = push-demo's: $T->$I $opts"
+    else
+        bad "plan digest $d, push-demo's '$p': $T->$I $opts"; tail -n 3 <<<"$out"
+    fi
+    # the gather between trainers push-demo runs is the plan's fetches
+    fn=$(sed -E 's/.*"fetches": ([0-9]+).*/\1/' <<<"$j"); fb=$(sed -E 's/.*"fetch_bytes": ([0-9]+).*/\1/' <<<"$j")
+    gn=$(sed -nE 's/^gather: ([0-9]+) transfers, ([0-9.]+) MB.*/\1/p' <<<"$out")
+    gm=$(sed -nE 's/^gather: ([0-9]+) transfers, ([0-9.]+) MB.*/\2/p' <<<"$out")
+    if [ "${gn:-0}" = "$fn" ] && [ "$(awk -v b="$fb" 'BEGIN { printf "%.2f", b / 1e6 }')" = "${gm:-0.00}" ]; then
+        ok "push-demo's gather = the plan's fetches ($fn, $fb bytes): $T->$I $opts"
+    else
+        bad "push-demo's gather '$gn' transfers '$gm' MB, the plan's fetches $fn of $fb bytes: $T->$I $opts"
+    fi
+done <<'EOF2'
+4 2
+3 2 --reshard
+4 2 --reshard --mesh-groups
+2 3 --layout replica
+4 2 --layout replica --fp8 --block 32
+5 3 --reshard
+4 2 --fp8 --block 32
+5 3 --fp8 --block 16 --mesh-groups
+EOF2
+# greedy stays a named alternative: no digest, still bit-exact
+out=$("$W" push-demo --steps 1 --schedule greedy 2>&1)
+grep -q "^schedule: greedy" <<<"$out" && grep -q "every inference rank bit-exact" <<<"$out" \
+    && ok "push-demo --schedule greedy" || bad "push-demo --schedule greedy"
+# row-sharded fp8 with the default tile: plan --demo plans it
+out=$("$W" plan --demo tiny --trainers 4 --inference 2 --fp8 --json 2>&1)
+grep -q '"digest"' <<<"$out" && ok "plan --demo of row-sharded fp8 plans" || bad "plan --demo row-sharded fp8: $out"
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

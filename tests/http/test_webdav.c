@@ -1,0 +1,638 @@
+/* The HTTP store's WebDAV listing (PROPFIND, wsync_http.h) against real
+   servers started by tests/http/test_webdav.sh, which sets:
+     WSYNC_TEST_APACHE_URL, WSYNC_TEST_APACHE_DATA   Apache 2.4, mod_dav + mod_dav_fs
+     WSYNC_TEST_DAVEXT_URL, WSYNC_TEST_DAVEXT_DATA   nginx with the dav-ext module, no autoindex
+     WSYNC_TEST_JSON_URL                             the same nginx, a server with the JSON
+                                                     autoindex and no PROPFIND (auto falls back)
+     WSYNC_TEST_HOSTILE_URL                          tests/http/webdav/canned.py: PROPFIND of /NAME/
+                                                     answers 207 with tests/http/webdav/hostile/NAME.xml
+     WSYNC_TEST_DAV_TAG                              a prefix unique to this run
+   Without them only the parser's tests run.
+
+   For each WebDAV server: the store contract over it (put, get, head, del,
+   list of nested keys and sizes, by PROPFIND explicitly and in auto mode;
+   the JSON method refused with a message that says so), then a chain of
+   12 steps published with anchors and retention, the bucket's keys after
+   every step the same as a memory store's given the same publishes (so
+   retention listed and deleted through PROPFIND), the files on the
+   server's disk the same as the listing, a follower and a subscriber from
+   scratch bit-exact. The JSON server: auto lists through the JSON
+   autoindex; PROPFIND forced is refused with a message naming the
+   servers' settings. Hostile answers: each fails with WSYNC_ERR_IO and a
+   message naming PROPFIND and what was wrong. */
+#define _POSIX_C_SOURCE 200809L
+#define WSYNC_IMPLEMENTATION
+#include "wsync.h"
+#define WSYNC_HTTP_IMPLEMENTATION
+#include "wsync_http.h"
+#include "check.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *g_tag;
+
+/* ---- keys listed ---- */
+
+typedef struct keys {
+    char k[128][96];
+    uint64_t size[128];
+    int n;
+} keys;
+
+static int keys_add(void *user, const char *key, uint64_t size)
+{
+    keys *c = (keys *)user;
+    if (c->n < 128) {
+        snprintf(c->k[c->n], sizeof c->k[c->n], "%s", key);
+        c->size[c->n] = size;
+    }
+    c->n++;
+    return 0;
+}
+
+static int keys_cmp(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+static int keys_list(const wsync_store *s, const char *prefix, keys *c, wsync_error *err)
+{
+    memset(c, 0, sizeof *c);
+    return s->list(s->user, prefix, keys_add, c, err) == WSYNC_OK;
+}
+
+static int keys_same(const keys *a, const keys *b, int sizes)
+{
+    int i;
+    if (a->n != b->n) return 0;
+    for (i = 0; i < a->n && i < 128; i++) {
+        if (strcmp(a->k[i], b->k[i]) != 0) return 0;
+        if (sizes && a->size[i] != b->size[i]) return 0;
+    }
+    return 1;
+}
+
+static void keys_print(const char *what, const keys *c)
+{
+    int i;
+    printf("  %s (%d):", what, c->n);
+    for (i = 0; i < c->n && i < 128; i++) printf(" %s", c->k[i]);
+    printf("\n");
+}
+
+/* The regular files under dir, as keys relative to it, sorted. */
+static void disk_walk(const char *root, const char *rel, keys *c)
+{
+    char path[1024];
+    DIR *d;
+    struct dirent *e;
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    if (!(d = opendir(path))) return;
+    while ((e = readdir(d)) != NULL) {
+        char sub[512], full[1600];
+        struct stat st;
+        if (e->d_name[0] == '.') continue;
+        snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", root, sub);
+        if (stat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) disk_walk(root, sub, c);
+        else if (c->n < 128) snprintf(c->k[c->n++], sizeof c->k[0], "%.95s", sub);
+    }
+    closedir(d);
+}
+
+/* ---- a small model that changes a little every step ---- */
+
+#define NT 3
+static const char *g_names[NT] = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"};
+static const uint64_t g_shapes[NT][2] = {{64, 96}, {64, 96}, {96, 1}};
+#define NEL(i) ((size_t)(g_shapes[i][0] * g_shapes[i][1]))
+#define TOTAL (64 * 96 * 2 + 96)
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static void gen_step(uint16_t *img, uint64_t step)
+{
+    size_t j;
+    uint64_t s;
+    for (j = 0; j < TOTAL; j++) img[j] = (uint16_t)(0x3C00u + (mix64(j) & 0x3FFu));
+    for (s = 1; s <= step; s++)
+        for (j = 0; j < TOTAL * 2 / 100; j++) {
+            uint64_t h = mix64(s * 1000003ull + j);
+            img[h % TOTAL] = (uint16_t)(img[h % TOTAL] + ((h >> 40) & 1 ? 1 : -1));
+        }
+}
+
+static void tensors_of(uint16_t *img, wsync_tensor *t)
+{
+    size_t i, off = 0;
+    for (i = 0; i < NT; i++) {
+        t[i].name = g_names[i];
+        t[i].dtype = WSYNC_DTYPE_BF16;
+        t[i].rank = 2;
+        t[i].shape = g_shapes[i];
+        t[i].data = img + off;
+        t[i].nbytes = (uint64_t)NEL(i) * 2;
+        off += NEL(i);
+    }
+}
+
+/* A subscriber into img synced to `to` (LATEST), compared with the generator. */
+static int sync_exact(wsync_subscriber *sub, uint16_t *img, uint64_t to, const char *what)
+{
+    static uint16_t want[TOTAL];
+    wsync_error err;
+    wsync_sync_stats ss;
+    uint64_t step = UINT64_MAX;
+    if (wsync_subscriber_sync(sub, to, &ss, &err) != WSYNC_OK) {
+        CHECK_MSG(0, "%s: sync: %s", what, err.message);
+        return 0;
+    }
+    wsync_subscriber_step(sub, &step);
+    gen_step(want, step);
+    CHECK_MSG(memcmp(img, want, sizeof want) == 0, "%s: step %llu not bit-exact", what, (unsigned long long)step);
+    return 1;
+}
+
+/* ---- one WebDAV server ---- */
+
+static int open_store(const char *base, const char *sub, wsync_http_listing how, wsync_store *s)
+{
+    char url[600];
+    wsync_error err;
+    wsync_http_options o;
+    memset(&o, 0, sizeof o);
+    o.listing = how;
+    o.max_attempts = 2;
+    o.backoff_ms = 20;
+    snprintf(url, sizeof url, "%s/%s/%s", base, g_tag, sub);
+    if (wsync_store_http_open(url, &o, s, &err) != WSYNC_OK) {
+        CHECK_MSG(0, "open %s: %s", url, err.message);
+        return 0;
+    }
+    return 1;
+}
+
+static void test_store(const char *name, const char *base)
+{
+    static const char *ks[] = {"HEAD", "anchors/step_000000.safetensors", "deltas/step_000001.safetensors",
+                               "deltas/deep/er/x.bin", "odd/a+b=c,d~e.bin", "odd/%41 not decoded twice.bin"};
+    wsync_store s;
+    wsync_error err;
+    keys c, want;
+    char t[160];
+    size_t i;
+    snprintf(t, sizeof t, "%s: put, head, get and del; list by PROPFIND finds nested keys with their sizes", name);
+    TEST_BEGIN(t);
+    if (open_store(base, "store", WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+        memset(&want, 0, sizeof want);
+        for (i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+            char body[64];
+            uint64_t sz = 0;
+            uint8_t *all = NULL;
+            snprintf(body, sizeof body, "object %u %s", (unsigned)i, ks[i]);
+            CHECK_MSG(s.put(s.user, ks[i], body, strlen(body), &err) == WSYNC_OK, "put %s: %s", ks[i], err.message);
+            CHECK_MSG(s.head(s.user, ks[i], &sz, &err) == WSYNC_OK && sz == strlen(body), "head %s: %s", ks[i],
+                      err.message);
+            CHECK_MSG(wsync_store_get_all(&s, ks[i], NULL, &all, &sz, &err) == WSYNC_OK && sz == strlen(body) &&
+                          memcmp(all, body, sz) == 0,
+                      "get %s: %s", ks[i], err.message);
+            free(all);
+            snprintf(want.k[want.n], sizeof want.k[0], "%s", ks[i]);
+            want.size[want.n++] = strlen(body);
+        }
+        /* sorted with the sizes */
+        for (i = 0; i < (size_t)want.n; i++) {
+            size_t j;
+            for (j = i + 1; j < (size_t)want.n; j++)
+                if (strcmp(want.k[j], want.k[i]) < 0) {
+                    char tk[96];
+                    uint64_t ts = want.size[i];
+                    memcpy(tk, want.k[i], 96);
+                    memcpy(want.k[i], want.k[j], 96);
+                    memcpy(want.k[j], tk, 96);
+                    want.size[i] = want.size[j];
+                    want.size[j] = ts;
+                }
+        }
+        CHECK_MSG(keys_list(&s, "", &c, &err), "list: %s", err.message);
+        if (!keys_same(&c, &want, 1)) {
+            keys_print("listed", &c);
+            keys_print("wanted", &want);
+            CHECK_MSG(0, "%s", "the listing is not what was put");
+        }
+        CHECK_MSG(keys_list(&s, "deltas/", &c, &err) && c.n == 2 && strcmp(c.k[0], "deltas/deep/er/x.bin") == 0,
+                  "list deltas/: %d keys: %s", c.n, err.message);
+        CHECK_MSG(keys_list(&s, "deltas/st", &c, &err) && c.n == 1, "list deltas/st: %d keys", c.n);
+        CHECK_MSG(keys_list(&s, "nothing/here/", &c, &err) && c.n == 0, "list of a missing collection: %s",
+                  err.message);
+        CHECK_MSG(s.del(s.user, "deltas/deep/er/x.bin", &err) == WSYNC_OK, "del: %s", err.message);
+        CHECK_EQ_INT(s.del(s.user, "deltas/deep/er/x.bin", &err), WSYNC_ERR_NOT_FOUND);
+        CHECK_MSG(keys_list(&s, "deltas/", &c, &err) && c.n == 1, "list after del: %d", c.n);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    snprintf(t, sizeof t, "%s: auto lists the same as PROPFIND; JSON forced lists nothing or fails", name);
+    TEST_BEGIN(t);
+    if (open_store(base, "store", WSYNC_HTTP_LISTING_AUTO, &s)) {
+        CHECK_MSG(keys_list(&s, "", &c, &err) && c.n == want.n - 1, "auto: %d keys: %s", c.n, err.message);
+        CHECK_MSG(keys_list(&s, "", &c, &err) && c.n == want.n - 1, "auto, again (the method kept): %d keys: %s",
+                  c.n, err.message);
+        wsync_store_close(&s);
+    }
+    if (open_store(base, "store", WSYNC_HTTP_LISTING_JSON, &s)) {
+        /* Apache answers GET of a collection 404, for the root too: the
+           listing is unavailable (never an empty one); nginx without
+           autoindex 403 (an error that says GET) */
+        CHECK_MSG(!keys_list(&s, "", &c, &err) && strstr(err.message, "GET") != NULL, "json: %d keys: %s", c.n,
+                  err.message);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+}
+
+static void test_chain(const char *name, const char *base, const char *data)
+{
+    enum { STEPS = 12 };
+    static uint16_t img[TOTAL], fimg[TOTAL], simg[TOTAL];
+    wsync_tensor t[NT], ft[NT], st[NT];
+    wsync_store s, m;
+    wsync_store_options mo;
+    wsync_chain_options co;
+    wsync_publisher *p = NULL, *pm = NULL;
+    wsync_subscriber *f = NULL, *sub = NULL;
+    wsync_error err;
+    keys got, want;
+    char t_[200], root[900];
+    uint64_t step;
+    int ok = 1;
+    memset(&co, 0, sizeof co);
+    co.prefix = "run";
+    co.anchor_every = 3;
+    co.retain = 2;
+    memset(&mo, 0, sizeof mo);
+    snprintf(t_, sizeof t_, "%s: %d steps published with anchors every 3 and retain 2: the bucket holds what a memory "
+             "store holds after each (retention listed and deleted over PROPFIND); a follower bit-exact", name, STEPS);
+    TEST_BEGIN(t_);
+    if (!open_store(base, "chain", WSYNC_HTTP_LISTING_AUTO, &s)) {
+        TEST_END();
+        return;
+    }
+    CHECK_EQ_INT(wsync_store_mem_open(&mo, &m, &err), WSYNC_OK);
+    CHECK_MSG(wsync_publisher_open(&s, &co, &p, &err) == WSYNC_OK, "publisher: %s", err.message);
+    CHECK_MSG(wsync_publisher_open(&m, &co, &pm, &err) == WSYNC_OK, "publisher (memory): %s", err.message);
+    tensors_of(fimg, ft);
+    if (p && pm && wsync_subscriber_open(&s, ft, NT, &co, &f, &err) != WSYNC_OK) CHECK_MSG(0, "follower: %s", err.message);
+    for (step = 0; step < STEPS && ok && p && pm && f; step++) {
+        gen_step(img, step);
+        tensors_of(img, t);
+        ok = wsync_publish(p, step, t, NT, NULL, &err) == WSYNC_OK;
+        CHECK_MSG(ok, "publish %llu: %s", (unsigned long long)step, err.message);
+        ok = ok && wsync_publish(pm, step, t, NT, NULL, &err) == WSYNC_OK;
+        if (!ok) break;
+        CHECK_MSG(keys_list(&s, "run/", &got, &err), "list: %s", err.message);
+        CHECK(keys_list(&m, "run/", &want, &err));
+        if (!keys_same(&got, &want, 1)) {
+            printf("  after step %llu:\n", (unsigned long long)step);
+            keys_print("server", &got);
+            keys_print("memory", &want);
+            CHECK_MSG(0, "%s", "the server's bucket is not what retention leaves");
+            ok = 0;
+        }
+        if (step % 2 == 1) ok = ok && sync_exact(f, fimg, WSYNC_STEP_LATEST, "follower");
+    }
+    CHECK_MSG(want.n < STEPS, "retention kept %d objects of %d steps", want.n, STEPS);
+    TEST_END();
+
+    snprintf(t_, sizeof t_, "%s: the files on the server's disk are the listing; a subscriber from scratch and the "
+             "follower reach the head bit-exact", name);
+    TEST_BEGIN(t_);
+    {
+        keys disk;
+        int i;
+        memset(&disk, 0, sizeof disk);
+        snprintf(root, sizeof root, "%s/%s/chain", data, g_tag);
+        disk_walk(root, "", &disk);
+        qsort(disk.k, (size_t)(disk.n < 128 ? disk.n : 128), sizeof disk.k[0], keys_cmp);
+        CHECK(keys_list(&s, "", &got, &err));
+        if (!keys_same(&disk, &got, 0)) {
+            keys_print("disk", &disk);
+            keys_print("listed", &got);
+            CHECK_MSG(0, "%s", "the listing is not the server's disk");
+        }
+        for (i = 0; i < disk.n; i++) CHECK_MSG(strstr(disk.k[i], "run/") == disk.k[i], "%s", disk.k[i]);
+    }
+    tensors_of(simg, st);
+    if (wsync_subscriber_open(&s, st, NT, &co, &sub, &err) == WSYNC_OK) {
+        sync_exact(sub, simg, WSYNC_STEP_LATEST, "from scratch");
+        CHECK(wsync_subscriber_step(sub, &step) && step == STEPS - 1);
+        wsync_subscriber_close(sub);
+    } else CHECK_MSG(0, "subscriber: %s", err.message);
+    if (f) {
+        sync_exact(f, fimg, WSYNC_STEP_LATEST, "follower at the end");
+        wsync_subscriber_close(f);
+    }
+    TEST_END();
+    if (p) wsync_publisher_close(p);
+    if (pm) wsync_publisher_close(pm);
+    wsync_store_close(&m);
+    wsync_store_close(&s);
+}
+
+/* The JSON-autoindex nginx: auto falls back to it; PROPFIND forced is refused. */
+static void test_json_server(const char *base)
+{
+    wsync_store s;
+    wsync_error err;
+    keys c;
+    TEST_BEGIN("nginx without dav-ext: auto lists through the JSON autoindex after PROPFIND's 405");
+    if (open_store(base, "json", WSYNC_HTTP_LISTING_AUTO, &s)) {
+        CHECK_MSG(s.put(s.user, "deltas/a.bin", "abc", 3, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_MSG(s.put(s.user, "HEAD", "x", 1, &err) == WSYNC_OK, "%s", err.message);
+        CHECK_MSG(keys_list(&s, "", &c, &err) && c.n == 2 && strcmp(c.k[1], "deltas/a.bin") == 0 && c.size[1] == 3,
+                  "%d keys: %s", c.n, err.message);
+        CHECK_MSG(keys_list(&s, "", &c, &err) && c.n == 2, "again: %d keys: %s", c.n, err.message);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+    TEST_BEGIN("nginx without dav-ext: PROPFIND forced fails, naming the status and how to enable it");
+    if (open_store(base, "json", WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+        CHECK(!keys_list(&s, "", &c, &err));
+        CHECK_EQ_INT(err.code, WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "PROPFIND") && strstr(err.message, "HTTP 405") && strstr(err.message, "dav-ext"),
+                  "%s", err.message);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+}
+
+/* Canned answers (tests/http/webdav/hostile/NAME.xml behind PROPFIND /NAME/). */
+static void test_hostile(const char *base)
+{
+    static const struct {
+        const char *name, *says;
+    } cases[] = {
+        {"dotdot", "\"..\" segment"},
+        {"pct_bad", "two hex digits"},
+        {"pct_nul", "encoded NUL"},
+        {"doctype", "DOCTYPE"},
+        {"entity", "entity"},
+        {"outside", "outside the collection"},
+        {"grandchild", "not a direct child"},
+        {"slash_file", "not a collection"},
+        {"no_length", "without <getcontentlength>"},
+        {"huge_length", "2^63"},
+        {"deep", "deeper than 16"},
+        {"truncated", "ends inside an element"},
+        {"not_multistatus", "not <multistatus>"},
+        {"relative", "neither an absolute URL nor an absolute path"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char url[600], t[200];
+        wsync_store s;
+        wsync_error err;
+        wsync_http_options o;
+        keys c;
+        snprintf(t, sizeof t, "hostile PROPFIND answer '%s': WSYNC_ERR_IO naming PROPFIND and \"%s\"", cases[i].name,
+                 cases[i].says);
+        TEST_BEGIN(t);
+        memset(&o, 0, sizeof o);
+        o.max_attempts = 1;
+        snprintf(url, sizeof url, "%s/%s", base, cases[i].name);
+        if (wsync_store_http_open(url, &o, &s, &err) == WSYNC_OK) {
+            CHECK(!keys_list(&s, "", &c, &err));
+            CHECK_EQ_INT(err.code, WSYNC_ERR_IO);
+            CHECK_MSG(strstr(err.message, "PROPFIND") && strstr(err.message, cases[i].says) &&
+                          strstr(err.message, url + 7),
+                      "%s", err.message);
+            CHECK_EQ_INT(c.n, 0);
+            wsync_store_close(&s);
+        } else CHECK_MSG(0, "open: %s", err.message);
+        TEST_END();
+    }
+}
+
+/* ---- a listing that fails is never an empty chain ---- */
+
+static int open_plain(const char *url, wsync_http_listing how, wsync_store *s)
+{
+    wsync_error err;
+    wsync_http_options o;
+    memset(&o, 0, sizeof o);
+    o.listing = how;
+    o.max_attempts = 1;
+    if (wsync_store_http_open(url, &o, s, &err) != WSYNC_OK) {
+        CHECK_MSG(0, "open %s: %s", url, err.message);
+        return 0;
+    }
+    return 1;
+}
+
+/* A publisher over s must refuse (nothing written), the listing being
+   unavailable. */
+static void refuses_unknown(wsync_store *s, const char *what)
+{
+    wsync_error err;
+    wsync_chain_info ci;
+    wsync_publisher *p = NULL;
+    wsync_chain_options co;
+    keys c;
+    CHECK_MSG(!keys_list(s, "", &c, &err) && err.code == WSYNC_ERR_UNSUPPORTED && strstr(err.message, "unavailable"),
+              "%s: list: %d keys: %s", what, c.n, err.message);
+    memset(&ci, 0, sizeof ci);
+    CHECK_EQ_INT(wsync_chain_read(s, NULL, &ci, &err), WSYNC_ERR_UNSUPPORTED);
+    wsync_chain_info_free(&ci);
+    CHECK_EQ_INT(wsync_publisher_open(s, NULL, &p, &err), WSYNC_ERR_UNSUPPORTED);
+    if (p) wsync_publisher_close(p);
+    p = NULL;
+    memset(&co, 0, sizeof co);
+    co.flags = WSYNC_CHAIN_NEW_CHAIN;
+    CHECK_EQ_INT(wsync_publisher_open(s, &co, &p, &err), WSYNC_ERR_UNSUPPORTED);
+    if (p) wsync_publisher_close(p);
+}
+
+/* A new prefix: positively empty, and a publisher starts a chain there. */
+static void takes_chain(wsync_store *s, const char *what)
+{
+    static uint16_t img[TOTAL];
+    wsync_tensor t[NT];
+    wsync_error err;
+    wsync_publisher *p = NULL;
+    keys c;
+    uint64_t size = 0;
+    CHECK_MSG(keys_list(s, "", &c, &err) && c.n == 0, "%s: list: %d keys: %s", what, c.n, err.message);
+    CHECK_MSG(keys_list(s, "anchors/", &c, &err) && c.n == 0, "%s: list anchors/: %d keys: %s", what, c.n,
+              err.message);
+    CHECK_MSG(wsync_publisher_open(s, NULL, &p, &err) == WSYNC_OK, "%s: publisher: %s", what, err.message);
+    if (!p) return;
+    gen_step(img, 0);
+    tensors_of(img, t);
+    CHECK_MSG(wsync_publish(p, 0, t, NT, NULL, &err) == WSYNC_OK, "%s: publish: %s", what, err.message);
+    CHECK_MSG(s->head(s->user, "HEAD", &size, &err) == WSYNC_OK, "%s: HEAD: %s", what, err.message);
+    wsync_publisher_close(p);
+}
+
+static void test_unknown_state(const char *apache, const char *davext, const char *json, const char *hostile)
+{
+    static const char foreign[] = "a foreign chain's anchor, not ours to overwrite";
+    wsync_store s, w;
+    wsync_error err;
+    char url[600];
+    uint8_t *all = NULL;
+    uint64_t size = 0;
+    keys c;
+    if (apache) {
+        TEST_BEGIN("apache, listing json: a folder's GET is 404 there, so a HEAD-less chain's state is unknown: the "
+                   "listing is unavailable (WSYNC_ERR_UNSUPPORTED), and a publisher refuses, writing nothing");
+        if (open_store(apache, "foreign", WSYNC_HTTP_LISTING_PROPFIND, &w)) {
+            CHECK_MSG(w.put(w.user, "anchors/step_000000.safetensors", foreign, sizeof foreign - 1, &err) == WSYNC_OK,
+                      "%s", err.message);
+            if (open_store(apache, "foreign", WSYNC_HTTP_LISTING_JSON, &s)) {
+                refuses_unknown(&s, "apache json, a foreign chain");
+                CHECK_MSG(!keys_list(&s, "", &c, &err) && strstr(err.message, "PROPFIND") &&
+                              strstr(err.message, "404"),
+                          "%s", err.message);
+                wsync_store_close(&s);
+            }
+            CHECK_EQ_INT(w.head(w.user, "HEAD", &size, &err), WSYNC_ERR_NOT_FOUND);
+            CHECK_MSG(wsync_store_get_all(&w, "anchors/step_000000.safetensors", NULL, &all, &size, &err) ==
+                              WSYNC_OK &&
+                          size == sizeof foreign - 1 && memcmp(all, foreign, size) == 0,
+                      "the foreign anchor changed: %s", err.message);
+            free(all);
+            all = NULL;
+            wsync_store_close(&w);
+        }
+        TEST_END();
+        TEST_BEGIN("apache: a new prefix is not known to be empty through GET (refused); through PROPFIND (auto) it "
+                   "is (its parents are read up to one that lists), and takes a chain");
+        if (open_store(apache, "fresh-json/a", WSYNC_HTTP_LISTING_JSON, &s)) {
+            refuses_unknown(&s, "apache json, a new prefix");
+            wsync_store_close(&s);
+        }
+        if (open_store(apache, "fresh-auto/a/b", WSYNC_HTTP_LISTING_AUTO, &s)) {
+            takes_chain(&s, "apache auto, a new prefix");
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+    if (json) {
+        TEST_BEGIN("nginx with the JSON autoindex: a new prefix is empty (a parent lists without it), json and auto");
+        if (open_store(json, "fresh-json/a/b", WSYNC_HTTP_LISTING_JSON, &s)) {
+            takes_chain(&s, "nginx json");
+            wsync_store_close(&s);
+        }
+        if (open_store(json, "fresh-auto/a", WSYNC_HTTP_LISTING_AUTO, &s)) {
+            takes_chain(&s, "nginx auto");
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+    if (davext) {
+        TEST_BEGIN("nginx dav-ext without autoindex, listing json: a 404 under a folder that answers 403 (there, "
+                   "unlisted) is a missing folder: empty");
+        if (open_store(davext, "store", WSYNC_HTTP_LISTING_PROPFIND, &w)) {
+            CHECK_MSG(w.put(w.user, "x", "y", 1, &err) == WSYNC_OK, "%s", err.message);
+            wsync_store_close(&w);
+        }
+        if (open_store(davext, "store/fresh", WSYNC_HTTP_LISTING_JSON, &s)) {
+            CHECK_MSG(keys_list(&s, "", &c, &err) && c.n == 0, "%d keys: %s", c.n, err.message);
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+    if (hostile) {
+        TEST_BEGIN("canned: a folder answered 404 that its parent lists as a folder is unavailable; one its parent "
+                   "does not list (or lists as a file) is empty; 404 up to the root is unavailable");
+        snprintf(url, sizeof url, "%s/ghost/sub", hostile);
+        if (open_plain(url, WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+            CHECK(!keys_list(&s, "", &c, &err));
+            CHECK_EQ_INT(err.code, WSYNC_ERR_UNSUPPORTED);
+            CHECK_MSG(strstr(err.message, "a folder that is there") && strstr(err.message, "'sub'"), "%s",
+                      err.message);
+            wsync_store_close(&s);
+        }
+        snprintf(url, sizeof url, "%s/ghost/other", hostile);
+        if (open_plain(url, WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+            CHECK_MSG(keys_list(&s, "", &c, &err) && c.n == 0, "%s", err.message);
+            wsync_store_close(&s);
+        }
+        snprintf(url, sizeof url, "%s/ghost/file", hostile);
+        if (open_plain(url, WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+            CHECK_MSG(keys_list(&s, "deltas/", &c, &err) && c.n == 0, "%s", err.message);
+            wsync_store_close(&s);
+        }
+        snprintf(url, sizeof url, "%s/nothing/here", hostile);
+        if (open_plain(url, WSYNC_HTTP_LISTING_PROPFIND, &s)) {
+            CHECK(!keys_list(&s, "", &c, &err));
+            CHECK_EQ_INT(err.code, WSYNC_ERR_UNSUPPORTED);
+            CHECK_MSG(strstr(err.message, "every folder above it"), "%s", err.message);
+            wsync_store_close(&s);
+        }
+        TEST_END();
+    }
+}
+
+/* ---- the parser alone (no server) ---- */
+
+static int count_fn(void *user, const char *path, size_t len, int is_dir, uint64_t size)
+{
+    (void)path;
+    (void)len;
+    (void)is_dir;
+    (void)size;
+    (*(int *)user)++;
+    return 0;
+}
+
+static void test_parser(void)
+{
+    static const char ok[] =
+        "<?xml version=\"1.0\"?><m:multistatus xmlns:m=\"DAV:\"><m:response><m:href>http://h:1/a%20b/</m:href>"
+        "<m:propstat><m:prop><x:resourcetype xmlns:x=\"DAV:\"><x:collection/></x:resourcetype></m:prop>"
+        "<m:status>HTTP/1.1 200 OK</m:status></m:propstat></m:response>"
+        "<m:response><m:href>/a%20b/f&amp;g</m:href><m:propstat><m:prop><m:getcontentlength>12"
+        "</m:getcontentlength></m:prop><m:status>HTTP/1.1 200 OK</m:status></m:propstat>"
+        "<m:propstat><m:prop><m:getcontentlength/></m:prop><m:status>HTTP/1.1 404 Not Found</m:status></m:propstat>"
+        "</m:response></m:multistatus>";
+    wsync_error err;
+    int n = 0;
+    TEST_BEGIN("propfind parser: prefixes, an absolute URL, entities and %XX decoded, a 404 propstat ignored");
+    CHECK_MSG(wsync_http_propfind_parse(ok, sizeof ok - 1, count_fn, &n, &err) == WSYNC_OK, "%s", err.message);
+    CHECK_EQ_INT(n, 2);
+    TEST_END();
+}
+
+int main(void)
+{
+    const char *apache = getenv("WSYNC_TEST_APACHE_URL"), *apache_data = getenv("WSYNC_TEST_APACHE_DATA");
+    const char *davext = getenv("WSYNC_TEST_DAVEXT_URL"), *davext_data = getenv("WSYNC_TEST_DAVEXT_DATA");
+    const char *json = getenv("WSYNC_TEST_JSON_URL"), *hostile = getenv("WSYNC_TEST_HOSTILE_URL");
+    g_tag = getenv("WSYNC_TEST_DAV_TAG");
+    if (!g_tag) g_tag = "t";
+    test_parser();
+    if (apache && apache_data) {
+        test_store("apache mod_dav", apache);
+        test_chain("apache mod_dav", apache, apache_data);
+    }
+    if (davext && davext_data) {
+        test_store("nginx dav-ext", davext);
+        test_chain("nginx dav-ext", davext, davext_data);
+    }
+    if (json) test_json_server(json);
+    if (hostile) test_hostile(hostile);
+    test_unknown_state(apache && apache_data ? apache : NULL, davext && davext_data ? davext : NULL, json, hostile);
+    return check_summary();
+}
