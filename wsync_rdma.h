@@ -462,6 +462,8 @@ only in the implementation (one hit). tests/core/test_toc.sh checks this list.
     >>fabric-host   the one-host fabric (CMA, SHM)
     >>fabric-verbs  the ibverbs (RDMA RC) fabric
     >>executor      the executor: stages, a staging ring, fp8 preparation
+    >>sparse        the sparse step: changes packed into staging slots, validated,
+                    scattered
     >>ctl           the controller protocol, the controller and the ranks
     >>ctl-codec     the protocol's messages, encoded and decoded
     >>controller    the controller
@@ -498,6 +500,8 @@ in capitals):
     wsync__quant_  fp8 preparation (wsync_quantize_e4m3); its inlined
                    conversion keeps the name wsync__e4m3_sat, which
                    tests/rdma/test_exec.c calls
+    wsync__sp_     the sparse step's slots (>>sparse); the ranks' part of
+                   it is rank_sp_ (trainer) and rank_stg_ (receiver)
     wsync__ctl_    the controller protocol and the controller; ctl_rd_ (the
                    codec's byte reader, WSYNC__CTL_RD32/64)
     wsync__rank_   a rank of the controller protocol
@@ -882,6 +886,111 @@ WSYNC_DEF wsync_result wsync_quantize_e4m3(const uint16_t *bf16, uint64_t rows, 
                                            uint64_t block, uint8_t *dst, float *scales, wsync_error *err);
 /* Scale tiles of a rows x cols matrix: ceil(rows/block) x ceil(cols/block), 1 for block 0. */
 WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint64_t block);
+
+/* ======================================================================
+   The sparse step: changes packed into staging slots  >>sparse
+   ======================================================================
+
+   A step of RL training changes a few percent of the bf16 elements. In a
+   sparse step a trainer diffs what it sends against what it sent last
+   (wsync_diff), and for each receiver writes only the changes, one-sided,
+   into a staging area the receiver registered (an inference entry named
+   WSYNC_CTL_STAGING that covers one whole region); at COMMIT the receiver
+   validates every slot, scatters the changes into its regions, and only
+   then runs its on_commit (the verification) and moves its version.
+   Nothing of a sparse step lands in live memory before COMMIT; a region
+   whose changes would cost more than its dense bytes (wsync_rank_options.
+   sparse_max), and every region of the first step, goes dense as before.
+
+   The staging region of an inference rank is cut into n_trainers slots of
+   wsync_sparse_slot_bytes each (fixed at plan time; 64-byte multiples),
+   slot t for trainer rank t. Each trainer that writes to the rank fills
+   its slot every step, the header at least (a trainer with nothing sparse
+   says so: 0 sections, base 0). A slot (little-endian):
+
+     header  64 bytes: magic "WSSP", version u16 (1), 0 u16, step u64,
+             base u64 (the step the receiver must hold: the changes are
+             against it; 0 when there are no sections), sender u32 (the
+             trainer rank: the slot's index), sections u32, bytes u64 (after
+             the header), digest u64 (wsync_digest of those bytes), 16 zero
+     section 32 bytes: region u32 (the receiver's region index), elem u32
+             (element bytes: 1, 2, 4 or 8), origin u64 (an element index in
+             the region), count u64 (1 or more), 0 u64; then count u32
+             positions, strictly ascending, each element origin + position
+             of the region, padded with zeros to 8 bytes; then count values
+             of elem bytes, padded with zeros to 8 bytes.
+
+   A trainer writes one section per transfer that goes sparse (its rows are
+   consecutive at the receiver, so its positions ascend); the positions
+   are in the receiver's index space: after resharding and fusion, the
+   element of the receiver's region. The receiver refuses (before writing
+   any byte) a slot whose magic, version, step, sender, base, reserved bytes,
+   digest or lengths are not as expected, a section outside the slot, a
+   region it does not have (or the staging region), a position not
+   ascending or past its region, or a count over what the slot holds; the
+   error names the sender, the slot's byte offset and what is wrong. */
+
+#define WSYNC_SPARSE_MAGIC 0x50535357u /* "WSSP" */
+#define WSYNC_SPARSE_VERSION 1u
+#define WSYNC_SPARSE_HEADER 64u
+#define WSYNC_SPARSE_SECTION 32u
+/* An inference entry of this name is no tensor: dtype U8, one dimension,
+   all rows, covering one whole region, it marks that region as the rank's
+   staging for sparse steps (see above). */
+#define WSYNC_CTL_STAGING "wsync:sparse-staging"
+/* ASSIGN: a target whose region has this bit is the inference rank's
+   staging region (region & ~bit); trainers write their slot there. */
+#define WSYNC_CTL_TARGET_STAGING 0x80000000u
+
+/* Builds a slot in buf[0, cap): begin, one section per run of changes,
+   finish (which writes the header and returns the slot's bytes). */
+typedef struct wsync_sparse_writer {
+    uint8_t *buf;
+    uint64_t cap, used;        /* used: header and sections so far */
+    uint64_t step, base;
+    uint32_t sender, sections;
+    uint64_t changes;
+} wsync_sparse_writer;
+
+/* Each of n_trainers' slots in a staging region of len bytes (64-byte
+   multiples; 0 when a slot cannot hold a header). */
+WSYNC_DEF uint64_t wsync_sparse_slot_bytes(uint64_t len, uint32_t n_trainers);
+/* A section's bytes for count changes of elem-byte elements. */
+WSYNC_DEF uint64_t wsync_sparse_section_bytes(uint32_t elem, uint64_t count);
+WSYNC_DEF void wsync_sparse_begin(wsync_sparse_writer *w, uint8_t *buf, uint64_t cap, uint64_t step, uint64_t base,
+                                  uint32_t sender);
+/* Reserves a section of count (1 .. 2^32 - 1) changes in region `region`
+   at elements origin + pos[i]: *pos and *values point at where the caller
+   writes them (positions strictly ascending, below 2^32). WSYNC_ERR_LIMIT,
+   reserving nothing, when it does not fit in the slot. */
+WSYNC_DEF wsync_result wsync_sparse_section(wsync_sparse_writer *w, uint32_t region, uint32_t elem, uint64_t origin,
+                                            uint64_t count, uint32_t **pos, uint8_t **values, wsync_error *err);
+/* The header, with the digest of the sections; returns the slot's bytes. */
+WSYNC_DEF uint64_t wsync_sparse_finish(wsync_sparse_writer *w);
+
+/* What the receiver expects of a slot. */
+typedef struct wsync_sparse_expect {
+    uint64_t step;             /* the step being committed */
+    uint64_t base;             /* the receiver's version: what sections must be against */
+    uint32_t sender;           /* the slot's trainer rank */
+    uint32_t n_regions;
+    const uint64_t *region_len; /* bytes of each region; 0: no section may name it (the staging) */
+} wsync_sparse_expect;
+
+typedef struct wsync_sparse_info {
+    uint64_t bytes;            /* the slot's bytes, header included */
+    uint32_t sections;
+    uint64_t changes;
+} wsync_sparse_info;
+
+/* Checks a slot of cap bytes completely (see above) without writing
+   anything; info (may be NULL) then says what it holds. */
+WSYNC_DEF wsync_result wsync_sparse_validate(const uint8_t *slot, uint64_t cap, const wsync_sparse_expect *x,
+                                             wsync_sparse_info *info, wsync_error *err);
+/* Writes a slot's changes into the regions (region[i]: region i's
+   memory). Only for a slot wsync_sparse_validate accepted with the same
+   regions: it checks nothing. */
+WSYNC_DEF void wsync_sparse_scatter(const uint8_t *slot, uint8_t *const *region);
 
 /* ======================================================================
    The controller protocol, the controller and the ranks  >>ctl
@@ -1567,6 +1676,72 @@ typedef struct wsync_plan_sim_result {
 
 WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan_sim_options *opt,
                                            wsync_plan_sim_result *out, wsync_error *err);
+
+/* ---- a sparse step's model (SPARSE STEPS) ----
+
+   Change densities, measured by bench/bench_sparse.c on the generator's
+   qwen3-0.6b (steady state, step 1 -> 2; the real AdamW trajectory of
+   tests/fixtures/corpus changes more, 4.2-6.7%, being tiny and fresh): */
+#define WSYNC_PLAN_SPARSE_BF16 0.0161        /* bf16 elements changed per step */
+#define WSYNC_PLAN_SPARSE_FP8_BYTES 0.00155  /* fp8 bytes moved, in tiles whose scale held, of all */
+#define WSYNC_PLAN_SPARSE_FP8_SCALES 0.0     /* tiles whose scale moved (sent whole), of all */
+/* Phase rates as ratios to memcpy of one core, measured in one run by
+   bench/bench_sparse.c (AMD EPYC Zen 4, December 2026); the model applies
+   them to the target's memory rate (wsync_plan_sparse_options.mem_gbps): */
+#define WSYNC_PLAN_SPARSE_DIFF 1.24     /* wsync_diff: bf16 bytes of one buffer */
+#define WSYNC_PLAN_SPARSE_PACK 0.056    /* changes into staging: packed bytes */
+#define WSYNC_PLAN_SPARSE_SCATTER 0.075 /* staging into the weights: packed bytes */
+#define WSYNC_PLAN_SPARSE_VERIFY 2.14   /* wsync_digest: bytes digested */
+#define WSYNC_PLAN_SPARSE_QUANT 0.0076  /* the incremental fp8 update: bf16 bytes of the changed elements */
+
+/* The phases of a sparse step, in the order the model adds them. */
+enum {
+    WSYNC_PLAN_PHASE_DIFF = 0,    /* senders: the diff against the last step sent */
+    WSYNC_PLAN_PHASE_QUANT = 1,   /* senders: the fp8 update of the changed elements (whole tiles whose scale moved) */
+    WSYNC_PLAN_PHASE_PACK = 2,    /* senders: the changes into each receiver's staging layout */
+    WSYNC_PLAN_PHASE_WIRE = 3,    /* the writes: the plan's tasks replayed at their sparse sizes */
+    WSYNC_PLAN_PHASE_SCATTER = 4, /* receivers: staging into the weights */
+    WSYNC_PLAN_PHASE_VERIFY = 5,  /* receivers: the digest before the version moves */
+    WSYNC_PLAN_PHASE_BARRIER = 6, /* the mesh groups' barriers, writes-done and commit */
+    WSYNC_PLAN_PHASES = 7
+};
+
+typedef struct wsync_plan_sparse_options {
+    double bf16;            /* [WSYNC_PLAN_SPARSE_BF16] a step's changed bf16 elements (negative: 0) */
+    double fp8_bytes;       /* [WSYNC_PLAN_SPARSE_FP8_BYTES] moved fp8 bytes, in tiles whose scale held
+                               (negative: 0) */
+    double fp8_scales;      /* [WSYNC_PLAN_SPARSE_FP8_SCALES] tiles whose scale moved (negative: 0) */
+    double mem_gbps;        /* [the simulation's copy_gbps] a rank's memcpy rate on the target: each
+                               phase runs at its ratio of it */
+    double diff, quant, pack, scatter, verify; /* [WSYNC_PLAN_SPARSE_*] the ratios */
+    uint32_t pos_bytes;     /* [4] a change's position in staging */
+    uint32_t section_bytes; /* [32] a region's header in staging (WSYNC_SPARSE_SECTION) */
+    double dense_above;     /* [0: where the rates break even] a region goes dense when its sparse bytes
+                               exceed this fraction of its dense bytes */
+    double staging;         /* [0: no limit] staging per receiving NIC, a fraction of its dense bytes:
+                               regions that do not fit, in plan order, go dense */
+    uint32_t verify_all;    /* 1: receivers digest every byte of their regions; 0: what the step wrote */
+} wsync_plan_sparse_options;
+
+typedef struct wsync_plan_sparse_result {
+    double seconds;                     /* the sum of phase[] */
+    double phase[WSYNC_PLAN_PHASES];    /* seconds on the critical path, by WSYNC_PLAN_PHASE_ */
+    uint32_t bound;                     /* the phase with the most seconds */
+    uint64_t wire_bytes;                /* written by the sparse step (fetches included) */
+    uint64_t dense_bytes;               /* by the dense step */
+    uint64_t sparse_tasks, dense_tasks; /* regions sent sparse, and dense (threshold or staging) */
+    uint64_t staging_max;               /* the most staged bytes on a receiving NIC */
+    double dense_above;                 /* the threshold used */
+} wsync_plan_sparse_result;
+
+/* Predicts a steady sparse step of plan p (SPARSE STEPS): the plan's pairs,
+   regions and staging, sizes from the densities; sim: the constants of
+   wsync_plan_simulate (NULL: its defaults). */
+WSYNC_DEF wsync_result wsync_plan_sparse_simulate(const wsync_plan *p, const wsync_plan_sim_options *sim,
+                                                  const wsync_plan_sparse_options *opt,
+                                                  wsync_plan_sparse_result *out, wsync_error *err);
+/* "diff", "quantize", "pack", "wire", "scatter", "verify", "barriers"; NULL past the last. */
+WSYNC_DEF const char *wsync_plan_phase_name(uint32_t phase);
 
 /* ---- model layouts >>plan-models ---- */
 
@@ -6543,6 +6718,215 @@ WSYNC_DEF wsync_result wsync_exec_run(const wsync_exec_options *opt, const wsync
 }
 
 #endif
+
+/* ======================================================================
+   IMPLEMENTATION: the sparse step's slots  >>sparse
+   ====================================================================== */
+
+static uint64_t wsync__sp_pad8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
+
+WSYNC_DEF uint64_t wsync_sparse_slot_bytes(uint64_t len, uint32_t n_trainers)
+{
+    uint64_t s;
+    if (n_trainers == 0) return 0;
+    s = (len / n_trainers) & ~(uint64_t)63;
+    return s >= WSYNC_SPARSE_HEADER ? s : 0;
+}
+
+WSYNC_DEF uint64_t wsync_sparse_section_bytes(uint32_t elem, uint64_t count)
+{
+    return WSYNC_SPARSE_SECTION + wsync__sp_pad8(count * 4) + wsync__sp_pad8(count * elem);
+}
+
+WSYNC_DEF void wsync_sparse_begin(wsync_sparse_writer *w, uint8_t *buf, uint64_t cap, uint64_t step, uint64_t base,
+                                  uint32_t sender)
+{
+    memset(w, 0, sizeof *w);
+    w->buf = buf;
+    w->cap = cap;
+    w->used = WSYNC_SPARSE_HEADER;
+    w->step = step;
+    w->base = base;
+    w->sender = sender;
+}
+
+WSYNC_DEF wsync_result wsync_sparse_section(wsync_sparse_writer *w, uint32_t region, uint32_t elem, uint64_t origin,
+                                            uint64_t count, uint32_t **pos, uint8_t **values, wsync_error *err)
+{
+    uint64_t need;
+    uint8_t *s;
+    if (!w || !pos || !values || count == 0 || count > 0xFFFFFFFFull || (elem != 1 && elem != 2 && elem != 4 && elem != 8))
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "sparse section: %llu changes of %u-byte elements",
+                                (unsigned long long)count, (unsigned)elem);
+    need = wsync_sparse_section_bytes(elem, count);
+    if (w->used > w->cap || need > w->cap - w->used)
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "sparse section: %llu bytes with %llu of %llu used",
+                                (unsigned long long)need, (unsigned long long)w->used, (unsigned long long)w->cap);
+    s = w->buf + w->used;
+    memset(s, 0, WSYNC_SPARSE_SECTION);
+    wsync__rdma_put32(s, region);
+    wsync__rdma_put32(s + 4, elem);
+    wsync__rdma_put64(s + 8, origin);
+    wsync__rdma_put64(s + 16, count);
+    s += WSYNC_SPARSE_SECTION;
+    /* the pads are zero (the receiver checks them) */
+    memset(s + wsync__sp_pad8(count * 4) - 8, 0, 8);
+    memset(s + wsync__sp_pad8(count * 4) + wsync__sp_pad8(count * elem) - 8, 0, 8);
+    *pos = (uint32_t *)(void *)s;
+    *values = s + wsync__sp_pad8(count * 4);
+    w->used += need;
+    w->sections++;
+    w->changes += count;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF uint64_t wsync_sparse_finish(wsync_sparse_writer *w)
+{
+    uint8_t *h = w->buf;
+    memset(h, 0, WSYNC_SPARSE_HEADER);
+    wsync__rdma_put32(h, WSYNC_SPARSE_MAGIC);
+    h[4] = (uint8_t)WSYNC_SPARSE_VERSION;
+    wsync__rdma_put64(h + 8, w->step);
+    wsync__rdma_put64(h + 16, w->sections ? w->base : 0);
+    wsync__rdma_put32(h + 24, w->sender);
+    wsync__rdma_put32(h + 28, w->sections);
+    wsync__rdma_put64(h + 32, w->used - WSYNC_SPARSE_HEADER);
+    wsync__rdma_put64(h + 40, wsync_digest(h + WSYNC_SPARSE_HEADER, (size_t)(w->used - WSYNC_SPARSE_HEADER)));
+    return w->used;
+}
+
+static int wsync__sp_zero(const uint8_t *p, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+static wsync_result wsync__sp_bad(wsync_error *err, const wsync_sparse_expect *x, uint64_t at, const char *fmt, ...)
+{
+    char what[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return wsync_error_set(err, WSYNC_ERR_CORRUPT, "staging slot of trainer %u for step %llu, byte %llu: %s",
+                            (unsigned)x->sender, (unsigned long long)x->step, (unsigned long long)at, what);
+}
+
+WSYNC_DEF wsync_result wsync_sparse_validate(const uint8_t *slot, uint64_t cap, const wsync_sparse_expect *x,
+                                             wsync_sparse_info *info, wsync_error *err)
+{
+    uint64_t bytes, at, changes = 0, step, base;
+    uint32_t n, i;
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (info) memset(info, 0, sizeof *info);
+    if (!slot || !x || (x->n_regions && !x->region_len))
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "sparse validate: slot and expectations");
+    if (cap < WSYNC_SPARSE_HEADER) return wsync__sp_bad(err, x, 0, "a slot of %llu bytes holds no header", (unsigned long long)cap);
+    if (wsync__rdma_get32(slot) != WSYNC_SPARSE_MAGIC)
+        return wsync__sp_bad(err, x, 0, "no slot header (magic %08x; the trainer wrote nothing this step?)",
+                             (unsigned)wsync__rdma_get32(slot));
+    if (slot[4] != WSYNC_SPARSE_VERSION || slot[5] || slot[6] || slot[7])
+        return wsync__sp_bad(err, x, 4, "version %u, not %u", (unsigned)(slot[4] | slot[5] << 8), WSYNC_SPARSE_VERSION);
+    step = wsync__rdma_get64(slot + 8);
+    base = wsync__rdma_get64(slot + 16);
+    n = wsync__rdma_get32(slot + 28);
+    bytes = wsync__rdma_get64(slot + 32);
+    if (step != x->step)
+        return wsync__sp_bad(err, x, 8, "written for step %llu (a stale slot)", (unsigned long long)step);
+    if (wsync__rdma_get32(slot + 24) != x->sender)
+        return wsync__sp_bad(err, x, 24, "names sender %u", (unsigned)wsync__rdma_get32(slot + 24));
+    if (n && base != x->base)
+        return wsync__sp_bad(err, x, 16, "changes against step %llu, but this rank holds step %llu",
+                             (unsigned long long)base, (unsigned long long)x->base);
+    if (!n && base) return wsync__sp_bad(err, x, 16, "base %llu without sections", (unsigned long long)base);
+    if (!wsync__sp_zero(slot + 48, 16)) return wsync__sp_bad(err, x, 48, "%s", "reserved bytes not zero");
+    if (bytes > cap - WSYNC_SPARSE_HEADER)
+        return wsync__sp_bad(err, x, 32, "%llu bytes of sections, over the slot's %llu (the watermark)",
+                             (unsigned long long)bytes, (unsigned long long)(cap - WSYNC_SPARSE_HEADER));
+    if (!n && bytes) return wsync__sp_bad(err, x, 32, "%llu bytes without sections", (unsigned long long)bytes);
+    if (wsync_digest(slot + WSYNC_SPARSE_HEADER, (size_t)bytes) != wsync__rdma_get64(slot + 40))
+        return wsync__sp_bad(err, x, 40, "%s", "digest of the sections does not match (torn or altered)");
+    at = WSYNC_SPARSE_HEADER;
+    for (i = 0; i < n; i++) {
+        const uint8_t *s = slot + at, *pp, *pv;
+        uint32_t region, elem, prev = 0;
+        uint64_t origin, count, need, left = WSYNC_SPARSE_HEADER + bytes - at, k, lim, pb, vb;
+        if (left < WSYNC_SPARSE_SECTION)
+            return wsync__sp_bad(err, x, 28, "%u sections, but section %u would start at byte %llu with %llu bytes left",
+                                 (unsigned)n, (unsigned)i, (unsigned long long)at, (unsigned long long)left);
+        region = wsync__rdma_get32(s);
+        elem = wsync__rdma_get32(s + 4);
+        origin = wsync__rdma_get64(s + 8);
+        count = wsync__rdma_get64(s + 16);
+        if (!wsync__sp_zero(s + 24, 8)) return wsync__sp_bad(err, x, at + 24, "section %u: reserved bytes not zero", (unsigned)i);
+        if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
+            return wsync__sp_bad(err, x, at + 4, "section %u: elements of %u bytes", (unsigned)i, (unsigned)elem);
+        if (region >= x->n_regions || x->region_len[region] == 0)
+            return wsync__sp_bad(err, x, at, "section %u: region %u, not one this rank takes changes for (%u regions)",
+                                 (unsigned)i, (unsigned)region, (unsigned)x->n_regions);
+        if (count == 0 || count > (left - WSYNC_SPARSE_SECTION) / 4)
+            return wsync__sp_bad(err, x, at + 16, "section %u: %llu changes in %llu bytes left (over the watermark)",
+                                 (unsigned)i, (unsigned long long)count,
+                                 (unsigned long long)(left - WSYNC_SPARSE_SECTION));
+        need = wsync_sparse_section_bytes(elem, count);
+        if (need > left)
+            return wsync__sp_bad(err, x, at + 16, "section %u: %llu changes need %llu bytes, %llu left (over the watermark)",
+                                 (unsigned)i, (unsigned long long)count, (unsigned long long)need,
+                                 (unsigned long long)left);
+        lim = x->region_len[region] / elem; /* elements of the region */
+        if (origin >= lim)
+            return wsync__sp_bad(err, x, at + 8, "section %u: origin element %llu outside region %u (%llu elements)",
+                                 (unsigned)i, (unsigned long long)origin, (unsigned)region, (unsigned long long)lim);
+        pp = s + WSYNC_SPARSE_SECTION;
+        pb = wsync__sp_pad8(count * 4);
+        vb = wsync__sp_pad8(count * elem);
+        pv = pp + pb;
+        for (k = 0; k < count; k++) {
+            uint32_t p = wsync__rdma_get32(pp + 4 * k);
+            if (k && p <= prev)
+                return wsync__sp_bad(err, x, at + WSYNC_SPARSE_SECTION + 4 * k,
+                                     "section %u: position %u after %u (not ascending)", (unsigned)i, (unsigned)p,
+                                     (unsigned)prev);
+            prev = p;
+        }
+        if (origin + prev >= lim)
+            return wsync__sp_bad(err, x, at + WSYNC_SPARSE_SECTION + 4 * (count - 1),
+                                 "section %u: element %llu outside region %u (%llu elements)", (unsigned)i,
+                                 (unsigned long long)(origin + prev), (unsigned)region, (unsigned long long)lim);
+        if (!wsync__sp_zero(pp + count * 4, (size_t)(pb - count * 4)) ||
+            !wsync__sp_zero(pv + count * elem, (size_t)(vb - count * elem)))
+            return wsync__sp_bad(err, x, at, "section %u: padding not zero", (unsigned)i);
+        changes += count;
+        at += need;
+    }
+    if (at != WSYNC_SPARSE_HEADER + bytes)
+        return wsync__sp_bad(err, x, at, "%llu bytes after the last section", (unsigned long long)(WSYNC_SPARSE_HEADER + bytes - at));
+    if (info) {
+        info->bytes = WSYNC_SPARSE_HEADER + bytes;
+        info->sections = n;
+        info->changes = changes;
+    }
+    return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_sparse_scatter(const uint8_t *slot, uint8_t *const *region)
+{
+    uint32_t n = wsync__rdma_get32(slot + 28), i;
+    const uint8_t *s = slot + WSYNC_SPARSE_HEADER;
+    for (i = 0; i < n; i++) {
+        uint32_t elem = wsync__rdma_get32(s + 4);
+        uint64_t origin = wsync__rdma_get64(s + 8), count = wsync__rdma_get64(s + 16), k;
+        const uint8_t *pp = s + WSYNC_SPARSE_SECTION, *pv = pp + wsync__sp_pad8(count * 4);
+        uint8_t *base = region[wsync__rdma_get32(s)] + origin * elem;
+        if (elem == 2)
+            for (k = 0; k < count; k++) memcpy(base + 2 * (uint64_t)wsync__rdma_get32(pp + 4 * k), pv + 2 * k, 2);
+        else
+            for (k = 0; k < count; k++) memcpy(base + elem * (uint64_t)wsync__rdma_get32(pp + 4 * k), pv + elem * k, elem);
+        s += wsync_sparse_section_bytes(elem, count);
+    }
+}
 
 /* ======================================================================
    IMPLEMENTATION: the controller protocol, the controller and the ranks  >>ctl
@@ -13076,6 +13460,232 @@ out:
     wsync__rdma_free(&S.a, S.rtime);
     wsync__rdma_free(&S.a, tr);
     wsync__rdma_free(&S.a, fo);
+    return r;
+}
+
+/* ---- a sparse step's model (SPARSE STEPS) ---- */
+
+static const char *const wsync__pl_phase_names[WSYNC_PLAN_PHASES] = {"diff",    "quantize", "pack",    "wire",
+                                                                      "scatter", "verify",   "barriers"};
+
+WSYNC_DEF const char *wsync_plan_phase_name(uint32_t phase)
+{
+    return phase < WSYNC_PLAN_PHASES ? wsync__pl_phase_names[phase] : NULL;
+}
+
+/* The model's constants, resolved: densities, rates in bytes per second. */
+typedef struct wsync__pl_sp {
+    double bf16, f8b, f8s, pos, sec, above;
+    double diff, quant, pack, scat, ver; /* bytes/s */
+    double wire, copy, fquant;           /* the simulation's line, copy and quantize rates, bytes/s */
+} wsync__pl_sp;
+
+/* A task's bytes in a sparse step: its section header, then positions and
+   values (a tile whose scale moved: every code, with its position). */
+static double wsync__pl_sp_bytes(const wsync__pl_sp *c, const wsync_plan *p, const wsync_plan_task *tk)
+{
+    const wsync_plan_prep *pr = &p->preps[tk->prep];
+    double len = (double)tk->len;
+    if (tk->flags & WSYNC_PLAN_SCALES) return c->sec + len / 4 * c->f8s * (4 + c->pos);
+    if (pr->flags & WSYNC_PLAN_QUANT) return c->sec + len * (c->f8b + c->f8s) * (1 + c->pos);
+    return c->sec + len / 2 * c->bf16 * (2 + c->pos);
+}
+
+static double wsync__pl_sp_frac(double v, double dflt)
+{
+    return v < 0 ? 0 : v > 0 ? v : dflt;
+}
+
+static wsync_result wsync__pl_sp_resolve(const wsync_plan_sim_options *sim, const wsync_plan_sparse_options *opt,
+                                         wsync__pl_sp *c, wsync_error *err)
+{
+    wsync_plan_sparse_options o;
+    double nic = sim && sim->nic_gbps > 0 ? sim->nic_gbps : 400, copy, mem;
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (o.bf16 != o.bf16 || o.fp8_bytes != o.fp8_bytes || o.fp8_scales != o.fp8_scales || o.bf16 > 1 ||
+        o.fp8_bytes > 1 || o.fp8_scales > 1)
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
+                               "plan sparse: a density is not a fraction (bf16 %g, fp8 bytes %g, fp8 scales %g)",
+                               o.bf16, o.fp8_bytes, o.fp8_scales);
+    if (!(o.dense_above >= 0) || !(o.staging >= 0) || !(o.mem_gbps >= 0) || !(o.diff >= 0) || !(o.quant >= 0) ||
+        !(o.pack >= 0) || !(o.scatter >= 0) || !(o.verify >= 0))
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s",
+                               "plan sparse: a rate, ratio, threshold or staging below 0 (or not a number)");
+    copy = sim && sim->copy_gbps > 0 ? sim->copy_gbps : nic * 13.0 / 8.0;
+    mem = (o.mem_gbps > 0 ? o.mem_gbps : copy) * 1e9 / 8;
+    c->bf16 = wsync__pl_sp_frac(o.bf16, WSYNC_PLAN_SPARSE_BF16);
+    c->f8b = wsync__pl_sp_frac(o.fp8_bytes, WSYNC_PLAN_SPARSE_FP8_BYTES);
+    c->f8s = wsync__pl_sp_frac(o.fp8_scales, WSYNC_PLAN_SPARSE_FP8_SCALES);
+    if (c->f8b + c->f8s > 1) c->f8b = 1 - c->f8s;
+    c->pos = o.pos_bytes ? o.pos_bytes : 4;
+    c->sec = o.section_bytes ? o.section_bytes : 32;
+    c->diff = (o.diff > 0 ? o.diff : WSYNC_PLAN_SPARSE_DIFF) * mem;
+    c->quant = (o.quant > 0 ? o.quant : WSYNC_PLAN_SPARSE_QUANT) * mem;
+    c->pack = (o.pack > 0 ? o.pack : WSYNC_PLAN_SPARSE_PACK) * mem;
+    c->scat = (o.scatter > 0 ? o.scatter : WSYNC_PLAN_SPARSE_SCATTER) * mem;
+    c->ver = (o.verify > 0 ? o.verify : WSYNC_PLAN_SPARSE_VERIFY) * mem;
+    c->wire = nic * 1e9 / 8;
+    c->copy = copy * 1e9 / 8;
+    c->fquant = (sim && sim->quant_gbps > 0 ? sim->quant_gbps : copy) * 1e9 / 8;
+    /* break-even: a region's sparse bytes cost the wire, the pack and the
+       scatter; its dense bytes the wire only */
+    c->above = o.dense_above > 0 ? o.dense_above : (1 / c->wire) / (1 / c->wire + 1 / c->pack + 1 / c->scat);
+    return WSYNC_OK;
+}
+
+/* The writes at their sparse sizes: the plan replayed with each task's
+   len (and each fetch's) replaced, the preparations free (the model counts
+   them as phases before the writes), first come, first served (the planned
+   starts are the dense step's). Returns the replay's seconds less its
+   barriers in *wire, and the barriers it counted in *barriers. */
+static wsync_result wsync__pl_sp_wire(const wsync_plan *p, const wsync_plan_sim_options *sim, const wsync__pl_sp *c,
+                                      const uint8_t *dense, wsync_allocator *a, double *wire, uint64_t *barriers,
+                                      uint64_t *bytes, wsync_error *err)
+{
+    wsync_plan q = *p;
+    wsync_plan_sim_options so;
+    wsync_plan_sim_result sr;
+    wsync_result r;
+    uint64_t i;
+    double barrier;
+    memset(&so, 0, sizeof so);
+    if (sim) so = *sim;
+    so.copy_gbps = so.quant_gbps = 1e15;
+    so.pace_gbps = 0;
+    so.watermark = 0;
+    barrier = so.barrier_us < 0 ? 0 : (so.barrier_us > 0 ? so.barrier_us : 50) * 1e-6;
+    q.tasks = (wsync_plan_task *)wsync__plalloc_raw(a, p->n_tasks, sizeof *q.tasks);
+    q.fetches = p->n_fetches ? (wsync_plan_fetch *)wsync__plalloc_raw(a, p->n_fetches, sizeof *q.fetches) : NULL;
+    if (!q.tasks || (p->n_fetches && !q.fetches)) {
+        wsync__rdma_free(a, q.tasks);
+        wsync__rdma_free(a, q.fetches);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan sparse: the replay's tasks");
+    }
+    *bytes = 0;
+    for (i = 0; i < p->n_tasks; i++) {
+        q.tasks[i] = p->tasks[i];
+        if (!dense[i]) q.tasks[i].len = (uint64_t)(wsync__pl_sp_bytes(c, p, &p->tasks[i]) + 0.5);
+        *bytes += q.tasks[i].len;
+    }
+    for (i = 0; i < p->n_fetches; i++) { /* bf16 rows between trainers: their changes */
+        q.fetches[i] = p->fetches[i];
+        q.fetches[i].len = (uint64_t)(c->sec + (double)p->fetches[i].len / 2 * c->bf16 * (2 + c->pos) + 0.5);
+        *bytes += q.fetches[i].len;
+    }
+    r = wsync_plan_simulate(&q, &so, &sr, err);
+    *barriers = (p->n_groups > 0 ? p->n_groups - 1 : 0) + (p->n_fetches ? p->n_groups : 0);
+    *wire = sr.seconds - (double)*barriers * barrier;
+    if (*wire < 0) *wire = 0;
+    wsync__rdma_free(a, q.tasks);
+    wsync__rdma_free(a, q.fetches);
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_plan_sparse_simulate(const wsync_plan *p, const wsync_plan_sim_options *sim,
+                                                  const wsync_plan_sparse_options *opt,
+                                                  wsync_plan_sparse_result *out, wsync_error *err)
+{
+    wsync__pl_sp c;
+    wsync_allocator a;
+    uint64_t T, G, NR, i, nbar = 0;
+    uint8_t *dense = NULL, *full = NULL;
+    double *snd = NULL, *stg = NULL, *rcv = NULL, barrier, wire = 0, best;
+    wsync_result r;
+    uint32_t g, k;
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!p || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan sparse: NULL argument");
+    memset(out, 0, sizeof *out);
+    if ((r = wsync__pl_sp_resolve(sim, opt, &c, err)) != WSYNC_OK) return r;
+    memset(&a, 0, sizeof a);
+    if (sim) a = sim->allocator;
+    T = p->n_trainers;
+    G = p->n_groups ? p->n_groups : 1;
+    NR = (uint64_t)p->n_inference * p->nics_per_rank;
+    barrier = sim && sim->barrier_us < 0 ? 0 : (sim && sim->barrier_us > 0 ? sim->barrier_us : 50) * 1e-6;
+    dense = (uint8_t *)wsync__plalloc(&a, p->n_tasks, 1);
+    full = (uint8_t *)wsync__plalloc(&a, p->n_preps, 1);
+    snd = (double *)wsync__plalloc(&a, 3 * T * G, sizeof(double)); /* per rank and group: diff, quantize, pack */
+    stg = (double *)wsync__plalloc(&a, 2 * NR, sizeof(double));    /* per receiving NIC: staging room, staged */
+    rcv = (double *)wsync__plalloc(&a, 3 * (uint64_t)p->n_inference, sizeof(double)); /* staged, dense, all */
+    if (!dense || !full || !snd || !stg || !rcv) {
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan sparse: state");
+        goto out;
+    }
+    for (i = 0; i < NR; i++)
+        stg[i] = opt && opt->staging > 0 ? opt->staging * (double)p->recv_bytes[i] : -1;
+    out->dense_above = c.above;
+    /* each region sparse or dense, in plan order: over the threshold, or
+       past its receiving NIC's staging, it goes dense */
+    for (i = 0; i < p->n_tasks; i++) {
+        const wsync_plan_task *tk = &p->tasks[i];
+        uint64_t rn = (uint64_t)tk->dst_rank * p->nics_per_rank + tk->dst_nic;
+        double b = wsync__pl_sp_bytes(&c, p, tk);
+        out->dense_bytes += tk->len;
+        rcv[3 * tk->dst_rank + 2] += (double)tk->len;
+        if (b > c.above * (double)tk->len || (stg[rn] >= 0 && b > stg[rn] - stg[NR + rn])) {
+            dense[i] = 1;
+            full[tk->prep] = 1;
+            out->dense_tasks++;
+            rcv[3 * tk->dst_rank + 1] += (double)tk->len;
+            continue;
+        }
+        out->sparse_tasks++;
+        stg[NR + rn] += b;
+        rcv[3 * tk->dst_rank] += b;
+        snd[(3 * (uint64_t)tk->src_rank * G + 3 * tk->group) + 2] += b / c.pack;
+    }
+    for (i = 0; i < NR; i++)
+        if (stg[NR + i] > (double)out->staging_max) out->staging_max = (uint64_t)stg[NR + i];
+    /* the senders' work before their writes: every preparation with tasks
+       is diffed; fp8 ones update the changed elements (whole tiles whose
+       scale moved); one with a dense region is also prepared in full */
+    for (i = 0; i < p->n_tasks; i++) full[p->tasks[i].prep] |= 2;
+    for (i = 0; i < p->n_preps; i++) {
+        const wsync_plan_prep *pr = &p->preps[i];
+        double *s = &snd[3 * (uint64_t)pr->rank * G + 3 * (pr->group < G ? pr->group : G - 1)];
+        if (!(full[i] & 2)) continue;
+        s[0] += (double)pr->src_bytes / c.diff;
+        if (pr->flags & WSYNC_PLAN_QUANT)
+            s[1] += (double)pr->src_bytes * c.bf16 / c.quant + (double)pr->src_bytes * c.f8s / c.fquant;
+        if (full[i] & 1) {
+            if (pr->flags & WSYNC_PLAN_QUANT) s[1] += (double)pr->src_bytes / c.fquant;
+            s[2] += (double)wsync__pl_copied(pr) / c.copy;
+        }
+    }
+    for (g = 0; g < G; g++) { /* each group's slowest sender */
+        uint64_t worst = 0;
+        best = -1;
+        for (i = 0; i < T; i++) {
+            const double *s = &snd[3 * i * G + 3 * g];
+            if (s[0] + s[1] + s[2] > best) best = s[0] + s[1] + s[2], worst = i;
+        }
+        for (k = 0; k < 3; k++) out->phase[WSYNC_PLAN_PHASE_DIFF + k] += snd[3 * worst * G + 3 * g + k];
+    }
+    if ((r = wsync__pl_sp_wire(p, sim, &c, dense, &a, &wire, &nbar, &out->wire_bytes, err)) != WSYNC_OK) goto out;
+    out->phase[WSYNC_PLAN_PHASE_WIRE] = wire;
+    /* the slowest receiver: scatter its staging, then digest */
+    best = -1;
+    for (i = 0; i < p->n_inference; i++) {
+        const double *v = &rcv[3 * i];
+        double sc = v[0] / c.scat, ve = ((opt && opt->verify_all) ? v[2] : v[0] + v[1]) / c.ver;
+        if (sc + ve > best) {
+            best = sc + ve;
+            out->phase[WSYNC_PLAN_PHASE_SCATTER] = sc;
+            out->phase[WSYNC_PLAN_PHASE_VERIFY] = ve;
+        }
+    }
+    out->phase[WSYNC_PLAN_PHASE_BARRIER] = (double)(nbar + 2) * barrier; /* and writes-done, commit */
+    for (k = 0; k < WSYNC_PLAN_PHASES; k++) {
+        out->seconds += out->phase[k];
+        if (out->phase[k] > out->phase[out->bound]) out->bound = k;
+    }
+out:
+    wsync__rdma_free(&a, dense);
+    wsync__rdma_free(&a, full);
+    wsync__rdma_free(&a, snd);
+    wsync__rdma_free(&a, stg);
+    wsync__rdma_free(&a, rcv);
     return r;
 }
 

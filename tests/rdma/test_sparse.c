@@ -257,7 +257,7 @@ static void test_hostile(void)
     sp_refused(slot, cap, &x, "reserved bytes not zero", "byte 88");
     memcpy(slot, good, cap);
     sp_put32(slot + 28, sp_get32(slot + 28) + 1); /* one section more than there is */
-    sp_refused(slot, cap, &x, "section 4 of 5", NULL);
+    sp_refused(slot, cap, &x, "5 sections, but section 4 would start", "byte 28");
     memcpy(slot, good, cap);
     sp_put32(slot + 28, sp_get32(slot + 28) - 1); /* bytes left after the last */
     sp_refused(slot, cap, &x, "after the last section", NULL);
