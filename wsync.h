@@ -2103,8 +2103,13 @@ WSYNC_DEF void wsync_mirror_close(wsync_mirror *m);
    element of every tensor is covered (WSYNC_MAP_SHARD: a rank's share,
    which touches every tensor; wsync_engine_map_check checks that the
    union of every rank's maps covers each element).
-   Refusals are WSYNC_ERR_LAYOUT naming the parameter and the piece (or the
-   tensor and the part not covered). */
+   Tied parameters are the one exception to "two places": two parameters
+   with the same dtype, shape, dim, pieces and pad (an lm_head tied to the
+   embedding: lm_head.weight with the piece embed_tokens.weight [0, V),
+   for a checkpoint that has no lm_head.weight) each get the changes.
+   Refusals are WSYNC_ERR_LAYOUT naming the parameter and the piece (and
+   for a part not covered, the tensor, the part, and the piece that ends
+   there). */
 #define WSYNC_MAP_SHARD 1u /* this map is one rank's share: tensors may be covered in part */
 
 typedef struct wsync_map_piece {
@@ -2158,9 +2163,12 @@ typedef struct wsync_engine_stats {
 typedef struct wsync_engine wsync_engine;
 
 /* Checks n_ranks maps against the checkpoint's tensors: each as a rank's
-   share (WSYNC_MAP_SHARD), then that together they cover every element of
-   every tensor (replicas may repeat; a part that no rank holds is refused,
-   named). One rank's whole map: n_ranks 1. */
+   share (WSYNC_MAP_SHARD), then that together they split every tensor
+   exactly once: every element covered, and two ranks' slices of a tensor
+   either disjoint or the same slice (a replica: a norm every rank holds
+   whole, a KV head two ranks hold). A part no rank holds, and slices that
+   overlap otherwise, are refused, naming the parameter, piece and rank.
+   One rank's whole map: n_ranks 1. */
 WSYNC_DEF wsync_result wsync_engine_map_check(const wsync_tensor *tensors, size_t n, const wsync_map_rank *ranks,
                                               size_t n_ranks, wsync_error *err);
 /* A map over a mirror (which must outlive it), checked against the
@@ -2278,6 +2286,8 @@ typedef struct wsync_dir_sync_stats {
     char version[256];         /* the version PATH links to, a name beside it ("": none) */
     double write_s;            /* seconds writing it took */
     int unchecked;             /* switched with no state digest to check (no HEAD) */
+    int write_failed;          /* the sync reached a step, and writing its version failed
+                                  (err says why; PATH as it was) */
     int relayout;              /* the chain's tensors changed: rebuilt from anchor
                                   relayout_step's */
     uint64_t relayout_step;
@@ -2319,6 +2329,16 @@ WSYNC_DEF int wsync_dir_follower_step(const wsync_dir_follower *f, uint64_t *ste
 WSYNC_DEF void wsync_dir_follower_close(wsync_dir_follower *f);
 WSYNC_DEF wsync_result wsync_dir_pull(const wsync_store *store, const wsync_chain_options *opt, const char *path,
                                       uint64_t step, wsync_dir_sync_stats *stats, wsync_error *err);
+/* The tensors of a chain's anchor (an entry of wsync_chain_read's info) as
+   one safetensors image, data zeroed, without the anchor's data: a
+   directory anchor's shards (two ranged gets each for the header), the
+   tensors in shard order; a file anchor's header. What targets are built
+   from when nothing is held yet (a directory's chain pulled into one
+   file). *image is allocated with WSYNC_MALLOC (free it with WSYNC_FREE:
+   free()). */
+WSYNC_DEF wsync_result wsync_dir_anchor_image(const wsync_store *store, const wsync_chain_options *opt,
+                                              const wsync_chain_entry *anchor, uint8_t **image, uint64_t *size,
+                                              wsync_error *err);
 /* Whether a pull into `path` keeps a directory: *is_dir 1 when path is a
    link wsync made (or a dangling link to a version beside it), or does
    not exist, does not end in .safetensors and the chain's newest anchor at
@@ -17903,13 +17923,66 @@ static wsync_result wsync__emap_refs(const wsync_tensor *t, size_t n, const wsyn
     return WSYNC_OK;
 }
 
-/* Sorted refs: overlaps within a rank (always), tensors that none touches
-   (cover 1) and parts of a tensor that none covers (cover 2). Every ref of
-   a tensor slices one dim (a whole tensor by name counts as any). */
-static wsync_result wsync__emap_cover(const wsync_tensor *t, size_t n, const wsync_map_rank *ranks,
+/* Piece k of q as (tensor, start, length) along its dim; a parameter
+   without pieces is its own tensor, whole. */
+static void wsync__emap_piece_of(const wsync_map_param *q, size_t k, const char **tn, uint64_t *start, uint64_t *len)
+{
+    if (q->n_pieces) {
+        *tn = q->pieces[k].tensor;
+        *start = q->pieces[k].start;
+        *len = q->pieces[k].length;
+    } else {
+        *tn = q->name;
+        *start = 0;
+        *len = q->rank ? q->shape[0] : 1;
+    }
+}
+
+/* Tied parameters (an lm_head tied to the embedding): two parameters of
+   one rank with the same dtype, shape, dim, pieces and pad, so each gets
+   the same changes. */
+static int wsync__emap_tied(const wsync_map_param *x, const wsync_map_param *y)
+{
+    size_t nx = x->n_pieces ? x->n_pieces : 1, ny = y->n_pieces ? y->n_pieces : 1, k;
+    uint32_t dx = x->n_pieces ? x->dim : 0, dy = y->n_pieces ? y->dim : 0, d;
+    uint64_t px = x->n_pieces ? x->pad : 0, py = y->n_pieces ? y->pad : 0;
+    if (x == y || x->dtype != y->dtype || x->rank != y->rank || nx != ny || px != py || (x->rank && dx != dy))
+        return 0;
+    for (d = 0; d < x->rank; d++)
+        if (x->shape[d] != y->shape[d]) return 0;
+    for (k = 0; k < nx; k++) {
+        const char *ta, *tb;
+        uint64_t sa, la, sb, lb;
+        wsync__emap_piece_of(x, k, &ta, &sa, &la);
+        wsync__emap_piece_of(y, k, &tb, &sb, &lb);
+        if (strcmp(ta, tb) || sa != sb || la != lb) return 0;
+    }
+    return 1;
+}
+
+/* "parameter 'NAME' piece K of rank R" (the rank when there are several). */
+static const char *wsync__eref_say(char *buf, size_t cap, const wsync_map_rank *ranks, size_t n_ranks,
+                                   const wsync__eref *r)
+{
+    const wsync_map_param *q = &ranks[r->rank].params[r->p];
+    char rk[40] = "";
+    if (n_ranks > 1) snprintf(rk, sizeof rk, " of rank %zu", r->rank);
+    if (r->k == SIZE_MAX) snprintf(buf, cap, "parameter '%.200s' (no pieces: the whole tensor)%s", q->name, rk);
+    else snprintf(buf, cap, "parameter '%.200s' piece %zu%s", q->name, r->k, rk);
+    return buf;
+}
+
+/* Sorted refs: overlaps within a rank (always; tied parameters excepted),
+   tensors that none touches (cover 1), and, across all ranks (cover 2),
+   each tensor split exactly once: parts that none covers, and two ranks'
+   slices that overlap without being the same slice (a replica: a norm in
+   every rank, or a KV head two ranks hold). Every ref of a tensor slices
+   one dim (a whole tensor by name counts as any). */
+static wsync_result wsync__emap_cover(const wsync_tensor *t, size_t n, const wsync_map_rank *ranks, size_t n_ranks,
                                       const wsync__eref *refs, size_t nr, int cover, wsync_error *err)
 {
-    size_t i = 0, ti, a, b;
+    size_t i = 0, ti, a, b, last;
+    char sx[320], sy[320];
     for (ti = 0; ti < n; ti++) {
         uint64_t reach = 0, sdim;
         int dim = -1;
@@ -17918,25 +17991,36 @@ static wsync_result wsync__emap_cover(const wsync_tensor *t, size_t n, const wsy
         sdim = t[ti].rank ? t[ti].shape[0] : 1;
         for (a = from; a < i; a++) {
             const wsync__eref *r = &refs[a];
-            const wsync_map_param *q = &ranks[r->rank].params[r->p];
             if (r->k == SIZE_MAX) continue;
             if (dim >= 0 && (uint32_t)dim != r->dim)
                 return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
-                                   "parameter '%s' piece %zu: tensor '%s' sliced along dim %u here and %d elsewhere",
-                                   q->name, r->k, t[ti].name, r->dim, dim);
+                                   "%s: tensor '%s' sliced along dim %u here and %d elsewhere",
+                                   wsync__eref_say(sx, sizeof sx, ranks, n_ranks, r), t[ti].name, r->dim, dim);
             dim = (int)r->dim;
             sdim = r->sdim;
         }
-        /* overlaps within one rank: the refs are sorted by start */
+        /* overlaps: the refs are sorted by start */
         for (a = from; a < i; a++)
             for (b = a + 1; b < i && (refs[a].k == SIZE_MAX || refs[b].start < refs[a].start + refs[a].len); b++) {
                 const wsync__eref *x = &refs[a], *y = &refs[b];
-                const wsync_map_param *qx = &ranks[x->rank].params[x->p], *qy = &ranks[y->rank].params[y->p];
-                if (x->rank != y->rank) continue;
-                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
-                                   "parameter '%s' piece %zu overlaps parameter '%s' piece %zu in tensor '%s' at "
-                                   "%llu along dim %d",
-                                   qy->name, y->k == SIZE_MAX ? 0 : y->k, qx->name, x->k == SIZE_MAX ? 0 : x->k,
+                int same = (x->start == y->start && x->len == y->len) ||
+                           (!x->start && x->len == x->sdim && !y->start && y->len == y->sdim);
+                if (x->rank != y->rank) {
+                    if (cover < 2 || same) continue; /* a replica */
+                    wsync__eref_say(sx, sizeof sx, ranks, n_ranks, x);
+                    return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
+                                       "%s: [%llu, %llu) of tensor '%s' along dim %d overlaps %s's [%llu, %llu) "
+                                       "(ranks split a tensor exactly once, or hold the same slice)",
+                                       wsync__eref_say(sy, sizeof sy, ranks, n_ranks, y),
+                                       (unsigned long long)y->start, (unsigned long long)(y->start + y->len),
+                                       t[ti].name, dim < 0 ? 0 : dim, sx, (unsigned long long)x->start,
+                                       (unsigned long long)(x->start + x->len));
+                }
+                if (x->p != y->p && same && wsync__emap_tied(&ranks[x->rank].params[x->p], &ranks[y->rank].params[y->p]))
+                    continue;
+                wsync__eref_say(sx, sizeof sx, ranks, n_ranks, x);
+                return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0, "%s overlaps %s in tensor '%s' at "
+                                   "%llu along dim %d", wsync__eref_say(sy, sizeof sy, ranks, n_ranks, y), sx,
                                    t[ti].name, (unsigned long long)y->start, dim < 0 ? 0 : dim);
             }
         if (!cover) continue;
@@ -17944,19 +18028,21 @@ static wsync_result wsync__emap_cover(const wsync_tensor *t, size_t n, const wsy
             return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
                                "checkpoint tensor '%s' is covered by no parameter", t[ti].name);
         if (cover < 2) continue;
-        for (a = from; a < i; a++) {
+        for (a = from, last = from; a < i; a++) {
             if (refs[a].k == SIZE_MAX) {
                 reach = sdim;
                 break;
             }
             if (refs[a].start > reach) break;
-            if (refs[a].start + refs[a].len > reach) reach = refs[a].start + refs[a].len;
+            if (refs[a].start + refs[a].len > reach) reach = refs[a].start + refs[a].len, last = a;
         }
         if (reach < sdim) {
             uint64_t to = a < i && refs[a].k != SIZE_MAX ? refs[a].start : sdim;
             return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, NULL, 0,
-                               "checkpoint tensor '%s': [%llu, %llu) along dim %d is covered by no parameter",
-                               t[ti].name, (unsigned long long)reach, (unsigned long long)to, dim < 0 ? 0 : dim);
+                               "checkpoint tensor '%s': [%llu, %llu) along dim %d is covered by no parameter (%s %s)",
+                               t[ti].name, (unsigned long long)reach, (unsigned long long)to, dim < 0 ? 0 : dim,
+                               wsync__eref_say(sx, sizeof sx, ranks, n_ranks, reach ? &refs[last] : &refs[from]),
+                               reach ? "ends there" : "starts after it");
         }
     }
     return WSYNC_OK;
@@ -17980,7 +18066,7 @@ static wsync_result wsync__emap_build(const wsync_allocator *al, const wsync_ten
         res = wsync__emap_refs(t, n, ranks[r].params, ranks[r].n, r, refs, &nr, err);
     if (res == WSYNC_OK) {
         if (nr) qsort(refs, nr, sizeof *refs, wsync__eref_cmp);
-        res = wsync__emap_cover(t, n, ranks, refs, nr, cover, err);
+        res = wsync__emap_cover(t, n, ranks, n_ranks, refs, nr, cover, err);
     }
     if (res != WSYNC_OK) {
         wsync__free(al, refs);
@@ -18288,6 +18374,2545 @@ WSYNC_DEF void wsync_engine_close(wsync_engine *e)
 /* ---------------------------------------------------------------------
    Model directories: read, publish, follow  >>dir
    --------------------------------------------------------------------- */
+
+/* What this section needs beyond C99 (links, flock, fdopendir, O_NOFOLLOW)
+   is POSIX.1-2008's, declared only when the program asks for it. */
+#if WSYNC__POSIX && ((defined(_POSIX_VERSION) && _POSIX_VERSION >= 200809L) || defined(__APPLE__)) && \
+    defined(O_NOFOLLOW) && defined(O_CLOEXEC) && defined(O_DIRECTORY)
+#define WSYNC__MDIR 1
+#include <fnmatch.h>
+#include <signal.h>
+#include <sys/file.h>
+#else
+#define WSYNC__MDIR 0
+#endif
+
+#if WSYNC__MDIR
+
+/* ---- memory, names, files ---- */
+
+static void *wsync__mdir_new(size_t n, size_t size)
+{
+    size_t bytes;
+    void *p;
+    if (!wsync_mul_size(n ? n : 1, size ? size : 1, &bytes) || !(p = wsync__alloc(NULL, bytes))) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void wsync__mdir_del(void *p)
+{
+    wsync__free(NULL, p);
+}
+
+static char *wsync__mdir_dup(const char *s, size_t n)
+{
+    char *o = (char *)wsync__alloc(NULL, n + 1);
+    if (!o) return NULL;
+    memcpy(o, s, n);
+    o[n] = 0;
+    return o;
+}
+
+static wsync_result wsync__mdir_oom(wsync_error *err, const char *what)
+{
+    return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "out of memory (%s)", what);
+}
+
+/* A list of names (each its own allocation), sorted when asked. */
+typedef struct wsync__mdir_names {
+    char **v;
+    size_t n, cap;
+} wsync__mdir_names;
+
+static int wsync__mdir_push(wsync__mdir_names *l, const char *s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = (char **)wsync__mdir_new(cap, sizeof *v);
+        if (!v) return 0;
+        if (l->n) memcpy(v, l->v, l->n * sizeof *v);
+        wsync__mdir_del(l->v);
+        l->v = v;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = wsync__mdir_dup(s, strlen(s)))) return 0;
+    l->n++;
+    return 1;
+}
+
+static void wsync__mdir_names_free(wsync__mdir_names *l)
+{
+    size_t i;
+    for (i = 0; i < l->n; i++) wsync__mdir_del(l->v[i]);
+    wsync__mdir_del(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static int wsync__mdir_strcmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void wsync__mdir_sort(wsync__mdir_names *l)
+{
+    if (l->n > 1) qsort(l->v, l->n, sizeof *l->v, wsync__mdir_strcmp);
+}
+
+/* Sorted, each name once: n log n for any number of names (an index of
+   20,000 shard names sorted after each new one took 12-16 s). */
+static WSYNC__UNUSED void wsync__mdir_sort_unique(wsync__mdir_names *l)
+{
+    size_t i, k = 0;
+    wsync__mdir_sort(l);
+    for (i = 0; i < l->n; i++) {
+        if (k && strcmp(l->v[k - 1], l->v[i]) == 0) wsync__mdir_del(l->v[i]);
+        else l->v[k++] = l->v[i];
+    }
+    l->n = k;
+}
+
+static WSYNC__UNUSED int wsync__mdir_has(const wsync__mdir_names *l, const char *s)
+{
+    return l->n && bsearch(&s, l->v, l->n, sizeof *l->v, wsync__mdir_strcmp) != NULL;
+}
+
+static int wsync__mdir_join(char *buf, size_t cap, const char *dir, const char *name)
+{
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < cap;
+}
+
+static int wsync__mdir_ends(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int wsync__mdir_digit(int c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* The directory holding `path` and the name in it ("." when none; "/x":
+   the root). */
+static void wsync__mdir_split(const char *path, char *dir, size_t cap, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, cap, ".");
+        *base = path;
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n == 0) n = 1;
+        snprintf(dir, cap, "%.*s", (int)n, path);
+        *base = slash + 1;
+    }
+}
+
+/* A rename is durable once its directory is synced: 1 synced (or a
+   filesystem that cannot sync a directory), 0 not. */
+static int wsync__mdir_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_CLOEXEC), ok;
+    if (fd < 0) return 0;
+    ok = fsync(fd) == 0 || errno == EINVAL;
+    close(fd);
+    return ok;
+}
+
+/* The regular files in `dir` (links followed: a Hugging Face cache links
+   its snapshots' files to blobs), names not starting with '.', sorted.
+   1 listed; 0 with errno set. */
+static int wsync__mdir_list(const char *dir, wsync__mdir_names *out)
+{
+    DIR *d;
+    struct dirent *e;
+    char full[8192];
+    memset(out, 0, sizeof *out);
+    if (!(d = opendir(dir))) return 0;
+    while ((e = readdir(d)) != NULL) {
+        struct stat sb;
+        if (e->d_name[0] == '.') continue;
+        if (!wsync__mdir_join(full, sizeof full, dir, e->d_name)) continue;
+        if (stat(full, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (!wsync__mdir_push(out, e->d_name)) {
+            closedir(d);
+            wsync__mdir_names_free(out);
+            errno = ENOMEM;
+            return 0;
+        }
+    }
+    closedir(d);
+    wsync__mdir_sort(out);
+    return 1;
+}
+
+/* A file that must be one of the directory's own (an index's shard, a
+   carried file): a name, not a path, by the chain's rules for an anchor's
+   objects. WSYNC_OK, or the rule it breaks (the message: the rule alone). */
+static WSYNC__UNUSED wsync_result wsync__mdir_name_rule(const char *name, size_t len, wsync_error *err)
+{
+    if (memchr(name, 0, len) != NULL) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "a file name holding U+0000");
+    if (strchr(name, '/') != NULL)
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "'%.200s' is a path: files must be in the directory "
+                               "itself (no '/')", name);
+    if (strstr(name, "..") != NULL) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "'%.200s' holds '..'", name);
+    return wsync_chain_file_name_check(name, err);
+}
+
+/* The whole file at `path` read into a new buffer (NUL after it), at most
+   `max` bytes. */
+static wsync_result wsync__mdir_slurp(const char *path, uint64_t max, char **out, size_t *len, wsync_error *err)
+{
+    wsync_mapped map;
+    wsync_result r;
+    *out = NULL;
+    if ((r = wsync_file_map(path, &map, err)) != WSYNC_OK) return r;
+    if (map.size > max) {
+        wsync_file_unmap(&map);
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: %llu bytes, above the %llu it may have",
+                           path, (unsigned long long)map.size, (unsigned long long)max);
+    }
+    if (!(*out = wsync__mdir_dup((const char *)map.bytes, (size_t)map.size))) {
+        wsync_file_unmap(&map);
+        return wsync__mdir_oom(err, path);
+    }
+    *len = (size_t)map.size;
+    wsync_file_unmap(&map);
+    return WSYNC_OK;
+}
+
+/* ---- JSON: the index and the step file, read with the tokenizer ---- */
+
+#define WSYNC__MDIR_JS (WSYNC__JS_UTF8 | WSYNC__JS_PAIRS)
+static const char wsync__mdir_js_oom[] = "out of memory";
+
+/* The string at s[*i] decoded into a new buffer (NUL-terminated). */
+static const char *wsync__mdir_jstr(const uint8_t *s, size_t n, size_t *i, char **out, size_t *len)
+{
+    size_t at = *i, k = 0;
+    const char *why = wsync__js_string(s, n, &at, WSYNC__MDIR_JS, NULL, 0, &k);
+    *out = NULL;
+    if (why) {
+        *i = at;
+        return why;
+    }
+    if (!(*out = (char *)wsync__alloc(NULL, k + 1))) return wsync__mdir_js_oom;
+    at = *i;
+    wsync__js_string(s, n, &at, WSYNC__MDIR_JS, *out, k, &k);
+    (*out)[k] = 0;
+    *len = k;
+    *i = at;
+    return NULL;
+}
+
+/* A JSON failure of file `path` at byte `at`. */
+static WSYNC__UNUSED wsync_result wsync__mdir_jfail(wsync_error *err, const char *path, size_t at, const char *why)
+{
+    if (why == wsync__mdir_js_oom) return wsync__mdir_oom(err, path);
+    return wsync__fail(err, WSYNC_ERR_INVALID_JSON, UINT64_MAX, NULL, 0, "%s: not valid JSON: byte %llu: %s", path,
+                       (unsigned long long)at, why);
+}
+
+/* An object's members one by one: at '{' (first 1) or after a member,
+   moves to the next member's value (its decoded key in *key, free it) and
+   returns 1, or past the closing '}' and returns 0; -1 with *why. */
+static int wsync__mdir_jmember(const uint8_t *s, size_t n, size_t *i, int first, char **key, size_t *klen,
+                               const char **why)
+{
+    *key = NULL;
+    *i = wsync__js_ws(s, n, *i);
+    if (first) {
+        if (*i >= n || s[*i] != '{') return *why = "expected an object", -1;
+        *i = wsync__js_ws(s, n, *i + 1);
+        if (*i < n && s[*i] == '}') return ++*i, 0;
+    } else {
+        if (*i < n && s[*i] == '}') return ++*i, 0;
+        if (*i >= n || s[*i] != ',') return *why = "expected ',' or '}'", -1;
+        *i = wsync__js_ws(s, n, *i + 1);
+    }
+    if (*i >= n || s[*i] != '"') return *why = "an object's member needs a name (a string)", -1;
+    if ((*why = wsync__mdir_jstr(s, n, i, key, klen)) != NULL) return -1;
+    *i = wsync__js_ws(s, n, *i);
+    if (*i >= n || s[*i] != ':') {
+        wsync__mdir_del(*key);
+        *key = NULL;
+        return *why = "':' expected after a member's name", -1;
+    }
+    *i = wsync__js_ws(s, n, *i + 1);
+    return 1;
+}
+
+static int wsync__mdir_key_is(const char *k, size_t kl, const char *lit)
+{
+    return kl == strlen(lit) && memcmp(k, lit, kl) == 0;
+}
+
+#ifndef WSYNC_NO_ENCODE /* the index: publishing's */
+/* One entry of the index's weight_map. */
+typedef struct wsync__mdir_wm {
+    char *tensor, *shard;
+    size_t tensor_len, shard_len;
+    size_t at;                 /* its byte in the index */
+} wsync__mdir_wm;
+
+static int wsync__mdir_wm_cmp(const void *a, const void *b)
+{
+    const wsync__mdir_wm *x = (const wsync__mdir_wm *)a, *y = (const wsync__mdir_wm *)b;
+    size_t n = x->tensor_len < y->tensor_len ? x->tensor_len : y->tensor_len;
+    int c = memcmp(x->tensor, y->tensor, n);
+    if (c) return c;
+    return x->tensor_len < y->tensor_len ? -1 : x->tensor_len > y->tensor_len;
+}
+
+static void wsync__mdir_wm_free(wsync__mdir_wm *wm, size_t n)
+{
+    size_t i;
+    for (i = 0; wm && i < n; i++) {
+        wsync__mdir_del(wm[i].tensor);
+        wsync__mdir_del(wm[i].shard);
+    }
+    wsync__mdir_del(wm);
+}
+
+/* The index at `ipath`: {"metadata": {"total_size": N, ...}, "weight_map":
+   {tensor: shard file, ...}, anything else}. Its weight_map (sorted by
+   tensor; a tensor twice refused), each shard name a plain .safetensors
+   file name, each shard once and sorted into `shards`, every one a file of
+   the directory (`entries`). */
+static wsync_result wsync__mdir_read_index(const char *ipath, const wsync__mdir_names *entries, wsync__mdir_wm **out,
+                                           size_t *n_out, wsync__mdir_names *shards, wsync_error *err)
+{
+    char *text = NULL, *key = NULL;
+    const uint8_t *s;
+    size_t n = 0, i = 0, klen = 0, cap = 0, nw = 0, k;
+    wsync__mdir_wm *wm = NULL;
+    const char *why = NULL;
+    int m, seen_wm = 0, seen_meta = 0;
+    wsync_result r;
+    *out = NULL;
+    *n_out = 0;
+    memset(shards, 0, sizeof *shards);
+    if ((r = wsync__mdir_slurp(ipath, WSYNC_DIR_INDEX_MAX, &text, &n, err)) != WSYNC_OK) return r;
+    s = (const uint8_t *)text;
+    for (m = wsync__mdir_jmember(s, n, &i, 1, &key, &klen, &why); m > 0;
+         m = wsync__mdir_jmember(s, n, &i, 0, &key, &klen, &why)) {
+        size_t at = i;
+        if (wsync__mdir_key_is(key, klen, "weight_map") || wsync__mdir_key_is(key, klen, "metadata")) {
+            int is_wm = key[0] == 'w', mm;
+            char *k2 = NULL;
+            size_t k2len = 0;
+            if (is_wm ? seen_wm++ : seen_meta++) {
+                r = wsync__fail(err, WSYNC_ERR_INVALID_JSON, UINT64_MAX, NULL, 0, "%s: byte %llu: the index names "
+                                "\"%s\" twice", ipath, (unsigned long long)at, key);
+                goto done;
+            }
+            if (i >= n || s[i] != '{') {
+                r = wsync__fail(err, WSYNC_ERR_INVALID_JSON, UINT64_MAX, NULL, 0, is_wm ? "%s: byte %llu: the index "
+                                "needs \"weight_map\", an object from tensor name to shard file" : "%s: byte %llu: "
+                                "\"metadata\" must be an object", ipath, (unsigned long long)at);
+                goto done;
+            }
+            for (mm = wsync__mdir_jmember(s, n, &i, 1, &k2, &k2len, &why); mm > 0;
+                 mm = wsync__mdir_jmember(s, n, &i, 0, &k2, &k2len, &why)) {
+                size_t vat = i;
+                if (!is_wm) {
+                    if (wsync__mdir_key_is(k2, k2len, "total_size")) {
+                        int is_uint = 0, ovf = 0;
+                        uint64_t v;
+                        if (i >= n || (s[i] != '-' && !wsync__mdir_digit(s[i])) ||
+                            (why = wsync__js_number(s, n, &i, &is_uint, &v, &ovf)) != NULL || !is_uint || ovf) {
+                            wsync__mdir_del(k2);
+                            if (why) goto bad_json;
+                            r = wsync__fail(err, WSYNC_ERR_INVALID_JSON, UINT64_MAX, NULL, 0, "%s: byte %llu: "
+                                            "\"metadata\".\"total_size\" must be a whole number of bytes", ipath,
+                                            (unsigned long long)vat);
+                            goto done;
+                        }
+                    } else if ((why = wsync__js_skip(s, n, &i, WSYNC__MDIR_JS, 2, 64)) != NULL) {
+                        wsync__mdir_del(k2);
+                        goto bad_json;
+                    }
+                    wsync__mdir_del(k2);
+                    continue;
+                }
+                if (nw == cap) {
+                    size_t c2 = cap ? 2 * cap : 64;
+                    wsync__mdir_wm *v2 = (wsync__mdir_wm *)wsync__mdir_new(c2, sizeof *v2);
+                    if (!v2) {
+                        wsync__mdir_del(k2);
+                        r = wsync__mdir_oom(err, ipath);
+                        goto done;
+                    }
+                    if (nw) memcpy(v2, wm, nw * sizeof *v2);
+                    wsync__mdir_del(wm);
+                    wm = v2;
+                    cap = c2;
+                }
+                wm[nw].tensor = k2;
+                wm[nw].tensor_len = k2len;
+                wm[nw].at = vat;
+                nw++;
+                if (memchr(k2, 0, k2len) != NULL) {
+                    r = wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s: \"weight_map\" names a "
+                                    "tensor '%s' whose name holds U+0000", ipath, k2);
+                    goto done;
+                }
+                if (i >= n || s[i] != '"') {
+                    r = wsync__fail(err, WSYNC_ERR_INVALID_JSON, UINT64_MAX, NULL, 0, "%s: \"weight_map\" maps tensor "
+                                    "'%.200s' to something other than a file name", ipath, k2);
+                    goto done;
+                }
+                if ((why = wsync__mdir_jstr(s, n, &i, &wm[nw - 1].shard, &wm[nw - 1].shard_len)) != NULL) goto bad_json;
+            }
+            if (mm < 0) goto bad_json;
+        } else if ((why = wsync__js_skip(s, n, &i, WSYNC__MDIR_JS, 1, 64)) != NULL) {
+            goto bad_json;
+        }
+        wsync__mdir_del(key);
+        key = NULL;
+    }
+    if (m < 0) goto bad_json;
+    i = wsync__js_ws(s, n, i);
+    if (i != n) {
+        why = "something follows the value";
+        goto bad_json;
+    }
+    if (!seen_wm) {
+        r = wsync__fail(err, WSYNC_ERR_INVALID_JSON, UINT64_MAX, NULL, 0, "%s: the index needs \"weight_map\", an "
+                        "object from tensor name to shard file", ipath);
+        goto done;
+    }
+    if (!nw) {
+        r = wsync__fail(err, WSYNC_ERR_INVALID_JSON, UINT64_MAX, NULL, 0, "%s: \"weight_map\" names no tensor", ipath);
+        goto done;
+    }
+    for (k = 0; k < nw; k++) {
+        const wsync__mdir_wm *e = &wm[k];
+        wsync_error why2;
+        if (wsync__mdir_name_rule(e->shard, e->shard_len, &why2) != WSYNC_OK) {
+            r = wsync__fail(err, why2.code, UINT64_MAX, NULL, 0, "%s: \"weight_map\" maps tensor '%.150s' to a file "
+                            "name the directory cannot hold: %s", ipath, e->tensor, why2.message);
+            goto done;
+        }
+        if (!wsync__mdir_ends(e->shard, ".safetensors")) {
+            r = wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s: \"weight_map\" maps tensor '%.150s' "
+                            "to '%.150s', not a .safetensors file", ipath, e->tensor, e->shard);
+            goto done;
+        }
+        if (!wsync__mdir_push(shards, e->shard)) {
+            r = wsync__mdir_oom(err, "shard names");
+            goto done;
+        }
+    }
+    qsort(wm, nw, sizeof *wm, wsync__mdir_wm_cmp);
+    for (k = 1; k < nw; k++)
+        if (wsync__mdir_wm_cmp(&wm[k - 1], &wm[k]) == 0) {
+            r = wsync__fail(err, WSYNC_ERR_INVALID_JSON, UINT64_MAX, NULL, 0, "%s: byte %llu: \"weight_map\" names "
+                            "the tensor '%.200s' twice", ipath,
+                            (unsigned long long)(wm[k].at > wm[k - 1].at ? wm[k].at : wm[k - 1].at), wm[k].tensor);
+            goto done;
+        }
+    wsync__mdir_sort_unique(shards);
+    for (k = 0; k < shards->n; k++)
+        if (!wsync__mdir_has(entries, shards->v[k])) {
+            r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "%s: the index names the shard '%s', which "
+                            "is not a file in the directory (a missing shard)", ipath, shards->v[k]);
+            goto done;
+        }
+    *out = wm;
+    *n_out = nw;
+    wm = NULL;
+    nw = 0;
+    r = WSYNC_OK;
+    goto done;
+bad_json:
+    r = wsync__mdir_jfail(err, ipath, i, why);
+done:
+    wsync__mdir_del(key);
+    wsync__mdir_wm_free(wm, nw);
+    wsync__mdir_del(text);
+    if (r != WSYNC_OK) wsync__mdir_names_free(shards);
+    return r;
+}
+
+#endif /* WSYNC_NO_ENCODE */
+
+/* hex digits into bytes: 1 when s is exactly 2 * n of them. */
+static int wsync__mdir_unhex(const char *s, size_t len, uint8_t *out, size_t n)
+{
+    size_t i;
+    if (len != 2 * n) return 0;
+    for (i = 0; i < 2 * n; i++) {
+        int c = (unsigned char)s[i], v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                             : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (v < 0) return 0;
+        if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
+        else out[i / 2] |= (uint8_t)v;
+    }
+    return 1;
+}
+
+/* What a version's WSYNC_DIR_STEP_FILE says. */
+typedef struct wsync__mdir_stepfile {
+    uint64_t step, state;      /* state: 0 when absent */
+    int has_chain;
+    uint8_t chain[WSYNC_CHAIN_ID_SIZE];
+} wsync__mdir_stepfile;
+
+/* dir's WSYNC_DIR_STEP_FILE: {"step": N, "state": "16 hex", "chain": "32
+   hex"} (state and chain optional, other keys ignored). */
+static wsync_result wsync__mdir_read_stepfile(const char *dir, wsync__mdir_stepfile *sf, wsync_error *err)
+{
+    char full[8192], *text = NULL, *key = NULL;
+    const uint8_t *s;
+    size_t n = 0, i = 0, klen = 0;
+    const char *why = NULL;
+    int m, has_step = 0;
+    wsync_result r;
+    memset(sf, 0, sizeof *sf);
+    if (!wsync__mdir_join(full, sizeof full, dir, WSYNC_DIR_STEP_FILE))
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the path is too long", dir);
+    if ((r = wsync__mdir_slurp(full, 4096, &text, &n, err)) != WSYNC_OK) return r;
+    s = (const uint8_t *)text;
+    for (m = wsync__mdir_jmember(s, n, &i, 1, &key, &klen, &why); m > 0;
+         m = wsync__mdir_jmember(s, n, &i, 0, &key, &klen, &why)) {
+        if (wsync__mdir_key_is(key, klen, "step")) {
+            int is_uint = 0, ovf = 0;
+            if (i >= n || (s[i] != '-' && !wsync__mdir_digit(s[i])) ||
+                (why = wsync__js_number(s, n, &i, &is_uint, &sf->step, &ovf)) != NULL || !is_uint || ovf ||
+                sf->step > WSYNC_STEP_MAX) {
+                if (!why) why = "\"step\" is not a step number";
+                break;
+            }
+            has_step = 1;
+        } else if (wsync__mdir_key_is(key, klen, "state") || wsync__mdir_key_is(key, klen, "chain")) {
+            char *v = NULL;
+            size_t vl = 0;
+            int is_chain = key[0] == 'c';
+            uint8_t b[WSYNC_CHAIN_ID_SIZE];
+            if (i >= n || s[i] != '"') {
+                why = is_chain ? "\"chain\" is not a string" : "\"state\" is not a string";
+                break;
+            }
+            if ((why = wsync__mdir_jstr(s, n, &i, &v, &vl)) != NULL) break;
+            if (is_chain) {
+                if (!wsync__mdir_unhex(v, vl, sf->chain, sizeof sf->chain)) why = "\"chain\" is not 32 hex digits";
+                sf->has_chain = 1;
+            } else if (wsync__mdir_unhex(v, vl, b, 8)) {
+                int k;
+                for (k = 0; k < 8; k++) sf->state = sf->state << 8 | b[k];
+            }
+            wsync__mdir_del(v);
+            if (why) break;
+        } else if ((why = wsync__js_skip(s, n, &i, WSYNC__MDIR_JS, 1, 16)) != NULL) {
+            break;
+        }
+        wsync__mdir_del(key);
+        key = NULL;
+    }
+    wsync__mdir_del(key);
+    if (!why && m == 0 && wsync__js_ws(s, n, i) != n) why = "something follows the value";
+    if (!why && !has_step) why = "no \"step\" that is a step number";
+    wsync__mdir_del(text);
+    if (why == wsync__mdir_js_oom) return wsync__mdir_oom(err, full);
+    if (why) {
+        sf->has_chain = 0;
+        return wsync__fail(err, WSYNC_ERR_INVALID_METADATA, UINT64_MAX, NULL, 0, "%s: not a step file: byte %llu: %s",
+                           full, (unsigned long long)i, why);
+    }
+    return WSYNC_OK;
+}
+
+static int wsync__mdir_has_stepfile(const char *dir)
+{
+    char full[8192];
+    struct stat sb;
+    return wsync__mdir_join(full, sizeof full, dir, WSYNC_DIR_STEP_FILE) && stat(full, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+#ifndef WSYNC_NO_ENCODE
+/* A decimal step ("7"), as a trainer's __metadata__ "step" holds it. */
+static int wsync__mdir_parse_step(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!s || !*s) return 0;
+    for (; *s; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return v <= WSYNC_STEP_MAX;
+}
+#endif
+
+/* ---- publishing: a checkpoint directory read and checked ---- */
+
+#ifndef WSYNC_NO_ENCODE
+/* The small files a checkpoint carries besides its shards: every one of
+   these that the directory holds travels with each anchor. */
+static const char *const wsync__mdir_plain[] = {
+    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "vocab.json", "vocab.txt", "merges.txt", "tokenizer.model", "added_tokens.json", "chat_template.jinja",
+    "chat_template.json", "preprocessor_config.json", NULL};
+
+/* What a wsync_dir_checkpoint holds besides its public fields. */
+typedef struct wsync__mdir_ck {
+    size_t n_shards, n_files;
+    wsync_mapped *maps;        /* the shards' */
+    wsync_st_file *sts;
+    char **shard_names;
+    wsync_mapped *fmaps;       /* the carried files' */
+    char **file_names;
+} wsync__mdir_ck;
+
+typedef struct wsync__mdir_ref {
+    const char *name;
+    size_t shard;
+} wsync__mdir_ref;
+
+static int wsync__mdir_ref_cmp(const void *a, const void *b)
+{
+    return strcmp(((const wsync__mdir_ref *)a)->name, ((const wsync__mdir_ref *)b)->name);
+}
+
+WSYNC_DEF void wsync_dir_checkpoint_free(wsync_dir_checkpoint *c)
+{
+    wsync__mdir_ck *p;
+    size_t i;
+    if (!c) return;
+    if ((p = (wsync__mdir_ck *)c->priv) != NULL) {
+        for (i = 0; i < p->n_shards; i++) {
+            wsync_st_free(&p->sts[i]);
+            wsync_file_unmap(&p->maps[i]);
+        }
+        for (i = 0; p->shard_names && i < c->n_shards; i++) wsync__mdir_del(p->shard_names[i]);
+        for (i = 0; i < p->n_files; i++) {
+            wsync_file_unmap(&p->fmaps[i]);
+            wsync__mdir_del(p->file_names[i]);
+        }
+        wsync__mdir_del(p->maps);
+        wsync__mdir_del(p->sts);
+        wsync__mdir_del(p->shard_names);
+        wsync__mdir_del(p->fmaps);
+        wsync__mdir_del(p->file_names);
+        wsync__mdir_del(p);
+    }
+    wsync__mdir_del(c->tensors);
+    wsync__mdir_del(c->shards);
+    wsync__mdir_del(c->files);
+    wsync__mdir_del(c->unmatched);
+    memset(c, 0, sizeof *c);
+}
+
+/* The files carried with each anchor: the documented ones present, the
+   index, and what the patterns match (not shards, not the step file). */
+static wsync_result wsync__mdir_carried(const wsync__mdir_names *entries,
+                                        const wsync__mdir_names *shards, int has_index, const char *const *include,
+                                        size_t n_include, wsync_dir_checkpoint *c, wsync__mdir_names *out)
+{
+    size_t i, k;
+    int oom = 0;
+    memset(out, 0, sizeof *out);
+    for (i = 0; wsync__mdir_plain[i]; i++)
+        if (wsync__mdir_has(entries, wsync__mdir_plain[i])) oom |= !wsync__mdir_push(out, wsync__mdir_plain[i]);
+    if (has_index) oom |= !wsync__mdir_push(out, WSYNC_DIR_INDEX);
+    for (k = 0; k < n_include; k++) {
+        int matched = 0;
+        for (i = 0; i < entries->n; i++) {
+            const char *nm = entries->v[i];
+            if (fnmatch(include[k], nm, 0) != 0) continue;
+            matched = 1;
+            if (wsync__mdir_has(shards, nm)) continue;
+            if (strcmp(nm, WSYNC_DIR_STEP_FILE) == 0) { /* reserved: each pulled version's own */
+                c->skipped_step_file = 1;
+                continue;
+            }
+            oom |= !wsync__mdir_push(out, nm);
+        }
+        if (!matched) c->unmatched[k] = 1;
+    }
+    wsync__mdir_sort_unique(out);
+    if (oom) {
+        wsync__mdir_names_free(out);
+        return WSYNC_ERR_OUT_OF_MEMORY;
+    }
+    return WSYNC_OK;
+}
+
+/* A shard mapped, parsed, its names C strings, one tensor at least. */
+static wsync_result wsync__mdir_load_shard(const char *full, wsync_mapped *map, wsync_st_file *st, wsync_error *err)
+{
+    wsync_result r;
+    if ((r = wsync_file_map(full, map, err)) != WSYNC_OK) return r;
+    if ((r = wsync_st_parse(map->bytes, map->size, NULL, st, err)) != WSYNC_OK) {
+        char m[sizeof err->message];
+        wsync_file_unmap(map);
+        memcpy(m, err->message, sizeof m);
+        return wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s: a shard that is not valid safetensors: %s", full, m);
+    }
+    if ((r = wsync_st_check_names(st, err)) != WSYNC_OK || !st->n_tensors) {
+        char m[sizeof err->message];
+        memcpy(m, err->message, sizeof m);
+        wsync_st_free(st);
+        wsync_file_unmap(map);
+        if (r != WSYNC_OK) return wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s: %s", full, m);
+        return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s: a shard holding no tensor", full);
+    }
+    return WSYNC_OK;
+}
+
+/* The step a directory claims: its shards' __metadata__ "step" when all
+   claim one, else its WSYNC_DIR_STEP_FILE's (a pulled version relayed);
+   none when the two disagree. */
+static void wsync__mdir_claimed_step(const char *dir, const wsync__mdir_names *entries, wsync_dir_checkpoint *c,
+                                     const wsync__mdir_ck *p)
+{
+    size_t i;
+    uint64_t step = 0, x = 0;
+    int all = c->n_shards > 0;
+    wsync__mdir_stepfile sf;
+    for (i = 0; all && i < c->n_shards; i++) {
+        if (!wsync__mdir_parse_step(wsync_st_metadata_get(&p->sts[i], "step"), &x) || (i && x != step)) all = 0;
+        step = x;
+    }
+    if (wsync__mdir_has(entries, WSYNC_DIR_STEP_FILE) && wsync__mdir_read_stepfile(dir, &sf, NULL) == WSYNC_OK) {
+        if (all && sf.step != step) return;
+        step = sf.step;
+        all = 1;
+    }
+    c->has_step = all;
+    c->step = all ? step : 0;
+}
+
+WSYNC_DEF wsync_result wsync_dir_read(const char *dir, const char *const *include, size_t n_include,
+                                      wsync_dir_checkpoint *out, wsync_error *err)
+{
+    wsync__mdir_names entries, shards, files;
+    wsync__mdir_wm *wm = NULL;
+    size_t n_wm = 0, i, k, at;
+    wsync__mdir_ref *refs = NULL;
+    wsync__mdir_ck *p;
+    unsigned char *seen = NULL;
+    char ipath[8192], full[8192];
+    wsync_error why;
+    int has_index;
+    wsync_result r = WSYNC_OK;
+    wsync__error_reset(err);
+    if (!out) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_dir_read needs an output");
+    memset(out, 0, sizeof *out);
+    if (!dir || (n_include && !include))
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_dir_read needs a directory");
+    memset(&shards, 0, sizeof shards);
+    memset(&files, 0, sizeof files);
+    for (k = 0; k < n_include; k++)
+        if (!include[k] || !*include[k] || strchr(include[k], '/'))
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "include pattern '%s': a pattern "
+                               "for file names in the directory (no '/')", include[k] ? include[k] : "(null)");
+    if (!wsync__mdir_list(dir, &entries))
+        return wsync__fail(err, errno == ENOENT ? WSYNC_ERR_NOT_FOUND : WSYNC_ERR_IO, UINT64_MAX, NULL, 0,
+                           "%s: cannot list the directory: %s", dir, strerror(errno));
+    if (!(p = (wsync__mdir_ck *)wsync__mdir_new(1, sizeof *p)) ||
+        !(out->unmatched = (unsigned char *)wsync__mdir_new(n_include + 1, 1))) {
+        wsync__mdir_del(p);
+        wsync__mdir_names_free(&entries);
+        return wsync__mdir_oom(err, dir);
+    }
+    out->priv = p;
+    has_index = wsync__mdir_has(&entries, WSYNC_DIR_INDEX);
+    if (!wsync__mdir_join(ipath, sizeof ipath, dir, WSYNC_DIR_INDEX)) {
+        r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the path is too long", dir);
+        goto done;
+    }
+    /* the shards: the index's files, or every *.safetensors */
+    if (has_index) {
+        if ((r = wsync__mdir_read_index(ipath, &entries, &wm, &n_wm, &shards, err)) != WSYNC_OK) goto done;
+        for (i = 0; i < entries.n; i++)
+            if (wsync__mdir_ends(entries.v[i], ".safetensors") && !wsync__mdir_has(&shards, entries.v[i])) {
+                r = wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s/%s: a .safetensors file that %s "
+                                "does not name (with an index, the shards are exactly the files it names)", dir,
+                                entries.v[i], WSYNC_DIR_INDEX);
+                goto done;
+            }
+    } else {
+        for (i = 0; i < entries.n; i++)
+            if (wsync__mdir_ends(entries.v[i], ".safetensors") && !wsync__mdir_push(&shards, entries.v[i])) {
+                r = wsync__mdir_oom(err, "shard names");
+                goto done;
+            }
+        if (!shards.n) {
+            r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "%s: no *.safetensors file: a model "
+                            "directory holds its shards (model.safetensors, or model-00001-of-0000N.safetensors with "
+                            "the index)", dir);
+            goto done;
+        }
+    }
+    for (i = 0; i < shards.n; i++)
+        if (wsync__mdir_name_rule(shards.v[i], strlen(shards.v[i]), &why) != WSYNC_OK) {
+            r = wsync__fail(err, why.code, UINT64_MAX, NULL, 0, "%s/%s: a shard's name: %s", dir, shards.v[i],
+                            why.message);
+            goto done;
+        }
+    /* every shard parses, names every tensor by a C string, holds one at least */
+    p->maps = (wsync_mapped *)wsync__mdir_new(shards.n, sizeof *p->maps);
+    p->sts = (wsync_st_file *)wsync__mdir_new(shards.n, sizeof *p->sts);
+    p->shard_names = (char **)wsync__mdir_new(shards.n, sizeof *p->shard_names);
+    out->shards = (wsync_anchor_shard *)wsync__mdir_new(shards.n, sizeof *out->shards);
+    if (!p->maps || !p->sts || !p->shard_names || !out->shards) {
+        r = wsync__mdir_oom(err, "shards");
+        goto done;
+    }
+    out->n_shards = shards.n;
+    for (i = 0; i < shards.n; i++) {
+        p->shard_names[i] = shards.v[i];
+        shards.v[i] = NULL;
+    }
+    for (i = 0; i < out->n_shards; i++) {
+        if (!wsync__mdir_join(full, sizeof full, dir, p->shard_names[i])) {
+            r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the path is too long", dir);
+            goto done;
+        }
+        if ((r = wsync__mdir_load_shard(full, &p->maps[i], &p->sts[i], err)) != WSYNC_OK) goto done;
+        p->n_shards = i + 1;
+        out->shards[i].name = p->shard_names[i];
+        out->shards[i].first = out->n_tensors;
+        out->shards[i].count = p->sts[i].n_tensors;
+        out->shards[i].metadata = p->sts[i].metadata; /* the trainer's keys, in order, into the anchor */
+        out->shards[i].n_metadata = p->sts[i].n_metadata;
+        out->n_tensors += p->sts[i].n_tensors;
+    }
+    /* the tensors, shard after shard; no tensor in two shards */
+    refs = (wsync__mdir_ref *)wsync__mdir_new(out->n_tensors + 1, sizeof *refs);
+    out->tensors = (wsync_tensor *)wsync__mdir_new(out->n_tensors + 1, sizeof *out->tensors);
+    if (!refs || !out->tensors) {
+        r = wsync__mdir_oom(err, "tensors");
+        goto done;
+    }
+    for (i = 0, at = 0; i < out->n_shards; i++)
+        for (k = 0; k < p->sts[i].n_tensors; k++, at++) {
+            const wsync_st_tensor *s = &p->sts[i].tensors[k];
+            wsync_tensor *t = &out->tensors[at];
+            t->name = s->name;
+            t->dtype = s->dtype;
+            t->rank = s->rank;
+            t->shape = s->shape;
+            t->data = (void *)s->data; /* read-only: the mapping */
+            t->nbytes = s->end - s->begin;
+            out->bytes += t->nbytes;
+            refs[at].name = t->name;
+            refs[at].shard = i;
+        }
+    qsort(refs, out->n_tensors, sizeof *refs, wsync__mdir_ref_cmp);
+    for (i = 1; i < out->n_tensors; i++)
+        if (strcmp(refs[i - 1].name, refs[i].name) == 0) {
+            size_t a = refs[i - 1].shard < refs[i].shard ? refs[i - 1].shard : refs[i].shard;
+            size_t b = refs[i - 1].shard < refs[i].shard ? refs[i].shard : refs[i - 1].shard;
+            r = wsync__fail(err, WSYNC_ERR_DUPLICATE_KEY, UINT64_MAX, NULL, 0, "%s/%s: tensor '%.200s' is in two "
+                            "shards, %s and %s (a tensor lives in one shard)", dir, out->shards[b].name, refs[i].name,
+                            out->shards[a].name, out->shards[b].name);
+            goto done;
+        }
+    /* the index names exactly the shards' tensors, each with its shard */
+    if (has_index) {
+        if (!(seen = (unsigned char *)wsync__mdir_new(out->n_tensors + 1, 1))) {
+            r = wsync__mdir_oom(err, "tensor list");
+            goto done;
+        }
+        for (i = 0; i < n_wm; i++) {
+            wsync__mdir_ref key, *hit;
+            key.name = wm[i].tensor;
+            key.shard = 0;
+            hit = (wsync__mdir_ref *)bsearch(&key, refs, out->n_tensors, sizeof *refs, wsync__mdir_ref_cmp);
+            if (!hit) {
+                r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "%s: the index names tensor '%.200s' "
+                                "(in %.100s), which no shard holds", ipath, wm[i].tensor, wm[i].shard);
+                goto done;
+            }
+            if (strcmp(out->shards[hit->shard].name, wm[i].shard) != 0) {
+                r = wsync__fail(err, WSYNC_ERR_INVALID_METADATA, UINT64_MAX, NULL, 0, "%s: the index maps tensor "
+                                "'%.200s' to %.100s, but %.100s holds it", ipath, wm[i].tensor, wm[i].shard,
+                                out->shards[hit->shard].name);
+                goto done;
+            }
+            seen[hit - refs] = 1;
+        }
+        for (i = 0; i < out->n_tensors; i++)
+            if (!seen[i]) {
+                r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "%s: the index does not name tensor "
+                                "'%.200s', which %s holds (it must name every tensor)", ipath, refs[i].name,
+                                out->shards[refs[i].shard].name);
+                goto done;
+            }
+    }
+    /* the files carried with every anchor */
+    if (wsync__mdir_carried(&entries, &shards, has_index, include, n_include, out, &files) != WSYNC_OK) {
+        r = wsync__mdir_oom(err, "file names");
+        goto done;
+    }
+    if (out->n_shards + files.n > WSYNC_CHAIN_FILES_MAX) {
+        r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: %zu shards and %zu files, above the %d "
+                        "objects an anchor holds", dir, out->n_shards, files.n, WSYNC_CHAIN_FILES_MAX);
+        goto done;
+    }
+    out->files = (wsync_anchor_file *)wsync__mdir_new(files.n + 1, sizeof *out->files);
+    p->fmaps = (wsync_mapped *)wsync__mdir_new(files.n + 1, sizeof *p->fmaps);
+    p->file_names = (char **)wsync__mdir_new(files.n + 1, sizeof *p->file_names);
+    if (!out->files || !p->fmaps || !p->file_names) {
+        r = wsync__mdir_oom(err, "files");
+        goto done;
+    }
+    for (i = 0; i < files.n; i++) {
+        if (!wsync__mdir_join(full, sizeof full, dir, files.v[i])) {
+            r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the path is too long", dir);
+            goto done;
+        }
+        if (wsync__mdir_name_rule(files.v[i], strlen(files.v[i]), &why) != WSYNC_OK) {
+            r = wsync__fail(err, why.code, UINT64_MAX, NULL, 0, "%s: a carried file's name: %s", full, why.message);
+            goto done;
+        }
+        if ((r = wsync_file_map(full, &p->fmaps[i], err)) != WSYNC_OK) goto done;
+        p->file_names[i] = files.v[i];
+        files.v[i] = NULL;
+        p->n_files = out->n_files = i + 1;
+        if (p->fmaps[i].size > WSYNC_DIR_FILE_MAX) {
+            r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: %llu bytes, above the %llu a carried file "
+                            "may have", full, (unsigned long long)p->fmaps[i].size,
+                            (unsigned long long)WSYNC_DIR_FILE_MAX);
+            goto done;
+        }
+        out->files[i].name = p->file_names[i];
+        out->files[i].data = p->fmaps[i].bytes;
+        out->files[i].size = p->fmaps[i].size;
+    }
+    wsync__mdir_claimed_step(dir, &entries, out, p);
+done:
+    if (r != WSYNC_OK) wsync_dir_checkpoint_free(out);
+    wsync__mdir_wm_free(wm, n_wm);
+    wsync__mdir_del(refs);
+    wsync__mdir_del(seen);
+    wsync__mdir_names_free(&entries);
+    wsync__mdir_names_free(&shards);
+    wsync__mdir_names_free(&files);
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_dir_publish(wsync_publisher *pub, uint64_t step, const wsync_dir_checkpoint *c,
+                                         wsync_publish_stats *stats, wsync_error *err)
+{
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!pub || !c || !c->n_shards)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_dir_publish needs a publisher and a directory read by wsync_dir_read");
+    if (step == WSYNC_STEP_LATEST) {
+        if (!c->has_step)
+            return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "the directory claims no "
+                               "step (its shards' __metadata__ \"step\" missing or not all the same, and no "
+                               WSYNC_DIR_STEP_FILE " that says one): give the step");
+        step = c->step;
+    }
+    if ((r = wsync_publisher_set_layout(pub, c->shards, c->n_shards, c->files, c->n_files, err)) != WSYNC_OK) return r;
+    return wsync_publish(pub, step, c->tensors, c->n_tensors, stats, err);
+}
+#endif /* WSYNC_NO_ENCODE */
+
+/* ---- following: the model in memory, the layout of its shards ---- */
+
+/* The model as one safetensors image in a private buffer: the subscriber
+   patches the tensors (views into buf) in place, and a version is written
+   from it. */
+typedef struct wsync__mdir_image {
+    uint8_t *buf;
+    uint64_t size;
+    wsync_st_file st;
+    wsync_tensor *t;           /* st.n_tensors views into buf */
+    int has_step;
+    uint64_t step;
+    int has_chain;             /* the signed chain the step came from (a version's
+                                  step file "chain"; written after a verified sync) */
+    uint8_t chain[WSYNC_CHAIN_ID_SIZE];
+} wsync__mdir_image;
+
+/* A version's shards: which tensors of the image each one holds, in the
+   order it writes them, and the trainer's __metadata__ keys. */
+typedef struct wsync__mdir_shard {
+    char name[WSYNC_CHAIN_FILE_NAME_MAX];
+    size_t *idx;               /* indices into the image's tensors */
+    size_t n;
+    int has_meta;              /* 0: written with "format" "pt" and "step" */
+    wsync_st_kv *meta;         /* else these (before an anchor's "wsync"), one allocation */
+    size_t n_meta;
+} wsync__mdir_shard;
+typedef struct wsync__mdir_layout {
+    wsync__mdir_shard *shards;
+    size_t n_shards;
+    int from_anchor;           /* the layout of anchor anchor_step (else the local version's) */
+    uint64_t anchor_step;
+    char linked[512];          /* the version the link named when last read or switched ("": none) */
+} wsync__mdir_layout;
+
+static void wsync__mdir_image_free(wsync__mdir_image *im)
+{
+    wsync__mdir_del(im->t);
+    wsync_st_free(&im->st);
+    wsync__mdir_del(im->buf);
+    memset(im, 0, sizeof *im);
+}
+
+/* Parses im->buf (filled by the caller) and builds the views. */
+static wsync_result wsync__mdir_image_parse(const char *what, wsync__mdir_image *im, wsync_error *err)
+{
+    size_t i;
+    wsync_result r;
+    char m[sizeof err->message];
+    if ((r = wsync_st_parse(im->buf, im->size, NULL, &im->st, err)) != WSYNC_OK ||
+        (r = wsync_st_check_names(&im->st, err)) != WSYNC_OK) {
+        memcpy(m, err->message, sizeof m);
+        return wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s: %s", what, m);
+    }
+    if (!(im->t = (wsync_tensor *)wsync__mdir_new(im->st.n_tensors + 1, sizeof *im->t)))
+        return wsync__mdir_oom(err, "tensor views");
+    for (i = 0; i < im->st.n_tensors; i++) {
+        const wsync_st_tensor *s = &im->st.tensors[i];
+        im->t[i].name = s->name;
+        im->t[i].dtype = s->dtype;
+        im->t[i].rank = s->rank;
+        im->t[i].shape = s->shape;
+        im->t[i].data = im->buf + (s->data - im->buf); /* our buffer: writable */
+        im->t[i].nbytes = s->end - s->begin;
+    }
+    return WSYNC_OK;
+}
+
+static void wsync__mdir_layout_free(wsync__mdir_layout *lay)
+{
+    size_t i;
+    for (i = 0; i < lay->n_shards; i++) {
+        wsync__mdir_del(lay->shards[i].idx);
+        wsync__mdir_del(lay->shards[i].meta);
+    }
+    wsync__mdir_del(lay->shards);
+    memset(lay, 0, sizeof *lay);
+}
+
+/* Shard sh's metadata: st's keys in order, up to an anchor's "wsync" (the
+   publisher's own from there on). 0 when out of memory. */
+static int wsync__mdir_shard_meta(wsync__mdir_shard *sh, const wsync_st_file *st)
+{
+    size_t j, m = 0, strings = 0;
+    char *at;
+    while (m < st->n_metadata && !(st->metadata[m].key_len == 5 && memcmp(st->metadata[m].key, "wsync", 5) == 0))
+        strings += st->metadata[m].key_len + st->metadata[m].value_len + 2, m++;
+    sh->has_meta = 1;
+    sh->n_meta = 0;
+    if (!(sh->meta = (wsync_st_kv *)wsync__alloc(NULL, m * sizeof *sh->meta + strings + 1))) return 0;
+    at = (char *)(sh->meta + m);
+    for (j = 0; j < m; j++) {
+        const wsync_st_kv *kv = &st->metadata[j];
+        wsync_st_kv *o = &sh->meta[j];
+        memcpy(at, kv->key, kv->key_len), at[kv->key_len] = 0, o->key = at, o->key_len = kv->key_len;
+        at += kv->key_len + 1;
+        memcpy(at, kv->value, kv->value_len), at[kv->value_len] = 0, o->value = at, o->value_len = kv->value_len;
+        at += kv->value_len + 1;
+    }
+    sh->n_meta = m;
+    return 1;
+}
+
+/* A layout of n shards, shard k holding counts[k] consecutive tensors,
+   its metadata sts[k]'s (sts NULL: none kept). */
+static int wsync__mdir_layout_runs(wsync__mdir_layout *lay, size_t n, char (*names)[WSYNC_CHAIN_FILE_NAME_MAX],
+                                   const size_t *counts, const wsync_st_file *sts)
+{
+    size_t k, j, at = 0;
+    memset(lay, 0, sizeof *lay);
+    if (!(lay->shards = (wsync__mdir_shard *)wsync__mdir_new(n + 1, sizeof *lay->shards))) return 0;
+    lay->n_shards = n;
+    for (k = 0; k < n; k++) {
+        memcpy(lay->shards[k].name, names[k], sizeof names[k]);
+        if (!(lay->shards[k].idx = (size_t *)wsync__mdir_new(counts[k] + 1, sizeof(size_t)))) {
+            wsync__mdir_layout_free(lay);
+            return 0;
+        }
+        for (j = 0; j < counts[k]; j++) lay->shards[k].idx[j] = at++;
+        lay->shards[k].n = counts[k];
+        if (sts && !wsync__mdir_shard_meta(&lay->shards[k], &sts[k])) {
+            wsync__mdir_layout_free(lay);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A zeroed image holding the tensors d (data not read), in that order. */
+static wsync_result wsync__mdir_image_build(const char *what, const wsync_st_tensor_desc *d, size_t n,
+                                            wsync__mdir_image *im, wsync_error *err)
+{
+    wsync_st_writer w;
+    wsync_buffer b;
+    uint64_t size;
+    wsync_result r;
+    memset(im, 0, sizeof *im);
+    if ((r = wsync_st_write_size(d, n, NULL, 0, &size, err)) != WSYNC_OK) return r;
+    if (size > (uint64_t)SIZE_MAX - 1 || !(im->buf = (uint8_t *)wsync__mdir_new((size_t)size + 1, 1)))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s: %llu bytes for the model", what,
+                           (unsigned long long)size);
+    im->size = size;
+    b.bytes = im->buf, b.cap = (size_t)size, b.len = 0;
+    if ((r = wsync_st_writer_begin(&w, d, n, NULL, 0, wsync_buffer_sink, &b, NULL, err)) != WSYNC_OK ||
+        (r = wsync__mdir_image_parse(what, im, err)) != WSYNC_OK) {
+        wsync__mdir_image_free(im);
+        return r;
+    }
+    return WSYNC_OK;
+}
+
+/* The descriptions of a parsed file's tensors, appended at d + *at. */
+static void wsync__mdir_descs(const wsync_st_file *st, wsync_st_tensor_desc *d, size_t *at)
+{
+    size_t j;
+    for (j = 0; j < st->n_tensors; j++, (*at)++) {
+        const wsync_st_tensor *t = &st->tensors[j];
+        d[*at].name = t->name;
+        d[*at].name_len = t->name_len;
+        d[*at].dtype = t->dtype;
+        d[*at].rank = t->rank;
+        d[*at].shape = t->shape;
+        d[*at].data = NULL;
+        d[*at].nbytes = t->end - t->begin;
+    }
+}
+
+/* The store key of an entry's object: prefix / entry key + name. */
+static int wsync__mdir_key(char *buf, size_t cap, const wsync_chain_options *co, const wsync_chain_entry *e,
+                           const char *name)
+{
+    int n = co->prefix && *co->prefix ? snprintf(buf, cap, "%s/%s%s", co->prefix, e->key, name)
+                                      : snprintf(buf, cap, "%s%s", e->key, name);
+    return n > 0 && (size_t)n < cap;
+}
+
+/* The header of the object `key` (`bytes` long, as HEAD says) parsed into
+   st by wsync_st_parse_header: two ranged gets, the 8-byte length and the
+   header, never the data (st keeps names and shapes; no data views). */
+static wsync_result wsync__mdir_fetch_header(const wsync_store *s, const char *key, uint64_t bytes, wsync_st_file *st,
+                                             wsync_error *err)
+{
+    wsync_buffer b;
+    uint8_t *buf;
+    uint64_t need = 0, size = 0;
+    wsync_result r;
+    char m[sizeof err->message];
+    memset(st, 0, sizeof *st);
+    if (!(buf = (uint8_t *)wsync__alloc(NULL, 8))) return wsync__mdir_oom(err, key);
+    b.bytes = buf, b.cap = 8, b.len = 0;
+    if ((r = s->get(s->user, key, 0, 8, wsync_buffer_sink, &b, &size, err)) != WSYNC_OK) {
+        wsync__mdir_del(buf);
+        memcpy(m, err->message, sizeof m);
+        return wsync__fail(err, r, UINT64_MAX, NULL, 0, "reading the header of %s: %s", key, m);
+    }
+    if (size != bytes) {
+        wsync__mdir_del(buf);
+        return wsync__fail(err, WSYNC_ERR_SIZE_MISMATCH, UINT64_MAX, NULL, 0, "%s: the object is %llu bytes, HEAD "
+                           "says %llu", key, (unsigned long long)size, (unsigned long long)bytes);
+    }
+    r = wsync_st_parse_header(buf, b.len, size, NULL, st, &need, err);
+    if (r == WSYNC_ERR_TRUNCATED && need > 8 && need <= size && need <= (uint64_t)SIZE_MAX - 1) {
+        uint8_t *more = (uint8_t *)wsync__alloc(NULL, (size_t)need);
+        if (!more) {
+            wsync__mdir_del(buf);
+            return wsync__mdir_oom(err, key);
+        }
+        memcpy(more, buf, 8);
+        wsync__mdir_del(buf);
+        buf = more;
+        b.bytes = buf + 8, b.cap = (size_t)need - 8, b.len = 0;
+        if ((r = s->get(s->user, key, 8, need - 8, wsync_buffer_sink, &b, NULL, err)) != WSYNC_OK) {
+            wsync__mdir_del(buf);
+            memcpy(m, err->message, sizeof m);
+            return wsync__fail(err, r, UINT64_MAX, NULL, 0, "reading the header of %s: %s", key, m);
+        }
+        r = wsync_st_parse_header(buf, 8 + b.len, size, NULL, st, &need, err);
+    }
+    wsync__mdir_del(buf);
+    if (r == WSYNC_OK && (r = wsync_st_check_names(st, err)) != WSYNC_OK) wsync_st_free(st);
+    if (r != WSYNC_OK) {
+        memset(st, 0, sizeof *st);
+        memcpy(m, err->message, sizeof m);
+        return wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s: invalid safetensors: %s", key, m);
+    }
+    return WSYNC_OK;
+}
+
+/* The headers of an anchor's shards (a directory's files with tensors; a
+   file anchor: its one object). */
+static wsync_result wsync__mdir_fetch_headers(const wsync_store *s, const wsync_chain_options *co,
+                                              const wsync_chain_entry *e, wsync_st_file **sts, size_t *n_shards,
+                                              size_t *n_tensors, wsync_error *err)
+{
+    char key[1400];
+    size_t i, ns = 0;
+    wsync_result r = WSYNC_OK;
+    *n_tensors = 0;
+    *n_shards = 0;
+    if (!(*sts = (wsync_st_file *)wsync__mdir_new(e->n_files + 1, sizeof **sts))) return wsync__mdir_oom(err, e->key);
+    if (!e->n_files) {
+        if (!wsync__mdir_key(key, sizeof key, co, e, ""))
+            r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the key is too long", e->key);
+        else if ((r = wsync__mdir_fetch_header(s, key, e->bytes, &(*sts)[0], err)) == WSYNC_OK)
+            ns = 1, *n_tensors = (*sts)[0].n_tensors;
+    }
+    for (i = 0; r == WSYNC_OK && i < e->n_files; i++) {
+        const wsync_chain_file *f = &e->files[i];
+        if (!f->tensors) continue;
+        if (!wsync__mdir_key(key, sizeof key, co, e, f->name)) {
+            r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the key is too long", f->name);
+            break;
+        }
+        if ((r = wsync__mdir_fetch_header(s, key, f->bytes, &(*sts)[ns], err)) != WSYNC_OK) break;
+        ns++;
+        if ((*sts)[ns - 1].n_tensors != f->tensors) {
+            r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, UINT64_MAX, NULL, 0, "%s: the shard holds %zu tensors, HEAD "
+                            "says %llu", key, (*sts)[ns - 1].n_tensors, (unsigned long long)f->tensors);
+            break;
+        }
+        *n_tensors += (*sts)[ns - 1].n_tensors;
+    }
+    if (r != WSYNC_OK) {
+        for (i = 0; i < ns; i++) wsync_st_free(&(*sts)[i]);
+        wsync__mdir_del(*sts);
+        *sts = NULL;
+        return r;
+    }
+    *n_shards = ns;
+    return WSYNC_OK;
+}
+
+/* The model of anchor e as one image, data zeroed, the tensors in shard
+   order; lay (when not NULL) gets a directory anchor's layout. */
+static wsync_result wsync__mdir_image_from_entry(const wsync_store *s, const wsync_chain_options *co,
+                                                 const wsync_chain_entry *e, wsync__mdir_image *im,
+                                                 wsync__mdir_layout *lay, wsync_error *err)
+{
+    wsync_st_file *sts = NULL;
+    wsync_st_tensor_desc *d = NULL;
+    char (*names)[WSYNC_CHAIN_FILE_NAME_MAX] = NULL;
+    size_t *counts = NULL, ns = 0, nt = 0, i, at = 0, k = 0;
+    wsync_result r;
+    memset(im, 0, sizeof *im);
+    if (lay) memset(lay, 0, sizeof *lay);
+    if ((r = wsync__mdir_fetch_headers(s, co, e, &sts, &ns, &nt, err)) != WSYNC_OK) return r;
+    d = (wsync_st_tensor_desc *)wsync__mdir_new(nt + 1, sizeof *d);
+    names = (char (*)[WSYNC_CHAIN_FILE_NAME_MAX])wsync__mdir_new(ns + 1, sizeof *names);
+    counts = (size_t *)wsync__mdir_new(ns + 1, sizeof *counts);
+    if (!d || !names || !counts) {
+        r = wsync__mdir_oom(err, e->key);
+        goto done;
+    }
+    for (i = 0; i < ns; i++) wsync__mdir_descs(&sts[i], d, &at);
+    for (i = 0; i < e->n_files; i++)
+        if (e->files[i].tensors) {
+            memcpy(names[k], e->files[i].name, sizeof names[k]);
+            counts[k] = sts[k].n_tensors;
+            k++;
+        }
+    if ((r = wsync__mdir_image_build(e->key, d, nt, im, err)) != WSYNC_OK) goto done;
+    if (lay && e->n_files) {
+        if (!wsync__mdir_layout_runs(lay, ns, names, counts, sts)) {
+            wsync__mdir_image_free(im);
+            r = wsync__mdir_oom(err, "layout");
+            goto done;
+        }
+        lay->from_anchor = 1;
+        lay->anchor_step = e->step;
+    }
+done:
+    for (i = 0; i < ns; i++) wsync_st_free(&sts[i]);
+    wsync__mdir_del(sts);
+    wsync__mdir_del(d);
+    wsync__mdir_del(names);
+    wsync__mdir_del(counts);
+    return r;
+}
+
+/* The newest anchor at or before `limit` (WSYNC_STEP_LATEST: HEAD's step)
+   as a zeroed image (and its layout); *anchor its step. */
+static wsync_result wsync__mdir_image_from_anchor(const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
+                                                  wsync__mdir_image *im, wsync__mdir_layout *lay, uint64_t *anchor,
+                                                  wsync_error *err)
+{
+    wsync_chain_info info;
+    wsync_result r;
+    size_t i, at = 0;
+    int found = 0;
+    memset(im, 0, sizeof *im);
+    if (lay) memset(lay, 0, sizeof *lay);
+    if ((r = wsync_chain_read(s, co, &info, err)) != WSYNC_OK) return r;
+    if (limit == WSYNC_STEP_LATEST) limit = info.head_step;
+    for (i = 0; i < info.n_entries; i++) /* ascending by step: the last match is the newest */
+        if (info.entries[i].kind == WSYNC_CHAIN_ANCHOR && info.entries[i].step <= limit) found = 1, at = i;
+    if (!found) {
+        wsync_chain_info_free(&info);
+        return wsync__fail(err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0, "the chain has no anchor at or before step "
+                           "%llu to take the tensors' layout from", (unsigned long long)limit);
+    }
+    if (anchor) *anchor = info.entries[at].step;
+    r = wsync__mdir_image_from_entry(s, co, &info.entries[at], im, lay, err);
+    wsync_chain_info_free(&info);
+    return r;
+}
+
+/* The layout of anchor e's shards over an image that holds their tensors
+   (matched by name): a new anchor may group them otherwise. */
+static wsync_result wsync__mdir_layout_from_entry(const wsync_store *s, const wsync_chain_options *co,
+                                                  const wsync_chain_entry *e, const wsync__mdir_image *im,
+                                                  wsync__mdir_layout *lay, wsync_error *err)
+{
+    wsync_st_file *sts = NULL;
+    unsigned char *used = NULL;
+    size_t ns = 0, nt = 0, i, j, k = 0;
+    wsync_result r;
+    memset(lay, 0, sizeof *lay);
+    if ((r = wsync__mdir_fetch_headers(s, co, e, &sts, &ns, &nt, err)) != WSYNC_OK) return r;
+    if (nt != im->st.n_tensors) {
+        r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, UINT64_MAX, NULL, 0, "%s: the anchor's shards hold %zu tensors, "
+                        "the model %zu", e->key, nt, im->st.n_tensors);
+        goto done;
+    }
+    used = (unsigned char *)wsync__mdir_new(nt + 1, 1);
+    lay->shards = (wsync__mdir_shard *)wsync__mdir_new(ns + 1, sizeof *lay->shards);
+    if (!used || !lay->shards) {
+        r = wsync__mdir_oom(err, "layout");
+        goto done;
+    }
+    lay->n_shards = ns;
+    for (i = 0; i < e->n_files; i++) {
+        wsync__mdir_shard *sh;
+        if (!e->files[i].tensors) continue;
+        sh = &lay->shards[k];
+        memcpy(sh->name, e->files[i].name, sizeof sh->name);
+        if (!(sh->idx = (size_t *)wsync__mdir_new(sts[k].n_tensors + 1, sizeof(size_t))) ||
+            !wsync__mdir_shard_meta(sh, &sts[k])) {
+            r = wsync__mdir_oom(err, "layout");
+            goto done;
+        }
+        for (j = 0; j < sts[k].n_tensors; j++) {
+            const wsync_st_tensor *t = &sts[k].tensors[j], *mine = wsync_st_find(&im->st, t->name);
+            size_t at;
+            if (!mine || mine->dtype != t->dtype || mine->rank != t->rank ||
+                (t->rank && memcmp(mine->shape, t->shape, t->rank * sizeof *t->shape) != 0) ||
+                used[at = (size_t)(mine - im->st.tensors)]) {
+                r = wsync__fail(err, WSYNC_ERR_INVALID_HEADER, UINT64_MAX, NULL, 0, "%s: tensor '%.200s' of the "
+                                "anchor's shard is not one of the model's (or not with its dtype and shape)",
+                                e->files[i].name, t->name);
+                goto done;
+            }
+            used[at] = 1;
+            sh->idx[sh->n++] = at;
+        }
+        k++;
+    }
+    lay->from_anchor = 1;
+    lay->anchor_step = e->step;
+done:
+    if (r != WSYNC_OK) wsync__mdir_layout_free(lay);
+    for (i = 0; i < ns; i++) wsync_st_free(&sts[i]);
+    wsync__mdir_del(sts);
+    wsync__mdir_del(used);
+    return r;
+}
+
+/* s is digits (at least one), then optionally "." and digits: the rest of
+   a version's name after "BASE.step_". */
+static int wsync__mdir_vsuffix(const char *s, const char **end)
+{
+    const char *p = s;
+    while (wsync__mdir_digit((unsigned char)*p)) p++;
+    if (p == s) return 0;
+    if (*p == '.' && wsync__mdir_digit((unsigned char)p[1])) {
+        p++;
+        while (wsync__mdir_digit((unsigned char)*p)) p++;
+    }
+    *end = p;
+    return 1;
+}
+
+/* name is BASE.step_N[.K] */
+static int wsync__mdir_is_version(const char *name, const char *base)
+{
+    size_t blen = strlen(base);
+    const char *rest;
+    return strncmp(name, base, blen) == 0 && strncmp(name + blen, ".step_", 6) == 0 &&
+           wsync__mdir_vsuffix(name + blen + 6, &rest) && !*rest;
+}
+
+/* The version `path` links to, as one image (its shards, by name order)
+   with the step of its step file. */
+static wsync_result wsync__mdir_image_from_link(const char *path, wsync__mdir_image *im, wsync__mdir_layout *lay,
+                                                wsync_error *err)
+{
+    wsync__mdir_names entries, shards;
+    wsync_mapped *maps = NULL;
+    wsync_st_file *sts = NULL;
+    wsync_st_tensor_desc *d = NULL;
+    char (*names)[WSYNC_CHAIN_FILE_NAME_MAX] = NULL;
+    size_t *counts = NULL, i, j, at = 0, nt = 0, n_open = 0;
+    char full[8192], m[sizeof err->message];
+    wsync__mdir_stepfile sf;
+    wsync_result r = WSYNC_OK;
+    memset(im, 0, sizeof *im);
+    memset(lay, 0, sizeof *lay);
+    memset(&shards, 0, sizeof shards);
+    if ((r = wsync__mdir_read_stepfile(path, &sf, err)) != WSYNC_OK) return r;
+    if (!wsync__mdir_list(path, &entries))
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "%s: cannot list the directory: %s", path,
+                           strerror(errno));
+    for (i = 0; i < entries.n; i++)
+        if (wsync__mdir_ends(entries.v[i], ".safetensors") && strlen(entries.v[i]) < WSYNC_CHAIN_FILE_NAME_MAX &&
+            !wsync__mdir_push(&shards, entries.v[i])) {
+            r = wsync__mdir_oom(err, "names");
+            goto done;
+        }
+    if (!shards.n) {
+        r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "%s: the version holds no *.safetensors shard",
+                        path);
+        goto done;
+    }
+    maps = (wsync_mapped *)wsync__mdir_new(shards.n, sizeof *maps);
+    sts = (wsync_st_file *)wsync__mdir_new(shards.n, sizeof *sts);
+    names = (char (*)[WSYNC_CHAIN_FILE_NAME_MAX])wsync__mdir_new(shards.n, sizeof *names);
+    counts = (size_t *)wsync__mdir_new(shards.n, sizeof *counts);
+    if (!maps || !sts || !names || !counts) {
+        r = wsync__mdir_oom(err, "shards");
+        goto done;
+    }
+    for (i = 0; i < shards.n; i++) {
+        if (!wsync__mdir_join(full, sizeof full, path, shards.v[i])) {
+            r = wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the path is too long", path);
+            goto done;
+        }
+        if ((r = wsync_file_map(full, &maps[i], err)) != WSYNC_OK) goto done;
+        if ((r = wsync_st_parse(maps[i].bytes, maps[i].size, NULL, &sts[i], err)) != WSYNC_OK) {
+            wsync_file_unmap(&maps[i]);
+            memcpy(m, err->message, sizeof m);
+            r = wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s: invalid safetensors: %s", full, m);
+            goto done;
+        }
+        n_open = i + 1;
+        if ((r = wsync_st_check_names(&sts[i], err)) != WSYNC_OK) {
+            memcpy(m, err->message, sizeof m);
+            r = wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s: %s", full, m);
+            goto done;
+        }
+        memcpy(names[i], shards.v[i], strlen(shards.v[i]) + 1);
+        counts[i] = sts[i].n_tensors;
+        nt += sts[i].n_tensors;
+    }
+    if (!(d = (wsync_st_tensor_desc *)wsync__mdir_new(nt + 1, sizeof *d))) {
+        r = wsync__mdir_oom(err, "tensors");
+        goto done;
+    }
+    for (i = 0; i < shards.n; i++) wsync__mdir_descs(&sts[i], d, &at);
+    if ((r = wsync__mdir_image_build(path, d, nt, im, err)) != WSYNC_OK) goto done;
+    if (!wsync__mdir_layout_runs(lay, shards.n, names, counts, sts)) {
+        wsync__mdir_image_free(im);
+        r = wsync__mdir_oom(err, "layout");
+        goto done;
+    }
+    /* the data, shard by shard: each mapping let go once copied */
+    for (i = 0, at = 0; i < shards.n; i++) {
+        for (j = 0; j < sts[i].n_tensors; j++, at++)
+            if (im->t[at].nbytes) memcpy(im->t[at].data, sts[i].tensors[j].data, (size_t)im->t[at].nbytes);
+        wsync_st_free(&sts[i]);
+        wsync_file_unmap(&maps[i]);
+    }
+    n_open = 0;
+    {
+        ssize_t rl = readlink(path, lay->linked, sizeof lay->linked - 1);
+        lay->linked[rl > 0 ? rl : 0] = 0;
+    }
+    im->has_step = 1;
+    im->step = sf.step;
+    im->has_chain = sf.has_chain;
+    memcpy(im->chain, sf.chain, sizeof im->chain);
+done:
+    for (i = 0; i < n_open; i++) {
+        wsync_st_free(&sts[i]);
+        wsync_file_unmap(&maps[i]);
+    }
+    wsync__mdir_del(maps);
+    wsync__mdir_del(sts);
+    wsync__mdir_del(d);
+    wsync__mdir_del(names);
+    wsync__mdir_del(counts);
+    wsync__mdir_names_free(&entries);
+    wsync__mdir_names_free(&shards);
+    return r;
+}
+
+/* ---- versions on disk ---- */
+
+/* Removes a directory of plain files (a version, or one being built): its
+   entries, never following a link or entering a subdirectory, then itself. */
+static int wsync__mdir_remove_tree(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), ok = 1;
+    DIR *d;
+    struct dirent *e;
+    if (fd < 0) return 0;
+    if (!(d = fdopendir(fd))) {
+        close(fd);
+        return 0;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (unlinkat(fd, e->d_name, 0) != 0) ok = 0;
+    }
+    closedir(d);
+    return rmdir(path) == 0 && ok;
+}
+
+/* A pid in s ending the string: > 0, not ours, and gone. */
+static int wsync__mdir_dead_pid(const char *s)
+{
+    char *end;
+    long pid;
+    if (!wsync__mdir_digit((unsigned char)*s)) return 0;
+    errno = 0;
+    pid = strtol(s, &end, 10);
+    if (*end || errno || pid <= 0 || pid == (long)getpid()) return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* An old version is first renamed to a temporary of ours (BASE.step_N.tmp.
+   PID), then removed: a run killed half way through leaves a temporary of a
+   dead process, which the next run removes, not a version without its step
+   file that no run would recognize as ours. */
+static void wsync__mdir_remove_version(const char *full)
+{
+    char tmp[8300];
+    struct stat sb;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", full, (long)getpid()) >= (int)sizeof tmp) return;
+    if (lstat(tmp, &sb) == 0) wsync__mdir_remove_tree(tmp);
+    if (rename(full, tmp) != 0) return;
+    if (getenv("WSYNC_TEST_DIE_IN_REMOVAL")) { /* tests: a run killed with the removal half done */
+        char step_file[8400];
+        snprintf(step_file, sizeof step_file, "%s/%s", tmp, WSYNC_DIR_STEP_FILE);
+        unlink(step_file);
+        raise(SIGKILL);
+    }
+    wsync__mdir_remove_tree(tmp);
+}
+
+/* The versions beside the link (BASE in `parent`) other than keep1, keep2
+   and the one the link names now, that wsync made, are removed. */
+static void wsync__mdir_remove_old(const char *parent, const char *base, const char *keep1, const char *keep2)
+{
+    char full[8192], linked[4096] = "";
+    DIR *d;
+    struct dirent *e;
+    ssize_t rl;
+    /* the version the link names now is never removed, whatever the caller
+       thought it was (runs on one directory take turns; this holds without) */
+    if (wsync__mdir_join(full, sizeof full, parent, base) && (rl = readlink(full, linked, sizeof linked - 1)) > 0)
+        linked[rl] = 0;
+    if (!(d = opendir(parent))) return;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        struct stat sb;
+        if (!wsync__mdir_is_version(n, base) || strcmp(n, keep1) == 0 || (keep2 && strcmp(n, keep2) == 0) ||
+            strcmp(n, linked) == 0 || !wsync__mdir_join(full, sizeof full, parent, n))
+            continue;
+        if (lstat(full, &sb) == 0 && S_ISDIR(sb.st_mode) && wsync__mdir_has_stepfile(full))
+            wsync__mdir_remove_version(full);
+    }
+    closedir(d);
+}
+
+/* A version's name after "BASE.step_": its step and its ".K" (0 without). */
+static void wsync__mdir_vnumber(const char *s, unsigned long long *step, unsigned long long *k)
+{
+    char *end;
+    *step = strtoull(s, &end, 10);
+    *k = *end == '.' ? strtoull(end + 1, NULL, 10) : 0;
+}
+
+/* When its step file was written: when the version was built. */
+static int wsync__mdir_vtime(const char *dir, struct timespec *t)
+{
+    char full[8192];
+    struct stat sb;
+    if (!wsync__mdir_join(full, sizeof full, dir, WSYNC_DIR_STEP_FILE) || stat(full, &sb) != 0 ||
+        !S_ISREG(sb.st_mode))
+        return 0;
+#if defined(__APPLE__)
+    *t = sb.st_mtimespec;
+#else
+    *t = sb.st_mtim;
+#endif
+    return 1;
+}
+
+static int wsync__mdir_time_cmp(const struct timespec *a, const struct timespec *b)
+{
+    if (a->tv_sec != b->tv_sec) return a->tv_sec < b->tv_sec ? -1 : 1;
+    return a->tv_nsec < b->tv_nsec ? -1 : a->tv_nsec > b->tv_nsec;
+}
+
+/* The versions beside `path` pruned to the one it links to and the
+   previous one, as a switch leaves them, so that what a killed run left
+   does not stay. A version is only linked right after it is built, so one
+   built after the linked one was never linked (a run killed between its
+   rename and the switch) and is removed; of the others the last built is
+   the previous one (ties: a step not after the linked one's, then the
+   higher step). Nothing is removed when `path` links to no version of
+   ours beside it. */
+static void wsync__mdir_prune(const char *path, const char *parent, const char *base)
+{
+    char full[8192], cur[256] = "", prev[256] = "";
+    size_t blen = strlen(base);
+    struct stat lsb, sb;
+    struct timespec cur_t, prev_t, t;
+    unsigned long long cur_step = 0, prev_step = 0, prev_k = 0, st, k;
+    DIR *d;
+    struct dirent *e;
+    memset(&prev_t, 0, sizeof prev_t);
+    if (stat(path, &lsb) != 0 || !S_ISDIR(lsb.st_mode) || !wsync__mdir_vtime(path, &cur_t) || !(d = opendir(parent)))
+        return;
+    while ((e = readdir(d)) != NULL) { /* the linked version's name */
+        const char *n = e->d_name;
+        if (!wsync__mdir_is_version(n, base) || strlen(n) >= sizeof cur || !wsync__mdir_join(full, sizeof full, parent, n))
+            continue;
+        if (lstat(full, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_dev == lsb.st_dev && sb.st_ino == lsb.st_ino) {
+            snprintf(cur, sizeof cur, "%s", n);
+            wsync__mdir_vnumber(n + blen + 6, &cur_step, &k);
+        }
+    }
+    if (!cur[0]) {
+        closedir(d);
+        return;
+    }
+    rewinddir(d);
+    while ((e = readdir(d)) != NULL) { /* the previous one */
+        const char *n = e->d_name;
+        int better;
+        if (!wsync__mdir_is_version(n, base) || strlen(n) >= sizeof prev || strcmp(n, cur) == 0 ||
+            !wsync__mdir_join(full, sizeof full, parent, n))
+            continue;
+        if (lstat(full, &sb) != 0 || !S_ISDIR(sb.st_mode) || !wsync__mdir_vtime(full, &t) ||
+            wsync__mdir_time_cmp(&t, &cur_t) > 0)
+            continue;
+        wsync__mdir_vnumber(n + blen + 6, &st, &k);
+        if (!prev[0] || wsync__mdir_time_cmp(&t, &prev_t) != 0) better = !prev[0] || wsync__mdir_time_cmp(&t, &prev_t) > 0;
+        else if ((st <= cur_step) != (prev_step <= cur_step)) better = st <= cur_step;
+        else better = st != prev_step ? st > prev_step : k > prev_k;
+        if (better) {
+            snprintf(prev, sizeof prev, "%s", n);
+            prev_t = t;
+            prev_step = st;
+            prev_k = k;
+        }
+    }
+    closedir(d);
+    wsync__mdir_remove_old(parent, base, cur, prev[0] ? prev : NULL);
+}
+
+/* What killed runs left beside `path` (BASE.step_*.tmp.PID and
+   BASE.link.tmp.PID of processes that are gone) removed, the versions
+   pruned. */
+static void wsync__mdir_clean(const char *path)
+{
+    char parent[4096], full[8192];
+    const char *base;
+    size_t blen;
+    DIR *d;
+    struct dirent *e;
+    wsync__mdir_split(path, parent, sizeof parent, &base);
+    blen = strlen(base);
+    if (!blen || !(d = opendir(parent))) return;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name, *rest;
+        struct stat sb;
+        if (strncmp(n, base, blen) != 0 || !wsync__mdir_join(full, sizeof full, parent, n)) continue;
+        n += blen;
+        if (strncmp(n, ".link.tmp.", 10) == 0 && wsync__mdir_dead_pid(n + 10)) {
+            if (lstat(full, &sb) == 0 && S_ISLNK(sb.st_mode)) unlink(full);
+        } else if (strncmp(n, ".step_", 6) == 0 && wsync__mdir_vsuffix(n + 6, &rest) &&
+                   strncmp(rest, ".tmp.", 5) == 0 && wsync__mdir_dead_pid(rest + 5)) {
+            if (lstat(full, &sb) == 0 && S_ISDIR(sb.st_mode)) wsync__mdir_remove_tree(full);
+        }
+    }
+    closedir(d);
+    wsync__mdir_prune(path, parent, base);
+}
+
+/* Writes `len` bytes to dir/name (a new file), fsynced. */
+static wsync_result wsync__mdir_write_new(const char *dir, const char *name, const void *bytes, size_t len,
+                                          wsync_error *err)
+{
+    char full[8192];
+    int fd, ok;
+    size_t off = 0;
+    if (!wsync__mdir_join(full, sizeof full, dir, name))
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the path is too long", dir);
+    if ((fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+        return wsync__io_fail(err, "cannot create", full, 0);
+    while (off < len) {
+        ssize_t w = write(fd, (const uint8_t *)bytes + off, len - off > ((size_t)1 << 30) ? (size_t)1 << 30 : len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    ok = off == len && fsync(fd) == 0;
+    if (!ok) {
+        wsync__io_fail(err, "cannot write", full, 0);
+        close(fd);
+        return WSYNC_ERR_IO;
+    }
+    if (close(fd) != 0) return wsync__io_fail(err, "cannot close", full, 0);
+    return WSYNC_OK;
+}
+
+static int wsync__mdir_file_sink(void *user, const void *bytes, size_t len)
+{
+    return fwrite(bytes, 1, len, (FILE *)user) == len ? 0 : -1;
+}
+
+/* One shard of the version: its tensors in the layout's order, and
+   __metadata__ the trainer's keys in their order, "step" the pulled step:
+   in its place where the trainer wrote one (the shard is then the
+   trainer's byte for byte, when canonical), else last, because every
+   pulled shard claims its step (a reader checks that the shards it loads
+   are of one step; a relay publishes at it). A shard with none (a chain
+   of single-file anchors) "format": "pt" and "step". */
+static wsync_result wsync__mdir_write_shard(const char *dir, const wsync__mdir_shard *sh, const wsync__mdir_image *im,
+                                            uint64_t step, wsync_error *err)
+{
+    wsync_st_tensor_desc *d;
+    wsync_st_kv two[2], *meta = two;
+    size_t n_meta = 2, j;
+    char full[8192], stepbuf[32], m[sizeof err->message];
+    FILE *f = NULL;
+    int fd;
+    wsync_result r = WSYNC_OK;
+    if (!wsync__mdir_join(full, sizeof full, dir, sh->name))
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the path is too long", dir);
+    if (!(d = (wsync_st_tensor_desc *)wsync__mdir_new(sh->n + 1, sizeof *d))) return wsync__mdir_oom(err, full);
+    for (j = 0; j < sh->n; j++) {
+        size_t i = sh->idx[j];
+        d[j].name = im->t[i].name;
+        d[j].name_len = im->st.tensors[i].name_len;
+        d[j].dtype = im->t[i].dtype;
+        d[j].rank = im->t[i].rank;
+        d[j].shape = im->t[i].shape;
+        d[j].data = im->t[i].data;
+        d[j].nbytes = im->t[i].nbytes;
+    }
+    snprintf(stepbuf, sizeof stepbuf, "%llu", (unsigned long long)step);
+    memset(two, 0, sizeof two);
+    two[0].key = "format", two[0].value = "pt";
+    two[1].key = "step", two[1].value = stepbuf;
+    if (sh->has_meta && sh->n_meta) {
+        int stepped = 0;
+        if (!(meta = (wsync_st_kv *)wsync__mdir_new(sh->n_meta + 1, sizeof *meta))) {
+            wsync__mdir_del(d);
+            return wsync__mdir_oom(err, full);
+        }
+        memcpy(meta, sh->meta, sh->n_meta * sizeof *meta);
+        for (j = 0, n_meta = sh->n_meta; j < n_meta; j++)
+            if (meta[j].key_len == 4 && memcmp(meta[j].key, "step", 4) == 0)
+                meta[j].value = stepbuf, meta[j].value_len = strlen(stepbuf), stepped = 1;
+        if (!stepped) meta[n_meta++] = two[1];
+    }
+    if ((fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0 || !(f = fdopen(fd, "wb"))) {
+        r = wsync__io_fail(err, "cannot create", full, 0);
+        if (fd >= 0) close(fd);
+        goto done;
+    }
+    if ((r = wsync_st_write(d, sh->n, meta, n_meta, wsync__mdir_file_sink, f, NULL, err)) != WSYNC_OK) {
+        memcpy(m, err->message, sizeof m);
+        wsync__fail(err, r, UINT64_MAX, NULL, 0, "writing %s: %s", full, m);
+    } else if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        r = wsync__io_fail(err, "cannot write", full, 0);
+    }
+    if (fclose(f) != 0 && r == WSYNC_OK) r = wsync__io_fail(err, "cannot close", full, 0);
+done:
+    if (meta != two) wsync__mdir_del(meta);
+    wsync__mdir_del(d);
+    return r;
+}
+
+/* Whether bytes are file f as HEAD names it: its size and wsync64 digest,
+   and with a verify key its BLAKE2b-256 (a signed HEAD names every file's).
+   0 with why. */
+static int wsync__mdir_file_matches(const wsync_chain_options *co, const wsync_chain_file *f, const uint8_t *bytes,
+                                    uint64_t size, const char **why)
+{
+    if (size != f->bytes) return *why = "its size is not HEAD's", 0;
+    if (wsync_digest(bytes, (size_t)size) != f->digest)
+        return *why = "its bytes do not match HEAD's digest (a damaged or replaced object)", 0;
+    if (co->verify_key) {
+        uint8_t h[WSYNC_CHAIN_HASH_SIZE];
+        if (!f->has_hash) return *why = "the signed HEAD names no BLAKE2b-256 for it", 0;
+        wsync_blake2b(bytes, (size_t)size, h, sizeof h);
+        if (memcmp(h, f->hash, sizeof h) != 0)
+            return *why = "its BLAKE2b-256 is not the one the signed HEAD names (a replaced object)", 0;
+    }
+    return 1;
+}
+
+/* A plain file of anchor e: a hard link to the previous version's file
+   when that one has the same size and digest (and hash), else fetched from
+   the store and checked the same way. */
+static wsync_result wsync__mdir_put_file(const wsync_store *s, const wsync_chain_options *co,
+                                         const wsync_chain_entry *e, const wsync_chain_file *f, const char *prev,
+                                         const char *dir, wsync_error *err)
+{
+    char key[1400], old[8192], full[8192], m[sizeof err->message];
+    uint8_t *bytes = NULL;
+    uint64_t size = 0;
+    const char *why;
+    wsync_result r;
+    if (!wsync__mdir_join(full, sizeof full, dir, f->name))
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the path is too long", dir);
+    if (prev && wsync__mdir_join(old, sizeof old, prev, f->name)) {
+        wsync_mapped map;
+        struct stat sb;
+        if (lstat(old, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == f->bytes &&
+            wsync_file_map(old, &map, NULL) == WSYNC_OK) {
+            int same = wsync__mdir_file_matches(co, f, map.bytes, map.size, &why);
+            wsync_file_unmap(&map);
+            if (same && link(old, full) == 0) return WSYNC_OK;
+        }
+    }
+    if (!wsync__mdir_key(key, sizeof key, co, e, f->name))
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the key is too long", f->name);
+    if ((r = wsync_store_get_capped(s, key, f->bytes, WSYNC_STORE_GET_EXACT, NULL, &bytes, &size, err)) != WSYNC_OK) {
+        memcpy(m, err->message, sizeof m);
+        return wsync__fail(err, r, UINT64_MAX, NULL, 0, "fetching %s: %s", key, m);
+    }
+    if (!wsync__mdir_file_matches(co, f, bytes, size, &why)) {
+        wsync__free(NULL, bytes);
+        return wsync__fail(err, size != f->bytes ? WSYNC_ERR_SIZE_MISMATCH : WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX,
+                           NULL, 0, "%s: %s", key, why);
+    }
+    r = wsync__mdir_write_new(dir, f->name, bytes, (size_t)size, err);
+    wsync__free(NULL, bytes);
+    return r;
+}
+
+/* The plain files of the version `prev` links to (every regular file but
+   the shards and the step file) into dir, hard links (copies where a link
+   cannot be made): a step with no anchor at or before it in HEAD
+   (retention dropped it) keeps the files of the step it came from. */
+static wsync_result wsync__mdir_carry_prev(const char *prev, const char *dir, wsync_error *err)
+{
+    wsync__mdir_names entries;
+    char old[8192], full[8192];
+    size_t i;
+    wsync_result r = WSYNC_OK;
+    if (!wsync__mdir_list(prev, &entries))
+        return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "%s: cannot list the previous version: %s", prev,
+                           strerror(errno));
+    for (i = 0; r == WSYNC_OK && i < entries.n; i++) {
+        const char *nm = entries.v[i];
+        struct stat sb;
+        wsync_mapped map;
+        if (wsync__mdir_ends(nm, ".safetensors") || strcmp(nm, WSYNC_DIR_STEP_FILE) == 0) continue;
+        if (!wsync__mdir_join(old, sizeof old, prev, nm) || !wsync__mdir_join(full, sizeof full, dir, nm) ||
+            lstat(old, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (link(old, full) == 0) continue;
+        if ((r = wsync_file_map(old, &map, err)) != WSYNC_OK) break;
+        r = wsync__mdir_write_new(dir, nm, map.bytes, (size_t)map.size, err);
+        wsync_file_unmap(&map);
+    }
+    wsync__mdir_names_free(&entries);
+    return r;
+}
+
+/* Writes the image as the version `step` beside `path` (BASE.step_NNNNNN,
+   its shards laid out as the newest anchor at or before the step, that
+   anchor's files, the step file), switches the link `path` to it in one
+   rename, and removes versions older than the previous one. WSYNC_OK
+   switched (or another run had switched it to this very step: *wrote 0);
+   else `path` as it was. */
+static wsync_result wsync__mdir_save(const wsync_store *s, const wsync_chain_options *co, const wsync__mdir_image *im,
+                                     wsync__mdir_layout *lay, const char *path, uint64_t step, int *wrote,
+                                     wsync_error *err)
+{
+    wsync_chain_info info;
+    const wsync_chain_entry *an = NULL;
+    char parent[4096], prevname[4096], finalname[4096], final[4096], tmp[4096], linktmp[4096], text[192];
+    const char *base;
+    struct stat sb;
+    uint64_t state = 0;
+    int known = 0, have_prev = 0, built = 0, n;
+    unsigned u;
+    size_t i;
+    ssize_t rl;
+    wsync_result r;
+    *wrote = 0;
+    if ((r = wsync_chain_read(s, co, &info, err)) != WSYNC_OK) return r;
+    for (i = 0; i < info.n_entries; i++) {
+        const wsync_chain_entry *e = &info.entries[i];
+        if (e->kind == WSYNC_CHAIN_ANCHOR && e->step <= step) an = e;
+        if (e->step == step && e->has_digests) state = e->state, known = 1;
+    }
+    if (!known && (r = wsync_state_digest(im->t, im->st.n_tensors, co->threads, &state, err)) != WSYNC_OK) {
+        wsync_chain_info_free(&info);
+        return r;
+    }
+    /* the shards as the anchor lays them out (its headers read again when
+       the anchor is not the one the layout came from) */
+    if (an && an->n_files && (!lay->from_anchor || lay->anchor_step != an->step)) {
+        wsync__mdir_layout fresh;
+        if ((r = wsync__mdir_layout_from_entry(s, co, an, im, &fresh, err)) != WSYNC_OK) {
+            wsync_chain_info_free(&info);
+            return r;
+        }
+        memcpy(fresh.linked, lay->linked, sizeof fresh.linked);
+        wsync__mdir_layout_free(lay);
+        *lay = fresh;
+    } else if (!lay->n_shards) { /* a chain of single-file anchors: one shard */
+        char one[1][WSYNC_CHAIN_FILE_NAME_MAX];
+        size_t count = im->st.n_tensors;
+        snprintf(one[0], sizeof one[0], "model.safetensors");
+        if (!wsync__mdir_layout_runs(lay, 1, one, &count, NULL)) {
+            wsync_chain_info_free(&info);
+            return wsync__mdir_oom(err, "layout");
+        }
+    }
+    wsync__mdir_split(path, parent, sizeof parent, &base);
+    { /* another run switched the link, since this one read it, to this
+         very step (runs take turns): nothing to write */
+        wsync__mdir_stepfile sf;
+        char now[512];
+        ssize_t k = readlink(path, now, sizeof now - 1);
+        now[k > 0 ? k : 0] = 0;
+        if (k > 0 && strcmp(now, lay->linked) != 0 && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+            wsync__mdir_has_stepfile(path) && wsync__mdir_read_stepfile(path, &sf, NULL) == WSYNC_OK &&
+            sf.step == step && sf.state == state && sf.has_chain == im->has_chain &&
+            (!im->has_chain || memcmp(sf.chain, im->chain, sizeof sf.chain) == 0)) {
+            memcpy(lay->linked, now, sizeof now);
+            wsync_chain_info_free(&info);
+            return WSYNC_OK;
+        }
+    }
+    prevname[0] = 0;
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) && (rl = readlink(path, prevname, sizeof prevname - 1)) > 0) {
+        prevname[rl] = 0;
+        have_prev = 1;
+        if (strchr(prevname, '/')) prevname[0] = 0; /* not a name beside it: not one of ours to keep by name */
+    }
+    /* the version's name: BASE.step_NNNNNN, or BASE.step_NNNNNN.K when that
+       is taken (the same step rebuilt, or an older version a reader may
+       still be reading): nothing is removed before the switch */
+    for (u = 0;; u++) {
+        if (u == 0) n = snprintf(finalname, sizeof finalname, "%s.step_%06llu", base, (unsigned long long)step);
+        else n = snprintf(finalname, sizeof finalname, "%s.step_%06llu.%u", base, (unsigned long long)step, u);
+        if (n <= 0 || (size_t)n >= sizeof finalname || !wsync__mdir_join(final, sizeof final, parent, finalname)) {
+            wsync_chain_info_free(&info);
+            return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the name is too long", path);
+        }
+        if (strcmp(finalname, prevname) != 0 && lstat(final, &sb) != 0 && errno == ENOENT) break;
+        if (u >= 1000) {
+            wsync_chain_info_free(&info);
+            return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "%s: and 1000 names after it are taken", final);
+        }
+    }
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", final, (long)getpid()) >= (int)sizeof tmp ||
+        snprintf(linktmp, sizeof linktmp, "%s/%s.link.tmp.%ld", parent, base, (long)getpid()) >= (int)sizeof linktmp) {
+        wsync_chain_info_free(&info);
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the name is too long", path);
+    }
+    if (lstat(tmp, &sb) == 0) wsync__mdir_remove_tree(tmp); /* a run of ours, or of a dead process with our pid */
+    if (mkdir(tmp, 0755) != 0) {
+        r = wsync__io_fail(err, "cannot create", tmp, 0);
+        goto done;
+    }
+    built = 1;
+    for (i = 0; i < lay->n_shards; i++)
+        if ((r = wsync__mdir_write_shard(tmp, &lay->shards[i], im, step, err)) != WSYNC_OK) goto done;
+    for (i = 0; an && i < an->n_files; i++) /* a step file an older publish carried: not the anchor's to give */
+        if (!an->files[i].tensors && strcmp(an->files[i].name, WSYNC_DIR_STEP_FILE) != 0 &&
+            (r = wsync__mdir_put_file(s, co, an, &an->files[i], have_prev ? path : NULL, tmp, err)) != WSYNC_OK)
+            goto done;
+    if (!an) { /* no anchor at or before the step in HEAD now (retention dropped it, or a publisher raced) */
+        struct stat psb;
+        if (have_prev && stat(path, &psb) == 0 && S_ISDIR(psb.st_mode)) {
+            if ((r = wsync__mdir_carry_prev(path, tmp, err)) != WSYNC_OK) goto done;
+        } else if (lay->from_anchor) { /* a directory's: its files are nowhere to take from */
+            r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "%s: HEAD names no anchor at or before "
+                            "step %llu any more (the anchor %llu the sync started from is gone: retention, or a "
+                            "publisher meanwhile) and there is no previous version to take the directory's files "
+                            "from; left as it was, try again", path, (unsigned long long)step,
+                            (unsigned long long)lay->anchor_step);
+            goto done;
+        }
+    }
+    n = snprintf(text, sizeof text, "{\"step\":%llu,\"state\":\"%016llx\"", (unsigned long long)step,
+                 (unsigned long long)state);
+    if (im->has_chain) { /* the signed chain the step came from (a sync given a verify key) */
+        n += snprintf(text + n, sizeof text - (size_t)n, ",\"chain\":\"");
+        for (i = 0; i < WSYNC_CHAIN_ID_SIZE; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%02x", im->chain[i]);
+        n += snprintf(text + n, sizeof text - (size_t)n, "\"");
+    }
+    n += snprintf(text + n, sizeof text - (size_t)n, "}\n");
+    if ((r = wsync__mdir_write_new(tmp, WSYNC_DIR_STEP_FILE, text, (size_t)n, err)) != WSYNC_OK) goto done;
+    if (!wsync__mdir_fsync_dir(tmp)) {
+        r = wsync__io_fail(err, "cannot fsync", tmp, 0);
+        goto done;
+    }
+    if (rename(tmp, final) != 0) {
+        r = wsync__io_fail(err, "cannot rename to its version's name", tmp, 0);
+        goto done;
+    }
+    built = 2;
+    wsync__mdir_fsync_dir(parent);
+    /* the switch: a new link renamed over the old one */
+    unlink(linktmp);
+    if (symlink(finalname, linktmp) != 0) {
+        r = wsync__io_fail(err, "cannot create the link", linktmp, 0);
+        goto done;
+    }
+    if (rename(linktmp, path) != 0) {
+        r = wsync__io_fail(err, "cannot rename the new link over", path, 0);
+        unlink(linktmp);
+        goto done;
+    }
+    wsync__mdir_fsync_dir(parent);
+    r = WSYNC_OK;
+    *wrote = 1;
+    if (strlen(finalname) < sizeof lay->linked) memcpy(lay->linked, finalname, strlen(finalname) + 1);
+    else lay->linked[0] = 0;
+    wsync__mdir_remove_old(parent, base, finalname, prevname[0] ? prevname : NULL);
+done:
+    if (r != WSYNC_OK && built == 1) wsync__mdir_remove_tree(tmp);
+    if (r != WSYNC_OK && built == 2) wsync__mdir_remove_version(final);
+    wsync_chain_info_free(&info);
+    return r;
+}
+
+/* Runs on one directory take turns: an exclusive flock on .BASE.wsync-lock
+   beside the link, waiting for the run before. The fd, or -1 with err. */
+static int wsync__mdir_lock(const char *path, wsync_error *err)
+{
+    char parent[4096], lock[8192];
+    const char *base;
+    int fd;
+    wsync__mdir_split(path, parent, sizeof parent, &base);
+    if (snprintf(lock, sizeof lock, "%s/.%s.wsync-lock", parent, base) >= (int)sizeof lock)
+        return wsync__fail(err, WSYNC_ERR_LIMIT, UINT64_MAX, NULL, 0, "%s: the lock's name is too long", path), -1;
+    if ((fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+        return wsync__io_fail(err, "cannot open the lock", lock, 0), -1;
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno == EINTR) continue; /* a follower's stop signal: it stops after this run */
+        wsync__io_fail(err, "cannot lock", lock, 0);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* What a pull may do with `path`, without reading the chain: 1 a link
+   wsync made (or a dangling link to a version beside it), 0 nothing there
+   (a new directory, or a file), -1 refused (err says why), 2 a file. */
+static int wsync__mdir_local(const char *path, wsync_error *err)
+{
+    struct stat lsb, sb;
+    if (lstat(path, &lsb) != 0) {
+        if (errno != ENOENT) return wsync__io_fail(err, "cannot look at", path, 0), -1;
+        return 0;
+    }
+    if (S_ISLNK(lsb.st_mode) && stat(path, &sb) != 0) { /* dangling: a version of ours gone, or not ours */
+        char target[4096], parent[4096];
+        const char *base;
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        wsync__mdir_split(path, parent, sizeof parent, &base);
+        if (n > 0) target[n] = 0;
+        if (n > 0 && wsync__mdir_is_version(target, base)) return 1; /* rebuilt from the chain's anchor */
+        wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s: a symbolic link to '%s', which does not "
+                    "exist and is not a version wsync made beside it; it is left alone (remove it, or give another "
+                    "path)", path, n > 0 ? target : "?");
+        return -1;
+    }
+    if (S_ISLNK(lsb.st_mode) && S_ISDIR(sb.st_mode)) {
+        if (wsync__mdir_has_stepfile(path)) return 1;
+        wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s: a link to a directory wsync did not make (it "
+                    "holds no %s); give a path that does not exist yet (wsync makes it a link to a version beside "
+                    "it)", path, WSYNC_DIR_STEP_FILE);
+        return -1;
+    }
+    if (S_ISDIR(lsb.st_mode)) {
+        wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s: a directory: wsync keeps a model directory "
+                    "as a symbolic link it switches from version to version (%s -> %s.step_N), and does not write "
+                    "into a directory of yours; give a path that does not exist yet", path, path, path);
+        return -1;
+    }
+    return 2;
+}
+
+WSYNC_DEF wsync_result wsync_dir_target(const char *path, const wsync_store *store, const wsync_chain_options *opt,
+                                        uint64_t limit, int *is_dir, wsync_error *err)
+{
+    wsync_chain_info info;
+    wsync_chain_options co;
+    wsync_result r;
+    size_t i;
+    int k, dir = 0;
+    wsync__error_reset(err);
+    if (!path || !store || !is_dir)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_dir_target needs a path, a store and an output");
+    *is_dir = 0;
+    if ((k = wsync__mdir_local(path, err)) < 0) return *is_dir = -1, err ? err->code : WSYNC_ERR_UNSUPPORTED;
+    if (k == 1) return *is_dir = 1, WSYNC_OK;
+    if (k == 2 || wsync__mdir_ends(path, ".safetensors")) return WSYNC_OK;
+    if (opt) co = *opt;
+    else memset(&co, 0, sizeof co);
+    if ((r = wsync_chain_read(store, &co, &info, err)) != WSYNC_OK) return r;
+    if (limit == WSYNC_STEP_LATEST) limit = info.head_step;
+    for (i = 0; i < info.n_entries; i++) /* ascending by step: the last match is the newest */
+        if (info.entries[i].kind == WSYNC_CHAIN_ANCHOR && info.entries[i].step <= limit)
+            dir = info.entries[i].n_files > 0;
+    wsync_chain_info_free(&info);
+    *is_dir = dir;
+    return WSYNC_OK;
+}
+
+/* ---- the follower: one sync at a time, under the lock ---- */
+
+struct wsync_dir_follower {
+    const wsync_store *store;
+    wsync_chain_options co;    /* the caller's, WSYNC_CHAIN_VERIFY_STATE added */
+    char *path;                /* without trailing slashes */
+    wsync__mdir_image im;      /* the model held: the version linked, or an anchor's layout */
+    wsync__mdir_layout lay;
+    int loaded;                /* im holds a model (from the link, or built from an anchor) */
+    wsync_subscriber *sub;
+    int owned;                 /* a sync reached a step of this chain here */
+    int new_chain;             /* WSYNC_CHAIN_NEW_CHAIN: the chain the version records is not pinned */
+    int has_chain;             /* with a verify key: the chain followed */
+    uint8_t chain[WSYNC_CHAIN_ID_SIZE];
+};
+
+/* The chain the subscriber has seen pass (kept across subscribers); the
+   chain pinned in a new one. */
+static void wsync__mdir_learn(wsync_dir_follower *f)
+{
+    uint8_t id[WSYNC_CHAIN_ID_SIZE];
+    if (f->sub && f->co.verify_key && wsync_subscriber_chain_id(f->sub, id)) {
+        memcpy(f->chain, id, sizeof id);
+        f->has_chain = 1;
+    }
+}
+
+/* A new subscriber over the model held (its step set when it has one). */
+static wsync_result wsync__mdir_subscribe(wsync_dir_follower *f, int with_step, wsync_error *err)
+{
+    wsync_subscriber *sub = NULL;
+    wsync_result r;
+    wsync__mdir_learn(f);
+    if ((r = wsync_subscriber_open(f->store, f->im.t, f->im.st.n_tensors, &f->co, &sub, err)) != WSYNC_OK) return r;
+    wsync_subscriber_close(f->sub);
+    f->sub = sub;
+    if (with_step && f->im.has_step) wsync_subscriber_set_step(sub, f->im.step);
+    if (f->co.verify_key && f->has_chain) wsync_subscriber_set_chain_id(sub, f->chain);
+    return WSYNC_OK;
+}
+
+/* The model of the version `path` links to, or (none) nothing yet. */
+static wsync_result wsync__mdir_load(wsync_dir_follower *f, wsync_error *err)
+{
+    struct stat sb;
+    wsync_result r;
+    if (stat(f->path, &sb) != 0) return WSYNC_OK; /* nothing, or a dangling link: built from the anchor */
+    if ((r = wsync__mdir_image_from_link(f->path, &f->im, &f->lay, err)) != WSYNC_OK) return r;
+    if (f->im.has_chain && !f->new_chain && !f->has_chain) {
+        memcpy(f->chain, f->im.chain, sizeof f->chain);
+        f->has_chain = 1;
+    }
+    f->loaded = 1;
+    if ((r = wsync__mdir_subscribe(f, 1, err)) != WSYNC_OK) {
+        f->loaded = 0;
+        wsync__mdir_image_free(&f->im);
+        wsync__mdir_layout_free(&f->lay);
+    }
+    return r;
+}
+
+WSYNC_DEF void wsync_dir_follower_close(wsync_dir_follower *f)
+{
+    if (!f) return;
+    wsync_subscriber_close(f->sub);
+    wsync__mdir_image_free(&f->im);
+    wsync__mdir_layout_free(&f->lay);
+    wsync__mdir_del(f->path);
+    wsync__mdir_del(f);
+}
+
+WSYNC_DEF wsync_result wsync_dir_follower_open(const wsync_store *store, const wsync_chain_options *opt,
+                                               const char *path, wsync_dir_follower **out, wsync_error *err)
+{
+    wsync_dir_follower *f;
+    size_t n;
+    int k, fd;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!out) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_dir_follower_open needs an output");
+    *out = NULL;
+    if (!store || !path || !*path)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_dir_follower_open needs a store and a path");
+    if (!(f = (wsync_dir_follower *)wsync__mdir_new(1, sizeof *f))) return wsync__mdir_oom(err, "follower");
+    n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--; /* "out/model/" is the link "out/model" */
+    if (!(f->path = wsync__mdir_dup(path, n))) {
+        wsync__mdir_del(f);
+        return wsync__mdir_oom(err, "follower");
+    }
+    f->store = store;
+    if (opt) f->co = *opt;
+    f->new_chain = (f->co.flags & WSYNC_CHAIN_NEW_CHAIN) != 0;
+    f->co.flags = (f->co.flags & ~WSYNC_CHAIN_NEW_CHAIN) | WSYNC_CHAIN_VERIFY_STATE;
+    if ((k = wsync__mdir_local(f->path, err)) < 0 || k == 2 || (k == 0 && wsync__mdir_ends(f->path, ".safetensors"))) {
+        if (k >= 0)
+            wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, k == 2 ? "%s: a file, not a model directory "
+                        "(a pull of a single safetensors file keeps it)" : "%s: a name ending in .safetensors is a "
+                        "file's, not a model directory's", f->path);
+        wsync_dir_follower_close(f);
+        return WSYNC_ERR_UNSUPPORTED;
+    }
+    if ((fd = wsync__mdir_lock(f->path, err)) < 0) {
+        wsync_dir_follower_close(f);
+        return err ? err->code : WSYNC_ERR_IO;
+    }
+    wsync__mdir_clean(f->path);
+    r = wsync__mdir_load(f, err);
+    close(fd);
+    if (r != WSYNC_OK) {
+        wsync_dir_follower_close(f);
+        return r;
+    }
+    *out = f;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF int wsync_dir_follower_step(const wsync_dir_follower *f, uint64_t *step)
+{
+    if (!f || !f->loaded || !f->im.has_step) return 0;
+    if (step) *step = f->im.step;
+    return 1;
+}
+
+/* Whether the model held, whose tensors are not the chain's now, was this
+   chain's: a sync reached a step here, or the step it claims is in the
+   chain with the state digest of its bytes, or the chain's anchor at or
+   before that step has its tensors. A version of another model shows none
+   of these. */
+static int wsync__mdir_from_chain(wsync_dir_follower *f)
+{
+    wsync_chain_info info;
+    uint64_t want = 0, have = 0;
+    int known = 0, anchor = 0, same = 0;
+    size_t i, j;
+    if (f->owned) return 1;
+    if (!f->im.has_step || wsync_chain_read(f->store, &f->co, &info, NULL) != WSYNC_OK) return 0;
+    for (i = 0; i < info.n_entries; i++) {
+        const wsync_chain_entry *e = &info.entries[i];
+        if (e->step == f->im.step && e->has_digests) want = e->state, known = 1;
+        if (e->kind == WSYNC_CHAIN_ANCHOR && e->step <= f->im.step) anchor = 1;
+    }
+    wsync_chain_info_free(&info);
+    if (known && wsync_state_digest(f->im.t, f->im.st.n_tensors, f->co.threads, &have, NULL) == WSYNC_OK &&
+        have == want)
+        return 1;
+    if (anchor) {
+        wsync__mdir_image old;
+        if (wsync__mdir_image_from_anchor(f->store, &f->co, f->im.step, &old, NULL, NULL, NULL) == WSYNC_OK) {
+            same = old.st.n_tensors == f->im.st.n_tensors;
+            for (j = 0; same && j < old.st.n_tensors; j++) {
+                const wsync_st_tensor *x = &old.st.tensors[j], *y = wsync_st_find_n(&f->im.st, x->name, x->name_len);
+                same = y && y->dtype == x->dtype && y->rank == x->rank &&
+                       (!x->rank || memcmp(x->shape, y->shape, x->rank * sizeof *x->shape) == 0);
+            }
+            wsync__mdir_image_free(&old);
+        }
+    }
+    return same;
+}
+
+/* The chain's tensors are not the model's: rebuilt from the anchor at or
+   before `step` when the model was this chain's (a new subscriber, no step
+   held); else WSYNC_ERR_LAYOUT stands. */
+static wsync_result wsync__mdir_relayout(wsync_dir_follower *f, uint64_t step, wsync_dir_sync_stats *st,
+                                         wsync_error *err)
+{
+    wsync__mdir_image im;
+    wsync__mdir_layout lay;
+    wsync__mdir_image old_im;
+    wsync__mdir_layout old_lay;
+    uint64_t anchor = 0;
+    wsync_result r;
+    char m[sizeof err->message];
+    if (!wsync__mdir_from_chain(f)) return WSYNC_ERR_LAYOUT;
+    if ((r = wsync__mdir_image_from_anchor(f->store, &f->co, step, &im, &lay, &anchor, err)) != WSYNC_OK) {
+        memcpy(m, err->message, sizeof m);
+        return wsync__fail(err, r, UINT64_MAX, NULL, 0, "the chain's tensors changed, and its anchor could not be "
+                           "read: %s", m);
+    }
+    old_im = f->im;
+    old_lay = f->lay;
+    f->im = im;
+    f->lay = lay;
+    memcpy(f->lay.linked, old_lay.linked, sizeof f->lay.linked);
+    if ((r = wsync__mdir_subscribe(f, 0, err)) != WSYNC_OK) {
+        f->im = old_im;
+        f->lay = old_lay;
+        wsync__mdir_image_free(&im);
+        wsync__mdir_layout_free(&lay);
+        return r;
+    }
+    wsync__mdir_image_free(&old_im);
+    wsync__mdir_layout_free(&old_lay);
+    f->owned = 1;
+    st->relayout = 1;
+    st->relayout_step = anchor;
+    return WSYNC_OK;
+}
+
+/* Whether the model held is `step` as HEAD records it: 1 yes, 0 HEAD does
+   not say (no HEAD, or no state digest for it), -1 no. checked: the sync
+   already compared the state digests. */
+static int wsync__mdir_state(wsync_dir_follower *f, uint64_t step, int checked)
+{
+    wsync_chain_info info;
+    uint64_t want = 0, have = 0;
+    int known = 0;
+    size_t i;
+    if (wsync_chain_read(f->store, &f->co, &info, NULL) != WSYNC_OK) return 0;
+    for (i = 0; info.has_head && i < info.n_entries; i++)
+        if (info.entries[i].step == step && info.entries[i].has_digests) want = info.entries[i].state, known = 1;
+    wsync_chain_info_free(&info);
+    if (!known) return 0;
+    if (checked) return 1;
+    if (wsync_state_digest(f->im.t, f->im.st.n_tensors, f->co.threads, &have, NULL) != WSYNC_OK) return 0;
+    return have == want ? 1 : -1;
+}
+
+static void wsync__mdir_add(wsync_sync_stats *to, const wsync_sync_stats *first)
+{
+    to->bytes_fetched += first->bytes_fetched;
+    to->rejected += first->rejected;
+    to->anchors += first->anchors;
+    to->deltas += first->deltas;
+}
+
+/* One sync under the lock (wsync_dir_follower_sync). */
+static wsync_result wsync__mdir_sync(wsync_dir_follower *f, uint64_t step, wsync_dir_sync_stats *st, wsync_error *err)
+{
+    wsync_result r, w;
+    uint64_t now;
+    unsigned applied;
+    int wrote = 0, state;
+    struct timespec t0, t1;
+    if (!f->loaded) {
+        /* nothing linked (yet): the layout of the anchor the sync starts from */
+        wsync__mdir_image_free(&f->im);
+        wsync__mdir_layout_free(&f->lay);
+        if ((r = wsync__mdir_image_from_anchor(f->store, &f->co, step, &f->im, &f->lay, NULL, err)) != WSYNC_OK)
+            return r;
+        f->loaded = 1;
+        if ((r = wsync__mdir_subscribe(f, 0, err)) != WSYNC_OK) {
+            f->loaded = 0;
+            return r;
+        }
+    }
+    st->had_step = f->im.has_step;
+    st->from_step = f->im.step;
+    r = wsync_subscriber_sync(f->sub, step, &st->sync, err);
+    if (r != WSYNC_OK && f->im.has_step && !wsync_subscriber_step(f->sub, &now)) {
+        /* HEAD's state digest disagreed with the result: the version did not
+           hold the step it claims (deltas without base digests cannot
+           tell); the subscriber knows no step now: once more, from an anchor */
+        wsync_sync_stats first = st->sync;
+        r = wsync_subscriber_sync(f->sub, step, &st->sync, err);
+        wsync__mdir_add(&st->sync, &first);
+    }
+    if (r == WSYNC_ERR_LAYOUT) {
+        wsync_sync_stats first = st->sync;
+        wsync_error keep;
+        memset(&keep, 0, sizeof keep);
+        if (err) keep = *err;
+        if ((w = wsync__mdir_relayout(f, step, st, err)) == WSYNC_OK) {
+            r = wsync_subscriber_sync(f->sub, step, &st->sync, err);
+            wsync__mdir_add(&st->sync, &first);
+        } else if (w == WSYNC_ERR_LAYOUT) {
+            if (err) *err = keep; /* another model's version: left alone */
+        } else {
+            r = w;
+        }
+    }
+    applied = st->sync.anchors + st->sync.deltas;
+    if (wsync_subscriber_step(f->sub, &now) && (applied || !f->im.has_step || now != f->im.step)) {
+        state = wsync__mdir_state(f, now, r == WSYNC_OK);
+        if (state < 0) { /* the model reached does not check: no step held, next time from an anchor */
+            f->im.has_step = 0;
+            if ((w = wsync__mdir_subscribe(f, 0, err)) != WSYNC_OK) return w;
+            return r != WSYNC_OK ? r : WSYNC_ERR_DIGEST_MISMATCH;
+        }
+        if (state == 0 && r != WSYNC_OK) return r; /* the last step reached cannot be checked: not written */
+        st->unchecked = state == 0;
+        wsync__mdir_learn(f); /* the chain the step came from, recorded with it (a verify key's only) */
+        f->im.has_chain = f->co.verify_key && f->has_chain;
+        if (f->im.has_chain) memcpy(f->im.chain, f->chain, sizeof f->chain);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if ((w = wsync__mdir_save(f->store, &f->co, &f->im, &f->lay, f->path, now, &wrote, err)) != WSYNC_OK) {
+            st->write_failed = 1;
+            return w;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        st->write_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        st->switched = 1;
+        f->im.has_step = 1;
+        f->im.step = now;
+    }
+    if (r == WSYNC_OK) f->owned = 1;
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_dir_follower_sync(wsync_dir_follower *f, uint64_t step, wsync_dir_sync_stats *stats,
+                                               wsync_error *err)
+{
+    wsync_dir_sync_stats local;
+    wsync_result r;
+    int fd;
+    ssize_t n;
+    wsync__error_reset(err);
+    if (!stats) stats = &local;
+    memset(stats, 0, sizeof *stats);
+    if (!f) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_dir_follower_sync needs a follower");
+    if ((fd = wsync__mdir_lock(f->path, err)) < 0) return err ? err->code : WSYNC_ERR_IO;
+    r = wsync__mdir_sync(f, step, stats, err);
+    close(fd);
+    stats->has_step = wsync_dir_follower_step(f, &stats->step);
+    n = readlink(f->path, stats->version, sizeof stats->version - 1);
+    stats->version[n > 0 ? n : 0] = 0;
+    return r;
+}
+
+WSYNC_DEF wsync_result wsync_dir_anchor_image(const wsync_store *store, const wsync_chain_options *opt,
+                                              const wsync_chain_entry *anchor, uint8_t **image, uint64_t *size,
+                                              wsync_error *err)
+{
+    wsync__mdir_image im;
+    wsync_chain_options co;
+    wsync_result r;
+    wsync__error_reset(err);
+    if (!store || !anchor || anchor->kind != WSYNC_CHAIN_ANCHOR || !image || !size)
+        return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s",
+                           "wsync_dir_anchor_image needs a store, an anchor's entry and outputs");
+    *image = NULL;
+    *size = 0;
+    if (opt) co = *opt;
+    else memset(&co, 0, sizeof co);
+    if ((r = wsync__mdir_image_from_entry(store, &co, anchor, &im, NULL, err)) != WSYNC_OK) return r;
+    *image = im.buf;
+    *size = im.size;
+    im.buf = NULL;
+    wsync__mdir_image_free(&im);
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_dir_pull(const wsync_store *store, const wsync_chain_options *opt, const char *path,
+                                      uint64_t step, wsync_dir_sync_stats *stats, wsync_error *err)
+{
+    wsync_dir_follower *f = NULL;
+    wsync_result r;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if ((r = wsync_dir_follower_open(store, opt, path, &f, err)) != WSYNC_OK) return r;
+    r = wsync_dir_follower_sync(f, step, stats, err);
+    wsync_dir_follower_close(f);
+    return r;
+}
+
+#else /* !WSYNC__MDIR */
+
+static wsync_result wsync__mdir_none(wsync_error *err)
+{
+    return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s", "model directories need POSIX.1-2008: "
+                       "define _POSIX_C_SOURCE 200809L (or _GNU_SOURCE) before including wsync.h");
+}
+
+#ifndef WSYNC_NO_ENCODE
+WSYNC_DEF wsync_result wsync_dir_read(const char *dir, const char *const *include, size_t n_include,
+                                      wsync_dir_checkpoint *out, wsync_error *err)
+{
+    (void)dir, (void)include, (void)n_include;
+    if (out) memset(out, 0, sizeof *out);
+    return wsync__mdir_none(err);
+}
+WSYNC_DEF void wsync_dir_checkpoint_free(wsync_dir_checkpoint *c)
+{
+    (void)c;
+}
+WSYNC_DEF wsync_result wsync_dir_publish(wsync_publisher *pub, uint64_t step, const wsync_dir_checkpoint *c,
+                                         wsync_publish_stats *stats, wsync_error *err)
+{
+    (void)pub, (void)step, (void)c, (void)stats;
+    return wsync__mdir_none(err);
+}
+#endif
+WSYNC_DEF wsync_result wsync_dir_follower_open(const wsync_store *store, const wsync_chain_options *opt,
+                                               const char *path, wsync_dir_follower **out, wsync_error *err)
+{
+    (void)store, (void)opt, (void)path;
+    if (out) *out = NULL;
+    return wsync__mdir_none(err);
+}
+WSYNC_DEF wsync_result wsync_dir_follower_sync(wsync_dir_follower *f, uint64_t step, wsync_dir_sync_stats *stats,
+                                               wsync_error *err)
+{
+    (void)f, (void)step;
+    if (stats) memset(stats, 0, sizeof *stats);
+    return wsync__mdir_none(err);
+}
+WSYNC_DEF int wsync_dir_follower_step(const wsync_dir_follower *f, uint64_t *step)
+{
+    (void)f, (void)step;
+    return 0;
+}
+WSYNC_DEF void wsync_dir_follower_close(wsync_dir_follower *f)
+{
+    (void)f;
+}
+WSYNC_DEF wsync_result wsync_dir_pull(const wsync_store *store, const wsync_chain_options *opt, const char *path,
+                                      uint64_t step, wsync_dir_sync_stats *stats, wsync_error *err)
+{
+    (void)store, (void)opt, (void)path, (void)step;
+    if (stats) memset(stats, 0, sizeof *stats);
+    return wsync__mdir_none(err);
+}
+WSYNC_DEF wsync_result wsync_dir_anchor_image(const wsync_store *store, const wsync_chain_options *opt,
+                                              const wsync_chain_entry *anchor, uint8_t **image, uint64_t *size,
+                                              wsync_error *err)
+{
+    (void)store, (void)opt, (void)anchor;
+    if (image) *image = NULL;
+    if (size) *size = 0;
+    return wsync__mdir_none(err);
+}
+WSYNC_DEF wsync_result wsync_dir_target(const char *path, const wsync_store *store, const wsync_chain_options *opt,
+                                        uint64_t limit, int *is_dir, wsync_error *err)
+{
+    (void)path, (void)store, (void)opt, (void)limit;
+    if (is_dir) *is_dir = 0;
+    return wsync__mdir_none(err);
+}
+#endif /* WSYNC__MDIR */
 
 /* ---------------------------------------------------------------------
    Fabric: descriptors  >>fabric

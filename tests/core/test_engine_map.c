@@ -244,18 +244,21 @@ typedef struct node {
     wsync_engine *e;
 } node;
 
-static int node_open(node *N, const wsync_store *st, int r, uint32_t chunk)
+/* tied: the checkpoint has no lm_head.weight (its NT - 1 tensors), and the
+   rank's lm_head.weight is tied to the embedding (the same rows). */
+static int node_open_tied(node *N, const wsync_store *st, int r, uint32_t chunk, int tied)
 {
     wsync_mirror_options o;
     wsync_error err;
     memset(N, 0, sizeof *N);
     rank_init(&N->R, r);
+    if (tied) N->R.pc[6][0].tensor = g_names[T_EMB];
     N->host = (uint8_t *)calloc(g_off[NT], 1);
     tensors_of(N->host, N->t);
     memset(&o, 0, sizeof o);
     o.chain = chain_opts(0);
     o.chunk = chunk;
-    if (wsync_mirror_open(st, N->t, NT, &o, &N->m, &err) != WSYNC_OK) {
+    if (wsync_mirror_open(st, N->t, tied ? NT - 1 : NT, &o, &N->m, &err) != WSYNC_OK) {
         CHECK_MSG(0, "mirror_open: %s", err.message);
         return 0;
     }
@@ -264,6 +267,11 @@ static int node_open(node *N, const wsync_store *st, int r, uint32_t chunk)
         return 0;
     }
     return 1;
+}
+
+static int node_open(node *N, const wsync_store *st, int r, uint32_t chunk)
+{
+    return node_open_tied(N, st, r, chunk, 0);
 }
 
 static void node_close(node *N)
@@ -384,7 +392,7 @@ static void test_refusals(void)
     wsync_tensor t[NT];
     wsync_publish_stats ps;
     node N;
-    rank_map A, B;
+    rank_map A, B, C;
     TEST_BEGIN("engine map: bad maps refused at open, naming the parameter and the piece");
     CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
     CHECK_EQ_INT(wsync_publisher_open(&st, &co, &P, &err), WSYNC_OK);
@@ -406,10 +414,24 @@ static void test_refusals(void)
         expect_refused(N.m, A.p, NP, WSYNC_MAP_SHARD, "overlap", "qkv_proj.weight", "overlaps");
         rank_free(&A);
         rank_init(&A, 0);
-        /* two parameters from one tensor's rows (lm_head from the embedding) */
+        /* two parameters from one tensor's rows (lm_head from the embedding),
+           not the same rows: an overlap */
         A.pc[6][0].tensor = g_names[T_EMB];
+        A.pc[6][0].start = 1;
         expect_refused(N.m, A.p, NP, WSYNC_MAP_SHARD, "overlap of two", "parameter 'lm_head.weight' piece 0 overlaps",
+                       "parameter 'embed_tokens.weight' piece 0 in tensor 'embed_tokens.weight' at 1");
+        /* the same rows: tied to the embedding, but this checkpoint has its
+           own lm_head.weight, which no parameter holds now */
+        A.pc[6][0].start = 0;
+        expect_refused(N.m, A.p, NP, WSYNC_MAP_SHARD, "tied, head in the checkpoint", "'lm_head.weight'",
+                       "covered by no parameter");
+        /* the same rows but not the same parameter (another pad): no tie */
+        A.shape[6][0] = VP + 1;
+        A.p[6].pad = 4;
+        expect_refused(N.m, A.p, NP, WSYNC_MAP_SHARD, "tie of another shape", "parameter 'lm_head.weight' piece 0 overlaps",
                        "'embed_tokens.weight' piece 0");
+        A.shape[6][0] = VP;
+        A.p[6].pad = 3;
         A.pc[6][0].tensor = g_names[T_HEAD];
         A.p[4].dtype = WSYNC_DTYPE_BF16; /* the norm is f32 */
         expect_refused(N.m, A.p, NP, WSYNC_MAP_SHARD, "dtype", "norm.weight", "dtype BF16");
@@ -462,15 +484,159 @@ static void test_refusals(void)
             B.pc[0][2].length = 4;
             B.shape[0][0] = 28;
             CHECK_EQ_INT(wsync_engine_map_check(N.t, NT, two, 2, &err), WSYNC_ERR_LAYOUT);
-            CHECK_MSG(strstr(err.message, "'v_proj.weight': [12, 16) along dim 0 is covered by no parameter") != NULL,
+            CHECK_MSG(strstr(err.message, "'v_proj.weight': [12, 16) along dim 0 is covered by no parameter "
+                                          "(parameter 'qkv_proj.weight' piece 2 of rank 1 ends there)") != NULL,
                       "%s", err.message);
+            B.shape[0][0] = 32;
+            B.pc[0][2].length = 8;
+            CHECK_EQ_INT(wsync_engine_map_check(N.t, NT, two, 2, &err), WSYNC_OK);
+            /* rank 1's q rows moved onto rank 0's: [8, 24) overlaps [0, 16),
+               and [24, 32) is nobody's; the overlap is named first */
+            B.pc[0][0].start = 8;
+            CHECK_EQ_INT(wsync_engine_map_check(N.t, NT, two, 2, &err), WSYNC_ERR_LAYOUT);
+            CHECK_MSG(strstr(err.message, "parameter 'qkv_proj.weight' piece 0 of rank 1: [8, 24) of tensor "
+                                          "'q_proj.weight' along dim 0 overlaps parameter 'qkv_proj.weight' piece 0 "
+                                          "of rank 0's [0, 16)") != NULL, "%s", err.message);
+            if (check__is_verbose()) printf("  overlap across ranks: %s\n", err.message);
+            B.pc[0][0].start = 16;
+            /* o_proj's columns: rank 1 takes [0, 16) as rank 0 does, so
+               [16, 32) is nobody's (a dim-1 gap, named with the piece) */
+            B.pc[1][0].start = 0;
+            CHECK_EQ_INT(wsync_engine_map_check(N.t, NT, two, 2, &err), WSYNC_ERR_LAYOUT);
+            CHECK_MSG(strstr(err.message, "'o_proj.weight': [16, 32) along dim 1 is covered by no parameter") != NULL &&
+                      strstr(err.message, "parameter 'o_proj.weight' piece 0 of rank") != NULL, "%s", err.message);
+            B.pc[1][0].start = 16;
         }
+        /* replicas: a third rank holding rank 0's slices again (a second
+           copy of the shard) is the same slices, accepted; one of its
+           slices shifted is an overlap, named with its rank */
+        rank_init(&C, 0);
+        {
+            wsync_map_rank three[3];
+            three[0].params = A.p;
+            three[0].n = NP;
+            three[1].params = B.p;
+            three[1].n = NP;
+            three[2].params = C.p;
+            three[2].n = NP;
+            CHECK_EQ_INT(wsync_engine_map_check(N.t, NT, three, 3, &err), WSYNC_OK);
+            C.pc[2][1].start = 4; /* up [4, 28): overlaps rank 0's [0, 24) and rank 1's [24, 48) */
+            CHECK_EQ_INT(wsync_engine_map_check(N.t, NT, three, 3, &err), WSYNC_ERR_LAYOUT);
+            CHECK_MSG(strstr(err.message, "parameter 'gate_up_proj.weight' piece 1 of rank 2") != NULL &&
+                      strstr(err.message, "'up_proj.weight'") != NULL, "%s", err.message);
+        }
+        rank_free(&C);
         rank_free(&A);
         rank_free(&B);
         free(before);
         node_close(&N);
     }
     wsync_publisher_close(P);
+    wsync_store_close(&st);
+    TEST_END();
+}
+
+/* Tied embeddings: a checkpoint without lm_head.weight (Qwen3-0.6B's, with
+   tie_word_embeddings), engines whose lm_head.weight is tied to the
+   embedding. (1) Two tensor-parallel ranks, each lm_head shard the
+   embedding's rows of that rank (one checkpoint tensor feeding two
+   parameters); (2) one rank holding everything, the embedding by name and
+   lm_head.weight its piece [0, V) (a parameter absent from the checkpoint).
+   Every take exact (lm_head equal to the embedding's rows), through the
+   scatter and through a callback, which sees both parameters. */
+static void test_tied(void)
+{
+    wsync_store st;
+    wsync_publisher *P = NULL;
+    wsync_chain_options co = chain_opts(5);
+    wsync_error err;
+    node N[2];
+    wsync_tensor wt[NT];
+    wsync_mirror *wm = NULL;
+    wsync_engine *we = NULL;
+    wsync_map_param wp[NT];
+    wsync_map_piece head;
+    uint8_t *whost = (uint8_t *)calloc(g_off[NT], 1), *wbuf[NT];
+    uint64_t s;
+    size_t j;
+    int r, opened = 0;
+    TEST_BEGIN("engine map: tied embeddings (lm_head.weight not in the checkpoint), every take exact");
+    CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_publisher_open(&st, &co, &P, &err), WSYNC_OK);
+    memset(wp, 0, sizeof wp);
+    memset(wbuf, 0, sizeof wbuf);
+    for (s = 0; s <= 12; s++) {
+        wsync_tensor t[NT];
+        wsync_publish_stats ps;
+        tensors_of(g_img[s], t);
+        CHECK_EQ_INT(wsync_publish(P, s, t, NT - 1, &ps, &err), WSYNC_OK);
+        if (s == 0) {
+            wsync_mirror_options o;
+            wsync_map_rank two[2];
+            if (!node_open_tied(&N[0], &st, 0, 0, 1) || !node_open_tied(&N[1], &st, 1, 7, 1)) break;
+            opened = 1;
+            /* rank 1 scatters itself through a callback */
+            for (j = 0; j < NP; j++) N[1].R.p[j].data = NULL;
+            two[0].params = N[0].R.p;
+            two[0].n = NP;
+            two[1].params = N[1].R.p;
+            two[1].n = NP;
+            CHECK_EQ_INT(wsync_engine_map_check(N[0].t, NT - 1, two, 2, &err), WSYNC_OK);
+            /* (2): every tensor by name, and lm_head.weight = embed [0, V) */
+            tensors_of(whost, wt);
+            memset(&o, 0, sizeof o);
+            o.chain = chain_opts(0);
+            CHECK_EQ_INT(wsync_mirror_open(&st, wt, NT - 1, &o, &wm, &err), WSYNC_OK);
+            for (j = 0; j < NT; j++) {
+                wp[j].name = g_names[j];
+                wp[j].dtype = dtype(j);
+                wp[j].rank = g_ranks[j];
+                wp[j].shape = g_shapes[j];
+                wbuf[j] = (uint8_t *)malloc(g_off[j + 1] - g_off[j]);
+                wp[j].data = wbuf[j];
+            }
+            head.tensor = g_names[T_EMB];
+            head.start = 0;
+            head.length = V;
+            wp[T_HEAD].pieces = &head;
+            wp[T_HEAD].n_pieces = 1;
+            wp[T_HEAD].dim = 0;
+            CHECK_EQ_INT(wsync_engine_open(wm, wp, NT, 0, &we, &err), WSYNC_OK);
+            if (!we) break;
+        }
+        if (s > 6 && s % 2) continue; /* then merged over two steps */
+        for (r = 0; r < 2; r++) {
+            wsync_engine_stats es;
+            cb_engine E;
+            memset(&E, 0, sizeof E);
+            E.R = &N[r].R;
+            CHECK_EQ_INT(wsync_mirror_sync(N[r].m, WSYNC_STEP_LATEST, NULL, &err), WSYNC_OK);
+            CHECK_EQ_INT(wsync_engine_take(N[r].e, r ? on_param : NULL, &E, &es, &err), WSYNC_OK);
+            CHECK(!E.bad && es.mirror.handed);
+            CHECK_MSG(rank_is(&N[r].R, g_img[s]), "tied: rank %d step %llu", r, (unsigned long long)s);
+            if (s == 0) CHECK_EQ_U64(es.params, NP);
+        }
+        {
+            wsync_engine_stats es;
+            CHECK_EQ_INT(wsync_mirror_sync(wm, WSYNC_STEP_LATEST, NULL, &err), WSYNC_OK);
+            CHECK_EQ_INT(wsync_engine_take(we, NULL, NULL, &es, &err), WSYNC_OK);
+            for (j = 0; j < NT; j++) {
+                size_t from = j == T_HEAD ? g_off[T_EMB] : g_off[j];
+                CHECK_MSG(memcmp(wbuf[j], g_img[s] + from, g_off[j + 1] - g_off[j]) == 0, "tied, one rank: %s step %llu",
+                          g_names[j], (unsigned long long)s);
+            }
+            if (s == 0) CHECK_EQ_U64(es.params, NT);
+        }
+    }
+    wsync_engine_close(we);
+    wsync_mirror_close(wm);
+    for (j = 0; j < NT; j++) free(wbuf[j]);
+    free(whost);
+    wsync_publisher_close(P);
+    if (opened) {
+        node_close(&N[0]);
+        node_close(&N[1]);
+    }
     wsync_store_close(&st);
     TEST_END();
 }
@@ -485,6 +651,7 @@ int main(void)
     test_steps(2, 0);
     test_steps(0, 5);
     test_refusals();
+    test_tied();
     for (s = 0; s <= MAXSTEP; s++) free(g_img[s]);
     return check_summary();
 }
