@@ -593,7 +593,7 @@ same_bytes() { # name, published dir, pulled dir: every file identical, nothing 
     if [ -z "$bad" ]; then pass "$name"
     else fail "$name: differ:$bad ($(head -c 300 "$got/${bad## }" 2>/dev/null | tail -c +9 | tr -d '\0' | head -c 160))"; fi
 }
-"$py" - "$root/tests" "$H/d1" "$H/e1" "$H/d2" "$H/e2" <<'PYEOF'
+"$py" - "$root/tests/cli" "$H/d1" "$H/e1" "$H/d2" "$H/e2" <<'PYEOF'
 import os, sys
 sys.path.insert(0, sys.argv[1])
 import make_dirs as md
@@ -624,7 +624,7 @@ for c in d e; do
     same_bytes "6: $c: pulled forward to 2, byte for byte" "$H/${c}2" "$H/q6${c}1/m"
 done
 mkdir -p "$H/f1" "$H/q6f"
-"$py" - "$root/tests" "$H/d1" "$H/f1" <<'PYEOF'
+"$py" - "$root/tests/cli" "$H/d1" "$H/f1" <<'PYEOF'
 import os, sys
 sys.path.insert(0, sys.argv[1])
 import make_dirs as md
@@ -646,7 +646,7 @@ want='{"__metadata__":{"model":"tiny","format":"pt","step":"5"},'
 
 # a trainer's "wsync" key is the anchor's own: refused, the shard named, nothing published
 mkdir -p "$H/g1"
-"$py" - "$root/tests" "$H/d1" "$H/g1" <<'PYEOF'
+"$py" - "$root/tests/cli" "$H/d1" "$H/g1" <<'PYEOF'
 import os, sys
 sys.path.insert(0, sys.argv[1])
 import make_dirs as md
