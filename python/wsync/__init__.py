@@ -309,7 +309,7 @@ def _engine_open(mptr, targets, layout):
         dtypes.append(t.t.code)
         ranks.append(len(t.t.shape))
         shapes.extend(t.t.shape)
-        dim, pieces, pad = layout.params.get(t.t.name, (0, [], 0))
+        dim, pieces, pad = layout.entry(t.t.name, t.t.shape) or (0, [], 0)
         dims.append(dim)
         pads.append(pad)
         npcs.append(len(pieces))
@@ -317,7 +317,7 @@ def _engine_open(mptr, targets, layout):
             ptn.append(cn.encode("utf-8"))
             pst.append(start)
             plen.append(length)
-    unknown = sorted(set(layout.params) - set(t.t.name for t in targets))
+    unknown = sorted(set(layout.params) - set(layout.ties) - set(t.t.name for t in targets))   # a tie: optional
     if unknown:
         raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "layout: parameter %r is not among the engine's tensors"
                                % unknown[0], tensor=unknown[0])
@@ -756,8 +756,10 @@ class Subscriber(_Closeable):
     checked against it before any byte moves (WsyncLayoutError naming the
     parameter and the piece). Each take hands each parameter only its share
     of the changes, in its own flat index space (take(on_changes=fn) for
-    engines that scatter themselves). set_step is refused (the parameters
-    are not the checkpoint).
+    engines that scatter themselves). A parameter tied to another
+    (layout.tie: an lm_head tied to the embedding) gets the same changes;
+    absent from tensors (one tensor under two names), it is left out.
+    set_step is refused (the parameters are not the checkpoint).
     """
 
     _what = "subscriber"

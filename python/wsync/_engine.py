@@ -18,12 +18,15 @@ checkpoint tensor of their own name, whole.
 
 EngineLayout.tensor_parallel(names_and_shapes, rank, world, rules) builds
 the layout of one tensor-parallel rank from a rule table (RULES_QWEN3,
-RULES_LLAMA; see their comment).
+RULES_LLAMA; see their comment), and checks every rank's layout together
+(EngineLayout.check_ranks): the ranks split each checkpoint tensor exactly
+once. layout.tie(param, source) ties a parameter to another (an lm_head tied
+to the embedding, for a checkpoint without lm_head.weight).
 """
 import ctypes
 
 from . import _lib
-from ._errors import WsyncValueError
+from ._errors import WsyncLayoutError, WsyncValueError
 
 # The rule table for Qwen3 and Llama (Llama 2/3, Mistral, Qwen2/2.5, Qwen3
 # dense: vLLM's and SGLang's layout for tensor parallelism). Names are
@@ -42,6 +45,12 @@ from ._errors import WsyncValueError
 #   (others) replicated, one to one: the norms (input_layernorm,
 #            post_attention_layernorm, model.norm, and Qwen3's q_norm and
 #            k_norm), row-parallel biases.
+#   tie      tied embeddings (tie_word_embeddings: Qwen3-0.6B/1.7B/4B, Llama
+#            3.2 1B/3B): a checkpoint without lm_head.weight gets an
+#            lm_head.weight parameter tied to model.embed_tokens.weight (the
+#            same vocabulary rows and padding). An engine whose lm_head is the
+#            embedding's tensor (vLLM's tie_weights: named_parameters() lists
+#            it once) leaves it out of engine_params; the tie is then unused.
 #
 # A column split needs the rows to divide by world (k_proj and v_proj with
 # fewer KV heads than ranks, which vLLM replicates, are refused: give a rule
@@ -57,6 +66,7 @@ RULES_QWEN3 = {
     "row": ["self_attn.o_proj.weight", "mlp.down_proj.weight"],
     "vocab": ["embed_tokens.weight", "lm_head.weight"],
     "pad_to": 64,
+    "tie": {"lm_head.weight": "model.embed_tokens.weight"},
 }
 RULES_LLAMA = RULES_QWEN3
 
@@ -81,6 +91,7 @@ class EngineLayout(object):
     def __init__(self, shard=False):
         self.params = {}
         self.shapes = {}
+        self.ties = {}
         self.shard = bool(shard)
 
     def add(self, param_name, dim, pieces, pad=0):
@@ -114,6 +125,46 @@ class EngineLayout(object):
         self.params[param_name] = (dim, out, int(pad))
         return self
 
+    def tie(self, param_name, source):
+        """Ties param_name to the engine parameter `source` (lm_head.weight
+        to model.embed_tokens.weight, with tie_word_embeddings): it gets
+        source's pieces, dim and pad, so exactly the changes source gets
+        (a source without an entry is the checkpoint tensor of its name,
+        whole). The checkpoint need not hold param_name. When the engine's
+        tensors lack param_name (one tensor under two names, listed once),
+        the tie is left out."""
+        for what, v in (("param_name", param_name), ("source", source)):
+            if not isinstance(v, str) or not v:
+                raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.tie: %s must be a non-empty str"
+                                      % what)
+        if param_name == source or param_name in self.params or param_name in self.ties:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "EngineLayout.tie(%r, %r): %r has an entry already"
+                                  % (param_name, source, param_name))
+        self.ties[param_name] = source
+        if source in self.params:
+            dim, pieces, pad = self.params[source]
+            self.params[param_name] = (dim, list(pieces), pad)
+        if source in self.shapes:
+            self.shapes[param_name] = self.shapes[source]
+        return self
+
+    def entry(self, name, shape=None):
+        """(dim, pieces, pad) of parameter `name`, or None when it is the
+        checkpoint tensor of its name; a tie to a source without an entry
+        is resolved with the parameter's shape."""
+        if name in self.params:
+            return self.params[name]
+        src = self.ties.get(name)
+        if src is None:
+            return None
+        e = self.entry(src, shape)
+        if e is not None:
+            return e
+        if not shape:
+            raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "layout: parameter %r is tied to %r, a tensor whole: a "
+                                   "scalar cannot be tied" % (name, src), tensor=name)
+        return (0, [(src, 0, int(shape[0]))], 0)
+
     def __contains__(self, name):
         return name in self.params
 
@@ -126,16 +177,102 @@ class EngineLayout(object):
         names_and_shapes: the checkpoint's (name, shape) pairs (a dict, or a
         state_dict's items with tensors: their shapes are taken). rules: a
         table as RULES_QWEN3 (the default). Every engine parameter's shape
-        is in layout.shapes, replicated ones included."""
-        rules = RULES_QWEN3 if rules is None else rules
-        if isinstance(names_and_shapes, dict):
-            names_and_shapes = list(names_and_shapes.items())
-        shapes = {}
-        for name, shape in names_and_shapes:
-            shapes[name] = tuple(int(d) for d in getattr(shape, "shape", shape))
+        is in layout.shapes, replicated ones included. Every rank's layout
+        is built and checked together (check_ranks): the ranks split each
+        checkpoint tensor exactly once, else WsyncLayoutError naming the
+        rank, parameter and piece."""
+        shapes = _shapes(names_and_shapes)
         if isinstance(world, bool) or not isinstance(world, int) or world < 1 or \
                 isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
             raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "tensor_parallel: rank %r of world %r" % (rank, world))
+        lays = [cls._tensor_parallel(shapes, r, world, rules) for r in range(world)]
+        cls.check_ranks(lays, shapes)
+        return lays[rank]
+
+    @staticmethod
+    def check_ranks(layouts, names_and_shapes):
+        """Checks every rank's layout together against the checkpoint's
+        (name, shape) pairs, as wsync_engine_map_check does in C: each piece
+        inside its tensor, one dim per tensor, and the ranks split each
+        tensor exactly once: every element held, and two slices either
+        disjoint or the same slice (a replica: a norm every rank holds
+        whole; two parameters of one rank only when tied). A checkpoint
+        tensor that a rank's layout names in no piece and has no entry for
+        is held whole by that rank (its parameter of the same name).
+        Raises WsyncLayoutError naming the rank, parameter and piece."""
+        shapes = _shapes(names_and_shapes)
+        layouts = list(layouts)
+        held = dict((t, []) for t in shapes)     # tensor -> [(start, length, dim, rank, param, piece)]
+
+        def say(x):
+            r, p, k = x[3], x[4], x[5]
+            return "rank %d parameter %r %s" % (r, p, "(the whole tensor)" if k is None else "piece %d" % k)
+        for r, lay in enumerate(layouts):
+            named = set()
+            for p in sorted(lay.params):
+                dim, pieces, _ = lay.params[p]
+                for k, (t, start, length) in enumerate(pieces):
+                    s = shapes.get(t)
+                    if s is None:
+                        raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "rank %d parameter %r piece %d: no checkpoint "
+                                               "tensor %r" % (r, p, k, t), tensor=p)
+                    if dim >= len(s) or not length or start + length > s[dim]:
+                        raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "rank %d parameter %r piece %d: [%d, +%d) along "
+                                               "dim %d of tensor %r (shape %r)" % (r, p, k, start, length, dim, t, s),
+                                               tensor=p)
+                    held[t].append((start, length, dim, r, p, k))
+                    named.add(t)
+            for t, s in shapes.items():
+                if t not in named and t not in lay.params:
+                    held[t].append((0, s[0] if s else 1, None, r, t, None))
+        for t in sorted(held):
+            s = shapes[t]
+            xs = held[t]
+            dims = set(x[2] for x in xs if x[2] is not None)
+            if len(dims) > 1:
+                a = [x for x in xs if x[2] is not None]
+                b = [x for x in a if x[2] != a[0][2]][0]
+                raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "%s: tensor %r sliced along dim %d here and %d by %s"
+                                       % (say(b), t, b[2], a[0][2], say(a[0])), tensor=b[4])
+            dim = dims.pop() if dims else 0
+            n = s[dim] if s else 1
+
+            def span(x):       # a whole tensor is its dim's whole range
+                return (0, n) if x[2] is None else (x[0], x[0] + x[1])
+            xs = sorted(xs, key=lambda x: (span(x), x[3], x[4]))
+            reach, last = 0, None
+            for i, x in enumerate(xs):
+                a0, a1 = span(x)
+                for y in xs[i + 1:]:
+                    b0, b1 = span(y)
+                    if b0 >= a1:
+                        break
+                    same = (a0, a1) == (b0, b1)
+                    tied = same and x[3] == y[3] and x[4] != y[4] and (
+                        layouts[x[3]].ties.get(y[4]) == x[4] or layouts[x[3]].ties.get(x[4]) == y[4] or
+                        layouts[x[3]].ties.get(x[4], 0) == layouts[x[3]].ties.get(y[4], 1))
+                    if (same and x[3] != y[3]) or tied:
+                        continue
+                    raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "%s: [%d, %d) of tensor %r along dim %d overlaps %s's "
+                                           "[%d, %d) (ranks split a tensor exactly once, or hold the same slice)"
+                                           % (say(y), b0, b1, t, dim, say(x), a0, a1), tensor=y[4])
+                if a0 > reach:
+                    break
+                if a1 > reach:
+                    reach, last = a1, x
+            if reach < n:
+                nxt = [x for x in xs if span(x)[0] > reach]
+                to = span(nxt[0])[0] if nxt else n
+                if last is None and not xs:
+                    raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "checkpoint tensor %r is held by no rank" % t, tensor=t)
+                raise WsyncLayoutError("WSYNC_ERR_LAYOUT", "checkpoint tensor %r: [%d, %d) along dim %d is held by no "
+                                       "rank (%s %s)" % (t, reach, to, dim, say(last if last else nxt[0]),
+                                                          "ends there" if last else "starts after it"),
+                                       tensor=(last if last else nxt[0])[4])
+
+    @classmethod
+    def _tensor_parallel(cls, shapes, rank, world, rules):
+        rules = RULES_QWEN3 if rules is None else rules
         lay = cls(shard=world > 1)
         used = set()
 
@@ -185,7 +322,17 @@ class EngineLayout(object):
                 lay.shapes[name] = (per,) + tuple(s[1:])
             else:
                 lay.shapes[name] = tuple(s)
+        for target, source in sorted(rules.get("tie", {}).items()):
+            if target not in shapes and source in shapes:
+                lay.tie(target, source)
         return lay
+
+
+def _shapes(names_and_shapes):
+    """name -> shape tuple, from a dict or (name, shape or tensor) pairs."""
+    if isinstance(names_and_shapes, dict):
+        names_and_shapes = list(names_and_shapes.items())
+    return dict((name, tuple(int(d) for d in getattr(shape, "shape", shape))) for name, shape in names_and_shapes)
 
 
 def _np_dtype(code):

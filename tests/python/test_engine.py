@@ -217,6 +217,122 @@ class TestEngineLayout(unittest.TestCase):
                 self.assertTrue(np.array_equal(x, expected(lay, sd, name)), name)
 
 
+@need_numpy
+class TestEngineTiesAndRanks(unittest.TestCase):
+    """Tied embeddings through the map, and the ranks' layouts checked
+    together (EngineLayout.check_ranks, run by tensor_parallel)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="wsync-engine-")
+        self.store = os.path.join(self.dir, "bucket")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_tied_embeddings_exact(self):
+        """A checkpoint without lm_head.weight (tie_word_embeddings): the
+        rules tie lm_head.weight to the embedding. Rank 0's engine has its
+        own lm_head tensor, rank 1's has it as the embedding's tensor under
+        two names, a third engine (rank 1 again) lacks it (named_parameters()
+        lists a tied tensor once). Every take exact: lm_head equals the
+        embedding's rows of the rank."""
+        sh = dict(shapes())
+        del sh["lm_head.weight"]
+        lays = [wsync.EngineLayout.tensor_parallel(sh, r, 2) for r in range(2)]
+        self.assertEqual(lays[1].ties, {"lm_head.weight": "model.embed_tokens.weight"})
+        self.assertEqual(lays[1].params["lm_head.weight"], lays[1].params["model.embed_tokens.weight"])
+        self.assertEqual(lays[1].shapes["lm_head.weight"], (128, H))
+
+        def ckpt(step):
+            sd = checkpoint(step)
+            del sd["lm_head.weight"]
+            return sd
+        engines = [dict((k, np.zeros(s, np.float32)) for k, s in sorted(lays[r].shapes.items())) for r in range(2)]
+        engines[1]["lm_head.weight"] = engines[1]["model.embed_tokens.weight"]     # one tensor, two names
+        lone = dict((k, np.zeros(s, np.float32)) for k, s in sorted(lays[1].shapes.items()) if k != "lm_head.weight")
+        pub = wsync.Publisher(self.store, anchor_every=5, keep_f32=True)
+        pub.publish(0, ckpt(0))
+        subs = [wsync.Subscriber(self.store, engines[r], layout=lays[r]) for r in range(2)]
+        subs.append(wsync.Subscriber(self.store, lone, layout=lays[1]))
+        try:
+            for step in range(0, 7):
+                if step:
+                    pub.publish(step, ckpt(step))
+                sd = ckpt(step)
+                for i, (eng, lay) in enumerate(((engines[0], lays[0]), (engines[1], lays[1]), (lone, lays[1]))):
+                    names = set()
+
+                    def fn(name, positions, values, eng=eng):
+                        eng[name].reshape(-1)[positions] = values
+                        names.add(name)
+                    if i == 0 and step % 2:
+                        sub_sync_take(subs[i], fn)      # the engine scatters itself: both names handed
+                        self.assertIn("lm_head.weight", names)
+                        self.assertIn("model.embed_tokens.weight", names)
+                    else:
+                        subs[i].sync()
+                    self.assertEqual(subs[i].step, step)
+                    for name, x in eng.items():
+                        self.assertTrue(np.array_equal(x, expected(lay, sd, name)), "%d %s step %d" % (i, name, step))
+                self.assertTrue(np.array_equal(engines[0]["lm_head.weight"], engines[0]["model.embed_tokens.weight"]))
+        finally:
+            for s in subs:
+                s.close()
+        # a tie by hand to a parameter without an entry (one rank, the embedding whole by name)
+        one = wsync.EngineLayout().tie("lm_head.weight", "model.embed_tokens.weight")
+        eng = dict((k, np.zeros(s, np.float32)) for k, s in sh.items())
+        eng["lm_head.weight"] = np.zeros((V, H), np.float32)
+        with wsync.Subscriber(self.store, eng, layout=one) as sub:
+            sub.sync()
+            sd = ckpt(6)
+            self.assertTrue(np.array_equal(eng["lm_head.weight"], sd["model.embed_tokens.weight"]))
+            self.assertTrue(all(np.array_equal(eng[k], sd[k]) for k in sd))
+        for bad in (("lm_head.weight", "lm_head.weight"), ("", "x"), ("model.embed_tokens.weight", "y")):
+            with self.assertRaises(wsync.WsyncError):
+                wsync.EngineLayout.tensor_parallel(sh, 0, 2).tie(*bad)
+
+    def test_ranks_split_each_tensor_exactly_once(self):
+        sh = shapes()
+        lays = [wsync.EngineLayout.tensor_parallel(sh, r, 2) for r in range(2)]
+        wsync.EngineLayout.check_ranks(lays, sh)
+        wsync.EngineLayout.check_ranks(lays + [wsync.EngineLayout.tensor_parallel(sh, 0, 2)], sh)   # a replica
+        qkv = PRE % 1 + "self_attn.qkv_proj.weight"
+        q = PRE % 1 + "self_attn.q_proj.weight"
+        # overlap: rank 1's q rows [8, 24) onto rank 0's [0, 16)
+        dim, pieces, pad = lays[1].params[qkv]
+        lays[1].params[qkv] = (dim, [(q, 8, 16)] + pieces[1:], pad)
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.EngineLayout.check_ranks(lays, sh)
+        msg = str(cm.exception)
+        self.assertIn("rank 1 parameter %r piece 0: [8, 24) of tensor %r along dim 0 overlaps rank 0 parameter %r "
+                      "piece 0's [0, 16)" % (qkv, q, qkv), msg)
+        lays[1].params[qkv] = (dim, pieces, pad)
+        # a gap: rank 1's down_proj columns [0, 24) as rank 0's: [24, 48) is nobody's
+        down = PRE % 0 + "mlp.down_proj.weight"
+        lays[1].params[down] = (1, [(down, 0, 24)], 0)
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.EngineLayout.check_ranks(lays, sh)
+        msg = str(cm.exception)
+        self.assertIn("%r: [24, 48) along dim 1 is held by no rank" % down, msg)
+        self.assertIn("parameter %r piece 0 ends there" % down, msg)
+        lays[1].params[down] = (1, [(down, 24, 24)], 0)
+        # a tensor split along another dim by one rank
+        lays[1].params[down] = (0, [(down, 0, 8)], 0)
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.EngineLayout.check_ranks(lays, sh)
+        self.assertIn("sliced along dim", str(cm.exception))
+        lays[1].params[down] = (1, [(down, 24, 24)], 0)
+        wsync.EngineLayout.check_ranks(lays, sh)
+        # tensor_parallel checks its own output: a rule table fusing q twice
+        rules = dict(wsync.RULES_QWEN3)
+        rules["fuse"] = {"self_attn.qkv_proj.weight": ["self_attn.q_proj.weight", "self_attn.q_proj.weight",
+                                                       "self_attn.k_proj.weight", "self_attn.v_proj.weight"]}
+        with self.assertRaises(wsync.WsyncLayoutError) as cm:
+            wsync.EngineLayout.tensor_parallel(sh, 0, 2, rules)
+        self.assertIn("qkv_proj.weight' piece 1", str(cm.exception))
+        self.assertIn("overlaps", str(cm.exception))
+
+
 def sub_mirror_sync(sub):
     """The mirror to HEAD without a take (the background's part, here in the
     test's thread)."""
