@@ -1,21 +1,25 @@
 """make bench-engine: an engine's pause per tensor-parallel rank, at Qwen3-0.6B's
 shapes (28 layers, hidden 1024, 16 heads of 128, 8 KV heads, MLP 3072,
-vocabulary 151936, q_norm and k_norm; bf16), 2 ranks with vLLM's fused
-layouts (qkv_proj, gate_up_proj column-parallel, o_proj and down_proj
-row-parallel, the vocabulary padded and split), 1.6% of elements changed per
-step (random positions, every tensor touched).
+vocabulary 151936, q_norm and k_norm, lm_head tied to the embedding as in
+the real checkpoint; bf16), 2 ranks with vLLM's fused layouts (qkv_proj,
+gate_up_proj column-parallel, o_proj and down_proj row-parallel, the
+vocabulary padded and split), 1.6% of elements changed per step (random
+positions, every tensor touched).
 
-Per rank, for the same published step:
+Per rank, best of --repeat published steps (each a fresh 1.6%):
   (a) the take through the map: wsync.Subscriber(..., layout=).take() (the
       mirror has applied the step already, as its background does), the
-      rank's parameters scattered with index_copy_;
+      rank's parameters scattered in C (CPU) or with index_copy_ (CUDA);
   (b) load_weights of every changed tensor from a host copy: what an engine
       can do today (vLLM's weight_loader: each checkpoint tensor's slice
-      copied into its place in the fused, sharded parameter);
-  (c) a full load_state_dict of the rank's parameters.
-Each is checked exact (the rank's parameters against the trainer's tensors
-fused and sliced), and the bytes each rank receives and the memory per rank
-are printed. CPU targets unless --device cuda.
+      copied into its place in the fused, sharded parameter; the host copy
+      in pinned CPU memory when the parameters are on CUDA);
+  (c) a full load_state_dict of the rank's parameters (from CPU tensors).
+Also per rank: the mirror's apply of each step (the background's work, not
+the pause), the bytes the rank receives, and its memory (the mirror's host
+copy of the whole model, its change records, the rank's parameters). Each
+rank's parameters are checked exact (the trainer's tensors fused and
+sliced) after the last take and after (c). CPU targets unless --device cuda.
 
     make bench-engine            (BENCH_ENGINE_ARGS="--layers 4" for a smaller model)
 """
@@ -64,6 +68,8 @@ def load_weights(layout, params, sd, names):
     """vLLM's path: every changed checkpoint tensor's slice into its place."""
     where = {}
     for pname, (dim, pieces, _) in layout.params.items():
+        if pname not in params:                 # a tie the engine holds as the embedding itself
+            continue
         off = 0
         for t, a, n in pieces:
             where.setdefault(t, []).append((pname, dim, off, a, n))
@@ -94,88 +100,108 @@ def main():
     ap.add_argument("--fraction", type=float, default=0.016)
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--repeat", type=int, default=3, help="(b) and (c): best of")
+    ap.add_argument("--repeat", type=int, default=3, help="steps published; (a), (b), (c): best of")
     a = ap.parse_args()
     torch.set_num_threads(1)
     dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("bench-engine: --device cuda, but torch.cuda.is_available() is False")
     c = dict(QWEN3_06B, layers=a.layers)
     sh = shapes(c)
     g = torch.Generator().manual_seed(0)
     sd = dict((k, (torch.randn(s, generator=g) * 0.02).to(torch.bfloat16)) for k, s in sorted(sh.items()))
     total = sum(v.numel() for v in sd.values())
     print("bench-engine: Qwen3-0.6B shapes, %d layers, %d parameters (%.2f GB bf16), %d ranks, %.1f%% changed, "
-          "targets on %s" % (a.layers, total, total * 2 / 1e9, a.world, a.fraction * 100, dev), flush=True)
+          "targets on %s%s" % (a.layers, total, total * 2 / 1e9, a.world, a.fraction * 100, dev,
+                               " (%s)" % torch.cuda.get_device_name(dev) if dev.type == "cuda" else ""), flush=True)
     tmp = tempfile.mkdtemp(prefix="wsync-bench-engine-")
     try:
         store = os.path.join(tmp, "bucket")
         pub = wsync.Publisher(store, fsync=False)
         pub.publish(0, sd)
         lays = [wsync.EngineLayout.tensor_parallel(sh, r, a.world, wsync.RULES_QWEN3) for r in range(a.world)]
-        params = [dict((k, fused(lays[r], sd, k).clone().to(dev)) for k in sorted(lays[r].shapes))
-                  for r in range(a.world)]
+        # lm_head is tied: the embedding's tensor (vLLM's tie_weights), not a parameter of its own
+        params = [dict((k, fused(lays[r], sd, k).clone().to(dev)) for k in sorted(lays[r].shapes)
+                       if k not in lays[r].ties) for r in range(a.world)]
         subs = []
         for r in range(a.world):
             s = wsync.Subscriber(store, params[r], layout=lays[r])
             s.sync()                             # step 0: every parameter whole
             subs.append(s)
-        # step 1: a.fraction of each tensor's elements, at random positions, one bf16 ulp up
-        for k in sorted(sd):
-            flat = sd[k].view(-1).view(torch.int16)
-            n = max(1, int(flat.numel() * a.fraction))
-            pos = torch.randint(0, flat.numel(), (n,), generator=g)
-            flat[pos] += 1
-        ps = pub.publish(1, sd)
-        print("trainer: step 1 changed %d of %d elements (%.2f%%), delta %.1f MB"
-              % (ps.changed, ps.elements, 100.0 * ps.changed / ps.elements, ps.delta_bytes / 1e6), flush=True)
+        host = sd
+        if dev.type == "cuda":
+            host = dict((k, v.pin_memory()) for k, v in sd.items())
         changed_names = sorted(sd)               # random positions: every tensor changed
-        for r in range(a.world):
-            bench_mirror_sync(subs[r])
-        rows = []
-        for r in range(a.world):
-            lay, prm = lays[r], params[r]
-            rank_bytes = sum(p.numel() * p.element_size() for p in prm.values())
-            sync(dev)
-            t0 = time.perf_counter()
-            st = subs[r].take()
-            sync(dev)
-            ta = time.perf_counter() - t0
-            ok_a = all(torch.equal(prm[k].cpu().view(torch.int16), fused(lay, sd, k).view(torch.int16))
-                       for k in prm)
-            host = dict((k, v.to(dev)) for k, v in sd.items()) if dev.type != "cpu" else sd
-            tb = tc = float("inf")
-            for _ in range(a.repeat):
+        best = [dict(ta=float("inf"), tca=float("inf"), tb=float("inf"), tc=float("inf"), apply=float("inf"))
+                for _ in range(a.world)]
+        last = [None] * a.world
+        ok = [True] * a.world
+        for step in range(1, a.repeat + 1):
+            # a.fraction of each tensor's elements, at random positions, one bf16 ulp up
+            for k in sorted(sd):
+                flat = sd[k].view(-1).view(torch.int16)
+                n = max(1, int(flat.numel() * a.fraction))
+                pos = torch.randint(0, flat.numel(), (n,), generator=g)
+                flat[pos] += 1
+            if host is not sd:
+                for k in host:
+                    host[k].copy_(sd[k])
+            ps = pub.publish(step, sd)
+            print("trainer: step %d changed %d of %d elements (%.2f%%), delta %.1f MB"
+                  % (step, ps.changed, ps.elements, 100.0 * ps.changed / ps.elements, ps.delta_bytes / 1e6), flush=True)
+            for r in range(a.world):
+                t0 = time.perf_counter()
+                bench_mirror_sync(subs[r])       # the background's part
+                best[r]["apply"] = min(best[r]["apply"], time.perf_counter() - t0)
+            for r in range(a.world):
+                lay, prm, b = lays[r], params[r], best[r]
+                sync(dev)
+                t0 = time.perf_counter()
+                st = subs[r].take()
+                sync(dev)
+                b["ta"] = min(b["ta"], time.perf_counter() - t0)
+                b["tca"] = min(b["tca"], st.pause_seconds)
+                last[r] = st
+                if step == a.repeat:
+                    ok[r] = all(torch.equal(prm[k].cpu().view(torch.int16), fused(lay, sd, k).view(torch.int16))
+                                for k in prm)
                 sync(dev)
                 t0 = time.perf_counter()
                 load_weights(lay, prm, host, changed_names)
                 sync(dev)
-                tb = min(tb, time.perf_counter() - t0)
-            full = dict((k, fused(lay, sd, k)) for k in prm)
-            mod = torch.nn.Module()
-            for i, (k, v) in enumerate(sorted(prm.items())):
-                mod.register_parameter("p%d" % i, torch.nn.Parameter(v, requires_grad=False))
-            state = dict(("p%d" % i, full[k]) for i, k in enumerate(sorted(prm)))
-            for _ in range(a.repeat):
+                b["tb"] = min(b["tb"], time.perf_counter() - t0)
+                full = dict((k, fused(lay, sd, k)) for k in prm)
+                mod = torch.nn.Module()
+                for i, (k, v) in enumerate(sorted(prm.items())):
+                    mod.register_parameter("p%d" % i, torch.nn.Parameter(v, requires_grad=False))
+                state = dict(("p%d" % i, full[k]) for i, k in enumerate(sorted(prm)))
                 sync(dev)
                 t0 = time.perf_counter()
                 mod.load_state_dict(state)
                 sync(dev)
-                tc = min(tc, time.perf_counter() - t0)
-            ok_c = all(torch.equal(prm[k].cpu(), full[k]) for k in prm)
-            rows.append((r, ta, st.pause_seconds, tb, tc, st.param_positions, st.param_bytes, st.record_bytes,
-                         rank_bytes, ok_a and ok_c))
-            del host, full, state, mod
-        print("%-5s %12s %12s %14s %14s %8s %12s %12s %12s %12s %s" % (
+                b["tc"] = min(b["tc"], time.perf_counter() - t0)
+                if step == a.repeat:
+                    ok[r] = ok[r] and all(torch.equal(prm[k].cpu(), full[k]) for k in prm)
+                del full, state, mod
+        print("%-5s %12s %12s %14s %14s %8s %12s %12s %12s %12s %12s %s" % (
             "rank", "(a) take ms", "of which C", "(b) load_w ms", "(c) state ms", "a/b", "positions",
-            "bytes recv", "records MB", "params MB", "exact"))
-        for r, ta, tca, tb, tc, pos, by, rec, pb, ok in rows:
-            print("%-5d %12.2f %12.2f %14.2f %14.2f %8.3f %12d %12d %12.1f %12.1f %s"
-                  % (r, ta * 1e3, tca * 1e3, tb * 1e3, tc * 1e3, ta / tb, pos, by, rec / 1e6, pb / 1e6,
-                     "yes" if ok else "NO"))
-        print("memory: this process %d MB RSS (the trainer, its publisher, %d ranks' mirrors (one host copy "
-              "each, %.2f GB) and parameters)" % (rss_mb(), a.world, total * 2 / 1e9))
+            "bytes recv", "apply ms", "records MB", "params MB", "exact"))
+        host_mb = total * 2 / 1e6
+        for r in range(a.world):
+            b, st = best[r], last[r]
+            pb = sum(p.numel() * p.element_size() for p in params[r].values())
+            print("%-5d %12.2f %12.2f %14.2f %14.2f %8.3f %12d %12d %12.1f %12.1f %12.1f %s"
+                  % (r, b["ta"] * 1e3, b["tca"] * 1e3, b["tb"] * 1e3, b["tc"] * 1e3, b["ta"] / b["tb"],
+                     st.param_positions, st.param_bytes, b["apply"] * 1e3, st.record_bytes / 1e6, pb / 1e6,
+                     "yes" if ok[r] else "NO"))
+        print("(a), (b), (c), apply: best of %d steps. Memory per rank: the mirror's host copy %.1f MB (the whole "
+              "model) + its records + the rank's parameters; apply: the mirror's apply of a step (its background "
+              "thread, not the pause), per rank" % (a.repeat, host_mb))
+        print("memory: this process %d MB RSS (the trainer, its publisher, %d ranks' mirrors and parameters)"
+              % (rss_mb(), a.world))
         for s in subs:
             s.close()
-        if not all(row[-1] for row in rows):
+        if not all(ok):
             sys.exit("bench-engine: a rank's parameters differ from the trainer's fused slices")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
