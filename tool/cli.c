@@ -64,17 +64,21 @@ int cli_chain_fail(const char *cmd, const wsync_error *err, const char *fmt, ...
 {
     char what[1024];
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
+    what[0] = 0;
+    if (fmt) {
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what - 2, fmt, ap);
+        va_end(ap);
+        strcat(what, ": ");
+    }
     last_code = err->code;
     if (capture_buf) {
-        snprintf(capture_buf, capture_cap, "wsync: %s: %s: %s: %s", cmd, what, wsync_result_name(err->code),
+        snprintf(capture_buf, capture_cap, "wsync: %s: %s%s: %s", cmd, what, wsync_result_name(err->code),
                  err->message[0] ? err->message : wsync_result_str(err->code));
         capture_code = err->code;
         return 1;
     }
-    fprintf(stderr, "wsync: %s: %s: %s: %s\n", cmd, what, wsync_result_name(err->code),
+    fprintf(stderr, "wsync: %s: %s%s: %s\n", cmd, what, wsync_result_name(err->code),
             err->message[0] ? err->message : wsync_result_str(err->code));
     return 1;
 }

@@ -9,9 +9,9 @@
      cmd_chain.c  publish, pull, follow, log, keygen
      image.c      a model in memory as one safetensors image (cli_image),
                   built by cmd_chain.c and dir.c
-     dir.c        model directories (a Hugging Face checkpoint): the index's
-                  JSON reader, a directory read for publish, and pull's and
-                  follow's versions beside a symbolic link switched atomically
+     dir.c        model directories (a Hugging Face checkpoint): the tool's
+                  side of wsync.h's >>dir (wsync_dir_read, _publish, the
+                  follower pull and follow use for a directory)
      cmd_demo.c   demo (a trainer and a follower process)
      cmd_push.c   push-demo (the direct path with real processes)
      layouts.c    push-demo's ranks' layouts and the plan its controller
@@ -103,7 +103,9 @@ wsync_result cli_push_plan(const wsync_gen_model *m, const cli_push_layout *o, w
 int cli_usage_error(const char *fmt, ...);
 /* An unknown --model for `cmd`, with the known ones; returns EXIT_USAGE. */
 int cli_usage_models(const char *cmd, const char *name);
-/* "wsync: CMD: WHAT: WSYNC_ERR_X: message"; returns 1 (the exit status). */
+/* "wsync: CMD: WHAT: WSYNC_ERR_X: message"; returns 1 (the exit status).
+   fmt NULL: "wsync: CMD: WSYNC_ERR_X: message" (a message that names its
+   file itself, as the library's model-directory errors do). */
 int cli_chain_fail(const char *cmd, const wsync_error *err, const char *fmt, ...);
 /* Until called again with NULL, cli_chain_fail (and cli_tool_fail) keep
    their line (without the newline) in buf instead of printing it, the last
@@ -220,7 +222,7 @@ typedef struct cli_image {
     int has_step;      /* the step the data hold, as the file claims it */
     uint64_t step;
     int has_chain;     /* the identity of the signed chain the step came from (a file's
-                          __metadata__ CLI_CHAIN_META, a directory's CLI_DIR_STEP_FILE
+                          __metadata__ CLI_CHAIN_META, a directory's WSYNC_DIR_STEP_FILE
                           "chain"), written only by a pull given --verify-key */
     uint8_t chain[WSYNC_CHAIN_ID_SIZE];
 } cli_image;
@@ -237,123 +239,16 @@ int cli_image_parse(const char *cmd, const char *what, cli_image *im);
 int cli_image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
                           cli_image *im);
 
-/* ---- model directories (dir.c) ---- */
+/* ---- model directories (dir.c; the library's >>dir section does the work) ---- */
 
-/* A small strict JSON reader (RFC 8259) for the files of a model directory
-   (model.safetensors.index.json, wsync-step.json): objects (a key twice is
-   refused), arrays, strings (valid UTF-8, the usual escapes, surrogate
-   pairs), numbers (kept as their text), true, false, null; nothing after the
-   value but white space; at most CLI_JSON_MAX_DEPTH levels and
-   CLI_JSON_MAX_SIZE bytes. */
-#define CLI_JSON_MAX_DEPTH 64
-#define CLI_JSON_MAX_SIZE ((size_t)64 << 20)
-typedef enum cli_json_kind {
-    CLI_JSON_NULL, CLI_JSON_FALSE, CLI_JSON_TRUE, CLI_JSON_NUMBER, CLI_JSON_STRING, CLI_JSON_ARRAY, CLI_JSON_OBJECT
-} cli_json_kind;
-typedef struct cli_json {
-    cli_json_kind kind;
-    char *key;                    /* a member of an object: its name, decoded */
-    size_t key_len;               /* bytes (a name may hold U+0000) */
-    char *str;                    /* a string: decoded, NUL-terminated; a number: its text */
-    size_t len;
-    struct cli_json *child, *next; /* an array's or object's members, in order */
-    size_t n;                     /* how many */
-} cli_json;
-/* 1 and *out (free with cli_json_free); 0 with why ("byte N: rule"). */
-int cli_json_parse(const char *text, size_t len, cli_json **out, char *why, size_t cap);
-void cli_json_free(cli_json *j);
-/* An object's member named key (a C string), or NULL. */
-const cli_json *cli_json_member(const cli_json *obj, const char *key);
-/* A number that is an integer from 0 to UINT64_MAX, written without a
-   fraction or exponent: 1 and *out. */
-int cli_json_u64(const cli_json *j, uint64_t *out);
-
-/* The index a sharded checkpoint carries, and the step file of a version
-   that pull or follow wrote. */
-#define CLI_DIR_INDEX "model.safetensors.index.json"
-#define CLI_DIR_STEP_FILE "wsync-step.json"
-
-/* A checkpoint directory read for publish (cli_dir_load): its shards mapped
-   (the tensors are views into the mappings, in publish order), the layout
-   for wsync_publisher_set_layout, and the small files carried with every
-   anchor, mapped too. */
-typedef struct cli_dir_model {
-    size_t n_shards;
-    cli_loaded *shards;
-    char **shard_paths;
-    wsync_anchor_shard *layout;  /* one per shard, named by its file name */
-    wsync_tensor *t;             /* every shard's tensors, shard after shard */
-    size_t n_tensors;
-    size_t n_files;
-    wsync_anchor_file *files;
-    wsync_mapped *file_maps;
-    char **file_names;
-    uint64_t bytes;              /* the tensors' bytes */
-} cli_dir_model;
-/* Reads and validates the directory `dir` (cmd_publish's rules, in its
-   --help); include: --include patterns. 1 loaded; 0 after saying why
-   (naming the file and the rule), nothing held. */
-int cli_dir_load(const char *cmd, const char *dir, char *const *include, size_t n_include, cli_dir_model *m);
-void cli_dir_unload(cli_dir_model *m);
-
-/* A version's shards: which tensors of the image each one holds, in the
-   order it writes them. The layout of the anchor it was read from
-   (from_anchor, anchor_step) or of the local version (from_anchor 0). */
-typedef struct cli_dir_shard {
-    char name[WSYNC_CHAIN_FILE_NAME_MAX];
-    size_t *idx;                 /* indices into the image's tensors */
-    size_t n;
-    int has_meta;                /* 0: the shard is written with "format" "pt" and "step" */
-    wsync_st_kv *meta;           /* else these (the trainer's, before an anchor's "wsync"), one allocation */
-    size_t n_meta;
-} cli_dir_shard;
-typedef struct cli_dir_layout {
-    cli_dir_shard *shards;
-    size_t n_shards;
-    int from_anchor;
-    uint64_t anchor_step;
-    char linked[512];            /* the version the link named when this run last read or
-                                    switched it ("": none, or a name too long to keep) */
-} cli_dir_layout;
-void cli_dir_layout_free(cli_dir_layout *lay);
-
-/* What pull and follow keep at `path`: CLI_TARGET_DIR when path is a
-   symbolic link to a version wsync made (it holds CLI_DIR_STEP_FILE), or a
-   dangling link to a name of a version beside it (BASE.step_N: rebuilt
-   from the anchor; a dangling link to anything else is refused), or
-   does not exist, does not end in .safetensors and the chain's newest
-   anchor at or before `limit` is a directory's; CLI_TARGET_FILE otherwise.
-   -1: refused (a directory wsync did not make; printed); -2: the chain could
-   not be read (printed; a follower tries again). */
-enum { CLI_TARGET_FILE = 0, CLI_TARGET_DIR = 1 };
-int cli_dir_target(const char *cmd, const char *path, const wsync_store *s, const wsync_chain_options *co,
-                   uint64_t limit);
-/* The model of a directory anchor's entry as one image, data zeroed: each
-   shard's header read with two ranged gets, the tensors in shard order.
-   lay (may be NULL) gets the anchor's layout. 1 built; 0 after saying why. */
-int cli_dir_image_from_entry(const char *cmd, const wsync_store *s, const wsync_chain_options *co,
-                             const wsync_chain_entry *e, cli_image *im, cli_dir_layout *lay);
-/* The version `path` links to, as one image (its shards, by name order)
-   with the step of its CLI_DIR_STEP_FILE. 1 loaded; 0 after saying why. */
-int cli_dir_image_from_link(const char *cmd, const char *path, cli_image *im, cli_dir_layout *lay);
-/* Writes the image as the version `step` beside `path` (path.step_NNNNNN,
-   its shards laid out as the newest anchor at or before step, that
-   anchor's files, CLI_DIR_STEP_FILE), switches the link `path` to it in one
-   rename, and removes versions older than the previous one. 1 switched; 0
-   after saying why, `path` as it was. */
-int cli_dir_save(const char *cmd, const wsync_store *s, const wsync_chain_options *co, const cli_image *im,
-                 cli_dir_layout *lay, const char *path, uint64_t step);
-/* Removes what killed runs left beside `path` (path.step_*.tmp.PID,
-   path.link.tmp.PID, of processes that are gone) and prunes the versions to
-   the one `path` links to and the previous one (a run killed after its
-   switch leaves an older third; one killed before, a version never linked). */
-void cli_dir_remove_stale(const char *path);
-/* Runs on one model directory take turns: an exclusive flock on
-   .BASE.wsync-lock beside the link (created once, left there), held from
-   reading the link to the switch and the pruning, so that no run prunes a
-   version another has just linked. Waits for the run before it. The fd
-   (cli_dir_unlock lets go), or -1 after saying why. */
-int cli_dir_lock(const char *cmd, const char *path);
-void cli_dir_unlock(int fd);
+/* wsync_dir_read of `dir` with the --include patterns: 1 read; 0 after
+   saying why (the library's error, naming the file and the rule). Warns
+   about a pattern that matched nothing and a WSYNC_DIR_STEP_FILE not
+   published. */
+int cli_dir_load(const char *cmd, const char *dir, char *const *include, size_t n_include, wsync_dir_checkpoint *c);
+/* A directory anchor's tensors as one image, data zeroed
+   (wsync_dir_anchor_image): 1 built; 0 after saying why. */
+int cli_dir_anchor_image(const char *cmd, const wsync_store *s, const wsync_chain_options *co,
+                         const wsync_chain_entry *e, cli_image *im);
 
 #endif /* WSYNC_CLI_H */

@@ -164,11 +164,10 @@ static int image_from_file(const char *cmd, const char *path, cli_image *im)
 /* A model with the layout of the anchor the subscriber will start from (the
    chain's newest at or before `limit`), data zeroed. Only the anchor's
    header is read (two ranged gets; a directory's anchor: two per shard,
-   cli_dir_image_from_entry, its layout into lay when not NULL; the
-   anchor's step into *anchor_step when not NULL): the subscriber fetches
-   the rest. */
+   cli_dir_anchor_image; the anchor's step into *anchor_step when not
+   NULL): the subscriber fetches the rest. */
 static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
-                             cli_image *im, cli_dir_layout *lay, uint64_t *anchor_step)
+                             cli_image *im, uint64_t *anchor_step)
 {
     wsync_chain_info info;
     wsync_error err;
@@ -189,7 +188,7 @@ static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_
         }
     if (found && anchor_step) *anchor_step = anchor;
     if (found && info.entries[at].n_files) {
-        k = cli_dir_image_from_entry(cmd, s, co, &info.entries[at], im, lay);
+        k = cli_dir_anchor_image(cmd, s, co, &info.entries[at], im);
         wsync_chain_info_free(&info);
         return k;
     }
@@ -226,7 +225,7 @@ static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_
 int cli_image_from_anchor(const char *cmd, const wsync_store *s, const wsync_chain_options *co, uint64_t limit,
                           cli_image *im)
 {
-    return image_from_anchor(cmd, s, co, limit, im, NULL, NULL);
+    return image_from_anchor(cmd, s, co, limit, im, NULL);
 }
 
 /* Temporary files of writers that were killed claim nothing (the path is
@@ -368,20 +367,6 @@ static void print_publish(const wsync_publish_stats *ps, uint64_t full, double s
                 (unsigned long long)ps->retention_failed, ps->retention_failed == 1 ? "" : "s");
 }
 
-/* A directory's shards claim one step in their __metadata__ "step": 1 and
-   *step when all of them claim the same one. */
-static int dir_claimed_step(const cli_dir_model *D, uint64_t *step)
-{
-    size_t i;
-    for (i = 0; i < D->n_shards; i++) {
-        const char *s = wsync_st_metadata_get(&D->shards[i].st, "step");
-        uint64_t x;
-        if (!s || !parse_step(s, &x) || (i && x != *step)) return 0;
-        *step = x;
-    }
-    return D->n_shards > 0;
-}
-
 int cmd_publish(int argc, char **argv)
 {
     const char *path = NULL, *v;
@@ -389,7 +374,7 @@ int cmd_publish(int argc, char **argv)
     uint64_t step = 0, x, full = 0;
     int have_step = 0, i, rc = 1, k, is_dir = 0;
     cli_loaded L;
-    cli_dir_model D;
+    wsync_dir_checkpoint D;
     const wsync_tensor *t;
     size_t n, n_include = 0;
     char **include;
@@ -514,14 +499,15 @@ int cmd_publish(int argc, char **argv)
             free(include);
             return 1;
         }
-        t = D.t;
+        t = D.tensors;
         n = D.n_tensors;
-        if (!have_step && !dir_claimed_step(&D, &step)) {
-            cli_dir_unload(&D);
-            cli_usage_error("publish: the shards of %s do not all claim one __metadata__ \"step\": give --step N",
-                            path);
+        if (!have_step && !D.has_step) {
+            wsync_dir_checkpoint_free(&D);
+            cli_usage_error("publish: the shards of %s do not all claim one __metadata__ \"step\" (and it holds no "
+                            "%s that says one): give --step N", path, WSYNC_DIR_STEP_FILE);
             goto usage;
         }
+        if (!have_step) step = D.step;
     } else {
         if (!cli_load_file(path, &L)) {
             free(include);
@@ -541,7 +527,7 @@ int cmd_publish(int argc, char **argv)
     free(include);
     include = NULL;
     if (!cli_open_dir_store("publish", c.store, 0, &store)) {
-        if (is_dir) cli_dir_unload(&D);
+        if (is_dir) wsync_dir_checkpoint_free(&D);
         else cli_unload_file(&L);
         return 1;
     }
@@ -550,9 +536,8 @@ int cmd_publish(int argc, char **argv)
     t0 = cli_now_s();
     if (wsync_publisher_open(&store, &c.co, &pub, &err) != WSYNC_OK)
         cli_chain_fail("publish", &err, "opening the chain in %s", c.store);
-    else if (is_dir && wsync_publisher_set_layout(pub, D.layout, D.n_shards, D.files, D.n_files, &err) != WSYNC_OK)
-        cli_chain_fail("publish", &err, "the layout of %s", path);
-    else if (wsync_publish(pub, step, t, n, &ps, &err) != WSYNC_OK)
+    else if (is_dir ? wsync_dir_publish(pub, step, &D, &ps, &err) != WSYNC_OK
+                    : wsync_publish(pub, step, t, n, &ps, &err) != WSYNC_OK)
         cli_chain_fail("publish", &err, "step %llu of %s to %s", (unsigned long long)step, path, c.store);
     else {
         wsync_http_stats hs;
@@ -569,7 +554,7 @@ int cmd_publish(int argc, char **argv)
     wsync_publisher_close(pub);
     wsync_store_close(&store);
     chain_keys_wipe(&c);
-    if (is_dir) cli_dir_unload(&D);
+    if (is_dir) wsync_dir_checkpoint_free(&D);
     else cli_unload_file(&L);
     return rc;
 usage:
@@ -585,8 +570,9 @@ typedef struct puller {
     int store_open;
     wsync_chain_options co;
     cli_image im;
-    int dir;               /* path is a directory: a link to versions beside it (dir.c) */
-    cli_dir_layout lay;    /* the directory's shards */
+    int dir;               /* path is a directory: a link to versions beside it, kept by
+                              the library's follower (df; im then holds only the step) */
+    wsync_dir_follower *df;
     double save_s;         /* how long the last version took to write */
     wsync_subscriber *sub;
     int warned_unchecked;  /* said once: the chain has no HEAD to check against */
@@ -599,26 +585,7 @@ typedef struct puller {
     int has_chain;         /* with a verify key: the signed chain followed (MODEL's record, */
     uint8_t chain[WSYNC_CHAIN_ID_SIZE]; /* or the first HEAD that passed) */
     int sig_refused;       /* the last read or sync was refused by the verify key */
-    int locked, lock_fd;   /* a directory's runs take turns (cli_dir_lock) */
 } puller;
-
-/* A directory's lock, held from reading the link to the switch (pull: the
-   whole run; follow: each sync). 1 held; 0 after saying why. */
-static int puller_lock(puller *p)
-{
-    int fd;
-    if (p->locked) return 1;
-    if ((fd = cli_dir_lock(p->cmd, p->path)) < 0) return 0;
-    p->lock_fd = fd;
-    p->locked = 1;
-    return 1;
-}
-
-static void puller_unlock(puller *p)
-{
-    if (p->locked) cli_dir_unlock(p->lock_fd);
-    p->locked = 0;
-}
 
 /* A failure the verify key caused: a HEAD refused, or an object whose
    BLAKE2b-256 is not the signed HEAD's. */
@@ -659,10 +626,10 @@ static void puller_close(puller *p)
 {
     wsync_subscriber_close(p->sub);
     cli_image_free(&p->im);
-    cli_dir_layout_free(&p->lay);
+    wsync_dir_follower_close(p->df);
     if (p->store_open) wsync_store_close(&p->store);
-    puller_unlock(p);
     p->sub = NULL;
+    p->df = NULL;
     p->store_open = 0;
 }
 
@@ -676,19 +643,24 @@ static int puller_open(puller *p, uint64_t limit)
 {
     wsync_error err;
     struct stat sb;
-    int target;
+    int is_dir = 0;
     p->dir = 0; /* decided again at each try (a follower's first ones may find no chain yet) */
     p->co.flags |= WSYNC_CHAIN_VERIFY_STATE;
     remove_stale_temps(p->path);
-    if ((target = cli_dir_target(p->cmd, p->path, &p->store, &p->co, limit)) < 0) return target == -1 ? 0 : -1;
-    if (target == CLI_TARGET_DIR) {
+    if (wsync_dir_target(p->path, &p->store, &p->co, limit, &is_dir, &err) != WSYNC_OK) {
+        if (is_dir < 0) return cli_chain_fail(p->cmd, &err, NULL), 0; /* a path a pull leaves alone */
+        return cli_chain_fail(p->cmd, &err, "reading the chain"), -1;
+    }
+    if (is_dir) { /* the library's follower: the version linked, or the anchor's layout at the first sync */
+        wsync_chain_options co = p->co;
         p->dir = 1;
-        if (!puller_lock(p)) return 0;
-        cli_dir_remove_stale(p->path);
-        if (stat(p->path, &sb) == 0) { /* a dangling link: its version is rebuilt from the anchor */
-            if (!cli_dir_image_from_link(p->cmd, p->path, &p->im, &p->lay)) return 0;
-        } else if (!image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im, &p->lay, NULL)) return -1;
-    } else if (stat(p->path, &sb) == 0 || errno != ENOENT) {
+        if (p->new_chain) co.flags |= WSYNC_CHAIN_NEW_CHAIN;
+        if (wsync_dir_follower_open(&p->store, &co, p->path, &p->df, &err) != WSYNC_OK)
+            return cli_chain_fail(p->cmd, &err, NULL), 0;
+        p->im.has_step = wsync_dir_follower_step(p->df, &p->im.step);
+        return 1;
+    }
+    if (stat(p->path, &sb) == 0 || errno != ENOENT) {
         if (!image_from_file(p->cmd, p->path, &p->im)) return 0;
     } else if (!cli_image_from_anchor(p->cmd, &p->store, &p->co, limit, &p->im)) return -1;
     if (wsync_subscriber_open(&p->store, p->im.t, p->im.st.n_tensors, &p->co, &p->sub, &err) != WSYNC_OK)
@@ -826,16 +798,13 @@ static int puller_from_chain(puller *p)
         return 1;
     if (anchor) {
         cli_image old;
-        cli_dir_layout lay;
         char quiet[512];
-        memset(&lay, 0, sizeof lay);
         cli_fail_capture(quiet, sizeof quiet); /* a store that fails here: no evidence, and the sync says why */
-        if (image_from_anchor(p->cmd, &p->store, &p->co, p->im.step, &old, &lay, NULL)) {
+        if (image_from_anchor(p->cmd, &p->store, &p->co, p->im.step, &old, NULL)) {
             same = same_layout(&old, &p->im);
             cli_image_free(&old);
         }
         cli_fail_capture(NULL, 0);
-        cli_dir_layout_free(&lay);
     }
     return same;
 }
@@ -867,7 +836,6 @@ static void captured_to_err(const puller *p, const char *line, wsync_result code
 static int puller_relayout(puller *p, uint64_t step, wsync_error *err)
 {
     cli_image im;
-    cli_dir_layout lay;
     uint64_t anchor = 0;
     wsync_subscriber *sub = NULL;
     char line[600];
@@ -876,12 +844,10 @@ static int puller_relayout(puller *p, uint64_t step, wsync_error *err)
         p->layout_refused = 1;
         return 0;
     }
-    memset(&lay, 0, sizeof lay);
     cli_fail_capture(line, sizeof line);
-    if (!image_from_anchor(p->cmd, &p->store, &p->co, step, &im, &lay, &anchor)) {
+    if (!image_from_anchor(p->cmd, &p->store, &p->co, step, &im, &anchor)) {
         code = cli_fail_captured();
         cli_fail_capture(NULL, 0);
-        cli_dir_layout_free(&lay);
         captured_to_err(p, line, code, "the chain's tensors changed, and its anchor could not be read", err);
         return 0;
     }
@@ -891,18 +857,14 @@ static int puller_relayout(puller *p, uint64_t step, wsync_error *err)
             p->path, (unsigned long long)anchor, im.st.n_tensors, p->im.st.n_tensors);
     if (wsync_subscriber_open(&p->store, im.t, im.st.n_tensors, &p->co, &sub, err) != WSYNC_OK) {
         cli_image_free(&im);
-        cli_dir_layout_free(&lay);
         return 0;
     }
     puller_learn(p);
     wsync_subscriber_close(p->sub);
     cli_image_free(&p->im);
-    memcpy(lay.linked, p->lay.linked, sizeof lay.linked);
-    cli_dir_layout_free(&p->lay);
     p->sub = sub;
     puller_pin(p);
     p->im = im;
-    p->lay = lay;
     p->owned = 1;
     return 1;
 }
@@ -921,6 +883,28 @@ static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *s
     int may;
     memset(st, 0, sizeof *st);
     p->layout_refused = 0;
+    if (p->dir) { /* the library's follower does the same for a directory, under its lock */
+        wsync_dir_sync_stats ds;
+        r = wsync_dir_follower_sync(p->df, step, &ds, err);
+        *st = ds.sync;
+        *secs = cli_now_s() - t0 - ds.write_s;
+        *saved = ds.switched;
+        p->save_s = ds.write_s;
+        p->im.has_step = ds.has_step;
+        p->im.step = ds.step;
+        p->layout_refused = r == WSYNC_ERR_LAYOUT;
+        if (ds.relayout)
+            fprintf(stderr, "wsync: %s: %s: the chain's tensors changed; %s is rebuilt with the tensors of anchor "
+                    "%llu\n", p->cmd, p->path, p->path, (unsigned long long)ds.relayout_step);
+        if (ds.switched && ds.unchecked && !p->warned_unchecked) {
+            fprintf(stderr, "wsync: %s: warning: the chain has no HEAD, so step %llu is saved to %s unchecked\n",
+                    p->cmd, (unsigned long long)ds.step, p->path);
+            p->warned_unchecked = 1;
+        }
+        if (ds.write_failed) return cli_chain_fail(p->cmd, err, NULL), PULL_SAVE_FAILED;
+        if (r == WSYNC_OK) p->owned = 1;
+        return r == WSYNC_OK ? PULL_OK : PULL_SYNC_FAILED;
+    }
     r = wsync_subscriber_sync(p->sub, step, st, err);
     applied = st->anchors + st->deltas;
     if (r != WSYNC_OK && p->im.has_step && !wsync_subscriber_step(p->sub, &now)) {
@@ -952,8 +936,7 @@ static int puller_sync(puller *p, uint64_t step, wsync_sync_stats *st, double *s
         puller_learn(p); /* the chain the step came from, recorded with it (a verify key's only) */
         p->im.has_chain = p->co.verify_key && p->has_chain;
         if (p->im.has_chain) memcpy(p->im.chain, p->chain, sizeof p->chain);
-        if (!(p->dir ? cli_dir_save(p->cmd, &p->store, &p->co, &p->im, &p->lay, p->path, now)
-                     : image_save(p->cmd, &p->im, p->path, now)))
+        if (!image_save(p->cmd, &p->im, p->path, now))
             return PULL_SAVE_FAILED;
         p->save_s = cli_now_s() - t1;
         p->im.has_step = 1;
@@ -1350,19 +1333,9 @@ static void run_on_update(const puller *p, const follow_opts *o)
    waited out: said when new, then at a slow pace, and retried at the next
    check; a stale HEAD is warned about once per situation and MODEL kept),
    -1 when the file could not be written, -2 when MODEL is not this chain's
-   model (WSYNC_ERR_LAYOUT, said). A directory's lock is held meanwhile. */
-static int follow_pull_locked(puller *p, const follow_opts *o, uint64_t head, follow_state *f);
-
+   model (WSYNC_ERR_LAYOUT, said). A directory's sync holds its lock
+   (wsync_dir_follower_sync). */
 static int follow_pull(puller *p, const follow_opts *o, uint64_t head, follow_state *f)
-{
-    int k;
-    if (p->dir && !puller_lock(p)) return -1;
-    k = follow_pull_locked(p, o, head, f);
-    puller_unlock(p);
-    return k;
-}
-
-static int follow_pull_locked(puller *p, const follow_opts *o, uint64_t head, follow_state *f)
 {
     wsync_sync_stats st;
     wsync_error err;
@@ -1447,7 +1420,6 @@ static int follow_loop(puller *p, const follow_opts *o)
             int k2;
             cli_fail_capture(line, sizeof line);
             k2 = puller_open(p, WSYNC_STEP_LATEST);
-            puller_unlock(p); /* taken again for each sync */
             code = cli_fail_captured();
             cli_fail_capture(NULL, 0);
             if (k2 == 0) {
