@@ -1420,7 +1420,35 @@ typedef struct wsync_rank_options {
        before the rank sends it anything but its HELLO. */
     const void *job_key;
     size_t job_key_len;
+    /* Trainers: sparse steps (>>sparse) to every inference rank that has a
+       staging region: each step after the first that committed, the
+       changes since the last step sent, per receiver region, where they
+       cost at most sparse_max of its dense bytes; the rest dense. Off: the
+       rank still writes its slots' headers (nothing sparse). */
+    int sparse;
+    double sparse_max;              /* [WSYNC_SPARSE_MAX_DEFAULT] staged bytes over dense bytes */
 } wsync_rank_options;
+
+/* The default of wsync_rank_options.sparse_max (see the sparse step in
+   README.md: where a sparse region's cost met a dense write's, measured). */
+#define WSYNC_SPARSE_MAX_DEFAULT 0.25
+
+/* What the last step did sparsely (wsync_rank_sparse_stats). */
+typedef struct wsync_sparse_stats {
+    uint64_t step;                  /* the step these are of (0: none yet) */
+    /* trainers (push) */
+    uint32_t regions_sparse, regions_dense; /* receiver regions written each way */
+    uint32_t regions_overflow;      /* of the dense: their changes did not fit the slot */
+    uint64_t changes;               /* elements sent sparse */
+    uint64_t staged_bytes, dense_bytes; /* slot bytes written; bytes written dense */
+    double diff_s, pack_s;          /* diff against the last step sent; count, decide, pack */
+    double wire_s;                  /* the slots' writes, the dense writes, the flush */
+    double update_s;                /* the copy of what was sent, brought up to date */
+    /* inference (COMMIT) */
+    uint64_t scattered;             /* changes written from the slots */
+    double validate_s, scatter_s;   /* every slot checked; then scattered */
+    double commit_s;                /* on_commit (the application's verification) */
+} wsync_sparse_stats;
 
 /* Connects, sends JOIN, waits for ASSIGN; a trainer opens its targets on
    the fabric; an inference rank starts its thread (COMMIT, ABORT, BYE). */
@@ -1457,6 +1485,11 @@ WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_resul
                                        wsync_error *err);
 /* Trainer: what the last push did (executor statistics). */
 WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out);
+/* The last step's sparse work: a trainer's push, an inference rank's COMMIT. */
+WSYNC_DEF void wsync_rank_sparse_stats(const wsync_rank *r, wsync_sparse_stats *out);
+/* Trainer: the next push goes dense, as the first does (a periodic full
+   step, or a measurement of one). */
+WSYNC_DEF void wsync_rank_sparse_reset(wsync_rank *r);
 /* Trainer: the assigned writes. */
 WSYNC_DEF const wsync_ctl_transfer *wsync_rank_transfers(const wsync_rank *r, uint32_t *n);
 /* Inference: the last committed step (0 before the first), read with
@@ -8554,6 +8587,8 @@ typedef struct wsync__ctl_member {
     uint32_t *name_id;         /* trainers: each tensor's name among all trainers' (c->named) */
     wsync_ctl_msg done;        /* trainers: the step's DONE, for the check */
     uint32_t *senders, n_senders; /* inference: the trainers whose plan writes to it (OPEN) */
+    int has_stg;               /* inference: a staging region (WSYNC_CTL_STAGING) */
+    uint32_t stg_region;
 } wsync__ctl_member;
 
 struct wsync_controller {
@@ -8769,6 +8804,72 @@ static void wsync__ctl_missing(const wsync_controller *c, char *out, size_t cap)
     }
 }
 
+/* An inference rank's staging entry (WSYNC_CTL_STAGING): no tensor, so
+   taken out of the JOIN's entries (the plan never sees it) into the
+   member; it must cover one whole region that holds no tensor. A trainer
+   may not name one. 0, or -1 with why. */
+static int wsync__ctl_take_staging(wsync__ctl_member *m, wsync_ctl_msg *j, char *why, size_t cap)
+{
+    uint32_t e, k, at = UINT32_MAX;
+    for (e = 0; e < j->n_tensors; e++) {
+        if (strcmp(j->tensors[e].name, WSYNC_CTL_STAGING) != 0) continue;
+        if (j->role != WSYNC_CTL_INFERENCE || at != UINT32_MAX) {
+            snprintf(why, cap, "entry %u: %s %s", (unsigned)e,
+                     j->role != WSYNC_CTL_INFERENCE ? "a trainer names" : "a second", WSYNC_CTL_STAGING);
+            return -1;
+        }
+        at = e;
+    }
+    if (at == UINT32_MAX) return 0;
+    {
+        const wsync_ctl_tensor *t = &j->tensors[at];
+        if (t->dtype != WSYNC_DTYPE_U8 || t->ndim != 1 || t->row_begin != 0 || t->offset != 0 ||
+            t->row_count != t->shape[0] || t->region >= j->n_regions || t->row_count != j->regions[t->region].len) {
+            snprintf(why, cap, "entry %u: %s must be U8, one dimension, covering its whole region", (unsigned)at,
+                     WSYNC_CTL_STAGING);
+            return -1;
+        }
+        for (k = 0; k < j->n_tensors; k++)
+            if (k != at && j->tensors[k].region == t->region) {
+                snprintf(why, cap, "entry %u ('%.100s') lies in region %u, the staging region (%s)", (unsigned)k,
+                         j->tensors[k].name, (unsigned)t->region, WSYNC_CTL_STAGING);
+                return -1;
+            }
+        m->has_stg = 1;
+        m->stg_region = t->region;
+    }
+    memmove(&j->tensors[at], &j->tensors[at + 1], (size_t)(j->n_tensors - at - 1) * sizeof *j->tensors);
+    j->n_tensors--;
+    return 0;
+}
+
+static int wsync__ctl_grow(const wsync_allocator *a, void **arr, uint32_t *cap, uint32_t n, size_t elem);
+
+/* Trainers: after the plan, a target for the staging region of every
+   inference rank they write to (WSYNC_CTL_TARGET_STAGING), where it has one. */
+static wsync_result wsync__ctl_stg_targets(wsync_controller *c, wsync_error *err)
+{
+    unsigned t, i;
+    for (t = 0; t < c->nt; t++) {
+        wsync__ctl_member *h = &c->m[t];
+        for (i = 0; i < c->ni; i++) {
+            const wsync__ctl_member *in = &c->m[c->nt + i];
+            uint32_t g, n = h->n_targets;
+            if (!in->has_stg) continue;
+            for (g = 0; g < n && h->targets[g].rank != i; g++) {
+            }
+            if (g == n) continue;
+            if (!wsync__ctl_grow(&c->a, (void **)&h->targets, &h->cap_targets, h->n_targets, sizeof *h->targets))
+                return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: staging targets of %s", h->name);
+            h->targets[n].rank = i;
+            h->targets[n].region = in->stg_region | WSYNC_CTL_TARGET_STAGING;
+            h->targets[n].desc = in->join.regions[in->stg_region];
+            h->n_targets++;
+        }
+    }
+    return WSYNC_OK;
+}
+
 /* Takes one authenticated connection's JOIN into its slot, or answers
    ERROR and drops it. */
 #define WSYNC__CTL_JOIN_TOTAL_MS 2000 /* a whole JOIN, from its first bytes (16 MiB at 8 MB/s) */
@@ -8814,6 +8915,7 @@ static void wsync__ctl_take_join(wsync_controller *c, int fd, wsync__ctl_sess *s
         snprintf(why, sizeof why, "%s already joined (from %s)", c->m[slot].name, c->m[slot].peer);
         goto refuse;
     }
+    if (wsync__ctl_take_staging(&c->m[slot], &msg, why, sizeof why) != 0) goto refuse;
     c->m[slot].fd = fd;
     c->m[slot].sess = *ss;
     c->m[slot].join = msg;
@@ -9709,6 +9811,10 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
                     break;
                 }
     }
+    if ((r = wsync__ctl_stg_targets(c, err)) != WSYNC_OK) {
+        wsync__ctl_fail_all(c, err);
+        return r;
+    }
     c->plan.schedule = c->pplan ? WSYNC_CTL_SCHEDULE_PLAN : WSYNC_CTL_SCHEDULE_GREEDY;
     c->plan.groups = c->n_groups;
     c->plan.digest = c->pplan ? wsync_plan_digest(c->pplan) : 0;
@@ -10213,6 +10319,35 @@ struct wsync_rank {
     uint64_t aborted;
     int ended;
     char why[320];
+    /* the sparse step (>>sparse), trainers */
+    int sp_on;                 /* options.sparse */
+    double sp_max;
+    uint32_t *sp_stg;          /* per target: its rank's staging target (UINT32_MAX: none) */
+    uint64_t *sp_off;          /* per target (staging): its slot's place in sp_buf, and its bytes */
+    uint64_t *sp_cap;
+    uint8_t *sp_buf;           /* the slots as packed, registered */
+    uint64_t sp_buf_len;
+    wsync_fabric_mr *sp_mr;
+    int sp_buf_host;
+    uint8_t *sp_elig;          /* per transfer: bf16 to a rank with staging, may go sparse */
+    uint8_t *sp_skip;          /* per transfer: sent sparse this step (the dense pass skips it) */
+    uint64_t *sp_cnt;          /* per transfer: its changes this step */
+    uint64_t *sp_tsb, *sp_tdb; /* per target: sparse and dense bytes this step */
+    uint8_t *sp_tsp;           /* per target: 1 sparse this step */
+    uint8_t **sp_prev;         /* per region: what the last step sent (NULL: nothing eligible reads it) */
+    uint64_t **sp_chg;         /* per region: the elements changed this step, ascending */
+    uint64_t *sp_nchg, *sp_capchg;
+    uint32_t *sp_pos;          /* the diff's chunk */
+    uint64_t sp_base;          /* the step prev holds, committed as far as this rank knows (0: none) */
+    int sp_skipping;           /* a push in progress skips sp_skip's transfers */
+    wsync_sparse_stats sp_stats;
+    /* the sparse step, inference ranks */
+    int stg_on;
+    uint32_t stg_region;
+    uint64_t stg_slot;         /* each trainer's slot */
+    uint64_t *stg_lens;        /* the regions' lengths, the staging region's 0 */
+    uint32_t *stg_senders, stg_n; /* the last OPEN's writers */
+    uint64_t stg_open;         /* its step */
 };
 
 static void wsync__rank_end(wsync_rank *r, const char *why)
@@ -10223,6 +10358,54 @@ static void wsync__rank_end(wsync_rank *r, const char *why)
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
+
+/* ---- the sparse step (>>sparse): an inference rank at COMMIT ---- */
+
+/* Every slot of the step's writers (the OPEN's) validated first, then
+   scattered: a refused slot writes nothing at all. */
+static wsync_result wsync__rank_stg_commit(wsync_rank *r, uint64_t step, wsync_error *err)
+{
+    wsync_sparse_expect x;
+    wsync_sparse_info info;
+    wsync_result res;
+    const uint8_t *stg = r->mr_addr[r->stg_region];
+    uint64_t changes = 0;
+    double t0 = wsync__ctl_now(), t1;
+    uint32_t i;
+    char why[320];
+    if (r->stg_open != step)
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: COMMIT of step %llu without its OPEN", r->me,
+                                (unsigned long long)step);
+    memset(&x, 0, sizeof x);
+    x.step = step;
+    x.base = r->version;
+    x.n_regions = r->n_regions;
+    x.region_len = r->stg_lens;
+    for (i = 0; i < r->stg_n; i++) {
+        x.sender = r->stg_senders[i];
+        if ((res = wsync_sparse_validate(stg + (uint64_t)x.sender * r->stg_slot, r->stg_slot, &x, &info, err)) !=
+            WSYNC_OK) {
+            snprintf(why, sizeof why, "%.300s", err->message);
+            return wsync_error_set(err, res, "%s: refused its %s region %u: %s", r->me, WSYNC_CTL_STAGING,
+                                    (unsigned)r->stg_region, why);
+        }
+        changes += info.changes;
+    }
+    t1 = wsync__ctl_now();
+    for (i = 0; i < r->stg_n; i++)
+        wsync_sparse_scatter(stg + (uint64_t)r->stg_senders[i] * r->stg_slot, r->mr_addr);
+    pthread_mutex_lock(&r->mu);
+    memset(&r->sp_stats, 0, sizeof r->sp_stats);
+    r->sp_stats.step = step;
+    r->sp_stats.scattered = changes;
+    r->sp_stats.validate_s = t1 - t0;
+    r->sp_stats.scatter_s = wsync__ctl_now() - t1;
+    pthread_mutex_unlock(&r->mu);
+    return WSYNC_OK;
+}
+
+static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options *o, wsync_error *err);
+static wsync_result wsync__rank_stg_init(wsync_rank *r, const wsync_rank_options *o, wsync_error *err);
 
 static void *wsync__rank_main(void *p)
 {
@@ -10240,6 +10423,11 @@ static void *wsync__rank_main(void *p)
             wsync_error_set(&e, WSYNC_OK, NULL);
             if (r->window)
                 res = wsync_fabric_window_open(r->f, m.step, m.senders, m.n_senders, &e);
+            if (r->stg_on && m.n_senders <= r->assign.n_trainers) { /* the slots COMMIT reads */
+                if (m.n_senders) memcpy(r->stg_senders, m.senders, (size_t)m.n_senders * sizeof *m.senders);
+                r->stg_n = m.n_senders;
+                r->stg_open = m.step;
+            }
             if (wsync__ctl_send_text(r->fd, &r->sess, WSYNC_CTL_ACK, m.step, res, res == WSYNC_OK ? "" : e.message,
                                      "the controller", &e) != WSYNC_OK) {
                 wsync_ctl_msg_free(&m);
@@ -10254,9 +10442,17 @@ static void *wsync__rank_main(void *p)
             if (m.step <= r->version) {
                 res = wsync_error_set(&e, WSYNC_ERR_INVALID_ARGUMENT, "COMMIT for step %llu at version %llu",
                                        (unsigned long long)m.step, (unsigned long long)r->version);
-            } else if (r->on_commit) {
-                res = r->on_commit(r->user, m.step, &e);
-                if (res != WSYNC_OK && !e.message[0]) snprintf(e.message, sizeof e.message, "%s", wsync_result_str(res));
+            } else {
+                if (r->stg_on) res = wsync__rank_stg_commit(r, m.step, &e);
+                if (res == WSYNC_OK && r->on_commit) {
+                    double t0 = wsync__ctl_now();
+                    res = r->on_commit(r->user, m.step, &e);
+                    if (res != WSYNC_OK && !e.message[0])
+                        snprintf(e.message, sizeof e.message, "%s", wsync_result_str(res));
+                    pthread_mutex_lock(&r->mu);
+                    r->sp_stats.commit_s = wsync__ctl_now() - t0;
+                    pthread_mutex_unlock(&r->mu);
+                }
             }
             if (res == WSYNC_OK) {
                 pthread_mutex_lock(&r->mu);
@@ -10576,11 +10772,16 @@ WSYNC_DEF wsync_result wsync_rank_join(const wsync_rank_options *opt, wsync_rank
     }
     r->assign = m;
     if (r->role == WSYNC_CTL_TRAINER) {
-        if ((res = wsync__rank_targets(r, err)) != WSYNC_OK || (res = wsync__rank_own(r, opt, err)) != WSYNC_OK) {
+        if ((res = wsync__rank_targets(r, err)) != WSYNC_OK || (res = wsync__rank_own(r, opt, err)) != WSYNC_OK ||
+            (res = wsync__rank_sp_init(r, opt, err)) != WSYNC_OK) {
             wsync_rank_close(r);
             return res;
         }
     } else {
+        if ((res = wsync__rank_stg_init(r, opt, err)) != WSYNC_OK) {
+            wsync_rank_close(r);
+            return res;
+        }
         if (pthread_create(&r->th, NULL, wsync__rank_main, r) != 0) {
             wsync_rank_close(r);
             return wsync_error_set(err, WSYNC_ERR_IO, "%s", "rank: pthread_create");
@@ -10606,6 +10807,7 @@ WSYNC_DEF wsync_result wsync_rank_wait_go(wsync_rank *r, uint64_t *step, int *by
             return res;
         if (m.type != WSYNC_CTL_ABORT) break;
         wsync_ctl_msg_free(&m); /* a step this trainer already answered was aborted */
+        r->sp_base = 0;         /* what it sent is not what the receivers hold: the next step dense */
     }
     res = WSYNC_OK;
     if (m.type == WSYNC_CTL_GO) { /* a new step: everything, nothing run yet */
@@ -10710,10 +10912,10 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
     eo.stage_names[0] = "prepare";
     eo.stage_names[1] = "write";
     eo.user = r;
-    if (r->subset) { /* the selected transfers of the range, in order */
+    if (r->subset || r->sp_skipping) { /* the selected transfers of the range (not sent in a slot), in order */
         uint32_t j, k = 0;
         for (j = first; j < first + count; j++)
-            if (r->sel[j]) {
+            if ((!r->subset || r->sel[j]) && !(r->sp_skipping && r->sp_skip[j])) {
                 r->run[k] = r->tasks[j];
                 r->run[k++].start_s = 0; /* the plan's times are for the whole plan: unpaced */
             }
@@ -10806,15 +11008,314 @@ WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names
     return WSYNC_OK;
 }
 
-WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
+/* ---- the sparse step (>>sparse): a trainer ---- */
+
+#define WSYNC__SP_CHUNK (1u << 20) /* elements the diff takes at a time */
+
+/* At join: which transfers may go sparse (bf16 rows, 2-byte aligned, to
+   an inference rank with a staging target), the slots' place in the
+   packing buffer (registered), and the copy of what was sent, per
+   region. An inference rank: its staging entry, the slot size. */
+static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options *o, wsync_error *err)
 {
-    uint32_t g, first = 0, n;
+    uint32_t nt = r->assign.n_targets, nx = r->assign.n_transfers, g, h, j;
+    uint64_t at = 0;
+    wsync_fabric_desc d;
+    r->sp_on = o->sparse;
+    r->sp_max = o->sparse_max > 0 ? o->sparse_max : WSYNC_SPARSE_MAX_DEFAULT;
+    for (g = 0; g < nt && !(r->assign.targets[g].region & WSYNC_CTL_TARGET_STAGING); g++) {
+    }
+    if (g == nt) return WSYNC_OK; /* no receiver has staging */
+    r->sp_stg = (uint32_t *)wsync__rdma_alloc(&r->a, (size_t)nt * sizeof *r->sp_stg);
+    r->sp_off = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)nt * sizeof *r->sp_off);
+    r->sp_cap = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)nt * sizeof *r->sp_cap);
+    r->sp_tsb = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)nt * sizeof *r->sp_tsb);
+    r->sp_tdb = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)nt * sizeof *r->sp_tdb);
+    r->sp_tsp = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)nt);
+    r->sp_elig = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)nx + 1);
+    r->sp_skip = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)nx + 1);
+    r->sp_cnt = (uint64_t *)wsync__rdma_alloc(&r->a, ((size_t)nx + 1) * sizeof *r->sp_cnt);
+    r->sp_prev = (uint8_t **)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_prev);
+    r->sp_chg = (uint64_t **)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_chg);
+    r->sp_nchg = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_nchg);
+    r->sp_capchg = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_capchg);
+    if (!r->sp_stg || !r->sp_off || !r->sp_cap || !r->sp_tsb || !r->sp_tdb || !r->sp_tsp || !r->sp_elig ||
+        !r->sp_skip || !r->sp_cnt || !r->sp_prev || !r->sp_chg || !r->sp_nchg || !r->sp_capchg)
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: the sparse step's tables", r->me);
+    memset(r->sp_prev, 0, (size_t)r->n_regions * sizeof *r->sp_prev);
+    memset(r->sp_chg, 0, (size_t)r->n_regions * sizeof *r->sp_chg);
+    memset(r->sp_capchg, 0, (size_t)r->n_regions * sizeof *r->sp_capchg);
+    memset(r->sp_skip, 0, (size_t)nx + 1);
+    for (g = 0; g < nt; g++) {
+        const wsync_ctl_target *t = &r->assign.targets[g];
+        r->sp_stg[g] = UINT32_MAX;
+        r->sp_off[g] = r->sp_cap[g] = 0;
+        if (t->region & WSYNC_CTL_TARGET_STAGING) {
+            uint64_t slot = wsync_sparse_slot_bytes(t->desc.len, r->assign.n_trainers);
+            if (slot == 0)
+                return wsync_error_set(err, WSYNC_ERR_LIMIT,
+                                        "%s: inference rank %u's staging (%llu bytes) has no slot of %u bytes for each of %u trainers",
+                                        r->me, (unsigned)t->rank, (unsigned long long)t->desc.len,
+                                        WSYNC_SPARSE_HEADER, (unsigned)r->assign.n_trainers);
+            r->sp_off[g] = at;
+            r->sp_cap[g] = r->sp_on ? slot : WSYNC_SPARSE_HEADER; /* off: headers only */
+            at += r->sp_cap[g];
+            continue;
+        }
+        if (t->rank >= r->assign.n_inference) continue;
+        for (h = 0; h < nt; h++)
+            if ((r->assign.targets[h].region & WSYNC_CTL_TARGET_STAGING) && r->assign.targets[h].rank == t->rank)
+                r->sp_stg[g] = h;
+    }
+    for (j = 0; j < nx; j++) {
+        const wsync_ctl_transfer *x = &r->assign.transfers[j];
+        uint64_t row = x->rows ? x->len / x->rows : 0;
+        r->sp_elig[j] = (uint8_t)(r->sp_on && x->prep == WSYNC_CTL_PREP_NONE && r->sp_stg[x->target] != UINT32_MAX &&
+                                  x->len && x->len % 2 == 0 && row % 2 == 0 && x->src_offset % 2 == 0 &&
+                                  x->dst_offset % 2 == 0 && (x->rows < 2 || x->src_stride % 2 == 0) &&
+                                  x->len / 2 <= 0xFFFFFFFFull);
+        if (r->sp_elig[j] && !r->sp_prev[x->src_region]) {
+            if ((uint64_t)(size_t)r->mr_len[x->src_region] != r->mr_len[x->src_region] ||
+                !(r->sp_prev[x->src_region] = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)r->mr_len[x->src_region])))
+                return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: a copy of region %u (%llu bytes) for sparse steps",
+                                        r->me, (unsigned)x->src_region, (unsigned long long)r->mr_len[x->src_region]);
+        }
+    }
+    if (r->sp_on && !(r->sp_pos = (uint32_t *)wsync__rdma_alloc(&r->a, (size_t)WSYNC__SP_CHUNK * sizeof *r->sp_pos)))
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: the diff's positions");
+    r->sp_buf_len = at;
+    if ((uint64_t)(size_t)at != at) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: slots", r->me);
+    if (r->f->backend == WSYNC_FABRIC_HOST) {
+        void *b = NULL;
+        if (wsync_fabric_host_alloc(r->f, at, &b, err) != WSYNC_OK) return err->code;
+        r->sp_buf = (uint8_t *)b;
+        r->sp_buf_host = 1;
+    } else if (!(r->sp_buf = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)at)))
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu bytes of slots", r->me, (unsigned long long)at);
+    return r->f->reg(r->f->user, r->sp_buf, at, WSYNC_MEM_HOST, &r->sp_mr, &d, err);
+}
+
+static wsync_result wsync__rank_stg_init(wsync_rank *r, const wsync_rank_options *o, wsync_error *err)
+{
+    uint32_t e;
+    for (e = 0; e < o->n_tensors && strcmp(o->tensors[e].name, WSYNC_CTL_STAGING) != 0; e++) {
+    }
+    if (e == o->n_tensors) return WSYNC_OK;
+    r->stg_region = o->tensors[e].region;
+    if (r->stg_region >= r->n_regions)
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s: %s in region %u of %u", r->me, WSYNC_CTL_STAGING,
+                                (unsigned)r->stg_region, (unsigned)r->n_regions);
+    r->stg_slot = wsync_sparse_slot_bytes(r->mr_len[r->stg_region], r->assign.n_trainers);
+    if (r->stg_slot == 0)
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s: its staging (%llu bytes) has no slot for each of %u trainers",
+                                r->me, (unsigned long long)r->mr_len[r->stg_region], (unsigned)r->assign.n_trainers);
+    r->stg_lens = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->stg_lens);
+    r->stg_senders = (uint32_t *)wsync__rdma_alloc(&r->a, ((size_t)r->assign.n_trainers + 1) * sizeof *r->stg_senders);
+    if (!r->stg_lens || !r->stg_senders)
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: staging tables", r->me);
+    for (e = 0; e < r->n_regions; e++) r->stg_lens[e] = e == r->stg_region ? 0 : r->mr_len[e];
+    r->stg_on = 1;
+    return WSYNC_OK;
+}
+
+/* The first changed element at or after e in region g's list. */
+static uint64_t wsync__rank_sp_lb(const wsync_rank *r, uint32_t g, uint64_t e)
+{
+    const uint64_t *c = r->sp_chg[g];
+    uint64_t l = 0, h = r->sp_nchg[g];
+    while (l < h) {
+        uint64_t m = l + (h - l) / 2;
+        if (c[m] < e) l = m + 1;
+        else h = m;
+    }
+    return l;
+}
+
+/* Changes of transfer x (its source rows, element by element); with pos
+   and val, packs them: positions from its first destination element. */
+static uint64_t wsync__rank_sp_walk(const wsync_rank *r, const wsync_ctl_transfer *x, uint32_t *pos, uint8_t *val)
+{
+    uint64_t rows = x->rows ? x->rows : 1, row = x->len / rows / 2, i, n = 0, k;
+    const uint8_t *src = r->mr_addr[x->src_region];
+    const uint64_t *c = r->sp_chg[x->src_region];
+    for (i = 0; i < rows; i++) {
+        uint64_t s0 = (x->src_offset + i * (rows > 1 ? x->src_stride : 0)) / 2, a = wsync__rank_sp_lb(r, x->src_region, s0),
+                 b = wsync__rank_sp_lb(r, x->src_region, s0 + row);
+        if (pos)
+            for (k = a; k < b; k++, n++) {
+                pos[n] = (uint32_t)(i * row + (c[k] - s0));
+                memcpy(val + 2 * n, src + 2 * c[k], 2);
+            }
+        else n += b - a;
+    }
+    return n;
+}
+
+/* The diff of every region with a copy against it: r->sp_chg. */
+static wsync_result wsync__rank_sp_diff(wsync_rank *r, wsync_error *err)
+{
+    uint32_t g;
+    for (g = 0; g < r->n_regions; g++) {
+        uint64_t n = r->mr_len[g] / 2, at;
+        if (!r->sp_prev[g]) continue;
+        r->sp_nchg[g] = 0;
+        for (at = 0; at < n; at += WSYNC__SP_CHUNK) {
+            uint64_t m = n - at < WSYNC__SP_CHUNK ? n - at : WSYNC__SP_CHUNK, k,
+                     c = wsync_diff(r->sp_prev[g] + 2 * at, r->mr_addr[g] + 2 * at, (size_t)m, 2, r->sp_pos);
+            if (r->sp_nchg[g] + c > r->sp_capchg[g]) {
+                uint64_t cap = r->sp_capchg[g] ? r->sp_capchg[g] : 65536, *nc;
+                while (cap < r->sp_nchg[g] + c) cap *= 2;
+                if (!(nc = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof *nc)))
+                    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu changed positions", r->me,
+                                            (unsigned long long)cap);
+                if (r->sp_nchg[g]) memcpy(nc, r->sp_chg[g], (size_t)r->sp_nchg[g] * sizeof *nc);
+                wsync__rdma_free(&r->a, r->sp_chg[g]);
+                r->sp_chg[g] = nc;
+                r->sp_capchg[g] = cap;
+            }
+            for (k = 0; k < c; k++) r->sp_chg[g][r->sp_nchg[g] + k] = at + r->sp_pos[k];
+            r->sp_nchg[g] += c;
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* Before a push's dense writes: the diff (when the last step sent is the
+   receivers' and the step moves everything), the choice per receiver
+   region (sparse when its slot bytes are at most sp_max of its dense
+   bytes and every sparse region of the rank fits the slot, the largest
+   going dense first), then every slot packed and written; the transfers
+   sent in a slot are marked run and skipped by the dense writes. */
+static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
+{
+    uint32_t nt = r->assign.n_targets, nx = r->assign.n_transfers, g, j;
+    int sparse = r->sp_on && r->sp_base && !r->subset;
+    wsync_sparse_stats *st = &r->sp_stats;
     wsync_result res;
-    wsync_error local;
-    if (!err) err = &local;
-    if (!r || r->role != WSYNC_CTL_TRAINER)
-        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
-    n = r->assign.n_transfers;
+    double t0 = wsync__ctl_now(), t1;
+    char why[320];
+    memset(st, 0, sizeof *st);
+    st->step = r->step;
+    memset(r->sp_skip, 0, (size_t)nx);
+    if (sparse && (res = wsync__rank_sp_diff(r, err)) != WSYNC_OK) return res;
+    t1 = wsync__ctl_now();
+    st->diff_s = t1 - t0;
+    for (g = 0; g < nt; g++) r->sp_tsb[g] = r->sp_tdb[g] = r->sp_tsp[g] = 0;
+    if (sparse) {
+        for (j = 0; j < nx; j++) {
+            const wsync_ctl_transfer *x = &r->assign.transfers[j];
+            if (!r->sp_elig[j]) continue;
+            r->sp_cnt[j] = wsync__rank_sp_walk(r, x, NULL, NULL);
+            r->sp_tdb[x->target] += x->len;
+            if (r->sp_cnt[j]) r->sp_tsb[x->target] += wsync_sparse_section_bytes(2, r->sp_cnt[j]);
+        }
+        for (g = 0; g < nt; g++)
+            if (r->sp_tdb[g]) r->sp_tsp[g] = (double)r->sp_tsb[g] <= r->sp_max * (double)r->sp_tdb[g];
+        for (g = 0; g < nt; g++) { /* each slot: the sparse regions of its rank must fit */
+            uint64_t used = WSYNC_SPARSE_HEADER;
+            uint32_t h;
+            if (!(r->assign.targets[g].region & WSYNC_CTL_TARGET_STAGING)) continue;
+            for (h = 0; h < nt; h++)
+                if (r->sp_stg[h] == g && r->sp_tsp[h]) used += r->sp_tsb[h];
+            while (used > r->sp_cap[g]) {
+                uint32_t big = UINT32_MAX;
+                for (h = 0; h < nt; h++)
+                    if (r->sp_stg[h] == g && r->sp_tsp[h] && (big == UINT32_MAX || r->sp_tsb[h] > r->sp_tsb[big])) big = h;
+                r->sp_tsp[big] = 2; /* overflow: dense */
+                used -= r->sp_tsb[big];
+            }
+        }
+    }
+    for (g = 0; g < nt; g++) { /* pack each slot */
+        wsync_sparse_writer w;
+        if (!(r->assign.targets[g].region & WSYNC_CTL_TARGET_STAGING)) continue;
+        wsync_sparse_begin(&w, r->sp_buf + r->sp_off[g], r->sp_cap[g], r->step, r->sp_base, r->assign.rank);
+        for (j = 0; sparse && j < nx; j++) {
+            const wsync_ctl_transfer *x = &r->assign.transfers[j];
+            uint32_t *pos;
+            uint8_t *val;
+            if (!r->sp_elig[j] || r->sp_stg[x->target] != g || r->sp_tsp[x->target] != 1) continue;
+            r->sp_skip[j] = 1;
+            if (!r->sp_cnt[j]) continue;
+            if ((res = wsync_sparse_section(&w, r->assign.targets[x->target].region, 2, x->dst_offset / 2, r->sp_cnt[j],
+                                            &pos, &val, err)) != WSYNC_OK)
+                return res; /* cannot be: the fit was checked */
+            wsync__rank_sp_walk(r, x, pos, val);
+            st->changes += r->sp_cnt[j];
+        }
+        st->staged_bytes += wsync_sparse_finish(&w);
+        r->sp_tsb[g] = w.used; /* the staging target's: its slot's bytes */
+    }
+    for (g = 0; g < nt; g++)
+        if (r->sp_tdb[g] && r->sp_tsp[g] == 1) st->regions_sparse++;
+        else if (r->sp_tdb[g]) st->regions_dense++, st->regions_overflow += r->sp_tsp[g] == 2;
+    st->pack_s = wsync__ctl_now() - t1;
+    t1 = wsync__ctl_now();
+    for (g = 0; g < nt; g++) { /* the slots' writes; their transfers count as run */
+        const wsync_ctl_target *t = &r->assign.targets[g];
+        if (!(t->region & WSYNC_CTL_TARGET_STAGING)) continue;
+        res = r->f->write(r->f->user, r->sp_mr, r->sp_off[g], r->rem[g], (uint64_t)r->assign.rank * wsync_sparse_slot_bytes(t->desc.len, r->assign.n_trainers),
+                          r->sp_tsb[g], err);
+        if (res != WSYNC_OK) {
+            snprintf(why, sizeof why, "%.250s", err->message);
+            return wsync_error_set(err, res, "%s: writing %llu bytes into inference rank %u's staging: %s", r->me,
+                                    (unsigned long long)r->sp_tsb[g], (unsigned)t->rank, why);
+        }
+        for (j = 0; j < nx; j++)
+            if (r->sp_skip[j] && r->sp_stg[r->assign.transfers[j].target] == g) wsync__rank_ran(r, &r->assign.transfers[j]);
+    }
+    st->wire_s = wsync__ctl_now() - t1; /* push adds the dense writes and the flush */
+    r->sp_skipping = 1;
+    return WSYNC_OK;
+}
+
+/* After a push that succeeded: the copy becomes what was sent (the
+   changed elements only after a sparse step; all of it after a dense
+   one). A step of a subset, or a failed push, leaves no base: the next
+   step goes dense. */
+static void wsync__rank_sp_after(wsync_rank *r, int ok, int diffed)
+{
+    uint32_t g;
+    uint64_t k;
+    double t0 = wsync__ctl_now();
+    r->sp_skipping = 0;
+    if (!ok || r->subset || !r->sp_on) {
+        r->sp_base = 0;
+        return;
+    }
+    for (g = 0; g < r->n_regions; g++) {
+        uint8_t *prev = r->sp_prev[g];
+        const uint8_t *cur = r->mr_addr[g];
+        if (!prev) continue;
+        if (!diffed) memcpy(prev, cur, (size_t)r->mr_len[g]);
+        else
+            for (k = 0; k < r->sp_nchg[g]; k++) memcpy(prev + 2 * r->sp_chg[g][k], cur + 2 * r->sp_chg[g][k], 2);
+    }
+    r->sp_base = r->step;
+    r->sp_stats.update_s = wsync__ctl_now() - t0;
+}
+
+WSYNC_DEF void wsync_rank_sparse_reset(wsync_rank *r)
+{
+    if (r) r->sp_base = 0;
+}
+
+WSYNC_DEF void wsync_rank_sparse_stats(const wsync_rank *r, wsync_sparse_stats *out)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!r) return;
+    if (r->role == WSYNC_CTL_INFERENCE) pthread_mutex_lock((pthread_mutex_t *)&r->mu);
+    *out = r->sp_stats;
+    if (r->role == WSYNC_CTL_INFERENCE) pthread_mutex_unlock((pthread_mutex_t *)&r->mu);
+}
+
+/* Every transfer (of the selection; not those sent in a slot), mesh group
+   by group, the barrier between groups. */
+static wsync_result wsync__rank_push_groups(wsync_rank *r, wsync_error *err)
+{
+    uint32_t g, first = 0, n = r->assign.n_transfers;
+    wsync_result res;
     for (g = 0; g < r->assign.n_groups; g++) { /* transfers ascend by group (checked at decode) */
         uint32_t end = first;
         while (end < n && r->assign.transfers[end].group == g) end++;
@@ -10824,6 +11325,35 @@ WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
         first = end;
     }
     return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
+{
+    uint32_t g, first = 0, n;
+    wsync_result res;
+    wsync_error local;
+    if (!err) err = &local;
+    if (!r || r->role != WSYNC_CTL_TRAINER)
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "push: a trainer's rank");
+    n = r->assign.n_transfers;
+    if (r->sp_stg) { /* receivers with staging: the slots first (the sparse step) */
+        double t0;
+        int diffed = r->sp_on && r->sp_base && !r->subset;
+        if ((res = wsync__rank_sp_send(r, err)) != WSYNC_OK) {
+            wsync__rank_sp_after(r, 0, 0);
+            return res;
+        }
+        t0 = wsync__ctl_now();
+        r->sp_stats.dense_bytes = 0;
+        for (g = 0; g < n; g++)
+            if (!r->sp_skip[g] && (!r->subset || r->sel[g])) r->sp_stats.dense_bytes += r->assign.transfers[g].len;
+        res = wsync__rank_push_groups(r, err);
+        r->sp_stats.wire_s += wsync__ctl_now() - t0;
+        wsync__rank_sp_after(r, res == WSYNC_OK, diffed);
+        return res;
+    }
+    (void)first;
+    return wsync__rank_push_groups(r, err);
 }
 
 WSYNC_DEF wsync_result wsync_rank_done(wsync_rank *r, uint64_t step, wsync_result result, const char *why,
@@ -10929,6 +11459,29 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
     if (r->staging_mr) r->f->dereg(r->f->user, r->staging_mr);
     if (r->staging_host) wsync_fabric_host_free(r->f, r->staging);
     else wsync__rdma_free(&r->a, r->staging);
+    if (r->sp_mr) r->f->dereg(r->f->user, r->sp_mr);
+    if (r->sp_buf_host) wsync_fabric_host_free(r->f, r->sp_buf);
+    else wsync__rdma_free(&r->a, r->sp_buf);
+    for (i = 0; r->sp_prev && i < r->n_regions; i++) {
+        wsync__rdma_free(&r->a, r->sp_prev[i]);
+        wsync__rdma_free(&r->a, r->sp_chg[i]);
+    }
+    wsync__rdma_free(&r->a, r->sp_prev);
+    wsync__rdma_free(&r->a, r->sp_chg);
+    wsync__rdma_free(&r->a, r->sp_nchg);
+    wsync__rdma_free(&r->a, r->sp_capchg);
+    wsync__rdma_free(&r->a, r->sp_stg);
+    wsync__rdma_free(&r->a, r->sp_off);
+    wsync__rdma_free(&r->a, r->sp_cap);
+    wsync__rdma_free(&r->a, r->sp_tsb);
+    wsync__rdma_free(&r->a, r->sp_tdb);
+    wsync__rdma_free(&r->a, r->sp_tsp);
+    wsync__rdma_free(&r->a, r->sp_elig);
+    wsync__rdma_free(&r->a, r->sp_skip);
+    wsync__rdma_free(&r->a, r->sp_cnt);
+    wsync__rdma_free(&r->a, r->sp_pos);
+    wsync__rdma_free(&r->a, r->stg_lens);
+    wsync__rdma_free(&r->a, r->stg_senders);
     wsync__rdma_free(&r->a, r->tasks);
     wsync__rdma_free(&r->a, r->run);
     wsync__rdma_free(&r->a, r->own);
@@ -11070,6 +11623,15 @@ WSYNC_DEF void wsync_rank_push_stats(const wsync_rank *r, wsync_exec_stats *out)
 {
     (void)r;
     if (out) memset(out, 0, sizeof *out);
+}
+WSYNC_DEF void wsync_rank_sparse_stats(const wsync_rank *r, wsync_sparse_stats *out)
+{
+    (void)r;
+    if (out) memset(out, 0, sizeof *out);
+}
+WSYNC_DEF void wsync_rank_sparse_reset(wsync_rank *r)
+{
+    (void)r;
 }
 WSYNC_DEF uint64_t wsync_rank_version(const wsync_rank *r)
 {
@@ -13534,11 +14096,17 @@ static wsync_result wsync__pl_sp_resolve(const wsync_plan_sim_options *sim, cons
     return WSYNC_OK;
 }
 
-/* The writes at their sparse sizes: the plan replayed with each task's
-   len (and each fetch's) replaced, the preparations free (the model counts
-   them as phases before the writes), first come, first served (the planned
-   starts are the dense step's). Returns the replay's seconds less its
-   barriers in *wire, and the barriers it counted in *barriers. */
+/* A sender's slot header in a receiver's staging (WSYNC_SPARSE_HEADER). */
+#define WSYNC__PL_SLOT_HEADER 64.0
+
+/* The writes at their sparse sizes: the plan replayed with each dense
+   region's task as planned and, per sender, receiver and mesh group, the
+   sparse regions as one write of its slot (a header, then their sections)
+   at the pair's first task; each fetch's rows as their changes; the
+   preparations free (the model counts them as phases before the writes);
+   first come, first served (the planned starts are the dense step's).
+   *wire: the replay's seconds less its barriers; *barriers: the barriers
+   it counted. */
 static wsync_result wsync__pl_sp_wire(const wsync_plan *p, const wsync_plan_sim_options *sim, const wsync__pl_sp *c,
                                       const uint8_t *dense, wsync_allocator *a, double *wire, uint64_t *barriers,
                                       uint64_t *bytes, wsync_error *err)
@@ -13547,7 +14115,8 @@ static wsync_result wsync__pl_sp_wire(const wsync_plan *p, const wsync_plan_sim_
     wsync_plan_sim_options so;
     wsync_plan_sim_result sr;
     wsync_result r;
-    uint64_t i;
+    uint64_t i, n = 0, G = p->n_groups ? p->n_groups : 1, IG = (uint64_t)p->n_inference * G;
+    uint32_t t, *slot;
     double barrier;
     memset(&so, 0, sizeof so);
     if (sim) so = *sim;
@@ -13557,17 +14126,38 @@ static wsync_result wsync__pl_sp_wire(const wsync_plan *p, const wsync_plan_sim_
     barrier = so.barrier_us < 0 ? 0 : (so.barrier_us > 0 ? so.barrier_us : 50) * 1e-6;
     q.tasks = (wsync_plan_task *)wsync__plalloc_raw(a, p->n_tasks, sizeof *q.tasks);
     q.fetches = p->n_fetches ? (wsync_plan_fetch *)wsync__plalloc_raw(a, p->n_fetches, sizeof *q.fetches) : NULL;
-    if (!q.tasks || (p->n_fetches && !q.fetches)) {
-        wsync__rdma_free(a, q.tasks);
-        wsync__rdma_free(a, q.fetches);
-        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan sparse: the replay's tasks");
+    slot = IG <= ((uint64_t)1 << 24) ? (uint32_t *)wsync__plalloc(a, IG, sizeof *slot) : NULL; /* else no slots */
+    if (!q.tasks || (p->n_fetches && !q.fetches) || (IG <= ((uint64_t)1 << 24) && !slot)) {
+        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan sparse: the replay's tasks");
+        goto out;
     }
     *bytes = 0;
-    for (i = 0; i < p->n_tasks; i++) {
-        q.tasks[i] = p->tasks[i];
-        if (!dense[i]) q.tasks[i].len = (uint64_t)(wsync__pl_sp_bytes(c, p, &p->tasks[i]) + 0.5);
-        *bytes += q.tasks[i].len;
+    for (t = 0; t < p->n_trainers; t++) {
+        for (i = p->rank_first[t]; i < p->rank_first[t + 1]; i++) {
+            const wsync_plan_task *tk = &p->tasks[i];
+            uint64_t b, key = (uint64_t)tk->dst_rank * G + (tk->group < G ? tk->group : G - 1);
+            if (dense[i]) {
+                q.tasks[n++] = *tk;
+                *bytes += tk->len;
+                continue;
+            }
+            b = (uint64_t)(wsync__pl_sp_bytes(c, p, tk) + 0.5);
+            *bytes += b;
+            if (slot && slot[key]) {
+                q.tasks[slot[key] - 1].len += b;
+                continue;
+            }
+            q.tasks[n] = *tk;
+            q.tasks[n].flags = 0;
+            q.tasks[n].len = b + (slot ? (uint64_t)WSYNC__PL_SLOT_HEADER : 0);
+            *bytes += slot ? (uint64_t)WSYNC__PL_SLOT_HEADER : 0;
+            if (slot) slot[key] = (uint32_t)(n + 1);
+            n++;
+        }
+        for (i = p->rank_first[t]; slot && i < p->rank_first[t + 1]; i++)
+            slot[(uint64_t)p->tasks[i].dst_rank * G + (p->tasks[i].group < G ? p->tasks[i].group : G - 1)] = 0;
     }
+    q.n_tasks = n;
     for (i = 0; i < p->n_fetches; i++) { /* bf16 rows between trainers: their changes */
         q.fetches[i] = p->fetches[i];
         q.fetches[i].len = (uint64_t)(c->sec + (double)p->fetches[i].len / 2 * c->bf16 * (2 + c->pos) + 0.5);
@@ -13577,8 +14167,10 @@ static wsync_result wsync__pl_sp_wire(const wsync_plan *p, const wsync_plan_sim_
     *barriers = (p->n_groups > 0 ? p->n_groups - 1 : 0) + (p->n_fetches ? p->n_groups : 0);
     *wire = sr.seconds - (double)*barriers * barrier;
     if (*wire < 0) *wire = 0;
+out:
     wsync__rdma_free(a, q.tasks);
     wsync__rdma_free(a, q.fetches);
+    wsync__rdma_free(a, slot);
     return r;
 }
 
@@ -13596,6 +14188,7 @@ WSYNC_DEF wsync_result wsync_plan_sparse_simulate(const wsync_plan *p, const wsy
     wsync_error_set(err, WSYNC_OK, NULL);
     if (!p || !out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan sparse: NULL argument");
     memset(out, 0, sizeof *out);
+    memset(&c, 0, sizeof c);
     if ((r = wsync__pl_sp_resolve(sim, opt, &c, err)) != WSYNC_OK) return r;
     memset(&a, 0, sizeof a);
     if (sim) a = sim->allocator;

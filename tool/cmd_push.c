@@ -59,6 +59,11 @@ typedef struct push_opts {
     int stall_mid;             /* --stall-mid: stop in the middle of the first group's writes, not before DONE */
     uint64_t kill_step, stall_step;
     wsync_gen_model model;
+    int sparse;                /* --sparse: steps after the first send only what changed */
+    double density;            /* --density: the fraction of elements a step changes */
+    double sparse_max;         /* --sparse-max: the trainers' threshold (0: the library's default) */
+    double staging;            /* --staging: each inference rank's staging, a fraction of its bytes */
+    uint64_t dense_every;      /* --dense-every K: steps 1 + K, 1 + 2K, ... dense too (0: only step 1) */
 } push_opts;
 
 /* What each child reports to the parent at its end (one write to a pipe,
@@ -68,6 +73,12 @@ typedef struct push_report {
     uint64_t version, verified, last_verified, mismatches;
     int ok;
     char msg[200];
+    /* --sparse: step 1 (dense) and the sum over the later steps */
+    uint64_t sp_steps, sp_changes, sp_staged, sp_dense, sp_rs, sp_rd, sp_ro;
+    double sp_diff, sp_pack, sp_wire, sp_update, sp_wire1, sp_update1; /* trainers */
+    double sp_validate, sp_scatter, sp_verify, sp_verify1;            /* inference ranks */
+    uint64_t sp_dsteps;                       /* --dense-every: the dense steps after step 1, summed */
+    double sp_dwire, sp_dupdate, sp_dverify;
 } push_report;
 
 /* Byte g of tensor k at step s is byte (g & 7) of a hash of (s, k, g >> 3):
@@ -125,21 +136,74 @@ static void push_layout_opts(const push_opts *o, cli_push_layout *l)
     l->mesh_groups = o->mesh_groups;
 }
 
-/* The part's source elements (bf16) at a step, rows [r0, r1) of it. */
+/* --sparse: from step 2 on, element g (of the whole tensor, row-major) of
+   tensor k changes at step s when a 16-bit hash of (s, k, g) falls below
+   density * 65536, to another such hash: about that fraction of the
+   elements, spread like an RL step's. Applied in place to n elements
+   from g (little-endian bf16). */
+static void push_sp_apply(uint8_t *p, uint64_t g, uint64_t n, uint64_t step, uint64_t k, uint32_t thr)
+{
+    uint64_t kc = wsync_gen_mix64(PUSH_SEED ^ 0x5350000000000000ull ^ step * 0x9E3779B97F4A7C15ull ^ k << 40),
+             kv = wsync_gen_mix64(kc ^ 0x56414c5545ull), w = 0, last = UINT64_MAX, i;
+    for (i = 0; i < n; i++, g++) {
+        uint64_t q = g >> 2;
+        unsigned sh = (unsigned)(g & 3) * 16;
+        if (q != last) {
+            w = wsync_gen_mix64(kc ^ q);
+            last = q;
+        }
+        if (((w >> sh) & 0xFFFF) < thr) {
+            uint64_t v = wsync_gen_mix64(kv ^ q) >> sh;
+            p[2 * i] = (uint8_t)v;
+            p[2 * i + 1] = (uint8_t)(v >> 8);
+        }
+    }
+}
+
+/* The part's source elements (bf16) at a step, rows [r0, r1) of it;
+   --sparse: step 1's, then each later step's changes. */
+static void push_fill_rows_of(const push_opts *o, uint8_t *p, const wsync_ctl_tensor *t, uint32_t k, uint64_t r0,
+                              uint64_t r1, uint64_t step)
+{
+    uint64_t r, s, cols = push_part_cols(t);
+    uint32_t thr = o && o->sparse ? (uint32_t)(o->density * 65536 + 0.5) : 0;
+    for (r = r0; r < r1; r++, p += cols * 2) {
+        uint64_t g = (t->row_begin + r) * push_cols(t) + t->col_begin;
+        push_fill(p, g * 2, cols * 2, o && o->sparse ? 1 : step, k);
+        for (s = 2; o && o->sparse && s <= step; s++) push_sp_apply(p, g, cols, s, k, thr);
+    }
+}
+
 static void push_fill_rows(uint8_t *p, const wsync_ctl_tensor *t, uint32_t k, uint64_t r0, uint64_t r1, uint64_t step)
 {
-    uint64_t r, cols = push_part_cols(t);
-    for (r = r0; r < r1; r++, p += cols * 2)
-        push_fill(p, ((t->row_begin + r) * push_cols(t) + t->col_begin) * 2, cols * 2, step, k);
+    push_fill_rows_of(NULL, p, t, k, r0, r1, step);
 }
 
 /* A trainer's parts at a step: every tensor, also those a partial step does
    not move (it does not name them), so that an inference rank holding the
-   previous step's bytes for those shows that they were not written. */
-static void push_fill_step(uint8_t *base, const push_layout *l, uint64_t step)
+   previous step's bytes for those shows that they were not written.
+   --sparse: from step 2 on, the step's changes to the last step's data. */
+static void push_fill_step(const push_opts *o, uint8_t *base, const push_layout *l, uint64_t step)
 {
     size_t i;
-    for (i = 0; i < l->n; i++) push_fill_rows(base + l->t[i].offset, &l->t[i], l->k[i], 0, l->t[i].row_count, step);
+    uint64_t r;
+    for (i = 0; i < l->n; i++) {
+        const wsync_ctl_tensor *t = &l->t[i];
+        uint64_t cols = push_part_cols(t);
+        if (!o->sparse || step == 1) {
+            push_fill_rows(base + t->offset, t, l->k[i], 0, t->row_count, step);
+            continue;
+        }
+        for (r = 0; r < t->row_count; r++)
+            push_sp_apply(base + t->offset + r * cols * 2, (t->row_begin + r) * push_cols(t) + t->col_begin, cols,
+                          step, l->k[i], (uint32_t)(o->density * 65536 + 0.5));
+    }
+}
+
+/* --sparse: the steps that go dense (step 1, and with --dense-every K each Kth after it). */
+static int push_dense_step(const push_opts *o, uint64_t step)
+{
+    return step == 1 || (o->dense_every && (step - 1) % o->dense_every == 0);
 }
 
 /* --partial: a step that does not move everything names what it moves. */
@@ -194,6 +258,8 @@ static wsync_result push_fabric_open(const push_opts *o, int sender, uint32_t id
     }
 }
 
+static double push_now(void);
+
 static void push_send_report(int fd, const push_report *r)
 {
     if (write(fd, r, sizeof *r) != (ssize_t)sizeof *r) { /* the parent says the report is missing */
@@ -206,6 +272,7 @@ typedef struct push_receiver {
     uint8_t *mem;
     uint8_t *scratch;
     push_report rep;
+    wsync_rank *volatile rank; /* once joined (--sparse: the scatter's figures) */
 } push_receiver;
 
 #define PUSH_SCRATCH (4u << 20)
@@ -236,7 +303,7 @@ static wsync_result push_check_part(push_receiver *r, size_t i, uint64_t step, w
     for (r0 = 0; r0 < t->row_count; r0 += band) {
         uint64_t r1 = t->row_count - r0 > band ? r0 + band : t->row_count, n = (r1 - r0) * cols;
         uint8_t *src = r->scratch;
-        push_fill_rows(src, t, r->l->k[i], r0, r1, push_data_step(r->o, r->l->k[i], step));
+        push_fill_rows_of(r->o, src, t, r->l->k[i], r0, r1, push_data_step(r->o, r->l->k[i], step));
         if (!fp8) {
             if (memcmp(src, r->mem + t->offset + r0 * cols * 2, (size_t)n * 2) != 0)
                 return push_mismatch(r, t, r->l->dst[i], "bytes", r0 * cols * 2, step, err);
@@ -276,8 +343,20 @@ static wsync_result push_on_commit(void *user, uint64_t step, wsync_error *err)
     push_receiver *r = (push_receiver *)user;
     size_t i;
     wsync_result res;
+    double t0 = push_now();
     for (i = 0; i < r->l->n; i++)
         if ((res = push_check_part(r, i, step, err)) != WSYNC_OK) return res;
+    if (r->o->sparse && step == 1) r->rep.sp_verify1 = push_now() - t0;
+    else if (r->o->sparse && push_dense_step(r->o, step)) r->rep.sp_dsteps++, r->rep.sp_dverify += push_now() - t0;
+    else if (r->o->sparse && r->rank) { /* the slots were scattered before this callback */
+        wsync_sparse_stats st;
+        wsync_rank_sparse_stats(r->rank, &st);
+        r->rep.sp_steps++;
+        r->rep.sp_validate += st.validate_s;
+        r->rep.sp_scatter += st.scatter_s;
+        r->rep.sp_verify += push_now() - t0;
+        r->rep.sp_changes += st.scattered;
+    }
     r->rep.verified++;
     r->rep.last_verified = step;
     return WSYNC_OK;
@@ -319,12 +398,14 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     push_layout l;
     push_receiver rc;
     wsync_fabric f;
-    wsync_fabric_mr *mr = NULL;
-    wsync_fabric_desc desc;
+    wsync_fabric_mr *mr = NULL, *mrs[2] = {NULL, NULL};
+    wsync_fabric_desc desc, descs[2];
     wsync_rank_options ro;
     wsync_rank *r = NULL;
     wsync_error err;
-    void *mem = NULL;
+    void *mem = NULL, *stg = NULL;
+    wsync_ctl_tensor *tens = NULL; /* --sparse: the entries and the staging */
+    uint64_t stg_bytes = 0;
     int shm = strcmp(o->backend, "shm") == 0;
     memset(&rc, 0, sizeof rc);
     memset(&f, 0, sizeof f);
@@ -350,6 +431,34 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     }
     memset(mem, 0, (size_t)l.bytes); /* fault it in before the first step */
     if (f.reg(f.user, mem, l.bytes, WSYNC_MEM_HOST, &mr, &desc, &err) != WSYNC_OK) goto fail;
+    mrs[0] = mr;
+    descs[0] = desc;
+    if (o->sparse) { /* the staging region: a slot per trainer, --staging of this rank's bytes */
+        uint64_t unit = 64ull * o->trainers;
+        stg_bytes = (uint64_t)((double)l.bytes * o->staging) / unit * unit;
+        if (stg_bytes < 64 * unit) stg_bytes = 64 * unit;
+        if (shm) {
+            if (wsync_fabric_host_alloc(&f, stg_bytes, &stg, &err) != WSYNC_OK) goto fail;
+        } else if ((stg = mmap(NULL, (size_t)stg_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) ==
+                   MAP_FAILED) {
+            stg = NULL;
+            snprintf(rc.rep.msg, sizeof rc.rep.msg, "cannot map %llu bytes", (unsigned long long)stg_bytes);
+            goto out;
+        }
+        memset(stg, 0, (size_t)stg_bytes);
+        if (f.reg(f.user, stg, stg_bytes, WSYNC_MEM_HOST, &mrs[1], &descs[1], &err) != WSYNC_OK) goto fail;
+        if (!(tens = (wsync_ctl_tensor *)calloc(l.n + 1, sizeof *tens))) {
+            snprintf(rc.rep.msg, sizeof rc.rep.msg, "%s", "out of memory");
+            goto out;
+        }
+        memcpy(tens, l.t, l.n * sizeof *tens);
+        tens[l.n].name = WSYNC_CTL_STAGING;
+        tens[l.n].dtype = WSYNC_DTYPE_U8;
+        tens[l.n].ndim = 1;
+        tens[l.n].shape[0] = stg_bytes;
+        tens[l.n].row_count = stg_bytes;
+        tens[l.n].region = 1;
+    }
     rc.o = o;
     rc.l = &l;
     rc.mem = (uint8_t *)mem;
@@ -360,16 +469,17 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     ro.job_key_len = strlen(push_job_key);
     ro.role = WSYNC_CTL_INFERENCE;
     ro.rank = rank;
-    ro.tensors = l.t;
-    ro.n_tensors = (uint32_t)l.n;
+    ro.tensors = tens ? tens : l.t;
+    ro.n_tensors = (uint32_t)l.n + (tens ? 1 : 0);
     ro.fabric = &f;
-    ro.mrs = &mr;
-    ro.descs = &desc;
-    ro.n_regions = 1;
+    ro.mrs = mrs;
+    ro.descs = descs;
+    ro.n_regions = tens ? 2 : 1;
     ro.timeout_ms = o->timeout_ms * 3;
     ro.on_commit = push_on_commit;
     ro.user = &rc;
     if (wsync_rank_join(&ro, &r, &err) != WSYNC_OK) goto fail;
+    rc.rank = r;
     while (!wsync_rank_ended(r, rc.rep.msg, sizeof rc.rep.msg)) wsync_rank_wait_version(r, UINT64_MAX, 200, NULL);
     rc.rep.version = wsync_rank_version(r);
     if (o->dump) push_dump(o, rank, &l, (const uint8_t *)mem, rc.rep.version);
@@ -379,8 +489,13 @@ fail:
     snprintf(rc.rep.msg, sizeof rc.rep.msg, "%.190s", err.message);
 out:
     if (r) rc.rep.version = wsync_rank_version(r);
+    rc.rank = NULL;
     wsync_rank_close(r);
     if (mr) f.dereg(f.user, mr);
+    if (mrs[1]) f.dereg(f.user, mrs[1]);
+    if (stg && shm) wsync_fabric_host_free(&f, stg);
+    else if (stg) munmap(stg, (size_t)stg_bytes);
+    free(tens);
     if (mem && shm) wsync_fabric_host_free(&f, mem);
     else if (mem) munmap(mem, (size_t)l.bytes);
     if (f.close) wsync_fabric_close(&f);
@@ -483,7 +598,7 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
             goto out;
         }
     }
-    push_fill_step(mem, &l, 1);
+    push_fill_step(o, mem, &l, 1);
     if (f.reg(f.user, mem, l.bytes, WSYNC_MEM_HOST, &mrs[0], &descs[0], &err) != WSYNC_OK) goto fail;
     if (tens) { /* the inbox: from the fabric's shareable memory on one host */
         if (strcmp(o->backend, "tcp") == 0) {
@@ -513,6 +628,8 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
     ro.n_regions = tens ? 2 : 1;
     ro.timeout_ms = o->timeout_ms * 3;
     ro.staging_bytes = o->watermark;
+    ro.sparse = o->sparse;
+    ro.sparse_max = o->sparse_max;
     if (wsync_rank_join(&ro, &r, &err) != WSYNC_OK) goto fail;
     push_ready(ready_fd);
     for (;;) {
@@ -532,7 +649,21 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
             if (o->kill_role == WSYNC_CTL_TRAINER && o->kill_rank == (int)rank && o->kill_step == step)
                 push_die_midway(r, SIGKILL);
             if (o->stall_mid && o->stall_rank == (int)rank && o->stall_step == step) push_die_midway(r, SIGSTOP);
+            if (o->sparse && push_dense_step(o, step)) wsync_rank_sparse_reset(r);
             res = wsync_rank_push(r, &err);
+            if (res == WSYNC_OK && o->sparse) { /* the phases, for the parent's summary */
+                wsync_sparse_stats st;
+                wsync_rank_sparse_stats(r, &st);
+                if (step == 1) rep.sp_wire1 = st.wire_s, rep.sp_update1 = st.update_s;
+                else if (push_dense_step(o, step)) rep.sp_dsteps++, rep.sp_dwire += st.wire_s, rep.sp_dupdate += st.update_s;
+                else {
+                    rep.sp_steps++;
+                    rep.sp_diff += st.diff_s, rep.sp_pack += st.pack_s, rep.sp_wire += st.wire_s;
+                    rep.sp_update += st.update_s;
+                    rep.sp_changes += st.changes, rep.sp_staged += st.staged_bytes, rep.sp_dense += st.dense_bytes;
+                    rep.sp_rs += st.regions_sparse, rep.sp_rd += st.regions_dense, rep.sp_ro += st.regions_overflow;
+                }
+            }
         }
         if (!o->stall_mid && o->stall_role == WSYNC_CTL_TRAINER && o->stall_rank == (int)rank &&
             o->stall_step == step)
@@ -542,7 +673,7 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
         /* the next step's data once every trainer's step is over: filling
            now would take the cores from the trainers still writing */
         if (!push_await_fill(fill_fd)) continue; /* no further step: BYE comes next */
-        push_fill_step(mem, &l, ++want);
+        push_fill_step(o, mem, &l, ++want);
         push_ready(ready_fd);
     }
     rep.ok = 1;
@@ -641,6 +772,21 @@ static const char *push_usage =
     "every step, 1 otherwise, 2 usage error. --bench then measures, in the same run, memcpy and\n"
     "one process_vm_writev of one inference rank's bytes, and prints the push's throughput\n"
     "as ratios to both.\n";
+
+static const char *push_usage_sparse =
+    "       wsync push-demo ... [--sparse [--density D] [--sparse-max F] [--staging F] [--dense-every K]]\n"
+    "--sparse: every step after the first changes a fraction D of the elements (default\n"
+    "0.016, spread by a hash), and the trainers send only the changes: each diffs its shard\n"
+    "against the last step it sent and writes, per inference rank, the changed elements'\n"
+    "positions (in the receiver's memory, after resharding) and values into a staging\n"
+    "region the receiver registered (F of its bytes, default 0.25, a slot per trainer); at\n"
+    "COMMIT each receiver validates every slot, scatters it, checks every byte as always, and\n"
+    "only then moves its version. A receiver region whose changes cost more than F of its\n"
+    "dense bytes (--sparse-max, default the library's), or that overflows its slot, and\n"
+    "the first step go dense; fp8 parts always; --dense-every K makes steps 1 + K, 1 + 2K, ...\n"
+    "dense too. The run ends with the sparse steps' time over the dense steps' (step 1, which\n"
+    "also faults pages in, and the later ones) and each phase (diff, pack, wire, update;\n"
+    "validate, scatter, verify).\n";
 
 /* Seconds a paced full step lasts at least: each mesh group's last planned
    start at `gbps`, added up (a group starts after the one before ends). */
@@ -1085,6 +1231,69 @@ static void push_bench_steps(const wsync_plan *pl, const wsync_plan_sim_options 
                lo / 1e9, hi / 1e9, n, ps / n * 1e3, ms / ps, best);
 }
 
+/* --sparse: the sparse steps against the dense ones in this run (step 1,
+   which also faults pages in, and --dense-every's), and each phase: the
+   mean over the steps of each rank, the slowest rank's. tc: step 1's
+   transfer and commit seconds, the sparse steps' sums, the later dense
+   steps' sums. */
+static void push_sparse_summary(const push_opts *o, const wsync_controller_plan *plan, const push_report *reps,
+                                const unsigned char *have, uint64_t committed, const double *tc)
+{
+    unsigned i, n = o->trainers + o->inference;
+    double d = 0, pk = 0, w = 0, u = 0, w1 = 0, u1 = 0, dw = 0, du = 0, va = 0, sc = 0, ve = 0, ve1 = 0, dve = 0;
+    uint64_t ch = 0, st = 0, de = 0, rs = 0, rd = 0, ro = 0, sch = 0, s, ns = 0, nd = 0;
+    double k, kd;
+    for (s = 2; s <= committed; s++) push_dense_step(o, s) ? nd++ : ns++;
+    k = ns ? (double)ns : 1;
+    kd = nd ? (double)nd : 1;
+    for (i = 0; i < n; i++) {
+        const push_report *r = &reps[i];
+        double m = r->sp_steps ? (double)r->sp_steps : 1, md = r->sp_dsteps ? (double)r->sp_dsteps : 1;
+        if (!have[i]) continue;
+        if (i < o->trainers) {
+            if (r->sp_diff / m > d) d = r->sp_diff / m;
+            if (r->sp_pack / m > pk) pk = r->sp_pack / m;
+            if (r->sp_wire / m > w) w = r->sp_wire / m;
+            if (r->sp_update / m > u) u = r->sp_update / m;
+            if (r->sp_wire1 > w1) w1 = r->sp_wire1;
+            if (r->sp_update1 > u1) u1 = r->sp_update1;
+            if (r->sp_dwire / md > dw) dw = r->sp_dwire / md;
+            if (r->sp_dupdate / md > du) du = r->sp_dupdate / md;
+            ch += r->sp_changes, st += r->sp_staged, de += r->sp_dense, rs += r->sp_rs, rd += r->sp_rd, ro += r->sp_ro;
+        } else {
+            if (r->sp_validate / m > va) va = r->sp_validate / m;
+            if (r->sp_scatter / m > sc) sc = r->sp_scatter / m;
+            if (r->sp_verify / m > ve) ve = r->sp_verify / m;
+            if (r->sp_verify1 > ve1) ve1 = r->sp_verify1;
+            if (r->sp_dverify / md > dve) dve = r->sp_dverify / md;
+            sch += r->sp_changes;
+        }
+    }
+    if (ns)
+        printf("sparse: %llu sparse steps: %.2f%% of the elements sent changed (%.0f changes a step), %.2f MB staged "
+               "and %.2f MB dense a step of %.2f MB; receiver regions %.1f sparse, %.1f dense (%.1f overflowed) a "
+               "step; %.0f changes scattered a step\n",
+               (unsigned long long)ns, plan->bytes ? 100.0 * (double)ch / k / ((double)plan->bytes / 2) : 0.0,
+               (double)ch / k, (double)st / k / 1e6, (double)de / k / 1e6, (double)plan->bytes / 1e6,
+               (double)rs / k, (double)rd / k, (double)ro / k, (double)sch / k);
+    printf("sparse: transfer (GO to the last DONE) %.2f ms a sparse step (mean of %llu); dense: step 1 %.2f ms",
+           tc[2] / k * 1e3, (unsigned long long)ns, tc[0] * 1e3);
+    if (nd)
+        printf(", later dense steps %.2f ms (mean of %llu): sparse/dense %.3f", tc[4] / kd * 1e3, (unsigned long long)nd,
+               tc[4] > 0 ? tc[2] / k / (tc[4] / kd) : 0.0);
+    printf("; sparse/step 1 %.3f\n", tc[0] > 0 ? tc[2] / k / tc[0] : 0.0);
+    printf("sparse: commit (COMMIT to the last ACK: validate, scatter, verify) %.2f ms sparse, %.2f ms step 1%s",
+           tc[3] / k * 1e3, tc[1] * 1e3, nd ? ", " : "\n");
+    if (nd) printf("%.2f ms later dense\n", tc[5] / kd * 1e3);
+    printf("sparse: phases, the slowest rank's mean: sparse steps: diff %.2f ms, pack %.2f ms, wire %.2f ms, update "
+           "%.2f ms; validate %.3f ms, scatter %.2f ms, verify %.2f ms\n",
+           d * 1e3, pk * 1e3, w * 1e3, u * 1e3, va * 1e3, sc * 1e3, ve * 1e3);
+    printf("sparse: phases, dense steps: step 1 wire %.2f ms, copy %.2f ms, verify %.2f ms", w1 * 1e3, u1 * 1e3,
+           ve1 * 1e3);
+    if (nd) printf("; later: wire %.2f ms, copy %.2f ms, verify %.2f ms", dw * 1e3, du * 1e3, dve * 1e3);
+    printf("\n");
+}
+
 static int push_run(const push_opts *o)
 {
     wsync_controller_options co;
@@ -1099,6 +1308,8 @@ static int push_run(const push_opts *o)
     double pace_span = 0;     /* --pace: the least a full step lasts */
     uint64_t s, committed = 0, full_tasks = 0, part_tasks = 0, part_bytes = 0, part_n = 0, full_n = 0, wrong = 0;
     double sum_t = 0, best_t = 0, first_t = 0, part_t = 0, full_t = 0;
+    double sp_t1 = 0, sp_c1 = 0, sp_t = 0, sp_c = 0; /* --sparse: step 1's transfer and commit, the sparse ones' sums */
+    double sp_dt = 0, sp_dc = 0;                      /* and the dense steps' after step 1 */
     push_probe probe;         /* --bench: the sender rate after each step */
     int have_probe = 0;
     double *step_t = (double *)calloc(o->steps + 1, sizeof *step_t);    /* --bench: a full step's time, */
@@ -1203,6 +1414,9 @@ static int push_run(const push_opts *o)
             break;
         }
         wsync_controller_step_times(c, &tt, &vt);
+        if (s == 1) sp_t1 = tt, sp_c1 = vt;
+        else if (push_dense_step(o, s)) sp_dt += tt, sp_dc += vt;
+        else sp_t += tt, sp_c += vt;
         /* what the trainers ran, as the controller checked it against the plan */
         wsync_controller_step_tasks(c, &tasks, &bytes);
         if (part) {
@@ -1342,6 +1556,11 @@ static int push_run(const push_opts *o)
             printf("trainer rank %u: %s\n", i, reps[i].msg);
             if (!failed) bad = 1;
         }
+    if (o->sparse && committed > 1) {
+        double tc[6];
+        tc[0] = sp_t1, tc[1] = sp_c1, tc[2] = sp_t, tc[3] = sp_c, tc[4] = sp_dt, tc[5] = sp_dc;
+        push_sparse_summary(o, &plan, reps, have, committed, tc);
+    }
     if (!failed && !bad)
         printf("push-demo: %llu of %llu steps committed, every inference rank bit-exact at every step; "
                "mean transfer %.1f ms (full steps)\n",
@@ -1386,6 +1605,7 @@ int cmd_push_demo(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs(push_usage, stdout);
+            fputs(push_usage_sparse, stdout);
             fputs(push_usage_key, stdout);
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--backend", &v)) {
@@ -1453,11 +1673,34 @@ int cmd_push_demo(int argc, char **argv)
         } else if (cli_opt_value(argc, argv, &i, "--dump", &v)) o.dump = v;
         else if (cli_opt_value(argc, argv, &i, "--bind", &v)) o.bind = v;
         else if (strcmp(argv[i], "--insecure") == 0) o.insecure = 1;
+        else if (strcmp(argv[i], "--sparse") == 0) o.sparse = 1;
+        else if (cli_opt_value(argc, argv, &i, "--density", &v) || cli_opt_value(argc, argv, &i, "--sparse-max", &v) ||
+                 cli_opt_value(argc, argv, &i, "--staging", &v)) {
+            const char *name = argv[i - 1];
+            char *end = NULL;
+            double f = strtod(v, &end);
+            if (!end || *end || end == v || !(f > 0 && f <= (strcmp(name, "--sparse-max") ? 1.0 : 100.0)))
+                return cli_usage_error("push-demo: %s takes a fraction in (0, %s], not '%s'", name,
+                                       strcmp(name, "--sparse-max") ? "1" : "100", v);
+            if (!strcmp(name, "--density")) o.density = f;
+            else if (!strcmp(name, "--sparse-max")) o.sparse_max = f;
+            else o.staging = f;
+        } else if (cli_opt_value(argc, argv, &i, "--dense-every", &v)) {
+            if (!cli_parse_u64(v, &x) || x < 1 || x > 100000)
+                return cli_usage_error("push-demo: --dense-every takes 1..100000, not '%s'", v);
+            o.dense_every = x;
+        }
         else if (argv[i][0] == '-' && argv[i][1])
             return cli_usage_error("push-demo: unknown or incomplete option '%s'", argv[i]);
         else return cli_usage_error("push-demo: unexpected argument '%s'", argv[i]);
     }
     if (wsync_gen_model_lookup(model, &o.model) != WSYNC_OK) return cli_usage_models("push-demo", model);
+    if (!o.sparse && (o.density > 0 || o.sparse_max > 0 || o.staging > 0 || o.dense_every))
+        return cli_usage_error("%s", "push-demo: --density, --sparse-max, --staging and --dense-every go with --sparse");
+    if (o.sparse && (o.partial > 0 || o.bench))
+        return cli_usage_error("%s", "push-demo: --sparse does not go with --partial or --bench");
+    if (o.sparse && o.density == 0) o.density = 0.016;
+    if (o.sparse && o.staging == 0) o.staging = 0.25;
     if ((o.kill_role == WSYNC_CTL_TRAINER && (unsigned)o.kill_rank >= o.trainers) ||
         (o.kill_role == WSYNC_CTL_INFERENCE && (unsigned)o.kill_rank >= o.inference) ||
         (o.stall_role && (unsigned)o.stall_rank >= o.trainers))
@@ -1469,5 +1712,9 @@ int cmd_push_demo(int argc, char **argv)
            o.fp8 ? "tensor-parallel slices, fused, fp8 projections" : o.reshard ? "tensor-parallel slices, fused"
                                                                             : "each the whole model",
            (unsigned long long)o.steps);
+    if (o.sparse)
+        printf("sparse: steps 2 on change %.2f%% of the elements; staging %.0f%% of each inference rank's bytes; "
+               "a receiver region goes sparse at up to %.2f of its dense bytes\n",
+               o.density * 100, o.staging * 100, o.sparse_max > 0 ? o.sparse_max : WSYNC_SPARSE_MAX_DEFAULT);
     return push_run(&o);
 }
