@@ -63,8 +63,12 @@ target: that rename is what makes put atomic (keep client_body_temp_path on
 the root's filesystem, or it copies). Do not enable open_file_cache for
 the bucket: HEAD is polled. nginx's autoindex hides names that start with
 '.', so such keys are stored but not listed. ETags are used only to notice
-an object replaced between the pieces of one download; the chain never
-trusts them (nginx's ETag is mtime-size): HEAD's step number decides.
+an object replaced between the pieces of one download, compared weakly
+(Apache's is W/"..." for a second after a write, then strong), and only a
+strong one goes in If-Range; the chain never trusts them (nginx's ETag is
+mtime-size): HEAD's step number decides. A 416 without Content-Range and
+a HEAD without Content-Length (Apache's, for an empty file) are sized by a
+GET of byte 0.
 
 LISTING
 =======
@@ -94,7 +98,10 @@ folders there from missing ones: nginx without autoindex). A parent that
 lists it as a folder, 404s up to the server's root (Apache's GET), or any
 other failure makes the listing unavailable: WSYNC_ERR_UNSUPPORTED, and a
 publisher over a store without HEAD then refuses rather than take an
-unknown state for an empty chain. A folder that is missing costs one
+unknown state for an empty chain. A folder's GET answered 403 where
+PROPFIND is not offered or the JSON listing was asked for (nginx's dav
+module alone; nginx dav-ext without autoindex) is such a server offering
+no listing, said so with how to enable one, not an authentication error. A folder that is missing costs one
 listing per parent read.
 The multistatus is read by wsync_http_propfind_parse (strict: see it);
 the hrefs must be the collection asked for, which is skipped, or its
@@ -1788,6 +1795,24 @@ static void wsync__hcopy_value(char *dst, size_t cap, const char *v, const char 
     dst[n] = 0;
 }
 
+/* Two ETags name the same version, compared weakly (RFC 9110 8.8.3.2):
+   Apache marks a file's ETag weak (W/"...") for the first second after it
+   was written and strong after, for the same bytes. */
+static int wsync__hetag_same(const char *a, const char *b)
+{
+    if (a[0] == 'W' && a[1] == '/') a += 2;
+    if (b[0] == 'W' && b[1] == '/') b += 2;
+    return strcmp(a, b) == 0;
+}
+
+/* An ETag If-Range may carry: a strong one only (RFC 9110 13.1.5; with a
+   weak one the server sends the whole object, a 200 where a part was
+   asked for). */
+static const char *wsync__hif_range(const char *etag)
+{
+    return etag[0] && !(etag[0] == 'W' && etag[1] == '/') ? etag : NULL;
+}
+
 static size_t wsync__hheader_cb(char *buf, size_t size, size_t n, void *user)
 {
     wsync__hresp *rs = (wsync__hresp *)user;
@@ -2403,6 +2428,42 @@ static wsync_result wsync__http_put(void *user, const char *key, const void *byt
 
 /* ---- head, del ---- */
 
+static int wsync__hsize_headers(void *user, wsync__hresp *rs)
+{
+    (void)user;
+    return rs->status == 200 || rs->status == 206; /* the headers say it: no body wanted */
+}
+
+/* An object's size from a GET of its first byte, where an answer did not
+   say it: Apache answers a HEAD of an empty file without a Content-Length,
+   and a 416 without a Content-Range. A 416 to bytes=0-0 is an empty
+   object. */
+static wsync_result wsync__hsize_probe(wsync__http *h, const char *url, int nosign, const char *key, uint64_t *size,
+                                       wsync_error *err)
+{
+    wsync__hreq rq;
+    wsync__hresp rs;
+    wsync_result r;
+    memset(&rq, 0, sizeof rq);
+    rq.method = "GET";
+    rq.url = url;
+    rq.nosign = nosign;
+    rq.what = key;
+    rq.has_range = 1;
+    rq.range_lo = rq.range_hi = 0;
+    rq.on_headers = wsync__hsize_headers;
+    r = wsync__hrequest(h, &rq, &rs, NULL, NULL, err);
+    if (r != WSYNC_OK) return r;
+    if (rs.status == 206 && rs.has_cr && rs.cr_total_known) *size = rs.cr_total;
+    else if (rs.status == 416) *size = rs.has_cr && rs.cr_star ? rs.cr_total : 0;
+    else if (rs.status == 200 && rs.has_length) *size = rs.length;
+    else if (rs.status == 200 || rs.status == 206)
+        return wsync_error_set(err, WSYNC_ERR_IO, "GET %s (bytes 0-0): HTTP %ld without the object's size", url,
+                            rs.status);
+    else return wsync__hfail_resp(h, err, &rq, &rs, 1);
+    return WSYNC_OK;
+}
+
 static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size, wsync_error *err)
 {
     wsync__http *h = (wsync__http *)user;
@@ -2434,7 +2495,9 @@ static wsync_result wsync__http_head(void *user, const char *key, uint64_t *size
         if (rs.status == 200 && rs.has_length) {
             if (size) *size = rs.length;
         } else if (rs.status == 200) {
-            r = wsync_error_set(err, WSYNC_ERR_IO, "HEAD %s: HTTP 200 without a Content-Length", url);
+            uint64_t sz = 0;
+            r = wsync__hsize_probe(h, rq.url, rq.nosign, key, &sz, err);
+            if (r == WSYNC_OK && size) *size = sz;
         } else if (wsync__his_dir_redirect(&rs)) {
             r = wsync_error_set(err, WSYNC_ERR_NOT_FOUND, "no object '%s' (HTTP %ld from HEAD %s: a directory)", key,
                              rs.status, url);
@@ -2539,7 +2602,7 @@ static int wsync__hstream_headers(void *user, wsync__hresp *rs)
     if (s->hi != UINT64_MAX && s->hi >= total) s->hi = total ? total - 1 : 0; /* a cap past the end */
     if (!s->first) {
         /* a resumed download: the same object, or nothing */
-        if (total != in->total || (in->etag[0] && rs->etag[0] && strcmp(in->etag, rs->etag) != 0)) {
+        if (total != in->total || (in->etag[0] && rs->etag[0] && !wsync__hetag_same(in->etag, rs->etag))) {
             snprintf(m, sizeof m, "'%s' was replaced while it was being downloaded", s->key);
             return wsync__hstream_refuse(s, WSYNC_ERR_IO, m);
         }
@@ -2639,7 +2702,7 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
         rq.has_range = !(open_first && s.first && s.pos == 0 && s.hi == UINT64_MAX);
         rq.range_lo = s.pos;
         rq.range_hi = s.hi;
-        rq.if_range = !s.first && info->etag[0] ? info->etag : NULL;
+        rq.if_range = !s.first ? wsync__hif_range(info->etag) : NULL;
         s.done = 0;
         wsync__hperform(h, c, &rq, &rs);
         if (wsync__hredirect(h, &rs) && redirects < WSYNC__HTTP_REDIRECTS) {
@@ -2674,6 +2737,12 @@ static wsync_result wsync__hstream_run(wsync__http *h, const char *url, const ch
                 const char *q = actual;
                 uint64_t v;
                 if (wsync__hdigits(&q, actual + strlen(actual), &v) && !*q) sz = v;
+            }
+            if (sz == UINT64_MAX && !h->sigv4 && (hi == UINT64_MAX || !strict)) {
+                /* no Content-Range (Apache): an open range at the very end is fine */
+                wsync_error perr;
+                uint64_t v = 0;
+                if (wsync__hsize_probe(h, rq.url, rq.nosign, key, &v, &perr) == WSYNC_OK) sz = v;
             }
             if (sz != UINT64_MAX && !info->have_total) {
                 info->have_total = 1;
@@ -2754,7 +2823,7 @@ static int wsync__hpart_headers(void *user, wsync__hresp *rs)
     if (rs->status < 200 || rs->status >= 300) return 0;
     if (rs->status != 206 || !rs->has_cr || rs->cr_star || rs->cr_lo != p->lo + p->got || rs->cr_hi != p->hi ||
         !rs->cr_total_known || rs->cr_total != p->expect_total ||
-        (p->expect_etag[0] && rs->etag[0] && strcmp(p->expect_etag, rs->etag) != 0)) {
+        (p->expect_etag[0] && rs->etag[0] && !wsync__hetag_same(p->expect_etag, rs->etag))) {
         p->bad = 1;
         return 1;
     }
@@ -2787,7 +2856,7 @@ static int wsync__hpart_start(wsync__http *h, CURLM *m, wsync__hpart *p, const c
     p->rq.has_range = 1;
     p->rq.range_lo = p->lo + p->got;
     p->rq.range_hi = p->hi;
-    p->rq.if_range = p->expect_etag[0] ? p->expect_etag : NULL;
+    p->rq.if_range = wsync__hif_range(p->expect_etag);
     p->rq.on_body = wsync__hpart_body;
     p->rq.on_body_user = p;
     p->rq.on_headers = wsync__hpart_headers;
@@ -3377,6 +3446,15 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *url, const cha
                          "without HEAD, enable listings: nginx's dav-ext module (`dav_ext_methods PROPFIND "
                          "OPTIONS;`) or `autoindex on; autoindex_format json;`, Apache `Dav On`",
                          url, pf_status, rs.status);
+    } else if (r == WSYNC_OK && !pf_status && rs.status == 403) {
+        /* the JSON listing asked for, and the folder not served: no
+           autoindex there (nginx with dav-ext alone), not credentials */
+        r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
+                         "listing %s: the listing is unavailable: the server offers no JSON listing (a GET of the "
+                         "folder answered HTTP 403). nginx lists folders as JSON with `autoindex on; "
+                         "autoindex_format json;`; a server that answers PROPFIND (nginx dav-ext, Apache, rclone) "
+                         "lists with listing propfind or auto. A chain with HEAD needs no listing",
+                         url);
     } else if (r == WSYNC_OK) {
         r = wsync__hfail_resp(h, err, &rq, &rs, 1);
         if (pf_status && err) {

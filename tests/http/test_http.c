@@ -7,11 +7,11 @@
      WSYNC_TEST_HTTP_TAG     a prefix unique to this run
    Without them only the listing parser's tests run.
 
-   The store contract (the cases test_store.c runs on the directory store),
-   keys that need percent-encoding, parallel ranged downloads, the JSON
-   listing parser on hostile input, the delta chain over nginx (30+ steps,
-   anchors, retention, subscribers from scratch and mid-chain, a corrupt
-   object routed around), and faults: 500/503/429 retried, bodies cut short
+   What every store must do (put, get, ranges, listing, the chain over it)
+   is the conformance suite's (tests/http/test_conformance.c, which
+   tests/http/test_http.sh runs against this nginx too). Here: parallel
+   ranged downloads, MKCOL, the JSON listing parser on hostile input, what
+   a server without listings says, kept connections, and faults: 500/503/429 retried, bodies cut short
    and resumed, a slowed response abandoned in time, 401 not retried, nginx
    killed and restarted with the subscriber catching up, and nginx killed in
    the middle of a download (one stream, parallel parts), an upload, a
@@ -202,159 +202,6 @@ static void test_listing_parser(void)
         memset(&e, 0, sizeof e);
         (void)wsync_http_listing_parse(buf, n, entry_fn, &e, &err);
         free(buf);
-    }
-    TEST_END();
-}
-
-/* ======================================================================
-   The store contract over nginx (test_store.c's cases)
-   ====================================================================== */
-
-static void test_contract(wsync_store *s)
-{
-    wsync_error err;
-    uint64_t size = 0;
-    uint8_t *all = NULL, buf[64];
-    wsync_buffer wb;
-    collected c;
-    static const char hello[] = "hello, store";
-
-    TEST_BEGIN("http: put then get, head and get_all");
-    CHECK_EQ_INT(s->put(s->user, "deltas/step_000001.safetensors", hello, sizeof hello - 1, &err), WSYNC_OK);
-    CHECK_EQ_INT(s->head(s->user, "deltas/step_000001.safetensors", &size, &err), WSYNC_OK);
-    CHECK_EQ_U64(size, sizeof hello - 1);
-    CHECK_EQ_INT(wsync_store_get_all(s, "deltas/step_000001.safetensors", NULL, &all, &size, &err), WSYNC_OK);
-    CHECK(size == sizeof hello - 1 && all && memcmp(all, hello, (size_t)size) == 0);
-    free(all);
-    TEST_END();
-
-    TEST_BEGIN("http: ranged get (206), the end, past the end");
-    wb.bytes = buf;
-    wb.cap = sizeof buf;
-    wb.len = 0;
-    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 7, 5, wsync_buffer_sink, &wb, &size, &err), WSYNC_OK);
-    CHECK(wb.len == 5 && memcmp(buf, "store", 5) == 0);
-    CHECK_EQ_U64(size, sizeof hello - 1);
-    wb.len = 0;
-    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 12, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err),
-                 WSYNC_OK);
-    CHECK_EQ_INT(wb.len, 0);
-    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 13, 1, wsync_buffer_sink, &wb, NULL, &err),
-                 WSYNC_ERR_OUT_OF_BOUNDS);
-    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 13, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err),
-                 WSYNC_ERR_OUT_OF_BOUNDS);
-    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 10, 3, wsync_buffer_sink, &wb, NULL, &err),
-                 WSYNC_ERR_OUT_OF_BOUNDS);
-    CHECK(strstr(err.message, "step_000001") != NULL);
-    CHECK_EQ_INT(wb.len, 0);
-    wb.len = 0;
-    CHECK_EQ_INT(s->get(s->user, "deltas/step_000001.safetensors", 3, 0, wsync_buffer_sink, &wb, &size, &err), WSYNC_OK);
-    CHECK(wb.len == 0 && size == sizeof hello - 1);
-    TEST_END();
-
-    TEST_BEGIN("http: missing keys are NOT_FOUND (naming URL and status), bad keys INVALID_ARGUMENT");
-    CHECK_EQ_INT(s->head(s->user, "nope", &size, &err), WSYNC_ERR_NOT_FOUND);
-    CHECK_EQ_INT(s->get(s->user, "nope", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_NOT_FOUND);
-    CHECK(strstr(err.message, "404") && strstr(err.message, "http://127.0.0.1:") && strstr(err.message, "nope"));
-    CHECK_EQ_INT(s->get(s->user, "nope", 5, 10, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_NOT_FOUND);
-    CHECK_EQ_INT(s->del(s->user, "nope", &err), WSYNC_ERR_NOT_FOUND);
-    CHECK_EQ_INT(s->head(s->user, "deltas", &size, &err), WSYNC_ERR_NOT_FOUND); /* a directory */
-    CHECK_EQ_INT(s->get(s->user, "deltas", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_NOT_FOUND);
-    CHECK_EQ_INT(s->put(s->user, "../escape", "x", 1, &err), WSYNC_ERR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(s->get(s->user, "/etc/passwd", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err),
-                 WSYNC_ERR_INVALID_ARGUMENT);
-    TEST_END();
-
-    TEST_BEGIN("http: overwrite replaces, empty objects exist");
-    CHECK_EQ_INT(s->put(s->user, "HEAD", "{\"step\": 1}", 11, &err), WSYNC_OK);
-    CHECK_EQ_INT(s->put(s->user, "HEAD", "{\"step\": 22}", 12, &err), WSYNC_OK);
-    CHECK_EQ_INT(wsync_store_get_all(s, "HEAD", NULL, &all, &size, &err), WSYNC_OK);
-    CHECK(size == 12 && all && memcmp(all, "{\"step\": 22}", 12) == 0);
-    free(all);
-    CHECK_EQ_INT(s->put(s->user, "empty", NULL, 0, &err), WSYNC_OK);
-    CHECK_EQ_INT(s->head(s->user, "empty", &size, &err), WSYNC_OK);
-    CHECK_EQ_U64(size, 0);
-    CHECK_EQ_INT(wsync_store_get_all(s, "empty", NULL, &all, &size, &err), WSYNC_OK);
-    CHECK(all != NULL && size == 0);
-    free(all);
-    CHECK_EQ_INT(s->get(s->user, "empty", 1, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_OUT_OF_BOUNDS);
-    TEST_END();
-
-    TEST_BEGIN("http: list: byte order, prefix, sizes, early stop");
-    CHECK_EQ_INT(s->put(s->user, "deltas/step_000003.safetensors", "333", 3, &err), WSYNC_OK);
-    CHECK_EQ_INT(s->put(s->user, "deltas/step_000002.safetensors", "22", 2, &err), WSYNC_OK);
-    CHECK_EQ_INT(s->put(s->user, "anchors/step_000000.safetensors", "a", 1, &err), WSYNC_OK);
-    memset(&c, 0, sizeof c);
-    CHECK_EQ_INT(s->list(s->user, "deltas/", collect, &c, &err), WSYNC_OK);
-    CHECK_EQ_INT(c.n, 3);
-    CHECK_EQ_STR(c.keys[0], "deltas/step_000001.safetensors");
-    CHECK_EQ_STR(c.keys[1], "deltas/step_000002.safetensors");
-    CHECK_EQ_STR(c.keys[2], "deltas/step_000003.safetensors");
-    CHECK(c.sizes[0] == 12 && c.sizes[1] == 2 && c.sizes[2] == 3);
-    memset(&c, 0, sizeof c);
-    CHECK_EQ_INT(s->list(s->user, "", collect, &c, &err), WSYNC_OK);
-    CHECK_EQ_INT(c.n, 6);
-    CHECK_EQ_STR(c.keys[0], "HEAD");
-    CHECK_EQ_STR(c.keys[1], "anchors/step_000000.safetensors");
-    CHECK_EQ_STR(c.keys[5], "empty");
-    memset(&c, 0, sizeof c);
-    CHECK_EQ_INT(s->list(s->user, "del", collect, &c, &err), WSYNC_OK);
-    CHECK_EQ_INT(c.n, 3);
-    memset(&c, 0, sizeof c);
-    c.stop_after = 2;
-    CHECK_EQ_INT(s->list(s->user, "", collect, &c, &err), WSYNC_OK);
-    CHECK_EQ_INT(c.n, 2);
-    memset(&c, 0, sizeof c);
-    CHECK_EQ_INT(s->list(s->user, "zzz", collect, &c, &err), WSYNC_OK);
-    CHECK_EQ_INT(c.n, 0);
-    memset(&c, 0, sizeof c);
-    CHECK_EQ_INT(s->list(s->user, "nodir/deeper/", collect, &c, &err), WSYNC_OK);
-    CHECK_EQ_INT(c.n, 0);
-    TEST_END();
-
-    TEST_BEGIN("http: del removes");
-    CHECK_EQ_INT(s->del(s->user, "deltas/step_000002.safetensors", &err), WSYNC_OK);
-    CHECK_EQ_INT(s->head(s->user, "deltas/step_000002.safetensors", &size, &err), WSYNC_ERR_NOT_FOUND);
-    memset(&c, 0, sizeof c);
-    CHECK_EQ_INT(s->list(s->user, "deltas/", collect, &c, &err), WSYNC_OK);
-    CHECK_EQ_INT(c.n, 2);
-    TEST_END();
-
-    TEST_BEGIN("http: a failing sink is WSYNC_ERR_SINK");
-    wb.cap = 3;
-    wb.len = 0;
-    CHECK_EQ_INT(s->get(s->user, "HEAD", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_SINK);
-    TEST_END();
-
-    TEST_BEGIN("http: keys that need percent-encoding round-trip and list as themselves");
-    {
-        static const char *odd[] = {"odd/a b%20c+d&e=f", "odd/\xc3\xbc\xe2\x82\xac.bin", "odd/semi;colon,comma'q\"",
-                                    "odd/x..y~z"};
-        size_t i;
-        for (i = 0; i < 4; i++) {
-            CHECK_MSG(s->put(s->user, odd[i], odd[i], strlen(odd[i]), &err) == WSYNC_OK, "%s", err.message);
-            CHECK_EQ_INT(wsync_store_get_all(s, odd[i], NULL, &all, &size, &err), WSYNC_OK);
-            CHECK(all && size == strlen(odd[i]) && memcmp(all, odd[i], (size_t)size) == 0);
-            free(all);
-        }
-        memset(&c, 0, sizeof c);
-        CHECK_EQ_INT(s->list(s->user, "odd/", collect, &c, &err), WSYNC_OK);
-        CHECK_EQ_INT(c.n, 4);
-        CHECK_EQ_STR(c.keys[0], "odd/a b%20c+d&e=f");
-        CHECK_EQ_STR(c.keys[3], "odd/\xc3\xbc\xe2\x82\xac.bin");
-    }
-    TEST_END();
-
-    TEST_BEGIN("http: a 3 MB object round-trips");
-    {
-        size_t n = 3u << 20, i;
-        uint8_t *big = (uint8_t *)malloc(n);
-        for (i = 0; i < n; i++) big[i] = (uint8_t)(i * 2654435761u >> 13);
-        CHECK_EQ_INT(s->put(s->user, "anchors/big", big, n, &err), WSYNC_OK);
-        CHECK_EQ_INT(wsync_store_get_all(s, "anchors/big", NULL, &all, &size, &err), WSYNC_OK);
-        CHECK(size == n && all && memcmp(all, big, n) == 0);
-        free(all);
-        free(big);
     }
     TEST_END();
 }
@@ -575,7 +422,7 @@ static void test_mkcol(void)
 }
 
 /* ======================================================================
-   The chain over nginx
+   A small model that changes a little every step (the fault tests' chain)
    ====================================================================== */
 
 #define NT 3
@@ -671,96 +518,6 @@ static int publish(wsync_publisher *p, uint64_t step, wsync_error *err)
     gen_step(img, step);
     tensors_of(img, t);
     return wsync_publish(p, step, t, NT, NULL, err) == WSYNC_OK;
-}
-
-static void test_chain(void)
-{
-    wsync_store s;
-    wsync_chain_options co;
-    wsync_publisher *p = NULL;
-    wsync_error err;
-    wsync_chain_info info;
-    sub *a = NULL, *b = NULL;
-    uint64_t step;
-    int ok = 1;
-    memset(&co, 0, sizeof co);
-    co.prefix = "run";
-    co.anchor_every = 8;
-    co.retain = 6;
-    if (!open_at(g_url, "chain", NULL, &s)) return;
-    TEST_BEGIN("chain over nginx: 33 steps published with anchors and retention, a follower bit-exact at each");
-    CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
-    a = sub_open(&s, &co);
-    for (step = 0; step <= 32 && ok && p && a; step++) {
-        ok = publish(p, step, &err);
-        CHECK_MSG(ok, "publish %llu: %s", (unsigned long long)step, err.message);
-        if (ok && step % 3 == 0) ok = sync_exact(a, WSYNC_STEP_LATEST, "follower");
-    }
-    TEST_END();
-    TEST_BEGIN("chain over nginx: HEAD, retention and the listing agree");
-    CHECK_EQ_INT(wsync_chain_read(&s, &co, &info, &err), WSYNC_OK);
-    if (err.code == WSYNC_OK) {
-        collected c;
-        CHECK_EQ_U64(info.head_step, 32);
-        CHECK_EQ_U64(info.anchor_step, 32);
-        memset(&c, 0, sizeof c);
-        CHECK_EQ_INT(s.list(s.user, "run/deltas/", collect, &c, &err), WSYNC_OK);
-        CHECK(c.n > 0 && c.n <= 8);
-        wsync_chain_info_free(&info);
-    }
-    TEST_END();
-    TEST_BEGIN("chain over nginx: subscribers from scratch and from mid-chain reach the head bit-exact");
-    b = sub_open(&s, &co);
-    if (b) {
-        sync_exact(b, WSYNC_STEP_LATEST, "from scratch");
-        sub_close(b);
-    }
-    b = sub_open(&s, &co);
-    if (b) {
-        gen_step(b->img, 29);
-        wsync_subscriber_set_step(b->s, 29);
-        sync_exact(b, WSYNC_STEP_LATEST, "from 29");
-        sub_close(b);
-    }
-    TEST_END();
-    TEST_BEGIN("chain over nginx: a corrupt delta on the server is detected and routed around");
-    {
-        /* publish 33..35; a follower at 29; delta 30 corrupt on disk: the way
-           round is anchor 32 */
-        char path[700];
-        FILE *f;
-        ok = publish(p, 33, &err) && publish(p, 34, &err) && publish(p, 35, &err);
-        CHECK_MSG(ok, "publish: %s", err.message);
-        b = sub_open(&s, &co);
-        if (b && ok) {
-            wsync_sync_stats ss;
-            gen_step(b->img, 29);
-            wsync_subscriber_set_step(b->s, 29);
-            snprintf(path, sizeof path, "%s/%s/chain/run/deltas/step_000030.safetensors", g_data, g_tag);
-            f = fopen(path, "r+b");
-            CHECK_MSG(f != NULL, "open %s", path);
-            if (f) {
-                int ch;
-                fseek(f, -5, SEEK_END);
-                ch = fgetc(f);
-                fseek(f, -5, SEEK_END);
-                fputc(ch ^ 0x5A, f);
-                fclose(f);
-            }
-            CHECK_EQ_INT(wsync_subscriber_sync(b->s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
-            CHECK_MSG(ss.rejected >= 1, "path %s, rejected %u", ss.path, ss.rejected);
-            {
-                static uint16_t want[TOTAL];
-                gen_step(want, 35);
-                CHECK(memcmp(b->img, want, sizeof want) == 0);
-            }
-        }
-        sub_close(b);
-    }
-    TEST_END();
-    sub_close(a);
-    if (p) wsync_publisher_close(p);
-    wsync_store_close(&s);
 }
 
 /* ======================================================================
@@ -1747,51 +1504,33 @@ static int count_key(void *user, const char *key, uint64_t size)
 }
 
 /* A server without listings (nginx's dav module alone: PROPFIND 405, a
-   folder GET 403): a chain with HEAD works; a listing is said to be
-   unavailable, with how to enable one, never blamed on credentials. */
+   folder GET 403) says so, what works without one and how to enable one,
+   never blaming credentials (the conformance suite checks the rest: a chain
+   with HEAD works there, each listing is refused as unavailable). */
 static void test_nolist(void)
 {
     wsync_store s;
     wsync_error err;
-    wsync_chain_info c;
     char url[512];
     unsigned n = 0;
-    wsync_publisher *p = NULL;
     wsync_subscriber *sub = NULL;
-    static uint16_t img[64 * 64], got[64 * 64];
+    static uint16_t got[64 * 64];
     static const uint64_t shape[2] = {64, 64};
-    wsync_tensor t, tg;
-    uint64_t step;
-    TEST_BEGIN("a server without listings: a chain with HEAD works; without HEAD the listing is unavailable "
-               "(WSYNC_ERR_UNSUPPORTED, how to enable one), not an authentication failure");
+    wsync_tensor tg;
+    TEST_BEGIN("a server without listings: the listing refused (WSYNC_ERR_UNSUPPORTED) naming both answers, "
+               "what works without one and how to enable one, not an authentication failure");
     snprintf(url, sizeof url, "%s/nolist/%s", g_url, g_tag);
     CHECK_EQ_INT(wsync_store_http_open(url, NULL, &s, &err), WSYNC_OK);
-    wsync_tensor_dense(&t, "w", WSYNC_DTYPE_BF16, 2, shape, img, NULL);
     wsync_tensor_dense(&tg, "w", WSYNC_DTYPE_BF16, 2, shape, got, NULL);
-    /* a new prefix (its folder answers 404: nothing there) takes a chain,
-       and a chain with HEAD is followed without any listing */
-    CHECK_MSG(wsync_publisher_open(&s, NULL, &p, &err) == WSYNC_OK, "%s", err.message);
-    CHECK_EQ_INT(wsync_subscriber_open(&s, &tg, 1, NULL, &sub, &err), WSYNC_OK);
-    for (step = 0; step < 3 && p; step++) {
-        size_t k;
-        for (k = 0; k < 64 * 64; k++) img[k] = (uint16_t)(0x3C00 + ((k * 7 + step * (k % 13 == 0)) & 0x3FF));
-        CHECK_MSG(wsync_publish(p, step, &t, 1, NULL, &err) == WSYNC_OK, "%s", err.message);
-        CHECK_MSG(wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err) == WSYNC_OK, "%s", err.message);
-        CHECK(memcmp(img, got, sizeof img) == 0);
-    }
-    wsync_publisher_close(p);
-    wsync_subscriber_close(sub);
-    /* without HEAD, the folder is there but cannot be listed */
-    CHECK_EQ_INT(s.del(s.user, "HEAD", &err), WSYNC_OK);
+    CHECK_MSG(s.put(s.user, "anchors/step_000000.safetensors", "x", 1, &err) == WSYNC_OK, "%s", err.message);
     CHECK_EQ_INT(s.list(s.user, "", count_key, &n, &err), WSYNC_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.message, "offers no listing") && strstr(err.message, "HTTP 405") &&
                   strstr(err.message, "HTTP 403") && strstr(err.message, "dav_ext") &&
-                  !strstr(err.message, "credentials"),
+                  strstr(err.message, "A chain with HEAD needs none") && !strstr(err.message, "credentials"),
               "%s", err.message);
-    CHECK_EQ_INT(wsync_chain_read(&s, NULL, &c, &err), WSYNC_ERR_UNSUPPORTED);
-    CHECK_EQ_INT(wsync_publisher_open(&s, NULL, &p, &err), WSYNC_ERR_UNSUPPORTED); /* nothing written */
     CHECK_EQ_INT(wsync_subscriber_open(&s, &tg, 1, NULL, &sub, &err), WSYNC_OK);
     CHECK_EQ_INT(wsync_subscriber_sync(sub, WSYNC_STEP_LATEST, NULL, &err), WSYNC_ERR_UNSUPPORTED);
+    CHECK_MSG(!strstr(err.message, "credentials"), "%s", err.message);
     wsync_subscriber_close(sub);
     wsync_store_close(&s);
     TEST_END();
@@ -2105,7 +1844,6 @@ static void test_limits(void)
 
 int main(void)
 {
-    wsync_store s;
     static char tag[128];
     g_url = getenv("WSYNC_TEST_HTTP_URL");
     g_proxy = getenv("WSYNC_TEST_HTTP_PROXY");
@@ -2124,14 +1862,8 @@ int main(void)
         curl_global_cleanup();
         return check_summary();
     }
-    TEST_BEGIN("http store opens on nginx");
-    CHECK(open_at(g_url, "contract", NULL, &s));
-    TEST_END();
-    test_contract(&s);
-    wsync_store_close(&s);
     test_parallel();
     test_mkcol();
-    test_chain();
     test_prefetch();
     test_nolist();
     test_open_url_server();

@@ -2,7 +2,9 @@
 # The HTTP store against a real nginx (dav module, JSON autoindex) started
 # here on 127.0.0.1 with an ephemeral port, plus a fault-injecting proxy in
 # front of it (tests/http/servers/fault_proxy.py): runs each test binary given (the
-# plain and the ASan build of tests/http/test_http.c), then the tool's publish,
+# plain and the ASan build of tests/http/test_http.c), the store conformance
+# suite (tests/http/test_conformance.c beside each: build/, build/san/)
+# against nginx with and without a listing, then the tool's publish,
 # log and pull over http:// end to end. The same nginx also answers
 # redirects to a second port (tests/http/*redirect.conf.in) and serves the
 # bucket over TLS on a third with a self-signed certificate made here with
@@ -111,6 +113,13 @@ for b in "${bins[@]}"; do
         eval "$WSYNC_TEST_NGINX_START" 2>/dev/null || true
     fi
 done
+
+# ---- the store conformance suite: nginx's dav module with the JSON autoindex,
+# and alone (/nolist/: no listing) ----
+. tests/http/lib_conformance.sh
+conf_dirs=()
+for b in "${bins[@]}"; do conf_dirs+=("$(dirname "$b")"); done
+conformance "${conf_dirs[@]}" -- "nginx-dav,$WSYNC_TEST_HTTP_URL/@RUN@" "nginx-nolist,$WSYNC_TEST_HTTP_URL/nolist/@RUN@"
 
 # ---- the tool over http:// ----
 check() { # name, command...

@@ -4,7 +4,8 @@
 # with 404 (nginx 409, Apache 409), so the store makes the collections with
 # MKCOL after a 404 too. Publish (anchors, deltas, retention), pull and
 # follow, of a file and of a model directory, each step checked bit for
-# bit against the trainer's with `wsync verify`. Skips (one line, no
+# bit against the trainer's with `wsync verify`; then the store conformance
+# suite (test_conformance beside the tool, and in its san/). Skips (one line, no
 # failure) when rclone is not installed; tests/install-deps.sh installs it.
 # usage: tests/http/test_rclone.sh path/to/wsync
 set -u
@@ -95,4 +96,10 @@ for s in 0 1 2 3; do
     cmp -s "$tmp/ckpt/config.json" "$tmp/model/config.json" || { ok=0; fail "directory step $s: config.json differs"; }
 done
 [ $ok -eq 1 ] && pass "directory: publish and pull of a 3-shard checkpoint on rclone, steps 0..3, exact"
+
+# the store conformance suite (tests/http/test_conformance.c, built beside the tool)
+. tests/http/lib_conformance.sh
+conf_dirs=("$(dirname "$W")")
+[ -x "$(dirname "$W")/san/test_conformance" ] && conf_dirs+=("$(dirname "$W")/san")
+conformance "${conf_dirs[@]}" -- "rclone,$url/@RUN@"
 finish

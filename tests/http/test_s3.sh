@@ -4,7 +4,8 @@
 # 127.0.0.1 with an ephemeral port, a temporary data directory and a bucket
 # created at startup, and tests/http/s3/front.py in front of it (redirects, the
 # session token captured and tampered with). Runs each test binary given (the plain and the ASan
-# build of tests/http/test_s3.c), then the tool's publish, log and pull over
+# build of tests/http/test_s3.c), the store conformance suite
+# (tests/http/test_conformance.c beside each), then the tool's publish, log and pull over
 # s3:// end to end. Stops the server on exit.
 # usage: tests/http/test_s3.sh TEST_BIN... WSYNC_BIN   (the last argument is the tool)
 set -u
@@ -75,6 +76,12 @@ for b in "${bins[@]}"; do
     echo "  s3: $b: $p passed, $f failed"
     passed=$((passed + p)); failed=$((failed + f))
 done
+
+# ---- the store conformance suite against s3rver ----
+. tests/http/lib_conformance.sh
+conf_dirs=()
+for b in "${bins[@]}"; do conf_dirs+=("$(dirname "$b")"); done
+conformance "${conf_dirs[@]}" -- "s3rver,s3://$bucket/@RUN@,http://127.0.0.1:$port"
 
 # ---- the tool over s3:// ----
 check() { # name, command...

@@ -5,7 +5,10 @@
 # with client_max_body_size 11m on one port and 4m on another. Runs each
 # test binary given (the plain and the ASan build of tests/http/test_s3_limits.c),
 # and, given the tool (a path ending in /wsync), its --s3-part-size and
-# --s3-multipart-threshold and its warning after a 413.
+# --s3-multipart-threshold and its warning after a 413; then the store
+# conformance suite (tests/http/test_conformance.c beside each test binary)
+# through the 11m proxy, and against fauxqs's S3 where it is installed
+# (build/fauxqs; tests/http/s3/run_fauxqs.mjs starts it on 127.0.0.1).
 # usage: tests/http/test_s3_limits.sh TEST_BIN... [path/to/wsync]
 set -u
 cd "$(dirname "$0")/../.."
@@ -23,10 +26,11 @@ if [ ! -f "$S3RVER_DIR/lib/cli.js" ]; then fail "s3rver is not installed in $S3R
 if [ ! -x "$NGINX" ]; then fail "nginx is not installed (tests/install-deps.sh installs nginx-light)"; finish; fi
 
 tmp=$(mktemp -d /tmp/wsync-s3lim.XXXXXX)
-server_pid=
+server_pid=; fauxqs_pid=
 cleanup() {
     [ -f "$tmp/nginx.pid" ] && kill -9 "$(cat "$tmp/nginx.pid")" 2>/dev/null
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    [ -n "$fauxqs_pid" ] && kill "$fauxqs_pid" 2>/dev/null && wait "$fauxqs_pid" 2>/dev/null
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -109,6 +113,30 @@ if [ -n "$tool" ]; then
     [ $rc -eq 2 ] && grep -q "at least 5M" "$tmp/err" && pass "tool: --s3-part-size below 5M is a usage error" \
         || fail "tool: --s3-part-size 4M: exit $rc: $(cat "$tmp/err")"
     unset AWS_ENDPOINT_URL
+fi
+# the store conformance suite through the 11m proxy (the body limit of
+# fauxqs): its 12 MiB object goes as one PUT, is refused, and goes in parts
+. tests/http/lib_conformance.sh
+conf_dirs=()
+for b in "$@"; do case $b in */wsync) ;; *) conf_dirs+=("$(dirname "$b")") ;; esac; done
+conformance "${conf_dirs[@]}" -- "s3-11m,s3://$bucket/@RUN@,http://127.0.0.1:$p1"
+# fauxqs's S3 itself, where it is installed (npm fauxqs 1.9.2 in build/fauxqs):
+# its own 11 MiB body limit, and whatever else the suite finds
+FAUXQS_DIR=${FAUXQS_DIR:-$root/build/fauxqs/node_modules/fauxqs}
+if [ -f "$FAUXQS_DIR/dist/app.js" ]; then
+    node tests/http/s3/run_fauxqs.mjs "$FAUXQS_DIR" "$bucket" > "$tmp/fauxqs.out" 2>&1 &
+    fauxqs_pid=$!
+    fport=
+    for i in $(seq 200); do
+        fport=$(sed -n -E 's/^fauxqs listening on 127\.0\.0\.1:([0-9]+)$/\1/p' "$tmp/fauxqs.out" 2>/dev/null)
+        [ -n "$fport" ] && break
+        kill -0 $fauxqs_pid 2>/dev/null || break
+        sleep 0.05
+    done
+    if [ -n "$fport" ]; then conformance "${conf_dirs[@]}" -- "fauxqs,s3://$bucket/@RUN@,http://127.0.0.1:$fport"
+    else fail "fauxqs did not start: $(tail -n 5 "$tmp/fauxqs.out")"; fi
+else
+    echo "  s3-limits: fauxqs is not installed in $FAUXQS_DIR (npm fauxqs@1.9.2 there): its conformance line skipped"
 fi
 # the proxy really refused bodies: its log has 413s
 if grep -q '" 413 ' "$tmp/access.log" 2>/dev/null; then pass "the proxy answered 413 (its access log)"

@@ -3,13 +3,15 @@
 # here on 127.0.0.1 with ephemeral ports, each from this test's own config
 # (nothing from /etc/apache2 or /etc/nginx):
 #   Apache 2.4 with mod_dav and mod_dav_fs (tests/http/webdav/apache.conf.in),
-#     run as `apache2 -f CONF -X` (one process, in the foreground);
+#     run as `apache2 -f CONF -D FOREGROUND` (prefork, a few children);
 #   nginx with the dav-ext module loaded by load_module
 #     (tests/http/webdav/nginx-dav-ext.conf.in), and in the same nginx a plain
 #     WebDAV server with the JSON autoindex and no PROPFIND;
 #   tests/http/webdav/canned.py, hostile PROPFIND answers from tests/http/webdav/hostile/.
 # Runs each test binary given (the plain and the ASan build of
-# tests/http/test_webdav.c). Stops everything on exit.
+# tests/http/test_webdav.c), then the store conformance suite
+# (tests/http/test_conformance.c beside each) against Apache and nginx
+# dav-ext. Stops everything on exit.
 # usage: tests/http/test_webdav.sh TEST_BIN...
 set -u
 cd "$(dirname "$0")/../.."
@@ -74,7 +76,7 @@ Group $g"
         aport=$(free_port)
         sed -e "s|@DIR@|$a|g" -e "s|@PORT@|$aport|g" -e "s|/usr/lib/apache2/modules|$APACHE_MODULES|g" \
             tests/http/webdav/apache.conf.in | awk -v u="$user_line" '{ if ($0 == "@USER@") print u; else print }' > "$tmp/apache.conf"
-        "$APACHE" -f "$tmp/apache.conf" -X > "$tmp/apache.out" 2>&1 &
+        "$APACHE" -f "$tmp/apache.conf" -D FOREGROUND > "$tmp/apache.out" 2>&1 &
         apache_pid=$!
         if wait_http "$aport" && kill -0 $apache_pid 2>/dev/null; then break; fi
         kill $apache_pid 2>/dev/null; wait $apache_pid 2>/dev/null; apache_pid=
@@ -126,6 +128,13 @@ for b in "$@"; do
     echo "  webdav: $b: $p passed, $f failed"
     passed=$((passed + p)); failed=$((failed + f))
 done
+# ---- the store conformance suite against Apache and nginx dav-ext ----
+. tests/http/lib_conformance.sh
+conf_dirs=(); conf_specs=()
+for b in "$@"; do conf_dirs+=("$(dirname "$b")"); done
+[ -n "${WSYNC_TEST_DAVEXT_URL:-}" ] && conf_specs+=("nginx-dav-ext,$WSYNC_TEST_DAVEXT_URL/@RUN@")
+[ -n "${WSYNC_TEST_APACHE_URL:-}" ] && conf_specs+=("apache,$WSYNC_TEST_APACHE_URL/@RUN@")
+[ ${#conf_specs[@]} -gt 0 ] && conformance "${conf_dirs[@]}" -- "${conf_specs[@]}"
 # every server answered the way the tests assume: PROPFIND went to Apache and dav-ext
 if [ -n "${WSYNC_TEST_APACHE_URL:-}" ]; then
     if grep -q '^PROPFIND .* 207 ' "$tmp/apache/apache-access.log" 2>/dev/null; then pass "apache answered PROPFIND with 207"
