@@ -928,7 +928,38 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    digest or lengths are not as expected, a section outside the slot, a
    region it does not have (or the staging region), a position not
    ascending or past its region, or a count over what the slot holds; the
-   error names the sender, the slot's byte offset and what is wrong. */
+   error names the sender, the slot's byte offset and what is wrong.
+
+   With the controller (the ranks do all of this): an inference rank that
+   declares a staging entry gets, in every trainer's ASSIGN that writes to
+   it, a target with WSYNC_CTL_TARGET_STAGING (the plan is unchanged: the
+   entry is no tensor). A trainer with wsync_rank_options.sparse keeps a
+   copy of each region its eligible transfers read (bf16 rows, 2-byte
+   aligned, not fp8, to a rank with staging); wsync_rank_push then, before
+   the dense writes:
+     diff    wsync_diff of each such region against the copy, 32 Ki
+             elements at a time, each change's position and value kept and
+             the copy brought up to date while both sides are in cache;
+     decide  per receiver region (a target): the slot bytes of its
+             transfers' changes against their dense bytes; sparse when at
+             most sparse_max (WSYNC_SPARSE_MAX_DEFAULT), then, per rank,
+             the largest sparse regions dense until the rest fits the slot
+             (overflow);
+     pack    one section per transfer of a sparse region, positions from
+             its first destination element;
+     write   its slot into each rank's staging (one write each, the header
+             at least), the transfers packed marked run (DONE reports
+             them as the plan's), the dense ones written as before.
+   The step is sparse only when the copy is what the receivers hold: not
+   the first step, nor the one after a push that failed, an ABORT the
+   trainer saw, a step of a subset (wsync_rank_select), or
+   wsync_rank_sparse_reset; those go dense and copy everything. At COMMIT
+   an inference rank validates the slot of every trainer its OPEN named
+   (base: its version), then scatters them all, then runs on_commit, then
+   moves its version; any refusal fails the step with nothing written.
+   wsync_rank_push_some writes no slot: with staging, push a step whole.
+   The changes land in live memory only at COMMIT (the dense regions'
+   bytes as before, during the step). */
 
 #define WSYNC_SPARSE_MAGIC 0x50535357u /* "WSSP" */
 #define WSYNC_SPARSE_VERSION 1u
@@ -1715,17 +1746,17 @@ WSYNC_DEF wsync_result wsync_plan_simulate(const wsync_plan *p, const wsync_plan
    Change densities, measured by bench/bench_sparse.c on the generator's
    qwen3-0.6b (steady state, step 1 -> 2; the real AdamW trajectory of
    tests/fixtures/corpus changes more, 4.2-6.7%, being tiny and fresh): */
-#define WSYNC_PLAN_SPARSE_BF16 0.0161        /* bf16 elements changed per step */
-#define WSYNC_PLAN_SPARSE_FP8_BYTES 0.00155  /* fp8 bytes moved, in tiles whose scale held, of all */
-#define WSYNC_PLAN_SPARSE_FP8_SCALES 0.0     /* tiles whose scale moved (sent whole), of all */
+#define WSYNC_PLAN_SPARSE_BF16 0.0161        /* bf16 elements changed per step (1.6086%) */
+#define WSYNC_PLAN_SPARSE_FP8_BYTES 0.0013   /* fp8 bytes moved, in tiles whose scale held, of all (0.1304%) */
+#define WSYNC_PLAN_SPARSE_FP8_SCALES 0.00015 /* tiles whose scale moved (sent whole), of all (4 of 26880) */
 /* Phase rates as ratios to memcpy of one core, measured in one run by
    bench/bench_sparse.c (AMD EPYC Zen 4, December 2026); the model applies
    them to the target's memory rate (wsync_plan_sparse_options.mem_gbps): */
-#define WSYNC_PLAN_SPARSE_DIFF 1.24     /* wsync_diff: bf16 bytes of one buffer */
-#define WSYNC_PLAN_SPARSE_PACK 0.056    /* changes into staging: packed bytes */
-#define WSYNC_PLAN_SPARSE_SCATTER 0.075 /* staging into the weights: packed bytes */
-#define WSYNC_PLAN_SPARSE_VERIFY 2.14   /* wsync_digest: bytes digested */
-#define WSYNC_PLAN_SPARSE_QUANT 0.0076  /* the incremental fp8 update: bf16 bytes of the changed elements */
+#define WSYNC_PLAN_SPARSE_DIFF 1.10     /* wsync_diff: bf16 bytes of one buffer */
+#define WSYNC_PLAN_SPARSE_PACK 0.048    /* changes into staging: packed bytes */
+#define WSYNC_PLAN_SPARSE_SCATTER 0.074 /* staging into the weights: packed bytes */
+#define WSYNC_PLAN_SPARSE_VERIFY 1.76   /* wsync_digest: bytes digested */
+#define WSYNC_PLAN_SPARSE_QUANT 0.0060  /* the incremental fp8 update: bf16 bytes of the changed elements */
 
 /* The phases of a sparse step, in the order the model adds them. */
 enum {
@@ -10336,6 +10367,7 @@ struct wsync_rank {
     uint8_t *sp_tsp;           /* per target: 1 sparse this step */
     uint8_t **sp_prev;         /* per region: what the last step sent (NULL: nothing eligible reads it) */
     uint64_t **sp_chg;         /* per region: the elements changed this step, ascending */
+    uint16_t **sp_val;         /* and their values */
     uint64_t *sp_nchg, *sp_capchg;
     uint32_t *sp_pos;          /* the diff's chunk */
     uint64_t sp_base;          /* the step prev holds, committed as far as this rank knows (0: none) */
@@ -11010,7 +11042,7 @@ WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names
 
 /* ---- the sparse step (>>sparse): a trainer ---- */
 
-#define WSYNC__SP_CHUNK (1u << 20) /* elements the diff takes at a time */
+#define WSYNC__SP_CHUNK (1u << 15) /* elements the diff takes at a time: both sides stay in cache for the copy */
 
 /* At join: which transfers may go sparse (bf16 rows, 2-byte aligned, to
    an inference rank with a staging target), the slots' place in the
@@ -11037,13 +11069,15 @@ static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options 
     r->sp_cnt = (uint64_t *)wsync__rdma_alloc(&r->a, ((size_t)nx + 1) * sizeof *r->sp_cnt);
     r->sp_prev = (uint8_t **)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_prev);
     r->sp_chg = (uint64_t **)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_chg);
+    r->sp_val = (uint16_t **)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_val);
     r->sp_nchg = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_nchg);
     r->sp_capchg = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_capchg);
     if (!r->sp_stg || !r->sp_off || !r->sp_cap || !r->sp_tsb || !r->sp_tdb || !r->sp_tsp || !r->sp_elig ||
-        !r->sp_skip || !r->sp_cnt || !r->sp_prev || !r->sp_chg || !r->sp_nchg || !r->sp_capchg)
+        !r->sp_skip || !r->sp_cnt || !r->sp_prev || !r->sp_chg || !r->sp_val || !r->sp_nchg || !r->sp_capchg)
         return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: the sparse step's tables", r->me);
     memset(r->sp_prev, 0, (size_t)r->n_regions * sizeof *r->sp_prev);
     memset(r->sp_chg, 0, (size_t)r->n_regions * sizeof *r->sp_chg);
+    memset(r->sp_val, 0, (size_t)r->n_regions * sizeof *r->sp_val);
     memset(r->sp_capchg, 0, (size_t)r->n_regions * sizeof *r->sp_capchg);
     memset(r->sp_skip, 0, (size_t)nx + 1);
     for (g = 0; g < nt; g++) {
@@ -11136,7 +11170,7 @@ static uint64_t wsync__rank_sp_lb(const wsync_rank *r, uint32_t g, uint64_t e)
 static uint64_t wsync__rank_sp_walk(const wsync_rank *r, const wsync_ctl_transfer *x, uint32_t *pos, uint8_t *val)
 {
     uint64_t rows = x->rows ? x->rows : 1, row = x->len / rows / 2, i, n = 0, k;
-    const uint8_t *src = r->mr_addr[x->src_region];
+    const uint16_t *v = r->sp_val[x->src_region];
     const uint64_t *c = r->sp_chg[x->src_region];
     for (i = 0; i < rows; i++) {
         uint64_t s0 = (x->src_offset + i * (rows > 1 ? x->src_stride : 0)) / 2, a = wsync__rank_sp_lb(r, x->src_region, s0),
@@ -11144,36 +11178,60 @@ static uint64_t wsync__rank_sp_walk(const wsync_rank *r, const wsync_ctl_transfe
         if (pos)
             for (k = a; k < b; k++, n++) {
                 pos[n] = (uint32_t)(i * row + (c[k] - s0));
-                memcpy(val + 2 * n, src + 2 * c[k], 2);
+                memcpy(val + 2 * n, &v[k], 2);
             }
         else n += b - a;
     }
     return n;
 }
 
-/* The diff of every region with a copy against it: r->sp_chg. */
+/* The diff of every region with a copy against it: r->sp_chg and
+   sp_val, the changed elements and their values; the copy takes each
+   change while both sides of the chunk are in cache (a push that then
+   fails leaves no base: the next one copies everything). */
 static wsync_result wsync__rank_sp_diff(wsync_rank *r, wsync_error *err)
 {
     uint32_t g;
     for (g = 0; g < r->n_regions; g++) {
         uint64_t n = r->mr_len[g] / 2, at;
-        if (!r->sp_prev[g]) continue;
+        uint8_t *prev = r->sp_prev[g];
+        const uint8_t *cur = r->mr_addr[g];
+        if (!prev) continue;
         r->sp_nchg[g] = 0;
         for (at = 0; at < n; at += WSYNC__SP_CHUNK) {
-            uint64_t m = n - at < WSYNC__SP_CHUNK ? n - at : WSYNC__SP_CHUNK, k,
-                     c = wsync_diff(r->sp_prev[g] + 2 * at, r->mr_addr[g] + 2 * at, (size_t)m, 2, r->sp_pos);
+            uint64_t m = n - at < WSYNC__SP_CHUNK ? n - at : WSYNC__SP_CHUNK, k, *chg,
+                     c = wsync_diff(prev + 2 * at, cur + 2 * at, (size_t)m, 2, r->sp_pos);
+            uint16_t *val;
             if (r->sp_nchg[g] + c > r->sp_capchg[g]) {
                 uint64_t cap = r->sp_capchg[g] ? r->sp_capchg[g] : 65536, *nc;
+                uint16_t *nv;
                 while (cap < r->sp_nchg[g] + c) cap *= 2;
-                if (!(nc = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof *nc)))
+                nc = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof *nc);
+                nv = (uint16_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof *nv);
+                if (!nc || !nv) {
+                    wsync__rdma_free(&r->a, nc);
+                    wsync__rdma_free(&r->a, nv);
                     return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu changed positions", r->me,
                                             (unsigned long long)cap);
-                if (r->sp_nchg[g]) memcpy(nc, r->sp_chg[g], (size_t)r->sp_nchg[g] * sizeof *nc);
+                }
+                if (r->sp_nchg[g]) {
+                    memcpy(nc, r->sp_chg[g], (size_t)r->sp_nchg[g] * sizeof *nc);
+                    memcpy(nv, r->sp_val[g], (size_t)r->sp_nchg[g] * sizeof *nv);
+                }
                 wsync__rdma_free(&r->a, r->sp_chg[g]);
+                wsync__rdma_free(&r->a, r->sp_val[g]);
                 r->sp_chg[g] = nc;
+                r->sp_val[g] = nv;
                 r->sp_capchg[g] = cap;
             }
-            for (k = 0; k < c; k++) r->sp_chg[g][r->sp_nchg[g] + k] = at + r->sp_pos[k];
+            chg = r->sp_chg[g] + r->sp_nchg[g];
+            val = r->sp_val[g] + r->sp_nchg[g];
+            for (k = 0; k < c; k++) {
+                uint64_t e = at + r->sp_pos[k];
+                chg[k] = e;
+                memcpy(&val[k], cur + 2 * e, 2);
+                memcpy(prev + 2 * e, &val[k], 2);
+            }
             r->sp_nchg[g] += c;
         }
     }
@@ -11269,14 +11327,12 @@ static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
     return WSYNC_OK;
 }
 
-/* After a push that succeeded: the copy becomes what was sent (the
-   changed elements only after a sparse step; all of it after a dense
-   one). A step of a subset, or a failed push, leaves no base: the next
-   step goes dense. */
+/* After a push that succeeded: the copy becomes what was sent (the diff
+   already took the changes; a dense step copies all of it). A step of a
+   subset, or a failed push, leaves no base: the next step goes dense. */
 static void wsync__rank_sp_after(wsync_rank *r, int ok, int diffed)
 {
     uint32_t g;
-    uint64_t k;
     double t0 = wsync__ctl_now();
     r->sp_skipping = 0;
     if (!ok || r->subset || !r->sp_on) {
@@ -11286,10 +11342,7 @@ static void wsync__rank_sp_after(wsync_rank *r, int ok, int diffed)
     for (g = 0; g < r->n_regions; g++) {
         uint8_t *prev = r->sp_prev[g];
         const uint8_t *cur = r->mr_addr[g];
-        if (!prev) continue;
-        if (!diffed) memcpy(prev, cur, (size_t)r->mr_len[g]);
-        else
-            for (k = 0; k < r->sp_nchg[g]; k++) memcpy(prev + 2 * r->sp_chg[g][k], cur + 2 * r->sp_chg[g][k], 2);
+        if (prev && !diffed) memcpy(prev, cur, (size_t)r->mr_len[g]);
     }
     r->sp_base = r->step;
     r->sp_stats.update_s = wsync__ctl_now() - t0;
@@ -11465,9 +11518,11 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
     for (i = 0; r->sp_prev && i < r->n_regions; i++) {
         wsync__rdma_free(&r->a, r->sp_prev[i]);
         wsync__rdma_free(&r->a, r->sp_chg[i]);
+        wsync__rdma_free(&r->a, r->sp_val[i]);
     }
     wsync__rdma_free(&r->a, r->sp_prev);
     wsync__rdma_free(&r->a, r->sp_chg);
+    wsync__rdma_free(&r->a, r->sp_val);
     wsync__rdma_free(&r->a, r->sp_nchg);
     wsync__rdma_free(&r->a, r->sp_capchg);
     wsync__rdma_free(&r->a, r->sp_stg);

@@ -14,6 +14,8 @@ static const char *plan_usage =
     "usage: wsync plan --model kimi-k2|qwen3-0.6b|qwen2.5-7b --trainers T --inference I\n"
     "       [--replicas R] [--nics-per-rank K] [--nic-gbps G] [--dtype fp8|bf16]\n"
     "       [--shards-only] [--one-group] [--task-us U] [--watermark-mb M] [--pace G|off] [--json]\n"
+    "       [--density D] [--fp8-bytes F] [--fp8-scales F] [--mem-gbps G] [--dense-above F]\n"
+    "       [--staging F] [--verify-all]\n"
     "\n"
     "Plans the per-step transfers from T trainer ranks (bf16, FSDP row shards;\n"
     "any rank of the mesh can all-gather a tensor) to R inference replicas of\n"
@@ -34,6 +36,21 @@ static const char *plan_usage =
     "                   sender starts a task before its planned start read at G Gb/s\n"
     "                   [--nic-gbps]; off: senders start each task as soon as they can\n"
     "                   and receivers serve them first come, first served\n"
+    "A sparse step of the same plan is predicted beside the dense one (the pairs, regions\n"
+    "and staging as planned; each region's changes packed, written into the receiver's\n"
+    "staging, scattered and verified there; the phases one after another, each rate a\n"
+    "ratio of --mem-gbps measured by bench/bench_sparse.c; the time by phase, and the\n"
+    "phase that bounds it):\n"
+    "  --density        bf16 elements changed per step [0.0161, measured on the generator's\n"
+    "                   qwen3-0.6b]\n"
+    "  --fp8-bytes      fp8 bytes moved per step, in tiles whose scale held [0.0013]\n"
+    "  --fp8-scales     fp8 tiles whose scale moved (sent whole) [0.00015]\n"
+    "  --mem-gbps       a rank's memcpy rate, Gb/s [the preparations' copy rate, 13/8 of\n"
+    "                   --nic-gbps]\n"
+    "  --dense-above    a region goes dense when its sparse bytes exceed this fraction\n"
+    "                   of its dense bytes [where the rates break even]\n"
+    "  --staging        staging per receiving NIC, a fraction of its dense bytes [no limit]\n"
+    "  --verify-all     receivers digest every byte, not only what the step wrote\n"
     "\n"
     "usage: wsync plan --demo MODEL --trainers T --inference I [--layout shard|replica]\n"
     "       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--json]\n"
@@ -50,6 +67,50 @@ static int plan_parse_double(const char *s, double *out)
     if (errno || end == s || *end || !(v > 0) || v > 1e9) return 0;
     *out = v;
     return 1;
+}
+
+/* A fraction in [0, 1]: 0 is a density of its own (nothing changed), kept
+   apart from the option's default (0 in the library) as a tiny positive. */
+static int plan_parse_frac(const char *s, double *out)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0) || v > 1) return 0;
+    *out = v > 0 ? v : -1; /* the library reads a negative density as 0 */
+    return 1;
+}
+
+/* The sparse step's prediction beside the dense one (text). */
+static void plan_sparse_print(const wsync_plan_sparse_options *o, const wsync_plan_sparse_result *s, double dense)
+{
+    uint32_t k;
+    printf("  sparse step            %.4f s (%.3fx the dense step) at %.4g%% of bf16 elements changed, %.4g%% of fp8 "
+           "bytes and %.4g%% of fp8 scales moved; bound by %s\n",
+           s->seconds, dense > 0 ? s->seconds / dense : 0, 100.0 * (o->bf16 > 0 ? o->bf16 : o->bf16 < 0 ? 0 : WSYNC_PLAN_SPARSE_BF16),
+           100.0 * (o->fp8_bytes > 0 ? o->fp8_bytes : o->fp8_bytes < 0 ? 0 : WSYNC_PLAN_SPARSE_FP8_BYTES),
+           100.0 * (o->fp8_scales > 0 ? o->fp8_scales : o->fp8_scales < 0 ? 0 : WSYNC_PLAN_SPARSE_FP8_SCALES),
+           wsync_plan_phase_name(s->bound));
+    printf("    by phase            ");
+    for (k = 0; k < WSYNC_PLAN_PHASES; k++) printf("%s %s %.4f s", k ? "," : "", wsync_plan_phase_name(k), s->phase[k]);
+    printf("\n    bytes                %.3f GB written (%.4f%% of the dense step's), %llu regions sparse, %llu dense "
+           "(sparse bytes over %.2f%% of dense), staging up to %.3f MB on a receiving NIC\n",
+           (double)s->wire_bytes / 1e9, s->dense_bytes ? 100.0 * (double)s->wire_bytes / (double)s->dense_bytes : 0,
+           (unsigned long long)s->sparse_tasks, (unsigned long long)s->dense_tasks, 100.0 * s->dense_above,
+           (double)s->staging_max / 1e6);
+}
+
+static void plan_sparse_json(const wsync_plan_sparse_result *s)
+{
+    uint32_t k;
+    printf("\"sparse_seconds\": %.6f, \"sparse_bound\": \"%s\", \"sparse_phases\": {", s->seconds,
+           wsync_plan_phase_name(s->bound));
+    for (k = 0; k < WSYNC_PLAN_PHASES; k++) printf("%s\"%s\": %.6f", k ? ", " : "", wsync_plan_phase_name(k), s->phase[k]);
+    printf("}, \"sparse_wire_bytes\": %llu, \"sparse_tasks\": %llu, \"sparse_dense_tasks\": %llu, "
+           "\"sparse_dense_above\": %.6f, \"sparse_staging_max\": %llu, ",
+           (unsigned long long)s->wire_bytes, (unsigned long long)s->sparse_tasks, (unsigned long long)s->dense_tasks,
+           s->dense_above, (unsigned long long)s->staging_max);
 }
 
 static void plan_gb(const char *label, uint64_t max, double mean, uint64_t min)
@@ -71,6 +132,8 @@ int cmd_plan(int argc, char **argv)
     wsync_plan *plan = NULL;
     wsync_plan_stats st;
     wsync_plan_sim_result sr;
+    wsync_plan_sparse_options spo;
+    wsync_plan_sparse_result spr;
     wsync_error err;
     uint64_t x;
     double gbps = 400, t0, t1, t2, t3, imb, pace = -1, unpaced = 0;
@@ -79,6 +142,7 @@ int cmd_plan(int argc, char **argv)
     memset(&po, 0, sizeof po);
     memset(&so, 0, sizeof so);
     memset(&dl, 0, sizeof dl);
+    memset(&spo, 0, sizeof spo);
     dl.block = 128;
     lo.replicas = 1;
     po.nics_per_rank = 1;
@@ -118,7 +182,24 @@ int cmd_plan(int argc, char **argv)
             if (strcmp(v, "off") == 0) pace = 0;
             else if (!plan_parse_double(v, &pace))
                 return cli_usage_error("plan: --pace takes a positive number of Gb/s or off, not '%s'", v);
-        } else if (cli_opt_value(argc, argv, &i, "--dtype", &v)) {
+        } else if (cli_opt_value(argc, argv, &i, "--density", &v)) {
+            if (!plan_parse_frac(v, &spo.bf16)) return cli_usage_error("plan: --density takes 0..1, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--fp8-bytes", &v)) {
+            if (!plan_parse_frac(v, &spo.fp8_bytes)) return cli_usage_error("plan: --fp8-bytes takes 0..1, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--fp8-scales", &v)) {
+            if (!plan_parse_frac(v, &spo.fp8_scales))
+                return cli_usage_error("plan: --fp8-scales takes 0..1, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--mem-gbps", &v)) {
+            if (!plan_parse_double(v, &spo.mem_gbps))
+                return cli_usage_error("plan: --mem-gbps takes a positive number, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--dense-above", &v)) {
+            if (!plan_parse_frac(v, &spo.dense_above) || spo.dense_above < 0)
+                return cli_usage_error("plan: --dense-above takes a fraction above 0 up to 1, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--staging", &v)) {
+            if (!plan_parse_frac(v, &spo.staging) || spo.staging < 0)
+                return cli_usage_error("plan: --staging takes a fraction above 0 up to 1, not '%s'", v);
+        } else if (strcmp(argv[i], "--verify-all") == 0) spo.verify_all = 1;
+        else if (cli_opt_value(argc, argv, &i, "--dtype", &v)) {
             if (strcmp(v, "fp8") && strcmp(v, "bf16"))
                 return cli_usage_error("plan: --dtype takes fp8 or bf16, not '%s'", v);
             dtype = v;
@@ -156,16 +237,22 @@ int cmd_plan(int argc, char **argv)
             wsync_plan_free(plan);
             return 1;
         }
+        if (wsync_plan_sparse_simulate(plan, &so, &spo, &spr, &err) != WSYNC_OK) {
+            fprintf(stderr, "wsync: plan: sparse: %s\n", err.message);
+            wsync_plan_free(plan);
+            return 1;
+        }
         wsync_plan_stats_get(plan, &st);
-        if (json)
+        if (json) {
             printf("{\"demo\": \"%s\", \"trainers\": %u, \"inference\": %u, \"plan_seconds\": %.6f, \"tasks\": %llu, "
                    "\"preparations\": %llu, \"groups\": %u, \"bytes\": %llu, \"fetches\": %llu, \"fetch_bytes\": %llu, "
-                   "\"predicted_seconds\": %.6f, \"fetch_seconds\": %.6f, \"digest\": \"%016llx\"}\n",
+                   "\"predicted_seconds\": %.6f, \"fetch_seconds\": %.6f, ",
                    gm.name, dl.trainers, dl.inference, t1 - t0, (unsigned long long)st.tasks,
                    (unsigned long long)st.preps, plan->n_groups, (unsigned long long)st.bytes,
-                   (unsigned long long)st.fetches, (unsigned long long)st.fetch_bytes, sr.seconds, sr.fetch_seconds,
-                   (unsigned long long)wsync_plan_digest(plan));
-        else {
+                   (unsigned long long)st.fetches, (unsigned long long)st.fetch_bytes, sr.seconds, sr.fetch_seconds);
+            plan_sparse_json(&spr);
+            printf("\"digest\": \"%016llx\"}\n", (unsigned long long)wsync_plan_digest(plan));
+        } else {
             printf("wsync plan: push-demo's %s, %u trainers (%s) -> %u inference ranks (%s%s), %u mesh group%s\n"
                    "  tasks                  %llu (%llu of them fp8 scales), %llu preparations, %.3f MB per step\n"
                    "  imbalance              %.4f sending, %.4f receiving (busiest over mean)\n",
@@ -177,9 +264,9 @@ int cmd_plan(int argc, char **argv)
             if (st.fetches)
                 printf("  gather phases          %llu fetches, %.3f MB between trainers, %.6f s with their barriers\n",
                        (unsigned long long)st.fetches, (double)st.fetch_bytes / 1e6, sr.fetch_seconds);
-            printf("  predicted              %.6f s at %g Gb/s per NIC (the target's constants)\n"
-                   "  plan digest            %016llx\n",
-                   sr.seconds, gbps, (unsigned long long)wsync_plan_digest(plan));
+            printf("  predicted              %.6f s at %g Gb/s per NIC (the target's constants)\n", sr.seconds, gbps);
+            plan_sparse_print(&spo, &spr, sr.seconds);
+            printf("  plan digest            %016llx\n", (unsigned long long)wsync_plan_digest(plan));
         }
         wsync_plan_free(plan);
         return 0;
@@ -217,6 +304,12 @@ int cmd_plan(int argc, char **argv)
         return 1;
     }
     t3 = cli_now_s();
+    if (wsync_plan_sparse_simulate(plan, &so, &spo, &spr, &err) != WSYNC_OK) {
+        fprintf(stderr, "wsync: plan: sparse: %s\n", err.message);
+        wsync_plan_free(plan);
+        wsync_plan_layout_free(&lay);
+        return 1;
+    }
     wsync_plan_stats_get(plan, &st);
     imb = st.imbalance_send > st.imbalance_recv ? st.imbalance_send : st.imbalance_recv;
     if (json) {
@@ -239,6 +332,7 @@ int cmd_plan(int argc, char **argv)
         printf("\"pace_gbps\": %.6g, \"unpaced_seconds\": %.6f, ", so.pace_gbps, unpaced);
         printf("\"fetches\": %llu, \"fetch_bytes\": %llu, \"fetch_seconds\": %.6f, ", (unsigned long long)st.fetches,
                (unsigned long long)st.fetch_bytes, sr.fetch_seconds);
+        plan_sparse_json(&spr);
         printf("\"bound_seconds\": %.6f, \"predicted_seconds\": %.6f, \"predicted_over_bound\": %.6f, "
                "\"prep_max_seconds\": %.6f, \"peak_temp_bytes\": %llu, \"max_prep_temp_bytes\": %llu, "
                "\"digest\": \"%016llx\"}\n",
@@ -281,6 +375,7 @@ int cmd_plan(int argc, char **argv)
         printf("\n  preparation            busiest stage %.4f s; peak temporary memory %.3f GB on a rank "
                "(largest single preparation %.1f MB)\n",
                sr.prep_max_seconds, (double)sr.peak_temp / 1e9, (double)st.temp_max / 1e6);
+        plan_sparse_print(&spo, &spr, sr.seconds);
     }
     wsync_plan_free(plan);
     wsync_plan_layout_free(&lay);
