@@ -304,6 +304,14 @@ bench-pullmem: $(BUILD)/wsync
 bench-schedule: $(BUILD)/wsync $(BUILD)/bench_probe
 	bench/bench_schedule.sh $(BUILD)/wsync
 
+# The sparse step (issue 43): what a step changes (bf16 elements; fp8 bytes
+# and scales per 128x128 tile) on the real trajectory and the generator's
+# qwen3-0.6b, and its phases' rates here as ratios to memcpy, which
+# wsync_rdma.h's WSYNC_PLAN_SPARSE_* constants hold (about 3 minutes).
+.PHONY: bench-sparse
+bench-sparse: $(BUILD)/bench_sparse
+	$(BUILD)/bench_sparse
+
 # The SIMD figures of one machine in one short run (bench/bench_simd.sh:
 # the CPU head, AUTO's choice in 20 processes, bench_delta and bench_apply,
 # SIMD and portable builds). The binaries go to $(BUILD)/simd, built by the

@@ -382,6 +382,45 @@ target cluster, not the machine the simulator runs on:
               rate measured with every trainer sharing the cores: twice
               their CPU work on 4 trainers, 2 cores and two groups.
 
+SPARSE STEPS
+============
+wsync_plan_sparse_simulate predicts a steady sparse step of a plan: the
+pairs, regions and staging are the plan's, fixed once; only the sizes
+follow the change densities (wsync_plan_sparse_options: bf16 elements
+changed; fp8 bytes moved in 128x128 tiles whose scale held; tiles whose
+scale moved, sent whole). A region (a task) costs a section header (32
+bytes) plus, per change, a position (4) and the value (2 for bf16, 1 for
+an fp8 code, 4 for a scale); it goes dense when that exceeds dense_above
+of its dense bytes (default: where the rates break even, a sparse byte
+costing the wire, the pack and the scatter, a dense byte the wire only)
+or no longer fits its receiving NIC's staging (in plan order). The
+phases run one after another, so the breakdown adds up to the total:
+  diff      per mesh group, the slowest sender: every preparation's
+            source bytes against the last step sent;
+  quantize  fp8 preparations: the changed elements against the tile's
+            kept scale, tiles whose amax moved quantized whole (at
+            quant_gbps), and a preparation with a dense region quantized
+            in full (a gather or fuse copied at copy_gbps, in pack);
+  pack      the sparse regions' bytes into staging;
+  wire      wsync_plan_simulate on the plan with each dense task as
+            planned and each sender's sparse regions for one receiver (and
+            mesh group) as one write of its slot (a 64-byte header, then
+            the sections), each fetch as its rows' changes, preparations
+            free, first come, first served; its barriers are in barriers;
+  scatter   the slowest receiver: its staged bytes into the weights;
+  verify    that receiver's digest of what the step wrote (verify_all:
+            every byte of its regions);
+  barriers  the simulation's, plus writes-done and commit.
+Each phase's rate is a ratio to memcpy measured on one core by
+bench/bench_sparse.c (WSYNC_PLAN_SPARSE_DIFF, _QUANT, _PACK, _SCATTER,
+_VERIFY) times mem_gbps, a rank's memcpy rate on the target (default:
+the simulation's copy_gbps, the dense step's preparation rate). pack,
+scatter and the fp8 update are per change, bound by memory latency on a
+CPU; on a GPU's memory they are not, which the one ratio cannot say:
+mem_gbps is the knob. The model is a sum, not a pipeline: a sender that
+writes each region as soon as it is packed would overlap diff, pack and
+the wire.
+
 REVISIONS
 =========
     0.6.0  fetches: the rows of fp8 tiles across row shards are in the
@@ -472,7 +511,7 @@ only in the implementation (one hit). tests/core/test_toc.sh checks this list.
     >>planner       the planner and its simulator (pure computation)
     >>plan-models   model layouts
     >>plan        * the planner
-    >>simulator     the simulator
+    >>simulator     the simulator: dense steps, and the sparse step's model
 
 Private names are wsync__; the short sub-prefixes mean (macros: the same
 in capitals):

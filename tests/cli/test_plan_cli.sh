@@ -93,5 +93,57 @@ grep -q "^schedule: greedy" <<<"$out" && grep -q "every inference rank bit-exact
 # row-sharded fp8 with the default tile: plan --demo plans it
 out=$("$W" plan --demo tiny --trainers 4 --inference 2 --fp8 --json 2>&1)
 grep -q '"digest"' <<<"$out" && ok "plan --demo of row-sharded fp8 plans" || bad "plan --demo row-sharded fp8: $out"
+# issue 43: the sparse step's prediction beside the dense one: its phases
+# add up to it, the bound is the largest, the option checks; kimi-k2 256 ->
+# 8 x 16 at the measured densities: under the dense step, within 0.1 s at a
+# GPU's memory rate (--mem-gbps 12000)
+sparse_sum() { # json -> "sum max-phase"
+    sed -E 's/.*"sparse_phases": \{([^}]*)\}.*/\1/' <<<"$1" | tr ',' '\n' \
+        | awk -F': ' '{gsub(/[" ]/, "", $1); s += $2; if ($2 > m) { m = $2; n = $1 } } END { printf "%.6f %s", s, n }'
+}
+for mem in "" 12000; do
+    if [ -n "$mem" ]; then
+        j=$("$W" plan --model kimi-k2 --trainers 256 --inference 128 --replicas 8 --mem-gbps "$mem" --json)
+    else
+        j=$("$W" plan --model kimi-k2 --trainers 256 --inference 128 --replicas 8 --json)
+    fi
+    ss=$(field "$j" sparse_seconds); pr=$(field "$j" predicted_seconds)
+    bd=$(sed -E 's/.*"sparse_bound": "([a-z]+)".*/\1/' <<<"$j")
+    read -r sum big <<<"$(sparse_sum "$j")"
+    awk -v a="$sum" -v b="$ss" 'BEGIN{exit !(a - b < 2e-6 && b - a < 2e-6)}' && [ "$big" = "$bd" ] \
+        && ok "kimi-k2 sparse ${mem:-default}: phases sum to $ss s, bound by $bd" \
+        || bad "kimi-k2 sparse ${mem:-default}: phases sum $sum, total $ss, largest $big, bound '$bd'"
+    awk -v s="$ss" -v p="$pr" 'BEGIN{exit !(s > 0 && s < p)}' && ok "kimi-k2 sparse ${mem:-default}: $ss s < dense $pr s" \
+        || bad "kimi-k2 sparse ${mem:-default}: $ss s, dense $pr s"
+    if [ -n "$mem" ]; then
+        awk -v s="$ss" 'BEGIN{exit !(s <= 0.1)}' && ok "kimi-k2 sparse at $mem Gb/s within 0.1 s ($ss s)" \
+            || bad "kimi-k2 sparse at $mem Gb/s: $ss s"
+    fi
+done
+out=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2)
+grep -q "^  sparse step .* bound by [a-z]*$" <<<"$out" && grep -q "^    by phase  *diff .*, barriers " <<<"$out" \
+    && ok "plan text: the sparse step and its phases" || bad "plan text: no sparse lines: $out"
+out=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --density 1)
+grep -q " 0 regions sparse" <<<"$out" && ok "plan --density 1: every region dense" || bad "plan --density 1: $out"
+j0=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --density 0 --json)
+j1=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --density 0.005 --json)
+awk -v a="$(field "$j0" sparse_seconds)" -v b="$(field "$j1" sparse_seconds)" 'BEGIN{exit !(a > 0 && a < b)}' \
+    && ok "plan --density 0 below --density 0.005" || bad "plan --density 0 / 0.005: $(field "$j0" sparse_seconds) / $(field "$j1" sparse_seconds)"
+j2=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --density 0.005 --verify-all --json)
+awk -v a="$(field "$j1" sparse_seconds)" -v b="$(field "$j2" sparse_seconds)" 'BEGIN{exit !(a < b)}' \
+    && ok "plan --verify-all digests more" || bad "plan --verify-all"
+j3=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --density 0.005 --dense-above 0.001 --json)
+[ "$(field "$j3" sparse_tasks)" = 0 ] && ok "plan --dense-above: every region over it dense" || bad "plan --dense-above: $j3"
+j4=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --density 0.005 --staging 0.001 --json)
+[ "$(field "$j4" sparse_dense_tasks)" -gt 0 ] && ok "plan --staging: what does not fit goes dense" || bad "plan --staging: $j4"
+j5=$("$W" plan --demo tiny --trainers 4 --inference 2 --reshard --json 2>&1)
+grep -q '"sparse_seconds": ' <<<"$j5" && grep -q '"sparse_phases": {"diff": ' <<<"$j5" \
+    && ok "plan --demo: the sparse step" || bad "plan --demo: no sparse step: $j5"
+for o in "--density 2" "--density x" "--fp8-bytes -0.1" "--fp8-scales 1.5" "--mem-gbps 0" "--dense-above 0" "--staging 3"; do
+    # shellcheck disable=SC2086
+    expect_rc 2 "plan $o refused" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 $o
+done
+err=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --density 2 2>&1)
+grep -q -- "--density takes 0..1, not '2'" <<<"$err" && ok "plan --density 2: the message names it" || bad "plan --density 2: $err"
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
