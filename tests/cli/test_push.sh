@@ -288,6 +288,48 @@ has "--bind 0.0.0.0: both steps committed" "2 of 2 steps committed"
 run "--bind 0.0.0.0 --insecure: no key, on a trusted network" 0 "$bin" push-demo --bind 0.0.0.0 --backend tcp --steps 2 --insecure
 has "--insecure: both steps committed" "2 of 2 steps committed"
 
+# ---- sparse steps: only the changes, into staging, scattered at COMMIT ----
+for b in cma shm tcp; do
+    run "sparse $b, resharded" 0 "$bin" push-demo --sparse --backend $b --reshard --steps 5 --dense-every 3
+    has "sparse $b: every step committed bit-exact" "5 of 5 steps committed, every inference rank bit-exact at every step"
+    has "sparse $b: the trainers ran the plan's tasks" "executed tasks match the plan: 336 tasks at every full step"
+    # steps 2, 3 and 5 sparse (1 and 4 dense): every receiver region sparse,
+    # about 1.6% of the elements, each change scattered by a receiver
+    has_re "sparse $b: three sparse steps, 1.5-1.7% changed" "sparse: 3 sparse steps: 1\.(5|6)[0-9]% of the elements"
+    has "sparse $b: every receiver region sparse" "receiver regions 8.0 sparse, 0.0 dense (0.0 overflowed) a step"
+    python3 - "$tmp/out" <<'PY' && pass "sparse $b: as many scattered as sent, staged bytes under a tenth" || fail "sparse $b: scattered and staged"
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'\((\d+) changes a step\), ([\d.]+) MB staged and ([\d.]+) MB dense a step of ([\d.]+) MB;.* (\d+) changes scattered', t)
+assert m, t[-2000:]
+sent, staged, dense, total, scat = int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), int(m.group(5))
+assert sent == scat and sent > 0, (sent, scat)
+assert dense == 0 and 0 < staged < total / 10, (staged, dense, total)
+PY
+done
+run "sparse: fp8 receivers (fp8 parts dense), 3 receivers" 0 "$bin" push-demo --sparse --fp8 --block 32 --inference 3 --steps 3
+has "sparse fp8: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
+has_re "sparse fp8: bf16 parts sparse, fp8 parts dense" "MB staged and [1-9][0-9.]* MB dense a step"
+run "sparse: a threshold nothing meets goes dense" 0 "$bin" push-demo --sparse --sparse-max 0.001 --steps 3
+has "sparse-max: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
+has "sparse-max: every region dense, none overflowed" "receiver regions 0.0 sparse, 8.0 dense (0.0 overflowed)"
+has "sparse-max: nothing scattered" " 0 changes scattered a step"
+# the smallest staging (a slot of 4 KiB per trainer): the changes overflow it, so they go dense
+run "sparse: staging overflow falls back to dense" 0 "$bin" push-demo --sparse --staging 0.0005 --steps 3 --backend tcp
+has "overflow: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
+has "overflow: every region overflowed to dense" "receiver regions 0.0 sparse, 8.0 dense (8.0 overflowed)"
+run "sparse: mesh groups, replicas, 2 -> 3" 0 "$bin" push-demo --sparse --mesh-groups --layout replica --trainers 2 \
+    --inference 3 --steps 3
+has "sparse mesh groups: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
+run "sparse: an inference rank killed mid-step" 1 "$bin" push-demo --sparse --kill inference:1@3 --steps 4 --timeout-ms 2000
+has "sparse kill: the step fails" "FAILED: step 3:"
+# the survivor may have committed step 3 before the controller saw the other go
+has_re "sparse kill: the survivor keeps a verified step" "inference rank 0: version [23], [23] steps verified bit-exact"
+hasnt "sparse kill: the survivor is never wrong" "MISMATCH"
+run "--density without --sparse" 2 "$bin" push-demo --density 0.1
+run "--sparse with --partial" 2 "$bin" push-demo --sparse --partial 0.5
+run "--sparse --density 0" 2 "$bin" push-demo --sparse --density 0
+
 # ---- usage ----
 run "--help" 0 "$bin" push-demo --help
 has "--help names the backends" "--backend cma|shm|tcp"
