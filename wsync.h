@@ -1181,7 +1181,10 @@ WSYNC_DEF void wsync_blake2b_using(wsync_impl impl, const void *data, size_t len
      rounds, each timing every path once per operation, one right after
      the other (the order reversed every other round), on images evicted
      from the caches (CLFLUSHOPT, or CLFLUSH where the CPU lacks it)
-     before each call. A narrower path replaces
+     before each call, at the data offsets tensors have whatever the
+     allocator gives: 8 bytes past a 64-byte boundary in the even rounds
+     (a safetensors file's data, mapped), 16 in the odd ones (a large
+     malloc block). A narrower path replaces
      the widest when its time is at most 1/1.4 of the widest's in the same
      round in at least 5 of the 9 rounds (the median round's ratio at
      least 1.4), and a path narrower still then replaces it by the same
@@ -6856,6 +6859,9 @@ static wsync_impl wsync__impl_widest(int digest)
 #define WSYNC__PROBE_SMALL 65536u               /* bytes of each image in the L2 pass */
 #define WSYNC__PROBE_LARGE (2u * 1024u * 1024u) /* bytes of each image in the passes from memory */
 #define WSYNC__PROBE_ROUNDS 9                   /* rounds of one pass from memory */
+/* The probe's block (wsync__probe_images): two images, each with a line
+   of slack for the offsets, and a position per element. */
+#define WSYNC__PROBE_MEM (4u * WSYNC__PROBE_LARGE + 256u)
 /* A narrower path must be this much faster than the path it replaces
    (WSYNC__PROBE_WIN_NUM / WSYNC__PROBE_WIN_DEN = 1.4x) in a majority of
    one pass's rounds. */
@@ -6895,7 +6901,7 @@ static uint64_t wsync__probe_time(int op, wsync_impl cand, const uint8_t *a, con
                                   uint32_t *pos, int cold, volatile uint64_t *sink)
 {
     uint64_t t0;
-    if (cold) wsync__probe_flush(a, 2 * bytes); /* b follows a */
+    if (cold) wsync__probe_flush(a, 2 * bytes + 64); /* b follows a, a line on */
     t0 = wsync__ticks();
     if (op == 0)
         *sink += wsync__diff_run(cand, a, b, bytes, 1, pos);
@@ -6937,7 +6943,9 @@ static void wsync__probe_pass(const wsync_impl *cand, int nc, int in[2][4], cons
         for (j = 0; j < nc; j++) {
             int k = r & 1 ? nc - 1 - j : j;
             for (op = 0; op < 2; op++)
-                t[op][k][r] = in[op][k] ? wsync__probe_time(op, cand[k], a, b, WSYNC__PROBE_LARGE, pos, 1, sink) : 0;
+                t[op][k][r] = in[op][k] ? wsync__probe_time(op, cand[k], a + 8 * (r & 1), b + 8 * (r & 1),
+                                                            WSYNC__PROBE_LARGE, pos, 1, sink)
+                                        : 0;
         }
 }
 
@@ -6962,21 +6970,29 @@ static int wsync__probe_candidates(wsync_impl cand[4])
     return nc;
 }
 
-/* The probe's images in mem (4 * WSYNC__PROBE_LARGE bytes): a, then b (a
-   with 1% of its 2-byte elements changed at random places, as after a
-   training step), then room for a position per element. */
+/* The probe's images in mem (WSYNC__PROBE_MEM bytes): a, 8 bytes past
+   mem's first 64-byte boundary, then b a line after a's end (a with 1% of
+   its 2-byte elements changed at random places, as after a training step),
+   then room for a position per element. Each image is a line longer than
+   WSYNC__PROBE_LARGE, so that a pass reads from a + 8 (16 past the
+   boundary) as well as from a: the offsets tensors have (a safetensors
+   file's data typically sits 8 past a boundary, malloc's large blocks 16),
+   not the allocator's (glibc's large blocks sit 16 past a page, other
+   allocators' on a line or a page). The digest's 2 * WSYNC__PROBE_LARGE
+   bytes run from a into b. */
 static void wsync__probe_images(uint8_t *mem, uint8_t **a, uint8_t **b, uint32_t **pos)
 {
-    size_t i, nchange = WSYNC__PROBE_LARGE / 2 / 100;
+    size_t i, nchange = WSYNC__PROBE_LARGE / 2 / 100, n = WSYNC__PROBE_LARGE + 64;
     uint64_t x = 0x9E3779B97F4A7C15ull;
-    *a = mem;
-    *b = mem + WSYNC__PROBE_LARGE;
-    *pos = (uint32_t *)(void *)(mem + 2 * (size_t)WSYNC__PROBE_LARGE);
-    for (i = 0; i < WSYNC__PROBE_LARGE; i += 8) {
+    uint8_t *base = mem + (64 - (uintptr_t)mem % 64) % 64;
+    *a = base + 8;
+    *b = *a + n;
+    *pos = (uint32_t *)(void *)(base + 2 * n + 64);
+    for (i = 0; i < n; i += 8) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         memcpy(*a + i, &x, 8);
     }
-    memcpy(*b, *a, WSYNC__PROBE_LARGE);
+    memcpy(*b, *a, n);
     for (i = 0; i < nchange; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         (*b)[2 * (size_t)(x % (WSYNC__PROBE_LARGE / 2))] ^= 1;
@@ -7021,7 +7037,7 @@ static void wsync__simd_measure(wsync_impl out[2])
     uint32_t *pos;
     out[0] = wsync__impl_widest(0); /* cand[0] */
     out[1] = wsync__impl_widest(1);
-    mem = (uint8_t *)WSYNC_MALLOC(4 * (size_t)WSYNC__PROBE_LARGE);
+    mem = (uint8_t *)WSYNC_MALLOC(WSYNC__PROBE_MEM);
     if (!mem) return;
     wsync__probe_images(mem, &a, &b, &pos);
     wsync__probe_filter(cand, nc, a, b, pos, &sink, in);
@@ -20787,9 +20803,13 @@ static wsync_result wsync__mdir_sync(wsync_dir_follower *f, uint64_t step, wsync
     if (wsync_subscriber_step(f->sub, &now) && (applied || !f->im.has_step || now != f->im.step)) {
         state = wsync__mdir_state(f, now, r == WSYNC_OK);
         if (state < 0) { /* the model reached does not check: no step held, next time from an anchor */
+            wsync_error keep;
+            memset(&keep, 0, sizeof keep);
+            if (err) keep = *err;
             f->im.has_step = 0;
             if ((w = wsync__mdir_subscribe(f, 0, err)) != WSYNC_OK) return w;
-            return r != WSYNC_OK ? r : WSYNC_ERR_DIGEST_MISMATCH;
+            if (err) *err = keep; /* the sync's failure */
+            return r;
         }
         if (state == 0 && r != WSYNC_OK) return r; /* the last step reached cannot be checked: not written */
         st->unchecked = state == 0;

@@ -234,7 +234,86 @@ int main(int argc, char **argv)
     }
     TEST_END();
 
+    TEST_BEGIN("every path at the offsets tensors have (0, 8, 16, ... mod 64) equals scalar: digest and diff");
+    {
+        /* a 64-byte-aligned start, then each multiple of 8 within the line
+           (a safetensors file's data sits 8 past a boundary, a large malloc
+           block 16) and two odd ones; lengths across the 1 KiB rounds, the
+           64 KiB blocks and a tail */
+        static const size_t offs[] = {0, 8, 16, 24, 32, 40, 48, 56, 1, 63};
+        static const size_t lens[] = {1024, 4096 + 64, 65536 + 1000, 3 * 65536 + 520};
+        uint8_t *line = a + (64 - (uintptr_t)a % 64) % 64, *bline = b + (64 - (uintptr_t)b % 64) % 64;
+        size_t oi, li, j;
+        uint32_t *want = (uint32_t *)malloc(lens[3] / 2 * sizeof *want), *got = (uint32_t *)malloc(lens[3] / 2 * sizeof *got);
+        if (!want || !got) return 1;
+        for (oi = 0; oi < sizeof offs / sizeof offs[0]; oi++)
+            for (li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const uint8_t *x = line + offs[oi];
+                uint8_t *y = bline + offs[oi];
+                size_t len = lens[li], n = len / 2, want_n;
+                uint64_t dwant = wsync_digest_using(WSYNC_IMPL_SCALAR, x, len, NULL);
+                memcpy(y, x, len);
+                for (j = 0; j < n / 100 + 1; j++) y[2 * (size_t)(rng() % n) + (size_t)(rng() % 2)] ^= 0x10;
+                want_n = wsync_diff_scalar(x, y, n, 2, want);
+                for (impl = WSYNC_IMPL_AUTO; impl < WSYNC_IMPL_COUNT; impl++) {
+                    int ok = 0;
+                    uint64_t d = wsync_digest_using((wsync_impl)impl, x, len, &ok);
+                    size_t got_n;
+                    if (ok)
+                        CHECK_MSG(d == dwant, "digest %s offset %lu len %lu", wsync_impl_name((wsync_impl)impl),
+                                  (unsigned long)offs[oi], (unsigned long)len);
+                    got_n = wsync_diff_using((wsync_impl)impl, x, y, n, 2, got, &ok);
+                    if (ok)
+                        CHECK_MSG(got_n == want_n && memcmp(got, want, want_n * sizeof *got) == 0,
+                                  "diff %s offset %lu len %lu: %lu positions, want %lu",
+                                  wsync_impl_name((wsync_impl)impl), (unsigned long)offs[oi], (unsigned long)len,
+                                  (unsigned long)got_n, (unsigned long)want_n);
+                }
+            }
+        free(want);
+        free(got);
+    }
+    TEST_END();
+
 #if WSYNC__X86
+    TEST_BEGIN("AUTO's probe: its images at data offset 8 (mod 64) whatever the allocator's, inside its block");
+    {
+        /* the block at each multiple of 8 within a line: the images
+           where the probe reads them, and everything inside the block
+           (under the sanitizer the probe's reads and writes check too) */
+        uint8_t *raw = (uint8_t *)malloc(WSYNC__PROBE_MEM + 64);
+        size_t start, j;
+        if (!raw) return 1;
+        for (start = 0; start < 64; start += 8) {
+            uint8_t *mem = raw + (start + 64 - (uintptr_t)raw % 64) % 64, *pa, *pb;
+            uint32_t *pos;
+            size_t diffs = 0, half = WSYNC__PROBE_LARGE / 2;
+            int k;
+            wsync__probe_images(mem, &pa, &pb, &pos);
+            CHECK_MSG((uintptr_t)pa % 64 == 8 && (uintptr_t)pb % 64 == 8, "block at %lu mod 64",
+                      (unsigned long)((uintptr_t)mem % 64));
+            CHECK(pa >= mem && pb >= pa + WSYNC__PROBE_LARGE + 8 && (uintptr_t)pos % 4 == 0);
+            CHECK((uint8_t *)pos >= pb + WSYNC__PROBE_LARGE + 8 &&
+                  (uint8_t *)(pos + half) <= mem + WSYNC__PROBE_MEM);
+            /* what a pass reads: LARGE bytes of each at +0 and +8, 1% of
+               the elements changed, and the digest's 2 LARGE from a */
+            for (j = 0; j < WSYNC__PROBE_LARGE + 8; j += 2) diffs += memcmp(pa + j, pb + j, 2) != 0;
+            CHECK_MSG(diffs > half / 200 && diffs <= half / 100, "%lu of %lu elements differ", (unsigned long)diffs,
+                      (unsigned long)half);
+            for (k = 0; k < 2; k++) {
+                size_t want_n = wsync_diff_scalar(pa + 8 * k, pb + 8 * k, half, 2, pos);
+                for (impl = WSYNC_IMPL_SSE2; impl < WSYNC_IMPL_COUNT; impl++) {
+                    int ok = 0;
+                    size_t got_n = wsync_diff_using((wsync_impl)impl, pa + 8 * k, pb + 8 * k, half, 2, pos, &ok);
+                    if (ok) CHECK_MSG(got_n == want_n, "%s at +%d", wsync_impl_name((wsync_impl)impl), 8 * k);
+                    (void)wsync_digest_using((wsync_impl)impl, pa + 8 * k, 2 * (size_t)WSYNC__PROBE_LARGE, &ok);
+                }
+            }
+        }
+        free(raw);
+    }
+    TEST_END();
+
     TEST_BEGIN("AUTO's rule: the widest unless a narrower path is 1.4x faster in most rounds");
     {
         /* t[k][r]: ticks of candidate k (widest first) in round r */
