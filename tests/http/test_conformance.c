@@ -15,7 +15,8 @@
      s3rver         tests/http/test_s3.sh: s3rver 4.0.4 (s3:// URL; endpoint)
      s3-11m         tests/http/test_s3_limits.sh: s3rver behind nginx with
                     client_max_body_size 11m (the body limit of fauxqs)
-     fauxqs         fauxqs's S3, where it is installed
+     fauxqs         tests/http/test_s3_limits.sh: fauxqs 1.9.2's S3 (its own 11 MiB
+                    body limit), where it is installed in build/fauxqs
    The URL is the store's own path, unique to the run (the suite owns
    everything under it).
 
@@ -23,8 +24,9 @@
      put-get     put, head, get and get_all agree, bytes and sizes
      range       ranged gets: inside, at the end (empty), past the end
                  (WSYNC_ERR_OUT_OF_BOUNDS naming the key), of length 0
-     missing     a missing key (and a folder) is WSYNC_ERR_NOT_FOUND for head,
-                 get, a ranged get and del, naming the key (and HTTP 404)
+     missing     a missing key is WSYNC_ERR_NOT_FOUND for head, get, a
+                 ranged get and del, naming the key (and HTTP 404); a folder
+                 is no object (head and get fail, nothing read)
      bad-key     keys wsync_store_key_check refuses are WSYNC_ERR_INVALID_ARGUMENT
      overwrite   a put replaces the whole object, longer or shorter (HEAD's
                  way)
@@ -190,7 +192,9 @@ static int lst(conf *c, const wsync_store *s, const char *prefix, keys *k)
     r = s->list(s->user, prefix, keys_add, k, &err);
     if (r == WSYNC_OK) return 1;
     if (!c->caps->listing) {
-        CHECK_MSG(r == WSYNC_ERR_UNSUPPORTED && strstr(err.message, "listing") &&
+        CHECK_MSG(r == WSYNC_ERR_UNSUPPORTED &&
+                      (strstr(err.message, "listing is unavailable") || strstr(err.message, "offers no listing")) &&
+                      (strstr(err.message, "enable") || strstr(err.message, "autoindex")) &&
                       !strstr(err.message, "credentials"),
                   "list '%s': a refusal that does not say the listing is unavailable: %s: %s", prefix,
                   wsync_result_str(r), err.message);
