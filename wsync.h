@@ -19495,7 +19495,7 @@ static wsync_result wsync__mdir_image_build(const char *what, const wsync_st_ten
 {
     wsync_st_writer w;
     wsync_buffer b;
-    uint64_t size;
+    uint64_t size = 0;
     wsync_result r;
     memset(im, 0, sizeof *im);
     if ((r = wsync_st_write_size(d, n, NULL, 0, &size, err)) != WSYNC_OK) return r;
