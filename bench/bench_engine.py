@@ -183,20 +183,21 @@ def main():
                 if step == a.repeat:
                     ok[r] = ok[r] and all(torch.equal(prm[k].cpu(), full[k]) for k in prm)
                 del full, state, mod
-        print("%-5s %12s %12s %14s %14s %8s %12s %12s %12s %12s %12s %s" % (
+        print("%-5s %12s %12s %14s %14s %8s %12s %12s %7s %12s %12s %12s %s" % (
             "rank", "(a) take ms", "of which C", "(b) load_w ms", "(c) state ms", "a/b", "positions",
-            "bytes recv", "apply ms", "records MB", "params MB", "exact"))
+            "bytes recv", "calls", "apply ms", "records MB", "params MB", "exact"))
         host_mb = total * 2 / 1e6
         for r in range(a.world):
             b, st = best[r], last[r]
             pb = sum(p.numel() * p.element_size() for p in params[r].values())
-            print("%-5d %12.2f %12.2f %14.2f %14.2f %8.3f %12d %12d %12.1f %12.1f %12.1f %s"
+            print("%-5d %12.2f %12.2f %14.2f %14.2f %8.3f %12d %12d %7d %12.1f %12.1f %12.1f %s"
                   % (r, b["ta"] * 1e3, b["tca"] * 1e3, b["tb"] * 1e3, b["tc"] * 1e3, b["ta"] / b["tb"],
-                     st.param_positions, st.param_bytes, b["apply"] * 1e3, st.record_bytes / 1e6, pb / 1e6,
-                     "yes" if ok[r] else "NO"))
-        print("(a), (b), (c), apply: best of %d steps. Memory per rank: the mirror's host copy %.1f MB (the whole "
-              "model) + its records + the rank's parameters; apply: the mirror's apply of a step (its background "
-              "thread, not the pause), per rank" % (a.repeat, host_mb))
+                     st.param_positions, st.param_bytes, st.calls, b["apply"] * 1e3, st.record_bytes / 1e6,
+                     pb / 1e6, "yes" if ok[r] else "NO"))
+        print("(a), (b), (c), apply: best of %d steps; of which C: inside wsync_engine_take (with CUDA parameters "
+              "the binding's uploads included, one per call). Memory per rank: the mirror's host copy %.1f MB (the "
+              "whole model) + its records + the rank's parameters; apply: the mirror's apply of a step (its "
+              "background thread, not the pause), per rank" % (a.repeat, host_mb))
         print("memory: this process %d MB RSS (the trainer, its publisher, %d ranks' mirrors and parameters)"
               % (rss_mb(), a.world))
         for s in subs:
