@@ -85,7 +85,8 @@ __all__ = ["Publisher", "Subscriber", "WsyncError", "WsyncTypeError", "WsyncValu
            "PublishStats", "SyncStats", "MirrorStats", "DeltaStats", "PrefetchStatus", "FileInfo", "TensorInfo",
            "Head", "head", "diff", "apply", "inspect", "state_digest", "digest", "changed_positions",
            "keygen", "public_key", "has_http", "library_version", "ENCODINGS", "STEP_MAX",
-           "EngineLayout", "EngineStats", "RULES_QWEN3", "RULES_LLAMA"]
+           "EngineLayout", "EngineStats", "RULES_QWEN3", "RULES_LLAMA",
+           "DirFollower", "DirPublishStats", "DirSyncStats", "pull_dir", "DIR_INDEX", "DIR_STEP_FILE"]
 
 _L = _lib.load()
 
@@ -681,6 +682,46 @@ class Publisher(_Closeable):
             has = _L.wspy_publisher_head(ptr, ctypes.byref(s))
         return int(s.value) if has else None
 
+    def publish_dir(self, step, path, include=None):
+        """Publishes a checkpoint directory (what save_pretrained just wrote:
+        model.safetensors, or the shards model.safetensors.index.json names,
+        with config.json, generation_config.json and the tokenizer's files) as
+        `step` (None: the step its shards' __metadata__ "step" claim). An anchor
+        keeps the directory's layout (one object per shard and carried file,
+        each shard's __metadata__ kept); other steps are deltas over all the
+        tensors. include: fnmatch patterns (or one) of other file names to
+        carry, e.g. ["*.txt"]; a pattern that matches no file warns, and
+        wsync-step.json (each pulled version's own) is never published.
+        Nothing is published from a directory that does not check (a missing
+        shard, an index that does not name exactly the shards' tensors, a
+        weight_map entry leaving the directory): WsyncError naming the file and
+        the tensor or key. Returns DirPublishStats."""
+        step = _STEP_LATEST if step is None else _int("step", step, 0, STEP_MAX)
+        d = _path("path", path)
+        pats = _patterns(include)
+        arr = (ctypes.c_char_p * max(len(pats), 1))(*[p.encode("utf-8") for p in pats])
+        unmatched = (ctypes.c_uint8 * max(len(pats), 1))()
+        info = _lib.DirInfo()
+        st = _lib.PublishStats()
+        err = _lib.Error()
+        with _Guard(self._handle(), self._lock) as ptr:
+            rc = _L.wspy_publish_dir(ptr, step, d, len(pats), arr, unmatched, ctypes.byref(info), ctypes.byref(st),
+                                     ctypes.byref(err))
+        if info.shards or info.files:
+            import warnings
+            for k, p in enumerate(pats):
+                if unmatched[k]:
+                    warnings.warn("publish_dir: include pattern %r matches no file in %s" % (p, os.fsdecode(d)),
+                                  stacklevel=2)
+            if info.skipped_step_file:
+                warnings.warn("publish_dir: %s/%s is not published: the name is wsync's own (each pulled version "
+                              "holds one saying its step)" % (os.fsdecode(d), DIR_STEP_FILE), stacklevel=2)
+        _check(rc, err)
+        base = _pub_stats(st)
+        return DirPublishStats(*[getattr(base, f) for f in base.__dataclass_fields__],
+                               shards=int(info.shards), tensors=int(info.tensors), files=int(info.files),
+                               tensor_bytes=int(info.bytes))
+
     def head_state(self):
         """(step, state digest) of the chain's HEAD, read from the store now,
         or None before anything was published: a resumed trainer checks its
@@ -1119,6 +1160,261 @@ class Subscriber(_Closeable):
         with _Guard(self._handle(), self._lock) as ptr:
             fn = _L.wspy_mirror_set_chain_id if self.mirror else _L.wspy_subscriber_set_chain_id
             fn(ptr, buf)
+
+
+# ---- model directories (wsync.h >>dir) ----
+
+DIR_INDEX = _L.wspy_dir_name(0).decode()       # "model.safetensors.index.json"
+DIR_STEP_FILE = _L.wspy_dir_name(1).decode()   # "wsync-step.json": each pulled version's own
+
+
+@dataclass
+class DirPublishStats(PublishStats):
+    """Publisher.publish_dir's: the publish (PublishStats), then what the
+    directory held."""
+    shards: int = 0            # safetensors files
+    tensors: int = 0
+    files: int = 0             # carried files (config, tokenizer, the index, include's)
+    tensor_bytes: int = 0
+
+
+@dataclass
+class DirSyncStats:
+    """One sync of a model directory (DirFollower.sync, wsync.pull_dir)."""
+    from_step: Optional[int]   # the version PATH linked to before (None: none)
+    step: Optional[int]        # the version PATH links to now
+    switched: bool             # a new version was written and PATH switched to it
+    version: Optional[str]     # the version's directory (beside PATH), None: none
+    head_step: int
+    verified: bool
+    anchors: int
+    deltas: int
+    rejected: int
+    bytes_fetched: int
+    unchecked: bool            # switched with no HEAD to check the state digest against
+    relayout_step: Optional[int]   # the chain's tensors changed: rebuilt from this anchor
+    seconds: float             # the sync, writing included, timed in C
+    write_seconds: float       # of which writing the version
+
+
+def _dir_stats(s, path):
+    v = s.version.decode("utf-8", "replace")
+    return DirSyncStats(int(s.from_step) if s.had_step else None, int(s.step) if s.has_step else None,
+                        bool(s.switched), os.path.join(os.path.dirname(os.path.abspath(path)), v) if v else None,
+                        int(s.head_step), bool(s.verified), int(s.anchors), int(s.deltas), int(s.rejected),
+                        int(s.bytes_fetched), bool(s.unchecked), int(s.relayout_step) if s.relayout else None,
+                        s.seconds, s.write_seconds)
+
+
+def _patterns(include):
+    """include as a list of str: None, one pattern, or an iterable of them."""
+    if include is None:
+        return []
+    if isinstance(include, (str, bytes)):
+        include = [include]
+    try:
+        pats = list(include)
+    except TypeError:
+        raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "include must be a pattern (str) or a list of them, "
+                             "not %s" % type(include).__name__)
+    for p in pats:
+        if not isinstance(p, str):
+            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "include: a pattern must be a str, not %s"
+                                 % type(p).__name__)
+        if not p or "\x00" in p or "/" in p:
+            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "include: pattern %r: a file name pattern "
+                                  "(fnmatch, no '/')" % p)
+    return pats
+
+
+def _dir_options(store, prefix, threads, insecure, verify_key, follow_restart, new_chain):
+    spec = _store(store)
+    pfx = _str("prefix", prefix)
+    threads = _int("threads", threads, 0, 1024)
+    sflags = _STORE_MUST_EXIST | (_STORE_INSECURE if _bool("insecure", insecure) else 0)
+    flags = (_CHAIN_FOLLOW_RESTART if _bool("follow_restart", follow_restart) else 0) | \
+            (_CHAIN_NEW_CHAIN if _bool("new_chain", new_chain) else 0)
+    return spec, pfx, threads, sflags, flags, _verify_key(verify_key)
+
+
+def pull_dir(store, path, step=None, *, prefix=None, threads=0, insecure=False, verify_key=None,
+             follow_restart=False, new_chain=False):
+    """One sync of a model directory: brings `path` to `step` (None: HEAD's)
+    of a chain a Publisher.publish_dir (or `wsync publish DIR`) wrote, and
+    returns the step it holds. `path` is a symbolic link wsync keeps (or
+    nothing yet): each step is written complete beside it
+    (PATH.step_NNNNNN: the shards byte for byte as the trainer wrote them,
+    its config and tokenizer files, and wsync-step.json), checked against
+    HEAD's state digest, then the link is switched by one rename; the
+    previous version stays for readers still in it, older ones are
+    removed. Runs on one path, in any process, take turns (a lock file
+    beside it). A reader resolves the link once (os.path.realpath) and
+    reads one whole step. On failure the link is as it was. A directory of
+    the caller's at `path` is refused (WsyncError, code
+    WSYNC_ERR_UNSUPPORTED), untouched; a step not in the chain is
+    WSYNC_ERR_NO_PATH.
+    Options as DirFollower's."""
+    spec, pfx, threads, sflags, flags, vk = _dir_options(store, prefix, threads, insecure, verify_key,
+                                                         follow_restart, new_chain)
+    p = _path("path", path)
+    s = _STEP_LATEST if step is None else _int("step", step, 0, STEP_MAX)
+    st = _lib.DirStats()
+    err = _lib.Error()
+    rc = _L.wspy_dir_pull(spec, sflags, pfx, threads, flags, vk, p, s, ctypes.byref(st), ctypes.byref(err))
+    _check(rc, err)
+    return int(st.step) if st.has_step else None
+
+
+def _dir_poll(ref, stop, interval):
+    """DirFollower's background thread: syncs every interval seconds until
+    stop is set or the follower is gone (it holds the follower weakly)."""
+    wait = interval
+    while not stop.is_set():
+        f = ref()
+        if f is None:
+            return
+        try:
+            f._poll_once()
+            wait = interval
+        except WsyncValueError:
+            if f.closed:
+                return
+            wait = min(wait * 2, max(interval, 30.0))
+        except Exception:
+            wait = min(wait * 2, max(interval, 30.0))
+        del f
+        stop.wait(wait)
+
+
+class DirFollower(_Closeable):
+    """Keeps a model directory at a chain's newest step, for a serving loop.
+
+    `path` is a symbolic link wsync keeps (it must not exist yet, or be one
+    a pull made); each sync that reaches a new step writes that step
+    complete beside it and switches the link by one rename (see
+    wsync.pull_dir). An engine loads from os.path.realpath(path), or from
+    the version on_update is handed.
+
+        f = wsync.DirFollower(store, "/models/policy", on_update=reload)
+        f.sync()                 # a new step, or None; f.step, f.version
+        f.start(interval_ms=500) # or: a background thread syncs
+
+    on_update(step, version): called after each switch with the step and
+    the version's directory, in the thread that synced (the caller's for
+    sync(), the background's after start()). The previous version stays
+    until the next switch: load it before then.
+
+    Options (keyword-only): prefix, threads, insecure, verify_key (a signed
+    chain: the publisher's public key; refusals raise WsyncSignatureError,
+    the link kept), follow_restart (a HEAD below the version held: follow
+    it down instead of WsyncStaleHeadError), new_chain (with verify_key:
+    follow a chain the trainer restarted with new_chain=True),
+    interval_ms (the background's poll, default 1000), on_update.
+
+    Errors as the Subscriber's: WsyncNoStoreError and WsyncNotFoundError
+    until the trainer has published (the background keeps polling),
+    WsyncStaleHeadError for a HEAD below the version held (the link kept),
+    WsyncLayoutError for a version of another model; a path wsync does not
+    keep (a directory of the caller's) is WsyncError with code
+    WSYNC_ERR_UNSUPPORTED, untouched."""
+
+    _what = "directory follower"
+
+    def __init__(self, store, path, *, prefix=None, threads=0, insecure=False, verify_key=None,
+                 follow_restart=False, new_chain=False, on_update=None, interval_ms=1000):
+        spec, pfx, threads, sflags, flags, vk = _dir_options(store, prefix, threads, insecure, verify_key,
+                                                             follow_restart, new_chain)
+        p = _path("path", path)
+        if on_update is not None and not callable(on_update):
+            raise WsyncTypeError("WSYNC_ERR_INVALID_ARGUMENT", "on_update must be callable, not %s"
+                                 % type(on_update).__name__)
+        self._interval = _int("interval_ms", interval_ms, 1, _U32_MAX)
+        err = _lib.Error()
+        out = ctypes.c_void_p()
+        rc = _L.wspy_dir_follower_open(spec, sflags, pfx, threads, flags, vk, p, ctypes.byref(out),
+                                       ctypes.byref(err))
+        _check(rc, err)
+        self.store = store if isinstance(store, str) else os.fspath(store)
+        self.path = os.fsdecode(p)
+        self.on_update = on_update
+        self.last_stats = None          # DirSyncStats of the last sync
+        self.last_error = None          # the background's last failure (None after a sync that worked)
+        self._lock = threading.Lock()
+        self._thread = None
+        self._stop_ev = None
+        self._h = _Handle(out.value, _L.wspy_dir_follower_close, "directory follower")
+
+    def sync(self, step=None):
+        """One sync to `step` (None: HEAD's). Returns the new step when the
+        link was switched to a new version (after on_update ran), else None
+        (already there). Raises as pull_dir; the link then is as it was, or
+        at the last step reached that checks, never a mixture."""
+        s = _STEP_LATEST if step is None else _int("step", step, 0, STEP_MAX)
+        st = _lib.DirStats()
+        err = _lib.Error()
+        with _Guard(self._handle(), self._lock) as ptr:
+            rc = _L.wspy_dir_follower_sync(ptr, s, ctypes.byref(st), ctypes.byref(err))
+            stats = self.last_stats = _dir_stats(st, self.path)
+        if stats.switched and self.on_update is not None:
+            self.on_update(stats.step, stats.version)
+        _check(rc, err)
+        return stats.step if stats.switched else None
+
+    def _poll_once(self):
+        try:
+            self.sync()
+            self.last_error = None
+        except (WsyncNoStoreError, WsyncNotFoundError) as e:
+            self.last_error = e         # nothing published yet: keep polling
+        except Exception as e:
+            self.last_error = e
+            raise
+
+    @property
+    def step(self):
+        """The step of the version the link points at, or None."""
+        s = ctypes.c_uint64()
+        with _Guard(self._handle()) as ptr:
+            has = _L.wspy_dir_follower_step(ptr, ctypes.byref(s))
+        return int(s.value) if has else None
+
+    @property
+    def version(self):
+        """The directory of the version the link points at (resolved once),
+        or None before the first."""
+        return os.path.realpath(self.path) if os.path.islink(self.path) and os.path.exists(self.path) else None
+
+    @property
+    def running(self):
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, interval_ms=None):
+        """Starts a background thread that syncs every interval_ms (None:
+        the constructor's), calling on_update after each switch; failures
+        are kept in last_error and the poll backs off (up to 30 s). Called
+        again, it restarts with the new interval."""
+        interval = self._interval if interval_ms is None else _int("interval_ms", interval_ms, 1, _U32_MAX)
+        self._handle()
+        self.stop()
+        import weakref
+        self._stop_ev = threading.Event()
+        self._thread = threading.Thread(target=_dir_poll, args=(weakref.ref(self), self._stop_ev,
+                                                                interval / 1000.0),
+                                        name="wsync-dir-follower", daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        """Stops the background thread, waiting for a sync in flight (close
+        does too)."""
+        t, ev = self._thread, self._stop_ev
+        self._thread = self._stop_ev = None
+        if ev is not None:
+            ev.set()
+        if t is not None and t is not threading.current_thread():
+            t.join()
+
+    def _before_close(self, ptr):
+        self.stop()
 
 
 # ---- deltas and files ----

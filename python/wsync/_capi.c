@@ -43,7 +43,7 @@
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define WSPY_ABI_VERSION 5
+#define WSPY_ABI_VERSION 6
 
 typedef struct wspy_error {
     int64_t code;          /* wsync_result; 0 ok */
@@ -117,6 +117,29 @@ typedef int32_t (*wspy_param_fn)(void *user, uint64_t index, uint64_t count, con
 typedef struct wspy_head {
     uint64_t has_head, head_step, head_state, anchor_step;
 } wspy_head;
+
+/* One sync of a model directory (wsync_dir_sync_stats, flattened): the
+   subscriber's sync, then the version: had_step/from_step (PATH's before),
+   has_step/step (PATH's now), switched (a new version written and PATH
+   switched to it), unchecked (switched with no HEAD to check it),
+   write_failed (the step was reached and writing its version failed),
+   relayout/relayout_step (rebuilt from that anchor's tensors), version (the
+   name PATH links to, beside it; "" none). */
+typedef struct wspy_dir_stats {
+    uint64_t had_step, from_step, has_step, step, switched, unchecked, write_failed, relayout, relayout_step;
+    uint64_t head_step, verified, anchors, deltas, rejected, bytes_fetched;
+    double seconds;        /* wall time of the sync itself, writing included */
+    double write_seconds;  /* of which writing the version */
+    char version[256];
+} wspy_dir_stats;
+
+/* What wspy_publish_dir read from the directory (wsync_dir_checkpoint):
+   its shards, tensors, carried files and tensor bytes, whether it claims a
+   step (and which), whether an include pattern matched WSYNC_DIR_STEP_FILE
+   (skipped, never published). */
+typedef struct wspy_dir_info {
+    uint64_t shards, tensors, files, bytes, has_step, step, skipped_step_file;
+} wspy_dir_info;
 
 /* ---- small helpers ---- */
 
@@ -261,7 +284,8 @@ WSPY_API int32_t wspy_has_http(void)
 
 /* Sizes of the structs above, for the binding's check: 0 error,
    1 publish stats, 2 sync stats, 3 delta stats, 4 prefetch status,
-   5 mirror stats, 6 head, 7 engine stats. */
+   5 mirror stats, 6 head, 7 engine stats, 8 directory sync stats,
+   9 directory publish info. */
 WSPY_API uint64_t wspy_sizeof(int32_t what)
 {
     switch (what) {
@@ -273,6 +297,8 @@ WSPY_API uint64_t wspy_sizeof(int32_t what)
     case 5: return sizeof(wspy_mirror_stats);
     case 6: return sizeof(wspy_head);
     case 7: return sizeof(wspy_engine_stats);
+    case 8: return sizeof(wspy_dir_stats);
+    case 9: return sizeof(wspy_dir_info);
     default: return 0;
     }
 }
@@ -548,6 +574,25 @@ WSPY_API int32_t wspy_publisher_open(const char *store, uint32_t store_flags, co
     return wspy__ret(r, &e, err);
 }
 
+static void wspy__pub_stats(wspy_publish_stats *out, const wsync_publish_stats *st, double seconds)
+{
+    if (!out) return;
+    out->seconds = seconds;
+    out->step = st->step;
+    out->wrote_anchor = (uint64_t)st->wrote_anchor;
+    out->wrote_delta = (uint64_t)st->wrote_delta;
+    out->base_step = st->base_step;
+    out->elements = st->elements;
+    out->changed = st->changed;
+    out->delta_bytes = st->delta_bytes;
+    out->anchor_bytes = st->anchor_bytes;
+    out->deleted = st->deleted;
+    out->retention_failed = st->retention_failed;
+    out->state = st->state;
+    out->encode_seconds = st->encode_seconds;
+    out->put_seconds = st->put_seconds;
+}
+
 WSPY_API int32_t wspy_publish(wspy_publisher *h, uint64_t step, uint64_t n, const char *const *names,
                               const int32_t *dtypes, const uint32_t *ranks, const uint64_t *shapes,
                               void *const *datas, wspy_publish_stats *stats, wspy_error *err)
@@ -566,22 +611,7 @@ WSPY_API int32_t wspy_publish(wspy_publisher *h, uint64_t step, uint64_t n, cons
     memset(&st, 0, sizeof st);
     t0 = wspy__now();
     r = wsync_publish(h->p, step, s.t, s.n, &st, &e);
-    if (stats) {
-        stats->seconds = wspy__now() - t0;
-        stats->step = st.step;
-        stats->wrote_anchor = (uint64_t)st.wrote_anchor;
-        stats->wrote_delta = (uint64_t)st.wrote_delta;
-        stats->base_step = st.base_step;
-        stats->elements = st.elements;
-        stats->changed = st.changed;
-        stats->delta_bytes = st.delta_bytes;
-        stats->anchor_bytes = st.anchor_bytes;
-        stats->deleted = st.deleted;
-        stats->retention_failed = st.retention_failed;
-        stats->state = st.state;
-        stats->encode_seconds = st.encode_seconds;
-        stats->put_seconds = st.put_seconds;
-    }
+    wspy__pub_stats(stats, &st, wspy__now() - t0);
     wspy__tset_free(&s);
     return wspy__ret(r, &e, err);
 }
@@ -1658,4 +1688,231 @@ WSPY_API void wspy_st_close(wspy_st *h)
     wsync_st_free(&h->f);
     if (h->mapped) wsync_file_unmap(&h->map);
     free(h);
+}
+
+/* ---- model directories (wsync.h >>dir) ----
+
+   A Hugging Face checkpoint directory published as a step (wsync_dir_read,
+   then wsync_dir_publish) and followed into versions beside a link PATH
+   (wsync_dir_follower, wsync_dir_pull): the library does the work (the
+   lock, complete versions only, one atomic switch, pruning); here only the
+   arguments and the stats are flattened. */
+
+/* 0: WSYNC_DIR_INDEX, 1: WSYNC_DIR_STEP_FILE; "" otherwise. */
+WSPY_API const char *wspy_dir_name(int32_t which)
+{
+    switch (which) {
+    case 0: return WSYNC_DIR_INDEX;
+    case 1: return WSYNC_DIR_STEP_FILE;
+    default: return "";
+    }
+}
+
+static void wspy__dir_stats(wspy_dir_stats *out, const wsync_dir_sync_stats *st, double seconds)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->had_step = (uint64_t)(st->had_step != 0);
+    out->from_step = st->from_step;
+    out->has_step = (uint64_t)(st->has_step != 0);
+    out->step = st->step;
+    out->switched = (uint64_t)(st->switched != 0);
+    out->unchecked = (uint64_t)(st->unchecked != 0);
+    out->write_failed = (uint64_t)(st->write_failed != 0);
+    out->relayout = (uint64_t)(st->relayout != 0);
+    out->relayout_step = st->relayout_step;
+    out->head_step = st->sync.head_step;
+    out->verified = (uint64_t)(st->sync.verified != 0);
+    out->anchors = st->sync.anchors;
+    out->deltas = st->sync.deltas;
+    out->rejected = st->sync.rejected;
+    out->bytes_fetched = st->sync.bytes_fetched;
+    out->seconds = seconds;
+    out->write_seconds = st->write_s;
+    wspy__copy(out->version, sizeof out->version, st->version);
+}
+
+/* Reads the checkpoint directory `dir` (include: n_include fnmatch patterns
+   of file names carried besides the usual ones) and publishes it as `step`
+   (UINT64_MAX: the step the directory claims; a directory that claims none
+   fails, naming it). unmatched: NULL, or n_include bytes set to 1 where a
+   pattern matched no file; info: NULL, or what was read (filled once the
+   read succeeded, even when the publish then fails). */
+WSPY_API int32_t wspy_publish_dir(wspy_publisher *h, uint64_t step, const char *dir, uint64_t n_include,
+                                  const char *const *include, uint8_t *unmatched, wspy_dir_info *info,
+                                  wspy_publish_stats *stats, wspy_error *err)
+{
+    wsync_dir_checkpoint c;
+    wsync_publish_stats st;
+    wsync_error e;
+    wsync_result r;
+    uint64_t k;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (info) memset(info, 0, sizeof *info);
+    if (unmatched && n_include) memset(unmatched, 0, (size_t)n_include);
+    if (!h || !h->p) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "publisher is closed");
+    if (!dir || !*dir) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "publish_dir: no directory given");
+    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if (n_include && !include) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "include patterns missing");
+    if (n_include > (uint64_t)SIZE_MAX) return wspy__fail(err, WSYNC_ERR_OVERFLOW, "include patterns");
+    for (k = 0; k < n_include; k++)
+        if (!include[k]) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "include pattern %llu is NULL",
+                                           (unsigned long long)k);
+    memset(&c, 0, sizeof c);
+    t0 = wspy__now();
+    r = wsync_dir_read(dir, include, (size_t)n_include, &c, &e);
+    if (r != WSYNC_OK) return wspy__ret(r, &e, err);
+    if (info) {
+        info->shards = c.n_shards;
+        info->tensors = c.n_tensors;
+        info->files = c.n_files;
+        info->bytes = c.bytes;
+        info->has_step = (uint64_t)(c.has_step != 0);
+        info->step = c.step;
+        info->skipped_step_file = (uint64_t)(c.skipped_step_file != 0);
+    }
+    if (unmatched)
+        for (k = 0; k < n_include; k++) unmatched[k] = c.unmatched ? c.unmatched[k] : 0;
+    if (step == WSYNC_STEP_LATEST && !c.has_step) {
+        wsync_dir_checkpoint_free(&c);
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT,
+                          "publish_dir: the shards of %.300s do not all claim one __metadata__ \"step\" (and it "
+                          "holds no %s saying one): give the step", dir, WSYNC_DIR_STEP_FILE);
+    }
+    memset(&st, 0, sizeof st);
+    r = wsync_dir_publish(h->p, step, &c, &st, &e);
+    wspy__pub_stats(stats, &st, wspy__now() - t0);
+    wsync_dir_checkpoint_free(&c);
+    return wspy__ret(r, &e, err);
+}
+
+typedef struct wspy_dir_follower {
+    wsync_store store;
+    wsync_chain_options opt; /* the follower keeps pointers to it, its prefix and key */
+    wsync_dir_follower *f;
+    char *prefix;
+    uint8_t verify_key[WSYNC_ED25519_PUBLIC_SIZE];
+} wspy_dir_follower;
+
+static void wspy__dir_follower_free(wspy_dir_follower *h)
+{
+    if (!h) return;
+    if (h->f) wsync_dir_follower_close(h->f);
+    wsync_store_close(&h->store);
+    free(h->prefix);
+    memset(h->verify_key, 0, sizeof h->verify_key);
+    free(h);
+}
+
+/* Opens a store (store_flags as wspy_publisher_open's; a reader's) and
+   options for a directory follower into h; h freed on failure. flags:
+   WSYNC_CHAIN_FOLLOW_RESTART, WSYNC_CHAIN_NEW_CHAIN (with a verify key: the
+   chain a version records is not pinned); verify_key NULL or 32 bytes. */
+static int32_t wspy__dir_begin(wspy_dir_follower *h, const char *store, uint32_t store_flags, const char *prefix,
+                               uint32_t threads, uint32_t flags, const uint8_t *verify_key, wspy_error *err)
+{
+    int32_t rc;
+    if (prefix && *prefix) {
+        size_t len = strlen(prefix) + 1;
+        if (!(h->prefix = (char *)malloc(len))) {
+            free(h);
+            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
+        }
+        memcpy(h->prefix, prefix, len);
+    }
+    if (verify_key) memcpy(h->verify_key, verify_key, sizeof h->verify_key);
+    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+        free(h->prefix);
+        free(h);
+        return rc;
+    }
+    wspy__chain_opt(&h->opt, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key ? h->verify_key : NULL);
+    return 0;
+}
+
+/* A follower of the directory `path` (a link wsync keeps, or nothing yet). */
+WSPY_API int32_t wspy_dir_follower_open(const char *store, uint32_t store_flags, const char *prefix,
+                                        uint32_t threads, uint32_t flags, const uint8_t *verify_key,
+                                        const char *path, wspy_dir_follower **out, wspy_error *err)
+{
+    wspy_dir_follower *h;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output handle");
+    *out = NULL;
+    if (!path || !*path) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no path given");
+    if (!(h = (wspy_dir_follower *)calloc(1, sizeof *h)))
+        return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "directory follower");
+    if ((rc = wspy__dir_begin(h, store, store_flags, prefix, threads, flags, verify_key, err)) != 0) return rc;
+    r = wsync_dir_follower_open(&h->store, &h->opt, path, &h->f, &e);
+    if (r != WSYNC_OK) {
+        h->f = NULL;
+        wspy__dir_follower_free(h);
+        return wspy__ret(r, &e, err);
+    }
+    *out = h;
+    return wspy__ret(r, &e, err);
+}
+
+/* One sync to `step` (UINT64_MAX: HEAD's). */
+WSPY_API int32_t wspy_dir_follower_sync(wspy_dir_follower *h, uint64_t step, wspy_dir_stats *stats,
+                                        wspy_error *err)
+{
+    wsync_dir_sync_stats st;
+    wsync_error e;
+    wsync_result r;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!h || !h->f) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "directory follower is closed");
+    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    memset(&st, 0, sizeof st);
+    t0 = wspy__now();
+    r = wsync_dir_follower_sync(h->f, step, &st, &e);
+    wspy__dir_stats(stats, &st, wspy__now() - t0);
+    return wspy__ret(r, &e, err);
+}
+
+/* 1 and *step when the follower holds a version. */
+WSPY_API int32_t wspy_dir_follower_step(const wspy_dir_follower *h, uint64_t *step)
+{
+    uint64_t s = 0;
+    if (!h || !h->f) return 0;
+    if (!wsync_dir_follower_step(h->f, &s)) return 0;
+    if (step) *step = s;
+    return 1;
+}
+
+WSPY_API void wspy_dir_follower_close(wspy_dir_follower *h)
+{
+    wspy__dir_follower_free(h);
+}
+
+/* One sync of `path` to `step` (UINT64_MAX: HEAD's): open, sync, close. */
+WSPY_API int32_t wspy_dir_pull(const char *store, uint32_t store_flags, const char *prefix, uint32_t threads,
+                               uint32_t flags, const uint8_t *verify_key, const char *path, uint64_t step,
+                               wspy_dir_stats *stats, wspy_error *err)
+{
+    wspy_dir_follower *h;
+    wsync_dir_sync_stats st;
+    wsync_error e;
+    wsync_result r;
+    int32_t rc;
+    double t0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!path || !*path) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no path given");
+    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
+        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if (!(h = (wspy_dir_follower *)calloc(1, sizeof *h)))
+        return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "directory pull");
+    if ((rc = wspy__dir_begin(h, store, store_flags, prefix, threads, flags, verify_key, err)) != 0) return rc;
+    memset(&st, 0, sizeof st);
+    t0 = wspy__now();
+    r = wsync_dir_pull(&h->store, &h->opt, path, step, &st, &e);
+    wspy__dir_stats(stats, &st, wspy__now() - t0);
+    wspy__dir_follower_free(h);
+    return wspy__ret(r, &e, err);
 }

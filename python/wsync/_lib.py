@@ -14,7 +14,7 @@ import ctypes
 import os
 import threading
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 c_u64 = ctypes.c_uint64
 c_i64 = ctypes.c_int64
@@ -69,6 +69,18 @@ class EngineStats(ctypes.Structure):
 
 class Head(ctypes.Structure):
     _fields_ = [(n, c_u64) for n in ("has_head", "head_step", "head_state", "anchor_step")]
+
+
+class DirStats(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("had_step", "from_step", "has_step", "step", "switched", "unchecked",
+                                     "write_failed", "relayout", "relayout_step", "head_step", "verified",
+                                     "anchors", "deltas", "rejected", "bytes_fetched")] + \
+               [("seconds", c_dbl), ("write_seconds", c_dbl), ("version", ctypes.c_char * 256)]
+
+
+class DirInfo(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("shards", "tensors", "files", "bytes", "has_step", "step",
+                                     "skipped_step_file")]
 
 
 # wspy_changes_fn: (user, tensor index, whole, count, positions, values, width, last) -> 0 or nonzero.
@@ -156,10 +168,18 @@ _PROTOS = {
                                P(c_u64), P(c_u64)]),
     "wspy_st_meta": (c_i32, [c_vp, c_u64, P(c_vp), P(c_u64), P(c_vp), P(c_u64)]),
     "wspy_st_close": (None, [c_vp]),
+    "wspy_dir_name": (c_cp, [c_i32]),
+    "wspy_publish_dir": (c_i32, [c_vp, c_u64, c_cp, c_u64, P(c_cp), P(ctypes.c_uint8), P(DirInfo),
+                                 P(PublishStats), P(Error)]),
+    "wspy_dir_follower_open": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32, c_vp, c_cp, P(c_vp), P(Error)]),
+    "wspy_dir_follower_sync": (c_i32, [c_vp, c_u64, P(DirStats), P(Error)]),
+    "wspy_dir_follower_step": (c_i32, [c_vp, P(c_u64)]),
+    "wspy_dir_follower_close": (None, [c_vp]),
+    "wspy_dir_pull": (c_i32, [c_cp, c_u32, c_cp, c_u32, c_u32, c_vp, c_cp, c_u64, P(DirStats), P(Error)]),
 }
 
 _STRUCTS = [(0, Error), (1, PublishStats), (2, SyncStats), (3, DeltaStats), (4, PrefetchStatus),
-            (5, MirrorStats), (6, Head), (7, EngineStats)]
+            (5, MirrorStats), (6, Head), (7, EngineStats), (8, DirStats), (9, DirInfo)]
 
 _lock = threading.Lock()
 _lib = None

@@ -76,6 +76,7 @@ py_tests tests/python/test_edge.py
 # the engine map (issue 42): EngineLayout, a take through the map on 2 ranks
 # exact after every take, the refusals (CUDA cases skip without a device)
 py_tests tests/python/test_engine.py
+py_tests tests/python/test_dir.py
 
 # examples/python/engine_tp.py: a trainer and 2 tensor-parallel engine ranks
 # (fused qkv and gate_up); every "rank R step S ... digest D" line must equal
