@@ -219,6 +219,7 @@ test-run: $(TEST_PROGRAMS)
 	    "tests/cli/test_cli_edge.sh $(BUILD)/wsync" \
 	    "tests/cli/test_push.sh $(BUILD)/wsync" \
 	    "tests/cli/test_cli_dir.sh $(BUILD)/wsync" \
+	    "tests/cli/test_dir_stress.sh $(BUILD)/wsync" \
 	    "tests/python/test_python.sh $(BUILD)/libwsync.so $(BUILD)/wsync" \
 	    "tests/python/test_python_install.sh" \
 	    "tests/http/test_rclone.sh $(BUILD)/wsync" \
