@@ -2304,8 +2304,9 @@ typedef struct wsync_dir_sync_stats {
    is not pinned (follow a chain the trainer restarted with publish
    --new-chain). opt (its strings and keys) and the store must outlive the
    follower. open refuses a PATH wsync does not keep (WSYNC_ERR_UNSUPPORTED,
-   naming it: a directory of the caller's, a link to one, a dangling link
-   to something else, a name ending in .safetensors) and loads the version
+   naming it: a file, a directory of the caller's, a link to one, a
+   dangling link to something else, a new name ending in .safetensors;
+   wsync_dir_target tells a file's pull apart first) and loads the version
    PATH links to, if any; a PATH that does not exist yet is made at the
    first sync from the anchor it starts from.
 

@@ -15,13 +15,18 @@
 #include "check.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char g_root[256];
+
+static void remove_tree(const char *path);
 
 /* ---- files ---- */
 
@@ -552,6 +557,70 @@ static void test_refusals(void)
     TEST_END();
 }
 
+/* Two processes pulling one link at once, to alternate steps, take turns
+   on its lock: every switch leaves the link on a whole version, and a
+   dangling link to a version of ours is rebuilt, not taken for a file. */
+static void test_overlap(void)
+{
+    char link[512], parent[512], why[600], ck[1100], target[512];
+    pid_t kids[2];
+    int i, status, ok = 1;
+    wsync_store s;
+    wsync_chain_options co;
+    wsync_dir_sync_stats ds;
+    wsync_error err;
+    struct stat sb;
+    ssize_t n;
+    TEST_BEGIN("two processes pulling one link to alternate steps: a whole version after every switch");
+    path_of(parent, sizeof parent, "o");
+    CHECK(mkdir(parent, 0755) == 0);
+    path_of(link, sizeof link, "o/model");
+    for (i = 0; i < 2; i++) {
+        if ((kids[i] = fork()) == 0) {
+            int k, bad = 0;
+            wsync_store ks;
+            wsync_chain_options kco;
+            memset(&kco, 0, sizeof kco);
+            if (!open_store("s", &ks)) _exit(2);
+            for (k = 0; k < 8; k++) {
+                char want[512];
+                uint64_t step = (uint64_t)((k + i) % 2 + 1);
+                wsync_dir_sync_stats kds;
+                wsync_error kerr;
+                char lockp[600];
+                int fd;
+                if (wsync_dir_pull(&ks, &kco, link, step, &kds, &kerr) != WSYNC_OK || kds.step != step) bad = 1;
+                /* between runs (holding the lock they take): the link on a whole version */
+                snprintf(lockp, sizeof lockp, "%s/.model.wsync-lock", parent);
+                if ((fd = open(lockp, O_RDWR)) < 0 || flock(fd, LOCK_EX) != 0) bad = 1;
+                snprintf(want, sizeof want, "%s/ck%d", g_root, says_step(link, 1) ? 1 : says_step(link, 2) ? 2 : 9);
+                if (!same_dir(want, link, why, sizeof why)) bad = 1;
+                if (fd >= 0) close(fd);
+            }
+            wsync_store_close(&ks);
+            _exit(bad);
+        }
+    }
+    for (i = 0; i < 2; i++) ok &= waitpid(kids[i], &status, 0) == kids[i] && WIFEXITED(status) && !WEXITSTATUS(status);
+    CHECK_MSG(ok, "%s", "each process's pulls succeeded and each version it linked was whole");
+    CHECK(count_versions(parent, "model") <= 3);
+    CHECK(open_store("s", &s));
+    memset(&co, 0, sizeof co);
+    /* the version the link names removed under it: rebuilt from the chain */
+    n = readlink(link, target, sizeof target - 1);
+    CHECK(n > 0);
+    target[n > 0 ? n : 0] = 0;
+    snprintf(ck, sizeof ck, "%s/%s", parent, target);
+    remove_tree(ck);
+    CHECK(stat(link, &sb) != 0 && lstat(link, &sb) == 0);
+    CHECK_MSG(wsync_dir_pull(&s, &co, link, WSYNC_STEP_LATEST, &ds, &err) == WSYNC_OK, "%s", err.message);
+    path_of(ck, sizeof ck, "ck2");
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode) && ds.step == 2);
+    CHECK_MSG(same_dir(ck, link, why, sizeof why), "rebuilt: %s", why);
+    wsync_store_close(&s);
+    TEST_END();
+}
+
 static void remove_tree(const char *path)
 {
     DIR *d = opendir(path);
@@ -583,6 +652,7 @@ int main(void)
     test_publish_and_pull();
     test_step_claims();
     test_refusals();
+    test_overlap();
     remove_tree(g_root);
     return check_summary();
 }

@@ -123,12 +123,12 @@ bad=$(printf '%s\n' "$syms" | grep -E "$2") && { echo "left in:" $bad; exit 1; }
 shift 2
 for s in "$@"; do printf '%s\n' "$syms" | grep -qx "$s" || { echo "missing: $s"; exit 1; }; done
 EOS
-    runtime='^wsync_(store|chain|publish|subscriber|mirror|fabric|state_digest)'
+    runtime='^wsync_(store|chain|publish|subscriber|mirror|fabric|state_digest|dir_)'
     for opts in "WSYNC_NO_CHAIN" "WSYNC_NO_ENCODE" "WSYNC_NO_CHAIN WSYNC_NO_ENCODE"; do
         tag=$(echo $opts | tr ' ' '+'); D=; for o in $opts; do D="$D -D$o"; done
         case $opts in
             "WSYNC_NO_CHAIN") gone=$runtime; keep="wsync_st_parse wsync_delta_apply wsync_delta_encode wsync_ed25519_verify";;
-            "WSYNC_NO_ENCODE") gone='^wsync_(delta_encode|publish)'; keep="wsync_delta_apply wsync_subscriber_sync wsync_mirror_take wsync_store_dir_open";;
+            "WSYNC_NO_ENCODE") gone='^wsync_(delta_encode|publish|dir_read|dir_publish|dir_checkpoint)'; keep="wsync_delta_apply wsync_subscriber_sync wsync_mirror_take wsync_store_dir_open wsync_dir_pull";;
             *) gone="$runtime|^wsync_delta_encode"; keep="wsync_st_parse wsync_delta_apply wsync_delta_info wsync_digest";;
         esac
         check "$cc C99 $tag builds" $cc -std=c99 $W $D -c -o "$tmp/opt_$tag.o" "$tmp/core.c"
