@@ -1372,9 +1372,11 @@ class DirFollower(_Closeable):
 
     @property
     def step(self):
-        """The step of the version the link points at, or None."""
+        """The step this follower holds (the version the link pointed at
+        after its last sync, or when it was opened), or None. Waits for a
+        sync in flight."""
         s = ctypes.c_uint64()
-        with _Guard(self._handle()) as ptr:
+        with _Guard(self._handle(), self._lock) as ptr:
             has = _L.wspy_dir_follower_step(ptr, ctypes.byref(s))
         return int(s.value) if has else None
 
