@@ -109,7 +109,7 @@ static int same_dir(const char *want, const char *got, char *why, size_t cap)
         if (!put) snprintf(tmp + at, sizeof tmp - at, "%s\n", WSYNC_DIR_STEP_FILE);
         snprintf(expect, sizeof expect, "%s", tmp);
     }
-    if (strcmp(expect, lg) != 0) return snprintf(why, cap, "files [%s] want [%s]", lg, expect), 0;
+    if (strcmp(expect, lg) != 0) return snprintf(why, cap, "files [%.250s] want [%.250s]", lg, expect), 0;
     save = NULL;
     listing(want, lw, sizeof lw);
     for (line = strtok_r(lw, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
