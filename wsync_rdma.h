@@ -1490,7 +1490,7 @@ typedef struct wsync_rank_options {
        before the rank sends it anything but its HELLO. */
     const void *job_key;
     size_t job_key_len;
-    /* Trainers: sparse steps (>>sparse) to every inference rank that has a
+    /* Trainers: sparse steps (the sparse step, above) to every inference rank that has a
        staging region: each step after the first that committed, the
        changes since the last step sent, per receiver region, where they
        cost at most sparse_max of its dense bytes; the rest dense. Off: the
@@ -10389,7 +10389,7 @@ struct wsync_rank {
     uint64_t aborted;
     int ended;
     char why[320];
-    /* the sparse step (>>sparse), trainers */
+    /* the sparse step, trainers */
     int sp_on;                 /* options.sparse */
     double sp_max;
     uint32_t *sp_stg;          /* per target: its rank's staging target (UINT32_MAX: none) */
@@ -10430,7 +10430,7 @@ static void wsync__rank_end(wsync_rank *r, const char *why)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* ---- the sparse step (>>sparse): an inference rank at COMMIT ---- */
+/* ---- the sparse step: an inference rank at COMMIT ---- */
 
 /* Every slot of the step's writers (the OPEN's) validated first, then
    scattered: a refused slot writes nothing at all. */
@@ -11079,7 +11079,7 @@ WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names
     return WSYNC_OK;
 }
 
-/* ---- the sparse step (>>sparse): a trainer ---- */
+/* ---- the sparse step: a trainer ---- */
 
 #define WSYNC__SP_CHUNK (1u << 15) /* elements the diff takes at a time: both sides stay in cache for the copy */
 
@@ -11148,10 +11148,19 @@ static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options 
                                   x->dst_offset % 2 == 0 && (x->rows < 2 || x->src_stride % 2 == 0) &&
                                   x->len / 2 <= 0xFFFFFFFFull);
         if (r->sp_elig[j] && !r->sp_prev[x->src_region]) {
-            if ((uint64_t)(size_t)r->mr_len[x->src_region] != r->mr_len[x->src_region] ||
-                !(r->sp_prev[x->src_region] = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)r->mr_len[x->src_region])))
+            uint32_t sr = x->src_region;
+            /* the changes' lists start at 1/32 of the elements (3%: most RL steps), touched now so
+               that the first sparse step pays no page faults */
+            uint64_t cap = r->mr_len[sr] / 2 / 32 > 65536 ? r->mr_len[sr] / 2 / 32 : 65536;
+            if ((uint64_t)(size_t)r->mr_len[sr] != r->mr_len[sr] ||
+                !(r->sp_prev[sr] = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)r->mr_len[sr])) ||
+                !(r->sp_chg[sr] = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof **r->sp_chg)) ||
+                !(r->sp_val[sr] = (uint16_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof **r->sp_val)))
                 return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: a copy of region %u (%llu bytes) for sparse steps",
-                                        r->me, (unsigned)x->src_region, (unsigned long long)r->mr_len[x->src_region]);
+                                        r->me, (unsigned)sr, (unsigned long long)r->mr_len[sr]);
+            memset(r->sp_chg[sr], 0, (size_t)cap * sizeof **r->sp_chg);
+            memset(r->sp_val[sr], 0, (size_t)cap * sizeof **r->sp_val);
+            r->sp_capchg[sr] = cap;
         }
     }
     if (r->sp_on && !(r->sp_pos = (uint32_t *)wsync__rdma_alloc(&r->a, (size_t)WSYNC__SP_CHUNK * sizeof *r->sp_pos)))
@@ -11165,6 +11174,7 @@ static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options 
         r->sp_buf_host = 1;
     } else if (!(r->sp_buf = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)at)))
         return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu bytes of slots", r->me, (unsigned long long)at);
+    memset(r->sp_buf, 0, (size_t)at); /* its pages, before the first step */
     return r->f->reg(r->f->user, r->sp_buf, at, WSYNC_MEM_HOST, &r->sp_mr, &d, err);
 }
 
@@ -11298,12 +11308,13 @@ static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
     t1 = wsync__ctl_now();
     st->diff_s = t1 - t0;
     for (g = 0; g < nt; g++) r->sp_tsb[g] = r->sp_tdb[g] = r->sp_tsp[g] = 0;
+    for (j = 0; j < nx; j++) /* the receiver regions this step writes, as dense bytes */
+        if (r->sp_elig[j] && (!r->subset || r->sel[j])) r->sp_tdb[r->assign.transfers[j].target] += r->assign.transfers[j].len;
     if (sparse) {
         for (j = 0; j < nx; j++) {
             const wsync_ctl_transfer *x = &r->assign.transfers[j];
             if (!r->sp_elig[j]) continue;
             r->sp_cnt[j] = wsync__rank_sp_walk(r, x, NULL, NULL);
-            r->sp_tdb[x->target] += x->len;
             if (r->sp_cnt[j]) r->sp_tsb[x->target] += wsync_sparse_section_bytes(2, r->sp_cnt[j]);
         }
         for (g = 0; g < nt; g++)

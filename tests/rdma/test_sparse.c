@@ -4,7 +4,12 @@
    sender or base, a torn digest, a region it may not name, positions out
    of order or outside the region, counts over the slot, padding or
    trailing bytes) is refused with the sender and the byte offset named,
-   and the receiver's memory is not touched. */
+   and the receiver's memory is not touched. Then the whole path with a
+   controller, two trainers and an inference rank over TCP: the first step
+   dense, the next sparse with nothing in live memory before COMMIT, a slot
+   altered in staging fails the step with nothing written and the version
+   kept, and the step after that goes dense (the ABORT reached the
+   trainers), then sparse again. */
 #define _GNU_SOURCE 1
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
@@ -12,9 +17,11 @@
 
 #include "check.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint32_t sp_get32(const uint8_t *p)
 {
@@ -317,9 +324,280 @@ static void test_hostile(void)
     free(good);
 }
 
+/* ---- the path through the controller ---- */
+
+#define E_ROWS 512u
+#define E_COLS 64u
+#define E_N (E_ROWS * E_COLS)
+#define E_STG (64u << 10) /* the receiver's staging: 32 KiB a trainer */
+
+static uint16_t e_data[E_N];    /* the step's tensor, as the trainers hold it */
+static uint16_t e_before[E_N];  /* the previous step's */
+
+typedef struct e_rank {
+    uint32_t role, rank;
+    wsync_fabric f;
+    wsync_fabric_mr *mr[2];
+    wsync_fabric_desc desc[2];
+    uint8_t *mem[2];
+    uint64_t len[2];
+    wsync_ctl_tensor t[2];
+    uint32_t nt;
+    wsync_rank *r;
+    wsync_result res;
+    wsync_error err;
+    pthread_t th;
+    int th_on;
+    volatile uint64_t pushed;    /* trainers: the last step pushed */
+    wsync_sparse_stats st;       /* and its figures */
+    volatile int done;
+    unsigned port;
+} e_rank;
+
+static void e_sleep_ms(int ms)
+{
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+static wsync_result e_on_commit(void *user, uint64_t step, wsync_error *err)
+{
+    e_rank *r = (e_rank *)user;
+    if (memcmp(r->mem[0], e_data, sizeof e_data) != 0) /* the verification: every byte */
+        return wsync_error_set(err, WSYNC_ERR_DIGEST_MISMATCH, "step %llu: not the trainers' data",
+                               (unsigned long long)step);
+    return WSYNC_OK;
+}
+
+static int e_setup(e_rank *r, uint32_t role, uint32_t rank)
+{
+    wsync_fabric_tcp_options o;
+    wsync_error e;
+    uint32_t i;
+    memset(r, 0, sizeof *r);
+    r->role = role;
+    r->rank = rank;
+    r->t[0].name = "w";
+    r->t[0].dtype = WSYNC_DTYPE_BF16;
+    r->t[0].ndim = 2;
+    r->t[0].shape[0] = E_ROWS;
+    r->t[0].shape[1] = E_COLS;
+    r->t[0].row_begin = role == WSYNC_CTL_TRAINER ? rank * (E_ROWS / 2) : 0;
+    r->t[0].row_count = role == WSYNC_CTL_TRAINER ? E_ROWS / 2 : E_ROWS;
+    r->nt = 1;
+    r->len[0] = (uint64_t)r->t[0].row_count * E_COLS * 2;
+    if (role == WSYNC_CTL_INFERENCE) { /* and its staging */
+        r->t[1].name = WSYNC_CTL_STAGING;
+        r->t[1].dtype = WSYNC_DTYPE_U8;
+        r->t[1].ndim = 1;
+        r->t[1].shape[0] = r->t[1].row_count = E_STG;
+        r->t[1].region = 1;
+        r->nt = 2;
+        r->len[1] = E_STG;
+    }
+    memset(&o, 0, sizeof o);
+    o.send_only = role == WSYNC_CTL_TRAINER;
+    o.sender_id = rank;
+    o.timeout_ms = 3000;
+    if (wsync_fabric_tcp_open(&o, &r->f, &e) != WSYNC_OK) {
+        printf("  fabric: %s\n", e.message);
+        return 0;
+    }
+    for (i = 0; i < r->nt; i++)
+        if (!(r->mem[i] = (uint8_t *)calloc(1, (size_t)r->len[i])) ||
+            r->f.reg(r->f.user, r->mem[i], r->len[i], WSYNC_MEM_HOST, &r->mr[i], &r->desc[i], &e) != WSYNC_OK) {
+            printf("  reg: %s\n", e.message);
+            return 0;
+        }
+    return 1;
+}
+
+static wsync_result e_join(e_rank *r)
+{
+    wsync_rank_options o;
+    memset(&o, 0, sizeof o);
+    o.port = r->port;
+    o.role = r->role;
+    o.rank = r->rank;
+    o.tensors = r->t;
+    o.n_tensors = r->nt;
+    o.fabric = &r->f;
+    o.mrs = r->mr;
+    o.descs = r->desc;
+    o.n_regions = r->nt;
+    o.timeout_ms = 5000;
+    o.on_commit = e_on_commit;
+    o.user = r;
+    o.sparse = 1;
+    return wsync_rank_join(&o, &r->r, &r->err);
+}
+
+static void *e_trainer(void *p)
+{
+    e_rank *r = (e_rank *)p;
+    wsync_error e;
+    if ((r->res = e_join(r)) != WSYNC_OK) {
+        r->done = 1;
+        return NULL;
+    }
+    for (;;) {
+        uint64_t step = 0;
+        int bye = 0;
+        wsync_result res;
+        if (wsync_rank_wait_go(r->r, &step, &bye, -1, &e) != WSYNC_OK || bye) break;
+        memcpy(r->mem[0], e_data + (size_t)r->rank * (E_N / 2), E_N); /* its half: E_N / 2 elements */
+        res = wsync_rank_push(r->r, &e);
+        wsync_rank_sparse_stats(r->r, &r->st);
+        r->pushed = step;
+        if (wsync_rank_done(r->r, step, res, res == WSYNC_OK ? "" : e.message, &e) != WSYNC_OK) break;
+    }
+    r->done = 1;
+    return NULL;
+}
+
+static void *e_inference(void *p)
+{
+    e_rank *r = (e_rank *)p;
+    r->res = e_join(r);
+    r->done = 1;
+    return NULL;
+}
+
+static void *e_accept(void *p)
+{
+    wsync_error e;
+    return (void *)(intptr_t)wsync_controller_accept((wsync_controller *)p, &e);
+}
+
+static void e_free(e_rank *r)
+{
+    uint32_t i;
+    if (r->th_on) pthread_join(r->th, NULL);
+    wsync_rank_close(r->r);
+    for (i = 0; i < 2; i++) {
+        if (r->mr[i]) r->f.dereg(r->f.user, r->mr[i]);
+        free(r->mem[i]);
+    }
+    if (r->f.close) wsync_fabric_close(&r->f);
+}
+
+/* The next step's data: about 1% of the elements changed. */
+static void e_next(void)
+{
+    uint32_t i;
+    memcpy(e_before, e_data, sizeof e_data);
+    for (i = 0; i < E_N; i++)
+        if (sp_next() % 100 == 0) e_data[i] = (uint16_t)(e_data[i] + 1 + sp_next() % 1000);
+}
+
+/* GO, every trainer pushed, then (when the receiver's live memory must be
+   untouched so far) the check, then finish. */
+static wsync_result e_step(wsync_controller *c, e_rank *t, e_rank *in, uint64_t s, int untouched, int corrupt,
+                           wsync_error *err)
+{
+    int k;
+    wsync_result r = wsync_controller_go(c, s, err);
+    if (r != WSYNC_OK) return r;
+    for (k = 0; k < 5000 && (t[0].pushed != s || t[1].pushed != s); k++) e_sleep_ms(1);
+    CHECK_MSG(t[0].pushed == s && t[1].pushed == s, "step %llu: the trainers pushed", (unsigned long long)s);
+    if (untouched) CHECK_MSG(memcmp(in->mem[0], e_before, sizeof e_before) == 0, "step %llu: nothing in live memory before COMMIT", (unsigned long long)s);
+    if (corrupt) in->mem[1][WSYNC_SPARSE_HEADER + 40] ^= 0x10; /* trainer 0's first section, a position byte */
+    return wsync_controller_finish(c, s, err);
+}
+
+static void test_controller_path(void)
+{
+    wsync_controller_options co;
+    wsync_controller *c = NULL;
+    e_rank t[2], in;
+    pthread_t acc;
+    void *acc_res = NULL;
+    wsync_error err;
+    uint32_t i;
+    int ok;
+    TEST_BEGIN("controller: dense, sparse (nothing live before COMMIT), a bad slot refused, dense, sparse");
+    for (i = 0; i < E_N; i++) e_data[i] = (uint16_t)sp_next();
+    memset(&co, 0, sizeof co);
+    co.n_trainers = 2;
+    co.n_inference = 1;
+    co.join_timeout_ms = 10000;
+    co.step_timeout_ms = 5000;
+    ok = wsync_controller_open(&co, &c, &err) == WSYNC_OK;
+    CHECK_MSG(ok, "%s", err.message);
+    ok = ok && e_setup(&t[0], WSYNC_CTL_TRAINER, 0) && e_setup(&t[1], WSYNC_CTL_TRAINER, 1) &&
+         e_setup(&in, WSYNC_CTL_INFERENCE, 0);
+    CHECK(ok);
+    if (ok) {
+        t[0].port = t[1].port = in.port = wsync_controller_port(c);
+        ok = pthread_create(&acc, NULL, e_accept, c) == 0;
+        t[0].th_on = pthread_create(&t[0].th, NULL, e_trainer, &t[0]) == 0;
+        t[1].th_on = pthread_create(&t[1].th, NULL, e_trainer, &t[1]) == 0;
+        in.th_on = pthread_create(&in.th, NULL, e_inference, &in) == 0;
+        if (ok) pthread_join(acc, &acc_res);
+        ok = ok && (wsync_result)(intptr_t)acc_res == WSYNC_OK;
+        CHECK_MSG(ok, "accept: %s / %s / %s", t[0].err.message, t[1].err.message, in.err.message);
+    }
+    if (ok) {
+        /* 1: dense (no base yet) */
+        memcpy(e_before, e_data, sizeof e_data);
+        CHECK_EQ_INT(e_step(c, t, &in, 1, 0, 0, &err), WSYNC_OK);
+        CHECK_EQ_INT(t[0].st.regions_sparse, 0);
+        CHECK_EQ_INT(t[0].st.regions_dense, 1);
+        CHECK_EQ_INT(t[0].st.dense_bytes, E_N);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 1);
+        /* 2: sparse: staging only until COMMIT, then the tensor exact */
+        e_next();
+        CHECK_EQ_INT(e_step(c, t, &in, 2, 1, 0, &err), WSYNC_OK);
+        CHECK_MSG(err.code == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(t[0].st.regions_sparse, 1);
+        CHECK_EQ_INT(t[1].st.regions_sparse, 1);
+        CHECK_EQ_INT(t[0].st.dense_bytes, 0);
+        CHECK(t[0].st.changes > 0 && t[1].st.changes > 0);
+        CHECK(t[0].st.staged_bytes < E_N / 4);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 2);
+        CHECK(memcmp(in.mem[0], e_data, sizeof e_data) == 0);
+        {
+            wsync_sparse_stats is;
+            wsync_rank_sparse_stats(in.r, &is);
+            CHECK_EQ_INT(is.step, 2);
+            CHECK_EQ_INT(is.scattered, t[0].st.changes + t[1].st.changes);
+        }
+        /* 3: trainer 0's slot altered in staging after its write: refused by
+           the receiver before any write, the version kept */
+        e_next();
+        CHECK_EQ_INT(e_step(c, t, &in, 3, 1, 1, &err), WSYNC_ERR_CORRUPT);
+        CHECK_MSG(strstr(err.message, "staging slot of trainer 0 for step 3") != NULL &&
+                      strstr(err.message, "digest") != NULL,
+                  "%s", err.message);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 2);
+        CHECK(memcmp(in.mem[0], e_before, sizeof e_before) == 0);
+        /* 4: the trainers saw the ABORT: dense, and exact */
+        memcpy(e_before, e_data, sizeof e_data); /* step 3's data, never committed */
+        e_next();
+        CHECK_EQ_INT(e_step(c, t, &in, 4, 0, 0, &err), WSYNC_OK);
+        CHECK_EQ_INT(t[0].st.regions_sparse, 0);
+        CHECK_EQ_INT(t[1].st.regions_dense, 1);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 4);
+        /* 5: sparse again */
+        e_next();
+        CHECK_EQ_INT(e_step(c, t, &in, 5, 1, 0, &err), WSYNC_OK);
+        CHECK_EQ_INT(t[0].st.regions_sparse, 1);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 5);
+        CHECK(memcmp(in.mem[0], e_data, sizeof e_data) == 0);
+    }
+    wsync_controller_close(c);
+    e_free(&t[0]);
+    e_free(&t[1]);
+    e_free(&in);
+    TEST_END();
+}
+
 int main(void)
 {
     test_round_trip();
     test_hostile();
+    test_controller_path();
     return check_summary();
 }
