@@ -578,7 +578,7 @@ WSYNC_ERR_DIGEST_MISMATCH, routed around like a corrupt one.
 
 REVISIONS
 =========
-    next   signed chains, key files; directory anchors; WSYNC_ERR_NO_PATH; each delta's encoding in HEAD; anchors synced in bounded memory; on_changes and the mirror; measured SIMD paths; WSYNC_NO_CHAIN, WSYNC_NO_ENCODE; wsync_st_parse_header; wsync_error_set; wsync_json_string, _number
+    next   signed chains, key files; directory anchors; WSYNC_ERR_NO_PATH; each delta's encoding in HEAD; anchors synced in bounded memory; on_changes and the mirror; measured SIMD paths; WSYNC_NO_CHAIN, WSYNC_NO_ENCODE; wsync_st_parse_header; wsync_error_set; wsync_json_string, _number; model directories (wsync_dir_read, _publish, _follower_*, _pull)
     0.2.0  a damaged or foreign chain refused (WSYNC_CHAIN_NEW_CHAIN); safe retention; prefetch status; capped downloads; wsync_st_check_names; wsync_tensor_dense
     0.1.0  the first release: dtypes, safetensors, wsync64, the SIMD diff, deltas in four encodings, stores, the chain, the fabric interface
 
