@@ -7,7 +7,7 @@
 # under it and expects it empty). Prints each store's line
 # ("conformance KIND: CHECK ok, ...") and uses the caller's pass and fail.
 conformance() {
-    local dirs=() specs=() d s out rc line p f n=0
+    local dirs=() specs=() d s out rc line p f n=0 t0 t1
     while [ $# -gt 0 ] && [ "$1" != -- ]; do dirs+=("$1"); shift; done
     [ $# -gt 0 ] && shift
     for d in "${dirs[@]}"; do
@@ -18,14 +18,16 @@ conformance() {
         fi
         specs=()
         for s in "$@"; do specs+=("${s//@RUN@/conf-$$-$n}"); done
+        t0=$(date +%s.%N)
         out=$("$d/test_conformance" "${specs[@]}" 2>&1); rc=$?
+        t1=$(date +%s.%N)
         printf '%s\n' "$out" | grep -v '^summary: '
         line=$(printf '%s\n' "$out" | grep -E '^summary: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
         if [ -z "$line" ]; then fail "$d/test_conformance exited $rc without a summary line"; continue; fi
         p=$(echo "$line" | sed -E 's/^summary: ([0-9]+) passed, ([0-9]+) failed$/\1/')
         f=$(echo "$line" | sed -E 's/^summary: ([0-9]+) passed, ([0-9]+) failed$/\2/')
         [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; echo "FAIL $d/test_conformance: exit status $rc"; }
-        echo "  conformance: $d/test_conformance: $p passed, $f failed"
+        echo "  conformance: $d/test_conformance: $p passed, $f failed ($(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s)"
         passed=$((passed + p)); failed=$((failed + f))
     done
 }

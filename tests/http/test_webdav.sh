@@ -3,7 +3,8 @@
 # here on 127.0.0.1 with ephemeral ports, each from this test's own config
 # (nothing from /etc/apache2 or /etc/nginx):
 #   Apache 2.4 with mod_dav and mod_dav_fs (tests/http/webdav/apache.conf.in),
-#     run as `apache2 -f CONF -D FOREGROUND` (prefork, a few children);
+#     run as `setsid apache2 -f CONF -D FOREGROUND` (prefork, a few children,
+#     in a session of its own);
 #   nginx with the dav-ext module loaded by load_module
 #     (tests/http/webdav/nginx-dav-ext.conf.in), and in the same nginx a plain
 #     WebDAV server with the JSON autoindex and no PROPFIND;
@@ -76,7 +77,9 @@ Group $g"
         aport=$(free_port)
         sed -e "s|@DIR@|$a|g" -e "s|@PORT@|$aport|g" -e "s|/usr/lib/apache2/modules|$APACHE_MODULES|g" \
             tests/http/webdav/apache.conf.in | awk -v u="$user_line" '{ if ($0 == "@USER@") print u; else print }' > "$tmp/apache.conf"
-        "$APACHE" -f "$tmp/apache.conf" -D FOREGROUND > "$tmp/apache.out" 2>&1 &
+        # its own session: prefork's parent signals its whole process group
+        # when it stops, which would otherwise be this script's (and make's)
+        setsid "$APACHE" -f "$tmp/apache.conf" -D FOREGROUND > "$tmp/apache.out" 2>&1 &
         apache_pid=$!
         if wait_http "$aport" && kill -0 $apache_pid 2>/dev/null; then break; fi
         kill $apache_pid 2>/dev/null; wait $apache_pid 2>/dev/null; apache_pid=
