@@ -241,10 +241,9 @@ fake 3 2; fake_rejected "a link naming step 2 to a version of step 3"
 
 # three followers of one directory, started before the store exists (--wait)
 declare -a fpid
-nf=0    # follower runs started
+nf=0    # follower runs started (the tool itself: a SIGKILL must reach it, not a wrapper)
 follower() { # slot
-    timeout 60 "$bin" follow --store "$S" --wait --interval 0.03 --until-step $STEPS "$M" \
-        >"$tmp/follow$nf.out" 2>&1 &
+    "$bin" follow --store "$S" --wait --interval 0.03 --until-step $STEPS "$M" >"$tmp/follow$nf.out" 2>&1 &
     fpid[$1]=$!; bg+=($!); nf=$((nf + 1))
 }
 for k in 0 1 2; do follower $k; done
@@ -258,18 +257,33 @@ for k in 0 1 2; do follower $k; done
     done
 ) & publisher=$!; bg+=($publisher)
 
-# the killer: SIGKILL a follower at a random moment, pull, check, start another;
+# the killer: SIGKILL a follower at a random moment (every other time one
+# caught writing a version, where one is), pull, check, start another;
 # from the first HEAD on (before it, the chain is a listing, where a
 # directory's anchor cannot be read)
 for i in $(seq 400); do [ -e "$S/HEAD" ] && break; sleep 0.025; done
 RANDOM=$seed
-kills=0; pulls_ok=0; pull_bad=
+kills=0; mid=0; pulls_ok=0; pull_bad=
 killed=()   # follower runs (their pids) killed on purpose
+writing() { # the slot of a follower caught writing a version (PATH.step_N.tmp.PID), polled a little while
+    local i f k
+    for ((i = 0; i < 2000; i++)); do
+        for f in "$tmp/serve"/model.step_*.tmp.*; do
+            [ -e "$f" ] || continue
+            for k in 0 1 2; do [ "${fpid[$k]}" = "${f##*.tmp.}" ] && { echo $k; return; }; done
+        done
+    done
+}
 while kill -0 $publisher 2>/dev/null; do
     sleep "0.$(printf '%02d' $((RANDOM % 30 + 5)))"
     slot=$((RANDOM % 3))
+    if [ $((kills % 2)) -eq 1 ]; then   # every other kill: one caught writing, where one is
+        w=$(writing); [ -n "$w" ] && slot=$w
+    fi
     p=${fpid[$slot]}
     if kill -0 "$p" 2>/dev/null; then
+        # writing a version right now (PATH.step_N.tmp.PID beside the link)?
+        ls -A "$tmp/serve" 2>/dev/null | grep -q "\.tmp\.$p\$" && mid=$((mid + 1))
         kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null
         killed+=("$p"); kills=$((kills + 1))
         if ! timeout 30 "$bin" pull --store "$S" "$M" >"$tmp/pull.out" 2>&1; then
@@ -288,13 +302,19 @@ else fail "publisher: $(cat "$tmp/pub.failed" 2>/dev/null)"; fi
 
 # the followers still running reach step 30 and exit 0
 frc=0; fbad=
+limit=600; [ $pub_rc -eq 0 ] && [ ! -e "$tmp/pub.failed" ] || limit=30   # 60 s at most, 3 s without step 30
+for i in $(seq $limit); do
+    kill -0 "${fpid[0]}" 2>/dev/null || kill -0 "${fpid[1]}" 2>/dev/null || kill -0 "${fpid[2]}" 2>/dev/null || break
+    sleep 0.1
+done
 for k in 0 1 2; do
+    kill -9 "${fpid[$k]}" 2>/dev/null && fbad+="follower in slot $k still running after $((limit / 10)) s; "
     wait "${fpid[$k]}"; rc=$?
     [ $rc -eq 0 ] || { frc=$rc; fbad+="follower in slot $k: exit $rc: $(tail -n 2 "$tmp/follow$((nf - 3 + k)).out" 2>/dev/null); "; }
 done
-[ $frc -eq 0 ] && pass "three overlapping followers ($nf runs, $kills killed): the last three exit 0 at step $STEPS" \
+[ $frc -eq 0 ] && [ -z "$fbad" ] && pass "three overlapping followers ($nf runs, $kills killed): the last three exit 0 at step $STEPS" \
     || fail "followers: $fbad"
-if [ $kills -ge 3 ] && [ -z "$pull_bad" ]; then pass "$kills followers SIGKILLed at random moments: each next pull exits 0 and leaves a whole version ($pulls_ok)"
+if [ $kills -ge 3 ] && [ -z "$pull_bad" ]; then pass "$kills followers SIGKILLed at random moments ($mid while writing a version): each next pull exits 0 and leaves a whole version"
 elif [ -n "$pull_bad" ]; then fail "pull after a SIGKILL: ${pull_bad:0:800}"
 else fail "only $kills kills happened (wanted 3 or more): the publisher finished too soon"; fi
 
@@ -318,6 +338,6 @@ else
     fail "the end: pull exit $rc, version: $got, $nv versions, left beside it: ${left:-nothing} ($(tail -n 2 "$tmp/pull.out"))"
 fi
 secs=$(echo "$(date +%s.%N) - $t_start" | bc 2>/dev/null || echo "?")
-echo "test_dir_stress: ${secs}s, $nf follower runs, $kills SIGKILLs, reader: $reads reads"
+echo "test_dir_stress: ${secs}s, $nf follower runs, $kills SIGKILLs ($mid while writing), reader: $reads reads"
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
