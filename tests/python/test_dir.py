@@ -6,7 +6,9 @@ files, notes.txt taken by include). Three steps published (anchors at 1 and
 3, a delta at 2; config.json changes at the anchor of step 3); each pulled
 into its own link and compared byte for byte with the trainer's files; a
 follower brought forward (on_update, the version kept beside the link, the
-older pruned), one in the background; refusals raise the right class with a
+older pruned), one in the background; a signed chain (verify_key: the
+trainer's key followed, another's refused with the link kept); refusals
+raise the right class with a
 message naming what failed, and change nothing. Where numpy is installed,
 tests/cli/make_dirs.py's "mixed" model (three shards that are other
 writers' files byte for byte) published and pulled byte-identical. Pure
@@ -383,6 +385,25 @@ class TestErrors(DirCase):
         self.assertRaises(wsync.WsyncTypeError, wsync.DirFollower, self.store, link, on_update=3)
         self.assertRaises(wsync.WsyncValueError, wsync.DirFollower, self.store, link, interval_ms=0)
         self.assertRaises(wsync.WsyncValueError, wsync.pull_dir, self.store, link, wsync.STEP_MAX + 1)
+
+
+class TestSigned(DirCase):
+    def test_verify_key(self):
+        """A signed chain: pulled with the trainer's public key; another key
+        is refused (WsyncSignatureError) with the link as it was."""
+        mine = wsync.keygen(os.path.join(self.dir, "trainer"))
+        other = wsync.keygen(os.path.join(self.dir, "other"))
+        self.publish_all(last=2, sign_key=mine[0])
+        link = os.path.join(self.dir, "model")
+        self.assertEqual(wsync.pull_dir(self.store, link, 1, verify_key=mine[1]), 1)
+        with wsync.DirFollower(self.store, link, verify_key=other[1]) as f:
+            self.assertRaises(wsync.WsyncSignatureError, f.sync)
+        self.assertRaises(wsync.WsyncSignatureError, wsync.pull_dir, self.store, link, verify_key=other[1])
+        self.assertVersion(link, 1)
+        with wsync.DirFollower(self.store, link, verify_key=wsync.public_key(mine[0])) as f:
+            self.assertEqual(f.sync(), 2)
+        self.assertVersion(link, 2)
+        self.assertIn("chain", json.loads(read_dir(link)[wsync.DIR_STEP_FILE]))
 
 
 @unittest.skipIf(numpy is None, "numpy is not installed for %s (make_dirs.py needs it)" % sys.executable)
