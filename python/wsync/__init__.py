@@ -1393,8 +1393,11 @@ class DirFollower(_Closeable):
     def start(self, interval_ms=None):
         """Starts a background thread that syncs every interval_ms (None:
         the constructor's), calling on_update after each switch; failures
-        are kept in last_error and the poll backs off (up to 30 s). Called
-        again, it restarts with the new interval."""
+        are kept in last_error (None again after a sync that works) and the
+        poll backs off (doubling, up to 30 s), except while the store does
+        not exist or holds nothing yet (WsyncNoStoreError,
+        WsyncNotFoundError: polled at the interval). Called again, it
+        restarts with the new interval."""
         interval = self._interval if interval_ms is None else _int("interval_ms", interval_ms, 1, _U32_MAX)
         self._handle()
         self.stop()
