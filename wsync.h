@@ -2285,7 +2285,9 @@ typedef struct wsync_dir_sync_stats {
     uint64_t from_step;
     int has_step;              /* PATH holds a version now: its step */
     uint64_t step;
-    int switched;              /* a new version was written and PATH switched to it */
+    int switched;              /* PATH now links to a version of another step: written
+                                  by this sync (or, runs taking turns, by another run
+                                  that reached the same step meanwhile) */
     char version[256];         /* the version PATH links to, a name beside it ("": none) */
     double write_s;            /* seconds writing it took */
     int unchecked;             /* switched with no state digest to check (no HEAD) */
