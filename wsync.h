@@ -2325,7 +2325,9 @@ typedef struct wsync_dir_sync_stats {
    refusal is WSYNC_ERR_SIGNATURE (or WSYNC_ERR_DIGEST_MISMATCH for an
    object), PATH kept. A follow loop calls it at each new HEAD.
    wsync_dir_follower_step: 1 and *step when the follower holds a step.
-   wsync_dir_pull: open, one sync, close. */
+   wsync_dir_pull: open, one sync, close. A follower is used by one thread
+   at a time; followers of one PATH, in any threads or processes, take
+   turns on its lock. */
 typedef struct wsync_dir_follower wsync_dir_follower;
 WSYNC_DEF wsync_result wsync_dir_follower_open(const wsync_store *store, const wsync_chain_options *opt,
                                                const char *path, wsync_dir_follower **out, wsync_error *err);
