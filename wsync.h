@@ -13514,7 +13514,7 @@ static wsync_result wsync__chain_list(const wsync_store *s, const char *prefix, 
        delta): entries are anchors then deltas, each ascending, so one walk
        through the anchors alongside the deltas finds it. A first delta
        without a predecessor gets step - 1. A guess, which
-       wsync__check_object holds each delta to before it is applied. */
+       wsync__sub_check_object holds each delta to before it is applied. */
     {
         size_t a = 0, na = 0;
         int have_prev = 0;
@@ -14931,7 +14931,7 @@ struct wsync_subscriber {
     void *chg_user;
     uint32_t chg_chunk;
     unsigned chg_flags;
-    /* the state digest the last check computed (wsync__verify_entry) */
+    /* the state digest the last check computed (wsync__sub_verify_entry) */
     int state_known;
     uint64_t state_step, state_digest;
     /* signed chains: wsync_chain_options.verify_key, copied (o.verify_key
@@ -15072,20 +15072,20 @@ static void wsync__sub_moved(wsync_subscriber *s, int has, uint64_t step, int ve
     WSYNC__UNLOCK(&s->mu);
 }
 
-static int wsync__refusal_is(const wsync__refusal *f, const wsync_chain_entry *e)
+static int wsync__sub_refusal_is(const wsync__refusal *f, const wsync_chain_entry *e)
 {
     return strcmp(f->key, e->key) == 0 && f->size == e->bytes &&
            (!f->has_digest || !e->has_digests || f->digest == e->digest);
 }
 
 /* Remembers a refused object (the oldest refusal goes when there are too many). */
-static void wsync__refuse(wsync_subscriber *s, const wsync_chain_entry *e)
+static void wsync__sub_refuse(wsync_subscriber *s, const wsync_chain_entry *e)
 {
     wsync__refusal *f;
     size_t i;
     WSYNC__LOCK(&s->mu);
     for (i = 0; i < s->n_refused; i++)
-        if (wsync__refusal_is(&s->refused[i], e)) break;
+        if (wsync__sub_refusal_is(&s->refused[i], e)) break;
     if (i == s->n_refused) {
         if (s->n_refused == WSYNC__MAX_REFUSED) {
             memmove(s->refused, s->refused + 1, (WSYNC__MAX_REFUSED - 1) * sizeof *s->refused);
@@ -15101,7 +15101,7 @@ static void wsync__refuse(wsync_subscriber *s, const wsync_chain_entry *e)
 }
 
 /* An object applied after all (a sync, after the store repaired it). */
-static void wsync__unrefuse(wsync_subscriber *s, const wsync_chain_entry *e)
+static void wsync__sub_unrefuse(wsync_subscriber *s, const wsync_chain_entry *e)
 {
     size_t i = 0;
     WSYNC__LOCK(&s->mu);
@@ -15113,7 +15113,7 @@ static void wsync__unrefuse(wsync_subscriber *s, const wsync_chain_entry *e)
 }
 
 /* The prefetch's last failure, for wsync_subscriber_prefetch_status. */
-static void wsync__note_failure(wsync_subscriber *s, wsync_result r, const wsync_error *err)
+static void wsync__sub_note_failure(wsync_subscriber *s, wsync_result r, const wsync_error *err)
 {
     WSYNC__LOCK(&s->mu);
     s->last_result = r;
@@ -15130,7 +15130,7 @@ static void wsync__note_failure(wsync_subscriber *s, wsync_result r, const wsync
     WSYNC__UNLOCK(&s->mu);
 }
 
-static void wsync__head_seen(wsync_subscriber *s, int known, uint64_t step)
+static void wsync__sub_head_seen(wsync_subscriber *s, int known, uint64_t step)
 {
     WSYNC__LOCK(&s->mu);
     s->head_known = known;
@@ -15139,7 +15139,7 @@ static void wsync__head_seen(wsync_subscriber *s, int known, uint64_t step)
 }
 
 /* Failures of the store or of this machine, not of the object. */
-static int wsync__not_the_object(wsync_result r)
+static int wsync__sub_not_the_object(wsync_result r)
 {
     /* an AUTH refusal is the store's (a token that expired, a 403 from a
        proxy): the object is asked for again at the next poll, as for a 503;
@@ -15153,7 +15153,7 @@ static int wsync__not_the_object(wsync_result r)
 
 /* The cheapest path to `target` avoiding `bad` objects: entry indices in
    apply order into path (room for n_entries). 0 when there is none. */
-static int wsync__walk(const wsync_chain_info *c, uint64_t from, uint64_t target, const long *bad, size_t nbad,
+static int wsync__sub_walk(const wsync_chain_info *c, uint64_t from, uint64_t target, const long *bad, size_t nbad,
                        long *path, size_t *np, uint64_t *cost)
 {
     uint64_t s = target, total = 0;
@@ -15178,13 +15178,13 @@ static int wsync__walk(const wsync_chain_info *c, uint64_t from, uint64_t target
     return 1;
 }
 
-static int wsync__plan(const wsync_chain_info *c, int has_cur, uint64_t cur, uint64_t target, const long *bad,
+static int wsync__sub_plan(const wsync_chain_info *c, int has_cur, uint64_t cur, uint64_t target, const long *bad,
                        size_t nbad, long *path, size_t *np, long *tmp)
 {
     uint64_t best = UINT64_MAX, cost;
     size_t n, i, j;
     int found = 0;
-    if (has_cur && cur <= target && wsync__walk(c, cur, target, bad, nbad, path, np, &cost)) {
+    if (has_cur && cur <= target && wsync__sub_walk(c, cur, target, bad, nbad, path, np, &cost)) {
         best = cost;
         found = 1;
     }
@@ -15196,7 +15196,7 @@ static int wsync__plan(const wsync_chain_info *c, int has_cur, uint64_t cur, uin
         for (j = 0; j < nbad; j++)
             if (bad[j] == (long)i) isbad = 1;
         if (isbad) continue;
-        if (wsync__walk(c, e->step, target, bad, nbad, tmp + 1, &n, &cost)) {
+        if (wsync__sub_walk(c, e->step, target, bad, nbad, tmp + 1, &n, &cost)) {
             cost += e->bytes;
             if (!found || cost < best) {
                 tmp[0] = (long)i;
@@ -15210,12 +15210,12 @@ static int wsync__plan(const wsync_chain_info *c, int has_cur, uint64_t cur, uin
     return found;
 }
 
-static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_entry *e, uint8_t **bytes,
+static wsync_result wsync__sub_fetch(const wsync_subscriber *s, const wsync_chain_entry *e, uint8_t **bytes,
                                  uint64_t *size, wsync_error *err)
 {
     char key[WSYNC__KEY_MAX];
     wsync_result r;
-    if (e->n_files) /* streamed or spooled where POSIX files are (wsync__anchor_read) */
+    if (e->n_files) /* streamed or spooled where POSIX files are (wsync__sub_anchor_read) */
         return wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s",
                            "a directory anchor is read through a spool file, which this build has not (POSIX)");
     if (e->key[0] && e->key[strlen(e->key) - 1] == '/') /* from a listing: see wsync__listing_fn */
@@ -15233,7 +15233,7 @@ static wsync_result wsync__fetch(const wsync_subscriber *s, const wsync_chain_en
 
 /* An object's BLAKE2b-256 against the signed HEAD's (want NULL: HEAD
    named none, which a signed HEAD never does). */
-static wsync_result wsync__hash_check(const uint8_t *want, const uint8_t got[WSYNC_CHAIN_HASH_SIZE], wsync_error *err)
+static wsync_result wsync__sub_hash_check(const uint8_t *want, const uint8_t got[WSYNC_CHAIN_HASH_SIZE], wsync_error *err)
 {
     if (!want)
         return wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0, "%s",
@@ -15247,7 +15247,7 @@ static wsync_result wsync__hash_check(const uint8_t *want, const uint8_t got[WSY
 
 /* Checks that cost nothing but the bytes: size, digest, container, steps;
    with `hashed` (a verify key), the hash the signed HEAD names. */
-static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_t *bytes, uint64_t size, int hashed,
+static wsync_result wsync__sub_check_object(const wsync_chain_entry *e, const uint8_t *bytes, uint64_t size, int hashed,
                                         wsync_encoding *enc, wsync_error *err)
 {
     wsync_result r;
@@ -15263,7 +15263,7 @@ static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_
     if (hashed) {
         uint8_t h[WSYNC_CHAIN_HASH_SIZE];
         wsync_blake2b(bytes, (size_t)size, h, sizeof h);
-        if ((r = wsync__hash_check(e->has_hash ? e->hash : NULL, h, err)) != WSYNC_OK) return r;
+        if ((r = wsync__sub_hash_check(e->has_hash ? e->hash : NULL, h, err)) != WSYNC_OK) return r;
     }
     if (e->kind == WSYNC_CHAIN_DELTA) {
         wsync_delta_stats ds;
@@ -15298,7 +15298,7 @@ static wsync_result wsync__check_object(const wsync_chain_entry *e, const uint8_
    covered every target must be in it; with covered (a shard) a target it
    lacks gets SIZE_MAX, and one a shard before held (covered) fails.
    Tensors no target names are ignored. */
-static wsync_result wsync__anchor_match(const wsync_subscriber *s, const wsync_chain_entry *e, const wsync_st_file *f,
+static wsync_result wsync__sub_anchor_match(const wsync_subscriber *s, const wsync_chain_entry *e, const wsync_st_file *f,
                                         uint8_t *covered, size_t *map, wsync_error *err)
 {
     const char *ms;
@@ -15367,7 +15367,7 @@ static wsync_result wsync__anchor_match(const wsync_subscriber *s, const wsync_c
 }
 
 /* Every target in some shard of a directory anchor. */
-static wsync_result wsync__anchor_covered(const wsync_subscriber *s, const uint8_t *covered, wsync_error *err)
+static wsync_result wsync__sub_anchor_covered(const wsync_subscriber *s, const uint8_t *covered, wsync_error *err)
 {
     size_t i;
     for (i = 0; i < s->n; i++)
@@ -15380,7 +15380,7 @@ static wsync_result wsync__anchor_covered(const wsync_subscriber *s, const uint8
 
 /* Target i shares target alias[i]'s memory (tied) and the chain holds
    other bytes under its name. */
-static wsync_result wsync__tied_differ(const wsync_subscriber *s, size_t i, wsync_error *err)
+static wsync_result wsync__sub_tied_differ(const wsync_subscriber *s, size_t i, wsync_error *err)
 {
     return wsync__fail(err, WSYNC_ERR_LAYOUT, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
                        "shares its memory with target '%.100s' (tied), but the chain's anchor holds different "
@@ -15389,7 +15389,7 @@ static wsync_result wsync__tied_differ(const wsync_subscriber *s, size_t i, wsyn
 }
 
 /* An anchor held whole in memory (no POSIX files, or a size unknown). */
-static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
+static wsync_result wsync__sub_apply_anchor(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
                                         uint64_t size, wsync_error *err)
 {
     wsync_st_file f;
@@ -15405,14 +15405,14 @@ static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_e
     src = (const void **)wsync__alloc(&s->a, s->n * sizeof *src + 1);
     map = (size_t *)wsync__alloc(&s->a, s->n * sizeof *map + 1);
     if (!src || !map) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
-    else r = wsync__anchor_match(s, e, &f, NULL, map, err);
+    else r = wsync__sub_anchor_match(s, e, &f, NULL, map, err);
     if (r == WSYNC_OK) {
         for (i = 0; i < s->n; i++) src[i] = f.tensors[map[i]].data;
         /* a tied name: the anchor must hold the same bytes under both, written once */
         for (i = 0; i < s->n && r == WSYNC_OK; i++)
             if (s->alias[i] != i) {
                 if (s->t[i].nbytes && memcmp(src[i], src[s->alias[i]], (size_t)s->t[i].nbytes) != 0)
-                    r = wsync__tied_differ(s, i, err);
+                    r = wsync__sub_tied_differ(s, i, err);
                 src[i] = NULL;
             }
     }
@@ -15439,7 +15439,7 @@ static wsync_result wsync__apply_anchor(wsync_subscriber *s, const wsync_chain_e
 #define WSYNC__SPOOLS 1
 
 /* An anchor of known size (HEAD's, or a listing's) is streamed or spooled. */
-static int wsync__anchor_streams(const wsync_chain_entry *e)
+static int wsync__sub_anchor_streams(const wsync_chain_entry *e)
 {
     return e->kind == WSYNC_CHAIN_ANCHOR && (e->has_digests || e->bytes);
 }
@@ -15473,7 +15473,7 @@ static int wsync__read_all(int fd, uint8_t *p, uint64_t len)
 }
 
 /* A new spool file in *fd, opened read-write and already unlinked. */
-static wsync_result wsync__spool_open(wsync_subscriber *s, int *fd_out, wsync_error *err)
+static wsync_result wsync__sub_spool_open(wsync_subscriber *s, int *fd_out, wsync_error *err)
 {
     const char *dir = s->spool_dir;
     char path[4096];
@@ -15677,7 +15677,7 @@ static void wsync__astream_parse(wsync__astream *a)
     a->dst = (uint8_t **)wsync__alloc(&a->s->a, a->f.n_tensors * sizeof *a->dst + 1);
     if (!map || !a->dst) {
         a->fatal = wsync__fail(&a->fatal_err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
-    } else if ((a->bad = wsync__anchor_match(a->s, a->e, &a->f, a->covered, map, &a->bad_err)) == WSYNC_OK) {
+    } else if ((a->bad = wsync__sub_anchor_match(a->s, a->e, &a->f, a->covered, map, &a->bad_err)) == WSYNC_OK) {
         for (i = 0; i < a->f.n_tensors; i++) a->dst[i] = NULL;
         for (i = 0; i < a->s->n; i++)
             if (map[i] != SIZE_MAX) a->dst[map[i]] = (uint8_t *)a->s->t[i].data;
@@ -15785,11 +15785,11 @@ static int wsync__astream_sink(void *user, const void *bytes, size_t len)
 }
 
 /* Reads anchor e from the store into fd (the spool) or, with fd -1, into
-   the targets. Returns the read's result, as wsync__fetch's (WSYNC_OK: the
+   the targets. Returns the read's result, as wsync__sub_fetch's (WSYNC_OK: the
    object came, judged in *verdict: its size, its digest and, into the
    targets, its header; err holds whichever failed). *touched: a target
    byte was written. */
-static wsync_result wsync__anchor_read_obj(wsync_subscriber *s, const wsync_chain_entry *e, const char *rel,
+static wsync_result wsync__sub_anchor_read_obj(wsync_subscriber *s, const wsync_chain_entry *e, const char *rel,
                                            uint64_t expect, uint64_t digest, const uint8_t *hash, uint8_t *covered,
                                            int fd, uint64_t *size, wsync_result *verdict, int *touched,
                                            wsync_error *err)
@@ -15840,7 +15840,7 @@ static wsync_result wsync__anchor_read_obj(wsync_subscriber *s, const wsync_chai
             if (a.hp) wsync__hpipe_end(a.hp, h);
             else wsync_blake2b_final(&a.hs, h);
             a.hp = NULL;
-            hash_ok = wsync__hash_check(hash, h, NULL) == WSYNC_OK;
+            hash_ok = wsync__sub_hash_check(hash, h, NULL) == WSYNC_OK;
         }
         if (a.pos != a.expect)
             *verdict = wsync__fail(err, WSYNC_ERR_TRUNCATED, UINT64_MAX, NULL, 0, "%llu bytes, %s says %llu (torn or truncated)",
@@ -15850,7 +15850,7 @@ static wsync_result wsync__anchor_read_obj(wsync_subscriber *s, const wsync_chai
             *verdict = wsync__fail(err, WSYNC_ERR_DIGEST_MISMATCH, UINT64_MAX, NULL, 0, "%s",
                                    "the digest of its bytes does not match HEAD (corrupt)");
         else if (!hash_ok)
-            *verdict = wsync__hash_check(hash, h, err); /* says which */
+            *verdict = wsync__sub_hash_check(hash, h, err); /* says which */
         else if (fd < 0 && a.bad != WSYNC_OK) {
             *verdict = a.bad;
             if (err) *err = a.bad_err;
@@ -15866,15 +15866,15 @@ static wsync_result wsync__anchor_read_obj(wsync_subscriber *s, const wsync_chai
 }
 
 /* Reads anchor e (one object, or a directory anchor's shards in turn,
-   appended to one spool file) as wsync__anchor_read_obj does. */
-static wsync_result wsync__anchor_read(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t *size,
+   appended to one spool file) as wsync__sub_anchor_read_obj does. */
+static wsync_result wsync__sub_anchor_read(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t *size,
                                        wsync_result *verdict, int *touched, wsync_error *err)
 {
     uint8_t *covered;
     size_t j;
     wsync_result r = WSYNC_OK;
     if (!e->n_files)
-        return wsync__anchor_read_obj(s, e, e->key, e->bytes, e->digest, e->has_hash ? e->hash : NULL, NULL, fd, size,
+        return wsync__sub_anchor_read_obj(s, e, e->key, e->bytes, e->digest, e->has_hash ? e->hash : NULL, NULL, fd, size,
                                       verdict, touched, err);
     *verdict = WSYNC_OK;
     *size = 0;
@@ -15888,7 +15888,7 @@ static wsync_result wsync__anchor_read(wsync_subscriber *s, const wsync_chain_en
         uint64_t got = 0;
         int t = 0;
         snprintf(rel, sizeof rel, "%s%s", e->key, f->name);
-        r = wsync__anchor_read_obj(s, e, rel, f->bytes, f->digest, f->has_hash ? f->hash : NULL, covered, fd, &got,
+        r = wsync__sub_anchor_read_obj(s, e, rel, f->bytes, f->digest, f->has_hash ? f->hash : NULL, covered, fd, &got,
                                    verdict, &t, err);
         *size += got;
         *touched |= t;
@@ -15897,7 +15897,7 @@ static wsync_result wsync__anchor_read(wsync_subscriber *s, const wsync_chain_en
             break;
         }
     }
-    if (r == WSYNC_OK && *verdict == WSYNC_OK && fd < 0) *verdict = wsync__anchor_covered(s, covered, err);
+    if (r == WSYNC_OK && *verdict == WSYNC_OK && fd < 0) *verdict = wsync__sub_anchor_covered(s, covered, err);
     wsync__free(&s->a, covered);
     return r;
 }
@@ -15905,7 +15905,7 @@ static wsync_result wsync__anchor_read(wsync_subscriber *s, const wsync_chain_en
 /* Tied targets (the same memory under two names): the spool must hold the
    same bytes for both (off[i]: where target i's bytes are in fd), compared
    before anything is written. */
-static wsync_result wsync__spool_tied(wsync_subscriber *s, int fd, const uint64_t *off, wsync_error *err)
+static wsync_result wsync__sub_spool_tied(wsync_subscriber *s, int fd, const uint64_t *off, wsync_error *err)
 {
     uint8_t *buf;
     size_t i, half = (size_t)1 << 20;
@@ -15924,7 +15924,7 @@ static wsync_result wsync__spool_tied(wsync_subscriber *s, int fd, const uint64_
                 r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
                                 "cannot read the spool file: %s", errno ? strerror(errno) : "it is shorter than written");
             else if (memcmp(buf, buf + half, k) != 0)
-                r = wsync__tied_differ(s, i, err);
+                r = wsync__sub_tied_differ(s, i, err);
             done += k;
         }
     }
@@ -15935,7 +15935,7 @@ static wsync_result wsync__spool_tied(wsync_subscriber *s, int fd, const uint64_
 /* A directory anchor spooled in fd (its shards one after another): every
    shard's header read and matched, every target found, and only then each
    target's bytes read from the file into it. */
-static wsync_result wsync__apply_spooled_dir(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t size,
+static wsync_result wsync__sub_apply_spooled_dir(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t size,
                                              int dry, wsync_error *err)
 {
     size_t ns = 0, j, i;
@@ -15995,7 +15995,7 @@ static wsync_result wsync__apply_spooled_dir(wsync_subscriber *s, const wsync_ch
             break;
         }
         if ((r = wsync__stp_parse_at(hdrs[j], 8 + n, f->bytes, &so, &fs[j], err)) != WSYNC_OK ||
-            (r = wsync__anchor_match(s, e, &fs[j], covered, which, err)) != WSYNC_OK) {
+            (r = wsync__sub_anchor_match(s, e, &fs[j], covered, which, err)) != WSYNC_OK) {
             wsync__obj_fail(err, r, f->name);
             break;
         }
@@ -16004,12 +16004,12 @@ static wsync_result wsync__apply_spooled_dir(wsync_subscriber *s, const wsync_ch
         data_at[j] = base + 8 + n;
         base += f->bytes;
     }
-    if (r == WSYNC_OK) r = wsync__anchor_covered(s, covered, err);
+    if (r == WSYNC_OK) r = wsync__sub_anchor_covered(s, covered, err);
     if (r == WSYNC_OK && s->has_alias) {
         uint64_t *off = (uint64_t *)wsync__alloc(&s->a, s->n * sizeof *off + 1);
         if (!off) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
         for (i = 0; off && i < s->n; i++) off[i] = data_at[shard_of[i]] + fs[shard_of[i]].tensors[idx[i]].begin;
-        if (off) r = wsync__spool_tied(s, fd, off, err);
+        if (off) r = wsync__sub_spool_tied(s, fd, off, err);
         wsync__free(&s->a, off);
     }
     if (dry) goto done;
@@ -16043,7 +16043,7 @@ done:
 /* Brings the targets to anchor e, spooled and checked in fd: header, match,
    then each target's bytes read from the file into it. A read that fails
    after the first byte written leaves the targets with no step. */
-static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t size,
+static wsync_result wsync__sub_apply_spooled(wsync_subscriber *s, const wsync_chain_entry *e, int fd, uint64_t size,
                                          int dry, wsync_error *err)
 {
     uint8_t lenb[8], *hdr = NULL;
@@ -16053,7 +16053,7 @@ static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_
     wsync_st_options so;
     wsync_result r = WSYNC_OK;
     int touched = 0;
-    if (e->n_files) return wsync__apply_spooled_dir(s, e, fd, size, dry, err);
+    if (e->n_files) return wsync__sub_apply_spooled_dir(s, e, fd, size, dry, err);
     memset(&f, 0, sizeof f);
     memset(&so, 0, sizeof so);
     so.allocator = s->a;
@@ -16078,12 +16078,12 @@ static wsync_result wsync__apply_spooled(wsync_subscriber *s, const wsync_chain_
         goto done;
     }
     if ((r = wsync__stp_parse_at(hdr, 8 + n, size, &so, &f, err)) != WSYNC_OK) goto done;
-    if ((r = wsync__anchor_match(s, e, &f, NULL, map, err)) != WSYNC_OK) goto done;
+    if ((r = wsync__sub_anchor_match(s, e, &f, NULL, map, err)) != WSYNC_OK) goto done;
     if (s->has_alias) {
         uint64_t *off = (uint64_t *)wsync__alloc(&s->a, s->n * sizeof *off + 1);
         if (!off) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
         for (i = 0; off && i < s->n; i++) off[i] = 8 + n + f.tensors[map[i]].begin;
-        if (off) r = wsync__spool_tied(s, fd, off, err);
+        if (off) r = wsync__sub_spool_tied(s, fd, off, err);
         wsync__free(&s->a, off);
         if (r != WSYNC_OK) goto done;
     }
@@ -16111,7 +16111,7 @@ done:
 
 /* sync's anchor: straight into targets without a step, else spooled first.
    Returns the read's result; *verdict the check's and the apply's. */
-static wsync_result wsync__sync_anchor(wsync_subscriber *s, const wsync_chain_entry *e, uint64_t *size,
+static wsync_result wsync__sub_sync_anchor(wsync_subscriber *s, const wsync_chain_entry *e, uint64_t *size,
                                        wsync_result *verdict, wsync_error *err)
 {
     /* tied targets are checked in the spool, before they are written */
@@ -16119,10 +16119,10 @@ static wsync_result wsync__sync_anchor(wsync_subscriber *s, const wsync_chain_en
     wsync_result r;
     *verdict = WSYNC_OK;
     *size = 0;
-    if (!direct && (r = wsync__spool_open(s, &fd, err)) != WSYNC_OK) return r;
-    r = wsync__anchor_read(s, e, fd, size, verdict, &touched, err);
+    if (!direct && (r = wsync__sub_spool_open(s, &fd, err)) != WSYNC_OK) return r;
+    r = wsync__sub_anchor_read(s, e, fd, size, verdict, &touched, err);
     if (r == WSYNC_OK && *verdict == WSYNC_OK) {
-        if (!direct) *verdict = wsync__apply_spooled(s, e, fd, *size, 0, err);
+        if (!direct) *verdict = wsync__sub_apply_spooled(s, e, fd, *size, 0, err);
         else {
             wsync__sub_moved(s, 1, e->step, e->has_digests);
             if (s->chg_fn) *verdict = wsync__sub_changes_whole(s, err); /* wsync_subscriber_on_changes */
@@ -16149,8 +16149,8 @@ static wsync_result wsync__pre_anchor(wsync_subscriber *s, const wsync_chain_ent
     wsync_result r;
     *verdict = WSYNC_OK;
     *size = 0;
-    if ((r = wsync__spool_open(s, &fd, err)) != WSYNC_OK) return r;
-    r = wsync__anchor_read(s, e, fd, size, verdict, &touched, err);
+    if ((r = wsync__sub_spool_open(s, &fd, err)) != WSYNC_OK) return r;
+    r = wsync__sub_anchor_read(s, e, fd, size, verdict, &touched, err);
     if (r == WSYNC_OK && *verdict == WSYNC_OK) *fd_out = fd;
     else close(fd);
     return r;
@@ -16165,7 +16165,7 @@ static wsync_result wsync__pre_anchor(wsync_subscriber *s, const wsync_chain_ent
    and shape (packed: the stream's header; trl: the values' dtype), and a
    packed delta, which lists every tensor of the model, names every target.
    What is not a layout question (a malformed entry) is left to the apply. */
-static wsync_result wsync__delta_layout(const wsync_subscriber *s, const uint8_t *bytes, uint64_t size,
+static wsync_result wsync__sub_delta_layout(const wsync_subscriber *s, const uint8_t *bytes, uint64_t size,
                                         wsync_error *err)
 {
     wsync_st_file f;
@@ -16232,16 +16232,16 @@ static wsync_result wsync__delta_layout(const wsync_subscriber *s, const uint8_t
 
 /* *targets_wrong (when given) is set when the object is proven good (its
    bytes match HEAD's digest) and the failure can only be the targets'. */
-static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
+static wsync_result wsync__sub_apply_object(wsync_subscriber *s, const wsync_chain_entry *e, const uint8_t *bytes,
                                         uint64_t size, int *targets_wrong, wsync_error *err)
 {
     wsync_result r;
     wsync_encoding enc = (wsync_encoding)0;
     int verified = 0;
     if (targets_wrong) *targets_wrong = 0;
-    if ((r = wsync__check_object(e, bytes, size, s->verifying, &enc, err)) != WSYNC_OK) return r;
+    if ((r = wsync__sub_check_object(e, bytes, size, s->verifying, &enc, err)) != WSYNC_OK) return r;
     if (e->kind == WSYNC_CHAIN_ANCHOR) {
-        r = wsync__apply_anchor(s, e, bytes, size, err);
+        r = wsync__sub_apply_anchor(s, e, bytes, size, err);
         verified = e->has_digests;
     } else {
         wsync_delta_options d;
@@ -16259,7 +16259,7 @@ static wsync_result wsync__apply_object(wsync_subscriber *s, const wsync_chain_e
            vouched-for targets it stays, for the clearer error. */
         if (packed && s->verified) d.flags |= WSYNC_DELTA_SKIP_BASE_DIGEST;
         if (s->partial) d.flags |= WSYNC_DELTA_PARTIAL;
-        if ((r = wsync__delta_layout(s, bytes, size, err)) != WSYNC_OK) return r;
+        if ((r = wsync__sub_delta_layout(s, bytes, size, err)) != WSYNC_OK) return r;
         r = wsync_delta_apply(bytes, size, s->t, s->n, &d, NULL, err);
         verified = packed;
         if (r == WSYNC_ERR_DIGEST_MISMATCH && e->has_digests && targets_wrong) *targets_wrong = 1;
@@ -16276,7 +16276,7 @@ typedef struct wsync__pathlog {
     unsigned deltas;
 } wsync__pathlog;
 
-static void wsync__pathlog_add(wsync__pathlog *pl, wsync_sync_stats *st, const wsync_chain_entry *e, uint64_t size)
+static void wsync__sub_pathlog_add(wsync__pathlog *pl, wsync_sync_stats *st, const wsync_chain_entry *e, uint64_t size)
 {
     if (e->kind == WSYNC_CHAIN_ANCHOR) {
         pl->anchor = 1;
@@ -16292,7 +16292,7 @@ static void wsync__pathlog_add(wsync__pathlog *pl, wsync_sync_stats *st, const w
     st->bytes_fetched += size;
 }
 
-static void wsync__pathlog_str(const wsync__pathlog *pl, char *buf, size_t cap)
+static void wsync__sub_pathlog_str(const wsync__pathlog *pl, char *buf, size_t cap)
 {
     size_t o = 0;
     buf[0] = 0;
@@ -16308,7 +16308,7 @@ static void wsync__pathlog_str(const wsync__pathlog *pl, char *buf, size_t cap)
 }
 
 /* The targets against the state digest of e, the entry of their step. */
-static wsync_result wsync__verify_entry(wsync_subscriber *s, const wsync_chain_entry *e, wsync_error *err)
+static wsync_result wsync__sub_verify_entry(wsync_subscriber *s, const wsync_chain_entry *e, wsync_error *err)
 {
     uint64_t st = 0; /* set by wsync_state_digest; gcc 12 at -O3 -march=native cannot see it */
     wsync_result r;
@@ -16327,15 +16327,15 @@ static wsync_result wsync__verify_entry(wsync_subscriber *s, const wsync_chain_e
     return WSYNC_OK;
 }
 
-static wsync_result wsync__verify_state(wsync_subscriber *s, const wsync_chain_info *c, wsync_error *err)
+static wsync_result wsync__sub_verify_state(wsync_subscriber *s, const wsync_chain_info *c, wsync_error *err)
 {
     long ai = wsync__chain_find(c, WSYNC_CHAIN_ANCHOR, s->step), di = wsync__chain_find(c, WSYNC_CHAIN_DELTA, s->step);
-    return wsync__verify_entry(s, ai >= 0 ? &c->entries[ai] : di >= 0 ? &c->entries[di] : NULL, err);
+    return wsync__sub_verify_entry(s, ai >= 0 ? &c->entries[ai] : di >= 0 ? &c->entries[di] : NULL, err);
 }
 
 /* HEAD below the step held: never followed in silence (see
    WSYNC_CHAIN_FOLLOW_RESTART); the prefetch's status says it too. */
-static wsync_result wsync__stale_head(wsync_subscriber *s, uint64_t head, uint64_t held, wsync_error *err)
+static wsync_result wsync__sub_stale_head(wsync_subscriber *s, uint64_t head, uint64_t held, wsync_error *err)
 {
     wsync_error e;
     wsync__fail(&e, WSYNC_ERR_STALE_HEAD, UINT64_MAX, NULL, 0,
@@ -16343,7 +16343,7 @@ static wsync_result wsync__stale_head(wsync_subscriber *s, uint64_t head, uint64
                 "restored backup) or a chain restarted at a lower step; the targets stay at step %llu "
                 "(WSYNC_CHAIN_FOLLOW_RESTART follows a restarted chain)",
                 (unsigned long long)head, (unsigned long long)held, (unsigned long long)held);
-    wsync__note_failure(s, WSYNC_ERR_STALE_HEAD, &e);
+    wsync__sub_note_failure(s, WSYNC_ERR_STALE_HEAD, &e);
     if (err) *err = e;
     return WSYNC_ERR_STALE_HEAD;
 }
@@ -16385,7 +16385,7 @@ static wsync_result wsync__sub_read(wsync_subscriber *s, wsync_chain_info *c, ws
                        "followed (id %s) (wsync_subscriber_set_chain_id to follow the other)", got, want);
 }
 
-static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_stats *st, wsync_error *err)
+static wsync_result wsync__sub_sync(wsync_subscriber *s, uint64_t want, wsync_sync_stats *st, wsync_error *err)
 {
     wsync_chain_info c;
     long bad[WSYNC__MAX_BAD], *path = NULL, *tmp = NULL;
@@ -16398,7 +16398,7 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
     memset(&pl, 0, sizeof pl);
     wsync__error_reset(&last_err);
     r = wsync__sub_read(s, &c, err);
-    wsync__head_seen(s, r == WSYNC_OK, r == WSYNC_OK ? c.head_step : 0);
+    wsync__sub_head_seen(s, r == WSYNC_OK, r == WSYNC_OK ? c.head_step : 0);
     if (r != WSYNC_OK) return r;
     st->head_step = c.head_step;
     st->verified = c.has_head;
@@ -16407,7 +16407,7 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
         uint64_t cur = 0;
         if (wsync_subscriber_step(s, &cur) && c.head_step < cur) {
             if (!(s->o.flags & WSYNC_CHAIN_FOLLOW_RESTART)) {
-                r = wsync__stale_head(s, c.head_step, cur, err);
+                r = wsync__sub_stale_head(s, c.head_step, cur, err);
                 goto done;
             }
             /* a chain restarted at a lower step: what the targets hold is
@@ -16433,7 +16433,7 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
             r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "plan");
             goto done;
         }
-        if (!wsync__plan(&c, has, cur, target, bad, nbad, path, &np, tmp)) {
+        if (!wsync__sub_plan(&c, has, cur, target, bad, nbad, path, &np, tmp)) {
             if (last_obj != WSYNC_OK) {
                 if (err) *err = last_err;
                 r = last_obj;
@@ -16453,10 +16453,10 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
             wsync__error_reset(&oe);
 #if WSYNC__SPOOLS
             /* an anchor is streamed into the targets or spooled, never held */
-            if ((streamed = wsync__anchor_streams(e)) != 0) r = wsync__sync_anchor(s, e, &size, &verdict, &oe);
+            if ((streamed = wsync__sub_anchor_streams(e)) != 0) r = wsync__sub_sync_anchor(s, e, &size, &verdict, &oe);
             else
 #endif
-                r = wsync__fetch(s, e, &bytes, &size, &oe);
+                r = wsync__sub_fetch(s, e, &bytes, &size, &oe);
             if (r == WSYNC_ERR_NOT_FOUND && !refreshed) {
                 /* retention removed it after we read HEAD: read HEAD again */
                 wsync_chain_info c2;
@@ -16473,15 +16473,15 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
                     if (want == WSYNC_STEP_LATEST) target = c.head_step;
                     st->head_step = c.head_step;
                     st->verified = c.has_head;
-                    wsync__head_seen(s, 1, c.head_step);
+                    wsync__sub_head_seen(s, 1, c.head_step);
                 }
                 break;
             }
             got = r == WSYNC_OK;
-            if (got) r = streamed ? verdict : wsync__apply_object(s, e, bytes, size, &targets_wrong, &oe);
+            if (got) r = streamed ? verdict : wsync__sub_apply_object(s, e, bytes, size, &targets_wrong, &oe);
             if (r == WSYNC_OK) {
-                wsync__pathlog_add(&pl, st, e, size);
-                wsync__unrefuse(s, e);
+                wsync__sub_pathlog_add(&pl, st, e, size);
+                wsync__sub_unrefuse(s, e);
             }
             wsync__free(&s->a, bytes);
             if (r != WSYNC_OK) {
@@ -16496,12 +16496,12 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
                     wsync__sub_moved(s, 0, 0, 0);
                     break;
                 }
-                if (wsync__not_the_object(r)) {
+                if (wsync__sub_not_the_object(r)) {
                     /* the store or this machine failed, not the object: stop here */
                     if (err) *err = oe;
                     goto done;
                 }
-                if (got) wsync__refuse(s, e); /* the prefetch will not fetch it again */
+                if (got) wsync__sub_refuse(s, e); /* the prefetch will not fetch it again */
                 last_obj = r;
                 last_err = oe;
                 st->rejected++;
@@ -16523,22 +16523,22 @@ static wsync_result wsync__sync(wsync_subscriber *s, uint64_t want, wsync_sync_s
         }
     }
     r = WSYNC_OK;
-    if (s->verify_state) r = wsync__verify_state(s, &c, err);
+    if (s->verify_state) r = wsync__sub_verify_state(s, &c, err);
 done:
-    wsync__pathlog_str(&pl, st->path, sizeof st->path);
+    wsync__sub_pathlog_str(&pl, st->path, sizeof st->path);
     wsync__free(&s->a, path);
     wsync__free(&s->a, tmp);
     wsync_chain_info_free(&c);
     return r;
 }
 
-static void wsync__stats_begin(wsync_subscriber *s, wsync_sync_stats *st)
+static void wsync__sub_stats_begin(wsync_subscriber *s, wsync_sync_stats *st)
 {
     memset(st, 0, sizeof *st);
     st->had_step = wsync_subscriber_step(s, &st->from_step);
 }
 
-static void wsync__stats_end(wsync_subscriber *s, wsync_sync_stats *st)
+static void wsync__sub_stats_end(wsync_subscriber *s, wsync_sync_stats *st)
 {
     uint64_t step = 0;
     if (wsync_subscriber_step(s, &step)) st->step = step;
@@ -16551,15 +16551,15 @@ WSYNC_DEF wsync_result wsync_subscriber_sync(wsync_subscriber *s, uint64_t step,
     wsync_result r;
     wsync__error_reset(err);
     if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
-    wsync__stats_begin(s, &st);
+    wsync__sub_stats_begin(s, &st);
     WSYNC__LOCK(&s->mu);
     s->busy = 1;
     WSYNC__UNLOCK(&s->mu);
-    r = wsync__sync(s, step, &st, err);
+    r = wsync__sub_sync(s, step, &st, err);
     WSYNC__LOCK(&s->mu);
     s->busy = 0;
     WSYNC__UNLOCK(&s->mu);
-    wsync__stats_end(s, &st);
+    wsync__sub_stats_end(s, &st);
     if (stats) *stats = st;
     return r;
 }
@@ -16618,7 +16618,7 @@ static int wsync__poll_plan(wsync__poll *p, int has_floor, uint64_t floor)
         while (ia > 0 && c->entries[ia - 1].step == target) ia--;
         while (id > na && c->entries[id - 1].step == target) id--;
         if (has_floor && target <= floor) return 0;
-        if (wsync__plan(c, p->has && !p->restart, p->cur, target, p->bad, p->nbad, p->path, &p->np, p->tmp))
+        if (wsync__sub_plan(c, p->has && !p->restart, p->cur, target, p->bad, p->nbad, p->path, &p->np, p->tmp))
             return 1;
     }
     return 0;
@@ -16691,20 +16691,20 @@ static int wsync__poll_fetch(wsync_subscriber *s, wsync__poll *p, int any, uint6
             wsync__error_reset(&oe);
 #if WSYNC__SPOOLS
             /* an anchor waits in a spool file, checked, not in memory */
-            if ((streamed = wsync__anchor_streams(e)) != 0)
+            if ((streamed = wsync__sub_anchor_streams(e)) != 0)
                 r = wsync__pre_anchor(s, e, &p->fd[k], &p->size[k], &verdict, &oe);
             else
 #endif
-                r = wsync__fetch(s, e, &p->bytes[k], &p->size[k], &oe);
-            if (r != WSYNC_OK && !wsync__not_the_object(r) && r != WSYNC_ERR_NOT_FOUND) {
+                r = wsync__sub_fetch(s, e, &p->bytes[k], &p->size[k], &oe);
+            if (r != WSYNC_OK && !wsync__sub_not_the_object(r) && r != WSYNC_ERR_NOT_FOUND) {
                 /* the object itself is wrong (larger than HEAD says, cut off
                    unread): refused like one that fails its check */
                 wsync__obj_fail(&oe, r, e->key);
-                wsync__note_failure(s, r, &oe);
+                wsync__sub_note_failure(s, r, &oe);
                 p->failed = 1;
                 wsync__free(&s->a, p->bytes[k]);
                 p->bytes[k] = NULL;
-                wsync__refuse(s, e);
+                wsync__sub_refuse(s, e);
                 p->bad[p->nbad++] = k;
                 break;
             }
@@ -16712,27 +16712,27 @@ static int wsync__poll_fetch(wsync_subscriber *s, wsync__poll *p, int any, uint6
                 /* the store failed (or retention removed it after HEAD was
                    read): offer what leads somewhere, try again next poll */
                 wsync__obj_fail(&oe, r, e->key);
-                wsync__note_failure(s, r, &oe);
+                wsync__sub_note_failure(s, r, &oe);
                 p->failed = 1;
                 p->bytes[k] = NULL;
                 if (i > 0 && (!any || p->c.entries[p->path[i - 1]].step > have)) return wsync__poll_offer(s, p, i);
                 return 0;
             }
-            r = streamed ? verdict : wsync__check_object(e, p->bytes[k], p->size[k], s->verifying, NULL, &oe);
+            r = streamed ? verdict : wsync__sub_check_object(e, p->bytes[k], p->size[k], s->verifying, NULL, &oe);
             /* a good object the engine's model cannot take is said now, not at apply_ready */
 #if WSYNC__SPOOLS
-            if (r == WSYNC_OK && streamed) r = wsync__apply_spooled(s, e, p->fd[k], p->size[k], 1, &oe);
+            if (r == WSYNC_OK && streamed) r = wsync__sub_apply_spooled(s, e, p->fd[k], p->size[k], 1, &oe);
 #endif
             if (r == WSYNC_OK && !streamed && e->kind == WSYNC_CHAIN_DELTA)
-                r = wsync__delta_layout(s, p->bytes[k], p->size[k], &oe);
+                r = wsync__sub_delta_layout(s, p->bytes[k], p->size[k], &oe);
             if (r != WSYNC_OK) {
                 wsync__obj_fail(&oe, r, e->key);
-                wsync__note_failure(s, r, &oe);
+                wsync__sub_note_failure(s, r, &oe);
                 p->failed = 1;
                 wsync__free(&s->a, p->bytes[k]);
                 p->bytes[k] = NULL;
-                if (wsync__not_the_object(r)) return 0;
-                wsync__refuse(s, e);
+                if (wsync__sub_not_the_object(r)) return 0;
+                wsync__sub_refuse(s, e);
                 p->bad[p->nbad++] = k;
                 break;
             }
@@ -16765,10 +16765,10 @@ static int wsync__bg_poll(wsync_subscriber *s)
     WSYNC__LOCK(&s->mu);
     s->polls++;
     WSYNC__UNLOCK(&s->mu);
-    wsync__head_seen(s, r == WSYNC_OK, p.c.head_step);
+    wsync__sub_head_seen(s, r == WSYNC_OK, p.c.head_step);
     if (r != WSYNC_OK) {
         if (r == WSYNC_ERR_NOT_FOUND) return 0; /* an empty chain */
-        wsync__note_failure(s, r, &err);
+        wsync__sub_note_failure(s, r, &err);
         return -1;
     }
     p.bad = (long *)wsync__alloc(&s->a, (p.c.n_entries + 1) * sizeof *p.bad);
@@ -16781,7 +16781,7 @@ static int wsync__bg_poll(wsync_subscriber *s)
         for (i = 0; i < p.c.n_entries; i++) p.fd[i] = -1;
     if (!p.bad || !p.path || !p.tmp || !p.bytes || !p.size || !p.fd) {
         wsync__fail(&err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "prefetch plan");
-        wsync__note_failure(s, WSYNC_ERR_OUT_OF_MEMORY, &err);
+        wsync__sub_note_failure(s, WSYNC_ERR_OUT_OF_MEMORY, &err);
         outcome = -1;
         goto out;
     }
@@ -16793,7 +16793,7 @@ static int wsync__bg_poll(wsync_subscriber *s)
         int kept = 0;
         for (j = 0; j < p.c.n_entries; j++) {
             if (strcmp(s->refused[i].key, p.c.entries[j].key) != 0) continue;
-            if (wsync__refusal_is(&s->refused[i], &p.c.entries[j])) {
+            if (wsync__sub_refusal_is(&s->refused[i], &p.c.entries[j])) {
                 size_t k = 0;
                 while (k < p.nbad && p.bad[k] != (long)j) k++;
                 if (k == p.nbad) p.bad[p.nbad++] = (long)j; /* once: at most n_entries */
@@ -16823,7 +16823,7 @@ static int wsync__bg_poll(wsync_subscriber *s)
         if (!(s->o.flags & WSYNC_CHAIN_FOLLOW_RESTART)) {
             WSYNC__UNLOCK(&s->mu);
             if (stale) wsync__pre_free(s, stale, n_stale);
-            wsync__stale_head(s, p.c.head_step, p.cur, NULL);
+            wsync__sub_stale_head(s, p.c.head_step, p.cur, NULL);
             outcome = -1;
             goto out;
         }
@@ -16849,7 +16849,7 @@ static int wsync__bg_poll(wsync_subscriber *s)
             wsync__fail(&err, WSYNC_ERR_NO_PATH, UINT64_MAX, NULL, 0,
                         "no way from step %llu to HEAD's step %llu: the chain holds no anchor or delta that leads on",
                         (unsigned long long)have, (unsigned long long)p.c.head_step);
-        wsync__note_failure(s, WSYNC_ERR_NO_PATH, &err);
+        wsync__sub_note_failure(s, WSYNC_ERR_NO_PATH, &err);
         outcome = -1;
     }
 out:
@@ -16947,12 +16947,12 @@ WSYNC_DEF int wsync_subscriber_ready(wsync_subscriber *s, uint64_t *step)
 /* apply_ready's failure on an object: noted for the status, and the object
    refused unless the targets are to blame (then their step is forgotten:
    the next poll plans from an anchor, as sync would). */
-static void wsync__apply_ready_failed(wsync_subscriber *s, const wsync_chain_entry *e, wsync_result r,
+static void wsync__sub_apply_ready_failed(wsync_subscriber *s, const wsync_chain_entry *e, wsync_result r,
                                       int targets_wrong, const wsync_error *err)
 {
     if (targets_wrong) wsync__sub_moved(s, 0, 0, 0);
-    else if (!wsync__not_the_object(r)) wsync__refuse(s, e);
-    wsync__note_failure(s, r, err);
+    else if (!wsync__sub_not_the_object(r)) wsync__sub_refuse(s, e);
+    wsync__sub_note_failure(s, r, err);
 }
 
 WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_sync_stats *stats, wsync_error *err)
@@ -16967,7 +16967,7 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
     wsync__error_reset(err);
     wsync__error_reset(&oe);
     if (!s) return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "no subscriber");
-    wsync__stats_begin(s, &st);
+    wsync__sub_stats_begin(s, &st);
     memset(&pl, 0, sizeof pl);
     WSYNC__LOCK(&s->mu);
     pre = s->pre;
@@ -16984,29 +16984,29 @@ WSYNC_DEF wsync_result wsync_subscriber_apply_ready(wsync_subscriber *s, wsync_s
     /* a prefetch planned from a step the targets no longer hold is dropped */
     for (i = 0; fresh && i < n; i++) {
 #if WSYNC__SPOOLS
-        if (pre[i].fd >= 0) r = wsync__apply_spooled(s, &pre[i].e, pre[i].fd, pre[i].size, 0, &oe);
+        if (pre[i].fd >= 0) r = wsync__sub_apply_spooled(s, &pre[i].e, pre[i].fd, pre[i].size, 0, &oe);
         else
 #endif
-            r = wsync__apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, &targets_wrong, &oe);
+            r = wsync__sub_apply_object(s, &pre[i].e, pre[i].bytes, pre[i].size, &targets_wrong, &oe);
         if (r != WSYNC_OK) {
             wsync__obj_fail(&oe, r, pre[i].e.key);
-            wsync__apply_ready_failed(s, &pre[i].e, r, targets_wrong, &oe);
-            if (!wsync__not_the_object(r)) st.rejected++;
+            wsync__sub_apply_ready_failed(s, &pre[i].e, r, targets_wrong, &oe);
+            if (!wsync__sub_not_the_object(r)) st.rejected++;
             break;
         }
-        wsync__pathlog_add(&pl, &st, &pre[i].e, pre[i].size);
+        wsync__sub_pathlog_add(&pl, &st, &pre[i].e, pre[i].size);
     }
     if (r == WSYNC_OK && fresh && n && s->verify_state) {
         /* as sync: the whole model against HEAD's state digest for its step */
-        if ((r = wsync__verify_entry(s, &pre[n - 1].e, &oe)) != WSYNC_OK) wsync__note_failure(s, r, &oe);
+        if ((r = wsync__sub_verify_entry(s, &pre[n - 1].e, &oe)) != WSYNC_OK) wsync__sub_note_failure(s, r, &oe);
     }
     if (r != WSYNC_OK && err) *err = oe;
     WSYNC__LOCK(&s->mu);
     s->busy = 0;
     WSYNC__UNLOCK(&s->mu);
     if (pre) wsync__pre_free(s, pre, n);
-    wsync__pathlog_str(&pl, st.path, sizeof st.path);
-    wsync__stats_end(s, &st);
+    wsync__sub_pathlog_str(&pl, st.path, sizeof st.path);
+    wsync__sub_stats_end(s, &st);
     if (stats) *stats = st;
     return r;
 }
