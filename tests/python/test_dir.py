@@ -289,6 +289,77 @@ class TestFollower(DirCase):
         self.assertFalse(f.running)
 
 
+class TestOverlap(DirCase):
+    def test_two_followers_and_a_reader(self):
+        """Two DirFollowers of one path in the background (they take turns
+        on the lock beside it) and a reader resolving the link once per
+        read while three steps are published: every version read is one
+        whole step, and the link never goes back."""
+        link = os.path.join(self.dir, "model")
+        stop = threading.Event()
+        seen, errors = [], []
+
+        def reader():
+            while not stop.is_set():
+                try:
+                    fd = os.open(link, os.O_RDONLY | os.O_DIRECTORY)
+                except FileNotFoundError:
+                    time.sleep(0.002)
+                    continue
+                try:
+                    gone = False
+                    got = {}
+                    for fn in os.listdir(fd):
+                        with os.fdopen(os.open(fn, os.O_RDONLY, dir_fd=fd), "rb") as f:
+                            got[fn] = f.read()
+                    gone = os.fstat(fd).st_nlink == 0
+                except FileNotFoundError:
+                    gone = True
+                finally:
+                    os.close(fd)
+                if gone:
+                    continue
+                try:
+                    k = json.loads(got.pop(wsync.DIR_STEP_FILE))["step"]
+                except (KeyError, ValueError) as e:
+                    errors.append("no readable %s: %r (%s)" % (wsync.DIR_STEP_FILE, e, sorted(got)))
+                    continue
+                if k not in STEPS or got != expected(k):
+                    errors.append("a version of step %r is not that step's files: %s" % (k, sorted(got)))
+                if seen and k < seen[-1]:
+                    errors.append("step %d after step %d" % (k, seen[-1]))
+                if not seen or seen[-1] != k:
+                    seen.append(k)
+
+        self.publish_all(last=1)
+        fs = [wsync.DirFollower(self.store, link, interval_ms=5) for _ in range(2)]
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            for f in fs:
+                f.start()
+            with wsync.Publisher(self.store, anchor_every=2, keep_f32=True, fsync=False) as pub:
+                for k in (2, 3):
+                    time.sleep(0.05)
+                    shutil.rmtree(self.trainer, ignore_errors=True)
+                    write_dir(self.trainer, STEPS[k])
+                    pub.publish_dir(k, self.trainer, include="*.txt")
+            deadline = time.time() + 30
+            while time.time() < deadline and any(f.step != 3 for f in fs):
+                time.sleep(0.01)
+            time.sleep(0.05)
+        finally:
+            stop.set()
+            t.join()
+            for f in fs:
+                f.close()
+        self.assertEqual([f.last_error for f in fs], [None, None])
+        self.assertEqual(errors, [])
+        self.assertEqual(seen[-1], 3)
+        self.assertVersion(link, 3)
+        self.assertLessEqual(len(self.versions(link)), 2)
+
+
 class TestErrors(DirCase):
     def test_missing_directory(self):
         with wsync.Publisher(self.store, fsync=False) as pub:
