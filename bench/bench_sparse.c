@@ -614,6 +614,7 @@ static void sp_rates(double density, uint64_t mib)
            tinc > tdiff ? (tinc - tdiff) / (double)(np ? np : 1) * 1e9 : 0.0, exact ? "bit-exact with it" : "NOT BIT-EXACT");
     if (!exact) sp_die("the incremental fp8 update or the scatter differs from the reference");
     (void)sink;
+    (void)vsink;
     free(old);
     free(nw);
     free(dst);
