@@ -53,4 +53,12 @@ if [ "${1:-}" != --build ] && [ ! -f "$s3dir/node_modules/@20minutes/s3rver/lib/
     mkdir -p "$s3dir" && (cd "$s3dir" && npm install --no-audit --no-fund --silent @20minutes/s3rver@4.0.4 >/dev/null 2>&1) \
         || echo "install-deps: npm install of s3rver failed (tests/http/test_s3.sh will say so)"
 fi
+# fauxqs 1.9.2, pinned (2.x needs Node 22.5), into build/fauxqs, once: a second
+# S3 implementation for the store conformance suite (tests/http/test_s3_limits.sh)
+fxdir="$(cd "$(dirname "$0")/.." && pwd)/build/fauxqs"
+if [ "${1:-}" != --build ] && [ ! -f "$fxdir/node_modules/fauxqs/package.json" ] && command -v npm >/dev/null; then
+    echo "install-deps: npm install fauxqs@1.9.2 into build/fauxqs"
+    mkdir -p "$fxdir" && (cd "$fxdir" && npm install --no-audit --no-fund --silent fauxqs@1.9.2 >/dev/null 2>&1) \
+        || echo "install-deps: npm install of fauxqs failed (tests/http/test_s3_limits.sh will say so)"
+fi
 exit 0
