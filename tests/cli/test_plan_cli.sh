@@ -35,7 +35,10 @@ for r in 1 8; do
     done
     ps=$(field "$j" plan_seconds); is=$(field "$j" imbalance_send); ir=$(field "$j" imbalance_recv)
     bo=$(field "$j" bound_seconds); pr=$(field "$j" predicted_seconds)
-    awk -v v="$ps" 'BEGIN{exit !(v < 2)}' && ok "kimi-k2 replicas $r: plans in $ps s" || bad "kimi-k2 replicas $r: plan took $ps s"
+    # a guard against a planner gone quadratic, not a timing target (the
+    # planner's speed is measured by make bench-schedule): on a quiet machine it
+    # plans in under 1 s; 4 s was seen with the machine loaded ten times over
+    awk -v v="$ps" 'BEGIN{exit !(v < 30)}' && ok "kimi-k2 replicas $r: plans in $ps s" || bad "kimi-k2 replicas $r: plan took $ps s"
     awk -v s="$is" -v r="$ir" 'BEGIN{exit !(s <= 1.05 && r <= 1.05)}' && ok "kimi-k2 replicas $r: imbalance" || bad "kimi-k2 replicas $r: imbalance $is / $ir"
     awk -v p="$pr" -v b="$bo" 'BEGIN{exit !(p >= b && p <= 1.25 * b)}' && ok "kimi-k2 replicas $r: predicted $pr s, bound $bo s" || bad "kimi-k2 replicas $r: predicted $pr bound $bo"
     # issue 25: paced (the default, at the line rate), 8 replicas at most 1.05x the
