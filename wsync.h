@@ -12165,6 +12165,18 @@ done:
     return r;
 }
 
+/* What get and head say alike of a key whose path is no regular file: a
+   folder is no object (NOT_FOUND, as HTTP and S3 servers answer); a FIFO or
+   a device where an object should be is refused unread (IO). */
+static wsync_result wsync__dir_not_object(wsync_error *err, const char *key, const char *path, mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s': '%s' is a folder, not an "
+                           "object", key, path);
+    return wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "'%s' is not a regular file (a FIFO or a device where "
+                       "an object should be): refused unread", path);
+}
+
 static wsync_result wsync__dir_get(void *user, const char *key, uint64_t offset, uint64_t len, wsync_sink_fn sink,
                                    void *sink_user, uint64_t *size, wsync_error *err)
 {
@@ -12187,9 +12199,12 @@ static wsync_result wsync__dir_get(void *user, const char *key, uint64_t offset,
     }
     /* one open file: the object read is the one that was in place when it
        was opened, whatever is renamed over it meanwhile */
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, NULL, 0, "'%s' is not a regular file (a FIFO, a device or a "
-                        "directory where an object should be): refused unread", path);
+    if (fstat(fd, &st) != 0) {
+        r = wsync__io_fail(err, "cannot stat", path, 0);
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        r = wsync__dir_not_object(err, key, path, st.st_mode);
         goto done;
     }
     {
@@ -12233,7 +12248,7 @@ static wsync_result wsync__dir_head(void *user, const char *key, uint64_t *size,
     if (!(path = wsync__dir_path(d, key, NULL)))
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "path");
     if (stat(path, &st) != 0) r = wsync__io_fail(err, "cannot stat", path, 1);
-    else if (!S_ISREG(st.st_mode)) r = wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0, "no object '%s'", key);
+    else if (!S_ISREG(st.st_mode)) r = wsync__dir_not_object(err, key, path, st.st_mode);
     else if (size) *size = (uint64_t)st.st_size;
     wsync__free(&d->a, path);
     return r;

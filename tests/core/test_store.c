@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -222,6 +223,60 @@ static void test_dir(void)
     CHECK_EQ_INT(c.n, 2);
     TEST_END();
     wsync_store_close(&s);
+
+    TEST_BEGIN("directory store: a key that is a folder is no object: head and get say so alike (NOT_FOUND)");
+    {
+        static const uint8_t one = 1;
+        uint8_t buf[8];
+        wsync_buffer wb;
+        uint64_t size = 77;
+        char head_msg[sizeof err.message];
+        CHECK_EQ_INT(wsync_store_dir_open(g_root, &o, &s, &err), WSYNC_OK);
+        CHECK_EQ_INT(s.put(s.user, "folder/inside.bin", &one, 1, &err), WSYNC_OK);
+        CHECK_EQ_INT(s.head(s.user, "folder", &size, &err), WSYNC_ERR_NOT_FOUND);
+        CHECK_EQ_U64(size, 77);
+        CHECK_MSG(strstr(err.message, "'folder'") && strstr(err.message, "is a folder, not an object"), "%s",
+                  err.message);
+        snprintf(head_msg, sizeof head_msg, "%s", err.message);
+        wb.bytes = buf;
+        wb.cap = sizeof buf;
+        wb.len = 0;
+        CHECK_EQ_INT(s.get(s.user, "folder", 0, UINT64_MAX, wsync_buffer_sink, &wb, &size, &err),
+                     WSYNC_ERR_NOT_FOUND);
+        CHECK_EQ_STR(err.message, head_msg);
+        CHECK_EQ_U64(wb.len, 0);
+        CHECK_EQ_U64(size, 77);
+        CHECK_EQ_INT(s.get(s.user, "folder", 2, 3, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_NOT_FOUND);
+        /* the object inside is still there, and a missing key stays plain NOT_FOUND */
+        CHECK_EQ_INT(s.head(s.user, "folder/inside.bin", &size, &err), WSYNC_OK);
+        CHECK_EQ_U64(size, 1);
+        CHECK_EQ_INT(s.head(s.user, "folder/nope", &size, &err), WSYNC_ERR_NOT_FOUND);
+        CHECK(strstr(err.message, "folder, not") == NULL);
+        wsync_store_close(&s);
+    }
+    TEST_END();
+
+    TEST_BEGIN("directory store: a FIFO at a key is refused unread by head and get alike (IO)");
+    {
+        uint8_t buf[8];
+        wsync_buffer wb;
+        uint64_t size = 77;
+        CHECK_EQ_INT(wsync_store_dir_open(g_root, &o, &s, &err), WSYNC_OK);
+        snprintf(path, sizeof path, "%s/folder/fifo", g_root);
+        CHECK(mkfifo(path, 0600) == 0);
+        CHECK_EQ_INT(s.head(s.user, "folder/fifo", &size, &err), WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "not a regular file"), "%s", err.message);
+        CHECK_EQ_U64(size, 77);
+        wb.bytes = buf;
+        wb.cap = sizeof buf;
+        wb.len = 0;
+        CHECK_EQ_INT(s.get(s.user, "folder/fifo", 0, UINT64_MAX, wsync_buffer_sink, &wb, NULL, &err), WSYNC_ERR_IO);
+        CHECK_MSG(strstr(err.message, "not a regular file"), "%s", err.message);
+        CHECK_EQ_U64(wb.len, 0);
+        remove(path);
+        wsync_store_close(&s);
+    }
+    TEST_END();
 
     TEST_BEGIN("directory store: a file where the root should be is an IO error");
     snprintf(path, sizeof path, "%s/HEAD", g_root);
