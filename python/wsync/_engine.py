@@ -25,7 +25,7 @@ to the embedding, for a checkpoint without lm_head.weight).
 """
 import ctypes
 
-from . import _lib
+from . import _lib, _mirror
 from ._errors import WsyncLayoutError, WsyncValueError
 
 # The rule table for Qwen3 and Llama (Llama 2/3, Mistral, Qwen2/2.5, Qwen3
@@ -344,33 +344,67 @@ def _np_dtype(code):
             "U64": np.uint64, "BOOL": np.bool_}.get(name)
 
 
+# Test hook: True routes the CPU torch parameters of an engine map built
+# after it through the binding's batched scatter (_mirror.Batch), the CUDA
+# parameters' path, instead of wsync's scatter in C.
+_BATCH_CPU = False
+
+
 def host_address(t):
     """A CPU target's address (wsync writes it in C), else None (the
-    binding's scatter: index_copy_ on the device)."""
+    binding's scatter: batched index_copy_ on the device)."""
     if not t.t.nbytes:
         return None
     if t.kind == "numpy":
         return t.flat.ctypes.data
-    if t.kind == "torch" and t.device.type == "cpu":
+    if t.kind == "torch" and t.device.type == "cpu" and not _BATCH_CPU:
         return t.flat.data_ptr()
     return None
 
 
 class EngineSink(object):
     """wspy_engine_take's callback: each parameter's changes either to the
-    user's on_changes(param_name, positions, values) or, without it, to the
-    mirror's scatter (a _mirror.Sink over the engine's tensors)."""
+    user's on_changes(param_name, positions, values) or, without it, into
+    the engine's tensors: a torch parameter the binding scatters (on a
+    device) through its device's _mirror.Batch (one upload per take,
+    flushed by end_take), anything else through the mirror's per-call
+    scatter (`sink`, a _mirror.Sink over the engine's tensors).
+    uploads, scatters, staged: the last take's host-to-device copies,
+    index_copy_ calls and bytes uploaded by the Batches."""
 
-    def __init__(self, targets, sink):
+    def __init__(self, targets, sink, limit=None):
         self.targets = targets
         self.sink = sink
         self.on_changes = None
         self.exc = None
+        self.batches = {}
+        self.batch_of = []
+        for t in targets:
+            b = None
+            if t.kind == "torch" and t.t.nbytes and host_address(t) is None:
+                b = self.batches.get(str(t.device))
+                if b is None:
+                    b = self.batches[str(t.device)] = _mirror.Batch(t.device, limit)
+            self.batch_of.append(b)
+        self.uploads = self.scatters = self.staged = 0
         self.fn = _lib.PARAM_FN(self._call)
 
     def _call(self, user, index, count, positions, values, width):
         if self.on_changes is None:
-            return self.sink._call(user, index, 0, count, positions, values, width, 0)
+            b = self.batch_of[index] if index < len(self.batch_of) else None
+            if b is None:
+                return self.sink._call(user, index, 0, count, positions, values, width, 0)
+            try:
+                t = self.targets[index]
+                if width != t.width:
+                    raise ValueError("take: parameter %r: %d-byte values for %d-byte elements"
+                                     % (t.t.name, width, t.width))
+                b.add(t, count, positions, values)
+                return 0
+            except BaseException as e:   # never through C: kept, raised after the take
+                if self.exc is None:
+                    self.exc = e
+                return 1
         try:
             import numpy as np
             t = self.targets[index]
@@ -400,6 +434,21 @@ class EngineSink(object):
             return 1
 
     def end_take(self):
+        """After wspy_engine_take, whatever it returned: what the Batches
+        staged is uploaded and scattered (what wsync counts as handed is
+        written, as the per-call scatter writes it during the call), then
+        the first exception of the take, if any, is returned."""
         exc, self.exc = self.exc, None
+        self.uploads = self.scatters = self.staged = 0
+        for b in self.batches.values():
+            try:
+                b.flush()
+            except BaseException as e:
+                if exc is None:
+                    exc = e
+            self.uploads += b.uploads
+            self.scatters += b.scatters
+            self.staged += b.staged
+            b.uploads = b.scatters = b.staged = 0
         exc2 = self.sink.end_take()
         return exc if exc is not None else exc2

@@ -11,6 +11,14 @@ integer view of the element's width, so any dtype's bits travel unchanged):
     flat.index_copy_(0, pos[:n].to(device), vals[:n].to(device))
 
 A whole tensor: its bytes into a CPU staging tensor, then flat.copy_(staging).
+
+An engine map's take batches instead (Batch, for the torch parameters the
+binding scatters: those on a device): each call's positions and values are
+appended to one host buffer per device (pinned for CUDA, kept across takes),
+and after the take (or when BATCH_BYTES are staged) one copy uploads it and
+each call's positions and values are scattered from views of the device
+buffer, then one synchronize: one upload per take instead of one blocking
+upload per call.
 Only long-stable torch calls (empty, view(dtype), data_ptr, index_copy_,
 copy_, to, pin_memory): PyTorch 1.13 and 2.x. numpy targets: fancy-index
 assignment and memmove.
@@ -134,3 +142,89 @@ class Sink(object):
         ctypes.memmove(pos.data_ptr(), positions, n * 8)
         ctypes.memmove(vals.data_ptr(), values, n * t.width)
         t.flat.index_copy_(0, pos[:n].to(t.device), vals[:n].to(t.device))
+
+
+# A Batch uploads and scatters when this many bytes are staged (a take's
+# larger than this, such as the first, whole one, in several uploads): the
+# most pinned host memory and device memory a Batch holds.
+BATCH_BYTES = 64 << 20
+
+
+def _up8(n):
+    return (n + 7) & ~7
+
+
+class Batch(object):
+    """One device's share of an engine map's take, batched. add() appends a
+    call's positions (int64) and raw values, each at an 8-byte boundary, to
+    the host buffer; flush() uploads the buffer with one copy (non_blocking:
+    pinned for CUDA), scatters each call with index_copy_ from views of the
+    device buffer into its target's raw bits, and synchronizes the device's
+    stream once (the host buffer is reused after). Both buffers grow by
+    doubling up to `limit` bytes (or one call's size) and are kept across
+    takes. A CPU device (engine._BATCH_CPU, for tests) takes the same path,
+    its "device" buffer a second CPU tensor. uploads, scatters, staged: this
+    take's counts (reset by EngineSink.end_take)."""
+
+    def __init__(self, device, limit=None):
+        self.device = device
+        self.limit = BATCH_BYTES if limit is None else int(limit)
+        self.cuda = getattr(device, "type", "cpu") == "cuda"
+        self.host = self.dev = None
+        self.ptr = 0                  # self.host's address
+        self.cap = self.used = 0
+        self.segs = []                # (target, positions offset, values offset, count), in call order
+        self.uploads = self.scatters = self.staged = 0
+
+    def _grow(self, need):
+        import torch
+        cap = max(need, min(self.limit, max(2 * self.cap, 1 << 20)))
+        dev = torch.empty(cap, dtype=torch.uint8, device=self.device)
+        host = torch.empty(cap, dtype=torch.uint8)
+        if self.cuda:
+            try:
+                host = host.pin_memory()
+            except RuntimeError:      # no pinned memory available: pageable works too (a synchronous copy)
+                pass
+        if self.used:
+            host[:self.used].copy_(self.host[:self.used])
+        self.host, self.dev, self.cap, self.ptr = host, dev, cap, host.data_ptr()
+
+    def add(self, t, count, positions, values):
+        """Stages one call's count positions (uint64 below 2^63, at address
+        positions) and values (count * t.width bytes) for t.flat."""
+        n = int(count)
+        if not n:
+            return
+        pb, vb = n * 8, n * t.width
+        need = pb + _up8(vb)
+        if self.segs and self.used + need > self.limit:
+            self.flush()
+        if self.used + need > self.cap:
+            self._grow(self.used + need)
+        at = self.used
+        ctypes.memmove(self.ptr + at, positions, pb)
+        ctypes.memmove(self.ptr + at + pb, values, vb)
+        self.segs.append((t, at, at + pb, n))
+        self.used = at + need
+
+    def flush(self):
+        """Uploads what is staged, scatters it, synchronizes."""
+        if not self.segs:
+            return
+        import torch
+        segs, used = self.segs, self.used
+        self.segs, self.used = [], 0
+        try:
+            dev = self.dev[:used]
+            dev.copy_(self.host[:used], non_blocking=True)
+            self.uploads += 1
+            self.staged += used
+            for t, po, vo, n in segs:
+                pos = dev[po:po + n * 8].view(torch.int64)
+                vals = dev[vo:vo + n * t.width].view(getattr(torch, _RAW[t.width]))
+                t.flat.index_copy_(0, pos, vals)
+                self.scatters += 1
+        finally:                      # the host buffer is written again only once the copy is done
+            if self.cuda:
+                torch.cuda.current_stream(self.device).synchronize()

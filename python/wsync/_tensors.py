@@ -55,7 +55,7 @@ def _nbytes(dtype, shape):
 class Tensor(object):
     """One tensor as the shim sees it; `keep` holds whatever must stay alive
     while C uses the address (a host copy, a buffer export)."""
-    __slots__ = ("name", "bname", "dtype", "code", "shape", "ptr", "nbytes", "keep", "obj", "sig")
+    __slots__ = ("name", "bname", "dtype", "code", "shape", "ptr", "nbytes", "keep", "obj", "sig", "key")
 
     def __init__(self, name, dtype, shape, ptr, nbytes, keep, obj, sig=None):
         self.name = name
@@ -68,6 +68,7 @@ class Tensor(object):
         self.keep = keep
         self.obj = obj
         self.sig = sig            # what obj's memory was when described (check_unmoved)
+        self.key = None           # obj's identity (_identity) when check_unmoved last found it unmoved
 
 
 def is_torch(x):
@@ -422,20 +423,63 @@ def _changed(x, sig):
     return None
 
 
+def _identity(x):
+    """What check_unmoved compares at every call, cheaply (attribute reads,
+    no formatting): torch: address, shape, strides, storage offset, dtype,
+    device, the lazy conj/neg bits and the storage's size (a storage freed
+    and reallocated at the same address but smaller); numpy: the data
+    (address, read-only), shape, typestr and strides (None: C-contiguous).
+    Everything _changed reads is a function of these: equal to the identity
+    x had when _changed last found it unmoved, x is still unmoved."""
+    if is_torch(x):
+        f = getattr(x, "is_neg", None)
+        return (x.data_ptr(), x.shape, x.stride(), x.storage_offset(), x.dtype, x.device, x.is_conj(),
+                f() if f is not None else False, _storage_nbytes(x) if x.device.type != "meta" else None)
+    if is_numpy(x):
+        ai = x.__array_interface__
+        return (ai["data"], ai["shape"], ai["typestr"], ai.get("strides"))
+    return None
+
+
+def _moved(t, why):
+    return WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
+                           "tensor %r changed after the Subscriber was built: %s. wsync writes only the memory it "
+                           "was given, so nothing was written; build a new Subscriber for the tensors as they are "
+                           "now (move a model's memory, e.g. model.share_memory(), before building it)"
+                           % (t.name, why), tensor=t.name)
+
+
 def check_unmoved(ts):
     """Raises a WsyncError naming the first Tensor in ts whose object's
     memory is not where it was when described (moved, freed, reshaped):
-    called before every call that lets wsync write or read it."""
+    called before every call that lets wsync write or read it. One pass of
+    identity compares (_identity: about a microsecond or two a tensor); the
+    full check (_changed, which words the error) runs only for a tensor
+    whose identity is not the one it last passed with (the first call, or
+    after a change), and records its identity when it passes."""
     for t in ts:
         if t.sig is None:
             continue
-        why = _changed(t.obj, t.sig)
+        x = t.obj
+        key = _identity(x)
+        if key is not None and key == t.key:
+            continue
+        why = _changed(x, t.sig)
         if why is not None:
-            raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT",
-                                  "tensor %r changed after the Subscriber was built: %s. wsync writes only the "
-                                  "memory it was given, so nothing was written; build a new Subscriber for the "
-                                  "tensors as they are now (move a model's memory, e.g. model.share_memory(), "
-                                  "before building it)" % (t.name, why), tensor=t.name)
+            t.key = None
+            raise _moved(t, why)
+        t.key = key
+
+
+def check_unmoved_full(ts):
+    """check_unmoved without the recorded identities (every tensor through
+    _changed, as before them): the reference bench/bench_engine.py measures
+    check_unmoved against."""
+    for t in ts:
+        if t.sig is not None:
+            why = _changed(t.obj, t.sig)
+            if why is not None:
+                raise _moved(t, why)
 
 
 class Arrays(object):

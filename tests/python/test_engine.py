@@ -394,6 +394,225 @@ class TestEngineTorch(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+class batched_cpu(object):
+    """Routes the CPU torch parameters of the engine maps built inside it
+    through the binding's batched scatter (the CUDA parameters' path:
+    _mirror.Batch), optionally with a staging limit of `limit` bytes."""
+
+    def __init__(self, limit=None):
+        self.limit = limit
+
+    def __enter__(self):
+        from wsync import _engine, _mirror
+        self.old = (_engine._BATCH_CPU, _mirror.BATCH_BYTES)
+        _engine._BATCH_CPU = True
+        if self.limit is not None:
+            _mirror.BATCH_BYTES = self.limit
+        return self
+
+    def __exit__(self, *a):
+        from wsync import _engine, _mirror
+        _engine._BATCH_CPU, _mirror.BATCH_BYTES = self.old
+
+
+@need_torch
+class TestEngineBatched(unittest.TestCase):
+    """The binding's batched scatter (CUDA parameters: one pinned host
+    buffer, one upload, index_copy_ from views of the device buffer, one
+    synchronize), on CPU parameters forced through it (and on CUDA ones
+    where a GPU is): after every take each rank's parameters equal the
+    trainer's tensors fused and sliced, bit for bit; a take's changes go
+    up in one upload (several when the staging limit is reached, as the
+    first, whole take does); a failure part way leaves the engine without
+    a step and the next take exact."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="wsync-engine-")
+        self.store = os.path.join(self.dir, "b")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _steps(self, dev, steps=5, limit=None, tied=False, mixed=False):
+        """Two ranks (bf16; mixed: the norms f32, other widths through the
+        same buffer), published and taken step by step; checks every take
+        and returns the takes' (EngineStats, uploads, scatters, bytes
+        staged) per rank."""
+        sh = dict(shapes())
+        if tied:
+            del sh["lm_head.weight"]
+
+        def ckpt(step):
+            out = {}
+            for k, v in checkpoint(step).items():
+                if k in sh:
+                    keep32 = mixed and k.endswith("norm.weight")
+                    out[k] = torch.from_numpy(v) if keep32 else torch.from_numpy(v).to(torch.bfloat16)
+            return out
+        lays = [wsync.EngineLayout.tensor_parallel(sh, r, 2) for r in range(2)]
+        pub = wsync.Publisher(self.store, anchor_every=4, keep_f32=True)
+        seen = [[], []]
+        subs = []
+        try:
+            for step in range(steps):
+                sd = ckpt(step)
+                pub.publish(step, sd)
+                if step == 0:
+                    def dtype(lay, k):      # the parameter's pieces' dtype
+                        e = lay.entry(k, lay.shapes[k])
+                        return sd[e[1][0][0] if e else k].dtype
+                    engs = [dict((k, torch.zeros(s, dtype=dtype(l, k), device=dev)) for k, s in sorted(l.shapes.items()))
+                            for l in lays]
+                    if tied:   # rank 1: lm_head is the embedding's tensor under two names
+                        engs[1]["lm_head.weight"] = engs[1]["model.embed_tokens.weight"]
+                    with batched_cpu(limit):
+                        subs = [wsync.Subscriber(self.store, engs[r], layout=lays[r]) for r in range(2)]
+                    for sub in subs:
+                        self.assertTrue(sub._sink.batches, "no parameter goes through the batched scatter")
+                for r in range(2):
+                    st = subs[r].sync()
+                    self.assertEqual(st.step, step)
+                    k = subs[r]._sink
+                    seen[r].append((st.take, k.uploads, k.scatters, k.staged))
+                    ref = dict((n, v.view(torch.int16 if v.dtype == torch.bfloat16 else torch.int32).numpy())
+                               for n, v in sd.items())
+                    for name, x in engs[r].items():
+                        raw = x.cpu()
+                        raw = raw.view(torch.int16 if raw.dtype == torch.bfloat16 else torch.int32).numpy()
+                        self.assertTrue(np.array_equal(raw, expected_raw(lays[r], ref, name)),
+                                        "%s rank %d step %d" % (name, r, step))
+                if tied:
+                    self.assertEqual(engs[1]["lm_head.weight"].data_ptr(),
+                                     engs[1]["model.embed_tokens.weight"].data_ptr())
+        finally:
+            for sub in subs:
+                sub.close()
+        return seen
+
+    def _one_upload_per_take(self, dev):
+        seen = self._steps(dev, mixed=True)
+        for r in range(2):
+            for i, (st, uploads, scatters, staged) in enumerate(seen[r]):
+                self.assertGreater(st.param_positions, 0)
+                # every call of the take scattered from the one upload (CPU parameters forced: wsync's C
+                # scatter writes none of them, so each call is one index_copy_)
+                self.assertEqual(scatters, st.calls, "rank %d take %d" % (r, i))
+                self.assertEqual(uploads, 1, "rank %d take %d" % (r, i))
+                # positions (8 bytes) and values, each call's values padded to 8 bytes
+                self.assertTrue(st.param_bytes <= staged <= st.param_bytes + 7 * st.calls, (staged, st))
+
+    def test_cpu_forced_one_upload_per_take_exact(self):
+        self._one_upload_per_take("cpu")
+
+    @unittest.skipIf(torch is None or not torch.cuda.is_available(), "no CUDA device")
+    def test_cuda_one_upload_per_take_exact(self):
+        """CUDA parameters (the default path there): one pinned upload a
+        take, exact after every take (gpu_check.sh runs it)."""
+        self._one_upload_per_take("cuda")
+
+    def test_cpu_forced_staging_limit_tied(self):
+        """A 512-byte staging limit: each take in several uploads (every
+        upload one or more whole calls), still exact; a tied lm_head that
+        is the embedding's tensor gets the same values twice."""
+        seen = self._steps("cpu", limit=512, tied=True)
+        for r in range(2):
+            for st, uploads, scatters, staged in seen[r]:
+                self.assertEqual(scatters, st.calls)
+                self.assertGreater(uploads, 1)
+                self.assertLessEqual(uploads, st.calls)
+                self.assertTrue(st.param_bytes <= staged <= st.param_bytes + 7 * st.calls, (staged, st))
+
+    def test_cpu_forced_failure_mid_take_then_exact(self):
+        """The batched scatter refuses part way through a take (its 5th
+        call): the take raises, the engine has no step, what was staged
+        before the refusal is written (wsync counts it handed), and the
+        next take makes every parameter exact."""
+        lay = wsync.EngineLayout.tensor_parallel(shapes(), 0, 2)
+        pub = wsync.Publisher(self.store)
+
+        def ckpt(step):
+            return dict((k, torch.from_numpy(v).to(torch.bfloat16)) for k, v in checkpoint(step).items())
+        pub.publish(0, ckpt(0))
+        eng = dict((k, torch.zeros(s, dtype=torch.bfloat16)) for k, s in sorted(lay.shapes.items()))
+        with batched_cpu():
+            sub = wsync.Subscriber(self.store, eng, layout=lay)
+        with sub:
+            sub.sync()
+            pub.publish(1, ckpt(1))
+            sub_mirror_sync(sub)
+            b = list(sub._sink.batches.values())[0]
+            real, calls = b.add, []
+
+            def add(t, count, positions, values):
+                calls.append(t.t.name)
+                if len(calls) == 5:
+                    raise RuntimeError("staging refused at " + t.t.name)
+                return real(t, count, positions, values)
+            b.add = add
+            with self.assertRaises(RuntimeError) as cm:
+                sub.take()
+            self.assertIn(calls[4], str(cm.exception))
+            self.assertIsNone(sub.step)
+            self.assertEqual(sub._sink.scatters, 4)      # the four calls before the refusal, written
+            self.assertEqual(sub._sink.uploads, 1)
+            del b.add
+            st = sub.take()
+            self.assertEqual(st.step, 1)
+            ref = dict((k, v.view(torch.int16).numpy()) for k, v in ckpt(1).items())
+            for name, x in eng.items():
+                self.assertTrue(np.array_equal(x.view(torch.int16).numpy(), expected_raw(lay, ref, name)), name)
+
+    def test_moved_parameter_refused_cheaply(self):
+        """check_unmoved before every take: a parameter that passed is
+        compared by identity (no full check), and one moved (`.data =`),
+        freed (storage().resize_(0)) or reshaped after that is refused,
+        naming it, with nothing written."""
+        from wsync import _tensors
+        lay = wsync.EngineLayout.tensor_parallel(shapes(), 1, 2)
+        pub = wsync.Publisher(self.store)
+
+        def ckpt(step):
+            return dict((k, torch.from_numpy(v).to(torch.bfloat16)) for k, v in checkpoint(step).items())
+        pub.publish(0, ckpt(0))
+        qkv = PRE % 1 + "self_attn.qkv_proj.weight"
+        for how in ("data", "resize0", "reshape"):
+            eng = dict((k, torch.nn.Parameter(torch.zeros(s, dtype=torch.bfloat16), requires_grad=False))
+                       for k, s in sorted(lay.shapes.items()))
+            with wsync.Subscriber(self.store, eng, layout=lay) as sub:
+                sub.sync()
+                full = _tensors._changed
+                n = []
+
+                def counting(x, sig):
+                    n.append(1)
+                    return full(x, sig)
+                _tensors._changed = counting
+                try:
+                    _tensors.check_unmoved(sub._ts)
+                    self.assertEqual(n, [], "a parameter that passed went through the full check again")
+                    if how == "data":
+                        eng[qkv].data = torch.zeros_like(eng[qkv].data)
+                        words = "moved"
+                    elif how == "resize0":
+                        eng[qkv].data.storage().resize_(0)
+                        words = "storage"
+                    else:
+                        eng[qkv].data = eng[qkv].data.view(-1)
+                        words = "shape"
+                    before = dict((k, v.detach().clone()) for k, v in eng.items() if k != qkv)
+                    pub.publish(sub.step + 1, ckpt(sub.step + 1))
+                    with self.assertRaises(wsync.WsyncError) as cm:
+                        sub.sync()
+                    self.assertEqual(n, [1], how)     # only the changed one, fully
+                finally:
+                    _tensors._changed = full
+                self.assertEqual(cm.exception.tensor, qkv, how)
+                self.assertIn(words, cm.exception.message, how)
+                self.assertIn("changed after the Subscriber was built", cm.exception.message)
+                for k, v in before.items():
+                    self.assertTrue(torch.equal(eng[k].detach(), v), "%s written after %s" % (k, how))
+
+
 def expected_raw(layout, sd, name):
     if name not in layout:
         return sd[name]
