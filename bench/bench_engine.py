@@ -9,7 +9,10 @@ positions, every tensor touched).
 Per rank, best of --repeat published steps (each a fresh 1.6%):
   (a) the take through the map: wsync.Subscriber(..., layout=).take() (the
       mirror has applied the step already, as its background does), the
-      rank's parameters scattered in C (CPU) or with index_copy_ (CUDA);
+      rank's parameters scattered in C (CPU) or batched (CUDA, or CPU with
+      --batch): the take's positions and values staged in one pinned host
+      buffer, one upload, index_copy_ per call from views of the device
+      buffer, one synchronize ("uploads": host-to-device copies per take);
   (b) load_weights of every changed tensor from a host copy: what an engine
       can do today (vLLM's weight_loader: each checkpoint tensor's slice
       copied into its place in the fused, sharded parameter; the host copy
@@ -20,6 +23,10 @@ the pause), the bytes the rank receives, and its memory (the mirror's host
 copy of the whole model, its change records, the rank's parameters). Each
 rank's parameters are checked exact (the trainer's tensors fused and
 sliced) after the last take and after (c). CPU targets unless --device cuda.
+Last, the binding's check before every take (check_unmoved: the rank's
+parameters not moved, freed or reshaped since the Subscriber was built), per
+take: against its recorded identities (what the take runs) and in full (every
+parameter through _changed, as before the identities), best of 200.
 
     make bench-engine            (BENCH_ENGINE_ARGS="--layers 4" for a smaller model)
 """
@@ -101,7 +108,10 @@ def main():
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeat", type=int, default=3, help="steps published; (a), (b), (c): best of")
+    ap.add_argument("--batch", action="store_true", help="CPU parameters through the batched scatter (CUDA's path)")
     a = ap.parse_args()
+    if a.batch:
+        wsync._engine._BATCH_CPU = True
     torch.set_num_threads(1)
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -112,8 +122,9 @@ def main():
     sd = dict((k, (torch.randn(s, generator=g) * 0.02).to(torch.bfloat16)) for k, s in sorted(sh.items()))
     total = sum(v.numel() for v in sd.values())
     print("bench-engine: Qwen3-0.6B shapes, %d layers, %d parameters (%.2f GB bf16), %d ranks, %.1f%% changed, "
-          "targets on %s%s" % (a.layers, total, total * 2 / 1e9, a.world, a.fraction * 100, dev,
-                               " (%s)" % torch.cuda.get_device_name(dev) if dev.type == "cuda" else ""), flush=True)
+          "targets on %s%s%s" % (a.layers, total, total * 2 / 1e9, a.world, a.fraction * 100, dev,
+                                 " (%s)" % torch.cuda.get_device_name(dev) if dev.type == "cuda" else "",
+                                 ", batched scatter forced" if a.batch else ""), flush=True)
     tmp = tempfile.mkdtemp(prefix="wsync-bench-engine-")
     try:
         store = os.path.join(tmp, "bucket")
@@ -135,6 +146,7 @@ def main():
         best = [dict(ta=float("inf"), tca=float("inf"), tb=float("inf"), tc=float("inf"), apply=float("inf"))
                 for _ in range(a.world)]
         last = [None] * a.world
+        uploads = [0] * a.world
         ok = [True] * a.world
         for step in range(1, a.repeat + 1):
             # a.fraction of each tensor's elements, at random positions, one bf16 ulp up
@@ -160,6 +172,7 @@ def main():
                 st = subs[r].take()
                 sync(dev)
                 b["ta"] = min(b["ta"], time.perf_counter() - t0)
+                uploads[r] = getattr(subs[r]._sink, "uploads", 0)
                 b["tca"] = min(b["tca"], st.pause_seconds)
                 last[r] = st
                 if step == a.repeat:
@@ -183,21 +196,25 @@ def main():
                 if step == a.repeat:
                     ok[r] = ok[r] and all(torch.equal(prm[k].cpu(), full[k]) for k in prm)
                 del full, state, mod
-        print("%-5s %12s %12s %14s %14s %8s %12s %12s %7s %12s %12s %12s %s" % (
+        print("%-5s %12s %12s %14s %14s %8s %12s %12s %7s %7s %12s %12s %12s %s" % (
             "rank", "(a) take ms", "of which C", "(b) load_w ms", "(c) state ms", "a/b", "positions",
-            "bytes recv", "calls", "apply ms", "records MB", "params MB", "exact"))
+            "bytes recv", "calls", "uploads", "apply ms", "records MB", "params MB", "exact"))
         host_mb = total * 2 / 1e6
         for r in range(a.world):
             b, st = best[r], last[r]
             pb = sum(p.numel() * p.element_size() for p in params[r].values())
-            print("%-5d %12.2f %12.2f %14.2f %14.2f %8.3f %12d %12d %7d %12.1f %12.1f %12.1f %s"
+            print("%-5d %12.2f %12.2f %14.2f %14.2f %8.3f %12d %12d %7d %7d %12.1f %12.1f %12.1f %s"
                   % (r, b["ta"] * 1e3, b["tca"] * 1e3, b["tb"] * 1e3, b["tc"] * 1e3, b["ta"] / b["tb"],
-                     st.param_positions, st.param_bytes, st.calls, b["apply"] * 1e3, st.record_bytes / 1e6,
-                     pb / 1e6, "yes" if ok[r] else "NO"))
-        print("(a), (b), (c), apply: best of %d steps; of which C: inside wsync_engine_take (with CUDA parameters "
-              "the binding's uploads included, one per call). Memory per rank: the mirror's host copy %.1f MB (the "
-              "whole model) + its records + the rank's parameters; apply: the mirror's apply of a step (its "
-              "background thread, not the pause), per rank" % (a.repeat, host_mb))
+                     st.param_positions, st.param_bytes, st.calls, uploads[r], b["apply"] * 1e3,
+                     st.record_bytes / 1e6, pb / 1e6, "yes" if ok[r] else "NO"))
+        print("(a), (b), (c), apply: best of %d steps; of which C: inside wsync_engine_take (with batched "
+              "parameters the staging included: each call's positions and values copied into the host buffer; "
+              "the upload and scatters come after it, in (a)). Memory per rank: the mirror's host copy %.1f MB "
+              "(the whole model) + its records + the rank's parameters (+ with batched parameters a staging "
+              "buffer on the host, pinned, and one on the device, each at most %d MB); apply: the mirror's apply "
+              "of a step (its background thread, not the pause), per rank"
+              % (a.repeat, host_mb, wsync._mirror.BATCH_BYTES >> 20))
+        bench_check_unmoved(subs)
         print("memory: this process %d MB RSS (the trainer, its publisher, %d ranks' mirrors and parameters)"
               % (rss_mb(), a.world))
         for s in subs:
@@ -206,6 +223,29 @@ def main():
             sys.exit("bench-engine: a rank's parameters differ from the trainer's fused slices")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_check_unmoved(subs, n=200):
+    """check_unmoved per take: by the recorded identities (the take's) and
+    in full (check_unmoved_full: every parameter through _changed)."""
+    from wsync import _tensors
+    for r, sub in enumerate(subs):
+        ts = sub._ts
+        _tensors.check_unmoved(ts)
+        best = {}
+        for what, fn in (("identity", _tensors.check_unmoved), ("full", getattr(_tensors, "check_unmoved_full",
+                                                                                 _tensors.check_unmoved))):
+            t = float("inf")
+            for _ in range(n):
+                t0 = time.perf_counter()
+                fn(ts)
+                t = min(t, time.perf_counter() - t0)
+            best[what] = t
+        print("check_unmoved rank %d: %d parameters, %.3f ms per take (identities; %.2f us a parameter), full "
+              "check %.3f ms (%.2f us a parameter), %.3fx" % (r, len(ts), best["identity"] * 1e3,
+                                                               best["identity"] * 1e6 / max(len(ts), 1),
+                                                               best["full"] * 1e3, best["full"] * 1e6 / max(len(ts), 1),
+                                                               best["identity"] / best["full"]))
 
 
 def bench_mirror_sync(sub):

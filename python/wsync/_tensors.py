@@ -423,22 +423,42 @@ def _changed(x, sig):
     return None
 
 
+def _storage_of(t):
+    """t's storage object (untyped where torch has it), or None."""
+    try:
+        us = getattr(t, "untyped_storage", None)
+        return us() if us is not None else t.storage()
+    except Exception:
+        return None
+
+
 def _identity(x):
     """What check_unmoved compares at every call, cheaply (attribute reads,
     no formatting): torch: address, shape, strides, storage offset, dtype,
-    device, the lazy conj/neg bits and the storage's size (a storage freed
-    and reallocated at the same address but smaller); numpy: the data
-    (address, read-only), shape, typestr and strides (None: C-contiguous).
-    Everything _changed reads is a function of these: equal to the identity
-    x had when _changed last found it unmoved, x is still unmoved."""
+    device and the lazy conj/neg bits; numpy: the data (address, read-only),
+    shape, typestr and strides (None: C-contiguous). With the storage's
+    size (read from the storage object held since the full check: a storage
+    freed and reallocated smaller at the same address, resize_(0) then
+    resize_(n), keeps the rest), everything _changed reads is a function of
+    these: equal to what x had when _changed last found it unmoved, x is
+    still unmoved."""
     if is_torch(x):
         f = getattr(x, "is_neg", None)
         return (x.data_ptr(), x.shape, x.stride(), x.storage_offset(), x.dtype, x.device, x.is_conj(),
-                f() if f is not None else False, _storage_nbytes(x) if x.device.type != "meta" else None)
+                f() if f is not None else False)
     if is_numpy(x):
         ai = x.__array_interface__
         return (ai["data"], ai["shape"], ai["typestr"], ai.get("strides"))
     return None
+
+
+def _storage_nbytes_of(st):
+    if st is None:
+        return None
+    try:
+        return int(st.nbytes())
+    except Exception:
+        return None
 
 
 def _moved(t, why):
@@ -453,22 +473,25 @@ def check_unmoved(ts):
     """Raises a WsyncError naming the first Tensor in ts whose object's
     memory is not where it was when described (moved, freed, reshaped):
     called before every call that lets wsync write or read it. One pass of
-    identity compares (_identity: about a microsecond or two a tensor); the
-    full check (_changed, which words the error) runs only for a tensor
-    whose identity is not the one it last passed with (the first call, or
-    after a change), and records its identity when it passes."""
+    identity compares (_identity and the held storage's size: well under a
+    microsecond a tensor); the full check (_changed, which words the error)
+    runs only for a tensor whose identity is not the one it last passed
+    with (the first call, or after a change), and records its identity (and
+    its storage object: kept alive as long as that) when it passes."""
     for t in ts:
         if t.sig is None:
             continue
         x = t.obj
-        key = _identity(x)
-        if key is not None and key == t.key:
+        key = t.key
+        if key is not None and _identity(x) == key[0] and _storage_nbytes_of(key[1]) == key[2]:
             continue
         why = _changed(x, t.sig)
         if why is not None:
             t.key = None
             raise _moved(t, why)
-        t.key = key
+        ident = _identity(x)
+        st = _storage_of(x) if is_torch(x) and x.device.type != "meta" else None
+        t.key = (ident, st, _storage_nbytes_of(st)) if ident is not None else None
 
 
 def check_unmoved_full(ts):

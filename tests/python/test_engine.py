@@ -565,8 +565,9 @@ class TestEngineBatched(unittest.TestCase):
     def test_moved_parameter_refused_cheaply(self):
         """check_unmoved before every take: a parameter that passed is
         compared by identity (no full check), and one moved (`.data =`),
-        freed (storage().resize_(0)) or reshaped after that is refused,
-        naming it, with nothing written."""
+        freed (storage().resize_(0)), freed and reallocated smaller (glibc
+        hands a small one the same address: only the storage's size tells)
+        or reshaped after that is refused, naming it, nothing written."""
         from wsync import _tensors
         lay = wsync.EngineLayout.tensor_parallel(shapes(), 1, 2)
         pub = wsync.Publisher(self.store)
@@ -575,7 +576,7 @@ class TestEngineBatched(unittest.TestCase):
             return dict((k, torch.from_numpy(v).to(torch.bfloat16)) for k, v in checkpoint(step).items())
         pub.publish(0, ckpt(0))
         qkv = PRE % 1 + "self_attn.qkv_proj.weight"
-        for how in ("data", "resize0", "reshape"):
+        for how in ("data", "resize0", "shrunk", "reshape"):
             eng = dict((k, torch.nn.Parameter(torch.zeros(s, dtype=torch.bfloat16), requires_grad=False))
                        for k, s in sorted(lay.shapes.items()))
             with wsync.Subscriber(self.store, eng, layout=lay) as sub:
@@ -595,6 +596,10 @@ class TestEngineBatched(unittest.TestCase):
                         words = "moved"
                     elif how == "resize0":
                         eng[qkv].data.storage().resize_(0)
+                        words = "storage"
+                    elif how == "shrunk":     # freed, then reallocated smaller (at the same address or not)
+                        eng[qkv].data.storage().resize_(0)
+                        eng[qkv].data.storage().resize_(eng[qkv].numel() // 2)
                         words = "storage"
                     else:
                         eng[qkv].data = eng[qkv].data.view(-1)
