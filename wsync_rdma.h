@@ -10996,7 +10996,8 @@ WSYNC_DEF wsync_result wsync_rank_push_some(wsync_rank *r, uint32_t first, uint3
         for (j = first; j < first + count; j++)
             if ((!r->subset || r->sel[j]) && !(r->sp_skipping && r->sp_skip[j])) {
                 r->run[k] = r->tasks[j];
-                r->run[k++].start_s = 0; /* the plan's times are for the whole plan: unpaced */
+                if (r->subset) r->run[k].start_s = 0; /* the plan's times are for the whole plan: unpaced */
+                k++;
             }
         if (k && (res = wsync_exec_run(&eo, r->run, k, &r->stats, err)) != WSYNC_OK) return res;
     } else if (count && (res = wsync_exec_run(&eo, r->tasks + first, count, &r->stats, err)) != WSYNC_OK)

@@ -326,6 +326,10 @@ has "sparse kill: the step fails" "FAILED: step 3:"
 # the survivor may have committed step 3 before the controller saw the other go
 has_re "sparse kill: the survivor keeps a verified step" "inference rank 0: version [23], [23] steps verified bit-exact"
 hasnt "sparse kill: the survivor is never wrong" "MISMATCH"
+# pacing: the dense steps (1 and 3) keep the plan's starts; a sparse step has one slot a receiver, no plan to pace
+run "sparse: paced dense steps" 0 "$bin" push-demo --sparse --pace 5 --steps 4 --dense-every 2
+has "sparse paced: every step committed bit-exact" "4 of 4 steps committed, every inference rank bit-exact at every step"
+hasnt "sparse paced: the dense steps kept the plan" "NOT PACED"
 run "--density without --sparse" 2 "$bin" push-demo --density 0.1
 run "--sparse with --partial" 2 "$bin" push-demo --sparse --partial 0.5
 run "--sparse --density 0" 2 "$bin" push-demo --sparse --density 0
