@@ -180,12 +180,14 @@ class Batch(object):
         import torch
         cap = max(need, min(self.limit, max(2 * self.cap, 1 << 20)))
         dev = torch.empty(cap, dtype=torch.uint8, device=self.device)
-        host = torch.empty(cap, dtype=torch.uint8)
+        host = None
         if self.cuda:
             try:
-                host = host.pin_memory()
+                host = torch.empty(cap, dtype=torch.uint8, pin_memory=True)
             except RuntimeError:      # no pinned memory available: pageable works too (a synchronous copy)
-                pass
+                host = None
+        if host is None:
+            host = torch.empty(cap, dtype=torch.uint8)
         if self.used:
             host[:self.used].copy_(self.host[:self.used])
         self.host, self.dev, self.cap, self.ptr = host, dev, cap, host.data_ptr()

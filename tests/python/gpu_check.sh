@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The CUDA paths in one short run, for a lent GPU machine: the engine map's
-# tests (tests/python/test_engine.py, whose test_bf16_ranks_cuda takes
-# through the map into CUDA parameters), the mirror's TestMirrorCuda
-# (tests/python/test_wsync.py), and `make bench-engine
-# BENCH_ENGINE_ARGS="--device cuda"` (each rank's pause with CUDA
-# parameters: pinned staging, index_copy_), then a summary with the card's
-# name. Each part must really run on the GPU: a CUDA test that skips counts
-# as a failure here.
+# tests (tests/python/test_engine.py: test_bf16_ranks_cuda takes through the
+# map into CUDA parameters, test_cuda_one_upload_per_take_exact checks the
+# batched scatter: one pinned upload a take, exact after every take), the
+# mirror's TestMirrorCuda (tests/python/test_wsync.py), and `make
+# bench-engine BENCH_ENGINE_ARGS="--device cuda"` (each rank's pause with
+# CUDA parameters: the batched scatter, its uploads a take), then a summary
+# with the card's name. Each part must really run on the GPU: a test that
+# skips, in either test file, counts as a failure here.
 #
 # Without CUDA (no torch, or torch.cuda.is_available() False) it runs
 # nothing, says so and exits 0: nothing in its output then claims a GPU run.
@@ -60,10 +61,16 @@ step() {
 
 # the test scripts' own verdicts, and no CUDA test skipped
 engine_ok() { # (verbose unittest: the docstring's first line, then "... ok", may follow the name's line)
-    grep -q 'summary: [0-9]* passed, 0 failed' "$1" && grep -A1 '^test_bf16_ranks_cuda' "$1" | grep -q ' ok$'
+    grep -q 'summary: [0-9]* passed, 0 failed' "$1" && ! grep -q 'skipped' "$1" &&
+        grep -A1 '^test_bf16_ranks_cuda' "$1" | grep -q ' ok$' &&
+        grep -A1 '^test_cuda_one_upload_per_take_exact' "$1" | grep -q ' ok$'
 }
 mirror_ok() { grep -q '^OK' "$1" && ! grep -q 'skipped' "$1" && grep -q '^Ran [1-9]' "$1"; }
-bench_ok() { grep -q 'targets on cuda' "$1" && ! grep -q 'differ' "$1"; }
+bench_ok() { # on the GPU, exact, every rank's take in a few uploads (the batched scatter ran)
+    grep -q 'targets on cuda' "$1" && ! grep -q 'differ' "$1" &&
+        awk '$1 ~ /^[0-9]+$/ && NF >= 14 { n++; if ($10 < 1 || $10 > 4 || $14 != "yes") bad = 1 }
+             END { exit !(n >= 1 && !bad) }' "$1"
+}
 built_ok() { [ -f build/libwsync.so ]; }
 
 step build 300 built_ok make python
@@ -81,6 +88,6 @@ echo
 echo "gpu_check on $card:"
 for l in "${lines[@]}"; do echo "  $l"; done
 echo "bench-engine (--device cuda):"
-grep -E '^(bench-engine|rank|[0-9]+ |\(a\)|memory)' "$logs/bench_engine.log" 2>/dev/null | sed 's/^/  /'
+grep -E '^(bench-engine|rank|[0-9]+ |\(a\)|check_unmoved|memory)' "$logs/bench_engine.log" 2>/dev/null | sed 's/^/  /'
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
