@@ -162,7 +162,7 @@ class Batch(object):
     device buffer into its target's raw bits, and synchronizes the device's
     stream once (the host buffer is reused after). Both buffers grow by
     doubling up to `limit` bytes (or one call's size) and are kept across
-    takes. A CPU device (engine._BATCH_CPU, for tests) takes the same path,
+    takes. A CPU device (_engine._BATCH_CPU, for tests) takes the same path,
     its "device" buffer a second CPU tensor. uploads, scatters, staged: this
     take's counts (reset by EngineSink.end_take)."""
 
@@ -219,7 +219,7 @@ class Batch(object):
         self.segs, self.used = [], 0
         try:
             dev = self.dev[:used]
-            dev.copy_(self.host[:used], non_blocking=True)
+            dev.copy_(self.host[:used], non_blocking=self.cuda)   # (another device: a blocking copy)
             self.uploads += 1
             self.staged += used
             for t, po, vo, n in segs:

@@ -461,8 +461,8 @@ class TestEngineBatched(unittest.TestCase):
                     def dtype(lay, k):      # the parameter's pieces' dtype
                         e = lay.entry(k, lay.shapes[k])
                         return sd[e[1][0][0] if e else k].dtype
-                    engs = [dict((k, torch.zeros(s, dtype=dtype(l, k), device=dev)) for k, s in sorted(l.shapes.items()))
-                            for l in lays]
+                    engs = [dict((k, torch.zeros(s, dtype=dtype(l, k), device=dev))
+                                 for k, s in sorted(l.shapes.items())) for l in lays]
                     if tied:   # rank 1: lm_head is the embedding's tensor under two names
                         engs[1]["lm_head.weight"] = engs[1]["model.embed_tokens.weight"]
                     with batched_cpu(limit):
