@@ -19620,6 +19620,13 @@ static wsync_result wsync__mdir_fetch_headers(const wsync_store *s, const wsync_
     wsync_result r = WSYNC_OK;
     *n_tensors = 0;
     *n_shards = 0;
+    if (!e->n_files && e->key[0] && e->key[strlen(e->key) - 1] == '/')
+        /* a directory anchor known from a listing alone: HEAD lists its files */
+        return wsync__fail(err, WSYNC_ERR_NOT_FOUND, UINT64_MAX, NULL, 0,
+                           "anchor %s is a model directory's, and only HEAD names its files; the store shows "
+                           "no HEAD (a publisher still writing its first step, or HEAD lost): retry once HEAD "
+                           "is written",
+                           e->key);
     if (!(*sts = (wsync_st_file *)wsync__mdir_new(e->n_files + 1, sizeof **sts))) return wsync__mdir_oom(err, e->key);
     if (!e->n_files) {
         if (!wsync__mdir_key(key, sizeof key, co, e, ""))
@@ -20510,9 +20517,10 @@ static int wsync__mdir_local(const char *path, wsync_error *err)
         return -1;
     }
     if (S_ISDIR(lsb.st_mode)) {
-        wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s: a directory: wsync keeps a model directory "
-                    "as a symbolic link it switches from version to version (%s -> %s.step_N), and does not write "
-                    "into a directory of yours; give a path that does not exist yet", path, path, path);
+        /* the path once: the message must fit wsync_error.message whole */
+        wsync__fail(err, WSYNC_ERR_UNSUPPORTED, UINT64_MAX, NULL, 0, "%s: a directory; wsync keeps a model as a "
+                    "link it switches between versions beside it (NAME.step_N) and never writes into yours: give "
+                    "a path that does not exist yet", path);
         return -1;
     }
     return 2;

@@ -192,6 +192,13 @@ static int image_from_anchor(const char *cmd, const wsync_store *s, const wsync_
         wsync_chain_info_free(&info);
         return k;
     }
+    if (found && info.entries[at].key[0] && info.entries[at].key[strlen(info.entries[at].key) - 1] == '/') {
+        /* a directory anchor known from a listing alone */
+        wsync_chain_info_free(&info);
+        return cli_tool_fail(cmd, WSYNC_ERR_NOT_FOUND, key,
+                             "a model directory's anchor, and only HEAD names its files; the store shows no HEAD "
+                             "(a publisher still writing its first step, or HEAD lost): retry once HEAD is written"), 0;
+    }
     wsync_chain_info_free(&info);
     if (!found)
         return cli_tool_fail(cmd, WSYNC_ERR_NO_PATH, "no local file to start from",

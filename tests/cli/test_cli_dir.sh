@@ -287,6 +287,17 @@ mkdir -p "$P/hf"
 expect_rc "a cache snapshot's bucket pulls" 0 "$bin" pull --store "$tmp/s_hf" "$P/hf/model"
 same "a cache snapshot pulls bit-exact" 4 "$R/bf16/step_4" "$P/hf/model"
 
+# A pull between a publisher's first anchor files and its HEAD: the listing
+# shows a directory anchor whose files only HEAD names, so the pull says
+# to retry (it once read "anchors/step_000004/" as a file), and makes nothing
+cp -a "$tmp/s_hf" "$tmp/s_nohead" && rm -f "$tmp/s_nohead/HEAD"
+for t in "$P/nohead/model" "$P/nohead/model.safetensors"; do
+    mkdir -p "$P/nohead"
+    expect_rc "no HEAD yet, a directory anchor listed: pull ${t##*/} fails" 1 "$bin" pull --store "$tmp/s_nohead" "$t"
+    grep_out "no HEAD yet: pull ${t##*/} says only HEAD names the files, retry" "only HEAD names its files.*retry" "$tmp/err"
+    [ ! -e "$t" ] && pass "no HEAD yet: nothing made at ${t##*/}" || fail "no HEAD yet: ${t##*/} was made"
+done
+
 # ---- (b) the store holds each anchor as one object per file under anchors/step_NNNNNN/ ----
 for model in bf16 mixed; do
     S=$tmp/s_$model

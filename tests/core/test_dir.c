@@ -442,6 +442,18 @@ static void test_step_claims(void)
     }
     wsync_st_free(&st);
     wsync_file_unmap(&map);
+    TEST_END();
+
+    TEST_BEGIN("a directory anchor with no HEAD yet (a publisher between its files and HEAD): NOT_FOUND, "
+               "retry once HEAD is written, nothing made");
+    path_of(p, sizeof p, "s2/HEAD");
+    CHECK(unlink(p) == 0);
+    path_of(got, sizeof got, "q6-nohead");
+    CHECK(wsync_dir_pull(&s, &co, got, WSYNC_STEP_LATEST, &ds, &err) == WSYNC_ERR_NOT_FOUND);
+    CHECK_MSG(strstr(err.message, "anchors/step_000006/") && strstr(err.message, "only HEAD names its files") &&
+                  strstr(err.message, "retry"),
+              "%s", err.message);
+    CHECK(access(got, F_OK) != 0);
     wsync_store_close(&s);
     TEST_END();
 }
@@ -546,6 +558,8 @@ static void test_refusals(void)
     CHECK(mkdir(ck, 0755) == 0 && write_text(ck, "keep.txt", "mine\n"));
     CHECK(wsync_dir_pull(&s, &co, ck, WSYNC_STEP_LATEST, &ds, &err) == WSYNC_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.message, ck) != NULL, "%s", err.message);
+    /* whole, to its advice (it once named the path three times and was cut) */
+    CHECK_MSG(strstr(err.message, "give a path that does not exist yet") != NULL, "%s", err.message);
     snprintf(p, sizeof p, "%s/keep.txt", ck);
     CHECK(stat(p, &sb) == 0 && count_versions(g_root, "mine") == 0);
     /* a dangling link to something that is not a version of ours */
