@@ -24,6 +24,7 @@ once. layout.tie(param, source) ties a parameter to another (an lm_head tied
 to the embedding, for a checkpoint without lm_head.weight).
 """
 import ctypes
+import time
 
 from . import _lib, _mirror
 from ._errors import WsyncLayoutError, WsyncValueError
@@ -370,7 +371,10 @@ class EngineSink(object):
     flushed by end_take), anything else through the mirror's per-call
     scatter (`sink`, a _mirror.Sink over the engine's tensors).
     uploads, scatters, staged: the last take's host-to-device copies,
-    index_copy_ calls and bytes uploaded by the Batches."""
+    index_copy_ calls and bytes uploaded by the Batches; stage_s, flush_s:
+    its seconds staging (in the callbacks, inside wsync_engine_take; an
+    upload made there when a buffer filled included) and uploading and
+    scattering after it (synchronized)."""
 
     def __init__(self, targets, sink, limit=None):
         self.targets = targets
@@ -387,6 +391,7 @@ class EngineSink(object):
                     b = self.batches[str(t.device)] = _mirror.Batch(t.device, limit)
             self.batch_of.append(b)
         self.uploads = self.scatters = self.staged = 0
+        self.stage_s = self.flush_s = 0.0
         self.fn = _lib.PARAM_FN(self._call)
 
     def _call(self, user, index, count, positions, values, width):
@@ -440,15 +445,20 @@ class EngineSink(object):
         the first exception of the take, if any, is returned."""
         exc, self.exc = self.exc, None
         self.uploads = self.scatters = self.staged = 0
+        self.stage_s = self.flush_s = 0.0
         for b in self.batches.values():
+            t0 = time.perf_counter()
             try:
                 b.flush()
             except BaseException as e:
                 if exc is None:
                     exc = e
+            self.flush_s += time.perf_counter() - t0
             self.uploads += b.uploads
             self.scatters += b.scatters
             self.staged += b.staged
+            self.stage_s += b.stage_s
             b.uploads = b.scatters = b.staged = 0
+            b.stage_s = 0.0
         exc2 = self.sink.end_take()
         return exc if exc is not None else exc2

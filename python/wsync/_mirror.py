@@ -28,6 +28,7 @@ returns 1 (the take fails with WSYNC_ERR_SINK, and the next take hands again
 everything not handed), and the binding raises it after the take returns.
 """
 import ctypes
+import time
 
 from . import _lib
 
@@ -164,7 +165,8 @@ class Batch(object):
     doubling up to `limit` bytes (or one call's size) and are kept across
     takes. A CPU device (_engine._BATCH_CPU, for tests) takes the same path,
     its "device" buffer a second CPU tensor. uploads, scatters, staged: this
-    take's counts (reset by EngineSink.end_take)."""
+    take's counts; stage_s: its seconds in add() (an upload made there when
+    the buffer filled included) (all reset by EngineSink.end_take)."""
 
     def __init__(self, device, limit=None):
         self.device = device
@@ -175,6 +177,7 @@ class Batch(object):
         self.cap = self.used = 0
         self.segs = []                # (target, positions offset, values offset, count), in call order
         self.uploads = self.scatters = self.staged = 0
+        self.stage_s = 0.0
 
     def _grow(self, need):
         import torch
@@ -198,6 +201,7 @@ class Batch(object):
         n = int(count)
         if not n:
             return
+        t0 = time.perf_counter()
         pb, vb = n * 8, n * t.width
         need = pb + _up8(vb)
         if self.segs and self.used + need > self.limit:
@@ -209,6 +213,7 @@ class Batch(object):
         ctypes.memmove(self.ptr + at + pb, values, vb)
         self.segs.append((t, at, at + pb, n))
         self.used = at + need
+        self.stage_s += time.perf_counter() - t0
 
     def flush(self):
         """Uploads what is staged, scatters it, synchronizes."""

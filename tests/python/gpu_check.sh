@@ -88,6 +88,6 @@ echo
 echo "gpu_check on $card:"
 for l in "${lines[@]}"; do echo "  $l"; done
 echo "bench-engine (--device cuda):"
-grep -E '^(bench-engine|rank|[0-9]+ |\(a\)|check_unmoved|memory)' "$logs/bench_engine.log" 2>/dev/null | sed 's/^/  /'
+grep -E '^(bench-engine|rank|[0-9]+ |\(a\)|batched|check_unmoved|memory)' "$logs/bench_engine.log" 2>/dev/null | sed 's/^/  /'
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
