@@ -10663,8 +10663,9 @@ static wsync_result wsync__rank_targets(wsync_rank *r, wsync_error *err)
             if (g->rank >= r->assign.n_inference)
                 return wsync_error_set(err, res, "%s: opening trainer rank %u's gather inbox: %s", r->me,
                                         (unsigned)(g->rank - r->assign.n_inference), why);
-            return wsync_error_set(err, res, "%s: opening inference rank %u region %u: %s", r->me, (unsigned)g->rank,
-                                    (unsigned)g->region, why);
+            return wsync_error_set(err, res, "%s: opening inference rank %u region %u%s: %s", r->me, (unsigned)g->rank,
+                                    (unsigned)(g->region & ~WSYNC_CTL_TARGET_STAGING),
+                                    g->region & WSYNC_CTL_TARGET_STAGING ? " (its staging)" : "", why);
         }
     }
     return WSYNC_OK;
