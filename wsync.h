@@ -2143,7 +2143,13 @@ typedef struct wsync_map_rank {
    call; values count elements of width bytes (the raw bits). A parameter
    fed by several pieces gets calls for each; a tensor handed whole by the
    mirror comes as every position of the slice. Valid only during the call;
-   a nonzero return stops the take (wsync_mirror_take's WSYNC_ERR_SINK). */
+   a nonzero return stops the take (wsync_mirror_take's WSYNC_ERR_SINK).
+   The end call (wsync_engine_open's WSYNC_ENGINE_END_CALL): param NULL,
+   tensor NULL, index SIZE_MAX, count 0, positions and values NULL, after
+   the take's last change and before the take records the engine's step:
+   a sink that defers work (an upload, a scatter on a device) does it
+   there, and refuses the whole take with a nonzero return. */
+#define WSYNC_ENGINE_END_CALL 2u /* wsync_engine_open: fn gets an end call at each take that hands changes */
 typedef struct wsync_param_changes {
     const wsync_map_param *param;
     size_t index;             /* the parameter's index in the map */
@@ -2175,8 +2181,8 @@ typedef struct wsync_engine wsync_engine;
 WSYNC_DEF wsync_result wsync_engine_map_check(const wsync_tensor *tensors, size_t n, const wsync_map_rank *ranks,
                                               size_t n_ranks, wsync_error *err);
 /* A map over a mirror (which must outlive it), checked against the
-   mirror's tensors (flags: 0 or WSYNC_MAP_SHARD). The params (names,
-   shapes, pieces, data) must outlive it. */
+   mirror's tensors (flags: WSYNC_MAP_SHARD, WSYNC_ENGINE_END_CALL, or
+   both). The params (names, shapes, pieces, data) must outlive it. */
 WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param *params, size_t n, unsigned flags,
                                          wsync_engine **out, wsync_error *err);
 /* wsync_mirror_take through the map: each change of a checkpoint tensor is
@@ -2187,7 +2193,15 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
    mirror's rules hold: merged since the last take, all or nothing per
    step, a refusal re-handed at the next take. A take drains the mirror's
    records: one engine map per mirror (a mirror per rank), one take at a
-   time. */
+   time.
+   With WSYNC_ENGINE_END_CALL, a take that hands changes (to fn or not:
+   another rank's alone count) ends with one end call to fn (see
+   wsync_param_changes), under the mirror's lock, before the engine's step
+   is recorded. Its nonzero return refuses the take as any call's does
+   (WSYNC_ERR_SINK, the engine without a step), and with the flag a
+   refusal, the end call's or any call's, does more: every tensor this
+   take handed is handed again, whole, at the next take, since the sink
+   may have written none of it. */
 WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn fn, void *user,
                                          wsync_engine_stats *stats, wsync_error *err);
 WSYNC_DEF void wsync_engine_close(wsync_engine *e);
@@ -17851,7 +17865,9 @@ struct wsync_engine {
     size_t nrefs;
     size_t *first;             /* refs of tensor t: [first[t], first[t + 1]) */
     uint64_t *mark;            /* per parameter: the take that last fed it */
+    uint64_t *tmark;           /* per tensor: the take that last handed it (the end call's refusal) */
     uint64_t takes;
+    unsigned flags;
     size_t chunk;
     uint64_t *pos;             /* chunk positions */
     uint8_t *val;              /* chunk values (8 bytes each at most) */
@@ -17859,6 +17875,7 @@ struct wsync_engine {
     wsync_param_changes_fn fn;
     void *user;
     wsync_engine_stats *st;
+    int end_rc;                /* the end call's nonzero return */
 };
 
 static int wsync__eref_cmp(const void *x, const void *y)
@@ -18328,6 +18345,39 @@ static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t 
     }
 }
 
+/* The end call (WSYNC_ENGINE_END_CALL), made in the mirror's callback for
+   the take's last chunk (under the mirror's lock, before it records the
+   engine's step): the last chunk of the last tensor the mirror hands, the
+   one after which no tensor's record would make a call (the predicate of
+   wsync_mirror_take's loop and its handing). */
+static int wsync__eng_end(wsync_engine *e, size_t i)
+{
+    wsync_mirror *m = e->m;
+    wsync_param_changes c;
+    size_t j;
+    int rc;
+    for (j = i + 1; j < m->n; j++) {
+        const wsync__mrec *r = &m->rec[j];
+        if (r->whole || (r->log ? r->llen != 0 : r->count != 0)) return 0;
+    }
+    memset(&c, 0, sizeof c);
+    c.index = SIZE_MAX;
+    if ((rc = e->fn(e->user, &c)) != 0) e->end_rc = rc;
+    return rc;
+}
+
+/* A refusal with WSYNC_ENGINE_END_CALL (the sink may have deferred all of
+   the take): every tensor this take handed whole again (the mirror makes
+   the refused one whole itself). */
+static int wsync__eng_refused(wsync_engine *e, int rc)
+{
+    size_t j;
+    if (e->flags & WSYNC_ENGINE_END_CALL)
+        for (j = 0; j < e->m->n; j++)
+            if (e->tmark[j] == e->takes) wsync__mrec_whole(&e->m->rec[j]);
+    return rc;
+}
+
 /* The mirror's callback: one chunk of a tensor, to every ref of it. */
 static int wsync__eng_changes(void *user, const wsync_changes *c)
 {
@@ -18335,10 +18385,13 @@ static int wsync__eng_changes(void *user, const wsync_changes *c)
     size_t j;
     int rc;
     if (c->index >= e->m->n) return 1;
+    e->tmark[c->index] = e->takes;
     for (j = e->first[c->index]; j < e->first[c->index + 1]; j++)
         if ((rc = wsync__eng_ref(e, &e->refs[j], c->whole ? NULL : c->positions, (const uint8_t *)c->values,
                                  c->count, c->width)) != 0)
-            return rc;
+            return wsync__eng_refused(e, rc);
+    if ((e->flags & WSYNC_ENGINE_END_CALL) && e->fn && c->last && (rc = wsync__eng_end(e, c->index)) != 0)
+        return wsync__eng_refused(e, rc);
     return 0;
 }
 
@@ -18350,7 +18403,7 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
     wsync_result r;
     size_t i;
     wsync__error_reset(err);
-    if (!m || !out || (n && !params) || (flags & ~WSYNC_MAP_SHARD))
+    if (!m || !out || (n && !params) || (flags & ~(WSYNC_MAP_SHARD | WSYNC_ENGINE_END_CALL)))
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_engine_open arguments");
     *out = NULL;
     for (i = 0; i < m->n; i++) {
@@ -18368,6 +18421,7 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
     e->p = params;
     e->np = n;
     e->chunk = m->chunk;
+    e->flags = flags;
     one.params = params;
     one.n = n;
     if ((r = wsync__emap_build(&e->a, m->t, m->n, &one, 1, flags & WSYNC_MAP_SHARD ? 1 : 2, &e->refs, &e->nrefs, err)) !=
@@ -18377,13 +18431,15 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
     }
     e->first = (size_t *)wsync__alloc(&e->a, (m->n + 1) * sizeof *e->first);
     e->mark = (uint64_t *)wsync__alloc(&e->a, (n + 1) * sizeof *e->mark);
+    e->tmark = (uint64_t *)wsync__alloc(&e->a, (m->n + 1) * sizeof *e->tmark);
     e->pos = (uint64_t *)wsync__alloc(&e->a, e->chunk * 8);
     e->val = (uint8_t *)wsync__alloc(&e->a, e->chunk * 8);
-    if (!e->first || !e->mark || !e->pos || !e->val) {
+    if (!e->first || !e->mark || !e->tmark || !e->pos || !e->val) {
         wsync_engine_close(e);
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "the engine map");
     }
     memset(e->mark, 0, (n + 1) * sizeof *e->mark);
+    memset(e->tmark, 0, (m->n + 1) * sizeof *e->tmark);
     {
         size_t j = 0;
         for (i = 0; i <= m->n; i++) {
@@ -18413,8 +18469,13 @@ WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn
     e->user = user;
     e->st = &st;
     e->takes++;
+    e->end_rc = 0;
     r = wsync_mirror_take(e->m, wsync__eng_changes, e, &st.mirror, err);
     e->st = NULL;
+    if (r == WSYNC_ERR_SINK && e->end_rc)
+        r = wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, NULL, 0,
+                        "the take's end call returned %d: the engine has no step, and the next take hands every "
+                        "tensor of this one again, whole", e->end_rc);
     if (stats) *stats = st;
     return r;
 }
@@ -18427,6 +18488,7 @@ WSYNC_DEF void wsync_engine_close(wsync_engine *e)
     wsync__free(&a, e->refs);
     wsync__free(&a, e->first);
     wsync__free(&a, e->mark);
+    wsync__free(&a, e->tmark);
     wsync__free(&a, e->pos);
     wsync__free(&a, e->val);
     wsync__free(&a, e);

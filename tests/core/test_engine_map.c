@@ -11,7 +11,9 @@
    and sliced, bit for bit (compared by wsync_digest against parameters
    built here from the published image), padding rows untouched: stepping,
    merged over several steps, across anchors, through the scatter and
-   through a callback, and again after a callback that refused. Then the
+   through a callback, and again after a callback that refused; a sink
+   that defers to the take's end call (WSYNC_ENGINE_END_CALL), refusing
+   there or part way, gets the whole take again. Then the
    refusals: a tensor not covered (and the part named), overlapping
    pieces, a dtype mismatch, a parameter smaller than its pieces, a pad
    that does not fill, an unknown tensor; each names the parameter and
@@ -641,6 +643,157 @@ static void test_tied(void)
     TEST_END();
 }
 
+/* A sink that defers (the binding's batched device scatter): each call is
+   staged into a copy of the parameters, written at the end call
+   (WSYNC_ENGINE_END_CALL) or, refused there, dropped. */
+typedef struct defer_engine {
+    rank_map *R;
+    uint8_t *stage[NP];
+    int bad, ended, refuse_end;
+    uint64_t calls, ends, calls_at_end, refuse_at;
+} defer_engine;
+
+static int on_defer(void *user, const wsync_param_changes *c)
+{
+    defer_engine *D = (defer_engine *)user;
+    uint64_t i;
+    size_t j;
+    if (!c->param) { /* the end call */
+        if (c->index != SIZE_MAX || c->tensor || c->count || c->positions || c->values || D->ended) D->bad = 1;
+        D->ends++;
+        D->ended = 1;
+        D->calls_at_end = D->calls;
+        for (j = 0; j < NP; j++)
+            if (D->refuse_end) memcpy(D->stage[j], D->R->buf[j], D->R->bytes[j]);
+            else memcpy(D->R->buf[j], D->stage[j], D->R->bytes[j]);
+        return D->refuse_end ? 7 : 0;
+    }
+    D->calls++;
+    if (D->calls == D->refuse_at) { /* refused part way: what was staged dropped */
+        for (j = 0; j < NP; j++) memcpy(D->stage[j], D->R->buf[j], D->R->bytes[j]);
+        return 5;
+    }
+    if (D->ended || c->index >= NP || c->param != &D->R->p[c->index]) {
+        D->bad = 1; /* a change after the end call */
+        return 0;
+    }
+    for (i = 0; i < c->count; i++)
+        if (c->positions[i] < D->R->bytes[c->index] / c->width)
+            memcpy(D->stage[c->index] + c->positions[i] * c->width, (const uint8_t *)c->values + i * c->width,
+                   c->width);
+    return 0;
+}
+
+/* The end call: once per take, after every change; its refusal leaves the
+   engine without the new step and the next take hands all of this take's
+   tensors again (the deferred sink wrote none of them), exact; so does a
+   refusal part way (no end call then). Without the flag no end call comes. */
+static void test_end_call(uint32_t chunk)
+{
+    char name[128];
+    wsync_store st;
+    wsync_publisher *P = NULL;
+    wsync_chain_options co = chain_opts(7);
+    wsync_error err;
+    node N;
+    defer_engine D;
+    uint64_t s, got, last_ok = 0;
+    size_t j;
+    int opened = 0;
+    snprintf(name, sizeof name, "engine map: the end call, once per take, its refusal re-hands the take (chunk %u)",
+             chunk);
+    TEST_BEGIN(name);
+    memset(&D, 0, sizeof D);
+    CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_publisher_open(&st, &co, &P, &err), WSYNC_OK);
+    for (s = 0; s <= 9; s++) {
+        wsync_tensor t[NT];
+        wsync_publish_stats ps;
+        wsync_engine_stats es;
+        wsync_result r;
+        tensors_of(g_img[s], t);
+        CHECK_EQ_INT(wsync_publish(P, s, t, NT, &ps, &err), WSYNC_OK);
+        if (s == 0) {
+            if (!(opened = node_open(&N, &st, 1, chunk))) break;
+            wsync_engine_close(N.e);
+            N.e = NULL;
+            CHECK_EQ_INT(wsync_engine_open(N.m, N.R.p, NP, WSYNC_MAP_SHARD | WSYNC_ENGINE_END_CALL, &N.e, &err),
+                         WSYNC_OK);
+            if (!N.e) break;
+            D.R = &N.R;
+            for (j = 0; j < NP; j++) {
+                N.R.p[j].data = NULL;
+                D.stage[j] = (uint8_t *)malloc(N.R.bytes[j]);
+                memcpy(D.stage[j], N.R.buf[j], N.R.bytes[j]);
+            }
+        }
+        if (s == 8) continue; /* step 8 merged into 9's take */
+        CHECK_EQ_INT(wsync_mirror_sync(N.m, WSYNC_STEP_LATEST, NULL, &err), WSYNC_OK);
+        D.ended = 0;
+        D.ends = D.calls = D.calls_at_end = 0;
+        D.refuse_end = s == 3 || s == 7;
+        D.refuse_at = s == 5 ? 3 : 0;
+        r = wsync_engine_take(N.e, on_defer, &D, &es, &err);
+        CHECK(!D.bad);
+        if (D.refuse_at) {
+            CHECK_EQ_INT(r, WSYNC_ERR_SINK);
+            CHECK(D.ends == 0 && D.calls == 3);
+            CHECK(!wsync_mirror_engine_step(N.m, &got));
+            CHECK(rank_is(&N.R, g_img[last_ok]));
+            continue;
+        }
+        CHECK_EQ_U64(D.ends, 1);
+        CHECK(D.calls > 0 && D.calls_at_end == D.calls && es.calls == D.calls);
+        if (D.refuse_end) {
+            CHECK_EQ_INT(r, WSYNC_ERR_SINK);
+            CHECK_MSG(strstr(err.message, "end call returned 7") != NULL, "%s", err.message);
+            CHECK(!wsync_mirror_engine_step(N.m, &got));
+            CHECK(!es.mirror.handed);
+            CHECK(rank_is(&N.R, g_img[last_ok])); /* the last take's: nothing written */
+        } else {
+            CHECK_EQ_INT(r, WSYNC_OK);
+            got = UINT64_MAX;
+            CHECK(wsync_mirror_engine_step(N.m, &got) && got == s);
+            CHECK_MSG(rank_is(&N.R, g_img[s]), "step %llu", (unsigned long long)s);
+            last_ok = s;
+            if (s == 4 || s == 6 || s == 9) /* after a refusal: every tensor the refused take handed, whole */
+                CHECK(es.mirror.whole_tensors > 0);
+        }
+    }
+    if (opened && N.e) {
+        /* nothing pending: no call at all */
+        D.ended = 0;
+        D.ends = D.calls = 0;
+        CHECK_EQ_INT(wsync_engine_take(N.e, on_defer, &D, NULL, &err), WSYNC_OK);
+        CHECK(D.ends == 0 && D.calls == 0);
+        /* without the flag: the changes, no end call */
+        wsync_engine_close(N.e);
+        N.e = NULL;
+        CHECK_EQ_INT(wsync_engine_open(N.m, N.R.p, NP, WSYNC_MAP_SHARD, &N.e, &err), WSYNC_OK);
+        {
+            wsync_tensor t[NT];
+            wsync_publish_stats ps;
+            tensors_of(g_img[10], t);
+            CHECK_EQ_INT(wsync_publish(P, 10, t, NT, &ps, &err), WSYNC_OK);
+        }
+        CHECK_EQ_INT(wsync_mirror_sync(N.m, WSYNC_STEP_LATEST, NULL, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_engine_take(N.e, on_defer, &D, NULL, &err), WSYNC_OK);
+        CHECK(D.calls > 0 && D.ends == 0 && !D.bad);
+        /* a flag it does not know: refused */
+        {
+            wsync_engine *e2 = NULL;
+            CHECK_EQ_INT(wsync_engine_open(N.m, N.R.p, NP, WSYNC_MAP_SHARD | 4u, &e2, &err),
+                         WSYNC_ERR_INVALID_ARGUMENT);
+            CHECK(e2 == NULL);
+        }
+    }
+    for (j = 0; j < NP; j++) free(D.stage[j]);
+    wsync_publisher_close(P);
+    if (opened) node_close(&N);
+    wsync_store_close(&st);
+    TEST_END();
+}
+
 int main(void)
 {
     size_t s;
@@ -652,6 +805,8 @@ int main(void)
     test_steps(0, 5);
     test_refusals();
     test_tied();
+    test_end_call(0);
+    test_end_call(7);
     for (s = 0; s <= MAXSTEP; s++) free(g_img[s]);
     return check_summary();
 }
