@@ -7305,39 +7305,39 @@ WSYNC_DEF void wsync_ctl_plan_input_free(wsync_ctl_plan_input *p)
     memset(p, 0, sizeof *p);
 }
 
-WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const *tensors, const uint32_t *n_tensors,
-                                                  uint32_t n_trainers, uint32_t n_inference,
-                                                  const wsync_allocator *a, wsync_ctl_plan_input *out,
-                                                  wsync_error *err)
-{
+/* wsync_ctl_plan_input_build's state, through its phases: count, index,
+   sources, units. */
+typedef struct wsync__ctl_pi {
+    const wsync_ctl_tensor *const *tensors;
+    const uint32_t *n_tensors;
+    uint32_t T, n_inference;
     wsync_allocator al;
-    wsync__ctl_pi_ref *tr = NULL, *ir = NULL;
-    wsync__ctl_pi_first *sg = NULL, *ug = NULL;
-    uint32_t *ranks = NULL, i, e, T = n_trainers;
-    uint64_t nt = 0, ni = 0, ns = 0, nu = 0, k, d;
-    wsync_plan_source *src = NULL;
-    wsync_plan_mesh *mesh = NULL;
-    wsync_plan_piece *pc = NULL;
-    wsync_plan_dest *dst = NULL;
-    wsync_plan_unit *un = NULL;
-    uint32_t n_mesh = 0;
-    wsync_result r = WSYNC_OK;
-    wsync_error_set(err, WSYNC_OK, NULL);
-    if (!out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan input: out");
-    memset(out, 0, sizeof *out);
-    if (a) out->allocator = *a;
-    al = out->allocator;
-    if (!tensors || !n_tensors || T == 0 || n_inference == 0 || T > WSYNC_CTL_MAX_RANKS ||
-        n_inference > WSYNC_CTL_MAX_RANKS)
-        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: %u trainers, %u inference ranks",
-                                (unsigned)T, (unsigned)n_inference);
-    for (i = 0; i < T + n_inference; i++) {
-        if (n_tensors[i] && !tensors[i])
+    wsync_ctl_plan_input *out;
+    wsync__ctl_pi_ref *tr, *ir;   /* the trainers' and the inference ranks' entries */
+    wsync__ctl_pi_first *sg, *ug; /* their groups: a source per name, a unit per distinct entry */
+    uint32_t *ranks;
+    uint64_t nt, ni, ns, nu, nd;
+    wsync_plan_source *src;
+    wsync_plan_mesh *mesh;
+    wsync_plan_piece *pc;
+    wsync_plan_dest *dst;
+    wsync_plan_unit *un;
+    uint32_t n_mesh;
+} wsync__ctl_pi;
+
+/* Every entry checked; nt, ni: the trainers' and inference ranks' entries
+   that hold bytes (a trainer's gather inbox holds none). */
+static wsync_result wsync__ctl_pi_count(wsync__ctl_pi *x, wsync_error *err)
+{
+    uint32_t i, e, T = x->T;
+    wsync_result r;
+    for (i = 0; i < T + x->n_inference; i++) {
+        if (x->n_tensors[i] && !x->tensors[i])
             return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: rank %u: entries NULL", (unsigned)i);
-        for (e = 0; e < n_tensors[i]; e++) {
+        for (e = 0; e < x->n_tensors[i]; e++) {
             uint64_t rb = 0, b = 0;
-            if ((r = wsync_ctl_tensor_bytes(&tensors[i][e], &rb, &b, err)) != WSYNC_OK) return r;
-            if (tensors[i][e].name && strcmp(tensors[i][e].name, WSYNC_CTL_INBOX) == 0) {
+            if ((r = wsync_ctl_tensor_bytes(&x->tensors[i][e], &rb, &b, err)) != WSYNC_OK) return r;
+            if (x->tensors[i][e].name && strcmp(x->tensors[i][e].name, WSYNC_CTL_INBOX) == 0) {
                 if (i >= T)
                     return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT,
                                             "plan input: inference rank %u names an entry %s, a trainer's gather "
@@ -7346,180 +7346,238 @@ WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const 
                 continue; /* no tensor: the gather's memory */
             }
             if (b == 0) continue;
-            if (i < T) nt++;
-            else ni++;
+            if (i < T) x->nt++;
+            else x->ni++;
         }
     }
-    tr = (wsync__ctl_pi_ref *)wsync__rdma_alloc(&al, (size_t)(nt ? nt : 1) * sizeof *tr);
-    ir = (wsync__ctl_pi_ref *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof *ir);
-    ranks = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(nt ? nt : 1) * sizeof *ranks);
-    if (!tr || !ir || !ranks) {
-        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: index");
-        goto out;
-    }
-    for (nt = ni = 0, i = 0; i < T + n_inference; i++)
-        for (e = 0; e < n_tensors[i]; e++) {
-            const wsync_ctl_tensor *t = &tensors[i][e];
-            wsync__ctl_pi_ref *x;
+    return WSYNC_OK;
+}
+
+/* The index: a ref per entry counted, trainers' in tr, inference ranks' in ir. */
+static wsync_result wsync__ctl_pi_index(wsync__ctl_pi *x, wsync_error *err)
+{
+    uint32_t i, e, T = x->T;
+    uint64_t nt = 0, ni = 0;
+    x->tr = (wsync__ctl_pi_ref *)wsync__rdma_alloc(&x->al, (size_t)(x->nt ? x->nt : 1) * sizeof *x->tr);
+    x->ir = (wsync__ctl_pi_ref *)wsync__rdma_alloc(&x->al, (size_t)(x->ni ? x->ni : 1) * sizeof *x->ir);
+    x->ranks = (uint32_t *)wsync__rdma_alloc(&x->al, (size_t)(x->nt ? x->nt : 1) * sizeof *x->ranks);
+    if (!x->tr || !x->ir || !x->ranks) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: index");
+    for (i = 0; i < T + x->n_inference; i++)
+        for (e = 0; e < x->n_tensors[i]; e++) {
+            const wsync_ctl_tensor *t = &x->tensors[i][e];
+            wsync__ctl_pi_ref *ref;
             uint64_t rb = 0, b = 0;
             wsync_ctl_tensor_bytes(t, &rb, &b, NULL);
             if (b == 0 || (i < T && strcmp(t->name, WSYNC_CTL_INBOX) == 0)) continue;
-            x = i < T ? &tr[nt++] : &ir[ni++];
-            memset(x, 0, sizeof *x);
-            x->name = t->name;
-            x->rank = i;
-            x->entry = e;
+            ref = i < T ? &x->tr[nt++] : &x->ir[ni++];
+            memset(ref, 0, sizeof *ref);
+            ref->name = t->name;
+            ref->rank = i;
+            ref->entry = e;
             if (i < T) { /* holders: sorted by rows within a name */
-                x->rb = t->row_begin;
+                ref->rb = t->row_begin;
                 continue;
             }
-            x->rb = t->row_begin;
-            x->rc = t->row_count;
-            x->cb = t->col_begin;
-            x->cc = t->col_count ? t->col_count : wsync__ctl_pi_cols(t);
-            x->to = t->to_dtype == t->dtype ? 0 : t->to_dtype;
-            x->block = x->to ? t->block : 0;
+            ref->rb = t->row_begin;
+            ref->rc = t->row_count;
+            ref->cb = t->col_begin;
+            ref->cc = t->col_count ? t->col_count : wsync__ctl_pi_cols(t);
+            ref->to = t->to_dtype == t->dtype ? 0 : t->to_dtype;
+            ref->block = ref->to ? t->block : 0;
         }
-    /* sources: one per name the trainers hold */
-    if ((r = wsync__ctl_pi_groups(&al, tr, nt, 0, &sg, &ns, err)) != WSYNC_OK) goto out;
-    src = (wsync_plan_source *)wsync__rdma_alloc(&al, (size_t)(ns ? ns : 1) * sizeof *src);
-    mesh = (wsync_plan_mesh *)wsync__rdma_alloc(&al, (size_t)(ns ? ns : 1) * sizeof *mesh);
-    out->holder_entry = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(ns ? ns : 1) * T * sizeof(uint32_t));
-    if (!src || !mesh || !out->holder_entry) {
-        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: sources");
-        goto out;
-    }
+    return WSYNC_OK;
+}
+
+/* Sources: one per name the trainers hold, each with its mesh (the
+   holders' rows) and the holders' entries. */
+static wsync_result wsync__ctl_pi_sources(wsync__ctl_pi *x, wsync_error *err)
+{
+    uint32_t T = x->T;
+    uint64_t k, ns;
+    wsync_ctl_plan_input *out = x->out;
+    wsync_result r;
+    if ((r = wsync__ctl_pi_groups(&x->al, x->tr, x->nt, 0, &x->sg, &x->ns, err)) != WSYNC_OK) return r;
+    ns = x->ns;
+    x->src = (wsync_plan_source *)wsync__rdma_alloc(&x->al, (size_t)(ns ? ns : 1) * sizeof *x->src);
+    x->mesh = (wsync_plan_mesh *)wsync__rdma_alloc(&x->al, (size_t)(ns ? ns : 1) * sizeof *x->mesh);
+    out->holder_entry = (uint32_t *)wsync__rdma_alloc(&x->al, (size_t)(ns ? ns : 1) * T * sizeof(uint32_t));
+    if (!x->src || !x->mesh || !out->holder_entry)
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: sources");
     for (k = 0; k < ns * T; k++) out->holder_entry[k] = UINT32_MAX;
     for (k = 0; k < ns; k++) {
-        const wsync_ctl_tensor *t0 = &tensors[tr[sg[k].lo].rank][tr[sg[k].lo].entry];
+        const wsync__ctl_pi_first *g = &x->sg[k];
+        const wsync_ctl_tensor *t0 = &x->tensors[x->tr[g->lo].rank][x->tr[g->lo].entry];
+        wsync_plan_source *src = &x->src[k];
         wsync_plan_mesh m;
         uint32_t j, q;
         memset(&m, 0, sizeof m);
-        for (j = sg[k].lo; j < sg[k].hi; j++) {
-            const wsync_ctl_tensor *t = &tensors[tr[j].rank][tr[j].entry];
+        for (j = g->lo; j < g->hi; j++) {
+            wsync__ctl_pi_ref *ref = &x->tr[j];
+            const wsync_ctl_tensor *t = &x->tensors[ref->rank][ref->entry];
             uint64_t cols = wsync__ctl_pi_cols(t);
             int same = t->dtype == t0->dtype && t->ndim == t0->ndim && t->group == t0->group;
             for (q = 0; same && q < t->ndim; q++) same = t->shape[q] == t0->shape[q];
             if (!same || t->dtype != WSYNC_DTYPE_BF16 || (t->col_count && t->col_count != cols) ||
-                (t->to_dtype && t->to_dtype != t->dtype)) {
-                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
-                                     "plan input: tensor '%s': trainer rank %u holds it %s", t->name,
-                                     (unsigned)tr[j].rank,
-                                     !same ? "in another dtype, shape or mesh group than another trainer"
-                                           : "other than as bf16 rows of every column");
-                goto out;
-            }
-            tr[j].rc = t->row_count;
-            tr[j].id = (uint32_t)k;
-            out->holder_entry[k * T + tr[j].rank] = tr[j].entry;
+                (t->to_dtype && t->to_dtype != t->dtype))
+                return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
+                                        "plan input: tensor '%s': trainer rank %u holds it %s", t->name,
+                                        (unsigned)ref->rank,
+                                        !same ? "in another dtype, shape or mesh group than another trainer"
+                                              : "other than as bf16 rows of every column");
+            ref->rc = t->row_count;
+            ref->id = (uint32_t)k;
+            out->holder_entry[k * T + ref->rank] = ref->entry;
         }
-        src[k].rows = t0->ndim ? t0->shape[0] : 1;
-        src[k].cols = wsync__ctl_pi_cols(t0);
-        src[k].dtype = WSYNC_DTYPE_BF16;
-        if ((r = wsync__ctl_pi_mesh(tr, sg[k].lo, sg[k].hi, src[k].rows, T, ranks, &m, err)) != WSYNC_OK) goto out;
+        src->rows = t0->ndim ? t0->shape[0] : 1;
+        src->cols = wsync__ctl_pi_cols(t0);
+        src->dtype = WSYNC_DTYPE_BF16;
+        if ((r = wsync__ctl_pi_mesh(x->tr, g->lo, g->hi, src->rows, T, x->ranks, &m, err)) != WSYNC_OK) return r;
         m.group = t0->group;
-        for (q = 0; q < n_mesh; q++)
-            if (mesh[q].first == m.first && mesh[q].count == m.count && mesh[q].group == m.group &&
-                mesh[q].gather == m.gather)
+        for (q = 0; q < x->n_mesh; q++)
+            if (x->mesh[q].first == m.first && x->mesh[q].count == m.count && x->mesh[q].group == m.group &&
+                x->mesh[q].gather == m.gather)
                 break;
-        if (q == n_mesh) mesh[n_mesh++] = m;
-        src[k].mesh = q;
+        if (q == x->n_mesh) x->mesh[x->n_mesh++] = m;
+        src->mesh = q;
     }
-    /* units: one per distinct inference entry, a destination per rank */
-    if ((r = wsync__ctl_pi_groups(&al, ir, ni, 1, &ug, &nu, err)) != WSYNC_OK) goto out;
-    un = (wsync_plan_unit *)wsync__rdma_alloc(&al, (size_t)(nu ? nu : 1) * sizeof *un);
-    pc = (wsync_plan_piece *)wsync__rdma_alloc(&al, (size_t)(nu ? nu : 1) * sizeof *pc);
-    out->unit_block = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(nu ? nu : 1) * sizeof(uint32_t));
-    dst = (wsync_plan_dest *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof *dst);
-    out->dest_entry = (uint32_t *)wsync__rdma_alloc(&al, (size_t)(ni ? ni : 1) * sizeof(uint32_t));
-    if (!un || !pc || !dst || !out->unit_block || !out->dest_entry) {
-        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: units");
-        goto out;
+    return WSYNC_OK;
+}
+
+/* The source a unit reads: the trainers' tensor of its name (tr is sorted
+   by name), as an index into sources; UINT64_MAX when no trainer holds it. */
+static uint64_t wsync__ctl_pi_source_of(const wsync__ctl_pi *x, const char *name)
+{
+    uint64_t lo = 0, hi = x->nt, m;
+    while (lo < hi) {
+        m = lo + (hi - lo) / 2;
+        if (strcmp(x->tr[m].name, name) < 0) lo = m + 1;
+        else hi = m;
     }
-    for (d = 0, k = 0; k < nu; k++) {
-        const wsync__ctl_pi_ref *x = &ir[ug[k].lo];
-        const wsync_ctl_tensor *it = &tensors[x->rank][x->entry], *t0;
-        uint64_t lo = 0, hi, m, s;
+    return lo == x->nt || strcmp(x->tr[lo].name, name) != 0 ? UINT64_MAX : x->tr[lo].id;
+}
+
+/* Units: one per distinct inference entry (a piece of one source), a
+   destination per rank holding it. */
+static wsync_result wsync__ctl_pi_units(wsync__ctl_pi *x, wsync_error *err)
+{
+    uint32_t T = x->T;
+    uint64_t k, nu, d = 0;
+    wsync_ctl_plan_input *out = x->out;
+    wsync_result r;
+    if ((r = wsync__ctl_pi_groups(&x->al, x->ir, x->ni, 1, &x->ug, &x->nu, err)) != WSYNC_OK) return r;
+    nu = x->nu;
+    x->un = (wsync_plan_unit *)wsync__rdma_alloc(&x->al, (size_t)(nu ? nu : 1) * sizeof *x->un);
+    x->pc = (wsync_plan_piece *)wsync__rdma_alloc(&x->al, (size_t)(nu ? nu : 1) * sizeof *x->pc);
+    out->unit_block = (uint32_t *)wsync__rdma_alloc(&x->al, (size_t)(nu ? nu : 1) * sizeof(uint32_t));
+    x->dst = (wsync_plan_dest *)wsync__rdma_alloc(&x->al, (size_t)(x->ni ? x->ni : 1) * sizeof *x->dst);
+    out->dest_entry = (uint32_t *)wsync__rdma_alloc(&x->al, (size_t)(x->ni ? x->ni : 1) * sizeof(uint32_t));
+    if (!x->un || !x->pc || !x->dst || !out->unit_block || !out->dest_entry)
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan input: units");
+    for (k = 0; k < nu; k++) {
+        const wsync__ctl_pi_first *g = &x->ug[k];
+        const wsync__ctl_pi_ref *ref = &x->ir[g->lo];
+        const wsync_ctl_tensor *it = &x->tensors[ref->rank][ref->entry], *t0;
+        wsync_plan_unit *un = &x->un[k];
+        wsync_plan_piece *pc = &x->pc[k];
+        uint64_t s = wsync__ctl_pi_source_of(x, it->name);
         uint32_t j, q;
         int same;
-        hi = nt;
-        while (lo < hi) { /* the source of that name: tr is sorted by name */
-            m = lo + (hi - lo) / 2;
-            if (strcmp(tr[m].name, it->name) < 0) lo = m + 1;
-            else hi = m;
-        }
-        s = lo;
-        if (s == nt || strcmp(tr[s].name, it->name) != 0) {
-            r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan input: tensor '%s' (inference rank %u): no trainer holds it",
-                                 it->name, (unsigned)(x->rank - T));
-            goto out;
-        }
-        s = tr[s].id;
-        t0 = &tensors[tr[sg[s].lo].rank][tr[sg[s].lo].entry];
+        if (s == UINT64_MAX)
+            return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
+                                    "plan input: tensor '%s' (inference rank %u): no trainer holds it", it->name,
+                                    (unsigned)(ref->rank - T));
+        t0 = &x->tensors[x->tr[x->sg[s].lo].rank][x->tr[x->sg[s].lo].entry];
         same = it->dtype == t0->dtype && it->ndim == t0->ndim;
         for (q = 0; same && q < it->ndim; q++) same = it->shape[q] == t0->shape[q];
-        if (!same || (x->to && !(x->to == WSYNC_DTYPE_F8_E4M3 && it->dtype == WSYNC_DTYPE_BF16))) {
-            r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
-                                 "plan input: tensor '%s': inference rank %u wants %s", it->name,
-                                 (unsigned)(x->rank - T),
-                                 !same ? "another dtype or shape than the trainers hold" : "a conversion other than bf16 to fp8");
-            goto out;
-        }
-        pc[k].source = (uint32_t)s;
-        pc[k].row0 = x->rb;
-        pc[k].rows = x->rc;
-        pc[k].col0 = x->cb;
-        pc[k].cols = x->cc;
-        un[k].first_piece = k;
-        un[k].n_pieces = 1;
-        un[k].first_dest = d;
-        un[k].dtype = x->to ? WSYNC_DTYPE_F8_E4M3 : WSYNC_DTYPE_BF16;
-        out->unit_block[k] = x->block;
-        for (j = ug[k].lo; j < ug[k].hi; j++) { /* sorted by rank within the group */
-            const wsync_ctl_tensor *t = &tensors[ir[j].rank][ir[j].entry];
-            if (j > ug[k].lo && ir[j].rank == ir[j - 1].rank) {
-                r = wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan input: inference rank %u holds tensor '%s' twice",
-                                     (unsigned)(ir[j].rank - T), t->name);
-                goto out;
-            }
-            dst[d].rank = ir[j].rank - T;
-            dst[d].region = t->region;
-            dst[d].offset = t->offset;
-            dst[d].scale_region = t->region;
-            dst[d].scale_offset = t->scale_offset;
-            out->dest_entry[d] = ir[j].entry;
+        if (!same || (ref->to && !(ref->to == WSYNC_DTYPE_F8_E4M3 && it->dtype == WSYNC_DTYPE_BF16)))
+            return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED, "plan input: tensor '%s': inference rank %u wants %s",
+                                    it->name, (unsigned)(ref->rank - T),
+                                    !same ? "another dtype or shape than the trainers hold"
+                                          : "a conversion other than bf16 to fp8");
+        pc->source = (uint32_t)s;
+        pc->row0 = ref->rb;
+        pc->rows = ref->rc;
+        pc->col0 = ref->cb;
+        pc->cols = ref->cc;
+        un->first_piece = k;
+        un->n_pieces = 1;
+        un->first_dest = d;
+        un->dtype = ref->to ? WSYNC_DTYPE_F8_E4M3 : WSYNC_DTYPE_BF16;
+        out->unit_block[k] = ref->block;
+        for (j = g->lo; j < g->hi; j++) { /* sorted by rank within the group */
+            const wsync_ctl_tensor *t = &x->tensors[x->ir[j].rank][x->ir[j].entry];
+            wsync_plan_dest *dst = &x->dst[d];
+            if (j > g->lo && x->ir[j].rank == x->ir[j - 1].rank)
+                return wsync_error_set(err, WSYNC_ERR_UNSUPPORTED,
+                                        "plan input: inference rank %u holds tensor '%s' twice",
+                                        (unsigned)(x->ir[j].rank - T), t->name);
+            dst->rank = x->ir[j].rank - T;
+            dst->region = t->region;
+            dst->offset = t->offset;
+            dst->scale_region = t->region;
+            dst->scale_offset = t->scale_offset;
+            out->dest_entry[d] = x->ir[j].entry;
             d++;
         }
-        un[k].n_dests = d - un[k].first_dest;
+        un->n_dests = d - un->first_dest;
     }
-    out->input.n_trainers = T;
-    out->input.n_inference = n_inference;
-    out->input.sources = src;
-    out->input.n_sources = ns;
-    out->input.meshes = mesh;
-    out->input.n_meshes = n_mesh;
-    out->input.pieces = pc;
-    out->input.n_pieces = nu;
-    out->input.dests = dst;
-    out->input.n_dests = d;
-    out->input.units = un;
-    out->input.n_units = nu;
-    src = NULL;
-    mesh = NULL;
-    pc = NULL;
-    dst = NULL;
-    un = NULL;
-out:
-    wsync__rdma_free(&al, tr);
-    wsync__rdma_free(&al, ir);
-    wsync__rdma_free(&al, ranks);
-    wsync__rdma_free(&al, sg);
-    wsync__rdma_free(&al, ug);
-    wsync__rdma_free(&al, src);
-    wsync__rdma_free(&al, mesh);
-    wsync__rdma_free(&al, pc);
-    wsync__rdma_free(&al, dst);
-    wsync__rdma_free(&al, un);
+    x->nd = d;
+    return WSYNC_OK;
+}
+
+WSYNC_DEF wsync_result wsync_ctl_plan_input_build(const wsync_ctl_tensor *const *tensors, const uint32_t *n_tensors,
+                                                  uint32_t n_trainers, uint32_t n_inference,
+                                                  const wsync_allocator *a, wsync_ctl_plan_input *out,
+                                                  wsync_error *err)
+{
+    wsync__ctl_pi x;
+    wsync_result r;
+    wsync_error_set(err, WSYNC_OK, NULL);
+    if (!out) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "plan input: out");
+    memset(out, 0, sizeof *out);
+    if (a) out->allocator = *a;
+    if (!tensors || !n_tensors || n_trainers == 0 || n_inference == 0 || n_trainers > WSYNC_CTL_MAX_RANKS ||
+        n_inference > WSYNC_CTL_MAX_RANKS)
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan input: %u trainers, %u inference ranks",
+                                (unsigned)n_trainers, (unsigned)n_inference);
+    memset(&x, 0, sizeof x);
+    x.tensors = tensors;
+    x.n_tensors = n_tensors;
+    x.T = n_trainers;
+    x.n_inference = n_inference;
+    x.al = out->allocator;
+    x.out = out;
+    if ((r = wsync__ctl_pi_count(&x, err)) != WSYNC_OK) return r;
+    if ((r = wsync__ctl_pi_index(&x, err)) == WSYNC_OK && (r = wsync__ctl_pi_sources(&x, err)) == WSYNC_OK &&
+        (r = wsync__ctl_pi_units(&x, err)) == WSYNC_OK) {
+        out->input.n_trainers = x.T;
+        out->input.n_inference = n_inference;
+        out->input.sources = x.src;
+        out->input.n_sources = x.ns;
+        out->input.meshes = x.mesh;
+        out->input.n_meshes = x.n_mesh;
+        out->input.pieces = x.pc;
+        out->input.n_pieces = x.nu;
+        out->input.dests = x.dst;
+        out->input.n_dests = x.nd;
+        out->input.units = x.un;
+        out->input.n_units = x.nu;
+        x.src = NULL;
+        x.mesh = NULL;
+        x.pc = NULL;
+        x.dst = NULL;
+        x.un = NULL;
+    }
+    wsync__rdma_free(&x.al, x.tr);
+    wsync__rdma_free(&x.al, x.ir);
+    wsync__rdma_free(&x.al, x.ranks);
+    wsync__rdma_free(&x.al, x.sg);
+    wsync__rdma_free(&x.al, x.ug);
+    wsync__rdma_free(&x.al, x.src);
+    wsync__rdma_free(&x.al, x.mesh);
+    wsync__rdma_free(&x.al, x.pc);
+    wsync__rdma_free(&x.al, x.dst);
+    wsync__rdma_free(&x.al, x.un);
     if (r != WSYNC_OK) wsync_ctl_plan_input_free(out);
     return r;
 }
