@@ -108,7 +108,12 @@ typedef struct wspy_engine_stats {
 /* One parameter's changes (wsync_param_changes, flattened): the parameter's
    index (the order given to wspy_engine_open), count, positions (ascending
    uint64 flat positions in the parameter), values (count * width bytes).
-   Valid only during the call; nonzero stops the take (WSYNC_ERR_SINK). */
+   Valid only during the call; nonzero stops the take (WSYNC_ERR_SINK).
+   Each take that hands changes ends with the end call (index UINT64_MAX,
+   count 0, positions and values NULL: WSYNC_ENGINE_END_CALL, which
+   wspy_engine_open always sets) before the engine's step is recorded: a
+   sink that deferred its writes does them there, and refuses the whole
+   take (handed again at the next one) with a nonzero return. */
 typedef int32_t (*wspy_param_fn)(void *user, uint64_t index, uint64_t count, const uint64_t *positions,
                                  const void *values, uint32_t width);
 
@@ -1355,7 +1360,7 @@ WSPY_API int32_t wspy_engine_open(wspy_mirror *h, uint64_t n, const char *const 
         at += q->n_pieces;
         g->datas[i] = param_datas ? param_datas[i] : NULL;
     }
-    r = wsync_engine_open(h->m, g->p, (size_t)n, flags, &g->e, &e);
+    r = wsync_engine_open(h->m, g->p, (size_t)n, flags | WSYNC_ENGINE_END_CALL, &g->e, &e);
     if (r != WSYNC_OK) {
         g->e = NULL;
         wspy_engine_close(g);
@@ -1373,7 +1378,8 @@ typedef struct wspy__ptake {
 static int wspy__ptake_cb(void *user, const wsync_param_changes *c)
 {
     const wspy__ptake *t = (const wspy__ptake *)user;
-    int32_t rc = t->fn(t->user, (uint64_t)c->index, c->count, c->positions, c->values, (uint32_t)c->width);
+    int32_t rc = t->fn(t->user, c->param ? (uint64_t)c->index : UINT64_MAX, c->count, c->positions, c->values,
+                       (uint32_t)c->width);
     return rc ? (int)(rc > 0 ? rc : 1) : 0;
 }
 

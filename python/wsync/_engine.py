@@ -350,6 +350,9 @@ def _np_dtype(code):
 # parameters' path, instead of wsync's scatter in C.
 _BATCH_CPU = False
 
+# wspy_param_fn's index at the take's end call (WSYNC_ENGINE_END_CALL).
+_END_CALL = 2 ** 64 - 1
+
 
 def host_address(t):
     """A CPU target's address (wsync writes it in C), else None (the
@@ -368,8 +371,11 @@ class EngineSink(object):
     user's on_changes(param_name, positions, values) or, without it, into
     the engine's tensors: a torch parameter the binding scatters (on a
     device) through its device's _mirror.Batch (one upload per take,
-    flushed by end_take), anything else through the mirror's per-call
-    scatter (`sink`, a _mirror.Sink over the engine's tensors).
+    flushed at the take's end call, inside wspy_engine_take before the
+    engine's step is recorded: a flush that fails refuses the take, which
+    wsync hands again, whole, at the next one), anything else through the
+    mirror's per-call scatter (`sink`, a _mirror.Sink over the engine's
+    tensors).
     uploads, scatters, staged: the last take's host-to-device copies,
     index_copy_ calls and bytes uploaded by the Batches; stage_s, flush_s:
     its seconds staging (in the callbacks, inside wsync_engine_take; an
@@ -391,10 +397,30 @@ class EngineSink(object):
                     b = self.batches[str(t.device)] = _mirror.Batch(t.device, limit)
             self.batch_of.append(b)
         self.uploads = self.scatters = self.staged = 0
-        self.stage_s = self.flush_s = 0.0
+        self.stage_s = self.flush_s = self._flush_s = 0.0
         self.fn = _lib.PARAM_FN(self._call)
 
+    def _flush(self):
+        """Every Batch uploaded and scattered: the first exception, or None."""
+        exc = None
+        for b in self.batches.values():
+            t0 = time.perf_counter()
+            try:
+                b.flush()
+            except BaseException as e:
+                if exc is None:
+                    exc = e
+            self._flush_s += time.perf_counter() - t0
+        return exc
+
     def _call(self, user, index, count, positions, values, width):
+        if index == _END_CALL:        # the take's end call: what was staged written now, or the take refused
+            exc = self._flush()
+            if exc is None:
+                return 0
+            if self.exc is None:
+                self.exc = exc
+            return 1
         if self.on_changes is None:
             b = self.batch_of[index] if index < len(self.batch_of) else None
             if b is None:
@@ -439,21 +465,18 @@ class EngineSink(object):
             return 1
 
     def end_take(self):
-        """After wspy_engine_take, whatever it returned: what the Batches
-        staged is uploaded and scattered (what wsync counts as handed is
-        written, as the per-call scatter writes it during the call), then
-        the first exception of the take, if any, is returned."""
+        """After wspy_engine_take, whatever it returned: the take's
+        figures, and its first exception (a callback's, or the end call's
+        flush), if any, returned. What a take refused part way had staged
+        (no end call came) is written here; wsync hands it again anyway."""
         exc, self.exc = self.exc, None
         self.uploads = self.scatters = self.staged = 0
-        self.stage_s = self.flush_s = 0.0
+        self.stage_s = 0.0
+        exc1 = self._flush()
+        if exc is None:
+            exc = exc1
+        self.flush_s, self._flush_s = self._flush_s, 0.0
         for b in self.batches.values():
-            t0 = time.perf_counter()
-            try:
-                b.flush()
-            except BaseException as e:
-                if exc is None:
-                    exc = e
-            self.flush_s += time.perf_counter() - t0
             self.uploads += b.uploads
             self.scatters += b.scatters
             self.staged += b.staged

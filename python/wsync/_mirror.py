@@ -166,7 +166,9 @@ class Batch(object):
     takes. A CPU device (_engine._BATCH_CPU, for tests) takes the same path,
     its "device" buffer a second CPU tensor. uploads, scatters, staged: this
     take's counts; stage_s: its seconds in add() (an upload made there when
-    the buffer filled included) (all reset by EngineSink.end_take)."""
+    the buffer filled included) (all reset by EngineSink.end_take). A
+    flush that fails drops what was staged (EngineSink refuses the take at
+    its end call: wsync hands it all again)."""
 
     def __init__(self, device, limit=None):
         self.device = device

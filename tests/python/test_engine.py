@@ -525,8 +525,8 @@ class TestEngineBatched(unittest.TestCase):
     def test_cpu_forced_failure_mid_take_then_exact(self):
         """The batched scatter refuses part way through a take (its 5th
         call): the take raises, the engine has no step, what was staged
-        before the refusal is written (wsync counts it handed), and the
-        next take makes every parameter exact."""
+        before the refusal is written (no end call came; wsync hands it
+        again anyway), and the next take makes every parameter exact."""
         lay = wsync.EngineLayout.tensor_parallel(shapes(), 0, 2)
         pub = wsync.Publisher(self.store)
 
@@ -561,6 +561,59 @@ class TestEngineBatched(unittest.TestCase):
             ref = dict((k, v.view(torch.int16).numpy()) for k, v in ckpt(1).items())
             for name, x in eng.items():
                 self.assertTrue(np.array_equal(x.view(torch.int16).numpy(), expected_raw(lay, ref, name)), name)
+
+    def test_cpu_forced_flush_failure_at_end_then_exact(self):
+        """Issue 42: the Batches' upload and scatter (flush) fails at the end
+        of a take, after every change was staged: the take raises, the
+        engine has not moved to the new step (no step: nothing staged was
+        written), and the next take hands every tensor of the refused one
+        again, so the parameters are exact (by digest and bit for bit)."""
+        lay = wsync.EngineLayout.tensor_parallel(shapes(), 0, 2)
+        pub = wsync.Publisher(self.store)
+
+        def ckpt(step):
+            return dict((k, torch.from_numpy(v).to(torch.bfloat16)) for k, v in checkpoint(step).items())
+
+        def expected(step):
+            ref = dict((k, v.view(torch.int16).numpy()) for k, v in ckpt(step).items())
+            return dict((n, torch.from_numpy(np.ascontiguousarray(expected_raw(lay, ref, n))).view(torch.bfloat16))
+                        for n in eng)
+        pub.publish(0, ckpt(0))
+        eng = dict((k, torch.zeros(s, dtype=torch.bfloat16)) for k, s in sorted(lay.shapes.items()))
+        with batched_cpu():
+            sub = wsync.Subscriber(self.store, eng, layout=lay)
+        with sub:
+            sub.sync()
+            self.assertEqual(sub.step, 0)
+            before = wsync.state_digest(eng)
+            self.assertEqual(before, wsync.state_digest(expected(0)))
+            pub.publish(1, ckpt(1))
+            sub_mirror_sync(sub)
+            b = list(sub._sink.batches.values())[0]
+            real, fails = b.flush, []
+
+            def flush():
+                if not fails:
+                    fails.append(len(b.segs))
+                    b.segs, b.used = [], 0        # what was staged is lost, as a failed upload loses it
+                    raise RuntimeError("upload failed (injected)")
+                return real()
+            b.flush = flush
+            with self.assertRaises(RuntimeError) as cm:
+                sub.take()
+            self.assertIn("injected", str(cm.exception))
+            self.assertTrue(fails and fails[0] > 0, fails)    # the failure came with the take's changes staged
+            self.assertNotEqual(sub.step, 1)                   # C did not record the step the engine lacks
+            self.assertIsNone(sub.step)
+            self.assertEqual(wsync.state_digest(eng), before)  # nothing written
+            del b.flush
+            st = sub.take()
+            self.assertEqual(st.step, 1)
+            self.assertEqual(sub.step, 1)
+            self.assertGreater(st.whole_tensors, 0)
+            self.assertEqual(wsync.state_digest(eng), wsync.state_digest(expected(1)))
+            for name, x in expected(1).items():
+                self.assertTrue(torch.equal(eng[name].view(torch.int16), x.view(torch.int16)), name)
 
     def test_moved_parameter_refused_cheaply(self):
         """check_unmoved before every take: a parameter that passed is
