@@ -213,7 +213,7 @@ only in the implementation (one hit). tests/core/test_toc.sh checks this list.
     >>transfer    * the transfer layer: a request, its response, retries
     >>get-parallel * large downloads as parallel ranged GETs
     >>s3-list     * S3 list: ListObjectsV2, page after page
-    >>xml         * the XML tokenizer under both XML readers (S3 listings, PROPFIND)
+    >>xml         * the XML tokenizer and the walk under both XML readers (S3 listings, PROPFIND)
 
 Private names are wsync__; the short sub-prefixes mean:
     wsync__http_  wsync__s3_    the HTTP store, the S3 store
@@ -222,10 +222,13 @@ Private names are wsync__; the short sub-prefixes mean:
                                 hfail_ / herr_ (failures), hcase_ / hcmp_ /
                                 hcopy_ (header names and values), his_
                                 (tests on responses)
-    wsync__hjp_  wsync__hlist_  the listing's JSON reader, its entries
+    wsync__hjp_  wsync__hlist_  the listing's JSON reader; a listing's
+                                entries and the keys kept (HTTP and S3)
     wsync__xml_  wsync__dav_    the XML tokenizer (S3 listings, PROPFIND),
                                 PROPFIND's status lines; wsync__href_path an
                                 href's path
+    wsync__xr_                  the walk both XML readers loop on: their
+                                elements as rules, values decoded, refusals
     wsync__s3body_              an S3 request body being built
 */
 #ifndef WSYNC_HTTP_H
@@ -739,7 +742,8 @@ done:
    set of rules: no DOCTYPE or CDATA, only the five predefined entities
    and numeric references (decoded by wsync__xml_text), processing
    instructions only before the root, one root, tags matched, nesting at
-   most 16. The readers put their documents' shapes on top.
+   most 16. The walk over it (wsync__xr_) takes each reader's shape as
+   rules and hands it the values it asked for.
    --------------------------------------------------------------------- */
 
 /* Decodes XML text p[0..n) (entities and numeric references) into out,
@@ -969,6 +973,169 @@ static int wsync__xml_next(wsync__xml *x)
     }
 }
 
+/* The walk both readers loop on. A reader describes its document as rules:
+   an element named so under a parent of a kind is of this kind (the root's
+   parent is WSYNC__XR_TOP; an element no rule names, and all below it, is
+   kind 0 and skipped), and a leaf's text is a value. The walk refuses
+   what a value must not hold (an element, a comment, text in two pieces)
+   and gives the reader the elements it named as they open and close, and
+   each value decoded (entities) when its leaf closes. Errors read
+   "<what> at byte N: why", WSYNC_ERR_IO, with the offset. */
+
+#define WSYNC__XR_TOP 255
+
+typedef struct wsync__xr_rule {
+    unsigned char parent, kind;
+    unsigned char leaf;    /* 1: its text is a value (WSYNC__XR_VALUE) */
+    const char *name;
+} wsync__xr_rule;
+
+typedef struct wsync__xr_format {
+    const char *what;      /* the document in messages: "S3 listing" */
+    const char *not_root;  /* the refusal of another root: "the root is not <ListBucketResult>" */
+    int local;             /* 1: names matched on their local part (D:href, href: the same); 0: whole */
+    const wsync__xr_rule *rules;
+    size_t n_rules;
+} wsync__xr_format;
+
+enum { WSYNC__XR_EOF, WSYNC__XR_OPEN, WSYNC__XR_CLOSE, WSYNC__XR_VALUE, WSYNC__XR_ERR };
+
+typedef struct wsync__xr {
+    wsync__xml x;
+    const wsync__xr_format *f;
+    unsigned char kind[WSYNC__XML_DEPTH]; /* the open elements' kinds */
+    /* the event: OPEN, CLOSE, VALUE: the element's kind; VALUE: its value */
+    int ev_kind;
+    char *text;            /* the value decoded, NUL-terminated (room for the whole input) */
+    char *keep;            /* the reader's own copy of a value (a key, a path): room for the input + 2 */
+    size_t text_len;
+    size_t value_at;       /* where the value starts (an empty one: the tag that ends it) */
+    /* the leaf being read */
+    int leaf, pieces;
+    size_t raw_len;
+    /* ERR */
+    size_t at;
+    const char *why;
+} wsync__xr;
+
+static int wsync__xr_err(wsync__xr *w, size_t at, const char *why)
+{
+    w->at = at;
+    w->why = why;
+    return WSYNC__XR_ERR;
+}
+
+static int wsync__xr_next(wsync__xr *w)
+{
+    wsync__xml *x = &w->x;
+    for (;;) {
+        int ev = wsync__xml_next(x);
+        if (ev == WSYNC__X_EOF) return WSYNC__XR_EOF;
+        if (ev == WSYNC__X_ERR) return wsync__xr_err(w, x->at, x->why);
+        if (ev == WSYNC__X_COMMENT) {
+            if (w->leaf) return wsync__xr_err(w, x->at, "a comment inside a value");
+            continue;
+        }
+        if (ev == WSYNC__X_TEXT) {
+            if (w->leaf) {
+                if (w->pieces++) return wsync__xr_err(w, x->at, "a value in pieces");
+                w->value_at = x->text_at;
+                w->raw_len = x->text_len;
+            }
+            continue;
+        }
+        if (ev == WSYNC__X_OPEN) {
+            size_t d = x->depth - 1, k;
+            const unsigned char *nm = x->p + (w->f->local ? x->local_at : x->name_at);
+            size_t nl = w->f->local ? x->local_len : x->name_len;
+            int parent = d ? w->kind[d - 1] : WSYNC__XR_TOP;
+            if (w->leaf) return wsync__xr_err(w, x->at, "an element inside a value");
+            w->ev_kind = 0;
+            for (k = 0; k < w->f->n_rules; k++) {
+                const wsync__xr_rule *ru = &w->f->rules[k];
+                if (ru->parent == parent && wsync__xml_name_is(nm, nl, ru->name)) {
+                    w->ev_kind = ru->kind;
+                    if (ru->leaf) {
+                        w->leaf = ru->kind;
+                        w->pieces = 0;
+                        w->raw_len = 0;
+                    }
+                    break;
+                }
+            }
+            if (parent == WSYNC__XR_TOP && !w->ev_kind) return wsync__xr_err(w, x->at, w->f->not_root);
+            w->kind[d] = (unsigned char)w->ev_kind;
+            if (w->ev_kind) return WSYNC__XR_OPEN;
+            continue;
+        }
+        /* WSYNC__X_CLOSE: x->depth is now this element's level */
+        w->ev_kind = w->kind[x->depth];
+        if (!w->ev_kind) continue;
+        if (!w->leaf) return WSYNC__XR_CLOSE;
+        {
+            size_t bad = 0;
+            if (!w->pieces) w->value_at = x->at;
+            w->text_len = wsync__xml_text(x->p + w->value_at, w->raw_len, w->text, &bad);
+            if (w->text_len == (size_t)-1)
+                return wsync__xr_err(w, w->value_at + bad, "a bad character or entity in a value");
+            w->leaf = 0;
+            return WSYNC__XR_VALUE;
+        }
+    }
+}
+
+/* Readies w over xml[0..len) (the reader has checked its arguments); whatever
+   it returns, wsync__xr_end frees what it took. */
+static wsync_result wsync__xr_begin(wsync__xr *w, const wsync__xr_format *f, const void *xml, size_t len,
+                                    wsync_error *err)
+{
+    memset(w, 0, sizeof *w);
+    w->f = f;
+    if (len > ((size_t)-1) / 2 - 2) return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s too large", f->what);
+    w->x.p = (const unsigned char *)xml;
+    w->x.n = len;
+    w->text = (char *)malloc(len + 1);
+    w->keep = (char *)malloc(len + 2);
+    if (!w->text || !w->keep) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s parser", f->what);
+    return WSYNC_OK;
+}
+
+static void wsync__xr_end(wsync__xr *w)
+{
+    free(w->text);
+    free(w->keep);
+}
+
+/* The refusal of the document at byte at. */
+static wsync_result wsync__xr_bad(const wsync__xr *w, wsync_error *err, size_t at, const char *why)
+{
+    wsync_result r = wsync_error_set(err, WSYNC_ERR_IO, "%s at byte %lu: %s", w->f->what, (unsigned long)at, why);
+    if (err) err->offset = (uint64_t)at;
+    return r;
+}
+
+/* s[0..n) as an integer in [0, 2^63): 1 and *out, or 0. */
+static int wsync__xr_u63(const char *s, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t k;
+    if (n == 0 || n > 19) return 0;
+    for (k = 0; k < n; k++) {
+        unsigned d = (unsigned)((unsigned char)s[k] - '0');
+        if (d > 9 || v > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+/* In a reader with wsync__xr w, wsync_result r and a done: label. */
+#define WSYNC__XR_BAD(at, why)                   \
+    do {                                         \
+        r = wsync__xr_bad(&w, err, (at), (why)); \
+        goto done;                               \
+    } while (0)
+
 /* ---------------------------------------------------------------------
    S3 pieces without libcurl: SigV4 encoding, the ListObjectsV2 parser  >>s3-sig
    --------------------------------------------------------------------- */
@@ -1045,12 +1212,19 @@ done:
     return result;
 }
 
-#define WSYNC__S3X_BAD(at, why)                                                                       \
-    do {                                                                                             \
-        r = wsync_error_set(err, WSYNC_ERR_IO, "S3 listing at byte %lu: %s", (unsigned long)(at), why); \
-        if (err) err->offset = (uint64_t)(at);                                                       \
-        goto done;                                                                                   \
-    } while (0)
+enum { WSYNC__S3K_RESULT = 1, WSYNC__S3K_CONTENTS, WSYNC__S3K_KEY, WSYNC__S3K_SIZE, WSYNC__S3K_TRUNC, WSYNC__S3K_TOKEN };
+
+static const wsync__xr_rule wsync__s3_listing_rules[] = {
+    {WSYNC__XR_TOP, WSYNC__S3K_RESULT, 0, "ListBucketResult"},
+    {WSYNC__S3K_RESULT, WSYNC__S3K_CONTENTS, 0, "Contents"},
+    {WSYNC__S3K_RESULT, WSYNC__S3K_TRUNC, 1, "IsTruncated"},
+    {WSYNC__S3K_RESULT, WSYNC__S3K_TOKEN, 1, "NextContinuationToken"},
+    {WSYNC__S3K_CONTENTS, WSYNC__S3K_KEY, 1, "Key"},
+    {WSYNC__S3K_CONTENTS, WSYNC__S3K_SIZE, 1, "Size"}};
+
+static const wsync__xr_format wsync__s3_listing_format = {
+    "S3 listing", "the root is not <ListBucketResult>", 0, wsync__s3_listing_rules,
+    sizeof wsync__s3_listing_rules / sizeof wsync__s3_listing_rules[0]};
 
 /* ListBucketResult > Contents > Key, Size; ListBucketResult > IsTruncated,
    NextContinuationToken: names compared whole (S3 sends no prefixes), the
@@ -1058,108 +1232,55 @@ done:
 WSYNC_DEF wsync_result wsync_s3_listing_parse(const void *xml, size_t len, wsync_s3_key_fn fn, void *user,
                                               int *truncated, char *token, size_t token_cap, wsync_error *err)
 {
-    wsync__xml x;
-    wsync_result r = WSYNC_OK;
-    char *text = NULL, *key = NULL;
-    size_t key_len = 0, value_at = 0, value_len = 0, bad = 0;
-    int field = 0;      /* the leaf being read: 1 Key, 2 Size, 3 IsTruncated, 4 NextContinuationToken */
-    int values = 0, in_contents = 0, have_key = 0, have_size = 0, have_trunc = 0;
+    wsync__xr w;
+    wsync_result r;
+    size_t key_len = 0;
+    int have_key = 0, have_size = 0, have_trunc = 0;
     uint64_t size = 0;
     wsync__herr_reset(err);
     if ((!xml && len) || !fn || !truncated || !token || token_cap == 0)
         return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "listing arguments");
     *truncated = 0;
     token[0] = 0;
-    if (len > ((size_t)-1) / 2 - 2) return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "listing too large");
-    memset(&x, 0, sizeof x);
-    x.p = (const unsigned char *)xml;
-    x.n = len;
-    text = (char *)malloc(len + 1);
-    key = (char *)malloc(len + 1);
-    if (!text || !key) {
-        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing parser");
-        goto done;
-    }
+    if ((r = wsync__xr_begin(&w, &wsync__s3_listing_format, xml, len, err)) != WSYNC_OK) goto done;
     for (;;) {
-        int ev = wsync__xml_next(&x);
-        const unsigned char *nm = x.p ? x.p + x.name_at : x.p; /* an empty input: NULL, never read */
-        size_t nl = x.name_len;
-        if (ev == WSYNC__X_EOF) break;
-        if (ev == WSYNC__X_ERR) WSYNC__S3X_BAD(x.at, x.why);
-        if (ev == WSYNC__X_COMMENT) {
-            if (field) WSYNC__S3X_BAD(x.at, "a comment inside a value");
-            continue;
-        }
-        if (ev == WSYNC__X_TEXT) {
-            if (field) {
-                if (values++) WSYNC__S3X_BAD(x.at, "a value in pieces");
-                value_at = x.text_at;
-                value_len = x.text_len;
-            }
-            continue;
-        }
-        if (ev == WSYNC__X_OPEN) {
-            if (field) WSYNC__S3X_BAD(x.at, "an element inside a value");
-            if (x.depth == 1 && !wsync__xml_name_is(nm, nl, "ListBucketResult"))
-                WSYNC__S3X_BAD(x.at, "the root is not <ListBucketResult>");
-            if (x.depth == 2 && wsync__xml_name_is(nm, nl, "Contents")) {
-                in_contents = 1;
-                have_key = have_size = 0;
-            } else if (x.depth == 2 && wsync__xml_name_is(nm, nl, "IsTruncated")) field = 3;
-            else if (x.depth == 2 && wsync__xml_name_is(nm, nl, "NextContinuationToken")) field = 4;
-            else if (x.depth == 3 && in_contents && wsync__xml_name_is(nm, nl, "Key")) field = 1;
-            else if (x.depth == 3 && in_contents && wsync__xml_name_is(nm, nl, "Size")) field = 2;
-            values = 0;
-            value_at = x.i;
-            value_len = 0;
-            continue;
-        }
-        /* WSYNC__X_CLOSE */
-        if (field) {
-            size_t tl = wsync__xml_text(x.p + value_at, value_len, text, &bad);
-            if (tl == (size_t)-1) WSYNC__S3X_BAD(value_at + bad, "a bad character or entity in a value");
-            if (field == 1) {
-                if (have_key) WSYNC__S3X_BAD(value_at, "two <Key> in one <Contents>");
-                if (tl == 0 || memchr(text, 0, tl)) WSYNC__S3X_BAD(value_at, "an empty <Key>");
-                memcpy(key, text, tl + 1);
-                key_len = tl;
-                have_key = 1;
-            } else if (field == 2) {
-                size_t k;
-                if (have_size) WSYNC__S3X_BAD(value_at, "two <Size> in one <Contents>");
-                if (tl == 0 || tl > 19) WSYNC__S3X_BAD(value_at, "<Size> is not an integer in [0, 2^63)");
-                for (size = 0, k = 0; k < tl; k++) {
-                    unsigned d = (unsigned)((unsigned char)text[k] - '0');
-                    if (d > 9 || size > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / 10)
-                        WSYNC__S3X_BAD(value_at, "<Size> is not an integer in [0, 2^63)");
-                    size = size * 10 + d;
-                }
-                have_size = 1;
-            } else if (field == 3) {
-                if (have_trunc) WSYNC__S3X_BAD(value_at, "two <IsTruncated>");
-                if (strcmp(text, "true") == 0) *truncated = 1;
-                else if (strcmp(text, "false") == 0) *truncated = 0;
-                else WSYNC__S3X_BAD(value_at, "<IsTruncated> is neither true nor false");
-                have_trunc = 1;
-            } else {
-                if (tl >= token_cap || memchr(text, 0, tl))
-                    WSYNC__S3X_BAD(value_at, "<NextContinuationToken> too long");
-                memcpy(token, text, tl + 1);
-            }
-            field = 0;
-        } else if (in_contents && x.depth == 1) { /* </Contents> */
-            if (!have_key || !have_size) WSYNC__S3X_BAD(x.at, "a <Contents> without <Key> or <Size>");
-            in_contents = 0;
-            if (fn(user, key, key_len, size) != 0) goto done;
+        int ev = wsync__xr_next(&w);
+        const char *text = w.text;
+        size_t tl = w.text_len;
+        if (ev == WSYNC__XR_EOF) break;
+        if (ev == WSYNC__XR_ERR) WSYNC__XR_BAD(w.at, w.why);
+        if (ev == WSYNC__XR_OPEN) {
+            if (w.ev_kind == WSYNC__S3K_CONTENTS) have_key = have_size = 0;
+        } else if (ev == WSYNC__XR_CLOSE) {
+            if (w.ev_kind != WSYNC__S3K_CONTENTS) continue;
+            if (!have_key || !have_size) WSYNC__XR_BAD(w.x.at, "a <Contents> without <Key> or <Size>");
+            if (fn(user, w.keep, key_len, size) != 0) goto done;
+        } else if (w.ev_kind == WSYNC__S3K_KEY) {
+            if (have_key) WSYNC__XR_BAD(w.value_at, "two <Key> in one <Contents>");
+            if (tl == 0 || memchr(text, 0, tl)) WSYNC__XR_BAD(w.value_at, "an empty <Key>");
+            memcpy(w.keep, text, tl + 1);
+            key_len = tl;
+            have_key = 1;
+        } else if (w.ev_kind == WSYNC__S3K_SIZE) {
+            if (have_size) WSYNC__XR_BAD(w.value_at, "two <Size> in one <Contents>");
+            if (!wsync__xr_u63(text, tl, &size)) WSYNC__XR_BAD(w.value_at, "<Size> is not an integer in [0, 2^63)");
+            have_size = 1;
+        } else if (w.ev_kind == WSYNC__S3K_TRUNC) {
+            if (have_trunc) WSYNC__XR_BAD(w.value_at, "two <IsTruncated>");
+            if (strcmp(text, "true") == 0) *truncated = 1;
+            else if (strcmp(text, "false") == 0) *truncated = 0;
+            else WSYNC__XR_BAD(w.value_at, "<IsTruncated> is neither true nor false");
+            have_trunc = 1;
+        } else { /* NextContinuationToken */
+            if (tl >= token_cap || memchr(text, 0, tl)) WSYNC__XR_BAD(w.value_at, "<NextContinuationToken> too long");
+            memcpy(token, text, tl + 1);
         }
     }
-    if (*truncated && !token[0]) WSYNC__S3X_BAD(len, "<IsTruncated>true without a <NextContinuationToken>");
+    if (*truncated && !token[0]) WSYNC__XR_BAD(len, "<IsTruncated>true without a <NextContinuationToken>");
 done:
-    free(text);
-    free(key);
+    wsync__xr_end(&w);
     return r;
 }
-#undef WSYNC__S3X_BAD
 
 /* ---------------------------------------------------------------------
    The WebDAV PROPFIND answer parser (no libcurl)  >>propfind
@@ -1274,26 +1395,31 @@ static int wsync__dav_status(const char *s, size_t n)
 }
 
 enum {
-    WSYNC__DK_OTHER, WSYNC__DK_MS, WSYNC__DK_RESP, WSYNC__DK_HREF, WSYNC__DK_PROPSTAT, WSYNC__DK_RSTATUS,
-    WSYNC__DK_PROP, WSYNC__DK_PSTATUS, WSYNC__DK_RTYPE, WSYNC__DK_LEN, WSYNC__DK_COLL
+    WSYNC__DK_MS = 1, WSYNC__DK_RESP, WSYNC__DK_HREF, WSYNC__DK_PROPSTAT, WSYNC__DK_RSTATUS, WSYNC__DK_PROP,
+    WSYNC__DK_PSTATUS, WSYNC__DK_RTYPE, WSYNC__DK_LEN, WSYNC__DK_COLL
 };
 
-#define WSYNC__DAV_BAD(at, why_)                                                                           \
-    do {                                                                                                   \
-        r = wsync_error_set(err, WSYNC_ERR_IO, "PROPFIND answer at byte %lu: %s", (unsigned long)(at), why_); \
-        if (err) err->offset = (uint64_t)(at);                                                             \
-        goto done;                                                                                         \
-    } while (0)
+static const wsync__xr_rule wsync__dav_rules[] = {
+    {WSYNC__XR_TOP, WSYNC__DK_MS, 0, "multistatus"},
+    {WSYNC__DK_MS, WSYNC__DK_RESP, 0, "response"},
+    {WSYNC__DK_RESP, WSYNC__DK_HREF, 1, "href"},
+    {WSYNC__DK_RESP, WSYNC__DK_PROPSTAT, 0, "propstat"},
+    {WSYNC__DK_RESP, WSYNC__DK_RSTATUS, 1, "status"},
+    {WSYNC__DK_PROPSTAT, WSYNC__DK_PROP, 0, "prop"},
+    {WSYNC__DK_PROPSTAT, WSYNC__DK_PSTATUS, 1, "status"},
+    {WSYNC__DK_PROP, WSYNC__DK_RTYPE, 0, "resourcetype"},
+    {WSYNC__DK_PROP, WSYNC__DK_LEN, 1, "getcontentlength"},
+    {WSYNC__DK_RTYPE, WSYNC__DK_COLL, 0, "collection"}};
+
+static const wsync__xr_format wsync__dav_format = {"PROPFIND answer", "the root is not <multistatus>", 1,
+                                                   wsync__dav_rules, sizeof wsync__dav_rules / sizeof wsync__dav_rules[0]};
 
 WSYNC_DEF wsync_result wsync_http_propfind_parse(const void *xml, size_t len, wsync_http_href_fn fn, void *user,
                                                  wsync_error *err)
 {
-    wsync__xml x;
-    unsigned char kind[WSYNC__XML_DEPTH];
-    char *text = NULL, *path = NULL;
-    size_t path_len = 0, leaf_at = 0, bad = 0;
-    int leaf = 0, leaf_texts = 0;
-    wsync_result r = WSYNC_OK;
+    wsync__xr w;
+    wsync_result r;
+    size_t path_len = 0;
     /* the response being read */
     int have_href = 0, n_propstat = 0, rstatus = 0, ok = 0, is_dir = 0, have_len = 0;
     uint64_t size = 0;
@@ -1303,144 +1429,89 @@ WSYNC_DEF wsync_result wsync_http_propfind_parse(const void *xml, size_t len, ws
     size_t ps_len_at = 0;
     wsync__herr_reset(err);
     if ((!xml && len) || !fn) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "PROPFIND parser arguments");
-    if (len > ((size_t)-1) / 2 - 2) return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "PROPFIND answer too large");
-    memset(&x, 0, sizeof x);
-    x.p = (const unsigned char *)xml;
-    x.n = len;
-    text = (char *)malloc(len + 1);
-    path = (char *)malloc(len + 2);
-    if (!text || !path) {
-        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "PROPFIND parser");
-        goto done;
-    }
+    if ((r = wsync__xr_begin(&w, &wsync__dav_format, xml, len, err)) != WSYNC_OK) goto done;
     for (;;) {
-        int ev = wsync__xml_next(&x);
-        const unsigned char *ln = x.p ? x.p + x.local_at : x.p; /* an empty input: NULL, never read */
-        size_t ll = x.local_len;
-        if (ev == WSYNC__X_EOF) break;
-        if (ev == WSYNC__X_ERR) WSYNC__DAV_BAD(x.at, x.why);
-        if (ev == WSYNC__X_COMMENT) {
-            if (leaf) WSYNC__DAV_BAD(x.at, "a comment inside a value");
-            continue;
-        }
-        if (ev == WSYNC__X_TEXT) {
-            if (leaf) {
-                if (leaf_texts++) WSYNC__DAV_BAD(x.at, "a value in pieces");
-                leaf_at = x.text_at;
-            }
-            continue;
-        }
-        if (ev == WSYNC__X_OPEN) {
-            size_t d = x.depth - 1; /* this element's level */
-            int parent = d ? kind[d - 1] : -1, k = WSYNC__DK_OTHER;
-            if (leaf) WSYNC__DAV_BAD(x.at, "an element inside a value");
-            if (parent < 0) {
-                if (!wsync__xml_name_is(ln, ll, "multistatus")) WSYNC__DAV_BAD(x.at, "the root is not <multistatus>");
-                k = WSYNC__DK_MS;
-            } else if (parent == WSYNC__DK_MS && wsync__xml_name_is(ln, ll, "response")) {
-                k = WSYNC__DK_RESP;
+        int ev = wsync__xr_next(&w);
+        if (ev == WSYNC__XR_EOF) break;
+        if (ev == WSYNC__XR_ERR) WSYNC__XR_BAD(w.at, w.why);
+        if (ev == WSYNC__XR_OPEN) {
+            switch (w.ev_kind) {
+            case WSYNC__DK_RESP:
                 have_href = n_propstat = rstatus = ok = is_dir = have_len = 0;
                 size = 0;
-            } else if (parent == WSYNC__DK_RESP && wsync__xml_name_is(ln, ll, "href")) {
-                if (have_href) WSYNC__DAV_BAD(x.at, "two <href> in one <response>");
-                k = WSYNC__DK_HREF;
-            } else if (parent == WSYNC__DK_RESP && wsync__xml_name_is(ln, ll, "propstat")) {
-                k = WSYNC__DK_PROPSTAT;
+                break;
+            case WSYNC__DK_HREF:
+                if (have_href) WSYNC__XR_BAD(w.x.at, "two <href> in one <response>");
+                break;
+            case WSYNC__DK_PROPSTAT:
                 ps_coll = ps_have_len = ps_len_ok = ps_status = 0;
                 ps_len = 0;
-            } else if (parent == WSYNC__DK_RESP && wsync__xml_name_is(ln, ll, "status")) {
-                if (rstatus) WSYNC__DAV_BAD(x.at, "two <status> in one <response>");
-                k = WSYNC__DK_RSTATUS;
-            } else if (parent == WSYNC__DK_PROPSTAT && wsync__xml_name_is(ln, ll, "prop")) {
-                k = WSYNC__DK_PROP;
-            } else if (parent == WSYNC__DK_PROPSTAT && wsync__xml_name_is(ln, ll, "status")) {
-                if (ps_status) WSYNC__DAV_BAD(x.at, "two <status> in one <propstat>");
-                k = WSYNC__DK_PSTATUS;
-            } else if (parent == WSYNC__DK_PROP && wsync__xml_name_is(ln, ll, "resourcetype")) {
-                k = WSYNC__DK_RTYPE;
-            } else if (parent == WSYNC__DK_PROP && wsync__xml_name_is(ln, ll, "getcontentlength")) {
-                if (ps_have_len) WSYNC__DAV_BAD(x.at, "two <getcontentlength> in one <propstat>");
-                k = WSYNC__DK_LEN;
-            } else if (parent == WSYNC__DK_RTYPE && wsync__xml_name_is(ln, ll, "collection")) {
-                k = WSYNC__DK_COLL;
+                break;
+            case WSYNC__DK_RSTATUS:
+                if (rstatus) WSYNC__XR_BAD(w.x.at, "two <status> in one <response>");
+                break;
+            case WSYNC__DK_PSTATUS:
+                if (ps_status) WSYNC__XR_BAD(w.x.at, "two <status> in one <propstat>");
+                break;
+            case WSYNC__DK_LEN:
+                if (ps_have_len) WSYNC__XR_BAD(w.x.at, "two <getcontentlength> in one <propstat>");
+                break;
+            case WSYNC__DK_COLL:
                 ps_coll = 1;
+                break;
+            default:
+                break;
             }
-            kind[d] = (unsigned char)k;
-            if (k == WSYNC__DK_HREF || k == WSYNC__DK_RSTATUS || k == WSYNC__DK_PSTATUS || k == WSYNC__DK_LEN) {
-                leaf = k;
-                leaf_texts = 0;
-                leaf_at = x.i;
-            }
-            continue;
-        }
-        /* WSYNC__X_CLOSE: x.depth is now this element's level */
-        switch (kind[x.depth]) {
-        case WSYNC__DK_HREF: case WSYNC__DK_RSTATUS: case WSYNC__DK_PSTATUS: case WSYNC__DK_LEN: {
-            size_t raw = leaf_texts ? x.text_len : 0, tl, a = 0, b;
-            if (!leaf_texts) leaf_at = x.at;
-            tl = wsync__xml_text(x.p + leaf_at, raw, text, &bad);
-            if (tl == (size_t)-1) WSYNC__DAV_BAD(leaf_at + bad, "a bad character or entity in a value");
-            b = tl;
+        } else if (ev == WSYNC__XR_VALUE) { /* href, a status, getcontentlength: spaces around them do not count */
+            const char *text = w.text;
+            size_t a = 0, b = w.text_len;
             while (a < b && (text[a] == ' ' || text[a] == '\t' || text[a] == '\r' || text[a] == '\n')) a++;
             while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\t' || text[b - 1] == '\r' || text[b - 1] == '\n')) b--;
-            if (leaf == WSYNC__DK_HREF) {
+            if (w.ev_kind == WSYNC__DK_HREF) {
                 const char *why = "";
-                path_len = wsync__href_path(text + a, b - a, path, &why, &bad);
-                if (path_len == (size_t)-1) WSYNC__DAV_BAD(leaf_at, why);
+                size_t bad = 0;
+                path_len = wsync__href_path(text + a, b - a, w.keep, &why, &bad);
+                if (path_len == (size_t)-1) WSYNC__XR_BAD(w.value_at, why);
                 have_href = 1;
-            } else if (leaf == WSYNC__DK_LEN) {
+            } else if (w.ev_kind == WSYNC__DK_LEN) {
                 /* checked when the propstat's status says it counts (a 404
                    propstat carries an empty <getcontentlength/>) */
-                size_t k;
                 ps_have_len = 1;
-                ps_len_at = leaf_at;
-                ps_len_ok = b > a && b - a <= 19;
-                for (ps_len = 0, k = a; k < b && ps_len_ok; k++) {
-                    unsigned dg = (unsigned)((unsigned char)text[k] - '0');
-                    if (dg > 9 || ps_len > (UINT64_C(0x7FFFFFFFFFFFFFFF) - dg) / 10) ps_len_ok = 0;
-                    else ps_len = ps_len * 10 + dg;
-                }
+                ps_len_at = w.value_at;
+                ps_len_ok = wsync__xr_u63(text + a, b - a, &ps_len);
             } else {
                 int code = wsync__dav_status(text + a, b - a);
-                if (!code) WSYNC__DAV_BAD(leaf_at, "a <status> that is not \"HTTP/1.1 NNN ...\"");
-                if (leaf == WSYNC__DK_RSTATUS) rstatus = code;
+                if (!code) WSYNC__XR_BAD(w.value_at, "a <status> that is not \"HTTP/1.1 NNN ...\"");
+                if (w.ev_kind == WSYNC__DK_RSTATUS) rstatus = code;
                 else ps_status = code;
             }
-            leaf = 0;
-            break;
-        }
-        case WSYNC__DK_PROPSTAT:
-            if (!ps_status) WSYNC__DAV_BAD(x.at, "a <propstat> without <status>");
+        } else if (w.ev_kind == WSYNC__DK_PROPSTAT) { /* the closes */
+            if (!ps_status) WSYNC__XR_BAD(w.x.at, "a <propstat> without <status>");
             n_propstat++;
             if (ps_status == 200) {
                 ok = 1;
                 is_dir |= ps_coll;
                 if (ps_have_len) {
-                    if (!ps_len_ok) WSYNC__DAV_BAD(ps_len_at, "<getcontentlength> is not an integer in [0, 2^63)");
-                    if (have_len) WSYNC__DAV_BAD(x.at, "two <getcontentlength> in one <response>");
+                    if (!ps_len_ok) WSYNC__XR_BAD(ps_len_at, "<getcontentlength> is not an integer in [0, 2^63)");
+                    if (have_len) WSYNC__XR_BAD(w.x.at, "two <getcontentlength> in one <response>");
                     have_len = 1;
                     size = ps_len;
                 }
             }
-            break;
-        case WSYNC__DK_RESP:
-            if (!have_href) WSYNC__DAV_BAD(x.at, "a <response> without <href>");
-            if (n_propstat && rstatus) WSYNC__DAV_BAD(x.at, "a <response> with both <propstat> and <status>");
-            if (!n_propstat && !rstatus) WSYNC__DAV_BAD(x.at, "a <response> without <propstat> or <status>");
-            if (!ok) break;
-            if (!is_dir && !have_len) WSYNC__DAV_BAD(x.at, "a <response> for a file without <getcontentlength>");
-            if (fn(user, path, path_len, is_dir, is_dir && !have_len ? 0 : size) != 0) goto done;
-            break;
-        default:
-            break;
+        } else if (w.ev_kind == WSYNC__DK_RESP) {
+            if (!have_href) WSYNC__XR_BAD(w.x.at, "a <response> without <href>");
+            if (n_propstat && rstatus) WSYNC__XR_BAD(w.x.at, "a <response> with both <propstat> and <status>");
+            if (!n_propstat && !rstatus) WSYNC__XR_BAD(w.x.at, "a <response> without <propstat> or <status>");
+            if (!ok) continue;
+            if (!is_dir && !have_len) WSYNC__XR_BAD(w.x.at, "a <response> for a file without <getcontentlength>");
+            if (fn(user, w.keep, path_len, is_dir, is_dir && !have_len ? 0 : size) != 0) goto done;
         }
     }
 done:
-    free(text);
-    free(path);
+    wsync__xr_end(&w);
     return r;
 }
-#undef WSYNC__DAV_BAD
+#undef WSYNC__XR_BAD
 
 /* ---------------------------------------------------------------------
    A store named by a string (both builds: directories need no libcurl)  >>store-url
@@ -3150,6 +3221,80 @@ static char *wsync__hjoin(const wsync_allocator *a, const char *dir, const char 
     return k;
 }
 
+static int wsync__hcmp_key(const void *a, const void *b)
+{
+    return strcmp(((const wsync__hkey *)a)->key, ((const wsync__hkey *)b)->key);
+}
+
+static void wsync__hlist_init(wsync__hlist *l, wsync__http *h, const char *prefix)
+{
+    memset(l, 0, sizeof *l);
+    l->h = h;
+    l->prefix = prefix ? prefix : "";
+    l->plen = strlen(l->prefix);
+}
+
+/* Both stores' listings: keeps the key k (allocated; kept or freed) of an
+   object when it was asked for (under the prefix) and is a key (not a
+   temporary name, no control byte); up to WSYNC__HTTP_LIST_KEYS of them.
+   0: go on; 1: stop (l->oom, l->too_many). */
+static int wsync__hlist_keep(wsync__hlist *l, char *k, uint64_t size)
+{
+    const wsync_allocator *a = &l->h->a;
+    if (strncmp(k, l->prefix, l->plen) != 0 || wsync_store_key_check(k, NULL) != WSYNC_OK) {
+        wsync__hfree(a, k);
+        return 0;
+    }
+    if (l->n >= WSYNC__HTTP_LIST_KEYS) {
+        wsync__hfree(a, k);
+        l->too_many = 1;
+        return 1;
+    }
+    if (!wsync__hgrow(a, (void **)&l->keys, &l->cap, l->n, sizeof *l->keys)) {
+        wsync__hfree(a, k);
+        l->oom = 1;
+        return 1;
+    }
+    l->keys[l->n].key = k;
+    l->keys[l->n].size = size;
+    l->n++;
+    return 0;
+}
+
+/* After a listing page or directory was read: what stopped its answer or
+   its entries (memory, an answer over the cap, too many keys), as an error
+   naming url; WSYNC_OK when nothing did. */
+static wsync_result wsync__hlist_stopped(const wsync__hlist *l, const char *url, wsync_error *err)
+{
+    if (l->oom) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
+    if (l->body_big)
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: an answer over %lu bytes", url,
+                               (unsigned long)(l->body_max ? l->body_max : WSYNC__HTTP_LIST_MAX));
+    if (l->too_many) return wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url, WSYNC__HTTP_LIST_KEYS);
+    return WSYNC_OK;
+}
+
+/* The end of a listing: when r is WSYNC_OK, the keys to fn in byte order
+   (S3 lists in UTF-8 byte order already, some servers do not; directories
+   come in any order); then all that l holds is freed. Returns r. */
+static wsync_result wsync__hlist_finish(wsync__hlist *l, wsync_result r, wsync_key_fn fn, void *fn_user)
+{
+    const wsync_allocator *a = &l->h->a;
+    size_t i;
+    if (r == WSYNC_OK) {
+        if (l->n) qsort(l->keys, l->n, sizeof *l->keys, wsync__hcmp_key);
+        for (i = 0; i < l->n; i++)
+            if (fn(fn_user, l->keys[i].key, l->keys[i].size) != 0) break;
+    }
+    for (i = 0; i < l->n_dirs; i++) wsync__hfree(a, l->dirs[i]);
+    for (i = 0; i < l->n; i++) wsync__hfree(a, l->keys[i].key);
+    wsync__hfree(a, l->dirs);
+    wsync__hfree(a, l->keys);
+    wsync__hfree(a, l->body);
+    wsync__hfree(a, l->dpath);
+    return r;
+}
+
 static int wsync__hlist_entry(void *user, const char *name, size_t nlen, int is_dir, uint64_t size)
 {
     wsync__hlist *l = (wsync__hlist *)user;
@@ -3185,24 +3330,7 @@ static int wsync__hlist_entry(void *user, const char *name, size_t nlen, int is_
         l->dirs[l->n_dirs++] = k;
         return 0;
     }
-    if (strncmp(k, l->prefix, l->plen) != 0 || wsync_store_key_check(k, NULL) != WSYNC_OK) {
-        wsync__hfree(a, k); /* not asked for, or not a key (a temporary name, a control byte) */
-        return 0;
-    }
-    if (l->n >= WSYNC__HTTP_LIST_KEYS) {
-        wsync__hfree(a, k);
-        l->too_many = 1;
-        return 1;
-    }
-    if (!wsync__hgrow(a, (void **)&l->keys, &l->cap, l->n, sizeof *l->keys)) {
-        wsync__hfree(a, k);
-        l->oom = 1;
-        return 1;
-    }
-    l->keys[l->n].key = k;
-    l->keys[l->n].size = size;
-    l->n++;
-    return 0;
+    return wsync__hlist_keep(l, k, size);
 }
 
 static int wsync__hlist_body(void *user, const void *p, size_t n)
@@ -3235,11 +3363,6 @@ static void wsync__hlist_reset(void *user)
     wsync__hlist *l = (wsync__hlist *)user;
     l->body_len = 0;
     l->body_big = 0;
-}
-
-static int wsync__hcmp_key(const void *a, const void *b)
-{
-    return strcmp(((const wsync__hkey *)a)->key, ((const wsync__hkey *)b)->key);
 }
 
 /* A PROPFIND answer's entry: the collection itself is skipped, a direct
@@ -3328,11 +3451,7 @@ static wsync_result wsync__hlist_propfind(wsync__hlist *l, const char *url, cons
     curl_slist_free_all(hd);
     if (r != WSYNC_OK) return r;
     *status = rs.status;
-    if (rs.stopped) {
-        return l->oom ? wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
-                      : wsync_error_set(err, WSYNC_ERR_LIMIT, "PROPFIND %s: an answer over %lu bytes", url,
-                                     (unsigned long)WSYNC__HTTP_LIST_MAX);
-    }
+    if (rs.stopped) return wsync__hlist_stopped(l, url, err);
     if (rs.status == 404) {
         *answered = 1;
         return WSYNC_OK;
@@ -3346,9 +3465,7 @@ static wsync_result wsync__hlist_propfind(wsync__hlist *l, const char *url, cons
             r = wsync_error_set(err, r, "PROPFIND %s (HTTP 207): %s", url, perr.message);
             if (err) err->offset = perr.offset;
         } else if (l->bad) r = wsync_error_set(err, WSYNC_ERR_IO, "PROPFIND %s (HTTP 207): %s", url, l->bad_msg);
-        else if (l->oom) r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
-        else if (l->too_many) r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
-                                             WSYNC__HTTP_LIST_KEYS);
+        else r = wsync__hlist_stopped(l, url, err);
         return r;
     }
     if (!explicit_ && rs.status != 401) return WSYNC_OK; /* not a WebDAV listing: auto tries JSON */
@@ -3405,9 +3522,7 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *url, const cha
     rq.on_body_user = l;
     r = wsync__hrequest(h, &rq, &rs, wsync__hlist_reset, l, err);
     if (r == WSYNC_OK && rs.stopped) {
-        r = l->oom ? wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
-                   : wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: over %lu bytes", url,
-                                  (unsigned long)WSYNC__HTTP_LIST_MAX);
+        r = wsync__hlist_stopped(l, url, err);
     } else if (r == WSYNC_OK && rs.status == 404) {
         *missing = 1;
     } else if (r == WSYNC_OK && rs.status == 200) {
@@ -3425,10 +3540,7 @@ static wsync_result wsync__hlist_dir(wsync__hlist *l, const char *url, const cha
                 r = wsync_error_set(err, r, "GET %s (HTTP 200): %s (is `autoindex on; autoindex_format json;` set?)",
                                  url, perr.message);
             if (err) err->offset = perr.offset;
-        } else if (l->oom) r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
-        else if (l->too_many) r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: over %u keys", url,
-                                             WSYNC__HTTP_LIST_KEYS);
-        else if (method == 0 && !probe) { /* a parent outside the store may be served otherwise */
+        } else if ((r = wsync__hlist_stopped(l, url, err)) == WSYNC_OK && method == 0 && !probe) { /* a parent outside the store may be served otherwise */
             WSYNC__HLOCK(h);
             h->listing_seen = WSYNC_HTTP_LISTING_JSON;
             WSYNC__HUNLOCK(h);
@@ -3551,14 +3663,11 @@ static wsync_result wsync__http_list(void *user, const char *prefix, wsync_key_f
     wsync__hlist l;
     wsync_result r = WSYNC_OK;
     const char *slash;
-    size_t i, depth_guard = 0;
+    size_t depth_guard = 0;
     char *start;
     wsync__herr_reset(err);
     if (!fn) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
-    memset(&l, 0, sizeof l);
-    l.h = h;
-    l.prefix = prefix ? prefix : "";
-    l.plen = strlen(l.prefix);
+    wsync__hlist_init(&l, h, prefix);
     /* start in the deepest directory the prefix names whole */
     slash = strrchr(l.prefix, '/');
     start = wsync__hjoin(&h->a, "", l.prefix, slash ? (size_t)(slash - l.prefix) + 1 : 0, 0);
@@ -3591,18 +3700,7 @@ static wsync_result wsync__http_list(void *user, const char *prefix, wsync_key_f
         }
         wsync__hfree(&h->a, dir);
     }
-    if (r == WSYNC_OK) {
-        if (l.n) qsort(l.keys, l.n, sizeof *l.keys, wsync__hcmp_key);
-        for (i = 0; i < l.n; i++)
-            if (fn(fn_user, l.keys[i].key, l.keys[i].size) != 0) break;
-    }
-    for (i = 0; i < l.n_dirs; i++) wsync__hfree(&h->a, l.dirs[i]);
-    for (i = 0; i < l.n; i++) wsync__hfree(&h->a, l.keys[i].key);
-    wsync__hfree(&h->a, l.dirs);
-    wsync__hfree(&h->a, l.keys);
-    wsync__hfree(&h->a, l.body);
-    wsync__hfree(&h->a, l.dpath);
-    return r;
+    return wsync__hlist_finish(&l, r, fn, fn_user);
 }
 
 /* ---- open, close ---- */
@@ -4041,54 +4139,35 @@ static wsync_result wsync__s3_del(void *user, const char *key, wsync_error *err)
 
 /* ---- S3 list: ListObjectsV2, page after page >>s3-list ---- */
 
-typedef struct wsync__s3list {
-    wsync__hlist l;        /* its body buffer and key array */
-    int bad;
-} wsync__s3list;
-
+/* An S3 key: the store's prefix stripped, then kept as a directory's file is. */
 static int wsync__s3_list_entry(void *user, const char *key, size_t key_len, uint64_t size)
 {
-    wsync__s3list *sl = (wsync__s3list *)user;
-    wsync__hlist *l = &sl->l;
+    wsync__hlist *l = (wsync__hlist *)user;
     wsync__http *h = l->h;
-    const char *k;
-    char *copy;
+    char *k;
     if (key_len != strlen(key) || key_len < h->kprefix_len || memcmp(key, h->kprefix, h->kprefix_len) != 0) return 0;
-    k = key + h->kprefix_len;
-    if (strncmp(k, l->prefix, l->plen) != 0 || wsync_store_key_check(k, NULL) != WSYNC_OK) return 0;
-    if (l->n >= WSYNC__HTTP_LIST_KEYS) {
-        l->too_many = 1;
-        return 1;
-    }
-    if (!wsync__hgrow(&h->a, (void **)&l->keys, &l->cap, l->n, sizeof *l->keys) ||
-        !(copy = wsync__hjoin(&h->a, "", k, key_len - h->kprefix_len, 0))) {
+    if (strncmp(key + h->kprefix_len, l->prefix, l->plen) != 0) return 0; /* not asked for: not copied */
+    if (!(k = wsync__hjoin(&h->a, "", key + h->kprefix_len, key_len - h->kprefix_len, 0))) {
         l->oom = 1;
         return 1;
     }
-    l->keys[l->n].key = copy;
-    l->keys[l->n].size = size;
-    l->n++;
-    return 0;
+    return wsync__hlist_keep(l, k, size);
 }
 
 static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn fn, void *fn_user, wsync_error *err)
 {
     static const char *names[] = {"list-type", "prefix", "continuation-token"};
     wsync__http *h = (wsync__http *)user;
-    wsync__s3list sl;
-    wsync__hlist *l = &sl.l;
+    wsync__hlist l;
     wsync_result r = WSYNC_OK;
     char token[1024], prev[1024], *full = NULL, *url = NULL;
     const char *v[3];
-    size_t i, pages = 0;
+    size_t pages = 0;
     wsync__herr_reset(err);
     if (!fn) return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "%s", "no callback");
-    memset(&sl, 0, sizeof sl);
-    l->h = h;
-    l->body_max = WSYNC__S3_PAGE_MAX;
-    l->prefix = prefix ? prefix : "";
-    l->plen = strlen(l->prefix);
-    if (!(full = wsync__hjoin(&h->a, h->kprefix, l->prefix, l->plen, 0)))
+    wsync__hlist_init(&l, h, prefix);
+    l.body_max = WSYNC__S3_PAGE_MAX;
+    if (!(full = wsync__hjoin(&h->a, h->kprefix, l.prefix, l.plen, 0)))
         return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "listing");
     token[0] = 0;
     do {
@@ -4109,13 +4188,11 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
         rq.url = url;
         rq.what = "(the bucket listing)";
         rq.on_body = wsync__hlist_body;
-        rq.on_body_user = l;
-        r = wsync__hrequest(h, &rq, &rs, wsync__hlist_reset, l, err);
+        rq.on_body_user = &l;
+        r = wsync__hrequest(h, &rq, &rs, wsync__hlist_reset, &l, err);
         if (r != WSYNC_OK) break;
         if (rs.stopped) {
-            r = l->oom ? wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url)
-                       : wsync_error_set(err, WSYNC_ERR_LIMIT, "listing %s: a page over %lu bytes", url,
-                                      (unsigned long)WSYNC__S3_PAGE_MAX);
+            r = wsync__hlist_stopped(&l, url, err);
             break;
         }
         if (rs.status == 404) {
@@ -4127,33 +4204,23 @@ static wsync_result wsync__s3_list(void *user, const char *prefix, wsync_key_fn 
             break;
         }
         memcpy(prev, token, sizeof prev);
-        r = wsync_s3_listing_parse(l->body, l->body_len, wsync__s3_list_entry, &sl, &truncated, token, sizeof token,
+        r = wsync_s3_listing_parse(l.body, l.body_len, wsync__s3_list_entry, &l, &truncated, token, sizeof token,
                                    &perr);
         if (r != WSYNC_OK) {
             r = wsync_error_set(err, r, "GET %s (HTTP 200): %s", url, perr.message);
             if (err) err->offset = perr.offset;
             break;
         }
-        if (l->oom) r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "listing %s", url);
-        else if (l->too_many) r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing: over %u keys", WSYNC__HTTP_LIST_KEYS);
-        else if (truncated && strcmp(prev, token) == 0)
+        if ((r = wsync__hlist_stopped(&l, url, err)) != WSYNC_OK) break;
+        if (truncated && strcmp(prev, token) == 0)
             r = wsync_error_set(err, WSYNC_ERR_IO, "GET %s: the same continuation token twice", url);
         else if (!truncated) token[0] = 0;
         else if (++pages > WSYNC__HTTP_LIST_KEYS / 1000)
             r = wsync_error_set(err, WSYNC_ERR_LIMIT, "listing: over %u pages", WSYNC__HTTP_LIST_KEYS / 1000);
     } while (r == WSYNC_OK && token[0]);
-    if (r == WSYNC_OK) {
-        /* S3 lists in UTF-8 byte order already; some servers do not */
-        if (l->n) qsort(l->keys, l->n, sizeof *l->keys, wsync__hcmp_key);
-        for (i = 0; i < l->n; i++)
-            if (fn(fn_user, l->keys[i].key, l->keys[i].size) != 0) break;
-    }
-    for (i = 0; i < l->n; i++) wsync__hfree(&h->a, l->keys[i].key);
-    wsync__hfree(&h->a, l->keys);
-    wsync__hfree(&h->a, l->body);
     wsync__hfree(&h->a, url);
     wsync__hfree(&h->a, full);
-    return r;
+    return wsync__hlist_finish(&l, r, fn, fn_user);
 }
 
 /* ---- S3 open ---- */
