@@ -13402,6 +13402,166 @@ out:
     return r;
 }
 
+/* wsync_plan_build's phases. The options with their defaults filled in. */
+static wsync_result wsync__pl_defaults(wsync_plan_options *o, wsync_error *err)
+{
+    if (!o->nics_per_rank) o->nics_per_rank = 1;
+    if (!o->max_tasks) o->max_tasks = (uint64_t)1 << 26;
+    if (!o->chunks_per_rank) o->chunks_per_rank = 8;
+    if (!o->task_cost_bytes) o->task_cost_bytes = 250000;
+    if (!(o->prep_speed > 0)) o->prep_speed = 13.0 / 8.0;
+    if (o->nics_per_rank > WSYNC_PLAN_MAX_NICS)
+        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o->nics_per_rank,
+                             WSYNC_PLAN_MAX_NICS);
+    if (o->max_tasks >= UINT32_MAX) o->max_tasks = UINT32_MAX - 1; /* task indices are 32-bit in the sorts */
+    return WSYNC_OK;
+}
+
+/* The per-rank and per-NIC loads, the plan's byte counts, and a heap per
+   mesh (its ranks by load). */
+static wsync_result wsync__pl_alloc_loads(wsync__pl_b *B, wsync__pl_heap **heaps_out, wsync_error *err)
+{
+    const wsync_plan_input *in = B->in;
+    const wsync_plan_options *o = B->o;
+    const wsync_allocator *a = &o->allocator;
+    wsync_plan *p = B->p;
+    wsync__pl_heap *heaps;
+    uint64_t i;
+    B->gload = (uint64_t *)wsync__plalloc(a, in->n_trainers, sizeof *B->gload);
+    B->sg = (uint64_t *)wsync__plalloc(a, (uint64_t)in->n_trainers * o->nics_per_rank, sizeof *B->sg);
+    B->rg = (uint64_t *)wsync__plalloc(a, (uint64_t)in->n_inference * o->nics_per_rank, sizeof *B->rg);
+    p->send_bytes = (uint64_t *)wsync__plalloc(a, (uint64_t)in->n_trainers * o->nics_per_rank, 8);
+    p->recv_bytes = (uint64_t *)wsync__plalloc(a, (uint64_t)in->n_inference * o->nics_per_rank, 8);
+    p->rank_first = (uint64_t *)wsync__plalloc(a, (uint64_t)in->n_trainers + 1, 8);
+    *heaps_out = heaps = (wsync__pl_heap *)wsync__plalloc(a, in->n_meshes, sizeof *heaps);
+    if (!B->gload || !B->sg || !B->rg || !p->send_bytes || !p->recv_bytes || !p->rank_first || !heaps)
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
+    for (i = 0; i < in->n_meshes; i++) {
+        heaps[i].v = (wsync__pl_hitem *)wsync__plalloc(a, (uint64_t)in->meshes[i].count + 1, sizeof *heaps[i].v);
+        if (!heaps[i].v) return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
+    }
+    return WSYNC_OK;
+}
+
+/* Preparations and their senders, group by group: a unit from row shards
+   cut at the shards, one to gather in chunks of destinations (each at most
+   a fraction of a rank's share), then each group's preparations assigned
+   to the mesh's least loaded ranks. */
+static wsync_result wsync__pl_preps(wsync__pl_b *B, wsync__pl_heap *heaps, uint32_t n_groups, wsync_error *err)
+{
+    const wsync_plan_input *in = B->in;
+    wsync_plan *p = B->p;
+    uint64_t g, i;
+    wsync_result r;
+    for (g = 0; g < n_groups; g++) {
+        uint64_t p_lo = p->n_preps, gbytes = 0, u;
+        memset(B->gload, 0, (size_t)in->n_trainers * sizeof *B->gload);
+        for (u = 0; u < in->n_units; u++)
+            if (B->ui[u].group == g) gbytes += B->ui[u].dest_bytes * in->units[u].n_dests;
+        for (u = 0; u < in->n_units; u++) {
+            const wsync_plan_unit *un = &in->units[u];
+            const wsync__pl_uinfo *x = &B->ui[u];
+            const wsync_plan_mesh *m = &in->meshes[x->mesh];
+            uint64_t target, per, nch, c, d0;
+            if (x->group != g) continue;
+            if (!m->gather) {
+                if ((r = wsync__pl_cut_shards(B, u, err)) != WSYNC_OK) return r;
+                continue;
+            }
+            target = gbytes / ((uint64_t)m->count * B->o->chunks_per_rank);
+            per = x->dest_bytes ? target / x->dest_bytes : un->n_dests;
+            if (per < 1) per = 1;
+            nch = wsync__pldiv_up(un->n_dests, per);
+            if (nch > m->count) nch = m->count;
+            for (c = 0, d0 = 0; c < nch; c++) {
+                uint64_t d1 = un->n_dests * (c + 1) / nch;
+                r = wsync__pl_add_prep(B, u, 0, x->rows, un->first_dest + d0, un->first_dest + d1, UINT32_MAX, err);
+                if (r != WSYNC_OK) return r;
+                d0 = d1;
+            }
+        }
+        for (i = 0; i < in->n_meshes; i++) {
+            uint32_t k;
+            heaps[i].n = 0;
+            for (k = 0; k < in->meshes[i].count; k++) wsync__pl_hpush(&heaps[i], 0, in->meshes[i].first + k);
+        }
+        if ((r = wsync__pl_assign(B, p_lo, p->n_preps, heaps, err)) != WSYNC_OK) return r;
+    }
+    return WSYNC_OK;
+}
+
+/* The preparations' tasks counted against max_tasks. */
+static wsync_result wsync__pl_count_tasks(const wsync_plan *p, uint64_t max_tasks, uint64_t *total, wsync_error *err)
+{
+    uint64_t i, n = 0;
+    for (i = 0; i < p->n_preps; i++) {
+        n += p->preps[i].n_tasks;
+        if (n > max_tasks)
+            return wsync_error_set(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
+                                   (unsigned long long)max_tasks, (unsigned long long)i + 1);
+    }
+    if (p->n_preps >= UINT32_MAX)
+        return wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
+    *total = n;
+    return WSYNC_OK;
+}
+
+/* The tasks, their virtual starts (v) and the sorts' scratch, and the
+   ordering pass's state. Written before read: every field of a task as it
+   is made, each task's virtual start by the ordering pass, the scratch by
+   its users. */
+static wsync_result wsync__pl_alloc_tasks(wsync__pl_b *B, uint64_t total_tasks, uint64_t **v, uint32_t **scratch,
+                                          wsync_error *err)
+{
+    const wsync_plan_input *in = B->in;
+    const wsync_allocator *a = &B->o->allocator;
+    wsync_plan *p = B->p;
+    uint64_t NS = (uint64_t)in->n_trainers * B->o->nics_per_rank, NR = (uint64_t)in->n_inference * B->o->nics_per_rank;
+    p->tasks = (wsync_plan_task *)wsync__plalloc_raw(a, total_tasks, sizeof *p->tasks);
+    *v = (uint64_t *)wsync__plalloc_raw(a, total_tasks, sizeof **v);
+    *scratch = (uint32_t *)wsync__plalloc_raw(a, 5 * total_tasks + 1, sizeof **scratch);
+    B->rfree = (double *)wsync__plalloc(a, 2 * NR, sizeof(double));
+    B->gfree = (double *)wsync__plalloc(a, 2 * (uint64_t)in->n_trainers, sizeof(double));
+    B->ready = (double *)wsync__plalloc(a, p->n_preps, sizeof(double));
+    B->eng = (uint64_t *)wsync__plalloc(a, p->n_preps, 8);
+    B->run_lo = (uint64_t *)wsync__plalloc(a, 2 * total_tasks + 2 * NS, 8);
+    B->act = (uint32_t *)wsync__plalloc(a, total_tasks, 4);
+    B->heap = (wsync__pl_hitem *)wsync__plalloc(a, NS, sizeof *B->heap);
+    if (B->rfree) B->rrem = B->rfree + NR;
+    if (B->gfree) B->qfree = B->gfree + in->n_trainers;
+    if (B->run_lo) {
+        B->run_hi = B->run_lo + total_tasks;
+        B->srun = B->run_hi + total_tasks;
+        B->nact = B->srun + NS;
+    }
+    if (!p->tasks || !*v || !*scratch || !B->rfree || !B->gfree || !B->ready || !B->eng || !B->run_lo || !B->act ||
+        !B->heap)
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
+    return WSYNC_OK;
+}
+
+/* Tasks group by group (preparations are in group order), the NICs
+   balanced per group, each group's tasks ordered. */
+static wsync_result wsync__pl_tasks_by_group(wsync__pl_b *B, uint32_t n_groups, uint64_t *v, uint32_t *scratch,
+                                             wsync_error *err)
+{
+    const wsync_plan_input *in = B->in;
+    wsync_plan *p = B->p;
+    uint64_t i = 0, g;
+    wsync_result r;
+    for (g = 0; g < n_groups; g++) {
+        uint64_t j = i, t_lo;
+        memset(B->sg, 0, (size_t)in->n_trainers * B->o->nics_per_rank * sizeof *B->sg);
+        memset(B->rg, 0, (size_t)in->n_inference * B->o->nics_per_rank * sizeof *B->rg);
+        while (j < p->n_preps && p->preps[j].group == g) j++;
+        t_lo = p->n_tasks;
+        wsync__pl_tasks(B, i, j);
+        if ((r = wsync__pl_order(B, t_lo, p->n_tasks, v, scratch, err)) != WSYNC_OK) return r;
+        i = j;
+    }
+    return WSYNC_OK;
+}
+
 WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_plan_options *opt, wsync_plan **out,
                                         wsync_error *err)
 {
@@ -13409,7 +13569,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     wsync__pl_b B;
     wsync_plan *p = NULL;
     wsync__pl_heap *heaps = NULL;
-    uint64_t *v = NULL, i, g, total_tasks = 0, t_lo;
+    uint64_t *v = NULL, i, total_tasks = 0;
     uint32_t *scratch = NULL, *prep_map = NULL, n_groups = 1;
     wsync_result r;
     wsync_error_set(err, WSYNC_OK, NULL);
@@ -13417,15 +13577,7 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     *out = NULL;
     memset(&o, 0, sizeof o);
     if (opt) o = *opt;
-    if (!o.nics_per_rank) o.nics_per_rank = 1;
-    if (!o.max_tasks) o.max_tasks = (uint64_t)1 << 26;
-    if (!o.chunks_per_rank) o.chunks_per_rank = 8;
-    if (!o.task_cost_bytes) o.task_cost_bytes = 250000;
-    if (!(o.prep_speed > 0)) o.prep_speed = 13.0 / 8.0;
-    if (o.nics_per_rank > WSYNC_PLAN_MAX_NICS)
-        return wsync_error_set(err, WSYNC_ERR_INVALID_ARGUMENT, "plan: %u NICs per rank (at most %u)", o.nics_per_rank,
-                             WSYNC_PLAN_MAX_NICS);
-    if (o.max_tasks >= UINT32_MAX) o.max_tasks = UINT32_MAX - 1; /* task indices are 32-bit in the sorts */
+    if ((r = wsync__pl_defaults(&o, err)) != WSYNC_OK) return r;
     memset(&B, 0, sizeof B);
     B.in = in;
     B.o = &o;
@@ -13438,124 +13590,21 @@ WSYNC_DEF wsync_result wsync_plan_build(const wsync_plan_input *in, const wsync_
     p->n_trainers = in->n_trainers;
     p->n_inference = in->n_inference;
     B.ui = (wsync__pl_uinfo *)wsync__plalloc(&o.allocator, in->n_units, sizeof *B.ui);
-    if (!B.ui) {
-        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
-        goto fail;
-    }
-    if ((r = wsync__pl_check(in, B.ui, &n_groups, err)) != WSYNC_OK) goto fail;
-    p->n_groups = n_groups;
-    B.gload = (uint64_t *)wsync__plalloc(&o.allocator, in->n_trainers, sizeof *B.gload);
-    B.sg = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers * o.nics_per_rank, sizeof *B.sg);
-    B.rg = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_inference * o.nics_per_rank, sizeof *B.rg);
-    p->send_bytes = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers * o.nics_per_rank, 8);
-    p->recv_bytes = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_inference * o.nics_per_rank, 8);
-    p->rank_first = (uint64_t *)wsync__plalloc(&o.allocator, (uint64_t)in->n_trainers + 1, 8);
-    heaps = (wsync__pl_heap *)wsync__plalloc(&o.allocator, in->n_meshes, sizeof *heaps);
-    if (!B.gload || !B.sg || !B.rg || !p->send_bytes || !p->recv_bytes || !p->rank_first || !heaps) {
-        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: loads");
-        goto fail;
-    }
-    for (i = 0; i < in->n_meshes; i++) {
-        heaps[i].v = (wsync__pl_hitem *)wsync__plalloc(&o.allocator, (uint64_t)in->meshes[i].count + 1,
-                                                           sizeof *heaps[i].v);
-        if (!heaps[i].v) {
-            r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: heaps");
-            goto fail;
+    if (!B.ui) r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: units");
+    else if ((r = wsync__pl_check(in, B.ui, &n_groups, err)) == WSYNC_OK) {
+        p->n_groups = n_groups;
+        if ((r = wsync__pl_alloc_loads(&B, &heaps, err)) == WSYNC_OK &&
+            (r = wsync__pl_preps(&B, heaps, n_groups, err)) == WSYNC_OK &&
+            (r = wsync__pl_count_tasks(p, o.max_tasks, &total_tasks, err)) == WSYNC_OK &&
+            (r = wsync__pl_alloc_tasks(&B, total_tasks, &v, &scratch, err)) == WSYNC_OK &&
+            (r = wsync__pl_tasks_by_group(&B, n_groups, v, scratch, err)) == WSYNC_OK &&
+            (r = wsync__pl_sort_preps(p, B.eng, &prep_map, err)) == WSYNC_OK &&
+            (r = wsync__pl_sort_all(p, v, prep_map, err)) == WSYNC_OK && (r = wsync_plan_reindex(p, err)) == WSYNC_OK &&
+            (r = wsync__pl_fetches(&B, err)) == WSYNC_OK) {
+            *out = p;
+            p = NULL;
         }
     }
-    /* preparations and their senders, group by group */
-    for (g = 0; g < n_groups; g++) {
-        uint64_t p_lo = p->n_preps, gbytes = 0, u;
-        memset(B.gload, 0, (size_t)in->n_trainers * sizeof *B.gload);
-        for (u = 0; u < in->n_units; u++)
-            if (B.ui[u].group == g) gbytes += B.ui[u].dest_bytes * in->units[u].n_dests;
-        for (u = 0; u < in->n_units; u++) {
-            const wsync_plan_unit *un = &in->units[u];
-            const wsync__pl_uinfo *x = &B.ui[u];
-            const wsync_plan_mesh *m = &in->meshes[x->mesh];
-            if (x->group != g) continue;
-            if (!m->gather) {
-                if ((r = wsync__pl_cut_shards(&B, u, err)) != WSYNC_OK) goto fail;
-            } else {
-                /* chunks of destinations, each at most a fraction of a rank's share */
-                uint64_t target = gbytes / ((uint64_t)m->count * o.chunks_per_rank), per, nch, c, d0;
-                per = x->dest_bytes ? target / x->dest_bytes : un->n_dests;
-                if (per < 1) per = 1;
-                nch = wsync__pldiv_up(un->n_dests, per);
-                if (nch > m->count) nch = m->count;
-                for (c = 0, d0 = 0; c < nch; c++) {
-                    uint64_t d1 = un->n_dests * (c + 1) / nch;
-                    r = wsync__pl_add_prep(&B, u, 0, x->rows, un->first_dest + d0, un->first_dest + d1, UINT32_MAX,
-                                           err);
-                    if (r != WSYNC_OK) goto fail;
-                    d0 = d1;
-                }
-            }
-        }
-        for (i = 0; i < in->n_meshes; i++) {
-            uint32_t k;
-            heaps[i].n = 0;
-            for (k = 0; k < in->meshes[i].count; k++) wsync__pl_hpush(&heaps[i], 0, in->meshes[i].first + k);
-        }
-        if ((r = wsync__pl_assign(&B, p_lo, p->n_preps, heaps, err)) != WSYNC_OK) goto fail;
-    }
-    for (i = 0; i < p->n_preps; i++) {
-        total_tasks += p->preps[i].n_tasks;
-        if (total_tasks > o.max_tasks) {
-            r = wsync_error_set(err, WSYNC_ERR_LIMIT, "plan: more than %llu tasks (%llu preparations so far)",
-                              (unsigned long long)o.max_tasks, (unsigned long long)i + 1);
-            goto fail;
-        }
-    }
-    if (p->n_preps >= UINT32_MAX) {
-        r = wsync_error_set(err, WSYNC_ERR_LIMIT, "%s", "plan: more than 2^32 preparations");
-        goto fail;
-    }
-    /* written before read: every field of a task as it is made, each task's
-       virtual start by the ordering pass, the scratch by its users */
-    p->tasks = (wsync_plan_task *)wsync__plalloc_raw(&o.allocator, total_tasks, sizeof *p->tasks);
-    v = (uint64_t *)wsync__plalloc_raw(&o.allocator, total_tasks, sizeof *v);
-    scratch = (uint32_t *)wsync__plalloc_raw(&o.allocator, 5 * total_tasks + 1, sizeof *scratch);
-    {
-        uint64_t NS = (uint64_t)in->n_trainers * o.nics_per_rank, NR = (uint64_t)in->n_inference * o.nics_per_rank;
-        B.rfree = (double *)wsync__plalloc(&o.allocator, 2 * NR, sizeof(double));
-        B.gfree = (double *)wsync__plalloc(&o.allocator, 2 * (uint64_t)in->n_trainers, sizeof(double));
-        B.ready = (double *)wsync__plalloc(&o.allocator, p->n_preps, sizeof(double));
-        B.eng = (uint64_t *)wsync__plalloc(&o.allocator, p->n_preps, 8);
-        B.run_lo = (uint64_t *)wsync__plalloc(&o.allocator, 2 * total_tasks + 2 * NS, 8);
-        B.act = (uint32_t *)wsync__plalloc(&o.allocator, total_tasks, 4);
-        B.heap = (wsync__pl_hitem *)wsync__plalloc(&o.allocator, NS, sizeof *B.heap);
-        if (B.rfree) B.rrem = B.rfree + NR;
-        if (B.gfree) B.qfree = B.gfree + in->n_trainers;
-        if (B.run_lo) {
-            B.run_hi = B.run_lo + total_tasks;
-            B.srun = B.run_hi + total_tasks;
-            B.nact = B.srun + NS;
-        }
-    }
-    if (!p->tasks || !v || !scratch || !B.rfree || !B.gfree || !B.ready || !B.eng || !B.run_lo || !B.act || !B.heap) {
-        r = wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "plan: %llu tasks", (unsigned long long)total_tasks);
-        goto fail;
-    }
-    /* tasks group by group (preps are in group order), NICs balanced per group */
-    for (i = 0, g = 0; g < n_groups; g++) {
-        uint64_t j = i;
-        memset(B.sg, 0, (size_t)in->n_trainers * o.nics_per_rank * sizeof *B.sg);
-        memset(B.rg, 0, (size_t)in->n_inference * o.nics_per_rank * sizeof *B.rg);
-        while (j < p->n_preps && p->preps[j].group == g) j++;
-        t_lo = p->n_tasks;
-        wsync__pl_tasks(&B, i, j);
-        if ((r = wsync__pl_order(&B, t_lo, p->n_tasks, v, scratch, err)) != WSYNC_OK) goto fail;
-        i = j;
-    }
-    if ((r = wsync__pl_sort_preps(p, B.eng, &prep_map, err)) != WSYNC_OK) goto fail;
-    if ((r = wsync__pl_sort_all(p, v, prep_map, err)) != WSYNC_OK) goto fail;
-    if ((r = wsync_plan_reindex(p, err)) != WSYNC_OK) goto fail;
-    if ((r = wsync__pl_fetches(&B, err)) != WSYNC_OK) goto fail;
-    r = WSYNC_OK;
-    *out = p;
-    p = NULL;
-fail:
     if (heaps)
         for (i = 0; i < in->n_meshes; i++) wsync__rdma_free(&o.allocator, heaps[i].v);
     wsync__rdma_free(&o.allocator, heaps);
