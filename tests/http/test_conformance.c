@@ -340,8 +340,8 @@ static void check_missing(conf *c)
     CHECK_EQ_INT(s->del(s->user, "nope", &err), WSYNC_ERR_NOT_FOUND);
     CHECK_MSG(strstr(err.message, "nope"), "%s", err.message);
     /* a folder is no object: it fails, unread (NOT_FOUND from nginx,
-       Apache and S3; the directory store's get refuses it as "not a
-       regular file", rclone answers 405) */
+       Apache, S3 and the directory store, which says it is a folder;
+       rclone answers 405) */
     r = s->head(s->user, "deltas", &size, &err);
     CHECK_MSG(r == WSYNC_ERR_NOT_FOUND || r == WSYNC_ERR_IO, "head of a folder: %s: %s", wsync_result_str(r),
               err.message);
