@@ -54,7 +54,7 @@ fi
 export WSYNC_LIB=$lib PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
 [ -n "$tool" ] && export WSYNC_TOOL=$tool
 passed=0 failed=0
-# Runs one of python/tests' scripts; its "summary: N passed, M failed" adds
+# Runs one of tests/python's scripts; its "summary: N passed, M failed" adds
 # into the totals (no summary, or a failing exit with none failed, is one
 # failure).
 py_tests() { # script
