@@ -2142,7 +2142,10 @@ typedef struct wsync_map_rank {
    parameter's flat element index space (row-major), ascending within a
    call; values count elements of width bytes (the raw bits). A parameter
    fed by several pieces gets calls for each; a tensor handed whole by the
-   mirror comes as every position of the slice. Valid only during the call;
+   mirror comes as every position of the slice. With WSYNC_ENGINE_MERGE
+   (wsync_engine_open) a parameter gets one call per take instead: all its
+   changes, positions ascending, once the take has handed the last tensor
+   feeding it (tensor NULL when several did). Valid only during the call;
    a nonzero return stops the take (wsync_mirror_take's WSYNC_ERR_SINK).
    The end call (wsync_engine_open's WSYNC_ENGINE_END_CALL): param NULL,
    tensor NULL, index SIZE_MAX, count 0, positions and values NULL, after
@@ -2150,6 +2153,7 @@ typedef struct wsync_map_rank {
    a sink that defers work (an upload, a scatter on a device) does it
    there, and refuses the whole take with a nonzero return. */
 #define WSYNC_ENGINE_END_CALL 2u /* wsync_engine_open: fn gets an end call at each take that hands changes */
+#define WSYNC_ENGINE_MERGE 4u    /* wsync_engine_open: one call per parameter per take, positions ascending */
 typedef struct wsync_param_changes {
     const wsync_map_param *param;
     size_t index;             /* the parameter's index in the map */
@@ -2160,13 +2164,19 @@ typedef struct wsync_param_changes {
     const void *values;
 } wsync_param_changes;
 typedef int (*wsync_param_changes_fn)(void *user, const wsync_param_changes *c);
+/* WSYNC_ENGINE_MERGE: before parameter `index`'s call, where its count
+   positions and count * width value bytes go (a sink's staging buffer: the
+   take writes them there itself, merged); *positions or *values left
+   NULL: the engine's memory. Nonzero refuses the take as fn's return does. */
+typedef int (*wsync_param_reserve_fn)(void *user, size_t index, uint64_t count, unsigned width,
+                                      uint64_t **positions, void **values);
 
 typedef struct wsync_engine_stats {
     wsync_mirror_stats mirror; /* the take (pause_seconds: the engine's whole pause) */
     uint64_t params;           /* parameters that received changes */
     uint64_t positions;        /* positions handed to this rank's parameters */
     uint64_t bytes;            /* positions * (8 + width) */
-    uint64_t calls;            /* callback calls (or scatters) */
+    uint64_t calls;            /* callback calls (or scatters; WSYNC_ENGINE_MERGE: one a parameter) */
 } wsync_engine_stats;
 
 typedef struct wsync_engine wsync_engine;
@@ -2181,8 +2191,8 @@ typedef struct wsync_engine wsync_engine;
 WSYNC_DEF wsync_result wsync_engine_map_check(const wsync_tensor *tensors, size_t n, const wsync_map_rank *ranks,
                                               size_t n_ranks, wsync_error *err);
 /* A map over a mirror (which must outlive it), checked against the
-   mirror's tensors (flags: WSYNC_MAP_SHARD, WSYNC_ENGINE_END_CALL, or
-   both). The params (names, shapes, pieces, data) must outlive it. */
+   mirror's tensors (flags: WSYNC_MAP_SHARD, WSYNC_ENGINE_END_CALL,
+   WSYNC_ENGINE_MERGE). The params (names, shapes, pieces, data) must outlive it. */
 WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param *params, size_t n, unsigned flags,
                                          wsync_engine **out, wsync_error *err);
 /* wsync_mirror_take through the map: each change of a checkpoint tensor is
@@ -2201,9 +2211,15 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
    (WSYNC_ERR_SINK, the engine without a step), and with the flag a
    refusal, the end call's or any call's, does more: every tensor this
    take handed is handed again, whole, at the next take, since the sink
-   may have written none of it. */
+   may have written none of it.
+   With WSYNC_ENGINE_MERGE the changes of parameters without data are
+   gathered during the take and handed one call each (memory: the pending
+   parameters' changes; a first, whole take gathers each parameter whole),
+   and any refusal makes every tensor of the take whole again, as above. */
 WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn fn, void *user,
                                          wsync_engine_stats *stats, wsync_error *err);
+/* WSYNC_ENGINE_MERGE: the reserve of the takes after it (fn NULL: none). */
+WSYNC_DEF void wsync_engine_reserve(wsync_engine *e, wsync_param_reserve_fn fn, void *user);
 WSYNC_DEF void wsync_engine_close(wsync_engine *e);
 
 /* --- Model directories: a checkpoint directory published and followed >>dir ---
@@ -17871,12 +17887,31 @@ struct wsync_engine {
     size_t chunk;
     uint64_t *pos;             /* chunk positions */
     uint8_t *val;              /* chunk values (8 bytes each at most) */
+    /* WSYNC_ENGINE_MERGE */
+    struct wsync__egather *g; /* per ref: the take's changes gathered */
+    size_t *pref, *pfirst;     /* refs of parameter p by offset: pref[pfirst[p] .. pfirst[p + 1]) */
+    size_t *plast;             /* per parameter: its last tensor */
+    uint64_t *pmark;           /* per parameter: the take it is pending in */
+    size_t *pend, npend;       /* the parameters holding gathered changes */
+    uint64_t *opos, ocap, oused; /* a parameter merged from several refs, no reserve */
+    uint8_t *oval;
+    wsync_param_reserve_fn reserve;
+    void *ruser;
     /* during a take */
     wsync_param_changes_fn fn;
     void *user;
     wsync_engine_stats *st;
     int end_rc;                /* the end call's nonzero return */
+    int oom;                   /* gathering ran out of memory */
 };
+
+/* WSYNC_ENGINE_MERGE: one ref's changes in a take, gathered (used: the
+   most it held in the take; the capacity is kept while used needs it). */
+typedef struct wsync__egather {
+    uint64_t *pos;
+    uint8_t *val;
+    uint64_t n, cap, used;
+} wsync__egather;
 
 static int wsync__eref_cmp(const void *x, const void *y)
 {
@@ -18231,13 +18266,23 @@ WSYNC__INLINE void wsync__eng_direct_w(uint8_t *d, const wsync__eref *r, const u
     *out = n;
 }
 
-/* The chunk buffer to the engine: fn, or a scatter into the parameter's data. */
-static int wsync__eng_flush(wsync_engine *e, const wsync__eref *r, uint64_t k, unsigned w)
+/* The chunk buffer to the engine: fn, or a scatter into the parameter's
+   data; with g (WSYNC_ENGINE_MERGE) the k changes were written at the end
+   of the ref's gather: kept there, the parameter pending. */
+static int wsync__eng_flush(wsync_engine *e, const wsync__eref *r, wsync__egather *g, uint64_t k, unsigned w)
 {
     const wsync_map_param *q = &e->p[r->p];
     wsync_param_changes c;
     int rc = 0;
     if (!k) return 0;
+    if (g) {
+        g->n += k;
+        if (e->pmark[r->p] != e->takes) {
+            e->pmark[r->p] = e->takes;
+            e->pend[e->npend++] = r->p;
+        }
+        return 0;
+    }
     wsync__eng_count(e, r, k, w);
     if (q->data) {
         uint8_t *d = (uint8_t *)q->data;
@@ -18262,13 +18307,46 @@ static int wsync__eng_flush(wsync_engine *e, const wsync__eref *r, uint64_t k, u
     return rc;
 }
 
+/* Room in a gather for `more` changes of w bytes (0, or 1 and e->oom). */
+static int wsync__eng_room(wsync_engine *e, wsync__egather *g, uint64_t more, unsigned w)
+{
+    uint64_t need = g->n + more, cap;
+    uint64_t *p;
+    uint8_t *v;
+    if (need <= g->cap) return 0;
+    cap = g->cap > need / 2 ? 2 * g->cap : need;
+    if (cap < 1024) cap = 1024;
+    if (need < more || cap > (uint64_t)(SIZE_MAX / 8) - 1) return e->oom = 1;
+    p = (uint64_t *)wsync__alloc(&e->a, (size_t)cap * 8);
+    v = (uint8_t *)wsync__alloc(&e->a, (size_t)cap * w);
+    if (!p || !v) {
+        wsync__free(&e->a, p);
+        wsync__free(&e->a, v);
+        return e->oom = 1;
+    }
+    if (g->n) {
+        memcpy(p, g->pos, (size_t)g->n * 8);
+        memcpy(v, g->val, (size_t)g->n * w);
+    }
+    wsync__free(&e->a, g->pos);
+    wsync__free(&e->a, g->val);
+    g->pos = p;
+    g->val = v;
+    g->cap = cap;
+    return 0;
+}
+
 /* One chunk of a tensor's changes through one ref. pos NULL: the whole
-   tensor (vals: all of it). */
+   tensor (vals: all of it). Without data the changes go to the chunk
+   buffer and fn, or (WSYNC_ENGINE_MERGE) straight into the ref's gather. */
 static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t *pos, const uint8_t *vals,
                           uint64_t count, unsigned w)
 {
     uint64_t blk = r->sdim * r->inner, pblk = r->pdim * r->inner, lo = r->start * r->inner,
-             hi = (r->start + r->len) * r->inner, shift = r->off * r->inner, k = 0, i;
+             hi = (r->start + r->len) * r->inner, shift = r->off * r->inner, k = 0, i, lim = e->chunk;
+    uint64_t *P = e->pos;
+    uint8_t *Q = e->val;
+    wsync__egather *g = NULL;
     int rc;
     uint8_t *d = (uint8_t *)e->p[r->p].data;
     if (d && pos) {
@@ -18284,44 +18362,45 @@ static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t 
         if (outer) wsync__eng_count(e, r, outer * (hi - lo), w);
         return 0;
     }
+    if (e->g) { /* merged: no call before the parameter is complete */
+        g = &e->g[r - e->refs];
+        if (wsync__eng_room(e, g, pos ? count : count / (blk ? blk : 1) * (hi - lo), w)) return 1;
+        P = g->pos + g->n;
+        Q = g->val + (size_t)g->n * w;
+        lim = UINT64_MAX;
+    }
     if (!pos) { /* whole: every element of the slice, block by block */
         uint64_t outer = count / (blk ? blk : 1), o, x;
         for (o = 0; o < outer; o++)
             for (x = lo; x < hi; x++) {
-                e->pos[k] = o * pblk + x - lo + shift;
-                memcpy(e->val + k * w, vals + (o * blk + x) * w, w);
-                if (++k == e->chunk) {
-                    if ((rc = wsync__eng_flush(e, r, k, w)) != 0) return rc;
+                P[k] = o * pblk + x - lo + shift;
+                memcpy(Q + k * w, vals + (o * blk + x) * w, w);
+                if (++k == lim) {
+                    if ((rc = wsync__eng_flush(e, r, g, k, w)) != 0) return rc;
                     k = 0;
                 }
             }
-        return wsync__eng_flush(e, r, k, w);
+        return wsync__eng_flush(e, r, g, k, w);
     }
     if (blk == hi - lo + 0 && lo == 0 && pblk == blk && !shift) { /* the whole tensor, unshifted */
         for (i = 0; i < count; i += k) {
-            k = count - i < e->chunk ? count - i : e->chunk;
-            memcpy(e->pos, pos + i, (size_t)k * 8);
-            memcpy(e->val, vals + i * w, (size_t)(k * w));
-            if ((rc = wsync__eng_flush(e, r, k, w)) != 0) return rc;
+            k = count - i < lim ? count - i : lim;
+            memcpy(P, pos + i, (size_t)k * 8);
+            memcpy(Q, vals + i * w, (size_t)(k * w));
+            if ((rc = wsync__eng_flush(e, r, g, k, w)) != 0) return rc;
         }
         return 0;
     }
     if (count && pos[count - 1] < blk) { /* one block (dim 0 slices): a range of the ascending positions */
-        uint64_t a = 0, b = count, m;
-        while (a < b) {
-            m = a + (b - a) / 2;
-            if (pos[m] < lo) a = m + 1;
-            else b = m;
-        }
-        for (i = a; i < count && pos[i] < hi; i++) {
-            e->pos[k] = pos[i] - lo + shift;
-            memcpy(e->val + k * w, vals + i * w, w);
-            if (++k == e->chunk) {
-                if ((rc = wsync__eng_flush(e, r, k, w)) != 0) return rc;
+        for (i = wsync__eng_lower(pos, count, lo); i < count && pos[i] < hi; i++) {
+            P[k] = pos[i] - lo + shift;
+            memcpy(Q + k * w, vals + i * w, w);
+            if (++k == lim) {
+                if ((rc = wsync__eng_flush(e, r, g, k, w)) != 0) return rc;
                 k = 0;
             }
         }
-        return wsync__eng_flush(e, r, k, w);
+        return wsync__eng_flush(e, r, g, k, w);
     }
     {
         uint64_t o = UINT64_MAX, base = 0, end = 0;
@@ -18334,15 +18413,121 @@ static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t 
             }
             x = p - base;
             if (x < lo || x >= hi) continue;
-            e->pos[k] = o * pblk + x - lo + shift;
-            memcpy(e->val + k * w, vals + i * w, w);
-            if (++k == e->chunk) {
-                if ((rc = wsync__eng_flush(e, r, k, w)) != 0) return rc;
+            P[k] = o * pblk + x - lo + shift;
+            memcpy(Q + k * w, vals + i * w, w);
+            if (++k == lim) {
+                if ((rc = wsync__eng_flush(e, r, g, k, w)) != 0) return rc;
                 k = 0;
             }
         }
-        return wsync__eng_flush(e, r, k, w);
+        return wsync__eng_flush(e, r, g, k, w);
     }
+}
+
+/* WSYNC_ENGINE_MERGE: parameter p's gathered changes in one call,
+   positions ascending: its refs in offset order (disjoint ascending ranges
+   along dim 0; along another dim interleaved, a block at a time), written
+   into the reserve's memory, or handed from the engine's (a lone ref's
+   gather as it is). */
+static int wsync__eng_emit1(wsync_engine *e, size_t p)
+{
+    const wsync_map_param *q = &e->p[p];
+    size_t a = e->pfirst[p], b = e->pfirst[p + 1], j, nz = 0;
+    const wsync__eref *r0 = &e->refs[e->pref[a]];
+    wsync__egather *one = NULL;
+    unsigned w = wsync_dtype_bits(q->dtype) / 8;
+    uint64_t n = 0, *dp = NULL, at = 0;
+    uint8_t *dv = NULL;
+    void *dvv = NULL;
+    wsync_param_changes c;
+    int rc;
+    for (j = a; j < b; j++)
+        if (e->g[e->pref[j]].n) {
+            one = &e->g[e->pref[j]];
+            n += one->n;
+            nz++;
+        }
+    if (!n) return 0;
+    if (e->reserve && (rc = e->reserve(e->ruser, p, n, w, &dp, &dvv)) != 0) return rc;
+    dv = (uint8_t *)dvv;
+    if ((!dp || !dv) && nz == 1) {
+        dp = one->pos;
+        dv = one->val;
+    } else if (!dp || !dv) {
+        if (n > e->ocap) {
+            wsync__free(&e->a, e->opos);
+            wsync__free(&e->a, e->oval);
+            e->ocap = 0;
+            e->opos = (uint64_t *)wsync__alloc(&e->a, (size_t)n * 8);
+            e->oval = (uint8_t *)wsync__alloc(&e->a, (size_t)n * 8);
+            if (!e->opos || !e->oval) return e->oom = 1;
+            e->ocap = n;
+        }
+        if (n > e->oused) e->oused = n;
+        dp = e->opos;
+        dv = e->oval;
+    }
+    if (dp != one->pos) {
+        if (nz == 1 || r0->dim == 0 || r0->k == SIZE_MAX) { /* the refs' runs, in offset order */
+            for (j = a; j < b; j++) {
+                wsync__egather *g = &e->g[e->pref[j]];
+                memcpy(dp + at, g->pos, (size_t)g->n * 8);
+                memcpy(dv + at * w, g->val, (size_t)g->n * w);
+                at += g->n;
+            }
+        } else { /* block by block: each ref's positions inside the block, in offset order */
+            uint64_t pblk = r0->pdim * r0->inner, o;
+            for (j = a; j < b; j++) e->g[e->pref[j]].used = 0; /* each ref's cursor */
+            while (at < n) {
+                o = UINT64_MAX;
+                for (j = a; j < b; j++) {
+                    wsync__egather *g = &e->g[e->pref[j]];
+                    if (g->used < g->n && g->pos[g->used] / pblk < o) o = g->pos[g->used] / pblk;
+                }
+                for (j = a; j < b; j++) {
+                    wsync__egather *g = &e->g[e->pref[j]];
+                    uint64_t s = g->used;
+                    while (g->used < g->n && g->pos[g->used] / pblk == o) g->used++;
+                    memcpy(dp + at, g->pos + s, (size_t)(g->used - s) * 8);
+                    memcpy(dv + at * w, g->val + (size_t)s * w, (size_t)(g->used - s) * w);
+                    at += g->used - s;
+                }
+            }
+        }
+    }
+    for (j = a; j < b; j++) { /* used: the most this take held */
+        wsync__egather *g = &e->g[e->pref[j]];
+        g->used = g->n;
+        g->n = 0;
+    }
+    e->st->params++;
+    e->st->calls++;
+    e->st->positions += n;
+    e->st->bytes += n * (8 + (uint64_t)w);
+    memset(&c, 0, sizeof c);
+    c.param = q;
+    c.index = p;
+    c.tensor = nz == 1 ? e->m->t[e->refs[one - e->g].t].name : NULL;
+    c.width = w;
+    c.count = n;
+    c.positions = dp;
+    c.values = dv;
+    return e->fn(e->user, &c);
+}
+
+/* WSYNC_ENGINE_MERGE: each pending parameter whose last tensor is below
+   `below` (SIZE_MAX: all of them) handed in its one call. */
+static int wsync__eng_emit(wsync_engine *e, size_t below)
+{
+    size_t i, k = 0;
+    int rc = 0;
+    for (i = 0; i < e->npend; i++) {
+        size_t p = e->pend[i];
+        if (rc || (below != SIZE_MAX && e->plast[p] >= below)) e->pend[k++] = p;
+        else rc = wsync__eng_emit1(e, p);
+    }
+    e->npend = k;
+    return rc;
 }
 
 /* The end call (WSYNC_ENGINE_END_CALL), made in the mirror's callback for
@@ -18350,16 +18535,21 @@ static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t 
    engine's step): the last chunk of the last tensor the mirror hands, the
    one after which no tensor's record would make a call (the predicate of
    wsync_mirror_take's loop and its handing). */
-static int wsync__eng_end(wsync_engine *e, size_t i)
+static int wsync__eng_final(const wsync_engine *e, size_t i)
 {
-    wsync_mirror *m = e->m;
-    wsync_param_changes c;
+    const wsync_mirror *m = e->m;
     size_t j;
-    int rc;
     for (j = i + 1; j < m->n; j++) {
         const wsync__mrec *r = &m->rec[j];
         if (r->whole || (r->log ? r->llen != 0 : r->count != 0)) return 0;
     }
+    return 1;
+}
+
+static int wsync__eng_end(wsync_engine *e)
+{
+    wsync_param_changes c;
+    int rc;
     memset(&c, 0, sizeof c);
     c.index = SIZE_MAX;
     if ((rc = e->fn(e->user, &c)) != 0) e->end_rc = rc;
@@ -18367,12 +18557,13 @@ static int wsync__eng_end(wsync_engine *e, size_t i)
 }
 
 /* A refusal with WSYNC_ENGINE_END_CALL (the sink may have deferred all of
-   the take): every tensor this take handed whole again (the mirror makes
-   the refused one whole itself). */
+   the take) or WSYNC_ENGINE_MERGE (pending parameters were never handed):
+   every tensor this take handed whole again (the mirror makes the refused
+   one whole itself). */
 static int wsync__eng_refused(wsync_engine *e, int rc)
 {
     size_t j;
-    if (e->flags & WSYNC_ENGINE_END_CALL)
+    if (e->flags & (WSYNC_ENGINE_END_CALL | WSYNC_ENGINE_MERGE))
         for (j = 0; j < e->m->n; j++)
             if (e->tmark[j] == e->takes) wsync__mrec_whole(&e->m->rec[j]);
     return rc;
@@ -18385,14 +18576,50 @@ static int wsync__eng_changes(void *user, const wsync_changes *c)
     size_t j;
     int rc;
     if (c->index >= e->m->n) return 1;
+    if (e->npend && (rc = wsync__eng_emit(e, c->index)) != 0) return wsync__eng_refused(e, rc);
     e->tmark[c->index] = e->takes;
     for (j = e->first[c->index]; j < e->first[c->index + 1]; j++)
         if ((rc = wsync__eng_ref(e, &e->refs[j], c->whole ? NULL : c->positions, (const uint8_t *)c->values,
                                  c->count, c->width)) != 0)
             return wsync__eng_refused(e, rc);
-    if ((e->flags & WSYNC_ENGINE_END_CALL) && e->fn && c->last && (rc = wsync__eng_end(e, c->index)) != 0)
+    if (!c->last) return 0;
+    if (e->npend && (rc = wsync__eng_emit(e, wsync__eng_final(e, c->index) ? SIZE_MAX : c->index + 1)) != 0)
+        return wsync__eng_refused(e, rc);
+    if ((e->flags & WSYNC_ENGINE_END_CALL) && e->fn && wsync__eng_final(e, c->index) && (rc = wsync__eng_end(e)) != 0)
         return wsync__eng_refused(e, rc);
     return 0;
+}
+
+/* WSYNC_ENGINE_MERGE's state: a gather per ref, each parameter's refs by
+   offset and its last tensor. */
+static wsync_result wsync__eng_merge_open(wsync_engine *e)
+{
+    size_t n = e->np, i, j;
+    e->g = (wsync__egather *)wsync__alloc(&e->a, (e->nrefs + 1) * sizeof *e->g);
+    e->pref = (size_t *)wsync__alloc(&e->a, (e->nrefs + 1) * sizeof *e->pref);
+    e->pfirst = (size_t *)wsync__alloc(&e->a, (n + 2) * sizeof *e->pfirst);
+    e->plast = (size_t *)wsync__alloc(&e->a, (n + 1) * sizeof *e->plast);
+    e->pmark = (uint64_t *)wsync__alloc(&e->a, (n + 1) * sizeof *e->pmark);
+    e->pend = (size_t *)wsync__alloc(&e->a, (n + 1) * sizeof *e->pend);
+    if (!e->g || !e->pref || !e->pfirst || !e->plast || !e->pmark || !e->pend) return WSYNC_ERR_OUT_OF_MEMORY;
+    memset(e->g, 0, (e->nrefs + 1) * sizeof *e->g);
+    memset(e->pmark, 0, (n + 1) * sizeof *e->pmark);
+    memset(e->pfirst, 0, (n + 2) * sizeof *e->pfirst);
+    memset(e->plast, 0, (n + 1) * sizeof *e->plast);
+    for (j = 0; j < e->nrefs; j++) e->pfirst[e->refs[j].p + 2]++; /* counted, then placed by parameter */
+    for (i = 0; i < n; i++) e->pfirst[i + 2] += e->pfirst[i + 1];
+    for (j = 0; j < e->nrefs; j++) {
+        size_t p = e->refs[j].p;
+        e->pref[e->pfirst[p + 1]++] = j;
+        if (e->refs[j].t > e->plast[p]) e->plast[p] = e->refs[j].t;
+    }
+    for (i = 0; i < n; i++) /* each parameter's few refs by offset */
+        for (j = e->pfirst[i] + 1; j < e->pfirst[i + 1]; j++) {
+            size_t k = j, x = e->pref[j];
+            for (; k > e->pfirst[i] && e->refs[e->pref[k - 1]].off > e->refs[x].off; k--) e->pref[k] = e->pref[k - 1];
+            e->pref[k] = x;
+        }
+    return WSYNC_OK;
 }
 
 WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param *params, size_t n, unsigned flags,
@@ -18403,7 +18630,7 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
     wsync_result r;
     size_t i;
     wsync__error_reset(err);
-    if (!m || !out || (n && !params) || (flags & ~(WSYNC_MAP_SHARD | WSYNC_ENGINE_END_CALL)))
+    if (!m || !out || (n && !params) || (flags & ~(WSYNC_MAP_SHARD | WSYNC_ENGINE_END_CALL | WSYNC_ENGINE_MERGE)))
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "%s", "wsync_engine_open arguments");
     *out = NULL;
     for (i = 0; i < m->n; i++) {
@@ -18447,8 +18674,46 @@ WSYNC_DEF wsync_result wsync_engine_open(wsync_mirror *m, const wsync_map_param 
             e->first[i] = j;
         }
     }
+    if ((flags & WSYNC_ENGINE_MERGE) && (r = wsync__eng_merge_open(e)) != WSYNC_OK) {
+        wsync_engine_close(e);
+        return wsync__fail(err, r, UINT64_MAX, NULL, 0, "%s", "the engine map");
+    }
     *out = e;
     return WSYNC_OK;
+}
+
+WSYNC_DEF void wsync_engine_reserve(wsync_engine *e, wsync_param_reserve_fn fn, void *user)
+{
+    if (!e) return;
+    e->reserve = fn;
+    e->ruser = user;
+}
+
+/* The gathers' memory after a take: kept while the take needed it. */
+static void wsync__eng_merge_trim(wsync_engine *e)
+{
+    size_t j;
+    for (j = 0; j < e->nrefs; j++) {
+        wsync__egather *g = &e->g[j];
+        g->n = 0;
+        if (g->cap > 2 * g->used + 1024) {
+            wsync__free(&e->a, g->pos);
+            wsync__free(&e->a, g->val);
+            g->pos = NULL;
+            g->val = NULL;
+            g->cap = 0;
+        }
+        g->used = 0;
+    }
+    if (e->ocap > 2 * e->oused + 1024) {
+        wsync__free(&e->a, e->opos);
+        wsync__free(&e->a, e->oval);
+        e->opos = NULL;
+        e->oval = NULL;
+        e->ocap = 0;
+    }
+    e->oused = 0;
+    e->npend = 0;
 }
 
 WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn fn, void *user,
@@ -18470,9 +18735,18 @@ WSYNC_DEF wsync_result wsync_engine_take(wsync_engine *e, wsync_param_changes_fn
     e->st = &st;
     e->takes++;
     e->end_rc = 0;
+    e->oom = 0;
+    e->npend = 0;
     r = wsync_mirror_take(e->m, wsync__eng_changes, e, &st.mirror, err);
+    if (r == WSYNC_OK && e->npend && wsync__eng_emit(e, SIZE_MAX) != 0) /* not reached: the last chunk hands them */
+        r = wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, NULL, 0, "%s", "the take's callback refused after the take");
     e->st = NULL;
-    if (r == WSYNC_ERR_SINK && e->end_rc)
+    if (e->g) wsync__eng_merge_trim(e);
+    if (r == WSYNC_ERR_SINK && e->oom)
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s",
+                        "gathering the take's changes by parameter (WSYNC_ENGINE_MERGE): the engine has no step, "
+                        "and the next take hands every tensor of this one again, whole");
+    else if (r == WSYNC_ERR_SINK && e->end_rc)
         r = wsync__fail(err, WSYNC_ERR_SINK, UINT64_MAX, NULL, 0,
                         "the take's end call returned %d: the engine has no step, and the next take hands every "
                         "tensor of this one again, whole", e->end_rc);
@@ -18491,6 +18765,21 @@ WSYNC_DEF void wsync_engine_close(wsync_engine *e)
     wsync__free(&a, e->tmark);
     wsync__free(&a, e->pos);
     wsync__free(&a, e->val);
+    if (e->g) {
+        size_t j;
+        for (j = 0; j < e->nrefs; j++) {
+            wsync__free(&a, e->g[j].pos);
+            wsync__free(&a, e->g[j].val);
+        }
+    }
+    wsync__free(&a, e->g);
+    wsync__free(&a, e->pref);
+    wsync__free(&a, e->pfirst);
+    wsync__free(&a, e->plast);
+    wsync__free(&a, e->pmark);
+    wsync__free(&a, e->pend);
+    wsync__free(&a, e->opos);
+    wsync__free(&a, e->oval);
     wsync__free(&a, e);
 }
 

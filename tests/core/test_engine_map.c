@@ -782,12 +782,155 @@ static void test_end_call(uint32_t chunk)
         /* a flag it does not know: refused */
         {
             wsync_engine *e2 = NULL;
-            CHECK_EQ_INT(wsync_engine_open(N.m, N.R.p, NP, WSYNC_MAP_SHARD | 4u, &e2, &err),
+            CHECK_EQ_INT(wsync_engine_open(N.m, N.R.p, NP, WSYNC_MAP_SHARD | 8u, &e2, &err),
                          WSYNC_ERR_INVALID_ARGUMENT);
             CHECK(e2 == NULL);
         }
     }
     for (j = 0; j < NP; j++) free(D.stage[j]);
+    wsync_publisher_close(P);
+    if (opened) node_close(&N);
+    wsync_store_close(&st);
+    TEST_END();
+}
+
+/* WSYNC_ENGINE_MERGE: a sink that counts each parameter's calls in a take
+   and checks the positions ascending and (with a reserve) in its own
+   staging arena. */
+typedef struct merge_engine {
+    rank_map *R;
+    int bad, use_reserve, refuse_reserve;
+    uint64_t calls, refuse_at, reserves;
+    uint64_t per[NP];          /* calls per parameter in this take */
+    uint8_t *arena;            /* the reserve's memory */
+    size_t cap, used;
+    uint64_t *rpos[NP];        /* where each parameter's reserve put its positions */
+} merge_engine;
+
+static int on_reserve(void *user, size_t index, uint64_t count, unsigned width, uint64_t **positions, void **values)
+{
+    merge_engine *M = (merge_engine *)user;
+    size_t need = (size_t)count * (8 + width) + 8;
+    if (index >= NP || !count || width != (M->R->p[index].dtype == WSYNC_DTYPE_F32 ? 4u : 2u)) M->bad = 1;
+    if (++M->reserves == (uint64_t)M->refuse_reserve) return 9;
+    if (index % 3 == 2 || M->used + need > M->cap) return 0; /* NULL: the engine's memory */
+    *positions = M->rpos[index % NP] = (uint64_t *)(void *)(M->arena + M->used);
+    *values = M->arena + M->used + (size_t)count * 8;
+    M->used += (need + 7) & ~(size_t)7;
+    return 0;
+}
+
+static int on_merge(void *user, const wsync_param_changes *c)
+{
+    merge_engine *M = (merge_engine *)user;
+    uint64_t i, n;
+    if (!c->param) return 0; /* the end call */
+    M->calls++;
+    if (M->calls == M->refuse_at) return 5;
+    if (c->index >= NP || c->param != &M->R->p[c->index] || !c->count) {
+        M->bad = 1;
+        return 0;
+    }
+    M->per[c->index]++;
+    /* the reserve's memory when it gave some */
+    if (M->use_reserve && c->index % 3 != 2 && c->positions != M->rpos[c->index]) M->bad = 1;
+    /* one tensor named, or NULL when several fed it */
+    if (c->tensor ? M->R->p[c->index].n_pieces > 1 && strcmp(c->tensor, M->R->p[c->index].pieces[0].tensor) &&
+                        strcmp(c->tensor, M->R->p[c->index].pieces[M->R->p[c->index].n_pieces - 1].tensor)
+                  : M->R->p[c->index].n_pieces < 2)
+        M->bad = 1;
+    n = M->R->bytes[c->index] / c->width;
+    for (i = 0; i < c->count; i++) {
+        if (c->positions[i] >= n || (i && c->positions[i] <= c->positions[i - 1])) {
+            M->bad = 1;
+            break;
+        }
+        memcpy(M->R->buf[c->index] + c->positions[i] * c->width, (const uint8_t *)c->values + i * c->width,
+               c->width);
+    }
+    return 0;
+}
+
+/* One call per parameter per take, positions ascending, however many
+   chunks, pieces and tensors fed it: qkv's pieces in the reverse of the
+   tensors' order (v, k, q), o_proj in two pieces along dim 1 (its rows
+   interleave), a small chunk; exact after every take; a refusal (the
+   callback's, the reserve's) re-hands the take whole, exact after. */
+static void test_merge(uint32_t chunk, int use_reserve)
+{
+    char name[160];
+    wsync_store st;
+    wsync_publisher *P = NULL;
+    wsync_chain_options co = chain_opts(7);
+    wsync_error err;
+    node N;
+    merge_engine M;
+    uint64_t s, got, last_ok = 0, multi = 0;
+    size_t j;
+    int opened = 0;
+    snprintf(name, sizeof name, "engine map: WSYNC_ENGINE_MERGE, one call per parameter per take, ascending "
+             "(chunk %u%s)", chunk, use_reserve ? ", into a reserve" : "");
+    TEST_BEGIN(name);
+    memset(&M, 0, sizeof M);
+    CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_publisher_open(&st, &co, &P, &err), WSYNC_OK);
+    for (s = 0; s <= 12; s++) {
+        wsync_tensor t[NT];
+        wsync_publish_stats ps;
+        wsync_engine_stats es;
+        wsync_result r;
+        tensors_of(g_img[s], t);
+        CHECK_EQ_INT(wsync_publish(P, s, t, NT, &ps, &err), WSYNC_OK);
+        if (s == 0) {
+            if (!(opened = node_open(&N, &st, 1, chunk))) break;
+            wsync_engine_close(N.e);
+            N.e = NULL;
+            /* qkv as v, k, q; o_proj as two pieces of 8 columns */
+            piece(&N.R.pc[0][0], T_V, 8, 8);
+            piece(&N.R.pc[0][1], T_K, 8, 8);
+            piece(&N.R.pc[0][2], T_Q, 16, 16);
+            piece(&N.R.pc[1][0], T_O, 16, 8);
+            piece(&N.R.pc[1][1], T_O, 24, 8);
+            N.R.p[1].n_pieces = 2;
+            CHECK_EQ_INT(wsync_engine_open(N.m, N.R.p, NP, WSYNC_MAP_SHARD | WSYNC_ENGINE_MERGE |
+                                           WSYNC_ENGINE_END_CALL, &N.e, &err), WSYNC_OK);
+            if (!N.e) break;
+            M.R = &N.R;
+            M.use_reserve = use_reserve;
+            M.cap = 1 << 20;
+            M.arena = (uint8_t *)malloc(M.cap);
+            if (use_reserve) wsync_engine_reserve(N.e, on_reserve, &M);
+            for (j = 0; j < NP; j++) N.R.p[j].data = NULL;
+        }
+        if (s == 8) continue; /* step 8 merged into 9's take */
+        CHECK_EQ_INT(wsync_mirror_sync(N.m, WSYNC_STEP_LATEST, NULL, &err), WSYNC_OK);
+        memset(M.per, 0, sizeof M.per);
+        M.calls = M.reserves = 0;
+        M.used = 0;
+        M.refuse_at = s == 5 ? 3 : 0;
+        M.refuse_reserve = use_reserve && s == 10 ? 2 : 0;
+        r = wsync_engine_take(N.e, on_merge, &M, &es, &err);
+        CHECK(!M.bad);
+        for (j = 0; j < NP; j++) CHECK_MSG(M.per[j] <= 1, "step %llu: %s got %llu calls", (unsigned long long)s,
+                                             N.R.p[j].name, (unsigned long long)M.per[j]);
+        if (M.refuse_at || M.refuse_reserve) {
+            CHECK_EQ_INT(r, WSYNC_ERR_SINK);
+            CHECK(!wsync_mirror_engine_step(N.m, &got));
+            continue;
+        }
+        CHECK_EQ_INT(r, WSYNC_OK);
+        CHECK(wsync_mirror_engine_step(N.m, &got) && got == s);
+        CHECK_MSG(rank_is(&N.R, g_img[s]), "step %llu", (unsigned long long)s);
+        CHECK(es.calls == es.params && es.calls == M.calls && es.params > 0);
+        for (j = 0; j < NP; j++) CHECK(M.per[j] == 1 || !M.per[j]);
+        if (use_reserve) CHECK_EQ_U64(M.reserves, es.params);
+        if (es.mirror.chunks > es.mirror.tensors) multi++; /* some tensor came in several chunks */
+        if (s == 6 || (use_reserve && s == 11)) CHECK(es.mirror.whole_tensors > 0); /* after a refusal: whole */
+        last_ok = s;
+    }
+    CHECK(last_ok == 12);
+    if (chunk && chunk < 64) CHECK(multi > 0);
+    free(M.arena);
     wsync_publisher_close(P);
     if (opened) node_close(&N);
     wsync_store_close(&st);
@@ -807,6 +950,10 @@ int main(void)
     test_tied();
     test_end_call(0);
     test_end_call(7);
+    test_merge(0, 0);
+    test_merge(5, 0);
+    test_merge(5, 1);
+    test_merge(0, 1);
     for (s = 0; s <= MAXSTEP; s++) free(g_img[s]);
     return check_summary();
 }
