@@ -417,9 +417,22 @@ _VERIFY) times mem_gbps, a rank's memcpy rate on the target (default:
 the simulation's copy_gbps, the dense step's preparation rate). pack,
 scatter and the fp8 update are per change, bound by memory latency on a
 CPU; on a GPU's memory they are not, which the one ratio cannot say:
-mem_gbps is the knob. The model is a sum, not a pipeline: a sender that
-writes each region as soon as it is packed would overlap diff, pack and
-the wire.
+mem_gbps is the knob. The model is a sum, not a pipeline, because the
+ranks run one: a trainer's wsync_rank_push diffs every region, then
+packs every slot, then writes (the dense regions last), and a receiver
+validates every slot, scatters them, then runs on_commit, all after
+COMMIT; only ranks overlap each other, which the slowest rank of each
+phase stands for (a sender that wrote each region as soon as it was
+packed would overlap diff, pack and the wire). One host (the
+simulation's cpus): the ranks share the cores, so each sender phase of a
+mesh group takes at least all its senders' work over cpus, and scatter
+and verify all receivers' work over cpus (a phase hidden behind another
+rank's longer one adds nothing: the bound is the larger). base_seconds:
+a dense step of a run with sparse steps also copies what each sender
+sent (the next diff's base), at mem_gbps (the diff's ratio already
+counts that copy's changes in a sparse step).
+The rates as the ranks run them, on this host, with the measured step
+beside the prediction: make bench-sim-check (bench/bench_sim_check.sh).
 
 REVISIONS
 =========
@@ -1121,7 +1134,8 @@ WSYNC_DEF void wsync_sparse_scatter(const uint8_t *slot, uint8_t *const *region)
    connection ends: WSYNC_ERR_AUTH), as does any frame of another
    connection (fresh nonces each). The controller reads handshakes without
    blocking, WSYNC__CTL_AUTH_MS (1 s) for the whole of each from its
-   accept, at most WSYNC__CTL_PENDING at once (the oldest cut), and logs
+   accept, at most WSYNC__CTL_PENDING at once (then one is cut: a silent
+   one first, then one from the busiest host, then the oldest), and logs
    each refusal with the peer's address (wsync_controller_options.log). No
    TLS: the bytes (descriptors, plans) are readable on the wire.
 
@@ -1522,6 +1536,13 @@ typedef struct wsync_sparse_stats {
     double diff_s, pack_s;          /* diff against the last step sent; count, decide, pack */
     double wire_s;                  /* the slots' writes, the dense writes, the flush */
     double update_s;                /* the copy of what was sent, brought up to date */
+    /* trainers, fp8 receivers (a sparse step's diff): tiles quantized and compared with
+       what was sent last; of them, those whose bytes moved under the same scale (their
+       moved bytes sent) and those whose scale moved (the whole tile and the scale) */
+    uint64_t fp8_tiles, fp8_tiles_moved, fp8_tiles_rescaled;
+    uint64_t fp8_bytes, fp8_moved;  /* the e4m3 bytes compared; those sent (moved, or in a rescaled tile) */
+    uint32_t fp8_gathered;          /* fp8 transfers quantized from the gather inbox: always dense */
+    double fp8_s;                   /* the quantize and compare (within diff_s) */
     /* inference (COMMIT) */
     uint64_t scattered;             /* changes written from the slots */
     double validate_s, scatter_s;   /* every slot checked; then scattered */
@@ -1843,6 +1864,10 @@ typedef struct wsync_plan_sparse_result {
     uint64_t sparse_tasks, dense_tasks; /* regions sent sparse, and dense (threshold or staging) */
     uint64_t staging_max;               /* the most staged bytes on a receiving NIC */
     double dense_above;                 /* the threshold used */
+    double base_seconds;                /* a dense step of a run with sparse steps (the first, or one that
+                                           goes dense) adds this to wsync_plan_simulate's: each sender's
+                                           copy of what it sent (bf16 sources, at mem_gbps), the next
+                                           diff's base; the slowest sender per mesh group (SPARSE STEPS) */
 } wsync_plan_sparse_result;
 
 /* Predicts a steady sparse step of plan p (SPARSE STEPS): the plan's pairs,
@@ -9071,6 +9096,8 @@ refuse:
 typedef struct wsync__ctl_pend {
     int fd;
     int64_t until;
+    uint64_t order;            /* accept order */
+    uint64_t host;             /* a hash of the peer's address, its port left out */
     uint32_t got, phase;       /* bytes of the message read; 0: HELLO, 1: PROOF */
     uint8_t buf[WSYNC_CTL_HEADER + 8 + WSYNC_CTL_NONCE];
     uint32_t role, rank;
@@ -9810,12 +9837,36 @@ out:
     return r;
 }
 
+/* The handshake cut when all WSYNC__CTL_PENDING are taken and another
+   connection comes: one that has not sent its HELLO before one that has
+   (a silent flood never cuts a rank that said who it is), then one from
+   the host with the most connections in their handshakes (a flood from
+   one host never cuts a rank on another), then the oldest. A flood of
+   HELLOs from a rank's own host can still cut its handshake (README: What
+   is not protected). */
+static unsigned wsync__ctl_pend_victim(const wsync__ctl_pend *pend, unsigned np)
+{
+    unsigned k, j, best = 0, best_n = 0;
+    for (k = 0; k < np; k++) {
+        unsigned n = 0;
+        for (j = 0; j < np; j++) n += pend[j].host == pend[k].host; /* 64 x 64, only when the slots are full */
+        if (k == 0 || pend[k].phase < pend[best].phase ||
+            (pend[k].phase == pend[best].phase &&
+             (n > best_n || (n == best_n && pend[k].order < pend[best].order)))) {
+            best = k;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
 WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err)
 {
     int64_t deadline;
     wsync__ctl_pend *pend;
     char why_greedy[160] = "";
     unsigned i, joined = 0, np = 0;
+    uint64_t accepted = 0;
     wsync_error local;
     wsync_result r;
     if (!err) err = &local;
@@ -9882,19 +9933,36 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         if (!(pf[0].revents & POLLIN)) continue;
         fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) continue;
-        if (np == WSYNC__CTL_PENDING) { /* the oldest goes */
-            wsync__ctl_refuse(c, pend[0].peer, "handshake cut: too many connections in their handshakes");
-            close(pend[0].fd);
-            pend[0] = pend[--np];
+        if (np == WSYNC__CTL_PENDING) { /* one goes: wsync__ctl_pend_victim */
+            char why[160];
+            k = wsync__ctl_pend_victim(pend, np);
+            if (pend[k].phase)
+                snprintf(why, sizeof why, "handshake cut after its HELLO as %s rank %u: too many connections in "
+                         "their handshakes", wsync__ctl_role_name(pend[k].role), (unsigned)pend[k].rank);
+            else
+                snprintf(why, sizeof why, "%s", "handshake cut before its HELLO: too many connections in their "
+                         "handshakes");
+            wsync__ctl_refuse(c, pend[k].peer, why);
+            close(pend[k].fd);
+            pend[k] = pend[--np];
         }
         memset(&pend[np], 0, sizeof pend[np]);
+        pend[np].order = ++accepted;
         pend[np].fd = fd;
         pend[np].until = wsync__rdma_now_ms() + WSYNC__CTL_AUTH_MS;
         wsync__ctl_peer_name(fd, pend[np].peer, sizeof pend[np].peer);
+        {
+            const char *colon = strrchr(pend[np].peer, ':');
+            size_t hl = colon ? (size_t)(colon - pend[np].peer) : strlen(pend[np].peer);
+            pend[np].host = wsync_digest(pend[np].peer, hl);
+        }
         wsync__ctl_nodelay(fd);
         np++;
     }
-    for (i = 0; i < np; i++) close(pend[i].fd);
+    for (i = 0; i < np; i++) { /* still in their handshakes: no rank is missing */
+        wsync__ctl_refuse(c, pend[i].peer, "handshake cut: every rank of the job has joined");
+        close(pend[i].fd);
+    }
     wsync__rdma_free(&c->a, pend);
     /* the greedy mapping checks what every schedule needs (names, shapes,
        coverage) with its messages; the planner's schedule then replaces it */
@@ -10477,6 +10545,19 @@ struct wsync_rank {
     uint32_t *sp_pos;          /* the diff's chunk */
     uint64_t sp_base;          /* the step prev holds, committed as far as this rank knows (0: none) */
     int sp_skipping;           /* a push in progress skips sp_skip's transfers */
+    /* fp8 transfers that may go sparse (sp_elig 2): what was last sent */
+    uint8_t *sp_q;             /* each one's e4m3 bytes, then its scales (8-byte aligned) */
+    uint64_t *sp_qoff;         /* per transfer: its place in sp_q */
+    uint8_t *sp_band;          /* a row of tiles quantized again; from sp_tile_at, one tile */
+    uint64_t sp_tile_at;
+    uint8_t *sp_tmov;          /* per tile of that row: what changed in it */
+    float *sp_tsc;             /* and its scale now */
+    uint32_t *sp_fpos, *sp_spos; /* the step's moved fp8 bytes and scales (every fp8 transfer's, */
+    uint8_t *sp_fval, *sp_sval;  /* in order; positions from the transfer's first byte or scale) */
+    uint64_t sp_fn, sp_fcap, sp_sn, sp_scap;
+    uint64_t *sp_foff, *sp_soff, *sp_scnt; /* per transfer: where its own start, its scales' count */
+    int sp_qfill;              /* a dense push: the preparation keeps what it quantized in sp_q */
+    uint32_t sp_fp8_gathered;  /* fp8 transfers from the gather inbox (always dense) */
     wsync_sparse_stats sp_stats;
     /* the sparse step, inference ranks */
     int stg_on;
@@ -10542,6 +10623,7 @@ static wsync_result wsync__rank_stg_commit(wsync_rank *r, uint64_t step, wsync_e
 }
 
 static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options *o, wsync_error *err);
+static void wsync__rank_sp_keep(wsync_rank *r, uint32_t j, const uint8_t *tmp, uint64_t scales_at);
 static wsync_result wsync__rank_stg_init(wsync_rank *r, const wsync_rank_options *o, wsync_error *err);
 
 static void *wsync__rank_main(void *p)
@@ -10982,10 +11064,14 @@ static wsync_result wsync__rank_prepare(void *user, const wsync_exec_task *t, ui
     (void)tmp_off;
     if (!t->tmp_bytes) return WSYNC_OK; /* written straight from the source */
     if (x->prep == WSYNC_CTL_PREP_FP8) {
+        uint32_t j = (uint32_t)(x - r->assign.transfers);
+        wsync_result res;
         wsync__rank_tmp(x, &scales_at);
-        return wsync_quantize_e4m3((const uint16_t *)(const void *)src, x->rows, row,
-                                   x->rows > 1 ? x->src_stride / 2 : row, x->block, tmp,
-                                   (float *)(void *)(tmp + scales_at), err);
+        res = wsync_quantize_e4m3((const uint16_t *)(const void *)src, x->rows, row,
+                                  x->rows > 1 ? x->src_stride / 2 : row, x->block, tmp,
+                                  (float *)(void *)(tmp + scales_at), err);
+        if (res == WSYNC_OK && r->sp_qfill && r->sp_elig[j] == 2) wsync__rank_sp_keep(r, j, tmp, scales_at);
+        return res;
     }
     for (i = 0; i < x->rows; i++) memcpy(tmp + i * row, src + i * x->src_stride, (size_t)row);
     return WSYNC_OK;
@@ -11151,15 +11237,84 @@ WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names
 
 #define WSYNC__SP_CHUNK (1u << 15) /* elements the diff takes at a time: both sides stay in cache for the copy */
 
-/* At join: which transfers may go sparse (bf16 rows, 2-byte aligned, to
-   an inference rank with a staging target), the slots' place in the
-   packing buffer (registered), and the copy of what was sent, per
-   region. An inference rank: its staging entry, the slot size. */
+/* Whether transfer x reads this trainer's gather inbox (fp8 tiles whose
+   rows other trainers hold: in place only after the gather's barrier,
+   after the slots are written). */
+static int wsync__rank_sp_inbox(const wsync_rank *r, const wsync_ctl_transfer *x)
+{
+    uint32_t e;
+    for (e = 0; e < r->n_own; e++) {
+        const wsync_ctl_tensor *t = &r->own[e];
+        if (strcmp(t->name, WSYNC_CTL_INBOX) == 0 && t->region == x->src_region &&
+            x->src_offset < t->offset + t->row_count && t->offset < x->src_offset + wsync__ctl_extent(x))
+            return 1;
+    }
+    return 0;
+}
+
+/* The fp8 transfers that may go sparse (sp_elig 2): the copy of the
+   e4m3 bytes and scales each last sent, a row of tiles' scratch and one
+   tile's, and the lists of what moved (1/32 of the bytes to start with;
+   they grow). */
+static wsync_result wsync__rank_sp_fp8_init(wsync_rank *r, wsync_error *err)
+{
+    uint32_t nx = r->assign.n_transfers, j;
+    uint64_t total = 0, band = 0, one = 0, tiles = 0, cap;
+    for (j = 0; j < nx; j++) {
+        const wsync_ctl_transfer *x = &r->assign.transfers[j];
+        uint64_t cols, br, tc;
+        if (r->sp_elig[j] != 2) continue;
+        cols = x->len / x->rows;
+        br = x->block && x->block < x->rows ? x->block : x->rows;
+        tc = wsync_quantize_scale_count(1, cols, x->block);
+        if (wsync__sp_pad8(br * cols) > band) band = wsync__sp_pad8(br * cols);
+        if (br * (x->block && x->block < cols ? x->block : cols) > one)
+            one = br * (x->block && x->block < cols ? x->block : cols);
+        if (tc > tiles) tiles = tc;
+        total += wsync__sp_pad8(x->len) + wsync__sp_pad8(4 * wsync_quantize_scale_count(x->rows, cols, x->block));
+    }
+    if (total == 0) return WSYNC_OK;
+    cap = total / 32 > 65536 ? total / 32 : 65536;
+    r->sp_qoff = (uint64_t *)wsync__rdma_alloc(&r->a, ((size_t)nx + 1) * sizeof *r->sp_qoff);
+    r->sp_foff = (uint64_t *)wsync__rdma_alloc(&r->a, ((size_t)nx + 1) * sizeof *r->sp_foff);
+    r->sp_soff = (uint64_t *)wsync__rdma_alloc(&r->a, ((size_t)nx + 1) * sizeof *r->sp_soff);
+    r->sp_scnt = (uint64_t *)wsync__rdma_alloc(&r->a, ((size_t)nx + 1) * sizeof *r->sp_scnt);
+    r->sp_tmov = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)tiles);
+    r->sp_tsc = (float *)wsync__rdma_alloc(&r->a, (size_t)tiles * sizeof *r->sp_tsc);
+    r->sp_tile_at = band;
+    if ((uint64_t)(size_t)total != total || (uint64_t)(size_t)(band + one) != band + one || !r->sp_qoff ||
+        !r->sp_foff || !r->sp_soff || !r->sp_scnt || !r->sp_tmov || !r->sp_tsc ||
+        !(r->sp_q = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)total)) ||
+        !(r->sp_band = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)(band + one))) ||
+        !(r->sp_fpos = (uint32_t *)wsync__rdma_alloc(&r->a, (size_t)cap * 4)) ||
+        !(r->sp_fval = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)cap)) ||
+        !(r->sp_spos = (uint32_t *)wsync__rdma_alloc(&r->a, 4096 * 4)) ||
+        !(r->sp_sval = (uint8_t *)wsync__rdma_alloc(&r->a, 4096 * 4)))
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: a copy of the fp8 bytes sent (%llu bytes) for sparse steps",
+                                r->me, (unsigned long long)total);
+    r->sp_fcap = cap;
+    r->sp_scap = 4096;
+    for (j = 0, total = 0; j < nx; j++) {
+        const wsync_ctl_transfer *x = &r->assign.transfers[j];
+        if (r->sp_elig[j] != 2) continue;
+        r->sp_qoff[j] = total;
+        total += wsync__sp_pad8(x->len) +
+                 wsync__sp_pad8(4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block));
+    }
+    return WSYNC_OK;
+}
+
+/* At join: which transfers may go sparse (bf16 rows, 2-byte aligned, or
+   fp8 not quantized from the gather inbox, to an inference rank with a
+   staging target), the slots' place in the packing buffer (registered),
+   and the copy of what was sent, per region (bf16) or transfer (fp8). An
+   inference rank: its staging entry, the slot size. */
 static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options *o, wsync_error *err)
 {
     uint32_t nt = r->assign.n_targets, nx = r->assign.n_transfers, g, h, j;
     uint64_t at = 0;
     wsync_fabric_desc d;
+    wsync_result res;
     r->sp_on = o->sparse;
     r->sp_max = o->sparse_max > 0 ? o->sparse_max : WSYNC_SPARSE_MAX_DEFAULT;
     for (g = 0; g < nt && !(r->assign.targets[g].region & WSYNC_CTL_TARGET_STAGING); g++) {
@@ -11215,6 +11370,12 @@ static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options 
                                   x->len && x->len % 2 == 0 && row % 2 == 0 && x->src_offset % 2 == 0 &&
                                   x->dst_offset % 2 == 0 && (x->rows < 2 || x->src_stride % 2 == 0) &&
                                   x->len / 2 <= 0xFFFFFFFFull);
+        if (!r->sp_elig[j] && r->sp_on && x->prep == WSYNC_CTL_PREP_FP8 && r->sp_stg[x->target] != UINT32_MAX &&
+            row && x->len % x->rows == 0 && x->len <= 0xFFFFFFFFull && x->src_offset % 2 == 0 &&
+            x->scale_offset % 4 == 0) {
+            if (wsync__rank_sp_inbox(r, x)) r->sp_fp8_gathered++;
+            else r->sp_elig[j] = 2; /* its bf16 source diffed as above, and a copy of its e4m3 bytes */
+        }
         if (r->sp_elig[j] && !r->sp_prev[x->src_region]) {
             uint32_t sr = x->src_region;
             /* the changes' lists start at 1/32 of the elements (3%: most RL steps), touched now so
@@ -11231,6 +11392,7 @@ static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options 
             r->sp_capchg[sr] = cap;
         }
     }
+    if ((res = wsync__rank_sp_fp8_init(r, err)) != WSYNC_OK) return res;
     if (r->sp_on && !(r->sp_pos = (uint32_t *)wsync__rdma_alloc(&r->a, (size_t)WSYNC__SP_CHUNK * sizeof *r->sp_pos)))
         return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "rank: the diff's positions");
     r->sp_buf_len = at;
@@ -11355,6 +11517,138 @@ static wsync_result wsync__rank_sp_diff(wsync_rank *r, wsync_error *err)
     return WSYNC_OK;
 }
 
+/* Room for `need` entries in a list of positions and elem-byte values
+   holding n (it doubles). */
+static wsync_result wsync__rank_sp_room(wsync_rank *r, uint32_t **pos, uint8_t **val, unsigned elem, uint64_t n,
+                                        uint64_t *cap, uint64_t need, wsync_error *err)
+{
+    uint64_t c = *cap ? *cap : 4096;
+    uint32_t *np;
+    uint8_t *nv;
+    if (need <= *cap) return WSYNC_OK;
+    while (c < need) c *= 2;
+    np = (uint32_t *)wsync__rdma_alloc(&r->a, (size_t)c * 4);
+    nv = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)c * elem);
+    if (!np || !nv || (uint64_t)(size_t)(c * 4) != c * 4) {
+        wsync__rdma_free(&r->a, np);
+        wsync__rdma_free(&r->a, nv);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu moved fp8 positions", r->me, (unsigned long long)c);
+    }
+    if (n) {
+        memcpy(np, *pos, (size_t)n * 4);
+        memcpy(nv, *val, (size_t)n * elem);
+    }
+    wsync__rdma_free(&r->a, *pos);
+    wsync__rdma_free(&r->a, *val);
+    *pos = np;
+    *val = nv;
+    *cap = c;
+    return WSYNC_OK;
+}
+
+/* fp8 transfer j in a sparse step, from the diff of its bf16 source
+   (sp_chg, sp_val): a tile with no changed element is as sent; in one with
+   changes the scale is computed again (the quantizer's own function on the
+   same tile: the same bits); where it moved, the tile is quantized again
+   and kept whole with its scale; else each changed element's e4m3 byte
+   (the quantizer's conversion, the same scale) is kept where it differs
+   from the byte sent. The copy takes them. Positions ascend (row by row,
+   tile by tile along a row). */
+static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, wsync_error *err)
+{
+    const wsync_ctl_transfer *x = &r->assign.transfers[j];
+    uint64_t rows = x->rows, cols = x->len / rows, stride = rows > 1 ? x->src_stride / 2 : cols;
+    uint64_t br = x->block ? x->block : rows, bc = x->block ? x->block : cols, tcols = (cols + bc - 1) / bc;
+    uint64_t r0, rr, t, k, b;
+    uint32_t g = x->src_region;
+    const uint16_t *src = (const uint16_t *)(const void *)(r->mr_addr[g] + x->src_offset);
+    const uint64_t *chg = r->sp_chg[g];
+    const uint16_t *val = r->sp_val[g];
+    uint8_t *q = r->sp_q + r->sp_qoff[j], *qs = q + wsync__sp_pad8(x->len), *band = r->sp_band,
+            *tile = r->sp_band + r->sp_tile_at, *mov = r->sp_tmov;
+    float *sc = r->sp_tsc;
+    wsync_sparse_stats *st = &r->sp_stats;
+    wsync_result res;
+    r->sp_foff[j] = r->sp_fn;
+    r->sp_soff[j] = r->sp_sn;
+    for (r0 = 0; r0 < rows; r0 += br) {
+        uint64_t r1 = rows - r0 > br ? r0 + br : rows, h = r1 - r0, s0 = (r0 / br) * tcols;
+        if ((res = wsync__rank_sp_room(r, &r->sp_fpos, &r->sp_fval, 1, r->sp_fn, &r->sp_fcap, r->sp_fn + h * cols,
+                                       err)) != WSYNC_OK ||
+            (res = wsync__rank_sp_room(r, &r->sp_spos, &r->sp_sval, 4, r->sp_sn, &r->sp_scap, r->sp_sn + tcols,
+                                       err)) != WSYNC_OK)
+            return res;
+        memset(mov, 0, (size_t)tcols); /* 1: an element changed; 2: the scale moved; 5: a byte moved */
+        for (rr = r0; rr < r1; rr++) {
+            uint64_t e0 = x->src_offset / 2 + rr * stride;
+            for (k = wsync__rank_sp_lb(r, g, e0), b = wsync__rank_sp_lb(r, g, e0 + cols); k < b; k++)
+                mov[(chg[k] - e0) / bc] = 1;
+        }
+        st->fp8_tiles += tcols;
+        for (t = 0; t < tcols; t++) {
+            uint64_t c0 = t * bc, w = cols - c0 > bc ? bc : cols - c0;
+            if (!mov[t]) continue;
+            sc[t] = wsync__quant_tile_scale(src, stride, r0, r1, c0, c0 + w);
+            if (memcmp(&sc[t], qs + 4 * (s0 + t), 4) == 0) continue;
+            mov[t] = 2; /* the scale moved: the whole tile, quantized again */
+            if ((res = wsync_quantize_e4m3(src + r0 * stride + c0, h, w, stride, x->block, tile, &sc[t], err)) !=
+                WSYNC_OK)
+                return res;
+            for (rr = 0; rr < h; rr++) memcpy(band + rr * cols + c0, tile + rr * w, (size_t)w);
+            r->sp_spos[r->sp_sn] = (uint32_t)(s0 + t);
+            memcpy(r->sp_sval + 4 * r->sp_sn, &sc[t], 4);
+            memcpy(qs + 4 * (s0 + t), &sc[t], 4);
+            r->sp_sn++;
+            st->fp8_tiles_rescaled++;
+        }
+        for (rr = r0; rr < r1; rr++) {
+            uint64_t e0 = x->src_offset / 2 + rr * stride, at = rr * cols;
+            uint32_t *fp = r->sp_fpos + r->sp_fn;
+            uint8_t *fv = r->sp_fval + r->sp_fn;
+            k = wsync__rank_sp_lb(r, g, e0);
+            b = wsync__rank_sp_lb(r, g, e0 + cols);
+            for (t = 0; t < tcols; t++) {
+                uint64_t c0 = t * bc, c1 = cols - c0 > bc ? c0 + bc : cols, c;
+                if (mov[t] == 2) { /* every byte of the tile's row */
+                    for (c = c0; c < c1; c++) *fp++ = (uint32_t)(at + c);
+                    memcpy(fv, band + (rr - r0) * cols + c0, (size_t)(c1 - c0));
+                    memcpy(q + at + c0, fv, (size_t)(c1 - c0));
+                    fv += c1 - c0;
+                    while (k < b && chg[k] - e0 < c1) k++;
+                    continue;
+                }
+                for (; k < b && chg[k] - e0 < c1; k++) {
+                    uint8_t code = wsync__e4m3_sat(wsync__quant_bf16_f32(val[k]) / sc[t]);
+                    c = chg[k] - e0;
+                    if (code == q[at + c]) continue; /* the e4m3 grid hides the change */
+                    q[at + c] = code;
+                    *fp++ = (uint32_t)(at + c);
+                    *fv++ = code;
+                    mov[t] = 5;
+                }
+            }
+            r->sp_fn = (uint64_t)(fp - r->sp_fpos);
+        }
+        for (t = 0; t < tcols; t++) st->fp8_tiles_moved += mov[t] == 5;
+    }
+    r->sp_cnt[j] = r->sp_fn - r->sp_foff[j];
+    r->sp_scnt[j] = r->sp_sn - r->sp_soff[j];
+    st->fp8_bytes += x->len;
+    st->fp8_moved += r->sp_cnt[j];
+    return WSYNC_OK;
+}
+
+/* A dense step's preparation of fp8 transfer j (codes in tmp, scales at
+   scales_at): kept as what was last sent. */
+static void wsync__rank_sp_keep(wsync_rank *r, uint32_t j, const uint8_t *tmp, uint64_t scales_at)
+{
+    const wsync_ctl_transfer *x = &r->assign.transfers[j];
+    uint8_t *q = r->sp_q + r->sp_qoff[j];
+    memcpy(q, tmp, (size_t)x->len);
+    memcpy(q + wsync__sp_pad8(x->len), tmp + scales_at,
+           (size_t)(4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block)));
+}
+
 /* Before a push's dense writes: the diff (when the last step sent is the
    receivers' and the step moves everything), the choice per receiver
    region (sparse when its slot bytes are at most sp_max of its dense
@@ -11372,15 +11666,30 @@ static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
     memset(st, 0, sizeof *st);
     st->step = r->step;
     memset(r->sp_skip, 0, (size_t)nx);
+    st->fp8_gathered = r->sp_fp8_gathered;
     if (sparse && (res = wsync__rank_sp_diff(r, err)) != WSYNC_OK) return res;
+    t1 = wsync__ctl_now();
+    r->sp_fn = r->sp_sn = 0;
+    for (j = 0; sparse && j < nx; j++) /* fp8: quantized and compared tile by tile */
+        if (r->sp_elig[j] == 2 && (res = wsync__rank_sp_fp8(r, j, err)) != WSYNC_OK) return res;
+    st->fp8_s = wsync__ctl_now() - t1;
     t1 = wsync__ctl_now();
     st->diff_s = t1 - t0;
     for (g = 0; g < nt; g++) r->sp_tsb[g] = r->sp_tdb[g] = r->sp_tsp[g] = 0;
-    for (j = 0; j < nx; j++) /* the receiver regions this step writes, as dense bytes */
-        if (r->sp_elig[j] && (!r->subset || r->sel[j])) r->sp_tdb[r->assign.transfers[j].target] += r->assign.transfers[j].len;
+    for (j = 0; j < nx; j++) { /* the receiver regions this step writes, as dense bytes (fp8: and the scales) */
+        const wsync_ctl_transfer *x = &r->assign.transfers[j];
+        if (!r->sp_elig[j] || (r->subset && !r->sel[j])) continue;
+        r->sp_tdb[x->target] += x->len;
+        if (r->sp_elig[j] == 2) r->sp_tdb[x->target] += 4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block);
+    }
     if (sparse) {
         for (j = 0; j < nx; j++) {
             const wsync_ctl_transfer *x = &r->assign.transfers[j];
+            if (r->sp_elig[j] == 2) { /* counted by the compare */
+                if (r->sp_cnt[j]) r->sp_tsb[x->target] += wsync_sparse_section_bytes(1, r->sp_cnt[j]);
+                if (r->sp_scnt[j]) r->sp_tsb[x->target] += wsync_sparse_section_bytes(4, r->sp_scnt[j]);
+                continue;
+            }
             if (!r->sp_elig[j]) continue;
             r->sp_cnt[j] = wsync__rank_sp_walk(r, x, NULL, NULL);
             if (r->sp_cnt[j]) r->sp_tsb[x->target] += wsync_sparse_section_bytes(2, r->sp_cnt[j]);
@@ -11412,6 +11721,24 @@ static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
             uint8_t *val;
             if (!r->sp_elig[j] || r->sp_stg[x->target] != g || r->sp_tsp[x->target] != 1) continue;
             r->sp_skip[j] = 1;
+            if (r->sp_elig[j] == 2) { /* fp8: the moved bytes, then the moved scales */
+                if (r->sp_cnt[j]) {
+                    if ((res = wsync_sparse_section(&w, r->assign.targets[x->target].region, 1, x->dst_offset,
+                                                    r->sp_cnt[j], &pos, &val, err)) != WSYNC_OK)
+                        return res;
+                    memcpy(pos, r->sp_fpos + r->sp_foff[j], (size_t)r->sp_cnt[j] * 4);
+                    memcpy(val, r->sp_fval + r->sp_foff[j], (size_t)r->sp_cnt[j]);
+                }
+                if (r->sp_scnt[j]) {
+                    if ((res = wsync_sparse_section(&w, r->assign.targets[x->target].region, 4, x->scale_offset / 4,
+                                                    r->sp_scnt[j], &pos, &val, err)) != WSYNC_OK)
+                        return res;
+                    memcpy(pos, r->sp_spos + r->sp_soff[j], (size_t)r->sp_scnt[j] * 4);
+                    memcpy(val, r->sp_sval + 4 * r->sp_soff[j], (size_t)r->sp_scnt[j] * 4);
+                }
+                st->changes += r->sp_cnt[j] + r->sp_scnt[j];
+                continue;
+            }
             if (!r->sp_cnt[j]) continue;
             if ((res = wsync_sparse_section(&w, r->assign.targets[x->target].region, 2, x->dst_offset / 2, r->sp_cnt[j],
                                             &pos, &val, err)) != WSYNC_OK)
@@ -11518,7 +11845,9 @@ WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
         r->sp_stats.dense_bytes = 0;
         for (g = 0; g < n; g++)
             if (!r->sp_skip[g] && (!r->subset || r->sel[g])) r->sp_stats.dense_bytes += r->assign.transfers[g].len;
+        r->sp_qfill = r->sp_q && !diffed && !r->subset; /* fp8: the preparation keeps what it sends */
         res = wsync__rank_push_groups(r, err);
+        r->sp_qfill = 0;
         r->sp_stats.wire_s += wsync__ctl_now() - t0;
         wsync__rank_sp_after(r, res == WSYNC_OK, diffed);
         return res;
@@ -11653,6 +11982,18 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
     wsync__rdma_free(&r->a, r->sp_skip);
     wsync__rdma_free(&r->a, r->sp_cnt);
     wsync__rdma_free(&r->a, r->sp_pos);
+    wsync__rdma_free(&r->a, r->sp_q);
+    wsync__rdma_free(&r->a, r->sp_qoff);
+    wsync__rdma_free(&r->a, r->sp_band);
+    wsync__rdma_free(&r->a, r->sp_tmov);
+    wsync__rdma_free(&r->a, r->sp_tsc);
+    wsync__rdma_free(&r->a, r->sp_fpos);
+    wsync__rdma_free(&r->a, r->sp_fval);
+    wsync__rdma_free(&r->a, r->sp_spos);
+    wsync__rdma_free(&r->a, r->sp_sval);
+    wsync__rdma_free(&r->a, r->sp_foff);
+    wsync__rdma_free(&r->a, r->sp_soff);
+    wsync__rdma_free(&r->a, r->sp_scnt);
     wsync__rdma_free(&r->a, r->stg_lens);
     wsync__rdma_free(&r->a, r->stg_senders);
     wsync__rdma_free(&r->a, r->tasks);
@@ -14262,6 +14603,7 @@ typedef struct wsync__pl_sp {
     double bf16, f8b, f8s, pos, sec, above;
     double diff, quant, pack, scat, ver; /* bytes/s */
     double wire, copy, fquant;           /* the simulation's line, copy and quantize rates, bytes/s */
+    double mem, cpus;                    /* a rank's memcpy rate, bytes/s; the simulation's cpus (0: none) */
 } wsync__pl_sp;
 
 /* A task's bytes in a sparse step: its section header, then positions and
@@ -14309,6 +14651,8 @@ static wsync_result wsync__pl_sp_resolve(const wsync_plan_sim_options *sim, cons
     c->pack = (o.pack > 0 ? o.pack : WSYNC_PLAN_SPARSE_PACK) * mem;
     c->scat = (o.scatter > 0 ? o.scatter : WSYNC_PLAN_SPARSE_SCATTER) * mem;
     c->ver = (o.verify > 0 ? o.verify : WSYNC_PLAN_SPARSE_VERIFY) * mem;
+    c->mem = mem;
+    c->cpus = sim && sim->cpus > 0 ? sim->cpus : 0;
     c->wire = nic * 1e9 / 8;
     c->copy = copy * 1e9 / 8;
     c->fquant = (sim && sim->quant_gbps > 0 ? sim->quant_gbps : copy) * 1e9 / 8;
@@ -14420,7 +14764,7 @@ WSYNC_DEF wsync_result wsync_plan_sparse_simulate(const wsync_plan *p, const wsy
     barrier = sim && sim->barrier_us < 0 ? 0 : (sim && sim->barrier_us > 0 ? sim->barrier_us : 50) * 1e-6;
     dense = (uint8_t *)wsync__plalloc(&a, p->n_tasks, 1);
     full = (uint8_t *)wsync__plalloc(&a, p->n_preps, 1);
-    snd = (double *)wsync__plalloc(&a, 3 * T * G, sizeof(double)); /* per rank and group: diff, quantize, pack */
+    snd = (double *)wsync__plalloc(&a, 4 * T * G, sizeof(double)); /* per rank and group: diff, quantize, pack, base */
     stg = (double *)wsync__plalloc(&a, 2 * NR, sizeof(double));    /* per receiving NIC: staging room, staged */
     rcv = (double *)wsync__plalloc(&a, 3 * (uint64_t)p->n_inference, sizeof(double)); /* staged, dense, all */
     if (!dense || !full || !snd || !stg || !rcv) {
@@ -14448,7 +14792,7 @@ WSYNC_DEF wsync_result wsync_plan_sparse_simulate(const wsync_plan *p, const wsy
         out->sparse_tasks++;
         stg[NR + rn] += b;
         rcv[3 * tk->dst_rank] += b;
-        snd[(3 * (uint64_t)tk->src_rank * G + 3 * tk->group) + 2] += b / c.pack;
+        snd[(4 * (uint64_t)tk->src_rank * G + 4 * (tk->group < G ? tk->group : G - 1)) + 2] += b / c.pack;
     }
     for (i = 0; i < NR; i++)
         if (stg[NR + i] > (double)out->staging_max) out->staging_max = (uint64_t)stg[NR + i];
@@ -14458,9 +14802,10 @@ WSYNC_DEF wsync_result wsync_plan_sparse_simulate(const wsync_plan *p, const wsy
     for (i = 0; i < p->n_tasks; i++) full[p->tasks[i].prep] |= 2;
     for (i = 0; i < p->n_preps; i++) {
         const wsync_plan_prep *pr = &p->preps[i];
-        double *s = &snd[3 * (uint64_t)pr->rank * G + 3 * (pr->group < G ? pr->group : G - 1)];
+        double *s = &snd[4 * (uint64_t)pr->rank * G + 4 * (pr->group < G ? pr->group : G - 1)];
         if (!(full[i] & 2)) continue;
         s[0] += (double)pr->src_bytes / c.diff;
+        if (!(pr->flags & WSYNC_PLAN_QUANT)) s[3] += (double)pr->src_bytes / c.mem; /* the base a dense step keeps */
         if (pr->flags & WSYNC_PLAN_QUANT)
             s[1] += (double)pr->src_bytes * c.bf16 / c.quant + (double)pr->src_bytes * c.f8s / c.fquant;
         if (full[i] & 1) {
@@ -14468,26 +14813,42 @@ WSYNC_DEF wsync_result wsync_plan_sparse_simulate(const wsync_plan *p, const wsy
             s[2] += (double)wsync__pl_copied(pr) / c.copy;
         }
     }
-    for (g = 0; g < G; g++) { /* each group's slowest sender */
+    for (g = 0; g < G; g++) { /* each group's slowest sender; one host: at least all senders' work over the cores */
         uint64_t worst = 0;
+        double tot[4] = {0, 0, 0, 0}, base = 0;
         best = -1;
         for (i = 0; i < T; i++) {
-            const double *s = &snd[3 * i * G + 3 * g];
+            const double *s = &snd[4 * i * G + 4 * g];
+            for (k = 0; k < 4; k++) tot[k] += s[k];
             if (s[0] + s[1] + s[2] > best) best = s[0] + s[1] + s[2], worst = i;
+            if (s[3] > base) base = s[3];
         }
-        for (k = 0; k < 3; k++) out->phase[WSYNC_PLAN_PHASE_DIFF + k] += snd[3 * worst * G + 3 * g + k];
+        if (c.cpus > 0 && (tot[0] + tot[1] + tot[2]) / c.cpus > best)
+            for (k = 0; k < 3; k++) out->phase[WSYNC_PLAN_PHASE_DIFF + k] += tot[k] / c.cpus;
+        else
+            for (k = 0; k < 3; k++) out->phase[WSYNC_PLAN_PHASE_DIFF + k] += snd[4 * worst * G + 4 * g + k];
+        out->base_seconds += c.cpus > 0 && tot[3] / c.cpus > base ? tot[3] / c.cpus : base;
     }
     if ((r = wsync__pl_sp_wire(p, sim, &c, dense, &a, &wire, &nbar, &out->wire_bytes, err)) != WSYNC_OK) goto out;
     out->phase[WSYNC_PLAN_PHASE_WIRE] = wire;
-    /* the slowest receiver: scatter its staging, then digest */
+    /* the slowest receiver: scatter its staging, then digest; one host: at
+       least all receivers' work over the cores (the senders are done) */
     best = -1;
-    for (i = 0; i < p->n_inference; i++) {
-        const double *v = &rcv[3 * i];
-        double sc = v[0] / c.scat, ve = ((opt && opt->verify_all) ? v[2] : v[0] + v[1]) / c.ver;
-        if (sc + ve > best) {
-            best = sc + ve;
-            out->phase[WSYNC_PLAN_PHASE_SCATTER] = sc;
-            out->phase[WSYNC_PLAN_PHASE_VERIFY] = ve;
+    {
+        double tsc = 0, tve = 0;
+        for (i = 0; i < p->n_inference; i++) {
+            const double *v = &rcv[3 * i];
+            double sc = v[0] / c.scat, ve = ((opt && opt->verify_all) ? v[2] : v[0] + v[1]) / c.ver;
+            tsc += sc, tve += ve;
+            if (sc + ve > best) {
+                best = sc + ve;
+                out->phase[WSYNC_PLAN_PHASE_SCATTER] = sc;
+                out->phase[WSYNC_PLAN_PHASE_VERIFY] = ve;
+            }
+        }
+        if (c.cpus > 0 && (tsc + tve) / c.cpus > best) {
+            out->phase[WSYNC_PLAN_PHASE_SCATTER] = tsc / c.cpus;
+            out->phase[WSYNC_PLAN_PHASE_VERIFY] = tve / c.cpus;
         }
     }
     out->phase[WSYNC_PLAN_PHASE_BARRIER] = (double)(nbar + 2) * barrier; /* and writes-done, commit */

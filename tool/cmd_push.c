@@ -79,6 +79,9 @@ typedef struct push_report {
     double sp_validate, sp_scatter, sp_verify, sp_verify1;            /* inference ranks */
     uint64_t sp_dsteps;                       /* --dense-every: the dense steps after step 1, summed */
     double sp_dwire, sp_dupdate, sp_dverify;
+    /* --sparse --fp8: the sparse steps' fp8 tiles (trainers), summed */
+    uint64_t sp_ftiles, sp_fmoved, sp_frescaled, sp_fbytes, sp_fsent, sp_fgathered;
+    double sp_fp8;
 } push_report;
 
 /* Byte g of tensor k at step s is byte (g & 7) of a hash of (s, k, g >> 3):
@@ -662,6 +665,9 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
                     rep.sp_update += st.update_s;
                     rep.sp_changes += st.changes, rep.sp_staged += st.staged_bytes, rep.sp_dense += st.dense_bytes;
                     rep.sp_rs += st.regions_sparse, rep.sp_rd += st.regions_dense, rep.sp_ro += st.regions_overflow;
+                    rep.sp_ftiles += st.fp8_tiles, rep.sp_fmoved += st.fp8_tiles_moved;
+                    rep.sp_frescaled += st.fp8_tiles_rescaled, rep.sp_fbytes += st.fp8_bytes;
+                    rep.sp_fsent += st.fp8_moved, rep.sp_fgathered = st.fp8_gathered, rep.sp_fp8 += st.fp8_s;
                 }
             }
         }
@@ -1242,7 +1248,8 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
     unsigned i, n = o->trainers + o->inference;
     double d = 0, pk = 0, w = 0, u = 0, w1 = 0, u1 = 0, dw = 0, du = 0, va = 0, sc = 0, ve = 0, ve1 = 0, dve = 0;
     uint64_t ch = 0, st = 0, de = 0, rs = 0, rd = 0, ro = 0, sch = 0, s, ns = 0, nd = 0;
-    double k, kd;
+    uint64_t fg = 0;
+    double k, kd, fq = 0, ft = 0, fm = 0, fr = 0, fb = 0, fs = 0; /* fp8: each trainer's mean, summed */
     for (s = 2; s <= committed; s++) push_dense_step(o, s) ? nd++ : ns++;
     k = ns ? (double)ns : 1;
     kd = nd ? (double)nd : 1;
@@ -1260,6 +1267,10 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
             if (r->sp_dwire / md > dw) dw = r->sp_dwire / md;
             if (r->sp_dupdate / md > du) du = r->sp_dupdate / md;
             ch += r->sp_changes, st += r->sp_staged, de += r->sp_dense, rs += r->sp_rs, rd += r->sp_rd, ro += r->sp_ro;
+            ft += (double)r->sp_ftiles / m, fm += (double)r->sp_fmoved / m, fr += (double)r->sp_frescaled / m;
+            fb += (double)r->sp_fbytes / m, fs += (double)r->sp_fsent / m;
+            fg += r->sp_fgathered;
+            if (r->sp_fp8 / m > fq) fq = r->sp_fp8 / m;
         } else {
             if (r->sp_validate / m > va) va = r->sp_validate / m;
             if (r->sp_scatter / m > sc) sc = r->sp_scatter / m;
@@ -1276,6 +1287,13 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
                (unsigned long long)ns, plan->bytes ? 100.0 * (double)ch / k / ((double)plan->bytes / 2) : 0.0,
                (double)ch / k, (double)st / k / 1e6, (double)de / k / 1e6, (double)plan->bytes / 1e6,
                (double)rs / k, (double)rd / k, (double)ro / k, (double)sch / k);
+    if (ns && o->fp8) /* the tiles each sparse step quantized and compared with what was sent last */
+        printf("sparse: fp8: %.0f tiles compared a step: %.2f%% unchanged, %.2f%% bytes moved under the same scale, "
+               "%.2f%% rescaled (sent whole); %.2f%% of %.2f MB fp8 bytes sent; %llu fp8 transfers dense (quantized "
+               "from a gather inbox); quantize and compare %.2f ms\n",
+               ft, ft - fm - fr > 0.5 ? 100.0 * (ft - fm - fr) / ft : 0.0, ft > 0 ? 100.0 * fm / ft : 0.0,
+               ft > 0 ? 100.0 * fr / ft : 0.0, fb > 0 ? 100.0 * fs / fb : 0.0, fb / 1e6, (unsigned long long)fg,
+               fq * 1e3);
     printf("sparse: transfer (GO to the last DONE) %.2f ms a sparse step (mean of %llu); dense: step 1 %.2f ms",
            tc[2] / k * 1e3, (unsigned long long)ns, tc[0] * 1e3);
     if (nd)
