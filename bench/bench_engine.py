@@ -10,9 +10,10 @@ Per rank, best of --repeat published steps (each a fresh 1.6%):
   (a) the take through the map: wsync.Subscriber(..., layout=).take() (the
       mirror has applied the step already, as its background does), the
       rank's parameters scattered in C (CPU) or batched (CUDA, or CPU with
-      --batch): the take's positions and values staged in one pinned host
-      buffer, one upload, index_copy_ per call from views of the device
-      buffer, one synchronize ("uploads": host-to-device copies per take);
+      --batch): wsync writes each changed parameter's positions and values,
+      merged, into one pinned host buffer, one upload, index_copy_ per
+      parameter from views of the device buffer, one synchronize
+      ("uploads": host-to-device copies per take);
   (b) load_weights of every changed tensor from a host copy: what an engine
       can do today (vLLM's weight_loader: each checkpoint tensor's slice
       copied into its place in the fused, sharded parameter; the host copy
@@ -175,8 +176,8 @@ def main():
                 ta = time.perf_counter() - t0
                 k = subs[r]._sink
                 uploads[r] = getattr(k, "uploads", 0)
-                if uploads[r] and ta < b["ta"]:
-                    split[r] = (st.pause_seconds - k.stage_s, k.stage_s, k.flush_s)
+                if uploads[r] and ta < b["ta"]:   # the flushes (uploads, scatters) ran inside the take
+                    split[r] = (st.pause_seconds - k.stage_s - k.flush_s, k.stage_s, k.flush_s)
                 b["ta"] = min(b["ta"], ta)
                 b["tca"] = min(b["tca"], st.pause_seconds)
                 last[r] = st
@@ -213,17 +214,19 @@ def main():
                      st.param_positions, st.param_bytes, st.calls, uploads[r], b["apply"] * 1e3,
                      st.record_bytes / 1e6, pb / 1e6, "yes" if ok[r] else "NO"))
         print("(a), (b), (c), apply: best of %d steps; of which C: inside wsync_engine_take (with batched "
-              "parameters the staging included: each call's positions and values copied into the host buffer; "
-              "the upload and scatters come after it, in (a)). Memory per rank: the mirror's host copy %.1f MB "
+              "parameters the staging, wsync writing each changed parameter's positions and values into the "
+              "host buffer, and the upload and scatters, made at the take's end call, included); calls: one per "
+              "parameter that changed. Memory per rank: the mirror's host copy %.1f MB "
               "(the whole model) + its records + the rank's parameters (+ with batched parameters a staging "
               "buffer on the host, pinned, and one on the device, each at most %d MB); apply: the mirror's apply "
               "of a step (its background thread, not the pause), per rank"
               % (a.repeat, host_mb, wsync._mirror.BATCH_BYTES >> 20))
         for r in range(a.world):
             if split[r]:
-                print("batched rank %d: the best take's %.2f ms in wsync_engine_take's walk of the records, %.2f ms "
-                      "staging (the callbacks' copies into the host buffer), %.2f ms uploading and scattering after "
-                      "it (synchronized)" % (r, split[r][0] * 1e3, split[r][1] * 1e3, split[r][2] * 1e3))
+                print("batched rank %d: the best take's %.2f ms in wsync_engine_take's walk of the records and "
+                      "staging in C, %.2f ms staging in Python (callbacks' copies into the host buffer), %.2f ms "
+                      "uploading and scattering (synchronized)" % (r, split[r][0] * 1e3, split[r][1] * 1e3,
+                                                                   split[r][2] * 1e3))
         bench_check_unmoved(subs)
         print("memory: this process %d MB RSS (the trainer, its publisher, %d ranks' mirrors and parameters)"
               % (rss_mb(), a.world))

@@ -297,7 +297,11 @@ class EngineStats(MirrorStats):
     params: int = 0            # engine parameters that received changes
     param_positions: int = 0   # positions handed to them (this rank's share)
     param_bytes: int = 0       # param_positions * (8 + width)
-    calls: int = 0             # on_changes calls (or scatters)
+    calls: int = 0             # calls: one per parameter that received changes (on_changes', or the binding's)
+    uploads: int = 0           # host-to-device copies of the batched scatter (parameters on a device): 1 a take
+    #                            (more when a take's changes pass wsync._mirror.BATCH_BYTES, as a first, whole one's)
+    scatters: int = 0          # index_copy_ calls of the batched scatter: one per such parameter that changed
+    staged: int = 0            # bytes uploaded: positions (8 bytes) and values (padded to 8 bytes) of those
 
 
 def _engine_open(mptr, targets, layout):
@@ -900,19 +904,22 @@ class Subscriber(_Closeable):
         if self._engine is not None:
             st = _lib.EngineStats()
             err = _lib.Error()
-            self._sink.on_changes = on_changes
+            k = self._sink
+            k.on_changes = on_changes
+            staged, stage_fn, buf, cap = k.take_args() if on_changes is None else (None, k.stage_fn, None, 0)
             try:
-                rc = _L.wspy_engine_take(self._engine, self._sink.fn, 1 if on_changes is None else 0, None,
-                                         ctypes.byref(st), ctypes.byref(err))
+                rc = _L.wspy_engine_take(self._engine, k.fn, 1 if on_changes is None else 0, None, staged, stage_fn,
+                                         buf, cap, ctypes.byref(st), ctypes.byref(err))
             finally:
-                self._sink.on_changes = None
-            exc = self._sink.end_take()
+                k.on_changes = None
+            exc = k.end_take()
             if exc is not None:
                 raise exc
             _check(rc, err)
             m = _mirror_stats(st.mirror)
             return EngineStats(**dict(m.__dict__, params=int(st.params), param_positions=int(st.positions),
-                                      param_bytes=int(st.bytes), calls=int(st.calls)))
+                                      param_bytes=int(st.bytes), calls=int(st.calls), uploads=k.uploads,
+                                      scatters=k.scatters, staged=k.staged))
         if on_changes is not None:
             raise WsyncValueError("WSYNC_ERR_INVALID_ARGUMENT", "take(on_changes=...): only with a layout "
                                   "(Subscriber(..., layout=wsync.EngineLayout()))")
@@ -937,9 +944,12 @@ class Subscriber(_Closeable):
         changes, translated into its flat index space. on_changes(param_name,
         positions, values): positions int32 where the parameter's elements
         fit (else int64), values in the parameter's dtype (torch tensors for
-        torch parameters, numpy arrays for numpy ones), several calls per
-        parameter possible; the engine scatters them itself. Without it the
-        binding scatters (index_copy_ on the parameter's device)."""
+        torch parameters, numpy arrays for numpy ones), one call per
+        parameter that changed, positions ascending; the engine scatters
+        them itself. Without it the binding scatters: CPU parameters in C,
+        those on a device batched (wsync writes every changed parameter's
+        positions and values into one pinned host buffer, one upload, an
+        index_copy_ per parameter: EngineStats.uploads, scatters, staged)."""
         self._need_mirror("take")
         with _Guard(self._handle(), self._lock) as ptr:
             return self._take(ptr, on_changes)

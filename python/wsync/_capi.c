@@ -43,7 +43,7 @@
 #endif
 
 /* Bump on any change to a signature or struct below. */
-#define WSPY_ABI_VERSION 6
+#define WSPY_ABI_VERSION 7
 
 typedef struct wspy_error {
     int64_t code;          /* wsync_result; 0 ok */
@@ -116,6 +116,24 @@ typedef struct wspy_engine_stats {
    take (handed again at the next one) with a nonzero return. */
 typedef int32_t (*wspy_param_fn)(void *user, uint64_t index, uint64_t count, const uint64_t *positions,
                                  const void *values, uint32_t width);
+
+/* A staged parameter's changes in the binding's staging buffer (one per
+   parameter per take): index, then byte offsets of its count positions
+   (int64, ascending) and of its values (count * width bytes, at an 8-byte
+   boundary). */
+typedef struct wspy_seg {
+    uint64_t index, positions, values, count;
+} wspy_seg;
+
+/* The binding's staging for wspy_engine_take: *buf (*cap bytes) holds
+   *used bytes, the segs' parameters. Called (need > 0) when a parameter's
+   need bytes do not fit: the binding uploads and scatters the segs and
+   sets *used 0, or keeps them (a larger buffer with the first *used bytes
+   copied), and leaves room for need bytes in *buf and *cap; and (need 0)
+   at the take's end: uploads and scatters the segs. Nonzero refuses the
+   take (WSYNC_ERR_SINK; the next take hands it again, whole). */
+typedef int32_t (*wspy_stage_fn)(void *user, const wspy_seg *segs, uint64_t nseg, uint64_t need, uint8_t **buf,
+                                 uint64_t *cap, uint64_t *used);
 
 /* A chain's HEAD (wsync_chain_info): has_head 0 when the chain was read from
    a listing (no HEAD: no state digest). */
@@ -290,7 +308,7 @@ WSPY_API int32_t wspy_has_http(void)
 /* Sizes of the structs above, for the binding's check: 0 error,
    1 publish stats, 2 sync stats, 3 delta stats, 4 prefetch status,
    5 mirror stats, 6 head, 7 engine stats, 8 directory sync stats,
-   9 directory publish info. */
+   9 directory publish info, 10 an engine take's staged segment. */
 WSPY_API uint64_t wspy_sizeof(int32_t what)
 {
     switch (what) {
@@ -304,6 +322,7 @@ WSPY_API uint64_t wspy_sizeof(int32_t what)
     case 7: return sizeof(wspy_engine_stats);
     case 8: return sizeof(wspy_dir_stats);
     case 9: return sizeof(wspy_dir_info);
+    case 10: return sizeof(wspy_seg);
     default: return 0;
     }
 }
@@ -1271,6 +1290,8 @@ typedef struct wspy_engine {
     char **pnames;         /* the pieces' tensor names, copied */
     size_t npc;
     void **datas;          /* the parameters' host memory, NULL where none */
+    wspy_seg *segs;        /* a take's staged parameters (kept across takes) */
+    size_t segcap;
 } wspy_engine;
 
 WSPY_API void wspy_engine_close(wspy_engine *g)
@@ -1281,6 +1302,7 @@ WSPY_API void wspy_engine_close(wspy_engine *g)
     for (i = 0; i < g->npc; i++) free(g->pnames ? g->pnames[i] : NULL);
     free(g->pnames);
     free(g->datas);
+    free(g->segs);
     free(g->pc);
     free(g->p);
     wspy__tset_free(&g->names);
@@ -1360,7 +1382,7 @@ WSPY_API int32_t wspy_engine_open(wspy_mirror *h, uint64_t n, const char *const 
         at += q->n_pieces;
         g->datas[i] = param_datas ? param_datas[i] : NULL;
     }
-    r = wsync_engine_open(h->m, g->p, (size_t)n, flags | WSYNC_ENGINE_END_CALL, &g->e, &e);
+    r = wsync_engine_open(h->m, g->p, (size_t)n, flags | WSYNC_ENGINE_END_CALL | WSYNC_ENGINE_MERGE, &g->e, &e);
     if (r != WSYNC_OK) {
         g->e = NULL;
         wspy_engine_close(g);
@@ -1371,22 +1393,88 @@ WSPY_API int32_t wspy_engine_open(wspy_mirror *h, uint64_t n, const char *const 
 }
 
 typedef struct wspy__ptake {
+    wspy_engine *g;
     wspy_param_fn fn;
     void *user;
+    const uint8_t *staged; /* per parameter: 1, its changes into the staging */
+    wspy_stage_fn sfn;
+    uint8_t *buf;
+    uint64_t cap, used, nseg;
+    int32_t stage_rc;      /* the staging's refusal */
+    const char *why;       /* what failed here, in C */
 } wspy__ptake;
+
+static int wspy__ptake_stage(wspy__ptake *t, uint64_t need)
+{
+    int32_t rc = t->sfn(t->user, t->g->segs, t->nseg, need, &t->buf, &t->cap, &t->used);
+    if (rc) return (int)(t->stage_rc = rc > 0 ? rc : 1);
+    if (!t->used) t->nseg = 0;
+    return 0;
+}
+
+/* WSYNC_ENGINE_MERGE's reserve: a staged parameter's merged changes go
+   straight into the binding's buffer (positions, then values at an 8-byte
+   boundary), a segment each. */
+static int wspy__ptake_reserve(void *user, size_t index, uint64_t count, unsigned width, uint64_t **positions,
+                               void **values)
+{
+    wspy__ptake *t = (wspy__ptake *)user;
+    uint64_t need, vb;
+    wspy_seg *sg;
+    int rc;
+    if (!t->staged || !t->staged[index]) return 0; /* to fn, from the engine's memory */
+    vb = count * width;
+    if (count > UINT64_MAX / 16 || (need = count * 8 + ((vb + 7) & ~(uint64_t)7)) > UINT64_MAX - t->used) {
+        t->why = "a parameter's changes overflow the staging's size";
+        return 1;
+    }
+    if (t->used + need > t->cap && (rc = wspy__ptake_stage(t, need)) != 0) return rc;
+    if (!t->buf || t->used + need > t->cap) {
+        t->why = "the staging buffer has no room for a parameter's changes";
+        return 1;
+    }
+    if (t->nseg == t->g->segcap) {
+        size_t cap = t->g->segcap ? 2 * t->g->segcap : 64;
+        wspy_seg *x = (wspy_seg *)realloc(t->g->segs, cap * sizeof *x);
+        if (!x) {
+            t->why = "out of memory for the staging's segments";
+            return 1;
+        }
+        t->g->segs = x;
+        t->g->segcap = cap;
+    }
+    sg = &t->g->segs[t->nseg++];
+    sg->index = (uint64_t)index;
+    sg->positions = t->used;
+    sg->values = t->used + count * 8;
+    sg->count = count;
+    *positions = (uint64_t *)(void *)(t->buf + sg->positions);
+    *values = t->buf + sg->values;
+    t->used += need;
+    return 0;
+}
 
 static int wspy__ptake_cb(void *user, const wsync_param_changes *c)
 {
-    const wspy__ptake *t = (const wspy__ptake *)user;
-    int32_t rc = t->fn(t->user, c->param ? (uint64_t)c->index : UINT64_MAX, c->count, c->positions, c->values,
-                       (uint32_t)c->width);
+    wspy__ptake *t = (wspy__ptake *)user;
+    int32_t rc;
+    if (c->param && t->staged && t->staged[c->index]) return 0; /* written by the reserve */
+    if (!c->param && t->nseg && wspy__ptake_stage(t, 0) != 0) return (int)t->stage_rc; /* the end: upload */
+    rc = t->fn(t->user, c->param ? (uint64_t)c->index : UINT64_MAX, c->count, c->positions, c->values,
+               (uint32_t)c->width);
     return rc ? (int)(rc > 0 ? rc : 1) : 0;
 }
 
-/* wsync_engine_take through fn (see wspy_param_fn). scatter 1: parameters
-   with host memory are written here in C (fn gets the others); 0: fn gets
-   every parameter's changes. */
+/* wsync_engine_take through fn (see wspy_param_fn), one call per
+   parameter (WSYNC_ENGINE_MERGE). scatter 1: parameters with host memory
+   are written here in C (fn gets the others); 0: fn gets every
+   parameter's changes. staged (n bytes, or NULL), with scatter 1: the
+   parameters whose changes the take writes into the binding's staging
+   buffer itself (buf, cap bytes; sfn grows and flushes it, see
+   wspy_stage_fn) instead of calling fn; sfn's last call comes at the
+   take's end call, before fn's. */
 WSPY_API int32_t wspy_engine_take(wspy_engine *g, wspy_param_fn fn, int32_t scatter, void *user,
+                                  const uint8_t *staged, wspy_stage_fn sfn, uint8_t *buf, uint64_t cap,
                                   wspy_engine_stats *stats, wspy_error *err)
 {
     wsync_engine_stats st;
@@ -1396,12 +1484,20 @@ WSPY_API int32_t wspy_engine_take(wspy_engine *g, wspy_param_fn fn, int32_t scat
     size_t i;
     if (stats) memset(stats, 0, sizeof *stats);
     if (!g || !g->e) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "engine map is closed");
-    if (!fn) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no callback");
+    if (!fn || (staged && (!scatter || !sfn))) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no callback");
+    memset(&t, 0, sizeof t);
+    t.g = g;
     t.fn = fn;
     t.user = user;
+    t.staged = staged;
+    t.sfn = sfn;
+    t.buf = buf;
+    t.cap = buf ? cap : 0;
     for (i = 0; i < g->names.n; i++) g->p[i].data = scatter ? g->datas[i] : NULL;
+    wsync_engine_reserve(g->e, staged ? wspy__ptake_reserve : NULL, &t);
     memset(&st, 0, sizeof st);
     r = wsync_engine_take(g->e, wspy__ptake_cb, &t, &st, &e);
+    wsync_engine_reserve(g->e, NULL, NULL);
     if (stats) {
         wspy__mirror_stats(&stats->mirror, &st.mirror);
         stats->params = st.params;
@@ -1409,6 +1505,9 @@ WSPY_API int32_t wspy_engine_take(wspy_engine *g, wspy_param_fn fn, int32_t scat
         stats->bytes = st.bytes;
         stats->calls = st.calls;
     }
+    if (r == WSYNC_ERR_SINK && t.why)
+        return wspy__fail(err, WSYNC_ERR_SINK, "the take's staging: %s: the engine has no step, and the next take "
+                          "hands every tensor of this one again, whole", t.why);
     return wspy__ret(r, &e, err);
 }
 

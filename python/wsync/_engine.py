@@ -367,20 +367,26 @@ def host_address(t):
 
 
 class EngineSink(object):
-    """wspy_engine_take's callback: each parameter's changes either to the
-    user's on_changes(param_name, positions, values) or, without it, into
-    the engine's tensors: a torch parameter the binding scatters (on a
-    device) through its device's _mirror.Batch (one upload per take,
-    flushed at the take's end call, inside wspy_engine_take before the
-    engine's step is recorded: a flush that fails refuses the take, which
-    wsync hands again, whole, at the next one), anything else through the
-    mirror's per-call scatter (`sink`, a _mirror.Sink over the engine's
-    tensors).
+    """wspy_engine_take's callbacks: each parameter's changes, one call per
+    parameter per take (positions ascending: wsync.h's WSYNC_ENGINE_MERGE),
+    either to the user's on_changes(param_name, positions, values) or,
+    without it, into the engine's tensors. The torch parameters the binding
+    scatters (on a device) go through their device's _mirror.Batch (one
+    upload per take, flushed at the take's end call, inside
+    wspy_engine_take before the engine's step is recorded: a flush that
+    fails refuses the take, which wsync hands again, whole, at the next
+    one). Those on the first such device are staged by wsync itself: the
+    take writes each one's merged positions and values straight into that
+    Batch's host buffer (pinned for CUDA) and hands the binding only the
+    segments (_stage: upload and scatter when the buffer is full and at the
+    end); parameters on other devices come through _call into their Batch.
+    Anything else goes through the mirror's per-call scatter (`sink`, a
+    _mirror.Sink over the engine's tensors).
     uploads, scatters, staged: the last take's host-to-device copies,
-    index_copy_ calls and bytes uploaded by the Batches; stage_s, flush_s:
-    its seconds staging (in the callbacks, inside wsync_engine_take; an
-    upload made there when a buffer filled included) and uploading and
-    scattering after it (synchronized)."""
+    index_copy_ calls (one per parameter) and bytes uploaded by the
+    Batches; stage_s: its seconds staging in Python (parameters on other
+    devices; 0 for wsync's own staging, which is inside the take's C time);
+    flush_s: uploading and scattering (synchronized)."""
 
     def __init__(self, targets, sink, limit=None):
         self.targets = targets
@@ -396,9 +402,56 @@ class EngineSink(object):
                 if b is None:
                     b = self.batches[str(t.device)] = _mirror.Batch(t.device, limit)
             self.batch_of.append(b)
+        # the first device's Batch: staged by wsync (wspy_engine_take's staged, stage_fn)
+        self.primary = next(iter(self.batches.values())) if self.batches else None
+        self.staged_flags = (ctypes.c_uint8 * max(len(targets), 1))(
+            *[1 if b is not None and b is self.primary else 0 for b in self.batch_of])
         self.uploads = self.scatters = self.staged = 0
         self.stage_s = self.flush_s = self._flush_s = 0.0
         self.fn = _lib.PARAM_FN(self._call)
+        self.stage_fn = _lib.STAGE_FN(self._stage)
+
+    def take_args(self):
+        """wspy_engine_take's staged, stage_fn, buf and cap for a take that
+        scatters (no on_changes): NULL, a no-op, NULL, 0 without a primary
+        Batch."""
+        b = self.primary
+        if b is None:
+            return None, self.stage_fn, None, 0
+        return (ctypes.cast(self.staged_flags, ctypes.c_void_p), self.stage_fn, b.ptr or None,
+                min(b.cap, b.limit) if b.ptr else 0)
+
+    def _stage(self, user, segs, nseg, need, buf, cap, used):
+        """wspy_stage_fn: the primary Batch's segments (nseg at segs, in its
+        host buffer's first used[0] bytes) uploaded and scattered (need 0: the
+        take's end; or the next parameter's need bytes would pass the
+        Batch's limit), else kept; then room for need bytes, the buffer
+        grown (its first used[0] bytes copied). The room it gives stops at
+        the limit, or at this parameter when one is larger."""
+        b = self.primary
+        try:
+            n = int(nseg)
+            b.used = int(used[0])
+            if n and (not need or b.used + int(need) > b.limit):
+                t0 = time.perf_counter()
+                arr = (_lib.Seg * n).from_address(segs)
+                b.segs = [(self.targets[x.index], int(x.positions), int(x.values), int(x.count)) for x in arr]
+                try:
+                    b.flush()             # the upload, the scatters, one synchronize; b.used 0
+                finally:
+                    self._flush_s += time.perf_counter() - t0
+            if need and b.used + int(need) > b.cap:
+                b._grow(b.used + int(need))
+            used[0] = b.used
+            buf[0] = b.ptr
+            cap[0] = max(min(b.cap, b.limit), b.used + int(need))   # past the limit: back here first
+            b.used = 0                    # the take keeps count of what is staged (b.segs: empty)
+            return 0
+        except BaseException as e:        # never through C: kept, raised after the take
+            b.segs, b.used = [], 0
+            if self.exc is None:
+                self.exc = e
+            return 1
 
     def _flush(self):
         """Every Batch uploaded and scattered: the first exception, or None."""

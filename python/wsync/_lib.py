@@ -14,7 +14,7 @@ import ctypes
 import os
 import threading
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 
 c_u64 = ctypes.c_uint64
 c_i64 = ctypes.c_int64
@@ -90,6 +90,15 @@ CHANGES_FN = ctypes.CFUNCTYPE(c_i32, c_vp, c_u64, c_i32, c_u64, c_vp, c_vp, c_u3
 # wspy_param_fn: (user, parameter index, count, positions, values, width) -> 0 or nonzero.
 PARAM_FN = ctypes.CFUNCTYPE(c_i32, c_vp, c_u64, c_u64, c_vp, c_vp, c_u32)
 
+
+class Seg(ctypes.Structure):
+    """wspy_seg: a staged parameter's changes in the staging buffer (byte offsets)."""
+    _fields_ = [(n, c_u64) for n in ("index", "positions", "values", "count")]
+
+
+# wspy_stage_fn: (user, segs, nseg, need, &buf, &cap, &used) -> 0 or nonzero.
+STAGE_FN = ctypes.CFUNCTYPE(c_i32, c_vp, c_vp, c_u64, c_u64, P(c_vp), P(c_u64), P(c_u64))
+
 # the tensor arrays: n, names, dtypes, ranks, shapes, datas
 _TENSORS = [c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64), P(c_vp)]
 
@@ -153,7 +162,8 @@ _PROTOS = {
     "wspy_mirror_tensor": (c_i32, [c_vp, c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64)]),
     "wspy_engine_open": (c_i32, [c_vp, c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64), P(c_u32), P(c_u64),
                                  P(c_u64), P(c_cp), P(c_u64), P(c_u64), P(c_vp), c_u32, P(c_vp), P(Error)]),
-    "wspy_engine_take": (c_i32, [c_vp, PARAM_FN, c_i32, c_vp, P(EngineStats), P(Error)]),
+    "wspy_engine_take": (c_i32, [c_vp, PARAM_FN, c_i32, c_vp, c_vp, STAGE_FN, c_vp, c_u64, P(EngineStats),
+                                 P(Error)]),
     "wspy_engine_close": (None, [c_vp]),
     "wspy_delta_encode": (c_i32, [c_u64, P(c_cp), P(c_i32), P(c_u32), P(c_u64), P(c_vp), P(c_vp),
                                   c_i32, c_u64, c_u64, c_u32, c_u32, c_u32, P(c_vp), P(c_u64),
@@ -179,7 +189,7 @@ _PROTOS = {
 }
 
 _STRUCTS = [(0, Error), (1, PublishStats), (2, SyncStats), (3, DeltaStats), (4, PrefetchStatus),
-            (5, MirrorStats), (6, Head), (7, EngineStats), (8, DirStats), (9, DirInfo)]
+            (5, MirrorStats), (6, Head), (7, EngineStats), (8, DirStats), (9, DirInfo), (10, Seg)]
 
 _lock = threading.Lock()
 _lib = None

@@ -194,6 +194,50 @@ class TestEngineLayout(unittest.TestCase):
             with self.assertRaises(wsync.WsyncError):
                 wsync.EngineLayout().add(*bad_args)
 
+    def test_on_changes_one_call_per_parameter(self):
+        """take(on_changes=) calls each parameter that changed once per take,
+        positions ascending, however many chunks (chunk=8), pieces and
+        tensors fed it: qkv_proj's pieces in the reverse of the tensors'
+        order (v, k, q), o_proj in two pieces along dim 1 (its rows
+        interleave), a first take that catches up whole and a take merging
+        three steps; EngineStats.calls == params == the calls counted."""
+        lay = wsync.EngineLayout.tensor_parallel(shapes(), 1, 2)
+        p = PRE % 0
+        q, o = p + "self_attn.qkv_proj.weight", p + "self_attn.o_proj.weight"
+        dim, pieces, pad = lay.params[q]
+        lay.params[q] = (dim, list(reversed(pieces)), pad)
+        lay.params[o] = (1, [(o, 16, 8), (o, 24, 8)], 0)
+        eng = dict((k, np.zeros(s, np.float32)) for k, s in sorted(lay.shapes.items()))
+        pub = wsync.Publisher(self.store, keep_f32=True)
+        pub.publish(0, checkpoint(0))
+        with wsync.Subscriber(self.store, eng, layout=lay, chunk=8) as sub:
+            for step in (0, 1, 2, 5):
+                for s in range(sub.step + 1 if sub.step is not None else 1, step + 1):
+                    pub.publish(s, checkpoint(s))
+                calls = {}
+
+                def fn(name, positions, values):
+                    calls[name] = calls.get(name, 0) + 1
+                    self.assertEqual(positions.dtype, np.int32)
+                    self.assertTrue(np.all(np.diff(positions) > 0), name)
+                    self.assertEqual(len(positions), len(values))
+                    eng[name].reshape(-1)[positions] = values
+                st = sub_sync_take(sub, fn)
+                self.assertEqual(st.step, step)
+                self.assertEqual(sorted(calls.values()), [1] * len(calls), calls)
+                self.assertEqual(st.calls, len(calls))
+                self.assertEqual(st.params, len(calls))
+                self.assertIn(q, calls)
+                self.assertIn(o, calls)
+                if step == 0:
+                    self.assertEqual(len(calls), len(eng))     # the first take: every parameter, whole
+                else:
+                    self.assertGreater(st.chunks, st.tensors)  # tensors came in several chunks
+                sd = checkpoint(step)
+                for name, x in eng.items():
+                    self.assertTrue(np.array_equal(x.view(np.uint32), expected(lay, sd, name).view(np.uint32)),
+                                    "%s at %d" % (name, step))
+
     def test_failing_on_changes_then_exact(self):
         lay = wsync.EngineLayout.tensor_parallel(shapes(), 0, 2)
         eng = dict((k, np.zeros(s, np.float32)) for k, s in sorted(lay.shapes.items()))
@@ -473,6 +517,9 @@ class TestEngineBatched(unittest.TestCase):
                     st = subs[r].sync()
                     self.assertEqual(st.step, step)
                     k = subs[r]._sink
+                    # EngineStats carries the batched scatter's figures
+                    self.assertEqual((st.take.uploads, st.take.scatters, st.take.staged),
+                                     (k.uploads, k.scatters, k.staged))
                     seen[r].append((st.take, k.uploads, k.scatters, k.staged))
                     ref = dict((n, v.view(torch.int16 if v.dtype == torch.bfloat16 else torch.int32).numpy())
                                for n, v in sd.items())
@@ -494,10 +541,12 @@ class TestEngineBatched(unittest.TestCase):
         for r in range(2):
             for i, (st, uploads, scatters, staged) in enumerate(seen[r]):
                 self.assertGreater(st.param_positions, 0)
-                # every call of the take scattered from the one upload (CPU parameters forced: wsync's C
-                # scatter writes none of them, so each call is one index_copy_)
+                # one index_copy_ per parameter that changed (CPU parameters forced: wsync's C scatter writes
+                # none of them; each parameter one call, staged by wsync), all from the one upload
                 self.assertEqual(scatters, st.calls, "rank %d take %d" % (r, i))
+                self.assertEqual(scatters, st.params, "rank %d take %d" % (r, i))
                 self.assertEqual(uploads, 1, "rank %d take %d" % (r, i))
+                self.assertEqual((st.uploads, st.scatters, st.staged), (uploads, scatters, staged))
                 # positions (8 bytes) and values, each call's values padded to 8 bytes
                 self.assertTrue(st.param_bytes <= staged <= st.param_bytes + 7 * st.calls, (staged, st))
 
@@ -518,15 +567,17 @@ class TestEngineBatched(unittest.TestCase):
         for r in range(2):
             for st, uploads, scatters, staged in seen[r]:
                 self.assertEqual(scatters, st.calls)
+                self.assertEqual(scatters, st.params)
                 self.assertGreater(uploads, 1)
                 self.assertLessEqual(uploads, st.calls)
                 self.assertTrue(st.param_bytes <= staged <= st.param_bytes + 7 * st.calls, (staged, st))
 
     def test_cpu_forced_failure_mid_take_then_exact(self):
-        """The batched scatter refuses part way through a take (its 5th
-        call): the take raises, the engine has no step, what was staged
-        before the refusal is written (no end call came; wsync hands it
-        again anyway), and the next take makes every parameter exact."""
+        """The batched scatter fails part way through a take (a 512-byte
+        staging limit: the take's second upload, made inside the take when
+        the buffer filled, raises): the take raises, the engine has no step,
+        the first upload's parameters were written, and the next take makes
+        every parameter exact."""
         lay = wsync.EngineLayout.tensor_parallel(shapes(), 0, 2)
         pub = wsync.Publisher(self.store)
 
@@ -534,30 +585,32 @@ class TestEngineBatched(unittest.TestCase):
             return dict((k, torch.from_numpy(v).to(torch.bfloat16)) for k, v in checkpoint(step).items())
         pub.publish(0, ckpt(0))
         eng = dict((k, torch.zeros(s, dtype=torch.bfloat16)) for k, s in sorted(lay.shapes.items()))
-        with batched_cpu():
+        with batched_cpu(512):
             sub = wsync.Subscriber(self.store, eng, layout=lay)
         with sub:
             sub.sync()
             pub.publish(1, ckpt(1))
             sub_mirror_sync(sub)
-            b = list(sub._sink.batches.values())[0]
-            real, calls = b.add, []
+            b = sub._sink.primary
+            real, flushes = b.flush, []
 
-            def add(t, count, positions, values):
-                calls.append(t.t.name)
-                if len(calls) == 5:
-                    raise RuntimeError("staging refused at " + t.t.name)
-                return real(t, count, positions, values)
-            b.add = add
+            def flush():
+                flushes.append([t.t.name for t, _, _, _ in b.segs])
+                if len(flushes) == 2:
+                    b.segs, b.used = [], 0
+                    raise RuntimeError("upload refused at " + flushes[-1][0])
+                return real()
+            b.flush = flush
             with self.assertRaises(RuntimeError) as cm:
                 sub.take()
-            self.assertIn(calls[4], str(cm.exception))
+            self.assertIn(flushes[1][0], str(cm.exception))
             self.assertIsNone(sub.step)
-            self.assertEqual(sub._sink.scatters, 4)      # the four calls before the refusal, written
-            self.assertEqual(sub._sink.uploads, 1)
-            del b.add
+            self.assertEqual(sub._sink.uploads, 1)                   # the first upload, written
+            self.assertEqual(sub._sink.scatters, len(flushes[0]))
+            del b.flush
             st = sub.take()
             self.assertEqual(st.step, 1)
+            self.assertGreater(st.whole_tensors, 0)                 # the refused take's tensors, whole
             ref = dict((k, v.view(torch.int16).numpy()) for k, v in ckpt(1).items())
             for name, x in eng.items():
                 self.assertTrue(np.array_equal(x.view(torch.int16).numpy(), expected_raw(lay, ref, name)), name)
