@@ -9,7 +9,13 @@
    dense, the next sparse with nothing in live memory before COMMIT, a slot
    altered in staging fails the step with nothing written and the version
    kept, and the step after that goes dense (the ABORT reached the
-   trainers), then sparse again. */
+   trainers), then sparse again. The same with an fp8 receiver (e4m3, 32 x
+   32 tiles): a tile with nothing moved sends nothing (nor one whose bf16
+   change e4m3 hides), one with a byte moved under the same scale sends
+   that byte, one whose amax moved sends the whole tile and its scale; the
+   receiver holds exactly what wsync_quantize_e4m3 of the data gives after
+   every step; an e4m3 section altered in staging is refused before any
+   write. */
 #define _GNU_SOURCE 1
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
@@ -86,6 +92,10 @@ static void sp_expect(wsync_sparse_expect *x, const uint64_t *lens, uint32_t n, 
     x->region_len = lens;
 }
 
+static void sp_refused(const uint8_t *slot, uint64_t cap, const wsync_sparse_expect *x, const char *what,
+                       const char *at);
+static void sp_redigest(uint8_t *slot);
+
 static void test_round_trip(void)
 {
     enum { N = 1 << 16 };
@@ -147,6 +157,45 @@ static void test_round_trip(void)
         CHECK_EQ_INT(wsync_sparse_section(&w, 1, 3, 0, 10, &pp, &vv, &err), WSYNC_ERR_INVALID_ARGUMENT);
         CHECK_EQ_INT(wsync_sparse_section(&w, 1, 2, 0, 0, &pp, &vv, &err), WSYNC_ERR_INVALID_ARGUMENT);
     }
+    TEST_END();
+
+    TEST_BEGIN("fp8 sections: e4m3 bytes (elem 1) and tile scales (elem 4) scatter; past the region refused");
+    {
+        wsync_sparse_writer w;
+        uint32_t *pp;
+        uint8_t *vv, mem[1024 + 64], want[1024 + 64], *regs[2];
+        uint64_t lens2[2] = {0, 1024 + 64}; /* 1024 e4m3 bytes, then 16 scales */
+        float f = 0.5f;
+        memset(mem, 0x11, sizeof mem);
+        memcpy(want, mem, sizeof mem);
+        wsync_sparse_begin(&w, slot, cap, 9, 8, 3);
+        CHECK_EQ_INT(wsync_sparse_section(&w, 1, 1, 100, 3, &pp, &vv, &err), WSYNC_OK);
+        pp[0] = 0, pp[1] = 1, pp[2] = 923; /* bytes 100, 101 and 1023: the last e4m3 byte */
+        vv[0] = 0x7e, vv[1] = 0x80, vv[2] = 0x01;
+        want[100] = 0x7e, want[101] = 0x80, want[1023] = 0x01;
+        CHECK_EQ_INT(wsync_sparse_section(&w, 1, 4, 1024 / 4, 1, &pp, &vv, &err), WSYNC_OK);
+        pp[0] = 15; /* the last scale */
+        memcpy(vv, &f, 4);
+        memcpy(want + 1024 + 60, &f, 4);
+        wsync_sparse_finish(&w);
+        sp_expect(&x, lens2, 2, 9, 8);
+        CHECK_EQ_INT(wsync_sparse_validate(slot, cap, &x, &info, &err), WSYNC_OK);
+        CHECK_EQ_INT(info.changes, 4);
+        regs[0] = NULL;
+        regs[1] = mem;
+        wsync_sparse_scatter(slot, regs);
+        CHECK(memcmp(mem, want, sizeof mem) == 0);
+        sp_put32(slot + 64 + wsync_sparse_section_bytes(1, 3) + 32, 16); /* a scale past the region */
+        sp_redigest(slot);
+        sp_refused(slot, cap, &x, "element 272 outside region 1 (272 elements)", NULL);
+        sp_put32(slot + 64 + wsync_sparse_section_bytes(1, 3) + 32, 15);
+        sp_put32(slot + 64 + 32 + 8, 988); /* an e4m3 byte past the region: 100 + 988 */
+        sp_redigest(slot);
+        sp_refused(slot, cap, &x, "element 1088 outside region 1 (1088 elements)", NULL);
+    }
+    TEST_END();
+
+    TEST_BEGIN("slot sizes");
     CHECK_EQ_INT(wsync_sparse_slot_bytes(1 << 20, 4), 1 << 18);
     CHECK_EQ_INT(wsync_sparse_slot_bytes(1000, 3), 320);
     CHECK_EQ_INT(wsync_sparse_slot_bytes(100, 4), 0);
@@ -330,9 +379,23 @@ static void test_hostile(void)
 #define E_COLS 64u
 #define E_N (E_ROWS * E_COLS)
 #define E_STG (64u << 10) /* the receiver's staging: 32 KiB a trainer */
+#define E_BLOCK 32u       /* fp8: 32 x 32 tiles, 16 rows of 2; each trainer's 256 rows hold 16 whole tiles */
+#define E_TILES ((E_ROWS / E_BLOCK) * (E_COLS / E_BLOCK))
+#define E_LIVE (E_N * 2)  /* the receiver's region 0: bf16, or fp8 bytes then the tiles' scales */
 
 static uint16_t e_data[E_N];    /* the step's tensor, as the trainers hold it */
 static uint16_t e_before[E_N];  /* the previous step's */
+static int e_fp8;               /* the inference rank takes the tensor as fp8 e4m3 */
+
+/* What the receiver's region 0 holds after a dense step of data: the
+   bf16 bytes, or (fp8) wsync_quantize_e4m3's bytes and scales. */
+static void e_expect(const uint16_t *data, uint8_t *out)
+{
+    wsync_error e;
+    memset(out, 0, E_LIVE);
+    if (!e_fp8) memcpy(out, data, E_N * 2);
+    else wsync_quantize_e4m3(data, E_ROWS, E_COLS, E_COLS, E_BLOCK, out, (float *)(void *)(out + E_N), &e);
+}
 
 typedef struct e_rank {
     uint32_t role, rank;
@@ -365,7 +428,9 @@ static void e_sleep_ms(int ms)
 static wsync_result e_on_commit(void *user, uint64_t step, wsync_error *err)
 {
     e_rank *r = (e_rank *)user;
-    if (memcmp(r->mem[0], e_data, sizeof e_data) != 0) /* the verification: every byte */
+    static uint8_t want[E_LIVE];
+    e_expect(e_data, want);
+    if (memcmp(r->mem[0], want, (size_t)r->len[0]) != 0) /* the verification: every byte, as a dense step writes them */
         return wsync_error_set(err, WSYNC_ERR_DIGEST_MISMATCH, "step %llu: not the trainers' data",
                                (unsigned long long)step);
     return WSYNC_OK;
@@ -388,6 +453,12 @@ static int e_setup(e_rank *r, uint32_t role, uint32_t rank)
     r->t[0].row_count = role == WSYNC_CTL_TRAINER ? E_ROWS / 2 : E_ROWS;
     r->nt = 1;
     r->len[0] = (uint64_t)r->t[0].row_count * E_COLS * 2;
+    if (role == WSYNC_CTL_INFERENCE && e_fp8) { /* e4m3 bytes, then a scale a tile */
+        r->t[0].to_dtype = WSYNC_DTYPE_F8_E4M3;
+        r->t[0].block = E_BLOCK;
+        r->t[0].scale_offset = E_N;
+        r->len[0] = E_N + 4 * E_TILES;
+    }
     if (role == WSYNC_CTL_INFERENCE) { /* and its staging */
         r->t[1].name = WSYNC_CTL_STAGING;
         r->t[1].dtype = WSYNC_DTYPE_U8;
@@ -431,6 +502,7 @@ static wsync_result e_join(e_rank *r)
     o.on_commit = e_on_commit;
     o.user = r;
     o.sparse = 1;
+    o.sparse_max = e_fp8 ? 1.0 : 0; /* fp8: a region with a rescaled tile (5 bytes a byte) still sparse */
     return wsync_rank_join(&o, &r->r, &r->err);
 }
 
@@ -502,7 +574,12 @@ static wsync_result e_step(wsync_controller *c, e_rank *t, e_rank *in, uint64_t 
     if (r != WSYNC_OK) return r;
     for (k = 0; k < 5000 && (t[0].pushed != s || t[1].pushed != s); k++) e_sleep_ms(1);
     CHECK_MSG(t[0].pushed == s && t[1].pushed == s, "step %llu: the trainers pushed", (unsigned long long)s);
-    if (untouched) CHECK_MSG(memcmp(in->mem[0], e_before, sizeof e_before) == 0, "step %llu: nothing in live memory before COMMIT", (unsigned long long)s);
+    if (untouched) {
+        static uint8_t was[E_LIVE];
+        e_expect(e_before, was);
+        CHECK_MSG(memcmp(in->mem[0], was, (size_t)in->len[0]) == 0, "step %llu: nothing in live memory before COMMIT",
+                  (unsigned long long)s);
+    }
     if (corrupt) in->mem[1][WSYNC_SPARSE_HEADER + 40] ^= 0x10; /* trainer 0's first section, a position byte */
     return wsync_controller_finish(c, s, err);
 }
@@ -594,10 +671,206 @@ static void test_controller_path(void)
     TEST_END();
 }
 
+/* ---- fp8 receivers: the same path, the inference rank taking e4m3 ---- */
+
+static uint16_t e_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+#define E_AT(r, c) e_data[(size_t)(r) * E_COLS + (c)]
+
+/* Values in (-1, 1), each tile's first element 4: its amax (scale 4 / 448). */
+static void e_fp8_data(void)
+{
+    uint32_t i, tr, tc;
+    for (i = 0; i < E_N; i++) e_data[i] = e_bf16((float)((int)(sp_next() % 1999) - 999) / 1000.0f);
+    for (tr = 0; tr < E_ROWS; tr += E_BLOCK)
+        for (tc = 0; tc < E_COLS; tc += E_BLOCK) E_AT(tr, tc) = e_bf16(4.0f);
+}
+
+/* A random step: about 1% of the elements to new values in (-1, 1), and
+   an eighth of the tiles' amax moved (their first element to 2, 4 or 8). */
+static void e_fp8_next(void)
+{
+    uint32_t i;
+    memcpy(e_before, e_data, sizeof e_data);
+    for (i = 0; i < E_N; i++) {
+        if ((i / E_COLS) % E_BLOCK == 0 && (i % E_COLS) % E_BLOCK == 0) {
+            if (sp_next() % 8 == 0) e_data[i] = e_bf16((float)(2u << (sp_next() % 3)));
+        } else if (sp_next() % 100 == 0)
+            e_data[i] = e_bf16((float)((int)(sp_next() % 1999) - 999) / 1000.0f);
+    }
+}
+
+/* One element to +-1.5: below every amax (2 at least), and a byte that
+   moves (e4m3 of 1.5 / scale is none of what (-1, 1) gives). */
+static void e_fp8_poke(uint32_t r, uint32_t c)
+{
+    E_AT(r, c) = E_AT(r, c) == e_bf16(1.5f) ? e_bf16(-1.5f) : e_bf16(1.5f);
+}
+
+/* Trainer 0's slot in the receiver's staging: its first section of e4m3
+   bytes gets a last position past region 0, the digest made right again. */
+static int e_fp8_corrupt(e_rank *in)
+{
+    uint8_t *slot = in->mem[1];
+    uint32_t n = sp_get32(slot + 28), i;
+    uint64_t at = WSYNC_SPARSE_HEADER;
+    for (i = 0; i < n; i++) {
+        uint32_t elem = sp_get32(slot + at + 4);
+        uint64_t count = sp_get64(slot + at + 16);
+        if (elem == 1) {
+            sp_put32(slot + at + WSYNC_SPARSE_SECTION + 4 * (count - 1), 0xFFFFFFF0u);
+            sp_redigest(slot);
+            return 1;
+        }
+        at += wsync_sparse_section_bytes(elem, count);
+    }
+    return 0;
+}
+
+static void test_fp8_path(void)
+{
+    wsync_controller_options co;
+    wsync_controller *c = NULL;
+    e_rank t[2], in;
+    pthread_t acc;
+    void *acc_res = NULL;
+    wsync_error err;
+    uint64_t s;
+    int ok;
+    TEST_BEGIN("fp8 receiver: per tile nothing, the moved bytes, or the whole tile and its scale; exact every step");
+    e_fp8 = 1;
+    e_fp8_data();
+    E_AT(2, 33) = e_bf16(1.0f); /* tile (0, 1): 1 / (4 / 448) = 112, exact in e4m3 */
+    memset(&co, 0, sizeof co);
+    co.n_trainers = 2;
+    co.n_inference = 1;
+    co.join_timeout_ms = 10000;
+    co.step_timeout_ms = 5000;
+    ok = wsync_controller_open(&co, &c, &err) == WSYNC_OK;
+    CHECK_MSG(ok, "%s", err.message);
+    ok = ok && e_setup(&t[0], WSYNC_CTL_TRAINER, 0) && e_setup(&t[1], WSYNC_CTL_TRAINER, 1) &&
+         e_setup(&in, WSYNC_CTL_INFERENCE, 0);
+    CHECK(ok);
+    if (ok) {
+        t[0].port = t[1].port = in.port = wsync_controller_port(c);
+        ok = pthread_create(&acc, NULL, e_accept, c) == 0;
+        t[0].th_on = pthread_create(&t[0].th, NULL, e_trainer, &t[0]) == 0;
+        t[1].th_on = pthread_create(&t[1].th, NULL, e_trainer, &t[1]) == 0;
+        in.th_on = pthread_create(&in.th, NULL, e_inference, &in) == 0;
+        if (ok) pthread_join(acc, &acc_res);
+        ok = ok && (wsync_result)(intptr_t)acc_res == WSYNC_OK;
+        CHECK_MSG(ok, "accept: %s / %s / %s", t[0].err.message, t[1].err.message, in.err.message);
+    }
+    if (ok) {
+        uint64_t moved = 0, rescaled = 0, sparse = 0;
+        /* 1: dense (no base yet) */
+        memcpy(e_before, e_data, sizeof e_data);
+        CHECK_EQ_INT(e_step(c, t, &in, 1, 0, 0, &err), WSYNC_OK);
+        CHECK_MSG(err.code == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(t[0].st.regions_dense, 1);
+        CHECK_EQ_INT(t[0].st.fp8_gathered, 0);
+        /* 2: in trainer 0's rows, tile (0, 0) a byte moved under the same
+           scale, tile (0, 1) a bf16 change e4m3 hides, tile (1, 0) its amax
+           doubled; every other tile, and all of trainer 1's, unchanged */
+        memcpy(e_before, e_data, sizeof e_data);
+        E_AT(1, 1) = e_bf16(3.0f);
+        E_AT(2, 33) = e_bf16(1.0078125f); /* 112.875: still 112 */
+        E_AT(32, 0) = e_bf16(8.0f);
+        CHECK_EQ_INT(e_step(c, t, &in, 2, 1, 0, &err), WSYNC_OK);
+        CHECK_MSG(err.code == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(t[0].st.regions_sparse, 1);
+        CHECK_EQ_INT(t[0].st.fp8_tiles, E_TILES / 2);
+        CHECK_EQ_INT(t[0].st.fp8_tiles_moved, 1);
+        CHECK_EQ_INT(t[0].st.fp8_tiles_rescaled, 1);
+        CHECK_EQ_INT(t[0].st.fp8_moved, 1 + E_BLOCK * E_BLOCK); /* the byte, and the rescaled tile whole */
+        CHECK_EQ_INT(t[0].st.changes, 1 + E_BLOCK * E_BLOCK + 1);
+        CHECK_EQ_INT(t[0].st.staged_bytes, WSYNC_SPARSE_HEADER + wsync_sparse_section_bytes(1, 1 + E_BLOCK * E_BLOCK) +
+                                               wsync_sparse_section_bytes(4, 1));
+        CHECK_EQ_INT(t[0].st.dense_bytes, 0);
+        CHECK_EQ_INT(t[1].st.regions_sparse, 1); /* nothing moved: the header only */
+        CHECK_EQ_INT(t[1].st.fp8_tiles, E_TILES / 2);
+        CHECK_EQ_INT(t[1].st.fp8_moved, 0);
+        CHECK_EQ_INT(t[1].st.changes, 0);
+        CHECK_EQ_INT(t[1].st.staged_bytes, WSYNC_SPARSE_HEADER);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 2);
+        {
+            wsync_sparse_stats is;
+            wsync_rank_sparse_stats(in.r, &is);
+            CHECK_EQ_INT(is.scattered, 1 + E_BLOCK * E_BLOCK + 1);
+        }
+        /* 3-5: random steps, each exact (the receiver checks every byte and
+           scale against wsync_quantize_e4m3 of the data) */
+        for (s = 3; s <= 5; s++) {
+            e_fp8_next();
+            CHECK_EQ_INT(e_step(c, t, &in, s, 1, 0, &err), WSYNC_OK);
+            CHECK_MSG(err.code == WSYNC_OK, "step %llu: %s", (unsigned long long)s, err.message);
+            CHECK_EQ_INT(wsync_rank_version(in.r), s);
+            moved += t[0].st.fp8_tiles_moved + t[1].st.fp8_tiles_moved;
+            rescaled += t[0].st.fp8_tiles_rescaled + t[1].st.fp8_tiles_rescaled;
+            sparse += t[0].st.regions_sparse + t[1].st.regions_sparse;
+        }
+        CHECK_MSG(moved > 0 && rescaled > 0 && sparse > 0, "moved %llu, rescaled %llu, sparse %llu",
+                  (unsigned long long)moved, (unsigned long long)rescaled, (unsigned long long)sparse);
+        /* 6: a byte moved in each trainer's rows; trainer 0's e4m3 section
+           altered in staging (a position past the region, the digest made
+           right): refused before any write, trainer 1's slot not scattered
+           either, the version kept */
+        memcpy(e_before, e_data, sizeof e_data);
+        e_fp8_poke(5, 5);
+        e_fp8_poke(300, 7);
+        {
+            int k;
+            wsync_result r = wsync_controller_go(c, 6, &err);
+            CHECK_EQ_INT(r, WSYNC_OK);
+            for (k = 0; k < 5000 && (t[0].pushed != 6 || t[1].pushed != 6); k++) e_sleep_ms(1);
+            CHECK_EQ_INT(t[0].st.regions_sparse, 1);
+            CHECK_EQ_INT(t[1].st.fp8_moved, 1);
+            CHECK(e_fp8_corrupt(&in));
+            CHECK_EQ_INT(wsync_controller_finish(c, 6, &err), WSYNC_ERR_CORRUPT);
+            CHECK_MSG(strstr(err.message, "staging slot of trainer 0 for step 6") != NULL &&
+                          strstr(err.message, "outside region 0") != NULL,
+                      "%s", err.message);
+        }
+        CHECK_EQ_INT(wsync_rank_version(in.r), 5);
+        {
+            static uint8_t was[E_LIVE];
+            e_expect(e_before, was);
+            CHECK(memcmp(in.mem[0], was, (size_t)in.len[0]) == 0);
+        }
+        /* 7: the trainers saw the ABORT: dense, exact */
+        memcpy(e_before, e_data, sizeof e_data);
+        e_fp8_poke(6, 6);
+        CHECK_EQ_INT(e_step(c, t, &in, 7, 0, 0, &err), WSYNC_OK);
+        CHECK_EQ_INT(t[0].st.regions_dense, 1);
+        CHECK_EQ_INT(t[1].st.regions_dense, 1);
+        /* 8: sparse again from the copy the dense step kept, exact */
+        memcpy(e_before, e_data, sizeof e_data);
+        e_fp8_poke(7, 40);
+        e_fp8_poke(400, 50);
+        CHECK_EQ_INT(e_step(c, t, &in, 8, 1, 0, &err), WSYNC_OK);
+        CHECK_EQ_INT(t[0].st.regions_sparse, 1);
+        CHECK_EQ_INT(t[0].st.fp8_moved, 1);
+        CHECK_EQ_INT(t[1].st.fp8_moved, 1);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 8);
+    }
+    wsync_controller_close(c);
+    e_free(&t[0]);
+    e_free(&t[1]);
+    e_free(&in);
+    e_fp8 = 0;
+    TEST_END();
+}
+
 int main(void)
 {
     test_round_trip();
     test_hostile();
     test_controller_path();
+    test_fp8_path();
     return check_summary();
 }
