@@ -987,8 +987,8 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    it, a target with WSYNC_CTL_TARGET_STAGING (the plan is unchanged: the
    entry is no tensor). A trainer with wsync_rank_options.sparse keeps a
    copy of each region its eligible transfers read (bf16 rows, 2-byte
-   aligned, not fp8, to a rank with staging); wsync_rank_push then, before
-   the dense writes:
+   aligned, to a rank with staging; fp8 ones too, below); wsync_rank_push
+   then, before the dense writes:
      diff    wsync_diff of each such region against the copy, 32 Ki
              elements at a time, each change's position and value kept and
              the copy brought up to date while both sides are in cache;
@@ -1011,7 +1011,28 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    moves its version; any refusal fails the step with nothing written.
    wsync_rank_push_some writes no slot: with staging, push a step whole.
    The changes land in live memory only at COMMIT (the dense regions'
-   bytes as before, during the step). */
+   bytes as before, during the step).
+
+   fp8 receivers: a transfer with prep FP8 (the trainer quantizes, tiles of
+   its block) goes sparse the same way, unless it quantizes from the
+   trainer's gather inbox (a tile whose rows other trainers hold: the inbox
+   fills during the push, after the slots are written), which stays dense
+   (wsync_sparse_stats.fp8_gathered counts those). Besides the copy of its
+   bf16 source, the trainer keeps the e4m3 bytes and scales it last sent of
+   each such transfer: a byte an element and 4 bytes a tile, half the bf16
+   bytes it reads (3 bytes an element with the source's copy). After the
+   diff, per tile: no changed element, nothing; else its scale computed
+   again (the quantizer's own function on the same tile: the same bits as a
+   dense step); when that moved, the tile quantized again and every byte of
+   it sent with the scale; else each changed element's e4m3 byte (the
+   quantizer's conversion, the same scale) sent where it differs from the
+   byte sent last (e4m3's grid hides most small bf16 moves). A transfer
+   packs one section of elem 1 (origin its first byte, positions row-major
+   over its rows x cols) and one of elem 4 (origin scale_offset / 4,
+   positions the tiles' indices): the format above, unchanged. decide
+   weighs them against the e4m3 bytes and scales written dense. A dense
+   step's preparation keeps what it quantized as the copy. After every
+   step a receiver holds exactly the bytes and scales a dense step writes. */
 
 #define WSYNC_SPARSE_MAGIC 0x50535357u /* "WSSP" */
 #define WSYNC_SPARSE_VERSION 1u
@@ -1134,8 +1155,8 @@ WSYNC_DEF void wsync_sparse_scatter(const uint8_t *slot, uint8_t *const *region)
    connection ends: WSYNC_ERR_AUTH), as does any frame of another
    connection (fresh nonces each). The controller reads handshakes without
    blocking, WSYNC__CTL_AUTH_MS (1 s) for the whole of each from its
-   accept, at most WSYNC__CTL_PENDING at once (then one is cut: a silent
-   one first, then one from the busiest host, then the oldest), and logs
+   accept, at most WSYNC__CTL_PENDING at once (then one is cut: from the
+   busiest host, a silent one first, then the oldest), and logs
    each refusal with the peer's address (wsync_controller_options.log). No
    TLS: the bytes (descriptors, plans) are readable on the wire.
 
@@ -2613,7 +2634,9 @@ typedef struct wsync__fab_conn {
     struct wsync_fabric_mr *busy;  /* TCP: being written; one-host: bound by the handshake */
     int pending;               /* in its handshake: holds one of max_pending slots */
     int authed;                /* past its handshake: holds one of max_conns slots */
-    uint64_t order;            /* accept order: the oldest pending one is closed first */
+    int said_hello;            /* its HELLO came (set under the base's mu) */
+    uint64_t order;            /* accept order (wsync__fab_victim) */
+    uint64_t host;             /* a hash of its address, the port left out */
     int64_t deadline;          /* the handshake ends by then (wsync__rdma_now_ms's clock) */
     uint32_t sender;           /* the id it authenticated with */
     char peer[72];             /* its address, for the log */
@@ -2917,13 +2940,36 @@ static void wsync__fab_peer_name(int fd, const struct sockaddr_storage *ss, sock
     }
 }
 
+/* Under b->mu: the pending connection a new one closes when all
+   max_pending are taken: one from the host with the most pending
+   connections (a flood from one host does not cut a sender on another),
+   then one whose HELLO has not come before one whose has, then the
+   oldest. */
+static wsync__fab_conn *wsync__fab_victim(wsync__fab_base *b)
+{
+    wsync__fab_conn *best = NULL, *it, *jt;
+    unsigned best_n = 0;
+    for (it = b->conns; it; it = it->next) {
+        unsigned n = 0;
+        if (!it->pending) continue;
+        for (jt = b->conns; jt; jt = jt->next) n += jt->pending && jt->host == it->host;
+        if (!best || n > best_n ||
+            (n == best_n && (it->said_hello < best->said_hello ||
+                             (it->said_hello == best->said_hello && it->order < best->order)))) {
+            best = it;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
 static void *wsync__fab_srv_main(void *p)
 {
     wsync__fab_base *b = (wsync__fab_base *)p;
     for (;;) {
         struct pollfd pf[2];
         int stop, fd;
-        wsync__fab_conn *c, *old, *it;
+        wsync__fab_conn *c, *old;
         char drain[64], evicted[160];
         struct sockaddr_storage ss;
         socklen_t sl;
@@ -2958,15 +3004,20 @@ static void *wsync__fab_srv_main(void *p)
             continue;
         }
         wsync__fab_peer_name(fd, &ss, sl, c->peer, sizeof c->peer);
+        {
+            const char *colon = strrchr(c->peer, ':');
+            c->host = wsync_digest(c->peer, colon ? (size_t)(colon - c->peer) : strlen(c->peer));
+        }
         evicted[0] = 0;
         pthread_mutex_lock(&b->mu);
         /* Connections that have not proved the key yet share max_pending
-           slots; a new one closes the oldest of them, so idle connections
-           cannot keep a real sender out (its handshake takes one round
-           trip), and the authenticated ones never compete for these. */
+           slots; a new one closes one of them (wsync__fab_victim: one from
+           the busiest host, a silent one first, else the oldest), so idle
+           connections cannot keep a real sender out (its handshake takes
+           one round trip), and the authenticated ones never compete for
+           these. */
         if (b->n_pending >= b->max_pending) {
-            for (old = NULL, it = b->conns; it; it = it->next)
-                if (it->pending && (!old || it->order < old->order)) old = it;
+            old = wsync__fab_victim(b);
             if (old) {
                 old->pending = 0;
                 b->n_pending--;
@@ -3399,6 +3450,7 @@ static int wsync__tcp_hs_server(wsync__fab_base *b, wsync__fab_conn *c, uint32_t
         wsync__rdma_get64(hello + 48) != 0)
         status = WSYNC__REJ_MAGIC;
     pthread_mutex_lock(&b->mu);
+    c->said_hello = 1;
     if (!status) {
         m = wsync__fab_find(b, *region);
         if (!m) status = WSYNC__REJ_REGION;
@@ -9838,10 +9890,10 @@ out:
 }
 
 /* The handshake cut when all WSYNC__CTL_PENDING are taken and another
-   connection comes: one that has not sent its HELLO before one that has
-   (a silent flood never cuts a rank that said who it is), then one from
-   the host with the most connections in their handshakes (a flood from
-   one host never cuts a rank on another), then the oldest. A flood of
+   connection comes: one from the host with the most connections in their
+   handshakes (a flood from one host never cuts a rank on another), then
+   one that has not sent its HELLO before one that has (a silent flood
+   never cuts a rank that said who it is), then the oldest. A flood of
    HELLOs from a rank's own host can still cut its handshake (README: What
    is not protected). */
 static unsigned wsync__ctl_pend_victim(const wsync__ctl_pend *pend, unsigned np)
@@ -9850,9 +9902,9 @@ static unsigned wsync__ctl_pend_victim(const wsync__ctl_pend *pend, unsigned np)
     for (k = 0; k < np; k++) {
         unsigned n = 0;
         for (j = 0; j < np; j++) n += pend[j].host == pend[k].host; /* 64 x 64, only when the slots are full */
-        if (k == 0 || pend[k].phase < pend[best].phase ||
-            (pend[k].phase == pend[best].phase &&
-             (n > best_n || (n == best_n && pend[k].order < pend[best].order)))) {
+        if (k == 0 || n > best_n ||
+            (n == best_n && (pend[k].phase < pend[best].phase ||
+                             (pend[k].phase == pend[best].phase && pend[k].order < pend[best].order)))) {
             best = k;
             best_n = n;
         }

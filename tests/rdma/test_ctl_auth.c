@@ -12,14 +12,21 @@
      committed is refused; the inference rank keeps the committed bytes.
    - a trainer with the key that replays its step-1 DONE frame at step 2:
      the MAC (sequence number) refuses it, step 2 aborts, version stays 1.
-   - a rogue controller bound first, without the key: the real rank
-     refuses it (WSYNC_ERR_AUTH) and sends it nothing but its HELLO.
+   - a rogue controller bound first, without the key and with a wrong
+     one: the real rank refuses it (WSYNC_ERR_AUTH) and sends it nothing
+     but its HELLO.
    - secure by default: no key on a non-loopback address refuses to start
      unless insecure; the key from the options, WSYNC_JOB_KEY and
      WSYNC_JOB_KEY_FILE, and keys too short or too long refused.
    - a rank without the key refuses the keyed controller, saying so.
    - a silent connection and one trickling its HELLO are cut within about
-     1 s each, logged, and the real ranks still join. */
+     1 s each, logged, and the real ranks still join.
+   - 256 idle connections opened before the real ranks: the ranks join and
+     a step commits; every idle one is cut and logged.
+   - a flood of new connections while the real ranks join, silent from
+     the ranks' own address, or HELLOs naming the real ranks from another
+     address (127.0.0.2): the handshake slots overflow, and the cut falls
+     on the flood, never on a real rank's handshake. */
 #define _GNU_SOURCE 1
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
@@ -67,7 +74,7 @@ static uint8_t val(uint64_t s, uint64_t i)
 
 /* ---- the controller's log ---- */
 
-static char log_buf[16384];
+static char log_buf[1 << 17];
 static size_t log_n;
 
 static void log_line(void *user, const char *line)
@@ -575,16 +582,25 @@ static void test_replayed_done(void)
     TEST_END();
 }
 
-/* A rogue controller bound first, without the key: reads HELLO, sends a
-   CHALLENGE under no key, and reports the bytes the rank sends after its
-   HELLO (a PROOF would be 44, a JOIN more). */
+/* A rogue controller bound first, without the key or with a wrong one:
+   reads HELLO, sends a CHALLENGE under that key, and reports the bytes the
+   rank sends after its HELLO (a PROOF would be 44, a JOIN more). */
+typedef struct rogue_ctl_arg {
+    int lfd;
+    const char *key; /* NULL: none */
+} rogue_ctl_arg;
+
 static void rogue_controller(int wfd, unsigned unused, const void *arg)
 {
-    int lfd = *(const int *)arg, fd;
+    const rogue_ctl_arg *ra = (const rogue_ctl_arg *)arg;
+    int lfd = ra->lfd, fd;
+    wsync_job_key k;
     rawsess s;
     uint32_t role = 0, rank = 0;
     struct pollfd pf;
     (void)unused;
+    memset(&k, 0, sizeof k);
+    if (ra->key) wsync_job_key_resolve(ra->key, strlen(ra->key), &k, NULL);
     pf.fd = lfd;
     pf.events = POLLIN;
     if (poll(&pf, 1, 5000) != 1 || (fd = accept(lfd, NULL, NULL)) < 0) {
@@ -592,7 +608,7 @@ static void rogue_controller(int wfd, unsigned unused, const void *arg)
         return;
     }
     /* check 0: waits 500 ms for a PROOF; none must come */
-    raw_challenge(fd, NULL, &s, &role, &rank, 0);
+    raw_challenge(fd, ra->key ? &k : NULL, &s, &role, &rank, 0);
     report(wfd, "rogue-ctl role=%u after-hello=%zu", (unsigned)role, drain(fd, 1000));
     close(fd);
 }
@@ -626,28 +642,35 @@ static void test_late_write(void)
 
 static void test_rogue_controller(void)
 {
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    child rc, in;
-    TEST_BEGIN("a rank refuses a controller that does not prove the job key, and sends it nothing after HELLO");
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 4) == 0 &&
-          getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
-    CHECK(spawn(&rc, rogue_controller, 0, &lfd));
-    CHECK(spawn(&in, real_inference, ntohs(a.sin_port), KEY));
-    {
-        const char *line = reap(&in, 8000);
-        CHECK_MSG(has(line, "inference join: inference rank 0: the controller at 127.0.0.1 port ") &&
-                      has(line, "did not prove the job key"),
-                  "%s", line);
-        line = reap(&rc, 8000);
-        /* the rank closed after the CHALLENGE: no PROOF, no JOIN */
-        CHECK_MSG(has(line, "rogue-ctl role=2 after-hello=0"), "%s", line);
+    static const char *const keys[2] = {NULL, WRONG};
+    unsigned v;
+    TEST_BEGIN("a rank refuses a controller that does not prove the job key (it has none, or a wrong one), and sends "
+               "it nothing after HELLO");
+    for (v = 0; v < 2; v++) {
+        struct sockaddr_in a;
+        socklen_t al = sizeof a;
+        rogue_ctl_arg ra;
+        child rc, in;
+        ra.lfd = socket(AF_INET, SOCK_STREAM, 0);
+        ra.key = keys[v];
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        CHECK(ra.lfd >= 0 && bind(ra.lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(ra.lfd, 4) == 0 &&
+              getsockname(ra.lfd, (struct sockaddr *)&a, &al) == 0);
+        CHECK(spawn(&rc, rogue_controller, 0, &ra));
+        CHECK(spawn(&in, real_inference, ntohs(a.sin_port), KEY));
+        {
+            const char *line = reap(&in, 8000);
+            CHECK_MSG(has(line, "inference join: inference rank 0: the controller at 127.0.0.1 port ") &&
+                          has(line, "did not prove the job key") && !has(line, "this rank has no key"),
+                      "%s key: %s", v ? "wrong" : "no", line);
+            line = reap(&rc, 8000);
+            /* the rank closed after the CHALLENGE: no PROOF, no JOIN */
+            CHECK_MSG(has(line, "rogue-ctl role=2 after-hello=0"), "%s key: %s", v ? "wrong" : "no", line);
+        }
+        if (ra.lfd >= 0) close(ra.lfd);
     }
-    close(lfd);
     TEST_END();
 }
 
@@ -835,6 +858,185 @@ static void test_deadline_logged(void)
     TEST_END();
 }
 
+/* 1 when the peer closed fd within ms (a read returns 0 or an error). */
+static int closed_within(int fd, int ms)
+{
+    struct pollfd pf;
+    char b;
+    pf.fd = fd;
+    pf.events = POLLIN;
+    pf.revents = 0;
+    if (poll(&pf, 1, ms) <= 0) return 0;
+    return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* a connection to port from the source address src (host order), or -1
+   when it did not open within 50 ms (a full accept queue drops the SYN) */
+static int connect_from(uint32_t src, unsigned port)
+{
+    struct sockaddr_in a;
+    struct pollfd pf;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), err = 0;
+    socklen_t el = sizeof err;
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(src);
+    if (src != INADDR_LOOPBACK && bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    pf.fd = fd;
+    pf.events = POLLOUT;
+    if ((connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS) || poll(&pf, 1, 50) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void test_idle_flood(void)
+{
+    enum { IDLE = 256 };
+    static int fds[IDLE];
+    child tr, in;
+    wsync_controller *c;
+    wsync_error e;
+    unsigned port, i, opened = 0, closed = 0;
+    int64_t t0;
+    TEST_BEGIN("256 idle connections opened before the real ranks: the ranks join, a step commits the trainer's "
+               "bytes, every idle one is cut and logged with its address");
+    c = ctl_open(KEY, 8000, &e);
+    CHECK_MSG(c != NULL, "%s", e.message);
+    if (!c) return;
+    port = wsync_controller_port(c);
+    for (i = 0; i < IDLE; i++) opened += (fds[i] = connect_to(port)) >= 0;
+    CHECK_EQ_INT(opened, IDLE);
+    CHECK(spawn(&tr, real_trainer, port, KEY));
+    CHECK(spawn(&in, real_inference, port, KEY));
+    t0 = raw_now_ms();
+    CHECK_MSG(wsync_controller_accept(c, &e) == WSYNC_OK, "%s", e.message);
+    printf("  the real ranks joined in %lld ms behind %d idle connections\n", (long long)(raw_now_ms() - t0), IDLE);
+    CHECK_MSG(wsync_controller_step(c, 1, &e) == WSYNC_OK, "%s", e.message);
+    /* every idle one: closed by the controller, refused and logged, before it closes */
+    for (i = 0; i < IDLE; i++) closed += fds[i] >= 0 && closed_within(fds[i], 2000);
+    CHECK_EQ_INT(closed, IDLE);
+    CHECK_MSG(wsync_controller_refused(c, NULL, 0) == IDLE, "%u refused", wsync_controller_refused(c, NULL, 0));
+    CHECK_MSG(logged("refused the connection from 127.0.0.1:", "") == IDLE, "%u logged", logged("refused the connection from 127.0.0.1:", ""));
+    wsync_controller_close(c);
+    for (i = 0; i < IDLE; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    {
+        const char *line = reap(&in, 8000);
+        CHECK_MSG(has(line, "inference version=1 checked=1 bad=0 end_bad=0"), "%s", line);
+        line = reap(&tr, 8000);
+        CHECK_MSG(has(line, "trainer steps=1 bye=1"), "%s", line);
+    }
+    TEST_END();
+}
+
+/* A flood: new connections from the source address in arg as fast as
+   they open, for 2 s; each silent, or sending a HELLO as trainer rank 0
+   or inference rank 0 in turn (a rogue without the key can send that).
+   At most RING held; reports the count. */
+typedef struct flood_arg {
+    uint32_t src;
+    int hello;
+} flood_arg;
+
+static void flooder(int wfd, unsigned port, const void *arg)
+{
+    enum { RING = 512 };
+    const flood_arg *fa = (const flood_arg *)arg;
+    static int ring[RING];
+    unsigned n = 0, i;
+    int64_t until = raw_now_ms() + 2000;
+    for (i = 0; i < RING; i++) ring[i] = -1;
+    while (raw_now_ms() < until) {
+        int fd = connect_from(fa->src, port);
+        if (fd < 0) continue;
+        if (fa->hello) {
+            wsync_ctl_msg h;
+            uint8_t b[64];
+            size_t len = 0;
+            memset(&h, 0, sizeof h);
+            h.type = WSYNC_CTL_HELLO;
+            h.role = n % 2 ? WSYNC_CTL_TRAINER : WSYNC_CTL_INFERENCE;
+            if (wsync_ctl_encode(&h, b, sizeof b, &len, NULL) == WSYNC_OK) (void)!send(fd, b, len, MSG_NOSIGNAL);
+        }
+        if (ring[n % RING] >= 0) close(ring[n % RING]);
+        ring[n % RING] = fd;
+        n++;
+    }
+    report(wfd, "flooded=%u", n);
+}
+
+static void test_flood_while_joining(void)
+{
+    /* (a flood of HELLOs from the ranks' own address can cut their
+       handshakes: README, What is not protected) */
+    static const struct {
+        flood_arg fa;
+        const char *what;
+    } v[2] = {{{INADDR_LOOPBACK, 0}, "silent, from the ranks' own address"},
+              {{INADDR_LOOPBACK + 1, 1}, "HELLOs as the real ranks, from another address"}};
+    unsigned k;
+    for (k = 0; k < 2; k++) {
+        child fl, tr, in;
+        wsync_controller *c;
+        wsync_error e;
+        unsigned port;
+        wsync_result r;
+        char name[200];
+        unsigned refused;
+        accept_job acc;
+        pthread_t acc_th;
+        int acc_on;
+        snprintf(name, sizeof name, "a flood of new connections while the real ranks join (%s)", v[k].what);
+        TEST_BEGIN(name);
+        c = ctl_open(KEY, 8000, &e);
+        CHECK_MSG(c != NULL, "%s", e.message);
+        if (!c) return;
+        port = wsync_controller_port(c);
+        acc.c = c;
+        acc.r = WSYNC_ERR_IO;
+        acc_on = pthread_create(&acc_th, NULL, accept_main, &acc) == 0;
+        CHECK(acc_on);
+        CHECK(spawn(&fl, flooder, port, &v[k].fa));
+        sleep_ms(300);
+        CHECK(spawn(&tr, real_trainer, port, KEY));
+        CHECK(spawn(&in, real_inference, port, KEY));
+        if (acc_on) pthread_join(acc_th, NULL);
+        r = acc.r;
+        e = acc.e;
+        CHECK_MSG(r == WSYNC_OK, "%s", e.message);
+        if (r == WSYNC_OK) CHECK_MSG(wsync_controller_step(c, 1, &e) == WSYNC_OK, "%s", e.message);
+        refused = wsync_controller_refused(c, NULL, 0);
+        wsync_controller_close(c);
+        {
+            const char *line = reap(&in, 8000);
+            CHECK_MSG(has(line, "inference version=1 checked=1 bad=0 end_bad=0"), "%s", line);
+            line = reap(&tr, 8000);
+            CHECK_MSG(has(line, "trainer steps=1 bye=1"), "%s", line);
+            line = reap(&fl, 5000);
+            /* the flood overflowed the handshake slots while the ranks joined */
+            CHECK_MSG(has(line, "flooded=") && refused > 64 && refused <= (unsigned)atoi(line + 8), "%s, %u refused",
+                      line, refused);
+            printf("  %s connections, %u of them refused while the ranks joined\n", line, refused);
+        }
+        CHECK_MSG(logged(k ? "refused the connection from 127.0.0.2:" : "refused the connection from 127.0.0.1:",
+                         "too many connections in their handshakes") > 0,
+                  "%.300s", log_buf);
+        /* the real ranks' handshakes (from 127.0.0.1) were never cut */
+        CHECK_EQ_INT(logged("refused the connection from 127.0.0.1:", k ? "handshake cut" : "after its HELLO"), 0);
+        CHECK_EQ_INT(logged("refused the connection from 127.0.0.1:", "no PROOF within"), 0);
+        TEST_END();
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -849,5 +1051,7 @@ int main(void)
     test_rank_without_key();
     test_deadline_logged();
     test_slow_handshakes();
+    test_idle_flood();
+    test_flood_while_joining();
     return check_summary();
 }

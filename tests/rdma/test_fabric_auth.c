@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <errno.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -362,6 +364,99 @@ static void test_idle(void)
     TEST_END();
 }
 
+/* A connection to port from source address src (host order), or -1 when
+   it did not open within 50 ms (a full accept queue drops the SYN). */
+static int connect_from(uint32_t src, unsigned port)
+{
+    struct sockaddr_in sa;
+    struct pollfd pf;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), err = 0;
+    socklen_t el = sizeof err;
+    if (fd < 0) return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(src);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    pf.fd = fd;
+    pf.events = POLLOUT;
+    if ((connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) || poll(&pf, 1, 50) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* In a child: for ms, new connections from 127.0.0.2 as fast as they
+   open, each sending a HELLO that claims sender 0 and the region (what a
+   rogue without the key can send); exits with the count / 256. */
+static void flood(unsigned port, uint32_t region, int ms)
+{
+    enum { RING = 512 };
+    static int ring[RING];
+    unsigned n = 0, i;
+    int64_t until = now_ms() + ms;
+    uint8_t hello[WSYNC__TH_HELLO_LEN];
+    memset(hello, 0, sizeof hello);
+    wsync__rdma_put32(hello, WSYNC__TH_HELLO);
+    wsync__rdma_put32(hello + 4, 1);
+    wsync__rdma_put32(hello + 8, region);
+    for (i = 0; i < RING; i++) ring[i] = -1;
+    while (now_ms() < until) {
+        int fd = connect_from(INADDR_LOOPBACK + 1, port);
+        if (fd < 0) continue;
+        (void)!send(fd, hello, sizeof hello, MSG_NOSIGNAL);
+        if (ring[n % RING] >= 0) close(ring[n % RING]);
+        ring[n % RING] = fd;
+        n++;
+    }
+    _exit((int)(n / 256 > 255 ? 255 : n / 256));
+}
+
+static void test_flood(void)
+{
+    rx r;
+    tx t;
+    wsync_error e;
+    pid_t pid;
+    int status = 0, k, ok = 0;
+    uint64_t before;
+    int64_t t0;
+    TEST_BEGIN("TCP fabric: a flood of new connections from another host, each with a HELLO, does not cut the real "
+               "sender's handshakes");
+    CHECK(rx_open(&r, KEY, 0));
+    logbuf[0] = 0;
+    before = rejected(&r, NULL, 0);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) flood(wsync_fabric_tcp_port(&r.f), r.mr->id, 2000);
+    CHECK(pid > 0);
+    poll(NULL, 0, 200); /* the flood is under way */
+    t0 = now_ms();
+    for (k = 0; k < 10 && now_ms() - t0 < 1500; k++) { /* new connections, each a handshake, during the flood */
+        memset(&t, 0, sizeof t);
+        if (tx_open(&t, &r, KEY, 0, &e) == WSYNC_OK && tx_write(&t, 4096 * (uint64_t)k, &e) == WSYNC_OK &&
+            memcmp(r.mem + 4096 * (uint64_t)k, "INJECTED", 8) == 0)
+            ok++;
+        else
+            printf("  handshake %d: %s\n", k, e.message);
+        wsync_fabric_close(&t.f);
+    }
+    CHECK_EQ_INT(ok, k);
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    printf("  %d handshakes of the real sender, all through, during a flood of about %d connections (%llu refused)\n",
+           k, WEXITSTATUS(status) * 256, (unsigned long long)(rejected(&r, NULL, 0) - before));
+    CHECK(rejected(&r, NULL, 0) - before > 32); /* the flood overflowed the pending slots */
+    CHECK(strstr(logbuf, "127.0.0.2:") != NULL);
+    rx_close(&r);
+    TEST_END();
+}
+
 static void test_self(void)
 {
     rx r;
@@ -435,6 +530,7 @@ int main(void)
     test_rogues();
     test_window();
     test_idle();
+    test_flood();
     test_self();
     printf("test_fabric_auth: %.1f s\n", (double)(now_ms() - t0) / 1000);
     return check_summary();
