@@ -4,7 +4,9 @@
    a receiver with another key is refused by the sender; a sender the
    window does not name, and a writer after the window closed (after the
    step's commit), are refused; 256 idle connections and a slow one do not
-   keep the real sender out. Each refusal is counted and logged with the
+   keep the real sender out, nor does a flood of new connections with
+   HELLOs from another address (127.0.0.2) cut its handshakes. Each
+   refusal is counted and logged with the
    peer's address, and the region's bytes are checked unchanged. */
 #define _GNU_SOURCE 1
 #define WSYNC_IMPLEMENTATION
