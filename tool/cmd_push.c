@@ -789,10 +789,12 @@ static const char *push_usage_sparse =
     "COMMIT each receiver validates every slot, scatters it, checks every byte as always, and\n"
     "only then moves its version. A receiver region whose changes cost more than F of its\n"
     "dense bytes (--sparse-max, default the library's), or that overflows its slot, and\n"
-    "the first step go dense; fp8 parts always; --dense-every K makes steps 1 + K, 1 + 2K, ...\n"
-    "dense too. The run ends with the sparse steps' time over the dense steps' (step 1, which\n"
-    "also faults pages in, and the later ones) and each phase (diff, pack, wire, update;\n"
-    "validate, scatter, verify).\n";
+    "the first step go dense; --dense-every K makes steps 1 + K, 1 + 2K, ... dense too.\n"
+    "With --fp8, per tile: nothing when no e4m3 byte moved, the moved bytes when the scale\n"
+    "did not, else the whole tile and its scale; parts quantized from a gather inbox (row\n"
+    "shards whose tiles cross trainers) go dense. The run ends with the sparse steps' time\n"
+    "over the dense steps' (step 1, which also faults pages in, and the later ones), each\n"
+    "phase (diff, pack, wire, update; validate, scatter, verify), and with --fp8 the tiles.\n";
 
 /* Seconds a paced full step lasts at least: each mesh group's last planned
    start at `gbps`, added up (a group starts after the one before ends). */

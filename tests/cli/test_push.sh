@@ -307,9 +307,34 @@ assert sent == scat and sent > 0, (sent, scat)
 assert dense == 0 and 0 < staged < total / 10, (staged, dense, total)
 PY
 done
-run "sparse: fp8 receivers (fp8 parts dense), 3 receivers" 0 "$bin" push-demo --sparse --fp8 --block 32 --inference 3 --steps 3
-has "sparse fp8: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
-has_re "sparse fp8: bf16 parts sparse, fp8 parts dense" "MB staged and [1-9][0-9.]* MB dense a step"
+# fp8 receivers, tensor-parallel slices and fused entries from whole-model
+# trainers (no tile gathered): per tile nothing, the moved e4m3 bytes, or
+# the whole tile and its scale; every byte and scale checked at every step
+for b in cma shm tcp; do
+    run "sparse fp8 $b, resharded" 0 "$bin" push-demo --sparse --fp8 --block 32 --layout replica --trainers 2 \
+        --backend $b --steps 4
+    has "sparse fp8 $b: every step committed bit-exact" "4 of 4 steps committed, every inference rank bit-exact at every step"
+    has "sparse fp8 $b: every receiver region sparse" "receiver regions 4.0 sparse, 0.0 dense (0.0 overflowed) a step"
+    python3 - "$tmp/out" <<'PY' && pass "sparse fp8 $b: moved bytes and rescaled tiles sent, staged bytes under a tenth" || fail "sparse fp8 $b: the fp8 tiles"
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'\((\d+) changes a step\), ([\d.]+) MB staged and ([\d.]+) MB dense a step of ([\d.]+) MB;.* (\d+) changes scattered', t)
+f = re.search(r'fp8: (\d+) tiles compared a step: [\d.]+% unchanged, ([\d.]+)% bytes moved under the same scale, '
+              r'([\d.]+)% rescaled \(sent whole\); ([\d.]+)% of ([\d.]+) MB fp8 bytes sent; (\d+) fp8 transfers dense', t)
+assert m and f, t[-2000:]
+sent, staged, dense, total, scat = int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), int(m.group(5))
+assert sent == scat and sent > 0, (sent, scat)
+assert dense == 0 and 0 < staged < total / 10, (staged, dense, total)
+tiles, moved, rescaled, frac, fbytes, gathered = int(f.group(1)), float(f.group(2)), float(f.group(3)), float(f.group(4)), float(f.group(5)), int(f.group(6))
+assert tiles == 768 and moved > 90 and rescaled > 0 and 0 < frac < 3 and fbytes > 0.7 and gathered == 0, f.groups()
+PY
+done
+# row shards: the tiles across shard boundaries gather into an inbox during
+# the push, after the slots: those fp8 transfers stay dense, the rest sparse
+run "sparse fp8: row shards, gathered tiles dense" 0 "$bin" push-demo --sparse --fp8 --steps 3 --backend tcp
+has "sparse fp8 row shards: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
+has_re "sparse fp8 row shards: some tiles sparse, the gathered dense" "fp8: [1-9][0-9]* tiles compared a step: .* [1-9][0-9]* fp8 transfers dense \(quantized from a gather inbox\)"
+has_re "sparse fp8 row shards: the gathered parts written dense" "MB staged and [1-9][0-9.]* MB dense a step"
 run "sparse: a threshold nothing meets goes dense" 0 "$bin" push-demo --sparse --sparse-max 0.001 --steps 3
 has "sparse-max: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
 has "sparse-max: every region dense, none overflowed" "receiver regions 0.0 sparse, 8.0 dense (0.0 overflowed)"
