@@ -183,9 +183,10 @@ expect_rc "verified follow to step 3" 0 timeout 20 "$bin" follow --store S --ver
 expect_rc "the followed file is step 3" 0 "$bin" verify g.safetensors m3.safetensors
 "$bin" pull --store S --step 2 --verify-key k.pub h.safetensors >/dev/null 2>&1
 sums h.safetensors >h.sum
-follow_refused() { # name, store, rule: a follower that keeps refusing, stopped by SIGTERM, exits 6
-    local name=$1 store=$2 rule=$3
-    "$bin" follow --store "$store" --verify-key k.pub --interval 0.1 h.safetensors >"$tmp/out" 2>"$tmp/err" &
+follow_refused() { # name, store, rule, [env]: a follower that keeps refusing, stopped by SIGTERM, exits 6
+    local name=$1 store=$2 rule=$3 key=(--verify-key k.pub) pre=()
+    [ "${4:-}" = env ] && key=() pre=(env WSYNC_VERIFY_KEY=k.pub) # the key from the environment
+    "${pre[@]}" "$bin" follow --store "$store" "${key[@]}" --interval 0.1 h.safetensors >"$tmp/out" 2>"$tmp/err" &
     local pid=$!; bg+=("$pid")
     sleep 1.5
     kill -TERM "$pid"; wait "$pid"; local rc=$?
@@ -197,6 +198,9 @@ follow_refused "follow, bad signature" B "WSYNC_ERR_SIGNATURE"
 follow_refused "follow, another key" O "signed by another key"
 follow_refused "follow, altered delta" X "WSYNC_ERR_DIGEST_MISMATCH"
 follow_refused "follow, another chain" C "another chain"
+follow_refused "follow, unsigned HEAD" U1 "WSYNC_ERR_SIGNATURE.*not signed"
+follow_refused "follow with WSYNC_VERIFY_KEY, an unsigned chain" U2 "not signed" env
+follow_refused "follow with WSYNC_VERIFY_KEY, another key" O "signed by another key" env
 # a forged HEAD (a stale cache, a replica) that gives way to the trainer's
 # signed HEAD, then its next step: followed
 cp -r S F && forge sig F/HEAD
