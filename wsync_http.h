@@ -611,6 +611,23 @@ static int wsync__hjp_lit(wsync__hjp *j, const char *lit)
     return 1;
 }
 
+/* After a value in an array or object: white space, then ',' (taken;
+   returns 1, another value follows) or `end` (taken; returns 0, the last);
+   anything else returns -1 with j->i on it. */
+static int wsync__hjp_next(wsync__hjp *j, unsigned char end)
+{
+    wsync__hjp_ws(j);
+    if (j->i < j->n && j->p[j->i] == ',') {
+        j->i++;
+        return 1;
+    }
+    if (j->i < j->n && j->p[j->i] == end) {
+        j->i++;
+        return 0;
+    }
+    return -1;
+}
+
 #define WSYNC__HJP_BAD(why)                                                                           \
     do {                                                                                             \
         r = wsync_error_set(err, WSYNC_ERR_INVALID_JSON, "directory listing at byte %lu: %s",          \
@@ -646,7 +663,7 @@ WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, ws
     } else {
         for (;;) {
             size_t name_len = 0, slen;
-            int have_name = 0, have_type = 0, have_size = 0, is_dir = 0, is_file = 0;
+            int have_name = 0, have_type = 0, have_size = 0, is_dir = 0, is_file = 0, more;
             uint64_t size = 0;
             wsync__hjp_ws(&j);
             if (j.i >= j.n || j.p[j.i] != '{') WSYNC__HJP_BAD("expected an object");
@@ -698,16 +715,9 @@ WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, ws
                 } else {
                     WSYNC__HJP_BAD("unexpected value (nested values are refused)");
                 }
-                wsync__hjp_ws(&j);
-                if (j.i < j.n && j.p[j.i] == ',') {
-                    j.i++;
-                    continue;
-                }
-                if (j.i < j.n && j.p[j.i] == '}') {
-                    j.i++;
-                    break;
-                }
-                WSYNC__HJP_BAD("expected ',' or '}'");
+                more = wsync__hjp_next(&j, '}');
+                if (more < 0) WSYNC__HJP_BAD("expected ',' or '}'");
+                if (!more) break;
             }
             if (!have_name || !have_type) WSYNC__HJP_BAD("an entry without \"name\" or \"type\"");
             if (name_len == 0 || memchr(name, 0, name_len) || memchr(name, '/', name_len) ||
@@ -715,16 +725,9 @@ WSYNC_DEF wsync_result wsync_http_listing_parse(const void *json, size_t len, ws
                 WSYNC__HJP_BAD("an entry name that is empty, '.', '..' or holds '/' or NUL");
             if (is_file && !have_size) WSYNC__HJP_BAD("a file without \"size\"");
             if ((is_dir || is_file) && fn(user, name, name_len, is_dir, size) != 0) goto done;
-            wsync__hjp_ws(&j);
-            if (j.i < j.n && j.p[j.i] == ',') {
-                j.i++;
-                continue;
-            }
-            if (j.i < j.n && j.p[j.i] == ']') {
-                j.i++;
-                break;
-            }
-            WSYNC__HJP_BAD("expected ',' or ']'");
+            more = wsync__hjp_next(&j, ']');
+            if (more < 0) WSYNC__HJP_BAD("expected ',' or ']'");
+            if (!more) break;
         }
     }
     wsync__hjp_ws(&j);
