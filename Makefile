@@ -137,10 +137,10 @@ endef
 
 # Every test program, one source file (the HTTP, S3 and WebDAV ones link
 # libcurl; their scripts start the servers they run against).
-$(BUILD)/test_%: $$(call test_src,test_$$*) tests/check.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD),$$(call test_src,test_$$*)) | $(BUILD)
+$(BUILD)/test_%: $$(call test_src,test_$$*) tests/check.h tests/small_model.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD),$$(call test_src,test_$$*)) | $(BUILD)
 	@$(call link_test,$(CFLAGS),$(BUILD),$<)
 
-$(BUILD)/san/test_%: $$(call test_src,test_$$*) tests/check.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD)/san,$$(call test_src,test_$$*)) | $(BUILD)/san
+$(BUILD)/san/test_%: $$(call test_src,test_$$*) tests/check.h tests/small_model.h $(HEADERS) $(GEN_HEADER) $$(call impl_deps,$(BUILD)/san,$$(call test_src,test_$$*)) | $(BUILD)/san
 	@$(call link_test,$(SAN),$(BUILD)/san,$<)
 
 # The replay driver runs every fuzz harness's saved inputs with any compiler.

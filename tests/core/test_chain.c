@@ -16,6 +16,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -34,37 +35,21 @@
    The model and its steps
    ====================================================================== */
 
-typedef struct tdef {
-    const char *name;
-    uint32_t rank;
-    uint64_t shape[2];
-    int f32; /* fed to the publisher as F32 */
-} tdef;
-
-#define MAXT 8
-typedef struct model {
-    size_t n;
-    const tdef *t;
-    size_t off[MAXT + 1];
-    size_t nelem[MAXT];
-    size_t total; /* elements */
-} model;
-
 /* Deliberately not in name order: the state digest sorts by name. */
-static const tdef g_small_defs[] = {
+static const sm_def g_small_defs[] = {
     {"model.layers.0.mlp.down_proj.weight", 2, {128, 64}, 0},
     {"lm_head.weight", 2, {96, 128}, 0},
     {"model.embed_tokens.weight", 2, {96, 128}, 0},
     {"model.layers.0.self_attn.q_proj.bias", 1, {128, 0}, 0},
     {"model.norm.weight", 1, {128, 0}, 0},
 };
-static const tdef g_f32_defs[] = {
+static const sm_def g_f32_defs[] = {
     {"model.layers.0.mlp.up_proj.weight", 2, {64, 96}, 1},
     {"model.norm.weight", 1, {96, 0}, 1},
     {"model.embed_tokens.weight", 2, {48, 96}, 0},
 };
 /* The small model plus one tensor: a change of tensors. */
-static const tdef g_grown_defs[] = {
+static const sm_def g_grown_defs[] = {
     {"model.layers.0.mlp.down_proj.weight", 2, {128, 64}, 0},
     {"lm_head.weight", 2, {96, 128}, 0},
     {"model.embed_tokens.weight", 2, {96, 128}, 0},
@@ -73,29 +58,6 @@ static const tdef g_grown_defs[] = {
     {"model.layers.1.mlp.down_proj.weight", 2, {32, 64}, 0},
 };
 
-static model model_make(const tdef *t, size_t n)
-{
-    model m;
-    size_t i;
-    memset(&m, 0, sizeof m);
-    m.n = n;
-    m.t = t;
-    for (i = 0; i < n; i++) {
-        m.off[i] = m.total;
-        m.nelem[i] = (size_t)(t[i].rank == 2 ? t[i].shape[0] * t[i].shape[1] : t[i].shape[0]);
-        m.total += m.nelem[i];
-    }
-    m.off[n] = m.total;
-    return m;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c) { return mix64(a ^ mix64(b ^ mix64(c))); }
 
 static uint32_t f32_bits(float f)
@@ -110,7 +72,7 @@ static uint16_t rne_bf16(uint32_t bits) { return (uint16_t)((bits + 0x7FFFu + ((
 static uint16_t ord16(uint16_t u) { return (u & 0x8000u) ? (uint16_t)~u : (uint16_t)(u | 0x8000u); }
 static uint16_t unord16(uint16_t o) { return (o & 0x8000u) ? (uint16_t)(o & 0x7FFFu) : (uint16_t)~o; }
 
-static void gen_init(const model *m, uint16_t *img)
+static void gen_init(const sm_model *m, uint16_t *img)
 {
     size_t i, j;
     for (i = 0; i < m->n; i++) {
@@ -126,7 +88,7 @@ static void gen_init(const model *m, uint16_t *img)
 
 /* Step `step` of the sequence `variant`: ~1.5% of each tensor's elements
    move, mostly by +-1 in ordered-integer space, 1 in 16 by 2..9. */
-static void gen_advance(const model *m, uint16_t *img, uint64_t variant, uint64_t step)
+static void gen_advance(const sm_model *m, uint16_t *img, uint64_t variant, uint64_t step)
 {
     size_t i, j;
     for (i = 0; i < m->n; i++) {
@@ -146,7 +108,7 @@ static void gen_advance(const model *m, uint16_t *img, uint64_t variant, uint64_
     }
 }
 
-static void gen_image(const model *m, uint64_t variant, uint64_t step, uint16_t *img)
+static void gen_image(const sm_model *m, uint64_t variant, uint64_t step, uint16_t *img)
 {
     uint64_t s;
     gen_init(m, img);
@@ -154,7 +116,7 @@ static void gen_image(const model *m, uint64_t variant, uint64_t step, uint16_t 
 }
 
 /* Images of steps 0..last of variant 0. */
-static uint16_t *gen_refs(const model *m, uint64_t last)
+static uint16_t *gen_refs(const sm_model *m, uint64_t last)
 {
     uint64_t s;
     uint16_t *r = (uint16_t *)malloc((size_t)(last + 1) * m->total * 2);
@@ -171,23 +133,10 @@ static uint16_t *gen_refs(const model *m, uint64_t last)
 }
 #define REF(refs, m, s) ((refs) + (size_t)(s) * (m)->total)
 
-static void tensors_of(const model *m, uint16_t *img, wsync_tensor *t)
-{
-    size_t i;
-    for (i = 0; i < m->n; i++) {
-        t[i].name = m->t[i].name;
-        t[i].dtype = WSYNC_DTYPE_BF16;
-        t[i].rank = m->t[i].rank;
-        t[i].shape = m->t[i].shape;
-        t[i].data = img + m->off[i];
-        t[i].nbytes = (uint64_t)m->nelem[i] * 2;
-    }
-}
-
 /* Publisher input where F32 tensors carry the image's bf16 bits in their
    high half and fixed per-element low bits (so rounding goes both ways and
    ties occur); `expect` gets what must be published (the RNE cast). */
-static void f32_input(const model *m, const uint16_t *img, float *buf, wsync_tensor *t, uint16_t *expect)
+static void f32_input(const sm_model *m, const uint16_t *img, float *buf, wsync_tensor *t, uint16_t *expect)
 {
     size_t i, j;
     for (i = 0; i < m->n; i++) {
@@ -226,8 +175,8 @@ static uint64_t count_diff(const uint16_t *a, const uint16_t *b, size_t n)
    digests of the tensors' bytes, tensors in byte order of their names. */
 static uint64_t my_state(const wsync_tensor *t, size_t n)
 {
-    size_t order[MAXT], i, j;
-    uint8_t buf[8 * MAXT];
+    size_t order[SM_MAXT], i, j;
+    uint8_t buf[8 * SM_MAXT];
     for (i = 0; i < n; i++) order[i] = i;
     for (i = 1; i < n; i++)
         for (j = i; j > 0 && strcmp(t[order[j - 1]].name, t[order[j]].name) > 0; j--) {
@@ -242,10 +191,10 @@ static uint64_t my_state(const wsync_tensor *t, size_t n)
     return wsync_digest(buf, 8 * n);
 }
 
-static uint64_t img_state(const model *m, uint16_t *img)
+static uint64_t img_state(const sm_model *m, uint16_t *img)
 {
-    wsync_tensor t[MAXT];
-    tensors_of(m, img, t);
+    wsync_tensor t[SM_MAXT];
+    sm_tensors(m, img, t);
     return my_state(t, m->n);
 }
 
@@ -511,51 +460,10 @@ static int find_entry(const wsync_chain_info *c, wsync_chain_kind kind, uint64_t
    Subscriber helpers
    ====================================================================== */
 
-typedef struct sub {
-    const model *m;
-    uint16_t *img;
-    wsync_tensor t[MAXT];
-    wsync_subscriber *s;
-} sub;
-
-/* Targets zeroed; `reverse` lists them in the opposite order (matching is
-   by name). */
-static int sub_open(sub *u, const wsync_store *st, const model *m, const wsync_chain_options *opt, int reverse)
-{
-    wsync_error err;
-    wsync_tensor t[MAXT];
-    size_t i;
-    memset(u, 0, sizeof *u);
-    u->m = m;
-    u->img = (uint16_t *)calloc(m->total, 2);
-    tensors_of(m, u->img, t);
-    for (i = 0; i < m->n; i++) u->t[i] = t[reverse ? m->n - 1 - i : i];
-    if (wsync_subscriber_open(st, u->t, m->n, opt, &u->s, &err) != WSYNC_OK) {
-        CHECK_MSG(0, "subscriber_open: %s", err.message);
-        u->s = NULL;
-        return 0;
-    }
-    return 1;
-}
-
-static void sub_close(sub *u)
-{
-    if (u->s) wsync_subscriber_close(u->s);
-    free(u->img);
-    memset(u, 0, sizeof *u);
-}
-
-static void sub_set(sub *u, const uint16_t *img, uint64_t step)
+static void sub_set(sm_sub *u, const uint16_t *img, uint64_t step)
 {
     memcpy(u->img, img, u->m->total * 2);
     wsync_subscriber_set_step(u->s, step);
-}
-
-static uint64_t sub_step(const sub *u)
-{
-    uint64_t s = NO_STEP;
-    if (!wsync_subscriber_step(u->s, &s)) return NO_STEP;
-    return s;
 }
 
 static int is_zero(const uint16_t *p, size_t n)
@@ -573,7 +481,7 @@ static int is_zero(const uint16_t *p, size_t n)
 /* HEAD against the store: every entry well-formed, its object present with
    HEAD's size and digest, its state digest the reference's (when refs). */
 static void check_info_vs_store(const wsync_store *st, const char *prefix, const wsync_chain_info *c,
-                                const model *m, const uint16_t *refs)
+                                const sm_model *m, const uint16_t *refs)
 {
     size_t i;
     char key[256], want[64];
@@ -616,12 +524,12 @@ static int parse_step_key(const char *k, const char *dir, uint64_t *step)
 }
 
 /* One sync of `u` to `to`, checked against the plan and the references. */
-static void sync_expect(sub *u, const wsync_chain_info *c, const int *bad, uint64_t to, const uint16_t *refs,
+static void sync_expect(sm_sub *u, const wsync_chain_info *c, const int *bad, uint64_t to, const uint16_t *refs,
                         const char *what)
 {
     wsync_sync_stats st;
     wsync_error err;
-    uint64_t from = sub_step(u), target = to == WSYNC_STEP_LATEST ? c->head_step : to;
+    uint64_t from = sm_sub_step(u), target = to == WSYNC_STEP_LATEST ? c->head_step : to;
     plan p = plan_path(c, bad, from, target);
     uint16_t *before = (uint16_t *)malloc(u->m->total * 2);
     wsync_result r;
@@ -633,7 +541,7 @@ static void sync_expect(sub *u, const wsync_chain_info *c, const int *bad, uint6
                   (unsigned long long)target, wsync_result_name(r), err.message);
         CHECK_MSG(memcmp(u->img, REF(refs, u->m, target), u->m->total * 2) == 0, "%s: %llu -> %llu not bit-exact",
                   what, (unsigned long long)from, (unsigned long long)target);
-        CHECK_EQ_U64(sub_step(u), target);
+        CHECK_EQ_U64(sm_sub_step(u), target);
         CHECK_EQ_U64(st.step, target);
         CHECK_EQ_U64(st.head_step, c->head_step);
         CHECK_EQ_INT(st.had_step, from != NO_STEP);
@@ -653,7 +561,7 @@ static void sync_expect(sub *u, const wsync_chain_info *c, const int *bad, uint6
         CHECK_MSG(r == WSYNC_ERR_NO_PATH || r == WSYNC_ERR_NOT_FOUND, "%s: %s", what, wsync_result_name(r));
         CHECK_MSG(memcmp(u->img, before, u->m->total * 2) == 0, "%s: a failed sync without a path moved the targets",
                   what);
-        CHECK_EQ_U64(sub_step(u), from);
+        CHECK_EQ_U64(sm_sub_step(u), from);
     }
     free(before);
 }
@@ -676,8 +584,8 @@ typedef struct chain_case {
 
 static void run_chain(const chain_case *cc)
 {
-    model m = cc->f32 ? model_make(g_f32_defs, sizeof g_f32_defs / sizeof g_f32_defs[0])
-                      : model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+    sm_model m = cc->f32 ? sm_model_make(g_f32_defs, sizeof g_f32_defs / sizeof g_f32_defs[0])
+                      : sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
     uint32_t K = cc->k ? cc->k : 20, R = cc->retain ? cc->retain : 2 * K;
     uint16_t *inrefs = gen_refs(&m, cc->last);
     uint16_t *refs = cc->f32 ? (uint16_t *)calloc((size_t)(cc->last + 1) * m.total, 2) : inrefs;
@@ -687,7 +595,7 @@ static void run_chain(const chain_case *cc)
     wsync_publisher *pub = NULL;
     wsync_error err;
     wsync_chain_info info;
-    sub fol, u;
+    sm_sub fol, u;
     uint64_t s, last_anchor = 0, written = 0, deleted = 0, head = 0;
     char name[200], key[256];
     size_t i;
@@ -701,21 +609,21 @@ static void run_chain(const chain_case *cc)
 #define NAME(what) (snprintf(name, sizeof name, "%s: %s", cc->label, what), name)
     TEST_BEGIN(NAME("an empty store has no chain"));
     CHECK_EQ_INT(wsync_chain_read(cc->st, &o, &info, &err), WSYNC_ERR_NOT_FOUND);
-    if (sub_open(&u, cc->st, &m, &so, 0)) {
+    if (sm_sub_open(&u, cc->st, &m, &so, 0)) {
         wsync_sync_stats ss;
         CHECK(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err) != WSYNC_OK);
         CHECK(is_zero(u.img, m.total));
-        CHECK_EQ_U64(sub_step(&u), NO_STEP);
+        CHECK_EQ_U64(sm_sub_step(&u), NO_STEP);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN(NAME("publish every step; a follower takes one delta per step, bit-exact"));
     CHECK_EQ_INT(wsync_publisher_open(cc->st, &o, &pub, &err), WSYNC_OK);
     CHECK(!wsync_publisher_head(pub, &head));
-    sub_open(&fol, cc->st, &m, &so, 1);
+    sm_sub_open(&fol, cc->st, &m, &so, 1);
     for (s = 0; s <= cc->last && pub && ok_pub; s++) {
-        wsync_tensor t[MAXT];
+        wsync_tensor t[SM_MAXT];
         wsync_publish_stats ps;
         wsync_sync_stats ss;
         int expect_anchor = s == 0 || s - last_anchor >= K;
@@ -731,7 +639,7 @@ static void run_chain(const chain_case *cc)
                     free(chk);
                 }
         } else {
-            tensors_of(&m, REF(refs, &m, s), t);
+            sm_tensors(&m, REF(refs, &m, s), t);
         }
         memset(&ps, 0, sizeof ps);
         if (wsync_publish(pub, s, t, m.n, &ps, &err) != WSYNC_OK) {
@@ -792,7 +700,7 @@ static void run_chain(const chain_case *cc)
             kl_free(&l);
         }
     }
-    sub_close(&fol);
+    sm_sub_close(&fol);
     TEST_END();
 
     TEST_BEGIN(NAME("HEAD: fields, every object present with its size and digests, no orphans"));
@@ -839,8 +747,8 @@ static void run_chain(const chain_case *cc)
         kl_free(&ld);
         {
             uint64_t sd = 0;
-            wsync_tensor t[MAXT];
-            tensors_of(&m, REF(refs, &m, cc->last), t);
+            wsync_tensor t[SM_MAXT];
+            sm_tensors(&m, REF(refs, &m, cc->last), t);
             CHECK_EQ_INT(wsync_state_digest(t, m.n, 0, &sd, &err), WSYNC_OK);
             CHECK_EQ_U64(sd, info.head_state);
             CHECK_EQ_INT(wsync_state_digest(t, m.n, 2, &sd, &err), WSYNC_OK);
@@ -852,15 +760,15 @@ static void run_chain(const chain_case *cc)
     if (info.n_entries == 0) goto done;
 
     TEST_BEGIN(NAME("from nothing to the latest step: the newest anchor and its deltas"));
-    if (sub_open(&u, cc->st, &m, &so, 0)) {
+    if (sm_sub_open(&u, cc->st, &m, &so, 0)) {
         sync_expect(&u, &info, NULL, WSYNC_STEP_LATEST, refs, "from nothing");
         sync_expect(&u, &info, NULL, WSYNC_STEP_LATEST, refs, "again (nothing to do)");
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN(NAME("from every retained step (and older ones) to the latest, bit-exact"));
-    if (sub_open(&u, cc->st, &m, &so, 0)) {
+    if (sm_sub_open(&u, cc->st, &m, &so, 0)) {
         uint64_t lo = cc->last > R + K ? cc->last - R - K : 0;
         for (s = 0; s <= cc->last; s++) {
             if (s < lo && s % 10 != 3 && s != 0) continue;
@@ -878,7 +786,7 @@ static void run_chain(const chain_case *cc)
             }
         }
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN(NAME("to specific steps, from nothing and from earlier steps"));
@@ -886,7 +794,7 @@ static void run_chain(const chain_case *cc)
         uint64_t lo = cc->last > R + K ? cc->last - R - K : 0, t2;
         for (t2 = lo; t2 <= cc->last; t2++) {
             if (!cc->full && t2 % 3 != 0 && t2 != cc->last) continue;
-            if (sub_open(&u, cc->st, &m, &so, t2 & 1)) {
+            if (sm_sub_open(&u, cc->st, &m, &so, t2 & 1)) {
                 sync_expect(&u, &info, NULL, t2, refs, "nothing -> step");
                 if (t2 >= 3) {
                     sub_set(&u, REF(refs, &m, t2 - 3), t2 - 3);
@@ -897,20 +805,20 @@ static void run_chain(const chain_case *cc)
                     sync_expect(&u, &info, NULL, t2 + 2, refs, "step -> step+2");
                 }
             }
-            sub_close(&u);
+            sm_sub_close(&u);
         }
     }
     TEST_END();
 
     TEST_BEGIN(NAME("a step past HEAD is refused, the targets untouched"));
-    if (sub_open(&u, cc->st, &m, &so, 0)) {
+    if (sm_sub_open(&u, cc->st, &m, &so, 0)) {
         wsync_sync_stats ss;
         sub_set(&u, REF(refs, &m, cc->last - 1), cc->last - 1);
         CHECK(wsync_subscriber_sync(u.s, cc->last + 5, &ss, &err) != WSYNC_OK);
         CHECK(memcmp(u.img, REF(refs, &m, cc->last - 1), m.total * 2) == 0);
-        CHECK_EQ_U64(sub_step(&u), cc->last - 1);
+        CHECK_EQ_U64(sm_sub_step(&u), cc->last - 1);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
 done:
@@ -996,7 +904,7 @@ static void test_chains(void)
    targets equal the input. */
 static void test_keep_f32(void)
 {
-    model m = model_make(g_f32_defs, sizeof g_f32_defs / sizeof g_f32_defs[0]);
+    sm_model m = sm_model_make(g_f32_defs, sizeof g_f32_defs / sizeof g_f32_defs[0]);
     uint16_t *refs = gen_refs(&m, 6), *exp = (uint16_t *)malloc(m.total * 2);
     float *in = (float *)malloc(m.total * 4), *out = (float *)calloc(m.total, 4);
     wsync_store mem;
@@ -1004,7 +912,7 @@ static void test_keep_f32(void)
     wsync_chain_options o = chain_opts(NULL, WSYNC_ENCODING_PACKED, 4, 0);
     wsync_publisher *pub = NULL;
     wsync_subscriber *su = NULL;
-    wsync_tensor t[MAXT], tt[MAXT];
+    wsync_tensor t[SM_MAXT], tt[SM_MAXT];
     uint64_t s;
     size_t i;
     o.flags = WSYNC_CHAIN_KEEP_F32;
@@ -1049,25 +957,25 @@ static void test_keep_f32(void)
 
 static void test_continuity(void)
 {
-    model m = model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+    sm_model m = sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
     uint16_t *refs = gen_refs(&m, 40);
     wsync_store mem;
     wsync_error err;
     wsync_chain_options o = chain_opts(NULL, WSYNC_ENCODING_PACKED, 7, 0);
     wsync_publisher *pub = NULL;
-    wsync_tensor t[MAXT];
+    wsync_tensor t[SM_MAXT];
     wsync_publish_stats ps;
     wsync_chain_info info;
-    sub fol, u;
+    sm_sub fol, u;
     uint64_t s, head = 0;
     memset(&info, 0, sizeof info);
     if (wsync_store_mem_open(NULL, &mem, &err) != WSYNC_OK) return;
 
     TEST_BEGIN("continuity: a reopened publisher continues with a delta, not an anchor");
     CHECK_EQ_INT(wsync_publisher_open(&mem, &o, &pub, &err), WSYNC_OK);
-    sub_open(&fol, &mem, &m, &o, 0);
+    sm_sub_open(&fol, &mem, &m, &o, 0);
     for (s = 0; s <= 17 && pub; s++) {
-        tensors_of(&m, REF(refs, &m, s), t);
+        sm_tensors(&m, REF(refs, &m, s), t);
         CHECK_EQ_INT(wsync_publish(pub, s, t, m.n, &ps, &err), WSYNC_OK);
     }
     if (pub) wsync_publisher_close(pub);
@@ -1075,13 +983,13 @@ static void test_continuity(void)
     if (fol.s) {
         wsync_sync_stats ss;
         CHECK_EQ_INT(wsync_subscriber_sync(fol.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
-        CHECK_EQ_U64(sub_step(&fol), 17);
+        CHECK_EQ_U64(sm_sub_step(&fol), 17);
     }
     CHECK_EQ_INT(wsync_publisher_open(&mem, &o, &pub, &err), WSYNC_OK);
     CHECK(pub && wsync_publisher_head(pub, &head) && head == 17);
     for (s = 18; s <= 30 && pub; s++) {
         wsync_sync_stats ss;
-        tensors_of(&m, REF(refs, &m, s), t);
+        sm_tensors(&m, REF(refs, &m, s), t);
         memset(&ps, 0, sizeof ps);
         CHECK_EQ_INT(wsync_publish(pub, s, t, m.n, &ps, &err), WSYNC_OK);
         if (s == 18) {
@@ -1105,8 +1013,8 @@ static void test_continuity(void)
         CHECK_EQ_U64(info.head_step, 30);
         check_info_vs_store(&mem, NULL, &info, &m, refs);
         for (t2 = 0; t2 <= 30; t2++) {
-            if (sub_open(&u, &mem, &m, &o, 0)) sync_expect(&u, &info, NULL, t2, refs, "replay");
-            sub_close(&u);
+            if (sm_sub_open(&u, &mem, &m, &o, 0)) sync_expect(&u, &info, NULL, t2, refs, "replay");
+            sm_sub_close(&u);
         }
     } else CHECK_MSG(0, "chain_read: %s", err.message);
     wsync_chain_info_free(&info);
@@ -1115,7 +1023,7 @@ static void test_continuity(void)
     TEST_BEGIN("continuity: a step not above HEAD is refused and the store is untouched");
     {
         snapshot sn = snap_take(&mem);
-        tensors_of(&m, REF(refs, &m, 31), t);
+        sm_tensors(&m, REF(refs, &m, 31), t);
         CHECK(pub && wsync_publish(pub, 30, t, m.n, &ps, &err) != WSYNC_OK);
         CHECK(pub && wsync_publish(pub, 29, t, m.n, &ps, &err) != WSYNC_OK);
         CHECK(pub && wsync_publish(pub, 0, t, m.n, &ps, &err) != WSYNC_OK);
@@ -1135,7 +1043,7 @@ static void test_continuity(void)
     TEST_END();
 
     TEST_BEGIN("continuity: steps may skip; the delta's base is the previous published step");
-    tensors_of(&m, REF(refs, &m, 34), t);
+    sm_tensors(&m, REF(refs, &m, 34), t);
     CHECK(pub && wsync_publish(pub, 34, t, m.n, &ps, &err) == WSYNC_OK);
     CHECK(ps.wrote_delta && ps.base_step == 31);
     CHECK_EQ_U64(ps.changed, count_diff(REF(refs, &m, 31), REF(refs, &m, 34), m.total));
@@ -1146,12 +1054,12 @@ static void test_continuity(void)
         CHECK(ss.deltas == 2 && ss.anchors == 0); /* 31, 34 */
     }
     /* a step that was never published is not reachable */
-    if (sub_open(&u, &mem, &m, &o, 0)) {
+    if (sm_sub_open(&u, &mem, &m, &o, 0)) {
         wsync_sync_stats ss;
         CHECK(wsync_subscriber_sync(u.s, 33, &ss, &err) != WSYNC_OK);
         CHECK(is_zero(u.img, m.total));
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN("continuity: a reopened publisher that cannot rebuild (delta corrupt) writes an anchor");
@@ -1169,16 +1077,16 @@ static void test_continuity(void)
         free(b);
     }
     CHECK_EQ_INT(wsync_publisher_open(&mem, &o, &pub, &err), WSYNC_OK);
-    tensors_of(&m, REF(refs, &m, 35), t);
+    sm_tensors(&m, REF(refs, &m, 35), t);
     memset(&ps, 0, sizeof ps);
     CHECK(pub && wsync_publish(pub, 35, t, m.n, &ps, &err) == WSYNC_OK);
     CHECK_MSG(ps.wrote_anchor, "wrote_anchor %d wrote_delta %d", ps.wrote_anchor, ps.wrote_delta);
-    if (sub_open(&u, &mem, &m, &o, 0)) {
+    if (sm_sub_open(&u, &mem, &m, &o, 0)) {
         wsync_sync_stats ss;
         CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
         CHECK(memcmp(u.img, REF(refs, &m, 35), m.total * 2) == 0);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     if (fol.s) { /* at 34, good weights: it reaches 35 (through the anchor) */
         wsync_sync_stats ss;
         CHECK_EQ_INT(wsync_subscriber_sync(fol.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
@@ -1188,20 +1096,20 @@ static void test_continuity(void)
 
     TEST_BEGIN("continuity: a change of tensors forces an anchor");
     {
-        model g = model_make(g_grown_defs, sizeof g_grown_defs / sizeof g_grown_defs[0]);
+        sm_model g = sm_model_make(g_grown_defs, sizeof g_grown_defs / sizeof g_grown_defs[0]);
         uint16_t *img = (uint16_t *)malloc(g.total * 2);
         gen_image(&g, 0, 36, img);
-        tensors_of(&g, img, t);
+        sm_tensors(&g, img, t);
         memset(&ps, 0, sizeof ps);
         CHECK(pub && wsync_publish(pub, 36, t, g.n, &ps, &err) == WSYNC_OK);
         CHECK(ps.wrote_anchor && !ps.wrote_delta);
-        if (sub_open(&u, &mem, &g, &o, 1)) {
+        if (sm_sub_open(&u, &mem, &g, &o, 1)) {
             wsync_sync_stats ss;
             CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
             CHECK(memcmp(u.img, img, g.total * 2) == 0);
             CHECK(ss.anchors == 1 && ss.deltas == 0);
         }
-        sub_close(&u);
+        sm_sub_close(&u);
         /* and the next step is a delta again */
         gen_advance(&g, img, 0, 37);
         CHECK(pub && wsync_publish(pub, 37, t, g.n, &ps, &err) == WSYNC_OK);
@@ -1210,7 +1118,7 @@ static void test_continuity(void)
     }
     TEST_END();
 
-    sub_close(&fol);
+    sm_sub_close(&fol);
     if (pub) wsync_publisher_close(pub);
     wsync_store_close(&mem);
     free(refs);
@@ -1278,7 +1186,7 @@ typedef struct corr_env {
     wsync_store *st;
     const char *prefix;
     const char *dir_root; /* directory store: its root, for in-place edits */
-    model m;
+    sm_model m;
     uint16_t *refs;
     wsync_chain_options o;
     wsync_chain_info info;
@@ -1292,17 +1200,17 @@ static int restore(corr_env *e, const char *key, const uint8_t *orig, uint64_t s
 /* Sync `u` to `to` where `bad` marks corrupted entries: success along a
    route around them, or failure at a published step (bit-exact), never a
    mixture; the error names `bad_key`. */
-static void expect_route(corr_env *e, sub *u, const int *bad, uint64_t to, const char *bad_key, const char *what)
+static void expect_route(corr_env *e, sm_sub *u, const int *bad, uint64_t to, const char *bad_key, const char *what)
 {
     wsync_sync_stats ss;
     wsync_error err;
-    uint64_t from = sub_step(u), at;
+    uint64_t from = sm_sub_step(u), at;
     plan p = plan_path(&e->info, bad, from, to), clean = plan_path(&e->info, NULL, from, to);
     wsync_result r;
     memset(&ss, 0, sizeof ss);
     memset(&err, 0, sizeof err);
     r = wsync_subscriber_sync(u->s, to, &ss, &err);
-    at = sub_step(u);
+    at = sm_sub_step(u);
     if (p.ok) {
         CHECK_MSG(r == WSYNC_OK, "%s: a route around exists: %s: %s", what, wsync_result_name(r), err.message);
         CHECK_EQ_U64(at, to);
@@ -1335,7 +1243,7 @@ static void corruption_suite(corr_env *e, int with_inplace)
     uint64_t dsize = 0, asize = 0, hsize = 0;
     uint8_t *dorig, *aorig, *horig;
     int kind, di, ai;
-    sub u;
+    sm_sub u;
     const uint64_t D = 41, A = 49, T = 45;
     int kinds_n = with_inplace ? 10 : N_CORRUPT;
 
@@ -1360,33 +1268,33 @@ static void corruption_suite(corr_env *e, int with_inplace)
         bad[di] = 1;
         snprintf(what, sizeof what, "delta %llu, %s", (unsigned long long)D, corrupt_name(kind));
         CHECK(corrupt(e->st, e->dir_root, dkey(key, sizeof key, e->prefix, D), dorig, dsize, kind));
-        if (sub_open(&u, e->st, &e->m, &e->o, kind & 1)) {
+        if (sm_sub_open(&u, e->st, &e->m, &e->o, kind & 1)) {
             /* 40 -> 45: anchor 42 + deltas 43..45 */
             sub_set(&u, REF(e->refs, &e->m, 40), 40);
             expect_route(e, &u, bad, T, bad_key, what);
-            CHECK_EQ_U64(sub_step(&u), T);
+            CHECK_EQ_U64(sm_sub_step(&u), T);
             /* 40 -> 41: no route; stays at 40 */
             sub_set(&u, REF(e->refs, &e->m, 40), 40);
             expect_route(e, &u, bad, D, bad_key, what);
-            CHECK_EQ_U64(sub_step(&u), 40);
+            CHECK_EQ_U64(sm_sub_step(&u), 40);
             CHECK(memcmp(u.img, REF(e->refs, &e->m, 40), e->m.total * 2) == 0);
         }
-        sub_close(&u);
-        if (sub_open(&u, e->st, &e->m, &e->o, 0)) /* nothing -> 41: anchor 35, deltas 36..41 */
+        sm_sub_close(&u);
+        if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) /* nothing -> 41: anchor 35, deltas 36..41 */
             expect_route(e, &u, bad, D, bad_key, what);
-        sub_close(&u);
+        sm_sub_close(&u);
         CHECK(restore(e, dkey(key, sizeof key, e->prefix, D), dorig, dsize));
     }
     {
         /* the error's text, once, for the record */
         wsync_sync_stats ss;
         CHECK(corrupt(e->st, e->dir_root, dkey(key, sizeof key, e->prefix, D), dorig, dsize, 2));
-        if (sub_open(&u, e->st, &e->m, &e->o, 0)) {
+        if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) {
             sub_set(&u, REF(e->refs, &e->m, 40), 40);
             CHECK(wsync_subscriber_sync(u.s, D, &ss, &err) != WSYNC_OK);
             if (VERBOSE) printf("  note: %s: %s\n", wsync_result_name(err.code), err.message);
         }
-        sub_close(&u);
+        sm_sub_close(&u);
         CHECK(restore(e, dkey(key, sizeof key, e->prefix, D), dorig, dsize));
     }
     TEST_END();
@@ -1401,15 +1309,16 @@ static void corruption_suite(corr_env *e, int with_inplace)
             memset(bad, 0, sizeof bad);
             bad[d44] = 1;
             CHECK(corrupt(e->st, e->dir_root, key, o44, size44, 2));
-            if (sub_open(&u, e->st, &e->m, &e->o, 0)) expect_route(e, &u, bad, T, "deltas/step_000044", "nothing -> 45");
-            sub_close(&u);
-            if (sub_open(&u, e->st, &e->m, &e->o, 0)) {
+            if (sm_sub_open(&u, e->st, &e->m, &e->o, 0))
+                expect_route(e, &u, bad, T, "deltas/step_000044", "nothing -> 45");
+            sm_sub_close(&u);
+            if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) {
                 sub_set(&u, REF(e->refs, &e->m, 42), 42);
                 expect_route(e, &u, bad, T, "deltas/step_000044", "42 -> 45");
                 if (VERBOSE) printf("  note: 42 -> 45 with delta 44 bad stopped at %llu\n",
-                                    (unsigned long long)sub_step(&u));
+                                    (unsigned long long)sm_sub_step(&u));
             }
-            sub_close(&u);
+            sm_sub_close(&u);
             CHECK(restore(e, dkey(key, sizeof key, e->prefix, 44), o44, size44));
         }
         free(o44);
@@ -1424,13 +1333,13 @@ static void corruption_suite(corr_env *e, int with_inplace)
         bad[ai] = 1;
         snprintf(what, sizeof what, "anchor %llu, %s", (unsigned long long)A, corrupt_name(kind));
         CHECK(corrupt(e->st, e->dir_root, akey(key, sizeof key, e->prefix, A), aorig, asize, kind));
-        if (sub_open(&u, e->st, &e->m, &e->o, 0)) {
+        if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) {
             expect_route(e, &u, bad, e->info.head_step, bad_key, what);
             CHECK_MSG(plan_path(&e->info, bad, NO_STEP, e->info.head_step).ok, "%s", "test setup: no route around");
         }
-        sub_close(&u);
-        if (sub_open(&u, e->st, &e->m, &e->o, 0)) expect_route(e, &u, bad, A, bad_key, what);
-        sub_close(&u);
+        sm_sub_close(&u);
+        if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) expect_route(e, &u, bad, A, bad_key, what);
+        sm_sub_close(&u);
         CHECK(restore(e, akey(key, sizeof key, e->prefix, A), aorig, asize));
     }
     TEST_END();
@@ -1450,14 +1359,14 @@ static void corruption_suite(corr_env *e, int with_inplace)
                 bad[i] = 1;
                 na++;
             }
-        if (sub_open(&u, e->st, &e->m, &e->o, 0)) expect_route(e, &u, bad, e->info.head_step,
+        if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) expect_route(e, &u, bad, e->info.head_step,
                                                             "anchors/step_", "nothing, all anchors bad");
-        sub_close(&u);
-        if (sub_open(&u, e->st, &e->m, &e->o, 0)) {
+        sm_sub_close(&u);
+        if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) {
             sub_set(&u, REF(e->refs, &e->m, 43), 43);
             expect_route(e, &u, bad, e->info.head_step, "anchors/step_", "43 -> head, all anchors bad");
         }
-        sub_close(&u);
+        sm_sub_close(&u);
         /* two newest anchors bad: through the third */
         for (i = 0; i < na; i++) CHECK(restore(e, akey(key, sizeof key, e->prefix, steps[i]), origs[i], sizes[i]));
         memset(bad, 0, sizeof bad);
@@ -1468,9 +1377,9 @@ static void corruption_suite(corr_env *e, int with_inplace)
                           sizes[na - 1], 6));
             CHECK(corrupt(e->st, e->dir_root, akey(key, sizeof key, e->prefix, steps[na - 2]), origs[na - 2],
                           sizes[na - 2], 1));
-            if (sub_open(&u, e->st, &e->m, &e->o, 0))
+            if (sm_sub_open(&u, e->st, &e->m, &e->o, 0))
                 expect_route(e, &u, bad, e->info.head_step, "anchors/step_", "two newest anchors bad");
-            sub_close(&u);
+            sm_sub_close(&u);
             CHECK(restore(e, akey(key, sizeof key, e->prefix, steps[na - 1]), origs[na - 1], sizes[na - 1]));
             CHECK(restore(e, akey(key, sizeof key, e->prefix, steps[na - 2]), origs[na - 2], sizes[na - 2]));
         }
@@ -1505,21 +1414,21 @@ static void corruption_suite(corr_env *e, int with_inplace)
             CHECK_MSG(wsync_chain_read(e->st, &e->o, &ci, &err) == WSYNC_ERR_BAD_HEAD, "%s: %s", what,
                       wsync_result_name(err.code));
             wsync_chain_info_free(&ci);
-            if (sub_open(&u, e->st, &e->m, &e->o, 1)) {
+            if (sm_sub_open(&u, e->st, &e->m, &e->o, 1)) {
                 sub_set(&u, REF(e->refs, &e->m, 40), 40);
                 CHECK_MSG(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err) == WSYNC_ERR_BAD_HEAD, "%s: %s",
                           what, wsync_result_name(err.code));
-                CHECK(sub_step(&u) == 40 && memcmp(u.img, REF(e->refs, &e->m, 40), e->m.total * 2) == 0);
+                CHECK(sm_sub_step(&u) == 40 && memcmp(u.img, REF(e->refs, &e->m, 40), e->m.total * 2) == 0);
                 CHECK_MSG(wsync_subscriber_sync(u.s, 44, &ss, &err) == WSYNC_ERR_BAD_HEAD, "%s: to 44: %s", what,
                           wsync_result_name(err.code));
-                CHECK(sub_step(&u) == 40 && memcmp(u.img, REF(e->refs, &e->m, 40), e->m.total * 2) == 0);
+                CHECK(sm_sub_step(&u) == 40 && memcmp(u.img, REF(e->refs, &e->m, 40), e->m.total * 2) == 0);
             }
-            sub_close(&u);
-            if (sub_open(&u, e->st, &e->m, &e->o, 0)) {
+            sm_sub_close(&u);
+            if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) {
                 CHECK_MSG(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err) == WSYNC_ERR_BAD_HEAD, "%s", what);
-                CHECK(sub_step(&u) == NO_STEP && is_zero(u.img, e->m.total));
+                CHECK(sm_sub_step(&u) == NO_STEP && is_zero(u.img, e->m.total));
             }
-            sub_close(&u);
+            sm_sub_close(&u);
             CHECK(restore(e, pkey(key, sizeof key, e->prefix, "HEAD"), horig, hsize));
         }
     }
@@ -1537,14 +1446,14 @@ static void corruption_suite(corr_env *e, int with_inplace)
         for (v = 0; v < 2; v++) {
             wsync_publisher *p = NULL;
             wsync_publish_stats ps;
-            wsync_tensor t[MAXT];
+            wsync_tensor t[SM_MAXT];
             snapshot sn = snap_take(e->st), bad;
             wsync_chain_info ci;
             wsync_chain_options no = e->o;
             memcpy(img, REF(e->refs, &e->m, h), e->m.total * 2);
             gen_advance(&e->m, img, 77, h + 1);
             CHECK(corrupt(e->st, e->dir_root, pkey(key, sizeof key, e->prefix, "HEAD"), horig, hsize, variants[v]));
-            tensors_of(&e->m, img, t);
+            sm_tensors(&e->m, img, t);
             memset(&ps, 0, sizeof ps);
             bad = snap_take(e->st);
             CHECK_EQ_INT(wsync_publisher_open(e->st, &e->o, &p, &err), WSYNC_ERR_BAD_HEAD);
@@ -1558,13 +1467,13 @@ static void corruption_suite(corr_env *e, int with_inplace)
                     CHECK_EQ_INT(wsync_chain_read(e->st, &e->o, &ci, &err), WSYNC_OK);
                     CHECK_EQ_U64(ci.head_step, h + 1);
                     wsync_chain_info_free(&ci);
-                    if (sub_open(&u, e->st, &e->m, &e->o, 0)) {
+                    if (sm_sub_open(&u, e->st, &e->m, &e->o, 0)) {
                         wsync_sync_stats ss;
                         sub_set(&u, REF(e->refs, &e->m, 40), 40);
                         CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
-                        CHECK(sub_step(&u) == h + 1 && memcmp(u.img, img, e->m.total * 2) == 0);
+                        CHECK(sm_sub_step(&u) == h + 1 && memcmp(u.img, img, e->m.total * 2) == 0);
                     }
-                    sub_close(&u);
+                    sm_sub_close(&u);
                     if (VERBOSE && v == 0) printf("  note: a new chain over a bad HEAD wrote anchor %llu\n",
                                                   (unsigned long long)(h + 1));
                 } else CHECK_MSG(0, "new chain: publish %llu: %s", (unsigned long long)(h + 1), err.message);
@@ -1580,8 +1489,9 @@ static void corruption_suite(corr_env *e, int with_inplace)
     TEST_END();
 
     TEST_BEGIN(NAME("after repairs everything syncs again"));
-    if (sub_open(&u, e->st, &e->m, &e->o, 0)) sync_expect(&u, &e->info, NULL, WSYNC_STEP_LATEST, e->refs, "repaired");
-    sub_close(&u);
+    if (sm_sub_open(&u, e->st, &e->m, &e->o, 0))
+        sync_expect(&u, &e->info, NULL, WSYNC_STEP_LATEST, e->refs, "repaired");
+    sm_sub_close(&u);
     TEST_END();
 out:
     free(dorig);
@@ -1595,14 +1505,14 @@ static void corr_build(corr_env *e, uint64_t last)
     wsync_publisher *p = NULL;
     wsync_error err;
     uint64_t s;
-    e->m = model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+    e->m = sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
     e->refs = gen_refs(&e->m, last);
     memset(&e->info, 0, sizeof e->info);
     if (wsync_publisher_open(e->st, &e->o, &p, &err) != WSYNC_OK) return;
     for (s = 0; s <= last; s++) {
-        wsync_tensor t[MAXT];
+        wsync_tensor t[SM_MAXT];
         wsync_publish_stats ps;
-        tensors_of(&e->m, REF(e->refs, &e->m, s), t);
+        sm_tensors(&e->m, REF(e->refs, &e->m, s), t);
         if (wsync_publish(p, s, t, e->m.n, &ps, &err) != WSYNC_OK) break;
     }
     wsync_publisher_close(p);
@@ -2035,7 +1945,7 @@ static void test_corruption(void)
 
 static void test_mid_path(wsync_encoding enc)
 {
-    model m = model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+    sm_model m = sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
     uint16_t *refs = gen_refs(&m, 12);
     wsync_store mem;
     wsync_error err;
@@ -2044,7 +1954,7 @@ static void test_mid_path(wsync_encoding enc)
     uint64_t s, size = 0, at;
     uint8_t *orig;
     char key[128], name[160];
-    sub u;
+    sm_sub u;
     const uint64_t k = 3;
     snprintf(name, sizeof name, "mid-path (%s): delta k+3 of k..k+5 corrupt, no anchor: a published step, bit-exact",
              wsync_encoding_name(enc));
@@ -2052,9 +1962,9 @@ static void test_mid_path(wsync_encoding enc)
     CHECK_EQ_INT(wsync_store_mem_open(NULL, &mem, &err), WSYNC_OK);
     CHECK_EQ_INT(wsync_publisher_open(&mem, &o, &p, &err), WSYNC_OK);
     for (s = 0; s <= 12 && p; s++) {
-        wsync_tensor t[MAXT];
+        wsync_tensor t[SM_MAXT];
         wsync_publish_stats ps;
-        tensors_of(&m, REF(refs, &m, s), t);
+        sm_tensors(&m, REF(refs, &m, s), t);
         CHECK_EQ_INT(wsync_publish(p, s, t, m.n, &ps, &err), WSYNC_OK);
         CHECK_EQ_INT(ps.wrote_anchor, s == 0);
     }
@@ -2069,11 +1979,11 @@ static void test_mid_path(wsync_encoding enc)
         b[size - 3] ^= 0x08;
         obj_put(&mem, key, b, (size_t)size);
         free(b);
-        if (sub_open(&u, &mem, &m, &o, 0)) {
+        if (sm_sub_open(&u, &mem, &m, &o, 0)) {
             sub_set(&u, REF(refs, &m, k), k);
             memset(&err, 0, sizeof err);
             r = wsync_subscriber_sync(u.s, k + 5, &ss, &err);
-            at = sub_step(&u);
+            at = sm_sub_step(&u);
             CHECK(r != WSYNC_OK);
             CHECK_MSG(strstr(err.message, "deltas/step_000006") != NULL, "message: \"%s\"", err.message);
             CHECK_MSG(at >= k && at <= k + 2, "at %llu", (unsigned long long)at);
@@ -2088,7 +1998,7 @@ static void test_mid_path(wsync_encoding enc)
             CHECK_EQ_INT(ss.deltas, k + 5 - at);
             CHECK_EQ_INT(ss.anchors, 0);
         }
-        sub_close(&u);
+        sm_sub_close(&u);
     }
     free(orig);
     TEST_END();
@@ -2096,7 +2006,7 @@ static void test_mid_path(wsync_encoding enc)
     snprintf(name, sizeof name, "wrong base vouched for (%s): packed recovers through the anchor",
              wsync_encoding_name(enc));
     TEST_BEGIN(name);
-    if (sub_open(&u, &mem, &m, &o, 0)) {
+    if (sm_sub_open(&u, &mem, &m, &o, 0)) {
         wsync_sync_stats ss;
         wsync_result r;
         /* holds step 3, claims 4 */
@@ -2113,12 +2023,12 @@ static void test_mid_path(wsync_encoding enc)
         if (VERBOSE) printf("  note: %s, claims 4 holding 3: %s (%s)\n", wsync_encoding_name(enc), wsync_result_name(r),
                             r == WSYNC_OK ? ss.path : err.message);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     {
         /* with VERIFY_STATE, trl too must notice (its deltas carry no digests) */
         wsync_chain_options vo = o;
         vo.flags = WSYNC_CHAIN_VERIFY_STATE;
-        if (sub_open(&u, &mem, &m, &vo, 0)) {
+        if (sm_sub_open(&u, &mem, &m, &vo, 0)) {
             wsync_sync_stats ss;
             wsync_result r;
             sub_set(&u, REF(refs, &m, 3), 4);
@@ -2127,9 +2037,9 @@ static void test_mid_path(wsync_encoding enc)
                       "VERIFY_STATE: a wrong result passed as step 8 (%s)", ss.path);
             if (VERBOSE) printf("  note: %s + VERIFY_STATE, claims 4 holding 3: %s (%s), now at %llu\n",
                                 wsync_encoding_name(enc), wsync_result_name(r), r == WSYNC_OK ? ss.path : err.message,
-                                (unsigned long long)sub_step(&u));
+                                (unsigned long long)sm_sub_step(&u));
         }
-        sub_close(&u);
+        sm_sub_close(&u);
     }
     TEST_END();
     wsync_store_close(&mem);
@@ -2157,9 +2067,9 @@ static int put_sink(void *user, const void *bytes, size_t len)
     return 0;
 }
 
-static void trl_put_anchor(wsync_store *st, const model *m, uint16_t *img, uint64_t step, int with_meta)
+static void trl_put_anchor(wsync_store *st, const sm_model *m, uint16_t *img, uint64_t step, int with_meta)
 {
-    wsync_st_tensor_desc d[MAXT];
+    wsync_st_tensor_desc d[SM_MAXT];
     wsync_buffer b = {NULL, 0, 0};
     wsync_error err;
     wsync_st_kv meta;
@@ -2185,10 +2095,10 @@ static void trl_put_anchor(wsync_store *st, const model *m, uint16_t *img, uint6
     free(b.bytes);
 }
 
-static void trl_put_delta(wsync_store *st, const model *m, uint16_t *base, uint16_t *next, uint64_t step,
+static void trl_put_delta(wsync_store *st, const sm_model *m, uint16_t *base, uint16_t *next, uint64_t step,
                           wsync_encoding enc)
 {
-    wsync_tensor tb[MAXT], tn[MAXT];
+    wsync_tensor tb[SM_MAXT], tn[SM_MAXT];
     wsync_delta_options o;
     wsync_buffer b = {NULL, 0, 0};
     wsync_error err;
@@ -2197,8 +2107,8 @@ static void trl_put_delta(wsync_store *st, const model *m, uint16_t *base, uint1
     o.encoding = enc;
     o.base_step = step - 1;
     o.step = step;
-    tensors_of(m, base, tb);
-    tensors_of(m, next, tn);
+    sm_tensors(m, base, tb);
+    sm_tensors(m, next, tn);
     CHECK_EQ_INT(wsync_delta_encode(tb, tn, m->n, &o, put_sink, &b, NULL, &err), WSYNC_OK);
     CHECK(obj_put(st, dkey(key, sizeof key, NULL, step), b.bytes, b.len));
     free(b.bytes);
@@ -2206,14 +2116,14 @@ static void trl_put_delta(wsync_store *st, const model *m, uint16_t *base, uint1
 
 static void test_trl_bucket(void)
 {
-    model m = model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+    sm_model m = sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
     const uint64_t N = 16, MID = 10;
     uint16_t *refs = gen_refs(&m, N);
     wsync_store mem;
     wsync_error err;
     wsync_chain_options o = chain_opts(NULL, (wsync_encoding)0, 0, 0);
     wsync_chain_info info;
-    sub fol, u;
+    sm_sub fol, u;
     uint64_t s;
     size_t i;
     memset(&info, 0, sizeof info);
@@ -2221,11 +2131,11 @@ static void test_trl_bucket(void)
 
     TEST_BEGIN("TRL bucket: a follower from the first anchor, one delta at a time (trl-v1 and trl-v3)");
     trl_put_anchor(&mem, &m, REF(refs, &m, 0), 0, 0);
-    sub_open(&fol, &mem, &m, &o, 0);
+    sm_sub_open(&fol, &mem, &m, &o, 0);
     if (fol.s) {
         wsync_sync_stats ss;
         CHECK_EQ_INT(wsync_subscriber_sync(fol.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
-        CHECK(sub_step(&fol) == 0 && memcmp(fol.img, REF(refs, &m, 0), m.total * 2) == 0);
+        CHECK(sm_sub_step(&fol) == 0 && memcmp(fol.img, REF(refs, &m, 0), m.total * 2) == 0);
     }
     for (s = 1; s <= N; s++) {
         trl_put_delta(&mem, &m, REF(refs, &m, s - 1), REF(refs, &m, s), s,
@@ -2235,11 +2145,11 @@ static void test_trl_bucket(void)
             wsync_sync_stats ss;
             wsync_result r = wsync_subscriber_sync(fol.s, WSYNC_STEP_LATEST, &ss, &err);
             CHECK_MSG(r == WSYNC_OK, "step %llu: %s", (unsigned long long)s, err.message);
-            CHECK(sub_step(&fol) == s && memcmp(fol.img, REF(refs, &m, s), m.total * 2) == 0);
+            CHECK(sm_sub_step(&fol) == s && memcmp(fol.img, REF(refs, &m, s), m.total * 2) == 0);
             CHECK_MSG(ss.deltas == 1 && ss.anchors == 0, "step %llu: %s", (unsigned long long)s, ss.path);
         }
     }
-    sub_close(&fol);
+    sm_sub_close(&fol);
     TEST_END();
 
     TEST_BEGIN("TRL bucket: chain_read lists it (no HEAD)");
@@ -2267,19 +2177,19 @@ static void test_trl_bucket(void)
     TEST_BEGIN("TRL bucket: from scratch to the latest and to every step, bit-exact");
     if (info.n_entries) {
         for (s = 0; s <= N; s++) {
-            if (sub_open(&u, &mem, &m, &o, (int)(s & 1))) {
+            if (sm_sub_open(&u, &mem, &m, &o, (int)(s & 1))) {
                 sync_expect(&u, &info, NULL, s, refs, "trl from nothing");
                 if (s + 3 <= N) sync_expect(&u, &info, NULL, s + 3, refs, "trl onward");
             }
-            sub_close(&u);
+            sm_sub_close(&u);
         }
-        if (sub_open(&u, &mem, &m, &o, 0)) {
+        if (sm_sub_open(&u, &mem, &m, &o, 0)) {
             wsync_sync_stats ss;
             CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
             CHECK(memcmp(u.img, REF(refs, &m, N), m.total * 2) == 0);
             CHECK(ss.anchors == 1 && ss.deltas == N - MID);
         }
-        sub_close(&u);
+        sm_sub_close(&u);
     }
     wsync_chain_info_free(&info);
     TEST_END();
@@ -2292,9 +2202,9 @@ static void test_trl_bucket(void)
         CHECK_EQ_INT(wsync_store_mem_open(NULL, &m2, &err), WSYNC_OK);
         CHECK_EQ_INT(wsync_publisher_open(&m2, &po, &p, &err), WSYNC_OK);
         for (s = 0; s <= 12 && p; s++) {
-            wsync_tensor t[MAXT];
+            wsync_tensor t[SM_MAXT];
             wsync_publish_stats ps;
-            tensors_of(&m, REF(refs, &m, s), t);
+            sm_tensors(&m, REF(refs, &m, s), t);
             CHECK_EQ_INT(wsync_publish(p, s, t, m.n, &ps, &err), WSYNC_OK);
         }
         if (p) wsync_publisher_close(p);
@@ -2305,8 +2215,8 @@ static void test_trl_bucket(void)
             CHECK_EQ_U64(info.head_step, 12);
             CHECK_EQ_U64(info.anchor_step, 10);
             for (s = 0; s <= 12; s++) {
-                if (sub_open(&u, &m2, &m, &po, 0)) sync_expect(&u, &info, NULL, s, refs, "HEAD deleted");
-                sub_close(&u);
+                if (sm_sub_open(&u, &m2, &m, &po, 0)) sync_expect(&u, &info, NULL, s, refs, "HEAD deleted");
+                sm_sub_close(&u);
             }
         } else CHECK_MSG(0, "chain_read: %s", err.message);
         wsync_chain_info_free(&info);
@@ -2339,7 +2249,7 @@ static double now_s(void)
 
 /* Polls until ready says `want` (10 s at most); the targets must keep
    `held` all the while. */
-static int wait_ready(sub *u, uint64_t want, const uint16_t *held)
+static int wait_ready(sm_sub *u, uint64_t want, const uint16_t *held)
 {
     double end = now_s() + 10.0;
     uint64_t r = NO_STEP;
@@ -2357,14 +2267,14 @@ static int wait_ready(sub *u, uint64_t want, const uint16_t *held)
 
 static void test_prefetch(void)
 {
-    model m = model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+    sm_model m = sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
     uint16_t *refs = gen_refs(&m, 20);
     wsync_store mem;
     wsync_error err;
     wsync_chain_options o = chain_opts(NULL, WSYNC_ENCODING_PACKED, 10, 0);
     wsync_publisher *p = NULL;
     wsync_sync_stats ss;
-    sub u, u2;
+    sm_sub u, u2;
     uint64_t s, r;
     if (wsync_store_mem_open(NULL, &mem, &err) != WSYNC_OK) return;
     if (wsync_publisher_open(&mem, &o, &p, &err) != WSYNC_OK) {
@@ -2373,15 +2283,15 @@ static void test_prefetch(void)
     }
 #define PUB(step)                                                                \
     do {                                                                         \
-        wsync_tensor t_[MAXT];                                                   \
+        wsync_tensor t_[SM_MAXT];                                                   \
         wsync_publish_stats ps_;                                                 \
-        tensors_of(&m, REF(refs, &m, (step)), t_);                               \
+        sm_tensors(&m, REF(refs, &m, (step)), t_);                               \
         CHECK_EQ_INT(wsync_publish(p, (step), t_, m.n, &ps_, &err), WSYNC_OK);   \
     } while (0)
 
     TEST_BEGIN("prefetch: ready reports the newest step, the targets move only in apply_ready");
     for (s = 0; s <= 5; s++) PUB(s);
-    if (sub_open(&u, &mem, &m, &o, 0)) {
+    if (sm_sub_open(&u, &mem, &m, &o, 0)) {
         CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
         CHECK_EQ_INT(wsync_subscriber_start(u.s, 5, &err), WSYNC_OK);
         sleep_ms(40);
@@ -2392,10 +2302,10 @@ static void test_prefetch(void)
         for (s = 6; s <= 8; s++) PUB(s);
         if (wait_ready(&u, 8, REF(refs, &m, 5))) {
             CHECK(memcmp(u.img, REF(refs, &m, 5), m.total * 2) == 0);
-            CHECK_EQ_U64(sub_step(&u), 5);
+            CHECK_EQ_U64(sm_sub_step(&u), 5);
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
             CHECK_EQ_U64(ss.step, 8);
-            CHECK_EQ_U64(sub_step(&u), 8);
+            CHECK_EQ_U64(sm_sub_step(&u), 8);
             CHECK(memcmp(u.img, REF(refs, &m, 8), m.total * 2) == 0);
             CHECK(ss.deltas == 3 && ss.anchors == 0);
         }
@@ -2406,7 +2316,7 @@ static void test_prefetch(void)
         for (s = 9; s <= 14; s++) PUB(s);
         if (wait_ready(&u, 14, REF(refs, &m, 8))) {
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
-            CHECK(sub_step(&u) == 14 && memcmp(u.img, REF(refs, &m, 14), m.total * 2) == 0);
+            CHECK(sm_sub_step(&u) == 14 && memcmp(u.img, REF(refs, &m, 14), m.total * 2) == 0);
         }
         wsync_subscriber_stop(u.s);
         wsync_subscriber_stop(u.s); /* twice is fine */
@@ -2414,19 +2324,19 @@ static void test_prefetch(void)
         sleep_ms(30);
         /* after stop, a plain sync still works */
         CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
-        CHECK(sub_step(&u) == 15 && memcmp(u.img, REF(refs, &m, 15), m.total * 2) == 0);
+        CHECK(sm_sub_step(&u) == 15 && memcmp(u.img, REF(refs, &m, 15), m.total * 2) == 0);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN("prefetch: from nothing; close with the thread running");
-    if (sub_open(&u2, &mem, &m, &o, 1)) {
+    if (sm_sub_open(&u2, &mem, &m, &o, 1)) {
         uint16_t *zero = (uint16_t *)calloc(m.total, 2);
         CHECK_EQ_INT(wsync_subscriber_start(u2.s, 3, &err), WSYNC_OK);
         if (wait_ready(&u2, 15, zero)) {
-            CHECK_EQ_U64(sub_step(&u2), NO_STEP);
+            CHECK_EQ_U64(sm_sub_step(&u2), NO_STEP);
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u2.s, &ss, &err), WSYNC_OK);
-            CHECK(sub_step(&u2) == 15 && memcmp(u2.img, REF(refs, &m, 15), m.total * 2) == 0);
+            CHECK(sm_sub_step(&u2) == 15 && memcmp(u2.img, REF(refs, &m, 15), m.total * 2) == 0);
             CHECK(ss.anchors == 1);
         }
         PUB(16);
@@ -2434,7 +2344,7 @@ static void test_prefetch(void)
         sleep_ms(20);
         free(zero);
     }
-    sub_close(&u2); /* close stops the thread */
+    sm_sub_close(&u2); /* close stops the thread */
     TEST_END();
 #undef PUB
     wsync_publisher_close(p);
@@ -2447,7 +2357,7 @@ static void test_prefetch(void)
    ====================================================================== */
 
 typedef struct race {
-    const model *m;
+    const sm_model *m;
     const uint16_t *refs;
     wsync_store *st;
     wsync_chain_options o;
@@ -2466,9 +2376,9 @@ static void *race_publisher(void *user)
         return NULL;
     }
     for (s = 0; s <= r->last; s++) {
-        wsync_tensor t[MAXT];
+        wsync_tensor t[SM_MAXT];
         wsync_publish_stats ps;
-        tensors_of(r->m, (uint16_t *)REF(r->refs, r->m, s), t);
+        sm_tensors(r->m, (uint16_t *)REF(r->refs, r->m, s), t);
         if (wsync_publish(p, s, t, r->m->n, &ps, &err) != WSYNC_OK) {
             r->failed = 1;
             break;
@@ -2481,7 +2391,7 @@ static void *race_publisher(void *user)
 
 static void test_race(void)
 {
-    model m = model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+    sm_model m = sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
     race r;
     pthread_t th;
     wsync_store mem;
@@ -2500,17 +2410,17 @@ static void test_race(void)
     if (pthread_create(&th, NULL, race_publisher, &r) != 0) {
         CHECK(0);
     } else {
-        sub u, slow;
+        sm_sub u, slow;
         end = now_s() + 20.0;
-        sub_open(&u, &mem, &m, &r.o, 0);
-        sub_open(&slow, &mem, &m, &r.o, 1);
+        sm_sub_open(&u, &mem, &m, &r.o, 0);
+        sm_sub_open(&slow, &mem, &m, &r.o, 1);
         while (!done && now_s() < end && u.s && slow.s) {
             wsync_sync_stats ss;
-            sub *w = (syncs % 3 == 2) ? &slow : &u;
+            sm_sub *w = (syncs % 3 == 2) ? &slow : &u;
             uint64_t at;
             wsync_result res = wsync_subscriber_sync(w->s, WSYNC_STEP_LATEST, &ss, &err);
             syncs++;
-            at = sub_step(w);
+            at = sm_sub_step(w);
             if (res == WSYNC_OK) ok++;
             else refused++;
             if (at != NO_STEP) {
@@ -2535,8 +2445,8 @@ static void test_race(void)
         }
         if (VERBOSE) printf("  note: race: %d syncs, %d ok, %d refused (objects deleted under them)\n", syncs, ok,
                             refused);
-        sub_close(&u);
-        sub_close(&slow);
+        sm_sub_close(&u);
+        sm_sub_close(&slow);
     }
     wsync_store_close(&mem);
     free((void *)r.refs);
@@ -2549,7 +2459,7 @@ static void test_race(void)
 
 static void test_crash(int iterations, int fsync_on)
 {
-    model m = model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+    sm_model m = sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
     uint16_t *cur = (uint16_t *)malloc(m.total * 2);
     wsync_store ds;
     wsync_store_options so;
@@ -2575,10 +2485,10 @@ static void test_crash(int iterations, int fsync_on)
         gen_init(&m, cur);
         CHECK_EQ_INT(wsync_publisher_open(&ds, &o, &p, &err), WSYNC_OK);
         for (s = 0; s <= 4 && p; s++) {
-            wsync_tensor t[MAXT];
+            wsync_tensor t[SM_MAXT];
             wsync_publish_stats ps;
             if (s) gen_advance(&m, cur, 0, s);
-            tensors_of(&m, cur, t);
+            sm_tensors(&m, cur, t);
             CHECK_EQ_INT(wsync_publish(p, s, t, m.n, &ps, &err), WSYNC_OK);
         }
         if (p) wsync_publisher_close(p);
@@ -2603,10 +2513,10 @@ static void test_crash(int iterations, int fsync_on)
             if (wsync_store_dir_open(root, &so, &cs, &e2) != WSYNC_OK) _exit(3);
             if (wsync_publisher_open(&cs, &o, &p, &e2) != WSYNC_OK) _exit(4);
             for (st = head + 1;; st++) {
-                wsync_tensor t[MAXT];
+                wsync_tensor t[SM_MAXT];
                 wsync_publish_stats ps;
                 gen_advance(&m, cur, 1000 + (uint64_t)it, st);
-                tensors_of(&m, cur, t);
+                sm_tensors(&m, cur, t);
                 if (wsync_publish(p, st, t, m.n, &ps, &e2) != WSYNC_OK) {
                     fprintf(stderr, "child publish %llu: %s\n", (unsigned long long)st, e2.message);
                     _exit(5);
@@ -2668,23 +2578,23 @@ static void test_crash(int iterations, int fsync_on)
 
         /* a fresh subscriber reaches HEAD's step bit-exact */
         {
-            sub u;
+            sm_sub u;
             wsync_sync_stats ss;
             wsync_chain_options vo = o;
             vo.flags = WSYNC_CHAIN_VERIFY_STATE;
-            if (sub_open(&u, &ds, &m, &vo, it & 1)) {
+            if (sm_sub_open(&u, &ds, &m, &vo, it & 1)) {
                 wsync_result r = wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err);
                 CHECK_MSG(r == WSYNC_OK, "iteration %d: sync: %s", it, err.message);
-                CHECK_MSG(sub_step(&u) == h && memcmp(u.img, cur, m.total * 2) == 0,
+                CHECK_MSG(sm_sub_step(&u) == h && memcmp(u.img, cur, m.total * 2) == 0,
                           "iteration %d: not bit-exact at %llu", it, (unsigned long long)h);
                 /* a new publisher continues with h + 1 */
                 {
                     wsync_publisher *p = NULL;
-                    wsync_tensor t[MAXT];
+                    wsync_tensor t[SM_MAXT];
                     wsync_publish_stats ps;
                     memset(&ps, 0, sizeof ps);
                     gen_advance(&m, cur, 5000 + (uint64_t)it, h + 1);
-                    tensors_of(&m, cur, t);
+                    sm_tensors(&m, cur, t);
                     CHECK_EQ_INT(wsync_publisher_open(&ds, &o, &p, &err), WSYNC_OK);
                     r = p ? wsync_publish(p, h + 1, t, m.n, &ps, &err) : WSYNC_ERR_INVALID_ARGUMENT;
                     CHECK_MSG(r == WSYNC_OK, "iteration %d: publish %llu: %s", it, (unsigned long long)(h + 1),
@@ -2696,16 +2606,16 @@ static void test_crash(int iterations, int fsync_on)
                     r = wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err);
                     CHECK_MSG(r == WSYNC_OK, "iteration %d: sync to %llu: %s", it, (unsigned long long)(h + 1),
                               err.message);
-                    CHECK(sub_step(&u) == h + 1 && memcmp(u.img, cur, m.total * 2) == 0);
+                    CHECK(sm_sub_step(&u) == h + 1 && memcmp(u.img, cur, m.total * 2) == 0);
                     if (ps.wrote_delta) CHECK(ss.deltas == 1 && ss.anchors == 0);
                 }
             }
-            sub_close(&u);
-            if (sub_open(&u, &ds, &m, &o, 0)) {
+            sm_sub_close(&u);
+            if (sm_sub_open(&u, &ds, &m, &o, 0)) {
                 CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
-                CHECK(sub_step(&u) == h + 1 && memcmp(u.img, cur, m.total * 2) == 0);
+                CHECK(sm_sub_step(&u) == h + 1 && memcmp(u.img, cur, m.total * 2) == 0);
             }
-            sub_close(&u);
+            sm_sub_close(&u);
         }
         head = h + 1;
         wsync_chain_info_free(&info);
@@ -2763,12 +2673,12 @@ static void test_args(void)
     CHECK_EQ_INT(wsync_store_mem_open(NULL, &mem, &err), WSYNC_OK);
     {
         static const char *bad[] = {"bad//prefix", "../up", "/abs"};
-        model m = model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
+        sm_model m = sm_model_make(g_small_defs, sizeof g_small_defs / sizeof g_small_defs[0]);
         uint16_t *img = (uint16_t *)calloc(m.total, 2);
-        wsync_tensor t[MAXT];
+        wsync_tensor t[SM_MAXT];
         size_t i;
         keylist l;
-        tensors_of(&m, img, t);
+        sm_tensors(&m, img, t);
         for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             o.prefix = bad[i];
             p = NULL;
@@ -2814,27 +2724,27 @@ static void bc_free(void *user, void *p)
    what their fetch needs, and close gives everything back. */
 static void test_sub_pool(void)
 {
-    static const tdef defs[] = {
+    static const sm_def defs[] = {
         {"model.layers.0.mlp.up_proj.weight", 2, {1024, 512}, 0},
         {"model.norm.weight", 1, {512, 0}, 0},
     };
-    model m = model_make(defs, sizeof defs / sizeof defs[0]);
+    sm_model m = sm_model_make(defs, sizeof defs / sizeof defs[0]);
     uint16_t *refs = gen_refs(&m, 5);
     wsync_store mem;
     wsync_error err;
     wsync_chain_options o = chain_opts(NULL, WSYNC_ENCODING_PACKED_MAX, 100, 0), so;
     wsync_publisher *pub = NULL;
-    wsync_tensor t[MAXT];
+    wsync_tensor t[SM_MAXT];
     wsync_publish_stats ps;
     bigcount bc;
-    sub fol;
+    sm_sub fol;
     size_t n_big[6] = {0, 0, 0, 0, 0, 0};
     uint64_t s;
     if (wsync_store_mem_open(NULL, &mem, &err) != WSYNC_OK) return;
     TEST_BEGIN("subscriber pool: deltas after the first take no apply memory from the caller's allocator");
     CHECK_EQ_INT(wsync_publisher_open(&mem, &o, &pub, &err), WSYNC_OK);
     for (s = 0; s <= 5 && pub; s++) {
-        tensors_of(&m, REF(refs, &m, s), t);
+        sm_tensors(&m, REF(refs, &m, s), t);
         CHECK_EQ_INT(wsync_publish(pub, s, t, m.n, &ps, &err), WSYNC_OK);
         CHECK_EQ_INT(ps.wrote_anchor, s == 0);
     }
@@ -2844,7 +2754,7 @@ static void test_sub_pool(void)
     so.allocator.alloc = bc_alloc;
     so.allocator.free = bc_free;
     so.allocator.user = &bc;
-    if (sub_open(&fol, &mem, &m, &so, 0)) {
+    if (sm_sub_open(&fol, &mem, &m, &so, 0)) {
         for (s = 0; s <= 5; s++) {
             wsync_sync_stats ss;
             size_t before = bc.n_big;
@@ -2859,7 +2769,7 @@ static void test_sub_pool(void)
         for (s = 2; s <= 5; s++)
             CHECK_MSG(n_big[s] <= 1, "delta %lu: %lu large blocks (first: %lu)", (unsigned long)s,
                       (unsigned long)n_big[s], (unsigned long)n_big[1]);
-        sub_close(&fol);
+        sm_sub_close(&fol);
         CHECK_EQ_U64(bc.live, 0);
     }
     TEST_END();
@@ -2873,21 +2783,21 @@ static void test_sub_pool(void)
    back. Packed and packed-max, on one and on two threads. */
 static void test_pub_pool(wsync_encoding enc, unsigned threads)
 {
-    static const tdef defs[] = {
+    static const sm_def defs[] = {
         {"model.layers.0.mlp.up_proj.weight", 2, {1024, 512}, 0},
         {"model.layers.0.mlp.down_proj.weight", 2, {512, 1024}, 0},
         {"model.norm.weight", 1, {512, 0}, 0},
     };
-    model m = model_make(defs, sizeof defs / sizeof defs[0]);
+    sm_model m = sm_model_make(defs, sizeof defs / sizeof defs[0]);
     uint16_t *refs = gen_refs(&m, 6);
     wsync_store mem;
     wsync_error err;
     wsync_chain_options o = chain_opts(NULL, enc, 100, 0);
     wsync_publisher *pub = NULL;
-    wsync_tensor t[MAXT];
+    wsync_tensor t[SM_MAXT];
     wsync_publish_stats ps;
     bigcount bc;
-    sub fol;
+    sm_sub fol;
     size_t n_big[7] = {0, 0, 0, 0, 0, 0, 0};
     uint64_t s;
     char name[160];
@@ -2904,7 +2814,7 @@ static void test_pub_pool(wsync_encoding enc, unsigned threads)
     CHECK_EQ_INT(wsync_publisher_open(&mem, &o, &pub, &err), WSYNC_OK);
     for (s = 0; s <= 6 && pub; s++) {
         size_t before = bc.n_big;
-        tensors_of(&m, REF(refs, &m, s), t);
+        sm_tensors(&m, REF(refs, &m, s), t);
         CHECK_EQ_INT(wsync_publish(pub, s, t, m.n, &ps, &err), WSYNC_OK);
         CHECK_EQ_INT(ps.wrote_anchor, s == 0);
         CHECK_EQ_INT(ps.wrote_delta, s > 0);
@@ -2919,13 +2829,13 @@ static void test_pub_pool(wsync_encoding enc, unsigned threads)
     if (pub) wsync_publisher_close(pub);
     CHECK_EQ_U64(bc.live, 0);
     /* and what it published replays bit-exact */
-    if (sub_open(&fol, &mem, &m, &o, 0)) {
+    if (sm_sub_open(&fol, &mem, &m, &o, 0)) {
         wsync_sync_stats ss;
         for (s = 0; s <= 6; s++) {
             CHECK_EQ_INT(wsync_subscriber_sync(fol.s, s, &ss, &err), WSYNC_OK);
             CHECK(memcmp(fol.img, REF(refs, &m, s), m.total * 2) == 0);
         }
-        sub_close(&fol);
+        sm_sub_close(&fol);
     }
     TEST_END();
     free(refs);

@@ -24,6 +24,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -43,26 +44,13 @@ typedef struct image {
     uint16_t emb[EMB_N], head[EMB_N], w[W_N], b[B_N];
 } image;
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 static void fill(uint16_t *v, size_t n, uint64_t salt, uint64_t step)
 {
-    size_t k;
-    uint64_t s;
-    for (k = 0; k < n; k++) {
-        v[k] = (uint16_t)(0x3C00u + (mix64(salt * 1000003u + k) & 0x3FFu));
-        for (s = 1; s <= step; s++)
-            if (mix64((salt << 40) ^ (s << 20) ^ k) % 25 == 0) v[k]++;
-    }
+    sm_fill(v, n, 0x3C00u, salt * 1000003u, salt, step);
 }
 
-/* The trainer's image at `step`; head equals emb (tied) unless `untie`. */
+/* The trainer's image at `step` (about 4% of the elements move a step);
+   head equals emb (tied) unless `untie`. */
 static void image_at(image *im, uint64_t step, int untie)
 {
     fill(im->emb, EMB_N, 1, step);

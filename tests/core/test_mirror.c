@@ -23,6 +23,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -46,14 +47,6 @@ static size_t g_off[MAXT + 1], g_total;
 static unsigned g_w[MAXT];
 static uint64_t g_nelem[MAXT];
 static uint8_t *g_refs;
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 static uint8_t *ref(uint64_t step) { return g_refs + (size_t)step * g_total; }
 

@@ -11,6 +11,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -23,60 +24,32 @@
    ====================================================================== */
 
 #define NT 3
-static const char *g_names[NT] = {"w.b", "w.a", "w.c"};
-static uint64_t g_shapes[NT][2] = {{64, 48}, {96, 32}, {200, 0}};
-static const uint32_t g_ranks[NT] = {2, 2, 1};
+static const sm_def g_defs[NT] = {{"w.b", 2, {64, 48}, 0}, {"w.a", 2, {96, 32}, 0}, {"w.c", 1, {200, 0}, 0}};
 #define MAXSTEP 40
 
 typedef struct model {
-    size_t off[NT + 1];
-    size_t total;
+    sm_model l;     /* the layout of g_defs */
     uint16_t *refs; /* images of steps 0..MAXSTEP */
 } model;
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 static void model_make(model *m)
 {
-    size_t i, s, k;
-    m->total = 0;
-    for (i = 0; i < NT; i++) {
-        m->off[i] = m->total;
-        m->total += (size_t)(g_ranks[i] == 2 ? g_shapes[i][0] * g_shapes[i][1] : g_shapes[i][0]);
-    }
-    m->off[NT] = m->total;
-    m->refs = (uint16_t *)malloc((MAXSTEP + 1) * m->total * 2);
+    size_t s, k, total;
+    m->l = sm_model_make(g_defs, NT);
+    total = m->l.total;
+    m->refs = (uint16_t *)malloc((MAXSTEP + 1) * total * 2);
     if (!m->refs) exit(2);
-    for (k = 0; k < m->total; k++) /* finite bf16 values near 1 */
+    for (k = 0; k < total; k++) /* finite bf16 values near 1 */
         m->refs[k] = (uint16_t)(0x3F00u + (mix64(k) & 0xFFu));
     for (s = 1; s <= MAXSTEP; s++) {
-        uint16_t *img = m->refs + s * m->total;
-        memcpy(img, img - m->total, m->total * 2);
-        for (k = 0; k < m->total; k++) /* about 3% of the elements move a step */
+        uint16_t *img = m->refs + s * total;
+        memcpy(img, img - total, total * 2);
+        for (k = 0; k < total; k++) /* about 3% of the elements move a step */
             if (mix64(k * 1000003u + s) % 32 == 0) img[k] = (uint16_t)(img[k] ^ (1u + (s & 3u)));
     }
 }
 
-static uint16_t *ref(const model *m, uint64_t step) { return m->refs + (size_t)step * m->total; }
-
-static void tensors_of(const model *m, uint16_t *img, wsync_tensor *t)
-{
-    size_t i;
-    for (i = 0; i < NT; i++) {
-        t[i].name = g_names[i];
-        t[i].dtype = WSYNC_DTYPE_BF16;
-        t[i].rank = g_ranks[i];
-        t[i].shape = g_shapes[i];
-        t[i].data = img + m->off[i];
-        t[i].nbytes = (uint64_t)(m->off[i + 1] - m->off[i]) * 2;
-    }
-}
+static uint16_t *ref(const model *m, uint64_t step) { return m->refs + (size_t)step * m->l.total; }
 
 /* ======================================================================
    A store that counts the gets of every key
@@ -210,7 +183,7 @@ static void publish(const wsync_store *st, const model *m, uint32_t anchor_every
     for (s = first; p && s <= last; s++) {
         wsync_tensor t[NT];
         wsync_publish_stats ps;
-        tensors_of(m, ref(m, s), t);
+        sm_tensors(&m->l, ref(m, s), t);
         CHECK_EQ_INT(wsync_publish(p, s, t, NT, &ps, &err), WSYNC_OK);
     }
     if (p) wsync_publisher_close(p);
@@ -246,50 +219,21 @@ static uint8_t *corrupt(const wsync_store *s, const char *key, int truncate, uin
     return orig;
 }
 
-typedef struct sub {
-    const model *m;
-    uint16_t *img;
-    wsync_tensor t[NT];
-    wsync_subscriber *s;
-} sub;
-
-static int sub_open(sub *u, const wsync_store *st, const model *m)
+static int sub_open(sm_sub *u, const wsync_store *st, const model *m)
 {
-    wsync_error err;
     wsync_chain_options o = opts(0);
-    memset(u, 0, sizeof *u);
-    u->m = m;
-    u->img = (uint16_t *)calloc(m->total, 2);
-    tensors_of(m, u->img, u->t);
-    if (wsync_subscriber_open(st, u->t, NT, &o, &u->s, &err) != WSYNC_OK) {
-        CHECK_MSG(0, "subscriber_open: %s", err.message);
-        u->s = NULL;
-        return 0;
-    }
-    return 1;
-}
-
-static void sub_close(sub *u)
-{
-    if (u->s) wsync_subscriber_close(u->s);
-    free(u->img);
-    memset(u, 0, sizeof *u);
+    return sm_sub_open(u, st, &m->l, &o, 0);
 }
 
 #define NO_STEP UINT64_MAX
-static uint64_t sub_step(const sub *u)
+
+/* u holds step `step` of m, bit-exact. */
+static int sub_is(const model *m, const sm_sub *u, uint64_t step)
 {
-    uint64_t s = NO_STEP;
-    if (!wsync_subscriber_step(u->s, &s)) return NO_STEP;
-    return s;
+    return sm_sub_step(u) == step && memcmp(u->img, ref(m, step), m->l.total * 2) == 0;
 }
 
-static int sub_is(const sub *u, uint64_t step)
-{
-    return sub_step(u) == step && memcmp(u->img, ref(u->m, step), u->m->total * 2) == 0;
-}
-
-static wsync_prefetch_status status_of(sub *u)
+static wsync_prefetch_status status_of(sm_sub *u)
 {
     wsync_prefetch_status ps;
     memset(&ps, 0, sizeof ps);
@@ -298,7 +242,7 @@ static wsync_prefetch_status status_of(sub *u)
 }
 
 /* Until ready says `want` (10 s at most). */
-static int wait_ready(sub *u, uint64_t want)
+static int wait_ready(sm_sub *u, uint64_t want)
 {
     double end = now_s() + 10.0;
     uint64_t r = NO_STEP;
@@ -311,7 +255,7 @@ static int wait_ready(sub *u, uint64_t want)
 }
 
 /* Until the prefetch has polled n more times (10 s at most). */
-static int wait_polls(sub *u, uint64_t n)
+static int wait_polls(sm_sub *u, uint64_t n)
 {
     double end = now_s() + 10.0;
     uint64_t first = status_of(u).polls;
@@ -324,7 +268,7 @@ static int wait_polls(sub *u, uint64_t n)
 }
 
 /* Until the status's last failure is `code` (10 s at most). */
-static int wait_failure(sub *u, wsync_result code)
+static int wait_failure(sm_sub *u, wsync_result code)
 {
     double end = now_s() + 10.0;
     wsync_prefetch_status ps = status_of(u);
@@ -348,7 +292,7 @@ static void test_corrupt_delta(const model *m)
     wsync_sync_stats ss;
     uint8_t *orig;
     uint64_t size, r;
-    sub u;
+    sm_sub u;
     if (wsync_store_mem_open(NULL, &st, &err) != WSYNC_OK) return;
     publish(&st, m, 1000, 0, 12);
     orig = corrupt(&st, "deltas/step_000010.safetensors", 0, &size);
@@ -356,11 +300,11 @@ static void test_corrupt_delta(const model *m)
     TEST_BEGIN("a corrupt delta 10 after the only anchor: sync reaches 9 and names it");
     if (sub_open(&u, &st, m)) {
         CHECK(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err) != WSYNC_OK);
-        CHECK(sub_is(&u, 9));
+        CHECK(sub_is(m, &u, 9));
         CHECK_MSG(strstr(err.message, "deltas/step_000010") != NULL, "%s", err.message);
         CHECK_EQ_INT(ss.verified, 1);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN("a corrupt delta 10 after the only anchor: the prefetch offers 9 and its status names delta 10");
@@ -374,7 +318,7 @@ static void test_corrupt_delta(const model *m)
         CHECK_EQ_INT(wsync_subscriber_start(u.s, 25, &err), WSYNC_OK);
         if (wait_ready(&u, 9)) {
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
-            CHECK(sub_is(&u, 9));
+            CHECK(sub_is(m, &u, 9));
             CHECK_EQ_STR(ss.path, "anchor 0 + deltas 1..9");
             CHECK_EQ_INT(ss.verified, 1);
             CHECK_EQ_U64(ss.head_step, 12);
@@ -396,12 +340,12 @@ static void test_corrupt_delta(const model *m)
         CHECK(!wsync_subscriber_ready(u.s, &r));
         CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
         CHECK_EQ_STR(ss.path, "none");
-        CHECK(sub_is(&u, 9));
+        CHECK(sub_is(m, &u, 9));
         ps = status_of(&u);
         CHECK_EQ_INT(ps.ready, 0);
         CHECK_EQ_INT(ps.caught_up, 0);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN("a corrupt delta 10: status without a prefetch, and its arguments");
@@ -413,7 +357,7 @@ static void test_corrupt_delta(const model *m)
         CHECK_EQ_INT(wsync_subscriber_prefetch_status(u.s, NULL), WSYNC_ERR_INVALID_ARGUMENT);
         CHECK_EQ_INT(wsync_subscriber_prefetch_status(NULL, &ps), WSYNC_ERR_INVALID_ARGUMENT);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
     free(orig);
     wsync_store_close(&st);
@@ -430,7 +374,7 @@ static void test_bad_head(const model *m)
     wsync_sync_stats ss;
     uint8_t *orig;
     uint64_t size, r;
-    sub u;
+    sm_sub u;
     if (wsync_store_mem_open(NULL, &st, &err) != WSYNC_OK) return;
     publish(&st, m, 1000, 0, 3);
 
@@ -439,7 +383,7 @@ static void test_bad_head(const model *m)
         wsync_prefetch_status ps;
         CHECK_EQ_INT(wsync_subscriber_start(u.s, 2, &err), WSYNC_OK);
         if (wait_ready(&u, 3)) CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
-        CHECK(sub_is(&u, 3));
+        CHECK(sub_is(m, &u, 3));
         orig = corrupt(&st, "HEAD", 0, &size);
         if (wait_failure(&u, WSYNC_ERR_BAD_HEAD)) {
             ps = status_of(&u);
@@ -453,7 +397,7 @@ static void test_bad_head(const model *m)
         publish(&st, m, 1000, 4, 5);
         if (wait_ready(&u, 5)) {
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
-            CHECK(sub_is(&u, 5));
+            CHECK(sub_is(m, &u, 5));
         }
         wait_polls(&u, 2);
         ps = status_of(&u);
@@ -461,7 +405,7 @@ static void test_bad_head(const model *m)
         CHECK_EQ_U64(ps.head_step, 5);
         CHECK_EQ_INT(ps.last_result, WSYNC_ERR_BAD_HEAD); /* the last failure stays readable */
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN("a broken HEAD before the first poll: the status says so, nothing is ready");
@@ -476,9 +420,9 @@ static void test_bad_head(const model *m)
         }
         CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
         CHECK_EQ_STR(ss.path, "none");
-        CHECK_EQ_U64(sub_step(&u), NO_STEP);
+        CHECK_EQ_U64(sm_sub_step(&u), NO_STEP);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     free(orig);
     TEST_END();
     wsync_store_close(&st);
@@ -497,7 +441,7 @@ static void test_headless_refused(const model *m, int truncate)
     uint8_t *orig;
     uint64_t size, r;
     const char *bad = "deltas/step_000007.safetensors", *which = "";
-    sub u;
+    sm_sub u;
     memset(&c, 0, sizeof c);
     pthread_mutex_init(&c.mu, NULL);
     if (wsync_store_mem_open(NULL, &c.inner, &err) != WSYNC_OK) return;
@@ -525,13 +469,13 @@ static void test_headless_refused(const model *m, int truncate)
                     CHECK_MSG(strstr(err.message, "deltas/step_000007") != NULL, "%s", err.message);
                 }
                 CHECK_EQ_INT(ss.verified, 0);
-                if (sub_step(&u) == 6 && !polls0) polls0 = status_of(&u).polls;
+                if (sm_sub_step(&u) == 6 && !polls0) polls0 = status_of(&u).polls;
             }
             if (polls0 && status_of(&u).polls >= polls0 + 40) break;
             sleep_ms(1);
         }
         CHECK_MSG(polls0 != 0, "%s", "never reached step 6");
-        CHECK(sub_is(&u, 6));
+        CHECK(sub_is(m, &u, 6));
         CHECK_MSG(applies <= 2 && failed <= 1, "%u applies, %u failed", applies, failed);
         CHECK_EQ_INT(failed, truncate ? 0 : 1);
         CHECK_EQ_INT(cstore_gets(&c, bad), 1);
@@ -548,7 +492,7 @@ static void test_headless_refused(const model *m, int truncate)
             obj_put(&st, bad, orig, (size_t)size);
             if (wait_ready(&u, 12)) {
                 CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
-                CHECK(sub_is(&u, 12));
+                CHECK(sub_is(m, &u, 12));
             }
             CHECK_EQ_INT(cstore_gets(&c, bad), 2);
         } else {
@@ -557,14 +501,14 @@ static void test_headless_refused(const model *m, int truncate)
             wait_polls(&u, 10);
             CHECK(!wsync_subscriber_ready(u.s, &r));
             CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
-            CHECK(sub_is(&u, 12));
+            CHECK(sub_is(m, &u, 12));
             CHECK_EQ_INT(ss.verified, 0);
             CHECK_EQ_INT(status_of(&u).refused, 0); /* the sync cleared it */
         }
         wait_polls(&u, 2);
         CHECK_EQ_INT(status_of(&u).caught_up, 1);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
     free(orig);
     wsync_store_close(&c.inner);
@@ -580,7 +524,7 @@ static void test_verified(const model *m)
     wsync_store st;
     wsync_error err;
     wsync_sync_stats ss;
-    sub u;
+    sm_sub u;
     if (wsync_store_mem_open(NULL, &st, &err) != WSYNC_OK) return;
     publish(&st, m, 5, 0, 8);
 
@@ -591,26 +535,26 @@ static void test_verified(const model *m)
         CHECK_EQ_INT(wsync_subscriber_start(u.s, 2, &err), WSYNC_OK);
         if (wait_ready(&u, 8)) {
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
-            CHECK(sub_is(&u, 8));
+            CHECK(sub_is(m, &u, 8));
             CHECK_EQ_INT(ss.verified, 1);
         }
         CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
         CHECK_EQ_INT(ss.verified, 0); /* nothing planned */
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     CHECK_EQ_INT(st.del(st.user, "HEAD", &err), WSYNC_OK);
     if (sub_open(&u, &st, m)) {
         CHECK_EQ_INT(wsync_subscriber_sync(u.s, 6, &ss, &err), WSYNC_OK);
-        CHECK(sub_is(&u, 6));
+        CHECK(sub_is(m, &u, 6));
         CHECK_EQ_INT(ss.verified, 0);
         CHECK_EQ_INT(wsync_subscriber_start(u.s, 2, &err), WSYNC_OK);
         if (wait_ready(&u, 8)) {
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
-            CHECK(sub_is(&u, 8));
+            CHECK(sub_is(m, &u, 8));
             CHECK_EQ_INT(ss.verified, 0);
         }
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
     wsync_store_close(&st);
 }
@@ -620,7 +564,7 @@ static void test_verified(const model *m)
    ====================================================================== */
 
 typedef struct watcher {
-    sub *u;
+    sm_sub *u;
     int stop;
     pthread_mutex_t mu;
     unsigned reads;
@@ -654,7 +598,7 @@ static void test_sync_while_prefetching(const model *m)
     wsync_chain_options o = opts(7);
     wsync_publisher *p = NULL;
     uint64_t s, r;
-    sub u;
+    sm_sub u;
     if (wsync_store_mem_open(NULL, &st, &err) != WSYNC_OK) return;
     publish(&st, m, 7, 0, 3);
 
@@ -666,15 +610,15 @@ static void test_sync_while_prefetching(const model *m)
             /* the engine moves by itself: the prefetch 2 -> 3 is stale; the
                next one leads from 1 */
             CHECK_EQ_INT(wsync_subscriber_sync(u.s, 1, &ss, &err), WSYNC_OK);
-            CHECK(sub_is(&u, 1));
+            CHECK(sub_is(m, &u, 1));
             if (wait_ready(&u, 3)) {
                 CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
                 CHECK_EQ_STR(ss.path, "deltas 2..3");
-                CHECK(sub_is(&u, 3));
+                CHECK(sub_is(m, &u, 3));
             }
         }
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
 
     TEST_BEGIN("sync while the prefetch runs: every step bit-exact, status read from a third thread");
@@ -693,7 +637,7 @@ static void test_sync_while_prefetching(const model *m)
             wsync_publish_stats ps;
             uint64_t at;
             int k;
-            tensors_of(m, ref(m, s), t);
+            sm_tensors(&m->l, ref(m, s), t);
             CHECK_EQ_INT(wsync_publish(p, s, t, NT, &ps, &err), WSYNC_OK);
             for (k = 0; k < 3; k++) {
                 if (s % 3 == 0 || k == 1) {
@@ -703,8 +647,8 @@ static void test_sync_while_prefetching(const model *m)
                     if (wsync_subscriber_apply_ready(u.s, &ss, &err) != WSYNC_OK)
                         CHECK_MSG(0, "apply_ready: %s", err.message);
                 }
-                at = sub_step(&u);
-                CHECK_MSG(at != NO_STEP && at <= s && memcmp(u.img, ref(m, at), m->total * 2) == 0,
+                at = sm_sub_step(&u);
+                CHECK_MSG(at != NO_STEP && at <= s && memcmp(u.img, ref(m, at), m->l.total * 2) == 0,
                           "at step %llu after publishing %llu", (unsigned long long)at, (unsigned long long)s);
                 sleep_ms((long)(s % 3));
             }
@@ -714,12 +658,12 @@ static void test_sync_while_prefetching(const model *m)
         pthread_mutex_unlock(&w.mu);
         pthread_join(th, NULL);
         pthread_mutex_destroy(&w.mu);
-        CHECK(sub_is(&u, 30));
+        CHECK(sub_is(m, &u, 30));
         wait_polls(&u, 2);
         CHECK_EQ_INT(status_of(&u).caught_up, 1);
         CHECK_EQ_INT(status_of(&u).last_result, WSYNC_OK);
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     if (p) wsync_publisher_close(p);
     TEST_END();
     wsync_store_close(&st);
@@ -740,7 +684,7 @@ static void test_longer_than_head(const model *m)
     wsync_sync_stats ss;
     uint8_t *orig, *big;
     uint64_t size, r;
-    sub u;
+    sm_sub u;
     const char *key = "deltas/step_000010.safetensors";
     memset(&cs, 0, sizeof cs);
     if (wsync_store_mem_open(NULL, &cs.inner, &err) != WSYNC_OK) return;
@@ -764,7 +708,7 @@ static void test_longer_than_head(const model *m)
         CHECK_EQ_INT(wsync_subscriber_start(u.s, 25, &err), WSYNC_OK);
         if (wait_ready(&u, 9)) {
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u.s, &ss, &err), WSYNC_OK);
-            CHECK(sub_is(&u, 9));
+            CHECK(sub_is(m, &u, 9));
         }
         wait_failure(&u, WSYNC_ERR_LIMIT);
         ps = status_of(&u);
@@ -776,7 +720,7 @@ static void test_longer_than_head(const model *m)
         CHECK_EQ_INT(before, setup + 1);
         CHECK(!wsync_subscriber_ready(u.s, &r));
     }
-    sub_close(&u);
+    sm_sub_close(&u);
     TEST_END();
     free(orig);
     free(big);
@@ -797,25 +741,25 @@ static void test_refused_by_sync(const model *m)
     wsync_prefetch_status ps;
     uint64_t size = 0, ready;
     uint8_t *orig;
-    sub u;
+    sm_sub u;
     TEST_BEGIN("prefetch: no way on but through an object a sync refused: last_error names it");
     CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
     publish(&st, m, 100, 0, 3);
     sub_open(&u, &st, m);
     CHECK_EQ_INT(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err), WSYNC_OK);
-    CHECK(sub_is(&u, 3));
+    CHECK(sub_is(m, &u, 3));
     publish(&st, m, 100, 4, 5);
     orig = corrupt(&st, "deltas/step_000004.safetensors", 0, &size);
     CHECK(wsync_subscriber_sync(u.s, WSYNC_STEP_LATEST, &ss, &err) != WSYNC_OK);
-    CHECK(sub_is(&u, 3));
+    CHECK(sub_is(m, &u, 3));
     CHECK_EQ_INT(wsync_subscriber_start(u.s, 2, &err), WSYNC_OK);
     wait_polls(&u, 3);
     ps = status_of(&u);
     CHECK(!ps.caught_up && !ps.ready && !wsync_subscriber_ready(u.s, &ready));
     CHECK_MSG(ps.last_result == WSYNC_ERR_NO_PATH, "%s: %s", wsync_result_name(ps.last_result), ps.last_error.message);
     CHECK_MSG(strstr(ps.last_error.message, "deltas/step_000004.safetensors") != NULL, "%s", ps.last_error.message);
-    CHECK(sub_is(&u, 3));
-    sub_close(&u);
+    CHECK(sub_is(m, &u, 3));
+    sm_sub_close(&u);
     free(orig);
     wsync_store_close(&st);
     TEST_END();

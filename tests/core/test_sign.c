@@ -28,6 +28,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,29 +45,11 @@ typedef struct image {
     uint16_t a[A_N], b[B_N];
 } image;
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* The trainer's image at `step`: about 4% of the elements move a step. */
 static void image_at(image *im, uint64_t step)
 {
-    size_t k;
-    uint64_t s;
-    for (k = 0; k < A_N; k++) {
-        im->a[k] = (uint16_t)(0x3C00u + (mix64(k) & 0x3FFu));
-        for (s = 1; s <= step; s++)
-            if (mix64((1ull << 40) ^ (s << 20) ^ k) % 25 == 0) im->a[k]++;
-    }
-    for (k = 0; k < B_N; k++) {
-        im->b[k] = (uint16_t)(0x4000u + (mix64(k + 77777) & 0x3FFu));
-        for (s = 1; s <= step; s++)
-            if (mix64((2ull << 40) ^ (s << 20) ^ k) % 25 == 0) im->b[k]++;
-    }
+    sm_fill(im->a, A_N, 0x3C00u, 0, 1, step);
+    sm_fill(im->b, B_N, 0x4000u, 77777, 2, step);
 }
 
 static void tensors_of(image *im, wsync_tensor *t)

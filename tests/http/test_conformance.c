@@ -69,6 +69,7 @@
 #define WSYNC_HTTP_IMPLEMENTATION
 #include "wsync_http.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <ftw.h>
 #include <pthread.h>
@@ -704,101 +705,23 @@ static void check_atomic(conf *c)
    ====================================================================== */
 
 #define NT 3
-static const char *g_names[NT] = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"};
-static const uint64_t g_shapes[NT][2] = {{64, 96}, {64, 96}, {96, 1}};
-#define NEL(i) ((size_t)(g_shapes[i][0] * g_shapes[i][1]))
-#define TOTAL (64 * 96 * 2 + 96)
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+static const sm_def g_defs[NT] = {{"model.embed_tokens.weight", 2, {64, 96}, 0},
+                                  {"lm_head.weight", 2, {64, 96}, 0},
+                                  {"model.norm.weight", 2, {96, 1}, 0}};
+static sm_model g_model; /* of g_defs (main makes it) */
 
 /* Step s: ~1.5% of the elements move by one bf16 step from step s-1. */
-static void gen_step(uint16_t *img, uint64_t step)
-{
-    size_t j;
-    uint64_t s;
-    for (j = 0; j < TOTAL; j++) img[j] = (uint16_t)(0x3C00u + (mix64(j) & 0x3FFu));
-    for (s = 1; s <= step; s++)
-        for (j = 0; j < TOTAL * 15 / 1000; j++) {
-            uint64_t h = mix64(s * 1000003ull + j);
-            img[h % TOTAL] = (uint16_t)(img[h % TOTAL] + ((h >> 40) & 1 ? 1 : -1));
-        }
-}
-
-static void tensors_of(uint16_t *img, wsync_tensor *t)
-{
-    size_t i, off = 0;
-    for (i = 0; i < NT; i++) {
-        t[i].name = g_names[i];
-        t[i].dtype = WSYNC_DTYPE_BF16;
-        t[i].rank = 2;
-        t[i].shape = g_shapes[i];
-        t[i].data = img + off;
-        t[i].nbytes = (uint64_t)NEL(i) * 2;
-        off += NEL(i);
-    }
-}
-
-typedef struct sub {
-    uint16_t img[TOTAL];
-    wsync_tensor t[NT];
-    wsync_subscriber *s;
-} sub;
-
-static sub *sub_open(const wsync_store *st, const wsync_chain_options *co)
-{
-    sub *u = (sub *)calloc(1, sizeof *u);
-    wsync_error err;
-    tensors_of(u->img, u->t);
-    if (wsync_subscriber_open(st, u->t, NT, co, &u->s, &err) != WSYNC_OK) {
-        CHECK_MSG(0, "subscriber_open: %s", err.message);
-        free(u);
-        return NULL;
-    }
-    return u;
-}
-
-static void sub_close(sub *u)
-{
-    if (!u) return;
-    wsync_subscriber_close(u->s);
-    free(u);
-}
+static void gen_step(uint16_t *img, uint64_t step) { sm_scatter(img, g_model.total, 15, step); }
 
 /* Syncs to `to` and checks the image against the generator. */
-static int sync_exact(sub *u, uint64_t to, const char *what, wsync_sync_stats *ss_out)
+static int sync_exact(sm_sub *u, uint64_t to, const char *what, wsync_sync_stats *ss_out)
 {
-    wsync_error err;
-    wsync_sync_stats ss;
-    static uint16_t want[TOTAL];
-    uint64_t step = UINT64_MAX;
-    if (!u) return 0;
-    if (wsync_subscriber_sync(u->s, to, &ss, &err) != WSYNC_OK) {
-        CHECK_MSG(0, "%s: sync to %llu: %s", what, (unsigned long long)to, err.message);
-        return 0;
-    }
-    if (ss_out) *ss_out = ss;
-    wsync_subscriber_step(u->s, &step);
-    if (to != WSYNC_STEP_LATEST)
-        CHECK_MSG(step == to, "%s: at %llu, wanted %llu", what, (unsigned long long)step, (unsigned long long)to);
-    gen_step(want, step);
-    CHECK_MSG(memcmp(u->img, want, sizeof want) == 0, "%s: step %llu is not bit-exact (path %s)", what,
-              (unsigned long long)step, ss.path);
-    return 1;
+    return sm_sync_exact(u, to, what, ss_out, gen_step);
 }
 
 static int publish(wsync_publisher *p, uint64_t step, wsync_error *err)
 {
-    static uint16_t img[TOTAL];
-    wsync_tensor t[NT];
-    gen_step(img, step);
-    tensors_of(img, t);
-    return wsync_publish(p, step, t, NT, NULL, err) == WSYNC_OK;
+    return sm_publish(p, &g_model, gen_step, step, err);
 }
 
 #define STEPS 11
@@ -810,7 +733,7 @@ static void check_chain(conf *c)
     wsync_publisher *p = NULL, *pm = NULL;
     wsync_error err;
     wsync_chain_info info;
-    sub *f = NULL, *b = NULL;
+    sm_sub *f = NULL, *b = NULL;
     keys got, want;
     uint64_t step;
     int ok = 1;
@@ -827,7 +750,7 @@ static void check_chain(conf *c)
     CHECK_EQ_INT(wsync_store_mem_open(&mo, &m, &err), WSYNC_OK);
     CHECK_MSG(wsync_publisher_open(s, &co, &p, &err) == WSYNC_OK, "publisher: %s", err.message);
     CHECK_MSG(wsync_publisher_open(&m, &co, &pm, &err) == WSYNC_OK, "publisher (memory): %s", err.message);
-    if (p) f = sub_open(s, &co);
+    if (p) f = sm_sub_new(s, &g_model, &co);
     for (step = 0; step < STEPS && ok && p && pm && f; step++) {
         ok = publish(p, step, &err);
         CHECK_MSG(ok, "publish %llu: %s", (unsigned long long)step, err.message);
@@ -855,18 +778,18 @@ static void check_chain(conf *c)
             wsync_chain_info_free(&info);
         }
         sync_exact(f, WSYNC_STEP_LATEST, "follower at the end", NULL);
-        b = sub_open(s, &co);
+        b = sm_sub_new(s, &g_model, &co);
         sync_exact(b, WSYNC_STEP_LATEST, "from scratch", NULL);
-        sub_close(b);
-        b = sub_open(s, &co);
+        sm_sub_free(b);
+        b = sm_sub_new(s, &g_model, &co);
         if (b) { /* retention kept steps 7-10: from 4, anchor 9 then delta 10 */
             gen_step(b->img, 4);
             wsync_subscriber_set_step(b->s, 4);
             sync_exact(b, STEPS - 1, "from 4 to 10", NULL);
         }
-        sub_close(b);
+        sm_sub_free(b);
         /* delta 8 corrupted in the store: from 7, the way round is anchor 9 */
-        b = sub_open(s, &co);
+        b = sm_sub_new(s, &g_model, &co);
         if (b) {
             uint8_t *d = NULL;
             uint64_t n = 0;
@@ -884,9 +807,9 @@ static void check_chain(conf *c)
             }
             free(d);
         }
-        sub_close(b);
+        sm_sub_free(b);
     }
-    sub_close(f);
+    sm_sub_free(f);
     if (p) wsync_publisher_close(p);
     if (pm) wsync_publisher_close(pm);
     wsync_store_close(&m);
@@ -903,7 +826,7 @@ static void check_headless(conf *c)
     wsync_error err;
     wsync_result r;
     uint64_t size;
-    sub *b;
+    sm_sub *b;
     conf_begin(c, C_HEADLESS, "without HEAD the chain is read from the listing (head step, a subscriber bit-exact); a "
                       "publisher refuses it");
     memset(&co, 0, sizeof co);
@@ -914,9 +837,9 @@ static void check_headless(conf *c)
     if (c->caps->listing) {
         CHECK_MSG(r == WSYNC_OK, "chain_read: %s", err.message);
         if (r == WSYNC_OK) CHECK_EQ_U64(info.head_step, STEPS - 1);
-        b = sub_open(s, &co);
+        b = sm_sub_new(s, &g_model, &co);
         sync_exact(b, WSYNC_STEP_LATEST, "HEAD-less, from scratch", NULL);
-        sub_close(b);
+        sm_sub_free(b);
     } else {
         CHECK_MSG(r == WSYNC_ERR_UNSUPPORTED && !strstr(err.message, "credentials"),
                   "chain_read without a listing: %s: %s", wsync_result_str(r), err.message);
@@ -1153,6 +1076,7 @@ static int run_server(const char *arg)
 int main(int argc, char **argv)
 {
     int i;
+    g_model = sm_model_make(g_defs, NT);
     if (argc < 2) {
         run_memory();
         run_dir();

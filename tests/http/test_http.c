@@ -23,6 +23,7 @@
 #define WSYNC_HTTP_IMPLEMENTATION
 #include "wsync_http.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <curl/curl.h>
 #include <dirent.h>
@@ -426,98 +427,20 @@ static void test_mkcol(void)
    ====================================================================== */
 
 #define NT 3
-static const char *g_names[NT] = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"};
-static const uint64_t g_shapes[NT][2] = {{96, 128}, {96, 128}, {128, 1}};
-#define NEL(i) ((size_t)(g_shapes[i][0] * g_shapes[i][1]))
-#define TOTAL (96 * 128 * 2 + 128)
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+static const sm_def g_defs[NT] = {{"model.embed_tokens.weight", 2, {96, 128}, 0},
+                                  {"lm_head.weight", 2, {96, 128}, 0},
+                                  {"model.norm.weight", 2, {128, 1}, 0}};
+static sm_model g_model; /* of g_defs (main makes it) */
 
 /* Step s: ~1.5% of the elements move by one bf16 step from step s-1. */
-static void gen_step(uint16_t *img, uint64_t step)
-{
-    size_t j;
-    uint64_t s;
-    for (j = 0; j < TOTAL; j++) img[j] = (uint16_t)(0x3C00u + (mix64(j) & 0x3FFu));
-    for (s = 1; s <= step; s++)
-        for (j = 0; j < TOTAL * 15 / 1000; j++) {
-            uint64_t h = mix64(s * 1000003ull + j);
-            img[h % TOTAL] = (uint16_t)(img[h % TOTAL] + ((h >> 40) & 1 ? 1 : -1));
-        }
-}
-
-static void tensors_of(uint16_t *img, wsync_tensor *t)
-{
-    size_t i, off = 0;
-    for (i = 0; i < NT; i++) {
-        t[i].name = g_names[i];
-        t[i].dtype = WSYNC_DTYPE_BF16;
-        t[i].rank = 2;
-        t[i].shape = g_shapes[i];
-        t[i].data = img + off;
-        t[i].nbytes = (uint64_t)NEL(i) * 2;
-        off += NEL(i);
-    }
-}
-
-typedef struct sub {
-    uint16_t img[TOTAL];
-    wsync_tensor t[NT];
-    wsync_subscriber *s;
-} sub;
-
-static sub *sub_open(const wsync_store *st, const wsync_chain_options *co)
-{
-    sub *u = (sub *)calloc(1, sizeof *u);
-    wsync_error err;
-    tensors_of(u->img, u->t);
-    if (wsync_subscriber_open(st, u->t, NT, co, &u->s, &err) != WSYNC_OK) {
-        CHECK_MSG(0, "subscriber_open: %s", err.message);
-        free(u);
-        return NULL;
-    }
-    return u;
-}
-
-static void sub_close(sub *u)
-{
-    if (!u) return;
-    wsync_subscriber_close(u->s);
-    free(u);
-}
+static void gen_step(uint16_t *img, uint64_t step) { sm_scatter(img, g_model.total, 15, step); }
 
 /* Syncs to `to` and checks the image against the generator. */
-static int sync_exact(sub *u, uint64_t to, const char *what)
-{
-    wsync_error err;
-    wsync_sync_stats ss;
-    static uint16_t want[TOTAL];
-    uint64_t step = UINT64_MAX;
-    if (wsync_subscriber_sync(u->s, to, &ss, &err) != WSYNC_OK) {
-        CHECK_MSG(0, "%s: sync to %llu: %s", what, (unsigned long long)to, err.message);
-        return 0;
-    }
-    wsync_subscriber_step(u->s, &step);
-    if (to != WSYNC_STEP_LATEST) CHECK_MSG(step == to, "%s: at %llu, wanted %llu", what, (unsigned long long)step, (unsigned long long)to);
-    gen_step(want, step);
-    CHECK_MSG(memcmp(u->img, want, sizeof want) == 0, "%s: step %llu is not bit-exact (path %s)", what,
-              (unsigned long long)step, ss.path);
-    return 1;
-}
+static int sync_exact(sm_sub *u, uint64_t to, const char *what) { return sm_sync_exact(u, to, what, NULL, gen_step); }
 
 static int publish(wsync_publisher *p, uint64_t step, wsync_error *err)
 {
-    static uint16_t img[TOTAL];
-    wsync_tensor t[NT];
-    gen_step(img, step);
-    tensors_of(img, t);
-    return wsync_publish(p, step, t, NT, NULL, err) == WSYNC_OK;
+    return sm_publish(p, &g_model, gen_step, step, err);
 }
 
 /* ======================================================================
@@ -723,7 +646,7 @@ static void test_restart(void)
     wsync_chain_options co;
     wsync_publisher *p = NULL;
     wsync_error err;
-    sub *u = NULL;
+    sm_sub *u = NULL;
     uint64_t step, have = 0;
     double t0;
     fast_opts(&o);
@@ -733,7 +656,7 @@ static void test_restart(void)
     if (!open_at(g_url, "restart", &o, &s)) return;
     TEST_BEGIN("restart: nginx killed mid-run; the publisher and the subscriber recover");
     CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
-    u = sub_open(&s, &co);
+    u = sm_sub_new(&s, &g_model, &co);
     for (step = 0; step <= 6 && p && u; step++) CHECK_MSG(publish(p, step, &err), "%s", err.message);
     if (u) sync_exact(u, 6, "before the kill");
     CHECK(nginx_kill());
@@ -751,7 +674,7 @@ static void test_restart(void)
     for (step = 7; step <= 12 && p; step++) CHECK_MSG(publish(p, step, &err), "step %llu: %s", (unsigned long long)step, err.message);
     if (u) sync_exact(u, 12, "after the restart");
     TEST_END();
-    sub_close(u);
+    sm_sub_free(u);
     if (p) wsync_publisher_close(p);
     wsync_store_close(&s);
 }
@@ -1360,7 +1283,7 @@ static void test_tls(void)
         wsync_chain_options co;
         wsync_publisher *p = NULL;
         wsync_error e2;
-        sub *u;
+        sm_sub *u;
         uint64_t step;
         CHECK_MSG(s.put(s.user, "anchors/big", obj, n, &err) == WSYNC_OK, "%s", err.message);
         memset(&g, 0, sizeof g);
@@ -1375,13 +1298,13 @@ static void test_tls(void)
         co.prefix = "chain";
         co.anchor_every = 3;
         CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &e2), WSYNC_OK);
-        u = sub_open(&s, &co);
+        u = sm_sub_new(&s, &g_model, &co);
         for (step = 0; step <= 5 && p && u; step++) {
             CHECK_MSG(publish(p, step, &e2), "%s", e2.message);
             if (step % 2) sync_exact(u, WSYNC_STEP_LATEST, "over tls");
         }
         if (u) sync_exact(u, 5, "over tls, the head");
-        sub_close(u);
+        sm_sub_free(u);
         if (p) wsync_publisher_close(p);
         wsync_store_close(&s);
     }
@@ -1416,7 +1339,7 @@ static void test_prefetch(void)
     wsync_chain_options co;
     wsync_publisher *p = NULL;
     wsync_error err;
-    sub *u;
+    sm_sub *u;
     uint64_t step, ready = 0;
     int tries;
     memset(&co, 0, sizeof co);
@@ -1424,7 +1347,7 @@ static void test_prefetch(void)
     if (!open_at(g_url, "prefetch", NULL, &s)) return;
     TEST_BEGIN("prefetch thread over http: the follower applies what was prefetched, bit-exact");
     CHECK_EQ_INT(wsync_publisher_open(&s, &co, &p, &err), WSYNC_OK);
-    u = sub_open(&s, &co);
+    u = sm_sub_new(&s, &g_model, &co);
     if (p && u) {
         CHECK(publish(p, 0, &err));
         sync_exact(u, 0, "start");
@@ -1439,15 +1362,16 @@ static void test_prefetch(void)
             CHECK_MSG(ready == step, "ready %llu, wanted %llu", (unsigned long long)ready, (unsigned long long)step);
             CHECK_EQ_INT(wsync_subscriber_apply_ready(u->s, &ss, &err), WSYNC_OK);
             {
-                static uint16_t want[TOTAL];
-                gen_step(want, step);
-                CHECK(memcmp(u->img, want, sizeof want) == 0);
+                uint16_t *want = (uint16_t *)malloc(g_model.total * 2);
+                if (want) gen_step(want, step);
+                CHECK(want && memcmp(u->img, want, g_model.total * 2) == 0);
+                free(want);
             }
         }
         wsync_subscriber_stop(u->s);
     }
     TEST_END();
-    sub_close(u);
+    sm_sub_free(u);
     if (p) wsync_publisher_close(p);
     wsync_store_close(&s);
 }
@@ -1853,6 +1777,7 @@ int main(void)
         snprintf(tag, sizeof tag, "t%ld", (long)getpid());
         g_tag = tag;
     }
+    g_model = sm_model_make(g_defs, NT);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     test_listing_parser();
     test_open_args();

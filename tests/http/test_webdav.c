@@ -25,6 +25,7 @@
 #define WSYNC_HTTP_IMPLEMENTATION
 #include "wsync_http.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,44 +61,13 @@ static int keys_list(const wsync_store *s, const char *prefix, keys *c, wsync_er
 /* ---- a small model that changes a little every step ---- */
 
 #define NT 3
-static const char *g_names[NT] = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"};
-static const uint64_t g_shapes[NT][2] = {{64, 96}, {64, 96}, {96, 1}};
-#define NEL(i) ((size_t)(g_shapes[i][0] * g_shapes[i][1]))
-#define TOTAL (64 * 96 * 2 + 96)
+static const sm_def g_defs[NT] = {{"model.embed_tokens.weight", 2, {64, 96}, 0},
+                                  {"lm_head.weight", 2, {64, 96}, 0},
+                                  {"model.norm.weight", 2, {96, 1}, 0}};
+static sm_model g_model; /* of g_defs (main makes it) */
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-static void gen_step(uint16_t *img, uint64_t step)
-{
-    size_t j;
-    uint64_t s;
-    for (j = 0; j < TOTAL; j++) img[j] = (uint16_t)(0x3C00u + (mix64(j) & 0x3FFu));
-    for (s = 1; s <= step; s++)
-        for (j = 0; j < TOTAL * 2 / 100; j++) {
-            uint64_t h = mix64(s * 1000003ull + j);
-            img[h % TOTAL] = (uint16_t)(img[h % TOTAL] + ((h >> 40) & 1 ? 1 : -1));
-        }
-}
-
-static void tensors_of(uint16_t *img, wsync_tensor *t)
-{
-    size_t i, off = 0;
-    for (i = 0; i < NT; i++) {
-        t[i].name = g_names[i];
-        t[i].dtype = WSYNC_DTYPE_BF16;
-        t[i].rank = 2;
-        t[i].shape = g_shapes[i];
-        t[i].data = img + off;
-        t[i].nbytes = (uint64_t)NEL(i) * 2;
-        off += NEL(i);
-    }
-}
+/* Step s: ~2% of the elements move by one bf16 step from step s-1. */
+static void gen_step(uint16_t *img, uint64_t step) { sm_scatter(img, g_model.total, 20, step); }
 
 /* ---- one WebDAV server ---- */
 
@@ -262,8 +232,6 @@ static void refuses_unknown(wsync_store *s, const char *what)
 /* A new prefix: positively empty, and a publisher starts a chain there. */
 static void takes_chain(wsync_store *s, const char *what)
 {
-    static uint16_t img[TOTAL];
-    wsync_tensor t[NT];
     wsync_error err;
     wsync_publisher *p = NULL;
     keys c;
@@ -273,9 +241,7 @@ static void takes_chain(wsync_store *s, const char *what)
               err.message);
     CHECK_MSG(wsync_publisher_open(s, NULL, &p, &err) == WSYNC_OK, "%s: publisher: %s", what, err.message);
     if (!p) return;
-    gen_step(img, 0);
-    tensors_of(img, t);
-    CHECK_MSG(wsync_publish(p, 0, t, NT, NULL, &err) == WSYNC_OK, "%s: publish: %s", what, err.message);
+    CHECK_MSG(sm_publish(p, &g_model, gen_step, 0, &err), "%s: publish: %s", what, err.message);
     CHECK_MSG(s->head(s->user, "HEAD", &size, &err) == WSYNC_OK, "%s: HEAD: %s", what, err.message);
     wsync_publisher_close(p);
 }
@@ -418,6 +384,7 @@ int main(void)
     const char *json = getenv("WSYNC_TEST_JSON_URL"), *hostile = getenv("WSYNC_TEST_HOSTILE_URL");
     g_tag = getenv("WSYNC_TEST_DAV_TAG");
     if (!g_tag) g_tag = "t";
+    g_model = sm_model_make(g_defs, NT);
     test_parser();
     if (davext) test_json_forced(davext);
     if (json) test_json_server(json);
