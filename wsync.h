@@ -17881,6 +17881,7 @@ struct wsync_engine {
     uint64_t *pmark;           /* per parameter: the take it is pending in */
     size_t *pend, npend;       /* the parameters holding gathered changes */
     uint64_t *opos, ocap, oused; /* a parameter merged from several refs, no reserve */
+    uint64_t gbytes;           /* the gathers' capacity, bytes */
     uint8_t *oval;
     wsync_param_reserve_fn reserve;
     void *ruser;
@@ -18317,6 +18318,7 @@ static int wsync__eng_room(wsync_engine *e, wsync__egather *g, uint64_t more, un
     }
     wsync__free(&e->a, g->pos);
     wsync__free(&e->a, g->val);
+    e->gbytes += (cap - g->cap) * (8 + (uint64_t)w);
     g->pos = p;
     g->val = v;
     g->cap = cap;
@@ -18411,6 +18413,19 @@ static int wsync__eng_ref(wsync_engine *e, const wsync__eref *r, const uint64_t 
     }
 }
 
+/* The gathers' memory kept across takes (above it, a parameter's is let
+   go once handed), and one gather's let go. */
+#define WSYNC__ENG_KEEP ((uint64_t)128 << 20)
+static void wsync__eng_let_go(wsync_engine *e, wsync__egather *g, unsigned w)
+{
+    e->gbytes -= g->cap * (8 + (uint64_t)w);
+    wsync__free(&e->a, g->pos);
+    wsync__free(&e->a, g->val);
+    g->pos = NULL;
+    g->val = NULL;
+    g->cap = 0;
+}
+
 /* WSYNC_ENGINE_MERGE: parameter p's gathered changes in one call,
    positions ascending: its refs in offset order (disjoint ascending ranges
    along dim 0; along another dim interleaved, a block at a time), written
@@ -18499,7 +18514,10 @@ static int wsync__eng_emit1(wsync_engine *e, size_t p)
     c.count = n;
     c.positions = dp;
     c.values = dv;
-    return e->fn(e->user, &c);
+    rc = e->fn(e->user, &c);
+    for (j = a; j < b && e->gbytes > WSYNC__ENG_KEEP; j++) /* a large take's (a whole one's) let go at once */
+        wsync__eng_let_go(e, &e->g[e->pref[j]], w);
+    return rc;
 }
 
 /* WSYNC_ENGINE_MERGE: each pending parameter whose last tensor is below
@@ -18676,23 +18694,19 @@ WSYNC_DEF void wsync_engine_reserve(wsync_engine *e, wsync_param_reserve_fn fn, 
     e->ruser = user;
 }
 
-/* The gathers' memory after a take: kept while the take needed it. */
+/* The gathers' memory after a take: kept while the take needed most of
+   it, up to 2^23 changes a ref. */
 static void wsync__eng_merge_trim(wsync_engine *e)
 {
     size_t j;
     for (j = 0; j < e->nrefs; j++) {
         wsync__egather *g = &e->g[j];
         g->n = 0;
-        if (g->cap > 2 * g->used + 1024) {
-            wsync__free(&e->a, g->pos);
-            wsync__free(&e->a, g->val);
-            g->pos = NULL;
-            g->val = NULL;
-            g->cap = 0;
-        }
+        if (g->cap > 2 * g->used + 1024 || g->cap > ((uint64_t)1 << 23))
+            wsync__eng_let_go(e, g, wsync_dtype_bits(e->p[e->refs[j].p].dtype) / 8);
         g->used = 0;
     }
-    if (e->ocap > 2 * e->oused + 1024) {
+    if (e->ocap > 2 * e->oused + 1024 || e->ocap > ((uint64_t)1 << 23)) {
         wsync__free(&e->a, e->opos);
         wsync__free(&e->a, e->oval);
         e->opos = NULL;

@@ -129,9 +129,11 @@ typedef struct wspy_seg {
    *used bytes, the segs' parameters. Called (need > 0) when a parameter's
    need bytes do not fit: the binding uploads and scatters the segs and
    sets *used 0, or keeps them (a larger buffer with the first *used bytes
-   copied), and leaves room for need bytes in *buf and *cap; and (need 0)
-   at the take's end: uploads and scatters the segs. Nonzero refuses the
-   take (WSYNC_ERR_SINK; the next take hands it again, whole). */
+   copied), and leaves room for need bytes in *buf and *cap, or, for more
+   than its limit, an empty buffer of the limit's size: the take then
+   stages that parameter in pieces, a segment each (and a scatter each);
+   and (need 0) at the take's end: uploads and scatters the segs. Nonzero
+   refuses the take (WSYNC_ERR_SINK; the next take hands it again, whole). */
 typedef int32_t (*wspy_stage_fn)(void *user, const wspy_seg *segs, uint64_t nseg, uint64_t need, uint8_t **buf,
                                  uint64_t *cap, uint64_t *used);
 
@@ -1400,6 +1402,7 @@ typedef struct wspy__ptake {
     wspy_stage_fn sfn;
     uint8_t *buf;
     uint64_t cap, used, nseg;
+    size_t split;          /* the parameter staged in pieces (larger than the buffer), else SIZE_MAX */
     int32_t stage_rc;      /* the staging's refusal */
     const char *why;       /* what failed here, in C */
 } wspy__ptake;
@@ -1409,7 +1412,31 @@ static int wspy__ptake_stage(wspy__ptake *t, uint64_t need)
     int32_t rc = t->sfn(t->user, t->g->segs, t->nseg, need, &t->buf, &t->cap, &t->used);
     if (rc) return (int)(t->stage_rc = rc > 0 ? rc : 1);
     if (!t->used) t->nseg = 0;
+    if (!t->buf) t->cap = 0;
     return 0;
+}
+
+/* The next segment: count changes of width bytes at the buffer's end (room checked). */
+static const wspy_seg *wspy__ptake_seg(wspy__ptake *t, size_t index, uint64_t count, unsigned width)
+{
+    wspy_seg *sg;
+    if (t->nseg == t->g->segcap) {
+        size_t cap = t->g->segcap ? 2 * t->g->segcap : 64;
+        wspy_seg *x = (wspy_seg *)realloc(t->g->segs, cap * sizeof *x);
+        if (!x) {
+            t->why = "out of memory for the staging's segments";
+            return NULL;
+        }
+        t->g->segs = x;
+        t->g->segcap = cap;
+    }
+    sg = &t->g->segs[t->nseg++];
+    sg->index = (uint64_t)index;
+    sg->positions = t->used;
+    sg->values = t->used + count * 8;
+    sg->count = count;
+    t->used += count * 8 + ((count * width + 7) & ~(uint64_t)7);
+    return sg;
 }
 
 /* WSYNC_ENGINE_MERGE's reserve: a staged parameter's merged changes go
@@ -1420,7 +1447,7 @@ static int wspy__ptake_reserve(void *user, size_t index, uint64_t count, unsigne
 {
     wspy__ptake *t = (wspy__ptake *)user;
     uint64_t need, vb;
-    wspy_seg *sg;
+    const wspy_seg *sg;
     int rc;
     if (!t->staged || !t->staged[index]) return 0; /* to fn, from the engine's memory */
     vb = count * width;
@@ -1429,28 +1456,40 @@ static int wspy__ptake_reserve(void *user, size_t index, uint64_t count, unsigne
         return 1;
     }
     if (t->used + need > t->cap && (rc = wspy__ptake_stage(t, need)) != 0) return rc;
-    if (!t->buf || t->used + need > t->cap) {
-        t->why = "the staging buffer has no room for a parameter's changes";
-        return 1;
+    if (t->used + need > t->cap) { /* larger than the buffer: the call stages it in pieces */
+        t->split = index;
+        return 0;
     }
-    if (t->nseg == t->g->segcap) {
-        size_t cap = t->g->segcap ? 2 * t->g->segcap : 64;
-        wspy_seg *x = (wspy_seg *)realloc(t->g->segs, cap * sizeof *x);
-        if (!x) {
-            t->why = "out of memory for the staging's segments";
-            return 1;
-        }
-        t->g->segs = x;
-        t->g->segcap = cap;
-    }
-    sg = &t->g->segs[t->nseg++];
-    sg->index = (uint64_t)index;
-    sg->positions = t->used;
-    sg->values = t->used + count * 8;
-    sg->count = count;
+    if (!(sg = wspy__ptake_seg(t, index, count, width))) return 1;
     *positions = (uint64_t *)(void *)(t->buf + sg->positions);
     *values = t->buf + sg->values;
-    t->used += need;
+    return 0;
+}
+
+/* A parameter larger than the staging buffer, from the engine's memory:
+   as many segments as it takes, the buffer uploaded between them. */
+static int wspy__ptake_pieces(wspy__ptake *t, const wsync_param_changes *c)
+{
+    uint64_t at = 0, w = c->width, k;
+    const wspy_seg *sg;
+    int rc;
+    t->split = SIZE_MAX;
+    while (at < c->count) {
+        k = t->cap - t->used > 8 + w + 7 ? (t->cap - t->used - 7) / (8 + w) : 0;
+        if (!k) {
+            if ((rc = wspy__ptake_stage(t, (c->count - at) * (8 + w) + 7)) != 0) return rc;
+            k = t->cap - t->used > 8 + w + 7 ? (t->cap - t->used - 7) / (8 + w) : 0;
+            if (!k) {
+                t->why = "the staging buffer has no room for one change";
+                return 1;
+            }
+        }
+        if (k > c->count - at) k = c->count - at;
+        if (!(sg = wspy__ptake_seg(t, c->index, k, c->width))) return 1;
+        memcpy(t->buf + sg->positions, c->positions + at, (size_t)k * 8);
+        memcpy(t->buf + sg->values, (const uint8_t *)c->values + at * w, (size_t)(k * w));
+        at += k;
+    }
     return 0;
 }
 
@@ -1458,7 +1497,8 @@ static int wspy__ptake_cb(void *user, const wsync_param_changes *c)
 {
     wspy__ptake *t = (wspy__ptake *)user;
     int32_t rc;
-    if (c->param && t->staged && t->staged[c->index]) return 0; /* written by the reserve */
+    if (c->param && t->staged && t->staged[c->index]) /* written by the reserve, or too large for it */
+        return t->split == c->index ? wspy__ptake_pieces(t, c) : 0;
     if (!c->param && t->nseg && wspy__ptake_stage(t, 0) != 0) return (int)t->stage_rc; /* the end: upload */
     rc = t->fn(t->user, c->param ? (uint64_t)c->index : UINT64_MAX, c->count, c->positions, c->values,
                (uint32_t)c->width);
@@ -1493,6 +1533,7 @@ WSPY_API int32_t wspy_engine_take(wspy_engine *g, wspy_param_fn fn, int32_t scat
     t.sfn = sfn;
     t.buf = buf;
     t.cap = buf ? cap : 0;
+    t.split = SIZE_MAX;
     for (i = 0; i < g->names.n; i++) g->p[i].data = scatter ? g->datas[i] : NULL;
     wsync_engine_reserve(g->e, staged ? wspy__ptake_reserve : NULL, &t);
     memset(&st, 0, sizeof st);

@@ -426,8 +426,9 @@ class EngineSink(object):
         host buffer's first used[0] bytes) uploaded and scattered (need 0: the
         take's end; or the next parameter's need bytes would pass the
         Batch's limit), else kept; then room for need bytes, the buffer
-        grown (its first used[0] bytes copied). The room it gives stops at
-        the limit, or at this parameter when one is larger."""
+        grown (its first used[0] bytes copied), never past the Batch's
+        limit: a parameter larger than that is staged in pieces (a segment
+        and a scatter each: a first, whole take's largest parameters)."""
         b = self.primary
         try:
             n = int(nseg)
@@ -440,11 +441,13 @@ class EngineSink(object):
                     b.flush()             # the upload, the scatters, one synchronize; b.used 0
                 finally:
                     self._flush_s += time.perf_counter() - t0
-            if need and b.used + int(need) > b.cap:
-                b._grow(b.used + int(need))
+            if need:                      # room for need bytes; for more than the limit, the limit (in pieces)
+                want = min(b.used + int(need), max(b.limit, b.used))
+                if want > b.cap:
+                    b._grow(want)
             used[0] = b.used
             buf[0] = b.ptr
-            cap[0] = max(min(b.cap, b.limit), b.used + int(need))   # past the limit: back here first
+            cap[0] = min(b.cap, max(b.limit, b.used))
             b.used = 0                    # the take keeps count of what is staged (b.segs: empty)
             return 0
         except BaseException as e:        # never through C: kept, raised after the take

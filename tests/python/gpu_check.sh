@@ -2,7 +2,10 @@
 # The CUDA paths in one short run, for a lent GPU machine: the engine map's
 # tests (tests/python/test_engine.py: test_bf16_ranks_cuda takes through the
 # map into CUDA parameters, test_cuda_one_upload_per_take_exact checks the
-# batched scatter: one pinned upload a take, exact after every take), the
+# batched scatter wsync stages itself: one pinned upload a take, an
+# index_copy_ per parameter, exact after every take;
+# test_cuda_staging_limit_tied: a 512-byte staging limit, so uploads inside
+# the take and parameters in pieces), the
 # mirror's TestMirrorCuda (tests/python/test_wsync.py), and `make
 # bench-engine BENCH_ENGINE_ARGS="--device cuda"` (each rank's pause with
 # CUDA parameters: the batched scatter, its uploads a take), then a summary
@@ -63,7 +66,8 @@ step() {
 engine_ok() { # (verbose unittest: the docstring's first line, then "... ok", may follow the name's line)
     grep -q 'summary: [0-9]* passed, 0 failed' "$1" && ! grep -q 'skipped' "$1" &&
         grep -A1 '^test_bf16_ranks_cuda' "$1" | grep -q ' ok$' &&
-        grep -A1 '^test_cuda_one_upload_per_take_exact' "$1" | grep -q ' ok$'
+        grep -A1 '^test_cuda_one_upload_per_take_exact' "$1" | grep -q ' ok$' &&
+        grep -A1 '^test_cuda_staging_limit_tied' "$1" | grep -q ' ok$'
 }
 mirror_ok() { grep -q '^OK' "$1" && ! grep -q 'skipped' "$1" && grep -q '^Ran [1-9]' "$1"; }
 bench_ok() { # on the GPU, exact, every rank's take in a few uploads (the batched scatter ran)
