@@ -313,6 +313,15 @@ bench-schedule: $(BUILD)/wsync $(BUILD)/bench_probe
 bench-sparse: $(BUILD)/bench_sparse
 	$(BUILD)/bench_sparse
 
+# The sparse step's simulator against push-demo --sparse on qwen3-0.6b, 4
+# trainers to 2 inference ranks over CMA: the rates measured here (the wire,
+# and bench_sparse --ranks: the phases as the ranks run them) before and
+# after the run, measured over predicted per step kind and phase
+# (bench/bench_sim_check.sh; about 5 minutes).
+.PHONY: bench-sim-check
+bench-sim-check: $(BUILD)/wsync $(BUILD)/bench_sparse $(BUILD)/bench_probe
+	bench/bench_sim_check.sh $(BUILD)/wsync
+
 # The SIMD figures of one machine in one short run (bench/bench_simd.sh:
 # the CPU head, AUTO's choice in 20 processes, bench_delta and bench_apply,
 # SIMD and portable builds). The binaries go to $(BUILD)/simd, built by the

@@ -47,6 +47,7 @@
    usage: build/bench_sparse [--trajectory DIR] [--model NAME|none] [--step S]
                              [--mode light|adamw] [--rows N] [--threads N]
                              [--density D] [--mib M] [--no-rates] [--no-densities]
+          build/bench_sparse --ranks MIB [--threads N] [--density D]
      --trajectory DIR   the real trajectory [tests/fixtures/corpus/trajectory]
      --model NAME       the generator's model [qwen3-0.6b]; none: skip it
      --step S           compare step S-1 with step S [2]
@@ -54,7 +55,10 @@
      --rows N           only the first N rows of each generated tensor (a multiple
                         of 128 keeps whole tiles) [all]
      --density D        the rates' buffers change this fraction of bf16 elements [0.0161]
-     --mib M            the rates' buffers, MiB of bf16 [32] */
+     --mib M            the rates' buffers, MiB of bf16 [32]
+     --ranks MIB        only the phases as the ranks run them (below), on MIB MiB of
+                        bf16 a thread (a rank's shard), by --threads N at once [1];
+                        prints the flags that give wsync plan these rates */
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
@@ -634,11 +638,222 @@ static void sp_rates(double density, uint64_t mib)
     free(scfull);
 }
 
+/* ---- ranks: the phases as the ranks run them (bench/bench_sim_check.sh) ----
+
+   What wsync_rank_push and a receiver's COMMIT run (wsync_rdma.h's
+   >>sparse), on buffers the size of a rank's (beyond the caches, as a
+   shard of a real model is), by N threads at once (the ranks that share
+   this host's cores run their phases at the same time): per thread, the
+   median of SP_RK_REPS (on a shared machine a best time is a lucky one, and
+   a run's step is not), each phase's rate over the fastest of the memcpys
+   of the same buffer timed beside it (the ratios
+   wsync_plan_sparse_options takes), and that memcpy
+   rate (its mem_gbps; with N the cores, a core's while every core works):
+     diff     wsync_diff in chunks of 32 Ki elements, each change's position
+              and value kept and the copy brought up to date (bf16 bytes of
+              one buffer);
+     pack     per transfer of SP_RK_XFER elements, its changes found, a
+              section reserved (wsync_sparse_section), positions and values
+              written, then wsync_sparse_finish's digest (slot bytes);
+     verify   wsync_sparse_validate of the slot (slot bytes);
+     scatter  wsync_sparse_scatter of the slot into the receiver's copy
+              (slot bytes), checked bit-exact against the new buffer. */
+
+#define SP_RK_REPS 5
+#define SP_RK_CHUNK 32768u   /* wsync_rdma.h's WSYNC__SP_CHUNK */
+#define SP_RK_XFER 524288u   /* elements a transfer: 1 MiB, about qwen3-0.6b's mean per trainer and tensor */
+/* memcpy (the copy), diff, pack, memcpy (the receiver's), verify, memcpy
+   (the new buffer over the copy, equal: the slot out of the caches),
+   scatter: a receiver reads slots other processes wrote, more bytes than
+   the caches hold (4 trainers' on qwen3-0.6b), so neither verify nor
+   scatter finds the slot in a cache */
+#define SP_RK_PHASES 7
+#define SP_RK_EVICT (96u << 20) /* bytes read and written before pack, verify and scatter: 3x this L3 */
+
+typedef struct sp_rk {
+    uint64_t n, nchg, cap_chg, slot_cap, slot_bytes;
+    uint16_t *old, *cur, *prev, *recv, *val;
+    uint64_t *chg;
+    uint32_t *pos;
+    uint8_t *slot, *evict;
+    int phase, rep, ok;
+    double t[SP_RK_PHASES][SP_RK_REPS], best[SP_RK_PHASES]; /* best: the median of t */
+} sp_rk;
+
+static uint64_t sp_rk_lb(const uint64_t *c, uint64_t n, uint64_t e)
+{
+    uint64_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (c[mid] < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void sp_rk_diff(sp_rk *k)
+{
+    uint64_t at, j;
+    k->nchg = 0;
+    for (at = 0; at < k->n; at += SP_RK_CHUNK) {
+        uint64_t m = k->n - at < SP_RK_CHUNK ? k->n - at : SP_RK_CHUNK,
+                 c = wsync_diff(k->prev + at, k->cur + at, (size_t)m, 2, k->pos);
+        if (k->nchg + c > k->cap_chg) sp_die("ranks: more changes than counted");
+        for (j = 0; j < c; j++) {
+            uint64_t e = at + k->pos[j];
+            k->chg[k->nchg + j] = e;
+            memcpy(&k->val[k->nchg + j], &k->cur[e], 2);
+            memcpy(&k->prev[e], &k->val[k->nchg + j], 2);
+        }
+        k->nchg += c;
+    }
+}
+
+static void sp_rk_pack(sp_rk *k)
+{
+    wsync_sparse_writer w;
+    wsync_error e;
+    uint64_t x, i;
+    wsync_sparse_begin(&w, k->slot, k->slot_cap, 2, 1, 0);
+    for (x = 0; x < k->n; x += SP_RK_XFER) {
+        uint64_t end = k->n - x < SP_RK_XFER ? k->n : x + SP_RK_XFER, a = sp_rk_lb(k->chg, k->nchg, x),
+                 b = sp_rk_lb(k->chg, k->nchg, end);
+        uint32_t *pos;
+        uint8_t *val;
+        if (a == b) continue;
+        if (wsync_sparse_section(&w, 0, 2, x, b - a, &pos, &val, &e) != WSYNC_OK) sp_die(e.message);
+        for (i = a; i < b; i++) {
+            pos[i - a] = (uint32_t)(k->chg[i] - x);
+            memcpy(val + 2 * (i - a), &k->val[i], 2);
+        }
+    }
+    k->slot_bytes = wsync_sparse_finish(&w);
+}
+
+static void *sp_rk_main(void *p)
+{
+    sp_rk *k = (sp_rk *)p;
+    uint64_t len = k->n * 2;
+    wsync_sparse_expect x;
+    wsync_error e;
+    uint8_t *region = (uint8_t *)k->recv;
+    double t;
+    if (k->phase == 2 || k->phase == 4 || k->phase == 6) { /* untimed: what the phase reads out of the caches */
+        uint64_t i, acc = 0;
+        for (i = 0; i < SP_RK_EVICT; i += 64) acc += k->evict[i]++;
+        k->evict[0] = (uint8_t)acc;
+    }
+    t = bench_cpu__now();
+    switch (k->phase) {
+    case 0: memcpy(k->prev, k->old, (size_t)len); break;
+    case 1: sp_rk_diff(k); break;
+    case 2: sp_rk_pack(k); break;
+    case 3: memcpy(k->recv, k->old, (size_t)len); break;
+    case 4:
+        memset(&x, 0, sizeof x);
+        x.step = 2, x.base = 1, x.sender = 0, x.n_regions = 1, x.region_len = &len;
+        if (wsync_sparse_validate(k->slot, k->slot_cap, &x, NULL, &e) != WSYNC_OK) k->ok = 0;
+        break;
+    case 5: memcpy(k->prev, k->cur, (size_t)len); break;
+    default: wsync_sparse_scatter(k->slot, &region); break;
+    }
+    k->t[k->phase][k->rep] = bench_cpu__now() - t;
+    return NULL;
+}
+
+static void sp_ranks(double density, uint64_t mib, unsigned nt)
+{
+    sp_rk *ks = (sp_rk *)sp_alloc(nt * sizeof *ks);
+    pthread_t *th = (pthread_t *)sp_alloc(nt * sizeof *th);
+    uint32_t thr = (uint32_t)(density * 65536 + 0.5);
+    double sum[SP_RK_PHASES] = {0, 0, 0, 0, 0, 0, 0}, ratio[4] = {0, 0, 0, 0}, mem = 0, slot = 0;
+    static const char *const name[4] = {"diff", "pack", "verify", "scatter"};
+    static const char *const what[4] = {
+        "bf16 bytes of one buffer (wsync_diff by 32 Ki elements, the changes kept, the copy updated)",
+        "slot bytes (sections by 1 MiB transfers, positions, values, wsync_sparse_finish)",
+        "slot bytes (wsync_sparse_validate: the digest, every position)",
+        "slot bytes (wsync_sparse_scatter into the receiver's copy)"};
+    unsigned t;
+    int rep, ph;
+    for (t = 0; t < nt; t++) {
+        sp_rk *k = &ks[t];
+        uint64_t i, s = 11 + t;
+        memset(k, 0, sizeof *k);
+        k->n = mib * 1048576 / 2;
+        k->ok = 1;
+        k->old = (uint16_t *)sp_alloc((size_t)k->n * 2);
+        k->cur = (uint16_t *)sp_alloc((size_t)k->n * 2);
+        k->prev = (uint16_t *)sp_alloc((size_t)k->n * 2);
+        k->recv = (uint16_t *)sp_alloc((size_t)k->n * 2);
+        k->pos = (uint32_t *)sp_alloc((size_t)SP_RK_CHUNK * 4);
+        for (i = 0; i < k->n; i++) { /* the old weights; `density` of them move to another value */
+            uint64_t r = sp_rng(&s);
+            k->old[i] = k->cur[i] = (uint16_t)(0x3C00u + (r & 0x0FFFu));
+            if (((r >> 32) & 0xFFFFu) < thr) k->cur[i] = (uint16_t)(k->old[i] ^ (1u + ((r >> 48) & 0xFFu)));
+        }
+        k->cap_chg = sp_changed(k->old, k->cur, k->n);
+        k->chg = (uint64_t *)sp_alloc((size_t)(k->cap_chg ? k->cap_chg : 1) * 8);
+        k->val = (uint16_t *)sp_alloc((size_t)(k->cap_chg ? k->cap_chg : 1) * 2);
+        k->slot_cap = WSYNC_SPARSE_HEADER + (k->n / SP_RK_XFER + 1) * (WSYNC_SPARSE_SECTION + 16) + k->cap_chg * 6;
+        k->slot = (uint8_t *)sp_alloc((size_t)k->slot_cap);
+        k->evict = (uint8_t *)sp_alloc(SP_RK_EVICT);
+        memset(k->evict, 1, SP_RK_EVICT);
+        memset(k->recv, 0, (size_t)k->n * 2); /* faulted in, as a receiver's memory is */
+        memset(k->prev, 0, (size_t)k->n * 2);
+    }
+    for (rep = 0; rep < SP_RK_REPS; rep++)
+        for (ph = 0; ph < SP_RK_PHASES; ph++) { /* every thread in the same phase at once */
+            for (t = 0; t < nt; t++) {
+                ks[t].phase = ph, ks[t].rep = rep;
+                if (pthread_create(&th[t], NULL, sp_rk_main, &ks[t]) != 0) sp_die("ranks: pthread_create");
+            }
+            for (t = 0; t < nt; t++) pthread_join(th[t], NULL);
+        }
+    for (t = 0; t < nt; t++) {
+        sp_rk *k = &ks[t];
+        double len = (double)k->n * 2, mc;
+        for (ph = 0; ph < SP_RK_PHASES; ph++) k->best[ph] = sp_median(k->t[ph], SP_RK_REPS);
+        mc = k->best[0];
+        if (k->best[3] < mc) mc = k->best[3];
+        if (k->best[5] < mc) mc = k->best[5];
+        if (!k->ok) sp_die("ranks: wsync_sparse_validate refused the slot");
+        if (memcmp(k->recv, k->cur, (size_t)k->n * 2) != 0 || memcmp(k->prev, k->cur, (size_t)k->n * 2) != 0)
+            sp_die("ranks: the scatter or the copy is not the new buffer");
+        mem += len / mc / nt;
+        slot += (double)k->slot_bytes / nt;
+        for (ph = 0; ph < SP_RK_PHASES; ph++) sum[ph] += k->best[ph] / nt;
+        ratio[0] += (len / k->best[1]) / (len / mc) / nt;
+        ratio[1] += ((double)k->slot_bytes / k->best[2]) / (len / mc) / nt;
+        ratio[2] += ((double)k->slot_bytes / k->best[4]) / (len / mc) / nt;
+        ratio[3] += ((double)k->slot_bytes / k->best[6]) / (len / mc) / nt;
+    }
+    printf("ranks: the phases as the ranks run them, %u thread%s at once, each %llu MiB of bf16 with %.4f%% changed "
+           "(%llu), a slot of %.2f MB; per thread, the median of %d, over a memcpy of the same buffer (the threads' mean)\n",
+           nt, nt == 1 ? "" : "s", (unsigned long long)mib, 100.0 * (double)ks[0].cap_chg / (double)ks[0].n,
+           (unsigned long long)ks[0].cap_chg, slot / 1e6, SP_RK_REPS);
+    printf("  %-10s %10s %10s   %s\n", "phase", "GB/s", "vs memcpy", "bytes counted");
+    printf("  %-10s %10.3f %10.4f   %s\n", "memcpy", mem / 1e9, 1.0, "bytes copied, a thread's while all copy");
+    for (ph = 0; ph < 4; ph++) {
+        double tm = sum[ph == 0 ? 1 : ph == 1 ? 2 : ph == 2 ? 4 : 6], bytes = ph == 0 ? (double)ks[0].n * 2 : slot;
+        printf("  %-10s %10.3f %10.4f   %s\n", name[ph], bytes / tm / 1e9, ratio[ph], what[ph]);
+    }
+    printf("ranks: plan flags: --mem-gbps %.3f --diff-ratio %.4f --pack-ratio %.4f --verify-ratio %.4f "
+           "--scatter-ratio %.4f\n",
+           mem * 8 / 1e9, ratio[0], ratio[1], ratio[2], ratio[3]);
+    for (t = 0; t < nt; t++) {
+        free(ks[t].old), free(ks[t].cur), free(ks[t].prev), free(ks[t].recv), free(ks[t].pos);
+        free(ks[t].chg), free(ks[t].val), free(ks[t].slot), free(ks[t].evict);
+    }
+    free(ks);
+    free(th);
+}
+
 int main(int argc, char **argv)
 {
     const char *traj = "tests/fixtures/corpus/trajectory", *model = "qwen3-0.6b";
     int i, step = 2, rates = 1, dens = 1;
-    uint64_t rows = 0, mib = 32;
+    uint64_t rows = 0, mib = 32, rk_mib = 0;
+    unsigned rk_threads = 1;
     double density = 0.0161;
     wsync_gen_mode mode = WSYNC_GEN_LIGHT;
     sp_count tc, gc;
@@ -653,19 +868,26 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--mib") == 0 && v) mib = strtoull(v, NULL, 10), i++;
         else if (strcmp(argv[i], "--no-rates") == 0) rates = 0;
         else if (strcmp(argv[i], "--no-densities") == 0) dens = 0;
+        else if (strcmp(argv[i], "--ranks") == 0 && v) rk_mib = strtoull(v, NULL, 10), i++;
+        else if (strcmp(argv[i], "--threads") == 0 && v) rk_threads = (unsigned)strtoul(v, NULL, 10), i++;
         else {
             fprintf(stderr, "bench_sparse: unknown option or missing value '%s' (see the head of bench/bench_sparse.c)\n",
                     argv[i]);
             return 2;
         }
     }
-    if (step < 1 || !(density >= 0 && density <= 1) || mib < 1 || mib > 4096) {
-        fprintf(stderr, "bench_sparse: --step takes 1 or more, --density 0..1, --mib 1..4096\n");
+    if (step < 1 || !(density >= 0 && density <= 1) || mib < 1 || mib > 4096 || rk_mib > 4096 || rk_threads < 1 ||
+        rk_threads > 64) {
+        fprintf(stderr, "bench_sparse: --step takes 1 or more, --density 0..1, --mib and --ranks 1..4096, --threads 1..64\n");
         return 2;
     }
     bench_cpu_print(stdout, "bench_sparse");
     memset(&tc, 0, sizeof tc);
     memset(&gc, 0, sizeof gc);
+    if (rk_mib) { /* only the ranks' phases */
+        sp_ranks(density, rk_mib, rk_threads);
+        return 0;
+    }
     if (rates) sp_rates(density, mib);
     if (dens) {
         int have = sp_trajectory(traj, &tc);

@@ -15,7 +15,9 @@ static const char *plan_usage =
     "       [--replicas R] [--nics-per-rank K] [--nic-gbps G] [--dtype fp8|bf16]\n"
     "       [--shards-only] [--one-group] [--task-us U] [--watermark-mb M] [--pace G|off] [--json]\n"
     "       [--density D] [--fp8-bytes F] [--fp8-scales F] [--mem-gbps G] [--dense-above F]\n"
-    "       [--staging F] [--verify-all]\n"
+    "       [--staging F] [--verify-all] [--diff-ratio R] [--pack-ratio R] [--scatter-ratio R]\n"
+    "       [--verify-ratio R] [--quant-ratio R]\n"
+    "       [--cpus N] [--nic-senders N] [--copy-gbps G] [--recv-gbps G|free] [--barrier-us U]\n"
     "\n"
     "Plans the per-step transfers from T trainer ranks (bf16, FSDP row shards;\n"
     "any rank of the mesh can all-gather a tensor) to R inference replicas of\n"
@@ -50,13 +52,28 @@ static const char *plan_usage =
     "  --dense-above    a region goes dense when its sparse bytes exceed this fraction\n"
     "                   of its dense bytes [where the rates break even]\n"
     "  --staging        staging per receiving NIC, a fraction of its dense bytes [no limit]\n"
-    "  --verify-all     receivers digest every byte, not only what the step wrote\n"
+    "  --verify-all     receivers digest every byte, not only what the step wrote\n";
+
+static const char *plan_usage_more =
+    "  --diff-ratio, --pack-ratio, --scatter-ratio, --verify-ratio, --quant-ratio\n"
+    "                   a phase's rate over --mem-gbps [bench/bench_sparse.c's, the library's\n"
+    "                   WSYNC_PLAN_SPARSE_*]; bench_sparse --ranks measures them as the ranks\n"
+    "                   run them\n"
+    "One host (the constants push-demo --bench measures; bench/bench_sim_check.sh passes them):\n"
+    "  --cpus           the cores every rank shares: each phase takes at least all ranks'\n"
+    "                   work over them [0: a core per rank]\n"
+    "  --nic-senders    with --cpus, how many senders wrote at once when --nic-gbps was\n"
+    "                   measured [0]\n"
+    "  --copy-gbps      a core's copy rate (gather, fuse) [13/8 of --nic-gbps]\n"
+    "  --recv-gbps      a receiving NIC's rate; free: receivers are no resource (CMA, SHM)\n"
+    "                   [--nic-gbps]\n"
+    "  --barrier-us     a barrier's cost (a control round trip) [50]\n"
     "\n"
     "usage: wsync plan --demo MODEL --trainers T --inference I [--layout shard|replica]\n"
     "       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--json]\n"
     "The plan `wsync push-demo` runs for the same model (tiny, ...) and options: push-demo's\n"
     "layouts as its ranks join with them, planned as its controller plans them; push-demo\n"
-    "prints the same plan digest.\n";
+    "prints the same plan digest. The simulation's and the sparse step's flags above apply.\n";
 
 static int plan_parse_double(const char *s, double *out)
 {
@@ -99,6 +116,9 @@ static void plan_sparse_print(const wsync_plan_sparse_options *o, const wsync_pl
            (double)s->wire_bytes / 1e9, s->dense_bytes ? 100.0 * (double)s->wire_bytes / (double)s->dense_bytes : 0,
            (unsigned long long)s->sparse_tasks, (unsigned long long)s->dense_tasks, 100.0 * s->dense_above,
            (double)s->staging_max / 1e6);
+    printf("    dense with a base    %.4f s (a dense step of a run with sparse steps: %.4f s more, each sender's copy of "
+           "what it sent)\n",
+           dense + s->base_seconds, s->base_seconds);
 }
 
 static void plan_sparse_json(const wsync_plan_sparse_result *s)
@@ -107,7 +127,8 @@ static void plan_sparse_json(const wsync_plan_sparse_result *s)
     printf("\"sparse_seconds\": %.6f, \"sparse_bound\": \"%s\", \"sparse_phases\": {", s->seconds,
            wsync_plan_phase_name(s->bound));
     for (k = 0; k < WSYNC_PLAN_PHASES; k++) printf("%s\"%s\": %.6f", k ? ", " : "", wsync_plan_phase_name(k), s->phase[k]);
-    printf("}, \"sparse_wire_bytes\": %llu, \"sparse_tasks\": %llu, \"sparse_dense_tasks\": %llu, "
+    printf("}, \"sparse_base_seconds\": %.6f", s->base_seconds);
+    printf(", \"sparse_wire_bytes\": %llu, \"sparse_tasks\": %llu, \"sparse_dense_tasks\": %llu, "
            "\"sparse_dense_above\": %.6f, \"sparse_staging_max\": %llu, ",
            (unsigned long long)s->wire_bytes, (unsigned long long)s->sparse_tasks, (unsigned long long)s->dense_tasks,
            s->dense_above, (unsigned long long)s->staging_max);
@@ -149,6 +170,7 @@ int cmd_plan(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs(plan_usage, stdout);
+            fputs(plan_usage_more, stdout);
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--model", &v)) model = v;
         else if (cli_opt_value(argc, argv, &i, "--trainers", &v)) {
@@ -199,6 +221,33 @@ int cmd_plan(int argc, char **argv)
             if (!plan_parse_frac(v, &spo.staging) || spo.staging < 0)
                 return cli_usage_error("plan: --staging takes a fraction above 0 up to 1, not '%s'", v);
         } else if (strcmp(argv[i], "--verify-all") == 0) spo.verify_all = 1;
+        else if (cli_opt_value(argc, argv, &i, "--diff-ratio", &v) || cli_opt_value(argc, argv, &i, "--pack-ratio", &v) ||
+                 cli_opt_value(argc, argv, &i, "--scatter-ratio", &v) ||
+                 cli_opt_value(argc, argv, &i, "--verify-ratio", &v) || cli_opt_value(argc, argv, &i, "--quant-ratio", &v)) {
+            const char *name = argv[i - 1];
+            double *dst = !strcmp(name, "--diff-ratio")      ? &spo.diff
+                          : !strcmp(name, "--pack-ratio")    ? &spo.pack
+                          : !strcmp(name, "--scatter-ratio") ? &spo.scatter
+                          : !strcmp(name, "--verify-ratio")  ? &spo.verify
+                                                             : &spo.quant;
+            if (!plan_parse_double(v, dst)) return cli_usage_error("plan: %s takes a positive number, not '%s'", name, v);
+        } else if (cli_opt_value(argc, argv, &i, "--cpus", &v)) {
+            if (!plan_parse_double(v, &so.cpus)) return cli_usage_error("plan: --cpus takes a positive number, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--nic-senders", &v)) {
+            if (!plan_parse_double(v, &so.nic_senders))
+                return cli_usage_error("plan: --nic-senders takes a positive number, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--copy-gbps", &v)) {
+            if (!plan_parse_double(v, &so.copy_gbps))
+                return cli_usage_error("plan: --copy-gbps takes a positive number, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--recv-gbps", &v)) {
+            if (strcmp(v, "free") == 0) so.recv_gbps = -1;
+            else if (!plan_parse_double(v, &so.recv_gbps))
+                return cli_usage_error("plan: --recv-gbps takes a positive number or free, not '%s'", v);
+        } else if (cli_opt_value(argc, argv, &i, "--barrier-us", &v)) {
+            if (strcmp(v, "0") == 0) so.barrier_us = -1;
+            else if (!plan_parse_double(v, &so.barrier_us))
+                return cli_usage_error("plan: --barrier-us takes a number >= 0, not '%s'", v);
+        }
         else if (cli_opt_value(argc, argv, &i, "--dtype", &v)) {
             if (strcmp(v, "fp8") && strcmp(v, "bf16"))
                 return cli_usage_error("plan: --dtype takes fp8 or bf16, not '%s'", v);
@@ -231,6 +280,7 @@ int cmd_plan(int argc, char **argv)
             return 1;
         }
         t1 = cli_now_s();
+        so.nic_gbps = gbps;
         so.pace_gbps = pace > 0 ? pace : 0; /* push-demo paces only when asked */
         if (wsync_plan_simulate(plan, &so, &sr, &err) != WSYNC_OK) {
             fprintf(stderr, "wsync: plan: simulate: %s\n", err.message);

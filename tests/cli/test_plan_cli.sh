@@ -142,6 +142,35 @@ j4=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --density 0.005 --s
 j5=$("$W" plan --demo tiny --trainers 4 --inference 2 --reshard --json 2>&1)
 grep -q '"sparse_seconds": ' <<<"$j5" && grep -q '"sparse_phases": {"diff": ' <<<"$j5" \
     && ok "plan --demo: the sparse step" || bad "plan --demo: no sparse step: $j5"
+# one host's constants (bench/bench_sim_check.sh passes them): 4 trainers
+# on 2 cores diff twice as long as on a core each, a halved diff ratio
+# doubles the diff, and a dense step of a run with sparse steps adds the
+# base's copy (text and JSON)
+phase() { sed -E "s/.*\"sparse_phases\": \{[^}]*\"$2\": ([0-9.]+).*/\1/" <<<"$1"; }
+h0=$("$W" plan --demo qwen3-0.6b --trainers 4 --inference 2 --dense-above 0.25 --mem-gbps 100 --json)
+h1=$("$W" plan --demo qwen3-0.6b --trainers 4 --inference 2 --dense-above 0.25 --mem-gbps 100 --cpus 2 --json)
+h2=$("$W" plan --demo qwen3-0.6b --trainers 4 --inference 2 --dense-above 0.25 --mem-gbps 100 --cpus 2 \
+    --diff-ratio "$(awk 'BEGIN{print 1.10 / 2}')" --json)
+awk -v a="$(phase "$h0" diff)" -v b="$(phase "$h1" diff)" -v c="$(phase "$h2" diff)" \
+    'BEGIN{exit !(a > 0 && b > 1.98 * a && b < 2.01 * a && c > 1.99 * b && c < 2.01 * b)}' \
+    && ok "plan --cpus 2: 4 trainers' diff twice as long; --diff-ratio halved: twice again" \
+    || bad "plan --cpus / --diff-ratio: diff $(phase "$h0" diff), $(phase "$h1" diff), $(phase "$h2" diff)"
+awk -v a="$(phase "$h0" scatter)" -v b="$(phase "$h1" scatter)" 'BEGIN{exit !(a > 0 && a == b)}' \
+    && ok "plan --cpus 2: 2 receivers on 2 cores scatter as on a core each" || bad "plan --cpus 2: scatter $h1"
+awk -v b="$(field "$h1" sparse_base_seconds)" -v a="$(field "$h0" sparse_base_seconds)" 'BEGIN{exit !(a > 0 && b > 1.98 * a)}' \
+    && ok "plan: the base a dense step copies ($(field "$h0" sparse_base_seconds) s)" || bad "plan: sparse_base_seconds: $h0"
+out=$("$W" plan --demo qwen3-0.6b --trainers 4 --inference 2 --nic-gbps 40 --recv-gbps free --copy-gbps 80 --barrier-us 9 \
+    --task-us 1 --nic-senders 4 --cpus 2)
+grep -q "^  predicted .* at 40 Gb/s per NIC" <<<"$out" && grep -q "^    dense with a base  *[0-9.]* s" <<<"$out" \
+    && ok "plan --demo: --nic-gbps and the one-host flags taken; the dense step with its base" || bad "plan --demo host flags: $out"
+for o in "--cpus 0" "--cpus x" "--nic-senders -1" "--copy-gbps 0" "--recv-gbps slow" "--barrier-us -5" "--pack-ratio 0" \
+    "--scatter-ratio x" "--verify-ratio -1" "--diff-ratio" "--quant-ratio 0"; do
+    # shellcheck disable=SC2086
+    expect_rc 2 "plan $o refused" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 $o
+done
+err=$("$W" plan --model qwen3-0.6b --trainers 4 --inference 2 --pack-ratio 0 2>&1)
+grep -q -- "--pack-ratio takes a positive number, not '0'" <<<"$err" && ok "plan --pack-ratio 0: the message names it" \
+    || bad "plan --pack-ratio 0: $err"
 for o in "--density 2" "--density x" "--fp8-bytes -0.1" "--fp8-scales 1.5" "--mem-gbps 0" "--dense-above 0" "--staging 3"; do
     # shellcheck disable=SC2086
     expect_rc 2 "plan $o refused" "$W" plan --model qwen3-0.6b --trainers 4 --inference 2 $o

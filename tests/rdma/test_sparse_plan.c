@@ -4,7 +4,10 @@
    regions go dense above the threshold (given, or where the rates break
    even) and past the staging, and everything goes dense when everything
    changed; receivers that digest everything take longer; the fetches of
-   a plan of row shards are counted; bad options are refused by name;
+   a plan of row shards are counted; one host's ranks share its cores
+   (a phase at least all ranks' work over them, a rank's hidden behind the
+   others' adding nothing) and a dense step keeps a base; bad options are
+   refused by name;
    allocation failures leak nothing; Kimi-K2 (256 -> 8 x 16, fp8) at the
    measured densities: faster than the dense step at the default rates,
    within 0.1 s at a GPU's memory rate. */
@@ -254,6 +257,57 @@ static void test_dense_fallback(const wsync_plan *bf, const wsync_plan *f8)
     TEST_END();
 }
 
+/* One host (the simulation's cpus): the ranks share the cores, so a phase
+   takes at least all ranks' work over them; a rank's phase hidden behind
+   the others' (more cores than ranks) adds nothing; a dense step of a run
+   with sparse steps copies each sender's sources (base_seconds). */
+static void test_cpus(const wsync_plan *bf)
+{
+    wsync_plan_sim_options so;
+    wsync_plan_sparse_options o = dens(0.0161, 0, 0);
+    wsync_plan_sparse_result r0, r1, r2, rm;
+    double most = 0, mem = 400 * 13.0 / 8 * 1e9 / 8;
+    uint64_t i;
+    uint32_t k, t;
+    TEST_BEGIN("sparse: one host's cores shared by the ranks, and the base a dense step keeps");
+    o.dense_above = 0.25; /* every region of qwen3-0.6b sparse at 1.61% (4.8% of its bytes) but the small */
+    memset(&so, 0, sizeof so);
+    CHECK(run(bf, &so, &o, &r0) && sums(&r0));
+    so.cpus = 64; /* more cores than ranks: each phase is its slowest rank's, as with a core per rank */
+    CHECK(run(bf, &so, &o, &rm) && sums(&rm));
+    for (k = 0; k < WSYNC_PLAN_PHASES; k++)
+        if (k != WSYNC_PLAN_PHASE_WIRE) CHECK(fabs(rm.phase[k] - r0.phase[k]) <= 1e-12 * (r0.phase[k] + 1e-9));
+    CHECK(rm.base_seconds == r0.base_seconds);
+    so.cpus = 2; /* 4 equal trainers on 2 cores: their phases twice as long; 2 receivers on 2: unchanged */
+    CHECK(run(bf, &so, &o, &r2) && sums(&r2));
+    for (k = WSYNC_PLAN_PHASE_DIFF; k <= WSYNC_PLAN_PHASE_PACK; k += 2) {
+        CHECK(r2.phase[k] <= 2 * r0.phase[k] * (1 + 1e-12) && r2.phase[k] >= 1.98 * r0.phase[k]);
+        CHECK(r0.phase[k] > 0);
+    }
+    CHECK(fabs(r2.phase[WSYNC_PLAN_PHASE_SCATTER] - r0.phase[WSYNC_PLAN_PHASE_SCATTER]) <=
+          1e-12 * r0.phase[WSYNC_PLAN_PHASE_SCATTER]);
+    CHECK(fabs(r2.phase[WSYNC_PLAN_PHASE_VERIFY] - r0.phase[WSYNC_PLAN_PHASE_VERIFY]) <=
+          1e-12 * r0.phase[WSYNC_PLAN_PHASE_VERIFY]);
+    CHECK(r2.base_seconds <= 2 * r0.base_seconds * (1 + 1e-12) && r2.base_seconds >= 1.98 * r0.base_seconds);
+    CHECK(r2.seconds > r0.seconds);
+    so.cpus = 1; /* 2 receivers on 1 core: scatter and verify twice as long */
+    CHECK(run(bf, &so, &o, &r1) && sums(&r1));
+    CHECK(r1.phase[WSYNC_PLAN_PHASE_SCATTER] <= 2 * r0.phase[WSYNC_PLAN_PHASE_SCATTER] * (1 + 1e-12) &&
+          r1.phase[WSYNC_PLAN_PHASE_SCATTER] >= 1.98 * r0.phase[WSYNC_PLAN_PHASE_SCATTER]);
+    CHECK(r1.phase[WSYNC_PLAN_PHASE_DIFF] >= 1.98 * r2.phase[WSYNC_PLAN_PHASE_DIFF]);
+    /* the base: the slowest sender's bf16 sources at the memory rate (the default: 13/8 of 400 Gb/s) */
+    for (t = 0; t < bf->n_trainers; t++) {
+        double b = 0;
+        for (i = 0; i < bf->n_preps; i++)
+            if (bf->preps[i].rank == t && bf->preps[i].n_tasks) b += (double)bf->preps[i].src_bytes;
+        if (b > most) most = b;
+    }
+    CHECK(most > 0 && fabs(r0.base_seconds - most / mem) <= 1e-9 * r0.base_seconds);
+    o.mem_gbps = 1300; /* twice the memory rate: half the base */
+    CHECK(run(bf, NULL, &o, &r1) && fabs(r1.base_seconds * 2 - r0.base_seconds) <= 1e-9 * r0.base_seconds);
+    TEST_END();
+}
+
 static void test_fetches(void)
 {
     wsync_plan *p = plan_of("qwen3-0.6b", 3, 2, 1, 1, 1); /* shards of rows across fp8 tiles */
@@ -365,6 +419,7 @@ int main(void)
     test_monotone(bf, "qwen3-0.6b bf16");
     test_monotone(f8, "qwen2.5-7b fp8");
     test_dense_fallback(bf, f8);
+    test_cpus(bf);
     test_fetches();
     test_errors(bf);
     if (!SANITIZED) test_kimi();
