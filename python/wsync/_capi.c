@@ -547,6 +547,26 @@ static void wspy__chain_opt(wsync_chain_options *o, const char *prefix, int32_t 
     o->flags = flags;
 }
 
+/* What every handle that opens a store does first: its own copy of prefix
+   (NULL when none or empty: the handle's options point at it) and the
+   store opened. 0, or the error with nothing left (*prefix_out NULL). */
+static int32_t wspy__prefix_store(const char *store, uint32_t store_flags, const char *prefix, char **prefix_out,
+                                  wsync_store *st, wspy_error *err)
+{
+    int32_t rc;
+    *prefix_out = NULL;
+    if (prefix && *prefix) {
+        size_t len = strlen(prefix) + 1;
+        if (!(*prefix_out = (char *)malloc(len))) return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
+        memcpy(*prefix_out, prefix, len);
+    }
+    if ((rc = wspy__store_open(store, store_flags, st, err)) != 0) {
+        free(*prefix_out);
+        *prefix_out = NULL;
+    }
+    return rc;
+}
+
 /* ---- publisher ---- */
 
 typedef struct wspy_publisher {
@@ -575,16 +595,7 @@ WSPY_API int32_t wspy_publisher_open(const char *store, uint32_t store_flags, co
         return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "anchor_fraction out of range");
     h = (wspy_publisher *)calloc(1, sizeof *h);
     if (!h) return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "publisher");
-    if (prefix && *prefix) {
-        size_t len = strlen(prefix) + 1;
-        if (!(h->prefix = (char *)malloc(len))) {
-            free(h);
-            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
-        }
-        memcpy(h->prefix, prefix, len);
-    }
-    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
-        free(h->prefix);
+    if ((rc = wspy__prefix_store(store, store_flags, prefix, &h->prefix, &h->store, err)) != 0) {
         free(h);
         return rc;
     }
@@ -738,19 +749,8 @@ WSPY_API int32_t wspy_subscriber_open(const char *store, uint32_t store_flags, c
         free(h);
         return rc;
     }
-    if (prefix && *prefix) {
-        size_t len = strlen(prefix) + 1;
-        h->prefix = (char *)malloc(len);
-        if (!h->prefix) {
-            wspy__tset_free(&h->targets);
-            free(h);
-            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
-        }
-        memcpy(h->prefix, prefix, len);
-    }
-    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+    if ((rc = wspy__prefix_store(store, store_flags, prefix, &h->prefix, &h->store, err)) != 0) {
         wspy__tset_free(&h->targets);
-        free(h->prefix);
         free(h);
         return rc;
     }
@@ -938,15 +938,7 @@ static int32_t wspy__mirror_begin(wspy_mirror *h, const char *store, uint32_t st
                                   uint32_t chunk, wsync_mirror_options *o, wspy_error *err)
 {
     int32_t rc;
-    if (prefix && *prefix) {
-        size_t len = strlen(prefix) + 1;
-        if (!(h->prefix = (char *)malloc(len))) {
-            wspy__mirror_free(h);
-            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
-        }
-        memcpy(h->prefix, prefix, len);
-    }
-    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
+    if ((rc = wspy__prefix_store(store, store_flags, prefix, &h->prefix, &h->store, err)) != 0) {
         wspy__mirror_free(h);
         return rc;
     }
@@ -1960,20 +1952,11 @@ static int32_t wspy__dir_begin(wspy_dir_follower *h, const char *store, uint32_t
                                uint32_t threads, uint32_t flags, const uint8_t *verify_key, wspy_error *err)
 {
     int32_t rc;
-    if (prefix && *prefix) {
-        size_t len = strlen(prefix) + 1;
-        if (!(h->prefix = (char *)malloc(len))) {
-            free(h);
-            return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "prefix");
-        }
-        memcpy(h->prefix, prefix, len);
-    }
-    if (verify_key) memcpy(h->verify_key, verify_key, sizeof h->verify_key);
-    if ((rc = wspy__store_open(store, store_flags, &h->store, err)) != 0) {
-        free(h->prefix);
+    if ((rc = wspy__prefix_store(store, store_flags, prefix, &h->prefix, &h->store, err)) != 0) {
         free(h);
         return rc;
     }
+    if (verify_key) memcpy(h->verify_key, verify_key, sizeof h->verify_key);
     wspy__chain_opt(&h->opt, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key ? h->verify_key : NULL);
     return 0;
 }
