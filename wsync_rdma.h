@@ -11611,8 +11611,8 @@ static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, wsync_error *e
     const wsync_ctl_transfer *x = &r->assign.transfers[j];
     uint64_t rows = x->rows, cols = x->len / rows, stride = rows > 1 ? x->src_stride / 2 : cols;
     uint64_t br = x->block ? x->block : rows, bc = x->block ? x->block : cols, tcols = (cols + bc - 1) / bc;
-    uint64_t r0, rr, t, k, b;
     uint32_t g = x->src_region;
+    uint64_t r0, rr, t, k, b, nch = r->sp_nchg[g], kb = wsync__rank_sp_lb(r, g, x->src_offset / 2);
     const uint16_t *src = (const uint16_t *)(const void *)(r->mr_addr[g] + x->src_offset);
     const uint64_t *chg = r->sp_chg[g];
     const uint16_t *val = r->sp_val[g];
@@ -11631,10 +11631,10 @@ static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, wsync_error *e
                                        err)) != WSYNC_OK)
             return res;
         memset(mov, 0, (size_t)tcols); /* 1: an element changed; 2: the scale moved; 5: a byte moved */
-        for (rr = r0; rr < r1; rr++) {
+        for (rr = r0, k = kb; rr < r1; rr++) { /* the rows ascend in the region: a cursor, no search */
             uint64_t e0 = x->src_offset / 2 + rr * stride;
-            for (k = wsync__rank_sp_lb(r, g, e0), b = wsync__rank_sp_lb(r, g, e0 + cols); k < b; k++)
-                mov[(chg[k] - e0) / bc] = 1;
+            while (k < nch && chg[k] < e0) k++;
+            for (; k < nch && chg[k] < e0 + cols; k++) mov[(chg[k] - e0) / bc] = 1;
         }
         st->fp8_tiles += tcols;
         for (t = 0; t < tcols; t++) {
@@ -11653,12 +11653,13 @@ static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, wsync_error *e
             r->sp_sn++;
             st->fp8_tiles_rescaled++;
         }
-        for (rr = r0; rr < r1; rr++) {
+        for (rr = r0, k = kb; rr < r1; rr++) {
             uint64_t e0 = x->src_offset / 2 + rr * stride, at = rr * cols;
             uint32_t *fp = r->sp_fpos + r->sp_fn;
             uint8_t *fv = r->sp_fval + r->sp_fn;
-            k = wsync__rank_sp_lb(r, g, e0);
-            b = wsync__rank_sp_lb(r, g, e0 + cols);
+            while (k < nch && chg[k] < e0) k++;
+            b = k;
+            while (b < nch && chg[b] < e0 + cols) b++;
             for (t = 0; t < tcols; t++) {
                 uint64_t c0 = t * bc, c1 = cols - c0 > bc ? c0 + bc : cols, c;
                 if (mov[t] == 2) { /* every byte of the tile's row */
@@ -11681,6 +11682,7 @@ static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, wsync_error *e
             }
             r->sp_fn = (uint64_t)(fp - r->sp_fpos);
         }
+        kb = k;
         for (t = 0; t < tcols; t++) st->fp8_tiles_moved += mov[t] == 5;
     }
     r->sp_cnt[j] = r->sp_fn - r->sp_foff[j];
