@@ -6652,7 +6652,9 @@ WSYNC__AVX2_POPCNT static size_t wsync__diff_digest_w2_avx2(const uint8_t *a, co
 #endif /* WSYNC_NO_ENCODE */
 
 
-/* Branch-free: at one percent of changed elements nearly every window holds
+/* The AVX-512 diff of 4- and 8-byte elements, and of 2-byte ones where the
+   CPU lacks AVX512VL (1- and 2-byte elements otherwise: below).
+   Branch-free: at one percent of changed elements nearly every window holds
    a change at an unpredictable place, so instead of testing and looping over
    mask bits, every 16 lanes of element indices are compressed by the
    "differs" mask and stored whole; the count advances by the popcount. A
@@ -6738,6 +6740,43 @@ WSYNC__AVX512VL_POPCNT static inline __attribute__((always_inline)) __mmask32 ws
     return _mm512_kunpackw((__mmask32)k1, (__mmask32)k0);
 }
 
+/* 1-byte elements (fp8, int8): each line compared by one 512-bit vpcmpb
+   (on two 256-bit loads, WSYNC__LOAD512) into a 64-bit mask, its positions
+   emitted by wsync__diff_put4. The compress above took four compresses and
+   four 64-byte stores a line: on the Zen 4 core, as above (48 calls paired
+   with AVX2's, two runs at offsets 0, 8 and 16), the compress ran at
+   0.85-0.95 of the AVX2 diff's speed, this at 1.00-1.12. */
+WSYNC__AVX512_POPCNT static size_t wsync__diff_avx512_w1(const uint8_t *a, const uint8_t *b, size_t nbytes,
+                                                        uint32_t *pos)
+{
+    size_t i, count = 0;
+    for (i = 0; i + 256 <= nbytes; i += 256) {
+        /* four lines compared before any is stored */
+        uint64_t m0, m1, m2, m3;
+        /* a kilobyte ahead into L2, as in the AVX2 diff */
+        wsync__prefetch_l2(a + i, 1024);
+        wsync__prefetch_l2(a + i, 1024 + 64);
+        wsync__prefetch_l2(a + i, 1024 + 128);
+        wsync__prefetch_l2(a + i, 1024 + 192);
+        wsync__prefetch_l2(b + i, 1024);
+        wsync__prefetch_l2(b + i, 1024 + 64);
+        wsync__prefetch_l2(b + i, 1024 + 128);
+        wsync__prefetch_l2(b + i, 1024 + 192);
+        m0 = (uint64_t)_mm512_cmpneq_epi8_mask(WSYNC__LOAD512(a + i), WSYNC__LOAD512(b + i));
+        m1 = (uint64_t)_mm512_cmpneq_epi8_mask(WSYNC__LOAD512(a + i + 64), WSYNC__LOAD512(b + i + 64));
+        m2 = (uint64_t)_mm512_cmpneq_epi8_mask(WSYNC__LOAD512(a + i + 128), WSYNC__LOAD512(b + i + 128));
+        m3 = (uint64_t)_mm512_cmpneq_epi8_mask(WSYNC__LOAD512(a + i + 192), WSYNC__LOAD512(b + i + 192));
+        count = wsync__diff_put4(m0, (uint32_t)i, pos, count);
+        count = wsync__diff_put4(m1, (uint32_t)(i + 64), pos, count);
+        count = wsync__diff_put4(m2, (uint32_t)(i + 128), pos, count);
+        count = wsync__diff_put4(m3, (uint32_t)(i + 192), pos, count);
+    }
+    for (; i + 64 <= nbytes; i += 64)
+        count = wsync__diff_put4((uint64_t)_mm512_cmpneq_epi8_mask(WSYNC__LOAD512(a + i), WSYNC__LOAD512(b + i)),
+                                 (uint32_t)i, pos, count);
+    return wsync__diff_tail(a, b, i, nbytes, 1, 0, pos, count);
+}
+
 WSYNC__AVX512VL_POPCNT static size_t wsync__diff_avx512_w2(const uint8_t *a, const uint8_t *b, size_t nbytes,
                                                           uint32_t *pos)
 {
@@ -6793,6 +6832,7 @@ static size_t wsync__diff_run(wsync_impl impl, const uint8_t *x, const uint8_t *
     switch (impl) {
 #if WSYNC__X86
     case WSYNC_IMPL_AVX512:
+        if (shift == 0) return wsync__diff_avx512_w1(x, y, nbytes, pos);
         if (shift == 1 && wsync__has_avx512vl()) return wsync__diff_avx512_w2(x, y, nbytes, pos);
         return wsync__diff_avx512(x, y, nbytes, shift, pos);
     case WSYNC_IMPL_AVX2: return wsync__diff_avx2(x, y, nbytes, shift, pos);
