@@ -31,7 +31,12 @@
                                    digest per byte: memcmp reads two
                                    images), in thread CPU time (a core shared
                                    with other work moves wall time far more),
-                                   and AUTO's over the best path's. Then two
+                                   and AUTO over the best path (the path of
+                                   the highest median): the median of the
+                                   rounds' ratios of AUTO's figure to that
+                                   path's in the same round, with its
+                                   quartiles (paired within a round, so that
+                                   a spell of load hits both). Then two
                                    loops that only load the digest's bytes
                                    (no arithmetic, no software prefetch):
                                    what one core streams at that offset
@@ -205,7 +210,7 @@ static int align_bench(size_t mib, int pairs)
     uint32_t *pos;
     uint64_t x = 0x9E3779B97F4A7C15ull;
     volatile uint64_t sink = 0;
-    double *q;
+    double *q, *qr;
     int o, op, col, r;
     if (n < 2 * ALIGN_PIECE || pairs < 1) {
         fprintf(stderr, "bench_probe --align: at least %u MiB and 1 pair\n", (unsigned)(2 * ALIGN_PIECE >> 20));
@@ -222,7 +227,8 @@ static int align_bench(size_t mib, int pairs)
     }
     pos = (uint32_t *)malloc(ALIGN_PIECE / 2 * sizeof *pos);
     q = (double *)malloc((size_t)ALIGN_COLS * (size_t)pairs * sizeof *q);
-    if (!ma || !mb || !mc || !pos || !q) {
+    qr = (double *)malloc((size_t)ALIGN_COLS * (size_t)pairs * sizeof *qr); /* q by round, unsorted */
+    if (!ma || !mb || !mc || !pos || !q || !qr) {
         fprintf(stderr, "bench_probe --align: out of memory for 3 x %zu MiB\n", mib);
         return 1;
     }
@@ -246,6 +252,7 @@ static int align_bench(size_t mib, int pairs)
         for (op = 0; op < 3; op++) {
             int ncol = op == 2 ? 2 : 5, got[ALIGN_COLS] = {0};
             double med[ALIGN_COLS], best = 0;
+            int bestcol = -1;
             /* the paths take turns within each round (the order reversed
                every other round), so that each sees the same spells of load */
             for (r = 0; r < pairs; r++)
@@ -259,7 +266,8 @@ static int align_bench(size_t mib, int pairs)
                     sink += (uint64_t)memcmp(ma + at, mc + at, ALIGN_PIECE);
                     tm = thread_now() - t0;
                     t = align_call(op, col, ma + at2, mb + at2, ALIGN_PIECE, pos, &sink);
-                    if (t > 0) q[col * pairs + got[col]++] = op == 0 ? tm / t : tm / 2 / t;
+                    qr[col * pairs + r] = t > 0 ? (op == 0 ? tm / t : tm / 2 / t) : -1;
+                    if (t > 0) q[col * pairs + got[col]++] = qr[col * pairs + r];
                 }
             printf("bench_probe: align: offset %2d %-6s", offs[o], op == 0 ? "diff" : op == 1 ? "digest" : "loads");
             for (col = 0; col < ncol; col++) {
@@ -273,10 +281,16 @@ static int align_bench(size_t mib, int pairs)
                 }
                 qsort(c, (size_t)g, sizeof *c, cmp_dbl);
                 med[col] = c[g / 2];
-                if (op < 2 && col < 4 && med[col] > best) best = med[col];
+                if (op < 2 && col < 4 && med[col] > best) best = med[col], bestcol = col;
                 printf("  %s %.2f [%.2f-%.2f]", name, c[g / 2], c[g / 4], c[(3 * g) / 4]);
             }
-            if (op < 2) printf("  AUTO/best %.2f", med[4] / best);
+            if (op < 2 && bestcol >= 0) {
+                /* AUTO's and the best path's calls of the same round; every
+                   round has both (AUTO and the best path always run) */
+                for (r = 0; r < pairs; r++) q[r] = qr[4 * pairs + r] / qr[bestcol * pairs + r];
+                qsort(q, (size_t)pairs, sizeof *q, cmp_dbl);
+                printf("  AUTO/%s %.2f [%.2f-%.2f]", names[bestcol], q[pairs / 2], q[pairs / 4], q[(3 * pairs) / 4]);
+            }
             printf("\n");
             fflush(stdout);
         }
@@ -285,6 +299,7 @@ static int align_bench(size_t mib, int pairs)
     free(mc);
     free(pos);
     free(q);
+    free(qr);
     (void)sink;
     return 0;
 }
