@@ -6727,8 +6727,8 @@ WSYNC__AVX512 static size_t wsync__diff_avx512(const uint8_t *a, const uint8_t *
    Before, with VBMI2, each line's positions were a 16-bit compress of the
    line's mask, widened, rebased and stored as 16 entries: on an AMD EPYC
    of family 25 model 17 (Zen 4), 64 MiB calls over 1 GiB at data offsets
-   0, 8 and 16, thread CPU time, the median of 64 calls paired with an AVX2
-   call in the same round (the pieces random per round), three sets of
+   0, 8 and 16, thread CPU time, the median of 48 or 64 calls paired with an
+   AVX2 call in the same round (every path over every piece), three sets of
    three runs: the compress at 0.98-1.00 of the AVX2 diff's speed (each
    set's mean), this at 1.00-1.01; the diff is bound by memory there, so
    the paths differ by little. */
