@@ -30,7 +30,8 @@ CONFIG_LINES := 'HAVE_CURL := $(HAVE_CURL)' 'CURL_LIBS := $(CURL_LIBS)' 'CLI_HTT
 # (test_exhaustive runs on its own: make test-exhaustive; test_http needs
 # libcurl and a server: tests/http/test_http.sh starts nginx and runs it;
 # test_s3 likewise with s3rver: tests/http/test_s3.sh). Shared by every
-# layer, in tests/: check.h (the CHECK macros), impl.c, impl_of.sh, run.sh.
+# layer, in tests/: check.h (the CHECK macros), small_model.h (a small
+# training-like model), impl.c, impl_of.sh, run.sh.
 TEST_LAYERS := core rdma http
 TEST_SRCS  := $(foreach l,$(TEST_LAYERS),$(wildcard tests/$(l)/test_*.c))
 test_src    = $(firstword $(foreach l,$(TEST_LAYERS),$(wildcard tests/$(l)/$(1).c)))
