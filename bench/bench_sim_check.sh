@@ -3,9 +3,9 @@
 # against push-demo's measured steps, with rates measured on this host
 # (nothing taken from the run itself), once before the run and once after
 # it (this guest's speed moves within a minute; the two bracket the run):
-#   1. push-demo --bench (dense, 2 steps): the cma wire (what each of T
-#      senders writes at once), a task's cost, a control round trip, the
-#      cores (push_measure in tool/cmd_push.c);
+#   1. push-demo --bench (dense, 3 steps): the cma wire (what each of T
+#      senders writes at once, probed after steps 2 and 3), a task's cost,
+#      a control round trip, the cores (push_measure in tool/cmd_push.c);
 #   2. bench_sparse --ranks: a core's memcpy rate while every core copies
 #      (mem_gbps), and the sparse phases as the ranks run them, as ratios
 #      to it (diff, pack, validate, scatter), a thread per trainer that
@@ -56,11 +56,17 @@ num() { sed -E "s/.*\"$2\": ([0-9.e+-]+).*/\1/" <<<"$1"; }
 # (sparse, ms) and PH (the sparse phases, ms: diff pack wire verify scatter).
 predict() {
     local out line send copy task rtt cpus mb shard rk flags j ph th
-    out=$("$W" push-demo --model "$MODEL" --backend cma --trainers "$T" --inference "$I" --steps 2 --bench --timeout-ms 60000 2>&1) \
+    out=$("$W" push-demo --model "$MODEL" --backend cma --trainers "$T" --inference "$I" --steps 3 --bench --timeout-ms 60000 2>&1) \
         || die "push-demo --bench failed: $(tail -n 3 <<<"$out")"
     line=$(grep '^bench: measured constants' <<<"$out") || die "no constants: $(tail -n 3 <<<"$out")"
     read -r send copy task rtt cpus < <(sed -E 's/.*constants: ([0-9.]+) GB\/s per sender.*copy ([0-9.]+) GB\/s.*task ([0-9.]+) us, round trip ([0-9.]+) us, ([0-9]+) cpus.*/\1 \2 \3 \4 \5/' <<<"$line")
     mb=$(sed -nE 's/.*tensors, ([0-9.]+) MB bf16.*/\1/p' <<<"$out" | head -n 1)
+    echo "$line"
+    # the wire: the middle of the rates probed after steps 2 and 3 (a round
+    # each, a trainer's step of bytes), not the best of the 3 rounds after
+    # the run: the best round of a loaded guest is a lucky one
+    line=$(grep '^bench: each step against the sender rate' <<<"$out") || die "no per-step probe: $(tail -n 3 <<<"$out")"
+    send=$(sed -E 's/.*probed right after it \(([0-9.]+)-([0-9.]+) GB\/s per sender.*/\1 \2/' <<<"$line" | awk '{print ($1 + $2) / 2}')
     echo "$line"
     shard=$(awk -v m="$mb" -v t="$T" 'BEGIN{v = int(m * 1e6 / t / 1048576); print v < 1 ? 1 : v}')
     th=$((cpus < T ? cpus : T))
