@@ -11598,14 +11598,35 @@ static wsync_result wsync__rank_sp_room(wsync_rank *r, uint32_t **pos, uint8_t *
     return WSYNC_OK;
 }
 
+/* Whether a change to one element (its e4m3 byte sent last, its new bf16
+   value) may move its tile's scale (the one sent last). With a normal
+   scale s = amax / 448 (rounded once), amax / s rounds to 448 (0x7E), so
+   the amax's holders have 0x7E, and any value above the amax (a bf16 step,
+   at least 2^-8 of it, above) saturates to 0x7E; a NaN is 0x7F, an
+   infinity 0x7E (a tile with either has scale 1 while one stays); a tile
+   of zeros (scale 1, bytes 0) has its amax raised by any value. So a
+   change whose old and new bytes are below 0x7E, in a tile whose scale is
+   normal and is not 1 with a zero byte, leaves the amax, and the scale, as
+   they were; any other change has the tile's scale computed again. */
+static int wsync__rank_sp_edge(uint8_t old, uint16_t v, const uint8_t *scale_sent)
+{
+    float s;
+    uint8_t now;
+    memcpy(&s, scale_sent, 4);
+    if (!(s >= 1.17549435e-38f) || (s == 1.0f && (old & 0x7F) == 0)) return 1; /* FLT_MIN: a normal scale */
+    now = wsync__e4m3_sat(wsync__quant_bf16_f32(v) / s);
+    return (old & 0x7F) >= 0x7E || (now & 0x7F) >= 0x7E;
+}
+
 /* fp8 transfer j in a sparse step, from the diff of its bf16 source
    (sp_chg, sp_val): a tile with no changed element is as sent; in one with
-   changes the scale is computed again (the quantizer's own function on the
-   same tile: the same bits); where it moved, the tile is quantized again
-   and kept whole with its scale; else each changed element's e4m3 byte
-   (the quantizer's conversion, the same scale) is kept where it differs
-   from the byte sent. The copy takes them. Positions ascend (row by row,
-   tile by tile along a row). */
+   a change that may move its scale (wsync__rank_sp_edge) the scale is
+   computed again (the quantizer's own function on the same tile: the same
+   bits); where it moved, the tile is quantized again and kept whole with
+   its scale; else each changed element's e4m3 byte (the quantizer's
+   conversion, the same scale) is kept where it differs from the byte sent.
+   The copy takes them. Positions ascend (row by row, tile by tile along a
+   row). */
 static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, wsync_error *err)
 {
     const wsync_ctl_transfer *x = &r->assign.transfers[j];
@@ -11630,16 +11651,25 @@ static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, wsync_error *e
             (res = wsync__rank_sp_room(r, &r->sp_spos, &r->sp_sval, 4, r->sp_sn, &r->sp_scap, r->sp_sn + tcols,
                                        err)) != WSYNC_OK)
             return res;
-        memset(mov, 0, (size_t)tcols); /* 1: an element changed; 2: the scale moved; 5: a byte moved */
+        /* 1: an element changed; 3: one that may move the scale; 2: the scale moved; 5: a byte moved */
+        memset(mov, 0, (size_t)tcols);
         for (rr = r0, k = kb; rr < r1; rr++) { /* the rows ascend in the region: a cursor, no search */
-            uint64_t e0 = x->src_offset / 2 + rr * stride;
+            uint64_t e0 = x->src_offset / 2 + rr * stride, at = rr * cols;
             while (k < nch && chg[k] < e0) k++;
-            for (; k < nch && chg[k] < e0 + cols; k++) mov[(chg[k] - e0) / bc] = 1;
+            for (; k < nch && chg[k] < e0 + cols; k++) {
+                t = (chg[k] - e0) / bc;
+                if (mov[t] != 3) mov[t] = wsync__rank_sp_edge(q[at + chg[k] - e0], val[k], qs + 4 * (s0 + t)) ? 3 : 1;
+            }
         }
         st->fp8_tiles += tcols;
         for (t = 0; t < tcols; t++) {
             uint64_t c0 = t * bc, w = cols - c0 > bc ? bc : cols - c0;
             if (!mov[t]) continue;
+            if (mov[t] == 1) { /* no change can move the scale: the one sent */
+                memcpy(&sc[t], qs + 4 * (s0 + t), 4);
+                continue;
+            }
+            mov[t] = 1;
             sc[t] = wsync__quant_tile_scale(src, stride, r0, r1, c0, c0 + w);
             if (memcmp(&sc[t], qs + 4 * (s0 + t), 4) == 0) continue;
             mov[t] = 2; /* the scale moved: the whole tile, quantized again */

@@ -682,6 +682,10 @@ static uint16_t e_bf16(float f)
 
 #define E_AT(r, c) e_data[(size_t)(r) * E_COLS + (c)]
 
+/* The last tile (rows 480-511, columns 32-63) is all zeros (scale 1)
+   until step 8. */
+#define E_ZERO(i) ((i) / E_COLS >= E_ROWS - E_BLOCK && (i) % E_COLS >= E_BLOCK)
+
 /* Values in (-1, 1), each tile's first element 4: its amax (scale 4 / 448). */
 static void e_fp8_data(void)
 {
@@ -689,6 +693,8 @@ static void e_fp8_data(void)
     for (i = 0; i < E_N; i++) e_data[i] = e_bf16((float)((int)(sp_next() % 1999) - 999) / 1000.0f);
     for (tr = 0; tr < E_ROWS; tr += E_BLOCK)
         for (tc = 0; tc < E_COLS; tc += E_BLOCK) E_AT(tr, tc) = e_bf16(4.0f);
+    for (i = 0; i < E_N; i++)
+        if (E_ZERO(i)) e_data[i] = 0;
 }
 
 /* A random step: about 1% of the elements to new values in (-1, 1), and
@@ -698,6 +704,7 @@ static void e_fp8_next(void)
     uint32_t i;
     memcpy(e_before, e_data, sizeof e_data);
     for (i = 0; i < E_N; i++) {
+        if (E_ZERO(i)) continue;
         if ((i / E_COLS) % E_BLOCK == 0 && (i % E_COLS) % E_BLOCK == 0) {
             if (sp_next() % 8 == 0) e_data[i] = e_bf16((float)(2u << (sp_next() % 3)));
         } else if (sp_next() % 100 == 0)
@@ -848,14 +855,20 @@ static void test_fp8_path(void)
         CHECK_EQ_INT(e_step(c, t, &in, 7, 0, 0, &err), WSYNC_OK);
         CHECK_EQ_INT(t[0].st.regions_dense, 1);
         CHECK_EQ_INT(t[1].st.regions_dense, 1);
-        /* 8: sparse again from the copy the dense step kept, exact */
+        /* 8: sparse again from the copy the dense step kept, exact; in
+           trainer 1's rows a value above its tile's amax (not the amax's
+           holder) and the first value in the tile of zeros: both rescaled */
         memcpy(e_before, e_data, sizeof e_data);
         e_fp8_poke(7, 40);
         e_fp8_poke(400, 50);
+        E_AT(450, 3) = e_bf16(16.0f); /* every amax is 8 at most */
+        E_AT(490, 40) = e_bf16(0.5f); /* e4m3 0x30 under the zero tile's scale 1: no saturation */
         CHECK_EQ_INT(e_step(c, t, &in, 8, 1, 0, &err), WSYNC_OK);
         CHECK_EQ_INT(t[0].st.regions_sparse, 1);
+        CHECK_EQ_INT(t[1].st.regions_sparse, 1);
         CHECK_EQ_INT(t[0].st.fp8_moved, 1);
-        CHECK_EQ_INT(t[1].st.fp8_moved, 1);
+        CHECK_EQ_INT(t[1].st.fp8_tiles_rescaled, 2);
+        CHECK_EQ_INT(t[1].st.fp8_moved, 1 + 2 * E_BLOCK * E_BLOCK);
         CHECK_EQ_INT(wsync_rank_version(in.r), 8);
     }
     wsync_controller_close(c);
