@@ -1021,10 +1021,13 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    bf16 source, the trainer keeps the e4m3 bytes and scales it last sent of
    each such transfer: a byte an element and 4 bytes a tile, half the bf16
    bytes it reads (3 bytes an element with the source's copy). After the
-   diff, per tile: no changed element, nothing; else its scale computed
-   again (the quantizer's own function on the same tile: the same bits as a
-   dense step); when that moved, the tile quantized again and every byte of
-   it sent with the scale; else each changed element's e4m3 byte (the
+   diff, per tile: no changed element, nothing; else, where a change may
+   move the scale (its old or new byte at the top of the e4m3 grid, where
+   the amax's holders are and any value above the amax saturates; a scale
+   of 1 over a zero byte; a scale not normal), the scale computed again
+   (the quantizer's own function on the same tile: the same bits as a dense
+   step); when that moved, the tile quantized again and every byte of it
+   sent with the scale; else each changed element's e4m3 byte (the
    quantizer's conversion, the same scale) sent where it differs from the
    byte sent last (e4m3's grid hides most small bf16 moves). A transfer
    packs one section of elem 1 (origin its first byte, positions row-major
