@@ -22,7 +22,9 @@
    sm_sub_close, sm_sub_step,    in place or on the heap (sm_sub_new)
    sm_sub_new, sm_sub_free
    sm_sync_exact, sm_publish     sync and check bit-exact against a
-                                 generator; publish a generated step */
+                                 generator; publish a generated step
+   sleep_ms, now_s               a sleep, and a monotonic clock in seconds
+                                 (POSIX: the test defines _POSIX_C_SOURCE) */
 #ifndef WSYNC_TESTS_SMALL_MODEL_H
 #define WSYNC_TESTS_SMALL_MODEL_H
 
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Every function is static; a test uses some of them. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -37,6 +40,21 @@
 #else
 #define SM_UNUSED
 #endif
+
+SM_UNUSED static void sleep_ms(long ms)
+{
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+SM_UNUSED static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 SM_UNUSED static uint64_t mix64(uint64_t x)
 {

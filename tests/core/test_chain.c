@@ -2232,21 +2232,6 @@ static void test_trl_bucket(void)
    5. Background prefetch
    ====================================================================== */
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (ms % 1000) * 1000000L;
-    nanosleep(&ts, NULL);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Polls until ready says `want` (10 s at most); the targets must keep
    `held` all the while. */
 static int wait_ready(sm_sub *u, uint64_t want, const uint16_t *held)

@@ -446,14 +446,6 @@ static void test_partial(void)
     TEST_END();
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (ms % 1000) * 1000000L;
-    nanosleep(&ts, NULL);
-}
-
 /* The background prefetch says the model does not match, and keeps
    saying it (not "refused earlier"), with nothing offered. */
 static void test_prefetch_layout(void)

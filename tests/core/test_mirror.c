@@ -112,21 +112,6 @@ static void tensors_of(uint8_t *img, wsync_tensor *t)
     }
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (ms % 1000) * 1000000L;
-    nanosleep(&ts, NULL);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ======================================================================
    The engine stand-in: buffers by tensor index, changed only by scatter
    ====================================================================== */

@@ -148,21 +148,6 @@ static unsigned cstore_max_gets(cstore *c, const char **which)
    Helpers
    ====================================================================== */
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (ms % 1000) * 1000000L;
-    nanosleep(&ts, NULL);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static wsync_chain_options opts(uint32_t anchor_every)
 {
     wsync_chain_options o;

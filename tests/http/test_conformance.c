@@ -133,13 +133,6 @@ typedef struct conf {
     char case_name[200];
 } conf;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void conf_begin(conf *c, int i, const char *what)
 {
     snprintf(c->case_name, sizeof c->case_name, "%s: %s: %s", c->caps->kind, g_check_names[i], what);

@@ -41,21 +41,6 @@
 
 static const char *g_url, *g_proxy, *g_data, *g_tag;
 
-static double now_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (ms % 1000) * 1000000L;
-    nanosleep(&ts, NULL);
-}
-
 typedef struct collected {
     char keys[64][160];
     uint64_t sizes[64];
