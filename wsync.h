@@ -6212,14 +6212,18 @@ WSYNC__AVX512 static void wsync__drounds_avx512(uint64_t acc[8], const uint8_t *
     for (s = 0; s < 16; s++) key[s] = _mm512_loadu_si512((const void *)wsync__dstripe_key[s]);
     for (r = 0; r < rounds; r++, p += 1024) {
         __m512i x, hi, raw = _mm512_setzero_si512();
-        /* stripe s: the product into a, the raw words (the halves of each
-           64-bit lane pair swapped) into raw; mul_epu32 reads the low half
-           of each lane */
+        /* stripe s: the product into a, the raw words into raw; mul_epu32
+           reads the low half of each lane. The swap of each 64-bit lane
+           pair that sends a raw word to its neighbouring lane is done once
+           a round, on the sum (a fixed swap of lanes commutes with lane-wise
+           adds): one instruction a stripe fewer. On the Zen 4 core above,
+           256 KiB in L2 at data offset 8: 63 GB/s against 47 with the swap
+           per stripe; streaming from memory the two ran alike (0.97-1.04
+           of each other, paired, load 5.5). */
 #define WSYNC__DSTRIPE512(s)                                                                                     \
     do {                                                                                                         \
         __m512i d_ = WSYNC__LOAD512(p + 64 * (s)), k_ = _mm512_xor_si512(d_, key[s]);                            \
-        raw = _mm512_add_epi64(raw, _mm512_maskz_shuffle_epi32((__mmask16)0xFFFF, d_,                             \
-                                                               (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));          \
+        raw = _mm512_add_epi64(raw, d_);                                                                         \
         a = _mm512_add_epi64(a, _mm512_maskz_mul_epu32(0xFF, k_, _mm512_maskz_srli_epi64(0xFF, k_, 32)));        \
     } while (0)
         WSYNC__DSTRIPE512(0);
@@ -6239,7 +6243,8 @@ WSYNC__AVX512 static void wsync__drounds_avx512(uint64_t acc[8], const uint8_t *
         WSYNC__DSTRIPE512(14);
         WSYNC__DSTRIPE512(15);
 #undef WSYNC__DSTRIPE512
-        a = _mm512_add_epi64(a, raw);
+        a = _mm512_add_epi64(
+            a, _mm512_maskz_shuffle_epi32((__mmask16)0xFFFF, raw, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
         x = _mm512_xor_si512(_mm512_xor_si512(a, _mm512_maskz_srli_epi64(0xFF, a, 47)), sk);
         hi = _mm512_maskz_mul_epu32(0xFF, _mm512_maskz_srli_epi64(0xFF, x, 32), prime);
         a = _mm512_add_epi64(_mm512_maskz_mul_epu32(0xFF, x, prime), _mm512_maskz_slli_epi64(0xFF, hi, 32));
