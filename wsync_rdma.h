@@ -2639,6 +2639,7 @@ typedef struct wsync__fab_conn {
     int authed;                /* past its handshake: holds one of max_conns slots */
     int said_hello;            /* its HELLO came (set under the base's mu) */
     uint64_t order;            /* accept order (wsync__fab_victim) */
+    int evicted;               /* closed for a newer one: counted and logged by the acceptor */
     uint64_t host;             /* a hash of its address, the port left out */
     int64_t deadline;          /* the handshake ends by then (wsync__rdma_now_ms's clock) */
     uint32_t sender;           /* the id it authenticated with */
@@ -2742,8 +2743,12 @@ static wsync_result wsync__fab_base_init(wsync__fab_base *b, uint32_t backend, c
 }
 
 /* Counts a refusal and logs it: stats.last_reject, and the log hook
-   (called outside the lock). */
-static void wsync__fab_note(wsync__fab_base *b, char *line)
+   (called outside the lock). c: the connection refused, or NULL; one the
+   acceptor closed for a newer one (evicted) was counted then, and its
+   thread's refusal (the hang-up it sees) is not counted again; the
+   others leave their pending slot here, under the same lock, so the
+   acceptor cannot then evict them and count them twice. */
+static void wsync__fab_note(wsync__fab_base *b, wsync__fab_conn *c, char *line)
 {
     void (*log)(void *, const char *);
     void *lu;
@@ -2752,6 +2757,14 @@ static void wsync__fab_note(wsync__fab_base *b, char *line)
     k = strlen(line); /* cut to the stats' room: the start is what matters */
     if (k >= sizeof b->stats.last_reject) k = sizeof b->stats.last_reject - 1;
     pthread_mutex_lock(&b->mu);
+    if (c && c->evicted) {
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
+    if (c && c->pending) {
+        c->pending = 0;
+        b->n_pending--;
+    }
     b->stats.rejected++;
     memcpy(b->stats.last_reject, line, k);
     b->stats.last_reject[k] = 0;
@@ -2762,12 +2775,12 @@ static void wsync__fab_note(wsync__fab_base *b, char *line)
 }
 
 /* The same, the line starting with the peer's address. */
-static void wsync__fab_refuse(wsync__fab_base *b, const wsync__fab_conn *c, const char *fmt, ...)
+static void wsync__fab_refuse(wsync__fab_base *b, wsync__fab_conn *c, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-static void wsync__fab_refuse(wsync__fab_base *b, const wsync__fab_conn *c, const char *fmt, ...)
+static void wsync__fab_refuse(wsync__fab_base *b, wsync__fab_conn *c, const char *fmt, ...)
 {
     char msg[200], line[300];
     va_list ap;
@@ -2775,7 +2788,7 @@ static void wsync__fab_refuse(wsync__fab_base *b, const wsync__fab_conn *c, cons
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     snprintf(line, sizeof line, "%s: %s", c && c->peer[0] ? c->peer : "a peer", msg);
-    wsync__fab_note(b, line);
+    wsync__fab_note(b, c, line);
 }
 
 /* A connection proved who it is: it leaves its pre-authentication slot
@@ -3002,7 +3015,7 @@ static void *wsync__fab_srv_main(void *p)
         c = (wsync__fab_conn *)wsync__rdma_alloc(&b->a, sizeof *c);
         if (!c) {
             char line[64] = "out of memory for a connection";
-            wsync__fab_note(b, line);
+            wsync__fab_note(b, NULL, line);
             close(fd);
             continue;
         }
@@ -3023,6 +3036,7 @@ static void *wsync__fab_srv_main(void *p)
             old = wsync__fab_victim(b);
             if (old) {
                 old->pending = 0;
+                old->evicted = 1; /* counted once, here (wsync__fab_note) */
                 b->n_pending--;
                 shutdown(old->fd, SHUT_RDWR);
                 snprintf(evicted, sizeof evicted, "%s: closed before authenticating (%u connections in their "
@@ -3049,7 +3063,7 @@ static void *wsync__fab_srv_main(void *p)
             continue;
         }
         pthread_mutex_unlock(&b->mu);
-        if (evicted[0]) wsync__fab_note(b, evicted);
+        if (evicted[0]) wsync__fab_note(b, NULL, evicted);
     }
     return NULL;
 }
@@ -3437,9 +3451,9 @@ static int wsync__tcp_hs_server(wsync__fab_base *b, wsync__fab_conn *c, uint32_t
     uint32_t status = 0, sender;
     int rc = wsync__rdma_recv_by(c->fd, hello, sizeof hello, (int)b->auth_timeout_ms, 0, c->deadline);
     if (rc != 1) {
-        if (rc == 0) { /* closed before a byte (a probe, or closed for a newer one) */
+        if (rc == 0) { /* closed before a byte: a probe (one closed for a newer one is counted as refused) */
             pthread_mutex_lock(&b->mu);
-            b->stats.dropped++;
+            if (!c->evicted) b->stats.dropped++;
             pthread_mutex_unlock(&b->mu);
         } else {
             wsync__fab_refuse(b, c, "no complete handshake within %u ms: closed", b->auth_timeout_ms);
@@ -3639,6 +3653,12 @@ static wsync_result wsync__tcp_listen(wsync__tcp *t, wsync_error *err)
         }
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         wsync__rdma_big_buffers(fd, t->sockbuf); /* accepted sockets inherit them */
+        /* a short accept queue on purpose: the acceptor takes connections as
+           they come (idle ones are closed by wsync__fab_victim, not held in
+           the queue), and under a sustained flood a deep FIFO queue puts
+           thousands of the flood's connections ahead of a real sender's (with
+           4096, 3 to 10 of its handshakes got through in 1.5 s of the flood
+           test against 10 of 10 with 128) */
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0) break;
         e = errno;
         close(fd);
@@ -8964,7 +8984,11 @@ WSYNC_DEF wsync_result wsync_controller_open(const wsync_controller_options *opt
                                     host);
         }
         setsockopt(c->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(c->lfd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(c->lfd, 256) == 0) break;
+        /* a deep accept queue: a burst of idle or hostile connections (a few
+           hundred) plus every real rank must fit, else a rank's SYN is dropped
+           and its join waits on the kernel's retry (1 s, then more); Linux
+           caps the number at net.core.somaxconn (4096 by default since 5.4) */
+        if (bind(c->lfd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(c->lfd, 4096) == 0) break;
         e = errno;
         close(c->lfd);
         c->lfd = -1;

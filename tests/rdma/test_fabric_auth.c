@@ -92,6 +92,14 @@ static uint64_t rejected(const rx *r, char *last, size_t cap)
     return st.rejected;
 }
 
+static wsync_fabric_stats stats(const rx *r)
+{
+    wsync_fabric_stats st;
+    memset(&st, 0, sizeof st);
+    wsync_fabric_stats_get(&r->f, &st);
+    return st;
+}
+
 /* A sender's fabric with this key and id, its source "INJECTED..." (or
    the given byte), opened to r's region: 0 on success, else the error. */
 typedef struct tx {
@@ -353,7 +361,15 @@ static void test_idle(void)
     for (i = 0; i < IDLE; i++) closed += closed_within(fds[i], 2000);
     CHECK_EQ_INT(closed, IDLE);
     for (i = 0; i < IDLE; i++) close(fds[i]);
-    CHECK(rejected(&r, last, sizeof last) >= IDLE - 32);
+    /* each idle one and the slow one refused once: closed for a newer one
+       (by the acceptor) or cut at its deadline, never both, nor also
+       counted as dropped; the real sender's two connections not at all */
+    t0 = now_ms();
+    while (rejected(&r, NULL, 0) < IDLE + 1 && now_ms() - t0 < 3000) poll(NULL, 0, 10);
+    poll(NULL, 0, 200);
+    CHECK_EQ_INT(stats(&r).connections, IDLE + 3);
+    CHECK_EQ_INT(rejected(&r, last, sizeof last), IDLE + 1);
+    CHECK_EQ_INT(stats(&r).dropped, 0);
     CHECK_MSG(strstr(logbuf, "127.0.0.1:") && strstr(logbuf, "closed before authenticating") &&
                   strstr(logbuf, "no complete handshake within 1000 ms"),
               "%.400s", logbuf);
@@ -427,13 +443,14 @@ static void test_flood(void)
     wsync_error e;
     pid_t pid;
     int status = 0, k, ok = 0;
-    uint64_t before;
+    uint64_t before, before_conns, flood_conns;
     int64_t t0;
     TEST_BEGIN("TCP fabric: a flood of new connections from another host, each with a HELLO, does not cut the real "
                "sender's handshakes");
     CHECK(rx_open(&r, KEY, 0));
     logbuf[0] = 0;
     before = rejected(&r, NULL, 0);
+    before_conns = stats(&r).connections;
     fflush(stdout);
     pid = fork();
     if (pid == 0) flood(wsync_fabric_tcp_port(&r.f), r.mr->id, 2000);
@@ -454,6 +471,18 @@ static void test_flood(void)
     printf("  %d handshakes of the real sender, all through, during a flood of about %d connections (%llu refused)\n",
            k, WEXITSTATUS(status) * 256, (unsigned long long)(rejected(&r, NULL, 0) - before));
     CHECK(rejected(&r, NULL, 0) - before > 32); /* the flood overflowed the pending slots */
+    /* every flood connection the receiver accepted is refused exactly once
+       (closed for a newer one, hung up, or cut at its deadline: all within
+       the 1 s handshake deadline once the flood stopped) */
+    t0 = now_ms();
+    do {
+        poll(NULL, 0, 100);
+        flood_conns = stats(&r).connections - before_conns - (uint64_t)k;
+    } while (rejected(&r, NULL, 0) - before < flood_conns && now_ms() - t0 < 5000);
+    poll(NULL, 0, 300);
+    flood_conns = stats(&r).connections - before_conns - (uint64_t)k;
+    CHECK_MSG(rejected(&r, NULL, 0) - before == flood_conns, "%llu refused, %llu flood connections accepted",
+              (unsigned long long)(rejected(&r, NULL, 0) - before), (unsigned long long)flood_conns);
     CHECK(strstr(logbuf, "127.0.0.2:") != NULL);
     rx_close(&r);
     TEST_END();
