@@ -2639,6 +2639,21 @@ static void wsync__prefetch_l2(const void *p, size_t ahead)
 }
 #endif
 
+/* The SIMD diffs' prefetch: the four lines a kilobyte ahead of a 256-byte
+   window, in both inputs (the hardware prefetcher alone falls behind once
+   the loop does work between loads). */
+WSYNC__INLINE void wsync__prefetch_diff256(const uint8_t *a, const uint8_t *b)
+{
+    wsync__prefetch_l2(a, 1024);
+    wsync__prefetch_l2(a, 1024 + 64);
+    wsync__prefetch_l2(a, 1024 + 128);
+    wsync__prefetch_l2(a, 1024 + 192);
+    wsync__prefetch_l2(b, 1024);
+    wsync__prefetch_l2(b, 1024 + 64);
+    wsync__prefetch_l2(b, 1024 + 128);
+    wsync__prefetch_l2(b, 1024 + 192);
+}
+
 #ifndef WSYNC_NO_ENCODE
 /* Bits needed for v: 0 for 0, 64 for values with the top bit set. */
 static unsigned wsync__bitlen64(uint64_t v)
@@ -6578,16 +6593,7 @@ WSYNC__AVX2_POPCNT static size_t wsync__diff_avx2(const uint8_t *a, const uint8_
     /* two windows compared before either is stored: more loads in flight */
     for (i = 0; i + 256 <= nbytes; i += 256) {
         uint64_t m[2], n[2];
-        /* a kilobyte ahead into L2: the hardware prefetcher alone falls
-           behind once the loop does work between loads */
-        wsync__prefetch_l2(a + i, 1024);
-        wsync__prefetch_l2(a + i, 1024 + 64);
-        wsync__prefetch_l2(a + i, 1024 + 128);
-        wsync__prefetch_l2(a + i, 1024 + 192);
-        wsync__prefetch_l2(b + i, 1024);
-        wsync__prefetch_l2(b + i, 1024 + 64);
-        wsync__prefetch_l2(b + i, 1024 + 128);
-        wsync__prefetch_l2(b + i, 1024 + 192);
+        wsync__prefetch_diff256(a + i, b + i); /* a kilobyte ahead into L2 */
         wsync__diff_mask128(a + i, b + i, shift, m);
         wsync__diff_mask128(a + i + 128, b + i + 128, shift, n);
         count = wsync__diff_put4(m[0], (uint32_t)(i >> shift), pos, count);
@@ -6758,15 +6764,7 @@ WSYNC__AVX512_POPCNT static size_t wsync__diff_avx512_w1(const uint8_t *a, const
     for (i = 0; i + 256 <= nbytes; i += 256) {
         /* four lines compared before any is stored */
         uint64_t m0, m1, m2, m3;
-        /* a kilobyte ahead into L2, as in the AVX2 diff */
-        wsync__prefetch_l2(a + i, 1024);
-        wsync__prefetch_l2(a + i, 1024 + 64);
-        wsync__prefetch_l2(a + i, 1024 + 128);
-        wsync__prefetch_l2(a + i, 1024 + 192);
-        wsync__prefetch_l2(b + i, 1024);
-        wsync__prefetch_l2(b + i, 1024 + 64);
-        wsync__prefetch_l2(b + i, 1024 + 128);
-        wsync__prefetch_l2(b + i, 1024 + 192);
+        wsync__prefetch_diff256(a + i, b + i); /* as in the AVX2 diff */
         m0 = (uint64_t)_mm512_cmpneq_epi8_mask(WSYNC__LOAD512(a + i), WSYNC__LOAD512(b + i));
         m1 = (uint64_t)_mm512_cmpneq_epi8_mask(WSYNC__LOAD512(a + i + 64), WSYNC__LOAD512(b + i + 64));
         m2 = (uint64_t)_mm512_cmpneq_epi8_mask(WSYNC__LOAD512(a + i + 128), WSYNC__LOAD512(b + i + 128));
@@ -6789,15 +6787,7 @@ WSYNC__AVX512VL_POPCNT static size_t wsync__diff_avx512_w2(const uint8_t *a, con
     for (i = 0; i + 256 <= nbytes; i += 256) {
         /* two 128-byte windows compared before either is stored */
         __mmask64 m, n;
-        /* a kilobyte ahead into L2, as in the AVX2 diff */
-        wsync__prefetch_l2(a + i, 1024);
-        wsync__prefetch_l2(a + i, 1024 + 64);
-        wsync__prefetch_l2(a + i, 1024 + 128);
-        wsync__prefetch_l2(a + i, 1024 + 192);
-        wsync__prefetch_l2(b + i, 1024);
-        wsync__prefetch_l2(b + i, 1024 + 64);
-        wsync__prefetch_l2(b + i, 1024 + 128);
-        wsync__prefetch_l2(b + i, 1024 + 192);
+        wsync__prefetch_diff256(a + i, b + i); /* as in the AVX2 diff */
         m = _mm512_kunpackd((__mmask64)wsync__diff_mask64_w2(a + i + 64, b + i + 64),
                             (__mmask64)wsync__diff_mask64_w2(a + i, b + i));
         n = _mm512_kunpackd((__mmask64)wsync__diff_mask64_w2(a + i + 192, b + i + 192),
