@@ -3532,6 +3532,42 @@ static void wsync__store_be64(uint8_t *p, uint64_t v)
     for (i = 7; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
 }
 
+/* SHA-256 and SHA-512 but for their block size bs (64, 128) and block
+   function: whole blocks go to block straight from the data, the rest
+   waits in buf (nbuf bytes so far). */
+typedef void (*wsync__sha2_block_fn)(void *h, const uint8_t *p);
+
+static void wsync__sha2_update(void *h, uint8_t *buf, size_t *nbuf, size_t bs, wsync__sha2_block_fn block,
+                               const uint8_t *p, size_t len)
+{
+    if (!len) return;
+    if (*nbuf) {
+        size_t take = bs - *nbuf < len ? bs - *nbuf : len;
+        memcpy(buf + *nbuf, p, take);
+        *nbuf += take, p += take, len -= take;
+        if (*nbuf < bs) return;
+        block(h, buf);
+        *nbuf = 0;
+    }
+    for (; len >= bs; p += bs, len -= bs) block(h, p);
+    if (len) memcpy(buf, p, len), *nbuf = len;
+}
+
+/* The end of a message of len bytes (FIPS 180-4, 5.1): 0x80, zeros, and
+   the length in bits in a block's last bs / 8 bytes, run through block
+   (on a copy of the state: final leaves it as it was). */
+static void wsync__sha2_pad(void *h, uint8_t *buf, size_t nbuf, uint64_t len, size_t bs, wsync__sha2_block_fn block)
+{
+    uint8_t pad[144];
+    size_t lenbytes = bs / 8;
+    size_t padlen = (nbuf < bs - lenbytes ? bs - lenbytes : 2 * bs - lenbytes) - nbuf; /* 1..bs: the 0x80 and zeros */
+    memset(pad, 0, sizeof pad);
+    pad[0] = 0x80;
+    if (lenbytes == 16) wsync__store_be64(pad + padlen, len >> 61), padlen += 8; /* the high half of 128 bits */
+    wsync__store_be64(pad + padlen, len << 3);
+    wsync__sha2_update(h, buf, &nbuf, bs, block, pad, padlen + 8);
+}
+
 /* ---- SHA-256 ---- */
 
 static const uint32_t wsync__sha256_k[64] = {
@@ -3544,8 +3580,9 @@ static const uint32_t wsync__sha256_k[64] = {
     0x19a4c116u, 0x1e376c08u, 0x2748774cu, 0x34b0bcb5u, 0x391c0cb3u, 0x4ed8aa4au, 0x5b9cca4fu, 0x682e6ff3u,
     0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u, 0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u};
 
-static void wsync__sha256_block(uint32_t h[8], const uint8_t *p)
+static void wsync__sha256_block(void *state, const uint8_t *p)
 {
+    uint32_t *h = (uint32_t *)state;
     uint32_t w[64], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     int i;
     for (i = 0; i < 16; i++)
@@ -3575,31 +3612,15 @@ WSYNC_DEF void wsync_sha256_init(wsync_sha256_state *s)
 
 WSYNC_DEF void wsync_sha256_update(wsync_sha256_state *s, const void *data, size_t len)
 {
-    const uint8_t *p = (const uint8_t *)data;
-    if (!len) return;
     s->len += len;
-    if (s->nbuf) {
-        size_t take = 64 - s->nbuf < len ? 64 - s->nbuf : len;
-        memcpy(s->buf + s->nbuf, p, take);
-        s->nbuf += take, p += take, len -= take;
-        if (s->nbuf < 64) return;
-        wsync__sha256_block(s->h, s->buf);
-        s->nbuf = 0;
-    }
-    for (; len >= 64; p += 64, len -= 64) wsync__sha256_block(s->h, p);
-    if (len) memcpy(s->buf, p, len), s->nbuf = len;
+    wsync__sha2_update(s->h, s->buf, &s->nbuf, 64, wsync__sha256_block, (const uint8_t *)data, len);
 }
 
 WSYNC_DEF void wsync_sha256_final(const wsync_sha256_state *s, uint8_t out[32])
 {
     wsync_sha256_state c = *s;
-    uint8_t pad[72];
-    size_t padlen = (c.nbuf < 56 ? 56 : 120) - c.nbuf; /* 1..64: the 0x80 and zeros */
     int i;
-    memset(pad, 0, sizeof pad);
-    pad[0] = 0x80;
-    wsync__store_be64(pad + padlen, s->len << 3);
-    wsync_sha256_update(&c, pad, padlen + 8);
+    wsync__sha2_pad(c.h, c.buf, c.nbuf, c.len, 64, wsync__sha256_block);
     for (i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(c.h[i] >> 24), out[4 * i + 1] = (uint8_t)(c.h[i] >> 16);
         out[4 * i + 2] = (uint8_t)(c.h[i] >> 8), out[4 * i + 3] = (uint8_t)c.h[i];
@@ -3860,8 +3881,9 @@ static const uint64_t wsync__sha512_k[80] = {
     0x28db77f523047d84ull, 0x32caab7b40c72493ull, 0x3c9ebe0a15c9bebcull, 0x431d67c49c100d4cull,
     0x4cc5d4becb3e42b6ull, 0x597f299cfc657e2aull, 0x5fcb6fab3ad6faecull, 0x6c44198c4a475817ull};
 
-static void wsync__sha512_block(uint64_t h[8], const uint8_t *p)
+static void wsync__sha512_block(void *state, const uint8_t *p)
 {
+    uint64_t *h = (uint64_t *)state;
     uint64_t w[80], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     int i;
     for (i = 0; i < 16; i++) w[i] = wsync__load_be64(p + 8 * i);
@@ -3888,33 +3910,15 @@ WSYNC_DEF void wsync_sha512_init(wsync_sha512_state *s)
 
 WSYNC_DEF void wsync_sha512_update(wsync_sha512_state *s, const void *data, size_t len)
 {
-    const uint8_t *p = (const uint8_t *)data;
-    if (!len) return;
     s->len += len;
-    if (s->nbuf) {
-        size_t take = 128 - s->nbuf < len ? 128 - s->nbuf : len;
-        memcpy(s->buf + s->nbuf, p, take);
-        s->nbuf += take, p += take, len -= take;
-        if (s->nbuf < 128) return;
-        wsync__sha512_block(s->h, s->buf);
-        s->nbuf = 0;
-    }
-    for (; len >= 128; p += 128, len -= 128) wsync__sha512_block(s->h, p);
-    if (len) memcpy(s->buf, p, len), s->nbuf = len;
+    wsync__sha2_update(s->h, s->buf, &s->nbuf, 128, wsync__sha512_block, (const uint8_t *)data, len);
 }
 
 WSYNC_DEF void wsync_sha512_final(const wsync_sha512_state *s, uint8_t out[64])
 {
     wsync_sha512_state c = *s;
-    uint8_t pad[144];
-    size_t padlen = (c.nbuf < 112 ? 112 : 240) - c.nbuf; /* 1..128 */
     int i;
-    memset(pad, 0, sizeof pad);
-    pad[0] = 0x80;
-    /* the 128-bit length in bits */
-    wsync__store_be64(pad + padlen, s->len >> 61);
-    wsync__store_be64(pad + padlen + 8, s->len << 3);
-    wsync_sha512_update(&c, pad, padlen + 16);
+    wsync__sha2_pad(c.h, c.buf, c.nbuf, c.len, 128, wsync__sha512_block);
     for (i = 0; i < 8; i++) wsync__store_be64(out + 8 * i, c.h[i]);
 }
 
