@@ -122,6 +122,7 @@
 #ifndef FZ_ALLOC_RATIO
 #define FZ_ALLOC_RATIO 8u
 #endif
+#define FZ_ALLOC_SLACK 4096u
 
 /* What the reader documents (wsync.h): entries at most 10^6, text at most
    (10^6 + 16) * 256 bytes, unknown values skipped to a depth of 16 counted
@@ -132,93 +133,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* ---------------------------------------------------------------------
-   Failing loudly
-   --------------------------------------------------------------------- */
-
-static size_t fz_input_size;
-static uint32_t fz_input_hash;
-static int fz_fixed_pass; /* 1 while running the copy with the digest recomputed, 2 the one with
-                             directory anchors' bytes and digests recomputed too */
-
-static void fz_fail(int line, const char *what)
-{
-    fprintf(stderr, "fuzz_chain_head.c:%d: invariant violated: %s (input: %lu bytes, fnv1a %08lx%s)\n", line, what,
-            (unsigned long)fz_input_size, (unsigned long)fz_input_hash,
-            fz_fixed_pass == 2   ? ", with its directory anchors' bytes and digests and its \"check\" recomputed"
-            : fz_fixed_pass == 1 ? ", with its \"check\" digest recomputed"
-                                 : "");
-    fflush(stderr);
-    abort();
-}
-
-#define FZ_CHECK(cond)                                                          \
-    do {                                                                        \
-        if (!(cond)) fz_fail(__LINE__, #cond);                                  \
-    } while (0)
-
-static uint32_t fz_fnv1a(const uint8_t *p, size_t n)
-{
-    uint32_t h = 2166136261u;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
-}
-
-/* ---------------------------------------------------------------------
-   A counting allocator that can fail on request
-   --------------------------------------------------------------------- */
-
-typedef struct fz_heap {
-    size_t live;      /* blocks handed out and not yet freed */
-    size_t calls;     /* alloc calls so far */
-    size_t fail_at;   /* the alloc call (0-based) that returns NULL; SIZE_MAX never */
-    size_t failed;    /* allocations refused so far */
-    size_t max_block; /* largest single request allowed */
-} fz_heap;
-
-static void *fz_alloc(void *user, size_t size)
-{
-    fz_heap *h = (fz_heap *)user;
-    void *p;
-    size_t call = h->calls++;
-    if (size > h->max_block) {
-        fprintf(stderr, "fuzz_chain_head.c: allocation of %lu bytes for a %lu-byte input\n", (unsigned long)size,
-                (unsigned long)fz_input_size);
-        fz_fail(__LINE__, "allocation size out of proportion to the input");
-    }
-    if (call == h->fail_at) {
-        h->failed++;
-        return NULL;
-    }
-    p = malloc(size ? size : 1);
-    FZ_CHECK(p != NULL);
-    h->live++;
-    return p;
-}
-
-static void fz_free(void *user, void *ptr)
-{
-    fz_heap *h = (fz_heap *)user;
-    if (!ptr) return;
-    FZ_CHECK(h->live > 0);
-    h->live--;
-    free(ptr);
-}
-
-static wsync_allocator fz_allocator(fz_heap *h, size_t fail_at)
-{
-    wsync_allocator a;
-    h->live = 0;
-    h->calls = 0;
-    h->failed = 0;
-    h->fail_at = fail_at;
-    h->max_block = fz_input_size * (size_t)FZ_ALLOC_RATIO + 4096;
-    a.alloc = fz_alloc;
-    a.free = fz_free;
-    a.user = h;
-    return a;
-}
+/* Failing loudly (fz_fail, FZ_CHECK), the input's hash, the counting allocator */
+#include "fuzz_common.h"
 
 /* ---------------------------------------------------------------------
    Oracle 1: a strict RFC 8259 recognizer
@@ -1309,13 +1225,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     uint8_t *fixed;
     fz_files_max_once();
-    fz_fixed_pass = 0;
+    fz_stage = NULL;
     fz_run(data, size);
     fixed = FZ_FIX_CHECK ? fz_fix_check(data, size) : NULL;
     if (fixed) {
-        fz_fixed_pass = 1;
+        fz_stage = "with its \"check\" digest recomputed";
         fz_run(fixed, size);
-        fz_fixed_pass = 0;
+        fz_stage = NULL;
         free(fixed);
     }
     if (FZ_FIX_FILES && FZ_REFERENCE) {
@@ -1323,9 +1239,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t *ff = fz_fix_files(data, size, &fn), *fc;
         if (ff) {
             fc = fz_fix_check(ff, fn);
-            fz_fixed_pass = 2;
+            fz_stage = "with its directory anchors' bytes and digests and its \"check\" recomputed";
             fz_run(fc ? fc : ff, fn);
-            fz_fixed_pass = 0;
+            fz_stage = NULL;
             free(fc);
             free(ff);
         }

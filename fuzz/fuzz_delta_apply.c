@@ -66,82 +66,12 @@
 #ifndef FZ_ALLOC_RATIO
 #define FZ_ALLOC_RATIO 64u
 #endif
+#define FZ_ALLOC_SLACK ((size_t)2 << 20)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* ---------------------------------------------------------------------
-   Failing loudly
-   --------------------------------------------------------------------- */
-
-static size_t fz_input_size;
-static uint32_t fz_input_hash;
-
-static void fz_fail(int line, const char *what)
-{
-    fprintf(stderr, "fuzz_delta_apply.c:%d: invariant violated: %s (input: %lu bytes, fnv1a %08lx)\n", line, what,
-            (unsigned long)fz_input_size, (unsigned long)fz_input_hash);
-    fflush(stderr);
-    abort();
-}
-
-#define FZ_CHECK(cond)                                                          \
-    do {                                                                        \
-        if (!(cond)) fz_fail(__LINE__, #cond);                                  \
-    } while (0)
-
-static uint32_t fz_fnv1a(const uint8_t *p, size_t n)
-{
-    uint32_t h = 2166136261u;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
-}
-
-/* ---------------------------------------------------------------------
-   A counting allocator that can fail on request
-   --------------------------------------------------------------------- */
-
-typedef struct fz_heap {
-    size_t live, calls, fail_at, max_block;
-} fz_heap;
-
-static void *fz_alloc(void *user, size_t size)
-{
-    fz_heap *h = (fz_heap *)user;
-    void *p;
-    size_t call = h->calls++;
-    if (size > h->max_block) {
-        fprintf(stderr, "fuzz_delta_apply.c: allocation of %lu bytes for a %lu-byte input\n", (unsigned long)size,
-                (unsigned long)fz_input_size);
-        fz_fail(__LINE__, "allocation size out of proportion to the input");
-    }
-    if (call == h->fail_at) return NULL;
-    p = malloc(size ? size : 1);
-    if (p) h->live++;
-    return p;
-}
-
-static void fz_free(void *user, void *ptr)
-{
-    fz_heap *h = (fz_heap *)user;
-    if (!ptr) return;
-    FZ_CHECK(h->live > 0);
-    h->live--;
-    free(ptr);
-}
-
-static wsync_allocator fz_allocator(fz_heap *h, size_t fail_at)
-{
-    wsync_allocator a;
-    h->live = 0;
-    h->calls = 0;
-    h->fail_at = fail_at;
-    h->max_block = fz_input_size * (size_t)FZ_ALLOC_RATIO + ((size_t)2 << 20);
-    a.alloc = fz_alloc;
-    a.free = fz_free;
-    a.user = h;
-    return a;
-}
+/* Failing loudly (fz_fail, FZ_CHECK), the input's hash, the counting allocator */
+#include "fuzz_common.h"
 
 /* ---------------------------------------------------------------------
    Targets

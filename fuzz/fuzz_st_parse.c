@@ -69,83 +69,14 @@
 #ifndef FZ_ALLOC_RATIO
 #define FZ_ALLOC_RATIO 64u
 #endif
+#define FZ_ALLOC_SLACK ((size_t)1 << 20)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* ---------------------------------------------------------------------
-   Failing loudly
-   --------------------------------------------------------------------- */
-
-static size_t fz_input_size;
-static uint32_t fz_input_hash;
-
-static void fz_fail(int line, const char *what)
-{
-    fprintf(stderr, "fuzz_st_parse.c:%d: invariant violated: %s (input: %lu bytes, fnv1a %08lx)\n",
-            line, what, (unsigned long)fz_input_size, (unsigned long)fz_input_hash);
-    fflush(stderr);
-    abort();
-}
-
-#define FZ_CHECK(cond)                                                          \
-    do {                                                                        \
-        if (!(cond)) fz_fail(__LINE__, #cond);                                  \
-    } while (0)
+/* Failing loudly (fz_fail, FZ_CHECK), the input's hash, the counting allocator */
+#include "fuzz_common.h"
 
 static volatile uint8_t fz_sink_byte; /* keeps the reads of tensor bytes */
-
-/* ---------------------------------------------------------------------
-   A counting allocator that can fail on request
-   --------------------------------------------------------------------- */
-
-typedef struct fz_heap {
-    size_t live;      /* blocks handed out and not yet freed */
-    size_t calls;     /* alloc calls so far */
-    size_t fail_at;   /* the alloc call (0-based) that returns NULL; SIZE_MAX never */
-    size_t max_block; /* largest single request allowed */
-} fz_heap;
-
-static void *fz_alloc(void *user, size_t size)
-{
-    fz_heap *h = (fz_heap *)user;
-    void *p;
-    size_t call = h->calls++;
-    if (size > h->max_block) {
-        fprintf(stderr, "fuzz_st_parse.c: allocation of %lu bytes for a %lu-byte input\n",
-                (unsigned long)size, (unsigned long)fz_input_size);
-        fz_fail(__LINE__, "allocation size out of proportion to the input");
-    }
-    if (call == h->fail_at) return NULL;
-    p = malloc(size ? size : 1);
-    if (p) h->live++;
-    return p;
-}
-
-static void fz_free(void *user, void *ptr)
-{
-    fz_heap *h = (fz_heap *)user;
-    if (!ptr) return;
-    FZ_CHECK(h->live > 0);
-    h->live--;
-    free(ptr);
-}
-
-static void fz_heap_init(fz_heap *h, size_t fail_at)
-{
-    h->live = 0;
-    h->calls = 0;
-    h->fail_at = fail_at;
-    h->max_block = fz_input_size * (size_t)FZ_ALLOC_RATIO + ((size_t)1 << 20);
-}
-
-static wsync_allocator fz_allocator(fz_heap *h)
-{
-    wsync_allocator a;
-    a.alloc = fz_alloc;
-    a.free = fz_free;
-    a.user = h;
-    return a;
-}
 
 /* ---------------------------------------------------------------------
    Small independent helpers (not the library's, so they check it)
@@ -483,14 +414,6 @@ static void fz_check_same(const wsync_st_file *a, const wsync_st_file *b, int sa
    Steps
    --------------------------------------------------------------------- */
 
-static uint32_t fz_fnv1a(const uint8_t *p, size_t n)
-{
-    uint32_t h = 2166136261u;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
-}
-
 /* Step 4: fail allocation number k of a parse that succeeded with n calls. */
 static void fz_parse_alloc_failures(const uint8_t *buf, size_t size, size_t n_calls)
 {
@@ -505,9 +428,8 @@ static void fz_parse_alloc_failures(const uint8_t *buf, size_t size, size_t n_ca
         wsync_error err;
         wsync_result r;
         if (k > 0 && picks[k] == picks[k - 1]) continue;
-        fz_heap_init(&heap, picks[k]);
         memset(&opt, 0, sizeof opt);
-        opt.allocator = fz_allocator(&heap);
+        opt.allocator = fz_allocator(&heap, picks[k]);
         r = wsync_st_parse(buf, size, &opt, &st, &err);
         FZ_CHECK(r == WSYNC_ERR_OUT_OF_MEMORY);
         fz_check_error(&err, r, size);
@@ -529,8 +451,7 @@ static void fz_parse_limits(const uint8_t *buf, size_t size, const wsync_st_file
     unsigned depth;
 
     memset(&opt, 0, sizeof opt);
-    fz_heap_init(&heap, SIZE_MAX);
-    opt.allocator = fz_allocator(&heap);
+    opt.allocator = fz_allocator(&heap, SIZE_MAX);
     opt.max_rank = 1 + h % 5u;
     opt.max_tensors = 1 + (h >> 4) % 8u;
     opt.max_depth = 2 + (h >> 8) % 6u;
@@ -640,8 +561,7 @@ static void fz_roundtrip(const wsync_st_file *st)
     buf.bytes = out;
     buf.cap = (size_t)total;
     buf.len = 0;
-    fz_heap_init(&heap, SIZE_MAX);
-    wopt.allocator = fz_allocator(&heap);
+    wopt.allocator = fz_allocator(&heap, SIZE_MAX);
     r = wsync_st_write(desc, st->n_tensors, kvp, meta, wsync_buffer_sink, &buf, &wopt,
                        &err);
     FZ_CHECK(heap.live == 0);
@@ -767,8 +687,7 @@ static void fz_roundtrip(const wsync_st_file *st)
         if (i == 1 && k == 0) break;
         buf.len = 0;
         buf.cap = (size_t)total;
-        fz_heap_init(&heap, k);
-        wopt.allocator = fz_allocator(&heap);
+        wopt.allocator = fz_allocator(&heap, k);
         r = wsync_st_write(desc, st->n_tensors, kvp, meta, wsync_buffer_sink, &buf,
                            &wopt, &err);
         FZ_CHECK(r == WSYNC_ERR_OUT_OF_MEMORY);
@@ -804,8 +723,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size) memcpy(buf, data, size);
 
     memset(&opt, 0, sizeof opt);
-    fz_heap_init(&heap, SIZE_MAX);
-    opt.allocator = fz_allocator(&heap);
+    opt.allocator = fz_allocator(&heap, SIZE_MAX);
     memset(&err, 0xA5, sizeof err); /* must be reset on entry */
     memset(&st, 0xA5, sizeof st);   /* must be zeroed on failure */
 

@@ -1,0 +1,129 @@
+/* fuzz_common.h - what the harnesses share: failing loudly (fz_fail,
+   FZ_CHECK) with the input's size and hash in the report, a malloc that
+   fails loudly (fz_xmalloc), and a counting allocator that can be made to
+   fail on request (fz_allocator). Include after wsync.h; everything is
+   static. A report names the file and line of the check that failed.
+
+   Defined before the include, where the harness uses the allocator:
+     FZ_ALLOC_RATIO, FZ_ALLOC_SLACK
+                     the counting allocator refuses, as a violation, any
+                     single allocation larger than FZ_ALLOC_RATIO times the
+                     input size plus FZ_ALLOC_SLACK bytes (default 8 and
+                     4096; a harness that uses it sets its own) */
+#ifndef WSYNC_FUZZ_COMMON_H
+#define WSYNC_FUZZ_COMMON_H
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__GNUC__) || defined(__clang__)
+#define FZ_UNUSED __attribute__((unused))
+#else
+#define FZ_UNUSED
+#endif
+
+#ifndef FZ_ALLOC_RATIO
+#define FZ_ALLOC_RATIO 8u
+#endif
+#ifndef FZ_ALLOC_SLACK
+#define FZ_ALLOC_SLACK 4096u
+#endif
+
+/* ---------------------------------------------------------------------
+   Failing loudly
+   --------------------------------------------------------------------- */
+
+static size_t fz_input_size;   /* the input being run, for the reports */
+static uint32_t fz_input_hash; /* its fz_fnv1a */
+static const char *fz_stage;   /* what is being run, said in the report when set */
+
+static void fz_fail_at(const char *file, int line, const char *what)
+{
+    int staged = fz_stage && *fz_stage;
+    fprintf(stderr, "%s:%d: invariant violated%s%s%s: %s (input: %lu bytes, fnv1a %08lx)\n", file, line,
+            staged ? " (" : "", staged ? fz_stage : "", staged ? ")" : "", what, (unsigned long)fz_input_size,
+            (unsigned long)fz_input_hash);
+    fflush(stderr);
+    abort();
+}
+
+/* fz_fail(__LINE__, what): a violation at that line of the file it is written in. */
+#define fz_fail(line, what) fz_fail_at(__FILE__, line, what)
+
+#define FZ_CHECK(cond)                                                          \
+    do {                                                                        \
+        if (!(cond)) fz_fail(__LINE__, #cond);                                  \
+    } while (0)
+
+FZ_UNUSED static uint32_t fz_fnv1a(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+FZ_UNUSED static void *fz_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    FZ_CHECK(p != NULL);
+    return p;
+}
+
+/* ---------------------------------------------------------------------
+   A counting allocator that can fail on request
+   --------------------------------------------------------------------- */
+
+typedef struct fz_heap {
+    size_t live;      /* blocks handed out and not yet freed */
+    size_t calls;     /* alloc calls so far */
+    size_t fail_at;   /* the alloc call (0-based) that returns NULL; SIZE_MAX never */
+    size_t failed;    /* allocations refused so far */
+    size_t max_block; /* largest single request allowed */
+} fz_heap;
+
+FZ_UNUSED static void *fz_alloc(void *user, size_t size)
+{
+    fz_heap *h = (fz_heap *)user;
+    void *p;
+    size_t call = h->calls++;
+    if (size > h->max_block) {
+        fprintf(stderr, "allocation of %lu bytes for a %lu-byte input\n", (unsigned long)size,
+                (unsigned long)fz_input_size);
+        fz_fail(__LINE__, "allocation size out of proportion to the input");
+    }
+    if (call == h->fail_at) {
+        h->failed++;
+        return NULL;
+    }
+    p = fz_xmalloc(size);
+    h->live++;
+    return p;
+}
+
+FZ_UNUSED static void fz_free(void *user, void *ptr)
+{
+    fz_heap *h = (fz_heap *)user;
+    if (!ptr) return;
+    FZ_CHECK(h->live > 0);
+    h->live--;
+    free(ptr);
+}
+
+/* h reset (nothing live, no call yet) and an allocator over it whose call
+   number fail_at (0-based; SIZE_MAX: none) returns NULL. */
+FZ_UNUSED static wsync_allocator fz_allocator(fz_heap *h, size_t fail_at)
+{
+    wsync_allocator a;
+    h->live = 0;
+    h->calls = 0;
+    h->failed = 0;
+    h->fail_at = fail_at;
+    h->max_block = fz_input_size * (size_t)FZ_ALLOC_RATIO + (size_t)FZ_ALLOC_SLACK;
+    a.alloc = fz_alloc;
+    a.free = fz_free;
+    a.user = h;
+    return a;
+}
+
+#endif
