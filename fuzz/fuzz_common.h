@@ -126,4 +126,94 @@ FZ_UNUSED static wsync_allocator fz_allocator(fz_heap *h, size_t fail_at)
     return a;
 }
 
+
+/* ---------------------------------------------------------------------
+   What a listing parser's callbacks saw (fuzz_listing.c, fuzz_propfind.c)
+   --------------------------------------------------------------------- */
+
+typedef struct fz_ent {
+    char *name; /* NUL-terminated copy */
+    size_t len;
+    int is_dir;
+    uint64_t size;
+} fz_ent;
+
+typedef struct fz_seen {
+    fz_ent *e;
+    size_t n, cap;
+    size_t stop_at; /* the callback (0-based) that returns nonzero; SIZE_MAX never */
+    size_t calls;
+} fz_seen;
+
+FZ_UNUSED static void fz_seen_init(fz_seen *s, size_t stop_at)
+{
+    memset(s, 0, sizeof *s);
+    s->stop_at = stop_at;
+}
+
+FZ_UNUSED static void fz_seen_free(fz_seen *s)
+{
+    size_t i;
+    for (i = 0; i < s->n; i++) free(s->e[i].name);
+    free(s->e);
+    memset(s, 0, sizeof *s);
+}
+
+/* Records one callback (no call may come after a stop); nonzero, the
+   callback's answer, at the one numbered stop_at. */
+FZ_UNUSED static int fz_seen_add(fz_seen *s, const char *name, size_t len, int is_dir, uint64_t size)
+{
+    fz_ent *e;
+    FZ_CHECK(s->stop_at == SIZE_MAX || s->calls <= s->stop_at);
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 16;
+        fz_ent *ne = (fz_ent *)realloc(s->e, ncap * sizeof *ne);
+        FZ_CHECK(ne != NULL);
+        s->e = ne;
+        s->cap = ncap;
+    }
+    e = &s->e[s->n++];
+    e->name = (char *)fz_xmalloc(len + 1);
+    memcpy(e->name, name, len);
+    e->name[len] = 0;
+    e->len = len;
+    e->is_dir = is_dir;
+    e->size = size;
+    return s->calls++ == s->stop_at;
+}
+
+/* The same entries in the same order (sizes compared for directories too
+   when cmp_dir_size). */
+FZ_UNUSED static void fz_seen_same(const fz_seen *a, const fz_seen *b, int cmp_dir_size)
+{
+    size_t i;
+    FZ_CHECK(a->n == b->n);
+    for (i = 0; i < a->n; i++) {
+        FZ_CHECK(a->e[i].len == b->e[i].len);
+        FZ_CHECK(memcmp(a->e[i].name, b->e[i].name, a->e[i].len) == 0);
+        FZ_CHECK(a->e[i].is_dir == b->e[i].is_dir);
+        if (cmp_dir_size || !a->e[i].is_dir) FZ_CHECK(a->e[i].size == b->e[i].size);
+    }
+}
+
+/* The first place needle[0..nn) stands in h[0..hn), NULL if none. */
+FZ_UNUSED static const uint8_t *fz_memmem(const uint8_t *h, size_t hn, const void *needle, size_t nn)
+{
+    size_t i;
+    if (nn == 0) return h;
+    if (hn < nn) return NULL;
+    for (i = 0; i + nn <= hn; i++)
+        if (h[i] == *(const uint8_t *)needle && memcmp(h + i, needle, nn) == 0) return h + i;
+    return NULL;
+}
+
+/* How many times lit stands in p[0..n), overlaps counted. */
+FZ_UNUSED static size_t fz_count(const uint8_t *p, size_t n, const char *lit)
+{
+    size_t c = 0, l = strlen(lit), i;
+    for (i = 0; i + l <= n; i++)
+        if (p[i] == (uint8_t)lit[0] && memcmp(p + i, lit, l) == 0) c++;
+    return c;
+}
+
 #endif

@@ -110,116 +110,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* ---------------------------------------------------------------------
-   Failing loudly
-   --------------------------------------------------------------------- */
-
-static size_t fz_input_size;
-static uint32_t fz_input_hash;
-static const char *fz_stage = "";
-
-static void fz_fail(int line, const char *what)
-{
-    fprintf(stderr, "fuzz_listing.c:%d: invariant violated (%s): %s (input: %lu bytes, fnv1a %08lx)\n", line,
-            fz_stage, what, (unsigned long)fz_input_size, (unsigned long)fz_input_hash);
-    fflush(stderr);
-    abort();
-}
-
-#define FZ_CHECK(cond)                                                          \
-    do {                                                                        \
-        if (!(cond)) fz_fail(__LINE__, #cond);                                  \
-    } while (0)
-
-static uint32_t fz_fnv1a(const uint8_t *p, size_t n)
-{
-    uint32_t h = 2166136261u;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
-}
-
-static void *fz_xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    FZ_CHECK(p != NULL);
-    return p;
-}
-
-static const void *fz_memmem(const uint8_t *h, size_t hn, const void *needle, size_t nn)
-{
-    size_t i;
-    if (nn == 0) return h;
-    if (hn < nn) return NULL;
-    for (i = 0; i + nn <= hn; i++)
-        if (h[i] == *(const uint8_t *)needle && memcmp(h + i, needle, nn) == 0) return h + i;
-    return NULL;
-}
-
-/* ---------------------------------------------------------------------
-   What the callbacks saw
-   --------------------------------------------------------------------- */
-
-typedef struct fz_ent {
-    char *name; /* NUL-terminated copy */
-    size_t len;
-    int is_dir;
-    uint64_t size;
-} fz_ent;
-
-typedef struct fz_seen {
-    fz_ent *e;
-    size_t n, cap;
-    size_t stop_at; /* the callback (0-based) that returns nonzero; SIZE_MAX never */
-    size_t calls;
-} fz_seen;
-
-static void fz_seen_init(fz_seen *s, size_t stop_at)
-{
-    memset(s, 0, sizeof *s);
-    s->stop_at = stop_at;
-}
-
-static void fz_seen_free(fz_seen *s)
-{
-    size_t i;
-    for (i = 0; i < s->n; i++) free(s->e[i].name);
-    free(s->e);
-    memset(s, 0, sizeof *s);
-}
-
-static int fz_seen_add(fz_seen *s, const char *name, size_t len, int is_dir, uint64_t size)
-{
-    fz_ent *e;
-    FZ_CHECK(s->stop_at == SIZE_MAX || s->calls <= s->stop_at); /* no call after a stop */
-    if (s->n == s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 16;
-        fz_ent *ne = (fz_ent *)realloc(s->e, ncap * sizeof *ne);
-        FZ_CHECK(ne != NULL);
-        s->e = ne;
-        s->cap = ncap;
-    }
-    e = &s->e[s->n++];
-    e->name = (char *)fz_xmalloc(len + 1);
-    memcpy(e->name, name, len);
-    e->name[len] = 0;
-    e->len = len;
-    e->is_dir = is_dir;
-    e->size = size;
-    return s->calls++ == s->stop_at;
-}
-
-static void fz_seen_same(const fz_seen *a, const fz_seen *b, int cmp_dir_size)
-{
-    size_t i;
-    FZ_CHECK(a->n == b->n);
-    for (i = 0; i < a->n; i++) {
-        FZ_CHECK(a->e[i].len == b->e[i].len);
-        FZ_CHECK(memcmp(a->e[i].name, b->e[i].name, a->e[i].len) == 0);
-        FZ_CHECK(a->e[i].is_dir == b->e[i].is_dir);
-        if (cmp_dir_size || !a->e[i].is_dir) FZ_CHECK(a->e[i].size == b->e[i].size);
-    }
-}
+/* Failing loudly (fz_fail, FZ_CHECK), the input's hash, fz_xmalloc; what
+   the callbacks saw (fz_seen), fz_memmem, fz_count */
+#include "fuzz_common.h"
 
 static int fz_nginx_fn(void *user, const char *name, size_t name_len, int is_dir, uint64_t size)
 {
@@ -540,14 +433,6 @@ static void fz_s3_same(const fz_s3_out *a, const fz_s3_out *b)
     fz_seen_same(&a->seen, &b->seen, 1);
     FZ_CHECK(a->truncated == b->truncated);
     FZ_CHECK(strcmp(a->token, b->token) == 0);
-}
-
-static size_t fz_count(const uint8_t *p, size_t n, const char *lit)
-{
-    size_t c = 0, l = strlen(lit), i;
-    for (i = 0; i + l <= n; i++)
-        if (p[i] == (uint8_t)lit[0] && memcmp(p + i, lit, l) == 0) c++;
-    return c;
 }
 
 /* The parse of a variant (a comment appended, a declaration prepended):

@@ -56,53 +56,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static size_t fz_input_size;
 static int fz_input_has_pct;
-static const char *fz_stage = "";
 
-static void fz_fail(int line, const char *what)
-{
-    fprintf(stderr, "fuzz_propfind.c:%d: invariant violated (%s): %s (input: %lu bytes)\n", line, fz_stage, what,
-            (unsigned long)fz_input_size);
-    fflush(stderr);
-    abort();
-}
-
-#define FZ_CHECK(cond)                                                          \
-    do {                                                                        \
-        if (!(cond)) fz_fail(__LINE__, #cond);                                  \
-    } while (0)
-
-typedef struct fz_ent {
-    char *path;
-    size_t len;
-    int is_dir;
-    uint64_t size;
-} fz_ent;
-
-typedef struct fz_seen {
-    fz_ent *e;
-    size_t n, cap, stop_at, calls;
-} fz_seen;
-
-static void fz_seen_init(fz_seen *s, size_t stop_at)
-{
-    memset(s, 0, sizeof *s);
-    s->stop_at = stop_at;
-}
-
-static void fz_seen_free(fz_seen *s)
-{
-    size_t i;
-    for (i = 0; i < s->n; i++) free(s->e[i].path);
-    free(s->e);
-    memset(s, 0, sizeof *s);
-}
+/* Failing loudly (fz_fail, FZ_CHECK), the input's hash, fz_xmalloc; what
+   the callbacks saw (fz_seen), fz_memmem, fz_count */
+#include "fuzz_common.h"
 
 static int fz_fn(void *user, const char *path, size_t len, int is_dir, uint64_t size)
 {
-    fz_seen *s = (fz_seen *)user;
-    fz_ent *e;
     size_t i, seg;
     FZ_CHECK(path != NULL);
     FZ_CHECK(len >= 1 && len <= fz_input_size);
@@ -119,51 +80,7 @@ static int fz_fn(void *user, const char *path, size_t len, int is_dir, uint64_t 
         }
     FZ_CHECK(is_dir == 0 || is_dir == 1);
     FZ_CHECK(size <= UINT64_C(0x7FFFFFFFFFFFFFFF));
-    FZ_CHECK(s->stop_at == SIZE_MAX || s->calls <= s->stop_at);
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 16;
-        fz_ent *ne = (fz_ent *)realloc(s->e, nc * sizeof *ne);
-        FZ_CHECK(ne != NULL);
-        s->e = ne;
-        s->cap = nc;
-    }
-    e = &s->e[s->n++];
-    e->path = (char *)malloc(len + 1);
-    FZ_CHECK(e->path != NULL);
-    memcpy(e->path, path, len + 1);
-    e->len = len;
-    e->is_dir = is_dir;
-    e->size = size;
-    return s->calls++ == s->stop_at;
-}
-
-static void fz_same(const fz_seen *a, const fz_seen *b)
-{
-    size_t i;
-    FZ_CHECK(a->n == b->n);
-    for (i = 0; i < a->n; i++) {
-        FZ_CHECK(a->e[i].len == b->e[i].len);
-        FZ_CHECK(memcmp(a->e[i].path, b->e[i].path, a->e[i].len) == 0);
-        FZ_CHECK(a->e[i].is_dir == b->e[i].is_dir);
-        FZ_CHECK(a->e[i].size == b->e[i].size);
-    }
-}
-
-static const uint8_t *fz_memmem(const uint8_t *h, size_t hn, const void *needle, size_t nn)
-{
-    size_t i;
-    if (nn == 0) return h;
-    for (i = 0; i + nn <= hn; i++)
-        if (memcmp(h + i, needle, nn) == 0) return h + i;
-    return NULL;
-}
-
-static size_t fz_count(const uint8_t *p, size_t n, const char *lit)
-{
-    size_t c = 0, l = strlen(lit), i;
-    for (i = 0; i + l <= n; i++)
-        if (memcmp(p + i, lit, l) == 0) c++;
-    return c;
+    return fz_seen_add((fz_seen *)user, path, len, is_dir, size);
 }
 
 static wsync_result fz_parse(const uint8_t *buf, size_t size, fz_seen *s, int with_err, wsync_error *err)
@@ -200,7 +117,7 @@ static void fz_variant(const char *pre, const uint8_t *buf, size_t size, const c
     r = fz_parse(v, n, &s, 1, &err);
     if (r != want_r) fprintf(stderr, "variant: %s\n", err.message);
     FZ_CHECK(r == want_r);
-    fz_same(want, &s);
+    fz_seen_same(want, &s, 1);
     fz_seen_free(&s);
     free(v);
     fz_input_size = saved;
@@ -213,6 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     wsync_error err, err2;
     wsync_result r, r2;
     fz_input_size = size;
+    fz_input_hash = fz_fnv1a(data, size);
     fz_input_has_pct = size && memchr(data, '%', size) != NULL;
     fz_stage = "parse";
     if (size) {
@@ -225,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_seen_init(&b, SIZE_MAX);
     r2 = fz_parse(buf, size, &b, 0, &err2);
     FZ_CHECK(r == r2);
-    fz_same(&a, &b);
+    fz_seen_same(&a, &b, 1);
     fz_seen_free(&b);
     if (r == WSYNC_OK) {
         size_t k;
@@ -233,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!memchr(buf, '&', size) && !memchr(buf, '%', size)) {
             const uint8_t *at = buf;
             for (k = 0; k < a.n; k++) {
-                const uint8_t *hit = fz_memmem(at, size - (size_t)(at - buf), a.e[k].path, a.e[k].len);
+                const uint8_t *hit = fz_memmem(at, size - (size_t)(at - buf), a.e[k].name, a.e[k].len);
                 if (!hit) fz_fail(__LINE__, "a path not found in the input in the order reported");
                 at = hit; /* the next may be in the same href (an absolute URL's path) no earlier */
             }
@@ -246,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(fz_parse(buf, size, &b, 1, &err2) == WSYNC_OK);
             FZ_CHECK(b.n == pick + 1);
             a.n = b.n;
-            fz_same(&a, &b);
+            fz_seen_same(&a, &b, 1);
             a.n = saved;
             fz_seen_free(&b);
         }
