@@ -9,7 +9,11 @@
 #   2. bench_sparse --ranks: a core's memcpy rate while every core copies
 #      (mem_gbps), and the sparse phases as the ranks run them, as ratios
 #      to it (diff, pack, validate, scatter), a thread per trainer that
-#      runs at once (the trainers or the cores, the fewer) on a shard;
+#      runs at once (the trainers or the cores, the fewer) on a shard, each
+#      packing, validating and scattering a core's share of the step's
+#      slots (T*I over the threads: a trainer packs a slot per receiver, a
+#      receiver validates every trainer's slot; timed over all of them,
+#      not one 14 MB slot of 2-5 ms, whose median moved 4x within minutes);
 #   3. wsync plan --demo with those: the dense step (the simulation, plus
 #      the base a run with sparse steps copies) and the sparse step, by
 #      phase, with the executor's threshold (--dense-above 0.25);
@@ -50,12 +54,13 @@ num() { sed -E "s/.*\"$2\": ([0-9.e+-]+).*/\1/" <<<"$1"; }
 
 # the rates: 1. the wire and the host's constants; 2. the sparse phases as
 # the ranks run them (a trainer's shard a thread, as many threads as run at
-# once: the trainers or the cores, the fewer); 3. the prediction with them.
+# once: the trainers or the cores, the fewer; each a core's share of the
+# slots, T*I over the threads); 3. the prediction with them.
 # Run before the measurement and again after it: this guest's speed moves
 # within a minute, so the two bracket the run. Sets pd (dense, ms), ps
 # (sparse, ms) and PH (the sparse phases, ms: diff pack wire verify scatter).
 predict() {
-    local out line send copy task rtt cpus mb shard rk flags j ph th
+    local out line send copy task rtt cpus mb shard rk flags j ph th sl
     out=$("$W" push-demo --model "$MODEL" --backend cma --trainers "$T" --inference "$I" --steps 3 --bench --timeout-ms 60000 2>&1) \
         || die "push-demo --bench failed: $(tail -n 3 <<<"$out")"
     line=$(grep '^bench: measured constants' <<<"$out") || die "no constants: $(tail -n 3 <<<"$out")"
@@ -70,7 +75,9 @@ predict() {
     echo "$line"
     shard=$(awk -v m="$mb" -v t="$T" 'BEGIN{v = int(m * 1e6 / t / 1048576); print v < 1 ? 1 : v}')
     th=$((cpus < T ? cpus : T))
-    rk=$("$B/bench_sparse" --ranks "$shard" --threads "$th" --density "$D" 2>&1) || die "bench_sparse --ranks failed: $rk"
+    sl=$(((T * I + th - 1) / th))
+    [ "$sl" -le 64 ] || sl=64
+    rk=$("$B/bench_sparse" --ranks "$shard" --threads "$th" --slots "$sl" --density "$D" 2>&1) || die "bench_sparse --ranks failed: $rk"
     grep -A6 '^ranks: the phases' <<<"$rk"
     flags=$(sed -nE 's/^ranks: plan flags: //p' <<<"$rk")
     pf=(--nic-gbps "$(awk -v s="$send" 'BEGIN{print s * 8}')" --recv-gbps free --copy-gbps "$(awk -v c="$copy" 'BEGIN{print c * 8}')"

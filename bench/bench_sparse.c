@@ -47,7 +47,7 @@
    usage: build/bench_sparse [--trajectory DIR] [--model NAME|none] [--step S]
                              [--mode light|adamw] [--rows N] [--threads N]
                              [--density D] [--mib M] [--no-rates] [--no-densities]
-          build/bench_sparse --ranks MIB [--threads N] [--density D]
+          build/bench_sparse --ranks MIB [--threads N] [--slots S] [--density D]
      --trajectory DIR   the real trajectory [tests/fixtures/corpus/trajectory]
      --model NAME       the generator's model [qwen3-0.6b]; none: skip it
      --step S           compare step S-1 with step S [2]
@@ -58,7 +58,9 @@
      --mib M            the rates' buffers, MiB of bf16 [32]
      --ranks MIB        only the phases as the ranks run them (below), on MIB MiB of
                         bf16 a thread (a rank's shard), by --threads N at once [1];
-                        prints the flags that give wsync plan these rates */
+                        prints the flags that give wsync plan these rates
+     --slots S          with --ranks: the slots a thread packs, validates and scatters
+                        in a step [1] (below) */
 #define WSYNC_IMPLEMENTATION
 #define WSYNC_RDMA_IMPLEMENTATION
 #include "wsync_rdma.h"
@@ -643,26 +645,37 @@ static void sp_rates(double density, uint64_t mib)
    What wsync_rank_push and a receiver's COMMIT run (wsync_rdma.h's
    >>sparse), on buffers the size of a rank's (beyond the caches, as a
    shard of a real model is), by N threads at once (the ranks that share
-   this host's cores run their phases at the same time): per thread, the
-   median of SP_RK_REPS (on a shared machine a best time is a lucky one, and
-   a run's step is not), each phase's rate over the fastest of the memcpys
-   of the same buffer timed beside it (the ratios
-   wsync_plan_sparse_options takes), and that memcpy
-   rate (its mem_gbps; with N the cores, a core's while every core works):
+   this host's cores run their phases at the same time), each thread a
+   core's share of a step's slots, S (--slots): T trainers each pack a slot
+   per receiver, I receivers each validate every trainer's slot, then
+   scatter them all (wsync__rank_stg_commit), T*I/N slots a core for both
+   (bench/bench_sim_check.sh passes that). Timed over all S slots at once:
+   one slot (14 MB for a 284 MiB shard at 1.6%) validates in 2-5 ms, and on
+   a shared 2-core machine a median of such reps moved 4x within minutes
+   (the verify ratio 0.64-2.57); S slots make a rep S times longer. Per
+   thread, the median of SP_RK_REPS (on a shared machine a best time is a
+   lucky one, and a run's step is not), each phase's rate over the fastest
+   of the memcpys timed beside it (the ratios wsync_plan_sparse_options
+   takes), and that memcpy rate (its mem_gbps; with N the cores, a core's
+   while every core works):
      diff     wsync_diff in chunks of 32 Ki elements, each change's position
               and value kept and the copy brought up to date (bf16 bytes of
               one buffer);
-     pack     per transfer of SP_RK_XFER elements, its changes found, a
-              section reserved (wsync_sparse_section), positions and values
-              written, then wsync_sparse_finish's digest (slot bytes);
-     verify   wsync_sparse_validate of the slot (slot bytes);
-     scatter  wsync_sparse_scatter of the slot into the receiver's copy
-              (slot bytes), checked bit-exact against the new buffer. */
+     pack     per slot, per transfer of SP_RK_XFER elements, its changes
+              found, a section reserved (wsync_sparse_section), positions
+              and values written, then wsync_sparse_finish's digest: the
+              thread's changes into each of S slots, as a trainer packs its
+              changes for each receiver (slot bytes, all S);
+     verify   wsync_sparse_validate of each of the S slots, one staging
+              buffer as a receiver's (slot bytes, all S);
+     scatter  wsync_sparse_scatter of each slot into its own copy of the
+              weights (a receiver's shards of S trainers), each checked
+              bit-exact against the new buffer (slot bytes, all S). */
 
-#define SP_RK_REPS 5
+#define SP_RK_REPS 9
 #define SP_RK_CHUNK 32768u   /* wsync_rdma.h's WSYNC__SP_CHUNK */
 #define SP_RK_XFER 524288u   /* elements a transfer: 1 MiB, about qwen3-0.6b's mean per trainer and tensor */
-/* memcpy (the copy), diff, pack, memcpy (the receiver's), verify, memcpy
+/* memcpy (the copy), diff, pack, memcpy (the receiver's S copies), verify, memcpy
    (the new buffer over the copy, equal: the slot out of the caches),
    scatter: a receiver reads slots other processes wrote, more bytes than
    the caches hold (4 trainers' on qwen3-0.6b), so neither verify nor
@@ -671,11 +684,11 @@ static void sp_rates(double density, uint64_t mib)
 #define SP_RK_EVICT (96u << 20) /* bytes read and written before pack, verify and scatter: 3x this L3 */
 
 typedef struct sp_rk {
-    uint64_t n, nchg, cap_chg, slot_cap, slot_bytes;
-    uint16_t *old, *cur, *prev, *recv, *val;
+    uint64_t n, nchg, cap_chg, slot_cap, slot_bytes, slots; /* slot_bytes: one slot's (all S alike) */
+    uint16_t *old, *cur, *prev, *recv, *val; /* recv: S copies of n elements */
     uint64_t *chg;
     uint32_t *pos;
-    uint8_t *slot, *evict;
+    uint8_t *slot, *evict; /* slot: S slots of slot_cap bytes */
     int phase, rep, ok;
     double t[SP_RK_PHASES][SP_RK_REPS], best[SP_RK_PHASES]; /* best: the median of t */
 } sp_rk;
@@ -709,12 +722,12 @@ static void sp_rk_diff(sp_rk *k)
     }
 }
 
-static void sp_rk_pack(sp_rk *k)
+static void sp_rk_pack(sp_rk *k, uint64_t s)
 {
     wsync_sparse_writer w;
     wsync_error e;
     uint64_t x, i;
-    wsync_sparse_begin(&w, k->slot, k->slot_cap, 2, 1, 0);
+    wsync_sparse_begin(&w, k->slot + s * k->slot_cap, k->slot_cap, 2, 1, (uint32_t)s);
     for (x = 0; x < k->n; x += SP_RK_XFER) {
         uint64_t end = k->n - x < SP_RK_XFER ? k->n : x + SP_RK_XFER, a = sp_rk_lb(k->chg, k->nchg, x),
                  b = sp_rk_lb(k->chg, k->nchg, end);
@@ -736,7 +749,7 @@ static void *sp_rk_main(void *p)
     uint64_t len = k->n * 2;
     wsync_sparse_expect x;
     wsync_error e;
-    uint8_t *region = (uint8_t *)k->recv;
+    uint64_t s;
     double t;
     if (k->phase == 2 || k->phase == 4 || k->phase == 6) { /* untimed: what the phase reads out of the caches */
         uint64_t i, acc = 0;
@@ -747,32 +760,44 @@ static void *sp_rk_main(void *p)
     switch (k->phase) {
     case 0: memcpy(k->prev, k->old, (size_t)len); break;
     case 1: sp_rk_diff(k); break;
-    case 2: sp_rk_pack(k); break;
-    case 3: memcpy(k->recv, k->old, (size_t)len); break;
+    case 2:
+        for (s = 0; s < k->slots; s++) sp_rk_pack(k, s);
+        break;
+    case 3:
+        for (s = 0; s < k->slots; s++) memcpy(k->recv + s * k->n, k->old, (size_t)len);
+        break;
     case 4:
         memset(&x, 0, sizeof x);
-        x.step = 2, x.base = 1, x.sender = 0, x.n_regions = 1, x.region_len = &len;
-        if (wsync_sparse_validate(k->slot, k->slot_cap, &x, NULL, &e) != WSYNC_OK) k->ok = 0;
+        x.step = 2, x.base = 1, x.n_regions = 1, x.region_len = &len;
+        for (s = 0; s < k->slots; s++) {
+            x.sender = (uint32_t)s;
+            if (wsync_sparse_validate(k->slot + s * k->slot_cap, k->slot_cap, &x, NULL, &e) != WSYNC_OK) k->ok = 0;
+        }
         break;
     case 5: memcpy(k->prev, k->cur, (size_t)len); break;
-    default: wsync_sparse_scatter(k->slot, &region); break;
+    default:
+        for (s = 0; s < k->slots; s++) {
+            uint8_t *region = (uint8_t *)(k->recv + s * k->n);
+            wsync_sparse_scatter(k->slot + s * k->slot_cap, &region);
+        }
+        break;
     }
     k->t[k->phase][k->rep] = bench_cpu__now() - t;
     return NULL;
 }
 
-static void sp_ranks(double density, uint64_t mib, unsigned nt)
+static void sp_ranks(double density, uint64_t mib, unsigned nt, uint64_t slots)
 {
     sp_rk *ks = (sp_rk *)sp_alloc(nt * sizeof *ks);
     pthread_t *th = (pthread_t *)sp_alloc(nt * sizeof *th);
     uint32_t thr = (uint32_t)(density * 65536 + 0.5);
-    double sum[SP_RK_PHASES] = {0, 0, 0, 0, 0, 0, 0}, ratio[4] = {0, 0, 0, 0}, mem = 0, slot = 0;
+    double sum[SP_RK_PHASES] = {0, 0, 0, 0, 0, 0, 0}, ratio[4] = {0, 0, 0, 0}, mem = 0, slot = 0, S = (double)slots;
     static const char *const name[4] = {"diff", "pack", "verify", "scatter"};
     static const char *const what[4] = {
         "bf16 bytes of one buffer (wsync_diff by 32 Ki elements, the changes kept, the copy updated)",
-        "slot bytes (sections by 1 MiB transfers, positions, values, wsync_sparse_finish)",
-        "slot bytes (wsync_sparse_validate: the digest, every position)",
-        "slot bytes (wsync_sparse_scatter into the receiver's copy)"};
+        "slot bytes, all slots (sections by 1 MiB transfers, positions, values, wsync_sparse_finish)",
+        "slot bytes, all slots (wsync_sparse_validate: the digest, every position)",
+        "slot bytes, all slots (wsync_sparse_scatter, each into its copy of the weights)"};
     unsigned t;
     int rep, ph;
     for (t = 0; t < nt; t++) {
@@ -780,11 +805,12 @@ static void sp_ranks(double density, uint64_t mib, unsigned nt)
         uint64_t i, s = 11 + t;
         memset(k, 0, sizeof *k);
         k->n = mib * 1048576 / 2;
+        k->slots = slots;
         k->ok = 1;
         k->old = (uint16_t *)sp_alloc((size_t)k->n * 2);
         k->cur = (uint16_t *)sp_alloc((size_t)k->n * 2);
         k->prev = (uint16_t *)sp_alloc((size_t)k->n * 2);
-        k->recv = (uint16_t *)sp_alloc((size_t)k->n * 2);
+        k->recv = (uint16_t *)sp_alloc((size_t)(k->n * 2 * slots));
         k->pos = (uint32_t *)sp_alloc((size_t)SP_RK_CHUNK * 4);
         for (i = 0; i < k->n; i++) { /* the old weights; `density` of them move to another value */
             uint64_t r = sp_rng(&s);
@@ -795,10 +821,10 @@ static void sp_ranks(double density, uint64_t mib, unsigned nt)
         k->chg = (uint64_t *)sp_alloc((size_t)(k->cap_chg ? k->cap_chg : 1) * 8);
         k->val = (uint16_t *)sp_alloc((size_t)(k->cap_chg ? k->cap_chg : 1) * 2);
         k->slot_cap = WSYNC_SPARSE_HEADER + (k->n / SP_RK_XFER + 1) * (WSYNC_SPARSE_SECTION + 16) + k->cap_chg * 6;
-        k->slot = (uint8_t *)sp_alloc((size_t)k->slot_cap);
+        k->slot = (uint8_t *)sp_alloc((size_t)(k->slot_cap * slots));
         k->evict = (uint8_t *)sp_alloc(SP_RK_EVICT);
         memset(k->evict, 1, SP_RK_EVICT);
-        memset(k->recv, 0, (size_t)k->n * 2); /* faulted in, as a receiver's memory is */
+        memset(k->recv, 0, (size_t)(k->n * 2 * slots)); /* faulted in, as a receiver's memory is */
         memset(k->prev, 0, (size_t)k->n * 2);
     }
     for (rep = 0; rep < SP_RK_REPS; rep++)
@@ -811,30 +837,35 @@ static void sp_ranks(double density, uint64_t mib, unsigned nt)
         }
     for (t = 0; t < nt; t++) {
         sp_rk *k = &ks[t];
-        double len = (double)k->n * 2, mc;
+        double len = (double)k->n * 2, mc, sb = (double)k->slot_bytes * S; /* mc: the fastest memcpy, bytes/s */
+        uint64_t s;
         for (ph = 0; ph < SP_RK_PHASES; ph++) k->best[ph] = sp_median(k->t[ph], SP_RK_REPS);
-        mc = k->best[0];
-        if (k->best[3] < mc) mc = k->best[3];
-        if (k->best[5] < mc) mc = k->best[5];
-        if (!k->ok) sp_die("ranks: wsync_sparse_validate refused the slot");
-        if (memcmp(k->recv, k->cur, (size_t)k->n * 2) != 0 || memcmp(k->prev, k->cur, (size_t)k->n * 2) != 0)
-            sp_die("ranks: the scatter or the copy is not the new buffer");
-        mem += len / mc / nt;
+        mc = len / k->best[0];
+        if (len * S / k->best[3] > mc) mc = len * S / k->best[3];
+        if (len / k->best[5] > mc) mc = len / k->best[5];
+        if (!k->ok) sp_die("ranks: wsync_sparse_validate refused a slot");
+        if (memcmp(k->prev, k->cur, (size_t)k->n * 2) != 0) sp_die("ranks: the copy is not the new buffer");
+        for (s = 0; s < slots; s++)
+            if (memcmp(k->recv + s * k->n, k->cur, (size_t)k->n * 2) != 0)
+                sp_die("ranks: a scatter's copy of the weights is not the new buffer");
+        mem += mc / nt;
         slot += (double)k->slot_bytes / nt;
         for (ph = 0; ph < SP_RK_PHASES; ph++) sum[ph] += k->best[ph] / nt;
-        ratio[0] += (len / k->best[1]) / (len / mc) / nt;
-        ratio[1] += ((double)k->slot_bytes / k->best[2]) / (len / mc) / nt;
-        ratio[2] += ((double)k->slot_bytes / k->best[4]) / (len / mc) / nt;
-        ratio[3] += ((double)k->slot_bytes / k->best[6]) / (len / mc) / nt;
+        ratio[0] += (len / k->best[1]) / mc / nt;
+        ratio[1] += (sb / k->best[2]) / mc / nt;
+        ratio[2] += (sb / k->best[4]) / mc / nt;
+        ratio[3] += (sb / k->best[6]) / mc / nt;
     }
     printf("ranks: the phases as the ranks run them, %u thread%s at once, each %llu MiB of bf16 with %.4f%% changed "
-           "(%llu), a slot of %.2f MB; per thread, the median of %d, over a memcpy of the same buffer (the threads' mean)\n",
+           "(%llu), %llu slot%s of %.2f MB (%.2f MB) a thread; per thread, the median of %d, over its fastest memcpy "
+           "(the threads' mean)\n",
            nt, nt == 1 ? "" : "s", (unsigned long long)mib, 100.0 * (double)ks[0].cap_chg / (double)ks[0].n,
-           (unsigned long long)ks[0].cap_chg, slot / 1e6, SP_RK_REPS);
+           (unsigned long long)ks[0].cap_chg, (unsigned long long)slots, slots == 1 ? "" : "s", slot / 1e6,
+           slot * S / 1e6, SP_RK_REPS);
     printf("  %-10s %10s %10s   %s\n", "phase", "GB/s", "vs memcpy", "bytes counted");
     printf("  %-10s %10.3f %10.4f   %s\n", "memcpy", mem / 1e9, 1.0, "bytes copied, a thread's while all copy");
     for (ph = 0; ph < 4; ph++) {
-        double tm = sum[ph == 0 ? 1 : ph == 1 ? 2 : ph == 2 ? 4 : 6], bytes = ph == 0 ? (double)ks[0].n * 2 : slot;
+        double tm = sum[ph == 0 ? 1 : ph == 1 ? 2 : ph == 2 ? 4 : 6], bytes = ph == 0 ? (double)ks[0].n * 2 : slot * S;
         printf("  %-10s %10.3f %10.4f   %s\n", name[ph], bytes / tm / 1e9, ratio[ph], what[ph]);
     }
     printf("ranks: plan flags: --mem-gbps %.3f --diff-ratio %.4f --pack-ratio %.4f --verify-ratio %.4f "
@@ -852,7 +883,7 @@ int main(int argc, char **argv)
 {
     const char *traj = "tests/fixtures/corpus/trajectory", *model = "qwen3-0.6b";
     int i, step = 2, rates = 1, dens = 1;
-    uint64_t rows = 0, mib = 32, rk_mib = 0;
+    uint64_t rows = 0, mib = 32, rk_mib = 0, rk_slots = 1;
     unsigned rk_threads = 1;
     double density = 0.0161;
     wsync_gen_mode mode = WSYNC_GEN_LIGHT;
@@ -870,6 +901,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--no-densities") == 0) dens = 0;
         else if (strcmp(argv[i], "--ranks") == 0 && v) rk_mib = strtoull(v, NULL, 10), i++;
         else if (strcmp(argv[i], "--threads") == 0 && v) rk_threads = (unsigned)strtoul(v, NULL, 10), i++;
+        else if (strcmp(argv[i], "--slots") == 0 && v) rk_slots = strtoull(v, NULL, 10), i++;
         else {
             fprintf(stderr, "bench_sparse: unknown option or missing value '%s' (see the head of bench/bench_sparse.c)\n",
                     argv[i]);
@@ -877,15 +909,16 @@ int main(int argc, char **argv)
         }
     }
     if (step < 1 || !(density >= 0 && density <= 1) || mib < 1 || mib > 4096 || rk_mib > 4096 || rk_threads < 1 ||
-        rk_threads > 64) {
-        fprintf(stderr, "bench_sparse: --step takes 1 or more, --density 0..1, --mib and --ranks 1..4096, --threads 1..64\n");
+        rk_threads > 64 || rk_slots < 1 || rk_slots > 64) {
+        fprintf(stderr, "bench_sparse: --step takes 1 or more, --density 0..1, --mib and --ranks 1..4096, --threads and "
+                        "--slots 1..64\n");
         return 2;
     }
     bench_cpu_print(stdout, "bench_sparse");
     memset(&tc, 0, sizeof tc);
     memset(&gc, 0, sizeof gc);
     if (rk_mib) { /* only the ranks' phases */
-        sp_ranks(density, rk_mib, rk_threads);
+        sp_ranks(density, rk_mib, rk_threads, rk_slots);
         return 0;
     }
     if (rates) sp_rates(density, mib);
