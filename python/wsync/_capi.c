@@ -222,6 +222,14 @@ static int32_t wspy__ret(wsync_result r, const wsync_error *e, wspy_error *out)
     return (int32_t)r;
 }
 
+/* 0 for a step the library takes: at most WSYNC_STEP_MAX, or, with latest,
+   WSYNC_STEP_LATEST (HEAD's); else the failure. */
+static int32_t wspy__check_step(uint64_t step, int latest, wspy_error *err)
+{
+    if (step <= WSYNC_STEP_MAX || (latest && step == WSYNC_STEP_LATEST)) return 0;
+    return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+}
+
 /* ---- tensors as parallel arrays ---- */
 
 typedef struct wspy__tset {
@@ -642,8 +650,7 @@ WSPY_API int32_t wspy_publish(wspy_publisher *h, uint64_t step, uint64_t n, cons
     double t0;
     if (stats) memset(stats, 0, sizeof *stats);
     if (!h || !h->p) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "publisher is closed");
-    if (step > WSYNC_STEP_MAX) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu",
-                                                 (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__check_step(step, 0, err)) != 0) return rc;
     if ((rc = wspy__tset_make(&s, (size_t)n, names, dtypes, ranks, shapes, datas, 0, err)) != 0) return rc;
     memset(&st, 0, sizeof st);
     t0 = wspy__now();
@@ -791,11 +798,11 @@ WSPY_API int32_t wspy_subscriber_sync(wspy_subscriber *h, uint64_t step, wspy_sy
     wsync_sync_stats st;
     wsync_error e;
     wsync_result r;
+    int32_t rc;
     double t0;
     if (stats) memset(stats, 0, sizeof *stats);
     if (!h || !h->s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "subscriber is closed");
-    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
-        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__check_step(step, 1, err)) != 0) return rc;
     memset(&st, 0, sizeof st);
     t0 = wspy__now();
     r = wsync_subscriber_sync(h->s, step, &st, &e);
@@ -814,9 +821,9 @@ WSPY_API int32_t wspy_subscriber_step(const wspy_subscriber *h, uint64_t *step)
 
 WSPY_API int32_t wspy_subscriber_set_step(wspy_subscriber *h, uint64_t step, wspy_error *err)
 {
+    int32_t rc;
     if (!h || !h->s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "subscriber is closed");
-    if (step > WSYNC_STEP_MAX)
-        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__check_step(step, 0, err)) != 0) return rc;
     wsync_subscriber_set_step(h->s, step);
     wspy__reset(err);
     return 0;
@@ -1125,11 +1132,11 @@ WSPY_API int32_t wspy_mirror_sync(wspy_mirror *h, uint64_t step, wspy_sync_stats
     wsync_sync_stats st;
     wsync_error e;
     wsync_result r;
+    int32_t rc;
     double t0;
     if (stats) memset(stats, 0, sizeof *stats);
     if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
-    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
-        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__check_step(step, 1, err)) != 0) return rc;
     memset(&st, 0, sizeof st);
     t0 = wspy__now();
     r = wsync_mirror_sync(h->m, step, &st, &e);
@@ -1143,9 +1150,9 @@ WSPY_API int32_t wspy_mirror_set_step(wspy_mirror *h, uint64_t step, wspy_error 
 {
     wsync_error e;
     wsync_result r;
+    int32_t rc;
     if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
-    if (step > WSYNC_STEP_MAX)
-        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__check_step(step, 0, err)) != 0) return rc;
     r = wsync_mirror_set_step(h->m, step, &e);
     return wspy__ret(r, &e, err);
 }
@@ -1884,6 +1891,7 @@ WSPY_API int32_t wspy_publish_dir(wspy_publisher *h, uint64_t step, const char *
     wsync_publish_stats st;
     wsync_error e;
     wsync_result r;
+    int32_t rc;
     uint64_t k;
     double t0;
     if (stats) memset(stats, 0, sizeof *stats);
@@ -1891,8 +1899,7 @@ WSPY_API int32_t wspy_publish_dir(wspy_publisher *h, uint64_t step, const char *
     if (unmatched && n_include) memset(unmatched, 0, (size_t)n_include);
     if (!h || !h->p) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "publisher is closed");
     if (!dir || !*dir) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "publish_dir: no directory given");
-    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
-        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__check_step(step, 1, err)) != 0) return rc;
     if (n_include && !include) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "include patterns missing");
     if (n_include > (uint64_t)SIZE_MAX) return wspy__fail(err, WSYNC_ERR_OVERFLOW, "include patterns");
     for (k = 0; k < n_include; k++)
@@ -1993,11 +2000,11 @@ WSPY_API int32_t wspy_dir_follower_sync(wspy_dir_follower *h, uint64_t step, wsp
     wsync_dir_sync_stats st;
     wsync_error e;
     wsync_result r;
+    int32_t rc;
     double t0;
     if (stats) memset(stats, 0, sizeof *stats);
     if (!h || !h->f) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "directory follower is closed");
-    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
-        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__check_step(step, 1, err)) != 0) return rc;
     memset(&st, 0, sizeof st);
     t0 = wspy__now();
     r = wsync_dir_follower_sync(h->f, step, &st, &e);
@@ -2033,8 +2040,7 @@ WSPY_API int32_t wspy_dir_pull(const char *store, uint32_t store_flags, const ch
     double t0;
     if (stats) memset(stats, 0, sizeof *stats);
     if (!path || !*path) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no path given");
-    if (step != WSYNC_STEP_LATEST && step > WSYNC_STEP_MAX)
-        return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "step above %llu", (unsigned long long)WSYNC_STEP_MAX);
+    if ((rc = wspy__check_step(step, 1, err)) != 0) return rc;
     if (!(h = (wspy_dir_follower *)calloc(1, sizeof *h)))
         return wspy__fail(err, WSYNC_ERR_OUT_OF_MEMORY, "directory pull");
     if ((rc = wspy__dir_begin(h, store, store_flags, prefix, threads, flags, verify_key, err)) != 0) return rc;
