@@ -3306,15 +3306,23 @@ static uint32_t wsync__fp8_code(uint32_t a, unsigned mbits, unsigned bias)
     return wsync__rne_shift((a & 0x7FFFFFu) | 0x800000u, 150 + 1 - bias - mbits - e);
 }
 
-WSYNC_DEF uint8_t wsync_f32_to_e4m3(float f, wsync_fp8_mode mode)
+/* f in a small float format (mbits, bias as above): NaN as 0x7F (a NaN in
+   both formats), an infinity and a magnitude whose code passes max (the
+   largest finite one) as over. */
+static uint8_t wsync__f32_to_fp8(float f, unsigned mbits, unsigned bias, uint32_t max, uint8_t over)
 {
     uint32_t u = wsync__f32_bits(f), a = u & 0x7FFFFFFFu, code;
     uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
     if (a > 0x7F800000u) return (uint8_t)(sign | 0x7F);
-    if (a == 0x7F800000u) return (uint8_t)(sign | (mode == WSYNC_FP8_TORCH ? 0x7F : 0x7E));
-    code = wsync__fp8_code(a, 3, 7);
-    if (code > 0x7E) return (uint8_t)(sign | (mode == WSYNC_FP8_TORCH ? 0x7F : 0x7E));
+    if (a == 0x7F800000u) return (uint8_t)(sign | over);
+    code = wsync__fp8_code(a, mbits, bias);
+    if (code > max) return (uint8_t)(sign | over);
     return (uint8_t)(sign | code);
+}
+
+WSYNC_DEF uint8_t wsync_f32_to_e4m3(float f, wsync_fp8_mode mode)
+{
+    return wsync__f32_to_fp8(f, 3, 7, 0x7E, mode == WSYNC_FP8_TORCH ? 0x7F : 0x7E); /* torch: NaN (no infinity) */
 }
 
 WSYNC_DEF float wsync_e4m3_to_f32(uint8_t v)
@@ -3330,13 +3338,7 @@ WSYNC_DEF float wsync_e4m3_to_f32(uint8_t v)
 
 WSYNC_DEF uint8_t wsync_f32_to_e5m2(float f, wsync_fp8_mode mode)
 {
-    uint32_t u = wsync__f32_bits(f), a = u & 0x7FFFFFFFu, code;
-    uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
-    if (a > 0x7F800000u) return (uint8_t)(sign | 0x7F);
-    if (a == 0x7F800000u) return (uint8_t)(sign | (mode == WSYNC_FP8_TORCH ? 0x7C : 0x7B));
-    code = wsync__fp8_code(a, 2, 15);
-    if (code > 0x7B) return (uint8_t)(sign | (mode == WSYNC_FP8_TORCH ? 0x7C : 0x7B));
-    return (uint8_t)(sign | code);
+    return wsync__f32_to_fp8(f, 2, 15, 0x7B, mode == WSYNC_FP8_TORCH ? 0x7C : 0x7B); /* torch: infinity */
 }
 
 WSYNC_DEF float wsync_e5m2_to_f32(uint8_t v)
