@@ -583,6 +583,15 @@ typedef struct wspy_publisher {
     char *prefix;          /* for wspy_publisher_head_state */
 } wspy_publisher;
 
+WSPY_API void wspy_publisher_close(wspy_publisher *h)
+{
+    if (!h) return;
+    if (h->p) wsync_publisher_close(h->p);
+    wsync_store_close(&h->store);
+    free(h->prefix);
+    free(h);
+}
+
 /* flags: WSYNC_CHAIN_* (2 keep F32, 4 new chain); encoding 0: packed;
    sign_key: NULL, or the 64-byte secret key that signs every HEAD. */
 WSPY_API int32_t wspy_publisher_open(const char *store, uint32_t store_flags, const char *prefix, int32_t encoding,
@@ -610,9 +619,8 @@ WSPY_API int32_t wspy_publisher_open(const char *store, uint32_t store_flags, co
     wspy__chain_opt(&o, h->prefix, encoding, anchor_every, anchor_fraction, retain, threads, flags, sign_key, NULL);
     r = wsync_publisher_open(&h->store, &o, &h->p, &e);
     if (r != WSYNC_OK) {
-        wsync_store_close(&h->store);
-        free(h->prefix);
-        free(h);
+        h->p = NULL;
+        wspy_publisher_close(h);
         return wspy__ret(r, &e, err);
     }
     *out = h;
@@ -670,15 +678,6 @@ WSPY_API int32_t wspy_publisher_head(const wspy_publisher *h, uint64_t *step)
     return 1;
 }
 
-WSPY_API void wspy_publisher_close(wspy_publisher *h)
-{
-    if (!h) return;
-    if (h->p) wsync_publisher_close(h->p);
-    wsync_store_close(&h->store);
-    free(h->prefix);
-    free(h);
-}
-
 /* HEAD of the chain under prefix in an open store (wsync_chain_read);
    verify_key: NULL, or the public key HEAD must be signed by. */
 static int32_t wspy__head(const wsync_store *store, const char *prefix, const uint8_t *verify_key, wspy_head *out,
@@ -734,6 +733,16 @@ typedef struct wspy_subscriber {
     char *prefix;
 } wspy_subscriber;
 
+WSPY_API void wspy_subscriber_close(wspy_subscriber *h)
+{
+    if (!h) return;
+    if (h->s) wsync_subscriber_close(h->s);
+    wsync_store_close(&h->store);
+    wspy__tset_free(&h->targets);
+    free(h->prefix);
+    free(h);
+}
+
 /* The targets' memory stays the caller's and must outlive the handle.
    flags: WSYNC_CHAIN_* (verify state, partial, follow restart); verify_key:
    NULL, or the publisher's 32-byte public key (a signed chain). */
@@ -764,10 +773,8 @@ WSPY_API int32_t wspy_subscriber_open(const char *store, uint32_t store_flags, c
     wspy__chain_opt(&o, h->prefix, 0, 0, 0.0, 0, threads, flags, NULL, verify_key);
     r = wsync_subscriber_open(&h->store, h->targets.t, h->targets.n, &o, &h->s, &e);
     if (r != WSYNC_OK) {
-        wsync_store_close(&h->store);
-        wspy__tset_free(&h->targets);
-        free(h->prefix);
-        free(h);
+        h->s = NULL;
+        wspy_subscriber_close(h);
         return wspy__ret(r, &e, err);
     }
     *out = h;
@@ -899,16 +906,6 @@ WSPY_API int32_t wspy_subscriber_status(wspy_subscriber *h, wspy_prefetch_status
 WSPY_API void wspy_subscriber_stop(wspy_subscriber *h)
 {
     if (h && h->s) wsync_subscriber_stop(h->s);
-}
-
-WSPY_API void wspy_subscriber_close(wspy_subscriber *h)
-{
-    if (!h) return;
-    if (h->s) wsync_subscriber_close(h->s);
-    wsync_store_close(&h->store);
-    wspy__tset_free(&h->targets);
-    free(h->prefix);
-    free(h);
 }
 
 /* ---- the mirror subscriber (wsync.h >>mirror) ----
