@@ -869,10 +869,17 @@ WSPY_API int32_t wspy_subscriber_apply_ready(wspy_subscriber *h, wspy_sync_stats
     return wspy__ret(r, &e, err);
 }
 
-static int32_t wspy__prefetch_status(wsync_subscriber *s, wspy_prefetch_status *out, wspy_error *err)
+/* The prefetch status of s, a handle's subscriber (NULL: the handle, named
+   by what, is closed). */
+static int32_t wspy__prefetch_status(wsync_subscriber *s, const char *what, wspy_prefetch_status *out,
+                                     wspy_error *err)
 {
     wsync_prefetch_status st;
     wsync_result r;
+    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
+    memset(out, 0, sizeof *out);
+    out->last_error.offset = UINT64_MAX;
+    if (!s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "%s is closed", what);
     memset(&st, 0, sizeof st);
     r = wsync_subscriber_prefetch_status(s, &st);
     if (r != WSYNC_OK) return wspy__fail(err, r, "prefetch status");
@@ -896,11 +903,7 @@ static int32_t wspy__prefetch_status(wsync_subscriber *s, wspy_prefetch_status *
 
 WSPY_API int32_t wspy_subscriber_status(wspy_subscriber *h, wspy_prefetch_status *out, wspy_error *err)
 {
-    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
-    memset(out, 0, sizeof *out);
-    out->last_error.offset = UINT64_MAX;
-    if (!h || !h->s) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "subscriber is closed");
-    return wspy__prefetch_status(h->s, out, err);
+    return wspy__prefetch_status(h ? h->s : NULL, "subscriber", out, err);
 }
 
 WSPY_API void wspy_subscriber_stop(wspy_subscriber *h)
@@ -1241,11 +1244,7 @@ WSPY_API int32_t wspy_mirror_state_digest(wspy_mirror *h, uint64_t *digest)
 
 WSPY_API int32_t wspy_mirror_status(wspy_mirror *h, wspy_prefetch_status *out, wspy_error *err)
 {
-    if (!out) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "no output");
-    memset(out, 0, sizeof *out);
-    out->last_error.offset = UINT64_MAX;
-    if (!h || !h->m) return wspy__fail(err, WSYNC_ERR_INVALID_ARGUMENT, "mirror is closed");
-    return wspy__prefetch_status(wsync_mirror_subscriber(h->m), out, err);
+    return wspy__prefetch_status(h ? wsync_mirror_subscriber(h->m) : NULL, "mirror", out, err);
 }
 
 WSPY_API void wspy_mirror_close(wspy_mirror *h)
