@@ -1014,10 +1014,7 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    bytes as before, during the step).
 
    fp8 receivers: a transfer with prep FP8 (the trainer quantizes, tiles of
-   its block) goes sparse the same way, unless it quantizes from the
-   trainer's gather inbox (a tile whose rows other trainers hold: the inbox
-   fills during the push, after the slots are written), which stays dense
-   (wsync_sparse_stats.fp8_gathered counts those). Besides the copy of its
+   its block) goes sparse the same way. Besides the copy of its
    bf16 source, the trainer keeps the e4m3 bytes and scales it last sent of
    each such transfer: a byte an element and 4 bytes a tile, half the bf16
    bytes it reads (3 bytes an element with the source's copy). After the
@@ -1035,7 +1032,29 @@ WSYNC_DEF uint64_t wsync_quantize_scale_count(uint64_t rows, uint64_t cols, uint
    positions the tiles' indices): the format above, unchanged. decide
    weighs them against the e4m3 bytes and scales written dense. A dense
    step's preparation keeps what it quantized as the copy. After every
-   step a receiver holds exactly the bytes and scales a dense step writes. */
+   step a receiver holds exactly the bytes and scales a dense step writes.
+
+   fp8 from the gather inbox (row shards whose tiles cross trainers: the
+   other holders write their rows into the inbox in the gather phase, mesh
+   group 2g, during the push): such a transfer, in group 2g + 1, is handled
+   after the barrier before its group, when every row is in place. The
+   diff above leaves the inbox out (others write into it meanwhile); the
+   copy of the inbox's region holds what each such transfer read last. Per
+   group, each transfer's rows are diffed against that copy (several
+   receivers' transfers read the same rows: the copy takes them only after
+   all of the group's), compared per tile with the same rule, and decided
+   per receiver region as above, apart from the region's other transfers
+   (a region with both is decided, and counted in regions_sparse / _dense,
+   once for each part); what fits after what the slot holds goes in it
+   (overflow: dense). A rank that such transfers write to gets its slot
+   after the last group that has one: the slot's sections are packed in
+   sp_send, those appended, then the header and the one write (the format
+   and the one slot per trainer and receiver as above). The gathers
+   between trainers stay dense (bf16 rows into the inbox: no receiver's).
+   wsync_sparse_stats.fp8_gathered counts such transfers written dense,
+   fp8_gathered_sparse those sent in a slot; an inbox transfer in group 0
+   (no barrier before it), or one that reads other bytes too, is always
+   dense. */
 
 #define WSYNC_SPARSE_MAGIC 0x50535357u /* "WSSP" */
 #define WSYNC_SPARSE_VERSION 1u
@@ -1565,7 +1584,11 @@ typedef struct wsync_sparse_stats {
        moved bytes sent) and those whose scale moved (the whole tile and the scale) */
     uint64_t fp8_tiles, fp8_tiles_moved, fp8_tiles_rescaled;
     uint64_t fp8_bytes, fp8_moved;  /* the e4m3 bytes compared; those sent (moved, or in a rescaled tile) */
-    uint32_t fp8_gathered;          /* fp8 transfers quantized from the gather inbox: always dense */
+    /* fp8 transfers quantized from this trainer's gather inbox (rows of other trainers'
+       shards): packed after the gather's barrier; those written dense (the first step, a
+       region over sparse_max or its slot, or a transfer that cannot go sparse), and those
+       sent in a slot */
+    uint32_t fp8_gathered, fp8_gathered_sparse;
     double fp8_s;                   /* the quantize and compare (within diff_s) */
     /* inference (COMMIT) */
     uint64_t scattered;             /* changes written from the slots */
@@ -10612,7 +10635,8 @@ struct wsync_rank {
     uint64_t sp_buf_len;
     wsync_fabric_mr *sp_mr;
     int sp_buf_host;
-    uint8_t *sp_elig;          /* per transfer: bf16 to a rank with staging, may go sparse */
+    uint8_t *sp_elig;          /* per transfer: may go sparse (to a rank with staging): 1 bf16, 2 fp8, */
+                               /* 3 fp8 from the gather inbox */
     uint8_t *sp_skip;          /* per transfer: sent sparse this step (the dense pass skips it) */
     uint64_t *sp_cnt;          /* per transfer: its changes this step */
     uint64_t *sp_tsb, *sp_tdb; /* per target: sparse and dense bytes this step */
@@ -10624,7 +10648,7 @@ struct wsync_rank {
     uint32_t *sp_pos;          /* the diff's chunk */
     uint64_t sp_base;          /* the step prev holds, committed as far as this rank knows (0: none) */
     int sp_skipping;           /* a push in progress skips sp_skip's transfers */
-    /* fp8 transfers that may go sparse (sp_elig 2): what was last sent */
+    /* fp8 transfers that may go sparse (sp_elig 2 and 3): what was last sent */
     uint8_t *sp_q;             /* each one's e4m3 bytes, then its scales (8-byte aligned) */
     uint64_t *sp_qoff;         /* per transfer: its place in sp_q */
     uint8_t *sp_band;          /* a row of tiles quantized again; from sp_tile_at, one tile */
@@ -10636,7 +10660,22 @@ struct wsync_rank {
     uint64_t sp_fn, sp_fcap, sp_sn, sp_scap;
     uint64_t *sp_foff, *sp_soff, *sp_scnt; /* per transfer: where its own start, its scales' count */
     int sp_qfill;              /* a dense push: the preparation keeps what it quantized in sp_q */
-    uint32_t sp_fp8_gathered;  /* fp8 transfers from the gather inbox (always dense) */
+    uint32_t sp_fp8_gathered;  /* fp8 transfers from the gather inbox that cannot go sparse (always dense) */
+    /* fp8 transfers from the gather inbox that may go sparse (sp_elig 3): the inbox
+       fills in the gather phase, so their sections are packed after the barrier
+       before their mesh group, and the slots of the ranks they write to wait */
+    uint32_t sp_ib;            /* the inbox entry in own (UINT32_MAX: none) */
+    uint32_t sp_fp8_late;      /* how many */
+    uint32_t sp_late_last;     /* the last mesh group that has one */
+    int sp_late_on;            /* this push is sparse and has them */
+    double sp_late_s;          /* this push's time on them before the slots' writes */
+    uint8_t *sp_wlate;         /* per target (staging): its slot waits for them */
+    wsync_sparse_writer *sp_w; /* per target (staging): the slot being packed */
+    uint64_t *sp_ltsb, *sp_ltdb; /* per target: a mesh group's such transfers' sparse and dense bytes */
+    uint8_t *sp_ltsp;          /* and 1 sparse, 2 overflow */
+    uint64_t *sp_lchg;         /* one transfer's changed elements, ascending (region indices) */
+    uint16_t *sp_lval;         /* and their values */
+    uint64_t sp_lnchg, sp_lcap;
     wsync_sparse_stats sp_stats;
     /* the sparse step, inference ranks */
     int stg_on;
@@ -11149,7 +11188,7 @@ static wsync_result wsync__rank_prepare(void *user, const wsync_exec_task *t, ui
         res = wsync_quantize_e4m3((const uint16_t *)(const void *)src, x->rows, row,
                                   x->rows > 1 ? x->src_stride / 2 : row, x->block, tmp,
                                   (float *)(void *)(tmp + scales_at), err);
-        if (res == WSYNC_OK && r->sp_qfill && r->sp_elig[j] == 2) wsync__rank_sp_keep(r, j, tmp, scales_at);
+        if (res == WSYNC_OK && r->sp_qfill && r->sp_elig[j] >= 2) wsync__rank_sp_keep(r, j, tmp, scales_at);
         return res;
     }
     for (i = 0; i < x->rows; i++) memcpy(tmp + i * row, src + i * x->src_stride, (size_t)row);
@@ -11317,21 +11356,28 @@ WSYNC_DEF wsync_result wsync_rank_select(wsync_rank *r, const char *const *names
 #define WSYNC__SP_CHUNK (1u << 15) /* elements the diff takes at a time: both sides stay in cache for the copy */
 
 /* Whether transfer x reads this trainer's gather inbox (fp8 tiles whose
-   rows other trainers hold: in place only after the gather's barrier,
-   after the slots are written). */
+   rows other trainers hold: in place only after the gather's barrier
+   before x's mesh group): 2 when it reads only bytes of the inbox the
+   controller uses (the first entry of the name, r->sp_ib), 1 when it reads
+   any other inbox bytes, 0 when none. */
 static int wsync__rank_sp_inbox(const wsync_rank *r, const wsync_ctl_transfer *x)
 {
     uint32_t e;
+    int in = 0;
     for (e = 0; e < r->n_own; e++) {
         const wsync_ctl_tensor *t = &r->own[e];
         if (strcmp(t->name, WSYNC_CTL_INBOX) == 0 && t->region == x->src_region &&
-            x->src_offset < t->offset + t->row_count && t->offset < x->src_offset + wsync__ctl_extent(x))
-            return 1;
+            x->src_offset < t->offset + t->row_count && t->offset < x->src_offset + wsync__ctl_extent(x)) {
+            if (e == r->sp_ib && x->src_offset >= t->offset &&
+                x->src_offset + wsync__ctl_extent(x) <= t->offset + t->row_count)
+                return 2;
+            in = 1;
+        }
     }
-    return 0;
+    return in;
 }
 
-/* The fp8 transfers that may go sparse (sp_elig 2): the copy of the
+/* The fp8 transfers that may go sparse (sp_elig 2 and 3): the copy of the
    e4m3 bytes and scales each last sent, a row of tiles' scratch and one
    tile's, and the lists of what moved (1/32 of the bytes to start with;
    they grow). */
@@ -11342,7 +11388,7 @@ static wsync_result wsync__rank_sp_fp8_init(wsync_rank *r, wsync_error *err)
     for (j = 0; j < nx; j++) {
         const wsync_ctl_transfer *x = &r->assign.transfers[j];
         uint64_t cols, br, tc;
-        if (r->sp_elig[j] != 2) continue;
+        if (r->sp_elig[j] < 2) continue;
         cols = x->len / x->rows;
         br = x->block && x->block < x->rows ? x->block : x->rows;
         tc = wsync_quantize_scale_count(1, cols, x->block);
@@ -11375,7 +11421,7 @@ static wsync_result wsync__rank_sp_fp8_init(wsync_rank *r, wsync_error *err)
     r->sp_scap = 4096;
     for (j = 0, total = 0; j < nx; j++) {
         const wsync_ctl_transfer *x = &r->assign.transfers[j];
-        if (r->sp_elig[j] != 2) continue;
+        if (r->sp_elig[j] < 2) continue;
         r->sp_qoff[j] = total;
         total += wsync__sp_pad8(x->len) +
                  wsync__sp_pad8(4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block));
@@ -11384,10 +11430,11 @@ static wsync_result wsync__rank_sp_fp8_init(wsync_rank *r, wsync_error *err)
 }
 
 /* At join: which transfers may go sparse (bf16 rows, 2-byte aligned, or
-   fp8 not quantized from the gather inbox, to an inference rank with a
-   staging target), the slots' place in the packing buffer (registered),
-   and the copy of what was sent, per region (bf16) or transfer (fp8). An
-   inference rank: its staging entry, the slot size. */
+   fp8, to an inference rank with a staging target: 1 bf16, 2 fp8, 3 fp8
+   quantized from the gather inbox), the slots' place in the packing buffer
+   (registered), and the copy of what was sent, per region (bf16; the
+   inbox's too) or transfer (fp8). An inference rank: its staging entry,
+   the slot size. */
 static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options *o, wsync_error *err)
 {
     uint32_t nt = r->assign.n_targets, nx = r->assign.n_transfers, g, h, j;
@@ -11413,9 +11460,20 @@ static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options 
     r->sp_val = (uint16_t **)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_val);
     r->sp_nchg = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_nchg);
     r->sp_capchg = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)r->n_regions * sizeof *r->sp_capchg);
+    r->sp_wlate = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)nt);
+    r->sp_w = (wsync_sparse_writer *)wsync__rdma_alloc(&r->a, (size_t)nt * sizeof *r->sp_w);
+    r->sp_ltsb = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)nt * sizeof *r->sp_ltsb);
+    r->sp_ltdb = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)nt * sizeof *r->sp_ltdb);
+    r->sp_ltsp = (uint8_t *)wsync__rdma_alloc(&r->a, (size_t)nt);
     if (!r->sp_stg || !r->sp_off || !r->sp_cap || !r->sp_tsb || !r->sp_tdb || !r->sp_tsp || !r->sp_elig ||
-        !r->sp_skip || !r->sp_cnt || !r->sp_prev || !r->sp_chg || !r->sp_val || !r->sp_nchg || !r->sp_capchg)
+        !r->sp_skip || !r->sp_cnt || !r->sp_prev || !r->sp_chg || !r->sp_val || !r->sp_nchg || !r->sp_capchg ||
+        !r->sp_wlate || !r->sp_w || !r->sp_ltsb || !r->sp_ltdb || !r->sp_ltsp)
         return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: the sparse step's tables", r->me);
+    memset(r->sp_wlate, 0, (size_t)nt);
+    r->sp_late_last = 0;
+    for (r->sp_ib = 0; r->sp_ib < r->n_own && strcmp(r->own[r->sp_ib].name, WSYNC_CTL_INBOX) != 0; r->sp_ib++) {
+    }
+    if (r->sp_ib == r->n_own) r->sp_ib = UINT32_MAX;
     memset(r->sp_prev, 0, (size_t)r->n_regions * sizeof *r->sp_prev);
     memset(r->sp_chg, 0, (size_t)r->n_regions * sizeof *r->sp_chg);
     memset(r->sp_val, 0, (size_t)r->n_regions * sizeof *r->sp_val);
@@ -11452,8 +11510,15 @@ static wsync_result wsync__rank_sp_init(wsync_rank *r, const wsync_rank_options 
         if (!r->sp_elig[j] && r->sp_on && x->prep == WSYNC_CTL_PREP_FP8 && r->sp_stg[x->target] != UINT32_MAX &&
             row && x->len % x->rows == 0 && x->len <= 0xFFFFFFFFull && x->src_offset % 2 == 0 &&
             x->scale_offset % 4 == 0) {
-            if (wsync__rank_sp_inbox(r, x)) r->sp_fp8_gathered++;
-            else r->sp_elig[j] = 2; /* its bf16 source diffed as above, and a copy of its e4m3 bytes */
+            int ib = wsync__rank_sp_inbox(r, x);
+            if (!ib) r->sp_elig[j] = 2; /* its bf16 source diffed as above, and a copy of its e4m3 bytes */
+            else if (ib == 2 && x->group > 0 && (x->rows < 2 || x->src_stride >= 2 * row)) {
+                /* the same, after the barrier that fills the inbox */
+                r->sp_elig[j] = 3;
+                r->sp_fp8_late++;
+                r->sp_wlate[r->sp_stg[x->target]] = 1;
+                if (x->group > r->sp_late_last) r->sp_late_last = x->group;
+            } else r->sp_fp8_gathered++; /* no barrier before it: dense */
         }
         if (r->sp_elig[j] && !r->sp_prev[x->src_region]) {
             uint32_t sr = x->src_region;
@@ -11510,17 +11575,22 @@ static wsync_result wsync__rank_stg_init(wsync_rank *r, const wsync_rank_options
     return WSYNC_OK;
 }
 
-/* The first changed element at or after e in region g's list. */
-static uint64_t wsync__rank_sp_lb(const wsync_rank *r, uint32_t g, uint64_t e)
+/* The first of n ascending elements c at or after e. */
+static uint64_t wsync__sp_lb(const uint64_t *c, uint64_t n, uint64_t e)
 {
-    const uint64_t *c = r->sp_chg[g];
-    uint64_t l = 0, h = r->sp_nchg[g];
+    uint64_t l = 0, h = n;
     while (l < h) {
         uint64_t m = l + (h - l) / 2;
         if (c[m] < e) l = m + 1;
         else h = m;
     }
     return l;
+}
+
+/* The first changed element at or after e in region g's list. */
+static uint64_t wsync__rank_sp_lb(const wsync_rank *r, uint32_t g, uint64_t e)
+{
+    return wsync__sp_lb(r->sp_chg[g], r->sp_nchg[g], e);
 }
 
 /* Changes of transfer x (its source rows, element by element); with pos
@@ -11543,55 +11613,89 @@ static uint64_t wsync__rank_sp_walk(const wsync_rank *r, const wsync_ctl_transfe
     return n;
 }
 
+/* Room for `need` changes in a list of changed elements and values
+   holding n (its capacity doubles). */
+static wsync_result wsync__rank_sp_grow(wsync_rank *r, uint64_t **chg, uint16_t **val, uint64_t *cap_io, uint64_t n,
+                                        uint64_t need, wsync_error *err)
+{
+    uint64_t cap = *cap_io ? *cap_io : 65536, *nc;
+    uint16_t *nv;
+    if (need <= *cap_io) return WSYNC_OK;
+    while (cap < need) cap *= 2;
+    nc = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof *nc);
+    nv = (uint16_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof *nv);
+    if (!nc || !nv) {
+        wsync__rdma_free(&r->a, nc);
+        wsync__rdma_free(&r->a, nv);
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu changed positions", r->me,
+                                (unsigned long long)cap);
+    }
+    if (n) {
+        memcpy(nc, *chg, (size_t)n * sizeof *nc);
+        memcpy(nv, *val, (size_t)n * sizeof *nv);
+    }
+    wsync__rdma_free(&r->a, *chg);
+    wsync__rdma_free(&r->a, *val);
+    *chg = nc;
+    *val = nv;
+    *cap_io = cap;
+    return WSYNC_OK;
+}
+
+/* Elements [e0, e1) of region g against its copy, 32 Ki at a time: each
+   change appended to the list (chg, val, *n, *cap); with `take`, the copy
+   takes it while both sides of the chunk are in cache. */
+static wsync_result wsync__rank_sp_diff_range(wsync_rank *r, uint32_t g, uint64_t e0, uint64_t e1, int take,
+                                              uint64_t **chg_io, uint16_t **val_io, uint64_t *n, uint64_t *cap,
+                                              wsync_error *err)
+{
+    uint8_t *prev = r->sp_prev[g];
+    const uint8_t *cur = r->mr_addr[g];
+    uint64_t at;
+    wsync_result res;
+    for (at = e0; at < e1; at += WSYNC__SP_CHUNK) {
+        uint64_t m = e1 - at < WSYNC__SP_CHUNK ? e1 - at : WSYNC__SP_CHUNK, k, *chg,
+                 c = wsync_diff(prev + 2 * at, cur + 2 * at, (size_t)m, 2, r->sp_pos);
+        uint16_t *val;
+        if (c == 0) continue;
+        if ((res = wsync__rank_sp_grow(r, chg_io, val_io, cap, *n, *n + c, err)) != WSYNC_OK) return res;
+        chg = *chg_io + *n;
+        val = *val_io + *n;
+        for (k = 0; k < c; k++) {
+            uint64_t e = at + r->sp_pos[k];
+            chg[k] = e;
+            memcpy(&val[k], cur + 2 * e, 2);
+            if (take) memcpy(prev + 2 * e, &val[k], 2);
+        }
+        *n += c;
+    }
+    return WSYNC_OK;
+}
+
 /* The diff of every region with a copy against it: r->sp_chg and
    sp_val, the changed elements and their values; the copy takes each
-   change while both sides of the chunk are in cache (a push that then
-   fails leaves no base: the next one copies everything). */
+   change (a push that then fails leaves no base: the next one copies
+   everything). The gather inbox is left out: the other trainers write
+   into it during the push (wsync__rank_sp_late diffs what is read of it,
+   after the barrier). */
 static wsync_result wsync__rank_sp_diff(wsync_rank *r, wsync_error *err)
 {
     uint32_t g;
+    wsync_result res;
     for (g = 0; g < r->n_regions; g++) {
-        uint64_t n = r->mr_len[g] / 2, at;
-        uint8_t *prev = r->sp_prev[g];
-        const uint8_t *cur = r->mr_addr[g];
-        if (!prev) continue;
+        uint64_t n = r->mr_len[g] / 2, i0 = n, i1 = n;
+        if (!r->sp_prev[g]) continue;
         r->sp_nchg[g] = 0;
-        for (at = 0; at < n; at += WSYNC__SP_CHUNK) {
-            uint64_t m = n - at < WSYNC__SP_CHUNK ? n - at : WSYNC__SP_CHUNK, k, *chg,
-                     c = wsync_diff(prev + 2 * at, cur + 2 * at, (size_t)m, 2, r->sp_pos);
-            uint16_t *val;
-            if (r->sp_nchg[g] + c > r->sp_capchg[g]) {
-                uint64_t cap = r->sp_capchg[g] ? r->sp_capchg[g] : 65536, *nc;
-                uint16_t *nv;
-                while (cap < r->sp_nchg[g] + c) cap *= 2;
-                nc = (uint64_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof *nc);
-                nv = (uint16_t *)wsync__rdma_alloc(&r->a, (size_t)cap * sizeof *nv);
-                if (!nc || !nv) {
-                    wsync__rdma_free(&r->a, nc);
-                    wsync__rdma_free(&r->a, nv);
-                    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s: %llu changed positions", r->me,
-                                            (unsigned long long)cap);
-                }
-                if (r->sp_nchg[g]) {
-                    memcpy(nc, r->sp_chg[g], (size_t)r->sp_nchg[g] * sizeof *nc);
-                    memcpy(nv, r->sp_val[g], (size_t)r->sp_nchg[g] * sizeof *nv);
-                }
-                wsync__rdma_free(&r->a, r->sp_chg[g]);
-                wsync__rdma_free(&r->a, r->sp_val[g]);
-                r->sp_chg[g] = nc;
-                r->sp_val[g] = nv;
-                r->sp_capchg[g] = cap;
-            }
-            chg = r->sp_chg[g] + r->sp_nchg[g];
-            val = r->sp_val[g] + r->sp_nchg[g];
-            for (k = 0; k < c; k++) {
-                uint64_t e = at + r->sp_pos[k];
-                chg[k] = e;
-                memcpy(&val[k], cur + 2 * e, 2);
-                memcpy(prev + 2 * e, &val[k], 2);
-            }
-            r->sp_nchg[g] += c;
+        if (r->sp_ib != UINT32_MAX && r->own[r->sp_ib].region == g && r->own[r->sp_ib].offset / 2 < n) {
+            i0 = r->own[r->sp_ib].offset / 2;
+            i1 = (r->own[r->sp_ib].offset + r->own[r->sp_ib].row_count + 1) / 2;
+            if (i1 > n || i1 < i0) i1 = n;
         }
+        if ((res = wsync__rank_sp_diff_range(r, g, 0, i0, 1, &r->sp_chg[g], &r->sp_val[g], &r->sp_nchg[g],
+                                             &r->sp_capchg[g], err)) != WSYNC_OK ||
+            (res = wsync__rank_sp_diff_range(r, g, i1, n, 1, &r->sp_chg[g], &r->sp_val[g], &r->sp_nchg[g],
+                                             &r->sp_capchg[g], err)) != WSYNC_OK)
+            return res;
     }
     return WSYNC_OK;
 }
@@ -11653,17 +11757,17 @@ static int wsync__rank_sp_edge(uint8_t old, uint16_t v, const uint8_t *scale_sen
    its scale; else each changed element's e4m3 byte (the quantizer's
    conversion, the same scale) is kept where it differs from the byte sent.
    The copy takes them. Positions ascend (row by row, tile by tile along a
-   row). */
-static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, wsync_error *err)
+   row). The diff: nch changed elements of its source region (chg, ascending)
+   and their values. */
+static wsync_result wsync__rank_sp_fp8(wsync_rank *r, uint32_t j, const uint64_t *chg, const uint16_t *val,
+                                       uint64_t nch, wsync_error *err)
 {
     const wsync_ctl_transfer *x = &r->assign.transfers[j];
     uint64_t rows = x->rows, cols = x->len / rows, stride = rows > 1 ? x->src_stride / 2 : cols;
     uint64_t br = x->block ? x->block : rows, bc = x->block ? x->block : cols, tcols = (cols + bc - 1) / bc;
     uint32_t g = x->src_region;
-    uint64_t r0, rr, t, k, b, nch = r->sp_nchg[g], kb = wsync__rank_sp_lb(r, g, x->src_offset / 2);
+    uint64_t r0, rr, t, k, b, kb = wsync__sp_lb(chg, nch, x->src_offset / 2);
     const uint16_t *src = (const uint16_t *)(const void *)(r->mr_addr[g] + x->src_offset);
-    const uint64_t *chg = r->sp_chg[g];
-    const uint16_t *val = r->sp_val[g];
     uint8_t *q = r->sp_q + r->sp_qoff[j], *qs = q + wsync__sp_pad8(x->len), *band = r->sp_band,
             *tile = r->sp_band + r->sp_tile_at, *mov = r->sp_tmov;
     float *sc = r->sp_tsc;
@@ -11760,12 +11864,33 @@ static void wsync__rank_sp_keep(wsync_rank *r, uint32_t j, const uint8_t *tmp, u
            (size_t)(4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block)));
 }
 
+/* Staging target g's slot (bytes packed at r->sp_off[g]) into its place at
+   the receiver; the transfers sent in it then count as run. */
+static wsync_result wsync__rank_sp_put(wsync_rank *r, uint32_t g, uint64_t bytes, wsync_error *err)
+{
+    const wsync_ctl_target *t = &r->assign.targets[g];
+    uint32_t j, nx = r->assign.n_transfers;
+    uint64_t at = (uint64_t)r->assign.rank * wsync_sparse_slot_bytes(t->desc.len, r->assign.n_trainers);
+    char why[320];
+    wsync_result res = r->f->write(r->f->user, r->sp_mr, r->sp_off[g], r->rem[g], at, bytes, err);
+    if (res != WSYNC_OK) {
+        snprintf(why, sizeof why, "%.250s", err->message);
+        return wsync_error_set(err, res, "%s: writing %llu bytes into inference rank %u's staging: %s", r->me,
+                                (unsigned long long)bytes, (unsigned)t->rank, why);
+    }
+    for (j = 0; j < nx; j++)
+        if (r->sp_skip[j] && r->sp_stg[r->assign.transfers[j].target] == g) wsync__rank_ran(r, &r->assign.transfers[j]);
+    return WSYNC_OK;
+}
+
 /* Before a push's dense writes: the diff (when the last step sent is the
    receivers' and the step moves everything), the choice per receiver
    region (sparse when its slot bytes are at most sp_max of its dense
    bytes and every sparse region of the rank fits the slot, the largest
    going dense first), then every slot packed and written; the transfers
-   sent in a slot are marked run and skipped by the dense writes. */
+   sent in a slot are marked run and skipped by the dense writes. The
+   slots of ranks that transfers from the gather inbox (sp_elig 3) write
+   to wait for wsync__rank_sp_late. */
 static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
 {
     uint32_t nt = r->assign.n_targets, nx = r->assign.n_transfers, g, j;
@@ -11773,29 +11898,37 @@ static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
     wsync_sparse_stats *st = &r->sp_stats;
     wsync_result res;
     double t0 = wsync__ctl_now(), t1;
-    char why[320];
     memset(st, 0, sizeof *st);
     st->step = r->step;
     memset(r->sp_skip, 0, (size_t)nx);
     st->fp8_gathered = r->sp_fp8_gathered;
+    r->sp_late_on = sparse && r->sp_fp8_late;
+    r->sp_late_s = 0;
+    for (j = 0; !sparse && j < nx; j++) /* from the gather inbox, written dense */
+        st->fp8_gathered += r->sp_elig[j] == 3 && (!r->subset || r->sel[j]);
     if (sparse && (res = wsync__rank_sp_diff(r, err)) != WSYNC_OK) return res;
     t1 = wsync__ctl_now();
     r->sp_fn = r->sp_sn = 0;
     for (j = 0; sparse && j < nx; j++) /* fp8: quantized and compared tile by tile */
-        if (r->sp_elig[j] == 2 && (res = wsync__rank_sp_fp8(r, j, err)) != WSYNC_OK) return res;
+        if (r->sp_elig[j] == 2 && (res = wsync__rank_sp_fp8(r, j, r->sp_chg[r->assign.transfers[j].src_region],
+                                                           r->sp_val[r->assign.transfers[j].src_region],
+                                                           r->sp_nchg[r->assign.transfers[j].src_region], err)) !=
+                                      WSYNC_OK)
+            return res;
     st->fp8_s = wsync__ctl_now() - t1;
     t1 = wsync__ctl_now();
     st->diff_s = t1 - t0;
     for (g = 0; g < nt; g++) r->sp_tsb[g] = r->sp_tdb[g] = r->sp_tsp[g] = 0;
     for (j = 0; j < nx; j++) { /* the receiver regions this step writes, as dense bytes (fp8: and the scales) */
         const wsync_ctl_transfer *x = &r->assign.transfers[j];
-        if (!r->sp_elig[j] || (r->subset && !r->sel[j])) continue;
+        if (!r->sp_elig[j] || r->sp_elig[j] == 3 || (r->subset && !r->sel[j])) continue; /* 3: wsync__rank_sp_late */
         r->sp_tdb[x->target] += x->len;
         if (r->sp_elig[j] == 2) r->sp_tdb[x->target] += 4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block);
     }
     if (sparse) {
         for (j = 0; j < nx; j++) {
             const wsync_ctl_transfer *x = &r->assign.transfers[j];
+            if (r->sp_elig[j] == 3) continue;
             if (r->sp_elig[j] == 2) { /* counted by the compare */
                 if (r->sp_cnt[j]) r->sp_tsb[x->target] += wsync_sparse_section_bytes(1, r->sp_cnt[j]);
                 if (r->sp_scnt[j]) r->sp_tsb[x->target] += wsync_sparse_section_bytes(4, r->sp_scnt[j]);
@@ -11830,7 +11963,8 @@ static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
             const wsync_ctl_transfer *x = &r->assign.transfers[j];
             uint32_t *pos;
             uint8_t *val;
-            if (!r->sp_elig[j] || r->sp_stg[x->target] != g || r->sp_tsp[x->target] != 1) continue;
+            if (!r->sp_elig[j] || r->sp_elig[j] == 3 || r->sp_stg[x->target] != g || r->sp_tsp[x->target] != 1)
+                continue;
             r->sp_skip[j] = 1;
             if (r->sp_elig[j] == 2) { /* fp8: the moved bytes, then the moved scales */
                 if (r->sp_cnt[j]) {
@@ -11857,6 +11991,10 @@ static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
             wsync__rank_sp_walk(r, x, pos, val);
             st->changes += r->sp_cnt[j];
         }
+        if (r->sp_late_on && r->sp_wlate[g]) { /* finished once the inbox's transfers are packed */
+            r->sp_w[g] = w;
+            continue;
+        }
         st->staged_bytes += wsync_sparse_finish(&w);
         r->sp_tsb[g] = w.used; /* the staging target's: its slot's bytes */
     }
@@ -11865,21 +12003,128 @@ static wsync_result wsync__rank_sp_send(wsync_rank *r, wsync_error *err)
         else if (r->sp_tdb[g]) st->regions_dense++, st->regions_overflow += r->sp_tsp[g] == 2;
     st->pack_s = wsync__ctl_now() - t1;
     t1 = wsync__ctl_now();
-    for (g = 0; g < nt; g++) { /* the slots' writes; their transfers count as run */
-        const wsync_ctl_target *t = &r->assign.targets[g];
-        if (!(t->region & WSYNC_CTL_TARGET_STAGING)) continue;
-        res = r->f->write(r->f->user, r->sp_mr, r->sp_off[g], r->rem[g], (uint64_t)r->assign.rank * wsync_sparse_slot_bytes(t->desc.len, r->assign.n_trainers),
-                          r->sp_tsb[g], err);
-        if (res != WSYNC_OK) {
-            snprintf(why, sizeof why, "%.250s", err->message);
-            return wsync_error_set(err, res, "%s: writing %llu bytes into inference rank %u's staging: %s", r->me,
-                                    (unsigned long long)r->sp_tsb[g], (unsigned)t->rank, why);
-        }
-        for (j = 0; j < nx; j++)
-            if (r->sp_skip[j] && r->sp_stg[r->assign.transfers[j].target] == g) wsync__rank_ran(r, &r->assign.transfers[j]);
-    }
+    for (g = 0; g < nt; g++) /* the slots' writes */
+        if ((r->assign.targets[g].region & WSYNC_CTL_TARGET_STAGING) && !(r->sp_late_on && r->sp_wlate[g]) &&
+            (res = wsync__rank_sp_put(r, g, r->sp_tsb[g], err)) != WSYNC_OK)
+            return res;
     st->wire_s = wsync__ctl_now() - t1; /* push adds the dense writes and the flush */
     r->sp_skipping = 1;
+    return WSYNC_OK;
+}
+
+/* A sparse push, after the barrier before mesh group grp (transfers
+   [first, end)): its transfers from the gather inbox (sp_elig 3), whose
+   rows are all in place now. Each one's source rows diffed against the
+   copy of the inbox (the copy not yet taking them: several receivers'
+   transfers read the same rows), compared tile by tile as any fp8
+   transfer (wsync__rank_sp_fp8), then the copy takes their rows. Per
+   receiver region, their slot bytes against their dense bytes (sparse at
+   most sp_max), and, per rank, what its slot holds already plus the
+   sparse ones must fit (the largest dense first); the sparse ones packed
+   into the slots sp_send began and skipped by the dense writes. After
+   the last such group the waiting slots are finished and written. */
+static wsync_result wsync__rank_sp_late(wsync_rank *r, uint32_t grp, uint32_t first, uint32_t end, wsync_error *err)
+{
+    uint32_t nt = r->assign.n_targets, g, h, j;
+    wsync_sparse_stats *st = &r->sp_stats;
+    double t0 = wsync__ctl_now(), t1, t2;
+    wsync_result res;
+    int any = 0;
+    for (j = first; j < end; j++) {
+        const wsync_ctl_transfer *x = &r->assign.transfers[j];
+        uint64_t i, row = x->len / x->rows, stride = x->rows > 1 ? x->src_stride / 2 : row;
+        if (r->sp_elig[j] != 3) continue;
+        any = 1;
+        r->sp_lnchg = 0;
+        for (i = 0; i < x->rows; i++) {
+            uint64_t e0 = x->src_offset / 2 + i * stride;
+            if ((res = wsync__rank_sp_diff_range(r, x->src_region, e0, e0 + row, 0, &r->sp_lchg, &r->sp_lval,
+                                                 &r->sp_lnchg, &r->sp_lcap, err)) != WSYNC_OK)
+                return res;
+        }
+        t1 = wsync__ctl_now();
+        if ((res = wsync__rank_sp_fp8(r, j, r->sp_lchg, r->sp_lval, r->sp_lnchg, err)) != WSYNC_OK) return res;
+        st->fp8_s += wsync__ctl_now() - t1;
+    }
+    if (!any) return WSYNC_OK;
+    for (j = first; j < end; j++) { /* the copy takes the rows read */
+        const wsync_ctl_transfer *x = &r->assign.transfers[j];
+        uint64_t i, row = x->len / x->rows, stride = x->rows > 1 ? x->src_stride : 2 * row;
+        if (r->sp_elig[j] != 3) continue;
+        for (i = 0; i < x->rows; i++)
+            memcpy(r->sp_prev[x->src_region] + x->src_offset + i * stride,
+                   r->mr_addr[x->src_region] + x->src_offset + i * stride, (size_t)(2 * row));
+    }
+    t1 = wsync__ctl_now();
+    st->diff_s += t1 - t0;
+    for (g = 0; g < nt; g++) r->sp_ltsb[g] = r->sp_ltdb[g] = r->sp_ltsp[g] = 0;
+    for (j = first; j < end; j++) {
+        const wsync_ctl_transfer *x = &r->assign.transfers[j];
+        if (r->sp_elig[j] != 3) continue;
+        r->sp_ltdb[x->target] += x->len + 4 * wsync_quantize_scale_count(x->rows, x->len / x->rows, x->block);
+        if (r->sp_cnt[j]) r->sp_ltsb[x->target] += wsync_sparse_section_bytes(1, r->sp_cnt[j]);
+        if (r->sp_scnt[j]) r->sp_ltsb[x->target] += wsync_sparse_section_bytes(4, r->sp_scnt[j]);
+    }
+    for (g = 0; g < nt; g++)
+        if (r->sp_ltdb[g]) r->sp_ltsp[g] = (double)r->sp_ltsb[g] <= r->sp_max * (double)r->sp_ltdb[g];
+    for (g = 0; g < nt; g++) { /* each slot: what it holds and these sparse regions must fit */
+        uint64_t used;
+        if (!(r->assign.targets[g].region & WSYNC_CTL_TARGET_STAGING) || !r->sp_wlate[g]) continue;
+        used = r->sp_w[g].used;
+        for (h = 0; h < nt; h++)
+            if (r->sp_stg[h] == g && r->sp_ltsp[h] == 1) used += r->sp_ltsb[h];
+        while (used > r->sp_cap[g]) {
+            uint32_t big = UINT32_MAX;
+            for (h = 0; h < nt; h++)
+                if (r->sp_stg[h] == g && r->sp_ltsp[h] == 1 && (big == UINT32_MAX || r->sp_ltsb[h] > r->sp_ltsb[big]))
+                    big = h;
+            r->sp_ltsp[big] = 2; /* overflow: dense */
+            used -= r->sp_ltsb[big];
+        }
+    }
+    for (j = first; j < end; j++) { /* pack */
+        const wsync_ctl_transfer *x = &r->assign.transfers[j];
+        wsync_sparse_writer *w = &r->sp_w[r->sp_stg[x->target]];
+        uint32_t *pos;
+        uint8_t *val;
+        if (r->sp_elig[j] != 3) continue;
+        if (r->sp_ltsp[x->target] != 1) {
+            st->fp8_gathered++;
+            continue;
+        }
+        if (r->sp_cnt[j]) {
+            if ((res = wsync_sparse_section(w, r->assign.targets[x->target].region, 1, x->dst_offset, r->sp_cnt[j],
+                                            &pos, &val, err)) != WSYNC_OK)
+                return res; /* cannot be: the fit was checked */
+            memcpy(pos, r->sp_fpos + r->sp_foff[j], (size_t)r->sp_cnt[j] * 4);
+            memcpy(val, r->sp_fval + r->sp_foff[j], (size_t)r->sp_cnt[j]);
+        }
+        if (r->sp_scnt[j]) {
+            if ((res = wsync_sparse_section(w, r->assign.targets[x->target].region, 4, x->scale_offset / 4,
+                                            r->sp_scnt[j], &pos, &val, err)) != WSYNC_OK)
+                return res;
+            memcpy(pos, r->sp_spos + r->sp_soff[j], (size_t)r->sp_scnt[j] * 4);
+            memcpy(val, r->sp_sval + 4 * r->sp_soff[j], (size_t)r->sp_scnt[j] * 4);
+        }
+        r->sp_skip[j] = 1;
+        st->changes += r->sp_cnt[j] + r->sp_scnt[j];
+        st->dense_bytes -= x->len;
+        st->fp8_gathered_sparse++;
+    }
+    for (g = 0; g < nt; g++)
+        if (r->sp_ltdb[g] && r->sp_ltsp[g] == 1) st->regions_sparse++;
+        else if (r->sp_ltdb[g]) st->regions_dense++, st->regions_overflow += r->sp_ltsp[g] == 2;
+    t2 = wsync__ctl_now();
+    st->pack_s += t2 - t1;
+    r->sp_late_s += t2 - t0;
+    if (grp != r->sp_late_last) return WSYNC_OK;
+    for (g = 0; g < nt; g++) { /* the waiting slots, finished and written */
+        uint64_t bytes;
+        if (!(r->assign.targets[g].region & WSYNC_CTL_TARGET_STAGING) || !r->sp_wlate[g]) continue;
+        bytes = wsync_sparse_finish(&r->sp_w[g]);
+        st->staged_bytes += bytes;
+        if ((res = wsync__rank_sp_put(r, g, bytes, err)) != WSYNC_OK) return res;
+    }
     return WSYNC_OK;
 }
 
@@ -11891,6 +12136,7 @@ static void wsync__rank_sp_after(wsync_rank *r, int ok, int diffed)
     uint32_t g;
     double t0 = wsync__ctl_now();
     r->sp_skipping = 0;
+    r->sp_late_on = 0;
     if (!ok || r->subset || !r->sp_on) {
         r->sp_base = 0;
         return;
@@ -11928,6 +12174,7 @@ static wsync_result wsync__rank_push_groups(wsync_rank *r, wsync_error *err)
     for (g = 0; g < r->assign.n_groups; g++) { /* transfers ascend by group (checked at decode) */
         uint32_t end = first;
         while (end < n && r->assign.transfers[end].group == g) end++;
+        if (r->sp_late_on && (res = wsync__rank_sp_late(r, g, first, end, err)) != WSYNC_OK) return res;
         if ((res = wsync_rank_push_some(r, first, end - first, g + 1 == r->assign.n_groups, err)) != WSYNC_OK)
             return res;
         if (g + 1 < r->assign.n_groups && (res = wsync__rank_barrier(r, g, err)) != WSYNC_OK) return res;
@@ -11959,7 +12206,7 @@ WSYNC_DEF wsync_result wsync_rank_push(wsync_rank *r, wsync_error *err)
         r->sp_qfill = r->sp_q && !diffed && !r->subset; /* fp8: the preparation keeps what it sends */
         res = wsync__rank_push_groups(r, err);
         r->sp_qfill = 0;
-        r->sp_stats.wire_s += wsync__ctl_now() - t0;
+        r->sp_stats.wire_s += wsync__ctl_now() - t0 - r->sp_late_s; /* less the inbox's packing */
         wsync__rank_sp_after(r, res == WSYNC_OK, diffed);
         return res;
     }
@@ -12105,6 +12352,13 @@ WSYNC_DEF void wsync_rank_close(wsync_rank *r)
     wsync__rdma_free(&r->a, r->sp_foff);
     wsync__rdma_free(&r->a, r->sp_soff);
     wsync__rdma_free(&r->a, r->sp_scnt);
+    wsync__rdma_free(&r->a, r->sp_wlate);
+    wsync__rdma_free(&r->a, r->sp_w);
+    wsync__rdma_free(&r->a, r->sp_ltsb);
+    wsync__rdma_free(&r->a, r->sp_ltdb);
+    wsync__rdma_free(&r->a, r->sp_ltsp);
+    wsync__rdma_free(&r->a, r->sp_lchg);
+    wsync__rdma_free(&r->a, r->sp_lval);
     wsync__rdma_free(&r->a, r->stg_lens);
     wsync__rdma_free(&r->a, r->stg_senders);
     wsync__rdma_free(&r->a, r->tasks);

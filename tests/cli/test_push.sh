@@ -330,11 +330,29 @@ assert tiles == 768 and moved > 90 and rescaled > 0 and 0 < frac < 3 and fbytes 
 PY
 done
 # row shards: the tiles across shard boundaries gather into an inbox during
-# the push, after the slots: those fp8 transfers stay dense, the rest sparse
-run "sparse fp8: row shards, gathered tiles dense" 0 "$bin" push-demo --sparse --fp8 --steps 3 --backend tcp
-has "sparse fp8 row shards: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
-has_re "sparse fp8 row shards: some tiles sparse, the gathered dense" "fp8: [1-9][0-9]* tiles compared a step: .* [1-9][0-9]* fp8 transfers dense \(quantized from a gather inbox\)"
-has_re "sparse fp8 row shards: the gathered parts written dense" "MB staged and [1-9][0-9.]* MB dense a step"
+# the push; the fp8 transfers quantized from it are packed after the gather's
+# barrier and go sparse like the rest: the dense bytes of a sparse step are
+# the gather's own (bf16 rows between trainers) and a few small regions';
+# after a dense step (4) sparse again
+for b in cma shm tcp; do
+    run "sparse fp8 $b: row shards, gathered tiles sparse" 0 "$bin" push-demo --sparse --fp8 --trainers 3 --steps 5 \
+        --dense-every 3 --backend $b
+    has "sparse fp8 row shards $b: every step committed bit-exact" "5 of 5 steps committed, every inference rank bit-exact at every step"
+    has "sparse fp8 row shards $b: no gathered transfer dense" " 0 fp8 transfers dense (quantized from a gather inbox)"
+    python3 - "$tmp/out" <<'PY' && pass "sparse fp8 row shards $b: dense bytes the gather's, staged under a tenth" || fail "sparse fp8 row shards $b: dense and staged bytes"
+import re, sys
+t = open(sys.argv[1]).read()
+g = re.search(r'^gather: \d+ transfers, ([\d.]+) MB', t, re.M)
+m = re.search(r'\((\d+) changes a step\), ([\d.]+) MB staged and ([\d.]+) MB dense a step of ([\d.]+) MB;.* \(([\d.]+) overflowed\) a step; (\d+) changes scattered', t)
+f = re.search(r'fp8: (\d+) tiles compared a step', t)
+assert g and m and f, t[-2000:]
+sent, staged, dense, total, over, scat = int(m.group(1)), float(m.group(2)), m.group(3), float(m.group(4)), float(m.group(5)), int(m.group(6))
+assert sent == scat and sent > 0 and over == 0, (sent, scat, over)
+# the small bf16 regions a few changes make dear (norms) go dense: a few KB
+assert abs(float(dense) - float(g.group(1))) <= 0.02 and 0 < staged < total / 10, (staged, dense, g.group(1), total)
+assert int(f.group(1)) > 0, f.group(1)
+PY
+done
 run "sparse: a threshold nothing meets goes dense" 0 "$bin" push-demo --sparse --sparse-max 0.001 --steps 3
 has "sparse-max: every step committed bit-exact" "3 of 3 steps committed, every inference rank bit-exact at every step"
 has "sparse-max: every region dense, none overflowed" "receiver regions 0.0 sparse, 8.0 dense (0.0 overflowed)"

@@ -383,9 +383,15 @@ static void test_hostile(void)
 #define E_TILES ((E_ROWS / E_BLOCK) * (E_COLS / E_BLOCK))
 #define E_LIVE (E_N * 2)  /* the receiver's region 0: bf16, or fp8 bytes then the tiles' scales */
 
+#define E_TMAX 3u
 static uint16_t e_data[E_N];    /* the step's tensor, as the trainers hold it */
 static uint16_t e_before[E_N];  /* the previous step's */
 static int e_fp8;               /* the inference rank takes the tensor as fp8 e4m3 */
+static uint32_t e_ntr = 2;      /* trainers; trainer k holds rows [e_row0[k], e_row0[k + 1]) */
+static uint32_t e_row0[E_TMAX + 1] = {0, E_ROWS / 2, E_ROWS};
+static int e_inbox;             /* trainers declare a gather inbox (region 1): fp8 tiles across their shards */
+static uint64_t e_stg = E_STG;  /* the receiver's staging bytes */
+static int e_fail;              /* the receiver's next on_commit fails */
 
 /* What the receiver's region 0 holds after a dense step of data: the
    bf16 bytes, or (fp8) wsync_quantize_e4m3's bytes and scales. */
@@ -429,6 +435,11 @@ static wsync_result e_on_commit(void *user, uint64_t step, wsync_error *err)
 {
     e_rank *r = (e_rank *)user;
     static uint8_t want[E_LIVE];
+    if (e_fail) {
+        e_fail = 0;
+        return wsync_error_set(err, WSYNC_ERR_DIGEST_MISMATCH, "step %llu: failed on purpose",
+                               (unsigned long long)step);
+    }
     e_expect(e_data, want);
     if (memcmp(r->mem[0], want, (size_t)r->len[0]) != 0) /* the verification: every byte, as a dense step writes them */
         return wsync_error_set(err, WSYNC_ERR_DIGEST_MISMATCH, "step %llu: not the trainers' data",
@@ -449,8 +460,8 @@ static int e_setup(e_rank *r, uint32_t role, uint32_t rank)
     r->t[0].ndim = 2;
     r->t[0].shape[0] = E_ROWS;
     r->t[0].shape[1] = E_COLS;
-    r->t[0].row_begin = role == WSYNC_CTL_TRAINER ? rank * (E_ROWS / 2) : 0;
-    r->t[0].row_count = role == WSYNC_CTL_TRAINER ? E_ROWS / 2 : E_ROWS;
+    r->t[0].row_begin = role == WSYNC_CTL_TRAINER ? e_row0[rank] : 0;
+    r->t[0].row_count = role == WSYNC_CTL_TRAINER ? e_row0[rank + 1] - e_row0[rank] : E_ROWS;
     r->nt = 1;
     r->len[0] = (uint64_t)r->t[0].row_count * E_COLS * 2;
     if (role == WSYNC_CTL_INFERENCE && e_fp8) { /* e4m3 bytes, then a scale a tile */
@@ -459,17 +470,26 @@ static int e_setup(e_rank *r, uint32_t role, uint32_t rank)
         r->t[0].scale_offset = E_N;
         r->len[0] = E_N + 4 * E_TILES;
     }
+    if (role == WSYNC_CTL_TRAINER && e_inbox) { /* room for every row: more than the plan needs */
+        r->t[1].name = WSYNC_CTL_INBOX;
+        r->t[1].dtype = WSYNC_DTYPE_U8;
+        r->t[1].ndim = 1;
+        r->t[1].shape[0] = r->t[1].row_count = E_N * 2;
+        r->t[1].region = 1;
+        r->nt = 2;
+        r->len[1] = E_N * 2;
+    }
     if (role == WSYNC_CTL_INFERENCE) { /* and its staging */
         r->t[1].name = WSYNC_CTL_STAGING;
         r->t[1].dtype = WSYNC_DTYPE_U8;
         r->t[1].ndim = 1;
-        r->t[1].shape[0] = r->t[1].row_count = E_STG;
+        r->t[1].shape[0] = r->t[1].row_count = e_stg;
         r->t[1].region = 1;
         r->nt = 2;
-        r->len[1] = E_STG;
+        r->len[1] = e_stg;
     }
     memset(&o, 0, sizeof o);
-    o.send_only = role == WSYNC_CTL_TRAINER;
+    o.send_only = role == WSYNC_CTL_TRAINER && !e_inbox; /* an inbox takes the other trainers' writes */
     o.sender_id = rank;
     o.timeout_ms = 3000;
     if (wsync_fabric_tcp_open(&o, &r->f, &e) != WSYNC_OK) {
@@ -519,7 +539,7 @@ static void *e_trainer(void *p)
         int bye = 0;
         wsync_result res;
         if (wsync_rank_wait_go(r->r, &step, &bye, -1, &e) != WSYNC_OK || bye) break;
-        memcpy(r->mem[0], e_data + (size_t)r->rank * (E_N / 2), E_N); /* its half: E_N / 2 elements */
+        memcpy(r->mem[0], e_data + (size_t)e_row0[r->rank] * E_COLS, (size_t)r->len[0]); /* its rows */
         res = wsync_rank_push(r->r, &e);
         wsync_rank_sparse_stats(r->r, &r->st);
         r->pushed = step;
@@ -564,6 +584,15 @@ static void e_next(void)
         if (sp_next() % 100 == 0) e_data[i] = (uint16_t)(e_data[i] + 1 + sp_next() % 1000);
 }
 
+/* Whether every trainer pushed step s. */
+static int e_pushed(const e_rank *t, uint64_t s)
+{
+    uint32_t i;
+    for (i = 0; i < e_ntr; i++)
+        if (t[i].pushed != s) return 0;
+    return 1;
+}
+
 /* GO, every trainer pushed, then (when the receiver's live memory must be
    untouched so far) the check, then finish. */
 static wsync_result e_step(wsync_controller *c, e_rank *t, e_rank *in, uint64_t s, int untouched, int corrupt,
@@ -572,8 +601,15 @@ static wsync_result e_step(wsync_controller *c, e_rank *t, e_rank *in, uint64_t 
     int k;
     wsync_result r = wsync_controller_go(c, s, err);
     if (r != WSYNC_OK) return r;
-    for (k = 0; k < 5000 && (t[0].pushed != s || t[1].pushed != s); k++) e_sleep_ms(1);
-    CHECK_MSG(t[0].pushed == s && t[1].pushed == s, "step %llu: the trainers pushed", (unsigned long long)s);
+    if (e_inbox) { /* the gather's barrier goes through finish: the trainers cannot push before it */
+        CHECK(!untouched && !corrupt);
+        r = wsync_controller_finish(c, s, err);
+        for (k = 0; k < 5000 && !e_pushed(t, s); k++) e_sleep_ms(1);
+        CHECK_MSG(e_pushed(t, s), "step %llu: the trainers pushed", (unsigned long long)s);
+        return r;
+    }
+    for (k = 0; k < 5000 && !e_pushed(t, s); k++) e_sleep_ms(1);
+    CHECK_MSG(e_pushed(t, s), "step %llu: the trainers pushed", (unsigned long long)s);
     if (untouched) {
         static uint8_t was[E_LIVE];
         e_expect(e_before, was);
@@ -879,11 +915,203 @@ static void test_fp8_path(void)
     TEST_END();
 }
 
+/* ---- fp8 from row shards: tiles across shards gathered, then sparse ---- */
+
+/* Opens the controller and joins e_ntr trainers and one inference rank. */
+static int e_start(wsync_controller **c, e_rank *t, e_rank *in)
+{
+    wsync_controller_options co;
+    wsync_error err;
+    pthread_t acc;
+    void *acc_res = NULL;
+    uint32_t i;
+    int ok;
+    memset(&co, 0, sizeof co);
+    co.n_trainers = e_ntr;
+    co.n_inference = 1;
+    co.join_timeout_ms = 10000;
+    co.step_timeout_ms = 5000;
+    ok = wsync_controller_open(&co, c, &err) == WSYNC_OK;
+    CHECK_MSG(ok, "%s", err.message);
+    for (i = 0; ok && i < e_ntr; i++) ok = e_setup(&t[i], WSYNC_CTL_TRAINER, i);
+    ok = ok && e_setup(in, WSYNC_CTL_INFERENCE, 0);
+    CHECK(ok);
+    if (!ok) return 0;
+    for (i = 0; i < e_ntr; i++) t[i].port = wsync_controller_port(*c);
+    in->port = wsync_controller_port(*c);
+    ok = pthread_create(&acc, NULL, e_accept, *c) == 0;
+    for (i = 0; i < e_ntr; i++) t[i].th_on = pthread_create(&t[i].th, NULL, e_trainer, &t[i]) == 0;
+    in->th_on = pthread_create(&in->th, NULL, e_inference, in) == 0;
+    if (ok) pthread_join(acc, &acc_res);
+    ok = ok && (wsync_result)(intptr_t)acc_res == WSYNC_OK;
+    CHECK_MSG(ok, "accept: %s / %s / %s / %s", t[0].err.message, t[1].err.message, t[2].err.message,
+              in->err.message);
+    return ok;
+}
+
+/* A trainer's writes of bf16 rows into the gather inboxes (dense every
+   step: the receiver takes only fp8). */
+static uint64_t e_gather_bytes(const e_rank *t)
+{
+    uint32_t n, j;
+    uint64_t b = 0;
+    const wsync_ctl_transfer *x = wsync_rank_transfers(t->r, &n);
+    for (j = 0; j < n; j++)
+        if (x[j].prep == WSYNC_CTL_PREP_NONE) b += x[j].len;
+    return b;
+}
+
+/* One rescaled tile in a 32 x 32 transfer's sections: its bytes and its scale. */
+#define E_RESCALED (wsync_sparse_section_bytes(1, E_BLOCK * E_BLOCK) + wsync_sparse_section_bytes(4, 1))
+
+/* Three trainers hold torch.chunk row shards (171, 171, 170 rows) that cut
+   tiles; the planner cuts the tensor at 128 rows: trainer 0 quantizes rows
+   0-127 from its own memory and 128-255 from its gather inbox (its rows
+   and trainer 1's), trainer 1 rows 256-383 from its inbox (its rows and
+   trainer 2's), trainer 2 rows 384-511 from its own memory. The
+   gathered transfers go sparse like the rest, per tile the same rule; a
+   slot too small for them sends them dense; a failed step's next goes
+   dense, and the one after sparse again from the copy it kept. */
+static void test_fp8_gather(void)
+{
+    wsync_controller *c = NULL;
+    e_rank t[E_TMAX], in;
+    wsync_sparse_stats is;
+    wsync_error err;
+    uint64_t s, gsparse = 0, moved = 0, rescaled = 0, slot;
+    uint32_t i;
+    int ok;
+    TEST_BEGIN("fp8 from row shards: the gathered tiles sparse too (per tile the same rule), exact every step");
+    e_fp8 = 1;
+    e_inbox = 1;
+    e_ntr = 3;
+    e_row0[1] = 171, e_row0[2] = 342, e_row0[3] = E_ROWS;
+    /* a slot of 6 KiB a trainer: a rescaled tile and a little more */
+    e_stg = 3 * 6144;
+    slot = wsync_sparse_slot_bytes(e_stg, 3);
+    CHECK_EQ_INT(slot, 6144);
+    e_fp8_data();
+    E_AT(2, 33) = e_bf16(1.0f);
+    memset(t, 0, sizeof t);
+    ok = e_start(&c, t, &in);
+    if (ok) {
+        /* 1: dense; the gathered transfers too */
+        memcpy(e_before, e_data, sizeof e_data);
+        CHECK_EQ_INT(e_step(c, t, &in, 1, 0, 0, &err), WSYNC_OK);
+        CHECK_MSG(err.code == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(t[0].st.fp8_gathered, 1);
+        CHECK_EQ_INT(t[0].st.fp8_gathered_sparse, 0);
+        CHECK_EQ_INT(t[1].st.fp8_gathered, 1);
+        CHECK_EQ_INT(t[2].st.fp8_gathered, 0);
+        CHECK_EQ_INT(t[0].st.dense_bytes, e_gather_bytes(&t[0]) + 2 * 128 * E_COLS);
+        /* 2: in the rows trainer 0 gathers, a byte moved under the same
+           scale (row 200: trainer 1's); in those trainer 1 gathers, a tile's
+           amax doubled (row 350: trainer 2's); in trainer 0's own, a bf16
+           change e4m3 hides; nothing else */
+        memcpy(e_before, e_data, sizeof e_data);
+        E_AT(200, 1) = e_bf16(3.0f);
+        E_AT(350, 40) = e_bf16(8.0f);
+        E_AT(2, 33) = e_bf16(1.0078125f);
+        CHECK_EQ_INT(e_step(c, t, &in, 2, 0, 0, &err), WSYNC_OK);
+        CHECK_MSG(err.code == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 2);
+        for (i = 0; i < 3; i++) {
+            CHECK_EQ_INT(t[i].st.dense_bytes, e_gather_bytes(&t[i]));
+            CHECK_EQ_INT(t[i].st.regions_dense, 0);
+            CHECK_EQ_INT(t[i].st.fp8_gathered, 0);
+            CHECK_EQ_INT(t[i].st.fp8_gathered_sparse, i < 2);
+        }
+        CHECK_EQ_INT(t[0].st.fp8_tiles, E_TILES / 2);
+        CHECK_EQ_INT(t[0].st.fp8_tiles_moved, 1);
+        CHECK_EQ_INT(t[0].st.fp8_tiles_rescaled, 0);
+        CHECK_EQ_INT(t[0].st.fp8_moved, 1);
+        CHECK_EQ_INT(t[0].st.changes, 1);
+        CHECK_EQ_INT(t[0].st.staged_bytes, WSYNC_SPARSE_HEADER + wsync_sparse_section_bytes(1, 1));
+        CHECK_EQ_INT(t[1].st.fp8_tiles, E_TILES / 4);
+        CHECK_EQ_INT(t[1].st.fp8_tiles_moved, 0);
+        CHECK_EQ_INT(t[1].st.fp8_tiles_rescaled, 1);
+        CHECK_EQ_INT(t[1].st.fp8_moved, E_BLOCK * E_BLOCK);
+        CHECK_EQ_INT(t[1].st.changes, E_BLOCK * E_BLOCK + 1);
+        CHECK_EQ_INT(t[1].st.staged_bytes, WSYNC_SPARSE_HEADER + E_RESCALED);
+        CHECK_EQ_INT(t[2].st.fp8_tiles, E_TILES / 4);
+        CHECK_EQ_INT(t[2].st.changes, 0);
+        CHECK_EQ_INT(t[2].st.staged_bytes, WSYNC_SPARSE_HEADER);
+        wsync_rank_sparse_stats(in.r, &is);
+        CHECK_EQ_INT(is.scattered, 1 + E_BLOCK * E_BLOCK + 1);
+        /* 3-6: random steps, each exact (the receiver checks every byte and scale) */
+        for (s = 3; s <= 6; s++) {
+            e_fp8_next();
+            CHECK_EQ_INT(e_step(c, t, &in, s, 0, 0, &err), WSYNC_OK);
+            CHECK_MSG(err.code == WSYNC_OK, "step %llu: %s", (unsigned long long)s, err.message);
+            CHECK_EQ_INT(wsync_rank_version(in.r), s);
+            for (i = 0; i < 3; i++) {
+                gsparse += t[i].st.fp8_gathered_sparse;
+                moved += t[i].st.fp8_tiles_moved;
+                rescaled += t[i].st.fp8_tiles_rescaled;
+            }
+        }
+        CHECK_MSG(gsparse > 0 && moved > 0 && rescaled > 0, "gathered sparse %llu, moved %llu, rescaled %llu",
+                  (unsigned long long)gsparse, (unsigned long long)moved, (unsigned long long)rescaled);
+        /* 7: trainer 0's own rows a rescaled tile (in its slot first), its
+           gathered rows another: no room left, those go dense (overflow) */
+        memcpy(e_before, e_data, sizeof e_data);
+        E_AT(64, 0) = E_AT(64, 0) == e_bf16(16.0f) ? e_bf16(32.0f) : e_bf16(16.0f);
+        E_AT(224, 32) = E_AT(224, 32) == e_bf16(16.0f) ? e_bf16(32.0f) : e_bf16(16.0f);
+        CHECK_EQ_INT(e_step(c, t, &in, 7, 0, 0, &err), WSYNC_OK);
+        CHECK_MSG(err.code == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(t[0].st.fp8_tiles_rescaled, 2);
+        CHECK_EQ_INT(t[0].st.regions_overflow, 1);
+        CHECK_EQ_INT(t[0].st.fp8_gathered, 1);
+        CHECK_EQ_INT(t[0].st.fp8_gathered_sparse, 0);
+        CHECK_EQ_INT(t[0].st.dense_bytes, e_gather_bytes(&t[0]) + 128 * E_COLS);
+        CHECK_EQ_INT(t[0].st.staged_bytes, WSYNC_SPARSE_HEADER + E_RESCALED);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 7);
+        /* 8: sparse, but the receiver's check fails: the step aborts */
+        e_fp8_next();
+        e_fail = 1;
+        CHECK_EQ_INT(e_step(c, t, &in, 8, 0, 0, &err), WSYNC_ERR_DIGEST_MISMATCH);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 7);
+        /* 9: the trainers saw the ABORT: dense, the gathered too, exact */
+        e_fp8_next();
+        CHECK_EQ_INT(e_step(c, t, &in, 9, 0, 0, &err), WSYNC_OK);
+        CHECK_MSG(err.code == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(t[0].st.regions_sparse, 0);
+        CHECK_EQ_INT(t[0].st.fp8_gathered, 1);
+        CHECK_EQ_INT(t[1].st.fp8_gathered, 1);
+        CHECK_EQ_INT(t[0].st.dense_bytes, e_gather_bytes(&t[0]) + 2 * 128 * E_COLS);
+        CHECK_EQ_INT(wsync_rank_version(in.r), 9);
+        /* 10: sparse again from the copies the dense step kept: one byte in
+           each gathered part, exact */
+        memcpy(e_before, e_data, sizeof e_data);
+        e_fp8_poke(130, 3);
+        e_fp8_poke(300, 9);
+        CHECK_EQ_INT(e_step(c, t, &in, 10, 0, 0, &err), WSYNC_OK);
+        CHECK_MSG(err.code == WSYNC_OK, "%s", err.message);
+        CHECK_EQ_INT(t[0].st.fp8_gathered_sparse, 1);
+        CHECK_EQ_INT(t[0].st.fp8_moved, 1);
+        CHECK_EQ_INT(t[0].st.dense_bytes, e_gather_bytes(&t[0]));
+        CHECK_EQ_INT(t[1].st.fp8_gathered_sparse, 1);
+        CHECK_EQ_INT(t[1].st.fp8_moved, 1);
+        CHECK_EQ_INT(t[1].st.staged_bytes, WSYNC_SPARSE_HEADER + wsync_sparse_section_bytes(1, 1));
+        CHECK_EQ_INT(wsync_rank_version(in.r), 10);
+    }
+    wsync_controller_close(c);
+    for (i = 0; i < e_ntr; i++) e_free(&t[i]);
+    e_free(&in);
+    e_fp8 = 0;
+    e_inbox = 0;
+    e_ntr = 2;
+    e_row0[1] = E_ROWS / 2, e_row0[2] = E_ROWS;
+    e_stg = E_STG;
+    TEST_END();
+}
+
 int main(void)
 {
     test_round_trip();
     test_hostile();
     test_controller_path();
     test_fp8_path();
+    test_fp8_gather();
     return check_summary();
 }
