@@ -5040,12 +5040,27 @@ static int wsync__stp_key_is(const char *buf, size_t len, const char *name)
     return len == strlen(name) && memcmp(buf, name, len) == 0;
 }
 
+/* After a value in an array or object that close (']' or '}') ends: *more
+   is 1 past a ',', 0 past close; anything else is an error in where. */
+static wsync_result wsync__stp_next(wsync__stp_parser *p, char close, const char *where, int *more)
+{
+    wsync__stp_ws(p);
+    *more = wsync__stp_peek(p) == ',';
+    if (*more || wsync__stp_peek(p) == close) {
+        p->pos++;
+        return WSYNC_OK;
+    }
+    return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON,
+                            close == ']' ? "expected ',' or ']' in %s" : "expected ',' or '}' in %s", where);
+}
+
 /* Starting at '[' : non-negative integers into dims (when filling). */
 static wsync_result wsync__stp_shape(wsync__stp_parser *p, wsync_st_tensor *t)
 {
     wsync_result r;
     uint32_t rank = 0;
     uint64_t v;
+    int more;
     wsync__stp_ws(p);
     if (wsync__stp_peek(p) != '[')
         return wsync__stp_pfail(p, WSYNC_ERR_INVALID_HEADER, "%s must be an array", "shape");
@@ -5060,16 +5075,8 @@ static wsync_result wsync__stp_shape(wsync__stp_parser *p, wsync_st_tensor *t)
                 return wsync__stp_pfail(p, WSYNC_ERR_RANK_TOO_LARGE, "shape has more dimensions than the limit%s", "");
             if (p->fill) p->dims[p->n_dims + rank] = v;
             rank++;
-            wsync__stp_ws(p);
-            if (wsync__stp_peek(p) == ',') {
-                p->pos++;
-                continue;
-            }
-            if (wsync__stp_peek(p) == ']') {
-                p->pos++;
-                break;
-            }
-            return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or ']' in %s", "shape");
+            if ((r = wsync__stp_next(p, ']', "shape", &more)) != WSYNC_OK) return r;
+            if (!more) break;
         }
     }
     if (p->fill) {
@@ -5107,7 +5114,7 @@ static wsync_result wsync__stp_tensor(wsync__stp_parser *p, wsync_st_tensor *t)
     wsync_result r;
     char key[16];
     size_t len;
-    int seen_dtype = 0, seen_shape = 0, seen_offsets = 0;
+    int seen_dtype = 0, seen_shape = 0, seen_offsets = 0, more;
     uint64_t begin = 0, end = 0;
     wsync__stp_ws(p);
     if (wsync__stp_peek(p) != '{')
@@ -5147,16 +5154,9 @@ static wsync_result wsync__stp_tensor(wsync__stp_parser *p, wsync_st_tensor *t)
             } else {
                 if ((r = wsync__stp_skip_value(p)) != WSYNC_OK) return r;
             }
-            wsync__stp_ws(p);
-            if (wsync__stp_peek(p) == ',') {
-                p->pos++;
-                continue;
-            }
-            if (wsync__stp_peek(p) == '}') {
-                p->pos++;
-                break;
-            }
-            return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "a tensor entry");
+            if ((r = wsync__stp_next(p, '}', "a tensor entry", &more)) != WSYNC_OK) return r;
+            if (more) continue;
+            break;
         duplicate:
             p->pos = key_pos;
             return wsync__stp_pfail(p, WSYNC_ERR_DUPLICATE_KEY, "field \"%s\" appears twice",
@@ -5192,6 +5192,7 @@ static wsync_result wsync__stp_arena_string(wsync__stp_parser *p, const char **o
 static wsync_result wsync__stp_metadata(wsync__stp_parser *p)
 {
     wsync_result r;
+    int more;
     wsync__stp_ws(p);
     if (wsync__stp_peek(p) == 'n') {
         if ((r = wsync__stp_skip_value(p)) != WSYNC_OK) return r; /* "null", else "invalid literal" */
@@ -5219,22 +5220,15 @@ static wsync_result wsync__stp_metadata(wsync__stp_parser *p)
         if ((r = wsync__stp_arena_string(p, &kv.value, &kv.value_len)) != WSYNC_OK) return r;
         if (p->fill) p->meta[p->n_meta] = kv;
         p->n_meta++;
-        wsync__stp_ws(p);
-        if (wsync__stp_peek(p) == ',') {
-            p->pos++;
-            continue;
-        }
-        if (wsync__stp_peek(p) == '}') {
-            p->pos++;
-            return WSYNC_OK;
-        }
-        return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "__metadata__");
+        if ((r = wsync__stp_next(p, '}', "__metadata__", &more)) != WSYNC_OK) return r;
+        if (!more) return WSYNC_OK;
     }
 }
 
 static wsync_result wsync__stp_header(wsync__stp_parser *p)
 {
     wsync_result r;
+    int more;
     wsync__stp_ws(p);
     if (wsync__stp_peek(p) != '{') {
         if (p->pos >= p->n) return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "%s", "empty header");
@@ -5283,16 +5277,8 @@ static wsync_result wsync__stp_header(wsync__stp_parser *p)
                 p->cur_name_len = 0;
                 p->n_tensors++;
             }
-            wsync__stp_ws(p);
-            if (wsync__stp_peek(p) == ',') {
-                p->pos++;
-                continue;
-            }
-            if (wsync__stp_peek(p) == '}') {
-                p->pos++;
-                break;
-            }
-            return wsync__stp_pfail(p, WSYNC_ERR_INVALID_JSON, "expected ',' or '}' in %s", "the header");
+            if ((r = wsync__stp_next(p, '}', "the header", &more)) != WSYNC_OK) return r;
+            if (!more) break;
         }
     }
     wsync__stp_ws(p);
