@@ -163,18 +163,29 @@ static void push_sp_apply(uint8_t *p, uint64_t g, uint64_t n, uint64_t step, uin
     }
 }
 
+/* --sparse: rows [r0, r1) of the part, holding step `from - 1`'s source
+   elements, moved on to step `to`'s: each step's changes in turn. */
+static void push_sp_advance(const push_opts *o, uint8_t *p, const wsync_ctl_tensor *t, uint32_t k, uint64_t r0,
+                            uint64_t r1, uint64_t from, uint64_t to)
+{
+    uint64_t r, s, cols = push_part_cols(t);
+    uint32_t thr = (uint32_t)(o->density * 65536 + 0.5);
+    for (r = r0; r < r1; r++, p += cols * 2)
+        for (s = from; s <= to; s++)
+            push_sp_apply(p, (t->row_begin + r) * push_cols(t) + t->col_begin, cols, s, k, thr);
+}
+
 /* The part's source elements (bf16) at a step, rows [r0, r1) of it;
    --sparse: step 1's, then each later step's changes. */
 static void push_fill_rows_of(const push_opts *o, uint8_t *p, const wsync_ctl_tensor *t, uint32_t k, uint64_t r0,
                               uint64_t r1, uint64_t step)
 {
-    uint64_t r, s, cols = push_part_cols(t);
-    uint32_t thr = o && o->sparse ? (uint32_t)(o->density * 65536 + 0.5) : 0;
-    for (r = r0; r < r1; r++, p += cols * 2) {
-        uint64_t g = (t->row_begin + r) * push_cols(t) + t->col_begin;
-        push_fill(p, g * 2, cols * 2, o && o->sparse ? 1 : step, k);
-        for (s = 2; o && o->sparse && s <= step; s++) push_sp_apply(p, g, cols, s, k, thr);
-    }
+    uint64_t r, cols = push_part_cols(t);
+    int sparse = o && o->sparse;
+    for (r = r0; r < r1; r++)
+        push_fill(p + (r - r0) * cols * 2, ((t->row_begin + r) * push_cols(t) + t->col_begin) * 2, cols * 2,
+                  sparse ? 1 : step, k);
+    if (sparse) push_sp_advance(o, p, t, k, r0, r1, 2, step);
 }
 
 static void push_fill_rows(uint8_t *p, const wsync_ctl_tensor *t, uint32_t k, uint64_t r0, uint64_t r1, uint64_t step)
@@ -269,11 +280,24 @@ static void push_send_report(int fd, const push_report *r)
     }
 }
 
+/* --sparse: a step's source data is step 1's with every later step's
+   changes applied, so computing it from nothing costs a pass per step so
+   far. Each inference rank instead keeps the source elements (bf16) its
+   parts held at their last check, computed on its own (never read from its
+   memory, which the trainers write), and moves them on by the steps since
+   then: one pass over them a step, whatever the step. The cost: a second
+   copy of its parts' sources next to its memory (as large as its memory in
+   bf16, twice its fp8 parts' bytes with --fp8), so only with --sparse (a
+   dense run's step is one pass from nothing); without the memory for it,
+   the checks compute each step from nothing, slower but the same. */
 typedef struct push_receiver {
     const push_opts *o;
     const push_layout *l;
     uint8_t *mem;
     uint8_t *scratch;
+    uint8_t *held;       /* --sparse: part i's source elements at offset held_at[i] */
+    uint64_t *held_at;
+    uint64_t *held_step; /* the step part i's held elements are of; 0: none (make them afresh) */
     push_report rep;
     wsync_rank *volatile rank; /* once joined (--sparse: the scatter's figures) */
 } push_receiver;
@@ -291,37 +315,80 @@ static wsync_result push_mismatch(push_receiver *r, const wsync_ctl_tensor *t, c
     return WSYNC_ERR_DIGEST_MISMATCH;
 }
 
+/* Where two buffers that differ first differ. */
+static uint64_t push_first_diff(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+    uint64_t j = 0;
+    while (j < n && a[j] == b[j]) j++;
+    return j;
+}
+
 /* One part against the step's data, a band of rows at a time (for fp8 a
    band is one row of tiles, quantized here with the core's conversion). */
 static wsync_result push_check_part(push_receiver *r, size_t i, uint64_t step, wsync_error *err)
 {
     const wsync_ctl_tensor *t = &r->l->t[i];
-    uint64_t cols = push_part_cols(t), r0, band, tcols;
+    uint64_t cols = push_part_cols(t), r0, band, tcols, want = push_data_step(r->o, r->l->k[i], step), from = 0;
+    uint8_t *held = r->held ? r->held + r->held_at[i] : NULL;
     int fp8 = t->to_dtype == WSYNC_DTYPE_F8_E4M3;
     if (cols == 0 || t->row_count == 0) return WSYNC_OK;
     band = PUSH_SCRATCH / 2 / (cols * 2);
     if (band == 0) band = 1;
     if (fp8) band = t->block ? t->block : t->row_count;
     tcols = fp8 ? wsync_quantize_scale_count(1, cols, t->block) : 0;
+    if (held) { /* the steps after the held one; none held (or a later one): from nothing */
+        from = r->held_step[i] && r->held_step[i] <= want ? r->held_step[i] + 1 : 0;
+        r->held_step[i] = 0; /* until every band moved: a mismatch below leaves them to be made afresh */
+    }
     for (r0 = 0; r0 < t->row_count; r0 += band) {
         uint64_t r1 = t->row_count - r0 > band ? r0 + band : t->row_count, n = (r1 - r0) * cols;
-        uint8_t *src = r->scratch;
-        push_fill_rows_of(r->o, src, t, r->l->k[i], r0, r1, push_data_step(r->o, r->l->k[i], step));
+        uint8_t *src = held ? held + r0 * cols * 2 : r->scratch;
+        if (from) push_sp_advance(r->o, src, t, r->l->k[i], r0, r1, from, want);
+        else push_fill_rows_of(r->o, src, t, r->l->k[i], r0, r1, want);
         if (!fp8) {
-            if (memcmp(src, r->mem + t->offset + r0 * cols * 2, (size_t)n * 2) != 0)
-                return push_mismatch(r, t, r->l->dst[i], "bytes", r0 * cols * 2, step, err);
+            const uint8_t *got = r->mem + t->offset + r0 * cols * 2;
+            if (memcmp(src, got, (size_t)n * 2) != 0)
+                return push_mismatch(r, t, r->l->dst[i], "bytes", r0 * cols * 2 + push_first_diff(src, got, n * 2),
+                                     step, err);
         } else {
-            uint8_t *q = src + n * 2;
+            uint8_t *q = held ? r->scratch : src + n * 2;
             float *sc = (float *)(void *)(q + ((n + 63) & ~(uint64_t)63));
             uint64_t tile_row = t->block ? r0 / t->block : 0;
+            const uint8_t *got = r->mem + t->offset + r0 * cols;
+            const uint8_t *gsc = r->mem + t->scale_offset + tile_row * tcols * 4;
             wsync_quantize_e4m3((const uint16_t *)(void *)src, r1 - r0, cols, cols, t->block, q, sc, err);
-            if (memcmp(q, r->mem + t->offset + r0 * cols, (size_t)n) != 0)
-                return push_mismatch(r, t, r->l->dst[i], "fp8 bytes", r0 * cols, step, err);
-            if (memcmp(sc, r->mem + t->scale_offset + tile_row * tcols * 4, (size_t)tcols * 4) != 0)
-                return push_mismatch(r, t, r->l->dst[i], "fp8 scales", tile_row * tcols * 4, step, err);
+            if (memcmp(q, got, (size_t)n) != 0)
+                return push_mismatch(r, t, r->l->dst[i], "fp8 bytes", r0 * cols + push_first_diff(q, got, n), step,
+                                     err);
+            if (memcmp(sc, gsc, (size_t)tcols * 4) != 0)
+                return push_mismatch(r, t, r->l->dst[i], "fp8 scales",
+                                     tile_row * tcols * 4 + push_first_diff((const uint8_t *)sc, gsc, tcols * 4), step,
+                                     err);
         }
     }
+    if (held) r->held_step[i] = want;
     return WSYNC_OK;
+}
+
+/* --sparse: room for every part's source elements (see push_receiver); 0
+   when there is none (the checks then compute each step from nothing). */
+static int push_held_open(push_receiver *r)
+{
+    const push_layout *l = r->l;
+    uint64_t total = 0;
+    size_t i;
+    if (!r->o->sparse || l->n == 0) return 0;
+    if (!(r->held_at = (uint64_t *)calloc(l->n, sizeof *r->held_at)) ||
+        !(r->held_step = (uint64_t *)calloc(l->n, sizeof *r->held_step)))
+        return 0;
+    for (i = 0; i < l->n; i++) {
+        r->held_at[i] = total;
+        total += l->t[i].row_count * push_part_cols(&l->t[i]) * 2;
+    }
+    if (total == 0 || total != (size_t)total) return 0;
+    if (!(r->held = (uint8_t *)malloc((size_t)total))) return 0;
+    memset(r->held, 0, (size_t)total); /* fault it in before the first step, as the region */
+    return 1;
 }
 
 /* Scratch for checking: a band of source rows, and for fp8 its codes and scales. */
@@ -465,6 +532,7 @@ static int push_inference_main(const push_opts *o, unsigned rank, unsigned port,
     rc.o = o;
     rc.l = &l;
     rc.mem = (uint8_t *)mem;
+    push_held_open(&rc); /* none: slower checks, the same */
     memset(&ro, 0, sizeof ro);
     ro.port = port;
     ro.host = push_rank_host(o);
@@ -505,6 +573,9 @@ out:
     push_send_report(rfd, &rc.rep);
     push_layout_free(&l);
     free(rc.scratch);
+    free(rc.held);
+    free(rc.held_at);
+    free(rc.held_step);
     return rc.rep.ok ? 0 : 1;
 }
 
@@ -787,9 +858,12 @@ static const char *push_usage_sparse =
     "positions (in the receiver's memory, after resharding) and values into a staging\n"
     "region the receiver registered (F of its bytes, default 0.25, a slot per trainer); at\n"
     "COMMIT each receiver validates every slot, scatters it, checks every byte as always, and\n"
-    "only then moves its version. A receiver region whose changes cost more than F of its\n"
-    "dense bytes (--sparse-max, default the library's), or that overflows its slot, and\n"
-    "the first step go dense; --dense-every K makes steps 1 + K, 1 + 2K, ... dense too.\n"
+    "only then moves its version (to check a step in one pass, each receiver keeps its\n"
+    "own copy of what it holds, in bf16, computed on its own and moved on by each step's\n"
+    "changes: as much memory again, twice its fp8 bytes). A receiver region whose changes\n"
+    "cost more than F of its dense bytes (--sparse-max, default the library's), or that\n"
+    "overflows its slot, and the first step go dense; --dense-every K makes steps 1 + K,\n"
+    "1 + 2K, ... dense too.\n"
     "With --fp8, per tile: nothing when no e4m3 byte moved, the moved bytes when the scale\n"
     "did not, else the whole tile and its scale; parts quantized from a gather inbox (row\n"
     "shards whose tiles cross trainers) go dense. The run ends with the sparse steps' time\n"
