@@ -157,70 +157,20 @@ static void fz_check_error(const wsync_error *err, wsync_result r, wsync_result 
 /* The recognizer is fuzz/json_oracle.h's (with no UTF-8 or surrogate-pair
    rule: the listing's reader takes any byte >= 0x20 in a string and
    refuses a lone surrogate only where it decodes a name, below). */
-static int fz_hexval(uint8_t c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 /* ---------------------------------------------------------------------
    Oracle: the listing's documented shape, read over valid JSON
    --------------------------------------------------------------------- */
 
 /* Decodes the (valid) string at p[*i] into out (room for its raw length
-   plus 1); 0 when it holds a lone surrogate escape, which the parser
-   refuses. */
+   plus 1) with json_oracle.h's decoder; 0 when it holds a lone surrogate
+   escape, which the parser refuses (FZ_JSON_PAIRS). */
 static int fz_ref_string(const uint8_t *p, size_t n, size_t *i, char *out, size_t *len)
 {
-    size_t e = fz_json_string(p, n, *i, 0, NULL, 0), k = *i + 1, o = 0;
-    FZ_CHECK(e != 0);
-    while (k < e - 1) {
-        uint32_t u;
-        if (p[k] != '\\') {
-            out[o++] = (char)p[k++];
-            continue;
-        }
-        switch (p[k + 1]) {
-        case 'b': out[o++] = '\b'; k += 2; continue;
-        case 'f': out[o++] = '\f'; k += 2; continue;
-        case 'n': out[o++] = '\n'; k += 2; continue;
-        case 'r': out[o++] = '\r'; k += 2; continue;
-        case 't': out[o++] = '\t'; k += 2; continue;
-        case 'u': break;
-        default: out[o++] = (char)p[k + 1]; k += 2; continue;
-        }
-        u = (uint32_t)(fz_hexval(p[k + 2]) << 12 | fz_hexval(p[k + 3]) << 8 | fz_hexval(p[k + 4]) << 4 |
-                       fz_hexval(p[k + 5]));
-        k += 6;
-        if (u >= 0xDC00 && u <= 0xDFFF) return 0;
-        if (u >= 0xD800 && u <= 0xDBFF) {
-            uint32_t lo;
-            if (e - 1 - k < 6 || p[k] != '\\' || p[k + 1] != 'u') return 0;
-            lo = (uint32_t)(fz_hexval(p[k + 2]) << 12 | fz_hexval(p[k + 3]) << 8 | fz_hexval(p[k + 4]) << 4 |
-                            fz_hexval(p[k + 5]));
-            if (lo < 0xDC00 || lo > 0xDFFF) return 0;
-            k += 6;
-            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-        }
-        if (u < 0x80) out[o++] = (char)u;
-        else if (u < 0x800) {
-            out[o++] = (char)(0xC0 | (u >> 6));
-            out[o++] = (char)(0x80 | (u & 0x3F));
-        } else if (u < 0x10000) {
-            out[o++] = (char)(0xE0 | (u >> 12));
-            out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
-            out[o++] = (char)(0x80 | (u & 0x3F));
-        } else {
-            out[o++] = (char)(0xF0 | (u >> 18));
-            out[o++] = (char)(0x80 | ((u >> 12) & 0x3F));
-            out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
-            out[o++] = (char)(0x80 | (u & 0x3F));
-        }
-    }
-    out[o] = 0;
-    *len = o;
+    size_t e;
+    FZ_CHECK(fz_json_string(p, n, *i, 0, NULL, 0) != 0);
+    e = fz_json_string_to(p, n, *i, FZ_JSON_PAIRS, NULL, 0, out, len);
+    if (!e) return 0;
     *i = e;
     return 1;
 }

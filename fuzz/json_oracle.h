@@ -1,6 +1,6 @@
 /* json_oracle.h - the fuzzers' own JSON, written apart from wsync.h's
    tokenizer so that the two can disagree: a strict RFC 8259 recognizer and
-   a string decoder. Shared by fuzz_st_parse.c (the safetensors header),
+   a string decoder (fz_json_string_to). Shared by fuzz_st_parse.c (the safetensors header),
    fuzz_chain_head.c (HEAD) and fuzz_listing.c (nginx's JSON listing);
    each harness says how strict its reader is with the flags. Include after the C headers (everything is static). */
 #ifndef WSYNC_FUZZ_JSON_ORACLE_H
@@ -67,9 +67,10 @@ FZJ_UNUSED static size_t fz_utf8_seq(const uint8_t *p, size_t n)
 
 /* The string at p[i] == '"': the index after its closing quote, 0 if it is
    not a valid string or (when want is not NULL) does not decode to exactly
-   want[0..len). */
-FZJ_UNUSED static size_t fz_json_string(const uint8_t *p, size_t n, size_t i, unsigned flags, const char *want,
-                                        size_t len)
+   want[0..len). With out (and want NULL): its bytes decoded into out (room
+   for the string's raw length; NUL-terminated) and their count in *out_len. */
+FZJ_UNUSED static size_t fz_json_string_to(const uint8_t *p, size_t n, size_t i, unsigned flags, const char *want,
+                                           size_t len, char *out, size_t *out_len)
 {
     size_t o = 0;
     if (i >= n || p[i] != '"') return 0;
@@ -136,11 +137,22 @@ FZJ_UNUSED static size_t fz_json_string(const uint8_t *p, size_t n, size_t i, un
             enc[0] = c;
             i++;
         }
-        if (want)
-            for (k = 0; k < nb; k++, o++)
-                if (o >= len || (uint8_t)want[o] != enc[k]) return 0;
+        for (k = 0; k < nb; k++, o++) {
+            if (want && (o >= len || (uint8_t)want[o] != enc[k])) return 0;
+            if (out) out[o] = (char)enc[k];
+        }
+    }
+    if (out) {
+        out[o] = 0;
+        *out_len = o;
     }
     return (!want || o == len) ? i + 1 : 0;
+}
+
+FZJ_UNUSED static size_t fz_json_string(const uint8_t *p, size_t n, size_t i, unsigned flags, const char *want,
+                                        size_t len)
+{
+    return fz_json_string_to(p, n, i, flags, want, len, NULL, NULL);
 }
 
 /* The value at p[i] (no whitespace before it), `depth` its level, none
