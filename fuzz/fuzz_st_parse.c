@@ -118,35 +118,6 @@ static int fz_mul(uint64_t a, uint64_t b, uint64_t *out)
     return 1;
 }
 
-/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, <= U+10FFFF.
-   NUL is valid UTF-8. */
-static int fz_utf8_ok(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t need;
-        uint32_t cp, min;
-        if (c < 0x80) { i++; continue; }
-        if (c >= 0xC2 && c <= 0xDF) { need = 1; cp = c & 0x1Fu; min = 0x80; }
-        else if (c >= 0xE0 && c <= 0xEF) { need = 2; cp = c & 0x0Fu; min = 0x800; }
-        else if (c >= 0xF0 && c <= 0xF4) { need = 3; cp = c & 0x07u; min = 0x10000; }
-        else return 0;
-        if (need > n - i - 1) return 0;
-        {
-            size_t k;
-            for (k = 1; k <= need; k++) {
-                uint8_t d = s[i + k];
-                if ((d & 0xC0) != 0x80) return 0;
-                cp = (cp << 6) | (d & 0x3Fu);
-            }
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        i += need + 1;
-    }
-    return 1;
-}
-
 static int fz_has_nul(const char *s, size_t n)
 {
     return n > 0 && memchr(s, 0, n) != NULL;
@@ -156,6 +127,18 @@ static int fz_has_nul(const char *s, size_t n)
    strict RFC 8259 recognizer), with this reader's strictness: \u
    surrogates paired (the header's UTF-8 is checked whole, fz_utf8_ok). */
 #include "json_oracle.h"
+
+/* Strict UTF-8 (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF),
+   sequence by sequence with json_oracle.h's fz_utf8_seq. NUL is valid UTF-8. */
+static int fz_utf8_ok(const uint8_t *s, size_t n)
+{
+    size_t i = 0, k;
+    while (i < n) {
+        if (!(k = fz_utf8_seq(s + i, n - i))) return 0;
+        i += k;
+    }
+    return 1;
+}
 
 /* The whole header: one object, whitespace around it, nothing else. */
 static int fz_json_header_ok(const uint8_t *p, uint64_t n)
