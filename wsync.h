@@ -11741,6 +11741,15 @@ WSYNC_DEF void wsync_store_close(wsync_store *s)
     if (s) memset(s, 0, sizeof *s);
 }
 
+/* len bytes appended: 1, or 0 (out of memory, nothing appended). */
+static int wsync__buf_put(wsync__buf *b, const void *bytes, size_t len)
+{
+    if (!wsync__buf_reserve(b, len)) return 0;
+    memcpy(b->p + b->len, bytes, len);
+    b->len += len;
+    return 1;
+}
+
 typedef struct wsync__getall {
     wsync__buf b;
 } wsync__getall;
@@ -11748,10 +11757,7 @@ typedef struct wsync__getall {
 static int wsync__getall_sink(void *user, const void *bytes, size_t len)
 {
     wsync__getall *g = (wsync__getall *)user;
-    if (!wsync__buf_reserve(&g->b, len)) return -1;
-    memcpy(g->b.p + g->b.len, bytes, len);
-    g->b.len += len;
-    return 0;
+    return wsync__buf_put(&g->b, bytes, len) ? 0 : -1;
 }
 
 WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key, const wsync_allocator *a,
@@ -11796,10 +11802,7 @@ static int wsync__getcap_sink(void *user, const void *bytes, size_t len)
         g->over = 1;
         return 1; /* the store stops reading here */
     }
-    if (!wsync__buf_reserve(&g->b, len)) return -1;
-    memcpy(g->b.p + g->b.len, bytes, len);
-    g->b.len += len;
-    return 0;
+    return wsync__buf_put(&g->b, bytes, len) ? 0 : -1;
 }
 
 WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *key, uint64_t max_bytes,
@@ -13151,10 +13154,8 @@ static wsync_result wsync__head_files(wsync__jp *pp, wsync__buf *out, size_t *n,
         }
         if ((seen & 7u) != 7u) return WSYNC__HEAD_BAD("%s", "a file entry needs name, bytes and digest");
         if (*n >= WSYNC_CHAIN_FILES_MAX) return WSYNC__HEAD_BAD("%s", "more than WSYNC_CHAIN_FILES_MAX files in an anchor");
-        if (!wsync__buf_reserve(out, sizeof f))
+        if (!wsync__buf_put(out, &f, sizeof f))
             return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD files");
-        memcpy(out->p + out->len, &f, sizeof f);
-        out->len += sizeof f;
         (*n)++;
         if (wsync__jp_lit(&p, ']')) break;
         if (!wsync__jp_lit(&p, ',')) return WSYNC__HEAD_BAD("%s", "expected ',' or ']' between file entries");
@@ -13223,10 +13224,8 @@ static wsync_result wsync__head_entries(wsync__jp *pp, wsync_chain_kind kind, ws
         wsync__entry_key(&e);
         if (e.n_files) wsync__entry_dir_key(&e);
         if (out->len / sizeof e >= WSYNC__CHAIN_MAX_ENTRIES) return WSYNC__HEAD_BAD("%s", "too many objects");
-        if (!wsync__buf_reserve(out, sizeof e))
+        if (!wsync__buf_put(out, &e, sizeof e))
             return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "HEAD entries");
-        memcpy(out->p + out->len, &e, sizeof e);
-        out->len += sizeof e;
         if (wsync__jp_lit(&p, ']')) break;
         if (!wsync__jp_lit(&p, ',')) return WSYNC__HEAD_BAD("%s", "expected ',' or ']' between objects");
     }
@@ -13520,9 +13519,7 @@ static int wsync__listing_fn(void *user, const char *key, uint64_t size)
         e.kind = WSYNC_CHAIN_ANCHOR;
         e.base = e.step;
         snprintf(e.key, sizeof e.key, "anchors/%.*s", (int)dlen, rest);
-        if (!wsync__buf_reserve(&l->b, sizeof e)) return l->oom = 1, 1;
-        memcpy(l->b.p + l->b.len, &e, sizeof e);
-        l->b.len += sizeof e;
+        if (!wsync__buf_put(&l->b, &e, sizeof e)) return l->oom = 1, 1;
         return 0;
     }
     if (!wsync__step_name(rest, &e.step)) return 0;
@@ -13531,9 +13528,7 @@ static int wsync__listing_fn(void *user, const char *key, uint64_t size)
     e.bytes = size;
     /* the key as listed ("step_41" as well as "step_000041"): fetched by it */
     snprintf(e.key, sizeof e.key, "%s/%s", e.kind == WSYNC_CHAIN_ANCHOR ? "anchors" : "deltas", rest);
-    if (!wsync__buf_reserve(&l->b, sizeof e)) return l->oom = 1, 1;
-    memcpy(l->b.p + l->b.len, &e, sizeof e);
-    l->b.len += sizeof e;
+    if (!wsync__buf_put(&l->b, &e, sizeof e)) return l->oom = 1, 1;
     return 0;
 }
 
