@@ -11750,6 +11750,21 @@ static int wsync__buf_put(wsync__buf *b, const void *bytes, size_t len)
     return 1;
 }
 
+/* The end of wsync_store_get_all and _capped: what the read r gathered in
+   b handed over (an empty object still gets a pointer), or freed. */
+static wsync_result wsync__get_done(wsync__buf *b, wsync_result r, uint8_t **bytes, uint64_t *size, wsync_error *err)
+{
+    if (r != WSYNC_OK) {
+        wsync__buf_free(b);
+        return r;
+    }
+    if (!b->p && !wsync__buf_reserve(b, 1))
+        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "empty object");
+    *bytes = b->p;
+    *size = b->len;
+    return WSYNC_OK;
+}
+
 typedef struct wsync__getall {
     wsync__buf b;
 } wsync__getall;
@@ -11778,15 +11793,7 @@ WSYNC_DEF wsync_result wsync_store_get_all(const wsync_store *s, const char *key
         return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%llu bytes for '%s'",
                            (unsigned long long)total, key);
     r = s->get(s->user, key, 0, UINT64_MAX, wsync__getall_sink, &g, &total, err);
-    if (r != WSYNC_OK) {
-        wsync__buf_free(&g.b);
-        return r;
-    }
-    if (!g.b.p && !wsync__buf_reserve(&g.b, 1)) /* an empty object still gets a pointer */
-        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "empty object");
-    *bytes = g.b.p;
-    *size = g.b.len;
-    return WSYNC_OK;
+    return wsync__get_done(&g.b, r, bytes, size, err);
 }
 
 typedef struct wsync__getcap {
@@ -11843,15 +11850,7 @@ WSYNC_DEF wsync_result wsync_store_get_capped(const wsync_store *s, const char *
                            "'%s' is longer than the %llu bytes expected: the store sent more (read no further)",
                            key, (unsigned long long)max_bytes);
     }
-    if (r != WSYNC_OK) {
-        wsync__buf_free(&g.b);
-        return r;
-    }
-    if (!g.b.p && !wsync__buf_reserve(&g.b, 1)) /* an empty object still gets a pointer */
-        return wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "empty object");
-    *bytes = g.b.p;
-    *size = g.b.len;
-    return WSYNC_OK;
+    return wsync__get_done(&g.b, r, bytes, size, err);
 }
 
 /* ---- memory store >>store-mem ---- */
