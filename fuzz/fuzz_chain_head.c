@@ -739,18 +739,6 @@ static void fz_ref_read(const uint8_t *p, size_t n, fz_ref *r)
    Checks on the library's results
    --------------------------------------------------------------------- */
 
-static void fz_check_error(const wsync_error *err, wsync_result r, size_t input_size)
-{
-    FZ_CHECK(r > WSYNC_OK && r < WSYNC_RESULT_COUNT);
-    FZ_CHECK(err->code == r);
-    FZ_CHECK(memchr(err->message, 0, sizeof err->message) != NULL);
-    FZ_CHECK(err->message[0] != '\0');
-    FZ_CHECK(memchr(err->tensor, 0, sizeof err->tensor) != NULL);
-    FZ_CHECK(err->offset == UINT64_MAX || err->offset <= input_size);
-    FZ_CHECK(wsync_result_str(r) != NULL && wsync_result_str(r)[0] != '\0');
-    FZ_CHECK(wsync_result_name(r) != NULL && strncmp(wsync_result_name(r), "WSYNC_", 6) == 0);
-}
-
 static void fz_check_zeroed(const wsync_chain_info *c)
 {
     FZ_CHECK(c->has_head == 0 && c->head_step == 0 && c->anchor_step == 0 && c->head_state == 0);

@@ -1,6 +1,7 @@
 /* fuzz_common.h - what the harnesses share: failing loudly (fz_fail,
    FZ_CHECK) with the input's size and hash in the report, a malloc that
-   fails loudly (fz_xmalloc), and a counting allocator that can be made to
+   fails loudly (fz_xmalloc), the check of a failed call's wsync_error
+   (fz_check_error), and a counting allocator that can be made to
    fail on request (fz_allocator). Include after wsync.h; everything is
    static. A report names the file and line of the check that failed.
 
@@ -68,6 +69,23 @@ FZ_UNUSED static void *fz_xmalloc(size_t n)
     void *p = malloc(n ? n : 1);
     FZ_CHECK(p != NULL);
     return p;
+}
+
+/* A failed call filled `err` to match what it returned: the same code, a
+   nonempty NUL-terminated message, a NUL-terminated tensor name, an offset
+   inside the input (input_size; UINT64_MAX: any) or none (UINT64_MAX); and
+   the code has a name and a description. */
+FZ_UNUSED static void fz_check_error(const wsync_error *err, wsync_result r, uint64_t input_size)
+{
+    const char *str = wsync_result_str(r), *name = wsync_result_name(r);
+    FZ_CHECK(r > WSYNC_OK && r < WSYNC_RESULT_COUNT);
+    FZ_CHECK(err->code == r);
+    FZ_CHECK(memchr(err->message, 0, sizeof err->message) != NULL);
+    FZ_CHECK(err->message[0] != '\0');
+    FZ_CHECK(memchr(err->tensor, 0, sizeof err->tensor) != NULL);
+    FZ_CHECK(err->offset == UINT64_MAX || err->offset <= input_size);
+    FZ_CHECK(str != NULL && str[0] != '\0');
+    FZ_CHECK(name != NULL && strncmp(name, "WSYNC_", 6) == 0);
 }
 
 /* ---------------------------------------------------------------------
@@ -194,6 +212,17 @@ FZ_UNUSED static void fz_seen_same(const fz_seen *a, const fz_seen *b, int cmp_d
         FZ_CHECK(a->e[i].is_dir == b->e[i].is_dir);
         if (cmp_dir_size || !a->e[i].is_dir) FZ_CHECK(a->e[i].size == b->e[i].size);
     }
+}
+
+/* A listing parser's failure: fz_check_error's rules, the code the one
+   wanted, and an offset that says where, in a message that says "byte". */
+FZ_UNUSED static void fz_check_listing_error(const wsync_error *err, wsync_result r, wsync_result want,
+                                             size_t input_size)
+{
+    FZ_CHECK(r == want);
+    fz_check_error(err, r, input_size);
+    FZ_CHECK(err->offset != UINT64_MAX);
+    FZ_CHECK(strstr(err->message, "byte") != NULL);
 }
 
 /* The first place needle[0..nn) stands in h[0..hn), NULL if none. */

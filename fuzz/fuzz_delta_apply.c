@@ -134,17 +134,6 @@ static uint64_t fz_le(const uint8_t *p, unsigned n)
     return v;
 }
 
-static void fz_check_error(const wsync_error *err, wsync_result r, uint64_t input_size)
-{
-    FZ_CHECK(r > WSYNC_OK && r < WSYNC_RESULT_COUNT);
-    FZ_CHECK(err->code == r);
-    FZ_CHECK(memchr(err->message, 0, sizeof err->message) != NULL);
-    FZ_CHECK(err->message[0] != '\0');
-    FZ_CHECK(memchr(err->tensor, 0, sizeof err->tensor) != NULL);
-    FZ_CHECK(err->offset == UINT64_MAX || err->offset <= input_size);
-    FZ_CHECK(wsync_result_str(r)[0] != '\0');
-}
-
 /* TRUNCATED is for input that ends early, never for corrupt streams. */
 static void fz_check_truncated(const uint8_t *buf, size_t size, wsync_result r)
 {

@@ -137,17 +137,6 @@ static int fz_s3_fn(void *user, const char *key, size_t key_len, uint64_t size)
     return fz_seen_add((fz_seen *)user, key, key_len, 0, size);
 }
 
-static void fz_check_error(const wsync_error *err, wsync_result r, wsync_result want, size_t input_size)
-{
-    FZ_CHECK(r == want);
-    FZ_CHECK(err->code == r);
-    FZ_CHECK(memchr(err->message, 0, sizeof err->message) != NULL);
-    FZ_CHECK(err->message[0] != '\0');
-    FZ_CHECK(memchr(err->tensor, 0, sizeof err->tensor) != NULL);
-    FZ_CHECK(err->offset != UINT64_MAX && err->offset <= input_size);
-    FZ_CHECK(strstr(err->message, "byte") != NULL);
-}
-
 /* ---------------------------------------------------------------------
    Oracle: a strict RFC 8259 recognizer (any byte >= 0x20 inside strings)
    --------------------------------------------------------------------- */
@@ -299,7 +288,7 @@ static void fz_nginx(const uint8_t *buf, size_t size)
     if (r != WSYNC_OK) {
         if (r != WSYNC_ERR_INVALID_JSON)
             fprintf(stderr, "unexpected result %s: %s\n", wsync_result_name(r), err.message);
-        fz_check_error(&err, r, WSYNC_ERR_INVALID_JSON, size);
+        fz_check_listing_error(&err, r, WSYNC_ERR_INVALID_JSON, size);
         if (FZ_REFERENCE && json) {
             fz_seen_init(&b, SIZE_MAX);
             if (fz_ref_nginx(buf, size, &b)) {
@@ -419,14 +408,14 @@ static void fz_s3(const uint8_t *buf, size_t size)
     /* the store's 1024-byte token buffer */
     fz_s3_run(buf, size, FZ_STORE_TOKEN_CAP, SIZE_MAX, 1, &b);
     if (b.r == WSYNC_OK) fz_s3_same(&a, &b);
-    else fz_check_error(&b.err, b.r, WSYNC_ERR_IO, size);
+    else fz_check_listing_error(&b.err, b.r, WSYNC_ERR_IO, size);
     if (a.r == WSYNC_OK && strlen(a.token) >= FZ_STORE_TOKEN_CAP) FZ_CHECK(b.r != WSYNC_OK);
     if (b.r == WSYNC_OK) FZ_CHECK(a.r == WSYNC_OK);
     fz_s3_free(&b);
 
     if (a.r != WSYNC_OK) {
         if (a.r != WSYNC_ERR_IO) fprintf(stderr, "unexpected result %s: %s\n", wsync_result_name(a.r), a.err.message);
-        fz_check_error(&a.err, a.r, WSYNC_ERR_IO, size);
+        fz_check_listing_error(&a.err, a.r, WSYNC_ERR_IO, size);
     } else {
         size_t k;
         FZ_CHECK(a.err.code == WSYNC_OK);

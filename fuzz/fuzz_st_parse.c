@@ -172,25 +172,6 @@ static unsigned fz_json_depth(const uint8_t *p, uint64_t n)
    Checks on results
    --------------------------------------------------------------------- */
 
-static void fz_check_result_text(wsync_result r)
-{
-    const char *s = wsync_result_str(r), *name = wsync_result_name(r);
-    FZ_CHECK(s != NULL && s[0] != '\0');
-    FZ_CHECK(name != NULL && strncmp(name, "WSYNC_", 6) == 0);
-}
-
-/* A failed call filled `err` to match what it returned. */
-static void fz_check_error(const wsync_error *err, wsync_result r, uint64_t input_size)
-{
-    FZ_CHECK(r > WSYNC_OK && r < WSYNC_RESULT_COUNT);
-    FZ_CHECK(err->code == r);
-    FZ_CHECK(memchr(err->message, 0, sizeof err->message) != NULL);
-    FZ_CHECK(err->message[0] != '\0');
-    FZ_CHECK(memchr(err->tensor, 0, sizeof err->tensor) != NULL);
-    FZ_CHECK(err->offset == UINT64_MAX || err->offset <= input_size);
-    fz_check_result_text(r);
-}
-
 /* The codes a parse of untrusted bytes may fail with (OUT_OF_MEMORY only
    when an allocation was made to fail). */
 static int fz_is_parse_error(wsync_result r)
