@@ -15985,6 +15985,33 @@ static wsync_result wsync__sub_spool_tied(wsync_subscriber *s, int fd, const uin
     return r;
 }
 
+/* The end of applying an anchor spooled in fd, its header matched: target
+   i's bytes are at off[i] in the file; the tied targets checked, then
+   (unless dry) each target read from the file into it. A read that fails
+   after the first target written leaves the targets with no step. */
+static wsync_result wsync__sub_spool_read(wsync_subscriber *s, const wsync_chain_entry *e, int fd, const uint64_t *off,
+                                          int dry, wsync_error *err)
+{
+    wsync_result r = wsync__sub_spool_tied(s, fd, off, err);
+    int touched = 0;
+    size_t i;
+    if (r != WSYNC_OK || dry) return r;
+    /* everything checked: only now the targets change */
+    for (i = 0; i < s->n && r == WSYNC_OK; i++) {
+        if (s->alias[i] != i) continue; /* tied: written through the first name */
+        touched = 1;
+        if (s->t[i].nbytes && (lseek(fd, (off_t)off[i], SEEK_SET) == (off_t)-1 ||
+                               !wsync__read_all(fd, (uint8_t *)s->t[i].data, s->t[i].nbytes)))
+            r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
+                            "cannot read the spool file: %s (the targets hold no step)",
+                            errno ? strerror(errno) : "it is shorter than written");
+    }
+    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, e->has_digests);
+    else if (touched) wsync__sub_moved(s, 0, 0, 0);
+    if (r == WSYNC_OK && s->chg_fn) r = wsync__sub_changes_whole(s, err); /* wsync_subscriber_on_changes */
+    return r;
+}
+
 /* A directory anchor spooled in fd (its shards one after another): every
    shard's header read and matched, every target found, and only then each
    target's bytes read from the file into it. */
@@ -15998,7 +16025,6 @@ static wsync_result wsync__sub_apply_spooled_dir(wsync_subscriber *s, const wsyn
     size_t *which = NULL, *shard_of = NULL, *idx = NULL;
     wsync_st_options so;
     wsync_result r = WSYNC_OK;
-    int touched = 0;
     memset(&so, 0, sizeof so);
     so.allocator = s->a;
     while (ns < e->n_files && e->files[ns].tensors) ns++;
@@ -16058,28 +16084,13 @@ static wsync_result wsync__sub_apply_spooled_dir(wsync_subscriber *s, const wsyn
         base += f->bytes;
     }
     if (r == WSYNC_OK) r = wsync__sub_anchor_covered(s, covered, err);
-    if (r == WSYNC_OK && s->has_alias) {
+    if (r == WSYNC_OK) {
         uint64_t *off = (uint64_t *)wsync__alloc(&s->a, s->n * sizeof *off + 1);
         if (!off) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
         for (i = 0; off && i < s->n; i++) off[i] = data_at[shard_of[i]] + fs[shard_of[i]].tensors[idx[i]].begin;
-        if (off) r = wsync__sub_spool_tied(s, fd, off, err);
+        if (off) r = wsync__sub_spool_read(s, e, fd, off, dry, err);
         wsync__free(&s->a, off);
     }
-    if (dry) goto done;
-    /* everything checked: only now the targets change */
-    for (i = 0; i < s->n && r == WSYNC_OK; i++) {
-        const wsync_st_tensor *t = &fs[shard_of[i]].tensors[idx[i]];
-        if (s->alias[i] != i) continue; /* tied: written through the first name */
-        touched = 1;
-        if (t->end > t->begin && (lseek(fd, (off_t)(data_at[shard_of[i]] + t->begin), SEEK_SET) == (off_t)-1 ||
-                                  !wsync__read_all(fd, (uint8_t *)s->t[i].data, t->end - t->begin)))
-            r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
-                            "cannot read the spool file: %s (the targets hold no step)",
-                            errno ? strerror(errno) : "it is shorter than written");
-    }
-    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, e->has_digests);
-    else if (touched) wsync__sub_moved(s, 0, 0, 0);
-    if (r == WSYNC_OK && s->chg_fn) r = wsync__sub_changes_whole(s, err); /* wsync_subscriber_on_changes */
 done:
     for (j = 0; fs && j < ns; j++) wsync_st_free(&fs[j]);
     for (j = 0; hdrs && j < ns; j++) wsync__free(&s->a, hdrs[j]);
@@ -16100,12 +16111,11 @@ static wsync_result wsync__sub_apply_spooled(wsync_subscriber *s, const wsync_ch
                                          int dry, wsync_error *err)
 {
     uint8_t lenb[8], *hdr = NULL;
-    uint64_t n = 0;
+    uint64_t n = 0, *off = NULL;
     size_t *map = NULL, i;
     wsync_st_file f;
     wsync_st_options so;
     wsync_result r = WSYNC_OK;
-    int touched = 0;
     if (e->n_files) return wsync__sub_apply_spooled_dir(s, e, fd, size, dry, err);
     memset(&f, 0, sizeof f);
     memset(&so, 0, sizeof so);
@@ -16132,32 +16142,16 @@ static wsync_result wsync__sub_apply_spooled(wsync_subscriber *s, const wsync_ch
     }
     if ((r = wsync__stp_parse_at(hdr, 8 + n, size, &so, &f, err)) != WSYNC_OK) goto done;
     if ((r = wsync__sub_anchor_match(s, e, &f, NULL, map, err)) != WSYNC_OK) goto done;
-    if (s->has_alias) {
-        uint64_t *off = (uint64_t *)wsync__alloc(&s->a, s->n * sizeof *off + 1);
-        if (!off) r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
-        for (i = 0; off && i < s->n; i++) off[i] = 8 + n + f.tensors[map[i]].begin;
-        if (off) r = wsync__sub_spool_tied(s, fd, off, err);
-        wsync__free(&s->a, off);
-        if (r != WSYNC_OK) goto done;
+    if (!(off = (uint64_t *)wsync__alloc(&s->a, s->n * sizeof *off + 1))) {
+        r = wsync__fail(err, WSYNC_ERR_OUT_OF_MEMORY, UINT64_MAX, NULL, 0, "%s", "anchor");
+        goto done;
     }
-    if (dry) goto done;
-    /* everything checked: only now the targets change */
-    for (i = 0; i < s->n && r == WSYNC_OK; i++) {
-        const wsync_st_tensor *t = &f.tensors[map[i]];
-        if (s->alias[i] != i) continue; /* tied: written through the first name */
-        touched = 1;
-        if (t->end > t->begin && (lseek(fd, (off_t)(8 + n + t->begin), SEEK_SET) == (off_t)-1 ||
-                                  !wsync__read_all(fd, (uint8_t *)s->t[i].data, t->end - t->begin)))
-            r = wsync__fail(err, WSYNC_ERR_IO, UINT64_MAX, s->t[i].name, strlen(s->t[i].name),
-                            "cannot read the spool file: %s (the targets hold no step)",
-                            errno ? strerror(errno) : "it is shorter than written");
-    }
-    if (r == WSYNC_OK) wsync__sub_moved(s, 1, e->step, e->has_digests);
-    else if (touched) wsync__sub_moved(s, 0, 0, 0);
-    if (r == WSYNC_OK && s->chg_fn) r = wsync__sub_changes_whole(s, err); /* wsync_subscriber_on_changes */
+    for (i = 0; i < s->n; i++) off[i] = 8 + n + f.tensors[map[i]].begin;
+    r = wsync__sub_spool_read(s, e, fd, off, dry, err);
 done:
     wsync_st_free(&f);
     wsync__free(&s->a, map);
+    wsync__free(&s->a, off);
     wsync__free(&s->a, hdr);
     return r;
 }
