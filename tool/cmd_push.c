@@ -146,19 +146,26 @@ static void push_layout_opts(const push_opts *o, cli_push_layout *l)
    from g (little-endian bf16). */
 static void push_sp_apply(uint8_t *p, uint64_t g, uint64_t n, uint64_t step, uint64_t k, uint32_t thr)
 {
+    const uint64_t top = 0x8000800080008000ull; /* each 16-bit lane's top bit */
     uint64_t kc = wsync_gen_mix64(PUSH_SEED ^ 0x5350000000000000ull ^ step * 0x9E3779B97F4A7C15ull ^ k << 40),
-             kv = wsync_gen_mix64(kc ^ 0x56414c5545ull), w = 0, last = UINT64_MAX, i;
-    for (i = 0; i < n; i++, g++) {
-        uint64_t q = g >> 2;
-        unsigned sh = (unsigned)(g & 3) * 16;
-        if (q != last) {
-            w = wsync_gen_mix64(kc ^ q);
-            last = q;
-        }
-        if (((w >> sh) & 0xFFFF) < thr) {
-            uint64_t v = wsync_gen_mix64(kv ^ q) >> sh;
-            p[2 * i] = (uint8_t)v;
-            p[2 * i + 1] = (uint8_t)(v >> 8);
+             kv = wsync_gen_mix64(kc ^ 0x56414c5545ull), end = g + n, q, t4 = thr * 0x0001000100010001ull;
+    if (n == 0) return;
+    for (q = g >> 2; q <= (end - 1) >> 2; q++) { /* the hashes of elements 4q .. 4q + 3 */
+        uint64_t w = wsync_gen_mix64(kc ^ q), hit = 0, v;
+        unsigned l;
+        /* a lane's top bit in hit when the lane is below thr: with thr at
+           most 0x8000, (lane | 0x8000) - thr keeps its top bit exactly when
+           lane & 0x7FFF >= thr, and borrows from no other lane */
+        if (thr <= 0x8000) hit = ~(w | ((w | top) - t4)) & top;
+        else
+            for (l = 0; l < 4; l++) hit |= (uint64_t)(((w >> 16 * l) & 0xFFFF) < thr) << (16 * l + 15);
+        if (!hit) continue; /* most quads: nothing changes */
+        v = wsync_gen_mix64(kv ^ q);
+        for (l = 0; l < 4; l++) {
+            uint64_t e = q * 4 + l;
+            if (!(hit >> (16 * l + 15) & 1) || e < g || e >= end) continue;
+            p[2 * (e - g)] = (uint8_t)(v >> 16 * l);
+            p[2 * (e - g) + 1] = (uint8_t)(v >> (16 * l + 8));
         }
     }
 }
