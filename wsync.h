@@ -4551,6 +4551,20 @@ static void wsync__ed_expand(const uint8_t seed[32], uint8_t a[32], uint8_t pref
     if (prefix) memcpy(prefix, h + 32, 32);
 }
 
+/* k = SHA-512(R || A || msg) mod L, R and A encoded points (32 bytes each):
+   the hash that signing and verifying both take. */
+static void wsync__ed_challenge(uint8_t k[32], const uint8_t *R, const uint8_t *A, const void *msg, size_t len)
+{
+    wsync_sha512_state hs;
+    uint8_t h[64];
+    wsync_sha512_init(&hs);
+    wsync_sha512_update(&hs, R, 32);
+    wsync_sha512_update(&hs, A, 32);
+    wsync_sha512_update(&hs, msg, len);
+    wsync_sha512_final(&hs, h);
+    wsync__sc_reduce(k, h);
+}
+
 WSYNC_DEF void wsync_ed25519_keypair(const uint8_t seed[32], uint8_t pub[32], uint8_t sec[64])
 {
     wsync__edc k;
@@ -4582,13 +4596,8 @@ WSYNC_DEF void wsync_ed25519_sign(const uint8_t sec[64], const void *msg, size_t
     wsync__sc_reduce(r, h);
     wsync__ge_scalarmult(&k, &P, &k.b, r);
     wsync__ge_pack(sig, &P);
-    /* k = SHA-512(R || A || msg) mod L; S = r + k a mod L */
-    wsync_sha512_init(&hs);
-    wsync_sha512_update(&hs, sig, 32);
-    wsync_sha512_update(&hs, pub, 32);
-    wsync_sha512_update(&hs, msg, len);
-    wsync_sha512_final(&hs, h);
-    wsync__sc_reduce(hk, h);
+    /* S = r + k a mod L, k the challenge */
+    wsync__ed_challenge(hk, sig, pub, msg, len);
     wsync__sc_muladd(sig + 32, hk, a, r);
     memset(a, 0, sizeof a);
     memset(prefix, 0, sizeof prefix);
@@ -4599,20 +4608,14 @@ WSYNC_DEF int wsync_ed25519_verify(const uint8_t pub[32], const void *msg, size_
 {
     wsync__edc k;
     wsync__ge A, R, sb, ka;
-    wsync_sha512_state hs;
-    uint8_t h[64], hk[32], check[32];
+    uint8_t hk[32], check[32];
     wsync__fe zero;
     if (!pub || !sig || (!msg && len)) return 0;
     if (!wsync__sc_canonical(sig + 32)) return 0; /* S >= L */
     wsync__edc_init(&k);
     if (!wsync__ge_unpack(&k, &A, pub) || wsync__ge_small_order(&k, &A)) return 0;
     if (!wsync__ge_unpack(&k, &R, sig) || wsync__ge_small_order(&k, &R)) return 0;
-    wsync_sha512_init(&hs);
-    wsync_sha512_update(&hs, sig, 32);
-    wsync_sha512_update(&hs, pub, 32);
-    wsync_sha512_update(&hs, msg, len);
-    wsync_sha512_final(&hs, h);
-    wsync__sc_reduce(hk, h);
+    wsync__ed_challenge(hk, sig, pub, msg, len);
     /* [S]B - [k]A, encoded, against R's bytes */
     wsync__ge_scalarmult(&k, &sb, &k.b, sig + 32);
     wsync__ge_scalarmult(&k, &ka, &A, hk);
