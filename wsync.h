@@ -3121,6 +3121,18 @@ static void *wsync__workers_run(void *arg)
     return NULL;
 }
 
+/* The worker threads for a request of asked (0: one): 1 to 16, 1 where
+   there are no threads. */
+static unsigned wsync__threads(unsigned asked)
+{
+#if WSYNC__HAVE_THREADS
+    return asked < 1 ? 1 : asked > 16 ? 16 : asked;
+#else
+    (void)asked;
+    return 1;
+#endif
+}
+
 static wsync_result wsync__workers_do(unsigned threads, size_t n, wsync__workers_fn fn, void *user, wsync_error *err)
 {
     wsync__workers p;
@@ -3131,8 +3143,7 @@ static wsync_result wsync__workers_do(unsigned threads, size_t n, wsync__workers
     p.user = user;
     p.n = n;
     p.r = WSYNC_OK;
-    if (threads < 1) threads = 1;
-    if (threads > 16) threads = 16;
+    threads = wsync__threads(threads);
     if (threads > n) threads = n ? (unsigned)n : 1;
     for (t = 0; t < threads; t++) {
         pw[t].workers = &p;
@@ -10559,11 +10570,7 @@ WSYNC_DEF wsync_result wsync_delta_encode(const wsync_tensor *base, const wsync_
     if (E.block_log2 < 6 || E.block_log2 > WSYNC_DELTA_MAX_BLOCK_LOG2)
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0, "block_log2 %u outside 6..%u",
                            E.block_log2, WSYNC_DELTA_MAX_BLOCK_LOG2);
-    threads = o.threads ? o.threads : 1;
-#if !WSYNC__HAVE_THREADS
-    threads = 1;
-#endif
-    if (threads > 16) threads = 16;
+    threads = wsync__threads(o.threads);
     if (threads > n) threads = n ? (unsigned)n : 1;
     memset(&st, 0, sizeof st);
     st.encoding = E.enc;
@@ -11611,11 +11618,7 @@ WSYNC_DEF wsync_result wsync_delta_apply(const void *delta, uint64_t size, wsync
     A.chunk = o.changes_chunk ? o.changes_chunk : 65536;
     A.packed = A.enc == WSYNC_ENCODING_PACKED || A.enc == WSYNC_ENCODING_PACKED_MAX;
     A.scratch_bytes = (size_t)1 << 20;
-    threads = o.threads ? o.threads : 1;
-#if !WSYNC__HAVE_THREADS
-    threads = 1;
-#endif
-    if (threads > 16) threads = 16;
+    threads = wsync__threads(o.threads);
 
     A.sorted = (wsync_tensor **)wsync__alloc(&o.allocator, (n + 1) * sizeof *A.sorted);
     A.patches = (wsync__patch *)wsync__alloc(&o.allocator, (f.n_tensors + 1) * sizeof *A.patches);
