@@ -80,7 +80,7 @@ typedef struct push_report {
     uint64_t sp_dsteps;                       /* --dense-every: the dense steps after step 1, summed */
     double sp_dwire, sp_dupdate, sp_dverify;
     /* --sparse --fp8: the sparse steps' fp8 tiles (trainers), summed */
-    uint64_t sp_ftiles, sp_fmoved, sp_frescaled, sp_fbytes, sp_fsent, sp_fgathered;
+    uint64_t sp_ftiles, sp_fmoved, sp_frescaled, sp_fbytes, sp_fsent, sp_fgathered, sp_fgsparse;
     double sp_fp8;
 } push_report;
 
@@ -745,7 +745,7 @@ static int push_trainer_main(const push_opts *o, unsigned rank, unsigned port, i
                     rep.sp_rs += st.regions_sparse, rep.sp_rd += st.regions_dense, rep.sp_ro += st.regions_overflow;
                     rep.sp_ftiles += st.fp8_tiles, rep.sp_fmoved += st.fp8_tiles_moved;
                     rep.sp_frescaled += st.fp8_tiles_rescaled, rep.sp_fbytes += st.fp8_bytes;
-                    rep.sp_fsent += st.fp8_moved, rep.sp_fgathered = st.fp8_gathered, rep.sp_fp8 += st.fp8_s;
+                    rep.sp_fsent += st.fp8_moved, rep.sp_fgathered = st.fp8_gathered, rep.sp_fgsparse = st.fp8_gathered_sparse, rep.sp_fp8 += st.fp8_s;
                 }
             }
         }
@@ -873,9 +873,11 @@ static const char *push_usage_sparse =
     "1 + 2K, ... dense too.\n"
     "With --fp8, per tile: nothing when no e4m3 byte moved, the moved bytes when the scale\n"
     "did not, else the whole tile and its scale; parts quantized from a gather inbox (row\n"
-    "shards whose tiles cross trainers) go dense. The run ends with the sparse steps' time\n"
-    "over the dense steps' (step 1, which also faults pages in, and the later ones), each\n"
-    "phase (diff, pack, wire, update; validate, scatter, verify), and with --fp8 the tiles.\n";
+    "shards whose tiles cross trainers) too, packed after the gather's barrier (the bf16\n"
+    "rows the trainers gather stay dense writes between them). The run ends with the\n"
+    "sparse steps' time over the dense steps' (step 1, which also faults pages in, and the\n"
+    "later ones), each phase (diff, pack, wire, update; validate, scatter, verify), and\n"
+    "with --fp8 the tiles.\n";
 
 /* Seconds a paced full step lasts at least: each mesh group's last planned
    start at `gbps`, added up (a group starts after the one before ends). */
@@ -1331,7 +1333,7 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
     unsigned i, n = o->trainers + o->inference;
     double d = 0, pk = 0, w = 0, u = 0, w1 = 0, u1 = 0, dw = 0, du = 0, va = 0, sc = 0, ve = 0, ve1 = 0, dve = 0;
     uint64_t ch = 0, st = 0, de = 0, rs = 0, rd = 0, ro = 0, sch = 0, s, ns = 0, nd = 0;
-    uint64_t fg = 0;
+    uint64_t fg = 0, fgs = 0;
     double k, kd, fq = 0, ft = 0, fm = 0, fr = 0, fb = 0, fs = 0; /* fp8: each trainer's mean, summed */
     for (s = 2; s <= committed; s++) push_dense_step(o, s) ? nd++ : ns++;
     k = ns ? (double)ns : 1;
@@ -1352,7 +1354,7 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
             ch += r->sp_changes, st += r->sp_staged, de += r->sp_dense, rs += r->sp_rs, rd += r->sp_rd, ro += r->sp_ro;
             ft += (double)r->sp_ftiles / m, fm += (double)r->sp_fmoved / m, fr += (double)r->sp_frescaled / m;
             fb += (double)r->sp_fbytes / m, fs += (double)r->sp_fsent / m;
-            fg += r->sp_fgathered;
+            fg += r->sp_fgathered, fgs += r->sp_fgsparse;
             if (r->sp_fp8 / m > fq) fq = r->sp_fp8 / m;
         } else {
             if (r->sp_validate / m > va) va = r->sp_validate / m;
@@ -1372,10 +1374,10 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
                (double)rs / k, (double)rd / k, (double)ro / k, (double)sch / k);
     if (ns && o->fp8) /* the tiles each sparse step quantized and compared with what was sent last */
         printf("sparse: fp8: %.0f tiles compared a step: %.2f%% unchanged, %.2f%% bytes moved under the same scale, "
-               "%.2f%% rescaled (sent whole); %.2f%% of %.2f MB fp8 bytes sent; %llu fp8 transfers dense (quantized "
-               "from a gather inbox); quantize and compare %.2f ms\n",
+               "%.2f%% rescaled (sent whole); %.2f%% of %.2f MB fp8 bytes sent; fp8 transfers quantized from a "
+               "gather inbox: %llu sparse, %llu dense; quantize and compare %.2f ms\n",
                ft, ft - fm - fr > 0.5 ? 100.0 * (ft - fm - fr) / ft : 0.0, ft > 0 ? 100.0 * fm / ft : 0.0,
-               ft > 0 ? 100.0 * fr / ft : 0.0, fb > 0 ? 100.0 * fs / fb : 0.0, fb / 1e6, (unsigned long long)fg,
+               ft > 0 ? 100.0 * fr / ft : 0.0, fb > 0 ? 100.0 * fs / fb : 0.0, fb / 1e6, (unsigned long long)fgs, (unsigned long long)fg,
                fq * 1e3);
     printf("sparse: transfer (GO to the last DONE) %.2f ms a sparse step (mean of %llu); dense: step 1 %.2f ms",
            tc[2] / k * 1e3, (unsigned long long)ns, tc[0] * 1e3);

@@ -320,7 +320,8 @@ import re, sys
 t = open(sys.argv[1]).read()
 m = re.search(r'\((\d+) changes a step\), ([\d.]+) MB staged and ([\d.]+) MB dense a step of ([\d.]+) MB;.* (\d+) changes scattered', t)
 f = re.search(r'fp8: (\d+) tiles compared a step: [\d.]+% unchanged, ([\d.]+)% bytes moved under the same scale, '
-              r'([\d.]+)% rescaled \(sent whole\); ([\d.]+)% of ([\d.]+) MB fp8 bytes sent; (\d+) fp8 transfers dense', t)
+              r'([\d.]+)% rescaled \(sent whole\); ([\d.]+)% of ([\d.]+) MB fp8 bytes sent; fp8 transfers quantized '
+              r'from a gather inbox: \d+ sparse, (\d+) dense', t)
 assert m and f, t[-2000:]
 sent, staged, dense, total, scat = int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), int(m.group(5))
 assert sent == scat and sent > 0, (sent, scat)
@@ -338,14 +339,14 @@ for b in cma shm tcp; do
     run "sparse fp8 $b: row shards, gathered tiles sparse" 0 "$bin" push-demo --sparse --fp8 --trainers 3 --steps 5 \
         --dense-every 3 --backend $b
     has "sparse fp8 row shards $b: every step committed bit-exact" "5 of 5 steps committed, every inference rank bit-exact at every step"
-    has "sparse fp8 row shards $b: no gathered transfer dense" " 0 fp8 transfers dense (quantized from a gather inbox)"
+    has "sparse fp8 row shards $b: no gathered transfer dense" " sparse, 0 dense; quantize and compare"
     python3 - "$tmp/out" <<'PY' && pass "sparse fp8 row shards $b: dense bytes the gather's, staged under a tenth" || fail "sparse fp8 row shards $b: dense and staged bytes"
 import re, sys
 t = open(sys.argv[1]).read()
 g = re.search(r'^gather: \d+ transfers, ([\d.]+) MB', t, re.M)
 m = re.search(r'\((\d+) changes a step\), ([\d.]+) MB staged and ([\d.]+) MB dense a step of ([\d.]+) MB;.* \(([\d.]+) overflowed\) a step; (\d+) changes scattered', t)
-f = re.search(r'fp8: (\d+) tiles compared a step', t)
-assert g and m and f, t[-2000:]
+f = re.search(r'fp8: (\d+) tiles compared a step.*gather inbox: (\d+) sparse, 0 dense', t)
+assert g and m and f and int(f.group(2)) > 0, t[-2000:]
 sent, staged, dense, total, over, scat = int(m.group(1)), float(m.group(2)), m.group(3), float(m.group(4)), float(m.group(5)), int(m.group(6))
 assert sent == scat and sent > 0 and over == 0, (sent, scat, over)
 # the small bf16 regions a few changes make dear (norms) go dense: a few KB
