@@ -13052,24 +13052,6 @@ static int wsync__jp_u64(wsync__jp *p, uint64_t *v)
     wsync__jp_ws(p);
     return !wsync__js_number((const uint8_t *)p->s, p->n, &p->i, &is_uint, v, &ovf) && is_uint && !ovf;
 }
-static int wsync__jp_hex64(wsync__jp *p, uint64_t *v)
-{
-    const char *s;
-    size_t len, k;
-    uint64_t x = 0;
-    if (!wsync__jp_str(p, &s, &len) || len != 16) return 0;
-    for (k = 0; k < 16; k++) {
-        char c = s[k];
-        unsigned d;
-        if (c >= '0' && c <= '9') d = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') d = (unsigned)(c - 'a' + 10);
-        else return 0;
-        x = x << 4 | d;
-    }
-    *v = x;
-    return 1;
-}
-
 /* A string of exactly 2n lowercase hex digits, into n bytes. */
 static int wsync__jp_hexbytes(wsync__jp *p, uint8_t *out, size_t n)
 {
@@ -13085,6 +13067,15 @@ static int wsync__jp_hexbytes(wsync__jp *p, uint8_t *out, size_t n)
         if (k & 1) out[k / 2] = (uint8_t)(out[k / 2] | d);
         else out[k / 2] = (uint8_t)(d << 4);
     }
+    return 1;
+}
+
+/* A string of exactly 16 lowercase hex digits, as a 64-bit value. */
+static int wsync__jp_hex64(wsync__jp *p, uint64_t *v)
+{
+    uint8_t b[8];
+    if (!wsync__jp_hexbytes(p, b, 8)) return 0;
+    *v = wsync__load_be64(b);
     return 1;
 }
 
