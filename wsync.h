@@ -3055,6 +3055,12 @@ static void wsync__store_le64(uint8_t *p, uint64_t v)
 #endif
 }
 
+/* A hex digit's value (either case), -1 for anything else. */
+static int wsync__hexval(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 /* ---------------------------------------------------------------------
    Base: running work on worker threads  >>workers
    --------------------------------------------------------------------- */
@@ -3770,8 +3776,7 @@ static wsync_result wsync__key_read(const char *path, int secret, uint8_t out[32
         return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, UINT64_MAX, NULL, 0,
                            "key file '%s' does not hold a line \"%s<64 hex digits>\" (wsync keygen writes them)", path, want);
     for (i = 0; i < 64; i++) {
-        char c = buf[wl + i];
-        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int v = wsync__hexval(buf[wl + i]);
         if (v < 0)
             return wsync__fail(err, WSYNC_ERR_INVALID_ARGUMENT, (uint64_t)(wl + i), NULL, 0,
                                "key file '%s': byte %zu is not a hex digit", path, wl + i);
@@ -4701,12 +4706,9 @@ static int wsync__hex4(const uint8_t *s, uint32_t *out)
     uint32_t v = 0;
     int i;
     for (i = 0; i < 4; i++) {
-        uint8_t c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return 0;
+        int d = wsync__hexval(s[i]);
+        if (d < 0) return 0;
+        v = v << 4 | (uint32_t)d;
     }
     *out = v;
     return 1;
@@ -19271,8 +19273,7 @@ static int wsync__mdir_unhex(const char *s, size_t len, uint8_t *out, size_t n)
     size_t i;
     if (len != 2 * n) return 0;
     for (i = 0; i < 2 * n; i++) {
-        int c = (unsigned char)s[i], v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                                             : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int v = wsync__hexval((unsigned char)s[i]);
         if (v < 0) return 0;
         if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
         else out[i / 2] |= (uint8_t)v;
