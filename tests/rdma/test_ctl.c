@@ -1267,6 +1267,23 @@ static void assign_t(wb *w, uint64_t tlen, const wsync_ctl_transfer *x)
     wbytes(w, p.b, p.n);
 }
 
+/* join_t(rlen, t) and assign_t(tlen, x) decoded: expect_reject's code and word */
+static void expect_join(uint64_t rlen, const wsync_ctl_tensor *t, wsync_result code, const char *word,
+                        const char *what)
+{
+    static wb w;
+    join_t(&w, rlen, t);
+    expect_reject(&w, code, word, what);
+}
+
+static void expect_assign(uint64_t tlen, const wsync_ctl_transfer *x, wsync_result code, const char *word,
+                          const char *what)
+{
+    static wb w;
+    assign_t(&w, tlen, x);
+    expect_reject(&w, code, word, what);
+}
+
 /* a bf16 rows x cols tensor, every row, every column, at offset 0 */
 static wsync_ctl_tensor bf16_entry(const char *name, uint64_t rows, uint64_t cols)
 {
@@ -1283,113 +1300,83 @@ static wsync_ctl_tensor bf16_entry(const char *name, uint64_t rows, uint64_t col
 
 static void test_rejections_join_slices(void)
 {
-    static wb w;
     wsync_ctl_tensor t;
     TEST_BEGIN("codec: JOIN column slices, target dtype and fp8 scales: rejections and the edges accepted");
     t = bf16_entry("w", 32, 48);
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_OK, "", "every column (col_count 0)");
+    expect_join(4096, &t, WSYNC_OK, "", "every column (col_count 0)");
     t.col_count = 48;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_OK, "", "every column said explicitly");
+    expect_join(4096, &t, WSYNC_OK, "", "every column said explicitly");
     t.col_begin = 24, t.col_count = 24;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_OK, "", "the upper half of the columns");
+    expect_join(4096, &t, WSYNC_OK, "", "the upper half of the columns");
     t.col_count = 25;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns 24 + 25 outside its 48", "columns past the shape");
+    expect_join(4096, &t, WSYNC_ERR_OUT_OF_BOUNDS, "columns 24 + 25 outside its 48", "columns past the shape");
     t.col_begin = 49, t.col_count = 0;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns 49 + 0", "col_begin past the shape, col_count 0");
+    expect_join(4096, &t, WSYNC_ERR_OUT_OF_BOUNDS, "columns 49 + 0", "col_begin past the shape, col_count 0");
     t.col_begin = 5, t.col_count = 0;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns 5 + 0 outside", "col_begin with col_count 0");
+    expect_join(4096, &t, WSYNC_ERR_OUT_OF_BOUNDS, "columns 5 + 0 outside", "col_begin with col_count 0");
     t.col_begin = UINT64_MAX, t.col_count = 2;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns", "col_begin + col_count wraps");
+    expect_join(4096, &t, WSYNC_ERR_OUT_OF_BOUNDS, "columns", "col_begin + col_count wraps");
     t.col_begin = 2, t.col_count = UINT64_MAX;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns", "col_count near 2^64");
+    expect_join(4096, &t, WSYNC_ERR_OUT_OF_BOUNDS, "columns", "col_count near 2^64");
     /* a slice's bytes are its columns': 32 x 24 x 2 = 1536 */
     t.col_begin = 24, t.col_count = 24;
-    join_t(&w, 1536, &t);
-    expect_reject(&w, WSYNC_OK, "", "a slice exactly filling its region");
+    expect_join(1536, &t, WSYNC_OK, "", "a slice exactly filling its region");
     t.offset = 1;
-    join_t(&w, 1536, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1536 bytes at 1 outside region 0", "a slice past its region");
+    expect_join(1536, &t, WSYNC_ERR_OUT_OF_BOUNDS, "1536 bytes at 1 outside region 0", "a slice past its region");
     {   /* 3-D: the dims after the first are the columns (3 x 5 = 15) */
         wsync_ctl_tensor u = t;
         u.ndim = 3, u.shape[0] = 4, u.shape[1] = 3, u.shape[2] = 5, u.row_count = 4, u.offset = 0;
         u.col_begin = 10, u.col_count = 5;
-        join_t(&w, 40, &u);
-        expect_reject(&w, WSYNC_OK, "", "3-D: the last 5 of 15 columns");
+        expect_join(40, &u, WSYNC_OK, "", "3-D: the last 5 of 15 columns");
         u.col_count = 6;
-        join_t(&w, 4096, &u);
-        expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "columns 10 + 6 outside its 15", "3-D: past the columns");
+        expect_join(4096, &u, WSYNC_ERR_OUT_OF_BOUNDS, "columns 10 + 6 outside its 15", "3-D: past the columns");
     }
     /* target dtypes: only BF16 -> F8_E4M3, or the stored one */
     t = bf16_entry("w", 32, 48);
     t.to_dtype = WSYNC_DTYPE_BF16;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_OK, "", "to_dtype the stored dtype");
+    expect_join(4096, &t, WSYNC_OK, "", "to_dtype the stored dtype");
     t.to_dtype = WSYNC_DTYPE_F16;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "only BF16 to F8_E4M3", "BF16 to F16");
+    expect_join(4096, &t, WSYNC_ERR_UNSUPPORTED, "only BF16 to F8_E4M3", "BF16 to F16");
     t.to_dtype = 99;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "no conversion", "to_dtype 99");
+    expect_join(4096, &t, WSYNC_ERR_UNSUPPORTED, "no conversion", "to_dtype 99");
     t.to_dtype = WSYNC_DTYPE_F8_E5M2;
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "no conversion", "BF16 to F8_E5M2");
+    expect_join(4096, &t, WSYNC_ERR_UNSUPPORTED, "no conversion", "BF16 to F8_E5M2");
     t.dtype = WSYNC_DTYPE_F32;
     t.to_dtype = WSYNC_DTYPE_F8_E4M3;
-    join_t(&w, 8192, &t);
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "tensor 'w': no conversion", "F32 to F8_E4M3");
+    expect_join(8192, &t, WSYNC_ERR_UNSUPPORTED, "tensor 'w': no conversion", "F32 to F8_E4M3");
     t.dtype = WSYNC_DTYPE_F16;
-    join_t(&w, 8192, &t);
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "only BF16 to F8_E4M3", "F16 to F8_E4M3");
+    expect_join(8192, &t, WSYNC_ERR_UNSUPPORTED, "only BF16 to F8_E4M3", "F16 to F8_E4M3");
     /* fp8: one byte an element, then ceil(32/16) x ceil(48/16) = 6 scales */
     t = bf16_entry("w", 32, 48);
     t.to_dtype = WSYNC_DTYPE_F8_E4M3;
     t.block = 16;
     t.scale_offset = 1536;
-    join_t(&w, 1536 + 24, &t);
-    expect_reject(&w, WSYNC_OK, "", "fp8 codes and 6 scales exactly filling the region");
-    join_t(&w, 1536 + 23, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales at 1536 outside region 0", "fp8: the last scale past");
+    expect_join(1536 + 24, &t, WSYNC_OK, "", "fp8 codes and 6 scales exactly filling the region");
+    expect_join(1536 + 23, &t, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales at 1536 outside region 0",
+                "fp8: the last scale past");
     t.scale_offset = 1537;
-    join_t(&w, 1536 + 24, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales at 1537", "fp8: scale_offset one past");
+    expect_join(1536 + 24, &t, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales at 1537", "fp8: scale_offset one past");
     t.scale_offset = UINT64_MAX - 8;
-    join_t(&w, 1536 + 24, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "scales at", "fp8: scale_offset near 2^64");
+    expect_join(1536 + 24, &t, WSYNC_ERR_OUT_OF_BOUNDS, "scales at", "fp8: scale_offset near 2^64");
     t.scale_offset = 1536;
     t.block = 1; /* a scale per element: 6 KiB of scales */
-    join_t(&w, 4096, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1536 scales", "fp8: block 1");
+    expect_join(4096, &t, WSYNC_ERR_OUT_OF_BOUNDS, "1536 scales", "fp8: block 1");
     t.block = 0; /* one scale */
-    join_t(&w, 1536 + 4, &t);
-    expect_reject(&w, WSYNC_OK, "", "fp8 block 0: one scale");
-    join_t(&w, 1536 + 3, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1 scales at 1536", "fp8 block 0: the scale past");
+    expect_join(1536 + 4, &t, WSYNC_OK, "", "fp8 block 0: one scale");
+    expect_join(1536 + 3, &t, WSYNC_ERR_OUT_OF_BOUNDS, "1 scales at 1536", "fp8 block 0: the scale past");
     t.block = 0xFFFFFFFFu;
-    join_t(&w, 1536 + 4, &t);
-    expect_reject(&w, WSYNC_OK, "", "fp8 block 2^32 - 1: one tile");
+    expect_join(1536 + 4, &t, WSYNC_OK, "", "fp8 block 2^32 - 1: one tile");
     /* a column slice in fp8: 32 x 40 codes, 2 x 3 tiles (the last partial) */
     t.block = 16;
     t.col_begin = 8, t.col_count = 40;
     t.scale_offset = 1280;
-    join_t(&w, 1280 + 24, &t);
-    expect_reject(&w, WSYNC_OK, "", "fp8 column slice with partial tiles");
-    join_t(&w, 1280 + 23, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales", "fp8 column slice: the last scale past");
+    expect_join(1280 + 24, &t, WSYNC_OK, "", "fp8 column slice with partial tiles");
+    expect_join(1280 + 23, &t, WSYNC_ERR_OUT_OF_BOUNDS, "6 scales", "fp8 column slice: the last scale past");
     t.scale_offset = 0; /* the codes in bf16 would need 2560 bytes: fp8 counts one */
     t.offset = 24;
-    join_t(&w, 1280 + 24, &t);
-    expect_reject(&w, WSYNC_OK, "", "fp8: scales before the codes");
+    expect_join(1280 + 24, &t, WSYNC_OK, "", "fp8: scales before the codes");
     t.offset = 25;
-    join_t(&w, 1280 + 24, &t);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1280 bytes at 25", "fp8: codes past the region");
+    expect_join(1280 + 24, &t, WSYNC_ERR_OUT_OF_BOUNDS, "1280 bytes at 25", "fp8: codes past the region");
     TEST_END();
 }
 
@@ -1405,103 +1392,78 @@ static wsync_ctl_transfer xfer(uint64_t len, uint64_t rows, uint64_t stride)
 
 static void test_rejections_assign_rows(void)
 {
-    static wb w;
     wsync_ctl_transfer x;
     TEST_BEGIN("codec: ASSIGN rows, strides and fp8 preparation: rejections and the edges accepted");
     x = xfer(64, 4, 16);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "4 rows of 16 bytes, 16 apart");
+    expect_assign(4096, &x, WSYNC_OK, "", "4 rows of 16 bytes, 16 apart");
     x = xfer(64, 0, 16);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "64 bytes in 0 rows", "rows 0");
+    expect_assign(4096, &x, WSYNC_ERR_INVALID_HEADER, "64 bytes in 0 rows", "rows 0");
     x = xfer(64, 3, 32);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "64 bytes in 3 rows", "len not a multiple of rows");
+    expect_assign(4096, &x, WSYNC_ERR_INVALID_HEADER, "64 bytes in 3 rows", "len not a multiple of rows");
     x = xfer(64, 65, 1);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_INVALID_HEADER, "in 65 rows", "more rows than bytes");
+    expect_assign(4096, &x, WSYNC_ERR_INVALID_HEADER, "in 65 rows", "more rows than bytes");
     x = xfer(64, 1, 0);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "rows 1, stride 0");
+    expect_assign(4096, &x, WSYNC_OK, "", "rows 1, stride 0");
     x = xfer(64, 1, 3);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "rows 1: the stride does not matter");
+    expect_assign(4096, &x, WSYNC_OK, "", "rows 1: the stride does not matter");
     x = xfer(64, 64, 1);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "64 one-byte rows back to back");
+    expect_assign(4096, &x, WSYNC_OK, "", "64 one-byte rows back to back");
     x = xfer(64, 4, 16);
     x.prep = 2;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "preparation 2", "prep 2");
+    expect_assign(4096, &x, WSYNC_ERR_UNSUPPORTED, "preparation 2", "prep 2");
     x.prep = 0xFFFFFFFFu;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_UNSUPPORTED, "preparation", "prep 2^32 - 1");
+    expect_assign(4096, &x, WSYNC_ERR_UNSUPPORTED, "preparation", "prep 2^32 - 1");
     x = xfer(64, 4, 15);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "4 rows of 16 bytes with a stride of 15", "stride below a row");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "4 rows of 16 bytes with a stride of 15", "stride below a row");
     x = xfer(64, 4, 0);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "stride of 0", "stride 0 with 4 rows");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "stride of 0", "stride 0 with 4 rows");
     /* (rows - 1) * stride + row: 2^64 - 1 is the most */
     x = xfer(64, 2, UINT64_MAX - 32);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "the extent ending at 2^64 - 1");
+    expect_assign(4096, &x, WSYNC_OK, "", "the extent ending at 2^64 - 1");
     x.src_stride++;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "2 rows of 32 bytes", "the extent reaching 2^64");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "2 rows of 32 bytes", "the extent reaching 2^64");
     x = xfer(4096, 4096, 1ull << 53); /* 4095 * 2^53 */
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "4096 rows of 1 bytes", "(rows - 1) * stride overflows");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "4096 rows of 1 bytes", "(rows - 1) * stride overflows");
     x = xfer(4096, 4096, (UINT64_MAX - 1) / 4095);
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "(rows - 1) * stride just below the overflow");
+    expect_assign(4096, &x, WSYNC_OK, "", "(rows - 1) * stride just below the overflow");
     /* fp8: 4 rows of 16 codes from 32 bf16 bytes each */
     x = xfer(64, 4, 32);
     x.prep = WSYNC_CTL_PREP_FP8;
     x.block = 16;
     x.dst_offset = 0;
     x.scale_offset = 4092;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "fp8, one tile, its scale in the last 4 bytes");
+    expect_assign(4096, &x, WSYNC_OK, "", "fp8, one tile, its scale in the last 4 bytes");
     x.scale_offset = 4093;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "1 scales at 4093 outside the target", "fp8 scale past the target");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "1 scales at 4093 outside the target",
+                  "fp8 scale past the target");
     x.scale_offset = UINT64_MAX - 2;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "scales at", "fp8 scale_offset near 2^64");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "scales at", "fp8 scale_offset near 2^64");
     x.block = 2; /* 2 x 8 tiles: 64 bytes of scales */
     x.scale_offset = 4032;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "fp8 block 2: 16 scales at the end");
+    expect_assign(4096, &x, WSYNC_OK, "", "fp8 block 2: 16 scales at the end");
     x.scale_offset = 4033;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "16 scales at 4033", "fp8 block 2: past");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "16 scales at 4033", "fp8 block 2: past");
     x.block = 0;
     x.scale_offset = 4092;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "fp8 block 0: one scale");
+    expect_assign(4096, &x, WSYNC_OK, "", "fp8 block 0: one scale");
     x.block = 16;
     x.src_stride = 31; /* a row reads 32 bf16 bytes */
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "4 rows of 32 bytes with a stride of 31", "fp8 stride below a bf16 row");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "4 rows of 32 bytes with a stride of 31",
+                  "fp8 stride below a bf16 row");
     x.src_stride = UINT64_MAX - 64; /* (4 - 1) * stride overflows */
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "stride of", "fp8 stride overflowing");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "stride of", "fp8 stride overflowing");
     x = xfer(4096, 1, 0);
     x.prep = WSYNC_CTL_PREP_FP8;
     x.block = 64; /* 1 x 64 tiles */
     x.scale_offset = 4096 - 256;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_OK, "", "fp8: one row of 4096 codes, 64 scales in the last 256 bytes");
+    expect_assign(4096, &x, WSYNC_OK, "", "fp8: one row of 4096 codes, 64 scales in the last 256 bytes");
     x.scale_offset++;
-    assign_t(&w, 4096, &x);
-    expect_reject(&w, WSYNC_ERR_OUT_OF_BOUNDS, "64 scales at 3841 outside", "fp8: 64 scales one byte past");
+    expect_assign(4096, &x, WSYNC_ERR_OUT_OF_BOUNDS, "64 scales at 3841 outside", "fp8: 64 scales one byte past");
     {   /* the source is the trainer's to check: any src_offset and region decode */
         x = xfer(64, 4, 16);
         x.src_offset = UINT64_MAX;
         x.src_region = 0xFFFFFFFFu;
-        assign_t(&w, 4096, &x);
-        expect_reject(&w, WSYNC_OK, "", "src_offset 2^64 - 1 (the trainer checks its source)");
+        expect_assign(4096, &x, WSYNC_OK, "", "src_offset 2^64 - 1 (the trainer checks its source)");
     }
     TEST_END();
 }
@@ -3898,19 +3860,16 @@ static void test_trainer_source_checks(void)
    encode (a stride of one fp8 row below the "bf16" row). */
 static void bug_f8_as_stored(void)
 {
-    static wb w;
     static xw x;
     wsync_ctl_tensor t;
     wsync_error e;
     TEST_BEGIN("regression: an F8_E4M3 entry with to_dtype F8_E4M3 (as stored) is treated as a bf16 -> fp8 conversion");
     t = bf16_entry("e8", 16, 32);
     t.dtype = WSYNC_DTYPE_F8_E4M3;
-    join_t(&w, 512, &t);
-    expect_reject(&w, WSYNC_OK, "", "F8 as stored, to_dtype 0");
+    expect_join(512, &t, WSYNC_OK, "", "F8 as stored, to_dtype 0");
     t.to_dtype = WSYNC_DTYPE_F8_E4M3;
     t.scale_offset = 512; /* no scales for an entry as stored: this must not matter */
-    join_t(&w, 512, &t);
-    expect_reject(&w, WSYNC_OK, "", "F8 as stored, to_dtype F8 said: no scales needed");
+    expect_join(512, &t, WSYNC_OK, "", "F8 as stored, to_dtype F8 said: no scales needed");
     /* through the controller: the inference rank's bytes are the trainer's */
     xw_init(&x, 1, 1);
     xr_add(&x.t[0], X_W8, 0, 16, 0, 0, 0)->dtype = WSYNC_DTYPE_F8_E4M3;
