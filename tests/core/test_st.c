@@ -47,6 +47,14 @@ static wsync_allocator counting_allocator(counting *c)
     return a;
 }
 
+/* counting_allocator over c reset, failing its fail_at-th allocation (0: never). */
+static wsync_allocator counting_fresh(counting *c, long fail_at)
+{
+    memset(c, 0, sizeof *c);
+    c->fail_at = fail_at;
+    return counting_allocator(c);
+}
+
 static void put_le64(uint8_t *p, uint64_t v)
 {
     int i;
@@ -279,9 +287,8 @@ static void check_rewrite(const wsync_st_file *f, const char *what, dynbuf *out)
     {
         wsync_st_write_options wo;
         counting c;
-        memset(&c, 0, sizeof c);
         memset(&wo, 0, sizeof wo);
-        wo.allocator = counting_allocator(&c);
+        wo.allocator = counting_fresh(&c, 0);
         r = wsync_st_write(d, f->n_tensors, meta, f->n_metadata, dynbuf_sink, &buf, &wo, &err);
         CHECK_MSG(r == WSYNC_OK, "%s: write %s %s", what, wsync_result_name(r), err.message);
         CHECK_MSG(c.live == 0 && c.count >= 1, "%s: writer leaked %ld", what, c.live);
@@ -465,10 +472,8 @@ static void test_corpus_valid(void)
                 counting c;
                 wsync_st_options opt;
                 wsync_st_file g;
-                memset(&c, 0, sizeof c);
                 memset(&opt, 0, sizeof opt);
-                c.fail_at = (long)k;
-                opt.allocator = counting_allocator(&c);
+                opt.allocator = counting_fresh(&c, (long)k);
                 r = wsync_st_parse(map.bytes, map.size, &opt, &g, &err);
                 if (r == WSYNC_OK) {
                     wsync_st_free(&g);
@@ -1980,6 +1985,15 @@ static void gen_escaped(gen_file *g)
     g->meta[3].value = "";
 }
 
+/* gen_escaped's file, written into out (zeroed first): the write's result. */
+static wsync_result gen_escaped_file(gen_file *g, dynbuf *out)
+{
+    wsync_error err;
+    gen_escaped(g);
+    memset(out, 0, sizeof *out);
+    return wsync_st_write(g->d, g->n, g->meta, g->nm, dynbuf_sink, out, NULL, &err);
+}
+
 static void test_writer_escaping(void)
 {
     gen_file g;
@@ -2127,9 +2141,7 @@ static void test_writer_sinks(void)
     wsync_error err;
     wsync_result r;
     long k, calls;
-    gen_escaped(&g);
-    memset(&ref, 0, sizeof ref);
-    wsync_st_write(g.d, g.n, g.meta, g.nm, dynbuf_sink, &ref, NULL, &err);
+    gen_escaped_file(&g, &ref);
     calls = ref.calls;
 
     TEST_BEGIN("writer: a sink failing at every call k -> SINK");
@@ -2356,11 +2368,8 @@ static void test_generated_prefixes(void)
 {
     gen_file g;
     dynbuf buf;
-    wsync_error err;
-    gen_escaped(&g);
     TEST_BEGIN("truncation: every prefix of a generated file with escapes and metadata is rejected");
-    memset(&buf, 0, sizeof buf);
-    CHECK_CODE(wsync_st_write(g.d, g.n, g.meta, g.nm, dynbuf_sink, &buf, NULL, &err), WSYNC_OK);
+    CHECK_CODE(gen_escaped_file(&g, &buf), WSYNC_OK);
     check_prefixes(buf.p, buf.len, 0, buf.len, 1, "generated");
     check_header_cuts(buf.p, buf.len, "generated");
     dynbuf_free(&buf);
@@ -2390,18 +2399,15 @@ static void test_alloc_parse(void)
     dynbuf buf;
     wsync_error err;
     long k;
-    gen_escaped(&g);
-    memset(&buf, 0, sizeof buf);
-    wsync_st_write(g.d, g.n, g.meta, g.nm, dynbuf_sink, &buf, NULL, &err);
+    gen_escaped_file(&g, &buf);
 
     TEST_BEGIN("alloc: parse with a counting allocator frees everything");
     {
         counting c;
         wsync_st_options opt;
         wsync_st_file f;
-        memset(&c, 0, sizeof c);
         memset(&opt, 0, sizeof opt);
-        opt.allocator = counting_allocator(&c);
+        opt.allocator = counting_fresh(&c, 0);
         CHECK_CODE(wsync_st_parse(buf.p, buf.len, &opt, &f, &err), WSYNC_OK);
         CHECK(c.count >= 1 && c.live >= 1);
         wsync_st_free(&f);
@@ -2418,10 +2424,8 @@ static void test_alloc_parse(void)
         wsync_st_options opt;
         wsync_st_file f;
         wsync_result r;
-        memset(&c, 0, sizeof c);
-        c.fail_at = k;
         memset(&opt, 0, sizeof opt);
-        opt.allocator = counting_allocator(&c);
+        opt.allocator = counting_fresh(&c, k);
         memset(&f, 0x5A, sizeof f);
         r = wsync_st_parse(buf.p, buf.len, &opt, &f, &err);
         if (r == WSYNC_OK) {
@@ -2448,19 +2452,16 @@ static void test_alloc_write(void)
     wsync_error err;
     long k;
     int which;
-    gen_escaped(&g);
-    memset(&ref, 0, sizeof ref);
-    wsync_st_write(g.d, g.n, g.meta, g.nm, dynbuf_sink, &ref, NULL, &err);
+    gen_escaped_file(&g, &ref);
 
     TEST_BEGIN("alloc: write with a counting allocator frees everything");
     {
         counting c;
         wsync_st_write_options opt;
         dynbuf buf;
-        memset(&c, 0, sizeof c);
         memset(&opt, 0, sizeof opt);
         memset(&buf, 0, sizeof buf);
-        opt.allocator = counting_allocator(&c);
+        opt.allocator = counting_fresh(&c, 0);
         CHECK_CODE(wsync_st_write(g.d, g.n, g.meta, g.nm, dynbuf_sink, &buf, &opt, &err), WSYNC_OK);
         CHECK(c.count >= 1);
         CHECK_EQ_INT(c.live, 0);
@@ -2478,11 +2479,9 @@ static void test_alloc_write(void)
             wsync_st_writer w;
             dynbuf buf;
             wsync_result r;
-            memset(&c, 0, sizeof c);
-            c.fail_at = k;
             memset(&opt, 0, sizeof opt);
             memset(&buf, 0, sizeof buf);
-            opt.allocator = counting_allocator(&c);
+            opt.allocator = counting_fresh(&c, k);
             if (which) {
                 r = wsync_st_writer_begin(&w, g.d, g.n, g.meta, g.nm, dynbuf_sink, &buf, &opt, &err);
                 if (r == WSYNC_OK) {
@@ -2517,10 +2516,9 @@ static void test_alloc_write(void)
         wsync_st_write_options opt;
         wsync_st_tensor_desc d[3];
         dynbuf buf;
-        memset(&c, 0, sizeof c);
         memset(&opt, 0, sizeof opt);
         memset(&buf, 0, sizeof buf);
-        opt.allocator = counting_allocator(&c);
+        opt.allocator = counting_fresh(&c, 0);
         memcpy(d, g.d, sizeof d);
         d[2].name = d[0].name;
         d[2].name_len = d[0].name_len;
@@ -2729,10 +2727,8 @@ static void test_parse_header_cases(void)
     for (k = 1; k < 20; k++) {
         counting c;
         wsync_result r;
-        memset(&c, 0, sizeof c);
         memset(&o, 0, sizeof o);
-        c.fail_at = k;
-        o.allocator = counting_allocator(&c);
+        o.allocator = counting_fresh(&c, k);
         r = wsync_st_parse_header(b.p, 8 + hl, b.size, &o, &g, &need, &e);
         if (r == WSYNC_OK) {
             wsync_st_free(&g);
