@@ -1332,16 +1332,16 @@ static void test_roundtrip_multi(void)
     td_release(ts, 7);
 }
 
-/* Worker threads: the same bytes as one thread, and apply gives next. */
-static void test_roundtrip_threads(void)
+/* The worker tests' set: w BF16 [37,5], b F32 [7], x BF16 [xlen], s F64
+   scalar, u F16 [1000] (unchanged) and e F8 [3000]. */
+static void td_threads_set(td_tensor *ts, uint64_t seed, uint64_t xlen)
 {
-    td_tensor ts[6];
     td_rng r;
-    size_t ei, i;
-    r.s = 55;
+    size_t i;
+    r.s = seed;
     td_init(&ts[0], "w", WSYNC_DTYPE_BF16, 2, 37, 5);
     td_init(&ts[1], "b", WSYNC_DTYPE_F32, 1, 7, 0);
-    td_init(&ts[2], "x", WSYNC_DTYPE_BF16, 1, 70001, 0);
+    td_init(&ts[2], "x", WSYNC_DTYPE_BF16, 1, xlen, 0);
     td_init(&ts[3], "s", WSYNC_DTYPE_F64, 0, 0, 0);
     td_init(&ts[4], "u", WSYNC_DTYPE_F16, 1, 1000, 0);
     td_init(&ts[5], "e", WSYNC_DTYPE_F8_E4M3, 1, 3000, 0);
@@ -1349,6 +1349,14 @@ static void test_roundtrip_threads(void)
         td_fill_base(&ts[i], &r, 0.01);
         if (i != 4) td_mutate(&ts[i], &r, 0.05, TD_MIX);
     }
+}
+
+/* Worker threads: the same bytes as one thread, and apply gives next. */
+static void test_roundtrip_threads(void)
+{
+    td_tensor ts[6];
+    size_t ei;
+    td_threads_set(ts, 55, 70001);
     for (ei = 0; ei < TD_NENCS; ei++) {
         wsync_delta_options o1 = td_opts(td_encs[ei], 10, 3, 4), o4 = o1;
         td_bytes d1, d4;
@@ -3221,19 +3229,8 @@ static void td_hfree_mt(void *user, void *p)
 static void test_alloc_failures_threads(void)
 {
     td_tensor ts[6];
-    td_rng r;
-    size_t ei, i;
-    r.s = 56;
-    td_init(&ts[0], "w", WSYNC_DTYPE_BF16, 2, 37, 5);
-    td_init(&ts[1], "b", WSYNC_DTYPE_F32, 1, 7, 0);
-    td_init(&ts[2], "x", WSYNC_DTYPE_BF16, 1, 7001, 0);
-    td_init(&ts[3], "s", WSYNC_DTYPE_F64, 0, 0, 0);
-    td_init(&ts[4], "u", WSYNC_DTYPE_F16, 1, 1000, 0);
-    td_init(&ts[5], "e", WSYNC_DTYPE_F8_E4M3, 1, 3000, 0);
-    for (i = 0; i < 6; i++) {
-        td_fill_base(&ts[i], &r, 0.01);
-        if (i != 4) td_mutate(&ts[i], &r, 0.05, TD_MIX);
-    }
+    size_t ei;
+    td_threads_set(ts, 56, 7001);
     for (ei = 0; ei < TD_NENCS; ei++) {
         wsync_delta_options o = td_opts(td_encs[ei], 8, 1, 2);
         wsync_tensor *b = td_views(ts, 6, 0), *x = td_views(ts, 6, 1), *t = td_views(ts, 6, 2);
