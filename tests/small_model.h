@@ -24,7 +24,9 @@
    sm_sync_exact, sm_publish     sync and check bit-exact against a
                                  generator; publish a generated step
    sleep_ms, now_s               a sleep, and a monotonic clock in seconds
-                                 (POSIX: the test defines _POSIX_C_SOURCE) */
+                                 (POSIX: the test defines _POSIX_C_SOURCE)
+   sm_env, sm_env_open,          a case's store: memory, or a directory store
+   sm_env_close                  in a fresh folder under build/ (POSIX) */
 #ifndef WSYNC_TESTS_SMALL_MODEL_H
 #define WSYNC_TESTS_SMALL_MODEL_H
 
@@ -32,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* Every function is static; a test uses some of them. */
@@ -258,6 +261,42 @@ SM_UNUSED static int sm_publish(wsync_publisher *p, const sm_model *m, sm_image_
     ok = wsync_publish(p, step, t, m->n, NULL, err) == WSYNC_OK;
     free(img);
     return ok;
+}
+
+/* A store for a case: the memory store (dir 0) or a directory store in a
+   new folder build/<tag>.XXXXXX, which sm_env_close removes. */
+typedef struct sm_env {
+    wsync_store st;
+    char root[128];
+    int dir;
+    const char *name; /* "dir" or "mem" */
+} sm_env;
+
+/* 1 where the store opened; sm_env_close it either way. */
+SM_UNUSED static int sm_env_open(sm_env *e, int dir, const char *tag)
+{
+    wsync_error err;
+    wsync_store_options so;
+    memset(e, 0, sizeof *e);
+    memset(&so, 0, sizeof so);
+    so.no_fsync = 1;
+    e->dir = dir;
+    e->name = dir ? "dir" : "mem";
+    if (!dir) return wsync_store_mem_open(NULL, &e->st, &err) == WSYNC_OK;
+    mkdir("build", 0777);
+    snprintf(e->root, sizeof e->root, "build/%s.XXXXXX", tag);
+    if (!mkdtemp(e->root)) return 0;
+    return wsync_store_dir_open(e->root, &so, &e->st, &err) == WSYNC_OK;
+}
+
+SM_UNUSED static void sm_env_close(sm_env *e)
+{
+    wsync_store_close(&e->st);
+    if (e->dir) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->root);
+        if (system(cmd) != 0) printf("  (could not remove %s)\n", e->root);
+    }
 }
 
 #endif

@@ -12,6 +12,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,39 +158,6 @@ static int flip_object(const wsync_store *st, const char *key, uint64_t at)
     return ok;
 }
 
-typedef struct env {
-    wsync_store st;
-    char root[128];
-    int dir;
-    const char *name;
-} env;
-
-static int env_open(env *e, int dir)
-{
-    wsync_error err;
-    wsync_store_options so;
-    memset(e, 0, sizeof *e);
-    memset(&so, 0, sizeof so);
-    so.no_fsync = 1;
-    e->dir = dir;
-    e->name = dir ? "dir" : "mem";
-    if (!dir) return wsync_store_mem_open(NULL, &e->st, &err) == WSYNC_OK;
-    mkdir("build", 0777);
-    snprintf(e->root, sizeof e->root, "build/test_chain_dir.XXXXXX");
-    if (!mkdtemp(e->root)) return 0;
-    return wsync_store_dir_open(e->root, &so, &e->st, &err) == WSYNC_OK;
-}
-
-static void env_close(env *e)
-{
-    wsync_store_close(&e->st);
-    if (e->dir) {
-        char cmd[200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->root);
-        if (system(cmd) != 0) printf("  (could not remove %s)\n", e->root);
-    }
-}
-
 /* A subscriber over fresh targets; syncs to `step`. */
 static wsync_result sync_fresh(const wsync_store *st, uint64_t step, model *out, wsync_sync_stats *ss,
                                wsync_error *err)
@@ -209,7 +177,7 @@ static wsync_result sync_fresh(const wsync_store *st, uint64_t step, model *out,
 /* Objects, HEAD, retention, and the shards as files a loader reads. */
 static void test_layout(int dir)
 {
-    env e;
+    sm_env e;
     char key[200], name[80];
     uint8_t *b = NULL;
     uint64_t n = 0;
@@ -220,7 +188,7 @@ static void test_layout(int dir)
     size_t i;
     snprintf(name, sizeof name, "directory anchors: objects, HEAD, retention (%s)", dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_chain_dir"));
     CHECK_EQ_INT(publish_range(&e.st, &o, 0, 9, g_config), 3); /* anchors 0, 4, 8 */
     CHECK(wsync_store_get_all(&e.st, "HEAD", NULL, &b, &n, NULL) == WSYNC_OK);
     CHECK(b && strstr((const char *)b, "\"version\":2") != NULL);
@@ -278,7 +246,7 @@ static void test_layout(int dir)
         model_free(&m);
     }
     model_free(&want);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
@@ -286,7 +254,7 @@ static void test_layout(int dir)
    a corrupt delta), and a corrupt shard is refused like a corrupt anchor. */
 static void test_follow(int dir)
 {
-    env e;
+    sm_env e;
     char key[200], name[80];
     wsync_error err;
     wsync_chain_options o = opts(4, 20, 0);
@@ -297,7 +265,7 @@ static void test_follow(int dir)
     snprintf(name, sizeof name, "directory anchors: spooled around a bad delta, a bad shard refused (%s)",
              dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_chain_dir"));
     model_init(&want);
     CHECK_EQ_INT(publish_range(&e.st, &o, 0, 3, g_config), 1);
     model_init(&m);
@@ -345,7 +313,7 @@ static void test_follow(int dir)
         model_free(&m);
     }
     model_free(&want);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
@@ -353,7 +321,7 @@ static void test_follow(int dir)
    writes a delta); a changed file forces an anchor that carries it. */
 static void test_reopen(int dir)
 {
-    env e;
+    sm_env e;
     char key[200], name[80];
     wsync_error err;
     wsync_chain_options o = opts(50, 100, 0);
@@ -364,7 +332,7 @@ static void test_reopen(int dir)
     model m;
     snprintf(name, sizeof name, "directory anchors: a publisher reopened, a file changed (%s)", dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_chain_dir"));
     CHECK_EQ_INT(publish_range(&e.st, &o, 0, 2, g_config), 1);
     model_init(&m);
     CHECK(wsync_publisher_open(&e.st, &o, &p, &err) == WSYNC_OK);
@@ -411,14 +379,14 @@ static void test_reopen(int dir)
         model_free(&got);
     }
     model_free(&m);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
 /* The background prefetch spools a directory anchor and hands it over. */
 static void test_prefetch(void)
 {
-    env e;
+    sm_env e;
     wsync_error err;
     wsync_chain_options o = opts(3, 20, 0);
     wsync_chain_options so = opts(0, 0, WSYNC_CHAIN_VERIFY_STATE);
@@ -428,7 +396,7 @@ static void test_prefetch(void)
     model m, want;
     int i;
     TEST_BEGIN("directory anchors: the prefetch spools one and apply_ready takes it");
-    CHECK(env_open(&e, 0));
+    CHECK(sm_env_open(&e, 0, "test_chain_dir"));
     CHECK_EQ_INT(publish_range(&e.st, &o, 0, 1, g_config), 1);
     model_init(&m);
     model_init(&want);
@@ -450,7 +418,7 @@ static void test_prefetch(void)
     wsync_subscriber_close(s);
     model_free(&m);
     model_free(&want);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 

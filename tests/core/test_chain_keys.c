@@ -21,6 +21,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,39 +147,6 @@ static wsync_result sync_to(const wsync_store *st, const char *prefix, int from_
 
 /* ---- stores ---- */
 
-typedef struct env {
-    wsync_store st;
-    int dir;
-    char root[64];
-    const char *name;
-} env;
-
-static int env_open(env *e, int dir)
-{
-    wsync_error err;
-    wsync_store_options so;
-    memset(e, 0, sizeof *e);
-    memset(&so, 0, sizeof so);
-    so.no_fsync = 1;
-    e->dir = dir;
-    e->name = dir ? "dir" : "mem";
-    if (!dir) return wsync_store_mem_open(NULL, &e->st, &err) == WSYNC_OK;
-    mkdir("build", 0777);
-    snprintf(e->root, sizeof e->root, "build/test_chain_keys.XXXXXX");
-    if (!mkdtemp(e->root)) return 0;
-    return wsync_store_dir_open(e->root, &so, &e->st, &err) == WSYNC_OK;
-}
-
-static void env_close(env *e)
-{
-    wsync_store_close(&e->st);
-    if (e->dir) {
-        char cmd[200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->root);
-        if (system(cmd) != 0) printf("  (could not remove %s)\n", e->root);
-    }
-}
-
 /* "<prefix>/<rel>" or "<rel>" */
 static void key_of(char *buf, size_t cap, const char *prefix, const char *rel)
 {
@@ -235,7 +203,7 @@ static void test_unpadded(int dir, const char *prefix)
 {
     static const char *keys[4] = {"anchors/step_0.safetensors", "deltas/step_1.safetensors",
                                   "deltas/step_02.safetensors", "deltas/step_000000000000003.safetensors"};
-    env e;
+    sm_env e;
     wsync_store src;
     wsync_chain_info ci;
     wsync_error err;
@@ -247,7 +215,7 @@ static void test_unpadded(int dir, const char *prefix)
     snprintf(name, sizeof name, "unpadded step numbers: listed, fetched by the key listed (%s, prefix %s)",
              dir ? "dir" : "mem", prefix ? prefix : "none");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_chain_keys"));
     CHECK(source_chain(&src));
     for (i = 0; i < 4; i++) CHECK(copy_obj(&src, NULL, g_padded[i], &e.st, prefix, keys[i]));
     {
@@ -277,7 +245,7 @@ static void test_unpadded(int dir, const char *prefix)
     CHECK_EQ_U64(ss.step, 3);
     CHECK(model_is(&m, 3));
     wsync_store_close(&src);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
@@ -289,7 +257,7 @@ static int names_both(const char *msg, const char *a, const char *b)
 
 static void test_two_spellings(int dir, int delta)
 {
-    env e;
+    sm_env e;
     wsync_store src;
     wsync_chain_info ci;
     wsync_error err;
@@ -304,7 +272,7 @@ static void test_two_spellings(int dir, int delta)
     snprintf(name, sizeof name, "%s step %u under two keys: refused, naming both (%s)", kind, step,
              dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_chain_keys"));
     CHECK(source_chain(&src));
     for (i = 0; i < 4; i++) CHECK(copy_obj(&src, NULL, g_padded[i], &e.st, NULL, g_padded[i]));
     snprintf(k1, sizeof k1, "%s/step_%u.safetensors", kind, step);
@@ -344,7 +312,7 @@ static void test_two_spellings(int dir, int delta)
         CHECK(model_is(&m, 5));
     }
     wsync_store_close(&src);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
@@ -365,14 +333,14 @@ static void test_step_names(void)
         "anchors/step_1safetensors",          "deltas/step_-2.safetensors",
         "deltas/step_2.safetensors.part",
     };
-    env e;
+    sm_env e;
     wsync_store src;
     wsync_chain_info ci;
     wsync_error err;
     wsync_result r;
     size_t i;
     TEST_BEGIN("listing: a step name is 1 to 15 decimal digits, nothing else (no sign, no overflow)");
-    CHECK(env_open(&e, 0));
+    CHECK(sm_env_open(&e, 0, "test_chain_keys"));
     CHECK(source_chain(&src));
     CHECK(copy_obj(&src, NULL, g_padded[0], &e.st, NULL, "anchors/step_0.safetensors"));
     CHECK(copy_obj(&src, NULL, g_padded[0], &e.st, NULL, "anchors/step_999999999999999.safetensors"));
@@ -396,7 +364,7 @@ static void test_step_names(void)
               "message: %s", err.message);
     if (r == WSYNC_OK) wsync_chain_info_free(&ci);
     wsync_store_close(&src);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
@@ -456,7 +424,7 @@ static char *old_format(const char *head)
 
 static void test_mixed_encodings(int dir)
 {
-    env e;
+    sm_env e;
     wsync_chain_info ci;
     wsync_error err;
     wsync_sync_stats ss;
@@ -469,7 +437,7 @@ static void test_mixed_encodings(int dir)
     snprintf(name, sizeof name, "a chain continued with another encoding: HEAD names each delta's (%s)",
              dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_chain_keys"));
     {
         wsync_chain_options a = opts(WSYNC_ENCODING_PACKED, NULL, 0), b = opts(WSYNC_ENCODING_TRL_V1, NULL, 0);
         CHECK(publish_range(&e.st, &a, 0, 3));
@@ -557,7 +525,7 @@ static void test_mixed_encodings(int dir)
         free(old);
     }
     free(head);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 

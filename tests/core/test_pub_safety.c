@@ -12,6 +12,7 @@
 #define WSYNC_IMPLEMENTATION
 #include "wsync.h"
 #include "check.h"
+#include "small_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,46 +272,11 @@ static wsync_store wrap_store(wrap *w, const wsync_store *in, int with_del)
     return s;
 }
 
-/* ---- the stores ---- */
-
-typedef struct env {
-    wsync_store st;
-    char root[128];
-    int dir;
-    const char *name;
-} env;
-
-static int env_open(env *e, int dir)
-{
-    wsync_error err;
-    wsync_store_options so;
-    memset(e, 0, sizeof *e);
-    memset(&so, 0, sizeof so);
-    so.no_fsync = 1;
-    e->dir = dir;
-    e->name = dir ? "dir" : "mem";
-    if (!dir) return wsync_store_mem_open(NULL, &e->st, &err) == WSYNC_OK;
-    mkdir("build", 0777);
-    snprintf(e->root, sizeof e->root, "build/test_pub_safety.XXXXXX");
-    if (!mkdtemp(e->root)) return 0;
-    return wsync_store_dir_open(e->root, &so, &e->st, &err) == WSYNC_OK;
-}
-
-static void env_close(env *e)
-{
-    wsync_store_close(&e->st);
-    if (e->dir) {
-        char cmd[200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->root);
-        if (system(cmd) != 0) printf("  (could not remove %s)\n", e->root);
-    }
-}
-
 /* ====================================================================== */
 
 static void test_bad_head(int dir)
 {
-    env e;
+    sm_env e;
     snap before, after;
     wsync_publisher *p = NULL;
     wsync_publish_stats ps;
@@ -322,7 +288,7 @@ static void test_bad_head(int dir)
     snprintf(name, sizeof name, "%s: a HEAD with one flipped byte: open refuses, nothing is deleted",
              dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_pub_safety"));
     CHECK(publish_range(&e.st, &o, 0, 6));
     CHECK(flip_head(&e.st));
     before = snap_take(&e.st);
@@ -367,13 +333,13 @@ static void test_bad_head(int dir)
     CHECK(has_key(&e.st, "anchors/step_000019.safetensors"));
     snap_free(&after);
     snap_free(&before);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
 static void test_headless(int dir)
 {
-    env e;
+    sm_env e;
     snap before, after;
     wsync_publisher *p = NULL;
     wsync_publish_stats ps;
@@ -383,7 +349,7 @@ static void test_headless(int dir)
 
     snprintf(name, sizeof name, "%s: a store without HEAD holding steps 0-2: open refuses", dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_pub_safety"));
     CHECK(publish_range(&e.st, &o, 0, 2));
     CHECK_EQ_INT(e.st.del(e.st.user, "HEAD", &err), WSYNC_OK);
     before = snap_take(&e.st);
@@ -418,22 +384,22 @@ static void test_headless(int dir)
     CHECK(snap_kept(&before, &after, 0));
     snap_free(&after);
     snap_free(&before);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 
     snprintf(name, sizeof name, "%s: WSYNC_CHAIN_NEW_CHAIN on an empty store publishes any step",
              dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_pub_safety"));
     CHECK_EQ_INT(publish_one(&e.st, &no, 0, &ps, &err), WSYNC_OK);
     CHECK(ps.wrote_anchor);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
 static void test_foreign(int dir)
 {
-    env e;
+    sm_env e;
     wsync_error err;
     wsync_chain_options o = opts(5, 2, 0);
     char name[160];
@@ -444,7 +410,7 @@ static void test_foreign(int dir)
 
     snprintf(name, sizeof name, "%s: retention never deletes an object HEAD never named", dir ? "dir" : "mem");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_pub_safety"));
     CHECK(publish_range(&e.st, &o, 0, 10));
     CHECK(!has_key(&e.st, "deltas/step_000001.safetensors")); /* retention removed the chain's own */
     for (i = 0; i < 3; i++) CHECK_EQ_INT(e.st.put(e.st.user, planted[i], "not ours", 8, &err), WSYNC_OK);
@@ -466,13 +432,13 @@ static void test_foreign(int dir)
         snap_free(&now);
     }
     wsync_chain_info_free(&ci);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
 static void test_del_fails(int dir, int with_del)
 {
-    env e;
+    sm_env e;
     wrap w;
     wsync_store s;
     wsync_publisher *p = NULL;
@@ -486,7 +452,7 @@ static void test_del_fails(int dir, int with_del)
     snprintf(name, sizeof name, "%s: a store %s: counted, still named in HEAD, removed later",
              dir ? "dir" : "mem", with_del ? "whose deletes fail" : "without del");
     TEST_BEGIN(name);
-    CHECK(env_open(&e, dir));
+    CHECK(sm_env_open(&e, dir, "test_pub_safety"));
     s = wrap_store(&w, &e.st, with_del);
     w.fail_del = 1;
     memset(&ps, 0, sizeof ps);
@@ -519,25 +485,25 @@ static void test_del_fails(int dir, int with_del)
     CHECK(!has_key(&e.st, "deltas/step_000002.safetensors"));
     CHECK_EQ_INT(head_names(&e.st, WSYNC_CHAIN_ANCHOR, 0), 0);
     CHECK_EQ_INT(head_names(&e.st, WSYNC_CHAIN_DELTA, 1), 0);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
 static void test_step_message(void)
 {
-    env e;
+    sm_env e;
     wsync_publish_stats ps;
     wsync_error err;
     wsync_chain_options o = opts(5, 10, 0);
     TEST_BEGIN("a step not after HEAD's: the message says how to go on or start over");
-    CHECK(env_open(&e, 0));
+    CHECK(sm_env_open(&e, 0, "test_pub_safety"));
     CHECK(publish_range(&e.st, &o, 0, 5));
     CHECK_EQ_INT(publish_one(&e.st, &o, 0, &ps, &err), WSYNC_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(err.message, "step 0 is not after HEAD's step 5") && strstr(err.message, "after 5") &&
                   strstr(err.message, "wsync_publisher_head") && strstr(err.message, "wsync log") &&
                   strstr(err.message, "new prefix") && strstr(err.message, "empty store"),
               "message: %s", err.message);
-    env_close(&e);
+    sm_env_close(&e);
     TEST_END();
 }
 
