@@ -26,7 +26,8 @@
    sleep_ms, now_s               a sleep, and a monotonic clock in seconds
                                  (POSIX: the test defines _POSIX_C_SOURCE)
    sm_env, sm_env_open,          a case's store: memory, or a directory store
-   sm_env_close                  in a fresh folder under build/ (POSIX) */
+   sm_env_close                  in a fresh folder under build/ (POSIX)
+   sm_buf, sm_buf_sink           a growable byte buffer, a wsync_sink_fn */
 #ifndef WSYNC_TESTS_SMALL_MODEL_H
 #define WSYNC_TESTS_SMALL_MODEL_H
 
@@ -261,6 +262,28 @@ SM_UNUSED static int sm_publish(wsync_publisher *p, const sm_model *m, sm_image_
     ok = wsync_publish(p, step, t, m->n, NULL, err) == WSYNC_OK;
     free(img);
     return ok;
+}
+
+/* A growable byte buffer: zero it, pass sm_buf_sink and it as a sink
+   (nonzero where memory runs out), free(p) when done. */
+typedef struct sm_buf {
+    uint8_t *p;
+    size_t len, cap;
+} sm_buf;
+
+SM_UNUSED static int sm_buf_sink(void *user, const void *bytes, size_t len)
+{
+    sm_buf *b = (sm_buf *)user;
+    if (b->len + len > b->cap) {
+        size_t cap = (b->len + len) * 2;
+        uint8_t *p = (uint8_t *)realloc(b->p, cap);
+        if (!p) return 1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, bytes, len);
+    b->len += len;
+    return 0;
 }
 
 /* A store for a case: the memory store (dir 0) or a directory store in a

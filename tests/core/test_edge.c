@@ -806,26 +806,6 @@ static void test_transient_auth(void)
     TEST_END();
 }
 
-typedef struct buf {
-    uint8_t *p;
-    size_t len, cap;
-} buf;
-
-static int buf_sink(void *user, const void *bytes, size_t len)
-{
-    buf *b = (buf *)user;
-    if (b->len + len > b->cap) {
-        size_t cap = (b->len + len) * 2;
-        uint8_t *p = (uint8_t *)realloc(b->p, cap);
-        if (!p) return 1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, bytes, len);
-    b->len += len;
-    return 0;
-}
-
 /* wsync_delta_apply itself, given tied targets: each change written once. */
 static void test_apply_tied(void)
 {
@@ -835,7 +815,7 @@ static void test_apply_tied(void)
         image *a = (image *)malloc(sizeof *a), *b = (image *)malloc(sizeof *b), *got = (image *)malloc(sizeof *got);
         wsync_tensor ta[4], tb[4], tg[4];
         wsync_delta_options d;
-        buf out;
+        sm_buf out;
         wsync_error err;
         engine *g = (engine *)calloc(1, sizeof *g);
         image_at(a, 3, 0);
@@ -850,7 +830,7 @@ static void test_apply_tied(void)
         memset(&d, 0, sizeof d);
         d.encoding = g_encs[e];
         memset(&out, 0, sizeof out);
-        CHECK_EQ_INT(wsync_delta_encode(ta, tb, 4, &d, buf_sink, &out, NULL, &err), WSYNC_OK);
+        CHECK_EQ_INT(wsync_delta_encode(ta, tb, 4, &d, sm_buf_sink, &out, NULL, &err), WSYNC_OK);
         memset(&d, 0, sizeof d);
         d.on_changes = engine_take;
         d.changes_user = g;

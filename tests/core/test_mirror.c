@@ -287,30 +287,10 @@ static int reported_is_union(const engine *E, const wsync_tensor *t, uint64_t fr
    Deltas, encoded and applied with on_changes
    ====================================================================== */
 
-typedef struct buf {
-    uint8_t *p;
-    size_t len, cap;
-} buf;
-
-static int buf_sink(void *user, const void *bytes, size_t len)
-{
-    buf *b = (buf *)user;
-    if (b->len + len > b->cap) {
-        size_t cap = (b->len + len) * 2;
-        uint8_t *p = (uint8_t *)realloc(b->p, cap);
-        if (!p) return 1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, bytes, len);
-    b->len += len;
-    return 0;
-}
-
 static const wsync_encoding g_encs[4] = {WSYNC_ENCODING_PACKED, WSYNC_ENCODING_PACKED_MAX, WSYNC_ENCODING_TRL_V1,
                                          WSYNC_ENCODING_TRL_V3};
 
-static void encode(wsync_encoding enc, uint64_t from, uint64_t to, buf *out)
+static void encode(wsync_encoding enc, uint64_t from, uint64_t to, sm_buf *out)
 {
     wsync_tensor a[NT], b[NT];
     wsync_delta_options o;
@@ -323,7 +303,7 @@ static void encode(wsync_encoding enc, uint64_t from, uint64_t to, buf *out)
     o.block_log2 = 6; /* many blocks, even in these small tensors */
     tensors_of(ref(from), a);
     tensors_of(ref(to), b);
-    CHECK_EQ_INT(wsync_delta_encode(a, b, NT, &o, buf_sink, out, NULL, &err), WSYNC_OK);
+    CHECK_EQ_INT(wsync_delta_encode(a, b, NT, &o, sm_buf_sink, out, NULL, &err), WSYNC_OK);
 }
 
 static void test_apply_reports(void)
@@ -344,7 +324,7 @@ static void test_apply_reports(void)
                 wsync_delta_stats ds;
                 wsync_error err;
                 engine E;
-                buf d;
+                sm_buf d;
                 encode(g_encs[e], from, s, &d);
                 memcpy(img, ref(from), g_total);
                 tensors_of(img, t);
@@ -368,7 +348,7 @@ static void test_apply_reports(void)
                 /* invalid deltas: nothing written, no call at all */
                 {
                     uint64_t calls = E.calls;
-                    buf c;
+                    sm_buf c;
                     memcpy(img, ref(from), g_total);
                     CHECK(wsync_delta_apply(d.p, d.len - 1, t, NT, &o, NULL, &err) != WSYNC_OK);
                     if (g_encs[e] == WSYNC_ENCODING_PACKED || g_encs[e] == WSYNC_ENCODING_PACKED_MAX) {
