@@ -12937,41 +12937,59 @@ static uint64_t wsync__pl_split(const wsync__pl_lay *L, uint64_t n, uint64_t uni
 
 static uint64_t wsync__pl_align(uint64_t x) { return (x + 255u) & ~(uint64_t)255u; }
 
-/* Appends a unit whose pieces are already appended from first_piece; its
-   destinations: local rank p of every replica, at that rank's cursors. */
-static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint32_t dtype, uint64_t p_lo,
-                                   uint64_t p_hi, wsync_error *err)
+/* Appends a destination: inference rank `rank`, the unit's buffer at
+   offset in region 0, its scales at scale_offset in region 1. */
+static wsync_result wsync__pl_dest(wsync__pl_lay *L, uint64_t rank, uint64_t offset, uint64_t scale_offset,
+                                   wsync_error *err)
+{
+    wsync_plan_dest *d;
+    if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
+        return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
+    d = &L->dests[L->n_dests++];
+    d->rank = (uint32_t)rank;
+    d->region = 0;
+    d->offset = offset;
+    d->scale_region = 1;
+    d->scale_offset = scale_offset;
+    return WSYNC_OK;
+}
+
+/* Appends a unit: the pieces from first_piece and the destinations from
+   first_dest on, both appended already. */
+static wsync_result wsync__pl_unit_add(wsync__pl_lay *L, uint64_t first_piece, uint64_t first_dest, uint32_t dtype,
+                                       wsync_error *err)
 {
     wsync_plan_unit *u;
-    uint64_t rows = 0, cols = L->pieces[first_piece].cols, i, p, j, out, scales = 0;
-    for (i = first_piece; i < L->n_pieces; i++) rows += L->pieces[i].rows;
-    out = rows * cols * (dtype == WSYNC_DTYPE_F8_E4M3 ? 1u : 2u);
-    if (dtype == WSYNC_DTYPE_F8_E4M3)
-        scales = wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(cols, WSYNC_PLAN_BLOCK) * 4u;
     if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
         return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
     u = &L->units[L->n_units++];
     u->first_piece = first_piece;
     u->n_pieces = L->n_pieces - first_piece;
-    u->first_dest = L->n_dests;
+    u->first_dest = first_dest;
+    u->n_dests = L->n_dests - first_dest;
     u->dtype = dtype;
+    return WSYNC_OK;
+}
+
+/* Appends a unit whose pieces are already appended from first_piece; its
+   destinations: local rank p of every replica, at that rank's cursors. */
+static wsync_result wsync__pl_unit(wsync__pl_lay *L, uint64_t first_piece, uint32_t dtype, uint64_t p_lo,
+                                   uint64_t p_hi, wsync_error *err)
+{
+    uint64_t rows = 0, cols = L->pieces[first_piece].cols, i, p, j, out, scales = 0, first_dest = L->n_dests;
+    wsync_result r;
+    for (i = first_piece; i < L->n_pieces; i++) rows += L->pieces[i].rows;
+    out = rows * cols * (dtype == WSYNC_DTYPE_F8_E4M3 ? 1u : 2u);
+    if (dtype == WSYNC_DTYPE_F8_E4M3)
+        scales = wsync__pldiv_up(rows, WSYNC_PLAN_BLOCK) * wsync__pldiv_up(cols, WSYNC_PLAN_BLOCK) * 4u;
     for (p = p_lo; p < p_hi; p++)
         for (j = 0; j < L->R; j++) {
             uint64_t rank = j * L->P + p;
-            wsync_plan_dest *d;
-            if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
-                return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
-            d = &L->dests[L->n_dests++];
-            d->rank = (uint32_t)rank;
-            d->region = 0;
-            d->offset = L->cur[2 * rank];
-            d->scale_region = 1;
-            d->scale_offset = L->cur[2 * rank + 1];
+            if ((r = wsync__pl_dest(L, rank, L->cur[2 * rank], L->cur[2 * rank + 1], err)) != WSYNC_OK) return r;
             L->cur[2 * rank] += wsync__pl_align(out);
             L->cur[2 * rank + 1] += wsync__pl_align(scales);
         }
-    u->n_dests = L->n_dests - u->first_dest;
-    return WSYNC_OK;
+    return wsync__pl_unit_add(L, first_piece, first_dest, dtype, err);
 }
 
 static wsync_result wsync__pl_piece(wsync__pl_lay *L, uint64_t src, uint64_t r0, uint64_t nr, uint64_t c0,
@@ -13064,33 +13082,19 @@ static wsync_result wsync__pl_experts(wsync__pl_lay *L, uint64_t l, uint64_t bas
         uint64_t src = base + 3 * e, slot = e / L->P, w;
         p = e % L->P;
         for (w = 0; w < 2; w++) {
-            wsync_plan_unit *u;
-            uint64_t first = L->n_pieces;
+            uint64_t first = L->n_pieces, first_dest = L->n_dests;
             if (w == 0) {
                 if ((r = wsync__pl_piece(L, src, 0, m->moe_inter, 0, m->hidden, err)) != WSYNC_OK) return r;
                 if ((r = wsync__pl_piece(L, src + 1, 0, m->moe_inter, 0, m->hidden, err)) != WSYNC_OK) return r;
             } else if ((r = wsync__pl_piece(L, src + 2, 0, m->hidden, 0, m->moe_inter, err)) != WSYNC_OK)
                 return r;
-            if (!wsync__plgrow(&L->a, (void **)&L->units, &L->cap_units, L->n_units, sizeof *L->units))
-                return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: units");
-            u = &L->units[L->n_units++];
-            u->first_piece = first;
-            u->n_pieces = L->n_pieces - first;
-            u->first_dest = L->n_dests;
-            u->n_dests = L->R;
-            u->dtype = dtype;
             for (j = 0; j < L->R; j++) {
                 uint64_t rank = j * L->P + p;
-                wsync_plan_dest *d;
-                if (!wsync__plgrow(&L->a, (void **)&L->dests, &L->cap_dests, L->n_dests, sizeof *L->dests))
-                    return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan layout: destinations");
-                d = &L->dests[L->n_dests++];
-                d->rank = (uint32_t)rank;
-                d->region = 0;
-                d->offset = b[4 * rank + w] + slot * (w == 0 ? w13 : w2);
-                d->scale_region = 1;
-                d->scale_offset = b[4 * rank + 2 + w] + slot * (w == 0 ? s13 : s2);
+                if ((r = wsync__pl_dest(L, rank, b[4 * rank + w] + slot * (w == 0 ? w13 : w2),
+                                        b[4 * rank + 2 + w] + slot * (w == 0 ? s13 : s2), err)) != WSYNC_OK)
+                    return r;
             }
+            if ((r = wsync__pl_unit_add(L, first, first_dest, dtype, err)) != WSYNC_OK) return r;
         }
     }
     return WSYNC_OK;
