@@ -430,6 +430,18 @@ static void pub_close(pub *P)
     P->p = NULL;
 }
 
+/* Begins the case "title (encoding e)": a memory store in st, and P
+   publishing to it with anchor_every and retain. */
+static void mirror_case(const char *title, size_t e, wsync_store *st, pub *P, uint32_t anchor_every, uint32_t retain)
+{
+    static char name[128];
+    wsync_error err;
+    snprintf(name, sizeof name, "%s (%s)", title, wsync_encoding_name(g_encs[e]));
+    TEST_BEGIN(name);
+    CHECK_EQ_INT(wsync_store_mem_open(NULL, st, &err), WSYNC_OK);
+    pub_open(P, st, chain_opts(g_encs[e], anchor_every, retain));
+}
+
 typedef struct mir {
     wsync_mirror *m;
     uint8_t *img;          /* caller-supplied mirror memory, or NULL */
@@ -538,17 +550,12 @@ static void test_mirror_steps(void)
 {
     size_t e;
     for (e = 0; e < 4; e++) {
-        char name[96];
         wsync_store st;
         wsync_error err;
         pub P;
         mir M;
         uint64_t s;
-        snprintf(name, sizeof name, "mirror: step by step, caught up, across anchors (%s)",
-                 wsync_encoding_name(g_encs[e]));
-        TEST_BEGIN(name);
-        CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
-        pub_open(&P, &st, chain_opts(g_encs[e], 1000, 1000));
+        mirror_case("mirror: step by step, caught up, across anchors", e, &st, &P, 1000, 1000);
         pub_step(&P, 0);
         if (mir_open(&M, &st, g_encs[e], e % 2 == 0, e == 1 ? 5 : 0)) {
             wsync_mirror_stats ms;
@@ -626,16 +633,11 @@ static void test_mirror_log(void)
 {
     size_t e;
     for (e = 0; e < 4; e++) {
-        char name[96];
         wsync_store st;
         wsync_error err;
         pub P;
         mir M;
-        snprintf(name, sizeof name, "mirror: one pending step handed from its log, two merged (%s)",
-                 wsync_encoding_name(g_encs[e]));
-        TEST_BEGIN(name);
-        CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
-        pub_open(&P, &st, chain_opts(g_encs[e], 1000, 1000));
+        mirror_case("mirror: one pending step handed from its log, two merged", e, &st, &P, 1000, 1000);
         pub_step(&P, 0);
         if (mir_open(&M, &st, g_encs[e], 0, e == 0 ? 5 : 0)) {
             wsync_mirror_stats ms;
@@ -694,18 +696,14 @@ static void test_mirror_failures(void)
 {
     size_t e;
     for (e = 0; e < 4; e++) {
-        char name[96], key[64];
+        char key[64];
         wsync_store st;
         wsync_error err;
         pub P;
         mir M;
         uint64_t s, size = 0, calls;
         uint8_t *orig = NULL;
-        snprintf(name, sizeof name, "mirror: corrupt object, refused take, restart, retention gap (%s)",
-                 wsync_encoding_name(g_encs[e]));
-        TEST_BEGIN(name);
-        CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
-        pub_open(&P, &st, chain_opts(g_encs[e], 1000, 1000));
+        mirror_case("mirror: corrupt object, refused take, restart, retention gap", e, &st, &P, 1000, 1000);
         for (s = 0; s <= 3; s++) pub_step(&P, s);
         if (mir_open(&M, &st, g_encs[e], e % 2 == 0, 0)) {
             wsync_mirror_stats ms;
@@ -796,18 +794,14 @@ static void test_mirror_corrupt_anchor(void)
 {
     size_t e;
     for (e = 0; e < 4; e++) {
-        char name[96], key[64];
+        char key[64];
         wsync_store st;
         wsync_error err;
         pub P;
         mir M;
         uint64_t s, size = 0;
         uint8_t *orig = NULL;
-        snprintf(name, sizeof name, "mirror: a corrupt anchor hands the engine nothing, then it recovers (%s)",
-                 wsync_encoding_name(g_encs[e]));
-        TEST_BEGIN(name);
-        CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
-        pub_open(&P, &st, chain_opts(g_encs[e], 3, 1));
+        mirror_case("mirror: a corrupt anchor hands the engine nothing, then it recovers", e, &st, &P, 3, 1);
         pub_step(&P, 0);
         if (mir_open(&M, &st, g_encs[e], e % 2 == 1, 0)) {
             wsync_mirror_stats ms;
@@ -913,17 +907,12 @@ static void test_mirror_background(void)
 {
     size_t e;
     for (e = 0; e < 4; e++) {
-        char name[96];
         wsync_store st;
         wsync_error err;
         pub P;
         mir M;
         uint64_t s;
-        snprintf(name, sizeof name, "mirror: the background applies while the engine takes (%s)",
-                 wsync_encoding_name(g_encs[e]));
-        TEST_BEGIN(name);
-        CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
-        pub_open(&P, &st, chain_opts(g_encs[e], 8, 1000));
+        mirror_case("mirror: the background applies while the engine takes", e, &st, &P, 8, 1000);
         pub_step(&P, 0);
         if (mir_open(&M, &st, g_encs[e], e % 2 == 1, 0)) {
             taker T;
@@ -1035,7 +1024,6 @@ static void test_mirror_trajectory(void)
     uint64_t extra_seen = 0;
     if (!model_load_trajectory()) return;
     for (e = 0; e < 4; e++) {
-        char name[112];
         wsync_store st;
         wsync_error err;
         wsync_sync_stats ss;
@@ -1043,11 +1031,7 @@ static void test_mirror_trajectory(void)
         pub P;
         mir M;
         uint64_t s, extra;
-        snprintf(name, sizeof name, "mirror: the real AdamW trajectory, step by step and caught up (%s)",
-                 wsync_encoding_name(g_encs[e]));
-        TEST_BEGIN(name);
-        CHECK_EQ_INT(wsync_store_mem_open(NULL, &st, &err), WSYNC_OK);
-        pub_open(&P, &st, chain_opts(g_encs[e], 1000, 1000));
+        mirror_case("mirror: the real AdamW trajectory, step by step and caught up", e, &st, &P, 1000, 1000);
         pub_step(&P, 0);
         /* step by step */
         if (mir_open(&M, &st, g_encs[e], e % 2 == 0, e == 1 ? 4096 : 0)) {
