@@ -58,6 +58,8 @@ typedef struct push_opts {
     int kill_role, kill_rank, stall_role, stall_rank;
     int stall_mid;             /* --stall-mid: stop in the middle of the first group's writes, not before DONE */
     uint64_t kill_step, stall_step;
+    int corrupt_role, corrupt_rank; /* --corrupt: an inference rank flips a byte of its memory before its check */
+    uint64_t corrupt_step;
     wsync_gen_model model;
     int sparse;                /* --sparse: steps after the first send only what changed */
     double density;            /* --density: the fraction of elements a step changes */
@@ -413,6 +415,32 @@ static size_t push_scratch_bytes(const push_layout *l)
     return need;
 }
 
+/* --corrupt (a test of the check): flips the middle byte of the rank's
+   largest part, of its largest fp8 part when it has one (an e4m3 code),
+   after the step's writes (and a sparse step's scatter) and before the
+   check, which must find it. */
+static void push_corrupt(push_receiver *r, uint64_t step)
+{
+    const push_layout *l = r->l;
+    size_t i, pick = l->n;
+    uint64_t best = 0, at;
+    int want_fp8 = 0;
+    for (i = 0; i < l->n; i++) want_fp8 |= l->t[i].to_dtype == WSYNC_DTYPE_F8_E4M3;
+    for (i = 0; i < l->n; i++) {
+        const wsync_ctl_tensor *t = &l->t[i];
+        int fp8 = t->to_dtype == WSYNC_DTYPE_F8_E4M3;
+        uint64_t n = t->row_count * push_part_cols(t) * (fp8 ? 1 : 2);
+        if (fp8 == want_fp8 && n > best) best = n, pick = i;
+    }
+    if (pick == l->n) return;
+    at = best / 2;
+    r->mem[l->t[pick].offset + at] ^= 0x01;
+    fprintf(stderr,
+            "push-demo: --corrupt: inference rank %u flipped %s byte %llu of %s (memory byte %llu) at step %llu\n",
+            (unsigned)r->rep.rank, want_fp8 ? "fp8" : "bf16", (unsigned long long)at, l->dst[pick],
+            (unsigned long long)(l->t[pick].offset + at), (unsigned long long)step);
+}
+
 /* At COMMIT: every byte against the step's data before the version moves
    (--partial: the tensors the step did not move hold the previous step's). */
 static wsync_result push_on_commit(void *user, uint64_t step, wsync_error *err)
@@ -421,6 +449,9 @@ static wsync_result push_on_commit(void *user, uint64_t step, wsync_error *err)
     size_t i;
     wsync_result res;
     double t0 = push_now();
+    if (r->o->corrupt_role == WSYNC_CTL_INFERENCE && r->o->corrupt_step == step &&
+        (uint32_t)r->o->corrupt_rank == r->rep.rank)
+        push_corrupt(r, step);
     for (i = 0; i < r->l->n; i++)
         if ((res = push_check_part(r, i, step, err)) != WSYNC_OK) return res;
     if (r->o->sparse && step == 1) r->rep.sp_verify1 = push_now() - t0;
@@ -811,6 +842,7 @@ static const char *push_usage =
     "                       [--reshard] [--fp8 [--block B]] [--mesh-groups] [--watermark-mb M] [--dump DIR]\n"
     "                       [--timeout-ms MS] [--kill ROLE:RANK@STEP] [--stall[-mid] trainer:RANK@STEP] [--bench]\n"
     "                       [--schedule auto|plan|greedy] [--partial F] [--pace GBPS]\n"
+    "                       [--corrupt inference:RANK@STEP]\n"
     "The controller schedules with the planner (the plan `wsync plan --demo` prints for the\n"
     "same model and layout: the same plan digest); --schedule greedy maps every inference\n"
     "byte to the least loaded holder instead, auto (the default) falls back to it when the\n"
@@ -846,14 +878,20 @@ static const char *push_usage =
     "(0 < F <= 1) of the tensors, a deterministic choice per step that every trainer names\n"
     "(odd steps move everything): the trainers fill every tensor with the step's data, and\n"
     "the inference ranks check the tensors moved against it and the others against the\n"
-    "step before; the run ends with the partial steps' mean time over the full steps' (3 on).\n"
+    "step before; the run ends with the partial steps' mean time over the full steps' (3 on).\n";
+
+/* The faults tests inject, the exit status and --bench (a string of its own: C99 promises
+   string literals of 4095 characters). */
+static const char *push_usage_faults =
     "--kill makes a rank die in the middle of a step (a trainer after half of its first mesh\n"
     "group's writes, which with row-sharded fp8 is half of its gather between trainers; an\n"
     "inference rank right after GO), --stall makes a trainer stop before its DONE, --stall-mid\n"
     "where --kill would die:\n"
     "the step must fail within --timeout-ms (default 5000) and the others keep their last\n"
-    "complete step. Exit 0 when every step committed and every receiver was bit-exact at\n"
-    "every step, 1 otherwise, 2 usage error. --bench then measures, in the same run, memcpy and\n"
+    "complete step.\n"
+    "--corrupt (a test hook): inference rank RANK flips a byte before its check at STEP (must fail).\n"
+    "Exit 0 when every step committed and every receiver was bit-exact at every step, 1\n"
+    "otherwise, 2 usage error. --bench then measures, in the same run, memcpy and\n"
     "one process_vm_writev of one inference rank's bytes, and prints the push's throughput\n"
     "as ratios to both.\n";
 
@@ -1332,7 +1370,10 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
 {
     unsigned i, n = o->trainers + o->inference;
     double d = 0, pk = 0, w = 0, u = 0, w1 = 0, u1 = 0, dw = 0, du = 0, va = 0, sc = 0, ve = 0, ve1 = 0, dve = 0;
-    uint64_t ch = 0, st = 0, de = 0, rs = 0, rd = 0, ro = 0, sch = 0, s, ns = 0, nd = 0;
+    /* a step's changes, bytes and regions: each rank's mean over the sparse steps it ran, summed (a
+       step that failed may have run on some ranks: it is in their sums, not in the steps committed) */
+    double ch = 0, st = 0, de = 0, rs = 0, rd = 0, ro = 0, sch = 0;
+    uint64_t s, ns = 0, nd = 0;
     uint64_t fg = 0, fgs = 0;
     double k, kd, fq = 0, ft = 0, fm = 0, fr = 0, fb = 0, fs = 0; /* fp8: each trainer's mean, summed */
     for (s = 2; s <= committed; s++) push_dense_step(o, s) ? nd++ : ns++;
@@ -1351,7 +1392,8 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
             if (r->sp_update1 > u1) u1 = r->sp_update1;
             if (r->sp_dwire / md > dw) dw = r->sp_dwire / md;
             if (r->sp_dupdate / md > du) du = r->sp_dupdate / md;
-            ch += r->sp_changes, st += r->sp_staged, de += r->sp_dense, rs += r->sp_rs, rd += r->sp_rd, ro += r->sp_ro;
+            ch += (double)r->sp_changes / m, st += (double)r->sp_staged / m, de += (double)r->sp_dense / m;
+            rs += (double)r->sp_rs / m, rd += (double)r->sp_rd / m, ro += (double)r->sp_ro / m;
             ft += (double)r->sp_ftiles / m, fm += (double)r->sp_fmoved / m, fr += (double)r->sp_frescaled / m;
             fb += (double)r->sp_fbytes / m, fs += (double)r->sp_fsent / m;
             fg += r->sp_fgathered, fgs += r->sp_fgsparse;
@@ -1362,16 +1404,15 @@ static void push_sparse_summary(const push_opts *o, const wsync_controller_plan 
             if (r->sp_verify / m > ve) ve = r->sp_verify / m;
             if (r->sp_verify1 > ve1) ve1 = r->sp_verify1;
             if (r->sp_dverify / md > dve) dve = r->sp_dverify / md;
-            sch += r->sp_changes;
+            sch += (double)r->sp_changes / m;
         }
     }
     if (ns)
         printf("sparse: %llu sparse steps: %.2f%% of the elements sent changed (%.0f changes a step), %.2f MB staged "
                "and %.2f MB dense a step of %.2f MB; receiver regions %.1f sparse, %.1f dense (%.1f overflowed) a "
                "step; %.0f changes scattered a step\n",
-               (unsigned long long)ns, plan->bytes ? 100.0 * (double)ch / k / ((double)plan->bytes / 2) : 0.0,
-               (double)ch / k, (double)st / k / 1e6, (double)de / k / 1e6, (double)plan->bytes / 1e6,
-               (double)rs / k, (double)rd / k, (double)ro / k, (double)sch / k);
+               (unsigned long long)ns, plan->bytes ? 100.0 * ch / ((double)plan->bytes / 2) : 0.0, ch, st / 1e6,
+               de / 1e6, (double)plan->bytes / 1e6, rs, rd, ro, sch);
     if (ns && o->fp8) /* the tiles each sparse step quantized and compared with what was sent last */
         printf("sparse: fp8: %.0f tiles compared a step: %.2f%% unchanged, %.2f%% bytes moved under the same scale, "
                "%.2f%% rescaled (sent whole); %.2f%% of %.2f MB fp8 bytes sent; fp8 transfers quantized from a "
@@ -1710,6 +1751,7 @@ int cmd_push_demo(int argc, char **argv)
     for (i = 0; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs(push_usage, stdout);
+            fputs(push_usage_faults, stdout);
             fputs(push_usage_sparse, stdout);
             fputs(push_usage_key, stdout);
             return 0;
@@ -1745,6 +1787,10 @@ int cmd_push_demo(int argc, char **argv)
             o.stall_mid = strcmp(argv[i - 1], "--stall-mid") == 0;
             if (!push_parse_fault(v, &o.stall_role, &o.stall_rank, &o.stall_step) || o.stall_role != WSYNC_CTL_TRAINER)
                 return cli_usage_error("push-demo: %s takes trainer:R@S, not '%s'", argv[i - 1], v);
+        } else if (cli_opt_value(argc, argv, &i, "--corrupt", &v)) {
+            if (!push_parse_fault(v, &o.corrupt_role, &o.corrupt_rank, &o.corrupt_step) ||
+                o.corrupt_role != WSYNC_CTL_INFERENCE)
+                return cli_usage_error("push-demo: --corrupt takes inference:R@S, not '%s'", v);
         } else if (strcmp(argv[i], "--bench") == 0) o.bench = 1;
         else if (strcmp(argv[i], "--reshard") == 0) o.reshard = 1;
         else if (cli_opt_value(argc, argv, &i, "--schedule", &v)) {
@@ -1808,8 +1854,12 @@ int cmd_push_demo(int argc, char **argv)
     if (o.sparse && o.staging == 0) o.staging = 0.25;
     if ((o.kill_role == WSYNC_CTL_TRAINER && (unsigned)o.kill_rank >= o.trainers) ||
         (o.kill_role == WSYNC_CTL_INFERENCE && (unsigned)o.kill_rank >= o.inference) ||
-        (o.stall_role && (unsigned)o.stall_rank >= o.trainers))
-        return cli_usage_error("%s", "push-demo: --kill/--stall names a rank that does not exist");
+        (o.stall_role && (unsigned)o.stall_rank >= o.trainers) ||
+        (o.corrupt_role && (unsigned)o.corrupt_rank >= o.inference))
+        return cli_usage_error("%s", "push-demo: --kill/--stall/--corrupt names a rank that does not exist");
+    if (o.corrupt_role && o.corrupt_step > o.steps)
+        return cli_usage_error("push-demo: --corrupt names step %llu of a run of %llu steps",
+                               (unsigned long long)o.corrupt_step, (unsigned long long)o.steps);
     printf("push-demo: %s (%zu tensors, %.1f MB bf16), backend %s, %u trainers (%s) -> %u inference ranks "
            "(%s), %llu steps\n",
            o.model.name, o.model.n_tensors, (double)o.model.n_params * 2 / 1e6, o.backend, o.trainers,

@@ -258,6 +258,45 @@ has "stall: step 2 stayed committed" "2 of 3 steps committed"
 has "stall: survivors keep step 2" "inference rank 1: version 2, 2 steps verified bit-exact"
 [ "$secs" -le 8 ] && pass "stall: fails within the timeout ($secs s)" || fail "stall: took $secs s"
 
+# ---- the check can fail: --corrupt flips a byte of an inference rank's memory before its check ----
+# Each run is one of the passing runs above with --corrupt added: the rank
+# flips the middle byte of its largest part (its largest fp8 part with
+# --fp8) after the step's writes (a sparse step: after the scatter), so
+# its check must name that part and byte, fail the step, keep the rank at
+# the step before, and make push-demo exit 1.
+corrupt_case() { # name, rank, step, "bytes" or "fp8 bytes", push-demo arguments, --steps N first
+    local name=$1 r=$2 s=$3 what=$4 line byte dst
+    shift 4
+    run "$name: inference rank $r corrupted at step $s" 1 "$bin" push-demo "$@" --corrupt inference:$r@$s --timeout-ms 2000
+    line=$(grep -oE "inference rank $r flipped (bf16|fp8) byte [0-9]+ of [^ ]+ \(memory byte [0-9]+\) at step $s\$" "$tmp/out")
+    [ -n "$line" ] && pass "$name: the flip is reported" || { fail "$name: no flip reported"; tail -n 12 "$tmp/out"; }
+    [ "$what" = "fp8 bytes" ] && has "$name: an e4m3 byte" "inference rank $r flipped fp8 byte"
+    byte=$(sed -E 's/.* byte ([0-9]+) of .*/\1/' <<<"$line"); dst=$(sed -E 's/.* of ([^ ]+) \(memory.*/\1/' <<<"$line")
+    has "$name: the step fails, the check names the part" \
+        "FAILED: step $s: inference rank $r failed: $dst ("
+    has_re "$name: the check names the byte and the step" "FAILED: step $s: .*: $what differ at byte $byte at step $s\$"
+    has "$name: the rank keeps the step before" \
+        "inference rank $r: version $((s - 1)), $((s - 1)) steps verified bit-exact, MISMATCH"
+    has "$name: the steps before committed" "$((s - 1)) of $2 steps committed"
+    hasnt "$name: no process hangs" "did not end in time"
+    grep -F "MISMATCH" "$tmp/out" | grep -vqF "inference rank $r:" \
+        && fail "$name: another rank has a mismatch" || pass "$name: only the corrupted rank has a mismatch"
+}
+# dense: the first test's run (4 -> 2, cma, 4 steps)
+corrupt_case "corrupt dense" 1 2 "bytes" --steps 4 --backend cma --trainers 4 --inference 2
+# sparse: "sparse cma, resharded" (dense steps 1 and 4), at sparse step 3
+corrupt_case "corrupt sparse" 0 3 "bytes" --steps 5 --sparse --backend cma --reshard --dense-every 3
+has "corrupt sparse: step 2 went sparse before it" "receiver regions 8.0 sparse, 0.0 dense"
+# sparse fp8: "sparse fp8 cma, resharded", at sparse step 3
+corrupt_case "corrupt sparse fp8" 1 3 "fp8 bytes" --steps 4 --sparse --fp8 --block 32 --layout replica --trainers 2 \
+    --backend cma
+# dense fp8 from row shards (gathered tiles), over tcp
+corrupt_case "corrupt fp8 row shards tcp" 0 2 "fp8 bytes" --steps 3 --fp8 --block 32 --backend tcp
+run "--corrupt of a trainer" 2 "$bin" push-demo --corrupt trainer:0@1
+has "--corrupt of a trainer: says what it takes" "--corrupt takes inference:R@S"
+run "--corrupt of a rank that does not exist" 2 "$bin" push-demo --inference 2 --corrupt inference:2@1
+run "--corrupt after the last step" 2 "$bin" push-demo --steps 3 --corrupt inference:0@4
+
 # ---- --bench: the simulator's prediction for the plan run, constants measured in the run ----
 run "--bench, 3 steps, two mesh groups" 0 "$bin" push-demo --steps 3 --bench --mesh-groups
 has "bench: the constants" "bench: measured constants:"
