@@ -27,6 +27,7 @@
                                  (POSIX: the test defines _POSIX_C_SOURCE)
    sm_env, sm_env_open,          a case's store: memory, or a directory store
    sm_env_close                  in a fresh folder under build/ (POSIX)
+   sm_rm_rf                      a folder and all below it removed
    sm_buf, sm_buf_sink           a growable byte buffer, a wsync_sink_fn */
 #ifndef WSYNC_TESTS_SMALL_MODEL_H
 #define WSYNC_TESTS_SMALL_MODEL_H
@@ -286,6 +287,14 @@ SM_UNUSED static int sm_buf_sink(void *user, const void *bytes, size_t len)
     return 0;
 }
 
+/* Removes path and everything below it (rm -rf); 1 where that worked. */
+SM_UNUSED static int sm_rm_rf(const char *path)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    return system(cmd) == 0;
+}
+
 /* A store for a case: the memory store (dir 0) or a directory store in a
    new folder build/<tag>.XXXXXX, which sm_env_close removes. */
 typedef struct sm_env {
@@ -315,11 +324,7 @@ SM_UNUSED static int sm_env_open(sm_env *e, int dir, const char *tag)
 SM_UNUSED static void sm_env_close(sm_env *e)
 {
     wsync_store_close(&e->st);
-    if (e->dir) {
-        char cmd[200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->root);
-        if (system(cmd) != 0) printf("  (could not remove %s)\n", e->root);
-    }
+    if (e->dir && !sm_rm_rf(e->root)) printf("  (could not remove %s)\n", e->root);
 }
 
 #endif

@@ -550,11 +550,7 @@ static void test_no_store(void)
         remove(f);
     }
     wsync_store_close(&pst);
-    {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        CHECK(system(cmd) == 0);
-    }
+    CHECK(sm_rm_rf(root));
     free(got);
     TEST_END();
 }
@@ -894,11 +890,7 @@ static void test_fifo(void)
     }
     alarm(0);
     wsync_store_close(&st);
-    {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        CHECK(system(cmd) == 0);
-    }
+    CHECK(sm_rm_rf(root));
     TEST_END();
 }
 
@@ -1047,11 +1039,7 @@ static void test_dir_anchor_listed(void)
     CHECK_MSG(strstr(err.message, "anchors/step_000005/") && strstr(err.message, "only a HEAD"), "%s", err.message);
     wsync_subscriber_close(sub);
     wsync_store_close(&st);
-    {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        CHECK(system(cmd) == 0);
-    }
+    CHECK(sm_rm_rf(root));
     free(im);
     free(got);
     TEST_END();
