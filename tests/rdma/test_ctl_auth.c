@@ -191,6 +191,13 @@ static const char *reap(child *ch, int ms)
     return ch->line;
 }
 
+/* reap, and a check that the child's report holds `want` */
+static void reap_says(child *ch, int ms, const char *want)
+{
+    const char *line = reap(ch, ms);
+    CHECK_MSG(has(line, want), "%s", line);
+}
+
 static int connect_to(unsigned port)
 {
     struct sockaddr_in a;
@@ -484,12 +491,8 @@ static void test_rogue_ranks(void)
               "%s", log_buf);
     CHECK_MSG(logged("refused the connection from 127.0.0.1:", "trainer rank 0 did not prove the job key") == 2, "%s",
               log_buf);
-    {
-        const char *line = reap(&in, 8000);
-        CHECK_MSG(has(line, "inference version=2 checked=2 bad=0"), "%s", line);
-        line = reap(&tr, 8000);
-        CHECK_MSG(has(line, "trainer steps=2 bye=1"), "%s", line);
-    }
+    reap_says(&in, 8000, "inference version=2 checked=2 bad=0");
+    reap_says(&tr, 8000, "trainer steps=2 bye=1");
     TEST_END();
 }
 
@@ -572,13 +575,9 @@ static void test_replayed_done(void)
     CHECK(wsync_controller_step(c, 2, &e) != WSYNC_OK);
     CHECK_MSG(has(e.message, "trainer rank 0") && has(e.message, "MAC does not match"), "%s", e.message);
     wsync_controller_close(c);
-    {
-        const char *line = reap(&in, 8000);
-        /* step 1 committed (the trainer wrote nothing: its bytes are what they were), step 2 did not */
-        CHECK_MSG(has(line, "inference version=1 checked=1"), "%s", line);
-        line = reap(&tr, 8000);
-        CHECK_MSG(has(line, "replayer sent=2"), "%s", line);
-    }
+    /* step 1 committed (the trainer wrote nothing: its bytes are what they were), step 2 did not */
+    reap_says(&in, 8000, "inference version=1 checked=1");
+    reap_says(&tr, 8000, "replayer sent=2");
     TEST_END();
 }
 
@@ -631,12 +630,8 @@ static void test_late_write(void)
     CHECK_MSG(wsync_controller_step(c, 1, &e) == WSYNC_OK, "%s", e.message);
     sleep_ms(700); /* the late write comes and is refused */
     wsync_controller_close(c);
-    {
-        const char *line = reap(&tr, 8000);
-        CHECK_MSG(has(line, "trainer steps=1 bye=1 late_refused=1"), "%s", line);
-        line = reap(&in, 8000);
-        CHECK_MSG(has(line, "inference version=1 checked=1 bad=0 end_bad=0"), "%s", line);
-    }
+    reap_says(&tr, 8000, "trainer steps=1 bye=1 late_refused=1");
+    reap_says(&in, 8000, "inference version=1 checked=1 bad=0 end_bad=0");
     TEST_END();
 }
 
@@ -807,8 +802,7 @@ static void test_slow_handshakes(void)
     {
         const char *line = reap(&tk, 8000);
         CHECK_MSG(has(line, "trickled=") && atoi(line + 9) < 20, "%s", line);
-        line = reap(&in, 8000);
-        CHECK_MSG(has(line, "inference version=1 checked=1 bad=0"), "%s", line);
+        reap_says(&in, 8000, "inference version=1 checked=1 bad=0");
         reap(&tr, 8000);
     }
     TEST_END();
@@ -929,12 +923,8 @@ static void test_idle_flood(void)
     wsync_controller_close(c);
     for (i = 0; i < IDLE; i++)
         if (fds[i] >= 0) close(fds[i]);
-    {
-        const char *line = reap(&in, 8000);
-        CHECK_MSG(has(line, "inference version=1 checked=1 bad=0 end_bad=0"), "%s", line);
-        line = reap(&tr, 8000);
-        CHECK_MSG(has(line, "trainer steps=1 bye=1"), "%s", line);
-    }
+    reap_says(&in, 8000, "inference version=1 checked=1 bad=0 end_bad=0");
+    reap_says(&tr, 8000, "trainer steps=1 bye=1");
     TEST_END();
 }
 
@@ -1017,10 +1007,9 @@ static void test_flood_while_joining(void)
         refused = wsync_controller_refused(c, NULL, 0);
         wsync_controller_close(c);
         {
-            const char *line = reap(&in, 8000);
-            CHECK_MSG(has(line, "inference version=1 checked=1 bad=0 end_bad=0"), "%s", line);
-            line = reap(&tr, 8000);
-            CHECK_MSG(has(line, "trainer steps=1 bye=1"), "%s", line);
+            const char *line;
+            reap_says(&in, 8000, "inference version=1 checked=1 bad=0 end_bad=0");
+            reap_says(&tr, 8000, "trainer steps=1 bye=1");
             line = reap(&fl, 5000);
             /* the flood overflowed the handshake slots while the ranks joined */
             CHECK_MSG(has(line, "flooded=") && refused > 64 && refused <= (unsigned)atoi(line + 8), "%s, %u refused",
