@@ -2835,6 +2835,32 @@ static void test_reject_trl(void)
    Flags
    --------------------------------------------------------------------- */
 
+/* d (ts, 4 tensors) with its byte at `at` flipped by mask, a stored digest:
+   refused plainly and with the other digest skipped (other, named as
+   other_name), applied to next with `skip`. */
+static void td_skip_digest(const td_bytes *d, size_t at, uint8_t mask, td_tensor *ts, const char *what,
+                           unsigned other, const char *other_name, unsigned skip)
+{
+    wsync_delta_options o;
+    wsync_error err;
+    char what2[96];
+    uint8_t *p = td_dup(d->p, d->len);
+    td_bytes c;
+    memset(&o, 0, sizeof o);
+    p[at] ^= mask;
+    c.p = p;
+    c.len = d->len;
+    td_reset_work(ts, 4);
+    td_expect_reject(what, p, d->len, ts, 4, NULL, WSYNC_ERR_DIGEST_MISMATCH, "b");
+    o.flags = other;
+    snprintf(what2, sizeof what2, "%s, %s", what, other_name);
+    td_expect_reject(what2, p, d->len, ts, 4, &o, WSYNC_ERR_DIGEST_MISMATCH, "b");
+    o.flags = skip;
+    CHECK_EQ_INT(td_apply(&c, ts, 4, &o, NULL, &err), WSYNC_OK);
+    CHECK(td_work_equals(ts, 4, 1));
+    free(p);
+}
+
 static void test_flags(void)
 {
     td_tensor ts[4];
@@ -2848,39 +2874,13 @@ static void test_flags(void)
     memset(&skip, 0, sizeof skip);
 
     TEST_BEGIN("flags: SKIP_BASE_DIGEST skips exactly the base check (stored base digest corrupted)");
-    {
-        uint8_t *p = td_dup(d.p, d.len);
-        td_bytes c;
-        p[at + 24] ^= 0x01;
-        c.p = p;
-        c.len = d.len;
-        td_reset_work(ts, 4);
-        td_expect_reject("base digest corrupted", p, d.len, ts, 4, NULL, WSYNC_ERR_DIGEST_MISMATCH, "b");
-        skip.flags = WSYNC_DELTA_SKIP_RESULT_DIGEST;
-        td_expect_reject("base digest corrupted, SKIP_RESULT", p, d.len, ts, 4, &skip, WSYNC_ERR_DIGEST_MISMATCH, "b");
-        skip.flags = WSYNC_DELTA_SKIP_BASE_DIGEST;
-        CHECK_EQ_INT(td_apply(&c, ts, 4, &skip, NULL, &err), WSYNC_OK);
-        CHECK(td_work_equals(ts, 4, 1));
-        free(p);
-    }
+    td_skip_digest(&d, at + 24, 0x01, ts, "base digest corrupted", WSYNC_DELTA_SKIP_RESULT_DIGEST, "SKIP_RESULT",
+                   WSYNC_DELTA_SKIP_BASE_DIGEST);
     TEST_END();
 
     TEST_BEGIN("flags: SKIP_RESULT_DIGEST skips exactly the result check (stored result digest corrupted)");
-    {
-        uint8_t *p = td_dup(d.p, d.len);
-        td_bytes c;
-        p[at + 32 + 7] ^= 0x80;
-        c.p = p;
-        c.len = d.len;
-        td_reset_work(ts, 4);
-        td_expect_reject("result digest corrupted", p, d.len, ts, 4, NULL, WSYNC_ERR_DIGEST_MISMATCH, "b");
-        skip.flags = WSYNC_DELTA_SKIP_BASE_DIGEST;
-        td_expect_reject("result digest corrupted, SKIP_BASE", p, d.len, ts, 4, &skip, WSYNC_ERR_DIGEST_MISMATCH, "b");
-        skip.flags = WSYNC_DELTA_SKIP_RESULT_DIGEST;
-        CHECK_EQ_INT(td_apply(&c, ts, 4, &skip, NULL, &err), WSYNC_OK);
-        CHECK(td_work_equals(ts, 4, 1));
-        free(p);
-    }
+    td_skip_digest(&d, at + 32 + 7, 0x80, ts, "result digest corrupted", WSYNC_DELTA_SKIP_BASE_DIGEST, "SKIP_BASE",
+                   WSYNC_DELTA_SKIP_RESULT_DIGEST);
     TEST_END();
 
     TEST_BEGIN("flags: a base differing at an untouched element fails with SKIP_BASE too (result digest), passes with both");
