@@ -12644,6 +12644,21 @@ static void wsync__plrsort(uint32_t *idx, uint32_t *key, uint32_t *tidx, uint32_
     }
 }
 
+/* idx (4n words: idx, then wsync__plrsort's keys and scratch) gets 0..n-1
+   in the order of v, stable: a sort by v's low 32 bits, then its high. */
+static void wsync__plrsort64(uint32_t *idx, const uint64_t *v, uint64_t n)
+{
+    uint32_t *key = idx + n, *tidx = key + n, *tkey = tidx + n;
+    uint64_t i;
+    for (i = 0; i < n; i++) {
+        idx[i] = (uint32_t)i;
+        key[i] = (uint32_t)(v[i] & 0xFFFFFFFFu);
+    }
+    wsync__plrsort(idx, key, tidx, tkey, n);
+    for (i = 0; i < n; i++) key[i] = (uint32_t)(v[idx[i]] >> 32);
+    wsync__plrsort(idx, key, tidx, tkey, n);
+}
+
 /* ---- models ---------------------------------------------------------- */
 
 enum {
@@ -13928,13 +13943,7 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, const u
     key = idx + n;
     tidx = key + n;
     tkey = tidx + n;
-    for (i = 0; i < n; i++) {
-        idx[i] = (uint32_t)i;
-        key[i] = (uint32_t)(v[i] & 0xFFFFFFFFu);
-    }
-    wsync__plrsort(idx, key, tidx, tkey, n);
-    for (i = 0; i < n; i++) key[i] = (uint32_t)(v[idx[i]] >> 32);
-    wsync__plrsort(idx, key, tidx, tkey, n);
+    wsync__plrsort64(idx, v, n);
     for (i = 0; i < n; i++) key[i] = p->tasks[idx[i]].group;
     wsync__plrsort(idx, key, tidx, tkey, n);
     for (i = 0; i < n; i++) key[i] = p->tasks[idx[i]].src_rank;
@@ -13968,7 +13977,7 @@ static wsync_result wsync__pl_sort_all(wsync_plan *p, const uint64_t *v, const u
 static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, uint32_t **map, wsync_error *err)
 {
     uint64_t n = p->n_preps, i;
-    uint32_t *idx, *key, *tidx, *tkey;
+    uint32_t *idx;
     wsync_plan_prep *np;
     idx = (uint32_t *)wsync__plalloc_raw(&p->allocator, 4 * n, sizeof *idx);
     np = (wsync_plan_prep *)wsync__plalloc_raw(&p->allocator, n, sizeof *np);
@@ -13980,16 +13989,7 @@ static wsync_result wsync__pl_sort_preps(wsync_plan *p, const uint64_t *eng, uin
         *map = NULL;
         return wsync_error_set(err, WSYNC_ERR_OUT_OF_MEMORY, "%s", "plan: ordering preparations");
     }
-    key = idx + n;
-    tidx = key + n;
-    tkey = tidx + n;
-    for (i = 0; i < n; i++) {
-        idx[i] = (uint32_t)i;
-        key[i] = (uint32_t)(eng[i] & 0xFFFFFFFFu);
-    }
-    wsync__plrsort(idx, key, tidx, tkey, n);
-    for (i = 0; i < n; i++) key[i] = (uint32_t)(eng[idx[i]] >> 32);
-    wsync__plrsort(idx, key, tidx, tkey, n);
+    wsync__plrsort64(idx, eng, n);
     for (i = 0; i < n; i++) {
         np[i] = p->preps[idx[i]];
         (*map)[idx[i]] = (uint32_t)i; /* old index -> new */
