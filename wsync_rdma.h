@@ -9962,6 +9962,14 @@ static unsigned wsync__ctl_pend_victim(const wsync__ctl_pend *pend, unsigned np)
     return best;
 }
 
+/* Sends m to member i; a failed send marks the member gone. */
+static wsync_result wsync__ctl_send_to(wsync_controller *c, unsigned i, const wsync_ctl_msg *m, wsync_error *err)
+{
+    wsync_result r = wsync__ctl_send(c->m[i].fd, &c->m[i].sess, m, &c->a, c->m[i].name, err);
+    if (r != WSYNC_OK) c->m[i].gone = 1;
+    return r;
+}
+
 WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error *err)
 {
     int64_t deadline;
@@ -10139,10 +10147,7 @@ WSYNC_DEF wsync_result wsync_controller_accept(wsync_controller *c, wsync_error 
         a.n_transfers = m->n_xfers;
         a.n_groups = c->n_groups;
         a.transfers = m->xfers;
-        if ((r = wsync__ctl_send(m->fd, &m->sess, &a, &c->a, m->name, err)) != WSYNC_OK) {
-            m->gone = 1;
-            return r;
-        }
+        if ((r = wsync__ctl_send_to(c, i, &a, err)) != WSYNC_OK) return r;
     }
     c->accepted = 1;
     return WSYNC_OK;
@@ -10198,8 +10203,7 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
     for (i = c->nt; i < c->nt + c->ni; i++) {
         g.n_senders = c->m[i].n_senders;
         g.senders = c->m[i].senders;
-        if ((r = wsync__ctl_send(c->m[i].fd, &c->m[i].sess, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
-            c->m[i].gone = 1;
+        if ((r = wsync__ctl_send_to(c, i, &g, err)) != WSYNC_OK) {
             wsync__ctl_abort(c, step, err);
             return r;
         }
@@ -10213,8 +10217,7 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
     g.step = step;
     c->t_go = wsync__ctl_now();
     for (i = 0; i < c->nt; i++)
-        if ((r = wsync__ctl_send(c->m[i].fd, &c->m[i].sess, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
-            c->m[i].gone = 1;
+        if ((r = wsync__ctl_send_to(c, i, &g, err)) != WSYNC_OK) {
             wsync__ctl_abort(c, step, err);
             return r;
         }
@@ -10242,10 +10245,7 @@ static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t
     rel.step = step;
     rel.group = g;
     for (k = 0; k < c->nt; k++)
-        if ((r = wsync__ctl_send(c->m[k].fd, &c->m[k].sess, &rel, &c->a, c->m[k].name, err)) != WSYNC_OK) {
-            c->m[k].gone = 1;
-            return r;
-        }
+        if ((r = wsync__ctl_send_to(c, k, &rel, err)) != WSYNC_OK) return r;
     return WSYNC_OK;
 }
 
@@ -10527,8 +10527,7 @@ WSYNC_DEF wsync_result wsync_controller_finish(wsync_controller *c, uint64_t ste
     g.type = WSYNC_CTL_COMMIT;
     g.step = step;
     for (i = c->nt; i < c->nt + c->ni; i++)
-        if ((r = wsync__ctl_send(c->m[i].fd, &c->m[i].sess, &g, &c->a, c->m[i].name, err)) != WSYNC_OK) {
-            c->m[i].gone = 1;
+        if ((r = wsync__ctl_send_to(c, i, &g, err)) != WSYNC_OK) {
             wsync__ctl_abort(c, step, err);
             return r;
         }
