@@ -3410,33 +3410,33 @@ static void wsync__tcp_hs_mac(const wsync_hmac_sha256_state *k, const char *labe
     wsync_hmac_sha256_final(&s, out);
 }
 
+/* out = HMAC-SHA256 of a one-letter label and n bytes of data, under the
+   connection's key (mac: its keyed state, copied). */
+static void wsync__tcp_mac(const wsync_hmac_sha256_state *mac, const char *label, const uint8_t *data, size_t n,
+                           uint8_t out[32])
+{
+    wsync_hmac_sha256_state s = *mac;
+    wsync_hmac_sha256_update(&s, label, 1);
+    wsync_hmac_sha256_update(&s, data, n);
+    wsync_hmac_sha256_final(&s, out);
+}
+
 /* A frame header's tag (over its first 48 bytes) and, when dkey, the
    one-time Poly1305 key of its data: both from the connection's key and
    the header, whose sequence number makes them unique. */
 static void wsync__tcp_frame_keys(const wsync_hmac_sha256_state *mac, const uint8_t *h, uint8_t tag[WSYNC__TAG],
                                   uint8_t dkey[32])
 {
-    wsync_hmac_sha256_state s = *mac;
     uint8_t full[32];
-    wsync_hmac_sha256_update(&s, "h", 1);
-    wsync_hmac_sha256_update(&s, h, 48);
-    wsync_hmac_sha256_final(&s, full);
+    wsync__tcp_mac(mac, "h", h, 48, full);
     memcpy(tag, full, WSYNC__TAG);
-    if (dkey) {
-        s = *mac;
-        wsync_hmac_sha256_update(&s, "d", 1);
-        wsync_hmac_sha256_update(&s, h, 48);
-        wsync_hmac_sha256_final(&s, dkey);
-    }
+    if (dkey) wsync__tcp_mac(mac, "d", h, 48, dkey);
 }
 
 static void wsync__tcp_ack_tag(const wsync_hmac_sha256_state *mac, const uint8_t *a, uint8_t tag[WSYNC__TAG])
 {
-    wsync_hmac_sha256_state s = *mac;
     uint8_t full[32];
-    wsync_hmac_sha256_update(&s, "a", 1);
-    wsync_hmac_sha256_update(&s, a, 16);
-    wsync_hmac_sha256_final(&s, full);
+    wsync__tcp_mac(mac, "a", a, 16, full);
     memcpy(tag, full, WSYNC__TAG);
 }
 
