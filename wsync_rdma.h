@@ -2561,6 +2561,7 @@ static void wsync__poly_update(wsync__poly *p, const uint8_t *m, size_t n)
 static void wsync__poly_final(wsync__poly *p, uint8_t tag[16])
 {
     uint64_t h0, h1, h2, g0, g1, g2, c, t0, t1;
+    int pass;
     if (p->nbuf) {
         size_t i = p->nbuf;
         p->buf[i++] = 1;
@@ -2570,24 +2571,17 @@ static void wsync__poly_final(wsync__poly *p, uint8_t tag[16])
     h0 = p->h[0];
     h1 = p->h[1];
     h2 = p->h[2];
-    c = h1 >> 44;
-    h1 &= 0xfffffffffffull;
-    h2 += c;
-    c = h2 >> 42;
-    h2 &= 0x3ffffffffffull;
-    h0 += c * 5;
-    c = h0 >> 44;
-    h0 &= 0xfffffffffffull;
-    h1 += c;
-    c = h1 >> 44;
-    h1 &= 0xfffffffffffull;
-    h2 += c;
-    c = h2 >> 42;
-    h2 &= 0x3ffffffffffull;
-    h0 += c * 5;
-    c = h0 >> 44;
-    h0 &= 0xfffffffffffull;
-    h1 += c;
+    for (pass = 0; pass < 2; pass++) { /* a full carry, twice: the second carries what the first left in h1 */
+        c = h1 >> 44;
+        h1 &= 0xfffffffffffull;
+        h2 += c;
+        c = h2 >> 42;
+        h2 &= 0x3ffffffffffull;
+        h0 += c * 5;
+        c = h0 >> 44;
+        h0 &= 0xfffffffffffull;
+        h1 += c;
+    }
     /* h + -p, kept when h >= p */
     g0 = h0 + 5;
     c = g0 >> 44;
