@@ -14595,23 +14595,33 @@ static int wsync__pl_try_send(wsync__pl_sim *S, uint64_t sn, double t)
     return wsync__pl_evpush(S, t + d, 0, WSYNC__PLE_DONE, S->order[S->nic_next[sn] - 1]);
 }
 
+/* Counts in first[0, n) become the bounds of n lists laid end to end (a
+   counting sort's starts): first and end of each, next at its first.
+   Returns the counts' sum. */
+static uint64_t wsync__pl_bounds(uint64_t *first, uint64_t *next, uint64_t *end, uint64_t n)
+{
+    uint64_t i, at = 0;
+    for (i = 0; i < n; i++) {
+        uint64_t c = first[i];
+        first[i] = at;
+        next[i] = at;
+        at += c;
+        end[i] = at;
+    }
+    return at;
+}
+
 /* One mesh group from time t0; S->end gets its last write's end. */
 static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0, wsync_error *err)
 {
     const wsync_plan *p = S->p;
     uint32_t K = p->nics_per_rank, r;
-    uint64_t NS = (uint64_t)p->n_trainers * K, NR = (uint64_t)p->n_inference * K, i, n = 0, left = 0;
+    uint64_t NS = (uint64_t)p->n_trainers * K, NR = (uint64_t)p->n_inference * K, i, left = 0;
     /* sender NIC lists, in plan order */
     for (i = 0; i < NS; i++) S->nic_first[i] = 0;
     for (i = 0; i < p->n_tasks; i++)
         if (p->tasks[i].group == g) S->nic_first[(uint64_t)p->tasks[i].src_rank * K + p->tasks[i].src_nic]++;
-    for (i = 0; i < NS; i++) {
-        uint64_t c = S->nic_first[i];
-        S->nic_first[i] = n;
-        S->nic_next[i] = n;
-        n += c;
-        S->nic_end[i] = n;
-    }
+    wsync__pl_bounds(S->nic_first, S->nic_next, S->nic_end, NS);
     for (i = 0; i < p->n_tasks; i++)
         if (p->tasks[i].group == g) {
             uint64_t sn = (uint64_t)p->tasks[i].src_rank * K + p->tasks[i].src_nic;
@@ -14625,13 +14635,7 @@ static wsync_result wsync__pl_sim_group(wsync__pl_sim *S, uint32_t g, double t0,
         S->left[i] = 0;
         if (p->preps[i].group == g) S->prep_first[p->preps[i].rank]++;
     }
-    for (r = 0, n = 0; r < p->n_trainers; r++) {
-        uint64_t c = S->prep_first[r];
-        S->prep_first[r] = n;
-        S->prep_next[r] = n;
-        n += c;
-        S->prep_end[r] = n;
-    }
+    wsync__pl_bounds(S->prep_first, S->prep_next, S->prep_end, p->n_trainers);
     for (i = 0; i < p->n_tasks; i++)
         if (p->tasks[i].group == g) S->left[p->tasks[i].prep]++;
     for (i = 0; i < p->n_preps; i++) /* a rank prepares in index order */
@@ -14767,7 +14771,7 @@ static int wsync__pl_sim_fetch(wsync__pl_sim *S, const wsync_plan_sim_options *o
 {
     const wsync_plan *p = S->p;
     uint32_t K = p->nics_per_rank;
-    uint64_t NS = (uint64_t)p->n_trainers * K, i, n = 0, senders = 0;
+    uint64_t NS = (uint64_t)p->n_trainers * K, i, n, senders = 0;
     double rate, rrate, bytes = 0, e = t0;
     wsync__pl_heap heap;
     *end = t0;
@@ -14779,12 +14783,8 @@ static int wsync__pl_sim_fetch(wsync__pl_sim *S, const wsync_plan_sim_options *o
             bytes += (double)f->len;
         }
     if (!senders) return 1;
+    n = wsync__pl_bounds(S->nic_first, S->nic_next, S->nic_end, NS);
     for (i = 0; i < NS; i++) {
-        uint64_t c = S->nic_first[i];
-        S->nic_first[i] = n;
-        S->nic_next[i] = n;
-        n += c;
-        S->nic_end[i] = n;
         S->sfree[i] = t0;
         tr[i] = t0;
     }
