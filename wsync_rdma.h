@@ -10218,8 +10218,6 @@ WSYNC_DEF wsync_result wsync_controller_go(wsync_controller *c, uint64_t step, w
     return WSYNC_OK;
 }
 
-/* Collects one answer of `type` for `step` from members [from, to); stale
-   answers for earlier steps are skipped. */
 /* A trainer's BARRIER for mesh group g of the step (next[]: the group each
    trainer reaches next); once every trainer reached it, RELEASE to all. */
 static wsync_result wsync__ctl_barrier(wsync_controller *c, unsigned i, uint32_t g, uint64_t step,
@@ -10310,6 +10308,8 @@ static unsigned wsync__ctl_closed(const wsync_controller *c, unsigned from, unsi
     }
 }
 
+/* Collects one answer of `type` for `step` from members [from, to); stale
+   answers for earlier steps are skipped. */
 static wsync_result wsync__ctl_collect(wsync_controller *c, unsigned from, unsigned to, uint32_t type, uint64_t step,
                                        wsync_error *err)
 {
